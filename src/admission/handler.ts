@@ -1,0 +1,134 @@
+/**
+ * @module
+ * The admission pipeline, independent of HTTP: body in → decode → guard → run the rules → build the
+ * response. A webhook built here is a plain async function of the review, so the HTTPS server mounts it
+ * and a serverless adapter can host the very same function.
+ *
+ * Failure modes, documented in the README and the manifests:
+ * - mutating webhooks fail open: a rule that throws lets the pod through unchanged, with a warning;
+ * - validating webhooks fail closed: a rule that throws denies the request with the error's message.
+ */
+import { errorMessage } from "../errors.js";
+import { decodeReview, encodeReview } from "./review.js";
+import { allowed, denied, errored, patched, withWarnings, type Violation } from "./response.js";
+import type { AdmissionRequest, AdmissionResponse, AdmissionReview, KubeObject } from "./types.js";
+
+export type FailureMode = "allow" | "deny";
+export type Outcome = "allowed" | "patched" | "denied" | "skipped" | "error";
+
+/** What one admission came to; the server turns this into a log line and metrics. */
+export interface WebhookResult {
+  review: AdmissionReview;
+  request: AdmissionRequest;
+  outcome: Outcome;
+  patchOps: number;
+  warnings: number;
+  /** Rules that produced violations, once each. */
+  deniedRules: string[];
+  /** Why the webhook did nothing, for `skipped`. */
+  skipReason?: string;
+  /** What a rule threw, for `error`. */
+  error?: unknown;
+}
+
+export interface Webhook {
+  readonly name: string;
+  readonly failureMode: FailureMode;
+  /** Admits one review. Throws ReviewDecodeError when the body is not an AdmissionReview v1 request. */
+  admit(body: unknown): Promise<WebhookResult>;
+}
+
+/** Returns why the request is none of this webhook's business, or undefined when it is. */
+export type Guard = (request: AdmissionRequest) => string | undefined;
+
+export interface MutationResult {
+  /** The mutated object; the very same reference as `request.object` when nothing changed. */
+  object: KubeObject;
+  warnings: readonly string[];
+}
+
+export interface ValidationResult {
+  violations: readonly Violation[];
+  warnings: readonly string[];
+}
+
+export interface MutatingWebhookSpec {
+  name: string;
+  guard: Guard;
+  mutate(request: AdmissionRequest & { object: KubeObject }): Promise<MutationResult> | MutationResult;
+}
+
+export interface ValidatingWebhookSpec {
+  name: string;
+  guard: Guard;
+  validate(request: AdmissionRequest & { object: KubeObject }): Promise<ValidationResult> | ValidationResult;
+}
+
+function result(request: AdmissionRequest, response: AdmissionResponse, fields: Partial<WebhookResult> & { outcome: Outcome }): WebhookResult {
+  return {
+    review: encodeReview(response),
+    request,
+    patchOps: 0,
+    warnings: response.warnings?.length ?? 0,
+    deniedRules: [],
+    ...fields,
+  };
+}
+
+function hasObject(request: AdmissionRequest): request is AdmissionRequest & { object: KubeObject } {
+  return request.object !== null && typeof request.object === "object";
+}
+
+/** A mutating webhook: the patch is the diff of the raw request object against what `mutate` returns. */
+export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
+  return {
+    name: spec.name,
+    failureMode: "allow",
+    async admit(body) {
+      const request = decodeReview(body);
+      const skipReason = hasObject(request) ? spec.guard(request) : "request carries no object";
+      if (skipReason !== undefined || !hasObject(request)) {
+        return result(request, allowed(request.uid), { outcome: "skipped", skipReason });
+      }
+      try {
+        const out = await spec.mutate(request);
+        const { response, ops } = patched(request.uid, request.object, out.object);
+        const withWarn = withWarnings(response, out.warnings);
+        return result(request, withWarn, { outcome: ops.length > 0 ? "patched" : "allowed", patchOps: ops.length });
+      } catch (error) {
+        const response = withWarnings(allowed(request.uid), [
+          `quartermaster: pod admitted unchanged, mutation failed: ${errorMessage(error)}`,
+        ]);
+        return result(request, response, { outcome: "error", error });
+      }
+    },
+  };
+}
+
+/** A validating webhook: every violation of every rule at once, or allowed (with warnings). */
+export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
+  return {
+    name: spec.name,
+    failureMode: "deny",
+    async admit(body) {
+      const request = decodeReview(body);
+      const skipReason = hasObject(request) ? spec.guard(request) : "request carries no object";
+      if (skipReason !== undefined || !hasObject(request)) {
+        return result(request, allowed(request.uid), { outcome: "skipped", skipReason });
+      }
+      try {
+        const out = await spec.validate(request);
+        if (out.violations.length === 0) {
+          return result(request, withWarnings(allowed(request.uid), out.warnings), { outcome: "allowed" });
+        }
+        const deniedRules = [...new Set(out.violations.map((v) => v.rule))];
+        const n = out.violations.length;
+        const response = withWarnings(denied(request.uid, out.violations, `${n} policy violation${n === 1 ? "" : "s"}`), out.warnings);
+        return result(request, response, { outcome: "denied", deniedRules });
+      } catch (error) {
+        const response = errored(request.uid, 500, new Error(`quartermaster: validation failed: ${errorMessage(error)}`));
+        return result(request, response, { outcome: "error", error });
+      }
+    },
+  };
+}

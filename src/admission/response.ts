@@ -1,0 +1,83 @@
+/**
+ * @module
+ * The only code that builds AdmissionResponses. Every builder takes the request's uid, so the apiserver
+ * always gets its uid back (`VerifyAdmissionResponse` rejects a mismatch).
+ */
+import { errorMessage } from "../errors.js";
+import { createPatch, encodePatch, type PatchOperation } from "./patch.js";
+import type { AdmissionResponse, StatusCause } from "./types.js";
+
+/** The apiserver asks for warnings of at most 120 characters ("Limit warnings to 120 characters if possible"). */
+export const MAX_WARNING_LENGTH = 120;
+/** Past about ten warnings kubectl output becomes noise; the apiserver truncates hard at 4096 runes in all. */
+export const MAX_WARNINGS = 10;
+
+/** A field-level reason for a denial, as `details.causes[]` carries it. */
+export interface Violation {
+  /** The rule that found it (a policy rule name); used for metrics and logs, not sent to the client. */
+  rule: string;
+  /** Field path in the object, e.g. `spec.containers[0].resources.limits[nvidia.com/gpu]`. */
+  field: string;
+  message: string;
+}
+
+export function allowed(uid: string): AdmissionResponse {
+  return { uid, allowed: true };
+}
+
+/**
+ * A denial with HTTP code 403, reason Forbidden and one cause per violation. The message lists them
+ * all; the apiserver prefixes it with `admission webhook "<name>" denied the request: `.
+ */
+export function denied(uid: string, violations: readonly Violation[], summary?: string): AdmissionResponse {
+  const causes: StatusCause[] = violations.map((v) => ({ reason: "FieldValueForbidden", field: v.field, message: v.message }));
+  const listed = violations.map((v) => `${v.field}: ${v.message}`).join("; ");
+  const message = summary ? (listed ? `${summary}: ${listed}` : summary) : listed || "denied by policy";
+  return {
+    uid,
+    allowed: false,
+    status: { status: "Failure", code: 403, reason: "Forbidden", message, details: { causes } },
+  };
+}
+
+/** A refusal because of an internal error (validating webhooks fail closed), with the error's message. */
+export function errored(uid: string, code: number, err: unknown): AdmissionResponse {
+  return {
+    uid,
+    allowed: false,
+    status: { status: "Failure", code, reason: code >= 500 ? "InternalError" : "BadRequest", message: errorMessage(err) },
+  };
+}
+
+/** The operations and response for `next`; an allowed response with no patch at all when nothing changed. */
+export function patched(uid: string, original: object, next: object): { response: AdmissionResponse; ops: PatchOperation[] } {
+  if (original === next) return { response: allowed(uid), ops: [] };
+  const ops = createPatch(original, next);
+  if (ops.length === 0) return { response: allowed(uid), ops };
+  return { response: { uid, allowed: true, patchType: "JSONPatch", patch: encodePatch(ops) }, ops };
+}
+
+/**
+ * Adds warnings to a response: each cut to {@link MAX_WARNING_LENGTH} characters, exact duplicates
+ * dropped, at most {@link MAX_WARNINGS} (the last one then says how many were left out).
+ */
+export function withWarnings(response: AdmissionResponse, warnings: readonly string[]): AdmissionResponse {
+  const all = normalizeWarnings([...(response.warnings ?? []), ...warnings]);
+  if (all.length === 0) return response;
+  return { ...response, warnings: all };
+}
+
+export function normalizeWarnings(warnings: readonly string[]): string[] {
+  const seen = new Set<string>();
+  for (const w of warnings) {
+    const oneLine = w.replace(/\s+/g, " ").trim();
+    if (!oneLine) continue;
+    const cut = [...oneLine].length > MAX_WARNING_LENGTH ? [...oneLine].slice(0, MAX_WARNING_LENGTH - 1).join("") + "…" : oneLine;
+    seen.add(cut);
+  }
+  const unique = [...seen];
+  if (unique.length <= MAX_WARNINGS) return unique;
+  const kept = unique.slice(0, MAX_WARNINGS - 1);
+  kept.push(`${unique.length - kept.length} more warnings not shown`);
+  return kept;
+}

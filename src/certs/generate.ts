@@ -1,0 +1,118 @@
+/**
+ * @module
+ * A CA and a serving certificate for the webhook Service. node-forge builds the X.509 structures
+ * (Node's crypto can generate keys but cannot issue certificates); the RSA keys come from Node's native
+ * generator through forge, so generation takes milliseconds.
+ */
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import * as forgeModule from "node-forge";
+
+// node-forge is CommonJS without named-export hints, so under ESM its API sits on `default`.
+const forge = (forgeModule as unknown as { default?: typeof forgeModule }).default ?? forgeModule;
+
+/** A 2048-bit RSA key pair from Node's native generator, in forge's form. */
+function rsaKeyPair(): { publicKey: forgeModule.pki.rsa.PublicKey; privateKey: forgeModule.pki.rsa.PrivateKey } {
+  const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  const key = forge.pki.privateKeyFromPem(privateKey.export({ type: "pkcs1", format: "pem" }).toString());
+  return { privateKey: key, publicKey: forge.pki.setRsaPublicKey(key.n, key.e) };
+}
+
+export interface CertificateAuthority {
+  certPem: string;
+  keyPem: string;
+}
+
+export interface GeneratedCertificates {
+  ca: CertificateAuthority;
+  certPem: string;
+  keyPem: string;
+  dnsNames: string[];
+  ips: string[];
+}
+
+export interface GenerateOptions {
+  service: string;
+  namespace: string;
+  /** Extra IP SANs, e.g. 127.0.0.1 for a webhook the apiserver reaches by URL. */
+  ips?: readonly string[];
+  /** Extra DNS SANs. */
+  dnsNames?: readonly string[];
+  /** Validity of the serving certificate, in days. */
+  days?: number;
+  /** Validity of a new CA, in days. */
+  caDays?: number;
+  /** Sign with this CA instead of creating one (rotation keeps the CA, so caBundles stay valid). */
+  ca?: CertificateAuthority;
+  now?: Date;
+}
+
+/** The names a client uses to reach Service `service` in `namespace`. */
+export function serviceDnsNames(service: string, namespace: string): string[] {
+  return [service, `${service}.${namespace}`, `${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`];
+}
+
+function serial(): string {
+  const bytes = randomBytes(16);
+  bytes[0] = bytes[0]! & 0x7f; // positive INTEGER
+  return bytes.toString("hex");
+}
+
+function validity(cert: forgeModule.pki.Certificate, now: Date, days: number): void {
+  // Back-date by an hour so a peer whose clock runs slightly behind accepts a fresh certificate.
+  cert.validity.notBefore = new Date(now.getTime() - 3600_000);
+  cert.validity.notAfter = new Date(now.getTime() + days * 86400_000);
+}
+
+function newCa(now: Date, days: number): CertificateAuthority {
+  const keys = rsaKeyPair();
+  const cert = forge.pki.createCertificate();
+  cert.publicKey = keys.publicKey;
+  cert.serialNumber = serial();
+  validity(cert, now, days);
+  const subject = [{ name: "commonName", value: `quartermaster-ca-${now.toISOString().slice(0, 10)}` }];
+  cert.setSubject(subject);
+  cert.setIssuer(subject);
+  cert.setExtensions([
+    { name: "basicConstraints", cA: true, critical: true },
+    { name: "keyUsage", keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
+    { name: "subjectKeyIdentifier" },
+  ]);
+  cert.sign(keys.privateKey, forge.md.sha256.create());
+  return { certPem: forge.pki.certificateToPem(cert), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
+}
+
+export function generateCertificates(opts: GenerateOptions): GeneratedCertificates {
+  const now = opts.now ?? new Date();
+  const ca = opts.ca ?? newCa(now, opts.caDays ?? 730);
+  const caCert = forge.pki.certificateFromPem(ca.certPem);
+  const caKey = forge.pki.privateKeyFromPem(ca.keyPem);
+  const dnsNames = [...new Set([...serviceDnsNames(opts.service, opts.namespace), ...(opts.dnsNames ?? [])])];
+  const ips = [...new Set(opts.ips ?? [])];
+
+  const keys = rsaKeyPair();
+  const cert = forge.pki.createCertificate();
+  cert.publicKey = keys.publicKey;
+  cert.serialNumber = serial();
+  validity(cert, now, opts.days ?? 365);
+  cert.setSubject([{ name: "commonName", value: `${opts.service}.${opts.namespace}.svc` }]);
+  cert.setIssuer(caCert.subject.attributes);
+  cert.setExtensions([
+    { name: "basicConstraints", cA: false, critical: true },
+    { name: "keyUsage", digitalSignature: true, keyEncipherment: true, critical: true },
+    { name: "extKeyUsage", serverAuth: true },
+    {
+      name: "subjectAltName",
+      altNames: [...dnsNames.map((value) => ({ type: 2, value })), ...ips.map((ip) => ({ type: 7, ip }))],
+    },
+    { name: "subjectKeyIdentifier" },
+    { name: "authorityKeyIdentifier", keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },
+  ]);
+  cert.sign(caKey, forge.md.sha256.create());
+  return {
+    ca,
+    certPem: forge.pki.certificateToPem(cert),
+    keyPem: forge.pki.privateKeyToPem(keys.privateKey),
+    dnsNames,
+    ips,
+  };
+}

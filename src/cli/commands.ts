@@ -1,0 +1,284 @@
+/**
+ * @module
+ * `quartermaster` commands: argument parsing and dispatch. Heavy modules (the Kubernetes client,
+ * node-forge) are imported only by the commands that use them, so `serve` starts fast.
+ */
+import { readFile, mkdir, writeFile, access } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import type { LevelWithSilent } from "pino";
+import { PolicyError, UsageError, errorMessage } from "../errors.js";
+import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
+import { defaultPolicy, parsePolicy } from "../policy/load.js";
+import type { Policy } from "../policy/types.js";
+import type { CliIo } from "./io.js";
+
+export const USAGE = `Usage: quartermaster <command> [options]
+
+Commands:
+  serve       --tls-cert F --tls-key F [--port 8443] [--host 0.0.0.0] [--policy F] [--kubeconfig F]
+              [--log-level info] [--drain-timeout-ms 10000] [--shutdown-delay-ms 0]
+              Serve the admission webhooks over HTTPS.
+  dev         [--port 8443] [--policy F]
+              Serve on https://127.0.0.1:8443 with development certificates (created in certs/dev on first use).
+  policy check F
+              Validate a policy file (YAML or JSON) and print every error.
+  policy defaults
+              Print the built-in policy as JSON.
+  certs generate --service S --namespace N --out DIR [--ip IP]... [--dns NAME]... [--days 365]
+              [--ca-days 730] [--ca-cert F --ca-key F]
+              Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service.
+`;
+
+type Flags = NonNullable<ParseArgsConfig["options"]>;
+
+function parse(args: string[], options: Flags, positionals = 0): { values: Record<string, unknown>; positionals: string[] } {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options, allowPositionals: positionals > 0, strict: true });
+  } catch (err) {
+    throw new UsageError(errorMessage(err));
+  }
+  if (parsed.positionals.length > positionals) throw new UsageError(`unexpected argument ${parsed.positionals[positionals]}`);
+  return parsed as { values: Record<string, unknown>; positionals: string[] };
+}
+
+function intFlag(values: Record<string, unknown>, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  const raw = values[name];
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${String(raw)}`);
+  return n;
+}
+
+function logLevel(values: Record<string, unknown>): LevelWithSilent {
+  const level = (values["log-level"] as string | undefined) ?? "info";
+  if (!LOG_LEVELS.includes(level as LevelWithSilent)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(", ")}`);
+  return level as LevelWithSilent;
+}
+
+/** Reads and checks a policy file, or returns the defaults when `file` is undefined. */
+export async function loadPolicy(file: string | undefined, cwd: string): Promise<Policy> {
+  if (file === undefined) return defaultPolicy();
+  const path = resolve(cwd, file);
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (err) {
+    throw new PolicyError(file, [`cannot read: ${errorMessage(err)}`]);
+  }
+  return parsePolicy(text, file);
+}
+
+async function policyCommand(args: string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === "defaults") {
+    parse(rest, {});
+    io.stdout(JSON.stringify(defaultPolicy(), null, 2));
+    return 0;
+  }
+  if (sub !== "check") throw new UsageError("policy: expected 'check F' or 'defaults'");
+  const { positionals } = parse(rest, {}, 1);
+  const file = positionals[0];
+  if (!file) throw new UsageError("policy check: missing the policy file");
+  try {
+    await loadPolicy(file, io.cwd);
+  } catch (err) {
+    if (!(err instanceof PolicyError)) throw err;
+    io.stderr(err.message);
+    return 1;
+  }
+  io.stdout(`${file}: valid`);
+  return 0;
+}
+
+async function certsCommand(args: string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub !== "generate") throw new UsageError("certs: expected 'generate'");
+  const { values } = parse(rest, {
+    service: { type: "string" },
+    namespace: { type: "string" },
+    out: { type: "string" },
+    ip: { type: "string", multiple: true },
+    dns: { type: "string", multiple: true },
+    days: { type: "string" },
+    "ca-days": { type: "string" },
+    "ca-cert": { type: "string" },
+    "ca-key": { type: "string" },
+  });
+  for (const required of ["service", "namespace", "out"]) {
+    if (!values[required]) throw new UsageError(`certs generate: --${required} is required`);
+  }
+  if (Boolean(values["ca-cert"]) !== Boolean(values["ca-key"])) throw new UsageError("certs generate: --ca-cert and --ca-key go together");
+  const { generateCertificates } = await import("../certs/generate.js");
+  const ca = values["ca-cert"]
+    ? {
+        certPem: await readFile(resolve(io.cwd, values["ca-cert"] as string), "utf8"),
+        keyPem: await readFile(resolve(io.cwd, values["ca-key"] as string), "utf8"),
+      }
+    : undefined;
+  const certs = generateCertificates({
+    service: values.service as string,
+    namespace: values.namespace as string,
+    ips: (values.ip as string[] | undefined) ?? [],
+    dnsNames: (values.dns as string[] | undefined) ?? [],
+    days: intFlag(values, "days", 365, 1, 3650),
+    caDays: intFlag(values, "ca-days", 730, 1, 7300),
+    ca,
+  });
+  const out = resolve(io.cwd, values.out as string);
+  await writeCertificates(out, certs);
+  io.stdout(`wrote ${join(out, "ca.crt")}, ca.key, tls.crt, tls.key (SANs: ${[...certs.dnsNames, ...certs.ips].join(", ")})`);
+  return 0;
+}
+
+async function writeCertificates(
+  dir: string,
+  certs: { ca: { certPem: string; keyPem: string }; certPem: string; keyPem: string },
+): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, "ca.crt"), certs.ca.certPem);
+  await writeFile(join(dir, "ca.key"), certs.ca.keyPem, { mode: 0o600 });
+  // Key first, then certificate: a reloading server sees a mismatched pair only briefly and keeps the old one.
+  await writeFile(join(dir, "tls.key"), certs.keyPem, { mode: 0o600 });
+  await writeFile(join(dir, "tls.crt"), certs.certPem);
+}
+
+interface ServeFlags {
+  host: string;
+  port: number;
+  certFile: string;
+  keyFile: string;
+  policyFile?: string;
+  level: LevelWithSilent;
+  drainTimeoutMs: number;
+  shutdownDelayMs: number;
+}
+
+const SERVE_FLAGS: Flags = {
+  host: { type: "string" },
+  port: { type: "string" },
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  policy: { type: "string" },
+  kubeconfig: { type: "string" },
+  "log-level": { type: "string" },
+  "drain-timeout-ms": { type: "string" },
+  "shutdown-delay-ms": { type: "string" },
+};
+
+async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
+  const log = createLogger(flags.level);
+  let policy: Policy;
+  try {
+    policy = await loadPolicy(flags.policyFile, io.cwd);
+  } catch (err) {
+    if (!(err instanceof PolicyError)) throw err;
+    io.stderr(err.message);
+    return 1;
+  }
+  const [{ startServer }, { createAdmissionMetrics }, { createWebhooks }] = await Promise.all([
+    import("../server/serve.js"),
+    import("../server/metrics.js"),
+    import("../../webhooks/index.js"),
+  ]);
+  const metrics = createAdmissionMetrics({ timeoutSeconds: policy.webhook.timeoutSeconds, processMetrics: true });
+  const server = await startServer({
+    host: flags.host,
+    port: flags.port,
+    certFile: resolve(io.cwd, flags.certFile),
+    keyFile: resolve(io.cwd, flags.keyFile),
+    webhooks: createWebhooks({ policy, log, now: () => new Date() }),
+    metrics,
+    log,
+    drainTimeoutMs: flags.drainTimeoutMs,
+    shutdownDelayMs: flags.shutdownDelayMs,
+  });
+  io.stdout(`quartermaster: serving ${server.url} (mutate/pods, validate/pods, validate/jobs)`);
+  const signal = await io.shutdown;
+  log.info({ signal }, "signal received");
+  await server.close();
+  await flushLog(log);
+  return 0;
+}
+
+function flushLog(log: Logger): Promise<void> {
+  return new Promise((done) => log.flush(() => done()));
+}
+
+function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlags>): ServeFlags {
+  const certFile = (values["tls-cert"] as string | undefined) ?? defaults.certFile;
+  const keyFile = (values["tls-key"] as string | undefined) ?? defaults.keyFile;
+  if (!certFile || !keyFile) throw new UsageError("serve: --tls-cert and --tls-key are required");
+  return {
+    host: (values.host as string | undefined) ?? defaults.host ?? "0.0.0.0",
+    port: intFlag(values, "port", 8443, 0, 65535),
+    certFile,
+    keyFile,
+    policyFile: values.policy as string | undefined,
+    level: logLevel(values),
+    drainTimeoutMs: intFlag(values, "drain-timeout-ms", 10_000, 0, 600_000),
+    shutdownDelayMs: intFlag(values, "shutdown-delay-ms", 0, 0, 600_000),
+  };
+}
+
+async function serveCommand(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args, SERVE_FLAGS);
+  return runServer(serveFlags(values, {}), io);
+}
+
+/** `npm start`: development certificates in certs/dev, created on first use, and 127.0.0.1:8443. */
+async function devCommand(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args, SERVE_FLAGS);
+  const dir = resolve(io.cwd, "certs/dev");
+  const certFile = join(dir, "tls.crt");
+  const keyFile = join(dir, "tls.key");
+  const exists = await access(certFile).then(
+    () => access(keyFile).then(() => true),
+    () => false,
+  ).catch(() => false);
+  if (!exists) {
+    const { generateCertificates } = await import("../certs/generate.js");
+    await writeCertificates(
+      dir,
+      generateCertificates({ service: "quartermaster-webhook", namespace: "quartermaster", ips: ["127.0.0.1"], dnsNames: ["localhost"] }),
+    );
+    io.stdout(`quartermaster: created development certificates in ${dir}`);
+  }
+  const flags = serveFlags(values, { host: "127.0.0.1", certFile, keyFile });
+  io.stdout(`quartermaster: CA for clients: ${join(dir, "ca.crt")}`);
+  io.stdout(`quartermaster: try  curl --cacert ${join(dir, "ca.crt")} https://127.0.0.1:${flags.port}/readyz`);
+  return runServer(flags, io);
+}
+
+/** Runs one command line; resolves to the process exit code. */
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  const [command, ...args] = argv;
+  try {
+    switch (command) {
+      case "serve":
+        return await serveCommand(args, io);
+      case "dev":
+        return await devCommand(args, io);
+      case "policy":
+        return await policyCommand(args, io);
+      case "certs":
+        return await certsCommand(args, io);
+      case undefined:
+      case "help":
+      case "--help":
+      case "-h":
+        io.stdout(USAGE);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command '${command}'`);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr(`quartermaster: ${err.message}\n\n${USAGE}`);
+      return 2;
+    }
+    io.stderr(`quartermaster: ${errorMessage(err)}`);
+    return 1;
+  }
+}

@@ -1,0 +1,27 @@
+/**
+ * @module
+ * Logger construction. Loggers are passed in everywhere; nothing in `src/` logs through a global.
+ */
+import { destination, pino, stdTimeFunctions, type Logger, type LevelWithSilent } from "pino";
+
+export type { Logger };
+
+export const LOG_LEVELS: readonly LevelWithSilent[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+/** JSON lines on stdout, buffered off the hot path; call `flush()` before exiting. */
+export function createLogger(level: LevelWithSilent = "info"): Logger {
+  return pino(
+    {
+      level,
+      base: { app: "quartermaster" },
+      timestamp: stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    destination({ dest: 1, sync: false, minLength: 4096 }),
+  );
+}
+
+/** A logger that drops everything, for tests and benchmarks. */
+export function silentLogger(): Logger {
+  return pino({ level: "silent" });
+}

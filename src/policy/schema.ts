@@ -1,0 +1,221 @@
+/**
+ * @module
+ * JSON Schema of the policy document. Defaults live here (ajv `useDefaults`), so a missing section means
+ * the built-in behaviour and `{}` is a complete policy.
+ */
+
+const toleration = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    key: { type: "string" },
+    operator: { enum: ["Exists", "Equal"] },
+    value: { type: "string" },
+    effect: { enum: ["NoSchedule", "PreferNoSchedule", "NoExecute"] },
+    tolerationSeconds: { type: "integer" },
+  },
+};
+
+const nodeSelectorRequirement = {
+  type: "object",
+  additionalProperties: false,
+  required: ["key", "operator"],
+  properties: {
+    key: { type: "string", minLength: 1 },
+    operator: { enum: ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"] },
+    values: { type: "array", items: { type: "string" } },
+  },
+};
+
+/** A Kubernetes quantity (`500m`, `0.5Gi`, `1e3`); the exact grammar is checked by the quantity parser. */
+const quantity = { type: "string", pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$" };
+const positiveInt = { type: "integer", minimum: 0 };
+const gpuCounts = { type: "object", additionalProperties: positiveInt };
+
+const resourceLimits = {
+  type: "object",
+  additionalProperties: false,
+  properties: { cpu: quantity, memory: quantity, gpus: gpuCounts },
+};
+
+const limitsProperties = {
+  container: resourceLimits,
+  pod: { type: "object", additionalProperties: false, properties: { gpus: positiveInt } },
+  job: {
+    type: "object",
+    additionalProperties: false,
+    properties: { gpus: positiveInt, replicas: { type: "object", additionalProperties: positiveInt } },
+  },
+  runPolicy: {
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      requireTtlSecondsAfterFinished: { type: "boolean" },
+      maxTtlSecondsAfterFinished: positiveInt,
+      maxActiveDeadlineSeconds: positiveInt,
+      maxBackoffLimit: positiveInt,
+      allowedCleanPodPolicies: { type: "array", items: { enum: ["All", "Running", "None"] } },
+      allowedRestartPolicies: { type: "array", items: { enum: ["Always", "OnFailure", "Never", "ExitCode"] } },
+    },
+  },
+  allowedAccelerators: { type: "array", items: { type: "string" } },
+  allowedPartitions: { type: "array", items: { type: "string" } },
+};
+
+const kubeflowKinds = [
+  ["TFJob", "tfjobs", "tensorflow"],
+  ["PyTorchJob", "pytorchjobs", "pytorch"],
+  ["MXJob", "mxjobs", "mxnet"],
+  ["XGBoostJob", "xgboostjobs", "xgboost"],
+  ["PaddleJob", "paddlejobs", "paddle"],
+  ["JAXJob", "jaxjobs", "jax"],
+].map(([kind, plural, framework]) => ({ kind, group: "kubeflow.org", version: "v1", plural, framework }));
+
+/** The built-in job kinds: the Kubeflow training-operator v1 kinds and Caffe2Job v1alpha1. */
+export const DEFAULT_JOB_KINDS = [
+  ...kubeflowKinds,
+  { kind: "Caffe2Job", group: "kubeflow.org", version: "v1alpha1", plural: "caffe2jobs", framework: "caffe2" },
+];
+
+export const POLICY_SCHEMA = {
+  $id: "https://quartermaster.dev/schemas/policy.json",
+  title: "Quartermaster policy",
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    jobKinds: {
+      type: "array",
+      minItems: 1,
+      default: DEFAULT_JOB_KINDS,
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["kind", "group", "version", "plural", "framework"],
+        properties: {
+          kind: { type: "string", pattern: "^[A-Z][A-Za-z0-9]*$" },
+          group: { type: "string", minLength: 1 },
+          version: { type: "string", pattern: "^v[0-9]+((alpha|beta)[0-9]+)?$" },
+          plural: { type: "string", pattern: "^[a-z][a-z0-9]*$" },
+          framework: { enum: ["tensorflow", "pytorch", "mxnet", "xgboost", "paddle", "jax", "caffe2"] },
+        },
+      },
+    },
+    clusterSpec: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        enabled: { type: "boolean", default: true },
+        clusterDomain: { type: "string", default: "", pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$" },
+        onJobLookupFailure: { enum: ["warn", "deny"], default: "warn" },
+        jobLookupTimeoutMs: { type: "integer", minimum: 50, maximum: 10000, default: 1500 },
+        jobCacheTtlMs: { type: "integer", minimum: 0, maximum: 600000, default: 5000 },
+      },
+    },
+    gpu: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        resourceName: { type: "string", minLength: 1, default: "nvidia.com/gpu" },
+        resources: {
+          type: "array",
+          default: [
+            { pattern: "nvidia.com/gpu", tolerations: [] },
+            { pattern: "nvidia.com/mig-*", tolerations: [{ key: "nvidia.com/gpu", operator: "Exists", effect: "NoSchedule" }] },
+            { pattern: "amd.com/gpu", tolerations: [] },
+          ],
+          items: {
+            type: "object",
+            additionalProperties: false,
+            required: ["pattern"],
+            properties: {
+              pattern: { type: "string", minLength: 1 },
+              tolerations: { type: "array", items: toleration, default: [] },
+            },
+          },
+        },
+      },
+    },
+    accelerator: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        nodeLabel: { type: "string", minLength: 1, default: "nvidia.com/gpu.product" },
+        partitionNodeLabel: { type: "string", minLength: 1, default: "nvidia.com/mig.config" },
+        addTolerations: { type: "boolean", default: false },
+        unpartitionedRequirement: nodeSelectorRequirement,
+      },
+    },
+    interruptible: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        tolerations: { type: "array", items: toleration, default: [] },
+        nodeRequirement: nodeSelectorRequirement,
+        nonInterruptibleNodeRequirement: nodeSelectorRequirement,
+      },
+    },
+    resources: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        defaultRequests: {
+          type: "object",
+          additionalProperties: false,
+          default: { cpu: "1", memory: "1Gi" },
+          properties: { cpu: quantity, memory: quantity },
+        },
+        limitsFromRequests: { type: "array", items: { type: "string" }, default: [] },
+      },
+    },
+    limits: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        ...limitsProperties,
+        container: { ...resourceLimits, default: {} },
+        pod: { ...limitsProperties.pod, default: {} },
+        job: { ...limitsProperties.job, default: {} },
+        runPolicy: { ...limitsProperties.runPolicy, default: {} },
+      },
+    },
+    namespaces: {
+      type: "array",
+      default: [],
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["pattern", "limits"],
+        properties: {
+          pattern: { type: "string", minLength: 1 },
+          limits: { type: "object", additionalProperties: false, properties: limitsProperties },
+        },
+      },
+    },
+    reconciler: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        defaultTtlSecondsAfterFinished: { type: "integer", minimum: 0, default: 86400 },
+        defaultCleanPodPolicy: { enum: ["All", "Running", "None"], default: "Running" },
+        maxDeletionsPerPass: { type: "integer", minimum: 1, default: 100 },
+        leaseGracePeriodSeconds: { type: "integer", minimum: 1, default: 40 },
+        perReplicaServices: { type: "boolean", default: true },
+      },
+    },
+    webhook: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        timeoutSeconds: { type: "integer", minimum: 1, maximum: 30, default: 5 },
+      },
+    },
+  },
+} as const;

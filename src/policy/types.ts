@@ -1,0 +1,115 @@
+/**
+ * @module
+ * The policy document, as the rest of the code sees it after schema validation and defaults
+ * (`src/policy/schema.ts` is the JSON Schema; `test/unit/policy.test.ts` keeps the two in step).
+ */
+
+export type Framework = "tensorflow" | "pytorch" | "mxnet" | "xgboost" | "paddle" | "jax" | "caffe2";
+
+/** A training-job kind the webhooks and the reconciler know. */
+export interface JobKind {
+  kind: string;
+  group: string;
+  version: string;
+  plural: string;
+  framework: Framework;
+}
+
+export interface Toleration {
+  key?: string;
+  operator?: "Exists" | "Equal";
+  value?: string;
+  effect?: "NoSchedule" | "PreferNoSchedule" | "NoExecute";
+  tolerationSeconds?: number;
+}
+
+export interface NodeSelectorRequirement {
+  key: string;
+  operator: "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt";
+  values?: string[];
+}
+
+/** A GPU resource name pattern (`*` matches any run of characters) and the extra tolerations it brings. */
+export interface GpuResource {
+  pattern: string;
+  tolerations: Toleration[];
+}
+
+export interface ResourceLimits {
+  cpu?: string;
+  memory?: string;
+  /** Maximum per GPU resource name (or pattern), e.g. `{"nvidia.com/gpu": 8}`. */
+  gpus?: Record<string, number>;
+}
+
+export interface RunPolicyLimits {
+  requireTtlSecondsAfterFinished?: boolean;
+  maxTtlSecondsAfterFinished?: number;
+  maxActiveDeadlineSeconds?: number;
+  maxBackoffLimit?: number;
+  allowedCleanPodPolicies?: Array<"All" | "Running" | "None">;
+  allowedRestartPolicies?: Array<"Always" | "OnFailure" | "Never" | "ExitCode">;
+}
+
+export interface Limits {
+  container: ResourceLimits;
+  pod: { gpus?: number };
+  job: { gpus?: number; replicas?: Record<string, number> };
+  runPolicy: RunPolicyLimits;
+  allowedAccelerators?: string[];
+  allowedPartitions?: string[];
+}
+
+export interface NamespaceOverride {
+  /** Namespace name pattern; `*` matches any run of characters. First match wins. */
+  pattern: string;
+  limits: Partial<Limits>;
+}
+
+export interface Policy {
+  jobKinds: JobKind[];
+  clusterSpec: {
+    enabled: boolean;
+    /** Appended to service host names, e.g. `cluster.local`; empty keeps upstream's short names. */
+    clusterDomain: string;
+    /** What to do when the pod's job cannot be read: admit without a cluster spec (warn) or deny. */
+    onJobLookupFailure: "warn" | "deny";
+    jobLookupTimeoutMs: number;
+    jobCacheTtlMs: number;
+  };
+  gpu: {
+    /** The resource that a bare `gpu` request is renamed to. */
+    resourceName: string;
+    resources: GpuResource[];
+  };
+  accelerator: {
+    nodeLabel: string;
+    partitionNodeLabel: string;
+    /** Also add `{key: label, operator: Equal, value, effect: NoSchedule}` tolerations for the chosen values. */
+    addTolerations: boolean;
+    unpartitionedRequirement?: NodeSelectorRequirement;
+  };
+  interruptible: {
+    tolerations: Toleration[];
+    nodeRequirement?: NodeSelectorRequirement;
+    nonInterruptibleNodeRequirement?: NodeSelectorRequirement;
+  };
+  resources: {
+    defaultRequests: { cpu?: string; memory?: string };
+    /** Set limits equal to requests for these resources when a container has none. */
+    limitsFromRequests: string[];
+  };
+  limits: Limits;
+  namespaces: NamespaceOverride[];
+  reconciler: {
+    defaultTtlSecondsAfterFinished: number;
+    defaultCleanPodPolicy: "All" | "Running" | "None";
+    maxDeletionsPerPass: number;
+    leaseGracePeriodSeconds: number;
+    perReplicaServices: boolean;
+  };
+  webhook: {
+    /** The timeoutSeconds the webhook configurations use; metrics buckets reach up to it. */
+    timeoutSeconds: number;
+  };
+}

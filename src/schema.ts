@@ -1,0 +1,57 @@
+/**
+ * @module
+ * The one place that constructs ajv. Every JSON Schema in Quartermaster (the AdmissionReview envelope,
+ * the policy document) is compiled here once, at start-up, never per request.
+ */
+import { Ajv, type ErrorObject, type Options, type ValidateFunction } from "ajv";
+import addFormatsModule from "ajv-formats";
+
+// ajv-formats is CommonJS with `exports.default`; under NodeNext the default import is module.exports.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+/** Compiles `schema` with every error reported (`allErrors`) and the given extra options. */
+export function compileSchema<T>(schema: object, options: Options = {}): ValidateFunction<T> {
+  const ajv = new Ajv({ allErrors: true, strict: true, ...options });
+  addFormats(ajv);
+  return ajv.compile<T>(schema);
+}
+
+/**
+ * Turns ajv errors into one line each, with a dotted field path:
+ * `request.kind.group: must have required property 'group'`.
+ */
+export function describeSchemaErrors(errors: readonly ErrorObject[] | null | undefined, root = ""): string[] {
+  const lines = (errors ?? []).map((e) => {
+    let path = pointerToPath(e.instancePath, root);
+    if (e.keyword === "required") {
+      const missing = String((e.params as { missingProperty?: unknown }).missingProperty);
+      return `${path ? `${path}: ` : ""}missing required field '${missing}'`;
+    }
+    if (e.keyword === "additionalProperties") {
+      const extra = String((e.params as { additionalProperty?: unknown }).additionalProperty);
+      return `${path ? `${path}: ` : ""}unknown field '${extra}'`;
+    }
+    let message = e.message ?? "is invalid";
+    if (e.keyword === "enum") {
+      const allowed = (e.params as { allowedValues?: unknown[] }).allowedValues ?? [];
+      message = `must be one of ${allowed.map((v) => JSON.stringify(v)).join(", ")}`;
+    } else if (e.keyword === "const") {
+      message = `must be ${JSON.stringify((e.params as { allowedValue?: unknown }).allowedValue)}`;
+    }
+    if (!path) path = root || "(document)";
+    return `${path}: ${message}`;
+  });
+  return [...new Set(lines)];
+}
+
+/** `/spec/containers/0/name` → `spec.containers[0].name` (with an optional root prefix). */
+export function pointerToPath(pointer: string, root = ""): string {
+  let out = root;
+  for (const raw of pointer.split("/").slice(1)) {
+    const seg = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    if (/^\d+$/.test(seg)) out += `[${seg}]`;
+    else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(seg)) out += out ? `.${seg}` : seg;
+    else out += `[${seg}]`;
+  }
+  return out;
+}

@@ -1,0 +1,214 @@
+/**
+ * @module
+ * The express application: routes, body handling and HTTP error mapping. No listening here
+ * (`serve.ts` does that), so tests can mount it on any server.
+ *
+ * The request body is read by hand instead of `express.json()`: the checks must happen in a fixed order
+ * with fixed answers (415 before any byte is read, 413 as soon as the limit is passed, 400 naming the JSON
+ * error), the body must be one UTF-8 JSON document with no charset conversion, and body-parser's
+ * per-request type negotiation and decoding cost a measurable share of the admission hot path.
+ */
+import express, { type Request, type Response } from "express";
+import type { Logger } from "pino";
+import type { Webhook, WebhookResult } from "../admission/handler.js";
+import { ReviewDecodeError, errorMessage } from "../errors.js";
+import type { AdmissionMetrics } from "./metrics.js";
+
+/**
+ * Request body limit. The apiserver caps a request at 3 MiB and sends `object` and `oldObject` for an
+ * UPDATE, each of which may approach etcd's 1.5 MiB, plus the envelope: 7 MiB covers both with room.
+ */
+export const MAX_BODY_BYTES = 7 * 1024 * 1024;
+
+export interface AppOptions {
+  /** Webhooks by path, e.g. `{"/mutate/pods": mutatePods}`. */
+  webhooks: Readonly<Record<string, Webhook>>;
+  metrics: AdmissionMetrics;
+  log: Logger;
+  /** True once certificates and policy are loaded and while not draining. */
+  ready(): boolean;
+  /** True once shutdown began: responses then ask the client to close the connection. */
+  draining(): boolean;
+  maxBodyBytes?: number;
+  /** Clock for durations (seconds, monotonic). */
+  now?: () => number;
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly causes: readonly string[] = [],
+  ) {
+    super(message);
+    this.name = "HttpError";
+  }
+}
+
+const REASONS: Record<number, string> = {
+  400: "BadRequest",
+  404: "NotFound",
+  405: "MethodNotAllowed",
+  413: "RequestEntityTooLarge",
+  415: "UnsupportedMediaType",
+  500: "InternalError",
+};
+
+function sendJson(res: Response, status: number, body: unknown, close: boolean): void {
+  const data = Buffer.from(JSON.stringify(body));
+  const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": data.length };
+  if (close) headers.connection = "close";
+  res.writeHead(status, headers);
+  res.end(data);
+}
+
+/** Error bodies are metav1.Status objects, the shape Kubernetes tools already print. */
+function sendError(res: Response, err: HttpError, close: boolean): void {
+  sendJson(
+    res,
+    err.status,
+    {
+      kind: "Status",
+      apiVersion: "v1",
+      status: "Failure",
+      code: err.status,
+      reason: REASONS[err.status] ?? "Unknown",
+      message: err.message,
+      ...(err.causes.length > 0 ? { details: { causes: err.causes.map((message) => ({ message })) } } : {}),
+    },
+    close || err.status === 413,
+  );
+}
+
+function isJsonContentType(value: string | undefined): boolean {
+  if (!value) return false;
+  const [type, ...params] = value.split(";").map((s) => s.trim().toLowerCase());
+  if (type !== "application/json") return false;
+  return params.every((p) => !p.startsWith("charset=") || p === "charset=utf-8");
+}
+
+/** Reads the whole body as one JSON value, enforcing the limit while reading. */
+function readJson(req: Request, limit: number): Promise<unknown> {
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > limit) {
+    return Promise.reject(new HttpError(413, `request body of ${declared} bytes exceeds the limit of ${limit} bytes`));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let failed = false;
+    req.on("data", (chunk: Buffer) => {
+      if (failed) return;
+      size += chunk.length;
+      if (size > limit) {
+        failed = true;
+        reject(new HttpError(413, `request body exceeds the limit of ${limit} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => {
+      if (failed) return;
+      if (size === 0) return reject(new HttpError(400, "request body is empty; expected an AdmissionReview"));
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks, size).toString("utf8")));
+      } catch (err) {
+        reject(new HttpError(400, `request body is not valid JSON: ${errorMessage(err)}`));
+      }
+    });
+    req.on("error", (err) => {
+      if (!failed) reject(new HttpError(400, `reading request body failed: ${errorMessage(err)}`));
+      failed = true;
+    });
+  });
+}
+
+function describeObject(result: WebhookResult): { namespace?: string; name?: string } {
+  const r = result.request;
+  const meta = (r.object?.metadata ?? r.oldObject?.metadata) as { name?: string; generateName?: string } | undefined;
+  return { namespace: r.namespace, name: r.name || meta?.name || (meta?.generateName ? `${meta.generateName}*` : undefined) };
+}
+
+export function createApp(opts: AppOptions): express.Express {
+  const { log, metrics } = opts;
+  const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
+  const now = opts.now ?? ((): number => performance.now() / 1000);
+  const app = express();
+  app.disable("etag");
+  app.disable("x-powered-by");
+
+  for (const [path, webhook] of Object.entries(opts.webhooks)) {
+    app.post(path, async (req, res) => {
+      const started = now();
+      const close = opts.draining();
+      try {
+        if (!isJsonContentType(req.headers["content-type"])) {
+          throw new HttpError(415, `Content-Type must be application/json, got ${JSON.stringify(req.headers["content-type"] ?? "")}`);
+        }
+        const body = await readJson(req, limit);
+        if (log.isLevelEnabled("debug")) log.debug({ webhook: webhook.name, body }, "admission request body");
+        const result = await webhook.admit(body);
+        sendJson(res, 200, result.review, close);
+        const seconds = now() - started;
+        metrics.observe(webhook.name, result, seconds);
+        log.info(
+          {
+            webhook: webhook.name,
+            uid: result.request.uid,
+            kind: result.request.kind.kind,
+            ...describeObject(result),
+            operation: result.request.operation,
+            dryRun: result.request.dryRun === true,
+            outcome: result.outcome,
+            patchOps: result.patchOps,
+            warnings: result.warnings,
+            ...(result.deniedRules.length > 0 ? { deniedRules: result.deniedRules } : {}),
+            ...(result.skipReason ? { skipReason: result.skipReason } : {}),
+            ...(result.error !== undefined ? { err: result.error } : {}),
+            durationMs: Math.round(seconds * 1e6) / 1e3,
+          },
+          result.outcome === "error" ? `admission rule failed; ${webhook.failureMode === "allow" ? "allowed" : "denied"}` : "admission",
+        );
+      } catch (err) {
+        const httpErr =
+          err instanceof HttpError
+            ? err
+            : err instanceof ReviewDecodeError
+              ? new HttpError(400, err.message, err.problems)
+              : new HttpError(500, `internal error: ${errorMessage(err)}`);
+        if (httpErr.status >= 500) log.error({ err, webhook: webhook.name }, "admission request failed");
+        else log.warn({ webhook: webhook.name, status: httpErr.status, reason: httpErr.message }, "admission request refused");
+        metrics.rejected(webhook.name, httpErr.status);
+        if (!res.headersSent) sendError(res, httpErr, close);
+      }
+    });
+  }
+
+  app.get("/healthz", (_req, res) => {
+    res.type("text/plain").send("ok");
+  });
+  app.get("/readyz", (_req, res) => {
+    const ok = opts.ready();
+    res.status(ok ? 200 : 503).type("text/plain").send(ok ? "ok" : opts.draining() ? "draining" : "not ready");
+  });
+  app.get("/metrics", async (_req, res) => {
+    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+
+  const allowedMethods = new Map<string, string>([
+    ...Object.keys(opts.webhooks).map((p): [string, string] => [p, "POST"]),
+    ["/healthz", "GET, HEAD"],
+    ["/readyz", "GET, HEAD"],
+    ["/metrics", "GET, HEAD"],
+  ]);
+  app.use((req, res) => {
+    const allow = allowedMethods.get(req.path);
+    if (allow) {
+      res.setHeader("allow", allow);
+      sendError(res, new HttpError(405, `method ${req.method} is not allowed on ${req.path}; use ${allow}`), false);
+    } else {
+      sendError(res, new HttpError(404, `no route for ${req.method} ${req.path}`), false);
+    }
+  });
+  return app;
+}

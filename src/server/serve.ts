@@ -1,0 +1,122 @@
+/**
+ * @module
+ * The HTTPS listener around the express app: TLS 1.2+, the key pair hot-reloaded from its files,
+ * keep-alive longer than the apiserver's idle connection reuse, and a bounded graceful shutdown.
+ */
+import { createServer, type Server } from "node:https";
+import type { AddressInfo } from "node:net";
+import type { Logger } from "pino";
+import type { Webhook } from "../admission/handler.js";
+import { createApp } from "./app.js";
+import type { AdmissionMetrics } from "./metrics.js";
+import { readKeyPair, watchKeyPair } from "./tls.js";
+
+/** The apiserver keeps idle webhook connections for up to 90 s; ours must outlive that (anchors.md §9 item 2). */
+export const KEEP_ALIVE_TIMEOUT_MS = 90_000;
+/** Must exceed keepAliveTimeout, or Node can cut a reused connection as the next request's headers arrive. */
+export const HEADERS_TIMEOUT_MS = 95_000;
+
+export interface ServeOptions {
+  host: string;
+  port: number;
+  certFile: string;
+  keyFile: string;
+  webhooks: Readonly<Record<string, Webhook>>;
+  metrics: AdmissionMetrics;
+  log: Logger;
+  /** How long shutdown waits for in-flight requests before cutting connections. */
+  drainTimeoutMs?: number;
+  /** How long to keep serving after shutdown begins, while endpoints stop routing here. */
+  shutdownDelayMs?: number;
+  tlsPollMs?: number;
+}
+
+export interface RunningServer {
+  readonly server: Server;
+  readonly port: number;
+  readonly url: string;
+  /** Re-reads the key pair now (the file watch does this by itself). */
+  reloadTls(): Promise<void>;
+  /** Stops accepting, drains in-flight requests (bounded), and resolves when the listener is closed. */
+  close(): Promise<void>;
+}
+
+export async function startServer(opts: ServeOptions): Promise<RunningServer> {
+  const { log, metrics } = opts;
+  const initial = await readKeyPair(opts.certFile, opts.keyFile);
+  metrics.certificateLoaded(initial.notAfter);
+  let ready = false;
+  let draining = false;
+
+  const app = createApp({
+    webhooks: opts.webhooks,
+    metrics,
+    log,
+    ready: () => ready && !draining,
+    draining: () => draining,
+  });
+  const server = createServer(
+    { cert: initial.cert, key: initial.key, minVersion: "TLSv1.2", requestTimeout: 120_000 },
+    app,
+  );
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  server.headersTimeout = HEADERS_TIMEOUT_MS;
+  server.on("tlsClientError", (err) => log.debug({ err }, "tls handshake failed"));
+
+  const watcher = watchKeyPair({
+    certFile: opts.certFile,
+    keyFile: opts.keyFile,
+    initial,
+    log,
+    pollMs: opts.tlsPollMs,
+    onChange(pair) {
+      server.setSecureContext({ cert: pair.cert, key: pair.key, minVersion: "TLSv1.2" });
+      metrics.certificateLoaded(pair.notAfter);
+      log.info({ fingerprint: pair.fingerprint, notAfter: pair.notAfter.toISOString() }, "tls: serving key pair reloaded");
+    },
+    onError(err) {
+      metrics.certificateReloadFailed();
+      log.warn({ err }, "tls: key pair not reloaded; still serving the previous one");
+    },
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  ready = true;
+  const port = (server.address() as AddressInfo).port;
+  const url = `https://${opts.host.includes(":") ? `[${opts.host}]` : opts.host}:${port}`;
+  log.info({ url, notAfter: initial.notAfter.toISOString() }, "serving");
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      draining = true;
+      log.info({ shutdownDelayMs: opts.shutdownDelayMs ?? 0 }, "shutting down: readiness now fails");
+      if (opts.shutdownDelayMs) await new Promise((r) => setTimeout(r, opts.shutdownDelayMs));
+      watcher.close();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const bound = opts.drainTimeoutMs ?? 10_000;
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), bound);
+      });
+      const cut = await Promise.race([closed.then(() => false), timedOut]);
+      clearTimeout(timer);
+      if (cut) {
+        log.warn({ drainTimeoutMs: bound }, "drain timeout: closing remaining connections");
+        server.closeAllConnections();
+        await closed;
+      }
+      log.info("server closed");
+    })();
+    return closing;
+  };
+
+  return { server, port, url, reloadTls: () => watcher.check(), close };
+}
