@@ -25,11 +25,11 @@ export function describeSchemaErrors(errors: readonly ErrorObject[] | null | und
     let path = pointerToPath(e.instancePath, root);
     if (e.keyword === "required") {
       const missing = String((e.params as { missingProperty?: unknown }).missingProperty);
-      return `${path ? `${path}: ` : ""}missing required field '${missing}'`;
+      return `${path || root || "(document)"}: missing required field '${missing}'`;
     }
     if (e.keyword === "additionalProperties") {
       const extra = String((e.params as { additionalProperty?: unknown }).additionalProperty);
-      return `${path ? `${path}: ` : ""}unknown field '${extra}'`;
+      return `${path || root || "(document)"}: unknown field '${extra}'`;
     }
     let message = e.message ?? "is invalid";
     if (e.keyword === "enum") {

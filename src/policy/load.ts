@@ -4,7 +4,7 @@
  * An invalid document is a {@link PolicyError} carrying every problem, with line numbers for syntax
  * errors and field paths for schema errors.
  */
-import { parseDocument } from "yaml";
+import { LineCounter, parseDocument } from "yaml";
 import { PolicyError } from "../errors.js";
 import { compileSchema, describeSchemaErrors } from "../schema.js";
 import { POLICY_SCHEMA } from "./schema.js";
@@ -19,11 +19,12 @@ export function defaultPolicy(): Policy {
 
 /** Parses and validates `text`; defaults fill every missing field. Throws PolicyError with all problems. */
 export function parsePolicy(text: string, source: string): Policy {
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
   if (doc.errors.length > 0) {
     throw new PolicyError(
       source,
-      doc.errors.map((e) => `line ${e.linePos?.[0]?.line ?? "?"}: ${e.message.split("\n")[0]}`),
+      doc.errors.map((e) => `line ${lineCounter.linePos(e.pos[0]).line}: ${e.message.split("\n")[0]}`),
     );
   }
   const value: unknown = doc.toJS() ?? {};
