@@ -33,7 +33,7 @@ describe("decodeReview", () => {
     {
       name: "empty object → every top-level field named",
       body: {},
-      want: ["missing required field 'apiVersion'", "missing required field 'kind'", "missing required field 'request'"],
+      want: ["(document): missing required field 'apiVersion'", "(document): missing required field 'kind'", "(document): missing required field 'request'"],
     },
     { name: "v1beta1", body: { ...base, apiVersion: "admission.k8s.io/v1beta1" }, want: ['apiVersion: must be "admission.k8s.io/v1"'] },
     { name: "wrong kind", body: { ...base, kind: "Pod" }, want: ['kind: must be "AdmissionReview"'] },
