@@ -72,8 +72,12 @@ export function watchKeyPair(opts: WatchOptions): KeyPairWatcher {
     }
     const d = digest(pair);
     if (d === current) return;
-    current = d;
-    opts.onChange(pair);
+    try {
+      opts.onChange(pair);
+      current = d;
+    } catch (err) {
+      opts.onError(err);
+    }
   };
   const check = (): Promise<void> => {
     if (running) {

@@ -43,7 +43,7 @@ describe("patched", () => {
   });
 
   it("unknown fields of the raw object are never removed", () => {
-    const original = deepFreeze({ ...pod(), spec: { containers: [], futureField: { a: 1 } } });
+    const original: Record<string, unknown> = deepFreeze({ ...pod(), spec: { containers: [], futureField: { a: 1 } } });
     const next = { ...original, metadata: { ...(original.metadata as object), labels: { a: "b" } } };
     const ops = decodePatch(patched("u", original, next).response.patch) as Array<{ op: string }>;
     assert.ok(ops.every((o) => o.op !== "remove"), JSON.stringify(ops));

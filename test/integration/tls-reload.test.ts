@@ -1,0 +1,111 @@
+import assert from "node:assert/strict";
+import { X509Certificate } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { describe, it } from "node:test";
+import { generateCertificates } from "../../src/certs/generate.js";
+import { validatingWebhook } from "../../src/admission/handler.js";
+import { call, postJson, startTestServer, writeCerts } from "../fixtures/https.js";
+import { review } from "../fixtures/reviews.js";
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const fingerprint = (pem: string): string => new X509Certificate(pem).fingerprint256;
+const webhooks = {
+  "/validate/pods": validatingWebhook({ name: "v", guard: () => undefined, validate: () => ({ violations: [], warnings: [] }) }),
+};
+
+async function waitFor(cond: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    if (await cond()) return true;
+    await sleep(25);
+  }
+  return false;
+}
+
+describe("serving key pair reload", () => {
+  it("a new pair in the files is picked up without a restart; no request fails during the swap", async () => {
+    const t = await startTestServer(webhooks, { tlsPollMs: 60_000 /* the directory watch alone must do it */ });
+    const oldCa = t.files.certs.ca.certPem;
+    const next = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"] }); // a new CA too
+    const cas = [oldCa, next.ca.certPem];
+    const oldPrint = fingerprint(t.files.certs.certPem);
+    const newPrint = fingerprint(next.certPem);
+
+    // Load: 8 workers, each a fresh TLS connection per request, until the swap is observed and then some.
+    let stop = false;
+    let failures = 0;
+    let ok = 0;
+    const seen = new Set<string>();
+    const worker = async (): Promise<void> => {
+      while (!stop) {
+        try {
+          const r = await postJson(t.port, "/validate/pods", review(), cas);
+          if (r.status === 200 && r.json().response.allowed === true) ok++;
+          else failures++;
+          if (r.fingerprint) seen.add(r.fingerprint);
+        } catch {
+          failures++;
+        }
+      }
+    };
+    const workers = Array.from({ length: 8 }, worker);
+    await sleep(200);
+    writeCerts(t.files.dir, next);
+    const swapped = await waitFor(async () => (await call(t.port, { method: "GET", path: "/healthz", ca: cas })).fingerprint === newPrint, 5000);
+    await sleep(200);
+    stop = true;
+    await Promise.all(workers);
+    await t.server.close();
+
+    assert.ok(swapped, "new connections get the new certificate");
+    assert.equal(failures, 0, `${failures} failed requests during the swap`);
+    assert.ok(ok > 20, `only ${ok} requests completed`);
+    assert.ok(seen.has(oldPrint) && seen.has(newPrint), "load ran across the swap");
+  });
+
+  it("a half-written update (new certificate, old key) keeps the old pair until the key arrives", async () => {
+    const t = await startTestServer(webhooks, { tlsPollMs: 60_000 });
+    const next = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: t.files.certs.ca });
+    const ca = t.files.certs.ca.certPem;
+    writeFileSync(t.files.certFile, next.certPem);
+    await t.server.reloadTls();
+    const mid = await call(t.port, { method: "GET", path: "/healthz", ca });
+    assert.equal(mid.status, 200);
+    assert.equal(mid.fingerprint, fingerprint(t.files.certs.certPem), "still the old certificate");
+    writeFileSync(t.files.keyFile, next.keyPem);
+    await t.server.reloadTls();
+    const done = await call(t.port, { method: "GET", path: "/healthz", ca });
+    assert.equal(done.fingerprint, fingerprint(next.certPem));
+    const metrics = await call(t.port, { method: "GET", path: "/metrics", ca });
+    assert.match(metrics.text, /quartermaster_tls_reloads_total\{result="error"\} [1-9]/);
+    assert.match(metrics.text, /quartermaster_tls_reloads_total\{result="ok"\} 2/);
+    await t.server.close();
+  });
+
+  it("a Secret-style update (the ..data symlink swapped) is picked up by the poll", async () => {
+    const { mkdtempSync, mkdirSync, symlinkSync, renameSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const { tmpdir } = await import("node:os");
+    const vol = mkdtempSync(join(tmpdir(), "qm-secret-"));
+    const first = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"] });
+    const second = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: first.ca });
+    const stage = (name: string, c: typeof first): void => {
+      mkdirSync(join(vol, name));
+      writeCerts(join(vol, name), c);
+    };
+    stage("..v1", first);
+    symlinkSync("..v1", join(vol, "..data"));
+    for (const f of ["tls.crt", "tls.key", "ca.crt"]) symlinkSync(join("..data", f), join(vol, f));
+    const files = { dir: vol, certFile: join(vol, "tls.crt"), keyFile: join(vol, "tls.key"), caFile: join(vol, "ca.crt"), certs: first };
+    const t = await startTestServer(webhooks, { files, tlsPollMs: 100 });
+    stage("..v2", second);
+    symlinkSync("..v2", join(vol, "..data_tmp"));
+    renameSync(join(vol, "..data_tmp"), join(vol, "..data")); // atomic, as the kubelet does
+    const swapped = await waitFor(
+      async () => (await call(t.port, { method: "GET", path: "/healthz", ca: first.ca.certPem })).fingerprint === fingerprint(second.certPem),
+      3000,
+    );
+    await t.server.close();
+    assert.ok(swapped);
+  });
+});
