@@ -231,8 +231,9 @@ describe("graceful shutdown", () => {
     }),
   });
 
-  it("close: in-flight requests finish, readiness fails during the delay, new connections are refused after", async () => {
+  it("close: in-flight requests finish, readiness fails during the delay, new connections are refused after", async (ctx) => {
     const t = await startTestServer(slow(400), { shutdownDelayMs: 200, drainTimeoutMs: 5000 });
+    ctx.after(() => t.server.close());
     const ca = t.files.certs.ca.certPem;
     const inflight = postJson(t.port, "/slow", review({ uid: "inflight" }), ca);
     await sleep(50);
@@ -248,8 +249,9 @@ describe("graceful shutdown", () => {
     await assert.rejects(call(t.port, { method: "GET", path: "/healthz", ca }), /ECONNREFUSED/);
   });
 
-  it("close is bounded: a request that never finishes is cut at the drain timeout", async () => {
+  it("close is bounded: a request that never finishes is cut at the drain timeout", async (ctx) => {
     const t = await startTestServer(slow(60_000), { drainTimeoutMs: 300 });
+    ctx.after(() => t.server.close());
     const ca = t.files.certs.ca.certPem;
     const stuck = postJson(t.port, "/slow", review(), ca).catch((e: Error) => e);
     await sleep(50);
@@ -260,8 +262,9 @@ describe("graceful shutdown", () => {
     assert.ok((await stuck) instanceof Error, "the stuck request's connection was cut");
   });
 
-  it("keep-alive connections are told to close while draining", async () => {
+  it("keep-alive connections are told to close while draining", async (ctx) => {
     const t = await startTestServer(slow(200), { shutdownDelayMs: 300 });
+    ctx.after(() => t.server.close());
     const ca = t.files.certs.ca.certPem;
     const agent = new Agent({ keepAlive: true, ca });
     const first = await postJson(t.port, "/slow", review(), ca, agent);

@@ -23,8 +23,9 @@ async function waitFor(cond: () => Promise<boolean>, ms: number): Promise<boolea
 }
 
 describe("serving key pair reload", () => {
-  it("a new pair in the files is picked up without a restart; no request fails during the swap", async () => {
+  it("a new pair in the files is picked up without a restart; no request fails during the swap", async (ctx) => {
     const t = await startTestServer(webhooks, { tlsPollMs: 60_000 /* the directory watch alone must do it */ });
+    ctx.after(() => t.server.close());
     const oldCa = t.files.certs.ca.certPem;
     const next = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"] }); // a new CA too
     const cas = [oldCa, next.ca.certPem];
@@ -63,8 +64,9 @@ describe("serving key pair reload", () => {
     assert.ok(seen.has(oldPrint) && seen.has(newPrint), "load ran across the swap");
   });
 
-  it("a half-written update (new certificate, old key) keeps the old pair until the key arrives", async () => {
+  it("a half-written update (new certificate, old key) keeps the old pair until the key arrives", async (ctx) => {
     const t = await startTestServer(webhooks, { tlsPollMs: 60_000 });
+    ctx.after(() => t.server.close());
     const next = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: t.files.certs.ca });
     const ca = t.files.certs.ca.certPem;
     writeFileSync(t.files.certFile, next.certPem);
@@ -82,7 +84,7 @@ describe("serving key pair reload", () => {
     await t.server.close();
   });
 
-  it("a Secret-style update (the ..data symlink swapped) is picked up by the poll", async () => {
+  it("a Secret-style update (the ..data symlink swapped) is picked up by the poll", async (ctx) => {
     const { mkdtempSync, mkdirSync, symlinkSync, renameSync } = await import("node:fs");
     const { join } = await import("node:path");
     const { tmpdir } = await import("node:os");
@@ -98,6 +100,7 @@ describe("serving key pair reload", () => {
     for (const f of ["tls.crt", "tls.key", "ca.crt"]) symlinkSync(join("..data", f), join(vol, f));
     const files = { dir: vol, certFile: join(vol, "tls.crt"), keyFile: join(vol, "tls.key"), caFile: join(vol, "ca.crt"), certs: first };
     const t = await startTestServer(webhooks, { files, tlsPollMs: 100 });
+    ctx.after(() => t.server.close());
     stage("..v2", second);
     symlinkSync("..v2", join(vol, "..data_tmp"));
     renameSync(join(vol, "..data_tmp"), join(vol, "..data")); // atomic, as the kubelet does
