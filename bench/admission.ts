@@ -1,0 +1,152 @@
+/**
+ * bench/admission: the admission server against a bare node:https floor, same load, same run.
+ *
+ *   npm run bench:admission [-- --duration 10 --connections 16 --policy F]
+ *
+ * Both servers run from the built package (`dist/`) in their own process; autocannon drives each in
+ * turn over keep-alive TLS connections with a ~8 KB training-pod review. Prints requests/s, p50 and
+ * p99 for each, their ratio, the time from process start to the first 200 on /readyz, and peak RSS.
+ * Bounded: two warm-up plus two measured runs of --duration seconds.
+ */
+import autocannon from "autocannon";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { generateCertificates } from "../src/certs/generate.js";
+import { podReview } from "./lib/pod-review.js";
+
+const ROOT = resolve(import.meta.dirname, "..");
+const { values } = parseArgs({
+  options: {
+    duration: { type: "string", default: "10" },
+    connections: { type: "string", default: "16" },
+    policy: { type: "string" },
+    path: { type: "string", default: "/mutate/pods" },
+    "log-level": { type: "string", default: "info" },
+  },
+});
+const duration = Number(values.duration);
+const connections = Number(values.connections);
+
+const dir = mkdtempSync(join(tmpdir(), "qm-bench-"));
+const certs = generateCertificates({ service: "qm", namespace: "bench", ips: ["127.0.0.1"] });
+writeFileSync(join(dir, "tls.crt"), certs.certPem);
+writeFileSync(join(dir, "tls.key"), certs.keyPem);
+const body = JSON.stringify(podReview());
+
+function freePort(): Promise<number> {
+  return new Promise((res) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => res(port));
+    });
+  });
+}
+
+function status(port: number, path: string): Promise<number> {
+  return new Promise((res) => {
+    const req = request({ host: "127.0.0.1", port, path, method: "GET", ca: certs.ca.certPem, agent: false }, (r) => {
+      r.resume();
+      res(r.statusCode ?? 0);
+    });
+    req.on("error", () => res(0));
+    req.end();
+  });
+}
+
+interface Started {
+  child: ChildProcess;
+  port: number;
+  readyMs: number;
+}
+
+async function start(name: string, args: (port: number) => string[], readyPath: string): Promise<Started> {
+  const port = await freePort();
+  const out = openSync(join(dir, `${name}.log`), "w");
+  const t0 = performance.now();
+  const child = spawn(process.execPath, args(port), { cwd: ROOT, stdio: ["ignore", out, out] });
+  for (;;) {
+    if (performance.now() - t0 > 15_000) {
+      child.kill("SIGKILL");
+      throw new Error(`${name} not ready on port ${port} after 15 s: ${readFileSync(join(dir, `${name}.log`), "utf8")}`);
+    }
+    if (child.exitCode !== null) throw new Error(`${name} exited: ${readFileSync(join(dir, `${name}.log`), "utf8")}`);
+    if ((await status(port, readyPath)) === 200) return { child, port, readyMs: performance.now() - t0 };
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+function peakRssMiB(pid: number): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+async function load(port: number, seconds: number): Promise<autocannon.Result> {
+  return autocannon({
+    url: `https://127.0.0.1:${port}${values.path}`,
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+    connections,
+    duration: seconds,
+    tlsOptions: { ca: certs.ca.certPem },
+  } as autocannon.Options);
+}
+
+interface Row {
+  name: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+  readyMs: number;
+  rssMiB: number;
+}
+
+async function measure(name: string, server: Started): Promise<Row> {
+  await load(server.port, Math.min(3, duration)); // warm-up: JIT, TLS session, connection pool
+  const r = await load(server.port, duration);
+  const row: Row = {
+    name,
+    rps: r.requests.average,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.errors + r.timeouts,
+    non2xx: r.non2xx,
+    readyMs: server.readyMs,
+    rssMiB: peakRssMiB(server.child.pid!),
+  };
+  server.child.kill("SIGTERM");
+  await new Promise((r2) => server.child.once("exit", r2));
+  return row;
+}
+
+const floor = await start("floor", (port) => [join(ROOT, "bench/lib/floor.mjs"), join(dir, "tls.crt"), join(dir, "tls.key"), String(port)], "/");
+const floorRow = await measure("floor (bare node:https)", floor);
+const qmArgs = (port: number): string[] => [
+  join(ROOT, "bin/quartermaster.js"),
+  "serve",
+  "--host", "127.0.0.1",
+  "--port", String(port),
+  "--tls-cert", join(dir, "tls.crt"),
+  "--tls-key", join(dir, "tls.key"),
+  "--log-level", values["log-level"],
+  ...(values.policy ? ["--policy", values.policy] : []),
+];
+const qm = await start("quartermaster", qmArgs, "/readyz");
+const qmRow = await measure(`quartermaster ${values.path}`, qm);
+
+const fmt = (n: number, d = 0): string => n.toFixed(d).padStart(9);
+console.log(`\nbench/admission: ${(body.length / 1024).toFixed(1)} KB pod review, ${connections} connections, ${duration} s measured, node ${process.version}`);
+console.log(`${"server".padEnd(34)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}${"non-2xx".padStart(9)}${"ready ms".padStart(9)}${"RSS MiB".padStart(9)}`);
+for (const r of [floorRow, qmRow]) {
+  console.log(`${r.name.padEnd(34)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${fmt(r.readyMs, 1)}${fmt(r.rssMiB, 1)}`);
+}
+const ratio = qmRow.rps / floorRow.rps;
+console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (target >= 0.6); quartermaster ready in ${qmRow.readyMs.toFixed(0)} ms (target < 300)`);
+console.log(JSON.stringify({ bench: "admission", floor: floorRow, quartermaster: qmRow, ratio }));

@@ -1,0 +1,134 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { X509Certificate } from "node:crypto";
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { describe, it } from "node:test";
+import { call, makeCerts, postJson } from "../fixtures/https.js";
+import { review } from "../fixtures/reviews.js";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const CLI = join(ROOT, "webhooks/cli.ts");
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(args: string[], opts: { onStdout?: (text: string, child: ReturnType<typeof spawn>) => void; timeoutMs?: number } = {}): Promise<Run> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`quartermaster ${args.join(" ")} did not exit; stdout: ${stdout}; stderr: ${stderr}`));
+    }, opts.timeoutMs ?? 20_000);
+    child.stdout.on("data", (c: Buffer) => {
+      stdout += c.toString();
+      opts.onStdout?.(stdout, child);
+    });
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    child.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      resolvePromise({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+const tmp = (): string => mkdtempSync(join(tmpdir(), "qm-cli-"));
+const BAD_POLICY = "clusterSpec:\n  enabled: maybe\nreconciler:\n  maxDeletionsPerPass: 0\nbogus: 1\n";
+
+describe("quartermaster CLI", () => {
+  it("policy check on a valid file → exit 0", async () => {
+    const f = join(tmp(), "p.yaml");
+    writeFileSync(f, "clusterSpec:\n  clusterDomain: cluster.local\n");
+    const r = await run(["policy", "check", f]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /p\.yaml: valid/);
+  });
+
+  it("policy check on an invalid file → exit 1 and every error with its path", async () => {
+    const f = join(tmp(), "bad.yaml");
+    writeFileSync(f, BAD_POLICY);
+    const r = await run(["policy", "check", f]);
+    assert.equal(r.code, 1);
+    for (const want of ["(document): unknown field 'bogus'", "clusterSpec.enabled: must be boolean", "reconciler.maxDeletionsPerPass: must be >= 1"]) {
+      assert.ok(r.stderr.includes(want), `missing ${want} in ${r.stderr}`);
+    }
+  });
+
+  it("policy check on a missing file → exit 1 naming it", async () => {
+    const r = await run(["policy", "check", "/nonexistent/policy.yaml"]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /cannot read: ENOENT/);
+  });
+
+  it("an unknown command or flag → exit 2 with usage", async () => {
+    const r = await run(["frobnicate"]);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /unknown command 'frobnicate'/);
+    assert.match(r.stderr, /Usage: quartermaster/);
+    const f = await run(["serve", "--tls-cert", "x", "--tls-key", "y", "--colour", "red"]);
+    assert.equal(f.code, 2);
+    assert.match(f.stderr, /Unknown option '--colour'/);
+  });
+
+  it("serve with an invalid policy → exits non-zero at start, listing every error", async () => {
+    const dir = tmp();
+    const files = makeCerts(dir);
+    writeFileSync(join(dir, "bad.yaml"), BAD_POLICY);
+    const r = await run(["serve", "--port", "0", "--host", "127.0.0.1", "--tls-cert", files.certFile, "--tls-key", files.keyFile, "--policy", join(dir, "bad.yaml")]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /unknown field 'bogus'/);
+    assert.match(r.stderr, /clusterSpec\.enabled: must be boolean/);
+    assert.match(r.stderr, /reconciler\.maxDeletionsPerPass: must be >= 1/);
+    assert.doesNotMatch(r.stdout, /serving/);
+  });
+
+  it("serve with a missing key file → exits 1 naming the file", async () => {
+    const files = makeCerts();
+    const r = await run(["serve", "--port", "0", "--tls-cert", files.certFile, "--tls-key", "/nonexistent/tls.key"]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /\/nonexistent\/tls\.key/);
+  });
+
+  it("certs generate writes a CA and a serving pair for the Service; keys are private", async () => {
+    const out = join(tmp(), "certs");
+    const r = await run(["certs", "generate", "--service", "qm-webhook", "--namespace", "qm", "--out", out, "--ip", "127.0.0.1", "--days", "30"]);
+    assert.equal(r.code, 0, r.stderr);
+    const leaf = new X509Certificate(readFileSync(join(out, "tls.crt")));
+    const ca = new X509Certificate(readFileSync(join(out, "ca.crt")));
+    assert.ok(leaf.checkIssued(ca));
+    assert.equal(leaf.subjectAltName, "DNS:qm-webhook, DNS:qm-webhook.qm, DNS:qm-webhook.qm.svc, DNS:qm-webhook.qm.svc.cluster.local, IP Address:127.0.0.1");
+    assert.equal(statSync(join(out, "tls.key")).mode & 0o777, 0o600);
+    assert.equal(statSync(join(out, "ca.key")).mode & 0o777, 0o600);
+  });
+
+  it("serve answers a review, then SIGTERM drains and exits 0", async () => {
+    const files = makeCerts();
+    let port = 0;
+    let answered: Promise<number> | undefined;
+    const r = await run(["serve", "--port", "0", "--host", "127.0.0.1", "--tls-cert", files.certFile, "--tls-key", files.keyFile], {
+      onStdout: (text, child) => {
+        const m = /serving https:\/\/127\.0\.0\.1:(\d+)/.exec(text);
+        if (m && !answered) {
+          port = Number(m[1]);
+          answered = (async () => {
+            const reply = await postJson(port, "/mutate/pods", review({ uid: "cli-1" }), files.certs.ca.certPem);
+            assert.equal((await call(port, { method: "GET", path: "/readyz", ca: files.certs.ca.certPem })).status, 200);
+            child.kill("SIGTERM");
+            return reply.json().response.uid === "cli-1" ? reply.status : -1;
+          })();
+        }
+      },
+    });
+    assert.equal(await answered, 200);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /"signal":"SIGTERM"/);
+    assert.match(r.stdout, /"msg":"server closed"/);
+  });
+});
