@@ -63,13 +63,13 @@ function validity(cert: forgeModule.pki.Certificate, now: Date, days: number): v
   cert.validity.notAfter = new Date(now.getTime() + days * 86400_000);
 }
 
-function newCa(now: Date, days: number): CertificateAuthority {
+function newCa(now: Date, days: number, name: string): CertificateAuthority {
   const keys = rsaKeyPair();
   const cert = forge.pki.createCertificate();
   cert.publicKey = keys.publicKey;
   cert.serialNumber = serial();
   validity(cert, now, days);
-  const subject = [{ name: "commonName", value: `quartermaster-ca-${now.toISOString().slice(0, 10)}` }];
+  const subject = [{ name: "commonName", value: `${name}-${now.toISOString().slice(0, 10)}` }];
   cert.setSubject(subject);
   cert.setIssuer(subject);
   cert.setExtensions([
@@ -81,38 +81,63 @@ function newCa(now: Date, days: number): CertificateAuthority {
   return { certPem: forge.pki.certificateToPem(cert), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
 }
 
-export function generateCertificates(opts: GenerateOptions): GeneratedCertificates {
-  const now = opts.now ?? new Date();
-  const ca = opts.ca ?? newCa(now, opts.caDays ?? 730);
-  const caCert = forge.pki.certificateFromPem(ca.certPem);
-  const caKey = forge.pki.privateKeyFromPem(ca.keyPem);
-  const dnsNames = [...new Set([...serviceDnsNames(opts.service, opts.namespace), ...(opts.dnsNames ?? [])])];
-  const ips = [...new Set(opts.ips ?? [])];
+export interface IssueOptions {
+  ca: CertificateAuthority;
+  commonName: string;
+  /** Subject O= values; for client certificates Kubernetes reads them as groups. */
+  organizations?: readonly string[];
+  dnsNames?: readonly string[];
+  ips?: readonly string[];
+  usage: "server" | "client";
+  days: number;
+  now: Date;
+}
 
+/** Issues a leaf certificate signed by `ca`. */
+export function issueCertificate(opts: IssueOptions): { certPem: string; keyPem: string } {
+  const caCert = forge.pki.certificateFromPem(opts.ca.certPem);
+  const caKey = forge.pki.privateKeyFromPem(opts.ca.keyPem);
   const keys = rsaKeyPair();
   const cert = forge.pki.createCertificate();
   cert.publicKey = keys.publicKey;
   cert.serialNumber = serial();
-  validity(cert, now, opts.days ?? 365);
-  cert.setSubject([{ name: "commonName", value: `${opts.service}.${opts.namespace}.svc` }]);
+  validity(cert, opts.now, opts.days);
+  cert.setSubject([
+    ...(opts.organizations ?? []).map((value) => ({ name: "organizationName", value })),
+    { name: "commonName", value: opts.commonName },
+  ]);
   cert.setIssuer(caCert.subject.attributes);
+  const altNames = [...(opts.dnsNames ?? []).map((value) => ({ type: 2, value })), ...(opts.ips ?? []).map((ip) => ({ type: 7, ip }))];
   cert.setExtensions([
     { name: "basicConstraints", cA: false, critical: true },
     { name: "keyUsage", digitalSignature: true, keyEncipherment: true, critical: true },
-    { name: "extKeyUsage", serverAuth: true },
-    {
-      name: "subjectAltName",
-      altNames: [...dnsNames.map((value) => ({ type: 2, value })), ...ips.map((ip) => ({ type: 7, ip }))],
-    },
+    opts.usage === "server" ? { name: "extKeyUsage", serverAuth: true } : { name: "extKeyUsage", clientAuth: true },
+    ...(altNames.length > 0 ? [{ name: "subjectAltName", altNames }] : []),
     { name: "subjectKeyIdentifier" },
     { name: "authorityKeyIdentifier", keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },
   ]);
   cert.sign(caKey, forge.md.sha256.create());
-  return {
+  return { certPem: forge.pki.certificateToPem(cert), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
+}
+
+/** A new self-signed CA named `name-<date>`. */
+export function createCertificateAuthority(name: string, days: number, now = new Date()): CertificateAuthority {
+  return newCa(now, days, name);
+}
+
+export function generateCertificates(opts: GenerateOptions): GeneratedCertificates {
+  const now = opts.now ?? new Date();
+  const ca = opts.ca ?? newCa(now, opts.caDays ?? 730, "quartermaster-ca");
+  const dnsNames = [...new Set([...serviceDnsNames(opts.service, opts.namespace), ...(opts.dnsNames ?? [])])];
+  const ips = [...new Set(opts.ips ?? [])];
+  const leaf = issueCertificate({
     ca,
-    certPem: forge.pki.certificateToPem(cert),
-    keyPem: forge.pki.privateKeyToPem(keys.privateKey),
+    commonName: `${opts.service}.${opts.namespace}.svc`,
     dnsNames,
     ips,
-  };
+    usage: "server",
+    days: opts.days ?? 365,
+    now,
+  });
+  return { ca, ...leaf, dnsNames, ips };
 }

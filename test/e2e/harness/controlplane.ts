@@ -1,0 +1,269 @@
+/**
+ * A real control plane on loopback for the end-to-end tests: etcd, kube-apiserver (RBAC, client
+ * certificates, service-account keys) and, on request, kube-controller-manager with the garbage
+ * collector and namespace controllers. Binaries come from `test/e2e/controlplane/build.sh`
+ * (QM_K8S_BIN_DIR). Everything started here is stopped by `stop()`, also when the test process exits.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { generateKeyPairSync } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createCertificateAuthority, issueCertificate } from "../../../src/certs/generate.js";
+
+export interface ControlPlane {
+  dir: string;
+  apiUrl: string;
+  apiPort: number;
+  kubeconfig: string;
+  /** PEMs of the cluster CA and the admin (system:masters) client. */
+  tls: { ca: string; cert: string; key: string };
+  binDir: string;
+  /** Admin HTTPS call to the apiserver; the body is JSON. */
+  api(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<ApiReply>;
+  /** Runs kubectl against this cluster. */
+  kubectl(args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }>;
+  /** Tails of the component logs, for failure messages. */
+  logs(): string;
+  stop(): Promise<void>;
+}
+
+export interface ApiReply {
+  status: number;
+  body: any;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export function binDir(): string {
+  const dir = process.env.QM_K8S_BIN_DIR;
+  if (!dir) {
+    throw new Error(
+      "QM_K8S_BIN_DIR is not set: build the control plane first with\n" +
+        "  export QM_K8S_BIN_DIR=$(bash test/e2e/controlplane/build.sh)\n" +
+        "(needs Go >= 1.24 and the Go module proxy)",
+    );
+  }
+  for (const b of ["etcd", "kube-apiserver", "kube-controller-manager", "kubectl"]) {
+    if (!existsSync(join(dir, b))) throw new Error(`QM_K8S_BIN_DIR=${dir} has no ${b}: run test/e2e/controlplane/build.sh`);
+  }
+  return dir;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function tail(file: string, lines = 30): string {
+  try {
+    return readFileSync(file, "utf8").split("\n").slice(-lines).join("\n");
+  } catch {
+    return "(no log)";
+  }
+}
+
+function kubeconfigYaml(server: string, tls: { ca: string; cert: string; key: string }, user = "admin"): string {
+  const b64 = (s: string): string => Buffer.from(s).toString("base64");
+  return [
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters:",
+    "- name: local",
+    "  cluster:",
+    `    server: ${server}`,
+    `    certificate-authority-data: ${b64(tls.ca)}`,
+    "users:",
+    `- name: ${user}`,
+    "  user:",
+    `    client-certificate-data: ${b64(tls.cert)}`,
+    `    client-key-data: ${b64(tls.key)}`,
+    "contexts:",
+    "- name: local",
+    `  context: {cluster: local, user: ${user}}`,
+    "current-context: local",
+    "",
+  ].join("\n");
+}
+
+export async function startControlPlane(opts: { controllerManager?: boolean } = {}): Promise<ControlPlane> {
+  const bins = binDir();
+  const dir = mkdtempSync(join(tmpdir(), "qm-e2e-"));
+  const pki = join(dir, "pki");
+  mkdirSync(pki);
+  const now = new Date();
+  const ca = createCertificateAuthority("qm-e2e-cluster-ca", 2, now);
+  const serving = issueCertificate({
+    ca,
+    commonName: "kube-apiserver",
+    dnsNames: ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+    ips: ["127.0.0.1", "10.0.0.1"],
+    usage: "server",
+    days: 2,
+    now,
+  });
+  const admin = issueCertificate({ ca, commonName: "admin", organizations: ["system:masters"], usage: "client", days: 2, now });
+  const sa = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  const files: Record<string, string> = {
+    "ca.crt": ca.certPem,
+    "apiserver.crt": serving.certPem,
+    "apiserver.key": serving.keyPem,
+    "sa.key": sa.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+    "sa.pub": sa.publicKey.export({ type: "spki", format: "pem" }).toString(),
+  };
+  for (const [name, pem] of Object.entries(files)) writeFileSync(join(pki, name), pem, { mode: 0o600 });
+  const tls = { ca: ca.certPem, cert: admin.certPem, key: admin.keyPem };
+
+  const children: Array<{ name: string; child: ChildProcess; log: string }> = [];
+  const run = (name: string, args: string[]): ChildProcess => {
+    const log = join(dir, `${name}.log`);
+    const child = spawn(join(bins, name), args, { stdio: ["ignore", openSync(log, "a"), openSync(log, "a")] });
+    children.push({ name, child, log });
+    return child;
+  };
+  let stopped = false;
+  const stop = async (): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    process.off("exit", killAll);
+    // Reverse order: controllers, apiserver, then etcd.
+    for (const { child } of [...children].reverse()) {
+      if (child.exitCode !== null || child.signalCode !== null) continue;
+      child.kill("SIGTERM");
+      const exited = await Promise.race([new Promise((r) => child.once("exit", () => r(true))), sleep(10_000).then(() => false)]);
+      if (!exited) child.kill("SIGKILL");
+    }
+    rmSync(etcdData, { recursive: true, force: true });
+    if (!process.env.QM_E2E_KEEP) rmSync(dir, { recursive: true, force: true });
+  };
+  const killAll = (): void => {
+    for (const { child } of children) if (child.exitCode === null) child.kill("SIGKILL");
+  };
+  process.on("exit", killAll);
+
+  const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
+  const shm = existsSync("/dev/shm") ? "/dev/shm" : tmpdir();
+  const etcdData = mkdtempSync(join(shm, "qm-etcd-"));
+  try {
+    run("etcd", [
+      "--name=e2e",
+      `--data-dir=${etcdData}`,
+      `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
+      `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
+      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-cluster=e2e=http://127.0.0.1:${peerPort}`,
+      "--unsafe-no-fsync=true",
+      "--logger=zap",
+      "--log-level=warn",
+    ]);
+    const apiserver = run("kube-apiserver", [
+      `--etcd-servers=http://127.0.0.1:${etcdPort}`,
+      "--bind-address=127.0.0.1",
+      `--secure-port=${apiPort}`,
+      "--advertise-address=127.0.0.1",
+      "--endpoint-reconciler-type=none",
+      `--cert-dir=${join(dir, "apiserver-certs")}`,
+      `--tls-cert-file=${join(pki, "apiserver.crt")}`,
+      `--tls-private-key-file=${join(pki, "apiserver.key")}`,
+      `--client-ca-file=${join(pki, "ca.crt")}`,
+      `--service-account-issuer=https://127.0.0.1:${apiPort}`,
+      `--service-account-key-file=${join(pki, "sa.pub")}`,
+      `--service-account-signing-key-file=${join(pki, "sa.key")}`,
+      "--service-cluster-ip-range=10.0.0.0/24",
+      "--authorization-mode=RBAC",
+      "--allow-privileged=true",
+      "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+    ]);
+
+    const api = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiReply> =>
+      new Promise((resolve, reject) => {
+        const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
+        const req = request(
+          {
+            host: "127.0.0.1",
+            port: apiPort,
+            method,
+            path,
+            ...tls,
+            agent: false,
+            headers: { accept: "application/json", ...(data ? { "content-type": "application/json" } : {}), ...headers },
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on("data", (c: Buffer) => chunks.push(c));
+            res.on("end", () => {
+              const text = Buffer.concat(chunks).toString();
+              let parsed: unknown = text;
+              try {
+                parsed = JSON.parse(text);
+              } catch {
+                /* not JSON: keep the text */
+              }
+              resolve({ status: res.statusCode ?? 0, body: parsed, headers: res.headers });
+            });
+          },
+        );
+        req.on("error", reject);
+        req.end(data);
+      });
+
+    const deadline = performance.now() + 90_000;
+    for (;;) {
+      if (apiserver.exitCode !== null) throw new Error(`kube-apiserver exited ${apiserver.exitCode}:\n${tail(join(dir, "kube-apiserver.log"))}`);
+      const ready = await api("GET", "/readyz").catch(() => ({ status: 0 }));
+      if (ready.status === 200 && (await api("GET", "/api/v1/namespaces/default")).status === 200) break;
+      if (performance.now() > deadline) throw new Error(`kube-apiserver not ready after 90 s:\n${tail(join(dir, "kube-apiserver.log"))}`);
+      await sleep(100);
+    }
+
+    const kubeconfig = join(dir, "kubeconfig");
+    writeFileSync(kubeconfig, kubeconfigYaml(`https://127.0.0.1:${apiPort}`, tls), { mode: 0o600 });
+    if (opts.controllerManager) {
+      run("kube-controller-manager", [
+        `--kubeconfig=${kubeconfig}`,
+        `--authentication-kubeconfig=${kubeconfig}`,
+        `--authorization-kubeconfig=${kubeconfig}`,
+        "--leader-elect=false",
+        "--secure-port=0",
+        "--controllers=garbage-collector-controller,namespace-controller",
+      ]);
+    }
+
+    const kubectl = (args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> =>
+      new Promise((resolve) => {
+        const child = spawn(join(bins, "kubectl"), [`--kubeconfig=${kubeconfig}`, ...args], { stdio: ["pipe", "pipe", "pipe"] });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+        child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+        child.on("exit", (code) => resolve({ code: code ?? -1, stdout, stderr }));
+        child.stdin.end(stdin ?? "");
+      });
+
+    return {
+      dir,
+      apiUrl: `https://127.0.0.1:${apiPort}`,
+      apiPort,
+      kubeconfig,
+      tls,
+      binDir: bins,
+      api,
+      kubectl,
+      logs: () => children.map(({ name, log }) => `--- ${name}\n${tail(log, 15)}`).join("\n"),
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
