@@ -8,7 +8,7 @@ export type { Logger };
 
 export const LOG_LEVELS: readonly LevelWithSilent[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
-/** JSON lines on stdout, buffered off the hot path; call `flush()` before exiting. */
+/** JSON lines on stdout, written asynchronously off the hot path; call `flush()` before exiting. */
 export function createLogger(level: LevelWithSilent = "info"): Logger {
   return pino(
     {
@@ -17,7 +17,7 @@ export function createLogger(level: LevelWithSilent = "info"): Logger {
       timestamp: stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
-    destination({ dest: 1, sync: false, minLength: 4096 }),
+    destination({ dest: 1, sync: false }),
   );
 }
 

@@ -1,0 +1,200 @@
+/**
+ * End to end: Quartermaster's webhook server behind a real kube-apiserver, registered with the webhook
+ * configurations rendered from manifests/. Objects are created through the API, as users do.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
+import { ROOT, cli, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+let seq = 0;
+const unique = (prefix: string): string => `${prefix}-${Date.now().toString(36)}-${++seq}`;
+
+function trainingPod(name: string, opts: { labels?: Record<string, string>; gpu?: boolean } = {}): Record<string, unknown> {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, labels: opts.labels ?? { "training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type": "worker" } },
+    spec: {
+      restartPolicy: "Never",
+      containers: [
+        {
+          name: "tensorflow",
+          image: "tensorflow/tensorflow:2.16.1",
+          ...(opts.gpu ? { resources: { limits: { "nvidia.com/gpu": "1" } } } : {}),
+        },
+      ],
+    },
+  };
+}
+
+describe("admission through a real kube-apiserver", () => {
+  let cp: ControlPlane;
+  let wh: WebhookProcess;
+
+  const createPod = (ns: string, pod: Record<string, unknown>, dryRun = false) =>
+    cp.api("POST", `/api/v1/namespaces/${ns}/pods${dryRun ? "?dryRun=All" : ""}`, pod);
+
+  async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
+    const deadline = performance.now() + ms;
+    while (!(await cond())) {
+      if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}\n${cp.logs()}`);
+      await sleep(200);
+    }
+  }
+
+  before(async () => {
+    cp = await startControlPlane({ controllerManager: true });
+    const crds = await cp.kubectl(["apply", "-f", join(ROOT, "test/e2e/crds/kubeflow.yaml")]);
+    assert.equal(crds.code, 0, crds.stderr);
+    const est = await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
+    assert.equal(est.code, 0, est.stderr);
+    for (const [name, labels] of [
+      ["team-a", { "quartermaster.dev/enabled": "true" }],
+      ["team-b", {}],
+    ] as const) {
+      const r = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name, labels } });
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+    }
+    wh = await webhookProcess();
+    await wh.start();
+    const configs = await renderWebhookConfigurations(cp, wh.port, wh.caPem);
+    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
+    assert.equal(applied.code, 0, applied.stderr);
+    // A new configuration takes effect asynchronously: dry-run probes until both webhooks see one.
+    await until("the webhook configurations to take effect", async () => {
+      const name = unique("probe");
+      await createPod("team-a", trainingPod(name), true);
+      const seen = new Set(wh.admissions(name).map((l) => l.webhook));
+      return seen.has("mutate-pods") && seen.has("validate-pods");
+    });
+  });
+
+  after(async () => {
+    await wh?.stop();
+    await cp?.stop();
+  });
+
+  it("a training pod in an opted-in namespace passes through the mutating and validating webhooks", async () => {
+    const name = unique("trainer");
+    const r = await createPod("team-a", trainingPod(name));
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const lines = wh.admissions(name);
+    assert.deepEqual(lines.map((l) => l.webhook).sort(), ["mutate-pods", "validate-pods"]);
+    for (const l of lines) {
+      assert.equal(l.namespace, "team-a");
+      assert.equal(l.operation, "CREATE");
+      assert.equal(l.dryRun, false);
+    }
+  });
+
+  it("a GPU pod without Kubeflow labels is a training pod too (matchConditions)", async () => {
+    const name = unique("gpu");
+    assert.equal((await createPod("team-a", trainingPod(name, { labels: {}, gpu: true }))).status, 201);
+    assert.equal(wh.admissions(name).length, 2);
+  });
+
+  const notSent: Array<{ name: string; ns: string; pod: (n: string) => Record<string, unknown> }> = [
+    { name: "a pod in a namespace that did not opt in", ns: "team-b", pod: (n) => trainingPod(n) },
+    { name: "a pod with no job label and no GPU (matchConditions)", ns: "team-a", pod: (n) => trainingPod(n, { labels: { app: "web" } }) },
+  ];
+  for (const tc of notSent) {
+    it(`${tc.name} is created without reaching Quartermaster`, async () => {
+      const name = unique("plain");
+      assert.equal((await createPod(tc.ns, tc.pod(name))).status, 201);
+      await sleep(200);
+      assert.deepEqual(wh.admissions(name), []);
+    });
+  }
+
+  it("kube-system never reaches Quartermaster, even when labelled as opted in", async () => {
+    const label = await cp.kubectl(["label", "namespace", "kube-system", "quartermaster.dev/enabled=true", "--overwrite"]);
+    assert.equal(label.code, 0, label.stderr);
+    const name = unique("system");
+    assert.equal((await createPod("kube-system", trainingPod(name))).status, 201);
+    await sleep(200);
+    assert.deepEqual(wh.admissions(name), []);
+  });
+
+  it("kubectl create --dry-run=server works (sideEffects: None) and persists nothing", async () => {
+    const name = unique("dry");
+    const r = await cp.kubectl(["create", "-n", "team-a", "--dry-run=server", "-o", "json", "-f", "-"], JSON.stringify(trainingPod(name)));
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(JSON.parse(r.stdout).metadata.name, name);
+    const lines = wh.admissions(name);
+    assert.equal(lines.length, 2);
+    assert.ok(lines.every((l) => l.dryRun === true));
+    assert.equal((await cp.api("GET", `/api/v1/namespaces/team-a/pods/${name}`)).status, 404);
+  });
+
+  it("a training job (TFJob) is validated on create and update", async () => {
+    const name = unique("mnist");
+    const job = {
+      apiVersion: "kubeflow.org/v1",
+      kind: "TFJob",
+      metadata: { name },
+      spec: { tfReplicaSpecs: { Worker: { replicas: 2, template: { spec: { containers: [{ name: "tensorflow", image: "tf" }] } } } } },
+    };
+    const created = await cp.api("POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", job);
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const patched = await cp.api("PATCH", `/apis/kubeflow.org/v1/namespaces/team-a/tfjobs/${name}`, { metadata: { labels: { x: "y" } } }, {
+      "content-type": "application/merge-patch+json",
+    });
+    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    assert.deepEqual(wh.admissions(name).map((l) => `${l.webhook} ${l.operation}`), ["validate-jobs CREATE", "validate-jobs UPDATE"]);
+  });
+
+  it("every manifest in manifests/ is accepted by a server-side dry-run apply", async () => {
+    // A dry run cannot create the namespace its other objects go into, so that one is applied for real.
+    const ns = await cp.kubectl(["apply", "-f", join(ROOT, "manifests/base/namespace.yaml")]);
+    assert.equal(ns.code, 0, ns.stderr);
+    const r = await cp.kubectl(["apply", "-k", join(ROOT, "manifests/base"), "--dry-run=server"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /mutatingwebhookconfiguration\.admissionregistration\.k8s\.io\/quartermaster (created|configured) \(server dry run\)/);
+    assert.match(r.stdout, /service\/quartermaster-webhook created \(server dry run\)/);
+  });
+
+  it("serving certificate rotated under load: no admission fails", async () => {
+    let stop = false;
+    let created = 0;
+    const failures: string[] = [];
+    const worker = async (): Promise<void> => {
+      while (!stop) {
+        const r = await createPod("team-a", trainingPod(unique("rot")));
+        if (r.status === 201) created++;
+        else failures.push(`${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+      }
+    };
+    const workers = Array.from({ length: 4 }, worker);
+    await sleep(1000);
+    const before = wh.lines.filter((l) => l.msg === "tls: serving key pair reloaded").length;
+    const rotated = await cli([
+      "certs", "generate", "--service", "quartermaster-webhook", "--namespace", "quartermaster", "--out", wh.certDir, "--ip", "127.0.0.1",
+      "--ca-cert", join(wh.certDir, "ca.crt"), "--ca-key", join(wh.certDir, "ca.key"),
+    ]);
+    assert.equal(rotated.code, 0, rotated.stderr);
+    await until("the server to reload its key pair", async () => wh.lines.filter((l) => l.msg === "tls: serving key pair reloaded").length > before, 15_000);
+    await sleep(1500);
+    stop = true;
+    await Promise.all(workers);
+    assert.deepEqual(failures, []);
+    assert.ok(created >= 10, `only ${created} pods created during the rotation`);
+  });
+
+  it("webhook server down → training pods are refused (validation fails closed); other namespaces and kube-system are unaffected", async () => {
+    await wh.stop("SIGKILL");
+    try {
+      const refused = await createPod("team-a", trainingPod(unique("down")));
+      assert.equal(refused.status, 500, JSON.stringify(refused.body));
+      assert.match(refused.body.message, /failed calling webhook "pods\.validate\.quartermaster\.dev"/);
+      assert.equal((await createPod("team-a", trainingPod(unique("web"), { labels: { app: "web" } }))).status, 201);
+      assert.equal((await createPod("team-b", trainingPod(unique("other")))).status, 201);
+      assert.equal((await createPod("kube-system", trainingPod(unique("sys")))).status, 201);
+    } finally {
+      await wh.start();
+    }
+    await until("admission to recover", async () => (await createPod("team-a", trainingPod(unique("back")), true)).status === 201);
+  });
+});

@@ -1,0 +1,112 @@
+/**
+ * Quartermaster's webhook server as a real process for the end-to-end tests, with certificates from
+ * `quartermaster certs generate`, and its webhook configurations rendered from `manifests/` and pointed
+ * at it by URL.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseAllDocuments } from "yaml";
+import type { ControlPlane } from "./controlplane.js";
+import { freePort } from "./controlplane.js";
+
+export const ROOT = resolve(import.meta.dirname, "../../..");
+const CLI = join(ROOT, "webhooks/cli.ts");
+
+/** Runs the CLI to completion. */
+export function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((res) => {
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    child.on("exit", (code) => res({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+export interface WebhookProcess {
+  port: number;
+  certDir: string;
+  caPem: string;
+  /** Every JSON log line the server printed so far. */
+  lines: Array<Record<string, unknown>>;
+  /** Admission log lines about the object named `name`. */
+  admissions(name: string): Array<Record<string, unknown>>;
+  start(): Promise<void>;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export async function webhookProcess(): Promise<WebhookProcess> {
+  const certDir = mkdtempSync(join(tmpdir(), "qm-e2e-webhook-"));
+  const gen = await cli(["certs", "generate", "--service", "quartermaster-webhook", "--namespace", "quartermaster", "--out", certDir, "--ip", "127.0.0.1"]);
+  if (gen.code !== 0) throw new Error(`certs generate failed: ${gen.stderr}`);
+  const port = await freePort();
+  const lines: Array<Record<string, unknown>> = [];
+  let child: ChildProcess | undefined;
+
+  const start = async (): Promise<void> => {
+    const proc = spawn(
+      process.execPath,
+      ["--import", "tsx", CLI, "serve", "--host", "127.0.0.1", "--port", String(port), "--tls-cert", join(certDir, "tls.crt"), "--tls-key", join(certDir, "tls.key")],
+      { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    child = proc;
+    let buffer = "";
+    let stderr = "";
+    const serving = new Promise<void>((res, rej) => {
+      proc.stdout!.on("data", (c: Buffer) => {
+        buffer += c.toString();
+        let nl: number;
+        while ((nl = buffer.indexOf("\n")) >= 0) {
+          const line = buffer.slice(0, nl);
+          buffer = buffer.slice(nl + 1);
+          if (line.startsWith("{")) lines.push(JSON.parse(line) as Record<string, unknown>);
+          if (line.includes("quartermaster: serving")) res();
+        }
+      });
+      proc.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+      proc.once("exit", (code) => rej(new Error(`webhook server exited ${code}: ${stderr}`)));
+    });
+    await serving;
+  };
+  const stop = async (signal: NodeJS.Signals = "SIGTERM"): Promise<void> => {
+    const proc = child;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise((r) => proc.once("exit", r));
+    proc.kill(signal);
+    await exited;
+  };
+  process.on("exit", () => child?.kill("SIGKILL"));
+  return {
+    port,
+    certDir,
+    caPem: readFileSync(join(certDir, "ca.crt"), "utf8"),
+    lines,
+    admissions: (name) => lines.filter((l) => l.msg !== undefined && String(l.msg).startsWith("admission") && l.name === name),
+    start,
+    stop,
+  };
+}
+
+/**
+ * The Mutating/ValidatingWebhookConfigurations exactly as `kubectl kustomize manifests/base` renders
+ * them, with each webhook's clientConfig.service replaced by a URL to `port` and the CA in caBundle.
+ */
+export async function renderWebhookConfigurations(cp: ControlPlane, port: number, caPem: string): Promise<Array<Record<string, any>>> {
+  const rendered = await cp.kubectl(["kustomize", join(ROOT, "manifests/base")]);
+  if (rendered.code !== 0) throw new Error(`kubectl kustomize manifests/base failed: ${rendered.stderr}`);
+  const configs = parseAllDocuments(rendered.stdout)
+    .map((d) => d.toJS() as Record<string, any>)
+    .filter((o) => o && /^(Mutating|Validating)WebhookConfiguration$/.test(o.kind));
+  if (configs.length !== 2) throw new Error(`expected 2 webhook configurations in manifests/base, found ${configs.length}`);
+  for (const config of configs) {
+    for (const hook of config.webhooks as Array<Record<string, any>>) {
+      const path = hook.clientConfig?.service?.path;
+      if (!path) throw new Error(`webhook ${hook.name} has no clientConfig.service.path`);
+      hook.clientConfig = { url: `https://127.0.0.1:${port}${path}`, caBundle: Buffer.from(caPem).toString("base64") };
+    }
+  }
+  return configs;
+}
