@@ -1,20 +1,9 @@
 /**
  * @module
- * The one place that constructs ajv. Every JSON Schema in Quartermaster (the AdmissionReview envelope,
- * the policy document) is compiled here once, at start-up, never per request.
+ * Reporting schema errors. The validators themselves are generated at build time by ajv's standalone
+ * code generation (`src/generated/`), so no schema is compiled when a process starts.
  */
-import { Ajv, type ErrorObject, type Options, type ValidateFunction } from "ajv";
-import addFormatsModule from "ajv-formats";
-
-// ajv-formats is CommonJS with `exports.default`; under NodeNext the default import is module.exports.
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
-
-/** Compiles `schema` with every error reported (`allErrors`) and the given extra options. */
-export function compileSchema<T>(schema: object, options: Options = {}): ValidateFunction<T> {
-  const ajv = new Ajv({ allErrors: true, strict: true, ...options });
-  addFormats(ajv);
-  return ajv.compile<T>(schema);
-}
+import type { ErrorObject } from "ajv";
 
 /**
  * Turns ajv errors into one line each, with a dotted field path:

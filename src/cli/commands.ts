@@ -9,7 +9,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { LevelWithSilent } from "pino";
 import { PolicyError, UsageError, errorMessage } from "../errors.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
-import { defaultPolicy, parsePolicy } from "../policy/load.js";
+import { defaultPolicy } from "../policy/load.js";
 import type { Policy } from "../policy/types.js";
 import type { CliIo } from "./io.js";
 
@@ -67,6 +67,7 @@ export async function loadPolicy(file: string | undefined, cwd: string): Promise
   } catch (err) {
     throw new PolicyError(file, [`cannot read: ${errorMessage(err)}`]);
   }
+  const { parsePolicy } = await import("../policy/parse.js");
   return parsePolicy(text, file);
 }
 

@@ -1,33 +1,25 @@
 /**
  * @module
- * Parsing and checking a policy document (YAML or JSON: JSON is YAML). Pure: the caller reads the file.
- * An invalid document is a {@link PolicyError} carrying every problem, with line numbers for syntax
- * errors and field paths for schema errors.
+ * Checking a policy document against the schema, filling defaults. Pure: the caller parses the file
+ * (`parse.ts`, YAML or JSON). An invalid document is a {@link PolicyError} carrying every problem with
+ * its field path.
  */
-import { LineCounter, parseDocument } from "yaml";
 import { PolicyError } from "../errors.js";
-import { compileSchema, describeSchemaErrors } from "../schema.js";
-import { POLICY_SCHEMA } from "./schema.js";
+import type { ValidateFunction } from "ajv";
+import generatedPolicyValidator from "../generated/policy-validator.js";
+import { describeSchemaErrors } from "../schema.js";
 import type { Policy } from "./types.js";
 
-const validatePolicy = compileSchema<Policy>(POLICY_SCHEMA, { useDefaults: true });
+const validatePolicy = generatedPolicyValidator as unknown as ValidateFunction<Policy>;
+
 
 /** The built-in policy: the schema's defaults. */
 export function defaultPolicy(): Policy {
-  return parsePolicy("{}", "(built-in defaults)");
+  return checkPolicy({}, "(built-in defaults)");
 }
 
-/** Parses and validates `text`; defaults fill every missing field. Throws PolicyError with all problems. */
-export function parsePolicy(text: string, source: string): Policy {
-  const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
-  if (doc.errors.length > 0) {
-    throw new PolicyError(
-      source,
-      doc.errors.map((e) => `line ${lineCounter.linePos(e.pos[0]).line}: ${e.message.split("\n")[0]}`),
-    );
-  }
-  const value: unknown = doc.toJS() ?? {};
+/** Validates a parsed document; defaults fill every missing field. Throws PolicyError with all problems. */
+export function checkPolicy(value: unknown, source: string): Policy {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new PolicyError(source, ["(document): must be a mapping of policy sections"]);
   }

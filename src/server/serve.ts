@@ -7,7 +7,7 @@ import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import type { Webhook } from "../admission/handler.js";
-import { createApp } from "./app.js";
+import { createRequestListener } from "./app.js";
 import type { AdmissionMetrics } from "./metrics.js";
 import { readKeyPair, watchKeyPair } from "./tls.js";
 
@@ -48,7 +48,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   let ready = false;
   let draining = false;
 
-  const app = createApp({
+  const listener = createRequestListener({
     webhooks: opts.webhooks,
     metrics,
     log,
@@ -57,7 +57,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   });
   const server = createServer(
     { cert: initial.cert, key: initial.key, minVersion: "TLSv1.2", requestTimeout: 120_000 },
-    app,
+    listener,
   );
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   server.headersTimeout = HEADERS_TIMEOUT_MS;

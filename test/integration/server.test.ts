@@ -58,6 +58,17 @@ describe("admission server over HTTPS", () => {
     });
   }
 
+  it("the express route answers exactly as the direct dispatch (trailing slash, upper case)", async () => {
+    for (const path of ["/validate/pods/", "/VALIDATE/PODS"]) {
+      const r = await postJson(t.port, path, review({ uid: "via-express" }), ca);
+      assert.equal(r.status, 200, path);
+      assert.deepEqual(r.json().response, { uid: "via-express", allowed: true });
+      const bad = await call(t.port, { path, body: "{", headers: { "content-type": "application/json" }, ca });
+      assert.equal(bad.status, 400);
+      assert.match(bad.json().message, /request body is not valid JSON/);
+    }
+  });
+
   const big = 8 * 1024 * 1024;
   const badInput: Array<{
     name: string;

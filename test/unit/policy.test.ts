@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { PolicyError } from "../../src/errors.js";
-import { defaultPolicy, parsePolicy } from "../../src/policy/load.js";
+import { defaultPolicy } from "../../src/policy/load.js";
+import { parsePolicy } from "../../src/policy/parse.js";
 import { DEFAULT_JOB_KINDS } from "../../src/policy/schema.js";
 
 function problems(text: string): readonly string[] {
@@ -90,4 +91,16 @@ describe("policy", () => {
       assert.equal(got.length, tc.want.length, JSON.stringify(got));
     });
   }
+});
+
+describe("generated validators", () => {
+  it("the committed standalone validators match their schemas (npm run generate)", async () => {
+    const { readFileSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const { GENERATED, generateValidator } = await import("../../src/generated/generate.js");
+    for (const g of GENERATED) {
+      const committed = readFileSync(join(import.meta.dirname, "../../src/generated", g.file), "utf8");
+      assert.equal(committed, generateValidator(g.schema, g.options), `src/generated/${g.file} is stale: run npm run generate`);
+    }
+  });
 });
