@@ -9,7 +9,7 @@ import { HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS } from "../../src/server/serv
 import { defaultPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { call, capturingLogger, postJson, startTestServer, type TestServer } from "../fixtures/https.js";
-import { pod, review } from "../fixtures/reviews.js";
+import { plainPod, pod, review } from "../fixtures/reviews.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -48,7 +48,7 @@ describe("admission server over HTTPS", () => {
 
   for (const path of ["/mutate/pods", "/validate/pods", "/validate/jobs"]) {
     it(`${path}: a valid review → 200, v1 envelope, same uid, no patch`, async () => {
-      const r = await postJson(t.port, `${path}?timeout=5s`, review({ uid: "7f0c9a1e-uid-echo" }), ca);
+      const r = await postJson(t.port, `${path}?timeout=5s`, review({ uid: "7f0c9a1e-uid-echo", object: plainPod() }), ca);
       assert.equal(r.status, 200);
       assert.equal(r.headers["content-type"], "application/json");
       const body = r.json();
@@ -177,7 +177,7 @@ describe("admission server over HTTPS", () => {
   });
 
   it("one structured log line per admission", async () => {
-    await postJson(t.port, "/mutate/pods", review({ uid: "log-1" }), ca);
+    await postJson(t.port, "/mutate/pods", review({ uid: "log-1", object: plainPod() }), ca);
     const lines = t.lines.filter((l) => l.uid === "log-1");
     assert.equal(lines.length, 1);
     const l = lines[0]!;
@@ -186,6 +186,11 @@ describe("admission server over HTTPS", () => {
     assert.equal(l.kind, "Pod");
     assert.equal(l.namespace, "team-a");
     assert.equal(l.name, "trainer-worker-0");
+    const patched = await postJson(t.port, "/mutate/pods", review({ uid: "log-2" }), ca);
+    assert.equal(patched.json().response.patchType, "JSONPatch");
+    const p = t.lines.find((x) => x.uid === "log-2");
+    assert.equal(p?.outcome, "patched");
+    assert.ok((p?.patchOps as number) > 0);
     assert.equal(l.operation, "CREATE");
     assert.equal(l.outcome, "allowed");
     assert.equal(l.patchOps, 0);

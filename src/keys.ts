@@ -1,0 +1,17 @@
+/**
+ * @module
+ * Label, annotation and resource names users and operators type. Quartermaster's own live under
+ * `quartermaster.dev/`; Kubeflow's are as upstream.
+ */
+export const ANNOTATION_ACCELERATOR = "quartermaster.dev/accelerator";
+export const ANNOTATION_GPU_PARTITION = "quartermaster.dev/gpu-partition";
+export const ANNOTATION_INTERRUPTIBLE = "quartermaster.dev/interruptible";
+/** The webhook's record: the names of the mutations that changed the pod, comma-separated. */
+export const ANNOTATION_MUTATIONS = "quartermaster.dev/mutations";
+export const LABEL_NAMESPACE_OPT_IN = "quartermaster.dev/enabled";
+
+export const LABEL_JOB_NAME = "training.kubeflow.org/job-name";
+export const LABEL_OPERATOR_NAME = "training.kubeflow.org/operator-name";
+export const LABEL_REPLICA_TYPE = "training.kubeflow.org/replica-type";
+export const LABEL_REPLICA_INDEX = "training.kubeflow.org/replica-index";
+export const LABEL_JOB_ROLE = "training.kubeflow.org/job-role";

@@ -1,0 +1,32 @@
+/**
+ * @module
+ * GPU tolerations. For each resource in the requests or limits of any container or init container that
+ * matches a policy GPU pattern, in sorted order: `{key: <resource>, operator: Exists, effect: NoSchedule}`
+ * (what the ExtendedResourceToleration admission plugin adds, kubernetes#55080) plus the extra
+ * tolerations the policy maps to that pattern, such as MIG slices tolerating the `nvidia.com/gpu` taint or a
+ * custom `sku=gpu` taint, which the built-in plugin cannot do. Equal tolerations are never duplicated.
+ * Limits count as well as requests, because a webhook cannot rely on defaulting having copied them.
+ */
+import type { V1Toleration } from "@kubernetes/client-node";
+import { gpuResourcesFor, resourceNames, withTolerations } from "./pod.js";
+import type { Mutation, Pod } from "./types.js";
+
+function wanted(pod: Pod, ctx: Parameters<Mutation["mutate"]>[1]): V1Toleration[] {
+  const out: V1Toleration[] = [];
+  for (const name of resourceNames(pod, ["containers", "initContainers"])) {
+    const matches = gpuResourcesFor(name, ctx.policy.gpu.resources);
+    if (matches.length === 0) continue;
+    out.push({ key: name, operator: "Exists", effect: "NoSchedule" });
+    for (const m of matches) out.push(...m.tolerations);
+  }
+  return out;
+}
+
+export const addGpuTolerations: Mutation = {
+  name: "gpu-tolerations",
+  mutate: (pod, ctx) => withTolerations(pod, wanted(pod, ctx)),
+  explain(before, after) {
+    const added = (after.spec?.tolerations ?? []).slice(before.spec?.tolerations?.length ?? 0);
+    return `quartermaster: added tolerations for ${[...new Set(added.map((t) => t.key ?? "*"))].join(", ")}`;
+  },
+};

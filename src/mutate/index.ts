@@ -1,0 +1,56 @@
+/**
+ * @module
+ * The pod mutation pipeline. Order matters and is fixed:
+ * 1. resources: `gpu` is renamed before anything looks for GPU resources;
+ * 2. gpu-tolerations: from the (renamed) requests and limits;
+ * 3. accelerator: needs the GPU limits;
+ * 4. interruptible.
+ * Each mutation that changes the pod adds one warning and its name to `quartermaster.dev/mutations`
+ * (a set: running the pipeline again on its own output changes nothing).
+ */
+import { ANNOTATION_MUTATIONS } from "../keys.js";
+import { placeOnAccelerator } from "./accelerator.js";
+import { addGpuTolerations } from "./gpu-tolerations.js";
+import { placeInterruptible } from "./interruptible.js";
+import { defaultResources } from "./resources.js";
+import type { Mutation, MutationContext, Pod } from "./types.js";
+
+export type { Mutation, MutationContext, Pod } from "./types.js";
+
+export const POD_MUTATIONS: readonly Mutation[] = [defaultResources, addGpuTolerations, placeOnAccelerator, placeInterruptible];
+
+export interface PipelineResult {
+  pod: Pod;
+  applied: string[];
+  warnings: string[];
+}
+
+function recorded(pod: Pod, names: readonly string[]): Pod {
+  const current = pod.metadata?.annotations?.[ANNOTATION_MUTATIONS];
+  const set = new Set((current ?? "").split(",").map((s) => s.trim()).filter(Boolean));
+  const before = set.size;
+  for (const n of names) set.add(n);
+  if (set.size === before && current !== undefined) return pod;
+  return {
+    ...pod,
+    metadata: { ...pod.metadata, annotations: { ...pod.metadata?.annotations, [ANNOTATION_MUTATIONS]: [...set].join(",") } },
+  };
+}
+
+/** Runs `mutations` over `pod`; returns the same reference when nothing changed. */
+export function mutatePod(pod: Pod, ctx: MutationContext, mutations: readonly Mutation[] = POD_MUTATIONS): PipelineResult {
+  let current = pod;
+  const applied: string[] = [];
+  const warnings: string[] = [];
+  for (const m of mutations) {
+    const next = m.mutate(current, ctx);
+    if (next !== current) {
+      applied.push(m.name);
+      warnings.push(m.explain(current, next, ctx));
+      current = next;
+    }
+  }
+  for (const m of mutations) if (m.advise) warnings.push(...m.advise(current, ctx));
+  if (applied.length === 0) return { pod, applied, warnings };
+  return { pod: recorded(current, applied), applied, warnings };
+}

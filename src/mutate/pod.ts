@@ -1,0 +1,104 @@
+/**
+ * @module
+ * Read helpers and copy-on-write updates shared by the mutations. Updates copy only the path they change,
+ * so the unchanged rest of the pod keeps its identity and the final diff skips it.
+ */
+import type { V1Container, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
+import { matchesGlob } from "../glob.js";
+import type { GpuResource } from "../policy/types.js";
+import type { Pod } from "./types.js";
+
+export type ContainerList = "containers" | "initContainers";
+
+/** Resource names in the requests or limits of the given container lists, sorted. */
+export function resourceNames(pod: Pod, lists: readonly ContainerList[], sides: ReadonlyArray<"requests" | "limits"> = ["requests", "limits"]): string[] {
+  const names = new Set<string>();
+  for (const list of lists) {
+    for (const c of pod.spec?.[list] ?? []) {
+      for (const side of sides) for (const name of Object.keys(c.resources?.[side] ?? {})) names.add(name);
+    }
+  }
+  return [...names].sort();
+}
+
+/** The policy entries whose pattern matches `name`. */
+export function gpuResourcesFor(name: string, gpu: readonly GpuResource[]): GpuResource[] {
+  return gpu.filter((g) => matchesGlob(g.pattern, name));
+}
+
+export function isGpuResource(name: string, gpu: readonly GpuResource[]): boolean {
+  return gpu.some((g) => matchesGlob(g.pattern, name));
+}
+
+/** True when some regular container has a GPU resource in its limits (Flyte's rule for GPU placement). */
+export function hasGpuLimit(pod: Pod, gpu: readonly GpuResource[]): boolean {
+  return resourceNames(pod, ["containers"], ["limits"]).some((n) => isGpuResource(n, gpu));
+}
+
+export function annotation(pod: Pod, key: string): string | undefined {
+  return pod.metadata?.annotations?.[key];
+}
+
+function sameToleration(a: V1Toleration, b: V1Toleration): boolean {
+  return (
+    (a.key ?? "") === (b.key ?? "") &&
+    (a.operator ?? "Equal") === (b.operator ?? "Equal") &&
+    (a.value ?? "") === (b.value ?? "") &&
+    (a.effect ?? "") === (b.effect ?? "") &&
+    a.tolerationSeconds === b.tolerationSeconds
+  );
+}
+
+/** Appends the tolerations that have no equal one in the pod yet. */
+export function withTolerations(pod: Pod, wanted: readonly V1Toleration[]): Pod {
+  const existing = pod.spec?.tolerations ?? [];
+  const added: V1Toleration[] = [];
+  for (const t of wanted) {
+    if (!existing.some((e) => sameToleration(e, t)) && !added.some((e) => sameToleration(e, t))) added.push({ ...t });
+  }
+  if (added.length === 0) return pod;
+  return { ...pod, spec: { ...pod.spec!, tolerations: [...existing, ...added] } };
+}
+
+function sameRequirement(a: V1NodeSelectorRequirement, b: V1NodeSelectorRequirement): boolean {
+  return a.key === b.key && a.operator === b.operator && JSON.stringify(a.values ?? []) === JSON.stringify(b.values ?? []);
+}
+
+/**
+ * ANDs `requirements` into every required node-selector term (terms are ORed, so a requirement left out
+ * of one term would be an escape hatch), creating one term when there are none. Expressions a term
+ * already has are not repeated. Preferred terms and pod (anti-)affinity are untouched.
+ */
+export function withRequiredNodeRequirements(pod: Pod, requirements: readonly V1NodeSelectorRequirement[]): Pod {
+  if (requirements.length === 0) return pod;
+  const affinity = pod.spec?.affinity ?? {};
+  const nodeAffinity = affinity.nodeAffinity ?? {};
+  const required = nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
+  const terms: V1NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
+  let changed = false;
+  const next = terms.map((term) => {
+    const exprs = term.matchExpressions ?? [];
+    const missing = requirements.filter((r) => !exprs.some((e) => sameRequirement(e, r)));
+    if (missing.length === 0) return term;
+    changed = true;
+    return { ...term, matchExpressions: [...exprs, ...missing.map((r) => ({ ...r, ...(r.values ? { values: [...r.values] } : {}) }))] };
+  });
+  if (!changed) return pod;
+  return {
+    ...pod,
+    spec: {
+      ...pod.spec!,
+      affinity: {
+        ...affinity,
+        nodeAffinity: { ...nodeAffinity, requiredDuringSchedulingIgnoredDuringExecution: { ...required, nodeSelectorTerms: next } },
+      },
+    },
+  };
+}
+
+/** Replaces container `index` of `list` with `container` (copying only the list). */
+export function withContainer(pod: Pod, list: ContainerList, index: number, container: V1Container): Pod {
+  const items = [...(pod.spec?.[list] ?? [])];
+  items[index] = container;
+  return { ...pod, spec: { ...pod.spec!, [list]: items } };
+}

@@ -1,0 +1,96 @@
+/**
+ * @module
+ * Resource defaults for every container, init container and native sidecar (Flyte's container rules,
+ * with its traps avoided):
+ * - a bare `gpu` is renamed to the policy's GPU resource (an explicit value of that resource wins);
+ * - extended resources (GPUs, MIG slices) get request == limit, the missing side filled from the other,
+ *   since Kubernetes does not overcommit them and refuses a request without a limit;
+ * - cpu and memory requests come from the limit, else from the policy default;
+ * - limits come from requests only for the resources the policy lists;
+ * - a value the user set is never changed, and no zero entries are written.
+ */
+import type { V1Container } from "@kubernetes/client-node";
+import type { Policy } from "../policy/types.js";
+import { isZero, parseQuantity } from "../quantity.js";
+import { withContainer, type ContainerList } from "./pod.js";
+import type { Mutation, Pod } from "./types.js";
+
+type ResourceMap = Record<string, string>;
+
+/** Kubernetes' IsExtendedResourceName: a domain-prefixed name outside kubernetes.io, not `requests.*`. */
+export function isExtendedResource(name: string): boolean {
+  if (!name.includes("/") || name.startsWith("requests.")) return false;
+  const domain = name.slice(0, name.indexOf("/"));
+  return domain !== "kubernetes.io" && !domain.endsWith(".kubernetes.io");
+}
+
+function nonZero(value: string | undefined): value is string {
+  if (value === undefined) return false;
+  const q = parseQuantity(value);
+  return q !== undefined && !isZero(q);
+}
+
+/** The container with defaulted resources, or the same container when nothing changes. */
+export function defaultContainerResources(c: V1Container, policy: Policy): V1Container {
+  const requests: ResourceMap = { ...(c.resources?.requests ?? {}) };
+  const limits: ResourceMap = { ...(c.resources?.limits ?? {}) };
+  let changed = false;
+  const set = (map: ResourceMap, key: string, value: string): void => {
+    map[key] = value;
+    changed = true;
+  };
+
+  for (const map of [requests, limits]) {
+    if (map.gpu === undefined) continue;
+    if (map[policy.gpu.resourceName] === undefined) map[policy.gpu.resourceName] = map.gpu;
+    delete map.gpu;
+    changed = true;
+  }
+  for (const name of new Set([...Object.keys(requests), ...Object.keys(limits)])) {
+    if (!isExtendedResource(name)) continue;
+    if (limits[name] !== undefined && requests[name] === undefined) set(requests, name, limits[name]!);
+    else if (requests[name] !== undefined && limits[name] === undefined) set(limits, name, requests[name]!);
+  }
+  for (const name of ["cpu", "memory"] as const) {
+    if (requests[name] !== undefined) continue;
+    const fallback = nonZero(limits[name]) ? limits[name] : policy.resources.defaultRequests[name];
+    if (nonZero(fallback)) set(requests, name, fallback);
+  }
+  for (const name of policy.resources.limitsFromRequests) {
+    if (limits[name] === undefined && nonZero(requests[name])) set(limits, name, requests[name]!);
+  }
+  if (!changed) return c;
+  const resources = { ...c.resources };
+  if (Object.keys(requests).length > 0) resources.requests = requests;
+  else delete resources.requests;
+  if (Object.keys(limits).length > 0) resources.limits = limits;
+  else delete resources.limits;
+  return { ...c, resources };
+}
+
+function changedContainers(before: Pod, after: Pod): string[] {
+  const names: string[] = [];
+  for (const list of ["initContainers", "containers"] as ContainerList[]) {
+    (after.spec?.[list] ?? []).forEach((c, i) => {
+      if (c !== before.spec?.[list]?.[i]) names.push(c.name);
+    });
+  }
+  return names;
+}
+
+export const defaultResources: Mutation = {
+  name: "resources",
+  mutate(pod, { policy }) {
+    let next = pod;
+    for (const list of ["initContainers", "containers"] as ContainerList[]) {
+      (pod.spec?.[list] ?? []).forEach((c, i) => {
+        const d = defaultContainerResources(c, policy);
+        if (d !== c) next = withContainer(next, list, i, d);
+      });
+    }
+    return next;
+  },
+  explain(before, after) {
+    return `quartermaster: resource requests/limits defaulted for ${changedContainers(before, after).join(", ")}`;
+  },
+};

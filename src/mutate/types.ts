@@ -1,0 +1,26 @@
+/**
+ * @module
+ * The shape of a pod mutation: a pure function `(pod, context) → pod` that never changes its input and
+ * returns the very same reference when it has nothing to do. The pipeline (`index.ts`) runs them in
+ * order, explains each change in a warning and records its name on the pod.
+ */
+import type { V1Pod } from "@kubernetes/client-node";
+import type { Policy } from "../policy/types.js";
+
+export type Pod = V1Pod;
+
+export interface MutationContext {
+  policy: Policy;
+  namespace: string;
+}
+
+export interface Mutation {
+  /** Recorded in the `quartermaster.dev/mutations` annotation. */
+  readonly name: string;
+  /** The new pod, or `pod` itself when nothing changes. */
+  mutate(pod: Pod, ctx: MutationContext): Pod;
+  /** One short sentence for the admission warning, given the pod before and after. */
+  explain(before: Pod, after: Pod, ctx: MutationContext): string;
+  /** Warnings about what the pod asked for but could not be given (a bad annotation value, say). */
+  advise?(pod: Pod, ctx: MutationContext): string[];
+}
