@@ -90,6 +90,29 @@ describe("admission through a real kube-apiserver", () => {
     }
   });
 
+  it("a GPU pod comes back from the API outfitted, with the warnings shown to the client; a pod elsewhere is untouched", async () => {
+    const name = unique("outfit");
+    const pod = trainingPod(name, { gpu: true });
+    (pod.metadata as Record<string, unknown>).annotations = { "quartermaster.dev/accelerator": "A100-SXM4-40GB" };
+    const r = await createPod("team-a", pod);
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const warning = String(r.headers.warning ?? "");
+    assert.match(warning, /299 - "quartermaster: added tolerations for nvidia.com\/gpu"/);
+    const got = (await cp.api("GET", `/api/v1/namespaces/team-a/pods/${name}`)).body;
+    assert.equal(got.metadata.annotations["quartermaster.dev/mutations"], "resources,gpu-tolerations,accelerator");
+    assert.ok(got.spec.tolerations.some((t: Record<string, string>) => t.key === "nvidia.com/gpu" && t.operator === "Exists" && t.effect === "NoSchedule"));
+    assert.deepEqual(got.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms, [
+      { matchExpressions: [{ key: "nvidia.com/gpu.product", operator: "In", values: ["A100-SXM4-40GB"] }] },
+    ]);
+    assert.deepEqual(got.spec.containers[0].resources.requests, { cpu: "1", memory: "1Gi", "nvidia.com/gpu": "1" });
+
+    const elsewhere = unique("outfit-b");
+    assert.equal((await createPod("team-b", trainingPod(elsewhere, { gpu: true }))).status, 201);
+    const plain = (await cp.api("GET", `/api/v1/namespaces/team-b/pods/${elsewhere}`)).body;
+    assert.equal(plain.metadata.annotations?.["quartermaster.dev/mutations"], undefined);
+    assert.equal(plain.spec.affinity, undefined);
+  });
+
   it("a GPU pod without Kubeflow labels is a training pod too (matchConditions)", async () => {
     const name = unique("gpu");
     assert.equal((await createPod("team-a", trainingPod(name, { labels: {}, gpu: true }))).status, 201);

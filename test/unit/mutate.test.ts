@@ -1,0 +1,308 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { V1Pod } from "@kubernetes/client-node";
+import { applyPatch, createPatch } from "../../src/admission/patch.js";
+import { placeOnAccelerator } from "../../src/mutate/accelerator.js";
+import { addGpuTolerations } from "../../src/mutate/gpu-tolerations.js";
+import { mutatePod, POD_MUTATIONS } from "../../src/mutate/index.js";
+import { placeInterruptible } from "../../src/mutate/interruptible.js";
+import { defaultResources, isExtendedResource } from "../../src/mutate/resources.js";
+import type { Mutation, MutationContext } from "../../src/mutate/types.js";
+import { container, ctx, testPod } from "../fixtures/pods.js";
+import { deepFreeze } from "../fixtures/reviews.js";
+
+interface Case {
+  name: string;
+  given: V1Pod;
+  want: V1Pod | "unchanged";
+  ctx?: MutationContext;
+}
+
+/** Runs a table: each case exactly, then reinvocation (the mutation on its own output changes nothing). */
+function table(m: Mutation, cases: Case[]): void {
+  describe(m.name, () => {
+    for (const tc of cases) {
+      const c = tc.ctx ?? ctx();
+      it(tc.name, () => {
+        const got = m.mutate(tc.given, c);
+        if (tc.want === "unchanged") assert.equal(got, tc.given, "a no-op returns the same reference");
+        else assert.deepEqual(got, tc.want);
+      });
+      it(`${tc.name} (reinvocation: no further change)`, () => {
+        const once = deepFreeze(m.mutate(tc.given, c));
+        assert.equal(m.mutate(once, c), once);
+      });
+    }
+  });
+}
+
+const gpu = (n = "1", name = "nvidia.com/gpu") => container({ name: "trainer", limits: { [name]: n }, requests: { [name]: n, cpu: "1", memory: "1Gi" } });
+const tol = (key: string) => ({ key, operator: "Exists", effect: "NoSchedule" });
+
+table(addGpuTolerations, [
+  { name: "pod without GPU requests → unchanged", given: testPod(), want: "unchanged" },
+  {
+    name: "limits-only nvidia.com/gpu → toleration added",
+    given: testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": "2" } })] } }),
+    want: testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": "2" } })], tolerations: [tol("nvidia.com/gpu")] } }),
+  },
+  {
+    name: "GPU in an init container only → toleration added",
+    given: testPod({ spec: { initContainers: [gpu()] } }),
+    want: testPod({ spec: { initContainers: [gpu()], tolerations: [tol("nvidia.com/gpu")] } }),
+  },
+  {
+    name: "MIG slice → its own toleration plus the nvidia.com/gpu one the policy maps to MIG",
+    given: testPod({ spec: { containers: [gpu("1", "nvidia.com/mig-1g.5gb")] } }),
+    want: testPod({ spec: { containers: [gpu("1", "nvidia.com/mig-1g.5gb")], tolerations: [tol("nvidia.com/mig-1g.5gb"), tol("nvidia.com/gpu")] } }),
+  },
+  {
+    name: "two resources → sorted order (amd.com/gpu before nvidia.com/gpu)",
+    given: testPod({ spec: { containers: [gpu("1"), gpu("1", "amd.com/gpu")] } }),
+    want: testPod({ spec: { containers: [gpu("1"), gpu("1", "amd.com/gpu")], tolerations: [tol("amd.com/gpu"), tol("nvidia.com/gpu")] } }),
+  },
+  {
+    name: "zero GPUs still count (names, not quantities, trigger)",
+    given: testPod({ spec: { containers: [gpu("0")] } }),
+    want: testPod({ spec: { containers: [gpu("0")], tolerations: [tol("nvidia.com/gpu")] } }),
+  },
+  {
+    name: "an equal toleration already present → not duplicated, others preserved",
+    given: testPod({ spec: { containers: [gpu()], tolerations: [{ key: "x", operator: "Equal", value: "y" }, tol("nvidia.com/gpu")] } }),
+    want: "unchanged",
+  },
+  {
+    name: "custom taint mapped by the policy → added too",
+    ctx: ctx({ gpu: { resources: [{ pattern: "nvidia.com/gpu", tolerations: [{ key: "sku", operator: "Equal", value: "gpu", effect: "NoSchedule" }] }] } }),
+    given: testPod({ spec: { containers: [gpu()] } }),
+    want: testPod({ spec: { containers: [gpu()], tolerations: [tol("nvidia.com/gpu"), { key: "sku", operator: "Equal", value: "gpu", effect: "NoSchedule" }] } }),
+  },
+  {
+    name: "a resource outside the GPU patterns (example.com/fpga) → unchanged",
+    given: testPod({ spec: { containers: [gpu("1", "example.com/fpga")] } }),
+    want: "unchanged",
+  },
+]);
+
+const acc = { "quartermaster.dev/accelerator": "A100-SXM4-40GB" };
+const inA100 = { key: "nvidia.com/gpu.product", operator: "In", values: ["A100-SXM4-40GB"] };
+const required = (...terms: Array<Array<Record<string, unknown>>>) => ({
+  nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms.map((matchExpressions) => ({ matchExpressions })) } },
+});
+
+table(placeOnAccelerator, [
+  { name: "no annotations → unchanged", given: testPod({ spec: { containers: [gpu()] } }), want: "unchanged" },
+  { name: "accelerator annotation but no GPU limit → unchanged", given: testPod({ annotations: acc }), want: "unchanged" },
+  {
+    name: "GPU only in requests of an init container → unchanged (limits of regular containers count)",
+    given: testPod({ annotations: acc, spec: { initContainers: [gpu()] } }),
+    want: "unchanged",
+  },
+  {
+    name: "accelerator → required expression in a new term",
+    given: testPod({ annotations: acc, spec: { containers: [gpu()] } }),
+    want: testPod({ annotations: acc, spec: { containers: [gpu()], affinity: required([inA100]) } }),
+  },
+  {
+    name: "existing terms → ANDed into every term; preferred terms untouched",
+    given: testPod({
+      annotations: acc,
+      spec: {
+        containers: [gpu()],
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: {
+              nodeSelectorTerms: [{ matchExpressions: [{ key: "zone", operator: "In", values: ["a"] }] }, { matchExpressions: [{ key: "zone", operator: "In", values: ["b"] }] }],
+            },
+            preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: "spot", operator: "Exists" }] } }],
+          },
+        },
+      },
+    }),
+    want: testPod({
+      annotations: acc,
+      spec: {
+        containers: [gpu()],
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: {
+              nodeSelectorTerms: [
+                { matchExpressions: [{ key: "zone", operator: "In", values: ["a"] }, inA100] },
+                { matchExpressions: [{ key: "zone", operator: "In", values: ["b"] }, inA100] },
+              ],
+            },
+            preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: "spot", operator: "Exists" }] } }],
+          },
+        },
+      },
+    }),
+  },
+  {
+    name: "partition 1g.5gb with tolerations on → expression and Equal toleration",
+    ctx: ctx({ accelerator: { addTolerations: true } }),
+    given: testPod({ annotations: { "quartermaster.dev/gpu-partition": "1g.5gb" }, spec: { containers: [gpu()] } }),
+    want: testPod({
+      annotations: { "quartermaster.dev/gpu-partition": "1g.5gb" },
+      spec: {
+        containers: [gpu()],
+        affinity: required([{ key: "nvidia.com/mig.config", operator: "In", values: ["1g.5gb"] }]),
+        tolerations: [{ key: "nvidia.com/mig.config", operator: "Equal", value: "1g.5gb", effect: "NoSchedule" }],
+      },
+    }),
+  },
+  {
+    name: "partition none → DoesNotExist on the partition label",
+    given: testPod({ annotations: { "quartermaster.dev/gpu-partition": "none" }, spec: { containers: [gpu()] } }),
+    want: testPod({
+      annotations: { "quartermaster.dev/gpu-partition": "none" },
+      spec: { containers: [gpu()], affinity: required([{ key: "nvidia.com/mig.config", operator: "DoesNotExist" }]) },
+    }),
+  },
+  {
+    name: "an accelerator that is not a label value → unchanged",
+    given: testPod({ annotations: { "quartermaster.dev/accelerator": "A100 80GB" }, spec: { containers: [gpu()] } }),
+    want: "unchanged",
+  },
+]);
+
+const interruptiblePolicy = {
+  interruptible: {
+    tolerations: [{ key: "x/interruptible", operator: "Exists", effect: "NoSchedule" }],
+    nodeRequirement: { key: "x/interruptible", operator: "In", values: ["true"] },
+    nonInterruptibleNodeRequirement: { key: "x/interruptible", operator: "DoesNotExist" },
+  },
+};
+table(placeInterruptible, [
+  { name: "default policy (nothing configured) → unchanged", given: testPod({ annotations: { "quartermaster.dev/interruptible": "true" } }), want: "unchanged" },
+  {
+    name: "interruptible → tolerations and requirement (Flyte's test vector: same term)",
+    ctx: ctx(interruptiblePolicy),
+    given: testPod({
+      annotations: { "quartermaster.dev/interruptible": "true" },
+      spec: { affinity: required([{ key: "node selector requirement", operator: "In", values: ["exists"] }]) },
+    }),
+    want: testPod({
+      annotations: { "quartermaster.dev/interruptible": "true" },
+      spec: {
+        affinity: required([{ key: "node selector requirement", operator: "In", values: ["exists"] }, { key: "x/interruptible", operator: "In", values: ["true"] }]),
+        tolerations: [{ key: "x/interruptible", operator: "Exists", effect: "NoSchedule" }],
+      },
+    }),
+  },
+  {
+    name: "not interruptible → the non-interruptible requirement",
+    ctx: ctx(interruptiblePolicy),
+    given: testPod(),
+    want: testPod({ spec: { affinity: required([{ key: "x/interruptible", operator: "DoesNotExist" }]) } }),
+  },
+]);
+
+const res = (requests?: Record<string, string>, limits?: Record<string, string>, name = "main") => container({ name, requests, limits });
+table(defaultResources, [
+  { name: "requests already set → unchanged", given: testPod({ spec: { containers: [res({ cpu: "2", memory: "1Gi" })] } }), want: "unchanged" },
+  {
+    name: "no resources → policy default requests (cpu 1, memory 1Gi)",
+    given: testPod(),
+    want: testPod({ spec: { containers: [res({ cpu: "1", memory: "1Gi" })] } }),
+  },
+  {
+    name: "limits only → requests from the limits, not from the default",
+    given: testPod({ spec: { containers: [res(undefined, { cpu: "500m", memory: "256Mi" })] } }),
+    want: testPod({ spec: { containers: [res({ cpu: "500m", memory: "256Mi" }, { cpu: "500m", memory: "256Mi" })] } }),
+  },
+  {
+    name: "a zero limit is no source: the default is used, and no zero entry is written",
+    given: testPod({ spec: { containers: [res({ memory: "1Gi" }, { cpu: "0" })] } }),
+    want: testPod({ spec: { containers: [res({ memory: "1Gi", cpu: "1" }, { cpu: "0" })] } }),
+  },
+  {
+    name: "bare gpu → renamed to nvidia.com/gpu, limit filled from the request",
+    given: testPod({ spec: { containers: [res({ cpu: "1", memory: "1Gi", gpu: "2" })] } }),
+    want: testPod({ spec: { containers: [res({ cpu: "1", memory: "1Gi", "nvidia.com/gpu": "2" }, { "nvidia.com/gpu": "2" })] } }),
+  },
+  {
+    name: "bare gpu beside an explicit nvidia.com/gpu → the explicit value wins, gpu dropped",
+    given: testPod({ spec: { containers: [res({ cpu: "1", memory: "1Gi", gpu: "2", "nvidia.com/gpu": "1" }, { "nvidia.com/gpu": "1" })] } }),
+    want: testPod({ spec: { containers: [res({ cpu: "1", memory: "1Gi", "nvidia.com/gpu": "1" }, { "nvidia.com/gpu": "1" })] } }),
+  },
+  {
+    name: "init containers and native sidecars are defaulted too",
+    given: testPod({ spec: { initContainers: [{ ...res(), restartPolicy: "Always" }], containers: [res({ cpu: "1", memory: "1Gi" })] } }),
+    want: testPod({ spec: { initContainers: [{ ...res({ cpu: "1", memory: "1Gi" }), restartPolicy: "Always" }], containers: [res({ cpu: "1", memory: "1Gi" })] } }),
+  },
+  {
+    name: "limitsFromRequests: memory limit from its request; a set limit is never raised or lowered",
+    ctx: ctx({ resources: { limitsFromRequests: ["memory", "cpu"] } }),
+    given: testPod({ spec: { containers: [res({ cpu: "1", memory: "2Gi" }, { cpu: "4" })] } }),
+    want: testPod({ spec: { containers: [res({ cpu: "1", memory: "2Gi" }, { cpu: "4", memory: "2Gi" })] } }),
+  },
+]);
+
+describe("isExtendedResource", () => {
+  const cases: Array<[string, boolean]> = [
+    ["nvidia.com/gpu", true],
+    ["nvidia.com/mig-1g.5gb", true],
+    ["cpu", false],
+    ["hugepages-2Mi", false],
+    ["kubernetes.io/x", false],
+    ["foo.kubernetes.io/x", false],
+    ["requests.nvidia.com/gpu", false],
+  ];
+  for (const [n, want] of cases) it(`${n} → ${want}`, () => assert.equal(isExtendedResource(n), want));
+});
+
+describe("mutatePod pipeline", () => {
+  const trainer = testPod({ annotations: acc, spec: { containers: [container({ name: "trainer", limits: { gpu: "1" } })] } });
+
+  it("runs every mutation in order, records them, warns once each", () => {
+    const out = mutatePod(trainer, ctx());
+    assert.deepEqual(out.applied, ["resources", "gpu-tolerations", "accelerator"]);
+    assert.equal(out.pod.metadata?.annotations?.["quartermaster.dev/mutations"], "resources,gpu-tolerations,accelerator");
+    assert.equal(out.warnings.length, 3);
+    assert.ok(out.warnings.every((w) => w.length <= 120 && w.startsWith("quartermaster: ")), JSON.stringify(out.warnings));
+    assert.deepEqual(out.pod.spec?.containers[0]?.resources, {
+      requests: { "nvidia.com/gpu": "1", cpu: "1", memory: "1Gi" },
+      limits: { "nvidia.com/gpu": "1" },
+    });
+    assert.deepEqual(out.pod.spec?.tolerations, [tol("nvidia.com/gpu")]);
+  });
+
+  it("reinvocation: the pipeline on its own output changes nothing and warns nothing", () => {
+    const once = deepFreeze(mutatePod(trainer, ctx()).pod);
+    const twice = mutatePod(once, ctx());
+    assert.equal(twice.pod, once);
+    assert.deepEqual(twice.applied, []);
+    assert.deepEqual(twice.warnings, []);
+  });
+
+  it("the diff touches only what changed: untouched subtrees keep their identity", () => {
+    const out = mutatePod(trainer, ctx()).pod;
+    assert.equal(out.metadata?.name, trainer.metadata?.name);
+    const ops = createPatch(trainer, out);
+    assert.ok(ops.every((o) => !o.path.startsWith("/apiVersion") && !o.path.startsWith("/metadata/name")));
+    assert.deepEqual(applyPatch(trainer, ops), out);
+  });
+
+  it("advice: accelerator asked without a GPU limit → a warning and no change", () => {
+    const out = mutatePod(testPod({ annotations: acc, spec: { containers: [res({ cpu: "1", memory: "1Gi" })] } }), ctx());
+    assert.deepEqual(out.applied, []);
+    assert.deepEqual(out.warnings, ["quartermaster: quartermaster.dev/accelerator ignored: no container has a GPU limit"]);
+  });
+
+  it("advice: an invalid accelerator value → named in a warning", () => {
+    const out = mutatePod(testPod({ annotations: { "quartermaster.dev/accelerator": "A100 80GB" }, spec: { containers: [gpu()] } }), ctx());
+    assert.ok(out.warnings.includes("quartermaster: quartermaster.dev/accelerator=A100 80GB ignored: not a valid label value"), JSON.stringify(out.warnings));
+  });
+
+  it("a later webhook's change then reinvocation: only the missing part is added, names merged", () => {
+    const once = mutatePod(trainer, ctx()).pod;
+    const other = deepFreeze({ ...once, spec: { ...once.spec!, initContainers: [container({ name: "mesh-init", limits: { "amd.com/gpu": "1" } })] } });
+    const again = mutatePod(other, ctx());
+    assert.deepEqual(again.applied, ["resources", "gpu-tolerations"]);
+    assert.equal(again.pod.metadata?.annotations?.["quartermaster.dev/mutations"], "resources,gpu-tolerations,accelerator");
+  });
+
+  it("every mutation has a distinct name", () => {
+    assert.equal(new Set(POD_MUTATIONS.map((m) => m.name)).size, POD_MUTATIONS.length);
+  });
+});
