@@ -4,10 +4,13 @@
  */
 import type { Logger } from "pino";
 import type { Policy } from "../src/policy/types.js";
+import type { JobReader } from "../src/topology/types.js";
 
 export interface WebhookDeps {
   policy: Policy;
   log: Logger;
+  /** Reads the training job a pod belongs to (cached; the only API read on the admission path). */
+  jobs: JobReader;
   /** Wall clock, injectable for tests. */
   now: () => Date;
 }

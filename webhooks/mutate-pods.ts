@@ -1,23 +1,36 @@
 /**
  * @module
  * `POST /mutate/pods`: outfits training pods on CREATE. Fails open (a failing rule admits the pod
- * unchanged, with a warning). The mutations themselves live in `src/mutate/`.
+ * unchanged, with a warning). The pod's job is read first (the only I/O), then the pure mutations in
+ * `src/mutate/` run. A job that cannot be read means no cluster spec and a warning saying why, or a
+ * denial when the policy's `clusterSpec.onJobLookupFailure` is `deny`.
  */
 import { podGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type Webhook } from "../src/admission/handler.js";
 import type { KubeObject } from "../src/admission/types.js";
 import { mutatePod, type Pod } from "../src/mutate/index.js";
+import { lookupTopology } from "../src/topology/lookup.js";
 import type { WebhookDeps } from "./deps.js";
 
 export function mutatePods(deps: WebhookDeps): Webhook {
+  const { policy } = deps;
   return mutatingWebhook({
     name: "mutate-pods",
     guard: podGuard(["CREATE"]),
-    mutate(request) {
+    async mutate(request) {
       const pod = request.object as Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
-      const out = mutatePod(pod, { policy: deps.policy, namespace });
-      return { object: out.pod as KubeObject, warnings: out.warnings };
+      const found = await lookupTopology(pod, namespace, policy, deps.jobs);
+      if (found.kind === "failed" && policy.clusterSpec.onJobLookupFailure === "deny") {
+        return {
+          object: request.object,
+          warnings: [],
+          deny: { rule: "job-lookup", field: "metadata.ownerReferences", message: `cannot outfit the pod: ${found.reason}` },
+        };
+      }
+      const out = mutatePod(pod, { policy, namespace, ...(found.kind === "found" ? { topology: found.topology } : {}) });
+      const warnings = found.kind === "failed" ? [`quartermaster: no cluster spec: ${found.reason}`, ...out.warnings] : out.warnings;
+      return { object: out.pod as KubeObject, warnings };
     },
   });
 }

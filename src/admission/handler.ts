@@ -45,6 +45,8 @@ export interface MutationResult {
   /** The mutated object; the very same reference as `request.object` when nothing changed. */
   object: KubeObject;
   warnings: readonly string[];
+  /** Set when the policy says to refuse the object instead (e.g. its job could not be read). */
+  deny?: Violation;
 }
 
 export interface ValidationResult {
@@ -92,6 +94,10 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
       }
       try {
         const out = await spec.mutate(request);
+        if (out.deny) {
+          const response = withWarnings(denied(request.uid, [out.deny]), out.warnings);
+          return result(request, response, { outcome: "denied", deniedRules: [out.deny.rule] });
+        }
         const { response, ops } = patched(request.uid, request.object, out.object);
         const withWarn = withWarnings(response, out.warnings);
         return result(request, withWarn, { outcome: ops.length > 0 ? "patched" : "allowed", patchOps: ops.length });

@@ -151,6 +151,7 @@ interface ServeFlags {
   certFile: string;
   keyFile: string;
   policyFile?: string;
+  kubeconfig?: string;
   level: LevelWithSilent;
   drainTimeoutMs: number;
   shutdownDelayMs: number;
@@ -178,24 +179,28 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     io.stderr(err.message);
     return 1;
   }
-  const [{ startServer }, { createAdmissionMetrics }, { createWebhooks }] = await Promise.all([
+  const [{ startServer }, { createAdmissionMetrics }, { createWebhooks }, { createJobReader }] = await Promise.all([
     import("../server/serve.js"),
     import("../server/metrics.js"),
     import("../../webhooks/index.js"),
+    import("../kube/jobs.js"),
   ]);
+  const jobs = createJobReader({ kubeconfig: flags.kubeconfig, ttlMs: policy.clusterSpec.jobCacheTtlMs });
   const metrics = createAdmissionMetrics({ timeoutSeconds: policy.webhook.timeoutSeconds, processMetrics: true });
   const server = await startServer({
     host: flags.host,
     port: flags.port,
     certFile: resolve(io.cwd, flags.certFile),
     keyFile: resolve(io.cwd, flags.keyFile),
-    webhooks: createWebhooks({ policy, log, now: () => new Date() }),
+    webhooks: createWebhooks({ policy, log, jobs, now: () => new Date() }),
     metrics,
     log,
     drainTimeoutMs: flags.drainTimeoutMs,
     shutdownDelayMs: flags.shutdownDelayMs,
   });
   io.stdout(`quartermaster: serving ${server.url} (mutate/pods, validate/pods, validate/jobs)`);
+  // Load the Kubernetes client now, off the start-up path, so the first job lookup does not pay for it.
+  void jobs.warm().then(() => log.debug("kubernetes client loaded"));
   const signal = await io.shutdown;
   log.info({ signal }, "signal received");
   await server.close();
@@ -217,6 +222,7 @@ function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlag
     certFile,
     keyFile,
     policyFile: values.policy as string | undefined,
+    kubeconfig: values.kubeconfig as string | undefined,
     level: logLevel(values),
     drainTimeoutMs: intFlag(values, "drain-timeout-ms", 10_000, 0, 600_000),
     shutdownDelayMs: intFlag(values, "shutdown-delay-ms", 0, 0, 600_000),

@@ -1,15 +1,18 @@
 /**
  * @module
  * The pod mutation pipeline. Order matters and is fixed:
- * 1. resources: `gpu` is renamed before anything looks for GPU resources;
- * 2. gpu-tolerations: from the (renamed) requests and limits;
- * 3. accelerator: needs the GPU limits;
- * 4. interruptible.
+ * 1. training-labels and 2. cluster-spec: from the pod's place in its job (when it has one);
+ * 3. resources: `gpu` is renamed before anything looks for GPU resources;
+ * 4. gpu-tolerations: from the (renamed) requests and limits;
+ * 5. accelerator: needs the GPU limits;
+ * 6. interruptible.
  * Each mutation that changes the pod adds one warning and its name to `quartermaster.dev/mutations`
  * (a set: running the pipeline again on its own output changes nothing).
  */
 import { ANNOTATION_MUTATIONS } from "../keys.js";
 import { placeOnAccelerator } from "./accelerator.js";
+import { injectClusterSpec } from "./cluster-spec.js";
+import { addTrainingLabels } from "./training-labels.js";
 import { addGpuTolerations } from "./gpu-tolerations.js";
 import { placeInterruptible } from "./interruptible.js";
 import { defaultResources } from "./resources.js";
@@ -17,7 +20,14 @@ import type { Mutation, MutationContext, Pod } from "./types.js";
 
 export type { Mutation, MutationContext, Pod } from "./types.js";
 
-export const POD_MUTATIONS: readonly Mutation[] = [defaultResources, addGpuTolerations, placeOnAccelerator, placeInterruptible];
+export const POD_MUTATIONS: readonly Mutation[] = [
+  addTrainingLabels,
+  injectClusterSpec,
+  defaultResources,
+  addGpuTolerations,
+  placeOnAccelerator,
+  placeInterruptible,
+];
 
 export interface PipelineResult {
   pod: Pod;

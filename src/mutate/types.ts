@@ -6,12 +6,15 @@
  */
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Policy } from "../policy/types.js";
+import type { Topology } from "../topology/types.js";
 
 export type Pod = V1Pod;
 
 export interface MutationContext {
   policy: Policy;
   namespace: string;
+  /** The pod's place in its training job, when it has one and the job could be read. */
+  topology?: Topology;
 }
 
 export interface Mutation {

@@ -8,12 +8,14 @@ import { applyPatch } from "../../src/admission/patch.js";
 import type { KubeObject } from "../../src/admission/types.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
-import { corpusObjects, corpusPods, corpusReviews } from "../fixtures/corpus.js";
+import { corpusJobs, corpusObjects, corpusPods, corpusReviews } from "../fixtures/corpus.js";
+import { fakeJobReader } from "../fixtures/jobs.js";
 import { call, capturingLogger, startTestServer, type TestServer } from "../fixtures/https.js";
 import { deepFreeze, review } from "../fixtures/reviews.js";
 
 const policy = defaultPolicy();
-const webhooks = createWebhooks({ policy, log: capturingLogger().log, now: () => new Date("2026-11-22T00:00:00Z") });
+const reader = fakeJobReader(corpusJobs().map((j) => j.job));
+const webhooks = createWebhooks({ policy, log: capturingLogger().log, jobs: reader, now: () => new Date("2026-11-22T00:00:00Z") });
 const mutate = webhooks["/mutate/pods"]!;
 const validatePods = webhooks["/validate/pods"]!;
 const validateJobs = webhooks["/validate/jobs"]!;
@@ -36,6 +38,14 @@ describe("corpus", () => {
       assert.notEqual(first.outcome, "error", String(first.error));
       const ops = first.review.response?.patch ? JSON.parse(Buffer.from(first.review.response.patch, "base64").toString()) : [];
       const mutated = applyPatch(object, ops) as KubeObject;
+      const owned = ((object.metadata as { ownerReferences?: unknown[] }).ownerReferences ?? []).length > 0;
+      if (owned) {
+        // A replica of a Kubeflow job: its job was found, it is labelled, and it has its cluster spec or a reason why not.
+        const record = String((mutated.metadata as { annotations?: Record<string, string> }).annotations?.["quartermaster.dev/mutations"] ?? "");
+        const warnings = first.review.response?.warnings ?? [];
+        assert.ok(!warnings.some((w) => w.includes("not found")), JSON.stringify(warnings));
+        assert.ok(record.includes("cluster-spec") || warnings.some((w) => w.startsWith("quartermaster: no cluster spec: ")), `${record} ${JSON.stringify(warnings)}`);
+      }
       const again = await mutate.admit(review({ object: deepFreeze(mutated), namespace: ns }));
       assert.equal(again.review.response?.patch, undefined, "re-mutating the result yields no patch");
       const v = await validatePods.admit(review({ object: deepFreeze(mutated), namespace: ns }));

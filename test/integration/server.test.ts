@@ -9,6 +9,7 @@ import { HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS } from "../../src/server/serv
 import { defaultPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { call, capturingLogger, postJson, startTestServer, type TestServer } from "../fixtures/https.js";
+import { fakeJobReader } from "../fixtures/jobs.js";
 import { plainPod, pod, review } from "../fixtures/reviews.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -27,7 +28,7 @@ describe("admission server over HTTPS", () => {
   let t: TestServer;
   let ca: string;
   before(async () => {
-    t = await startTestServer({ ...createWebhooks({ policy: defaultPolicy(), log: capturingLogger().log, now: () => new Date() }), ...throwing() });
+    t = await startTestServer({ ...createWebhooks({ policy: defaultPolicy(), log: capturingLogger().log, jobs: fakeJobReader(), now: () => new Date() }), ...throwing() });
     ca = t.files.certs.ca.certPem;
   });
   after(() => t.server.close());

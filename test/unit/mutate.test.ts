@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { V1Pod } from "@kubernetes/client-node";
+import type { V1NodeSelectorRequirement, V1Pod } from "@kubernetes/client-node";
 import { applyPatch, createPatch } from "../../src/admission/patch.js";
 import { placeOnAccelerator } from "../../src/mutate/accelerator.js";
 import { addGpuTolerations } from "../../src/mutate/gpu-tolerations.js";
@@ -86,7 +86,7 @@ table(addGpuTolerations, [
 
 const acc = { "quartermaster.dev/accelerator": "A100-SXM4-40GB" };
 const inA100 = { key: "nvidia.com/gpu.product", operator: "In", values: ["A100-SXM4-40GB"] };
-const required = (...terms: Array<Array<Record<string, unknown>>>) => ({
+const required = (...terms: V1NodeSelectorRequirement[][]) => ({
   nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms.map((matchExpressions) => ({ matchExpressions })) } },
 });
 
@@ -304,5 +304,98 @@ describe("mutatePod pipeline", () => {
 
   it("every mutation has a distinct name", () => {
     assert.equal(new Set(POD_MUTATIONS.map((m) => m.name)).size, POD_MUTATIONS.length);
+  });
+});
+
+import { injectClusterSpec } from "../../src/mutate/cluster-spec.js";
+import { addTrainingLabels } from "../../src/mutate/training-labels.js";
+import { job, topology, fakeJobReader } from "../fixtures/jobs.js";
+import { mutatePods } from "../../webhooks/mutate-pods.js";
+import { capturingLogger } from "../fixtures/https.js";
+import { review } from "../fixtures/reviews.js";
+import { checkPolicy } from "../../src/policy/load.js";
+
+const tfjob = job("TFJob", "mnist", "team-a", { Chief: 1, Worker: 2, PS: 1 });
+const withTopo = (type: string, i: number, extra: Record<string, unknown> = {}): MutationContext => ({ ...ctx(extra), topology: topology(tfjob, type, i) });
+const tfConfig = '{"cluster":{"chief":["mnist-chief-0.team-a.svc:2222"],"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}';
+const tfContainers = (env?: Array<{ name: string; value: string }>) => [
+  { name: "sidecar", image: "busybox" },
+  { name: "tensorflow", image: "tf", ...(env ? { env } : {}) },
+];
+
+table(injectClusterSpec, [
+  { name: "no topology → unchanged", given: testPod({ spec: { containers: tfContainers() } }), want: "unchanged" },
+  {
+    name: "TF worker-1 → TF_CONFIG on the tensorflow container only",
+    ctx: withTopo("Worker", 1),
+    given: testPod({ spec: { containers: tfContainers() } }),
+    want: testPod({ spec: { containers: tfContainers([{ name: "TF_CONFIG", value: tfConfig }]) } }),
+  },
+  {
+    name: "TF_CONFIG already set (the training operator ran) → never overwritten",
+    ctx: withTopo("Worker", 1),
+    given: testPod({ spec: { containers: tfContainers([{ name: "TF_CONFIG", value: "{}" }]) } }),
+    want: "unchanged",
+  },
+  { name: "clusterSpec disabled → unchanged", ctx: withTopo("Worker", 1, { clusterSpec: { enabled: false } }), given: testPod({ spec: { containers: tfContainers() } }), want: "unchanged" },
+  { name: "no container named tensorflow → unchanged", ctx: withTopo("Worker", 1), given: testPod(), want: "unchanged" },
+  {
+    name: "PyTorch → every container, the user's own variables kept",
+    ctx: { ...ctx(), topology: topology(job("PyTorchJob", "pt", "team-a", { Worker: 2 }), "Worker", 1) },
+    given: testPod({ spec: { containers: [{ name: "pytorch", image: "x", env: [{ name: "PET_NNODES", value: "9" }] }, { name: "side", image: "y" }] } }),
+    want: testPod({
+      spec: {
+        containers: [
+          { name: "pytorch", image: "x", env: [{ name: "PET_NNODES", value: "9" }, { name: "PYTHONUNBUFFERED", value: "1" }, { name: "PET_NPROC_PER_NODE", value: "auto" }] },
+          { name: "side", image: "y", env: [{ name: "PYTHONUNBUFFERED", value: "1" }, { name: "PET_NPROC_PER_NODE", value: "auto" }, { name: "PET_NNODES", value: "2" }] },
+        ],
+      },
+    }),
+  },
+]);
+
+const kf = (o: Record<string, string>) => Object.fromEntries(Object.entries(o).map(([k, v]) => [`training.kubeflow.org/${k}`, v]));
+table(addTrainingLabels, [
+  { name: "no topology → unchanged", given: testPod(), want: "unchanged" },
+  {
+    name: "TF chief-0 → the four labels and job-role master",
+    ctx: withTopo("Chief", 0),
+    given: testPod(),
+    want: testPod({ labels: kf({ "operator-name": "tfjob-controller", "job-name": "mnist", "replica-type": "chief", "replica-index": "0", "job-role": "master" }) }),
+  },
+  {
+    name: "TF worker-1 → no job-role; a label the pod has is kept",
+    ctx: withTopo("Worker", 1),
+    given: testPod({ labels: { ...kf({ "job-name": "custom" }), app: "x" } }),
+    want: testPod({ labels: { ...kf({ "job-name": "custom" }), app: "x", ...kf({ "operator-name": "tfjob-controller", "replica-type": "worker", "replica-index": "1" }) } }),
+  },
+]);
+
+describe("mutate-pods webhook: topology", () => {
+  const owned = (name: string) => ({
+    ...testPod({ spec: { containers: tfContainers() } }),
+    metadata: { name, namespace: "team-a", ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "mnist", uid: "u", controller: true }] },
+  });
+  const deps = (extra: Record<string, unknown> = {}, jobs = fakeJobReader([tfjob])) => ({ policy: Object.keys(extra).length ? checkPolicy(extra, "t") : ctx().policy, log: capturingLogger().log, jobs, now: () => new Date() });
+
+  it("an owned replica gets labels and TF_CONFIG through the job read", async () => {
+    const res = await mutatePods(deps()).admit(review({ object: owned("mnist-worker-1") as never }));
+    const ops = JSON.parse(Buffer.from(res.review.response!.patch!, "base64").toString()) as Array<{ path: string; value: unknown }>;
+    const mutated = applyPatch(owned("mnist-worker-1") as V1Pod, ops as never);
+    assert.equal(mutated.spec?.containers[1]?.env?.[0]?.value, tfConfig);
+    assert.equal(mutated.metadata?.labels?.["training.kubeflow.org/replica-type"], "worker");
+  });
+
+  it("job not readable → admitted without a cluster spec, with a warning saying why", async () => {
+    const res = await mutatePods(deps({}, fakeJobReader())).admit(review({ object: owned("mnist-worker-1") as never }));
+    assert.equal(res.review.response?.allowed, true);
+    assert.equal(res.review.response?.warnings?.[0], "quartermaster: no cluster spec: job team-a/mnist (TFJob) not found");
+  });
+
+  it("job not readable and onJobLookupFailure deny → denied with the reason", async () => {
+    const res = await mutatePods(deps({ clusterSpec: { onJobLookupFailure: "deny" } }, fakeJobReader())).admit(review({ object: owned("mnist-worker-1") as never }));
+    assert.equal(res.outcome, "denied");
+    assert.equal(res.review.response?.allowed, false);
+    assert.match(res.review.response?.status?.message ?? "", /metadata\.ownerReferences: cannot outfit the pod: job team-a\/mnist \(TFJob\) not found/);
   });
 });

@@ -1,0 +1,86 @@
+/**
+ * @module
+ * Reading training jobs from the apiserver for the admission path, through @kubernetes/client-node's
+ * CustomObjectsApi. The client is imported on first use (it takes over a second to load), and
+ * `warm()` lets the server load it right after it starts listening. Answers are cached for a short TTL
+ * and concurrent reads of the same job share one request (as LimitRanger's live lookups do), so a
+ * job's replicas created together cost one GET.
+ */
+import type { KubeObject } from "../admission/types.js";
+import type { JobKind } from "../policy/types.js";
+import type { JobReader } from "../topology/types.js";
+
+export interface JobReaderOptions {
+  /** Path of a kubeconfig; default: in-cluster service account, else $KUBECONFIG / ~/.kube/config. */
+  kubeconfig?: string;
+  ttlMs: number;
+  /** Upper bound on cached jobs (oldest dropped first). */
+  maxEntries?: number;
+  now?: () => number;
+}
+
+export interface WarmJobReader extends JobReader {
+  /** Loads the client now; resolves when it is ready (or failed, which later reads report). */
+  warm(): Promise<void>;
+}
+
+interface Entry {
+  at: number;
+  value: Promise<KubeObject | undefined>;
+}
+
+type GetObject = (kind: JobKind, namespace: string, name: string) => Promise<KubeObject | undefined>;
+
+async function connect(kubeconfig: string | undefined): Promise<GetObject> {
+  const k8s = await import("@kubernetes/client-node");
+  const kc = new k8s.KubeConfig();
+  if (kubeconfig) kc.loadFromFile(kubeconfig);
+  else kc.loadFromDefault();
+  const api = kc.makeApiClient(k8s.CustomObjectsApi);
+  return async (kind, namespace, name) => {
+    try {
+      return (await api.getNamespacedCustomObject({ group: kind.group, version: kind.version, namespace, plural: kind.plural, name })) as KubeObject;
+    } catch (err) {
+      if ((err as { code?: number }).code === 404) return undefined;
+      throw err;
+    }
+  };
+}
+
+/** A cached, single-flight job reader over `getObject` (the client-node one unless a test passes its own). */
+export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobReaderOptions): WarmJobReader {
+  const now = opts.now ?? Date.now;
+  const max = opts.maxEntries ?? 10_000;
+  const cache = new Map<string, Entry>();
+  let client: Promise<GetObject> | undefined;
+  const load = (): Promise<GetObject> => {
+    client ??= getObject().catch((err: unknown) => {
+      client = undefined; // retry on the next read
+      throw err;
+    });
+    return client;
+  };
+  return {
+    async warm() {
+      await load().then(
+        () => undefined,
+        () => undefined,
+      );
+    },
+    get(kind, namespace, name) {
+      const key = `${kind.group}/${kind.kind}/${namespace}/${name}`;
+      const hit = cache.get(key);
+      if (hit && now() - hit.at < opts.ttlMs) return hit.value;
+      const value = load().then((get) => get(kind, namespace, name));
+      cache.delete(key);
+      cache.set(key, { at: now(), value });
+      value.catch(() => cache.get(key)?.value === value && cache.delete(key)); // failures are not cached
+      if (cache.size > max) cache.delete(cache.keys().next().value!);
+      return value;
+    },
+  };
+}
+
+export function createJobReader(opts: JobReaderOptions): WarmJobReader {
+  return cachedJobReader(() => connect(opts.kubeconfig), opts);
+}

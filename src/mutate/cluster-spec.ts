@@ -1,0 +1,54 @@
+/**
+ * @module
+ * The distributed cluster-spec environment (TF_CONFIG, PyTorch's MASTER_* and PET_*, MX_CONFIG and
+ * DMLC_*, XGBoost, Paddle, JAX, CAFFE2_CONFIG), appended to the containers upstream uses: the first
+ * container named `tensorflow` for TFJobs, every container otherwise. A variable the container already
+ * sets is never overwritten, so running beside the training operator (which sets them itself) is a no-op.
+ */
+import type { V1EnvVar } from "@kubernetes/client-node";
+import { clusterSpec } from "./frameworks.js";
+import { withContainer } from "./pod.js";
+import type { Mutation, Pod } from "./types.js";
+
+function withEnv(pod: Pod, index: number, vars: readonly V1EnvVar[]): Pod {
+  const c = pod.spec!.containers[index]!;
+  const have = new Set((c.env ?? []).map((e) => e.name));
+  const missing = vars.filter((v) => !have.has(v.name));
+  if (missing.length === 0) return pod;
+  return withContainer(pod, "containers", index, { ...c, env: [...(c.env ?? []), ...missing.map((v) => ({ ...v }))] });
+}
+
+export const injectClusterSpec: Mutation = {
+  name: "cluster-spec",
+  mutate(pod, ctx) {
+    if (!ctx.topology || !ctx.policy.clusterSpec.enabled) return pod;
+    const spec = clusterSpec(ctx.topology, ctx.namespace, ctx.policy.clusterSpec.clusterDomain);
+    if ("skip" in spec) return pod;
+    const containers = pod.spec?.containers ?? [];
+    if (spec.target === "all") {
+      return containers.reduce((p, _c, i) => withEnv(p, i, spec.env), pod);
+    }
+    const target = spec.target.container;
+    const i = containers.findIndex((c) => c.name === target);
+    return i < 0 ? pod : withEnv(pod, i, spec.env);
+  },
+  explain(before, after, ctx) {
+    const names = new Set<string>();
+    (after.spec?.containers ?? []).forEach((c, i) => {
+      const had = new Set((before.spec?.containers[i]?.env ?? []).map((e) => e.name));
+      for (const e of c.env ?? []) if (!had.has(e.name)) names.add(e.name);
+    });
+    const list = [...names];
+    const shown = list.length > 4 ? `${list.slice(0, 4).join(", ")} and ${list.length - 4} more` : list.join(", ");
+    return `quartermaster: ${ctx.topology?.kind.kind} cluster spec set: ${shown}`;
+  },
+  advise(pod, ctx) {
+    if (!ctx.topology || !ctx.policy.clusterSpec.enabled) return [];
+    const spec = clusterSpec(ctx.topology, ctx.namespace, ctx.policy.clusterSpec.clusterDomain);
+    if ("skip" in spec) return [`quartermaster: no cluster spec: ${spec.skip}`];
+    if (spec.target !== "all" && !(pod.spec?.containers ?? []).some((c) => c.name === (spec.target as { container: string }).container)) {
+      return [`quartermaster: no cluster spec: no container is named ${spec.target.container}`];
+    }
+    return [];
+  },
+};

@@ -1,0 +1,294 @@
+/**
+ * @module
+ * The distributed cluster spec of each framework, byte for byte as the Kubeflow training operator
+ * writes it (training-semantics.md §1; upstream sources cited per function). Pure: topology in,
+ * environment variables out.
+ *
+ * Deliberate differences from upstream, each because upstream would refuse to create the pod:
+ * a missing framework port falls back to the framework's default port (what the operator's own CRD
+ * defaulting would have injected), and PyTorch's `nprocPerNode` / elastic min-max defaulting is applied
+ * here when the stored job lacks it (a cluster without the operator's defaulting webhook).
+ */
+import type { V1EnvVar } from "@kubernetes/client-node";
+import type { KubeObject } from "../admission/types.js";
+import type { Framework } from "../policy/types.js";
+import { replicaSpecs, replicasOf } from "../topology/resolve.js";
+import type { Topology } from "../topology/types.js";
+
+export interface ClusterSpec {
+  /** `tensorflow`: only the first container with that name; `all`: every container. */
+  target: { container: string } | "all";
+  env: V1EnvVar[];
+}
+
+export type ClusterSpecResult = ClusterSpec | { skip: string };
+
+interface FrameworkInfo {
+  container: string;
+  portName: string;
+  port: number;
+}
+
+/** Default container, port name and port per framework (training-operator `*_types.go` constants). */
+export const FRAMEWORKS: Record<Framework, FrameworkInfo> = {
+  tensorflow: { container: "tensorflow", portName: "tfjob-port", port: 2222 },
+  pytorch: { container: "pytorch", portName: "pytorchjob-port", port: 23456 },
+  mxnet: { container: "mxnet", portName: "mxjob-port", port: 9091 },
+  xgboost: { container: "xgboost", portName: "xgboostjob-port", port: 9999 },
+  paddle: { container: "paddle", portName: "master", port: 36543 },
+  jax: { container: "jax", portName: "jaxjob-port", port: 6666 },
+  caffe2: { container: "caffe2", portName: "caffe2-port", port: 2222 },
+};
+
+type Spec = Record<string, any>;
+
+interface Job {
+  name: string;
+  namespace: string;
+  spec: Spec;
+  specs: Array<[string, Spec]>;
+  info: FrameworkInfo;
+}
+
+const env = (name: string, value: string): V1EnvVar => ({ name, value });
+
+/** Upstream `GenGeneralName`: `<job>-<lower type>-<index>` with `/` replaced by `-`. */
+export function replicaName(job: string, type: string, index: number): string {
+  return `${job}-${type.toLowerCase()}-${index}`.replace(/\//g, "-");
+}
+
+function specOf(job: Job, type: string): Spec | undefined {
+  return job.specs.find(([t]) => t.toLowerCase() === type.toLowerCase())?.[1];
+}
+
+/** The containerPort of the framework's named port on its default container in `spec`, else the default. */
+function portOf(job: Job, spec: Spec | undefined): number {
+  const containers = (spec?.template?.spec?.containers ?? []) as Array<{ name?: string; ports?: Array<{ name?: string; containerPort?: number }> }>;
+  const c = containers.find((x) => x.name === job.info.container);
+  const p = c?.ports?.find((x) => x.name === job.info.portName)?.containerPort;
+  return typeof p === "number" ? p : job.info.port;
+}
+
+function total(job: Job): number {
+  return job.specs.reduce((n, [, s]) => n + replicasOf(s), 0);
+}
+
+/** TF_CONFIG (training-operator `tensorflow/tensorflow.go` genTFConfigJSONStr, `util.go` isDistributed). */
+function tensorflow(job: Job, t: Topology, clusterDomain: string): ClusterSpecResult {
+  const distributed = ["chief", "evaluator", "master", "ps", "worker"].reduce((n, rt) => n + replicasOf(specOf(job, rt)), 0);
+  if (distributed === 1) return { skip: "a TFJob with a single replica is not distributed" };
+  const cluster: Record<string, string[]> = {};
+  for (const [type, spec] of [...job.specs].sort(([a], [b]) => (a.toLowerCase() < b.toLowerCase() ? -1 : 1))) {
+    const port = portOf(job, spec);
+    cluster[type.toLowerCase()] = Array.from(
+      { length: replicasOf(spec) },
+      (_, i) => `${replicaName(job.name, type, i)}.${job.namespace}.svc${clusterDomain ? `.${clusterDomain}` : ""}:${port}`,
+    );
+  }
+  const rt = t.replicaType.toLowerCase();
+  const task = { type: rt, index: t.index };
+  let config: unknown;
+  if (job.spec.enableDynamicWorker === true) {
+    // convertClusterSpecToSparseClusterSpec: PS see only themselves, worker i only itself and all PS.
+    const sparse: { worker: Record<string, string>; ps: string[] | null } = { worker: {}, ps: [] };
+    if (rt === "ps") sparse.ps = [cluster.ps![t.index]!];
+    else if (rt === "worker") {
+      sparse.ps = cluster.ps ?? null;
+      sparse.worker[String(t.index)] = cluster.worker![t.index]!;
+    }
+    config = { cluster: sparse, task };
+  } else {
+    config = { cluster, task, environment: "cloud" };
+  }
+  return { target: { container: job.info.container }, env: [env("TF_CONFIG", JSON.stringify(config))] };
+}
+
+/** PyTorch (training-operator `pytorch/envvar.go`, `master.go`, `elastic.go`). */
+function pytorch(job: Job, t: Topology): ClusterSpecResult {
+  const out: V1EnvVar[] = [env("PYTHONUNBUFFERED", "1")];
+  const master = specOf(job, "Master");
+  const elastic = job.spec.elasticPolicy as Spec | undefined;
+  const nproc: string | undefined =
+    job.spec.nprocPerNode !== undefined ? String(job.spec.nprocPerNode) : elastic?.nProcPerNode === undefined ? "auto" : undefined;
+  const totalReplicas = total(job);
+  if (master) {
+    const port = String(portOf(job, master));
+    const addr = replicaName(job.name, "master", 0);
+    const nprocInt = nproc !== undefined && /^\d+$/.test(nproc) ? Number(nproc) : 1;
+    const rank = String(t.replicaType.toLowerCase() === "master" ? t.index : t.index + 1);
+    out.push(
+      env("MASTER_PORT", port),
+      env("PET_MASTER_PORT", port),
+      env("MASTER_ADDR", addr),
+      env("PET_MASTER_ADDR", addr),
+      env("WORLD_SIZE", String(totalReplicas * nprocInt)),
+      env("RANK", rank),
+      env("PET_NODE_RANK", rank),
+    );
+  }
+  if (nproc !== undefined) out.push(env("PET_NPROC_PER_NODE", nproc));
+  if (elastic) {
+    const worker = specOf(job, "Worker");
+    const workers = replicasOf(worker);
+    const host = (elastic.rdzvHost as string | undefined) ?? replicaName(job.name, "worker", 0);
+    const port = (elastic.rdzvPort as number | undefined) ?? portOf(job, worker);
+    const min = (elastic.minReplicas as number | undefined) ?? (elastic.maxReplicas as number | undefined) ?? workers;
+    const max = (elastic.maxReplicas as number | undefined) ?? min;
+    out.push(env("PET_RDZV_ENDPOINT", `${host}:${port}`), env("PET_RDZV_BACKEND", (elastic.rdzvBackend as string | undefined) ?? "c10d"), env("PET_NNODES", `${min}:${max}`));
+    if (elastic.maxRestarts !== undefined) out.push(env("PET_MAX_RESTARTS", String(elastic.maxRestarts)));
+    if (elastic.nProcPerNode !== undefined) out.push(env("PET_NPROC_PER_NODE", String(elastic.nProcPerNode)));
+    if (elastic.rdzvId !== undefined) out.push(env("PET_RDZV_ID", String(elastic.rdzvId)));
+    const conf = elastic.rdzvConf as Array<{ key: string; value: string }> | undefined;
+    if (conf?.length) out.push(env("PET_RDZV_CONF", conf.map((c) => `${c.key}=${c.value}`).join(",")));
+    if (elastic.standalone === true) out.push(env("PET_STANDALONE", ""));
+  } else {
+    out.push(env("PET_NNODES", String(totalReplicas)));
+  }
+  return { target: "all", env: out };
+}
+
+/** MXNet (training-operator v1.7 `mxnet/mxnet.go`). */
+function mxnet(job: Job, t: Topology): ClusterSpecResult {
+  const sorted = [...job.specs].sort(([a], [b]) => (a.toLowerCase() < b.toLowerCase() ? -1 : 1));
+  const cluster: Record<string, Array<{ url: string; port: number }>> = {};
+  const labels: Record<string, string> = {};
+  for (const [type, spec] of sorted) {
+    const port = portOf(job, spec);
+    cluster[type.toLowerCase()] = Array.from({ length: replicasOf(spec) }, (_, i) => ({ url: replicaName(job.name, type, i), port }));
+    labels[type.toLowerCase()] = (spec.template?.metadata?.annotations?.["tuner-server-key"] as string | undefined) ?? "";
+  }
+  const rt = t.replicaType.toLowerCase();
+  const scheduler = cluster.scheduler?.[0];
+  const out = [
+    env("MX_CONFIG", JSON.stringify({ cluster, labels, task: { type: rt, index: t.index } })),
+    env("DMLC_PS_ROOT_PORT", String(scheduler?.port ?? 0)),
+    env("DMLC_PS_ROOT_URI", scheduler?.url ?? ""),
+    env("DMLC_NUM_SERVER", String(replicasOf(specOf(job, "Server")))),
+    env("DMLC_NUM_WORKER", String(replicasOf(specOf(job, "Worker")))),
+    env("DMLC_ROLE", rt),
+    env("DMLC_USE_KUBERNETES", "1"),
+  ];
+  if (rt === "worker") out.push(env("DMLC_WORKER_ID", String(t.index)));
+  return { target: "all", env: out };
+}
+
+/** XGBoost (training-operator `xgboost/xgboost.go` SetPodEnv). */
+function xgboost(job: Job, t: Topology): ClusterSpecResult {
+  const master = specOf(job, "Master");
+  if (!master) return { skip: "an XGBoostJob needs a Master replica for its cluster spec" };
+  const n = total(job);
+  const rank = t.replicaType.toLowerCase() === "master" ? t.index : t.index + replicasOf(master);
+  const out = [
+    env("MASTER_PORT", String(portOf(job, master))),
+    env("MASTER_ADDR", replicaName(job.name, "master", 0)),
+    env("WORLD_SIZE", String(n)),
+    env("RANK", String(rank)),
+    env("PYTHONUNBUFFERED", "1"),
+  ];
+  if (n > 1) {
+    out.push(
+      env("WORKER_PORT", String(portOf(job, specOf(job, "Worker")))),
+      env("WORKER_ADDRS", Array.from({ length: n - 1 }, (_, i) => replicaName(job.name, "worker", i)).join(",")),
+    );
+  }
+  return { target: "all", env: out };
+}
+
+/** PaddlePaddle (training-operator `paddlepaddle/envvar.go`): collective mode without a Master, PS mode with. */
+function paddle(job: Job, t: Topology): ClusterSpecResult {
+  const out = [env("PYTHONUNBUFFERED", "1"), env("PADDLE_JOB_ID", job.name), env("PADDLE_NNODES", String(total(job)))];
+  const master = specOf(job, "Master");
+  const rt = t.replicaType.toLowerCase();
+  const rootType = master ? "master" : "worker";
+  const port = portOf(job, master ?? specOf(job, "Worker"));
+  if (rt === rootType && t.index === 0) {
+    out.push({ name: "POD_IP_DUMMY", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }, env("PADDLE_MASTER", `$(POD_IP_DUMMY):${port}`));
+  } else {
+    out.push(env("PADDLE_MASTER", `${replicaName(job.name, rootType, 0)}:${port}`));
+  }
+  if (master) out.push(rt === "master" ? env("PADDLE_SERVER_NUM", "1") : env("PADDLE_TRAINER_NUM", "1"));
+  return { target: "all", env: out };
+}
+
+/** JAX (training-operator `jax/envvar.go`). */
+function jax(job: Job, t: Topology): ClusterSpecResult {
+  return {
+    target: "all",
+    env: [
+      env("PYTHONUNBUFFERED", "1"),
+      env("COORDINATOR_PORT", String(portOf(job, specOf(job, "Worker")))),
+      env("COORDINATOR_ADDRESS", replicaName(job.name, "worker", 0)),
+      env("NUM_PROCESSES", String(total(job))),
+      env("PROCESS_ID", String(t.index)),
+    ],
+  };
+}
+
+/** Caffe2 (caffe2-operator `pkg/controller/config.go`, `controller_pod.go`): hosts are `<ns>-<job>-worker-<i>:2222`. */
+function caffe2(job: Job, t: Topology): ClusterSpecResult {
+  const backend = (job.spec.backendSpecs ?? {}) as Spec;
+  const replicas = replicasOf(job.specs[0]?.[1]);
+  const jobKey = `${job.namespace}/${job.name}`;
+  const hosts = Array.from({ length: replicas }, (_, i) => `${replicaName(jobKey, "worker", i)}:2222`);
+  return {
+    target: "all",
+    env: [
+      env("REDIS_HOST", String(backend.redisHost ?? "")),
+      env("REDIS_PORT", String(backend.redisPort ?? 0)),
+      env("NFS_PATH", String(backend.nfsPath ?? "")),
+      env("SHARD_ID", String(t.index)),
+      env("NUM_SHARDS", String(replicas)),
+      env("RUN_ID", String(job.spec.runtimeId ?? "")),
+      env("CAFFE2_CONFIG", JSON.stringify({ cluster: { worker: hosts }, task: { type: "worker", index: t.index } })),
+    ],
+  };
+}
+
+/** The cluster spec of the pod at `topology` in namespace `namespace`. */
+export function clusterSpec(topology: Topology, namespace: string, clusterDomain: string): ClusterSpecResult {
+  const meta = (topology.job.metadata ?? {}) as { name?: string; namespace?: string };
+  const job: Job = {
+    name: String(meta.name ?? ""),
+    namespace: meta.namespace ?? namespace,
+    spec: (topology.job.spec ?? {}) as Spec,
+    specs: replicaSpecs(topology.job as KubeObject, topology.kind),
+    info: FRAMEWORKS[topology.kind.framework],
+  };
+  switch (topology.kind.framework) {
+    case "tensorflow":
+      return tensorflow(job, topology, clusterDomain);
+    case "pytorch":
+      return pytorch(job, topology);
+    case "mxnet":
+      return mxnet(job, topology);
+    case "xgboost":
+      return xgboost(job, topology);
+    case "paddle":
+      return paddle(job, topology);
+    case "jax":
+      return jax(job, topology);
+    case "caffe2":
+      return caffe2(job, topology);
+  }
+}
+
+/** Whether the pod at `topology` gets `job-role: master` (each controller's IsMasterRole). */
+export function isMasterRole(topology: Topology): boolean {
+  const rt = topology.replicaType.toLowerCase();
+  const types = replicaSpecs(topology.job, topology.kind).map(([t]) => t.toLowerCase());
+  switch (topology.kind.framework) {
+    case "tensorflow":
+      return rt === "chief" || rt === "master" || (!types.includes("chief") && !types.includes("master") && rt === "worker" && topology.index === 0);
+    case "pytorch":
+      return rt === "master" || (!types.includes("master") && rt === "worker" && topology.index === 0);
+    case "mxnet":
+      return rt === "server";
+    case "xgboost":
+    case "paddle":
+      return rt === "master";
+    case "jax":
+      return topology.index === 0;
+    case "caffe2":
+      return false;
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * @module
+ * Where a pod sits in its training job: the job object (as stored, unknown fields and all), its kind
+ * from the policy, and the pod's replica type and index.
+ */
+import type { KubeObject } from "../admission/types.js";
+import type { JobKind } from "../policy/types.js";
+
+export interface Topology {
+  job: KubeObject;
+  kind: JobKind;
+  /** The replica type as the job's spec spells it (`Worker`, `PS`, ...). */
+  replicaType: string;
+  index: number;
+}
+
+/** Reads a job; resolves undefined when it does not exist. Rejects on any other failure or a timeout. */
+export interface JobReader {
+  get(kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined>;
+}
+
+/** A job the pod refers to. */
+export interface JobRef {
+  candidates: JobKind[];
+  namespace: string;
+  name: string;
+  /** How the reference was found, for messages. */
+  via: "ownerReference" | "label";
+}
