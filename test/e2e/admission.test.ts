@@ -58,7 +58,7 @@ describe("admission through a real kube-apiserver", () => {
       const r = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name, labels } });
       assert.equal(r.status, 201, JSON.stringify(r.body));
     }
-    wh = await webhookProcess();
+    wh = await webhookProcess({ kubeconfig: cp.kubeconfig });
     await wh.start();
     const configs = await renderWebhookConfigurations(cp, wh.port, wh.caPem);
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
@@ -167,6 +167,44 @@ describe("admission through a real kube-apiserver", () => {
     });
     assert.equal(patched.status, 200, JSON.stringify(patched.body));
     assert.deepEqual(wh.admissions(name).map((l) => `${l.webhook} ${l.operation}`), ["validate-jobs CREATE", "validate-jobs UPDATE"]);
+  });
+
+  it("a TFJob's replica pod gets its TF_CONFIG and labels from the job read through the API", async () => {
+    const name = unique("mnist");
+    const created = await cp.api("POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", {
+      apiVersion: "kubeflow.org/v1",
+      kind: "TFJob",
+      metadata: { name },
+      spec: {
+        tfReplicaSpecs: {
+          Chief: { replicas: 1, template: { spec: { containers: [{ name: "tensorflow", image: "tf" }] } } },
+          Worker: { replicas: 2, template: { spec: { containers: [{ name: "tensorflow", image: "tf", ports: [{ name: "tfjob-port", containerPort: 3333 }] }] } } },
+        },
+      },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const pod = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: {
+        name: `${name}-worker-1`,
+        ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name, uid: created.body.metadata.uid, controller: true, blockOwnerDeletion: true }],
+      },
+      spec: { restartPolicy: "Never", containers: [{ name: "tensorflow", image: "tf", resources: { limits: { "nvidia.com/gpu": "1" } } }] },
+    };
+    const r = await createPod("team-a", pod);
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const got = (await cp.api("GET", `/api/v1/namespaces/team-a/pods/${name}-worker-1`)).body;
+    assert.deepEqual(got.spec.containers[0].env, [
+      {
+        name: "TF_CONFIG",
+        value: `{"cluster":{"chief":["${name}-chief-0.team-a.svc:2222"],"worker":["${name}-worker-0.team-a.svc:3333","${name}-worker-1.team-a.svc:3333"]},"task":{"type":"worker","index":1},"environment":"cloud"}`,
+      },
+    ]);
+    assert.equal(got.metadata.labels["training.kubeflow.org/job-name"], name);
+    assert.equal(got.metadata.labels["training.kubeflow.org/replica-type"], "worker");
+    assert.equal(got.metadata.labels["training.kubeflow.org/job-role"], undefined);
+    assert.match(got.metadata.annotations["quartermaster.dev/mutations"], /^training-labels,cluster-spec,/);
   });
 
   it("every manifest in manifests/ is accepted by a server-side dry-run apply", async () => {

@@ -38,7 +38,7 @@ export interface WebhookProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-export async function webhookProcess(): Promise<WebhookProcess> {
+export async function webhookProcess(opts: { kubeconfig?: string } = {}): Promise<WebhookProcess> {
   const certDir = mkdtempSync(join(tmpdir(), "qm-e2e-webhook-"));
   const gen = await cli(["certs", "generate", "--service", "quartermaster-webhook", "--namespace", "quartermaster", "--out", certDir, "--ip", "127.0.0.1"]);
   if (gen.code !== 0) throw new Error(`certs generate failed: ${gen.stderr}`);
@@ -49,7 +49,11 @@ export async function webhookProcess(): Promise<WebhookProcess> {
   const start = async (): Promise<void> => {
     const proc = spawn(
       process.execPath,
-      ["--import", "tsx", CLI, "serve", "--host", "127.0.0.1", "--port", String(port), "--tls-cert", join(certDir, "tls.crt"), "--tls-key", join(certDir, "tls.key")],
+      [
+        "--import", "tsx", CLI, "serve", "--host", "127.0.0.1", "--port", String(port),
+        "--tls-cert", join(certDir, "tls.crt"), "--tls-key", join(certDir, "tls.key"),
+        ...(opts.kubeconfig ? ["--kubeconfig", opts.kubeconfig] : []),
+      ],
       { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
     );
     child = proc;
