@@ -11,6 +11,7 @@
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
 import { request } from "node:https";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -27,6 +28,8 @@ const { values } = parseArgs({
     policy: { type: "string" },
     path: { type: "string", default: "/mutate/pods" },
     "log-level": { type: "string", default: "info" },
+    /** Write a V8 CPU profile of the quartermaster process into this directory. */
+    profile: { type: "string" },
   },
 });
 const duration = Number(values.duration);
@@ -37,6 +40,41 @@ const certs = generateCertificates({ service: "qm", namespace: "bench", ips: ["1
 writeFileSync(join(dir, "tls.crt"), certs.certPem);
 writeFileSync(join(dir, "tls.key"), certs.keyPem);
 const body = JSON.stringify(podReview());
+
+// A stand-in apiserver that serves the pod's PyTorchJob, so the mutating path does its real job lookup
+// (cached for the policy's TTL, as in a cluster). Counts the reads it gets.
+let jobReads = 0;
+const jobJson = JSON.stringify({
+  apiVersion: "kubeflow.org/v1",
+  kind: "PyTorchJob",
+  metadata: { name: "llm-pretrain", namespace: "team-nlp", uid: "0b7c5d1e-2f3a-4b5c-8d9e-0f1a2b3c4d5e" },
+  spec: {
+    nprocPerNode: "8",
+    pytorchReplicaSpecs: {
+      Master: { replicas: 1, template: { spec: { containers: [{ name: "pytorch", image: "x" }] } } },
+      Worker: { replicas: 7, template: { spec: { containers: [{ name: "pytorch", image: "x" }] } } },
+    },
+  },
+});
+const fakeApi = createHttpServer((req, res) => {
+  if (req.url?.startsWith("/apis/kubeflow.org/v1/namespaces/team-nlp/pytorchjobs/llm-pretrain")) {
+    jobReads++;
+    res.writeHead(200, { "content-type": "application/json" }).end(jobJson);
+  } else res.writeHead(404, { "content-type": "application/json" }).end('{"kind":"Status","code":404}');
+});
+await new Promise<void>((r) => fakeApi.listen(0, "127.0.0.1", () => r()));
+writeFileSync(
+  join(dir, "kubeconfig"),
+  [
+    "apiVersion: v1",
+    "kind: Config",
+    `clusters: [{name: bench, cluster: {server: "http://127.0.0.1:${(fakeApi.address() as { port: number }).port}", insecure-skip-tls-verify: true}}]`,
+    "users: [{name: bench, user: {token: bench}}]",
+    "contexts: [{name: bench, context: {cluster: bench, user: bench}}]",
+    "current-context: bench",
+    "",
+  ].join("\n"),
+);
 
 function freePort(): Promise<number> {
   return new Promise((res) => {
@@ -129,6 +167,7 @@ async function measure(name: string, server: Started): Promise<Row> {
 const floor = await start("floor", (port) => [join(ROOT, "bench/lib/floor.mjs"), join(dir, "tls.crt"), join(dir, "tls.key"), String(port)], "/");
 const floorRow = await measure("floor (bare node:https)", floor);
 const qmArgs = (port: number): string[] => [
+  ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : []),
   join(ROOT, "bin/quartermaster.js"),
   "serve",
   "--host", "127.0.0.1",
@@ -136,6 +175,7 @@ const qmArgs = (port: number): string[] => [
   "--tls-cert", join(dir, "tls.crt"),
   "--tls-key", join(dir, "tls.key"),
   "--log-level", values["log-level"],
+  "--kubeconfig", join(dir, "kubeconfig"),
   ...(values.policy ? ["--policy", values.policy] : []),
 ];
 const qm = await start("quartermaster", qmArgs, "/readyz");
@@ -149,4 +189,6 @@ for (const r of [floorRow, qmRow]) {
 }
 const ratio = qmRow.rps / floorRow.rps;
 console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (target >= 0.6); quartermaster ready in ${qmRow.readyMs.toFixed(0)} ms (target < 300)`);
-console.log(JSON.stringify({ bench: "admission", floor: floorRow, quartermaster: qmRow, ratio }));
+console.log(`job reads by the webhook during the run: ${jobReads} (cached; one per TTL)`);
+console.log(JSON.stringify({ bench: "admission", floor: floorRow, quartermaster: qmRow, ratio, jobReads }));
+fakeApi.close();

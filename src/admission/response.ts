@@ -70,10 +70,11 @@ export function withWarnings(response: AdmissionResponse, warnings: readonly str
 export function normalizeWarnings(warnings: readonly string[]): string[] {
   const seen = new Set<string>();
   for (const w of warnings) {
-    const oneLine = w.replace(/\s+/g, " ").trim();
+    const oneLine = /\s\s|[\t\n\r]|^\s|\s$/.test(w) ? w.replace(/\s+/g, " ").trim() : w;
     if (!oneLine) continue;
-    const cut = [...oneLine].length > MAX_WARNING_LENGTH ? [...oneLine].slice(0, MAX_WARNING_LENGTH - 1).join("") + "…" : oneLine;
-    seen.add(cut);
+    // Length in characters (code points), counted only when the UTF-16 length could exceed the limit.
+    const chars = oneLine.length > MAX_WARNING_LENGTH ? [...oneLine] : undefined;
+    seen.add(chars && chars.length > MAX_WARNING_LENGTH ? chars.slice(0, MAX_WARNING_LENGTH - 1).join("") + "…" : oneLine);
   }
   const unique = [...seen];
   if (unique.length <= MAX_WARNINGS) return unique;

@@ -27,6 +27,8 @@ export interface WarmJobReader extends JobReader {
 interface Entry {
   at: number;
   value: Promise<KubeObject | undefined>;
+  /** Set once `value` has resolved. */
+  settled?: { job: KubeObject | undefined };
 }
 
 type GetObject = (kind: JobKind, namespace: string, name: string) => Promise<KubeObject | undefined>;
@@ -67,14 +69,22 @@ export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobRe
         () => undefined,
       );
     },
+    peek(kind, namespace, name) {
+      const hit = cache.get(`${kind.group}/${kind.kind}/${namespace}/${name}`);
+      return hit?.settled && now() - hit.at < opts.ttlMs ? hit.settled.job : null;
+    },
     get(kind, namespace, name) {
       const key = `${kind.group}/${kind.kind}/${namespace}/${name}`;
       const hit = cache.get(key);
       if (hit && now() - hit.at < opts.ttlMs) return hit.value;
       const value = load().then((get) => get(kind, namespace, name));
+      const entry: Entry = { at: now(), value };
       cache.delete(key);
-      cache.set(key, { at: now(), value });
-      value.catch(() => cache.get(key)?.value === value && cache.delete(key)); // failures are not cached
+      cache.set(key, entry);
+      value.then(
+        (job) => (entry.settled = { job }),
+        () => cache.get(key) === entry && cache.delete(key), // failures are not cached
+      );
       if (cache.size > max) cache.delete(cache.keys().next().value!);
       return value;
     },

@@ -6,7 +6,8 @@
  * sets is never overwritten, so running beside the training operator (which sets them itself) is a no-op.
  */
 import type { V1EnvVar } from "@kubernetes/client-node";
-import { clusterSpec } from "./frameworks.js";
+import type { Topology } from "../topology/types.js";
+import { clusterSpec, type ClusterSpecResult } from "./frameworks.js";
 import { withContainer } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
@@ -18,11 +19,22 @@ function withEnv(pod: Pod, index: number, vars: readonly V1EnvVar[]): Pod {
   return withContainer(pod, "containers", index, { ...c, env: [...(c.env ?? []), ...missing.map((v) => ({ ...v }))] });
 }
 
+// One admission asks for its cluster spec up to twice (mutate, advise): compute it once per topology.
+const memo = new WeakMap<Topology, ClusterSpecResult>();
+function specFor(topology: Topology, namespace: string, clusterDomain: string): ClusterSpecResult {
+  let r = memo.get(topology);
+  if (!r) {
+    r = clusterSpec(topology, namespace, clusterDomain);
+    memo.set(topology, r);
+  }
+  return r;
+}
+
 export const injectClusterSpec: Mutation = {
   name: "cluster-spec",
   mutate(pod, ctx) {
     if (!ctx.topology || !ctx.policy.clusterSpec.enabled) return pod;
-    const spec = clusterSpec(ctx.topology, ctx.namespace, ctx.policy.clusterSpec.clusterDomain);
+    const spec = specFor(ctx.topology, ctx.namespace, ctx.policy.clusterSpec.clusterDomain);
     if ("skip" in spec) return pod;
     const containers = pod.spec?.containers ?? [];
     if (spec.target === "all") {
@@ -44,7 +56,7 @@ export const injectClusterSpec: Mutation = {
   },
   advise(pod, ctx) {
     if (!ctx.topology || !ctx.policy.clusterSpec.enabled) return [];
-    const spec = clusterSpec(ctx.topology, ctx.namespace, ctx.policy.clusterSpec.clusterDomain);
+    const spec = specFor(ctx.topology, ctx.namespace, ctx.policy.clusterSpec.clusterDomain);
     if ("skip" in spec) return [`quartermaster: no cluster spec: ${spec.skip}`];
     if (spec.target !== "all" && !(pod.spec?.containers ?? []).some((c) => c.name === (spec.target as { container: string }).container)) {
       return [`quartermaster: no cluster spec: no container is named ${spec.target.container}`];

@@ -17,6 +17,11 @@ export interface Topology {
 /** Reads a job; resolves undefined when it does not exist. Rejects on any other failure or a timeout. */
 export interface JobReader {
   get(kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined>;
+  /**
+   * The answer already at hand, without waiting: the job, `undefined` for a known absence, or `null` when
+   * it is not cached (then call `get`). Lets the common case skip timers and promises.
+   */
+  peek?(kind: JobKind, namespace: string, name: string): KubeObject | undefined | null;
 }
 
 /** A job the pod refers to. */

@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { Pod as PodModel } from "kubernetes-models/v1/Pod";
 import { applyPatch } from "../../src/admission/patch.js";
 import type { KubeObject } from "../../src/admission/types.js";
 import { defaultPolicy } from "../../src/policy/load.js";
@@ -38,6 +39,8 @@ describe("corpus", () => {
       assert.notEqual(first.outcome, "error", String(first.error));
       const ops = first.review.response?.patch ? JSON.parse(Buffer.from(first.review.response.patch, "base64").toString()) : [];
       const mutated = applyPatch(object, ops) as KubeObject;
+      // The result is still a valid Pod (type-level schema of the Kubernetes API), whatever the input was.
+      new PodModel(JSON.parse(JSON.stringify(mutated)) as never).validate();
       const owned = ((object.metadata as { ownerReferences?: unknown[] }).ownerReferences ?? []).length > 0;
       if (owned) {
         // A replica of a Kubeflow job: its job was found, it is labelled, and it has its cluster spec or a reason why not.
