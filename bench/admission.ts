@@ -28,6 +28,8 @@ const { values } = parseArgs({
     policy: { type: "string" },
     path: { type: "string", default: "/mutate/pods" },
     "log-level": { type: "string", default: "info" },
+    /** Extra node flags for the quartermaster process, e.g. "--max-semi-space-size=32". */
+    "node-flags": { type: "string", default: "" },
     /** Write a V8 CPU profile of the quartermaster process into this directory. */
     profile: { type: "string" },
   },
@@ -168,6 +170,7 @@ const floor = await start("floor", (port) => [join(ROOT, "bench/lib/floor.mjs"),
 const floorRow = await measure("floor (bare node:https)", floor);
 const qmArgs = (port: number): string[] => [
   ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : []),
+  ...values["node-flags"].split(" ").filter(Boolean),
   join(ROOT, "bin/quartermaster.js"),
   "serve",
   "--host", "127.0.0.1",
