@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { parseAllDocuments } from "yaml";
 import { after, before, describe, it } from "node:test";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { ROOT, cli, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
@@ -33,6 +34,7 @@ function trainingPod(name: string, opts: { labels?: Record<string, string>; gpu?
 describe("admission through a real kube-apiserver", () => {
   let cp: ControlPlane;
   let wh: WebhookProcess;
+  let saApi: ControlPlane["api"];
 
   const createPod = (ns: string, pod: Record<string, unknown>, dryRun = false) =>
     cp.api("POST", `/api/v1/namespaces/${ns}/pods${dryRun ? "?dryRun=All" : ""}`, pod);
@@ -58,7 +60,18 @@ describe("admission through a real kube-apiserver", () => {
       const r = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name, labels } });
       assert.equal(r.status, 201, JSON.stringify(r.body));
     }
-    wh = await webhookProcess({ kubeconfig: cp.kubeconfig });
+    // Quartermaster's own objects from manifests/base (namespace, ServiceAccount, RBAC), applied for real;
+    // the webhook then runs with its ServiceAccount's token, so its RBAC is what these tests exercise.
+    const base = await cp.kubectl(["kustomize", join(ROOT, "manifests/base")]);
+    assert.equal(base.code, 0, base.stderr);
+    const own = parseAllDocuments(base.stdout)
+      .map((d) => d.toJS() as Record<string, unknown>)
+      .filter((o) => !/WebhookConfiguration$/.test(String(o.kind)));
+    const ownApplied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own }));
+    assert.equal(ownApplied.code, 0, ownApplied.stderr);
+    const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
+    saApi = sa.api;
+    wh = await webhookProcess({ kubeconfig: sa.kubeconfig });
     await wh.start();
     const configs = await renderWebhookConfigurations(cp, wh.port, wh.caPem);
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
@@ -207,14 +220,40 @@ describe("admission through a real kube-apiserver", () => {
     assert.match(got.metadata.annotations["quartermaster.dev/mutations"], /^training-labels,cluster-spec,/);
   });
 
+  it("RBAC: the webhook's ServiceAccount may get training jobs and nothing else", async () => {
+    const allowed = [
+      ["GET", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs/does-not-exist", 404],
+      ["GET", "/apis/kubeflow.org/v1/namespaces/team-b/pytorchjobs/does-not-exist", 404],
+      ["GET", "/apis/kubeflow.org/v1alpha1/namespaces/team-a/caffe2jobs/does-not-exist", 404],
+    ] as const;
+    for (const [method, path, status] of allowed) assert.equal((await saApi(method, path)).status, status, `${method} ${path}`);
+    const refused = [
+      ["GET", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs"],
+      ["GET", "/api/v1/namespaces/team-a/pods"],
+      ["GET", "/api/v1/namespaces/kube-system/secrets"],
+      ["POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs"],
+      ["DELETE", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs/x"],
+    ] as const;
+    for (const [method, path] of refused) {
+      const r = await saApi(method, path, method === "POST" ? { apiVersion: "kubeflow.org/v1", kind: "TFJob", metadata: { name: "x" } } : undefined);
+      assert.equal(r.status, 403, `${method} ${path} → ${r.status}`);
+      assert.match(r.body.message, /system:serviceaccount:quartermaster:quartermaster-webhook/);
+    }
+  });
+
   it("every manifest in manifests/ is accepted by a server-side dry-run apply", async () => {
-    // A dry run cannot create the namespace its other objects go into, so that one is applied for real.
-    const ns = await cp.kubectl(["apply", "-f", join(ROOT, "manifests/base/namespace.yaml")]);
-    assert.equal(ns.code, 0, ns.stderr);
+    const rendered = await cp.kubectl(["kustomize", join(ROOT, "manifests/base")]);
+    const objects = parseAllDocuments(rendered.stdout).map((d) => d.toJS() as { kind: string; metadata: { name: string } });
     const r = await cp.kubectl(["apply", "-k", join(ROOT, "manifests/base"), "--dry-run=server"]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /mutatingwebhookconfiguration\.admissionregistration\.k8s\.io\/quartermaster (created|configured) \(server dry run\)/);
-    assert.match(r.stdout, /service\/quartermaster-webhook created \(server dry run\)/);
+    const lines = r.stdout.trim().split("\n");
+    assert.equal(lines.length, objects.length, r.stdout);
+    for (const o of objects) {
+      assert.ok(
+        lines.some((l) => l.toLowerCase().startsWith(o.kind.toLowerCase()) && l.includes(`/${o.metadata.name} `) && l.endsWith("(server dry run)")),
+        `${o.kind}/${o.metadata.name} not accepted: ${r.stdout}`,
+      );
+    }
   });
 
   it("serving certificate rotated under load: no admission fails", async () => {

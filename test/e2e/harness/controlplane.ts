@@ -23,6 +23,11 @@ export interface ControlPlane {
   binDir: string;
   /** Admin HTTPS call to the apiserver; the body is JSON. */
   api(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<ApiReply>;
+  /**
+   * A kubeconfig that authenticates as ServiceAccount `namespace/name` with a TokenRequest token, and an
+   * HTTPS caller with that token, so tests prove what the manifests' RBAC allows and refuses.
+   */
+  serviceAccount(namespace: string, name: string): Promise<{ kubeconfig: string; api: ControlPlane["api"] }>;
   /** Runs kubectl against this cluster. */
   kubectl(args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }>;
   /** Tails of the component logs, for failure messages. */
@@ -185,7 +190,7 @@ export async function startControlPlane(opts: { controllerManager?: boolean } = 
       "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
     ]);
 
-    const api = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiReply> =>
+    const call = (auth: { cert?: string; key?: string; token?: string }) => (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiReply> =>
       new Promise((resolve, reject) => {
         const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
         const req = request(
@@ -194,9 +199,15 @@ export async function startControlPlane(opts: { controllerManager?: boolean } = 
             port: apiPort,
             method,
             path,
-            ...tls,
+            ca: tls.ca,
+            ...(auth.cert ? { cert: auth.cert, key: auth.key } : {}),
             agent: false,
-            headers: { accept: "application/json", ...(data ? { "content-type": "application/json" } : {}), ...headers },
+            headers: {
+              accept: "application/json",
+              ...(auth.token ? { authorization: `Bearer ${auth.token}` } : {}),
+              ...(data ? { "content-type": "application/json" } : {}),
+              ...headers,
+            },
           },
           (res) => {
             const chunks: Buffer[] = [];
@@ -216,6 +227,7 @@ export async function startControlPlane(opts: { controllerManager?: boolean } = 
         req.on("error", reject);
         req.end(data);
       });
+    const api = call({ cert: tls.cert, key: tls.key });
 
     const deadline = performance.now() + 90_000;
     for (;;) {
@@ -250,8 +262,27 @@ export async function startControlPlane(opts: { controllerManager?: boolean } = 
         child.stdin.end(stdin ?? "");
       });
 
+    const serviceAccount = async (namespace: string, name: string): Promise<{ kubeconfig: string; api: ControlPlane["api"] }> => {
+      const r = await api("POST", `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`, {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenRequest",
+        spec: { expirationSeconds: 3600 },
+      });
+      if (r.status !== 201) throw new Error(`TokenRequest for ${namespace}/${name}: ${r.status} ${JSON.stringify(r.body)}`);
+      const token = r.body.status.token as string;
+      const file = join(dir, `kubeconfig-${namespace}-${name}`);
+      const b64 = Buffer.from(tls.ca).toString("base64");
+      writeFileSync(
+        file,
+        `apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: https://127.0.0.1:${apiPort}\n    certificate-authority-data: ${b64}\nusers:\n- name: ${name}\n  user:\n    token: ${token}\ncontexts:\n- name: local\n  context: {cluster: local, user: ${name}, namespace: ${namespace}}\ncurrent-context: local\n`,
+        { mode: 0o600 },
+      );
+      return { kubeconfig: file, api: call({ token }) };
+    };
+
     return {
       dir,
+      serviceAccount,
       apiUrl: `https://127.0.0.1:${apiPort}`,
       apiPort,
       kubeconfig,
