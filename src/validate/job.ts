@@ -1,0 +1,163 @@
+/**
+ * @module
+ * `/validate/jobs`: rules on a training job of any configured kind.
+ * - job-name: a DNS-1035 label (the training operator's rule), and every pod name `<job>-<type>-<index>`
+ *   within 63 characters (pod names become hostnames and Service names);
+ * - job-shape: every replica template has containers and one named as the framework expects; TF has at
+ *   most one Chief or Master in all; PyTorch's Master, when present, has exactly one replica;
+ * - job-replicas: replicas per replica type at most the policy's cap;
+ * - job-gpus: replicas × the pod's effective GPU request, summed over replica types, at most the per-job limit;
+ * - run-policy: ttlSecondsAfterFinished required and capped, activeDeadlineSeconds and backoffLimit caps,
+ *   cleanPodPolicy and restartPolicy values allowed;
+ * - and the pod-spec rules on every replica template.
+ * Deprecated fields are warnings, not denials.
+ */
+import type { V1PodSpec } from "@kubernetes/client-node";
+import type { KubeObject } from "../admission/types.js";
+import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
+import type { JobKind } from "../policy/types.js";
+import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
+import { podGpuTotal, validatePodSpec } from "./pod-spec.js";
+import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
+
+const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
+const NEAR_LIMIT = 0.9;
+
+type Spec = Record<string, any>;
+
+function specPath(kind: JobKind, type: string): string {
+  const field = REPLICA_SPECS_FIELD[kind.framework];
+  return kind.framework === "caffe2" ? `spec.${field}` : `spec.${field}.${type}`;
+}
+
+function names(job: KubeObject, kind: JobKind): Findings {
+  const violations: Finding[] = [];
+  const name = String((job.metadata as { name?: string } | undefined)?.name ?? "");
+  if (!DNS_1035.test(name) || name.length > 63) {
+    violations.push({
+      rule: "job-name",
+      field: "metadata.name",
+      message: `${JSON.stringify(name)} must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, at most 63 characters`,
+    });
+    return { violations, warnings: [] };
+  }
+  for (const [type, spec] of replicaSpecs(job, kind)) {
+    const n = replicasOf(spec);
+    if (n === 0) continue;
+    const longest = replicaName(name, type, n - 1);
+    if (longest.length > 63) {
+      violations.push({ rule: "job-name", field: "metadata.name", message: `pod name ${longest} would be ${longest.length} characters, over 63: shorten the job name` });
+    }
+  }
+  return { violations, warnings: [] };
+}
+
+function shape(job: KubeObject, kind: JobKind): Findings {
+  const violations: Finding[] = [];
+  const warnings: string[] = [];
+  const specs = replicaSpecs(job, kind);
+  const field = `spec.${REPLICA_SPECS_FIELD[kind.framework]}`;
+  if (specs.length === 0) violations.push({ rule: "job-shape", field, message: "at least one replica spec is required" });
+  const container = FRAMEWORKS[kind.framework].container;
+  for (const [type, spec] of specs) {
+    const path = specPath(kind, type);
+    const containers = (spec.template?.spec?.containers ?? []) as Array<{ name?: string; image?: string }>;
+    if (containers.length === 0) {
+      violations.push({ rule: "job-shape", field: `${path}.template.spec.containers`, message: "at least one container is required" });
+    } else if (kind.framework !== "caffe2" && !containers.some((c) => c.name === container)) {
+      violations.push({ rule: "job-shape", field: `${path}.template.spec.containers`, message: `one container must be named ${container}` });
+    }
+    containers.forEach((c, i) => {
+      if (!c.image) violations.push({ rule: "job-shape", field: `${path}.template.spec.containers[${i}].image`, message: "an image is required" });
+    });
+  }
+  const count = (t: string): number => specs.filter(([k]) => k.toLowerCase() === t).reduce((n, [, s]) => n + replicasOf(s), 0);
+  if (kind.framework === "tensorflow" && count("chief") + count("master") > 1) {
+    violations.push({ rule: "job-shape", field, message: `at most one Chief or Master replica in all, got ${count("chief") + count("master")}` });
+  }
+  if (kind.framework === "pytorch") {
+    const master = specs.find(([k]) => k.toLowerCase() === "master");
+    if (master && replicasOf(master[1]) !== 1) {
+      violations.push({ rule: "job-shape", field: `${specPath(kind, master[0])}.replicas`, message: `the Master replica type must have exactly 1 replica, got ${replicasOf(master[1])}` });
+    }
+    const spec = (job.spec ?? {}) as Spec;
+    if (spec.elasticPolicy?.nProcPerNode !== undefined) {
+      if (spec.nprocPerNode !== undefined) {
+        violations.push({ rule: "job-shape", field: "spec.elasticPolicy.nProcPerNode", message: "must not be set together with spec.nprocPerNode" });
+      } else {
+        warnings.push("quartermaster: spec.elasticPolicy.nProcPerNode is deprecated; use spec.nprocPerNode");
+      }
+    }
+  }
+  return { violations, warnings };
+}
+
+function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
+  const violations: Finding[] = [];
+  const warnings: string[] = [];
+  const caps = ctx.limits.job.replicas ?? {};
+  let gpus = 0;
+  for (const [type, spec] of replicaSpecs(job, kind)) {
+    const n = replicasOf(spec);
+    const cap = caps[type] ?? Object.entries(caps).find(([t]) => t.toLowerCase() === type.toLowerCase())?.[1];
+    if (cap !== undefined && n > cap) {
+      violations.push({ rule: "job-replicas", field: `${specPath(kind, type)}.replicas`, message: `${n} exceeds the limit of ${cap} ${type} replicas`, value: n });
+    }
+    gpus += n * podGpuTotal((spec.template?.spec ?? {}) as V1PodSpec, ctx);
+  }
+  const max = ctx.limits.job.gpus;
+  if (max !== undefined) {
+    if (gpus > max) violations.push({ rule: "job-gpus", field: "spec", message: `the job requests ${gpus} GPUs in all, over the per-job limit of ${max}`, value: gpus });
+    else if (gpus >= NEAR_LIMIT * max && max > 0) warnings.push(`quartermaster: the job requests ${gpus} of the ${max} GPUs allowed per job`);
+  }
+  return { violations, warnings };
+}
+
+function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
+  const violations: Finding[] = [];
+  const spec = (job.spec ?? {}) as Spec;
+  const rp = (spec.runPolicy ?? {}) as Spec;
+  const lim = ctx.limits.runPolicy;
+  const at = (f: string): string => `spec.runPolicy.${f}`;
+  const capped = (f: string, max: number | undefined, what: string): void => {
+    const v = rp[f];
+    if (max !== undefined && typeof v === "number" && v > max) violations.push({ rule: "run-policy", field: at(f), message: `${v} exceeds the limit of ${max} ${what}`, value: v });
+  };
+  if (lim.requireTtlSecondsAfterFinished && rp.ttlSecondsAfterFinished === undefined) {
+    violations.push({ rule: "run-policy", field: at("ttlSecondsAfterFinished"), message: "is required: finished jobs must be cleaned up" });
+  }
+  capped("ttlSecondsAfterFinished", lim.maxTtlSecondsAfterFinished, "seconds");
+  capped("activeDeadlineSeconds", lim.maxActiveDeadlineSeconds, "seconds");
+  capped("backoffLimit", lim.maxBackoffLimit, "retries");
+  if (lim.allowedCleanPodPolicies && rp.cleanPodPolicy !== undefined && !lim.allowedCleanPodPolicies.includes(rp.cleanPodPolicy)) {
+    violations.push({ rule: "run-policy", field: at("cleanPodPolicy"), message: `${String(rp.cleanPodPolicy)} is not allowed; allowed: ${lim.allowedCleanPodPolicies.join(", ")}` });
+  }
+  if (lim.allowedRestartPolicies) {
+    for (const [type, s] of replicaSpecs(job, kind)) {
+      if (s.restartPolicy !== undefined && !lim.allowedRestartPolicies.includes(s.restartPolicy)) {
+        violations.push({ rule: "run-policy", field: `${specPath(kind, type)}.restartPolicy`, message: `${String(s.restartPolicy)} is not allowed; allowed: ${lim.allowedRestartPolicies.join(", ")}` });
+      }
+    }
+  }
+  return { violations, warnings: [] };
+}
+
+function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
+  return merge(...replicaSpecs(job, kind).map(([type, spec]) => validatePodSpec(spec.template?.spec as V1PodSpec | undefined, `${specPath(kind, type)}.template.spec`, ctx)));
+}
+
+export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
+  return merge(names(job, kind), shape(job, kind), capacity(job, kind, ctx), runPolicy(job, kind, ctx), templates(job, kind, ctx));
+}
+
+/**
+ * For an UPDATE: only what the update makes worse. A violation the old object already had at the same
+ * field, with a value at least as large, does not block the update, so a job over a limit that was lowered
+ * later can still have its labels and status changed.
+ */
+export function newOrWorse(now: Findings, before: Findings): Findings {
+  const violations = now.violations.filter(
+    (v) => !before.violations.some((o) => o.rule === v.rule && o.field === v.field && (v.value === undefined ? o.message === v.message : (o.value ?? -Infinity) >= v.value)),
+  );
+  return { violations, warnings: now.warnings };
+}

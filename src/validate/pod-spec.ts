@@ -1,0 +1,140 @@
+/**
+ * @module
+ * Rules on a pod spec, used for pods and for every replica template of a job (so a job over a limit is
+ * refused when it is created, not when its pods fail to appear):
+ * - container-limits: each container's and init container's requests and limits of cpu, memory and every
+ *   GPU resource at most the per-container limit (LimitRanger's `max`, with its wording);
+ * - extended-resources: extended resources (GPUs, MIG slices) whole numbers, request == limit;
+ * - gpu-mig-mixing: no container asks for whole GPUs and MIG slices at once;
+ * - pod-gpus: the pod's effective GPU request (Kubernetes' rule: the larger of the sum over containers and
+ *   native sidecars, and each regular init container plus the sidecars started before it) at most the
+ *   per-pod limit.
+ */
+import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
+import { matchesGlob } from "../glob.js";
+import { isGpuResource } from "../mutate/pod.js";
+import { isExtendedResource } from "../mutate/resources.js";
+import { compareQuantities, isInteger, parseQuantity, toNumber, type Quantity } from "../quantity.js";
+import type { Findings, Finding, ValidationContext } from "./types.js";
+
+const NEAR_LIMIT = 0.9;
+
+function q(v: unknown): Quantity | undefined {
+  return typeof v === "string" || typeof v === "number" ? parseQuantity(v) : undefined;
+}
+
+/** Per-container maximum for `resource`: cpu, memory, or the first GPU entry whose name or pattern matches. */
+function containerMax(resource: string, ctx: ValidationContext): { max: Quantity; text: string } | undefined {
+  const l = ctx.limits.container;
+  if (resource === "cpu" || resource === "memory") {
+    const text = l[resource];
+    const max = text === undefined ? undefined : parseQuantity(text);
+    return max && text !== undefined ? { max, text } : undefined;
+  }
+  for (const [pattern, n] of Object.entries(l.gpus ?? {})) {
+    if (matchesGlob(pattern, resource)) return { max: parseQuantity(n)!, text: String(n) };
+  }
+  return undefined;
+}
+
+interface Located {
+  c: V1Container;
+  path: string;
+  sidecar: boolean;
+  init: boolean;
+}
+
+function containersOf(spec: V1PodSpec, base: string): Located[] {
+  return [
+    ...(spec.initContainers ?? []).map((c, i) => ({ c, path: `${base}.initContainers[${i}]`, sidecar: c.restartPolicy === "Always", init: true })),
+    ...(spec.containers ?? []).map((c, i) => ({ c, path: `${base}.containers[${i}]`, sidecar: false, init: false })),
+  ];
+}
+
+function containerRules(all: Located[], ctx: ValidationContext): Findings {
+  const violations: Finding[] = [];
+  const warnings: string[] = [];
+  const gpu = ctx.policy.gpu.resources;
+  for (const { c, path } of all) {
+    const requests = c.resources?.requests ?? {};
+    const limits = c.resources?.limits ?? {};
+    for (const side of ["requests", "limits"] as const) {
+      for (const [name, raw] of Object.entries(c.resources?.[side] ?? {})) {
+        const field = `${path}.resources.${side}[${name}]`;
+        const value = q(raw);
+        if (!value) {
+          violations.push({ rule: "quantity", field, message: `${String(raw)} is not a valid quantity` });
+          continue;
+        }
+        const bound = containerMax(name, ctx);
+        if (bound && compareQuantities(value, bound.max) > 0) {
+          violations.push({ rule: "container-limits", field, message: `${String(raw)} exceeds the per-container limit of ${bound.text}`, value: toNumber(value) });
+        } else if (bound && side === "limits" && toNumber(value) >= NEAR_LIMIT * toNumber(bound.max) && toNumber(bound.max) > 0) {
+          warnings.push(`quartermaster: ${field} ${String(raw)} is near the per-container limit of ${bound.text}`);
+        }
+        if (isExtendedResource(name) && !isInteger(value)) {
+          violations.push({ rule: "extended-resources", field, message: `${String(raw)} must be a whole number: ${name} cannot be shared` });
+        }
+      }
+    }
+    for (const name of new Set([...Object.keys(requests), ...Object.keys(limits)])) {
+      if (!isExtendedResource(name)) continue;
+      const r = q(requests[name]);
+      const l = q(limits[name]);
+      if (r && l && compareQuantities(r, l) !== 0) {
+        violations.push({ rule: "extended-resources", field: `${path}.resources.requests[${name}]`, message: `request ${String(requests[name])} must equal limit ${String(limits[name])}: ${name} is not overcommitted` });
+      } else if (r && !l) {
+        violations.push({ rule: "extended-resources", field: `${path}.resources.limits[${name}]`, message: `a limit is required and must equal the request ${String(requests[name])}` });
+      }
+    }
+    const names = new Set([...Object.keys(requests), ...Object.keys(limits)].filter((n) => isGpuResource(n, gpu)));
+    const mig = [...names].filter((n) => n.startsWith("nvidia.com/mig-"));
+    if (names.has("nvidia.com/gpu") && mig.length > 0) {
+      violations.push({ rule: "gpu-mig-mixing", field: `${path}.resources`, message: `asks for whole GPUs (nvidia.com/gpu) and MIG slices (${mig.join(", ")}) at once; use one or the other` });
+    }
+  }
+  return { violations, warnings };
+}
+
+/** The pod's effective request of each GPU resource, in whole units. */
+export function effectivePodGpus(spec: V1PodSpec, ctx: ValidationContext): Map<string, number> {
+  const gpu = ctx.policy.gpu.resources;
+  const amount = (c: V1Container, name: string): number => {
+    const v = q(c.resources?.requests?.[name] ?? c.resources?.limits?.[name]);
+    return v ? toNumber(v) : 0;
+  };
+  const names = new Set<string>();
+  for (const c of [...(spec.initContainers ?? []), ...(spec.containers ?? [])]) {
+    for (const side of ["requests", "limits"] as const) for (const n of Object.keys(c.resources?.[side] ?? {})) if (isGpuResource(n, gpu)) names.add(n);
+  }
+  const out = new Map<string, number>();
+  for (const name of names) {
+    let sidecars = 0;
+    let initMax = 0;
+    for (const c of spec.initContainers ?? []) {
+      if (c.restartPolicy === "Always") sidecars += amount(c, name);
+      else initMax = Math.max(initMax, amount(c, name) + sidecars);
+    }
+    const regular = (spec.containers ?? []).reduce((n, c) => n + amount(c, name), 0) + sidecars;
+    out.set(name, Math.max(regular, initMax));
+  }
+  return out;
+}
+
+export function podGpuTotal(spec: V1PodSpec, ctx: ValidationContext): number {
+  let n = 0;
+  for (const v of effectivePodGpus(spec, ctx).values()) n += v;
+  return n;
+}
+
+/** All pod-spec rules for the spec at `path` (`spec`, or a template's `...template.spec`). */
+export function validatePodSpec(spec: V1PodSpec | undefined, path: string, ctx: ValidationContext): Findings {
+  if (!spec) return { violations: [], warnings: [] };
+  const found = containerRules(containersOf(spec, path), ctx);
+  const max = ctx.limits.pod.gpus;
+  if (max !== undefined) {
+    const total = podGpuTotal(spec, ctx);
+    if (total > max) found.violations.push({ rule: "pod-gpus", field: path, message: `the pod requests ${total} GPUs, over the per-pod limit of ${max}`, value: total });
+  }
+  return found;
+}
