@@ -67,7 +67,9 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
           continue;
         }
         const bound = containerMax(name, ctx);
-        if (bound && compareQuantities(value, bound.max) > 0) {
+        // A request equal to its over-limit limit says nothing new (API defaulting copies limits to requests).
+        const sameAsLimit = side === "requests" && q(limits[name]) !== undefined && compareQuantities(value, q(limits[name])!) === 0;
+        if (bound && compareQuantities(value, bound.max) > 0 && !sameAsLimit) {
           violations.push({ rule: "container-limits", field, message: `${String(raw)} exceeds the per-container limit of ${bound.text}`, value: toNumber(value) });
         } else if (bound && side === "limits" && toNumber(value) >= NEAR_LIMIT * toNumber(bound.max) && toNumber(bound.max) > 0) {
           warnings.push(`quartermaster: ${field} ${String(raw)} is near the per-container limit of ${bound.text}`);

@@ -3,6 +3,7 @@
  * configurations rendered from manifests/. Objects are created through the API, as users do.
  */
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { after, before, describe, it } from "node:test";
@@ -71,7 +72,9 @@ describe("admission through a real kube-apiserver", () => {
     assert.equal(ownApplied.code, 0, ownApplied.stderr);
     const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
     saApi = sa.api;
-    wh = await webhookProcess({ kubeconfig: sa.kubeconfig });
+    const policyFile = join(cp.dir, "policy.yaml");
+    writeFileSync(policyFile, "limits:\n  container:\n    gpus: {nvidia.com/gpu: 8}\n  pod:\n    gpus: 8\n  job:\n    replicas: {Worker: 16}\n");
+    wh = await webhookProcess({ kubeconfig: sa.kubeconfig, policy: policyFile });
     await wh.start();
     const configs = await renderWebhookConfigurations(cp, wh.port, wh.caPem);
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
@@ -218,6 +221,40 @@ describe("admission through a real kube-apiserver", () => {
     assert.equal(got.metadata.labels["training.kubeflow.org/replica-type"], "worker");
     assert.equal(got.metadata.labels["training.kubeflow.org/job-role"], undefined);
     assert.match(got.metadata.annotations["quartermaster.dev/mutations"], /^training-labels,cluster-spec,/);
+  });
+
+  it("a pod over a limit is refused, and kubectl prints every violation with its field path", async () => {
+    const name = unique("greedy");
+    const pod = trainingPod(name, { labels: {} });
+    (pod.spec as { containers: Array<Record<string, unknown>> }).containers[0]!.resources = { limits: { "nvidia.com/gpu": "16" } };
+    const r = await cp.kubectl(["create", "-n", "team-a", "-f", "-"], JSON.stringify(pod));
+    assert.equal(r.code, 1);
+    const lines = r.stderr.trim().split("\n");
+    for (const w of lines.slice(0, -1)) assert.match(w, /^Warning: quartermaster: /);
+    assert.equal(
+      lines.at(-1),
+      'Error from server (Forbidden): error when creating "STDIN": admission webhook "pods.validate.quartermaster.dev" denied the request: ' +
+        "2 policy violations: spec.containers[0].resources.limits[nvidia.com/gpu]: 16 exceeds the per-container limit of 8; " +
+        "spec: the pod requests 16 GPUs, over the per-pod limit of 8",
+    );
+    const api = await createPod("team-a", pod);
+    assert.equal(api.status, 403);
+    assert.equal(api.body.reason, "Forbidden");
+    assert.deepEqual(api.body.details.causes.map((c: { field: string }) => c.field), ["spec.containers[0].resources.limits[nvidia.com/gpu]", "spec"]);
+  });
+
+  it("a TFJob over a replica limit is refused; one already over can still be relabelled", async () => {
+    const name = unique("wide");
+    const tfjob = (workers: number) => ({
+      apiVersion: "kubeflow.org/v1",
+      kind: "TFJob",
+      metadata: { name },
+      spec: { tfReplicaSpecs: { Worker: { replicas: workers, template: { spec: { containers: [{ name: "tensorflow", image: "tf" }] } } } } },
+    });
+    const refused = await cp.api("POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", tfjob(17));
+    assert.equal(refused.status, 403, JSON.stringify(refused.body));
+    assert.match(refused.body.message, /spec\.tfReplicaSpecs\.Worker\.replicas: 17 exceeds the limit of 16 Worker replicas/);
+    assert.equal((await cp.api("POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", tfjob(16))).status, 201);
   });
 
   it("RBAC: the webhook's ServiceAccount may get training jobs and nothing else", async () => {

@@ -38,7 +38,7 @@ export interface WebhookProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-export async function webhookProcess(opts: { kubeconfig?: string } = {}): Promise<WebhookProcess> {
+export async function webhookProcess(opts: { kubeconfig?: string; policy?: string } = {}): Promise<WebhookProcess> {
   const certDir = mkdtempSync(join(tmpdir(), "qm-e2e-webhook-"));
   const gen = await cli(["certs", "generate", "--service", "quartermaster-webhook", "--namespace", "quartermaster", "--out", certDir, "--ip", "127.0.0.1"]);
   if (gen.code !== 0) throw new Error(`certs generate failed: ${gen.stderr}`);
@@ -53,6 +53,7 @@ export async function webhookProcess(opts: { kubeconfig?: string } = {}): Promis
         "--import", "tsx", CLI, "serve", "--host", "127.0.0.1", "--port", String(port),
         "--tls-cert", join(certDir, "tls.crt"), "--tls-key", join(certDir, "tls.key"),
         ...(opts.kubeconfig ? ["--kubeconfig", opts.kubeconfig] : []),
+        ...(opts.policy ? ["--policy", opts.policy] : []),
       ],
       { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
     );
