@@ -5,7 +5,8 @@
  */
 import { jobGuard } from "../src/admission/guards.js";
 import { validatingWebhook, type Webhook } from "../src/admission/handler.js";
-import { validateJob, newOrWorse } from "../src/validate/job.js";
+import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
+import { merge } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import type { WebhookDeps } from "./deps.js";
 
@@ -18,8 +19,9 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       const kind = policy.jobKinds.find((k) => k.group === request.kind.group && k.kind === request.kind.kind)!;
       const namespace = request.namespace ?? "";
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
-      const now = validateJob(request.object, kind, ctx);
-      if (request.operation === "UPDATE" && request.oldObject) return newOrWorse(now, validateJob(request.oldObject, kind, ctx));
+      const check = (job: typeof request.object) => merge(validateJob(job, kind, ctx), validateCapacity(job, kind, ctx, deps.capacity));
+      const now = check(request.object);
+      if (request.operation === "UPDATE" && request.oldObject) return newOrWorse(now, check(request.oldObject));
       return now;
     },
   });

@@ -17,7 +17,7 @@ import type { KubeObject } from "../admission/types.js";
 import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
-import { podGpuTotal, validatePodSpec } from "./pod-spec.js";
+import { effectivePodGpus, podGpuTotal, validatePodSpec } from "./pod-spec.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
 
 const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
@@ -144,6 +144,37 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
 
 function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
   return merge(...replicaSpecs(job, kind).map(([type, spec]) => validatePodSpec(spec.template?.spec as V1PodSpec | undefined, `${specPath(kind, type)}.template.spec`, ctx)));
+}
+
+/** GPUs of each resource the whole job asks for: replicas × the template's effective pod request. */
+export function jobGpusByResource(job: KubeObject, kind: JobKind, ctx: ValidationContext): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [, spec] of replicaSpecs(job, kind)) {
+    const n = replicasOf(spec);
+    for (const [name, per] of effectivePodGpus((spec.template?.spec ?? {}) as V1PodSpec, ctx)) out.set(name, (out.get(name) ?? 0) + n * per);
+  }
+  return out;
+}
+
+/** What the cluster has of a GPU resource in all (from the device ledger). */
+export interface ClusterCapacity {
+  total(resource: string): number | undefined;
+}
+
+/**
+ * capacity: a job asking for more GPUs of one kind than the whole cluster has would pend forever, so it is
+ * refused up front. Without a ledger the check is skipped, with a warning for jobs that ask for GPUs.
+ */
+export function validateCapacity(job: KubeObject, kind: JobKind, ctx: ValidationContext, capacity: ClusterCapacity | undefined): Findings {
+  const wanted = jobGpusByResource(job, kind, ctx);
+  if (wanted.size === 0) return { violations: [], warnings: [] };
+  if (!capacity) return { violations: [], warnings: ["quartermaster: cluster capacity not checked: no GPU device ledger yet"] };
+  const violations: Finding[] = [];
+  for (const [resource, n] of wanted) {
+    const have = capacity.total(resource) ?? 0;
+    if (n > have) violations.push({ rule: "capacity", field: "spec", message: `the job asks for ${n} ${resource} but the whole cluster has ${have}; it would never be scheduled`, value: n });
+  }
+  return { violations, warnings: [] };
 }
 
 export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {

@@ -4,7 +4,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import type { KubeObject } from "../../src/admission/types.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { effectivePodGpus } from "../../src/validate/pod-spec.js";
-import { newOrWorse, validateJob } from "../../src/validate/job.js";
+import { jobGpusByResource, newOrWorse, validateCapacity, validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import { validatePod } from "../../src/validate/pod.js";
 import type { ValidationContext } from "../../src/validate/types.js";
@@ -221,5 +221,23 @@ describe("validateJob", () => {
     it("a new kind of violation → refused", () => {
       assert.deepEqual(check(over, tf({ Worker: 6 }, { runPolicy: { ttlSecondsAfterFinished: 3600, cleanPodPolicy: "None" } })), [["run-policy", "spec.runPolicy.cleanPodPolicy", "None is not allowed; allowed: All, Running"]]);
     });
+  });
+});
+
+describe("validateCapacity", () => {
+  const j = (() => {
+    const x = structuredClone(job("PyTorchJob", "pt", "team-a", { Master: 1, Worker: 3 })) as any;
+    for (const t of ["Master", "Worker"]) x.spec.pytorchReplicaSpecs[t].template.spec.containers[0].resources = { limits: { "nvidia.com/gpu": "8" } };
+    return deepFreeze(x) as KubeObject;
+  })();
+  const kind = kindOf("PyTorchJob");
+  it("job GPUs by resource: 4 replicas × 8", () => assert.deepEqual([...jobGpusByResource(j, kind, ctx())], [["nvidia.com/gpu", 32]]));
+  it("no ledger → skipped with a warning", () => assert.deepEqual(validateCapacity(j, kind, ctx(), undefined), { violations: [], warnings: ["quartermaster: cluster capacity not checked: no GPU device ledger yet"] }));
+  it("no GPUs asked → no warning either", () => assert.deepEqual(validateCapacity(job("PyTorchJob", "pt", "team-a", { Worker: 1 }), kind, ctx(), undefined), { violations: [], warnings: [] }));
+  it("enough GPUs in the cluster → allowed", () => assert.deepEqual(got(validateCapacity(j, kind, ctx(), { total: () => 32 })), []));
+  it("more than the whole cluster has → refused up front", () => {
+    assert.deepEqual(got(validateCapacity(j, kind, ctx(), { total: (r) => (r === "nvidia.com/gpu" ? 24 : undefined) })), [
+      ["capacity", "spec", "the job asks for 32 nvidia.com/gpu but the whole cluster has 24; it would never be scheduled"],
+    ]);
   });
 });
