@@ -11,7 +11,7 @@
  * internal `quantityToScalar` throws on fractional binary values such as `0.5Gi`).
  */
 
-/** An exact value: `num / den`, with `den` a positive power of ten. */
+/** An exact value: `num / den`, with `den` a positive power of ten. Shared: never modify one. */
 export interface Quantity {
   readonly num: bigint;
   readonly den: bigint;
@@ -23,9 +23,21 @@ const BINARY: Record<string, bigint> = { Ki: 1n << 10n, Mi: 1n << 20n, Gi: 1n <<
 const DECIMAL: Record<string, number> = { n: -9, u: -6, m: -3, "": 0, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
 const GRAMMAR = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei)|([eE])([+-]?\d+)|(n|u|m|k|M|G|T|P|E))?$/;
 
+// The same few quantities ("1", "8", "500m", "1Gi") recur in every pod: parse each text once.
+const parsed = new Map<string, Quantity | undefined>();
+const MAX_CACHED = 4096;
+
 /** Parses a quantity; returns undefined for anything that is not one (so callers can report the field). */
 export function parseQuantity(text: string | number): Quantity | undefined {
   const s = typeof text === "number" ? String(text) : text;
+  if (parsed.has(s)) return parsed.get(s);
+  const q = parse(s);
+  if (parsed.size >= MAX_CACHED) parsed.clear();
+  parsed.set(s, q);
+  return q;
+}
+
+function parse(s: string): Quantity | undefined {
   const m = GRAMMAR.exec(s);
   if (!m) return undefined;
   const [, sign, digits, binary, expMark, exp, decimal] = m;

@@ -26,8 +26,18 @@ export function gpuResourcesFor(name: string, gpu: readonly GpuResource[]): GpuR
   return gpu.filter((g) => matchesGlob(g.pattern, name));
 }
 
+// Resource names are few and recur in every pod: remember each answer per (frozen) policy list.
+const gpuNames = new WeakMap<readonly GpuResource[], Map<string, boolean>>();
+
 export function isGpuResource(name: string, gpu: readonly GpuResource[]): boolean {
-  return gpu.some((g) => matchesGlob(g.pattern, name));
+  let known = gpuNames.get(gpu);
+  if (!known) gpuNames.set(gpu, (known = new Map()));
+  let yes = known.get(name);
+  if (yes === undefined) {
+    yes = gpu.some((g) => matchesGlob(g.pattern, name));
+    if (known.size < 1024) known.set(name, yes);
+  }
+  return yes;
 }
 
 /** True when some regular container has a GPU resource in its limits (Flyte's rule for GPU placement). */
