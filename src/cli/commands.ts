@@ -240,11 +240,8 @@ async function devCommand(args: string[], io: CliIo): Promise<number> {
   const dir = resolve(io.cwd, "certs/dev");
   const certFile = join(dir, "tls.crt");
   const keyFile = join(dir, "tls.key");
-  const exists = await access(certFile).then(
-    () => access(keyFile).then(() => true),
-    () => false,
-  ).catch(() => false);
-  if (!exists) {
+  const exists = (file: string): Promise<boolean> => access(file).then(() => true, () => false);
+  if (!(await exists(certFile)) || !(await exists(keyFile))) {
     const { generateCertificates } = await import("../certs/generate.js");
     await writeCertificates(
       dir,

@@ -11,6 +11,7 @@ import { Ajv } from "ajv";
 import standalone from "ajv/dist/standalone/index.js";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { ADMISSION_REVIEW_REQUEST_SCHEMA } from "../admission/schema.js";
 import { POLICY_SCHEMA } from "../policy/schema.js";
 
@@ -45,7 +46,7 @@ export function generateValidator(schema: object, options: object): string {
   ].join("\n");
 }
 
-if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split("/").pop() ?? "")) {
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
   for (const g of GENERATED) {
     writeFileSync(join(import.meta.dirname, g.file), generateValidator(g.schema, g.options));
     console.log(`wrote src/generated/${g.file}`);
