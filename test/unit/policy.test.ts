@@ -104,3 +104,12 @@ describe("generated validators", () => {
     }
   });
 });
+
+describe("shipped policy", () => {
+  it("manifests/base/policy.yaml is a valid policy", async () => {
+    const { readFileSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const text = readFileSync(join(import.meta.dirname, "../../manifests/base/policy.yaml"), "utf8");
+    assert.equal(parsePolicy(text, "manifests/base/policy.yaml").clusterSpec.enabled, true);
+  });
+});
