@@ -9,7 +9,7 @@ export type { Logger };
 export const LOG_LEVELS: readonly LevelWithSilent[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
 /** JSON lines on stdout, written asynchronously off the hot path; call `flush()` before exiting. */
-export function createLogger(level: LevelWithSilent = "info"): Logger {
+export function createLogger(level: LevelWithSilent = "info", fd: 1 | 2 = 1): Logger {
   return pino(
     {
       level,
@@ -17,7 +17,7 @@ export function createLogger(level: LevelWithSilent = "info"): Logger {
       timestamp: stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
-    destination({ dest: 1, sync: false }),
+    destination({ dest: fd, sync: false }),
   );
 }
 

@@ -25,6 +25,9 @@ Commands:
               Validate a policy file (YAML or JSON) and print every error.
   policy defaults
               Print the built-in policy as JSON.
+  reconcile --once [--dry-run] [-o table|json] [--policy F] [--kubeconfig F] [--log-level info]
+              One reconcile pass: clean up finished jobs (CleanPodPolicy, TTL). --dry-run prints the plan
+              and changes nothing (logs go to stderr).
   certs generate --service S --namespace N --out DIR [--ip IP]... [--dns NAME]... [--days 365]
               [--ca-days 730] [--ca-cert F --ca-key F]
               Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service.
@@ -255,6 +258,39 @@ async function devCommand(args: string[], io: CliIo): Promise<number> {
   return runServer(flags, io);
 }
 
+async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args, {
+    once: { type: "boolean" },
+    schedule: { type: "string" },
+    "dry-run": { type: "boolean" },
+    output: { type: "string", short: "o" },
+    policy: { type: "string" },
+    kubeconfig: { type: "string" },
+    "log-level": { type: "string" },
+  });
+  if (values.schedule !== undefined) throw new UsageError("reconcile: --schedule is not available yet; run --once from a CronJob");
+  if (!values.once) throw new UsageError("reconcile: --once is required");
+  const output = (values.output as string | undefined) ?? "table";
+  if (output !== "table" && output !== "json") throw new UsageError("reconcile: -o must be table or json");
+  const dryRun = values["dry-run"] === true;
+  let policy: Policy;
+  try {
+    policy = await loadPolicy(values.policy as string | undefined, io.cwd);
+  } catch (err) {
+    if (!(err instanceof PolicyError)) throw err;
+    io.stderr(err.message);
+    return 1;
+  }
+  // With --dry-run stdout carries the plan, so the logs go to stderr.
+  const log = createLogger(logLevel(values), dryRun ? 2 : 1);
+  const [{ connectCluster }, { runPass, planTable }] = await Promise.all([import("../kube/cluster.js"), import("../reconcile/run.js")]);
+  const cluster = await connectCluster(values.kubeconfig as string | undefined);
+  const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun });
+  if (dryRun) io.stdout(output === "json" ? JSON.stringify(report.plan, null, 2) : planTable(report.plan));
+  await flushLog(log);
+  return report.failed.length > 0 ? 1 : 0;
+}
+
 /** Runs one command line; resolves to the process exit code. */
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const [command, ...args] = argv;
@@ -268,6 +304,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         return await policyCommand(args, io);
       case "certs":
         return await certsCommand(args, io);
+      case "reconcile":
+        return await reconcileCommand(args, io);
       case undefined:
       case "help":
       case "--help":

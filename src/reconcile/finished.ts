@@ -27,6 +27,8 @@ export interface DeleteAction {
   uid: string;
   /** `<Kind>/<name>` of the job that this action is for. */
   job: string;
+  /** For `kind: "Job"`: which job kind, to address its API. */
+  jobKind?: JobKind;
   reason: string;
 }
 
@@ -92,7 +94,7 @@ export function planFinishedJob(
   if (!completionTime) {
     out.problems.push(`${jobId}: finished but has no status.completionTime; TTL cannot apply`);
   } else if (now.getTime() > completionTime.getTime() + ttl * 1000) {
-    out.actions.push({ verb: "delete", kind: "Job", namespace: jm.namespace!, name: jm.name!, uid: jm.uid!, job: jobId, reason: `TTL: finished ${completionTime.toISOString()}, ttlSecondsAfterFinished ${ttl}` });
+    out.actions.push({ verb: "delete", kind: "Job", jobKind: kind, namespace: jm.namespace!, name: jm.name!, uid: jm.uid!, job: jobId, reason: `TTL: finished ${completionTime.toISOString()}, ttlSecondsAfterFinished ${ttl}` });
   }
   return out;
 }
