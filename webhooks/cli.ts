@@ -17,4 +17,4 @@ const code = await runCli(process.argv.slice(2), {
 });
 process.exitCode = code;
 // A served process ends here after draining; anything still holding the loop must not keep it alive.
-if (code !== 0 || process.argv[2] === "serve" || process.argv[2] === "dev") setTimeout(() => process.exit(code), 100).unref();
+if (code !== 0 || ["serve", "dev", "reconcile"].includes(process.argv[2] ?? "")) setTimeout(() => process.exit(code), 100).unref();

@@ -25,9 +25,10 @@ Commands:
               Validate a policy file (YAML or JSON) and print every error.
   policy defaults
               Print the built-in policy as JSON.
-  reconcile --once [--dry-run] [-o table|json] [--policy F] [--kubeconfig F] [--log-level info]
-              One reconcile pass: clean up finished jobs (CleanPodPolicy, TTL). --dry-run prints the plan
-              and changes nothing (logs go to stderr).
+  reconcile (--once | --schedule CRON) [--dry-run] [-o table|json] [--policy F] [--kubeconfig F]
+              [--lease-namespace N] [--log-level info]
+              Reconcile passes: clean up finished jobs (CleanPodPolicy, TTL), one at a time cluster-wide
+              (a Lease). --dry-run (with --once) prints the plan and changes nothing (logs go to stderr).
   certs generate --service S --namespace N --out DIR [--ip IP]... [--dns NAME]... [--days 365]
               [--ca-days 730] [--ca-cert F --ca-key F]
               Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service.
@@ -258,6 +259,8 @@ async function devCommand(args: string[], io: CliIo): Promise<number> {
   return runServer(flags, io);
 }
 
+const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
 async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
   const { values } = parse(args, {
     once: { type: "boolean" },
@@ -266,13 +269,17 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
     output: { type: "string", short: "o" },
     policy: { type: "string" },
     kubeconfig: { type: "string" },
+    "lease-namespace": { type: "string" },
     "log-level": { type: "string" },
   });
-  if (values.schedule !== undefined) throw new UsageError("reconcile: --schedule is not available yet; run --once from a CronJob");
-  if (!values.once) throw new UsageError("reconcile: --once is required");
+  const schedule = values.schedule as string | undefined;
+  if (Boolean(values.once) === (schedule !== undefined)) throw new UsageError("reconcile: give exactly one of --once and --schedule CRON");
   const output = (values.output as string | undefined) ?? "table";
   if (output !== "table" && output !== "json") throw new UsageError("reconcile: -o must be table or json");
   const dryRun = values["dry-run"] === true;
+  if (dryRun && schedule !== undefined) throw new UsageError("reconcile: --dry-run goes with --once");
+  const cron = schedule === undefined ? undefined : await import("node-cron");
+  if (cron && schedule && !cron.validate(schedule)) throw new UsageError(`reconcile: --schedule ${JSON.stringify(schedule)} is not a cron expression`);
   let policy: Policy;
   try {
     policy = await loadPolicy(values.policy as string | undefined, io.cwd);
@@ -283,12 +290,58 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
   }
   // With --dry-run stdout carries the plan, so the logs go to stderr.
   const log = createLogger(logLevel(values), dryRun ? 2 : 1);
-  const [{ connectCluster }, { runPass, planTable }] = await Promise.all([import("../kube/cluster.js"), import("../reconcile/run.js")]);
-  const cluster = await connectCluster(values.kubeconfig as string | undefined);
-  const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun });
-  if (dryRun) io.stdout(output === "json" ? JSON.stringify(report.plan, null, 2) : planTable(report.plan));
+  const leaseNamespace =
+    (values["lease-namespace"] as string | undefined) ?? (await readFile(SA_NAMESPACE_FILE, "utf8").then((s) => s.trim(), () => "quartermaster"));
+  const kubeconfig = values.kubeconfig as string | undefined;
+  const [{ connectCluster }, { runPass, planTable }, { acquireLease }, { hostname }] = await Promise.all([
+    import("../kube/cluster.js"),
+    import("../reconcile/run.js"),
+    import("../kube/lease.js"),
+    import("node:os"),
+  ]);
+  const holder = `${hostname()}-${process.pid}`;
+
+  /** One pass under the Lease (a dry run only reads, so it takes none). Resolves false if a pass failed. */
+  const pass = async (): Promise<boolean> => {
+    const cluster = await connectCluster(kubeconfig);
+    if (dryRun) {
+      const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun });
+      io.stdout(output === "json" ? JSON.stringify(report.plan, null, 2) : planTable(report.plan));
+      return report.failed.length === 0;
+    }
+    const lease = await acquireLease({ kubeconfig, namespace: leaseNamespace, name: "quartermaster-reconciler", holder, durationSeconds: policy.reconciler.passLeaseSeconds, now: () => new Date() });
+    if ("busy" in lease) {
+      log.info({ holder: lease.busy.holder, until: lease.busy.until.toISOString() }, "reconcile: another instance holds the lease; pass skipped");
+      return true;
+    }
+    try {
+      const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun });
+      return report.failed.length === 0;
+    } finally {
+      await lease.held.release();
+    }
+  };
+
+  if (!cron || !schedule) {
+    const ok = await pass();
+    await flushLog(log);
+    return ok ? 0 : 1;
+  }
+  const { startLoop } = await import("../reconcile/loop.js");
+  const loop = startLoop({
+    expression: schedule,
+    schedule: (expression, tick) => cron.schedule(expression, tick),
+    pass: async () => {
+      await pass();
+    },
+    log,
+  });
+  io.stdout(`quartermaster: reconciling on schedule ${schedule}`);
+  const signal = await io.shutdown;
+  log.info({ signal, passes: loop.stats.started, skipped: loop.stats.skipped }, "stopping: waiting for the pass in flight");
+  await loop.stop();
   await flushLog(log);
-  return report.failed.length > 0 ? 1 : 0;
+  return 0;
 }
 
 /** Runs one command line; resolves to the process exit code. */

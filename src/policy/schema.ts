@@ -206,6 +206,7 @@ export const POLICY_SCHEMA = {
         defaultCleanPodPolicy: { enum: ["All", "Running", "None"], default: "Running" },
         maxDeletionsPerPass: { type: "integer", minimum: 1, default: 100 },
         leaseGracePeriodSeconds: { type: "integer", minimum: 1, default: 40 },
+        passLeaseSeconds: { type: "integer", minimum: 10, maximum: 86400, default: 600 },
         perReplicaServices: { type: "boolean", default: true },
       },
     },

@@ -105,7 +105,10 @@ export interface Policy {
     defaultTtlSecondsAfterFinished: number;
     defaultCleanPodPolicy: "All" | "Running" | "None";
     maxDeletionsPerPass: number;
+    /** Node Lease staleness (device ledger). */
     leaseGracePeriodSeconds: number;
+    /** How long the reconciler's own Lease holds after its last renewal; a killed pass blocks others this long at most. */
+    passLeaseSeconds: number;
     perReplicaServices: boolean;
   };
   webhook: {

@@ -96,7 +96,27 @@ describe("reconciler against a real kube-apiserver", () => {
     assert.match(table.stdout, /delete\s+Job\s+team-r\s+done\s+TFJob\/done\s+TTL: finished/);
   });
 
-  it("a pass deletes what is finished and due, with the reconciler's own RBAC, and nothing else", async () => {
+  const setLease = async (holder: string, renewedSecondsAgo: number): Promise<void> => {
+    const renew = new Date(Date.now() - renewedSecondsAgo * 1000).toISOString().replace("Z", "000Z");
+    const path = "/apis/coordination.k8s.io/v1/namespaces/quartermaster/leases/quartermaster-reconciler";
+    const spec = { holderIdentity: holder, leaseDurationSeconds: 600, renewTime: renew, acquireTime: renew };
+    const current = await cp.api("GET", path);
+    const r = current.status === 404
+      ? await cp.api("POST", "/apis/coordination.k8s.io/v1/namespaces/quartermaster/leases", { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name: "quartermaster-reconciler" }, spec })
+      : await cp.api("PUT", path, { ...current.body, spec });
+    assert.ok(r.status === 200 || r.status === 201, JSON.stringify(r.body));
+  };
+
+  it("another instance holding the lease → the pass is skipped and nothing changes", async () => {
+    await setLease("other-instance", 5);
+    const r = await cli(["reconcile", "--once", "--kubeconfig", sa.kubeconfig]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /"holder":"other-instance".*another instance holds the lease; pass skipped/);
+    assert.ok(await exists(job("done")));
+  });
+
+  it("a pass deletes what is finished and due, with the reconciler's own RBAC, and nothing else (taking over an expired lease)", async () => {
+    await setLease("killed-instance", 601);
     const r = await cli(["reconcile", "--once", "--kubeconfig", sa.kubeconfig]);
     assert.equal(r.code, 0, r.stderr);
     const summary = r.stdout.split("\n").filter((l) => l.includes('"msg":"reconcile pass"')).map((l) => JSON.parse(l))[0];
@@ -104,6 +124,9 @@ describe("reconciler against a real kube-apiserver", () => {
     assert.deepEqual(summary.failed, {});
     for (const p of [pod("done-worker-0"), svc("done-worker-0"), pod("fresh-worker-0"), svc("fresh-worker-0"), job("done")]) assert.ok(!(await exists(p)), `${p} still exists`);
     for (const p of [job("fresh"), job("busy"), pod("busy-worker-0"), svc("busy-worker-0")]) assert.ok(await exists(p), `${p} was deleted`);
+    const lease = (await cp.api("GET", "/apis/coordination.k8s.io/v1/namespaces/quartermaster/leases/quartermaster-reconciler")).body;
+    assert.equal(lease.spec.holderIdentity, undefined, "the lease is released after the pass");
+    assert.equal(lease.spec.leaseTransitions, 1);
   });
 
   it("the garbage collector then removes what the deleted job owned (Background propagation)", async () => {
