@@ -5,10 +5,9 @@
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseAllDocuments } from "yaml";
 import { after, before, describe, it } from "node:test";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
-import { ROOT, cli, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
+import { ROOT, applyOwnManifests, cli, renderBase, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 let seq = 0;
@@ -63,13 +62,7 @@ describe("admission through a real kube-apiserver", () => {
     }
     // Quartermaster's own objects from manifests/base (namespace, ServiceAccount, RBAC), applied for real;
     // the webhook then runs with its ServiceAccount's token, so its RBAC is what these tests exercise.
-    const base = await cp.kubectl(["kustomize", join(ROOT, "manifests/base")]);
-    assert.equal(base.code, 0, base.stderr);
-    const own = parseAllDocuments(base.stdout)
-      .map((d) => d.toJS() as Record<string, unknown>)
-      .filter((o) => !/WebhookConfiguration$/.test(String(o.kind)));
-    const ownApplied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own }));
-    assert.equal(ownApplied.code, 0, ownApplied.stderr);
+    await applyOwnManifests(cp);
     const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
     saApi = sa.api;
     const policyFile = join(cp.dir, "policy.yaml");
@@ -83,7 +76,7 @@ describe("admission through a real kube-apiserver", () => {
     await until("the webhook configurations to take effect", async () => {
       const name = unique("probe");
       await createPod("team-a", trainingPod(name), true);
-      const seen = new Set(wh.admissions(name).map((l) => l.webhook));
+      const seen = new Set((await wh.awaitAdmissions(name, 2, 1000)).map((l) => l.webhook));
       return seen.has("mutate-pods") && seen.has("validate-pods");
     });
   });
@@ -97,7 +90,7 @@ describe("admission through a real kube-apiserver", () => {
     const name = unique("trainer");
     const r = await createPod("team-a", trainingPod(name));
     assert.equal(r.status, 201, JSON.stringify(r.body));
-    const lines = wh.admissions(name);
+    const lines = await wh.awaitAdmissions(name, 2);
     assert.deepEqual(lines.map((l) => l.webhook).sort(), ["mutate-pods", "validate-pods"]);
     for (const l of lines) {
       assert.equal(l.namespace, "team-a");
@@ -132,7 +125,7 @@ describe("admission through a real kube-apiserver", () => {
   it("a GPU pod without Kubeflow labels is a training pod too (matchConditions)", async () => {
     const name = unique("gpu");
     assert.equal((await createPod("team-a", trainingPod(name, { labels: {}, gpu: true }))).status, 201);
-    assert.equal(wh.admissions(name).length, 2);
+    assert.equal((await wh.awaitAdmissions(name, 2)).length, 2);
   });
 
   const notSent: Array<{ name: string; ns: string; pod: (n: string) => Record<string, unknown> }> = [
@@ -162,7 +155,7 @@ describe("admission through a real kube-apiserver", () => {
     const r = await cp.kubectl(["create", "-n", "team-a", "--dry-run=server", "-o", "json", "-f", "-"], JSON.stringify(trainingPod(name)));
     assert.equal(r.code, 0, r.stderr);
     assert.equal(JSON.parse(r.stdout).metadata.name, name);
-    const lines = wh.admissions(name);
+    const lines = await wh.awaitAdmissions(name, 2);
     assert.equal(lines.length, 2);
     assert.ok(lines.every((l) => l.dryRun === true));
     assert.equal((await cp.api("GET", `/api/v1/namespaces/team-a/pods/${name}`)).status, 404);
@@ -182,7 +175,7 @@ describe("admission through a real kube-apiserver", () => {
       "content-type": "application/merge-patch+json",
     });
     assert.equal(patched.status, 200, JSON.stringify(patched.body));
-    assert.deepEqual(wh.admissions(name).map((l) => `${l.webhook} ${l.operation}`), ["validate-jobs CREATE", "validate-jobs UPDATE"]);
+    assert.deepEqual((await wh.awaitAdmissions(name, 2)).map((l) => `${l.webhook} ${l.operation}`), ["validate-jobs CREATE", "validate-jobs UPDATE"]);
   });
 
   it("a TFJob's replica pod gets its TF_CONFIG and labels from the job read through the API", async () => {
@@ -279,8 +272,7 @@ describe("admission through a real kube-apiserver", () => {
   });
 
   it("every manifest in manifests/ is accepted by a server-side dry-run apply", async () => {
-    const rendered = await cp.kubectl(["kustomize", join(ROOT, "manifests/base")]);
-    const objects = parseAllDocuments(rendered.stdout).map((d) => d.toJS() as { kind: string; metadata: { name: string } });
+    const objects = (await renderBase(cp)) as Array<{ kind: string; metadata: { name: string } }>;
     const r = await cp.kubectl(["apply", "-k", join(ROOT, "manifests/base"), "--dry-run=server"]);
     assert.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trim().split("\n");

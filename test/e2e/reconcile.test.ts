@@ -5,9 +5,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { parseAllDocuments } from "yaml";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
-import { ROOT, cli } from "./harness/webhook.js";
+import { ROOT, applyOwnManifests, cli } from "./harness/webhook.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const NS = "team-r";
@@ -66,10 +65,7 @@ describe("reconciler against a real kube-apiserver", () => {
     cp = await startControlPlane({ controllerManager: true });
     assert.equal((await cp.kubectl(["apply", "-f", join(ROOT, "test/e2e/crds/kubeflow.yaml")])).code, 0);
     assert.equal((await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"])).code, 0);
-    const base = await cp.kubectl(["kustomize", join(ROOT, "manifests/base")]);
-    const own = parseAllDocuments(base.stdout).map((d) => d.toJS() as Record<string, unknown>).filter((o) => !/WebhookConfiguration$/.test(String(o.kind)));
-    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own }));
-    assert.equal(applied.code, 0, applied.stderr);
+    await applyOwnManifests(cp);
     sa = await cp.serviceAccount("quartermaster", "quartermaster-reconciler");
     assert.equal((await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } })).status, 201);
 

@@ -34,6 +34,11 @@ export interface WebhookProcess {
   lines: Array<Record<string, unknown>>;
   /** Admission log lines about the object named `name`. */
   admissions(name: string): Array<Record<string, unknown>>;
+  /**
+   * The admission log lines about `name` once there are at least `count` (the server logs after answering,
+   * so a line can trail the API response by a moment); after `timeoutMs`, whatever there is.
+   */
+  awaitAdmissions(name: string, count: number, timeoutMs?: number): Promise<Array<Record<string, unknown>>>;
   start(): Promise<void>;
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
@@ -84,15 +89,39 @@ export async function webhookProcess(opts: { kubeconfig?: string; policy?: strin
     await exited;
   };
   process.on("exit", () => child?.kill("SIGKILL"));
+  const admissions = (name: string): Array<Record<string, unknown>> =>
+    lines.filter((l) => l.msg !== undefined && String(l.msg).startsWith("admission") && l.name === name);
   return {
     port,
     certDir,
     caPem: readFileSync(join(certDir, "ca.crt"), "utf8"),
     lines,
-    admissions: (name) => lines.filter((l) => l.msg !== undefined && String(l.msg).startsWith("admission") && l.name === name),
+    admissions,
+    async awaitAdmissions(name, count, timeoutMs = 5000) {
+      const deadline = performance.now() + timeoutMs;
+      while (admissions(name).length < count && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      return admissions(name);
+    },
     start,
     stop,
   };
+}
+
+/** `kubectl kustomize manifests/base`, parsed. */
+export async function renderBase(cp: ControlPlane): Promise<Array<Record<string, any>>> {
+  const rendered = await cp.kubectl(["kustomize", join(ROOT, "manifests/base")]);
+  if (rendered.code !== 0) throw new Error(`kubectl kustomize manifests/base failed: ${rendered.stderr}`);
+  return parseAllDocuments(rendered.stdout).map((d) => d.toJS() as Record<string, any>);
+}
+
+/**
+ * Applies Quartermaster's own objects from manifests/base for real (namespace, ServiceAccounts, RBAC,
+ * workloads), leaving out the webhook configurations, which tests install pointed at a local server.
+ */
+export async function applyOwnManifests(cp: ControlPlane): Promise<void> {
+  const own = (await renderBase(cp)).filter((o) => !/WebhookConfiguration$/.test(String(o.kind)));
+  const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own }));
+  if (applied.code !== 0) throw new Error(`applying manifests/base failed: ${applied.stderr}`);
 }
 
 /**
@@ -100,11 +129,7 @@ export async function webhookProcess(opts: { kubeconfig?: string; policy?: strin
  * them, with each webhook's clientConfig.service replaced by a URL to `port` and the CA in caBundle.
  */
 export async function renderWebhookConfigurations(cp: ControlPlane, port: number, caPem: string): Promise<Array<Record<string, any>>> {
-  const rendered = await cp.kubectl(["kustomize", join(ROOT, "manifests/base")]);
-  if (rendered.code !== 0) throw new Error(`kubectl kustomize manifests/base failed: ${rendered.stderr}`);
-  const configs = parseAllDocuments(rendered.stdout)
-    .map((d) => d.toJS() as Record<string, any>)
-    .filter((o) => o && /^(Mutating|Validating)WebhookConfiguration$/.test(o.kind));
+  const configs = (await renderBase(cp)).filter((o) => o && /^(Mutating|Validating)WebhookConfiguration$/.test(o.kind));
   if (configs.length !== 2) throw new Error(`expected 2 webhook configurations in manifests/base, found ${configs.length}`);
   for (const config of configs) {
     for (const hook of config.webhooks as Array<Record<string, any>>) {
