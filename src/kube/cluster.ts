@@ -22,7 +22,12 @@ export interface ClusterWriter {
   delete(target: { kind: "Pod" | "Service" | "Job"; jobKind?: JobKind; namespace: string; name: string; uid: string }): Promise<"deleted" | "gone" | "changed">;
 }
 
-export interface Cluster extends ClusterReader, ClusterWriter {
+export interface ClusterCreator {
+  /** Creates a Service; resolves "created", or "exists" (409 AlreadyExists counts as done). */
+  createService(namespace: string, body: KubeObject): Promise<"created" | "exists">;
+}
+
+export interface Cluster extends ClusterReader, ClusterWriter, ClusterCreator {
   readonly calls: number;
 }
 
@@ -73,6 +78,16 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     },
     async listServices(labelSelector) {
       return raw(await paged(async (cont) => (await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page));
+    },
+    async createService(namespace, body) {
+      calls++;
+      try {
+        await core.createNamespacedService({ namespace, body: body as never });
+        return "created";
+      } catch (err) {
+        if (code(err) === 409) return "exists";
+        throw err;
+      }
     },
     async delete(t) {
       calls++;

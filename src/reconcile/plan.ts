@@ -5,7 +5,8 @@
  */
 import type { KubeObject } from "../admission/types.js";
 import type { JobKind, Policy } from "../policy/types.js";
-import { capDeletions, planFinishedJob, type DeleteAction } from "./finished.js";
+import { capDeletions, controlledBy, planFinishedJob, type DeleteAction } from "./finished.js";
+import { planReplicaServices, type CreateServiceAction } from "./services.js";
 
 export interface Snapshot {
   jobs: Array<{ kind: JobKind; job: KubeObject }>;
@@ -14,7 +15,9 @@ export interface Snapshot {
 }
 
 export interface Plan {
-  /** What this pass does, within the deletion cap. */
+  /** Services to create (never capped: creating is not destructive). */
+  creates: CreateServiceAction[];
+  /** What this pass deletes, within the deletion cap. */
   actions: DeleteAction[];
   /** What the cap leaves for later passes. */
   deferred: DeleteAction[];
@@ -38,13 +41,17 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy): Plan {
   const pods = byController(snapshot.pods);
   const services = byController(snapshot.services);
   const all: DeleteAction[] = [];
+  const creates: CreateServiceAction[] = [];
   const problems: string[] = [];
   for (const { kind, job } of snapshot.jobs) {
     const uid = String((job.metadata as { uid?: string } | undefined)?.uid ?? "");
-    const plan = planFinishedJob(job, kind, pods.get(uid) ?? [], services.get(uid) ?? [], now, policy);
+    const own = pods.get(uid) ?? [];
+    const plan = planFinishedJob(job, kind, own, services.get(uid) ?? [], now, policy);
     all.push(...plan.actions);
     problems.push(...plan.problems);
+    // A Service of the pod's name that someone else owns still blocks ours: never create over it.
+    if (policy.reconciler.perReplicaServices) creates.push(...planReplicaServices(job, kind, controlledBy(job, own), snapshot.services));
   }
   const { now: actions, deferred } = capDeletions(all, policy.reconciler.maxDeletionsPerPass);
-  return { actions, deferred, problems };
+  return { creates, actions, deferred, problems };
 }

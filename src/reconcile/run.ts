@@ -14,9 +14,10 @@ import { planPass, type Plan, type Snapshot } from "./plan.js";
 
 export interface PassReport {
   plan: Plan;
+  created: string[];
   applied: DeleteAction[];
   skipped: Array<{ action: DeleteAction; why: string }>;
-  failed: Array<{ action: DeleteAction; error: string }>;
+  failed: Array<{ verb: "create" | "delete"; kind: string; namespace: string; name: string; error: string }>;
   apiCalls: number;
   durationMs: number;
 }
@@ -35,7 +36,7 @@ export async function snapshot(cluster: Cluster, policy: Policy, log: Logger): P
   return { jobs, pods, services };
 }
 
-function countByKind(actions: readonly DeleteAction[]): Record<string, number> {
+function countByKind(actions: ReadonlyArray<{ kind: string }>): Record<string, number> {
   const out: Record<string, number> = {};
   for (const a of actions) out[a.kind] = (out[a.kind] ?? 0) + 1;
   return out;
@@ -46,9 +47,19 @@ export async function runPass(opts: { cluster: Cluster; policy: Policy; log: Log
   const started = performance.now();
   const snap = await snapshot(cluster, policy, log);
   const plan = planPass(snap, opts.now(), policy);
-  const report: PassReport = { plan, applied: [], skipped: [], failed: [], apiCalls: 0, durationMs: 0 };
+  const report: PassReport = { plan, created: [], applied: [], skipped: [], failed: [], apiCalls: 0, durationMs: 0 };
   for (const p of plan.problems) log.warn({ problem: p }, "reconcile: cannot act");
   if (!opts.dryRun) {
+    for (const c of plan.creates) {
+      try {
+        const r = await cluster.createService(c.namespace, c.body);
+        report.created.push(`${c.namespace}/${c.name}`);
+        log.info({ action: "create Service", namespace: c.namespace, name: c.name, job: c.job, result: r }, "reconcile: created");
+      } catch (err) {
+        report.failed.push({ verb: "create", kind: "Service", namespace: c.namespace, name: c.name, error: errorMessage(err) });
+        log.error({ err, action: "create Service", namespace: c.namespace, name: c.name }, "reconcile: create failed");
+      }
+    }
     for (const action of plan.actions) {
       try {
         const r = await cluster.delete({ kind: action.kind, jobKind: action.jobKind, namespace: action.namespace, name: action.name, uid: action.uid });
@@ -58,7 +69,7 @@ export async function runPass(opts: { cluster: Cluster; policy: Policy; log: Log
           log.info({ action: `delete ${action.kind}`, namespace: action.namespace, name: action.name, job: action.job, reason: action.reason, result: r }, "reconcile: deleted");
         }
       } catch (err) {
-        report.failed.push({ action, error: errorMessage(err) });
+        report.failed.push({ verb: "delete", kind: action.kind, namespace: action.namespace, name: action.name, error: errorMessage(err) });
         log.error({ err, action: `delete ${action.kind}`, namespace: action.namespace, name: action.name }, "reconcile: delete failed");
       }
     }
@@ -71,9 +82,11 @@ export async function runPass(opts: { cluster: Cluster; policy: Policy; log: Log
       jobs: snap.jobs.length,
       pods: snap.pods.length,
       planned: countByKind(plan.actions),
+      servicesPlanned: plan.creates.length,
+      servicesCreated: report.created.length,
       applied: countByKind(report.applied),
       skipped: countByKind(report.skipped.map((s) => s.action)),
-      failed: countByKind(report.failed.map((f) => f.action)),
+      failed: countByKind(report.failed),
       deferred: plan.deferred.length,
       apiCalls: report.apiCalls,
       durationMs: report.durationMs,
@@ -85,10 +98,14 @@ export async function runPass(opts: { cluster: Cluster; policy: Policy; log: Log
 
 /** The plan as a table, for `--dry-run`. */
 export function planTable(plan: Plan): string {
-  const rows = [["ACTION", "KIND", "NAMESPACE", "NAME", "JOB", "REASON"], ...plan.actions.map((a) => ["delete", a.kind, a.namespace, a.name, a.job, a.reason])];
+  const rows = [
+    ["ACTION", "KIND", "NAMESPACE", "NAME", "JOB", "REASON"],
+    ...plan.creates.map((c) => ["create", c.kind, c.namespace, c.name, c.job, c.reason]),
+    ...plan.actions.map((a) => ["delete", a.kind, a.namespace, a.name, a.job, a.reason]),
+  ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   const lines = rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  "));
   if (plan.deferred.length > 0) lines.push(`(${plan.deferred.length} more deletions deferred to later passes by reconciler.maxDeletionsPerPass)`);
-  if (plan.actions.length === 0) lines.push("(nothing to do)");
+  if (plan.actions.length === 0 && plan.creates.length === 0) lines.push("(nothing to do)");
   return lines.join("\n");
 }

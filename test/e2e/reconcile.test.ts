@@ -21,7 +21,10 @@ describe("reconciler against a real kube-apiserver", () => {
       apiVersion: "kubeflow.org/v1",
       kind: "TFJob",
       metadata: { name },
-      spec: { runPolicy, tfReplicaSpecs: { Worker: { replicas: 2, template: { spec: { containers: [{ name: "tensorflow", image: "tf" }] } } } } },
+      spec: {
+        runPolicy,
+        tfReplicaSpecs: { Worker: { replicas: 2, template: { spec: { containers: [{ name: "tensorflow", image: "tf", ports: [{ name: "tfjob-port", containerPort: 2222 }] }] } } } },
+      },
     });
     assert.equal(r.status, 201, JSON.stringify(r.body));
     uids.set(name, r.body.metadata.uid);
@@ -34,7 +37,7 @@ describe("reconciler against a real kube-apiserver", () => {
     }
   };
 
-  const replica = async (job: string, index: number, phase: string): Promise<void> => {
+  const replica = async (job: string, index: number, phase: string, withService = true): Promise<void> => {
     const name = `${job}-worker-${index}`;
     const owner = [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: job, uid: uids.get(job), controller: true, blockOwnerDeletion: true }];
     const labels = { "training.kubeflow.org/job-name": job, "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": String(index) };
@@ -47,6 +50,7 @@ describe("reconciler against a real kube-apiserver", () => {
     assert.equal(pod.status, 201, JSON.stringify(pod.body));
     const st = await cp.api("PATCH", `/api/v1/namespaces/${NS}/pods/${name}/status`, { status: { phase } }, { "content-type": "application/merge-patch+json" });
     assert.equal(st.status, 200, JSON.stringify(st.body));
+    if (!withService) return;
     const svc = await cp.api("POST", `/api/v1/namespaces/${NS}/services`, {
       apiVersion: "v1",
       kind: "Service",
@@ -76,6 +80,8 @@ describe("reconciler against a real kube-apiserver", () => {
     await replica("fresh", 0, "Succeeded");
     await tfjob("busy", { cleanPodPolicy: "All", ttlSecondsAfterFinished: 0 }); // not finished
     await replica("busy", 0, "Running");
+    await tfjob("lonely", {}); // running, its pod has no Service yet
+    await replica("lonely", 0, "Running", false);
   });
 
   after(() => cp?.stop());
@@ -83,7 +89,9 @@ describe("reconciler against a real kube-apiserver", () => {
   it("--dry-run prints the plan and changes nothing", async () => {
     const r = await cli(["reconcile", "--once", "--dry-run", "-o", "json", "--kubeconfig", sa.kubeconfig]);
     assert.equal(r.code, 0, r.stderr);
-    const plan = JSON.parse(r.stdout) as { actions: Array<{ kind: string; name: string; uid: string }> };
+    const plan = JSON.parse(r.stdout) as { actions: Array<{ kind: string; name: string; uid: string }>; creates: Array<{ name: string }> };
+    assert.deepEqual(plan.creates.map((c) => c.name), ["lonely-worker-0"]);
+    assert.ok(!(await exists(svc("lonely-worker-0"))), "a dry run created a Service");
     assert.deepEqual(plan.actions.map((a) => `${a.kind}/${a.name}`).sort(), ["Job/done", "Pod/done-worker-0", "Pod/fresh-worker-0", "Service/done-worker-0", "Service/fresh-worker-0"]);
     assert.equal(plan.actions.find((a) => a.kind === "Job")?.uid, uids.get("done"));
     for (const p of [pod("done-worker-0"), pod("fresh-worker-0"), job("done")]) assert.ok(await exists(p), `${p} was changed by a dry run`);
@@ -117,6 +125,11 @@ describe("reconciler against a real kube-apiserver", () => {
     assert.equal(r.code, 0, r.stderr);
     const summary = r.stdout.split("\n").filter((l) => l.includes('"msg":"reconcile pass"')).map((l) => JSON.parse(l))[0];
     assert.deepEqual(summary.applied, { Pod: 2, Service: 2, Job: 1 });
+    assert.equal(summary.servicesCreated, 1);
+    const created = (await cp.api("GET", svc("lonely-worker-0"))).body;
+    assert.equal(created.spec.clusterIP, "None");
+    assert.equal(created.metadata.ownerReferences[0].uid, uids.get("lonely"));
+    assert.deepEqual(created.spec.ports, [{ name: "tfjob-port", port: 2222, protocol: "TCP", targetPort: 2222 }]);
     assert.deepEqual(summary.failed, {});
     for (const p of [pod("done-worker-0"), svc("done-worker-0"), pod("fresh-worker-0"), svc("fresh-worker-0"), job("done")]) assert.ok(!(await exists(p)), `${p} still exists`);
     for (const p of [job("fresh"), job("busy"), pod("busy-worker-0"), svc("busy-worker-0")]) assert.ok(await exists(p), `${p} was deleted`);
@@ -137,6 +150,7 @@ describe("reconciler against a real kube-apiserver", () => {
     const r = await cli(["reconcile", "--once", "--dry-run", "-o", "json", "--kubeconfig", sa.kubeconfig]);
     assert.equal(r.code, 0, r.stderr);
     assert.deepEqual(JSON.parse(r.stdout).actions, []);
+    assert.deepEqual(JSON.parse(r.stdout).creates, []);
   });
 
   it("RBAC: the reconciler cannot create, read secrets, or touch other kinds", async () => {
