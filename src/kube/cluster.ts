@@ -59,7 +59,6 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
   };
   // client-node returns typed objects with Date fields; the planner reads raw JSON, so round-trip to it.
   const raw = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
-  const options = { preconditions: undefined as undefined | { uid: string }, propagationPolicy: "Background" };
 
   const cluster: Cluster = {
     get calls() {
@@ -91,7 +90,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     },
     async delete(t) {
       calls++;
-      const body = { ...options, preconditions: { uid: t.uid } };
+      const body = { preconditions: { uid: t.uid }, propagationPolicy: "Background" };
       try {
         if (t.kind === "Pod") await core.deleteNamespacedPod({ name: t.name, namespace: t.namespace, body });
         else if (t.kind === "Service") await core.deleteNamespacedService({ name: t.name, namespace: t.namespace, body });
