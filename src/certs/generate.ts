@@ -57,10 +57,13 @@ function serial(): string {
   return bytes.toString("hex");
 }
 
-function validity(cert: forgeModule.pki.Certificate, now: Date, days: number): void {
-  // Back-date by an hour so a peer whose clock runs slightly behind accepts a fresh certificate.
-  cert.validity.notBefore = new Date(now.getTime() - 3600_000);
-  cert.validity.notAfter = new Date(now.getTime() + days * 86400_000);
+/** Certificates are back-dated by this much, so a peer whose clock runs slightly behind accepts a fresh one. */
+export const BACKDATE_MS = 3600_000;
+
+function validity(cert: forgeModule.pki.Certificate, now: Date, days: number, cap?: Date): void {
+  cert.validity.notBefore = new Date(now.getTime() - BACKDATE_MS);
+  const notAfter = now.getTime() + days * 86400_000;
+  cert.validity.notAfter = new Date(cap && cap.getTime() < notAfter ? cap.getTime() : notAfter);
 }
 
 function newCa(now: Date, days: number, name: string): CertificateAuthority {
@@ -91,6 +94,8 @@ export interface IssueOptions {
   usage: "server" | "client";
   days: number;
   now: Date;
+  /** Never valid past this (a leaf that outlives its CA is refused once the CA expires). */
+  notAfterCap?: Date;
 }
 
 /** Issues a leaf certificate signed by `ca`. */
@@ -101,7 +106,7 @@ export function issueCertificate(opts: IssueOptions): { certPem: string; keyPem:
   const cert = forge.pki.createCertificate();
   cert.publicKey = keys.publicKey;
   cert.serialNumber = serial();
-  validity(cert, opts.now, opts.days);
+  validity(cert, opts.now, opts.days, opts.notAfterCap);
   cert.setSubject([
     ...(opts.organizations ?? []).map((value) => ({ name: "organizationName", value })),
     { name: "commonName", value: opts.commonName },

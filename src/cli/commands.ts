@@ -32,6 +32,15 @@ Commands:
   certs generate --service S --namespace N --out DIR [--ip IP]... [--dns NAME]... [--days 365]
               [--ca-days 730] [--ca-cert F --ca-key F]
               Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service.
+  certs ensure --service S --namespace N [--secret quartermaster-webhook-tls] [--ca-secret quartermaster-webhook-ca]
+              [--webhook-configuration quartermaster]... [--ip IP]... [--dns NAME]... [--days 90]
+              [--renew-before-days 30] [--ca-days 1095] [--ca-renew-before-days 180] [--overlap-hours 24]
+              [--settle-seconds 5] [--dry-run] [--kubeconfig F]
+              Create or renew the CA and serving Secrets when due and keep both webhook configurations'
+              caBundle trusting them (a replaced CA stays in the bundle for the overlap). Run it as a Job
+              and a CronJob (manifests/overlays/self-managed); a run with nothing due changes nothing.
+  certs install --ca F [--webhook-configuration quartermaster]... [--kubeconfig F]
+              Write the CA bundle in F into every webhook of the webhook configurations.
 `;
 
 type Flags = NonNullable<ParseArgsConfig["options"]>;
@@ -97,9 +106,86 @@ async function policyCommand(args: string[], io: CliIo): Promise<number> {
   return 0;
 }
 
+const CERTS_DEFAULTS = { secret: "quartermaster-webhook-tls", caSecret: "quartermaster-webhook-ca", webhookConfiguration: "quartermaster" };
+
+/** `certs ensure`: the Secrets and caBundles brought up to date in the cluster (src/certs/ensure.ts). */
+async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args, {
+    service: { type: "string" },
+    namespace: { type: "string" },
+    secret: { type: "string" },
+    "ca-secret": { type: "string" },
+    "webhook-configuration": { type: "string", multiple: true },
+    ip: { type: "string", multiple: true },
+    dns: { type: "string", multiple: true },
+    days: { type: "string" },
+    "renew-before-days": { type: "string" },
+    "ca-days": { type: "string" },
+    "ca-renew-before-days": { type: "string" },
+    "overlap-hours": { type: "string" },
+    "settle-seconds": { type: "string" },
+    "dry-run": { type: "boolean" },
+    kubeconfig: { type: "string" },
+  });
+  for (const required of ["service", "namespace"]) {
+    if (!values[required]) throw new UsageError(`certs ensure: --${required} is required`);
+  }
+  const days = intFlag(values, "days", 90, 1, 3650);
+  const renewBeforeDays = intFlag(values, "renew-before-days", 30, 0, 3650);
+  const caDays = intFlag(values, "ca-days", 1095, 1, 7300);
+  const caRenewBeforeDays = intFlag(values, "ca-renew-before-days", 180, 0, 7300);
+  if (renewBeforeDays >= days) throw new UsageError("certs ensure: --renew-before-days must be less than --days");
+  if (caRenewBeforeDays >= caDays) throw new UsageError("certs ensure: --ca-renew-before-days must be less than --ca-days");
+  const namespace = values.namespace as string;
+  const configs = (values["webhook-configuration"] as string[] | undefined) ?? [CERTS_DEFAULTS.webhookConfiguration];
+  const [{ ensureCertificates }, { connectCertStore }] = await Promise.all([import("../certs/ensure.js"), import("../kube/certs.js")]);
+  const store = await connectCertStore({ kubeconfig: values.kubeconfig as string | undefined, namespace, mutating: configs, validating: configs });
+  const day = 86400_000;
+  const steps = await ensureCertificates(store, {
+    service: values.service as string,
+    namespace,
+    servingSecret: (values.secret as string | undefined) ?? CERTS_DEFAULTS.secret,
+    caSecret: (values["ca-secret"] as string | undefined) ?? CERTS_DEFAULTS.caSecret,
+    dnsNames: (values.dns as string[] | undefined) ?? [],
+    ips: (values.ip as string[] | undefined) ?? [],
+    days,
+    caDays,
+    renewBeforeMs: renewBeforeDays * day,
+    caRenewBeforeMs: caRenewBeforeDays * day,
+    overlapMs: intFlag(values, "overlap-hours", 24, 0, 24 * 365) * 3600_000,
+    settleMs: intFlag(values, "settle-seconds", 5, 0, 600) * 1000,
+    dryRun: values["dry-run"] === true,
+    now: () => new Date(),
+    sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+  });
+  const verb = values["dry-run"] === true ? "would change" : "changed";
+  for (const step of steps) io.stdout(`${step.what} ${step.target}: ${step.changed ? verb : "unchanged"}: ${step.detail}`);
+  return 0;
+}
+
+/** `certs install`: the CA bundle in a file written into every webhook of the webhook configurations. */
+async function certsInstallCommand(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args, { ca: { type: "string" }, "webhook-configuration": { type: "string", multiple: true }, kubeconfig: { type: "string" } });
+  if (!values.ca) throw new UsageError("certs install: --ca is required");
+  const bundle = await readFile(resolve(io.cwd, values.ca as string), "utf8");
+  const [{ splitPem, sameBundle }, { connectCertStore }] = await Promise.all([import("../certs/plan.js"), import("../kube/certs.js")]);
+  const pems = splitPem(bundle);
+  if (pems.length === 0) throw new UsageError(`certs install: ${values.ca as string} holds no PEM certificate`);
+  const configs = (values["webhook-configuration"] as string[] | undefined) ?? [CERTS_DEFAULTS.webhookConfiguration];
+  const store = await connectCertStore({ kubeconfig: values.kubeconfig as string | undefined, namespace: "", mutating: configs, validating: configs });
+  for (const config of await store.readWebhookConfigurations()) {
+    const stale = config.webhooks.filter((w) => !sameBundle(w.caBundle, pems)).map((w) => w.name);
+    if (stale.length > 0) await store.writeCaBundle(config, stale, pems.join(""));
+    io.stdout(`${config.kind}/${config.name}: ${stale.length > 0 ? `caBundle set (${pems.length} CA(s)) in ${stale.join(", ")}` : "caBundle already up to date"}`);
+  }
+  return 0;
+}
+
 async function certsCommand(args: string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = args;
-  if (sub !== "generate") throw new UsageError("certs: expected 'generate'");
+  if (sub === "ensure") return certsEnsureCommand(rest, io);
+  if (sub === "install") return certsInstallCommand(rest, io);
+  if (sub !== "generate") throw new UsageError("certs: expected 'generate', 'ensure' or 'install'");
   const { values } = parse(rest, {
     service: { type: "string" },
     namespace: { type: "string" },
