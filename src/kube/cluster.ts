@@ -1,7 +1,8 @@
 /**
  * @module
  * The reconciler's window on the cluster, through @kubernetes/client-node (imported on first use):
- * paged LISTs (500 a page, as Gatekeeper's audit does) and deletes with a uid precondition. Counts its API
+ * paged LISTs (500 a page, as Gatekeeper's audit does), deletes with a uid precondition, strategic-merge
+ * patches, ConfigMap writes with a resourceVersion precondition and Events. Counts its API
  * calls for the pass summary. Errors keep their HTTP status in `code`.
  */
 import type { KubeObject } from "../admission/types.js";
@@ -12,14 +13,30 @@ export const PAGE_SIZE = 500;
 export interface ClusterReader {
   /** Every object of a job kind in the cluster; undefined when the kind's CRD is not installed. */
   listJobs(kind: JobKind): Promise<KubeObject[] | undefined>;
-  /** Pods and Services carrying `labelSelector`, across namespaces. */
-  listPods(labelSelector: string): Promise<KubeObject[]>;
-  listServices(labelSelector: string): Promise<KubeObject[]>;
+  /** A job read fresh from the apiserver (no cache), or undefined when it is gone. */
+  getJob(kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined>;
+  /** Pods across namespaces (all of them without a selector), trimmed to the fields the reconciler reads. */
+  listPods(labelSelector?: string): Promise<KubeObject[]>;
+  listServices(labelSelector?: string): Promise<KubeObject[]>;
+  /** Nodes, trimmed to name and status capacity/allocatable. */
+  listNodes(): Promise<KubeObject[]>;
+  /** The Leases of `kube-node-lease` (one per node, renewed by its kubelet). */
+  listNodeLeases(): Promise<KubeObject[]>;
+  /** ConfigMaps of a namespace carrying `labelSelector`. */
+  listConfigMaps(namespace: string, labelSelector: string): Promise<KubeObject[]>;
 }
 
 export interface ClusterWriter {
   /** Deletes with a uid precondition and Background propagation. Resolves "deleted", "gone" (404) or "changed" (409). */
-  delete(target: { kind: "Pod" | "Service" | "Job"; jobKind?: JobKind; namespace: string; name: string; uid: string }): Promise<"deleted" | "gone" | "changed">;
+  delete(target: { kind: "Pod" | "Service" | "Job" | "ConfigMap"; jobKind?: JobKind; namespace: string; name: string; uid: string }): Promise<"deleted" | "gone" | "changed">;
+  /**
+   * A strategic-merge patch of a Pod or Service. Resolves "patched", "gone" (404) or "invalid" (422: the uid
+   * precondition in the patch failed, or the result was refused, e.g. a second controller).
+   */
+  patch(target: { kind: "Pod" | "Service"; namespace: string; name: string }, patch: string): Promise<"patched" | "gone" | "invalid">;
+  /** Creates or replaces a ConfigMap; a replace carries the resourceVersion read. Resolves "written" or "conflict" (409). */
+  putConfigMap(namespace: string, body: KubeObject, resourceVersion?: string): Promise<"written" | "conflict">;
+  createEvent(namespace: string, body: KubeObject): Promise<void>;
 }
 
 export interface ClusterCreator {
@@ -29,6 +46,44 @@ export interface ClusterCreator {
 
 export interface Cluster extends ClusterReader, ClusterWriter, ClusterCreator {
   readonly calls: number;
+}
+
+/** Pods trimmed to what the planner and the ledger read: a 100,000-pod cluster then fits in memory comfortably. */
+export function slimPod(p: any): KubeObject {
+  const m = p.metadata ?? {};
+  const spec = p.spec ?? {};
+  const container = (c: any) => ({ name: c.name, ...(c.resources ? { resources: c.resources } : {}), ...(c.ports ? { ports: c.ports } : {}), ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}) });
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      ...(m.labels ? { labels: m.labels } : {}),
+      ...(m.ownerReferences ? { ownerReferences: m.ownerReferences } : {}),
+      ...(m.creationTimestamp ? { creationTimestamp: iso(m.creationTimestamp) } : {}),
+      ...(m.deletionTimestamp ? { deletionTimestamp: iso(m.deletionTimestamp) } : {}),
+    },
+    spec: {
+      ...(spec.nodeName ? { nodeName: spec.nodeName } : {}),
+      containers: (spec.containers ?? []).map(container),
+      ...(spec.initContainers ? { initContainers: spec.initContainers.map(container) } : {}),
+    },
+    status: {
+      ...(p.status?.phase ? { phase: p.status.phase } : {}),
+      ...(p.status?.conditions ? { conditions: p.status.conditions.filter((c: any) => c.type === "PodScheduled").map((c: any) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message })) } : {}),
+    },
+  };
+}
+
+function slimNode(n: any): KubeObject {
+  return { apiVersion: "v1", kind: "Node", metadata: { name: n.metadata?.name, uid: n.metadata?.uid }, status: { capacity: n.status?.capacity ?? {}, allocatable: n.status?.allocatable ?? {} } };
+}
+
+/** client-node hands timestamps back as Date objects (sometimes strings, despite the types): always ISO text here. */
+function iso(t: unknown): string {
+  return t instanceof Date ? t.toISOString() : String(t);
 }
 
 type Page = { items?: unknown[]; metadata?: { _continue?: string; continue?: string } };
@@ -44,21 +99,24 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
   else kc.loadFromDefault();
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const coordination = kc.makeApiClient(k8s.CoordinationV1Api);
+  const strategicMerge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.StrategicMergePatch);
   let calls = 0;
 
-  const paged = async (fetchPage: (cont: string | undefined) => Promise<Page>): Promise<KubeObject[]> => {
+  /** Every page of a LIST, each item passed through `shape` as it arrives. */
+  const paged = async (fetchPage: (cont: string | undefined) => Promise<Page>, shape: (item: any) => KubeObject): Promise<KubeObject[]> => {
     const out: KubeObject[] = [];
     let cont: string | undefined;
     do {
       calls++;
       const page = await fetchPage(cont);
-      out.push(...((page.items ?? []) as KubeObject[]));
+      for (const item of page.items ?? []) out.push(shape(item));
       cont = page.metadata?._continue ?? page.metadata?.continue;
     } while (cont);
     return out;
   };
   // client-node returns typed objects with Date fields; the planner reads raw JSON, so round-trip to it.
-  const raw = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
+  const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;
 
   const cluster: Cluster = {
     get calls() {
@@ -66,17 +124,38 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     },
     async listJobs(kind) {
       try {
-        return await paged(async (cont) => (await custom.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, limit: PAGE_SIZE, _continue: cont })) as Page);
+        return await paged(async (cont) => (await custom.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, limit: PAGE_SIZE, _continue: cont })) as Page, (x) => x as KubeObject);
+      } catch (err) {
+        if (code(err) === 404) return undefined;
+        throw err;
+      }
+    },
+    async getJob(kind, namespace, name) {
+      calls++;
+      try {
+        return (await custom.getNamespacedCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, namespace, name })) as KubeObject;
       } catch (err) {
         if (code(err) === 404) return undefined;
         throw err;
       }
     },
     async listPods(labelSelector) {
-      return raw(await paged(async (cont) => (await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page));
+      return paged(async (cont) => (await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, slimPod);
     },
     async listServices(labelSelector) {
-      return raw(await paged(async (cont) => (await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page));
+      return paged(async (cont) => (await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, raw);
+    },
+    async listNodes() {
+      return paged(async (cont) => (await core.listNode({ limit: PAGE_SIZE, _continue: cont })) as Page, slimNode);
+    },
+    async listNodeLeases() {
+      return paged(
+        async (cont) => (await coordination.listNamespacedLease({ namespace: "kube-node-lease", limit: PAGE_SIZE, _continue: cont })) as Page,
+        (l: any) => ({ metadata: { name: l.metadata?.name }, spec: { ...(l.spec?.renewTime ? { renewTime: iso(l.spec.renewTime) } : {}) } }),
+      );
+    },
+    async listConfigMaps(namespace, labelSelector) {
+      return paged(async (cont) => (await core.listNamespacedConfigMap({ namespace, labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, raw);
     },
     async createService(namespace, body) {
       calls++;
@@ -88,12 +167,42 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
         throw err;
       }
     },
+    async patch(t, patch) {
+      calls++;
+      const body = JSON.parse(patch) as object;
+      try {
+        if (t.kind === "Pod") await core.patchNamespacedPod({ name: t.name, namespace: t.namespace, body }, strategicMerge);
+        else await core.patchNamespacedService({ name: t.name, namespace: t.namespace, body }, strategicMerge);
+        return "patched";
+      } catch (err) {
+        if (code(err) === 404) return "gone";
+        if (code(err) === 422) return "invalid";
+        throw err;
+      }
+    },
+    async putConfigMap(namespace, body, resourceVersion) {
+      calls++;
+      const name = String((body.metadata as { name?: string }).name);
+      try {
+        if (resourceVersion === undefined) await core.createNamespacedConfigMap({ namespace, body: body as never });
+        else await core.replaceNamespacedConfigMap({ name, namespace, body: { ...body, metadata: { ...(body.metadata as object), resourceVersion } } as never });
+        return "written";
+      } catch (err) {
+        if (code(err) === 409) return "conflict";
+        throw err;
+      }
+    },
+    async createEvent(namespace, body) {
+      calls++;
+      await core.createNamespacedEvent({ namespace, body: body as never });
+    },
     async delete(t) {
       calls++;
       const body = { preconditions: { uid: t.uid }, propagationPolicy: "Background" };
       try {
         if (t.kind === "Pod") await core.deleteNamespacedPod({ name: t.name, namespace: t.namespace, body });
         else if (t.kind === "Service") await core.deleteNamespacedService({ name: t.name, namespace: t.namespace, body });
+        else if (t.kind === "ConfigMap") await core.deleteNamespacedConfigMap({ name: t.name, namespace: t.namespace, body });
         else {
           const k = t.jobKind!;
           await custom.deleteNamespacedCustomObject({ group: k.group, version: k.version, plural: k.plural, namespace: t.namespace, name: t.name, body });

@@ -208,6 +208,12 @@ export const POLICY_SCHEMA = {
         leaseGracePeriodSeconds: { type: "integer", minimum: 1, default: 40 },
         passLeaseSeconds: { type: "integer", minimum: 10, maximum: 86400, default: 600 },
         perReplicaServices: { type: "boolean", default: true },
+        /** Kubernetes Events on the job for adoptions, releases and deletions. */
+        events: { type: "boolean", default: true },
+        /** A GPU pod still unscheduled after this long is listed in the device ledger with its reason. */
+        pendingGpuPodSeconds: { type: "integer", minimum: 0, default: 300 },
+        /** Largest ledger shard (ConfigMap data) in bytes; ConfigMaps stop at 1 MiB. */
+        ledgerShardBytes: { type: "integer", minimum: 16384, maximum: 921600, default: 524288 },
       },
     },
     webhook: {

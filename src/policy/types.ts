@@ -110,6 +110,12 @@ export interface Policy {
     /** How long the reconciler's own Lease holds after its last renewal; a killed pass blocks others this long at most. */
     passLeaseSeconds: number;
     perReplicaServices: boolean;
+    /** Kubernetes Events on the job for adoptions, releases and deletions. */
+    events: boolean;
+    /** A GPU pod still unscheduled after this long is listed in the device ledger with its reason. */
+    pendingGpuPodSeconds: number;
+    /** Largest ledger shard (ConfigMap data) in bytes. */
+    ledgerShardBytes: number;
   };
   webhook: {
     /** The timeoutSeconds the webhook configurations use; metrics buckets reach up to it. */

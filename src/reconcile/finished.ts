@@ -27,8 +27,9 @@ export interface DeleteAction {
   uid: string;
   /** `<Kind>/<name>` of the job that this action is for. */
   job: string;
-  /** For `kind: "Job"`: which job kind, to address its API. */
-  jobKind?: JobKind;
+  /** The job's kind (to address its API when the job itself is deleted, and for its Events) and uid. */
+  jobKind: JobKind;
+  jobUid: string;
   reason: string;
 }
 
@@ -75,6 +76,7 @@ export function planFinishedJob(
   const jm = meta(job);
   if (!finished || jm.deletionTimestamp) return out;
   const jobId = `${kind.kind}/${jm.name}`;
+  const jobOf = { job: jobId, jobKind: kind, jobUid: jm.uid! };
   const runPolicy = ((job.spec ?? {}) as { runPolicy?: { cleanPodPolicy?: CleanPodPolicy; ttlSecondsAfterFinished?: number } }).runPolicy ?? {};
   const cleanPodPolicy = runPolicy.cleanPodPolicy ?? policy.reconciler.defaultCleanPodPolicy;
 
@@ -85,16 +87,16 @@ export function planFinishedJob(
     if (!remove) continue;
     const pm = meta(pod);
     const reason = `CleanPodPolicy ${cleanPodPolicy}: pod ${phase ?? "without a phase"} of a finished job`;
-    out.actions.push({ verb: "delete", kind: "Pod", namespace: pm.namespace!, name: pm.name!, uid: pm.uid!, job: jobId, reason });
+    out.actions.push({ verb: "delete", kind: "Pod", namespace: pm.namespace!, name: pm.name!, uid: pm.uid!, ...jobOf, reason });
     const svc = ownServices.get(pm.name);
-    if (svc) out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: meta(svc).name!, uid: meta(svc).uid!, job: jobId, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${pm.name}` });
+    if (svc) out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: meta(svc).name!, uid: meta(svc).uid!, ...jobOf, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${pm.name}` });
   }
 
   const ttl = runPolicy.ttlSecondsAfterFinished ?? policy.reconciler.defaultTtlSecondsAfterFinished;
   if (!completionTime) {
     out.problems.push(`${jobId}: finished but has no status.completionTime; TTL cannot apply`);
   } else if (now.getTime() > completionTime.getTime() + ttl * 1000) {
-    out.actions.push({ verb: "delete", kind: "Job", jobKind: kind, namespace: jm.namespace!, name: jm.name!, uid: jm.uid!, job: jobId, reason: `TTL: finished ${completionTime.toISOString()}, ttlSecondsAfterFinished ${ttl}` });
+    out.actions.push({ verb: "delete", kind: "Job", namespace: jm.namespace!, name: jm.name!, uid: jm.uid!, ...jobOf, reason: `TTL: finished ${completionTime.toISOString()}, ttlSecondsAfterFinished ${ttl}` });
   }
   return out;
 }

@@ -151,7 +151,7 @@ export function jobGpusByResource(job: KubeObject, kind: JobKind, ctx: Validatio
   const out = new Map<string, number>();
   for (const [, spec] of replicaSpecs(job, kind)) {
     const n = replicasOf(spec);
-    for (const [name, per] of effectivePodGpus((spec.template?.spec ?? {}) as V1PodSpec, ctx)) out.set(name, (out.get(name) ?? 0) + n * per);
+    for (const [name, per] of effectivePodGpus((spec.template?.spec ?? {}) as V1PodSpec, ctx.policy.gpu.resources)) out.set(name, (out.get(name) ?? 0) + n * per);
   }
   return out;
 }

@@ -15,6 +15,7 @@ import { matchesGlob } from "../glob.js";
 import { isGpuResource } from "../mutate/pod.js";
 import { isExtendedResource } from "../mutate/resources.js";
 import { compareQuantities, isInteger, parseQuantity, toNumber, type Quantity } from "../quantity.js";
+import type { GpuResource } from "../policy/types.js";
 import type { Findings, Finding, ValidationContext } from "./types.js";
 
 const NEAR_LIMIT = 0.9;
@@ -99,8 +100,7 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
 }
 
 /** The pod's effective request of each GPU resource, in whole units. */
-export function effectivePodGpus(spec: V1PodSpec, ctx: ValidationContext): Map<string, number> {
-  const gpu = ctx.policy.gpu.resources;
+export function effectivePodGpus(spec: V1PodSpec, gpu: readonly GpuResource[]): Map<string, number> {
   const amount = (c: V1Container, name: string): number => {
     const v = q(c.resources?.requests?.[name] ?? c.resources?.limits?.[name]);
     return v ? toNumber(v) : 0;
@@ -125,7 +125,7 @@ export function effectivePodGpus(spec: V1PodSpec, ctx: ValidationContext): Map<s
 
 export function podGpuTotal(spec: V1PodSpec, ctx: ValidationContext): number {
   let n = 0;
-  for (const v of effectivePodGpus(spec, ctx).values()) n += v;
+  for (const v of effectivePodGpus(spec, ctx.policy.gpu.resources).values()) n += v;
   return n;
 }
 

@@ -111,7 +111,7 @@ describe("finishedAt", () => {
 
 describe("capDeletions", () => {
   it("at most N a pass; pod deletions before job deletions; the rest deferred", () => {
-    const a = (kind: DeleteAction["kind"], name: string): DeleteAction => ({ verb: "delete", kind, namespace: "n", name, uid: "u", job: "j", reason: "r" });
+    const a = (k: DeleteAction["kind"], name: string): DeleteAction => ({ verb: "delete", kind: k, namespace: "n", name, uid: "u", job: "j", jobKind: kind, jobUid: "j-uid", reason: "r" });
     const { now, deferred } = capDeletions([a("Job", "j1"), a("Pod", "p1"), a("Service", "s1"), a("Pod", "p2")], 2);
     assert.deepEqual(now.map((x) => x.name), ["p1", "s1"]);
     assert.deepEqual(deferred.map((x) => x.name), ["p2", "j1"]);

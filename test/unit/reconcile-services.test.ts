@@ -4,6 +4,7 @@ import type { KubeObject } from "../../src/admission/types.js";
 import { defaultPolicy, checkPolicy } from "../../src/policy/load.js";
 import { planPass } from "../../src/reconcile/plan.js";
 import { planReplicaServices } from "../../src/reconcile/services.js";
+import { snapshotOf } from "../fixtures/cluster.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 import { deepFreeze } from "../fixtures/reviews.js";
 
@@ -21,6 +22,7 @@ const pod = (name: string, type: string, extra: Record<string, string> = {}, own
     metadata: {
       name,
       namespace: "team-a",
+      uid: `uid-${name}`,
       labels: { "training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type": type, "training.kubeflow.org/replica-index": name.slice(-1), ...extra },
       ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "mnist", uid: owner, controller: true }],
     },
@@ -60,7 +62,7 @@ describe("planReplicaServices", () => {
 });
 
 describe("planPass services", () => {
-  const snapshot = (pods: KubeObject[]) => ({ jobs: [{ kind, job: tf() }], pods, services: [] });
+  const snapshot = (pods: KubeObject[]) => snapshotOf({ jobs: [{ kind, job: tf() }], pods });
   it("only pods the job controls get Services; the policy switch turns them off", () => {
     const pods = [pod("mnist-worker-0", "worker"), pod("mnist-worker-1", "worker", {}, "uid-someone-else")];
     assert.deepEqual(planPass(snapshot(pods), new Date(), defaultPolicy()).creates.map((c) => c.name), ["mnist-worker-0"]);

@@ -1,0 +1,185 @@
+/**
+ * @module
+ * One reconcile pass against the cluster: snapshot (paged LISTs) → plan (pure, `src/reconcile/plan.ts`) →
+ * apply. Claims first (a fresh GET of the job before its first adoption, refusing a job that is being deleted
+ * or was replaced), then Services, then uid-preconditioned deletes, then the Events that say so on each job,
+ * then the ledger. NotFound counts as done, a failed precondition as skipped, and one failure does not stop the
+ * others. Ends with one summary log line.
+ */
+import type { Logger } from "pino";
+import type { KubeObject } from "../admission/types.js";
+import { errorMessage } from "../errors.js";
+import type { Policy } from "../policy/types.js";
+import type { ClaimAction } from "../reconcile/claim.js";
+import { jobEvents, type EventReason, type Outcome } from "../reconcile/events.js";
+import type { DeleteAction } from "../reconcile/finished.js";
+import { planPass, type Plan, type Snapshot } from "../reconcile/plan.js";
+import type { Cluster } from "./cluster.js";
+import { applyLedgerWrites, readLedgerConfigMaps, type LedgerWriteReport } from "./ledger.js";
+
+type Action = ClaimAction | DeleteAction | { verb: "create"; kind: "Service"; namespace: string; name: string };
+
+export interface PassReport {
+  plan: Plan;
+  /** `verb Kind namespace/name` of every change made. */
+  applied: string[];
+  skipped: Array<{ action: string; why: string }>;
+  failed: Array<{ action: string; error: string }>;
+  ledger?: LedgerWriteReport;
+  events: number;
+  apiCalls: number;
+  durationMs: number;
+}
+
+export interface PassOptions {
+  cluster: Cluster;
+  policy: Policy;
+  log: Logger;
+  now: () => Date;
+  dryRun: boolean;
+  /** Quartermaster's namespace: where the ledger lives. */
+  namespace: string;
+}
+
+export async function snapshot(cluster: Cluster, policy: Policy, namespace: string, log: Logger): Promise<Snapshot> {
+  const jobs: Snapshot["jobs"] = [];
+  for (const kind of policy.jobKinds) {
+    const list = await cluster.listJobs(kind);
+    if (list === undefined) {
+      log.info({ kind: `${kind.group}/${kind.kind}` }, "job kind not installed (no CRD); skipped");
+      continue;
+    }
+    for (const job of list) jobs.push({ kind, job });
+  }
+  const [pods, services, nodes, nodeLeases, ledger] = await Promise.all([
+    cluster.listPods(),
+    cluster.listServices(),
+    cluster.listNodes(),
+    cluster.listNodeLeases(),
+    readLedgerConfigMaps(cluster, namespace),
+  ]);
+  return { jobs, pods, services, nodes, nodeLeases, ledger };
+}
+
+const describeAction = (a: Action): string => `${a.verb} ${a.kind} ${a.namespace}/${a.name}`;
+
+function tally(items: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const i of items) {
+    const key = i.split(" ").slice(0, 2).join(" ");
+    out[key] = (out[key] ?? 0) + 1;
+  }
+  return out;
+}
+
+const DELETE_REASON: Record<DeleteAction["kind"], EventReason> = { Pod: "SuccessfulDeletePod", Service: "SuccessfulDeleteService", Job: "DeletedAfterTTL" };
+
+export async function runPass(opts: PassOptions): Promise<PassReport> {
+  const { cluster, policy, log } = opts;
+  const started = performance.now();
+  const snap = await snapshot(cluster, policy, opts.namespace, log);
+  const now = opts.now();
+  const plan = planPass(snap, now, policy);
+  const report: PassReport = { plan, applied: [], skipped: [], failed: [], events: 0, apiCalls: 0, durationMs: 0 };
+  for (const p of plan.problems) log.warn({ problem: p }, "reconcile: cannot act");
+  const outcomes: Outcome[] = [];
+
+  /** Runs one API call for an action and files its result; `done` is what the call resolved with. */
+  const attempt = async <R>(a: Action, call: () => Promise<R>, judge: (r: R) => string | undefined, outcome?: Omit<Outcome, "why" | "object">): Promise<void> => {
+    try {
+      const r = await call();
+      const skip = judge(r);
+      if (skip) {
+        report.skipped.push({ action: describeAction(a), why: skip });
+        return;
+      }
+      report.applied.push(describeAction(a));
+      if (outcome && "reason" in a) outcomes.push({ ...outcome, object: a.name, why: a.reason });
+      log.info({ action: `${a.verb} ${a.kind}`, namespace: a.namespace, name: a.name, result: r, ...("job" in a ? { job: a.job } : {}) }, `reconcile: ${a.verb}`);
+    } catch (err) {
+      report.failed.push({ action: describeAction(a), error: errorMessage(err) });
+      log.error({ err, action: `${a.verb} ${a.kind}`, namespace: a.namespace, name: a.name }, `reconcile: ${a.verb} failed`);
+    }
+  };
+
+  if (!opts.dryRun) {
+    // CanAdopt: once per job and pass, a fresh read of the job; its answer holds for all its adoptions.
+    const canAdopt = new Map<string, Promise<string | undefined>>();
+    const recheck = (c: ClaimAction): Promise<string | undefined> => {
+      let p = canAdopt.get(c.jobUid);
+      if (!p) {
+        const name = c.job.slice(c.job.indexOf("/") + 1);
+        p = cluster.getJob(c.jobKind, c.namespace, name).then((fresh) => {
+          const m = (fresh?.metadata ?? {}) as { uid?: string; deletionTimestamp?: string };
+          if (!fresh) return `the job ${c.namespace}/${name} is gone`;
+          if (m.uid !== c.jobUid) return `the job ${c.namespace}/${name} was replaced: uid ${m.uid}, wanted ${c.jobUid}`;
+          if (m.deletionTimestamp) return `the job ${c.namespace}/${name} is being deleted (since ${m.deletionTimestamp})`;
+          return undefined;
+        });
+        canAdopt.set(c.jobUid, p);
+      }
+      return p;
+    };
+    for (const c of plan.claims) {
+      const event = { namespace: c.namespace, job: c.job, jobKind: c.jobKind, jobUid: c.jobUid, reason: `${c.verb === "adopt" ? "Adopted" : "Released"}${c.kind}` as EventReason };
+      if (c.verb === "adopt") {
+        let refused: string | undefined;
+        try {
+          refused = await recheck(c);
+        } catch (err) {
+          report.failed.push({ action: describeAction(c), error: `can't recheck the job: ${errorMessage(err)}` });
+          continue;
+        }
+        if (refused) {
+          report.skipped.push({ action: describeAction(c), why: refused });
+          continue;
+        }
+      }
+      await attempt(c, () => cluster.patch(c, c.patch), (r) => (r === "gone" ? "the object is gone" : r === "invalid" ? "the object was replaced or has another controller (422)" : undefined), event);
+    }
+    for (const c of plan.creates) {
+      await attempt(c, () => cluster.createService(c.namespace, c.body), () => undefined);
+    }
+    for (const d of plan.actions) {
+      const event = { namespace: d.namespace, job: d.job, jobKind: d.jobKind, jobUid: d.jobUid, reason: DELETE_REASON[d.kind] };
+      await attempt(d, () => cluster.delete(d), (r) => (r === "changed" ? "the object was replaced (uid changed)" : undefined), event);
+    }
+    if (policy.reconciler.events) {
+      for (const e of jobEvents(outcomes, now)) {
+        try {
+          await cluster.createEvent(String((e.metadata as { namespace: string }).namespace), e);
+          report.events++;
+        } catch (err) {
+          // An Event is a courtesy: its failure is logged, never the pass's.
+          log.warn({ err, reason: (e as KubeObject & { reason?: string }).reason }, "reconcile: could not record an Event");
+        }
+      }
+    }
+    report.ledger = await applyLedgerWrites(cluster, opts.namespace, plan.ledgerWrites);
+    for (const f of report.ledger.failed) {
+      report.failed.push({ action: `write ConfigMap ${opts.namespace}/${f.name}`, error: f.error });
+      log.error({ configMap: f.name, error: f.error }, "reconcile: ledger write failed");
+    }
+  }
+  report.apiCalls = cluster.calls;
+  report.durationMs = Math.round(performance.now() - started);
+  log.info(
+    {
+      dryRun: opts.dryRun,
+      jobs: snap.jobs.length,
+      pods: snap.pods.length,
+      nodes: snap.nodes.length,
+      planned: tally([...plan.claims, ...plan.creates, ...plan.actions].map(describeAction)),
+      applied: tally(report.applied),
+      skipped: tally(report.skipped.map((s) => s.action)),
+      failed: tally(report.failed.map((f) => f.action)),
+      deferred: plan.deferred.length,
+      events: report.events,
+      ledger: { shardsWritten: report.ledger?.written.length ?? 0, corrupt: plan.ledgerCorrupt, devices: plan.ledger.totals },
+      apiCalls: report.apiCalls,
+      durationMs: report.durationMs,
+    },
+    "reconcile pass",
+  );
+  return report;
+}

@@ -1,0 +1,275 @@
+/**
+ * @module
+ * The GPU device ledger, pure: nodes, their Leases, pods and the previous ledger in; who holds which devices
+ * where out. Modelled on the kubelet's device manager (training-semantics §5) but built from API objects:
+ *
+ * - Per node and device resource (the policy's GPU patterns): `capacity` and `allocatable` from the node's
+ *   status, `allocated` = the effective requests of pods bound to the node whose phase is neither Succeeded
+ *   nor Failed (keyed by pod uid: a recreated pod is a new holder), `free` = allocatable − allocated, never
+ *   below 0, and 0 on a stale node.
+ * - Flags: over-committed (allocated > allocatable); inactive resource (the node lists it with zero
+ *   allocatable — the kubelet's mark of a device plugin gone — or pods hold it where the node no longer offers
+ *   it); stale node (its Lease in `kube-node-lease` renewed longer ago than the grace period, or no Lease:
+ *   its devices count as unavailable, §7.2 DECIDE); GPU pods unscheduled longer than a threshold, with the
+ *   scheduler's reason.
+ * - Allocations per namespace and per job, and GPU-seconds accrued between passes: only for pods holding the
+ *   resource in both passes (by uid), for the time between the two ledgers, at the current count. Totals
+ *   carry over from the previous ledger, so they are cumulative.
+ */
+import type { V1PodSpec } from "@kubernetes/client-node";
+import type { KubeObject } from "../admission/types.js";
+import { LABEL_JOB_NAME } from "../keys.js";
+import { isGpuResource } from "../mutate/pod.js";
+import type { Policy } from "../policy/types.js";
+import { parseQuantity, toNumber } from "../quantity.js";
+import { effectivePodGpus } from "../validate/pod-spec.js";
+
+export const LEDGER_VERSION = 1;
+
+export interface ResourceEntry {
+  capacity: number;
+  allocatable: number;
+  allocated: number;
+  free: number;
+  overCommitted: boolean;
+  inactive: boolean;
+}
+
+export interface PodHolding {
+  namespace: string;
+  name: string;
+  /** `<namespace>/<job name>` when the pod belongs to a training job. */
+  job?: string;
+  resources: Record<string, number>;
+}
+
+export interface NodeEntry {
+  name: string;
+  stale: boolean;
+  /** Why the node is stale: "no Lease", or the age of its last renewal. */
+  staleReason?: string;
+  leaseRenewTime?: string;
+  /** The node object is gone but pods are still bound to it. */
+  missing?: boolean;
+  resources: Record<string, ResourceEntry>;
+  /** Pods holding devices on this node, by pod uid. */
+  pods: Record<string, PodHolding>;
+}
+
+export interface PendingGpuPod {
+  namespace: string;
+  name: string;
+  uid: string;
+  job?: string;
+  resources: Record<string, number>;
+  createdAt: string;
+  pendingSeconds: number;
+  reason: string;
+  message?: string;
+}
+
+export interface Usage {
+  allocated: number;
+  gpuSeconds: number;
+}
+
+export interface ResourceTotals {
+  capacity: number;
+  allocatable: number;
+  /** Allocatable on stale nodes: counted as unavailable. */
+  unavailable: number;
+  allocated: number;
+  free: number;
+}
+
+export interface Ledger {
+  version: number;
+  generatedAt: string;
+  nodes: NodeEntry[];
+  pending: PendingGpuPod[];
+  totals: Record<string, ResourceTotals>;
+  namespaces: Record<string, Record<string, Usage>>;
+  jobs: Record<string, Record<string, Usage>>;
+}
+
+export interface LedgerInput {
+  nodes: readonly KubeObject[];
+  /** Leases of `kube-node-lease`, named like their nodes. */
+  nodeLeases: readonly KubeObject[];
+  pods: readonly KubeObject[];
+  /** `<namespace>/<name>` of the training jobs that exist now: job totals are kept while the job exists or holds devices. */
+  jobs: ReadonlySet<string>;
+  /** The ledger of the previous pass, if it could be read. */
+  previous?: Ledger;
+}
+
+interface PodShape {
+  metadata?: { name?: string; namespace?: string; uid?: string; creationTimestamp?: string; labels?: Record<string, string>; ownerReferences?: Array<{ controller?: boolean; kind?: string; name?: string }> };
+  spec?: V1PodSpec;
+  status?: { phase?: string; conditions?: Array<{ type?: string; status?: string; reason?: string; message?: string }> };
+}
+
+interface NodeShape {
+  metadata?: { name?: string };
+  status?: { capacity?: Record<string, string>; allocatable?: Record<string, string> };
+}
+
+/** Whole devices of a node status map (`"8"`); unparsable values count as 0. */
+function amount(v: string | undefined): number {
+  const q = v === undefined ? undefined : parseQuantity(v);
+  return q ? Math.max(0, Math.floor(toNumber(q))) : 0;
+}
+
+/** The job a pod belongs to: its controller when that is a configured job kind, else its job-name label. */
+function jobOf(pod: PodShape, policy: Policy): string | undefined {
+  const m = pod.metadata ?? {};
+  const owner = m.ownerReferences?.find((r) => r.controller === true);
+  if (owner?.name && policy.jobKinds.some((k) => k.kind === owner.kind)) return `${m.namespace}/${owner.name}`;
+  const label = m.labels?.[LABEL_JOB_NAME];
+  return label ? `${m.namespace}/${label}` : undefined;
+}
+
+function nonZero(m: Map<string, number>): Record<string, number> | undefined {
+  let out: Record<string, number> | undefined;
+  for (const [k, v] of m) if (v > 0) (out ??= {})[k] = v;
+  return out;
+}
+
+function addUsage(into: Record<string, Record<string, Usage>>, key: string, resource: string, allocated: number, seconds: number): void {
+  const per = (into[key] ??= {});
+  const u = (per[resource] ??= { allocated: 0, gpuSeconds: 0 });
+  u.allocated += allocated;
+  u.gpuSeconds += seconds;
+}
+
+/** Object keys sorted, so the ledger (and its checksums) do not depend on the order objects were listed in. */
+function sortedRecord<T>(r: Record<string, T>): Record<string, T> {
+  return Object.fromEntries(Object.entries(r).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledger {
+  const gpu = policy.gpu.resources;
+  const nowMs = now.getTime();
+  const graceMs = policy.reconciler.leaseGracePeriodSeconds * 1000;
+  const previous = input.previous;
+  const prevMs = previous ? Date.parse(previous.generatedAt) : NaN;
+  const elapsed = Number.isFinite(prevMs) && nowMs > prevMs ? (nowMs - prevMs) / 1000 : 0;
+  const prevHoldings = new Map<string, PodHolding>();
+  for (const n of previous?.nodes ?? []) for (const [uid, h] of Object.entries(n.pods)) prevHoldings.set(uid, h);
+
+  const renewals = new Map<string, string | undefined>();
+  for (const l of input.nodeLeases) {
+    const name = (l.metadata as { name?: string } | undefined)?.name;
+    if (name) renewals.set(name, (l.spec as { renewTime?: string } | undefined)?.renewTime);
+  }
+
+  const nodes = new Map<string, NodeEntry>();
+  for (const n of input.nodes as readonly NodeShape[]) {
+    const name = n.metadata?.name;
+    if (!name) continue;
+    const renew = renewals.get(name);
+    const renewMs = renew ? Date.parse(renew) : NaN;
+    const entry: NodeEntry = { name, stale: false, resources: {}, pods: {} };
+    if (renew) entry.leaseRenewTime = renew;
+    if (!renewals.has(name) || !Number.isFinite(renewMs)) {
+      entry.stale = true;
+      entry.staleReason = "no Lease in kube-node-lease";
+    } else if (nowMs - renewMs > graceMs) {
+      entry.stale = true;
+      entry.staleReason = `Lease last renewed ${Math.round((nowMs - renewMs) / 1000)}s ago (grace ${policy.reconciler.leaseGracePeriodSeconds}s)`;
+    }
+    const capacity = n.status?.capacity ?? {};
+    const allocatable = n.status?.allocatable ?? {};
+    for (const r of new Set([...Object.keys(capacity), ...Object.keys(allocatable)])) {
+      if (!isGpuResource(r, gpu)) continue;
+      entry.resources[r] = { capacity: amount(capacity[r]), allocatable: amount(allocatable[r]), allocated: 0, free: 0, overCommitted: false, inactive: false };
+    }
+    nodes.set(name, entry);
+  }
+
+  const namespaces: Ledger["namespaces"] = {};
+  const jobs: Ledger["jobs"] = {};
+  for (const [ns, per] of Object.entries(previous?.namespaces ?? {})) for (const [r, u] of Object.entries(per)) addUsage(namespaces, ns, r, 0, u.gpuSeconds);
+  const pending: PendingGpuPod[] = [];
+
+  for (const pod of input.pods as readonly PodShape[]) {
+    const m = pod.metadata ?? {};
+    const phase = pod.status?.phase;
+    if (!m.uid || !m.name || !m.namespace || phase === "Succeeded" || phase === "Failed") continue;
+    const held = nonZero(effectivePodGpus(pod.spec ?? ({} as V1PodSpec), gpu));
+    if (!held) continue;
+    const job = jobOf(pod, policy);
+    const nodeName = pod.spec?.nodeName;
+    if (!nodeName) {
+      const created = m.creationTimestamp ? Date.parse(m.creationTimestamp) : NaN;
+      const seconds = Number.isFinite(created) ? Math.floor((nowMs - created) / 1000) : 0;
+      if (seconds > policy.reconciler.pendingGpuPodSeconds) {
+        const cond = pod.status?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False");
+        pending.push({
+          namespace: m.namespace,
+          name: m.name,
+          uid: m.uid,
+          ...(job ? { job } : {}),
+          resources: held,
+          createdAt: m.creationTimestamp!,
+          pendingSeconds: seconds,
+          reason: cond?.reason ?? "NotYetScheduled",
+          ...(cond?.message ? { message: cond.message } : {}),
+        });
+      }
+      continue;
+    }
+    let node = nodes.get(nodeName);
+    if (!node) nodes.set(nodeName, (node = { name: nodeName, stale: true, staleReason: "the Node object does not exist", missing: true, resources: {}, pods: {} }));
+    node.pods[m.uid] = { namespace: m.namespace, name: m.name, ...(job ? { job } : {}), resources: held };
+    const before = prevHoldings.get(m.uid);
+    for (const [r, n] of Object.entries(held)) {
+      const e = (node.resources[r] ??= { capacity: 0, allocatable: 0, allocated: 0, free: 0, overCommitted: false, inactive: false });
+      e.allocated += n;
+      const seconds = before?.resources[r] ? elapsed * n : 0;
+      addUsage(namespaces, m.namespace, r, n, seconds);
+      if (job) addUsage(jobs, job, r, n, seconds);
+    }
+  }
+
+  // Job totals carry over while the job exists or still holds devices.
+  for (const [key, per] of Object.entries(previous?.jobs ?? {})) {
+    if (!input.jobs.has(key) && !jobs[key]) continue;
+    for (const [r, u] of Object.entries(per)) addUsage(jobs, key, r, 0, u.gpuSeconds);
+  }
+
+  const totals: Record<string, ResourceTotals> = {};
+  for (const node of nodes.values()) {
+    for (const [r, e] of Object.entries(node.resources)) {
+      e.overCommitted = e.allocated > e.allocatable;
+      // Every entry is either listed by the node or held by its pods: zero allocatable means the kubelet marked
+      // the resource gone (capacity 0 or unhealthy devices), or pods hold what the node does not offer.
+      e.inactive = e.allocatable === 0;
+      e.free = node.stale ? 0 : Math.max(0, e.allocatable - e.allocated);
+      const t = (totals[r] ??= { capacity: 0, allocatable: 0, unavailable: 0, allocated: 0, free: 0 });
+      t.capacity += e.capacity;
+      t.allocatable += e.allocatable;
+      if (node.stale) t.unavailable += e.allocatable;
+      t.allocated += e.allocated;
+      t.free += e.free;
+    }
+    node.resources = sortedRecord(node.resources);
+    node.pods = sortedRecord(node.pods);
+  }
+
+  const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+  return {
+    version: LEDGER_VERSION,
+    generatedAt: now.toISOString(),
+    nodes: [...nodes.values()].sort(byName),
+    pending: pending.sort((a, b) => (a.namespace === b.namespace ? byName(a, b) : a.namespace < b.namespace ? -1 : 1)),
+    totals: sortedRecord(totals),
+    namespaces: sortedRecord(Object.fromEntries(Object.entries(namespaces).map(([k, v]) => [k, sortedRecord(v)]))),
+    jobs: sortedRecord(Object.fromEntries(Object.entries(jobs).map(([k, v]) => [k, sortedRecord(v)]))),
+  };
+}
+
+/** The cluster's GPUs of one resource in all, for the validating webhook's capacity check. */
+export function totalAllocatable(ledger: Pick<Ledger, "totals">, resource: string): number | undefined {
+  return ledger.totals[resource]?.allocatable;
+}

@@ -1,0 +1,64 @@
+/**
+ * @module
+ * Plain-text tables for the CLI: the plan of a pass (`reconcile --dry-run`) and the device ledger
+ * (`quartermaster ledger`). Columns padded to their widest cell; the last column is never padded.
+ */
+import type { Ledger } from "./ledger.js";
+import type { Plan } from "./plan.js";
+
+export function table(rows: readonly string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")).join("\n");
+}
+
+/** The plan as a table, for `--dry-run`. */
+export function planTable(plan: Plan): string {
+  const rows = [
+    ["ACTION", "KIND", "NAMESPACE", "NAME", "JOB", "REASON"],
+    ...plan.claims.map((c) => [c.verb, c.kind, c.namespace, c.name, c.job, c.reason]),
+    ...plan.creates.map((c) => ["create", c.kind, c.namespace, c.name, c.job, c.reason]),
+    ...plan.actions.map((a) => ["delete", a.kind, a.namespace, a.name, a.job, a.reason]),
+  ];
+  const lines = [table(rows)];
+  if (plan.deferred.length > 0) lines.push(`(${plan.deferred.length} more deletions deferred to later passes by reconciler.maxDeletionsPerPass)`);
+  if (plan.claims.length === 0 && plan.actions.length === 0 && plan.creates.length === 0) lines.push("(nothing to do)");
+  const writes = plan.ledgerWrites.filter((w) => w.verb !== "delete").length;
+  lines.push(`ledger: ${plan.ledger.nodes.length} nodes, ${plan.ledger.pending.length} GPU pods pending; ${writes} ConfigMap writes${plan.ledgerCorrupt.length > 0 ? `; rebuilding ${plan.ledgerCorrupt.join(", ")}` : ""}`);
+  return lines.join("\n");
+}
+
+const flags = (f: Array<[boolean, string]>): string => f.filter(([on]) => on).map(([, s]) => s).join(",") || "-";
+
+/** The ledger as tables: totals, nodes, namespaces, jobs, pending GPU pods. */
+export function ledgerTable(ledger: Ledger): string {
+  const out: string[] = [`Device ledger generated ${ledger.generatedAt}`, ""];
+  out.push(table([["RESOURCE", "CAPACITY", "ALLOCATABLE", "UNAVAILABLE", "ALLOCATED", "FREE"], ...Object.entries(ledger.totals).map(([r, t]) => [r, String(t.capacity), String(t.allocatable), String(t.unavailable), String(t.allocated), String(t.free)])]));
+  const nodeRows = ledger.nodes.flatMap((n) =>
+    Object.entries(n.resources).map(([r, e]) => [
+      n.name,
+      r,
+      String(e.capacity),
+      String(e.allocatable),
+      String(e.allocated),
+      String(e.free),
+      String(Object.values(n.pods).filter((p) => p.resources[r]).length),
+      flags([[n.stale, "stale"], [e.overCommitted, "over-committed"], [e.inactive, "inactive"], [n.missing === true, "node-missing"]]),
+    ]),
+  );
+  if (nodeRows.length > 0) out.push("", table([["NODE", "RESOURCE", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE", "PODS", "FLAGS"], ...nodeRows]));
+  const usage = (title: string, m: Ledger["namespaces"]) => {
+    const rows = Object.entries(m).flatMap(([k, per]) => Object.entries(per).map(([r, u]) => [k, r, String(u.allocated), u.gpuSeconds.toFixed(0)]));
+    if (rows.length > 0) out.push("", table([[title, "RESOURCE", "ALLOCATED", "GPU-SECONDS"], ...rows]));
+  };
+  usage("NAMESPACE", ledger.namespaces);
+  usage("JOB", ledger.jobs);
+  if (ledger.pending.length > 0) {
+    out.push("", table([["PENDING POD", "RESOURCES", "FOR", "REASON"], ...ledger.pending.map((p) => [`${p.namespace}/${p.name}`, Object.entries(p.resources).map(([r, n]) => `${r}=${n}`).join(","), `${p.pendingSeconds}s`, p.message ? `${p.reason}: ${p.message}` : p.reason])]));
+  }
+  return out.join("\n");
+}
+
+/** The plan for `-o json`: the ledger writes without their texts (the ledger itself is there, once). */
+export function planJson(plan: Plan): unknown {
+  return { ...plan, ledgerWrites: plan.ledgerWrites.map((w) => (w.verb === "delete" ? w : { verb: w.verb, name: w.name, sha256: w.sha256, bytes: w.text.length })) };
+}
