@@ -26,9 +26,13 @@ Commands:
   policy defaults
               Print the built-in policy as JSON.
   reconcile (--once | --schedule CRON) [--dry-run] [-o table|json] [--policy F] [--kubeconfig F]
-              [--lease-namespace N] [--log-level info]
-              Reconcile passes: clean up finished jobs (CleanPodPolicy, TTL), one at a time cluster-wide
-              (a Lease). --dry-run (with --once) prints the plan and changes nothing (logs go to stderr).
+              [--namespace N] [--log-level info]
+              Reconcile passes: adopt and release pods and services, per-replica Services, clean up
+              finished jobs (CleanPodPolicy, TTL), write the GPU device ledger; one at a time cluster-wide
+              (a Lease in N, default the pod's own namespace, else quartermaster). --dry-run (with --once)
+              prints the plan and changes nothing (logs go to stderr).
+  ledger [-o table|json] [--namespace N] [--kubeconfig F]
+              Print the GPU device ledger the reconciler keeps in N (checksums verified).
   certs generate --service S --namespace N --out DIR [--ip IP]... [--dns NAME]... [--days 365]
               [--ca-days 730] [--ca-cert F --ca-key F]
               Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service.
@@ -347,6 +351,11 @@ async function devCommand(args: string[], io: CliIo): Promise<number> {
 
 const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
+/** Quartermaster's namespace: the flag, else the pod's own (in cluster), else `quartermaster`. */
+async function ownNamespace(flag: string | undefined): Promise<string> {
+  return flag ?? (await readFile(SA_NAMESPACE_FILE, "utf8").then((s) => s.trim(), () => "quartermaster"));
+}
+
 async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
   const { values } = parse(args, {
     once: { type: "boolean" },
@@ -355,7 +364,7 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
     output: { type: "string", short: "o" },
     policy: { type: "string" },
     kubeconfig: { type: "string" },
-    "lease-namespace": { type: "string" },
+    namespace: { type: "string" },
     "log-level": { type: "string" },
   });
   const schedule = values.schedule as string | undefined;
@@ -376,12 +385,12 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
   }
   // With --dry-run stdout carries the plan, so the logs go to stderr.
   const log = createLogger(logLevel(values), dryRun ? 2 : 1);
-  const leaseNamespace =
-    (values["lease-namespace"] as string | undefined) ?? (await readFile(SA_NAMESPACE_FILE, "utf8").then((s) => s.trim(), () => "quartermaster"));
+  const namespace = await ownNamespace(values.namespace as string | undefined);
   const kubeconfig = values.kubeconfig as string | undefined;
-  const [{ connectCluster }, { runPass, planTable }, { acquireLease }, { hostname }] = await Promise.all([
+  const [{ connectCluster }, { runPass }, { planTable, planJson }, { acquireLease }, { hostname }] = await Promise.all([
     import("../kube/cluster.js"),
-    import("../reconcile/run.js"),
+    import("../kube/pass.js"),
+    import("../reconcile/table.js"),
     import("../kube/lease.js"),
     import("node:os"),
   ]);
@@ -391,17 +400,17 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
   const pass = async (): Promise<boolean> => {
     const cluster = await connectCluster(kubeconfig);
     if (dryRun) {
-      const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun });
-      io.stdout(output === "json" ? JSON.stringify(report.plan, null, 2) : planTable(report.plan));
+      const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun, namespace });
+      io.stdout(output === "json" ? JSON.stringify(planJson(report.plan), null, 2) : planTable(report.plan));
       return report.failed.length === 0;
     }
-    const lease = await acquireLease({ kubeconfig, namespace: leaseNamespace, name: "quartermaster-reconciler", holder, durationSeconds: policy.reconciler.passLeaseSeconds, now: () => new Date() });
+    const lease = await acquireLease({ kubeconfig, namespace, name: "quartermaster-reconciler", holder, durationSeconds: policy.reconciler.passLeaseSeconds, now: () => new Date() });
     if ("busy" in lease) {
       log.info({ holder: lease.busy.holder, until: lease.busy.until.toISOString() }, "reconcile: another instance holds the lease; pass skipped");
       return true;
     }
     try {
-      const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun });
+      const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun, namespace });
       return report.failed.length === 0;
     } finally {
       await lease.held.release();
@@ -431,6 +440,28 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
 }
 
 /** Runs one command line; resolves to the process exit code. */
+async function ledgerCommand(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args, { output: { type: "string", short: "o" }, namespace: { type: "string" }, kubeconfig: { type: "string" } });
+  const output = (values.output as string | undefined) ?? "table";
+  if (output !== "table" && output !== "json") throw new UsageError("ledger: -o must be table or json");
+  const namespace = await ownNamespace(values.namespace as string | undefined);
+  const [{ connectCluster }, { readLedgerConfigMaps }, { readStored }, { ledgerTable }] = await Promise.all([
+    import("../kube/cluster.js"),
+    import("../kube/ledger.js"),
+    import("../reconcile/ledger-shards.js"),
+    import("../reconcile/table.js"),
+  ]);
+  const cluster = await connectCluster(values.kubeconfig as string | undefined);
+  const read = readStored(await readLedgerConfigMaps(cluster, namespace));
+  for (const p of read.problems) io.stderr(`quartermaster: ${p}`);
+  if (!read.ledger) {
+    io.stderr(`quartermaster: no readable device ledger in namespace ${namespace}; the reconciler writes one each pass`);
+    return 1;
+  }
+  io.stdout(output === "json" ? JSON.stringify({ ...read.ledger, corrupt: read.corrupt }, null, 2) : ledgerTable(read.ledger));
+  return read.corrupt.length > 0 ? 1 : 0;
+}
+
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const [command, ...args] = argv;
   try {
@@ -443,6 +474,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         return await policyCommand(args, io);
       case "certs":
         return await certsCommand(args, io);
+      case "ledger":
+        return await ledgerCommand(args, io);
       case "reconcile":
         return await reconcileCommand(args, io);
       case undefined:
