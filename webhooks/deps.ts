@@ -5,15 +5,15 @@
 import type { Logger } from "pino";
 import type { Policy } from "../src/policy/types.js";
 import type { JobReader } from "../src/topology/types.js";
-import type { ClusterCapacity } from "../src/validate/job.js";
+import type { CapacitySource } from "../src/kube/capacity.js";
 
 export interface WebhookDeps {
   policy: Policy;
   log: Logger;
   /** Reads the training job a pod belongs to (cached; the only API read on the admission path). */
   jobs: JobReader;
-  /** GPU capacity of the cluster from the device ledger; absent until the reconciler has written one. */
-  capacity?: ClusterCapacity;
+  /** GPU capacity of the cluster from the device ledger (none until the reconciler has written one). */
+  capacity?: CapacitySource;
   /** Wall clock, injectable for tests. */
   now: () => Date;
 }

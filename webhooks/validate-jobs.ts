@@ -19,7 +19,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       const kind = policy.jobKinds.find((k) => k.group === request.kind.group && k.kind === request.kind.kind)!;
       const namespace = request.namespace ?? "";
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
-      const check = (job: typeof request.object) => merge(validateJob(job, kind, ctx), validateCapacity(job, kind, ctx, deps.capacity));
+      const check = (job: typeof request.object) => merge(validateJob(job, kind, ctx), validateCapacity(job, kind, ctx, deps.capacity?.current()));
       const now = check(request.object);
       if (request.operation === "UPDATE" && request.oldObject) return newOrWorse(now, check(request.oldObject));
       return now;

@@ -18,7 +18,9 @@ export const USAGE = `Usage: quartermaster <command> [options]
 Commands:
   serve       --tls-cert F --tls-key F [--port 8443] [--host 0.0.0.0] [--policy F] [--kubeconfig F]
               [--log-level info] [--drain-timeout-ms 10000] [--shutdown-delay-ms 0]
-              Serve the admission webhooks over HTTPS.
+              [--ledger-refresh-seconds 60] [--namespace N]
+              Serve the admission webhooks over HTTPS. The job capacity check reads the device
+              ledger's totals from N every --ledger-refresh-seconds (0: off).
   dev         [--port 8443] [--policy F]
               Serve on https://127.0.0.1:8443 with development certificates (created in certs/dev on first use).
   policy check F
@@ -249,6 +251,9 @@ interface ServeFlags {
   level: LevelWithSilent;
   drainTimeoutMs: number;
   shutdownDelayMs: number;
+  /** How often the device ledger's totals are read for the capacity check; 0: never. */
+  ledgerRefreshSeconds: number;
+  namespace?: string;
 }
 
 const SERVE_FLAGS: Flags = {
@@ -261,6 +266,8 @@ const SERVE_FLAGS: Flags = {
   "log-level": { type: "string" },
   "drain-timeout-ms": { type: "string" },
   "shutdown-delay-ms": { type: "string" },
+  "ledger-refresh-seconds": { type: "string" },
+  namespace: { type: "string" },
 };
 
 async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
@@ -280,13 +287,17 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     import("../kube/jobs.js"),
   ]);
   const jobs = createJobReader({ kubeconfig: flags.kubeconfig, ttlMs: policy.clusterSpec.jobCacheTtlMs });
+  const capacity =
+    flags.ledgerRefreshSeconds > 0
+      ? (await import("../kube/capacity.js")).ledgerCapacity({ kubeconfig: flags.kubeconfig, namespace: await ownNamespace(flags.namespace), intervalMs: flags.ledgerRefreshSeconds * 1000, log })
+      : undefined;
   const metrics = createAdmissionMetrics({ timeoutSeconds: policy.webhook.timeoutSeconds, processMetrics: true });
   const server = await startServer({
     host: flags.host,
     port: flags.port,
     certFile: resolve(io.cwd, flags.certFile),
     keyFile: resolve(io.cwd, flags.keyFile),
-    webhooks: createWebhooks({ policy, log, jobs, now: () => new Date() }),
+    webhooks: createWebhooks({ policy, log, jobs, capacity, now: () => new Date() }),
     metrics,
     log,
     drainTimeoutMs: flags.drainTimeoutMs,
@@ -295,8 +306,10 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
   io.stdout(`quartermaster: serving ${server.url} (mutate/pods, validate/pods, validate/jobs)`);
   // Load the Kubernetes client now, off the start-up path, so the first job lookup does not pay for it.
   void jobs.warm().then(() => log.debug("kubernetes client loaded"));
+  void capacity?.refresh();
   const signal = await io.shutdown;
   log.info({ signal }, "signal received");
+  capacity?.stop();
   await server.close();
   await flushLog(log);
   return 0;
@@ -320,6 +333,8 @@ function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlag
     level: logLevel(values),
     drainTimeoutMs: intFlag(values, "drain-timeout-ms", 10_000, 0, 600_000),
     shutdownDelayMs: intFlag(values, "shutdown-delay-ms", 0, 0, 600_000),
+    ledgerRefreshSeconds: intFlag(values, "ledger-refresh-seconds", defaults.ledgerRefreshSeconds ?? 60, 0, 86_400),
+    namespace: values.namespace as string | undefined,
   };
 }
 
@@ -343,7 +358,8 @@ async function devCommand(args: string[], io: CliIo): Promise<number> {
     );
     io.stdout(`quartermaster: created development certificates in ${dir}`);
   }
-  const flags = serveFlags(values, { host: "127.0.0.1", certFile, keyFile });
+  // No cluster in development unless asked for: the capacity check stays off.
+  const flags = serveFlags(values, { host: "127.0.0.1", certFile, keyFile, ledgerRefreshSeconds: 0 });
   io.stdout(`quartermaster: CA for clients: ${join(dir, "ca.crt")}`);
   io.stdout(`quartermaster: try  curl --cacert ${join(dir, "ca.crt")} https://127.0.0.1:${flags.port}/readyz`);
   return runServer(flags, io);

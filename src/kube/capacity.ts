@@ -1,0 +1,64 @@
+/**
+ * @module
+ * The validating webhook's view of cluster GPU capacity: the device ledger's index ConfigMap, read in the
+ * background every `intervalMs` (one small GET; the webhook's RBAC allows reading just that ConfigMap), never
+ * on the admission path. Until a first good read, and whenever the index fails its checksum, there is no
+ * capacity and the check is skipped with a warning; a failed refresh keeps the last good answer.
+ */
+import type { Logger } from "pino";
+import { errorMessage } from "../errors.js";
+import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, sha256, type LedgerIndex } from "../reconcile/ledger-shards.js";
+import type { ClusterCapacity } from "../validate/job.js";
+
+export interface CapacitySource {
+  /** The capacity as last read, or undefined while there is none. */
+  current(): ClusterCapacity | undefined;
+}
+
+export interface LedgerCapacity extends CapacitySource {
+  /** Reads the index now; resolves when done (errors are logged, not thrown). */
+  refresh(): Promise<void>;
+  stop(): void;
+}
+
+/** The capacity an index gives: allocatable per resource over all nodes. Undefined for a corrupt index. */
+export function capacityOfIndex(data: Record<string, string> | undefined): ClusterCapacity | undefined {
+  const text = data?.[INDEX_KEY];
+  if (text === undefined || sha256(text) !== data?.[CHECKSUM_KEY]) return undefined;
+  const index = JSON.parse(text) as LedgerIndex;
+  return { total: (resource) => index.totals?.[resource]?.allocatable };
+}
+
+export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; intervalMs: number; log: Logger }): LedgerCapacity {
+  let capacity: ClusterCapacity | undefined;
+  let read: ((name: string) => Promise<Record<string, string> | undefined>) | undefined;
+  const connect = async () => {
+    const k8s = await import("@kubernetes/client-node");
+    const kc = new k8s.KubeConfig();
+    if (opts.kubeconfig) kc.loadFromFile(opts.kubeconfig);
+    else kc.loadFromDefault();
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    return async (name: string) => {
+      try {
+        return (await core.readNamespacedConfigMap({ name, namespace: opts.namespace })).data ?? {};
+      } catch (err) {
+        if ((err as { code?: number }).code === 404) return undefined;
+        throw err;
+      }
+    };
+  };
+  const refresh = async (): Promise<void> => {
+    try {
+      read ??= await connect();
+      const data = await read(LEDGER_INDEX_NAME);
+      const next = data === undefined ? undefined : capacityOfIndex(data);
+      if (data !== undefined && !next) opts.log.warn({ configMap: `${opts.namespace}/${LEDGER_INDEX_NAME}` }, "device ledger index fails its checksum; capacity check skipped until the reconciler rewrites it");
+      capacity = next;
+    } catch (err) {
+      opts.log.warn({ err: errorMessage(err) }, "could not read the device ledger; keeping the last capacity");
+    }
+  };
+  const timer = setInterval(() => void refresh(), opts.intervalMs);
+  timer.unref();
+  return { current: () => capacity, refresh, stop: () => clearInterval(timer) };
+}
