@@ -1,0 +1,266 @@
+/**
+ * Least privilege, derived from the code: the Kubernetes API calls each deployed component makes are found
+ * by scanning the source, and every rendered manifest variant's RBAC must grant exactly those, nothing more.
+ *
+ * 1. Which component runs as which ServiceAccount: the workloads in the render (a container's args name the
+ *    command, e.g. `serve` or `certs ensure`; its pod names the ServiceAccount).
+ * 2. Which code a command reaches: its function in src/cli/commands.ts (from runCli's dispatch), the local
+ *    functions it calls, and every module it imports from there on (type-only imports aside).
+ * 3. Which calls that code makes: in each src/kube/*.ts reached, `const x = kc.makeApiClient(k8s.SomeApi)`
+ *    gives the receivers, and `x.method(` the calls; METHODS below maps each to verb, group, resource and
+ *    scope. A call with a namespace literal (`namespace: "kube-node-lease"`) is scoped to it; otherwise
+ *    NAMESPACE gives the scope: Quartermaster's own namespace, or any namespace (a cluster-wide grant).
+ * 4. Grants: Roles through RoleBindings (their namespace), ClusterRoles through ClusterRoleBindings (all
+ *    namespaces) or RoleBindings (the binding's namespace).
+ *
+ * The failure messages name the call (file:line) that lacks a grant, and the grant no call uses.
+ */
+import assert from "node:assert/strict";
+import { readFileSync, existsSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { describe, it } from "node:test";
+import { defaultPolicy } from "../../src/policy/load.js";
+import { ROOT, podSpec, render, variants, type Manifest } from "../fixtures/manifests.js";
+
+const OWN = "quartermaster";
+const ANY = "*";
+
+type Target = { verb: string; group: string; resources: string[] };
+const jobKinds = defaultPolicy().jobKinds;
+const JOBS = (verb: string): Target => {
+  const groups = new Set(jobKinds.map((k) => k.group));
+  assert.equal(groups.size, 1, "one group for the job kinds");
+  return { verb, group: [...groups][0]!, resources: jobKinds.map((k) => k.plural) };
+};
+const core = (verb: string, resource: string): Target => ({ verb, group: "", resources: [resource] });
+const g = (group: string) => (verb: string, resource: string): Target => ({ verb, group, resources: [resource] });
+const coordination = g("coordination.k8s.io");
+const admission = g("admissionregistration.k8s.io");
+const batch = g("batch");
+const events = g("events.k8s.io");
+
+/** client-node `Api.method` → what RBAC must allow. `cluster: true`: a cluster-wide call (all namespaces or a cluster-scoped kind). */
+const METHODS: Record<string, Target & { cluster?: true }> = {
+  "CoreV1Api.listPodForAllNamespaces": { ...core("list", "pods"), cluster: true },
+  "CoreV1Api.listServiceForAllNamespaces": { ...core("list", "services"), cluster: true },
+  "CoreV1Api.listNode": { ...core("list", "nodes"), cluster: true },
+  "CoreV1Api.readNode": { ...core("get", "nodes"), cluster: true },
+  "CoreV1Api.listNamespacedPod": core("list", "pods"),
+  "CoreV1Api.readNamespacedPod": core("get", "pods"),
+  "CoreV1Api.patchNamespacedPod": core("patch", "pods"),
+  "CoreV1Api.deleteNamespacedPod": core("delete", "pods"),
+  "CoreV1Api.createNamespacedService": core("create", "services"),
+  "CoreV1Api.patchNamespacedService": core("patch", "services"),
+  "CoreV1Api.deleteNamespacedService": core("delete", "services"),
+  "CoreV1Api.listNamespacedConfigMap": core("list", "configmaps"),
+  "CoreV1Api.readNamespacedConfigMap": core("get", "configmaps"),
+  "CoreV1Api.createNamespacedConfigMap": core("create", "configmaps"),
+  "CoreV1Api.replaceNamespacedConfigMap": core("update", "configmaps"),
+  "CoreV1Api.patchNamespacedConfigMap": core("patch", "configmaps"),
+  "CoreV1Api.deleteNamespacedConfigMap": core("delete", "configmaps"),
+  "CoreV1Api.readNamespacedSecret": core("get", "secrets"),
+  "CoreV1Api.createNamespacedSecret": core("create", "secrets"),
+  "CoreV1Api.replaceNamespacedSecret": core("update", "secrets"),
+  "CoreV1Api.createNamespacedEvent": core("create", "events"),
+  "CoordinationV1Api.readNamespacedLease": coordination("get", "leases"),
+  "CoordinationV1Api.listNamespacedLease": coordination("list", "leases"),
+  "CoordinationV1Api.createNamespacedLease": coordination("create", "leases"),
+  "CoordinationV1Api.replaceNamespacedLease": coordination("update", "leases"),
+  "CustomObjectsApi.getNamespacedCustomObject": JOBS("get"),
+  "CustomObjectsApi.listClusterCustomObject": { ...JOBS("list"), cluster: true },
+  "CustomObjectsApi.patchNamespacedCustomObject": JOBS("patch"),
+  "CustomObjectsApi.deleteNamespacedCustomObject": JOBS("delete"),
+  "AdmissionregistrationV1Api.readMutatingWebhookConfiguration": { ...admission("get", "mutatingwebhookconfigurations"), cluster: true },
+  "AdmissionregistrationV1Api.readValidatingWebhookConfiguration": { ...admission("get", "validatingwebhookconfigurations"), cluster: true },
+  "AdmissionregistrationV1Api.patchMutatingWebhookConfiguration": { ...admission("patch", "mutatingwebhookconfigurations"), cluster: true },
+  "AdmissionregistrationV1Api.patchValidatingWebhookConfiguration": { ...admission("patch", "validatingwebhookconfigurations"), cluster: true },
+  "BatchV1Api.readNamespacedJob": batch("get", "jobs"),
+  "EventsV1Api.createNamespacedEvent": events("create", "events"),
+};
+
+/** Namespaced calls without a namespace literal: in Quartermaster's own namespace, else in any namespace. */
+const NAMESPACE: Record<string, string> = {
+  secrets: OWN,
+  configmaps: OWN,
+  leases: OWN,
+};
+
+interface Call {
+  where: string;
+  api: string;
+  verb: string;
+  group: string;
+  resource: string;
+  /** Namespace, or ANY for cluster-wide / every namespace. */
+  ns: string;
+}
+
+// ---- 2. the code a command reaches -------------------------------------------------------------------
+
+const COMMANDS_FILE = join(ROOT, "src/cli/commands.ts");
+
+/** Top-level functions of commands.ts by name, with their text. */
+function functionsOf(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  const starts = [...text.matchAll(/^(?:export )?(?:async )?function (\w+)/gm)];
+  starts.forEach((m, i) => out.set(m[1]!, text.slice(m.index, starts[i + 1]?.index ?? text.length)));
+  return out;
+}
+
+/** runCli's dispatch: "serve" → serveCommand, "certs ensure" → certsEnsureCommand, ... */
+function entryFunctions(text: string, fns: Map<string, string>): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const m of text.matchAll(/case "([\w-]+)":\s*return await (\w+)\(/g)) {
+    out.set(m[1]!, m[2]!);
+    for (const s of (fns.get(m[2]!) ?? "").matchAll(/sub === "([\w-]+)"\) return (\w+)\(/g)) out.set(`${m[1]} ${s[1]}`, s[2]!);
+  }
+  return out;
+}
+
+/** Relative runtime imports of a piece of code (static and dynamic; `import type` left out). */
+function importsOf(code: string, fromDir: string): string[] {
+  const specs = [
+    ...[...code.matchAll(/^import (?!type\b)[^;]*?from "(\.[^"]+)"/gm)].map((m) => m[1]!),
+    ...[...code.matchAll(/import\("(\.[^"]+)"\)/g)].map((m) => m[1]!),
+  ];
+  return specs.map((s) => resolve(fromDir, s.replace(/\.js$/, ".ts"))).filter((f) => existsSync(f));
+}
+
+/** The src/kube files a command's code reaches. */
+function kubeFilesOf(command: string): string[] {
+  const text = readFileSync(COMMANDS_FILE, "utf8");
+  const fns = functionsOf(text);
+  const entry = entryFunctions(text, fns).get(command);
+  if (!entry) throw new Error(`src/cli/commands.ts dispatches no command "${command}"`);
+  // The entry function and the local functions it calls.
+  const local = new Set([entry]);
+  for (const name of local) for (const [other, body] of fns) if (!local.has(other) && new RegExp(`\\b${other}\\(`).test(fns.get(name)!)) local.add(other) && void body;
+  const files = new Set<string>();
+  const queue = [...local].flatMap((name) => importsOf(fns.get(name)!, dirname(COMMANDS_FILE)));
+  while (queue.length > 0) {
+    const f = queue.pop()!;
+    if (files.has(f)) continue;
+    files.add(f);
+    queue.push(...importsOf(readFileSync(f, "utf8"), dirname(f)));
+  }
+  return [...files].filter((f) => relative(ROOT, f).startsWith("src/kube/")).sort();
+}
+
+// ---- 3. the calls in a src/kube file ------------------------------------------------------------------
+
+function callsIn(file: string): { calls: Call[]; unknown: string[] } {
+  const text = readFileSync(file, "utf8");
+  const rel = relative(ROOT, file);
+  const receivers = new Map([...text.matchAll(/(?:const|let)\s+(\w+)\s*=\s*\w+\.makeApiClient\((?:\w+\.)?(\w+)\)/g)].map((m) => [m[1]!, m[2]!]));
+  const calls: Call[] = [];
+  const unknown: string[] = [];
+  if (receivers.size === 0) return { calls, unknown };
+  const re = new RegExp(`\\b(${[...receivers.keys()].join("|")})\\.(\\w+)\\(`, "g");
+  for (const m of text.matchAll(re)) {
+    const api = `${receivers.get(m[1]!)}.${m[2]}`;
+    const where = `${rel}:${text.slice(0, m.index).split("\n").length}`;
+    const target = METHODS[api];
+    if (!target) {
+      unknown.push(`${where} calls ${api}, which METHODS in test/unit/rbac.test.ts does not map: add its verb, group, resource and scope`);
+      continue;
+    }
+    const literal = /namespace:\s*"([a-z0-9-]+)"/.exec(text.slice(m.index, m.index + 300).split(/\)\s*[;,)]/)[0]!)?.[1];
+    for (const resource of target.resources) {
+      const ns = target.cluster ? ANY : literal ?? NAMESPACE[resource] ?? ANY;
+      calls.push({ where, api, verb: target.verb, group: target.group, resource, ns });
+    }
+  }
+  return { calls, unknown };
+}
+
+// ---- 4. the grants of a ServiceAccount in a render ----------------------------------------------------
+
+interface Grant {
+  from: string;
+  verb: string;
+  group: string;
+  resource: string;
+  ns: string;
+  names?: string[];
+}
+
+function grantsOf(objects: Manifest[], sa: { namespace: string; name: string }): Grant[] {
+  const find = (kind: string, name: string, ns?: string): Manifest | undefined => objects.find((o) => o.kind === kind && o.metadata.name === name && (ns === undefined || o.metadata.namespace === ns));
+  const grants: Grant[] = [];
+  for (const b of objects.filter((o) => o.kind === "RoleBinding" || o.kind === "ClusterRoleBinding")) {
+    if (!(b.subjects ?? []).some((s: Record<string, string>) => s.kind === "ServiceAccount" && s.name === sa.name && s.namespace === sa.namespace)) continue;
+    const ns = b.kind === "ClusterRoleBinding" ? ANY : b.metadata.namespace!;
+    const role = find(b.roleRef.kind, b.roleRef.name, b.roleRef.kind === "Role" ? ns : undefined);
+    if (!role) continue;
+    for (const rule of role.rules ?? []) {
+      for (const group of rule.apiGroups ?? []) for (const resource of rule.resources ?? []) for (const verb of rule.verbs ?? []) {
+        grants.push({ from: `${role.kind} ${role.metadata.name}${ns === ANY ? " (cluster-wide)" : ` (in ${ns})`}`, verb, group, resource, ns, names: rule.resourceNames });
+      }
+    }
+  }
+  return grants;
+}
+
+const covers = (g: Grant, c: Call): boolean =>
+  (g.verb === c.verb || g.verb === "*") && g.group === c.group && g.resource === c.resource && (g.ns === ANY || g.ns === c.ns);
+/** A grant is needed when some call needs exactly its scope: a cluster-wide grant only for a call in any namespace. */
+const needs = (c: Call, g: Grant): boolean => covers(g, c) && (g.ns === ANY ? c.ns === ANY : true);
+
+const describeCall = (c: Call): string => `${c.verb} ${c.group || "core"}/${c.resource} ${c.ns === ANY ? "cluster-wide" : `in ${c.ns}`}`;
+
+// ---- the checks ---------------------------------------------------------------------------------------
+
+describe("RBAC grants exactly the API calls the code makes", () => {
+  it("the scanner finds the calls of known code (so the checks below can fail)", () => {
+    const { calls } = callsIn(join(ROOT, "src/kube/jobs.ts"));
+    assert.ok(calls.some((c) => c.verb === "get" && c.resource === "tfjobs" && c.ns === ANY), JSON.stringify(calls));
+    assert.deepEqual(kubeFilesOf("certs ensure").map((f) => relative(ROOT, f)), ["src/kube/certs.ts"]);
+    const lease = callsIn(join(ROOT, "src/kube/lease.ts")).calls.find((c) => c.resource === "leases");
+    assert.equal(lease?.ns, OWN);
+  });
+
+  for (const v of variants()) {
+    it(`${v.name}: every call has a grant and every grant a call`, () => {
+      const objects = render(v.dir);
+      /** ServiceAccount → the commands its workloads run. */
+      const commands = new Map<string, Set<string>>();
+      for (const o of objects) {
+        const spec = podSpec(o);
+        if (!spec) continue;
+        const sa = `${o.metadata.namespace}/${spec.serviceAccountName}`;
+        for (const c of spec.containers ?? []) {
+          const args: string[] = c.args ?? [];
+          const command = args[0] === "certs" || args[0] === "policy" ? `${args[0]} ${args[1]}` : args[0]!;
+          commands.set(sa, (commands.get(sa) ?? new Set()).add(command));
+        }
+      }
+      const problems: string[] = [];
+      for (const [sa, cmds] of commands) {
+        const [namespace, name] = sa.split("/") as [string, string];
+        const calls: Call[] = [];
+        for (const cmd of cmds) {
+          for (const file of kubeFilesOf(cmd)) {
+            const found = callsIn(file);
+            calls.push(...found.calls);
+            problems.push(...found.unknown.map((u) => `${sa} (${cmd}): ${u}`));
+          }
+        }
+        const grants = grantsOf(objects, { namespace, name });
+        const who = `ServiceAccount ${sa} (${[...cmds].join(", ")})`;
+        for (const c of calls) {
+          if (!grants.some((g) => covers(g, c))) problems.push(`${who}: ${c.where} ${c.api} needs ${describeCall(c)}, which no Role/ClusterRole bound to it grants`);
+        }
+        for (const g of grants) {
+          if (calls.some((c) => needs(c, g))) continue;
+          const narrower = calls.find((c) => covers(g, c));
+          problems.push(
+            narrower
+              ? `${who}: ${g.from} grants ${g.verb} ${g.group || "core"}/${g.resource} cluster-wide, but the code needs it only in ${narrower.ns} (${narrower.where}): use a Role there`
+              : `${who}: ${g.from} grants ${g.verb} ${g.group || "core"}/${g.resource}, which no call in the code needs: remove it`,
+          );
+        }
+      }
+      assert.deepEqual([...new Set(problems)], []);
+    });
+  }
+});
