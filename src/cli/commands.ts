@@ -35,6 +35,11 @@ Commands:
               prints the plan and changes nothing (logs go to stderr).
   ledger [-o table|json] [--namespace N] [--kubeconfig F]
               Print the GPU device ledger the reconciler keeps in N (checksums verified).
+  doctor [-o table|json] [--namespace quartermaster] [--policy F] [--kubeconfig F]
+              Check an installation for what would stop admissions or go stale: webhooks and their
+              endpoints, caBundle against the served certificate, certificate expiry, namespace selectors,
+              side effects, timeouts, the reconciler's last pass, the ledger, RBAC (docs/operations.md).
+              Exit 0 healthy, 1 warnings, 2 critical.
   certs generate --service S --namespace N --out DIR [--ip IP]... [--dns NAME]... [--days 365]
               [--ca-days 730] [--ca-cert F --ca-key F]
               Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service.
@@ -478,6 +483,43 @@ async function ledgerCommand(args: string[], io: CliIo): Promise<number> {
   return read.corrupt.length > 0 ? 1 : 0;
 }
 
+/**
+ * `doctor`: reads the installation and prints findings; the exit code is the worst one's (0 healthy,
+ * 1 warnings, 2 critical). A cluster that cannot be read at all is critical: nothing can be vouched for.
+ */
+async function doctorCommand(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args, {
+    output: { type: "string", short: "o" },
+    namespace: { type: "string" },
+    policy: { type: "string" },
+    kubeconfig: { type: "string" },
+  });
+  const output = (values.output as string | undefined) ?? "table";
+  if (output !== "table" && output !== "json") throw new UsageError("doctor: -o must be table or json");
+  let policy: Policy;
+  try {
+    policy = await loadPolicy(values.policy as string | undefined, io.cwd);
+  } catch (err) {
+    if (err instanceof PolicyError) throw new UsageError(err.message);
+    throw err;
+  }
+  const [{ readDoctorSnapshot }, { diagnose, unreachable, findingsTable }] = await Promise.all([import("../kube/doctor.js"), import("../doctor/index.js")]);
+  let report;
+  try {
+    const snapshot = await readDoctorSnapshot({
+      kubeconfig: values.kubeconfig as string | undefined,
+      namespace: (values.namespace as string | undefined) ?? "quartermaster",
+      policy,
+      now: () => new Date(),
+    });
+    report = diagnose(snapshot, policy);
+  } catch (err) {
+    report = unreachable(errorMessage(err));
+  }
+  io.stdout(output === "json" ? JSON.stringify(report, null, 2) : findingsTable(report));
+  return report.exitCode;
+}
+
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const [command, ...args] = argv;
   try {
@@ -492,6 +534,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         return await certsCommand(args, io);
       case "ledger":
         return await ledgerCommand(args, io);
+      case "doctor":
+        return await doctorCommand(args, io);
       case "reconcile":
         return await reconcileCommand(args, io);
       case undefined:

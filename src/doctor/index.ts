@@ -1,0 +1,67 @@
+/**
+ * @module
+ * `quartermaster doctor`: every check over one snapshot of the cluster, the exit code (0 healthy,
+ * 1 warnings, 2 critical) and the two output forms (a table like `reconcile --dry-run`, or JSON).
+ */
+import type { Policy } from "../policy/types.js";
+import { checkLedger } from "./ledger.js";
+import { checkAccess } from "./rbac.js";
+import { checkReconciler, schedulePeriodSeconds } from "./reconciler.js";
+import { isUnreadable, worst, type DoctorSnapshot, type Finding, type Severity } from "./types.js";
+import { checkWebhooks } from "./webhooks.js";
+
+export interface DoctorReport {
+  status: Severity;
+  exitCode: 0 | 1 | 2;
+  findings: Finding[];
+}
+
+export function exitCode(findings: readonly Finding[]): 0 | 1 | 2 {
+  const w = worst(findings.map((f) => f.severity));
+  return w === "critical" ? 2 : w === "warning" ? 1 : 0;
+}
+
+/** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC). */
+export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "webhook">): DoctorReport {
+  const cronJob = isUnreadable(snapshot.reconciler) ? undefined : snapshot.reconciler.cronJob;
+  const findings = [
+    ...checkWebhooks(snapshot, { timeoutSeconds: policy.webhook.timeoutSeconds }),
+    ...checkReconciler(snapshot),
+    ...checkLedger(snapshot.ledger, {
+      now: snapshot.now,
+      namespace: snapshot.namespace,
+      periodSeconds: cronJob ? schedulePeriodSeconds(cronJob.spec, snapshot.now) : undefined,
+      reconcilerHasSucceeded: Boolean(cronJob?.status?.lastSuccessfulTime),
+    }),
+    ...checkAccess(snapshot.access),
+  ];
+  return report(findings);
+}
+
+export function report(findings: Finding[]): DoctorReport {
+  return { status: worst(findings.map((f) => f.severity)), exitCode: exitCode(findings), findings };
+}
+
+/** The report when the cluster could not be read at all. */
+export function unreachable(error: string): DoctorReport {
+  return report([{ check: "cluster", severity: "critical", subject: "apiserver", message: `cannot read the cluster: ${error}`, fix: "check --kubeconfig, the current context and that the apiserver is reachable" }]);
+}
+
+/**
+ * An aligned table (SEVERITY CHECK SUBJECT FINDING), each fix on its own line under its finding, and a
+ * summary line.
+ */
+export function findingsTable(r: DoctorReport): string {
+  const rows = [["SEVERITY", "CHECK", "SUBJECT", "FINDING"], ...r.findings.map((f) => [f.severity, f.check, f.subject, f.message])];
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  const indent = " ".repeat(widths.slice(0, 3).reduce((a, w) => a + w + 2, 0));
+  const lines: string[] = [];
+  rows.forEach((row, i) => {
+    lines.push(row.map((c, j) => (j === row.length - 1 ? c : c.padEnd(widths[j]!))).join("  "));
+    const fix = i > 0 ? r.findings[i - 1]!.fix : "";
+    if (fix) lines.push(`${indent}fix: ${fix}`);
+  });
+  const counts = (["critical", "warning", "info", "ok"] as const).map((s) => `${r.findings.filter((f) => f.severity === s).length} ${s}`);
+  lines.push("", `${counts.join(", ")}: ${r.status === "critical" ? "critical" : r.status === "warning" ? "warnings" : "healthy"} (exit ${r.exitCode})`);
+  return lines.join("\n");
+}

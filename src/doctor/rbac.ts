@@ -1,0 +1,67 @@
+/**
+ * @module
+ * What each ServiceAccount must be allowed to do for the code to work, and the findings when RBAC says
+ * otherwise. The list mirrors the API calls in src/kube: keep it in step when a call is added there.
+ * The doctor asks the apiserver with SubjectAccessReviews (src/kube/doctor.ts), so the answer comes from
+ * the cluster's real authorizer rather than from reading Roles.
+ */
+import type { Policy } from "../policy/types.js";
+import { LEDGER_INDEX_NAME } from "../reconcile/ledger-shards.js";
+import type { AccessCheck, Finding, Severity } from "./types.js";
+import { isUnreadable, worst, type Unreadable } from "./types.js";
+
+export const WEBHOOK_SERVICE_ACCOUNT = "quartermaster-webhook";
+export const RECONCILER_SERVICE_ACCOUNT = "quartermaster-reconciler";
+
+export type AccessRequirement = Omit<AccessCheck, "allowed">;
+
+/** Every permission the webhook and the reconciler need, for `policy`'s job kinds, in `namespace`. */
+export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" | "reconciler">, namespace: string): AccessRequirement[] {
+  const webhook = `${namespace}/${WEBHOOK_SERVICE_ACCOUNT}`;
+  const reconciler = `${namespace}/${RECONCILER_SERVICE_ACCOUNT}`;
+  // Without the job GET a pod gets no cluster spec (warn), or is refused (deny).
+  const lookup: Severity = policy.clusterSpec.onJobLookupFailure === "deny" ? "critical" : "warning";
+  const kinds = [...new Map(policy.jobKinds.map((k) => [`${k.group}/${k.plural}`, k])).values()];
+  const out: AccessRequirement[] = [];
+  const need = (serviceAccount: string, verbs: string[], group: string, resource: string, ns: string, ifDenied: Severity, why: string, name?: string): void => {
+    for (const verb of verbs) out.push({ serviceAccount, verb, group, resource, namespace: ns, ...(name ? { name } : {}), ifDenied, why });
+  };
+  // src/kube/jobs.ts (job lookup) and src/kube/capacity.ts (the ledger index, read in the background).
+  for (const k of kinds) need(webhook, ["get"], k.group, k.plural, "", lookup, `job lookup for ${k.kind} pods`);
+  need(webhook, ["get"], "", "configmaps", namespace, "warning", "the capacity rule reads the ledger index", LEDGER_INDEX_NAME);
+  // src/kube/cluster.ts, ledger.ts, lease.ts: one reconcile pass.
+  for (const k of kinds) need(reconciler, ["get", "list", "delete"], k.group, k.plural, "", "warning", `adopt for and clean up ${k.kind}s`);
+  need(reconciler, ["list", "patch", "delete"], "", "pods", "", "warning", "adoption, CleanPodPolicy, the ledger");
+  need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], "", "services", "", "warning", "per-replica Services, adoption");
+  need(reconciler, ["list"], "", "nodes", "", "warning", "the ledger's node inventory");
+  if (policy.reconciler.events) need(reconciler, ["create"], "", "events", "", "warning", "Events on jobs");
+  need(reconciler, ["get", "create", "update"], "coordination.k8s.io", "leases", namespace, "warning", "the pass Lease");
+  need(reconciler, ["list", "create", "update", "delete"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps");
+  need(reconciler, ["list"], "coordination.k8s.io", "leases", "kube-node-lease", "warning", "node staleness in the ledger");
+  return out;
+}
+
+function describe(a: AccessRequirement): string {
+  const resource = a.group ? `${a.resource}.${a.group}` : a.resource;
+  return `${a.verb} ${resource}${a.name ? `/${a.name}` : ""}${a.namespace ? ` in ${a.namespace}` : ""} (${a.why})`;
+}
+
+export function checkAccess(access: AccessCheck[] | Unreadable): Finding[] {
+  if (isUnreadable(access)) {
+    return [{ check: "rbac", severity: "warning", subject: "ServiceAccounts", message: `not checked: ${access.error}`, fix: "run doctor as a user allowed to create subjectaccessreviews.authorization.k8s.io" }];
+  }
+  const bySa = new Map<string, AccessCheck[]>();
+  for (const a of access) bySa.set(a.serviceAccount, [...(bySa.get(a.serviceAccount) ?? []), a]);
+  return [...bySa].map(([sa, checks]): Finding => {
+    const denied = checks.filter((c) => !c.allowed);
+    if (denied.length === 0) return { check: "rbac", severity: "ok", subject: `ServiceAccount ${sa}`, message: `allowed everything it needs (${checks.length} checks)`, fix: "" };
+    const severity = worst(denied.map((d) => d.ifDenied));
+    return {
+      check: "rbac",
+      severity,
+      subject: `ServiceAccount ${sa}`,
+      message: `not allowed to ${denied.map(describe).join("; ")}`,
+      fix: "apply the Roles and bindings of manifests/base/rbac.yaml and reconciler.yaml (kubectl apply -k manifests/base)",
+    };
+  });
+}

@@ -1,0 +1,183 @@
+/**
+ * @module
+ * What `quartermaster doctor` reads from the cluster (a plain snapshot, API objects as JSON) and what it
+ * reports (findings). The checks in this folder are pure functions of a snapshot and the time; only
+ * `src/kube/doctor.ts` talks to the cluster.
+ */
+
+export type Severity = "ok" | "info" | "warning" | "critical";
+
+/** Ordered by how loud they are; the exit code is the loudest finding's. */
+export const SEVERITIES: readonly Severity[] = ["ok", "info", "warning", "critical"];
+
+/** The loudest of `severities` ("ok" for none). */
+export function worst(severities: Iterable<Severity>): Severity {
+  let out: Severity = "ok";
+  for (const s of severities) if (SEVERITIES.indexOf(s) > SEVERITIES.indexOf(out)) out = s;
+  return out;
+}
+
+export type CheckName =
+  | "cluster"
+  | "webhook-configuration"
+  | "endpoints"
+  | "ca-bundle"
+  | "certificate-expiry"
+  | "namespace-selector"
+  | "side-effects"
+  | "timeout"
+  | "reconciler"
+  | "ledger"
+  | "rbac";
+
+export interface Finding {
+  check: CheckName;
+  severity: Severity;
+  /** What the finding is about: a webhook name, a certificate, a ServiceAccount. */
+  subject: string;
+  message: string;
+  /** One line telling the operator what to do; empty when there is nothing to do. */
+  fix: string;
+}
+
+/** A part of the cluster that could not be read, with the reason (HTTP status and message). */
+export interface Unreadable {
+  error: string;
+}
+
+export function isUnreadable(x: unknown): x is Unreadable {
+  return typeof x === "object" && x !== null && "error" in x && typeof (x as Unreadable).error === "string";
+}
+
+export interface LabelSelectorRequirement {
+  key: string;
+  operator: string;
+  values?: string[];
+}
+
+export interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: LabelSelectorRequirement[];
+}
+
+/** admissionregistration.k8s.io/v1 Webhook, the fields the doctor reads. */
+export interface Webhook {
+  name: string;
+  clientConfig: {
+    url?: string;
+    service?: { namespace: string; name: string; path?: string; port?: number };
+    /** Base64 of a PEM bundle. */
+    caBundle?: string;
+  };
+  failurePolicy?: string;
+  sideEffects?: string;
+  timeoutSeconds?: number;
+  admissionReviewVersions?: string[];
+  namespaceSelector?: LabelSelector;
+}
+
+export interface WebhookConfiguration {
+  kind: "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration";
+  metadata: { name: string };
+  webhooks?: Webhook[];
+}
+
+export interface ServicePort {
+  name?: string;
+  port: number;
+  targetPort?: number | string;
+}
+
+export interface Service {
+  metadata: { name: string; namespace?: string };
+  spec?: { type?: string; ports?: ServicePort[]; selector?: Record<string, string> };
+}
+
+export interface EndpointSlice {
+  metadata: { name: string };
+  endpoints?: Array<{ addresses: string[]; conditions?: { ready?: boolean | null; terminating?: boolean | null } }> | null;
+  ports?: Array<{ name?: string | null; port?: number | null }> | null;
+}
+
+/** The Service behind a webhook and its EndpointSlices; `service` undefined when it does not exist. */
+export interface ServiceState {
+  service?: Service;
+  endpointSlices: EndpointSlice[];
+}
+
+/**
+ * A certificate a webhook server presents (or will present), with where it came from:
+ * a TLS handshake with the server, or the serving Secret its pods mount.
+ */
+export type CertificateEvidence =
+  | { source: "handshake"; address: string; chainPem: string[] }
+  | { source: "secret"; secret: string; certPem: string; keyPem?: string }
+  | { source: "handshake" | "secret"; address?: string; secret?: string; error: string };
+
+export interface CronJob {
+  metadata: { name: string; namespace?: string; uid?: string; creationTimestamp?: string };
+  spec: {
+    schedule: string;
+    timeZone?: string;
+    suspend?: boolean;
+    startingDeadlineSeconds?: number;
+    jobTemplate?: { spec?: { activeDeadlineSeconds?: number } };
+  };
+  status?: { lastScheduleTime?: string; lastSuccessfulTime?: string };
+}
+
+export interface Job {
+  metadata: { name: string; creationTimestamp?: string; ownerReferences?: Array<{ uid: string; kind?: string }> };
+  status?: { conditions?: Array<{ type: string; status: string; reason?: string; message?: string }>; completionTime?: string };
+}
+
+/**
+ * The device ledger as the doctor needs it: when it was written, how many shards it has and which of
+ * them fail their checksum. "absent": there is none in the cluster; `{ unread }`: it was not read, and why.
+ */
+export type LedgerState = { generatedAt?: Date; shards: number; corrupt: string[] } | "absent" | { unread: string };
+
+/** One permission a ServiceAccount needs, and whether RBAC grants it. */
+export interface AccessCheck {
+  serviceAccount: string;
+  verb: string;
+  group: string;
+  resource: string;
+  /** Empty: cluster-wide. */
+  namespace: string;
+  /** A single object (RBAC resourceNames), when the code reads only that one. */
+  name?: string;
+  /** How bad it is when the permission is missing. */
+  ifDenied: Severity;
+  /** What breaks without it, for the message. */
+  why: string;
+  allowed: boolean;
+}
+
+export interface DoctorSnapshot {
+  now: Date;
+  /** Quartermaster's namespace. */
+  namespace: string;
+  /** Quartermaster's webhook configurations (by name, label or webhook names under quartermaster.dev). */
+  webhookConfigurations: WebhookConfiguration[] | Unreadable;
+  /** By `namespace/name` of every Service a webhook's clientConfig names. */
+  services: Record<string, ServiceState | Unreadable>;
+  /**
+   * The certificates each webhook target presents, by target key (`service:<ns>/<name>` or `url:<url>`):
+   * handshakes with URL targets, and the serving Secrets mounted by the pods behind a Service.
+   */
+  certificates: Record<string, CertificateEvidence[]>;
+  /** Labels of the namespaces no webhook may see (kube-system, kube-public, kube-node-lease, our own). */
+  protectedNamespaces: Record<string, Record<string, string>>;
+  reconciler: { cronJob?: CronJob; jobs: Job[] } | Unreadable;
+  ledger: LedgerState;
+  access: AccessCheck[] | Unreadable;
+}
+
+/** The key of a webhook's target in `services` / `certificates`. */
+export function targetKey(hook: Webhook): string | undefined {
+  const { service, url } = hook.clientConfig;
+  if (service) return `service:${service.namespace}/${service.name}`;
+  if (url) return `url:${url}`;
+  return undefined;
+}

@@ -1,0 +1,301 @@
+/**
+ * @module
+ * What `quartermaster doctor` reads from the cluster, as one plain snapshot for the pure checks in
+ * src/doctor: Quartermaster's webhook configurations, the Services they name with their EndpointSlices,
+ * the certificates each target presents (a TLS handshake with URL targets; the serving Secret mounted by
+ * the Deployment behind a Service, which needs no port-forward), the protected namespaces' labels, the
+ * reconciler's CronJob and Jobs, and SubjectAccessReviews for what each ServiceAccount needs.
+ * Everything is read-only. A part that cannot be read becomes a "not checked" finding; an apiserver
+ * that cannot be reached at all throws ClusterUnreachableError.
+ */
+import { connect as tlsConnect, type DetailedPeerCertificate } from "node:tls";
+import { errorMessage } from "../errors.js";
+import { requiredAccess } from "../doctor/rbac.js";
+import { RECONCILER_NAME } from "../doctor/reconciler.js";
+import { protectedNamespaceNames } from "../doctor/webhooks.js";
+import {
+  targetKey,
+  type AccessCheck,
+  type CertificateEvidence,
+  type CronJob,
+  type DoctorSnapshot,
+  type Job,
+  type LedgerState,
+  type ServiceState,
+  type Unreadable,
+  type WebhookConfiguration,
+} from "../doctor/types.js";
+import type { Policy } from "../policy/types.js";
+
+/** The Secret manifests/base mounts into the webhook pods; read when no Deployment names one. */
+export const DEFAULT_SERVING_SECRET = "quartermaster-webhook-tls";
+
+export class ClusterUnreachableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "ClusterUnreachableError";
+  }
+}
+
+export interface DoctorReadOptions {
+  kubeconfig?: string;
+  /** Quartermaster's namespace. */
+  namespace: string;
+  policy: Pick<Policy, "jobKinds" | "clusterSpec" | "reconciler">;
+  now: () => Date;
+  /** Bound on each TLS handshake with a URL webhook (ms). */
+  handshakeTimeoutMs?: number;
+  /** Reads the device ledger. Without one the ledger is reported as not read. */
+  readLedger?: () => Promise<LedgerState>;
+}
+
+function status(err: unknown): number | undefined {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === "number" ? code : undefined;
+}
+
+/** "HTTP 403: <the apiserver's message>", or the error's message when there was no HTTP answer. */
+export function describeError(err: unknown): string {
+  const code = status(err);
+  if (code === undefined) return errorMessage(err);
+  let message: string | undefined;
+  try {
+    const body = (err as { body?: unknown }).body;
+    message = (typeof body === "string" ? (JSON.parse(body) as { message?: string }) : (body as { message?: string } | undefined))?.message;
+  } catch {
+    /* not JSON */
+  }
+  return `HTTP ${code}${message ? `: ${message}` : ""}`;
+}
+
+/** client-node hands back typed objects (Dates, class instances); the checks read plain JSON. */
+const raw = <T>(x: unknown): T => JSON.parse(JSON.stringify(x)) as T;
+
+const unreadable = (err: unknown): Unreadable => ({ error: describeError(err) });
+
+function isQuartermasters(config: { metadata?: { name?: string; labels?: Record<string, string> }; webhooks?: Array<{ name: string }> }): boolean {
+  return (
+    config.metadata?.name === "quartermaster" ||
+    config.metadata?.labels?.["app.kubernetes.io/part-of"] === "quartermaster" ||
+    (config.webhooks ?? []).some((w) => w.name.endsWith(".quartermaster.dev"))
+  );
+}
+
+function toPem(der: Buffer): string {
+  const b64 = der.toString("base64").match(/.{1,64}/g)!.join("\n");
+  return `-----BEGIN CERTIFICATE-----\n${b64}\n-----END CERTIFICATE-----\n`;
+}
+
+/** The chain a TLS server presents at `url` (leaf first), without trusting it: the checks judge it. */
+export function handshake(url: string, timeoutMs: number): Promise<CertificateEvidence> {
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    return Promise.resolve({ source: "handshake", address: url, error: "not a URL" });
+  }
+  const host = target.hostname.replace(/^\[|\]$/g, "");
+  const port = Number(target.port || 443);
+  const address = `${target.hostname}:${port}`;
+  const isIp = /^[\d.]+$/.test(host) || host.includes(":");
+  return new Promise((resolve) => {
+    const socket = tlsConnect({ host, port, servername: isIp ? undefined : host, rejectUnauthorized: false, timeout: timeoutMs });
+    const done = (e: CertificateEvidence): void => {
+      socket.destroy();
+      resolve(e);
+    };
+    socket.once("secureConnect", () => {
+      const chainPem: string[] = [];
+      let cert: DetailedPeerCertificate | undefined = socket.getPeerCertificate(true);
+      const seen = new Set<string>();
+      while (cert?.raw && !seen.has(cert.fingerprint256)) {
+        seen.add(cert.fingerprint256);
+        chainPem.push(toPem(cert.raw));
+        cert = cert.issuerCertificate;
+      }
+      done(chainPem.length > 0 ? { source: "handshake", address, chainPem } : { source: "handshake", address, error: "the server presented no certificate" });
+    });
+    socket.once("timeout", () => done({ source: "handshake", address, error: `no TLS handshake within ${timeoutMs} ms` }));
+    socket.once("error", (err) => done({ source: "handshake", address, error: errorMessage(err) }));
+  });
+}
+
+/** Reads everything the checks need. Throws ClusterUnreachableError when the apiserver does not answer. */
+export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<DoctorSnapshot> {
+  const k8s = await import("@kubernetes/client-node");
+  const kc = new k8s.KubeConfig();
+  if (opts.kubeconfig) kc.loadFromFile(opts.kubeconfig);
+  else kc.loadFromDefault();
+  const admission = kc.makeApiClient(k8s.AdmissionregistrationV1Api);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
+  const apps = kc.makeApiClient(k8s.AppsV1Api);
+  const batch = kc.makeApiClient(k8s.BatchV1Api);
+  const authz = kc.makeApiClient(k8s.AuthorizationV1Api);
+  const { namespace } = opts;
+  const timeoutMs = opts.handshakeTimeoutMs ?? 3000;
+
+  // Webhook configurations first: an apiserver that does not answer at all ends the run here.
+  let webhookConfigurations: WebhookConfiguration[] | Unreadable;
+  try {
+    const [mutating, validating] = await Promise.all([admission.listMutatingWebhookConfiguration(), admission.listValidatingWebhookConfiguration()]);
+    webhookConfigurations = [
+      ...raw<WebhookConfiguration[]>(mutating.items).map((c) => ({ ...c, kind: "MutatingWebhookConfiguration" as const })),
+      ...raw<WebhookConfiguration[]>(validating.items).map((c) => ({ ...c, kind: "ValidatingWebhookConfiguration" as const })),
+    ].filter(isQuartermasters);
+  } catch (err) {
+    if (status(err) === undefined) throw new ClusterUnreachableError(describeError(err), { cause: err });
+    webhookConfigurations = unreadable(err);
+  }
+  const hooks = Array.isArray(webhookConfigurations) ? webhookConfigurations.flatMap((c) => c.webhooks ?? []) : [];
+  const serviceRefs = new Map(hooks.flatMap((h) => (h.clientConfig.service ? [[`${h.clientConfig.service.namespace}/${h.clientConfig.service.name}`, h.clientConfig.service] as const] : [])));
+  const urls = [...new Set(hooks.flatMap((h) => (h.clientConfig.url ? [h.clientConfig.url] : [])))];
+
+  const readService = async (ns: string, name: string): Promise<ServiceState | Unreadable> => {
+    try {
+      const [service, slices] = await Promise.all([
+        core.readNamespacedService({ namespace: ns, name }).then(
+          (s) => raw<ServiceState["service"]>(s),
+          (err: unknown) => {
+            if (status(err) === 404) return undefined;
+            throw err;
+          },
+        ),
+        discovery.listNamespacedEndpointSlice({ namespace: ns, labelSelector: `kubernetes.io/service-name=${name}` }),
+      ]);
+      return { service, endpointSlices: raw<ServiceState["endpointSlices"]>(slices.items) };
+    } catch (err) {
+      return unreadable(err);
+    }
+  };
+
+  /** The serving Secrets of the Deployments whose pods the Service selects (else the default name). */
+  const servingSecrets = async (ns: string, state: ServiceState | Unreadable): Promise<CertificateEvidence[]> => {
+    const selector = "service" in state ? state.service?.spec?.selector : undefined;
+    const names = new Set<string>();
+    if (selector && Object.keys(selector).length > 0) {
+      try {
+        const deployments = await apps.listNamespacedDeployment({ namespace: ns });
+        for (const d of deployments.items) {
+          const labels = d.spec?.template.metadata?.labels ?? {};
+          if (!Object.entries(selector).every(([k, v]) => labels[k] === v)) continue;
+          for (const v of d.spec?.template.spec?.volumes ?? []) {
+            if (v.secret?.secretName) names.add(v.secret.secretName);
+            for (const p of v.projected?.sources ?? []) if (p.secret?.name) names.add(p.secret.name);
+          }
+        }
+      } catch (err) {
+        return [{ source: "secret", secret: `${ns}/(Deployments)`, error: `cannot list Deployments: ${describeError(err)}` }];
+      }
+    }
+    if (names.size === 0) names.add(DEFAULT_SERVING_SECRET);
+    const out: CertificateEvidence[] = [];
+    for (const name of names) {
+      const secret = `${ns}/${name}`;
+      try {
+        const s = await core.readNamespacedSecret({ namespace: ns, name });
+        const crt = s.data?.["tls.crt"];
+        // Secrets mounted for other reasons (no tls.crt) are not serving certificates.
+        if (!crt) continue;
+        const key = s.data?.["tls.key"];
+        out.push({ source: "secret", secret, certPem: Buffer.from(crt, "base64").toString("utf8"), ...(key ? { keyPem: Buffer.from(key, "base64").toString("utf8") } : {}) });
+      } catch (err) {
+        out.push({ source: "secret", secret, error: status(err) === 404 ? "the Secret does not exist" : describeError(err) });
+      }
+    }
+    if (out.length === 0) out.push({ source: "secret", secret: `${ns}/${[...names].join(",")}`, error: "no mounted Secret holds a tls.crt" });
+    return out;
+  };
+
+  const servicesAndCertificates = (async () => {
+    const services: Record<string, ServiceState | Unreadable> = {};
+    const certificates: Record<string, CertificateEvidence[]> = {};
+    await Promise.all([
+      ...[...serviceRefs].map(async ([key, ref]) => {
+        services[key] = await readService(ref.namespace, ref.name);
+        certificates[`service:${key}`] = await servingSecrets(ref.namespace, services[key]!);
+      }),
+      ...urls.map(async (url) => {
+        certificates[`url:${url}`] = [await handshake(url, timeoutMs)];
+      }),
+    ]);
+    return { services, certificates };
+  })();
+
+  const protectedNamespaces = (async () => {
+    const out: Record<string, Record<string, string>> = {};
+    await Promise.all(
+      protectedNamespaceNames(namespace).map(async (name) => {
+        try {
+          out[name] = (await core.readNamespace({ name })).metadata?.labels ?? {};
+        } catch {
+          // Absent (or unreadable): judge the selector against the label every namespace carries.
+          out[name] = { "kubernetes.io/metadata.name": name };
+        }
+      }),
+    );
+    return out;
+  })();
+
+  const reconciler = (async (): Promise<DoctorSnapshot["reconciler"]> => {
+    try {
+      const cronJob = await batch.readNamespacedCronJob({ namespace, name: RECONCILER_NAME }).then(
+        (c) => raw<CronJob>(c),
+        (err: unknown) => {
+          if (status(err) === 404) return undefined;
+          throw err;
+        },
+      );
+      const jobs = cronJob ? raw<Job[]>((await batch.listNamespacedJob({ namespace })).items) : [];
+      return { cronJob, jobs };
+    } catch (err) {
+      return unreadable(err);
+    }
+  })();
+
+  const access = (async (): Promise<AccessCheck[] | Unreadable> => {
+    try {
+      return await Promise.all(
+        requiredAccess(opts.policy, namespace).map(async (req) => {
+          const [saNamespace, saName] = req.serviceAccount.split("/") as [string, string];
+          const review = await authz.createSubjectAccessReview({
+            body: {
+              apiVersion: "authorization.k8s.io/v1",
+              kind: "SubjectAccessReview",
+              spec: {
+                user: `system:serviceaccount:${saNamespace}:${saName}`,
+                groups: ["system:serviceaccounts", `system:serviceaccounts:${saNamespace}`, "system:authenticated"],
+                resourceAttributes: { verb: req.verb, group: req.group, resource: req.resource, namespace: req.namespace, ...(req.name ? { name: req.name } : {}) },
+              },
+            },
+          });
+          return { ...req, allowed: review.status?.allowed === true };
+        }),
+      );
+    } catch (err) {
+      return { error: `cannot create subjectaccessreviews: ${describeError(err)}` };
+    }
+  })();
+
+  const ledger = opts.readLedger
+    ? opts.readLedger().catch((err: unknown): LedgerState => ({ unread: describeError(err) }))
+    : Promise.resolve<LedgerState>({ unread: "this doctor has no ledger reader (run `quartermaster ledger` to see it)" });
+
+  const [sc, ns, rec, acc, led] = await Promise.all([servicesAndCertificates, protectedNamespaces, reconciler, access, ledger]);
+  // Keys for every hook, so a target that was never read shows up as such.
+  for (const h of hooks) {
+    const key = targetKey(h);
+    if (key && !sc.certificates[key]) sc.certificates[key] = [];
+  }
+  return {
+    now: opts.now(),
+    namespace,
+    webhookConfigurations,
+    services: sc.services,
+    certificates: sc.certificates,
+    protectedNamespaces: ns,
+    reconciler: rec,
+    ledger: led,
+    access: acc,
+  };
+}
