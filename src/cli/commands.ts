@@ -16,10 +16,11 @@ import type { CliIo } from "./io.js";
 export const USAGE = `Usage: quartermaster <command> [options]
 
 Commands:
-  serve       --tls-cert F --tls-key F [--port 8443] [--host 0.0.0.0] [--policy F] [--kubeconfig F]
+  serve       (--tls-cert F --tls-key F | --plain-http) [--port 8443] [--host 0.0.0.0] [--policy F] [--kubeconfig F]
               [--log-level info] [--drain-timeout-ms 10000] [--shutdown-delay-ms 0]
               [--ledger-refresh-seconds 60] [--namespace N]
-              Serve the admission webhooks over HTTPS. The job capacity check reads the device
+              Serve the admission webhooks over HTTPS (--plain-http: over HTTP, only behind a platform
+              that terminates TLS itself, e.g. Knative). The job capacity check reads the device
               ledger's totals from N every --ledger-refresh-seconds (0: off).
   dev         [--port 8443] [--policy F]
               Serve on https://127.0.0.1:8443 with development certificates (created in certs/dev on first use).
@@ -251,6 +252,8 @@ interface ServeFlags {
   port: number;
   certFile: string;
   keyFile: string;
+  /** Plain HTTP behind a platform that terminates TLS (Knative); no key pair. */
+  plainHttp: boolean;
   policyFile?: string;
   kubeconfig?: string;
   level: LevelWithSilent;
@@ -266,6 +269,7 @@ const SERVE_FLAGS: Flags = {
   port: { type: "string" },
   "tls-cert": { type: "string" },
   "tls-key": { type: "string" },
+  "plain-http": { type: "boolean" },
   policy: { type: "string" },
   kubeconfig: { type: "string" },
   "log-level": { type: "string" },
@@ -302,6 +306,7 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     port: flags.port,
     certFile: resolve(io.cwd, flags.certFile),
     keyFile: resolve(io.cwd, flags.keyFile),
+    plainHttp: flags.plainHttp,
     webhooks: createWebhooks({ policy, log, jobs, capacity, now: () => new Date() }),
     metrics,
     log,
@@ -327,12 +332,15 @@ function flushLog(log: Logger): Promise<void> {
 function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlags>): ServeFlags {
   const certFile = (values["tls-cert"] as string | undefined) ?? defaults.certFile;
   const keyFile = (values["tls-key"] as string | undefined) ?? defaults.keyFile;
-  if (!certFile || !keyFile) throw new UsageError("serve: --tls-cert and --tls-key are required");
+  const plainHttp = values["plain-http"] === true;
+  if (plainHttp && (values["tls-cert"] || values["tls-key"])) throw new UsageError("serve: --plain-http takes no --tls-cert or --tls-key");
+  if (!plainHttp && (!certFile || !keyFile)) throw new UsageError("serve: --tls-cert and --tls-key are required (or --plain-http behind a TLS-terminating platform)");
   return {
+    plainHttp,
     host: (values.host as string | undefined) ?? defaults.host ?? "0.0.0.0",
     port: intFlag(values, "port", 8443, 0, 65535),
-    certFile,
-    keyFile,
+    certFile: certFile ?? "",
+    keyFile: keyFile ?? "",
     policyFile: values.policy as string | undefined,
     kubeconfig: values.kubeconfig as string | undefined,
     level: logLevel(values),

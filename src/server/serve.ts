@@ -3,6 +3,7 @@
  * The HTTPS listener around the express app: TLS 1.2+, the key pair hot-reloaded from its files,
  * keep-alive longer than the apiserver's idle connection reuse, and a bounded graceful shutdown.
  */
+import { createServer as createPlainServer, type Server as PlainServer } from "node:http";
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
@@ -21,6 +22,11 @@ export interface ServeOptions {
   port: number;
   certFile: string;
   keyFile: string;
+  /**
+   * Plain HTTP, no key pair: only behind a platform that terminates TLS itself and speaks HTTP to the
+   * container (Knative's queue-proxy). The apiserver itself only calls webhooks over HTTPS.
+   */
+  plainHttp?: boolean;
   webhooks: Readonly<Record<string, Webhook>>;
   metrics: AdmissionMetrics;
   log: Logger;
@@ -32,7 +38,7 @@ export interface ServeOptions {
 }
 
 export interface RunningServer {
-  readonly server: Server;
+  readonly server: Server | PlainServer;
   readonly port: number;
   readonly url: string;
   /** Re-reads the key pair now (the file watch does this by itself). */
@@ -43,6 +49,7 @@ export interface RunningServer {
 
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const { log, metrics } = opts;
+  if (opts.plainHttp) return startPlainServer(opts);
   const initial = await readKeyPair(opts.certFile, opts.keyFile);
   metrics.certificateLoaded(initial.notAfter);
   let ready = false;
@@ -80,25 +87,56 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     },
   });
 
-  await new Promise<void>((resolve, reject) => {
+  await listen(server, opts);
+  ready = true;
+  const port = (server.address() as AddressInfo).port;
+  const url = `https://${opts.host.includes(":") ? `[${opts.host}]` : opts.host}:${port}`;
+  log.info({ url, notAfter: initial.notAfter.toISOString() }, "serving");
+  const close = drainer(server, opts, () => {
+    draining = true;
+  }, () => watcher.close());
+  return { server, port, url, reloadTls: () => watcher.check(), close };
+}
+
+function listen(server: Server | PlainServer, opts: ServeOptions): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(opts.port, opts.host, () => {
       server.off("error", reject);
       resolve();
     });
   });
+}
+
+/** The same app over plain HTTP (see `ServeOptions.plainHttp`): same timeouts, readiness and drain. */
+async function startPlainServer(opts: ServeOptions): Promise<RunningServer> {
+  let ready = false;
+  let draining = false;
+  const listener = createRequestListener({ webhooks: opts.webhooks, metrics: opts.metrics, log: opts.log, ready: () => ready && !draining, draining: () => draining });
+  const server = createPlainServer({ requestTimeout: 120_000 }, listener);
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  server.headersTimeout = HEADERS_TIMEOUT_MS;
+  await listen(server, opts);
   ready = true;
   const port = (server.address() as AddressInfo).port;
-  const url = `https://${opts.host.includes(":") ? `[${opts.host}]` : opts.host}:${port}`;
-  log.info({ url, notAfter: initial.notAfter.toISOString() }, "serving");
+  const url = `http://${opts.host.includes(":") ? `[${opts.host}]` : opts.host}:${port}`;
+  opts.log.info({ url }, "serving plain HTTP (TLS terminated in front of this process)");
+  const close = drainer(server, opts, () => {
+    draining = true;
+  }, () => undefined);
+  return { server, port, url, reloadTls: async () => undefined, close };
+}
 
+/** SIGTERM handling: readiness fails at once, serve on for the shutdown delay, then drain (bounded). */
+function drainer(server: Server | PlainServer, opts: ServeOptions, startDraining: () => void, stopWatching: () => void): () => Promise<void> {
+  const { log } = opts;
   let closing: Promise<void> | undefined;
-  const close = (): Promise<void> => {
+  return (): Promise<void> => {
     closing ??= (async () => {
-      draining = true;
+      startDraining();
       log.info({ shutdownDelayMs: opts.shutdownDelayMs ?? 0 }, "shutting down: readiness now fails");
       if (opts.shutdownDelayMs) await new Promise((r) => setTimeout(r, opts.shutdownDelayMs));
-      watcher.close();
+      stopWatching();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       const bound = opts.drainTimeoutMs ?? 10_000;
@@ -117,6 +155,4 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     })();
     return closing;
   };
-
-  return { server, port, url, reloadTls: () => watcher.check(), close };
 }
