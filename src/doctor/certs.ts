@@ -93,6 +93,9 @@ export function expirySeverity(days: number): Severity {
 export function describeExpiry(cert: X509Certificate, now: Date): string {
   const days = daysLeft(cert, now);
   const date = new Date(cert.validTo).toISOString().slice(0, 10);
-  if (days < 0) return `expired ${Math.ceil(-days)} day${Math.ceil(-days) === 1 ? "" : "s"} ago (${date})`;
+  if (days < 0) {
+    const ago = Math.floor(-days);
+    return ago === 0 ? `expired today (${date})` : `expired ${ago} day${ago === 1 ? "" : "s"} ago (${date})`;
+  }
   return `expires in ${Math.floor(days)} day${Math.floor(days) === 1 ? "" : "s"} (${date})`;
 }

@@ -7,11 +7,12 @@ import type { Policy } from "../policy/types.js";
 import { checkLedger } from "./ledger.js";
 import { checkAccess } from "./rbac.js";
 import { checkReconciler, schedulePeriodSeconds } from "./reconciler.js";
-import { isUnreadable, worst, type DoctorSnapshot, type Finding, type Severity } from "./types.js";
+import { isUnreadable, worst, type DoctorSnapshot, type Finding } from "./types.js";
 import { checkWebhooks } from "./webhooks.js";
 
 export interface DoctorReport {
-  status: Severity;
+  /** "healthy" when nothing is worse than info. */
+  status: "healthy" | "warning" | "critical";
   exitCode: 0 | 1 | 2;
   findings: Finding[];
 }
@@ -39,7 +40,8 @@ export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "webhook
 }
 
 export function report(findings: Finding[]): DoctorReport {
-  return { status: worst(findings.map((f) => f.severity)), exitCode: exitCode(findings), findings };
+  const code = exitCode(findings);
+  return { status: code === 2 ? "critical" : code === 1 ? "warning" : "healthy", exitCode: code, findings };
 }
 
 /** The report when the cluster could not be read at all. */
@@ -61,7 +63,7 @@ export function findingsTable(r: DoctorReport): string {
     const fix = i > 0 ? r.findings[i - 1]!.fix : "";
     if (fix) lines.push(`${indent}fix: ${fix}`);
   });
-  const counts = (["critical", "warning", "info", "ok"] as const).map((s) => `${r.findings.filter((f) => f.severity === s).length} ${s}`);
-  lines.push("", `${counts.join(", ")}: ${r.status === "critical" ? "critical" : r.status === "warning" ? "warnings" : "healthy"} (exit ${r.exitCode})`);
+  const counts = (["critical", "warning", "info", "ok"] as const).map((s) => `${s} ${r.findings.filter((f) => f.severity === s).length}`);
+  lines.push("", `${r.status} (exit ${r.exitCode}): ${counts.join(", ")}`);
   return lines.join("\n");
 }
