@@ -1,7 +1,7 @@
 /**
  * Every rendered manifest (the base and each overlay) against a schema, and the references between them.
- * Schemas: kubernetes-models for the built-in kinds, @kubernetes-models/cert-manager and
- * @kubernetes-models/knative for the CRD-typed ones; an object of any other group fails (add its models).
+ * Schemas: kubernetes-models for the built-in kinds, @kubernetes-models/cert-manager, /knative and
+ * /prometheus-operator for the CRD-typed ones; an object of any other group fails (add its models).
  * These schemas check types and required fields but accept unknown fields; the e2e suite's server-side
  * dry-run (kubectl's strict field validation) rejects those.
  */
@@ -17,6 +17,7 @@ function modelModule(apiVersion: string, kind: string): string {
   const group = apiVersion.includes("/") ? apiVersion.split("/")[0]! : "";
   if (group.endsWith("cert-manager.io")) return `@kubernetes-models/cert-manager/${apiVersion}/${kind}`;
   if (group.endsWith("knative.dev")) return `@kubernetes-models/knative/${apiVersion}/${kind}`;
+  if (group === "monitoring.coreos.com") return `@kubernetes-models/prometheus-operator/${apiVersion}/${kind}`;
   if (group === "" || !group.includes(".") || group.endsWith(".k8s.io")) return `kubernetes-models/${apiVersion}/${kind}`;
   throw new Error(`no schema models for ${apiVersion} ${kind}: add the @kubernetes-models package for its group`);
 }
