@@ -6,8 +6,10 @@
  * dry-run (kubectl's strict field validation) rejects those.
  */
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, it } from "node:test";
-import { podSpec, render, variants, type Manifest } from "../fixtures/manifests.js";
+import { ROOT, podSpec, render, variants, type Manifest } from "../fixtures/manifests.js";
 
 const NAMESPACE = "quartermaster";
 const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ClusterIssuer"]);
@@ -195,5 +197,44 @@ describe("overlay specifics", () => {
     assert.equal(args[0], "reconcile");
     assert.ok(flag(args, "schedule"), args.join(" "));
     assert.deepEqual(objects.filter((o) => o.kind === "CronJob").map((o) => o.metadata.name), []);
+  });
+});
+
+describe("the image (Dockerfile, .dockerignore)", () => {
+  const text = readFileSync(join(ROOT, "Dockerfile"), "utf8").replace(/\\\n/g, " ");
+  const stages = text.split(/^FROM /m).slice(1).map((s) => ({ from: s.split(/\s/)[0]!, lines: s.split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#")) }));
+  const final = stages.at(-1)!;
+  const ignored = readFileSync(join(ROOT, ".dockerignore"), "utf8").split("\n").map((l) => l.trim());
+
+  it("is multi-stage; the runtime stage has no shell (distroless), runs nothing at build time and copies only built output", () => {
+    assert.ok(stages.length >= 2, `${stages.length} stage(s)`);
+    assert.match(final.from, /^gcr\.io\/distroless\/nodejs\d+-debian\d+:nonroot$/);
+    assert.deepEqual(final.lines.filter((l) => l.startsWith("RUN ")), []);
+    const copied = final.lines.filter((l) => l.startsWith("COPY ")).map((l) => l.split(/\s+/).slice(-1)[0]);
+    assert.deepEqual(copied.sort(), ["./", "./bin", "./dist", "./node_modules"]);
+  });
+
+  it("its node_modules come from a stage that installs production dependencies only", () => {
+    const from = final.lines.find((l) => l.startsWith("COPY --from=") && l.includes("node_modules"))!.match(/--from=(\S+)/)![1];
+    const deps = text.split(/^FROM /m).slice(1).find((s) => new RegExp(`AS ${from}\\b`).test(s.split("\n")[0]!))!;
+    assert.match(deps, /npm ci --omit=dev/);
+  });
+
+  it("runs as a non-root user with node as its exec-form entry point", () => {
+    const user = final.lines.find((l) => l.startsWith("USER "))!.split(/\s+/)[1]!;
+    assert.ok(Number(user.split(":")[0]) > 0, `USER ${user}`);
+    const entry = JSON.parse(final.lines.find((l) => l.startsWith("ENTRYPOINT "))!.slice("ENTRYPOINT ".length)) as string[];
+    assert.match(entry[0]!, /\/node$/);
+    assert.equal(entry[1], "/app/bin/quartermaster.js");
+  });
+
+  it("the runtime user matches the manifests' runAsUser, and the build context leaves out what the image never needs", () => {
+    const user = Number(final.lines.find((l) => l.startsWith("USER "))!.split(/\s+/)[1]!.split(":")[0]);
+    for (const v of rendered) for (const o of v.objects) {
+      const spec = podSpec(o);
+      const runAs = spec?.securityContext?.runAsUser ?? spec?.containers?.[0]?.securityContext?.runAsUser;
+      if (spec) assert.equal(runAs, user, `${v.name} ${o.kind}/${o.metadata.name}`);
+    }
+    for (const path of ["node_modules", "dist", ".git", "test", "certs"]) assert.ok(ignored.includes(path), `.dockerignore lacks ${path}`);
   });
 });
