@@ -201,3 +201,24 @@ describe("ensureCertificates with a conflicting writer", () => {
     await assert.rejects(ensureCertificates(store, options(() => START, [])), /Secret quartermaster-webhook-ca changed/);
   });
 });
+
+describe("certs ensure / install flags", () => {
+  const cases: Array<[string, string[], RegExp]> = [
+    ["ensure without --service", ["certs", "ensure", "--namespace", "qm"], /certs ensure: --service is required/],
+    ["ensure without --namespace", ["certs", "ensure", "--service", "s"], /certs ensure: --namespace is required/],
+    ["renew-before not shorter than the validity", ["certs", "ensure", "--service", "s", "--namespace", "n", "--days", "30", "--renew-before-days", "30"], /--renew-before-days must be less than --days/],
+    ["CA renew-before not shorter than its validity", ["certs", "ensure", "--service", "s", "--namespace", "n", "--ca-days", "100", "--ca-renew-before-days", "180"], /--ca-renew-before-days must be less than --ca-days/],
+    ["a negative overlap", ["certs", "ensure", "--service", "s", "--namespace", "n", "--overlap-hours=-1"], /--overlap-hours must be an integer from 0/],
+    ["install without --ca", ["certs", "install"], /certs install: --ca is required/],
+    ["an unknown certs subcommand", ["certs", "rotate"], /certs: expected 'generate', 'ensure' or 'install'/],
+  ];
+  for (const [name, argv, message] of cases) {
+    it(`${name}: usage error (exit 2)`, async () => {
+      const { runCli } = await import("../../src/cli/commands.js");
+      const err: string[] = [];
+      const code = await runCli(argv, { stdout: () => undefined, stderr: (l) => void err.push(l), cwd: process.cwd(), shutdown: new Promise(() => undefined) });
+      assert.equal(code, 2, err.join("\n"));
+      assert.match(err.join("\n"), message);
+    });
+  }
+});
