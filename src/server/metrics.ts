@@ -26,7 +26,8 @@ export function latencyBuckets(timeoutSeconds: number): number[] {
   return buckets;
 }
 
-export function createAdmissionMetrics(opts: { timeoutSeconds: number; processMetrics?: boolean }): AdmissionMetrics {
+export function createAdmissionMetrics(opts: { timeoutSeconds: number; processMetrics?: boolean; now?: () => number }): AdmissionMetrics {
+  const now = opts.now ?? Date.now;
   const registry = new Registry();
   if (opts.processMetrics) collectDefaultMetrics({ register: registry });
   const registers = [registry];
@@ -72,6 +73,17 @@ export function createAdmissionMetrics(opts: { timeoutSeconds: number; processMe
     help: "notAfter of the serving certificate in use, as a Unix timestamp.",
     registers,
   });
+  let notAfterMs: number | undefined;
+  // Days left, computed at scrape time from the same notAfter: what dashboards show and the alerts in
+  // manifests/overlays/monitoring compare (under 30 a warning, under 7 critical, as `doctor` does).
+  new Gauge({
+    name: "quartermaster_tls_certificate_expiry_days",
+    help: "Days until the serving certificate in use expires (fractional; negative once expired), computed at scrape time.",
+    registers,
+    collect() {
+      if (notAfterMs !== undefined) this.set((notAfterMs - now()) / 86_400_000);
+    },
+  });
   const certReloads = new Counter({
     name: "quartermaster_tls_reloads_total",
     help: "Serving key pair loads, by result.",
@@ -96,6 +108,7 @@ export function createAdmissionMetrics(opts: { timeoutSeconds: number; processMe
     },
     certificateLoaded(notAfter) {
       certExpiry.set(notAfter.getTime() / 1000);
+      notAfterMs = notAfter.getTime();
       certReloads.inc({ result: "ok" });
     },
     certificateReloadFailed() {
