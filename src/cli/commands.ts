@@ -148,6 +148,8 @@ async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
   const caRenewBeforeDays = intFlag(values, "ca-renew-before-days", 180, 0, 7300);
   if (renewBeforeDays >= days) throw new UsageError("certs ensure: --renew-before-days must be less than --days");
   if (caRenewBeforeDays >= caDays) throw new UsageError("certs ensure: --ca-renew-before-days must be less than --ca-days");
+  const overlapHours = intFlag(values, "overlap-hours", 24, 0, 24 * 365);
+  const settleSeconds = intFlag(values, "settle-seconds", 5, 0, 600);
   const namespace = values.namespace as string;
   const configs = (values["webhook-configuration"] as string[] | undefined) ?? [CERTS_DEFAULTS.webhookConfiguration];
   const [{ ensureCertificates }, { connectCertStore }] = await Promise.all([import("../certs/ensure.js"), import("../kube/certs.js")]);
@@ -164,8 +166,8 @@ async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
     caDays,
     renewBeforeMs: renewBeforeDays * day,
     caRenewBeforeMs: caRenewBeforeDays * day,
-    overlapMs: intFlag(values, "overlap-hours", 24, 0, 24 * 365) * 3600_000,
-    settleMs: intFlag(values, "settle-seconds", 5, 0, 600) * 1000,
+    overlapMs: overlapHours * 3600_000,
+    settleMs: settleSeconds * 1000,
     dryRun: values["dry-run"] === true,
     now: () => new Date(),
     sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
