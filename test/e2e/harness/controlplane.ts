@@ -205,7 +205,8 @@ export async function startControlPlane(opts: { controllerManager?: boolean } = 
             headers: {
               accept: "application/json",
               ...(auth.token ? { authorization: `Bearer ${auth.token}` } : {}),
-              ...(data ? { "content-type": "application/json" } : {}),
+              // content-length: Node sends DELETE bodies unchunked, so without it the server never sees them.
+              ...(data ? { "content-type": "application/json", "content-length": String(Buffer.byteLength(data)) } : {}),
               ...headers,
             },
           },
