@@ -1,0 +1,242 @@
+/**
+ * @module
+ * docs/policy.md, generated from the JSON Schema in src/policy/schema.ts (`npm run docs:policy`): every
+ * field with its type, constraints, default and meaning. Types, constraints and defaults come from the
+ * schema; the meanings come from the schema's `description` where it has one, else from DESCRIPTIONS
+ * below. A field without a meaning stops the generator, and test/unit/policy-docs.test.ts regenerates the
+ * page and fails when the committed one differs, so the page cannot drift from the schema.
+ */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { stringify } from "yaml";
+import { defaultPolicy } from "./load.js";
+import { POLICY_SCHEMA } from "./schema.js";
+
+type Schema = {
+  type?: string;
+  enum?: readonly unknown[];
+  pattern?: string;
+  minLength?: number;
+  minimum?: number;
+  maximum?: number;
+  minItems?: number;
+  default?: unknown;
+  description?: string;
+  properties?: Record<string, Schema>;
+  additionalProperties?: boolean | Schema;
+  items?: Schema;
+  required?: readonly string[];
+};
+
+/** What each field means, by path (`a.b`, `a[].b` for array items). */
+export const DESCRIPTIONS: Record<string, string> = {
+  jobKinds: "The training-job kinds the webhooks and the reconciler know. Replacing the list replaces all seven built-in kinds.",
+  "jobKinds[].kind": "The kind, e.g. `TFJob`.",
+  "jobKinds[].group": "Its API group, e.g. `kubeflow.org`.",
+  "jobKinds[].version": "Its API version, e.g. `v1`.",
+  "jobKinds[].plural": "Its resource name, e.g. `tfjobs`; the webhook and reconciler RBAC must name it.",
+  "jobKinds[].framework": "Which framework's cluster spec, labels and replica rules apply.",
+  clusterSpec: "Injection of the distributed cluster spec (TF_CONFIG, MASTER_ADDR, ...) into training pods.",
+  "clusterSpec.enabled": "Inject the cluster spec at all.",
+  "clusterSpec.clusterDomain": "Appended to service host names (e.g. `cluster.local`); empty keeps the training operator's short names.",
+  "clusterSpec.onJobLookupFailure": "When the pod's job cannot be read: `warn` admits the pod without a cluster spec and says why, `deny` refuses it.",
+  "clusterSpec.jobLookupTimeoutMs": "Upper bound on reading the pod's job during admission (the webhook timeout is a few seconds).",
+  "clusterSpec.jobCacheTtlMs": "How long a job read is reused for the job's other replicas; 0 reads every time.",
+  gpu: "GPU resources: which resource names are GPUs and what each brings.",
+  "gpu.resourceName": "The resource a bare `gpu` request or limit is renamed to.",
+  "gpu.resources": "GPU resource name patterns (`*` matches any run of characters); a pod requesting one gets a NoSchedule toleration for it.",
+  "gpu.resources[].pattern": "A resource name or pattern, e.g. `nvidia.com/mig-*`.",
+  "gpu.resources[].tolerations": "Extra tolerations for pods requesting a matching resource (MIG slices tolerate the `nvidia.com/gpu` taint by default).",
+  accelerator: "Placement from the `quartermaster.dev/accelerator` and `quartermaster.dev/gpu-partition` annotations.",
+  "accelerator.nodeLabel": "Node label the accelerator annotation becomes a required node affinity on.",
+  "accelerator.partitionNodeLabel": "Node label the GPU-partition annotation becomes a required node affinity on.",
+  "accelerator.addTolerations": "Also add `{key: <label>, operator: Equal, value, effect: NoSchedule}` tolerations for the chosen values.",
+  "accelerator.unpartitionedRequirement": "Node requirement for `quartermaster.dev/gpu-partition: none`; unset, the partition label must not exist on the node.",
+  interruptible: "Placement from the `quartermaster.dev/interruptible` annotation.",
+  "interruptible.tolerations": "Tolerations added to pods annotated `quartermaster.dev/interruptible: \"true\"`.",
+  "interruptible.nodeRequirement": "Required node affinity for interruptible pods (e.g. spot nodes).",
+  "interruptible.nonInterruptibleNodeRequirement": "Required node affinity for every other training pod (e.g. keep them off spot nodes).",
+  resources: "Resource defaults for training containers; nothing a user set is changed.",
+  "resources.defaultRequests": "cpu and memory requests for containers that set neither the request nor a limit (a limit is copied to the request first).",
+  "resources.defaultRequests.cpu": "Default cpu request.",
+  "resources.defaultRequests.memory": "Default memory request.",
+  "resources.limitsFromRequests": "Resources whose limit is set equal to the request when a container has none (e.g. `memory`).",
+  limits: "Platform limits the validating webhooks enforce. An unset limit is not enforced.",
+  "limits.container": "Per-container maximums (requests and limits).",
+  "limits.container.cpu": "Largest cpu per container.",
+  "limits.container.memory": "Largest memory per container.",
+  "limits.container.gpus": "Largest count per GPU resource name or pattern per container, e.g. `{\"nvidia.com/gpu\": 8}`.",
+  "limits.pod": "Per-pod maximums.",
+  "limits.pod.gpus": "Largest effective GPU request of a pod (containers plus native sidecars, or the largest init container).",
+  "limits.job": "Per-job maximums.",
+  "limits.job.gpus": "Largest GPU total of a whole job (every replica).",
+  "limits.job.replicas": "Largest replica count per replica type, e.g. `{\"Worker\": 64}`.",
+  "limits.runPolicy": "Rules on a job's `runPolicy`.",
+  "limits.runPolicy.requireTtlSecondsAfterFinished": "Refuse jobs without `ttlSecondsAfterFinished`.",
+  "limits.runPolicy.maxTtlSecondsAfterFinished": "Largest `ttlSecondsAfterFinished`.",
+  "limits.runPolicy.maxActiveDeadlineSeconds": "Largest `activeDeadlineSeconds`.",
+  "limits.runPolicy.maxBackoffLimit": "Largest `backoffLimit`.",
+  "limits.runPolicy.allowedCleanPodPolicies": "The `cleanPodPolicy` values a job may use.",
+  "limits.runPolicy.allowedRestartPolicies": "The replica `restartPolicy` values a job may use.",
+  "limits.allowedAccelerators": "Values the `quartermaster.dev/accelerator` annotation may take.",
+  "limits.allowedPartitions": "Values the `quartermaster.dev/gpu-partition` annotation may take.",
+  namespaces: "Per-namespace overrides of `limits`, by namespace name pattern (the AdmissionReview carries no namespace labels); the first match wins.",
+  "namespaces[].pattern": "Namespace name pattern; `*` matches any run of characters.",
+  "namespaces[].limits": "The fields of `limits` above, laid over them field by field (a field left out keeps the top-level value; GPU and replica maps are merged).",
+  reconciler: "The reconciler's passes.",
+  "reconciler.defaultTtlSecondsAfterFinished": "TTL for finished jobs that set none; the job is deleted once it has been finished this long.",
+  "reconciler.defaultCleanPodPolicy": "CleanPodPolicy for finished jobs that set none.",
+  "reconciler.maxDeletionsPerPass": "At most this many deletions a pass (pods first); the rest wait for later passes.",
+  "reconciler.leaseGracePeriodSeconds": "A node whose Lease was last renewed longer ago than this is stale in the device ledger.",
+  "reconciler.passLeaseSeconds": "How long the pass Lease holds after its last renewal: a killed pass blocks the next for at most this long.",
+  "reconciler.perReplicaServices": "Create a headless Service per replica pod of a running job.",
+  "reconciler.events": "Record Kubernetes Events on the job for adoptions, releases and deletions.",
+  "reconciler.pendingGpuPodSeconds": "A GPU pod still unscheduled after this long is listed in the device ledger with its reason.",
+  "reconciler.ledgerShardBytes": "Largest device-ledger shard (ConfigMap data) in bytes; ConfigMaps stop at 1 MiB.",
+  webhook: "The admission webhooks.",
+  "webhook.timeoutSeconds": "The `timeoutSeconds` the webhook configurations use; the latency histogram's buckets reach up to it and `doctor` warns above it.",
+};
+
+/** Fields whose sub-fields are not listed again (their description says where they are). */
+const SUMMARIZED = new Set(["namespaces[].limits"]);
+
+const TOLERATION_KEYS = "effect,key,operator,tolerationSeconds,value";
+const REQUIREMENT_KEYS = "key,operator,values";
+
+export interface FieldDoc {
+  path: string;
+  type: string;
+  default?: unknown;
+  required: boolean;
+  description?: string;
+}
+
+const code = (s: string): string => `\`${s}\``;
+
+/** A named Kubernetes shape the schema reuses (tolerations, node selector requirements). */
+function shape(s: Schema): string | undefined {
+  if (s.type !== "object" || !s.properties) return undefined;
+  const keys = Object.keys(s.properties).sort().join(",");
+  if (keys === TOLERATION_KEYS) return "toleration";
+  if (keys === REQUIREMENT_KEYS) return "node selector requirement";
+  return undefined;
+}
+
+function typeOf(s: Schema): string {
+  if (s.enum) return s.enum.map((v) => code(JSON.stringify(v).replace(/^"|"$/g, ""))).join(" \\| ");
+  const named = shape(s);
+  if (named) return `${named} (${Object.keys(s.properties!).join(", ")})`;
+  switch (s.type) {
+    case "integer":
+    case "number": {
+      if (s.minimum !== undefined && s.maximum !== undefined) return `${s.type}, ${s.minimum} to ${s.maximum}`;
+      if (s.minimum !== undefined) return `${s.type} ≥ ${s.minimum}`;
+      return s.type;
+    }
+    case "string":
+      if (s.pattern?.includes("[KMGTPE]i")) return "quantity (`500m`, `4Gi`)";
+      if (s.pattern) return `string matching ${code(s.pattern.replace(/\|/g, "\\|"))}`;
+      if (s.minLength) return "string, not empty";
+      return "string";
+    case "boolean":
+      return "boolean";
+    case "array": {
+      const items = s.items ?? {};
+      const named = shape(items);
+      const of = named ? `${named}s` : items.enum ? typeOf(items) : items.type === "object" ? "objects" : `${items.type ?? "any"}s`;
+      return `list of ${of}${s.minItems ? `, at least ${s.minItems}` : ""}`;
+    }
+    case "object":
+      if (s.additionalProperties && typeof s.additionalProperties === "object") return `map of name → ${typeOf(s.additionalProperties)}`;
+      return "object";
+    default:
+      return "any";
+  }
+}
+
+/** Every field of the schema, depth first, in the schema's order. */
+export function policyFields(schema: Schema = POLICY_SCHEMA as unknown as Schema): FieldDoc[] {
+  const out: FieldDoc[] = [];
+  const walk = (node: Schema, prefix: string): void => {
+    for (const [key, sub] of Object.entries(node.properties ?? {})) {
+      const path = prefix ? `${prefix}.${key}` : key;
+      out.push({ path, type: typeOf(sub), default: sub.default, required: (node.required ?? []).includes(key), description: sub.description ?? DESCRIPTIONS[path] });
+      if (SUMMARIZED.has(path) || shape(sub)) continue;
+      if (sub.type === "object" && sub.properties) walk(sub, path);
+      if (sub.type === "array" && sub.items?.type === "object" && !shape(sub.items)) walk(sub.items, `${path}[]`);
+    }
+  };
+  walk(schema, "");
+  return out;
+}
+
+/** Paths of fields without a description (the generator refuses to write the page while there are any). */
+export function undocumented(schema?: Schema): string[] {
+  return policyFields(schema).filter((f) => !f.description).map((f) => f.path);
+}
+
+const defaultJson = (value: unknown): string => {
+  const json = JSON.stringify(value);
+  return json.length > 40 ? "see below" : code(json.replace(/\|/g, "\\|"));
+};
+
+function defaultCell(f: FieldDoc, fields: readonly FieldDoc[]): string {
+  if (f.default !== undefined) return defaultJson(f.default);
+  if (f.required) return "required";
+  // A field without a default of its own may still come from its parent's default object.
+  const dot = f.path.lastIndexOf(".");
+  const parent = fields.find((p) => p.path === f.path.slice(0, dot));
+  const inherited = parent?.default !== null && typeof parent?.default === "object" ? (parent.default as Record<string, unknown>)[f.path.slice(dot + 1)] : undefined;
+  return inherited === undefined ? "unset" : `unset; ${defaultJson(inherited)} when ${code(parent!.path)} is left out`;
+}
+
+const escapeCell = (s: string): string => s.replace(/\|/g, "\\|").replace(/\n/g, " ");
+
+/** The whole of docs/policy.md. */
+export function renderPolicyDocs(schema?: Schema): string {
+  const missing = undocumented(schema);
+  if (missing.length > 0) {
+    throw new Error(`policy fields without a description (add them to DESCRIPTIONS in src/policy/docs.ts, or a description in the schema): ${missing.join(", ")}`);
+  }
+  const fields = policyFields(schema);
+  const sections = fields.filter((f) => !f.path.includes(".") && !f.path.includes("[]"));
+  const lines = [
+    "# Policy reference",
+    "",
+    "<!-- Generated by `npm run docs:policy` from the JSON Schema in src/policy/schema.ts (src/policy/docs.ts). Do not edit:",
+    "     test/unit/policy-docs.test.ts fails when this page and the schema disagree. -->",
+    "",
+    "The policy is one YAML or JSON document, checked against the JSON Schema in `src/policy/schema.ts` when",
+    "`serve` or `reconcile` starts (an invalid policy stops the process with every error listed) and by",
+    "`quartermaster policy check F`. Every field has a default or is optional, so `{}` is a complete policy;",
+    "`quartermaster policy defaults` prints the built-in one. Unknown fields are errors.",
+    "",
+    "In `manifests/base` the policy is `manifests/base/policy.yaml`, shipped as a ConfigMap whose name carries",
+    "a hash of its content, so an edit rolls the webhook Deployment.",
+    "",
+    "Paths: `a.b` is field `b` of object `a`; `a[].b` is field `b` of each item of list `a`. Default \"unset\"",
+    "means the field is optional and the behaviour it controls is off (a limit not enforced, a requirement not",
+    "added).",
+    "",
+  ];
+  for (const section of sections) {
+    lines.push(`## ${section.path}`, "", section.description!, "");
+    lines.push("| field | type | default | meaning |", "|---|---|---|---|");
+    for (const f of fields.filter((x) => x.path === section.path || x.path.startsWith(`${section.path}.`) || x.path.startsWith(`${section.path}[]`))) {
+      const meaning = f.path === section.path ? "(the section, above)" : escapeCell(f.description!);
+      lines.push(`| ${code(f.path)} | ${f.type} | ${defaultCell(f, fields)} | ${meaning} |`);
+    }
+    lines.push("");
+  }
+  lines.push("## The built-in policy", "", "What `{}` expands to (`quartermaster policy defaults`), including the defaults too long for the tables:", "", "```yaml", stringify(defaultPolicy()).trimEnd(), "```", "");
+  return lines.join("\n");
+}
+
+export const POLICY_DOCS_FILE = "docs/policy.md";
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const file = join(import.meta.dirname, "../..", POLICY_DOCS_FILE);
+  writeFileSync(file, renderPolicyDocs());
+  console.log(`wrote ${POLICY_DOCS_FILE}`);
+}
