@@ -56,7 +56,14 @@ export function checkReconciler(s: DoctorSnapshot): Finding[] {
   if (isUnreadable(s.reconciler)) {
     return [{ check: "reconciler", severity: "warning", subject, message: `not checked: ${s.reconciler.error}`, fix: "run doctor with read access to cronjobs and jobs in Quartermaster's namespace" }];
   }
-  const { cronJob, jobs } = s.reconciler;
+  const { cronJob, jobs, resident } = s.reconciler;
+  if (!cronJob && resident) {
+    // The resident-reconciler overlay: one process scheduling its own passes, which only its logs show.
+    const dep = `Deployment ${s.namespace}/${RECONCILER_NAME}`;
+    return resident.readyReplicas > 0
+      ? [{ check: "reconciler", severity: "ok", subject: dep, message: `resident reconciler running (${resident.readyReplicas}/${resident.replicas} ready); its passes are in its logs`, fix: "" }]
+      : [{ check: "reconciler", severity: "warning", subject: dep, message: `resident reconciler has no ready replica (${resident.replicas} wanted): no passes run`, fix: `kubectl -n ${s.namespace} describe deployment ${RECONCILER_NAME}; kubectl -n ${s.namespace} logs deployment/${RECONCILER_NAME}` }];
+  }
   if (!cronJob) {
     return [{ check: "reconciler", severity: "warning", subject, message: "not found: finished jobs keep their pods and GPUs, and the device ledger is not written", fix: "kubectl apply -k manifests/base (or your overlay)" }];
   }

@@ -169,7 +169,8 @@ export interface DoctorSnapshot {
   certificates: Record<string, CertificateEvidence[]>;
   /** Labels of the namespaces no webhook may see (kube-system, kube-public, kube-node-lease, our own). */
   protectedNamespaces: Record<string, Record<string, string>>;
-  reconciler: { cronJob?: CronJob; jobs: Job[] } | Unreadable;
+  /** The reconciler's CronJob and its Jobs; without a CronJob, the resident Deployment if there is one. */
+  reconciler: { cronJob?: CronJob; jobs: Job[]; resident?: { replicas: number; readyReplicas: number } } | Unreadable;
   ledger: LedgerState;
   access: AccessCheck[] | Unreadable;
 }

@@ -181,6 +181,11 @@ function caBundleFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding
     const fix = "put the CA that signed the serving certificate into caBundle: quartermaster certs install --ca CA.crt (or let cert-manager's CA injector do it)";
     const roots = bundleCertificates(hook);
     if (!Array.isArray(roots)) return [{ check: "ca-bundle", severity: r.outage, subject: hook.name, message: `${roots.problem}: ${consequence(r)}`, fix }];
+    const svc = hook.clientConfig.service;
+    const state = svc ? s.services[`${svc.namespace}/${svc.name}`] : undefined;
+    if (state && !isUnreadable(state) && state.service?.spec?.type === "ExternalName") {
+      return [{ check: "ca-bundle", severity: "info", subject: hook.name, message: `Service ${svc!.namespace}/${svc!.name} is an ExternalName service: TLS is served beyond it (Knative's gateway, say), not checked here`, fix: "" }];
+    }
     const evidence = (s.certificates[key] ?? []).map(evidenceChain);
     const usable = evidence.filter((e): e is Extract<typeof e, { chain: X509Certificate[] }> => "chain" in e);
     if (usable.length === 0) {

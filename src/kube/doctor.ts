@@ -247,7 +247,16 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
         },
       );
       const jobs = cronJob ? raw<Job[]>((await batch.listNamespacedJob({ namespace })).items) : [];
-      return { cronJob, jobs };
+      if (cronJob) return { cronJob, jobs };
+      // No CronJob: the resident-reconciler overlay runs passes in a Deployment of the same name.
+      const resident = await apps.readNamespacedDeployment({ namespace, name: RECONCILER_NAME }).then(
+        (d) => ({ replicas: d.spec?.replicas ?? 1, readyReplicas: d.status?.readyReplicas ?? 0 }),
+        (err: unknown) => {
+          if (status(err) === 404) return undefined;
+          throw err;
+        },
+      );
+      return { cronJob, jobs, ...(resident ? { resident } : {}) };
     } catch (err) {
       return unreadable(err);
     }

@@ -91,6 +91,17 @@ describe("doctor: reconciler CronJob", () => {
       message: /^suspended: no passes run$/,
     },
     { name: "a schedule that does not parse → warning", reconciler: { cronJob: cronJob({}, { schedule: "every five minutes" }), jobs: [] }, want: [`warning ${CJ}`], message: /does not parse/ },
+    {
+      name: "no CronJob but the resident reconciler Deployment, ready → ok",
+      reconciler: { cronJob: undefined, jobs: [], resident: { replicas: 1, readyReplicas: 1 } },
+      want: [`ok Deployment ${NS}/quartermaster-reconciler`],
+      message: /^resident reconciler running \(1\/1 ready\); its passes are in its logs$/,
+    },
+    {
+      name: "the resident reconciler Deployment without a ready replica → warning",
+      reconciler: { cronJob: undefined, jobs: [], resident: { replicas: 1, readyReplicas: 0 } },
+      want: [`warning Deployment ${NS}/quartermaster-reconciler`],
+    },
     { name: "no CronJob → warning", reconciler: { cronJob: undefined, jobs: [] }, want: [`warning ${CJ}`], message: /^not found: finished jobs keep their pods and GPUs/ },
     { name: "cannot be read → not checked (warning)", reconciler: { error: "HTTP 403: forbidden" }, want: [`warning ${CJ}`], message: /^not checked: HTTP 403/ },
   ];

@@ -183,6 +183,16 @@ const cases: Case[] = [
     message: [`endpoints ${PODS}`, /^not checked: Service quartermaster\/quartermaster-webhook could not be read: HTTP 403/],
   },
   {
+    name: "an ExternalName Service (the Knative overlay: TLS at Knative's gateway, no Secret) → endpoints and caBundle info, exit 0",
+    breakIt: (s) => {
+      serviceState(s).service = { metadata: { name: "quartermaster-webhook", namespace: NS }, spec: { type: "ExternalName" } };
+      serviceState(s).endpointSlices = [];
+      s.certificates[SECRET_EVIDENCE] = [{ source: "secret", secret: `${NS}/quartermaster-webhook-tls`, error: "the Secret does not exist" }];
+    },
+    want: [`info endpoints ${MUTATE}`, `info endpoints ${PODS}`, `info endpoints ${JOBS}`, `info ca-bundle ${MUTATE}`, `info ca-bundle ${PODS}`, `info ca-bundle ${JOBS}`],
+    exit: 0,
+  },
+  {
     name: "an empty caBundle on the Fail webhooks → critical",
     breakIt: (s) => {
       byName(s, PODS).clientConfig.caBundle = "";
