@@ -41,9 +41,20 @@ export interface WebhookProcess {
   awaitAdmissions(name: string, count: number, timeoutMs?: number): Promise<Array<Record<string, unknown>>>;
   start(): Promise<void>;
   stop(signal?: NodeJS.Signals): Promise<void>;
+  /** Sends `signal` to the running server without waiting (SIGSTOP/SIGCONT freeze and thaw it). */
+  signal(signal: NodeJS.Signals): void;
+  /** PID of the running server process, e.g. to sample its RSS. */
+  pid(): number | undefined;
 }
 
-export async function webhookProcess(opts: { kubeconfig?: string; policy?: string } = {}): Promise<WebhookProcess> {
+export interface WebhookProcessOptions {
+  kubeconfig?: string;
+  policy?: string;
+  /** `--log-level` (default info: one line per admission, which `lines` keeps). */
+  logLevel?: string;
+}
+
+export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<WebhookProcess> {
   const certDir = mkdtempSync(join(tmpdir(), "qm-e2e-webhook-"));
   const gen = await cli(["certs", "generate", "--service", "quartermaster-webhook", "--namespace", "quartermaster", "--out", certDir, "--ip", "127.0.0.1"]);
   if (gen.code !== 0) throw new Error(`certs generate failed: ${gen.stderr}`);
@@ -59,6 +70,7 @@ export async function webhookProcess(opts: { kubeconfig?: string; policy?: strin
         "--tls-cert", join(certDir, "tls.crt"), "--tls-key", join(certDir, "tls.key"),
         ...(opts.kubeconfig ? ["--kubeconfig", opts.kubeconfig] : []),
         ...(opts.policy ? ["--policy", opts.policy] : []),
+        ...(opts.logLevel ? ["--log-level", opts.logLevel] : []),
       ],
       { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
     );
@@ -104,6 +116,10 @@ export async function webhookProcess(opts: { kubeconfig?: string; policy?: strin
     },
     start,
     stop,
+    signal(sig) {
+      if (child && child.exitCode === null && child.signalCode === null) child.kill(sig);
+    },
+    pid: () => (child && child.exitCode === null && child.signalCode === null ? child.pid : undefined),
   };
 }
 
