@@ -115,21 +115,21 @@ export function claim(job: KubeObject, kind: JobKind, objectKind: "Pod" | "Servi
   const selector = claimSelector(job, kind);
   const jobDeleting = Boolean(jm.deletionTimestamp);
   const out: Claimed = { owned: [], adopted: [], actions: [] };
+  const act = (om: Meta, verb: ClaimAction["verb"], patch: string, reason: string): void => {
+    out.actions.push({ verb, kind: objectKind, namespace: om.namespace!, name: om.name!, uid: om.uid!, job: jobId, jobUid, jobKind: kind, reason, patch });
+  };
   for (const o of objects) {
     const om = meta(o);
     if (om.namespace !== jm.namespace || !om.uid || !om.name) continue;
     const owner = controllerUid(o);
-    const act = (verb: ClaimAction["verb"], patch: string, reason: string): void => {
-      out.actions.push({ verb, kind: objectKind, namespace: om.namespace!, name: om.name!, uid: om.uid!, job: jobId, jobUid, jobKind: kind, reason, patch });
-    };
     if (owner !== undefined) {
       if (owner !== jobUid) continue; // A
       if (!contradicts(selector, o)) out.owned.push(o); // B
-      else if (!jobDeleting) act("release", releasePatch(jobUid, om.uid), `controlled by ${jobId} but its labels no longer match the job's selector`); // D (C: nothing)
+      else if (!jobDeleting) act(om, "release", releasePatch(jobUid, om.uid), `controlled by ${jobId} but its labels no longer match the job's selector`); // D (C: nothing)
       continue;
     }
     if (jobDeleting || !matches(selector, o) || om.deletionTimestamp) continue; // E, F
-    act("adopt", adoptPatch(job, kind, om.uid), `matches the selector of ${jobId} and has no controller`); // G
+    act(om, "adopt", adoptPatch(job, kind, om.uid), `matches the selector of ${jobId} and has no controller`); // G
     out.adopted.push(o);
   }
   return out;

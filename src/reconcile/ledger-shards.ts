@@ -22,23 +22,24 @@ export const SHARD_KEY = "shard.json";
 export const CHECKSUM_KEY = "sha256";
 const MAX_SHARDS = 4096;
 
+// Keys in sorted order, as in ledger.ts: `JSON.stringify` gives the canonical bytes.
 export interface LedgerIndex {
-  version: number;
+  counts: { jobs: number; nodes: number; pendingGpuPods: number; podsHoldingDevices: number; staleNodes: number };
   generatedAt: string;
+  namespaces: Record<string, Record<string, Usage>>;
   shards: Array<{ name: string; sha256: string }>;
   totals: Record<string, ResourceTotals>;
-  namespaces: Record<string, Record<string, Usage>>;
-  counts: { nodes: number; staleNodes: number; podsHoldingDevices: number; pendingGpuPods: number; jobs: number };
+  version: number;
 }
 
 /** A shard has no timestamp of its own, so one whose content did not change keeps its bytes and is not rewritten. */
 export interface LedgerShard {
-  version: number;
-  shard: number;
-  of: number;
-  nodes: NodeEntry[];
-  pending: PendingGpuPod[];
   jobs: Record<string, Record<string, Usage>>;
+  nodes: NodeEntry[];
+  of: number;
+  pending: PendingGpuPod[];
+  shard: number;
+  version: number;
 }
 
 /** A ConfigMap's worth: the text stored and its checksum. */
@@ -49,9 +50,11 @@ export interface StoredText {
 }
 
 /**
- * JSON with object keys sorted at every level, so equal ledgers have equal bytes and checksums. Hand-written:
- * the ledger holds only strings, finite numbers, booleans, arrays and plain objects, for which this is the
- * whole of RFC 8785 that matters, and it avoids a dependency on the hot path of every pass.
+ * JSON with object keys sorted at every level: the definition of the ledger's canonical form (equal ledgers,
+ * equal bytes, equal checksums). The ledger's builders put keys in this order already, so the hot path uses
+ * `JSON.stringify` (four times faster at 100,000 pods) and a test checks the two agree. Were they ever to
+ * disagree, the cost would be a needless rewrite, never a wrong checksum: sums are over the bytes stored.
+ * Hand-written: the ledger holds only strings, finite numbers, booleans, arrays and plain objects.
  */
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
@@ -73,22 +76,27 @@ function fnv1a(s: string): number {
   return h;
 }
 
-type Item = { key: string; size: number } & ({ node: NodeEntry } | { pending: PendingGpuPod } | { job: [string, Record<string, Usage>] });
+/** One entry of a shard: its hash key, which list it goes in, and its JSON text. */
+interface Item {
+  key: string;
+  list: "jobs" | "nodes" | "pending";
+  json: string;
+}
 
-function stored(name: string, value: unknown): StoredText {
-  const text = canonicalJson(value);
+function stored(name: string, text: string): StoredText {
   return { name, text, sha256: sha256(text) };
 }
 
 /** Splits a ledger into its index and shards, every shard's text within `budget` bytes where possible. */
 export function shardLedger(ledger: Ledger, budget: number): { index: StoredText; shards: StoredText[] } {
+  // Each entry serialized once; shards are its texts joined, in the ledger's (sorted) order.
   const items: Item[] = [
-    ...ledger.nodes.map((node) => ({ key: `node/${node.name}`, size: canonicalJson(node).length + 1, node })),
-    ...ledger.pending.map((pending) => ({ key: `pending/${pending.namespace}/${pending.name}`, size: canonicalJson(pending).length + 1, pending })),
-    ...Object.entries(ledger.jobs).map((job) => ({ key: `job/${job[0]}`, size: canonicalJson(job).length + 1, job })),
+    ...ledger.nodes.map((node): Item => ({ key: `node/${node.name}`, list: "nodes", json: JSON.stringify(node) })),
+    ...ledger.pending.map((p): Item => ({ key: `pending/${p.namespace}/${p.name}`, list: "pending", json: JSON.stringify(p) })),
+    ...Object.entries(ledger.jobs).map(([k, v]): Item => ({ key: `job/${k}`, list: "jobs", json: `${JSON.stringify(k)}:${JSON.stringify(v)}` })),
   ];
   const overhead = 256;
-  const total = items.reduce((n, i) => n + i.size, 0);
+  const total = items.reduce((n, i) => n + i.json.length + 1, 0);
   // Aim at 60 % of the budget so hashing's unevenness rarely forces a second try.
   let count = 1;
   while (count < MAX_SHARDS && total / count > (budget - overhead) * 0.6) count *= 2;
@@ -96,7 +104,7 @@ export function shardLedger(ledger: Ledger, budget: number): { index: StoredText
     const buckets = Array.from({ length: count }, () => ({ size: overhead, items: [] as Item[] }));
     for (const item of items) {
       const b = buckets[fnv1a(item.key) & (count - 1)]!;
-      b.size += item.size;
+      b.size += item.json.length + 1;
       b.items.push(item);
     }
     if (count < MAX_SHARDS && buckets.some((b) => b.size > budget)) {
@@ -104,31 +112,26 @@ export function shardLedger(ledger: Ledger, budget: number): { index: StoredText
       continue;
     }
     const shards = buckets.map((b, i) => {
-      const shard: LedgerShard = {
-        version: LEDGER_VERSION,
-        shard: i,
-        of: count,
-        nodes: b.items.flatMap((x) => ("node" in x ? [x.node] : [])),
-        pending: b.items.flatMap((x) => ("pending" in x ? [x.pending] : [])),
-        jobs: Object.fromEntries(b.items.flatMap((x) => ("job" in x ? [x.job] : []))),
-      };
-      return stored(shardName(i), shard);
+      const part = (list: Item["list"]) => b.items.filter((x) => x.list === list).map((x) => x.json).join(",");
+      // The LedgerShard's fields, in canonical order.
+      const text = `{"jobs":{${part("jobs")}},"nodes":[${part("nodes")}],"of":${count},"pending":[${part("pending")}],"shard":${i},"version":${LEDGER_VERSION}}`;
+      return stored(shardName(i), text);
     });
     const index: LedgerIndex = {
-      version: LEDGER_VERSION,
+      counts: {
+        jobs: Object.keys(ledger.jobs).length,
+        nodes: ledger.nodes.length,
+        pendingGpuPods: ledger.pending.length,
+        podsHoldingDevices: ledger.nodes.reduce((n, node) => n + node.pods.length, 0),
+        staleNodes: ledger.nodes.filter((n) => n.stale).length,
+      },
       generatedAt: ledger.generatedAt,
+      namespaces: ledger.namespaces,
       shards: shards.map((s) => ({ name: s.name, sha256: s.sha256 })),
       totals: ledger.totals,
-      namespaces: ledger.namespaces,
-      counts: {
-        nodes: ledger.nodes.length,
-        staleNodes: ledger.nodes.filter((n) => n.stale).length,
-        podsHoldingDevices: ledger.nodes.reduce((n, node) => n + Object.keys(node.pods).length, 0),
-        pendingGpuPods: ledger.pending.length,
-        jobs: Object.keys(ledger.jobs).length,
-      },
+      version: LEDGER_VERSION,
     };
-    return { index: stored(LEDGER_INDEX_NAME, index), shards };
+    return { index: stored(LEDGER_INDEX_NAME, JSON.stringify(index)), shards };
   }
 }
 
@@ -160,7 +163,7 @@ export function assembleLedger(index: { text: string; sha256?: string } | undefi
     return { corrupt: [LEDGER_INDEX_NAME], problems: [`ledger index ${LEDGER_INDEX_NAME} is corrupt (checksum or format): rebuilding from cluster state`] };
   }
   const out: ReadLedger = { index: idx, corrupt: [], problems: [] };
-  const ledger: Ledger = { version: idx.version, generatedAt: idx.generatedAt, nodes: [], pending: [], totals: idx.totals ?? {}, namespaces: idx.namespaces ?? {}, jobs: {} };
+  const ledger: Ledger = { generatedAt: idx.generatedAt, jobs: {}, namespaces: idx.namespaces ?? {}, nodes: [], pending: [], totals: idx.totals ?? {}, version: idx.version };
   for (const { name, sha256: want } of idx.shards) {
     const s = shards.get(name);
     const why = !s ? "missing" : sha256(s.text) !== s.sha256 ? "checksum mismatch" : s.sha256 !== want ? "not the shard the index recorded" : undefined;
@@ -174,7 +177,10 @@ export function assembleLedger(index: { text: string; sha256?: string } | undefi
     ledger.pending.push(...(shard.pending ?? []));
     Object.assign(ledger.jobs, shard.jobs ?? {});
   }
-  ledger.nodes.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  ledger.nodes.sort((a, b) => cmp(a.name, b.name));
+  ledger.pending.sort((a, b) => cmp(a.namespace, b.namespace) || cmp(a.name, b.name));
+  ledger.jobs = Object.fromEntries(Object.entries(ledger.jobs).sort(([a], [b]) => cmp(a, b)));
   out.ledger = ledger;
   return out;
 }

@@ -26,46 +26,50 @@ import { effectivePodGpus } from "../validate/pod-spec.js";
 
 export const LEDGER_VERSION = 1;
 
+// Every object below is built with its keys in sorted order, so `JSON.stringify` of a ledger is its canonical
+// JSON (the shards' checksums are over those bytes; a test holds the builder to it). Arrays are sorted too.
+
 export interface ResourceEntry {
-  capacity: number;
   allocatable: number;
   allocated: number;
+  capacity: number;
   free: number;
-  overCommitted: boolean;
   inactive: boolean;
+  overCommitted: boolean;
 }
 
 export interface PodHolding {
-  namespace: string;
-  name: string;
   /** `<namespace>/<job name>` when the pod belongs to a training job. */
   job?: string;
+  name: string;
+  namespace: string;
   resources: Record<string, number>;
+  uid: string;
 }
 
 export interface NodeEntry {
-  name: string;
-  stale: boolean;
-  /** Why the node is stale: "no Lease", or the age of its last renewal. */
-  staleReason?: string;
   leaseRenewTime?: string;
   /** The node object is gone but pods are still bound to it. */
   missing?: boolean;
+  name: string;
+  /** Pods holding devices on this node, sorted by uid. */
+  pods: PodHolding[];
   resources: Record<string, ResourceEntry>;
-  /** Pods holding devices on this node, by pod uid. */
-  pods: Record<string, PodHolding>;
+  stale: boolean;
+  /** Why the node is stale: "no Lease", or the age of its last renewal. */
+  staleReason?: string;
 }
 
 export interface PendingGpuPod {
-  namespace: string;
-  name: string;
-  uid: string;
-  job?: string;
-  resources: Record<string, number>;
   createdAt: string;
+  job?: string;
+  message?: string;
+  name: string;
+  namespace: string;
   pendingSeconds: number;
   reason: string;
-  message?: string;
+  resources: Record<string, number>;
+  uid: string;
 }
 
 export interface Usage {
@@ -74,22 +78,22 @@ export interface Usage {
 }
 
 export interface ResourceTotals {
-  capacity: number;
   allocatable: number;
+  allocated: number;
+  capacity: number;
+  free: number;
   /** Allocatable on stale nodes: counted as unavailable. */
   unavailable: number;
-  allocated: number;
-  free: number;
 }
 
 export interface Ledger {
-  version: number;
   generatedAt: string;
+  jobs: Record<string, Record<string, Usage>>;
+  namespaces: Record<string, Record<string, Usage>>;
   nodes: NodeEntry[];
   pending: PendingGpuPod[];
   totals: Record<string, ResourceTotals>;
-  namespaces: Record<string, Record<string, Usage>>;
-  jobs: Record<string, Record<string, Usage>>;
+  version: number;
 }
 
 export interface LedgerInput {
@@ -104,7 +108,7 @@ export interface LedgerInput {
 }
 
 interface PodShape {
-  metadata?: { name?: string; namespace?: string; uid?: string; creationTimestamp?: string; labels?: Record<string, string>; ownerReferences?: Array<{ controller?: boolean; kind?: string; name?: string }> };
+  metadata?: { name?: string; namespace?: string; uid?: string; creationTimestamp?: string; labels?: Record<string, string>; ownerReferences?: Array<{ controller?: boolean; kind?: string; name?: string; uid?: string }> };
   spec?: V1PodSpec;
   status?: { phase?: string; conditions?: Array<{ type?: string; status?: string; reason?: string; message?: string }> };
 }
@@ -120,23 +124,39 @@ function amount(v: string | undefined): number {
   return q ? Math.max(0, Math.floor(toNumber(q))) : 0;
 }
 
-/** The job a pod belongs to: its controller when that is a configured job kind, else its job-name label. */
-function jobOf(pod: PodShape, policy: Policy): string | undefined {
+/**
+ * The job a pod belongs to: its controller when that is a configured job kind, else its job-name label.
+ * `seen` remembers the key per controller uid: a job's pods share one string instead of building their own.
+ */
+function jobOf(pod: PodShape, kinds: ReadonlySet<string>, seen: Map<string, string>): string | undefined {
   const m = pod.metadata ?? {};
   const owner = m.ownerReferences?.find((r) => r.controller === true);
-  if (owner?.name && policy.jobKinds.some((k) => k.kind === owner.kind)) return `${m.namespace}/${owner.name}`;
+  if (owner?.name && owner.kind && kinds.has(owner.kind)) {
+    const cacheKey = owner.uid ?? `${m.namespace}/${owner.name}`;
+    let key = seen.get(cacheKey);
+    if (key === undefined) seen.set(cacheKey, (key = `${m.namespace}/${owner.name}`));
+    return key;
+  }
   const label = m.labels?.[LABEL_JOB_NAME];
   return label ? `${m.namespace}/${label}` : undefined;
 }
 
 function nonZero(m: Map<string, number>): Record<string, number> | undefined {
-  let out: Record<string, number> | undefined;
-  for (const [k, v] of m) if (v > 0) (out ??= {})[k] = v;
+  if (m.size === 1) {
+    for (const [k, v] of m) return v > 0 ? { [k]: v } : undefined;
+  }
+  const keys = [...m.keys()].filter((k) => m.get(k)! > 0).sort();
+  if (keys.length === 0) return undefined;
+  const out: Record<string, number> = {};
+  for (const k of keys) out[k] = m.get(k)!;
   return out;
 }
 
-function addUsage(into: Record<string, Record<string, Usage>>, key: string, resource: string, allocated: number, seconds: number): void {
-  const per = (into[key] ??= {});
+const emptyResource = (capacity: number, allocatable: number): ResourceEntry => ({ allocatable, allocated: 0, capacity, free: 0, inactive: false, overCommitted: false });
+
+function addUsage(into: Map<string, Record<string, Usage>>, key: string, resource: string, allocated: number, seconds: number): void {
+  let per = into.get(key);
+  if (!per) into.set(key, (per = {}));
   const u = (per[resource] ??= { allocated: 0, gpuSeconds: 0 });
   u.allocated += allocated;
   u.gpuSeconds += seconds;
@@ -155,7 +175,7 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
   const prevMs = previous ? Date.parse(previous.generatedAt) : NaN;
   const elapsed = Number.isFinite(prevMs) && nowMs > prevMs ? (nowMs - prevMs) / 1000 : 0;
   const prevHoldings = new Map<string, PodHolding>();
-  for (const n of previous?.nodes ?? []) for (const [uid, h] of Object.entries(n.pods)) prevHoldings.set(uid, h);
+  for (const n of previous?.nodes ?? []) for (const h of n.pods) prevHoldings.set(h.uid, h);
 
   const renewals = new Map<string, string | undefined>();
   for (const l of input.nodeLeases) {
@@ -169,28 +189,27 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
     if (!name) continue;
     const renew = renewals.get(name);
     const renewMs = renew ? Date.parse(renew) : NaN;
-    const entry: NodeEntry = { name, stale: false, resources: {}, pods: {} };
-    if (renew) entry.leaseRenewTime = renew;
-    if (!renewals.has(name) || !Number.isFinite(renewMs)) {
-      entry.stale = true;
-      entry.staleReason = "no Lease in kube-node-lease";
-    } else if (nowMs - renewMs > graceMs) {
-      entry.stale = true;
-      entry.staleReason = `Lease last renewed ${Math.round((nowMs - renewMs) / 1000)}s ago (grace ${policy.reconciler.leaseGracePeriodSeconds}s)`;
-    }
+    const staleReason =
+      !renewals.has(name) || !Number.isFinite(renewMs)
+        ? "no Lease in kube-node-lease"
+        : nowMs - renewMs > graceMs
+          ? `Lease last renewed ${Math.round((nowMs - renewMs) / 1000)}s ago (grace ${policy.reconciler.leaseGracePeriodSeconds}s)`
+          : undefined;
+    const entry: NodeEntry = { ...(renew ? { leaseRenewTime: renew } : {}), name, pods: [], resources: {}, stale: staleReason !== undefined, ...(staleReason ? { staleReason } : {}) };
     const capacity = n.status?.capacity ?? {};
     const allocatable = n.status?.allocatable ?? {};
     for (const r of new Set([...Object.keys(capacity), ...Object.keys(allocatable)])) {
-      if (!isGpuResource(r, gpu)) continue;
-      entry.resources[r] = { capacity: amount(capacity[r]), allocatable: amount(allocatable[r]), allocated: 0, free: 0, overCommitted: false, inactive: false };
+      if (isGpuResource(r, gpu)) entry.resources[r] = emptyResource(amount(capacity[r]), amount(allocatable[r]));
     }
     nodes.set(name, entry);
   }
 
-  const namespaces: Ledger["namespaces"] = {};
-  const jobs: Ledger["jobs"] = {};
+  const namespaces = new Map<string, Record<string, Usage>>();
+  const jobs = new Map<string, Record<string, Usage>>();
   for (const [ns, per] of Object.entries(previous?.namespaces ?? {})) for (const [r, u] of Object.entries(per)) addUsage(namespaces, ns, r, 0, u.gpuSeconds);
   const pending: PendingGpuPod[] = [];
+  const jobKinds = new Set(policy.jobKinds.map((k) => k.kind));
+  const jobKeys = new Map<string, string>();
 
   for (const pod of input.pods as readonly PodShape[]) {
     const m = pod.metadata ?? {};
@@ -198,7 +217,7 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
     if (!m.uid || !m.name || !m.namespace || phase === "Succeeded" || phase === "Failed") continue;
     const held = nonZero(effectivePodGpus(pod.spec ?? ({} as V1PodSpec), gpu));
     if (!held) continue;
-    const job = jobOf(pod, policy);
+    const job = jobOf(pod, jobKinds, jobKeys);
     const nodeName = pod.spec?.nodeName;
     if (!nodeName) {
       const created = m.creationTimestamp ? Date.parse(m.creationTimestamp) : NaN;
@@ -206,25 +225,27 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
       if (seconds > policy.reconciler.pendingGpuPodSeconds) {
         const cond = pod.status?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False");
         pending.push({
-          namespace: m.namespace,
-          name: m.name,
-          uid: m.uid,
-          ...(job ? { job } : {}),
-          resources: held,
           createdAt: m.creationTimestamp!,
+          ...(job ? { job } : {}),
+          ...(cond?.message ? { message: cond.message } : {}),
+          name: m.name,
+          namespace: m.namespace,
           pendingSeconds: seconds,
           reason: cond?.reason ?? "NotYetScheduled",
-          ...(cond?.message ? { message: cond.message } : {}),
+          resources: held,
+          uid: m.uid,
         });
       }
       continue;
     }
     let node = nodes.get(nodeName);
-    if (!node) nodes.set(nodeName, (node = { name: nodeName, stale: true, staleReason: "the Node object does not exist", missing: true, resources: {}, pods: {} }));
-    node.pods[m.uid] = { namespace: m.namespace, name: m.name, ...(job ? { job } : {}), resources: held };
+    if (!node) nodes.set(nodeName, (node = { missing: true, name: nodeName, pods: [], resources: {}, stale: true, staleReason: "the Node object does not exist" }));
+    // Two literals rather than a spread: one shape each, and this line runs for every pod of the cluster.
+    node.pods.push(job === undefined ? { name: m.name, namespace: m.namespace, resources: held, uid: m.uid } : { job, name: m.name, namespace: m.namespace, resources: held, uid: m.uid });
     const before = prevHoldings.get(m.uid);
-    for (const [r, n] of Object.entries(held)) {
-      const e = (node.resources[r] ??= { capacity: 0, allocatable: 0, allocated: 0, free: 0, overCommitted: false, inactive: false });
+    for (const r in held) {
+      const n = held[r]!;
+      const e = (node.resources[r] ??= emptyResource(0, 0));
       e.allocated += n;
       const seconds = before?.resources[r] ? elapsed * n : 0;
       addUsage(namespaces, m.namespace, r, n, seconds);
@@ -234,7 +255,7 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
 
   // Job totals carry over while the job exists or still holds devices.
   for (const [key, per] of Object.entries(previous?.jobs ?? {})) {
-    if (!input.jobs.has(key) && !jobs[key]) continue;
+    if (!input.jobs.has(key) && !jobs.has(key)) continue;
     for (const [r, u] of Object.entries(per)) addUsage(jobs, key, r, 0, u.gpuSeconds);
   }
 
@@ -246,7 +267,7 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
       // the resource gone (capacity 0 or unhealthy devices), or pods hold what the node does not offer.
       e.inactive = e.allocatable === 0;
       e.free = node.stale ? 0 : Math.max(0, e.allocatable - e.allocated);
-      const t = (totals[r] ??= { capacity: 0, allocatable: 0, unavailable: 0, allocated: 0, free: 0 });
+      const t = (totals[r] ??= { allocatable: 0, allocated: 0, capacity: 0, free: 0, unavailable: 0 });
       t.capacity += e.capacity;
       t.allocatable += e.allocatable;
       if (node.stale) t.unavailable += e.allocatable;
@@ -254,18 +275,19 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
       t.free += e.free;
     }
     node.resources = sortedRecord(node.resources);
-    node.pods = sortedRecord(node.pods);
+    node.pods.sort((a, b) => (a.uid < b.uid ? -1 : a.uid > b.uid ? 1 : 0));
   }
+  const usage = (m: Map<string, Record<string, Usage>>) => Object.fromEntries([...m.keys()].sort().map((k) => [k, sortedRecord(m.get(k)!)]));
 
   const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
   return {
-    version: LEDGER_VERSION,
     generatedAt: now.toISOString(),
+    jobs: usage(jobs),
+    namespaces: usage(namespaces),
     nodes: [...nodes.values()].sort(byName),
     pending: pending.sort((a, b) => (a.namespace === b.namespace ? byName(a, b) : a.namespace < b.namespace ? -1 : 1)),
     totals: sortedRecord(totals),
-    namespaces: sortedRecord(Object.fromEntries(Object.entries(namespaces).map(([k, v]) => [k, sortedRecord(v)]))),
-    jobs: sortedRecord(Object.fromEntries(Object.entries(jobs).map(([k, v]) => [k, sortedRecord(v)]))),
+    version: LEDGER_VERSION,
   };
 }
 

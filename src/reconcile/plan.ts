@@ -15,7 +15,7 @@ import { claim, controllerUid, type ClaimAction } from "./claim.js";
 import { capDeletions, planFinishedJob, type DeleteAction } from "./finished.js";
 import { buildLedger, type Ledger } from "./ledger.js";
 import { planLedgerWrites, readStored, shardLedger, type LedgerWrite, type StoredConfigMap } from "./ledger-shards.js";
-import { planReplicaServices, type CreateServiceAction } from "./services.js";
+import { planReplicaServices, serviceKeys, type CreateServiceAction } from "./services.js";
 import { LABEL_JOB_NAME } from "../keys.js";
 
 export interface Snapshot {
@@ -82,6 +82,7 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy): Plan {
   const creates: CreateServiceAction[] = [];
   const problems: string[] = [];
   const jobKeys = new Set<string>();
+  const existingServices = serviceKeys(snapshot.services);
   for (const { kind, job } of snapshot.jobs) {
     const m = (job.metadata ?? {}) as { uid?: string; name?: string; namespace?: string };
     const uid = String(m.uid ?? "");
@@ -95,7 +96,7 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy): Plan {
     deletions.push(...finished.actions);
     problems.push(...finished.problems);
     // A Service of the pod's name that someone else owns still blocks ours: never create over it.
-    if (policy.reconciler.perReplicaServices) creates.push(...planReplicaServices(job, kind, [...p.owned, ...p.adopted], snapshot.services));
+    if (policy.reconciler.perReplicaServices) creates.push(...planReplicaServices(job, kind, [...p.owned, ...p.adopted], existingServices));
   }
   const { now: actions, deferred } = capDeletions(deletions, policy.reconciler.maxDeletionsPerPass);
 

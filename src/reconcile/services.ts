@@ -30,11 +30,17 @@ interface Meta {
   labels?: Record<string, string>;
 }
 
-export function planReplicaServices(job: KubeObject, kind: JobKind, pods: readonly KubeObject[], services: readonly KubeObject[]): CreateServiceAction[] {
+const key = (m: Meta | undefined): string => `${m?.namespace ?? ""}/${m?.name ?? ""}`;
+
+/** `namespace/name` of every Service, built once a pass (a per-job scan would be quadratic at scale). */
+export function serviceKeys(services: readonly KubeObject[]): Set<string> {
+  return new Set(services.map((s) => key(s.metadata as Meta | undefined)));
+}
+
+/** `have`: the keys of every Service in the cluster (`serviceKeys`), whoever owns them. */
+export function planReplicaServices(job: KubeObject, kind: JobKind, pods: readonly KubeObject[], have: ReadonlySet<string>): CreateServiceAction[] {
   const jm = (job.metadata ?? {}) as Meta;
   if (jm.deletionTimestamp || finishedAt(job).finished) return [];
-  const key = (m: Meta | undefined): string => `${m?.namespace ?? ""}/${m?.name ?? ""}`;
-  const have = new Set(services.map((s) => key(s.metadata as Meta | undefined)));
   const info = FRAMEWORKS[kind.framework];
   const specs = replicaSpecs(job, kind);
   const out: CreateServiceAction[] = [];

@@ -41,7 +41,7 @@ export function ledgerTable(ledger: Ledger): string {
       String(e.allocatable),
       String(e.allocated),
       String(e.free),
-      String(Object.values(n.pods).filter((p) => p.resources[r]).length),
+      String(n.pods.filter((p) => p.resources[r]).length),
       flags([[n.stale, "stale"], [e.overCommitted, "over-committed"], [e.inactive, "inactive"], [n.missing === true, "node-missing"]]),
     ]),
   );

@@ -100,24 +100,30 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
 }
 
 /** The pod's effective request of each GPU resource, in whole units. */
+function gpuAmount(c: V1Container, name: string): number {
+  const v = q(c.resources?.requests?.[name] ?? c.resources?.limits?.[name]);
+  return v ? toNumber(v) : 0;
+}
+
 export function effectivePodGpus(spec: V1PodSpec, gpu: readonly GpuResource[]): Map<string, number> {
-  const amount = (c: V1Container, name: string): number => {
-    const v = q(c.resources?.requests?.[name] ?? c.resources?.limits?.[name]);
-    return v ? toNumber(v) : 0;
-  };
-  const names = new Set<string>();
-  for (const c of [...(spec.initContainers ?? []), ...(spec.containers ?? [])]) {
-    for (const side of ["requests", "limits"] as const) for (const n of Object.keys(c.resources?.[side] ?? {})) if (isGpuResource(n, gpu)) names.add(n);
+  // Runs for every pod of the cluster in each reconcile pass (the device ledger): no intermediate sets.
+  const names: string[] = [];
+  for (const list of [spec.initContainers, spec.containers]) {
+    for (const c of list ?? []) {
+      for (const side of [c.resources?.requests, c.resources?.limits]) {
+        for (const n in side ?? {}) if (!names.includes(n) && isGpuResource(n, gpu)) names.push(n);
+      }
+    }
   }
   const out = new Map<string, number>();
   for (const name of names) {
     let sidecars = 0;
     let initMax = 0;
     for (const c of spec.initContainers ?? []) {
-      if (c.restartPolicy === "Always") sidecars += amount(c, name);
-      else initMax = Math.max(initMax, amount(c, name) + sidecars);
+      if (c.restartPolicy === "Always") sidecars += gpuAmount(c, name);
+      else initMax = Math.max(initMax, gpuAmount(c, name) + sidecars);
     }
-    const regular = (spec.containers ?? []).reduce((n, c) => n + amount(c, name), 0) + sidecars;
+    const regular = (spec.containers ?? []).reduce((n, c) => n + gpuAmount(c, name), 0) + sidecars;
     out.set(name, Math.max(regular, initMax));
   }
   return out;

@@ -261,7 +261,7 @@ describe("reconciler against a real kube-apiserver", () => {
     assert.deepEqual([summary.planned, summary.applied, summary.failed, summary.events], [{}, {}, {}, 0]);
     assert.deepEqual(summary.ledger.corrupt, []);
     const l = await ledger();
-    const holders = l.nodes.flatMap((n: any) => Object.values(n.pods).map((p: any) => p.name)).sort();
+    const holders = l.nodes.flatMap((n: any) => n.pods.map((p: any) => p.name)).sort();
     assert.deepEqual(holders, ["busy-worker-0", "busy-worker-1"]);
     assert.equal(l.totals["nvidia.com/gpu"].allocated, 5);
   });

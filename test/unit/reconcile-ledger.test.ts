@@ -40,7 +40,7 @@ describe("device ledger: per node and resource", () => {
       ],
     });
     assert.deepEqual(res(l, "a"), { capacity: 8, allocatable: 8, allocated: 5, free: 3, overCommitted: false, inactive: false });
-    assert.deepEqual(Object.keys(l.nodes[0]!.pods), ["uid-p1", "uid-p2"]);
+    assert.deepEqual(l.nodes[0]!.pods.map((p) => p.uid), ["uid-p1", "uid-p2"]);
     assert.deepEqual(l.totals["nvidia.com/gpu"], { capacity: 8, allocatable: 8, unavailable: 0, allocated: 5, free: 3 });
   });
 
@@ -72,7 +72,7 @@ describe("device ledger: per node and resource", () => {
     const l = ledger({ pods: [gpuPod("p", { node: "gone" })] });
     assert.equal(l.nodes[0]!.missing, true);
     assert.equal(l.nodes[0]!.stale, true);
-    assert.deepEqual(Object.keys(l.nodes[0]!.pods), ["uid-p"]);
+    assert.deepEqual(l.nodes[0]!.pods.map((p) => p.uid), ["uid-p"]);
   });
 });
 
@@ -159,6 +159,23 @@ describe("device ledger: totals per namespace and job, GPU-seconds between passe
     assert.equal(back.namespaces["team-a"]!["nvidia.com/gpu"]!.gpuSeconds, 0);
   });
 
+  it("built with its keys in canonical order: JSON.stringify gives the canonical bytes (the shards rely on it)", () => {
+    const l = ledger({
+      nodes: [node("b", { "nvidia.com/gpu": "2", "amd.com/gpu": "1" }), node("a", { "nvidia.com/gpu": "4" })],
+      nodeLeases: [fresh("a"), nodeLease("b", at(-100))],
+      pods: [
+        gpuPod("x", { node: "b", gpus: { "nvidia.com/gpu": 1, "amd.com/gpu": 1 }, job: "j" }),
+        gpuPod("y", { node: "gone" }),
+        gpuPod("z", { createdAt: at(-999), scheduled: { reason: "Unschedulable", message: "no" }, job: "j" }),
+      ],
+      previous: first,
+      jobs: new Set(["team-a/mnist"]),
+    });
+    assert.equal(JSON.stringify(l), canonicalJson(l));
+    const { index, shards } = shardLedger(l, 16384);
+    for (const s of [index, ...shards]) assert.equal(s.text, canonicalJson(JSON.parse(s.text)), s.name);
+  });
+
   it("the ledger does not depend on the order objects were listed in", () => {
     const pods = [gpuPod("x", { node: "b" }), gpuPod("y", { node: "a", namespace: "z" }), gpuPod("w", { node: "a", job: "j" })];
     const ns = [node("b", { "nvidia.com/gpu": "2" }), node("a", { "nvidia.com/gpu": "4", "amd.com/gpu": "1" })];
@@ -204,14 +221,14 @@ describe("ledger shards", () => {
     for (const s of [index, ...shards]) assert.ok(s.text.length <= budget, `${s.name}: ${s.text.length} bytes`);
     const back = readStored(new Map([index, ...shards].map((s) => [s.name, { name: s.name, uid: "u", resourceVersion: "1", text: s.text, sha256: s.sha256 }])));
     assert.equal(back.ledger!.nodes.length, 5000);
-    assert.equal(back.ledger!.nodes.reduce((n, x) => n + Object.keys(x.pods).length, 0), 100_000);
+    assert.equal(back.ledger!.nodes.reduce((n, x) => n + x.pods.length, 0), 100_000);
   });
 
   it("a node added moves no other node: only its shard and the index are rewritten", () => {
     const before = bigLedger(200, 2);
     const stored = storedOf(before, 16384);
     const after = structuredClone(before);
-    after.nodes.push({ name: "zz-new", stale: false, resources: {}, pods: {} });
+    after.nodes.push({ name: "zz-new", pods: [], resources: {}, stale: false });
     const writes = planLedgerWrites(shardLedger(after, 16384), stored);
     assert.deepEqual(writes.map((w) => w.verb), ["replace", "replace"]);
     assert.equal(writes[1]!.name, LEDGER_INDEX_NAME);

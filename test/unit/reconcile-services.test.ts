@@ -3,7 +3,7 @@ import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/admission/types.js";
 import { defaultPolicy, checkPolicy } from "../../src/policy/load.js";
 import { planPass } from "../../src/reconcile/plan.js";
-import { planReplicaServices } from "../../src/reconcile/services.js";
+import { planReplicaServices, serviceKeys } from "../../src/reconcile/services.js";
 import { snapshotOf } from "../fixtures/cluster.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 import { deepFreeze } from "../fixtures/reviews.js";
@@ -31,7 +31,7 @@ const svc = (name: string, namespace = "team-a"): KubeObject => deepFreeze({ api
 
 describe("planReplicaServices", () => {
   it("a replica pod without its Service → a headless Service named like it, selector without job-role, framework ports, owned by the job", () => {
-    const [a, ...rest] = planReplicaServices(tf(), kind, [pod("mnist-worker-0", "worker", { "training.kubeflow.org/job-role": "master" })], []);
+    const [a, ...rest] = planReplicaServices(tf(), kind, [pod("mnist-worker-0", "worker", { "training.kubeflow.org/job-role": "master" })], new Set());
     assert.equal(rest.length, 0);
     const labels = { "training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0" };
     assert.deepEqual(a!.body, {
@@ -51,12 +51,12 @@ describe("planReplicaServices", () => {
     ["a finished job → nothing", tf(true), [pod("mnist-worker-0", "worker")], []],
     ["a pod of an unknown replica type → nothing", tf(), [pod("mnist-chief-0", "chief")], []],
   ];
-  for (const [name, j, pods, services] of none) it(name, () => assert.deepEqual(planReplicaServices(j, kind, pods, services), []));
+  for (const [name, j, pods, services] of none) it(name, () => assert.deepEqual(planReplicaServices(j, kind, pods, serviceKeys(services)), []));
   it("a same-named Service in another namespace does not count", () => {
-    assert.equal(planReplicaServices(tf(), kind, [pod("mnist-worker-0", "worker")], [svc("mnist-worker-0", "elsewhere")]).length, 1);
+    assert.equal(planReplicaServices(tf(), kind, [pod("mnist-worker-0", "worker")], serviceKeys([svc("mnist-worker-0", "elsewhere")])).length, 1);
   });
   it("a replica type without default-container ports → a Service without ports", () => {
-    const [a] = planReplicaServices(tf(), kind, [pod("mnist-ps-0", "ps")], []);
+    const [a] = planReplicaServices(tf(), kind, [pod("mnist-ps-0", "ps")], new Set());
     assert.deepEqual(a!.body.spec, { clusterIP: "None", selector: (a!.body.metadata as { labels: unknown }).labels });
   });
 });
