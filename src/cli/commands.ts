@@ -516,11 +516,22 @@ async function doctorCommand(args: string[], io: CliIo): Promise<number> {
   const [{ readDoctorSnapshot }, { diagnose, unreachable, findingsTable }] = await Promise.all([import("../kube/doctor.js"), import("../doctor/index.js")]);
   let report;
   try {
+    const kubeconfig = values.kubeconfig as string | undefined;
+    const namespace = (values.namespace as string | undefined) ?? "quartermaster";
     const snapshot = await readDoctorSnapshot({
-      kubeconfig: values.kubeconfig as string | undefined,
-      namespace: (values.namespace as string | undefined) ?? "quartermaster",
+      kubeconfig,
+      namespace,
       policy,
       now: () => new Date(),
+      readLedger: async () => {
+        const [{ connectCluster }, { readLedgerConfigMaps }, { readStored }, { ledgerState }] = await Promise.all([
+          import("../kube/cluster.js"),
+          import("../kube/ledger.js"),
+          import("../reconcile/ledger-shards.js"),
+          import("../doctor/ledger.js"),
+        ]);
+        return ledgerState(readStored(await readLedgerConfigMaps(await connectCluster(kubeconfig), namespace)));
+      },
     });
     report = diagnose(snapshot, policy);
   } catch (err) {

@@ -4,6 +4,7 @@
  * (no older than three reconcile periods, or an hour when the period is unknown).
  */
 import { humanAge } from "./reconciler.js";
+import type { ReadLedger } from "../reconcile/ledger-shards.js";
 import type { Finding, LedgerState } from "./types.js";
 
 export const LEDGER_STALE_PERIODS = 3;
@@ -49,4 +50,15 @@ export function checkLedger(ledger: LedgerState, ctx: LedgerContext): Finding[] 
     }
   }
   return out;
+}
+
+/** What `checkLedger` needs from a ledger read back from its ConfigMaps (`readStored`). */
+export function ledgerState(read: ReadLedger): LedgerState {
+  if (!read.index && read.corrupt.length === 0) return "absent";
+  const generatedAt = read.index?.generatedAt ? new Date(read.index.generatedAt) : undefined;
+  return {
+    ...(generatedAt && !Number.isNaN(generatedAt.getTime()) ? { generatedAt } : {}),
+    shards: read.index?.shards.length ?? 0,
+    corrupt: read.corrupt,
+  };
 }

@@ -14,6 +14,7 @@ import {
   shardName,
   type StoredConfigMap,
 } from "../../src/reconcile/ledger-shards.js";
+import { ledgerState } from "../../src/doctor/ledger.js";
 import { gpuPod, node, nodeLease } from "../fixtures/cluster.js";
 
 const T0 = new Date("2026-11-22T12:00:00Z");
@@ -288,4 +289,31 @@ describe("ledger shards", () => {
     assert.ok(deletes.length > 0 && writes.indexOf(deletes[0]!) > indexAt);
     assert.ok(deletes.every((d) => d.verb === "delete" && d.uid === `uid-${d.name}`));
   });
+});
+
+describe("doctor's view of a stored ledger (ledgerState)", () => {
+  const l = ledger({ nodes: [node("a", { "nvidia.com/gpu": "8" })], nodeLeases: [fresh("a")], pods: [gpuPod("p", { node: "a" })] });
+  const cases: Array<[string, Map<string, StoredConfigMap>, unknown]> = [
+    ["nothing stored → absent", new Map(), "absent"],
+    ["a good ledger → its time and shard count, nothing corrupt", storedOf(l), { generatedAt: T0, shards: 1, corrupt: [] }],
+    [
+      "a shard edited → named corrupt",
+      (() => {
+        const m = storedOf(l);
+        m.get(shardName(0))!.text += " ";
+        return m;
+      })(),
+      { generatedAt: T0, shards: 1, corrupt: [shardName(0)] },
+    ],
+    [
+      "the index edited → corrupt, no time",
+      (() => {
+        const m = storedOf(l);
+        m.get(LEDGER_INDEX_NAME)!.text += " ";
+        return m;
+      })(),
+      { shards: 0, corrupt: [LEDGER_INDEX_NAME] },
+    ],
+  ];
+  for (const [name, stored, want] of cases) it(name, () => assert.deepEqual(ledgerState(readStored(stored)), want));
 });
