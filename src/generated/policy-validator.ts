@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/mig.config"},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern","limits"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultTtlSecondsAfterFinished":{"type":"integer","minimum":0,"default":86400},"defaultCleanPodPolicy":{"enum":["All","Running","None"],"default":"Running"},"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/mig.config"},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern","limits"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultTtlSecondsAfterFinished":{"type":"integer","minimum":0,"default":86400},"defaultCleanPodPolicy":{"enum":["All","Running","None"],"default":"Running"},"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
@@ -2503,6 +2503,9 @@ data111.pendingGpuPodSeconds = 300;
 if(data111.ledgerShardBytes === undefined){
 data111.ledgerShardBytes = 524288;
 }
+if(data111.concurrency === undefined){
+data111.concurrency = 8;
+}
 for(const key29 in data111){
 if(!(func2.call(schema11.properties.reconciler.properties, key29))){
 const err188 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
@@ -2704,9 +2707,9 @@ vErrors.push(err205);
 errors++;
 }
 }
-}
-else {
-const err206 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data121 = data111.concurrency;
+if(!(((typeof data121 == "number") && (!(data121 % 1) && !isNaN(data121))) && (isFinite(data121)))){
+const err206 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2715,14 +2718,9 @@ vErrors.push(err206);
 }
 errors++;
 }
-let data121 = data.webhook;
-if(data121 && typeof data121 == "object" && !Array.isArray(data121)){
-if(data121.timeoutSeconds === undefined){
-data121.timeoutSeconds = 5;
-}
-for(const key30 in data121){
-if(!(key30 === "timeoutSeconds")){
-const err207 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
+if((typeof data121 == "number") && (isFinite(data121))){
+if(data121 > 64 || isNaN(data121)){
+const err207 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2731,10 +2729,8 @@ vErrors.push(err207);
 }
 errors++;
 }
-}
-let data122 = data121.timeoutSeconds;
-if(!(((typeof data122 == "number") && (!(data122 % 1) && !isNaN(data122))) && (isFinite(data122)))){
-const err208 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data121 < 1 || isNaN(data121)){
+const err208 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2743,9 +2739,10 @@ vErrors.push(err208);
 }
 errors++;
 }
-if((typeof data122 == "number") && (isFinite(data122))){
-if(data122 > 30 || isNaN(data122)){
-const err209 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+}
+}
+else {
+const err209 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2754,8 +2751,14 @@ vErrors.push(err209);
 }
 errors++;
 }
-if(data122 < 1 || isNaN(data122)){
-const err210 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+let data122 = data.webhook;
+if(data122 && typeof data122 == "object" && !Array.isArray(data122)){
+if(data122.timeoutSeconds === undefined){
+data122.timeoutSeconds = 5;
+}
+for(const key30 in data122){
+if(!(key30 === "timeoutSeconds")){
+const err210 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2765,9 +2768,9 @@ vErrors.push(err210);
 errors++;
 }
 }
-}
-else {
-const err211 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data123 = data122.timeoutSeconds;
+if(!(((typeof data123 == "number") && (!(data123 % 1) && !isNaN(data123))) && (isFinite(data123)))){
+const err211 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2776,14 +2779,47 @@ vErrors.push(err211);
 }
 errors++;
 }
-}
-else {
-const err212 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data123 == "number") && (isFinite(data123))){
+if(data123 > 30 || isNaN(data123)){
+const err212 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
 if(vErrors === null){
 vErrors = [err212];
 }
 else {
 vErrors.push(err212);
+}
+errors++;
+}
+if(data123 < 1 || isNaN(data123)){
+const err213 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err213];
+}
+else {
+vErrors.push(err213);
+}
+errors++;
+}
+}
+}
+else {
+const err214 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err214];
+}
+else {
+vErrors.push(err214);
+}
+errors++;
+}
+}
+else {
+const err215 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err215];
+}
+else {
+vErrors.push(err215);
 }
 errors++;
 }

@@ -1,8 +1,9 @@
 /**
  * @module
  * One reconcile pass against the cluster: snapshot (paged LISTs) → plan (pure, `src/reconcile/plan.ts`) →
- * apply. Claims first (a fresh GET of the job before its first adoption, refusing a job that is being deleted
- * or was replaced), then Services, then uid-preconditioned deletes, then the Events that say so on each job,
+ * apply, `reconciler.concurrency` calls in flight. Claims first (a fresh GET of the job before its first adoption,
+ * refusing a job that is being deleted or was replaced), then Services, then uid-preconditioned deletes (pods and
+ * Services before jobs), then the Events that say so on each job,
  * then the ledger. NotFound counts as done, a failed precondition as skipped, and one failure does not stop the
  * others. Ends with one summary log line.
  */
@@ -74,6 +75,15 @@ function tally(items: readonly string[]): Record<string, number> {
 
 const DELETE_REASON: Record<DeleteAction["kind"], EventReason> = { Pod: "SuccessfulDeletePod", Service: "SuccessfulDeleteService", Job: "DeletedAfterTTL" };
 
+/** Runs `fn` over `items` with at most `width` in flight; `fn` never throws (failures are filed in the report). */
+async function inParallel<T>(items: readonly T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
+}
+
 export async function runPass(opts: PassOptions): Promise<PassReport> {
   const { cluster, policy, log } = opts;
   const started = performance.now();
@@ -120,7 +130,8 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
       }
       return p;
     };
-    for (const c of plan.claims) {
+    const width = policy.reconciler.concurrency;
+    await inParallel(plan.claims, width, async (c) => {
       const event = { namespace: c.namespace, job: c.job, jobKind: c.jobKind, jobUid: c.jobUid, reason: `${c.verb === "adopt" ? "Adopted" : "Released"}${c.kind}` as EventReason };
       if (c.verb === "adopt") {
         let refused: string | undefined;
@@ -128,21 +139,23 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
           refused = await recheck(c);
         } catch (err) {
           report.failed.push({ action: describeAction(c), error: `can't recheck the job: ${errorMessage(err)}` });
-          continue;
+          return;
         }
         if (refused) {
           report.skipped.push({ action: describeAction(c), why: refused });
-          continue;
+          return;
         }
       }
       await attempt(c, () => cluster.patch(c, c.patch), (r) => (r === "gone" ? "the object is gone" : r === "invalid" ? "the object was replaced or has another controller (422)" : undefined), event);
-    }
-    for (const c of plan.creates) {
-      await attempt(c, () => cluster.createService(c.namespace, c.body), () => undefined);
-    }
-    for (const d of plan.actions) {
-      const event = { namespace: d.namespace, job: d.job, jobKind: d.jobKind, jobUid: d.jobUid, reason: DELETE_REASON[d.kind] };
-      await attempt(d, () => cluster.delete(d), (r) => (r === "changed" ? "the object was replaced (uid changed)" : undefined), event);
+    });
+    await inParallel(plan.creates, width, (c) => attempt(c, () => cluster.createService(c.namespace, c.body), () => undefined));
+    // Pods and Services before jobs (capDeletions ordered them so): a job goes only after its pods' deletes returned.
+    const [objects, jobs] = [plan.actions.filter((d) => d.kind !== "Job"), plan.actions.filter((d) => d.kind === "Job")];
+    for (const group of [objects, jobs]) {
+      await inParallel(group, width, (d) => {
+        const event = { namespace: d.namespace, job: d.job, jobKind: d.jobKind, jobUid: d.jobUid, reason: DELETE_REASON[d.kind] };
+        return attempt(d, () => cluster.delete(d), (r) => (r === "changed" ? "the object was replaced (uid changed)" : undefined), event);
+      });
     }
     if (policy.reconciler.events) {
       for (const e of jobEvents(outcomes, now)) {

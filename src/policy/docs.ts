@@ -94,6 +94,7 @@ export const DESCRIPTIONS: Record<string, string> = {
   "reconciler.events": "Record Kubernetes Events on the job for adoptions, releases and deletions.",
   "reconciler.pendingGpuPodSeconds": "A GPU pod still unscheduled after this long is listed in the device ledger with its reason.",
   "reconciler.ledgerShardBytes": "Largest device-ledger shard (ConfigMap data) in bytes; ConfigMaps stop at 1 MiB.",
+  "reconciler.concurrency": "API calls a reconcile pass keeps in flight while it applies its plan (adoptions, Services, deletions).",
   webhook: "The admission webhooks.",
   "webhook.timeoutSeconds": "The `timeoutSeconds` the webhook configurations use; the latency histogram's buckets reach up to it and `doctor` warns above it.",
 };

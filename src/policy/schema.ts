@@ -214,6 +214,8 @@ export const POLICY_SCHEMA = {
         pendingGpuPodSeconds: { type: "integer", minimum: 0, default: 300 },
         /** Largest ledger shard (ConfigMap data) in bytes; ConfigMaps stop at 1 MiB. */
         ledgerShardBytes: { type: "integer", minimum: 16384, maximum: 921600, default: 524288 },
+        /** API calls a pass keeps in flight when it applies its plan. */
+        concurrency: { type: "integer", minimum: 1, maximum: 64, default: 8 },
       },
     },
     webhook: {

@@ -116,6 +116,8 @@ export interface Policy {
     pendingGpuPodSeconds: number;
     /** Largest ledger shard (ConfigMap data) in bytes. */
     ledgerShardBytes: number;
+    /** API calls a pass keeps in flight when it applies its plan. */
+    concurrency: number;
   };
   webhook: {
     /** The timeoutSeconds the webhook configurations use; metrics buckets reach up to it. */
