@@ -98,12 +98,17 @@ async function passBench(): Promise<void> {
     const listed = await base.listPods();
     const baseMs = performance.now() - b0;
     const results: string[] = [];
-    for (const label of ["first pass (adopt, services, cleanup, ledger)", "second pass (converged)"]) {
+    // Passes until one plans nothing: the first adopts, creates Services and starts the cleanup; the cleanup
+    // continues reconciler.maxDeletionsPerPass at a time; the last is the converged steady state.
+    for (let n = 1; n <= 40; n++) {
       const c = await cluster();
       const t = performance.now();
       const report = await runPass({ cluster: c, policy, log: silentLogger(), now: () => new Date(), dryRun: false, namespace: "quartermaster" });
       const ms = performance.now() - t;
-      results.push(`${label.padEnd(46)} wall ${(ms / 1000).toFixed(2)} s   API calls ${report.apiCalls}   applied ${report.applied.length}   failed ${report.failed.length}   ledger writes ${report.ledger?.written.length ?? 0}   ratio vs LIST ${(ms / baseMs).toFixed(1)}`);
+      const planned = report.plan.claims.length + report.plan.creates.length + report.plan.actions.length;
+      const label = n === 1 ? "pass 1 (adopt, services, cleanup, ledger)" : planned === 0 ? `pass ${n} (converged: ledger only)` : `pass ${n} (cleanup continues)`;
+      if (n <= 2 || planned === 0) results.push(`${label.padEnd(44)} wall ${(ms / 1000).toFixed(2)} s   API calls ${String(report.apiCalls).padStart(5)}   applied ${String(report.applied.length).padStart(5)}   failed ${report.failed.length}   ledger writes ${report.ledger?.written.length ?? 0}   ratio vs LIST ${(ms / baseMs).toFixed(1)}`);
+      if (planned === 0) break;
     }
     console.log(`baseline: paged LIST of ${listed.length} pods                  wall ${(baseMs / 1000).toFixed(2)} s   API calls ${base.calls}`);
     for (const r of results) console.log(r);

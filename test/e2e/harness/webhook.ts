@@ -14,16 +14,38 @@ import { freePort } from "./controlplane.js";
 export const ROOT = resolve(import.meta.dirname, "../../..");
 const CLI = join(ROOT, "webhooks/cli.ts");
 
+export interface CliRun {
+  child: ChildProcess;
+  /** Output so far. */
+  readonly stdout: string;
+  readonly stderr: string;
+  /** Resolves when the process has exited (`code` -1 when killed by a signal). */
+  done: Promise<{ code: number; signal: NodeJS.Signals | null; stdout: string; stderr: string }>;
+}
+
+/** Starts the CLI; the caller may kill it. */
+export function spawnCli(args: string[]): CliRun {
+  const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const out = { stdout: "", stderr: "" };
+  child.stdout!.on("data", (c: Buffer) => (out.stdout += c.toString()));
+  child.stderr!.on("data", (c: Buffer) => (out.stderr += c.toString()));
+  const done = new Promise<{ code: number; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((res) => child.on("exit", (code, signal) => res({ code: code ?? -1, signal, ...out })));
+  return {
+    child,
+    get stdout() {
+      return out.stdout;
+    },
+    get stderr() {
+      return out.stderr;
+    },
+    done,
+  };
+}
+
 /** Runs the CLI to completion. */
-export function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((res) => {
-    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    child.on("exit", (code) => res({ code: code ?? -1, stdout, stderr }));
-  });
+export async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { code, stdout, stderr } = await spawnCli(args).done;
+  return { code, stdout, stderr };
 }
 
 export interface WebhookProcess {
