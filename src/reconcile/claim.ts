@@ -26,6 +26,7 @@ import type { KubeObject } from "../admission/types.js";
 import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME } from "../keys.js";
 import type { JobKind } from "../policy/types.js";
 import { OPERATOR_NAMES } from "../topology/resolve.js";
+import { meta, type Meta } from "./meta.js";
 
 export interface ClaimAction {
   verb: "adopt" | "release";
@@ -51,16 +52,7 @@ export interface Claimed {
   actions: ClaimAction[];
 }
 
-interface Meta {
-  name?: string;
-  namespace?: string;
-  uid?: string;
-  deletionTimestamp?: string;
-  labels?: Record<string, string>;
-  ownerReferences?: Array<{ uid?: string; controller?: boolean }>;
-}
 
-const meta = (o: KubeObject): Meta => (o.metadata ?? {}) as Meta;
 
 /** The labels an object must carry to belong to the job (upstream `GenLabels`; `/` in the name becomes `-`). */
 export function claimSelector(job: KubeObject, kind: JobKind): Record<string, string> {

@@ -15,6 +15,7 @@
  */
 import type { KubeObject } from "../admission/types.js";
 import type { JobKind, Policy } from "../policy/types.js";
+import { meta, type Meta } from "./meta.js";
 
 export type CleanPodPolicy = "All" | "Running" | "None";
 
@@ -38,15 +39,7 @@ export interface FinishedPlan {
   problems: string[];
 }
 
-interface Meta {
-  name?: string;
-  namespace?: string;
-  uid?: string;
-  deletionTimestamp?: string;
-  ownerReferences?: Array<{ uid?: string; controller?: boolean }>;
-}
 
-const meta = (o: KubeObject): Meta => (o.metadata ?? {}) as Meta;
 
 /** When the job finished, or undefined while it has not (Succeeded or Failed condition True). */
 export function finishedAt(job: KubeObject): { finished: boolean; completionTime?: Date } {

@@ -11,6 +11,7 @@ import { FRAMEWORKS } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { replicaSpecs } from "../topology/resolve.js";
 import { finishedAt } from "./finished.js";
+import type { Meta } from "./meta.js";
 
 export interface CreateServiceAction {
   verb: "create";
@@ -22,13 +23,6 @@ export interface CreateServiceAction {
   body: KubeObject;
 }
 
-interface Meta {
-  name?: string;
-  namespace?: string;
-  uid?: string;
-  deletionTimestamp?: string;
-  labels?: Record<string, string>;
-}
 
 const key = (m: Meta | undefined): string => `${m?.namespace ?? ""}/${m?.name ?? ""}`;
 

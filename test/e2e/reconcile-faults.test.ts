@@ -9,8 +9,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
-import { ROOT, applyOwnManifests, cli, spawnCli } from "./harness/webhook.js";
+import type { ControlPlane } from "./harness/controlplane.js";
+import { cli, reconcilerCluster, spawnCli } from "./harness/webhook.js";
 
 const NS = "team-f";
 const FINISHED = 24;
@@ -76,12 +76,7 @@ describe("reconciler under faults", () => {
   };
 
   before(async () => {
-    cp = await startControlPlane({ controllerManager: true });
-    assert.equal((await cp.kubectl(["apply", "-f", join(ROOT, "test/e2e/crds/kubeflow.yaml")])).code, 0);
-    assert.equal((await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"])).code, 0);
-    await applyOwnManifests(cp);
-    sa = await cp.serviceAccount("quartermaster", "quartermaster-reconciler");
-    assert.equal((await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } })).status, 201);
+    ({ cp, sa } = await reconcilerCluster(NS));
     const cm = await cp.api("POST", `/api/v1/namespaces/${NS}/configmaps`, outsiders[2]!.body);
     assert.equal(cm.status, 201);
     (outsiders[3]!.body.metadata.ownerReferences![0] as { uid: string }).uid = cm.body.metadata.uid;

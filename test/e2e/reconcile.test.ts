@@ -3,10 +3,9 @@
  * running with the reconciler ServiceAccount of manifests/base, so its RBAC is what is exercised.
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
-import { ROOT, applyOwnManifests, cli } from "./harness/webhook.js";
+import type { ControlPlane } from "./harness/controlplane.js";
+import { cli, reconcilerCluster } from "./harness/webhook.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const NS = "team-r";
@@ -117,12 +116,7 @@ describe("reconciler against a real kube-apiserver", () => {
   const job = (n: string) => `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs/${n}`;
 
   before(async () => {
-    cp = await startControlPlane({ controllerManager: true });
-    assert.equal((await cp.kubectl(["apply", "-f", join(ROOT, "test/e2e/crds/kubeflow.yaml")])).code, 0);
-    assert.equal((await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"])).code, 0);
-    await applyOwnManifests(cp);
-    sa = await cp.serviceAccount("quartermaster", "quartermaster-reconciler");
-    assert.equal((await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } })).status, 201);
+    ({ cp, sa } = await reconcilerCluster(NS));
     // Two GPU nodes (there are no kubelets: the objects are written by hand). gpu-a's kubelet keeps renewing its
     // Lease (renewTime ahead of the clock); gpu-b's stopped five minutes ago, so its devices are unavailable.
     await gpuNode("gpu-a", 8, 3600);

@@ -34,6 +34,16 @@ function cluster(jobObject: KubeObject, pods: KubeObject[]): FakeCluster {
   return fakeCluster({ jobs: [{ kind, job: jobObject }], pods, nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("gpu-1", NOW)] });
 }
 
+/** The first pod deleted and recreated under its name right after the pass listed it. */
+function recreateFirstPodAfterSnapshot(c: FakeCluster): void {
+  const list = c.listPods.bind(c);
+  c.listPods = async () => {
+    const pods = await list();
+    c.pods[0]!.metadata.uid = "uid-recreated";
+    return pods;
+  };
+}
+
 const pass = (c: FakeCluster, dryRun = false) => runPass({ cluster: c, policy, log: silentLogger(), now: () => NOW, dryRun, namespace: "quartermaster" });
 const writes = (c: FakeCluster, from = 0) => c.log.slice(from).filter((l) => !/^(list|get) /.test(l));
 
@@ -83,12 +93,7 @@ describe("reconcile pass", () => {
 
   it("a pod recreated under the same name between snapshot and patch → the uid precondition refuses, skipped", async () => {
     const c = cluster(tf(), [replica(0, false)]);
-    const list = c.listPods.bind(c);
-    c.listPods = async () => {
-      const pods = await list();
-      c.pods[0]!.metadata.uid = "uid-recreated";
-      return pods;
-    };
+    recreateFirstPodAfterSnapshot(c);
     const report = await pass(c);
     assert.match(report.skipped.map((s) => `${s.action}: ${s.why}`).join("\n"), /adopt Pod team-a\/mnist-worker-0: the object was replaced/);
     assert.equal(c.pods[0]!.metadata.ownerReferences, undefined);
@@ -111,12 +116,7 @@ describe("reconcile pass", () => {
 
   it("a delete whose uid no longer matches → skipped, nothing removed", async () => {
     const c = cluster(tf({ finishedAgo: 10, ttl: 3600 }), [replica(0, true)]);
-    const list = c.listPods.bind(c);
-    c.listPods = async () => {
-      const pods = await list();
-      c.pods[0]!.metadata.uid = "uid-recreated";
-      return pods;
-    };
+    recreateFirstPodAfterSnapshot(c);
     const report = await pass(c);
     assert.match(report.skipped.map((s) => s.why).join(), /uid changed/);
     assert.equal(c.pods.length, 1);

@@ -178,3 +178,22 @@ export async function renderWebhookConfigurations(cp: ControlPlane, port: number
   }
   return configs;
 }
+
+/**
+ * A control plane (with the garbage collector) ready for the reconciler: the Kubeflow CRDs established,
+ * Quartermaster's own manifests applied, the reconciler's ServiceAccount, and `namespace` created.
+ */
+export async function reconcilerCluster(namespace: string): Promise<{ cp: ControlPlane; sa: Awaited<ReturnType<ControlPlane["serviceAccount"]>> }> {
+  const { startControlPlane } = await import("./controlplane.js");
+  const cp = await startControlPlane({ controllerManager: true });
+  const must = (what: string, ok: boolean, detail = ""): void => {
+    if (!ok) throw new Error(`reconcilerCluster: ${what} failed ${detail}`);
+  };
+  must("CRDs", (await cp.kubectl(["apply", "-f", join(ROOT, "test/e2e/crds/kubeflow.yaml")])).code === 0);
+  must("CRDs established", (await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"])).code === 0);
+  await applyOwnManifests(cp);
+  const sa = await cp.serviceAccount("quartermaster", "quartermaster-reconciler");
+  const ns = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } });
+  must(`namespace ${namespace}`, ns.status === 201, JSON.stringify(ns.body));
+  return { cp, sa };
+}

@@ -1,0 +1,16 @@
+/**
+ * @module
+ * The object metadata the reconcile planners read, typed once.
+ */
+import type { KubeObject } from "../admission/types.js";
+
+export interface Meta {
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  deletionTimestamp?: string;
+  labels?: Record<string, string>;
+  ownerReferences?: Array<{ uid?: string; controller?: boolean }>;
+}
+
+export const meta = (o: KubeObject): Meta => (o.metadata ?? {}) as Meta;
