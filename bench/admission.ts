@@ -6,7 +6,8 @@
  * Both servers run from the built package (`dist/`) in their own process; autocannon drives each in
  * turn over keep-alive TLS connections with a ~8 KB training-pod review. Prints requests/s, p50 and
  * p99 for each, their ratio, the time from process start to the first 200 on /readyz, and peak RSS.
- * Bounded: two warm-up plus two measured runs of --duration seconds.
+ * A second floor sends an answer of the same size as Quartermaster's (patch and warnings), so the cost of the
+ * answer's bytes is told apart from the cost of computing it. Bounded: three warm-ups plus three measured runs.
  */
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -98,6 +99,19 @@ function status(port: number, path: string): Promise<number> {
   });
 }
 
+/** One POST of the review; the response body. */
+function post(port: number): Promise<string> {
+  return new Promise((res, rej) => {
+    const req = request({ host: "127.0.0.1", port, path: values.path, method: "POST", ca: certs.ca.certPem, agent: false, headers: { "content-type": "application/json" } }, (r) => {
+      let text = "";
+      r.on("data", (c: Buffer) => (text += c.toString()));
+      r.on("end", () => res(text));
+    });
+    req.on("error", rej);
+    req.end(body);
+  });
+}
+
 interface Started {
   child: ChildProcess;
   port: number;
@@ -182,16 +196,23 @@ const qmArgs = (port: number): string[] => [
   ...(values.policy ? ["--policy", values.policy] : []),
 ];
 const qm = await start("quartermaster", qmArgs, "/readyz");
+// Quartermaster's answer to this review, for a second floor that sends an answer of the same size.
+const answer = await post(qm.port);
+const uid = (JSON.parse(body) as { request: { uid: string } }).request.uid;
+writeFileSync(join(dir, "answer.json"), answer.split(uid).join("__UID__"));
 const qmRow = await measure(`quartermaster ${values.path}`, qm);
+const sameSize = await start("floor-same-answer", (port) => [join(ROOT, "bench/lib/floor.mjs"), join(dir, "tls.crt"), join(dir, "tls.key"), String(port), join(dir, "answer.json")], "/");
+const sameRow = await measure(`floor, same ${(answer.length / 1024).toFixed(1)} KB answer`, sameSize);
 
 const fmt = (n: number, d = 0): string => n.toFixed(d).padStart(9);
 console.log(`\nbench/admission: ${(body.length / 1024).toFixed(1)} KB pod review, ${connections} connections, ${duration} s measured, node ${process.version}`);
 console.log(`${"server".padEnd(34)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}${"non-2xx".padStart(9)}${"ready ms".padStart(9)}${"RSS MiB".padStart(9)}`);
-for (const r of [floorRow, qmRow]) {
+for (const r of [floorRow, sameRow, qmRow]) {
   console.log(`${r.name.padEnd(34)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${fmt(r.readyMs, 1)}${fmt(r.rssMiB, 1)}`);
 }
 const ratio = qmRow.rps / floorRow.rps;
 console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (target >= 0.6); quartermaster ready in ${qmRow.readyMs.toFixed(0)} ms (target < 300)`);
+console.log(`ratio quartermaster/floor with the same answer: ${(qmRow.rps / sameRow.rps).toFixed(3)}; that floor/plain floor: ${(sameRow.rps / floorRow.rps).toFixed(3)} (the answer's size alone)`);
 console.log(`job reads by the webhook during the run: ${jobReads} (cached; one per TTL)`);
-console.log(JSON.stringify({ bench: "admission", floor: floorRow, quartermaster: qmRow, ratio, jobReads }));
+console.log(JSON.stringify({ bench: "admission", floor: floorRow, floorSameAnswer: sameRow, quartermaster: qmRow, ratio, jobReads }));
 fakeApi.close();
