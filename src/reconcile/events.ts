@@ -46,6 +46,8 @@ export function jobEvents(outcomes: readonly Outcome[], now: Date): KubeObject[]
   return [...groups.values()].map((g) => {
     const first = g[0]!;
     const name = first.job.slice(first.job.indexOf("/") + 1);
+    // Sorted: a pass applies its plan concurrently, so the order outcomes arrive in is not the plan's.
+    g.sort((a, b) => (a.object < b.object ? -1 : a.object > b.object ? 1 : 0));
     const names = g.slice(0, MAX_NAMES).map((o) => o.object);
     const more = g.length > MAX_NAMES ? ` and ${g.length - MAX_NAMES} more` : "";
     const message =

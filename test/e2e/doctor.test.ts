@@ -103,6 +103,10 @@ describe("doctor against a real kube-apiserver", () => {
     assert.equal(applied.code, 0, applied.stderr);
     const passed = new Date(Date.now() - 60_000).toISOString().replace(/\.\d+Z$/, "Z");
     await ok("PATCH", `/apis/batch/v1/namespaces/${NS}/cronjobs/quartermaster-reconciler/status`, { status: { lastScheduleTime: passed, lastSuccessfulTime: passed } }, MERGE_PATCH);
+    // A real pass, as the CronJob's ServiceAccount, writes the device ledger a healthy install has.
+    const reconciler = await cp.serviceAccount(NS, "quartermaster-reconciler");
+    const pass = await cli(["reconcile", "--once", "--namespace", NS, "--kubeconfig", reconciler.kubeconfig]);
+    assert.equal(pass.code, 0, pass.stderr + pass.stdout);
   });
 
   after(async () => {
@@ -125,12 +129,13 @@ describe("doctor against a real kube-apiserver", () => {
     assert.match(find(report, "ca-bundle", "pods.mutate.quartermaster.dev")[0]!.message, new RegExp(`served at 127.0.0.1:${wp.port} .*names 127.0.0.1`));
     assert.deepEqual(subjects("rbac"), ["ServiceAccount quartermaster/quartermaster-reconciler", "ServiceAccount quartermaster/quartermaster-webhook"]);
     assert.match(find(report, "reconciler", /CronJob/)[0]!.message, /^last successful pass \d+s ago \(schedule \*\/5 \* \* \* \*\)$/);
+    assert.match(find(report, "ledger", `ledger in ${NS}`)[0]!.message, /^1 shard, checksums valid, written \d+s ago$/);
     assert.equal(find(report, "certificate-expiry", /.*/).length, 2, "the CA and the serving certificate (served and in the Secret: the same one)");
 
     const table = await cli(["doctor", "--kubeconfig", cp.kubeconfig]);
     assert.equal(table.code, 0);
     assert.match(table.stdout, /^SEVERITY\s+CHECK\s+SUBJECT\s+FINDING\n/);
-    assert.match(table.stdout, /\n\nhealthy \(exit 0\): critical 0, warning 0, info 1, ok \d+\n$/);
+    assert.match(table.stdout, /\n\nhealthy \(exit 0\): critical 0, warning 0, info 0, ok \d+\n$/);
   });
 
   it("an expired serving certificate (served and in the Secret) → critical, exit 2; renewed → clean", async () => {
