@@ -24,15 +24,27 @@ export interface CreateServiceAction {
 }
 
 
-const key = (m: Meta | undefined): string => `${m?.namespace ?? ""}/${m?.name ?? ""}`;
+/** The names of the Services of each namespace. */
+export type ServiceNames = ReadonlyMap<string, ReadonlySet<string>>;
 
-/** `namespace/name` of every Service, built once a pass (a per-job scan would be quadratic at scale). */
-export function serviceKeys(services: readonly KubeObject[]): Set<string> {
-  return new Set(services.map((s) => key(s.metadata as Meta | undefined)));
+/**
+ * Every Service's name by namespace, built once a pass (a per-job scan would be quadratic at scale; no
+ * `namespace/name` strings are built, 100,000 of them a pass being garbage).
+ */
+export function serviceKeys(services: readonly KubeObject[]): ServiceNames {
+  const out = new Map<string, Set<string>>();
+  for (const s of services) {
+    const m = (s.metadata ?? {}) as Meta;
+    const ns = m.namespace ?? "";
+    let names = out.get(ns);
+    if (!names) out.set(ns, (names = new Set()));
+    if (m.name) names.add(m.name);
+  }
+  return out;
 }
 
-/** `have`: the keys of every Service in the cluster (`serviceKeys`), whoever owns them. */
-export function planReplicaServices(job: KubeObject, kind: JobKind, pods: readonly KubeObject[], have: ReadonlySet<string>): CreateServiceAction[] {
+/** `have`: the Services of the cluster (`serviceKeys`), whoever owns them. */
+export function planReplicaServices(job: KubeObject, kind: JobKind, pods: readonly KubeObject[], have: ServiceNames): CreateServiceAction[] {
   const jm = (job.metadata ?? {}) as Meta;
   if (jm.deletionTimestamp || finishedAt(job).finished) return [];
   const info = FRAMEWORKS[kind.framework];
@@ -40,7 +52,7 @@ export function planReplicaServices(job: KubeObject, kind: JobKind, pods: readon
   const out: CreateServiceAction[] = [];
   for (const pod of pods) {
     const pm = (pod.metadata ?? {}) as Meta;
-    if (!pm.name || pm.deletionTimestamp || have.has(key(pm))) continue;
+    if (!pm.name || pm.deletionTimestamp || have.get(pm.namespace ?? "")?.has(pm.name)) continue;
     const type = pm.labels?.[LABEL_REPLICA_TYPE];
     const spec = specs.find(([t]) => t.toLowerCase() === type)?.[1];
     if (!spec) continue;

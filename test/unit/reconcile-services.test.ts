@@ -31,7 +31,7 @@ const svc = (name: string, namespace = "team-a"): KubeObject => deepFreeze({ api
 
 describe("planReplicaServices", () => {
   it("a replica pod without its Service → a headless Service named like it, selector without job-role, framework ports, owned by the job", () => {
-    const [a, ...rest] = planReplicaServices(tf(), kind, [pod("mnist-worker-0", "worker", { "training.kubeflow.org/job-role": "master" })], new Set());
+    const [a, ...rest] = planReplicaServices(tf(), kind, [pod("mnist-worker-0", "worker", { "training.kubeflow.org/job-role": "master" })], new Map());
     assert.equal(rest.length, 0);
     const labels = { "training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0" };
     assert.deepEqual(a!.body, {
@@ -56,7 +56,7 @@ describe("planReplicaServices", () => {
     assert.equal(planReplicaServices(tf(), kind, [pod("mnist-worker-0", "worker")], serviceKeys([svc("mnist-worker-0", "elsewhere")])).length, 1);
   });
   it("a replica type without default-container ports → a Service without ports", () => {
-    const [a] = planReplicaServices(tf(), kind, [pod("mnist-ps-0", "ps")], new Set());
+    const [a] = planReplicaServices(tf(), kind, [pod("mnist-ps-0", "ps")], new Map());
     assert.deepEqual(a!.body.spec, { clusterIP: "None", selector: (a!.body.metadata as { labels: unknown }).labels });
   });
 });
