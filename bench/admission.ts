@@ -12,13 +12,13 @@
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer as createHttpServer } from "node:http";
 import { request } from "node:https";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { generateCertificates } from "../src/certs/generate.js";
+import { startJobApi } from "./lib/job-api.js";
 import { podReview } from "./lib/pod-review.js";
 
 const ROOT = resolve(import.meta.dirname, "..");
@@ -44,40 +44,8 @@ writeFileSync(join(dir, "tls.crt"), certs.certPem);
 writeFileSync(join(dir, "tls.key"), certs.keyPem);
 const body = JSON.stringify(podReview());
 
-// A stand-in apiserver that serves the pod's PyTorchJob, so the mutating path does its real job lookup
-// (cached for the policy's TTL, as in a cluster). Counts the reads it gets.
-let jobReads = 0;
-const jobJson = JSON.stringify({
-  apiVersion: "kubeflow.org/v1",
-  kind: "PyTorchJob",
-  metadata: { name: "llm-pretrain", namespace: "team-nlp", uid: "0b7c5d1e-2f3a-4b5c-8d9e-0f1a2b3c4d5e" },
-  spec: {
-    nprocPerNode: "8",
-    pytorchReplicaSpecs: {
-      Master: { replicas: 1, template: { spec: { containers: [{ name: "pytorch", image: "x" }] } } },
-      Worker: { replicas: 7, template: { spec: { containers: [{ name: "pytorch", image: "x" }] } } },
-    },
-  },
-});
-const fakeApi = createHttpServer((req, res) => {
-  if (req.url?.startsWith("/apis/kubeflow.org/v1/namespaces/team-nlp/pytorchjobs/llm-pretrain")) {
-    jobReads++;
-    res.writeHead(200, { "content-type": "application/json" }).end(jobJson);
-  } else res.writeHead(404, { "content-type": "application/json" }).end('{"kind":"Status","code":404}');
-});
-await new Promise<void>((r) => fakeApi.listen(0, "127.0.0.1", () => r()));
-writeFileSync(
-  join(dir, "kubeconfig"),
-  [
-    "apiVersion: v1",
-    "kind: Config",
-    `clusters: [{name: bench, cluster: {server: "http://127.0.0.1:${(fakeApi.address() as { port: number }).port}", insecure-skip-tls-verify: true}}]`,
-    "users: [{name: bench, user: {token: bench}}]",
-    "contexts: [{name: bench, context: {cluster: bench, user: bench}}]",
-    "current-context: bench",
-    "",
-  ].join("\n"),
-);
+// The stand-in apiserver serving the pods' PyTorchJob (real, cached job lookups), counting reads.
+const jobApi = await startJobApi(join(dir, "kubeconfig"));
 
 function freePort(): Promise<number> {
   return new Promise((res) => {
@@ -213,6 +181,6 @@ for (const r of [floorRow, sameRow, qmRow]) {
 const ratio = qmRow.rps / floorRow.rps;
 console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (target >= 0.6); quartermaster ready in ${qmRow.readyMs.toFixed(0)} ms (target < 300)`);
 console.log(`ratio quartermaster/floor with the same answer: ${(qmRow.rps / sameRow.rps).toFixed(3)}; that floor/plain floor: ${(sameRow.rps / floorRow.rps).toFixed(3)} (the answer's size alone)`);
-console.log(`job reads by the webhook during the run: ${jobReads} (cached; one per TTL)`);
-console.log(JSON.stringify({ bench: "admission", floor: floorRow, floorSameAnswer: sameRow, quartermaster: qmRow, ratio, jobReads }));
-fakeApi.close();
+console.log(`job reads by the webhook during the run: ${jobApi.reads} (cached; one per TTL)`);
+console.log(JSON.stringify({ bench: "admission", floor: floorRow, floorSameAnswer: sameRow, quartermaster: qmRow, ratio, jobReads: jobApi.reads }));
+jobApi.close();

@@ -21,7 +21,6 @@ import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
 import { X509Certificate } from "node:crypto";
 import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer as createHttpServer } from "node:http";
 import { request } from "node:https";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -29,6 +28,7 @@ import { join, resolve } from "node:path";
 import type { TLSSocket } from "node:tls";
 import { parseArgs } from "node:util";
 import { generateCertificates, type GeneratedCertificates } from "../src/certs/generate.js";
+import { startJobApi } from "./lib/job-api.js";
 import { podReview } from "./lib/pod-review.js";
 import { percentile, table } from "./lib/stats.js";
 
@@ -59,39 +59,8 @@ function writePair(c: GeneratedCertificates): void {
 writePair(certs);
 const fingerprintOf = (pem: string): string => new X509Certificate(pem).fingerprint256;
 
-// The stand-in apiserver: the pods' PyTorchJob, counting reads.
-let jobReads = 0;
-const jobJson = JSON.stringify({
-  apiVersion: "kubeflow.org/v1",
-  kind: "PyTorchJob",
-  metadata: { name: "llm-pretrain", namespace: "team-nlp", uid: "0b7c5d1e-2f3a-4b5c-8d9e-0f1a2b3c4d5e" },
-  spec: {
-    nprocPerNode: "8",
-    pytorchReplicaSpecs: {
-      Master: { replicas: 1, template: { spec: { containers: [{ name: "pytorch", image: "x" }] } } },
-      Worker: { replicas: 7, template: { spec: { containers: [{ name: "pytorch", image: "x" }] } } },
-    },
-  },
-});
-const fakeApi = createHttpServer((req, res) => {
-  if (req.url?.startsWith("/apis/kubeflow.org/v1/namespaces/team-nlp/pytorchjobs/llm-pretrain")) {
-    jobReads++;
-    res.writeHead(200, { "content-type": "application/json" }).end(jobJson);
-  } else res.writeHead(404, { "content-type": "application/json" }).end('{"kind":"Status","code":404}');
-});
-await new Promise<void>((r) => fakeApi.listen(0, "127.0.0.1", () => r()));
-writeFileSync(
-  join(dir, "kubeconfig"),
-  [
-    "apiVersion: v1",
-    "kind: Config",
-    `clusters: [{name: soak, cluster: {server: "http://127.0.0.1:${(fakeApi.address() as { port: number }).port}", insecure-skip-tls-verify: true}}]`,
-    "users: [{name: soak, user: {token: soak}}]",
-    "contexts: [{name: soak, context: {cluster: soak, user: soak}}]",
-    "current-context: soak",
-    "",
-  ].join("\n"),
-);
+// The stand-in apiserver serving the pods' PyTorchJob (real, cached job lookups), counting reads.
+const jobApi = await startJobApi(join(dir, "kubeconfig"));
 
 const port = await new Promise<number>((res) => {
   const s = createServer().listen(0, "127.0.0.1", () => {
@@ -241,7 +210,7 @@ try {
     `certificate rotations: ${rotations.length}, reloads counted by the server ${reloads}; new certificate served on a fresh connection after ` +
       rotations.map((r) => (r.servedAfterMs === undefined ? "NEVER" : `${(r.servedAfterMs / 1000).toFixed(0)} s`)).join(", "),
   );
-  console.log(`job reads by the webhook: ${jobReads} (cached)`);
+  console.log(`job reads by the webhook: ${jobApi.reads} (cached)`);
   console.log(`\nRSS (MiB, sampled every second) by minute:\n`);
   console.log(table(["minute", "min", "median", "max"], perMinute));
   console.log(
@@ -251,12 +220,12 @@ try {
   );
   const pass = failed === 0 && Math.abs(drift) <= 0.1 && rotations.every((r) => r.servedAfterMs !== undefined);
   console.log(`result: ${pass ? "PASS" : "FAIL"}`);
-  const out = { bench: "soak", minutes, maxRate, rate, admissions: result.requests.total, failed, latency: result.latency, rotations, reloads, rss, settled, end, drift, heapStart, heapEnd, jobReads, pass };
+  const out = { bench: "soak", minutes, maxRate, rate, admissions: result.requests.total, failed, latency: result.latency, rotations, reloads, rss, settled, end, drift, heapStart, heapEnd, jobReads: jobApi.reads, pass };
   if (values.json) writeFileSync(values.json, JSON.stringify(out, null, 2));
   console.log(JSON.stringify({ ...out, rss: undefined }));
 } finally {
   server.kill("SIGTERM");
   await new Promise((r) => (server.exitCode !== null ? r(undefined) : server.once("exit", r)));
-  fakeApi.close();
+  jobApi.close();
   rmSync(dir, { recursive: true, force: true });
 }
