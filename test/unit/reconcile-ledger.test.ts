@@ -15,6 +15,7 @@ import {
   type StoredConfigMap,
 } from "../../src/reconcile/ledger-shards.js";
 import { ledgerState } from "../../src/doctor/ledger.js";
+import { capacityOfIndex } from "../../src/kube/capacity.js";
 import { gpuPod, node, nodeLease } from "../fixtures/cluster.js";
 
 const T0 = new Date("2026-11-22T12:00:00Z");
@@ -316,4 +317,22 @@ describe("doctor's view of a stored ledger (ledgerState)", () => {
     ],
   ];
   for (const [name, stored, want] of cases) it(name, () => assert.deepEqual(ledgerState(readStored(stored)), want));
+});
+
+describe("the validating webhook's capacity from the ledger index (capacityOfIndex)", () => {
+  const l = ledger({ nodes: [node("a", { "nvidia.com/gpu": "8" }), node("b", { "nvidia.com/gpu": "4", "amd.com/gpu": "2" })], nodeLeases: [fresh("a")] });
+  const { index } = shardLedger(l, 524288);
+  const cases: Array<[string, Record<string, string> | undefined, Record<string, number | undefined> | undefined]> = [
+    ["a good index → allocatable over all nodes, stale ones included", { "index.json": index.text, sha256: index.sha256 }, { "nvidia.com/gpu": 12, "amd.com/gpu": 2, "nvidia.com/mig-1g.5gb": undefined }],
+    ["an index edited by hand → no capacity (the check is skipped with a warning)", { "index.json": index.text.replace('"allocatable":12', '"allocatable":99'), sha256: index.sha256 }, undefined],
+    ["no checksum → no capacity", { "index.json": index.text }, undefined],
+    ["no ConfigMap → no capacity", undefined, undefined],
+  ];
+  for (const [name, data, want] of cases) {
+    it(name, () => {
+      const c = capacityOfIndex(data);
+      if (want === undefined) return assert.equal(c, undefined);
+      for (const [r, n] of Object.entries(want)) assert.equal(c!.total(r), n, r);
+    });
+  }
 });
