@@ -19,10 +19,9 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { Agent, request } from "node:https";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
-import { ROOT, applyOwnManifests, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "../test/e2e/harness/webhook.js";
+import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "../test/e2e/harness/webhook.js";
 import { summarize, table, type Summary } from "./lib/stats.js";
 
 const { values } = parseArgs({
@@ -248,10 +247,8 @@ async function deleteAllPods(cp: ControlPlane): Promise<void> {
 const cp = await startControlPlane();
 let wh: WebhookProcess | undefined;
 try {
-  const crds = await cp.kubectl(["apply", "-f", join(ROOT, "test/e2e/crds/kubeflow.yaml")]);
-  if (crds.code !== 0) throw new Error(crds.stderr);
-  await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
-  await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: NS, labels: { "quartermaster.dev/enabled": "true" } } });
+  await installKubeflowCrds(cp);
+  await createNamespace(cp, NS, { "quartermaster.dev/enabled": "true" });
   await applyOwnManifests(cp);
   const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
   // warn: no line per admission (a production server logs at info; see the README's Benchmarks note).

@@ -62,14 +62,13 @@ async function passBench(): Promise<void> {
   const nodes = Math.max(1, Math.floor(pods / 20));
   const cp = await startControlPlane({});
   try {
-    const { join } = await import("node:path");
-    await cp.kubectl(["apply", "-f", join(import.meta.dirname, "../test/e2e/crds/kubeflow.yaml")]);
-    await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
-    await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "quartermaster" } });
+    const { createNamespace, installKubeflowCrds } = await import("../test/e2e/harness/webhook.js");
+    await installKubeflowCrds(cp);
+    await createNamespace(cp, "quartermaster");
     const snap = syntheticSnapshot(pods, nodes, jobs, policy);
     const t0 = performance.now();
     const namespaces = new Set(snap.jobs.map((j) => String((j.job.metadata as { namespace: string }).namespace)));
-    for (const ns of namespaces) await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+    for (const ns of namespaces) await createNamespace(cp, ns);
     // Create with a few concurrent writers; uids come from the server, so ownerReferences point at real jobs.
     const jobUid = new Map<string, string>();
     await pool(snap.jobs, 16, async ({ job }) => {

@@ -13,20 +13,10 @@ import { checkPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { capturingLogger } from "../fixtures/https.js";
 import { fakeJobReader, job } from "../fixtures/jobs.js";
+import { ALL_MUTATIONS } from "../fixtures/policies.js";
 import { deepFreeze, review } from "../fixtures/reviews.js";
 
-const policy = checkPolicy(
-  {
-    accelerator: { addTolerations: true },
-    interruptible: {
-      tolerations: [{ key: "x/interruptible", operator: "Exists", effect: "NoSchedule" }],
-      nodeRequirement: { key: "x/interruptible", operator: "In", values: ["true"] },
-      nonInterruptibleNodeRequirement: { key: "x/interruptible", operator: "DoesNotExist" },
-    },
-    resources: { limitsFromRequests: ["memory"] },
-  },
-  "property",
-);
+const policy = checkPolicy(structuredClone(ALL_MUTATIONS), "property");
 const jobs = [
   job("TFJob", "tf", "ns", { Chief: 1, Worker: 2, PS: 1 }),
   job("PyTorchJob", "pt", "ns", { Master: 1, Worker: 2 }),

@@ -7,7 +7,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
-import { ROOT, applyOwnManifests, cli, renderBase, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
+import { ROOT, applyOwnManifests, createNamespace, installKubeflowCrds, cli, renderBase, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 let seq = 0;
@@ -49,17 +49,9 @@ describe("admission through a real kube-apiserver", () => {
 
   before(async () => {
     cp = await startControlPlane({ controllerManager: true });
-    const crds = await cp.kubectl(["apply", "-f", join(ROOT, "test/e2e/crds/kubeflow.yaml")]);
-    assert.equal(crds.code, 0, crds.stderr);
-    const est = await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
-    assert.equal(est.code, 0, est.stderr);
-    for (const [name, labels] of [
-      ["team-a", { "quartermaster.dev/enabled": "true" }],
-      ["team-b", {}],
-    ] as const) {
-      const r = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name, labels } });
-      assert.equal(r.status, 201, JSON.stringify(r.body));
-    }
+    await installKubeflowCrds(cp);
+    await createNamespace(cp, "team-a", { "quartermaster.dev/enabled": "true" });
+    await createNamespace(cp, "team-b");
     // Quartermaster's own objects from manifests/base (namespace, ServiceAccount, RBAC), applied for real;
     // the webhook then runs with its ServiceAccount's token, so its RBAC is what these tests exercise.
     await applyOwnManifests(cp);

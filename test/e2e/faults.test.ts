@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { after, before, describe, it, type TestContext } from "node:test";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { startTcpProxy, type TcpProxy } from "./harness/tcp-proxy.js";
-import { ROOT, applyOwnManifests, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
+import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 let seq = 0;
@@ -95,17 +95,9 @@ describe("faults: webhook processes down or hung, the apiserver unreachable or s
 
   before(async () => {
     cp = await startControlPlane();
-    const crds = await cp.kubectl(["apply", "-f", join(ROOT, "test/e2e/crds/kubeflow.yaml")]);
-    assert.equal(crds.code, 0, crds.stderr);
-    const est = await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
-    assert.equal(est.code, 0, est.stderr);
-    for (const [name, labels] of [
-      ["team-a", { "quartermaster.dev/enabled": "true" }],
-      ["team-b", {}],
-    ] as const) {
-      const r = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name, labels } });
-      assert.equal(r.status, 201, JSON.stringify(r.body));
-    }
+    await installKubeflowCrds(cp);
+    await createNamespace(cp, "team-a", { "quartermaster.dev/enabled": "true" });
+    await createNamespace(cp, "team-b");
     // kube-system labelled as if opted in: the configurations must exclude it by name regardless.
     const label = await cp.kubectl(["label", "namespace", "kube-system", "quartermaster.dev/enabled=true", "--overwrite"]);
     assert.equal(label.code, 0, label.stderr);

@@ -31,6 +31,7 @@ import { createWebhooks } from "../../webhooks/index.js";
 import { call, startTestServer, type TestServer } from "../fixtures/https.js";
 import { fakeJobReader } from "../fixtures/jobs.js";
 import { WEBHOOK_PATHS, describeCase, fuzzCases, httpOnlyCases, loadCorpus, type FuzzCase } from "./cases.js";
+import { ALL_MUTATIONS } from "../fixtures/policies.js";
 
 const SCALE = Number(process.env.QM_FUZZ_SCALE ?? "1");
 const SEED = Number(process.env.QM_FUZZ_SEED ?? Date.now() % 2 ** 31);
@@ -44,13 +45,7 @@ const HANG_MS = 10_000;
 
 const policy = checkPolicy(
   {
-    accelerator: { addTolerations: true },
-    interruptible: {
-      tolerations: [{ key: "x/interruptible", operator: "Exists", effect: "NoSchedule" }],
-      nodeRequirement: { key: "x/interruptible", operator: "In", values: ["true"] },
-      nonInterruptibleNodeRequirement: { key: "x/interruptible", operator: "DoesNotExist" },
-    },
-    resources: { limitsFromRequests: ["memory"] },
+    ...structuredClone(ALL_MUTATIONS),
     limits: {
       container: { cpu: "32", memory: "256Gi", gpus: { "nvidia.com/gpu": 8, "nvidia.com/mig-*": 7 } },
       pod: { gpus: 8 },

@@ -85,15 +85,17 @@ describe("ensureCertificates through a certificate's life", () => {
   const bundles = (): string[][] => store.configs.flatMap((c) => c.webhooks.map((w) => fingerprints(w.caBundle)));
   const secret = (name: string): Record<string, string> => store.secrets.get(name)!.data;
   let firstCa = "";
+  /** A new CA's writes, in their order: the CA Secret, both caBundles, then the serving Secret. */
+  const NEW_CA_WRITES = [
+    "secret quartermaster-webhook-ca (Opaque)",
+    "caBundle MutatingWebhookConfiguration pods.mutate.quartermaster.dev",
+    "caBundle ValidatingWebhookConfiguration pods.validate.quartermaster.dev,jobs.validate.quartermaster.dev",
+    "secret quartermaster-webhook-tls (kubernetes.io/tls)",
+  ];
 
   it("fresh install: CA, then every webhook's caBundle, then (after the settle wait) the serving Secret", async () => {
     const steps = await run();
-    assert.deepEqual(store.log, [
-      "secret quartermaster-webhook-ca (Opaque)",
-      "caBundle MutatingWebhookConfiguration pods.mutate.quartermaster.dev",
-      "caBundle ValidatingWebhookConfiguration pods.validate.quartermaster.dev,jobs.validate.quartermaster.dev",
-      "secret quartermaster-webhook-tls (kubernetes.io/tls)",
-    ]);
+    assert.deepEqual(store.log, NEW_CA_WRITES);
     assert.deepEqual(sleeps, [5000]);
     assert.deepEqual(steps.map((s) => `${s.what} ${s.changed}`), ["ca true", "caBundle true", "caBundle true", "serving true"]);
     firstCa = secret("quartermaster-webhook-ca")["ca.crt"]!;
@@ -130,12 +132,7 @@ describe("ensureCertificates through a certificate's life", () => {
     store.log.length = 0;
     now = new Date(START.getTime() + 920 * DAY);
     await run();
-    assert.deepEqual(store.log, [
-      "secret quartermaster-webhook-ca (Opaque)",
-      "caBundle MutatingWebhookConfiguration pods.mutate.quartermaster.dev",
-      "caBundle ValidatingWebhookConfiguration pods.validate.quartermaster.dev,jobs.validate.quartermaster.dev",
-      "secret quartermaster-webhook-tls (kubernetes.io/tls)",
-    ]);
+    assert.deepEqual(store.log, NEW_CA_WRITES);
     assert.deepEqual(sleeps, [5000]);
     secondCa = secret("quartermaster-webhook-ca")["ca.crt"]!;
     assert.notEqual(fp(secondCa), fp(firstCa));

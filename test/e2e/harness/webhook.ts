@@ -179,6 +179,23 @@ export async function renderWebhookConfigurations(cp: ControlPlane, port: number
   return configs;
 }
 
+/** Installs the project's Kubeflow CRDs and waits until they are established; throws with kubectl's output. */
+export async function installKubeflowCrds(cp: ControlPlane): Promise<void> {
+  for (const args of [
+    ["apply", "-f", join(ROOT, "test/e2e/crds/kubeflow.yaml")],
+    ["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"],
+  ]) {
+    const r = await cp.kubectl(args);
+    if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")} failed: ${r.stderr}`);
+  }
+}
+
+/** Creates a namespace with `labels`; throws unless it was created. */
+export async function createNamespace(cp: ControlPlane, name: string, labels: Record<string, string> = {}): Promise<void> {
+  const r = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name, labels } });
+  if (r.status !== 201) throw new Error(`creating namespace ${name}: ${r.status} ${JSON.stringify(r.body)}`);
+}
+
 /**
  * A control plane (with the garbage collector) ready for the reconciler: the Kubeflow CRDs established,
  * Quartermaster's own manifests applied, the reconciler's ServiceAccount, and `namespace` created.
@@ -186,14 +203,9 @@ export async function renderWebhookConfigurations(cp: ControlPlane, port: number
 export async function reconcilerCluster(namespace: string): Promise<{ cp: ControlPlane; sa: Awaited<ReturnType<ControlPlane["serviceAccount"]>> }> {
   const { startControlPlane } = await import("./controlplane.js");
   const cp = await startControlPlane({ controllerManager: true });
-  const must = (what: string, ok: boolean, detail = ""): void => {
-    if (!ok) throw new Error(`reconcilerCluster: ${what} failed ${detail}`);
-  };
-  must("CRDs", (await cp.kubectl(["apply", "-f", join(ROOT, "test/e2e/crds/kubeflow.yaml")])).code === 0);
-  must("CRDs established", (await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"])).code === 0);
+  await installKubeflowCrds(cp);
   await applyOwnManifests(cp);
   const sa = await cp.serviceAccount("quartermaster", "quartermaster-reconciler");
-  const ns = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } });
-  must(`namespace ${namespace}`, ns.status === 201, JSON.stringify(ns.body));
+  await createNamespace(cp, namespace);
   return { cp, sa };
 }
