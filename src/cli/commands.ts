@@ -476,14 +476,8 @@ async function ledgerCommand(args: string[], io: CliIo): Promise<number> {
   const output = (values.output as string | undefined) ?? "table";
   if (output !== "table" && output !== "json") throw new UsageError("ledger: -o must be table or json");
   const namespace = await ownNamespace(values.namespace as string | undefined);
-  const [{ connectCluster }, { readLedgerConfigMaps }, { readStored }, { ledgerTable }] = await Promise.all([
-    import("../kube/cluster.js"),
-    import("../kube/ledger.js"),
-    import("../reconcile/ledger-shards.js"),
-    import("../reconcile/table.js"),
-  ]);
-  const cluster = await connectCluster(values.kubeconfig as string | undefined);
-  const read = readStored(await readLedgerConfigMaps(cluster, namespace));
+  const [{ readClusterLedger }, { ledgerTable }] = await Promise.all([import("../kube/ledger.js"), import("../reconcile/table.js")]);
+  const read = await readClusterLedger(values.kubeconfig as string | undefined, namespace);
   for (const p of read.problems) io.stderr(`quartermaster: ${p}`);
   if (!read.ledger) {
     io.stderr(`quartermaster: no readable device ledger in namespace ${namespace}; the reconciler writes one each pass`);
@@ -524,13 +518,8 @@ async function doctorCommand(args: string[], io: CliIo): Promise<number> {
       policy,
       now: () => new Date(),
       readLedger: async () => {
-        const [{ connectCluster }, { readLedgerConfigMaps }, { readStored }, { ledgerState }] = await Promise.all([
-          import("../kube/cluster.js"),
-          import("../kube/ledger.js"),
-          import("../reconcile/ledger-shards.js"),
-          import("../doctor/ledger.js"),
-        ]);
-        return ledgerState(readStored(await readLedgerConfigMaps(await connectCluster(kubeconfig), namespace)));
+        const [{ readClusterLedger }, { ledgerState }] = await Promise.all([import("../kube/ledger.js"), import("../doctor/ledger.js")]);
+        return ledgerState(await readClusterLedger(kubeconfig, namespace));
       },
     });
     report = diagnose(snapshot, policy);

@@ -9,6 +9,7 @@ import type { Logger } from "pino";
 import { errorMessage } from "../errors.js";
 import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, sha256, type LedgerIndex } from "../reconcile/ledger-shards.js";
 import type { ClusterCapacity } from "../validate/job.js";
+import { kubeClient, statusOf } from "./client.js";
 
 export interface CapacitySource {
   /** The capacity as last read, or undefined while there is none. */
@@ -33,16 +34,13 @@ export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; i
   let capacity: ClusterCapacity | undefined;
   let read: ((name: string) => Promise<Record<string, string> | undefined>) | undefined;
   const connect = async () => {
-    const k8s = await import("@kubernetes/client-node");
-    const kc = new k8s.KubeConfig();
-    if (opts.kubeconfig) kc.loadFromFile(opts.kubeconfig);
-    else kc.loadFromDefault();
+    const { k8s, kc } = await kubeClient(opts.kubeconfig);
     const core = kc.makeApiClient(k8s.CoreV1Api);
     return async (name: string) => {
       try {
         return (await core.readNamespacedConfigMap({ name, namespace: opts.namespace })).data ?? {};
       } catch (err) {
-        if ((err as { code?: number }).code === 404) return undefined;
+        if (statusOf(err) === 404) return undefined;
         throw err;
       }
     };

@@ -8,6 +8,7 @@
  * Errors keep their HTTP status in `code`.
  */
 import type { CertStore, StoredSecret, StoredWebhookConfiguration } from "../certs/ensure.js";
+import { kubeClient, statusOf } from "./client.js";
 
 export interface CertStoreOptions {
   kubeconfig?: string;
@@ -18,22 +19,18 @@ export interface CertStoreOptions {
   validating: readonly string[];
 }
 
-const code = (err: unknown): number | undefined => (err as { code?: number }).code;
 const b64 = (s: string): string => Buffer.from(s).toString("base64");
 const unb64 = (s: string | undefined): string => (s ? Buffer.from(s, "base64").toString("utf8") : "");
 
 export async function connectCertStore(opts: CertStoreOptions): Promise<CertStore> {
-  const k8s = await import("@kubernetes/client-node");
-  const kc = new k8s.KubeConfig();
-  if (opts.kubeconfig) kc.loadFromFile(opts.kubeconfig);
-  else kc.loadFromDefault();
+  const { k8s, kc } = await kubeClient(opts.kubeconfig);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const admission = kc.makeApiClient(k8s.AdmissionregistrationV1Api);
   const strategicMerge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.StrategicMergePatch);
   const { namespace } = opts;
 
   const notFound = (kind: string, name: string) => (err: unknown): never => {
-    if (code(err) === 404) throw Object.assign(new Error(`${kind} ${name} not found: apply the webhook configurations first`), { code: 404, cause: err });
+    if (statusOf(err) === 404) throw Object.assign(new Error(`${kind} ${name} not found: apply the webhook configurations first`), { code: 404, cause: err });
     throw err;
   };
 
@@ -45,7 +42,7 @@ export async function connectCertStore(opts: CertStoreOptions): Promise<CertStor
         for (const [k, v] of Object.entries(s.data ?? {})) data[k] = unb64(v);
         return { data, version: s.metadata?.resourceVersion };
       } catch (err) {
-        if (code(err) === 404) return undefined;
+        if (statusOf(err) === 404) return undefined;
         throw err;
       }
     },

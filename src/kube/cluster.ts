@@ -7,6 +7,7 @@
  */
 import type { KubeObject } from "../admission/types.js";
 import type { JobKind } from "../policy/types.js";
+import { kubeClient, statusOf } from "./client.js";
 
 export const PAGE_SIZE = 500;
 
@@ -88,15 +89,9 @@ function iso(t: unknown): string {
 
 type Page = { items?: unknown[]; metadata?: { _continue?: string; continue?: string } };
 
-function code(err: unknown): number | undefined {
-  return (err as { code?: number }).code;
-}
 
 export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
-  const k8s = await import("@kubernetes/client-node");
-  const kc = new k8s.KubeConfig();
-  if (kubeconfig) kc.loadFromFile(kubeconfig);
-  else kc.loadFromDefault();
+  const { k8s, kc } = await kubeClient(kubeconfig);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const coordination = kc.makeApiClient(k8s.CoordinationV1Api);
@@ -126,7 +121,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       try {
         return await paged(async (cont) => (await custom.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, limit: PAGE_SIZE, _continue: cont })) as Page, (x) => x as KubeObject);
       } catch (err) {
-        if (code(err) === 404) return undefined;
+        if (statusOf(err) === 404) return undefined;
         throw err;
       }
     },
@@ -135,7 +130,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       try {
         return (await custom.getNamespacedCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, namespace, name })) as KubeObject;
       } catch (err) {
-        if (code(err) === 404) return undefined;
+        if (statusOf(err) === 404) return undefined;
         throw err;
       }
     },
@@ -163,7 +158,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
         await core.createNamespacedService({ namespace, body: body as never });
         return "created";
       } catch (err) {
-        if (code(err) === 409) return "exists";
+        if (statusOf(err) === 409) return "exists";
         throw err;
       }
     },
@@ -175,8 +170,8 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
         else await core.patchNamespacedService({ name: t.name, namespace: t.namespace, body }, strategicMerge);
         return "patched";
       } catch (err) {
-        if (code(err) === 404) return "gone";
-        if (code(err) === 422) return "invalid";
+        if (statusOf(err) === 404) return "gone";
+        if (statusOf(err) === 422) return "invalid";
         throw err;
       }
     },
@@ -188,7 +183,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
         else await core.replaceNamespacedConfigMap({ name, namespace, body: { ...body, metadata: { ...(body.metadata as object), resourceVersion } } as never });
         return "written";
       } catch (err) {
-        if (code(err) === 409) return "conflict";
+        if (statusOf(err) === 409) return "conflict";
         throw err;
       }
     },
@@ -209,8 +204,8 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
         }
         return "deleted";
       } catch (err) {
-        if (code(err) === 404) return "gone";
-        if (code(err) === 409) return "changed";
+        if (statusOf(err) === 404) return "gone";
+        if (statusOf(err) === 409) return "changed";
         throw err;
       }
     },

@@ -26,6 +26,7 @@ import {
   type WebhookConfiguration,
 } from "../doctor/types.js";
 import type { Policy } from "../policy/types.js";
+import { kubeClient } from "./client.js";
 
 /** The Secret manifests/base mounts into the webhook pods; read when no Deployment names one. */
 export const DEFAULT_SERVING_SECRET = "quartermaster-webhook-tls";
@@ -122,10 +123,7 @@ export function handshake(url: string, timeoutMs: number): Promise<CertificateEv
 
 /** Reads everything the checks need. Throws ClusterUnreachableError when the apiserver does not answer. */
 export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<DoctorSnapshot> {
-  const k8s = await import("@kubernetes/client-node");
-  const kc = new k8s.KubeConfig();
-  if (opts.kubeconfig) kc.loadFromFile(opts.kubeconfig);
-  else kc.loadFromDefault();
+  const { k8s, kc } = await kubeClient(opts.kubeconfig);
   const admission = kc.makeApiClient(k8s.AdmissionregistrationV1Api);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);

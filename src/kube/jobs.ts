@@ -9,6 +9,7 @@
 import type { KubeObject } from "../admission/types.js";
 import type { JobKind } from "../policy/types.js";
 import type { JobReader } from "../topology/types.js";
+import { kubeClient, statusOf } from "./client.js";
 
 export interface JobReaderOptions {
   /** Path of a kubeconfig; default: in-cluster service account, else $KUBECONFIG / ~/.kube/config. */
@@ -34,16 +35,13 @@ interface Entry {
 type GetObject = (kind: JobKind, namespace: string, name: string) => Promise<KubeObject | undefined>;
 
 async function connect(kubeconfig: string | undefined): Promise<GetObject> {
-  const k8s = await import("@kubernetes/client-node");
-  const kc = new k8s.KubeConfig();
-  if (kubeconfig) kc.loadFromFile(kubeconfig);
-  else kc.loadFromDefault();
+  const { k8s, kc } = await kubeClient(kubeconfig);
   const api = kc.makeApiClient(k8s.CustomObjectsApi);
   return async (kind, namespace, name) => {
     try {
       return (await api.getNamespacedCustomObject({ group: kind.group, version: kind.version, namespace, plural: kind.plural, name })) as KubeObject;
     } catch (err) {
-      if ((err as { code?: number }).code === 404) return undefined;
+      if (statusOf(err) === 404) return undefined;
       throw err;
     }
   };

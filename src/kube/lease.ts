@@ -4,6 +4,7 @@
  * already there, or a replace whose resourceVersion is stale, means another instance won the race.
  */
 import { decideLease, type LeaseDecision } from "../reconcile/lease.js";
+import { kubeClient, statusOf } from "./client.js";
 
 export interface HeldLease {
   release(): Promise<void>;
@@ -20,19 +21,15 @@ export interface LeaseOptions {
 
 /** Takes the Lease, or reports who holds it. */
 export async function acquireLease(opts: LeaseOptions): Promise<{ held: HeldLease } | { busy: Extract<LeaseDecision, { take: false }> }> {
-  const k8s = await import("@kubernetes/client-node");
-  const kc = new k8s.KubeConfig();
-  if (opts.kubeconfig) kc.loadFromFile(opts.kubeconfig);
-  else kc.loadFromDefault();
+  const { k8s, kc } = await kubeClient(opts.kubeconfig);
   const api = kc.makeApiClient(k8s.CoordinationV1Api);
   const { namespace, name } = opts;
-  const code = (err: unknown): number | undefined => (err as { code?: number }).code;
 
   let current: Awaited<ReturnType<typeof api.readNamespacedLease>> | undefined;
   try {
     current = await api.readNamespacedLease({ name, namespace });
   } catch (err) {
-    if (code(err) !== 404) throw err;
+    if (statusOf(err) !== 404) throw err;
   }
   const now = opts.now();
   const decision = decideLease(
@@ -60,7 +57,7 @@ export async function acquireLease(opts: LeaseOptions): Promise<{ held: HeldLeas
       current = await api.replaceNamespacedLease({ name, namespace, body: { ...current!, spec } });
     }
   } catch (err) {
-    if (code(err) === 409) return { busy: { take: false, holder: "another instance (lost the race)", until: new Date(now.getTime() + opts.durationSeconds * 1000) } };
+    if (statusOf(err) === 409) return { busy: { take: false, holder: "another instance (lost the race)", until: new Date(now.getTime() + opts.durationSeconds * 1000) } };
     throw err;
   }
   const taken = current;
@@ -70,7 +67,7 @@ export async function acquireLease(opts: LeaseOptions): Promise<{ held: HeldLeas
         try {
           await api.replaceNamespacedLease({ name, namespace, body: { ...taken, spec: { ...taken.spec, holderIdentity: undefined, renewTime: undefined } } });
         } catch (err) {
-          if (code(err) !== 404 && code(err) !== 409) throw err; // gone or taken over: nothing of ours to release
+          if (statusOf(err) !== 404 && statusOf(err) !== 409) throw err; // gone or taken over: nothing of ours to release
         }
       },
     },

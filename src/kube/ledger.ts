@@ -5,7 +5,7 @@
  * preconditions. The layout and checksums are decided in `src/reconcile/ledger-shards.ts`.
  */
 import type { KubeObject } from "../admission/types.js";
-import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, SHARD_KEY, type LedgerWrite, type StoredConfigMap } from "../reconcile/ledger-shards.js";
+import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, SHARD_KEY, readStored, type LedgerWrite, type ReadLedger, type StoredConfigMap } from "../reconcile/ledger-shards.js";
 import type { ClusterReader, ClusterWriter } from "./cluster.js";
 
 export const LEDGER_LABEL = "quartermaster.dev/ledger";
@@ -25,6 +25,12 @@ export async function readLedgerConfigMaps(cluster: Pick<ClusterReader, "listCon
     out.set(s.name, s);
   }
   return out;
+}
+
+/** The ledger as stored in `namespace`, checksums verified (for `quartermaster ledger` and `doctor`). */
+export async function readClusterLedger(kubeconfig: string | undefined, namespace: string): Promise<ReadLedger> {
+  const { connectCluster } = await import("./cluster.js");
+  return readStored(await readLedgerConfigMaps(await connectCluster(kubeconfig), namespace));
 }
 
 export interface LedgerWriteReport {
