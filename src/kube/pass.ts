@@ -15,10 +15,11 @@ import type { ClaimAction } from "../reconcile/claim.js";
 import { jobEvents, type EventReason, type Outcome } from "../reconcile/events.js";
 import type { DeleteAction } from "../reconcile/finished.js";
 import { planPass, type Plan, type Snapshot } from "../reconcile/plan.js";
+import type { CreateServiceAction } from "../reconcile/services.js";
 import type { Cluster } from "./cluster.js";
 import { applyLedgerWrites, readLedgerConfigMaps, type LedgerWriteReport } from "./ledger.js";
 
-type Action = ClaimAction | DeleteAction | { verb: "create"; kind: "Service"; namespace: string; name: string };
+type Action = ClaimAction | DeleteAction | CreateServiceAction;
 
 export interface PassReport {
   plan: Plan;
@@ -104,8 +105,8 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
         return;
       }
       report.applied.push(describeAction(a));
-      if (outcome && "reason" in a) outcomes.push({ ...outcome, object: a.name, why: a.reason });
-      log.info({ action: `${a.verb} ${a.kind}`, namespace: a.namespace, name: a.name, result: r, ...("job" in a ? { job: a.job } : {}) }, `reconcile: ${a.verb}`);
+      if (outcome) outcomes.push({ ...outcome, object: a.name, why: a.reason });
+      log.info({ action: `${a.verb} ${a.kind}`, namespace: a.namespace, name: a.name, result: r, job: a.job }, `reconcile: ${a.verb}`);
     } catch (err) {
       report.failed.push({ action: describeAction(a), error: errorMessage(err) });
       log.error({ err, action: `${a.verb} ${a.kind}`, namespace: a.namespace, name: a.name }, `reconcile: ${a.verb} failed`);
