@@ -77,6 +77,21 @@ describe("quartermaster CLI", () => {
     assert.match(f.stderr, /Unknown option '--colour'/);
   });
 
+  const usage: Array<[string, string[], RegExp]> = [
+    ["ledger -o yaml", ["ledger", "-o", "yaml"], /ledger: -o must be table or json/],
+    ["reconcile with neither --once nor --schedule", ["reconcile"], /give exactly one of --once and --schedule CRON/],
+    ["reconcile --schedule --dry-run", ["reconcile", "--schedule", "*/5 * * * *", "--dry-run"], /--dry-run goes with --once/],
+    ["reconcile --schedule that is not cron", ["reconcile", "--schedule", "every five minutes"], /is not a cron expression/],
+    ["serve --ledger-refresh-seconds=90000", ["serve", "--tls-cert", "x", "--tls-key", "y", "--ledger-refresh-seconds=90000"], /--ledger-refresh-seconds must be an integer from 0 to 86400, got 90000/],
+  ];
+  for (const [name, args, message] of usage) {
+    it(`${name} → exit 2 with a message, before any cluster is contacted`, async () => {
+      const r = await run(args);
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, message);
+    });
+  }
+
   it("serve with an invalid policy → exits non-zero at start, listing every error", async () => {
     const dir = tmp();
     const files = makeCerts(dir);
