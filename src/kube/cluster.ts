@@ -18,6 +18,7 @@ export interface ClusterReader {
   getJob(kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined>;
   /** Pods across namespaces (all of them without a selector), trimmed to the fields the reconciler reads. */
   listPods(labelSelector?: string): Promise<KubeObject[]>;
+  /** Services across namespaces, trimmed to their metadata. */
   listServices(labelSelector?: string): Promise<KubeObject[]>;
   /** Nodes, trimmed to name and status capacity/allocatable. */
   listNodes(): Promise<KubeObject[]>;
@@ -50,22 +51,31 @@ export interface Cluster extends ClusterReader, ClusterWriter, ClusterCreator {
 }
 
 /** Pods trimmed to what the planner and the ledger read: a 100,000-pod cluster then fits in memory comfortably. */
+/** The metadata the planners read (identity, labels, owners, timestamps); the rest is dropped. */
+function slimMeta(m: any): Record<string, unknown> {
+  return {
+    name: m.name,
+    namespace: m.namespace,
+    uid: m.uid,
+    ...(m.labels ? { labels: m.labels } : {}),
+    ...(m.ownerReferences ? { ownerReferences: m.ownerReferences } : {}),
+    ...(m.creationTimestamp ? { creationTimestamp: iso(m.creationTimestamp) } : {}),
+    ...(m.deletionTimestamp ? { deletionTimestamp: iso(m.deletionTimestamp) } : {}),
+  };
+}
+
+/** Services trimmed to their metadata: the planners read nothing else of them. */
+export function slimService(s: any): KubeObject {
+  return { apiVersion: "v1", kind: "Service", metadata: slimMeta(s.metadata ?? {}) };
+}
+
 export function slimPod(p: any): KubeObject {
-  const m = p.metadata ?? {};
   const spec = p.spec ?? {};
   const container = (c: any) => ({ name: c.name, ...(c.resources ? { resources: c.resources } : {}), ...(c.ports ? { ports: c.ports } : {}), ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}) });
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: {
-      name: m.name,
-      namespace: m.namespace,
-      uid: m.uid,
-      ...(m.labels ? { labels: m.labels } : {}),
-      ...(m.ownerReferences ? { ownerReferences: m.ownerReferences } : {}),
-      ...(m.creationTimestamp ? { creationTimestamp: iso(m.creationTimestamp) } : {}),
-      ...(m.deletionTimestamp ? { deletionTimestamp: iso(m.deletionTimestamp) } : {}),
-    },
+    metadata: slimMeta(p.metadata ?? {}),
     spec: {
       ...(spec.nodeName ? { nodeName: spec.nodeName } : {}),
       containers: (spec.containers ?? []).map(container),
@@ -138,7 +148,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       return paged(async (cont) => (await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, slimPod);
     },
     async listServices(labelSelector) {
-      return paged(async (cont) => (await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, raw);
+      return paged(async (cont) => (await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, slimService);
     },
     async listNodes() {
       return paged(async (cont) => (await core.listNode({ limit: PAGE_SIZE, _continue: cont })) as Page, slimNode);

@@ -1,0 +1,55 @@
+/**
+ * The reconciler trims listed pods and services to what its planners read (memory at 100,000 pods). The plan
+ * over trimmed objects must be the plan over whole ones, and client-node's Date timestamps become ISO text.
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { KubeObject } from "../../src/admission/types.js";
+import { slimPod, slimService } from "../../src/kube/cluster.js";
+import { defaultPolicy } from "../../src/policy/load.js";
+import { planPass } from "../../src/reconcile/plan.js";
+import { gpuPod, node, nodeLease, snapshotOf } from "../fixtures/cluster.js";
+import { job, kindOf } from "../fixtures/jobs.js";
+
+const NOW = new Date("2026-11-22T12:00:00Z");
+
+/** A pod as client-node hands it over: Date timestamps, and every field the planners never read. */
+function typedPod(name: string, o: { owned?: boolean; node?: string; phase?: string; deleting?: boolean } = {}): KubeObject {
+  const p = gpuPod(name, { node: o.node, phase: o.phase, createdAt: new Date(NOW.getTime() - 900_000) }) as any;
+  p.metadata.labels = { "training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/operator-name": "tfjob-controller", "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": name.slice(-1) };
+  if (o.owned) p.metadata.ownerReferences = [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "mnist", uid: "uid-mnist", controller: true }];
+  p.metadata.creationTimestamp = new Date(p.metadata.creationTimestamp);
+  if (o.deleting) p.metadata.deletionTimestamp = new Date(NOW.getTime() - 1000);
+  p.metadata.managedFields = [{ manager: "kubectl", operation: "Update" }];
+  p.metadata.annotations = { big: "x".repeat(1000) };
+  p.spec.volumes = [{ name: "data", emptyDir: {} }];
+  p.spec.containers[0].env = [{ name: "A", value: "b" }];
+  p.status.conditions = [{ type: "PodScheduled", status: "False", reason: "Unschedulable", message: "no GPUs" }, { type: "Ready", status: "False" }];
+  p.status.containerStatuses = [{ name: "main", ready: false }];
+  return p;
+}
+
+const iso = (x: unknown): unknown => JSON.parse(JSON.stringify(x));
+
+describe("trimmed pods and services", () => {
+  const pods = [typedPod("mnist-worker-0", { owned: true, node: "gpu-1" }), typedPod("mnist-worker-1"), typedPod("mnist-worker-2", { owned: true, node: "gpu-1", deleting: true }), typedPod("mnist-worker-3", { owned: true })];
+  const services = [{ apiVersion: "v1", kind: "Service", metadata: { name: "mnist-worker-0", namespace: "team-a", uid: "s0", labels: { a: "b" }, creationTimestamp: new Date(NOW) }, spec: { clusterIP: "None", ports: [{ port: 2222 }] } }];
+  const snap = (p: KubeObject[], s: KubeObject[]) =>
+    snapshotOf({ jobs: [{ kind: kindOf("TFJob"), job: job("TFJob", "mnist", "team-a", { Worker: { replicas: 4, port: 2222 } }) }], pods: p, services: s, nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("gpu-1", NOW)] });
+
+  it("the plan (claims, Services, deletions, ledger) over trimmed objects equals the plan over whole ones", () => {
+    const whole = planPass(snap(iso(pods) as KubeObject[], iso(services) as KubeObject[]), NOW, defaultPolicy());
+    const trimmed = planPass(snap(pods.map(slimPod), services.map(slimService)), NOW, defaultPolicy());
+    assert.deepEqual(iso(trimmed), iso(whole));
+    assert.ok(whole.claims.length > 0 && whole.creates.length > 0 && whole.ledger.pending.length > 0, "the case exercises claims, Services and the ledger");
+  });
+
+  it("timestamps become ISO text; what no planner reads is gone", () => {
+    const p = slimPod(pods[2]!) as any;
+    assert.equal(p.metadata.creationTimestamp, new Date(NOW.getTime() - 900_000).toISOString());
+    assert.equal(p.metadata.deletionTimestamp, new Date(NOW.getTime() - 1000).toISOString());
+    for (const gone of [p.metadata.managedFields, p.metadata.annotations, p.spec.volumes, p.spec.containers[0].env, p.status.containerStatuses]) assert.equal(gone, undefined);
+    assert.deepEqual(p.status.conditions, [{ type: "PodScheduled", status: "False", reason: "Unschedulable", message: "no GPUs" }]);
+    assert.deepEqual(Object.keys(slimService(services[0]!)), ["apiVersion", "kind", "metadata"]);
+  });
+});
