@@ -102,6 +102,12 @@ async function start(name: string, args: (port: number) => string[], readyPath: 
   }
 }
 
+/** User + system CPU seconds of a process so far, all its threads (from /proc, clock ticks of 10 ms). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 function peakRssMiB(pid: number): number {
   const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : NaN;
@@ -128,11 +134,15 @@ interface Row {
   non2xx: number;
   readyMs: number;
   rssMiB: number;
+  /** The server process's CPU time (user + system, all threads) per request answered. */
+  cpuUsPerRequest: number;
 }
 
 async function measure(name: string, server: Started): Promise<Row> {
   await load(server.port, Math.min(3, duration)); // warm-up: JIT, TLS session, connection pool
+  const cpu0 = cpuSeconds(server.child.pid!);
   const r = await load(server.port, duration);
+  const cpu = cpuSeconds(server.child.pid!) - cpu0;
   const row: Row = {
     name,
     rps: r.requests.average,
@@ -142,6 +152,7 @@ async function measure(name: string, server: Started): Promise<Row> {
     non2xx: r.non2xx,
     readyMs: server.readyMs,
     rssMiB: peakRssMiB(server.child.pid!),
+    cpuUsPerRequest: (cpu * 1e6) / r.requests.total,
   };
   server.child.kill("SIGTERM");
   await new Promise((r2) => server.child.once("exit", r2));
@@ -174,9 +185,9 @@ const sameRow = await measure(`floor, same ${(answer.length / 1024).toFixed(1)} 
 
 const fmt = (n: number, d = 0): string => n.toFixed(d).padStart(9);
 console.log(`\nbench/admission: ${(body.length / 1024).toFixed(1)} KB pod review, ${connections} connections, ${duration} s measured, node ${process.version}`);
-console.log(`${"server".padEnd(34)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}${"non-2xx".padStart(9)}${"ready ms".padStart(9)}${"RSS MiB".padStart(9)}`);
+console.log(`${"server".padEnd(34)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}${"non-2xx".padStart(9)}${"ready ms".padStart(9)}${"RSS MiB".padStart(9)}${"CPU µs/req".padStart(11)}`);
 for (const r of [floorRow, sameRow, qmRow]) {
-  console.log(`${r.name.padEnd(34)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${fmt(r.readyMs, 1)}${fmt(r.rssMiB, 1)}`);
+  console.log(`${r.name.padEnd(34)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${fmt(r.readyMs, 1)}${fmt(r.rssMiB, 1)}${fmt(r.cpuUsPerRequest, 1).padStart(11)}`);
 }
 const ratio = qmRow.rps / floorRow.rps;
 console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (target >= 0.6); quartermaster ready in ${qmRow.readyMs.toFixed(0)} ms (target < 300)`);

@@ -100,7 +100,7 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
         }
         const { response, ops } = patched(request.uid, request.object, out.object);
         const withWarn = withWarnings(response, out.warnings);
-        return result(request, withWarn, { outcome: ops.length > 0 ? "patched" : "allowed", patchOps: ops.length });
+        return result(request, withWarn, { outcome: ops > 0 ? "patched" : "allowed", patchOps: ops });
       } catch (error) {
         const response = withWarnings(allowed(request.uid), [
           `quartermaster: pod admitted unchanged, mutation failed: ${errorMessage(error)}`,

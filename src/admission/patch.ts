@@ -1,20 +1,155 @@
 /**
  * @module
- * The only user of fast-json-patch. The patch is always the diff between the raw request object and
- * the result of the mutations, never hand-written operations, so unknown fields are never touched and
- * path escaping (`/metadata/labels/nvidia.com~1gpu`) is the library's.
+ * The JSON Patch sent back to the apiserver: always the diff between the raw request object and the
+ * result of the mutations, never hand-assembled operations, so unknown fields are never touched.
+ *
+ * The diff is written here instead of calling fast-json-patch's `compare`, on purpose and measured:
+ * `compare` deep-clones every added or replaced value through a JSON round trip (so its caller may
+ * change either document afterwards) and returns operation objects that the response then serializes
+ * again; that was a third of the cost of a mutating admission (bench/admission). The walk below is
+ * `compare`'s own, step for step, but writes each operation's JSON text straight from `next`. The
+ * test suite holds it to fast-json-patch byte for byte (same operations, same order, same escaping)
+ * over the corpus, generated pods and edge cases, and applies every patch with fast-json-patch.
  */
 import jsonpatch from "fast-json-patch";
 import type { Operation } from "fast-json-patch";
 
 export type PatchOperation = Operation;
 
+/** A patch as the response carries it: the JSON text of the operations and how many there are. */
+export interface Patch {
+  readonly ops: number;
+  /** JSON text of the operation array, e.g. `[{"op":"add","path":"/metadata/labels","value":{...}}]`. */
+  readonly json: string;
+}
+
+const hasOwn = Object.prototype.hasOwnProperty;
+
+/** RFC 6901: `~` → `~0`, `/` → `~1`. */
+function escapePathComponent(key: string): string {
+  if (key.indexOf("/") === -1 && key.indexOf("~") === -1) return key;
+  return key.replace(/~/g, "~0").replace(/\//g, "~1");
+}
+
+/** `JSON.stringify` of a value as fast-json-patch clones it: `undefined` becomes `null`. */
+function valueJson(value: unknown): string {
+  return value === undefined ? "null" : JSON.stringify(value);
+}
+
+function isObject(value: unknown): value is object {
+  return typeof value === "object" && value !== null;
+}
+
+function addOp(out: string[], path: string, value: unknown): void {
+  out.push(`{"op":"add","path":${JSON.stringify(path)},"value":${valueJson(value)}}`);
+}
+
+function replaceOp(out: string[], path: string, value: unknown): void {
+  out.push(`{"op":"replace","path":${JSON.stringify(path)},"value":${valueJson(value)}}`);
+}
+
+function removeOp(out: string[], path: string): void {
+  out.push(`{"op":"remove","path":${JSON.stringify(path)}}`);
+}
+
 /**
- * JSON Patch turning `original` into `next`. Subtrees that `next` shares by reference with `original`
- * are skipped without being walked, so mutations that copy only what they change keep this cheap.
+ * Appends to `out` the operations turning `before` into `after`, in fast-json-patch's order: existing
+ * keys from the last to the first (recursing where both sides are objects of the same kind), then the
+ * added keys in order, which it skips when nothing was removed and the key counts are equal. Paths are
+ * built only for operations and recursion; arrays are walked by index.
  */
+function walk(before: object, after: object, path: string, out: string[]): void {
+  // Shared subtrees (mutations copy only what they change) are skipped without being walked.
+  if (before === after) return;
+  if (Array.isArray(before) && Array.isArray(after)) return walkArray(before, after, path, out);
+  if (Array.isArray(before) !== Array.isArray(after)) return walkMismatch(before, after, path, out);
+  const b = before as Record<string, unknown>;
+  const a = after as Record<string, unknown>;
+  const oldKeys = Object.keys(b);
+  let deleted = false;
+  for (let t = oldKeys.length - 1; t >= 0; t--) {
+    const key = oldKeys[t]!;
+    const oldVal = b[key];
+    const newVal = a[key];
+    if (newVal !== undefined ? hasOwn.call(a, key) : oldVal === undefined && hasOwn.call(a, key)) {
+      if (oldVal === newVal) continue;
+      if (isObject(oldVal) && isObject(newVal) && Array.isArray(oldVal) === Array.isArray(newVal)) {
+        walk(oldVal, newVal, `${path}/${escapePathComponent(key)}`, out);
+      } else {
+        replaceOp(out, `${path}/${escapePathComponent(key)}`, newVal);
+      }
+    } else {
+      removeOp(out, `${path}/${escapePathComponent(key)}`);
+      deleted = true;
+    }
+  }
+  const newKeys = Object.keys(a);
+  if (!deleted && newKeys.length === oldKeys.length) return;
+  for (const key of newKeys) {
+    if (!hasOwn.call(b, key) && a[key] !== undefined) addOp(out, `${path}/${escapePathComponent(key)}`, a[key]);
+  }
+}
+
+/** {@link walk} for two arrays: a missing index is removed (an `undefined` element is replaced by null). */
+function walkArray(before: unknown[], after: unknown[], path: string, out: string[]): void {
+  for (let i = before.length - 1; i >= 0; i--) {
+    const oldVal = before[i];
+    if (i < after.length) {
+      const newVal = after[i];
+      if (oldVal === newVal) continue;
+      if (isObject(oldVal) && isObject(newVal) && Array.isArray(oldVal) === Array.isArray(newVal)) walk(oldVal, newVal, `${path}/${i}`, out);
+      else replaceOp(out, `${path}/${i}`, newVal);
+    } else {
+      removeOp(out, `${path}/${i}`);
+    }
+  }
+  for (let i = before.length; i < after.length; i++) {
+    if (after[i] !== undefined) addOp(out, `${path}/${i}`, after[i]);
+  }
+}
+
+/**
+ * {@link walk} for an array against an object (reached only at the root, since a nested pair of
+ * different kinds is replaced whole), as fast-json-patch does it: keys compare as strings; a shared key
+ * whose value differs gets a replace, each key of `before` missing from `after` a replace of the whole
+ * document, and keys only `after` has are added when the key counts differ.
+ */
+function walkMismatch(before: object, after: object, path: string, out: string[]): void {
+  const b = before as Record<string, unknown>;
+  const a = after as Record<string, unknown>;
+  const oldKeys = Array.isArray(before) ? before.map((_v, i) => String(i)) : Object.keys(before);
+  const newKeys = Array.isArray(after) ? after.map((_v, i) => String(i)) : Object.keys(after);
+  const afterIsArray = Array.isArray(after);
+  for (let t = oldKeys.length - 1; t >= 0; t--) {
+    const key = oldKeys[t]!;
+    const oldVal = b[key];
+    if (hasOwn.call(after, key) && !(a[key] === undefined && oldVal !== undefined && !afterIsArray)) {
+      const newVal = a[key];
+      if (isObject(oldVal) && isObject(newVal) && Array.isArray(oldVal) === Array.isArray(newVal)) walk(oldVal, newVal, `${path}/${escapePathComponent(key)}`, out);
+      else if (oldVal !== newVal) replaceOp(out, `${path}/${escapePathComponent(key)}`, newVal);
+    } else {
+      replaceOp(out, path, after);
+    }
+  }
+  if (newKeys.length === oldKeys.length) return;
+  for (const key of newKeys) {
+    if (!hasOwn.call(before, key) && a[key] !== undefined) addOp(out, `${path}/${escapePathComponent(key)}`, a[key]);
+  }
+}
+
+/**
+ * The JSON Patch turning `original` into `next`. Subtrees that `next` shares by reference with
+ * `original` are skipped without being walked, so mutations that copy only what they change keep this cheap.
+ */
+export function diff(original: object, next: object): Patch {
+  const out: string[] = [];
+  walk(original, next, "", out);
+  return { ops: out.length, json: `[${out.join(",")}]` };
+}
+
+/** The operations of {@link diff}, as objects. */
 export function createPatch(original: object, next: object): PatchOperation[] {
-  return jsonpatch.compare(original, next);
+  return JSON.parse(diff(original, next).json) as PatchOperation[];
 }
 
 /** Applies `ops` to a copy of `document` and returns the copy; throws if an operation does not apply. */
@@ -22,7 +157,7 @@ export function applyPatch<T extends object>(document: T, ops: readonly PatchOpe
   return jsonpatch.applyPatch(structuredClone(document), ops as PatchOperation[], true, true).newDocument;
 }
 
-/** base64 of the patch document, as `AdmissionResponse.patch` carries it. */
-export function encodePatch(ops: readonly PatchOperation[]): string {
-  return Buffer.from(JSON.stringify(ops)).toString("base64");
+/** base64 of a patch, as `AdmissionResponse.patch` carries it. */
+export function encodePatch(patch: Patch | readonly PatchOperation[]): string {
+  return Buffer.from("json" in patch ? patch.json : JSON.stringify(patch)).toString("base64");
 }

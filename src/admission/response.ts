@@ -4,7 +4,7 @@
  * always gets its uid back (`VerifyAdmissionResponse` rejects a mismatch).
  */
 import { errorMessage } from "../errors.js";
-import { createPatch, encodePatch, type PatchOperation } from "./patch.js";
+import { diff, encodePatch } from "./patch.js";
 import type { AdmissionResponse, StatusCause } from "./types.js";
 
 /** The apiserver asks for warnings of at most 120 characters ("Limit warnings to 120 characters if possible"). */
@@ -49,12 +49,15 @@ export function errored(uid: string, code: number, err: unknown): AdmissionRespo
   };
 }
 
-/** The operations and response for `next`; an allowed response with no patch at all when nothing changed. */
-export function patched(uid: string, original: object, next: object): { response: AdmissionResponse; ops: PatchOperation[] } {
-  if (original === next) return { response: allowed(uid), ops: [] };
-  const ops = createPatch(original, next);
-  if (ops.length === 0) return { response: allowed(uid), ops };
-  return { response: { uid, allowed: true, patchType: "JSONPatch", patch: encodePatch(ops) }, ops };
+/**
+ * The response for `next` and how many patch operations it carries; an allowed response with no
+ * patch at all when nothing changed.
+ */
+export function patched(uid: string, original: object, next: object): { response: AdmissionResponse; ops: number } {
+  if (original === next) return { response: allowed(uid), ops: 0 };
+  const patch = diff(original, next);
+  if (patch.ops === 0) return { response: allowed(uid), ops: 0 };
+  return { response: { uid, allowed: true, patchType: "JSONPatch", patch: encodePatch(patch) }, ops: patch.ops };
 }
 
 /**
