@@ -11,12 +11,16 @@ import { clusterSpec, type ClusterSpecResult } from "./frameworks.js";
 import { withContainer } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
+/**
+ * Appends the variables container `index` does not set yet. The appended objects are the cluster spec's
+ * own (shared, never changed by anyone), not copies.
+ */
 function withEnv(pod: Pod, index: number, vars: readonly V1EnvVar[]): Pod {
   const c = pod.spec!.containers[index]!;
-  const have = new Set((c.env ?? []).map((e) => e.name));
-  const missing = vars.filter((v) => !have.has(v.name));
+  const env = c.env ?? [];
+  const missing = vars.filter((v) => !env.some((e) => e.name === v.name));
   if (missing.length === 0) return pod;
-  return withContainer(pod, "containers", index, { ...c, env: [...(c.env ?? []), ...missing.map((v) => ({ ...v }))] });
+  return withContainer(pod, "containers", index, { ...c, env: env.concat(missing) });
 }
 
 // One admission asks for its cluster spec up to twice (mutate, advise): compute it once per topology.
@@ -45,10 +49,11 @@ export const injectClusterSpec: Mutation = {
     return i < 0 ? pod : withEnv(pod, i, spec.env);
   },
   explain(before, after, ctx) {
+    // withEnv only appends: what a container gained is its env past the length it had.
     const names = new Set<string>();
     (after.spec?.containers ?? []).forEach((c, i) => {
-      const had = new Set((before.spec?.containers[i]?.env ?? []).map((e) => e.name));
-      for (const e of c.env ?? []) if (!had.has(e.name)) names.add(e.name);
+      const had = before.spec?.containers[i]?.env?.length ?? 0;
+      for (let j = had; j < (c.env?.length ?? 0); j++) names.add(c.env![j]!.name);
     });
     const list = [...names];
     const shown = list.length > 4 ? `${list.slice(0, 4).join(", ")} and ${list.length - 4} more` : list.join(", ");

@@ -12,37 +12,49 @@ export type ContainerList = "containers" | "initContainers";
 
 /** Resource names in the requests or limits of the given container lists, sorted. */
 export function resourceNames(pod: Pod, lists: readonly ContainerList[], sides: ReadonlyArray<"requests" | "limits"> = ["requests", "limits"]): string[] {
-  const names = new Set<string>();
+  const names: string[] = [];
   for (const list of lists) {
-    for (const c of pod.spec?.[list] ?? []) {
-      for (const side of sides) for (const name of Object.keys(c.resources?.[side] ?? {})) names.add(name);
+    const containers = pod.spec?.[list];
+    if (!containers) continue;
+    for (const c of containers) {
+      for (const side of sides) {
+        const map = c.resources?.[side];
+        if (map) for (const name of Object.keys(map)) if (!names.includes(name)) names.push(name);
+      }
     }
   }
-  return [...names].sort();
+  return names.sort();
 }
+
+// Resource names are few and recur in every pod: remember the matching policy entries per name, per
+// (frozen) policy list, instead of matching every glob again for every pod.
+const gpuMatches = new WeakMap<readonly GpuResource[], Map<string, readonly GpuResource[]>>();
+const NONE: readonly GpuResource[] = Object.freeze([]);
 
 /** The policy entries whose pattern matches `name`. */
-export function gpuResourcesFor(name: string, gpu: readonly GpuResource[]): GpuResource[] {
-  return gpu.filter((g) => matchesGlob(g.pattern, name));
+export function gpuResourcesFor(name: string, gpu: readonly GpuResource[]): readonly GpuResource[] {
+  let known = gpuMatches.get(gpu);
+  if (!known) gpuMatches.set(gpu, (known = new Map()));
+  let matches = known.get(name);
+  if (matches === undefined) {
+    const found = gpu.filter((g) => matchesGlob(g.pattern, name));
+    matches = found.length === 0 ? NONE : Object.freeze(found);
+    if (known.size < 1024) known.set(name, matches);
+  }
+  return matches;
 }
 
-// Resource names are few and recur in every pod: remember each answer per (frozen) policy list.
-const gpuNames = new WeakMap<readonly GpuResource[], Map<string, boolean>>();
-
 export function isGpuResource(name: string, gpu: readonly GpuResource[]): boolean {
-  let known = gpuNames.get(gpu);
-  if (!known) gpuNames.set(gpu, (known = new Map()));
-  let yes = known.get(name);
-  if (yes === undefined) {
-    yes = gpu.some((g) => matchesGlob(g.pattern, name));
-    if (known.size < 1024) known.set(name, yes);
-  }
-  return yes;
+  return gpuResourcesFor(name, gpu).length > 0;
 }
 
 /** True when some regular container has a GPU resource in its limits (Flyte's rule for GPU placement). */
 export function hasGpuLimit(pod: Pod, gpu: readonly GpuResource[]): boolean {
-  return resourceNames(pod, ["containers"], ["limits"]).some((n) => isGpuResource(n, gpu));
+  for (const c of pod.spec?.containers ?? []) {
+    const limits = c.resources?.limits;
+    if (limits) for (const name of Object.keys(limits)) if (isGpuResource(name, gpu)) return true;
+  }
+  return false;
 }
 
 export function annotation(pod: Pod, key: string): string | undefined {

@@ -19,8 +19,9 @@ type ResourceMap = Record<string, string>;
 
 /** Kubernetes' IsExtendedResourceName: a domain-prefixed name outside kubernetes.io, not `requests.*`. */
 export function isExtendedResource(name: string): boolean {
-  if (!name.includes("/") || name.startsWith("requests.")) return false;
-  const domain = name.slice(0, name.indexOf("/"));
+  const slash = name.indexOf("/");
+  if (slash < 0 || name.startsWith("requests.")) return false;
+  const domain = name.slice(0, slash);
   return domain !== "kubernetes.io" && !domain.endsWith(".kubernetes.io");
 }
 
@@ -30,36 +31,47 @@ function nonZero(value: string | undefined): value is string {
   return q !== undefined && !isZero(q);
 }
 
+const NO_RESOURCES: Readonly<ResourceMap> = Object.freeze({});
+
 /** The container with defaulted resources, or the same container when nothing changes. */
 export function defaultContainerResources(c: V1Container, policy: Policy): V1Container {
-  const requests: ResourceMap = { ...(c.resources?.requests ?? {}) };
-  const limits: ResourceMap = { ...(c.resources?.limits ?? {}) };
-  let changed = false;
-  const set = (map: ResourceMap, key: string, value: string): void => {
-    map[key] = value;
-    changed = true;
-  };
+  // Copy-on-write: most containers need nothing, and then nothing is copied.
+  let requests: ResourceMap = c.resources?.requests ?? NO_RESOURCES;
+  let limits: ResourceMap = c.resources?.limits ?? NO_RESOURCES;
+  let ownRequests = false;
+  let ownLimits = false;
+  const writableRequests = (): ResourceMap => (ownRequests ? requests : ((ownRequests = true), (requests = { ...requests })));
+  const writableLimits = (): ResourceMap => (ownLimits ? limits : ((ownLimits = true), (limits = { ...limits })));
+  const gpuName = policy.gpu.resourceName;
 
-  for (const map of [requests, limits]) {
-    if (map.gpu === undefined) continue;
-    if (map[policy.gpu.resourceName] === undefined) map[policy.gpu.resourceName] = map.gpu;
-    delete map.gpu;
-    changed = true;
+  if (requests.gpu !== undefined) {
+    const r = writableRequests();
+    if (r[gpuName] === undefined) r[gpuName] = r.gpu!;
+    delete r.gpu;
   }
-  for (const name of new Set([...Object.keys(requests), ...Object.keys(limits)])) {
-    if (!isExtendedResource(name)) continue;
-    if (limits[name] !== undefined && requests[name] === undefined) set(requests, name, limits[name]!);
-    else if (requests[name] !== undefined && limits[name] === undefined) set(limits, name, requests[name]!);
+  if (limits.gpu !== undefined) {
+    const l = writableLimits();
+    if (l[gpuName] === undefined) l[gpuName] = l.gpu!;
+    delete l.gpu;
+  }
+  // Extended resources: request == limit, the missing side filled (requests' names first, then limits').
+  const requestNames = Object.keys(requests);
+  const limitNames = Object.keys(limits);
+  for (const name of requestNames) {
+    if (limits[name] === undefined && isExtendedResource(name)) writableLimits()[name] = requests[name]!;
+  }
+  for (const name of limitNames) {
+    if (requests[name] === undefined && isExtendedResource(name)) writableRequests()[name] = limits[name]!;
   }
   for (const name of ["cpu", "memory"] as const) {
     if (requests[name] !== undefined) continue;
     const fallback = nonZero(limits[name]) ? limits[name] : policy.resources.defaultRequests[name];
-    if (nonZero(fallback)) set(requests, name, fallback);
+    if (nonZero(fallback)) writableRequests()[name] = fallback;
   }
   for (const name of policy.resources.limitsFromRequests) {
-    if (limits[name] === undefined && nonZero(requests[name])) set(limits, name, requests[name]!);
+    if (limits[name] === undefined && nonZero(requests[name])) writableLimits()[name] = requests[name]!;
   }
-  if (!changed) return c;
+  if (!ownRequests && !ownLimits) return c;
   const resources = { ...c.resources };
   if (Object.keys(requests).length > 0) resources.requests = requests;
   else delete resources.requests;
