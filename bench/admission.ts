@@ -1,13 +1,15 @@
 /**
  * bench/admission: the admission server against a bare node:https floor, same load, same run.
  *
- *   npm run bench:admission [-- --duration 10 --connections 16 --policy F]
+ *   npm run bench:admission [-- --duration 5 --rounds 3 --connections 16 --policy F --path /mutate/pods]
  *
  * Both servers run from the built package (`dist/`) in their own process; autocannon drives each in
  * turn over keep-alive TLS connections with a ~8 KB training-pod review. Prints requests/s, p50 and
  * p99 for each, their ratio, the time from process start to the first 200 on /readyz, and peak RSS.
  * A second floor sends an answer of the same size as Quartermaster's (patch and warnings), so the cost of the
- * answer's bytes is told apart from the cost of computing it. Bounded: three warm-ups plus three measured runs.
+ * answer's bytes is told apart from the cost of computing it. All three run side by side; after a warm-up
+ * each, rounds of loads interleave them (so a noisy stretch of a shared machine hits all alike) and the
+ * median round is reported. Bounded: three warm-ups plus rounds × three measured loads.
  */
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -24,7 +26,8 @@ import { podReview } from "./lib/pod-review.js";
 const ROOT = resolve(import.meta.dirname, "..");
 const { values } = parseArgs({
   options: {
-    duration: { type: "string", default: "10" },
+    duration: { type: "string", default: "5" },
+    rounds: { type: "string", default: "3" },
     connections: { type: "string", default: "16" },
     policy: { type: "string" },
     path: { type: "string", default: "/mutate/pods" },
@@ -37,6 +40,7 @@ const { values } = parseArgs({
 });
 const duration = Number(values.duration);
 const connections = Number(values.connections);
+const rounds = Number(values.rounds);
 
 const dir = mkdtempSync(join(tmpdir(), "qm-bench-"));
 const certs = generateCertificates({ service: "qm", namespace: "bench", ips: ["127.0.0.1"] });
@@ -138,12 +142,12 @@ interface Row {
   cpuUsPerRequest: number;
 }
 
-async function measure(name: string, server: Started): Promise<Row> {
-  await load(server.port, Math.min(3, duration)); // warm-up: JIT, TLS session, connection pool
+/** Requests/s, latency and the server's CPU time per request of one measured load. */
+async function measureOnce(name: string, server: Started): Promise<Row> {
   const cpu0 = cpuSeconds(server.child.pid!);
   const r = await load(server.port, duration);
   const cpu = cpuSeconds(server.child.pid!) - cpu0;
-  const row: Row = {
+  return {
     name,
     rps: r.requests.average,
     p50: r.latency.p50,
@@ -154,13 +158,19 @@ async function measure(name: string, server: Started): Promise<Row> {
     rssMiB: peakRssMiB(server.child.pid!),
     cpuUsPerRequest: (cpu * 1e6) / r.requests.total,
   };
-  server.child.kill("SIGTERM");
-  await new Promise((r2) => server.child.once("exit", r2));
-  return row;
 }
 
-const floor = await start("floor", (port) => [join(ROOT, "bench/lib/floor.mjs"), join(dir, "tls.crt"), join(dir, "tls.key"), String(port)], "/");
-const floorRow = await measure("floor (bare node:https)", floor);
+async function stop(server: Started): Promise<void> {
+  server.child.kill("SIGTERM");
+  await new Promise((r2) => server.child.once("exit", r2));
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+/** The row of the round with the median requests/s. */
+const medianRow = (rows: Row[]): Row => rows.find((r) => r.rps === median(rows.map((x) => x.rps)))!;
+
+const floorArgs = (answerFile?: string) => (port: number): string[] =>
+  [join(ROOT, "bench/lib/floor.mjs"), join(dir, "tls.crt"), join(dir, "tls.key"), String(port), ...(answerFile ? [answerFile] : [])];
 const qmArgs = (port: number): string[] => [
   ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : []),
   ...values["node-flags"].split(" ").filter(Boolean),
@@ -174,24 +184,40 @@ const qmArgs = (port: number): string[] => [
   "--kubeconfig", join(dir, "kubeconfig"),
   ...(values.policy ? ["--policy", values.policy] : []),
 ];
+const floor = await start("floor", floorArgs(), "/");
 const qm = await start("quartermaster", qmArgs, "/readyz");
 // Quartermaster's answer to this review, for a second floor that sends an answer of the same size.
 const answer = await post(qm.port);
 const uid = (JSON.parse(body) as { request: { uid: string } }).request.uid;
 writeFileSync(join(dir, "answer.json"), answer.split(uid).join("__UID__"));
-const qmRow = await measure(`quartermaster ${values.path}`, qm);
-const sameSize = await start("floor-same-answer", (port) => [join(ROOT, "bench/lib/floor.mjs"), join(dir, "tls.crt"), join(dir, "tls.key"), String(port), join(dir, "answer.json")], "/");
-const sameRow = await measure(`floor, same ${(answer.length / 1024).toFixed(1)} KB answer`, sameSize);
+const sameSize = await start("floor-same-answer", floorArgs(join(dir, "answer.json")), "/");
+const servers: Array<[string, Started]> = [
+  ["floor (bare node:https)", floor],
+  [`floor, same ${(answer.length / 1024).toFixed(1)} KB answer`, sameSize],
+  [`quartermaster ${values.path}`, qm],
+];
+for (const [, server] of servers) await load(server.port, Math.min(3, duration)); // warm-up: JIT, TLS sessions, connections
+// Rounds interleave the servers, so a slower stretch of a shared machine hits every one of them alike;
+// each round's ratio compares loads run seconds apart, and the median round is reported.
+const rows: Row[][] = servers.map(() => []);
+for (let round = 0; round < rounds; round++) {
+  for (const [i, [name, server]] of servers.entries()) rows[i]!.push(await measureOnce(name, server));
+}
+for (const [, server] of servers) await stop(server);
+const [floorRows, sameRows, qmRows] = rows as [Row[], Row[], Row[]];
+const ratios = qmRows.map((q, i) => q.rps / floorRows[i]!.rps);
+const ratio = median(ratios);
+const target = values.path.startsWith("/mutate/") ? 0.5 : 0.6;
 
 const fmt = (n: number, d = 0): string => n.toFixed(d).padStart(9);
-console.log(`\nbench/admission: ${(body.length / 1024).toFixed(1)} KB pod review, ${connections} connections, ${duration} s measured, node ${process.version}`);
-console.log(`${"server".padEnd(34)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}${"non-2xx".padStart(9)}${"ready ms".padStart(9)}${"RSS MiB".padStart(9)}${"CPU µs/req".padStart(11)}`);
-for (const r of [floorRow, sameRow, qmRow]) {
+console.log(`\nbench/admission: ${(body.length / 1024).toFixed(1)} KB pod review, ${connections} connections, ${rounds} rounds of ${duration} s per server, node ${process.version}`);
+console.log(`${"server (median round)".padEnd(34)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}${"non-2xx".padStart(9)}${"ready ms".padStart(9)}${"RSS MiB".padStart(9)}${"CPU µs/req".padStart(11)}`);
+for (const r of [medianRow(floorRows), medianRow(sameRows), medianRow(qmRows)]) {
   console.log(`${r.name.padEnd(34)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${fmt(r.readyMs, 1)}${fmt(r.rssMiB, 1)}${fmt(r.cpuUsPerRequest, 1).padStart(11)}`);
 }
-const ratio = qmRow.rps / floorRow.rps;
-console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (target >= 0.6); quartermaster ready in ${qmRow.readyMs.toFixed(0)} ms (target < 300)`);
-console.log(`ratio quartermaster/floor with the same answer: ${(qmRow.rps / sameRow.rps).toFixed(3)}; that floor/plain floor: ${(sameRow.rps / floorRow.rps).toFixed(3)} (the answer's size alone)`);
+console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (median of rounds ${ratios.map((x) => x.toFixed(3)).join(", ")}; target >= ${target}); quartermaster ready in ${qm.readyMs.toFixed(0)} ms (target < 300)`);
+const sameRatio = median(qmRows.map((q, i) => q.rps / sameRows[i]!.rps));
+console.log(`ratio quartermaster/floor with the same answer: ${sameRatio.toFixed(3)}; that floor/plain floor: ${median(sameRows.map((s2, i) => s2.rps / floorRows[i]!.rps)).toFixed(3)} (the answer's size alone)`);
 console.log(`job reads by the webhook during the run: ${jobApi.reads} (cached; one per TTL)`);
-console.log(JSON.stringify({ bench: "admission", floor: floorRow, floorSameAnswer: sameRow, quartermaster: qmRow, ratio, jobReads: jobApi.reads }));
+console.log(JSON.stringify({ bench: "admission", rounds, floor: floorRows, floorSameAnswer: sameRows, quartermaster: qmRows, ratios, ratio, jobReads: jobApi.reads }));
 jobApi.close();
