@@ -6,31 +6,35 @@
  * denial when the policy's `clusterSpec.onJobLookupFailure` is `deny`.
  */
 import { podGuard } from "../src/admission/guards.js";
-import { mutatingWebhook, type Webhook } from "../src/admission/handler.js";
-import type { KubeObject } from "../src/admission/types.js";
+import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
+import type { AdmissionRequest, KubeObject } from "../src/admission/types.js";
 import { mutatePod, type Pod } from "../src/mutate/index.js";
-import { lookupTopology } from "../src/topology/lookup.js";
+import { lookupTopology, type TopologyResult } from "../src/topology/lookup.js";
 import type { WebhookDeps } from "./deps.js";
 
 export function mutatePods(deps: WebhookDeps): Webhook {
   const { policy } = deps;
+  function outfit(request: AdmissionRequest & { object: KubeObject }, namespace: string, found: TopologyResult): MutationResult {
+    if (found.kind === "failed" && policy.clusterSpec.onJobLookupFailure === "deny") {
+      return {
+        object: request.object,
+        warnings: [],
+        deny: { rule: "job-lookup", field: "metadata.ownerReferences", message: `cannot outfit the pod: ${found.reason}` },
+      };
+    }
+    const out = mutatePod(request.object as Pod, { policy, namespace, ...(found.kind === "found" ? { topology: found.topology } : {}) });
+    const warnings = found.kind === "failed" ? [`quartermaster: no cluster spec: ${found.reason}`, ...out.warnings] : out.warnings;
+    return { object: out.pod as KubeObject, warnings };
+  }
   return mutatingWebhook({
     name: "mutate-pods",
     guard: podGuard(["CREATE"]),
-    async mutate(request) {
+    mutate(request) {
       const pod = request.object as Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
-      const found = await lookupTopology(pod, namespace, policy, deps.jobs);
-      if (found.kind === "failed" && policy.clusterSpec.onJobLookupFailure === "deny") {
-        return {
-          object: request.object,
-          warnings: [],
-          deny: { rule: "job-lookup", field: "metadata.ownerReferences", message: `cannot outfit the pod: ${found.reason}` },
-        };
-      }
-      const out = mutatePod(pod, { policy, namespace, ...(found.kind === "found" ? { topology: found.topology } : {}) });
-      const warnings = found.kind === "failed" ? [`quartermaster: no cluster spec: ${found.reason}`, ...out.warnings] : out.warnings;
-      return { object: out.pod as KubeObject, warnings };
+      const found = lookupTopology(pod, namespace, policy, deps.jobs);
+      // A cached job answers at once; only a read from the apiserver makes this asynchronous.
+      return found instanceof Promise ? found.then((f) => outfit(request, namespace, f)) : outfit(request, namespace, found);
     },
   });
 }

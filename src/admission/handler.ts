@@ -93,7 +93,8 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
         return result(request, allowed(request.uid), { outcome: "skipped", skipReason });
       }
       try {
-        const out = await spec.mutate(request);
+        const pending = spec.mutate(request);
+        const out = pending instanceof Promise ? await pending : pending; // no extra turn when synchronous
         if (out.deny) {
           const response = withWarnings(denied(request.uid, [out.deny]), out.warnings);
           return result(request, response, { outcome: "denied", deniedRules: [out.deny.rule] });
@@ -123,7 +124,8 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
         return result(request, allowed(request.uid), { outcome: "skipped", skipReason });
       }
       try {
-        const out = await spec.validate(request);
+        const pending = spec.validate(request);
+        const out = pending instanceof Promise ? await pending : pending;
         if (out.violations.length === 0) {
           return result(request, withWarnings(allowed(request.uid), out.warnings), { outcome: "allowed" });
         }

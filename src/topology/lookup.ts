@@ -26,14 +26,20 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 type Found = { job: KubeObject; index: number } | undefined;
 
-/** The first candidate kind's job that exists: from the cache when every answer is at hand, else by reading. */
-async function readCandidates(ref: JobRef, jobs: JobReader, timeoutMs: number, what: string): Promise<{ found: Found } | { error: string }> {
-  // The common case: every candidate already cached, answered without a timer or a promise.
-  const peeked = jobs.peek ? ref.candidates.map((k) => jobs.peek!(k, ref.namespace, ref.name)) : [];
-  if (peeked.length > 0 && peeked.every((p) => p !== null)) {
-    const index = peeked.findIndex((p) => p !== undefined);
-    return { found: index >= 0 ? { job: peeked[index]!, index } : undefined };
+/** The first candidate kind's job, when every candidate is in the reader's cache; null when one is not. */
+function peekCandidates(ref: JobRef, jobs: JobReader): { found: Found } | null {
+  if (!jobs.peek) return null;
+  let found: Found;
+  for (let i = 0; i < ref.candidates.length; i++) {
+    const job = jobs.peek(ref.candidates[i]!, ref.namespace, ref.name);
+    if (job === null) return null;
+    if (job !== undefined && found === undefined) found = { job, index: i };
   }
+  return { found };
+}
+
+/** The first candidate kind's job that exists, read through the reader within `timeoutMs`. */
+async function readCandidates(ref: JobRef, jobs: JobReader, timeoutMs: number, what: string): Promise<{ found: Found } | { error: string }> {
   let results: Array<PromiseSettledResult<KubeObject | undefined>>;
   try {
     results = await withTimeout(Promise.allSettled(ref.candidates.map((k) => jobs.get(k, ref.namespace, ref.name))), timeoutMs, what);
@@ -46,13 +52,7 @@ async function readCandidates(ref: JobRef, jobs: JobReader, timeoutMs: number, w
   return failure ? { error: `${what} failed: ${errorMessage(failure.reason)}` } : { found: undefined };
 }
 
-export async function lookupTopology(pod: Pod, namespace: string, policy: Policy, jobs: JobReader): Promise<TopologyResult> {
-  const ref = jobRef(pod, namespace, policy);
-  if (!ref) return { kind: "none" };
-  const what = `reading job ${ref.namespace}/${ref.name}`;
-  const read = await readCandidates(ref, jobs, policy.clusterSpec.jobLookupTimeoutMs, what);
-  if ("error" in read) return { kind: "failed", reason: read.error };
-  const found = read.found;
+function topologyOf(pod: Pod, ref: JobRef, found: Found): TopologyResult {
   if (!found) {
     return { kind: "failed", reason: `job ${ref.namespace}/${ref.name} (${ref.candidates.map((k) => k.kind).join(" or ")}) not found` };
   }
@@ -60,4 +60,21 @@ export async function lookupTopology(pod: Pod, namespace: string, policy: Policy
   const replica = replicaOf(pod, found.job, kind);
   if ("problem" in replica) return { kind: "failed", reason: `${kind.kind} ${ref.name}: ${replica.problem}` };
   return { kind: "found", topology: { job: found.job, kind, ...replica } };
+}
+
+const NO_JOB: TopologyResult = Object.freeze({ kind: "none" });
+
+/**
+ * The pod's topology. Answered at once (no promise, no timer) when the reader has every candidate job
+ * in its cache, which is the common case at admission rate; read from the apiserver otherwise.
+ */
+export function lookupTopology(pod: Pod, namespace: string, policy: Policy, jobs: JobReader): TopologyResult | Promise<TopologyResult> {
+  const ref = jobRef(pod, namespace, policy);
+  if (!ref) return NO_JOB;
+  const peeked = peekCandidates(ref, jobs);
+  if (peeked) return topologyOf(pod, ref, peeked.found);
+  const what = `reading job ${ref.namespace}/${ref.name}`;
+  return readCandidates(ref, jobs, policy.clusterSpec.jobLookupTimeoutMs, what).then((read) =>
+    "error" in read ? { kind: "failed", reason: read.error } : topologyOf(pod, ref, read.found),
+  );
 }
