@@ -34,8 +34,11 @@ export interface WebhookResult {
 export interface Webhook {
   readonly name: string;
   readonly failureMode: FailureMode;
-  /** Admits one review. Throws ReviewDecodeError when the body is not an AdmissionReview v1 request. */
-  admit(body: unknown): Promise<WebhookResult>;
+  /**
+   * Admits one review: at once when no rule needs I/O (the common case), else through a promise.
+   * Throws ReviewDecodeError when the body is not an AdmissionReview v1 request.
+   */
+  admit(body: unknown): WebhookResult | Promise<WebhookResult>;
 }
 
 /** Returns why the request is none of this webhook's business, or undefined when it is. */
@@ -83,60 +86,87 @@ function hasObject(request: AdmissionRequest): request is AdmissionRequest & { o
 
 /** A mutating webhook: the patch is the diff of the raw request object against what `mutate` returns. */
 export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
+  function failed(request: AdmissionRequest, error: unknown): WebhookResult {
+    const response = withWarnings(allowed(request.uid), [`quartermaster: pod admitted unchanged, mutation failed: ${errorMessage(error)}`]);
+    return result(request, response, { outcome: "error", error });
+  }
+  function finish(request: AdmissionRequest & { object: KubeObject }, out: MutationResult): WebhookResult {
+    try {
+      if (out.deny) {
+        const response = withWarnings(denied(request.uid, [out.deny]), out.warnings);
+        return result(request, response, { outcome: "denied", deniedRules: [out.deny.rule] });
+      }
+      const { response, ops } = patched(request.uid, request.object, out.object);
+      return result(request, withWarnings(response, out.warnings), { outcome: ops > 0 ? "patched" : "allowed", patchOps: ops });
+    } catch (error) {
+      return failed(request, error);
+    }
+  }
   return {
     name: spec.name,
     failureMode: "allow",
-    async admit(body) {
+    admit(body) {
       const request = decodeReview(body);
       const skipReason = hasObject(request) ? spec.guard(request) : "request carries no object";
       if (skipReason !== undefined || !hasObject(request)) {
         return result(request, allowed(request.uid), { outcome: "skipped", skipReason });
       }
+      let pending: MutationResult | Promise<MutationResult>;
       try {
-        const pending = spec.mutate(request);
-        const out = pending instanceof Promise ? await pending : pending; // no extra turn when synchronous
-        if (out.deny) {
-          const response = withWarnings(denied(request.uid, [out.deny]), out.warnings);
-          return result(request, response, { outcome: "denied", deniedRules: [out.deny.rule] });
-        }
-        const { response, ops } = patched(request.uid, request.object, out.object);
-        const withWarn = withWarnings(response, out.warnings);
-        return result(request, withWarn, { outcome: ops > 0 ? "patched" : "allowed", patchOps: ops });
+        pending = spec.mutate(request);
       } catch (error) {
-        const response = withWarnings(allowed(request.uid), [
-          `quartermaster: pod admitted unchanged, mutation failed: ${errorMessage(error)}`,
-        ]);
-        return result(request, response, { outcome: "error", error });
+        return failed(request, error);
       }
+      return pending instanceof Promise
+        ? pending.then(
+            (out) => finish(request, out),
+            (error: unknown) => failed(request, error),
+          )
+        : finish(request, pending);
     },
   };
 }
 
 /** A validating webhook: every violation of every rule at once, or allowed (with warnings). */
 export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
+  function failed(request: AdmissionRequest, error: unknown): WebhookResult {
+    const response = errored(request.uid, 500, new Error(`quartermaster: validation failed: ${errorMessage(error)}`));
+    return result(request, response, { outcome: "error", error });
+  }
+  function finish(request: AdmissionRequest, out: ValidationResult): WebhookResult {
+    try {
+      if (out.violations.length === 0) {
+        return result(request, withWarnings(allowed(request.uid), out.warnings), { outcome: "allowed" });
+      }
+      const deniedRules = [...new Set(out.violations.map((v) => v.rule))];
+      const n = out.violations.length;
+      const response = withWarnings(denied(request.uid, out.violations, `${n} policy violation${n === 1 ? "" : "s"}`), out.warnings);
+      return result(request, response, { outcome: "denied", deniedRules });
+    } catch (error) {
+      return failed(request, error);
+    }
+  }
   return {
     name: spec.name,
     failureMode: "deny",
-    async admit(body) {
+    admit(body) {
       const request = decodeReview(body);
       const skipReason = hasObject(request) ? spec.guard(request) : "request carries no object";
       if (skipReason !== undefined || !hasObject(request)) {
         return result(request, allowed(request.uid), { outcome: "skipped", skipReason });
       }
+      let pending: ValidationResult | Promise<ValidationResult>;
       try {
-        const pending = spec.validate(request);
-        const out = pending instanceof Promise ? await pending : pending;
-        if (out.violations.length === 0) {
-          return result(request, withWarnings(allowed(request.uid), out.warnings), { outcome: "allowed" });
-        }
-        const deniedRules = [...new Set(out.violations.map((v) => v.rule))];
-        const n = out.violations.length;
-        const response = withWarnings(denied(request.uid, out.violations, `${n} policy violation${n === 1 ? "" : "s"}`), out.warnings);
-        return result(request, response, { outcome: "denied", deniedRules });
+        pending = spec.validate(request);
       } catch (error) {
-        const response = errored(request.uid, 500, new Error(`quartermaster: validation failed: ${errorMessage(error)}`));
-        return result(request, response, { outcome: "error", error });
+        return failed(request, error);
       }
+      return pending instanceof Promise
+        ? pending.then(
+            (out) => finish(request, out),
+            (error: unknown) => failed(request, error),
+          )
+        : finish(request, pending);
     },
   };
 }

@@ -1,0 +1,73 @@
+/**
+ * @module
+ * The admission server works in turns of the event loop: in the poll phase it only reads the requests
+ * that arrived; then, in one `setImmediate` after that phase, it answers all of them (parse, rules,
+ * serialized answer), writes all the answers, and last does the bookkeeping (metrics, log lines).
+ *
+ * Why: under load the loop reads several requests per turn. Interleaving each answer's computation
+ * with TLS decryption, socket reads, encryption and writes evicts the admission code and data from the
+ * CPU caches between requests; grouping like work keeps it warm. Measured in bench/admission on these
+ * 2-core machines: batching the writes alone gave ~30 % more requests per second (for a bare floor
+ * server too), answering in a batch ~10 % more on top, and p99 went down. An idle server loses
+ * nothing: a lone request is answered and written in the very turn that read it.
+ *
+ * An answer that needs I/O (a job not in the cache) finishes later and is written in a later turn.
+ * A step that throws is logged and stops no other step.
+ */
+import type { Logger } from "pino";
+
+export interface Turn {
+  /** Runs `step` in this turn's answering stage, after the poll phase. */
+  answer(step: () => void): void;
+  /** Runs `write` in the writing stage (this turn's, when queued while answering), and `then` after every write. */
+  write(write: () => void, then?: () => void): void;
+}
+
+type Step = () => void;
+
+export function createTurn(log: Logger): Turn {
+  let answers: Step[] = [];
+  let writes: Step[] = [];
+  let thens: Step[] = [];
+  let scheduled = false;
+
+  const run = (steps: Step[], stage: string): void => {
+    for (const step of steps) {
+      try {
+        step();
+      } catch (err) {
+        log.error({ err, stage }, "admission turn step failed");
+      }
+    }
+  };
+  const flush = (): void => {
+    const a = answers;
+    answers = [];
+    run(a, "answer");
+    const w = writes;
+    const t = thens;
+    writes = [];
+    thens = [];
+    run(w, "write");
+    run(t, "bookkeeping");
+    scheduled = false;
+    if (answers.length > 0 || writes.length > 0) schedule();
+  };
+  const schedule = (): void => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(flush);
+  };
+
+  return {
+    answer(step) {
+      answers.push(step);
+      schedule();
+    },
+    write(write, then) {
+      writes.push(write);
+      if (then) thens.push(then);
+      schedule();
+    },
+  };
+}
