@@ -13,7 +13,7 @@
  */
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -44,8 +44,14 @@ const rounds = Number(values.rounds);
 
 const dir = mkdtempSync(join(tmpdir(), "qm-bench-"));
 const certs = generateCertificates({ service: "qm", namespace: "bench", ips: ["127.0.0.1"] });
-writeFileSync(join(dir, "tls.crt"), certs.certPem);
-writeFileSync(join(dir, "tls.key"), certs.keyPem);
+// The key pair in a directory of its own, as a mounted Secret is: the server watches that directory,
+// and the logs written next to it must not look like a certificate rotation.
+const tlsDir = join(dir, "tls");
+mkdirSync(tlsDir);
+const certFile = join(tlsDir, "tls.crt");
+const keyFile = join(tlsDir, "tls.key");
+writeFileSync(certFile, certs.certPem);
+writeFileSync(keyFile, certs.keyPem);
 const body = JSON.stringify(podReview());
 
 // The stand-in apiserver serving the pods' PyTorchJob (real, cached job lookups), counting reads.
@@ -170,7 +176,7 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 const medianRow = (rows: Row[]): Row => rows.find((r) => r.rps === median(rows.map((x) => x.rps)))!;
 
 const floorArgs = (answerFile?: string) => (port: number): string[] =>
-  [join(ROOT, "bench/lib/floor.mjs"), join(dir, "tls.crt"), join(dir, "tls.key"), String(port), ...(answerFile ? [answerFile] : [])];
+  [join(ROOT, "bench/lib/floor.mjs"), certFile, keyFile, String(port), ...(answerFile ? [answerFile] : [])];
 const qmArgs = (port: number): string[] => [
   ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : []),
   ...values["node-flags"].split(" ").filter(Boolean),
@@ -178,8 +184,8 @@ const qmArgs = (port: number): string[] => [
   "serve",
   "--host", "127.0.0.1",
   "--port", String(port),
-  "--tls-cert", join(dir, "tls.crt"),
-  "--tls-key", join(dir, "tls.key"),
+  "--tls-cert", certFile,
+  "--tls-key", keyFile,
   "--log-level", values["log-level"],
   "--kubeconfig", join(dir, "kubeconfig"),
   ...(values.policy ? ["--policy", values.policy] : []),

@@ -129,7 +129,7 @@ describe("fuzz: the admission server under generated and damaged requests", () =
           res.headersSent = true;
           return res;
         },
-        end(data?: Buffer) {
+        end(data?: Buffer | string) {
           resolve({ status, contentType, text: data ? data.toString() : "" });
         },
       } as unknown as ServerResponse & { headersSent: boolean };
