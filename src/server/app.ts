@@ -12,6 +12,7 @@ import express from "express";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Webhook, WebhookResult } from "../admission/handler.js";
+import { reviewJson } from "../admission/review.js";
 import { ReviewDecodeError, errorMessage } from "../errors.js";
 import type { AdmissionMetrics } from "./metrics.js";
 import { createTurn, type Turn } from "./turn.js";
@@ -163,7 +164,7 @@ export function createAdmissionHandler(webhook: Webhook, opts: AppOptions): (req
   }
 
   function reply(res: ServerResponse, result: WebhookResult, started: number, close: boolean): void {
-    const data = JSON.stringify(result.review);
+    const data = reviewJson(result.review);
     let seconds = 0;
     turn.write(
       () => {

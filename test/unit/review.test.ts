@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { decodeReview, encodeReview } from "../../src/admission/review.js";
+import { decodeReview, encodeReview, reviewJson } from "../../src/admission/review.js";
 import { ReviewDecodeError } from "../../src/errors.js";
 import { review } from "../fixtures/reviews.js";
 
@@ -68,5 +68,28 @@ describe("encodeReview", () => {
       kind: "AdmissionReview",
       response: { uid: "u", allowed: true },
     });
+  });
+});
+
+describe("reviewJson", () => {
+  const patch = Buffer.from('[{"op":"add","path":"/metadata/labels/a","value":"é"}]').toString("base64");
+  const CASES: Array<{ name: string; response: Record<string, unknown> }> = [
+    { name: "allowed", response: { uid: "u-1", allowed: true } },
+    { name: "patched with warnings", response: { uid: "u-2", allowed: true, patchType: "JSONPatch", patch, warnings: ["quartermaster: x", 'quotes " and \\ and ünïcode'] } },
+    { name: "denied with status and causes", response: { uid: "u-3", allowed: false, status: { status: "Failure", code: 403, reason: "Forbidden", message: "m", details: { causes: [{ field: "spec", message: "x" }] } } } },
+    { name: "audit annotations", response: { uid: "u-4", allowed: true, auditAnnotations: { "a/b": "c" } } },
+    { name: "undefined fields left out", response: { uid: "u-5", allowed: true, warnings: undefined, patch: undefined } },
+    { name: "an unknown field falls back to JSON.stringify", response: { uid: "u-6", allowed: true, extra: { x: 1 } } },
+    { name: "a patch that is not a string falls back", response: { uid: "u-7", allowed: true, patch: null } },
+  ];
+  for (const c of CASES) {
+    it(`${c.name}: the same value as JSON.stringify`, () => {
+      const review = { ...encodeReview(c.response as never) };
+      assert.deepEqual(JSON.parse(reviewJson(review)), JSON.parse(JSON.stringify(review)));
+    });
+  }
+  it("puts the base64 patch in as it is", () => {
+    const text = reviewJson(encodeReview({ uid: "u", allowed: true, patchType: "JSONPatch", patch }));
+    assert.ok(text.includes(`"patch":"${patch}"`), text);
   });
 });
