@@ -37,13 +37,19 @@ export interface PipelineResult {
 
 function recorded(pod: Pod, names: readonly string[]): Pod {
   const current = pod.metadata?.annotations?.[ANNOTATION_MUTATIONS];
-  const set = new Set((current ?? "").split(",").map((s) => s.trim()).filter(Boolean));
-  const before = set.size;
-  for (const n of names) set.add(n);
-  if (set.size === before && current !== undefined) return pod;
+  let value: string;
+  if (current === undefined) {
+    value = names.join(","); // the usual case: a pod seen for the first time
+  } else {
+    const set = new Set(current.split(",").map((s) => s.trim()).filter(Boolean));
+    const before = set.size;
+    for (const n of names) set.add(n);
+    if (set.size === before) return pod;
+    value = [...set].join(",");
+  }
   return {
     ...pod,
-    metadata: { ...pod.metadata, annotations: { ...pod.metadata?.annotations, [ANNOTATION_MUTATIONS]: [...set].join(",") } },
+    metadata: { ...pod.metadata, annotations: { ...pod.metadata?.annotations, [ANNOTATION_MUTATIONS]: value } },
   };
 }
 
