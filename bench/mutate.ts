@@ -6,7 +6,7 @@
  *   npm run bench:mutate [-- --iterations 20000]
  */
 import { parseArgs } from "node:util";
-import { createPatch } from "../src/admission/patch.js";
+import { createPatch, diff } from "../src/admission/patch.js";
 import type { KubeObject } from "../src/admission/types.js";
 import { mutatePod, type Pod } from "../src/mutate/index.js";
 import { defaultPolicy } from "../src/policy/load.js";
@@ -51,9 +51,9 @@ function run(name: string, fn: () => number): { name: string; p50: number; p99: 
 
 const ours = run("quartermaster: mutatePod + diff", () => {
   const out = mutatePod(pod, ctx);
-  return createPatch(pod, out.pod).length;
+  return diff(pod, out.pod).ops;
 });
-const baseline = run("baseline: structuredClone + diff", () => createPatch(pod, structuredClone(pod)).length);
+const baseline = run("baseline: structuredClone + diff", () => diff(pod, structuredClone(pod)).ops);
 
 const ops = createPatch(pod, mutatePod(pod, ctx).pod);
 console.log(`\nbench/mutate: ${(JSON.stringify(pod).length / 1024).toFixed(1)} KB pod, ${iterations} iterations, ${ops.length} patch operations, node ${process.version}`);
