@@ -46,7 +46,7 @@ interface Job {
   name: string;
   namespace: string;
   spec: Spec;
-  specs: Array<[string, Spec]>;
+  specs: ReadonlyArray<readonly [string, Spec]>;
   info: FrameworkInfo;
 }
 

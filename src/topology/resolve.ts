@@ -51,13 +51,27 @@ export function jobRef(pod: Pod, namespace: string, policy: Policy): JobRef | un
   return { candidates: byOperator.length > 0 ? byOperator : [...policy.jobKinds], namespace, name, via: "label" };
 }
 
-/** The replica specs of a job as `[type, spec]` pairs; Caffe2's single pool is type `Worker`. */
-export function replicaSpecs(job: KubeObject, kind: JobKind): Array<[string, Record<string, any>]> {
+type ReplicaSpecs = ReadonlyArray<readonly [string, Record<string, any>]>;
+
+// A job read through the cache is the same (never changed) object for every replica pod of it that
+// is admitted meanwhile: its replica specs are listed once per job and kind, not once per pod.
+const specsOfJob = new WeakMap<KubeObject, Map<JobKind, ReplicaSpecs>>();
+
+function listReplicaSpecs(job: KubeObject, kind: JobKind): ReplicaSpecs {
   const spec = (job.spec ?? {}) as Record<string, any>;
   const field = spec[REPLICA_SPECS_FIELD[kind.framework]];
   if (!field || typeof field !== "object") return [];
   if (kind.framework === "caffe2") return [["Worker", field as Record<string, any>]];
   return Object.entries(field as Record<string, Record<string, any>>).filter(([, v]) => v && typeof v === "object");
+}
+
+/** The replica specs of a job as `[type, spec]` pairs; Caffe2's single pool is type `Worker`. */
+export function replicaSpecs(job: KubeObject, kind: JobKind): ReplicaSpecs {
+  let byKind = specsOfJob.get(job);
+  if (!byKind) specsOfJob.set(job, (byKind = new Map()));
+  let specs = byKind.get(kind);
+  if (!specs) byKind.set(kind, (specs = Object.freeze(listReplicaSpecs(job, kind))));
+  return specs;
 }
 
 /** `replicas` of a spec; upstream treats a missing value as 1. */
