@@ -84,57 +84,82 @@ function hasObject(request: AdmissionRequest): request is AdmissionRequest & { o
   return request.object !== null && typeof request.object === "object";
 }
 
+/** What a webhook kind does around its rules: their output turned into a result, or their failure. */
+interface Rules<T> {
+  name: string;
+  failureMode: FailureMode;
+  guard: Guard;
+  run(request: AdmissionRequest & { object: KubeObject }): T | Promise<T>;
+  /** The result for the rules' output; if this throws, the rules count as failed. */
+  finish(request: AdmissionRequest & { object: KubeObject }, out: T): WebhookResult;
+  /** The result when the rules threw (the webhook's failure mode). */
+  failed(request: AdmissionRequest, error: unknown): WebhookResult;
+}
+
+/** Decode, guard, run the rules: at once when they answer synchronously, else when their promise settles. */
+function webhook<T>(rules: Rules<T>): Webhook {
+  const settle = (request: AdmissionRequest & { object: KubeObject }, out: T): WebhookResult => {
+    try {
+      return rules.finish(request, out);
+    } catch (error) {
+      return rules.failed(request, error);
+    }
+  };
+  return {
+    name: rules.name,
+    failureMode: rules.failureMode,
+    admit(body) {
+      const request = decodeReview(body);
+      const skipReason = hasObject(request) ? rules.guard(request) : "request carries no object";
+      if (skipReason !== undefined || !hasObject(request)) {
+        return result(request, allowed(request.uid), { outcome: "skipped", skipReason });
+      }
+      let pending: T | Promise<T>;
+      try {
+        pending = rules.run(request);
+      } catch (error) {
+        return rules.failed(request, error);
+      }
+      return pending instanceof Promise
+        ? pending.then(
+            (out: T) => settle(request, out),
+            (error: unknown) => rules.failed(request, error),
+          )
+        : settle(request, pending);
+    },
+  };
+}
+
 /** A mutating webhook: the patch is the diff of the raw request object against what `mutate` returns. */
 export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
-  function failed(request: AdmissionRequest, error: unknown): WebhookResult {
-    const response = withWarnings(allowed(request.uid), [`quartermaster: pod admitted unchanged, mutation failed: ${errorMessage(error)}`]);
-    return result(request, response, { outcome: "error", error });
-  }
-  function finish(request: AdmissionRequest & { object: KubeObject }, out: MutationResult): WebhookResult {
-    try {
+  return webhook<MutationResult>({
+    name: spec.name,
+    failureMode: "allow",
+    guard: spec.guard,
+    run: (request) => spec.mutate(request),
+    finish(request, out) {
       if (out.deny) {
         const response = withWarnings(denied(request.uid, [out.deny]), out.warnings);
         return result(request, response, { outcome: "denied", deniedRules: [out.deny.rule] });
       }
       const { response, ops } = patched(request.uid, request.object, out.object);
       return result(request, withWarnings(response, out.warnings), { outcome: ops > 0 ? "patched" : "allowed", patchOps: ops });
-    } catch (error) {
-      return failed(request, error);
-    }
-  }
-  return {
-    name: spec.name,
-    failureMode: "allow",
-    admit(body) {
-      const request = decodeReview(body);
-      const skipReason = hasObject(request) ? spec.guard(request) : "request carries no object";
-      if (skipReason !== undefined || !hasObject(request)) {
-        return result(request, allowed(request.uid), { outcome: "skipped", skipReason });
-      }
-      let pending: MutationResult | Promise<MutationResult>;
-      try {
-        pending = spec.mutate(request);
-      } catch (error) {
-        return failed(request, error);
-      }
-      return pending instanceof Promise
-        ? pending.then(
-            (out) => finish(request, out),
-            (error: unknown) => failed(request, error),
-          )
-        : finish(request, pending);
     },
-  };
+    failed(request, error) {
+      const response = withWarnings(allowed(request.uid), [`quartermaster: pod admitted unchanged, mutation failed: ${errorMessage(error)}`]);
+      return result(request, response, { outcome: "error", error });
+    },
+  });
 }
 
 /** A validating webhook: every violation of every rule at once, or allowed (with warnings). */
 export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
-  function failed(request: AdmissionRequest, error: unknown): WebhookResult {
-    const response = errored(request.uid, 500, new Error(`quartermaster: validation failed: ${errorMessage(error)}`));
-    return result(request, response, { outcome: "error", error });
-  }
-  function finish(request: AdmissionRequest, out: ValidationResult): WebhookResult {
-    try {
+  return webhook<ValidationResult>({
+    name: spec.name,
+    failureMode: "deny",
+    guard: spec.guard,
+    run: (request) => spec.validate(request),
+    finish(request, out) {
       if (out.violations.length === 0) {
         return result(request, withWarnings(allowed(request.uid), out.warnings), { outcome: "allowed" });
       }
@@ -142,31 +167,10 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
       const n = out.violations.length;
       const response = withWarnings(denied(request.uid, out.violations, `${n} policy violation${n === 1 ? "" : "s"}`), out.warnings);
       return result(request, response, { outcome: "denied", deniedRules });
-    } catch (error) {
-      return failed(request, error);
-    }
-  }
-  return {
-    name: spec.name,
-    failureMode: "deny",
-    admit(body) {
-      const request = decodeReview(body);
-      const skipReason = hasObject(request) ? spec.guard(request) : "request carries no object";
-      if (skipReason !== undefined || !hasObject(request)) {
-        return result(request, allowed(request.uid), { outcome: "skipped", skipReason });
-      }
-      let pending: ValidationResult | Promise<ValidationResult>;
-      try {
-        pending = spec.validate(request);
-      } catch (error) {
-        return failed(request, error);
-      }
-      return pending instanceof Promise
-        ? pending.then(
-            (out) => finish(request, out),
-            (error: unknown) => failed(request, error),
-          )
-        : finish(request, pending);
     },
-  };
+    failed(request, error) {
+      const response = errored(request.uid, 500, new Error(`quartermaster: validation failed: ${errorMessage(error)}`));
+      return result(request, response, { outcome: "error", error });
+    },
+  });
 }

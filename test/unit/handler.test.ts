@@ -84,6 +84,23 @@ describe("mutatingWebhook", () => {
   it("a body that is not a review → ReviewDecodeError", async () => {
     assert.throws(() => addLabel.admit({ hello: "world" }), ReviewDecodeError);
   });
+
+  const timing = [
+    { name: "synchronous rules → the result at once, no promise", mutate: (o: KubeObject) => ({ object: o, warnings: ["w"] }), promise: false, outcome: "allowed" },
+    { name: "asynchronous rules → a promise of the same result", mutate: async (o: KubeObject) => ({ object: o, warnings: ["w"] }), promise: true, outcome: "allowed" },
+    { name: "a rejected promise → fail open, as a throw", mutate: async (): Promise<never> => Promise.reject(new Error("job read failed")), promise: true, outcome: "error" },
+  ];
+  for (const tc of timing) {
+    it(tc.name, async () => {
+      const hook = mutatingWebhook({ name: "t", guard: () => undefined, mutate: (req) => tc.mutate(req.object) });
+      const answer = hook.admit(review({ uid: "u-t" }));
+      assert.equal(answer instanceof Promise, tc.promise);
+      const res = await answer;
+      assert.equal(res.outcome, tc.outcome);
+      assert.equal(res.review.response?.uid, "u-t");
+      assert.equal(res.review.response?.allowed, true);
+    });
+  }
 });
 
 describe("validatingWebhook", () => {
