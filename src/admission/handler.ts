@@ -1,8 +1,8 @@
 /**
  * @module
  * The admission pipeline, independent of HTTP: body in → decode → guard → run the rules → build the
- * response. A webhook built here is a plain async function of the review, so the HTTPS server mounts it
- * and a serverless adapter can host the very same function.
+ * response. A webhook built here is a plain function of the review (its result at once, or a promise when
+ * a rule needs I/O), so the HTTPS server mounts it and a serverless adapter can host the very same function.
  *
  * Failure modes, documented in the README and the manifests:
  * - mutating webhooks fail open: a rule that throws lets the pod through unchanged, with a warning;

@@ -157,6 +157,6 @@ export function applyPatch<T extends object>(document: T, ops: readonly PatchOpe
 }
 
 /** base64 of a patch, as `AdmissionResponse.patch` carries it. */
-export function encodePatch(patch: Patch | readonly PatchOperation[]): string {
-  return Buffer.from("json" in patch ? patch.json : JSON.stringify(patch)).toString("base64");
+export function encodePatch(patch: Patch): string {
+  return Buffer.from(patch.json).toString("base64");
 }
