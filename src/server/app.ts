@@ -99,36 +99,36 @@ function isJsonContentType(value: string | undefined): boolean {
   return params.every((p) => !p.startsWith("charset=") || p === "charset=utf-8");
 }
 
-/** Reads the whole body, enforcing the limit while reading. */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * Reads the whole body, enforcing the limit while reading, and calls `done` once: with the body, or
+ * with the HttpError that refuses it. A callback rather than a promise: the body is complete in the
+ * poll phase that read its last chunk, and is queued for answering right there (see `turn.ts`).
+ */
+function readBody(req: IncomingMessage, limit: number, done: (err: HttpError | undefined, body?: Buffer) => void): void {
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > limit) {
-    return Promise.reject(new HttpError(413, `request body of ${declared} bytes exceeds the limit of ${limit} bytes`));
+    done(new HttpError(413, `request body of ${declared} bytes exceeds the limit of ${limit} bytes`));
+    return;
   }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let failed = false;
-    req.on("data", (chunk: Buffer) => {
-      if (failed) return;
-      size += chunk.length;
-      if (size > limit) {
-        failed = true;
-        reject(new HttpError(413, `request body exceeds the limit of ${limit} bytes`));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on("end", () => {
-      if (failed) return;
-      if (size === 0) return reject(new HttpError(400, "request body is empty; expected an AdmissionReview"));
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-    });
-    req.on("error", (err) => {
-      if (!failed) reject(new HttpError(400, `reading request body failed: ${errorMessage(err)}`));
-      failed = true;
-    });
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let settled = false;
+  const settle = (err: HttpError | undefined, body?: Buffer): void => {
+    if (settled) return;
+    settled = true;
+    done(err, body);
+  };
+  req.on("data", (chunk: Buffer) => {
+    if (settled) return;
+    size += chunk.length;
+    if (size > limit) settle(new HttpError(413, `request body exceeds the limit of ${limit} bytes`));
+    else chunks.push(chunk);
   });
+  req.on("end", () => {
+    if (size === 0) settle(new HttpError(400, "request body is empty; expected an AdmissionReview"));
+    else settle(undefined, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+  });
+  req.on("error", (err) => settle(new HttpError(400, `reading request body failed: ${errorMessage(err)}`)));
 }
 
 function parseJson(body: Buffer): unknown {
@@ -144,7 +144,7 @@ function parseJson(body: Buffer): unknown {
  * The body is read in the poll phase; it is answered and the answer written in the server's turn
  * (see `turn.ts`).
  */
-export function createAdmissionHandler(webhook: Webhook, opts: AppOptions): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+export function createAdmissionHandler(webhook: Webhook, opts: AppOptions): (req: IncomingMessage, res: ServerResponse) => void {
   const { log, metrics } = opts;
   const turn = opts.turn ?? createTurn(log);
   const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
@@ -198,18 +198,17 @@ export function createAdmissionHandler(webhook: Webhook, opts: AppOptions): (req
     }
   }
 
-  return async (req, res) => {
+  return (req, res) => {
     const started = now();
     const close = opts.draining();
-    try {
-      if (!isJsonContentType(req.headers["content-type"])) {
-        throw new HttpError(415, `Content-Type must be application/json, got ${JSON.stringify(req.headers["content-type"] ?? "")}`);
-      }
-      const bytes = await readBody(req, limit);
-      turn.answer(() => answer(res, bytes, started, close));
-    } catch (err) {
-      refuse(res, err, close);
+    if (!isJsonContentType(req.headers["content-type"])) {
+      refuse(res, new HttpError(415, `Content-Type must be application/json, got ${JSON.stringify(req.headers["content-type"] ?? "")}`), close);
+      return;
     }
+    readBody(req, limit, (err, bytes) => {
+      if (err) refuse(res, err, close);
+      else turn.answer(() => answer(res, bytes!, started, close));
+    });
   };
 }
 
@@ -301,7 +300,7 @@ export function createRequestListener(opts: AppOptions): (req: IncomingMessage, 
       const q = url.indexOf("?");
       const handler = direct.get(q < 0 ? url : url.slice(0, q));
       if (handler) {
-        void handler(req, res);
+        handler(req, res);
         return;
       }
     }

@@ -133,7 +133,11 @@ describe("fuzz: the admission server under generated and damaged requests", () =
           resolve({ status, contentType, text: data ? data.toString() : "" });
         },
       } as unknown as ServerResponse & { headersSent: boolean };
-      handler(req, res).catch(reject);
+      try {
+        handler(req, res);
+      } catch (err) {
+        reject(err);
+      }
     });
   }
 
