@@ -1,15 +1,17 @@
 /**
  * bench/admission: the admission server against a bare node:https floor, same load, same run.
  *
- *   npm run bench:admission [-- --duration 5 --rounds 3 --connections 16 --policy F --path /mutate/pods]
+ *   npm run bench:admission [-- --duration 2 --rounds 9 --connections 16 --policy F --path /mutate/pods]
  *
  * Both servers run from the built package (`dist/`) in their own process; autocannon drives each in
  * turn over keep-alive TLS connections with a ~8 KB training-pod review. Prints requests/s, p50 and
  * p99 for each, their ratio, the time from process start to the first 200 on /readyz, and peak RSS.
  * A second floor sends an answer of the same size as Quartermaster's (patch and warnings), so the cost of the
  * answer's bytes is told apart from the cost of computing it. All three run side by side; after a warm-up
- * each, rounds of loads interleave them (so a noisy stretch of a shared machine hits all alike) and the
- * median round is reported. Bounded: three warm-ups plus rounds × three measured loads.
+ * each, rounds of short loads interleave them, Quartermaster's right after the floor's, so that each
+ * round's ratio compares two loads seconds apart (a shared VM's speed drifts by ±20 % over tens of
+ * seconds); the median round is reported with the spread of the rounds. Bounded: three warm-ups plus
+ * rounds × three measured loads (9 × 3 × 2 s by default).
  */
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -26,8 +28,8 @@ import { podReview } from "./lib/pod-review.js";
 const ROOT = resolve(import.meta.dirname, "..");
 const { values } = parseArgs({
   options: {
-    duration: { type: "string", default: "5" },
-    rounds: { type: "string", default: "3" },
+    duration: { type: "string", default: "2" },
+    rounds: { type: "string", default: "9" },
     connections: { type: "string", default: "16" },
     policy: { type: "string" },
     path: { type: "string", default: "/mutate/pods" },
@@ -197,10 +199,11 @@ const answer = await post(qm.port);
 const uid = (JSON.parse(body) as { request: { uid: string } }).request.uid;
 writeFileSync(join(dir, "answer.json"), answer.split(uid).join("__UID__"));
 const sameSize = await start("floor-same-answer", floorArgs(join(dir, "answer.json")), "/");
+// Measured in this order each round: Quartermaster right after the floor it is compared with.
 const servers: Array<[string, Started]> = [
   ["floor (bare node:https)", floor],
-  [`floor, same ${(answer.length / 1024).toFixed(1)} KB answer`, sameSize],
   [`quartermaster ${values.path}`, qm],
+  [`floor, same ${(answer.length / 1024).toFixed(1)} KB answer`, sameSize],
 ];
 for (const [, server] of servers) await load(server.port, Math.min(3, duration)); // warm-up: JIT, TLS sessions, connections
 // Rounds interleave the servers, so a slower stretch of a shared machine hits every one of them alike;
@@ -210,9 +213,11 @@ for (let round = 0; round < rounds; round++) {
   for (const [i, [name, server]] of servers.entries()) rows[i]!.push(await measureOnce(name, server));
 }
 for (const [, server] of servers) await stop(server);
-const [floorRows, sameRows, qmRows] = rows as [Row[], Row[], Row[]];
+const [floorRows, qmRows, sameRows] = rows as [Row[], Row[], Row[]];
 const ratios = qmRows.map((q, i) => q.rps / floorRows[i]!.rps);
 const ratio = median(ratios);
+const sorted = [...ratios].sort((a, b) => a - b);
+const quartile = (q: number): number => sorted[Math.round(q * (sorted.length - 1))]!;
 const target = values.path.startsWith("/mutate/") ? 0.5 : 0.6;
 
 const fmt = (n: number, d = 0): string => n.toFixed(d).padStart(9);
@@ -221,7 +226,8 @@ console.log(`${"server (median round)".padEnd(34)}${"req/s".padStart(9)}${"p50 m
 for (const r of [medianRow(floorRows), medianRow(sameRows), medianRow(qmRows)]) {
   console.log(`${r.name.padEnd(34)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${fmt(r.readyMs, 1)}${fmt(r.rssMiB, 1)}${fmt(r.cpuUsPerRequest, 1).padStart(11)}`);
 }
-console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (median of rounds ${ratios.map((x) => x.toFixed(3)).join(", ")}; target >= ${target}); quartermaster ready in ${qm.readyMs.toFixed(0)} ms (target < 300)`);
+console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (median of ${rounds} rounds, quartiles ${quartile(0.25).toFixed(3)}–${quartile(0.75).toFixed(3)}, range ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}; target >= ${target})`);
+console.log(`rounds: ${ratios.map((x) => x.toFixed(3)).join(", ")}; quartermaster ready in ${qm.readyMs.toFixed(0)} ms (target < 300)`);
 const sameRatio = median(qmRows.map((q, i) => q.rps / sameRows[i]!.rps));
 console.log(`ratio quartermaster/floor with the same answer: ${sameRatio.toFixed(3)}; that floor/plain floor: ${median(sameRows.map((s2, i) => s2.rps / floorRows[i]!.rps)).toFixed(3)} (the answer's size alone)`);
 console.log(`job reads by the webhook during the run: ${jobApi.reads} (cached; one per TTL)`);
