@@ -4,6 +4,7 @@
  * always gets its uid back (`VerifyAdmissionResponse` rejects a mismatch).
  */
 import { errorMessage } from "../errors.js";
+import { withKey } from "../copy.js";
 import { diff, encodePatch } from "./patch.js";
 import type { AdmissionResponse, StatusCause } from "./types.js";
 
@@ -67,7 +68,7 @@ export function patched(uid: string, original: object, next: object): { response
 export function withWarnings(response: AdmissionResponse, warnings: readonly string[]): AdmissionResponse {
   const all = normalizeWarnings([...(response.warnings ?? []), ...warnings]);
   if (all.length === 0) return response;
-  return { ...response, warnings: all };
+  return withKey(response, "warnings", all);
 }
 
 export function normalizeWarnings(warnings: readonly string[]): string[] {

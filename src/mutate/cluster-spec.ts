@@ -8,7 +8,7 @@
 import type { V1EnvVar } from "@kubernetes/client-node";
 import type { Topology } from "../topology/types.js";
 import { clusterSpec, type ClusterSpecResult } from "./frameworks.js";
-import { withContainer } from "./pod.js";
+import { withContainer, withKey } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
 /**
@@ -20,18 +20,19 @@ function withEnv(pod: Pod, index: number, vars: readonly V1EnvVar[]): Pod {
   const env = c.env ?? [];
   const missing = vars.filter((v) => !env.some((e) => e.name === v.name));
   if (missing.length === 0) return pod;
-  return withContainer(pod, "containers", index, { ...c, env: env.concat(missing) });
+  return withContainer(pod, "containers", index, withKey(c, "env", env.concat(missing)));
 }
 
-// One admission asks for its cluster spec up to twice (mutate, advise): compute it once per topology.
-const memo = new WeakMap<Topology, ClusterSpecResult>();
+// One admission asks for its cluster spec twice (mutate, then advise) with the same topology object:
+// the last answer is kept. Deliberately not a WeakMap keyed by the topology: V8's scavenger keeps the
+// entries of a WeakMap alive until a full GC, so every admission's topology and spec were promoted to
+// the old generation (~250 KB per scavenge under load, a third of the server's GC time; bench/admission).
+let last: { topology: Topology; namespace: string; clusterDomain: string; spec: ClusterSpecResult } | undefined;
 function specFor(topology: Topology, namespace: string, clusterDomain: string): ClusterSpecResult {
-  let r = memo.get(topology);
-  if (!r) {
-    r = clusterSpec(topology, namespace, clusterDomain);
-    memo.set(topology, r);
+  if (last?.topology !== topology || last.namespace !== namespace || last.clusterDomain !== clusterDomain) {
+    last = { topology, namespace, clusterDomain, spec: clusterSpec(topology, namespace, clusterDomain) };
   }
-  return r;
+  return last.spec;
 }
 
 export const injectClusterSpec: Mutation = {

@@ -15,6 +15,7 @@ import { injectClusterSpec } from "./cluster-spec.js";
 import { addTrainingLabels } from "./training-labels.js";
 import { addGpuTolerations } from "./gpu-tolerations.js";
 import { placeInterruptible } from "./interruptible.js";
+import { withKey } from "./pod.js";
 import { defaultResources } from "./resources.js";
 import type { Mutation, MutationContext, Pod } from "./types.js";
 
@@ -47,10 +48,8 @@ function recorded(pod: Pod, names: readonly string[]): Pod {
     if (set.size === before) return pod;
     value = [...set].join(",");
   }
-  return {
-    ...pod,
-    metadata: { ...pod.metadata, annotations: { ...pod.metadata?.annotations, [ANNOTATION_MUTATIONS]: value } },
-  };
+  const annotations = withKey(pod.metadata?.annotations ?? {}, ANNOTATION_MUTATIONS, value);
+  return withKey(pod, "metadata", withKey(pod.metadata ?? {}, "annotations", annotations));
 }
 
 /** Runs `mutations` over `pod`; returns the same reference when nothing changed. */

@@ -3,12 +3,15 @@
  * Read helpers and copy-on-write updates shared by the mutations. Updates copy only the path they change,
  * so the unchanged rest of the pod keeps its identity and the final diff skips it.
  */
-import type { V1Container, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
+import type { V1Container, V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
 import { matchesGlob } from "../glob.js";
 import type { GpuResource } from "../policy/types.js";
 import type { Pod } from "./types.js";
 
 export type ContainerList = "containers" | "initContainers";
+
+export { copyOf, withKey } from "../copy.js";
+import { copyOf, withKey } from "../copy.js";
 
 /** Resource names in the requests or limits of the given container lists, sorted. */
 export function resourceNames(pod: Pod, lists: readonly ContainerList[], sides: ReadonlyArray<"requests" | "limits"> = ["requests", "limits"]): string[] {
@@ -79,7 +82,7 @@ export function withTolerations(pod: Pod, wanted: readonly V1Toleration[]): Pod 
     if (!existing.some((e) => sameToleration(e, t)) && !added.some((e) => sameToleration(e, t))) added.push({ ...t });
   }
   if (added.length === 0) return pod;
-  return { ...pod, spec: { ...pod.spec!, tolerations: [...existing, ...added] } };
+  return withKey(pod, "spec", withKey(pod.spec, "tolerations", [...existing, ...added]));
 }
 
 function sameRequirement(a: V1NodeSelectorRequirement, b: V1NodeSelectorRequirement): boolean {
@@ -103,24 +106,17 @@ export function withRequiredNodeRequirements(pod: Pod, requirements: readonly V1
     const missing = requirements.filter((r) => !exprs.some((e) => sameRequirement(e, r)));
     if (missing.length === 0) return term;
     changed = true;
-    return { ...term, matchExpressions: [...exprs, ...missing.map((r) => ({ ...r, ...(r.values ? { values: [...r.values] } : {}) }))] };
+    return withKey(term, "matchExpressions", [...exprs, ...missing.map((r) => (r.values ? withKey(r, "values", [...r.values]) : copyOf(r)))]);
   });
   if (!changed) return pod;
-  return {
-    ...pod,
-    spec: {
-      ...pod.spec!,
-      affinity: {
-        ...affinity,
-        nodeAffinity: { ...nodeAffinity, requiredDuringSchedulingIgnoredDuringExecution: { ...required, nodeSelectorTerms: next } },
-      },
-    },
-  };
+  const nextRequired: V1NodeSelector = withKey(required, "nodeSelectorTerms", next);
+  const nextAffinity = withKey(affinity, "nodeAffinity", withKey(nodeAffinity, "requiredDuringSchedulingIgnoredDuringExecution", nextRequired));
+  return withKey(pod, "spec", withKey(pod.spec, "affinity", nextAffinity));
 }
 
 /** Replaces container `index` of `list` with `container` (copying only the list). */
 export function withContainer(pod: Pod, list: ContainerList, index: number, container: V1Container): Pod {
   const items = [...(pod.spec?.[list] ?? [])];
   items[index] = container;
-  return { ...pod, spec: { ...pod.spec!, [list]: items } };
+  return withKey(pod, "spec", withKey(pod.spec, list, items));
 }

@@ -12,7 +12,7 @@
 import type { V1Container } from "@kubernetes/client-node";
 import type { Policy } from "../policy/types.js";
 import { isZero, parseQuantity } from "../quantity.js";
-import { withContainer, type ContainerList } from "./pod.js";
+import { copyOf, withContainer, withKey, type ContainerList } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
 type ResourceMap = Record<string, string>;
@@ -40,8 +40,8 @@ export function defaultContainerResources(c: V1Container, policy: Policy): V1Con
   let limits: ResourceMap = c.resources?.limits ?? NO_RESOURCES;
   let ownRequests = false;
   let ownLimits = false;
-  const writableRequests = (): ResourceMap => (ownRequests ? requests : ((ownRequests = true), (requests = { ...requests })));
-  const writableLimits = (): ResourceMap => (ownLimits ? limits : ((ownLimits = true), (limits = { ...limits })));
+  const writableRequests = (): ResourceMap => (ownRequests ? requests : ((ownRequests = true), (requests = copyOf(requests))));
+  const writableLimits = (): ResourceMap => (ownLimits ? limits : ((ownLimits = true), (limits = copyOf(limits))));
   const gpuName = policy.gpu.resourceName;
 
   if (requests.gpu !== undefined) {
@@ -72,12 +72,12 @@ export function defaultContainerResources(c: V1Container, policy: Policy): V1Con
     if (limits[name] === undefined && nonZero(requests[name])) writableLimits()[name] = requests[name]!;
   }
   if (!ownRequests && !ownLimits) return c;
-  const resources = { ...c.resources };
+  const resources = copyOf(c.resources);
   if (Object.keys(requests).length > 0) resources.requests = requests;
   else delete resources.requests;
   if (Object.keys(limits).length > 0) resources.limits = limits;
   else delete resources.limits;
-  return { ...c, resources };
+  return withKey(c, "resources", resources);
 }
 
 function changedContainers(before: Pod, after: Pod): string[] {

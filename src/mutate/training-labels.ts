@@ -7,6 +7,7 @@
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
 import { OPERATOR_NAMES } from "../topology/resolve.js";
 import { isMasterRole } from "./frameworks.js";
+import { copyOf, withKey } from "./pod.js";
 import type { Mutation } from "./types.js";
 
 export const addTrainingLabels: Mutation = {
@@ -24,7 +25,9 @@ export const addTrainingLabels: Mutation = {
     const labels = pod.metadata?.labels ?? {};
     const missing = Object.entries(wanted).filter(([k]) => labels[k] === undefined);
     if (missing.length === 0) return pod;
-    return { ...pod, metadata: { ...pod.metadata, labels: { ...labels, ...Object.fromEntries(missing) } } };
+    const next = copyOf(labels);
+    for (const [k, v] of missing) next[k] = v;
+    return withKey(pod, "metadata", withKey(pod.metadata ?? {}, "labels", next));
   },
   explain(before, after) {
     const had = before.metadata?.labels ?? {};

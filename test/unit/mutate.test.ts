@@ -354,6 +354,32 @@ table(injectClusterSpec, [
   },
 ]);
 
+describe("cluster-spec: the spec remembered between mutate and advise", () => {
+  // The last topology's spec is kept; any other topology, namespace or cluster domain recomputes it.
+  const tfEnv = (pod: V1Pod) => pod.spec!.containers[1]!.env?.find((e) => e.name === "TF_CONFIG")?.value ?? "";
+  const given = testPod({ spec: { containers: tfContainers() } });
+  // A job stored without a namespace: the admission's namespace names the hosts.
+  const stored = job("TFJob", "mnist", "team-a", { Chief: 1, Worker: 2, PS: 1 });
+  const nsLess = { ...stored, metadata: { name: "mnist" } };
+  const t1 = topology(nsLess, "Worker", 1);
+  const steps: Array<{ name: string; ctx: MutationContext; task: string; host: string }> = [
+    { name: "worker-1", ctx: { ...ctx(), topology: t1 }, task: '"task":{"type":"worker","index":1}', host: "mnist-worker-0.team-a.svc:2222" },
+    { name: "same topology, another namespace", ctx: { ...ctx(), namespace: "team-b", topology: t1 }, task: '"task":{"type":"worker","index":1}', host: "mnist-worker-0.team-b.svc:2222" },
+    { name: "same topology and namespace, another cluster domain", ctx: { ...ctx({ clusterSpec: { clusterDomain: "cluster.local" } }), namespace: "team-b", topology: t1 }, task: '"task":{"type":"worker","index":1}', host: "mnist-worker-0.team-b.svc.cluster.local:2222" },
+    { name: "another topology", ctx: { ...ctx(), topology: topology(nsLess, "Chief", 0) }, task: '"task":{"type":"chief","index":0}', host: "mnist-worker-0.team-a.svc:2222" },
+  ];
+  it("interleaved admissions each get their own TF_CONFIG and advice", () => {
+    for (const round of [1, 2]) {
+      for (const step of steps) {
+        const out = injectClusterSpec.mutate(given, step.ctx);
+        assert.ok(tfEnv(out).includes(step.task), `${step.name}, round ${round}: ${tfEnv(out)}`);
+        assert.ok(tfEnv(out).includes(step.host), `${step.name}, round ${round}: ${tfEnv(out)}`);
+        assert.deepEqual(injectClusterSpec.advise!(out, step.ctx), [], step.name);
+      }
+    }
+  });
+});
+
 const kf = (o: Record<string, string>) => Object.fromEntries(Object.entries(o).map(([k, v]) => [`training.kubeflow.org/${k}`, v]));
 table(addTrainingLabels, [
   { name: "no topology → unchanged", given: testPod(), want: "unchanged" },
