@@ -1,14 +1,14 @@
 /**
  * @module
- * The express application: routes, body handling and HTTP error mapping. No listening here
- * (`serve.ts` does that), so tests can mount it on any server.
+ * The request listener: admission handling (body, review, answer, log line, metrics), health and
+ * readiness, and HTTP error mapping; every other route is in the express application of `routes.ts`.
+ * No listening here (`serve.ts` does that), so tests can mount it on any server.
  *
  * The request body is read by hand instead of `express.json()`: the checks must happen in a fixed order
  * with fixed answers (415 before any byte is read, 413 as soon as the limit is passed, 400 naming the JSON
  * error), the body must be one UTF-8 JSON document with no charset conversion, and body-parser's
  * per-request type negotiation and decoding cost a measurable share of the admission hot path.
  */
-import express from "express";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Webhook, WebhookResult } from "../admission/handler.js";
@@ -39,7 +39,7 @@ export interface AppOptions {
   turn?: Turn;
 }
 
-class HttpError extends Error {
+export class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
@@ -75,7 +75,7 @@ function writeJson(res: ServerResponse, status: number, text: string, close: boo
 }
 
 /** Error bodies are metav1.Status objects, the shape Kubernetes tools already print. */
-function sendError(res: ServerResponse, err: HttpError, close: boolean): void {
+export function sendError(res: ServerResponse, err: HttpError, close: boolean): void {
   sendJson(
     res,
     err.status,
@@ -239,71 +239,55 @@ function logAdmission(log: Logger, webhook: Webhook, result: WebhookResult, seco
   }
 }
 
-/**
- * The express application: every route, including the webhooks. `createRequestListener` puts a
- * direct dispatch for webhook POSTs in front of it.
- */
-export function createApp(opts: AppOptions): express.Express {
-  const { metrics } = opts;
-  opts = { ...opts, turn: opts.turn ?? createTurn(opts.log) };
-  const app = express();
-  app.disable("etag");
-  app.disable("x-powered-by");
+/** `/healthz` and `/readyz`: plain-text answers, a body only for GET. */
+export function sendText(res: ServerResponse, status: number, text: string, head: boolean): void {
+  res.writeHead(status, { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(text) });
+  res.end(head ? undefined : text);
+}
 
-  for (const [path, webhook] of Object.entries(opts.webhooks)) {
-    app.post(path, createAdmissionHandler(webhook, opts));
-  }
-
-  app.get("/healthz", (_req, res) => {
-    res.type("text/plain").send("ok");
-  });
-  app.get("/readyz", (_req, res) => {
-    const ok = opts.ready();
-    res.status(ok ? 200 : 503).type("text/plain").send(ok ? "ok" : opts.draining() ? "draining" : "not ready");
-  });
-  app.get("/metrics", async (_req, res) => {
-    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
-  });
-
-  const allowedMethods = new Map<string, string>([
-    ...Object.keys(opts.webhooks).map((p): [string, string] => [p, "POST"]),
-    ["/healthz", "GET, HEAD"],
-    ["/readyz", "GET, HEAD"],
-    ["/metrics", "GET, HEAD"],
-  ]);
-  app.use((req, res) => {
-    const allow = allowedMethods.get(req.path);
-    if (allow) {
-      res.setHeader("allow", allow);
-      sendError(res, new HttpError(405, `method ${req.method} is not allowed on ${req.path}; use ${allow}`), false);
-    } else {
-      sendError(res, new HttpError(404, `no route for ${req.method} ${req.path}`), false);
-    }
-  });
-  return app;
+/** The readiness answer: 200 `ok`, or 503 saying why not. */
+export function readiness(opts: Pick<AppOptions, "ready" | "draining">): { status: number; text: string } {
+  return opts.ready() ? { status: 200, text: "ok" } : { status: 503, text: opts.draining() ? "draining" : "not ready" };
 }
 
 /**
- * The server's request listener: webhook POSTs go straight to their handler, everything else
- * (health, readiness, metrics, 404 and 405 answers) through express. The admission hot path is all
- * that runs at apiserver rate; skipping express's router and its per-request request/response
- * prototype setup there measurably raises throughput (bench/admission), while the answers are the
- * same as through the express routes, which the tests exercise too.
+ * The server's request listener: webhook POSTs go straight to their handler and health and readiness
+ * are answered here; everything else (metrics, 404 and 405 answers) goes through the express
+ * application of `routes.ts`, loaded on the first such request. Why: the admission hot path is all that
+ * runs at apiserver rate, and skipping express's router and its per-request request/response prototype
+ * setup there measurably raises throughput (bench/admission); and loading express takes ~110 ms of
+ * start-up on these machines, which readiness no longer waits for. The answers are the same as
+ * through the express routes, which the tests exercise too.
  */
 export function createRequestListener(opts: AppOptions): (req: IncomingMessage, res: ServerResponse) => void {
   opts = { ...opts, turn: opts.turn ?? createTurn(opts.log) };
-  const app = createApp(opts);
   const direct = new Map(Object.entries(opts.webhooks).map(([path, webhook]) => [path, createAdmissionHandler(webhook, opts)]));
+  let app: Promise<(req: IncomingMessage, res: ServerResponse) => void> | undefined;
+  const routes = (): Promise<(req: IncomingMessage, res: ServerResponse) => void> =>
+    (app ??= import("./routes.js").then((m) => m.createApp(opts)));
   return (req, res) => {
+    const url = req.url ?? "/";
+    const q = url.indexOf("?");
+    const path = q < 0 ? url : url.slice(0, q);
     if (req.method === "POST") {
-      const url = req.url ?? "/";
-      const q = url.indexOf("?");
-      const handler = direct.get(q < 0 ? url : url.slice(0, q));
+      const handler = direct.get(path);
       if (handler) {
         handler(req, res);
         return;
       }
+    } else if (req.method === "GET" || req.method === "HEAD") {
+      if (path === "/healthz") return sendText(res, 200, "ok", req.method === "HEAD");
+      if (path === "/readyz") {
+        const r = readiness(opts);
+        return sendText(res, r.status, r.text, req.method === "HEAD");
+      }
     }
-    app(req, res);
+    routes().then(
+      (handle) => handle(req, res),
+      (err: unknown) => {
+        opts.log.error({ err }, "loading the HTTP routes failed");
+        if (!res.headersSent) sendError(res, new HttpError(500, `internal error: ${errorMessage(err)}`), true);
+      },
+    );
   };
 }

@@ -3,7 +3,8 @@ import { Agent } from "node:https";
 import { after, before, describe, it } from "node:test";
 import { podGuard } from "../../src/admission/guards.js";
 import { mutatingWebhook, validatingWebhook, type Webhook } from "../../src/admission/handler.js";
-import { createApp } from "../../src/server/app.js";
+import { createRequestListener } from "../../src/server/app.js";
+import { createApp } from "../../src/server/routes.js";
 import { createAdmissionMetrics } from "../../src/server/metrics.js";
 import { HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS } from "../../src/server/serve.js";
 import { defaultPolicy } from "../../src/policy/load.js";
@@ -234,6 +235,49 @@ describe("readiness", () => {
     assert.equal(await get(), 200);
     server.close();
   });
+});
+
+describe("health and readiness answered without express", () => {
+  // The listener answers these itself (express loads only for other routes): the same bytes as the express routes.
+  const states: Array<{ name: string; ready: boolean; draining: boolean }> = [
+    { name: "ready", ready: true, draining: false },
+    { name: "not ready", ready: false, draining: false },
+    { name: "draining", ready: false, draining: true },
+  ];
+  const requests = [
+    ["GET", "/healthz"],
+    ["HEAD", "/healthz"],
+    ["GET", "/readyz"],
+    ["HEAD", "/readyz?verbose=1"],
+  ] as const;
+  for (const state of states) {
+    it(`${state.name}: status, content type, length and body equal the express routes'`, async () => {
+      const opts = {
+        webhooks: {},
+        metrics: createAdmissionMetrics({ timeoutSeconds: 5 }),
+        log: capturingLogger().log,
+        ready: () => state.ready,
+        draining: () => state.draining,
+      };
+      const { createServer } = await import("node:http");
+      const servers = [createServer(createRequestListener(opts)), createServer(createApp(opts))].map((s) => s.listen(0, "127.0.0.1"));
+      try {
+        await Promise.all(servers.map((s) => new Promise((r) => s.once("listening", r))));
+        for (const [method, path] of requests) {
+          const [direct, viaExpress] = await Promise.all(
+            servers.map(async (s) => {
+              const r = await fetch(`http://127.0.0.1:${(s.address() as { port: number }).port}${path}`, { method });
+              return { status: r.status, type: r.headers.get("content-type"), length: r.headers.get("content-length"), body: await r.text() };
+            }),
+          );
+          assert.deepEqual(direct, viaExpress, `${method} ${path}`);
+          if (path.startsWith("/readyz")) assert.equal(direct!.status, state.ready ? 200 : 503);
+        }
+      } finally {
+        for (const s of servers) s.close();
+      }
+    });
+  }
 });
 
 describe("graceful shutdown", () => {
