@@ -13,12 +13,21 @@ const hasOwn = Object.prototype.hasOwnProperty;
  * The same goes for adding a property to a spread copy afterwards, so {@link copyOf} exists too.
  */
 export function withKey<T extends object, K extends keyof T>(o: T | undefined, key: K, value: T[K]): T {
-  if (o !== undefined && hasOwn.call(o, key)) return { ...o, [key]: value };
+  if ((o !== undefined && (hasOwn.call(o, key) || hasProtoKey(o))) || key === "__proto__") return { ...o, [key]: value } as T;
   return Object.assign({}, o, { [key]: value }) as T;
 }
 
 /** A shallow copy of `o` that new keys may then be added to (see {@link withKey}). */
 export function copyOf<T extends object>(o: T | undefined): T {
-  return Object.assign({}, o) as T;
+  return o !== undefined && hasProtoKey(o) ? { ...o } : (Object.assign({}, o) as T);
+}
+
+/**
+ * True when `o` has an own `__proto__` key (JSON.parse makes one from `"__proto__": ...`). Object.assign
+ * would hand it to the prototype setter instead of copying it, so such objects (only ever from hostile
+ * or broken requests) are copied by spread, which keeps every own key.
+ */
+function hasProtoKey(o: object): boolean {
+  return hasOwn.call(o, "__proto__");
 }
 

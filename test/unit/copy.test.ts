@@ -20,6 +20,26 @@ describe("withKey", () => {
       if (c.given !== undefined) assert.deepEqual({ ...c.given }, before, "the input is not changed");
     });
   }
+  const hostile = (): Record<string, unknown> => JSON.parse('{"a":1,"__proto__":{"polluted":true}}') as Record<string, unknown>;
+  const protoCases: Array<{ name: string; key: string; order: string[] }> = [
+    { name: "an own __proto__ key (from JSON) → kept as an own key, the prototype untouched", key: "b", order: ["a", "__proto__", "b"] },
+    { name: "an own __proto__ key, replacing another key", key: "a", order: ["a", "__proto__"] },
+    { name: "setting __proto__ itself → an own key", key: "__proto__", order: ["a", "__proto__"] },
+  ];
+  for (const c of protoCases) {
+    it(c.name, () => {
+      const out = withKey(hostile(), c.key, 2);
+      assert.deepEqual(Object.keys(out), c.order);
+      assert.equal(Object.getPrototypeOf(out), Object.prototype);
+      assert.equal((out as { polluted?: boolean }).polluted, undefined);
+    });
+  }
+  it("setting __proto__ on an object without one → an own key, the prototype untouched", () => {
+    const out = withKey({ a: 1 } as Record<string, unknown>, "__proto__", { polluted: true });
+    assert.deepEqual(Object.keys(out), ["a", "__proto__"]);
+    assert.equal(Object.getPrototypeOf(out), Object.prototype);
+  });
+
   it("nested values are shared, not copied (copy-on-write)", () => {
     const env = [{ name: "A" }];
     const c = { name: "x", env, resources: { limits: {} } };
@@ -37,5 +57,10 @@ describe("copyOf", () => {
     assert.deepEqual(input, { cpu: "1" });
     assert.deepEqual(out, { cpu: "1", memory: "1Gi" });
     assert.deepEqual(copyOf(undefined as Record<string, string> | undefined), {});
+  });
+  it("an own __proto__ key (from JSON) is copied as an own key", () => {
+    const out = copyOf(JSON.parse('{"__proto__":{"polluted":true},"cpu":"1"}') as Record<string, unknown>);
+    assert.deepEqual(Object.keys(out), ["__proto__", "cpu"]);
+    assert.equal(Object.getPrototypeOf(out), Object.prototype);
   });
 });

@@ -354,6 +354,30 @@ table(injectClusterSpec, [
   },
 ]);
 
+describe("own __proto__ keys (JSON from a hostile or broken client) survive every mutation", () => {
+  // JSON.parse makes "__proto__" an own key; a copy that sets it instead of defining it would drop it
+  // and the diff would emit an operation on __proto__, which the apiserver's patcher refuses.
+  const raw = `{"apiVersion":"v1","kind":"Pod",
+    "metadata":{"name":"p","labels":{"__proto__":"x","app":"a"},"annotations":{"__proto__":"y","quartermaster.dev/accelerator":"A100-SXM4-40GB"}},
+    "spec":{"__proto__":{"weird":true},"containers":[
+      {"name":"pytorch","image":"i","__proto__":"c","resources":{"limits":{"nvidia.com/gpu":"1","__proto__":"1"},"requests":{"__proto__":"2"}}},
+      {"name":"side","image":"s"}]}}`;
+  it("the patch touches no __proto__ key, applies, and the pod keeps them all", () => {
+    const pod = JSON.parse(raw) as V1Pod;
+    assert.ok(Object.prototype.hasOwnProperty.call(pod.metadata!.labels, "__proto__"), "the fixture has own __proto__ keys");
+    const topo = topology(job("PyTorchJob", "pt", "team-a", { Master: 1, Worker: 2 }), "Worker", 0);
+    const out = mutatePod(pod, { ...ctx(), topology: topo }).pod;
+    const ops = createPatch(JSON.parse(raw) as object, out);
+    assert.ok(ops.length > 0);
+    assert.deepEqual(ops.filter((o) => o.path.includes("__proto__")), []);
+    const applied = applyPatch(JSON.parse(raw) as object, ops) as V1Pod;
+    for (const o of [out.metadata!.labels!, out.metadata!.annotations!, out.spec!, out.spec!.containers[0]!, applied.metadata!.labels!]) {
+      assert.ok(Object.prototype.hasOwnProperty.call(o, "__proto__"));
+      assert.equal(Object.getPrototypeOf(o), Object.prototype);
+    }
+  });
+});
+
 describe("cluster-spec: the spec remembered between mutate and advise", () => {
   // The last topology's spec is kept; any other topology, namespace or cluster domain recomputes it.
   const tfEnv = (pod: V1Pod) => pod.spec!.containers[1]!.env?.find((e) => e.name === "TF_CONFIG")?.value ?? "";
