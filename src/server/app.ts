@@ -212,16 +212,24 @@ export function createAdmissionHandler(webhook: Webhook, opts: AppOptions): (req
   };
 }
 
+/** `value` when it is a non-empty string. */
+function text(value: unknown): string | undefined {
+  return typeof value === "string" && value !== "" ? value : undefined;
+}
+
 function logAdmission(log: Logger, webhook: Webhook, result: WebhookResult, seconds: number): void {
   const r = result.request;
-  const meta = (r.object?.metadata ?? r.oldObject?.metadata) as { name?: string; generateName?: string } | undefined;
+  // The object is the client's: its metadata may hold anything but strings (an object without a
+  // toString, say), and the log line must be written all the same.
+  const meta = (r.object?.metadata ?? r.oldObject?.metadata) as { name?: unknown; generateName?: unknown } | undefined;
+  const generateName = text(meta?.generateName);
   // One flat object (pino leaves out the undefined fields): this line is written for every admission.
   const fields = {
     webhook: webhook.name,
     uid: r.uid,
     kind: r.kind.kind,
     namespace: r.namespace,
-    name: r.name || meta?.name || (meta?.generateName ? `${meta.generateName}*` : undefined),
+    name: text(r.name) ?? text(meta?.name) ?? (generateName ? `${generateName}*` : undefined),
     operation: r.operation,
     dryRun: r.dryRun === true,
     outcome: result.outcome,

@@ -280,6 +280,40 @@ describe("health and readiness answered without express", () => {
   }
 });
 
+describe("the admission log line", () => {
+  // The object is the client's: metadata that is not strings (found by the fuzz test, seed 133991876)
+  // must neither break the line nor cost the answer.
+  const cases: Array<{ name: string; metadata: string; logged: string | undefined }> = [
+    { name: "name from the object", metadata: '{"name":"w-0"}', logged: "w-0" },
+    { name: "generateName only → name*", metadata: '{"generateName":"w-"}', logged: "w-*" },
+    { name: "generateName an object without toString → no name", metadata: '{"generateName":{"toString":1,"valueOf":1}}', logged: undefined },
+    { name: "name an object, generateName a string → name*", metadata: '{"name":{"toString":1},"generateName":"w-"}', logged: "w-*" },
+    { name: "name a number → no name", metadata: '{"name":7}', logged: undefined },
+  ];
+  for (const c of cases) {
+    it(`${c.name}: answered, one info line, no error line`, async () => {
+      const captured = capturingLogger();
+      const webhook = validatingWebhook({ name: "v", guard: () => undefined, validate: () => ({ violations: [], warnings: [] }) });
+      const listener = createRequestListener({ webhooks: { "/v": webhook }, metrics: createAdmissionMetrics({ timeoutSeconds: 5 }), log: captured.log, ready: () => true, draining: () => false });
+      const { createServer } = await import("node:http");
+      const server = createServer(listener).listen(0, "127.0.0.1");
+      try {
+        await new Promise((r) => server.once("listening", r));
+        const body = JSON.stringify(review({ name: "", object: { apiVersion: "v1", kind: "Pod", metadata: {} } })).replace('"metadata":{}', `"metadata":${c.metadata}`);
+        const r = await fetch(`http://127.0.0.1:${(server.address() as { port: number }).port}/v`, { method: "POST", headers: { "content-type": "application/json" }, body });
+        assert.equal(r.status, 200, await r.text());
+        await new Promise((done) => setImmediate(done));
+        assert.deepEqual(captured.lines.filter((l) => (l.level as number) >= 50), []);
+        const line = captured.lines.find((l) => l.msg === "admission");
+        assert.ok(line, "an admission line");
+        assert.equal(line.name, c.logged);
+      } finally {
+        server.close();
+      }
+    });
+  }
+});
+
 describe("graceful shutdown", () => {
   const slow = (ms: number): Record<string, Webhook> => ({
     "/slow": validatingWebhook({
