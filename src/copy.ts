@@ -5,21 +5,21 @@
 const hasOwn = Object.prototype.hasOwnProperty;
 
 /**
- * A copy of `o` (or of `{}`) with `key` set to `value`: how copy-on-write updates of pods and responses
+ * A copy of `o` (or of `{}` when it is null or undefined) with `key` set to `value`: how copy-on-write updates of pods and responses
  * add or replace a field. Measured on Node 20's V8: `{ ...o, key: value }` is the fastest copy (~20 ns) when
  * `o` already has `key`; when it does not, V8 builds a fresh hidden class for every such copy (~1.2 µs,
  * and the classes and their key caches become old-generation garbage: under load a third of the
  * admission server's GC time, bench/admission), while `Object.assign` onto `{}` reuses one (~80 ns).
  * The same goes for adding a property to a spread copy afterwards, so {@link copyOf} exists too.
  */
-export function withKey<T extends object, K extends keyof T>(o: T | undefined, key: K, value: T[K]): T {
-  if ((o !== undefined && (hasOwn.call(o, key) || hasProtoKey(o))) || key === "__proto__") return { ...o, [key]: value } as T;
+export function withKey<T extends object, K extends keyof T>(o: T | null | undefined, key: K, value: T[K]): T {
+  if ((o != null && (hasOwn.call(o, key) || hasProtoKey(o))) || key === "__proto__") return { ...o, [key]: value } as T;
   return Object.assign({}, o, { [key]: value }) as T;
 }
 
 /** A shallow copy of `o` that new keys may then be added to (see {@link withKey}). */
-export function copyOf<T extends object>(o: T | undefined): T {
-  return o !== undefined && hasProtoKey(o) ? { ...o } : (Object.assign({}, o) as T);
+export function copyOf<T extends object>(o: T | null | undefined): T {
+  return o != null && hasProtoKey(o) ? { ...o } : (Object.assign({}, o) as T);
 }
 
 /**
@@ -30,4 +30,3 @@ export function copyOf<T extends object>(o: T | undefined): T {
 function hasProtoKey(o: object): boolean {
   return hasOwn.call(o, "__proto__");
 }
-

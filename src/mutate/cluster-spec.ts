@@ -6,9 +6,10 @@
  * sets is never overwritten, so running beside the training operator (which sets them itself) is a no-op.
  */
 import type { V1EnvVar } from "@kubernetes/client-node";
+import { withKey } from "../copy.js";
 import type { Topology } from "../topology/types.js";
 import { clusterSpec, type ClusterSpecResult } from "./frameworks.js";
-import { withContainer, withKey } from "./pod.js";
+import { withContainer } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
 /**

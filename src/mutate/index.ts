@@ -9,13 +9,13 @@
  * Each mutation that changes the pod adds one warning and its name to `quartermaster.dev/mutations`
  * (a set: running the pipeline again on its own output changes nothing).
  */
+import { withKey } from "../copy.js";
 import { ANNOTATION_MUTATIONS } from "../keys.js";
 import { placeOnAccelerator } from "./accelerator.js";
 import { injectClusterSpec } from "./cluster-spec.js";
 import { addTrainingLabels } from "./training-labels.js";
 import { addGpuTolerations } from "./gpu-tolerations.js";
 import { placeInterruptible } from "./interruptible.js";
-import { withKey } from "./pod.js";
 import { defaultResources } from "./resources.js";
 import type { Mutation, MutationContext, Pod } from "./types.js";
 
@@ -48,8 +48,8 @@ function recorded(pod: Pod, names: readonly string[]): Pod {
     if (set.size === before) return pod;
     value = [...set].join(",");
   }
-  const annotations = withKey(pod.metadata?.annotations ?? {}, ANNOTATION_MUTATIONS, value);
-  return withKey(pod, "metadata", withKey(pod.metadata ?? {}, "annotations", annotations));
+  const annotations = withKey(pod.metadata?.annotations, ANNOTATION_MUTATIONS, value);
+  return withKey(pod, "metadata", withKey(pod.metadata, "annotations", annotations));
 }
 
 /** Runs `mutations` over `pod`; returns the same reference when nothing changed. */

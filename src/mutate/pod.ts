@@ -4,14 +4,13 @@
  * so the unchanged rest of the pod keeps its identity and the final diff skips it.
  */
 import type { V1Container, V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
+import { copyOf, withKey } from "../copy.js";
 import { matchesGlob } from "../glob.js";
 import type { GpuResource } from "../policy/types.js";
 import type { Pod } from "./types.js";
 
 export type ContainerList = "containers" | "initContainers";
 
-export { copyOf, withKey } from "../copy.js";
-import { copyOf, withKey } from "../copy.js";
 
 /** Resource names in the requests or limits of the given container lists, sorted. */
 export function resourceNames(pod: Pod, lists: readonly ContainerList[], sides: ReadonlyArray<"requests" | "limits"> = ["requests", "limits"]): string[] {

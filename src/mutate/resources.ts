@@ -10,9 +10,10 @@
  * - a value the user set is never changed, and no zero entries are written.
  */
 import type { V1Container } from "@kubernetes/client-node";
+import { copyOf, withKey } from "../copy.js";
 import type { Policy } from "../policy/types.js";
 import { isZero, parseQuantity } from "../quantity.js";
-import { copyOf, withContainer, withKey, type ContainerList } from "./pod.js";
+import { withContainer, type ContainerList } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
 type ResourceMap = Record<string, string>;

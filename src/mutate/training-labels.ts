@@ -4,10 +4,10 @@
  * job-name, replica-type (lower case), replica-index, and `job-role: master` on the pods each framework
  * calls master. Only missing labels are added; a value the pod has is kept.
  */
+import { copyOf, withKey } from "../copy.js";
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
 import { OPERATOR_NAMES } from "../topology/resolve.js";
 import { isMasterRole } from "./frameworks.js";
-import { copyOf, withKey } from "./pod.js";
 import type { Mutation } from "./types.js";
 
 export const addTrainingLabels: Mutation = {
@@ -27,7 +27,7 @@ export const addTrainingLabels: Mutation = {
     if (missing.length === 0) return pod;
     const next = copyOf(labels);
     for (const [k, v] of missing) next[k] = v;
-    return withKey(pod, "metadata", withKey(pod.metadata ?? {}, "labels", next));
+    return withKey(pod, "metadata", withKey(pod.metadata, "labels", next));
   },
   explain(before, after) {
     const had = before.metadata?.labels ?? {};

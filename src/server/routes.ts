@@ -5,7 +5,7 @@
  * this module only for the rest: `/metrics` and the 404 and 405 answers.
  */
 import express from "express";
-import { HttpError, createAdmissionHandler, readiness, sendError, type AppOptions } from "./app.js";
+import { HttpError, createAdmissionHandler, readiness, sendError, sendText, type AppOptions } from "./app.js";
 import { createTurn } from "./turn.js";
 
 /**
@@ -23,12 +23,10 @@ export function createApp(opts: AppOptions): express.Express {
     app.post(path, createAdmissionHandler(webhook, opts));
   }
 
-  app.get("/healthz", (_req, res) => {
-    res.type("text/plain").send("ok");
-  });
-  app.get("/readyz", (_req, res) => {
+  app.get("/healthz", (req, res) => sendText(res, 200, "ok", req.method === "HEAD"));
+  app.get("/readyz", (req, res) => {
     const r = readiness(opts);
-    res.status(r.status).type("text/plain").send(r.text);
+    sendText(res, r.status, r.text, req.method === "HEAD");
   });
   app.get("/metrics", async (_req, res) => {
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
