@@ -10,6 +10,7 @@
 import type { X509Certificate } from "node:crypto";
 import { altNames, chainsTo, commonName, coversHost, daysLeft, describeExpiry, expirySeverity, keyMatches, parsePemBundle } from "./certs.js";
 import { describeSelector, excludesByName, NAMESPACE_NAME_LABEL, selectorMatches } from "./selector.js";
+import { namespaceScope } from "../scope.js";
 import {
   isUnreadable,
   targetKey,
@@ -250,7 +251,7 @@ function expiryFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding[]
 
 /** Namespaces no Quartermaster webhook may see. */
 export function protectedNamespaceNames(ownNamespace: string): string[] {
-  return [...new Set(["kube-system", "kube-public", "kube-node-lease", ownNamespace])];
+  return [...namespaceScope(ownNamespace).excluded];
 }
 
 function selectorFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding[] {
