@@ -17,11 +17,30 @@ import type { KubeObject } from "../admission/types.js";
 import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
-import { effectivePodGpus, podGpuTotal, validatePodSpec } from "./pod-spec.js";
+import { formatNano, nanoOfUnits, nanoToNumber } from "../quantity.js";
+import { effectivePodGpuNanos, podGpuNanos, validatePodSpec } from "./pod-spec.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
 
 const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
-const NEAR_LIMIT = 0.9;
+
+/** Near-limit warnings at 90 %: value × 10 ≥ max × 9, in exact integers. */
+function nearLimit(value: bigint, max: bigint): boolean {
+  return max > 0n && value * 10n >= max * 9n;
+}
+
+/** Upstream's int32 fields (replicas, backoffLimit, ttlSecondsAfterFinished); activeDeadlineSeconds is int64. */
+const INT32_MAX = 2 ** 31 - 1;
+
+/**
+ * Why a count field (`replicas`, a run-policy field) is not a whole number in range, or undefined when it is.
+ * A string (`replicas: "3"`), a fraction, NaN or Infinity is not: the caps compare numbers, and a value they
+ * cannot compare must not pass them.
+ */
+function countProblem(v: unknown, max = INT32_MAX): string | undefined {
+  if (typeof v !== "number") return `${JSON.stringify(v)?.slice(0, 64) ?? String(v)} must be an integer, not ${v === null ? "null" : typeof v}`;
+  if (!Number.isInteger(v) || v < 0 || v > max) return `${String(v)} must be a whole number from 0 to ${max}`;
+  return undefined;
+}
 
 type Spec = Record<string, any>;
 
@@ -96,19 +115,26 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findi
   const violations: Finding[] = [];
   const warnings: string[] = [];
   const caps = ctx.limits.job.replicas ?? {};
-  let gpus = 0;
+  let gpus = 0n;
   for (const [type, spec] of replicaSpecs(job, kind)) {
+    // `replicas: "3"` would count as the default 1 and slip under every cap: refused instead.
+    const problem = spec?.replicas === undefined ? undefined : countProblem(spec.replicas);
+    if (problem) {
+      violations.push({ rule: "job-replicas", field: `${specPath(kind, type)}.replicas`, message: problem });
+      continue;
+    }
     const n = replicasOf(spec);
     const cap = caps[type] ?? Object.entries(caps).find(([t]) => t.toLowerCase() === type.toLowerCase())?.[1];
     if (cap !== undefined && n > cap) {
       violations.push({ rule: "job-replicas", field: `${specPath(kind, type)}.replicas`, message: `${n} exceeds the limit of ${cap} ${type} replicas`, value: n });
     }
-    gpus += n * podGpuTotal((spec.template?.spec ?? {}) as V1PodSpec, ctx);
+    gpus += BigInt(n) * podGpuNanos((spec.template?.spec ?? {}) as V1PodSpec, ctx);
   }
   const max = ctx.limits.job.gpus;
   if (max !== undefined) {
-    if (gpus > max) violations.push({ rule: "job-gpus", field: "spec", message: `the job requests ${gpus} GPUs in all, over the per-job limit of ${max}`, value: gpus });
-    else if (gpus >= NEAR_LIMIT * max && max > 0) warnings.push(`quartermaster: the job requests ${gpus} of the ${max} GPUs allowed per job`);
+    const shown = formatNano(gpus);
+    if (gpus > nanoOfUnits(max)) violations.push({ rule: "job-gpus", field: "spec", message: `the job requests ${shown} GPUs in all, over the per-job limit of ${max}`, value: nanoToNumber(gpus) });
+    else if (nearLimit(gpus, nanoOfUnits(max))) warnings.push(`quartermaster: the job requests ${shown} of the ${max} GPUs allowed per job`);
   }
   return { violations, warnings };
 }
@@ -119,15 +145,20 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
   const rp = (spec.runPolicy ?? {}) as Spec;
   const lim = ctx.limits.runPolicy;
   const at = (f: string): string => `spec.runPolicy.${f}`;
-  const capped = (f: string, max: number | undefined, what: string): void => {
+  // Where a cap (or the TTL requirement) applies, the field must be a whole number: a string such as "x" or
+  // "99999" is no number to compare, and passing it would pass the cap.
+  const capped = (f: string, max: number | undefined, what: string, required = false, range = INT32_MAX): void => {
     const v = rp[f];
-    if (max !== undefined && typeof v === "number" && v > max) violations.push({ rule: "run-policy", field: at(f), message: `${v} exceeds the limit of ${max} ${what}`, value: v });
+    if (v === undefined || (max === undefined && !required)) return;
+    const problem = countProblem(v, range);
+    if (problem) violations.push({ rule: "run-policy", field: at(f), message: problem });
+    else if (max !== undefined && (v as number) > max) violations.push({ rule: "run-policy", field: at(f), message: `${v} exceeds the limit of ${max} ${what}`, value: v as number });
   };
   if (lim.requireTtlSecondsAfterFinished && rp.ttlSecondsAfterFinished === undefined) {
     violations.push({ rule: "run-policy", field: at("ttlSecondsAfterFinished"), message: "is required: finished jobs must be cleaned up" });
   }
-  capped("ttlSecondsAfterFinished", lim.maxTtlSecondsAfterFinished, "seconds");
-  capped("activeDeadlineSeconds", lim.maxActiveDeadlineSeconds, "seconds");
+  capped("ttlSecondsAfterFinished", lim.maxTtlSecondsAfterFinished, "seconds", lim.requireTtlSecondsAfterFinished);
+  capped("activeDeadlineSeconds", lim.maxActiveDeadlineSeconds, "seconds", false, Number.MAX_SAFE_INTEGER);
   capped("backoffLimit", lim.maxBackoffLimit, "retries");
   if (lim.allowedCleanPodPolicies && rp.cleanPodPolicy !== undefined && !lim.allowedCleanPodPolicies.includes(rp.cleanPodPolicy)) {
     violations.push({ rule: "run-policy", field: at("cleanPodPolicy"), message: `${String(rp.cleanPodPolicy)} is not allowed; allowed: ${lim.allowedCleanPodPolicies.join(", ")}` });
@@ -146,13 +177,20 @@ function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
   return merge(...replicaSpecs(job, kind).map(([type, spec]) => validatePodSpec(spec.template?.spec as V1PodSpec | undefined, `${specPath(kind, type)}.template.spec`, ctx)));
 }
 
-/** GPUs of each resource the whole job asks for: replicas × the template's effective pod request. */
+/** GPUs of each resource the whole job asks for, in nano-units (exact): replicas × the template's effective pod request. */
+export function jobGpuNanosByResource(job: KubeObject, kind: JobKind, ctx: ValidationContext): Map<string, bigint> {
+  const out = new Map<string, bigint>();
+  for (const [, spec] of replicaSpecs(job, kind)) {
+    const n = BigInt(replicasOf(spec));
+    for (const [name, per] of effectivePodGpuNanos((spec.template?.spec ?? {}) as V1PodSpec, ctx.policy.gpu.resources)) out.set(name, (out.get(name) ?? 0n) + n * per);
+  }
+  return out;
+}
+
+/** GPUs of each resource the whole job asks for, in units (display; the checks use {@link jobGpuNanosByResource}). */
 export function jobGpusByResource(job: KubeObject, kind: JobKind, ctx: ValidationContext): Map<string, number> {
   const out = new Map<string, number>();
-  for (const [, spec] of replicaSpecs(job, kind)) {
-    const n = replicasOf(spec);
-    for (const [name, per] of effectivePodGpus((spec.template?.spec ?? {}) as V1PodSpec, ctx.policy.gpu.resources)) out.set(name, (out.get(name) ?? 0) + n * per);
-  }
+  for (const [name, nano] of jobGpuNanosByResource(job, kind, ctx)) out.set(name, nanoToNumber(nano));
   return out;
 }
 
@@ -166,13 +204,17 @@ export interface ClusterCapacity {
  * refused up front. Without a ledger the check is skipped, with a warning for jobs that ask for GPUs.
  */
 export function validateCapacity(job: KubeObject, kind: JobKind, ctx: ValidationContext, capacity: ClusterCapacity | undefined): Findings {
-  const wanted = jobGpusByResource(job, kind, ctx);
+  const wanted = jobGpuNanosByResource(job, kind, ctx);
   if (wanted.size === 0) return { violations: [], warnings: [] };
   if (!capacity) return { violations: [], warnings: ["quartermaster: cluster capacity not checked: no GPU device ledger yet"] };
   const violations: Finding[] = [];
   for (const [resource, n] of wanted) {
-    const have = capacity.total(resource) ?? 0;
-    if (n > have) violations.push({ rule: "capacity", field: "spec", message: `the job asks for ${n} ${resource} but the whole cluster has ${have}; it would never be scheduled`, value: n });
+    const total = capacity.total(resource) ?? 0;
+    // The ledger's whole-device counts; anything not a finite count is no capacity.
+    const have = Number.isFinite(total) && total > 0 ? BigInt(Math.floor(total)) : 0n;
+    if (n > nanoOfUnits(have)) {
+      violations.push({ rule: "capacity", field: "spec", message: `the job asks for ${formatNano(n)} ${resource} but the whole cluster has ${have}; it would never be scheduled`, value: nanoToNumber(n) });
+    }
   }
   return { violations, warnings: [] };
 }

@@ -14,11 +14,14 @@ import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
 import { matchesGlob } from "../glob.js";
 import { isGpuResource } from "../mutate/pod.js";
 import { isExtendedResource } from "../mutate/resources.js";
-import { compareQuantities, isInteger, parseQuantity, toNumber, type Quantity } from "../quantity.js";
+import { checkQuantity, compareQuantities, formatNano, isInteger, isNegative, nanoOfUnits, nanoToNumber, parseQuantity, quantityOfUnits, toNumber, type Quantity } from "../quantity.js";
 import type { GpuResource } from "../policy/types.js";
 import type { Findings, Finding, ValidationContext } from "./types.js";
 
-const NEAR_LIMIT = 0.9;
+/** Near-limit warnings at 90 %: value × 10 ≥ max × 9, in exact integers. */
+function nearLimit(value: bigint, max: bigint): boolean {
+  return max > 0n && value * 10n >= max * 9n;
+}
 
 function q(v: unknown): Quantity | undefined {
   return typeof v === "string" || typeof v === "number" ? parseQuantity(v) : undefined;
@@ -33,7 +36,7 @@ function containerMax(resource: string, ctx: ValidationContext): { max: Quantity
     return max && text !== undefined ? { max, text } : undefined;
   }
   for (const [pattern, n] of Object.entries(l.gpus ?? {})) {
-    if (matchesGlob(pattern, resource)) return { max: parseQuantity(n)!, text: String(n) };
+    if (matchesGlob(pattern, resource)) return { max: quantityOfUnits(n), text: String(n) };
   }
   return undefined;
 }
@@ -62,20 +65,27 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
     for (const side of ["requests", "limits"] as const) {
       for (const [name, raw] of Object.entries(c.resources?.[side] ?? {})) {
         const field = `${path}.resources.${side}[${name}]`;
-        const value = q(raw);
-        if (!value) {
-          violations.push({ rule: "quantity", field, message: `${String(raw)} is not a valid quantity` });
+        // Unparseable, too long, out of range or not a string/number: a violation, never a silent pass.
+        const checked = checkQuantity(raw);
+        if (!checked.ok) {
+          violations.push({ rule: "quantity", field, message: checked.message });
+          continue;
+        }
+        const value = checked.quantity;
+        if (isNegative(value)) {
+          violations.push({ rule: "quantity", field, message: `${String(raw)} must be greater than or equal to 0` });
           continue;
         }
         const bound = containerMax(name, ctx);
         // A request equal to its over-limit limit says nothing new (API defaulting copies limits to requests).
-        const sameAsLimit = side === "requests" && q(limits[name]) !== undefined && compareQuantities(value, q(limits[name])!) === 0;
+        const limit = side === "requests" ? q(limits[name]) : undefined;
+        const sameAsLimit = limit !== undefined && compareQuantities(value, limit) === 0;
         if (bound && compareQuantities(value, bound.max) > 0 && !sameAsLimit) {
           violations.push({ rule: "container-limits", field, message: `${String(raw)} exceeds the per-container limit of ${bound.text}`, value: toNumber(value) });
-        } else if (bound && side === "limits" && toNumber(value) >= NEAR_LIMIT * toNumber(bound.max) && toNumber(bound.max) > 0) {
+        } else if (bound && side === "limits" && nearLimit(value.nano, bound.max.nano)) {
           warnings.push(`quartermaster: ${field} ${String(raw)} is near the per-container limit of ${bound.text}`);
         }
-        if (isExtendedResource(name) && !isInteger(value)) {
+        if ((isExtendedResource(name) || isGpuResource(name, gpu)) && !isInteger(value)) {
           violations.push({ rule: "extended-resources", field, message: `${String(raw)} must be a whole number: ${name} cannot be shared` });
         }
       }
@@ -86,7 +96,7 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
       const l = q(limits[name]);
       if (r && l && compareQuantities(r, l) !== 0) {
         violations.push({ rule: "extended-resources", field: `${path}.resources.requests[${name}]`, message: `request ${String(requests[name])} must equal limit ${String(limits[name])}: ${name} is not overcommitted` });
-      } else if (r && !l) {
+      } else if (r && !l && limits[name] === undefined) {
         violations.push({ rule: "extended-resources", field: `${path}.resources.limits[${name}]`, message: `a limit is required and must equal the request ${String(requests[name])}` });
       }
     }
@@ -99,13 +109,17 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
   return { violations, warnings };
 }
 
-/** The pod's effective request of each GPU resource, in whole units. */
-function gpuAmount(c: V1Container, name: string): number {
+/**
+ * A container's request of a GPU resource in nano-units, exact. What cannot be counted (not a quantity, out of
+ * range, negative) counts 0 here: the container rules above report it as a violation with its field path.
+ */
+function gpuNanos(c: V1Container, name: string): bigint {
   const v = q(c.resources?.requests?.[name] ?? c.resources?.limits?.[name]);
-  return v ? toNumber(v) : 0;
+  return v && v.nano > 0n ? v.nano : 0n;
 }
 
-export function effectivePodGpus(spec: V1PodSpec, gpu: readonly GpuResource[]): Map<string, number> {
+/** The pod's effective request of each GPU resource in nano-units (exact; 1 GPU = 10⁹). */
+export function effectivePodGpuNanos(spec: V1PodSpec, gpu: readonly GpuResource[]): Map<string, bigint> {
   // Runs for every pod of the cluster in each reconcile pass (the device ledger): no intermediate sets.
   const names: string[] = [];
   for (const list of [spec.initContainers, spec.containers]) {
@@ -115,24 +129,41 @@ export function effectivePodGpus(spec: V1PodSpec, gpu: readonly GpuResource[]): 
       }
     }
   }
-  const out = new Map<string, number>();
+  const out = new Map<string, bigint>();
   for (const name of names) {
-    let sidecars = 0;
-    let initMax = 0;
+    let sidecars = 0n;
+    let initMax = 0n;
     for (const c of spec.initContainers ?? []) {
-      if (c.restartPolicy === "Always") sidecars += gpuAmount(c, name);
-      else initMax = Math.max(initMax, gpuAmount(c, name) + sidecars);
+      if (c.restartPolicy === "Always") sidecars += gpuNanos(c, name);
+      else {
+        const here = gpuNanos(c, name) + sidecars;
+        if (here > initMax) initMax = here;
+      }
     }
-    const regular = (spec.containers ?? []).reduce((n, c) => n + gpuAmount(c, name), 0) + sidecars;
-    out.set(name, Math.max(regular, initMax));
+    let regular = sidecars;
+    for (const c of spec.containers ?? []) regular += gpuNanos(c, name);
+    out.set(name, regular > initMax ? regular : initMax);
   }
   return out;
 }
 
-export function podGpuTotal(spec: V1PodSpec, ctx: ValidationContext): number {
-  let n = 0;
-  for (const v of effectivePodGpus(spec, ctx.policy.gpu.resources).values()) n += v;
+/** The pod's effective request of each GPU resource in units, for accounting and display (may round). */
+export function effectivePodGpus(spec: V1PodSpec, gpu: readonly GpuResource[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [name, nano] of effectivePodGpuNanos(spec, gpu)) out.set(name, nanoToNumber(nano));
+  return out;
+}
+
+/** The pod's effective GPU request over all GPU resources, in nano-units (exact). */
+export function podGpuNanos(spec: V1PodSpec, ctx: ValidationContext): bigint {
+  let n = 0n;
+  for (const v of effectivePodGpuNanos(spec, ctx.policy.gpu.resources).values()) n += v;
   return n;
+}
+
+/** The pod's effective GPU request over all GPU resources, in units (display; limits use {@link podGpuNanos}). */
+export function podGpuTotal(spec: V1PodSpec, ctx: ValidationContext): number {
+  return nanoToNumber(podGpuNanos(spec, ctx));
 }
 
 /** All pod-spec rules for the spec at `path` (`spec`, or a template's `...template.spec`). */
@@ -141,8 +172,11 @@ export function validatePodSpec(spec: V1PodSpec | undefined, path: string, ctx: 
   const found = containerRules(containersOf(spec, path), ctx);
   const max = ctx.limits.pod.gpus;
   if (max !== undefined) {
-    const total = podGpuTotal(spec, ctx);
-    if (total > max) found.violations.push({ rule: "pod-gpus", field: path, message: `the pod requests ${total} GPUs, over the per-pod limit of ${max}`, value: total });
+    const total = podGpuNanos(spec, ctx);
+    if (total > nanoOfUnits(max)) {
+      const shown = formatNano(total);
+      found.violations.push({ rule: "pod-gpus", field: path, message: `the pod requests ${shown} GPUs, over the per-pod limit of ${max}`, value: nanoToNumber(total) });
+    }
   }
   return found;
 }
