@@ -220,6 +220,16 @@ export function renderPolicyDocs(schema?: Schema): string {
     "means the field is optional and the behaviour it controls is off (a limit not enforced, a requirement not",
     "added).",
     "",
+    "Quantities (`cpu`, `memory`) follow Kubernetes' grammar (`resource.ParseQuantity` in k8s.io/apimachinery) and",
+    "are compared exactly, as whole nano-units, never as floating point. A policy quantity longer than 1,024",
+    "characters, above 2^63-1 in magnitude (Kubernetes' `maxAllowed`; e.g. `cpu: \"1e1001\"`) or negative is an",
+    "error with its path, as is an integer cap above 2^53-1 or a name pattern longer than 1,024 characters; every",
+    "error is listed. The same bounds apply to the objects admitted: a request or limit that is not a quantity,",
+    "is too long, out of range or negative is a violation at its field path; GPU counts must be whole numbers;",
+    "a replica count, and a run-policy field a cap or requirement applies to (`ttlSecondsAfterFinished`,",
+    "`activeDeadlineSeconds`, `backoffLimit`), must be a whole number (`replicas: \"3\"` is a violation). Name",
+    "patterns are matched in time linear in the name.",
+    "",
   ];
   for (const section of sections) {
     lines.push(`## ${section.path}`, "", section.description!, "");
