@@ -69,6 +69,8 @@ const scalar: fc.Arbitrary<unknown> = fc.oneof(
       null, true, false, 0, -0, 1, -1, 1.5, 8, 16, 1e308, -1e308, 2 ** 53 + 2, -(2 ** 31),
       "", "0", "1", "8", "16", "-1", "500m", "0.5", "1Gi", "1e3", "1E+400", "1e-400", "NaN", "Infinity", "0x10",
       ".5", "1.", "+1", "9999999999999999999999Ei", "1Ki1", "1 Gi", "true", "false", "null",
+      // Quantities that once parsed to NaN, were slow, or passed a cap (issue 16): long, huge, tiny, negative.
+      `8.${"0".repeat(309)}`, `136.${"0".repeat(309)}`, "1e1001", "1".padEnd(2000, "0"), `0.${"0".repeat(400)}1`, "-8", "8Ei", "9223372036854775808",
       "A100-SXM4-40GB", "none", "1g.5gb", "Exists", "Equal", "NoSchedule", "In", "Never", "OnFailure",
       "CREATE", "tensorflow", "pytorch", "Worker", "Master", "Chief", "PS",
     ),
