@@ -10,7 +10,7 @@ import generatedPolicyValidator from "../generated/policy-validator.js";
 import { describeSchemaErrors } from "../schema.js";
 import { MAX_PATTERN_LENGTH } from "../glob.js";
 import { checkQuantity } from "../quantity.js";
-import type { Limits, Policy } from "./types.js";
+import type { Policy } from "./types.js";
 
 const validatePolicy = generatedPolicyValidator as unknown as ValidateFunction<Policy>;
 
@@ -27,64 +27,85 @@ export function checkPolicy(value: unknown, source: string): Policy {
   }
   const policy = structuredClone(value);
   if (!validatePolicy(policy)) {
-    throw new PolicyError(source, describeSchemaErrors(validatePolicy.errors));
+    throw new PolicyError(source, [...describeSchemaErrors(validatePolicy.errors), ...rangeProblems(policy, true)]);
   }
-  const problems = crossFieldProblems(policy);
+  const problems = [...rangeProblems(policy, false), ...crossFieldProblems(policy)];
   if (problems.length > 0) throw new PolicyError(source, problems);
   return deepFreeze(policy);
 }
+
+type Doc = Record<string, any>;
+const isObject = (v: unknown): v is Doc => typeof v === "object" && v !== null && !Array.isArray(v);
+const entriesOf = (v: unknown): Array<[string, unknown]> => (isObject(v) ? Object.entries(v) : []);
 
 /**
  * Quantities and caps of one limits section (the defaults, or a namespace override) at `base`: a quantity the
  * exact parser refuses (too long, beyond 2^63−1, or negative) would make the limit fail open, so it is an error
  * here, not at admission; so is an integer cap beyond 2^53 (JSON numbers lose exactness there) and a GPU
- * pattern longer than the glob matcher allows.
+ * pattern longer than the glob matcher allows. Written over the raw document (a wrong type is the schema's
+ * error), so these problems are listed together with the schema's.
  */
-function limitsProblems(limits: Partial<Limits> | undefined, base: string, problems: string[]): void {
-  for (const name of ["cpu", "memory"] as const) {
-    quantityProblem(limits?.container?.[name], `${base}.container.${name}`, problems);
-  }
-  for (const [pattern, n] of Object.entries(limits?.container?.gpus ?? {})) {
-    const at = `${base}.container.gpus[${pattern}]`;
+/** Problems found so far; `schemaFailed` when the schema has already reported the document's errors. */
+type Problems = string[] & { schemaFailed?: boolean };
+
+function limitsProblems(limits: unknown, base: string, problems: Problems): void {
+  if (!isObject(limits)) return;
+  const container = isObject(limits.container) ? limits.container : {};
+  for (const name of ["cpu", "memory"]) quantityProblem(container[name], `${base}.container.${name}`, problems);
+  for (const [pattern, n] of entriesOf(container.gpus)) {
+    const at = `${base}.container.gpus[${pattern.length > 64 ? `${pattern.slice(0, 61)}...` : pattern}]`;
     if (pattern.length > MAX_PATTERN_LENGTH) problems.push(`${at}: the pattern is longer than ${MAX_PATTERN_LENGTH} characters`);
     capProblem(n, at, problems);
   }
-  capProblem(limits?.pod?.gpus, `${base}.pod.gpus`, problems);
-  capProblem(limits?.job?.gpus, `${base}.job.gpus`, problems);
-  for (const [type, n] of Object.entries(limits?.job?.replicas ?? {})) capProblem(n, `${base}.job.replicas.${type}`, problems);
-  for (const f of ["maxTtlSecondsAfterFinished", "maxActiveDeadlineSeconds", "maxBackoffLimit"] as const) {
-    capProblem(limits?.runPolicy?.[f], `${base}.runPolicy.${f}`, problems);
+  capProblem(isObject(limits.pod) ? limits.pod.gpus : undefined, `${base}.pod.gpus`, problems);
+  capProblem(isObject(limits.job) ? limits.job.gpus : undefined, `${base}.job.gpus`, problems);
+  for (const [type, n] of entriesOf(isObject(limits.job) ? limits.job.replicas : undefined)) capProblem(n, `${base}.job.replicas.${type}`, problems);
+  for (const f of ["maxTtlSecondsAfterFinished", "maxActiveDeadlineSeconds", "maxBackoffLimit"]) {
+    capProblem(isObject(limits.runPolicy) ? limits.runPolicy[f] : undefined, `${base}.runPolicy.${f}`, problems);
   }
 }
 
-function quantityProblem(value: string | undefined, at: string, problems: string[]): void {
-  if (value === undefined) return;
+function quantityProblem(value: unknown, at: string, problems: Problems): void {
+  if (typeof value !== "string") return;
   const r = checkQuantity(value);
-  if (!r.ok) problems.push(`${at}: ${r.message}`);
-  else if (r.quantity.nano < 0n) problems.push(`${at}: ${value} must not be negative`);
+  // The schema's pattern is the same grammar: when it has failed, it has said so already.
+  if (!r.ok) {
+    if (!(r.problem === "not a quantity" && problems.schemaFailed)) problems.push(`${at}: ${r.message}`);
+  } else if (r.quantity.nano < 0n) {
+    problems.push(`${at}: ${value} must not be negative`);
+  }
 }
 
-function capProblem(value: number | undefined, at: string, problems: string[]): void {
-  if (value !== undefined && !Number.isSafeInteger(value)) problems.push(`${at}: ${value} is beyond ${Number.MAX_SAFE_INTEGER}, the largest exact integer`);
+function capProblem(value: unknown, at: string, problems: string[]): void {
+  if (typeof value === "number" && Number.isInteger(value) && !Number.isSafeInteger(value)) {
+    problems.push(`${at}: ${value} is beyond ${Number.MAX_SAFE_INTEGER}, the largest exact integer`);
+  }
 }
 
-/**
- * Rules a JSON Schema cannot say: unique job kinds; quantities and caps in range; patterns within the glob
- * matcher's bound. Every problem is listed, with its path.
- */
-function crossFieldProblems(policy: Policy): string[] {
-  const problems: string[] = [];
-  limitsProblems(policy.limits, "limits", problems);
-  policy.namespaces.forEach((n, i) => {
-    if (n.pattern.length > MAX_PATTERN_LENGTH) problems.push(`namespaces[${i}].pattern: longer than ${MAX_PATTERN_LENGTH} characters`);
+function patternProblem(pattern: unknown, at: string, problems: string[]): void {
+  if (typeof pattern === "string" && pattern.length > MAX_PATTERN_LENGTH) problems.push(`${at}: longer than ${MAX_PATTERN_LENGTH} characters`);
+}
+
+/** Quantities, caps and patterns in range, over the raw document: every problem with its path. */
+function rangeProblems(doc: unknown, schemaFailed: boolean): string[] {
+  const problems: Problems = Object.assign([], { schemaFailed });
+  if (!isObject(doc)) return problems;
+  limitsProblems(doc.limits, "limits", problems);
+  (Array.isArray(doc.namespaces) ? doc.namespaces : []).forEach((n: unknown, i: number) => {
+    if (!isObject(n)) return;
+    patternProblem(n.pattern, `namespaces[${i}].pattern`, problems);
     limitsProblems(n.limits, `namespaces[${i}].limits`, problems);
   });
-  policy.gpu.resources.forEach((g, i) => {
-    if (g.pattern.length > MAX_PATTERN_LENGTH) problems.push(`gpu.resources[${i}].pattern: longer than ${MAX_PATTERN_LENGTH} characters`);
-  });
-  for (const name of ["cpu", "memory"] as const) {
-    quantityProblem(policy.resources.defaultRequests[name], `resources.defaultRequests.${name}`, problems);
-  }
+  const gpu = isObject(doc.gpu) && Array.isArray(doc.gpu.resources) ? (doc.gpu.resources as unknown[]) : [];
+  gpu.forEach((g, i) => patternProblem(isObject(g) ? g.pattern : undefined, `gpu.resources[${i}].pattern`, problems));
+  const defaults = isObject(doc.resources) && isObject(doc.resources.defaultRequests) ? doc.resources.defaultRequests : {};
+  for (const name of ["cpu", "memory"]) quantityProblem(defaults[name], `resources.defaultRequests.${name}`, problems);
+  return problems;
+}
+
+/** Rules a JSON Schema cannot say, on a document the schema accepted: unique job kinds. */
+function crossFieldProblems(policy: Policy): string[] {
+  const problems: string[] = [];
   const seen = new Map<string, number>();
   policy.jobKinds.forEach((k, i) => {
     const id = `${k.group}/${k.kind}`;
