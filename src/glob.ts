@@ -81,6 +81,7 @@ function findAfter(seg: { text: string; fail: Int32Array }, name: string, from: 
   return -1;
 }
 
+/** True when `name` matches `pattern` (`*` any run of characters, anything else itself), in linear time. */
 export function matchesGlob(pattern: string, name: string, counter?: GlobSteps): boolean {
   const c = compile(pattern);
   if (c.exact) return name === pattern;

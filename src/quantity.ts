@@ -50,6 +50,7 @@ const GRAMMAR = /^([+-]?)(?:(\d+)(?:\.(\d*))?|\.(\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei)|[eE
 /** Why a value is not a usable quantity. */
 export type QuantityProblem = "not a quantity" | "too long" | "out of range" | "not a finite number";
 
+/** A parsed quantity, or why the value is refused (`message` is ready for a violation or a policy error). */
 export type QuantityResult = { ok: true; quantity: Quantity } | { ok: false; problem: QuantityProblem; message: string };
 
 // The same few quantities ("1", "8", "500m", "1Gi") recur in every pod: parse each text once. Bounded by the
@@ -174,10 +175,12 @@ export function compareQuantities(a: Quantity, b: Quantity): -1 | 0 | 1 {
   return a.nano < b.nano ? -1 : a.nano > b.nano ? 1 : 0;
 }
 
+/** True for any spelling of zero (`0`, `0m`, `-0.0Gi`). */
 export function isZero(q: Quantity): boolean {
   return q.nano === 0n;
 }
 
+/** True below zero: never a valid request, limit or cap (Kubernetes' `ValidateNonnegativeQuantity`). */
 export function isNegative(q: Quantity): boolean {
   return q.nano < 0n;
 }
