@@ -36,7 +36,7 @@ const INT32_MAX = 2 ** 31 - 1;
  * A string (`replicas: "3"`), a fraction, NaN or Infinity is not: the caps compare numbers, and a value they
  * cannot compare must not pass them.
  */
-function countProblem(v: unknown, max = INT32_MAX): string | undefined {
+export function countProblem(v: unknown, max = INT32_MAX): string | undefined {
   if (typeof v !== "number") return `${JSON.stringify(v)?.slice(0, 64) ?? String(v)} must be an integer, not ${v === null ? "null" : typeof v}`;
   if (!Number.isInteger(v) || v < 0 || v > max) return `${String(v)} must be a whole number from 0 to ${max}`;
   return undefined;
