@@ -10,7 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
-import { defaultPolicy } from "./load.js";
+import { REMOVED_FIELDS, defaultPolicy } from "./load.js";
 import { POLICY_SCHEMA } from "./schema.js";
 
 type Schema = {
@@ -223,6 +223,8 @@ export function renderPolicyDocs(schema?: Schema): string {
     "Paths: `a.b` is field `b` of object `a`; `a[].b` is field `b` of each item of list `a`. Default \"unset\"",
     "means the field is optional and the behaviour it controls is off (a limit not enforced, a requirement not",
     "added).",
+    "",
+    `Removed fields are refused with what to use instead (see "Upgrading" in \`docs/operations.md\`): ${REMOVED_FIELDS.map((f) => code(`${f.section}.${f.field}`)).join(", ")}.`,
     "",
   ];
   for (const section of sections) {
