@@ -3,6 +3,11 @@
  *
  *   npm run bench:admission [-- --duration 2 --rounds 9 --connections 16 --policy F --path /mutate/pods]
  *
+ * The job paths (`--path /mutate/jobs`, `/validate/jobs`) get a PyTorchJob CREATE review instead (its
+ * replica templates are that pod). `--path /mutate/jobs` also loads `/validate/jobs` of the same server in
+ * every round, right after it, and prints their ratio (target: within 10 %); without `--policy` it runs with
+ * every job default configured, so each request is patched.
+ *
  * Both servers run from the built package (`dist/`) in their own process; autocannon drives each in
  * turn over keep-alive TLS connections with a ~8 KB training-pod review. Prints requests/s, p50 and
  * p99 for each, their ratio, the time from process start to the first 200 on /readyz, and peak RSS.
@@ -23,6 +28,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { generateCertificates } from "../src/certs/generate.js";
 import { startJobApi } from "./lib/job-api.js";
+import { jobReview } from "./lib/job-review.js";
 import { podReview } from "./lib/pod-review.js";
 
 const ROOT = resolve(import.meta.dirname, "..");
@@ -54,7 +60,14 @@ const certFile = join(tlsDir, "tls.crt");
 const keyFile = join(tlsDir, "tls.key");
 writeFileSync(certFile, certs.certPem);
 writeFileSync(keyFile, certs.keyPem);
-const body = JSON.stringify(podReview());
+const jobPath = /^\/(mutate|validate)\/jobs$/.test(values.path);
+const body = JSON.stringify(jobPath ? jobReview() : podReview());
+/** `/mutate/jobs` is measured against `/validate/jobs` of the same process, too. */
+const comparePath = values.path === "/mutate/jobs" ? "/validate/jobs" : undefined;
+if (comparePath && !values.policy) {
+  values.policy = join(dir, "job-defaults-policy.yaml");
+  writeFileSync(values.policy, "jobDefaults: {ttlSecondsAfterFinished: 86400, cleanPodPolicy: Running, activeDeadlineSeconds: 604800, backoffLimit: 3}\n");
+}
 
 // The stand-in apiserver serving the pods' PyTorchJob (real, cached job lookups), counting reads.
 const jobApi = await startJobApi(join(dir, "kubeconfig"));
@@ -125,9 +138,9 @@ function peakRssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-async function load(port: number, seconds: number): Promise<autocannon.Result> {
+async function load(port: number, seconds: number, path = values.path): Promise<autocannon.Result> {
   return autocannon({
-    url: `https://127.0.0.1:${port}${values.path}`,
+    url: `https://127.0.0.1:${port}${path}`,
     method: "POST",
     headers: { "content-type": "application/json" },
     body,
@@ -151,9 +164,9 @@ interface Row {
 }
 
 /** Requests/s, latency and the server's CPU time per request of one measured load. */
-async function measureOnce(name: string, server: Started): Promise<Row> {
+async function measureOnce(name: string, server: Started, path?: string): Promise<Row> {
   const cpu0 = cpuSeconds(server.child.pid!);
-  const r = await load(server.port, duration);
+  const r = await load(server.port, duration, path);
   const cpu = cpuSeconds(server.child.pid!) - cpu0;
   return {
     name,
@@ -200,20 +213,22 @@ const uid = (JSON.parse(body) as { request: { uid: string } }).request.uid;
 writeFileSync(join(dir, "answer.json"), answer.split(uid).join("__UID__"));
 const sameSize = await start("floor-same-answer", floorArgs(join(dir, "answer.json")), "/");
 // Measured in this order each round: Quartermaster right after the floor it is compared with.
-const servers: Array<[string, Started]> = [
+// The comparison path, when there is one, right after Quartermaster's own load (and so last).
+const servers: Array<[string, Started, string?]> = [
   ["floor (bare node:https)", floor],
   [`quartermaster ${values.path}`, qm],
   [`floor, same ${(answer.length / 1024).toFixed(1)} KB answer`, sameSize],
+  ...(comparePath ? [[`quartermaster ${comparePath}`, qm, comparePath] as [string, Started, string]] : []),
 ];
-for (const [, server] of servers) await load(server.port, Math.min(3, duration)); // warm-up: JIT, TLS sessions, connections
+for (const [, server, path] of servers) await load(server.port, Math.min(3, duration), path); // warm-up: JIT, TLS sessions, connections
 // Rounds interleave the servers, so a slower stretch of a shared machine hits every one of them alike;
 // each round's ratio compares loads run seconds apart, and the median round is reported.
 const rows: Row[][] = servers.map(() => []);
 for (let round = 0; round < rounds; round++) {
-  for (const [i, [name, server]] of servers.entries()) rows[i]!.push(await measureOnce(name, server));
+  for (const [i, [name, server, path]] of servers.entries()) rows[i]!.push(await measureOnce(name, server, path));
 }
-for (const [, server] of servers) await stop(server);
-const [floorRows, qmRows, sameRows] = rows as [Row[], Row[], Row[]];
+for (const server of new Set(servers.map(([, s]) => s))) await stop(server);
+const [floorRows, qmRows, sameRows, compareRows] = rows as [Row[], Row[], Row[], Row[] | undefined];
 const ratios = qmRows.map((q, i) => q.rps / floorRows[i]!.rps);
 const ratio = median(ratios);
 const sorted = [...ratios].sort((a, b) => a - b);
@@ -221,15 +236,25 @@ const quartile = (q: number): number => sorted[Math.round(q * (sorted.length - 1
 const target = values.path.startsWith("/mutate/") ? 0.5 : 0.6;
 
 const fmt = (n: number, d = 0): string => n.toFixed(d).padStart(9);
-console.log(`\nbench/admission: ${(body.length / 1024).toFixed(1)} KB pod review, ${connections} connections, ${rounds} rounds of ${duration} s per server, node ${process.version}`);
+console.log(`\nbench/admission: ${(body.length / 1024).toFixed(1)} KB ${jobPath ? "PyTorchJob" : "pod"} review, ${connections} connections, ${rounds} rounds of ${duration} s per server, node ${process.version}`);
 console.log(`${"server (median round)".padEnd(34)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}${"non-2xx".padStart(9)}${"ready ms".padStart(9)}${"RSS MiB".padStart(9)}${"CPU µs/req".padStart(11)}`);
-for (const r of [medianRow(floorRows), medianRow(sameRows), medianRow(qmRows)]) {
+for (const r of [medianRow(floorRows), medianRow(sameRows), medianRow(qmRows), ...(compareRows ? [medianRow(compareRows)] : [])]) {
   console.log(`${r.name.padEnd(34)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${fmt(r.readyMs, 1)}${fmt(r.rssMiB, 1)}${fmt(r.cpuUsPerRequest, 1).padStart(11)}`);
 }
 console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (median of ${rounds} rounds, quartiles ${quartile(0.25).toFixed(3)}–${quartile(0.75).toFixed(3)}, range ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}; target >= ${target})`);
 console.log(`rounds: ${ratios.map((x) => x.toFixed(3)).join(", ")}; quartermaster ready in ${qm.readyMs.toFixed(0)} ms (target < 300)`);
 const sameRatio = median(qmRows.map((q, i) => q.rps / sameRows[i]!.rps));
 console.log(`ratio quartermaster/floor with the same answer: ${sameRatio.toFixed(3)}; that floor/plain floor: ${median(sameRows.map((s2, i) => s2.rps / floorRows[i]!.rps)).toFixed(3)} (the answer's size alone)`);
+let compareRatio: number | undefined;
+if (compareRows) {
+  const byRound = qmRows.map((q, i) => q.rps / compareRows[i]!.rps);
+  compareRatio = median(byRound);
+  const s = [...byRound].sort((a, b) => a - b);
+  console.log(`ratio ${values.path}/${comparePath} requests/s: ${compareRatio.toFixed(3)} (median of ${rounds} rounds, range ${s[0]!.toFixed(3)}–${s.at(-1)!.toFixed(3)}; target >= 0.9); rounds: ${byRound.map((x) => x.toFixed(3)).join(", ")}`);
+  // CPU time per request moves less than requests/s when other processes share the machine.
+  const cpu = median(qmRows.map((q, i) => q.cpuUsPerRequest / compareRows[i]!.cpuUsPerRequest));
+  console.log(`ratio ${values.path}/${comparePath} server CPU µs per request: ${cpu.toFixed(3)} (median of ${rounds} rounds; lower is cheaper)`);
+}
 console.log(`job reads by the webhook during the run: ${jobApi.reads} (cached; one per TTL)`);
-console.log(JSON.stringify({ bench: "admission", rounds, floor: floorRows, floorSameAnswer: sameRows, quartermaster: qmRows, ratios, ratio, jobReads: jobApi.reads }));
+console.log(JSON.stringify({ bench: "admission", path: values.path, rounds, floor: floorRows, floorSameAnswer: sameRows, quartermaster: qmRows, ...(compareRows ? { compare: { path: comparePath, rows: compareRows, ratio: compareRatio } } : {}), ratios, ratio, jobReads: jobApi.reads }));
 jobApi.close();

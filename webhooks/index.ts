@@ -5,6 +5,7 @@
  */
 import type { Webhook } from "../src/admission/handler.js";
 import type { WebhookDeps } from "./deps.js";
+import { mutateJobs } from "./mutate-jobs.js";
 import { mutatePods } from "./mutate-pods.js";
 import { validateJobs } from "./validate-jobs.js";
 import { validatePods } from "./validate-pods.js";
@@ -14,6 +15,7 @@ export type { WebhookDeps } from "./deps.js";
 export function createWebhooks(deps: WebhookDeps): Record<string, Webhook> {
   return {
     "/mutate/pods": mutatePods(deps),
+    "/mutate/jobs": mutateJobs(deps),
     "/validate/pods": validatePods(deps),
     "/validate/jobs": validateJobs(deps),
   };

@@ -146,7 +146,8 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
       return result(request, withWarnings(response, out.warnings), { outcome: ops > 0 ? "patched" : "allowed", patchOps: ops });
     },
     failed(request, error) {
-      const response = withWarnings(allowed(request.uid), [`quartermaster: pod admitted unchanged, mutation failed: ${errorMessage(error)}`]);
+      const what = request.kind.kind === "Pod" ? "pod" : request.kind.kind;
+      const response = withWarnings(allowed(request.uid), [`quartermaster: ${what} admitted unchanged, mutation failed: ${errorMessage(error)}`]);
       return result(request, response, { outcome: "error", error });
     },
   });

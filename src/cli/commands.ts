@@ -303,19 +303,20 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
       ? (await import("../kube/capacity.js")).ledgerCapacity({ kubeconfig: flags.kubeconfig, namespace: await ownNamespace(flags.namespace), intervalMs: flags.ledgerRefreshSeconds * 1000, log })
       : undefined;
   const metrics = createAdmissionMetrics({ timeoutSeconds: policy.webhook.timeoutSeconds, processMetrics: true });
+  const webhooks = createWebhooks({ policy, log, jobs, capacity, now: () => new Date() });
   const server = await startServer({
     host: flags.host,
     port: flags.port,
     certFile: resolve(io.cwd, flags.certFile),
     keyFile: resolve(io.cwd, flags.keyFile),
     plainHttp: flags.plainHttp,
-    webhooks: createWebhooks({ policy, log, jobs, capacity, now: () => new Date() }),
+    webhooks,
     metrics,
     log,
     drainTimeoutMs: flags.drainTimeoutMs,
     shutdownDelayMs: flags.shutdownDelayMs,
   });
-  io.stdout(`quartermaster: serving ${server.url} (mutate/pods, validate/pods, validate/jobs)`);
+  io.stdout(`quartermaster: serving ${server.url} (${Object.keys(webhooks).map((p) => p.slice(1)).join(", ")})`);
   // Load the Kubernetes client now, off the start-up path, so the first job lookup does not pay for it.
   void jobs.warm().then(() => log.debug("kubernetes client loaded"));
   void capacity?.refresh();

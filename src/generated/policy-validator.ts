@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/mig.config"},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern","limits"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultTtlSecondsAfterFinished":{"type":"integer","minimum":0,"default":86400},"defaultCleanPodPolicy":{"enum":["All","Running","None"],"default":"Running"},"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/mig.config"},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
@@ -38,6 +38,9 @@ data.resources = {};
 }
 if(data.limits === undefined){
 data.limits = {};
+}
+if(data.jobDefaults === undefined){
+data.jobDefaults = {};
 }
 if(data.namespaces === undefined){
 data.namespaces = [];
@@ -1872,14 +1875,11 @@ vErrors.push(err141);
 }
 errors++;
 }
-let data83 = data.namespaces;
-if(Array.isArray(data83)){
-const len12 = data83.length;
-for(let i12=0; i12<len12; i12++){
-let data84 = data83[i12];
-if(data84 && typeof data84 == "object" && !Array.isArray(data84)){
-if(data84.pattern === undefined){
-const err142 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+let data83 = data.jobDefaults;
+if(data83 && typeof data83 == "object" && !Array.isArray(data83)){
+for(const key21 in data83){
+if(!((((key21 === "ttlSecondsAfterFinished") || (key21 === "cleanPodPolicy")) || (key21 === "activeDeadlineSeconds")) || (key21 === "backoffLimit"))){
+const err142 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1888,8 +1888,11 @@ vErrors.push(err142);
 }
 errors++;
 }
-if(data84.limits === undefined){
-const err143 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "limits"},message:"must have required property '"+"limits"+"'"};
+}
+if(data83.ttlSecondsAfterFinished !== undefined){
+let data84 = data83.ttlSecondsAfterFinished;
+if(!(((typeof data84 == "number") && (!(data84 % 1) && !isNaN(data84))) && (isFinite(data84)))){
+const err143 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1898,9 +1901,9 @@ vErrors.push(err143);
 }
 errors++;
 }
-for(const key21 in data84){
-if(!((key21 === "pattern") || (key21 === "limits"))){
-const err144 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
+if((typeof data84 == "number") && (isFinite(data84))){
+if(data84 < 0 || isNaN(data84)){
+const err144 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1910,11 +1913,11 @@ vErrors.push(err144);
 errors++;
 }
 }
-if(data84.pattern !== undefined){
-let data85 = data84.pattern;
-if(typeof data85 === "string"){
-if(func3(data85) < 1){
-const err145 = {instancePath:instancePath+"/namespaces/" + i12+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data83.cleanPodPolicy !== undefined){
+let data85 = data83.cleanPodPolicy;
+if(!(((data85 === "All") || (data85 === "Running")) || (data85 === "None"))){
+const err145 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1924,8 +1927,10 @@ vErrors.push(err145);
 errors++;
 }
 }
-else {
-const err146 = {instancePath:instancePath+"/namespaces/" + i12+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data83.activeDeadlineSeconds !== undefined){
+let data86 = data83.activeDeadlineSeconds;
+if(!(((typeof data86 == "number") && (!(data86 % 1) && !isNaN(data86))) && (isFinite(data86)))){
+const err146 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1934,13 +1939,9 @@ vErrors.push(err146);
 }
 errors++;
 }
-}
-if(data84.limits !== undefined){
-let data86 = data84.limits;
-if(data86 && typeof data86 == "object" && !Array.isArray(data86)){
-for(const key22 in data86){
-if(!((((((key22 === "container") || (key22 === "pod")) || (key22 === "job")) || (key22 === "runPolicy")) || (key22 === "allowedAccelerators")) || (key22 === "allowedPartitions"))){
-const err147 = {instancePath:instancePath+"/namespaces/" + i12+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
+if((typeof data86 == "number") && (isFinite(data86))){
+if(data86 < 1 || isNaN(data86)){
+const err147 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1950,12 +1951,11 @@ vErrors.push(err147);
 errors++;
 }
 }
-if(data86.container !== undefined){
-let data87 = data86.container;
-if(data87 && typeof data87 == "object" && !Array.isArray(data87)){
-for(const key23 in data87){
-if(!(((key23 === "cpu") || (key23 === "memory")) || (key23 === "gpus"))){
-const err148 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
+}
+if(data83.backoffLimit !== undefined){
+let data87 = data83.backoffLimit;
+if(!(((typeof data87 == "number") && (!(data87 % 1) && !isNaN(data87))) && (isFinite(data87)))){
+const err148 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1964,12 +1964,9 @@ vErrors.push(err148);
 }
 errors++;
 }
-}
-if(data87.cpu !== undefined){
-let data88 = data87.cpu;
-if(typeof data88 === "string"){
-if(!pattern4.test(data88)){
-const err149 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if((typeof data87 == "number") && (isFinite(data87))){
+if(data87 < 0 || isNaN(data87)){
+const err149 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1979,8 +1976,10 @@ vErrors.push(err149);
 errors++;
 }
 }
+}
+}
 else {
-const err150 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err150 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1989,12 +1988,17 @@ vErrors.push(err150);
 }
 errors++;
 }
+let data88 = data.namespaces;
+if(Array.isArray(data88)){
+const len12 = data88.length;
+for(let i12=0; i12<len12; i12++){
+let data89 = data88[i12];
+if(data89 && typeof data89 == "object" && !Array.isArray(data89)){
+if(data89.limits === undefined){
+data89.limits = {};
 }
-if(data87.memory !== undefined){
-let data89 = data87.memory;
-if(typeof data89 === "string"){
-if(!pattern4.test(data89)){
-const err151 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if(data89.pattern === undefined){
+const err151 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -2003,9 +2007,9 @@ vErrors.push(err151);
 }
 errors++;
 }
-}
-else {
-const err152 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key22 in data89){
+if(!(((key22 === "pattern") || (key22 === "limits")) || (key22 === "jobDefaults"))){
+const err152 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -2015,13 +2019,11 @@ vErrors.push(err152);
 errors++;
 }
 }
-if(data87.gpus !== undefined){
-let data90 = data87.gpus;
-if(data90 && typeof data90 == "object" && !Array.isArray(data90)){
-for(const key24 in data90){
-let data91 = data90[key24];
-if(!(((typeof data91 == "number") && (!(data91 % 1) && !isNaN(data91))) && (isFinite(data91)))){
-const err153 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus/" + key24.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data89.pattern !== undefined){
+let data90 = data89.pattern;
+if(typeof data90 === "string"){
+if(func3(data90) < 1){
+const err153 = {instancePath:instancePath+"/namespaces/" + i12+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -2030,9 +2032,9 @@ vErrors.push(err153);
 }
 errors++;
 }
-if((typeof data91 == "number") && (isFinite(data91))){
-if(data91 < 0 || isNaN(data91)){
-const err154 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus/" + key24.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+else {
+const err154 = {instancePath:instancePath+"/namespaces/" + i12+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -2042,10 +2044,11 @@ vErrors.push(err154);
 errors++;
 }
 }
-}
-}
-else {
-const err155 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data91 = data89.limits;
+if(data91 && typeof data91 == "object" && !Array.isArray(data91)){
+for(const key23 in data91){
+if(!((((((key23 === "container") || (key23 === "pod")) || (key23 === "job")) || (key23 === "runPolicy")) || (key23 === "allowedAccelerators")) || (key23 === "allowedPartitions"))){
+const err155 = {instancePath:instancePath+"/namespaces/" + i12+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -2055,9 +2058,12 @@ vErrors.push(err155);
 errors++;
 }
 }
-}
-else {
-const err156 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data91.container !== undefined){
+let data92 = data91.container;
+if(data92 && typeof data92 == "object" && !Array.isArray(data92)){
+for(const key24 in data92){
+if(!(((key24 === "cpu") || (key24 === "memory")) || (key24 === "gpus"))){
+const err156 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -2067,12 +2073,11 @@ vErrors.push(err156);
 errors++;
 }
 }
-if(data86.pod !== undefined){
-let data92 = data86.pod;
-if(data92 && typeof data92 == "object" && !Array.isArray(data92)){
-for(const key25 in data92){
-if(!(key25 === "gpus")){
-const err157 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key25},message:"must NOT have additional properties"};
+if(data92.cpu !== undefined){
+let data93 = data92.cpu;
+if(typeof data93 === "string"){
+if(!pattern4.test(data93)){
+const err157 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -2082,10 +2087,8 @@ vErrors.push(err157);
 errors++;
 }
 }
-if(data92.gpus !== undefined){
-let data93 = data92.gpus;
-if(!(((typeof data93 == "number") && (!(data93 % 1) && !isNaN(data93))) && (isFinite(data93)))){
-const err158 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err158 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -2094,9 +2097,12 @@ vErrors.push(err158);
 }
 errors++;
 }
-if((typeof data93 == "number") && (isFinite(data93))){
-if(data93 < 0 || isNaN(data93)){
-const err159 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data92.memory !== undefined){
+let data94 = data92.memory;
+if(typeof data94 === "string"){
+if(!pattern4.test(data94)){
+const err159 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -2106,10 +2112,8 @@ vErrors.push(err159);
 errors++;
 }
 }
-}
-}
 else {
-const err160 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err160 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -2119,12 +2123,13 @@ vErrors.push(err160);
 errors++;
 }
 }
-if(data86.job !== undefined){
-let data94 = data86.job;
-if(data94 && typeof data94 == "object" && !Array.isArray(data94)){
-for(const key26 in data94){
-if(!((key26 === "gpus") || (key26 === "replicas"))){
-const err161 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
+if(data92.gpus !== undefined){
+let data95 = data92.gpus;
+if(data95 && typeof data95 == "object" && !Array.isArray(data95)){
+for(const key25 in data95){
+let data96 = data95[key25];
+if(!(((typeof data96 == "number") && (!(data96 % 1) && !isNaN(data96))) && (isFinite(data96)))){
+const err161 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -2133,11 +2138,9 @@ vErrors.push(err161);
 }
 errors++;
 }
-}
-if(data94.gpus !== undefined){
-let data95 = data94.gpus;
-if(!(((typeof data95 == "number") && (!(data95 % 1) && !isNaN(data95))) && (isFinite(data95)))){
-const err162 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data96 == "number") && (isFinite(data96))){
+if(data96 < 0 || isNaN(data96)){
+const err162 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -2146,9 +2149,11 @@ vErrors.push(err162);
 }
 errors++;
 }
-if((typeof data95 == "number") && (isFinite(data95))){
-if(data95 < 0 || isNaN(data95)){
-const err163 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err163 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -2159,13 +2164,8 @@ errors++;
 }
 }
 }
-if(data94.replicas !== undefined){
-let data96 = data94.replicas;
-if(data96 && typeof data96 == "object" && !Array.isArray(data96)){
-for(const key27 in data96){
-let data97 = data96[key27];
-if(!(((typeof data97 == "number") && (!(data97 % 1) && !isNaN(data97))) && (isFinite(data97)))){
-const err164 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas/" + key27.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err164 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -2174,9 +2174,13 @@ vErrors.push(err164);
 }
 errors++;
 }
-if((typeof data97 == "number") && (isFinite(data97))){
-if(data97 < 0 || isNaN(data97)){
-const err165 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas/" + key27.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data91.pod !== undefined){
+let data97 = data91.pod;
+if(data97 && typeof data97 == "object" && !Array.isArray(data97)){
+for(const key26 in data97){
+if(!(key26 === "gpus")){
+const err165 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2186,10 +2190,10 @@ vErrors.push(err165);
 errors++;
 }
 }
-}
-}
-else {
-const err166 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data97.gpus !== undefined){
+let data98 = data97.gpus;
+if(!(((typeof data98 == "number") && (!(data98 % 1) && !isNaN(data98))) && (isFinite(data98)))){
+const err166 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2198,10 +2202,9 @@ vErrors.push(err166);
 }
 errors++;
 }
-}
-}
-else {
-const err167 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data98 == "number") && (isFinite(data98))){
+if(data98 < 0 || isNaN(data98)){
+const err167 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2211,12 +2214,10 @@ vErrors.push(err167);
 errors++;
 }
 }
-if(data86.runPolicy !== undefined){
-let data98 = data86.runPolicy;
-if(data98 && typeof data98 == "object" && !Array.isArray(data98)){
-for(const key28 in data98){
-if(!((((((key28 === "requireTtlSecondsAfterFinished") || (key28 === "maxTtlSecondsAfterFinished")) || (key28 === "maxActiveDeadlineSeconds")) || (key28 === "maxBackoffLimit")) || (key28 === "allowedCleanPodPolicies")) || (key28 === "allowedRestartPolicies"))){
-const err168 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key28},message:"must NOT have additional properties"};
+}
+}
+else {
+const err168 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2226,9 +2227,12 @@ vErrors.push(err168);
 errors++;
 }
 }
-if(data98.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data98.requireTtlSecondsAfterFinished !== "boolean"){
-const err169 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data91.job !== undefined){
+let data99 = data91.job;
+if(data99 && typeof data99 == "object" && !Array.isArray(data99)){
+for(const key27 in data99){
+if(!((key27 === "gpus") || (key27 === "replicas"))){
+const err169 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2238,10 +2242,10 @@ vErrors.push(err169);
 errors++;
 }
 }
-if(data98.maxTtlSecondsAfterFinished !== undefined){
-let data100 = data98.maxTtlSecondsAfterFinished;
+if(data99.gpus !== undefined){
+let data100 = data99.gpus;
 if(!(((typeof data100 == "number") && (!(data100 % 1) && !isNaN(data100))) && (isFinite(data100)))){
-const err170 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err170 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2252,7 +2256,7 @@ errors++;
 }
 if((typeof data100 == "number") && (isFinite(data100))){
 if(data100 < 0 || isNaN(data100)){
-const err171 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err171 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2263,10 +2267,13 @@ errors++;
 }
 }
 }
-if(data98.maxActiveDeadlineSeconds !== undefined){
-let data101 = data98.maxActiveDeadlineSeconds;
-if(!(((typeof data101 == "number") && (!(data101 % 1) && !isNaN(data101))) && (isFinite(data101)))){
-const err172 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data99.replicas !== undefined){
+let data101 = data99.replicas;
+if(data101 && typeof data101 == "object" && !Array.isArray(data101)){
+for(const key28 in data101){
+let data102 = data101[key28];
+if(!(((typeof data102 == "number") && (!(data102 % 1) && !isNaN(data102))) && (isFinite(data102)))){
+const err172 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2275,9 +2282,9 @@ vErrors.push(err172);
 }
 errors++;
 }
-if((typeof data101 == "number") && (isFinite(data101))){
-if(data101 < 0 || isNaN(data101)){
-const err173 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data102 == "number") && (isFinite(data102))){
+if(data102 < 0 || isNaN(data102)){
+const err173 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2288,10 +2295,9 @@ errors++;
 }
 }
 }
-if(data98.maxBackoffLimit !== undefined){
-let data102 = data98.maxBackoffLimit;
-if(!(((typeof data102 == "number") && (!(data102 % 1) && !isNaN(data102))) && (isFinite(data102)))){
-const err174 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err174 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2300,9 +2306,10 @@ vErrors.push(err174);
 }
 errors++;
 }
-if((typeof data102 == "number") && (isFinite(data102))){
-if(data102 < 0 || isNaN(data102)){
-const err175 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err175 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2312,15 +2319,12 @@ vErrors.push(err175);
 errors++;
 }
 }
-}
-if(data98.allowedCleanPodPolicies !== undefined){
-let data103 = data98.allowedCleanPodPolicies;
-if(Array.isArray(data103)){
-const len13 = data103.length;
-for(let i13=0; i13<len13; i13++){
-let data104 = data103[i13];
-if(!(((data104 === "All") || (data104 === "Running")) || (data104 === "None"))){
-const err176 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedCleanPodPolicies/" + i13,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if(data91.runPolicy !== undefined){
+let data103 = data91.runPolicy;
+if(data103 && typeof data103 == "object" && !Array.isArray(data103)){
+for(const key29 in data103){
+if(!((((((key29 === "requireTtlSecondsAfterFinished") || (key29 === "maxTtlSecondsAfterFinished")) || (key29 === "maxActiveDeadlineSeconds")) || (key29 === "maxBackoffLimit")) || (key29 === "allowedCleanPodPolicies")) || (key29 === "allowedRestartPolicies"))){
+const err176 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2330,9 +2334,9 @@ vErrors.push(err176);
 errors++;
 }
 }
-}
-else {
-const err177 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data103.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data103.requireTtlSecondsAfterFinished !== "boolean"){
+const err177 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2342,14 +2346,10 @@ vErrors.push(err177);
 errors++;
 }
 }
-if(data98.allowedRestartPolicies !== undefined){
-let data105 = data98.allowedRestartPolicies;
-if(Array.isArray(data105)){
-const len14 = data105.length;
-for(let i14=0; i14<len14; i14++){
-let data106 = data105[i14];
-if(!((((data106 === "Always") || (data106 === "OnFailure")) || (data106 === "Never")) || (data106 === "ExitCode"))){
-const err178 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedRestartPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if(data103.maxTtlSecondsAfterFinished !== undefined){
+let data105 = data103.maxTtlSecondsAfterFinished;
+if(!(((typeof data105 == "number") && (!(data105 % 1) && !isNaN(data105))) && (isFinite(data105)))){
+const err178 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2358,10 +2358,9 @@ vErrors.push(err178);
 }
 errors++;
 }
-}
-}
-else {
-const err179 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if((typeof data105 == "number") && (isFinite(data105))){
+if(data105 < 0 || isNaN(data105)){
+const err179 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2372,8 +2371,10 @@ errors++;
 }
 }
 }
-else {
-const err180 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data103.maxActiveDeadlineSeconds !== undefined){
+let data106 = data103.maxActiveDeadlineSeconds;
+if(!(((typeof data106 == "number") && (!(data106 % 1) && !isNaN(data106))) && (isFinite(data106)))){
+const err180 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2382,14 +2383,9 @@ vErrors.push(err180);
 }
 errors++;
 }
-}
-if(data86.allowedAccelerators !== undefined){
-let data107 = data86.allowedAccelerators;
-if(Array.isArray(data107)){
-const len15 = data107.length;
-for(let i15=0; i15<len15; i15++){
-if(typeof data107[i15] !== "string"){
-const err181 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedAccelerators/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data106 == "number") && (isFinite(data106))){
+if(data106 < 0 || isNaN(data106)){
+const err181 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2400,8 +2396,10 @@ errors++;
 }
 }
 }
-else {
-const err182 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data103.maxBackoffLimit !== undefined){
+let data107 = data103.maxBackoffLimit;
+if(!(((typeof data107 == "number") && (!(data107 % 1) && !isNaN(data107))) && (isFinite(data107)))){
+const err182 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2410,14 +2408,9 @@ vErrors.push(err182);
 }
 errors++;
 }
-}
-if(data86.allowedPartitions !== undefined){
-let data109 = data86.allowedPartitions;
-if(Array.isArray(data109)){
-const len16 = data109.length;
-for(let i16=0; i16<len16; i16++){
-if(typeof data109[i16] !== "string"){
-const err183 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedPartitions/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data107 == "number") && (isFinite(data107))){
+if(data107 < 0 || isNaN(data107)){
+const err183 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2428,8 +2421,14 @@ errors++;
 }
 }
 }
-else {
-const err184 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data103.allowedCleanPodPolicies !== undefined){
+let data108 = data103.allowedCleanPodPolicies;
+if(Array.isArray(data108)){
+const len13 = data108.length;
+for(let i13=0; i13<len13; i13++){
+let data109 = data108[i13];
+if(!(((data109 === "All") || (data109 === "Running")) || (data109 === "None"))){
+const err184 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedCleanPodPolicies/" + i13,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2441,7 +2440,7 @@ errors++;
 }
 }
 else {
-const err185 = {instancePath:instancePath+"/namespaces/" + i12+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err185 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2451,9 +2450,14 @@ vErrors.push(err185);
 errors++;
 }
 }
-}
-else {
-const err186 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data103.allowedRestartPolicies !== undefined){
+let data110 = data103.allowedRestartPolicies;
+if(Array.isArray(data110)){
+const len14 = data110.length;
+for(let i14=0; i14<len14; i14++){
+let data111 = data110[i14];
+if(!((((data111 === "Always") || (data111 === "OnFailure")) || (data111 === "Never")) || (data111 === "ExitCode"))){
+const err186 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedRestartPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2465,7 +2469,7 @@ errors++;
 }
 }
 else {
-const err187 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err187 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2474,41 +2478,10 @@ vErrors.push(err187);
 }
 errors++;
 }
-let data111 = data.reconciler;
-if(data111 && typeof data111 == "object" && !Array.isArray(data111)){
-if(data111.defaultTtlSecondsAfterFinished === undefined){
-data111.defaultTtlSecondsAfterFinished = 86400;
 }
-if(data111.defaultCleanPodPolicy === undefined){
-data111.defaultCleanPodPolicy = "Running";
 }
-if(data111.maxDeletionsPerPass === undefined){
-data111.maxDeletionsPerPass = 100;
-}
-if(data111.leaseGracePeriodSeconds === undefined){
-data111.leaseGracePeriodSeconds = 40;
-}
-if(data111.passLeaseSeconds === undefined){
-data111.passLeaseSeconds = 600;
-}
-if(data111.perReplicaServices === undefined){
-data111.perReplicaServices = true;
-}
-if(data111.events === undefined){
-data111.events = true;
-}
-if(data111.pendingGpuPodSeconds === undefined){
-data111.pendingGpuPodSeconds = 300;
-}
-if(data111.ledgerShardBytes === undefined){
-data111.ledgerShardBytes = 524288;
-}
-if(data111.concurrency === undefined){
-data111.concurrency = 8;
-}
-for(const key29 in data111){
-if(!(func2.call(schema11.properties.reconciler.properties, key29))){
-const err188 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
+else {
+const err188 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2518,9 +2491,13 @@ vErrors.push(err188);
 errors++;
 }
 }
-let data112 = data111.defaultTtlSecondsAfterFinished;
-if(!(((typeof data112 == "number") && (!(data112 % 1) && !isNaN(data112))) && (isFinite(data112)))){
-const err189 = {instancePath:instancePath+"/reconciler/defaultTtlSecondsAfterFinished",schemaPath:"#/properties/reconciler/properties/defaultTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data91.allowedAccelerators !== undefined){
+let data112 = data91.allowedAccelerators;
+if(Array.isArray(data112)){
+const len15 = data112.length;
+for(let i15=0; i15<len15; i15++){
+if(typeof data112[i15] !== "string"){
+const err189 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedAccelerators/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2529,9 +2506,10 @@ vErrors.push(err189);
 }
 errors++;
 }
-if((typeof data112 == "number") && (isFinite(data112))){
-if(data112 < 0 || isNaN(data112)){
-const err190 = {instancePath:instancePath+"/reconciler/defaultTtlSecondsAfterFinished",schemaPath:"#/properties/reconciler/properties/defaultTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err190 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2541,9 +2519,13 @@ vErrors.push(err190);
 errors++;
 }
 }
-let data113 = data111.defaultCleanPodPolicy;
-if(!(((data113 === "All") || (data113 === "Running")) || (data113 === "None"))){
-const err191 = {instancePath:instancePath+"/reconciler/defaultCleanPodPolicy",schemaPath:"#/properties/reconciler/properties/defaultCleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.reconciler.properties.defaultCleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+if(data91.allowedPartitions !== undefined){
+let data114 = data91.allowedPartitions;
+if(Array.isArray(data114)){
+const len16 = data114.length;
+for(let i16=0; i16<len16; i16++){
+if(typeof data114[i16] !== "string"){
+const err191 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedPartitions/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2552,9 +2534,10 @@ vErrors.push(err191);
 }
 errors++;
 }
-let data114 = data111.maxDeletionsPerPass;
-if(!(((typeof data114 == "number") && (!(data114 % 1) && !isNaN(data114))) && (isFinite(data114)))){
-const err192 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err192 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2563,9 +2546,10 @@ vErrors.push(err192);
 }
 errors++;
 }
-if((typeof data114 == "number") && (isFinite(data114))){
-if(data114 < 1 || isNaN(data114)){
-const err193 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+else {
+const err193 = {instancePath:instancePath+"/namespaces/" + i12+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2574,10 +2558,12 @@ vErrors.push(err193);
 }
 errors++;
 }
-}
-let data115 = data111.leaseGracePeriodSeconds;
-if(!(((typeof data115 == "number") && (!(data115 % 1) && !isNaN(data115))) && (isFinite(data115)))){
-const err194 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data89.jobDefaults !== undefined){
+let data116 = data89.jobDefaults;
+if(data116 && typeof data116 == "object" && !Array.isArray(data116)){
+for(const key30 in data116){
+if(!((((key30 === "ttlSecondsAfterFinished") || (key30 === "cleanPodPolicy")) || (key30 === "activeDeadlineSeconds")) || (key30 === "backoffLimit"))){
+const err194 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2586,9 +2572,11 @@ vErrors.push(err194);
 }
 errors++;
 }
-if((typeof data115 == "number") && (isFinite(data115))){
-if(data115 < 1 || isNaN(data115)){
-const err195 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data116.ttlSecondsAfterFinished !== undefined){
+let data117 = data116.ttlSecondsAfterFinished;
+if(!(((typeof data117 == "number") && (!(data117 % 1) && !isNaN(data117))) && (isFinite(data117)))){
+const err195 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2597,10 +2585,9 @@ vErrors.push(err195);
 }
 errors++;
 }
-}
-let data116 = data111.passLeaseSeconds;
-if(!(((typeof data116 == "number") && (!(data116 % 1) && !isNaN(data116))) && (isFinite(data116)))){
-const err196 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data117 == "number") && (isFinite(data117))){
+if(data117 < 0 || isNaN(data117)){
+const err196 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2609,9 +2596,12 @@ vErrors.push(err196);
 }
 errors++;
 }
-if((typeof data116 == "number") && (isFinite(data116))){
-if(data116 > 86400 || isNaN(data116)){
-const err197 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+if(data116.cleanPodPolicy !== undefined){
+let data118 = data116.cleanPodPolicy;
+if(!(((data118 === "All") || (data118 === "Running")) || (data118 === "None"))){
+const err197 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2620,8 +2610,11 @@ vErrors.push(err197);
 }
 errors++;
 }
-if(data116 < 10 || isNaN(data116)){
-const err198 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+}
+if(data116.activeDeadlineSeconds !== undefined){
+let data119 = data116.activeDeadlineSeconds;
+if(!(((typeof data119 == "number") && (!(data119 % 1) && !isNaN(data119))) && (isFinite(data119)))){
+const err198 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2630,9 +2623,9 @@ vErrors.push(err198);
 }
 errors++;
 }
-}
-if(typeof data111.perReplicaServices !== "boolean"){
-const err199 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data119 == "number") && (isFinite(data119))){
+if(data119 < 1 || isNaN(data119)){
+const err199 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2641,8 +2634,12 @@ vErrors.push(err199);
 }
 errors++;
 }
-if(typeof data111.events !== "boolean"){
-const err200 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+}
+if(data116.backoffLimit !== undefined){
+let data120 = data116.backoffLimit;
+if(!(((typeof data120 == "number") && (!(data120 % 1) && !isNaN(data120))) && (isFinite(data120)))){
+const err200 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2651,9 +2648,9 @@ vErrors.push(err200);
 }
 errors++;
 }
-let data119 = data111.pendingGpuPodSeconds;
-if(!(((typeof data119 == "number") && (!(data119 % 1) && !isNaN(data119))) && (isFinite(data119)))){
-const err201 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data120 == "number") && (isFinite(data120))){
+if(data120 < 0 || isNaN(data120)){
+const err201 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2662,9 +2659,11 @@ vErrors.push(err201);
 }
 errors++;
 }
-if((typeof data119 == "number") && (isFinite(data119))){
-if(data119 < 0 || isNaN(data119)){
-const err202 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err202 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2674,9 +2673,9 @@ vErrors.push(err202);
 errors++;
 }
 }
-let data120 = data111.ledgerShardBytes;
-if(!(((typeof data120 == "number") && (!(data120 % 1) && !isNaN(data120))) && (isFinite(data120)))){
-const err203 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err203 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2685,9 +2684,10 @@ vErrors.push(err203);
 }
 errors++;
 }
-if((typeof data120 == "number") && (isFinite(data120))){
-if(data120 > 921600 || isNaN(data120)){
-const err204 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+}
+}
+else {
+const err204 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2696,8 +2696,35 @@ vErrors.push(err204);
 }
 errors++;
 }
-if(data120 < 16384 || isNaN(data120)){
-const err205 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+let data121 = data.reconciler;
+if(data121 && typeof data121 == "object" && !Array.isArray(data121)){
+if(data121.maxDeletionsPerPass === undefined){
+data121.maxDeletionsPerPass = 100;
+}
+if(data121.leaseGracePeriodSeconds === undefined){
+data121.leaseGracePeriodSeconds = 40;
+}
+if(data121.passLeaseSeconds === undefined){
+data121.passLeaseSeconds = 600;
+}
+if(data121.perReplicaServices === undefined){
+data121.perReplicaServices = true;
+}
+if(data121.events === undefined){
+data121.events = true;
+}
+if(data121.pendingGpuPodSeconds === undefined){
+data121.pendingGpuPodSeconds = 300;
+}
+if(data121.ledgerShardBytes === undefined){
+data121.ledgerShardBytes = 524288;
+}
+if(data121.concurrency === undefined){
+data121.concurrency = 8;
+}
+for(const key31 in data121){
+if(!((((((((key31 === "maxDeletionsPerPass") || (key31 === "leaseGracePeriodSeconds")) || (key31 === "passLeaseSeconds")) || (key31 === "perReplicaServices")) || (key31 === "events")) || (key31 === "pendingGpuPodSeconds")) || (key31 === "ledgerShardBytes")) || (key31 === "concurrency"))){
+const err205 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2707,9 +2734,9 @@ vErrors.push(err205);
 errors++;
 }
 }
-let data121 = data111.concurrency;
-if(!(((typeof data121 == "number") && (!(data121 % 1) && !isNaN(data121))) && (isFinite(data121)))){
-const err206 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data122 = data121.maxDeletionsPerPass;
+if(!(((typeof data122 == "number") && (!(data122 % 1) && !isNaN(data122))) && (isFinite(data122)))){
+const err206 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2718,9 +2745,9 @@ vErrors.push(err206);
 }
 errors++;
 }
-if((typeof data121 == "number") && (isFinite(data121))){
-if(data121 > 64 || isNaN(data121)){
-const err207 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+if((typeof data122 == "number") && (isFinite(data122))){
+if(data122 < 1 || isNaN(data122)){
+const err207 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2729,8 +2756,10 @@ vErrors.push(err207);
 }
 errors++;
 }
-if(data121 < 1 || isNaN(data121)){
-const err208 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data123 = data121.leaseGracePeriodSeconds;
+if(!(((typeof data123 == "number") && (!(data123 % 1) && !isNaN(data123))) && (isFinite(data123)))){
+const err208 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2739,10 +2768,9 @@ vErrors.push(err208);
 }
 errors++;
 }
-}
-}
-else {
-const err209 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data123 == "number") && (isFinite(data123))){
+if(data123 < 1 || isNaN(data123)){
+const err209 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2751,14 +2779,10 @@ vErrors.push(err209);
 }
 errors++;
 }
-let data122 = data.webhook;
-if(data122 && typeof data122 == "object" && !Array.isArray(data122)){
-if(data122.timeoutSeconds === undefined){
-data122.timeoutSeconds = 5;
 }
-for(const key30 in data122){
-if(!(key30 === "timeoutSeconds")){
-const err210 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
+let data124 = data121.passLeaseSeconds;
+if(!(((typeof data124 == "number") && (!(data124 % 1) && !isNaN(data124))) && (isFinite(data124)))){
+const err210 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2767,10 +2791,9 @@ vErrors.push(err210);
 }
 errors++;
 }
-}
-let data123 = data122.timeoutSeconds;
-if(!(((typeof data123 == "number") && (!(data123 % 1) && !isNaN(data123))) && (isFinite(data123)))){
-const err211 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data124 == "number") && (isFinite(data124))){
+if(data124 > 86400 || isNaN(data124)){
+const err211 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2779,9 +2802,8 @@ vErrors.push(err211);
 }
 errors++;
 }
-if((typeof data123 == "number") && (isFinite(data123))){
-if(data123 > 30 || isNaN(data123)){
-const err212 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+if(data124 < 10 || isNaN(data124)){
+const err212 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2790,8 +2812,9 @@ vErrors.push(err212);
 }
 errors++;
 }
-if(data123 < 1 || isNaN(data123)){
-const err213 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(typeof data121.perReplicaServices !== "boolean"){
+const err213 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2800,10 +2823,8 @@ vErrors.push(err213);
 }
 errors++;
 }
-}
-}
-else {
-const err214 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(typeof data121.events !== "boolean"){
+const err214 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2812,14 +2833,175 @@ vErrors.push(err214);
 }
 errors++;
 }
-}
-else {
-const err215 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data127 = data121.pendingGpuPodSeconds;
+if(!(((typeof data127 == "number") && (!(data127 % 1) && !isNaN(data127))) && (isFinite(data127)))){
+const err215 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err215];
 }
 else {
 vErrors.push(err215);
+}
+errors++;
+}
+if((typeof data127 == "number") && (isFinite(data127))){
+if(data127 < 0 || isNaN(data127)){
+const err216 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err216];
+}
+else {
+vErrors.push(err216);
+}
+errors++;
+}
+}
+let data128 = data121.ledgerShardBytes;
+if(!(((typeof data128 == "number") && (!(data128 % 1) && !isNaN(data128))) && (isFinite(data128)))){
+const err217 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err217];
+}
+else {
+vErrors.push(err217);
+}
+errors++;
+}
+if((typeof data128 == "number") && (isFinite(data128))){
+if(data128 > 921600 || isNaN(data128)){
+const err218 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+if(vErrors === null){
+vErrors = [err218];
+}
+else {
+vErrors.push(err218);
+}
+errors++;
+}
+if(data128 < 16384 || isNaN(data128)){
+const err219 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+if(vErrors === null){
+vErrors = [err219];
+}
+else {
+vErrors.push(err219);
+}
+errors++;
+}
+}
+let data129 = data121.concurrency;
+if(!(((typeof data129 == "number") && (!(data129 % 1) && !isNaN(data129))) && (isFinite(data129)))){
+const err220 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err220];
+}
+else {
+vErrors.push(err220);
+}
+errors++;
+}
+if((typeof data129 == "number") && (isFinite(data129))){
+if(data129 > 64 || isNaN(data129)){
+const err221 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+if(vErrors === null){
+vErrors = [err221];
+}
+else {
+vErrors.push(err221);
+}
+errors++;
+}
+if(data129 < 1 || isNaN(data129)){
+const err222 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err222];
+}
+else {
+vErrors.push(err222);
+}
+errors++;
+}
+}
+}
+else {
+const err223 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err223];
+}
+else {
+vErrors.push(err223);
+}
+errors++;
+}
+let data130 = data.webhook;
+if(data130 && typeof data130 == "object" && !Array.isArray(data130)){
+if(data130.timeoutSeconds === undefined){
+data130.timeoutSeconds = 5;
+}
+for(const key32 in data130){
+if(!(key32 === "timeoutSeconds")){
+const err224 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err224];
+}
+else {
+vErrors.push(err224);
+}
+errors++;
+}
+}
+let data131 = data130.timeoutSeconds;
+if(!(((typeof data131 == "number") && (!(data131 % 1) && !isNaN(data131))) && (isFinite(data131)))){
+const err225 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err225];
+}
+else {
+vErrors.push(err225);
+}
+errors++;
+}
+if((typeof data131 == "number") && (isFinite(data131))){
+if(data131 > 30 || isNaN(data131)){
+const err226 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+if(vErrors === null){
+vErrors = [err226];
+}
+else {
+vErrors.push(err226);
+}
+errors++;
+}
+if(data131 < 1 || isNaN(data131)){
+const err227 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err227];
+}
+else {
+vErrors.push(err227);
+}
+errors++;
+}
+}
+}
+else {
+const err228 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err228];
+}
+else {
+vErrors.push(err228);
+}
+errors++;
+}
+}
+else {
+const err229 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err229];
+}
+else {
+vErrors.push(err229);
 }
 errors++;
 }

@@ -10,7 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
-import { defaultPolicy } from "./load.js";
+import { REMOVED_FIELDS, defaultPolicy } from "./load.js";
 import { POLICY_SCHEMA } from "./schema.js";
 
 type Schema = {
@@ -81,12 +81,16 @@ export const DESCRIPTIONS: Record<string, string> = {
   "limits.runPolicy.allowedRestartPolicies": "The replica `restartPolicy` values a job may use.",
   "limits.allowedAccelerators": "Values the `quartermaster.dev/accelerator` annotation may take.",
   "limits.allowedPartitions": "Values the `quartermaster.dev/gpu-partition` annotation may take.",
-  namespaces: "Per-namespace overrides of `limits`, by namespace name pattern (the AdmissionReview carries no namespace labels); the first match wins.",
+  jobDefaults: "Platform defaults for a training job's `spec.runPolicy`, written into the job by `/mutate/jobs` when it is created, for each field the job leaves unset, with a kubectl warning naming it. Jobs that exist already are never changed, and an update is never defaulted. Caffe2Job has no `runPolicy` and is left alone. Each default must pass `limits.runPolicy` (an invalid pair stops the process at start).",
+  "jobDefaults.ttlSecondsAfterFinished": "Seconds after a job finished before the reconciler deletes it. Unset, a job without its own TTL is never deleted (upstream's default).",
+  "jobDefaults.cleanPodPolicy": "Which pods of a finished job the reconciler deletes (`All`, `Running` = Running and Pending, `None`). Unset, a job without its own gets `None` (upstream's default).",
+  "jobDefaults.activeDeadlineSeconds": "Seconds a job may run before the training operator fails it.",
+  "jobDefaults.backoffLimit": "Retries before the training operator fails a job.",
+  namespaces: "Per-namespace overrides of `limits` and `jobDefaults`, by namespace name pattern (the AdmissionReview carries no namespace labels); the first match wins, for both sections.",
   "namespaces[].pattern": "Namespace name pattern; `*` matches any run of characters.",
   "namespaces[].limits": "The fields of `limits` above, laid over them field by field (a field left out keeps the top-level value; GPU and replica maps are merged).",
+  "namespaces[].jobDefaults": "The fields of `jobDefaults` above, laid over them field by field (a field left out keeps the top-level default).",
   reconciler: "The reconciler's passes.",
-  "reconciler.defaultTtlSecondsAfterFinished": "TTL for finished jobs that set none; the job is deleted once it has been finished this long.",
-  "reconciler.defaultCleanPodPolicy": "CleanPodPolicy for finished jobs that set none.",
   "reconciler.maxDeletionsPerPass": "At most this many deletions a pass (pods first); the rest wait for later passes.",
   "reconciler.leaseGracePeriodSeconds": "A node whose Lease was last renewed longer ago than this is stale in the device ledger.",
   "reconciler.passLeaseSeconds": "How long the pass Lease holds after its last renewal: a killed pass blocks the next for at most this long.",
@@ -100,7 +104,7 @@ export const DESCRIPTIONS: Record<string, string> = {
 };
 
 /** Fields whose sub-fields are not listed again (their description says where they are). */
-const SUMMARIZED = new Set(["namespaces[].limits"]);
+const SUMMARIZED = new Set(["namespaces[].limits", "namespaces[].jobDefaults"]);
 
 const TOLERATION_KEYS = "effect,key,operator,tolerationSeconds,value";
 const REQUIREMENT_KEYS = "key,operator,values";
@@ -229,6 +233,8 @@ export function renderPolicyDocs(schema?: Schema): string {
     "a replica count, and a run-policy field a cap or requirement applies to (`ttlSecondsAfterFinished`,",
     "`activeDeadlineSeconds`, `backoffLimit`), must be a whole number (`replicas: \"3\"` is a violation). Name",
     "patterns are matched in time linear in the name.",
+    "",
+    `Removed fields are refused with what to use instead (see "Upgrading" in \`docs/operations.md\`): ${REMOVED_FIELDS.map((f) => code(`${f.section}.${f.field}`)).join(", ")}.`,
     "",
   ];
   for (const section of sections) {

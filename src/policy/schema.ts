@@ -62,6 +62,18 @@ const limitsProperties = {
   allowedPartitions: { type: "array", items: { type: "string" } },
 };
 
+/**
+ * Platform defaults for a training job's `spec.runPolicy`, filled in by `/mutate/jobs` on CREATE where the job
+ * leaves a field unset. Nothing is defaulted here: an empty section changes no job.
+ */
+const jobDefaultsProperties = {
+  ttlSecondsAfterFinished: positiveInt,
+  cleanPodPolicy: { enum: ["All", "Running", "None"] },
+  // 0 would fail every job at once (training-operator: now - startTime >= activeDeadlineSeconds).
+  activeDeadlineSeconds: { type: "integer", minimum: 1 },
+  backoffLimit: positiveInt,
+};
+
 const kubeflowKinds = [
   ["TFJob", "tfjobs", "tensorflow"],
   ["PyTorchJob", "pytorchjobs", "pytorch"],
@@ -184,16 +196,23 @@ export const POLICY_SCHEMA = {
         runPolicy: { ...limitsProperties.runPolicy, default: {} },
       },
     },
+    jobDefaults: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: jobDefaultsProperties,
+    },
     namespaces: {
       type: "array",
       default: [],
       items: {
         type: "object",
         additionalProperties: false,
-        required: ["pattern", "limits"],
+        required: ["pattern"],
         properties: {
           pattern: { type: "string", minLength: 1 },
-          limits: { type: "object", additionalProperties: false, properties: limitsProperties },
+          limits: { type: "object", additionalProperties: false, default: {}, properties: limitsProperties },
+          jobDefaults: { type: "object", additionalProperties: false, properties: jobDefaultsProperties },
         },
       },
     },
@@ -202,8 +221,6 @@ export const POLICY_SCHEMA = {
       additionalProperties: false,
       default: {},
       properties: {
-        defaultTtlSecondsAfterFinished: { type: "integer", minimum: 0, default: 86400 },
-        defaultCleanPodPolicy: { enum: ["All", "Running", "None"], default: "Running" },
         maxDeletionsPerPass: { type: "integer", minimum: 1, default: 100 },
         leaseGracePeriodSeconds: { type: "integer", minimum: 1, default: 40 },
         passLeaseSeconds: { type: "integer", minimum: 10, maximum: 86400, default: 600 },

@@ -47,7 +47,7 @@ export interface RunPolicyLimits {
   maxTtlSecondsAfterFinished?: number;
   maxActiveDeadlineSeconds?: number;
   maxBackoffLimit?: number;
-  allowedCleanPodPolicies?: Array<"All" | "Running" | "None">;
+  allowedCleanPodPolicies?: CleanPodPolicy[];
   allowedRestartPolicies?: Array<"Always" | "OnFailure" | "Never" | "ExitCode">;
 }
 
@@ -60,10 +60,26 @@ export interface Limits {
   allowedPartitions?: string[];
 }
 
+export type CleanPodPolicy = "All" | "Running" | "None";
+
+/**
+ * Platform defaults for a job's `spec.runPolicy`, filled in at admission (`/mutate/jobs`, CREATE only) where
+ * the job leaves the field unset. An unset default changes nothing.
+ */
+export interface JobDefaults {
+  ttlSecondsAfterFinished?: number;
+  cleanPodPolicy?: CleanPodPolicy;
+  activeDeadlineSeconds?: number;
+  backoffLimit?: number;
+}
+
 export interface NamespaceOverride {
   /** Namespace name pattern; `*` matches any run of characters. First match wins. */
   pattern: string;
+  /** Laid over `limits` (`{}` when the entry only overrides job defaults). */
   limits: Partial<Limits>;
+  /** Laid over `jobDefaults`, field by field. */
+  jobDefaults?: JobDefaults;
 }
 
 export interface Policy {
@@ -100,10 +116,9 @@ export interface Policy {
     limitsFromRequests: string[];
   };
   limits: Limits;
+  jobDefaults: JobDefaults;
   namespaces: NamespaceOverride[];
   reconciler: {
-    defaultTtlSecondsAfterFinished: number;
-    defaultCleanPodPolicy: "All" | "Running" | "None";
     maxDeletionsPerPass: number;
     /** Node Lease staleness (device ledger). */
     leaseGracePeriodSeconds: number;

@@ -71,7 +71,7 @@ export function planFinishedJob(
   const jobId = `${kind.kind}/${jm.name}`;
   const jobOf = { job: jobId, jobKind: kind, jobUid: jm.uid! };
   const runPolicy = ((job.spec ?? {}) as { runPolicy?: { cleanPodPolicy?: CleanPodPolicy; ttlSecondsAfterFinished?: number } }).runPolicy ?? {};
-  const cleanPodPolicy = runPolicy.cleanPodPolicy ?? policy.reconciler.defaultCleanPodPolicy;
+  const cleanPodPolicy = runPolicy.cleanPodPolicy ?? "None"; // upstream's default; platform defaults come at admission (/mutate/jobs)
 
   const ownServices = new Map(controlledBy(job, services).map((s) => [meta(s).name, s]));
   for (const pod of controlledBy(job, pods)) {
@@ -85,7 +85,7 @@ export function planFinishedJob(
     if (svc) out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: meta(svc).name!, uid: meta(svc).uid!, ...jobOf, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${pm.name}` });
   }
 
-  const ttl = runPolicy.ttlSecondsAfterFinished ?? policy.reconciler.defaultTtlSecondsAfterFinished;
+  const ttl = runPolicy.ttlSecondsAfterFinished ?? Number.POSITIVE_INFINITY; // no TTL: never deleted, as upstream
   if (!completionTime) {
     out.problems.push(`${jobId}: finished but has no status.completionTime; TTL cannot apply`);
   } else if (now.getTime() > completionTime.getTime() + ttl * 1000) {

@@ -167,7 +167,9 @@ describe("admission through a real kube-apiserver", () => {
       "content-type": "application/merge-patch+json",
     });
     assert.equal(patched.status, 200, JSON.stringify(patched.body));
-    assert.deepEqual((await wh.awaitAdmissions(name, 2)).map((l) => `${l.webhook} ${l.operation}`), ["validate-jobs CREATE", "validate-jobs UPDATE"]);
+    // The validating webhook's lines (a CREATE also reaches /mutate/jobs once the configuration registers it).
+    await until("both validate-jobs admissions", async () => wh.admissions(name).filter((l) => l.webhook === "validate-jobs").length >= 2, 5000);
+    assert.deepEqual(wh.admissions(name).filter((l) => l.webhook === "validate-jobs").map((l) => `${l.webhook} ${l.operation}`), ["validate-jobs CREATE", "validate-jobs UPDATE"]);
   });
 
   it("a TFJob's replica pod gets its TF_CONFIG and labels from the job read through the API", async () => {

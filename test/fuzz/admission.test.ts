@@ -53,7 +53,8 @@ const policy = checkPolicy(
       runPolicy: { maxBackoffLimit: 10, allowedCleanPodPolicies: ["All", "Running"] },
       allowedAccelerators: ["A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB"],
     },
-    namespaces: [{ pattern: "kubeflow*", limits: { pod: { gpus: 16 } } }],
+    jobDefaults: { ttlSecondsAfterFinished: 86400, cleanPodPolicy: "Running", activeDeadlineSeconds: 604800, backoffLimit: 3 },
+    namespaces: [{ pattern: "kubeflow*", limits: { pod: { gpus: 16 } }, jobDefaults: { backoffLimit: 10 } }],
   },
   "fuzz",
 );
@@ -95,7 +96,6 @@ describe("fuzz: the admission server under generated and damaged requests", () =
       },
     ]),
   );
-  const mutate = base["/mutate/pods"]!;
 
   // Error-level lines only: a 5xx or a failing rule logs one; the test fails on the former anyway.
   const errorLines: string[] = [];
@@ -225,7 +225,8 @@ describe("fuzz: the admission server under generated and damaged requests", () =
     } catch (err) {
       assert.fail(`patch does not apply: ${(err as Error).message}\npatch: ${JSON.stringify(ops).slice(0, 500)}\n${ctx()}`);
     }
-    const again = await mutate.admit({ ...parsed, request: { ...request, uid: `${request.uid}-again`, object: patchedObject } });
+    // The webhook that answered (express also routes `/MUTATE/PODS/` and query strings to it).
+    const again = await (base[c.path.split("?")[0]!.toLowerCase().replace(/\/+$/, "")] ?? base["/mutate/pods"]!).admit({ ...parsed, request: { ...request, uid: `${request.uid}-again`, object: patchedObject } });
     assert.equal(again.review.response?.patch, undefined, `re-mutating the patched object changed it again: ${again.review.response?.patch ? Buffer.from(again.review.response.patch, "base64").toString().slice(0, 500) : ""}\n${ctx()}`);
     tally.patchesChecked++;
   }

@@ -30,7 +30,7 @@ function fuzzCase(c: FuzzCase): FuzzCase {
 }
 
 /** The webhook paths; the only ones the in-process driver serves. */
-export const WEBHOOK_PATHS = ["/mutate/pods", "/validate/pods", "/validate/jobs"] as const;
+export const WEBHOOK_PATHS = ["/mutate/pods", "/validate/pods", "/validate/jobs", "/mutate/jobs"] as const;
 
 // ---------------------------------------------------------------------------------------------------
 // Values and keys
@@ -116,7 +116,7 @@ export type Damage =
   | { op: "nest"; scope: Scope; at: number; depth: number; array: boolean };
 
 type Scope = "object" | "envelope" | "any";
-type Special = "labels" | "annotations" | "limits" | "requests" | "nodeSelector" | "containerName" | "jobName" | "ownerName";
+type Special = "labels" | "annotations" | "limits" | "requests" | "nodeSelector" | "containerName" | "jobName" | "ownerName" | "runPolicy";
 
 const scope = fc.constantFrom<Scope>("object", "object", "object", "object", "envelope", "any");
 const at = fc.nat();
@@ -131,7 +131,7 @@ const damage: fc.Arbitrary<Damage> = fc.oneof(
     weight: 30,
     arbitrary: fc.record({
       op: fc.constant("special" as const),
-      where: fc.constantFrom<Special>("labels", "annotations", "limits", "requests", "nodeSelector", "containerName", "jobName", "ownerName"),
+      where: fc.constantFrom<Special>("labels", "annotations", "limits", "requests", "nodeSelector", "containerName", "jobName", "ownerName", "runPolicy"),
       key: weirdKey,
       value: fc.oneof({ weight: 4, arbitrary: scalar }, { weight: 1, arbitrary: value }),
     }),
@@ -255,6 +255,14 @@ function special(review: Record<string, unknown>, d: Extract<Damage, { op: "spec
     case "jobName":
       mapAt(meta, "labels")["training.kubeflow.org/job-name"] = typeof d.value === "string" ? d.value : d.key;
       return;
+    case "runPolicy": {
+      // A job's spec.runPolicy (what /mutate/jobs fills) replaced whole, or one of its fields: null, retyped, odd.
+      const spec = mapAt(o, "spec");
+      const fields = ["ttlSecondsAfterFinished", "cleanPodPolicy", "activeDeadlineSeconds", "backoffLimit"];
+      if (d.key.length % 5 === 4) Object.defineProperty(spec, "runPolicy", { value: d.value, enumerable: true, writable: true, configurable: true });
+      else Object.defineProperty(mapAt(spec, "runPolicy"), fields[d.key.length % 5]!, { value: d.value, enumerable: true, writable: true, configurable: true });
+      return;
+    }
     case "ownerName": {
       const refs = meta.ownerReferences;
       if (Array.isArray(refs) && refs[0] && typeof refs[0] === "object") (refs[0] as Record<string, unknown>).name = d.value;
@@ -501,9 +509,9 @@ function buildFuzzCases(corpus: Corpus): fc.Arbitrary<FuzzCase> {
     },
     {
       weight: 12,
-      arbitrary: fc.record({ job, operation: fc.constantFrom("CREATE", "UPDATE"), damage: damages(4) }).map((g) => {
+      arbitrary: fc.record({ job, operation: fc.constantFrom("CREATE", "UPDATE"), path: fc.constantFrom("/validate/jobs", "/mutate/jobs", "/mutate/jobs"), damage: damages(4) }).map((g) => {
         const j = corpus.jobs[g.job]!;
-        return reviewCase("job", "/validate/jobs", jobReview(j.job, j.plural, j.group, j.version, g.operation), g.damage);
+        return reviewCase("job", g.path, jobReview(j.job, j.plural, j.group, j.version, g.operation), g.damage);
       }),
     },
     {

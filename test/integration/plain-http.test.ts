@@ -51,7 +51,7 @@ describe("serve --plain-http", () => {
     assert.ok(lines.some((l) => l.msg === "serving plain HTTP (TLS terminated in front of this process)"));
   });
 
-  for (const path of ["/mutate/pods", "/validate/pods", "/validate/jobs"]) {
+  for (const path of ["/mutate/pods", "/validate/pods", "/validate/jobs", "/mutate/jobs"]) {
     it(`${path}: a review is answered with its uid`, async () => {
       const r = await http(server.port, "POST", path, review({ uid: "plain-1", object: plainPod() }));
       assert.equal(r.status, 200);

@@ -7,10 +7,10 @@ import { createRequestListener } from "../../src/server/app.js";
 import { createApp } from "../../src/server/routes.js";
 import { createAdmissionMetrics } from "../../src/server/metrics.js";
 import { HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS } from "../../src/server/serve.js";
-import { defaultPolicy } from "../../src/policy/load.js";
+import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { call, capturingLogger, postJson, startTestServer, type TestServer } from "../fixtures/https.js";
-import { fakeJobReader } from "../fixtures/jobs.js";
+import { fakeJobReader, job } from "../fixtures/jobs.js";
 import { plainPod, pod, review } from "../fixtures/reviews.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -48,7 +48,7 @@ describe("admission server over HTTPS", () => {
     assert.equal((await call(t.port, { method: "GET", path: "/healthz", ca, agent: agent("TLSv1.2") })).status, 200);
   });
 
-  for (const path of ["/mutate/pods", "/validate/pods", "/validate/jobs"]) {
+  for (const path of ["/mutate/pods", "/validate/pods", "/validate/jobs", "/mutate/jobs"]) {
     it(`${path}: a valid review → 200, v1 envelope, same uid, no patch`, async () => {
       const r = await postJson(t.port, `${path}?timeout=5s`, review({ uid: "7f0c9a1e-uid-echo", object: plainPod() }), ca);
       assert.equal(r.status, 200);
@@ -214,6 +214,58 @@ describe("admission server over HTTPS", () => {
     assert.equal((await call(t.port, { method: "GET", path: "/readyz", ca })).status, 200);
   });
 });
+
+describe("/mutate/jobs over HTTPS", () => {
+  let t: TestServer;
+  let ca: string;
+  const policy = checkPolicy({ jobDefaults: { ttlSecondsAfterFinished: 86400, cleanPodPolicy: "Running" }, namespaces: [{ pattern: "research-*", jobDefaults: { ttlSecondsAfterFinished: 600 } }] }, "t");
+  before(async () => {
+    t = await startTestServer(createWebhooks({ policy, log: capturingLogger().log, jobs: fakeJobReader(), now: () => new Date() }));
+    ca = t.files.certs.ca.certPem;
+  });
+  after(() => t.server.close());
+  const pytorchReview = (uid: string, o: { namespace?: string; operation?: "CREATE" | "UPDATE"; runPolicy?: Record<string, unknown> } = {}) => {
+    const object = job("PyTorchJob", "bert", o.namespace ?? "team-a", { Master: 1, Worker: 2 }, o.runPolicy ? { runPolicy: o.runPolicy } : {});
+    return review({
+      uid,
+      kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" },
+      resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" },
+      namespace: o.namespace ?? "team-a",
+      operation: o.operation ?? "CREATE",
+      object,
+      oldObject: o.operation === "UPDATE" ? object : null,
+    });
+  };
+
+  it("CREATE → patched with the defaults and a warning per field; logged and counted like every webhook", async () => {
+    const r = await postJson(t.port, "/mutate/jobs?timeout=5s", pytorchReview("jd-1", { runPolicy: { cleanPodPolicy: "None" } }), ca);
+    assert.equal(r.status, 200);
+    const res = r.json().response;
+    assert.equal(res.uid, "jd-1");
+    assert.equal(res.patchType, "JSONPatch");
+    assert.deepEqual(JSON.parse(Buffer.from(res.patch, "base64").toString()), [{ op: "add", path: "/spec/runPolicy/ttlSecondsAfterFinished", value: 86400 }]);
+    assert.deepEqual(res.warnings, ["quartermaster: set spec.runPolicy.ttlSecondsAfterFinished=86400 (platform default)"]);
+    const line = t.lines.find((l) => l.uid === "jd-1");
+    assert.equal(line?.webhook, "mutate-jobs");
+    assert.equal(line?.kind, "PyTorchJob");
+    assert.equal(line?.outcome, "patched");
+    assert.equal(line?.patchOps, 1);
+    const metrics = await call(t.port, { method: "GET", path: "/metrics", ca });
+    assert.match(metrics.text, /quartermaster_admission_duration_seconds_count\{webhook="mutate-jobs",operation="CREATE",outcome="patched"\} 1/);
+  });
+
+  it("a namespace's own default is used", async () => {
+    const r = await postJson(t.port, "/mutate/jobs", pytorchReview("jd-2", { namespace: "research-a" }), ca);
+    assert.deepEqual(JSON.parse(Buffer.from(r.json().response.patch, "base64").toString()), [{ op: "add", path: "/spec/runPolicy", value: { ttlSecondsAfterFinished: 600, cleanPodPolicy: "Running" } }]);
+  });
+
+  it("UPDATE → allowed unchanged (an existing job is never defaulted)", async () => {
+    const r = await postJson(t.port, "/mutate/jobs", pytorchReview("jd-3", { operation: "UPDATE" }), ca);
+    assert.deepEqual(r.json().response, { uid: "jd-3", allowed: true });
+    assert.equal(t.lines.find((l) => l.uid === "jd-3")?.outcome, "skipped");
+  });
+});
+
 
 describe("readiness", () => {
   it("/readyz is 503 until ready() holds, then 200", async () => {

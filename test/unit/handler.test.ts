@@ -81,6 +81,12 @@ describe("mutatingWebhook", () => {
     });
   });
 
+  it("a mutation of a job that throws → the warning names the job's kind, not a pod", async () => {
+    const broken = mutatingWebhook({ name: "broken", guard: () => undefined, mutate: () => { throw new Error("boom"); } });
+    const res = await broken.admit(review({ uid: "u-2", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, object: { kind: "PyTorchJob", metadata: {} } }));
+    assert.deepEqual(res.review.response?.warnings, ["quartermaster: PyTorchJob admitted unchanged, mutation failed: boom"]);
+  });
+
   it("a body that is not a review → ReviewDecodeError", async () => {
     assert.throws(() => addLabel.admit({ hello: "world" }), ReviewDecodeError);
   });

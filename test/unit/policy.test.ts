@@ -24,7 +24,7 @@ describe("policy", () => {
     assert.deepEqual(p.gpu.resources.map((r) => r.pattern), ["nvidia.com/gpu", "nvidia.com/mig-*", "amd.com/gpu"]);
     assert.equal(p.clusterSpec.enabled, true);
     assert.equal(p.clusterSpec.onJobLookupFailure, "warn");
-    assert.equal(p.reconciler.defaultCleanPodPolicy, "Running");
+    assert.deepEqual(p.jobDefaults, {}, "no job defaults: jobs keep upstream's (no TTL, cleanPodPolicy None)");
     assert.equal(p.webhook.timeoutSeconds, 5);
   });
 
@@ -40,7 +40,22 @@ describe("policy", () => {
     assert.equal(p.clusterSpec.clusterDomain, "cluster.local");
     assert.equal(p.clusterSpec.enabled, true);
     assert.equal(p.reconciler.maxDeletionsPerPass, 5);
-    assert.equal(p.reconciler.defaultTtlSecondsAfterFinished, 86400);
+    assert.equal(p.reconciler.leaseGracePeriodSeconds, 40);
+  });
+
+  it("job defaults within the limits, and a namespace entry with only job defaults → accepted, limits {} filled in", () => {
+    const p = parsePolicy(
+      [
+        "limits: {runPolicy: {maxTtlSecondsAfterFinished: 86400, allowedCleanPodPolicies: [All, Running]}}",
+        "jobDefaults: {ttlSecondsAfterFinished: 86400, cleanPodPolicy: Running, activeDeadlineSeconds: 3600, backoffLimit: 0}",
+        "namespaces:",
+        "  - pattern: research-*",
+        "    jobDefaults: {ttlSecondsAfterFinished: 600}",
+      ].join("\n"),
+      "ok",
+    );
+    assert.deepEqual(p.jobDefaults, { ttlSecondsAfterFinished: 86400, cleanPodPolicy: "Running", activeDeadlineSeconds: 3600, backoffLimit: 0 });
+    assert.deepEqual(p.namespaces, [{ pattern: "research-*", limits: {}, jobDefaults: { ttlSecondsAfterFinished: 600 } }]);
   });
 
   it("JSON is accepted too", () => {
@@ -59,7 +74,7 @@ describe("policy", () => {
         "    - tolerations: []",
         "reconciler:",
         "  maxDeletionsPerPass: 0",
-        "  defaultCleanPodPolicy: Some",
+        "  events: sometimes",
         "limits:",
         "  container:",
         "    cpu: lots",
@@ -72,12 +87,69 @@ describe("policy", () => {
         "gpu.resources[0]: missing required field 'pattern'",
         'limits.container.cpu: must match pattern "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"',
         "reconciler.maxDeletionsPerPass: must be >= 1",
-        'reconciler.defaultCleanPodPolicy: must be one of "All", "Running", "None"',
+        "reconciler.events: must be boolean",
       ],
     },
     { name: "YAML syntax error → its line", text: "clusterSpec:\n  enabled: true\n   bad: [", want: ["line 2: Nested mappings", "line 2: Implicit keys", "line 3: Flow sequence"] },
     { name: "duplicate keys → refused", text: "webhook: {}\nwebhook: {}\n", want: ["line 2: Map keys must be unique"] },
     { name: "a list instead of a mapping", text: "- a\n- b\n", want: ["(document): must be a mapping of policy sections"] },
+    {
+      name: "removed reconciler defaults → each named, with where to go, beside every other error",
+      text: "reconciler:\n  defaultTtlSecondsAfterFinished: 86400\n  defaultCleanPodPolicy: Running\n  maxDeletionsPerPass: 0\n",
+      want: [
+        'reconciler.defaultTtlSecondsAfterFinished: no longer exists: the reconciler no longer deletes jobs that set no TTL; to give new jobs a TTL, set jobDefaults.ttlSecondsAfterFinished (see "Upgrading" in docs/operations.md)',
+        'reconciler.defaultCleanPodPolicy: no longer exists: a job without cleanPodPolicy now gets None, as upstream; to give new jobs one, set jobDefaults.cleanPodPolicy (see "Upgrading" in docs/operations.md)',
+        "reconciler.maxDeletionsPerPass: must be >= 1",
+      ],
+    },
+    {
+      name: "a removed field alone → refused too",
+      text: "reconciler:\n  defaultCleanPodPolicy: None\n",
+      want: ["reconciler.defaultCleanPodPolicy: no longer exists: "],
+    },
+    {
+      name: "job defaults of the wrong type or range",
+      text: "jobDefaults:\n  ttlSecondsAfterFinished: -1\n  cleanPodPolicy: Some\n  activeDeadlineSeconds: 0\n  backoffLimit: 1.5\n  retries: 3\n",
+      want: [
+        "jobDefaults: unknown field 'retries'",
+        "jobDefaults.ttlSecondsAfterFinished: must be >= 0",
+        'jobDefaults.cleanPodPolicy: must be one of "All", "Running", "None"',
+        "jobDefaults.activeDeadlineSeconds: must be >= 1",
+        "jobDefaults.backoffLimit: must be integer",
+      ],
+    },
+    {
+      name: "job defaults over the policy's own run-policy limits → every one named",
+      text: [
+        "limits:",
+        "  runPolicy: {maxTtlSecondsAfterFinished: 3600, maxActiveDeadlineSeconds: 60, maxBackoffLimit: 2, allowedCleanPodPolicies: [All, Running]}",
+        "jobDefaults: {ttlSecondsAfterFinished: 86400, activeDeadlineSeconds: 61, backoffLimit: 3, cleanPodPolicy: None}",
+      ].join("\n"),
+      want: [
+        "jobDefaults.ttlSecondsAfterFinished: 86400 is over limits.runPolicy.maxTtlSecondsAfterFinished (3600); every job left to this default would be denied",
+        "jobDefaults.activeDeadlineSeconds: 61 is over limits.runPolicy.maxActiveDeadlineSeconds (60)",
+        "jobDefaults.backoffLimit: 3 is over limits.runPolicy.maxBackoffLimit (2)",
+        "jobDefaults.cleanPodPolicy: None is not in limits.runPolicy.allowedCleanPodPolicies (All, Running)",
+      ],
+    },
+    {
+      name: "a namespace's defaults over its limits, or its limits under the top-level defaults → named with the namespace",
+      text: [
+        "jobDefaults: {ttlSecondsAfterFinished: 7200, cleanPodPolicy: Running}",
+        "namespaces:",
+        "  - pattern: team-a",
+        "    jobDefaults: {ttlSecondsAfterFinished: 999999}",
+        "    limits: {runPolicy: {maxTtlSecondsAfterFinished: 86400}}",
+        "  - pattern: team-b*",
+        "    limits: {runPolicy: {allowedCleanPodPolicies: [All]}}",
+        "  - pattern: team-c",
+        "    jobDefaults: {backoffLimit: 4}",
+      ].join("\n"),
+      want: [
+        "namespaces[0].jobDefaults.ttlSecondsAfterFinished: 999999 is over limits.runPolicy.maxTtlSecondsAfterFinished (86400) in namespaces matching team-a (namespaces[0]); every job",
+        "jobDefaults.cleanPodPolicy: Running is not in limits.runPolicy.allowedCleanPodPolicies (All) in namespaces matching team-b* (namespaces[1]); every job",
+      ],
+    },
     {
       name: "duplicate job kinds",
       text: "jobKinds:\n  - {kind: TFJob, group: kubeflow.org, version: v1, plural: tfjobs, framework: tensorflow}\n  - {kind: TFJob, group: kubeflow.org, version: v1, plural: tfjobs, framework: tensorflow}\n",

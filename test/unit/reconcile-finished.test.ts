@@ -60,15 +60,10 @@ describe("planFinishedJob", () => {
       at(1),
       ["Pod/mnist-ps-0", "Service/mnist-ps-0", "Pod/mnist-worker-0", "Service/mnist-worker-0", "Pod/mnist-worker-1", "Service/mnist-worker-1", "Pod/mnist-worker-2", "Service/mnist-worker-2"],
     ],
-    [
-      "no cleanPodPolicy → the platform default (Running)",
-      finishedJob(),
-      at(1),
-      ["Pod/mnist-ps-0", "Service/mnist-ps-0", "Pod/mnist-worker-2", "Service/mnist-worker-2"],
-    ],
+    ["no cleanPodPolicy → None, as upstream: no pods deleted", finishedJob(), at(1), []],
     ["TTL 60: now == completion + 60 → not yet due", finishedJob({ runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 60 } }), at(60), []],
     ["TTL 60: a millisecond later → the job is deleted", finishedJob({ runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 60 } }), new Date(at(60).getTime() + 1), ["Job/mnist"]],
-    ["no TTL on the job → the platform default (86400 s)", finishedJob({ runPolicy: { cleanPodPolicy: "None" } }), at(86_401), ["Job/mnist"]],
+    ["no TTL on the job → never deleted, as upstream (a year later)", finishedJob({ runPolicy: { cleanPodPolicy: "None" } }), at(365 * 86_400), []],
   ];
   for (const [name, j, now, want] of cases) it(name, () => assert.deepEqual(summary(planFinishedJob(j, kind, pods, services, now, policy).actions), want));
 
@@ -93,9 +88,9 @@ describe("planFinishedJob", () => {
     assert.deepEqual(plan.problems, ["TFJob/mnist: finished but has no status.completionTime; TTL cannot apply"]);
   });
 
-  it("platform default None is honoured too", () => {
-    const none = checkPolicy({ reconciler: { defaultCleanPodPolicy: "None" } }, "t");
-    assert.deepEqual(planFinishedJob(finishedJob(), kind, pods, services, at(1), none).actions, []);
+  it("job defaults in the policy do not reach existing jobs: only admission writes them into new jobs", () => {
+    const withDefaults = checkPolicy({ jobDefaults: { cleanPodPolicy: "All", ttlSecondsAfterFinished: 0 } }, "t");
+    assert.deepEqual(planFinishedJob(finishedJob(), kind, pods, services, at(86_401), withDefaults).actions, []);
   });
 });
 
