@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/mig.config"},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern","limits"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultTtlSecondsAfterFinished":{"type":"integer","minimum":0,"default":86400},"defaultCleanPodPolicy":{"enum":["All","Running","None"],"default":"Running"},"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern","limits"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultTtlSecondsAfterFinished":{"type":"integer","minimum":0,"default":86400},"defaultCleanPodPolicy":{"enum":["All","Running","None"],"default":"Running"},"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
@@ -666,14 +666,14 @@ if(data25 && typeof data25 == "object" && !Array.isArray(data25)){
 if(data25.nodeLabel === undefined){
 data25.nodeLabel = "nvidia.com/gpu.product";
 }
-if(data25.partitionNodeLabel === undefined){
-data25.partitionNodeLabel = "nvidia.com/mig.config";
+if(data25.migProducts === undefined){
+data25.migProducts = [];
 }
 if(data25.addTolerations === undefined){
 data25.addTolerations = false;
 }
 for(const key6 in data25){
-if(!((((key6 === "nodeLabel") || (key6 === "partitionNodeLabel")) || (key6 === "addTolerations")) || (key6 === "unpartitionedRequirement"))){
+if(!(((((key6 === "nodeLabel") || (key6 === "partitionNodeLabel")) || (key6 === "migProducts")) || (key6 === "addTolerations")) || (key6 === "unpartitionedRequirement"))){
 const err49 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err49];
@@ -707,6 +707,7 @@ vErrors.push(err51);
 }
 errors++;
 }
+if(data25.partitionNodeLabel !== undefined){
 let data27 = data25.partitionNodeLabel;
 if(typeof data27 === "string"){
 if(func3(data27) < 1){
@@ -730,8 +731,15 @@ vErrors.push(err53);
 }
 errors++;
 }
-if(typeof data25.addTolerations !== "boolean"){
-const err54 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+let data28 = data25.migProducts;
+if(Array.isArray(data28)){
+const len3 = data28.length;
+for(let i3=0; i3<len3; i3++){
+let data29 = data28[i3];
+if(typeof data29 === "string"){
+if(func3(data29) < 1){
+const err54 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -740,11 +748,9 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(data25.unpartitionedRequirement !== undefined){
-let data29 = data25.unpartitionedRequirement;
-if(data29 && typeof data29 == "object" && !Array.isArray(data29)){
-if(data29.key === undefined){
-const err55 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+else {
+const err55 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -753,8 +759,10 @@ vErrors.push(err55);
 }
 errors++;
 }
-if(data29.operator === undefined){
-const err56 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+}
+}
+else {
+const err56 = {instancePath:instancePath+"/accelerator/migProducts",schemaPath:"#/properties/accelerator/properties/migProducts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -763,9 +771,8 @@ vErrors.push(err56);
 }
 errors++;
 }
-for(const key7 in data29){
-if(!(((key7 === "key") || (key7 === "operator")) || (key7 === "values"))){
-const err57 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+if(typeof data25.addTolerations !== "boolean"){
+const err57 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -774,12 +781,11 @@ vErrors.push(err57);
 }
 errors++;
 }
-}
-if(data29.key !== undefined){
-let data30 = data29.key;
-if(typeof data30 === "string"){
-if(func3(data30) < 1){
-const err58 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data25.unpartitionedRequirement !== undefined){
+let data31 = data25.unpartitionedRequirement;
+if(data31 && typeof data31 == "object" && !Array.isArray(data31)){
+if(data31.key === undefined){
+const err58 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -788,9 +794,8 @@ vErrors.push(err58);
 }
 errors++;
 }
-}
-else {
-const err59 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data31.operator === undefined){
+const err59 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -799,11 +804,9 @@ vErrors.push(err59);
 }
 errors++;
 }
-}
-if(data29.operator !== undefined){
-let data31 = data29.operator;
-if(!((((((data31 === "In") || (data31 === "NotIn")) || (data31 === "Exists")) || (data31 === "DoesNotExist")) || (data31 === "Gt")) || (data31 === "Lt"))){
-const err60 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+for(const key7 in data31){
+if(!(((key7 === "key") || (key7 === "operator")) || (key7 === "values"))){
+const err60 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -813,13 +816,11 @@ vErrors.push(err60);
 errors++;
 }
 }
-if(data29.values !== undefined){
-let data32 = data29.values;
-if(Array.isArray(data32)){
-const len3 = data32.length;
-for(let i3=0; i3<len3; i3++){
-if(typeof data32[i3] !== "string"){
-const err61 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i3,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data31.key !== undefined){
+let data32 = data31.key;
+if(typeof data32 === "string"){
+if(func3(data32) < 1){
+const err61 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -829,9 +830,8 @@ vErrors.push(err61);
 errors++;
 }
 }
-}
 else {
-const err62 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err62 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -841,9 +841,10 @@ vErrors.push(err62);
 errors++;
 }
 }
-}
-else {
-const err63 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data31.operator !== undefined){
+let data33 = data31.operator;
+if(!((((((data33 === "In") || (data33 === "NotIn")) || (data33 === "Exists")) || (data33 === "DoesNotExist")) || (data33 === "Gt")) || (data33 === "Lt"))){
+const err63 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -853,9 +854,13 @@ vErrors.push(err63);
 errors++;
 }
 }
-}
-else {
-const err64 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data31.values !== undefined){
+let data34 = data31.values;
+if(Array.isArray(data34)){
+const len4 = data34.length;
+for(let i4=0; i4<len4; i4++){
+if(typeof data34[i4] !== "string"){
+const err64 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i4,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -864,14 +869,10 @@ vErrors.push(err64);
 }
 errors++;
 }
-let data34 = data.interruptible;
-if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
-if(data34.tolerations === undefined){
-data34.tolerations = [];
 }
-for(const key8 in data34){
-if(!(((key8 === "tolerations") || (key8 === "nodeRequirement")) || (key8 === "nonInterruptibleNodeRequirement"))){
-const err65 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+}
+else {
+const err65 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -881,15 +882,9 @@ vErrors.push(err65);
 errors++;
 }
 }
-let data35 = data34.tolerations;
-if(Array.isArray(data35)){
-const len4 = data35.length;
-for(let i4=0; i4<len4; i4++){
-let data36 = data35[i4];
-if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
-for(const key9 in data36){
-if(!(((((key9 === "key") || (key9 === "operator")) || (key9 === "value")) || (key9 === "effect")) || (key9 === "tolerationSeconds"))){
-const err66 = {instancePath:instancePath+"/interruptible/tolerations/" + i4,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+}
+else {
+const err66 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -899,9 +894,9 @@ vErrors.push(err66);
 errors++;
 }
 }
-if(data36.key !== undefined){
-if(typeof data36.key !== "string"){
-const err67 = {instancePath:instancePath+"/interruptible/tolerations/" + i4+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err67 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -910,11 +905,14 @@ vErrors.push(err67);
 }
 errors++;
 }
+let data36 = data.interruptible;
+if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
+if(data36.tolerations === undefined){
+data36.tolerations = [];
 }
-if(data36.operator !== undefined){
-let data38 = data36.operator;
-if(!((data38 === "Exists") || (data38 === "Equal"))){
-const err68 = {instancePath:instancePath+"/interruptible/tolerations/" + i4+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
+for(const key8 in data36){
+if(!(((key8 === "tolerations") || (key8 === "nodeRequirement")) || (key8 === "nonInterruptibleNodeRequirement"))){
+const err68 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -924,9 +922,15 @@ vErrors.push(err68);
 errors++;
 }
 }
-if(data36.value !== undefined){
-if(typeof data36.value !== "string"){
-const err69 = {instancePath:instancePath+"/interruptible/tolerations/" + i4+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data37 = data36.tolerations;
+if(Array.isArray(data37)){
+const len5 = data37.length;
+for(let i5=0; i5<len5; i5++){
+let data38 = data37[i5];
+if(data38 && typeof data38 == "object" && !Array.isArray(data38)){
+for(const key9 in data38){
+if(!(((((key9 === "key") || (key9 === "operator")) || (key9 === "value")) || (key9 === "effect")) || (key9 === "tolerationSeconds"))){
+const err69 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -936,10 +940,9 @@ vErrors.push(err69);
 errors++;
 }
 }
-if(data36.effect !== undefined){
-let data40 = data36.effect;
-if(!(((data40 === "NoSchedule") || (data40 === "PreferNoSchedule")) || (data40 === "NoExecute"))){
-const err70 = {instancePath:instancePath+"/interruptible/tolerations/" + i4+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data38.key !== undefined){
+if(typeof data38.key !== "string"){
+const err70 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -949,10 +952,10 @@ vErrors.push(err70);
 errors++;
 }
 }
-if(data36.tolerationSeconds !== undefined){
-let data41 = data36.tolerationSeconds;
-if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
-const err71 = {instancePath:instancePath+"/interruptible/tolerations/" + i4+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data38.operator !== undefined){
+let data40 = data38.operator;
+if(!((data40 === "Exists") || (data40 === "Equal"))){
+const err71 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -962,9 +965,9 @@ vErrors.push(err71);
 errors++;
 }
 }
-}
-else {
-const err72 = {instancePath:instancePath+"/interruptible/tolerations/" + i4,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data38.value !== undefined){
+if(typeof data38.value !== "string"){
+const err72 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -974,9 +977,10 @@ vErrors.push(err72);
 errors++;
 }
 }
-}
-else {
-const err73 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data38.effect !== undefined){
+let data42 = data38.effect;
+if(!(((data42 === "NoSchedule") || (data42 === "PreferNoSchedule")) || (data42 === "NoExecute"))){
+const err73 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -985,11 +989,11 @@ vErrors.push(err73);
 }
 errors++;
 }
-if(data34.nodeRequirement !== undefined){
-let data42 = data34.nodeRequirement;
-if(data42 && typeof data42 == "object" && !Array.isArray(data42)){
-if(data42.key === undefined){
-const err74 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+if(data38.tolerationSeconds !== undefined){
+let data43 = data38.tolerationSeconds;
+if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
+const err74 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -998,8 +1002,10 @@ vErrors.push(err74);
 }
 errors++;
 }
-if(data42.operator === undefined){
-const err75 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+}
+}
+else {
+const err75 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1008,9 +1014,10 @@ vErrors.push(err75);
 }
 errors++;
 }
-for(const key10 in data42){
-if(!(((key10 === "key") || (key10 === "operator")) || (key10 === "values"))){
-const err76 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+}
+}
+else {
+const err76 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1019,12 +1026,11 @@ vErrors.push(err76);
 }
 errors++;
 }
-}
-if(data42.key !== undefined){
-let data43 = data42.key;
-if(typeof data43 === "string"){
-if(func3(data43) < 1){
-const err77 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data36.nodeRequirement !== undefined){
+let data44 = data36.nodeRequirement;
+if(data44 && typeof data44 == "object" && !Array.isArray(data44)){
+if(data44.key === undefined){
+const err77 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1033,9 +1039,8 @@ vErrors.push(err77);
 }
 errors++;
 }
-}
-else {
-const err78 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data44.operator === undefined){
+const err78 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1044,11 +1049,9 @@ vErrors.push(err78);
 }
 errors++;
 }
-}
-if(data42.operator !== undefined){
-let data44 = data42.operator;
-if(!((((((data44 === "In") || (data44 === "NotIn")) || (data44 === "Exists")) || (data44 === "DoesNotExist")) || (data44 === "Gt")) || (data44 === "Lt"))){
-const err79 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+for(const key10 in data44){
+if(!(((key10 === "key") || (key10 === "operator")) || (key10 === "values"))){
+const err79 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1058,13 +1061,11 @@ vErrors.push(err79);
 errors++;
 }
 }
-if(data42.values !== undefined){
-let data45 = data42.values;
-if(Array.isArray(data45)){
-const len5 = data45.length;
-for(let i5=0; i5<len5; i5++){
-if(typeof data45[i5] !== "string"){
-const err80 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i5,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data44.key !== undefined){
+let data45 = data44.key;
+if(typeof data45 === "string"){
+if(func3(data45) < 1){
+const err80 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1074,9 +1075,8 @@ vErrors.push(err80);
 errors++;
 }
 }
-}
 else {
-const err81 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err81 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1086,9 +1086,10 @@ vErrors.push(err81);
 errors++;
 }
 }
-}
-else {
-const err82 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data44.operator !== undefined){
+let data46 = data44.operator;
+if(!((((((data46 === "In") || (data46 === "NotIn")) || (data46 === "Exists")) || (data46 === "DoesNotExist")) || (data46 === "Gt")) || (data46 === "Lt"))){
+const err82 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1098,11 +1099,13 @@ vErrors.push(err82);
 errors++;
 }
 }
-if(data34.nonInterruptibleNodeRequirement !== undefined){
-let data47 = data34.nonInterruptibleNodeRequirement;
-if(data47 && typeof data47 == "object" && !Array.isArray(data47)){
-if(data47.key === undefined){
-const err83 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+if(data44.values !== undefined){
+let data47 = data44.values;
+if(Array.isArray(data47)){
+const len6 = data47.length;
+for(let i6=0; i6<len6; i6++){
+if(typeof data47[i6] !== "string"){
+const err83 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i6,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1111,8 +1114,10 @@ vErrors.push(err83);
 }
 errors++;
 }
-if(data47.operator === undefined){
-const err84 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+}
+}
+else {
+const err84 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1121,9 +1126,10 @@ vErrors.push(err84);
 }
 errors++;
 }
-for(const key11 in data47){
-if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
-const err85 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+}
+}
+else {
+const err85 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1133,11 +1139,11 @@ vErrors.push(err85);
 errors++;
 }
 }
-if(data47.key !== undefined){
-let data48 = data47.key;
-if(typeof data48 === "string"){
-if(func3(data48) < 1){
-const err86 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data36.nonInterruptibleNodeRequirement !== undefined){
+let data49 = data36.nonInterruptibleNodeRequirement;
+if(data49 && typeof data49 == "object" && !Array.isArray(data49)){
+if(data49.key === undefined){
+const err86 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1146,9 +1152,8 @@ vErrors.push(err86);
 }
 errors++;
 }
-}
-else {
-const err87 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data49.operator === undefined){
+const err87 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1157,11 +1162,9 @@ vErrors.push(err87);
 }
 errors++;
 }
-}
-if(data47.operator !== undefined){
-let data49 = data47.operator;
-if(!((((((data49 === "In") || (data49 === "NotIn")) || (data49 === "Exists")) || (data49 === "DoesNotExist")) || (data49 === "Gt")) || (data49 === "Lt"))){
-const err88 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+for(const key11 in data49){
+if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
+const err88 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1171,13 +1174,11 @@ vErrors.push(err88);
 errors++;
 }
 }
-if(data47.values !== undefined){
-let data50 = data47.values;
-if(Array.isArray(data50)){
-const len6 = data50.length;
-for(let i6=0; i6<len6; i6++){
-if(typeof data50[i6] !== "string"){
-const err89 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i6,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data49.key !== undefined){
+let data50 = data49.key;
+if(typeof data50 === "string"){
+if(func3(data50) < 1){
+const err89 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1187,9 +1188,8 @@ vErrors.push(err89);
 errors++;
 }
 }
-}
 else {
-const err90 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err90 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1199,9 +1199,10 @@ vErrors.push(err90);
 errors++;
 }
 }
-}
-else {
-const err91 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data49.operator !== undefined){
+let data51 = data49.operator;
+if(!((((((data51 === "In") || (data51 === "NotIn")) || (data51 === "Exists")) || (data51 === "DoesNotExist")) || (data51 === "Gt")) || (data51 === "Lt"))){
+const err91 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1211,9 +1212,13 @@ vErrors.push(err91);
 errors++;
 }
 }
-}
-else {
-const err92 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data49.values !== undefined){
+let data52 = data49.values;
+if(Array.isArray(data52)){
+const len7 = data52.length;
+for(let i7=0; i7<len7; i7++){
+if(typeof data52[i7] !== "string"){
+const err92 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i7,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1222,17 +1227,10 @@ vErrors.push(err92);
 }
 errors++;
 }
-let data52 = data.resources;
-if(data52 && typeof data52 == "object" && !Array.isArray(data52)){
-if(data52.defaultRequests === undefined){
-data52.defaultRequests = {"cpu":"1","memory":"1Gi"};
 }
-if(data52.limitsFromRequests === undefined){
-data52.limitsFromRequests = [];
 }
-for(const key12 in data52){
-if(!((key12 === "defaultRequests") || (key12 === "limitsFromRequests"))){
-const err93 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+else {
+const err93 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1242,11 +1240,9 @@ vErrors.push(err93);
 errors++;
 }
 }
-let data53 = data52.defaultRequests;
-if(data53 && typeof data53 == "object" && !Array.isArray(data53)){
-for(const key13 in data53){
-if(!((key13 === "cpu") || (key13 === "memory"))){
-const err94 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+}
+else {
+const err94 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -1256,11 +1252,9 @@ vErrors.push(err94);
 errors++;
 }
 }
-if(data53.cpu !== undefined){
-let data54 = data53.cpu;
-if(typeof data54 === "string"){
-if(!pattern4.test(data54)){
-const err95 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+}
+else {
+const err95 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -1269,9 +1263,17 @@ vErrors.push(err95);
 }
 errors++;
 }
+let data54 = data.resources;
+if(data54 && typeof data54 == "object" && !Array.isArray(data54)){
+if(data54.defaultRequests === undefined){
+data54.defaultRequests = {"cpu":"1","memory":"1Gi"};
 }
-else {
-const err96 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data54.limitsFromRequests === undefined){
+data54.limitsFromRequests = [];
+}
+for(const key12 in data54){
+if(!((key12 === "defaultRequests") || (key12 === "limitsFromRequests"))){
+const err96 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -1281,11 +1283,11 @@ vErrors.push(err96);
 errors++;
 }
 }
-if(data53.memory !== undefined){
-let data55 = data53.memory;
-if(typeof data55 === "string"){
-if(!pattern4.test(data55)){
-const err97 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+let data55 = data54.defaultRequests;
+if(data55 && typeof data55 == "object" && !Array.isArray(data55)){
+for(const key13 in data55){
+if(!((key13 === "cpu") || (key13 === "memory"))){
+const err97 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1295,8 +1297,11 @@ vErrors.push(err97);
 errors++;
 }
 }
-else {
-const err98 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data55.cpu !== undefined){
+let data56 = data55.cpu;
+if(typeof data56 === "string"){
+if(!pattern4.test(data56)){
+const err98 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1306,9 +1311,8 @@ vErrors.push(err98);
 errors++;
 }
 }
-}
 else {
-const err99 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err99 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1317,12 +1321,12 @@ vErrors.push(err99);
 }
 errors++;
 }
-let data56 = data52.limitsFromRequests;
-if(Array.isArray(data56)){
-const len7 = data56.length;
-for(let i7=0; i7<len7; i7++){
-if(typeof data56[i7] !== "string"){
-const err100 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i7,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data55.memory !== undefined){
+let data57 = data55.memory;
+if(typeof data57 === "string"){
+if(!pattern4.test(data57)){
+const err100 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1332,9 +1336,8 @@ vErrors.push(err100);
 errors++;
 }
 }
-}
 else {
-const err101 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err101 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1344,8 +1347,9 @@ vErrors.push(err101);
 errors++;
 }
 }
+}
 else {
-const err102 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err102 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1354,23 +1358,12 @@ vErrors.push(err102);
 }
 errors++;
 }
-let data58 = data.limits;
-if(data58 && typeof data58 == "object" && !Array.isArray(data58)){
-if(data58.container === undefined){
-data58.container = {};
-}
-if(data58.pod === undefined){
-data58.pod = {};
-}
-if(data58.job === undefined){
-data58.job = {};
-}
-if(data58.runPolicy === undefined){
-data58.runPolicy = {};
-}
-for(const key14 in data58){
-if(!((((((key14 === "container") || (key14 === "pod")) || (key14 === "job")) || (key14 === "runPolicy")) || (key14 === "allowedAccelerators")) || (key14 === "allowedPartitions"))){
-const err103 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
+let data58 = data54.limitsFromRequests;
+if(Array.isArray(data58)){
+const len8 = data58.length;
+for(let i8=0; i8<len8; i8++){
+if(typeof data58[i8] !== "string"){
+const err103 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i8,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1380,11 +1373,9 @@ vErrors.push(err103);
 errors++;
 }
 }
-let data59 = data58.container;
-if(data59 && typeof data59 == "object" && !Array.isArray(data59)){
-for(const key15 in data59){
-if(!(((key15 === "cpu") || (key15 === "memory")) || (key15 === "gpus"))){
-const err104 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
+}
+else {
+const err104 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1394,11 +1385,8 @@ vErrors.push(err104);
 errors++;
 }
 }
-if(data59.cpu !== undefined){
-let data60 = data59.cpu;
-if(typeof data60 === "string"){
-if(!pattern4.test(data60)){
-const err105 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err105 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1407,9 +1395,23 @@ vErrors.push(err105);
 }
 errors++;
 }
+let data60 = data.limits;
+if(data60 && typeof data60 == "object" && !Array.isArray(data60)){
+if(data60.container === undefined){
+data60.container = {};
 }
-else {
-const err106 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data60.pod === undefined){
+data60.pod = {};
+}
+if(data60.job === undefined){
+data60.job = {};
+}
+if(data60.runPolicy === undefined){
+data60.runPolicy = {};
+}
+for(const key14 in data60){
+if(!((((((key14 === "container") || (key14 === "pod")) || (key14 === "job")) || (key14 === "runPolicy")) || (key14 === "allowedAccelerators")) || (key14 === "allowedPartitions"))){
+const err106 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -1419,11 +1421,11 @@ vErrors.push(err106);
 errors++;
 }
 }
-if(data59.memory !== undefined){
-let data61 = data59.memory;
-if(typeof data61 === "string"){
-if(!pattern4.test(data61)){
-const err107 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+let data61 = data60.container;
+if(data61 && typeof data61 == "object" && !Array.isArray(data61)){
+for(const key15 in data61){
+if(!(((key15 === "cpu") || (key15 === "memory")) || (key15 === "gpus"))){
+const err107 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -1433,8 +1435,11 @@ vErrors.push(err107);
 errors++;
 }
 }
-else {
-const err108 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data61.cpu !== undefined){
+let data62 = data61.cpu;
+if(typeof data62 === "string"){
+if(!pattern4.test(data62)){
+const err108 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -1444,13 +1449,8 @@ vErrors.push(err108);
 errors++;
 }
 }
-if(data59.gpus !== undefined){
-let data62 = data59.gpus;
-if(data62 && typeof data62 == "object" && !Array.isArray(data62)){
-for(const key16 in data62){
-let data63 = data62[key16];
-if(!(((typeof data63 == "number") && (!(data63 % 1) && !isNaN(data63))) && (isFinite(data63)))){
-const err109 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err109 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -1459,9 +1459,12 @@ vErrors.push(err109);
 }
 errors++;
 }
-if((typeof data63 == "number") && (isFinite(data63))){
-if(data63 < 0 || isNaN(data63)){
-const err110 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data61.memory !== undefined){
+let data63 = data61.memory;
+if(typeof data63 === "string"){
+if(!pattern4.test(data63)){
+const err110 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1471,10 +1474,8 @@ vErrors.push(err110);
 errors++;
 }
 }
-}
-}
 else {
-const err111 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err111 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1484,9 +1485,13 @@ vErrors.push(err111);
 errors++;
 }
 }
-}
-else {
-const err112 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data61.gpus !== undefined){
+let data64 = data61.gpus;
+if(data64 && typeof data64 == "object" && !Array.isArray(data64)){
+for(const key16 in data64){
+let data65 = data64[key16];
+if(!(((typeof data65 == "number") && (!(data65 % 1) && !isNaN(data65))) && (isFinite(data65)))){
+const err112 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1495,11 +1500,9 @@ vErrors.push(err112);
 }
 errors++;
 }
-let data64 = data58.pod;
-if(data64 && typeof data64 == "object" && !Array.isArray(data64)){
-for(const key17 in data64){
-if(!(key17 === "gpus")){
-const err113 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
+if((typeof data65 == "number") && (isFinite(data65))){
+if(data65 < 0 || isNaN(data65)){
+const err113 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1509,10 +1512,10 @@ vErrors.push(err113);
 errors++;
 }
 }
-if(data64.gpus !== undefined){
-let data65 = data64.gpus;
-if(!(((typeof data65 == "number") && (!(data65 % 1) && !isNaN(data65))) && (isFinite(data65)))){
-const err114 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err114 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1521,9 +1524,10 @@ vErrors.push(err114);
 }
 errors++;
 }
-if((typeof data65 == "number") && (isFinite(data65))){
-if(data65 < 0 || isNaN(data65)){
-const err115 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err115 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1532,11 +1536,11 @@ vErrors.push(err115);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err116 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data66 = data60.pod;
+if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
+for(const key17 in data66){
+if(!(key17 === "gpus")){
+const err116 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1545,11 +1549,11 @@ vErrors.push(err116);
 }
 errors++;
 }
-let data66 = data58.job;
-if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
-for(const key18 in data66){
-if(!((key18 === "gpus") || (key18 === "replicas"))){
-const err117 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
+}
+if(data66.gpus !== undefined){
+let data67 = data66.gpus;
+if(!(((typeof data67 == "number") && (!(data67 % 1) && !isNaN(data67))) && (isFinite(data67)))){
+const err117 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1558,11 +1562,9 @@ vErrors.push(err117);
 }
 errors++;
 }
-}
-if(data66.gpus !== undefined){
-let data67 = data66.gpus;
-if(!(((typeof data67 == "number") && (!(data67 % 1) && !isNaN(data67))) && (isFinite(data67)))){
-const err118 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data67 == "number") && (isFinite(data67))){
+if(data67 < 0 || isNaN(data67)){
+const err118 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1571,9 +1573,11 @@ vErrors.push(err118);
 }
 errors++;
 }
-if((typeof data67 == "number") && (isFinite(data67))){
-if(data67 < 0 || isNaN(data67)){
-const err119 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err119 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1582,15 +1586,11 @@ vErrors.push(err119);
 }
 errors++;
 }
-}
-}
-if(data66.replicas !== undefined){
-let data68 = data66.replicas;
+let data68 = data60.job;
 if(data68 && typeof data68 == "object" && !Array.isArray(data68)){
-for(const key19 in data68){
-let data69 = data68[key19];
-if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
-const err120 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key18 in data68){
+if(!((key18 === "gpus") || (key18 === "replicas"))){
+const err120 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1599,9 +1599,11 @@ vErrors.push(err120);
 }
 errors++;
 }
-if((typeof data69 == "number") && (isFinite(data69))){
-if(data69 < 0 || isNaN(data69)){
-const err121 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data68.gpus !== undefined){
+let data69 = data68.gpus;
+if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
+const err121 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1610,11 +1612,9 @@ vErrors.push(err121);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err122 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data69 == "number") && (isFinite(data69))){
+if(data69 < 0 || isNaN(data69)){
+const err122 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1625,8 +1625,13 @@ errors++;
 }
 }
 }
-else {
-const err123 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data68.replicas !== undefined){
+let data70 = data68.replicas;
+if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
+for(const key19 in data70){
+let data71 = data70[key19];
+if(!(((typeof data71 == "number") && (!(data71 % 1) && !isNaN(data71))) && (isFinite(data71)))){
+const err123 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1635,11 +1640,9 @@ vErrors.push(err123);
 }
 errors++;
 }
-let data70 = data58.runPolicy;
-if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
-for(const key20 in data70){
-if(!((((((key20 === "requireTtlSecondsAfterFinished") || (key20 === "maxTtlSecondsAfterFinished")) || (key20 === "maxActiveDeadlineSeconds")) || (key20 === "maxBackoffLimit")) || (key20 === "allowedCleanPodPolicies")) || (key20 === "allowedRestartPolicies"))){
-const err124 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key20},message:"must NOT have additional properties"};
+if((typeof data71 == "number") && (isFinite(data71))){
+if(data71 < 0 || isNaN(data71)){
+const err124 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1649,9 +1652,10 @@ vErrors.push(err124);
 errors++;
 }
 }
-if(data70.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data70.requireTtlSecondsAfterFinished !== "boolean"){
-const err125 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+}
+else {
+const err125 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1661,10 +1665,9 @@ vErrors.push(err125);
 errors++;
 }
 }
-if(data70.maxTtlSecondsAfterFinished !== undefined){
-let data72 = data70.maxTtlSecondsAfterFinished;
-if(!(((typeof data72 == "number") && (!(data72 % 1) && !isNaN(data72))) && (isFinite(data72)))){
-const err126 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err126 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1673,9 +1676,11 @@ vErrors.push(err126);
 }
 errors++;
 }
-if((typeof data72 == "number") && (isFinite(data72))){
-if(data72 < 0 || isNaN(data72)){
-const err127 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+let data72 = data60.runPolicy;
+if(data72 && typeof data72 == "object" && !Array.isArray(data72)){
+for(const key20 in data72){
+if(!((((((key20 === "requireTtlSecondsAfterFinished") || (key20 === "maxTtlSecondsAfterFinished")) || (key20 === "maxActiveDeadlineSeconds")) || (key20 === "maxBackoffLimit")) || (key20 === "allowedCleanPodPolicies")) || (key20 === "allowedRestartPolicies"))){
+const err127 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key20},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1685,11 +1690,9 @@ vErrors.push(err127);
 errors++;
 }
 }
-}
-if(data70.maxActiveDeadlineSeconds !== undefined){
-let data73 = data70.maxActiveDeadlineSeconds;
-if(!(((typeof data73 == "number") && (!(data73 % 1) && !isNaN(data73))) && (isFinite(data73)))){
-const err128 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data72.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data72.requireTtlSecondsAfterFinished !== "boolean"){
+const err128 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1698,9 +1701,11 @@ vErrors.push(err128);
 }
 errors++;
 }
-if((typeof data73 == "number") && (isFinite(data73))){
-if(data73 < 0 || isNaN(data73)){
-const err129 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data72.maxTtlSecondsAfterFinished !== undefined){
+let data74 = data72.maxTtlSecondsAfterFinished;
+if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
+const err129 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1709,12 +1714,9 @@ vErrors.push(err129);
 }
 errors++;
 }
-}
-}
-if(data70.maxBackoffLimit !== undefined){
-let data74 = data70.maxBackoffLimit;
-if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
-const err130 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data74 == "number") && (isFinite(data74))){
+if(data74 < 0 || isNaN(data74)){
+const err130 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1723,9 +1725,12 @@ vErrors.push(err130);
 }
 errors++;
 }
-if((typeof data74 == "number") && (isFinite(data74))){
-if(data74 < 0 || isNaN(data74)){
-const err131 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data72.maxActiveDeadlineSeconds !== undefined){
+let data75 = data72.maxActiveDeadlineSeconds;
+if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
+const err131 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1734,16 +1739,9 @@ vErrors.push(err131);
 }
 errors++;
 }
-}
-}
-if(data70.allowedCleanPodPolicies !== undefined){
-let data75 = data70.allowedCleanPodPolicies;
-if(Array.isArray(data75)){
-const len8 = data75.length;
-for(let i8=0; i8<len8; i8++){
-let data76 = data75[i8];
-if(!(((data76 === "All") || (data76 === "Running")) || (data76 === "None"))){
-const err132 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i8,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data75 == "number") && (isFinite(data75))){
+if(data75 < 0 || isNaN(data75)){
+const err132 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1754,8 +1752,10 @@ errors++;
 }
 }
 }
-else {
-const err133 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data72.maxBackoffLimit !== undefined){
+let data76 = data72.maxBackoffLimit;
+if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
+const err133 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1764,15 +1764,9 @@ vErrors.push(err133);
 }
 errors++;
 }
-}
-if(data70.allowedRestartPolicies !== undefined){
-let data77 = data70.allowedRestartPolicies;
-if(Array.isArray(data77)){
-const len9 = data77.length;
-for(let i9=0; i9<len9; i9++){
-let data78 = data77[i9];
-if(!((((data78 === "Always") || (data78 === "OnFailure")) || (data78 === "Never")) || (data78 === "ExitCode"))){
-const err134 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i9,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data76 == "number") && (isFinite(data76))){
+if(data76 < 0 || isNaN(data76)){
+const err134 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1783,8 +1777,14 @@ errors++;
 }
 }
 }
-else {
-const err135 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data72.allowedCleanPodPolicies !== undefined){
+let data77 = data72.allowedCleanPodPolicies;
+if(Array.isArray(data77)){
+const len9 = data77.length;
+for(let i9=0; i9<len9; i9++){
+let data78 = data77[i9];
+if(!(((data78 === "All") || (data78 === "Running")) || (data78 === "None"))){
+const err135 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i9,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1796,7 +1796,7 @@ errors++;
 }
 }
 else {
-const err136 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err136 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1805,13 +1805,15 @@ vErrors.push(err136);
 }
 errors++;
 }
-if(data58.allowedAccelerators !== undefined){
-let data79 = data58.allowedAccelerators;
+}
+if(data72.allowedRestartPolicies !== undefined){
+let data79 = data72.allowedRestartPolicies;
 if(Array.isArray(data79)){
 const len10 = data79.length;
 for(let i10=0; i10<len10; i10++){
-if(typeof data79[i10] !== "string"){
-const err137 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i10,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data80 = data79[i10];
+if(!((((data80 === "Always") || (data80 === "OnFailure")) || (data80 === "Never")) || (data80 === "ExitCode"))){
+const err137 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i10,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1823,7 +1825,7 @@ errors++;
 }
 }
 else {
-const err138 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err138 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1833,13 +1835,9 @@ vErrors.push(err138);
 errors++;
 }
 }
-if(data58.allowedPartitions !== undefined){
-let data81 = data58.allowedPartitions;
-if(Array.isArray(data81)){
-const len11 = data81.length;
-for(let i11=0; i11<len11; i11++){
-if(typeof data81[i11] !== "string"){
-const err139 = {instancePath:instancePath+"/limits/allowedPartitions/" + i11,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err139 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1848,10 +1846,13 @@ vErrors.push(err139);
 }
 errors++;
 }
-}
-}
-else {
-const err140 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data60.allowedAccelerators !== undefined){
+let data81 = data60.allowedAccelerators;
+if(Array.isArray(data81)){
+const len11 = data81.length;
+for(let i11=0; i11<len11; i11++){
+if(typeof data81[i11] !== "string"){
+const err140 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i11,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1863,7 +1864,7 @@ errors++;
 }
 }
 else {
-const err141 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err141 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1872,14 +1873,14 @@ vErrors.push(err141);
 }
 errors++;
 }
-let data83 = data.namespaces;
+}
+if(data60.allowedPartitions !== undefined){
+let data83 = data60.allowedPartitions;
 if(Array.isArray(data83)){
 const len12 = data83.length;
 for(let i12=0; i12<len12; i12++){
-let data84 = data83[i12];
-if(data84 && typeof data84 == "object" && !Array.isArray(data84)){
-if(data84.pattern === undefined){
-const err142 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+if(typeof data83[i12] !== "string"){
+const err142 = {instancePath:instancePath+"/limits/allowedPartitions/" + i12,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1888,8 +1889,10 @@ vErrors.push(err142);
 }
 errors++;
 }
-if(data84.limits === undefined){
-const err143 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "limits"},message:"must have required property '"+"limits"+"'"};
+}
+}
+else {
+const err143 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1898,9 +1901,10 @@ vErrors.push(err143);
 }
 errors++;
 }
-for(const key21 in data84){
-if(!((key21 === "pattern") || (key21 === "limits"))){
-const err144 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
+}
+}
+else {
+const err144 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1909,12 +1913,14 @@ vErrors.push(err144);
 }
 errors++;
 }
-}
-if(data84.pattern !== undefined){
-let data85 = data84.pattern;
-if(typeof data85 === "string"){
-if(func3(data85) < 1){
-const err145 = {instancePath:instancePath+"/namespaces/" + i12+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+let data85 = data.namespaces;
+if(Array.isArray(data85)){
+const len13 = data85.length;
+for(let i13=0; i13<len13; i13++){
+let data86 = data85[i13];
+if(data86 && typeof data86 == "object" && !Array.isArray(data86)){
+if(data86.pattern === undefined){
+const err145 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1923,9 +1929,8 @@ vErrors.push(err145);
 }
 errors++;
 }
-}
-else {
-const err146 = {instancePath:instancePath+"/namespaces/" + i12+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data86.limits === undefined){
+const err146 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "limits"},message:"must have required property '"+"limits"+"'"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1934,13 +1939,9 @@ vErrors.push(err146);
 }
 errors++;
 }
-}
-if(data84.limits !== undefined){
-let data86 = data84.limits;
-if(data86 && typeof data86 == "object" && !Array.isArray(data86)){
-for(const key22 in data86){
-if(!((((((key22 === "container") || (key22 === "pod")) || (key22 === "job")) || (key22 === "runPolicy")) || (key22 === "allowedAccelerators")) || (key22 === "allowedPartitions"))){
-const err147 = {instancePath:instancePath+"/namespaces/" + i12+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
+for(const key21 in data86){
+if(!((key21 === "pattern") || (key21 === "limits"))){
+const err147 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1950,12 +1951,11 @@ vErrors.push(err147);
 errors++;
 }
 }
-if(data86.container !== undefined){
-let data87 = data86.container;
-if(data87 && typeof data87 == "object" && !Array.isArray(data87)){
-for(const key23 in data87){
-if(!(((key23 === "cpu") || (key23 === "memory")) || (key23 === "gpus"))){
-const err148 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
+if(data86.pattern !== undefined){
+let data87 = data86.pattern;
+if(typeof data87 === "string"){
+if(func3(data87) < 1){
+const err148 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1965,11 +1965,8 @@ vErrors.push(err148);
 errors++;
 }
 }
-if(data87.cpu !== undefined){
-let data88 = data87.cpu;
-if(typeof data88 === "string"){
-if(!pattern4.test(data88)){
-const err149 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err149 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1979,8 +1976,12 @@ vErrors.push(err149);
 errors++;
 }
 }
-else {
-const err150 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data86.limits !== undefined){
+let data88 = data86.limits;
+if(data88 && typeof data88 == "object" && !Array.isArray(data88)){
+for(const key22 in data88){
+if(!((((((key22 === "container") || (key22 === "pod")) || (key22 === "job")) || (key22 === "runPolicy")) || (key22 === "allowedAccelerators")) || (key22 === "allowedPartitions"))){
+const err150 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1990,11 +1991,12 @@ vErrors.push(err150);
 errors++;
 }
 }
-if(data87.memory !== undefined){
-let data89 = data87.memory;
-if(typeof data89 === "string"){
-if(!pattern4.test(data89)){
-const err151 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if(data88.container !== undefined){
+let data89 = data88.container;
+if(data89 && typeof data89 == "object" && !Array.isArray(data89)){
+for(const key23 in data89){
+if(!(((key23 === "cpu") || (key23 === "memory")) || (key23 === "gpus"))){
+const err151 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -2004,8 +2006,11 @@ vErrors.push(err151);
 errors++;
 }
 }
-else {
-const err152 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data89.cpu !== undefined){
+let data90 = data89.cpu;
+if(typeof data90 === "string"){
+if(!pattern4.test(data90)){
+const err152 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -2015,13 +2020,8 @@ vErrors.push(err152);
 errors++;
 }
 }
-if(data87.gpus !== undefined){
-let data90 = data87.gpus;
-if(data90 && typeof data90 == "object" && !Array.isArray(data90)){
-for(const key24 in data90){
-let data91 = data90[key24];
-if(!(((typeof data91 == "number") && (!(data91 % 1) && !isNaN(data91))) && (isFinite(data91)))){
-const err153 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus/" + key24.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err153 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -2030,9 +2030,12 @@ vErrors.push(err153);
 }
 errors++;
 }
-if((typeof data91 == "number") && (isFinite(data91))){
-if(data91 < 0 || isNaN(data91)){
-const err154 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus/" + key24.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data89.memory !== undefined){
+let data91 = data89.memory;
+if(typeof data91 === "string"){
+if(!pattern4.test(data91)){
+const err154 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -2042,10 +2045,8 @@ vErrors.push(err154);
 errors++;
 }
 }
-}
-}
 else {
-const err155 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err155 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -2055,9 +2056,13 @@ vErrors.push(err155);
 errors++;
 }
 }
-}
-else {
-const err156 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data89.gpus !== undefined){
+let data92 = data89.gpus;
+if(data92 && typeof data92 == "object" && !Array.isArray(data92)){
+for(const key24 in data92){
+let data93 = data92[key24];
+if(!(((typeof data93 == "number") && (!(data93 % 1) && !isNaN(data93))) && (isFinite(data93)))){
+const err156 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key24.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -2066,13 +2071,9 @@ vErrors.push(err156);
 }
 errors++;
 }
-}
-if(data86.pod !== undefined){
-let data92 = data86.pod;
-if(data92 && typeof data92 == "object" && !Array.isArray(data92)){
-for(const key25 in data92){
-if(!(key25 === "gpus")){
-const err157 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key25},message:"must NOT have additional properties"};
+if((typeof data93 == "number") && (isFinite(data93))){
+if(data93 < 0 || isNaN(data93)){
+const err157 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key24.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -2082,10 +2083,10 @@ vErrors.push(err157);
 errors++;
 }
 }
-if(data92.gpus !== undefined){
-let data93 = data92.gpus;
-if(!(((typeof data93 == "number") && (!(data93 % 1) && !isNaN(data93))) && (isFinite(data93)))){
-const err158 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err158 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -2094,9 +2095,10 @@ vErrors.push(err158);
 }
 errors++;
 }
-if((typeof data93 == "number") && (isFinite(data93))){
-if(data93 < 0 || isNaN(data93)){
-const err159 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err159 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -2106,10 +2108,12 @@ vErrors.push(err159);
 errors++;
 }
 }
-}
-}
-else {
-const err160 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data88.pod !== undefined){
+let data94 = data88.pod;
+if(data94 && typeof data94 == "object" && !Array.isArray(data94)){
+for(const key25 in data94){
+if(!(key25 === "gpus")){
+const err160 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key25},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -2119,12 +2123,10 @@ vErrors.push(err160);
 errors++;
 }
 }
-if(data86.job !== undefined){
-let data94 = data86.job;
-if(data94 && typeof data94 == "object" && !Array.isArray(data94)){
-for(const key26 in data94){
-if(!((key26 === "gpus") || (key26 === "replicas"))){
-const err161 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
+if(data94.gpus !== undefined){
+let data95 = data94.gpus;
+if(!(((typeof data95 == "number") && (!(data95 % 1) && !isNaN(data95))) && (isFinite(data95)))){
+const err161 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -2133,11 +2135,9 @@ vErrors.push(err161);
 }
 errors++;
 }
-}
-if(data94.gpus !== undefined){
-let data95 = data94.gpus;
-if(!(((typeof data95 == "number") && (!(data95 % 1) && !isNaN(data95))) && (isFinite(data95)))){
-const err162 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data95 == "number") && (isFinite(data95))){
+if(data95 < 0 || isNaN(data95)){
+const err162 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -2146,9 +2146,11 @@ vErrors.push(err162);
 }
 errors++;
 }
-if((typeof data95 == "number") && (isFinite(data95))){
-if(data95 < 0 || isNaN(data95)){
-const err163 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err163 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -2158,14 +2160,12 @@ vErrors.push(err163);
 errors++;
 }
 }
-}
-if(data94.replicas !== undefined){
-let data96 = data94.replicas;
+if(data88.job !== undefined){
+let data96 = data88.job;
 if(data96 && typeof data96 == "object" && !Array.isArray(data96)){
-for(const key27 in data96){
-let data97 = data96[key27];
-if(!(((typeof data97 == "number") && (!(data97 % 1) && !isNaN(data97))) && (isFinite(data97)))){
-const err164 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas/" + key27.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key26 in data96){
+if(!((key26 === "gpus") || (key26 === "replicas"))){
+const err164 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -2174,9 +2174,11 @@ vErrors.push(err164);
 }
 errors++;
 }
-if((typeof data97 == "number") && (isFinite(data97))){
-if(data97 < 0 || isNaN(data97)){
-const err165 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas/" + key27.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data96.gpus !== undefined){
+let data97 = data96.gpus;
+if(!(((typeof data97 == "number") && (!(data97 % 1) && !isNaN(data97))) && (isFinite(data97)))){
+const err165 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2185,11 +2187,9 @@ vErrors.push(err165);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err166 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data97 == "number") && (isFinite(data97))){
+if(data97 < 0 || isNaN(data97)){
+const err166 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2200,8 +2200,13 @@ errors++;
 }
 }
 }
-else {
-const err167 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data96.replicas !== undefined){
+let data98 = data96.replicas;
+if(data98 && typeof data98 == "object" && !Array.isArray(data98)){
+for(const key27 in data98){
+let data99 = data98[key27];
+if(!(((typeof data99 == "number") && (!(data99 % 1) && !isNaN(data99))) && (isFinite(data99)))){
+const err167 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key27.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2210,13 +2215,9 @@ vErrors.push(err167);
 }
 errors++;
 }
-}
-if(data86.runPolicy !== undefined){
-let data98 = data86.runPolicy;
-if(data98 && typeof data98 == "object" && !Array.isArray(data98)){
-for(const key28 in data98){
-if(!((((((key28 === "requireTtlSecondsAfterFinished") || (key28 === "maxTtlSecondsAfterFinished")) || (key28 === "maxActiveDeadlineSeconds")) || (key28 === "maxBackoffLimit")) || (key28 === "allowedCleanPodPolicies")) || (key28 === "allowedRestartPolicies"))){
-const err168 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key28},message:"must NOT have additional properties"};
+if((typeof data99 == "number") && (isFinite(data99))){
+if(data99 < 0 || isNaN(data99)){
+const err168 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key27.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2226,9 +2227,10 @@ vErrors.push(err168);
 errors++;
 }
 }
-if(data98.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data98.requireTtlSecondsAfterFinished !== "boolean"){
-const err169 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+}
+else {
+const err169 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2238,10 +2240,9 @@ vErrors.push(err169);
 errors++;
 }
 }
-if(data98.maxTtlSecondsAfterFinished !== undefined){
-let data100 = data98.maxTtlSecondsAfterFinished;
-if(!(((typeof data100 == "number") && (!(data100 % 1) && !isNaN(data100))) && (isFinite(data100)))){
-const err170 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err170 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2250,9 +2251,13 @@ vErrors.push(err170);
 }
 errors++;
 }
-if((typeof data100 == "number") && (isFinite(data100))){
-if(data100 < 0 || isNaN(data100)){
-const err171 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data88.runPolicy !== undefined){
+let data100 = data88.runPolicy;
+if(data100 && typeof data100 == "object" && !Array.isArray(data100)){
+for(const key28 in data100){
+if(!((((((key28 === "requireTtlSecondsAfterFinished") || (key28 === "maxTtlSecondsAfterFinished")) || (key28 === "maxActiveDeadlineSeconds")) || (key28 === "maxBackoffLimit")) || (key28 === "allowedCleanPodPolicies")) || (key28 === "allowedRestartPolicies"))){
+const err171 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key28},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2262,11 +2267,9 @@ vErrors.push(err171);
 errors++;
 }
 }
-}
-if(data98.maxActiveDeadlineSeconds !== undefined){
-let data101 = data98.maxActiveDeadlineSeconds;
-if(!(((typeof data101 == "number") && (!(data101 % 1) && !isNaN(data101))) && (isFinite(data101)))){
-const err172 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data100.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data100.requireTtlSecondsAfterFinished !== "boolean"){
+const err172 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2275,9 +2278,11 @@ vErrors.push(err172);
 }
 errors++;
 }
-if((typeof data101 == "number") && (isFinite(data101))){
-if(data101 < 0 || isNaN(data101)){
-const err173 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data100.maxTtlSecondsAfterFinished !== undefined){
+let data102 = data100.maxTtlSecondsAfterFinished;
+if(!(((typeof data102 == "number") && (!(data102 % 1) && !isNaN(data102))) && (isFinite(data102)))){
+const err173 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2286,12 +2291,9 @@ vErrors.push(err173);
 }
 errors++;
 }
-}
-}
-if(data98.maxBackoffLimit !== undefined){
-let data102 = data98.maxBackoffLimit;
-if(!(((typeof data102 == "number") && (!(data102 % 1) && !isNaN(data102))) && (isFinite(data102)))){
-const err174 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data102 == "number") && (isFinite(data102))){
+if(data102 < 0 || isNaN(data102)){
+const err174 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2300,9 +2302,12 @@ vErrors.push(err174);
 }
 errors++;
 }
-if((typeof data102 == "number") && (isFinite(data102))){
-if(data102 < 0 || isNaN(data102)){
-const err175 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data100.maxActiveDeadlineSeconds !== undefined){
+let data103 = data100.maxActiveDeadlineSeconds;
+if(!(((typeof data103 == "number") && (!(data103 % 1) && !isNaN(data103))) && (isFinite(data103)))){
+const err175 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2311,16 +2316,9 @@ vErrors.push(err175);
 }
 errors++;
 }
-}
-}
-if(data98.allowedCleanPodPolicies !== undefined){
-let data103 = data98.allowedCleanPodPolicies;
-if(Array.isArray(data103)){
-const len13 = data103.length;
-for(let i13=0; i13<len13; i13++){
-let data104 = data103[i13];
-if(!(((data104 === "All") || (data104 === "Running")) || (data104 === "None"))){
-const err176 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedCleanPodPolicies/" + i13,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data103 == "number") && (isFinite(data103))){
+if(data103 < 0 || isNaN(data103)){
+const err176 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2331,8 +2329,10 @@ errors++;
 }
 }
 }
-else {
-const err177 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data100.maxBackoffLimit !== undefined){
+let data104 = data100.maxBackoffLimit;
+if(!(((typeof data104 == "number") && (!(data104 % 1) && !isNaN(data104))) && (isFinite(data104)))){
+const err177 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2341,15 +2341,9 @@ vErrors.push(err177);
 }
 errors++;
 }
-}
-if(data98.allowedRestartPolicies !== undefined){
-let data105 = data98.allowedRestartPolicies;
-if(Array.isArray(data105)){
-const len14 = data105.length;
-for(let i14=0; i14<len14; i14++){
-let data106 = data105[i14];
-if(!((((data106 === "Always") || (data106 === "OnFailure")) || (data106 === "Never")) || (data106 === "ExitCode"))){
-const err178 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedRestartPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data104 == "number") && (isFinite(data104))){
+if(data104 < 0 || isNaN(data104)){
+const err178 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2360,8 +2354,14 @@ errors++;
 }
 }
 }
-else {
-const err179 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data100.allowedCleanPodPolicies !== undefined){
+let data105 = data100.allowedCleanPodPolicies;
+if(Array.isArray(data105)){
+const len14 = data105.length;
+for(let i14=0; i14<len14; i14++){
+let data106 = data105[i14];
+if(!(((data106 === "All") || (data106 === "Running")) || (data106 === "None"))){
+const err179 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2373,7 +2373,7 @@ errors++;
 }
 }
 else {
-const err180 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err180 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2383,13 +2383,14 @@ vErrors.push(err180);
 errors++;
 }
 }
-if(data86.allowedAccelerators !== undefined){
-let data107 = data86.allowedAccelerators;
+if(data100.allowedRestartPolicies !== undefined){
+let data107 = data100.allowedRestartPolicies;
 if(Array.isArray(data107)){
 const len15 = data107.length;
 for(let i15=0; i15<len15; i15++){
-if(typeof data107[i15] !== "string"){
-const err181 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedAccelerators/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data108 = data107[i15];
+if(!((((data108 === "Always") || (data108 === "OnFailure")) || (data108 === "Never")) || (data108 === "ExitCode"))){
+const err181 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2401,7 +2402,7 @@ errors++;
 }
 }
 else {
-const err182 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err182 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2411,13 +2412,9 @@ vErrors.push(err182);
 errors++;
 }
 }
-if(data86.allowedPartitions !== undefined){
-let data109 = data86.allowedPartitions;
-if(Array.isArray(data109)){
-const len16 = data109.length;
-for(let i16=0; i16<len16; i16++){
-if(typeof data109[i16] !== "string"){
-const err183 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedPartitions/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err183 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2427,9 +2424,13 @@ vErrors.push(err183);
 errors++;
 }
 }
-}
-else {
-const err184 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data88.allowedAccelerators !== undefined){
+let data109 = data88.allowedAccelerators;
+if(Array.isArray(data109)){
+const len16 = data109.length;
+for(let i16=0; i16<len16; i16++){
+if(typeof data109[i16] !== "string"){
+const err184 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2441,7 +2442,7 @@ errors++;
 }
 }
 else {
-const err185 = {instancePath:instancePath+"/namespaces/" + i12+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err185 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2451,9 +2452,13 @@ vErrors.push(err185);
 errors++;
 }
 }
-}
-else {
-const err186 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data88.allowedPartitions !== undefined){
+let data111 = data88.allowedPartitions;
+if(Array.isArray(data111)){
+const len17 = data111.length;
+for(let i17=0; i17<len17; i17++){
+if(typeof data111[i17] !== "string"){
+const err186 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions/" + i17,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2465,7 +2470,7 @@ errors++;
 }
 }
 else {
-const err187 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err187 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2474,41 +2479,10 @@ vErrors.push(err187);
 }
 errors++;
 }
-let data111 = data.reconciler;
-if(data111 && typeof data111 == "object" && !Array.isArray(data111)){
-if(data111.defaultTtlSecondsAfterFinished === undefined){
-data111.defaultTtlSecondsAfterFinished = 86400;
 }
-if(data111.defaultCleanPodPolicy === undefined){
-data111.defaultCleanPodPolicy = "Running";
 }
-if(data111.maxDeletionsPerPass === undefined){
-data111.maxDeletionsPerPass = 100;
-}
-if(data111.leaseGracePeriodSeconds === undefined){
-data111.leaseGracePeriodSeconds = 40;
-}
-if(data111.passLeaseSeconds === undefined){
-data111.passLeaseSeconds = 600;
-}
-if(data111.perReplicaServices === undefined){
-data111.perReplicaServices = true;
-}
-if(data111.events === undefined){
-data111.events = true;
-}
-if(data111.pendingGpuPodSeconds === undefined){
-data111.pendingGpuPodSeconds = 300;
-}
-if(data111.ledgerShardBytes === undefined){
-data111.ledgerShardBytes = 524288;
-}
-if(data111.concurrency === undefined){
-data111.concurrency = 8;
-}
-for(const key29 in data111){
-if(!(func2.call(schema11.properties.reconciler.properties, key29))){
-const err188 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
+else {
+const err188 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2518,9 +2492,9 @@ vErrors.push(err188);
 errors++;
 }
 }
-let data112 = data111.defaultTtlSecondsAfterFinished;
-if(!(((typeof data112 == "number") && (!(data112 % 1) && !isNaN(data112))) && (isFinite(data112)))){
-const err189 = {instancePath:instancePath+"/reconciler/defaultTtlSecondsAfterFinished",schemaPath:"#/properties/reconciler/properties/defaultTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err189 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2529,9 +2503,10 @@ vErrors.push(err189);
 }
 errors++;
 }
-if((typeof data112 == "number") && (isFinite(data112))){
-if(data112 < 0 || isNaN(data112)){
-const err190 = {instancePath:instancePath+"/reconciler/defaultTtlSecondsAfterFinished",schemaPath:"#/properties/reconciler/properties/defaultTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err190 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2540,10 +2515,41 @@ vErrors.push(err190);
 }
 errors++;
 }
+let data113 = data.reconciler;
+if(data113 && typeof data113 == "object" && !Array.isArray(data113)){
+if(data113.defaultTtlSecondsAfterFinished === undefined){
+data113.defaultTtlSecondsAfterFinished = 86400;
 }
-let data113 = data111.defaultCleanPodPolicy;
-if(!(((data113 === "All") || (data113 === "Running")) || (data113 === "None"))){
-const err191 = {instancePath:instancePath+"/reconciler/defaultCleanPodPolicy",schemaPath:"#/properties/reconciler/properties/defaultCleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.reconciler.properties.defaultCleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+if(data113.defaultCleanPodPolicy === undefined){
+data113.defaultCleanPodPolicy = "Running";
+}
+if(data113.maxDeletionsPerPass === undefined){
+data113.maxDeletionsPerPass = 100;
+}
+if(data113.leaseGracePeriodSeconds === undefined){
+data113.leaseGracePeriodSeconds = 40;
+}
+if(data113.passLeaseSeconds === undefined){
+data113.passLeaseSeconds = 600;
+}
+if(data113.perReplicaServices === undefined){
+data113.perReplicaServices = true;
+}
+if(data113.events === undefined){
+data113.events = true;
+}
+if(data113.pendingGpuPodSeconds === undefined){
+data113.pendingGpuPodSeconds = 300;
+}
+if(data113.ledgerShardBytes === undefined){
+data113.ledgerShardBytes = 524288;
+}
+if(data113.concurrency === undefined){
+data113.concurrency = 8;
+}
+for(const key29 in data113){
+if(!(func2.call(schema11.properties.reconciler.properties, key29))){
+const err191 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2552,9 +2558,10 @@ vErrors.push(err191);
 }
 errors++;
 }
-let data114 = data111.maxDeletionsPerPass;
+}
+let data114 = data113.defaultTtlSecondsAfterFinished;
 if(!(((typeof data114 == "number") && (!(data114 % 1) && !isNaN(data114))) && (isFinite(data114)))){
-const err192 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err192 = {instancePath:instancePath+"/reconciler/defaultTtlSecondsAfterFinished",schemaPath:"#/properties/reconciler/properties/defaultTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2564,8 +2571,8 @@ vErrors.push(err192);
 errors++;
 }
 if((typeof data114 == "number") && (isFinite(data114))){
-if(data114 < 1 || isNaN(data114)){
-const err193 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data114 < 0 || isNaN(data114)){
+const err193 = {instancePath:instancePath+"/reconciler/defaultTtlSecondsAfterFinished",schemaPath:"#/properties/reconciler/properties/defaultTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2575,9 +2582,9 @@ vErrors.push(err193);
 errors++;
 }
 }
-let data115 = data111.leaseGracePeriodSeconds;
-if(!(((typeof data115 == "number") && (!(data115 % 1) && !isNaN(data115))) && (isFinite(data115)))){
-const err194 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data115 = data113.defaultCleanPodPolicy;
+if(!(((data115 === "All") || (data115 === "Running")) || (data115 === "None"))){
+const err194 = {instancePath:instancePath+"/reconciler/defaultCleanPodPolicy",schemaPath:"#/properties/reconciler/properties/defaultCleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.reconciler.properties.defaultCleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2586,9 +2593,9 @@ vErrors.push(err194);
 }
 errors++;
 }
-if((typeof data115 == "number") && (isFinite(data115))){
-if(data115 < 1 || isNaN(data115)){
-const err195 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+let data116 = data113.maxDeletionsPerPass;
+if(!(((typeof data116 == "number") && (!(data116 % 1) && !isNaN(data116))) && (isFinite(data116)))){
+const err195 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2597,10 +2604,9 @@ vErrors.push(err195);
 }
 errors++;
 }
-}
-let data116 = data111.passLeaseSeconds;
-if(!(((typeof data116 == "number") && (!(data116 % 1) && !isNaN(data116))) && (isFinite(data116)))){
-const err196 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data116 == "number") && (isFinite(data116))){
+if(data116 < 1 || isNaN(data116)){
+const err196 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2609,9 +2615,10 @@ vErrors.push(err196);
 }
 errors++;
 }
-if((typeof data116 == "number") && (isFinite(data116))){
-if(data116 > 86400 || isNaN(data116)){
-const err197 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+let data117 = data113.leaseGracePeriodSeconds;
+if(!(((typeof data117 == "number") && (!(data117 % 1) && !isNaN(data117))) && (isFinite(data117)))){
+const err197 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2620,8 +2627,9 @@ vErrors.push(err197);
 }
 errors++;
 }
-if(data116 < 10 || isNaN(data116)){
-const err198 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+if((typeof data117 == "number") && (isFinite(data117))){
+if(data117 < 1 || isNaN(data117)){
+const err198 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2631,8 +2639,9 @@ vErrors.push(err198);
 errors++;
 }
 }
-if(typeof data111.perReplicaServices !== "boolean"){
-const err199 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+let data118 = data113.passLeaseSeconds;
+if(!(((typeof data118 == "number") && (!(data118 % 1) && !isNaN(data118))) && (isFinite(data118)))){
+const err199 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2641,8 +2650,9 @@ vErrors.push(err199);
 }
 errors++;
 }
-if(typeof data111.events !== "boolean"){
-const err200 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data118 == "number") && (isFinite(data118))){
+if(data118 > 86400 || isNaN(data118)){
+const err200 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2651,9 +2661,8 @@ vErrors.push(err200);
 }
 errors++;
 }
-let data119 = data111.pendingGpuPodSeconds;
-if(!(((typeof data119 == "number") && (!(data119 % 1) && !isNaN(data119))) && (isFinite(data119)))){
-const err201 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data118 < 10 || isNaN(data118)){
+const err201 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2662,9 +2671,9 @@ vErrors.push(err201);
 }
 errors++;
 }
-if((typeof data119 == "number") && (isFinite(data119))){
-if(data119 < 0 || isNaN(data119)){
-const err202 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(typeof data113.perReplicaServices !== "boolean"){
+const err202 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2673,10 +2682,8 @@ vErrors.push(err202);
 }
 errors++;
 }
-}
-let data120 = data111.ledgerShardBytes;
-if(!(((typeof data120 == "number") && (!(data120 % 1) && !isNaN(data120))) && (isFinite(data120)))){
-const err203 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(typeof data113.events !== "boolean"){
+const err203 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2685,9 +2692,9 @@ vErrors.push(err203);
 }
 errors++;
 }
-if((typeof data120 == "number") && (isFinite(data120))){
-if(data120 > 921600 || isNaN(data120)){
-const err204 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+let data121 = data113.pendingGpuPodSeconds;
+if(!(((typeof data121 == "number") && (!(data121 % 1) && !isNaN(data121))) && (isFinite(data121)))){
+const err204 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2696,8 +2703,9 @@ vErrors.push(err204);
 }
 errors++;
 }
-if(data120 < 16384 || isNaN(data120)){
-const err205 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+if((typeof data121 == "number") && (isFinite(data121))){
+if(data121 < 0 || isNaN(data121)){
+const err205 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2707,9 +2715,9 @@ vErrors.push(err205);
 errors++;
 }
 }
-let data121 = data111.concurrency;
-if(!(((typeof data121 == "number") && (!(data121 % 1) && !isNaN(data121))) && (isFinite(data121)))){
-const err206 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data122 = data113.ledgerShardBytes;
+if(!(((typeof data122 == "number") && (!(data122 % 1) && !isNaN(data122))) && (isFinite(data122)))){
+const err206 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2718,9 +2726,9 @@ vErrors.push(err206);
 }
 errors++;
 }
-if((typeof data121 == "number") && (isFinite(data121))){
-if(data121 > 64 || isNaN(data121)){
-const err207 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+if((typeof data122 == "number") && (isFinite(data122))){
+if(data122 > 921600 || isNaN(data122)){
+const err207 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2729,8 +2737,8 @@ vErrors.push(err207);
 }
 errors++;
 }
-if(data121 < 1 || isNaN(data121)){
-const err208 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data122 < 16384 || isNaN(data122)){
+const err208 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2740,9 +2748,9 @@ vErrors.push(err208);
 errors++;
 }
 }
-}
-else {
-const err209 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data123 = data113.concurrency;
+if(!(((typeof data123 == "number") && (!(data123 % 1) && !isNaN(data123))) && (isFinite(data123)))){
+const err209 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2751,14 +2759,9 @@ vErrors.push(err209);
 }
 errors++;
 }
-let data122 = data.webhook;
-if(data122 && typeof data122 == "object" && !Array.isArray(data122)){
-if(data122.timeoutSeconds === undefined){
-data122.timeoutSeconds = 5;
-}
-for(const key30 in data122){
-if(!(key30 === "timeoutSeconds")){
-const err210 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
+if((typeof data123 == "number") && (isFinite(data123))){
+if(data123 > 64 || isNaN(data123)){
+const err210 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2767,10 +2770,8 @@ vErrors.push(err210);
 }
 errors++;
 }
-}
-let data123 = data122.timeoutSeconds;
-if(!(((typeof data123 == "number") && (!(data123 % 1) && !isNaN(data123))) && (isFinite(data123)))){
-const err211 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data123 < 1 || isNaN(data123)){
+const err211 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2779,9 +2780,10 @@ vErrors.push(err211);
 }
 errors++;
 }
-if((typeof data123 == "number") && (isFinite(data123))){
-if(data123 > 30 || isNaN(data123)){
-const err212 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+}
+}
+else {
+const err212 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2790,8 +2792,14 @@ vErrors.push(err212);
 }
 errors++;
 }
-if(data123 < 1 || isNaN(data123)){
-const err213 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+let data124 = data.webhook;
+if(data124 && typeof data124 == "object" && !Array.isArray(data124)){
+if(data124.timeoutSeconds === undefined){
+data124.timeoutSeconds = 5;
+}
+for(const key30 in data124){
+if(!(key30 === "timeoutSeconds")){
+const err213 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2801,9 +2809,9 @@ vErrors.push(err213);
 errors++;
 }
 }
-}
-else {
-const err214 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data125 = data124.timeoutSeconds;
+if(!(((typeof data125 == "number") && (!(data125 % 1) && !isNaN(data125))) && (isFinite(data125)))){
+const err214 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2812,14 +2820,47 @@ vErrors.push(err214);
 }
 errors++;
 }
-}
-else {
-const err215 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data125 == "number") && (isFinite(data125))){
+if(data125 > 30 || isNaN(data125)){
+const err215 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
 if(vErrors === null){
 vErrors = [err215];
 }
 else {
 vErrors.push(err215);
+}
+errors++;
+}
+if(data125 < 1 || isNaN(data125)){
+const err216 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err216];
+}
+else {
+vErrors.push(err216);
+}
+errors++;
+}
+}
+}
+else {
+const err217 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err217];
+}
+else {
+vErrors.push(err217);
+}
+errors++;
+}
+}
+else {
+const err218 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err218];
+}
+else {
+vErrors.push(err218);
 }
 errors++;
 }
