@@ -108,7 +108,7 @@ export function acceleratorPlacement(pod: Pod, { policy }: MutationContext): Pla
     // Under the single strategy the product label itself carries the profile, so an accelerator on that
     // label names the product to suffix instead of being required as it is (it never would match).
     const onProductLabel = device !== undefined && nodeLabel === GFD.product;
-    const products = (device ? [device] : migProducts).map((b) => GFD.migProduct(b, partition!)).filter(isLabelValue);
+    const products = (onProductLabel ? [device!] : migProducts).map((b) => GFD.migProduct(b, partition!)).filter(isLabelValue);
     if (products.length > 0) {
       out.terms.push([
         ...(onProductLabel ? [] : onDevice),
