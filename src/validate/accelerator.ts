@@ -38,6 +38,9 @@ export interface AcceleratorPaths {
   spec: string;
 }
 
+/** `v` when it is an array, else none: the rule never throws on a malformed object. */
+const arrayOf = <T>(v: T[] | undefined | null): T[] => (Array.isArray(v) ? v : []);
+
 const ANY_VALUE_OPERATORS = new Set(["NotIn", "Exists", "Gt", "Lt"]);
 
 /** accelerator-allowed for one pod (or pod template). */
@@ -86,7 +89,8 @@ export function validateAccelerators(
   if (askedPartition) partition(askedPartition, `${paths.metadata}.annotations[${ANNOTATION_GPU_PARTITION}]`);
   if (!spec || typeof spec !== "object") return out;
 
-  for (const [key, value] of Object.entries(spec.nodeSelector ?? {})) {
+  const selector = spec.nodeSelector && typeof spec.nodeSelector === "object" ? spec.nodeSelector : {};
+  for (const [key, value] of Object.entries(selector)) {
     if (typeof value !== "string") continue;
     const field = `${paths.spec}.nodeSelector[${key}]`;
     if (key === nodeLabel) acceleratorValue(value, field);
@@ -99,9 +103,9 @@ export function validateAccelerators(
     if (mig) partition(mig[1]!, field);
   }
 
-  const terms = spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? [];
-  terms.forEach((term, i) => {
-    (term?.matchExpressions ?? []).forEach((r, j) => {
+  const terms = spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
+  arrayOf(terms).forEach((term, i) => {
+    arrayOf(term?.matchExpressions).forEach((r, j) => {
       if (!r || typeof r.key !== "string") return;
       const field = `${paths.spec}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[${i}].matchExpressions[${j}]`;
       const values = Array.isArray(r.values) ? r.values.filter((v): v is string => typeof v === "string") : [];
@@ -124,7 +128,7 @@ export function validateAccelerators(
   });
 
   for (const [listName, containers] of [["initContainers", spec.initContainers], ["containers", spec.containers]] as const) {
-    (containers ?? []).forEach((c, i) => {
+    arrayOf(containers).forEach((c, i) => {
       const names = new Set<string>();
       for (const side of ["limits", "requests"] as const) {
         for (const name of Object.keys(c?.resources?.[side] ?? {})) {
