@@ -54,13 +54,13 @@ export const DESCRIPTIONS: Record<string, string> = {
     "**mixed**, `nvidia.com/mig-<profile>.count Gt 0` (with the accelerator, also `nodeLabel In [<accelerator>]`); " +
     "**single**, `nvidia.com/mig.strategy In [single]` and `nvidia.com/gpu.product In [<product>-MIG-<profile>]`, for the accelerator's product or else each of `migProducts` (no such term when neither names one). " +
     "The pod's MIG resource decides which term can fit: `nvidia.com/mig-<profile>` exists only on mixed-strategy nodes, a single-strategy node offers its slices as `nvidia.com/gpu`. " +
-    "`none` matches nodes whose GPUs are not MIG-enabled: `nvidia.com/gpu.replicas NotIn [0]` (GFD labels MIG-enabled GPUs that are not slices of the single strategy with 0 replicas) and `nvidia.com/gpu.slices.gi DoesNotExist` (set for the single strategy's MIG devices); " +
+    "`none` matches nodes whose GPUs are not MIG-enabled: `nvidia.com/gpu.replicas NotIn [0]` (GFD gives MIG-enabled GPUs 0 replicas, except under the single strategy) and `nvidia.com/gpu.slices.gi DoesNotExist` (set for the single strategy's MIG devices); " +
     "`nvidia.com/mig.capable` and `nvidia.com/mig.strategy` are set on MIG-disabled A100s too, so they cannot tell. " +
     "`partitionNodeLabel` replaces all of this with one label of your own (e.g. GKE's `cloud.google.com/gke-gpu-partition-size`).",
   "accelerator.nodeLabel": "Node label the accelerator annotation becomes a required node affinity on.",
   "accelerator.partitionNodeLabel": "One node label whose value is the partition: the GPU-partition annotation becomes `<label> In [<value>]` (`none`: `DoesNotExist`). Unset, partitions match the labels NVIDIA's GPU feature discovery sets (above). `nvidia.com/mig.config` (the default of earlier versions) holds MIG configuration names such as `all-1g.5gb`, not profiles.",
   "accelerator.migProducts": "Base GPU products (as in `nvidia.com/gpu.product`, e.g. `A100-SXM4-40GB`) whose single-strategy MIG nodes a partition may land on (`<product>-MIG-<profile>`); empty, a partition without an accelerator matches mixed-strategy nodes only.",
-  "accelerator.addTolerations": "Also add `{key: <label>, operator: Equal, value, effect: NoSchedule}` tolerations for the chosen values.",
+  "accelerator.addTolerations": "Also add `{key: <label>, operator: Equal, value, effect: NoSchedule}` tolerations for the chosen accelerator and, with `partitionNodeLabel`, partition.",
   "accelerator.unpartitionedRequirement": "Node requirement for `quartermaster.dev/gpu-partition: none`; unset, `partitionNodeLabel` must not exist on the node, or (no `partitionNodeLabel`) the node's GPUs are not MIG-enabled: `nvidia.com/gpu.replicas NotIn [0]` and `nvidia.com/gpu.slices.gi DoesNotExist`.",
   interruptible: "Placement from the `quartermaster.dev/interruptible` annotation.",
   "interruptible.tolerations": "Tolerations added to pods annotated `quartermaster.dev/interruptible: \"true\"`.",

@@ -91,7 +91,7 @@ export interface Policy {
     partitionNodeLabel?: string;
     /** Base products (e.g. `A100-SXM4-40GB`) whose single-strategy MIG product labels a partition may match. */
     migProducts: string[];
-    /** Also add `{key: label, operator: Equal, value, effect: NoSchedule}` tolerations for the chosen values. */
+    /** Also add `{key: label, operator: Equal, value, effect: NoSchedule}` tolerations for the accelerator (and, with partitionNodeLabel, the partition). */
     addTolerations: boolean;
     unpartitionedRequirement?: NodeSelectorRequirement;
   };

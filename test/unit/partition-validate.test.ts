@@ -8,10 +8,12 @@ import { describe, it } from "node:test";
 import type { V1Pod, V1PodSpec } from "@kubernetes/client-node";
 import { checkPolicy } from "../../src/policy/load.js";
 import { parseProduct, validateAccelerators } from "../../src/validate/accelerator.js";
+import { validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import { validatePod } from "../../src/validate/pod.js";
 import type { ValidationContext } from "../../src/validate/types.js";
-import { corpusPods } from "../fixtures/corpus.js";
+import { corpusJobs, corpusPods } from "../fixtures/corpus.js";
+import { job, kindOf } from "../fixtures/jobs.js";
 import { container, testPod } from "../fixtures/pods.js";
 import { deepFreeze } from "../fixtures/reviews.js";
 
@@ -130,6 +132,35 @@ describe("accelerator-allowed: violations", () => {
     const weird = { containers: [null, { resources: { limits: null } }], nodeSelector: { [PRODUCT]: 5 }, affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [null, { matchExpressions: [null, { key: PRODUCT, operator: "In", values: [1, "Tesla-T4"] }] }] } } } };
     const f = validateAccelerators({ annotations: { "quartermaster.dev/accelerator": 7 as never } }, weird as never, ctx());
     assert.deepEqual(f.violations.map((v) => v.field), [`spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[1].matchExpressions[1]`]);
+  });
+});
+
+describe("accelerator-allowed on job templates", () => {
+  it("a replica template's annotation, nodeSelector and MIG resources, at the template's paths", () => {
+    const base = job("PyTorchJob", "pt", "team-a", { Master: 1, Worker: { replicas: 2, annotations: { "quartermaster.dev/accelerator": "Tesla-T4" } } });
+    const spec = base.spec as { pytorchReplicaSpecs: Record<string, { template: { spec: Record<string, unknown> } }> };
+    const w = spec.pytorchReplicaSpecs.Worker!;
+    const j = deepFreeze({
+      ...base,
+      spec: {
+        pytorchReplicaSpecs: {
+          ...spec.pytorchReplicaSpecs,
+          Worker: { ...w, template: { ...w.template, spec: { ...w.template.spec, nodeSelector: { [PRODUCT]: "Tesla-T4" }, containers: [{ name: "pytorch", image: "img", resources: { limits: { "nvidia.com/mig-3g.20gb": "1" } } }] } } },
+        },
+      },
+    });
+    const f = validateJob(j, kindOf("PyTorchJob"), ctx()).violations.filter((v) => v.rule === "accelerator-allowed");
+    const t = "spec.pytorchReplicaSpecs.Worker.template";
+    assert.deepEqual(f.map((v) => [v.field, v.message]), [
+      [`${t}.metadata.annotations[quartermaster.dev/accelerator]`, notAllowed("Tesla-T4")],
+      [`${t}.spec.nodeSelector[${PRODUCT}]`, notAllowed("Tesla-T4")],
+      [`${t}.spec.containers[0].resources.limits[nvidia.com/mig-3g.20gb]`, partNotAllowed("3g.20gb")],
+    ]);
+  });
+
+  it("corpus jobs asking for 3g.20gb slices are refused at the template", () => {
+    const refused = corpusJobs().filter(({ job: j, kind }) => validateJob(j, kind, ctx()).violations.some((v) => v.rule === "accelerator-allowed" && v.field.endsWith("[nvidia.com/mig-3g.20gb]")));
+    assert.deepEqual(refused.map((r) => r.file), ["instaslice-operator__samples_kueue_02-pytorchjob.yaml"]);
   });
 });
 
