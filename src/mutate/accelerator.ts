@@ -30,9 +30,10 @@ import type { V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1T
 import { copyOf, withKey } from "../copy.js";
 import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION } from "../keys.js";
 import type { Policy } from "../policy/types.js";
-import { annotation, hasGpuLimit, withTolerations } from "./pod.js";
+import { annotation, hasGpuLimit, resourceNames, withTolerations } from "./pod.js";
 import type { Mutation, MutationContext, Pod } from "./types.js";
 
+const MIG_RESOURCE = "nvidia.com/mig-";
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
 /** GPU feature discovery's labels (NVIDIA/k8s-device-plugin, internal/lm). */
@@ -67,15 +68,19 @@ export function unpartitionedRequirements(policy: Policy): V1NodeSelectorRequire
   ];
 }
 
+const describe = (r: V1NodeSelectorRequirement): string => `${r.key} ${r.operator}${r.values ? ` ${r.values.join("|")}` : ""}`;
+
 interface Placement {
   /** Alternatives (ORed), each a list of requirements (ANDed); empty when nothing is asked. */
   terms: V1NodeSelectorRequirement[][];
   tolerations: V1Toleration[];
   invalid: string[];
+  /** What was placed, in words, for the admission warning (the terms themselves can be long). */
+  summary: string[];
 }
 
 export function acceleratorPlacement(pod: Pod, { policy }: MutationContext): Placement {
-  const out: Placement = { terms: [], tolerations: [], invalid: [] };
+  const out: Placement = { terms: [], tolerations: [], invalid: [], summary: [] };
   if (!hasGpuLimit(pod, policy.gpu.resources)) return out;
   const { nodeLabel, partitionNodeLabel, addTolerations, migProducts } = policy.accelerator;
   const tolerate = (key: string, value: string): void => {
@@ -88,7 +93,10 @@ export function acceleratorPlacement(pod: Pod, { policy }: MutationContext): Pla
     device = undefined;
   }
   const onDevice: V1NodeSelectorRequirement[] = device ? [{ key: nodeLabel, operator: "In", values: [device] }] : [];
-  if (device) tolerate(nodeLabel, device);
+  if (device) {
+    tolerate(nodeLabel, device);
+    out.summary.push(`${nodeLabel}=${device}`);
+  }
 
   let partition = annotation(pod, ANNOTATION_GPU_PARTITION)?.trim();
   if (partition && partition !== "none" && !(partitionNodeLabel ? isLabelValue(partition) : isPartitionProfile(partition))) {
@@ -100,9 +108,11 @@ export function acceleratorPlacement(pod: Pod, { policy }: MutationContext): Pla
     if (onDevice.length > 0) out.terms.push(onDevice);
   } else if (partition === "none") {
     out.terms.push([...onDevice, ...unpartitionedRequirements(policy)]);
+    out.summary.push(policy.accelerator.unpartitionedRequirement || partitionNodeLabel ? unpartitionedRequirements(policy).map(describe).join(" and ") : "GPUs without MIG");
   } else if (partitionNodeLabel) {
     out.terms.push([...onDevice, { key: partitionNodeLabel, operator: "In", values: [partition] }]);
     tolerate(partitionNodeLabel, partition);
+    out.summary.push(`${partitionNodeLabel}=${partition}`);
   } else {
     out.terms.push([...onDevice, { key: GFD.migLabel(partition, "count"), operator: "Gt", values: ["0"] }]);
     // Under the single strategy the product label itself carries the profile, so an accelerator on that
@@ -116,6 +126,7 @@ export function acceleratorPlacement(pod: Pod, { policy }: MutationContext): Pla
         { key: GFD.product, operator: "In", values: products },
       ]);
     }
+    out.summary.push(`MIG ${partition} (${products.length > 0 ? "mixed or single strategy" : "mixed strategy"})`);
   }
   return out;
 }
@@ -171,7 +182,6 @@ function requested(pod: Pod): string[] {
   return [ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION].filter((k) => annotation(pod, k)?.trim());
 }
 
-const describe = (r: V1NodeSelectorRequirement): string => `${r.key} ${r.operator}${r.values ? ` ${r.values.join("|")}` : ""}`;
 
 export const placeOnAccelerator: Mutation = {
   name: "accelerator",
@@ -180,18 +190,23 @@ export const placeOnAccelerator: Mutation = {
     return withTolerations(withRequiredNodeAlternatives(pod, p.terms), p.tolerations);
   },
   explain(_before, after, ctx) {
-    const { terms } = acceleratorPlacement(after, ctx);
-    const text = terms.map((t) => t.map(describe).join(" and "));
-    return `quartermaster: placed on nodes with ${text.length > 1 ? text.map((t) => `(${t})`).join(" or ") : (text[0] ?? "")}`;
+    return `quartermaster: placed on nodes with ${acceleratorPlacement(after, ctx).summary.join(" and ")}`;
   },
   advise(pod, ctx) {
     const asked = requested(pod);
     if (asked.length === 0) return [];
     if (!hasGpuLimit(pod, ctx.policy.gpu.resources)) return [`quartermaster: ${asked.join(", ")} ignored: no container has a GPU limit`];
-    return acceleratorPlacement(pod, ctx).invalid.map((a) =>
+    const out = acceleratorPlacement(pod, ctx).invalid.map((a) =>
       a.startsWith(ANNOTATION_GPU_PARTITION) && !ctx.policy.accelerator.partitionNodeLabel
         ? `quartermaster: ${a} ignored: not a MIG profile usable in a node label (nvidia.com/mig-<profile>.count)`
         : `quartermaster: ${a} ignored: not a valid label value`,
     );
+    // A MIG resource of another profile than the partition asked for: no node offers both.
+    const partition = annotation(pod, ANNOTATION_GPU_PARTITION)?.trim();
+    if (partition && !ctx.policy.accelerator.partitionNodeLabel) {
+      const other = resourceNames(pod, ["containers"], ["limits"]).find((n) => n.startsWith(MIG_RESOURCE) && n !== `${MIG_RESOURCE}${partition}`);
+      if (other) out.push(`quartermaster: ${other} does not match ${ANNOTATION_GPU_PARTITION}=${partition}; no node will fit`);
+    }
+    return out;
   },
 };

@@ -146,14 +146,30 @@ describe("partition placement on GPU-operator-labelled nodes", () => {
     assert.deepEqual(placeOnAccelerator.advise!(pod, DEFAULTS), [`quartermaster: quartermaster.dev/gpu-partition=${p} ignored: not a MIG profile usable in a node label (nvidia.com/mig-<profile>.count)`]);
   });
 
-  it("the explanation names both alternatives", () => {
-    const pod = gpuPod(part("1g.5gb"));
-    const out = placeOnAccelerator.mutate(pod, WITH_PRODUCTS);
-    assert.equal(
-      placeOnAccelerator.explain(pod, out, WITH_PRODUCTS),
-      "quartermaster: placed on nodes with (nvidia.com/mig-1g.5gb.count Gt 0) or (nvidia.com/mig.strategy In single and nvidia.com/gpu.product In A100-SXM4-40GB-MIG-1g.5gb|A100-SXM4-80GB-MIG-1g.5gb)",
-    );
-  });
+  const advice: Array<[string, V1Pod, string[]]> = [
+    ["a MIG resource of the partition asked", gpuPod(part("1g.5gb"), { "nvidia.com/mig-1g.5gb": "1" }), []],
+    ["a MIG resource of another profile", gpuPod(part("1g.5gb"), { "nvidia.com/mig-2g.10gb": "1" }), ["quartermaster: nvidia.com/mig-2g.10gb does not match quartermaster.dev/gpu-partition=1g.5gb; no node will fit"]],
+    ["none with a MIG resource", gpuPod(part("none"), { "nvidia.com/mig-2g.10gb": "1" }), ["quartermaster: nvidia.com/mig-2g.10gb does not match quartermaster.dev/gpu-partition=none; no node will fit"]],
+    ["whole GPUs", gpuPod(part("1g.5gb")), []],
+  ];
+  for (const [name, pod, want] of advice) it(`advice: ${name}`, () => assert.deepEqual(placeOnAccelerator.advise!(pod, WITH_PRODUCTS), want));
+
+  const explained: Array<[string, MutationContext, Record<string, string>, string]> = [
+    ["a partition, both strategies", WITH_PRODUCTS, part("1g.5gb"), "MIG 1g.5gb (mixed or single strategy)"],
+    ["a partition, mixed only", DEFAULTS, part("1g.5gb"), "MIG 1g.5gb (mixed strategy)"],
+    ["accelerator and partition", DEFAULTS, part("2g.10gb", acc("A100-SXM4-40GB")), "nvidia.com/gpu.product=A100-SXM4-40GB and MIG 2g.10gb (mixed or single strategy)"],
+    ["none", DEFAULTS, part("none"), "GPUs without MIG"],
+    ["none on an explicit label", ctxOf({ partitionNodeLabel: "nvidia.com/mig.config" }), part("none"), "nvidia.com/mig.config DoesNotExist"],
+    ["a partition on an explicit label", ctxOf({ partitionNodeLabel: "nvidia.com/mig.config" }), part("all-1g.5gb"), "nvidia.com/mig.config=all-1g.5gb"],
+  ];
+  for (const [name, ctx, annotations, want] of explained) {
+    it(`explanation, ${name}: short enough for a warning`, () => {
+      const pod = gpuPod(annotations);
+      const text = placeOnAccelerator.explain(pod, placeOnAccelerator.mutate(pod, ctx), ctx);
+      assert.equal(text, `quartermaster: placed on nodes with ${want}`);
+      assert.ok(text.length <= 120, text);
+    });
+  }
 });
 
 describe("merging alternatives into the pod's own required terms", () => {
