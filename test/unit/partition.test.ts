@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import type { V1NodeAffinity, V1NodeSelectorRequirement, V1Pod } from "@kubernetes/client-node";
 import { placeOnAccelerator, withRequiredNodeAlternatives } from "../../src/mutate/accelerator.js";
 import { mutatePod } from "../../src/mutate/index.js";
@@ -273,5 +274,42 @@ describe("corpus pods that ask for MIG slices or GPUs, given a partition", () =>
   it("every node label used by the fixture placement is a valid label (names ≤ 63 characters)", () => {
     for (const n of NODES) for (const k of Object.keys(n.labels)) assert.ok(k.split("/").pop()!.length <= 63, k);
     assert.deepEqual(ALL.length, NODES.length);
+  });
+});
+
+describe("merging, generated: any required terms × any placement", () => {
+  const keys = ["topology.kubernetes.io/zone", "nvidia.com/gpu.product", "nvidia.com/gpu.replicas", "nvidia.com/mig-1g.5gb.count", "nvidia.com/mig.strategy"];
+  const vals = ["a", "b", "0", "1", "A100-SXM4-40GB", "A100-SXM4-40GB-MIG-1g.5gb", "single", "mixed"];
+  const requirement = fc.oneof(
+    fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom("In", "NotIn"), values: fc.uniqueArray(fc.constantFrom(...vals), { minLength: 1, maxLength: 2 }) }),
+    fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom("Exists", "DoesNotExist") }),
+    fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom("Gt", "Lt"), values: fc.constantFrom(["0"], ["4"]) }),
+  );
+  const term = fc.oneof(
+    { weight: 8, arbitrary: fc.record({ matchExpressions: fc.array(requirement, { minLength: 1, maxLength: 3 }) }) },
+    { weight: 1, arbitrary: fc.constant({}) },
+    { weight: 1, arbitrary: fc.record({ matchFields: fc.constant([{ key: "metadata.name", operator: "In", values: ["a100-single-a", "h100-no-mig-b"] }]) }) },
+  );
+  const annotations = fc.record(
+    { "quartermaster.dev/gpu-partition": fc.constantFrom("1g.5gb", "2g.10gb", "none"), "quartermaster.dev/accelerator": fc.constantFrom("A100-SXM4-40GB", "NVIDIA-H100-80GB-HBM3") },
+    { requiredKeys: [] },
+  );
+  const nodes = NODES.flatMap((n) => ["a", "b"].map((z) => withLabels(n, { "topology.kubernetes.io/zone": z }, `${n.name}-${z}`)));
+
+  it("selects exactly (own ∩ placement) and a second run is a no-op (2,000 pods)", () => {
+    fc.assert(
+      fc.property(fc.option(fc.array(term, { minLength: 1, maxLength: 4 }), { nil: undefined }), annotations, (terms, ann) => {
+        const spec = terms ? { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } } } : {};
+        const pod = deepFreeze(gpuPod(ann, undefined, spec as Partial<V1Pod["spec"]>));
+        const out = placeOnAccelerator.mutate(pod, WITH_PRODUCTS);
+        const alone = placeOnAccelerator.mutate(gpuPod(ann), WITH_PRODUCTS);
+        const want = nodes.filter((n) => matchesNodeAffinity(pod, n) && matchesNodeAffinity(alone, n)).map((n) => n.name);
+        assert.deepEqual(affinityMatches(out, nodes), want);
+        assert.equal(placeOnAccelerator.mutate(deepFreeze(out), WITH_PRODUCTS), out);
+        const before = terms?.length ?? 1;
+        assert.ok((out.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms?.length ?? 0) <= 2 * before, "at most two terms per term");
+      }),
+      { numRuns: 2000, seed: 15016 },
+    );
   });
 });
