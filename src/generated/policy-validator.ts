@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/mig.config"},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
@@ -669,14 +669,14 @@ if(data25 && typeof data25 == "object" && !Array.isArray(data25)){
 if(data25.nodeLabel === undefined){
 data25.nodeLabel = "nvidia.com/gpu.product";
 }
-if(data25.partitionNodeLabel === undefined){
-data25.partitionNodeLabel = "nvidia.com/mig.config";
+if(data25.migProducts === undefined){
+data25.migProducts = [];
 }
 if(data25.addTolerations === undefined){
 data25.addTolerations = false;
 }
 for(const key6 in data25){
-if(!((((key6 === "nodeLabel") || (key6 === "partitionNodeLabel")) || (key6 === "addTolerations")) || (key6 === "unpartitionedRequirement"))){
+if(!(((((key6 === "nodeLabel") || (key6 === "partitionNodeLabel")) || (key6 === "migProducts")) || (key6 === "addTolerations")) || (key6 === "unpartitionedRequirement"))){
 const err49 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err49];
@@ -710,6 +710,7 @@ vErrors.push(err51);
 }
 errors++;
 }
+if(data25.partitionNodeLabel !== undefined){
 let data27 = data25.partitionNodeLabel;
 if(typeof data27 === "string"){
 if(func3(data27) < 1){
@@ -733,8 +734,15 @@ vErrors.push(err53);
 }
 errors++;
 }
-if(typeof data25.addTolerations !== "boolean"){
-const err54 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+let data28 = data25.migProducts;
+if(Array.isArray(data28)){
+const len3 = data28.length;
+for(let i3=0; i3<len3; i3++){
+let data29 = data28[i3];
+if(typeof data29 === "string"){
+if(func3(data29) < 1){
+const err54 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -743,11 +751,9 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(data25.unpartitionedRequirement !== undefined){
-let data29 = data25.unpartitionedRequirement;
-if(data29 && typeof data29 == "object" && !Array.isArray(data29)){
-if(data29.key === undefined){
-const err55 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+else {
+const err55 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -756,8 +762,10 @@ vErrors.push(err55);
 }
 errors++;
 }
-if(data29.operator === undefined){
-const err56 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+}
+}
+else {
+const err56 = {instancePath:instancePath+"/accelerator/migProducts",schemaPath:"#/properties/accelerator/properties/migProducts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -766,9 +774,8 @@ vErrors.push(err56);
 }
 errors++;
 }
-for(const key7 in data29){
-if(!(((key7 === "key") || (key7 === "operator")) || (key7 === "values"))){
-const err57 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+if(typeof data25.addTolerations !== "boolean"){
+const err57 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -777,12 +784,11 @@ vErrors.push(err57);
 }
 errors++;
 }
-}
-if(data29.key !== undefined){
-let data30 = data29.key;
-if(typeof data30 === "string"){
-if(func3(data30) < 1){
-const err58 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data25.unpartitionedRequirement !== undefined){
+let data31 = data25.unpartitionedRequirement;
+if(data31 && typeof data31 == "object" && !Array.isArray(data31)){
+if(data31.key === undefined){
+const err58 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -791,9 +797,8 @@ vErrors.push(err58);
 }
 errors++;
 }
-}
-else {
-const err59 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data31.operator === undefined){
+const err59 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -802,11 +807,9 @@ vErrors.push(err59);
 }
 errors++;
 }
-}
-if(data29.operator !== undefined){
-let data31 = data29.operator;
-if(!((((((data31 === "In") || (data31 === "NotIn")) || (data31 === "Exists")) || (data31 === "DoesNotExist")) || (data31 === "Gt")) || (data31 === "Lt"))){
-const err60 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+for(const key7 in data31){
+if(!(((key7 === "key") || (key7 === "operator")) || (key7 === "values"))){
+const err60 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -816,13 +819,11 @@ vErrors.push(err60);
 errors++;
 }
 }
-if(data29.values !== undefined){
-let data32 = data29.values;
-if(Array.isArray(data32)){
-const len3 = data32.length;
-for(let i3=0; i3<len3; i3++){
-if(typeof data32[i3] !== "string"){
-const err61 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i3,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data31.key !== undefined){
+let data32 = data31.key;
+if(typeof data32 === "string"){
+if(func3(data32) < 1){
+const err61 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -832,9 +833,8 @@ vErrors.push(err61);
 errors++;
 }
 }
-}
 else {
-const err62 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err62 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -844,9 +844,10 @@ vErrors.push(err62);
 errors++;
 }
 }
-}
-else {
-const err63 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data31.operator !== undefined){
+let data33 = data31.operator;
+if(!((((((data33 === "In") || (data33 === "NotIn")) || (data33 === "Exists")) || (data33 === "DoesNotExist")) || (data33 === "Gt")) || (data33 === "Lt"))){
+const err63 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -856,9 +857,13 @@ vErrors.push(err63);
 errors++;
 }
 }
-}
-else {
-const err64 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data31.values !== undefined){
+let data34 = data31.values;
+if(Array.isArray(data34)){
+const len4 = data34.length;
+for(let i4=0; i4<len4; i4++){
+if(typeof data34[i4] !== "string"){
+const err64 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i4,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -867,14 +872,10 @@ vErrors.push(err64);
 }
 errors++;
 }
-let data34 = data.interruptible;
-if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
-if(data34.tolerations === undefined){
-data34.tolerations = [];
 }
-for(const key8 in data34){
-if(!(((key8 === "tolerations") || (key8 === "nodeRequirement")) || (key8 === "nonInterruptibleNodeRequirement"))){
-const err65 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+}
+else {
+const err65 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -884,15 +885,9 @@ vErrors.push(err65);
 errors++;
 }
 }
-let data35 = data34.tolerations;
-if(Array.isArray(data35)){
-const len4 = data35.length;
-for(let i4=0; i4<len4; i4++){
-let data36 = data35[i4];
-if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
-for(const key9 in data36){
-if(!(((((key9 === "key") || (key9 === "operator")) || (key9 === "value")) || (key9 === "effect")) || (key9 === "tolerationSeconds"))){
-const err66 = {instancePath:instancePath+"/interruptible/tolerations/" + i4,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+}
+else {
+const err66 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -902,9 +897,9 @@ vErrors.push(err66);
 errors++;
 }
 }
-if(data36.key !== undefined){
-if(typeof data36.key !== "string"){
-const err67 = {instancePath:instancePath+"/interruptible/tolerations/" + i4+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err67 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -913,11 +908,14 @@ vErrors.push(err67);
 }
 errors++;
 }
+let data36 = data.interruptible;
+if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
+if(data36.tolerations === undefined){
+data36.tolerations = [];
 }
-if(data36.operator !== undefined){
-let data38 = data36.operator;
-if(!((data38 === "Exists") || (data38 === "Equal"))){
-const err68 = {instancePath:instancePath+"/interruptible/tolerations/" + i4+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
+for(const key8 in data36){
+if(!(((key8 === "tolerations") || (key8 === "nodeRequirement")) || (key8 === "nonInterruptibleNodeRequirement"))){
+const err68 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -927,9 +925,15 @@ vErrors.push(err68);
 errors++;
 }
 }
-if(data36.value !== undefined){
-if(typeof data36.value !== "string"){
-const err69 = {instancePath:instancePath+"/interruptible/tolerations/" + i4+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data37 = data36.tolerations;
+if(Array.isArray(data37)){
+const len5 = data37.length;
+for(let i5=0; i5<len5; i5++){
+let data38 = data37[i5];
+if(data38 && typeof data38 == "object" && !Array.isArray(data38)){
+for(const key9 in data38){
+if(!(((((key9 === "key") || (key9 === "operator")) || (key9 === "value")) || (key9 === "effect")) || (key9 === "tolerationSeconds"))){
+const err69 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -939,10 +943,9 @@ vErrors.push(err69);
 errors++;
 }
 }
-if(data36.effect !== undefined){
-let data40 = data36.effect;
-if(!(((data40 === "NoSchedule") || (data40 === "PreferNoSchedule")) || (data40 === "NoExecute"))){
-const err70 = {instancePath:instancePath+"/interruptible/tolerations/" + i4+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data38.key !== undefined){
+if(typeof data38.key !== "string"){
+const err70 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -952,10 +955,10 @@ vErrors.push(err70);
 errors++;
 }
 }
-if(data36.tolerationSeconds !== undefined){
-let data41 = data36.tolerationSeconds;
-if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
-const err71 = {instancePath:instancePath+"/interruptible/tolerations/" + i4+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data38.operator !== undefined){
+let data40 = data38.operator;
+if(!((data40 === "Exists") || (data40 === "Equal"))){
+const err71 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -965,9 +968,9 @@ vErrors.push(err71);
 errors++;
 }
 }
-}
-else {
-const err72 = {instancePath:instancePath+"/interruptible/tolerations/" + i4,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data38.value !== undefined){
+if(typeof data38.value !== "string"){
+const err72 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -977,9 +980,10 @@ vErrors.push(err72);
 errors++;
 }
 }
-}
-else {
-const err73 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data38.effect !== undefined){
+let data42 = data38.effect;
+if(!(((data42 === "NoSchedule") || (data42 === "PreferNoSchedule")) || (data42 === "NoExecute"))){
+const err73 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -988,11 +992,11 @@ vErrors.push(err73);
 }
 errors++;
 }
-if(data34.nodeRequirement !== undefined){
-let data42 = data34.nodeRequirement;
-if(data42 && typeof data42 == "object" && !Array.isArray(data42)){
-if(data42.key === undefined){
-const err74 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+if(data38.tolerationSeconds !== undefined){
+let data43 = data38.tolerationSeconds;
+if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
+const err74 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -1001,8 +1005,10 @@ vErrors.push(err74);
 }
 errors++;
 }
-if(data42.operator === undefined){
-const err75 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+}
+}
+else {
+const err75 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1011,9 +1017,10 @@ vErrors.push(err75);
 }
 errors++;
 }
-for(const key10 in data42){
-if(!(((key10 === "key") || (key10 === "operator")) || (key10 === "values"))){
-const err76 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+}
+}
+else {
+const err76 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1022,12 +1029,11 @@ vErrors.push(err76);
 }
 errors++;
 }
-}
-if(data42.key !== undefined){
-let data43 = data42.key;
-if(typeof data43 === "string"){
-if(func3(data43) < 1){
-const err77 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data36.nodeRequirement !== undefined){
+let data44 = data36.nodeRequirement;
+if(data44 && typeof data44 == "object" && !Array.isArray(data44)){
+if(data44.key === undefined){
+const err77 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1036,9 +1042,8 @@ vErrors.push(err77);
 }
 errors++;
 }
-}
-else {
-const err78 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data44.operator === undefined){
+const err78 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1047,11 +1052,9 @@ vErrors.push(err78);
 }
 errors++;
 }
-}
-if(data42.operator !== undefined){
-let data44 = data42.operator;
-if(!((((((data44 === "In") || (data44 === "NotIn")) || (data44 === "Exists")) || (data44 === "DoesNotExist")) || (data44 === "Gt")) || (data44 === "Lt"))){
-const err79 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+for(const key10 in data44){
+if(!(((key10 === "key") || (key10 === "operator")) || (key10 === "values"))){
+const err79 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1061,13 +1064,11 @@ vErrors.push(err79);
 errors++;
 }
 }
-if(data42.values !== undefined){
-let data45 = data42.values;
-if(Array.isArray(data45)){
-const len5 = data45.length;
-for(let i5=0; i5<len5; i5++){
-if(typeof data45[i5] !== "string"){
-const err80 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i5,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data44.key !== undefined){
+let data45 = data44.key;
+if(typeof data45 === "string"){
+if(func3(data45) < 1){
+const err80 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1077,9 +1078,8 @@ vErrors.push(err80);
 errors++;
 }
 }
-}
 else {
-const err81 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err81 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1089,9 +1089,10 @@ vErrors.push(err81);
 errors++;
 }
 }
-}
-else {
-const err82 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data44.operator !== undefined){
+let data46 = data44.operator;
+if(!((((((data46 === "In") || (data46 === "NotIn")) || (data46 === "Exists")) || (data46 === "DoesNotExist")) || (data46 === "Gt")) || (data46 === "Lt"))){
+const err82 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1101,11 +1102,13 @@ vErrors.push(err82);
 errors++;
 }
 }
-if(data34.nonInterruptibleNodeRequirement !== undefined){
-let data47 = data34.nonInterruptibleNodeRequirement;
-if(data47 && typeof data47 == "object" && !Array.isArray(data47)){
-if(data47.key === undefined){
-const err83 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+if(data44.values !== undefined){
+let data47 = data44.values;
+if(Array.isArray(data47)){
+const len6 = data47.length;
+for(let i6=0; i6<len6; i6++){
+if(typeof data47[i6] !== "string"){
+const err83 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i6,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1114,8 +1117,10 @@ vErrors.push(err83);
 }
 errors++;
 }
-if(data47.operator === undefined){
-const err84 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+}
+}
+else {
+const err84 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1124,9 +1129,10 @@ vErrors.push(err84);
 }
 errors++;
 }
-for(const key11 in data47){
-if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
-const err85 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+}
+}
+else {
+const err85 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1136,11 +1142,11 @@ vErrors.push(err85);
 errors++;
 }
 }
-if(data47.key !== undefined){
-let data48 = data47.key;
-if(typeof data48 === "string"){
-if(func3(data48) < 1){
-const err86 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data36.nonInterruptibleNodeRequirement !== undefined){
+let data49 = data36.nonInterruptibleNodeRequirement;
+if(data49 && typeof data49 == "object" && !Array.isArray(data49)){
+if(data49.key === undefined){
+const err86 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1149,9 +1155,8 @@ vErrors.push(err86);
 }
 errors++;
 }
-}
-else {
-const err87 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data49.operator === undefined){
+const err87 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1160,11 +1165,9 @@ vErrors.push(err87);
 }
 errors++;
 }
-}
-if(data47.operator !== undefined){
-let data49 = data47.operator;
-if(!((((((data49 === "In") || (data49 === "NotIn")) || (data49 === "Exists")) || (data49 === "DoesNotExist")) || (data49 === "Gt")) || (data49 === "Lt"))){
-const err88 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+for(const key11 in data49){
+if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
+const err88 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1174,13 +1177,11 @@ vErrors.push(err88);
 errors++;
 }
 }
-if(data47.values !== undefined){
-let data50 = data47.values;
-if(Array.isArray(data50)){
-const len6 = data50.length;
-for(let i6=0; i6<len6; i6++){
-if(typeof data50[i6] !== "string"){
-const err89 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i6,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data49.key !== undefined){
+let data50 = data49.key;
+if(typeof data50 === "string"){
+if(func3(data50) < 1){
+const err89 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1190,9 +1191,8 @@ vErrors.push(err89);
 errors++;
 }
 }
-}
 else {
-const err90 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err90 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1202,9 +1202,10 @@ vErrors.push(err90);
 errors++;
 }
 }
-}
-else {
-const err91 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data49.operator !== undefined){
+let data51 = data49.operator;
+if(!((((((data51 === "In") || (data51 === "NotIn")) || (data51 === "Exists")) || (data51 === "DoesNotExist")) || (data51 === "Gt")) || (data51 === "Lt"))){
+const err91 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1214,9 +1215,13 @@ vErrors.push(err91);
 errors++;
 }
 }
-}
-else {
-const err92 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data49.values !== undefined){
+let data52 = data49.values;
+if(Array.isArray(data52)){
+const len7 = data52.length;
+for(let i7=0; i7<len7; i7++){
+if(typeof data52[i7] !== "string"){
+const err92 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i7,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1225,17 +1230,10 @@ vErrors.push(err92);
 }
 errors++;
 }
-let data52 = data.resources;
-if(data52 && typeof data52 == "object" && !Array.isArray(data52)){
-if(data52.defaultRequests === undefined){
-data52.defaultRequests = {"cpu":"1","memory":"1Gi"};
 }
-if(data52.limitsFromRequests === undefined){
-data52.limitsFromRequests = [];
 }
-for(const key12 in data52){
-if(!((key12 === "defaultRequests") || (key12 === "limitsFromRequests"))){
-const err93 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+else {
+const err93 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1245,11 +1243,9 @@ vErrors.push(err93);
 errors++;
 }
 }
-let data53 = data52.defaultRequests;
-if(data53 && typeof data53 == "object" && !Array.isArray(data53)){
-for(const key13 in data53){
-if(!((key13 === "cpu") || (key13 === "memory"))){
-const err94 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+}
+else {
+const err94 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -1259,11 +1255,9 @@ vErrors.push(err94);
 errors++;
 }
 }
-if(data53.cpu !== undefined){
-let data54 = data53.cpu;
-if(typeof data54 === "string"){
-if(!pattern4.test(data54)){
-const err95 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+}
+else {
+const err95 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -1272,9 +1266,17 @@ vErrors.push(err95);
 }
 errors++;
 }
+let data54 = data.resources;
+if(data54 && typeof data54 == "object" && !Array.isArray(data54)){
+if(data54.defaultRequests === undefined){
+data54.defaultRequests = {"cpu":"1","memory":"1Gi"};
 }
-else {
-const err96 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data54.limitsFromRequests === undefined){
+data54.limitsFromRequests = [];
+}
+for(const key12 in data54){
+if(!((key12 === "defaultRequests") || (key12 === "limitsFromRequests"))){
+const err96 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -1284,11 +1286,11 @@ vErrors.push(err96);
 errors++;
 }
 }
-if(data53.memory !== undefined){
-let data55 = data53.memory;
-if(typeof data55 === "string"){
-if(!pattern4.test(data55)){
-const err97 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+let data55 = data54.defaultRequests;
+if(data55 && typeof data55 == "object" && !Array.isArray(data55)){
+for(const key13 in data55){
+if(!((key13 === "cpu") || (key13 === "memory"))){
+const err97 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1298,8 +1300,11 @@ vErrors.push(err97);
 errors++;
 }
 }
-else {
-const err98 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data55.cpu !== undefined){
+let data56 = data55.cpu;
+if(typeof data56 === "string"){
+if(!pattern4.test(data56)){
+const err98 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1309,9 +1314,8 @@ vErrors.push(err98);
 errors++;
 }
 }
-}
 else {
-const err99 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err99 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1320,12 +1324,12 @@ vErrors.push(err99);
 }
 errors++;
 }
-let data56 = data52.limitsFromRequests;
-if(Array.isArray(data56)){
-const len7 = data56.length;
-for(let i7=0; i7<len7; i7++){
-if(typeof data56[i7] !== "string"){
-const err100 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i7,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data55.memory !== undefined){
+let data57 = data55.memory;
+if(typeof data57 === "string"){
+if(!pattern4.test(data57)){
+const err100 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1335,9 +1339,8 @@ vErrors.push(err100);
 errors++;
 }
 }
-}
 else {
-const err101 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err101 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1347,8 +1350,9 @@ vErrors.push(err101);
 errors++;
 }
 }
+}
 else {
-const err102 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err102 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1357,23 +1361,12 @@ vErrors.push(err102);
 }
 errors++;
 }
-let data58 = data.limits;
-if(data58 && typeof data58 == "object" && !Array.isArray(data58)){
-if(data58.container === undefined){
-data58.container = {};
-}
-if(data58.pod === undefined){
-data58.pod = {};
-}
-if(data58.job === undefined){
-data58.job = {};
-}
-if(data58.runPolicy === undefined){
-data58.runPolicy = {};
-}
-for(const key14 in data58){
-if(!((((((key14 === "container") || (key14 === "pod")) || (key14 === "job")) || (key14 === "runPolicy")) || (key14 === "allowedAccelerators")) || (key14 === "allowedPartitions"))){
-const err103 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
+let data58 = data54.limitsFromRequests;
+if(Array.isArray(data58)){
+const len8 = data58.length;
+for(let i8=0; i8<len8; i8++){
+if(typeof data58[i8] !== "string"){
+const err103 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i8,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1383,11 +1376,9 @@ vErrors.push(err103);
 errors++;
 }
 }
-let data59 = data58.container;
-if(data59 && typeof data59 == "object" && !Array.isArray(data59)){
-for(const key15 in data59){
-if(!(((key15 === "cpu") || (key15 === "memory")) || (key15 === "gpus"))){
-const err104 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
+}
+else {
+const err104 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1397,11 +1388,8 @@ vErrors.push(err104);
 errors++;
 }
 }
-if(data59.cpu !== undefined){
-let data60 = data59.cpu;
-if(typeof data60 === "string"){
-if(!pattern4.test(data60)){
-const err105 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err105 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1410,9 +1398,23 @@ vErrors.push(err105);
 }
 errors++;
 }
+let data60 = data.limits;
+if(data60 && typeof data60 == "object" && !Array.isArray(data60)){
+if(data60.container === undefined){
+data60.container = {};
 }
-else {
-const err106 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data60.pod === undefined){
+data60.pod = {};
+}
+if(data60.job === undefined){
+data60.job = {};
+}
+if(data60.runPolicy === undefined){
+data60.runPolicy = {};
+}
+for(const key14 in data60){
+if(!((((((key14 === "container") || (key14 === "pod")) || (key14 === "job")) || (key14 === "runPolicy")) || (key14 === "allowedAccelerators")) || (key14 === "allowedPartitions"))){
+const err106 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -1422,11 +1424,11 @@ vErrors.push(err106);
 errors++;
 }
 }
-if(data59.memory !== undefined){
-let data61 = data59.memory;
-if(typeof data61 === "string"){
-if(!pattern4.test(data61)){
-const err107 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+let data61 = data60.container;
+if(data61 && typeof data61 == "object" && !Array.isArray(data61)){
+for(const key15 in data61){
+if(!(((key15 === "cpu") || (key15 === "memory")) || (key15 === "gpus"))){
+const err107 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -1436,8 +1438,11 @@ vErrors.push(err107);
 errors++;
 }
 }
-else {
-const err108 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data61.cpu !== undefined){
+let data62 = data61.cpu;
+if(typeof data62 === "string"){
+if(!pattern4.test(data62)){
+const err108 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -1447,13 +1452,8 @@ vErrors.push(err108);
 errors++;
 }
 }
-if(data59.gpus !== undefined){
-let data62 = data59.gpus;
-if(data62 && typeof data62 == "object" && !Array.isArray(data62)){
-for(const key16 in data62){
-let data63 = data62[key16];
-if(!(((typeof data63 == "number") && (!(data63 % 1) && !isNaN(data63))) && (isFinite(data63)))){
-const err109 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err109 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -1462,9 +1462,12 @@ vErrors.push(err109);
 }
 errors++;
 }
-if((typeof data63 == "number") && (isFinite(data63))){
-if(data63 < 0 || isNaN(data63)){
-const err110 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data61.memory !== undefined){
+let data63 = data61.memory;
+if(typeof data63 === "string"){
+if(!pattern4.test(data63)){
+const err110 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1474,10 +1477,8 @@ vErrors.push(err110);
 errors++;
 }
 }
-}
-}
 else {
-const err111 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err111 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1487,9 +1488,13 @@ vErrors.push(err111);
 errors++;
 }
 }
-}
-else {
-const err112 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data61.gpus !== undefined){
+let data64 = data61.gpus;
+if(data64 && typeof data64 == "object" && !Array.isArray(data64)){
+for(const key16 in data64){
+let data65 = data64[key16];
+if(!(((typeof data65 == "number") && (!(data65 % 1) && !isNaN(data65))) && (isFinite(data65)))){
+const err112 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1498,11 +1503,9 @@ vErrors.push(err112);
 }
 errors++;
 }
-let data64 = data58.pod;
-if(data64 && typeof data64 == "object" && !Array.isArray(data64)){
-for(const key17 in data64){
-if(!(key17 === "gpus")){
-const err113 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
+if((typeof data65 == "number") && (isFinite(data65))){
+if(data65 < 0 || isNaN(data65)){
+const err113 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1512,10 +1515,10 @@ vErrors.push(err113);
 errors++;
 }
 }
-if(data64.gpus !== undefined){
-let data65 = data64.gpus;
-if(!(((typeof data65 == "number") && (!(data65 % 1) && !isNaN(data65))) && (isFinite(data65)))){
-const err114 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err114 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1524,9 +1527,10 @@ vErrors.push(err114);
 }
 errors++;
 }
-if((typeof data65 == "number") && (isFinite(data65))){
-if(data65 < 0 || isNaN(data65)){
-const err115 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err115 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1535,11 +1539,11 @@ vErrors.push(err115);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err116 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data66 = data60.pod;
+if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
+for(const key17 in data66){
+if(!(key17 === "gpus")){
+const err116 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1548,11 +1552,11 @@ vErrors.push(err116);
 }
 errors++;
 }
-let data66 = data58.job;
-if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
-for(const key18 in data66){
-if(!((key18 === "gpus") || (key18 === "replicas"))){
-const err117 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
+}
+if(data66.gpus !== undefined){
+let data67 = data66.gpus;
+if(!(((typeof data67 == "number") && (!(data67 % 1) && !isNaN(data67))) && (isFinite(data67)))){
+const err117 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1561,11 +1565,9 @@ vErrors.push(err117);
 }
 errors++;
 }
-}
-if(data66.gpus !== undefined){
-let data67 = data66.gpus;
-if(!(((typeof data67 == "number") && (!(data67 % 1) && !isNaN(data67))) && (isFinite(data67)))){
-const err118 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data67 == "number") && (isFinite(data67))){
+if(data67 < 0 || isNaN(data67)){
+const err118 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1574,9 +1576,11 @@ vErrors.push(err118);
 }
 errors++;
 }
-if((typeof data67 == "number") && (isFinite(data67))){
-if(data67 < 0 || isNaN(data67)){
-const err119 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err119 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1585,15 +1589,11 @@ vErrors.push(err119);
 }
 errors++;
 }
-}
-}
-if(data66.replicas !== undefined){
-let data68 = data66.replicas;
+let data68 = data60.job;
 if(data68 && typeof data68 == "object" && !Array.isArray(data68)){
-for(const key19 in data68){
-let data69 = data68[key19];
-if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
-const err120 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key18 in data68){
+if(!((key18 === "gpus") || (key18 === "replicas"))){
+const err120 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1602,9 +1602,11 @@ vErrors.push(err120);
 }
 errors++;
 }
-if((typeof data69 == "number") && (isFinite(data69))){
-if(data69 < 0 || isNaN(data69)){
-const err121 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data68.gpus !== undefined){
+let data69 = data68.gpus;
+if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
+const err121 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1613,11 +1615,9 @@ vErrors.push(err121);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err122 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data69 == "number") && (isFinite(data69))){
+if(data69 < 0 || isNaN(data69)){
+const err122 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1628,8 +1628,13 @@ errors++;
 }
 }
 }
-else {
-const err123 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data68.replicas !== undefined){
+let data70 = data68.replicas;
+if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
+for(const key19 in data70){
+let data71 = data70[key19];
+if(!(((typeof data71 == "number") && (!(data71 % 1) && !isNaN(data71))) && (isFinite(data71)))){
+const err123 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1638,11 +1643,9 @@ vErrors.push(err123);
 }
 errors++;
 }
-let data70 = data58.runPolicy;
-if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
-for(const key20 in data70){
-if(!((((((key20 === "requireTtlSecondsAfterFinished") || (key20 === "maxTtlSecondsAfterFinished")) || (key20 === "maxActiveDeadlineSeconds")) || (key20 === "maxBackoffLimit")) || (key20 === "allowedCleanPodPolicies")) || (key20 === "allowedRestartPolicies"))){
-const err124 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key20},message:"must NOT have additional properties"};
+if((typeof data71 == "number") && (isFinite(data71))){
+if(data71 < 0 || isNaN(data71)){
+const err124 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1652,9 +1655,10 @@ vErrors.push(err124);
 errors++;
 }
 }
-if(data70.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data70.requireTtlSecondsAfterFinished !== "boolean"){
-const err125 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+}
+else {
+const err125 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1664,10 +1668,9 @@ vErrors.push(err125);
 errors++;
 }
 }
-if(data70.maxTtlSecondsAfterFinished !== undefined){
-let data72 = data70.maxTtlSecondsAfterFinished;
-if(!(((typeof data72 == "number") && (!(data72 % 1) && !isNaN(data72))) && (isFinite(data72)))){
-const err126 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err126 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1676,9 +1679,11 @@ vErrors.push(err126);
 }
 errors++;
 }
-if((typeof data72 == "number") && (isFinite(data72))){
-if(data72 < 0 || isNaN(data72)){
-const err127 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+let data72 = data60.runPolicy;
+if(data72 && typeof data72 == "object" && !Array.isArray(data72)){
+for(const key20 in data72){
+if(!((((((key20 === "requireTtlSecondsAfterFinished") || (key20 === "maxTtlSecondsAfterFinished")) || (key20 === "maxActiveDeadlineSeconds")) || (key20 === "maxBackoffLimit")) || (key20 === "allowedCleanPodPolicies")) || (key20 === "allowedRestartPolicies"))){
+const err127 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key20},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1688,11 +1693,9 @@ vErrors.push(err127);
 errors++;
 }
 }
-}
-if(data70.maxActiveDeadlineSeconds !== undefined){
-let data73 = data70.maxActiveDeadlineSeconds;
-if(!(((typeof data73 == "number") && (!(data73 % 1) && !isNaN(data73))) && (isFinite(data73)))){
-const err128 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data72.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data72.requireTtlSecondsAfterFinished !== "boolean"){
+const err128 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1701,9 +1704,11 @@ vErrors.push(err128);
 }
 errors++;
 }
-if((typeof data73 == "number") && (isFinite(data73))){
-if(data73 < 0 || isNaN(data73)){
-const err129 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data72.maxTtlSecondsAfterFinished !== undefined){
+let data74 = data72.maxTtlSecondsAfterFinished;
+if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
+const err129 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1712,12 +1717,9 @@ vErrors.push(err129);
 }
 errors++;
 }
-}
-}
-if(data70.maxBackoffLimit !== undefined){
-let data74 = data70.maxBackoffLimit;
-if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
-const err130 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data74 == "number") && (isFinite(data74))){
+if(data74 < 0 || isNaN(data74)){
+const err130 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1726,9 +1728,12 @@ vErrors.push(err130);
 }
 errors++;
 }
-if((typeof data74 == "number") && (isFinite(data74))){
-if(data74 < 0 || isNaN(data74)){
-const err131 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data72.maxActiveDeadlineSeconds !== undefined){
+let data75 = data72.maxActiveDeadlineSeconds;
+if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
+const err131 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1737,16 +1742,9 @@ vErrors.push(err131);
 }
 errors++;
 }
-}
-}
-if(data70.allowedCleanPodPolicies !== undefined){
-let data75 = data70.allowedCleanPodPolicies;
-if(Array.isArray(data75)){
-const len8 = data75.length;
-for(let i8=0; i8<len8; i8++){
-let data76 = data75[i8];
-if(!(((data76 === "All") || (data76 === "Running")) || (data76 === "None"))){
-const err132 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i8,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data75 == "number") && (isFinite(data75))){
+if(data75 < 0 || isNaN(data75)){
+const err132 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1757,8 +1755,10 @@ errors++;
 }
 }
 }
-else {
-const err133 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data72.maxBackoffLimit !== undefined){
+let data76 = data72.maxBackoffLimit;
+if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
+const err133 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1767,15 +1767,9 @@ vErrors.push(err133);
 }
 errors++;
 }
-}
-if(data70.allowedRestartPolicies !== undefined){
-let data77 = data70.allowedRestartPolicies;
-if(Array.isArray(data77)){
-const len9 = data77.length;
-for(let i9=0; i9<len9; i9++){
-let data78 = data77[i9];
-if(!((((data78 === "Always") || (data78 === "OnFailure")) || (data78 === "Never")) || (data78 === "ExitCode"))){
-const err134 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i9,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data76 == "number") && (isFinite(data76))){
+if(data76 < 0 || isNaN(data76)){
+const err134 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1786,8 +1780,14 @@ errors++;
 }
 }
 }
-else {
-const err135 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data72.allowedCleanPodPolicies !== undefined){
+let data77 = data72.allowedCleanPodPolicies;
+if(Array.isArray(data77)){
+const len9 = data77.length;
+for(let i9=0; i9<len9; i9++){
+let data78 = data77[i9];
+if(!(((data78 === "All") || (data78 === "Running")) || (data78 === "None"))){
+const err135 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i9,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1799,7 +1799,7 @@ errors++;
 }
 }
 else {
-const err136 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err136 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1808,13 +1808,15 @@ vErrors.push(err136);
 }
 errors++;
 }
-if(data58.allowedAccelerators !== undefined){
-let data79 = data58.allowedAccelerators;
+}
+if(data72.allowedRestartPolicies !== undefined){
+let data79 = data72.allowedRestartPolicies;
 if(Array.isArray(data79)){
 const len10 = data79.length;
 for(let i10=0; i10<len10; i10++){
-if(typeof data79[i10] !== "string"){
-const err137 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i10,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data80 = data79[i10];
+if(!((((data80 === "Always") || (data80 === "OnFailure")) || (data80 === "Never")) || (data80 === "ExitCode"))){
+const err137 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i10,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1826,7 +1828,7 @@ errors++;
 }
 }
 else {
-const err138 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err138 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1836,13 +1838,9 @@ vErrors.push(err138);
 errors++;
 }
 }
-if(data58.allowedPartitions !== undefined){
-let data81 = data58.allowedPartitions;
-if(Array.isArray(data81)){
-const len11 = data81.length;
-for(let i11=0; i11<len11; i11++){
-if(typeof data81[i11] !== "string"){
-const err139 = {instancePath:instancePath+"/limits/allowedPartitions/" + i11,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err139 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1851,10 +1849,13 @@ vErrors.push(err139);
 }
 errors++;
 }
-}
-}
-else {
-const err140 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data60.allowedAccelerators !== undefined){
+let data81 = data60.allowedAccelerators;
+if(Array.isArray(data81)){
+const len11 = data81.length;
+for(let i11=0; i11<len11; i11++){
+if(typeof data81[i11] !== "string"){
+const err140 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i11,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1866,7 +1867,7 @@ errors++;
 }
 }
 else {
-const err141 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err141 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1875,11 +1876,14 @@ vErrors.push(err141);
 }
 errors++;
 }
-let data83 = data.jobDefaults;
-if(data83 && typeof data83 == "object" && !Array.isArray(data83)){
-for(const key21 in data83){
-if(!((((key21 === "ttlSecondsAfterFinished") || (key21 === "cleanPodPolicy")) || (key21 === "activeDeadlineSeconds")) || (key21 === "backoffLimit"))){
-const err142 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
+}
+if(data60.allowedPartitions !== undefined){
+let data83 = data60.allowedPartitions;
+if(Array.isArray(data83)){
+const len12 = data83.length;
+for(let i12=0; i12<len12; i12++){
+if(typeof data83[i12] !== "string"){
+const err142 = {instancePath:instancePath+"/limits/allowedPartitions/" + i12,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1889,10 +1893,9 @@ vErrors.push(err142);
 errors++;
 }
 }
-if(data83.ttlSecondsAfterFinished !== undefined){
-let data84 = data83.ttlSecondsAfterFinished;
-if(!(((typeof data84 == "number") && (!(data84 % 1) && !isNaN(data84))) && (isFinite(data84)))){
-const err143 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err143 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1901,9 +1904,10 @@ vErrors.push(err143);
 }
 errors++;
 }
-if((typeof data84 == "number") && (isFinite(data84))){
-if(data84 < 0 || isNaN(data84)){
-const err144 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err144 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1912,12 +1916,11 @@ vErrors.push(err144);
 }
 errors++;
 }
-}
-}
-if(data83.cleanPodPolicy !== undefined){
-let data85 = data83.cleanPodPolicy;
-if(!(((data85 === "All") || (data85 === "Running")) || (data85 === "None"))){
-const err145 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+let data85 = data.jobDefaults;
+if(data85 && typeof data85 == "object" && !Array.isArray(data85)){
+for(const key21 in data85){
+if(!((((key21 === "ttlSecondsAfterFinished") || (key21 === "cleanPodPolicy")) || (key21 === "activeDeadlineSeconds")) || (key21 === "backoffLimit"))){
+const err145 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1927,10 +1930,10 @@ vErrors.push(err145);
 errors++;
 }
 }
-if(data83.activeDeadlineSeconds !== undefined){
-let data86 = data83.activeDeadlineSeconds;
+if(data85.ttlSecondsAfterFinished !== undefined){
+let data86 = data85.ttlSecondsAfterFinished;
 if(!(((typeof data86 == "number") && (!(data86 % 1) && !isNaN(data86))) && (isFinite(data86)))){
-const err146 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err146 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1940,8 +1943,8 @@ vErrors.push(err146);
 errors++;
 }
 if((typeof data86 == "number") && (isFinite(data86))){
-if(data86 < 1 || isNaN(data86)){
-const err147 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data86 < 0 || isNaN(data86)){
+const err147 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1952,10 +1955,10 @@ errors++;
 }
 }
 }
-if(data83.backoffLimit !== undefined){
-let data87 = data83.backoffLimit;
-if(!(((typeof data87 == "number") && (!(data87 % 1) && !isNaN(data87))) && (isFinite(data87)))){
-const err148 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data85.cleanPodPolicy !== undefined){
+let data87 = data85.cleanPodPolicy;
+if(!(((data87 === "All") || (data87 === "Running")) || (data87 === "None"))){
+const err148 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1964,9 +1967,11 @@ vErrors.push(err148);
 }
 errors++;
 }
-if((typeof data87 == "number") && (isFinite(data87))){
-if(data87 < 0 || isNaN(data87)){
-const err149 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data85.activeDeadlineSeconds !== undefined){
+let data88 = data85.activeDeadlineSeconds;
+if(!(((typeof data88 == "number") && (!(data88 % 1) && !isNaN(data88))) && (isFinite(data88)))){
+const err149 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1975,11 +1980,9 @@ vErrors.push(err149);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err150 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data88 == "number") && (isFinite(data88))){
+if(data88 < 1 || isNaN(data88)){
+const err150 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1988,17 +1991,12 @@ vErrors.push(err150);
 }
 errors++;
 }
-let data88 = data.namespaces;
-if(Array.isArray(data88)){
-const len12 = data88.length;
-for(let i12=0; i12<len12; i12++){
-let data89 = data88[i12];
-if(data89 && typeof data89 == "object" && !Array.isArray(data89)){
-if(data89.limits === undefined){
-data89.limits = {};
 }
-if(data89.pattern === undefined){
-const err151 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+}
+if(data85.backoffLimit !== undefined){
+let data89 = data85.backoffLimit;
+if(!(((typeof data89 == "number") && (!(data89 % 1) && !isNaN(data89))) && (isFinite(data89)))){
+const err151 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -2007,9 +2005,9 @@ vErrors.push(err151);
 }
 errors++;
 }
-for(const key22 in data89){
-if(!(((key22 === "pattern") || (key22 === "limits")) || (key22 === "jobDefaults"))){
-const err152 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
+if((typeof data89 == "number") && (isFinite(data89))){
+if(data89 < 0 || isNaN(data89)){
+const err152 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -2019,11 +2017,10 @@ vErrors.push(err152);
 errors++;
 }
 }
-if(data89.pattern !== undefined){
-let data90 = data89.pattern;
-if(typeof data90 === "string"){
-if(func3(data90) < 1){
-const err153 = {instancePath:instancePath+"/namespaces/" + i12+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+}
+else {
+const err153 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -2032,9 +2029,17 @@ vErrors.push(err153);
 }
 errors++;
 }
+let data90 = data.namespaces;
+if(Array.isArray(data90)){
+const len13 = data90.length;
+for(let i13=0; i13<len13; i13++){
+let data91 = data90[i13];
+if(data91 && typeof data91 == "object" && !Array.isArray(data91)){
+if(data91.limits === undefined){
+data91.limits = {};
 }
-else {
-const err154 = {instancePath:instancePath+"/namespaces/" + i12+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data91.pattern === undefined){
+const err154 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -2043,12 +2048,9 @@ vErrors.push(err154);
 }
 errors++;
 }
-}
-let data91 = data89.limits;
-if(data91 && typeof data91 == "object" && !Array.isArray(data91)){
-for(const key23 in data91){
-if(!((((((key23 === "container") || (key23 === "pod")) || (key23 === "job")) || (key23 === "runPolicy")) || (key23 === "allowedAccelerators")) || (key23 === "allowedPartitions"))){
-const err155 = {instancePath:instancePath+"/namespaces/" + i12+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
+for(const key22 in data91){
+if(!(((key22 === "pattern") || (key22 === "limits")) || (key22 === "jobDefaults"))){
+const err155 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -2058,12 +2060,11 @@ vErrors.push(err155);
 errors++;
 }
 }
-if(data91.container !== undefined){
-let data92 = data91.container;
-if(data92 && typeof data92 == "object" && !Array.isArray(data92)){
-for(const key24 in data92){
-if(!(((key24 === "cpu") || (key24 === "memory")) || (key24 === "gpus"))){
-const err156 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
+if(data91.pattern !== undefined){
+let data92 = data91.pattern;
+if(typeof data92 === "string"){
+if(func3(data92) < 1){
+const err156 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -2073,11 +2074,8 @@ vErrors.push(err156);
 errors++;
 }
 }
-if(data92.cpu !== undefined){
-let data93 = data92.cpu;
-if(typeof data93 === "string"){
-if(!pattern4.test(data93)){
-const err157 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err157 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -2087,8 +2085,11 @@ vErrors.push(err157);
 errors++;
 }
 }
-else {
-const err158 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data93 = data91.limits;
+if(data93 && typeof data93 == "object" && !Array.isArray(data93)){
+for(const key23 in data93){
+if(!((((((key23 === "container") || (key23 === "pod")) || (key23 === "job")) || (key23 === "runPolicy")) || (key23 === "allowedAccelerators")) || (key23 === "allowedPartitions"))){
+const err158 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -2098,11 +2099,12 @@ vErrors.push(err158);
 errors++;
 }
 }
-if(data92.memory !== undefined){
-let data94 = data92.memory;
-if(typeof data94 === "string"){
-if(!pattern4.test(data94)){
-const err159 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if(data93.container !== undefined){
+let data94 = data93.container;
+if(data94 && typeof data94 == "object" && !Array.isArray(data94)){
+for(const key24 in data94){
+if(!(((key24 === "cpu") || (key24 === "memory")) || (key24 === "gpus"))){
+const err159 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -2112,8 +2114,11 @@ vErrors.push(err159);
 errors++;
 }
 }
-else {
-const err160 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data94.cpu !== undefined){
+let data95 = data94.cpu;
+if(typeof data95 === "string"){
+if(!pattern4.test(data95)){
+const err160 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -2123,13 +2128,8 @@ vErrors.push(err160);
 errors++;
 }
 }
-if(data92.gpus !== undefined){
-let data95 = data92.gpus;
-if(data95 && typeof data95 == "object" && !Array.isArray(data95)){
-for(const key25 in data95){
-let data96 = data95[key25];
-if(!(((typeof data96 == "number") && (!(data96 % 1) && !isNaN(data96))) && (isFinite(data96)))){
-const err161 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err161 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -2138,9 +2138,12 @@ vErrors.push(err161);
 }
 errors++;
 }
-if((typeof data96 == "number") && (isFinite(data96))){
-if(data96 < 0 || isNaN(data96)){
-const err162 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data94.memory !== undefined){
+let data96 = data94.memory;
+if(typeof data96 === "string"){
+if(!pattern4.test(data96)){
+const err162 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -2150,10 +2153,8 @@ vErrors.push(err162);
 errors++;
 }
 }
-}
-}
 else {
-const err163 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err163 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -2163,9 +2164,13 @@ vErrors.push(err163);
 errors++;
 }
 }
-}
-else {
-const err164 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data94.gpus !== undefined){
+let data97 = data94.gpus;
+if(data97 && typeof data97 == "object" && !Array.isArray(data97)){
+for(const key25 in data97){
+let data98 = data97[key25];
+if(!(((typeof data98 == "number") && (!(data98 % 1) && !isNaN(data98))) && (isFinite(data98)))){
+const err164 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -2174,13 +2179,9 @@ vErrors.push(err164);
 }
 errors++;
 }
-}
-if(data91.pod !== undefined){
-let data97 = data91.pod;
-if(data97 && typeof data97 == "object" && !Array.isArray(data97)){
-for(const key26 in data97){
-if(!(key26 === "gpus")){
-const err165 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
+if((typeof data98 == "number") && (isFinite(data98))){
+if(data98 < 0 || isNaN(data98)){
+const err165 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2190,10 +2191,10 @@ vErrors.push(err165);
 errors++;
 }
 }
-if(data97.gpus !== undefined){
-let data98 = data97.gpus;
-if(!(((typeof data98 == "number") && (!(data98 % 1) && !isNaN(data98))) && (isFinite(data98)))){
-const err166 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err166 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2202,9 +2203,10 @@ vErrors.push(err166);
 }
 errors++;
 }
-if((typeof data98 == "number") && (isFinite(data98))){
-if(data98 < 0 || isNaN(data98)){
-const err167 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err167 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2214,10 +2216,12 @@ vErrors.push(err167);
 errors++;
 }
 }
-}
-}
-else {
-const err168 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data93.pod !== undefined){
+let data99 = data93.pod;
+if(data99 && typeof data99 == "object" && !Array.isArray(data99)){
+for(const key26 in data99){
+if(!(key26 === "gpus")){
+const err168 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2227,12 +2231,10 @@ vErrors.push(err168);
 errors++;
 }
 }
-if(data91.job !== undefined){
-let data99 = data91.job;
-if(data99 && typeof data99 == "object" && !Array.isArray(data99)){
-for(const key27 in data99){
-if(!((key27 === "gpus") || (key27 === "replicas"))){
-const err169 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
+if(data99.gpus !== undefined){
+let data100 = data99.gpus;
+if(!(((typeof data100 == "number") && (!(data100 % 1) && !isNaN(data100))) && (isFinite(data100)))){
+const err169 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2241,11 +2243,9 @@ vErrors.push(err169);
 }
 errors++;
 }
-}
-if(data99.gpus !== undefined){
-let data100 = data99.gpus;
-if(!(((typeof data100 == "number") && (!(data100 % 1) && !isNaN(data100))) && (isFinite(data100)))){
-const err170 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data100 == "number") && (isFinite(data100))){
+if(data100 < 0 || isNaN(data100)){
+const err170 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2254,9 +2254,11 @@ vErrors.push(err170);
 }
 errors++;
 }
-if((typeof data100 == "number") && (isFinite(data100))){
-if(data100 < 0 || isNaN(data100)){
-const err171 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err171 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2266,14 +2268,12 @@ vErrors.push(err171);
 errors++;
 }
 }
-}
-if(data99.replicas !== undefined){
-let data101 = data99.replicas;
+if(data93.job !== undefined){
+let data101 = data93.job;
 if(data101 && typeof data101 == "object" && !Array.isArray(data101)){
-for(const key28 in data101){
-let data102 = data101[key28];
-if(!(((typeof data102 == "number") && (!(data102 % 1) && !isNaN(data102))) && (isFinite(data102)))){
-const err172 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key27 in data101){
+if(!((key27 === "gpus") || (key27 === "replicas"))){
+const err172 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2282,9 +2282,11 @@ vErrors.push(err172);
 }
 errors++;
 }
-if((typeof data102 == "number") && (isFinite(data102))){
-if(data102 < 0 || isNaN(data102)){
-const err173 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data101.gpus !== undefined){
+let data102 = data101.gpus;
+if(!(((typeof data102 == "number") && (!(data102 % 1) && !isNaN(data102))) && (isFinite(data102)))){
+const err173 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2293,11 +2295,9 @@ vErrors.push(err173);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err174 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data102 == "number") && (isFinite(data102))){
+if(data102 < 0 || isNaN(data102)){
+const err174 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2308,8 +2308,13 @@ errors++;
 }
 }
 }
-else {
-const err175 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data101.replicas !== undefined){
+let data103 = data101.replicas;
+if(data103 && typeof data103 == "object" && !Array.isArray(data103)){
+for(const key28 in data103){
+let data104 = data103[key28];
+if(!(((typeof data104 == "number") && (!(data104 % 1) && !isNaN(data104))) && (isFinite(data104)))){
+const err175 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2318,13 +2323,9 @@ vErrors.push(err175);
 }
 errors++;
 }
-}
-if(data91.runPolicy !== undefined){
-let data103 = data91.runPolicy;
-if(data103 && typeof data103 == "object" && !Array.isArray(data103)){
-for(const key29 in data103){
-if(!((((((key29 === "requireTtlSecondsAfterFinished") || (key29 === "maxTtlSecondsAfterFinished")) || (key29 === "maxActiveDeadlineSeconds")) || (key29 === "maxBackoffLimit")) || (key29 === "allowedCleanPodPolicies")) || (key29 === "allowedRestartPolicies"))){
-const err176 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
+if((typeof data104 == "number") && (isFinite(data104))){
+if(data104 < 0 || isNaN(data104)){
+const err176 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2334,9 +2335,10 @@ vErrors.push(err176);
 errors++;
 }
 }
-if(data103.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data103.requireTtlSecondsAfterFinished !== "boolean"){
-const err177 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+}
+else {
+const err177 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2346,10 +2348,9 @@ vErrors.push(err177);
 errors++;
 }
 }
-if(data103.maxTtlSecondsAfterFinished !== undefined){
-let data105 = data103.maxTtlSecondsAfterFinished;
-if(!(((typeof data105 == "number") && (!(data105 % 1) && !isNaN(data105))) && (isFinite(data105)))){
-const err178 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err178 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2358,9 +2359,13 @@ vErrors.push(err178);
 }
 errors++;
 }
-if((typeof data105 == "number") && (isFinite(data105))){
-if(data105 < 0 || isNaN(data105)){
-const err179 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data93.runPolicy !== undefined){
+let data105 = data93.runPolicy;
+if(data105 && typeof data105 == "object" && !Array.isArray(data105)){
+for(const key29 in data105){
+if(!((((((key29 === "requireTtlSecondsAfterFinished") || (key29 === "maxTtlSecondsAfterFinished")) || (key29 === "maxActiveDeadlineSeconds")) || (key29 === "maxBackoffLimit")) || (key29 === "allowedCleanPodPolicies")) || (key29 === "allowedRestartPolicies"))){
+const err179 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2370,11 +2375,9 @@ vErrors.push(err179);
 errors++;
 }
 }
-}
-if(data103.maxActiveDeadlineSeconds !== undefined){
-let data106 = data103.maxActiveDeadlineSeconds;
-if(!(((typeof data106 == "number") && (!(data106 % 1) && !isNaN(data106))) && (isFinite(data106)))){
-const err180 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data105.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data105.requireTtlSecondsAfterFinished !== "boolean"){
+const err180 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2383,9 +2386,11 @@ vErrors.push(err180);
 }
 errors++;
 }
-if((typeof data106 == "number") && (isFinite(data106))){
-if(data106 < 0 || isNaN(data106)){
-const err181 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data105.maxTtlSecondsAfterFinished !== undefined){
+let data107 = data105.maxTtlSecondsAfterFinished;
+if(!(((typeof data107 == "number") && (!(data107 % 1) && !isNaN(data107))) && (isFinite(data107)))){
+const err181 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2394,12 +2399,9 @@ vErrors.push(err181);
 }
 errors++;
 }
-}
-}
-if(data103.maxBackoffLimit !== undefined){
-let data107 = data103.maxBackoffLimit;
-if(!(((typeof data107 == "number") && (!(data107 % 1) && !isNaN(data107))) && (isFinite(data107)))){
-const err182 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data107 == "number") && (isFinite(data107))){
+if(data107 < 0 || isNaN(data107)){
+const err182 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2408,9 +2410,12 @@ vErrors.push(err182);
 }
 errors++;
 }
-if((typeof data107 == "number") && (isFinite(data107))){
-if(data107 < 0 || isNaN(data107)){
-const err183 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data105.maxActiveDeadlineSeconds !== undefined){
+let data108 = data105.maxActiveDeadlineSeconds;
+if(!(((typeof data108 == "number") && (!(data108 % 1) && !isNaN(data108))) && (isFinite(data108)))){
+const err183 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2419,16 +2424,9 @@ vErrors.push(err183);
 }
 errors++;
 }
-}
-}
-if(data103.allowedCleanPodPolicies !== undefined){
-let data108 = data103.allowedCleanPodPolicies;
-if(Array.isArray(data108)){
-const len13 = data108.length;
-for(let i13=0; i13<len13; i13++){
-let data109 = data108[i13];
-if(!(((data109 === "All") || (data109 === "Running")) || (data109 === "None"))){
-const err184 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedCleanPodPolicies/" + i13,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data108 == "number") && (isFinite(data108))){
+if(data108 < 0 || isNaN(data108)){
+const err184 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2439,8 +2437,10 @@ errors++;
 }
 }
 }
-else {
-const err185 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data105.maxBackoffLimit !== undefined){
+let data109 = data105.maxBackoffLimit;
+if(!(((typeof data109 == "number") && (!(data109 % 1) && !isNaN(data109))) && (isFinite(data109)))){
+const err185 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2449,15 +2449,9 @@ vErrors.push(err185);
 }
 errors++;
 }
-}
-if(data103.allowedRestartPolicies !== undefined){
-let data110 = data103.allowedRestartPolicies;
-if(Array.isArray(data110)){
-const len14 = data110.length;
-for(let i14=0; i14<len14; i14++){
-let data111 = data110[i14];
-if(!((((data111 === "Always") || (data111 === "OnFailure")) || (data111 === "Never")) || (data111 === "ExitCode"))){
-const err186 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedRestartPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data109 == "number") && (isFinite(data109))){
+if(data109 < 0 || isNaN(data109)){
+const err186 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2468,8 +2462,14 @@ errors++;
 }
 }
 }
-else {
-const err187 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data105.allowedCleanPodPolicies !== undefined){
+let data110 = data105.allowedCleanPodPolicies;
+if(Array.isArray(data110)){
+const len14 = data110.length;
+for(let i14=0; i14<len14; i14++){
+let data111 = data110[i14];
+if(!(((data111 === "All") || (data111 === "Running")) || (data111 === "None"))){
+const err187 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2481,7 +2481,7 @@ errors++;
 }
 }
 else {
-const err188 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err188 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2491,13 +2491,14 @@ vErrors.push(err188);
 errors++;
 }
 }
-if(data91.allowedAccelerators !== undefined){
-let data112 = data91.allowedAccelerators;
+if(data105.allowedRestartPolicies !== undefined){
+let data112 = data105.allowedRestartPolicies;
 if(Array.isArray(data112)){
 const len15 = data112.length;
 for(let i15=0; i15<len15; i15++){
-if(typeof data112[i15] !== "string"){
-const err189 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedAccelerators/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data113 = data112[i15];
+if(!((((data113 === "Always") || (data113 === "OnFailure")) || (data113 === "Never")) || (data113 === "ExitCode"))){
+const err189 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2509,7 +2510,7 @@ errors++;
 }
 }
 else {
-const err190 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err190 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2519,13 +2520,9 @@ vErrors.push(err190);
 errors++;
 }
 }
-if(data91.allowedPartitions !== undefined){
-let data114 = data91.allowedPartitions;
-if(Array.isArray(data114)){
-const len16 = data114.length;
-for(let i16=0; i16<len16; i16++){
-if(typeof data114[i16] !== "string"){
-const err191 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedPartitions/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err191 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2535,9 +2532,13 @@ vErrors.push(err191);
 errors++;
 }
 }
-}
-else {
-const err192 = {instancePath:instancePath+"/namespaces/" + i12+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data93.allowedAccelerators !== undefined){
+let data114 = data93.allowedAccelerators;
+if(Array.isArray(data114)){
+const len16 = data114.length;
+for(let i16=0; i16<len16; i16++){
+if(typeof data114[i16] !== "string"){
+const err192 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2549,7 +2550,7 @@ errors++;
 }
 }
 else {
-const err193 = {instancePath:instancePath+"/namespaces/" + i12+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err193 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2558,12 +2559,14 @@ vErrors.push(err193);
 }
 errors++;
 }
-if(data89.jobDefaults !== undefined){
-let data116 = data89.jobDefaults;
-if(data116 && typeof data116 == "object" && !Array.isArray(data116)){
-for(const key30 in data116){
-if(!((((key30 === "ttlSecondsAfterFinished") || (key30 === "cleanPodPolicy")) || (key30 === "activeDeadlineSeconds")) || (key30 === "backoffLimit"))){
-const err194 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
+}
+if(data93.allowedPartitions !== undefined){
+let data116 = data93.allowedPartitions;
+if(Array.isArray(data116)){
+const len17 = data116.length;
+for(let i17=0; i17<len17; i17++){
+if(typeof data116[i17] !== "string"){
+const err194 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions/" + i17,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2573,10 +2576,9 @@ vErrors.push(err194);
 errors++;
 }
 }
-if(data116.ttlSecondsAfterFinished !== undefined){
-let data117 = data116.ttlSecondsAfterFinished;
-if(!(((typeof data117 == "number") && (!(data117 % 1) && !isNaN(data117))) && (isFinite(data117)))){
-const err195 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err195 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2585,9 +2587,10 @@ vErrors.push(err195);
 }
 errors++;
 }
-if((typeof data117 == "number") && (isFinite(data117))){
-if(data117 < 0 || isNaN(data117)){
-const err196 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err196 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2596,12 +2599,12 @@ vErrors.push(err196);
 }
 errors++;
 }
-}
-}
-if(data116.cleanPodPolicy !== undefined){
-let data118 = data116.cleanPodPolicy;
-if(!(((data118 === "All") || (data118 === "Running")) || (data118 === "None"))){
-const err197 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+if(data91.jobDefaults !== undefined){
+let data118 = data91.jobDefaults;
+if(data118 && typeof data118 == "object" && !Array.isArray(data118)){
+for(const key30 in data118){
+if(!((((key30 === "ttlSecondsAfterFinished") || (key30 === "cleanPodPolicy")) || (key30 === "activeDeadlineSeconds")) || (key30 === "backoffLimit"))){
+const err197 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2611,10 +2614,10 @@ vErrors.push(err197);
 errors++;
 }
 }
-if(data116.activeDeadlineSeconds !== undefined){
-let data119 = data116.activeDeadlineSeconds;
+if(data118.ttlSecondsAfterFinished !== undefined){
+let data119 = data118.ttlSecondsAfterFinished;
 if(!(((typeof data119 == "number") && (!(data119 % 1) && !isNaN(data119))) && (isFinite(data119)))){
-const err198 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err198 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2624,8 +2627,8 @@ vErrors.push(err198);
 errors++;
 }
 if((typeof data119 == "number") && (isFinite(data119))){
-if(data119 < 1 || isNaN(data119)){
-const err199 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data119 < 0 || isNaN(data119)){
+const err199 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2636,10 +2639,10 @@ errors++;
 }
 }
 }
-if(data116.backoffLimit !== undefined){
-let data120 = data116.backoffLimit;
-if(!(((typeof data120 == "number") && (!(data120 % 1) && !isNaN(data120))) && (isFinite(data120)))){
-const err200 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data118.cleanPodPolicy !== undefined){
+let data120 = data118.cleanPodPolicy;
+if(!(((data120 === "All") || (data120 === "Running")) || (data120 === "None"))){
+const err200 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2648,9 +2651,11 @@ vErrors.push(err200);
 }
 errors++;
 }
-if((typeof data120 == "number") && (isFinite(data120))){
-if(data120 < 0 || isNaN(data120)){
-const err201 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data118.activeDeadlineSeconds !== undefined){
+let data121 = data118.activeDeadlineSeconds;
+if(!(((typeof data121 == "number") && (!(data121 % 1) && !isNaN(data121))) && (isFinite(data121)))){
+const err201 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2659,11 +2664,9 @@ vErrors.push(err201);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err202 = {instancePath:instancePath+"/namespaces/" + i12+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data121 == "number") && (isFinite(data121))){
+if(data121 < 1 || isNaN(data121)){
+const err202 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2674,8 +2677,10 @@ errors++;
 }
 }
 }
-else {
-const err203 = {instancePath:instancePath+"/namespaces/" + i12,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data118.backoffLimit !== undefined){
+let data122 = data118.backoffLimit;
+if(!(((typeof data122 == "number") && (!(data122 % 1) && !isNaN(data122))) && (isFinite(data122)))){
+const err203 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2684,10 +2689,9 @@ vErrors.push(err203);
 }
 errors++;
 }
-}
-}
-else {
-const err204 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if((typeof data122 == "number") && (isFinite(data122))){
+if(data122 < 0 || isNaN(data122)){
+const err204 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2696,35 +2700,11 @@ vErrors.push(err204);
 }
 errors++;
 }
-let data121 = data.reconciler;
-if(data121 && typeof data121 == "object" && !Array.isArray(data121)){
-if(data121.maxDeletionsPerPass === undefined){
-data121.maxDeletionsPerPass = 100;
 }
-if(data121.leaseGracePeriodSeconds === undefined){
-data121.leaseGracePeriodSeconds = 40;
 }
-if(data121.passLeaseSeconds === undefined){
-data121.passLeaseSeconds = 600;
 }
-if(data121.perReplicaServices === undefined){
-data121.perReplicaServices = true;
-}
-if(data121.events === undefined){
-data121.events = true;
-}
-if(data121.pendingGpuPodSeconds === undefined){
-data121.pendingGpuPodSeconds = 300;
-}
-if(data121.ledgerShardBytes === undefined){
-data121.ledgerShardBytes = 524288;
-}
-if(data121.concurrency === undefined){
-data121.concurrency = 8;
-}
-for(const key31 in data121){
-if(!((((((((key31 === "maxDeletionsPerPass") || (key31 === "leaseGracePeriodSeconds")) || (key31 === "passLeaseSeconds")) || (key31 === "perReplicaServices")) || (key31 === "events")) || (key31 === "pendingGpuPodSeconds")) || (key31 === "ledgerShardBytes")) || (key31 === "concurrency"))){
-const err205 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
+else {
+const err205 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2734,9 +2714,9 @@ vErrors.push(err205);
 errors++;
 }
 }
-let data122 = data121.maxDeletionsPerPass;
-if(!(((typeof data122 == "number") && (!(data122 % 1) && !isNaN(data122))) && (isFinite(data122)))){
-const err206 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err206 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2745,9 +2725,10 @@ vErrors.push(err206);
 }
 errors++;
 }
-if((typeof data122 == "number") && (isFinite(data122))){
-if(data122 < 1 || isNaN(data122)){
-const err207 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+else {
+const err207 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2756,10 +2737,35 @@ vErrors.push(err207);
 }
 errors++;
 }
+let data123 = data.reconciler;
+if(data123 && typeof data123 == "object" && !Array.isArray(data123)){
+if(data123.maxDeletionsPerPass === undefined){
+data123.maxDeletionsPerPass = 100;
 }
-let data123 = data121.leaseGracePeriodSeconds;
-if(!(((typeof data123 == "number") && (!(data123 % 1) && !isNaN(data123))) && (isFinite(data123)))){
-const err208 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data123.leaseGracePeriodSeconds === undefined){
+data123.leaseGracePeriodSeconds = 40;
+}
+if(data123.passLeaseSeconds === undefined){
+data123.passLeaseSeconds = 600;
+}
+if(data123.perReplicaServices === undefined){
+data123.perReplicaServices = true;
+}
+if(data123.events === undefined){
+data123.events = true;
+}
+if(data123.pendingGpuPodSeconds === undefined){
+data123.pendingGpuPodSeconds = 300;
+}
+if(data123.ledgerShardBytes === undefined){
+data123.ledgerShardBytes = 524288;
+}
+if(data123.concurrency === undefined){
+data123.concurrency = 8;
+}
+for(const key31 in data123){
+if(!((((((((key31 === "maxDeletionsPerPass") || (key31 === "leaseGracePeriodSeconds")) || (key31 === "passLeaseSeconds")) || (key31 === "perReplicaServices")) || (key31 === "events")) || (key31 === "pendingGpuPodSeconds")) || (key31 === "ledgerShardBytes")) || (key31 === "concurrency"))){
+const err208 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2768,9 +2774,10 @@ vErrors.push(err208);
 }
 errors++;
 }
-if((typeof data123 == "number") && (isFinite(data123))){
-if(data123 < 1 || isNaN(data123)){
-const err209 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data124 = data123.maxDeletionsPerPass;
+if(!(((typeof data124 == "number") && (!(data124 % 1) && !isNaN(data124))) && (isFinite(data124)))){
+const err209 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2779,10 +2786,9 @@ vErrors.push(err209);
 }
 errors++;
 }
-}
-let data124 = data121.passLeaseSeconds;
-if(!(((typeof data124 == "number") && (!(data124 % 1) && !isNaN(data124))) && (isFinite(data124)))){
-const err210 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data124 == "number") && (isFinite(data124))){
+if(data124 < 1 || isNaN(data124)){
+const err210 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2791,9 +2797,10 @@ vErrors.push(err210);
 }
 errors++;
 }
-if((typeof data124 == "number") && (isFinite(data124))){
-if(data124 > 86400 || isNaN(data124)){
-const err211 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+let data125 = data123.leaseGracePeriodSeconds;
+if(!(((typeof data125 == "number") && (!(data125 % 1) && !isNaN(data125))) && (isFinite(data125)))){
+const err211 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2802,8 +2809,9 @@ vErrors.push(err211);
 }
 errors++;
 }
-if(data124 < 10 || isNaN(data124)){
-const err212 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+if((typeof data125 == "number") && (isFinite(data125))){
+if(data125 < 1 || isNaN(data125)){
+const err212 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2813,8 +2821,9 @@ vErrors.push(err212);
 errors++;
 }
 }
-if(typeof data121.perReplicaServices !== "boolean"){
-const err213 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+let data126 = data123.passLeaseSeconds;
+if(!(((typeof data126 == "number") && (!(data126 % 1) && !isNaN(data126))) && (isFinite(data126)))){
+const err213 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2823,8 +2832,9 @@ vErrors.push(err213);
 }
 errors++;
 }
-if(typeof data121.events !== "boolean"){
-const err214 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data126 == "number") && (isFinite(data126))){
+if(data126 > 86400 || isNaN(data126)){
+const err214 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2833,9 +2843,8 @@ vErrors.push(err214);
 }
 errors++;
 }
-let data127 = data121.pendingGpuPodSeconds;
-if(!(((typeof data127 == "number") && (!(data127 % 1) && !isNaN(data127))) && (isFinite(data127)))){
-const err215 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data126 < 10 || isNaN(data126)){
+const err215 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -2844,9 +2853,9 @@ vErrors.push(err215);
 }
 errors++;
 }
-if((typeof data127 == "number") && (isFinite(data127))){
-if(data127 < 0 || isNaN(data127)){
-const err216 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(typeof data123.perReplicaServices !== "boolean"){
+const err216 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -2855,10 +2864,8 @@ vErrors.push(err216);
 }
 errors++;
 }
-}
-let data128 = data121.ledgerShardBytes;
-if(!(((typeof data128 == "number") && (!(data128 % 1) && !isNaN(data128))) && (isFinite(data128)))){
-const err217 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(typeof data123.events !== "boolean"){
+const err217 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -2867,9 +2874,9 @@ vErrors.push(err217);
 }
 errors++;
 }
-if((typeof data128 == "number") && (isFinite(data128))){
-if(data128 > 921600 || isNaN(data128)){
-const err218 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+let data129 = data123.pendingGpuPodSeconds;
+if(!(((typeof data129 == "number") && (!(data129 % 1) && !isNaN(data129))) && (isFinite(data129)))){
+const err218 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -2878,8 +2885,9 @@ vErrors.push(err218);
 }
 errors++;
 }
-if(data128 < 16384 || isNaN(data128)){
-const err219 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+if((typeof data129 == "number") && (isFinite(data129))){
+if(data129 < 0 || isNaN(data129)){
+const err219 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -2889,9 +2897,9 @@ vErrors.push(err219);
 errors++;
 }
 }
-let data129 = data121.concurrency;
-if(!(((typeof data129 == "number") && (!(data129 % 1) && !isNaN(data129))) && (isFinite(data129)))){
-const err220 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data130 = data123.ledgerShardBytes;
+if(!(((typeof data130 == "number") && (!(data130 % 1) && !isNaN(data130))) && (isFinite(data130)))){
+const err220 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -2900,9 +2908,9 @@ vErrors.push(err220);
 }
 errors++;
 }
-if((typeof data129 == "number") && (isFinite(data129))){
-if(data129 > 64 || isNaN(data129)){
-const err221 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+if((typeof data130 == "number") && (isFinite(data130))){
+if(data130 > 921600 || isNaN(data130)){
+const err221 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -2911,8 +2919,8 @@ vErrors.push(err221);
 }
 errors++;
 }
-if(data129 < 1 || isNaN(data129)){
-const err222 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data130 < 16384 || isNaN(data130)){
+const err222 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -2922,9 +2930,9 @@ vErrors.push(err222);
 errors++;
 }
 }
-}
-else {
-const err223 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data131 = data123.concurrency;
+if(!(((typeof data131 == "number") && (!(data131 % 1) && !isNaN(data131))) && (isFinite(data131)))){
+const err223 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -2933,14 +2941,9 @@ vErrors.push(err223);
 }
 errors++;
 }
-let data130 = data.webhook;
-if(data130 && typeof data130 == "object" && !Array.isArray(data130)){
-if(data130.timeoutSeconds === undefined){
-data130.timeoutSeconds = 5;
-}
-for(const key32 in data130){
-if(!(key32 === "timeoutSeconds")){
-const err224 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
+if((typeof data131 == "number") && (isFinite(data131))){
+if(data131 > 64 || isNaN(data131)){
+const err224 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -2949,10 +2952,8 @@ vErrors.push(err224);
 }
 errors++;
 }
-}
-let data131 = data130.timeoutSeconds;
-if(!(((typeof data131 == "number") && (!(data131 % 1) && !isNaN(data131))) && (isFinite(data131)))){
-const err225 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data131 < 1 || isNaN(data131)){
+const err225 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -2961,9 +2962,10 @@ vErrors.push(err225);
 }
 errors++;
 }
-if((typeof data131 == "number") && (isFinite(data131))){
-if(data131 > 30 || isNaN(data131)){
-const err226 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+}
+}
+else {
+const err226 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -2972,8 +2974,14 @@ vErrors.push(err226);
 }
 errors++;
 }
-if(data131 < 1 || isNaN(data131)){
-const err227 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+let data132 = data.webhook;
+if(data132 && typeof data132 == "object" && !Array.isArray(data132)){
+if(data132.timeoutSeconds === undefined){
+data132.timeoutSeconds = 5;
+}
+for(const key32 in data132){
+if(!(key32 === "timeoutSeconds")){
+const err227 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -2983,9 +2991,9 @@ vErrors.push(err227);
 errors++;
 }
 }
-}
-else {
-const err228 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data133 = data132.timeoutSeconds;
+if(!(((typeof data133 == "number") && (!(data133 % 1) && !isNaN(data133))) && (isFinite(data133)))){
+const err228 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -2994,14 +3002,47 @@ vErrors.push(err228);
 }
 errors++;
 }
-}
-else {
-const err229 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data133 == "number") && (isFinite(data133))){
+if(data133 > 30 || isNaN(data133)){
+const err229 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
 if(vErrors === null){
 vErrors = [err229];
 }
 else {
 vErrors.push(err229);
+}
+errors++;
+}
+if(data133 < 1 || isNaN(data133)){
+const err230 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err230];
+}
+else {
+vErrors.push(err230);
+}
+errors++;
+}
+}
+}
+else {
+const err231 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err231];
+}
+else {
+vErrors.push(err231);
+}
+errors++;
+}
+}
+else {
+const err232 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err232];
+}
+else {
+vErrors.push(err232);
 }
 errors++;
 }

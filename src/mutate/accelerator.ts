@@ -1,71 +1,212 @@
 /**
  * @module
  * Accelerator and GPU partition placement (Flyte's ApplyGPUNodeSelectors). The pod annotations
- * `quartermaster.dev/accelerator` (e.g. `A100-SXM4-40GB`) and `quartermaster.dev/gpu-partition` (e.g.
- * `1g.5gb`, or `none` for an unpartitioned GPU) become required node-affinity expressions on the policy's
- * node labels, ANDed into every existing term, plus `Equal` tolerations for the chosen values when the
- * policy asks for them. Only pods whose regular containers have a GPU in their limits are placed.
- * A value that is not a valid label value is ignored with a warning instead of producing a pod the
- * apiserver would refuse.
+ * `quartermaster.dev/accelerator` (e.g. `A100-SXM4-40GB`) and `quartermaster.dev/gpu-partition` (a MIG
+ * profile such as `1g.5gb`, or `none` for an unpartitioned GPU) become required node affinity, plus
+ * `Equal` tolerations for the chosen values when the policy asks for them. Only pods whose regular
+ * containers have a GPU in their limits are placed. A value that is not a valid label value is ignored
+ * with a warning instead of producing a pod the apiserver would refuse.
+ *
+ * Partitions match the labels NVIDIA's GPU feature discovery sets (NVIDIA/k8s-device-plugin,
+ * `internal/lm/resource.go` and `internal/lm/mig-strategy.go`), one node-selector term per MIG strategy:
+ * - mixed: every MIG profile present on the node gets `nvidia.com/mig-<profile>.count` (and `.product`,
+ *   `.memory`, ...): the term is `nvidia.com/mig-<profile>.count Gt 0`;
+ * - single: `nvidia.com/gpu.product` is `<product>-MIG-<profile>` and `nvidia.com/mig.strategy=single`;
+ *   the products come from the accelerator annotation or the policy's `accelerator.migProducts` (no term
+ *   when neither names one).
+ * `none` is a node whose GPUs are not MIG-enabled: GFD labels MIG-enabled GPUs that are not partitioned
+ * into `nvidia.com/gpu` (mixed strategy, or none) with `nvidia.com/gpu.replicas=0`, and the single
+ * strategy's MIG devices with `nvidia.com/gpu.slices.gi`; so `nvidia.com/gpu.replicas NotIn [0]` and
+ * `nvidia.com/gpu.slices.gi DoesNotExist`. (`nvidia.com/mig.capable` is true on MIG-disabled A100s too,
+ * and `nvidia.com/mig.strategy` is set on every GPU node when the strategy is not `none`, so neither can
+ * tell.) An explicit `accelerator.partitionNodeLabel` keeps the single-label behaviour:
+ * `<label> In [<profile>]`, and `none` as `<label> DoesNotExist`.
+ *
+ * The alternatives are ORed terms; the pod's own required terms are ORed too, so the result is their
+ * cross product: each existing term ANDed with each alternative. A term that already holds every
+ * expression of some alternative implies it and is kept as it is, which makes a second run a no-op.
  */
-import type { V1NodeSelectorRequirement, V1Toleration } from "@kubernetes/client-node";
+import type { V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
+import { copyOf, withKey } from "../copy.js";
 import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION } from "../keys.js";
-import { annotation, hasGpuLimit, withRequiredNodeRequirements, withTolerations } from "./pod.js";
+import type { Policy } from "../policy/types.js";
+import { annotation, hasGpuLimit, resourceNames, withTolerations } from "./pod.js";
 import type { Mutation, MutationContext, Pod } from "./types.js";
 
+const MIG_RESOURCE = "nvidia.com/mig-";
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+/** GPU feature discovery's labels (NVIDIA/k8s-device-plugin, internal/lm). */
+export const GFD = {
+  product: "nvidia.com/gpu.product",
+  replicas: "nvidia.com/gpu.replicas",
+  slicesGi: "nvidia.com/gpu.slices.gi",
+  migStrategy: "nvidia.com/mig.strategy",
+  /** `nvidia.com/mig-<profile>.<attribute>`, the mixed strategy's per-profile labels. */
+  migLabel: (profile: string, attribute: string): string => `nvidia.com/mig-${profile}.${attribute}`,
+  /** The single strategy's product value, e.g. `A100-SXM4-40GB-MIG-1g.5gb`. */
+  migProduct: (product: string, profile: string): string => `${product}-MIG-${profile}`,
+} as const;
 
 export function isLabelValue(v: string): boolean {
   return v.length <= 63 && LABEL_VALUE.test(v);
 }
 
+/** A MIG profile usable in GFD's label keys: a label value that fits `mig-<profile>.count` in 63 characters. */
+export function isPartitionProfile(p: string): boolean {
+  return isLabelValue(p) && p.length > 0 && `mig-${p}.count`.length <= 63;
+}
+
+/** The requirement for `none` when the policy sets no `unpartitionedRequirement`. */
+export function unpartitionedRequirements(policy: Policy): V1NodeSelectorRequirement[] {
+  const { partitionNodeLabel, unpartitionedRequirement } = policy.accelerator;
+  if (unpartitionedRequirement) return [unpartitionedRequirement];
+  if (partitionNodeLabel) return [{ key: partitionNodeLabel, operator: "DoesNotExist" }];
+  return [
+    { key: GFD.replicas, operator: "NotIn", values: ["0"] },
+    { key: GFD.slicesGi, operator: "DoesNotExist" },
+  ];
+}
+
+const describe = (r: V1NodeSelectorRequirement): string => `${r.key} ${r.operator}${r.values ? ` ${r.values.join("|")}` : ""}`;
+
 interface Placement {
-  requirements: V1NodeSelectorRequirement[];
+  /** Alternatives (ORed), each a list of requirements (ANDed); empty when nothing is asked. */
+  terms: V1NodeSelectorRequirement[][];
   tolerations: V1Toleration[];
   invalid: string[];
+  /** What was placed, in words, for the admission warning (the terms themselves can be long). */
+  summary: string[];
 }
 
 export function acceleratorPlacement(pod: Pod, { policy }: MutationContext): Placement {
-  const out: Placement = { requirements: [], tolerations: [], invalid: [] };
+  const out: Placement = { terms: [], tolerations: [], invalid: [], summary: [] };
   if (!hasGpuLimit(pod, policy.gpu.resources)) return out;
-  const { nodeLabel, partitionNodeLabel, addTolerations, unpartitionedRequirement } = policy.accelerator;
-  const choose = (key: string, value: string): void => {
-    out.requirements.push({ key, operator: "In", values: [value] });
+  const { nodeLabel, partitionNodeLabel, addTolerations, migProducts } = policy.accelerator;
+  const tolerate = (key: string, value: string): void => {
     if (addTolerations) out.tolerations.push({ key, operator: "Equal", value, effect: "NoSchedule" });
   };
-  const device = annotation(pod, ANNOTATION_ACCELERATOR)?.trim();
-  if (device) {
-    if (isLabelValue(device)) choose(nodeLabel, device);
-    else out.invalid.push(`${ANNOTATION_ACCELERATOR}=${device}`);
+
+  let device = annotation(pod, ANNOTATION_ACCELERATOR)?.trim();
+  if (device && !isLabelValue(device)) {
+    out.invalid.push(`${ANNOTATION_ACCELERATOR}=${device}`);
+    device = undefined;
   }
-  const partition = annotation(pod, ANNOTATION_GPU_PARTITION)?.trim();
-  if (partition === "none") {
-    out.requirements.push(unpartitionedRequirement ?? { key: partitionNodeLabel, operator: "DoesNotExist" });
-  } else if (partition) {
-    if (isLabelValue(partition)) choose(partitionNodeLabel, partition);
-    else out.invalid.push(`${ANNOTATION_GPU_PARTITION}=${partition}`);
+  const onDevice: V1NodeSelectorRequirement[] = device ? [{ key: nodeLabel, operator: "In", values: [device] }] : [];
+  if (device) {
+    tolerate(nodeLabel, device);
+    out.summary.push(`${nodeLabel}=${device}`);
+  }
+
+  let partition = annotation(pod, ANNOTATION_GPU_PARTITION)?.trim();
+  if (partition && partition !== "none" && !(partitionNodeLabel ? isLabelValue(partition) : isPartitionProfile(partition))) {
+    out.invalid.push(`${ANNOTATION_GPU_PARTITION}=${partition}`);
+    partition = undefined;
+  }
+
+  if (!partition) {
+    if (onDevice.length > 0) out.terms.push(onDevice);
+  } else if (partition === "none") {
+    out.terms.push([...onDevice, ...unpartitionedRequirements(policy)]);
+    out.summary.push(policy.accelerator.unpartitionedRequirement || partitionNodeLabel ? unpartitionedRequirements(policy).map(describe).join(" and ") : "GPUs without MIG");
+  } else if (partitionNodeLabel) {
+    out.terms.push([...onDevice, { key: partitionNodeLabel, operator: "In", values: [partition] }]);
+    tolerate(partitionNodeLabel, partition);
+    out.summary.push(`${partitionNodeLabel}=${partition}`);
+  } else {
+    out.terms.push([...onDevice, { key: GFD.migLabel(partition, "count"), operator: "Gt", values: ["0"] }]);
+    // Under the single strategy the product label itself carries the profile, so an accelerator on that
+    // label names the product to suffix instead of being required as it is (it never would match).
+    const onProductLabel = device !== undefined && nodeLabel === GFD.product;
+    const products = (onProductLabel ? [device!] : migProducts).map((b) => GFD.migProduct(b, partition!)).filter(isLabelValue);
+    if (products.length > 0) {
+      out.terms.push([
+        ...(onProductLabel ? [] : onDevice),
+        { key: GFD.migStrategy, operator: "In", values: ["single"] },
+        { key: GFD.product, operator: "In", values: products },
+      ]);
+    }
+    out.summary.push(`MIG ${partition} (${products.length > 0 ? "mixed or single strategy" : "mixed strategy"})`);
   }
   return out;
+}
+
+function sameRequirement(a: V1NodeSelectorRequirement, b: V1NodeSelectorRequirement): boolean {
+  const av = a.values ?? [];
+  const bv = b.values ?? [];
+  return a.key === b.key && a.operator === b.operator && av.length === bv.length && av.every((v, i) => v === bv[i]);
+}
+
+function copyRequirement(r: V1NodeSelectorRequirement): V1NodeSelectorRequirement {
+  return r.values ? withKey(r, "values", [...r.values]) : copyOf(r);
+}
+
+/**
+ * ANDs the alternatives `alternatives` (ORed lists of ANDed requirements) into the pod's required node
+ * affinity: each existing term becomes one term per alternative (the cross product), except a term that
+ * already holds all of some alternative (it implies the disjunction, so it stays) and an empty term
+ * (kube-scheduler's empty term matches no node; adding expressions would widen it). With no required
+ * terms the alternatives become the terms. Returns `pod` itself when nothing changes. Preferred terms and
+ * pod (anti-)affinity are untouched.
+ */
+export function withRequiredNodeAlternatives(pod: Pod, alternatives: readonly (readonly V1NodeSelectorRequirement[])[]): Pod {
+  const alts = alternatives.filter((a) => a.length > 0);
+  if (alts.length === 0) return pod;
+  const affinity = pod.spec?.affinity ?? {};
+  const nodeAffinity = affinity.nodeAffinity ?? {};
+  const required = nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
+  const terms: V1NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
+  const fresh = !required?.nodeSelectorTerms?.length;
+  let changed = false;
+  const next: V1NodeSelectorTerm[] = [];
+  for (const term of terms) {
+    const exprs = term.matchExpressions ?? [];
+    const empty = exprs.length === 0 && (term.matchFields ?? []).length === 0;
+    if ((empty && !fresh) || alts.some((a) => a.every((r) => exprs.some((e) => sameRequirement(e, r))))) {
+      next.push(term);
+      continue;
+    }
+    changed = true;
+    for (const alt of alts) {
+      const missing = alt.filter((r) => !exprs.some((e) => sameRequirement(e, r)));
+      next.push(withKey(fresh ? {} : term, "matchExpressions", [...exprs, ...missing.map(copyRequirement)]));
+    }
+  }
+  if (!changed) return pod;
+  const nextRequired: V1NodeSelector = withKey(required, "nodeSelectorTerms", next);
+  const nextAffinity = withKey(affinity, "nodeAffinity", withKey(nodeAffinity, "requiredDuringSchedulingIgnoredDuringExecution", nextRequired));
+  return withKey(pod, "spec", withKey(pod.spec, "affinity", nextAffinity));
 }
 
 function requested(pod: Pod): string[] {
   return [ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION].filter((k) => annotation(pod, k)?.trim());
 }
 
+
 export const placeOnAccelerator: Mutation = {
   name: "accelerator",
   mutate(pod, ctx) {
     const p = acceleratorPlacement(pod, ctx);
-    return withTolerations(withRequiredNodeRequirements(pod, p.requirements), p.tolerations);
+    return withTolerations(withRequiredNodeAlternatives(pod, p.terms), p.tolerations);
   },
   explain(_before, after, ctx) {
-    const p = acceleratorPlacement(after, ctx);
-    return `quartermaster: placed on nodes with ${p.requirements.map((r) => `${r.key} ${r.operator}${r.values ? ` ${r.values.join("|")}` : ""}`).join(" and ")}`;
+    return `quartermaster: placed on nodes with ${acceleratorPlacement(after, ctx).summary.join(" and ")}`;
   },
   advise(pod, ctx) {
     const asked = requested(pod);
     if (asked.length === 0) return [];
     if (!hasGpuLimit(pod, ctx.policy.gpu.resources)) return [`quartermaster: ${asked.join(", ")} ignored: no container has a GPU limit`];
-    return acceleratorPlacement(pod, ctx).invalid.map((a) => `quartermaster: ${a} ignored: not a valid label value`);
+    const out = acceleratorPlacement(pod, ctx).invalid.map((a) =>
+      a.startsWith(ANNOTATION_GPU_PARTITION) && !ctx.policy.accelerator.partitionNodeLabel
+        ? `quartermaster: ${a} ignored: not a MIG profile usable in a node label (nvidia.com/mig-<profile>.count)`
+        : `quartermaster: ${a} ignored: not a valid label value`,
+    );
+    // A MIG resource of another profile than the partition asked for: no node offers both.
+    const partition = annotation(pod, ANNOTATION_GPU_PARTITION)?.trim();
+    if (partition && !ctx.policy.accelerator.partitionNodeLabel) {
+      const other = resourceNames(pod, ["containers"], ["limits"]).find((n) => n.startsWith(MIG_RESOURCE) && n !== `${MIG_RESOURCE}${partition}`);
+      if (other) out.push(`quartermaster: ${other} does not match ${ANNOTATION_GPU_PARTITION}=${partition}; no node will fit`);
+    }
+    return out;
   },
 };

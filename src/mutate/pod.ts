@@ -91,17 +91,20 @@ function sameRequirement(a: V1NodeSelectorRequirement, b: V1NodeSelectorRequirem
 /**
  * ANDs `requirements` into every required node-selector term (terms are ORed, so a requirement left out
  * of one term would be an escape hatch), creating one term when there are none. Expressions a term
- * already has are not repeated. Preferred terms and pod (anti-)affinity are untouched.
+ * already has are not repeated; an empty term (it matches no node) stays empty. Preferred terms and pod (anti-)affinity are untouched.
  */
 export function withRequiredNodeRequirements(pod: Pod, requirements: readonly V1NodeSelectorRequirement[]): Pod {
   if (requirements.length === 0) return pod;
   const affinity = pod.spec?.affinity ?? {};
   const nodeAffinity = affinity.nodeAffinity ?? {};
   const required = nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
-  const terms: V1NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
+  const fresh = !required?.nodeSelectorTerms?.length;
+  const terms: V1NodeSelectorTerm[] = fresh ? [{}] : required!.nodeSelectorTerms;
   let changed = false;
   const next = terms.map((term) => {
     const exprs = term.matchExpressions ?? [];
+    // kube-scheduler's empty term matches no node: adding expressions would widen it.
+    if (!fresh && exprs.length === 0 && (term.matchFields ?? []).length === 0) return term;
     const missing = requirements.filter((r) => !exprs.some((e) => sameRequirement(e, r)));
     if (missing.length === 0) return term;
     changed = true;

@@ -48,11 +48,20 @@ export const DESCRIPTIONS: Record<string, string> = {
   "gpu.resources": "GPU resource name patterns (`*` matches any run of characters); a pod requesting one gets a NoSchedule toleration for it.",
   "gpu.resources[].pattern": "A resource name or pattern, e.g. `nvidia.com/mig-*`.",
   "gpu.resources[].tolerations": "Extra tolerations for pods requesting a matching resource (MIG slices tolerate the `nvidia.com/gpu` taint by default).",
-  accelerator: "Placement from the `quartermaster.dev/accelerator` and `quartermaster.dev/gpu-partition` annotations.",
+  accelerator:
+    "Placement from the `quartermaster.dev/accelerator` and `quartermaster.dev/gpu-partition` annotations, for pods with a GPU limit: required node affinity, ANDed into each of the pod's own required terms.\n\n" +
+    "A partition is a MIG profile (`1g.5gb`) and matches the labels NVIDIA's GPU feature discovery (part of the GPU operator) sets, as ORed terms, one per MIG strategy: " +
+    "**mixed**, `nvidia.com/mig-<profile>.count Gt 0` (with the accelerator, also `nodeLabel In [<accelerator>]`); " +
+    "**single**, `nvidia.com/mig.strategy In [single]` and `nvidia.com/gpu.product In [<product>-MIG-<profile>]`, for the accelerator's product or else each of `migProducts` (no such term when neither names one). " +
+    "The pod's MIG resource decides which term can fit: `nvidia.com/mig-<profile>` exists only on mixed-strategy nodes, a single-strategy node offers its slices as `nvidia.com/gpu`. " +
+    "`none` matches nodes whose GPUs are not MIG-enabled: `nvidia.com/gpu.replicas NotIn [0]` (GFD gives MIG-enabled GPUs 0 replicas, except under the single strategy) and `nvidia.com/gpu.slices.gi DoesNotExist` (set for the single strategy's MIG devices); " +
+    "`nvidia.com/mig.capable` and `nvidia.com/mig.strategy` are set on MIG-disabled A100s too, so they cannot tell. " +
+    "`partitionNodeLabel` replaces all of this with one label of your own (e.g. GKE's `cloud.google.com/gke-gpu-partition-size`).",
   "accelerator.nodeLabel": "Node label the accelerator annotation becomes a required node affinity on.",
-  "accelerator.partitionNodeLabel": "Node label the GPU-partition annotation becomes a required node affinity on.",
-  "accelerator.addTolerations": "Also add `{key: <label>, operator: Equal, value, effect: NoSchedule}` tolerations for the chosen values.",
-  "accelerator.unpartitionedRequirement": "Node requirement for `quartermaster.dev/gpu-partition: none`; unset, the partition label must not exist on the node.",
+  "accelerator.partitionNodeLabel": "One node label whose value is the partition: the GPU-partition annotation becomes `<label> In [<value>]` (`none`: `DoesNotExist`). Unset, partitions match the labels NVIDIA's GPU feature discovery sets (above). `nvidia.com/mig.config` (the default of earlier versions) holds MIG configuration names such as `all-1g.5gb`, not profiles.",
+  "accelerator.migProducts": "Base GPU products (as in `nvidia.com/gpu.product`, e.g. `A100-SXM4-40GB`) whose single-strategy MIG nodes a partition may land on (`<product>-MIG-<profile>`); empty, a partition without an accelerator matches mixed-strategy nodes only.",
+  "accelerator.addTolerations": "Also add `{key: <label>, operator: Equal, value, effect: NoSchedule}` tolerations for the chosen accelerator and, with `partitionNodeLabel`, partition.",
+  "accelerator.unpartitionedRequirement": "Node requirement for `quartermaster.dev/gpu-partition: none`; unset, `partitionNodeLabel` must not exist on the node, or (no `partitionNodeLabel`) the node's GPUs are not MIG-enabled: `nvidia.com/gpu.replicas NotIn [0]` and `nvidia.com/gpu.slices.gi DoesNotExist`.",
   interruptible: "Placement from the `quartermaster.dev/interruptible` annotation.",
   "interruptible.tolerations": "Tolerations added to pods annotated `quartermaster.dev/interruptible: \"true\"`.",
   "interruptible.nodeRequirement": "Required node affinity for interruptible pods (e.g. spot nodes).",
@@ -79,8 +88,8 @@ export const DESCRIPTIONS: Record<string, string> = {
   "limits.runPolicy.maxBackoffLimit": "Largest `backoffLimit`.",
   "limits.runPolicy.allowedCleanPodPolicies": "The `cleanPodPolicy` values a job may use.",
   "limits.runPolicy.allowedRestartPolicies": "The replica `restartPolicy` values a job may use.",
-  "limits.allowedAccelerators": "Values the `quartermaster.dev/accelerator` annotation may take.",
-  "limits.allowedPartitions": "Values the `quartermaster.dev/gpu-partition` annotation may take.",
+  "limits.allowedAccelerators": "Accelerators a pod may ask for: the `quartermaster.dev/accelerator` annotation, `spec.nodeSelector[<accelerator.nodeLabel>]` and required node affinity on that label (`In` values; `NotIn`, `Exists`, `Gt`, `Lt` could select any accelerator and are refused). A product value `<product>-MIG-<profile>` or `<product>-SHARED` counts as `<product>`.",
+  "limits.allowedPartitions": "Partitions a pod may ask for: the `quartermaster.dev/gpu-partition` annotation (`none` included), MIG resources `nvidia.com/mig-<profile>` in requests or limits, and node selection on GFD's `nvidia.com/mig-<profile>.*` labels, `<product>-MIG-<profile>` products or `accelerator.partitionNodeLabel`.",
   jobDefaults: "Platform defaults for a training job's `spec.runPolicy`, written into the job by `/mutate/jobs` when it is created, for each field the job leaves unset, with a kubectl warning naming it. Jobs that exist already are never changed, and an update is never defaulted. Caffe2Job has no `runPolicy` and is left alone. Each default must pass `limits.runPolicy` (an invalid pair stops the process at start).",
   "jobDefaults.ttlSecondsAfterFinished": "Seconds after a job finished before the reconciler deletes it. Unset, a job without its own TTL is never deleted (upstream's default).",
   "jobDefaults.cleanPodPolicy": "Which pods of a finished job the reconciler deletes (`All`, `Running` = Running and Pending, `None`). Unset, a job without its own gets `None` (upstream's default).",

@@ -155,7 +155,8 @@ export const POLICY_SCHEMA = {
       default: {},
       properties: {
         nodeLabel: { type: "string", minLength: 1, default: "nvidia.com/gpu.product" },
-        partitionNodeLabel: { type: "string", minLength: 1, default: "nvidia.com/mig.config" },
+        partitionNodeLabel: { type: "string", minLength: 1 },
+        migProducts: { type: "array", items: { type: "string", minLength: 1 }, default: [] },
         addTolerations: { type: "boolean", default: false },
         unpartitionedRequirement: nodeSelectorRequirement,
       },

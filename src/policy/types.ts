@@ -100,8 +100,14 @@ export interface Policy {
   };
   accelerator: {
     nodeLabel: string;
-    partitionNodeLabel: string;
-    /** Also add `{key: label, operator: Equal, value, effect: NoSchedule}` tolerations for the chosen values. */
+    /**
+     * One node label whose value is the partition (`<label> In [<profile>]`; `none`: DoesNotExist). Unset,
+     * partitions match the labels of NVIDIA's GPU feature discovery (see src/mutate/accelerator.ts).
+     */
+    partitionNodeLabel?: string;
+    /** Base products (e.g. `A100-SXM4-40GB`) whose single-strategy MIG product labels a partition may match. */
+    migProducts: string[];
+    /** Also add `{key: label, operator: Equal, value, effect: NoSchedule}` tolerations for the accelerator (and, with partitionNodeLabel, the partition). */
     addTolerations: boolean;
     unpartitionedRequirement?: NodeSelectorRequirement;
   };

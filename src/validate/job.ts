@@ -9,15 +9,16 @@
  * - job-gpus: replicas × the pod's effective GPU request, summed over replica types, at most the per-job limit;
  * - run-policy: ttlSecondsAfterFinished required and capped, activeDeadlineSeconds and backoffLimit caps,
  *   cleanPodPolicy and restartPolicy values allowed;
- * - and the pod-spec rules on every replica template.
+ * - and the pod-spec rules and accelerator-allowed (`accelerator.ts`) on every replica template.
  * Deprecated fields are warnings, not denials.
  */
-import type { V1PodSpec } from "@kubernetes/client-node";
+import type { V1ObjectMeta, V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../admission/types.js";
 import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../quantity.js";
+import { validateAccelerators } from "./accelerator.js";
 import { effectivePodGpuNanos, podGpuNanos, validatePodSpec } from "./pod-spec.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
 
@@ -174,7 +175,13 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
 }
 
 function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
-  return merge(...replicaSpecs(job, kind).map(([type, spec]) => validatePodSpec(spec.template?.spec as V1PodSpec | undefined, `${specPath(kind, type)}.template.spec`, ctx)));
+  return merge(
+    ...replicaSpecs(job, kind).flatMap(([type, spec]) => {
+      const base = `${specPath(kind, type)}.template`;
+      const podSpec = spec.template?.spec as V1PodSpec | undefined;
+      return [validatePodSpec(podSpec, `${base}.spec`, ctx), validateAccelerators(spec.template?.metadata as V1ObjectMeta | undefined, podSpec, ctx, { metadata: `${base}.metadata`, spec: `${base}.spec` })];
+    }),
+  );
 }
 
 /** GPUs of each resource the whole job asks for, in nano-units (exact): replicas × the template's effective pod request. */

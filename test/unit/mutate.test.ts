@@ -138,8 +138,8 @@ table(placeOnAccelerator, [
     }),
   },
   {
-    name: "partition 1g.5gb with tolerations on → expression and Equal toleration",
-    ctx: ctx({ accelerator: { addTolerations: true } }),
+    name: "partition 1g.5gb on an explicit partitionNodeLabel with tolerations on → expression and Equal toleration",
+    ctx: ctx({ accelerator: { addTolerations: true, partitionNodeLabel: "nvidia.com/mig.config" } }),
     given: testPod({ annotations: { "quartermaster.dev/gpu-partition": "1g.5gb" }, spec: { containers: [gpu()] } }),
     want: testPod({
       annotations: { "quartermaster.dev/gpu-partition": "1g.5gb" },
@@ -151,7 +151,8 @@ table(placeOnAccelerator, [
     }),
   },
   {
-    name: "partition none → DoesNotExist on the partition label",
+    name: "partition none on an explicit partitionNodeLabel → DoesNotExist on it",
+    ctx: ctx({ accelerator: { partitionNodeLabel: "nvidia.com/mig.config" } }),
     given: testPod({ annotations: { "quartermaster.dev/gpu-partition": "none" }, spec: { containers: [gpu()] } }),
     want: testPod({
       annotations: { "quartermaster.dev/gpu-partition": "none" },
