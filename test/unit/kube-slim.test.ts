@@ -8,7 +8,7 @@ import type { KubeObject } from "../../src/admission/types.js";
 import { slimPod, slimService } from "../../src/kube/cluster.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { planPass } from "../../src/reconcile/plan.js";
-import { gpuPod, node, nodeLease, snapshotOf } from "../fixtures/cluster.js";
+import { gpuPod, node, nodeLease, SCOPE, snapshotOf } from "../fixtures/cluster.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 
 const NOW = new Date("2026-11-22T12:00:00Z");
@@ -38,8 +38,8 @@ describe("trimmed pods and services", () => {
     snapshotOf({ jobs: [{ kind: kindOf("TFJob"), job: job("TFJob", "mnist", "team-a", { Worker: { replicas: 4, port: 2222 } }) }], pods: p, services: s, nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("gpu-1", NOW)] });
 
   it("the plan (claims, Services, deletions, ledger) over trimmed objects equals the plan over whole ones", () => {
-    const whole = planPass(snap(iso(pods) as KubeObject[], iso(services) as KubeObject[]), NOW, defaultPolicy());
-    const trimmed = planPass(snap(pods.map(slimPod), services.map(slimService)), NOW, defaultPolicy());
+    const whole = planPass(snap(iso(pods) as KubeObject[], iso(services) as KubeObject[]), NOW, defaultPolicy(), SCOPE);
+    const trimmed = planPass(snap(pods.map(slimPod), services.map(slimService)), NOW, defaultPolicy(), SCOPE);
     assert.deepEqual(iso(trimmed), iso(whole));
     assert.ok(whole.claims.length > 0 && whole.creates.length > 0 && whole.ledger.pending.length > 0, "the case exercises claims, Services and the ledger");
   });
