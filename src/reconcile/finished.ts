@@ -120,9 +120,15 @@ export function planFinishedJob(
 
   if (cleanPodPolicy !== "None") {
     const ownServices = new Map(controlledBy(job, services).map((s) => [meta(s).name, s]));
-    const livePods = new Set<string | undefined>();
-    for (const pod of controlledBy(job, pods)) {
-      livePods.add(meta(pod).name);
+    const live = controlledBy(job, pods);
+    const livePods = new Set(live.map((p) => meta(p).name));
+    // First, Services whose pod is gone (or going): left behind when a pass's deletion budget parted them from
+    // their pod, they lead the job's deletions so the budget never starves them.
+    for (const [name, svc] of ownServices) {
+      if (livePods.has(name)) continue;
+      out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: name!, uid: meta(svc).uid!, ...jobOf, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${name}, which is gone` });
+    }
+    for (const pod of live) {
       const phase = ((pod.status ?? {}) as { phase?: string }).phase;
       const remove = cleanPodPolicy === "All" || (phase === "Running" || phase === "Pending");
       if (!remove) continue;
@@ -131,14 +137,8 @@ export function planFinishedJob(
       out.actions.push({ verb: "delete", kind: "Pod", namespace: pm.namespace!, name: pm.name!, uid: pm.uid!, ...jobOf, reason, holdsGpus: holdsGpus(pod, policy) });
       const svc = ownServices.get(pm.name);
       if (svc) {
-        ownServices.delete(pm.name);
         out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: meta(svc).name!, uid: meta(svc).uid!, ...jobOf, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${pm.name}` });
       }
-    }
-    // Services whose pod is gone (or going): left behind when a pass's deletion budget parted them from their pod.
-    for (const [name, svc] of ownServices) {
-      if (livePods.has(name)) continue;
-      out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: name!, uid: meta(svc).uid!, ...jobOf, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${name}, which is gone` });
     }
   }
 
