@@ -5,9 +5,12 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { clusterSpec } from "../../src/mutate/frameworks.js";
+import { defaultPolicy } from "../../src/policy/load.js";
+import { buildLedger } from "../../src/reconcile/ledger.js";
 import { claimSelector } from "../../src/reconcile/claim.js";
 import { caffe2RuntimeId, KEY_LABELS, labelScheme } from "../../src/topology/label-scheme.js";
 import { replicaOf } from "../../src/topology/resolve.js";
+import { gpuPod, node, nodeLease } from "../fixtures/cluster.js";
 import { job, kindOf, topology } from "../fixtures/jobs.js";
 
 describe("label schemes per kind", () => {
@@ -67,4 +70,21 @@ describe("replica lookup reads the scheme's labels", () => {
     const pod = { metadata: { name: "x", labels: { caffe2_replica_type: "worker", caffe2_replica_index: "2" } } };
     assert.ok("problem" in replicaOf(pod as never, j, kindOf("TFJob")));
   });
+});
+
+describe("the device ledger attributes a pod to its job by its scheme's key label", () => {
+  const cases: Array<[string, Record<string, string>, string[]]> = [
+    ["Kubeflow job-name", { "training.kubeflow.org/job-name": "mnist" }, ["team-a/mnist"]],
+    ["caffe2-operator's caffe2_job_key <namespace>-<name>", { caffe2_job_key: "team-a-resnet", group_name: "kubeflow.org" }, ["team-a/resnet"]],
+    ["a caffe2_job_key of another namespace → no job", { caffe2_job_key: "team-b-resnet" }, []],
+    ["no key label → no job", { app: "x" }, []],
+  ];
+  for (const [name, labels, jobs] of cases) {
+    it(name, () => {
+      const pod = structuredClone(gpuPod("p", { node: "n1" })) as Record<string, any>;
+      pod.metadata.labels = labels;
+      const l = buildLedger({ nodes: [node("n1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("n1", new Date("2026-11-22T00:00:00Z"))], pods: [pod], jobs: new Set() }, new Date("2026-11-22T00:00:01Z"), defaultPolicy());
+      assert.deepEqual(Object.keys(l.jobs), jobs);
+    });
+  }
 });
