@@ -2,7 +2,8 @@
  * End to end, the reconciler safe by default (issue 15), against a real kube-apiserver with the garbage
  * collector, as the reconciler's own ServiceAccount: the scope (a namespace without the opt-in label and
  * kube-system untouched), no TTL unless the job sets one, caffe2-operator's pods keeping one owner over five
- * passes, a managedBy job untouched, a well-checksummed shard of the wrong shape rebuilt, and the deletion
+ * passes, a managedBy job untouched, a well-checksummed shard of the wrong shape rebuilt, staleness from the
+ * Ready heartbeat of a node without a Lease, and the deletion
  * budget's order (GPU holders first, the Service parted from its pod deleted by the next pass).
  */
 import assert from "node:assert/strict";
@@ -211,6 +212,24 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
     const l = await cli(["ledger", "-o", "json", "--namespace", "quartermaster", "--kubeconfig", sa.kubeconfig]);
     assert.equal(l.code, 0, l.stderr);
     assert.deepEqual(JSON.parse(l.stdout).corrupt, []);
+  });
+
+  it("staleness: a node without a Lease is stale only when its Ready heartbeat is older than the grace period", async () => {
+    for (const [name, agoSeconds] of [["hb-fresh", 2], ["hb-old", 600]] as const) {
+      assert.equal((await cp.api("POST", "/api/v1/nodes", { apiVersion: "v1", kind: "Node", metadata: { name } })).status, 201);
+      const res = { cpu: "64", memory: "512Gi", pods: "110", "nvidia.com/gpu": "4" };
+      const ready = { type: "Ready", status: "True", reason: "KubeletReady", message: "kubelet is posting ready status", lastHeartbeatTime: iso(agoSeconds * 1000), lastTransitionTime: iso(3600_000) };
+      const st = await cp.api("PATCH", `/api/v1/nodes/${name}/status`, { status: { capacity: res, allocatable: res, conditions: [ready] } }, merge);
+      assert.equal(st.status, 200, JSON.stringify(st.body));
+    }
+    await pass();
+    const l = await cli(["ledger", "-o", "json", "--namespace", "quartermaster", "--kubeconfig", sa.kubeconfig]);
+    assert.equal(l.code, 0, l.stderr);
+    const nodes = Object.fromEntries((JSON.parse(l.stdout).nodes as Array<{ name: string; stale: boolean; staleReason?: string; resources: Record<string, { free: number }> }>).map((n) => [n.name, n]));
+    assert.equal(nodes["hb-fresh"]!.stale, false, JSON.stringify(nodes["hb-fresh"]));
+    assert.equal(nodes["hb-fresh"]!.resources["nvidia.com/gpu"]!.free, 4);
+    assert.equal(nodes["hb-old"]!.stale, true);
+    assert.match(nodes["hb-old"]!.staleReason!, /^no Lease in kube-node-lease; Ready heartbeat \d+s ago \(grace 40s\)$/);
   });
 
   it("the deletion budget: GPU-holding pods first, then round-robin; a Service parted from its pod goes in the next pass", async () => {
