@@ -19,7 +19,7 @@ import { runPass } from "../src/kube/pass.js";
 import { silentLogger } from "../src/log.js";
 import { defaultPolicy } from "../src/policy/load.js";
 import { planPass } from "../src/reconcile/plan.js";
-import { SYNTHETIC_NOW, syntheticSnapshot } from "./lib/synthetic-cluster.js";
+import { SYNTHETIC_NOW, SYNTHETIC_SCOPE, syntheticSnapshot } from "./lib/synthetic-cluster.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "5" }, pass: { type: "boolean", default: false }, pods: { type: "string", default: "10000" } } });
 const policy = defaultPolicy();
@@ -39,11 +39,11 @@ function plannerBench(): void {
   const t0 = performance.now();
   const snap = syntheticSnapshot(100_000, 5_000, 2_000, policy);
   console.log(`bench/reconcile planner: ${snap.pods.length} pods, ${snap.services.length} services, ${snap.nodes.length} nodes, ${snap.jobs.length} jobs (built in ${((performance.now() - t0) / 1000).toFixed(1)} s), node ${process.version}`);
-  let plan = planPass(snap, NOW, policy); // warm-up
+  let plan = planPass(snap, NOW, policy, SYNTHETIC_SCOPE); // warm-up
   const ours: number[] = [];
   const base: number[] = [];
   for (let i = 0; i < runs; i++) {
-    ours.push(cpuMs(() => (plan = planPass(snap, NOW, policy))));
+    ours.push(cpuMs(() => (plan = planPass(snap, NOW, policy, SYNTHETIC_SCOPE))));
     base.push(cpuMs(() => void JSON.stringify([snap.jobs, snap.pods, snap.services, snap.nodes, snap.nodeLeases])));
   }
   const writes = plan.ledgerWrites.filter((w) => w.verb !== "delete");
@@ -68,7 +68,7 @@ async function passBench(): Promise<void> {
     const snap = syntheticSnapshot(pods, nodes, jobs, policy);
     const t0 = performance.now();
     const namespaces = new Set(snap.jobs.map((j) => String((j.job.metadata as { namespace: string }).namespace)));
-    for (const ns of namespaces) await createNamespace(cp, ns);
+    for (const ns of namespaces) await createNamespace(cp, ns, { "quartermaster.dev/enabled": "true" });
     // Create with a few concurrent writers; uids come from the server, so ownerReferences point at real jobs.
     const jobUid = new Map<string, string>();
     await pool(snap.jobs, 16, async ({ job }) => {

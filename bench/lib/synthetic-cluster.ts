@@ -5,10 +5,13 @@ import type { KubeObject } from "../../src/admission/types.js";
 import { DEFAULT_JOB_KINDS } from "../../src/policy/schema.js";
 import type { JobKind, Policy } from "../../src/policy/types.js";
 import { shardLedger, type StoredConfigMap } from "../../src/reconcile/ledger-shards.js";
+import { LABEL_NAMESPACE_OPT_IN } from "../../src/keys.js";
 import { planPass, type Snapshot } from "../../src/reconcile/plan.js";
+import { namespaceScope } from "../../src/scope.js";
 
 const TF = (DEFAULT_JOB_KINDS as JobKind[]).find((k) => k.kind === "TFJob")!;
 export const SYNTHETIC_NOW = new Date("2026-11-22T12:00:00Z");
+export const SYNTHETIC_SCOPE = namespaceScope("quartermaster");
 const NOW = SYNTHETIC_NOW;
 const LABELS = (job: string) => ({ "training.kubeflow.org/job-name": job, "training.kubeflow.org/operator-name": "tfjob-controller", "training.kubeflow.org/replica-type": "worker" });
 
@@ -32,7 +35,8 @@ function tfjob(i: number, ns: string, replicas: number, finished: boolean): Kube
  */
 export function syntheticSnapshot(pods: number, nodes: number, jobs: number, policy: Policy): Snapshot {
   const perJob = Math.floor(pods / jobs);
-  const snap: Snapshot = { jobs: [], pods: [], services: [], nodes: [], nodeLeases: [], ledger: new Map() };
+  // Every team namespace has opted in: the whole cluster is the pass's work, as before scoping.
+  const snap: Snapshot = { namespaces: Array.from({ length: 100 }, (_, i) => ({ name: `team-${i}`, labels: { [LABEL_NAMESPACE_OPT_IN]: "true" } })), jobs: [], pods: [], services: [], nodes: [], nodeLeases: [], ledger: new Map() };
   for (let n = 0; n < nodes; n++) {
     const name = `gpu-node-${n}`;
     snap.nodes.push({ apiVersion: "v1", kind: "Node", metadata: { name, uid: `node-uid-${n}` }, status: { capacity: { cpu: "96", "nvidia.com/gpu": "8" }, allocatable: { cpu: "95", "nvidia.com/gpu": "8" } } });
@@ -69,7 +73,7 @@ export function syntheticSnapshot(pods: number, nodes: number, jobs: number, pol
     }
   }
   // The previous pass's ledger, as stored: GPU-seconds accrue against it and unchanged shards are not rewritten.
-  const previous = planPass({ ...snap, ledger: new Map() }, new Date(NOW.getTime() - 300_000), policy).ledger;
+  const previous = planPass({ ...snap, ledger: new Map() }, new Date(NOW.getTime() - 300_000), policy, SYNTHETIC_SCOPE).ledger;
   const { index, shards } = shardLedger(previous, policy.reconciler.ledgerShardBytes);
   const stored = new Map<string, StoredConfigMap>();
   for (const s of [index, ...shards]) stored.set(s.name, { name: s.name, uid: `cm-${s.name}`, resourceVersion: "1", text: s.text, sha256: s.sha256 });

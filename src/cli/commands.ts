@@ -31,9 +31,10 @@ Commands:
   reconcile (--once | --schedule CRON) [--dry-run] [-o table|json] [--policy F] [--kubeconfig F]
               [--namespace N] [--log-level info]
               Reconcile passes: adopt and release pods and services, per-replica Services, clean up
-              finished jobs (CleanPodPolicy, TTL), write the GPU device ledger; one at a time cluster-wide
-              (a Lease in N, default the pod's own namespace, else quartermaster). --dry-run (with --once)
-              prints the plan and changes nothing (logs go to stderr).
+              finished jobs (CleanPodPolicy, TTL, as each job sets them), write the GPU device ledger; only
+              in opted-in namespaces (never the protected ones or N); one at a time cluster-wide (a Lease
+              in N, default the pod's own namespace, else quartermaster). --dry-run (with --once) prints
+              the plan and what it skips and why, and changes nothing (logs go to stderr).
   ledger [-o table|json] [--namespace N] [--kubeconfig F]
               Print the GPU device ledger the reconciler keeps in N (checksums verified).
   doctor [-o table|json] [--namespace quartermaster] [--policy F] [--kubeconfig F]

@@ -34,6 +34,7 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   need(reconciler, ["list", "patch", "delete"], "", "pods", "", "warning", "adoption, CleanPodPolicy, the ledger");
   need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], "", "services", "", "warning", "per-replica Services, adoption");
   need(reconciler, ["list"], "", "nodes", "", "warning", "the ledger's node inventory");
+  need(reconciler, ["list"], "", "namespaces", "", "warning", "the scope: a pass writes only in namespaces that opted in");
   if (policy.reconciler.events) need(reconciler, ["create"], "", "events", "", "warning", "Events on jobs");
   need(reconciler, ["get", "create", "update"], "coordination.k8s.io", "leases", namespace, "warning", "the pass Lease");
   need(reconciler, ["list", "create", "update", "delete"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps");

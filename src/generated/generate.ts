@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ADMISSION_REVIEW_REQUEST_SCHEMA } from "../admission/schema.js";
 import { POLICY_SCHEMA } from "../policy/schema.js";
+import { LEDGER_INDEX_SCHEMA, LEDGER_SHARD_SCHEMA } from "../reconcile/ledger-schema.js";
 
 // ajv/dist/standalone is CommonJS with `exports.default`: under ESM the function sits on `default`.
 const standaloneCode = ((standalone as unknown as { default?: unknown }).default ?? standalone) as (
@@ -24,6 +25,8 @@ const standaloneCode = ((standalone as unknown as { default?: unknown }).default
 export const GENERATED = [
   { file: "review-validator.ts", schema: ADMISSION_REVIEW_REQUEST_SCHEMA, options: {} },
   { file: "policy-validator.ts", schema: POLICY_SCHEMA, options: { useDefaults: true } },
+  { file: "ledger-index-validator.ts", schema: LEDGER_INDEX_SCHEMA, options: {} },
+  { file: "ledger-shard-validator.ts", schema: LEDGER_SHARD_SCHEMA, options: {} },
 ] as const;
 
 /** The TypeScript source of the standalone validator for `schema`. */

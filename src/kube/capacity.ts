@@ -3,11 +3,12 @@
  * The validating webhook's view of cluster GPU capacity: the device ledger's index ConfigMap, read in the
  * background every `intervalMs` (one small GET; the webhook's RBAC allows reading just that ConfigMap), never
  * on the admission path. Until a first good read, and whenever the index fails its checksum, there is no
- * capacity and the check is skipped with a warning; a failed refresh keeps the last good answer.
+ * capacity and the check is skipped with a warning (so too for an index of the wrong shape); a failed refresh
+ * keeps the last good answer.
  */
 import type { Logger } from "pino";
 import { errorMessage } from "../errors.js";
-import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, sha256, type LedgerIndex } from "../reconcile/ledger-shards.js";
+import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, readIndex } from "../reconcile/ledger-shards.js";
 import type { ClusterCapacity } from "../validate/job.js";
 import { kubeClient, statusOf } from "./client.js";
 
@@ -25,9 +26,11 @@ export interface LedgerCapacity extends CapacitySource {
 /** The capacity an index gives: allocatable per resource over all nodes. Undefined for a corrupt index. */
 export function capacityOfIndex(data: Record<string, string> | undefined): ClusterCapacity | undefined {
   const text = data?.[INDEX_KEY];
-  if (text === undefined || sha256(text) !== data?.[CHECKSUM_KEY]) return undefined;
-  const index = JSON.parse(text) as LedgerIndex;
-  return { total: (resource) => index.totals?.[resource]?.allocatable };
+  if (text === undefined) return undefined;
+  const read = readIndex({ text, sha256: data?.[CHECKSUM_KEY] });
+  if ("why" in read) return undefined;
+  const index = read.index;
+  return { total: (resource) => index.totals[resource]?.allocatable };
 }
 
 export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; intervalMs: number; log: Logger }): LedgerCapacity {
@@ -50,7 +53,7 @@ export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; i
       read ??= await connect();
       const data = await read(LEDGER_INDEX_NAME);
       const next = data === undefined ? undefined : capacityOfIndex(data);
-      if (data !== undefined && !next) opts.log.warn({ configMap: `${opts.namespace}/${LEDGER_INDEX_NAME}` }, "device ledger index fails its checksum; capacity check skipped until the reconciler rewrites it");
+      if (data !== undefined && !next) opts.log.warn({ configMap: `${opts.namespace}/${LEDGER_INDEX_NAME}` }, "device ledger index fails its checksum or shape; capacity check skipped until the reconciler rewrites it");
       capacity = next;
     } catch (err) {
       opts.log.warn({ err: errorMessage(err) }, "could not read the device ledger; keeping the last capacity");

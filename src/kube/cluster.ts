@@ -7,11 +7,14 @@
  */
 import type { KubeObject } from "../admission/types.js";
 import type { JobKind } from "../policy/types.js";
+import type { NamespaceInfo } from "../scope.js";
 import { kubeClient, statusOf } from "./client.js";
 
 export const PAGE_SIZE = 500;
 
 export interface ClusterReader {
+  /** Every namespace, trimmed to name and labels (the scope is decided from them). */
+  listNamespaces(): Promise<NamespaceInfo[]>;
   /** Every object of a job kind in the cluster; undefined when the kind's CRD is not installed. */
   listJobs(kind: JobKind): Promise<KubeObject[] | undefined>;
   /** A job read fresh from the apiserver (no cache), or undefined when it is gone. */
@@ -20,7 +23,7 @@ export interface ClusterReader {
   listPods(labelSelector?: string): Promise<KubeObject[]>;
   /** Services across namespaces, trimmed to their metadata. */
   listServices(labelSelector?: string): Promise<KubeObject[]>;
-  /** Nodes, trimmed to name and status capacity/allocatable. */
+  /** Nodes, trimmed to name, status capacity/allocatable and the Ready condition's heartbeat. */
   listNodes(): Promise<KubeObject[]>;
   /** The Leases of `kube-node-lease` (one per node, renewed by its kubelet). */
   listNodeLeases(): Promise<KubeObject[]>;
@@ -88,8 +91,14 @@ export function slimPod(p: any): KubeObject {
   };
 }
 
-function slimNode(n: any): KubeObject {
-  return { apiVersion: "v1", kind: "Node", metadata: { name: n.metadata?.name, uid: n.metadata?.uid }, status: { capacity: n.status?.capacity ?? {}, allocatable: n.status?.allocatable ?? {} } };
+export function slimNode(n: any): KubeObject {
+  const ready = (n.status?.conditions ?? []).find((c: any) => c?.type === "Ready");
+  const conditions = ready ? { conditions: [{ type: "Ready", status: ready.status, ...(ready.lastHeartbeatTime ? { lastHeartbeatTime: iso(ready.lastHeartbeatTime) } : {}) }] } : {};
+  return { apiVersion: "v1", kind: "Node", metadata: { name: n.metadata?.name, uid: n.metadata?.uid }, status: { capacity: n.status?.capacity ?? {}, allocatable: n.status?.allocatable ?? {}, ...conditions } };
+}
+
+export function slimNamespace(ns: any): NamespaceInfo {
+  return { name: String(ns.metadata?.name), ...(ns.metadata?.labels ? { labels: ns.metadata.labels } : {}) };
 }
 
 /** client-node hands timestamps back as Date objects (sometimes strings, despite the types): always ISO text here. */
@@ -149,6 +158,17 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     },
     async listServices(labelSelector) {
       return paged(async (cont) => (await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, slimService);
+    },
+    async listNamespaces() {
+      const out: NamespaceInfo[] = [];
+      let cont: string | undefined;
+      do {
+        calls++;
+        const page = (await core.listNamespace({ limit: PAGE_SIZE, _continue: cont })) as Page;
+        for (const item of page.items ?? []) out.push(slimNamespace(item));
+        cont = page.metadata?._continue ?? page.metadata?.continue;
+      } while (cont);
+      return out;
     },
     async listNodes() {
       return paged(async (cont) => (await core.listNode({ limit: PAGE_SIZE, _continue: cont })) as Page, slimNode);

@@ -1,7 +1,8 @@
 /**
  * @module
- * One reconcile pass against the cluster: snapshot (paged LISTs) → plan (pure, `src/reconcile/plan.ts`) →
- * apply, `reconciler.concurrency` calls in flight. Claims first (a fresh GET of the job before its first adoption,
+ * One reconcile pass against the cluster: snapshot (paged LISTs, namespaces included) → plan (pure,
+ * `src/reconcile/plan.ts`, scoped by `namespaceScope` of Quartermaster's namespace: writes only in namespaces
+ * the webhooks serve, every other job listed as skipped) → apply, `reconciler.concurrency` calls in flight. Claims first (a fresh GET of the job before its first adoption,
  * refusing a job that is being deleted or was replaced), then Services, then uid-preconditioned deletes (pods and
  * Services before jobs), then the Events that say so on each job,
  * then the ledger. NotFound counts as done, a failed precondition as skipped, and one failure does not stop the
@@ -16,6 +17,7 @@ import { jobEvents, type EventReason, type Outcome } from "../reconcile/events.j
 import type { DeleteAction } from "../reconcile/finished.js";
 import { planPass, type Plan, type Snapshot } from "../reconcile/plan.js";
 import type { CreateServiceAction } from "../reconcile/services.js";
+import { namespaceScope } from "../scope.js";
 import type { Cluster } from "./cluster.js";
 import { applyLedgerWrites, readLedgerConfigMaps, type LedgerWriteReport } from "./ledger.js";
 
@@ -39,7 +41,7 @@ export interface PassOptions {
   log: Logger;
   now: () => Date;
   dryRun: boolean;
-  /** Quartermaster's namespace: where the ledger lives. */
+  /** Quartermaster's namespace: where the ledger lives; never in scope for the pass's other writes. */
   namespace: string;
 }
 
@@ -53,14 +55,15 @@ export async function snapshot(cluster: Cluster, policy: Policy, namespace: stri
     }
     for (const job of list) jobs.push({ kind, job });
   }
-  const [pods, services, nodes, nodeLeases, ledger] = await Promise.all([
+  const [namespaces, pods, services, nodes, nodeLeases, ledger] = await Promise.all([
+    cluster.listNamespaces(),
     cluster.listPods(),
     cluster.listServices(),
     cluster.listNodes(),
     cluster.listNodeLeases(),
     readLedgerConfigMaps(cluster, namespace),
   ]);
-  return { jobs, pods, services, nodes, nodeLeases, ledger };
+  return { namespaces, jobs, pods, services, nodes, nodeLeases, ledger };
 }
 
 const describeAction = (a: Action): string => `${a.verb} ${a.kind} ${a.namespace}/${a.name}`;
@@ -90,7 +93,7 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
   const started = performance.now();
   const snap = await snapshot(cluster, policy, opts.namespace, log);
   const now = opts.now();
-  const plan = planPass(snap, now, policy);
+  const plan = planPass(snap, now, policy, namespaceScope(opts.namespace));
   const report: PassReport = { plan, applied: [], skipped: [], failed: [], events: 0, apiCalls: 0, durationMs: 0 };
   for (const p of plan.problems) log.warn({ problem: p }, "reconcile: cannot act");
   const outcomes: Outcome[] = [];
@@ -188,6 +191,7 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
       skipped: tally(report.skipped.map((s) => s.action)),
       failed: tally(report.failed.map((f) => f.action)),
       deferred: plan.deferred.length,
+      skippedJobs: plan.skipped.length,
       events: report.events,
       ledger: { shardsWritten: report.ledger?.written.length ?? 0, corrupt: plan.ledgerCorrupt, devices: plan.ledger.totals },
       apiCalls: report.apiCalls,

@@ -12,6 +12,7 @@
 import type { V1EnvVar } from "@kubernetes/client-node";
 import type { KubeObject } from "../admission/types.js";
 import type { Framework } from "../policy/types.js";
+import { caffe2RuntimeId } from "../topology/label-scheme.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import type { Topology } from "../topology/types.js";
 
@@ -43,6 +44,7 @@ export const FRAMEWORKS: Record<Framework, FrameworkInfo> = {
 type Spec = Record<string, any>;
 
 interface Job {
+  raw: KubeObject;
   name: string;
   namespace: string;
   spec: Spec;
@@ -224,7 +226,10 @@ function jax(job: Job, t: Topology): ClusterSpecResult {
   };
 }
 
-/** Caffe2 (caffe2-operator `pkg/controller/config.go`, `controller_pod.go`): hosts are `<ns>-<job>-worker-<i>:2222`. */
+/**
+ * Caffe2 (caffe2-operator `pkg/controller/config.go`, `controller_pod.go`): hosts are `<ns>-<job>-worker-<i>:2222`;
+ * `RUN_ID` is the job's stored runtime id (`spec.RuntimeID`, read through the label scheme's declaration).
+ */
 function caffe2(job: Job, t: Topology): ClusterSpecResult {
   const backend = (job.spec.backendSpecs ?? {}) as Spec;
   const replicas = replicasOf(job.specs[0]?.[1]);
@@ -238,7 +243,7 @@ function caffe2(job: Job, t: Topology): ClusterSpecResult {
       env("NFS_PATH", String(backend.nfsPath ?? "")),
       env("SHARD_ID", String(t.index)),
       env("NUM_SHARDS", String(replicas)),
-      env("RUN_ID", String(job.spec.runtimeId ?? "")),
+      env("RUN_ID", caffe2RuntimeId(job.raw)),
       env("CAFFE2_CONFIG", JSON.stringify({ cluster: { worker: hosts }, task: { type: "worker", index: t.index } })),
     ],
   };
@@ -248,6 +253,7 @@ function caffe2(job: Job, t: Topology): ClusterSpecResult {
 export function clusterSpec(topology: Topology, namespace: string, clusterDomain: string): ClusterSpecResult {
   const meta = (topology.job.metadata ?? {}) as { name?: string; namespace?: string };
   const job: Job = {
+    raw: topology.job,
     name: String(meta.name ?? ""),
     namespace: meta.namespace ?? namespace,
     spec: (topology.job.spec ?? {}) as Spec,

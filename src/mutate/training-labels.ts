@@ -6,7 +6,7 @@
  */
 import { copyOf, withKey } from "../copy.js";
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
-import { OPERATOR_NAMES } from "../topology/resolve.js";
+import { OPERATOR_NAMES } from "../topology/label-scheme.js";
 import { isMasterRole } from "./frameworks.js";
 import type { Mutation } from "./types.js";
 

@@ -13,19 +13,20 @@
  * | F   | none                             | object being deleted                         | nothing             |
  * | G   | none                             | match                                        | adopt               |
  *
- * The selector is upstream's claim selector `{operator-name, job-name}` (Caffe2 has no operator name:
- * job-name alone). DECIDE: act only when certain. Adoption needs the full selector (an orphan with only a
- * job-name label could belong to a TFJob or a PyTorchJob of the same name); release needs a real mismatch —
- * a different job-name, or an operator-name naming another operator — so pods made by hand or by other tools
- * with just the job-name label are never cut loose from their job (and its garbage collection). The patches are upstream's strategic-merge documents, byte for byte: the object's own
+ * The selector is the kind's label scheme (`src/topology/label-scheme.ts`): Kubeflow's `{operator-name,
+ * job-name}`, caffe2-operator's `{group_name, caffe2_job_key, runtime_id}`. DECIDE: act only when certain.
+ * Adoption needs the full selector (an orphan with only a job-name label could belong to a TFJob or a
+ * PyTorchJob of the same name); release needs a real mismatch — the scheme's key label (job-name,
+ * caffe2_job_key) missing or naming another job, or another selector label set to another value — so pods
+ * made by hand, by other tools, or labelled by another scheme are never cut loose from their job (and its
+ * garbage collection). The patches are upstream's strategic-merge documents, byte for byte: the object's own
  * `metadata.uid` rides along as a precondition (a recreated object makes the patch fail with 422), and
  * `ownerReferences` merges by uid so other owners are kept. The fresh GET of the job before its first
  * adoption (`CanAdopt`) is I/O and happens where the plan is applied.
  */
 import type { KubeObject } from "../admission/types.js";
-import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME } from "../keys.js";
 import type { JobKind } from "../policy/types.js";
-import { OPERATOR_NAMES } from "../topology/resolve.js";
+import { labelScheme } from "../topology/label-scheme.js";
 import { meta, type Meta } from "./meta.js";
 
 export interface ClaimAction {
@@ -54,12 +55,9 @@ export interface Claimed {
 
 
 
-/** The labels an object must carry to belong to the job (upstream `GenLabels`; `/` in the name becomes `-`). */
+/** The labels an object must carry to belong to the job (the kind's label scheme: upstream `GenLabels` / `genLabels`). */
 export function claimSelector(job: KubeObject, kind: JobKind): Record<string, string> {
-  const out: Record<string, string> = { [LABEL_JOB_NAME]: String(meta(job).name ?? "").replaceAll("/", "-") };
-  const operator = OPERATOR_NAMES[kind.framework];
-  if (operator) out[LABEL_OPERATOR_NAME] = operator;
-  return out;
+  return labelScheme(kind).selector(job);
 }
 
 /** Every label of the selector is on the object with its value. */
@@ -69,12 +67,12 @@ export function matches(selector: Record<string, string>, o: KubeObject): boolea
   return true;
 }
 
-/** The object's labels contradict the selector: job-name differs, or operator-name is set to another value. */
-function contradicts(selector: Record<string, string>, o: KubeObject): boolean {
+/** The object's labels contradict the selector: the key label differs or is missing, or another label is set to another value. */
+function contradicts(selector: Record<string, string>, keyLabel: string, o: KubeObject): boolean {
   const labels = meta(o).labels ?? {};
   for (const k in selector) {
     const have = labels[k];
-    if (have !== selector[k] && (k === LABEL_JOB_NAME || have !== undefined)) return true;
+    if (have !== selector[k] && (k === keyLabel || have !== undefined)) return true;
   }
   return false;
 }
@@ -105,6 +103,7 @@ export function claim(job: KubeObject, kind: JobKind, objectKind: "Pod" | "Servi
   const jobUid = String(jm.uid ?? "");
   const jobId = `${kind.kind}/${jm.name}`;
   const selector = claimSelector(job, kind);
+  const keyLabel = labelScheme(kind).key.label;
   const jobDeleting = Boolean(jm.deletionTimestamp);
   const out: Claimed = { owned: [], adopted: [], actions: [] };
   const act = (om: Meta, verb: ClaimAction["verb"], patch: string, reason: string): void => {
@@ -116,7 +115,7 @@ export function claim(job: KubeObject, kind: JobKind, objectKind: "Pod" | "Servi
     const owner = controllerUid(o);
     if (owner !== undefined) {
       if (owner !== jobUid) continue; // A
-      if (!contradicts(selector, o)) out.owned.push(o); // B
+      if (!contradicts(selector, keyLabel, o)) out.owned.push(o); // B
       else if (!jobDeleting) act(om, "release", releasePatch(jobUid, om.uid), `controlled by ${jobId} but its labels no longer match the job's selector`); // D (C: nothing)
       continue;
     }

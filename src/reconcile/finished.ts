@@ -4,18 +4,25 @@
  * DeletePodsAndServices, CleanupJob), pure: job, its objects and the time in, delete actions out.
  *
  * - Finished = a `Succeeded` or `Failed` condition with status True. Nothing else is ever deleted.
+ * - Defaults as upstream (kubeflow/training-operator `pkg/apis/kubeflow.org/v1/common_types.go` RunPolicy):
+ *   `cleanPodPolicy` unset means `None` and `ttlSecondsAfterFinished` unset means never. Platform defaults
+ *   belong in the job itself, written at admission; the reconciler reads only what the job says.
  * - CleanPodPolicy: `All` deletes every pod the job controls, `Running` the Running and Pending ones (upstream's
  *   current rule; Succeeded and Failed pods stay for their logs), `None` nothing. Each deleted pod's Service of the
- *   same name goes with it. DECIDE (training-semantics §2.7): a job without a policy gets the platform default
- *   (`reconciler.defaultCleanPodPolicy`, Running), not upstream's None that leaves PS pods holding GPUs forever;
- *   and only objects whose controller is this job (by uid) are touched, where upstream deletes services by name.
- * - TTL: the job itself is deleted once `now > completionTime + ttl` (strictly after, as upstream), with the
- *   job's `ttlSecondsAfterFinished`, else the platform default. No completionTime: nothing, and a problem noted.
+ *   same name goes with it, and a Service the job controls whose pod of that name is gone (deleted by an earlier
+ *   pass whose deletion budget ran out between the two) is deleted by a later one. DECIDE: only objects whose
+ *   controller is this job (by uid) are touched, where upstream deletes services by name.
+ * - TTL: the job itself is deleted once `now > completionTime + ttl` (strictly after, as upstream); not for a
+ *   suspended job (upstream CleanupJob). A TTL but no completionTime: nothing, and a problem noted.
+ * - A runPolicy field of the wrong type (a string TTL, a negative one, an unknown cleanPodPolicy) is a problem
+ *   reported for the job, which then gets no action at all.
  * Every action carries the object's uid for the delete precondition.
  */
 import type { KubeObject } from "../admission/types.js";
 import type { JobKind, Policy } from "../policy/types.js";
-import { meta, type Meta } from "./meta.js";
+import type { V1PodSpec } from "@kubernetes/client-node";
+import { effectivePodGpus } from "../validate/pod-spec.js";
+import { meta } from "./meta.js";
 
 export type CleanPodPolicy = "All" | "Running" | "None";
 
@@ -32,6 +39,8 @@ export interface DeleteAction {
   jobKind: JobKind;
   jobUid: string;
   reason: string;
+  /** A pod bound to a node, not terminated, that requests GPUs: deleted first when the budget is short. */
+  holdsGpus?: boolean;
 }
 
 export interface FinishedPlan {
@@ -56,6 +65,38 @@ export function controlledBy(job: KubeObject, objects: readonly KubeObject[]): K
   return objects.filter((o) => !meta(o).deletionTimestamp && (meta(o).ownerReferences ?? []).some((r) => r.controller === true && r.uid === uid));
 }
 
+const CLEAN_POD_POLICIES: readonly string[] = ["All", "Running", "None"];
+
+/** The job's runPolicy as the reconciler reads it, or the problems that keep it from acting. */
+export function readRunPolicy(job: KubeObject): { cleanPodPolicy: CleanPodPolicy; ttl?: number; suspended: boolean } | { problems: string[] } {
+  const raw = (job.spec as { runPolicy?: unknown } | undefined)?.runPolicy;
+  if (raw !== undefined && (raw === null || typeof raw !== "object" || Array.isArray(raw))) return { problems: [`spec.runPolicy is not an object`] };
+  const rp = (raw ?? {}) as { cleanPodPolicy?: unknown; ttlSecondsAfterFinished?: unknown; suspend?: unknown };
+  const problems: string[] = [];
+  if (rp.cleanPodPolicy !== undefined && (typeof rp.cleanPodPolicy !== "string" || !CLEAN_POD_POLICIES.includes(rp.cleanPodPolicy))) {
+    problems.push(`spec.runPolicy.cleanPodPolicy ${JSON.stringify(rp.cleanPodPolicy)} is not one of All, Running, None`);
+  }
+  const ttl = rp.ttlSecondsAfterFinished;
+  if (ttl !== undefined && (typeof ttl !== "number" || !Number.isInteger(ttl) || ttl < 0)) {
+    problems.push(`spec.runPolicy.ttlSecondsAfterFinished ${JSON.stringify(ttl)} is not a whole number of seconds ≥ 0`);
+  }
+  if (problems.length > 0) return { problems };
+  return { cleanPodPolicy: (rp.cleanPodPolicy as CleanPodPolicy | undefined) ?? "None", ...(ttl !== undefined ? { ttl: ttl as number } : {}), suspended: rp.suspend === true };
+}
+
+interface PodShape {
+  spec?: V1PodSpec;
+  status?: { phase?: string };
+}
+
+function holdsGpus(pod: KubeObject, policy: Policy): boolean {
+  const p = pod as PodShape;
+  const phase = p.status?.phase;
+  if (!p.spec?.nodeName || phase === "Succeeded" || phase === "Failed") return false;
+  for (const n of effectivePodGpus(p.spec, policy.gpu.resources).values()) if (n > 0) return true;
+  return false;
+}
+
 export function planFinishedJob(
   job: KubeObject,
   kind: JobKind,
@@ -70,24 +111,40 @@ export function planFinishedJob(
   if (!finished || jm.deletionTimestamp) return out;
   const jobId = `${kind.kind}/${jm.name}`;
   const jobOf = { job: jobId, jobKind: kind, jobUid: jm.uid! };
-  const runPolicy = ((job.spec ?? {}) as { runPolicy?: { cleanPodPolicy?: CleanPodPolicy; ttlSecondsAfterFinished?: number } }).runPolicy ?? {};
-  const cleanPodPolicy = runPolicy.cleanPodPolicy ?? "None"; // upstream's default; platform defaults come at admission (/mutate/jobs)
+  const runPolicy = readRunPolicy(job);
+  if ("problems" in runPolicy) {
+    out.problems.push(...runPolicy.problems.map((p) => `${jm.namespace}/${jobId}: ${p}; nothing done for this job`));
+    return out;
+  }
+  const { cleanPodPolicy, ttl } = runPolicy;
 
-  const ownServices = new Map(controlledBy(job, services).map((s) => [meta(s).name, s]));
-  for (const pod of controlledBy(job, pods)) {
-    const phase = ((pod.status ?? {}) as { phase?: string }).phase;
-    const remove = cleanPodPolicy === "All" || (cleanPodPolicy === "Running" && (phase === "Running" || phase === "Pending"));
-    if (!remove) continue;
-    const pm = meta(pod);
-    const reason = `CleanPodPolicy ${cleanPodPolicy}: pod ${phase ?? "without a phase"} of a finished job`;
-    out.actions.push({ verb: "delete", kind: "Pod", namespace: pm.namespace!, name: pm.name!, uid: pm.uid!, ...jobOf, reason });
-    const svc = ownServices.get(pm.name);
-    if (svc) out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: meta(svc).name!, uid: meta(svc).uid!, ...jobOf, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${pm.name}` });
+  if (cleanPodPolicy !== "None") {
+    const ownServices = new Map(controlledBy(job, services).map((s) => [meta(s).name, s]));
+    const live = controlledBy(job, pods);
+    const livePods = new Set(live.map((p) => meta(p).name));
+    // First, Services whose pod is gone (or going): left behind when a pass's deletion budget parted them from
+    // their pod, they lead the job's deletions so the budget never starves them.
+    for (const [name, svc] of ownServices) {
+      if (livePods.has(name)) continue;
+      out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: name!, uid: meta(svc).uid!, ...jobOf, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${name}, which is gone` });
+    }
+    for (const pod of live) {
+      const phase = ((pod.status ?? {}) as { phase?: string }).phase;
+      const remove = cleanPodPolicy === "All" || (phase === "Running" || phase === "Pending");
+      if (!remove) continue;
+      const pm = meta(pod);
+      const reason = `CleanPodPolicy ${cleanPodPolicy}: pod ${phase ?? "without a phase"} of a finished job`;
+      out.actions.push({ verb: "delete", kind: "Pod", namespace: pm.namespace!, name: pm.name!, uid: pm.uid!, ...jobOf, reason, holdsGpus: holdsGpus(pod, policy) });
+      const svc = ownServices.get(pm.name);
+      if (svc) {
+        out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: meta(svc).name!, uid: meta(svc).uid!, ...jobOf, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${pm.name}` });
+      }
+    }
   }
 
-  const ttl = runPolicy.ttlSecondsAfterFinished ?? Number.POSITIVE_INFINITY; // no TTL: never deleted, as upstream
+  if (ttl === undefined || runPolicy.suspended) return out;
   if (!completionTime) {
-    out.problems.push(`${jobId}: finished but has no status.completionTime; TTL cannot apply`);
+    out.problems.push(`${jm.namespace}/${jobId}: finished but has no status.completionTime; TTL cannot apply`);
   } else if (now.getTime() > completionTime.getTime() + ttl * 1000) {
     out.actions.push({ verb: "delete", kind: "Job", namespace: jm.namespace!, name: jm.name!, uid: jm.uid!, ...jobOf, reason: `TTL: finished ${completionTime.toISOString()}, ttlSecondsAfterFinished ${ttl}` });
   }
@@ -95,10 +152,39 @@ export function planFinishedJob(
 }
 
 /**
- * At most `max` deletions a pass (`reconciler.maxDeletionsPerPass`); the rest wait for later passes.
- * Jobs' own deletions come last, so a capped pass still frees GPUs first.
+ * At most `max` deletions a pass (`reconciler.maxDeletionsPerPass`); the rest wait for later passes. The order:
+ * pods holding GPUs first (with their Services), then the other pods and Services, then the jobs themselves
+ * (a capped pass frees devices first), each tier round-robin across namespaces in name order, so one namespace's
+ * thousand completed pods cannot use up the budget while another team's wait. A pod and its Service are kept
+ * together where the budget allows; a Service parted from its pod is found again by the next pass (pod gone).
  */
 export function capDeletions(actions: readonly DeleteAction[], max: number): { now: DeleteAction[]; deferred: DeleteAction[] } {
-  const ordered = [...actions.filter((a) => a.kind !== "Job"), ...actions.filter((a) => a.kind === "Job")];
+  // Units: a pod with the Service of the same job and name that follows it, or a lone Service, or a job.
+  const units: DeleteAction[][] = [];
+  for (let i = 0; i < actions.length; i++) {
+    const a = actions[i]!;
+    const next = actions[i + 1];
+    if (a.kind === "Pod" && next?.kind === "Service" && next.name === a.name && next.jobUid === a.jobUid) {
+      units.push([a, next]);
+      i++;
+    } else units.push([a]);
+  }
+  const tierOf = (u: DeleteAction[]): number => (u[0]!.kind === "Job" ? 2 : u[0]!.holdsGpus ? 0 : 1);
+  const ordered: DeleteAction[] = [];
+  for (const tier of [0, 1, 2]) {
+    const byNamespace = new Map<string, DeleteAction[][]>();
+    for (const u of units) {
+      if (tierOf(u) !== tier) continue;
+      const ns = u[0]!.namespace;
+      const list = byNamespace.get(ns);
+      if (list) list.push(u);
+      else byNamespace.set(ns, [u]);
+    }
+    let queues = [...byNamespace.keys()].sort().map((ns) => byNamespace.get(ns)!);
+    for (let round = 0; queues.length > 0; round++) {
+      for (const q of queues) ordered.push(...q[round]!);
+      queues = queues.filter((q) => round + 1 < q.length);
+    }
+  }
   return { now: ordered.slice(0, max), deferred: ordered.slice(max) };
 }

@@ -9,9 +9,17 @@
  * - Each shard and the index carry the SHA-256 of their canonical JSON (keys sorted at every level). A shard
  *   whose text does not match its checksum, or whose checksum is not the one the index recorded (a pass killed
  *   between writing shards and the index), is corrupt: the ledger is rebuilt from cluster state, and the
- *   GPU-seconds of the jobs in that shard start again from zero, said in a warning.
+ *   GPU-seconds of the jobs in that shard start again from zero, said in a warning. A text whose checksum is
+ *   right but whose shape is wrong (`ledger-schema.ts`, checked by generated ajv validators) is corrupt too: a
+ *   pass reports it, rebuilds it and goes on.
+ * - The ledger deletes only ConfigMaps of its own names: the numbered shards `quartermaster-ledger-<n>`, n below
+ *   the shard maximum, that the current layout no longer uses. Anything else carrying its label is left alone.
  */
+import type { ValidateFunction } from "ajv";
 import { createHash } from "node:crypto";
+import generatedIndexValidator from "../generated/ledger-index-validator.js";
+import generatedShardValidator from "../generated/ledger-shard-validator.js";
+import { describeSchemaErrors } from "../schema.js";
 import { LEDGER_VERSION, type Ledger, type NodeEntry, type PendingGpuPod, type ResourceTotals, type Usage } from "./ledger.js";
 
 export const LEDGER_INDEX_NAME = "quartermaster-ledger";
@@ -20,7 +28,21 @@ export const shardName = (i: number): string => `${LEDGER_INDEX_NAME}-${i}`;
 export const INDEX_KEY = "index.json";
 export const SHARD_KEY = "shard.json";
 export const CHECKSUM_KEY = "sha256";
-const MAX_SHARDS = 4096;
+export const MAX_SHARDS = 4096;
+
+const validateIndex = generatedIndexValidator as unknown as ValidateFunction<LedgerIndex>;
+const validateShard = generatedShardValidator as unknown as ValidateFunction<LedgerShard>;
+
+/** Whether `name` is one of the ledger's own shard names (`quartermaster-ledger-<n>`, n < MAX_SHARDS). */
+export function isShardName(name: string): boolean {
+  const m = /^quartermaster-ledger-(0|[1-9][0-9]*)$/.exec(name);
+  return m !== null && Number(m[1]) < MAX_SHARDS;
+}
+
+/** The first shape error of a parsed ledger text, or undefined when it has the shape. */
+function shapeError(validate: ValidateFunction, value: unknown): string | undefined {
+  return validate(value) ? undefined : (describeSchemaErrors(validate.errors)[0] ?? "does not match the schema");
+}
 
 // Keys in sorted order, as in ledger.ts: `JSON.stringify` gives the canonical bytes.
 export interface LedgerIndex {
@@ -152,30 +174,44 @@ function parse<T>(text: string): T | undefined {
   }
 }
 
+/** The index from its stored text and checksum, or why it cannot be trusted (checksum, JSON, shape). */
+export function readIndex(index: { text: string; sha256?: string }): { index: LedgerIndex } | { why: string } {
+  if (sha256(index.text) !== index.sha256) return { why: "checksum mismatch" };
+  const idx = parse<LedgerIndex>(index.text);
+  if (idx === undefined) return { why: "not JSON" };
+  const shape = shapeError(validateIndex, idx);
+  return shape === undefined ? { index: idx } : { why: `wrong shape: ${shape}` };
+}
+
 /**
  * Reads a stored ledger back: `index` and `shards` are what the ConfigMaps hold (text and the checksum stored
  * beside it), undefined when absent. Every problem is reported; nothing throws.
  */
 export function assembleLedger(index: { text: string; sha256?: string } | undefined, shards: ReadonlyMap<string, { text: string; sha256?: string }>): ReadLedger {
   if (!index) return { corrupt: [], problems: ["no ledger yet"] };
-  const idx = parse<LedgerIndex>(index.text);
-  if (sha256(index.text) !== index.sha256 || !idx || idx.version !== LEDGER_VERSION || !Array.isArray(idx.shards)) {
-    return { corrupt: [LEDGER_INDEX_NAME], problems: [`ledger index ${LEDGER_INDEX_NAME} is corrupt (checksum or format): rebuilding from cluster state`] };
+  const read = readIndex(index);
+  if ("why" in read) {
+    return { corrupt: [LEDGER_INDEX_NAME], problems: [`ledger index ${LEDGER_INDEX_NAME} is corrupt (${read.why}): rebuilding from cluster state`] };
   }
+  const idx = read.index;
   const out: ReadLedger = { index: idx, corrupt: [], problems: [] };
-  const ledger: Ledger = { generatedAt: idx.generatedAt, jobs: {}, namespaces: idx.namespaces ?? {}, nodes: [], pending: [], totals: idx.totals ?? {}, version: idx.version };
+  const ledger: Ledger = { generatedAt: idx.generatedAt, jobs: {}, namespaces: idx.namespaces, nodes: [], pending: [], totals: idx.totals, version: idx.version };
   for (const { name, sha256: want } of idx.shards) {
     const s = shards.get(name);
-    const why = !s ? "missing" : sha256(s.text) !== s.sha256 ? "checksum mismatch" : s.sha256 !== want ? "not the shard the index recorded" : undefined;
+    let why = !s ? "missing" : sha256(s.text) !== s.sha256 ? "checksum mismatch" : s.sha256 !== want ? "not the shard the index recorded" : undefined;
     const shard = !why ? parse<LedgerShard>(s!.text) : undefined;
-    if (why || !shard || !Array.isArray(shard.nodes)) {
+    if (!why) {
+      const shape = shard === undefined ? "not JSON" : shapeError(validateShard, shard);
+      if (shape !== undefined) why = `of the wrong shape (${shape})`;
+    }
+    if (why || !shard) {
       out.corrupt.push(name);
       out.problems.push(`ledger shard ${name} is ${why ?? "unreadable"}: rebuilt from cluster state (GPU-seconds of its jobs restart from zero)`);
       continue;
     }
     ledger.nodes.push(...shard.nodes);
-    ledger.pending.push(...(shard.pending ?? []));
-    Object.assign(ledger.jobs, shard.jobs ?? {});
+    ledger.pending.push(...shard.pending);
+    Object.assign(ledger.jobs, shard.jobs);
   }
   const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
   ledger.nodes.sort((a, b) => cmp(a.name, b.name));
@@ -202,7 +238,8 @@ export type LedgerWrite =
 /**
  * What to write: every shard whose stored text differs (by checksum of what is actually stored, so a corrupted
  * shard is rewritten even when the index still records the right sum), then the index (every pass: it carries the
- * time), then the deletion of shards beyond the new count. Replaces carry the resourceVersion read.
+ * time), then the deletion of the ledger's own shards beyond the new count (`isShardName`: nothing else carrying
+ * the ledger's label is ever deleted). Replaces carry the resourceVersion read.
  */
 export function planLedgerWrites(next: { index: StoredText; shards: StoredText[] }, stored: ReadonlyMap<string, StoredConfigMap>): LedgerWrite[] {
   const out: LedgerWrite[] = [];
@@ -216,7 +253,7 @@ export function planLedgerWrites(next: { index: StoredText; shards: StoredText[]
   for (const s of next.shards) put(s, SHARD_KEY, false);
   put(next.index, INDEX_KEY, true);
   const keep = new Set([next.index.name, ...next.shards.map((s) => s.name)]);
-  for (const cm of [...stored.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) if (!keep.has(cm.name)) out.push({ verb: "delete", name: cm.name, uid: cm.uid });
+  for (const cm of [...stored.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) if (!keep.has(cm.name) && isShardName(cm.name)) out.push({ verb: "delete", name: cm.name, uid: cm.uid });
   return out;
 }
 

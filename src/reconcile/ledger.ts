@@ -9,8 +9,10 @@
  *   below 0, and 0 on a stale node.
  * - Flags: over-committed (allocated > allocatable); inactive resource (the node lists it with zero
  *   allocatable — the kubelet's mark of a device plugin gone — or pods hold it where the node no longer offers
- *   it); stale node (its Lease in `kube-node-lease` renewed longer ago than the grace period, or no Lease:
- *   its devices count as unavailable, §7.2 DECIDE); GPU pods unscheduled longer than a threshold, with the
+ *   it); stale node, whose devices count as unavailable: its Lease in `kube-node-lease` not renewed within the
+ *   grace period (`reconciler.leaseGracePeriodSeconds`), or, when it has no Lease (a kubelet without the
+ *   NodeLease feature, or one not yet created), its Ready condition's `lastHeartbeatTime` older than the grace
+ *   period (no Lease and no heartbeat at all: stale); GPU pods unscheduled longer than a threshold, with the
  *   scheduler's reason.
  * - Allocations per namespace and per job, and GPU-seconds accrued between passes: only for pods holding the
  *   resource in both passes (by uid), for the time between the two ledgers, at the current count. Totals
@@ -20,6 +22,7 @@ import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../admission/types.js";
 import { LABEL_JOB_NAME } from "../keys.js";
 import { isGpuResource } from "../mutate/pod.js";
+import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 import type { Policy } from "../policy/types.js";
 import { parseQuantity, toNumber } from "../quantity.js";
 import { effectivePodGpus } from "../validate/pod-spec.js";
@@ -115,7 +118,21 @@ interface PodShape {
 
 interface NodeShape {
   metadata?: { name?: string };
-  status?: { capacity?: Record<string, string>; allocatable?: Record<string, string> };
+  status?: { capacity?: Record<string, string>; allocatable?: Record<string, string>; conditions?: Array<{ type?: string; lastHeartbeatTime?: string }> };
+}
+
+/** Why the node is stale, or undefined when it is not (see the module comment). */
+export function staleness(node: NodeShape, leaseRenewTime: string | undefined, hasLease: boolean, nowMs: number, graceSeconds: number): string | undefined {
+  const graceMs = graceSeconds * 1000;
+  const renewMs = leaseRenewTime ? Date.parse(leaseRenewTime) : NaN;
+  if (hasLease && Number.isFinite(renewMs)) {
+    return nowMs - renewMs > graceMs ? `Lease last renewed ${Math.round((nowMs - renewMs) / 1000)}s ago (grace ${graceSeconds}s)` : undefined;
+  }
+  const beat = node.status?.conditions?.find((c) => c?.type === "Ready")?.lastHeartbeatTime;
+  const beatMs = typeof beat === "string" ? Date.parse(beat) : NaN;
+  const lease = hasLease ? "Lease in kube-node-lease without a renewTime" : "no Lease in kube-node-lease";
+  if (!Number.isFinite(beatMs)) return `${lease} and no Ready heartbeat`;
+  return nowMs - beatMs > graceMs ? `${lease}; Ready heartbeat ${Math.round((nowMs - beatMs) / 1000)}s ago (grace ${graceSeconds}s)` : undefined;
 }
 
 /** Whole devices of a node status map (`"8"`); unparsable values count as 0. */
@@ -125,7 +142,8 @@ function amount(v: string | undefined): number {
 }
 
 /**
- * The job a pod belongs to: its controller when that is a configured job kind, else its job-name label.
+ * The job a pod belongs to: its controller when that is a configured job kind, else the key label of its
+ * label scheme (Kubeflow's job-name, caffe2-operator's caffe2_job_key).
  * `seen` remembers the key per controller uid: a job's pods share one string instead of building their own.
  */
 function jobOf(pod: PodShape, kinds: ReadonlySet<string>, seen: Map<string, string>): string | undefined {
@@ -138,7 +156,10 @@ function jobOf(pod: PodShape, kinds: ReadonlySet<string>, seen: Map<string, stri
     return key;
   }
   const label = m.labels?.[LABEL_JOB_NAME];
-  return label ? `${m.namespace}/${label}` : undefined;
+  if (label) return `${m.namespace}/${label}`;
+  // caffe2-operator's scheme names the job by `caffe2_job_key: <namespace>-<name>`.
+  const key = m.labels?.[CAFFE2_LABELS.jobKey];
+  return key && key.startsWith(`${m.namespace}-`) ? `${m.namespace}/${key.slice(String(m.namespace).length + 1)}` : undefined;
 }
 
 function nonZero(m: Map<string, number>): Record<string, number> | undefined {
@@ -170,7 +191,6 @@ function sortedRecord<T>(r: Record<string, T>): Record<string, T> {
 export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledger {
   const gpu = policy.gpu.resources;
   const nowMs = now.getTime();
-  const graceMs = policy.reconciler.leaseGracePeriodSeconds * 1000;
   const previous = input.previous;
   const prevMs = previous ? Date.parse(previous.generatedAt) : NaN;
   const elapsed = Number.isFinite(prevMs) && nowMs > prevMs ? (nowMs - prevMs) / 1000 : 0;
@@ -188,13 +208,7 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
     const name = n.metadata?.name;
     if (!name) continue;
     const renew = renewals.get(name);
-    const renewMs = renew ? Date.parse(renew) : NaN;
-    const staleReason =
-      !renewals.has(name) || !Number.isFinite(renewMs)
-        ? "no Lease in kube-node-lease"
-        : nowMs - renewMs > graceMs
-          ? `Lease last renewed ${Math.round((nowMs - renewMs) / 1000)}s ago (grace ${policy.reconciler.leaseGracePeriodSeconds}s)`
-          : undefined;
+    const staleReason = staleness(n, renew, renewals.has(name), nowMs, policy.reconciler.leaseGracePeriodSeconds);
     const entry: NodeEntry = { ...(renew ? { leaseRenewTime: renew } : {}), name, pods: [], resources: {}, stale: staleReason !== undefined, ...(staleReason ? { staleReason } : {}) };
     const capacity = n.status?.capacity ?? {};
     const allocatable = n.status?.allocatable ?? {};

@@ -1,24 +1,38 @@
 /**
  * @module
- * One reconcile pass as a pure function: `(snapshot, now, policy) → actions + ledger`. Level-based: it looks
- * only at the state in the snapshot, so a pass killed halfway is simply finished by the next one.
+ * One reconcile pass as a pure function: `(snapshot, now, policy, scope) → actions + ledger`. Level-based: it
+ * looks only at the state in the snapshot, so a pass killed halfway is simply finished by the next one.
  *
- * Per job: claim its pods and services (adopt orphans that match, release what stopped matching), create the
- * per-replica Services it lacks (for the pods it owns and those it adopts now: creating is not destructive),
- * and clean it up when finished (only objects it already controlled before this pass: an orphan it adopts now
- * is cleaned up by the next pass, after the adoption has really happened). Then the device ledger over every
- * node and pod, and the ConfigMap writes that store it.
+ * Which jobs it acts for: those in namespaces of Quartermaster's scope (`src/scope.ts`, the same definition the
+ * webhook configurations' `namespaceSelector` is rendered from; a namespace the listing did not show is out of
+ * scope) and not managed by another controller (`spec.runPolicy.managedBy` set to anything but
+ * `kubeflow.org/training-operator`, as upstream leaves those to e.g. MultiKueue). Every other job is listed in
+ * `skipped` with the reason, and no write of the pass (claims, Services, deletes, Events) concerns it.
+ *
+ * Per job acted for: claim its pods and services by its kind's label scheme (adopt orphans that match, release
+ * what stopped matching), create the per-replica Services it lacks (for the pods it owns and those it adopts
+ * now: creating is not destructive), and clean it up when finished (only objects it already controlled before
+ * this pass: an orphan it adopts now is cleaned up by the next pass, after the adoption has really happened).
+ * Deletions are capped per pass (`capDeletions`: GPU holders first, then round-robin across namespaces). Then
+ * the device ledger over every node and pod of the cluster, whatever the scope (it only reads), and the
+ * ConfigMap writes that store it in Quartermaster's own namespace.
  */
 import type { KubeObject } from "../admission/types.js";
 import type { JobKind, Policy } from "../policy/types.js";
+import { scopeIndex, type NamespaceInfo, type NamespaceScope } from "../scope.js";
+import { KEY_LABELS, labelScheme } from "../topology/label-scheme.js";
 import { claim, controllerUid, type ClaimAction } from "./claim.js";
 import { capDeletions, planFinishedJob, type DeleteAction } from "./finished.js";
 import { buildLedger, type Ledger } from "./ledger.js";
 import { planLedgerWrites, readStored, shardLedger, type LedgerWrite, type StoredConfigMap } from "./ledger-shards.js";
 import { planReplicaServices, serviceKeys, type CreateServiceAction } from "./services.js";
-import { LABEL_JOB_NAME } from "../keys.js";
+
+/** The controller `spec.runPolicy.managedBy` names when the training operator (and so Quartermaster) may act. */
+export const TRAINING_OPERATOR_MANAGER = "kubeflow.org/training-operator";
 
 export interface Snapshot {
+  /** Every namespace (name and labels): the scope is decided from them. */
+  namespaces: NamespaceInfo[];
   jobs: Array<{ kind: JobKind; job: KubeObject }>;
   /** Every pod of the cluster (the ledger needs them all; claims look at those of each job's namespace). */
   pods: KubeObject[];
@@ -30,6 +44,14 @@ export interface Snapshot {
   ledger: ReadonlyMap<string, StoredConfigMap>;
 }
 
+/** A job the pass does nothing for, and why. */
+export interface Skipped {
+  kind: string;
+  namespace: string;
+  name: string;
+  why: string;
+}
+
 export interface Plan {
   /** Adoptions and releases (never capped: they change only ownerReferences). */
   claims: ClaimAction[];
@@ -39,6 +61,8 @@ export interface Plan {
   actions: DeleteAction[];
   /** What the cap leaves for later passes. */
   deferred: DeleteAction[];
+  /** Jobs left alone: out of scope, or managed by another controller. */
+  skipped: Skipped[];
   problems: string[];
   ledger: Ledger;
   /** The ConfigMap writes that store the ledger: changed shards, the index, surplus shards deleted. */
@@ -55,9 +79,12 @@ function push(index: Index, key: string, o: KubeObject): void {
   else index.set(key, [o]);
 }
 
+const orphanKey = (namespace: string | undefined, label: string, value: string): string => `${namespace}\0${label}\0${value}`;
+
 /**
  * The candidates a job can claim, found without scanning every object per job: those whose controller is
- * the job (by uid), and the orphans of its namespace carrying its job-name label (the selector needs it).
+ * the job (by uid), and the orphans of its namespace carrying its scheme's key label with its value (the
+ * selector needs it).
  */
 function candidateIndex(objects: readonly KubeObject[]): { byController: Index; orphans: Index } {
   const byController: Index = new Map();
@@ -67,19 +94,32 @@ function candidateIndex(objects: readonly KubeObject[]): { byController: Index; 
     if (owner) push(byController, owner, o);
     else {
       const m = o.metadata as { namespace?: string; labels?: Record<string, string> } | undefined;
-      const name = m?.labels?.[LABEL_JOB_NAME];
-      if (name !== undefined) push(orphans, `${m?.namespace}/${name}`, o);
+      const labels = m?.labels;
+      if (!labels) continue;
+      for (const label of KEY_LABELS) {
+        const value = labels[label];
+        if (value !== undefined) push(orphans, orphanKey(m?.namespace, label, value), o);
+      }
     }
   }
   return { byController, orphans };
 }
 
-export function planPass(snapshot: Snapshot, now: Date, policy: Policy): Plan {
+/** Why the job is left to another controller, or undefined when it is the training operator's (and ours). */
+export function managedElsewhere(job: KubeObject): string | undefined {
+  const by = ((job.spec as { runPolicy?: { managedBy?: unknown } } | undefined)?.runPolicy as { managedBy?: unknown } | undefined)?.managedBy;
+  if (by === undefined || by === null || by === "" || by === TRAINING_OPERATOR_MANAGER) return undefined;
+  return `spec.runPolicy.managedBy is ${JSON.stringify(by)}: another controller manages this job`;
+}
+
+export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: NamespaceScope): Plan {
   const pods = candidateIndex(snapshot.pods);
   const services = candidateIndex(snapshot.services);
+  const verdict = scopeIndex(scope, snapshot.namespaces);
   const claims: ClaimAction[] = [];
   const deletions: DeleteAction[] = [];
   const creates: CreateServiceAction[] = [];
+  const skipped: Skipped[] = [];
   const problems: string[] = [];
   const jobKeys = new Set<string>();
   const existingServices = serviceKeys(snapshot.services);
@@ -87,8 +127,15 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy): Plan {
     const m = (job.metadata ?? {}) as { uid?: string; name?: string; namespace?: string };
     const uid = String(m.uid ?? "");
     jobKeys.add(`${m.namespace}/${m.name}`);
-    const selectorKey = `${m.namespace}/${String(m.name ?? "").replaceAll("/", "-")}`;
-    const candidates = (index: ReturnType<typeof candidateIndex>) => [...(index.byController.get(uid) ?? []), ...(index.orphans.get(selectorKey) ?? [])];
+    const inScope = verdict(String(m.namespace ?? ""));
+    const why = !inScope.inScope ? inScope.why : managedElsewhere(job);
+    if (why) {
+      skipped.push({ kind: kind.kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? ""), why });
+      continue;
+    }
+    const scheme = labelScheme(kind);
+    const key = orphanKey(m.namespace, scheme.key.label, scheme.key.value(job));
+    const candidates = (index: ReturnType<typeof candidateIndex>) => [...(index.byController.get(uid) ?? []), ...(index.orphans.get(key) ?? [])];
     const p = claim(job, kind, "Pod", candidates(pods));
     const s = claim(job, kind, "Service", candidates(services));
     claims.push(...p.actions, ...s.actions);
@@ -105,5 +152,5 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy): Plan {
   const ledgerWrites = planLedgerWrites(shardLedger(ledger, policy.reconciler.ledgerShardBytes), snapshot.ledger);
   // "No ledger yet" is the first pass, not a problem.
   if (stored.index || stored.corrupt.length > 0) problems.push(...stored.problems);
-  return { claims, creates, actions, deferred, problems, ledger, ledgerWrites, ledgerCorrupt: stored.corrupt };
+  return { claims, creates, actions, deferred, skipped, problems, ledger, ledgerWrites, ledgerCorrupt: stored.corrupt };
 }

@@ -3,12 +3,15 @@
  * Per-replica headless Services (training-operator `common/service.go` CreateNewService): a job's replica
  * pod without its Service gets one named like the pod, `clusterIP: None`, selecting the pod's labels minus
  * `job-role`, with one port per port of the framework's default container in that replica's template, owned
- * by the job (so the garbage collector removes it with the job). Finished or deleting jobs get none.
+ * by the job (so the garbage collector removes it with the job). Finished or deleting jobs get none, and
+ * neither do kinds whose operator creates no Services (the label scheme says so: caffe2-operator creates none);
+ * the replica type is read from the scheme's label.
  */
 import type { KubeObject } from "../admission/types.js";
-import { LABEL_JOB_ROLE, LABEL_REPLICA_TYPE } from "../keys.js";
+import { LABEL_JOB_ROLE } from "../keys.js";
 import { FRAMEWORKS } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
+import { labelScheme } from "../topology/label-scheme.js";
 import { replicaSpecs } from "../topology/resolve.js";
 import { finishedAt } from "./finished.js";
 import type { Meta } from "./meta.js";
@@ -46,14 +49,15 @@ export function serviceKeys(services: readonly KubeObject[]): ServiceNames {
 /** `have`: the Services of the cluster (`serviceKeys`), whoever owns them. */
 export function planReplicaServices(job: KubeObject, kind: JobKind, pods: readonly KubeObject[], have: ServiceNames): CreateServiceAction[] {
   const jm = (job.metadata ?? {}) as Meta;
-  if (jm.deletionTimestamp || finishedAt(job).finished) return [];
+  const scheme = labelScheme(kind);
+  if (!scheme.services || jm.deletionTimestamp || finishedAt(job).finished) return [];
   const info = FRAMEWORKS[kind.framework];
   const specs = replicaSpecs(job, kind);
   const out: CreateServiceAction[] = [];
   for (const pod of pods) {
     const pm = (pod.metadata ?? {}) as Meta;
     if (!pm.name || pm.deletionTimestamp || have.get(pm.namespace ?? "")?.has(pm.name)) continue;
-    const type = pm.labels?.[LABEL_REPLICA_TYPE];
+    const type = pm.labels?.[scheme.replicaTypeLabel];
     const spec = specs.find(([t]) => t.toLowerCase() === type)?.[1];
     if (!spec) continue;
     const containers = (spec.template?.spec?.containers ?? []) as Array<{ name?: string; ports?: Array<{ name?: string; containerPort?: number }> }>;

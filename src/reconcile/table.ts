@@ -1,6 +1,7 @@
 /**
  * @module
- * Plain-text tables for the CLI: the plan of a pass (`reconcile --dry-run`) and the device ledger
+ * Plain-text tables for the CLI: the plan of a pass (`reconcile --dry-run`: actions, then the jobs skipped and
+ * why) and the device ledger
  * (`quartermaster ledger`). Columns padded to their widest cell; the last column is never padded.
  */
 import type { Ledger } from "./ledger.js";
@@ -22,6 +23,10 @@ export function planTable(plan: Plan): string {
   const lines = [table(rows)];
   if (plan.deferred.length > 0) lines.push(`(${plan.deferred.length} more deletions deferred to later passes by reconciler.maxDeletionsPerPass)`);
   if (plan.claims.length === 0 && plan.actions.length === 0 && plan.creates.length === 0) lines.push("(nothing to do)");
+  if (plan.skipped.length > 0) {
+    lines.push("", "SKIPPED (no claims, Services, deletions or Events for these jobs)");
+    lines.push(table([["KIND", "NAMESPACE", "NAME", "WHY"], ...plan.skipped.map((s) => [s.kind, s.namespace, s.name, s.why])]));
+  }
   const writes = plan.ledgerWrites.filter((w) => w.verb !== "delete").length;
   lines.push(`ledger: ${plan.ledger.nodes.length} nodes, ${plan.ledger.pending.length} GPU pods pending; ${writes} ConfigMap writes${plan.ledgerCorrupt.length > 0 ? `; rebuilding ${plan.ledgerCorrupt.join(", ")}` : ""}`);
   return lines.join("\n");

@@ -5,25 +5,15 @@
  * The job is the pod's controller ownerReference when that is a configured job kind (what the training
  * operator sets). A pod without an owner names its job with the `training.kubeflow.org/job-name` label;
  * the `operator-name` label then tells the kind, else every configured kind is a candidate.
- * The replica comes from the `replica-type`/`replica-index` labels (Caffe2: `caffe2_replica_index`),
- * else from the upstream pod name `<job>-<type>-<index>`.
+ * The replica comes from the replica type and index labels of the kind's label scheme (`label-scheme.ts`; a
+ * Caffe2 pod may carry the Kubeflow index label instead), else from the upstream pod name `<job>-<type>-<index>`.
  */
 import type { KubeObject } from "../admission/types.js";
-import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
+import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX } from "../keys.js";
 import type { Pod } from "../mutate/types.js";
 import type { Framework, JobKind, Policy } from "../policy/types.js";
+import { labelScheme, OPERATOR_NAMES } from "./label-scheme.js";
 import type { JobRef } from "./types.js";
-
-/** The training operator's controller names (`training.kubeflow.org/operator-name`). */
-export const OPERATOR_NAMES: Record<Framework, string | undefined> = {
-  tensorflow: "tfjob-controller",
-  pytorch: "pytorchjob-controller",
-  mxnet: "mxjob-controller",
-  xgboost: "xgboostjob-controller",
-  paddle: "paddlejob-controller",
-  jax: "jaxjob-controller",
-  caffe2: undefined,
-};
 
 /** The field of the job spec holding the replica specs. Caffe2 has a single pool under `replicaSpecs`. */
 export const REPLICA_SPECS_FIELD: Record<Framework, string> = {
@@ -85,8 +75,9 @@ export function replicaOf(pod: Pod, job: KubeObject, kind: JobKind): { replicaTy
   const specs = replicaSpecs(job, kind);
   const jobName = String((job.metadata as { name?: string } | undefined)?.name ?? "");
   const labels = pod.metadata?.labels ?? {};
-  let type = kind.framework === "caffe2" ? "worker" : labels[LABEL_REPLICA_TYPE];
-  let index = kind.framework === "caffe2" ? labels.caffe2_replica_index ?? labels[LABEL_REPLICA_INDEX] : labels[LABEL_REPLICA_INDEX];
+  const scheme = labelScheme(kind);
+  let type = kind.framework === "caffe2" ? "worker" : labels[scheme.replicaTypeLabel];
+  let index = labels[scheme.replicaIndexLabel] ?? labels[LABEL_REPLICA_INDEX];
   if ((type === undefined || index === undefined) && pod.metadata?.name?.startsWith(`${jobName}-`)) {
     const m = /^(.+)-(\d+)$/.exec(pod.metadata.name.slice(jobName.length + 1));
     if (m) {

@@ -5,10 +5,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/admission/types.js";
-import { slimPod, slimService } from "../../src/kube/cluster.js";
+import { slimNamespace, slimNode, slimPod, slimService } from "../../src/kube/cluster.js";
+import { buildLedger } from "../../src/reconcile/ledger.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { planPass } from "../../src/reconcile/plan.js";
-import { gpuPod, node, nodeLease, snapshotOf } from "../fixtures/cluster.js";
+import { gpuPod, node, nodeLease, SCOPE, snapshotOf } from "../fixtures/cluster.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 
 const NOW = new Date("2026-11-22T12:00:00Z");
@@ -38,8 +39,8 @@ describe("trimmed pods and services", () => {
     snapshotOf({ jobs: [{ kind: kindOf("TFJob"), job: job("TFJob", "mnist", "team-a", { Worker: { replicas: 4, port: 2222 } }) }], pods: p, services: s, nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("gpu-1", NOW)] });
 
   it("the plan (claims, Services, deletions, ledger) over trimmed objects equals the plan over whole ones", () => {
-    const whole = planPass(snap(iso(pods) as KubeObject[], iso(services) as KubeObject[]), NOW, defaultPolicy());
-    const trimmed = planPass(snap(pods.map(slimPod), services.map(slimService)), NOW, defaultPolicy());
+    const whole = planPass(snap(iso(pods) as KubeObject[], iso(services) as KubeObject[]), NOW, defaultPolicy(), SCOPE);
+    const trimmed = planPass(snap(pods.map(slimPod), services.map(slimService)), NOW, defaultPolicy(), SCOPE);
     assert.deepEqual(iso(trimmed), iso(whole));
     assert.ok(whole.claims.length > 0 && whole.creates.length > 0 && whole.ledger.pending.length > 0, "the case exercises claims, Services and the ledger");
   });
@@ -51,5 +52,34 @@ describe("trimmed pods and services", () => {
     for (const gone of [p.metadata.managedFields, p.metadata.annotations, p.spec.volumes, p.spec.containers[0].env, p.status.containerStatuses]) assert.equal(gone, undefined);
     assert.deepEqual(p.status.conditions, [{ type: "PodScheduled", status: "False", reason: "Unschedulable", message: "no GPUs" }]);
     assert.deepEqual(Object.keys(slimService(services[0]!)), ["apiVersion", "kind", "metadata"]);
+  });
+});
+
+describe("nodes and namespaces trimmed", () => {
+  /** A node as client-node hands it over: Date heartbeats, many conditions, images and the rest. */
+  const typedNode = (beat: Date): any => ({
+    metadata: { name: "n1", uid: "u1", labels: { a: "b" }, managedFields: [{}] },
+    status: {
+      capacity: { "nvidia.com/gpu": "8" },
+      allocatable: { "nvidia.com/gpu": "8" },
+      images: [{ names: ["x"] }],
+      conditions: [
+        { type: "MemoryPressure", status: "False", lastHeartbeatTime: beat },
+        { type: "Ready", status: "True", lastHeartbeatTime: beat, reason: "KubeletReady", message: "ok" },
+      ],
+    },
+  });
+  it("a node keeps its Ready condition's heartbeat (as ISO text) and nothing else of its conditions", () => {
+    const n = slimNode(typedNode(new Date(NOW.getTime() - 10_000))) as any;
+    assert.deepEqual(n.status.conditions, [{ type: "Ready", status: "True", lastHeartbeatTime: new Date(NOW.getTime() - 10_000).toISOString() }]);
+    assert.equal(n.status.images, undefined);
+  });
+  it("the ledger over a trimmed node without a Lease: a fresh heartbeat → not stale; an old one → stale", () => {
+    const stale = (ago: number) => buildLedger({ nodes: [slimNode(typedNode(new Date(NOW.getTime() - ago)))], nodeLeases: [], pods: [], jobs: new Set() }, NOW, defaultPolicy()).nodes[0]!.stale;
+    assert.deepEqual([stale(10_000), stale(60_000)], [false, true]);
+  });
+  it("a namespace keeps its name and labels", () => {
+    assert.deepEqual(slimNamespace({ metadata: { name: "team-a", labels: { "quartermaster.dev/enabled": "true" }, annotations: { x: "y" } }, status: { phase: "Active" } }), { name: "team-a", labels: { "quartermaster.dev/enabled": "true" } });
+    assert.deepEqual(slimNamespace({ metadata: { name: "bare" } }), { name: "bare" });
   });
 });

@@ -44,6 +44,7 @@ const METHODS: Record<string, Target & { cluster?: true }> = {
   "CoreV1Api.listPodForAllNamespaces": { ...core("list", "pods"), cluster: true },
   "CoreV1Api.listServiceForAllNamespaces": { ...core("list", "services"), cluster: true },
   "CoreV1Api.listNode": { ...core("list", "nodes"), cluster: true },
+  "CoreV1Api.listNamespace": { ...core("list", "namespaces"), cluster: true },
   "CoreV1Api.readNode": { ...core("get", "nodes"), cluster: true },
   "CoreV1Api.listNamespacedPod": core("list", "pods"),
   "CoreV1Api.readNamespacedPod": core("get", "pods"),

@@ -103,7 +103,8 @@ describe("claimSelector", () => {
   const cases: Array<[string, string, Record<string, string>]> = [
     ["TFJob", "mnist", { "training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/operator-name": "tfjob-controller" }],
     ["PyTorchJob", "bert", { "training.kubeflow.org/job-name": "bert", "training.kubeflow.org/operator-name": "pytorchjob-controller" }],
-    ["Caffe2Job", "c2", { "training.kubeflow.org/job-name": "c2" }],
+    // caffe2-operator's genLabels: group_name, caffe2_job_key <namespace>-<name>, runtime_id (spec.RuntimeID, "" unset).
+    ["Caffe2Job", "c2", { group_name: "kubeflow.org", caffe2_job_key: "ns-c2", runtime_id: "" }],
   ];
   for (const [k, name, want] of cases) it(`${k} → ${JSON.stringify(want)}`, () => assert.deepEqual(claimSelector(job(k, name, "ns", { Worker: 1 }), kindOf(k)), want));
 });

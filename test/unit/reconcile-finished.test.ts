@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/admission/types.js";
-import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
+import { defaultPolicy } from "../../src/policy/load.js";
 import { capDeletions, finishedAt, planFinishedJob, type DeleteAction } from "../../src/reconcile/finished.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 import { deepFreeze } from "../fixtures/reviews.js";
@@ -60,16 +60,59 @@ describe("planFinishedJob", () => {
       at(1),
       ["Pod/mnist-ps-0", "Service/mnist-ps-0", "Pod/mnist-worker-0", "Service/mnist-worker-0", "Pod/mnist-worker-1", "Service/mnist-worker-1", "Pod/mnist-worker-2", "Service/mnist-worker-2"],
     ],
-    ["no cleanPodPolicy → None, as upstream: no pods deleted", finishedJob(), at(1), []],
+    ["no cleanPodPolicy → None, as upstream (training-operator common_types.go): no pod deleted", finishedJob(), at(1), []],
     ["TTL 60: now == completion + 60 → not yet due", finishedJob({ runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 60 } }), at(60), []],
     ["TTL 60: a millisecond later → the job is deleted", finishedJob({ runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 60 } }), new Date(at(60).getTime() + 1), ["Job/mnist"]],
-    ["no TTL on the job → never deleted, as upstream (a year later)", finishedJob({ runPolicy: { cleanPodPolicy: "None" } }), at(365 * 86_400), []],
+    ["no TTL on the job → never deleted, as upstream (TTL infinite), ten years on", finishedJob({ runPolicy: { cleanPodPolicy: "None" } }), at(10 * 365 * 86_400), []],
+    ["no runPolicy at all → nothing, ten years on", finishedJob({ runPolicy: undefined }), at(10 * 365 * 86_400), []],
+    ["TTL 0 on a suspended job → not deleted (upstream CleanupJob skips suspended jobs)", finishedJob({ runPolicy: { ttlSecondsAfterFinished: 0, suspend: true } }), at(10), []],
   ];
   for (const [name, j, now, want] of cases) it(name, () => assert.deepEqual(summary(planFinishedJob(j, kind, pods, services, now, policy).actions), want));
 
   it("objects controlled by someone else, or already being deleted, are never touched", () => {
     const foreign = [owned("mnist-ps-0", "Running", { owner: "uid-other" }), owned("mnist-worker-2", "Pending", { deleting: true })];
-    assert.deepEqual(planFinishedJob(finishedJob({ runPolicy: { cleanPodPolicy: "All" } }), kind, foreign, services, at(1), policy).actions, []);
+    const foreignServices = [owned("mnist-ps-0", undefined, { kind: "Service", owner: "uid-other" }), owned("mnist-worker-2", undefined, { kind: "Service", deleting: true })];
+    assert.deepEqual(planFinishedJob(finishedJob({ runPolicy: { cleanPodPolicy: "All" } }), kind, foreign, foreignServices, at(1), policy).actions, []);
+  });
+
+  describe("a Service whose pod is gone (parted from it by an earlier pass's deletion budget)", () => {
+    const onlyServices = (runPolicy: Record<string, unknown>, podList: KubeObject[]) => summary(planFinishedJob(finishedJob({ runPolicy }), kind, podList, services, at(1), policy).actions);
+    it("Running: the Services of pods that are gone are deleted; a kept Succeeded pod keeps its Service", () => {
+      assert.deepEqual(onlyServices({ cleanPodPolicy: "Running" }, [owned("mnist-worker-0", "Succeeded")]), ["Service/mnist-ps-0", "Service/mnist-worker-1", "Service/mnist-worker-2"]);
+    });
+    it("All: a pod being deleted counts as gone: its Service goes", () => {
+      assert.deepEqual(onlyServices({ cleanPodPolicy: "All" }, [owned("mnist-ps-0", "Running", { deleting: true })]), ["Service/mnist-ps-0", "Service/mnist-worker-0", "Service/mnist-worker-1", "Service/mnist-worker-2"]);
+    });
+    it("None (and unset): nothing", () => {
+      assert.deepEqual(onlyServices({ cleanPodPolicy: "None" }, []), []);
+      assert.deepEqual(onlyServices({}, []), []);
+    });
+  });
+
+  describe("a runPolicy field of the wrong type → a problem reported and no action at all", () => {
+    const cases: Array<[string, unknown, RegExp]> = [
+      ["a string TTL", { cleanPodPolicy: "All", ttlSecondsAfterFinished: "60" }, /ttlSecondsAfterFinished "60" is not a whole number/],
+      ["a negative TTL", { cleanPodPolicy: "All", ttlSecondsAfterFinished: -1 }, /ttlSecondsAfterFinished -1 is not a whole number/],
+      ["a fractional TTL", { ttlSecondsAfterFinished: 1.5 }, /ttlSecondsAfterFinished 1.5/],
+      ["an unknown cleanPodPolicy", { cleanPodPolicy: "Always", ttlSecondsAfterFinished: 0 }, /cleanPodPolicy "Always" is not one of All, Running, None/],
+      ["a lower-case cleanPodPolicy", { cleanPodPolicy: "all" }, /cleanPodPolicy "all"/],
+      ["a runPolicy that is not an object", ["All"], /spec.runPolicy is not an object/],
+    ];
+    for (const [name, runPolicy, problem] of cases) {
+      it(name, () => {
+        const plan = planFinishedJob(finishedJob({ runPolicy: runPolicy as Record<string, unknown> }), kind, pods, services, at(100_000), policy);
+        assert.deepEqual(plan.actions, []);
+        assert.equal(plan.problems.length, 1);
+        assert.match(plan.problems[0]!, problem);
+        assert.match(plan.problems[0]!, /^team-a\/TFJob\/mnist: .*; nothing done for this job$/);
+      });
+    }
+  });
+
+  it("a pod deletion says whether the pod holds GPUs (bound, not terminated, requesting them)", () => {
+    const gpu = (name: string, phase: string, node?: string): KubeObject => deepFreeze({ ...structuredClone(owned(name, phase)), spec: { ...(node ? { nodeName: node } : {}), containers: [{ name: "tensorflow", resources: { limits: { "nvidia.com/gpu": "2" } } }] } });
+    const plan = planFinishedJob(finishedJob({ runPolicy: { cleanPodPolicy: "All" } }), kind, [gpu("mnist-ps-0", "Running", "n1"), gpu("mnist-worker-0", "Pending"), gpu("mnist-worker-1", "Succeeded", "n1"), owned("mnist-worker-2", "Running")], [], at(1), policy);
+    assert.deepEqual(plan.actions.map((a) => `${a.name}:${a.holdsGpus}`), ["mnist-ps-0:true", "mnist-worker-0:false", "mnist-worker-1:false", "mnist-worker-2:false"]);
   });
 
   it("every action carries the uid precondition and a reason", () => {
@@ -85,12 +128,12 @@ describe("planFinishedJob", () => {
   it("finished without a completionTime → no TTL deletion, a problem reported", () => {
     const plan = planFinishedJob(finishedJob({ completionTime: null, runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 0 } }), kind, pods, services, at(100), policy);
     assert.deepEqual(plan.actions, []);
-    assert.deepEqual(plan.problems, ["TFJob/mnist: finished but has no status.completionTime; TTL cannot apply"]);
+    assert.deepEqual(plan.problems, ["team-a/TFJob/mnist: finished but has no status.completionTime; TTL cannot apply"]);
   });
 
-  it("job defaults in the policy do not reach existing jobs: only admission writes them into new jobs", () => {
-    const withDefaults = checkPolicy({ jobDefaults: { cleanPodPolicy: "All", ttlSecondsAfterFinished: 0 } }, "t");
-    assert.deepEqual(planFinishedJob(finishedJob(), kind, pods, services, at(86_401), withDefaults).actions, []);
+  it("finished without a completionTime and without a TTL → nothing, and no problem", () => {
+    const plan = planFinishedJob(finishedJob({ completionTime: null, runPolicy: { cleanPodPolicy: "None" } }), kind, pods, services, at(100), policy);
+    assert.deepEqual([plan.actions, plan.problems], [[], []]);
   });
 });
 
@@ -105,10 +148,53 @@ describe("finishedAt", () => {
 });
 
 describe("capDeletions", () => {
-  it("at most N a pass; pod deletions before job deletions; the rest deferred", () => {
-    const a = (k: DeleteAction["kind"], name: string): DeleteAction => ({ verb: "delete", kind: k, namespace: "n", name, uid: "u", job: "j", jobKind: kind, jobUid: "j-uid", reason: "r" });
-    const { now, deferred } = capDeletions([a("Job", "j1"), a("Pod", "p1"), a("Service", "s1"), a("Pod", "p2")], 2);
-    assert.deepEqual(now.map((x) => x.name), ["p1", "s1"]);
-    assert.deepEqual(deferred.map((x) => x.name), ["p2", "j1"]);
+  const a = (k: DeleteAction["kind"], name: string, o: { ns?: string; gpu?: boolean; job?: string } = {}): DeleteAction => ({
+    verb: "delete", kind: k, namespace: o.ns ?? "n", name, uid: `u-${name}`, job: `TFJob/${o.job ?? "j"}`, jobKind: kind, jobUid: `uid-${o.job ?? "j"}`, reason: "r", ...(o.gpu ? { holdsGpus: true } : {}),
   });
+  const names = (xs: DeleteAction[]) => xs.map((x) => `${x.namespace}/${x.kind}/${x.name}`);
+  const cases: Array<{ name: string; actions: DeleteAction[]; max: number; now: string[]; deferred: string[] }> = [
+    {
+      name: "at most N a pass; a pod with its Service; job deletions last",
+      actions: [a("Job", "j1"), a("Pod", "p1"), a("Service", "p1"), a("Pod", "p2")],
+      max: 2,
+      now: ["n/Pod/p1", "n/Service/p1"],
+      deferred: ["n/Pod/p2", "n/Job/j1"],
+    },
+    {
+      name: "GPU-holding pods first, whatever their namespace and position",
+      actions: [a("Pod", "c1", { ns: "a" }), a("Pod", "c2", { ns: "a" }), a("Pod", "g1", { ns: "b", gpu: true }), a("Service", "g1", { ns: "b" }), a("Pod", "g2", { ns: "c", gpu: true })],
+      max: 3,
+      now: ["b/Pod/g1", "b/Service/g1", "c/Pod/g2"],
+      deferred: ["a/Pod/c1", "a/Pod/c2"],
+    },
+    {
+      name: "then round-robin across namespaces: a thousand completed pods in one namespace do not starve another",
+      actions: [...Array.from({ length: 1000 }, (_, i) => a("Pod", `done-${i}`, { ns: "big" })), a("Pod", "x1", { ns: "small" }), a("Pod", "x2", { ns: "small" })],
+      max: 4,
+      now: ["big/Pod/done-0", "small/Pod/x1", "big/Pod/done-1", "small/Pod/x2"],
+      deferred: Array.from({ length: 998 }, (_, i) => `big/Pod/done-${i + 2}`),
+    },
+    {
+      name: "the budget can part a pod from its Service: the Service is deferred (a later pass finds it, its pod gone)",
+      actions: [a("Pod", "p1"), a("Service", "p1"), a("Pod", "p2"), a("Service", "p2")],
+      max: 3,
+      now: ["n/Pod/p1", "n/Service/p1", "n/Pod/p2"],
+      deferred: ["n/Service/p2"],
+    },
+    {
+      name: "a Service after a pod of another job is its own unit",
+      actions: [a("Pod", "p1", { job: "j1" }), a("Service", "p1", { job: "j2" })],
+      max: 5,
+      now: ["n/Pod/p1", "n/Service/p1"],
+      deferred: [],
+    },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const { now, deferred } = capDeletions(c.actions, c.max);
+      assert.deepEqual(names(now), c.now);
+      assert.deepEqual(names(deferred), c.deferred);
+      assert.equal(now.length + deferred.length, c.actions.length, "nothing lost, nothing doubled");
+    });
+  }
 });

@@ -78,12 +78,12 @@ describe("device ledger: per node and resource", () => {
   });
 });
 
-describe("device ledger: stale nodes (Lease renewTime older than the grace period)", () => {
+describe("device ledger: stale nodes (Lease renewTime older than the grace period; without a Lease, the Ready heartbeat)", () => {
   const cases: Array<[string, KubeObject[], boolean, string | undefined]> = [
     ["renewed 5 s ago → fresh", [nodeLease("a", at(-5))], false, undefined],
     ["renewed exactly 40 s ago → not yet stale (strictly older)", [nodeLease("a", at(-40))], false, undefined],
     ["renewed 41 s ago → stale", [nodeLease("a", at(-41))], true, "Lease last renewed 41s ago (grace 40s)"],
-    ["no Lease → stale", [], true, "no Lease in kube-node-lease"],
+    ["no Lease and no Ready condition → stale", [], true, "no Lease in kube-node-lease and no Ready heartbeat"],
   ];
   for (const [name, leases, stale, reason] of cases) {
     it(name, () => {
@@ -92,6 +92,28 @@ describe("device ledger: stale nodes (Lease renewTime older than the grace perio
       assert.equal(l.nodes[0]!.staleReason, reason);
       assert.equal(res(l, "a")!.free, stale ? 0 : 6);
       assert.equal(l.totals["nvidia.com/gpu"]!.unavailable, stale ? 8 : 0);
+    });
+  }
+  // A node's Ready condition as its kubelet writes it (status.conditions[type=Ready].lastHeartbeatTime).
+  const withHeartbeat = (n: KubeObject, beat: Date | undefined): KubeObject => {
+    const copy = structuredClone(n) as any;
+    copy.status.conditions = [{ type: "Ready", status: "True", ...(beat ? { lastHeartbeatTime: beat.toISOString() } : {}) }];
+    return copy;
+  };
+  const heartbeatCases: Array<[string, Date | undefined, KubeObject[], boolean, string | undefined]> = [
+    ["no Lease, Ready heartbeat 10 s ago → fresh (free GPUs count)", at(-10), [], false, undefined],
+    ["no Lease, Ready heartbeat exactly 40 s ago → fresh", at(-40), [], false, undefined],
+    ["no Lease, Ready heartbeat 41 s ago → stale", at(-41), [], true, "no Lease in kube-node-lease; Ready heartbeat 41s ago (grace 40s)"],
+    ["no Lease, a Ready condition without a heartbeat → stale", undefined, [], true, "no Lease in kube-node-lease and no Ready heartbeat"],
+    ["a Lease renewed 41 s ago decides, whatever the heartbeat says", at(-1), [nodeLease("a", at(-41))], true, "Lease last renewed 41s ago (grace 40s)"],
+    ["a Lease renewed 5 s ago decides, an old heartbeat notwithstanding", at(-3600), [nodeLease("a", at(-5))], false, undefined],
+  ];
+  for (const [name, beat, leases, stale, reason] of heartbeatCases) {
+    it(name, () => {
+      const l = ledger({ nodes: [withHeartbeat(node("a", { "nvidia.com/gpu": "8" }), beat)], nodeLeases: leases, pods: [gpuPod("p", { node: "a", gpus: { "nvidia.com/gpu": 2 } })] });
+      assert.equal(l.nodes[0]!.stale, stale);
+      assert.equal(l.nodes[0]!.staleReason, reason);
+      assert.equal(res(l, "a")!.free, stale ? 0 : 6);
     });
   }
   it("the grace period comes from the policy", () => {
@@ -241,6 +263,22 @@ describe("ledger shards", () => {
     mutate(m);
     return m;
   };
+  /** Rewrites one stored text (parsed, changed by `edit`, or replaced by what it returns), its checksum, and the index's record of it. */
+  const reshape = (name: string, edit: (x: any) => unknown) =>
+    tamper((m) => {
+      const cm = m.get(name)!;
+      const parsed = JSON.parse(cm.text!);
+      const out = edit(parsed);
+      cm.text = typeof out === "string" ? out : JSON.stringify(out === undefined ? parsed : out);
+      cm.sha256 = sha256(cm.text);
+      if (name !== LEDGER_INDEX_NAME) {
+        const idx = m.get(LEDGER_INDEX_NAME)!;
+        const index = JSON.parse(idx.text!);
+        index.shards.find((x: { name: string }) => x.name === name).sha256 = cm.sha256;
+        idx.text = JSON.stringify(index);
+        idx.sha256 = sha256(idx.text);
+      }
+    });
   const corruption: Array<[string, Map<string, StoredConfigMap>, string[], RegExp]> = [
     ["a shard edited by hand (checksum mismatch)", tamper((m) => void (m.get(shardName(0))!.text = m.get(shardName(0))!.text!.replace('"allocated":1', '"allocated":7'))), [shardName(0)], /quartermaster-ledger-0 is checksum mismatch: rebuilt/],
     ["a shard missing", tamper((m) => void m.delete(shardName(0))), [shardName(0)], /quartermaster-ledger-0 is missing/],
@@ -255,6 +293,16 @@ describe("ledger shards", () => {
       /not the shard the index recorded/,
     ],
     ["the index edited by hand", tamper((m) => void (m.get(LEDGER_INDEX_NAME)!.text += " ")), [LEDGER_INDEX_NAME], /index quartermaster-ledger is corrupt/],
+    // Checksums right (shard and index agree), shape wrong: treated exactly like corruption.
+    ["a well-checksummed shard whose nodes is not an array", reshape(shardName(0), (x) => void (x.nodes = "nodes")), [shardName(0)], /quartermaster-ledger-0 is of the wrong shape \(nodes: must be array\): rebuilt/],
+    ["a well-checksummed shard whose node has no pods", reshape(shardName(0), (x) => void delete x.nodes[0].pods), [shardName(0)], /quartermaster-ledger-0 is of the wrong shape/],
+    ["a well-checksummed shard whose node's allocatable is a string", reshape(shardName(0), (x) => void (x.nodes[0].resources["nvidia.com/gpu"].allocatable = "8")), [shardName(0)], /wrong shape \(nodes\[0\]\.resources\[nvidia\.com\/gpu\]\.allocatable: must be number\)/],
+    ["a well-checksummed shard of another version", reshape(shardName(0), (x) => void (x.version = 2)), [shardName(0)], /wrong shape/],
+    ["a well-checksummed shard that is not JSON", reshape(shardName(0), () => "{not json"), [shardName(0)], /quartermaster-ledger-0 is of the wrong shape \(not JSON\)/],
+    ["a well-checksummed shard that is an array", reshape(shardName(0), () => []), [shardName(0)], /wrong shape/],
+    ["a well-checksummed index whose totals is a string", reshape(LEDGER_INDEX_NAME, (x) => void (x.totals = "12")), [LEDGER_INDEX_NAME], /index quartermaster-ledger is corrupt \(wrong shape: totals: must be object\)/],
+    ["a well-checksummed index naming a ConfigMap that is not a ledger shard", reshape(LEDGER_INDEX_NAME, (x) => void (x.shards[0].name = "kube-root-ca.crt")), [LEDGER_INDEX_NAME], /wrong shape: shards\[0\]\.name: must match pattern/],
+    ["a well-checksummed index that is null", reshape(LEDGER_INDEX_NAME, () => null), [LEDGER_INDEX_NAME], /wrong shape/],
   ];
   for (const [name, stored, corrupt, problem] of corruption) {
     it(`${name} → reported corrupt, and the next write rebuilds it`, () => {
@@ -279,6 +327,15 @@ describe("ledger shards", () => {
     const writes = planLedgerWrites(shardLedger(later, 524288), stored);
     assert.deepEqual(writes.map((w) => `${w.verb} ${w.name}`), [`replace ${LEDGER_INDEX_NAME}`]);
     assert.equal((writes[0] as { resourceVersion?: string }).resourceVersion, stored.get(LEDGER_INDEX_NAME)!.resourceVersion);
+  });
+
+  it("the ledger deletes only its own names: other ConfigMaps carrying its label are left alone", () => {
+    const stored = storedOf(small);
+    for (const name of ["quartermaster-ledger-7", "quartermaster-ledger-4095", "quartermaster-ledger-4096", "quartermaster-ledger-07", "quartermaster-ledger-x", "quartermaster-ledger-1-backup", "team-notes"]) {
+      stored.set(name, { name, uid: `uid-${name}`, resourceVersion: "1", text: "{}", sha256: sha256("{}") });
+    }
+    const deletes = planLedgerWrites(shardLedger(small, 524288), stored).filter((w) => w.verb === "delete").map((w) => w.name);
+    assert.deepEqual(deletes, ["quartermaster-ledger-4095", "quartermaster-ledger-7"]);
   });
 
   it("fewer shards than before → the surplus is deleted after the index, by uid", () => {
@@ -326,6 +383,8 @@ describe("the validating webhook's capacity from the ledger index (capacityOfInd
     ["a good index → allocatable over all nodes, stale ones included", { "index.json": index.text, sha256: index.sha256 }, { "nvidia.com/gpu": 12, "amd.com/gpu": 2, "nvidia.com/mig-1g.5gb": undefined }],
     ["an index edited by hand → no capacity (the check is skipped with a warning)", { "index.json": index.text.replace('"allocatable":12', '"allocatable":99'), sha256: index.sha256 }, undefined],
     ["no checksum → no capacity", { "index.json": index.text }, undefined],
+    ["a well-checksummed index of the wrong shape → no capacity", { "index.json": '{"totals":3}', sha256: sha256('{"totals":3}') }, undefined],
+    ["a well-checksummed index that is not JSON → no capacity (no throw)", { "index.json": "{", sha256: sha256("{") }, undefined],
     ["no ConfigMap → no capacity", undefined, undefined],
   ];
   for (const [name, data, want] of cases) {

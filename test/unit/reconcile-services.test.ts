@@ -4,7 +4,7 @@ import type { KubeObject } from "../../src/admission/types.js";
 import { defaultPolicy, checkPolicy } from "../../src/policy/load.js";
 import { planPass } from "../../src/reconcile/plan.js";
 import { planReplicaServices, serviceKeys } from "../../src/reconcile/services.js";
-import { snapshotOf } from "../fixtures/cluster.js";
+import { SCOPE, snapshotOf } from "../fixtures/cluster.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 import { deepFreeze } from "../fixtures/reviews.js";
 
@@ -65,7 +65,7 @@ describe("planPass services", () => {
   const snapshot = (pods: KubeObject[]) => snapshotOf({ jobs: [{ kind, job: tf() }], pods });
   it("only pods the job controls get Services; the policy switch turns them off", () => {
     const pods = [pod("mnist-worker-0", "worker"), pod("mnist-worker-1", "worker", {}, "uid-someone-else")];
-    assert.deepEqual(planPass(snapshot(pods), new Date(), defaultPolicy()).creates.map((c) => c.name), ["mnist-worker-0"]);
-    assert.deepEqual(planPass(snapshot(pods), new Date(), checkPolicy({ reconciler: { perReplicaServices: false } }, "t")).creates, []);
+    assert.deepEqual(planPass(snapshot(pods), new Date(), defaultPolicy(), SCOPE).creates.map((c) => c.name), ["mnist-worker-0"]);
+    assert.deepEqual(planPass(snapshot(pods), new Date(), checkPolicy({ reconciler: { perReplicaServices: false } }, "t"), SCOPE).creates, []);
   });
 });

@@ -198,7 +198,8 @@ export async function createNamespace(cp: ControlPlane, name: string, labels: Re
 
 /**
  * A control plane (with the garbage collector) ready for the reconciler: the Kubeflow CRDs established,
- * Quartermaster's own manifests applied, the reconciler's ServiceAccount, and `namespace` created.
+ * Quartermaster's own manifests applied, the reconciler's ServiceAccount, and `namespace` created, opted in
+ * (`quartermaster.dev/enabled: "true"`: the reconciler acts only in namespaces that did).
  */
 export async function reconcilerCluster(namespace: string): Promise<{ cp: ControlPlane; sa: Awaited<ReturnType<ControlPlane["serviceAccount"]>> }> {
   const { startControlPlane } = await import("./controlplane.js");
@@ -206,6 +207,6 @@ export async function reconcilerCluster(namespace: string): Promise<{ cp: Contro
   await installKubeflowCrds(cp);
   await applyOwnManifests(cp);
   const sa = await cp.serviceAccount("quartermaster", "quartermaster-reconciler");
-  await createNamespace(cp, namespace);
+  await createNamespace(cp, namespace, { "quartermaster.dev/enabled": "true" });
   return { cp, sa };
 }
