@@ -27,7 +27,7 @@ export const KEEP_ALIVE_TIMEOUT_MS = 95_000;
  * writes a request's headers at once; 20 s only ever cuts a client that trickles them (or opens a
  * connection and sends nothing), each of which would otherwise hold a connection slot and its TLS buffers.
  * Node 20 times a request from its first byte, so this may be shorter than the keep-alive timeout: an idle
- * keep-alive connection is not cut by it (test/integration/bounds.test.ts checks).
+ * keep-alive connection is not cut by it (checked with node 20: only a request under way is timed).
  */
 export const HEADERS_TIMEOUT_MS = 20_000;
 /**
