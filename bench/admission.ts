@@ -125,6 +125,12 @@ function peakRssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
+/** Resident memory of a process now (MiB). */
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
 async function load(port: number, seconds: number): Promise<autocannon.Result> {
   return autocannon({
     url: `https://127.0.0.1:${port}${values.path}`,
@@ -188,6 +194,7 @@ const qmArgs = (port: number): string[] => [
   "--port", String(port),
   "--tls-cert", certFile,
   "--tls-key", keyFile,
+  "--metrics-port", "0",
   "--log-level", values["log-level"],
   "--kubeconfig", join(dir, "kubeconfig"),
   ...(values.policy ? ["--policy", values.policy] : []),
@@ -212,6 +219,8 @@ const rows: Row[][] = servers.map(() => []);
 for (let round = 0; round < rounds; round++) {
   for (const [i, [name, server]] of servers.entries()) rows[i]!.push(await measureOnce(name, server));
 }
+const qmRssNow = rssMiB(qm.child.pid!);
+const qmRssPeak = peakRssMiB(qm.child.pid!);
 for (const [, server] of servers) await stop(server);
 const [floorRows, qmRows, sameRows] = rows as [Row[], Row[], Row[]];
 const ratios = qmRows.map((q, i) => q.rps / floorRows[i]!.rps);
@@ -231,5 +240,6 @@ console.log(`rounds: ${ratios.map((x) => x.toFixed(3)).join(", ")}; quartermaste
 const sameRatio = median(qmRows.map((q, i) => q.rps / sameRows[i]!.rps));
 console.log(`ratio quartermaster/floor with the same answer: ${sameRatio.toFixed(3)}; that floor/plain floor: ${median(sameRows.map((s2, i) => s2.rps / floorRows[i]!.rps)).toFixed(3)} (the answer's size alone)`);
 console.log(`job reads by the webhook during the run: ${jobApi.reads} (cached; one per TTL)`);
-console.log(JSON.stringify({ bench: "admission", rounds, floor: floorRows, floorSameAnswer: sameRows, quartermaster: qmRows, ratios, ratio, jobReads: jobApi.reads }));
+console.log(`quartermaster RSS: peak ${qmRssPeak.toFixed(1)} MiB under load, ${qmRssNow.toFixed(1)} MiB after it (target: peak <= 120 MiB)${values["node-flags"] ? `; node flags ${values["node-flags"]}` : ""}`);
+console.log(JSON.stringify({ bench: "admission", rounds, floor: floorRows, floorSameAnswer: sameRows, quartermaster: qmRows, ratios, ratio, jobReads: jobApi.reads, rssPeakMiB: qmRssPeak, rssAfterMiB: qmRssNow }));
 jobApi.close();
