@@ -106,6 +106,7 @@ const REASONS: Record<number, string> = {
   408: "Timeout",
   413: "RequestEntityTooLarge",
   415: "UnsupportedMediaType",
+  417: "ExpectationFailed",
   431: "RequestHeaderFieldsTooLarge",
   500: "InternalError",
   503: "ServiceUnavailable",
@@ -164,6 +165,11 @@ export function answerClientError(err: NodeJS.ErrnoException & { bytesParsed?: n
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
   );
+}
+
+/** The answer to an `Expect` other than `100-continue` (Node's own is a 417 without a body). */
+export function answerExpectation(req: IncomingMessage, res: ServerResponse): void {
+  sendError(res, new HttpError(417, `Expect ${JSON.stringify(req.headers.expect ?? "")} is not supported; only 100-continue is`), true);
 }
 
 /** A Content-Encoding the body may carry: none, or `identity`. */

@@ -11,7 +11,7 @@ import type { AddressInfo } from "node:net";
 import { DEFAULT_CIPHERS } from "node:tls";
 import type { Logger } from "pino";
 import type { Webhook } from "../admission/handler.js";
-import { answerClientError, createBodyBudget, createMetricsListener, createRequestListener, MAX_INFLIGHT_BODY_BYTES, type AppOptions, type RequestListener } from "./app.js";
+import { answerClientError, answerExpectation, createBodyBudget, createMetricsListener, createRequestListener, MAX_INFLIGHT_BODY_BYTES, type AppOptions, type RequestListener } from "./app.js";
 import type { AdmissionMetrics } from "./metrics.js";
 import { KeyPairRefused, readKeyPair, watchKeyPair } from "./tls.js";
 
@@ -118,10 +118,15 @@ function bound(server: Server | PlainServer, listener: RequestListener, maxConne
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.maxConnections = maxConnections;
   server.on("checkContinue", listener.checkContinue);
+  server.on("checkExpectation", answerExpectation);
   server.on("clientError", answerClientError);
 }
 
-const SERVER_OPTIONS = { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: CONNECTIONS_CHECK_MS, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS };
+/**
+ * `requireHostHeader: false`: Node would answer an HTTP/1.1 request without Host with a bare 400 (no
+ * Status body); nothing here reads Host, so such a request is served like any other.
+ */
+const SERVER_OPTIONS = { requireHostHeader: false, requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: CONNECTIONS_CHECK_MS, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS };
 
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const { log, metrics } = opts;

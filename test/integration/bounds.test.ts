@@ -129,6 +129,21 @@ describe("HTTP bounds on the webhook port", () => {
     });
   }
 
+  const rawCases: Array<{ name: string; request: string; status: number; message?: RegExp }> = [
+    { name: "Expect other than 100-continue", request: "GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n", status: 417, message: /Expect "200-ok" is not supported/ },
+    { name: "no Host header (HTTP/1.1)", request: "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n", status: 404, message: /no route for GET \/nope/ },
+  ];
+  for (const c of rawCases) {
+    it(`${c.name} → ${c.status} with a Status body`, async () => {
+      const conn = await raw(t.port, ca);
+      conn.socket.write(c.request);
+      await conn.closed;
+      const { code, body } = statusOf(conn.received());
+      assert.equal(code, c.status, conn.received());
+      assertStatus(body, c.status, c.message!);
+    });
+  }
+
   it("Expect: 100-continue, a good request → 100 Continue, then the body, then 200", async () => {
     const conn = await raw(t.port, ca);
     conn.socket.write(`POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(reviewText)}\r\nExpect: 100-continue\r\n\r\n`);
