@@ -12,7 +12,8 @@ import { call, capturingLogger, plain, postJson, startTestServer, type TestServe
 import { fakeJobReader } from "../fixtures/jobs.js";
 import { plainPod, pod, review } from "../fixtures/reviews.js";
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+// Unref'd: the 60 s "never finishes" webhook below must not hold the test process for a minute after it.
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
 
 function throwing(): Record<string, Webhook> {
   const boom = (): never => {
