@@ -76,6 +76,8 @@ export interface WebhookProcessOptions {
   policy?: string;
   /** `--log-level` (default info: one line per admission, which `lines` keeps). */
   logLevel?: string;
+  /** More `serve` flags, e.g. `["--client-ca", file]`. */
+  args?: string[];
 }
 
 export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<WebhookProcess> {
@@ -96,6 +98,7 @@ export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<
         ...(opts.kubeconfig ? ["--kubeconfig", opts.kubeconfig] : []),
         ...(opts.policy ? ["--policy", opts.policy] : []),
         ...(opts.logLevel ? ["--log-level", opts.logLevel] : []),
+        ...(opts.args ?? []),
       ],
       { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
     );
