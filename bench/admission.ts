@@ -138,6 +138,12 @@ function peakRssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
+/** Resident memory of a process now (MiB). */
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
 async function load(port: number, seconds: number, path = values.path): Promise<autocannon.Result> {
   return autocannon({
     url: `https://127.0.0.1:${port}${path}`,
@@ -201,6 +207,7 @@ const qmArgs = (port: number): string[] => [
   "--port", String(port),
   "--tls-cert", certFile,
   "--tls-key", keyFile,
+  "--metrics-port", "0",
   "--log-level", values["log-level"],
   "--kubeconfig", join(dir, "kubeconfig"),
   ...(values.policy ? ["--policy", values.policy] : []),
@@ -227,6 +234,8 @@ const rows: Row[][] = servers.map(() => []);
 for (let round = 0; round < rounds; round++) {
   for (const [i, [name, server, path]] of servers.entries()) rows[i]!.push(await measureOnce(name, server, path));
 }
+const qmRssNow = rssMiB(qm.child.pid!);
+const qmRssPeak = peakRssMiB(qm.child.pid!);
 for (const server of new Set(servers.map(([, s]) => s))) await stop(server);
 const [floorRows, qmRows, sameRows, compareRows] = rows as [Row[], Row[], Row[], Row[] | undefined];
 const ratios = qmRows.map((q, i) => q.rps / floorRows[i]!.rps);
@@ -256,5 +265,6 @@ if (compareRows) {
   console.log(`ratio ${values.path}/${comparePath} server CPU µs per request: ${cpu.toFixed(3)} (median of ${rounds} rounds; lower is cheaper)`);
 }
 console.log(`job reads by the webhook during the run: ${jobApi.reads} (cached; one per TTL)`);
-console.log(JSON.stringify({ bench: "admission", path: values.path, rounds, floor: floorRows, floorSameAnswer: sameRows, quartermaster: qmRows, ...(compareRows ? { compare: { path: comparePath, rows: compareRows, ratio: compareRatio } } : {}), ratios, ratio, jobReads: jobApi.reads }));
+console.log(`quartermaster RSS: peak ${qmRssPeak.toFixed(1)} MiB under load, ${qmRssNow.toFixed(1)} MiB after it (target: peak <= 120 MiB)${values["node-flags"] ? `; node flags ${values["node-flags"]}` : ""}`);
+console.log(JSON.stringify({ bench: "admission", path: values.path, rounds, floor: floorRows, floorSameAnswer: sameRows, quartermaster: qmRows, ...(compareRows ? { compare: { path: comparePath, rows: compareRows, ratio: compareRatio } } : {}), ratios, ratio, jobReads: jobApi.reads, rssPeakMiB: qmRssPeak, rssAfterMiB: qmRssNow }));
 jobApi.close();

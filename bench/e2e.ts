@@ -18,6 +18,7 @@
  * the same etcd size. A warm-up of --warmup pods precedes each measured run and is not counted.
  */
 import { readdirSync, readFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { Agent, request } from "node:https";
 import { parseArgs } from "node:util";
 import { startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
@@ -151,7 +152,7 @@ interface ServerSide {
 
 function fetchMetrics(wh: WebhookProcess): Promise<Map<string, ServerSide>> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port: wh.port, path: "/metrics", method: "GET", ca: wh.caPem, agent: false }, (res) => {
+    const req = httpRequest({ host: "127.0.0.1", port: wh.metricsPort(), path: "/metrics", method: "GET", agent: false }, (res) => {
       let text = "";
       res.on("data", (c: Buffer) => (text += c.toString()));
       res.on("end", () => {

@@ -62,17 +62,20 @@ const fingerprintOf = (pem: string): string => new X509Certificate(pem).fingerpr
 // The stand-in apiserver serving the pods' PyTorchJob (real, cached job lookups), counting reads.
 const jobApi = await startJobApi(join(dir, "kubeconfig"));
 
-const port = await new Promise<number>((res) => {
-  const s = createServer().listen(0, "127.0.0.1", () => {
-    const p = (s.address() as { port: number }).port;
-    s.close(() => res(p));
+const freePort = (): Promise<number> =>
+  new Promise<number>((res) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
   });
-});
+const port = await freePort();
+const metricsPort = await freePort();
 const devNull = openSync("/dev/null", "w");
 const stderrLog = join(dir, "server.stderr");
 const server: ChildProcess = spawn(
   process.execPath,
-  [join(ROOT, "bin/quartermaster.js"), "serve", "--host", "127.0.0.1", "--port", String(port), "--tls-cert", certFile, "--tls-key", keyFile, "--kubeconfig", join(dir, "kubeconfig"), "--log-level", "info"],
+  [join(ROOT, "bin/quartermaster.js"), "serve", "--host", "127.0.0.1", "--port", String(port), "--metrics-port", String(metricsPort), "--tls-cert", certFile, "--tls-key", keyFile, "--kubeconfig", join(dir, "kubeconfig"), "--log-level", "info"],
   { cwd: ROOT, stdio: ["ignore", devNull, openSync(stderrLog, "w")] },
 );
 
@@ -104,8 +107,9 @@ function rssMiB(): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
+/** A metric's value summed over its series, from the metrics port (plain HTTP). */
 async function metric(name: string): Promise<number> {
-  const r = await probe("GET", "/metrics");
+  const r = { text: await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text() };
   return [...r.text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "gm"))].reduce((a, m) => a + Number(m[1]), 0);
 }
 

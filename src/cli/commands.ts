@@ -17,11 +17,14 @@ export const USAGE = `Usage: quartermaster <command> [options]
 
 Commands:
   serve       (--tls-cert F --tls-key F | --plain-http) [--port 8443] [--host 0.0.0.0] [--policy F] [--kubeconfig F]
+              [--metrics-port 9090] [--client-ca F] [--max-connections 1000] [--max-inflight-body-mib 32]
               [--log-level info] [--drain-timeout-ms 10000] [--shutdown-delay-ms 0]
               [--ledger-refresh-seconds 60] [--namespace N]
               Serve the admission webhooks over HTTPS (--plain-http: over HTTP, only behind a platform
-              that terminates TLS itself, e.g. Knative). The job capacity check reads the device
-              ledger's totals from N every --ledger-refresh-seconds (0: off).
+              that terminates TLS itself, e.g. Knative); /metrics, /healthz and /readyz over HTTP on
+              --metrics-port (0: any free port). --client-ca: require client certificates signed by F
+              (the apiserver's). The job capacity check reads the device ledger's totals from N every
+              --ledger-refresh-seconds (0: off).
   dev         [--port 8443] [--policy F]
               Serve on https://127.0.0.1:8443 with development certificates (created in certs/dev on first use).
   policy check F
@@ -257,6 +260,10 @@ interface ServeFlags {
   keyFile: string;
   /** Plain HTTP behind a platform that terminates TLS (Knative); no key pair. */
   plainHttp: boolean;
+  metricsPort: number;
+  clientCaFile?: string;
+  maxConnections: number;
+  maxInflightBodyBytes: number;
   policyFile?: string;
   kubeconfig?: string;
   level: LevelWithSilent;
@@ -273,6 +280,10 @@ const SERVE_FLAGS: Flags = {
   "tls-cert": { type: "string" },
   "tls-key": { type: "string" },
   "plain-http": { type: "boolean" },
+  "metrics-port": { type: "string" },
+  "client-ca": { type: "string" },
+  "max-connections": { type: "string" },
+  "max-inflight-body-mib": { type: "string" },
   policy: { type: "string" },
   kubeconfig: { type: "string" },
   "log-level": { type: "string" },
@@ -311,13 +322,17 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     certFile: resolve(io.cwd, flags.certFile),
     keyFile: resolve(io.cwd, flags.keyFile),
     plainHttp: flags.plainHttp,
+    metricsPort: flags.metricsPort,
+    clientCaFile: flags.clientCaFile && resolve(io.cwd, flags.clientCaFile),
+    maxConnections: flags.maxConnections,
+    maxInflightBodyBytes: flags.maxInflightBodyBytes,
     webhooks,
     metrics,
     log,
     drainTimeoutMs: flags.drainTimeoutMs,
     shutdownDelayMs: flags.shutdownDelayMs,
   });
-  io.stdout(`quartermaster: serving ${server.url} (${Object.keys(webhooks).map((p) => p.slice(1)).join(", ")})`);
+  io.stdout(`quartermaster: serving ${server.url} (${Object.keys(webhooks).map((p) => p.slice(1)).join(", ")}); metrics http://${flags.host.includes(":") ? `[${flags.host}]` : flags.host}:${server.metricsPort}/metrics`);
   // Load the Kubernetes client now, off the start-up path, so the first job lookup does not pay for it.
   void jobs.warm().then(() => log.debug("kubernetes client loaded"));
   void capacity?.refresh();
@@ -339,10 +354,18 @@ function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlag
   const plainHttp = values["plain-http"] === true;
   if (plainHttp && (values["tls-cert"] || values["tls-key"])) throw new UsageError("serve: --plain-http takes no --tls-cert or --tls-key");
   if (!plainHttp && (!certFile || !keyFile)) throw new UsageError("serve: --tls-cert and --tls-key are required (or --plain-http behind a TLS-terminating platform)");
+  if (plainHttp && values["client-ca"]) throw new UsageError("serve: --client-ca needs TLS (it takes no --plain-http)");
+  const port = intFlag(values, "port", 8443, 0, 65535);
+  const metricsPort = intFlag(values, "metrics-port", 9090, 0, 65535);
+  if (port !== 0 && port === metricsPort) throw new UsageError(`serve: --port and --metrics-port must differ (both ${port})`);
   return {
     plainHttp,
     host: (values.host as string | undefined) ?? defaults.host ?? "0.0.0.0",
-    port: intFlag(values, "port", 8443, 0, 65535),
+    port,
+    metricsPort,
+    clientCaFile: values["client-ca"] as string | undefined,
+    maxConnections: intFlag(values, "max-connections", 1000, 1, 1_000_000),
+    maxInflightBodyBytes: intFlag(values, "max-inflight-body-mib", 32, 8, 4096) * 1024 * 1024,
     certFile: certFile ?? "",
     keyFile: keyFile ?? "",
     policyFile: values.policy as string | undefined,

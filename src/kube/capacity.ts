@@ -11,6 +11,7 @@ import { errorMessage } from "../errors.js";
 import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, readIndex } from "../reconcile/ledger-shards.js";
 import type { ClusterCapacity } from "../validate/job.js";
 import { kubeClient, statusOf } from "./client.js";
+import { restClient } from "./rest.js";
 
 export interface CapacitySource {
   /** The capacity as last read, or undefined while there is none. */
@@ -36,7 +37,16 @@ export function capacityOfIndex(data: Record<string, string> | undefined): Clust
 export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; intervalMs: number; log: Logger }): LedgerCapacity {
   let capacity: ClusterCapacity | undefined;
   let read: ((name: string) => Promise<Record<string, string> | undefined>) | undefined;
-  const connect = async () => {
+  const connect = async (): Promise<(name: string) => Promise<Record<string, string> | undefined>> => {
+    // A plain GET keeps client-node out of the webhook process (see rest.ts); client-node only for a
+    // kubeconfig rest.ts does not cover.
+    const rest = await restClient(opts.kubeconfig);
+    if (rest) {
+      return async (name: string) => {
+        const cm = (await rest.get(`/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/configmaps/${encodeURIComponent(name)}`)) as { data?: Record<string, string> } | undefined;
+        return cm === undefined ? undefined : (cm.data ?? {});
+      };
+    }
     const { k8s, kc } = await kubeClient(opts.kubeconfig);
     const core = kc.makeApiClient(k8s.CoreV1Api);
     return async (name: string) => {

@@ -1,8 +1,9 @@
 /**
  * @module
- * Reading training jobs from the apiserver for the admission path, through @kubernetes/client-node's
- * CustomObjectsApi. The client is imported on first use (it takes over a second to load), and
- * `warm()` lets the server load it right after it starts listening. Answers are cached for a short TTL
+ * Reading training jobs from the apiserver for the admission path: a plain GET (`rest.ts`, which keeps
+ * @kubernetes/client-node and its ~70 MiB out of the webhook process), or client-node's CustomObjectsApi
+ * for a kubeconfig only client-node handles. The client is set up on first use, and `warm()` lets the
+ * server do that right after it starts listening. Answers are cached for a short TTL
  * and concurrent reads of the same job share one request (as LimitRanger's live lookups do), so a
  * job's replicas created together cost one GET.
  */
@@ -10,6 +11,7 @@ import type { KubeObject } from "../admission/types.js";
 import type { JobKind } from "../policy/types.js";
 import type { JobReader } from "../topology/types.js";
 import { kubeClient, statusOf } from "./client.js";
+import { restClient } from "./rest.js";
 
 export interface JobReaderOptions {
   /** Path of a kubeconfig; default: in-cluster service account, else $KUBECONFIG / ~/.kube/config. */
@@ -34,7 +36,19 @@ interface Entry {
 
 type GetObject = (kind: JobKind, namespace: string, name: string) => Promise<KubeObject | undefined>;
 
+/** The job's API path (names and namespaces are DNS labels, so nothing to escape; encoded all the same). */
+export function jobPath(kind: JobKind, namespace: string, name: string): string {
+  return `/apis/${kind.group}/${kind.version}/namespaces/${encodeURIComponent(namespace)}/${kind.plural}/${encodeURIComponent(name)}`;
+}
+
 async function connect(kubeconfig: string | undefined): Promise<GetObject> {
+  const rest = await restClient(kubeconfig);
+  if (rest) return async (kind, namespace, name) => (await rest.get(jobPath(kind, namespace, name))) as KubeObject | undefined;
+  return connectClientNode(kubeconfig);
+}
+
+/** The same read through client-node, for a kubeconfig `rest.ts` does not cover (an exec plugin, say). */
+async function connectClientNode(kubeconfig: string | undefined): Promise<GetObject> {
   const { k8s, kc } = await kubeClient(kubeconfig);
   const api = kc.makeApiClient(k8s.CustomObjectsApi);
   return async (kind, namespace, name) => {
@@ -47,7 +61,7 @@ async function connect(kubeconfig: string | undefined): Promise<GetObject> {
   };
 }
 
-/** A cached, single-flight job reader over `getObject` (the client-node one unless a test passes its own). */
+/** A cached, single-flight job reader over `getObject` (the apiserver's unless a test passes its own). */
 export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobReaderOptions): WarmJobReader {
   const now = opts.now ?? Date.now;
   const max = opts.maxEntries ?? 10_000;

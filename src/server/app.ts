@@ -1,15 +1,20 @@
 /**
  * @module
- * The request listener: admission handling (body, review, answer, log line, metrics), health and
- * readiness, and HTTP error mapping; every other route is in the express application of `routes.ts`.
- * No listening here (`serve.ts` does that), so tests can mount it on any server.
+ * The request listeners: the webhook port's (admission handling: checks, body, review, answer, log line,
+ * metrics; health and readiness; 404 and 405) and the metrics port's (`/metrics`, health, readiness), and
+ * HTTP error mapping. No listening here (`serve.ts` does that), so tests can mount them on any server.
  *
- * The request body is read by hand instead of `express.json()`: the checks must happen in a fixed order
- * with fixed answers (415 before any byte is read, 413 as soon as the limit is passed, 400 naming the JSON
- * error), the body must be one UTF-8 JSON document with no charset conversion, and body-parser's
- * per-request type negotiation and decoding cost a measurable share of the admission hot path.
+ * Routing is by exact path and the body is read by hand, without express or body-parser: the checks must
+ * happen in a fixed order with fixed answers, all before a byte of the body is read or `100 Continue` is
+ * sent (404 for any path but the exact webhook paths, 405, 415 for the media type or a Content-Encoding,
+ * 413 for a declared length over the limit, 503 when the in-flight body budget is spent), then 413 as soon
+ * as a chunked body passes the limit and 400 naming the JSON error; the body must be one UTF-8 JSON
+ * document with no charset conversion or decoding. Express would add its own answers (case-insensitive
+ * and trailing-slash routes, HTML error pages), ~16 MiB of resident memory once loaded (measured with
+ * node 20), and per-request prototype setup on the admission hot path (bench/admission).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import type { Webhook, WebhookResult } from "../admission/handler.js";
 import { reviewJson } from "../admission/review.js";
@@ -23,6 +28,44 @@ import { createTurn, type Turn } from "./turn.js";
  */
 export const MAX_BODY_BYTES = 7 * 1024 * 1024;
 
+/**
+ * Default cap on the body bytes of all requests being read or answered at once. A body is counted from
+ * the moment its checks pass until its answer is written; a request that would pass the cap gets 503 with
+ * Retry-After before any of its body is read. 32 MiB is four bodies of the 7 MiB limit, or some 3,000
+ * ordinary pod reviews (~10 KB) at once; it bounds what bodies can hold in memory (20 uploads of just
+ * under 7 MiB held open took ~140 MB before) while the apiserver's real traffic never comes near it.
+ */
+export const MAX_INFLIGHT_BODY_BYTES = 32 * 1024 * 1024;
+
+/** Seconds a client is asked to wait (Retry-After) when the in-flight body budget is spent. */
+export const RETRY_AFTER_SECONDS = 1;
+
+/** The global budget of in-flight body bytes (one per server, shared by every webhook path). */
+export interface BodyBudget {
+  readonly limit: number;
+  /** Bytes counted now. */
+  used(): number;
+  /** Counts `bytes` if they fit under the limit; false (nothing counted) if not. */
+  reserve(bytes: number): boolean;
+  release(bytes: number): void;
+}
+
+export function createBodyBudget(limit = MAX_INFLIGHT_BODY_BYTES): BodyBudget {
+  let used = 0;
+  return {
+    limit,
+    used: () => used,
+    reserve(bytes) {
+      if (used + bytes > limit) return false;
+      used += bytes;
+      return true;
+    },
+    release(bytes) {
+      used -= bytes;
+    },
+  };
+}
+
 export interface AppOptions {
   /** Webhooks by path, e.g. `{"/mutate/pods": mutatePods}`. */
   webhooks: Readonly<Record<string, Webhook>>;
@@ -32,7 +75,11 @@ export interface AppOptions {
   ready(): boolean;
   /** True once shutdown began: responses then ask the client to close the connection. */
   draining(): boolean;
+  /** True while the served certificate has expired: readiness then fails (the apiserver refuses it anyway). */
+  certificateExpired?(): boolean;
   maxBodyBytes?: number;
+  /** The in-flight body budget; one of {@link MAX_INFLIGHT_BODY_BYTES} is made per listener when absent. */
+  bodyBudget?: BodyBudget;
   /** Clock for durations (seconds, monotonic). */
   now?: () => number;
   /** The turns requests are answered and written in; one is made per listener when absent. */
@@ -44,6 +91,8 @@ export class HttpError extends Error {
     readonly status: number,
     message: string,
     readonly causes: readonly string[] = [],
+    /** Extra response headers (Allow, Retry-After). */
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(message);
     this.name = "HttpError";
@@ -54,42 +103,78 @@ const REASONS: Record<number, string> = {
   400: "BadRequest",
   404: "NotFound",
   405: "MethodNotAllowed",
+  408: "Timeout",
   413: "RequestEntityTooLarge",
   415: "UnsupportedMediaType",
+  417: "ExpectationFailed",
+  431: "RequestHeaderFieldsTooLarge",
   500: "InternalError",
+  503: "ServiceUnavailable",
 };
-
-function sendJson(res: ServerResponse, status: number, body: unknown, close: boolean): void {
-  writeJson(res, status, JSON.stringify(body), close);
-}
 
 /**
  * Writes a JSON text. Handed to Node as a string, the body goes out in one write with the head,
  * encoded once on its way into the TLS socket, rather than copied into a Buffer first.
  */
-function writeJson(res: ServerResponse, status: number, text: string, close: boolean): void {
-  const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(text) };
+function writeJson(res: ServerResponse, status: number, text: string, close: boolean, extra?: Readonly<Record<string, string>>): void {
+  const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...extra };
   if (close) headers.connection = "close";
   res.writeHead(status, headers);
   res.end(text);
 }
 
-/** Error bodies are metav1.Status objects, the shape Kubernetes tools already print. */
+/** The metav1.Status text of an error: the shape Kubernetes tools already print. */
+export function statusText(err: HttpError): string {
+  return JSON.stringify({
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message: err.message,
+    reason: REASONS[err.status] ?? "Unknown",
+    ...(err.causes.length > 0 ? { details: { causes: err.causes.map((message) => ({ message })) } } : {}),
+    code: err.status,
+  });
+}
+
+/** Error bodies are metav1.Status objects. `close` asks the client to close the connection. */
 export function sendError(res: ServerResponse, err: HttpError, close: boolean): void {
-  sendJson(
-    res,
-    err.status,
-    {
-      kind: "Status",
-      apiVersion: "v1",
-      status: "Failure",
-      code: err.status,
-      reason: REASONS[err.status] ?? "Unknown",
-      message: err.message,
-      ...(err.causes.length > 0 ? { details: { causes: err.causes.map((message) => ({ message })) } } : {}),
-    },
-    close || err.status === 413,
+  writeJson(res, err.status, statusText(err), close || err.status === 413 || err.status === 503, err.headers);
+}
+
+/**
+ * The answer to a request Node's HTTP parser refused (malformed, headers too large, header or request
+ * timeout), written straight to the socket as Node's default would, but with a metav1.Status body instead
+ * of none. Mount it as the server's 'clientError' listener.
+ */
+export function answerClientError(err: NodeJS.ErrnoException & { bytesParsed?: number }, socket: Duplex): void {
+  if (!socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) {
+    // A response is already under way on this connection (or the socket is gone): nothing clean to add.
+    socket.destroy();
+    return;
+  }
+  const status = err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : err.code === "HPE_HEADER_OVERFLOW" ? 431 : 400;
+  const message =
+    status === 408
+      ? "request not received in time"
+      : status === 431
+        ? "request headers too large"
+        : `malformed HTTP request: ${err.code ?? "parse error"}${err.message ? ` (${err.message})` : ""}`;
+  const text = statusText(new HttpError(status, message));
+  const reason = status === 408 ? "Request Timeout" : status === 431 ? "Request Header Fields Too Large" : "Bad Request";
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
   );
+}
+
+/** The answer to an `Expect` other than `100-continue` (Node's own is a 417 without a body). */
+export function answerExpectation(req: IncomingMessage, res: ServerResponse): void {
+  sendError(res, new HttpError(417, `Expect ${JSON.stringify(req.headers.expect ?? "")} is not supported; only 100-continue is`), true);
+}
+
+/** A Content-Encoding the body may carry: none, or `identity`. */
+function isIdentityEncoding(value: string | undefined): boolean {
+  return value === undefined || value.trim() === "" || value.trim().toLowerCase() === "identity";
 }
 
 function isJsonContentType(value: string | undefined): boolean {
@@ -100,16 +185,51 @@ function isJsonContentType(value: string | undefined): boolean {
 }
 
 /**
- * Reads the whole body, enforcing the limit while reading, and calls `done` once: with the body, or
- * with the HttpError that refuses it. A callback rather than a promise: the body is complete in the
- * poll phase that read its last chunk, and is queued for answering right there (see `turn.ts`).
+ * The checks that answer a request before a byte of its body is read (and before `100 Continue`): media
+ * type, encoding, declared length, and the in-flight budget, which counts the declared length from here on.
+ * Returns the bytes reserved, or the HttpError refusing the request.
  */
-function readBody(req: IncomingMessage, limit: number, done: (err: HttpError | undefined, body?: Buffer) => void): void {
-  const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > limit) {
-    done(new HttpError(413, `request body of ${declared} bytes exceeds the limit of ${limit} bytes`));
-    return;
+function admitBody(req: IncomingMessage, limit: number, budget: BodyBudget): HttpError | number {
+  const type = req.headers["content-type"];
+  if (!isJsonContentType(type)) return new HttpError(415, `Content-Type must be application/json, got ${JSON.stringify(type ?? "")}`);
+  const encoding = req.headers["content-encoding"];
+  if (!isIdentityEncoding(encoding)) {
+    return new HttpError(415, `Content-Encoding ${JSON.stringify(encoding)} is not supported; send the body unencoded`);
   }
+  const declared = Number(req.headers["content-length"]);
+  const known = req.headers["content-length"] !== undefined && Number.isFinite(declared);
+  if (known && declared > limit) return new HttpError(413, `request body of ${declared} bytes exceeds the limit of ${limit} bytes`);
+  // A chunked body reserves as its chunks arrive, but is not started while the budget is spent.
+  const reserve = known ? declared : 0;
+  if (!budget.reserve(reserve) || (!known && budget.used() >= budget.limit)) return busy(budget);
+  return reserve;
+}
+
+function busy(budget: BodyBudget): HttpError {
+  return new HttpError(
+    503,
+    `too many request bodies in flight (limit ${budget.limit} bytes); retry after ${RETRY_AFTER_SECONDS} s`,
+    [],
+    { "retry-after": String(RETRY_AFTER_SECONDS) },
+  );
+}
+
+/**
+ * Reads the whole body, enforcing the limit and the budget while reading, and calls `done` once: with the
+ * body, or with the HttpError that refuses it. `reserved` bytes are already counted in the budget; they
+ * and any counted while reading are released when the response is done. A callback rather than a promise:
+ * the body is complete in the poll phase that read its last chunk, and is queued for answering right
+ * there (see `turn.ts`).
+ */
+function readBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  limit: number,
+  budget: BodyBudget,
+  reserved: number,
+  done: (err: HttpError | undefined, body?: Buffer) => void,
+): void {
+  res.once("close", () => budget.release(reserved));
   const chunks: Buffer[] = [];
   let size = 0;
   let settled = false;
@@ -121,8 +241,12 @@ function readBody(req: IncomingMessage, limit: number, done: (err: HttpError | u
   req.on("data", (chunk: Buffer) => {
     if (settled) return;
     size += chunk.length;
-    if (size > limit) settle(new HttpError(413, `request body exceeds the limit of ${limit} bytes`));
-    else chunks.push(chunk);
+    if (size > limit) return settle(new HttpError(413, `request body exceeds the limit of ${limit} bytes`));
+    if (size > reserved) {
+      if (!budget.reserve(size - reserved)) return settle(busy(budget));
+      reserved = size;
+    }
+    chunks.push(chunk);
   });
   req.on("end", () => {
     if (size === 0) settle(new HttpError(400, "request body is empty; expected an AdmissionReview"));
@@ -144,10 +268,14 @@ function parseJson(body: Buffer): unknown {
  * The body is read in the poll phase; it is answered and the answer written in the server's turn
  * (see `turn.ts`).
  */
-export function createAdmissionHandler(webhook: Webhook, opts: AppOptions): (req: IncomingMessage, res: ServerResponse) => void {
+export function createAdmissionHandler(
+  webhook: Webhook,
+  opts: AppOptions,
+): (req: IncomingMessage, res: ServerResponse, expectsContinue?: boolean) => void {
   const { log, metrics } = opts;
   const turn = opts.turn ?? createTurn(log);
   const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
+  const budget = opts.bodyBudget ?? createBodyBudget();
   const now = opts.now ?? ((): number => performance.now() / 1000);
 
   function refuse(res: ServerResponse, err: unknown, close: boolean): void {
@@ -198,14 +326,17 @@ export function createAdmissionHandler(webhook: Webhook, opts: AppOptions): (req
     }
   }
 
-  return (req, res) => {
+  return (req, res, expectsContinue = false) => {
     const started = now();
     const close = opts.draining();
-    if (!isJsonContentType(req.headers["content-type"])) {
-      refuse(res, new HttpError(415, `Content-Type must be application/json, got ${JSON.stringify(req.headers["content-type"] ?? "")}`), close);
+    const admitted = admitBody(req, limit, budget);
+    if (admitted instanceof HttpError) {
+      // The body is not read: the connection is closed after the answer rather than drained.
+      refuse(res, admitted, true);
       return;
     }
-    readBody(req, limit, (err, bytes) => {
+    if (expectsContinue) res.writeContinue();
+    readBody(req, res, limit, budget, admitted, (err, bytes) => {
       if (err) refuse(res, err, close);
       else turn.answer(() => answer(res, bytes!, started, close));
     });
@@ -254,48 +385,109 @@ export function sendText(res: ServerResponse, status: number, text: string, head
 }
 
 /** The readiness answer: 200 `ok`, or 503 saying why not. */
-export function readiness(opts: Pick<AppOptions, "ready" | "draining">): { status: number; text: string } {
-  return opts.ready() ? { status: 200, text: "ok" } : { status: 503, text: opts.draining() ? "draining" : "not ready" };
+export function readiness(opts: Pick<AppOptions, "ready" | "draining" | "certificateExpired">): { status: number; text: string } {
+  if (opts.draining()) return { status: 503, text: "draining" };
+  if (opts.certificateExpired?.()) return { status: 503, text: "serving certificate expired" };
+  return opts.ready() ? { status: 200, text: "ok" } : { status: 503, text: "not ready" };
+}
+
+export type Listener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** A request listener, and the one for the server's 'checkContinue' event (`Expect: 100-continue`). */
+export interface RequestListener extends Listener {
+  checkContinue: Listener;
+}
+
+/** The path of a request URL, without the query. */
+function pathOf(req: IncomingMessage): string {
+  const url = req.url ?? "/";
+  const q = url.indexOf("?");
+  return q < 0 ? url : url.slice(0, q);
 }
 
 /**
- * The server's request listener: webhook POSTs go straight to their handler and health and readiness
- * are answered here; everything else (metrics, 404 and 405 answers) goes through the express
- * application of `routes.ts`, loaded on the first such request. Why: the admission hot path is all that
- * runs at apiserver rate, and skipping express's router and its per-request request/response prototype
- * setup there measurably raises throughput (bench/admission); and loading express takes ~110 ms of
- * start-up on these machines, which readiness no longer waits for. The answers are the same as
- * through the express routes, which the tests exercise too.
+ * Answers `/healthz`, `/readyz` and the routes in `get` for GET and HEAD; 405 for other methods on
+ * those paths and the ones in `post`; 404 for every other path.
  */
-export function createRequestListener(opts: AppOptions): (req: IncomingMessage, res: ServerResponse) => void {
-  opts = { ...opts, turn: opts.turn ?? createTurn(opts.log) };
+function answerOthers(
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  opts: AppOptions,
+  get: ReadonlyMap<string, Listener>,
+  post: ReadonlySet<string>,
+): void {
+  const close = opts.draining();
+  if (req.method === "GET" || req.method === "HEAD") {
+    const head = req.method === "HEAD";
+    if (path === "/healthz") return sendText(res, 200, "ok", head);
+    if (path === "/readyz") {
+      const r = readiness(opts);
+      return sendText(res, r.status, r.text, head);
+    }
+    const route = get.get(path);
+    if (route) return route(req, res);
+  }
+  const allow = post.has(path) ? "POST" : path === "/healthz" || path === "/readyz" || get.has(path) ? "GET, HEAD" : undefined;
+  // No body of these requests is read: close the connection after the answer rather than drain it.
+  const unread = req.headers["content-length"] !== undefined || req.headers["transfer-encoding"] !== undefined;
+  const err = allow
+    ? new HttpError(405, `method ${req.method} is not allowed on ${path}; use ${allow}`, [], { allow })
+    : new HttpError(404, `no route for ${req.method} ${path}`);
+  opts.log.debug({ method: req.method, path, status: err.status }, "request refused");
+  sendError(res, err, close || unread);
+}
+
+/**
+ * The webhook port's request listener: webhook POSTs on their exact paths, `/healthz` and `/readyz`
+ * (GET, HEAD), 405 for other methods on those paths, 404 for everything else (`/MUTATE/pods`,
+ * `/mutate/pods/` and `/metrics` included). Its `checkContinue` runs the same checks before sending
+ * `100 Continue`, so a refused request never sends its body.
+ */
+export function createRequestListener(opts: AppOptions): RequestListener {
+  opts = { ...opts, turn: opts.turn ?? createTurn(opts.log), bodyBudget: opts.bodyBudget ?? createBodyBudget() };
   const direct = new Map(Object.entries(opts.webhooks).map(([path, webhook]) => [path, createAdmissionHandler(webhook, opts)]));
-  let app: Promise<(req: IncomingMessage, res: ServerResponse) => void> | undefined;
-  const routes = (): Promise<(req: IncomingMessage, res: ServerResponse) => void> =>
-    (app ??= import("./routes.js").then((m) => m.createApp(opts)));
-  return (req, res) => {
-    const url = req.url ?? "/";
-    const q = url.indexOf("?");
-    const path = q < 0 ? url : url.slice(0, q);
+  const posts = new Set(direct.keys());
+  const none = new Map<string, Listener>();
+  const handle = (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void => {
+    const path = pathOf(req);
     if (req.method === "POST") {
       const handler = direct.get(path);
-      if (handler) {
-        handler(req, res);
-        return;
-      }
-    } else if (req.method === "GET" || req.method === "HEAD") {
-      if (path === "/healthz") return sendText(res, 200, "ok", req.method === "HEAD");
-      if (path === "/readyz") {
-        const r = readiness(opts);
-        return sendText(res, r.status, r.text, req.method === "HEAD");
-      }
+      if (handler) return handler(req, res, expectsContinue);
     }
-    routes().then(
-      (handle) => handle(req, res),
-      (err: unknown) => {
-        opts.log.error({ err }, "loading the HTTP routes failed");
-        if (!res.headersSent) sendError(res, new HttpError(500, `internal error: ${errorMessage(err)}`), true);
-      },
-    );
+    answerOthers(req, res, path, opts, none, posts);
   };
+  const listener = ((req, res) => handle(req, res, false)) as RequestListener;
+  listener.checkContinue = (req, res) => handle(req, res, true);
+  return listener;
+}
+
+/**
+ * The metrics port's request listener: `/metrics` (Prometheus text), `/healthz` and `/readyz`, all GET
+ * or HEAD; 405 and 404 as on the webhook port. A request with `Expect: 100-continue` gets its answer
+ * without the `100 Continue` (none of these routes reads a body).
+ */
+export function createMetricsListener(opts: AppOptions): RequestListener {
+  const { metrics, log } = opts;
+  const get = new Map<string, Listener>([
+    [
+      "/metrics",
+      (req, res) => {
+        metrics.registry.metrics().then(
+          (text) => {
+            res.writeHead(200, { "content-type": metrics.registry.contentType, "content-length": Buffer.byteLength(text) });
+            res.end(req.method === "HEAD" ? undefined : text);
+          },
+          (err: unknown) => {
+            log.error({ err }, "collecting metrics failed");
+            if (!res.headersSent) sendError(res, new HttpError(500, `collecting metrics failed: ${errorMessage(err)}`), false);
+          },
+        );
+      },
+    ],
+  ]);
+  const posts = new Set<string>();
+  const listener = ((req, res) => answerOthers(req, res, pathOf(req), opts, get, posts)) as RequestListener;
+  listener.checkContinue = listener;
+  return listener;
 }

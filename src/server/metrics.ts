@@ -11,8 +11,10 @@ export interface AdmissionMetrics {
   observe(webhook: string, result: WebhookResult, seconds: number): void;
   /** A request refused before it reached a webhook (bad method, type, size, JSON or envelope). */
   rejected(webhook: string, status: number): void;
+  /** A key pair was loaded (at start or by a reload). */
   certificateLoaded(notAfter: Date): void;
-  certificateReloadFailed(): void;
+  /** A key pair was not loaded: `reason` is the `result` label (expired, not_yet_valid, mismatch, unreadable). */
+  certificateReloadFailed(reason: string): void;
 }
 
 /**
@@ -86,7 +88,7 @@ export function createAdmissionMetrics(opts: { timeoutSeconds: number; processMe
   });
   const certReloads = new Counter({
     name: "quartermaster_tls_reloads_total",
-    help: "Serving key pair loads, by result.",
+    help: "Serving key pair loads, by result: ok, or why the pair was refused (expired, not_yet_valid, mismatch, unreadable).",
     labelNames: ["result"] as const,
     registers,
   });
@@ -111,8 +113,8 @@ export function createAdmissionMetrics(opts: { timeoutSeconds: number; processMe
       notAfterMs = notAfter.getTime();
       certReloads.inc({ result: "ok" });
     },
-    certificateReloadFailed() {
-      certReloads.inc({ result: "error" });
+    certificateReloadFailed(reason) {
+      certReloads.inc({ result: reason });
     },
   };
 }

@@ -1,27 +1,82 @@
 /**
  * @module
- * The HTTPS listener around the express app: TLS 1.2+, the key pair hot-reloaded from its files,
- * keep-alive longer than the apiserver's idle connection reuse, and a bounded graceful shutdown.
+ * The listeners: the webhook port over HTTPS (TLS 1.2+ with ECDHE-AEAD suites, the key pair hot-reloaded
+ * from its files, optionally the apiserver's client certificate required) and the metrics port over plain
+ * HTTP (`/metrics`, `/healthz`, `/readyz`); connection, time and body bounds; a bounded graceful shutdown.
  */
 import { createServer as createPlainServer, type Server as PlainServer } from "node:http";
 import { createServer, type Server } from "node:https";
+import { readFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
+import { DEFAULT_CIPHERS } from "node:tls";
 import type { Logger } from "pino";
 import type { Webhook } from "../admission/handler.js";
-import { createRequestListener } from "./app.js";
+import { answerClientError, answerExpectation, createBodyBudget, createMetricsListener, createRequestListener, MAX_INFLIGHT_BODY_BYTES, type AppOptions, type RequestListener } from "./app.js";
 import type { AdmissionMetrics } from "./metrics.js";
-import { readKeyPair, watchKeyPair } from "./tls.js";
+import { KeyPairRefused, readKeyPair, watchKeyPair } from "./tls.js";
 
-/** The apiserver keeps idle webhook connections for up to 90 s; ours must outlive that (anchors.md §9 item 2). */
-export const KEEP_ALIVE_TIMEOUT_MS = 90_000;
-/** Must exceed keepAliveTimeout, or Node can cut a reused connection as the next request's headers arrive. */
-export const HEADERS_TIMEOUT_MS = 95_000;
+/**
+ * Idle keep-alive connections are closed after this. The apiserver's webhook client (Go's http.Transport
+ * as client-go's SetTransportDefaults configures it) drops idle connections after 90 s: ours outlive that,
+ * so it is always the apiserver that closes an idle connection and never races a request it is sending
+ * into a connection we are closing.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 95_000;
+/**
+ * From the first byte of a request (or the connection's opening) to the end of its headers. The apiserver
+ * writes a request's headers at once; 20 s only ever cuts a client that trickles them (or opens a
+ * connection and sends nothing), each of which would otherwise hold a connection slot and its TLS buffers.
+ * Node 20 times a request from its first byte, so this may be shorter than the keep-alive timeout: an idle
+ * keep-alive connection is not cut by it (checked with node 20: only a request under way is timed).
+ */
+export const HEADERS_TIMEOUT_MS = 20_000;
+/**
+ * From the first byte of a request to the end of its body. A webhook's timeoutSeconds is at most 30 (the
+ * API's maximum; ours is 5), so the apiserver has given up on any request not received in 30 s; the bound
+ * keeps a slow upload from holding its part of the in-flight body budget (and memory) for long.
+ */
+export const REQUEST_TIMEOUT_MS = 30_000;
+/** How often Node checks the two timeouts above; its default (30 s) would let them overrun by as much. */
+export const CONNECTIONS_CHECK_MS = 2_000;
+/** A TLS handshake not done in this time is cut (Node's default is 120 s). */
+export const HANDSHAKE_TIMEOUT_MS = 10_000;
+/**
+ * Open connections at most; further ones are closed as they arrive. An idle TLS connection costs ~30 KB
+ * (5,000 took ~150 MB), so 1,000 bound that to ~30 MB; the apiserver opens one per concurrent call per
+ * apiserver instance, tens at most.
+ */
+export const MAX_CONNECTIONS = 1_000;
+/** Open connections at most on the metrics port (Prometheus, kubelet probes). */
+export const MAX_METRICS_CONNECTIONS = 64;
+
+/**
+ * TLS 1.2 suites: ECDHE key exchange with an AEAD cipher only (AES-GCM, ChaCha20-Poly1305), as Mozilla's
+ * "intermediate" profile lists them; no static RSA, CBC, CCM or ARIA. TLS 1.3 suites: Node's own defaults
+ * (all AEAD by construction).
+ */
+export const TLS12_CIPHERS = [
+  "ECDHE-ECDSA-AES128-GCM-SHA256",
+  "ECDHE-RSA-AES128-GCM-SHA256",
+  "ECDHE-ECDSA-AES256-GCM-SHA384",
+  "ECDHE-RSA-AES256-GCM-SHA384",
+  "ECDHE-ECDSA-CHACHA20-POLY1305",
+  "ECDHE-RSA-CHACHA20-POLY1305",
+];
+export const CIPHERS = [...DEFAULT_CIPHERS.split(":").filter((c) => c.startsWith("TLS_")), ...TLS12_CIPHERS].join(":");
+const TLS_CONTEXT = { minVersion: "TLSv1.2", ciphers: CIPHERS, honorCipherOrder: true } as const;
 
 export interface ServeOptions {
   host: string;
   port: number;
+  /** Port of the metrics listener (`/metrics`, `/healthz`, `/readyz`, plain HTTP); 0 picks a free one; absent: none. */
+  metricsPort?: number;
   certFile: string;
   keyFile: string;
+  /**
+   * CA bundle (PEM file) that client certificates must chain to. When set, every connection to the
+   * webhook port must present one (the apiserver's, from its AdmissionConfiguration kubeconfig).
+   */
+  clientCaFile?: string;
   /**
    * Plain HTTP, no key pair: only behind a platform that terminates TLS itself and speaks HTTP to the
    * container (Knative's queue-proxy). The apiserver itself only calls webhooks over HTTPS.
@@ -35,100 +90,148 @@ export interface ServeOptions {
   /** How long to keep serving after shutdown begins, while endpoints stop routing here. */
   shutdownDelayMs?: number;
   tlsPollMs?: number;
+  /** Open connections at most on the webhook port (default {@link MAX_CONNECTIONS}). */
+  maxConnections?: number;
+  /** Cap on the body bytes in flight (default {@link MAX_INFLIGHT_BODY_BYTES}). */
+  maxInflightBodyBytes?: number;
+  /** Wall clock (certificate validity). */
+  now?: () => Date;
 }
 
 export interface RunningServer {
   readonly server: Server | PlainServer;
   readonly port: number;
   readonly url: string;
+  /** The metrics listener, when `metricsPort` was given. */
+  readonly metricsServer?: PlainServer;
+  readonly metricsPort?: number;
   /** Re-reads the key pair now (the file watch does this by itself). */
   reloadTls(): Promise<void>;
   /** Stops accepting, drains in-flight requests (bounded), and resolves when the listener is closed. */
   close(): Promise<void>;
 }
 
+/** The bounds every listener gets (see the constants above). */
+function bound(server: Server | PlainServer, listener: RequestListener, maxConnections: number): void {
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  server.headersTimeout = HEADERS_TIMEOUT_MS;
+  server.requestTimeout = REQUEST_TIMEOUT_MS;
+  server.maxConnections = maxConnections;
+  server.on("checkContinue", listener.checkContinue);
+  server.on("checkExpectation", answerExpectation);
+  server.on("clientError", answerClientError);
+}
+
+/**
+ * `requireHostHeader: false`: Node would answer an HTTP/1.1 request without Host with a bare 400 (no
+ * Status body); nothing here reads Host, so such a request is served like any other.
+ */
+const SERVER_OPTIONS = { requireHostHeader: false, requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: CONNECTIONS_CHECK_MS, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS };
+
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const { log, metrics } = opts;
-  if (opts.plainHttp) return startPlainServer(opts);
-  const initial = await readKeyPair(opts.certFile, opts.keyFile);
-  metrics.certificateLoaded(initial.notAfter);
+  const now = opts.now ?? ((): Date => new Date());
   let ready = false;
   let draining = false;
-
-  const listener = createRequestListener({
+  let notAfter = Infinity;
+  const appOptions: AppOptions = {
     webhooks: opts.webhooks,
     metrics,
     log,
     ready: () => ready && !draining,
     draining: () => draining,
-  });
-  const server = createServer(
-    { cert: initial.cert, key: initial.key, minVersion: "TLSv1.2", requestTimeout: 120_000 },
-    listener,
-  );
-  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-  server.headersTimeout = HEADERS_TIMEOUT_MS;
-  server.on("tlsClientError", (err) => log.debug({ err }, "tls handshake failed"));
+    certificateExpired: () => now().getTime() > notAfter,
+    bodyBudget: createBodyBudget(opts.maxInflightBodyBytes ?? MAX_INFLIGHT_BODY_BYTES),
+  };
+  const listener = createRequestListener(appOptions);
+  let server: Server | PlainServer;
+  let watcher: { check(): Promise<void>; close(): void } | undefined;
+  if (opts.plainHttp) {
+    server = createPlainServer(SERVER_OPTIONS, listener);
+  } else {
+    const initial = await readKeyPair(opts.certFile, opts.keyFile);
+    const clientCa = opts.clientCaFile ? await readFile(opts.clientCaFile) : undefined;
+    const context = (pair: { cert: Buffer; key: Buffer }) => ({ ...TLS_CONTEXT, cert: pair.cert, key: pair.key, ...(clientCa ? { ca: clientCa } : {}) });
+    metrics.certificateLoaded(initial.notAfter);
+    notAfter = initial.notAfter.getTime();
+    if (now().getTime() > notAfter) log.error({ notAfter: initial.notAfter.toISOString() }, "tls: the serving certificate has expired; readiness fails until a valid one is loaded");
+    else if (now().getTime() < initial.notBefore.getTime()) log.warn({ notBefore: initial.notBefore.toISOString() }, "tls: the serving certificate is not valid yet");
+    const https = createServer(
+      {
+        ...SERVER_OPTIONS,
+        ...context(initial),
+        handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+        ...(clientCa ? { requestCert: true, rejectUnauthorized: true } : {}),
+      },
+      listener,
+    );
+    https.on("tlsClientError", (err) => log.debug({ err }, "tls handshake failed"));
+    watcher = watchKeyPair({
+      certFile: opts.certFile,
+      keyFile: opts.keyFile,
+      initial,
+      log,
+      pollMs: opts.tlsPollMs,
+      now,
+      onChange(pair) {
+        https.setSecureContext(context(pair));
+        metrics.certificateLoaded(pair.notAfter);
+        notAfter = pair.notAfter.getTime();
+        log.info({ fingerprint: pair.fingerprint, notAfter: pair.notAfter.toISOString() }, "tls: serving key pair reloaded");
+      },
+      onError(err) {
+        const reason = err instanceof KeyPairRefused ? err.reason : "unreadable";
+        metrics.certificateReloadFailed(reason);
+        log.warn({ err, reason }, "tls: key pair not reloaded; still serving the previous one");
+      },
+    });
+    server = https;
+  }
+  bound(server, listener, opts.maxConnections ?? MAX_CONNECTIONS);
 
-  const watcher = watchKeyPair({
-    certFile: opts.certFile,
-    keyFile: opts.keyFile,
-    initial,
-    log,
-    pollMs: opts.tlsPollMs,
-    onChange(pair) {
-      server.setSecureContext({ cert: pair.cert, key: pair.key, minVersion: "TLSv1.2" });
-      metrics.certificateLoaded(pair.notAfter);
-      log.info({ fingerprint: pair.fingerprint, notAfter: pair.notAfter.toISOString() }, "tls: serving key pair reloaded");
-    },
-    onError(err) {
-      metrics.certificateReloadFailed();
-      log.warn({ err }, "tls: key pair not reloaded; still serving the previous one");
-    },
-  });
-
-  await listen(server, opts);
+  let metricsServer: PlainServer | undefined;
+  if (opts.metricsPort !== undefined) {
+    const metricsListener = createMetricsListener(appOptions);
+    metricsServer = createPlainServer(SERVER_OPTIONS, metricsListener);
+    bound(metricsServer, metricsListener, MAX_METRICS_CONNECTIONS);
+  }
+  try {
+    await listen(server, opts.host, opts.port);
+    if (metricsServer) await listen(metricsServer, opts.host, opts.metricsPort!);
+  } catch (err) {
+    watcher?.close();
+    server.close();
+    metricsServer?.close();
+    throw err;
+  }
   ready = true;
   const port = (server.address() as AddressInfo).port;
-  const url = `https://${opts.host.includes(":") ? `[${opts.host}]` : opts.host}:${port}`;
-  log.info({ url, notAfter: initial.notAfter.toISOString() }, "serving");
-  const close = drainer(server, opts, () => {
+  const metricsPort = metricsServer ? (metricsServer.address() as AddressInfo).port : undefined;
+  const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host;
+  const url = `${opts.plainHttp ? "http" : "https"}://${host}:${port}`;
+  if (opts.plainHttp) log.info({ url, metricsPort }, "serving plain HTTP (TLS terminated in front of this process)");
+  else log.info({ url, metricsPort, notAfter: new Date(notAfter).toISOString(), clientCa: opts.clientCaFile !== undefined }, "serving");
+  const close = drainer([server, ...(metricsServer ? [metricsServer] : [])], opts, () => {
     draining = true;
-  }, () => watcher.close());
-  return { server, port, url, reloadTls: () => watcher.check(), close };
+  }, () => watcher?.close());
+  return { server, port, url, metricsServer, metricsPort, reloadTls: () => watcher?.check() ?? Promise.resolve(), close };
 }
 
-function listen(server: Server | PlainServer, opts: ServeOptions): Promise<void> {
+function listen(server: Server | PlainServer, host: string, port: number): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(opts.port, opts.host, () => {
+    server.listen(port, host, () => {
       server.off("error", reject);
       resolve();
     });
   });
 }
 
-/** The same app over plain HTTP (see `ServeOptions.plainHttp`): same timeouts, readiness and drain. */
-async function startPlainServer(opts: ServeOptions): Promise<RunningServer> {
-  let ready = false;
-  let draining = false;
-  const listener = createRequestListener({ webhooks: opts.webhooks, metrics: opts.metrics, log: opts.log, ready: () => ready && !draining, draining: () => draining });
-  const server = createPlainServer({ requestTimeout: 120_000 }, listener);
-  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-  server.headersTimeout = HEADERS_TIMEOUT_MS;
-  await listen(server, opts);
-  ready = true;
-  const port = (server.address() as AddressInfo).port;
-  const url = `http://${opts.host.includes(":") ? `[${opts.host}]` : opts.host}:${port}`;
-  opts.log.info({ url }, "serving plain HTTP (TLS terminated in front of this process)");
-  const close = drainer(server, opts, () => {
-    draining = true;
-  }, () => undefined);
-  return { server, port, url, reloadTls: async () => undefined, close };
-}
-
-/** SIGTERM handling: readiness fails at once, serve on for the shutdown delay, then drain (bounded). */
-function drainer(server: Server | PlainServer, opts: ServeOptions, startDraining: () => void, stopWatching: () => void): () => Promise<void> {
+/**
+ * SIGTERM handling: readiness fails at once, serve on for the shutdown delay, then drain (bounded). The
+ * metrics listener (last in `servers`) closes with the webhook listener, answering probes until then.
+ */
+function drainer(servers: Array<Server | PlainServer>, opts: ServeOptions, startDraining: () => void, stopWatching: () => void): () => Promise<void> {
   const { log } = opts;
   let closing: Promise<void> | undefined;
   return (): Promise<void> => {
@@ -137,18 +240,18 @@ function drainer(server: Server | PlainServer, opts: ServeOptions, startDraining
       log.info({ shutdownDelayMs: opts.shutdownDelayMs ?? 0 }, "shutting down: readiness now fails");
       if (opts.shutdownDelayMs) await new Promise((r) => setTimeout(r, opts.shutdownDelayMs));
       stopWatching();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      const bound = opts.drainTimeoutMs ?? 10_000;
+      const closed = Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
+      for (const server of servers) server.closeIdleConnections();
+      const limit = opts.drainTimeoutMs ?? 10_000;
       let timer: NodeJS.Timeout | undefined;
       const timedOut = new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(true), bound);
+        timer = setTimeout(() => resolve(true), limit);
       });
       const cut = await Promise.race([closed.then(() => false), timedOut]);
       clearTimeout(timer);
       if (cut) {
-        log.warn({ drainTimeoutMs: bound }, "drain timeout: closing remaining connections");
-        server.closeAllConnections();
+        log.warn({ drainTimeoutMs: limit }, "drain timeout: closing remaining connections");
+        for (const server of servers) server.closeAllConnections();
         await closed;
       }
       log.info("server closed");

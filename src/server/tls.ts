@@ -16,25 +16,57 @@ import type { Logger } from "pino";
 export interface KeyPair {
   cert: Buffer;
   key: Buffer;
+  notBefore: Date;
   notAfter: Date;
   fingerprint: string;
 }
 
+/** Why a pair was not loaded: the `result` label of `quartermaster_tls_reloads_total`. */
+export type RefusalReason = "expired" | "not_yet_valid" | "mismatch" | "unreadable";
+
+/** A key pair that is not served, with the reason counted in the metrics. */
+export class KeyPairRefused extends Error {
+  constructor(
+    readonly reason: RefusalReason,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = "KeyPairRefused";
+  }
+}
+
+/** Throws {@link KeyPairRefused} when `now` is outside the certificate's validity window. */
+export function checkValidity(pair: KeyPair, now: Date, what: string): void {
+  if (now.getTime() > pair.notAfter.getTime()) {
+    throw new KeyPairRefused("expired", `${what}: certificate expired at ${pair.notAfter.toISOString()}`);
+  }
+  if (now.getTime() < pair.notBefore.getTime()) {
+    throw new KeyPairRefused("not_yet_valid", `${what}: certificate not valid before ${pair.notBefore.toISOString()}`);
+  }
+}
+
 /** Reads and checks a key pair; throws with a clear message if either file is missing or they do not match. */
 export async function readKeyPair(certFile: string, keyFile: string): Promise<KeyPair> {
-  const [cert, key] = await Promise.all([readFile(certFile), readFile(keyFile)]);
+  let cert: Buffer;
+  let key: Buffer;
+  try {
+    [cert, key] = await Promise.all([readFile(certFile), readFile(keyFile)]);
+  } catch (cause) {
+    throw new KeyPairRefused("unreadable", `reading the key pair failed: ${(cause as Error).message}`, { cause });
+  }
   let x509: X509Certificate;
   try {
     x509 = new X509Certificate(cert);
   } catch (cause) {
-    throw new Error(`${certFile}: not a PEM certificate`, { cause });
+    throw new KeyPairRefused("unreadable", `${certFile}: not a PEM certificate`, { cause });
   }
   try {
     createSecureContext({ cert, key }); // fails on a key that does not belong to the certificate
   } catch (cause) {
-    throw new Error(`${keyFile} does not match ${certFile}: ${(cause as Error).message}`, { cause });
+    throw new KeyPairRefused("mismatch", `${keyFile} does not match ${certFile}: ${(cause as Error).message}`, { cause });
   }
-  return { cert, key, notAfter: new Date(x509.validTo), fingerprint: x509.fingerprint256 };
+  return { cert, key, notBefore: new Date(x509.validFrom), notAfter: new Date(x509.validTo), fingerprint: x509.fingerprint256 };
 }
 
 export interface KeyPairWatcher {
@@ -52,6 +84,8 @@ export interface WatchOptions {
   log: Logger;
   /** Poll interval backing the directory watch (ms). */
   pollMs?: number;
+  /** Wall clock for the validity check. */
+  now?: () => Date;
 }
 
 export function watchKeyPair(opts: WatchOptions): KeyPairWatcher {
@@ -72,6 +106,14 @@ export function watchKeyPair(opts: WatchOptions): KeyPairWatcher {
     }
     const d = digest(pair);
     if (d === current) return;
+    try {
+      // Checked only for a changed pair: the one being served is never swapped out for being old, and a
+      // refused pair is checked again on the next change or poll (a not-yet-valid one becomes valid).
+      checkValidity(pair, (opts.now ?? (() => new Date()))(), opts.certFile);
+    } catch (err) {
+      opts.onError(err);
+      return;
+    }
     try {
       opts.onChange(pair);
       current = d;

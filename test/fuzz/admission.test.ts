@@ -113,7 +113,7 @@ describe("fuzz: the admission server under generated and damaged requests", () =
       Object.assign(req, {
         method: c.method,
         url: c.path,
-        headers: { ...(c.contentType === undefined ? {} : { "content-type": c.contentType }), "content-length": String(c.body.length) },
+        headers: { ...(c.contentType === undefined ? {} : { "content-type": c.contentType }), ...c.headers, "content-length": String(c.body.length) },
       });
       process.nextTick(() => {
         if (c.body.length > 0) req.emit("data", c.body);
@@ -121,8 +121,14 @@ describe("fuzz: the admission server under generated and damaged requests", () =
       });
       let status = 0;
       let contentType: string | undefined;
+      const closed: Array<() => void> = [];
       const res = {
         headersSent: false,
+        once(event: string, listener: () => void) {
+          if (event === "close") closed.push(listener);
+          return res;
+        },
+        writeContinue() {},
         writeHead(s: number, headers: Record<string, string>) {
           status = s;
           contentType = headers["content-type"];
@@ -131,6 +137,7 @@ describe("fuzz: the admission server under generated and damaged requests", () =
         },
         end(data?: Buffer | string) {
           resolve({ status, contentType, text: data ? data.toString() : "" });
+          for (const listener of closed) listener();
         },
       } as unknown as ServerResponse & { headersSent: boolean };
       try {
@@ -182,6 +189,11 @@ describe("fuzz: the admission server under generated and damaged requests", () =
     bump(tally.byFamily, c.family);
     bump(tally.byStatus, reply.status);
     assert.ok(reply.status === 200 || (reply.status >= 400 && reply.status < 500), `status ${reply.status}: ${ctx()}`);
+    // Exact paths: only the three webhook paths (a query aside) are ever answered with a review.
+    if (reply.status === 200 && c.method === "POST") assert.ok((WEBHOOK_PATHS as readonly string[]).includes(c.path.split("?")[0]!), `200 on ${c.path}: ${ctx()}`);
+    // A body in any Content-Encoding but identity is refused unread (415) on a webhook path.
+    const encoding = c.headers?.["content-encoding"]?.trim().toLowerCase();
+    if (encoding && encoding !== "identity" && c.method === "POST" && (WEBHOOK_PATHS as readonly string[]).includes(c.path.split("?")[0]!)) assert.equal(reply.status, 415, ctx());
     // HEAD has no body; GET /healthz, /readyz and /metrics answer in text.
     if (c.method === "HEAD" || (c.method === "GET" && reply.status === 200)) return;
     assert.match(reply.contentType ?? "", /^application\/json/, ctx());
@@ -274,7 +286,7 @@ describe("fuzz: the admission server under generated and damaged requests", () =
                 path: c.path,
                 // An explicit length: Node's client sends a DELETE or OPTIONS body without one otherwise,
                 // which no server can delimit on a kept-alive connection.
-                headers: { ...(c.contentType === undefined ? {} : { "content-type": c.contentType }), ...(c.body.length > 0 ? { "content-length": c.body.length } : {}) },
+                headers: { ...(c.contentType === undefined ? {} : { "content-type": c.contentType }), ...c.headers, ...(c.body.length > 0 ? { "content-length": c.body.length } : {}) },
                 body: c.body,
                 ca,
                 agent,

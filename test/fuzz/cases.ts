@@ -17,12 +17,14 @@ export interface FuzzCase {
   path: string;
   contentType: string | undefined;
   body: Buffer;
+  /** More request headers (Content-Encoding). */
+  headers?: Record<string, string>;
 }
 
 /** A short, printable form of a case for fast-check's counterexample report (bodies can be megabytes). */
 export function describeCase(c: FuzzCase): string {
   const head = c.body.subarray(0, 400).toString("utf8");
-  return `${c.family} ${c.method} ${c.path} (${c.contentType ?? "no content-type"}, ${c.body.length} bytes): ${head}${c.body.length > 400 ? "…" : ""}`;
+  return `${c.family} ${c.method} ${c.path} (${c.contentType ?? "no content-type"}${c.headers ? `, ${JSON.stringify(c.headers)}` : ""}, ${c.body.length} bytes): ${head}${c.body.length > 400 ? "…" : ""}`;
 }
 
 function fuzzCase(c: FuzzCase): FuzzCase {
@@ -543,7 +545,10 @@ function buildFuzzCases(corpus: Corpus): fc.Arbitrary<FuzzCase> {
   );
 }
 
-/** Requests only a whole server answers: other methods and paths (express routes, 404, 405). */
+/**
+ * Requests only a whole server answers: other methods and paths (404, 405; paths are exact), and bodies
+ * with a Content-Encoding (415 unless identity).
+ */
 export function httpOnlyCases(corpus: Corpus): fc.Arbitrary<FuzzCase> {
   return fc
     .record({
@@ -553,6 +558,7 @@ export function httpOnlyCases(corpus: Corpus): fc.Arbitrary<FuzzCase> {
         "/%2e%2e/", "/healthz", "/readyz", "/metrics", "/mutate/services", "/validate/jobs%2F", "/mutate//pods",
       ),
       pod: fc.nat({ max: corpus.pods.length - 1 }),
+      encoding: fc.option(fc.constantFrom("gzip", "br", "deflate", "identity", "IDENTITY", "gzip, identity", "x-unknown", ""), { nil: undefined }),
     })
     .map((g) => fuzzCase({
       family: "http" as const,
@@ -560,5 +566,6 @@ export function httpOnlyCases(corpus: Corpus): fc.Arbitrary<FuzzCase> {
       path: g.path,
       contentType: json,
       body: g.method === "GET" || g.method === "HEAD" ? Buffer.alloc(0) : Buffer.from(serialize(podReview(corpus.pods[g.pod]!, "CREATE"))),
+      ...(g.encoding === undefined ? {} : { headers: { "content-encoding": g.encoding } }),
     }));
 }

@@ -76,6 +76,10 @@ describe("serve flags", () => {
   const cases: Array<[string, string[], RegExp]> = [
     ["--plain-http with a key pair", ["serve", "--plain-http", "--tls-cert", "a", "--tls-key", "b"], /--plain-http takes no --tls-cert or --tls-key/],
     ["neither a key pair nor --plain-http", ["serve"], /--tls-cert and --tls-key are required \(or --plain-http/],
+    ["--client-ca with --plain-http", ["serve", "--plain-http", "--client-ca", "ca.crt"], /--client-ca needs TLS/],
+    ["the same port for webhooks and metrics", ["serve", "--plain-http", "--port", "9090"], /--port and --metrics-port must differ \(both 9090\)/],
+    ["an in-flight budget below one body", ["serve", "--plain-http", "--max-inflight-body-mib", "4"], /max-inflight-body-mib/],
+    ["no connections allowed", ["serve", "--plain-http", "--max-connections", "0"], /max-connections/],
   ];
   for (const [name, argv, message] of cases) {
     it(`${name} is a usage error (exit 2)`, async () => {

@@ -4,7 +4,7 @@ import { writeFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { generateCertificates } from "../../src/certs/generate.js";
 import { validatingWebhook } from "../../src/admission/handler.js";
-import { call, postJson, startTestServer, writeCerts } from "../fixtures/https.js";
+import { call, plain, postJson, startTestServer, writeCerts } from "../fixtures/https.js";
 import { review } from "../fixtures/reviews.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -78,8 +78,8 @@ describe("serving key pair reload", () => {
     await t.server.reloadTls();
     const done = await call(t.port, { method: "GET", path: "/healthz", ca });
     assert.equal(done.fingerprint, fingerprint(next.certPem));
-    const metrics = await call(t.port, { method: "GET", path: "/metrics", ca });
-    assert.match(metrics.text, /quartermaster_tls_reloads_total\{result="error"\} [1-9]/);
+    const metrics = await plain(t.metricsPort, "/metrics");
+    assert.match(metrics.text, /quartermaster_tls_reloads_total\{result="mismatch"\} [1-9]/);
     assert.match(metrics.text, /quartermaster_tls_reloads_total\{result="ok"\} 2/);
     await t.server.close();
   });
@@ -110,5 +110,70 @@ describe("serving key pair reload", () => {
     );
     await t.server.close();
     assert.ok(swapped);
+  });
+
+  // Each pair below would replace a good one; every one is refused, the old pair served on, the refusal
+  // logged and counted by its reason.
+  const DAY = 86_400_000;
+  const refusals: Array<{ name: string; make: (ca: { certPem: string; keyPem: string }) => { certPem: string; keyPem: string }; result: string }> = [
+    { name: "an expired certificate", make: (ca) => generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca, now: new Date(Date.now() - 10 * DAY), days: 2 }), result: "expired" },
+    { name: "a certificate not valid yet", make: (ca) => generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca, now: new Date(Date.now() + 2 * DAY), days: 30 }), result: "not_yet_valid" },
+    {
+      name: "a key that does not match the certificate",
+      make: (ca) => ({ certPem: generateCertificates({ service: "qm", namespace: "test", ca }).certPem, keyPem: generateCertificates({ service: "qm", namespace: "test", ca }).keyPem }),
+      result: "mismatch",
+    },
+  ];
+  for (const r of refusals) {
+    it(`${r.name} is refused: the old pair is served on, logged, counted as result="${r.result}"`, async (ctx) => {
+      const t = await startTestServer(webhooks, { tlsPollMs: 60_000 });
+      ctx.after(() => t.server.close());
+      const ca = t.files.certs.ca.certPem;
+      const next = r.make(t.files.certs.ca);
+      writeFileSync(t.files.keyFile, next.keyPem);
+      writeFileSync(t.files.certFile, next.certPem);
+      await t.server.reloadTls();
+      const after = await call(t.port, { method: "GET", path: "/readyz", ca });
+      assert.equal(after.status, 200);
+      assert.equal(after.fingerprint, fingerprint(t.files.certs.certPem), "still the old certificate");
+      const metrics = await plain(t.metricsPort, "/metrics");
+      assert.match(metrics.text, new RegExp(`quartermaster_tls_reloads_total\\{result="${r.result}"\\} [1-9]`));
+      assert.match(metrics.text, /quartermaster_tls_reloads_total\{result="ok"\} 1\n/, "only the initial load");
+      const line = t.lines.find((l) => l.msg === "tls: key pair not reloaded; still serving the previous one");
+      assert.equal(line?.reason, r.result);
+      await t.server.close();
+    });
+  }
+
+  it("a not-yet-valid pair is taken once it becomes valid (checked again on the next poll)", async (ctx) => {
+    let clock = Date.now();
+    const t = await startTestServer(webhooks, { tlsPollMs: 60_000, now: () => new Date(clock) });
+    ctx.after(() => t.server.close());
+    const next = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: t.files.certs.ca, now: new Date(Date.now() + 2 * DAY), days: 30 });
+    writeCerts(t.files.dir, next);
+    await t.server.reloadTls();
+    const ca = t.files.certs.ca.certPem;
+    // This client's clock is the real one, so it would refuse the new certificate: it only reads its fingerprint.
+    const agent = new (await import("node:https")).Agent({ rejectUnauthorized: false });
+    assert.equal((await call(t.port, { method: "GET", path: "/healthz", ca, agent })).fingerprint, fingerprint(t.files.certs.certPem));
+    clock += 2 * DAY;
+    await t.server.reloadTls();
+    assert.equal((await call(t.port, { method: "GET", path: "/healthz", ca, agent })).fingerprint, fingerprint(next.certPem));
+  });
+
+  it("/readyz is 503 on both ports once the served certificate has expired", async (ctx) => {
+    let clock = Date.now();
+    const t = await startTestServer(webhooks, { tlsPollMs: 60_000, now: () => new Date(clock) });
+    ctx.after(() => t.server.close());
+    const ca = t.files.certs.ca.certPem;
+    assert.equal((await plain(t.metricsPort, "/readyz")).status, 200);
+    clock = new Date(new X509Certificate(t.files.certs.certPem).validTo).getTime() + 1000;
+    const metricsPort = await plain(t.metricsPort, "/readyz");
+    assert.equal(metricsPort.status, 503);
+    assert.equal(metricsPort.text, "serving certificate expired");
+    // A client that ignores the expiry (as a probe with insecureSkipVerify does) is told so on the webhook port too.
+    const webhookPort = await call(t.port, { method: "GET", path: "/readyz", ca, agent: new (await import("node:https")).Agent({ rejectUnauthorized: false }) });
+    assert.equal(webhookPort.status, 503);
+    assert.equal((await plain(t.metricsPort, "/healthz")).status, 200, "liveness is unaffected");
   });
 });

@@ -93,15 +93,16 @@ describe("monitoring overlay: ServiceMonitor", () => {
   const service = base("webhook-service.yaml")[0]!;
   const deployment = base("webhook-deployment.yaml").find((o) => o.kind === "Deployment")!;
 
-  it("scrapes the Service's port by name, over HTTPS, verifying the name the certificate carries with the CA from the mounted Secret", () => {
+  it("scrapes the Service's metrics port by name over plain HTTP: the port the server's --metrics-port serves", () => {
     const [endpoint] = monitor.spec.endpoints;
-    assert.ok(service.spec.ports.some((p: { name: string }) => p.name === endpoint.port));
-    assert.equal(endpoint.scheme, "https");
+    const port = service.spec.ports.find((p: { name: string }) => p.name === endpoint.port);
+    assert.ok(port, `the Service has no port named ${endpoint.port}`);
+    assert.equal(endpoint.scheme, "http");
     assert.equal(endpoint.path, "/metrics");
-    assert.equal(endpoint.tlsConfig.serverName, `${service.metadata.name}.quartermaster.svc`);
-    const mounted = deployment.spec.template.spec.volumes.find((v: { secret?: unknown }) => v.secret).secret.secretName;
-    assert.equal(endpoint.tlsConfig.ca.secret.name, mounted);
-    assert.equal(endpoint.tlsConfig.ca.secret.key, "ca.crt");
+    assert.equal(endpoint.tlsConfig, undefined);
+    const container = deployment.spec.template.spec.containers[0];
+    const target = container.ports.find((p: { name: string }) => p.name === port.targetPort).containerPort;
+    assert.ok(container.args.includes(`--metrics-port=${target}`));
   });
 });
 

@@ -100,7 +100,7 @@ function kubeconfigYaml(server: string, tls: { ca: string; cert: string; key: st
   ].join("\n");
 }
 
-export async function startControlPlane(opts: { controllerManager?: boolean } = {}): Promise<ControlPlane> {
+export async function startControlPlane(opts: { controllerManager?: boolean; /** More kube-apiserver flags. */ apiserverArgs?: string[] } = {}): Promise<ControlPlane> {
   const bins = binDir();
   const dir = mkdtempSync(join(tmpdir(), "qm-e2e-"));
   const pki = join(dir, "pki");
@@ -188,6 +188,7 @@ export async function startControlPlane(opts: { controllerManager?: boolean } = 
       "--authorization-mode=RBAC",
       "--allow-privileged=true",
       "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+      ...(opts.apiserverArgs ?? []),
     ]);
 
     const call = (auth: { cert?: string; key?: string; token?: string }) => (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiReply> =>

@@ -50,6 +50,8 @@ export async function cli(args: string[]): Promise<{ code: number; stdout: strin
 
 export interface WebhookProcess {
   port: number;
+  /** The metrics listener's port (plain HTTP: /metrics, /healthz, /readyz), known once started. */
+  metricsPort(): number | undefined;
   certDir: string;
   caPem: string;
   /** Every JSON log line the server printed so far. */
@@ -74,6 +76,8 @@ export interface WebhookProcessOptions {
   policy?: string;
   /** `--log-level` (default info: one line per admission, which `lines` keeps). */
   logLevel?: string;
+  /** More `serve` flags, e.g. `["--client-ca", file]`. */
+  args?: string[];
 }
 
 export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<WebhookProcess> {
@@ -83,16 +87,18 @@ export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<
   const port = await freePort();
   const lines: Array<Record<string, unknown>> = [];
   let child: ChildProcess | undefined;
+  let metricsPort: number | undefined;
 
   const start = async (): Promise<void> => {
     const proc = spawn(
       process.execPath,
       [
-        "--import", "tsx", CLI, "serve", "--host", "127.0.0.1", "--port", String(port),
+        "--import", "tsx", CLI, "serve", "--host", "127.0.0.1", "--port", String(port), "--metrics-port", "0",
         "--tls-cert", join(certDir, "tls.crt"), "--tls-key", join(certDir, "tls.key"),
         ...(opts.kubeconfig ? ["--kubeconfig", opts.kubeconfig] : []),
         ...(opts.policy ? ["--policy", opts.policy] : []),
         ...(opts.logLevel ? ["--log-level", opts.logLevel] : []),
+        ...(opts.args ?? []),
       ],
       { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
     );
@@ -107,7 +113,11 @@ export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<
           const line = buffer.slice(0, nl);
           buffer = buffer.slice(nl + 1);
           if (line.startsWith("{")) lines.push(JSON.parse(line) as Record<string, unknown>);
-          if (line.includes("quartermaster: serving")) res();
+          if (line.includes("quartermaster: serving")) {
+            const m = /metrics http:\/\/[^ ]*:(\d+)\/metrics/.exec(line);
+            if (m) metricsPort = Number(m[1]);
+            res();
+          }
         }
       });
       proc.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
@@ -127,6 +137,7 @@ export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<
     lines.filter((l) => l.msg !== undefined && String(l.msg).startsWith("admission") && l.name === name);
   return {
     port,
+    metricsPort: () => metricsPort,
     certDir,
     caPem: readFileSync(join(certDir, "ca.crt"), "utf8"),
     lines,
