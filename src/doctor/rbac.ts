@@ -6,7 +6,7 @@
  * the cluster's real authorizer rather than from reading Roles.
  */
 import type { Policy } from "../policy/types.js";
-import { LEDGER_INDEX_NAME } from "../reconcile/ledger-shards.js";
+import { LEDGER_INDEX_NAME, shardName } from "../reconcile/ledger-shards.js";
 import type { AccessCheck, Finding, Severity } from "./types.js";
 import { isUnreadable, worst, type Unreadable } from "./types.js";
 
@@ -31,12 +31,18 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   need(webhook, ["get"], "", "configmaps", namespace, "warning", "the capacity rule reads the ledger index", LEDGER_INDEX_NAME);
   // src/kube/cluster.ts, ledger.ts, lease.ts: one reconcile pass.
   for (const k of kinds) need(reconciler, ["get", "list", "delete"], k.group, k.plural, "", "warning", `adopt for and clean up ${k.kind}s`);
+  // Adoption and per-replica Services set blockOwnerDeletion on their ownerReference to the job, which the
+  // OwnerReferencesPermissionEnforcement admission plugin allows only with update on the job's finalizers.
+  for (const k of kinds) need(reconciler, ["update"], k.group, `${k.plural}/finalizers`, "", "warning", `adoption with blockOwnerDeletion for ${k.kind}s`);
+  need(reconciler, ["list"], "", "namespaces", "", "warning", "the namespace scope of a pass");
   need(reconciler, ["list", "patch", "delete"], "", "pods", "", "warning", "adoption, CleanPodPolicy, the ledger");
   need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], "", "services", "", "warning", "per-replica Services, adoption");
   need(reconciler, ["list"], "", "nodes", "", "warning", "the ledger's node inventory");
   if (policy.reconciler.events) need(reconciler, ["create"], "", "events", "", "warning", "Events on jobs");
   need(reconciler, ["get", "create", "update"], "coordination.k8s.io", "leases", namespace, "warning", "the pass Lease");
-  need(reconciler, ["list", "create", "update", "delete"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps");
+  need(reconciler, ["list", "create"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps");
+  // Update and delete are granted by name (manifests/base/reconciler-ledger-rbac.yaml): the index and a shard stand for all.
+  for (const name of [LEDGER_INDEX_NAME, shardName(0)]) need(reconciler, ["update", "delete"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps", name);
   need(reconciler, ["list"], "coordination.k8s.io", "leases", "kube-node-lease", "warning", "node staleness in the ledger");
   return out;
 }

@@ -20,7 +20,26 @@ export const shardName = (i: number): string => `${LEDGER_INDEX_NAME}-${i}`;
 export const INDEX_KEY = "index.json";
 export const SHARD_KEY = "shard.json";
 export const CHECKSUM_KEY = "sha256";
-const MAX_SHARDS = 4096;
+/**
+ * Most shards a ledger is split into (a power of two). The reconciler's RBAC names every ledger ConfigMap
+ * (`resourceNames`: the index and shards 0 … MAX_LEDGER_SHARDS-1, manifests/base/reconciler-ledger-rbac.yaml,
+ * generated from this), so it can write no other ConfigMap. 256 shards at the default 512 KiB budget hold
+ * 128 MiB of ledger.
+ */
+export const MAX_LEDGER_SHARDS = 256;
+const MAX_SHARDS = MAX_LEDGER_SHARDS;
+
+/** The name of every ConfigMap the ledger may use: its index, then shards 0 … MAX_LEDGER_SHARDS-1. */
+export function ledgerConfigMapNames(): string[] {
+  return [LEDGER_INDEX_NAME, ...Array.from({ length: MAX_LEDGER_SHARDS }, (_, i) => shardName(i))];
+}
+
+/** Whether `name` is one of the ledger's ConfigMaps (the index or a shard below the maximum). */
+export function isLedgerConfigMapName(name: string): boolean {
+  if (name === LEDGER_INDEX_NAME) return true;
+  const m = /^quartermaster-ledger-(0|[1-9][0-9]*)$/.exec(name);
+  return m !== null && Number(m[1]) < MAX_LEDGER_SHARDS;
+}
 
 // Keys in sorted order, as in ledger.ts: `JSON.stringify` gives the canonical bytes.
 export interface LedgerIndex {
