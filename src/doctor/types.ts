@@ -20,6 +20,7 @@ export function worst(severities: Iterable<Severity>): Severity {
 export type CheckName =
   | "cluster"
   | "webhook-configuration"
+  | "webhook-render"
   | "endpoints"
   | "ca-bundle"
   | "certificate-expiry"
@@ -74,6 +75,10 @@ export interface Webhook {
   timeoutSeconds?: number;
   admissionReviewVersions?: string[];
   namespaceSelector?: LabelSelector;
+  reinvocationPolicy?: string;
+  matchPolicy?: string;
+  rules?: Array<{ apiGroups?: string[]; apiVersions?: string[]; operations?: string[]; resources?: string[]; scope?: string }>;
+  matchConditions?: Array<{ name: string; expression: string }>;
 }
 
 export interface WebhookConfiguration {
