@@ -121,7 +121,7 @@ describe("the reconciler's RBAC on a real kube-apiserver", () => {
     const st = await cp.api("PATCH", `/api/v1/namespaces/${NS}/pods/adopter-worker-0/status`, { status: { phase: "Running" } }, { "content-type": "application/merge-patch+json" });
     assert.equal(st.status, 200);
     const r = await cli(["reconcile", "--once", "--kubeconfig", sa.kubeconfig, "--namespace", OWN]);
-    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.code, 0, r.stderr + r.stdout);
     assert.doesNotMatch(r.stdout + r.stderr, /forbidden/i);
     const pod = await cp.api("GET", `/api/v1/namespaces/${NS}/pods/adopter-worker-0`);
     assert.deepEqual(
