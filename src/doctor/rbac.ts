@@ -44,6 +44,12 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   // Update and delete are granted by name (manifests/base/reconciler-ledger-rbac.yaml): the index and a shard stand for all.
   for (const name of [LEDGER_INDEX_NAME, shardName(0)]) need(reconciler, ["update", "delete"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps", name);
   need(reconciler, ["list"], "coordination.k8s.io", "leases", "kube-node-lease", "warning", "node staleness in the ledger");
+  // Least privilege the design relies on: the reconciler never changes the policy the webhook enforces (an
+  // install from before the ledger's grant was by name could). The policy ConfigMap's name is hashed; any
+  // name outside the ledger's answers the same.
+  for (const verb of ["update", "patch", "delete"]) {
+    out.push({ serviceAccount: reconciler, verb, group: "", resource: "configmaps", namespace, name: "quartermaster-policy", ifDenied: "warning", why: "the webhook's policy ConfigMap", mustNot: true });
+  }
   return out;
 }
 
@@ -59,15 +65,19 @@ export function checkAccess(access: AccessCheck[] | Unreadable): Finding[] {
   const bySa = new Map<string, AccessCheck[]>();
   for (const a of access) bySa.set(a.serviceAccount, [...(bySa.get(a.serviceAccount) ?? []), a]);
   return [...bySa].map(([sa, checks]): Finding => {
-    const denied = checks.filter((c) => !c.allowed);
-    if (denied.length === 0) return { check: "rbac", severity: "ok", subject: `ServiceAccount ${sa}`, message: `allowed everything it needs (${checks.length} checks)`, fix: "" };
-    const severity = worst(denied.map((d) => d.ifDenied));
+    const denied = checks.filter((c) => !c.mustNot && !c.allowed);
+    const excess = checks.filter((c) => c.mustNot && c.allowed);
+    if (denied.length === 0 && excess.length === 0) {
+      return { check: "rbac", severity: "ok", subject: `ServiceAccount ${sa}`, message: `allowed everything it needs and nothing it must not (${checks.length} checks)`, fix: "" };
+    }
+    const severity = worst([...denied, ...excess].map((d) => d.ifDenied));
+    const parts = [...(denied.length > 0 ? [`not allowed to ${denied.map(describe).join("; ")}`] : []), ...(excess.length > 0 ? [`allowed to ${excess.map(describe).join("; ")}, which it must not be`] : [])];
     return {
       check: "rbac",
       severity,
       subject: `ServiceAccount ${sa}`,
-      message: `not allowed to ${denied.map(describe).join("; ")}`,
-      fix: "apply the Roles and bindings of manifests/base/rbac.yaml and reconciler.yaml (kubectl apply -k manifests/base)",
+      message: parts.join("; "),
+      fix: `apply the Roles and bindings of manifests/base/rbac.yaml, reconciler.yaml and reconciler-ledger-rbac.yaml (kubectl apply -k manifests/base)${excess.length > 0 ? "; remove other grants bound to it" : ""}`,
     };
   });
 }

@@ -152,8 +152,10 @@ export interface AccessCheck {
   namespace: string;
   /** A single object (RBAC resourceNames), when the code reads only that one. */
   name?: string;
-  /** How bad it is when the permission is missing. */
+  /** How bad it is when the permission is missing (or, for a `mustNot` check, when it is granted). */
   ifDenied: Severity;
+  /** A permission the ServiceAccount must NOT have (least privilege the code relies on), checked the same way. */
+  mustNot?: true;
   /** What breaks without it, for the message. */
   why: string;
   allowed: boolean;

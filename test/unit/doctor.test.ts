@@ -87,7 +87,7 @@ function healthy(): DoctorSnapshot {
       ],
     },
     ledger: { generatedAt: new Date("2026-06-01T11:55:39Z"), shards: 2, corrupt: [] },
-    access: requiredAccess(policy, NS).map((a) => ({ ...a, allowed: true })),
+    access: requiredAccess(policy, NS).map((a) => ({ ...a, allowed: !a.mustNot })),
   };
 }
 
@@ -449,7 +449,7 @@ describe("doctor: webhooks, endpoints, certificates, selectors", () => {
   it("onJobLookupFailure deny → the webhook without its job GET is critical (every training pod refused)", () => {
     const deny = { ...POLICY, clusterSpec: { ...POLICY.clusterSpec, onJobLookupFailure: "deny" as const } };
     const s = healthy();
-    s.access = requiredAccess(deny, NS).map((a) => ({ ...a, allowed: !(a.serviceAccount.endsWith("webhook") && a.resource === "tfjobs") }));
+    s.access = requiredAccess(deny, NS).map((a) => ({ ...a, allowed: !a.mustNot && !(a.serviceAccount.endsWith("webhook") && a.resource === "tfjobs") }));
     assert.deepEqual(notOk(diagnose(s, deny).findings), ["critical rbac ServiceAccount quartermaster/quartermaster-webhook"]);
   });
 });
