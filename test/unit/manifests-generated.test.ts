@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
+import { readLedgerConfigMaps } from "../../src/kube/ledger.js";
 import { generatedManifests } from "../../src/manifests/generate.js";
 import { isLedgerConfigMapName, ledgerConfigMapNames, MAX_LEDGER_SHARDS, shardName } from "../../src/reconcile/ledger-shards.js";
 import { ROOT, render, variants } from "../fixtures/manifests.js";
@@ -33,6 +34,15 @@ describe("generated manifests", () => {
     ];
     for (const [name, want] of cases) assert.equal(isLedgerConfigMapName(name), want, name);
     for (const n of names) assert.ok(isLedgerConfigMapName(n), n);
+  });
+});
+
+describe("the ledger's ConfigMaps as read", () => {
+  it("a ConfigMap with the ledger's label under another name is not the ledger's (never rewritten or deleted)", async () => {
+    const cm = (name: string) => ({ apiVersion: "v1", kind: "ConfigMap", metadata: { name, uid: `uid-${name}`, resourceVersion: "1" }, data: { "shard.json": "{}" } });
+    const names = ["quartermaster-ledger", "quartermaster-ledger-0", "quartermaster-policy-abc12", "unrelated", shardName(MAX_LEDGER_SHARDS)];
+    const read = await readLedgerConfigMaps({ listConfigMaps: async () => names.map(cm) }, "quartermaster");
+    assert.deepEqual([...read.keys()], ["quartermaster-ledger", "quartermaster-ledger-0"]);
   });
 });
 
