@@ -45,6 +45,10 @@ Commands:
               endpoints, caBundle against the served certificate, certificate expiry, namespace selectors,
               side effects, timeouts, the reconciler's last pass, the ledger, RBAC (docs/operations.md).
               Exit 0 healthy, 1 warnings, 2 critical.
+  manifests webhooks [--policy F] [--namespace quartermaster]
+              Print the Mutating- and ValidatingWebhookConfiguration for the policy (namespaceSelector from
+              the scope, matchConditions from its GPU patterns, rules for its job kinds); apply with
+              \`| kubectl apply -f -\`. manifests/base/webhook-configurations.yaml is this for the built-in policy.
   certs generate --service S --namespace N --out DIR [--ip IP]... [--dns NAME]... [--days 365]
               [--ca-days 730] [--ca-cert F --ca-key F]
               Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service.
@@ -555,6 +559,31 @@ async function doctorCommand(args: string[], io: CliIo): Promise<number> {
   return report.exitCode;
 }
 
+/** `manifests webhooks`: the webhook configurations rendered from a policy (no cluster access). */
+async function manifestsWebhooksCommand(args: string[], io: CliIo): Promise<number> {
+  const { values } = parse(args, { policy: { type: "string" }, namespace: { type: "string" } });
+  const namespace = (values.namespace as string | undefined) ?? "quartermaster";
+  // A DNS-1123 label, as a namespace name must be; anything else would only fail at apply time.
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace)) throw new UsageError(`--namespace must be a namespace name (DNS-1123 label), got ${JSON.stringify(namespace)}`);
+  let policy: Policy;
+  try {
+    policy = await loadPolicy(values.policy as string | undefined, io.cwd);
+  } catch (err) {
+    if (!(err instanceof PolicyError)) throw err;
+    io.stderr(err.message);
+    return 1;
+  }
+  const { webhookConfigurationsYaml } = await import("../manifests/webhooks.js");
+  io.stdout((await webhookConfigurationsYaml(policy, { namespace })).trimEnd());
+  return 0;
+}
+
+async function manifestsCommand(args: string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === "webhooks") return manifestsWebhooksCommand(rest, io);
+  throw new UsageError("manifests: expected 'webhooks'");
+}
+
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const [command, ...args] = argv;
   try {
@@ -573,6 +602,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         return await doctorCommand(args, io);
       case "reconcile":
         return await reconcileCommand(args, io);
+      case "manifests":
+        return await manifestsCommand(args, io);
       case undefined:
       case "help":
       case "--help":

@@ -23,10 +23,10 @@ export function exitCode(findings: readonly Finding[]): 0 | 1 | 2 {
 }
 
 /** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC). */
-export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "webhook">): DoctorReport {
+export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "jobKinds" | "gpu" | "webhook">): DoctorReport {
   const cronJob = isUnreadable(snapshot.reconciler) ? undefined : snapshot.reconciler.cronJob;
   const findings = [
-    ...checkWebhooks(snapshot, { timeoutSeconds: policy.webhook.timeoutSeconds }),
+    ...checkWebhooks(snapshot, policy),
     ...checkReconciler(snapshot),
     ...checkLedger(snapshot.ledger, {
       now: snapshot.now,

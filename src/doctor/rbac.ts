@@ -6,7 +6,7 @@
  * the cluster's real authorizer rather than from reading Roles.
  */
 import type { Policy } from "../policy/types.js";
-import { LEDGER_INDEX_NAME } from "../reconcile/ledger-shards.js";
+import { LEDGER_INDEX_NAME, shardName } from "../reconcile/ledger-shards.js";
 import type { AccessCheck, Finding, Severity } from "./types.js";
 import { isUnreadable, worst, type Unreadable } from "./types.js";
 
@@ -31,14 +31,26 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   need(webhook, ["get"], "", "configmaps", namespace, "warning", "the capacity rule reads the ledger index", LEDGER_INDEX_NAME);
   // src/kube/cluster.ts, ledger.ts, lease.ts: one reconcile pass.
   for (const k of kinds) need(reconciler, ["get", "list", "delete"], k.group, k.plural, "", "warning", `adopt for and clean up ${k.kind}s`);
+  // Adoption and per-replica Services set blockOwnerDeletion on their ownerReference to the job, which the
+  // OwnerReferencesPermissionEnforcement admission plugin allows only with update on the job's finalizers.
+  for (const k of kinds) need(reconciler, ["update"], k.group, `${k.plural}/finalizers`, "", "warning", `adoption with blockOwnerDeletion for ${k.kind}s`);
+  need(reconciler, ["list"], "", "namespaces", "", "warning", "the namespace scope of a pass");
   need(reconciler, ["list", "patch", "delete"], "", "pods", "", "warning", "adoption, CleanPodPolicy, the ledger");
   need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], "", "services", "", "warning", "per-replica Services, adoption");
   need(reconciler, ["list"], "", "nodes", "", "warning", "the ledger's node inventory");
   need(reconciler, ["list"], "", "namespaces", "", "warning", "the scope: a pass writes only in namespaces that opted in");
   if (policy.reconciler.events) need(reconciler, ["create"], "", "events", "", "warning", "Events on jobs");
   need(reconciler, ["get", "create", "update"], "coordination.k8s.io", "leases", namespace, "warning", "the pass Lease");
-  need(reconciler, ["list", "create", "update", "delete"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps");
+  need(reconciler, ["list", "create"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps");
+  // Update and delete are granted by name (manifests/base/reconciler-ledger-rbac.yaml): the index and a shard stand for all.
+  for (const name of [LEDGER_INDEX_NAME, shardName(0)]) need(reconciler, ["update", "delete"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps", name);
   need(reconciler, ["list"], "coordination.k8s.io", "leases", "kube-node-lease", "warning", "node staleness in the ledger");
+  // Least privilege the design relies on: the reconciler never changes the policy the webhook enforces (an
+  // install from before the ledger's grant was by name could). The policy ConfigMap's name is hashed; any
+  // name outside the ledger's answers the same.
+  for (const verb of ["update", "patch", "delete"]) {
+    out.push({ serviceAccount: reconciler, verb, group: "", resource: "configmaps", namespace, name: "quartermaster-policy", ifDenied: "warning", why: "the webhook's policy ConfigMap", mustNot: true });
+  }
   return out;
 }
 
@@ -54,15 +66,19 @@ export function checkAccess(access: AccessCheck[] | Unreadable): Finding[] {
   const bySa = new Map<string, AccessCheck[]>();
   for (const a of access) bySa.set(a.serviceAccount, [...(bySa.get(a.serviceAccount) ?? []), a]);
   return [...bySa].map(([sa, checks]): Finding => {
-    const denied = checks.filter((c) => !c.allowed);
-    if (denied.length === 0) return { check: "rbac", severity: "ok", subject: `ServiceAccount ${sa}`, message: `allowed everything it needs (${checks.length} checks)`, fix: "" };
-    const severity = worst(denied.map((d) => d.ifDenied));
+    const denied = checks.filter((c) => !c.mustNot && !c.allowed);
+    const excess = checks.filter((c) => c.mustNot && c.allowed);
+    if (denied.length === 0 && excess.length === 0) {
+      return { check: "rbac", severity: "ok", subject: `ServiceAccount ${sa}`, message: `allowed everything it needs and nothing it must not (${checks.length} checks)`, fix: "" };
+    }
+    const severity = worst([...denied, ...excess].map((d) => d.ifDenied));
+    const parts = [...(denied.length > 0 ? [`not allowed to ${denied.map(describe).join("; ")}`] : []), ...(excess.length > 0 ? [`allowed to ${excess.map(describe).join("; ")}, which it must not be`] : [])];
     return {
       check: "rbac",
       severity,
       subject: `ServiceAccount ${sa}`,
-      message: `not allowed to ${denied.map(describe).join("; ")}`,
-      fix: "apply the Roles and bindings of manifests/base/rbac.yaml and reconciler.yaml (kubectl apply -k manifests/base)",
+      message: parts.join("; "),
+      fix: `apply the Roles and bindings of manifests/base/rbac.yaml, reconciler.yaml and reconciler-ledger-rbac.yaml (kubectl apply -k manifests/base)${excess.length > 0 ? "; remove other grants bound to it" : ""}`,
     };
   });
 }

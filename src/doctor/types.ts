@@ -20,6 +20,7 @@ export function worst(severities: Iterable<Severity>): Severity {
 export type CheckName =
   | "cluster"
   | "webhook-configuration"
+  | "webhook-render"
   | "endpoints"
   | "ca-bundle"
   | "certificate-expiry"
@@ -74,6 +75,10 @@ export interface Webhook {
   timeoutSeconds?: number;
   admissionReviewVersions?: string[];
   namespaceSelector?: LabelSelector;
+  reinvocationPolicy?: string;
+  matchPolicy?: string;
+  rules?: Array<{ apiGroups?: string[]; apiVersions?: string[]; operations?: string[]; resources?: string[]; scope?: string }>;
+  matchConditions?: Array<{ name: string; expression: string }>;
 }
 
 export interface WebhookConfiguration {
@@ -147,8 +152,10 @@ export interface AccessCheck {
   namespace: string;
   /** A single object (RBAC resourceNames), when the code reads only that one. */
   name?: string;
-  /** How bad it is when the permission is missing. */
+  /** How bad it is when the permission is missing (or, for a `mustNot` check, when it is granted). */
   ifDenied: Severity;
+  /** A permission the ServiceAccount must NOT have (least privilege the code relies on), checked the same way. */
+  mustNot?: true;
   /** What breaks without it, for the message. */
   why: string;
   allowed: boolean;

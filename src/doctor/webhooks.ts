@@ -10,6 +10,7 @@
 import type { X509Certificate } from "node:crypto";
 import { altNames, chainsTo, commonName, coversHost, daysLeft, describeExpiry, expirySeverity, keyMatches, parsePemBundle } from "./certs.js";
 import { describeSelector, excludesByName, NAMESPACE_NAME_LABEL, selectorMatches } from "./selector.js";
+import { renderWebhookConfigurations, WEBHOOK_PURPOSE, type RenderedWebhook, type WebhookPolicy } from "../manifests/webhooks.js";
 import { namespaceScope } from "../scope.js";
 import {
   isUnreadable,
@@ -19,16 +20,17 @@ import {
   type Finding,
   type ServiceState,
   type Severity,
+  type LabelSelector,
   type Webhook,
   type WebhookConfiguration,
 } from "./types.js";
 
-/** The webhooks manifests/base registers, and what is lost without each. */
-export const EXPECTED_WEBHOOKS = [
-  { kind: "MutatingWebhookConfiguration", name: "pods.mutate.quartermaster.dev", lost: "training pods are created without cluster spec, GPU tolerations or placement" },
-  { kind: "ValidatingWebhookConfiguration", name: "pods.validate.quartermaster.dev", lost: "pod limits are not enforced" },
-  { kind: "ValidatingWebhookConfiguration", name: "jobs.validate.quartermaster.dev", lost: "job limits are not enforced" },
-] as const;
+/** The webhooks the policy's render registers (src/manifests/webhooks.ts), and what is lost without each. */
+export function expectedWebhooks(policy: WebhookPolicy, namespace: string): Array<{ kind: WebhookConfiguration["kind"]; name: string; lost: string; hook: RenderedWebhook }> {
+  return renderWebhookConfigurations(policy, { namespace }).flatMap((c) =>
+    c.webhooks.map((hook) => ({ kind: c.kind, name: hook.name, lost: WEBHOOK_PURPOSE[hook.name] ?? "its checks do not run", hook })),
+  );
+}
 
 const APPLY_FIX = "kubectl apply -k manifests/base (or your overlay)";
 
@@ -54,12 +56,12 @@ function consequence(r: HookRef): string {
   return r.failClosed ? "every request it matches is refused (failurePolicy Fail)" : "requests it matches skip it (failurePolicy Ignore)";
 }
 
-function configurationFindings(configs: readonly WebhookConfiguration[], hooks: readonly HookRef[]): Finding[] {
+function configurationFindings(configs: readonly WebhookConfiguration[], hooks: readonly HookRef[], expected: ReturnType<typeof expectedWebhooks>): Finding[] {
   const out: Finding[] = [];
-  for (const expected of EXPECTED_WEBHOOKS) {
-    const found = hooks.find((r) => r.hook.name === expected.name && r.config.kind === expected.kind);
+  for (const e of expected) {
+    const found = hooks.find((r) => r.hook.name === e.name && r.config.kind === e.kind);
     if (!found) {
-      out.push({ check: "webhook-configuration", severity: "warning", subject: expected.name, message: `not registered in any ${expected.kind}: ${expected.lost}`, fix: APPLY_FIX });
+      out.push({ check: "webhook-configuration", severity: "warning", subject: e.name, message: `not registered in any ${e.kind}: ${e.lost}`, fix: APPLY_FIX });
     }
   }
   if (configs.length === 0) return out;
@@ -75,6 +77,78 @@ function configurationFindings(configs: readonly WebhookConfiguration[], hooks: 
         ? { check: "webhook-configuration", severity: r.outage, subject: hook.name, message: `${where}: ${problems.join("; ")}: ${consequence(r)}`, fix: `restore the webhook from manifests/base: ${APPLY_FIX}` }
         : { check: "webhook-configuration", severity: "ok", subject: hook.name, message: `registered in ${where}, failurePolicy ${r.failClosed ? "Fail" : "Ignore"}`, fix: "" },
     );
+  }
+  return out;
+}
+
+// ---- registered vs rendered -----------------------------------------------------------------------------
+
+/** `group/version/operation/resource/scope` for every combination a webhook's rules match (the apiserver's defaults: scope `*`). */
+function ruleTuples(rules: Webhook["rules"]): string[] {
+  const out = new Set<string>();
+  for (const r of rules ?? []) {
+    for (const g of r.apiGroups ?? []) for (const v of r.apiVersions ?? []) for (const o of r.operations ?? []) for (const res of r.resources ?? []) out.add(`${g || "core"}/${v} ${o} ${res} (${r.scope ?? "*"})`);
+  }
+  return [...out].sort();
+}
+
+/** A selector with its requirements and values in a fixed order, for comparison. */
+function canonicalSelector(sel: LabelSelector | undefined): string {
+  const labels = Object.entries(sel?.matchLabels ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const exprs = (sel?.matchExpressions ?? []).map((e) => `${e.key} ${e.operator} ${[...(e.values ?? [])].sort().join(",")}`).sort();
+  return JSON.stringify({ labels, exprs });
+}
+
+/** CEL is compared with its whitespace collapsed (YAML folding and indentation change none of its meaning here). */
+const canonicalConditions = (conds: Webhook["matchConditions"]): string[] => (conds ?? []).map((c) => `${c.name}: ${c.expression.replace(/\s+/g, " ").trim()}`).sort();
+
+const setDiff = (a: readonly string[], b: readonly string[]): string[] => a.filter((x) => !b.includes(x));
+
+/** What in `have` differs from the render `want`: rules, namespaceSelector, matchConditions. */
+export function renderDifferences(have: Webhook, want: RenderedWebhook): string[] {
+  const problems: string[] = [];
+  const [h, w] = [ruleTuples(have.rules), ruleTuples(want.rules)];
+  const missing = setDiff(w, h);
+  const extra = setDiff(h, w);
+  if (missing.length > 0) problems.push(`rules lack ${missing.join(", ")}`);
+  if (extra.length > 0) problems.push(`rules also match ${extra.join(", ")}, which the policy does not`);
+  if (canonicalSelector(have.namespaceSelector) !== canonicalSelector(want.namespaceSelector)) {
+    problems.push(`namespaceSelector is ${describeSelector(have.namespaceSelector)}, the scope's is ${describeSelector(want.namespaceSelector)}`);
+  }
+  const [hc, wc] = [canonicalConditions(have.matchConditions), canonicalConditions(want.matchConditions)];
+  if (hc.join("\n") !== wc.join("\n")) {
+    const names = (c: Webhook["matchConditions"]) => (c ?? []).map((x) => x.name).join(", ") || "none";
+    problems.push(
+      names(have.matchConditions) === names(want.matchConditions)
+        ? `matchConditions ${names(want.matchConditions)} differ from the policy's (its GPU resource patterns or job labels changed)`
+        : `matchConditions are [${names(have.matchConditions)}], the policy's are [${names(want.matchConditions)}]`,
+    );
+  }
+  return problems;
+}
+
+function renderFindings(hooks: readonly HookRef[], expected: ReturnType<typeof expectedWebhooks>, namespace: string): Finding[] {
+  const fix = `quartermaster manifests webhooks --policy <the policy> --namespace ${namespace} | kubectl apply -f - (the caBundle is kept)`;
+  const out: Finding[] = [];
+  for (const e of expected) {
+    const found = hooks.find((r) => r.hook.name === e.name && r.config.kind === e.kind);
+    if (!found) continue; // reported by webhook-configuration
+    const problems = renderDifferences(found.hook, e.hook);
+    out.push(
+      problems.length > 0
+        ? { check: "webhook-render", severity: "warning", subject: e.name, message: `${e.kind}/${found.config.metadata.name} disagrees with the policy: ${problems.join("; ")}`, fix }
+        : { check: "webhook-render", severity: "ok", subject: e.name, message: "rules, namespaceSelector and matchConditions as the policy renders them", fix: "" },
+    );
+  }
+  for (const r of hooks) {
+    if (expected.some((e) => e.name === r.hook.name && e.kind === r.config.kind)) continue;
+    out.push({
+      check: "webhook-render",
+      severity: "warning",
+      subject: r.hook.name,
+      message: `${r.config.kind}/${r.config.metadata.name} registers it, but the policy's render has no such webhook: ${consequence(r)}`,
+      fix: `remove it (kubectl edit ${r.config.kind.toLowerCase()} ${r.config.metadata.name}), or ${fix}`,
+    });
   }
   return out;
 }
@@ -317,20 +391,22 @@ function timeoutFindings(hooks: readonly HookRef[], policyTimeoutSeconds: number
   });
 }
 
-/** Every webhook finding for the snapshot. `timeoutSeconds` is the policy's `webhook.timeoutSeconds`. */
-export function checkWebhooks(s: DoctorSnapshot, opts: { timeoutSeconds: number }): Finding[] {
+/** Every webhook finding for the snapshot, against the webhook configurations the policy renders. */
+export function checkWebhooks(s: DoctorSnapshot, policy: WebhookPolicy): Finding[] {
   if (isUnreadable(s.webhookConfigurations)) {
     return [{ check: "webhook-configuration", severity: "warning", subject: "webhook configurations", message: `not checked: ${s.webhookConfigurations.error}`, fix: "run doctor with read access to mutating/validatingwebhookconfigurations" }];
   }
   const configs = s.webhookConfigurations;
   const hooks = refs(configs);
+  const expected = expectedWebhooks(policy, s.namespace);
   return [
-    ...configurationFindings(configs, hooks),
+    ...configurationFindings(configs, hooks, expected),
+    ...renderFindings(hooks, expected, s.namespace),
     ...endpointFindings(s, hooks),
     ...caBundleFindings(s, hooks),
     ...expiryFindings(s, hooks),
     ...selectorFindings(s, hooks),
     ...sideEffectFindings(hooks),
-    ...timeoutFindings(hooks, opts.timeoutSeconds),
+    ...timeoutFindings(hooks, policy.webhook.timeoutSeconds),
   ];
 }

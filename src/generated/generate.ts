@@ -54,4 +54,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     writeFileSync(join(import.meta.dirname, g.file), generateValidator(g.schema, g.options));
     console.log(`wrote src/generated/${g.file}`);
   }
+  // The manifests rendered from the built-in policy (src/manifests/generate.ts).
+  const { writeGeneratedManifests } = await import("../manifests/generate.js");
+  for (const f of await writeGeneratedManifests(join(import.meta.dirname, "../.."))) console.log(`wrote ${f}`);
 }

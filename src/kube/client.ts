@@ -2,8 +2,14 @@
  * @module
  * @kubernetes/client-node and a loaded KubeConfig, for every reader and writer in `src/kube`. The module is
  * imported here on first use (it takes over a second to load), never at start-up.
+ *
+ * Every API client made from the returned KubeConfig reports failures people can act on (src/errors.ts): a
+ * call the apiserver refuses throws KubeApiError with the Status's message and reason (client-node's own
+ * ApiException puts the whole response, headers included, in its message); a cluster that does not answer
+ * throws ClusterConnectionError naming the server URL.
  */
 import type { KubeConfig } from "@kubernetes/client-node";
+import { ClusterConnectionError, KubeApiError } from "../errors.js";
 
 export type ClientNode = typeof import("@kubernetes/client-node");
 
@@ -13,10 +19,56 @@ export async function kubeClient(file: string | undefined): Promise<{ k8s: Clien
   const kc = new k8s.KubeConfig();
   if (file) kc.loadFromFile(file);
   else kc.loadFromDefault();
+  withActionableErrors(k8s, kc);
   return { k8s, kc };
 }
 
-/** The HTTP status client-node puts on a failed call's error (`code`), if any. */
+type HttpLibrary = { send(request: import("@kubernetes/client-node").RequestContext): { toPromise(): Promise<import("@kubernetes/client-node").ResponseContext> } };
+
+/**
+ * Makes `kc.makeApiClient` build clients whose HTTP layer turns failures into KubeApiError and
+ * ClusterConnectionError. Same configuration as client-node's own makeApiClient (server, auth), with the
+ * default HTTP library wrapped (client-node's documented extension point, `httpApi`).
+ */
+export function withActionableErrors(k8s: ClientNode, kc: KubeConfig): void {
+  kc.makeApiClient = ((apiClientType: new (config: unknown) => unknown) => {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error(`the kubeconfig has no current cluster (context "${kc.getCurrentContext()}"): pass --kubeconfig or set its current-context`);
+    const inner = k8s.createConfiguration().httpApi as unknown as HttpLibrary;
+    const config = k8s.createConfiguration({
+      baseServer: new k8s.ServerConfiguration(cluster.server, {}),
+      authMethods: { default: kc },
+      httpApi: k8s.wrapHttpLibrary({ send: (request) => sendWithActionableErrors(inner, request, cluster.server) }),
+    });
+    return new apiClientType(config);
+  }) as KubeConfig["makeApiClient"];
+}
+
+async function sendWithActionableErrors(
+  inner: HttpLibrary,
+  request: import("@kubernetes/client-node").RequestContext,
+  server: string,
+): Promise<import("@kubernetes/client-node").ResponseContext> {
+  let response;
+  try {
+    response = await inner.send(request).toPromise();
+  } catch (err) {
+    // An abort (a caller's timeout) is the caller's to describe.
+    if ((err as { name?: string } | null)?.name === "AbortError") throw err;
+    throw new ClusterConnectionError(server, err);
+  }
+  if (response.httpStatusCode < 400) return response;
+  let text = "";
+  try {
+    text = await response.body.text();
+  } catch {
+    /* the body could not be read: the status alone */
+  }
+  throw KubeApiError.fromResponse(response.httpStatusCode, text, { method: String(request.getHttpMethod()), url: request.getUrl() });
+}
+
+/** The HTTP status a failed call's error carries (`code`, as on KubeApiError and client-node's ApiException), if any. */
 export function statusOf(err: unknown): number | undefined {
-  return (err as { code?: number } | null)?.code;
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "number" ? code : undefined;
 }

@@ -272,7 +272,15 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
               spec: {
                 user: `system:serviceaccount:${saNamespace}:${saName}`,
                 groups: ["system:serviceaccounts", `system:serviceaccounts:${saNamespace}`, "system:authenticated"],
-                resourceAttributes: { verb: req.verb, group: req.group, resource: req.resource, namespace: req.namespace, ...(req.name ? { name: req.name } : {}) },
+                // `tfjobs/finalizers` is resource tfjobs, subresource finalizers.
+                resourceAttributes: {
+                  verb: req.verb,
+                  group: req.group,
+                  resource: req.resource.split("/")[0]!,
+                  ...(req.resource.includes("/") ? { subresource: req.resource.split("/")[1]! } : {}),
+                  namespace: req.namespace,
+                  ...(req.name ? { name: req.name } : {}),
+                },
               },
             },
           });

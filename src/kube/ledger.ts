@@ -5,7 +5,7 @@
  * preconditions. The layout and checksums are decided in `src/reconcile/ledger-shards.ts`.
  */
 import type { KubeObject } from "../admission/types.js";
-import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, SHARD_KEY, readStored, type LedgerWrite, type ReadLedger, type StoredConfigMap } from "../reconcile/ledger-shards.js";
+import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, SHARD_KEY, isLedgerConfigMapName, readStored, type LedgerWrite, type ReadLedger, type StoredConfigMap } from "../reconcile/ledger-shards.js";
 import type { ClusterReader, ClusterWriter } from "./cluster.js";
 
 export const LEDGER_LABEL = "quartermaster.dev/ledger";
@@ -17,11 +17,15 @@ export function toStored(cm: KubeObject): StoredConfigMap {
   return { name: String(m.name), uid: String(m.uid), resourceVersion: String(m.resourceVersion), ...(text !== undefined ? { text } : {}), ...(data[CHECKSUM_KEY] ? { sha256: data[CHECKSUM_KEY] } : {}) };
 }
 
-/** The ledger's ConfigMaps (index and shards), by name. */
+/**
+ * The ledger's ConfigMaps (index and shards), by name. A ConfigMap that carries the label under another name
+ * is not the ledger's: it is left out, so a pass never rewrites or deletes it (RBAC would refuse anyway).
+ */
 export async function readLedgerConfigMaps(cluster: Pick<ClusterReader, "listConfigMaps">, namespace: string): Promise<Map<string, StoredConfigMap>> {
   const out = new Map<string, StoredConfigMap>();
   for (const cm of await cluster.listConfigMaps(namespace, LEDGER_LABEL)) {
     const s = toStored(cm);
+    if (!isLedgerConfigMapName(s.name)) continue;
     out.set(s.name, s);
   }
   return out;

@@ -28,15 +28,32 @@ export const shardName = (i: number): string => `${LEDGER_INDEX_NAME}-${i}`;
 export const INDEX_KEY = "index.json";
 export const SHARD_KEY = "shard.json";
 export const CHECKSUM_KEY = "sha256";
-export const MAX_SHARDS = 4096;
+/**
+ * Most shards a ledger is split into (a power of two). The reconciler's RBAC names every ledger ConfigMap
+ * (`resourceNames`: the index and shards 0 … MAX_LEDGER_SHARDS-1, manifests/base/reconciler-ledger-rbac.yaml,
+ * generated from this), so it can write no other ConfigMap. 256 shards at the default 512 KiB budget hold
+ * 128 MiB of ledger.
+ */
+export const MAX_LEDGER_SHARDS = 256;
+
+/** The name of every ConfigMap the ledger may use: its index, then shards 0 … MAX_LEDGER_SHARDS-1. */
+export function ledgerConfigMapNames(): string[] {
+  return [LEDGER_INDEX_NAME, ...Array.from({ length: MAX_LEDGER_SHARDS }, (_, i) => shardName(i))];
+}
+
+/** Whether `name` is one of the ledger's ConfigMaps (the index or a shard below the maximum). */
+export function isLedgerConfigMapName(name: string): boolean {
+  if (name === LEDGER_INDEX_NAME) return true;
+  const m = /^quartermaster-ledger-(0|[1-9][0-9]*)$/.exec(name);
+  return m !== null && Number(m[1]) < MAX_LEDGER_SHARDS;
+}
 
 const validateIndex = generatedIndexValidator as unknown as ValidateFunction<LedgerIndex>;
 const validateShard = generatedShardValidator as unknown as ValidateFunction<LedgerShard>;
 
-/** Whether `name` is one of the ledger's own shard names (`quartermaster-ledger-<n>`, n < MAX_SHARDS). */
+/** Whether `name` is one of the ledger's own shard names (`quartermaster-ledger-<n>`, n < MAX_LEDGER_SHARDS). */
 export function isShardName(name: string): boolean {
-  const m = /^quartermaster-ledger-(0|[1-9][0-9]*)$/.exec(name);
-  return m !== null && Number(m[1]) < MAX_SHARDS;
+  return name !== LEDGER_INDEX_NAME && isLedgerConfigMapName(name);
 }
 
 /** The first shape error of a parsed ledger text, or undefined when it has the shape. */
@@ -121,7 +138,7 @@ export function shardLedger(ledger: Ledger, budget: number): { index: StoredText
   const total = items.reduce((n, i) => n + i.json.length + 1, 0);
   // Aim at 60 % of the budget so hashing's unevenness rarely forces a second try.
   let count = 1;
-  while (count < MAX_SHARDS && total / count > (budget - overhead) * 0.6) count *= 2;
+  while (count < MAX_LEDGER_SHARDS && total / count > (budget - overhead) * 0.6) count *= 2;
   for (;;) {
     const buckets = Array.from({ length: count }, () => ({ size: overhead, items: [] as Item[] }));
     for (const item of items) {
@@ -129,7 +146,7 @@ export function shardLedger(ledger: Ledger, budget: number): { index: StoredText
       b.size += item.json.length + 1;
       b.items.push(item);
     }
-    if (count < MAX_SHARDS && buckets.some((b) => b.size > budget)) {
+    if (count < MAX_LEDGER_SHARDS && buckets.some((b) => b.size > budget)) {
       count *= 2;
       continue;
     }

@@ -204,7 +204,7 @@ describe("deploying Quartermaster", () => {
       assert.match(out, /^caBundle ValidatingWebhookConfiguration\/quartermaster: changed/m);
       assert.match(out, /^serving Secret\/quartermaster-webhook-tls: changed: new certificate/m);
       const b = await bundles();
-      assert.equal(b.length, 3);
+      assert.equal(b.length, 4, "one caBundle per webhook of manifests/base (pods and jobs, mutating and validating)");
       assert.ok(b.every((cas) => cas.length === 1 && cas[0] === b[0]![0]), JSON.stringify(b));
       // The Secret volume as kubelet projects it, in the directory the server reads.
       for (const f of ["tls.crt", "tls.key", "ca.crt"]) rmSync(join(wh.certDir, f), { force: true });
@@ -273,7 +273,7 @@ describe("deploying Quartermaster", () => {
       renameSync(join(cp.dir, "foreign", "ca.crt"), foreign);
       const installed = await cli(["certs", "install", `--ca=${foreign}`, `--kubeconfig=${cp.kubeconfig}`]);
       assert.equal(installed.code, 0, installed.stderr);
-      assert.match(installed.stdout, /^MutatingWebhookConfiguration\/quartermaster: caBundle set \(1 CA\(s\)\) in pods.mutate.quartermaster.dev$/m);
+      assert.match(installed.stdout, /^MutatingWebhookConfiguration\/quartermaster: caBundle set \(1 CA\(s\)\) in pods.mutate.quartermaster.dev, jobs.mutate.quartermaster.dev$/m);
       await until("the foreign caBundle to refuse training pods", async () => {
         const r = await createPod("team-a", unique("foreign"), true);
         return r.status === 500 && /failed calling webhook "pods\.validate\.quartermaster\.dev".*(x509|certificate)/.test(r.body.message);

@@ -133,6 +133,7 @@ describe("faults: webhook processes down or hung, the apiserver unreachable or s
       hooks.map((h) => [h.name, h.failurePolicy, h.timeoutSeconds]),
       [
         ["pods.mutate.quartermaster.dev", "Ignore", WEBHOOK_TIMEOUT_S],
+        ["jobs.mutate.quartermaster.dev", "Ignore", WEBHOOK_TIMEOUT_S],
         ["pods.validate.quartermaster.dev", "Fail", WEBHOOK_TIMEOUT_S],
         ["jobs.validate.quartermaster.dev", "Fail", WEBHOOK_TIMEOUT_S],
       ],

@@ -193,10 +193,27 @@ describe("doctor: RBAC", () => {
   });
 
   it("findings: one per ServiceAccount, listing what is refused with why", () => {
-    const access = requiredAccess(policy, NS).map((a) => ({ ...a, allowed: !(a.resource === "leases" && a.namespace === NS && a.verb === "update") }));
+    const access = requiredAccess(policy, NS).map((a) => ({ ...a, allowed: !a.mustNot && !(a.resource === "leases" && a.namespace === NS && a.verb === "update") }));
     const findings = checkAccess(access);
     assert.deepEqual(brief(findings), [`ok ServiceAccount ${NS}/quartermaster-webhook`, `warning ServiceAccount ${NS}/quartermaster-reconciler`]);
     assert.equal(findings[1]!.message, "not allowed to update leases.coordination.k8s.io in quartermaster (the pass Lease)");
+  });
+
+  it("the reconciler needs update on every job kind's finalizers, list on namespaces, and the ledger's ConfigMaps by name", () => {
+    const on = requiredAccess(policy, NS).filter((a) => !a.mustNot).map(key);
+    for (const k of policy.jobKinds) assert.ok(on.includes(`quartermaster-reconciler update ${k.plural}/finalizers.${k.group}`), k.plural);
+    assert.ok(on.includes("quartermaster-reconciler list namespaces"));
+    assert.ok(on.includes("quartermaster-reconciler update configmaps/quartermaster-ledger in quartermaster"));
+    assert.ok(on.includes("quartermaster-reconciler delete configmaps/quartermaster-ledger-0 in quartermaster"));
+    assert.ok(!on.some((k) => /reconciler (update|delete) configmaps in/.test(k)), "no unnamed update/delete");
+  });
+
+  it("a reconciler that may still write the policy ConfigMap (an old unrestricted grant) → warning naming it", () => {
+    const access = requiredAccess(policy, NS).map((a) => ({ ...a, allowed: !a.mustNot || a.verb === "update" }));
+    const findings = checkAccess(access);
+    assert.deepEqual(brief(findings), [`ok ServiceAccount ${NS}/quartermaster-webhook`, `warning ServiceAccount ${NS}/quartermaster-reconciler`]);
+    assert.equal(findings[1]!.message, "allowed to update configmaps/quartermaster-policy in quartermaster (the webhook's policy ConfigMap), which it must not be");
+    assert.match(findings[1]!.fix, /reconciler-ledger-rbac\.yaml.*remove other grants/);
   });
 
   it("SubjectAccessReviews refused to the caller → not checked (warning)", () => {
@@ -223,7 +240,11 @@ describe("doctor: RBAC requirements against manifests/base", () => {
   for (const sa of [`${NS}/quartermaster-webhook`, `${NS}/quartermaster-reconciler`]) {
     it(`${sa}: every permission the doctor checks is granted, and every grant is checked`, () => {
       const grants = grantsOf(sa);
-      const required = requiredAccess(defaultPolicy(), NS).filter((a) => a.serviceAccount === sa);
+      const all = requiredAccess(defaultPolicy(), NS).filter((a) => a.serviceAccount === sa);
+      const required = all.filter((a) => !a.mustNot);
+      // What it must not be able to do, no grant gives it.
+      const excess = all.filter((a) => a.mustNot && grants.some((g) => g.verb === a.verb && g.group === a.group && g.resource === a.resource && (g.ns === ANY || g.ns === a.namespace) && (!g.names || g.names.includes(a.name!))));
+      assert.deepEqual(excess.map((a) => `${a.verb} ${a.resource}/${a.name}`), []);
       assert.ok(grants.length > 0 && required.length > 0);
       const ungranted = required.filter(
         (a) => !grants.some((g) => g.verb === a.verb && g.group === a.group && g.resource === a.resource && (g.ns === ANY || g.ns === a.namespace) && (!g.names || (a.name !== undefined && g.names.includes(a.name)))),

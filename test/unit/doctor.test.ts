@@ -12,6 +12,7 @@ import { requiredAccess } from "../../src/doctor/rbac.js";
 import { excludesByName, selectorMatches } from "../../src/doctor/selector.js";
 import type { DoctorSnapshot, Finding, LabelSelector, Severity, Webhook, WebhookConfiguration } from "../../src/doctor/types.js";
 import { readyAddresses } from "../../src/doctor/webhooks.js";
+import { renderWebhookConfigurations } from "../../src/manifests/webhooks.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 
 // A healthy installation as the doctor sees it (what src/kube/doctor.ts reads), from real certificates.
@@ -44,15 +45,9 @@ function hook(name: string, path: string, failurePolicy: "Fail" | "Ignore"): Web
   };
 }
 
+/** The configurations as manifests/base registers them (the render of the built-in policy), caBundle filled. */
 function configurations(): WebhookConfiguration[] {
-  return [
-    { kind: "MutatingWebhookConfiguration", metadata: { name: "quartermaster" }, webhooks: [hook("pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore")] },
-    {
-      kind: "ValidatingWebhookConfiguration",
-      metadata: { name: "quartermaster" },
-      webhooks: [hook("pods.validate.quartermaster.dev", "/validate/pods", "Fail"), hook("jobs.validate.quartermaster.dev", "/validate/jobs", "Fail")],
-    },
-  ];
+  return renderWebhookConfigurations(defaultPolicy(), { namespace: NS, caBundle: b64(CA.certPem) }).map((c) => structuredClone(c) as WebhookConfiguration);
 }
 
 /** Everything in order: 2 ready endpoints, the Secret matching the caBundle, a pass a minute ago, RBAC granted. */
@@ -92,7 +87,7 @@ function healthy(): DoctorSnapshot {
       ],
     },
     ledger: { generatedAt: new Date("2026-06-01T11:55:39Z"), shards: 2, corrupt: [] },
-    access: requiredAccess(policy, NS).map((a) => ({ ...a, allowed: true })),
+    access: requiredAccess(policy, NS).map((a) => ({ ...a, allowed: !a.mustNot })),
   };
 }
 
@@ -100,6 +95,7 @@ const POLICY = defaultPolicy();
 const MUTATE = "pods.mutate.quartermaster.dev";
 const PODS = "pods.validate.quartermaster.dev";
 const JOBS = "jobs.validate.quartermaster.dev";
+const JMUTATE = "jobs.mutate.quartermaster.dev";
 const SERVICE_KEY = `${NS}/quartermaster-webhook`;
 const SECRET_EVIDENCE = `service:${NS}/quartermaster-webhook`;
 
@@ -138,14 +134,14 @@ const cases: Case[] = [
   {
     name: "the Service's slices hold no endpoint (scaled to zero) → critical for the Fail webhooks, warning for the Ignore one",
     breakIt: (s) => (serviceState(s).endpointSlices[0].endpoints = []),
-    want: [`warning endpoints ${MUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
+    want: [`warning endpoints ${MUTATE}`, `warning endpoints ${JMUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
     exit: 2,
     message: [`endpoints ${PODS}`, /^Service quartermaster\/quartermaster-webhook has no ready endpoint: every request it matches is refused \(failurePolicy Fail\)$/],
   },
   {
     name: "every endpoint not ready → counted as none, saying how many are not ready",
     breakIt: (s) => serviceState(s).endpointSlices[0].endpoints.forEach((e: any) => (e.conditions.ready = false)),
-    want: [`warning endpoints ${MUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
+    want: [`warning endpoints ${MUTATE}`, `warning endpoints ${JMUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
     exit: 2,
     message: [`endpoints ${MUTATE}`, /has no ready endpoint \(2 not ready\): requests it matches skip it \(failurePolicy Ignore\)/],
   },
@@ -158,27 +154,27 @@ const cases: Case[] = [
   {
     name: "the Service does not exist → critical for the Fail webhooks",
     breakIt: (s) => (serviceState(s).service = undefined),
-    want: [`warning endpoints ${MUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
+    want: [`warning endpoints ${MUTATE}`, `warning endpoints ${JMUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
     exit: 2,
     message: [`endpoints ${JOBS}`, /^Service quartermaster\/quartermaster-webhook: the Service does not exist/],
   },
   {
     name: "the Service lacks the port the webhooks call → critical",
     breakIt: (s) => (serviceState(s).service.spec.ports[0].port = 8443),
-    want: [`warning endpoints ${MUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
+    want: [`warning endpoints ${MUTATE}`, `warning endpoints ${JMUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
     exit: 2,
     message: [`endpoints ${PODS}`, /the Service has no port 443 \(ports: 8443\)/],
   },
   {
     name: "the slices only carry another port name → no ready endpoint for the webhook port",
     breakIt: (s) => (serviceState(s).endpointSlices[0].ports[0].name = "metrics"),
-    want: [`warning endpoints ${MUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
+    want: [`warning endpoints ${MUTATE}`, `warning endpoints ${JMUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
     exit: 2,
   },
   {
     name: "the Service cannot be read → endpoints not checked (warning)",
     breakIt: (s) => (s.services[SERVICE_KEY] = { error: "HTTP 403: services is forbidden" }),
-    want: [`warning endpoints ${MUTATE}`, `warning endpoints ${PODS}`, `warning endpoints ${JOBS}`],
+    want: [`warning endpoints ${MUTATE}`, `warning endpoints ${JMUTATE}`, `warning endpoints ${PODS}`, `warning endpoints ${JOBS}`],
     exit: 1,
     message: [`endpoints ${PODS}`, /^not checked: Service quartermaster\/quartermaster-webhook could not be read: HTTP 403/],
   },
@@ -189,7 +185,7 @@ const cases: Case[] = [
       serviceState(s).endpointSlices = [];
       s.certificates[SECRET_EVIDENCE] = [{ source: "secret", secret: `${NS}/quartermaster-webhook-tls`, error: "the Secret does not exist" }];
     },
-    want: [`info endpoints ${MUTATE}`, `info endpoints ${PODS}`, `info endpoints ${JOBS}`, `info ca-bundle ${MUTATE}`, `info ca-bundle ${PODS}`, `info ca-bundle ${JOBS}`],
+    want: [`info endpoints ${MUTATE}`, `info endpoints ${JMUTATE}`, `info endpoints ${PODS}`, `info endpoints ${JOBS}`, `info ca-bundle ${MUTATE}`, `info ca-bundle ${JMUTATE}`, `info ca-bundle ${PODS}`, `info ca-bundle ${JOBS}`],
     exit: 0,
   },
   {
@@ -205,7 +201,7 @@ const cases: Case[] = [
   {
     name: "a caBundle of another CA → critical under Fail, warning under Ignore, naming both CAs",
     breakIt: (s) => hooksOf(s).forEach((h) => (h.clientConfig.caBundle = b64(OTHER_CA.certPem))),
-    want: [`warning ca-bundle ${MUTATE}`, `critical ca-bundle ${PODS}`, `critical ca-bundle ${JOBS}`],
+    want: [`warning ca-bundle ${MUTATE}`, `warning ca-bundle ${JMUTATE}`, `critical ca-bundle ${PODS}`, `critical ca-bundle ${JOBS}`],
     exit: 2,
     message: [`ca-bundle ${PODS}`, /^caBundle does not verify the certificate in Secret quartermaster\/quartermaster-webhook-tls: signed by "CN=qm-test-ca-2026-06-01", which is not in the caBundle \("other-ca-2026-06-01"\): every request/],
   },
@@ -225,21 +221,21 @@ const cases: Case[] = [
   {
     name: "a serving certificate for another Service name → critical: the apiserver dials quartermaster-webhook.quartermaster.svc",
     breakIt: (s) => withCertificates(s, CA, generateCertificates({ service: "webhook", namespace: "other", ca: CA, now: NOW })),
-    want: [`warning ca-bundle ${MUTATE}`, `critical ca-bundle ${PODS}`, `critical ca-bundle ${JOBS}`],
+    want: [`warning ca-bundle ${MUTATE}`, `warning ca-bundle ${JMUTATE}`, `critical ca-bundle ${PODS}`, `critical ca-bundle ${JOBS}`],
     exit: 2,
     message: [`ca-bundle ${PODS}`, /the certificate in Secret quartermaster\/quartermaster-webhook-tls does not name quartermaster-webhook\.quartermaster\.svc \(it names webhook, webhook\.other/],
   },
   {
     name: "the Secret's tls.key does not belong to its tls.crt → critical: a restarted server cannot load it",
     breakIt: (s) => withCertificates(s, CA, { certPem: SERVING.certPem, keyPem: OTHER_CA.keyPem }),
-    want: [`warning ca-bundle ${MUTATE}`, `critical ca-bundle ${PODS}`, `critical ca-bundle ${JOBS}`],
+    want: [`warning ca-bundle ${MUTATE}`, `warning ca-bundle ${JMUTATE}`, `critical ca-bundle ${PODS}`, `critical ca-bundle ${JOBS}`],
     exit: 2,
     message: [`ca-bundle ${JOBS}`, /tls\.key in Secret quartermaster\/quartermaster-webhook-tls does not belong to its tls\.crt/],
   },
   {
     name: "no serving Secret to check against → caBundle not checked (warning)",
     breakIt: (s) => (s.certificates[SECRET_EVIDENCE] = [{ source: "secret", secret: `${NS}/quartermaster-webhook-tls`, error: "the Secret does not exist" }]),
-    want: [`warning ca-bundle ${MUTATE}`, `warning ca-bundle ${PODS}`, `warning ca-bundle ${JOBS}`],
+    want: [`warning ca-bundle ${MUTATE}`, `warning ca-bundle ${JMUTATE}`, `warning ca-bundle ${PODS}`, `warning ca-bundle ${JOBS}`],
     exit: 1,
     message: [`ca-bundle ${PODS}`, /^not checked: no certificate to check the caBundle against \(in Secret quartermaster\/quartermaster-webhook-tls: the Secret does not exist\)/],
   },
@@ -308,20 +304,20 @@ const cases: Case[] = [
   {
     name: "a Fail webhook with an empty namespaceSelector → critical: it matches every protected namespace",
     breakIt: (s) => (byName(s, PODS).namespaceSelector = {}),
-    want: [`critical namespace-selector ${PODS}`],
+    want: [`warning webhook-render ${PODS}`, `critical namespace-selector ${PODS}`],
     exit: 2,
     message: [`namespace-selector ${PODS}`, /^namespaceSelector \{\} \(every namespace\) matches kube-system, kube-public, kube-node-lease, quartermaster: system pods wait on Quartermaster and are refused when it is down$/],
   },
   {
     name: "an Ignore webhook without a namespaceSelector → warning",
     breakIt: (s) => delete byName(s, MUTATE).namespaceSelector,
-    want: [`warning namespace-selector ${MUTATE}`],
+    want: [`warning webhook-render ${MUTATE}`, `warning namespace-selector ${MUTATE}`],
     exit: 1,
   },
   {
     name: "a selector on the opt-in label alone → warning: kube-system is one label away",
     breakIt: (s) => byName(s, PODS).namespaceSelector!.matchExpressions!.pop(),
-    want: [`warning namespace-selector ${PODS}`],
+    want: [`warning webhook-render ${PODS}`, `warning namespace-selector ${PODS}`],
     exit: 1,
     message: [`namespace-selector ${PODS}`, /^kube-system, kube-public, kube-node-lease, quartermaster are excluded only by labels \(quartermaster\.dev\/enabled In \(true\)\)/],
   },
@@ -331,15 +327,15 @@ const cases: Case[] = [
       byName(s, PODS).namespaceSelector!.matchExpressions!.pop();
       s.protectedNamespaces["kube-system"]!["quartermaster.dev/enabled"] = "true";
     },
-    want: [`critical namespace-selector ${PODS}`],
+    want: [`warning webhook-render ${PODS}`, `critical namespace-selector ${PODS}`],
     exit: 2,
     message: [`namespace-selector ${PODS}`, /matches kube-system: system pods wait/],
   },
   {
-    name: "matchLabels pinning another namespace's name → excluded by name, ok",
+    name: "matchLabels pinning another namespace's name → excluded by name, ok (but not the policy's scope)",
     breakIt: (s) => (byName(s, PODS).namespaceSelector = { matchLabels: { "kubernetes.io/metadata.name": "team-a" } }),
-    want: [],
-    exit: 0,
+    want: [`warning webhook-render ${PODS}`],
+    exit: 1,
   },
   {
     name: "Quartermaster installed in another namespace the selectors do not exclude → warning for each webhook",
@@ -350,7 +346,12 @@ const cases: Case[] = [
       s.ledger = { unread: "test" };
     },
     want: [
+      `warning webhook-render ${MUTATE}`,
+      `warning webhook-render ${JMUTATE}`,
+      `warning webhook-render ${PODS}`,
+      `warning webhook-render ${JOBS}`,
       `warning namespace-selector ${MUTATE}`,
+      `warning namespace-selector ${JMUTATE}`,
       `warning namespace-selector ${PODS}`,
       `warning namespace-selector ${JOBS}`,
       "warning reconciler CronJob qm-system/quartermaster-reconciler",
@@ -395,7 +396,7 @@ const cases: Case[] = [
       delete byName(s, MUTATE).failurePolicy;
       serviceState(s).endpointSlices = [];
     },
-    want: [`critical endpoints ${MUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
+    want: [`critical endpoints ${MUTATE}`, `warning endpoints ${JMUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
     exit: 2,
   },
   {
@@ -408,7 +409,7 @@ const cases: Case[] = [
   {
     name: "no webhook configurations at all → a warning for each expected webhook",
     breakIt: (s) => (s.webhookConfigurations = []),
-    want: [`warning webhook-configuration ${MUTATE}`, `warning webhook-configuration ${PODS}`, `warning webhook-configuration ${JOBS}`],
+    want: [`warning webhook-configuration ${MUTATE}`, `warning webhook-configuration ${JMUTATE}`, `warning webhook-configuration ${PODS}`, `warning webhook-configuration ${JOBS}`],
     exit: 1,
   },
   {
@@ -439,7 +440,7 @@ describe("doctor: webhooks, endpoints, certificates, selectors", () => {
   it("a healthy installation reports every check as ok, each webhook once per check", () => {
     const r = diagnose(healthy(), POLICY);
     const count = (check: string): number => r.findings.filter((f) => f.check === check && f.severity === "ok").length;
-    for (const check of ["webhook-configuration", "endpoints", "ca-bundle", "namespace-selector", "side-effects", "timeout"]) assert.equal(count(check), 3, check);
+    for (const check of ["webhook-configuration", "webhook-render", "endpoints", "ca-bundle", "namespace-selector", "side-effects", "timeout"]) assert.equal(count(check), 4, check);
     assert.equal(count("certificate-expiry"), 2, "the CA once, the serving certificate once");
     assert.equal(count("rbac"), 2);
     assert.equal(r.status, "healthy");
@@ -448,7 +449,7 @@ describe("doctor: webhooks, endpoints, certificates, selectors", () => {
   it("onJobLookupFailure deny → the webhook without its job GET is critical (every training pod refused)", () => {
     const deny = { ...POLICY, clusterSpec: { ...POLICY.clusterSpec, onJobLookupFailure: "deny" as const } };
     const s = healthy();
-    s.access = requiredAccess(deny, NS).map((a) => ({ ...a, allowed: !(a.serviceAccount.endsWith("webhook") && a.resource === "tfjobs") }));
+    s.access = requiredAccess(deny, NS).map((a) => ({ ...a, allowed: !a.mustNot && !(a.serviceAccount.endsWith("webhook") && a.resource === "tfjobs") }));
     assert.deepEqual(notOk(diagnose(s, deny).findings), ["critical rbac ServiceAccount quartermaster/quartermaster-webhook"]);
   });
 });

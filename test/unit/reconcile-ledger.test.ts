@@ -7,6 +7,7 @@ import {
   assembleLedger,
   canonicalJson,
   LEDGER_INDEX_NAME,
+  MAX_LEDGER_SHARDS,
   planLedgerWrites,
   readStored,
   sha256,
@@ -331,11 +332,11 @@ describe("ledger shards", () => {
 
   it("the ledger deletes only its own names: other ConfigMaps carrying its label are left alone", () => {
     const stored = storedOf(small);
-    for (const name of ["quartermaster-ledger-7", "quartermaster-ledger-4095", "quartermaster-ledger-4096", "quartermaster-ledger-07", "quartermaster-ledger-x", "quartermaster-ledger-1-backup", "team-notes"]) {
+    for (const name of ["quartermaster-ledger-7", `quartermaster-ledger-${MAX_LEDGER_SHARDS - 1}`, `quartermaster-ledger-${MAX_LEDGER_SHARDS}`, "quartermaster-ledger-07", "quartermaster-ledger-x", "quartermaster-ledger-1-backup", "team-notes"]) {
       stored.set(name, { name, uid: `uid-${name}`, resourceVersion: "1", text: "{}", sha256: sha256("{}") });
     }
     const deletes = planLedgerWrites(shardLedger(small, 524288), stored).filter((w) => w.verb === "delete").map((w) => w.name);
-    assert.deepEqual(deletes, ["quartermaster-ledger-4095", "quartermaster-ledger-7"]);
+    assert.deepEqual(deletes, [`quartermaster-ledger-${MAX_LEDGER_SHARDS - 1}`, "quartermaster-ledger-7"]);
   });
 
   it("fewer shards than before → the surplus is deleted after the index, by uid", () => {

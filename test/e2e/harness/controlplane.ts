@@ -188,6 +188,9 @@ export async function startControlPlane(opts: { controllerManager?: boolean; /**
       "--authorization-mode=RBAC",
       "--allow-privileged=true",
       "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+      // As on clusters that harden ownership (OpenShift, many managed offerings): setting blockOwnerDeletion
+      // on an ownerReference needs update on the owner's finalizers (adoption, per-replica Services).
+      "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
       ...(opts.apiserverArgs ?? []),
     ]);
 

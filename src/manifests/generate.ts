@@ -1,0 +1,37 @@
+/**
+ * @module
+ * Build-time generator of manifests/base/webhook-configurations.yaml (from the built-in policy) and
+ * manifests/base/reconciler-ledger-rbac.yaml (from the ledger's naming) (run by `npm
+ * run generate`). The YAML is committed for `kubectl apply -k`; a unit test renders it again and fails when
+ * the committed file differs, so the manifest cannot drift from the policy or from src/scope.ts.
+ */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { defaultPolicy } from "../policy/load.js";
+import { ledgerRbacYaml } from "./rbac.js";
+import { webhookConfigurationsYaml } from "./webhooks.js";
+
+/** The committed manifests, relative to the repository root. */
+export const WEBHOOK_MANIFEST = "manifests/base/webhook-configurations.yaml";
+export const LEDGER_RBAC_MANIFEST = "manifests/base/reconciler-ledger-rbac.yaml";
+
+/** The text manifests/base/webhook-configurations.yaml must have. */
+export function generatedWebhookManifest(): Promise<string> {
+  return webhookConfigurationsYaml(defaultPolicy());
+}
+
+/** Every generated manifest: path → the text it must have. */
+export async function generatedManifests(): Promise<Record<string, string>> {
+  return { [WEBHOOK_MANIFEST]: await generatedWebhookManifest(), [LEDGER_RBAC_MANIFEST]: await ledgerRbacYaml() };
+}
+
+export async function writeGeneratedManifests(root: string): Promise<string[]> {
+  const files = await generatedManifests();
+  for (const [file, text] of Object.entries(files)) writeFileSync(join(root, file), text);
+  return Object.keys(files);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  for (const f of await writeGeneratedManifests(join(import.meta.dirname, "../.."))) console.log(`wrote ${f}`);
+}

@@ -1,0 +1,258 @@
+/**
+ * @module
+ * The webhook configurations (MutatingWebhookConfiguration and ValidatingWebhookConfiguration), rendered from
+ * the policy and the namespace scope, pure. manifests/base/webhook-configurations.yaml is this render with the
+ * built-in policy (`npm run generate`; a unit test fails when the two differ), `quartermaster manifests
+ * webhooks --policy F` prints it for another policy, and `doctor` compares the registered configurations with
+ * it. So the `namespaceSelector` is the one the reconciler's scope uses (src/scope.ts), and the
+ * `matchConditions` name exactly the GPU resources the policy knows: a pattern added to `gpu.resources`
+ * (`intel.com/gpu`) reaches the apiserver's filter too.
+ *
+ * What is registered, and why each failure policy:
+ * - `pods.mutate` (`/mutate/pods`, CREATE of training pods): `Ignore` — if Quartermaster is down, training
+ *   pods are created without their cluster spec and placement rather than refused; `IfNeeded` reinvocation,
+ *   the mutations are idempotent and a later mutating webhook (a service mesh) may change the pod after us.
+ * - `jobs.mutate` (`/mutate/jobs`, CREATE of every job kind): `Ignore`, `Never` — it fills the platform's
+ *   run-policy defaults once, at creation; a job created during an outage keeps upstream's defaults.
+ * - `pods.validate` (`/validate/pods`, CREATE of training pods and their in-place `pods/resize`): `Fail` —
+ *   platform limits are the point; the selectors bound who waits on an outage.
+ * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`): `Fail`.
+ */
+import type { LabelSelector } from "../doctor/types.js";
+import { LABEL_JOB_NAME } from "../keys.js";
+import type { Policy } from "../policy/types.js";
+import { namespaceScope, namespaceSelector } from "../scope.js";
+
+export const WEBHOOK_CONFIGURATION_NAME = "quartermaster";
+export const WEBHOOK_SERVICE_NAME = "quartermaster-webhook";
+export const DEFAULT_NAMESPACE = "quartermaster";
+
+/** caffe2-operator's pod labels (`group_name: kubeflow.org`, `caffe2_job_key: <ns>-<name>`). */
+export const CAFFE2_GROUP_LABEL = "group_name";
+export const CAFFE2_JOB_KEY_LABEL = "caffe2_job_key";
+
+export interface RuleWithOperations {
+  apiGroups: string[];
+  apiVersions: string[];
+  operations: string[];
+  resources: string[];
+  scope: "Namespaced";
+}
+
+export interface MatchCondition {
+  name: string;
+  expression: string;
+}
+
+/** admissionregistration.k8s.io/v1 MutatingWebhook / ValidatingWebhook, the fields Quartermaster sets. */
+export interface RenderedWebhook {
+  name: string;
+  admissionReviewVersions: string[];
+  sideEffects: "None";
+  reinvocationPolicy?: "IfNeeded" | "Never";
+  timeoutSeconds: number;
+  failurePolicy: "Ignore" | "Fail";
+  matchPolicy: "Equivalent";
+  clientConfig: { service: { name: string; namespace: string; path: string; port: number }; caBundle?: string };
+  rules: RuleWithOperations[];
+  namespaceSelector: LabelSelector;
+  matchConditions?: MatchCondition[];
+}
+
+export interface RenderedConfiguration {
+  apiVersion: "admissionregistration.k8s.io/v1";
+  kind: "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration";
+  metadata: { name: string };
+  webhooks: RenderedWebhook[];
+}
+
+export interface RenderOptions {
+  /** Quartermaster's namespace: where the webhook Service is, and excluded from the scope. */
+  namespace?: string;
+  /** Base64 PEM bundle for every webhook's clientConfig; left out (for cert-manager or `certs install`) when unset. */
+  caBundle?: string;
+}
+
+export type WebhookPolicy = Pick<Policy, "jobKinds" | "gpu" | "webhook">;
+
+/** Why each webhook is there, for `doctor` when one is missing (by webhook name). */
+export const WEBHOOK_PURPOSE: Readonly<Record<string, string>> = {
+  "pods.mutate.quartermaster.dev": "training pods are created without cluster spec, GPU tolerations or placement",
+  "jobs.mutate.quartermaster.dev": "new jobs do not get the platform's run-policy defaults",
+  "pods.validate.quartermaster.dev": "pod limits are not enforced",
+  "jobs.validate.quartermaster.dev": "job limits are not enforced",
+};
+
+// ---- CEL ----------------------------------------------------------------------------------------------
+
+/**
+ * A CEL single-quoted string literal holding exactly `text`. Printable ASCII other than `'` and `\` stands
+ * for itself; everything else is escaped (`\'`, `\\`, `\uHHHH`, `\UHHHHHHHH`), so no input can end the
+ * literal early or inject CEL. Hand-written because no library here writes CEL; the CEL spec's escapes
+ * (cel-spec, doc/langdef.md, "String and Bytes Values") are all it needs.
+ */
+export function celString(text: string): string {
+  let out = "'";
+  for (const ch of text) {
+    const cp = ch.codePointAt(0)!;
+    if (ch === "'" || ch === "\\") out += `\\${ch}`;
+    else if (cp >= 0x20 && cp <= 0x7e) out += ch;
+    else if (cp >= 0xd800 && cp <= 0xdfff) throw new Error(`cannot put a lone surrogate (U+${cp.toString(16).toUpperCase()}) in a CEL string`);
+    else if (cp <= 0xffff) out += `\\u${cp.toString(16).padStart(4, "0")}`;
+    else out += `\\U${cp.toString(16).padStart(8, "0")}`;
+  }
+  return `${out}'`;
+}
+
+/** RE2 syntax with every metacharacter of `text` escaped (RE2's QuoteMeta set). */
+export function re2Quote(text: string): string {
+  return text.replace(/[\\.+*?()|[\]{}^$]/g, "\\$&");
+}
+
+/**
+ * CEL that is true when the string variable `v` matches the policy glob `pattern` (`*`: any run of
+ * characters), in the cheapest form: `==`, `startsWith`, `endsWith`, else `matches` with an anchored RE2.
+ */
+export function globCondition(v: string, pattern: string): string {
+  const parts = pattern.split("*");
+  if (parts.length === 1) return `${v} == ${celString(pattern)}`;
+  if (parts.length === 2) {
+    const [prefix, suffix] = parts as [string, string];
+    if (suffix === "") return prefix === "" ? "true" : `${v}.startsWith(${celString(prefix)})`;
+    if (prefix === "") return `${v}.endsWith(${celString(suffix)})`;
+  }
+  return `${v}.matches(${celString(`^${parts.map(re2Quote).join(".*")}$`)})`;
+}
+
+/** The resource names that are GPU requests: a bare `gpu` (renamed by the mutation), the policy's GPU resource and every pattern. */
+export function gpuResourcePatterns(policy: Pick<Policy, "gpu">): string[] {
+  return [...new Set(["gpu", policy.gpu.resourceName, ...policy.gpu.resources.map((r) => r.pattern)])];
+}
+
+/** The `training-pods-only` expression: a pod of a training job (by its framework's labels) or one requesting a GPU. */
+export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">): string {
+  const isGpu = gpuResourcePatterns(policy).map((p) => globCondition("r", p)).join(" || ");
+  const labelled: string[] = [];
+  if (policy.jobKinds.some((k) => k.framework !== "caffe2")) labelled.push(`${celString(LABEL_JOB_NAME)} in object.metadata.labels`);
+  if (policy.jobKinds.some((k) => k.framework === "caffe2")) {
+    labelled.push(`(${celString(CAFFE2_JOB_KEY_LABEL)} in object.metadata.labels && ${celString(CAFFE2_GROUP_LABEL)} in object.metadata.labels)`);
+  }
+  const requests = (list: string) =>
+    `${list}.exists(c, has(c.resources) &&\n` +
+    `    ((has(c.resources.limits) && c.resources.limits.exists(r, ${isGpu})) ||\n` +
+    `     (has(c.resources.requests) && c.resources.requests.exists(r, ${isGpu}))))`;
+  return [
+    ...(labelled.length > 0 ? [`(has(object.metadata.labels) && (${labelled.join(" || ")}))`] : []),
+    requests("object.spec.containers"),
+    `(has(object.spec.initContainers) && ${requests("object.spec.initContainers")})`,
+  ].join(" ||\n");
+}
+
+// ---- the configurations ---------------------------------------------------------------------------------
+
+/** Rules for `operations` on every job kind (`subresource` appended to each plural), one rule per group and version. */
+function jobRules(policy: Pick<Policy, "jobKinds">, operations: string[], subresource = ""): RuleWithOperations[] {
+  const byGroupVersion = new Map<string, { group: string; version: string; plurals: string[] }>();
+  for (const k of policy.jobKinds) {
+    const key = `${k.group}/${k.version}`;
+    const entry = byGroupVersion.get(key) ?? { group: k.group, version: k.version, plurals: [] };
+    const resource = `${k.plural}${subresource}`;
+    if (!entry.plurals.includes(resource)) entry.plurals.push(resource);
+    byGroupVersion.set(key, entry);
+  }
+  return [...byGroupVersion.values()].map((e) => ({ apiGroups: [e.group], apiVersions: [e.version], operations, resources: e.plurals, scope: "Namespaced" }));
+}
+
+const podRule = (operations: string[], resource: string): RuleWithOperations => ({ apiGroups: [""], apiVersions: ["v1"], operations, resources: [resource], scope: "Namespaced" });
+
+/** Both webhook configurations for `policy`, Mutating first. */
+export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderOptions = {}): [RenderedConfiguration, RenderedConfiguration] {
+  const namespace = opts.namespace ?? DEFAULT_NAMESPACE;
+  const selector = namespaceSelector(namespaceScope(namespace));
+  const trainingPods: MatchCondition[] = [{ name: "training-pods-only", expression: trainingPodExpression(policy) }];
+  const hook = (name: string, path: string, failurePolicy: "Ignore" | "Fail", rules: RuleWithOperations[], extra: Partial<RenderedWebhook> = {}): RenderedWebhook => ({
+    name,
+    admissionReviewVersions: ["v1"],
+    sideEffects: "None",
+    ...(extra.reinvocationPolicy ? { reinvocationPolicy: extra.reinvocationPolicy } : {}),
+    timeoutSeconds: policy.webhook.timeoutSeconds,
+    failurePolicy,
+    matchPolicy: "Equivalent",
+    clientConfig: { service: { name: WEBHOOK_SERVICE_NAME, namespace, path, port: 443 }, ...(opts.caBundle ? { caBundle: opts.caBundle } : {}) },
+    rules,
+    namespaceSelector: structuredClone(selector),
+    ...(extra.matchConditions ? { matchConditions: structuredClone(extra.matchConditions) } : {}),
+  });
+  const mutating: RenderedConfiguration = {
+    apiVersion: "admissionregistration.k8s.io/v1",
+    kind: "MutatingWebhookConfiguration",
+    metadata: { name: WEBHOOK_CONFIGURATION_NAME },
+    webhooks: [
+      hook("pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore", [podRule(["CREATE"], "pods")], { reinvocationPolicy: "IfNeeded", matchConditions: trainingPods }),
+      hook("jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", jobRules(policy, ["CREATE"]), { reinvocationPolicy: "Never" }),
+    ],
+  };
+  const validating: RenderedConfiguration = {
+    apiVersion: "admissionregistration.k8s.io/v1",
+    kind: "ValidatingWebhookConfiguration",
+    metadata: { name: WEBHOOK_CONFIGURATION_NAME },
+    webhooks: [
+      hook("pods.validate.quartermaster.dev", "/validate/pods", "Fail", [podRule(["CREATE"], "pods"), podRule(["UPDATE"], "pods/resize")], { matchConditions: trainingPods }),
+      hook("jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale")]),
+    ],
+  };
+  return [mutating, validating];
+}
+
+/** The comment above each webhook in the YAML: the reason for its failure policy. */
+const WEBHOOK_COMMENTS: Readonly<Record<string, string>> = {
+  "pods.mutate.quartermaster.dev":
+    " Ignore: if Quartermaster is down, training pods are still created, without their cluster spec and GPU\n" +
+    " placement, rather than every training pod being refused (the validating webhooks fail closed, so limits\n" +
+    " still hold). IfNeeded: the mutations are idempotent and a later mutating webhook may change the pod.",
+  "jobs.mutate.quartermaster.dev":
+    " Ignore, Never: fills the policy's run-policy defaults (TTL, cleanPodPolicy, deadlines) where a new job\n" +
+    " leaves them unset; a job created during an outage keeps upstream's defaults.",
+  "pods.validate.quartermaster.dev":
+    " Fail: platform limits are the point; a pod that skipped them could hold GPUs it may not have. Also\n" +
+    " in-place resizes (pods/resize), so cpu/memory limits cannot be raised after creation.",
+  "jobs.validate.quartermaster.dev":
+    " Fail, as for pods: a job over its limits must not start, nor be scaled past them (the /scale subresource).",
+};
+
+export const GENERATED_HEADER = [
+  " Generated by `npm run generate` from the built-in policy (src/manifests/webhooks.ts); do not edit.",
+  " For another policy: quartermaster manifests webhooks --policy F [--namespace N].",
+  " The admission webhooks, scoped so Quartermaster is never the reason a cluster stops:",
+  " - only namespaces that opt in with the label quartermaster.dev/enabled=true, and never kube-system,",
+  "   kube-public, kube-node-lease or Quartermaster's own namespace, whatever their labels say (src/scope.ts,",
+  "   the same scope the reconciler writes in);",
+  " - pod webhooks see only training pods (matchConditions): pods with their job's labels (Kubeflow's",
+  "   job-name label, caffe2-operator's group_name and caffe2_job_key) or a request for one of the policy's",
+  "   GPU resources (gpu.resources patterns);",
+  " - a timeout of a few seconds (policy webhook.timeoutSeconds); the apiserver's default of 10 s would stall",
+  "   every pod create on an outage.",
+  " The caBundle is filled in by cert-manager's CA injector or `quartermaster certs install`.",
+].join("\n");
+
+/** The two configurations as one YAML stream with explanatory comments (the committed manifest's text). */
+export async function webhookConfigurationsYaml(policy: WebhookPolicy, opts: RenderOptions = {}): Promise<string> {
+  const { Document, isMap, isScalar, isSeq, visit } = await import("yaml");
+  return renderWebhookConfigurations(policy, opts)
+    .map((config, i) => {
+      const doc = new Document(config, { aliasDuplicateObjects: false });
+      if (i === 0) doc.commentBefore = GENERATED_HEADER;
+      // Lists of plain values on one line, as a person would write them.
+      visit(doc, { Seq: (_key, seq) => void (seq.flow = seq.items.every((item) => isScalar(item))) });
+      const hooks = doc.get("webhooks", true);
+      if (isSeq(hooks)) {
+        for (const item of hooks.items) {
+          if (!isMap(item)) continue;
+          const comment = WEBHOOK_COMMENTS[String(item.get("name"))];
+          if (comment) item.commentBefore = comment;
+        }
+      }
+      return doc.toString({ lineWidth: 0, blockQuote: "literal", flowCollectionPadding: false });
+    })
+    .join("---\n");
+}

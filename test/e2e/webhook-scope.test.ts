@@ -1,0 +1,126 @@
+/**
+ * End to end: the webhook configurations that `quartermaster manifests webhooks --policy F` renders, applied
+ * to a real kube-apiserver (which compiles their CEL), decide which pods reach the webhook server. Pods in a
+ * namespace without the opt-in label, and in kube-system even with it, never reach it; in an opted-in
+ * namespace a pod requesting a GPU resource reaches it exactly when the policy names that resource.
+ */
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { parseAllDocuments } from "yaml";
+import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
+import { cli, createNamespace, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+let seq = 0;
+const unique = (prefix: string): string => `${prefix}-${Date.now().toString(36)}-${++seq}`;
+
+/** A pod without job labels (unless given) requesting one `resource`, or nothing. */
+function pod(name: string, resource?: string, labels: Record<string, string> = {}): Record<string, unknown> {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, labels },
+    spec: { restartPolicy: "Never", containers: [{ name: "main", image: "busybox", ...(resource ? { resources: { limits: { [resource]: "1" } } } : {}) }] },
+  };
+}
+
+describe("webhook scope and match conditions through a real kube-apiserver", () => {
+  let cp: ControlPlane;
+  let wh: WebhookProcess;
+  const policyFile = (): string => join(cp.dir, "scope-policy.yaml");
+
+  /** Renders the configurations for `policy` (undefined: built-in) with the CLI, pointed at the local server, and applies them. */
+  async function applyRender(policy: string | undefined): Promise<void> {
+    const r = await cli(["manifests", "webhooks", ...(policy ? ["--policy", policy] : [])]);
+    assert.equal(r.code, 0, r.stderr);
+    const configs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Record<string, any>);
+    for (const c of configs) {
+      for (const h of c.webhooks) h.clientConfig = { url: `https://127.0.0.1:${wh.port}${h.clientConfig.service.path}`, caBundle: Buffer.from(wh.caPem).toString("base64") };
+    }
+    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
+    assert.equal(applied.code, 0, applied.stderr);
+  }
+
+  /** Waits until a dry-run probe created with `probe` is seen by both pod webhooks (configuration changes apply asynchronously). */
+  async function settle(ns: string, probe: (name: string) => Record<string, unknown>): Promise<void> {
+    const deadline = performance.now() + 30_000;
+    for (;;) {
+      const name = unique("probe");
+      await cp.api("POST", `/api/v1/namespaces/${ns}/pods?dryRun=All`, probe(name));
+      if ((await wh.awaitAdmissions(name, 2, 1000)).length >= 2) return;
+      if (performance.now() > deadline) throw new Error(`the webhook configurations did not take effect\n${cp.logs()}`);
+      await sleep(200);
+    }
+  }
+
+  /** Creates the pod for real and reports whether any webhook saw it (waiting a moment for trailing log lines). */
+  async function reachesWebhook(ns: string, body: Record<string, unknown>): Promise<{ seen: boolean; annotations: Record<string, string> }> {
+    const name = (body.metadata as { name: string }).name;
+    const r = await cp.api("POST", `/api/v1/namespaces/${ns}/pods`, body);
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const seen = (await wh.awaitAdmissions(name, 1, 1500)).length > 0;
+    return { seen, annotations: r.body.metadata.annotations ?? {} };
+  }
+
+  before(async () => {
+    cp = await startControlPlane();
+    await createNamespace(cp, "team-in", { "quartermaster.dev/enabled": "true" });
+    await createNamespace(cp, "team-out");
+    // kube-system carrying the opt-in label: excluded by name all the same.
+    const labelled = await cp.kubectl(["label", "namespace", "kube-system", "quartermaster.dev/enabled=true"]);
+    assert.equal(labelled.code, 0, labelled.stderr);
+    // A policy that adds two GPU resources: one exact, one whose pattern becomes a CEL `matches`.
+    writeFileSync(
+      join(cp.dir, "scope-policy.yaml"),
+      "gpu:\n  resources:\n    - pattern: nvidia.com/gpu\n    - pattern: example.com/gpu\n    - pattern: example.com/tpu-*-shared\n",
+    );
+    wh = await webhookProcess({ kubeconfig: cp.kubeconfig, policy: policyFile() });
+    await wh.start();
+  });
+
+  after(async () => {
+    await wh?.stop();
+    await cp?.stop();
+  });
+
+  it("with the built-in render, a pod requesting example.com/gpu does not reach the webhook", async () => {
+    await applyRender(undefined);
+    await settle("team-in", (n) => pod(n, "nvidia.com/gpu"));
+    assert.equal((await reachesWebhook("team-in", pod(unique("ex-builtin"), "example.com/gpu"))).seen, false);
+  });
+
+  it("with the policy's render, it does, and so does a resource matching a pattern with a star inside", async () => {
+    await applyRender(policyFile());
+    await settle("team-in", (n) => pod(n, "example.com/gpu"));
+    const r = await reachesWebhook("team-in", pod(unique("ex-policy"), "example.com/gpu"));
+    assert.equal(r.seen, true);
+    assert.equal((await reachesWebhook("team-in", pod(unique("tpu"), "example.com/tpu-v5-shared"))).seen, true);
+    assert.equal((await reachesWebhook("team-in", pod(unique("tpu-no"), "example.com/tpu-v5"))).seen, false);
+  });
+
+  it("amd.com/gpu, dropped from this policy, no longer reaches it; a pod with no GPU and no job labels never does", async () => {
+    assert.equal((await reachesWebhook("team-in", pod(unique("amd"), "amd.com/gpu"))).seen, false);
+    assert.equal((await reachesWebhook("team-in", pod(unique("cpu")))).seen, false);
+  });
+
+  it("a Caffe2 pod labelled by caffe2-operator reaches it without a GPU", async () => {
+    const labels = { group_name: "kubeflow.org", caffe2_job_key: "team-in-resnet", caffe2_replica_type: "worker", caffe2_replica_index: "0", runtime_id: "abc12" };
+    assert.equal((await reachesWebhook("team-in", pod(unique("caffe2"), undefined, labels))).seen, true);
+  });
+
+  const outOfScope: Array<{ name: string; ns: string }> = [
+    { name: "a namespace without the opt-in label", ns: "team-out" },
+    { name: "kube-system, although labelled to opt in", ns: "kube-system" },
+  ];
+  for (const c of outOfScope) {
+    it(`pods in ${c.name} are neither seen nor mutated`, async () => {
+      for (const resource of ["nvidia.com/gpu", "example.com/gpu"]) {
+        const r = await reachesWebhook(c.ns, pod(unique("out"), resource, { "training.kubeflow.org/job-name": "mnist" }));
+        assert.equal(r.seen, false, `${resource} in ${c.ns} reached the webhook`);
+        assert.equal(r.annotations["quartermaster.dev/mutations"], undefined);
+      }
+    });
+  }
+});
