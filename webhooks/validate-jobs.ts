@@ -7,7 +7,7 @@
  * cannot be read denies the scaling. An UPDATE is refused only for what it makes worse. A job too large
  * to check within the cost bound is denied. The rules live in `src/validate/`.
  */
-import { describeCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
+import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import type { KubeObject } from "../src/admission/types.js";
@@ -45,7 +45,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
           if (read.kind !== "found") return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
           const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
           // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
-          if (cost.over) return { violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${describeCost(cost)}` }], warnings: [] };
+          if (cost.over) return { violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }], warnings: [] };
           return validateScale({ scale: request.object, job: read.job, kind, ctx, capacity: deps.capacity?.current() });
         };
         const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);

@@ -98,8 +98,13 @@ export function jobTemplateSpecs(job: unknown, replicaSpecsField: string, single
   return out;
 }
 
-/** One sentence for a warning or a denial. */
+/** Why a review was not checked, short enough for an admission warning (120 characters). */
 export function describeCost(c: ReviewCost, max = MAX_REVIEW_COST): string {
+  return `too large to check: cost ${c.partial ? "at least " : ""}${c.cost} is over the bound of ${max}`;
+}
+
+/** {@link describeCost} with what was counted, for a denial's message. */
+export function explainCost(c: ReviewCost, max = MAX_REVIEW_COST): string {
   const at = c.partial ? "at least " : "";
-  return `the object is too large to check: cost ${at}${c.cost} (${at}${c.items} pod specs, containers and resource entries × ${c.passes} rule passes) is over the bound of ${max}`;
+  return `${describeCost(c, max)} (${at}${c.items} pod specs, containers and resource entries × ${c.passes} rule passes)`;
 }

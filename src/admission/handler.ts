@@ -9,7 +9,7 @@
  * - validating webhooks fail closed: a rule that throws denies the request with the error's message.
  */
 import { errorMessage } from "../errors.js";
-import { describeCost, type ReviewCost } from "./cost.js";
+import { describeCost, explainCost, type ReviewCost } from "./cost.js";
 import { decodeReview, encodeReview } from "./review.js";
 import { allowed, denied, errored, patched, withWarnings, type Violation } from "./response.js";
 import type { AdmissionRequest, AdmissionResponse, AdmissionReview, KubeObject } from "./types.js";
@@ -151,7 +151,7 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
     guard: spec.guard,
     ...(spec.cost ? { cost: spec.cost } : {}),
     tooCostly(request, cost) {
-      const response = withWarnings(allowed(request.uid), [`quartermaster: admitted unchanged, not outfitted: ${describeCost(cost)}`]);
+      const response = withWarnings(allowed(request.uid), [`quartermaster: admitted unchanged: ${describeCost(cost)}`]);
       return result(request, response, { outcome: "skipped", skipReason: `over the cost bound (${cost.partial ? "at least " : ""}${cost.cost})` });
     },
     run: (request) => spec.mutate(request),
@@ -178,7 +178,7 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
     guard: spec.guard,
     ...(spec.cost ? { cost: spec.cost } : {}),
     tooCostly(request, cost) {
-      const violation: Violation = { rule: "review-cost", field: "spec", message: `${describeCost(cost)}; split the workload or ask the platform team` };
+      const violation: Violation = { rule: "review-cost", field: "spec", message: `${explainCost(cost)}; split the workload or ask the platform team` };
       return result(request, denied(request.uid, [violation]), { outcome: "denied", deniedRules: [violation.rule] });
     },
     run: (request) => spec.validate(request),
