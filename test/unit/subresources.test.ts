@@ -15,24 +15,10 @@ import { SCALE_REPLICA_TYPE, scaledField, validateScale } from "../../src/valida
 import { createWebhooks } from "../../webhooks/index.js";
 import { fakeJobReader, kindOf } from "../fixtures/jobs.js";
 import { deepFreeze, review } from "../fixtures/reviews.js";
+import { gpuJob, scale } from "../fixtures/array-work.js";
 
 const policy = checkPolicy({ limits: { container: { cpu: "4", memory: "16Gi" }, job: { gpus: 16, replicas: { Worker: 4 } } } }, "strict");
 const ctx = { policy, namespace: "team-a", limits: effectiveLimits(policy, "team-a") };
-
-/** A job of `kind` (PyTorchJob unless said) with one Master and `workers` Workers of `gpus` GPUs each. */
-export function gpuJob(workers: number, gpus: number, kind = "PyTorchJob", field = "pytorchReplicaSpecs", container = "pytorch"): KubeObject {
-  const template = { spec: { containers: [{ name: container, image: "img", resources: { limits: { "nvidia.com/gpu": String(gpus) } } }] } };
-  return deepFreeze({
-    apiVersion: "kubeflow.org/v1",
-    kind,
-    metadata: { name: "train", namespace: "team-a" },
-    spec: { runPolicy: { ttlSecondsAfterFinished: 60 }, [field]: { Master: { replicas: 1, template }, Worker: { replicas: workers, template } } },
-  });
-}
-
-export function scale(replicas: unknown): KubeObject {
-  return deepFreeze({ apiVersion: "autoscaling/v1", kind: "Scale", metadata: { name: "train", namespace: "team-a" }, spec: { replicas }, status: { replicas: 2 } });
-}
 
 const capacityOf = (n: number): ClusterCapacity => ({ total: (r) => (r === "nvidia.com/gpu" ? n : undefined) });
 type Want = Array<[rule: string, field: string, message: string]>;
