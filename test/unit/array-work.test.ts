@@ -17,6 +17,8 @@ import { countArrayWork, reviewOf, wideJob, widePod } from "../fixtures/array-wo
 import { fakeJobReader, job, topology } from "../fixtures/jobs.js";
 import { ctx, testPod, container } from "../fixtures/pods.js";
 import { deepFreeze } from "../fixtures/reviews.js";
+import { corpusJobs, corpusPods } from "../fixtures/corpus.js";
+import { REPLICA_SPECS_FIELD } from "../../src/topology/resolve.js";
 import { silentLogger } from "../../src/log.js";
 
 /** `items` behind a Proxy that counts reads of its elements. */
@@ -158,6 +160,15 @@ describe("specsCost", () => {
     const { list, reads } = counted((widePod({ containers: 40_000 }).spec as { containers: unknown[] }).containers);
     assert.equal(specsCost([{ containers: list }], 6, gpu).over, true);
     assert.ok(reads() <= MAX_REVIEW_COST, `${reads()} reads`);
+  });
+  it("every corpus pod and job (and job UPDATE) is priced far under the bound", () => {
+    let most = 0;
+    for (const p of corpusPods()) most = Math.max(most, specsCost([p.pod.spec], 6, gpu).cost);
+    for (const j of corpusJobs()) {
+      const specs = jobTemplateSpecs(j.job, REPLICA_SPECS_FIELD[j.kind.framework], j.kind.framework === "caffe2");
+      most = Math.max(most, specsCost([...specs, ...specs], 8, gpu).cost);
+    }
+    assert.ok(most > 0 && most * 10 < MAX_REVIEW_COST, `most expensive: ${most}`);
   });
   it("jobTemplateSpecs: every replica type's template spec; Caffe2's single pool", () => {
     assert.equal(jobTemplateSpecs(wideJob(3), "pytorchReplicaSpecs", false).length, 1);
