@@ -15,7 +15,7 @@ import { SCALE_REPLICA_TYPE, scaledField, validateScale } from "../../src/valida
 import { createWebhooks } from "../../webhooks/index.js";
 import { fakeJobReader, kindOf } from "../fixtures/jobs.js";
 import { deepFreeze, review } from "../fixtures/reviews.js";
-import { gpuJob, scale } from "../fixtures/array-work.js";
+import { gpuJob, scale, wideJob } from "../fixtures/array-work.js";
 
 const policy = checkPolicy({ limits: { container: { cpu: "4", memory: "16Gi" }, job: { gpus: 16, replicas: { Worker: 4 } } } }, "strict");
 const ctx = { policy, namespace: "team-a", limits: effectiveLimits(policy, "team-a") };
@@ -131,6 +131,11 @@ describe("/validate/jobs: the scale subresource", () => {
     assert.equal((await hooks()["/validate/jobs"]!.admit(scaleReview(6, { operation: "CREATE" }))).skipReason, "operation CREATE on subresource scale is not handled");
     const status = review({ kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" }, subResource: "status", operation: "UPDATE", object: gpuJob(9, 9) });
     assert.equal((await hooks()["/validate/jobs"]!.admit(status)).skipReason, "subresource status is not handled");
+  });
+  it("a stored job too large to check → denied (review-cost) without running the rules", async () => {
+    const res = await hooks(fakeJobReader([{ ...wideJob(2000), metadata: { name: "train", namespace: "team-a" } }]))["/validate/jobs"]!.admit(scaleReview(3));
+    assert.deepEqual(res.deniedRules, ["review-cost"]);
+    assert.match(res.review.response!.status!.message!, /spec\.replicas: PyTorchJob team-a\/train: too large to check: cost at least \d+ is over the bound of 10000/);
   });
   it("a scale of an unconfigured resource is skipped", async () => {
     const res = await hooks()["/validate/jobs"]!.admit(scaleReview(6, { resource: { group: "apps", version: "v1", resource: "deployments" } }));
