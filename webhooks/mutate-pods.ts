@@ -1,14 +1,15 @@
 /**
  * @module
- * `POST /mutate/pods`: outfits training pods on CREATE. Fails open (a failing rule admits the pod
- * unchanged, with a warning). The pod's job is read first (the only I/O), then the pure mutations in
+ * `POST /mutate/pods`: outfits training pods on CREATE. Fails open: a failing rule, or a pod over the
+ * cost bound of `src/admission/cost.ts`, admits the pod unchanged, with a warning. The pod's job is read first (the only I/O), then the pure mutations in
  * `src/mutate/` run. A job that cannot be read means no cluster spec and a warning saying why, or a
  * denial when the policy's `clusterSpec.onJobLookupFailure` is `deny`.
  */
+import { specsCost } from "../src/admission/cost.js";
 import { podGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
 import type { AdmissionRequest, KubeObject } from "../src/admission/types.js";
-import { mutatePod, type Pod } from "../src/mutate/index.js";
+import { mutatePod, POD_MUTATIONS, type Pod } from "../src/mutate/index.js";
 import { lookupTopology, type TopologyResult } from "../src/topology/lookup.js";
 import type { WebhookDeps } from "./deps.js";
 
@@ -29,6 +30,8 @@ export function mutatePods(deps: WebhookDeps): Webhook {
   return mutatingWebhook({
     name: "mutate-pods",
     guard: podGuard(["CREATE"]),
+    // One pass per mutation; a pod over the bound is admitted unchanged, with a warning saying so.
+    cost: (request) => specsCost([request.object.spec], POD_MUTATIONS.length, policy.gpu.resources),
     mutate(request) {
       const pod = request.object as Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";

@@ -1,25 +1,57 @@
 /**
  * @module
  * `POST /validate/jobs`: limits and shape rules on training-job CREATE and UPDATE, for every configured
- * job kind. Fails closed. An UPDATE is refused only for what it makes worse. The rules live in `src/validate/`.
+ * job kind, and on UPDATEs of their `scale` subresource (`kubectl scale`, autoscalers), which carry an
+ * `autoscaling/v1` Scale instead of the job: the job is read (through the same cached reader as the pod
+ * mutation) and checked with the new replica count (`src/validate/scale.ts`). Fails closed: a job that
+ * cannot be read denies the scaling. An UPDATE is refused only for what it makes worse. A job too large
+ * to check within the cost bound is denied. The rules live in `src/validate/`.
  */
-import { jobGuard } from "../src/admission/guards.js";
-import { validatingWebhook, type Webhook } from "../src/admission/handler.js";
+import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
+import { jobGuard, jobKindOf } from "../src/admission/guards.js";
+import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
+import type { KubeObject } from "../src/admission/types.js";
+import { readJob, type JobReadResult } from "../src/topology/lookup.js";
+import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { merge } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
+import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
+import type { JobKind } from "../src/policy/types.js";
 import type { WebhookDeps } from "./deps.js";
+
+/** Passes the job rules make over each replica template (see `src/admission/cost.ts`). */
+export const VALIDATE_JOB_PASSES = 8;
 
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
+  const templates = (job: unknown, kind: JobKind): unknown[] => jobTemplateSpecs(job, REPLICA_SPECS_FIELD[kind.framework], kind.framework === "caffe2");
   return validatingWebhook({
     name: "validate-jobs",
-    guard: jobGuard(policy.jobKinds, ["CREATE", "UPDATE"]),
+    guard: jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] }),
+    cost(request) {
+      const kind = jobKindOf(request, policy.jobKinds)!;
+      // A Scale carries no templates; the job it scales is priced once it has been read.
+      const specs = request.subResource ? [] : [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])];
+      return specsCost(specs, VALIDATE_JOB_PASSES, policy.gpu.resources);
+    },
     validate(request) {
-      const kind = policy.jobKinds.find((k) => k.group === request.kind.group && k.kind === request.kind.kind)!;
+      const kind = jobKindOf(request, policy.jobKinds)!;
       const namespace = request.namespace ?? "";
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
-      const check = (job: typeof request.object) => merge(validateJob(job, kind, ctx), validateCapacity(job, kind, ctx, deps.capacity?.current()));
+      if (request.subResource === "scale") {
+        const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
+        const decide = (read: JobReadResult): ValidationResult => {
+          if (read.kind !== "found") return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
+          const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
+          // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
+          if (cost.over) return { violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }], warnings: [] };
+          return validateScale({ scale: request.object, job: read.job, kind, ctx, capacity: deps.capacity?.current() });
+        };
+        const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+        return read instanceof Promise ? read.then(decide) : decide(read);
+      }
+      const check = (job: KubeObject) => merge(validateJob(job, kind, ctx), validateCapacity(job, kind, ctx, deps.capacity?.current()));
       const now = check(request.object);
       if (request.operation === "UPDATE" && request.oldObject) return newOrWorse(now, check(request.oldObject));
       return now;

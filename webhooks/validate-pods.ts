@@ -1,24 +1,40 @@
 /**
  * @module
- * `POST /validate/pods`: platform limits on pod CREATE. Fails closed (a failing rule denies with its error).
- * The rules themselves live in `src/validate/`.
+ * `POST /validate/pods`: platform limits on pod CREATE, and on in-place resizes (UPDATE of the `resize`
+ * subresource, on by default from Kubernetes 1.33), which change container cpu and memory after
+ * admission. Fails closed (a failing rule denies with its error). A resize is held to the same rules as
+ * a CREATE; as for any update, only what it makes worse than the pod before is refused. A pod too large
+ * to check within the cost bound is denied. The rules themselves live in `src/validate/`.
  */
 import type { V1Pod } from "@kubernetes/client-node";
+import { specsCost } from "../src/admission/cost.js";
 import { podGuard } from "../src/admission/guards.js";
 import { validatingWebhook, type Webhook } from "../src/admission/handler.js";
+import { newOrWorse } from "../src/validate/job.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { validatePod } from "../src/validate/pod.js";
 import type { WebhookDeps } from "./deps.js";
+
+/** Passes the pod rules make over the containers (see `src/admission/cost.ts`), counting both pods of a resize. */
+export const VALIDATE_POD_PASSES = 4;
 
 export function validatePods(deps: WebhookDeps): Webhook {
   const { policy } = deps;
   return validatingWebhook({
     name: "validate-pods",
-    guard: podGuard(["CREATE"]),
+    guard: podGuard(["CREATE"], { resize: ["UPDATE"] }),
+    cost: (request) => {
+      const specs = [request.object.spec];
+      if (request.subResource && request.oldObject) specs.push(request.oldObject.spec);
+      return specsCost(specs, VALIDATE_POD_PASSES, policy.gpu.resources);
+    },
     validate(request) {
       const pod = request.object as V1Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
-      return validatePod(pod, { policy, namespace, limits: effectiveLimits(policy, namespace) });
+      const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
+      const now = validatePod(pod, ctx);
+      if (request.subResource === "resize" && request.oldObject) return newOrWorse(now, validatePod(request.oldObject as V1Pod, ctx));
+      return now;
     },
   });
 }

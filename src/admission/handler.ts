@@ -9,6 +9,7 @@
  * - validating webhooks fail closed: a rule that throws denies the request with the error's message.
  */
 import { errorMessage } from "../errors.js";
+import { describeCost, explainCost, type ReviewCost } from "./cost.js";
 import { decodeReview, encodeReview } from "./review.js";
 import { allowed, denied, errored, patched, withWarnings, type Violation } from "./response.js";
 import type { AdmissionRequest, AdmissionResponse, AdmissionReview, KubeObject } from "./types.js";
@@ -57,15 +58,22 @@ export interface ValidationResult {
   warnings: readonly string[];
 }
 
+/** Prices a review before its rules run (see `cost.ts`); over the bound, the rules are not run. */
+export type Pricer = (request: AdmissionRequest & { object: KubeObject }) => ReviewCost;
+
 export interface MutatingWebhookSpec {
   name: string;
   guard: Guard;
+  /** Over its bound, the object is admitted unchanged with a warning. */
+  cost?: Pricer;
   mutate(request: AdmissionRequest & { object: KubeObject }): Promise<MutationResult> | MutationResult;
 }
 
 export interface ValidatingWebhookSpec {
   name: string;
   guard: Guard;
+  /** Over its bound, the object is denied with a message saying so. */
+  cost?: Pricer;
   validate(request: AdmissionRequest & { object: KubeObject }): Promise<ValidationResult> | ValidationResult;
 }
 
@@ -89,6 +97,9 @@ interface Rules<T> {
   name: string;
   failureMode: FailureMode;
   guard: Guard;
+  cost?: Pricer;
+  /** The result for a review over the cost bound, given at once without running the rules. */
+  tooCostly(request: AdmissionRequest & { object: KubeObject }, cost: ReviewCost): WebhookResult;
   run(request: AdmissionRequest & { object: KubeObject }): T | Promise<T>;
   /** The result for the rules' output; if this throws, the rules count as failed. */
   finish(request: AdmissionRequest & { object: KubeObject }, out: T): WebhookResult;
@@ -116,6 +127,8 @@ function webhook<T>(rules: Rules<T>): Webhook {
       }
       let pending: T | Promise<T>;
       try {
+        const cost = rules.cost?.(request);
+        if (cost?.over) return rules.tooCostly(request, cost);
         pending = rules.run(request);
       } catch (error) {
         return rules.failed(request, error);
@@ -136,6 +149,11 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
     name: spec.name,
     failureMode: "allow",
     guard: spec.guard,
+    ...(spec.cost ? { cost: spec.cost } : {}),
+    tooCostly(request, cost) {
+      const response = withWarnings(allowed(request.uid), [`quartermaster: admitted unchanged: ${describeCost(cost)}`]);
+      return result(request, response, { outcome: "skipped", skipReason: `over the cost bound (${cost.partial ? "at least " : ""}${cost.cost})` });
+    },
     run: (request) => spec.mutate(request),
     finish(request, out) {
       if (out.deny) {
@@ -159,6 +177,11 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
     name: spec.name,
     failureMode: "deny",
     guard: spec.guard,
+    ...(spec.cost ? { cost: spec.cost } : {}),
+    tooCostly(request, cost) {
+      const violation: Violation = { rule: "review-cost", field: "spec", message: `${explainCost(cost)}; split the workload or ask the platform team` };
+      return result(request, denied(request.uid, [violation]), { outcome: "denied", deniedRules: [violation.rule] });
+    },
     run: (request) => spec.validate(request),
     finish(request, out) {
       if (out.violations.length === 0) {

@@ -5,23 +5,32 @@
  * container named `tensorflow` for TFJobs, every container otherwise. A variable the container already
  * sets is never overwritten, so running beside the training operator (which sets them itself) is a no-op.
  */
-import type { V1EnvVar } from "@kubernetes/client-node";
+import type { V1Container, V1EnvVar } from "@kubernetes/client-node";
 import { withKey } from "../copy.js";
 import type { Topology } from "../topology/types.js";
 import { clusterSpec, type ClusterSpecResult } from "./frameworks.js";
-import { withContainer } from "./pod.js";
+import { mapContainers } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
+// Up to this many variables a container's env is searched directly; a longer one is indexed once.
+const SCANNED_ENV = 32;
+
 /**
- * Appends the variables container `index` does not set yet. The appended objects are the cluster spec's
- * own (shared, never changed by anyone), not copies.
+ * The container with the variables it does not set yet appended, or the container itself. The appended
+ * objects are the cluster spec's own (shared, never changed by anyone), not copies.
  */
-function withEnv(pod: Pod, index: number, vars: readonly V1EnvVar[]): Pod {
-  const c = pod.spec!.containers[index]!;
+function withEnv(c: V1Container, vars: readonly V1EnvVar[]): V1Container {
   const env = c.env ?? [];
-  const missing = vars.filter((v) => !env.some((e) => e.name === v.name));
-  if (missing.length === 0) return pod;
-  return withContainer(pod, "containers", index, withKey(c, "env", env.concat(missing)));
+  let missing: V1EnvVar[];
+  if (env.length <= SCANNED_ENV) {
+    missing = vars.filter((v) => !env.some((e) => e.name === v.name));
+  } else {
+    const names = new Set<unknown>();
+    for (const e of env) names.add(e.name);
+    missing = vars.filter((v) => !names.has(v.name));
+  }
+  if (missing.length === 0) return c;
+  return withKey(c, "env", env.concat(missing));
 }
 
 // One admission asks for its cluster spec twice (mutate, then advise) with the same topology object:
@@ -42,13 +51,10 @@ export const injectClusterSpec: Mutation = {
     if (!ctx.topology || !ctx.policy.clusterSpec.enabled) return pod;
     const spec = specFor(ctx.topology, ctx.namespace, ctx.policy.clusterSpec.clusterDomain);
     if ("skip" in spec) return pod;
-    const containers = pod.spec?.containers ?? [];
-    if (spec.target === "all") {
-      return containers.reduce((p, _c, i) => withEnv(p, i, spec.env), pod);
-    }
+    if (spec.target === "all") return mapContainers(pod, ["containers"], (c) => withEnv(c, spec.env));
     const target = spec.target.container;
-    const i = containers.findIndex((c) => c.name === target);
-    return i < 0 ? pod : withEnv(pod, i, spec.env);
+    const i = (pod.spec?.containers ?? []).findIndex((c) => c.name === target);
+    return i < 0 ? pod : mapContainers(pod, ["containers"], (c, _list, j) => (j === i ? withEnv(c, spec.env) : c));
   },
   explain(before, after, ctx) {
     // withEnv only appends: what a container gained is its env past the length it had.

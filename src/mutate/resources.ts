@@ -13,7 +13,7 @@ import type { V1Container } from "@kubernetes/client-node";
 import { copyOf, withKey } from "../copy.js";
 import type { Policy } from "../policy/types.js";
 import { isZero, parseQuantity } from "../quantity.js";
-import { withContainer, type ContainerList } from "./pod.js";
+import { mapContainers, type ContainerList } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
 type ResourceMap = Record<string, string>;
@@ -81,9 +81,11 @@ export function defaultContainerResources(c: V1Container, policy: Policy): V1Con
   return withKey(c, "resources", resources);
 }
 
+const LISTS: readonly ContainerList[] = ["initContainers", "containers"];
+
 function changedContainers(before: Pod, after: Pod): string[] {
   const names: string[] = [];
-  for (const list of ["initContainers", "containers"] as ContainerList[]) {
+  for (const list of LISTS) {
     (after.spec?.[list] ?? []).forEach((c, i) => {
       if (c !== before.spec?.[list]?.[i]) names.push(c.name);
     });
@@ -93,16 +95,7 @@ function changedContainers(before: Pod, after: Pod): string[] {
 
 export const defaultResources: Mutation = {
   name: "resources",
-  mutate(pod, { policy }) {
-    let next = pod;
-    for (const list of ["initContainers", "containers"] as ContainerList[]) {
-      (pod.spec?.[list] ?? []).forEach((c, i) => {
-        const d = defaultContainerResources(c, policy);
-        if (d !== c) next = withContainer(next, list, i, d);
-      });
-    }
-    return next;
-  },
+  mutate: (pod, { policy }) => mapContainers(pod, LISTS, (c) => defaultContainerResources(c, policy)),
   explain(before, after) {
     return `quartermaster: resource requests/limits defaulted for ${changedContainers(before, after).join(", ")}`;
   },

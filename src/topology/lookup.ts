@@ -9,6 +9,7 @@ import type { Pod } from "../mutate/types.js";
 import type { Policy } from "../policy/types.js";
 import { jobRef, replicaOf } from "./resolve.js";
 import type { KubeObject } from "../admission/types.js";
+import type { JobKind } from "../policy/types.js";
 import type { JobReader, JobRef, Topology } from "./types.js";
 
 export type TopologyResult =
@@ -77,4 +78,28 @@ export function lookupTopology(pod: Pod, namespace: string, policy: Policy, jobs
   return readCandidates(ref, jobs, policy.clusterSpec.jobLookupTimeoutMs, what).then((read) =>
     "error" in read ? { kind: "failed", reason: read.error } : topologyOf(pod, ref, read.found),
   );
+}
+
+export type JobReadResult = { kind: "found"; job: KubeObject } | { kind: "missing"; reason: string } | { kind: "failed"; reason: string };
+
+/**
+ * One job by kind and name, through the same reader (and cache) as {@link lookupTopology}, within
+ * `timeoutMs`: at once when the reader has it cached, else through a promise. Never rejects.
+ */
+export function readJob(kind: JobKind, namespace: string, name: string, jobs: JobReader, timeoutMs: number): JobReadResult | Promise<JobReadResult> {
+  const what = `reading ${kind.kind} ${namespace}/${name}`;
+  const answer = (job: KubeObject | undefined): JobReadResult =>
+    job ? { kind: "found", job } : { kind: "missing", reason: `${kind.kind} ${namespace}/${name} not found` };
+  const peeked = jobs.peek?.(kind, namespace, name);
+  if (peeked !== null && peeked !== undefined) return answer(peeked);
+  let read: Promise<KubeObject | undefined>;
+  try {
+    read = jobs.get(kind, namespace, name);
+  } catch (err) {
+    return { kind: "failed", reason: `${what} failed: ${errorMessage(err)}` };
+  }
+  return withTimeout(read, timeoutMs, what).then(answer, (err: unknown) => {
+    const message = errorMessage(err);
+    return { kind: "failed", reason: message.startsWith(what) ? message : `${what} failed: ${message}` };
+  });
 }
