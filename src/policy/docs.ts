@@ -45,7 +45,7 @@ export const DESCRIPTIONS: Record<string, string> = {
   "clusterSpec.jobCacheTtlMs": "How long a job read is reused for the job's other replicas; 0 reads every time.",
   gpu: "GPU resources: which resource names are GPUs and what each brings.",
   "gpu.resourceName": "The resource a bare `gpu` request or limit is renamed to.",
-  "gpu.resources": "GPU resource name patterns (`*` matches any run of characters); a pod requesting one gets a NoSchedule toleration for it.",
+  "gpu.resources": "GPU resource name patterns (`*` matches any run of characters); a pod requesting one gets a NoSchedule toleration for it. The webhook configurations' `matchConditions` are rendered from these patterns (`quartermaster manifests webhooks --policy F`), so a pattern added here reaches the webhooks once that render is applied; `doctor` warns while it is not.",
   "gpu.resources[].pattern": "A resource name or pattern, e.g. `nvidia.com/mig-*`.",
   "gpu.resources[].tolerations": "Extra tolerations for pods requesting a matching resource (MIG slices tolerate the `nvidia.com/gpu` taint by default).",
   accelerator:

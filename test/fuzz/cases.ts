@@ -118,7 +118,7 @@ export type Damage =
   | { op: "nest"; scope: Scope; at: number; depth: number; array: boolean };
 
 type Scope = "object" | "envelope" | "any";
-type Special = "labels" | "annotations" | "limits" | "requests" | "nodeSelector" | "containerName" | "jobName" | "ownerName" | "runPolicy";
+type Special = "labels" | "annotations" | "limits" | "requests" | "nodeSelector" | "containerName" | "jobName" | "ownerName" | "runPolicy" | "subResource";
 
 const scope = fc.constantFrom<Scope>("object", "object", "object", "object", "envelope", "any");
 const at = fc.nat();
@@ -133,7 +133,7 @@ const damage: fc.Arbitrary<Damage> = fc.oneof(
     weight: 30,
     arbitrary: fc.record({
       op: fc.constant("special" as const),
-      where: fc.constantFrom<Special>("labels", "annotations", "limits", "requests", "nodeSelector", "containerName", "jobName", "ownerName", "runPolicy"),
+      where: fc.constantFrom<Special>("labels", "annotations", "limits", "requests", "nodeSelector", "containerName", "jobName", "ownerName", "runPolicy", "subResource"),
       key: weirdKey,
       value: fc.oneof({ weight: 4, arbitrary: scalar }, { weight: 1, arbitrary: value }),
     }),
@@ -263,6 +263,21 @@ function special(review: Record<string, unknown>, d: Extract<Damage, { op: "spec
       const fields = ["ttlSecondsAfterFinished", "cleanPodPolicy", "activeDeadlineSeconds", "backoffLimit"];
       if (d.key.length % 5 === 4) Object.defineProperty(spec, "runPolicy", { value: d.value, enumerable: true, writable: true, configurable: true });
       else Object.defineProperty(mapAt(spec, "runPolicy"), fields[d.key.length % 5]!, { value: d.value, enumerable: true, writable: true, configurable: true });
+      return;
+    }
+    case "subResource": {
+      // An UPDATE of a subresource the webhooks are registered for (a job's /scale, pods/resize) or not
+      // (status): the scale's object is an autoscaling/v1 Scale whose spec.replicas is the damaged value.
+      const sub = (["scale", "resize", "status"] as const)[d.key.length % 3]!;
+      request.operation = "UPDATE";
+      request.subResource = sub;
+      request.oldObject = structuredClone(o);
+      if (sub === "scale") {
+        request.object = { apiVersion: "autoscaling/v1", kind: "Scale", metadata: { name: meta.name, namespace: meta.namespace }, spec: { replicas: d.value } };
+      } else {
+        const c = containers()[0];
+        if (c) mapAt(mapAt(c, "resources"), "limits").cpu = d.value;
+      }
       return;
     }
     case "ownerName": {
