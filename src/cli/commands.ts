@@ -299,14 +299,8 @@ const SERVE_FLAGS: Flags = {
 
 async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
   const log = createLogger(flags.level);
-  let policy: Policy;
-  try {
-    policy = await loadPolicy(flags.policyFile, io.cwd);
-  } catch (err) {
-    if (!(err instanceof PolicyError)) throw err;
-    io.stderr(err.message);
-    return 1;
-  }
+  const policy = await loadPolicyOrReport(flags.policyFile, io);
+  if (!policy) return 1;
   const [{ startServer }, { createAdmissionMetrics }, { createWebhooks }, { createJobReader }] = await Promise.all([
     import("../server/serve.js"),
     import("../server/metrics.js"),
@@ -435,14 +429,8 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
   if (dryRun && schedule !== undefined) throw new UsageError("reconcile: --dry-run goes with --once");
   const cron = schedule === undefined ? undefined : await import("node-cron");
   if (cron && schedule && !cron.validate(schedule)) throw new UsageError(`reconcile: --schedule ${JSON.stringify(schedule)} is not a cron expression`);
-  let policy: Policy;
-  try {
-    policy = await loadPolicy(values.policy as string | undefined, io.cwd);
-  } catch (err) {
-    if (!(err instanceof PolicyError)) throw err;
-    io.stderr(err.message);
-    return 1;
-  }
+  const policy = await loadPolicyOrReport(values.policy as string | undefined, io);
+  if (!policy) return 1;
   // With --dry-run stdout carries the plan, so the logs go to stderr.
   const log = createLogger(logLevel(values), dryRun ? 2 : 1);
   const namespace = await ownNamespace(values.namespace as string | undefined);
@@ -565,14 +553,8 @@ async function manifestsWebhooksCommand(args: string[], io: CliIo): Promise<numb
   const namespace = (values.namespace as string | undefined) ?? "quartermaster";
   // A DNS-1123 label, as a namespace name must be; anything else would only fail at apply time.
   if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace)) throw new UsageError(`--namespace must be a namespace name (DNS-1123 label), got ${JSON.stringify(namespace)}`);
-  let policy: Policy;
-  try {
-    policy = await loadPolicy(values.policy as string | undefined, io.cwd);
-  } catch (err) {
-    if (!(err instanceof PolicyError)) throw err;
-    io.stderr(err.message);
-    return 1;
-  }
+  const policy = await loadPolicyOrReport(values.policy as string | undefined, io);
+  if (!policy) return 1;
   const { webhookConfigurationsYaml } = await import("../manifests/webhooks.js");
   io.stdout((await webhookConfigurationsYaml(policy, { namespace })).trimEnd());
   return 0;
@@ -620,5 +602,16 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     }
     io.stderr(`quartermaster: ${errorMessage(err)}`);
     return 1;
+  }
+}
+
+/** The policy at `file` (the built-in one without), or undefined once its problems are written to stderr. */
+async function loadPolicyOrReport(file: string | undefined, io: CliIo): Promise<Policy | undefined> {
+  try {
+    return await loadPolicy(file, io.cwd);
+  } catch (err) {
+    if (!(err instanceof PolicyError)) throw err;
+    io.stderr(err.message);
+    return undefined;
   }
 }

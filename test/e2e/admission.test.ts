@@ -39,13 +39,7 @@ describe("admission through a real kube-apiserver", () => {
   const createPod = (ns: string, pod: Record<string, unknown>, dryRun = false) =>
     cp.api("POST", `/api/v1/namespaces/${ns}/pods${dryRun ? "?dryRun=All" : ""}`, pod);
 
-  async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
-    const deadline = performance.now() + ms;
-    while (!(await cond())) {
-      if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}\n${cp.logs()}`);
-      await sleep(200);
-    }
-  }
+  const until = (what: string, cond: () => boolean | Promise<boolean>, ms?: number): Promise<void> => cp.until(what, cond, ms);
 
   before(async () => {
     cp = await startControlPlane({ controllerManager: true });

@@ -166,13 +166,7 @@ describe("deploying Quartermaster", () => {
       return out;
     };
     const reloads = (): number => wh.lines.filter((l) => l.msg === "tls: serving key pair reloaded").length;
-    async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> {
-      const deadline = performance.now() + ms;
-      while (!(await cond())) {
-        if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}\n${cp.logs()}`);
-        await sleep(100);
-      }
-    }
+    const until = (what: string, cond: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> => cp.until(what, cond, ms, 100);
 
     before(async () => {
       const objects = rendered.get("self-managed")!;

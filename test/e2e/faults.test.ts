@@ -16,7 +16,6 @@ import { startControlPlane, type ControlPlane } from "./harness/controlplane.js"
 import { startTcpProxy, type TcpProxy } from "./harness/tcp-proxy.js";
 import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 let seq = 0;
 const unique = (prefix: string): string => `${prefix}-${Date.now().toString(36)}-${++seq}`;
 
@@ -78,13 +77,7 @@ describe("faults: webhook processes down or hung, the apiserver unreachable or s
     return r;
   }
 
-  async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
-    const deadline = performance.now() + ms;
-    while (!(await cond())) {
-      if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}\n${cp.logs()}`);
-      await sleep(200);
-    }
-  }
+  const until = (what: string, cond: () => boolean | Promise<boolean>, ms?: number): Promise<void> => cp.until(what, cond, ms);
 
   /** Both webhooks answer again: a dry-run training pod comes back outfitted and is not refused. */
   const healthy = (): Promise<void> =>

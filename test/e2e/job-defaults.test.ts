@@ -86,13 +86,7 @@ describe("/mutate/jobs through a real kube-apiserver", () => {
     assert.equal(r.code, 0, r.stderr);
   };
 
-  async function until(what: string, cond: () => Promise<boolean>, ms = 30_000): Promise<void> {
-    const deadline = performance.now() + ms;
-    while (!(await cond())) {
-      if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}\n${cp.logs()}`);
-      await sleep(200);
-    }
-  }
+  const until = (what: string, cond: () => boolean | Promise<boolean>, ms?: number): Promise<void> => cp.until(what, cond, ms);
 
   before(async () => {
     cp = await startControlPlane();

@@ -1,19 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { PolicyError } from "../../src/errors.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { parsePolicy } from "../../src/policy/parse.js";
 import { DEFAULT_JOB_KINDS } from "../../src/policy/schema.js";
+import { policyProblems } from "../fixtures/policies.js";
 
-function problems(text: string): readonly string[] {
-  try {
-    parsePolicy(text, "test.yaml");
-  } catch (err) {
-    assert.ok(err instanceof PolicyError);
-    return err.problems;
-  }
-  assert.fail("policy accepted");
-}
+const problems = policyProblems;
 
 describe("policy", () => {
   it("empty document → the built-in defaults", () => {

@@ -6,7 +6,6 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Pod } from "@kubernetes/client-node";
 import type { KubeObject } from "../../src/admission/types.js";
-import { PolicyError } from "../../src/errors.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { parsePolicy } from "../../src/policy/parse.js";
 import { validateCapacity, validateJob } from "../../src/validate/job.js";
@@ -15,6 +14,7 @@ import { validatePod } from "../../src/validate/pod.js";
 import type { ValidationContext } from "../../src/validate/types.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 import { container, testPod } from "../fixtures/pods.js";
+import { policyProblems } from "../fixtures/policies.js";
 import { deepFreeze } from "../fixtures/reviews.js";
 
 const policy = checkPolicy(
@@ -140,15 +140,7 @@ describe("jobs: a 136-GPU job must not pass a 32-GPU cap nor the capacity check"
 });
 
 describe("policy: quantities and caps in range", () => {
-  const problems = (text: string): readonly string[] => {
-    try {
-      parsePolicy(text, "test.yaml");
-    } catch (err) {
-      assert.ok(err instanceof PolicyError);
-      return err.problems;
-    }
-    assert.fail("policy accepted");
-  };
+  const problems = policyProblems;
 
   it('cpu: "1e1001" is refused with its path (it disabled the limit)', () => {
     assert.deepEqual(problems('limits:\n  container:\n    cpu: "1e1001"\n'), ['limits.container.cpu: 1e1001 is out of range: the magnitude must be at most 2^63-1 (9223372036854775807)']);

@@ -32,6 +32,8 @@ export interface ControlPlane {
   kubectl(args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }>;
   /** Tails of the component logs, for failure messages. */
   logs(): string;
+  /** Polls `cond` every `everyMs` until it holds; after `ms`, fails naming `what`, with the component logs. */
+  until(what: string, cond: () => boolean | Promise<boolean>, ms?: number, everyMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -285,6 +287,7 @@ export async function startControlPlane(opts: { controllerManager?: boolean; /**
       return { kubeconfig: file, api: call({ token }) };
     };
 
+    const logs = (): string => children.map(({ name, log }) => `--- ${name}\n${tail(log, 15)}`).join("\n");
     return {
       dir,
       serviceAccount,
@@ -295,7 +298,14 @@ export async function startControlPlane(opts: { controllerManager?: boolean; /**
       binDir: bins,
       api,
       kubectl,
-      logs: () => children.map(({ name, log }) => `--- ${name}\n${tail(log, 15)}`).join("\n"),
+      logs,
+      until: async (what, cond, ms = 30_000, everyMs = 200) => {
+        const deadline = performance.now() + ms;
+        while (!(await cond())) {
+          if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}\n${logs()}`);
+          await sleep(everyMs);
+        }
+      },
       stop,
     };
   } catch (err) {
