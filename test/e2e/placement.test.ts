@@ -24,6 +24,10 @@ import { applyOwnManifests, createNamespace, renderWebhookConfigurations, webhoo
 
 const WITH = "placed"; // opted in: Quartermaster's webhooks act here
 const WITHOUT = "unplaced"; // not opted in: the same pods as users wrote them
+// Not opted in either, but the pods tolerate their GPU resources' taints, as the ExtendedResourceToleration
+// admission plugin would make them: what the tolerations alone buy, without the placement.
+const TOLERATED = "tolerated";
+const NAMESPACES = [WITH, WITHOUT, TOLERATED] as const;
 
 const A100 = "A100-SXM4-40GB";
 const H100 = "NVIDIA-H100-80GB-HBM3";
@@ -95,8 +99,13 @@ interruptible:
   nonInterruptibleNodeRequirement: {key: ${SPOT_LABEL.key}, operator: NotIn, values: [${SPOT_LABEL.value}]}
 `;
 
-function pod(c: Case, name: string): Record<string, unknown> {
+function pod(c: Case, name: string, tolerateGpus = false): Record<string, unknown> {
   const gpus = c.gpus ?? {};
+  const tolerations: V1Toleration[] = [...(c.tolerations ?? [])];
+  if (tolerateGpus) {
+    for (const r of Object.keys(gpus)) tolerations.push({ key: r, operator: "Exists", effect: "NoSchedule" });
+    if (Object.keys(gpus).some((r) => r.startsWith("nvidia.com/mig-"))) tolerations.push({ key: "nvidia.com/gpu", operator: "Exists", effect: "NoSchedule" });
+  }
   return {
     apiVersion: "v1",
     kind: "Pod",
@@ -107,7 +116,7 @@ function pod(c: Case, name: string): Record<string, unknown> {
     },
     spec: {
       restartPolicy: "Never",
-      ...(c.tolerations ? { tolerations: c.tolerations } : {}),
+      ...(tolerations.length > 0 ? { tolerations } : {}),
       ...(c.terms ? { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: c.terms } } } } : {}),
       containers: [
         {
@@ -136,6 +145,7 @@ describe("placement by the real kube-scheduler", () => {
     nodes = await startVirtualNodes(cp, PLACEMENT_CLUSTER);
     await createNamespace(cp, WITH, { "quartermaster.dev/enabled": "true" });
     await createNamespace(cp, WITHOUT);
+    await createNamespace(cp, TOLERATED);
     await applyOwnManifests(cp);
     const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
     const policyFile = join(cp.dir, "policy.yaml");
@@ -155,18 +165,18 @@ describe("placement by the real kube-scheduler", () => {
     // Every pod, in both namespaces, in case order (the scheduler's queue is FIFO at equal priority).
     for (const c of CASES) {
       for (let i = 0; i < (c.replicas ?? 1); i++) {
-        for (const ns of [WITH, WITHOUT]) {
-          const r = await cp.api("POST", `/api/v1/namespaces/${ns}/pods`, pod(c, `${c.name}-${i}`));
+        for (const ns of NAMESPACES) {
+          const r = await cp.api("POST", `/api/v1/namespaces/${ns}/pods`, pod(c, `${c.name}-${i}`, ns === TOLERATED));
           assert.equal(r.status, 201, `${ns}/${c.name}-${i}: ${JSON.stringify(r.body)}`);
         }
       }
     }
     // Bound (spec.nodeName) or found Unschedulable by the scheduler: each pod's outcome.
-    const total = CASES.reduce((n, c) => n + (c.replicas ?? 1), 0) * 2;
+    const total = CASES.reduce((n, c) => n + (c.replicas ?? 1), 0) * NAMESPACES.length;
     await cp.until(
       `all ${total} pods bound or unschedulable`,
       async () => {
-        for (const ns of [WITH, WITHOUT]) {
+        for (const ns of NAMESPACES) {
           for (const p of (await cp.api("GET", `/api/v1/namespaces/${ns}/pods`)).body.items ?? []) {
             const key = `${ns}/${p.metadata.name}`;
             pods.set(key, p);
@@ -228,10 +238,26 @@ describe("placement by the real kube-scheduler", () => {
     }
   }
 
+  it("tolerations alone (no webhooks) let GPU pods schedule, but not where the policy says", () => {
+    const wrong: string[] = [];
+    for (const c of CASES) {
+      if (!c.gpus) continue;
+      for (let i = 0; i < (c.replicas ?? 1); i++) {
+        const o = outcomes.get(`${TOLERATED}/${c.name}-${i}`);
+        if (o && "node" in o && !c.placed.includes(o.node)) wrong.push(`${c.name}-${i} on ${o.node}`);
+      }
+    }
+    // Deterministic: the first tolerated pod (an A100 asked for) finds every GPU node empty, and least-allocated
+    // scoring prefers the largest that fits, a100-single, whose GPUs are MIG slices.
+    const first = outcomes.get(`${TOLERATED}/gpu-a100-0`);
+    assert.deepEqual(first, { node: "a100-single" }, describeOutcome(first));
+    assert.ok(wrong.length >= 3, `only ${wrong.length} misplaced: ${wrong.join("; ")}`);
+  });
+
   it("the webhooks touched the training pods only where opted in; the CPU pods got no GPU tolerations", () => {
     for (const [key, p] of pods) {
       const mutations = p.metadata.annotations?.["quartermaster.dev/mutations"];
-      if (key.startsWith(`${WITHOUT}/`) || key.startsWith(`${WITH}/web-`)) assert.equal(mutations, undefined, key);
+      if (!key.startsWith(`${WITH}/`) || key.startsWith(`${WITH}/web-`)) assert.equal(mutations, undefined, key);
       else assert.ok(mutations, key);
     }
     for (const key of [`${WITH}/cpu-trainer-0`, `${WITH}/web-0`]) {
