@@ -53,6 +53,21 @@ const GPU_NODES_NOT_SPOT = ["a100-single", "a100-mig-disabled", "h100-no-mig", "
 const NOT_SPOT = PLACEMENT_CLUSTER.filter((n) => n.labels[SPOT_LABEL.key] !== SPOT_LABEL.value).map((n) => n.name);
 
 const CASES: Case[] = [
+  // First, so every node is empty when it is scheduled. The pod's own required terms stay, with the
+  // placement ANDed into each: zone-b holds h100-zone-b, h100-spot and l4; l4 (the larger, so preferred
+  // node) is allowed by the second term alone, never with the H100 requirement.
+  {
+    name: "own-affinity-h100",
+    annotations: { "quartermaster.dev/accelerator": H100 },
+    gpus: { "nvidia.com/gpu": "1" },
+    terms: [
+      { matchExpressions: [{ key: "topology.kubernetes.io/zone", operator: "In", values: ["zone-b"] }] },
+      { matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: ["l4"] }] },
+    ],
+    replicas: 2,
+    placed: ["h100-zone-b"],
+    unplaced: [],
+  },
   { name: "gpu-a100", annotations: { "quartermaster.dev/accelerator": A100 }, gpus: { "nvidia.com/gpu": "1" }, placed: ["a100-mig-disabled"], unplaced: [] },
   { name: "gpu-h100", annotations: { "quartermaster.dev/accelerator": H100 }, gpus: { "nvidia.com/gpu": "1" }, replicas: 2, placed: ["h100-no-mig", "h100-zone-b"], unplaced: [] },
   { name: "gpu-l4", annotations: { "quartermaster.dev/accelerator": L4 }, gpus: { "nvidia.com/gpu": "1" }, placed: ["l4"], unplaced: [] },
@@ -74,20 +89,6 @@ const CASES: Case[] = [
   // A pod that tolerates every taint and is not interruptible: kept off spot even where only spot has room.
   { name: "tolerates-all-big", tolerations: [{ operator: "Exists" }], cpu: "200", placed: [], unplaced: ["h100-spot", "cpu-spot"] },
   { name: "tolerates-all", tolerations: [{ operator: "Exists" }], placed: NOT_SPOT, unplaced: PLACEMENT_CLUSTER.map((n) => n.name) },
-  // The pod's own required terms stay, with the placement ANDed into each: zone-b holds h100-zone-b, h100-spot
-  // and l4; l4 (the bigger node) is allowed by the second term alone, never with the H100 requirement.
-  {
-    name: "own-affinity-h100",
-    annotations: { "quartermaster.dev/accelerator": H100 },
-    gpus: { "nvidia.com/gpu": "1" },
-    terms: [
-      { matchExpressions: [{ key: "topology.kubernetes.io/zone", operator: "In", values: ["zone-b"] }] },
-      { matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: ["l4"] }] },
-    ],
-    replicas: 2,
-    placed: ["h100-zone-b"],
-    unplaced: [],
-  },
   { name: "cpu-trainer", placed: ["cpu"], unplaced: ["cpu"] },
   { name: "web", labels: { app: "web" }, placed: ["cpu"], unplaced: ["cpu"] },
 ];
@@ -247,8 +248,8 @@ describe("placement by the real kube-scheduler", () => {
         if (o && "node" in o && !c.placed.includes(o.node)) wrong.push(`${c.name}-${i} on ${o.node}`);
       }
     }
-    // Deterministic: the first tolerated pod (an A100 asked for) finds every GPU node empty, and least-allocated
-    // scoring prefers the largest that fits, a100-single, whose GPUs are MIG slices.
+    // Deterministic: when the first tolerated A100 pod comes, nothing has landed on a100-single yet, and
+    // least-allocated scoring prefers the largest node that fits: a100-single, whose GPUs are MIG slices.
     const first = outcomes.get(`${TOLERATED}/gpu-a100-0`);
     assert.deepEqual(first, { node: "a100-single" }, describeOutcome(first));
     assert.ok(wrong.length >= 3, `only ${wrong.length} misplaced: ${wrong.join("; ")}`);
