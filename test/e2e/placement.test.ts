@@ -29,6 +29,9 @@ const WITHOUT = "unplaced"; // not opted in: the same pods as users wrote them
 const TOLERATED = "tolerated";
 const NAMESPACES = [WITH, WITHOUT, TOLERATED] as const;
 
+/** Lease and status renewal, as a kubelet's default (10 s). */
+const RENEW_MS = 10_000;
+
 const A100 = "A100-SXM4-40GB";
 const H100 = "NVIDIA-H100-80GB-HBM3";
 const L4 = "NVIDIA-L4";
@@ -143,7 +146,7 @@ describe("placement by the real kube-scheduler", () => {
 
   before(async () => {
     cp = await startControlPlane({ scheduler: true });
-    nodes = await startVirtualNodes(cp, PLACEMENT_CLUSTER);
+    nodes = await startVirtualNodes(cp, PLACEMENT_CLUSTER, RENEW_MS);
     await createNamespace(cp, WITH, { "quartermaster.dev/enabled": "true" });
     await createNamespace(cp, WITHOUT);
     await createNamespace(cp, TOLERATED);
@@ -204,6 +207,30 @@ describe("placement by the real kube-scheduler", () => {
     const perNamespace = CASES.reduce((n, c) => n + (c.replicas ?? 1), 0);
     assert.ok(perNamespace >= 20, `${perNamespace} pods per namespace`);
     assert.ok(PLACEMENT_CLUSTER.length >= 8);
+  });
+
+  it("the virtual nodes are Ready with their allocatable, and their Leases are renewed", async () => {
+    const before = new Map<string, number>();
+    for (const n of PLACEMENT_CLUSTER) {
+      const node = (await cp.api("GET", `/api/v1/nodes/${n.name}`)).body;
+      assert.equal(node.status.conditions.find((c: any) => c.type === "Ready")?.status, "True", n.name);
+      for (const [r, v] of Object.entries(n.allocatable)) assert.equal(node.status.allocatable[r], String(v), `${n.name} ${r}`);
+      const lease = (await cp.api("GET", `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${n.name}`)).body;
+      assert.equal(lease.spec.holderIdentity, n.name);
+      before.set(n.name, Date.parse(lease.spec.renewTime));
+    }
+    await cp.until(
+      "every node Lease renewed",
+      async () => {
+        for (const n of PLACEMENT_CLUSTER) {
+          const lease = (await cp.api("GET", `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${n.name}`)).body;
+          if (!(Date.parse(lease.spec.renewTime) > before.get(n.name)!)) return false;
+        }
+        return true;
+      },
+      RENEW_MS * 3,
+      250,
+    );
   });
 
   it("the webhook runs the default accelerator labels, and the fixture GPU nodes carry them (not the other way round)", () => {
