@@ -29,6 +29,8 @@ type Obj = Record<string, any>;
 const HELM = process.env.QM_HELM_BIN;
 const CHART = join(ROOT, "charts/quartermaster");
 const NS = "quartermaster";
+/** The e2e control plane's version: `helm template` assumes v1.20 otherwise, below the chart's kubeVersion. */
+const KUBE = ["--kube-version", "1.33.0"];
 
 /** Each values combination, and the kustomize directory rendering the same objects (if any). */
 const CASES: Array<{ name: string; set: string[]; kustomize?: string; dropKinds?: string[] }> = [
@@ -56,7 +58,7 @@ const setArgs = (set: string[]): string[] => set.flatMap((s) => ["--set", s]);
 const parseStream = (text: string): Obj[] => parseAllDocuments(text).map((d) => d.toJS() as Obj).filter(Boolean);
 
 async function template(set: string[]): Promise<Obj[]> {
-  const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...setArgs(set)]);
+  const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE, ...setArgs(set)]);
   assert.equal(r.code, 0, r.stderr);
   return parseStream(r.stdout);
 }
@@ -85,7 +87,7 @@ function normalize(o: Obj): Obj {
 }
 
 const key = (o: Obj): string => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`;
-const byKey = (objects: Obj[]): Map<string, Obj> => new Map(objects.map((o) => [key(o), normalize(o)]));
+const byKey = (objects: Obj[]): Map<string, Obj> => new Map(objects.map((o) => normalize(o)).map((o) => [key(o), o]));
 
 /** A CRD that accepts any content, for each custom kind in `objects` (as test/e2e/deploy.test.ts makes them). */
 function minimalCrds(objects: Obj[]): Obj[] {
@@ -133,7 +135,7 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
 
   for (const c of CASES) {
     it(`${c.name}: helm lint --strict passes`, async () => {
-      const r = await helm(["lint", "--strict", CHART, "-n", NS, ...setArgs(c.set)]);
+      const r = await helm(["lint", "--strict", CHART, "-n", NS, ...KUBE, ...setArgs(c.set)]);
       assert.equal(r.code, 0, r.stdout + r.stderr);
       assert.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
     });
@@ -145,7 +147,7 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
   ];
   for (const [name, set, message] of invalid) {
     it(`an unknown ${name} fails the render with a clear error`, async () => {
-      const r = await helm(["template", "quartermaster", CHART, "-n", NS, "--set", set]);
+      const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE, "--set", set]);
       assert.notEqual(r.code, 0);
       assert.match(r.stderr, message);
     });
@@ -178,7 +180,7 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
   });
 
   it("another release namespace reaches every reference to it", async () => {
-    const r = await helm(["template", "quartermaster", CHART, "-n", "qm-elsewhere", "--set", "certificates.mode=cert-manager", "--set", "monitoring.enabled=true"]);
+    const r = await helm(["template", "quartermaster", CHART, "-n", "qm-elsewhere", ...KUBE, "--set", "certificates.mode=cert-manager", "--set", "monitoring.enabled=true"]);
     assert.equal(r.code, 0, r.stderr);
     const text = r.stdout;
     assert.doesNotMatch(text.replace(/kube-node-lease/g, ""), /namespace: quartermaster\b|\.quartermaster\.svc|"quartermaster"\}|quartermaster\/quartermaster-webhook/);
