@@ -16,7 +16,7 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -110,6 +110,20 @@ function minimalCrds(objects: Obj[]): Obj[] {
     },
   }));
 }
+
+describe("the chart's values table (charts/quartermaster/README.md)", () => {
+  it("documents every value in values.yaml, and only those", () => {
+    const values = parseYaml(readFileSync(join(CHART, "values.yaml"), "utf8")) as Obj;
+    const documented = [...readFileSync(join(CHART, "README.md"), "utf8").matchAll(/^\| `([\w.]+)` \|/gm)].map((m) => m[1]!);
+    const lookup = (path: string): unknown => path.split(".").reduce<any>((v, k) => (v && typeof v === "object" ? v[k] : undefined), values);
+    for (const d of documented) assert.notEqual(lookup(d), undefined, `${d} is documented but not in values.yaml`);
+    const leaves = (v: unknown, path: string): string[] =>
+      v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length > 0 && !documented.includes(path)
+        ? Object.entries(v).flatMap(([k, x]) => leaves(x, path ? `${path}.${k}` : k))
+        : [path];
+    for (const leaf of leaves(values, "")) assert.ok(documented.some((d) => leaf === d || leaf.startsWith(`${d}.`)), `${leaf} is not in the values table`);
+  });
+});
 
 describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM_BIN=$(bash test/e2e/helm/build.sh)/helm)" }, () => {
   let cp: ControlPlane;
