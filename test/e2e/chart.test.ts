@@ -12,6 +12,9 @@
  *    Prometheus Operator kinds get minimal CRDs that accept any content (as test/e2e/deploy.test.ts does):
  *    the apiserver checks their envelope, test/unit/manifests.test.ts their schema in the kustomize renders
  *    the chart is compared with.
+ * 4. `helm install` / `helm upgrade` / `helm uninstall` on the control plane (hooks off: it runs no pods): the
+ *    upgrade keeps the caBundle written after install (the chart never sets it) and applies changed values.
+ * The values table in charts/quartermaster/README.md is checked against values.yaml (without helm).
  * The knative overlay has no chart equivalent (the chart installs the Deployment form only).
  */
 import assert from "node:assert/strict";
@@ -218,4 +221,29 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
       }
     });
   }
+
+  // Last: it leaves a release behind until its uninstall. Hooks off: the control plane runs no pods, so the
+  // self-managed certificates' Job would never finish.
+  it("helm install, then helm upgrade keeps the caBundle that certs ensure or cert-manager wrote; helm uninstall removes the webhooks", async () => {
+    const kube = ["--kubeconfig", cp.kubeconfig, "-n", NS, "--no-hooks"];
+    const install = await helm(["install", "quartermaster", CHART, ...kube]);
+    assert.equal(install.code, 0, install.stderr);
+    const caBundle = Buffer.from(cp.tls.ca).toString("base64");
+    for (const kind of ["mutatingwebhookconfiguration", "validatingwebhookconfiguration"]) {
+      const p = await cp.kubectl(["patch", kind, "quartermaster", "--type=json", "-p", JSON.stringify([{ op: "add", path: "/webhooks/0/clientConfig/caBundle", value: caBundle }])]);
+      assert.equal(p.code, 0, p.stderr);
+    }
+    const upgrade = await helm(["upgrade", "quartermaster", CHART, ...kube, "--set", "webhook.replicas=3"]);
+    assert.equal(upgrade.code, 0, upgrade.stderr);
+    assert.equal((await cp.api("GET", `/apis/apps/v1/namespaces/${NS}/deployments/quartermaster-webhook`)).body.spec.replicas, 3);
+    for (const kind of ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]) {
+      const r = await cp.api("GET", `/apis/admissionregistration.k8s.io/v1/${kind}/quartermaster`);
+      assert.equal(r.body.webhooks[0].clientConfig.caBundle, caBundle, `${kind}: caBundle kept`);
+    }
+    const uninstall = await helm(["uninstall", "quartermaster", "--kubeconfig", cp.kubeconfig, "-n", NS, "--no-hooks"]);
+    assert.equal(uninstall.code, 0, uninstall.stderr);
+    for (const kind of ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]) {
+      assert.equal((await cp.api("GET", `/apis/admissionregistration.k8s.io/v1/${kind}/quartermaster`)).status, 404, kind);
+    }
+  });
 });
