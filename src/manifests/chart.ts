@@ -68,3 +68,41 @@ export function chartPrometheusRuleTemplate(prometheusRuleYaml: string): string 
     "{{- end }}\n"
   );
 }
+
+export const CHART_VALUES_SCHEMA = "charts/quartermaster/values.schema.json";
+
+/**
+ * The chart's values.schema.json: Helm checks values against it at install, upgrade, template and lint, so a
+ * misspelt key or an invalid policy fails there rather than in the webhook pods at start. The policy part is
+ * the policy's own JSON Schema (src/policy/schema.ts), the one the server validates with.
+ */
+export function chartValuesSchema(policySchema: Record<string, unknown>): string {
+  const { $id: _id, $schema: _schema, ...policy } = policySchema;
+  const obj = (properties: Record<string, unknown>, required: string[] = Object.keys(properties)) => ({ type: "object", additionalProperties: false, required, properties });
+  const str = { type: "string", minLength: 1 };
+  const resources = { type: "object" };
+  const schema = {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    title: "Values of the Quartermaster chart (charts/quartermaster/README.md)",
+    ...obj({
+      image: obj({ repository: str, tag: str, pullPolicy: { enum: ["Always", "IfNotPresent", "Never"] } }),
+      namespace: obj({ create: { type: "boolean" } }),
+      policy,
+      webhook: obj({
+        replicas: { type: "integer", minimum: 1 },
+        resources,
+        minAvailable: { type: ["integer", "string"] },
+        priorityClass: obj({ value: { type: "integer", maximum: 1000000000 } }),
+        networkPolicy: obj({ enabled: { type: "boolean" }, apiserverFrom: { type: "array", items: { type: "object" } }, metricsFrom: { type: "array", items: { type: "object" } } }),
+      }),
+      reconciler: obj({ mode: { enum: ["cronjob", "resident"] }, schedule: str, resources }),
+      certificates: obj({ mode: { enum: ["self-managed", "cert-manager", "none"] }, renewSchedule: str }),
+      monitoring: obj({
+        enabled: { type: "boolean" },
+        serviceMonitor: obj({ enabled: { type: "boolean" }, interval: str }),
+        prometheusRule: obj({ enabled: { type: "boolean" } }),
+      }),
+    }),
+  };
+  return JSON.stringify(schema, null, 2) + "\n";
+}

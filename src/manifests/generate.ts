@@ -10,12 +10,15 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defaultPolicy } from "../policy/load.js";
+import { POLICY_SCHEMA } from "../policy/schema.js";
 import {
   CHART_LEDGER_RBAC_TEMPLATE,
   CHART_PROMETHEUS_RULE_TEMPLATE,
+  CHART_VALUES_SCHEMA,
   CHART_WEBHOOK_TEMPLATE,
   chartLedgerRbacTemplate,
   chartPrometheusRuleTemplate,
+  chartValuesSchema,
   chartWebhookTemplate,
   PROMETHEUS_RULE_MANIFEST,
 } from "./chart.js";
@@ -44,6 +47,7 @@ export async function generatedManifests(): Promise<Record<string, string>> {
     [CHART_WEBHOOK_TEMPLATE]: await chartWebhookTemplate(),
     [CHART_LEDGER_RBAC_TEMPLATE]: await chartLedgerRbacTemplate(),
     [CHART_PROMETHEUS_RULE_TEMPLATE]: chartPrometheusRuleTemplate(readFileSync(join(ROOT, PROMETHEUS_RULE_MANIFEST), "utf8")),
+    [CHART_VALUES_SCHEMA]: chartValuesSchema(POLICY_SCHEMA as unknown as Record<string, unknown>),
   };
 }
 

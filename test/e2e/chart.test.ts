@@ -1,7 +1,8 @@
 /**
  * The Helm chart (charts/quartermaster) with a real helm (test/e2e/helm/build.sh; QM_HELM_BIN is the binary):
  *
- * 1. `helm lint --strict` and `helm template` for each values combination; a bad mode fails the render.
+ * 1. `helm lint --strict` and `helm template` for each values combination; values that values.schema.json
+ *    refuses (a bad mode, a misspelt key, an invalid policy) fail the render with the path named.
  * 2. Chart and kustomize render the same objects: each combination against the kustomize directory it stands
  *    for (the default values against manifests/overlays/self-managed, `certificates.mode=none` against
  *    manifests/base, ...), after dropping Helm's own labels (helm.sh/chart, app.kubernetes.io/managed-by,
@@ -158,12 +159,16 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
     });
   }
 
+  // values.schema.json (src/manifests/chart.ts): the chart's own keys, and the policy's JSON Schema.
   const invalid: Array<[string, string, RegExp]> = [
-    ["reconciler.mode", "reconciler.mode=daemon", /reconciler.mode must be cronjob or resident, not "daemon"/],
-    ["certificates.mode", "certificates.mode=vault", /certificates.mode must be self-managed, cert-manager or none, not "vault"/],
+    ["an unknown reconciler.mode", "reconciler.mode=daemon", /at '\/reconciler\/mode': value must be one of 'cronjob', 'resident'/],
+    ["an unknown certificates.mode", "certificates.mode=vault", /at '\/certificates\/mode': value must be one of 'self-managed', 'cert-manager', 'none'/],
+    ["a misspelt key", "certificate.mode=none", /additional properties 'certificate' not allowed/],
+    ["an invalid policy", "policy.clusterSpec.clusterDomain=Not_A_Domain", /at '\/policy\/clusterSpec\/clusterDomain': 'Not_A_Domain' does not match pattern/],
+    ["an unknown policy field", "policy.limits.gpus=1", /at '\/policy\/limits': additional properties 'gpus' not allowed/],
   ];
   for (const [name, set, message] of invalid) {
-    it(`an unknown ${name} fails the render with a clear error`, async () => {
+    it(`${name} fails the render with a clear error`, async () => {
       const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE, "--set", set]);
       assert.notEqual(r.code, 0);
       assert.match(r.stderr, message);

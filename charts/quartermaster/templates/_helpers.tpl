@@ -39,12 +39,3 @@ allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
 capabilities: {drop: ["ALL"]}
 {{- end }}
-
-{{- define "quartermaster.validate" -}}
-{{- if not (has .Values.reconciler.mode (list "cronjob" "resident")) }}
-{{- fail (printf "reconciler.mode must be cronjob or resident, not %q" .Values.reconciler.mode) }}
-{{- end }}
-{{- if not (has .Values.certificates.mode (list "self-managed" "cert-manager" "none")) }}
-{{- fail (printf "certificates.mode must be self-managed, cert-manager or none, not %q" .Values.certificates.mode) }}
-{{- end }}
-{{- end }}
