@@ -4,7 +4,7 @@
  * webhooks' caBundles and the time, whether to create a CA, issue a serving certificate, and which CAs the
  * caBundle must hold.
  *
- * Rotation never breaks admission (anchors.md §8 item 2, §9 item 9):
+ * Rotation never breaks admission:
  * - a new serving certificate is issued well before expiry (`renewBeforeMs`), under the same CA, so the
  *   caBundle does not change and servers pick the new pair up from their Secret volume;
  * - a new CA is created well before the old one expires (`caRenewBeforeMs`); the old CA stays in the caBundle

@@ -71,3 +71,18 @@ describe("doctor: RBAC requirements against manifests/base", () => {
     });
   }
 });
+
+describe("examples/install (the README's install overlay)", () => {
+  it("renders the self-managed overlay with every workload on the image it names, and the policy it carries", () => {
+    const objects = render(join(ROOT, "examples/install"));
+    const images = objects.flatMap((o) => {
+      const spec = o.kind === "CronJob" ? o.spec?.jobTemplate?.spec?.template?.spec : o.spec?.template?.spec;
+      return [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])].map((c: { image: string }) => c.image);
+    });
+    assert.ok(images.length >= 3, images.join(", "));
+    assert.deepEqual([...new Set(images)], ["registry.example.com/quartermaster:0.1.0"]);
+    const policies = objects.filter((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("quartermaster-policy"));
+    assert.equal(policies.length, 1);
+    assert.match(policies[0]!.data["policy.yaml"], /ttlSecondsAfterFinished: 86400/);
+  });
+});
