@@ -153,3 +153,20 @@ export class ClusterConnectionError extends Error {
     if (systemCode) this.systemCode = systemCode;
   }
 }
+
+/** What to do when no cluster configuration exists at all (the CLI's one line, the server's start-up error). */
+export const NO_KUBECONFIG = "no kubeconfig: set KUBECONFIG, pass --kubeconfig, or run in a cluster";
+
+/**
+ * No kubeconfig to load and not in a cluster: no --kubeconfig, no $KUBECONFIG, no ~/.kube/config, no
+ * ServiceAccount token. client-node would go on with http://localhost:8080 and fail on every call with
+ * "HTTP protocol is not allowed when skipTLSVerify is not set or false"; this says what to do instead.
+ */
+export class NoKubeconfigError extends ClusterConnectionError {
+  constructor() {
+    super("(no kubeconfig)", undefined);
+    this.message = NO_KUBECONFIG;
+    this.name = "NoKubeconfigError";
+  }
+}
+

@@ -143,6 +143,8 @@ export function generateCertificates(opts: GenerateOptions): GeneratedCertificat
     usage: "server",
     days: opts.days ?? 365,
     now,
+    // A given CA may expire before --days is up: a leaf that outlives its CA is refused once the CA expires.
+    notAfterCap: opts.ca ? forge.pki.certificateFromPem(opts.ca.certPem).validity.notAfter : undefined,
   });
   return { ca, ...leaf, dnsNames, ips };
 }

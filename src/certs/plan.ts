@@ -4,7 +4,7 @@
  * webhooks' caBundles and the time, whether to create a CA, issue a serving certificate, and which CAs the
  * caBundle must hold.
  *
- * Rotation never breaks admission (anchors.md §8 item 2, §9 item 9):
+ * Rotation never breaks admission:
  * - a new serving certificate is issued well before expiry (`renewBeforeMs`), under the same CA, so the
  *   caBundle does not change and servers pick the new pair up from their Secret volume;
  * - a new CA is created well before the old one expires (`caRenewBeforeMs`); the old CA stays in the caBundle
@@ -64,15 +64,29 @@ function keyMatches(cert: X509Certificate, keyPem: string): boolean {
   }
 }
 
+/**
+ * Why `ca` cannot sign certificates at `now`, or undefined when it can: it must parse, be a CA
+ * (basicConstraints CA:TRUE), match its key, and be within its validity. `certs ensure` replaces such a CA;
+ * `certs generate --ca-cert --ca-key` refuses it.
+ */
+export function caProblem(ca: KeyPairPem, now: Date): string | undefined {
+  const cert = parse(ca.certPem);
+  if (!cert) return "the CA certificate does not parse";
+  if (!cert.ca) return "the CA certificate is not a CA";
+  if (!keyMatches(cert, ca.keyPem)) return "the CA key does not match its certificate";
+  const notAfter = new Date(cert.validTo);
+  if (notAfter.getTime() <= now.getTime()) return `the CA expired at ${day(notAfter)}`;
+  const notBefore = new Date(cert.validFrom);
+  if (notBefore.getTime() > now.getTime()) return `the CA is not valid before ${day(notBefore)}`;
+  return undefined;
+}
+
 /** Keep the CA, or replace it with a new one (missing, unreadable, not a CA, expired or due for renewal). */
 export function decideCa(ca: KeyPairPem | undefined, policy: Pick<RenewalPolicy, "caRenewBeforeMs">, now: Date): Decision {
   if (!ca) return { action: "replace", reason: "no CA yet" };
-  const cert = parse(ca.certPem);
-  if (!cert) return { action: "replace", reason: "the CA certificate does not parse" };
-  if (!cert.ca) return { action: "replace", reason: "the CA certificate is not a CA" };
-  if (!keyMatches(cert, ca.keyPem)) return { action: "replace", reason: "the CA key does not match its certificate" };
-  const notAfter = new Date(cert.validTo);
-  if (notAfter.getTime() <= now.getTime()) return { action: "replace", reason: `the CA expired at ${day(notAfter)}` };
+  const problem = caProblem(ca, now);
+  if (problem) return { action: "replace", reason: problem };
+  const notAfter = new Date(new X509Certificate(ca.certPem).validTo);
   if (notAfter.getTime() - now.getTime() <= policy.caRenewBeforeMs) {
     return { action: "replace", reason: `the CA expires at ${day(notAfter)}, within the renew-before window` };
   }

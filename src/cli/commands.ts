@@ -4,6 +4,7 @@
  * node-forge) are imported only by the commands that use them, so `serve` starts fast.
  */
 import { readFile, mkdir, writeFile, access } from "node:fs/promises";
+import { isIP } from "node:net";
 import { join, resolve } from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { LevelWithSilent } from "pino";
@@ -150,6 +151,7 @@ async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
   for (const required of ["service", "namespace"]) {
     if (!values[required]) throw new UsageError(`certs ensure: --${required} is required`);
   }
+  checkSanFlags("certs ensure", values);
   const days = intFlag(values, "days", 90, 1, 3650);
   const renewBeforeDays = intFlag(values, "renew-before-days", 30, 0, 3650);
   const caDays = intFlag(values, "ca-days", 1095, 1, 7300);
@@ -203,6 +205,26 @@ async function certsInstallCommand(args: string[], io: CliIo): Promise<number> {
   return 0;
 }
 
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_NAME = /^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$/;
+
+/**
+ * --service and --namespace (DNS-1123 labels), --ip (addresses) and --dns (names, a leading `*.` allowed) of
+ * the certs commands: a usage error here rather than a library error while signing or a certificate no
+ * client accepts.
+ */
+function checkSanFlags(command: string, values: Record<string, unknown>): void {
+  for (const flag of ["service", "namespace"]) {
+    if (!DNS_LABEL.test(values[flag] as string)) throw new UsageError(`${command}: --${flag} must be a DNS-1123 label, got ${JSON.stringify(values[flag])}`);
+  }
+  for (const ip of (values.ip as string[] | undefined) ?? []) {
+    if (!isIP(ip)) throw new UsageError(`${command}: --ip ${JSON.stringify(ip)} is not an IPv4 or IPv6 address`);
+  }
+  for (const name of (values.dns as string[] | undefined) ?? []) {
+    if (name.length > 253 || !DNS_NAME.test(name)) throw new UsageError(`${command}: --dns ${JSON.stringify(name)} is not a DNS name (lower-case RFC 1123, a leading "*." allowed)`);
+  }
+}
+
 async function certsCommand(args: string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = args;
   if (sub === "ensure") return certsEnsureCommand(rest, io);
@@ -223,6 +245,7 @@ async function certsCommand(args: string[], io: CliIo): Promise<number> {
     if (!values[required]) throw new UsageError(`certs generate: --${required} is required`);
   }
   if (Boolean(values["ca-cert"]) !== Boolean(values["ca-key"])) throw new UsageError("certs generate: --ca-cert and --ca-key go together");
+  checkSanFlags("certs generate", values);
   const { generateCertificates } = await import("../certs/generate.js");
   const ca = values["ca-cert"]
     ? {
@@ -230,6 +253,12 @@ async function certsCommand(args: string[], io: CliIo): Promise<number> {
         keyPem: await readFile(resolve(io.cwd, values["ca-key"] as string), "utf8"),
       }
     : undefined;
+  if (ca) {
+    // The checks `certs ensure` makes before it keeps a stored CA (src/certs/plan.ts).
+    const { caProblem } = await import("../certs/plan.js");
+    const problem = caProblem(ca, new Date());
+    if (problem) throw new UsageError(`certs generate: --ca-cert ${values["ca-cert"] as string} with --ca-key ${values["ca-key"] as string}: ${problem}`);
+  }
   const certs = generateCertificates({
     service: values.service as string,
     namespace: values.namespace as string,

@@ -9,12 +9,30 @@
  * throws ClusterConnectionError naming the server URL.
  */
 import type { KubeConfig } from "@kubernetes/client-node";
-import { ClusterConnectionError, KubeApiError } from "../errors.js";
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { ClusterConnectionError, KubeApiError, NoKubeconfigError } from "../errors.js";
+
+/** Where client-node's loadFromCluster reads the ServiceAccount token (its presence means "in a cluster"). */
+const SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/**
+ * Throws NoKubeconfigError when `loadFromDefault` would find nothing: no `file`, no $KUBECONFIG, no
+ * ~/.kube/config and no in-cluster ServiceAccount (the same order client-node tries them in).
+ */
+export function assertKubeconfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env, home = homedir()): void {
+  if (file || env.KUBECONFIG) return;
+  if (existsSync(join(home, ".kube", "config"))) return;
+  if (existsSync(SERVICE_ACCOUNT_TOKEN)) return;
+  throw new NoKubeconfigError();
+}
 
 export type ClientNode = typeof import("@kubernetes/client-node");
 
 /** The client module and the kubeconfig at `file`, else the in-cluster ServiceAccount or $KUBECONFIG. */
 export async function kubeClient(file: string | undefined): Promise<{ k8s: ClientNode; kc: KubeConfig }> {
+  assertKubeconfig(file);
   const k8s = await import("@kubernetes/client-node");
   const kc = new k8s.KubeConfig();
   if (file) kc.loadFromFile(file);

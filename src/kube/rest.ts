@@ -19,6 +19,7 @@ import { isIPv6 } from "node:net";
 import { homedir } from "node:os";
 import { delimiter, dirname, isAbsolute, join } from "node:path";
 import { parse } from "yaml";
+import { NoKubeconfigError } from "../errors.js";
 
 const SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 /** A GET that has not answered in this time is abandoned (the admission path has its own, shorter bound). */
@@ -88,7 +89,7 @@ async function fromKubeconfig(file: string): Promise<Target | undefined> {
 async function inCluster(): Promise<Target> {
   const host = process.env.KUBERNETES_SERVICE_HOST;
   const port = process.env.KUBERNETES_SERVICE_PORT;
-  if (!host || !port) throw new Error("not in a cluster (KUBERNETES_SERVICE_HOST is unset) and no kubeconfig found");
+  if (!host || !port) throw new NoKubeconfigError();
   const scheme = ["80", "8080", "8001"].includes(port) ? "http" : "https";
   return {
     server: new URL(`${scheme}://${isIPv6(host) ? `[${host}]` : host}:${port}`),

@@ -1,7 +1,8 @@
 /**
  * @module
  * The distributed cluster spec of each framework, byte for byte as the Kubeflow training operator
- * writes it (training-semantics.md §1; upstream sources cited per function). Pure: topology in,
+ * writes it (github.com/kubeflow/training-operator, pkg/controller.v1/<framework>/; the file of each is cited per
+ * function). Pure: topology in,
  * environment variables out.
  *
  * Deliberate differences from upstream, each because upstream would refuse to create the pod:

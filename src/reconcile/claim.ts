@@ -1,7 +1,7 @@
 /**
  * @module
  * Adoption and release of a job's pods and services, as Kubernetes' controller ref manager decides them
- * (`ClaimObject`, training-semantics §3.1), pure: the job and the objects of its namespace in, patches out.
+ * (`ClaimObject` in github.com/kubernetes/kubernetes, pkg/controller/controller_ref_manager.go), pure: the job and the objects of its namespace in, patches out.
  *
  * | row | object's controller ref          | condition                                    | here                |
  * |-----|----------------------------------|----------------------------------------------|---------------------|

@@ -1,7 +1,8 @@
 /**
  * @module
  * The GPU device ledger, pure: nodes, their Leases, pods and the previous ledger in; who holds which devices
- * where out. Modelled on the kubelet's device manager (training-semantics §5) but built from API objects:
+ * where out. Modelled on the kubelet's device manager (github.com/kubernetes/kubernetes,
+ * pkg/kubelet/cm/devicemanager/manager.go) but built from API objects:
  *
  * - Per node and device resource (the policy's GPU patterns): `capacity` and `allocatable` from the node's
  *   status, `allocated` = the effective requests of pods bound to the node whose phase is neither Succeeded

@@ -4,7 +4,7 @@
  * 1. Every rendered variant (manifests/base and each overlay) is accepted by a server-side dry-run apply
  *    (kubectl's strict field validation, so unknown fields fail too). CRD-typed objects (cert-manager,
  *    Knative, ...) get minimal CRDs made here from the kinds in the renders, which accept any content: the
- *    apiserver checks their envelope and the unit tests (test/unit/manifests.test.ts) check their schema.
+ *    apiserver checks their envelope and test/e2e/manifests.test.ts check their schema.
  * 2. The self-managed overlay's certificate rotation under load: `certs ensure`, run with the CronJob's own
  *    arguments as its ServiceAccount, creates the CA and serving Secrets and the caBundles; the Secret is
  *    projected into the webhook server's directory the way kubelet does (a `..data` symlink swap); then,

@@ -7,7 +7,8 @@
  */
 import fc from "fast-check";
 import type { KubeObject } from "../../src/admission/types.js";
-import { corpusJobs, corpusPods } from "../fixtures/corpus.js";
+import { CORPUS_SKIP, corpusJobs, corpusObjects, corpusPods, type CorpusObject } from "../fixtures/corpus.js";
+import { job as sampleJob } from "../fixtures/jobs.js";
 
 /** One HTTP request to the admission server. */
 export interface FuzzCase {
@@ -403,11 +404,34 @@ export interface Corpus {
   jobs: Array<{ job: KubeObject; plural: string; group: string; version: string }>;
 }
 
+/**
+ * The shared corpus, or, on a clone without it (CORPUS_SKIP), a small built-in sample: one job of every
+ * default kind with a GPU container, unpacked into pods the same way, plus a bare GPU pod.
+ */
 export function loadCorpus(): Corpus {
+  const objects = CORPUS_SKIP ? sampleObjects() : corpusObjects();
   return {
-    pods: corpusPods().map((p) => p.pod),
-    jobs: corpusJobs().map(({ job, kind }) => ({ job, plural: kind.plural, group: kind.group, version: kind.version })),
+    pods: corpusPods(objects).map((p) => p.pod),
+    jobs: corpusJobs(objects).map(({ job, kind }) => ({ job, plural: kind.plural, group: kind.group, version: kind.version })),
   };
+}
+
+function sampleObjects(): CorpusObject[] {
+  const gpu = { limits: { "nvidia.com/gpu": "2", cpu: "4", memory: "16Gi" } };
+  const withGpu = (o: KubeObject): KubeObject => JSON.parse(JSON.stringify(o).replace(/"image":"img"/g, `"image":"img","resources":${JSON.stringify(gpu)}`));
+  const replicas: Record<string, Record<string, number>> = {
+    TFJob: { Chief: 1, PS: 1, Worker: 2 },
+    PyTorchJob: { Master: 1, Worker: 2 },
+    MXJob: { Scheduler: 1, Server: 1, Worker: 2 },
+    XGBoostJob: { Master: 1, Worker: 2 },
+    PaddleJob: { Master: 1, Worker: 2 },
+    JAXJob: { Worker: 2 },
+    Caffe2Job: { Worker: 2 },
+  };
+  return [
+    ...Object.entries(replicas).map(([kind, r]) => ({ file: "sample.yaml", object: withGpu(sampleJob(kind, `sample-${kind.toLowerCase()}`, "team-a", r)) })),
+    { file: "sample.yaml", object: { apiVersion: "v1", kind: "Pod", metadata: { name: "gpu-pod", namespace: "team-a" }, spec: { containers: [{ name: "main", image: "img", resources: gpu }] } } },
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------------

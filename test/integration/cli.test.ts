@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { X509Certificate } from "node:crypto";
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, it } from "node:test";
+import { createCertificateAuthority } from "../../src/certs/generate.js";
+import { NO_KUBECONFIG } from "../../src/errors.js";
 import { call, makeCerts, postJson } from "../fixtures/https.js";
 import { review } from "../fixtures/reviews.js";
 
@@ -18,9 +20,9 @@ interface Run {
   stderr: string;
 }
 
-function run(args: string[], opts: { onStdout?: (text: string, child: ReturnType<typeof spawn>) => void; timeoutMs?: number } = {}): Promise<Run> {
+function run(args: string[], opts: { onStdout?: (text: string, child: ReturnType<typeof spawn>) => void; timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], ...(opts.env ? { env: opts.env } : {}) });
     let stdout = "";
     let stderr = "";
     const timer = setTimeout(() => {
@@ -145,5 +147,118 @@ describe("quartermaster CLI", () => {
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /"signal":"SIGTERM"/);
     assert.match(r.stdout, /"msg":"server closed"/);
+  });
+
+  // No --kubeconfig, no $KUBECONFIG, an empty HOME (no ~/.kube/config) and not in a cluster: every command that
+  // needs the cluster says what to do instead of client-node's "HTTP protocol is not allowed when skipTLSVerify ...".
+  const caFile = (): string => {
+    const f = join(tmp(), "ca.crt");
+    writeFileSync(f, createCertificateAuthority("no-cluster", 30).certPem);
+    return f;
+  };
+  const noCluster: Array<[string, () => string[]]> = [
+    ["ledger", () => ["ledger"]],
+    ["reconcile --once --dry-run", () => ["reconcile", "--once", "--dry-run"]],
+    ["certs ensure", () => ["certs", "ensure", "--service", "s", "--namespace", "n", "--dry-run"]],
+    ["certs install", () => ["certs", "install", "--ca", caFile()]],
+  ];
+  const bareEnv = (): NodeJS.ProcessEnv => {
+    const env: NodeJS.ProcessEnv = { ...process.env, HOME: tmp() };
+    for (const k of ["KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"]) delete env[k];
+    return env;
+  };
+  for (const [name, args] of noCluster) {
+    it(`${name} without a kubeconfig or cluster → exit 1: "${NO_KUBECONFIG}"`, async () => {
+      const r = await run(args(), { env: bareEnv() });
+      assert.equal(r.code, 1, r.stderr);
+      assert.equal(r.stderr.trim(), `quartermaster: ${NO_KUBECONFIG}`);
+    });
+  }
+
+  it("doctor without a kubeconfig or cluster → critical, the finding says what to do", async () => {
+    const r = await run(["doctor"], { env: bareEnv() });
+    assert.equal(r.code, 2, r.stderr);
+    assert.ok(r.stdout.includes(NO_KUBECONFIG), r.stdout);
+    assert.doesNotMatch(r.stdout + r.stderr, /skipTLSVerify/);
+  });
+});
+
+describe("certs generate with a given CA and malformed flags", () => {
+  const generate = (out: string, ...extra: string[]) => run(["certs", "generate", "--service", "qm-webhook", "--namespace", "qm", "--out", out, ...extra]);
+  const writePair = (dir: string, pair: { certPem: string; keyPem: string }): { cert: string; key: string } => {
+    writeFileSync(join(dir, "ca.crt"), pair.certPem);
+    writeFileSync(join(dir, "ca.key"), pair.keyPem);
+    return { cert: join(dir, "ca.crt"), key: join(dir, "ca.key") };
+  };
+  const day = 86400_000;
+
+  const refused: Array<[string, () => Promise<{ cert: string; key: string }>, RegExp]> = [
+    [
+      "a leaf certificate as the CA (with its own key)",
+      async () => {
+        const first = join(tmp(), "first");
+        assert.equal((await generate(first)).code, 0);
+        return { cert: join(first, "tls.crt"), key: join(first, "tls.key") };
+      },
+      /the CA certificate is not a CA/,
+    ],
+    ["a CA with another CA's key", async () => ({ cert: writePair(tmp(), createCertificateAuthority("a", 30)).cert, key: writePair(tmp(), createCertificateAuthority("b", 30)).key }), /the CA key does not match its certificate/],
+    ["an expired CA", async () => writePair(tmp(), createCertificateAuthority("old", 1, new Date(Date.now() - 3 * day))), /the CA expired at /],
+    ["a CA not valid yet", async () => writePair(tmp(), createCertificateAuthority("future", 30, new Date(Date.now() + 3 * day))), /the CA is not valid before /],
+    ["a file that holds no certificate", async () => ({ cert: join(ROOT, "package.json"), key: writePair(tmp(), createCertificateAuthority("a", 30)).key }), /the CA certificate does not parse/],
+  ];
+  for (const [name, make, message] of refused) {
+    it(`${name} → exit 2, nothing written`, async () => {
+      const { cert, key } = await make();
+      const out = join(tmp(), "out");
+      const r = await generate(out, "--ca-cert", cert, "--ca-key", key);
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, message);
+      assert.ok(!existsSync(out), "wrote output for a refused CA");
+    });
+  }
+
+  const malformed: Array<[string, string[], RegExp]> = [
+    ["--ip not-an-ip", ["--ip", "not-an-ip"], /--ip "not-an-ip" is not an IPv4 or IPv6 address/],
+    ["--ip 300.1.1.1", ["--ip", "300.1.1.1"], /--ip "300.1.1.1" is not an IPv4 or IPv6 address/],
+    ["--dns with an underscore", ["--dns", "bad_name.example"], /--dns "bad_name.example" is not a DNS name/],
+    ["--dns upper case", ["--dns", "Example.COM"], /is not a DNS name/],
+    ["--days 0", ["--days", "0"], /--days must be an integer from 1 to 3650/],
+    ["--ca-cert without --ca-key", ["--ca-cert", "x"], /--ca-cert and --ca-key go together/],
+  ];
+  for (const [name, extra, message] of malformed) {
+    it(`${name} → exit 2 with the usage`, async () => {
+      const r = await generate(join(tmp(), "out"), ...extra);
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, message);
+      assert.match(r.stderr, /Usage: quartermaster/);
+    });
+  }
+  it("--service that is not a DNS label → exit 2", async () => {
+    const r = await run(["certs", "generate", "--service", "Web_hook", "--namespace", "qm", "--out", join(tmp(), "out")]);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /--service must be a DNS-1123 label, got "Web_hook"/);
+  });
+
+  const openssl = (() => {
+    try {
+      execFileSync("openssl", ["version"], { stdio: "ignore" });
+      return true;
+    } catch {
+      return false;
+    }
+  })();
+  it("a valid CA signs a chain `openssl verify` accepts; the leaf never outlives the CA", { skip: openssl ? false : "no openssl on PATH" }, async () => {
+    const ca = writePair(tmp(), createCertificateAuthority("given", 10));
+    const out = join(tmp(), "out");
+    const r = await generate(out, "--ca-cert", ca.cert, "--ca-key", ca.key, "--days", "365", "--ip", "::1", "--dns", "*.qm.example");
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(readFileSync(join(out, "ca.crt"), "utf8"), readFileSync(ca.cert, "utf8"));
+    const verified = execFileSync("openssl", ["verify", "-purpose", "sslserver", "-CAfile", join(out, "ca.crt"), join(out, "tls.crt")], { encoding: "utf8" });
+    assert.match(verified, /tls\.crt: OK/);
+    const leaf = new X509Certificate(readFileSync(join(out, "tls.crt")));
+    const caCert = new X509Certificate(readFileSync(ca.cert));
+    assert.ok(new Date(leaf.validTo) <= new Date(caCert.validTo), `${leaf.validTo} after ${caCert.validTo}`);
+    assert.match(leaf.subjectAltName ?? "", /DNS:\*\.qm\.example, IP Address:0:0:0:0:0:0:0:1/);
   });
 });

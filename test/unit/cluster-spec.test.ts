@@ -1,5 +1,6 @@
 /**
- * Conformance with the Kubeflow training operator's cluster specs (training-semantics.md §1, §9 items 1–3):
+ * Conformance with the Kubeflow training operator's cluster specs (github.com/kubeflow/training-operator,
+ * pkg/controller.v1/<framework>/):
  * the exact strings upstream writes.
  */
 import assert from "node:assert/strict";

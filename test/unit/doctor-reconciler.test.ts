@@ -4,14 +4,12 @@
  * a SubjectAccessReview says no), as tables with a fixed clock.
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { describe, it } from "node:test";
 import { checkLedger, type LedgerContext } from "../../src/doctor/ledger.js";
 import { checkAccess, requiredAccess } from "../../src/doctor/rbac.js";
 import { checkReconciler, humanAge, scheduledBetween, schedulePeriodSeconds } from "../../src/doctor/reconciler.js";
 import type { CronJob, DoctorSnapshot, Finding, Job, LedgerState } from "../../src/doctor/types.js";
 import { defaultPolicy } from "../../src/policy/load.js";
-import { ROOT, render } from "../fixtures/manifests.js";
 
 const NOW = new Date("2026-06-01T12:00:00Z");
 const NS = "quartermaster";
@@ -219,39 +217,4 @@ describe("doctor: RBAC", () => {
   it("SubjectAccessReviews refused to the caller → not checked (warning)", () => {
     assert.deepEqual(brief(checkAccess({ error: "cannot create subjectaccessreviews: HTTP 403" })), ["warning ServiceAccounts"]);
   });
-});
-
-describe("doctor: RBAC requirements against manifests/base", () => {
-  // test/unit/rbac.test.ts proves the base grants exactly the calls the code makes; this proves the doctor
-  // asks about exactly those grants, so it neither cries wolf on a healthy install nor misses a grant.
-  const ANY = "*";
-  const objects = render(join(ROOT, "manifests/base"));
-  const grantsOf = (sa: string): Array<{ verb: string; group: string; resource: string; ns: string; names?: string[] }> =>
-    objects
-      .filter((b) => (b.kind === "RoleBinding" || b.kind === "ClusterRoleBinding") && (b.subjects ?? []).some((s: Record<string, string>) => s.kind === "ServiceAccount" && `${s.namespace}/${s.name}` === sa))
-      .flatMap((b) => {
-        const ns = b.kind === "ClusterRoleBinding" ? ANY : b.metadata.namespace!;
-        const role = objects.find((o) => o.kind === b.roleRef.kind && o.metadata.name === b.roleRef.name && (o.kind === "ClusterRole" || o.metadata.namespace === ns));
-        return (role?.rules ?? []).flatMap((r: Record<string, string[]>) =>
-          r.apiGroups!.flatMap((group) => r.resources!.flatMap((resource) => r.verbs!.map((verb) => ({ verb, group, resource, ns, ...(r.resourceNames ? { names: r.resourceNames } : {}) })))),
-        );
-      });
-
-  for (const sa of [`${NS}/quartermaster-webhook`, `${NS}/quartermaster-reconciler`]) {
-    it(`${sa}: every permission the doctor checks is granted, and every grant is checked`, () => {
-      const grants = grantsOf(sa);
-      const all = requiredAccess(defaultPolicy(), NS).filter((a) => a.serviceAccount === sa);
-      const required = all.filter((a) => !a.mustNot);
-      // What it must not be able to do, no grant gives it.
-      const excess = all.filter((a) => a.mustNot && grants.some((g) => g.verb === a.verb && g.group === a.group && g.resource === a.resource && (g.ns === ANY || g.ns === a.namespace) && (!g.names || g.names.includes(a.name!))));
-      assert.deepEqual(excess.map((a) => `${a.verb} ${a.resource}/${a.name}`), []);
-      assert.ok(grants.length > 0 && required.length > 0);
-      const ungranted = required.filter(
-        (a) => !grants.some((g) => g.verb === a.verb && g.group === a.group && g.resource === a.resource && (g.ns === ANY || g.ns === a.namespace) && (!g.names || (a.name !== undefined && g.names.includes(a.name)))),
-      );
-      assert.deepEqual(ungranted.map((a) => `${a.verb} ${a.resource} ${a.namespace}`), [], "the doctor requires what the manifests do not grant");
-      const unchecked = grants.filter((g) => !required.some((a) => g.verb === a.verb && g.group === a.group && g.resource === a.resource && (g.ns === ANY ? a.namespace === "" : g.ns === a.namespace)));
-      assert.deepEqual(unchecked.map((g) => `${g.verb} ${g.resource} ${g.ns}`), [], "grants the doctor does not check: add them to requiredAccess in src/doctor/rbac.ts");
-    });
-  }
 });

@@ -12,7 +12,7 @@ import { placeOnAccelerator, withRequiredNodeAlternatives } from "../../src/muta
 import { mutatePod } from "../../src/mutate/index.js";
 import type { MutationContext } from "../../src/mutate/types.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { corpusPods } from "../fixtures/corpus.js";
+import { CORPUS_SKIP, corpusPods } from "../fixtures/corpus.js";
 import {
   A100_MIG_DISABLED,
   A100_MIXED,
@@ -234,7 +234,7 @@ describe("merging alternatives into the pod's own required terms", () => {
   });
 });
 
-describe("corpus pods that ask for MIG slices or GPUs, given a partition", () => {
+describe("corpus pods that ask for MIG slices or GPUs, given a partition", { skip: CORPUS_SKIP }, () => {
   const ctx = WITH_PRODUCTS;
   const resources = (pod: V1Pod): string[] =>
     [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].flatMap((c) => Object.keys({ ...c.resources?.requests, ...c.resources?.limits }));

@@ -37,7 +37,7 @@ function pod(o: { labels?: Record<string, string>; controller?: string; otherOwn
   });
 }
 
-describe("claim: ClaimObject rows A–G (training-semantics §3.1)", () => {
+describe("claim: ClaimObject rows A–G (controller_ref_manager.go's ClaimObject)", () => {
   const cases: Array<[string, KubeObject, KubeObject, "owned" | "adopt" | "release" | "nothing"]> = [
     ["A: controlled by someone else → never touched", tf(), pod({ controller: "someone-else" }), "nothing"],
     ["A: controlled by someone else, job being deleted → never touched", tf(true), pod({ controller: "someone-else" }), "nothing"],

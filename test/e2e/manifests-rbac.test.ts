@@ -174,7 +174,7 @@ function callsIn(file: string): { calls: Call[]; unknown: string[] } {
     const where = `${rel}:${text.slice(0, m.index).split("\n").length}`;
     const target = METHODS[api];
     if (!target) {
-      unknown.push(`${where} calls ${api}, which METHODS in test/unit/rbac.test.ts does not map: add its verb, group, resource and scope`);
+      unknown.push(`${where} calls ${api}, which METHODS in test/e2e/manifests-rbac.test.ts does not map: add its verb, group, resource and scope`);
       continue;
     }
     const literal = /namespace:\s*"([a-z0-9-]+)"/.exec(text.slice(m.index, m.index + 300).split(/\)\s*[;,)]/)[0]!)?.[1];

@@ -1,0 +1,41 @@
+/**
+ * The image's Node.js: one LTS major in every stage, one that package.json's engines allow. The rest of the
+ * image (stages, user, entry point) is checked against the rendered manifests in test/e2e/manifests.test.ts.
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { ROOT } from "../fixtures/manifests.js";
+
+/** Node.js lines and their end of life (github.com/nodejs/Release, schedule.json). Odd majors are never LTS. */
+const LTS_END_OF_LIFE: Record<number, string> = { 20: "2026-04-30", 22: "2027-04-30", 24: "2028-04-30" };
+/** The day this was last reviewed: the image must be on a line still supported then. */
+const REVIEWED = "2026-11-25";
+
+describe("the image's Node.js", () => {
+  const text = readFileSync(join(ROOT, "Dockerfile"), "utf8");
+  const froms = [...text.matchAll(/^FROM\s+(\S+)/gm)].map((m) => m[1]!);
+  const majors = froms.map((image) => {
+    const m = /^node:(\d+)-/.exec(image) ?? /^gcr\.io\/distroless\/nodejs(\d+)-/.exec(image);
+    assert.ok(m, `${image}: not a node or distroless/nodejs image`);
+    return Number(m[1]);
+  });
+
+  it("every stage has the same major, an LTS line supported on the review date", () => {
+    assert.equal(new Set(majors).size, 1, froms.join(", "));
+    const eol = LTS_END_OF_LIFE[majors[0]!];
+    assert.ok(eol, `Node.js ${majors[0]} is not an LTS line in the table`);
+    assert.ok(eol > REVIEWED, `Node.js ${majors[0]} reached end of life on ${eol}`);
+  });
+
+  it("the Dockerfile says why that version", () => {
+    assert.match(text, new RegExp(`Node\\.js ${majors[0]} in every stage: an LTS line, supported until`));
+  });
+
+  it("package.json's engines allow it", () => {
+    const engines = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { engines: { node: string } }).engines.node;
+    const min = /^>=(\d+)/.exec(engines);
+    assert.ok(min && majors[0]! >= Number(min[1]), `engines ${engines}`);
+  });
+});
