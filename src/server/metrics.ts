@@ -187,12 +187,22 @@ export function capNamespaces(namespaces: LedgerIndex["namespaces"], cap: number
 const GPU_STATES = ["capacity", "allocatable", "allocated", "free", "unavailable"] as const;
 
 /**
- * Gauges of the device ledger, computed at scrape time from the index `read()` returns (none while there
- * is none, so an absent ledger is `absent()` in PromQL rather than zeros).
+ * Gauges of the device ledger, computed at scrape time from the index `read()` returns. While there is none
+ * (not read yet, missing, or failing its checksum) `quartermaster_ledger_present` is 0, the labelled series
+ * are absent and the unlabelled ones 0 (prom-client always writes an unlabelled series), so a dashboard or
+ * alert guards with `quartermaster_ledger_present == 1`.
  */
 export function registerLedgerMetrics(registry: Registry, read: () => LedgerReading | undefined, opts: { namespaceCap?: number } = {}): void {
   const cap = opts.namespaceCap ?? NAMESPACE_LABEL_CAP;
   const registers = [registry];
+  new Gauge({
+    name: "quartermaster_ledger_present",
+    help: "1 while this replica holds a good device ledger index (read, checksum verified), else 0.",
+    registers,
+    collect() {
+      this.set(read() ? 1 : 0);
+    },
+  });
   new Gauge({
     name: "quartermaster_ledger_gpus",
     help: "GPUs (devices of each policy GPU resource) over all nodes by state: capacity, allocatable, allocated, free, and unavailable (allocatable on stale nodes), from the device ledger's index.",
