@@ -112,6 +112,15 @@ describe("metrics: the device ledger's gauges", () => {
     assert.deepEqual(text.match(/^quartermaster_ledger_(?!present)\w+ .*$/gm)?.map((l) => l.split(" ")[1]), ["0", "0", "0", "0", "0", "0", "0"]);
   });
 
+  it("a refresh that reads a new index changes the per-namespace series at the next scrape", async () => {
+    const first = indexFixture();
+    let reading = { index: first, readAt: 0 };
+    const m = createAdmissionMetrics({ timeoutSeconds: 5, ledger: () => reading });
+    assert.equal(Object.keys(await series(m.registry, "quartermaster_ledger_namespace_gpus_allocated")).length, 3);
+    reading = { index: { ...first, namespaces: { "team-z": { "nvidia.com/gpu": { allocated: 7, gpuSeconds: 1 } } } }, readAt: 1 };
+    assert.deepEqual(await series(m.registry, "quartermaster_ledger_namespace_gpus_allocated"), { "quartermaster_ledger_namespace_gpus_allocated{namespace=team-z,resource=nvidia.com/gpu}": 7 });
+  });
+
   it("without a ledger source the gauges are not registered (the dev server, --ledger-refresh-seconds 0)", async () => {
     const m = createAdmissionMetrics({ timeoutSeconds: 5 });
     assert.equal(m.registry.getSingleMetric("quartermaster_ledger_gpus"), undefined);
