@@ -3,12 +3,25 @@
  * Build-time generator of manifests/base/webhook-configurations.yaml (from the built-in policy) and
  * manifests/base/reconciler-ledger-rbac.yaml (from the ledger's naming) (run by `npm
  * run generate`). The YAML is committed for `kubectl apply -k`; a unit test renders it again and fails when
- * the committed file differs, so the manifest cannot drift from the policy or from src/scope.ts.
+ * the committed file differs, so the manifest cannot drift from the policy or from src/scope.ts. The Helm
+ * chart's templates for the same objects are written from the same renders (src/manifests/chart.ts).
  */
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defaultPolicy } from "../policy/load.js";
+import { POLICY_SCHEMA } from "../policy/schema.js";
+import {
+  CHART_LEDGER_RBAC_TEMPLATE,
+  CHART_PROMETHEUS_RULE_TEMPLATE,
+  CHART_VALUES_SCHEMA,
+  CHART_WEBHOOK_TEMPLATE,
+  chartLedgerRbacTemplate,
+  chartPrometheusRuleTemplate,
+  chartValuesSchema,
+  chartWebhookTemplate,
+  PROMETHEUS_RULE_MANIFEST,
+} from "./chart.js";
 import { ledgerRbacYaml } from "./rbac.js";
 import { webhookConfigurationsYaml } from "./webhooks.js";
 
@@ -21,9 +34,21 @@ export function generatedWebhookManifest(): Promise<string> {
   return webhookConfigurationsYaml(defaultPolicy());
 }
 
-/** Every generated manifest: path → the text it must have. */
+const ROOT = join(import.meta.dirname, "../..");
+
+/**
+ * Every generated manifest: path → the text it must have. The Helm chart's templates for the same objects
+ * come from the same renders (src/manifests/chart.ts); its PrometheusRule from the monitoring overlay's.
+ */
 export async function generatedManifests(): Promise<Record<string, string>> {
-  return { [WEBHOOK_MANIFEST]: await generatedWebhookManifest(), [LEDGER_RBAC_MANIFEST]: await ledgerRbacYaml() };
+  return {
+    [WEBHOOK_MANIFEST]: await generatedWebhookManifest(),
+    [LEDGER_RBAC_MANIFEST]: await ledgerRbacYaml(),
+    [CHART_WEBHOOK_TEMPLATE]: await chartWebhookTemplate(),
+    [CHART_LEDGER_RBAC_TEMPLATE]: await chartLedgerRbacTemplate(),
+    [CHART_PROMETHEUS_RULE_TEMPLATE]: chartPrometheusRuleTemplate(readFileSync(join(ROOT, PROMETHEUS_RULE_MANIFEST), "utf8")),
+    [CHART_VALUES_SCHEMA]: chartValuesSchema(POLICY_SCHEMA as unknown as Record<string, unknown>),
+  };
 }
 
 export async function writeGeneratedManifests(root: string): Promise<string[]> {

@@ -38,9 +38,9 @@ const HEADER = [
   " reconciler.yaml: RBAC cannot restrict create by resourceNames, the name is not known before the object.)",
 ].join("\n");
 
-export async function ledgerRbacYaml(): Promise<string> {
+export async function ledgerRbacYaml(namespace?: string): Promise<string> {
   const { Document, isScalar, visit } = await import("yaml");
-  return renderLedgerRbac()
+  return renderLedgerRbac(namespace)
     .map((o, i) => {
       const doc = new Document(o);
       if (i === 0) doc.commentBefore = HEADER;

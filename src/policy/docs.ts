@@ -56,7 +56,11 @@ export const DESCRIPTIONS: Record<string, string> = {
     "The pod's MIG resource decides which term can fit: `nvidia.com/mig-<profile>` exists only on mixed-strategy nodes, a single-strategy node offers its slices as `nvidia.com/gpu`. " +
     "`none` matches nodes whose GPUs are not MIG-enabled: `nvidia.com/gpu.replicas NotIn [0]` (GFD gives MIG-enabled GPUs 0 replicas, except under the single strategy) and `nvidia.com/gpu.slices.gi DoesNotExist` (set for the single strategy's MIG devices); " +
     "`nvidia.com/mig.capable` and `nvidia.com/mig.strategy` are set on MIG-disabled A100s too, so they cannot tell. " +
-    "`partitionNodeLabel` replaces all of this with one label of your own (e.g. GKE's `cloud.google.com/gke-gpu-partition-size`).",
+    "`partitionNodeLabel` replaces all of this with one label of your own (e.g. GKE's `cloud.google.com/gke-gpu-partition-size`).\n\n" +
+    "Why these labels: the defaults use only labels the NVIDIA GPU operator puts on every GPU node it manages, through GPU feature discovery (NVIDIA/k8s-device-plugin, `internal/lm`), whatever the cloud: " +
+    "`nvidia.com/gpu.product` (e.g. `A100-SXM4-40GB`, `NVIDIA-H100-80GB-HBM3`), `nvidia.com/gpu.replicas`, `nvidia.com/mig.strategy`, `nvidia.com/mig-<profile>.count` (mixed strategy) and `nvidia.com/gpu.slices.gi` (single strategy's MIG devices). " +
+    "Cloud-specific labels (`cloud.google.com/gke-accelerator`, `node.kubernetes.io/instance-type`) name node pools, not GPUs, and are missing on-premises. " +
+    "`test/e2e/placement.test.ts` proves these defaults with the real kube-scheduler against nodes labelled as GFD labels them (`test/fixtures/nodes.ts`, written from GFD, not from this policy): a default changed to a label no real node carries leaves its pods unschedulable.",
   "accelerator.nodeLabel": "Node label the accelerator annotation becomes a required node affinity on.",
   "accelerator.partitionNodeLabel": "One node label whose value is the partition: the GPU-partition annotation becomes `<label> In [<value>]` (`none`: `DoesNotExist`). Unset, partitions match the labels NVIDIA's GPU feature discovery sets (above). `nvidia.com/mig.config` (the default of earlier versions) holds MIG configuration names such as `all-1g.5gb`, not profiles.",
   "accelerator.migProducts": "Base GPU products (as in `nvidia.com/gpu.product`, e.g. `A100-SXM4-40GB`) whose single-strategy MIG nodes a partition may land on (`<product>-MIG-<profile>`); empty, a partition without an accelerator matches mixed-strategy nodes only.",
@@ -64,7 +68,7 @@ export const DESCRIPTIONS: Record<string, string> = {
   "accelerator.unpartitionedRequirement": "Node requirement for `quartermaster.dev/gpu-partition: none`; unset, `partitionNodeLabel` must not exist on the node, or (no `partitionNodeLabel`) the node's GPUs are not MIG-enabled: `nvidia.com/gpu.replicas NotIn [0]` and `nvidia.com/gpu.slices.gi DoesNotExist`.",
   interruptible: "Placement from the `quartermaster.dev/interruptible` annotation.",
   "interruptible.tolerations": "Tolerations added to pods annotated `quartermaster.dev/interruptible: \"true\"`.",
-  "interruptible.nodeRequirement": "Required node affinity for interruptible pods (e.g. spot nodes).",
+  "interruptible.nodeRequirement": "Required node affinity for interruptible pods (e.g. spot nodes). There is no default: spot labels differ per cloud (AKS `kubernetes.azure.com/scalesetpriority: spot`, which is also its spot taint; GKE `cloud.google.com/gke-spot: \"true\"`; EKS `eks.amazonaws.com/capacityType: SPOT`; Karpenter `karpenter.sh/capacity-type: spot`).",
   "interruptible.nonInterruptibleNodeRequirement": "Required node affinity for every other training pod (e.g. keep them off spot nodes).",
   resources: "Resource defaults for training containers; nothing a user set is changed.",
   "resources.defaultRequests": "cpu and memory requests for containers that set neither the request nor a limit (a limit is copied to the request first).",

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the end-to-end control plane: kube-apiserver, kube-controller-manager and kubectl from the Go
+# Builds the end-to-end control plane: kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
+# from the Go
 # module k8s.io/kubernetes, and etcd from go.etcd.io/etcd/server/v3, through the Go module proxy, into a
 # cache directory keyed by version. A warm cache returns at once. Nothing built lives in the repository.
 #
@@ -11,7 +12,7 @@ K8S_VERSION=v1.33.13                 # k8s.io/kubernetes tag; every staging repl
 ETCD_VERSION=v3.5.21                 # the etcd that k8s 1.33 pins (build/dependencies.yaml)
 ROOT=${QM_K8S_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quartermaster/k8s-bins}
 OUT=$ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
-BINS=(kube-apiserver kube-controller-manager kubectl etcd)
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
 
 complete() { for b in "${BINS[@]}"; do [[ -x $OUT/$b ]] || return 1; done; }
 if complete; then echo "$OUT"; exit 0; fi
@@ -29,11 +30,20 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldf+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   ldf+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
-echo "build.sh: building kubernetes $K8S_VERSION into $OUT (cold: tens of minutes)" >&2
-(cd "$HERE/k8s-bin" && go build -pgo=off -ldflags "$ldf" -o "$OUT/" \
-  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl)
-echo "build.sh: building etcd $ETCD_VERSION" >&2
-(cd "$HERE/etcd-bin" && go build -ldflags "-s -w" -o "$OUT/etcd" go.etcd.io/etcd/server/v3)
+# Only what is missing is built: a cache from before a binary joined BINS gains it without the others being
+# rewritten (they may be running).
+cmds=()
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  [[ -x $OUT/$b ]] || cmds+=("k8s.io/kubernetes/cmd/$b")
+done
+if (( ${#cmds[@]} )); then
+  echo "build.sh: building ${cmds[*]##*/} (kubernetes $K8S_VERSION) into $OUT (cold: tens of minutes)" >&2
+  (cd "$HERE/k8s-bin" && go build -pgo=off -ldflags "$ldf" -o "$OUT/" "${cmds[@]}")
+fi
+if [[ ! -x $OUT/etcd ]]; then
+  echo "build.sh: building etcd $ETCD_VERSION" >&2
+  (cd "$HERE/etcd-bin" && go build -ldflags "-s -w" -o "$OUT/etcd" go.etcd.io/etcd/server/v3)
+fi
 
 complete || { echo "build.sh: build finished but a binary is missing in $OUT" >&2; exit 1; }
 echo "build.sh: done in $(( $(date +%s) - start )) s" >&2

@@ -1,7 +1,8 @@
 /**
  * A real control plane on loopback for the end-to-end tests: etcd, kube-apiserver (RBAC, client
  * certificates, service-account keys) and, on request, kube-controller-manager with the garbage
- * collector and namespace controllers. Binaries come from `test/e2e/controlplane/build.sh`
+ * collector and namespace controllers, and kube-scheduler (which binds pods to Node objects; no kubelet is
+ * needed for that, see ./nodes.ts for nodes kept Ready). Binaries come from `test/e2e/controlplane/build.sh`
  * (QM_K8S_BIN_DIR). Everything started here is stopped by `stop()`, also when the test process exits.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -53,6 +54,7 @@ export function binDir(): string {
     );
   }
   for (const b of ["etcd", "kube-apiserver", "kube-controller-manager", "kubectl"]) {
+    // kube-scheduler is checked when a test asks for it: caches built before it joined build.sh lack it.
     if (!existsSync(join(dir, b))) throw new Error(`QM_K8S_BIN_DIR=${dir} has no ${b}: run test/e2e/controlplane/build.sh`);
   }
   return dir;
@@ -102,7 +104,15 @@ function kubeconfigYaml(server: string, tls: { ca: string; cert: string; key: st
   ].join("\n");
 }
 
-export async function startControlPlane(opts: { controllerManager?: boolean; /** More kube-apiserver flags. */ apiserverArgs?: string[] } = {}): Promise<ControlPlane> {
+export async function startControlPlane(
+  opts: {
+    controllerManager?: boolean;
+    /** Also run kube-scheduler (default profile, leader election off). */
+    scheduler?: boolean;
+    /** More kube-apiserver flags. */
+    apiserverArgs?: string[];
+  } = {},
+): Promise<ControlPlane> {
   const bins = binDir();
   const dir = mkdtempSync(join(tmpdir(), "qm-e2e-"));
   const pki = join(dir, "pki");
@@ -255,6 +265,16 @@ export async function startControlPlane(opts: { controllerManager?: boolean; /**
         "--leader-elect=false",
         "--secure-port=0",
         "--controllers=garbage-collector-controller,namespace-controller",
+      ]);
+    }
+    if (opts.scheduler) {
+      if (!existsSync(join(bins, "kube-scheduler"))) throw new Error(`QM_K8S_BIN_DIR=${bins} has no kube-scheduler: run test/e2e/controlplane/build.sh`);
+      run("kube-scheduler", [
+        `--kubeconfig=${kubeconfig}`,
+        `--authentication-kubeconfig=${kubeconfig}`,
+        `--authorization-kubeconfig=${kubeconfig}`,
+        "--leader-elect=false",
+        "--secure-port=0",
       ]);
     }
 

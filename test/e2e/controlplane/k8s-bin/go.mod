@@ -1,5 +1,5 @@
-// Consumer module whose only purpose is to build kube-apiserver and
-// kube-controller-manager and kubectl for the e2e tests. No Go source lives here.
+// Consumer module whose only purpose is to build kube-apiserver,
+// kube-controller-manager, kube-scheduler and kubectl for the e2e tests. No Go source lives here.
 module local.test/k8s-bin
 
 go 1.24.0
@@ -9,6 +9,7 @@ godebug default=go1.24
 tool (
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler
 	k8s.io/kubernetes/cmd/kubectl
 )
 

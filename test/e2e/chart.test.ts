@@ -1,0 +1,254 @@
+/**
+ * The Helm chart (charts/quartermaster) with a real helm (test/e2e/helm/build.sh; QM_HELM_BIN is the binary):
+ *
+ * 1. `helm lint --strict` and `helm template` for each values combination; values that values.schema.json
+ *    refuses (a bad mode, a misspelt key, an invalid policy) fail the render with the path named.
+ * 2. Chart and kustomize render the same objects: each combination against the kustomize directory it stands
+ *    for (the default values against manifests/overlays/self-managed, `certificates.mode=none` against
+ *    manifests/base, ...), after dropping Helm's own labels (helm.sh/chart, app.kubernetes.io/managed-by,
+ *    /instance, /version) and hook annotations (the self-managed certificates' first Job is a Helm hook),
+ *    the hash suffix of the policy ConfigMap's name (kustomize's and the chart's hash
+ *    differ) and the policy's comments (compared parsed), and ignoring order.
+ * 3. Every combination is accepted by a server-side dry-run apply on the e2e control plane. cert-manager and
+ *    Prometheus Operator kinds get minimal CRDs that accept any content (as test/e2e/deploy.test.ts does):
+ *    the apiserver checks their envelope, test/unit/manifests.test.ts their schema in the kustomize renders
+ *    the chart is compared with.
+ * 4. `helm install` / `helm upgrade` / `helm uninstall` on the control plane (hooks off: it runs no pods): the
+ *    upgrade keeps the caBundle written after install (the chart never sets it) and applies changed values.
+ * The values table in charts/quartermaster/README.md is checked against values.yaml (without helm).
+ * The knative overlay has no chart equivalent (the chart installs the Deployment form only).
+ */
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { parseAllDocuments, parse as parseYaml } from "yaml";
+import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
+import { ROOT } from "./harness/webhook.js";
+
+type Obj = Record<string, any>;
+
+const HELM = process.env.QM_HELM_BIN;
+const CHART = join(ROOT, "charts/quartermaster");
+const NS = "quartermaster";
+/** The e2e control plane's version: `helm template` assumes v1.20 otherwise, below the chart's kubeVersion. */
+const KUBE = ["--kube-version", "1.33.0"];
+
+/** Each values combination, and the kustomize directory rendering the same objects (if any). */
+const CASES: Array<{ name: string; set: string[]; kustomize?: string; dropKinds?: string[] }> = [
+  // The default values leave the Namespace to `helm install --create-namespace`; kustomize's is not compared.
+  { name: "default values", set: [], kustomize: "manifests/overlays/self-managed", dropKinds: ["Namespace"] },
+  { name: "certificates none, namespace created", set: ["certificates.mode=none", "namespace.create=true"], kustomize: "manifests/base" },
+  { name: "self-managed certificates", set: ["certificates.mode=self-managed", "namespace.create=true"], kustomize: "manifests/overlays/self-managed" },
+  { name: "cert-manager", set: ["certificates.mode=cert-manager", "namespace.create=true"], kustomize: "manifests/overlays/cert-manager" },
+  { name: "resident reconciler", set: ["reconciler.mode=resident", "certificates.mode=none", "namespace.create=true"], kustomize: "manifests/overlays/resident-reconciler" },
+  { name: "monitoring", set: ["monitoring.enabled=true", "certificates.mode=none", "namespace.create=true"], kustomize: "manifests/overlays/monitoring" },
+  { name: "everything else", set: ["monitoring.enabled=true", "reconciler.mode=resident", "certificates.mode=cert-manager", "webhook.networkPolicy.enabled=false"] },
+];
+
+let helmHome = "";
+function helm(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env = { ...process.env, HELM_CACHE_HOME: join(helmHome, "cache"), HELM_CONFIG_HOME: join(helmHome, "config"), HELM_DATA_HOME: join(helmHome, "data") };
+  return new Promise((resolve) =>
+    execFile(HELM!, args, { env, maxBuffer: 64 << 20 }, (err, stdout, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    ),
+  );
+}
+
+const setArgs = (set: string[]): string[] => set.flatMap((s) => ["--set", s]);
+const parseStream = (text: string): Obj[] => parseAllDocuments(text).map((d) => d.toJS() as Obj).filter(Boolean);
+
+async function template(set: string[]): Promise<Obj[]> {
+  const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE, ...setArgs(set)]);
+  assert.equal(r.code, 0, r.stderr);
+  return parseStream(r.stdout);
+}
+
+const HELM_LABELS = ["helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"];
+const POLICY_NAME = /^quartermaster-policy-[a-z0-9]{10}$/;
+
+/** One object as both renders must agree on it (see the module comment). */
+function normalize(o: Obj): Obj {
+  const walk = (v: unknown): unknown => {
+    if (typeof v === "string") return POLICY_NAME.test(v) ? "quartermaster-policy-<hash>" : v;
+    if (Array.isArray(v)) return v.map(walk);
+    if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
+    return v;
+  };
+  const out = walk(structuredClone(o)) as Obj;
+  const labels = out.metadata?.labels as Record<string, string> | undefined;
+  if (labels) for (const l of HELM_LABELS) delete labels[l];
+  const annotations = out.metadata?.annotations as Record<string, string> | undefined;
+  if (annotations) {
+    for (const a of Object.keys(annotations)) if (a.startsWith("helm.sh/hook")) delete annotations[a];
+    if (Object.keys(annotations).length === 0) delete out.metadata.annotations;
+  }
+  if (out.kind === "ConfigMap" && out.metadata.name === "quartermaster-policy-<hash>") out.data = { "policy.yaml": parseYaml(out.data["policy.yaml"]) };
+  return out;
+}
+
+const key = (o: Obj): string => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`;
+const byKey = (objects: Obj[]): Map<string, Obj> => new Map(objects.map((o) => normalize(o)).map((o) => [key(o), o]));
+
+/** A CRD that accepts any content, for each custom kind in `objects` (as test/e2e/deploy.test.ts makes them). */
+function minimalCrds(objects: Obj[]): Obj[] {
+  const builtIn = /^(v1|[a-z]+\/v\w+|[a-z.]+\.k8s\.io\/\w+)$/;
+  const kinds = new Map<string, { group: string; version: string; kind: string }>();
+  for (const o of objects) {
+    if (builtIn.test(o.apiVersion)) continue;
+    const [group, version] = (o.apiVersion as string).split("/") as [string, string];
+    kinds.set(`${group}/${o.kind}`, { group, version, kind: o.kind });
+  }
+  return [...kinds.values()].map(({ group, version, kind }) => ({
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: `${kind.toLowerCase()}s.${group}` },
+    spec: {
+      group,
+      scope: "Namespaced",
+      names: { kind, plural: `${kind.toLowerCase()}s`, singular: kind.toLowerCase(), listKind: `${kind}List` },
+      versions: [{ name: version, served: true, storage: true, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } }],
+    },
+  }));
+}
+
+describe("the chart's values table (charts/quartermaster/README.md)", () => {
+  it("documents every value in values.yaml, and only those", () => {
+    const values = parseYaml(readFileSync(join(CHART, "values.yaml"), "utf8")) as Obj;
+    const documented = [...readFileSync(join(CHART, "README.md"), "utf8").matchAll(/^\| `([\w.]+)` \|/gm)].map((m) => m[1]!);
+    const lookup = (path: string): unknown => path.split(".").reduce<any>((v, k) => (v && typeof v === "object" ? v[k] : undefined), values);
+    for (const d of documented) assert.notEqual(lookup(d), undefined, `${d} is documented but not in values.yaml`);
+    const leaves = (v: unknown, path: string): string[] =>
+      v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length > 0 && !documented.includes(path)
+        ? Object.entries(v).flatMap(([k, x]) => leaves(x, path ? `${path}.${k}` : k))
+        : [path];
+    for (const leaf of leaves(values, "")) assert.ok(documented.some((d) => leaf === d || leaf.startsWith(`${d}.`)), `${leaf} is not in the values table`);
+  });
+});
+
+describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM_BIN=$(bash test/e2e/helm/build.sh)/helm)" }, () => {
+  let cp: ControlPlane;
+  const rendered = new Map<string, Obj[]>();
+
+  before(async () => {
+    helmHome = mkdtempSync(join(tmpdir(), "qm-helm-"));
+    for (const c of CASES) rendered.set(c.name, await template(c.set));
+    cp = await startControlPlane();
+    const crds = minimalCrds([...rendered.values()].flat());
+    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: crds }));
+    assert.equal(applied.code, 0, applied.stderr);
+    const est = await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
+    assert.equal(est.code, 0, est.stderr);
+    // As `helm install --create-namespace` would: namespaced objects are dry-run into it.
+    assert.equal((await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } })).status, 201);
+  });
+
+  after(async () => {
+    await cp?.stop();
+    if (helmHome) rmSync(helmHome, { recursive: true, force: true });
+  });
+
+  for (const c of CASES) {
+    it(`${c.name}: helm lint --strict passes`, async () => {
+      const r = await helm(["lint", "--strict", CHART, "-n", NS, ...KUBE, ...setArgs(c.set)]);
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      assert.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+    });
+  }
+
+  // values.schema.json (src/manifests/chart.ts): the chart's own keys, and the policy's JSON Schema.
+  const invalid: Array<[string, string, RegExp]> = [
+    ["an unknown reconciler.mode", "reconciler.mode=daemon", /at '\/reconciler\/mode': value must be one of 'cronjob', 'resident'/],
+    ["an unknown certificates.mode", "certificates.mode=vault", /at '\/certificates\/mode': value must be one of 'self-managed', 'cert-manager', 'none'/],
+    ["a misspelt key", "certificate.mode=none", /additional properties 'certificate' not allowed/],
+    ["an invalid policy", "policy.clusterSpec.clusterDomain=Not_A_Domain", /at '\/policy\/clusterSpec\/clusterDomain': 'Not_A_Domain' does not match pattern/],
+    ["an unknown policy field", "policy.limits.gpus=1", /at '\/policy\/limits': additional properties 'gpus' not allowed/],
+  ];
+  for (const [name, set, message] of invalid) {
+    it(`${name} fails the render with a clear error`, async () => {
+      const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE, "--set", set]);
+      assert.notEqual(r.code, 0);
+      assert.match(r.stderr, message);
+    });
+  }
+
+  for (const c of CASES.filter((x) => x.kustomize)) {
+    it(`${c.name}: the chart renders the same objects as kubectl kustomize ${c.kustomize}`, async () => {
+      const k = await cp.kubectl(["kustomize", join(ROOT, c.kustomize!)]);
+      assert.equal(k.code, 0, k.stderr);
+      const want = byKey(parseStream(k.stdout).filter((o) => !(c.dropKinds ?? []).includes(o.kind)));
+      const got = byKey(rendered.get(c.name)!);
+      assert.deepEqual([...got.keys()].sort(), [...want.keys()].sort(), "the same objects");
+      for (const [k2, o] of want) assert.deepEqual(got.get(k2), o, k2);
+    });
+  }
+
+  it("values reach the objects (a changed policy renames its ConfigMap, and the Deployment follows)", async () => {
+    const base = await template([]);
+    const changed = await template(["webhook.replicas=3", "policy.clusterSpec.clusterDomain=example.org", "reconciler.schedule=*/7 * * * *", "image.tag=9.9.9"]);
+    const find = (objs: Obj[], kind: string, name: RegExp) => objs.find((o) => o.kind === kind && name.test(o.metadata.name))!;
+    const cm0 = find(base, "ConfigMap", POLICY_NAME);
+    const cm1 = find(changed, "ConfigMap", POLICY_NAME);
+    assert.notEqual(cm1.metadata.name, cm0.metadata.name);
+    assert.equal(parseYaml(cm1.data["policy.yaml"]).clusterSpec.clusterDomain, "example.org");
+    const dep = find(changed, "Deployment", /^quartermaster-webhook$/);
+    assert.equal(dep.spec.replicas, 3);
+    assert.equal(dep.spec.template.spec.containers[0].image, "quartermaster:9.9.9");
+    assert.ok(dep.spec.template.spec.volumes.some((v: Obj) => v.configMap?.name === cm1.metadata.name));
+    assert.equal(find(changed, "CronJob", /^quartermaster-reconciler$/).spec.schedule, "*/7 * * * *");
+  });
+
+  it("another release namespace reaches every reference to it", async () => {
+    const r = await helm(["template", "quartermaster", CHART, "-n", "qm-elsewhere", ...KUBE, "--set", "certificates.mode=cert-manager", "--set", "monitoring.enabled=true"]);
+    assert.equal(r.code, 0, r.stderr);
+    const text = r.stdout;
+    assert.doesNotMatch(text.replace(/kube-node-lease/g, ""), /namespace: quartermaster\b|\.quartermaster\.svc|"quartermaster"\}|quartermaster\/quartermaster-webhook/);
+    const objs = parseStream(text);
+    const mwc = objs.find((o) => o.kind === "MutatingWebhookConfiguration")!;
+    assert.equal(mwc.webhooks[0].clientConfig.service.namespace, "qm-elsewhere");
+    assert.equal(mwc.metadata.annotations["cert-manager.io/inject-ca-from"], "qm-elsewhere/quartermaster-webhook");
+    assert.ok(mwc.webhooks[0].namespaceSelector.matchExpressions.some((e: Obj) => (e.values ?? []).includes("qm-elsewhere")));
+  });
+
+  for (const c of CASES) {
+    it(`${c.name}: every object is accepted by a server-side dry-run apply`, async () => {
+      const objects = rendered.get(c.name)!;
+      const r = await cp.kubectl(["apply", "--dry-run=server", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }));
+      assert.equal(r.code, 0, r.stderr);
+      const lines = r.stdout.trim().split("\n");
+      assert.equal(lines.length, objects.length, r.stdout);
+      for (const o of objects) {
+        const accepted = lines.some((l) => l.startsWith(o.kind.toLowerCase()) && l.includes(`/${o.metadata.name} `) && l.endsWith("(server dry run)"));
+        assert.ok(accepted, `${o.kind}/${o.metadata.name} not accepted: ${r.stdout}`);
+      }
+    });
+  }
+
+  // Last: it leaves a release behind until its uninstall. Hooks off: the control plane runs no pods, so the
+  // self-managed certificates' Job would never finish.
+  it("helm install, then helm upgrade keeps the caBundle that certs ensure or cert-manager wrote; helm uninstall removes the webhooks", async () => {
+    const kube = ["--kubeconfig", cp.kubeconfig, "-n", NS, "--no-hooks"];
+    const install = await helm(["install", "quartermaster", CHART, ...kube]);
+    assert.equal(install.code, 0, install.stderr);
+    const caBundle = Buffer.from(cp.tls.ca).toString("base64");
+    for (const kind of ["mutatingwebhookconfiguration", "validatingwebhookconfiguration"]) {
+      const p = await cp.kubectl(["patch", kind, "quartermaster", "--type=json", "-p", JSON.stringify([{ op: "add", path: "/webhooks/0/clientConfig/caBundle", value: caBundle }])]);
+      assert.equal(p.code, 0, p.stderr);
+    }
+    const upgrade = await helm(["upgrade", "quartermaster", CHART, ...kube, "--set", "webhook.replicas=3"]);
+    assert.equal(upgrade.code, 0, upgrade.stderr);
+    assert.equal((await cp.api("GET", `/apis/apps/v1/namespaces/${NS}/deployments/quartermaster-webhook`)).body.spec.replicas, 3);
+    for (const kind of ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]) {
+      const r = await cp.api("GET", `/apis/admissionregistration.k8s.io/v1/${kind}/quartermaster`);
+      assert.equal(r.body.webhooks[0].clientConfig.caBundle, caBundle, `${kind}: caBundle kept`);
+    }
+    const uninstall = await helm(["uninstall", "quartermaster", "--kubeconfig", cp.kubeconfig, "-n", NS, "--no-hooks"]);
+    assert.equal(uninstall.code, 0, uninstall.stderr);
+    for (const kind of ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]) {
+      assert.equal((await cp.api("GET", `/apis/admissionregistration.k8s.io/v1/${kind}/quartermaster`)).status, 404, kind);
+    }
+  });
+});
