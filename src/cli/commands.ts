@@ -12,6 +12,7 @@ import { PolicyError, UsageError, errorMessage } from "../errors.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
 import { defaultPolicy } from "../policy/load.js";
 import type { Policy } from "../policy/types.js";
+import type { PassOutcome } from "../reconcile/loop.js";
 import type { CliIo } from "./io.js";
 
 export const USAGE = `Usage: quartermaster <command> [options]
@@ -32,13 +33,14 @@ Commands:
               Validate a policy file (YAML or JSON) and print every error.
   policy defaults
               Print the built-in policy as JSON.
-  reconcile (--once | --schedule CRON) [--dry-run] [-o table|json] [--policy F] [--kubeconfig F]
+  reconcile (--once | --schedule CRON [--metrics-port 9091]) [--dry-run] [-o table|json] [--policy F] [--kubeconfig F]
               [--namespace N] [--log-level info]
               Reconcile passes: adopt and release pods and services, per-replica Services, clean up
               finished jobs (CleanPodPolicy, TTL, as each job sets them), write the GPU device ledger; only
               in opted-in namespaces (never the protected ones or N); one at a time cluster-wide (a Lease
               in N, default the pod's own namespace, else quartermaster). --dry-run (with --once) prints
-              the plan and what it skips and why, and changes nothing (logs go to stderr).
+              the plan and what it skips and why, and changes nothing (logs go to stderr). With --schedule,
+              pass metrics over HTTP on --metrics-port (/metrics, /healthz, /readyz; 0: off).
   ledger [-o table|json] [--namespace N] [--kubeconfig F]
               Print the GPU device ledger the reconciler keeps in N (checksums verified).
   doctor [-o table|json] [--namespace quartermaster] [--policy F] [--kubeconfig F]
@@ -336,12 +338,12 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     import("../../webhooks/index.js"),
     import("../kube/jobs.js"),
   ]);
-  const jobs = createJobReader({ kubeconfig: flags.kubeconfig, ttlMs: policy.clusterSpec.jobCacheTtlMs });
   const capacity =
     flags.ledgerRefreshSeconds > 0
       ? (await import("../kube/capacity.js")).ledgerCapacity({ kubeconfig: flags.kubeconfig, namespace: await ownNamespace(flags.namespace), intervalMs: flags.ledgerRefreshSeconds * 1000, log })
       : undefined;
-  const metrics = createAdmissionMetrics({ timeoutSeconds: policy.webhook.timeoutSeconds, processMetrics: true });
+  const metrics = createAdmissionMetrics({ timeoutSeconds: policy.webhook.timeoutSeconds, processMetrics: true, ledger: capacity && (() => capacity.reading()) });
+  const jobs = createJobReader({ kubeconfig: flags.kubeconfig, ttlMs: policy.clusterSpec.jobCacheTtlMs, observe: (result, seconds) => metrics.jobLookup(result, seconds) });
   const webhooks = createWebhooks({ policy, log, jobs, capacity, now: () => new Date() });
   const server = await startServer({
     host: flags.host,
@@ -432,6 +434,9 @@ async function devCommand(args: string[], io: CliIo): Promise<number> {
   return runServer(flags, io);
 }
 
+/** The resident reconciler's default metrics port. */
+const RECONCILER_METRICS_PORT = 9091;
+
 const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /** Quartermaster's namespace: the flag, else the pod's own (in cluster), else `quartermaster`. */
@@ -449,9 +454,14 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
     kubeconfig: { type: "string" },
     namespace: { type: "string" },
     "log-level": { type: "string" },
+    "metrics-port": { type: "string" },
   });
   const schedule = values.schedule as string | undefined;
   if (Boolean(values.once) === (schedule !== undefined)) throw new UsageError("reconcile: give exactly one of --once and --schedule CRON");
+  // Resident (--schedule): /metrics on 9091 by default (9090 is the webhook's, should both run on one host); 0 turns it off.
+  // One pass (--once, the CronJob) has nothing a scrape could catch: its failures show as failed Jobs.
+  const metricsPort = intFlag(values, "metrics-port", schedule === undefined ? 0 : RECONCILER_METRICS_PORT, 0, 65535);
+  if (schedule === undefined && metricsPort !== 0) throw new UsageError("reconcile: --metrics-port goes with --schedule");
   const output = (values.output as string | undefined) ?? "table";
   if (output !== "table" && output !== "json") throw new UsageError("reconcile: -o must be table or json");
   const dryRun = values["dry-run"] === true;
@@ -473,45 +483,50 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
   ]);
   const holder = `${hostname()}-${process.pid}`;
 
-  /** One pass under the Lease (a dry run only reads, so it takes none). Resolves false if a pass failed. */
-  const pass = async (): Promise<boolean> => {
+  /** One pass under the Lease (a dry run only reads, so it takes none): its actions, or that the Lease was busy. */
+  const pass = async (): Promise<PassOutcome> => {
     const cluster = await connectCluster(kubeconfig);
     if (dryRun) {
       const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun, namespace });
       io.stdout(output === "json" ? JSON.stringify(planJson(report.plan), null, 2) : planTable(report.plan));
-      return report.failed.length === 0;
+      return { actions: report };
     }
     const lease = await acquireLease({ kubeconfig, namespace, name: "quartermaster-reconciler", holder, durationSeconds: policy.reconciler.passLeaseSeconds, now: () => new Date() });
     if ("busy" in lease) {
       log.info({ holder: lease.busy.holder, until: lease.busy.until.toISOString() }, "reconcile: another instance holds the lease; pass skipped");
-      return true;
+      return { leaseBusy: true };
     }
     try {
-      const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun, namespace });
-      return report.failed.length === 0;
+      return { actions: await runPass({ cluster, policy, log, now: () => new Date(), dryRun, namespace }) };
     } finally {
       await lease.held.release();
     }
   };
 
   if (!cron || !schedule) {
-    const ok = await pass();
+    const outcome = await pass();
     await flushLog(log);
-    return ok ? 0 : 1;
+    return "actions" in outcome && outcome.actions.failed.length > 0 ? 1 : 0;
   }
-  const { startLoop } = await import("../reconcile/loop.js");
+  const [{ startLoop }, { createReconcilerMetrics }, { startMetricsServer }] = await Promise.all([
+    import("../reconcile/loop.js"),
+    import("../server/metrics.js"),
+    import("../server/serve.js"),
+  ]);
+  const metrics = metricsPort === 0 ? undefined : createReconcilerMetrics({ processMetrics: true });
+  const metricsServer = metrics && (await startMetricsServer({ host: "0.0.0.0", port: metricsPort, registry: metrics.registry, log }));
   const loop = startLoop({
     expression: schedule,
     schedule: (expression, tick) => cron.schedule(expression, tick),
-    pass: async () => {
-      await pass();
-    },
+    pass,
     log,
+    metrics,
   });
-  io.stdout(`quartermaster: reconciling on schedule ${schedule}`);
+  io.stdout(`quartermaster: reconciling on schedule ${schedule}${metricsServer ? `; metrics http://0.0.0.0:${metricsServer.port}/metrics` : ""}`);
   const signal = await io.shutdown;
   log.info({ signal, passes: loop.stats.started, skipped: loop.stats.skipped }, "stopping: waiting for the pass in flight");
   await loop.stop();
+  await metricsServer?.close();
   await flushLog(log);
   return 0;
 }

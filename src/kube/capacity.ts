@@ -8,7 +8,8 @@
  */
 import type { Logger } from "pino";
 import { errorMessage } from "../errors.js";
-import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, readIndex } from "../reconcile/ledger-shards.js";
+import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, readIndex, type LedgerIndex } from "../reconcile/ledger-shards.js";
+import type { LedgerReading } from "../server/metrics.js";
 import type { ClusterCapacity } from "../validate/job.js";
 import { kubeClient, statusOf } from "./client.js";
 import { restClient } from "./rest.js";
@@ -22,20 +23,33 @@ export interface LedgerCapacity extends CapacitySource {
   /** Reads the index now; resolves when done (errors are logged, not thrown). */
   refresh(): Promise<void>;
   stop(): void;
+  /** The index last read and when, for the ledger's metrics; undefined while there is no good one. */
+  reading(): LedgerReading | undefined;
 }
 
-/** The capacity an index gives: allocatable per resource over all nodes. Undefined for a corrupt index. */
-export function capacityOfIndex(data: Record<string, string> | undefined): ClusterCapacity | undefined {
+/** The index in a ledger index ConfigMap's data; undefined for a missing or corrupt one. */
+export function indexOfData(data: Record<string, string> | undefined): LedgerIndex | undefined {
   const text = data?.[INDEX_KEY];
   if (text === undefined) return undefined;
   const read = readIndex({ text, sha256: data?.[CHECKSUM_KEY] });
-  if ("why" in read) return undefined;
-  const index = read.index;
+  return "why" in read ? undefined : read.index;
+}
+
+/** The capacity an index gives: allocatable per resource over all nodes. */
+export function capacityOf(index: LedgerIndex): ClusterCapacity {
   return { total: (resource) => index.totals[resource]?.allocatable };
 }
 
-export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; intervalMs: number; log: Logger }): LedgerCapacity {
+/** The capacity an index ConfigMap's data gives. Undefined for a corrupt index. */
+export function capacityOfIndex(data: Record<string, string> | undefined): ClusterCapacity | undefined {
+  const index = indexOfData(data);
+  return index && capacityOf(index);
+}
+
+export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; intervalMs: number; log: Logger; now?: () => number }): LedgerCapacity {
+  const now = opts.now ?? Date.now;
   let capacity: ClusterCapacity | undefined;
+  let reading: LedgerReading | undefined;
   let read: ((name: string) => Promise<Record<string, string> | undefined>) | undefined;
   const connect = async (): Promise<(name: string) => Promise<Record<string, string> | undefined>> => {
     // A plain GET keeps client-node out of the webhook process (see rest.ts); client-node only for a
@@ -62,14 +76,15 @@ export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; i
     try {
       read ??= await connect();
       const data = await read(LEDGER_INDEX_NAME);
-      const next = data === undefined ? undefined : capacityOfIndex(data);
-      if (data !== undefined && !next) opts.log.warn({ configMap: `${opts.namespace}/${LEDGER_INDEX_NAME}` }, "device ledger index fails its checksum or shape; capacity check skipped until the reconciler rewrites it");
-      capacity = next;
+      const index = data === undefined ? undefined : indexOfData(data);
+      if (data !== undefined && !index) opts.log.warn({ configMap: `${opts.namespace}/${LEDGER_INDEX_NAME}` }, "device ledger index fails its checksum or shape; capacity check skipped until the reconciler rewrites it");
+      capacity = index && capacityOf(index);
+      reading = index && { index, readAt: now() };
     } catch (err) {
       opts.log.warn({ err: errorMessage(err) }, "could not read the device ledger; keeping the last capacity");
     }
   };
   const timer = setInterval(() => void refresh(), opts.intervalMs);
   timer.unref();
-  return { current: () => capacity, refresh, stop: () => clearInterval(timer) };
+  return { current: () => capacity, reading: () => reading, refresh, stop: () => clearInterval(timer) };
 }

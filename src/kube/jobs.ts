@@ -20,6 +20,8 @@ export interface JobReaderOptions {
   /** Upper bound on cached jobs (oldest dropped first). */
   maxEntries?: number;
   now?: () => number;
+  /** Told how each admission-path lookup through this reader was answered (the lookup histogram). */
+  observe?: JobReader["observeLookup"];
 }
 
 export interface WarmJobReader extends JobReader {
@@ -75,6 +77,7 @@ export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobRe
     return client;
   };
   return {
+    ...(opts.observe ? { observeLookup: opts.observe } : {}),
     async warm() {
       await load().then(
         () => undefined,

@@ -14,6 +14,8 @@ export const CHART_WEBHOOK_TEMPLATE = "charts/quartermaster/templates/webhook-co
 export const CHART_LEDGER_RBAC_TEMPLATE = "charts/quartermaster/templates/reconciler-ledger-rbac.yaml";
 export const CHART_PROMETHEUS_RULE_TEMPLATE = "charts/quartermaster/templates/prometheusrule.yaml";
 export const PROMETHEUS_RULE_MANIFEST = "manifests/overlays/monitoring/prometheusrule.yaml";
+export const DASHBOARD_MANIFEST = "manifests/overlays/monitoring/quartermaster-dashboard.json";
+export const CHART_DASHBOARD = "charts/quartermaster/dashboards/quartermaster-dashboard.json";
 
 /** A valid namespace name no real render contains; replaced by the release's namespace. */
 const NAMESPACE_PLACEHOLDER = "qm-chart-release-namespace";
@@ -101,6 +103,8 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
         enabled: { type: "boolean" },
         serviceMonitor: obj({ enabled: { type: "boolean" }, interval: str }),
         prometheusRule: obj({ enabled: { type: "boolean" } }),
+        podMonitor: obj({ enabled: { type: "boolean" }, interval: str }),
+        grafanaDashboard: obj({ enabled: { type: "boolean" } }),
       }),
     }),
   };

@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 import { defaultPolicy } from "../policy/load.js";
 import { POLICY_SCHEMA } from "../policy/schema.js";
 import {
+  CHART_DASHBOARD,
   CHART_LEDGER_RBAC_TEMPLATE,
   CHART_PROMETHEUS_RULE_TEMPLATE,
   CHART_VALUES_SCHEMA,
@@ -20,6 +21,7 @@ import {
   chartPrometheusRuleTemplate,
   chartValuesSchema,
   chartWebhookTemplate,
+  DASHBOARD_MANIFEST,
   PROMETHEUS_RULE_MANIFEST,
 } from "./chart.js";
 import { ledgerRbacYaml } from "./rbac.js";
@@ -48,6 +50,8 @@ export async function generatedManifests(): Promise<Record<string, string>> {
     [CHART_LEDGER_RBAC_TEMPLATE]: await chartLedgerRbacTemplate(),
     [CHART_PROMETHEUS_RULE_TEMPLATE]: chartPrometheusRuleTemplate(readFileSync(join(ROOT, PROMETHEUS_RULE_MANIFEST), "utf8")),
     [CHART_VALUES_SCHEMA]: chartValuesSchema(POLICY_SCHEMA as unknown as Record<string, unknown>),
+    // Helm reads only files inside the chart (`.Files.Get`): the monitoring overlay's dashboard, copied.
+    [CHART_DASHBOARD]: readFileSync(join(ROOT, DASHBOARD_MANIFEST), "utf8"),
   };
 }
 

@@ -16,6 +16,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
+import type { Registry } from "prom-client";
 import type { Webhook, WebhookResult } from "../admission/handler.js";
 import { reviewJson } from "../admission/review.js";
 import { ReviewDecodeError, errorMessage } from "../errors.js";
@@ -393,6 +394,12 @@ export function readiness(opts: Pick<AppOptions, "ready" | "draining" | "certifi
 
 export type Listener = (req: IncomingMessage, res: ServerResponse) => void;
 
+/** What the health, readiness and refusal answers need. */
+type ProbeOptions = Pick<AppOptions, "log" | "ready" | "draining" | "certificateExpired">;
+
+/** The metrics listener's options: any registry (the webhook's, or the resident reconciler's). */
+export type MetricsListenerOptions = ProbeOptions & { metrics: { readonly registry: Registry } };
+
 /** A request listener, and the one for the server's 'checkContinue' event (`Expect: 100-continue`). */
 export interface RequestListener extends Listener {
   checkContinue: Listener;
@@ -413,7 +420,7 @@ function answerOthers(
   req: IncomingMessage,
   res: ServerResponse,
   path: string,
-  opts: AppOptions,
+  opts: ProbeOptions,
   get: ReadonlyMap<string, Listener>,
   post: ReadonlySet<string>,
 ): void {
@@ -467,7 +474,7 @@ export function createRequestListener(opts: AppOptions): RequestListener {
  * or HEAD; 405 and 404 as on the webhook port. A request with `Expect: 100-continue` gets its answer
  * without the `100 Continue` (none of these routes reads a body).
  */
-export function createMetricsListener(opts: AppOptions): RequestListener {
+export function createMetricsListener(opts: MetricsListenerOptions): RequestListener {
   const { metrics, log } = opts;
   const get = new Map<string, Listener>([
     [

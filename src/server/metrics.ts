@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { WebhookResult } from "../admission/handler.js";
+import type { LedgerIndex } from "../reconcile/ledger-shards.js";
 
 export interface AdmissionMetrics {
   readonly registry: Registry;
@@ -15,6 +16,8 @@ export interface AdmissionMetrics {
   certificateLoaded(notAfter: Date): void;
   /** A key pair was not loaded: `reason` is the `result` label (expired, not_yet_valid, mismatch, unreadable). */
   certificateReloadFailed(reason: string): void;
+  /** One job lookup on the admission path (the pod mutation's topology, the job validation's old object). */
+  jobLookup(result: JobLookupResult, seconds: number): void;
 }
 
 /**
@@ -28,11 +31,25 @@ export function latencyBuckets(timeoutSeconds: number): number[] {
   return buckets;
 }
 
-export function createAdmissionMetrics(opts: { timeoutSeconds: number; processMetrics?: boolean; now?: () => number }): AdmissionMetrics {
+export function createAdmissionMetrics(opts: {
+  timeoutSeconds: number;
+  processMetrics?: boolean;
+  now?: () => number;
+  /** The device ledger's index as last read (the capacity check's); its gauges are exported when given. */
+  ledger?: () => LedgerReading | undefined;
+}): AdmissionMetrics {
   const now = opts.now ?? Date.now;
   const registry = new Registry();
   if (opts.processMetrics) collectDefaultMetrics({ register: registry });
+  if (opts.ledger) registerLedgerMetrics(registry, opts.ledger);
   const registers = [registry];
+  const lookups = new Histogram({
+    name: "quartermaster_job_lookup_duration_seconds",
+    help: "Job lookups on the admission path by result: hit (answered from the cache), fetched (read from the apiserver), not_found, error, timeout.",
+    labelNames: ["result"] as const,
+    buckets: JOB_LOOKUP_BUCKETS,
+    registers,
+  });
   const duration = new Histogram({
     name: "quartermaster_admission_duration_seconds",
     help: "Time from request body received to response written, by webhook, operation and outcome.",
@@ -115,6 +132,233 @@ export function createAdmissionMetrics(opts: { timeoutSeconds: number; processMe
     },
     certificateReloadFailed(reason) {
       certReloads.inc({ result: reason });
+    },
+    jobLookup(result, seconds) {
+      lookups.observe({ result }, seconds);
+    },
+  };
+}
+
+/** How one job lookup on the admission path was answered (the `result` label of the lookup histogram). */
+export type JobLookupResult = "hit" | "fetched" | "not_found" | "error" | "timeout";
+
+/** Buckets for job lookups: a cache hit is microseconds, an apiserver GET milliseconds, up to the lookup timeout. */
+export const JOB_LOOKUP_BUCKETS = [0.00001, 0.0001, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/** The device ledger's index as the webhook last read it, and when (Unix ms). */
+export interface LedgerReading {
+  index: LedgerIndex;
+  readAt: number;
+}
+
+/**
+ * At most this many namespaces get their own `namespace` label value on the ledger's per-namespace
+ * series; the rest are summed into `namespace="other"`. Every namespace × resource pair is a series
+ * each replica exports on every scrape, and a cluster with thousands of short-lived namespaces (one per
+ * user or CI run) would otherwise grow Prometheus's head block without bound. The namespaces kept are
+ * those with the most GPUs allocated, then the most GPU-seconds (ties by name), so the ones a dashboard
+ * looks at stay visible; with two GPU resources 500 namespaces are 2,000 series, ~200 KB of a scrape
+ * (bench/metrics.ts: uncapped, 20,000 namespaces would be 8 MB and 0.6 s per scrape).
+ */
+export const NAMESPACE_LABEL_CAP = 500;
+export const OTHER_NAMESPACES = "other";
+
+/** Per-namespace usage with at most `cap` namespaces named, the rest summed under {@link OTHER_NAMESPACES}. */
+export function capNamespaces(namespaces: LedgerIndex["namespaces"], cap: number): Array<{ namespace: string; resource: string; allocated: number; gpuSeconds: number }> {
+  const weight = (per: Record<string, { allocated: number; gpuSeconds: number }>) =>
+    Object.values(per).reduce((w, u) => ({ allocated: w.allocated + u.allocated, gpuSeconds: w.gpuSeconds + u.gpuSeconds }), { allocated: 0, gpuSeconds: 0 });
+  const ranked = Object.entries(namespaces)
+    .map(([namespace, per]) => ({ namespace, per, w: weight(per) }))
+    .sort((a, b) => b.w.allocated - a.w.allocated || b.w.gpuSeconds - a.w.gpuSeconds || (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
+  const out = new Map<string, { namespace: string; resource: string; allocated: number; gpuSeconds: number }>();
+  ranked.forEach(({ namespace, per }, i) => {
+    const ns = i < cap ? namespace : OTHER_NAMESPACES;
+    for (const [resource, u] of Object.entries(per)) {
+      const key = `${ns}\u0000${resource}`;
+      const row = out.get(key) ?? { namespace: ns, resource, allocated: 0, gpuSeconds: 0 };
+      row.allocated += u.allocated;
+      row.gpuSeconds += u.gpuSeconds;
+      out.set(key, row);
+    }
+  });
+  return [...out.values()];
+}
+
+/** GPU states exported per resource, as the ledger's totals name them. */
+const GPU_STATES = ["capacity", "allocatable", "allocated", "free", "unavailable"] as const;
+
+/**
+ * Gauges of the device ledger, computed at scrape time from the index `read()` returns. While there is none
+ * (not read yet, missing, or failing its checksum) `quartermaster_ledger_present` is 0, the labelled series
+ * are absent and the unlabelled ones 0 (prom-client always writes an unlabelled series), so a dashboard or
+ * alert guards with `quartermaster_ledger_present == 1`.
+ */
+export function registerLedgerMetrics(registry: Registry, read: () => LedgerReading | undefined, opts: { namespaceCap?: number } = {}): void {
+  const cap = opts.namespaceCap ?? NAMESPACE_LABEL_CAP;
+  const registers = [registry];
+  // The capped rows of the index last read: computed once per index (a refresh replaces the object), not
+  // once per scrape and series.
+  let capped: { index: LedgerIndex; rows: ReturnType<typeof capNamespaces> } | undefined;
+  const namespaceRows = (index: LedgerIndex): ReturnType<typeof capNamespaces> => {
+    if (capped?.index !== index) capped = { index, rows: capNamespaces(index.namespaces, cap) };
+    return capped.rows;
+  };
+  new Gauge({
+    name: "quartermaster_ledger_present",
+    help: "1 while this replica holds a good device ledger index (read, checksum verified), else 0.",
+    registers,
+    collect() {
+      this.set(read() ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "quartermaster_ledger_gpus",
+    help: "GPUs (devices of each policy GPU resource) over all nodes by state: capacity, allocatable, allocated, free, and unavailable (allocatable on stale nodes), from the device ledger's index.",
+    labelNames: ["resource", "state"] as const,
+    registers,
+    collect() {
+      this.reset();
+      const r = read();
+      if (!r) return;
+      for (const [resource, t] of Object.entries(r.index.totals)) for (const state of GPU_STATES) this.set({ resource, state }, t[state]);
+    },
+  });
+  const count = (name: string, help: string, key: keyof LedgerIndex["counts"]): void => {
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        this.reset();
+        const r = read();
+        if (r) this.set(r.index.counts[key]);
+      },
+    });
+  };
+  count("quartermaster_ledger_nodes", "Nodes in the device ledger (nodes offering a GPU resource or holding GPU pods).", "nodes");
+  count("quartermaster_ledger_stale_nodes", "Nodes whose Lease (or Ready heartbeat) is older than the grace period: their GPUs count as unavailable.", "staleNodes");
+  count("quartermaster_ledger_pending_gpu_pods", "GPU pods unscheduled for longer than the reconciler's threshold.", "pendingGpuPods");
+  count("quartermaster_ledger_pods_holding_devices", "Pods holding GPUs (bound, neither Succeeded nor Failed).", "podsHoldingDevices");
+  count("quartermaster_ledger_jobs", "Training jobs in the device ledger.", "jobs");
+  new Gauge({
+    name: "quartermaster_ledger_namespace_gpus_allocated",
+    help: `GPUs allocated by namespace and resource; at most ${cap} namespaces by name, the rest summed as namespace="${OTHER_NAMESPACES}".`,
+    labelNames: ["namespace", "resource"] as const,
+    registers,
+    collect() {
+      this.reset();
+      const r = read();
+      if (!r) return;
+      for (const row of namespaceRows(r.index)) this.set({ namespace: row.namespace, resource: row.resource }, row.allocated);
+    },
+  });
+  // A counter: the ledger's GPU-seconds are cumulative (carried from pass to pass), so rate() gives GPUs in use
+  // over time; a namespace moving into or out of "other" looks like a reset, which rate() handles.
+  new Counter({
+    name: "quartermaster_ledger_namespace_gpu_seconds_total",
+    help: `GPU-seconds accrued by namespace and resource since the ledger began; at most ${cap} namespaces by name, the rest summed as namespace="${OTHER_NAMESPACES}".`,
+    labelNames: ["namespace", "resource"] as const,
+    registers,
+    collect() {
+      this.reset();
+      const r = read();
+      if (!r) return;
+      for (const row of namespaceRows(r.index)) this.inc({ namespace: row.namespace, resource: row.resource }, row.gpuSeconds);
+    },
+  });
+  new Gauge({
+    name: "quartermaster_ledger_generated_timestamp_seconds",
+    help: "When the reconciler wrote the device ledger this replica last read (its generatedAt), as a Unix timestamp.",
+    registers,
+    collect() {
+      this.reset();
+      const r = read();
+      const t = r ? Date.parse(r.index.generatedAt) : NaN;
+      if (Number.isFinite(t)) this.set(t / 1000);
+    },
+  });
+  new Gauge({
+    name: "quartermaster_ledger_read_timestamp_seconds",
+    help: "When this replica last read a good device ledger index, as a Unix timestamp.",
+    registers,
+    collect() {
+      this.reset();
+      const r = read();
+      if (r) this.set(r.readAt / 1000);
+    },
+  });
+}
+
+/** What one reconcile pass did, as the loop reports it to {@link ReconcilerMetrics}. */
+export interface PassActions {
+  applied: readonly string[];
+  skipped: ReadonlyArray<{ action: string }>;
+  failed: ReadonlyArray<{ action: string }>;
+}
+
+/** How a pass ended: ok, with failed actions, thrown, or skipped because another instance held the Lease. */
+export type PassResult = "ok" | "failed" | "error" | "lease_busy";
+
+export interface ReconcilerMetrics {
+  readonly registry: Registry;
+  pass(result: PassResult, seconds: number, actions?: PassActions): void;
+  /** A tick that found the previous pass still running. */
+  tickSkipped(): void;
+}
+
+/**
+ * The action type of a pass report's `verb Kind namespace/name`: its first two words (`delete Pod`), so the
+ * label's values are bounded by the reconciler's verbs and kinds, not by object names.
+ */
+export function actionType(action: string): string {
+  return action.split(" ", 2).join(" ");
+}
+
+/** Buckets for pass durations: a small cluster's pass is under a second, a large one's minutes. */
+export const PASS_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+/** Metrics of the resident reconciler's passes, on a registry of their own. */
+export function createReconcilerMetrics(opts: { processMetrics?: boolean; now?: () => number } = {}): ReconcilerMetrics {
+  const now = opts.now ?? Date.now;
+  const registry = new Registry();
+  if (opts.processMetrics) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  const duration = new Histogram({
+    name: "quartermaster_reconcile_pass_duration_seconds",
+    help: "Duration of reconcile passes, by result: ok, failed (some action failed), error (the pass threw), lease_busy (another instance holds the Lease).",
+    labelNames: ["result"] as const,
+    buckets: PASS_BUCKETS,
+    registers,
+  });
+  const actions = new Counter({
+    name: "quartermaster_reconcile_actions_total",
+    help: "Reconciler actions by type (verb and kind, e.g. 'delete Pod') and result: applied, skipped (a precondition no longer held), failed.",
+    labelNames: ["type", "result"] as const,
+    registers,
+  });
+  const lastSuccess = new Gauge({
+    name: "quartermaster_reconcile_last_success_timestamp_seconds",
+    help: "When the last pass that ran and had no failed action ended, as a Unix timestamp.",
+    registers,
+  });
+  const skippedTicks = new Counter({
+    name: "quartermaster_reconcile_ticks_skipped_total",
+    help: "Schedule ticks skipped because the previous pass was still running.",
+    registers,
+  });
+  return {
+    registry,
+    pass(result, seconds, done) {
+      duration.observe({ result }, seconds);
+      if (done) {
+        for (const a of done.applied) actions.inc({ type: actionType(a), result: "applied" });
+        for (const a of done.skipped) actions.inc({ type: actionType(a.action), result: "skipped" });
+        for (const a of done.failed) actions.inc({ type: actionType(a.action), result: "failed" });
+      }
+      if (result === "ok") lastSuccess.set(now() / 1000);
+    },
+    tickSkipped() {
+      skippedTicks.inc();
     },
   };
 }

@@ -259,3 +259,31 @@ function drainer(servers: Array<Server | PlainServer>, opts: ServeOptions, start
     return closing;
   };
 }
+
+/** A metrics listener on its own (the resident reconciler's): `/metrics`, `/healthz`, `/readyz` over plain HTTP. */
+export interface MetricsServer {
+  readonly port: number;
+  /** Readiness fails from now on, connections close; resolves when the listener is closed. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the metrics port's listener (the same one the webhook's metrics port uses, with the same bounds)
+ * for `registry`. Ready while not closing.
+ */
+export async function startMetricsServer(opts: { host: string; port: number; registry: AdmissionMetrics["registry"]; log: Logger }): Promise<MetricsServer> {
+  let closing = false;
+  const listener = createMetricsListener({ metrics: { registry: opts.registry }, log: opts.log, ready: () => !closing, draining: () => closing });
+  const server = createPlainServer(SERVER_OPTIONS, listener);
+  bound(server, listener, MAX_METRICS_CONNECTIONS);
+  await listen(server, opts.host, opts.port);
+  return {
+    port: (server.address() as AddressInfo).port,
+    close() {
+      closing = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      return closed;
+    },
+  };
+}

@@ -17,10 +17,24 @@ export type TopologyResult =
   | { kind: "found"; topology: Topology }
   | { kind: "failed"; reason: string };
 
+/** A lookup that took longer than its bound (told apart from other failures for the lookup histogram). */
+class LookupTimeout extends Error {}
+
+type LookupResult = Parameters<NonNullable<JobReader["observeLookup"]>>[0];
+
+/** Starts timing a lookup; the returned function reports its result to the reader's observer, if any. */
+function timer(jobs: JobReader): (result: LookupResult) => void {
+  const observe = jobs.observeLookup;
+  if (!observe) return () => undefined;
+  const clock = jobs.clock ?? ((): number => performance.now() / 1000);
+  const start = clock();
+  return (result) => observe.call(jobs, result, Math.max(0, clock() - start));
+}
+
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new LookupTimeout(`${what} timed out after ${ms} ms`)), ms);
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
@@ -40,16 +54,21 @@ function peekCandidates(ref: JobRef, jobs: JobReader): { found: Found } | null {
 }
 
 /** The first candidate kind's job that exists, read through the reader within `timeoutMs`. */
-async function readCandidates(ref: JobRef, jobs: JobReader, timeoutMs: number, what: string): Promise<{ found: Found } | { error: string }> {
+async function readCandidates(ref: JobRef, jobs: JobReader, timeoutMs: number, what: string, done: (r: LookupResult) => void): Promise<{ found: Found } | { error: string }> {
   let results: Array<PromiseSettledResult<KubeObject | undefined>>;
   try {
     results = await withTimeout(Promise.allSettled(ref.candidates.map((k) => jobs.get(k, ref.namespace, ref.name))), timeoutMs, what);
   } catch (err) {
+    done(err instanceof LookupTimeout ? "timeout" : "error");
     return { error: errorMessage(err) };
   }
   const index = results.findIndex((r) => r.status === "fulfilled" && r.value);
-  if (index >= 0) return { found: { job: (results[index] as PromiseFulfilledResult<KubeObject>).value, index } };
+  if (index >= 0) {
+    done("fetched");
+    return { found: { job: (results[index] as PromiseFulfilledResult<KubeObject>).value, index } };
+  }
   const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  done(failure ? "error" : "not_found");
   return failure ? { error: `${what} failed: ${errorMessage(failure.reason)}` } : { found: undefined };
 }
 
@@ -72,10 +91,14 @@ const NO_JOB: TopologyResult = Object.freeze({ kind: "none" });
 export function lookupTopology(pod: Pod, namespace: string, policy: Policy, jobs: JobReader): TopologyResult | Promise<TopologyResult> {
   const ref = jobRef(pod, namespace, policy);
   if (!ref) return NO_JOB;
+  const done = timer(jobs);
   const peeked = peekCandidates(ref, jobs);
-  if (peeked) return topologyOf(pod, ref, peeked.found);
+  if (peeked) {
+    done("hit");
+    return topologyOf(pod, ref, peeked.found);
+  }
   const what = `reading job ${ref.namespace}/${ref.name}`;
-  return readCandidates(ref, jobs, policy.clusterSpec.jobLookupTimeoutMs, what).then((read) =>
+  return readCandidates(ref, jobs, policy.clusterSpec.jobLookupTimeoutMs, what, done).then((read) =>
     "error" in read ? { kind: "failed", reason: read.error } : topologyOf(pod, ref, read.found),
   );
 }
@@ -90,15 +113,24 @@ export function readJob(kind: JobKind, namespace: string, name: string, jobs: Jo
   const what = `reading ${kind.kind} ${namespace}/${name}`;
   const answer = (job: KubeObject | undefined): JobReadResult =>
     job ? { kind: "found", job } : { kind: "missing", reason: `${kind.kind} ${namespace}/${name} not found` };
+  const done = timer(jobs);
   const peeked = jobs.peek?.(kind, namespace, name);
-  if (peeked !== null && peeked !== undefined) return answer(peeked);
+  if (peeked !== null && peeked !== undefined) {
+    done("hit");
+    return answer(peeked);
+  }
   let read: Promise<KubeObject | undefined>;
   try {
     read = jobs.get(kind, namespace, name);
   } catch (err) {
+    done("error");
     return { kind: "failed", reason: `${what} failed: ${errorMessage(err)}` };
   }
-  return withTimeout(read, timeoutMs, what).then(answer, (err: unknown) => {
+  return withTimeout(read, timeoutMs, what).then((job) => {
+    done(job ? "fetched" : "not_found");
+    return answer(job);
+  }, (err: unknown) => {
+    done(err instanceof LookupTimeout ? "timeout" : "error");
     const message = errorMessage(err);
     return { kind: "failed", reason: message.startsWith(what) ? message : `${what} failed: ${message}` };
   });

@@ -198,6 +198,27 @@ describe("overlay specifics", () => {
     assert.ok(flag(args, "schedule"), args.join(" "));
     assert.deepEqual(objects.filter((o) => o.kind === "CronJob").map((o) => o.metadata.name), []);
   });
+
+  it("resident-reconciler: serves its pass metrics on the port named metrics, the one the PodMonitor scrapes; the NetworkPolicy admits it from monitoring", () => {
+    const objects = get("resident-reconciler");
+    const d = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "quartermaster-reconciler")!;
+    const container = podSpec(d)!.containers[0];
+    const port = container.ports.find((p: { name: string }) => p.name === "metrics");
+    assert.equal(flag(container.args, "metrics-port"), String(port.containerPort));
+    const np = objects.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "quartermaster-reconciler")!;
+    assert.deepEqual(np.spec.podSelector.matchLabels, d.spec.selector.matchLabels);
+    assert.deepEqual(np.spec.ingress.flatMap((r: { ports: Array<{ port: number }> }) => r.ports.map((p) => p.port)), [port.containerPort]);
+    const monitor = get("monitoring").find((o) => o.kind === "PodMonitor")!;
+    assert.equal(monitor.spec.podMetricsEndpoints[0].port, "metrics");
+    for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels)) assert.equal(d.spec.template.metadata.labels[k], v, k);
+  });
+
+  it("monitoring: the Grafana dashboard ConfigMap in quartermaster, labelled for Grafana's sidecar, holding the dashboard JSON", () => {
+    const cm = get("monitoring").find((o) => o.kind === "ConfigMap" && o.metadata.name === "quartermaster-grafana-dashboard")!;
+    assert.equal(cm.metadata.namespace, NAMESPACE);
+    assert.equal(cm.metadata.labels.grafana_dashboard, "1");
+    assert.equal(JSON.parse(cm.data["quartermaster-dashboard.json"]).uid, "quartermaster");
+  });
 });
 
 describe("the image (Dockerfile, .dockerignore)", () => {

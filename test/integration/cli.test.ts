@@ -84,6 +84,8 @@ describe("quartermaster CLI", () => {
     ["reconcile with neither --once nor --schedule", ["reconcile"], /give exactly one of --once and --schedule CRON/],
     ["reconcile --schedule --dry-run", ["reconcile", "--schedule", "*/5 * * * *", "--dry-run"], /--dry-run goes with --once/],
     ["reconcile --schedule that is not cron", ["reconcile", "--schedule", "every five minutes"], /is not a cron expression/],
+    ["reconcile --once with a metrics port", ["reconcile", "--once", "--metrics-port", "9091"], /--metrics-port goes with --schedule/],
+    ["reconcile --schedule with a metrics port out of range", ["reconcile", "--schedule", "*/5 * * * *", "--metrics-port", "70000"], /metrics-port/],
     ["serve --ledger-refresh-seconds=90000", ["serve", "--tls-cert", "x", "--tls-key", "y", "--ledger-refresh-seconds=90000"], /--ledger-refresh-seconds must be an integer from 0 to 86400, got 90000/],
   ];
   for (const [name, args, message] of usage) {

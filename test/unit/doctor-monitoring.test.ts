@@ -12,6 +12,7 @@ import { parser } from "@prometheus-io/lezer-promql";
 import { parse, parseAllDocuments } from "yaml";
 import { EXPIRY_CRITICAL_DAYS, EXPIRY_WARNING_DAYS } from "../../src/doctor/certs.js";
 import { createAdmissionMetrics } from "../../src/server/metrics.js";
+import { registeredMetricNames } from "../fixtures/metric-names.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const OVERLAY = join(ROOT, "manifests/overlays/monitoring");
@@ -40,16 +41,7 @@ function promql(expr: string): { errors: string[]; metrics: string[] } {
   return { errors, metrics };
 }
 
-/** Every series name the admission server exports (histograms as their _bucket, _sum and _count). */
-async function exported(): Promise<Set<string>> {
-  const m = createAdmissionMetrics({ timeoutSeconds: 5 });
-  const names = new Set<string>();
-  for (const metric of await m.registry.getMetricsAsJSON()) {
-    names.add(metric.name);
-    if (String(metric.type) === "histogram") for (const s of ["_bucket", "_sum", "_count"]) names.add(metric.name + s);
-  }
-  return names;
-}
+const exported = registeredMetricNames;
 
 describe("monitoring overlay: PrometheusRule", () => {
   it("the rule is a PrometheusRule in quartermaster with alerts on certificates, latency and the reconciler", () => {
@@ -81,9 +73,15 @@ describe("monitoring overlay: PrometheusRule", () => {
     assert.equal(threshold("QuartermasterCertificateExpiryCritical"), EXPIRY_CRITICAL_DAYS);
   });
 
-  it("the reconciler alerts read kube-state-metrics (the CronJob's passes expose no metrics of their own)", () => {
+  it("the CronJob reconciler's alerts read kube-state-metrics (its passes expose no metrics of their own)", () => {
     const reads = rules.filter((r) => r.alert.startsWith("QuartermasterReconciler")).flatMap((r) => promql(r.expr).metrics);
     assert.deepEqual([...new Set(reads)].sort(), ["kube_cronjob_status_last_successful_time", "kube_job_created", "kube_job_status_failed"]);
+  });
+
+  it("the resident reconciler's alerts read its own pass metrics, the ledger alerts the webhook's ledger gauges", () => {
+    const reads = (prefix: string) => [...new Set(rules.filter((r) => r.alert.startsWith(prefix)).flatMap((r) => promql(r.expr).metrics))].sort();
+    assert.deepEqual(reads("QuartermasterResidentReconciler"), ["quartermaster_reconcile_last_success_timestamp_seconds", "quartermaster_reconcile_pass_duration_seconds_count"]);
+    assert.deepEqual(reads("QuartermasterLedger"), ["quartermaster_ledger_generated_timestamp_seconds", "quartermaster_ledger_present"]);
   });
 });
 
