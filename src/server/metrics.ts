@@ -240,30 +240,33 @@ export function registerLedgerMetrics(registry: Registry, read: () => LedgerRead
   count("quartermaster_ledger_pending_gpu_pods", "GPU pods unscheduled for longer than the reconciler's threshold.", "pendingGpuPods");
   count("quartermaster_ledger_pods_holding_devices", "Pods holding GPUs (bound, neither Succeeded nor Failed).", "podsHoldingDevices");
   count("quartermaster_ledger_jobs", "Training jobs in the device ledger.", "jobs");
+  const capNote = `at most ${cap} namespaces by name, the rest summed as namespace="${OTHER_NAMESPACES}"`;
+  type Row = ReturnType<typeof capNamespaces>[number];
+  /** One series per capped namespace and resource, from the index last read (none without one). */
+  const fillPerNamespace = (reset: () => void, put: (labels: { namespace: string; resource: string }, v: number) => void, value: (row: Row) => number): void => {
+    reset();
+    const r = read();
+    if (!r) return;
+    for (const row of namespaceRows(r.index)) put({ namespace: row.namespace, resource: row.resource }, value(row));
+  };
   new Gauge({
     name: "quartermaster_ledger_namespace_gpus_allocated",
-    help: `GPUs allocated by namespace and resource; at most ${cap} namespaces by name, the rest summed as namespace="${OTHER_NAMESPACES}".`,
+    help: `GPUs allocated by namespace and resource; ${capNote}.`,
     labelNames: ["namespace", "resource"] as const,
     registers,
     collect() {
-      this.reset();
-      const r = read();
-      if (!r) return;
-      for (const row of namespaceRows(r.index)) this.set({ namespace: row.namespace, resource: row.resource }, row.allocated);
+      fillPerNamespace(() => this.reset(), (l, v) => this.set(l, v), (row) => row.allocated);
     },
   });
   // A counter: the ledger's GPU-seconds are cumulative (carried from pass to pass), so rate() gives GPUs in use
   // over time; a namespace moving into or out of "other" looks like a reset, which rate() handles.
   new Counter({
     name: "quartermaster_ledger_namespace_gpu_seconds_total",
-    help: `GPU-seconds accrued by namespace and resource since the ledger began; at most ${cap} namespaces by name, the rest summed as namespace="${OTHER_NAMESPACES}".`,
+    help: `GPU-seconds accrued by namespace and resource since the ledger began; ${capNote}.`,
     labelNames: ["namespace", "resource"] as const,
     registers,
     collect() {
-      this.reset();
-      const r = read();
-      if (!r) return;
-      for (const row of namespaceRows(r.index)) this.inc({ namespace: row.namespace, resource: row.resource }, row.gpuSeconds);
+      fillPerNamespace(() => this.reset(), (l, v) => this.inc(l, v), (row) => row.gpuSeconds);
     },
   });
   new Gauge({

@@ -26,6 +26,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
+import { installMinimalCrds } from "./harness/crds.js";
 import { ROOT } from "./harness/webhook.js";
 
 type Obj = Record<string, any>;
@@ -93,27 +94,6 @@ function normalize(o: Obj): Obj {
 const key = (o: Obj): string => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`;
 const byKey = (objects: Obj[]): Map<string, Obj> => new Map(objects.map((o) => normalize(o)).map((o) => [key(o), o]));
 
-/** A CRD that accepts any content, for each custom kind in `objects` (as test/e2e/deploy.test.ts makes them). */
-function minimalCrds(objects: Obj[]): Obj[] {
-  const builtIn = /^(v1|[a-z]+\/v\w+|[a-z.]+\.k8s\.io\/\w+)$/;
-  const kinds = new Map<string, { group: string; version: string; kind: string }>();
-  for (const o of objects) {
-    if (builtIn.test(o.apiVersion)) continue;
-    const [group, version] = (o.apiVersion as string).split("/") as [string, string];
-    kinds.set(`${group}/${o.kind}`, { group, version, kind: o.kind });
-  }
-  return [...kinds.values()].map(({ group, version, kind }) => ({
-    apiVersion: "apiextensions.k8s.io/v1",
-    kind: "CustomResourceDefinition",
-    metadata: { name: `${kind.toLowerCase()}s.${group}` },
-    spec: {
-      group,
-      scope: "Namespaced",
-      names: { kind, plural: `${kind.toLowerCase()}s`, singular: kind.toLowerCase(), listKind: `${kind}List` },
-      versions: [{ name: version, served: true, storage: true, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } }],
-    },
-  }));
-}
 
 describe("the chart's values table (charts/quartermaster/README.md)", () => {
   it("documents every value in values.yaml, and only those", () => {
@@ -137,11 +117,7 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
     helmHome = mkdtempSync(join(tmpdir(), "qm-helm-"));
     for (const c of CASES) rendered.set(c.name, await template(c.set));
     cp = await startControlPlane();
-    const crds = minimalCrds([...rendered.values()].flat());
-    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: crds }));
-    assert.equal(applied.code, 0, applied.stderr);
-    const est = await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
-    assert.equal(est.code, 0, est.stderr);
+    await installMinimalCrds(cp, [...rendered.values()].flat());
     // As `helm install --create-namespace` would: namespaced objects are dry-run into it.
     assert.equal((await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } })).status, 201);
   });

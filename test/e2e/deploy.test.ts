@@ -18,6 +18,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
+import { installMinimalCrds } from "./harness/crds.js";
 import { ROOT, cli, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -37,30 +38,6 @@ function variants(): Array<{ name: string; dir: string }> {
   ];
 }
 
-/** A CRD that accepts any content, for each custom kind in `objects`. */
-function minimalCrds(objects: Obj[]): Obj[] {
-  const builtIn = /^(v1|[a-z]+\/v\w+|[a-z.]+\.k8s\.io\/\w+)$/;
-  const kinds = new Map<string, { group: string; version: string; kind: string; namespaced: boolean }>();
-  for (const o of objects) {
-    if (builtIn.test(o.apiVersion)) continue;
-    const [group, version] = (o.apiVersion as string).split("/") as [string, string];
-    kinds.set(`${group}/${o.kind}`, { group, version, kind: o.kind, namespaced: o.metadata.namespace !== undefined });
-  }
-  return [...kinds.values()].map(({ group, version, kind, namespaced }) => {
-    const plural = `${kind.toLowerCase()}s`;
-    return {
-      apiVersion: "apiextensions.k8s.io/v1",
-      kind: "CustomResourceDefinition",
-      metadata: { name: `${plural}.${group}` },
-      spec: {
-        group,
-        scope: namespaced ? "Namespaced" : "Cluster",
-        names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
-        versions: [{ name: version, served: true, storage: true, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } }],
-      },
-    };
-  });
-}
 
 /**
  * Mirrors a Secret into `dir` as kubelet does for a Secret volume: each version in a `..<time>` directory,
@@ -108,11 +85,7 @@ describe("deploying Quartermaster", () => {
       assert.equal(r.code, 0, `${v.name}: ${r.stderr}`);
       rendered.set(v.name, parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj).filter(Boolean));
     }
-    const crds = minimalCrds([...rendered.values()].flat());
-    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: crds }));
-    assert.equal(applied.code, 0, applied.stderr);
-    const est = await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
-    assert.equal(est.code, 0, est.stderr);
+    await installMinimalCrds(cp, [...rendered.values()].flat());
     // Namespaced objects are dry-run into their namespace, which must exist.
     assert.equal((await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } })).status, 201);
   });
