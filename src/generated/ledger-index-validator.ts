@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","required":["counts","generatedAt","namespaces","shards","totals","version"],"properties":{"counts":{"type":"object","required":["jobs","nodes","pendingGpuPods","podsHoldingDevices","staleNodes"],"properties":{"jobs":{"type":"integer","minimum":0},"nodes":{"type":"integer","minimum":0},"pendingGpuPods":{"type":"integer","minimum":0},"podsHoldingDevices":{"type":"integer","minimum":0},"staleNodes":{"type":"integer","minimum":0}}},"generatedAt":{"type":"string","minLength":1},"namespaces":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"}}}}},"shards":{"type":"array","items":{"type":"object","required":["name","sha256"],"properties":{"name":{"type":"string","pattern":"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"}}}},"totals":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","unavailable"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"free":{"type":"number"},"unavailable":{"type":"number"}}}},"version":{"const":1}}};
+const schema11 = {"type":"object","required":["counts","generatedAt","namespaces","shards","totals","version"],"properties":{"counts":{"type":"object","required":["jobs","nodes","pendingGpuPods","podsHoldingDevices","staleNodes"],"properties":{"inactiveNodes":{"type":"integer","minimum":0},"jobs":{"type":"integer","minimum":0},"nodes":{"type":"integer","minimum":0},"pendingGpuPods":{"type":"integer","minimum":0},"podsHoldingDevices":{"type":"integer","minimum":0},"staleNodes":{"type":"integer","minimum":0}}},"generatedAt":{"type":"string","minLength":1},"namespaces":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"}}}}},"shards":{"type":"array","items":{"type":"object","required":["name","sha256"],"properties":{"name":{"type":"string","pattern":"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"}}}},"totals":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","unavailable"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"free":{"type":"number"},"unavailable":{"type":"number"}}}},"version":{"const":1}}};
 const func2 = runtime0.default;
 const pattern0 = new RegExp("^quartermaster-ledger-(0|[1-9][0-9]{0,3})$", "u");
 const pattern1 = new RegExp("^[0-9a-f]{64}$", "u");
@@ -126,10 +126,10 @@ vErrors.push(err10);
 }
 errors++;
 }
-if(data0.jobs !== undefined){
-let data1 = data0.jobs;
+if(data0.inactiveNodes !== undefined){
+let data1 = data0.inactiveNodes;
 if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
-const err11 = {instancePath:instancePath+"/counts/jobs",schemaPath:"#/properties/counts/properties/jobs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err11 = {instancePath:instancePath+"/counts/inactiveNodes",schemaPath:"#/properties/counts/properties/inactiveNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -140,7 +140,7 @@ errors++;
 }
 if((typeof data1 == "number") && (isFinite(data1))){
 if(data1 < 0 || isNaN(data1)){
-const err12 = {instancePath:instancePath+"/counts/jobs",schemaPath:"#/properties/counts/properties/jobs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err12 = {instancePath:instancePath+"/counts/inactiveNodes",schemaPath:"#/properties/counts/properties/inactiveNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -151,10 +151,10 @@ errors++;
 }
 }
 }
-if(data0.nodes !== undefined){
-let data2 = data0.nodes;
+if(data0.jobs !== undefined){
+let data2 = data0.jobs;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-const err13 = {instancePath:instancePath+"/counts/nodes",schemaPath:"#/properties/counts/properties/nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err13 = {instancePath:instancePath+"/counts/jobs",schemaPath:"#/properties/counts/properties/jobs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -165,7 +165,7 @@ errors++;
 }
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 0 || isNaN(data2)){
-const err14 = {instancePath:instancePath+"/counts/nodes",schemaPath:"#/properties/counts/properties/nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err14 = {instancePath:instancePath+"/counts/jobs",schemaPath:"#/properties/counts/properties/jobs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -176,10 +176,10 @@ errors++;
 }
 }
 }
-if(data0.pendingGpuPods !== undefined){
-let data3 = data0.pendingGpuPods;
+if(data0.nodes !== undefined){
+let data3 = data0.nodes;
 if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
-const err15 = {instancePath:instancePath+"/counts/pendingGpuPods",schemaPath:"#/properties/counts/properties/pendingGpuPods/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err15 = {instancePath:instancePath+"/counts/nodes",schemaPath:"#/properties/counts/properties/nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -190,7 +190,7 @@ errors++;
 }
 if((typeof data3 == "number") && (isFinite(data3))){
 if(data3 < 0 || isNaN(data3)){
-const err16 = {instancePath:instancePath+"/counts/pendingGpuPods",schemaPath:"#/properties/counts/properties/pendingGpuPods/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err16 = {instancePath:instancePath+"/counts/nodes",schemaPath:"#/properties/counts/properties/nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -201,10 +201,10 @@ errors++;
 }
 }
 }
-if(data0.podsHoldingDevices !== undefined){
-let data4 = data0.podsHoldingDevices;
+if(data0.pendingGpuPods !== undefined){
+let data4 = data0.pendingGpuPods;
 if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
-const err17 = {instancePath:instancePath+"/counts/podsHoldingDevices",schemaPath:"#/properties/counts/properties/podsHoldingDevices/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err17 = {instancePath:instancePath+"/counts/pendingGpuPods",schemaPath:"#/properties/counts/properties/pendingGpuPods/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -215,7 +215,7 @@ errors++;
 }
 if((typeof data4 == "number") && (isFinite(data4))){
 if(data4 < 0 || isNaN(data4)){
-const err18 = {instancePath:instancePath+"/counts/podsHoldingDevices",schemaPath:"#/properties/counts/properties/podsHoldingDevices/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err18 = {instancePath:instancePath+"/counts/pendingGpuPods",schemaPath:"#/properties/counts/properties/pendingGpuPods/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -226,10 +226,10 @@ errors++;
 }
 }
 }
-if(data0.staleNodes !== undefined){
-let data5 = data0.staleNodes;
+if(data0.podsHoldingDevices !== undefined){
+let data5 = data0.podsHoldingDevices;
 if(!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))){
-const err19 = {instancePath:instancePath+"/counts/staleNodes",schemaPath:"#/properties/counts/properties/staleNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err19 = {instancePath:instancePath+"/counts/podsHoldingDevices",schemaPath:"#/properties/counts/properties/podsHoldingDevices/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -240,7 +240,7 @@ errors++;
 }
 if((typeof data5 == "number") && (isFinite(data5))){
 if(data5 < 0 || isNaN(data5)){
-const err20 = {instancePath:instancePath+"/counts/staleNodes",schemaPath:"#/properties/counts/properties/staleNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err20 = {instancePath:instancePath+"/counts/podsHoldingDevices",schemaPath:"#/properties/counts/properties/podsHoldingDevices/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -251,9 +251,10 @@ errors++;
 }
 }
 }
-}
-else {
-const err21 = {instancePath:instancePath+"/counts",schemaPath:"#/properties/counts/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data0.staleNodes !== undefined){
+let data6 = data0.staleNodes;
+if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
+const err21 = {instancePath:instancePath+"/counts/staleNodes",schemaPath:"#/properties/counts/properties/staleNodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -262,12 +263,9 @@ vErrors.push(err21);
 }
 errors++;
 }
-}
-if(data.generatedAt !== undefined){
-let data6 = data.generatedAt;
-if(typeof data6 === "string"){
-if(func2(data6) < 1){
-const err22 = {instancePath:instancePath+"/generatedAt",schemaPath:"#/properties/generatedAt/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 < 0 || isNaN(data6)){
+const err22 = {instancePath:instancePath+"/counts/staleNodes",schemaPath:"#/properties/counts/properties/staleNodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -277,8 +275,10 @@ vErrors.push(err22);
 errors++;
 }
 }
+}
+}
 else {
-const err23 = {instancePath:instancePath+"/generatedAt",schemaPath:"#/properties/generatedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err23 = {instancePath:instancePath+"/counts",schemaPath:"#/properties/counts/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -288,17 +288,11 @@ vErrors.push(err23);
 errors++;
 }
 }
-if(data.namespaces !== undefined){
-let data7 = data.namespaces;
-if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
-for(const key0 in data7){
-let data8 = data7[key0];
-if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
-for(const key1 in data8){
-let data9 = data8[key1];
-if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
-if(data9.allocated === undefined){
-const err24 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+if(data.generatedAt !== undefined){
+let data7 = data.generatedAt;
+if(typeof data7 === "string"){
+if(func2(data7) < 1){
+const err24 = {instancePath:instancePath+"/generatedAt",schemaPath:"#/properties/generatedAt/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -307,8 +301,9 @@ vErrors.push(err24);
 }
 errors++;
 }
-if(data9.gpuSeconds === undefined){
-const err25 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "gpuSeconds"},message:"must have required property '"+"gpuSeconds"+"'"};
+}
+else {
+const err25 = {instancePath:instancePath+"/generatedAt",schemaPath:"#/properties/generatedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -317,10 +312,18 @@ vErrors.push(err25);
 }
 errors++;
 }
-if(data9.allocated !== undefined){
-let data10 = data9.allocated;
-if(!((typeof data10 == "number") && (isFinite(data10)))){
-const err26 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data.namespaces !== undefined){
+let data8 = data.namespaces;
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+for(const key0 in data8){
+let data9 = data8[key0];
+if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
+for(const key1 in data9){
+let data10 = data9[key1];
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+if(data10.allocated === undefined){
+const err26 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -329,11 +332,8 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-if(data9.gpuSeconds !== undefined){
-let data11 = data9.gpuSeconds;
-if(!((typeof data11 == "number") && (isFinite(data11)))){
-const err27 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/gpuSeconds",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/gpuSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data10.gpuSeconds === undefined){
+const err27 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "gpuSeconds"},message:"must have required property '"+"gpuSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -342,10 +342,10 @@ vErrors.push(err27);
 }
 errors++;
 }
-}
-}
-else {
-const err28 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data10.allocated !== undefined){
+let data11 = data10.allocated;
+if(!((typeof data11 == "number") && (isFinite(data11)))){
+const err28 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -355,9 +355,10 @@ vErrors.push(err28);
 errors++;
 }
 }
-}
-else {
-const err29 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data10.gpuSeconds !== undefined){
+let data12 = data10.gpuSeconds;
+if(!((typeof data12 == "number") && (isFinite(data12)))){
+const err29 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/gpuSeconds",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/gpuSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -369,7 +370,7 @@ errors++;
 }
 }
 else {
-const err30 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err30 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -379,15 +380,9 @@ vErrors.push(err30);
 errors++;
 }
 }
-if(data.shards !== undefined){
-let data12 = data.shards;
-if(Array.isArray(data12)){
-const len0 = data12.length;
-for(let i0=0; i0<len0; i0++){
-let data13 = data12[i0];
-if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
-if(data13.name === undefined){
-const err31 = {instancePath:instancePath+"/shards/" + i0,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+}
+else {
+const err31 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -396,8 +391,10 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(data13.sha256 === undefined){
-const err32 = {instancePath:instancePath+"/shards/" + i0,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "sha256"},message:"must have required property '"+"sha256"+"'"};
+}
+}
+else {
+const err32 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -406,11 +403,16 @@ vErrors.push(err32);
 }
 errors++;
 }
-if(data13.name !== undefined){
-let data14 = data13.name;
-if(typeof data14 === "string"){
-if(!pattern0.test(data14)){
-const err33 = {instancePath:instancePath+"/shards/" + i0+"/name",schemaPath:"#/properties/shards/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},message:"must match pattern \""+"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"+"\""};
+}
+if(data.shards !== undefined){
+let data13 = data.shards;
+if(Array.isArray(data13)){
+const len0 = data13.length;
+for(let i0=0; i0<len0; i0++){
+let data14 = data13[i0];
+if(data14 && typeof data14 == "object" && !Array.isArray(data14)){
+if(data14.name === undefined){
+const err33 = {instancePath:instancePath+"/shards/" + i0,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -419,9 +421,8 @@ vErrors.push(err33);
 }
 errors++;
 }
-}
-else {
-const err34 = {instancePath:instancePath+"/shards/" + i0+"/name",schemaPath:"#/properties/shards/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data14.sha256 === undefined){
+const err34 = {instancePath:instancePath+"/shards/" + i0,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "sha256"},message:"must have required property '"+"sha256"+"'"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -430,12 +431,11 @@ vErrors.push(err34);
 }
 errors++;
 }
-}
-if(data13.sha256 !== undefined){
-let data15 = data13.sha256;
+if(data14.name !== undefined){
+let data15 = data14.name;
 if(typeof data15 === "string"){
-if(!pattern1.test(data15)){
-const err35 = {instancePath:instancePath+"/shards/" + i0+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{64}$"},message:"must match pattern \""+"^[0-9a-f]{64}$"+"\""};
+if(!pattern0.test(data15)){
+const err35 = {instancePath:instancePath+"/shards/" + i0+"/name",schemaPath:"#/properties/shards/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},message:"must match pattern \""+"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"+"\""};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -446,7 +446,7 @@ errors++;
 }
 }
 else {
-const err36 = {instancePath:instancePath+"/shards/" + i0+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err36 = {instancePath:instancePath+"/shards/" + i0+"/name",schemaPath:"#/properties/shards/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -456,9 +456,11 @@ vErrors.push(err36);
 errors++;
 }
 }
-}
-else {
-const err37 = {instancePath:instancePath+"/shards/" + i0,schemaPath:"#/properties/shards/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data14.sha256 !== undefined){
+let data16 = data14.sha256;
+if(typeof data16 === "string"){
+if(!pattern1.test(data16)){
+const err37 = {instancePath:instancePath+"/shards/" + i0+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{64}$"},message:"must match pattern \""+"^[0-9a-f]{64}$"+"\""};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -468,9 +470,8 @@ vErrors.push(err37);
 errors++;
 }
 }
-}
 else {
-const err38 = {instancePath:instancePath+"/shards",schemaPath:"#/properties/shards/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err38 = {instancePath:instancePath+"/shards/" + i0+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -480,14 +481,9 @@ vErrors.push(err38);
 errors++;
 }
 }
-if(data.totals !== undefined){
-let data16 = data.totals;
-if(data16 && typeof data16 == "object" && !Array.isArray(data16)){
-for(const key2 in data16){
-let data17 = data16[key2];
-if(data17 && typeof data17 == "object" && !Array.isArray(data17)){
-if(data17.allocatable === undefined){
-const err39 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocatable"},message:"must have required property '"+"allocatable"+"'"};
+}
+else {
+const err39 = {instancePath:instancePath+"/shards/" + i0,schemaPath:"#/properties/shards/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -496,8 +492,10 @@ vErrors.push(err39);
 }
 errors++;
 }
-if(data17.allocated === undefined){
-const err40 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+}
+}
+else {
+const err40 = {instancePath:instancePath+"/shards",schemaPath:"#/properties/shards/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -506,8 +504,15 @@ vErrors.push(err40);
 }
 errors++;
 }
-if(data17.capacity === undefined){
-const err41 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+}
+if(data.totals !== undefined){
+let data17 = data.totals;
+if(data17 && typeof data17 == "object" && !Array.isArray(data17)){
+for(const key2 in data17){
+let data18 = data17[key2];
+if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
+if(data18.allocatable === undefined){
+const err41 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocatable"},message:"must have required property '"+"allocatable"+"'"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -516,8 +521,8 @@ vErrors.push(err41);
 }
 errors++;
 }
-if(data17.free === undefined){
-const err42 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "free"},message:"must have required property '"+"free"+"'"};
+if(data18.allocated === undefined){
+const err42 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -526,8 +531,8 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(data17.unavailable === undefined){
-const err43 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "unavailable"},message:"must have required property '"+"unavailable"+"'"};
+if(data18.capacity === undefined){
+const err43 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -536,10 +541,8 @@ vErrors.push(err43);
 }
 errors++;
 }
-if(data17.allocatable !== undefined){
-let data18 = data17.allocatable;
-if(!((typeof data18 == "number") && (isFinite(data18)))){
-const err44 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocatable",schemaPath:"#/properties/totals/additionalProperties/properties/allocatable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data18.free === undefined){
+const err44 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "free"},message:"must have required property '"+"free"+"'"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -548,11 +551,8 @@ vErrors.push(err44);
 }
 errors++;
 }
-}
-if(data17.allocated !== undefined){
-let data19 = data17.allocated;
-if(!((typeof data19 == "number") && (isFinite(data19)))){
-const err45 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data18.unavailable === undefined){
+const err45 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "unavailable"},message:"must have required property '"+"unavailable"+"'"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -561,11 +561,10 @@ vErrors.push(err45);
 }
 errors++;
 }
-}
-if(data17.capacity !== undefined){
-let data20 = data17.capacity;
-if(!((typeof data20 == "number") && (isFinite(data20)))){
-const err46 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data18.allocatable !== undefined){
+let data19 = data18.allocatable;
+if(!((typeof data19 == "number") && (isFinite(data19)))){
+const err46 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocatable",schemaPath:"#/properties/totals/additionalProperties/properties/allocatable/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -575,10 +574,10 @@ vErrors.push(err46);
 errors++;
 }
 }
-if(data17.free !== undefined){
-let data21 = data17.free;
-if(!((typeof data21 == "number") && (isFinite(data21)))){
-const err47 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/totals/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data18.allocated !== undefined){
+let data20 = data18.allocated;
+if(!((typeof data20 == "number") && (isFinite(data20)))){
+const err47 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -588,10 +587,10 @@ vErrors.push(err47);
 errors++;
 }
 }
-if(data17.unavailable !== undefined){
-let data22 = data17.unavailable;
-if(!((typeof data22 == "number") && (isFinite(data22)))){
-const err48 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/unavailable",schemaPath:"#/properties/totals/additionalProperties/properties/unavailable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data18.capacity !== undefined){
+let data21 = data18.capacity;
+if(!((typeof data21 == "number") && (isFinite(data21)))){
+const err48 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -601,9 +600,10 @@ vErrors.push(err48);
 errors++;
 }
 }
-}
-else {
-const err49 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data18.free !== undefined){
+let data22 = data18.free;
+if(!((typeof data22 == "number") && (isFinite(data22)))){
+const err49 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/totals/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -613,9 +613,10 @@ vErrors.push(err49);
 errors++;
 }
 }
-}
-else {
-const err50 = {instancePath:instancePath+"/totals",schemaPath:"#/properties/totals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data18.unavailable !== undefined){
+let data23 = data18.unavailable;
+if(!((typeof data23 == "number") && (isFinite(data23)))){
+const err50 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/unavailable",schemaPath:"#/properties/totals/additionalProperties/properties/unavailable/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -625,9 +626,9 @@ vErrors.push(err50);
 errors++;
 }
 }
-if(data.version !== undefined){
-if(1 !== data.version){
-const err51 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+}
+else {
+const err51 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -639,12 +640,36 @@ errors++;
 }
 }
 else {
-const err52 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err52 = {instancePath:instancePath+"/totals",schemaPath:"#/properties/totals/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err52];
 }
 else {
 vErrors.push(err52);
+}
+errors++;
+}
+}
+if(data.version !== undefined){
+if(1 !== data.version){
+const err53 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err53];
+}
+else {
+vErrors.push(err53);
+}
+errors++;
+}
+}
+}
+else {
+const err54 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
 }
 errors++;
 }

@@ -69,7 +69,9 @@ export const LEDGER_INDEX_SCHEMA = {
     counts: {
       type: "object",
       required: ["jobs", "nodes", "pendingGpuPods", "podsHoldingDevices", "staleNodes"],
-      properties: { jobs: int, nodes: int, pendingGpuPods: int, podsHoldingDevices: int, staleNodes: int },
+      // inactiveNodes is optional: ledgers written before it have none, and a webhook not yet upgraded
+      // accepts an index that has it (no additionalProperties: false), so a rolling upgrade reads both.
+      properties: { inactiveNodes: int, jobs: int, nodes: int, pendingGpuPods: int, podsHoldingDevices: int, staleNodes: int },
     },
     generatedAt: { type: "string", minLength: 1 },
     namespaces: USAGE_MAP,

@@ -63,7 +63,8 @@ function shapeError(validate: ValidateFunction, value: unknown): string | undefi
 
 // Keys in sorted order, as in ledger.ts: `JSON.stringify` gives the canonical bytes.
 export interface LedgerIndex {
-  counts: { jobs: number; nodes: number; pendingGpuPods: number; podsHoldingDevices: number; staleNodes: number };
+  /** `inactiveNodes` (nodes listing a GPU resource with zero allocatable) is absent from ledgers written before it. */
+  counts: { inactiveNodes?: number; jobs: number; nodes: number; pendingGpuPods: number; podsHoldingDevices: number; staleNodes: number };
   generatedAt: string;
   namespaces: Record<string, Record<string, Usage>>;
   shards: Array<{ name: string; sha256: string }>;
@@ -158,6 +159,7 @@ export function shardLedger(ledger: Ledger, budget: number): { index: StoredText
     });
     const index: LedgerIndex = {
       counts: {
+        inactiveNodes: ledger.nodes.filter((n) => Object.values(n.resources).some((r) => r.inactive)).length,
         jobs: Object.keys(ledger.jobs).length,
         nodes: ledger.nodes.length,
         pendingGpuPods: ledger.pending.length,

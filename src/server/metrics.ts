@@ -231,12 +231,13 @@ export function registerLedgerMetrics(registry: Registry, read: () => LedgerRead
       collect() {
         this.reset();
         const r = read();
-        if (r) this.set(r.index.counts[key]);
+        if (r) this.set(r.index.counts[key] ?? 0);
       },
     });
   };
   count("quartermaster_ledger_nodes", "Nodes in the device ledger (nodes offering a GPU resource or holding GPU pods).", "nodes");
   count("quartermaster_ledger_stale_nodes", "Nodes whose Lease (or Ready heartbeat) is older than the grace period: their GPUs count as unavailable.", "staleNodes");
+  count("quartermaster_ledger_inactive_nodes", "Nodes listing a GPU resource with zero allocatable (device plugin down, GPUs unhealthy): `quartermaster ledger` names them.", "inactiveNodes");
   count("quartermaster_ledger_pending_gpu_pods", "GPU pods unscheduled for longer than the reconciler's threshold.", "pendingGpuPods");
   count("quartermaster_ledger_pods_holding_devices", "Pods holding GPUs (bound, neither Succeeded nor Failed).", "podsHoldingDevices");
   count("quartermaster_ledger_jobs", "Training jobs in the device ledger.", "jobs");

@@ -10,7 +10,7 @@ import type { Registry } from "prom-client";
 import { capacityOf, indexOfData } from "../../src/kube/capacity.js";
 import { cachedJobReader } from "../../src/kube/jobs.js";
 import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
-import { CHECKSUM_KEY, INDEX_KEY, shardLedger, type LedgerIndex } from "../../src/reconcile/ledger-shards.js";
+import { CHECKSUM_KEY, INDEX_KEY, sha256, shardLedger, type LedgerIndex } from "../../src/reconcile/ledger-shards.js";
 import type { Ledger } from "../../src/reconcile/ledger.js";
 import { startLoop } from "../../src/reconcile/loop.js";
 import { actionType, capNamespaces, createAdmissionMetrics, createReconcilerMetrics, NAMESPACE_LABEL_CAP, type JobLookupResult } from "../../src/server/metrics.js";
@@ -42,6 +42,7 @@ const ledger: Ledger = {
     { name: "n1", pods: [{ name: "p1", namespace: "team-a", resources: { "nvidia.com/gpu": 4 }, uid: "u1" }], resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 4, capacity: 8, free: 4, inactive: false, overCommitted: false } }, stale: false },
     { name: "n2", pods: [], resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 0, capacity: 8, free: 0, inactive: false, overCommitted: false } }, stale: true, staleReason: "no Lease" },
     { name: "n3", pods: [{ name: "p3", namespace: "team-b", resources: { "amd.com/gpu": 1 }, uid: "u3" }], resources: { "amd.com/gpu": { allocatable: 2, allocated: 1, capacity: 2, free: 1, inactive: false, overCommitted: false } }, stale: false },
+    { name: "n4", pods: [], resources: { "nvidia.com/gpu": { allocatable: 0, allocated: 0, capacity: 8, free: 0, inactive: true, overCommitted: false } }, stale: false },
   ],
   pending: [{ name: "waiting", namespace: "team-c", reason: "Unschedulable", resources: { "nvidia.com/gpu": 2 }, since: "2026-11-25T11:00:00.000Z" }],
   totals: {
@@ -76,8 +77,9 @@ describe("metrics: the device ledger's gauges", () => {
       "quartermaster_ledger_gpus{resource=nvidia.com/gpu,state=unavailable}": 8,
     });
     const one = async (name: string) => Object.values(await series(m.registry, name));
-    assert.deepEqual(await one("quartermaster_ledger_nodes"), [3]);
+    assert.deepEqual(await one("quartermaster_ledger_nodes"), [4]);
     assert.deepEqual(await one("quartermaster_ledger_stale_nodes"), [1]);
+    assert.deepEqual(await one("quartermaster_ledger_inactive_nodes"), [1]);
     assert.deepEqual(await one("quartermaster_ledger_pending_gpu_pods"), [1]);
     assert.deepEqual(await one("quartermaster_ledger_pods_holding_devices"), [2]);
     assert.deepEqual(await one("quartermaster_ledger_jobs"), [1]);
@@ -103,13 +105,13 @@ describe("metrics: the device ledger's gauges", () => {
     let reading: { index: LedgerIndex; readAt: number } | undefined = { index: indexFixture(), readAt: 0 };
     const m = createAdmissionMetrics({ timeoutSeconds: 5, ledger: () => reading });
     let text = await m.registry.metrics();
-    assert.match(text, /\nquartermaster_ledger_nodes 3\n/);
+    assert.match(text, /\nquartermaster_ledger_nodes 4\n/);
     assert.match(text, /\nquartermaster_ledger_present 1\n/);
     reading = undefined;
     text = await m.registry.metrics();
     assert.match(text, /\nquartermaster_ledger_present 0\n/);
     assert.doesNotMatch(text, /^quartermaster_ledger_\w+\{/m);
-    assert.deepEqual(text.match(/^quartermaster_ledger_(?!present)\w+ .*$/gm)?.map((l) => l.split(" ")[1]), ["0", "0", "0", "0", "0", "0", "0"]);
+    assert.deepEqual(text.match(/^quartermaster_ledger_(?!present)\w+ .*$/gm)?.map((l) => l.split(" ")[1]), ["0", "0", "0", "0", "0", "0", "0", "0"]);
   });
 
   it("a refresh that reads a new index changes the per-namespace series at the next scrape", async () => {
@@ -126,9 +128,19 @@ describe("metrics: the device ledger's gauges", () => {
     assert.equal(m.registry.getSingleMetric("quartermaster_ledger_gpus"), undefined);
   });
 
+  it("an index written before inactiveNodes existed (a reconciler not yet upgraded) is read; the gauge shows 0", async () => {
+    const { index } = shardLedger(ledger, 900_000);
+    const older = index.text.replace('"inactiveNodes":1,', "");
+    assert.notEqual(older, index.text);
+    const read = indexOfData({ [INDEX_KEY]: older, [CHECKSUM_KEY]: sha256(older) });
+    assert.ok(read, "the older index reads");
+    const m = createAdmissionMetrics({ timeoutSeconds: 5, ledger: () => ({ index: read, readAt: 0 }) });
+    assert.match(await m.registry.metrics(), /\nquartermaster_ledger_inactive_nodes 0\n/);
+  });
+
   it("a damaged index gives no reading (the checksum is checked)", () => {
     const { index } = shardLedger(ledger, 900_000);
-    assert.equal(indexOfData({ [INDEX_KEY]: index.text.replace('"nodes":3', '"nodes":4'), [CHECKSUM_KEY]: index.sha256 }), undefined);
+    assert.equal(indexOfData({ [INDEX_KEY]: index.text.replace('"nodes":4', '"nodes":5'), [CHECKSUM_KEY]: index.sha256 }), undefined);
   });
 });
 
