@@ -21,12 +21,13 @@ const bigAnnotation = { ...plainPod(), metadata: { name: "annotated", namespace:
 const longEnv = widePod({ containers: 1, env: 12_000, name: "long-env" });
 
 /** Large reviews, each with the paths it goes to. */
-const CASES: Array<{ name: string; paths: string[]; body: () => string; stubbed: boolean }> = [
-  { name: "40,000 containers (over the cost bound)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(reviewOf(widePod({ containers: 40_000 }), { uid: "wide" })), stubbed: true },
-  { name: "a job with 20,000 containers (over the cost bound)", paths: ["/mutate/jobs", "/validate/jobs"], body: () => JSON.stringify(reviewOf(wideJob(20_000), { uid: "job", resource: "pytorchjobs", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" } })), stubbed: true },
-  { name: "12,000 env entries in one container (long array, under the bound: parsed again in-thread)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(reviewOf(longEnv, { uid: "env" })), stubbed: true },
-  { name: "a 300 KB annotation (no long array)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(review({ uid: "annotated", object: bigAnnotation })), stubbed: false },
-  { name: "not JSON", paths: ["/validate/pods"], body: () => `{"apiVersion": ${" ".repeat(OFFLOAD_BYTES)} nope}`, stubbed: false },
+const CASES: Array<{ name: string; paths: string[]; body: () => string }> = [
+  { name: "40,000 containers (over the cost bound)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(reviewOf(widePod({ containers: 40_000 }), { uid: "wide" })) },
+  { name: "a job with 20,000 containers (over the cost bound)", paths: ["/mutate/jobs", "/validate/jobs"], body: () => JSON.stringify(reviewOf(wideJob(20_000), { uid: "job", resource: "pytorchjobs", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" } })) },
+  { name: "600 GPU containers (long array, under the bound: parsed again in-thread, patched)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(reviewOf(widePod({ containers: 600, env: 20 }), { uid: "600" })) },
+  { name: "12,000 env entries in one container (long array, under the bound: parsed again in-thread)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(reviewOf(longEnv, { uid: "env" })) },
+  { name: "a 300 KB annotation (no long array)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(review({ uid: "annotated", object: bigAnnotation })) },
+  { name: "not JSON", paths: ["/validate/pods"], body: () => `{"apiVersion": ${" ".repeat(OFFLOAD_BYTES)} nope}` },
 ];
 
 const post = (t: TestServer, path: string, body: string) =>
