@@ -5,11 +5,13 @@
  *
  * For each size n, a pod of n containers (each needing its resources defaulted) is posted to
  * `/mutate/pods` and, 20 ms later, a small `/validate/pods` review: prints the time to answer each,
- * and the longest event-loop stall of the server meanwhile. Two servers run side by side, each in a
- * child process of its own (this file with `--serve`): "before" rebuilds the pipeline as it was (no cost
- * bound; resources replaced one container at a time, copying the list each time) and "after" is the
- * current one. Also prints the pipeline alone (no bound) per size, and the most expensive review the
- * bound still admits. Bounded: one request per size and server; "before" takes ~20 s at 40k.
+ * and the longest event-loop stall of the server meanwhile. Three servers run one after the other, each
+ * in a child process of its own (this file with `--serve`): "before" rebuilds the pipeline as it was (no
+ * cost bound; resources replaced one container at a time, copying the list each time), "in-thread" is the
+ * current pipeline with every body parsed on the event loop, and "after" is the current server (bodies
+ * of 256 KiB and more parsed in a worker thread, `src/server/parse.ts`). Also prints the pipeline alone (no bound) per size, and the most expensive review the
+ * bound still admits. Bounded: one request per size and server; "before" takes ~20 s at 40k. On "after" the
+ * first large body starts the worker (its stall is included).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -79,7 +81,9 @@ async function serve(mode: string, certFile: string, keyFile: string): Promise<v
       },
     });
   }
-  const server = await startServer({ host: "127.0.0.1", port: 0, certFile, keyFile, webhooks, metrics: createAdmissionMetrics({ timeoutSeconds: 10 }), log: silentLogger() });
+  // "before" and "in-thread" parse every body on the event loop, as before large bodies went to a worker.
+  const offloadBytes = mode === "after" ? undefined : Infinity;
+  const server = await startServer({ host: "127.0.0.1", port: 0, certFile, keyFile, webhooks, ...(offloadBytes !== undefined ? { offloadBytes } : {}), metrics: createAdmissionMetrics({ timeoutSeconds: 10 }), log: silentLogger() });
   const loop = monitorEventLoopDelay({ resolution: 5 });
   loop.enable();
   process.stdout.write(`${JSON.stringify({ port: server.port })}\n`);
@@ -147,7 +151,7 @@ async function drive(): Promise<void> {
   while (!specsCost([widePod({ containers: n + 1 }).spec], POD_MUTATIONS.length, policy.gpu.resources).over) n++;
   const edge = JSON.stringify(reviewOf(widePod({ containers: n })));
 
-  const modes = values["skip-before"] ? ["after"] : ["before", "after"];
+  const modes = values["skip-before"] ? ["in-thread", "after"] : ["before", "in-thread", "after"];
   const rows: Array<Record<string, string>> = [];
   for (const mode of modes) {
     const child = await startChild(mode, cert, key);

@@ -22,6 +22,7 @@ import { reviewJson } from "../admission/review.js";
 import { ReviewDecodeError, errorMessage } from "../errors.js";
 import type { AdmissionMetrics } from "./metrics.js";
 import { createTurn, type Turn } from "./turn.js";
+import { BodySyntaxError, createBodyParser, OFFLOAD_BYTES, type BodyParser, type ParsedBody } from "./parse.js";
 
 /**
  * Request body limit. The apiserver caps a request at 3 MiB and sends `object` and `oldObject` for an
@@ -85,6 +86,10 @@ export interface AppOptions {
   now?: () => number;
   /** The turns requests are answered and written in; one is made per listener when absent. */
   turn?: Turn;
+  /** Parses bodies of {@link OFFLOAD_BYTES} and more off the event loop (see `parse.ts`); one is made per listener when absent. */
+  bodyParser?: BodyParser;
+  /** Bodies this large or larger go to `bodyParser` (default {@link OFFLOAD_BYTES}). */
+  offloadBytes?: number;
 }
 
 export class HttpError extends Error {
@@ -256,6 +261,11 @@ function readBody(
   req.on("error", (err) => settle(new HttpError(400, `reading request body failed: ${errorMessage(err)}`)));
 }
 
+/** The answers the cost bound gives without running the rules (`admission/handler.ts`). */
+function overCostBound(result: WebhookResult): boolean {
+  return (result.outcome === "skipped" && result.skipReason?.startsWith("over the cost bound") === true) || result.deniedRules.includes("review-cost");
+}
+
 function parseJson(body: Buffer): unknown {
   try {
     return JSON.parse(body.toString("utf8"));
@@ -278,6 +288,8 @@ export function createAdmissionHandler(
   const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
   const budget = opts.bodyBudget ?? createBodyBudget();
   const now = opts.now ?? ((): number => performance.now() / 1000);
+  const parser = opts.bodyParser ?? createBodyParser({ log });
+  const offloadBytes = opts.offloadBytes ?? OFFLOAD_BYTES;
 
   function refuse(res: ServerResponse, err: unknown, close: boolean): void {
     const httpErr =
@@ -308,9 +320,19 @@ export function createAdmissionHandler(
   }
 
   function answer(res: ServerResponse, bytes: Buffer, started: number, close: boolean): void {
+    let body: unknown;
+    try {
+      body = parseJson(bytes);
+    } catch (err) {
+      refuse(res, err, close);
+      return;
+    }
+    admit(res, body, started, close);
+  }
+
+  function admit(res: ServerResponse, body: unknown, started: number, close: boolean): void {
     let result: WebhookResult | Promise<WebhookResult>;
     try {
-      const body = parseJson(bytes);
       if (log.isLevelEnabled("debug")) log.debug({ webhook: webhook.name, body }, "admission request body");
       result = webhook.admit(body);
     } catch (err) {
@@ -327,6 +349,33 @@ export function createAdmissionHandler(
     }
   }
 
+  /**
+   * A body parsed in the worker. A document with stand-in arrays (see `parse.ts`) is answered from it
+   * only when the webhook answers it at once by the cost bound, which prices a list by its length before
+   * looking inside; any other outcome is dropped and the body parsed again here, so the answer is always
+   * the in-thread one.
+   */
+  function answerParsed(res: ServerResponse, bytes: Buffer, parsed: ParsedBody, started: number, close: boolean): void {
+    if (!parsed.stubbed) return admit(res, parsed.value, started, close);
+    let result: WebhookResult | Promise<WebhookResult> | undefined;
+    try {
+      result = webhook.admit(parsed.value);
+    } catch {
+      result = undefined;
+    }
+    if (result instanceof Promise) result.catch(() => undefined);
+    else if (result !== undefined && overCostBound(result)) return reply(res, result, started, close);
+    answer(res, bytes, started, close);
+  }
+
+  function offload(res: ServerResponse, bytes: Buffer, started: number, close: boolean): void {
+    parser.parse(bytes).then(
+      (parsed) => turn.answer(() => answerParsed(res, bytes, parsed, started, close)),
+      (err: unknown) =>
+        refuse(res, err instanceof BodySyntaxError ? new HttpError(400, `request body is not valid JSON: ${err.message}`) : err, close),
+    );
+  }
+
   return (req, res, expectsContinue = false) => {
     const started = now();
     const close = opts.draining();
@@ -339,6 +388,7 @@ export function createAdmissionHandler(
     if (expectsContinue) res.writeContinue();
     readBody(req, res, limit, budget, admitted, (err, bytes) => {
       if (err) refuse(res, err, close);
+      else if (bytes!.length >= offloadBytes) offload(res, bytes!, started, close);
       else turn.answer(() => answer(res, bytes!, started, close));
     });
   };
@@ -452,7 +502,12 @@ function answerOthers(
  * `100 Continue`, so a refused request never sends its body.
  */
 export function createRequestListener(opts: AppOptions): RequestListener {
-  opts = { ...opts, turn: opts.turn ?? createTurn(opts.log), bodyBudget: opts.bodyBudget ?? createBodyBudget() };
+  opts = {
+    ...opts,
+    turn: opts.turn ?? createTurn(opts.log),
+    bodyBudget: opts.bodyBudget ?? createBodyBudget(),
+    bodyParser: opts.bodyParser ?? createBodyParser({ log: opts.log }),
+  };
   const direct = new Map(Object.entries(opts.webhooks).map(([path, webhook]) => [path, createAdmissionHandler(webhook, opts)]));
   const posts = new Set(direct.keys());
   const none = new Map<string, Listener>();

@@ -11,6 +11,7 @@ import type { AddressInfo } from "node:net";
 import { DEFAULT_CIPHERS } from "node:tls";
 import type { Logger } from "pino";
 import type { Webhook } from "../admission/handler.js";
+import { createBodyParser, type BodyParser } from "./parse.js";
 import { answerClientError, answerExpectation, createBodyBudget, createMetricsListener, createRequestListener, MAX_INFLIGHT_BODY_BYTES, type AppOptions, type RequestListener } from "./app.js";
 import type { AdmissionMetrics } from "./metrics.js";
 import { KeyPairRefused, readKeyPair, watchKeyPair } from "./tls.js";
@@ -96,6 +97,10 @@ export interface ServeOptions {
   maxInflightBodyBytes?: number;
   /** Wall clock (certificate validity). */
   now?: () => Date;
+  /** Parses large bodies off the event loop; one is made (its worker started lazily) when absent. */
+  bodyParser?: BodyParser;
+  /** Bodies this large or larger are parsed off the event loop (default `OFFLOAD_BYTES`; Infinity: never). */
+  offloadBytes?: number;
 }
 
 export interface RunningServer {
@@ -142,7 +147,10 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     draining: () => draining,
     certificateExpired: () => now().getTime() > notAfter,
     bodyBudget: createBodyBudget(opts.maxInflightBodyBytes ?? MAX_INFLIGHT_BODY_BYTES),
+    bodyParser: opts.bodyParser ?? createBodyParser({ log }),
+    ...(opts.offloadBytes !== undefined ? { offloadBytes: opts.offloadBytes } : {}),
   };
+  const parser = appOptions.bodyParser!;
   const listener = createRequestListener(appOptions);
   let server: Server | PlainServer;
   let watcher: { check(): Promise<void>; close(): void } | undefined;
@@ -214,7 +222,8 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const close = drainer([server, ...(metricsServer ? [metricsServer] : [])], opts, () => {
     draining = true;
   }, () => watcher?.close());
-  return { server, port, url, metricsServer, metricsPort, reloadTls: () => watcher?.check() ?? Promise.resolve(), close };
+  const closeAll = (): Promise<void> => close().then(() => parser.close());
+  return { server, close: closeAll, port, url, metricsServer, metricsPort, reloadTls: () => watcher?.check() ?? Promise.resolve() };
 }
 
 function listen(server: Server | PlainServer, host: string, port: number): Promise<void> {

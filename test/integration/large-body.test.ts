@@ -1,0 +1,107 @@
+/**
+ * Large bodies (256 KiB and more) are parsed in a worker thread (`src/server/parse.ts`): each review
+ * gets the very answer a server parsing it in-thread gives, small bodies never start the worker, and a
+ * worker that dies fails only the request it held (a 500 Status), the next one is answered.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { checkPolicy } from "../../src/policy/load.js";
+import { silentLogger } from "../../src/log.js";
+import { createBodyParser, OFFLOAD_BYTES, WORKER_SOURCE, type BodyParser } from "../../src/server/parse.js";
+import { createWebhooks } from "../../webhooks/index.js";
+import { gpuJob, reviewOf, wideJob, widePod } from "../fixtures/array-work.js";
+import { call, capturingLogger, postJson, startTestServer, type TestServer } from "../fixtures/https.js";
+import { fakeJobReader } from "../fixtures/jobs.js";
+import { plainPod, review } from "../fixtures/reviews.js";
+
+const policy = checkPolicy({ limits: { container: { cpu: "4", memory: "16Gi" }, job: { gpus: 16, replicas: { Worker: 4 } } } }, "strict");
+const webhooks = () => createWebhooks({ policy, log: silentLogger(), jobs: fakeJobReader([gpuJob(2, 2)]), now: () => new Date() });
+
+const bigAnnotation = { ...plainPod(), metadata: { name: "annotated", namespace: "team-a", annotations: { "example.com/blob": "x".repeat(300_000) } } };
+const longEnv = widePod({ containers: 1, env: 12_000, name: "long-env" });
+
+/** Large reviews, each with the paths it goes to. */
+const CASES: Array<{ name: string; paths: string[]; body: () => string }> = [
+  { name: "40,000 containers (over the cost bound)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(reviewOf(widePod({ containers: 40_000 }), { uid: "wide" })) },
+  { name: "a job with 20,000 containers (over the cost bound)", paths: ["/mutate/jobs", "/validate/jobs"], body: () => JSON.stringify(reviewOf(wideJob(20_000), { uid: "job", resource: "pytorchjobs", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" } })) },
+  { name: "600 GPU containers (long array, under the bound: parsed again in-thread, patched)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(reviewOf(widePod({ containers: 600, env: 20 }), { uid: "600" })) },
+  { name: "12,000 env entries in one container (long array, under the bound: parsed again in-thread)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(reviewOf(longEnv, { uid: "env" })) },
+  { name: "a 300 KB annotation (no long array)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(review({ uid: "annotated", object: bigAnnotation })) },
+  { name: "not JSON", paths: ["/validate/pods"], body: () => `{"apiVersion": ${" ".repeat(OFFLOAD_BYTES)} nope}` },
+];
+
+const post = (t: TestServer, path: string, body: string) =>
+  call(t.port, { path, body, headers: { "content-type": "application/json" }, ca: t.files.certs.ca.certPem });
+
+describe("large bodies parsed in a worker", () => {
+  let inThread: TestServer;
+  let offloaded: TestServer;
+  let parser: BodyParser;
+  before(async () => {
+    parser = createBodyParser({ log: silentLogger() });
+    inThread = await startTestServer(webhooks(), { offloadBytes: Infinity });
+    offloaded = await startTestServer(webhooks(), { bodyParser: parser });
+  });
+  after(async () => {
+    await inThread.server.close();
+    await offloaded.server.close();
+  });
+
+  it("small reviews do not start the worker", async () => {
+    for (const path of ["/mutate/pods", "/validate/pods"]) {
+      const r = await postJson(offloaded.port, path, review({ uid: "small", object: plainPod() }), offloaded.files.certs.ca.certPem);
+      assert.equal(r.status, 200);
+    }
+    assert.equal(parser.running(), false);
+  });
+
+  for (const c of CASES) {
+    it(`${c.name}: the in-thread answer`, async () => {
+      const body = c.body();
+      assert.ok(Buffer.byteLength(body) >= OFFLOAD_BYTES, "the body is large enough to be offloaded");
+      for (const path of c.paths) {
+        const [want, got] = await Promise.all([post(inThread, path, body), post(offloaded, path, body)]);
+        assert.equal(got.status, want.status, path);
+        assert.equal(got.text, want.text, path);
+      }
+      assert.equal(parser.running(), true);
+    });
+  }
+
+  it("the worker's document has the long arrays as stand-ins of the same length", async () => {
+    const parsed = await parser.parse(Buffer.from(JSON.stringify(reviewOf(widePod({ containers: 1000 })))));
+    const containers = (parsed.value as { request: { object: { spec: { containers: unknown[] } } } }).request.object.spec.containers;
+    assert.equal(parsed.stubbed, true);
+    assert.equal(containers.length, 1000);
+    assert.equal(0 in containers, false);
+    const small = await parser.parse(Buffer.from(JSON.stringify(reviewOf(widePod({ containers: 3 })))));
+    assert.equal(small.stubbed, false);
+    assert.deepEqual(small.value, reviewOf(widePod({ containers: 3 })));
+  });
+});
+
+describe("a worker that dies", () => {
+  let t: TestServer;
+  const { log, lines } = capturingLogger();
+  before(async () => {
+    // Exits on a body carrying "crash-me", else the real worker.
+    const crashing = `require("node:worker_threads").parentPort.on("message", (m) => { if (new TextDecoder().decode(m.body).includes("crash-me")) process.exit(3); });\n${WORKER_SOURCE}`;
+    t = await startTestServer(webhooks(), { bodyParser: createBodyParser({ log, workerSource: crashing }) });
+  });
+  after(() => t.server.close());
+
+  it("fails the request it held with a 500 Status; the next large and small reviews are answered", async () => {
+    const wide = reviewOf(widePod({ containers: 40_000 }), { uid: "crash-me" });
+    const crashed = await postJson(t.port, "/validate/pods", wide, t.files.certs.ca.certPem);
+    assert.equal(crashed.status, 500);
+    assert.equal(crashed.json().kind, "Status");
+    assert.match(crashed.json().message, /body parser worker stopped/);
+    const next = await postJson(t.port, "/validate/pods", { ...wide, request: { ...(wide.request as object), uid: "next" } }, t.files.certs.ca.certPem);
+    assert.equal(next.status, 200);
+    assert.equal(next.json().response.uid, "next");
+    assert.equal(next.json().response.allowed, false);
+    const small = await postJson(t.port, "/validate/pods", review({ uid: "small", object: plainPod() }), t.files.certs.ca.certPem);
+    assert.deepEqual(small.json().response, { uid: "small", allowed: true });
+    assert.ok(lines.some((l) => l.msg === "body parser worker stopped; the next large body starts a new one"));
+  });
+});
