@@ -41,7 +41,8 @@ function stub(root) {
       }
     } else {
       for (const k in v) {
-        if (long(v[k])) { v[k] = new Array(v[k].length); stubbed = true; } else stack.push(v[k]);
+        // defineProperty, not assignment: JSON.parse makes an own "__proto__" key, which "=" would pass to the prototype setter.
+        if (long(v[k])) { Object.defineProperty(v, k, { value: new Array(v[k].length), enumerable: true, writable: true, configurable: true }); stubbed = true; } else stack.push(v[k]);
       }
     }
   }

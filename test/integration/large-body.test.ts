@@ -74,6 +74,11 @@ describe("large bodies parsed in a worker", () => {
     assert.equal(parsed.stubbed, true);
     assert.equal(containers.length, 1000);
     assert.equal(0 in containers, false);
+    // An own "__proto__" key holding a long array stays an own key (a stand-in), the prototype untouched.
+    const proto = await parser.parse(Buffer.from(`{"spec":{"__proto__":[${Array(300).fill("1").join(",")}]}}`));
+    const spec = (proto.value as { spec: Record<string, unknown> }).spec;
+    assert.equal(Object.getPrototypeOf(spec), Object.prototype);
+    assert.equal((Object.getOwnPropertyDescriptor(spec, "__proto__")?.value as unknown[]).length, 300);
     const small = await parser.parse(Buffer.from(JSON.stringify(reviewOf(widePod({ containers: 3 })))));
     assert.equal(small.stubbed, false);
     assert.deepEqual(small.value, reviewOf(widePod({ containers: 3 })));
