@@ -41,8 +41,8 @@ function stub(root) {
       }
     } else {
       for (const k in v) {
-        // defineProperty, not assignment: JSON.parse makes an own "__proto__" key, which "=" would pass to the prototype setter.
-        if (long(v[k])) { Object.defineProperty(v, k, { value: new Array(v[k].length), enumerable: true, writable: true, configurable: true }); stubbed = true; } else stack.push(v[k]);
+        // An own "__proto__" key (JSON.parse makes one) shadows the prototype setter: "=" replaces the own value.
+        if (long(v[k])) { v[k] = new Array(v[k].length); stubbed = true; } else stack.push(v[k]);
       }
     }
   }
