@@ -219,13 +219,37 @@ function paddleJobs(): Case[] {
   return out;
 }
 
+/** Replica types spelled in lower case (the operator's defaulting camel-cases them in memory only; the stored job keeps them). */
+function lowerCaseJobs(): Case[] {
+  const o = (kind: string, replicas: number): ReplicaOpts => ({ replicas, containers: [DEFAULT_CONTAINER[kind]!.name, "sidecar"] });
+  return [
+    makeJob("TFJob", "tfjobs", "tfReplicaSpecs", { ps: o("TFJob", 1), worker: o("TFJob", 2) }),
+    makeJob("TFJob", "tfjobs", "tfReplicaSpecs", { chief: o("TFJob", 1), worker: o("TFJob", 2) }),
+    makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { master: o("PyTorchJob", 1), worker: o("PyTorchJob", 2) }),
+    makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { worker: o("PyTorchJob", 2) }, { elasticPolicy: { maxReplicas: 4 } }),
+    makeJob("MXJob", "mxjobs", "mxReplicaSpecs", { scheduler: o("MXJob", 1), server: o("MXJob", 1), worker: o("MXJob", 2) }, { jobMode: "MXTrain" }),
+    makeJob("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", { master: o("XGBoostJob", 1), worker: o("XGBoostJob", 2) }),
+    makeJob("PaddleJob", "paddlejobs", "paddleReplicaSpecs", { master: o("PaddleJob", 1), worker: o("PaddleJob", 2) }),
+    makeJob("PaddleJob", "paddlejobs", "paddleReplicaSpecs", { worker: o("PaddleJob", 3) }),
+  ];
+}
+
+/** Elastic PyTorchJobs with a Master too. */
+function elasticWithMaster(): Case[] {
+  const o = (replicas: number, port?: number): ReplicaOpts => ({ replicas, containers: ["pytorch"], ...(port ? { port } : {}) });
+  return [
+    makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { Master: o(1), Worker: o(2) }, { elasticPolicy: { minReplicas: 1, maxReplicas: 3 } }),
+    makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { Master: o(1, 29400), Worker: o(3, 29400) }, { elasticPolicy: { nProcPerNode: 2 }, nprocPerNode: "4" }),
+  ];
+}
+
 /**
  * Frameworks whose cases are generated but not yet compared, each with the difference still open.
  * Empty means every framework is held to the operator.
  */
 const EXCLUDED: Record<string, string> = {};
 
-const cases: Case[] = [...tfJobs(), ...pytorchJobs(), ...mxJobs(), ...xgbJobs(), ...paddleJobs()];
+const cases: Case[] = [...tfJobs(), ...pytorchJobs(), ...mxJobs(), ...xgbJobs(), ...paddleJobs(), ...lowerCaseJobs(), ...elasticWithMaster()];
 
 // ---- running it --------------------------------------------------------------------------------------
 
@@ -310,6 +334,14 @@ describe("conformance with the Kubeflow training operator v1.8.1", { skip: SKIP 
     assert.deepEqual([...byKind.keys()].sort(), ["MXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob"]);
     const compared = cases.filter((c) => !EXCLUDED[c.kind]).reduce((n, c) => n + expectedPods(c), 0);
     assert.ok(compared >= 200, `only ${compared} pods compared (${JSON.stringify(Object.fromEntries(byKind))})`);
+    // Not vacuous: the operator did give (nearly) all of them a cluster spec to compare with.
+    let withSpec = 0;
+    for (const c of cases) {
+      for (const pod of pods.get(c.job.metadata.name) ?? []) {
+        if (JSON.stringify(view(pod).env) !== JSON.stringify(view(stripForInput(pod, c.job, c.specsField)).env)) withSpec++;
+      }
+    }
+    assert.ok(withSpec >= 200, `only ${withSpec} operator pods have a cluster spec`);
   });
 
   const policy = defaultPolicy();
