@@ -38,13 +38,16 @@ interface Case {
 // ---- the generated matrix ----------------------------------------------------------------------------
 
 interface ReplicaOpts {
-  replicas: number;
+  /** Undefined leaves `replicas` out of the stored job (the operator defaults it to 1 in memory). */
+  replicas: number | undefined;
   /** Container names in order; the framework's default container is the one named like it. */
   containers: string[];
   /** The framework port on the default container; undefined leaves it to the operator's default. */
   port?: number;
   annotations?: Record<string, string>;
   userEnv?: boolean;
+  /** A port under another name on the default container (not the framework's port). */
+  otherPort?: boolean;
 }
 
 const DEFAULT_CONTAINER: Record<string, { name: string; portName: string }> = {
@@ -61,10 +64,12 @@ function replicaSpec(kind: string, o: ReplicaOpts): Obj {
     name,
     image: "registry.invalid/train:1",
     ...(o.userEnv ? { env: [{ name: "USER_SETTING", value: `v${i}` }, { name: "FROM_FIELD", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }] } : {}),
-    ...(name === def.name && o.port !== undefined ? { ports: [{ name: def.portName, containerPort: o.port }] } : {}),
+    ...(name === def.name && (o.port !== undefined || o.otherPort)
+      ? { ports: [...(o.otherPort ? [{ name: "metrics", containerPort: 8000 }] : []), ...(o.port !== undefined ? [{ name: def.portName, containerPort: o.port }] : [])] }
+      : {}),
   }));
   return {
-    replicas: o.replicas,
+    ...(o.replicas === undefined ? {} : { replicas: o.replicas }),
     restartPolicy: "Never",
     template: { ...(o.annotations ? { metadata: { annotations: o.annotations } } : {}), spec: { containers } },
   };
@@ -234,6 +239,22 @@ function lowerCaseJobs(): Case[] {
   ];
 }
 
+/**
+ * Replica counts left out, and ports under another name. No replica type with `replicas: 0`: the operator
+ * v1.8.1 panicked on a TFJob with `Worker: {replicas: 0}` (index out of range in its reconciler, which
+ * re-panics and ends the process), so such jobs cannot be compared here.
+ */
+function edgeJobs(): Case[] {
+  const o = (kind: string, replicas: number | undefined, extra: Partial<ReplicaOpts> = {}): ReplicaOpts => ({ replicas, containers: [DEFAULT_CONTAINER[kind]!.name], ...extra });
+  return [
+    makeJob("TFJob", "tfjobs", "tfReplicaSpecs", { PS: o("TFJob", undefined), Worker: o("TFJob", 2, { otherPort: true }) }),
+    makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { Master: o("PyTorchJob", undefined, { otherPort: true }), Worker: o("PyTorchJob", 2) }),
+    makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { Worker: o("PyTorchJob", undefined) }, { elasticPolicy: {} }),
+    makeJob("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", { Master: o("XGBoostJob", undefined), Worker: o("XGBoostJob", 2, { otherPort: true }) }),
+    makeJob("PaddleJob", "paddlejobs", "paddleReplicaSpecs", { Worker: o("PaddleJob", undefined, { otherPort: true }) }),
+  ];
+}
+
 /** Elastic PyTorchJobs with a Master too. */
 function elasticWithMaster(): Case[] {
   const o = (replicas: number, port?: number): ReplicaOpts => ({ replicas, containers: ["pytorch"], ...(port ? { port } : {}) });
@@ -249,12 +270,12 @@ function elasticWithMaster(): Case[] {
  */
 const EXCLUDED: Record<string, string> = {};
 
-const cases: Case[] = [...tfJobs(), ...pytorchJobs(), ...mxJobs(), ...xgbJobs(), ...paddleJobs(), ...lowerCaseJobs(), ...elasticWithMaster()];
+const cases: Case[] = [...tfJobs(), ...pytorchJobs(), ...mxJobs(), ...xgbJobs(), ...paddleJobs(), ...lowerCaseJobs(), ...elasticWithMaster(), ...edgeJobs()];
 
 // ---- running it --------------------------------------------------------------------------------------
 
 const expectedPods = (c: Case): number =>
-  Object.values(c.job.spec[c.specsField] as Record<string, { replicas: number }>).reduce((n, s) => n + s.replicas, 0);
+  Object.values(c.job.spec[c.specsField] as Record<string, { replicas?: number }>).reduce((n, s) => n + (s.replicas ?? 1), 0);
 
 function stripForInput(pod: Obj, job: Obj, specsField: string): Obj {
   const labels: Record<string, string> = {};
@@ -302,23 +323,25 @@ describe("conformance with the Kubeflow training operator v1.8.1", { skip: SKIP 
       assert.equal(r.status, 201, `${c.kind} ${c.job.metadata.name}: ${JSON.stringify(r.body)}`);
     }
     const want = cases.reduce((n, c) => n + expectedPods(c), 0);
-    let have = 0;
-    await cp.until(
-      `the operator's ${want} pods (have ${have})\n${operator.logs()}`,
-      async () => {
-        const r = await cp.api("GET", `/api/v1/namespaces/${NS}/pods`);
-        have = (r.body.items as Obj[]).length;
-        if (have < want) return false;
-        pods.clear();
-        for (const p of r.body.items as Obj[]) {
-          const owner = (p.metadata.ownerReferences as Obj[]).find((o) => o.controller)!;
-          pods.set(owner.name, [...(pods.get(owner.name) ?? []), p]);
-        }
-        return true;
-      },
-      150_000,
-      1000,
-    );
+    const deadline = performance.now() + 150_000;
+    for (;;) {
+      const r = await cp.api("GET", `/api/v1/namespaces/${NS}/pods`);
+      pods.clear();
+      for (const p of r.body.items as Obj[]) {
+        const owner = (p.metadata.ownerReferences as Obj[]).find((o) => o.controller)!;
+        pods.set(owner.name, [...(pods.get(owner.name) ?? []), p]);
+      }
+      if ((r.body.items as Obj[]).length >= want) break;
+      if (performance.now() > deadline) {
+        const short = cases.filter((c) => (pods.get(c.job.metadata.name)?.length ?? 0) < expectedPods(c));
+        throw new Error(
+          `the operator created ${(r.body.items as Obj[]).length} of ${want} pods; short: ` +
+            short.map((c) => `${c.job.metadata.name} ${pods.get(c.job.metadata.name)?.length ?? 0}/${expectedPods(c)}`).join(", ") +
+            `\n${operator.logs(60)}`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
     console.log(`conformance: ${cases.length} jobs, ${want} operator pods in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   });
 
@@ -355,7 +378,7 @@ describe("conformance with the Kubeflow training operator v1.8.1", { skip: SKIP 
   });
 
   for (const c of cases) {
-    const title = `${c.kind} ${c.job.metadata.name} ${Object.entries(c.job.spec[c.specsField] as Record<string, Obj>).map(([t, s]) => `${t}×${s.replicas}`).join(" ")}`;
+    const title = `${c.kind} ${c.job.metadata.name} ${Object.entries(c.job.spec[c.specsField] as Record<string, Obj>).map(([t, s]) => `${t}×${s.replicas ?? "(1)"}`).join(" ")}`;
     it(title, { skip: EXCLUDED[c.kind] ? `excluded: ${EXCLUDED[c.kind]}` : false }, async () => {
       const webhooks = createWebhooks({ policy, log: capturingLogger().log, jobs: reader(), now: () => new Date() });
       const mutate = webhooks["/mutate/pods"]!;
