@@ -11,7 +11,9 @@
  * checks: in a cluster the Secret is mounted there); a missing ValidatingWebhookConfiguration is only logged.
  * The webhook server reads its pair from controller-runtime's default directory under `$TMPDIR`, which is set
  * here to a directory of this run holding a pair made by `src/certs/generate.ts`. No
- * ValidatingWebhookConfiguration is registered: the apiserver never calls the operator's webhooks.
+ * ValidatingWebhookConfiguration is registered: the apiserver never calls the operator's webhooks. The webhook
+ * server listens on a free port on every interface (the operator has no flag for its host); metrics and
+ * health probes are off.
  * `KUBEFLOW_NAMESPACE` is not set: it would also restrict the namespaces the operator watches.
  */
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
