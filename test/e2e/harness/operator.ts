@@ -68,8 +68,8 @@ export async function installOperatorCrds(cp: ControlPlane): Promise<void> {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Starts the operator (every scheme it supports) against `cp` with the admin kubeconfig. */
-export async function startOperator(cp: ControlPlane, bin: string): Promise<Operator> {
+/** Starts the operator (every scheme it supports) against `cp` with the admin kubeconfig; `extraEnv` joins its environment. */
+export async function startOperator(cp: ControlPlane, bin: string, extraEnv: Record<string, string> = {}): Promise<Operator> {
   const ns = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "kubeflow" } });
   if (ns.status !== 201 && ns.status !== 409) throw new Error(`namespace kubeflow: ${ns.status} ${JSON.stringify(ns.body)}`);
   const secret = await cp.api("POST", "/api/v1/namespaces/kubeflow/secrets", {
@@ -96,7 +96,7 @@ export async function startOperator(cp: ControlPlane, bin: string): Promise<Oper
   }
 
   const log = join(cp.dir, "training-operator.log");
-  const env: NodeJS.ProcessEnv = { ...process.env, KUBECONFIG: cp.kubeconfig, TMPDIR: tmp };
+  const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv, KUBECONFIG: cp.kubeconfig, TMPDIR: tmp };
   delete env.KUBEFLOW_NAMESPACE;
   delete env.MY_POD_NAMESPACE;
   const child: ChildProcess = spawn(
