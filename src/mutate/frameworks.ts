@@ -55,6 +55,16 @@ interface Job {
 
 const env = (name: string, value: string): V1EnvVar => ({ name, value });
 
+/**
+ * JSON as Go's encoding/json Marshal writes it (the operators' TF_CONFIG, MX_CONFIG and CAFFE2_CONFIG):
+ * `JSON.stringify`, with `<`, `>`, `&`, U+2028 and U+2029 escaped as `\u003c` and so on (Go's HTML-safe
+ * escaping, on by default). An MXJob's `tuner-server-key` annotation reaches MX_CONFIG verbatim, so these
+ * characters do occur (found against the real operator, test/conformance).
+ */
+export function goJson(value: unknown): string {
+  return JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
 /** Upstream `GenGeneralName`: `<job>-<lower type>-<index>` with `/` replaced by `-`. */
 export function replicaName(job: string, type: string, index: number): string {
   return `${job}-${type.toLowerCase()}-${index}`.replace(/\//g, "-");
@@ -103,7 +113,7 @@ function tensorflow(job: Job, t: Topology, clusterDomain: string): ClusterSpecRe
   } else {
     config = { cluster, task, environment: "cloud" };
   }
-  return { target: { container: job.info.container }, env: [env("TF_CONFIG", JSON.stringify(config))] };
+  return { target: { container: job.info.container }, env: [env("TF_CONFIG", goJson(config))] };
 }
 
 /** PyTorch (training-operator `pytorch/envvar.go`, `master.go`, `elastic.go`). */
@@ -163,7 +173,7 @@ function mxnet(job: Job, t: Topology): ClusterSpecResult {
   const rt = t.replicaType.toLowerCase();
   const scheduler = cluster.scheduler?.[0];
   const out = [
-    env("MX_CONFIG", JSON.stringify({ cluster, labels, task: { type: rt, index: t.index } })),
+    env("MX_CONFIG", goJson({ cluster, labels, task: { type: rt, index: t.index } })),
     env("DMLC_PS_ROOT_PORT", String(scheduler?.port ?? 0)),
     env("DMLC_PS_ROOT_URI", scheduler?.url ?? ""),
     env("DMLC_NUM_SERVER", String(replicasOf(specOf(job, "Server")))),
@@ -245,7 +255,7 @@ function caffe2(job: Job, t: Topology): ClusterSpecResult {
       env("SHARD_ID", String(t.index)),
       env("NUM_SHARDS", String(replicas)),
       env("RUN_ID", caffe2RuntimeId(job.raw)),
-      env("CAFFE2_CONFIG", JSON.stringify({ cluster: { worker: hosts }, task: { type: "worker", index: t.index } })),
+      env("CAFFE2_CONFIG", goJson({ cluster: { worker: hosts }, task: { type: "worker", index: t.index } })),
     ],
   };
 }

@@ -118,6 +118,14 @@ describe("other frameworks", () => {
       "DMLC_PS_ROOT_PORT=9091", "DMLC_PS_ROOT_URI=mx-scheduler-0", "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=2", "DMLC_ROLE=worker", "DMLC_USE_KUBERNETES=1", "DMLC_WORKER_ID=1",
     ]);
   });
+  it("MXNet tuner-server-key with <, >, & and U+2028: escaped as Go's encoding/json writes MX_CONFIG (real operator's output)", () => {
+    const mx = job("MXJob", "mxt", "default", { TunerTracker: 1, TunerServer: { replicas: 1, annotations: { "tuner-server-key": "ü <&> 'x'\u2028\"q\\" } }, Tuner: 1 }, { jobMode: "MXTune" });
+    assert.equal(
+      value(envOf(mx, "Tuner", 0), "MX_CONFIG"),
+      '{"cluster":{"tuner":[{"url":"mxt-tuner-0","port":9091}],"tunerserver":[{"url":"mxt-tunerserver-0","port":9091}],"tunertracker":[{"url":"mxt-tunertracker-0","port":9091}]},' +
+        '"labels":{"tuner":"","tunerserver":"ü \\u003c\\u0026\\u003e \'x\'\\u2028\\"q\\\\","tunertracker":""},"task":{"type":"tuner","index":0}}',
+    );
+  });
   it("XGBoost worker-0 of Master×1 Worker×2", () => {
     assert.deepEqual(asPairs(envOf(job("XGBoostJob", "xg", "default", { Master: 1, Worker: 2 }), "Worker", 0)), [
       "MASTER_PORT=9999", "MASTER_ADDR=xg-master-0", "WORLD_SIZE=3", "RANK=1", "PYTHONUNBUFFERED=1", "WORKER_PORT=9999", "WORKER_ADDRS=xg-worker-0,xg-worker-1",

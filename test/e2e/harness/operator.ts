@@ -1,0 +1,153 @@
+/**
+ * @module
+ * The real Kubeflow training operator (github.com/kubeflow/training-operator v1.8.1, built by
+ * `test/e2e/operator/build.sh`, QM_OPERATOR_BIN) against the e2e control plane of `./controlplane.ts`:
+ * its CRDs, then the binary itself, stopped by PID.
+ *
+ * Its webhooks cannot be switched off (cmd/training-operator.v1/main.go always starts the webhook server and
+ * the certificate rotator of github.com/open-policy-agent/cert-controller, and starts its controllers only
+ * once the rotator is ready). The rotator needs the Secret `kubeflow/training-operator-webhook-cert` (it fills
+ * it) and a `tls.crt` in its fixed directory `/tmp/k8s-webhook-server/serving-certs` (existence is all it
+ * checks: in a cluster the Secret is mounted there); a missing ValidatingWebhookConfiguration is only logged.
+ * The webhook server reads its pair from controller-runtime's default directory under `$TMPDIR`, which is set
+ * here to a directory of this run holding a pair made by `src/certs/generate.ts`. No
+ * ValidatingWebhookConfiguration is registered: the apiserver never calls the operator's webhooks. The webhook
+ * server listens on a free port on every interface (the operator has no flag for its host); metrics and
+ * health probes are off.
+ * `KUBEFLOW_NAMESPACE` is not set: it would also restrict the namespaces the operator watches.
+ */
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createCertificateAuthority, issueCertificate } from "../../../src/certs/generate.js";
+import { freePort, type ControlPlane } from "./controlplane.js";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const MODULE = "github.com/kubeflow/training-operator";
+/** The directory cert-controller's rotator checks for `tls.crt` (training-operator `pkg/cert/cert.go` certDir). */
+const ROTATOR_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs";
+
+export interface Operator {
+  pid: number;
+  /** The tail of the operator's log, for failure messages. */
+  logs(lines?: number): string;
+  stop(): Promise<void>;
+}
+
+/** The operator binary from QM_OPERATOR_BIN, or undefined when it is not set. */
+export function operatorBin(): string | undefined {
+  const bin = process.env.QM_OPERATOR_BIN;
+  if (!bin) return undefined;
+  if (!existsSync(bin)) throw new Error(`QM_OPERATOR_BIN=${bin} does not exist: run test/e2e/operator/build.sh`);
+  return bin;
+}
+
+/** The training operator's module directory in the Go module cache (the build puts it there). */
+export function operatorModuleDir(): string {
+  const dir = execFileSync("go", ["list", "-m", "-f", "{{.Dir}}", MODULE], {
+    cwd: join(HERE, "..", "operator", "operator-bin"),
+    env: { ...process.env, GOFLAGS: "-mod=readonly", GOTOOLCHAIN: "local" },
+    encoding: "utf8",
+  }).trim();
+  if (!dir || !existsSync(join(dir, "manifests", "base", "crds"))) {
+    throw new Error(`${MODULE} is not in the Go module cache (${dir || "no directory"}): run test/e2e/operator/build.sh`);
+  }
+  return dir;
+}
+
+/** Renders the module's `manifests/base/crds` with kubectl's kustomize and applies them server-side (they are too large for client-side apply). */
+export async function installOperatorCrds(cp: ControlPlane): Promise<void> {
+  const rendered = await cp.kubectl(["kustomize", join(operatorModuleDir(), "manifests", "base", "crds")]);
+  if (rendered.code !== 0) throw new Error(`kubectl kustomize: ${rendered.stderr}`);
+  const applied = await cp.kubectl(["apply", "--server-side", "--field-manager=qm-conformance", "-f", "-"], rendered.stdout);
+  if (applied.code !== 0) throw new Error(`applying the operator's CRDs: ${applied.stderr}`);
+  const established = await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
+  if (established.code !== 0) throw new Error(`operator CRDs not established: ${established.stderr}`);
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Starts the operator (every scheme it supports) against `cp` with the admin kubeconfig; `extraEnv` joins its environment. */
+export async function startOperator(cp: ControlPlane, bin: string, extraEnv: Record<string, string> = {}): Promise<Operator> {
+  const ns = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "kubeflow" } });
+  if (ns.status !== 201 && ns.status !== 409) throw new Error(`namespace kubeflow: ${ns.status} ${JSON.stringify(ns.body)}`);
+  const secret = await cp.api("POST", "/api/v1/namespaces/kubeflow/secrets", {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: "training-operator-webhook-cert" },
+  });
+  if (secret.status !== 201 && secret.status !== 409) throw new Error(`webhook Secret: ${secret.status} ${JSON.stringify(secret.body)}`);
+
+  // The webhook server's serving pair (never used by the apiserver: no webhook configuration points at it).
+  const tmp = join(cp.dir, "operator-tmp");
+  const certDir = join(tmp, "k8s-webhook-server", "serving-certs");
+  mkdirSync(certDir, { recursive: true });
+  const now = new Date();
+  const ca = createCertificateAuthority("qm-conformance-operator-ca", 2, now);
+  const pair = issueCertificate({ ca, commonName: "training-operator.kubeflow.svc", dnsNames: ["training-operator.kubeflow.svc", "localhost"], ips: ["127.0.0.1"], usage: "server", days: 2, now });
+  writeFileSync(join(certDir, "tls.crt"), pair.certPem);
+  writeFileSync(join(certDir, "tls.key"), pair.keyPem, { mode: 0o600 });
+  let createdRotatorCert = false;
+  if (!existsSync(join(ROTATOR_CERT_DIR, "tls.crt"))) {
+    mkdirSync(ROTATOR_CERT_DIR, { recursive: true });
+    writeFileSync(join(ROTATOR_CERT_DIR, "tls.crt"), pair.certPem);
+    createdRotatorCert = true;
+  }
+
+  const log = join(cp.dir, "training-operator.log");
+  const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv, KUBECONFIG: cp.kubeconfig, TMPDIR: tmp };
+  delete env.KUBEFLOW_NAMESPACE;
+  delete env.MY_POD_NAMESPACE;
+  const child: ChildProcess = spawn(
+    bin,
+    [
+      "--metrics-bind-address=0",
+      "--health-probe-bind-address=0",
+      `--webhook-server-port=${await freePort()}`,
+      "--controller-threads=4",
+      "--zap-log-level=info",
+      "--zap-devel=false",
+    ],
+    { env, stdio: ["ignore", openSync(log, "a"), openSync(log, "a")] },
+  );
+  const tail = (lines = 40): string => {
+    try {
+      return readFileSync(log, "utf8").split("\n").slice(-lines).join("\n");
+    } catch {
+      return "(no log)";
+    }
+  };
+  const killNow = (): void => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  };
+  process.on("exit", killNow);
+  let stopped = false;
+  const stop = async (): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    process.off("exit", killNow);
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGTERM");
+      const exited = await Promise.race([new Promise((r) => child.once("exit", () => r(true))), sleep(10_000).then(() => false)]);
+      if (!exited) child.kill("SIGKILL");
+    }
+    if (createdRotatorCert) rmSync(join(ROTATOR_CERT_DIR, "tls.crt"), { force: true });
+  };
+
+  // Its controllers start once the rotator is ready (the log says "registering controllers...").
+  const deadline = performance.now() + 90_000;
+  for (;;) {
+    if (child.exitCode !== null) {
+      await stop();
+      throw new Error(`training-operator exited ${child.exitCode}:\n${tail()}`);
+    }
+    if (tail(10_000).includes("Starting workers")) break;
+    if (performance.now() > deadline) {
+      await stop();
+      throw new Error(`training-operator's controllers not started after 90 s:\n${tail()}`);
+    }
+    await sleep(200);
+  }
+  return { pid: child.pid!, logs: tail, stop };
+}
