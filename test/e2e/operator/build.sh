@@ -9,23 +9,8 @@
 # Env:   QM_OPERATOR_BIN_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/quartermaster)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../lib/go-tool.sh"
 OPERATOR_VERSION=v1.8.1              # github.com/kubeflow/training-operator in operator-bin/go.mod
 ROOT=${QM_OPERATOR_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quartermaster}
-OUT=$ROOT/training-operator-$OPERATOR_VERSION
-
-if [[ -x $OUT/training-operator ]]; then echo "$OUT"; exit 0; fi
-
-command -v go >/dev/null || {
-  echo "build.sh: 'go' is not on PATH. Go and the Go module proxy are needed to build the training operator." >&2
-  exit 1; }
-grep -q "github.com/kubeflow/training-operator $OPERATOR_VERSION" "$HERE/operator-bin/go.mod" || {
-  echo "build.sh: operator-bin/go.mod does not pin github.com/kubeflow/training-operator $OPERATOR_VERSION" >&2; exit 1; }
-mkdir -p "$OUT"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -mod=readonly"
-start=$(date +%s)
-echo "build.sh: building training-operator $OPERATOR_VERSION into $OUT (cold: a few minutes)" >&2
-(cd "$HERE/operator-bin" && go build -pgo=off -ldflags "-s -w" -o "$OUT/training-operator.tmp" \
-  github.com/kubeflow/training-operator/cmd/training-operator.v1)
-mv "$OUT/training-operator.tmp" "$OUT/training-operator"
-echo "build.sh: done in $(( $(date +%s) - start )) s" >&2
-echo "$OUT"
+build_go_tool training-operator "$OPERATOR_VERSION" "$HERE/operator-bin" github.com/kubeflow/training-operator \
+  github.com/kubeflow/training-operator/cmd/training-operator.v1 "$ROOT/training-operator-$OPERATOR_VERSION"
