@@ -18,7 +18,7 @@
 import { Worker } from "node:worker_threads";
 import type { Logger } from "pino";
 
-type ParseReply = { id: number; ok: true; value: unknown; stubbed: boolean } | { id: number; ok: false; message: string };
+type ParseReply = { id: number; ok: true; value: unknown; stubbed: boolean } | { id: number; ok: false; message: string } | { id: number; deep: true };
 
 /**
  * The worker's code: parse, replace every array longer than `maxItems` by \`new Array(length)\` (holes
@@ -28,21 +28,27 @@ type ParseReply = { id: number; ok: true; value: unknown; stubbed: boolean } | {
 export const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const maxItems = workerData.parse.maxItems;
+const maxDepth = workerData.parse.maxDepth;
 const long = (v) => Array.isArray(v) && v.length > maxItems;
+// Returns "deep" for a document nested deeper than maxDepth: its structured clone back to the main thread
+// would overflow the stack there (a 'messageerror', no reply), so the main thread parses it itself.
 function stub(root) {
   let stubbed = false;
   const stack = [root];
+  const depths = [0];
   while (stack.length > 0) {
     const v = stack.pop();
+    const depth = depths.pop();
     if (typeof v !== "object" || v === null) continue;
+    if (depth > maxDepth) return "deep";
     if (Array.isArray(v)) {
       for (let i = 0; i < v.length; i++) {
-        if (long(v[i])) { v[i] = new Array(v[i].length); stubbed = true; } else stack.push(v[i]);
+        if (long(v[i])) { v[i] = new Array(v[i].length); stubbed = true; } else { stack.push(v[i]); depths.push(depth + 1); }
       }
     } else {
       for (const k in v) {
         // An own "__proto__" key (JSON.parse makes one) shadows the prototype setter: "=" replaces the own value.
-        if (long(v[k])) { v[k] = new Array(v[k].length); stubbed = true; } else stack.push(v[k]);
+        if (long(v[k])) { v[k] = new Array(v[k].length); stubbed = true; } else { stack.push(v[k]); depths.push(depth + 1); }
       }
     }
   }
@@ -58,12 +64,16 @@ parentPort.on("message", ({ id, body }) => {
     return;
   }
   const stubbed = long(value) ? ((value = new Array(value.length)), true) : stub(value);
-  parentPort.postMessage({ id, ok: true, value, stubbed });
+  if (stubbed === "deep") parentPort.postMessage({ id, deep: true });
+  else parentPort.postMessage({ id, ok: true, value, stubbed });
 });
 `;
 
 /** Bodies this large or larger are parsed in the worker. Ordinary reviews are ~10 KB. */
 export const OFFLOAD_BYTES = 256 * 1024;
+
+/** Documents nested deeper than this are parsed on the main thread (see the worker's `stub`). */
+export const MAX_OFFLOAD_DEPTH = 256;
 
 /** Arrays longer than this come back from the worker as stand-ins (length only). */
 export const STUB_ITEMS = 256;
@@ -100,7 +110,7 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
   const maxItems = opts.stubItems ?? STUB_ITEMS;
   let worker: Worker | undefined;
   let nextId = 0;
-  const pending = new Map<number, { resolve(p: ParsedBody): void; reject(e: Error): void }>();
+  const pending = new Map<number, { body: Buffer; resolve(p: ParsedBody): void; reject(e: Error): void }>();
 
   const failAll = (err: Error): void => {
     for (const p of pending.values()) p.reject(err);
@@ -108,14 +118,21 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
   };
 
   const start = (): Worker => {
-    const w = new Worker(source, { eval: true, workerData: { parse: { maxItems } } });
+    const w = new Worker(source, { eval: true, workerData: { parse: { maxItems, maxDepth: MAX_OFFLOAD_DEPTH } } });
     // A parked worker must not keep the process alive.
     w.unref();
     w.on("message", (m: ParseReply) => {
       const p = pending.get(m.id);
       if (!p) return;
       pending.delete(m.id);
-      if (m.ok) p.resolve({ value: m.value, stubbed: m.stubbed });
+      if ("deep" in m) {
+        // Too deep to send back: parsed here, as every body was before the worker.
+        try {
+          p.resolve({ value: JSON.parse(p.body.toString("utf8")), stubbed: false });
+        } catch (err) {
+          p.reject(new BodySyntaxError(err instanceof Error ? err.message : String(err)));
+        }
+      } else if (m.ok) p.resolve({ value: m.value, stubbed: m.stubbed });
       else p.reject(new BodySyntaxError(m.message));
       if (pending.size === 0) w.unref();
     });
@@ -126,6 +143,11 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
       failAll(new ParserCrashError(`body parser worker stopped: ${why}`));
     };
     w.on("error", (err) => gone(err.message));
+    // A reply that cannot be deserialized here names no request: fail them all rather than leave one waiting.
+    w.on("messageerror", (err) => {
+      opts.log.error({ err: err.message }, "body parser worker sent a reply that cannot be read");
+      failAll(new ParserCrashError(`body parser reply unreadable: ${err.message}`));
+    });
     w.on("exit", (code) => gone(`exit code ${code}`));
     return w;
   };
@@ -138,7 +160,7 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
       // A copy is transferred (~1 ms for 3 MiB): the caller keeps the body to parse again if need be.
       const bytes = body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength) as ArrayBuffer;
       return new Promise<ParsedBody>((resolve, reject) => {
-        pending.set(id, { resolve, reject });
+        pending.set(id, { body, resolve, reject });
         w.ref();
         w.postMessage({ id, body: bytes }, [bytes]);
       });
