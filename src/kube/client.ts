@@ -11,21 +11,33 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { delimiter, join } from "node:path";
 import { ClusterConnectionError, KubeApiError, NoKubeconfigError } from "../errors.js";
 
-/** Where client-node's loadFromCluster reads the ServiceAccount token (its presence means "in a cluster"). */
-const SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+/** Where client-node's loadFromCluster reads the ServiceAccount's token and CA (a token means "in a cluster"). */
+export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/** Where a configuration comes from: a kubeconfig file, the files of $KUBECONFIG, or the in-cluster ServiceAccount. */
+export type KubeconfigSource = { file: string } | { env: string[] } | { inCluster: true };
 
 /**
- * Throws NoKubeconfigError when `loadFromDefault` would find nothing: no `file`, no $KUBECONFIG, no
- * ~/.kube/config and no in-cluster ServiceAccount (the same order client-node tries them in).
+ * Where client-node's `loadFromDefault` would load from, in its order: `file` (--kubeconfig), $KUBECONFIG,
+ * ~/.kube/config, the in-cluster ServiceAccount. The plain-HTTPS reader (rest.ts) follows the same choice.
+ * Throws NoKubeconfigError when there is none.
  */
-export function assertKubeconfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env, home = homedir()): void {
-  if (file || env.KUBECONFIG) return;
-  if (existsSync(join(home, ".kube", "config"))) return;
-  if (existsSync(SERVICE_ACCOUNT_TOKEN)) return;
+export function kubeconfigSource(file: string | undefined, env: NodeJS.ProcessEnv = process.env, home = homedir()): KubeconfigSource {
+  if (file) return { file };
+  const paths = env.KUBECONFIG?.split(delimiter).filter(Boolean) ?? [];
+  if (paths.length > 0) return { env: paths };
+  const homeConfig = join(home, ".kube", "config");
+  if (existsSync(homeConfig)) return { file: homeConfig };
+  if (existsSync(join(SERVICE_ACCOUNT_DIR, "token"))) return { inCluster: true };
   throw new NoKubeconfigError();
+}
+
+/** Throws NoKubeconfigError when `loadFromDefault` would find nothing ({@link kubeconfigSource}). */
+export function assertKubeconfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env, home = homedir()): void {
+  kubeconfigSource(file, env, home);
 }
 
 export type ClientNode = typeof import("@kubernetes/client-node");

@@ -11,17 +11,15 @@
  * kubeconfig this module does not cover (an exec or auth-provider plugin, basic auth, a proxy, several
  * files in $KUBECONFIG) makes {@link restClient} answer `undefined`, and the caller uses client-node.
  */
-import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { isIPv6 } from "node:net";
-import { homedir } from "node:os";
-import { delimiter, dirname, isAbsolute, join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { parse } from "yaml";
 import { NoKubeconfigError } from "../errors.js";
+import { kubeconfigSource, SERVICE_ACCOUNT_DIR } from "./client.js";
 
-const SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 /** A GET that has not answered in this time is abandoned (the admission path has its own, shorter bound). */
 const REQUEST_TIMEOUT_MS = 10_000;
 
@@ -93,9 +91,9 @@ async function inCluster(): Promise<Target> {
   const scheme = ["80", "8080", "8001"].includes(port) ? "http" : "https";
   return {
     server: new URL(`${scheme}://${isIPv6(host) ? `[${host}]` : host}:${port}`),
-    ca: await readFile(join(SA_DIR, "ca.crt")),
+    ca: await readFile(join(SERVICE_ACCOUNT_DIR, "ca.crt")),
     insecure: false,
-    token: async () => (await readFile(join(SA_DIR, "token"), "utf8")).trim(),
+    token: async () => (await readFile(join(SERVICE_ACCOUNT_DIR, "token"), "utf8")).trim(),
   };
 }
 
@@ -104,14 +102,12 @@ async function inCluster(): Promise<Target> {
  * when that configuration needs client-node (see the module comment).
  */
 export async function restClient(file: string | undefined): Promise<RestClient | undefined> {
+  const source = kubeconfigSource(file);
   let target: Target | undefined;
-  const env = process.env.KUBECONFIG?.split(delimiter).filter(Boolean) ?? [];
-  const home = join(homedir(), ".kube", "config");
-  if (file) target = await fromKubeconfig(file);
-  else if (env.length > 1) return undefined;
-  else if (env.length === 1) target = await fromKubeconfig(env[0]!);
-  else if (existsSync(home)) target = await fromKubeconfig(home);
-  else target = await inCluster();
+  if ("inCluster" in source) target = await inCluster();
+  else if ("file" in source) target = await fromKubeconfig(source.file);
+  else if (source.env.length > 1) return undefined;
+  else target = await fromKubeconfig(source.env[0]!);
   return target && client(target);
 }
 

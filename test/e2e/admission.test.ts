@@ -3,11 +3,10 @@
  * configurations rendered from manifests/. Objects are created through the API, as users do.
  */
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
-import { ROOT, applyOwnManifests, createNamespace, installKubeflowCrds, cli, renderBase, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
+import { ROOT, createNamespace, installKubeflowCrds, cli, renderBase, type WebhookProcess, startOwnWebhook } from "./harness/webhook.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 let seq = 0;
@@ -48,14 +47,10 @@ describe("admission through a real kube-apiserver", () => {
     await createNamespace(cp, "team-b");
     // Quartermaster's own objects from manifests/base (namespace, ServiceAccount, RBAC), applied for real;
     // the webhook then runs with its ServiceAccount's token, so its RBAC is what these tests exercise.
-    await applyOwnManifests(cp);
-    const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
-    saApi = sa.api;
-    const policyFile = join(cp.dir, "policy.yaml");
-    writeFileSync(policyFile, "limits:\n  container:\n    gpus: {nvidia.com/gpu: 8}\n  pod:\n    gpus: 8\n  job:\n    replicas: {Worker: 16}\n");
-    wh = await webhookProcess({ kubeconfig: sa.kubeconfig, policy: policyFile });
-    await wh.start();
-    const configs = await renderWebhookConfigurations(cp, wh.port, wh.caPem);
+    const own = await startOwnWebhook(cp, "limits:\n  container:\n    gpus: {nvidia.com/gpu: 8}\n  pod:\n    gpus: 8\n  job:\n    replicas: {Worker: 16}\n");
+    wh = own.wh;
+    const configs = own.configs;
+    saApi = own.sa.api;
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
     assert.equal(applied.code, 0, applied.stderr);
     // A new configuration takes effect asynchronously: dry-run probes until both webhooks see one.

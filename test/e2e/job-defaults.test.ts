@@ -6,11 +6,9 @@
  * are left alone.
  */
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
-import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
+import { createNamespace, installKubeflowCrds, type WebhookProcess, startOwnWebhook } from "./harness/webhook.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 let seq = 0;
@@ -93,13 +91,9 @@ describe("/mutate/jobs through a real kube-apiserver", () => {
     await installKubeflowCrds(cp);
     for (const ns of ["team-a", "research-nlp"]) await createNamespace(cp, ns, { "quartermaster.dev/enabled": "true" });
     await createNamespace(cp, "team-b");
-    await applyOwnManifests(cp);
-    const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
-    const policyFile = join(cp.dir, "policy.yaml");
-    writeFileSync(policyFile, POLICY);
-    wh = await webhookProcess({ kubeconfig: sa.kubeconfig, policy: policyFile });
-    await wh.start();
-    const configs = await renderWebhookConfigurations(cp, wh.port, wh.caPem);
+    const own = await startOwnWebhook(cp, POLICY);
+    wh = own.wh;
+    const configs = own.configs;
 
     // Before the upgrade: the webhooks without /mutate/jobs, and a job created then.
     await apply(withoutMutateJobs(configs));

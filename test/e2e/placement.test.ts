@@ -12,7 +12,6 @@
  * policy, so a default label that no real node carries leaves these pods unschedulable and the suite fails.
  */
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
@@ -20,7 +19,7 @@ import { defaultPolicy } from "../../src/policy/load.js";
 import { PLACEMENT_CLUSTER, SPOT_LABEL, SPOT_TAINT, matchesNodeAffinity } from "../fixtures/nodes.js";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { startVirtualNodes, type VirtualNodes } from "./harness/nodes.js";
-import { applyOwnManifests, createNamespace, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
+import { createNamespace, type WebhookProcess, startOwnWebhook } from "./harness/webhook.js";
 
 const WITH = "placed"; // opted in: Quartermaster's webhooks act here
 const WITHOUT = "unplaced"; // not opted in: the same pods as users wrote them
@@ -150,13 +149,9 @@ describe("placement by the real kube-scheduler", () => {
     await createNamespace(cp, WITH, { "quartermaster.dev/enabled": "true" });
     await createNamespace(cp, WITHOUT);
     await createNamespace(cp, TOLERATED);
-    await applyOwnManifests(cp);
-    const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
-    const policyFile = join(cp.dir, "policy.yaml");
-    writeFileSync(policyFile, POLICY);
-    wh = await webhookProcess({ kubeconfig: sa.kubeconfig, policy: policyFile });
-    await wh.start();
-    const configs = await renderWebhookConfigurations(cp, wh.port, wh.caPem);
+    const own = await startOwnWebhook(cp, POLICY);
+    wh = own.wh;
+    const configs = own.configs;
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
     assert.equal(applied.code, 0, applied.stderr);
     let probe = 0;

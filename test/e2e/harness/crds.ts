@@ -1,8 +1,9 @@
 /**
  * @module
- * Stand-in CRDs for the custom kinds Quartermaster's manifests use (cert-manager's Certificate and Issuer,
- * Prometheus Operator's ServiceMonitor, PodMonitor and PrometheusRule): each accepts any content, so a
- * server-side dry-run of the rendered objects checks everything but those kinds' own schemas.
+ * Server-side dry-runs of rendered manifests: stand-in CRDs for the custom kinds Quartermaster's manifests
+ * use (cert-manager's Certificate and Issuer, Prometheus Operator's ServiceMonitor, PodMonitor and
+ * PrometheusRule), each accepting any content, so a dry-run checks everything but those kinds' own schemas;
+ * and the check that kubectl accepted every object.
  */
 import assert from "node:assert/strict";
 import type { ControlPlane } from "./controlplane.js";
@@ -40,4 +41,15 @@ export async function installMinimalCrds(cp: ControlPlane, objects: Obj[]): Prom
   assert.equal(applied.code, 0, applied.stderr);
   const established = await cp.kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
   assert.equal(established.code, 0, established.stderr);
+}
+
+/** Asserts that kubectl's `apply --dry-run=server` output `r` accepted every one of `objects`. */
+export function assertDryRunAccepted(r: { code: number; stdout: string; stderr: string }, objects: Obj[]): void {
+  assert.equal(r.code, 0, r.stderr);
+  const lines = r.stdout.trim().split("\n");
+  assert.equal(lines.length, objects.length, r.stdout);
+  for (const o of objects) {
+    const accepted = lines.some((l) => l.startsWith(o.kind.toLowerCase()) && l.includes(`/${o.metadata.name} `) && l.endsWith("(server dry run)"));
+    assert.ok(accepted, `${o.kind}/${o.metadata.name} not accepted: ${r.stdout}`);
+  }
 }

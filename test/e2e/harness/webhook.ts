@@ -4,7 +4,7 @@
  * at it by URL.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -188,6 +188,24 @@ export async function renderWebhookConfigurations(cp: ControlPlane, port: number
     }
   }
   return configs;
+}
+
+/**
+ * Quartermaster as its manifests install it, serving from a local process: its own objects applied, the
+ * webhook process started as its ServiceAccount with `policy` (YAML text), and the webhook configurations
+ * rendered to reach that process (not applied: tests choose which hooks to register).
+ */
+export async function startOwnWebhook(
+  cp: ControlPlane,
+  policy: string,
+): Promise<{ wh: WebhookProcess; sa: Awaited<ReturnType<ControlPlane["serviceAccount"]>>; configs: Array<Record<string, any>> }> {
+  await applyOwnManifests(cp);
+  const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
+  const policyFile = join(cp.dir, "policy.yaml");
+  writeFileSync(policyFile, policy);
+  const wh = await webhookProcess({ kubeconfig: sa.kubeconfig, policy: policyFile });
+  await wh.start();
+  return { wh, sa, configs: await renderWebhookConfigurations(cp, wh.port, wh.caPem) };
 }
 
 /** Installs the project's Kubeflow CRDs and waits until they are established; throws with kubectl's output. */
