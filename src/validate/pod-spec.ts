@@ -65,18 +65,21 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
     for (const side of ["requests", "limits"] as const) {
       for (const [name, raw] of Object.entries(c.resources?.[side] ?? {})) {
         const field = `${path}.resources.${side}[${name}]`;
-        // Unparseable, too long, out of range or not a string/number: a violation, never a silent pass.
+        const bound = containerMax(name, ctx);
+        // Where a limit applies (a container cap, or a GPU count that pod, job and capacity limits sum), a value
+        // that cannot be compared exactly (unparseable, too long, out of range, not a string/number, negative)
+        // is a violation, never a silent pass. Elsewhere Quartermaster has no say: the apiserver judges it.
+        const counted = bound !== undefined || isGpuResource(name, gpu);
         const checked = checkQuantity(raw);
         if (!checked.ok) {
-          violations.push({ rule: "quantity", field, message: checked.message });
+          if (counted) violations.push({ rule: "quantity", field, message: checked.message });
           continue;
         }
         const value = checked.quantity;
         if (isNegative(value)) {
-          violations.push({ rule: "quantity", field, message: `${String(raw)} must be greater than or equal to 0` });
+          if (counted) violations.push({ rule: "quantity", field, message: `${String(raw)} must be greater than or equal to 0` });
           continue;
         }
-        const bound = containerMax(name, ctx);
         // A request equal to its over-limit limit says nothing new (API defaulting copies limits to requests).
         const limit = side === "requests" ? q(limits[name]) : undefined;
         const sameAsLimit = limit !== undefined && compareQuantities(value, limit) === 0;

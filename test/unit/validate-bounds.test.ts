@@ -53,6 +53,24 @@ describe("pods: quantities that must not pass", () => {
     });
   }
 
+  // Nothing denied by default: where no limit applies, a value Quartermaster cannot compare is the apiserver's call.
+  const uncapped = checkPolicy({}, "defaults");
+  const uncappedCtx: ValidationContext = { policy: uncapped, namespace: "team-a", limits: effectiveLimits(uncapped, "team-a") };
+  const only: Array<[string, string, string, Want, Want]> = [
+    // [name, resource, value, under the capped policy, under the built-in policy]
+    ["cpu out of range", "cpu", "100E", [["quantity", "spec.containers[0].resources.requests[cpu]"]], []],
+    ["cpu 1e1001", "cpu", "1e1001", [["quantity", "spec.containers[0].resources.requests[cpu]"]], []],
+    ["an uncapped extended resource out of range", "example.com/fpga", "1e1001", [], []],
+    ["a GPU count out of range (summed by pod, job and capacity limits)", "nvidia.com/gpu", "1e1001", [["quantity", "spec.containers[0].resources.requests[nvidia.com/gpu]"]], [["quantity", "spec.containers[0].resources.requests[nvidia.com/gpu]"]]],
+  ];
+  for (const [name, resource, value, capped, builtIn] of only) {
+    it(`${name}: a violation only where a limit applies`, () => {
+      const pod = testPod({ spec: { containers: [container({ requests: { [resource]: value } })] } }) as V1Pod;
+      assert.deepEqual(fields(validatePod(deepFreeze(pod), ctx)).filter(([rule]) => rule === "quantity"), capped);
+      assert.deepEqual(fields(validatePod(deepFreeze(pod), uncappedCtx)).filter(([rule]) => rule === "quantity"), builtIn);
+    });
+  }
+
   it("8 GPUs written long are 8: allowed", () => {
     const pod = testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": EIGHT } })] } }) as V1Pod;
     assert.deepEqual(fields(validatePod(deepFreeze(pod), ctx)), []);
