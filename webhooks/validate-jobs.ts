@@ -13,6 +13,7 @@ import { validatingWebhook, type ValidationResult, type Webhook } from "../src/a
 import type { KubeObject } from "../src/admission/types.js";
 import { readJob, type JobReadResult } from "../src/topology/lookup.js";
 import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
+import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { merge } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
@@ -46,15 +47,15 @@ export function validateJobs(deps: WebhookDeps): Webhook {
           const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
           // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
           if (cost.over) return { violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }], warnings: [] };
-          return validateScale({ scale: request.object, job: read.job, kind, ctx, capacity: deps.capacity?.current() });
+          return enforce(validateScale({ scale: request.object, job: read.job, kind, ctx, capacity: deps.capacity?.current() }), policy.enforcement, namespace);
         };
         const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
       const check = (job: KubeObject) => merge(validateJob(job, kind, ctx), validateCapacity(job, kind, ctx, deps.capacity?.current()));
       const now = check(request.object);
-      if (request.operation === "UPDATE" && request.oldObject) return newOrWorse(now, check(request.oldObject));
-      return now;
+      // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
+      return enforce(request.operation === "UPDATE" && request.oldObject ? newOrWorse(now, check(request.oldObject)) : now, policy.enforcement, namespace);
     },
   });
 }

@@ -10,6 +10,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { specsCost } from "../src/admission/cost.js";
 import { podGuard } from "../src/admission/guards.js";
 import { validatingWebhook, type Webhook } from "../src/admission/handler.js";
+import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { validatePod } from "../src/validate/pod.js";
@@ -33,8 +34,9 @@ export function validatePods(deps: WebhookDeps): Webhook {
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
       const now = validatePod(pod, ctx);
-      if (request.subResource === "resize" && request.oldObject) return newOrWorse(now, validatePod(request.oldObject as V1Pod, ctx));
-      return now;
+      // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
+      const found = request.subResource === "resize" && request.oldObject ? newOrWorse(now, validatePod(request.oldObject as V1Pod, ctx)) : now;
+      return enforce(found, policy.enforcement, namespace);
     },
   });
 }

@@ -26,6 +26,8 @@ export interface WebhookResult {
   warnings: number;
   /** Rules that produced violations, once each. */
   deniedRules: string[];
+  /** Every policy violation a validating webhook found, with its enforcement mode (denied ones too). */
+  policyViolations: PolicyViolation[];
   /** Why the webhook did nothing, for `skipped`. */
   skipReason?: string;
   /** What a rule threw, for `error`. */
@@ -53,9 +55,17 @@ export interface MutationResult {
   deny?: Violation;
 }
 
+/** A violation as admitted or denied under its rule's enforcement mode (src/validate/enforcement.ts). */
+export interface PolicyViolation extends Violation {
+  mode: "deny" | "warn" | "audit";
+}
+
 export interface ValidationResult {
+  /** The violations that deny. */
   violations: readonly Violation[];
   warnings: readonly string[];
+  /** Violations the policy's enforcement lets through (`warn`: their warnings are in `warnings`; `audit`). */
+  waived?: readonly PolicyViolation[];
 }
 
 /** Prices a review before its rules run (see `cost.ts`); over the bound, the rules are not run. */
@@ -84,6 +94,7 @@ function result(request: AdmissionRequest, response: AdmissionResponse, fields: 
     patchOps: 0,
     warnings: response.warnings?.length ?? 0,
     deniedRules: [],
+    policyViolations: [],
     ...fields,
   };
 }
@@ -180,17 +191,18 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
     ...(spec.cost ? { cost: spec.cost } : {}),
     tooCostly(request, cost) {
       const violation: Violation = { rule: "review-cost", field: "spec", message: `${explainCost(cost)}; split the workload or ask the platform team` };
-      return result(request, denied(request.uid, [violation]), { outcome: "denied", deniedRules: [violation.rule] });
+      return result(request, denied(request.uid, [violation]), { outcome: "denied", deniedRules: [violation.rule], policyViolations: [{ ...violation, mode: "deny" }] });
     },
     run: (request) => spec.validate(request),
     finish(request, out) {
+      const policyViolations: PolicyViolation[] = [...out.violations.map((v): PolicyViolation => ({ ...v, mode: "deny" })), ...(out.waived ?? [])];
       if (out.violations.length === 0) {
-        return result(request, withWarnings(allowed(request.uid), out.warnings), { outcome: "allowed" });
+        return result(request, withWarnings(allowed(request.uid), out.warnings), { outcome: "allowed", policyViolations });
       }
       const deniedRules = [...new Set(out.violations.map((v) => v.rule))];
       const n = out.violations.length;
       const response = withWarnings(denied(request.uid, out.violations, `${n} policy violation${n === 1 ? "" : "s"}`), out.warnings);
-      return result(request, response, { outcome: "denied", deniedRules });
+      return result(request, response, { outcome: "denied", deniedRules, policyViolations });
     },
     failed(request, error) {
       const response = errored(request.uid, 500, new Error(`quartermaster: validation failed: ${errorMessage(error)}`));

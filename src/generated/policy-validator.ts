@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
@@ -44,6 +44,9 @@ data.jobDefaults = {};
 }
 if(data.namespaces === undefined){
 data.namespaces = [];
+}
+if(data.enforcement === undefined){
+data.enforcement = {};
 }
 if(data.reconciler === undefined){
 data.reconciler = {};
@@ -2737,35 +2740,20 @@ vErrors.push(err207);
 }
 errors++;
 }
-let data123 = data.reconciler;
+let data123 = data.enforcement;
 if(data123 && typeof data123 == "object" && !Array.isArray(data123)){
-if(data123.maxDeletionsPerPass === undefined){
-data123.maxDeletionsPerPass = 100;
+if(data123.mode === undefined){
+data123.mode = "deny";
 }
-if(data123.leaseGracePeriodSeconds === undefined){
-data123.leaseGracePeriodSeconds = 40;
+if(data123.rules === undefined){
+data123.rules = {};
 }
-if(data123.passLeaseSeconds === undefined){
-data123.passLeaseSeconds = 600;
-}
-if(data123.perReplicaServices === undefined){
-data123.perReplicaServices = true;
-}
-if(data123.events === undefined){
-data123.events = true;
-}
-if(data123.pendingGpuPodSeconds === undefined){
-data123.pendingGpuPodSeconds = 300;
-}
-if(data123.ledgerShardBytes === undefined){
-data123.ledgerShardBytes = 524288;
-}
-if(data123.concurrency === undefined){
-data123.concurrency = 8;
+if(data123.namespaces === undefined){
+data123.namespaces = [];
 }
 for(const key31 in data123){
-if(!((((((((key31 === "maxDeletionsPerPass") || (key31 === "leaseGracePeriodSeconds")) || (key31 === "passLeaseSeconds")) || (key31 === "perReplicaServices")) || (key31 === "events")) || (key31 === "pendingGpuPodSeconds")) || (key31 === "ledgerShardBytes")) || (key31 === "concurrency"))){
-const err208 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
+if(!(((key31 === "mode") || (key31 === "rules")) || (key31 === "namespaces"))){
+const err208 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2775,9 +2763,9 @@ vErrors.push(err208);
 errors++;
 }
 }
-let data124 = data123.maxDeletionsPerPass;
-if(!(((typeof data124 == "number") && (!(data124 % 1) && !isNaN(data124))) && (isFinite(data124)))){
-const err209 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data124 = data123.mode;
+if(!(((data124 === "deny") || (data124 === "warn")) || (data124 === "audit"))){
+const err209 = {instancePath:instancePath+"/enforcement/mode",schemaPath:"#/properties/enforcement/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2786,9 +2774,11 @@ vErrors.push(err209);
 }
 errors++;
 }
-if((typeof data124 == "number") && (isFinite(data124))){
-if(data124 < 1 || isNaN(data124)){
-const err210 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+let data125 = data123.rules;
+if(data125 && typeof data125 == "object" && !Array.isArray(data125)){
+for(const key32 in data125){
+if(!(func2.call(schema11.properties.enforcement.properties.rules.properties, key32))){
+const err210 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2798,9 +2788,10 @@ vErrors.push(err210);
 errors++;
 }
 }
-let data125 = data123.leaseGracePeriodSeconds;
-if(!(((typeof data125 == "number") && (!(data125 % 1) && !isNaN(data125))) && (isFinite(data125)))){
-const err211 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data125["container-limits"] !== undefined){
+let data126 = data125["container-limits"];
+if(!(((data126 === "deny") || (data126 === "warn")) || (data126 === "audit"))){
+const err211 = {instancePath:instancePath+"/enforcement/rules/container-limits",schemaPath:"#/properties/enforcement/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2809,9 +2800,11 @@ vErrors.push(err211);
 }
 errors++;
 }
-if((typeof data125 == "number") && (isFinite(data125))){
-if(data125 < 1 || isNaN(data125)){
-const err212 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data125["extended-resources"] !== undefined){
+let data127 = data125["extended-resources"];
+if(!(((data127 === "deny") || (data127 === "warn")) || (data127 === "audit"))){
+const err212 = {instancePath:instancePath+"/enforcement/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2821,9 +2814,10 @@ vErrors.push(err212);
 errors++;
 }
 }
-let data126 = data123.passLeaseSeconds;
-if(!(((typeof data126 == "number") && (!(data126 % 1) && !isNaN(data126))) && (isFinite(data126)))){
-const err213 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data125["gpu-mig-mixing"] !== undefined){
+let data128 = data125["gpu-mig-mixing"];
+if(!(((data128 === "deny") || (data128 === "warn")) || (data128 === "audit"))){
+const err213 = {instancePath:instancePath+"/enforcement/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2832,9 +2826,11 @@ vErrors.push(err213);
 }
 errors++;
 }
-if((typeof data126 == "number") && (isFinite(data126))){
-if(data126 > 86400 || isNaN(data126)){
-const err214 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+if(data125["pod-gpus"] !== undefined){
+let data129 = data125["pod-gpus"];
+if(!(((data129 === "deny") || (data129 === "warn")) || (data129 === "audit"))){
+const err214 = {instancePath:instancePath+"/enforcement/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2843,8 +2839,11 @@ vErrors.push(err214);
 }
 errors++;
 }
-if(data126 < 10 || isNaN(data126)){
-const err215 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+}
+if(data125.quantity !== undefined){
+let data130 = data125.quantity;
+if(!(((data130 === "deny") || (data130 === "warn")) || (data130 === "audit"))){
+const err215 = {instancePath:instancePath+"/enforcement/rules/quantity",schemaPath:"#/properties/enforcement/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -2854,8 +2853,10 @@ vErrors.push(err215);
 errors++;
 }
 }
-if(typeof data123.perReplicaServices !== "boolean"){
-const err216 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data125["accelerator-allowed"] !== undefined){
+let data131 = data125["accelerator-allowed"];
+if(!(((data131 === "deny") || (data131 === "warn")) || (data131 === "audit"))){
+const err216 = {instancePath:instancePath+"/enforcement/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -2864,8 +2865,11 @@ vErrors.push(err216);
 }
 errors++;
 }
-if(typeof data123.events !== "boolean"){
-const err217 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+if(data125["job-name"] !== undefined){
+let data132 = data125["job-name"];
+if(!(((data132 === "deny") || (data132 === "warn")) || (data132 === "audit"))){
+const err217 = {instancePath:instancePath+"/enforcement/rules/job-name",schemaPath:"#/properties/enforcement/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -2874,9 +2878,11 @@ vErrors.push(err217);
 }
 errors++;
 }
-let data129 = data123.pendingGpuPodSeconds;
-if(!(((typeof data129 == "number") && (!(data129 % 1) && !isNaN(data129))) && (isFinite(data129)))){
-const err218 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data125["job-shape"] !== undefined){
+let data133 = data125["job-shape"];
+if(!(((data133 === "deny") || (data133 === "warn")) || (data133 === "audit"))){
+const err218 = {instancePath:instancePath+"/enforcement/rules/job-shape",schemaPath:"#/properties/enforcement/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -2885,9 +2891,11 @@ vErrors.push(err218);
 }
 errors++;
 }
-if((typeof data129 == "number") && (isFinite(data129))){
-if(data129 < 0 || isNaN(data129)){
-const err219 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data125["job-replicas"] !== undefined){
+let data134 = data125["job-replicas"];
+if(!(((data134 === "deny") || (data134 === "warn")) || (data134 === "audit"))){
+const err219 = {instancePath:instancePath+"/enforcement/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -2897,9 +2905,10 @@ vErrors.push(err219);
 errors++;
 }
 }
-let data130 = data123.ledgerShardBytes;
-if(!(((typeof data130 == "number") && (!(data130 % 1) && !isNaN(data130))) && (isFinite(data130)))){
-const err220 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data125["job-gpus"] !== undefined){
+let data135 = data125["job-gpus"];
+if(!(((data135 === "deny") || (data135 === "warn")) || (data135 === "audit"))){
+const err220 = {instancePath:instancePath+"/enforcement/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -2908,9 +2917,11 @@ vErrors.push(err220);
 }
 errors++;
 }
-if((typeof data130 == "number") && (isFinite(data130))){
-if(data130 > 921600 || isNaN(data130)){
-const err221 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+}
+if(data125["run-policy"] !== undefined){
+let data136 = data125["run-policy"];
+if(!(((data136 === "deny") || (data136 === "warn")) || (data136 === "audit"))){
+const err221 = {instancePath:instancePath+"/enforcement/rules/run-policy",schemaPath:"#/properties/enforcement/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -2919,8 +2930,11 @@ vErrors.push(err221);
 }
 errors++;
 }
-if(data130 < 16384 || isNaN(data130)){
-const err222 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+}
+if(data125.capacity !== undefined){
+let data137 = data125.capacity;
+if(!(((data137 === "deny") || (data137 === "warn")) || (data137 === "audit"))){
+const err222 = {instancePath:instancePath+"/enforcement/rules/capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -2930,9 +2944,9 @@ vErrors.push(err222);
 errors++;
 }
 }
-let data131 = data123.concurrency;
-if(!(((typeof data131 == "number") && (!(data131 % 1) && !isNaN(data131))) && (isFinite(data131)))){
-const err223 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err223 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -2941,9 +2955,14 @@ vErrors.push(err223);
 }
 errors++;
 }
-if((typeof data131 == "number") && (isFinite(data131))){
-if(data131 > 64 || isNaN(data131)){
-const err224 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+let data138 = data123.namespaces;
+if(Array.isArray(data138)){
+const len18 = data138.length;
+for(let i18=0; i18<len18; i18++){
+let data139 = data138[i18];
+if(data139 && typeof data139 == "object" && !Array.isArray(data139)){
+if(data139.pattern === undefined){
+const err224 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -2952,8 +2971,9 @@ vErrors.push(err224);
 }
 errors++;
 }
-if(data131 < 1 || isNaN(data131)){
-const err225 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+for(const key33 in data139){
+if(!(((key33 === "pattern") || (key33 === "mode")) || (key33 === "rules"))){
+const err225 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key33},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -2963,9 +2983,11 @@ vErrors.push(err225);
 errors++;
 }
 }
-}
-else {
-const err226 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data139.pattern !== undefined){
+let data140 = data139.pattern;
+if(typeof data140 === "string"){
+if(func3(data140) < 1){
+const err226 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -2974,14 +2996,9 @@ vErrors.push(err226);
 }
 errors++;
 }
-let data132 = data.webhook;
-if(data132 && typeof data132 == "object" && !Array.isArray(data132)){
-if(data132.timeoutSeconds === undefined){
-data132.timeoutSeconds = 5;
 }
-for(const key32 in data132){
-if(!(key32 === "timeoutSeconds")){
-const err227 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
+else {
+const err227 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -2991,9 +3008,10 @@ vErrors.push(err227);
 errors++;
 }
 }
-let data133 = data132.timeoutSeconds;
-if(!(((typeof data133 == "number") && (!(data133 % 1) && !isNaN(data133))) && (isFinite(data133)))){
-const err228 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data139.mode !== undefined){
+let data141 = data139.mode;
+if(!(((data141 === "deny") || (data141 === "warn")) || (data141 === "audit"))){
+const err228 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -3002,9 +3020,13 @@ vErrors.push(err228);
 }
 errors++;
 }
-if((typeof data133 == "number") && (isFinite(data133))){
-if(data133 > 30 || isNaN(data133)){
-const err229 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+}
+if(data139.rules !== undefined){
+let data142 = data139.rules;
+if(data142 && typeof data142 == "object" && !Array.isArray(data142)){
+for(const key34 in data142){
+if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key34))){
+const err229 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err229];
 }
@@ -3013,8 +3035,11 @@ vErrors.push(err229);
 }
 errors++;
 }
-if(data133 < 1 || isNaN(data133)){
-const err230 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data142["container-limits"] !== undefined){
+let data143 = data142["container-limits"];
+if(!(((data143 === "deny") || (data143 === "warn")) || (data143 === "audit"))){
+const err230 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err230];
 }
@@ -3024,9 +3049,10 @@ vErrors.push(err230);
 errors++;
 }
 }
-}
-else {
-const err231 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data142["extended-resources"] !== undefined){
+let data144 = data142["extended-resources"];
+if(!(((data144 === "deny") || (data144 === "warn")) || (data144 === "audit"))){
+const err231 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -3036,13 +3062,501 @@ vErrors.push(err231);
 errors++;
 }
 }
-else {
-const err232 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data142["gpu-mig-mixing"] !== undefined){
+let data145 = data142["gpu-mig-mixing"];
+if(!(((data145 === "deny") || (data145 === "warn")) || (data145 === "audit"))){
+const err232 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err232];
 }
 else {
 vErrors.push(err232);
+}
+errors++;
+}
+}
+if(data142["pod-gpus"] !== undefined){
+let data146 = data142["pod-gpus"];
+if(!(((data146 === "deny") || (data146 === "warn")) || (data146 === "audit"))){
+const err233 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err233];
+}
+else {
+vErrors.push(err233);
+}
+errors++;
+}
+}
+if(data142.quantity !== undefined){
+let data147 = data142.quantity;
+if(!(((data147 === "deny") || (data147 === "warn")) || (data147 === "audit"))){
+const err234 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err234];
+}
+else {
+vErrors.push(err234);
+}
+errors++;
+}
+}
+if(data142["accelerator-allowed"] !== undefined){
+let data148 = data142["accelerator-allowed"];
+if(!(((data148 === "deny") || (data148 === "warn")) || (data148 === "audit"))){
+const err235 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err235];
+}
+else {
+vErrors.push(err235);
+}
+errors++;
+}
+}
+if(data142["job-name"] !== undefined){
+let data149 = data142["job-name"];
+if(!(((data149 === "deny") || (data149 === "warn")) || (data149 === "audit"))){
+const err236 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err236];
+}
+else {
+vErrors.push(err236);
+}
+errors++;
+}
+}
+if(data142["job-shape"] !== undefined){
+let data150 = data142["job-shape"];
+if(!(((data150 === "deny") || (data150 === "warn")) || (data150 === "audit"))){
+const err237 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err237];
+}
+else {
+vErrors.push(err237);
+}
+errors++;
+}
+}
+if(data142["job-replicas"] !== undefined){
+let data151 = data142["job-replicas"];
+if(!(((data151 === "deny") || (data151 === "warn")) || (data151 === "audit"))){
+const err238 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err238];
+}
+else {
+vErrors.push(err238);
+}
+errors++;
+}
+}
+if(data142["job-gpus"] !== undefined){
+let data152 = data142["job-gpus"];
+if(!(((data152 === "deny") || (data152 === "warn")) || (data152 === "audit"))){
+const err239 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err239];
+}
+else {
+vErrors.push(err239);
+}
+errors++;
+}
+}
+if(data142["run-policy"] !== undefined){
+let data153 = data142["run-policy"];
+if(!(((data153 === "deny") || (data153 === "warn")) || (data153 === "audit"))){
+const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err240];
+}
+else {
+vErrors.push(err240);
+}
+errors++;
+}
+}
+if(data142.capacity !== undefined){
+let data154 = data142.capacity;
+if(!(((data154 === "deny") || (data154 === "warn")) || (data154 === "audit"))){
+const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err241];
+}
+else {
+vErrors.push(err241);
+}
+errors++;
+}
+}
+}
+else {
+const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err242];
+}
+else {
+vErrors.push(err242);
+}
+errors++;
+}
+}
+}
+else {
+const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err243];
+}
+else {
+vErrors.push(err243);
+}
+errors++;
+}
+}
+}
+else {
+const err244 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err244];
+}
+else {
+vErrors.push(err244);
+}
+errors++;
+}
+}
+else {
+const err245 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err245];
+}
+else {
+vErrors.push(err245);
+}
+errors++;
+}
+let data155 = data.reconciler;
+if(data155 && typeof data155 == "object" && !Array.isArray(data155)){
+if(data155.maxDeletionsPerPass === undefined){
+data155.maxDeletionsPerPass = 100;
+}
+if(data155.leaseGracePeriodSeconds === undefined){
+data155.leaseGracePeriodSeconds = 40;
+}
+if(data155.passLeaseSeconds === undefined){
+data155.passLeaseSeconds = 600;
+}
+if(data155.perReplicaServices === undefined){
+data155.perReplicaServices = true;
+}
+if(data155.events === undefined){
+data155.events = true;
+}
+if(data155.pendingGpuPodSeconds === undefined){
+data155.pendingGpuPodSeconds = 300;
+}
+if(data155.ledgerShardBytes === undefined){
+data155.ledgerShardBytes = 524288;
+}
+if(data155.concurrency === undefined){
+data155.concurrency = 8;
+}
+if(data155.policyReports === undefined){
+data155.policyReports = false;
+}
+for(const key35 in data155){
+if(!(func2.call(schema11.properties.reconciler.properties, key35))){
+const err246 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err246];
+}
+else {
+vErrors.push(err246);
+}
+errors++;
+}
+}
+let data156 = data155.maxDeletionsPerPass;
+if(!(((typeof data156 == "number") && (!(data156 % 1) && !isNaN(data156))) && (isFinite(data156)))){
+const err247 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err247];
+}
+else {
+vErrors.push(err247);
+}
+errors++;
+}
+if((typeof data156 == "number") && (isFinite(data156))){
+if(data156 < 1 || isNaN(data156)){
+const err248 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err248];
+}
+else {
+vErrors.push(err248);
+}
+errors++;
+}
+}
+let data157 = data155.leaseGracePeriodSeconds;
+if(!(((typeof data157 == "number") && (!(data157 % 1) && !isNaN(data157))) && (isFinite(data157)))){
+const err249 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err249];
+}
+else {
+vErrors.push(err249);
+}
+errors++;
+}
+if((typeof data157 == "number") && (isFinite(data157))){
+if(data157 < 1 || isNaN(data157)){
+const err250 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err250];
+}
+else {
+vErrors.push(err250);
+}
+errors++;
+}
+}
+let data158 = data155.passLeaseSeconds;
+if(!(((typeof data158 == "number") && (!(data158 % 1) && !isNaN(data158))) && (isFinite(data158)))){
+const err251 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err251];
+}
+else {
+vErrors.push(err251);
+}
+errors++;
+}
+if((typeof data158 == "number") && (isFinite(data158))){
+if(data158 > 86400 || isNaN(data158)){
+const err252 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(vErrors === null){
+vErrors = [err252];
+}
+else {
+vErrors.push(err252);
+}
+errors++;
+}
+if(data158 < 10 || isNaN(data158)){
+const err253 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+if(vErrors === null){
+vErrors = [err253];
+}
+else {
+vErrors.push(err253);
+}
+errors++;
+}
+}
+if(typeof data155.perReplicaServices !== "boolean"){
+const err254 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err254];
+}
+else {
+vErrors.push(err254);
+}
+errors++;
+}
+if(typeof data155.events !== "boolean"){
+const err255 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err255];
+}
+else {
+vErrors.push(err255);
+}
+errors++;
+}
+let data161 = data155.pendingGpuPodSeconds;
+if(!(((typeof data161 == "number") && (!(data161 % 1) && !isNaN(data161))) && (isFinite(data161)))){
+const err256 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err256];
+}
+else {
+vErrors.push(err256);
+}
+errors++;
+}
+if((typeof data161 == "number") && (isFinite(data161))){
+if(data161 < 0 || isNaN(data161)){
+const err257 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err257];
+}
+else {
+vErrors.push(err257);
+}
+errors++;
+}
+}
+let data162 = data155.ledgerShardBytes;
+if(!(((typeof data162 == "number") && (!(data162 % 1) && !isNaN(data162))) && (isFinite(data162)))){
+const err258 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err258];
+}
+else {
+vErrors.push(err258);
+}
+errors++;
+}
+if((typeof data162 == "number") && (isFinite(data162))){
+if(data162 > 921600 || isNaN(data162)){
+const err259 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+if(vErrors === null){
+vErrors = [err259];
+}
+else {
+vErrors.push(err259);
+}
+errors++;
+}
+if(data162 < 16384 || isNaN(data162)){
+const err260 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+if(vErrors === null){
+vErrors = [err260];
+}
+else {
+vErrors.push(err260);
+}
+errors++;
+}
+}
+let data163 = data155.concurrency;
+if(!(((typeof data163 == "number") && (!(data163 % 1) && !isNaN(data163))) && (isFinite(data163)))){
+const err261 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err261];
+}
+else {
+vErrors.push(err261);
+}
+errors++;
+}
+if((typeof data163 == "number") && (isFinite(data163))){
+if(data163 > 64 || isNaN(data163)){
+const err262 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+if(vErrors === null){
+vErrors = [err262];
+}
+else {
+vErrors.push(err262);
+}
+errors++;
+}
+if(data163 < 1 || isNaN(data163)){
+const err263 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err263];
+}
+else {
+vErrors.push(err263);
+}
+errors++;
+}
+}
+if(typeof data155.policyReports !== "boolean"){
+const err264 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err264];
+}
+else {
+vErrors.push(err264);
+}
+errors++;
+}
+}
+else {
+const err265 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err265];
+}
+else {
+vErrors.push(err265);
+}
+errors++;
+}
+let data165 = data.webhook;
+if(data165 && typeof data165 == "object" && !Array.isArray(data165)){
+if(data165.timeoutSeconds === undefined){
+data165.timeoutSeconds = 5;
+}
+for(const key36 in data165){
+if(!(key36 === "timeoutSeconds")){
+const err266 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err266];
+}
+else {
+vErrors.push(err266);
+}
+errors++;
+}
+}
+let data166 = data165.timeoutSeconds;
+if(!(((typeof data166 == "number") && (!(data166 % 1) && !isNaN(data166))) && (isFinite(data166)))){
+const err267 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err267];
+}
+else {
+vErrors.push(err267);
+}
+errors++;
+}
+if((typeof data166 == "number") && (isFinite(data166))){
+if(data166 > 30 || isNaN(data166)){
+const err268 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+if(vErrors === null){
+vErrors = [err268];
+}
+else {
+vErrors.push(err268);
+}
+errors++;
+}
+if(data166 < 1 || isNaN(data166)){
+const err269 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err269];
+}
+else {
+vErrors.push(err269);
+}
+errors++;
+}
+}
+}
+else {
+const err270 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err270];
+}
+else {
+vErrors.push(err270);
+}
+errors++;
+}
+}
+else {
+const err271 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err271];
+}
+else {
+vErrors.push(err271);
 }
 errors++;
 }

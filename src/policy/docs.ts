@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { REMOVED_FIELDS, defaultPolicy } from "./load.js";
+import { RULES } from "./rules.js";
 import { POLICY_SCHEMA } from "./schema.js";
 
 type Schema = {
@@ -103,6 +104,16 @@ export const DESCRIPTIONS: Record<string, string> = {
   "namespaces[].pattern": "Namespace name pattern; `*` matches any run of characters.",
   "namespaces[].limits": "The fields of `limits` above, laid over them field by field (a field left out keeps the top-level value; GPU and replica maps are merged).",
   "namespaces[].jobDefaults": "The fields of `jobDefaults` above, laid over them field by field (a field left out keeps the top-level default).",
+  enforcement:
+    "What a violation does, per rule and per namespace pattern: `deny` refuses the object (the default), `warn` admits it with a kubectl warning naming the rule and the field path, `audit` admits it and records it (a log line, and `quartermaster_policy_violations_total{rule,mode}`, which counts every violation with its mode). " +
+    "The mode of a rule in a namespace: the first `namespaces[]` entry whose pattern matches the namespace and that names a mode for the rule (its `rules[rule]`, else its `mode`; an entry saying nothing of the rule is passed over), else `rules[rule]`, else `mode`. " +
+    "Rule names are listed under Rules below; an unknown name or an invalid mode is an error at load with its path. `job-scale` and `review-cost` always deny.",
+  "enforcement.mode": "The mode of every rule not named elsewhere.",
+  "enforcement.rules": "Modes by rule name, cluster-wide, e.g. `{job-gpus: warn}`.",
+  "enforcement.namespaces": "Modes by namespace name pattern, searched in order.",
+  "enforcement.namespaces[].pattern": "Namespace name pattern; `*` matches any run of characters.",
+  "enforcement.namespaces[].mode": "The mode of every rule in matching namespaces, unless `rules` names it.",
+  "enforcement.namespaces[].rules": "Modes by rule name in matching namespaces.",
   reconciler: "The reconciler's passes.",
   "reconciler.maxDeletionsPerPass": "At most this many deletions a pass (pods first); the rest wait for later passes.",
   "reconciler.leaseGracePeriodSeconds": "A node whose Lease was last renewed longer ago than this is stale in the device ledger.",
@@ -111,13 +122,15 @@ export const DESCRIPTIONS: Record<string, string> = {
   "reconciler.events": "Record Kubernetes Events on the job for adoptions, releases and deletions.",
   "reconciler.pendingGpuPodSeconds": "A GPU pod still unscheduled after this long is listed in the device ledger with its reason.",
   "reconciler.ledgerShardBytes": "Largest device-ledger shard (ConfigMap data) in bytes; ConfigMaps stop at 1 MiB.",
+  "reconciler.policyReports":
+    "Each pass also evaluates the pods and training jobs of every opted-in namespace against the policy and writes one `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace (see Rules below), when that CRD is installed (else one log line, and nothing written). Needs the reconciler's policyreports grant (manifests/base/reconciler-policyreports-rbac.yaml).",
   "reconciler.concurrency": "API calls a reconcile pass keeps in flight while it applies its plan (adoptions, Services, deletions).",
   webhook: "The admission webhooks.",
   "webhook.timeoutSeconds": "The `timeoutSeconds` the webhook configurations use; the latency histogram's buckets reach up to it and `doctor` warns above it.",
 };
 
 /** Fields whose sub-fields are not listed again (their description says where they are). */
-const SUMMARIZED = new Set(["namespaces[].limits", "namespaces[].jobDefaults"]);
+const SUMMARIZED = new Set(["namespaces[].limits", "namespaces[].jobDefaults", "enforcement.rules", "enforcement.namespaces[].rules"]);
 
 const TOLERATION_KEYS = "effect,key,operator,tolerationSeconds,value";
 const REQUIREMENT_KEYS = "key,operator,values";
@@ -166,6 +179,9 @@ function typeOf(s: Schema): string {
       return `list of ${of}${s.minItems ? `, at least ${s.minItems}` : ""}`;
     }
     case "object":
+      if (s.additionalProperties === false && s.properties && Object.values(s.properties).every((p) => p.enum) && Object.keys(s.properties).includes("job-gpus")) {
+        return `map of rule name → ${typeOf(Object.values(s.properties)[0]!)}`;
+      }
       if (s.additionalProperties && typeof s.additionalProperties === "object") return `map of name → ${typeOf(s.additionalProperties)}`;
       return "object";
     default:
@@ -261,6 +277,44 @@ export function renderPolicyDocs(schema?: Schema): string {
     }
     lines.push("");
   }
+  lines.push(
+    "## Rules",
+    "",
+    "Every violation names its rule: in the denial's message (`details.causes[]` carry the field paths), in kubectl",
+    "warnings under `warn`, in the `quartermaster_admission_denials_total` and `quartermaster_policy_violations_total`",
+    "metrics, in the admission log line, in `quartermaster audit` and in PolicyReports. The names are stable. A rule",
+    "whose mode can be set is one of `enforcement.rules`' keys.",
+    "",
+    "| rule | webhooks | mode settable | checks |",
+    "|---|---|---|---|",
+    ...RULES.map((r) => `| ${code(r.name)} | ${r.webhooks.join(", ")} | ${r.configurable ? "yes" : "no: always deny"} | ${escapeCell(r.description)} |`),
+    "",
+    "Rolling out a new limit: add it with its rule in `warn` (users see the warning, nothing is refused), watch",
+    "`quartermaster_policy_violations_total{rule=\"job-gpus\",mode=\"warn\"}` and `quartermaster audit` for what",
+    "already runs, then `deny` namespace by namespace, then everywhere:",
+    "",
+    "```yaml",
+    "limits: {job: {gpus: 64}}",
+    "enforcement:",
+    "  rules: {job-gpus: warn}          # step 1: everywhere, a warning",
+    "  namespaces:",
+    "    - pattern: team-a-*            # step 2: team-a first",
+    "      rules: {job-gpus: deny}",
+    "    - pattern: sandbox-*           # never refused there, only recorded",
+    "      mode: audit",
+    "# step 3: remove job-gpus from enforcement.rules: deny is the default",
+    "```",
+    "",
+    "PolicyReports (`reconciler.policyReports`): one `wgpolicyk8s.io/v1alpha2` PolicyReport named `quartermaster` per",
+    "opted-in namespace, labelled `app.kubernetes.io/managed-by: quartermaster`, rewritten each pass from that pass's",
+    "evaluation of the namespace's pods (not finished ones) and training jobs, as policy-reporter and Kyverno's and",
+    "Gatekeeper's users read them: one result per violation (`policy` the webhook, `rule` the rule, `result` `fail` for",
+    "`deny` and `audit`, `warn` for `warn`; `properties.field` the field path, `properties.mode` the mode) and one `pass`",
+    "per object without any, and the summary's counts. A fixed object's entries are gone at the next pass; a",
+    "namespace with nothing left to report loses its report, and only a report carrying that label is ever",
+    "replaced or deleted. `capacity` is not evaluated there (it needs the ledger at admission time).",
+    "",
+  );
   lines.push("## The built-in policy", "", "What `{}` expands to (`quartermaster policy defaults`), including the defaults too long for the tables:", "", "```yaml", stringify(defaultPolicy()).trimEnd(), "```", "");
   return lines.join("\n");
 }

@@ -10,6 +10,8 @@ import generatedPolicyValidator from "../generated/policy-validator.js";
 import { describeSchemaErrors } from "../schema.js";
 import { MAX_PATTERN_LENGTH } from "../glob.js";
 import { checkQuantity } from "../quantity.js";
+import { enforcementProblems } from "../validate/enforcement.js";
+import { CONFIGURABLE_RULES, RULE_NAMES } from "./rules.js";
 import type { JobDefaults, Policy, RunPolicyLimits } from "./types.js";
 
 const validatePolicy = generatedPolicyValidator as unknown as ValidateFunction<Policy>;
@@ -59,11 +61,19 @@ export function checkPolicy(value: unknown, source: string): Policy {
   const policy = structuredClone(value) as Record<string, unknown>;
   const removed = removedFieldProblems(policy);
   if (!validatePolicy(policy)) {
-    throw new PolicyError(source, [...removed, ...describeSchemaErrors(validatePolicy.errors), ...rangeProblems(policy, true)]);
+    throw new PolicyError(source, [...removed, ...describeSchemaErrors(validatePolicy.errors).map(ruleNameProblem), ...rangeProblems(policy, true)]);
   }
   const problems = [...removed, ...rangeProblems(policy, false), ...crossFieldProblems(policy)];
   if (problems.length > 0) throw new PolicyError(source, problems);
   return deepFreeze(policy);
+}
+
+/** `enforcement…rules: unknown field 'x'` said as what it is: an unknown rule name, with the names there are. */
+function ruleNameProblem(line: string): string {
+  const m = /^(enforcement(?:\.namespaces\[\d+\])?\.rules): unknown field '(.*)'$/.exec(line);
+  if (!m) return line;
+  const why = RULE_NAMES.includes(m[2]!) ? "always denies, its mode cannot be set" : "is not a rule";
+  return `${m[1]}.${m[2]}: ${JSON.stringify(m[2])} ${why}; rules: ${CONFIGURABLE_RULES.join(", ")}`;
 }
 
 type Doc = Record<string, any>;
@@ -130,6 +140,8 @@ function rangeProblems(doc: unknown, schemaFailed: boolean): string[] {
   });
   const gpu = isObject(doc.gpu) && Array.isArray(doc.gpu.resources) ? (doc.gpu.resources as unknown[]) : [];
   gpu.forEach((g, i) => patternProblem(isObject(g) ? g.pattern : undefined, `gpu.resources[${i}].pattern`, problems));
+  const enforcement = isObject(doc.enforcement) && Array.isArray(doc.enforcement.namespaces) ? (doc.enforcement.namespaces as unknown[]) : [];
+  enforcement.forEach((n, i) => patternProblem(isObject(n) ? n.pattern : undefined, `enforcement.namespaces[${i}].pattern`, problems));
   const defaults = isObject(doc.resources) && isObject(doc.resources.defaultRequests) ? doc.resources.defaultRequests : {};
   for (const name of ["cpu", "memory"]) quantityProblem(defaults[name], `resources.defaultRequests.${name}`, problems);
   return problems;
@@ -172,6 +184,7 @@ function jobDefaultProblems(
 /** Rules a JSON Schema cannot say: unique job kinds; job defaults within the run-policy limits, per namespace too. */
 function crossFieldProblems(policy: Policy): string[] {
   const problems: string[] = jobDefaultProblems(policy.jobDefaults, policy.limits.runPolicy, (f) => `jobDefaults.${f}`, "");
+  problems.push(...enforcementProblems(policy.enforcement));
   policy.namespaces.forEach((n, i) => {
     // What a namespace matching this entry gets: each section laid over the top-level one, field by field.
     const own = n.jobDefaults ?? {};

@@ -4,6 +4,8 @@
  * the built-in behaviour and `{}` is a complete policy.
  */
 
+import { CONFIGURABLE_RULES, ENFORCEMENT_MODES } from "./rules.js";
+
 const toleration = {
   type: "object",
   additionalProperties: false,
@@ -88,6 +90,15 @@ export const DEFAULT_JOB_KINDS = [
   ...kubeflowKinds,
   { kind: "Caffe2Job", group: "kubeflow.org", version: "v1alpha1", plural: "caffe2jobs", framework: "caffe2" },
 ];
+
+/** An enforcement mode (src/policy/rules.ts). */
+const enforcementMode = { enum: ENFORCEMENT_MODES };
+/** A mode per rule, by rule name; an unknown name is an error (so is a rule that always denies). */
+const ruleModes = {
+  type: "object",
+  additionalProperties: false,
+  properties: Object.fromEntries(CONFIGURABLE_RULES.map((r) => [r, enforcementMode])),
+};
 
 export const POLICY_SCHEMA = {
   $id: "https://quartermaster.dev/schemas/policy.json",
@@ -217,6 +228,29 @@ export const POLICY_SCHEMA = {
         },
       },
     },
+    enforcement: {
+      type: "object",
+      additionalProperties: false,
+      default: {},
+      properties: {
+        mode: { ...enforcementMode, default: "deny" },
+        rules: { ...ruleModes, default: {} },
+        namespaces: {
+          type: "array",
+          default: [],
+          items: {
+            type: "object",
+            additionalProperties: false,
+            required: ["pattern"],
+            properties: {
+              pattern: { type: "string", minLength: 1 },
+              mode: enforcementMode,
+              rules: ruleModes,
+            },
+          },
+        },
+      },
+    },
     reconciler: {
       type: "object",
       additionalProperties: false,
@@ -234,6 +268,8 @@ export const POLICY_SCHEMA = {
         ledgerShardBytes: { type: "integer", minimum: 16384, maximum: 921600, default: 524288 },
         /** API calls a pass keeps in flight when it applies its plan. */
         concurrency: { type: "integer", minimum: 1, maximum: 64, default: 8 },
+        /** One wgpolicyk8s.io/v1alpha2 PolicyReport per opted-in namespace, written each pass (when the CRD exists). */
+        policyReports: { type: "boolean", default: false },
       },
     },
     webhook: {

@@ -4,6 +4,10 @@
  * (`src/policy/schema.ts` is the JSON Schema; `test/unit/policy.test.ts` keeps the two in step).
  */
 
+import type { EnforcementMode } from "./rules.js";
+
+export type { EnforcementMode } from "./rules.js";
+
 export type Framework = "tensorflow" | "pytorch" | "mxnet" | "xgboost" | "paddle" | "jax" | "caffe2";
 
 /** A training-job kind the webhooks and the reconciler know. */
@@ -82,6 +86,27 @@ export interface NamespaceOverride {
   jobDefaults?: JobDefaults;
 }
 
+/** Modes by rule name (src/policy/rules.ts); a rule left out takes the enclosing mode. */
+export type RuleModes = Partial<Record<string, EnforcementMode>>;
+
+export interface EnforcementOverride {
+  /** Namespace name pattern; `*` matches any run of characters. */
+  pattern: string;
+  /** The mode of every configurable rule in matching namespaces, unless `rules` names the rule. */
+  mode?: EnforcementMode;
+  rules?: RuleModes;
+}
+
+/**
+ * How violations are enforced: `deny` refuses the object, `warn` admits it with a kubectl warning naming the
+ * rule and field, `audit` admits it and records the violation (log line, metric). See src/validate/enforcement.ts.
+ */
+export interface Enforcement {
+  mode: EnforcementMode;
+  rules: RuleModes;
+  namespaces: EnforcementOverride[];
+}
+
 export interface Policy {
   jobKinds: JobKind[];
   clusterSpec: {
@@ -124,6 +149,7 @@ export interface Policy {
   limits: Limits;
   jobDefaults: JobDefaults;
   namespaces: NamespaceOverride[];
+  enforcement: Enforcement;
   reconciler: {
     maxDeletionsPerPass: number;
     /** Node Lease staleness (device ledger). */
@@ -139,6 +165,8 @@ export interface Policy {
     ledgerShardBytes: number;
     /** API calls a pass keeps in flight when it applies its plan. */
     concurrency: number;
+    /** Write a PolicyReport per opted-in namespace each pass, where the wgpolicyk8s.io CRD is installed. */
+    policyReports: boolean;
   };
   webhook: {
     /** The timeoutSeconds the webhook configurations use; metrics buckets reach up to it. */

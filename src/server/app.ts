@@ -314,7 +314,8 @@ export function createAdmissionHandler(
       },
       () => {
         metrics.observe(webhook.name, result, seconds);
-        if (result.outcome === "error" || log.isLevelEnabled("info")) logAdmission(log, webhook, result, seconds);
+        // Audited violations are always recorded, whatever the log level.
+        if (result.outcome === "error" || log.isLevelEnabled("info") || result.policyViolations.some((v) => v.mode === "audit")) logAdmission(log, webhook, result, seconds);
       },
     );
   }
@@ -405,6 +406,7 @@ function logAdmission(log: Logger, webhook: Webhook, result: WebhookResult, seco
   // toString, say), and the log line must be written all the same.
   const meta = (r.object?.metadata ?? r.oldObject?.metadata) as { name?: unknown; generateName?: unknown } | undefined;
   const generateName = text(meta?.generateName);
+  const admitted = result.policyViolations.filter((v) => v.mode !== "deny");
   // One flat object (pino leaves out the undefined fields): this line is written for every admission.
   const fields = {
     webhook: webhook.name,
@@ -418,12 +420,16 @@ function logAdmission(log: Logger, webhook: Webhook, result: WebhookResult, seco
     patchOps: result.patchOps,
     warnings: result.warnings,
     deniedRules: result.deniedRules.length > 0 ? result.deniedRules : undefined,
+    // Violations admitted under warn or audit (src/validate/enforcement.ts), each with its rule and field.
+    admittedViolations: admitted.length > 0 ? admitted.map((v) => ({ rule: v.rule, mode: v.mode, field: v.field, message: v.message })) : undefined,
     skipReason: result.skipReason || undefined,
     err: result.error,
     durationMs: Math.round(seconds * 1e6) / 1e3,
   };
   if (result.outcome === "error") {
     log.error(fields, `admission rule failed; ${webhook.failureMode === "allow" ? "allowed" : "denied"}`);
+  } else if (admitted.some((v) => v.mode === "audit")) {
+    log.warn(fields, "admission: policy violations admitted (audit)");
   } else {
     log.info(fields, "admission");
   }

@@ -81,6 +81,12 @@ export function createAdmissionMetrics(opts: {
     labelNames: ["webhook"] as const,
     registers,
   });
+  const violations = new Counter({
+    name: "quartermaster_policy_violations_total",
+    help: "Policy violations found at admission, by webhook, rule and enforcement mode (deny: refused; warn: admitted with a warning; audit: admitted and logged).",
+    labelNames: ["webhook", "rule", "mode"] as const,
+    registers,
+  });
   const errors = new Counter({
     name: "quartermaster_admission_errors_total",
     help: "Requests that failed: 'rule' (a rule threw; failure mode applied) or the HTTP status of a refused request.",
@@ -119,6 +125,7 @@ export function createAdmissionMetrics(opts: {
         patchOps.inc({ webhook }, r.patchOps);
       }
       for (const rule of r.deniedRules) denials.inc({ webhook, rule });
+      for (const v of r.policyViolations) violations.inc({ webhook, rule: v.rule, mode: v.mode });
       if (r.warnings > 0) warnings.inc({ webhook }, r.warnings);
       if (r.outcome === "error") errors.inc({ webhook, type: "rule" });
     },
