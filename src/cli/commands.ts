@@ -41,6 +41,10 @@ Commands:
               in N, default the pod's own namespace, else quartermaster). --dry-run (with --once) prints
               the plan and what it skips and why, and changes nothing (logs go to stderr). With --schedule,
               pass metrics over HTTP on --metrics-port (/metrics, /healthz, /readyz; 0: off).
+  audit [-o table|json] [--namespace N] [--policy F] [--kubeconfig F]
+              Hold the pods and training jobs that already run in opted-in namespaces (only N with
+              --namespace) to the policy: every violation with its rule, mode and field. Exit 1 when
+              one breaks a rule in deny mode. (reconciler.policyReports writes the same as PolicyReports.)
   ledger [-o table|json] [--namespace N] [--kubeconfig F]
               Print the GPU device ledger the reconciler keeps in N (checksums verified).
   doctor [-o table|json] [--namespace quartermaster] [--policy F] [--kubeconfig F]
@@ -497,7 +501,8 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
       return { leaseBusy: true };
     }
     try {
-      return { actions: await runPass({ cluster, policy, log, now: () => new Date(), dryRun, namespace }) };
+      const policyReports = policy.reconciler.policyReports ? await (await import("../kube/policy-reports.js")).connectPolicyReports(kubeconfig) : undefined;
+      return { actions: await runPass({ cluster, policy, log, now: () => new Date(), dryRun, namespace, policyReports }) };
     } finally {
       await lease.held.release();
     }
@@ -630,6 +635,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         return await reconcileCommand(args, io);
       case "manifests":
         return await manifestsCommand(args, io);
+      case "audit":
+        return await (await import("./audit.js")).auditCommand(args, io);
       case undefined:
       case "help":
       case "--help":

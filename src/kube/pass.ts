@@ -20,6 +20,7 @@ import type { CreateServiceAction } from "../reconcile/services.js";
 import { namespaceScope } from "../scope.js";
 import type { Cluster } from "./cluster.js";
 import { applyLedgerWrites, readLedgerConfigMaps, type LedgerWriteReport } from "./ledger.js";
+import type { PolicyReportClient, ReportSyncResult } from "./policy-reports.js";
 
 type Action = ClaimAction | DeleteAction | CreateServiceAction;
 
@@ -30,6 +31,8 @@ export interface PassReport {
   skipped: Array<{ action: string; why: string }>;
   failed: Array<{ action: string; error: string }>;
   ledger?: LedgerWriteReport;
+  /** The PolicyReports written, with `reconciler.policyReports` (src/kube/policy-reports.ts). */
+  policyReports?: ReportSyncResult;
   events: number;
   apiCalls: number;
   durationMs: number;
@@ -43,6 +46,8 @@ export interface PassOptions {
   dryRun: boolean;
   /** Quartermaster's namespace: where the ledger lives; never in scope for the pass's other writes. */
   namespace: string;
+  /** Where PolicyReports are read and written, with `reconciler.policyReports` (not in a dry run). */
+  policyReports?: PolicyReportClient;
 }
 
 export async function snapshot(cluster: Cluster, policy: Policy, namespace: string, log: Logger): Promise<Snapshot> {
@@ -176,6 +181,16 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
     for (const f of report.ledger.failed) {
       report.failed.push({ action: `write ConfigMap ${opts.namespace}/${f.name}`, error: f.error });
       log.error({ configMap: f.name, error: f.error }, "reconcile: ledger write failed");
+    }
+    if (policy.reconciler.policyReports && opts.policyReports) {
+      const { syncPolicyReports } = await import("./policy-reports.js");
+      try {
+        report.policyReports = await syncPolicyReports({ client: opts.policyReports, policy, ownNamespace: opts.namespace, log, now: opts.now });
+        for (const f of report.policyReports.failed) report.failed.push({ action: `write PolicyReport ${f.report}`, error: f.error });
+      } catch (err) {
+        report.failed.push({ action: "write PolicyReports", error: errorMessage(err) });
+        log.error({ err }, "reconcile: policy reports failed");
+      }
     }
   }
   report.apiCalls = cluster.calls;

@@ -7,11 +7,12 @@
  * templates would read as an action quoted. Pure text functions; src/manifests/generate.ts writes them.
  */
 import { defaultPolicy } from "../policy/load.js";
-import { ledgerRbacYaml } from "./rbac.js";
+import { ledgerRbacYaml, policyReportsRbacYaml } from "./rbac.js";
 import { webhookConfigurationsYaml } from "./webhooks.js";
 
 export const CHART_WEBHOOK_TEMPLATE = "charts/quartermaster/templates/webhook-configurations.yaml";
 export const CHART_LEDGER_RBAC_TEMPLATE = "charts/quartermaster/templates/reconciler-ledger-rbac.yaml";
+export const CHART_POLICY_REPORTS_RBAC_TEMPLATE = "charts/quartermaster/templates/reconciler-policyreports-rbac.yaml";
 export const CHART_PROMETHEUS_RULE_TEMPLATE = "charts/quartermaster/templates/prometheusrule.yaml";
 export const PROMETHEUS_RULE_MANIFEST = "manifests/overlays/monitoring/prometheusrule.yaml";
 export const DASHBOARD_MANIFEST = "manifests/overlays/monitoring/quartermaster-dashboard.json";
@@ -49,6 +50,13 @@ export async function chartWebhookTemplate(): Promise<string> {
   const yaml = await webhookConfigurationsYaml(defaultPolicy(), { namespace: NAMESPACE_PLACEHOLDER });
   const body = withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)), `include "quartermaster.webhookAnnotations" .`);
   return HEADER("the built-in policy (src/manifests/webhooks.ts), as manifests/base/webhook-configurations.yaml") + body.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE);
+}
+
+/** The PolicyReports grant (cluster-scoped: only the binding's subject names the release namespace). */
+export async function chartPolicyReportsRbacTemplate(): Promise<string> {
+  const yaml = await policyReportsRbacYaml(NAMESPACE_PLACEHOLDER);
+  const body = withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)));
+  return HEADER("src/reconcile/policy-reports.ts, as manifests/base/reconciler-policyreports-rbac.yaml") + body.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE);
 }
 
 export async function chartLedgerRbacTemplate(): Promise<string> {

@@ -14,22 +14,25 @@ import { POLICY_SCHEMA } from "../policy/schema.js";
 import {
   CHART_DASHBOARD,
   CHART_LEDGER_RBAC_TEMPLATE,
+  CHART_POLICY_REPORTS_RBAC_TEMPLATE,
   CHART_PROMETHEUS_RULE_TEMPLATE,
   CHART_VALUES_SCHEMA,
   CHART_WEBHOOK_TEMPLATE,
   chartLedgerRbacTemplate,
+  chartPolicyReportsRbacTemplate,
   chartPrometheusRuleTemplate,
   chartValuesSchema,
   chartWebhookTemplate,
   DASHBOARD_MANIFEST,
   PROMETHEUS_RULE_MANIFEST,
 } from "./chart.js";
-import { ledgerRbacYaml } from "./rbac.js";
+import { ledgerRbacYaml, policyReportsRbacYaml } from "./rbac.js";
 import { webhookConfigurationsYaml } from "./webhooks.js";
 
 /** The committed manifests, relative to the repository root. */
 export const WEBHOOK_MANIFEST = "manifests/base/webhook-configurations.yaml";
 export const LEDGER_RBAC_MANIFEST = "manifests/base/reconciler-ledger-rbac.yaml";
+export const POLICY_REPORTS_RBAC_MANIFEST = "manifests/base/reconciler-policyreports-rbac.yaml";
 
 /** The text manifests/base/webhook-configurations.yaml must have. */
 export function generatedWebhookManifest(): Promise<string> {
@@ -46,6 +49,8 @@ export async function generatedManifests(): Promise<Record<string, string>> {
   return {
     [WEBHOOK_MANIFEST]: await generatedWebhookManifest(),
     [LEDGER_RBAC_MANIFEST]: await ledgerRbacYaml(),
+    [POLICY_REPORTS_RBAC_MANIFEST]: await policyReportsRbacYaml(),
+    [CHART_POLICY_REPORTS_RBAC_TEMPLATE]: await chartPolicyReportsRbacTemplate(),
     [CHART_WEBHOOK_TEMPLATE]: await chartWebhookTemplate(),
     [CHART_LEDGER_RBAC_TEMPLATE]: await chartLedgerRbacTemplate(),
     [CHART_PROMETHEUS_RULE_TEMPLATE]: chartPrometheusRuleTemplate(readFileSync(join(ROOT, PROMETHEUS_RULE_MANIFEST), "utf8")),

@@ -1,0 +1,77 @@
+/**
+ * @module
+ * `quartermaster audit [-o table|json] [--namespace N] [--policy F] [--kubeconfig F]`: the pods and training
+ * jobs that already run in opted-in namespaces held to the policy (src/validate/audit.ts), each violation
+ * with its rule, enforcement mode and field path. Read-only. Exit 0 when nothing breaks a rule in `deny`
+ * mode, 1 when something does (or the policy is invalid), 2 for a usage error.
+ */
+import { readFile } from "node:fs/promises";
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { PolicyError, UsageError, errorMessage } from "../errors.js";
+import { createLogger } from "../log.js";
+import { defaultPolicy } from "../policy/load.js";
+import type { Policy } from "../policy/types.js";
+import type { CliIo } from "./io.js";
+
+export interface AuditCliOptions {
+  output: "table" | "json";
+  /** Audit only this namespace. */
+  namespace?: string;
+  policy?: string;
+  kubeconfig?: string;
+}
+
+const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/** Parses the command line (node:util), then {@link audit}. */
+export async function auditCommand(args: string[], io: CliIo): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      options: { output: { type: "string", short: "o" }, namespace: { type: "string" }, policy: { type: "string" }, kubeconfig: { type: "string" } },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    throw new UsageError(`audit: ${errorMessage(err)}`);
+  }
+  const output = values.output ?? "table";
+  if (output !== "table" && output !== "json") throw new UsageError("audit: -o must be table or json");
+  return audit({ output, namespace: values.namespace, policy: values.policy, kubeconfig: values.kubeconfig }, io);
+}
+
+async function loadPolicy(file: string | undefined, cwd: string): Promise<Policy> {
+  if (file === undefined) return defaultPolicy();
+  let text: string;
+  try {
+    text = await readFile(resolve(cwd, file), "utf8");
+  } catch (err) {
+    throw new PolicyError(file, [`cannot read: ${errorMessage(err)}`]);
+  }
+  return (await import("../policy/parse.js")).parsePolicy(text, file);
+}
+
+/** The audit, printed; resolves to the exit code. */
+export async function audit(opts: AuditCliOptions, io: CliIo): Promise<number> {
+  let policy: Policy;
+  try {
+    policy = await loadPolicy(opts.policy, io.cwd);
+  } catch (err) {
+    if (!(err instanceof PolicyError)) throw err;
+    io.stderr(err.message);
+    return 1;
+  }
+  const [{ connectPolicyReports, auditCluster }, { auditTable }] = await Promise.all([import("../kube/policy-reports.js"), import("../validate/audit.js")]);
+  const ownNamespace = await readFile(SA_NAMESPACE_FILE, "utf8").then((s) => s.trim(), () => "quartermaster");
+  // stdout carries the result: logs (job kinds not installed) go to stderr.
+  const log = createLogger("warn", 2);
+  const result = await auditCluster({ client: await connectPolicyReports(opts.kubeconfig), policy, ownNamespace, log, ...(opts.namespace !== undefined ? { only: opts.namespace } : {}) });
+  if (result.outOfScope) {
+    io.stderr(`quartermaster: audit: ${result.outOfScope}`);
+    return 1;
+  }
+  io.stdout(opts.output === "json" ? JSON.stringify({ namespaces: result.namespaces, objects: result.entries }, null, 2) : auditTable(result.entries));
+  return result.entries.some((e) => e.violations.some((v) => v.mode === "deny")) ? 1 : 0;
+}

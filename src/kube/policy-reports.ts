@@ -1,0 +1,195 @@
+/**
+ * @module
+ * The audit's reads and the PolicyReports' writes, through @kubernetes/client-node (imported on first use):
+ * full pods of each opted-in namespace (the reconciler's own pod list is trimmed to what its planner reads),
+ * training jobs of every configured kind, and `wgpolicyk8s.io/v1alpha2` PolicyReports named `quartermaster`.
+ * What to write is decided in src/reconcile/policy-reports.ts; what breaks which rule in src/validate/audit.ts.
+ */
+import type { Logger } from "pino";
+import type { KubeObject } from "../admission/types.js";
+import { errorMessage } from "../errors.js";
+import type { Policy } from "../policy/types.js";
+import { planPolicyReports, POLICY_REPORT_NAME, type ExistingReport, type PolicyReport, type ReportPlan } from "../reconcile/policy-reports.js";
+import { namespaceScope, scopeIndex, type NamespaceInfo } from "../scope.js";
+import { auditObjects, type AuditEntry, type AuditTarget } from "../validate/audit.js";
+import { kubeClient, statusOf } from "./client.js";
+import { PAGE_SIZE, slimNamespace } from "./cluster.js";
+
+const GROUP = "wgpolicyk8s.io";
+const VERSION = "v1alpha2";
+const PLURAL = "policyreports";
+
+export interface PolicyReportClient {
+  listNamespaces(): Promise<NamespaceInfo[]>;
+  /** Every pod of the namespace, whole. */
+  listPods(namespace: string): Promise<KubeObject[]>;
+  /** Every job of a kind in the cluster, whole; undefined when the kind's CRD is not installed. */
+  listJobs(kind: Policy["jobKinds"][number]): Promise<KubeObject[] | undefined>;
+  /** The PolicyReports named `quartermaster` in all namespaces; undefined when the PolicyReport CRD is not installed. */
+  listReports(): Promise<ExistingReport[] | undefined>;
+  /** Creates (no resourceVersion) or replaces a report; "conflict" on 409. */
+  putReport(report: PolicyReport, resourceVersion?: string): Promise<"written" | "conflict">;
+  /** Deletes with a resourceVersion precondition; "gone" on 404, "changed" on 409. */
+  deleteReport(namespace: string, name: string, resourceVersion?: string): Promise<"deleted" | "gone" | "changed">;
+}
+
+type Page = { items?: unknown[]; metadata?: { _continue?: string; continue?: string } };
+
+export async function connectPolicyReports(kubeconfig?: string): Promise<PolicyReportClient> {
+  const { k8s, kc } = await kubeClient(kubeconfig);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;
+  const paged = async (fetchPage: (cont: string | undefined) => Promise<Page>): Promise<KubeObject[]> => {
+    const out: KubeObject[] = [];
+    let cont: string | undefined;
+    do {
+      const page = await fetchPage(cont);
+      for (const item of page.items ?? []) out.push(raw(item));
+      cont = page.metadata?._continue ?? page.metadata?.continue;
+    } while (cont);
+    return out;
+  };
+  return {
+    async listNamespaces() {
+      return (await paged(async (cont) => (await core.listNamespace({ limit: PAGE_SIZE, _continue: cont })) as Page)).map(slimNamespace);
+    },
+    listPods(namespace) {
+      return paged(async (cont) => (await core.listNamespacedPod({ namespace, limit: PAGE_SIZE, _continue: cont })) as Page);
+    },
+    async listJobs(kind) {
+      try {
+        return await paged(async (cont) => (await custom.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, limit: PAGE_SIZE, _continue: cont })) as Page);
+      } catch (err) {
+        if (statusOf(err) === 404) return undefined;
+        throw err;
+      }
+    },
+    async listReports() {
+      try {
+        const items = await paged(
+          async (cont) =>
+            (await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, fieldSelector: `metadata.name=${POLICY_REPORT_NAME}`, limit: PAGE_SIZE, _continue: cont })) as Page,
+        );
+        return items.map((r) => {
+          const m = (r.metadata ?? {}) as { name?: string; namespace?: string; labels?: Record<string, string>; resourceVersion?: string };
+          return { namespace: String(m.namespace), name: String(m.name), labels: m.labels ?? {}, ...(m.resourceVersion ? { resourceVersion: m.resourceVersion } : {}) };
+        });
+      } catch (err) {
+        if (statusOf(err) === 404) return undefined;
+        throw err;
+      }
+    },
+    async putReport(report, resourceVersion) {
+      const { namespace, name } = report.metadata;
+      try {
+        if (resourceVersion === undefined) await custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, body: report });
+        else await custom.replaceNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, name, body: { ...report, metadata: { ...report.metadata, resourceVersion } } });
+        return "written";
+      } catch (err) {
+        if (statusOf(err) === 409) return "conflict";
+        throw err;
+      }
+    },
+    async deleteReport(namespace, name, resourceVersion) {
+      try {
+        await custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, name, body: resourceVersion ? { preconditions: { resourceVersion } } : {} });
+        return "deleted";
+      } catch (err) {
+        if (statusOf(err) === 404) return "gone";
+        if (statusOf(err) === 409) return "changed";
+        throw err;
+      }
+    },
+  };
+}
+
+export interface AuditOptions {
+  client: Pick<PolicyReportClient, "listNamespaces" | "listPods" | "listJobs">;
+  policy: Policy;
+  /** Quartermaster's namespace (never in scope). */
+  ownNamespace: string;
+  log: Logger;
+  /** Only this namespace (it must be in scope too). */
+  only?: string;
+}
+
+/** The audit of every live pod and job in the opted-in namespaces (or in `only`), and the namespaces it covered. */
+export async function auditCluster(opts: AuditOptions): Promise<{ entries: AuditEntry[]; namespaces: string[]; outOfScope?: string }> {
+  const { client, policy, log } = opts;
+  const listed = await client.listNamespaces();
+  const verdict = scopeIndex(namespaceScope(opts.ownNamespace), listed);
+  const all = listed.map((n) => n.name);
+  if (opts.only !== undefined) {
+    const v = verdict(opts.only);
+    if (!v.inScope) return { entries: [], namespaces: [], outOfScope: v.why };
+  }
+  const namespaces = (opts.only !== undefined ? [opts.only] : all).filter((n) => verdict(n).inScope).sort();
+  const targets: AuditTarget[] = [];
+  for (const ns of namespaces) for (const object of await client.listPods(ns)) targets.push({ object });
+  const wanted = new Set(namespaces);
+  for (const kind of policy.jobKinds) {
+    const jobs = await client.listJobs(kind);
+    if (jobs === undefined) {
+      log.debug({ kind: `${kind.group}/${kind.kind}` }, "audit: job kind not installed (no CRD); skipped");
+      continue;
+    }
+    for (const object of jobs) if (wanted.has(String((object.metadata as { namespace?: string } | undefined)?.namespace))) targets.push({ object, jobKind: kind });
+  }
+  return { entries: auditObjects(policy, targets, (ns) => wanted.has(ns)), namespaces };
+}
+
+export interface ReportSyncResult {
+  /** False when the PolicyReport CRD is not installed (nothing read or written). */
+  installed: boolean;
+  plan?: ReportPlan;
+  written: string[];
+  deleted: string[];
+  failed: Array<{ report: string; error: string }>;
+}
+
+/**
+ * One pass's PolicyReports: the audit, then each report rewritten from it and Quartermaster's reports of
+ * namespaces with nothing left deleted. Without the CRD: one log line, nothing else. A failure is filed in
+ * the result and logged; it never stops the other reports.
+ */
+export async function syncPolicyReports(opts: AuditOptions & { client: PolicyReportClient; now: () => Date }): Promise<ReportSyncResult> {
+  const { client, log } = opts;
+  const result: ReportSyncResult = { installed: false, written: [], deleted: [], failed: [] };
+  const existing = await client.listReports();
+  if (existing === undefined) {
+    log.info({ crd: `${PLURAL}.${GROUP}` }, "policy reports: the PolicyReport CRD (wgpolicyk8s.io/v1alpha2) is not installed; skipped");
+    return result;
+  }
+  result.installed = true;
+  const { entries } = await auditCluster(opts);
+  const plan = planPolicyReports(entries, existing, opts.now());
+  result.plan = plan;
+  for (const s of plan.skipped) log.warn({ namespace: s.namespace }, `policy reports: ${s.why}`);
+  for (const p of plan.put) {
+    const id = `${p.report.metadata.namespace}/${p.report.metadata.name}`;
+    try {
+      const r = await client.putReport(p.report, p.resourceVersion);
+      if (r === "conflict") result.failed.push({ report: id, error: "changed since it was read (409); rewritten at the next pass" });
+      else result.written.push(id);
+    } catch (err) {
+      result.failed.push({ report: id, error: errorMessage(err) });
+    }
+  }
+  for (const d of plan.delete) {
+    const id = `${d.namespace}/${d.name}`;
+    try {
+      const r = await client.deleteReport(d.namespace, d.name, d.resourceVersion);
+      if (r === "changed") result.failed.push({ report: id, error: "changed since it was read (409); deleted at the next pass" });
+      else result.deleted.push(id);
+    } catch (err) {
+      result.failed.push({ report: id, error: errorMessage(err) });
+    }
+  }
+  for (const f of result.failed) log.error({ report: f.report, error: f.error }, "policy reports: write failed");
+  log.info(
+    { written: result.written.length, deleted: result.deleted.length, failed: result.failed.length, objects: entries.length, violations: entries.reduce((n, e) => n + e.violations.length, 0) },
+    "policy reports",
+  );
+  return result;
+}
