@@ -38,9 +38,14 @@ const coordination = g("coordination.k8s.io");
 const admission = g("admissionregistration.k8s.io");
 const batch = g("batch");
 const events = g("events.k8s.io");
+const policyReports = (verb: string): Target => g("wgpolicyk8s.io")(verb, "policyreports");
 
-/** client-node `Api.method` → what RBAC must allow. `cluster: true`: a cluster-wide call (all namespaces or a cluster-scoped kind). */
-const METHODS: Record<string, Target & { cluster?: true }> = {
+/**
+ * client-node `Api.method` → what RBAC must allow. `cluster: true`: a cluster-wide call (all namespaces or a
+ * cluster-scoped kind). CustomObjectsApi serves the job kinds and PolicyReports (src/kube/policy-reports.ts)
+ * alike: a method both use maps to both.
+ */
+const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { cluster?: true }>> = {
   "CoreV1Api.listPodForAllNamespaces": { ...core("list", "pods"), cluster: true },
   "CoreV1Api.listServiceForAllNamespaces": { ...core("list", "services"), cluster: true },
   "CoreV1Api.listNode": { ...core("list", "nodes"), cluster: true },
@@ -69,9 +74,11 @@ const METHODS: Record<string, Target & { cluster?: true }> = {
   "CoordinationV1Api.createNamespacedLease": coordination("create", "leases"),
   "CoordinationV1Api.replaceNamespacedLease": coordination("update", "leases"),
   "CustomObjectsApi.getNamespacedCustomObject": JOBS("get"),
-  "CustomObjectsApi.listClusterCustomObject": { ...JOBS("list"), cluster: true },
+  "CustomObjectsApi.listClusterCustomObject": [{ ...JOBS("list"), cluster: true }, { ...policyReports("list"), cluster: true }],
   "CustomObjectsApi.patchNamespacedCustomObject": JOBS("patch"),
-  "CustomObjectsApi.deleteNamespacedCustomObject": JOBS("delete"),
+  "CustomObjectsApi.deleteNamespacedCustomObject": [JOBS("delete"), policyReports("delete")],
+  "CustomObjectsApi.createNamespacedCustomObject": policyReports("create"),
+  "CustomObjectsApi.replaceNamespacedCustomObject": policyReports("update"),
   "AdmissionregistrationV1Api.readMutatingWebhookConfiguration": { ...admission("get", "mutatingwebhookconfigurations"), cluster: true },
   "AdmissionregistrationV1Api.readValidatingWebhookConfiguration": { ...admission("get", "validatingwebhookconfigurations"), cluster: true },
   "AdmissionregistrationV1Api.patchMutatingWebhookConfiguration": { ...admission("patch", "mutatingwebhookconfigurations"), cluster: true },
@@ -172,15 +179,17 @@ function callsIn(file: string): { calls: Call[]; unknown: string[] } {
   for (const m of text.matchAll(re)) {
     const api = `${receivers.get(m[1]!)}.${m[2]}`;
     const where = `${rel}:${text.slice(0, m.index).split("\n").length}`;
-    const target = METHODS[api];
-    if (!target) {
+    const mapped = METHODS[api];
+    if (!mapped) {
       unknown.push(`${where} calls ${api}, which METHODS in test/e2e/manifests-rbac.test.ts does not map: add its verb, group, resource and scope`);
       continue;
     }
     const literal = /namespace:\s*"([a-z0-9-]+)"/.exec(text.slice(m.index, m.index + 300).split(/\)\s*[;,)]/)[0]!)?.[1];
-    for (const resource of target.resources) {
-      const ns = target.cluster ? ANY : literal ?? NAMESPACE[resource] ?? ANY;
-      calls.push({ where, api, verb: target.verb, group: target.group, resource, ns });
+    for (const target of [mapped].flat()) {
+      for (const resource of target.resources) {
+        const ns = target.cluster ? ANY : literal ?? NAMESPACE[resource] ?? ANY;
+        calls.push({ where, api, verb: target.verb, group: target.group, resource, ns });
+      }
     }
   }
   return { calls, unknown };
