@@ -45,11 +45,10 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   // Update and delete are granted by name (manifests/base/reconciler-ledger-rbac.yaml): the index and a shard stand for all.
   for (const name of [LEDGER_INDEX_NAME, shardName(0)]) need(reconciler, ["update", "delete"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps", name);
   need(reconciler, ["list"], "coordination.k8s.io", "leases", "kube-node-lease", "warning", "node staleness in the ledger");
-  // src/kube/policy-reports.ts: with reconciler.policyReports (manifests/base/reconciler-policyreports-rbac.yaml).
-  if (policy.reconciler.policyReports) {
-    need(reconciler, ["list", "create"], "wgpolicyk8s.io", "policyreports", "", "warning", "PolicyReports (reconciler.policyReports)");
-    need(reconciler, ["update", "delete"], "wgpolicyk8s.io", "policyreports", "", "warning", "PolicyReports (reconciler.policyReports)", "quartermaster");
-  }
+  // src/kube/policy-reports.ts, for reconciler.policyReports (manifests/base/reconciler-policyreports-rbac.yaml, always
+  // installed, so checked whether the policy turns the reports on or not: turning them on needs no RBAC change).
+  need(reconciler, ["list", "create"], "wgpolicyk8s.io", "policyreports", "", "warning", "PolicyReports (reconciler.policyReports)");
+  need(reconciler, ["update", "delete"], "wgpolicyk8s.io", "policyreports", "", "warning", "PolicyReports (reconciler.policyReports)", "quartermaster");
   // Least privilege the design relies on: the reconciler never changes the policy the webhook enforces (an
   // install from before the ledger's grant was by name could). The policy ConfigMap's name is hashed; any
   // name outside the ledger's answers the same.
