@@ -108,7 +108,8 @@ describe("enforcement modes and PolicyReports against a real kube-apiserver", ()
     const warned = await create("team-w", gpuPod("warned", 8));
     assert.equal(warned.code, 0, warned.stderr);
     const warnings = warned.stderr.split("\n").filter((l) => l.startsWith("Warning: "));
-    assert.deepEqual(warnings, [`Warning: quartermaster: container-limits (warn): ${FIELD}: 8 exceeds the per-containe…`]);
+    // The mutating webhook's own warning, then the validating webhook's (the apiserver keeps both, in order).
+    assert.deepEqual(warnings, ["Warning: quartermaster: added tolerations for nvidia.com/gpu", `Warning: quartermaster: container-limits (warn): ${FIELD}: 8 exceeds the per-containe…`]);
     const line = (await wh.awaitAdmissions("warned", 2)).find((l) => l.webhook === "validate-pods");
     assert.equal(line?.outcome, "allowed");
     assert.deepEqual(line?.admittedViolations, [{ rule: "container-limits", mode: "warn", field: FIELD, message: "8 exceeds the per-container limit of 4" }]);
