@@ -82,7 +82,7 @@ export function checkAccess(access: AccessCheck[] | Unreadable): Finding[] {
       severity,
       subject: `ServiceAccount ${sa}`,
       message: parts.join("; "),
-      fix: `apply the Roles and bindings of manifests/base/rbac.yaml, reconciler.yaml and reconciler-ledger-rbac.yaml (kubectl apply -k manifests/base)${excess.length > 0 ? "; remove other grants bound to it" : ""}`,
+      fix: `apply the Roles and bindings of manifests/base/rbac.yaml, reconciler.yaml, reconciler-ledger-rbac.yaml and reconciler-policyreports-rbac.yaml (kubectl apply -k manifests/base)${excess.length > 0 ? "; remove other grants bound to it" : ""}`,
     };
   });
 }
