@@ -179,8 +179,10 @@ function typeOf(s: Schema): string {
       return `list of ${of}${s.minItems ? `, at least ${s.minItems}` : ""}`;
     }
     case "object":
-      if (s.additionalProperties === false && s.properties && Object.values(s.properties).every((p) => p.enum) && Object.keys(s.properties).includes("job-gpus")) {
-        return `map of rule name → ${typeOf(Object.values(s.properties)[0]!)}`;
+      // A closed map whose every key takes the one same enum: modes by rule name (enforcement.rules).
+      if (s.additionalProperties === false && s.properties && Object.keys(s.properties).length > 1) {
+        const values = Object.values(s.properties);
+        if (values[0]!.enum && values.every((v) => v === values[0])) return `map of rule name → ${typeOf(values[0]!)}`;
       }
       if (s.additionalProperties && typeof s.additionalProperties === "object") return `map of name → ${typeOf(s.additionalProperties)}`;
       return "object";
