@@ -108,7 +108,7 @@ function shape(job: KubeObject, kind: JobKind): Findings {
   const allowed = REPLICA_TYPES[kind.framework];
   if (allowed) {
     for (const [type] of specs) {
-      if (!allowed.includes(type)) violations.push({ rule: "job-shape", field: specPath(kind, type), message: `${JSON.stringify(type)} is not a ${kind.kind} replica type: use ${allowed.join(" or ")}, spelled so` });
+      if (!allowed.includes(type)) violations.push({ rule: "job-shape", field: specPath(kind, type), message: `${JSON.stringify(type)}: ${kind.kind} replica types are ${allowed.join(" and ")}, spelled so` });
     }
   }
   const count = (t: string): number => specs.filter(([k]) => k.toLowerCase() === t).reduce((n, [, s]) => n + replicasOf(s), 0);

@@ -24,13 +24,13 @@ describe("validateJob: what the training operator v1.8.1 refuses", () => {
       "PyTorchJob with lower-case replica types",
       make("PyTorchJob", { master: 1, worker: 2 }),
       [
-        ["job-shape", "spec.pytorchReplicaSpecs.master", '"master" is not a PyTorchJob replica type: use Master or Worker, spelled so'],
-        ["job-shape", "spec.pytorchReplicaSpecs.worker", '"worker" is not a PyTorchJob replica type: use Master or Worker, spelled so'],
+        ["job-shape", "spec.pytorchReplicaSpecs.master", '"master": PyTorchJob replica types are Master and Worker, spelled so'],
+        ["job-shape", "spec.pytorchReplicaSpecs.worker", '"worker": PyTorchJob replica types are Master and Worker, spelled so'],
       ],
     ],
-    ["PyTorchJob with a Launcher", make("PyTorchJob", { Launcher: 1, Worker: 2 }), [["job-shape", "spec.pytorchReplicaSpecs.Launcher", '"Launcher" is not a PyTorchJob replica type: use Master or Worker, spelled so']]],
+    ["PyTorchJob with a Launcher", make("PyTorchJob", { Launcher: 1, Worker: 2 }), [["job-shape", "spec.pytorchReplicaSpecs.Launcher", '"Launcher": PyTorchJob replica types are Master and Worker, spelled so']]],
     ["PyTorchJob whose Master leaves replicas unset", make("PyTorchJob", { Master: {}, Worker: 2 }), [["job-shape", "spec.pytorchReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, replicas is not set"]]],
-    ["PaddleJob with a PS replica type", make("PaddleJob", { PS: 1, Worker: 2 }), [["job-shape", "spec.paddleReplicaSpecs.PS", '"PS" is not a PaddleJob replica type: use Master or Worker, spelled so']]],
+    ["PaddleJob with a PS replica type", make("PaddleJob", { PS: 1, Worker: 2 }), [["job-shape", "spec.paddleReplicaSpecs.PS", '"PS": PaddleJob replica types are Master and Worker, spelled so']]],
     ["XGBoostJob without a Master", make("XGBoostJob", { Worker: 2 }), [["job-shape", "spec.xgbReplicaSpecs.Master", "is required: an XGBoostJob has one Master"]]],
     ["XGBoostJob with 2 Masters", make("XGBoostJob", { Master: 2, Worker: 2 }), [["job-shape", "spec.xgbReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, got 2"]]],
     ["XGBoostJob whose Master leaves replicas unset", make("XGBoostJob", { Master: {} }), [["job-shape", "spec.xgbReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, replicas is not set"]]],
@@ -38,10 +38,30 @@ describe("validateJob: what the training operator v1.8.1 refuses", () => {
       "XGBoostJob with a Launcher and no Master",
       make("XGBoostJob", { Launcher: 1 }),
       [
-        ["job-shape", "spec.xgbReplicaSpecs.Launcher", '"Launcher" is not a XGBoostJob replica type: use Master or Worker, spelled so'],
+        ["job-shape", "spec.xgbReplicaSpecs.Launcher", '"Launcher": XGBoostJob replica types are Master and Worker, spelled so'],
         ["job-shape", "spec.xgbReplicaSpecs.Master", "is required: an XGBoostJob has one Master"],
       ],
     ],
+    ["XGBoostJob with a Master of 0 replicas", make("XGBoostJob", { Master: 0, Worker: 2 }), [["job-shape", "spec.xgbReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, got 0"]]],
+    [
+      "XGBoostJob with lower-case master and worker",
+      make("XGBoostJob", { master: 1, worker: 2 }),
+      [
+        ["job-shape", "spec.xgbReplicaSpecs.master", '"master": XGBoostJob replica types are Master and Worker, spelled so'],
+        ["job-shape", "spec.xgbReplicaSpecs.worker", '"worker": XGBoostJob replica types are Master and Worker, spelled so'],
+        ["job-shape", "spec.xgbReplicaSpecs.Master", "is required: an XGBoostJob has one Master"],
+      ],
+    ],
+    ["XGBoostJob with a PS besides its Master", make("XGBoostJob", { Master: 1, PS: 1 }), [["job-shape", "spec.xgbReplicaSpecs.PS", '"PS": XGBoostJob replica types are Master and Worker, spelled so']]],
+    [
+      "XGBoostJob with no replica specs",
+      make("XGBoostJob", {}),
+      [
+        ["job-shape", "spec.xgbReplicaSpecs", "at least one replica spec is required"],
+        ["job-shape", "spec.xgbReplicaSpecs.Master", "is required: an XGBoostJob has one Master"],
+      ],
+    ],
+    ["PaddleJob with a lower-case worker", make("PaddleJob", { worker: 2 }), [["job-shape", "spec.paddleReplicaSpecs.worker", '"worker": PaddleJob replica types are Master and Worker, spelled so']]],
     ["TFJob with a Chief of 0 replicas and a Master", make("TFJob", { Chief: 0, Master: 1, Worker: 2 }), [["job-shape", "spec.tfReplicaSpecs", "at most one Chief or Master replica type, got Chief and Master"]]],
   ];
   for (const [name, j, want] of refused) it(`${name} → refused`, () => assert.deepEqual(check(j), want));
