@@ -3,8 +3,10 @@
  * `/validate/jobs`: rules on a training job of any configured kind.
  * - job-name: a DNS-1035 label (the training operator's rule), and every pod name `<job>-<type>-<index>`
  *   within 63 characters (pod names become hostnames and Service names);
- * - job-shape: every replica template has containers and one named as the framework expects; TF has at
- *   most one Chief or Master in all; PyTorch's Master, when present, has exactly one replica;
+ * - job-shape: every replica template has containers and one named as the framework expects; replica types
+ *   of PyTorch, XGBoost and Paddle jobs are `Master` or `Worker`, spelled so; TF has at most one Chief or
+ *   Master replica type and replica in all; PyTorch's and XGBoost's Master, when present, sets `replicas: 1`;
+ *   an XGBoostJob has a Master (the training operator v1.8.1's validating webhooks, `pkg/webhooks/`);
  * - job-replicas: replicas per replica type at most the policy's cap;
  * - job-gpus: replicas × the pod's effective GPU request, summed over replica types, at most the per-job limit;
  * - run-policy: ttlSecondsAfterFinished required and capped, activeDeadlineSeconds and backoffLimit caps,
@@ -15,7 +17,7 @@
 import type { V1ObjectMeta, V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../admission/types.js";
 import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
-import type { JobKind } from "../policy/types.js";
+import type { Framework, JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../quantity.js";
 import { validateAccelerators } from "./accelerator.js";
@@ -44,6 +46,18 @@ export function countProblem(v: unknown, max = INT32_MAX): string | undefined {
 }
 
 type Spec = Record<string, any>;
+
+/**
+ * The replica types upstream's webhook allows, spelled exactly so (training-operator v1.8.1
+ * `pkg/webhooks/{pytorch,xgboost,paddlepaddle}/*_webhook.go`: `field.NotSupported`). The operator's defaulting
+ * would camel-case `worker`, but its webhook refuses the job first. TF and MXNet accept any name there; JAX and
+ * Caffe2 have no webhook in v1.8.1.
+ */
+export const REPLICA_TYPES: Partial<Record<Framework, readonly string[]>> = {
+  pytorch: ["Master", "Worker"],
+  xgboost: ["Master", "Worker"],
+  paddle: ["Master", "Worker"],
+};
 
 function specPath(kind: JobKind, type: string): string {
   const field = REPLICA_SPECS_FIELD[kind.framework];
@@ -91,15 +105,33 @@ function shape(job: KubeObject, kind: JobKind): Findings {
       if (!c.image) violations.push({ rule: "job-shape", field: `${path}.template.spec.containers[${i}].image`, message: "an image is required" });
     });
   }
+  const allowed = REPLICA_TYPES[kind.framework];
+  if (allowed) {
+    for (const [type] of specs) {
+      if (!allowed.includes(type)) violations.push({ rule: "job-shape", field: specPath(kind, type), message: `${JSON.stringify(type)}: ${kind.kind} replica types are ${allowed.join(" and ")}, spelled so` });
+    }
+  }
   const count = (t: string): number => specs.filter(([k]) => k.toLowerCase() === t).reduce((n, [, s]) => n + replicasOf(s), 0);
-  if (kind.framework === "tensorflow" && count("chief") + count("master") > 1) {
-    violations.push({ rule: "job-shape", field, message: `at most one Chief or Master replica in all, got ${count("chief") + count("master")}` });
+  if (kind.framework === "tensorflow") {
+    // Upstream counts replica types (a `Chief` with 0 replicas still counts); one type with 2 replicas is
+    // Quartermaster's own refusal (TensorFlow has one chief).
+    const types = specs.filter(([k]) => ["chief", "master"].includes(k.toLowerCase())).map(([k]) => k);
+    const replicas = count("chief") + count("master");
+    if (replicas > 1) violations.push({ rule: "job-shape", field, message: `at most one Chief or Master replica in all, got ${replicas}` });
+    else if (types.length > 1) violations.push({ rule: "job-shape", field, message: `at most one Chief or Master replica type, got ${types.join(" and ")}` });
+  }
+  if (kind.framework === "pytorch" || kind.framework === "xgboost") {
+    // Upstream refuses a Master whose `replicas` is unset too (its webhook sees the job before any defaulting).
+    const master = specs.find(([k]) => k.toLowerCase() === "master");
+    if (master && master[1].replicas !== 1) {
+      const got = master[1].replicas === undefined ? "replicas is not set" : `got ${JSON.stringify(master[1].replicas)}`;
+      violations.push({ rule: "job-shape", field: `${specPath(kind, master[0])}.replicas`, message: `the Master replica type must have exactly 1 replica, ${got}` });
+    }
+  }
+  if (kind.framework === "xgboost" && !specs.some(([k]) => k === "Master")) {
+    violations.push({ rule: "job-shape", field: specPath(kind, "Master"), message: "is required: an XGBoostJob has one Master" });
   }
   if (kind.framework === "pytorch") {
-    const master = specs.find(([k]) => k.toLowerCase() === "master");
-    if (master && replicasOf(master[1]) !== 1) {
-      violations.push({ rule: "job-shape", field: `${specPath(kind, master[0])}.replicas`, message: `the Master replica type must have exactly 1 replica, got ${replicasOf(master[1])}` });
-    }
     const spec = (job.spec ?? {}) as Spec;
     if (spec.elasticPolicy?.nProcPerNode !== undefined) {
       if (spec.nprocPerNode !== undefined) {

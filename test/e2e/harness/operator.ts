@@ -11,15 +11,17 @@
  * checks: in a cluster the Secret is mounted there); a missing ValidatingWebhookConfiguration is only logged.
  * The webhook server reads its pair from controller-runtime's default directory under `$TMPDIR`, which is set
  * here to a directory of this run holding a pair made by `src/certs/generate.ts`. No
- * ValidatingWebhookConfiguration is registered: the apiserver never calls the operator's webhooks. The webhook
- * server listens on a free port on every interface (the operator has no flag for its host); metrics and
- * health probes are off.
+ * ValidatingWebhookConfiguration is registered by `startOperator`: the apiserver never calls the operator's
+ * webhooks unless a test registers them with {@link registerOperatorWebhooks} (by URL, with that pair's CA).
+ * The webhook server listens on a free port on every interface (the operator has no flag for its host);
+ * metrics and health probes are off.
  * `KUBEFLOW_NAMESPACE` is not set: it would also restrict the namespaces the operator watches.
  */
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseAllDocuments } from "yaml";
 import { createCertificateAuthority, issueCertificate } from "../../../src/certs/generate.js";
 import { freePort, type ControlPlane } from "./controlplane.js";
 
@@ -33,6 +35,8 @@ export interface Operator {
   /** The tail of the operator's log, for failure messages. */
   logs(lines?: number): string;
   stop(): Promise<void>;
+  /** The operator's webhook server: its port (reached on 127.0.0.1) and the CA of its serving certificate. */
+  webhook: { port: number; caPem: string };
 }
 
 /** The operator binary from QM_OPERATOR_BIN, or undefined when it is not set. */
@@ -96,6 +100,7 @@ export async function startOperator(cp: ControlPlane, bin: string, extraEnv: Rec
   }
 
   const log = join(cp.dir, "training-operator.log");
+  const webhookPort = await freePort();
   const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv, KUBECONFIG: cp.kubeconfig, TMPDIR: tmp };
   delete env.KUBEFLOW_NAMESPACE;
   delete env.MY_POD_NAMESPACE;
@@ -104,7 +109,7 @@ export async function startOperator(cp: ControlPlane, bin: string, extraEnv: Rec
     [
       "--metrics-bind-address=0",
       "--health-probe-bind-address=0",
-      `--webhook-server-port=${await freePort()}`,
+      `--webhook-server-port=${webhookPort}`,
       "--controller-threads=4",
       "--zap-log-level=info",
       "--zap-devel=false",
@@ -149,5 +154,49 @@ export async function startOperator(cp: ControlPlane, bin: string, extraEnv: Rec
     }
     await sleep(200);
   }
-  return { pid: child.pid!, logs: tail, stop };
+  return { pid: child.pid!, logs: tail, stop, webhook: { port: webhookPort, caPem: ca.certPem } };
+}
+
+/**
+ * The name of the configuration {@link registerOperatorWebhooks} creates. Not the operator's own
+ * `validator.training-operator.kubeflow.org` (`pkg/cert/cert.go`): its certificate rotator would write its own
+ * CA into that one, and the server serves the pair made here.
+ */
+export const OPERATOR_WEBHOOKS_NAME = "qm-test-training-operator-validators";
+
+/**
+ * Registers the operator's validating webhooks, as its module's `manifests/base/webhook/manifests.yaml` declares
+ * them (paths, rules, failurePolicy Fail), pointed by URL at `operator`'s webhook server. Returns once the
+ * apiserver calls them (a dry-run create of a TFJob named `0-probe`, a DNS subdomain but no DNS-1035 label, is
+ * refused by the TFJob webhook); the returned function removes them and returns once that job passes again.
+ */
+export async function registerOperatorWebhooks(cp: ControlPlane, operator: Operator, namespace = "default"): Promise<() => Promise<void>> {
+  const file = join(operatorModuleDir(), "manifests", "base", "webhook", "manifests.yaml");
+  const config = parseAllDocuments(readFileSync(file, "utf8"))
+    .map((d) => d.toJS() as Record<string, any>)
+    .find((d) => d?.kind === "ValidatingWebhookConfiguration");
+  if (!config) throw new Error(`no ValidatingWebhookConfiguration in ${file}`);
+  config.metadata = { name: OPERATOR_WEBHOOKS_NAME };
+  for (const hook of config.webhooks as Array<Record<string, any>>) {
+    hook.clientConfig = { url: `https://127.0.0.1:${operator.webhook.port}${hook.clientConfig.service.path}`, caBundle: Buffer.from(operator.webhook.caPem).toString("base64") };
+  }
+  const base = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
+  const created = await cp.api("POST", base, config);
+  if (created.status !== 201) throw new Error(`registering the operator's webhooks: ${created.status} ${JSON.stringify(created.body)}`);
+  const probe = {
+    apiVersion: "kubeflow.org/v1",
+    kind: "TFJob",
+    metadata: { name: "0-probe", namespace },
+    spec: { tfReplicaSpecs: { Worker: { replicas: 1, template: { spec: { containers: [{ name: "tensorflow", image: "probe" }] } } } } },
+  };
+  const refusedByWebhook = async (): Promise<boolean> => {
+    const r = await cp.api("POST", `/apis/kubeflow.org/v1/namespaces/${namespace}/tfjobs?dryRun=All`, probe);
+    return r.status !== 201 && /validator\.tfjob/.test(JSON.stringify(r.body));
+  };
+  await cp.until("the operator's webhooks to be called", refusedByWebhook, 30_000, 100);
+  return async () => {
+    const r = await cp.api("DELETE", `${base}/${OPERATOR_WEBHOOKS_NAME}`);
+    if (r.status !== 200) throw new Error(`removing the operator's webhooks: ${r.status} ${JSON.stringify(r.body)}`);
+    await cp.until("the operator's webhooks to be gone", async () => !(await refusedByWebhook()), 30_000, 100);
+  };
 }
