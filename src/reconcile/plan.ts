@@ -11,7 +11,7 @@
  *
  * Per job acted for: claim its pods and services by its kind's label scheme (adopt orphans that match, release
  * what stopped matching), create the per-replica Services it lacks (for the pods it owns and those it adopts
- * now: creating is not destructive), and clean it up when finished (only objects it already controlled before
+ * now: creating is not destructive; none for a job the training operator serves, see `./services.ts`), and clean it up when finished (only objects it already controlled before
  * this pass: an orphan it adopts now is cleaned up by the next pass, after the adoption has really happened).
  * Deletions are capped per pass (`capDeletions`: GPU holders first, then round-robin across namespaces). Then
  * the device ledger over every node and pod of the cluster, whatever the scope (it only reads), and the
