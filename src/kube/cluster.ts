@@ -8,6 +8,7 @@
 import type { KubeObject } from "../admission/types.js";
 import type { JobKind } from "../policy/types.js";
 import type { NamespaceInfo } from "../scope.js";
+import { RECONCILER_FIELD_MANAGER } from "../reconcile/claim.js";
 import { kubeClient, statusOf } from "./client.js";
 
 export const PAGE_SIZE = 500;
@@ -72,13 +73,32 @@ export function slimService(s: any): KubeObject {
   return { apiVersion: "v1", kind: "Service", metadata: slimMeta(s.metadata ?? {}) };
 }
 
+/**
+ * Of a pod's managedFields, only who owns which of its ownerReferences (manager, operation, subresource and the
+ * `f:metadata.f:ownerReferences` keys): the Service planner reads whether the reconciler set the job's
+ * controller reference (`src/reconcile/services.ts`). Every other field and the timestamps are dropped.
+ */
+function slimOwnerFields(managed: unknown): Record<string, unknown>[] | undefined {
+  if (!Array.isArray(managed)) return undefined;
+  const out: Record<string, unknown>[] = [];
+  for (const e of managed) {
+    const refs = e?.fieldsV1?.["f:metadata"]?.["f:ownerReferences"];
+    if (!refs || typeof refs !== "object") continue;
+    const keys: Record<string, object> = {};
+    for (const k of Object.keys(refs)) if (k.startsWith("k:")) keys[k] = {};
+    out.push({ manager: e.manager, operation: e.operation, ...(e.subresource ? { subresource: e.subresource } : {}), fieldsV1: { "f:metadata": { "f:ownerReferences": keys } } });
+  }
+  return out.length > 0 ? out : undefined;
+}
+
 export function slimPod(p: any): KubeObject {
   const spec = p.spec ?? {};
+  const owners = slimOwnerFields(p.metadata?.managedFields);
   const container = (c: any) => ({ name: c.name, ...(c.resources ? { resources: c.resources } : {}), ...(c.ports ? { ports: c.ports } : {}), ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}) });
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: slimMeta(p.metadata ?? {}),
+    metadata: { ...slimMeta(p.metadata ?? {}), ...(owners ? { managedFields: owners } : {}) },
     spec: {
       ...(spec.nodeName ? { nodeName: spec.nodeName } : {}),
       containers: (spec.containers ?? []).map(container),
@@ -185,7 +205,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     async createService(namespace, body) {
       calls++;
       try {
-        await core.createNamespacedService({ namespace, body: body as never });
+        await core.createNamespacedService({ namespace, body: body as never, fieldManager: RECONCILER_FIELD_MANAGER });
         return "created";
       } catch (err) {
         if (statusOf(err) === 409) return "exists";
@@ -196,8 +216,10 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       calls++;
       const body = JSON.parse(patch) as object;
       try {
-        if (t.kind === "Pod") await core.patchNamespacedPod({ name: t.name, namespace: t.namespace, body }, strategicMerge);
-        else await core.patchNamespacedService({ name: t.name, namespace: t.namespace, body }, strategicMerge);
+        // The field manager records in the pod's managedFields that the reconciler set its controller reference.
+        const fieldManager = RECONCILER_FIELD_MANAGER;
+        if (t.kind === "Pod") await core.patchNamespacedPod({ name: t.name, namespace: t.namespace, body, fieldManager }, strategicMerge);
+        else await core.patchNamespacedService({ name: t.name, namespace: t.namespace, body, fieldManager }, strategicMerge);
         return "patched";
       } catch (err) {
         if (statusOf(err) === 404) return "gone";

@@ -18,18 +18,40 @@
  * pod named otherwise than `GenGeneralName`, a finished, suspended or deleting job, and a kind whose operator
  * creates no Services (the label scheme says so: caffe2-operator creates none).
  *
- * A job the operator serves gets none at all: the operator owns its Services (it creates the missing ones on its
- * next reconcile of the job) and Quartermaster must not write what the operator owns. The evidence is the job's
- * status: the operator writes its conditions (`Created` first) at the end of its first reconcile of the job, after
- * that reconcile created the pods and Services; Quartermaster never writes job status. Before that first write
- * (a window of milliseconds per job) a pass can still create a Service the operator is about to create; it is
- * the same object (test/conformance/services.test.ts), and the operator's create then fails with AlreadyExists
- * and its next reconcile finds the Service in place.
+ * A job another controller serves gets none at all: the training operator owns its Services (it creates the
+ * missing ones on each reconcile of the job) and Quartermaster must not write what the operator owns. Two pieces
+ * of evidence, either one enough:
+ *
+ * 1. The pods (exact, and there from the first pod on). The operator creates every pod with the job's
+ *    controller reference in the create itself (upstream `GetPodFromTemplate` with the job's controller ref,
+ *    `pkg/controller.v1/common/pod.go` createNewPod), and in the same reconcile creates the replica's Service
+ *    (`ReconcilePods` then `ReconcileServices`, `pkg/controller.v1/common/job.go`). The pods the reconciler
+ *    serves are orphans it adopts (`src/reconcile/claim.ts`): its adoption patch is sent with the field manager
+ *    `quartermaster-reconciler`, so the apiserver records in the pod's managedFields that this manager set the
+ *    job's key in `f:metadata.f:ownerReferences`. A job gets Services only when every pod it controls had that
+ *    reference set by one of `SERVING_FIELD_MANAGERS` and by no other manager (or is adopted in this very pass);
+ *    a pod whose reference another manager set — the operator at creation, whatever its manager's name (the
+ *    binary's: `training-operator`, `manager` in upstream's image) — or whose managedFields are missing, means
+ *    a controller makes the job's pods, and with them its Services. Act only when certain: no record, no Service.
+ *    Quartermaster's own job controller (for kinds without an operator) may add its field manager to
+ *    `SERVING_FIELD_MANAGERS` to have the reconciler complete its pods' Services; until then its pods count as
+ *    another controller's, which makes its own Services.
+ * 2. The job's status: the operator writes its conditions (`Created` first) at the end of its first reconcile of
+ *    the job; Quartermaster never writes job status. This covers a job whose pods the reconciler adopted before
+ *    an operator started serving it.
+ *
+ * Status alone left a window: between the operator creating a new job's pods and writing its first status, a
+ * pass could create a Service the operator was about to create (0 or 1 of 69 in the racing part of
+ * test/conformance/coexistence.test.ts). The pods close it: the reconciler sees no pod of the job before the
+ * operator's create, and each one it sees carries the operator's reference. A timer (a grace period on young
+ * pods) would only narrow it, and delay the Services of pods the reconciler really serves. The check is
+ * applied after the label scheme's: a kind whose operator creates no Services (Caffe2Job) still gets none.
  */
 import type { KubeObject } from "../admission/types.js";
 import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { labelScheme } from "../topology/label-scheme.js";
+import { controllerUid, RECONCILER_FIELD_MANAGER } from "./claim.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import { finishedAt } from "./finished.js";
 import type { Meta } from "./meta.js";
@@ -72,6 +94,43 @@ export function servedByOperator(job: KubeObject): string | undefined {
   return `the training operator serves the job (status conditions ${types.join(", ")}): its Services are the operator's`;
 }
 
+/**
+ * The field managers whose setting of a pod's controller reference makes its job's Services Quartermaster's to
+ * make: the reconciler's (it adopted the pod). Quartermaster's job controller adds its own here to opt in.
+ */
+export const SERVING_FIELD_MANAGERS: readonly string[] = [RECONCILER_FIELD_MANAGER];
+
+/** The managers owning the ownerReference of `uid` in the object's managedFields (`f:metadata.f:ownerReferences`, keyed `k:{"uid":...}`). */
+export function ownerRefManagers(o: KubeObject, uid: string): string[] {
+  const key = `k:${JSON.stringify({ uid })}`;
+  const managed = ((o.metadata ?? {}) as { managedFields?: unknown }).managedFields;
+  const out: string[] = [];
+  if (!Array.isArray(managed)) return out;
+  for (const e of managed as Array<{ manager?: unknown; fieldsV1?: Record<string, any> } | null>) {
+    const refs = e?.fieldsV1?.["f:metadata"]?.["f:ownerReferences"];
+    if (refs && typeof refs === "object" && key in refs) out.push(String(e?.manager ?? ""));
+  }
+  return out;
+}
+
+/**
+ * Why another controller serves the job, known from its pods (header, evidence 1), or undefined: a pod it
+ * controls whose controller reference was set by a manager not in `managers`, or with no record of who set it.
+ * Pods without a controller reference (orphans adopted in this pass) are the reconciler's.
+ */
+export function servedByController(job: KubeObject, pods: readonly KubeObject[], managers: readonly string[] = SERVING_FIELD_MANAGERS): string | undefined {
+  const uid = String(((job.metadata ?? {}) as Meta).uid ?? "");
+  for (const pod of pods) {
+    if (controllerUid(pod) !== uid) continue;
+    const name = ((pod.metadata ?? {}) as Meta).name;
+    const by = ownerRefManagers(pod, uid);
+    if (by.length === 0) return `pod ${name} carries the job's controller reference with no record (managedFields) that Quartermaster set it: the job's controller makes its Services`;
+    const other = by.find((m) => !managers.includes(m));
+    if (other !== undefined) return `the controller reference of pod ${name} to the job was set by ${JSON.stringify(other)}, not by Quartermaster: the job's controller makes its Services`;
+  }
+  return undefined;
+}
+
 interface Port {
   name?: string;
   containerPort?: unknown;
@@ -94,11 +153,15 @@ export function servicePorts(spec: Record<string, any>, kind: Pick<JobKind, "fra
   return [...byName].map(([name, port]) => (name ? { name, port } : { port }));
 }
 
-/** `have`: the Services of the cluster (`serviceKeys`), whoever owns them. */
-export function planReplicaServices(job: KubeObject, kind: JobKind, pods: readonly KubeObject[], have: ServiceNames): CreateServiceAction[] {
+/**
+ * `pods`: those the job controls and the orphans it adopts in this pass; `have`: the Services of the cluster
+ * (`serviceKeys`), whoever owns them; `managers`: `SERVING_FIELD_MANAGERS` unless a caller opts others in.
+ */
+export function planReplicaServices(job: KubeObject, kind: JobKind, pods: readonly KubeObject[], have: ServiceNames, managers: readonly string[] = SERVING_FIELD_MANAGERS): CreateServiceAction[] {
   const jm = (job.metadata ?? {}) as Meta;
   const scheme = labelScheme(kind);
   if (!scheme.services || jm.deletionTimestamp || finishedAt(job).finished || servedByOperator(job)) return [];
+  if (servedByController(job, pods, managers)) return [];
   if ((job.spec as { runPolicy?: { suspend?: unknown } } | undefined)?.runPolicy?.suspend === true) return [];
   const specs = replicaSpecs(job, kind);
   const out: CreateServiceAction[] = [];

@@ -21,7 +21,9 @@ function typedPod(name: string, o: { owned?: boolean; node?: string; phase?: str
   if (o.owned) p.metadata.ownerReferences = [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "mnist", uid: "uid-mnist", controller: true }];
   p.metadata.creationTimestamp = new Date(p.metadata.creationTimestamp);
   if (o.deleting) p.metadata.deletionTimestamp = new Date(NOW.getTime() - 1000);
-  p.metadata.managedFields = [{ manager: "kubectl", operation: "Update" }];
+  // kubectl created it; the reconciler adopted the owned ones in an earlier pass (the Service planner reads that record).
+  p.metadata.managedFields = [{ manager: "kubectl", operation: "Update", time: new Date(NOW), fieldsType: "FieldsV1", fieldsV1: { "f:spec": { "f:containers": {} } } }];
+  if (o.owned) p.metadata.managedFields.push({ manager: "quartermaster-reconciler", operation: "Update", time: new Date(NOW), fieldsType: "FieldsV1", fieldsV1: { "f:metadata": { "f:ownerReferences": { ".": {}, 'k:{"uid":"uid-mnist"}': { ".": {}, "f:uid": {} } } } } });
   p.metadata.annotations = { big: "x".repeat(1000) };
   p.spec.volumes = [{ name: "data", emptyDir: {} }];
   p.spec.containers[0].env = [{ name: "A", value: "b" }];
@@ -49,7 +51,9 @@ describe("trimmed pods and services", () => {
     const p = slimPod(pods[2]!) as any;
     assert.equal(p.metadata.creationTimestamp, new Date(NOW.getTime() - 900_000).toISOString());
     assert.equal(p.metadata.deletionTimestamp, new Date(NOW.getTime() - 1000).toISOString());
-    for (const gone of [p.metadata.managedFields, p.metadata.annotations, p.spec.volumes, p.spec.containers[0].env, p.status.containerStatuses]) assert.equal(gone, undefined);
+    assert.deepEqual(p.metadata.managedFields, [{ manager: "quartermaster-reconciler", operation: "Update", fieldsV1: { "f:metadata": { "f:ownerReferences": { 'k:{"uid":"uid-mnist"}': {} } } } }], "of managedFields, who set which ownerReference");
+    assert.equal((slimPod(pods[1]!) as any).metadata.managedFields, undefined, "no ownerReference set: no managedFields");
+    for (const gone of [p.metadata.annotations, p.spec.volumes, p.spec.containers[0].env, p.status.containerStatuses]) assert.equal(gone, undefined);
     assert.deepEqual(p.status.conditions, [{ type: "PodScheduled", status: "False", reason: "Unschedulable", message: "no GPUs" }]);
     assert.deepEqual(Object.keys(slimService(services[0]!)), ["apiVersion", "kind", "metadata"]);
   });

@@ -22,7 +22,17 @@ const edited = (j: KubeObject, edit: (j: Obj) => void): KubeObject => {
   edit(c);
   return deepFreeze(c);
 };
-const pod = (name: string, type: string, extra: Record<string, string> = {}, owner = "uid-mnist", job = "mnist", kindName = "TFJob"): KubeObject =>
+/** A managedFields entry of `manager` owning the ownerReference of `uid` (and, when `created`, the pod's spec: it created the pod). */
+const refEntry = (manager: string, uid: string, created = false) => ({
+  manager,
+  operation: "Update",
+  apiVersion: "v1",
+  time: "2026-11-22T00:00:00Z",
+  fieldsType: "FieldsV1",
+  fieldsV1: { "f:metadata": { "f:ownerReferences": { ".": {}, [`k:${JSON.stringify({ uid })}`]: {} } }, ...(created ? { "f:spec": { "f:containers": {} } } : {}) },
+});
+/** A replica pod the reconciler adopted in an earlier pass (its managedFields say so), unless `managed` says otherwise. */
+const pod = (name: string, type: string, extra: Record<string, string> = {}, owner = "uid-mnist", job = "mnist", kindName = "TFJob", managed: unknown[] = [refEntry("quartermaster-reconciler", owner)]): KubeObject =>
   deepFreeze({
     apiVersion: "v1",
     kind: "Pod",
@@ -32,6 +42,7 @@ const pod = (name: string, type: string, extra: Record<string, string> = {}, own
       uid: `uid-${name}`,
       labels: { "training.kubeflow.org/job-name": job, "training.kubeflow.org/replica-type": type, "training.kubeflow.org/replica-index": name.slice(name.lastIndexOf("-") + 1), ...extra },
       ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: kindName, name: job, uid: owner, controller: true }],
+      managedFields: managed,
     },
   });
 const svc = (name: string, namespace = "team-a"): KubeObject => deepFreeze({ apiVersion: "v1", kind: "Service", metadata: { name, namespace } });
@@ -181,7 +192,51 @@ describe("planReplicaServices", () => {
   });
 });
 
+// Who set the pods' controller reference (src/reconcile/services.ts, evidence 1). The job has no status: the
+// window before the operator's first status write. Every "nothing" row planned Services before the change.
+describe("planReplicaServices: the pods tell who serves the job", () => {
+  const uid = "uid-mnist";
+  const QM = "quartermaster-reconciler";
+  const status = { manager: "kubelet", operation: "Update", subresource: "status", fieldsType: "FieldsV1", fieldsV1: { "f:status": { "f:phase": {} } } };
+  const w0 = (managed: unknown[]) => pod("mnist-worker-0", "worker", {}, uid, "mnist", "TFJob", managed);
+  const rows: Array<{ name: string; pods: KubeObject[]; managers?: string[]; want: string[] }> = [
+    { name: "the reconciler adopted the pods (its manager set the reference) → their Services", pods: [w0([refEntry(QM, uid)]), pod("mnist-ps-0", "ps")], want: ["mnist-worker-0", "mnist-ps-0"] },
+    { name: "the reconciler's reference beside other managers' other fields (kubelet's status) → the Service", pods: [w0([status, refEntry(QM, uid)])], want: ["mnist-worker-0"] },
+    { name: "the race window: the operator created the pod with the job's reference, no status yet → nothing", pods: [w0([refEntry("training-operator", uid, true)])], want: [] },
+    { name: "upstream's image names its manager `manager` → nothing (the name is not what decides)", pods: [w0([refEntry("manager", uid, true)])], want: [] },
+    { name: "a pod created with the reference by hand or by another tool → nothing", pods: [w0([refEntry("kubectl-create", uid, true)])], want: [] },
+    { name: "no managedFields (no record of who set the reference) → nothing", pods: [w0([])], want: [] },
+    { name: "the reconciler's record is of another uid's reference → nothing", pods: [w0([refEntry(QM, "uid-other"), refEntry("training-operator", uid, true)])], want: [] },
+    { name: "the reference owned by the reconciler and another manager too → nothing", pods: [w0([refEntry(QM, uid), refEntry("training-operator", uid)])], want: [] },
+    { name: "one pod the operator created among pods the reconciler adopted → nothing for the whole job", pods: [pod("mnist-ps-0", "ps"), w0([refEntry("training-operator", uid, true)])], want: [] },
+    { name: "a manager opted in (Quartermaster's job controller) → the Service", pods: [w0([refEntry("quartermaster-job-controller", uid, true)])], managers: [QM, "quartermaster-job-controller"], want: ["mnist-worker-0"] },
+    { name: "a manager not opted in → nothing", pods: [w0([refEntry("quartermaster-job-controller", uid, true)])], want: [] },
+  ];
+  for (const r of rows) it(r.name, () => assert.deepEqual(planReplicaServices(tf(), kind, r.pods, new Map(), r.managers).map((c) => c.name), r.want));
+
+  it("Caffe2Job: its scheme still decides (none), whoever set the references and whoever is opted in", () => {
+    const c = kindOf("Caffe2Job");
+    const j = job("Caffe2Job", "c", "team-a", { Worker: 2 });
+    const u = String((j.metadata as Obj).uid);
+    const p = deepFreeze({ apiVersion: "v1", kind: "Pod", metadata: { name: "c-worker-0", namespace: "team-a", uid: "u", labels: { caffe2_replica_type: "worker", caffe2_replica_index: "0" }, ownerReferences: [{ apiVersion: "kubeflow.org/v1alpha1", kind: "Caffe2Job", name: "c", uid: u, controller: true }], managedFields: [refEntry("quartermaster-job-controller", u, true)] } });
+    assert.deepEqual(planReplicaServices(j, c, [p], new Map(), [QM, "quartermaster-job-controller"]), []);
+  });
+});
+
 describe("planPass services", () => {
+  it("orphans the pass adopts get their Services; beside a pod the operator created, none (the adoptions stay)", () => {
+    const orphan = (name: string, type: string) => edited(pod(name, type, { "training.kubeflow.org/operator-name": "tfjob-controller" }), (p) => {
+      delete p.metadata.ownerReferences;
+      delete p.metadata.managedFields;
+    });
+    const orphans = [orphan("mnist-worker-0", "worker"), orphan("mnist-worker-1", "worker")];
+    const alone = planPass(snapshotOf({ jobs: [{ kind, job: tf() }], pods: orphans }), new Date(), defaultPolicy(), SCOPE);
+    assert.deepEqual([alone.claims.map((c) => c.name), alone.creates.map((c) => c.name)], [["mnist-worker-0", "mnist-worker-1"], ["mnist-worker-0", "mnist-worker-1"]]);
+    const op = pod("mnist-ps-0", "ps", { "training.kubeflow.org/operator-name": "tfjob-controller" }, "uid-mnist", "mnist", "TFJob", [refEntry("training-operator", "uid-mnist", true)]);
+    const beside = planPass(snapshotOf({ jobs: [{ kind, job: tf() }], pods: [...orphans, op] }), new Date(), defaultPolicy(), SCOPE);
+    assert.deepEqual([beside.claims.map((c) => c.name), beside.creates], [["mnist-worker-0", "mnist-worker-1"], []]);
+  });
+
   const snapshot = (pods: KubeObject[], j = tf()) => snapshotOf({ jobs: [{ kind, job: j }], pods });
   it("only pods the job controls get Services; the policy switch turns them off", () => {
     const pods = [pod("mnist-worker-0", "worker"), pod("mnist-worker-1", "worker", {}, "uid-someone-else")];
