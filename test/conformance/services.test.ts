@@ -4,10 +4,13 @@
  * layout of `operator-jobs.ts`) the operator creates its pods and Services. The reconciler's snapshot of the
  * cluster (`src/kube/pass.ts`, as a pass reads it) then goes through the Service planner
  * (`planReplicaServices`) for each job as though the operator did not serve it (its status left out, no
- * Service there), and each planned Service, defaulted by the apiserver (a dry-run create), must equal the
+ * Service there, and its pods as though the reconciler had adopted them: their managedFields say the reconciler
+ * set the job's controller reference), and each planned Service, defaulted by the apiserver (a dry-run create), must equal the
  * operator's: the same names, and labels, annotations, ownerReferences and the whole spec (clusterIP None,
  * selector, ports in name order, the apiserver's defaults) the same. A planned Service the apiserver refuses
- * counts as not created, as the operator's refused create does. Failures print both sides.
+ * counts as not created, as the operator's refused create does. Failures print both sides. The same job and pods
+ * as listed (the operator set their references) plan no Service, status or not: the window before the
+ * operator's first status write, replayed.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -16,6 +19,7 @@ import { connectCluster } from "../../src/kube/cluster.js";
 import { snapshot } from "../../src/kube/pass.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { Snapshot } from "../../src/reconcile/plan.js";
+import { RECONCILER_FIELD_MANAGER } from "../../src/reconcile/claim.js";
 import { planReplicaServices } from "../../src/reconcile/services.js";
 import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
 import { installOperatorCrds, operatorBin, startOperator, type Operator } from "../e2e/harness/operator.js";
@@ -27,6 +31,12 @@ const SKIP = bin ? false : "QM_OPERATOR_BIN is not set (export QM_OPERATOR_BIN=$
 const NS = "services";
 
 const cases = jobCases(NS);
+
+/** The pod as though the reconciler had adopted it: the record of who set the job's reference is the reconciler's. */
+const adopted = (pod: KubeObject, jobUid: string): KubeObject => {
+  const entry = { manager: RECONCILER_FIELD_MANAGER, operation: "Update", fieldsV1: { "f:metadata": { "f:ownerReferences": { [`k:${JSON.stringify({ uid: jobUid })}`]: {} } } } };
+  return { ...pod, metadata: { ...(pod.metadata as Obj), managedFields: [entry] } };
+};
 
 describe("per-replica Services: the reconciler's plan against the Kubeflow training operator v1.8.1", { skip: SKIP }, () => {
   let cp: ControlPlane;
@@ -69,7 +79,8 @@ describe("per-replica Services: the reconciler's plan against the Kubeflow train
       else compared.unserved += pods.length;
       // The plan for the same job and pods, were the operator not serving it and no Service there.
       const { status: _status, ...unserved } = entry.job as KubeObject & { status?: unknown };
-      const planned = planReplicaServices(unserved as KubeObject, entry.kind, pods, new Map());
+      assert.deepEqual(planReplicaServices(unserved as KubeObject, entry.kind, pods, new Map()), [], "the operator's own pods, no status: no Service");
+      const planned = planReplicaServices(unserved as KubeObject, entry.kind, pods.map((p) => adopted(p, uid)), new Map());
       const ours = new Map<string, Obj>();
       const refused: string[] = [];
       for (const p of planned) {
