@@ -23,17 +23,19 @@
  * of evidence, either one enough:
  *
  * 1. The pods (exact, and there from the first pod on). The operator creates every pod with the job's
- *    controller reference in the create itself (upstream `GetPodFromTemplate` with the job's controller ref,
- *    `pkg/controller.v1/common/pod.go` createNewPod), and in the same reconcile creates the replica's Service
- *    (`ReconcilePods` then `ReconcileServices`, `pkg/controller.v1/common/job.go`). The pods the reconciler
- *    serves are orphans it adopts (`src/reconcile/claim.ts`): its adoption patch is sent with the field manager
- *    `quartermaster-reconciler`, so the apiserver records in the pod's managedFields that this manager set the
- *    job's key in `f:metadata.f:ownerReferences`. A job gets Services only when every pod it controls had that
- *    reference set by one of `SERVING_FIELD_MANAGERS` and by no other manager (or is adopted in this very pass);
- *    a pod whose reference another manager set — the operator at creation, whatever its manager's name (the
- *    binary's: `training-operator`, `manager` in upstream's image) — or whose managedFields are missing, means
- *    a controller makes the job's pods, and with them its Services. Act only when certain: no record, no Service.
- *    Quartermaster's own job controller (for kinds without an operator) may add its field manager to
+ *    controller reference in the create itself (`pkg/controller.v1/common/pod.go` createNewPod →
+ *    `CreatePodsWithControllerRef`, `pkg/controller.v1/control/pod_control.go` GetPodFromTemplate), and in the
+ *    same reconcile creates the replica's Service (`ReconcilePods` then `ReconcileServices`,
+ *    `pkg/controller.v1/common/job.go`). The pods the reconciler serves are orphans it adopts
+ *    (`src/reconcile/claim.ts`): its adoption patch is sent with the field manager `quartermaster-reconciler`,
+ *    so the apiserver records in the pod's managedFields that this manager set the job's key in
+ *    `f:metadata.f:ownerReferences`. A job gets Services only when every pod it controls had that reference set
+ *    by one of `SERVING_FIELD_MANAGERS` and by no other manager (or is adopted in this very pass). A pod whose
+ *    reference another manager set — the operator at creation, whatever its manager's name (derived by the
+ *    apiserver from the user agent, i.e. the binary's name: `manager` in upstream's image) — or with no record
+ *    of who set it means a controller makes the job's pods, and with them its Services: act only when certain.
+ *    A pod created by hand with the job's reference looks exactly like the operator's and gets none either.
+ *    Quartermaster's own job controller (kinds without an operator) may add its field manager to
  *    `SERVING_FIELD_MANAGERS` to have the reconciler complete its pods' Services; until then its pods count as
  *    another controller's, which makes its own Services.
  * 2. The job's status: the operator writes its conditions (`Created` first) at the end of its first reconcile of
@@ -44,15 +46,18 @@
  * pass could create a Service the operator was about to create (0 or 1 of 69 in the racing part of
  * test/conformance/coexistence.test.ts). The pods close it: the reconciler sees no pod of the job before the
  * operator's create, and each one it sees carries the operator's reference. A timer (a grace period on young
- * pods) would only narrow it, and delay the Services of pods the reconciler really serves. The check is
- * applied after the label scheme's: a kind whose operator creates no Services (Caffe2Job) still gets none.
+ * pods) would only narrow it, and delay the Services of pods the reconciler really serves. Still possible: orphans
+ * made by hand for a new job, adopted by both the reconciler and an operator that has not yet written status;
+ * both then create the same Service and one create fails with AlreadyExists (test/conformance/services.test.ts:
+ * the same object). The check is applied after the label scheme's: a kind whose operator creates no Services
+ * (Caffe2Job) still gets none.
  */
 import type { KubeObject } from "../admission/types.js";
 import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { labelScheme } from "../topology/label-scheme.js";
-import { controllerUid, RECONCILER_FIELD_MANAGER } from "./claim.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
+import { controllerUid, RECONCILER_FIELD_MANAGER } from "./claim.js";
 import { finishedAt } from "./finished.js";
 import type { Meta } from "./meta.js";
 
