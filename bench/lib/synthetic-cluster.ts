@@ -48,6 +48,8 @@ export function syntheticSnapshot(pods: number, nodes: number, jobs: number, pol
     const finished = j % 10 === 0;
     const job = tfjob(j, ns, perJob, finished);
     snap.jobs.push({ kind: TF, job });
+    // The trimmed managedFields of the job's pods, one copy shared by them (as src/kube/cluster.ts slimPod shares it).
+    const adopted = [{ manager: "quartermaster-reconciler", operation: "Update", fieldsV1: { "f:metadata": { "f:ownerReferences": { [`k:{"uid":"job-uid-${j}"}`]: {} } } } }];
     for (let r = 0; r < perJob; r++) {
       const name = `job-${j}-worker-${r}`;
       const orphan = j % 50 === 1 && r === 0;
@@ -61,6 +63,8 @@ export function syntheticSnapshot(pods: number, nodes: number, jobs: number, pol
           creationTimestamp: new Date(NOW.getTime() - 3_600_000).toISOString(),
           labels: { ...LABELS(`job-${j}`), "training.kubeflow.org/replica-index": String(r) },
           ...(orphan ? {} : { ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: `job-${j}`, uid: `job-uid-${j}`, controller: true, blockOwnerDeletion: true }] }),
+          // Adopted by the reconciler: the Service planner reads every pod's record.
+          ...(orphan ? {} : { managedFields: adopted }),
         },
         spec: { nodeName: `gpu-node-${podIndex % nodes}`, containers: [{ name: "tensorflow", resources: { limits: { "nvidia.com/gpu": "1" } }, ports: [{ name: "tfjob-port", containerPort: 2222 }] }] },
         status: { phase: "Running" },

@@ -56,7 +56,8 @@ export interface Cluster extends ClusterReader, ClusterWriter, ClusterCreator {
 
 /** Pods trimmed to what the planner and the ledger read: a 100,000-pod cluster then fits in memory comfortably. */
 /** The metadata the planners read (identity, labels, owners, timestamps); the rest is dropped. */
-function slimMeta(m: any): Record<string, unknown> {
+function slimMeta(m: any, managedFields?: readonly Record<string, unknown>[]): Record<string, unknown> {
+  // One object literal: spreading this result into another and adding a key costs ~250 bytes an object in V8.
   return {
     name: m.name,
     namespace: m.namespace,
@@ -65,6 +66,7 @@ function slimMeta(m: any): Record<string, unknown> {
     ...(m.ownerReferences ? { ownerReferences: m.ownerReferences } : {}),
     ...(m.creationTimestamp ? { creationTimestamp: iso(m.creationTimestamp) } : {}),
     ...(m.deletionTimestamp ? { deletionTimestamp: iso(m.deletionTimestamp) } : {}),
+    ...(managedFields ? { managedFields } : {}),
   };
 }
 
@@ -73,12 +75,16 @@ export function slimService(s: any): KubeObject {
   return { apiVersion: "v1", kind: "Service", metadata: slimMeta(s.metadata ?? {}) };
 }
 
+/** Trimmed managedFields by their text: the pods of one job share one (frozen) copy. One map per LIST. */
+export type OwnerFieldsCache = Map<string, readonly Record<string, unknown>[]>;
+
 /**
  * Of a pod's managedFields, only who owns which of its ownerReferences (manager, operation, subresource and the
  * `f:metadata.f:ownerReferences` keys): the Service planner reads whether the reconciler set the job's
- * controller reference (`src/reconcile/services.ts`). Every other field and the timestamps are dropped.
+ * controller reference (`src/reconcile/services.ts`). Every other field and the timestamps are dropped, and
+ * equal results are shared through `cache`: +1.6 MiB of heap for 100,000 pods of 1,600 jobs (unshared: +67 MiB).
  */
-function slimOwnerFields(managed: unknown): Record<string, unknown>[] | undefined {
+function slimOwnerFields(managed: unknown, cache: OwnerFieldsCache): readonly Record<string, unknown>[] | undefined {
   if (!Array.isArray(managed)) return undefined;
   const out: Record<string, unknown>[] = [];
   for (const e of managed) {
@@ -88,17 +94,29 @@ function slimOwnerFields(managed: unknown): Record<string, unknown>[] | undefine
     for (const k of Object.keys(refs)) if (k.startsWith("k:")) keys[k] = {};
     out.push({ manager: e.manager, operation: e.operation, ...(e.subresource ? { subresource: e.subresource } : {}), fieldsV1: { "f:metadata": { "f:ownerReferences": keys } } });
   }
-  return out.length > 0 ? out : undefined;
+  if (out.length === 0) return undefined;
+  const text = JSON.stringify(out);
+  let shared = cache.get(text);
+  if (!shared) cache.set(text, (shared = deepFreeze(out)));
+  return shared;
 }
 
-export function slimPod(p: any): KubeObject {
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === "object") {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
+
+export function slimPod(p: any, cache: OwnerFieldsCache = new Map()): KubeObject {
   const spec = p.spec ?? {};
-  const owners = slimOwnerFields(p.metadata?.managedFields);
+  const owners = slimOwnerFields(p.metadata?.managedFields, cache);
   const container = (c: any) => ({ name: c.name, ...(c.resources ? { resources: c.resources } : {}), ...(c.ports ? { ports: c.ports } : {}), ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}) });
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { ...slimMeta(p.metadata ?? {}), ...(owners ? { managedFields: owners } : {}) },
+    metadata: slimMeta(p.metadata ?? {}, owners),
     spec: {
       ...(spec.nodeName ? { nodeName: spec.nodeName } : {}),
       containers: (spec.containers ?? []).map(container),
@@ -174,7 +192,8 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       }
     },
     async listPods(labelSelector) {
-      return paged(async (cont) => (await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, slimPod);
+      const owners: OwnerFieldsCache = new Map();
+      return paged(async (cont) => (await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, (p) => slimPod(p, owners));
     },
     async listServices(labelSelector) {
       return paged(async (cont) => (await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, slimService);

@@ -42,7 +42,8 @@ describe("trimmed pods and services", () => {
 
   it("the plan (claims, Services, deletions, ledger) over trimmed objects equals the plan over whole ones", () => {
     const whole = planPass(snap(iso(pods) as KubeObject[], iso(services) as KubeObject[]), NOW, defaultPolicy(), SCOPE);
-    const trimmed = planPass(snap(pods.map(slimPod), services.map(slimService)), NOW, defaultPolicy(), SCOPE);
+    const cache = new Map();
+    const trimmed = planPass(snap(pods.map((p) => slimPod(p, cache)), services.map(slimService)), NOW, defaultPolicy(), SCOPE);
     assert.deepEqual(iso(trimmed), iso(whole));
     assert.ok(whole.claims.length > 0 && whole.creates.length > 0 && whole.ledger.pending.length > 0, "the case exercises claims, Services and the ledger");
   });
@@ -53,6 +54,10 @@ describe("trimmed pods and services", () => {
     assert.equal(p.metadata.deletionTimestamp, new Date(NOW.getTime() - 1000).toISOString());
     assert.deepEqual(p.metadata.managedFields, [{ manager: "quartermaster-reconciler", operation: "Update", fieldsV1: { "f:metadata": { "f:ownerReferences": { 'k:{"uid":"uid-mnist"}': {} } } } }], "of managedFields, who set which ownerReference");
     assert.equal((slimPod(pods[1]!) as any).metadata.managedFields, undefined, "no ownerReference set: no managedFields");
+    const cache = new Map();
+    const [a, b] = [slimPod(pods[0]!, cache) as any, slimPod(pods[3]!, cache) as any];
+    assert.equal(a.metadata.managedFields, b.metadata.managedFields, "the pods of a job share one trimmed managedFields");
+    assert.ok(Object.isFrozen(a.metadata.managedFields[0].fieldsV1["f:metadata"]), "shared, so frozen");
     for (const gone of [p.metadata.annotations, p.spec.volumes, p.spec.containers[0].env, p.status.containerStatuses]) assert.equal(gone, undefined);
     assert.deepEqual(p.status.conditions, [{ type: "PodScheduled", status: "False", reason: "Unschedulable", message: "no GPUs" }]);
     assert.deepEqual(Object.keys(slimService(services[0]!)), ["apiVersion", "kind", "metadata"]);
