@@ -9,7 +9,9 @@
  *   that was added, removed or got a new resourceVersion during the passes has a write by the operator in the
  *   apiserver's audit log and none by anyone else, and no managedFields entry changed but the operator's;
  * - no duplicate Services: one per job, replica type and index, as before;
- * - no write at all to the namespace's pods, Services or jobs by Quartermaster's ServiceAccounts (audit log).
+ * - no write at all to the namespace's pods, Services or jobs by Quartermaster's ServiceAccounts (audit log);
+ * - then 5 passes racing the operator's first reconciles of 25 new jobs create no Service and write nothing,
+ *   though some see a job with pods and no status yet (before the pods told, 0 or 1 Service of 69 was created).
  *
  * Writers are told apart by the apiserver's audit log (user and user agent of each write), not by timing.
  */
