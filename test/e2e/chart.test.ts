@@ -142,8 +142,6 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
     ["a misspelt key", "certificate.mode=none", /additional properties 'certificate' not allowed/],
     ["an invalid policy", "policy.clusterSpec.clusterDomain=Not_A_Domain", /at '\/policy\/clusterSpec\/clusterDomain': 'Not_A_Domain' does not match pattern/],
     ["an unknown policy field", "policy.limits.gpus=1", /at '\/policy\/limits': additional properties 'gpus' not allowed/],
-    // An empty `from` admits every source: it must be said with 0.0.0.0/0 and ::/0, never by an empty list.
-    ["an empty apiserverFrom", "webhook.networkPolicy.apiserverFrom={}", /at '\/webhook\/networkPolicy\/apiserverFrom'/],
     ["an apiserverFrom entry that is no CIDR", "webhook.networkPolicy.apiserverFrom={nope}", /at '\/webhook\/networkPolicy\/apiserverFrom\/0'/],
   ];
   for (const [name, set, message] of invalid) {
@@ -153,6 +151,14 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
       assert.match(r.stderr, message);
     });
   }
+
+  it("an empty apiserverFrom or metricsFrom fails the render (an empty `from` admits every source: say 0.0.0.0/0 and ::/0)", async () => {
+    for (const key of ["apiserverFrom", "metricsFrom"]) {
+      const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE, "--set-json", `webhook.networkPolicy.${key}=[]`]);
+      assert.notEqual(r.code, 0, key);
+      assert.match(r.stderr, new RegExp(`at '/webhook/networkPolicy/${key}': minItems: got 0, want 1`));
+    }
+  });
 
   for (const c of CASES.filter((x) => x.kustomize)) {
     it(`${c.name}: the chart renders the same objects as kubectl kustomize ${c.kustomize}`, async () => {

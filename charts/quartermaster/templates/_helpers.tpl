@@ -49,7 +49,7 @@ is a NetworkPolicyPeer and is kept as it is. values.schema.json refuses an empty
 {{- if kindIs "string" . }}
 - ipBlock: {cidr: {{ . | quote }}}
 {{- else }}
-- {{- toYaml . | nindent 2 }}
+- {{ toYaml . | nindent 2 | trim }}
 {{- end }}
 {{- end }}
 {{- end }}
