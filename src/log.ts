@@ -31,8 +31,9 @@ const BATCH_BYTES = 64 * 1024;
 
 /**
  * Lines wait at most this long for their write. Under load the admission server answers one or two
- * requests per turn of the event loop, so a write per turn was a write(2) per admission (~3 µs of the
- * server's ~100 µs CPU per request, bench/admission); one per 20 ms carries ~160 lines at 8,000 requests/s.
+ * requests per turn of the event loop, so a write per turn was a write(2) per admission (~1.4 µs of the
+ * server's ~100 µs CPU per request in its profile, bench/admission); one per 20 ms carries ~160 lines at
+ * 8,000 requests/s.
  */
 export const FLUSH_MS = 20;
 
@@ -63,7 +64,7 @@ export interface BatchedDestinationOptions {
  * (sonic-boom's async mode hands every chunk to libuv's thread pool: a thread wake-up and a completion
  * callback per write, on the core the server shares with its callers), ~5 µs written synchronously one
  * write(2) per line (pino's default), ~1.5 µs batched per turn — 15 % of the server's throughput
- * between the first and the last; batched per 20 ms rather than per turn, ~3 µs less per request again.
+ * between the first and the last; batched per 20 ms rather than per turn, the write(2) per request is gone too.
  * Written by hand because sonic-boom offers only those two modes (its `flushSync` also fsyncs every time).
  * Lines wait at most {@link FLUSH_MS}, and an `exit` handler writes them when the process ends; a SIGKILL
  * loses at most the last 20 ms of lines. The price of
