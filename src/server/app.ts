@@ -184,6 +184,7 @@ function isIdentityEncoding(value: string | undefined): boolean {
 }
 
 function isJsonContentType(value: string | undefined): boolean {
+  if (value === "application/json") return true; // what the apiserver sends: no split per request
   if (!value) return false;
   const [type, ...params] = value.split(";").map((s) => s.trim().toLowerCase());
   if (type !== "application/json") return false;

@@ -101,6 +101,11 @@ export interface ServeOptions {
   bodyParser?: BodyParser;
   /** Bodies this large or larger are parsed off the event loop (default `OFFLOAD_BYTES`; Infinity: never). */
   offloadBytes?: number;
+  /**
+   * Start the body parser's worker right after listening (default true when bodies are offloaded), off the
+   * readiness path: readiness does not wait for it, and the first large body does not wait for its boot.
+   */
+  warmBodyParser?: boolean;
 }
 
 export interface RunningServer {
@@ -213,6 +218,11 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     throw err;
   }
   ready = true;
+  if ((opts.warmBodyParser ?? true) && (opts.offloadBytes ?? 0) !== Infinity) {
+    // After the listen callback has run and readiness is true: the ~20 ms boot happens in the worker's
+    // own thread, the main thread only pays for creating it.
+    setImmediate(() => parser.warm());
+  }
   const port = (server.address() as AddressInfo).port;
   const metricsPort = metricsServer ? (metricsServer.address() as AddressInfo).port : undefined;
   const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host;
