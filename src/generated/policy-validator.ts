@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]},"controller":{"enum":["operator","quartermaster"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
@@ -130,7 +130,7 @@ vErrors.push(err6);
 errors++;
 }
 for(const key1 in data1){
-if(!(((((key1 === "kind") || (key1 === "group")) || (key1 === "version")) || (key1 === "plural")) || (key1 === "framework"))){
+if(!((((((key1 === "kind") || (key1 === "group")) || (key1 === "version")) || (key1 === "plural")) || (key1 === "framework")) || (key1 === "controller"))){
 const err7 = {instancePath:instancePath+"/jobKinds/" + i0,schemaPath:"#/properties/jobKinds/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err7];
@@ -254,9 +254,10 @@ vErrors.push(err16);
 errors++;
 }
 }
-}
-else {
-const err17 = {instancePath:instancePath+"/jobKinds/" + i0,schemaPath:"#/properties/jobKinds/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data1.controller !== undefined){
+let data7 = data1.controller;
+if(!((data7 === "operator") || (data7 === "quartermaster"))){
+const err17 = {instancePath:instancePath+"/jobKinds/" + i0+"/controller",schemaPath:"#/properties/jobKinds/items/properties/controller/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobKinds.items.properties.controller.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -268,7 +269,7 @@ errors++;
 }
 }
 else {
-const err18 = {instancePath:instancePath+"/jobKinds",schemaPath:"#/properties/jobKinds/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err18 = {instancePath:instancePath+"/jobKinds/" + i0,schemaPath:"#/properties/jobKinds/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -277,26 +278,10 @@ vErrors.push(err18);
 }
 errors++;
 }
-let data7 = data.clusterSpec;
-if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
-if(data7.enabled === undefined){
-data7.enabled = true;
 }
-if(data7.clusterDomain === undefined){
-data7.clusterDomain = "";
 }
-if(data7.onJobLookupFailure === undefined){
-data7.onJobLookupFailure = "warn";
-}
-if(data7.jobLookupTimeoutMs === undefined){
-data7.jobLookupTimeoutMs = 1500;
-}
-if(data7.jobCacheTtlMs === undefined){
-data7.jobCacheTtlMs = 5000;
-}
-for(const key2 in data7){
-if(!(((((key2 === "enabled") || (key2 === "clusterDomain")) || (key2 === "onJobLookupFailure")) || (key2 === "jobLookupTimeoutMs")) || (key2 === "jobCacheTtlMs"))){
-const err19 = {instancePath:instancePath+"/clusterSpec",schemaPath:"#/properties/clusterSpec/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+else {
+const err19 = {instancePath:instancePath+"/jobKinds",schemaPath:"#/properties/jobKinds/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -305,9 +290,26 @@ vErrors.push(err19);
 }
 errors++;
 }
+let data8 = data.clusterSpec;
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+if(data8.enabled === undefined){
+data8.enabled = true;
 }
-if(typeof data7.enabled !== "boolean"){
-const err20 = {instancePath:instancePath+"/clusterSpec/enabled",schemaPath:"#/properties/clusterSpec/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data8.clusterDomain === undefined){
+data8.clusterDomain = "";
+}
+if(data8.onJobLookupFailure === undefined){
+data8.onJobLookupFailure = "warn";
+}
+if(data8.jobLookupTimeoutMs === undefined){
+data8.jobLookupTimeoutMs = 1500;
+}
+if(data8.jobCacheTtlMs === undefined){
+data8.jobCacheTtlMs = 5000;
+}
+for(const key2 in data8){
+if(!(((((key2 === "enabled") || (key2 === "clusterDomain")) || (key2 === "onJobLookupFailure")) || (key2 === "jobLookupTimeoutMs")) || (key2 === "jobCacheTtlMs"))){
+const err20 = {instancePath:instancePath+"/clusterSpec",schemaPath:"#/properties/clusterSpec/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -316,10 +318,9 @@ vErrors.push(err20);
 }
 errors++;
 }
-let data9 = data7.clusterDomain;
-if(typeof data9 === "string"){
-if(!pattern3.test(data9)){
-const err21 = {instancePath:instancePath+"/clusterSpec/clusterDomain",schemaPath:"#/properties/clusterSpec/properties/clusterDomain/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"+"\""};
+}
+if(typeof data8.enabled !== "boolean"){
+const err21 = {instancePath:instancePath+"/clusterSpec/enabled",schemaPath:"#/properties/clusterSpec/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -328,9 +329,10 @@ vErrors.push(err21);
 }
 errors++;
 }
-}
-else {
-const err22 = {instancePath:instancePath+"/clusterSpec/clusterDomain",schemaPath:"#/properties/clusterSpec/properties/clusterDomain/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data10 = data8.clusterDomain;
+if(typeof data10 === "string"){
+if(!pattern3.test(data10)){
+const err22 = {instancePath:instancePath+"/clusterSpec/clusterDomain",schemaPath:"#/properties/clusterSpec/properties/clusterDomain/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"+"\""};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -339,9 +341,9 @@ vErrors.push(err22);
 }
 errors++;
 }
-let data10 = data7.onJobLookupFailure;
-if(!((data10 === "warn") || (data10 === "deny"))){
-const err23 = {instancePath:instancePath+"/clusterSpec/onJobLookupFailure",schemaPath:"#/properties/clusterSpec/properties/onJobLookupFailure/enum",keyword:"enum",params:{allowedValues: schema11.properties.clusterSpec.properties.onJobLookupFailure.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err23 = {instancePath:instancePath+"/clusterSpec/clusterDomain",schemaPath:"#/properties/clusterSpec/properties/clusterDomain/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -350,9 +352,9 @@ vErrors.push(err23);
 }
 errors++;
 }
-let data11 = data7.jobLookupTimeoutMs;
-if(!(((typeof data11 == "number") && (!(data11 % 1) && !isNaN(data11))) && (isFinite(data11)))){
-const err24 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data11 = data8.onJobLookupFailure;
+if(!((data11 === "warn") || (data11 === "deny"))){
+const err24 = {instancePath:instancePath+"/clusterSpec/onJobLookupFailure",schemaPath:"#/properties/clusterSpec/properties/onJobLookupFailure/enum",keyword:"enum",params:{allowedValues: schema11.properties.clusterSpec.properties.onJobLookupFailure.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -361,9 +363,9 @@ vErrors.push(err24);
 }
 errors++;
 }
-if((typeof data11 == "number") && (isFinite(data11))){
-if(data11 > 10000 || isNaN(data11)){
-const err25 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+let data12 = data8.jobLookupTimeoutMs;
+if(!(((typeof data12 == "number") && (!(data12 % 1) && !isNaN(data12))) && (isFinite(data12)))){
+const err25 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -372,8 +374,9 @@ vErrors.push(err25);
 }
 errors++;
 }
-if(data11 < 50 || isNaN(data11)){
-const err26 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 50},message:"must be >= 50"};
+if((typeof data12 == "number") && (isFinite(data12))){
+if(data12 > 10000 || isNaN(data12)){
+const err26 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -382,10 +385,8 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-let data12 = data7.jobCacheTtlMs;
-if(!(((typeof data12 == "number") && (!(data12 % 1) && !isNaN(data12))) && (isFinite(data12)))){
-const err27 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data12 < 50 || isNaN(data12)){
+const err27 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 50},message:"must be >= 50"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -394,9 +395,10 @@ vErrors.push(err27);
 }
 errors++;
 }
-if((typeof data12 == "number") && (isFinite(data12))){
-if(data12 > 600000 || isNaN(data12)){
-const err28 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
+}
+let data13 = data8.jobCacheTtlMs;
+if(!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))){
+const err28 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -405,8 +407,9 @@ vErrors.push(err28);
 }
 errors++;
 }
-if(data12 < 0 || isNaN(data12)){
-const err29 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data13 == "number") && (isFinite(data13))){
+if(data13 > 600000 || isNaN(data13)){
+const err29 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -415,10 +418,8 @@ vErrors.push(err29);
 }
 errors++;
 }
-}
-}
-else {
-const err30 = {instancePath:instancePath+"/clusterSpec",schemaPath:"#/properties/clusterSpec/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data13 < 0 || isNaN(data13)){
+const err30 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -427,17 +428,10 @@ vErrors.push(err30);
 }
 errors++;
 }
-let data13 = data.gpu;
-if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
-if(data13.resourceName === undefined){
-data13.resourceName = "nvidia.com/gpu";
 }
-if(data13.resources === undefined){
-data13.resources = [{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}];
 }
-for(const key3 in data13){
-if(!((key3 === "resourceName") || (key3 === "resources"))){
-const err31 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+else {
+const err31 = {instancePath:instancePath+"/clusterSpec",schemaPath:"#/properties/clusterSpec/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -446,11 +440,17 @@ vErrors.push(err31);
 }
 errors++;
 }
+let data14 = data.gpu;
+if(data14 && typeof data14 == "object" && !Array.isArray(data14)){
+if(data14.resourceName === undefined){
+data14.resourceName = "nvidia.com/gpu";
 }
-let data14 = data13.resourceName;
-if(typeof data14 === "string"){
-if(func3(data14) < 1){
-const err32 = {instancePath:instancePath+"/gpu/resourceName",schemaPath:"#/properties/gpu/properties/resourceName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data14.resources === undefined){
+data14.resources = [{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}];
+}
+for(const key3 in data14){
+if(!((key3 === "resourceName") || (key3 === "resources"))){
+const err32 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -460,8 +460,10 @@ vErrors.push(err32);
 errors++;
 }
 }
-else {
-const err33 = {instancePath:instancePath+"/gpu/resourceName",schemaPath:"#/properties/gpu/properties/resourceName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data15 = data14.resourceName;
+if(typeof data15 === "string"){
+if(func3(data15) < 1){
+const err33 = {instancePath:instancePath+"/gpu/resourceName",schemaPath:"#/properties/gpu/properties/resourceName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -470,17 +472,9 @@ vErrors.push(err33);
 }
 errors++;
 }
-let data15 = data13.resources;
-if(Array.isArray(data15)){
-const len1 = data15.length;
-for(let i1=0; i1<len1; i1++){
-let data16 = data15[i1];
-if(data16 && typeof data16 == "object" && !Array.isArray(data16)){
-if(data16.tolerations === undefined){
-data16.tolerations = [];
 }
-if(data16.pattern === undefined){
-const err34 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+else {
+const err34 = {instancePath:instancePath+"/gpu/resourceName",schemaPath:"#/properties/gpu/properties/resourceName/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -489,9 +483,17 @@ vErrors.push(err34);
 }
 errors++;
 }
-for(const key4 in data16){
-if(!((key4 === "pattern") || (key4 === "tolerations"))){
-const err35 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+let data16 = data14.resources;
+if(Array.isArray(data16)){
+const len1 = data16.length;
+for(let i1=0; i1<len1; i1++){
+let data17 = data16[i1];
+if(data17 && typeof data17 == "object" && !Array.isArray(data17)){
+if(data17.tolerations === undefined){
+data17.tolerations = [];
+}
+if(data17.pattern === undefined){
+const err35 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -500,12 +502,9 @@ vErrors.push(err35);
 }
 errors++;
 }
-}
-if(data16.pattern !== undefined){
-let data17 = data16.pattern;
-if(typeof data17 === "string"){
-if(func3(data17) < 1){
-const err36 = {instancePath:instancePath+"/gpu/resources/" + i1+"/pattern",schemaPath:"#/properties/gpu/properties/resources/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key4 in data17){
+if(!((key4 === "pattern") || (key4 === "tolerations"))){
+const err36 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -515,8 +514,11 @@ vErrors.push(err36);
 errors++;
 }
 }
-else {
-const err37 = {instancePath:instancePath+"/gpu/resources/" + i1+"/pattern",schemaPath:"#/properties/gpu/properties/resources/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data17.pattern !== undefined){
+let data18 = data17.pattern;
+if(typeof data18 === "string"){
+if(func3(data18) < 1){
+const err37 = {instancePath:instancePath+"/gpu/resources/" + i1+"/pattern",schemaPath:"#/properties/gpu/properties/resources/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -526,15 +528,8 @@ vErrors.push(err37);
 errors++;
 }
 }
-let data18 = data16.tolerations;
-if(Array.isArray(data18)){
-const len2 = data18.length;
-for(let i2=0; i2<len2; i2++){
-let data19 = data18[i2];
-if(data19 && typeof data19 == "object" && !Array.isArray(data19)){
-for(const key5 in data19){
-if(!(((((key5 === "key") || (key5 === "operator")) || (key5 === "value")) || (key5 === "effect")) || (key5 === "tolerationSeconds"))){
-const err38 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2,schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+else {
+const err38 = {instancePath:instancePath+"/gpu/resources/" + i1+"/pattern",schemaPath:"#/properties/gpu/properties/resources/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -544,9 +539,15 @@ vErrors.push(err38);
 errors++;
 }
 }
-if(data19.key !== undefined){
-if(typeof data19.key !== "string"){
-const err39 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/key",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data19 = data17.tolerations;
+if(Array.isArray(data19)){
+const len2 = data19.length;
+for(let i2=0; i2<len2; i2++){
+let data20 = data19[i2];
+if(data20 && typeof data20 == "object" && !Array.isArray(data20)){
+for(const key5 in data20){
+if(!(((((key5 === "key") || (key5 === "operator")) || (key5 === "value")) || (key5 === "effect")) || (key5 === "tolerationSeconds"))){
+const err39 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2,schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -556,10 +557,9 @@ vErrors.push(err39);
 errors++;
 }
 }
-if(data19.operator !== undefined){
-let data21 = data19.operator;
-if(!((data21 === "Exists") || (data21 === "Equal"))){
-const err40 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/operator",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.gpu.properties.resources.items.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
+if(data20.key !== undefined){
+if(typeof data20.key !== "string"){
+const err40 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/key",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -569,9 +569,10 @@ vErrors.push(err40);
 errors++;
 }
 }
-if(data19.value !== undefined){
-if(typeof data19.value !== "string"){
-const err41 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/value",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data20.operator !== undefined){
+let data22 = data20.operator;
+if(!((data22 === "Exists") || (data22 === "Equal"))){
+const err41 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/operator",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.gpu.properties.resources.items.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -581,10 +582,9 @@ vErrors.push(err41);
 errors++;
 }
 }
-if(data19.effect !== undefined){
-let data23 = data19.effect;
-if(!(((data23 === "NoSchedule") || (data23 === "PreferNoSchedule")) || (data23 === "NoExecute"))){
-const err42 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/effect",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.gpu.properties.resources.items.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data20.value !== undefined){
+if(typeof data20.value !== "string"){
+const err42 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/value",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -594,10 +594,10 @@ vErrors.push(err42);
 errors++;
 }
 }
-if(data19.tolerationSeconds !== undefined){
-let data24 = data19.tolerationSeconds;
-if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
-const err43 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/tolerationSeconds",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data20.effect !== undefined){
+let data24 = data20.effect;
+if(!(((data24 === "NoSchedule") || (data24 === "PreferNoSchedule")) || (data24 === "NoExecute"))){
+const err43 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/effect",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.gpu.properties.resources.items.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -607,9 +607,10 @@ vErrors.push(err43);
 errors++;
 }
 }
-}
-else {
-const err44 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2,schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data20.tolerationSeconds !== undefined){
+let data25 = data20.tolerationSeconds;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err44 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/tolerationSeconds",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -621,7 +622,7 @@ errors++;
 }
 }
 else {
-const err45 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err45 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2,schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -631,8 +632,9 @@ vErrors.push(err45);
 errors++;
 }
 }
+}
 else {
-const err46 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err46 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -642,9 +644,8 @@ vErrors.push(err46);
 errors++;
 }
 }
-}
 else {
-const err47 = {instancePath:instancePath+"/gpu/resources",schemaPath:"#/properties/gpu/properties/resources/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err47 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -654,8 +655,9 @@ vErrors.push(err47);
 errors++;
 }
 }
+}
 else {
-const err48 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err48 = {instancePath:instancePath+"/gpu/resources",schemaPath:"#/properties/gpu/properties/resources/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -664,20 +666,9 @@ vErrors.push(err48);
 }
 errors++;
 }
-let data25 = data.accelerator;
-if(data25 && typeof data25 == "object" && !Array.isArray(data25)){
-if(data25.nodeLabel === undefined){
-data25.nodeLabel = "nvidia.com/gpu.product";
 }
-if(data25.migProducts === undefined){
-data25.migProducts = [];
-}
-if(data25.addTolerations === undefined){
-data25.addTolerations = false;
-}
-for(const key6 in data25){
-if(!(((((key6 === "nodeLabel") || (key6 === "partitionNodeLabel")) || (key6 === "migProducts")) || (key6 === "addTolerations")) || (key6 === "unpartitionedRequirement"))){
-const err49 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+else {
+const err49 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -686,11 +677,20 @@ vErrors.push(err49);
 }
 errors++;
 }
+let data26 = data.accelerator;
+if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
+if(data26.nodeLabel === undefined){
+data26.nodeLabel = "nvidia.com/gpu.product";
 }
-let data26 = data25.nodeLabel;
-if(typeof data26 === "string"){
-if(func3(data26) < 1){
-const err50 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data26.migProducts === undefined){
+data26.migProducts = [];
+}
+if(data26.addTolerations === undefined){
+data26.addTolerations = false;
+}
+for(const key6 in data26){
+if(!(((((key6 === "nodeLabel") || (key6 === "partitionNodeLabel")) || (key6 === "migProducts")) || (key6 === "addTolerations")) || (key6 === "unpartitionedRequirement"))){
+const err50 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -700,8 +700,10 @@ vErrors.push(err50);
 errors++;
 }
 }
-else {
-const err51 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data27 = data26.nodeLabel;
+if(typeof data27 === "string"){
+if(func3(data27) < 1){
+const err51 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -710,11 +712,9 @@ vErrors.push(err51);
 }
 errors++;
 }
-if(data25.partitionNodeLabel !== undefined){
-let data27 = data25.partitionNodeLabel;
-if(typeof data27 === "string"){
-if(func3(data27) < 1){
-const err52 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+else {
+const err52 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -723,9 +723,11 @@ vErrors.push(err52);
 }
 errors++;
 }
-}
-else {
-const err53 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data26.partitionNodeLabel !== undefined){
+let data28 = data26.partitionNodeLabel;
+if(typeof data28 === "string"){
+if(func3(data28) < 1){
+const err53 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -735,14 +737,8 @@ vErrors.push(err53);
 errors++;
 }
 }
-let data28 = data25.migProducts;
-if(Array.isArray(data28)){
-const len3 = data28.length;
-for(let i3=0; i3<len3; i3++){
-let data29 = data28[i3];
-if(typeof data29 === "string"){
-if(func3(data29) < 1){
-const err54 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err54 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -752,8 +748,14 @@ vErrors.push(err54);
 errors++;
 }
 }
-else {
-const err55 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data29 = data26.migProducts;
+if(Array.isArray(data29)){
+const len3 = data29.length;
+for(let i3=0; i3<len3; i3++){
+let data30 = data29[i3];
+if(typeof data30 === "string"){
+if(func3(data30) < 1){
+const err55 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -763,9 +765,8 @@ vErrors.push(err55);
 errors++;
 }
 }
-}
 else {
-const err56 = {instancePath:instancePath+"/accelerator/migProducts",schemaPath:"#/properties/accelerator/properties/migProducts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err56 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -774,8 +775,10 @@ vErrors.push(err56);
 }
 errors++;
 }
-if(typeof data25.addTolerations !== "boolean"){
-const err57 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+}
+else {
+const err57 = {instancePath:instancePath+"/accelerator/migProducts",schemaPath:"#/properties/accelerator/properties/migProducts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -784,11 +787,8 @@ vErrors.push(err57);
 }
 errors++;
 }
-if(data25.unpartitionedRequirement !== undefined){
-let data31 = data25.unpartitionedRequirement;
-if(data31 && typeof data31 == "object" && !Array.isArray(data31)){
-if(data31.key === undefined){
-const err58 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+if(typeof data26.addTolerations !== "boolean"){
+const err58 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -797,8 +797,11 @@ vErrors.push(err58);
 }
 errors++;
 }
-if(data31.operator === undefined){
-const err59 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+if(data26.unpartitionedRequirement !== undefined){
+let data32 = data26.unpartitionedRequirement;
+if(data32 && typeof data32 == "object" && !Array.isArray(data32)){
+if(data32.key === undefined){
+const err59 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -807,9 +810,8 @@ vErrors.push(err59);
 }
 errors++;
 }
-for(const key7 in data31){
-if(!(((key7 === "key") || (key7 === "operator")) || (key7 === "values"))){
-const err60 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+if(data32.operator === undefined){
+const err60 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -818,12 +820,9 @@ vErrors.push(err60);
 }
 errors++;
 }
-}
-if(data31.key !== undefined){
-let data32 = data31.key;
-if(typeof data32 === "string"){
-if(func3(data32) < 1){
-const err61 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key7 in data32){
+if(!(((key7 === "key") || (key7 === "operator")) || (key7 === "values"))){
+const err61 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -833,8 +832,11 @@ vErrors.push(err61);
 errors++;
 }
 }
-else {
-const err62 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data32.key !== undefined){
+let data33 = data32.key;
+if(typeof data33 === "string"){
+if(func3(data33) < 1){
+const err62 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -844,10 +846,8 @@ vErrors.push(err62);
 errors++;
 }
 }
-if(data31.operator !== undefined){
-let data33 = data31.operator;
-if(!((((((data33 === "In") || (data33 === "NotIn")) || (data33 === "Exists")) || (data33 === "DoesNotExist")) || (data33 === "Gt")) || (data33 === "Lt"))){
-const err63 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+else {
+const err63 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -857,13 +857,10 @@ vErrors.push(err63);
 errors++;
 }
 }
-if(data31.values !== undefined){
-let data34 = data31.values;
-if(Array.isArray(data34)){
-const len4 = data34.length;
-for(let i4=0; i4<len4; i4++){
-if(typeof data34[i4] !== "string"){
-const err64 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i4,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data32.operator !== undefined){
+let data34 = data32.operator;
+if(!((((((data34 === "In") || (data34 === "NotIn")) || (data34 === "Exists")) || (data34 === "DoesNotExist")) || (data34 === "Gt")) || (data34 === "Lt"))){
+const err64 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -873,9 +870,13 @@ vErrors.push(err64);
 errors++;
 }
 }
-}
-else {
-const err65 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data32.values !== undefined){
+let data35 = data32.values;
+if(Array.isArray(data35)){
+const len4 = data35.length;
+for(let i4=0; i4<len4; i4++){
+if(typeof data35[i4] !== "string"){
+const err65 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i4,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -887,7 +888,7 @@ errors++;
 }
 }
 else {
-const err66 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err66 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -899,7 +900,7 @@ errors++;
 }
 }
 else {
-const err67 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err67 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -908,14 +909,10 @@ vErrors.push(err67);
 }
 errors++;
 }
-let data36 = data.interruptible;
-if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
-if(data36.tolerations === undefined){
-data36.tolerations = [];
 }
-for(const key8 in data36){
-if(!(((key8 === "tolerations") || (key8 === "nodeRequirement")) || (key8 === "nonInterruptibleNodeRequirement"))){
-const err68 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+}
+else {
+const err68 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -924,16 +921,14 @@ vErrors.push(err68);
 }
 errors++;
 }
+let data37 = data.interruptible;
+if(data37 && typeof data37 == "object" && !Array.isArray(data37)){
+if(data37.tolerations === undefined){
+data37.tolerations = [];
 }
-let data37 = data36.tolerations;
-if(Array.isArray(data37)){
-const len5 = data37.length;
-for(let i5=0; i5<len5; i5++){
-let data38 = data37[i5];
-if(data38 && typeof data38 == "object" && !Array.isArray(data38)){
-for(const key9 in data38){
-if(!(((((key9 === "key") || (key9 === "operator")) || (key9 === "value")) || (key9 === "effect")) || (key9 === "tolerationSeconds"))){
-const err69 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+for(const key8 in data37){
+if(!(((key8 === "tolerations") || (key8 === "nodeRequirement")) || (key8 === "nonInterruptibleNodeRequirement"))){
+const err69 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -943,9 +938,15 @@ vErrors.push(err69);
 errors++;
 }
 }
-if(data38.key !== undefined){
-if(typeof data38.key !== "string"){
-const err70 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data38 = data37.tolerations;
+if(Array.isArray(data38)){
+const len5 = data38.length;
+for(let i5=0; i5<len5; i5++){
+let data39 = data38[i5];
+if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
+for(const key9 in data39){
+if(!(((((key9 === "key") || (key9 === "operator")) || (key9 === "value")) || (key9 === "effect")) || (key9 === "tolerationSeconds"))){
+const err70 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -955,10 +956,9 @@ vErrors.push(err70);
 errors++;
 }
 }
-if(data38.operator !== undefined){
-let data40 = data38.operator;
-if(!((data40 === "Exists") || (data40 === "Equal"))){
-const err71 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
+if(data39.key !== undefined){
+if(typeof data39.key !== "string"){
+const err71 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -968,9 +968,10 @@ vErrors.push(err71);
 errors++;
 }
 }
-if(data38.value !== undefined){
-if(typeof data38.value !== "string"){
-const err72 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data39.operator !== undefined){
+let data41 = data39.operator;
+if(!((data41 === "Exists") || (data41 === "Equal"))){
+const err72 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -980,10 +981,9 @@ vErrors.push(err72);
 errors++;
 }
 }
-if(data38.effect !== undefined){
-let data42 = data38.effect;
-if(!(((data42 === "NoSchedule") || (data42 === "PreferNoSchedule")) || (data42 === "NoExecute"))){
-const err73 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data39.value !== undefined){
+if(typeof data39.value !== "string"){
+const err73 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -993,10 +993,10 @@ vErrors.push(err73);
 errors++;
 }
 }
-if(data38.tolerationSeconds !== undefined){
-let data43 = data38.tolerationSeconds;
-if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
-const err74 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data39.effect !== undefined){
+let data43 = data39.effect;
+if(!(((data43 === "NoSchedule") || (data43 === "PreferNoSchedule")) || (data43 === "NoExecute"))){
+const err74 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -1006,9 +1006,10 @@ vErrors.push(err74);
 errors++;
 }
 }
-}
-else {
-const err75 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data39.tolerationSeconds !== undefined){
+let data44 = data39.tolerationSeconds;
+if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
+const err75 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1020,7 +1021,7 @@ errors++;
 }
 }
 else {
-const err76 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err76 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1029,11 +1030,10 @@ vErrors.push(err76);
 }
 errors++;
 }
-if(data36.nodeRequirement !== undefined){
-let data44 = data36.nodeRequirement;
-if(data44 && typeof data44 == "object" && !Array.isArray(data44)){
-if(data44.key === undefined){
-const err77 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+}
+else {
+const err77 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1042,8 +1042,11 @@ vErrors.push(err77);
 }
 errors++;
 }
-if(data44.operator === undefined){
-const err78 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+if(data37.nodeRequirement !== undefined){
+let data45 = data37.nodeRequirement;
+if(data45 && typeof data45 == "object" && !Array.isArray(data45)){
+if(data45.key === undefined){
+const err78 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1052,9 +1055,8 @@ vErrors.push(err78);
 }
 errors++;
 }
-for(const key10 in data44){
-if(!(((key10 === "key") || (key10 === "operator")) || (key10 === "values"))){
-const err79 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+if(data45.operator === undefined){
+const err79 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1063,12 +1065,9 @@ vErrors.push(err79);
 }
 errors++;
 }
-}
-if(data44.key !== undefined){
-let data45 = data44.key;
-if(typeof data45 === "string"){
-if(func3(data45) < 1){
-const err80 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key10 in data45){
+if(!(((key10 === "key") || (key10 === "operator")) || (key10 === "values"))){
+const err80 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1078,8 +1077,11 @@ vErrors.push(err80);
 errors++;
 }
 }
-else {
-const err81 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data45.key !== undefined){
+let data46 = data45.key;
+if(typeof data46 === "string"){
+if(func3(data46) < 1){
+const err81 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1089,10 +1091,8 @@ vErrors.push(err81);
 errors++;
 }
 }
-if(data44.operator !== undefined){
-let data46 = data44.operator;
-if(!((((((data46 === "In") || (data46 === "NotIn")) || (data46 === "Exists")) || (data46 === "DoesNotExist")) || (data46 === "Gt")) || (data46 === "Lt"))){
-const err82 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+else {
+const err82 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1102,13 +1102,10 @@ vErrors.push(err82);
 errors++;
 }
 }
-if(data44.values !== undefined){
-let data47 = data44.values;
-if(Array.isArray(data47)){
-const len6 = data47.length;
-for(let i6=0; i6<len6; i6++){
-if(typeof data47[i6] !== "string"){
-const err83 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i6,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data45.operator !== undefined){
+let data47 = data45.operator;
+if(!((((((data47 === "In") || (data47 === "NotIn")) || (data47 === "Exists")) || (data47 === "DoesNotExist")) || (data47 === "Gt")) || (data47 === "Lt"))){
+const err83 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1118,9 +1115,13 @@ vErrors.push(err83);
 errors++;
 }
 }
-}
-else {
-const err84 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data45.values !== undefined){
+let data48 = data45.values;
+if(Array.isArray(data48)){
+const len6 = data48.length;
+for(let i6=0; i6<len6; i6++){
+if(typeof data48[i6] !== "string"){
+const err84 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i6,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1132,7 +1133,7 @@ errors++;
 }
 }
 else {
-const err85 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err85 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1142,11 +1143,9 @@ vErrors.push(err85);
 errors++;
 }
 }
-if(data36.nonInterruptibleNodeRequirement !== undefined){
-let data49 = data36.nonInterruptibleNodeRequirement;
-if(data49 && typeof data49 == "object" && !Array.isArray(data49)){
-if(data49.key === undefined){
-const err86 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+else {
+const err86 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1155,8 +1154,12 @@ vErrors.push(err86);
 }
 errors++;
 }
-if(data49.operator === undefined){
-const err87 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+}
+if(data37.nonInterruptibleNodeRequirement !== undefined){
+let data50 = data37.nonInterruptibleNodeRequirement;
+if(data50 && typeof data50 == "object" && !Array.isArray(data50)){
+if(data50.key === undefined){
+const err87 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1165,9 +1168,8 @@ vErrors.push(err87);
 }
 errors++;
 }
-for(const key11 in data49){
-if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
-const err88 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+if(data50.operator === undefined){
+const err88 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1176,12 +1178,9 @@ vErrors.push(err88);
 }
 errors++;
 }
-}
-if(data49.key !== undefined){
-let data50 = data49.key;
-if(typeof data50 === "string"){
-if(func3(data50) < 1){
-const err89 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key11 in data50){
+if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
+const err89 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1191,8 +1190,11 @@ vErrors.push(err89);
 errors++;
 }
 }
-else {
-const err90 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data50.key !== undefined){
+let data51 = data50.key;
+if(typeof data51 === "string"){
+if(func3(data51) < 1){
+const err90 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1202,10 +1204,8 @@ vErrors.push(err90);
 errors++;
 }
 }
-if(data49.operator !== undefined){
-let data51 = data49.operator;
-if(!((((((data51 === "In") || (data51 === "NotIn")) || (data51 === "Exists")) || (data51 === "DoesNotExist")) || (data51 === "Gt")) || (data51 === "Lt"))){
-const err91 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+else {
+const err91 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1215,13 +1215,10 @@ vErrors.push(err91);
 errors++;
 }
 }
-if(data49.values !== undefined){
-let data52 = data49.values;
-if(Array.isArray(data52)){
-const len7 = data52.length;
-for(let i7=0; i7<len7; i7++){
-if(typeof data52[i7] !== "string"){
-const err92 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i7,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data50.operator !== undefined){
+let data52 = data50.operator;
+if(!((((((data52 === "In") || (data52 === "NotIn")) || (data52 === "Exists")) || (data52 === "DoesNotExist")) || (data52 === "Gt")) || (data52 === "Lt"))){
+const err92 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1231,9 +1228,13 @@ vErrors.push(err92);
 errors++;
 }
 }
-}
-else {
-const err93 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data50.values !== undefined){
+let data53 = data50.values;
+if(Array.isArray(data53)){
+const len7 = data53.length;
+for(let i7=0; i7<len7; i7++){
+if(typeof data53[i7] !== "string"){
+const err93 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i7,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1245,7 +1246,7 @@ errors++;
 }
 }
 else {
-const err94 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err94 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -1257,7 +1258,7 @@ errors++;
 }
 }
 else {
-const err95 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err95 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -1266,17 +1267,10 @@ vErrors.push(err95);
 }
 errors++;
 }
-let data54 = data.resources;
-if(data54 && typeof data54 == "object" && !Array.isArray(data54)){
-if(data54.defaultRequests === undefined){
-data54.defaultRequests = {"cpu":"1","memory":"1Gi"};
 }
-if(data54.limitsFromRequests === undefined){
-data54.limitsFromRequests = [];
 }
-for(const key12 in data54){
-if(!((key12 === "defaultRequests") || (key12 === "limitsFromRequests"))){
-const err96 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+else {
+const err96 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -1285,12 +1279,17 @@ vErrors.push(err96);
 }
 errors++;
 }
-}
-let data55 = data54.defaultRequests;
+let data55 = data.resources;
 if(data55 && typeof data55 == "object" && !Array.isArray(data55)){
-for(const key13 in data55){
-if(!((key13 === "cpu") || (key13 === "memory"))){
-const err97 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+if(data55.defaultRequests === undefined){
+data55.defaultRequests = {"cpu":"1","memory":"1Gi"};
+}
+if(data55.limitsFromRequests === undefined){
+data55.limitsFromRequests = [];
+}
+for(const key12 in data55){
+if(!((key12 === "defaultRequests") || (key12 === "limitsFromRequests"))){
+const err97 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1300,11 +1299,11 @@ vErrors.push(err97);
 errors++;
 }
 }
-if(data55.cpu !== undefined){
-let data56 = data55.cpu;
-if(typeof data56 === "string"){
-if(!pattern4.test(data56)){
-const err98 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+let data56 = data55.defaultRequests;
+if(data56 && typeof data56 == "object" && !Array.isArray(data56)){
+for(const key13 in data56){
+if(!((key13 === "cpu") || (key13 === "memory"))){
+const err98 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1314,8 +1313,11 @@ vErrors.push(err98);
 errors++;
 }
 }
-else {
-const err99 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data56.cpu !== undefined){
+let data57 = data56.cpu;
+if(typeof data57 === "string"){
+if(!pattern4.test(data57)){
+const err99 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1325,11 +1327,8 @@ vErrors.push(err99);
 errors++;
 }
 }
-if(data55.memory !== undefined){
-let data57 = data55.memory;
-if(typeof data57 === "string"){
-if(!pattern4.test(data57)){
-const err100 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err100 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1339,8 +1338,11 @@ vErrors.push(err100);
 errors++;
 }
 }
-else {
-const err101 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data56.memory !== undefined){
+let data58 = data56.memory;
+if(typeof data58 === "string"){
+if(!pattern4.test(data58)){
+const err101 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1350,9 +1352,8 @@ vErrors.push(err101);
 errors++;
 }
 }
-}
 else {
-const err102 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err102 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1361,12 +1362,10 @@ vErrors.push(err102);
 }
 errors++;
 }
-let data58 = data54.limitsFromRequests;
-if(Array.isArray(data58)){
-const len8 = data58.length;
-for(let i8=0; i8<len8; i8++){
-if(typeof data58[i8] !== "string"){
-const err103 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i8,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+else {
+const err103 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1375,10 +1374,12 @@ vErrors.push(err103);
 }
 errors++;
 }
-}
-}
-else {
-const err104 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
+let data59 = data55.limitsFromRequests;
+if(Array.isArray(data59)){
+const len8 = data59.length;
+for(let i8=0; i8<len8; i8++){
+if(typeof data59[i8] !== "string"){
+const err104 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i8,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1388,8 +1389,9 @@ vErrors.push(err104);
 errors++;
 }
 }
+}
 else {
-const err105 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err105 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1398,23 +1400,9 @@ vErrors.push(err105);
 }
 errors++;
 }
-let data60 = data.limits;
-if(data60 && typeof data60 == "object" && !Array.isArray(data60)){
-if(data60.container === undefined){
-data60.container = {};
 }
-if(data60.pod === undefined){
-data60.pod = {};
-}
-if(data60.job === undefined){
-data60.job = {};
-}
-if(data60.runPolicy === undefined){
-data60.runPolicy = {};
-}
-for(const key14 in data60){
-if(!((((((key14 === "container") || (key14 === "pod")) || (key14 === "job")) || (key14 === "runPolicy")) || (key14 === "allowedAccelerators")) || (key14 === "allowedPartitions"))){
-const err106 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
+else {
+const err106 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -1423,12 +1411,23 @@ vErrors.push(err106);
 }
 errors++;
 }
-}
-let data61 = data60.container;
+let data61 = data.limits;
 if(data61 && typeof data61 == "object" && !Array.isArray(data61)){
-for(const key15 in data61){
-if(!(((key15 === "cpu") || (key15 === "memory")) || (key15 === "gpus"))){
-const err107 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
+if(data61.container === undefined){
+data61.container = {};
+}
+if(data61.pod === undefined){
+data61.pod = {};
+}
+if(data61.job === undefined){
+data61.job = {};
+}
+if(data61.runPolicy === undefined){
+data61.runPolicy = {};
+}
+for(const key14 in data61){
+if(!((((((key14 === "container") || (key14 === "pod")) || (key14 === "job")) || (key14 === "runPolicy")) || (key14 === "allowedAccelerators")) || (key14 === "allowedPartitions"))){
+const err107 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -1438,11 +1437,11 @@ vErrors.push(err107);
 errors++;
 }
 }
-if(data61.cpu !== undefined){
-let data62 = data61.cpu;
-if(typeof data62 === "string"){
-if(!pattern4.test(data62)){
-const err108 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+let data62 = data61.container;
+if(data62 && typeof data62 == "object" && !Array.isArray(data62)){
+for(const key15 in data62){
+if(!(((key15 === "cpu") || (key15 === "memory")) || (key15 === "gpus"))){
+const err108 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -1452,8 +1451,11 @@ vErrors.push(err108);
 errors++;
 }
 }
-else {
-const err109 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data62.cpu !== undefined){
+let data63 = data62.cpu;
+if(typeof data63 === "string"){
+if(!pattern4.test(data63)){
+const err109 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -1463,11 +1465,8 @@ vErrors.push(err109);
 errors++;
 }
 }
-if(data61.memory !== undefined){
-let data63 = data61.memory;
-if(typeof data63 === "string"){
-if(!pattern4.test(data63)){
-const err110 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err110 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1477,8 +1476,11 @@ vErrors.push(err110);
 errors++;
 }
 }
-else {
-const err111 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data62.memory !== undefined){
+let data64 = data62.memory;
+if(typeof data64 === "string"){
+if(!pattern4.test(data64)){
+const err111 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1488,13 +1490,8 @@ vErrors.push(err111);
 errors++;
 }
 }
-if(data61.gpus !== undefined){
-let data64 = data61.gpus;
-if(data64 && typeof data64 == "object" && !Array.isArray(data64)){
-for(const key16 in data64){
-let data65 = data64[key16];
-if(!(((typeof data65 == "number") && (!(data65 % 1) && !isNaN(data65))) && (isFinite(data65)))){
-const err112 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err112 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1503,9 +1500,14 @@ vErrors.push(err112);
 }
 errors++;
 }
-if((typeof data65 == "number") && (isFinite(data65))){
-if(data65 < 0 || isNaN(data65)){
-const err113 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data62.gpus !== undefined){
+let data65 = data62.gpus;
+if(data65 && typeof data65 == "object" && !Array.isArray(data65)){
+for(const key16 in data65){
+let data66 = data65[key16];
+if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
+const err113 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1514,11 +1516,9 @@ vErrors.push(err113);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err114 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data66 == "number") && (isFinite(data66))){
+if(data66 < 0 || isNaN(data66)){
+const err114 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1529,8 +1529,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err115 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err115 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1539,11 +1540,10 @@ vErrors.push(err115);
 }
 errors++;
 }
-let data66 = data60.pod;
-if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
-for(const key17 in data66){
-if(!(key17 === "gpus")){
-const err116 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
+}
+}
+else {
+const err116 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1552,11 +1552,11 @@ vErrors.push(err116);
 }
 errors++;
 }
-}
-if(data66.gpus !== undefined){
-let data67 = data66.gpus;
-if(!(((typeof data67 == "number") && (!(data67 % 1) && !isNaN(data67))) && (isFinite(data67)))){
-const err117 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data67 = data61.pod;
+if(data67 && typeof data67 == "object" && !Array.isArray(data67)){
+for(const key17 in data67){
+if(!(key17 === "gpus")){
+const err117 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1565,9 +1565,11 @@ vErrors.push(err117);
 }
 errors++;
 }
-if((typeof data67 == "number") && (isFinite(data67))){
-if(data67 < 0 || isNaN(data67)){
-const err118 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data67.gpus !== undefined){
+let data68 = data67.gpus;
+if(!(((typeof data68 == "number") && (!(data68 % 1) && !isNaN(data68))) && (isFinite(data68)))){
+const err118 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1576,11 +1578,9 @@ vErrors.push(err118);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err119 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data68 == "number") && (isFinite(data68))){
+if(data68 < 0 || isNaN(data68)){
+const err119 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1589,11 +1589,11 @@ vErrors.push(err119);
 }
 errors++;
 }
-let data68 = data60.job;
-if(data68 && typeof data68 == "object" && !Array.isArray(data68)){
-for(const key18 in data68){
-if(!((key18 === "gpus") || (key18 === "replicas"))){
-const err120 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
+}
+}
+}
+else {
+const err120 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1602,11 +1602,11 @@ vErrors.push(err120);
 }
 errors++;
 }
-}
-if(data68.gpus !== undefined){
-let data69 = data68.gpus;
-if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
-const err121 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data69 = data61.job;
+if(data69 && typeof data69 == "object" && !Array.isArray(data69)){
+for(const key18 in data69){
+if(!((key18 === "gpus") || (key18 === "replicas"))){
+const err121 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1615,9 +1615,11 @@ vErrors.push(err121);
 }
 errors++;
 }
-if((typeof data69 == "number") && (isFinite(data69))){
-if(data69 < 0 || isNaN(data69)){
-const err122 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data69.gpus !== undefined){
+let data70 = data69.gpus;
+if(!(((typeof data70 == "number") && (!(data70 % 1) && !isNaN(data70))) && (isFinite(data70)))){
+const err122 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1626,15 +1628,9 @@ vErrors.push(err122);
 }
 errors++;
 }
-}
-}
-if(data68.replicas !== undefined){
-let data70 = data68.replicas;
-if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
-for(const key19 in data70){
-let data71 = data70[key19];
-if(!(((typeof data71 == "number") && (!(data71 % 1) && !isNaN(data71))) && (isFinite(data71)))){
-const err123 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data70 == "number") && (isFinite(data70))){
+if(data70 < 0 || isNaN(data70)){
+const err123 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1643,9 +1639,15 @@ vErrors.push(err123);
 }
 errors++;
 }
-if((typeof data71 == "number") && (isFinite(data71))){
-if(data71 < 0 || isNaN(data71)){
-const err124 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data69.replicas !== undefined){
+let data71 = data69.replicas;
+if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
+for(const key19 in data71){
+let data72 = data71[key19];
+if(!(((typeof data72 == "number") && (!(data72 % 1) && !isNaN(data72))) && (isFinite(data72)))){
+const err124 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1654,11 +1656,9 @@ vErrors.push(err124);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err125 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data72 == "number") && (isFinite(data72))){
+if(data72 < 0 || isNaN(data72)){
+const err125 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1669,8 +1669,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err126 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err126 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1679,11 +1680,10 @@ vErrors.push(err126);
 }
 errors++;
 }
-let data72 = data60.runPolicy;
-if(data72 && typeof data72 == "object" && !Array.isArray(data72)){
-for(const key20 in data72){
-if(!((((((key20 === "requireTtlSecondsAfterFinished") || (key20 === "maxTtlSecondsAfterFinished")) || (key20 === "maxActiveDeadlineSeconds")) || (key20 === "maxBackoffLimit")) || (key20 === "allowedCleanPodPolicies")) || (key20 === "allowedRestartPolicies"))){
-const err127 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key20},message:"must NOT have additional properties"};
+}
+}
+else {
+const err127 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1692,10 +1692,11 @@ vErrors.push(err127);
 }
 errors++;
 }
-}
-if(data72.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data72.requireTtlSecondsAfterFinished !== "boolean"){
-const err128 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+let data73 = data61.runPolicy;
+if(data73 && typeof data73 == "object" && !Array.isArray(data73)){
+for(const key20 in data73){
+if(!((((((key20 === "requireTtlSecondsAfterFinished") || (key20 === "maxTtlSecondsAfterFinished")) || (key20 === "maxActiveDeadlineSeconds")) || (key20 === "maxBackoffLimit")) || (key20 === "allowedCleanPodPolicies")) || (key20 === "allowedRestartPolicies"))){
+const err128 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key20},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1705,10 +1706,9 @@ vErrors.push(err128);
 errors++;
 }
 }
-if(data72.maxTtlSecondsAfterFinished !== undefined){
-let data74 = data72.maxTtlSecondsAfterFinished;
-if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
-const err129 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data73.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data73.requireTtlSecondsAfterFinished !== "boolean"){
+const err129 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1717,9 +1717,11 @@ vErrors.push(err129);
 }
 errors++;
 }
-if((typeof data74 == "number") && (isFinite(data74))){
-if(data74 < 0 || isNaN(data74)){
-const err130 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data73.maxTtlSecondsAfterFinished !== undefined){
+let data75 = data73.maxTtlSecondsAfterFinished;
+if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
+const err130 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1728,12 +1730,9 @@ vErrors.push(err130);
 }
 errors++;
 }
-}
-}
-if(data72.maxActiveDeadlineSeconds !== undefined){
-let data75 = data72.maxActiveDeadlineSeconds;
-if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
-const err131 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data75 == "number") && (isFinite(data75))){
+if(data75 < 0 || isNaN(data75)){
+const err131 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1742,9 +1741,12 @@ vErrors.push(err131);
 }
 errors++;
 }
-if((typeof data75 == "number") && (isFinite(data75))){
-if(data75 < 0 || isNaN(data75)){
-const err132 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data73.maxActiveDeadlineSeconds !== undefined){
+let data76 = data73.maxActiveDeadlineSeconds;
+if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
+const err132 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1753,12 +1755,9 @@ vErrors.push(err132);
 }
 errors++;
 }
-}
-}
-if(data72.maxBackoffLimit !== undefined){
-let data76 = data72.maxBackoffLimit;
-if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
-const err133 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data76 == "number") && (isFinite(data76))){
+if(data76 < 0 || isNaN(data76)){
+const err133 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1767,9 +1766,12 @@ vErrors.push(err133);
 }
 errors++;
 }
-if((typeof data76 == "number") && (isFinite(data76))){
-if(data76 < 0 || isNaN(data76)){
-const err134 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data73.maxBackoffLimit !== undefined){
+let data77 = data73.maxBackoffLimit;
+if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
+const err134 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1778,16 +1780,9 @@ vErrors.push(err134);
 }
 errors++;
 }
-}
-}
-if(data72.allowedCleanPodPolicies !== undefined){
-let data77 = data72.allowedCleanPodPolicies;
-if(Array.isArray(data77)){
-const len9 = data77.length;
-for(let i9=0; i9<len9; i9++){
-let data78 = data77[i9];
-if(!(((data78 === "All") || (data78 === "Running")) || (data78 === "None"))){
-const err135 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i9,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data77 == "number") && (isFinite(data77))){
+if(data77 < 0 || isNaN(data77)){
+const err135 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1798,8 +1793,14 @@ errors++;
 }
 }
 }
-else {
-const err136 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data73.allowedCleanPodPolicies !== undefined){
+let data78 = data73.allowedCleanPodPolicies;
+if(Array.isArray(data78)){
+const len9 = data78.length;
+for(let i9=0; i9<len9; i9++){
+let data79 = data78[i9];
+if(!(((data79 === "All") || (data79 === "Running")) || (data79 === "None"))){
+const err136 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i9,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1809,14 +1810,9 @@ vErrors.push(err136);
 errors++;
 }
 }
-if(data72.allowedRestartPolicies !== undefined){
-let data79 = data72.allowedRestartPolicies;
-if(Array.isArray(data79)){
-const len10 = data79.length;
-for(let i10=0; i10<len10; i10++){
-let data80 = data79[i10];
-if(!((((data80 === "Always") || (data80 === "OnFailure")) || (data80 === "Never")) || (data80 === "ExitCode"))){
-const err137 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i10,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err137 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1826,9 +1822,14 @@ vErrors.push(err137);
 errors++;
 }
 }
-}
-else {
-const err138 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data73.allowedRestartPolicies !== undefined){
+let data80 = data73.allowedRestartPolicies;
+if(Array.isArray(data80)){
+const len10 = data80.length;
+for(let i10=0; i10<len10; i10++){
+let data81 = data80[i10];
+if(!((((data81 === "Always") || (data81 === "OnFailure")) || (data81 === "Never")) || (data81 === "ExitCode"))){
+const err138 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i10,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1840,7 +1841,7 @@ errors++;
 }
 }
 else {
-const err139 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err139 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1849,13 +1850,10 @@ vErrors.push(err139);
 }
 errors++;
 }
-if(data60.allowedAccelerators !== undefined){
-let data81 = data60.allowedAccelerators;
-if(Array.isArray(data81)){
-const len11 = data81.length;
-for(let i11=0; i11<len11; i11++){
-if(typeof data81[i11] !== "string"){
-const err140 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i11,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+else {
+const err140 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1864,10 +1862,13 @@ vErrors.push(err140);
 }
 errors++;
 }
-}
-}
-else {
-const err141 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data61.allowedAccelerators !== undefined){
+let data82 = data61.allowedAccelerators;
+if(Array.isArray(data82)){
+const len11 = data82.length;
+for(let i11=0; i11<len11; i11++){
+if(typeof data82[i11] !== "string"){
+const err141 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i11,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1877,13 +1878,9 @@ vErrors.push(err141);
 errors++;
 }
 }
-if(data60.allowedPartitions !== undefined){
-let data83 = data60.allowedPartitions;
-if(Array.isArray(data83)){
-const len12 = data83.length;
-for(let i12=0; i12<len12; i12++){
-if(typeof data83[i12] !== "string"){
-const err142 = {instancePath:instancePath+"/limits/allowedPartitions/" + i12,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err142 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1893,9 +1890,13 @@ vErrors.push(err142);
 errors++;
 }
 }
-}
-else {
-const err143 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data61.allowedPartitions !== undefined){
+let data84 = data61.allowedPartitions;
+if(Array.isArray(data84)){
+const len12 = data84.length;
+for(let i12=0; i12<len12; i12++){
+if(typeof data84[i12] !== "string"){
+const err143 = {instancePath:instancePath+"/limits/allowedPartitions/" + i12,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1907,7 +1908,7 @@ errors++;
 }
 }
 else {
-const err144 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err144 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1916,11 +1917,10 @@ vErrors.push(err144);
 }
 errors++;
 }
-let data85 = data.jobDefaults;
-if(data85 && typeof data85 == "object" && !Array.isArray(data85)){
-for(const key21 in data85){
-if(!((((key21 === "ttlSecondsAfterFinished") || (key21 === "cleanPodPolicy")) || (key21 === "activeDeadlineSeconds")) || (key21 === "backoffLimit"))){
-const err145 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
+}
+}
+else {
+const err145 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1929,11 +1929,11 @@ vErrors.push(err145);
 }
 errors++;
 }
-}
-if(data85.ttlSecondsAfterFinished !== undefined){
-let data86 = data85.ttlSecondsAfterFinished;
-if(!(((typeof data86 == "number") && (!(data86 % 1) && !isNaN(data86))) && (isFinite(data86)))){
-const err146 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data86 = data.jobDefaults;
+if(data86 && typeof data86 == "object" && !Array.isArray(data86)){
+for(const key21 in data86){
+if(!((((key21 === "ttlSecondsAfterFinished") || (key21 === "cleanPodPolicy")) || (key21 === "activeDeadlineSeconds")) || (key21 === "backoffLimit"))){
+const err146 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1942,9 +1942,11 @@ vErrors.push(err146);
 }
 errors++;
 }
-if((typeof data86 == "number") && (isFinite(data86))){
-if(data86 < 0 || isNaN(data86)){
-const err147 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data86.ttlSecondsAfterFinished !== undefined){
+let data87 = data86.ttlSecondsAfterFinished;
+if(!(((typeof data87 == "number") && (!(data87 % 1) && !isNaN(data87))) && (isFinite(data87)))){
+const err147 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1953,12 +1955,9 @@ vErrors.push(err147);
 }
 errors++;
 }
-}
-}
-if(data85.cleanPodPolicy !== undefined){
-let data87 = data85.cleanPodPolicy;
-if(!(((data87 === "All") || (data87 === "Running")) || (data87 === "None"))){
-const err148 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+if((typeof data87 == "number") && (isFinite(data87))){
+if(data87 < 0 || isNaN(data87)){
+const err148 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1968,10 +1967,11 @@ vErrors.push(err148);
 errors++;
 }
 }
-if(data85.activeDeadlineSeconds !== undefined){
-let data88 = data85.activeDeadlineSeconds;
-if(!(((typeof data88 == "number") && (!(data88 % 1) && !isNaN(data88))) && (isFinite(data88)))){
-const err149 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data86.cleanPodPolicy !== undefined){
+let data88 = data86.cleanPodPolicy;
+if(!(((data88 === "All") || (data88 === "Running")) || (data88 === "None"))){
+const err149 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1980,9 +1980,11 @@ vErrors.push(err149);
 }
 errors++;
 }
-if((typeof data88 == "number") && (isFinite(data88))){
-if(data88 < 1 || isNaN(data88)){
-const err150 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data86.activeDeadlineSeconds !== undefined){
+let data89 = data86.activeDeadlineSeconds;
+if(!(((typeof data89 == "number") && (!(data89 % 1) && !isNaN(data89))) && (isFinite(data89)))){
+const err150 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1991,12 +1993,9 @@ vErrors.push(err150);
 }
 errors++;
 }
-}
-}
-if(data85.backoffLimit !== undefined){
-let data89 = data85.backoffLimit;
-if(!(((typeof data89 == "number") && (!(data89 % 1) && !isNaN(data89))) && (isFinite(data89)))){
-const err151 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data89 == "number") && (isFinite(data89))){
+if(data89 < 1 || isNaN(data89)){
+const err151 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -2005,9 +2004,12 @@ vErrors.push(err151);
 }
 errors++;
 }
-if((typeof data89 == "number") && (isFinite(data89))){
-if(data89 < 0 || isNaN(data89)){
-const err152 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data86.backoffLimit !== undefined){
+let data90 = data86.backoffLimit;
+if(!(((typeof data90 == "number") && (!(data90 % 1) && !isNaN(data90))) && (isFinite(data90)))){
+const err152 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -2016,11 +2018,9 @@ vErrors.push(err152);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err153 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data90 == "number") && (isFinite(data90))){
+if(data90 < 0 || isNaN(data90)){
+const err153 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -2029,17 +2029,11 @@ vErrors.push(err153);
 }
 errors++;
 }
-let data90 = data.namespaces;
-if(Array.isArray(data90)){
-const len13 = data90.length;
-for(let i13=0; i13<len13; i13++){
-let data91 = data90[i13];
-if(data91 && typeof data91 == "object" && !Array.isArray(data91)){
-if(data91.limits === undefined){
-data91.limits = {};
 }
-if(data91.pattern === undefined){
-const err154 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+}
+}
+else {
+const err154 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -2048,9 +2042,17 @@ vErrors.push(err154);
 }
 errors++;
 }
-for(const key22 in data91){
-if(!(((key22 === "pattern") || (key22 === "limits")) || (key22 === "jobDefaults"))){
-const err155 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
+let data91 = data.namespaces;
+if(Array.isArray(data91)){
+const len13 = data91.length;
+for(let i13=0; i13<len13; i13++){
+let data92 = data91[i13];
+if(data92 && typeof data92 == "object" && !Array.isArray(data92)){
+if(data92.limits === undefined){
+data92.limits = {};
+}
+if(data92.pattern === undefined){
+const err155 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -2059,12 +2061,9 @@ vErrors.push(err155);
 }
 errors++;
 }
-}
-if(data91.pattern !== undefined){
-let data92 = data91.pattern;
-if(typeof data92 === "string"){
-if(func3(data92) < 1){
-const err156 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key22 in data92){
+if(!(((key22 === "pattern") || (key22 === "limits")) || (key22 === "jobDefaults"))){
+const err156 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -2074,8 +2073,11 @@ vErrors.push(err156);
 errors++;
 }
 }
-else {
-const err157 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data92.pattern !== undefined){
+let data93 = data92.pattern;
+if(typeof data93 === "string"){
+if(func3(data93) < 1){
+const err157 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -2085,11 +2087,8 @@ vErrors.push(err157);
 errors++;
 }
 }
-let data93 = data91.limits;
-if(data93 && typeof data93 == "object" && !Array.isArray(data93)){
-for(const key23 in data93){
-if(!((((((key23 === "container") || (key23 === "pod")) || (key23 === "job")) || (key23 === "runPolicy")) || (key23 === "allowedAccelerators")) || (key23 === "allowedPartitions"))){
-const err158 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
+else {
+const err158 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -2099,12 +2098,11 @@ vErrors.push(err158);
 errors++;
 }
 }
-if(data93.container !== undefined){
-let data94 = data93.container;
+let data94 = data92.limits;
 if(data94 && typeof data94 == "object" && !Array.isArray(data94)){
-for(const key24 in data94){
-if(!(((key24 === "cpu") || (key24 === "memory")) || (key24 === "gpus"))){
-const err159 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
+for(const key23 in data94){
+if(!((((((key23 === "container") || (key23 === "pod")) || (key23 === "job")) || (key23 === "runPolicy")) || (key23 === "allowedAccelerators")) || (key23 === "allowedPartitions"))){
+const err159 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -2114,11 +2112,12 @@ vErrors.push(err159);
 errors++;
 }
 }
-if(data94.cpu !== undefined){
-let data95 = data94.cpu;
-if(typeof data95 === "string"){
-if(!pattern4.test(data95)){
-const err160 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if(data94.container !== undefined){
+let data95 = data94.container;
+if(data95 && typeof data95 == "object" && !Array.isArray(data95)){
+for(const key24 in data95){
+if(!(((key24 === "cpu") || (key24 === "memory")) || (key24 === "gpus"))){
+const err160 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -2128,8 +2127,11 @@ vErrors.push(err160);
 errors++;
 }
 }
-else {
-const err161 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data95.cpu !== undefined){
+let data96 = data95.cpu;
+if(typeof data96 === "string"){
+if(!pattern4.test(data96)){
+const err161 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -2139,11 +2141,8 @@ vErrors.push(err161);
 errors++;
 }
 }
-if(data94.memory !== undefined){
-let data96 = data94.memory;
-if(typeof data96 === "string"){
-if(!pattern4.test(data96)){
-const err162 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err162 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -2153,8 +2152,11 @@ vErrors.push(err162);
 errors++;
 }
 }
-else {
-const err163 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data95.memory !== undefined){
+let data97 = data95.memory;
+if(typeof data97 === "string"){
+if(!pattern4.test(data97)){
+const err163 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -2164,13 +2166,8 @@ vErrors.push(err163);
 errors++;
 }
 }
-if(data94.gpus !== undefined){
-let data97 = data94.gpus;
-if(data97 && typeof data97 == "object" && !Array.isArray(data97)){
-for(const key25 in data97){
-let data98 = data97[key25];
-if(!(((typeof data98 == "number") && (!(data98 % 1) && !isNaN(data98))) && (isFinite(data98)))){
-const err164 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err164 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -2179,9 +2176,14 @@ vErrors.push(err164);
 }
 errors++;
 }
-if((typeof data98 == "number") && (isFinite(data98))){
-if(data98 < 0 || isNaN(data98)){
-const err165 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data95.gpus !== undefined){
+let data98 = data95.gpus;
+if(data98 && typeof data98 == "object" && !Array.isArray(data98)){
+for(const key25 in data98){
+let data99 = data98[key25];
+if(!(((typeof data99 == "number") && (!(data99 % 1) && !isNaN(data99))) && (isFinite(data99)))){
+const err165 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2190,11 +2192,9 @@ vErrors.push(err165);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err166 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data99 == "number") && (isFinite(data99))){
+if(data99 < 0 || isNaN(data99)){
+const err166 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2205,8 +2205,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err167 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err167 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2216,12 +2217,9 @@ vErrors.push(err167);
 errors++;
 }
 }
-if(data93.pod !== undefined){
-let data99 = data93.pod;
-if(data99 && typeof data99 == "object" && !Array.isArray(data99)){
-for(const key26 in data99){
-if(!(key26 === "gpus")){
-const err168 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
+}
+else {
+const err168 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2231,10 +2229,12 @@ vErrors.push(err168);
 errors++;
 }
 }
-if(data99.gpus !== undefined){
-let data100 = data99.gpus;
-if(!(((typeof data100 == "number") && (!(data100 % 1) && !isNaN(data100))) && (isFinite(data100)))){
-const err169 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data94.pod !== undefined){
+let data100 = data94.pod;
+if(data100 && typeof data100 == "object" && !Array.isArray(data100)){
+for(const key26 in data100){
+if(!(key26 === "gpus")){
+const err169 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2243,9 +2243,11 @@ vErrors.push(err169);
 }
 errors++;
 }
-if((typeof data100 == "number") && (isFinite(data100))){
-if(data100 < 0 || isNaN(data100)){
-const err170 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data100.gpus !== undefined){
+let data101 = data100.gpus;
+if(!(((typeof data101 == "number") && (!(data101 % 1) && !isNaN(data101))) && (isFinite(data101)))){
+const err170 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2254,11 +2256,9 @@ vErrors.push(err170);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err171 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data101 == "number") && (isFinite(data101))){
+if(data101 < 0 || isNaN(data101)){
+const err171 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2268,12 +2268,10 @@ vErrors.push(err171);
 errors++;
 }
 }
-if(data93.job !== undefined){
-let data101 = data93.job;
-if(data101 && typeof data101 == "object" && !Array.isArray(data101)){
-for(const key27 in data101){
-if(!((key27 === "gpus") || (key27 === "replicas"))){
-const err172 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
+}
+}
+else {
+const err172 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2283,10 +2281,12 @@ vErrors.push(err172);
 errors++;
 }
 }
-if(data101.gpus !== undefined){
-let data102 = data101.gpus;
-if(!(((typeof data102 == "number") && (!(data102 % 1) && !isNaN(data102))) && (isFinite(data102)))){
-const err173 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data94.job !== undefined){
+let data102 = data94.job;
+if(data102 && typeof data102 == "object" && !Array.isArray(data102)){
+for(const key27 in data102){
+if(!((key27 === "gpus") || (key27 === "replicas"))){
+const err173 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2295,9 +2295,11 @@ vErrors.push(err173);
 }
 errors++;
 }
-if((typeof data102 == "number") && (isFinite(data102))){
-if(data102 < 0 || isNaN(data102)){
-const err174 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data102.gpus !== undefined){
+let data103 = data102.gpus;
+if(!(((typeof data103 == "number") && (!(data103 % 1) && !isNaN(data103))) && (isFinite(data103)))){
+const err174 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2306,15 +2308,9 @@ vErrors.push(err174);
 }
 errors++;
 }
-}
-}
-if(data101.replicas !== undefined){
-let data103 = data101.replicas;
-if(data103 && typeof data103 == "object" && !Array.isArray(data103)){
-for(const key28 in data103){
-let data104 = data103[key28];
-if(!(((typeof data104 == "number") && (!(data104 % 1) && !isNaN(data104))) && (isFinite(data104)))){
-const err175 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data103 == "number") && (isFinite(data103))){
+if(data103 < 0 || isNaN(data103)){
+const err175 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2323,9 +2319,15 @@ vErrors.push(err175);
 }
 errors++;
 }
-if((typeof data104 == "number") && (isFinite(data104))){
-if(data104 < 0 || isNaN(data104)){
-const err176 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data102.replicas !== undefined){
+let data104 = data102.replicas;
+if(data104 && typeof data104 == "object" && !Array.isArray(data104)){
+for(const key28 in data104){
+let data105 = data104[key28];
+if(!(((typeof data105 == "number") && (!(data105 % 1) && !isNaN(data105))) && (isFinite(data105)))){
+const err176 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2334,11 +2336,9 @@ vErrors.push(err176);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err177 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data105 == "number") && (isFinite(data105))){
+if(data105 < 0 || isNaN(data105)){
+const err177 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2349,8 +2349,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err178 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err178 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2360,12 +2361,9 @@ vErrors.push(err178);
 errors++;
 }
 }
-if(data93.runPolicy !== undefined){
-let data105 = data93.runPolicy;
-if(data105 && typeof data105 == "object" && !Array.isArray(data105)){
-for(const key29 in data105){
-if(!((((((key29 === "requireTtlSecondsAfterFinished") || (key29 === "maxTtlSecondsAfterFinished")) || (key29 === "maxActiveDeadlineSeconds")) || (key29 === "maxBackoffLimit")) || (key29 === "allowedCleanPodPolicies")) || (key29 === "allowedRestartPolicies"))){
-const err179 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
+}
+else {
+const err179 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2375,9 +2373,12 @@ vErrors.push(err179);
 errors++;
 }
 }
-if(data105.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data105.requireTtlSecondsAfterFinished !== "boolean"){
-const err180 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data94.runPolicy !== undefined){
+let data106 = data94.runPolicy;
+if(data106 && typeof data106 == "object" && !Array.isArray(data106)){
+for(const key29 in data106){
+if(!((((((key29 === "requireTtlSecondsAfterFinished") || (key29 === "maxTtlSecondsAfterFinished")) || (key29 === "maxActiveDeadlineSeconds")) || (key29 === "maxBackoffLimit")) || (key29 === "allowedCleanPodPolicies")) || (key29 === "allowedRestartPolicies"))){
+const err180 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2387,10 +2388,9 @@ vErrors.push(err180);
 errors++;
 }
 }
-if(data105.maxTtlSecondsAfterFinished !== undefined){
-let data107 = data105.maxTtlSecondsAfterFinished;
-if(!(((typeof data107 == "number") && (!(data107 % 1) && !isNaN(data107))) && (isFinite(data107)))){
-const err181 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data106.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data106.requireTtlSecondsAfterFinished !== "boolean"){
+const err181 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2399,9 +2399,11 @@ vErrors.push(err181);
 }
 errors++;
 }
-if((typeof data107 == "number") && (isFinite(data107))){
-if(data107 < 0 || isNaN(data107)){
-const err182 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data106.maxTtlSecondsAfterFinished !== undefined){
+let data108 = data106.maxTtlSecondsAfterFinished;
+if(!(((typeof data108 == "number") && (!(data108 % 1) && !isNaN(data108))) && (isFinite(data108)))){
+const err182 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2410,12 +2412,9 @@ vErrors.push(err182);
 }
 errors++;
 }
-}
-}
-if(data105.maxActiveDeadlineSeconds !== undefined){
-let data108 = data105.maxActiveDeadlineSeconds;
-if(!(((typeof data108 == "number") && (!(data108 % 1) && !isNaN(data108))) && (isFinite(data108)))){
-const err183 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data108 == "number") && (isFinite(data108))){
+if(data108 < 0 || isNaN(data108)){
+const err183 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2424,9 +2423,12 @@ vErrors.push(err183);
 }
 errors++;
 }
-if((typeof data108 == "number") && (isFinite(data108))){
-if(data108 < 0 || isNaN(data108)){
-const err184 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data106.maxActiveDeadlineSeconds !== undefined){
+let data109 = data106.maxActiveDeadlineSeconds;
+if(!(((typeof data109 == "number") && (!(data109 % 1) && !isNaN(data109))) && (isFinite(data109)))){
+const err184 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2435,12 +2437,9 @@ vErrors.push(err184);
 }
 errors++;
 }
-}
-}
-if(data105.maxBackoffLimit !== undefined){
-let data109 = data105.maxBackoffLimit;
-if(!(((typeof data109 == "number") && (!(data109 % 1) && !isNaN(data109))) && (isFinite(data109)))){
-const err185 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data109 == "number") && (isFinite(data109))){
+if(data109 < 0 || isNaN(data109)){
+const err185 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2449,9 +2448,12 @@ vErrors.push(err185);
 }
 errors++;
 }
-if((typeof data109 == "number") && (isFinite(data109))){
-if(data109 < 0 || isNaN(data109)){
-const err186 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data106.maxBackoffLimit !== undefined){
+let data110 = data106.maxBackoffLimit;
+if(!(((typeof data110 == "number") && (!(data110 % 1) && !isNaN(data110))) && (isFinite(data110)))){
+const err186 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2460,16 +2462,9 @@ vErrors.push(err186);
 }
 errors++;
 }
-}
-}
-if(data105.allowedCleanPodPolicies !== undefined){
-let data110 = data105.allowedCleanPodPolicies;
-if(Array.isArray(data110)){
-const len14 = data110.length;
-for(let i14=0; i14<len14; i14++){
-let data111 = data110[i14];
-if(!(((data111 === "All") || (data111 === "Running")) || (data111 === "None"))){
-const err187 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data110 == "number") && (isFinite(data110))){
+if(data110 < 0 || isNaN(data110)){
+const err187 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2480,8 +2475,14 @@ errors++;
 }
 }
 }
-else {
-const err188 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data106.allowedCleanPodPolicies !== undefined){
+let data111 = data106.allowedCleanPodPolicies;
+if(Array.isArray(data111)){
+const len14 = data111.length;
+for(let i14=0; i14<len14; i14++){
+let data112 = data111[i14];
+if(!(((data112 === "All") || (data112 === "Running")) || (data112 === "None"))){
+const err188 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2491,14 +2492,9 @@ vErrors.push(err188);
 errors++;
 }
 }
-if(data105.allowedRestartPolicies !== undefined){
-let data112 = data105.allowedRestartPolicies;
-if(Array.isArray(data112)){
-const len15 = data112.length;
-for(let i15=0; i15<len15; i15++){
-let data113 = data112[i15];
-if(!((((data113 === "Always") || (data113 === "OnFailure")) || (data113 === "Never")) || (data113 === "ExitCode"))){
-const err189 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err189 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2508,9 +2504,14 @@ vErrors.push(err189);
 errors++;
 }
 }
-}
-else {
-const err190 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data106.allowedRestartPolicies !== undefined){
+let data113 = data106.allowedRestartPolicies;
+if(Array.isArray(data113)){
+const len15 = data113.length;
+for(let i15=0; i15<len15; i15++){
+let data114 = data113[i15];
+if(!((((data114 === "Always") || (data114 === "OnFailure")) || (data114 === "Never")) || (data114 === "ExitCode"))){
+const err190 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2522,7 +2523,7 @@ errors++;
 }
 }
 else {
-const err191 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err191 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2532,13 +2533,9 @@ vErrors.push(err191);
 errors++;
 }
 }
-if(data93.allowedAccelerators !== undefined){
-let data114 = data93.allowedAccelerators;
-if(Array.isArray(data114)){
-const len16 = data114.length;
-for(let i16=0; i16<len16; i16++){
-if(typeof data114[i16] !== "string"){
-const err192 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err192 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2548,9 +2545,13 @@ vErrors.push(err192);
 errors++;
 }
 }
-}
-else {
-const err193 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data94.allowedAccelerators !== undefined){
+let data115 = data94.allowedAccelerators;
+if(Array.isArray(data115)){
+const len16 = data115.length;
+for(let i16=0; i16<len16; i16++){
+if(typeof data115[i16] !== "string"){
+const err193 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2560,13 +2561,9 @@ vErrors.push(err193);
 errors++;
 }
 }
-if(data93.allowedPartitions !== undefined){
-let data116 = data93.allowedPartitions;
-if(Array.isArray(data116)){
-const len17 = data116.length;
-for(let i17=0; i17<len17; i17++){
-if(typeof data116[i17] !== "string"){
-const err194 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions/" + i17,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err194 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2576,9 +2573,13 @@ vErrors.push(err194);
 errors++;
 }
 }
-}
-else {
-const err195 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data94.allowedPartitions !== undefined){
+let data117 = data94.allowedPartitions;
+if(Array.isArray(data117)){
+const len17 = data117.length;
+for(let i17=0; i17<len17; i17++){
+if(typeof data117[i17] !== "string"){
+const err195 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions/" + i17,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2590,7 +2591,7 @@ errors++;
 }
 }
 else {
-const err196 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err196 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2599,12 +2600,10 @@ vErrors.push(err196);
 }
 errors++;
 }
-if(data91.jobDefaults !== undefined){
-let data118 = data91.jobDefaults;
-if(data118 && typeof data118 == "object" && !Array.isArray(data118)){
-for(const key30 in data118){
-if(!((((key30 === "ttlSecondsAfterFinished") || (key30 === "cleanPodPolicy")) || (key30 === "activeDeadlineSeconds")) || (key30 === "backoffLimit"))){
-const err197 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
+}
+}
+else {
+const err197 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2613,11 +2612,12 @@ vErrors.push(err197);
 }
 errors++;
 }
-}
-if(data118.ttlSecondsAfterFinished !== undefined){
-let data119 = data118.ttlSecondsAfterFinished;
-if(!(((typeof data119 == "number") && (!(data119 % 1) && !isNaN(data119))) && (isFinite(data119)))){
-const err198 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data92.jobDefaults !== undefined){
+let data119 = data92.jobDefaults;
+if(data119 && typeof data119 == "object" && !Array.isArray(data119)){
+for(const key30 in data119){
+if(!((((key30 === "ttlSecondsAfterFinished") || (key30 === "cleanPodPolicy")) || (key30 === "activeDeadlineSeconds")) || (key30 === "backoffLimit"))){
+const err198 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2626,9 +2626,11 @@ vErrors.push(err198);
 }
 errors++;
 }
-if((typeof data119 == "number") && (isFinite(data119))){
-if(data119 < 0 || isNaN(data119)){
-const err199 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data119.ttlSecondsAfterFinished !== undefined){
+let data120 = data119.ttlSecondsAfterFinished;
+if(!(((typeof data120 == "number") && (!(data120 % 1) && !isNaN(data120))) && (isFinite(data120)))){
+const err199 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2637,12 +2639,9 @@ vErrors.push(err199);
 }
 errors++;
 }
-}
-}
-if(data118.cleanPodPolicy !== undefined){
-let data120 = data118.cleanPodPolicy;
-if(!(((data120 === "All") || (data120 === "Running")) || (data120 === "None"))){
-const err200 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+if((typeof data120 == "number") && (isFinite(data120))){
+if(data120 < 0 || isNaN(data120)){
+const err200 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2652,10 +2651,11 @@ vErrors.push(err200);
 errors++;
 }
 }
-if(data118.activeDeadlineSeconds !== undefined){
-let data121 = data118.activeDeadlineSeconds;
-if(!(((typeof data121 == "number") && (!(data121 % 1) && !isNaN(data121))) && (isFinite(data121)))){
-const err201 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data119.cleanPodPolicy !== undefined){
+let data121 = data119.cleanPodPolicy;
+if(!(((data121 === "All") || (data121 === "Running")) || (data121 === "None"))){
+const err201 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2664,9 +2664,11 @@ vErrors.push(err201);
 }
 errors++;
 }
-if((typeof data121 == "number") && (isFinite(data121))){
-if(data121 < 1 || isNaN(data121)){
-const err202 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data119.activeDeadlineSeconds !== undefined){
+let data122 = data119.activeDeadlineSeconds;
+if(!(((typeof data122 == "number") && (!(data122 % 1) && !isNaN(data122))) && (isFinite(data122)))){
+const err202 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2675,12 +2677,9 @@ vErrors.push(err202);
 }
 errors++;
 }
-}
-}
-if(data118.backoffLimit !== undefined){
-let data122 = data118.backoffLimit;
-if(!(((typeof data122 == "number") && (!(data122 % 1) && !isNaN(data122))) && (isFinite(data122)))){
-const err203 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data122 == "number") && (isFinite(data122))){
+if(data122 < 1 || isNaN(data122)){
+const err203 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2689,9 +2688,12 @@ vErrors.push(err203);
 }
 errors++;
 }
-if((typeof data122 == "number") && (isFinite(data122))){
-if(data122 < 0 || isNaN(data122)){
-const err204 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data119.backoffLimit !== undefined){
+let data123 = data119.backoffLimit;
+if(!(((typeof data123 == "number") && (!(data123 % 1) && !isNaN(data123))) && (isFinite(data123)))){
+const err204 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2700,11 +2702,9 @@ vErrors.push(err204);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err205 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data123 == "number") && (isFinite(data123))){
+if(data123 < 0 || isNaN(data123)){
+const err205 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2715,8 +2715,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err206 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err206 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2728,7 +2729,7 @@ errors++;
 }
 }
 else {
-const err207 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err207 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2737,35 +2738,10 @@ vErrors.push(err207);
 }
 errors++;
 }
-let data123 = data.reconciler;
-if(data123 && typeof data123 == "object" && !Array.isArray(data123)){
-if(data123.maxDeletionsPerPass === undefined){
-data123.maxDeletionsPerPass = 100;
 }
-if(data123.leaseGracePeriodSeconds === undefined){
-data123.leaseGracePeriodSeconds = 40;
 }
-if(data123.passLeaseSeconds === undefined){
-data123.passLeaseSeconds = 600;
-}
-if(data123.perReplicaServices === undefined){
-data123.perReplicaServices = true;
-}
-if(data123.events === undefined){
-data123.events = true;
-}
-if(data123.pendingGpuPodSeconds === undefined){
-data123.pendingGpuPodSeconds = 300;
-}
-if(data123.ledgerShardBytes === undefined){
-data123.ledgerShardBytes = 524288;
-}
-if(data123.concurrency === undefined){
-data123.concurrency = 8;
-}
-for(const key31 in data123){
-if(!((((((((key31 === "maxDeletionsPerPass") || (key31 === "leaseGracePeriodSeconds")) || (key31 === "passLeaseSeconds")) || (key31 === "perReplicaServices")) || (key31 === "events")) || (key31 === "pendingGpuPodSeconds")) || (key31 === "ledgerShardBytes")) || (key31 === "concurrency"))){
-const err208 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
+else {
+const err208 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2774,10 +2750,35 @@ vErrors.push(err208);
 }
 errors++;
 }
+let data124 = data.reconciler;
+if(data124 && typeof data124 == "object" && !Array.isArray(data124)){
+if(data124.maxDeletionsPerPass === undefined){
+data124.maxDeletionsPerPass = 100;
 }
-let data124 = data123.maxDeletionsPerPass;
-if(!(((typeof data124 == "number") && (!(data124 % 1) && !isNaN(data124))) && (isFinite(data124)))){
-const err209 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data124.leaseGracePeriodSeconds === undefined){
+data124.leaseGracePeriodSeconds = 40;
+}
+if(data124.passLeaseSeconds === undefined){
+data124.passLeaseSeconds = 600;
+}
+if(data124.perReplicaServices === undefined){
+data124.perReplicaServices = true;
+}
+if(data124.events === undefined){
+data124.events = true;
+}
+if(data124.pendingGpuPodSeconds === undefined){
+data124.pendingGpuPodSeconds = 300;
+}
+if(data124.ledgerShardBytes === undefined){
+data124.ledgerShardBytes = 524288;
+}
+if(data124.concurrency === undefined){
+data124.concurrency = 8;
+}
+for(const key31 in data124){
+if(!((((((((key31 === "maxDeletionsPerPass") || (key31 === "leaseGracePeriodSeconds")) || (key31 === "passLeaseSeconds")) || (key31 === "perReplicaServices")) || (key31 === "events")) || (key31 === "pendingGpuPodSeconds")) || (key31 === "ledgerShardBytes")) || (key31 === "concurrency"))){
+const err209 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2786,9 +2787,10 @@ vErrors.push(err209);
 }
 errors++;
 }
-if((typeof data124 == "number") && (isFinite(data124))){
-if(data124 < 1 || isNaN(data124)){
-const err210 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data125 = data124.maxDeletionsPerPass;
+if(!(((typeof data125 == "number") && (!(data125 % 1) && !isNaN(data125))) && (isFinite(data125)))){
+const err210 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2797,10 +2799,9 @@ vErrors.push(err210);
 }
 errors++;
 }
-}
-let data125 = data123.leaseGracePeriodSeconds;
-if(!(((typeof data125 == "number") && (!(data125 % 1) && !isNaN(data125))) && (isFinite(data125)))){
-const err211 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data125 == "number") && (isFinite(data125))){
+if(data125 < 1 || isNaN(data125)){
+const err211 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2809,9 +2810,10 @@ vErrors.push(err211);
 }
 errors++;
 }
-if((typeof data125 == "number") && (isFinite(data125))){
-if(data125 < 1 || isNaN(data125)){
-const err212 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data126 = data124.leaseGracePeriodSeconds;
+if(!(((typeof data126 == "number") && (!(data126 % 1) && !isNaN(data126))) && (isFinite(data126)))){
+const err212 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2820,10 +2822,9 @@ vErrors.push(err212);
 }
 errors++;
 }
-}
-let data126 = data123.passLeaseSeconds;
-if(!(((typeof data126 == "number") && (!(data126 % 1) && !isNaN(data126))) && (isFinite(data126)))){
-const err213 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data126 == "number") && (isFinite(data126))){
+if(data126 < 1 || isNaN(data126)){
+const err213 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2832,9 +2833,10 @@ vErrors.push(err213);
 }
 errors++;
 }
-if((typeof data126 == "number") && (isFinite(data126))){
-if(data126 > 86400 || isNaN(data126)){
-const err214 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+let data127 = data124.passLeaseSeconds;
+if(!(((typeof data127 == "number") && (!(data127 % 1) && !isNaN(data127))) && (isFinite(data127)))){
+const err214 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2843,8 +2845,9 @@ vErrors.push(err214);
 }
 errors++;
 }
-if(data126 < 10 || isNaN(data126)){
-const err215 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+if((typeof data127 == "number") && (isFinite(data127))){
+if(data127 > 86400 || isNaN(data127)){
+const err215 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -2853,9 +2856,8 @@ vErrors.push(err215);
 }
 errors++;
 }
-}
-if(typeof data123.perReplicaServices !== "boolean"){
-const err216 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data127 < 10 || isNaN(data127)){
+const err216 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -2864,8 +2866,9 @@ vErrors.push(err216);
 }
 errors++;
 }
-if(typeof data123.events !== "boolean"){
-const err217 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+if(typeof data124.perReplicaServices !== "boolean"){
+const err217 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -2874,9 +2877,8 @@ vErrors.push(err217);
 }
 errors++;
 }
-let data129 = data123.pendingGpuPodSeconds;
-if(!(((typeof data129 == "number") && (!(data129 % 1) && !isNaN(data129))) && (isFinite(data129)))){
-const err218 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(typeof data124.events !== "boolean"){
+const err218 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -2885,9 +2887,9 @@ vErrors.push(err218);
 }
 errors++;
 }
-if((typeof data129 == "number") && (isFinite(data129))){
-if(data129 < 0 || isNaN(data129)){
-const err219 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+let data130 = data124.pendingGpuPodSeconds;
+if(!(((typeof data130 == "number") && (!(data130 % 1) && !isNaN(data130))) && (isFinite(data130)))){
+const err219 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -2896,10 +2898,9 @@ vErrors.push(err219);
 }
 errors++;
 }
-}
-let data130 = data123.ledgerShardBytes;
-if(!(((typeof data130 == "number") && (!(data130 % 1) && !isNaN(data130))) && (isFinite(data130)))){
-const err220 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data130 == "number") && (isFinite(data130))){
+if(data130 < 0 || isNaN(data130)){
+const err220 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -2908,9 +2909,10 @@ vErrors.push(err220);
 }
 errors++;
 }
-if((typeof data130 == "number") && (isFinite(data130))){
-if(data130 > 921600 || isNaN(data130)){
-const err221 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+}
+let data131 = data124.ledgerShardBytes;
+if(!(((typeof data131 == "number") && (!(data131 % 1) && !isNaN(data131))) && (isFinite(data131)))){
+const err221 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -2919,8 +2921,9 @@ vErrors.push(err221);
 }
 errors++;
 }
-if(data130 < 16384 || isNaN(data130)){
-const err222 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+if((typeof data131 == "number") && (isFinite(data131))){
+if(data131 > 921600 || isNaN(data131)){
+const err222 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -2929,10 +2932,8 @@ vErrors.push(err222);
 }
 errors++;
 }
-}
-let data131 = data123.concurrency;
-if(!(((typeof data131 == "number") && (!(data131 % 1) && !isNaN(data131))) && (isFinite(data131)))){
-const err223 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data131 < 16384 || isNaN(data131)){
+const err223 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -2941,9 +2942,10 @@ vErrors.push(err223);
 }
 errors++;
 }
-if((typeof data131 == "number") && (isFinite(data131))){
-if(data131 > 64 || isNaN(data131)){
-const err224 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+}
+let data132 = data124.concurrency;
+if(!(((typeof data132 == "number") && (!(data132 % 1) && !isNaN(data132))) && (isFinite(data132)))){
+const err224 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -2952,8 +2954,9 @@ vErrors.push(err224);
 }
 errors++;
 }
-if(data131 < 1 || isNaN(data131)){
-const err225 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data132 == "number") && (isFinite(data132))){
+if(data132 > 64 || isNaN(data132)){
+const err225 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -2962,10 +2965,8 @@ vErrors.push(err225);
 }
 errors++;
 }
-}
-}
-else {
-const err226 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data132 < 1 || isNaN(data132)){
+const err226 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -2974,14 +2975,10 @@ vErrors.push(err226);
 }
 errors++;
 }
-let data132 = data.webhook;
-if(data132 && typeof data132 == "object" && !Array.isArray(data132)){
-if(data132.timeoutSeconds === undefined){
-data132.timeoutSeconds = 5;
 }
-for(const key32 in data132){
-if(!(key32 === "timeoutSeconds")){
-const err227 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
+}
+else {
+const err227 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -2990,10 +2987,14 @@ vErrors.push(err227);
 }
 errors++;
 }
+let data133 = data.webhook;
+if(data133 && typeof data133 == "object" && !Array.isArray(data133)){
+if(data133.timeoutSeconds === undefined){
+data133.timeoutSeconds = 5;
 }
-let data133 = data132.timeoutSeconds;
-if(!(((typeof data133 == "number") && (!(data133 % 1) && !isNaN(data133))) && (isFinite(data133)))){
-const err228 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key32 in data133){
+if(!(key32 === "timeoutSeconds")){
+const err228 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -3002,9 +3003,10 @@ vErrors.push(err228);
 }
 errors++;
 }
-if((typeof data133 == "number") && (isFinite(data133))){
-if(data133 > 30 || isNaN(data133)){
-const err229 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+}
+let data134 = data133.timeoutSeconds;
+if(!(((typeof data134 == "number") && (!(data134 % 1) && !isNaN(data134))) && (isFinite(data134)))){
+const err229 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err229];
 }
@@ -3013,8 +3015,9 @@ vErrors.push(err229);
 }
 errors++;
 }
-if(data133 < 1 || isNaN(data133)){
-const err230 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data134 == "number") && (isFinite(data134))){
+if(data134 > 30 || isNaN(data134)){
+const err230 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
 if(vErrors === null){
 vErrors = [err230];
 }
@@ -3023,10 +3026,8 @@ vErrors.push(err230);
 }
 errors++;
 }
-}
-}
-else {
-const err231 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data134 < 1 || isNaN(data134)){
+const err231 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -3036,13 +3037,25 @@ vErrors.push(err231);
 errors++;
 }
 }
+}
 else {
-const err232 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err232 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err232];
 }
 else {
 vErrors.push(err232);
+}
+errors++;
+}
+}
+else {
+const err233 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err233];
+}
+else {
+vErrors.push(err233);
 }
 errors++;
 }

@@ -643,3 +643,24 @@ export function decideJob(input: ControllerInput): Decision {
   }
   return finish();
 }
+
+/** The Events' `source.component` (upstream: the controller's name, e.g. `pytorchjob-controller`). */
+export const CONTROLLER_EVENT_SOURCE = "quartermaster-job-controller";
+
+/** A core/v1 Event on the job, as client-go's recorder writes one (one per occurrence, no grouping). */
+export function jobEvent(job: { namespace: string; name: string; uid: string }, kind: JobKind, e: JobEvent, now: Date): KubeObject {
+  const at = metaTime(now);
+  return {
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: { generateName: `${job.name}.`, namespace: job.namespace },
+    involvedObject: { apiVersion: `${kind.group}/${kind.version}`, kind: kind.kind, name: job.name, namespace: job.namespace, uid: job.uid },
+    reason: e.reason,
+    message: e.message.length > 1024 ? `${e.message.slice(0, 1021)}...` : e.message,
+    type: e.type,
+    source: { component: CONTROLLER_EVENT_SOURCE },
+    firstTimestamp: at,
+    lastTimestamp: at,
+    count: 1,
+  };
+}
