@@ -57,6 +57,7 @@
  * (SuccessfulCreatePod, FailedCreatePod, SuccessfulDeletePod, ...) are written where the calls are made.
  */
 import type { V1Container, V1EnvVar } from "@kubernetes/client-node";
+import { isDeepStrictEqual } from "node:util";
 import type { KubeObject } from "../admission/types.js";
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
 import { clusterSpec, FRAMEWORKS, isMasterRole, replicaName } from "../mutate/frameworks.js";
@@ -428,8 +429,9 @@ export function restartsOf(job: KubeObject): number {
   return raw !== undefined && raw !== "" && Number.isInteger(n) && n >= 0 ? n : 0;
 }
 
+/** Deep equality regardless of key order (the apiserver returns a custom resource's keys sorted). */
 function isEqual(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+  return isDeepStrictEqual(a, b);
 }
 
 /** The decision for one job. */
