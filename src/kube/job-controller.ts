@@ -107,6 +107,7 @@ export async function applyJobControllers(opts: ApplyControllerOptions): Promise
         const key = `${c.kind}/${c.name}`;
         const action = `create ${c.kind} ${c.namespace}/${c.name}`;
         expectations?.expectCreate(uid, c.namespace, key, opts.now());
+        log.info({ job: jobId, action, reason: c.reason }, "job controller: create");
         try {
           const r = c.kind === "Pod" ? await cluster.createPod(c.namespace, c.body) : await cluster.createService(c.namespace, c.body);
           if (r === "exists") {

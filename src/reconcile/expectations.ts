@@ -70,19 +70,38 @@ export class Expectations {
       }
     }
     const out = new Map<string, InFlight>();
-    for (const [jobUid, entries] of this.byJob) {
-      const creates = new Set<string>();
-      const deletes = new Set<string>();
-      for (const [key, e] of entries) {
-        const seen = index.get(`${e.namespace}/${key}`);
-        const met = e.op === "create" ? seen !== undefined : seen === undefined || seen !== e.uid;
-        if (met || now.getTime() - e.at > this.ttlMs) entries.delete(key);
-        else (e.op === "create" ? creates : deletes).add(key);
-      }
-      if (entries.size === 0) this.byJob.delete(jobUid);
-      else out.set(jobUid, { creates, deletes });
-    }
+    for (const [jobUid, entries] of [...this.byJob]) out.set(jobUid, this.meet(jobUid, entries, index, now));
     return (jobUid) => out.get(jobUid) ?? EMPTY;
+  }
+
+  /**
+   * The same for one job, over objects of its namespace (a resident controller's caches): expectations of
+   * other jobs are not looked at.
+   */
+  observeJob(jobUid: string, pods: readonly KubeObject[], services: readonly KubeObject[], now: Date): InFlight {
+    const entries = this.byJob.get(jobUid);
+    if (!entries) return EMPTY;
+    const index = new Map<string, string>();
+    for (const [kind, list] of [["Pod", pods], ["Service", services]] as const) {
+      for (const o of list) {
+        const m = (o.metadata ?? {}) as { name?: string; namespace?: string; uid?: string };
+        index.set(`${m.namespace}/${kind}/${m.name}`, String(m.uid));
+      }
+    }
+    return this.meet(jobUid, entries, index, now);
+  }
+
+  private meet(jobUid: string, entries: Map<string, Entry>, index: ReadonlyMap<string, string>, now: Date): InFlight {
+    const creates = new Set<string>();
+    const deletes = new Set<string>();
+    for (const [key, e] of entries) {
+      const seen = index.get(`${e.namespace}/${key}`);
+      const met = e.op === "create" ? seen !== undefined : seen === undefined || seen !== e.uid;
+      if (met || now.getTime() - e.at > this.ttlMs) entries.delete(key);
+      else (e.op === "create" ? creates : deletes).add(key);
+    }
+    if (entries.size === 0) this.byJob.delete(jobUid);
+    return creates.size + deletes.size === 0 ? EMPTY : { creates, deletes };
   }
 
   private entries(jobUid: string): Map<string, Entry> {

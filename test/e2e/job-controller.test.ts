@@ -8,6 +8,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { connectCluster } from "../../src/kube/cluster.js";
 import { runPass } from "../../src/kube/pass.js";
+import { startWatch, type Watcher } from "../../src/kube/watch.js";
+import { pino } from "pino";
 import { silentLogger } from "../../src/log.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { Expectations } from "../../src/reconcile/expectations.js";
@@ -199,5 +201,96 @@ describe("job controller: Caffe2Job without an operator, on a real kube-apiserve
     assert.equal(r.code, 0, r.stderr + r.stdout);
     assert.equal((await pods("cli")).length, 1);
     assert.deepEqual(conditions(await getJob("cli")), ["Created=True"]);
+  });
+});
+
+describe("job controller: resident (reconcile --watch) with two instances and one Lease", () => {
+  const WNS = "team-w";
+  let cp: ControlPlane;
+  let sa: Awaited<ReturnType<ControlPlane["serviceAccount"]>>;
+  const policy = defaultPolicy();
+  /** Every log line of every instance, with the instance's name. */
+  const lines: Array<Record<string, any>> = [];
+  const watchers = new Map<string, Watcher>();
+
+  const start = async (holder: string): Promise<Watcher> => {
+    const log = pino({ level: "info" }, { write: (s: string) => void lines.push({ ...JSON.parse(s), instance: holder }) });
+    const w = await startWatch({ kubeconfig: sa.kubeconfig, policy, log, namespace: "quartermaster", holder, leaseSeconds: 3, resyncSeconds: 300 });
+    watchers.set(holder, w);
+    return w;
+  };
+  const leader = (): string | undefined => [...watchers].find(([, w]) => w.leading())?.[0];
+  /** Create calls sent per object (`create Pod ns/name`), across instances. */
+  const createCalls = (kind: "Pod" | "Service"): Map<string, number> => {
+    const m = new Map<string, number>();
+    for (const l of lines) if (l.msg === "job controller: create" && String(l.action).startsWith(`create ${kind} `)) m.set(l.action, (m.get(l.action) ?? 0) + 1);
+    return m;
+  };
+  const createJobs = async (prefix: string, n: number, width = 16): Promise<void> => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: width }, async () => {
+        while (next < n) {
+          const name = `${prefix}-${next++}`;
+          const r = await cp.api("POST", `/apis/kubeflow.org/v1alpha1/namespaces/${WNS}/caffe2jobs`, {
+            apiVersion: "kubeflow.org/v1alpha1",
+            kind: "Caffe2Job",
+            metadata: { name },
+            spec: { RuntimeID: "r", replicaSpecs: { replicas: 1, template: { spec: { containers: [{ name: "caffe2", image: "caffe2:1" }] } } } },
+          });
+          assert.equal(r.status, 201, JSON.stringify(r.body));
+        }
+      }),
+    );
+  };
+  const countPods = async (prefix: string): Promise<number> =>
+    ((await cp.api("GET", `/api/v1/namespaces/${WNS}/pods`)).body.items as Obj[]).filter((p) => p.metadata.name.startsWith(`${WNS}-${prefix}-`)).length;
+
+  before(async () => {
+    ({ cp, sa } = await reconcilerCluster(WNS));
+    await start("instance-a");
+    await start("instance-b");
+  });
+  after(async () => {
+    for (const w of watchers.values()) await w.stop();
+    await cp?.stop();
+  });
+
+  it("one instance leads; a new job gets its pods and Services and its status follows the pods, without a pass in between", async () => {
+    await cp.until("one leader", () => leader() !== undefined, 10_000, 100);
+    assert.equal([...watchers.values()].filter((w) => w.leading()).length, 1);
+    await createJobs("one", 1);
+    const pod = `${WNS}-one-0-worker-0`;
+    await cp.until("the pod and its Service", async () => (await cp.api("GET", `/api/v1/namespaces/${WNS}/pods/${pod}`)).status === 200 && (await cp.api("GET", `/api/v1/namespaces/${WNS}/services/${pod}`)).status === 200, 10_000, 50);
+    const r = await cp.api("PATCH", `/api/v1/namespaces/${WNS}/pods/${pod}/status`, { status: { phase: "Running" } }, { "content-type": "application/merge-patch+json" });
+    assert.equal(r.status, 200);
+    await cp.until("Running", async () => ((await cp.api("GET", `/apis/kubeflow.org/v1alpha1/namespaces/${WNS}/caffe2jobs/one-0`)).body.status?.conditions ?? []).some((c: Obj) => c.type === "Running" && c.status === "True"), 10_000, 50);
+  });
+
+  it("lease handover while jobs are being created: the standby takes over and no pod is created twice", async () => {
+    const first = leader()!;
+    await createJobs("handover", 40);
+    await watchers.get(first)!.stop();
+    watchers.delete(first);
+    await cp.until("the standby leads", () => leader() !== undefined, 10_000, 50);
+    assert.notEqual(leader(), first);
+    await cp.until("all 40 pods", async () => (await countPods("handover")) === 40, 60_000, 200);
+    const calls = [...createCalls("Pod")].filter(([a]) => a.includes("-handover-"));
+    assert.equal(calls.length, 40);
+    assert.deepEqual(calls.filter(([, n]) => n > 1), [], "no pod created twice");
+    await start(first); // back as a standby
+  });
+
+  it("a burst of 500 jobs: every missing pod created once, and at most one create call per pod", async () => {
+    const t0 = performance.now();
+    await createJobs("burst", 500, 32);
+    await cp.until("500 pods", async () => (await countPods("burst")) === 500, 300_000, 500);
+    const seconds = (performance.now() - t0) / 1000;
+    const calls = [...createCalls("Pod")].filter(([a]) => a.includes("-burst-"));
+    assert.equal(calls.length, 500);
+    assert.deepEqual(calls.filter(([, n]) => n > 1), [], "at most one create per missing pod");
+    const svcCalls = [...createCalls("Service")].filter(([a]) => a.includes("-burst-"));
+    assert.deepEqual(svcCalls.filter(([, n]) => n > 1), []);
+    console.log(`# burst: 500 jobs' pods in ${seconds.toFixed(1)} s`);
   });
 });
