@@ -11,6 +11,8 @@
 export interface Timers {
   setTimeout(fn: () => void, ms: number): unknown;
   clearTimeout(handle: unknown): void;
+  /** Milliseconds, monotonic. */
+  now(): number;
 }
 
 const REAL_TIMERS: Timers = {
@@ -20,6 +22,7 @@ const REAL_TIMERS: Timers = {
     return t;
   },
   clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+  now: () => performance.now(),
 };
 
 export interface QueueOptions {
@@ -35,7 +38,8 @@ export class WorkQueue {
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
   private readonly failures = new Map<string, number>();
-  private readonly waiting = new Map<string, unknown>();
+  private readonly waiting = new Map<string, { handle: unknown; due: number }>();
+
   private readonly getters: Array<(key: string | undefined) => void> = [];
   private shut = false;
   private readonly base: number;
@@ -46,6 +50,10 @@ export class WorkQueue {
     this.base = opts.baseDelayMs ?? 5;
     this.max = opts.maxDelayMs ?? 60_000;
     this.timers = opts.timers ?? REAL_TIMERS;
+  }
+
+  private now(): number {
+    return this.timers.now();
   }
 
   get length(): number {
@@ -64,18 +72,19 @@ export class WorkQueue {
     } else this.queue.push(key);
   }
 
-  /** Adds `key` after `ms` (an earlier pending delay for the key is kept if sooner). */
+  /** Adds `key` after `ms`; a pending delay for the key is kept if it is due sooner, else replaced. */
   addAfter(key: string, ms: number): void {
     if (this.shut) return;
     if (ms <= 0) return this.add(key);
-    if (this.waiting.has(key)) return;
-    this.waiting.set(
-      key,
-      this.timers.setTimeout(() => {
-        this.waiting.delete(key);
-        this.add(key);
-      }, ms),
-    );
+    const due = this.now() + ms;
+    const pending = this.waiting.get(key);
+    if (pending && pending.due <= due) return;
+    if (pending) this.timers.clearTimeout(pending.handle);
+    const handle = this.timers.setTimeout(() => {
+      this.waiting.delete(key);
+      this.add(key);
+    }, ms);
+    this.waiting.set(key, { handle, due });
   }
 
   /** Adds `key` after its next backoff delay; the delay doubles with each call until `forget(key)`. */
@@ -119,7 +128,7 @@ export class WorkQueue {
   /** Stops handing out keys; waiting `get()`s resolve undefined; pending delays are dropped. */
   shutDown(): void {
     this.shut = true;
-    for (const h of this.waiting.values()) this.timers.clearTimeout(h);
+    for (const w of this.waiting.values()) this.timers.clearTimeout(w.handle);
     this.waiting.clear();
     for (const g of this.getters.splice(0)) g(undefined);
   }
