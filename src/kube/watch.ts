@@ -166,12 +166,15 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     if (!stopped) (passTimer = setTimeout(() => void fullPass(), opts.resyncSeconds * 1000)).unref();
   };
   const renew = async (): Promise<void> => {
+    // Validity counts from before the call: the renewTime written is no later than this, so this instance
+    // stops acting no later than a standby (reading that renewTime) may take over.
+    const asked = now().getTime();
     try {
       const r = await acquireLease({ kubeconfig: opts.kubeconfig, namespace: opts.namespace, name: LEASE_NAME, holder: opts.holder, durationSeconds: opts.leaseSeconds, now });
       if ("held" in r) {
         const was = leading();
         held = r.held;
-        renewedAt = now().getTime();
+        renewedAt = asked;
         if (!was) {
           log.info({ holder: opts.holder }, "watch: took the lease; acting");
           if (passTimer) clearTimeout(passTimer);
