@@ -33,14 +33,16 @@ Commands:
               Validate a policy file (YAML or JSON) and print every error.
   policy defaults
               Print the built-in policy as JSON.
-  reconcile (--once | --schedule CRON [--metrics-port 9091]) [--dry-run] [-o table|json] [--policy F] [--kubeconfig F]
-              [--namespace N] [--log-level info]
+  reconcile (--once | --schedule CRON [--metrics-port 9091] | --watch [--lease-seconds 15] [--resync-seconds 300])
+              [--dry-run] [-o table|json] [--policy F] [--kubeconfig F] [--namespace N] [--log-level info]
               Reconcile passes: adopt and release pods and services, per-replica Services, clean up
               finished jobs (CleanPodPolicy, TTL, as each job sets them), write the GPU device ledger; only
               in opted-in namespaces (never the protected ones or N); one at a time cluster-wide (a Lease
               in N, default the pod's own namespace, else quartermaster). --dry-run (with --once) prints
               the plan and what it skips and why, and changes nothing (logs go to stderr). With --schedule,
-              pass metrics over HTTP on --metrics-port (/metrics, /healthz, /readyz; 0: off).
+              pass metrics over HTTP on --metrics-port (/metrics, /healthz, /readyz; 0: off). With --watch,
+              the resident job controller for the kinds Quartermaster runs (Caffe2Job by default): informers,
+              a work queue, a full pass every --resync-seconds, one instance acting under the Lease.
   audit [-o table|json] [--namespace N] [--policy F] [--kubeconfig F]
               Hold the pods and training jobs that already run in opted-in namespaces (only N with
               --namespace) to the policy: every violation with its rule, mode and field. Exit 1 when
@@ -459,7 +461,11 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
     namespace: { type: "string" },
     "log-level": { type: "string" },
     "metrics-port": { type: "string" },
+    watch: { type: "boolean" },
+    "lease-seconds": { type: "string" },
+    "resync-seconds": { type: "string" },
   });
+  if (values.watch === true) return watchCommand(values, io);
   const schedule = values.schedule as string | undefined;
   if (Boolean(values.once) === (schedule !== undefined)) throw new UsageError("reconcile: give exactly one of --once and --schedule CRON");
   // Resident (--schedule): /metrics on 9091 by default (9090 is the webhook's, should both run on one host); 0 turns it off.
@@ -532,6 +538,27 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
   log.info({ signal, passes: loop.stats.started, skipped: loop.stats.skipped }, "stopping: waiting for the pass in flight");
   await loop.stop();
   await metricsServer?.close();
+  await flushLog(log);
+  return 0;
+}
+
+/** `reconcile --watch`: the resident job controller (src/kube/watch.ts) until a signal. */
+async function watchCommand(values: Record<string, unknown>, io: CliIo): Promise<number> {
+  for (const other of ["once", "schedule", "dry-run", "metrics-port", "output"]) {
+    if (values[other] !== undefined) throw new UsageError(`reconcile: --${other} does not go with --watch`);
+  }
+  const leaseSeconds = intFlag(values, "lease-seconds", 15, 2, 3600);
+  const resyncSeconds = intFlag(values, "resync-seconds", 300, 1, 86400);
+  const policy = await loadPolicyOrReport(values.policy as string | undefined, io);
+  if (!policy) return 1;
+  const log = createLogger(logLevel(values), 1);
+  const namespace = await ownNamespace(values.namespace as string | undefined);
+  const [{ startWatch }, { hostname }] = await Promise.all([import("../kube/watch.js"), import("node:os")]);
+  const watcher = await startWatch({ kubeconfig: values.kubeconfig as string | undefined, policy, log, namespace, holder: `${hostname()}-${process.pid}`, leaseSeconds, resyncSeconds });
+  io.stdout(`quartermaster: job controller watching (lease ${leaseSeconds}s, full pass every ${resyncSeconds}s)`);
+  const signal = await io.shutdown;
+  log.info({ signal, ...watcher.stats }, "stopping: waiting for the work in flight, then releasing the lease");
+  await watcher.stop();
   await flushLog(log);
   return 0;
 }

@@ -38,6 +38,8 @@ export const DESCRIPTIONS: Record<string, string> = {
   "jobKinds[].version": "Its API version, e.g. `v1`.",
   "jobKinds[].plural": "Its resource name, e.g. `tfjobs`; the webhook and reconciler RBAC must name it.",
   "jobKinds[].framework": "Which framework's cluster spec, labels and replica rules apply.",
+  "jobKinds[].controller":
+    "Who runs the kind's jobs: `operator` (its own operator creates the pods and writes the status; Quartermaster only adopts, cleans up and adds Services) or `quartermaster` (the reconciler is the job controller: pods and Services per replica, restarts, backoffLimit, activeDeadlineSeconds, suspend, status and Events, as the Kubeflow common job controller; see docs/architecture.md). Unset: `quartermaster` for the `caffe2` framework (caffe2-operator is archived), `operator` for every other. Never set `quartermaster` for a kind whose operator runs: both would create and delete the same pods.",
   clusterSpec: "Injection of the distributed cluster spec (TF_CONFIG, MASTER_ADDR, ...) into training pods.",
   "clusterSpec.enabled": "Inject the cluster spec at all.",
   "clusterSpec.clusterDomain": "Appended to service host names (e.g. `cluster.local`); empty keeps the training operator's short names.",

@@ -55,6 +55,7 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
   "CoreV1Api.listNamespacedPod": core("list", "pods"),
   "CoreV1Api.readNamespacedPod": core("get", "pods"),
   "CoreV1Api.patchNamespacedPod": core("patch", "pods"),
+  "CoreV1Api.createNamespacedPod": core("create", "pods"),
   "CoreV1Api.deleteNamespacedPod": core("delete", "pods"),
   "CoreV1Api.createNamespacedService": core("create", "services"),
   "CoreV1Api.patchNamespacedService": core("patch", "services"),
@@ -76,6 +77,7 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
   "CustomObjectsApi.getNamespacedCustomObject": JOBS("get"),
   "CustomObjectsApi.listClusterCustomObject": [{ ...JOBS("list"), cluster: true }, { ...policyReports("list"), cluster: true }],
   "CustomObjectsApi.patchNamespacedCustomObject": JOBS("patch"),
+  "CustomObjectsApi.patchNamespacedCustomObjectStatus": { ...JOBS("patch"), resources: jobKinds.map((k) => `${k.plural}/status`) },
   "CustomObjectsApi.deleteNamespacedCustomObject": [JOBS("delete"), policyReports("delete")],
   "CustomObjectsApi.createNamespacedCustomObject": policyReports("create"),
   "CustomObjectsApi.replaceNamespacedCustomObject": policyReports("update"),
@@ -96,6 +98,13 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
  */
 const IMPLICIT: Array<{ sa: string; verb: string; group: string; resource: string; why: string }> = [
   ...jobKinds.map((k) => ({ sa: "quartermaster-reconciler", verb: "update", group: k.group, resource: `${k.plural}/finalizers`, why: "blockOwnerDeletion under OwnerReferencesPermissionEnforcement" })),
+  // `reconcile --watch` (src/kube/watch.ts): client-node's makeInformer lists and watches; the scan sees makeApiClient calls only.
+  ...[...jobKinds.map((k) => ({ group: k.group, resource: k.plural })), { group: "", resource: "pods" }, { group: "", resource: "services" }, { group: "", resource: "namespaces" }].map((r) => ({
+    sa: "quartermaster-reconciler",
+    verb: "watch",
+    ...r,
+    why: "informers of reconcile --watch (makeInformer: list, then watch)",
+  })),
 ];
 
 /** Namespaced calls without a namespace literal: in Quartermaster's own namespace, else in any namespace. */
