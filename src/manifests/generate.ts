@@ -25,11 +25,13 @@ import {
   PROMETHEUS_RULE_MANIFEST,
 } from "./chart.js";
 import { ledgerRbacYaml } from "./rbac.js";
+import { validatingAdmissionPolicyYaml } from "../policy/vap.js";
 import { webhookConfigurationsYaml } from "./webhooks.js";
 
 /** The committed manifests, relative to the repository root. */
 export const WEBHOOK_MANIFEST = "manifests/base/webhook-configurations.yaml";
 export const LEDGER_RBAC_MANIFEST = "manifests/base/reconciler-ledger-rbac.yaml";
+export const VAP_MANIFEST = "manifests/overlays/validating-admission-policy/validating-admission-policy.yaml";
 
 /** The text manifests/base/webhook-configurations.yaml must have. */
 export function generatedWebhookManifest(): Promise<string> {
@@ -46,6 +48,7 @@ export async function generatedManifests(): Promise<Record<string, string>> {
   return {
     [WEBHOOK_MANIFEST]: await generatedWebhookManifest(),
     [LEDGER_RBAC_MANIFEST]: await ledgerRbacYaml(),
+    [VAP_MANIFEST]: await validatingAdmissionPolicyYaml(defaultPolicy()),
     [CHART_WEBHOOK_TEMPLATE]: await chartWebhookTemplate(),
     [CHART_LEDGER_RBAC_TEMPLATE]: await chartLedgerRbacTemplate(),
     [CHART_PROMETHEUS_RULE_TEMPLATE]: chartPrometheusRuleTemplate(readFileSync(join(ROOT, PROMETHEUS_RULE_MANIFEST), "utf8")),
