@@ -130,15 +130,16 @@ interface Variable {
 /** The limits in force per namespace class: distinct variants, and the CEL picking the variant for the request's namespace. */
 function limitVariants(policy: Policy): { variants: Limits[]; limitClass: string } {
   const variants: Limits[] = [];
-  const keyOf = (l: Limits): string => JSON.stringify({ container: l.container, pod: l.pod });
+  // What the rendered rules read, in a canonical form (an override's merge adds `gpus: {}`, which changes nothing).
+  const keyOf = (l: Limits): string => JSON.stringify([l.container.cpu, l.container.memory, Object.entries(l.container.gpus ?? {}), l.pod.gpus]);
   const indexOf = (l: Limits): number => {
     const key = keyOf(l);
     let at = variants.findIndex((v) => keyOf(v) === key);
     if (at < 0) at = variants.push(l) - 1;
     return at;
   };
-  const byOverride = policy.namespaces.map((o) => indexOf(overrideLimits(policy, o)));
   let limitClass = String(indexOf(policy.limits));
+  const byOverride = policy.namespaces.map((o) => indexOf(overrideLimits(policy, o)));
   for (let n = policy.namespaces.length - 1; n >= 0; n--) {
     limitClass = `${globCondition("request.namespace", policy.namespaces[n]!.pattern)} ? ${byOverride[n]} : ${limitClass}`;
   }
