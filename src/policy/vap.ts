@@ -66,7 +66,7 @@ const L = (c: string): string => side(c, "limits");
 /** `s` as the webhook shows a value in a message: cut to 64 characters. */
 const show = (s: string): string => `(size(${s}) > 64 ? ${s}.substring(0, 61) + '...' : ${s})`;
 /** A GPU quantity as an int: 0 when it cannot be counted (out of int64, fractional, negative), as the webhook's `gpuNanos`. */
-const gpuInt = (s: string): string => `(quantity(${s}).isInteger() && quantity(${s}).sign() > 0 ? quantity(${s}).asInteger() : 0)`;
+const gpuInt = (s: string): string => `(quantity(${s}).isInteger() && quantity(${s}).compareTo(quantity('0')) > 0 ? quantity(${s}).asInteger() : 0)`;
 /** The CEL sum of an int list that may be empty (`sum()` of an empty list has no element type). */
 const sum = (list: string): string => `([0] + ${list}).sum()`;
 /** The container at index `i` of `variables.all` as its field path. */
@@ -106,7 +106,7 @@ function resourceFindings(policy: Policy, limits: Limits, c: string, i: string):
     return (
       `!${counted} ? '' :\n` +
       `  ${q}.compareTo(quantity('${MAX_UNITS}')) > 0 || ${q}.compareTo(quantity('-${MAX_UNITS}')) < 0 ? ${pre} + ${show("string(v)")} + ' is out of range: the magnitude must be at most 2^63-1 (${MAX_UNITS})' :\n` +
-      `  ${q}.sign() < 0 ? ${pre} + string(v) + ' must be greater than or equal to 0' :\n` +
+      `  ${q}.compareTo(quantity('0')) < 0 ? ${pre} + string(v) + ' must be greater than or equal to 0' :\n` +
       `  ${over}`
     );
   };
@@ -117,8 +117,8 @@ function resourceFindings(policy: Policy, limits: Limits, c: string, i: string):
 function perVariant(variants: Limits[], render: (l: Limits) => string): string {
   const texts = variants.map(render);
   if (new Set(texts).size === 1) return texts[0]!;
-  let out = texts[texts.length - 1]!;
-  for (let v = texts.length - 2; v >= 0; v--) out = `variables.limitClass == ${v} ? ${texts[v]} :\n${out}`;
+  let out = `(${texts[texts.length - 1]!})`;
+  for (let v = texts.length - 2; v >= 0; v--) out = `variables.limitClass == ${v} ? (${texts[v]}) :\n${out}`;
   return out;
 }
 
