@@ -128,13 +128,15 @@ interface Variable {
 }
 
 /** The limits in force per namespace class: distinct variants, and the CEL picking the variant for the request's namespace. */
+/** What the rendered rules read of limits, in a canonical form (an override's merge adds `gpus: {}`, which changes nothing). */
+const keyOf = (l: Limits): string => JSON.stringify([l.container.cpu, l.container.memory, Object.entries(l.container.gpus ?? {}), l.pod.gpus]);
+const variantOf = (variants: Limits[], l: Limits): number => variants.findIndex((v) => keyOf(v) === keyOf(l));
+const indexOfDefault = (policy: Policy, variants: Limits[]): number => variantOf(variants, policy.limits);
+
 function limitVariants(policy: Policy): { variants: Limits[]; limitClass: string } {
   const variants: Limits[] = [];
-  // What the rendered rules read, in a canonical form (an override's merge adds `gpus: {}`, which changes nothing).
-  const keyOf = (l: Limits): string => JSON.stringify([l.container.cpu, l.container.memory, Object.entries(l.container.gpus ?? {}), l.pod.gpus]);
   const indexOf = (l: Limits): number => {
-    const key = keyOf(l);
-    let at = variants.findIndex((v) => keyOf(v) === key);
+    let at = variantOf(variants, l);
     if (at < 0) at = variants.push(l) - 1;
     return at;
   };
@@ -225,6 +227,53 @@ export function vapVariables(policy: Policy): Variable[] {
   return vars;
 }
 
+/**
+ * The fast path, in the match condition: true when the pod may break a rule, false when it surely breaks none, so
+ * the policy is not evaluated for it at all. The apiserver evaluates a validation's messageExpression for every
+ * request it evaluates, admitted or not, in an activation of its own (the variables computed again); checked
+ * here once, without messages or sorting, a pod that passes costs one pass over its entries. Conservative: a
+ * request over a cap but equal to its limit, say, is left to the exact rules. Uses no variables (a match
+ * condition cannot), so the containers and the limit class are written out.
+ */
+export function mayViolateExpression(policy: Policy): string {
+  const { variants } = limitVariants(policy);
+  const all = "((has(object.spec.initContainers) ? object.spec.initContainers : []) + (has(object.spec.containers) ? object.spec.containers : []))";
+  // Surely under the cost bound (items × passes ≤ (1 + containers + entries) × (4 + entries)): at most 8
+  // containers of at most 10 entries are (1 + 8 + 80) × (4 + 80) = 7,476. Larger pods take the exact rules.
+  const small = `size(${all}) <= 8`;
+  const smallContainer = `size(${R("c")}) + size(${L("c")}) <= 10`;
+  const mixing = isGpuResource("nvidia.com/gpu", policy.gpu.resources)
+    ? ` && !(('nvidia.com/gpu' in ${R("c")} || 'nvidia.com/gpu' in ${L("c")}) && (${R("c")}.exists(k, k.startsWith('nvidia.com/mig-') && ${isGpu(policy, "k")}) || ${L("c")}.exists(k, k.startsWith('nvidia.com/mig-') && ${isGpu(policy, "k")})))`
+    : "";
+  // A whole number of GPUs written as digits (the apiserver's canonical form of one); anything else takes the exact rules.
+  const digits = "string(v).matches('^[0-9]{1,15}$')";
+  const quick = (limits: Limits): string => {
+    const { cpu, memory, gpus = {} } = limits.container;
+    const atMost = (cap: string): string => `!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity(${celString(cap)})) <= 0`;
+    // Per name, as containerMax picks the cap; an uncapped GPU resource must still be a countable quantity.
+    let ok = `!${isGpu(policy, "k")} || (!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity('${MAX_UNITS}')) <= 0)`;
+    for (const [pattern, n] of Object.entries(gpus).reverse()) ok = `${globCondition("k", pattern)} ? ${atMost(String(n))} :\n  ${ok}`;
+    ok = `k == 'cpu' ? ${cpu === undefined ? "true" : atMost(cpu)} : k == 'memory' ? ${memory === undefined ? "true" : atMost(memory)} :\n  ${ok}`;
+    const containers = `${all}.all(c, ${smallContainer} && ${R("c")}.all(k, v, ${ok}) &&\n ${L("c")}.all(k, v, ${ok})${mixing})`;
+    // The sum over every container of each GPU name's request (else limit) is at least the effective request.
+    const gpuSum = (m: string, extra: string): string => sum(`${m}.transformList(k, v, ${isGpu(policy, "k")}${extra}, ${digits} ? int(string(v)) : 1000000000)`);
+    const pod =
+      limits.pod.gpus === undefined ? "" : ` &&\n${sum(`${all}.map(c, ${gpuSum(R("c"), "")} + ${gpuSum(L("c"), ` && !(k in ${R("c")})`)})`)} <= ${limits.pod.gpus}`;
+    return `${containers}${pod}`;
+  };
+  const texts = variants.map(quick);
+  let pick = `(${texts[0]!})`;
+  if (new Set(texts).size > 1) {
+    // The limit class, written out: the first namespaces[] pattern matching the request's namespace.
+    pick = `(${texts[indexOfDefault(policy, variants)]!})`;
+    for (let n = policy.namespaces.length - 1; n >= 0; n--) {
+      pick = `${globCondition("request.namespace", policy.namespaces[n]!.pattern)} ? (${texts[variantOf(variants, overrideLimits(policy, policy.namespaces[n]))]!}) :\n${pick}`;
+    }
+    pick = `(${pick})`;
+  }
+  return `!(${small} &&\n${pick})`;
+}
+
 /** The rules of `/validate/pods` the exported policy does not express, and whether `policy` uses each. */
 export function unexpressedRules(policy: Policy): UnexpressedRule[] {
   const all = [policy.limits, ...policy.namespaces.map((o) => overrideLimits(policy, o))];
@@ -257,7 +306,11 @@ export function unexpressedRules(policy: Policy): UnexpressedRule[] {
 /** The ValidatingAdmissionPolicy and its binding for `policy`. */
 export function renderValidatingAdmissionPolicy(policy: Policy, opts: VapOptions = {}): RenderedVap {
   const selector: LabelSelector = namespaceSelector(namespaceScope(opts.namespace ?? DEFAULT_NAMESPACE));
-  const matchConditions: MatchCondition[] = [{ name: "training-pods-only", expression: trainingPodExpression(policy) }];
+  // One condition, the cheap fast path first: the apiserver evaluates every match condition of a policy (no
+  // short-circuit between them), and `&&` within one expression does short-circuit.
+  const matchConditions: MatchCondition[] = [
+    { name: "training-pods-that-may-violate", expression: `(${mayViolateExpression(policy)}) &&\n(${trainingPodExpression(policy)})` },
+  ];
   const summary = "string(variables.count) + ' policy violation' + (variables.count == 1 ? '' : 's') + ': '";
   return {
     policy: {

@@ -12,7 +12,7 @@ import { parseAllDocuments } from "yaml";
 import { runCli } from "../../src/cli/commands.js";
 import { renderWebhookConfigurations } from "../../src/manifests/webhooks.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { POD_RULE_PASSES, renderValidatingAdmissionPolicy, unexpressedRules, vapVariables } from "../../src/policy/vap.js";
+import { mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, unexpressedRules, vapVariables } from "../../src/policy/vap.js";
 import { VALIDATE_POD_PASSES } from "../../webhooks/validate-pods.js";
 import { ROOT } from "../fixtures/manifests.js";
 
@@ -21,13 +21,15 @@ const policyOf = (doc: unknown) => checkPolicy(doc, "test");
 const variable = (doc: unknown, name: string): string | undefined => vapVariables(policyOf(doc)).find((v) => v.name === name)?.expression;
 
 describe("renderValidatingAdmissionPolicy: scope", () => {
-  it("matches pod CREATE with the pods.validate webhook's namespaceSelector and training-pods-only condition", () => {
+  it("matches pod CREATE with the pods.validate webhook's namespaceSelector and training-pods-only condition (after the fast path)", () => {
     const policy = policyOf({ gpu: { resources: [{ pattern: "nvidia.com/gpu" }, { pattern: "example.com/tpu-*" }] } });
     const { policy: vap, binding } = renderValidatingAdmissionPolicy(policy, { namespace: "platform" });
     const hook = renderWebhookConfigurations(policy, { namespace: "platform" })[1].webhooks.find((h) => h.name === "pods.validate.quartermaster.dev")!;
     const spec = vap.spec as Obj;
     assert.deepEqual(spec.matchConstraints.namespaceSelector, hook.namespaceSelector);
-    assert.deepEqual(spec.matchConditions, hook.matchConditions);
+    assert.equal(spec.matchConditions.length, 1);
+    assert.equal(spec.matchConditions[0].name, "training-pods-that-may-violate");
+    assert.ok(spec.matchConditions[0].expression.endsWith(`&&\n(${hook.matchConditions![0]!.expression})`));
     assert.deepEqual(spec.matchConstraints.resourceRules, [{ apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"], scope: "Namespaced" }]);
     assert.equal(spec.failurePolicy, "Fail");
     assert.equal(spec.validations[0].reason, "Forbidden");
@@ -65,6 +67,20 @@ describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
       assert.ok(text !== undefined, `no variable ${c.variable}`);
       for (const s of c.has ?? []) assert.ok(text.includes(s), `${c.variable} lacks ${s}:\n${text}`);
       for (const s of c.lacks ?? []) assert.ok(!text.includes(s), `${c.variable} has ${s}`);
+    });
+  }
+
+  const quick: Array<{ name: string; policy: unknown; has: string[]; lacks?: string[] }> = [
+    { name: "may-violate: the cost bound, the caps and negative values", policy: { limits: { container: { cpu: "4" } } }, has: ["size(((has(object.spec.initContainers)", ") <= 8", "<= 10 &&", "k == 'cpu' ? !string(v).startsWith('-') && quantity(string(v)).compareTo(quantity('4')) <= 0"], lacks: ["request.namespace"] },
+    { name: "may-violate: the per-pod GPU sum only with a per-pod cap", policy: { limits: { pod: { gpus: 8 } } }, has: [") <= 8"] },
+    { name: "may-violate: the limit class written out", policy: { limits: { pod: { gpus: 8 } }, namespaces: [{ pattern: "team-b*", limits: { pod: { gpus: 2 } } }] }, has: ["request.namespace.startsWith('team-b') ? (", ") <= 2", ") <= 8"] },
+    { name: "may-violate: whole GPUs and MIG slices in one container", policy: {}, has: ["'nvidia.com/gpu' in", "k.startsWith('nvidia.com/mig-')"] },
+  ];
+  for (const c of quick) {
+    it(c.name, () => {
+      const text = mayViolateExpression(policyOf(c.policy));
+      for (const s of c.has) assert.ok(text.includes(s), `lacks ${s}:\n${text}`);
+      for (const s of c.lacks ?? []) assert.ok(!text.includes(s), `has ${s}`);
     });
   }
 
