@@ -245,8 +245,6 @@ export function mayViolateExpression(policy: Policy): string {
   const mixing = isGpuResource("nvidia.com/gpu", policy.gpu.resources)
     ? ` && !(('nvidia.com/gpu' in ${R("c")} || 'nvidia.com/gpu' in ${L("c")}) && (${R("c")}.exists(k, k.startsWith('nvidia.com/mig-') && ${isGpu(policy, "k")}) || ${L("c")}.exists(k, k.startsWith('nvidia.com/mig-') && ${isGpu(policy, "k")})))`
     : "";
-  // A whole number of GPUs written as digits (the apiserver's canonical form of one); anything else takes the exact rules.
-  const digits = "string(v).matches('^[0-9]{1,15}$')";
   const quick = (limits: Limits): string => {
     const { cpu, memory, gpus = {} } = limits.container;
     const atMost = (cap: string): string => `!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity(${celString(cap)})) <= 0`;
@@ -256,9 +254,11 @@ export function mayViolateExpression(policy: Policy): string {
     ok = `k == 'cpu' ? ${cpu === undefined ? "true" : atMost(cpu)} : k == 'memory' ? ${memory === undefined ? "true" : atMost(memory)} :\n  ${ok}`;
     const containers = `${all}.all(c, ${smallContainer} && ${R("c")}.all(k, v, ${ok}) &&\n ${L("c")}.all(k, v, ${ok})${mixing})`;
     // The sum over every container of each GPU name's request (else limit) is at least the effective request.
-    const gpuSum = (m: string, extra: string): string => sum(`${m}.transformList(k, v, ${isGpu(policy, "k")}${extra}, ${digits} ? int(string(v)) : 1000000000)`);
+    // In doubles: no overflow error whatever the values (a regular expression would be compiled per request:
+    // the apiserver does not precompile them), exact for whole numbers up to 2^53, and past that over any cap.
+    const gpuSum = (m: string, extra: string): string => `([0.0] + ${m}.transformList(k, v, ${isGpu(policy, "k")}${extra}, quantity(string(v)).asApproximateFloat())).sum()`;
     const pod =
-      limits.pod.gpus === undefined ? "" : ` &&\n${sum(`${all}.map(c, ${gpuSum(R("c"), "")} + ${gpuSum(L("c"), ` && !(k in ${R("c")})`)})`)} <= ${limits.pod.gpus}`;
+      limits.pod.gpus === undefined ? "" : ` &&\n([0.0] + ${all}.map(c, ${gpuSum(R("c"), "")} + ${gpuSum(L("c"), ` && !(k in ${R("c")})`)})).sum() <= ${limits.pod.gpus}.0`;
     return `${containers}${pod}`;
   };
   const texts = variants.map(quick);
