@@ -2,7 +2,8 @@
  * End to end: the ValidatingAdmissionPolicy that `quartermaster policy export-vap --policy F` prints, applied
  * to a real kube-apiserver (which compiles its CEL and runs it within its cost limits), denies exactly the pods
  * `/validate/pods` denies, with the same message: every corpus pod (when the corpus is there), 240 generated
- * pods around the policy's limits in two namespaces (one under an override), and large pods (under, just over
+ * pods around the policy's limits in two namespaces (one under an override), values at the edges of the
+ * quantity rules (out of range, native sidecars at and over the per-pod cap), and large pods (under, just over
  * and far over the webhook's cost bound; and one whose violation list is longer than the apiserver allows a
  * policy's message, which then says so). Each pod is sent as a dry-run create twice: first with only the
  * `/validate/pods` webhook registered, then with only the exported policy.
@@ -68,6 +69,27 @@ const large: Case[] = [
   { id: "8 containers over caps (a long message under 5 KiB)", namespace: "team-b", pod: manyViolationsPod("many-8", 8) },
 ];
 
+/** A one-container training pod with these limits (and requests, when given). */
+function edgePod(name: string, limits: Record<string, string>, requests?: Record<string, string>): Obj {
+  return { apiVersion: "v1", kind: "Pod", metadata: { name, labels: { "training.kubeflow.org/job-name": name } }, spec: { containers: [{ name: "c", image: "busybox", resources: { limits, ...(requests ? { requests } : {}) } }] } };
+}
+// Values at the edges of the quantity rules: out of range (capped and uncapped GPU resources), far over a cap
+// in another notation, and a request over the cap below its (also over) limit.
+const edges: Case[] = [
+  { id: "cpu 1e19 (out of range, capped)", namespace: "team-a", pod: edgePod("edge-cpu-huge", { cpu: "1e19" }) },
+  { id: "amd.com/gpu 1e19 (out of range, uncapped GPU resource)", namespace: "team-a", pod: edgePod("edge-amd-huge", { "amd.com/gpu": "1e19" }) },
+  { id: "memory 1Ti written in bytes", namespace: "team-b", pod: edgePod("edge-mem-bytes", { memory: "1099511627776" }) },
+  { id: "cpu request 4500m under a limit of 5", namespace: "team-a", pod: edgePod("edge-req", { cpu: "5" }, { cpu: "4500m" }) },
+  { id: "a native sidecar and an init container: exactly team-b's per-pod cap of 2", namespace: "team-b", pod: sidecarPod("edge-sidecar-2", 1) },
+  { id: "a native sidecar, an init container of 2: over team-b's per-pod cap (init 2 + sidecar 1)", namespace: "team-b", pod: sidecarPod("edge-sidecar-3", 2) },
+];
+
+/** A native sidecar with 1 GPU, then an init container with `init` GPUs, then a container with 1. */
+function sidecarPod(name: string, init: number): Obj {
+  const c = (n: string, gpus: number, extra: Obj = {}): Obj => ({ name: n, image: "busybox", ...extra, resources: { limits: { "nvidia.com/gpu": String(gpus) } } });
+  return { ...edgePod(name, {}), spec: { initContainers: [c("s", 1, { restartPolicy: "Always" }), c("i", init)], containers: [c("c", 1)] } };
+}
+
 describe("the exported ValidatingAdmissionPolicy against /validate/pods through a real kube-apiserver", () => {
   let cp: ControlPlane;
   let wh: WebhookProcess;
@@ -75,7 +97,7 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
   const byWebhook = new Map<string, Verdict>();
   const byPolicy = new Map<string, Verdict>();
   const corpus = CORPUS_SKIP ? [] : corpusCases();
-  const all = [...corpus, ...generated, ...large];
+  const all = [...corpus, ...generated, ...large, ...edges];
   let seq = 0;
 
   async function createDry(namespace: string, pod: Obj): Promise<Verdict> {
@@ -180,6 +202,11 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
     // Not vacuous either way: drawn around the limits, many are denied and many admitted.
     const denied = generated.filter((c) => VAP_PREFIX.test(byPolicy.get(c.id)!.raw)).length;
     assert.ok(denied >= 60 && generated.length - denied >= 60, `${denied} of ${generated.length} generated pods denied by the policy`);
+  });
+
+  it("quantities at the edges: the same verdicts and messages", (t) => {
+    compare(edges, t);
+    assert.match(byWebhook.get(edges[0]!.id)!.message, /out of range|Invalid value/);
   });
 
   it("large pods: within the apiserver's CEL cost limits, the same verdicts and messages", (t) => {
