@@ -33,6 +33,9 @@ Commands:
               Validate a policy file (YAML or JSON) and print every error.
   policy defaults
               Print the built-in policy as JSON.
+  policy export-vap [--policy F] [--namespace quartermaster]
+              Print the pod limits of /validate/pods as a ValidatingAdmissionPolicy and its binding
+              (Kubernetes >= 1.33); the rules it cannot express are listed in it, and on stderr when used.
   reconcile (--once | --schedule CRON [--metrics-port 9091] | --watch [--lease-seconds 15] [--resync-seconds 300])
               [--dry-run] [-o table|json] [--policy F] [--kubeconfig F] [--namespace N] [--log-level info]
               Reconcile passes: adopt and release pods and services, per-replica Services, clean up
@@ -120,7 +123,8 @@ async function policyCommand(args: string[], io: CliIo): Promise<number> {
     io.stdout(JSON.stringify(defaultPolicy(), null, 2));
     return 0;
   }
-  if (sub !== "check") throw new UsageError("policy: expected 'check F' or 'defaults'");
+  if (sub === "export-vap") return (await import("./vap.js")).exportVapCommand(rest, io);
+  if (sub !== "check") throw new UsageError("policy: expected 'check F', 'defaults' or 'export-vap'");
   const { positionals } = parse(rest, {}, 1);
   const file = positionals[0];
   if (!file) throw new UsageError("policy check: missing the policy file");

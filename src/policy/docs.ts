@@ -319,9 +319,52 @@ export function renderPolicyDocs(schema?: Schema): string {
     "replaced or deleted. `capacity` is not evaluated there (it needs the ledger at admission time).",
     "",
   );
+  lines.push(...VAP_SECTION);
   lines.push("## The built-in policy", "", "What `{}` expands to (`quartermaster policy defaults`), including the defaults too long for the tables:", "", "```yaml", stringify(defaultPolicy()).trimEnd(), "```", "");
   return lines.join("\n");
 }
+
+/** When to judge pods with the exported ValidatingAdmissionPolicy instead of `/validate/pods` (src/policy/vap.ts). */
+const VAP_SECTION = [
+  "## The pod limits as a ValidatingAdmissionPolicy",
+  "",
+  "`quartermaster policy export-vap [--policy F] [--namespace N]` prints the pod-create rules of `/validate/pods` for a",
+  "policy as a ValidatingAdmissionPolicy and its binding (admissionregistration.k8s.io/v1, **Kubernetes 1.33 or later**:",
+  "the CEL uses two-variable comprehensions). The apiserver then judges pod creates itself, in CEL, with the same",
+  "scope as the webhooks (opted-in namespaces, training pods) and the same verdicts, field paths and messages",
+  "(`N policy violations: <field>: <message>; …`, after the apiserver's own prefix) — checked against the webhook",
+  "on a real apiserver over the corpus and hundreds of generated pods (`test/e2e/vap.test.ts`).",
+  "`manifests/overlays/validating-admission-policy` installs the one for the built-in policy and leaves the",
+  "`/validate/pods` webhook only in-place resizes.",
+  "",
+  "Expressed: `limits.container` (cpu, memory, GPU caps by name or pattern, requests and limits), `limits.pod.gpus`",
+  "(with init containers and native sidecars), `namespaces[]` overrides of both (first match by name), no",
+  "container mixing `nvidia.com/gpu` and MIG slices, counted quantities negative or out of range, and the",
+  "webhook's cost bound (`review-cost`, same count and words; the exact rules run only under it, which bounds the",
+  "CEL's cost: the apiserver's per-expression limit and per-policy budget are never reached).",
+  "",
+  "Not expressed — keep the webhook for these:",
+  "",
+  "- `limits.allowedAccelerators` / `allowedPartitions`: with either set, `export-vap` says so on stderr; keep",
+  "  `/validate/pods` for pod CREATE too (the overlay as it is would drop the check);",
+  "- in-place resizes (`pods/resize`): refused only where they make the pod worse, which needs the old pod; the",
+  "  overlay keeps the webhook for them;",
+  "- the warnings near a limit (90 %): the policy only denies;",
+  "- the job rules (`/validate/jobs`: replicas, job GPUs, run policy, cluster capacity from the device ledger).",
+  "",
+  "Fractional extended resources and a request unequal to its limit need no rule: the apiserver's own pod",
+  "validation refuses them before any admission.",
+  "",
+  "When to use it: pod limits then hold while Quartermaster's webhook is down or unreachable (its",
+  "`failurePolicy: Fail` would refuse every training pod meanwhile), and a pod create makes no call to it. The",
+  "limits are constants in the policy: **export again after every change to the policy** (the webhook reads its",
+  "ConfigMap; the ValidatingAdmissionPolicy does not). The work moves into the apiserver: `npm run bench:e2e:vap`",
+  "prints its CPU per pod beside the webhook's. A pod that surely breaks no limit (at most 8 containers of at",
+  "most 10 resource entries, every value within its cap) is cleared by the match condition in one pass; any",
+  "other goes through the exact rules, which cost the apiserver a few milliseconds of CPU. Past 5 KiB the",
+  "apiserver drops a policy's message; the denial then says there are too many violations to list.",
+  "",
+];
 
 export const POLICY_DOCS_FILE = "docs/policy.md";
 
