@@ -26,6 +26,8 @@ export interface WebhookResult {
   warnings: number;
   /** Rules that produced violations, once each. */
   deniedRules: string[];
+  /** What denied it, each with its rule (the response carries field and message only), for `denied`. */
+  violations?: readonly Violation[];
   /** Why the webhook did nothing, for `skipped`. */
   skipReason?: string;
   /** What a rule threw, for `error`. */
@@ -158,7 +160,7 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
     finish(request, out) {
       if (out.deny) {
         const response = withWarnings(denied(request.uid, [out.deny]), out.warnings);
-        return result(request, response, { outcome: "denied", deniedRules: [out.deny.rule] });
+        return result(request, response, { outcome: "denied", deniedRules: [out.deny.rule], violations: [out.deny] });
       }
       const { response, ops } = patched(request.uid, request.object, out.object);
       return result(request, withWarnings(response, out.warnings), { outcome: ops > 0 ? "patched" : "allowed", patchOps: ops });
@@ -180,7 +182,7 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
     ...(spec.cost ? { cost: spec.cost } : {}),
     tooCostly(request, cost) {
       const violation: Violation = { rule: "review-cost", field: "spec", message: `${explainCost(cost)}; split the workload or ask the platform team` };
-      return result(request, denied(request.uid, [violation]), { outcome: "denied", deniedRules: [violation.rule] });
+      return result(request, denied(request.uid, [violation]), { outcome: "denied", deniedRules: [violation.rule], violations: [violation] });
     },
     run: (request) => spec.validate(request),
     finish(request, out) {
@@ -190,7 +192,7 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
       const deniedRules = [...new Set(out.violations.map((v) => v.rule))];
       const n = out.violations.length;
       const response = withWarnings(denied(request.uid, out.violations, `${n} policy violation${n === 1 ? "" : "s"}`), out.warnings);
-      return result(request, response, { outcome: "denied", deniedRules });
+      return result(request, response, { outcome: "denied", deniedRules, violations: out.violations });
     },
     failed(request, error) {
       const response = errored(request.uid, 500, new Error(`quartermaster: validation failed: ${errorMessage(error)}`));

@@ -618,6 +618,23 @@ them (a replaced CA stays in the bundle for the overlap). Run it as a Job and a 
     flags: { ca: { type: "string", value: "file", description: "CA bundle (PEM, required)" }, "webhook-configuration": WEBHOOK_CONFIGURATION_FLAG, kubeconfig: KUBECONFIG_FLAG },
     run: certsInstallCommand,
   },
+  {
+    name: "admit",
+    summary: "run objects from files through the webhooks, without a cluster",
+    description: `Run pods, pod templates (in Deployments, StatefulSets, Jobs, CronJobs, ...) and training jobs from files
+through the same mutating and validating webhooks as the server, without a cluster: prints the outfitted objects
+(or their JSON patches) on stdout and every warning and violation, with its field path, on stderr. A training
+job among the inputs is what its pods' job lookup finds. Assumes the namespace is opted in.`,
+    flags: {
+      filename: { type: "string", short: "f", variadic: true, value: "file", description: "YAML or JSON file (multi-document), or a directory of them (required)" },
+      policy: POLICY_FLAG,
+      output: { type: "string", short: "o", value: "format", description: "yaml, json (a List) or patch (JSON patch per object)", default: "yaml" },
+      namespace: { type: "string", short: "n", value: "name", description: "namespace of objects that name none", default: "default" },
+      pods: { type: "boolean", description: "also admit every replica pod of each training job, as the training operator creates them" },
+    },
+    after: "Exit codes: 0 every object allowed, 1 something denied (or unreadable input), 2 usage.\nExample: quartermaster admit -f examples/pytorchjob.yaml --pods --policy my-policy.yaml",
+    run: (values, args, io) => import("./admit.js").then((m) => m.admitCommand(values, args, io, loadPolicy)),
+  },
 ];
 
 const GROUPS: Record<string, string> = {

@@ -21,6 +21,8 @@ export interface FlagSpec {
   short?: string;
   /** May be given more than once; the values come as an array. */
   multiple?: boolean;
+  /** Takes every value up to the next flag (`-f a.yaml b.yaml`), and may be repeated; the values come as an array. */
+  variadic?: boolean;
   /** The value's name in the help (`--port <n>`); default `value`. */
   value?: string;
   description: string;
@@ -66,7 +68,7 @@ const collect = (value: string, previous: string[] | undefined): string[] => [..
 
 function option(long: string, flag: FlagSpec): Option {
   const names = `${flag.short ? `-${flag.short}, ` : ""}--${long}`;
-  const value = flag.type === "string" ? ` <${flag.value ?? "value"}>` : "";
+  const value = flag.type === "string" ? ` <${flag.value ?? "value"}${flag.variadic ? "..." : ""}>` : "";
   const description = flag.default === undefined ? flag.description : `${flag.description} (default: ${flag.default})`;
   const o = new Option(`${names}${value}`, description);
   return flag.multiple ? o.argParser(collect) : o;
