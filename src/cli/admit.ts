@@ -229,7 +229,7 @@ const POD_PATHS = { mutate: "/mutate/pods", validate: "/validate/pods" };
 const JOB_PATHS = { mutate: "/mutate/jobs", validate: "/validate/jobs" };
 
 /** Every pod template in `object` (a mapping under `template` with `spec.containers`), with its path. */
-function templatesIn(object: KubeObject): Array<{ path: Array<string | number>; template: Record<string, unknown> }> {
+export function templatesIn(object: KubeObject): Array<{ path: Array<string | number>; template: Record<string, unknown> }> {
   const found: Array<{ path: Array<string | number>; template: Record<string, unknown> }> = [];
   const visit = (node: unknown, path: Array<string | number>): void => {
     if (Array.isArray(node)) return node.forEach((v, i) => visit(v, [...path, i]));

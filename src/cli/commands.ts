@@ -635,6 +635,17 @@ job among the inputs is what its pods' job lookup finds. Assumes the namespace i
     after: "Exit codes: 0 every object allowed, 1 something denied (or unreadable input), 2 usage.\nExample: quartermaster admit -f examples/pytorchjob.yaml --pods --policy my-policy.yaml",
     run: (values, args, io) => import("./admit.js").then((m) => m.admitCommand(values, args, io, loadPolicy)),
   },
+  {
+    name: "test",
+    summary: "run declarative policy tests (*.test.yaml) and print a pass/fail table",
+    description: `Run the policy tests in the *.test.yaml files under a directory (or one such file): each names resources and a
+policy, and what must come of each object (allowed or denied and by which rules, violations, warnings, env
+values, tolerations, affinity, labels). The objects go through the same offline pipeline as \`admit\`.
+The file format: docs/policy.md, "Policy tests"; examples: examples/policy-tests/.`,
+    args: [{ name: "path", description: "directory (searched recursively) or test file" }],
+    after: "Exit codes: 0 every expectation holds, 1 one fails or a test file is invalid, 2 usage.",
+    run: (values, args, io) => import("./policy-test.js").then((m) => m.policyTestCommand(values, args, io, loadPolicy)),
+  },
 ];
 
 const GROUPS: Record<string, string> = {
