@@ -11,6 +11,10 @@
  * - with `pods`, every replica of a training job is also admitted as the training operator would create it
  *   (name `<job>-<type>-<index>`, replica labels, controller ownerReference), so its cluster spec shows.
  *
+ * A pod gets the apiserver's one defaulting the webhooks' decisions depend on (requests from limits,
+ * {@link apiserverPodDefaults}) before the mutating webhook and after its patch, as the apiserver does; the
+ * printed objects carry those requests. test/e2e/admit.test.ts holds the result to a real kube-apiserver.
+ *
  * What the apiserver decides before calling a webhook is assumed: the namespace is opted in and the request
  * matches the webhook configurations' matchConditions. Protected namespaces are never in scope, so objects
  * there are reported as not admitted.
@@ -204,6 +208,30 @@ function patchOf(r: WebhookResult): PatchOperation[] {
   return patch ? (JSON.parse(Buffer.from(patch, "base64").toString("utf8")) as PatchOperation[]) : [];
 }
 
+/**
+ * The apiserver's defaulting that the pod webhooks' decisions depend on: a container's or init container's
+ * requests default to its limits (kubernetes `pkg/apis/core/v1/defaults.go`, `SetDefaults_Pod`). The apiserver
+ * defaults a pod before the first mutating webhook and again after each one's patch
+ * (`k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go`), so the webhooks never see a limit
+ * without its request; neither do they here. Other defaults (dnsPolicy, terminationMessagePath, ...) change no
+ * decision and are left out of the printed objects. Returns `pod` itself when there is nothing to default.
+ */
+export function apiserverPodDefaults(pod: KubeObject): KubeObject {
+  type Container = { resources?: { limits?: Record<string, unknown>; requests?: Record<string, unknown> } };
+  const spec = pod.spec as { containers?: Container[]; initContainers?: Container[] } | undefined;
+  const needs = (c: Container): boolean => Object.keys(c.resources?.limits ?? {}).some((k) => c.resources?.requests?.[k] === undefined);
+  if (![...(spec?.containers ?? []), ...(spec?.initContainers ?? [])].some((c) => isRecord(c) && needs(c))) return pod;
+  const out = structuredClone(pod);
+  const s = out.spec as { containers?: Container[]; initContainers?: Container[] };
+  for (const c of [...(s.containers ?? []), ...(s.initContainers ?? [])]) {
+    if (!isRecord(c) || !needs(c)) continue;
+    const resources = c.resources!;
+    resources.requests = { ...(resources.requests ?? {}) };
+    for (const [k, v] of Object.entries(resources.limits ?? {})) if (resources.requests[k] === undefined) resources.requests[k] = v;
+  }
+  return out;
+}
+
 interface Pipeline {
   /** Mutate, then validate the outfitted object; `object` is the outfitted one unless the mutation denied it. */
   run(object: KubeObject, kind: GroupVersionKind, resource: GroupVersionResource, namespace: string, paths: { mutate: string; validate: string }): Promise<{ object: KubeObject; warnings: string[]; violations: Finding[] }>;
@@ -215,10 +243,12 @@ function pipeline(opts: AdmitOptions, jobs: JobReader): Pipeline {
     async run(object, kind, resource, namespace, paths) {
       const warnings: string[] = [];
       const violations: Finding[] = [];
-      const mutated = await webhooks[paths.mutate]!.admit(review(object, kind, resource, namespace));
+      const defaults = paths === POD_PATHS ? apiserverPodDefaults : (o: KubeObject) => o;
+      const given = defaults(object);
+      const mutated = await webhooks[paths.mutate]!.admit(review(given, kind, resource, namespace));
       heard(mutated, warnings, violations);
-      if (violations.length > 0) return { object, warnings, violations };
-      const outfitted = applyPatch(object, patchOf(mutated));
+      if (violations.length > 0) return { object: given, warnings, violations };
+      const outfitted = defaults(applyPatch(given, patchOf(mutated)));
       heard(await webhooks[paths.validate]!.admit(review(outfitted, kind, resource, namespace)), warnings, violations);
       return { object: outfitted, warnings, violations };
     },

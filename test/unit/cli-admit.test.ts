@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
-import { admitObjects, parseObjects, readInputs, type Admitted, type InputObject } from "../../src/cli/admit.js";
+import { admitObjects, apiserverPodDefaults, parseObjects, readInputs, type Admitted, type InputObject } from "../../src/cli/admit.js";
 import { runCli } from "../../src/cli/commands.js";
 import type { KubeObject } from "../../src/admission/types.js";
 import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
@@ -262,4 +262,33 @@ describe("quartermaster admit", () => {
       assert.match(r.stderr, message);
     });
   }
+});
+
+describe("apiserverPodDefaults: requests from limits, as the apiserver defaults a pod before and after each webhook", () => {
+  const withResources = (containers: Array<Record<string, unknown>>, init: Array<Record<string, unknown>> = []): KubeObject => ({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: "p" },
+    spec: { containers: containers.map((resources, i) => ({ name: `c${i}`, resources })), ...(init.length ? { initContainers: init.map((resources, i) => ({ name: `i${i}`, resources })) } : {}) },
+  });
+  const requests = (pod: KubeObject): unknown[] => {
+    const spec = pod.spec as { containers: Array<{ resources: { requests?: unknown } }>; initContainers?: Array<{ resources: { requests?: unknown } }> };
+    return [...spec.containers, ...(spec.initContainers ?? [])].map((c) => c.resources.requests);
+  };
+  const cases: Array<[string, KubeObject, unknown[]]> = [
+    ["limits only: requests copied", withResources([{ limits: { "nvidia.com/gpu": "1", cpu: "4" } }]), [{ "nvidia.com/gpu": "1", cpu: "4" }]],
+    ["a request given is kept, the missing one copied", withResources([{ limits: { cpu: "4", memory: "8Gi" }, requests: { cpu: "1" } }]), [{ cpu: "1", memory: "8Gi" }]],
+    ["init containers too", withResources([{}], [{ limits: { "nvidia.com/gpu": "2" } }]), [undefined, { "nvidia.com/gpu": "2" }]],
+  ];
+  for (const [name, pod, want] of cases) {
+    it(name, () => {
+      const before = structuredClone(pod);
+      assert.deepEqual(requests(apiserverPodDefaults(pod)), want);
+      assert.deepEqual(pod, before, "the input is not changed");
+    });
+  }
+  it("nothing to default: the same object", () => {
+    const pod = withResources([{ limits: { cpu: "1" }, requests: { cpu: "1" } }, {}]);
+    assert.equal(apiserverPodDefaults(pod), pod);
+  });
 });
