@@ -8,13 +8,8 @@ import { parseArgs } from "node:util";
 import { PolicyError, UsageError, errorMessage } from "../errors.js";
 import type { CliIo } from "./io.js";
 
-export async function exportVapCommand(args: string[], io: CliIo): Promise<number> {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({ args, options: { policy: { type: "string" }, namespace: { type: "string" } }, strict: true, allowPositionals: false }));
-  } catch (err) {
-    throw new UsageError(`policy export-vap: ${errorMessage(err)}`);
-  }
+/** `quartermaster policy export-vap`, its flags parsed by the command line (src/cli/commands.ts). */
+export async function exportVapCommand(values: Record<string, unknown>, io: CliIo): Promise<number> {
   const namespace = (values.namespace as string | undefined) ?? "quartermaster";
   if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace)) throw new UsageError(`--namespace must be a namespace name (DNS-1123 label), got ${JSON.stringify(namespace)}`);
   const { loadPolicy } = await import("./commands.js");

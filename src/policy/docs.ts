@@ -10,6 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
+import { policyTestingDocs } from "../cli/policy-test-docs.js";
 import { REMOVED_FIELDS, defaultPolicy } from "./load.js";
 import { RULES } from "./rules.js";
 import { POLICY_SCHEMA } from "./schema.js";
@@ -321,6 +322,7 @@ export function renderPolicyDocs(schema?: Schema): string {
   );
   lines.push(...VAP_SECTION);
   lines.push("## The built-in policy", "", "What `{}` expands to (`quartermaster policy defaults`), including the defaults too long for the tables:", "", "```yaml", stringify(defaultPolicy()).trimEnd(), "```", "");
+  lines.push(policyTestingDocs());
   return lines.join("\n");
 }
 

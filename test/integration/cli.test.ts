@@ -76,12 +76,12 @@ describe("quartermaster CLI", () => {
     assert.match(r.stderr, /Usage: quartermaster/);
     const f = await run(["serve", "--tls-cert", "x", "--tls-key", "y", "--colour", "red"]);
     assert.equal(f.code, 2);
-    assert.match(f.stderr, /Unknown option '--colour'/);
+    assert.match(f.stderr, /unknown option '--colour'/i);
   });
 
   const usage: Array<[string, string[], RegExp]> = [
     ["ledger -o yaml", ["ledger", "-o", "yaml"], /ledger: -o must be table or json/],
-    ["reconcile with neither --once nor --schedule", ["reconcile"], /give exactly one of --once and --schedule CRON/],
+    ["reconcile with neither --once nor --schedule", ["reconcile"], /give exactly one of --once, --schedule CRON and --watch/],
     ["reconcile --schedule --dry-run", ["reconcile", "--schedule", "*/5 * * * *", "--dry-run"], /--dry-run goes with --once/],
     ["reconcile --schedule that is not cron", ["reconcile", "--schedule", "every five minutes"], /is not a cron expression/],
     ["reconcile --once with a metrics port", ["reconcile", "--once", "--metrics-port", "9091"], /--metrics-port goes with --schedule/],
