@@ -1,7 +1,7 @@
 /**
  * @module
  * `quartermaster` commands: argument parsing and dispatch. Heavy modules (the Kubernetes client,
- * node-forge) are imported only by the commands that use them, so `serve` starts fast.
+ * @peculiar/x509) are imported only by the commands that use them, so `serve` starts fast.
  */
 import { readFile, mkdir, writeFile, access } from "node:fs/promises";
 import { isIP } from "node:net";
@@ -53,15 +53,17 @@ Commands:
               the scope, matchConditions from its GPU patterns, rules for its job kinds); apply with
               \`| kubectl apply -f -\`. manifests/base/webhook-configurations.yaml is this for the built-in policy.
   certs generate --service S --namespace N --out DIR [--ip IP]... [--dns NAME]... [--days 365]
-              [--ca-days 730] [--ca-cert F --ca-key F]
-              Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service.
+              [--ca-days 730] [--ca-cert F --ca-key F] [--key-type ecdsa|rsa]
+              Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service. Keys are ECDSA P-256
+              unless --key-type rsa (RSA-2048); a given CA signs with whatever key it has.
   certs ensure --service S --namespace N [--secret quartermaster-webhook-tls] [--ca-secret quartermaster-webhook-ca]
               [--webhook-configuration quartermaster]... [--ip IP]... [--dns NAME]... [--days 90]
               [--renew-before-days 30] [--ca-days 1095] [--ca-renew-before-days 180] [--overlap-hours 24]
-              [--settle-seconds 5] [--dry-run] [--kubeconfig F]
+              [--settle-seconds 5] [--key-type ecdsa|rsa] [--dry-run] [--kubeconfig F]
               Create or renew the CA and serving Secrets when due and keep both webhook configurations'
               caBundle trusting them (a replaced CA stays in the bundle for the overlap). Run it as a Job
               and a CronJob (manifests/overlays/self-managed); a run with nothing due changes nothing.
+              New keys are ECDSA P-256 unless --key-type rsa; existing ones are kept until renewal.
   certs install --ca F [--webhook-configuration quartermaster]... [--kubeconfig F]
               Write the CA bundle in F into every webhook of the webhook configurations.
 `;
@@ -147,6 +149,7 @@ async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
     "ca-renew-before-days": { type: "string" },
     "overlap-hours": { type: "string" },
     "settle-seconds": { type: "string" },
+    "key-type": { type: "string" },
     "dry-run": { type: "boolean" },
     kubeconfig: { type: "string" },
   });
@@ -162,6 +165,7 @@ async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
   if (caRenewBeforeDays >= caDays) throw new UsageError("certs ensure: --ca-renew-before-days must be less than --ca-days");
   const overlapHours = intFlag(values, "overlap-hours", 24, 0, 24 * 365);
   const settleSeconds = intFlag(values, "settle-seconds", 5, 0, 600);
+  const keyType = keyTypeFlag("certs ensure", values);
   const namespace = values.namespace as string;
   const configs = (values["webhook-configuration"] as string[] | undefined) ?? [CERTS_DEFAULTS.webhookConfiguration];
   const [{ ensureCertificates }, { connectCertStore }] = await Promise.all([import("../certs/ensure.js"), import("../kube/certs.js")]);
@@ -180,6 +184,7 @@ async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
     caRenewBeforeMs: caRenewBeforeDays * day,
     overlapMs: overlapHours * 3600_000,
     settleMs: settleSeconds * 1000,
+    keyType,
     dryRun: values["dry-run"] === true,
     now: () => new Date(),
     sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
@@ -205,6 +210,13 @@ async function certsInstallCommand(args: string[], io: CliIo): Promise<number> {
     io.stdout(`${config.kind}/${config.name}: ${stale.length > 0 ? `caBundle set (${pems.length} CA(s)) in ${stale.join(", ")}` : "caBundle already up to date"}`);
   }
   return 0;
+}
+
+/** --key-type of the certs commands: ecdsa (P-256, the default) or rsa (2048 bits). */
+function keyTypeFlag(command: string, values: Record<string, unknown>): "ecdsa" | "rsa" {
+  const v = values["key-type"] ?? "ecdsa";
+  if (v !== "ecdsa" && v !== "rsa") throw new UsageError(`${command}: --key-type must be ecdsa or rsa, got ${JSON.stringify(v)}`);
+  return v;
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -242,12 +254,14 @@ async function certsCommand(args: string[], io: CliIo): Promise<number> {
     "ca-days": { type: "string" },
     "ca-cert": { type: "string" },
     "ca-key": { type: "string" },
+    "key-type": { type: "string" },
   });
   for (const required of ["service", "namespace", "out"]) {
     if (!values[required]) throw new UsageError(`certs generate: --${required} is required`);
   }
   if (Boolean(values["ca-cert"]) !== Boolean(values["ca-key"])) throw new UsageError("certs generate: --ca-cert and --ca-key go together");
   checkSanFlags("certs generate", values);
+  const keyType = keyTypeFlag("certs generate", values);
   const { generateCertificates } = await import("../certs/generate.js");
   const ca = values["ca-cert"]
     ? {
@@ -261,7 +275,7 @@ async function certsCommand(args: string[], io: CliIo): Promise<number> {
     const problem = caProblem(ca, new Date());
     if (problem) throw new UsageError(`certs generate: --ca-cert ${values["ca-cert"] as string} with --ca-key ${values["ca-key"] as string}: ${problem}`);
   }
-  const certs = generateCertificates({
+  const certs = await generateCertificates({
     service: values.service as string,
     namespace: values.namespace as string,
     ips: (values.ip as string[] | undefined) ?? [],
@@ -269,6 +283,7 @@ async function certsCommand(args: string[], io: CliIo): Promise<number> {
     days: intFlag(values, "days", 365, 1, 3650),
     caDays: intFlag(values, "ca-days", 730, 1, 7300),
     ca,
+    keyType,
   });
   const out = resolve(io.cwd, values.out as string);
   await writeCertificates(out, certs);
@@ -423,7 +438,7 @@ async function devCommand(args: string[], io: CliIo): Promise<number> {
     const { generateCertificates } = await import("../certs/generate.js");
     await writeCertificates(
       dir,
-      generateCertificates({ service: "quartermaster-webhook", namespace: "quartermaster", ips: ["127.0.0.1"], dnsNames: ["localhost"] }),
+      await generateCertificates({ service: "quartermaster-webhook", namespace: "quartermaster", ips: ["127.0.0.1"], dnsNames: ["localhost"] }),
     );
     io.stdout(`quartermaster: created development certificates in ${dir}`);
   }
