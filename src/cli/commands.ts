@@ -21,8 +21,9 @@ Commands:
   serve       (--tls-cert F --tls-key F | --plain-http) [--port 8443] [--host 0.0.0.0] [--policy F] [--kubeconfig F]
               [--metrics-port 9090] [--client-ca F] [--max-connections 1000] [--max-inflight-body-mib 32]
               [--log-level info] [--drain-timeout-ms 10000] [--shutdown-delay-ms 0]
-              [--ledger-refresh-seconds 60] [--namespace N]
-              Serve the admission webhooks over HTTPS (--plain-http: over HTTP, only behind a platform
+              [--ledger-refresh-seconds 60] [--namespace N] [--http1-only]
+              Serve the admission webhooks over HTTPS, HTTP/2 and HTTP/1.1 by ALPN (--http1-only: HTTP/1.1
+              alone) (--plain-http: over HTTP, only behind a platform
               that terminates TLS itself, e.g. Knative); /metrics, /healthz and /readyz over HTTP on
               --metrics-port (0: any free port). --client-ca: require client certificates signed by F
               (the apiserver's). The job capacity check reads the device ledger's totals from N every
@@ -312,6 +313,8 @@ interface ServeFlags {
   plainHttp: boolean;
   metricsPort: number;
   clientCaFile?: string;
+  /** HTTP/1.1 only: no HTTP/2 offered by ALPN. */
+  http1Only: boolean;
   maxConnections: number;
   maxInflightBodyBytes: number;
   policyFile?: string;
@@ -332,6 +335,7 @@ const SERVE_FLAGS: Flags = {
   "plain-http": { type: "boolean" },
   "metrics-port": { type: "string" },
   "client-ca": { type: "string" },
+  "http1-only": { type: "boolean" },
   "max-connections": { type: "string" },
   "max-inflight-body-mib": { type: "string" },
   policy: { type: "string" },
@@ -368,6 +372,7 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     plainHttp: flags.plainHttp,
     metricsPort: flags.metricsPort,
     clientCaFile: flags.clientCaFile && resolve(io.cwd, flags.clientCaFile),
+    http2: !flags.http1Only,
     maxConnections: flags.maxConnections,
     maxInflightBodyBytes: flags.maxInflightBodyBytes,
     webhooks,
@@ -408,6 +413,7 @@ function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlag
     port,
     metricsPort,
     clientCaFile: values["client-ca"] as string | undefined,
+    http1Only: values["http1-only"] === true,
     maxConnections: intFlag(values, "max-connections", 1000, 1, 1_000_000),
     maxInflightBodyBytes: intFlag(values, "max-inflight-body-mib", 32, 8, 4096) * 1024 * 1024,
     certFile: certFile ?? "",

@@ -124,7 +124,9 @@ const REASONS: Record<number, string> = {
  */
 function writeJson(res: ServerResponse, status: number, text: string, close: boolean, extra?: Readonly<Record<string, string>>): void {
   const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...extra };
-  if (close) headers.connection = "close";
+  // HTTP/2 has no `connection` header (node:http2 drops it with a process warning); a draining server
+  // sends its sessions a GOAWAY instead (serve.ts).
+  if (close && res.req.httpVersionMajor < 2) headers.connection = "close";
   res.writeHead(status, headers);
   res.end(text);
 }
