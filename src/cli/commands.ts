@@ -21,9 +21,9 @@ Commands:
   serve       (--tls-cert F --tls-key F | --plain-http) [--port 8443] [--host 0.0.0.0] [--policy F] [--kubeconfig F]
               [--metrics-port 9090] [--client-ca F] [--max-connections 1000] [--max-inflight-body-mib 32]
               [--log-level info] [--drain-timeout-ms 10000] [--shutdown-delay-ms 0]
-              [--ledger-refresh-seconds 60] [--namespace N] [--http1-only]
-              Serve the admission webhooks over HTTPS, HTTP/2 and HTTP/1.1 by ALPN (--http1-only: HTTP/1.1
-              alone) (--plain-http: over HTTP, only behind a platform
+              [--ledger-refresh-seconds 60] [--namespace N] [--http2]
+              Serve the admission webhooks over HTTPS (--http2: HTTP/2 offered by ALPN besides HTTP/1.1)
+              (--plain-http: over HTTP, only behind a platform
               that terminates TLS itself, e.g. Knative); /metrics, /healthz and /readyz over HTTP on
               --metrics-port (0: any free port). --client-ca: require client certificates signed by F
               (the apiserver's). The job capacity check reads the device ledger's totals from N every
@@ -313,8 +313,8 @@ interface ServeFlags {
   plainHttp: boolean;
   metricsPort: number;
   clientCaFile?: string;
-  /** HTTP/1.1 only: no HTTP/2 offered by ALPN. */
-  http1Only: boolean;
+  /** Offer HTTP/2 by ALPN besides HTTP/1.1. */
+  http2: boolean;
   maxConnections: number;
   maxInflightBodyBytes: number;
   policyFile?: string;
@@ -335,7 +335,7 @@ const SERVE_FLAGS: Flags = {
   "plain-http": { type: "boolean" },
   "metrics-port": { type: "string" },
   "client-ca": { type: "string" },
-  "http1-only": { type: "boolean" },
+  http2: { type: "boolean" },
   "max-connections": { type: "string" },
   "max-inflight-body-mib": { type: "string" },
   policy: { type: "string" },
@@ -372,7 +372,7 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     plainHttp: flags.plainHttp,
     metricsPort: flags.metricsPort,
     clientCaFile: flags.clientCaFile && resolve(io.cwd, flags.clientCaFile),
-    http2: !flags.http1Only,
+    http2: flags.http2,
     maxConnections: flags.maxConnections,
     maxInflightBodyBytes: flags.maxInflightBodyBytes,
     webhooks,
@@ -413,7 +413,7 @@ function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlag
     port,
     metricsPort,
     clientCaFile: values["client-ca"] as string | undefined,
-    http1Only: values["http1-only"] === true,
+    http2: values.http2 === true,
     maxConnections: intFlag(values, "max-connections", 1000, 1, 1_000_000),
     maxInflightBodyBytes: intFlag(values, "max-inflight-body-mib", 32, 8, 4096) * 1024 * 1024,
     certFile: certFile ?? "",

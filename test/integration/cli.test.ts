@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { X509Certificate } from "node:crypto";
+import { connect as tlsConnect } from "node:tls";
 import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -150,6 +151,31 @@ describe("quartermaster CLI", () => {
     assert.match(r.stdout, /"signal":"SIGTERM"/);
     assert.match(r.stdout, /"msg":"server closed"/);
   });
+
+  // --http2 offers h2 by ALPN; without it, HTTP/1.1 only.
+  for (const [flags, want] of [[["--http2"], "h2"], [[], "http/1.1"]] as const) {
+    it(`serve ${flags.join(" ") || "(no --http2)"}: ALPN settles on ${want} for a client offering h2 and http/1.1`, async () => {
+      const files = await makeCerts();
+      let settled: Promise<string | false> | undefined;
+      const r = await run(["serve", "--port", "0", "--host", "127.0.0.1", "--tls-cert", files.certFile, "--tls-key", files.keyFile, ...flags], {
+        onStdout: (text, child) => {
+          const m = /serving https:\/\/127\.0\.0\.1:(\d+)/.exec(text);
+          if (m && !settled) {
+            settled = new Promise<string | false>((resolve, reject) => {
+              const socket = tlsConnect({ host: "127.0.0.1", port: Number(m[1]), ca: files.certs.ca.certPem, servername: "localhost", ALPNProtocols: ["h2", "http/1.1"] }, () => {
+                resolve(socket.alpnProtocol ?? false);
+                socket.destroy();
+                child.kill("SIGTERM");
+              });
+              socket.once("error", reject);
+            });
+          }
+        },
+      });
+      assert.equal(await settled, want);
+      assert.equal(r.code, 0, r.stderr);
+    });
+  }
 
   // No --kubeconfig, no $KUBECONFIG, an empty HOME (no ~/.kube/config) and not in a cluster: every command that
   // needs the cluster says what to do instead of client-node's "HTTP protocol is not allowed when skipTLSVerify ...".

@@ -2,7 +2,8 @@
  * HTTP/2 beside HTTP/1.1 on the webhook port: ALPN picks the protocol; a client of either gets the same
  * AdmissionReview answers (status, body, content type); a mutation reinvoked over the other protocol
  * changes nothing; shutdown sends HTTP/2 clients a GOAWAY instead of waiting out an idle session; the
- * HTTP/1.1 timeouts still hold on the HTTP/2 server; `http2: false` offers HTTP/1.1 only.
+ * HTTP/1.1 timeouts still hold on the HTTP/2 server; without `http2: true` (the default) only HTTP/1.1 is
+ * offered.
  */
 import assert from "node:assert/strict";
 import { connect as h2connect, type ClientHttp2Session } from "node:http2";
@@ -105,7 +106,7 @@ describe("HTTP/2 and HTTP/1.1 on the webhook port", () => {
   let ca: string;
   let session: ClientHttp2Session;
   before(async () => {
-    t = await startTestServer(webhooks());
+    t = await startTestServer(webhooks(), { http2: true });
     ca = t.files.certs.ca.certPem;
     session = await openSession(t.port, ca);
   });
@@ -189,7 +190,7 @@ describe("HTTP/2 and HTTP/1.1 on the webhook port", () => {
 
 describe("HTTP/2 shutdown", () => {
   it("close() sends an idle HTTP/2 session a GOAWAY and resolves without waiting out the keep-alive", async () => {
-    const t = await startTestServer(webhooks(), { drainTimeoutMs: 5_000 });
+    const t = await startTestServer(webhooks(), { http2: true, drainTimeoutMs: 5_000 });
     const session = await openSession(t.port, t.files.certs.ca.certPem);
     assert.equal((await h2call(session, { method: "GET", path: "/healthz" })).status, 200);
     const goaway = new Promise<void>((resolve) => session.once("goaway", () => resolve()));
@@ -205,7 +206,7 @@ describe("HTTP/2 shutdown", () => {
     const onWarning = (w: Error): void => void warnings.push(`${w.name}: ${w.message}`);
     process.on("warning", onWarning);
     // The shutdown delay: readiness fails, requests are still served (answers then ask HTTP/1.1 clients to close).
-    const t = await startTestServer(webhooks(), { drainTimeoutMs: 5_000, shutdownDelayMs: 300 });
+    const t = await startTestServer(webhooks(), { http2: true, drainTimeoutMs: 5_000, shutdownDelayMs: 300 });
     const session = await openSession(t.port, t.files.certs.ca.certPem);
     const body = JSON.stringify(review({ uid: "in-flight", object: pod() }));
     const closed = t.server.close();
@@ -234,10 +235,10 @@ describe("HTTP/2 shutdown", () => {
   });
 });
 
-describe("http2: false", () => {
+describe("without http2 (the default)", () => {
   let t: TestServer;
   before(async () => {
-    t = await startTestServer(webhooks(), { http2: false });
+    t = await startTestServer(webhooks());
   });
   after(() => t.server.close());
 
