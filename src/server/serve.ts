@@ -2,9 +2,8 @@
  * @module
  * The listeners: the webhook port over HTTPS (TLS 1.2+ with ECDHE-AEAD suites, the key pair hot-reloaded
  * from its files, optionally the apiserver's client certificate required; HTTP/1.1, and HTTP/2 by ALPN when
- * asked for) and
- * the metrics port over plain HTTP (`/metrics`, `/healthz`, `/readyz`); connection, time and body bounds; a
- * bounded graceful shutdown.
+ * asked for) and the metrics port over plain HTTP (`/metrics`, `/healthz`, `/readyz`); connection, time and
+ * body bounds; a bounded graceful shutdown.
  *
  * HTTP/2 (`http2: true`, `serve --http2`): the apiserver's webhook client (Go's http.Transport as client-go
  * configures it) speaks h2 when the server offers it, and then sends every call to one webhook over one
@@ -14,8 +13,8 @@
  * listener, timeouts and connection tracking as `node:https`). It is off by default: with keep-alive the
  * apiserver reuses its HTTP/1.1 connections (bench/e2e: no new connection in 400 pods at 1 and 4 clients),
  * so there is no handshake to save, and in bench/e2e (two runs, same-run baseline, rounds interleaved)
- * HTTP/2 cost the apiserver more CPU per pod at 4 clients than HTTP/1.1 did (3.1 against 1.2-2.7 ms) with
- * a higher p50.
+ * HTTP/2 cost the apiserver more CPU per pod at 4 clients than HTTP/1.1 did (4.5 and 3.1 ms against
+ * 1.2-3.9 ms) with a higher p50.
  */
 import { createServer as createPlainServer, type Server as PlainServer } from "node:http";
 import { createServer, type Server } from "node:https";
