@@ -94,3 +94,15 @@ describe("a CA of one key type signs leaves of the other", () => {
     await assert.rejects(issueCertificate({ ca: { certPem: ca.certPem, keyPem: ed }, commonName: "x", usage: "server", days: 1, now: new Date() }), /the CA key is ed25519; an RSA or EC/);
   });
 });
+
+it("@peculiar/x509 and reflect-metadata stay off the serve path: only src/certs/generate.ts names them, by import() in a function", async () => {
+  const { readdirSync, readFileSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const root = join(import.meta.dirname, "../../src");
+  const files = (readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith(".ts")).map((f) => join(root, f));
+  const naming = files.filter((f) => /["'](@peculiar\/x509|reflect-metadata)["']/.test(readFileSync(f, "utf8")));
+  assert.deepEqual(naming.map((f) => f.slice(root.length + 1)), ["certs/generate.ts"]);
+  const text = readFileSync(join(root, "certs/generate.ts"), "utf8");
+  assert.doesNotMatch(text, /^import[^(]*["'](@peculiar\/x509|reflect-metadata)["']/m, "no static import");
+  assert.match(text, /import\("reflect-metadata"\)\.then\(\(\) => import\("@peculiar\/x509"\)\)/);
+});
