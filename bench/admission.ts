@@ -51,7 +51,7 @@ const connections = Number(values.connections);
 const rounds = Number(values.rounds);
 
 const dir = mkdtempSync(join(tmpdir(), "qm-bench-"));
-const certs = generateCertificates({ service: "qm", namespace: "bench", ips: ["127.0.0.1"] });
+const certs = await generateCertificates({ service: "qm", namespace: "bench", ips: ["127.0.0.1"] });
 // The key pair in a directory of its own, as a mounted Secret is: the server watches that directory,
 // and the logs written next to it must not look like a certificate rotation.
 const tlsDir = join(dir, "tls");

@@ -1,7 +1,7 @@
 /**
  * @module
  * `quartermaster` commands: one entry each in {@link COMMANDS} (flags, help, the function it runs), parsed and
- * dispatched by commander (./program.ts). Heavy modules (the Kubernetes client, node-forge) are imported only
+ * dispatched by commander (./program.ts). Heavy modules (the Kubernetes client, @peculiar/x509) are imported only
  * by the commands that use them, so `serve` starts fast.
  */
 import { readFile, mkdir, writeFile, access } from "node:fs/promises";
@@ -82,6 +82,7 @@ async function certsEnsureCommand(values: Values, _args: readonly string[], io: 
   if (caRenewBeforeDays >= caDays) throw new UsageError("certs ensure: --ca-renew-before-days must be less than --ca-days");
   const overlapHours = intFlag(values, "overlap-hours", 24, 0, 24 * 365);
   const settleSeconds = intFlag(values, "settle-seconds", 5, 0, 600);
+  const keyType = keyTypeFlag("certs ensure", values);
   const namespace = values.namespace as string;
   const configs = (values["webhook-configuration"] as string[] | undefined) ?? [CERTS_DEFAULTS.webhookConfiguration];
   const [{ ensureCertificates }, { connectCertStore }] = await Promise.all([import("../certs/ensure.js"), import("../kube/certs.js")]);
@@ -100,6 +101,7 @@ async function certsEnsureCommand(values: Values, _args: readonly string[], io: 
     caRenewBeforeMs: caRenewBeforeDays * day,
     overlapMs: overlapHours * 3600_000,
     settleMs: settleSeconds * 1000,
+    keyType,
     dryRun: values["dry-run"] === true,
     now: () => new Date(),
     sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
@@ -124,6 +126,13 @@ async function certsInstallCommand(values: Values, _args: readonly string[], io:
     io.stdout(`${config.kind}/${config.name}: ${stale.length > 0 ? `caBundle set (${pems.length} CA(s)) in ${stale.join(", ")}` : "caBundle already up to date"}`);
   }
   return 0;
+}
+
+/** --key-type of the certs commands: ecdsa (P-256, the default) or rsa (2048 bits). */
+function keyTypeFlag(command: string, values: Record<string, unknown>): "ecdsa" | "rsa" {
+  const v = values["key-type"] ?? "ecdsa";
+  if (v !== "ecdsa" && v !== "rsa") throw new UsageError(`${command}: --key-type must be ecdsa or rsa, got ${JSON.stringify(v)}`);
+  return v;
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -153,6 +162,7 @@ async function certsGenerateCommand(values: Values, _args: readonly string[], io
   }
   if (Boolean(values["ca-cert"]) !== Boolean(values["ca-key"])) throw new UsageError("certs generate: --ca-cert and --ca-key go together");
   checkSanFlags("certs generate", values);
+  const keyType = keyTypeFlag("certs generate", values);
   const { generateCertificates } = await import("../certs/generate.js");
   const ca = values["ca-cert"]
     ? {
@@ -166,7 +176,7 @@ async function certsGenerateCommand(values: Values, _args: readonly string[], io
     const problem = caProblem(ca, new Date());
     if (problem) throw new UsageError(`certs generate: --ca-cert ${values["ca-cert"] as string} with --ca-key ${values["ca-key"] as string}: ${problem}`);
   }
-  const certs = generateCertificates({
+  const certs = await generateCertificates({
     service: values.service as string,
     namespace: values.namespace as string,
     ips: (values.ip as string[] | undefined) ?? [],
@@ -174,6 +184,7 @@ async function certsGenerateCommand(values: Values, _args: readonly string[], io
     days: intFlag(values, "days", 365, 1, 3650),
     caDays: intFlag(values, "ca-days", 730, 1, 7300),
     ca,
+    keyType,
   });
   const out = resolve(io.cwd, values.out as string);
   await writeCertificates(out, certs);
@@ -202,6 +213,8 @@ interface ServeFlags {
   plainHttp: boolean;
   metricsPort: number;
   clientCaFile?: string;
+  /** Offer HTTP/2 by ALPN besides HTTP/1.1. */
+  http2: boolean;
   maxConnections: number;
   maxInflightBodyBytes: number;
   policyFile?: string;
@@ -224,6 +237,7 @@ function serveFlagSpecs(dev: boolean): Record<string, FlagSpec> {
     host: { type: "string", value: "address", description: "address to listen on", default: dev ? "127.0.0.1" : "0.0.0.0" },
     "metrics-port": { type: "string", value: "port", description: "/metrics, /healthz and /readyz over HTTP (0: any free port)", default: "9090" },
     "client-ca": { type: "string", value: "file", description: "require client certificates signed by this CA (the apiserver's)" },
+    http2: { type: "boolean", description: "offer HTTP/2 by ALPN besides HTTP/1.1" },
     "max-connections": { type: "string", value: "n", description: "open connections at most", default: "1000" },
     "max-inflight-body-mib": { type: "string", value: "mib", description: "request bodies held in memory at once, in MiB", default: "32" },
     policy: POLICY_FLAG,
@@ -261,6 +275,7 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     plainHttp: flags.plainHttp,
     metricsPort: flags.metricsPort,
     clientCaFile: flags.clientCaFile && resolve(io.cwd, flags.clientCaFile),
+    http2: flags.http2,
     maxConnections: flags.maxConnections,
     maxInflightBodyBytes: flags.maxInflightBodyBytes,
     webhooks,
@@ -301,6 +316,7 @@ function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlag
     port,
     metricsPort,
     clientCaFile: values["client-ca"] as string | undefined,
+    http2: values.http2 === true,
     maxConnections: intFlag(values, "max-connections", 1000, 1, 1_000_000),
     maxInflightBodyBytes: intFlag(values, "max-inflight-body-mib", 32, 8, 4096) * 1024 * 1024,
     certFile: certFile ?? "",
@@ -329,7 +345,7 @@ async function devCommand(values: Values, _args: readonly string[], io: CliIo): 
     const { generateCertificates } = await import("../certs/generate.js");
     await writeCertificates(
       dir,
-      generateCertificates({ service: "quartermaster-webhook", namespace: "quartermaster", ips: ["127.0.0.1"], dnsNames: ["localhost"] }),
+      await generateCertificates({ service: "quartermaster-webhook", namespace: "quartermaster", ips: ["127.0.0.1"], dnsNames: ["localhost"] }),
     );
     io.stdout(`quartermaster: created development certificates in ${dir}`);
   }
@@ -625,7 +641,7 @@ manifests/base/webhook-configurations.yaml is this for the built-in policy.`,
   {
     name: "certs generate",
     summary: "write a CA and a serving certificate for the webhook Service",
-    description: "Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service.",
+    description: "Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service. Keys are ECDSA P-256 unless --key-type rsa\n(RSA-2048); a given CA signs with whatever key it has.",
     flags: {
       ...SAN_FLAGS,
       out: { type: "string", value: "dir", description: "directory to write to (required)" },
@@ -633,6 +649,7 @@ manifests/base/webhook-configurations.yaml is this for the built-in policy.`,
       "ca-days": { type: "string", value: "n", description: "validity of a new CA", default: "730" },
       "ca-cert": { type: "string", value: "file", description: "sign with this CA instead of a new one (with --ca-key)" },
       "ca-key": { type: "string", value: "file", description: "its private key" },
+      "key-type": { type: "string", value: "type", description: "key of new certificates: ecdsa (P-256) or rsa (2048 bits)", default: "ecdsa" },
     },
     run: certsGenerateCommand,
   },
@@ -641,7 +658,8 @@ manifests/base/webhook-configurations.yaml is this for the built-in policy.`,
     summary: "create or renew the webhook's CA and serving Secrets when due",
     description: `Create or renew the CA and serving Secrets when due and keep both webhook configurations' caBundle trusting
 them (a replaced CA stays in the bundle for the overlap). Run it as a Job and a CronJob
-(manifests/overlays/self-managed); a run with nothing due changes nothing.`,
+(manifests/overlays/self-managed); a run with nothing due changes nothing. New keys are ECDSA P-256 unless
+--key-type rsa; existing ones are kept until their renewal.`,
     flags: {
       ...SAN_FLAGS,
       secret: { type: "string", value: "name", description: "the serving Secret", default: CERTS_DEFAULTS.secret },
@@ -653,6 +671,7 @@ them (a replaced CA stays in the bundle for the overlap). Run it as a Job and a 
       "ca-renew-before-days": { type: "string", value: "n", description: "renew the CA this long before expiry", default: "180" },
       "overlap-hours": { type: "string", value: "n", description: "keep a replaced CA in the caBundle this long", default: "24" },
       "settle-seconds": { type: "string", value: "n", description: "wait after a caBundle change before the serving Secret", default: "5" },
+      "key-type": { type: "string", value: "type", description: "key of new certificates: ecdsa (P-256) or rsa (2048 bits)", default: "ecdsa" },
       "dry-run": { type: "boolean", description: "say what would change, change nothing" },
       kubeconfig: KUBECONFIG_FLAG,
     },
