@@ -129,7 +129,7 @@ const fmt = (ms: number): string => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` 
 async function drive(): Promise<void> {
   const sizes = values.sizes!.split(",").map(Number);
   const dir = mkdtempSync(join(tmpdir(), "qm-abuse-"));
-  const certs = generateCertificates({ service: "qm", namespace: "bench", ips: ["127.0.0.1"] });
+  const certs = await generateCertificates({ service: "qm", namespace: "bench", ips: ["127.0.0.1"] });
   const cert = join(dir, "tls.crt");
   const key = join(dir, "tls.key");
   writeFileSync(cert, certs.certPem);

@@ -51,7 +51,7 @@ const connections = Number(values.connections);
 const rounds = Number(values.rounds);
 
 const dir = mkdtempSync(join(tmpdir(), "qm-bench-"));
-const certs = generateCertificates({ service: "qm", namespace: "bench", ips: ["127.0.0.1"] });
+const certs = await generateCertificates({ service: "qm", namespace: "bench", ips: ["127.0.0.1"] });
 // The key pair in a directory of its own, as a mounted Secret is: the server watches that directory,
 // and the logs written next to it must not look like a certificate rotation.
 const tlsDir = join(dir, "tls");
@@ -242,7 +242,8 @@ const ratios = qmRows.map((q, i) => q.rps / floorRows[i]!.rps);
 const ratio = median(ratios);
 const sorted = [...ratios].sort((a, b) => a - b);
 const quartile = (q: number): number => sorted[Math.round(q * (sorted.length - 1))]!;
-const target = values.path.startsWith("/mutate/") ? 0.5 : 0.6;
+// Issue #16 asks /mutate/pods for 0.9 of the floor; the other paths keep their earlier marks.
+const target = values.path === "/mutate/pods" ? 0.9 : values.path.startsWith("/mutate/") ? 0.5 : 0.6;
 
 const fmt = (n: number, d = 0): string => n.toFixed(d).padStart(9);
 console.log(`\nbench/admission: ${(body.length / 1024).toFixed(1)} KB ${jobPath ? "PyTorchJob" : "pod"} review, ${connections} connections, ${rounds} rounds of ${duration} s per server, node ${process.version}`);

@@ -49,7 +49,7 @@ if (!existsSync(join(ROOT, "dist/webhooks/cli.js"))) throw new Error("dist/ is m
 const dir = mkdtempSync(join(tmpdir(), "qm-soak-"));
 const certFile = join(dir, "tls.crt");
 const keyFile = join(dir, "tls.key");
-let certs: GeneratedCertificates = generateCertificates({ service: "qm", namespace: "soak", ips: ["127.0.0.1"] });
+let certs: GeneratedCertificates = await generateCertificates({ service: "qm", namespace: "soak", ips: ["127.0.0.1"] });
 const ca = certs.ca;
 /** Key first, then certificate, as `quartermaster certs generate` writes them. */
 function writePair(c: GeneratedCertificates): void {
@@ -180,7 +180,7 @@ try {
       rss.push({ t, mib: rssMiB() });
       if (performance.now() - lastRotation >= rotateEveryMs && performance.now() - started < soakMs - 10_000) {
         lastRotation = performance.now();
-        certs = generateCertificates({ service: "qm", namespace: "soak", ips: ["127.0.0.1"], ca });
+        certs = await generateCertificates({ service: "qm", namespace: "soak", ips: ["127.0.0.1"], ca });
         writePair(certs);
         rotations.push({ at: t, fingerprint: fingerprintOf(certs.certPem) });
         console.error(`${t.toFixed(0)} s: rotated the serving certificate`);

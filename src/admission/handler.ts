@@ -169,7 +169,7 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
     finish(request, out) {
       if (out.deny) {
         const response = withWarnings(denied(request.uid, [out.deny]), out.warnings);
-        return result(request, response, { outcome: "denied", deniedRules: [out.deny.rule] });
+        return result(request, response, { outcome: "denied", deniedRules: [out.deny.rule], policyViolations: [{ ...out.deny, mode: "deny" }] });
       }
       const { response, ops } = patched(request.uid, request.object, out.object);
       return result(request, withWarnings(response, out.warnings), { outcome: ops > 0 ? "patched" : "allowed", patchOps: ops });

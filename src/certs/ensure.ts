@@ -13,7 +13,7 @@
  * A run that stops between two steps is completed by the next one.
  */
 import { X509Certificate } from "node:crypto";
-import { createCertificateAuthority, issueCertificate, serviceDnsNames, type CertificateAuthority } from "./generate.js";
+import { createCertificateAuthority, DEFAULT_KEY_TYPE, issueCertificate, serviceDnsNames, type CertificateAuthority, type KeyType } from "./generate.js";
 import { decideBundle, decideCa, decideServing, sameBundle, splitPem, type KeyPairPem, type RenewalPolicy } from "./plan.js";
 
 /** A Secret's data, decoded to text; `version` is its resourceVersion (for an optimistic update). */
@@ -53,8 +53,10 @@ export interface EnsureOptions extends RenewalPolicy {
   dryRun: boolean;
   now: () => Date;
   sleep: (ms: number) => Promise<void>;
+  /** Key algorithm of new keys (a new CA's and a new serving certificate's); default ECDSA P-256. */
+  keyType?: KeyType;
   /** Certificate generation (the real one unless a test passes its own). */
-  generate?: { ca(days: number, now: Date): CertificateAuthority; leaf(ca: CertificateAuthority, days: number, now: Date): KeyPairPem };
+  generate?: { ca(days: number, now: Date): Promise<CertificateAuthority>; leaf(ca: CertificateAuthority, days: number, now: Date): Promise<KeyPairPem> };
 }
 
 /** One line of what a run did (or, dry, would do). */
@@ -77,10 +79,11 @@ export async function ensureCertificates(store: CertStore, opts: EnsureOptions):
   const now = opts.now();
   const dnsNames = [...new Set([...serviceDnsNames(opts.service, opts.namespace), ...opts.dnsNames])];
   const policy: RenewalPolicy = { ...opts, dnsNames };
+  const keyType = opts.keyType ?? DEFAULT_KEY_TYPE;
   const gen = opts.generate ?? {
-    ca: (days: number, at: Date) => createCertificateAuthority("quartermaster-ca", days, at),
+    ca: (days: number, at: Date) => createCertificateAuthority("quartermaster-ca", days, at, keyType),
     leaf: (ca: CertificateAuthority, days: number, at: Date) =>
-      issueCertificate({ ca, commonName: `${opts.service}.${opts.namespace}.svc`, dnsNames, ips: [...opts.ips], usage: "server", days, now: at, notAfterCap: new Date(new X509Certificate(ca.certPem).validTo) }),
+      issueCertificate({ ca, commonName: `${opts.service}.${opts.namespace}.svc`, dnsNames, ips: [...opts.ips], usage: "server", days, now: at, keyType, notAfterCap: new Date(new X509Certificate(ca.certPem).validTo) }),
   };
   const steps: EnsureStep[] = [];
 
@@ -90,7 +93,7 @@ export async function ensureCertificates(store: CertStore, opts: EnsureOptions):
   let ca = pairFrom(caSecret, "ca.crt", "ca.key");
   const caDecision = decideCa(ca, policy, now);
   if (caDecision.action === "replace") {
-    ca = gen.ca(opts.caDays, now);
+    ca = await gen.ca(opts.caDays, now);
     if (!opts.dryRun) await store.writeSecret(opts.caSecret, "Opaque", { "ca.crt": ca.certPem, "ca.key": ca.keyPem }, caSecret);
   }
   steps.push({ what: "ca", target: `Secret/${opts.caSecret}`, changed: caDecision.action === "replace", detail: caDecision.action === "replace" ? `new CA ${describe(ca!.certPem)}: ${caDecision.reason}` : caDecision.reason });
@@ -125,7 +128,7 @@ export async function ensureCertificates(store: CertStore, opts: EnsureOptions):
   const servingDecision = decideServing(serving, currentCa.certPem, policy, now);
   const caInSecret = servingSecret?.data["ca.crt"] ?? "";
   if (servingDecision.action === "replace" || !sameBundle(caInSecret, [currentCa.certPem])) {
-    const pair = servingDecision.action === "replace" ? gen.leaf(currentCa, opts.days, now) : serving!;
+    const pair = servingDecision.action === "replace" ? (await gen.leaf(currentCa, opts.days, now)) : serving!;
     if (!opts.dryRun) {
       if (added && opts.settleMs > 0) await opts.sleep(opts.settleMs);
       await store.writeSecret(opts.servingSecret, "kubernetes.io/tls", { "tls.crt": pair.certPem, "tls.key": pair.keyPem, "ca.crt": currentCa.certPem }, servingSecret);

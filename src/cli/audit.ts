@@ -25,21 +25,11 @@ export interface AuditCliOptions {
 const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /** Parses the command line (node:util), then {@link audit}. */
-export async function auditCommand(args: string[], io: CliIo): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args,
-      options: { output: { type: "string", short: "o" }, namespace: { type: "string" }, policy: { type: "string" }, kubeconfig: { type: "string" } },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    throw new UsageError(`audit: ${errorMessage(err)}`);
-  }
-  const output = values.output ?? "table";
+/** `quartermaster audit`, its flags parsed by the command line (src/cli/commands.ts). */
+export async function auditCommand(values: Record<string, unknown>, io: CliIo): Promise<number> {
+  const output = (values.output as string | undefined) ?? "table";
   if (output !== "table" && output !== "json") throw new UsageError("audit: -o must be table or json");
-  return audit({ output, namespace: values.namespace, policy: values.policy, kubeconfig: values.kubeconfig }, io);
+  return audit({ output, namespace: values.namespace as string | undefined, policy: values.policy as string | undefined, kubeconfig: values.kubeconfig as string | undefined }, io);
 }
 
 async function loadPolicy(file: string | undefined, cwd: string): Promise<Policy> {

@@ -1,12 +1,12 @@
 /**
  * @module
- * `quartermaster` commands: argument parsing and dispatch. Heavy modules (the Kubernetes client,
- * node-forge) are imported only by the commands that use them, so `serve` starts fast.
+ * `quartermaster` commands: one entry each in {@link COMMANDS} (flags, help, the function it runs), parsed and
+ * dispatched by commander (./program.ts). Heavy modules (the Kubernetes client, @peculiar/x509) are imported only
+ * by the commands that use them, so `serve` starts fast.
  */
 import { readFile, mkdir, writeFile, access } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join, resolve } from "node:path";
-import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { LevelWithSilent } from "pino";
 import { PolicyError, UsageError, errorMessage } from "../errors.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
@@ -14,74 +14,10 @@ import { defaultPolicy } from "../policy/load.js";
 import type { Policy } from "../policy/types.js";
 import type { PassOutcome } from "../reconcile/loop.js";
 import type { CliIo } from "./io.js";
+import { runProgram, type CommandSpec, type FlagSpec } from "./program.js";
 
-export const USAGE = `Usage: quartermaster <command> [options]
+type Values = Record<string, unknown>;
 
-Commands:
-  serve       (--tls-cert F --tls-key F | --plain-http) [--port 8443] [--host 0.0.0.0] [--policy F] [--kubeconfig F]
-              [--metrics-port 9090] [--client-ca F] [--max-connections 1000] [--max-inflight-body-mib 32]
-              [--log-level info] [--drain-timeout-ms 10000] [--shutdown-delay-ms 0]
-              [--ledger-refresh-seconds 60] [--namespace N]
-              Serve the admission webhooks over HTTPS (--plain-http: over HTTP, only behind a platform
-              that terminates TLS itself, e.g. Knative); /metrics, /healthz and /readyz over HTTP on
-              --metrics-port (0: any free port). --client-ca: require client certificates signed by F
-              (the apiserver's). The job capacity check reads the device ledger's totals from N every
-              --ledger-refresh-seconds (0: off).
-  dev         [--port 8443] [--policy F]
-              Serve on https://127.0.0.1:8443 with development certificates (created in certs/dev on first use).
-  policy check F
-              Validate a policy file (YAML or JSON) and print every error.
-  policy defaults
-              Print the built-in policy as JSON.
-  reconcile (--once | --schedule CRON [--metrics-port 9091]) [--dry-run] [-o table|json] [--policy F] [--kubeconfig F]
-              [--namespace N] [--log-level info]
-              Reconcile passes: adopt and release pods and services, per-replica Services, clean up
-              finished jobs (CleanPodPolicy, TTL, as each job sets them), write the GPU device ledger; only
-              in opted-in namespaces (never the protected ones or N); one at a time cluster-wide (a Lease
-              in N, default the pod's own namespace, else quartermaster). --dry-run (with --once) prints
-              the plan and what it skips and why, and changes nothing (logs go to stderr). With --schedule,
-              pass metrics over HTTP on --metrics-port (/metrics, /healthz, /readyz; 0: off).
-  audit [-o table|json] [--namespace N] [--policy F] [--kubeconfig F]
-              Hold the pods and training jobs that already run in opted-in namespaces (only N with
-              --namespace) to the policy: every violation with its rule, mode and field. Exit 1 when
-              one breaks a rule in deny mode. (reconciler.policyReports writes the same as PolicyReports.)
-  ledger [-o table|json] [--namespace N] [--kubeconfig F]
-              Print the GPU device ledger the reconciler keeps in N (checksums verified).
-  doctor [-o table|json] [--namespace quartermaster] [--policy F] [--kubeconfig F]
-              Check an installation for what would stop admissions or go stale: webhooks and their
-              endpoints, caBundle against the served certificate, certificate expiry, namespace selectors,
-              side effects, timeouts, the reconciler's last pass, the ledger, RBAC (docs/operations.md).
-              Exit 0 healthy, 1 warnings, 2 critical.
-  manifests webhooks [--policy F] [--namespace quartermaster]
-              Print the Mutating- and ValidatingWebhookConfiguration for the policy (namespaceSelector from
-              the scope, matchConditions from its GPU patterns, rules for its job kinds); apply with
-              \`| kubectl apply -f -\`. manifests/base/webhook-configurations.yaml is this for the built-in policy.
-  certs generate --service S --namespace N --out DIR [--ip IP]... [--dns NAME]... [--days 365]
-              [--ca-days 730] [--ca-cert F --ca-key F]
-              Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service.
-  certs ensure --service S --namespace N [--secret quartermaster-webhook-tls] [--ca-secret quartermaster-webhook-ca]
-              [--webhook-configuration quartermaster]... [--ip IP]... [--dns NAME]... [--days 90]
-              [--renew-before-days 30] [--ca-days 1095] [--ca-renew-before-days 180] [--overlap-hours 24]
-              [--settle-seconds 5] [--dry-run] [--kubeconfig F]
-              Create or renew the CA and serving Secrets when due and keep both webhook configurations'
-              caBundle trusting them (a replaced CA stays in the bundle for the overlap). Run it as a Job
-              and a CronJob (manifests/overlays/self-managed); a run with nothing due changes nothing.
-  certs install --ca F [--webhook-configuration quartermaster]... [--kubeconfig F]
-              Write the CA bundle in F into every webhook of the webhook configurations.
-`;
-
-type Flags = NonNullable<ParseArgsConfig["options"]>;
-
-function parse(args: string[], options: Flags, positionals = 0): { values: Record<string, unknown>; positionals: string[] } {
-  let parsed;
-  try {
-    parsed = parseArgs({ args, options, allowPositionals: positionals > 0, strict: true });
-  } catch (err) {
-    throw new UsageError(errorMessage(err));
-  }
-  if (parsed.positionals.length > positionals) throw new UsageError(`unexpected argument ${parsed.positionals[positionals]}`);
-  return parsed as { values: Record<string, unknown>; positionals: string[] };
-}
 
 function intFlag(values: Record<string, unknown>, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const raw = values[name];
@@ -111,16 +47,12 @@ export async function loadPolicy(file: string | undefined, cwd: string): Promise
   return parsePolicy(text, file);
 }
 
-async function policyCommand(args: string[], io: CliIo): Promise<number> {
-  const [sub, ...rest] = args;
-  if (sub === "defaults") {
-    parse(rest, {});
-    io.stdout(JSON.stringify(defaultPolicy(), null, 2));
-    return 0;
-  }
-  if (sub !== "check") throw new UsageError("policy: expected 'check F' or 'defaults'");
-  const { positionals } = parse(rest, {}, 1);
-  const file = positionals[0];
+async function policyDefaultsCommand(_values: Values, _args: readonly string[], io: CliIo): Promise<number> {
+  io.stdout(JSON.stringify(defaultPolicy(), null, 2));
+  return 0;
+}
+
+async function policyCheckCommand(_values: Values, [file]: readonly string[], io: CliIo): Promise<number> {
   if (!file) throw new UsageError("policy check: missing the policy file");
   try {
     await loadPolicy(file, io.cwd);
@@ -136,24 +68,8 @@ async function policyCommand(args: string[], io: CliIo): Promise<number> {
 const CERTS_DEFAULTS = { secret: "quartermaster-webhook-tls", caSecret: "quartermaster-webhook-ca", webhookConfiguration: "quartermaster" };
 
 /** `certs ensure`: the Secrets and caBundles brought up to date in the cluster (src/certs/ensure.ts). */
-async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
-  const { values } = parse(args, {
-    service: { type: "string" },
-    namespace: { type: "string" },
-    secret: { type: "string" },
-    "ca-secret": { type: "string" },
-    "webhook-configuration": { type: "string", multiple: true },
-    ip: { type: "string", multiple: true },
-    dns: { type: "string", multiple: true },
-    days: { type: "string" },
-    "renew-before-days": { type: "string" },
-    "ca-days": { type: "string" },
-    "ca-renew-before-days": { type: "string" },
-    "overlap-hours": { type: "string" },
-    "settle-seconds": { type: "string" },
-    "dry-run": { type: "boolean" },
-    kubeconfig: { type: "string" },
-  });
+async function certsEnsureCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
+
   for (const required of ["service", "namespace"]) {
     if (!values[required]) throw new UsageError(`certs ensure: --${required} is required`);
   }
@@ -166,6 +82,7 @@ async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
   if (caRenewBeforeDays >= caDays) throw new UsageError("certs ensure: --ca-renew-before-days must be less than --ca-days");
   const overlapHours = intFlag(values, "overlap-hours", 24, 0, 24 * 365);
   const settleSeconds = intFlag(values, "settle-seconds", 5, 0, 600);
+  const keyType = keyTypeFlag("certs ensure", values);
   const namespace = values.namespace as string;
   const configs = (values["webhook-configuration"] as string[] | undefined) ?? [CERTS_DEFAULTS.webhookConfiguration];
   const [{ ensureCertificates }, { connectCertStore }] = await Promise.all([import("../certs/ensure.js"), import("../kube/certs.js")]);
@@ -184,6 +101,7 @@ async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
     caRenewBeforeMs: caRenewBeforeDays * day,
     overlapMs: overlapHours * 3600_000,
     settleMs: settleSeconds * 1000,
+    keyType,
     dryRun: values["dry-run"] === true,
     now: () => new Date(),
     sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
@@ -194,8 +112,7 @@ async function certsEnsureCommand(args: string[], io: CliIo): Promise<number> {
 }
 
 /** `certs install`: the CA bundle in a file written into every webhook of the webhook configurations. */
-async function certsInstallCommand(args: string[], io: CliIo): Promise<number> {
-  const { values } = parse(args, { ca: { type: "string" }, "webhook-configuration": { type: "string", multiple: true }, kubeconfig: { type: "string" } });
+async function certsInstallCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
   if (!values.ca) throw new UsageError("certs install: --ca is required");
   const bundle = await readFile(resolve(io.cwd, values.ca as string), "utf8");
   const [{ splitPem, sameBundle }, { connectCertStore }] = await Promise.all([import("../certs/plan.js"), import("../kube/certs.js")]);
@@ -209,6 +126,13 @@ async function certsInstallCommand(args: string[], io: CliIo): Promise<number> {
     io.stdout(`${config.kind}/${config.name}: ${stale.length > 0 ? `caBundle set (${pems.length} CA(s)) in ${stale.join(", ")}` : "caBundle already up to date"}`);
   }
   return 0;
+}
+
+/** --key-type of the certs commands: ecdsa (P-256, the default) or rsa (2048 bits). */
+function keyTypeFlag(command: string, values: Record<string, unknown>): "ecdsa" | "rsa" {
+  const v = values["key-type"] ?? "ecdsa";
+  if (v !== "ecdsa" && v !== "rsa") throw new UsageError(`${command}: --key-type must be ecdsa or rsa, got ${JSON.stringify(v)}`);
+  return v;
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -231,27 +155,14 @@ function checkSanFlags(command: string, values: Record<string, unknown>): void {
   }
 }
 
-async function certsCommand(args: string[], io: CliIo): Promise<number> {
-  const [sub, ...rest] = args;
-  if (sub === "ensure") return certsEnsureCommand(rest, io);
-  if (sub === "install") return certsInstallCommand(rest, io);
-  if (sub !== "generate") throw new UsageError("certs: expected 'generate', 'ensure' or 'install'");
-  const { values } = parse(rest, {
-    service: { type: "string" },
-    namespace: { type: "string" },
-    out: { type: "string" },
-    ip: { type: "string", multiple: true },
-    dns: { type: "string", multiple: true },
-    days: { type: "string" },
-    "ca-days": { type: "string" },
-    "ca-cert": { type: "string" },
-    "ca-key": { type: "string" },
-  });
+async function certsGenerateCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
+
   for (const required of ["service", "namespace", "out"]) {
     if (!values[required]) throw new UsageError(`certs generate: --${required} is required`);
   }
   if (Boolean(values["ca-cert"]) !== Boolean(values["ca-key"])) throw new UsageError("certs generate: --ca-cert and --ca-key go together");
   checkSanFlags("certs generate", values);
+  const keyType = keyTypeFlag("certs generate", values);
   const { generateCertificates } = await import("../certs/generate.js");
   const ca = values["ca-cert"]
     ? {
@@ -265,7 +176,7 @@ async function certsCommand(args: string[], io: CliIo): Promise<number> {
     const problem = caProblem(ca, new Date());
     if (problem) throw new UsageError(`certs generate: --ca-cert ${values["ca-cert"] as string} with --ca-key ${values["ca-key"] as string}: ${problem}`);
   }
-  const certs = generateCertificates({
+  const certs = await generateCertificates({
     service: values.service as string,
     namespace: values.namespace as string,
     ips: (values.ip as string[] | undefined) ?? [],
@@ -273,6 +184,7 @@ async function certsCommand(args: string[], io: CliIo): Promise<number> {
     days: intFlag(values, "days", 365, 1, 3650),
     caDays: intFlag(values, "ca-days", 730, 1, 7300),
     ca,
+    keyType,
   });
   const out = resolve(io.cwd, values.out as string);
   await writeCertificates(out, certs);
@@ -301,6 +213,8 @@ interface ServeFlags {
   plainHttp: boolean;
   metricsPort: number;
   clientCaFile?: string;
+  /** Offer HTTP/2 by ALPN besides HTTP/1.1. */
+  http2: boolean;
   maxConnections: number;
   maxInflightBodyBytes: number;
   policyFile?: string;
@@ -313,24 +227,28 @@ interface ServeFlags {
   namespace?: string;
 }
 
-const SERVE_FLAGS: Flags = {
-  host: { type: "string" },
-  port: { type: "string" },
-  "tls-cert": { type: "string" },
-  "tls-key": { type: "string" },
-  "plain-http": { type: "boolean" },
-  "metrics-port": { type: "string" },
-  "client-ca": { type: "string" },
-  "max-connections": { type: "string" },
-  "max-inflight-body-mib": { type: "string" },
-  policy: { type: "string" },
-  kubeconfig: { type: "string" },
-  "log-level": { type: "string" },
-  "drain-timeout-ms": { type: "string" },
-  "shutdown-delay-ms": { type: "string" },
-  "ledger-refresh-seconds": { type: "string" },
-  namespace: { type: "string" },
-};
+/** The flags of `serve` and `dev`; `dev` differs only in its defaults. */
+function serveFlagSpecs(dev: boolean): Record<string, FlagSpec> {
+  return {
+    "tls-cert": { type: "string", value: "file", description: "serving certificate (PEM); reloaded when it changes", ...(dev ? { default: "certs/dev/tls.crt" } : {}) },
+    "tls-key": { type: "string", value: "file", description: "its private key (PEM)", ...(dev ? { default: "certs/dev/tls.key" } : {}) },
+    "plain-http": { type: "boolean", description: "serve HTTP: only behind a platform that terminates TLS itself (e.g. Knative)" },
+    port: { type: "string", value: "port", description: "webhook port (0: any free port)", default: "8443" },
+    host: { type: "string", value: "address", description: "address to listen on", default: dev ? "127.0.0.1" : "0.0.0.0" },
+    "metrics-port": { type: "string", value: "port", description: "/metrics, /healthz and /readyz over HTTP (0: any free port)", default: "9090" },
+    "client-ca": { type: "string", value: "file", description: "require client certificates signed by this CA (the apiserver's)" },
+    http2: { type: "boolean", description: "offer HTTP/2 by ALPN besides HTTP/1.1" },
+    "max-connections": { type: "string", value: "n", description: "open connections at most", default: "1000" },
+    "max-inflight-body-mib": { type: "string", value: "mib", description: "request bodies held in memory at once, in MiB", default: "32" },
+    policy: POLICY_FLAG,
+    kubeconfig: KUBECONFIG_FLAG,
+    "log-level": LOG_LEVEL_FLAG,
+    "drain-timeout-ms": { type: "string", value: "ms", description: "on SIGTERM, how long requests in flight may finish", default: "10000" },
+    "shutdown-delay-ms": { type: "string", value: "ms", description: "on SIGTERM, keep serving (unready) this long first", default: "0" },
+    "ledger-refresh-seconds": { type: "string", value: "s", description: "how often the capacity check reads the device ledger's totals (0: off)", default: dev ? "0" : "60" },
+    namespace: { type: "string", value: "name", description: "namespace of the device ledger", default: "the pod's own, else quartermaster" },
+  };
+}
 
 async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
   const log = createLogger(flags.level);
@@ -357,6 +275,7 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     plainHttp: flags.plainHttp,
     metricsPort: flags.metricsPort,
     clientCaFile: flags.clientCaFile && resolve(io.cwd, flags.clientCaFile),
+    http2: flags.http2,
     maxConnections: flags.maxConnections,
     maxInflightBodyBytes: flags.maxInflightBodyBytes,
     webhooks,
@@ -397,6 +316,7 @@ function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlag
     port,
     metricsPort,
     clientCaFile: values["client-ca"] as string | undefined,
+    http2: values.http2 === true,
     maxConnections: intFlag(values, "max-connections", 1000, 1, 1_000_000),
     maxInflightBodyBytes: intFlag(values, "max-inflight-body-mib", 32, 8, 4096) * 1024 * 1024,
     certFile: certFile ?? "",
@@ -411,14 +331,12 @@ function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlag
   };
 }
 
-async function serveCommand(args: string[], io: CliIo): Promise<number> {
-  const { values } = parse(args, SERVE_FLAGS);
+async function serveCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
   return runServer(serveFlags(values, {}), io);
 }
 
 /** `npm start`: development certificates in certs/dev, created on first use, and 127.0.0.1:8443. */
-async function devCommand(args: string[], io: CliIo): Promise<number> {
-  const { values } = parse(args, SERVE_FLAGS);
+async function devCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
   const dir = resolve(io.cwd, "certs/dev");
   const certFile = join(dir, "tls.crt");
   const keyFile = join(dir, "tls.key");
@@ -427,7 +345,7 @@ async function devCommand(args: string[], io: CliIo): Promise<number> {
     const { generateCertificates } = await import("../certs/generate.js");
     await writeCertificates(
       dir,
-      generateCertificates({ service: "quartermaster-webhook", namespace: "quartermaster", ips: ["127.0.0.1"], dnsNames: ["localhost"] }),
+      await generateCertificates({ service: "quartermaster-webhook", namespace: "quartermaster", ips: ["127.0.0.1"], dnsNames: ["localhost"] }),
     );
     io.stdout(`quartermaster: created development certificates in ${dir}`);
   }
@@ -448,20 +366,13 @@ async function ownNamespace(flag: string | undefined): Promise<string> {
   return flag ?? (await readFile(SA_NAMESPACE_FILE, "utf8").then((s) => s.trim(), () => "quartermaster"));
 }
 
-async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
-  const { values } = parse(args, {
-    once: { type: "boolean" },
-    schedule: { type: "string" },
-    "dry-run": { type: "boolean" },
-    output: { type: "string", short: "o" },
-    policy: { type: "string" },
-    kubeconfig: { type: "string" },
-    namespace: { type: "string" },
-    "log-level": { type: "string" },
-    "metrics-port": { type: "string" },
-  });
+async function reconcileCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
+  if (values.watch === true) return watchCommand(values, io);
   const schedule = values.schedule as string | undefined;
-  if (Boolean(values.once) === (schedule !== undefined)) throw new UsageError("reconcile: give exactly one of --once and --schedule CRON");
+  if (Boolean(values.once) === (schedule !== undefined)) throw new UsageError("reconcile: give exactly one of --once, --schedule CRON and --watch");
+  for (const flag of ["lease-seconds", "resync-seconds"]) {
+    if (values[flag] !== undefined) throw new UsageError(`reconcile: --${flag} goes with --watch`);
+  }
   // Resident (--schedule): /metrics on 9091 by default (9090 is the webhook's, should both run on one host); 0 turns it off.
   // One pass (--once, the CronJob) has nothing a scrape could catch: its failures show as failed Jobs.
   const metricsPort = intFlag(values, "metrics-port", schedule === undefined ? 0 : RECONCILER_METRICS_PORT, 0, 65535);
@@ -536,9 +447,28 @@ async function reconcileCommand(args: string[], io: CliIo): Promise<number> {
   return 0;
 }
 
-/** Runs one command line; resolves to the process exit code. */
-async function ledgerCommand(args: string[], io: CliIo): Promise<number> {
-  const { values } = parse(args, { output: { type: "string", short: "o" }, namespace: { type: "string" }, kubeconfig: { type: "string" } });
+/** `reconcile --watch`: the resident job controller (src/kube/watch.ts) until a signal. */
+async function watchCommand(values: Values, io: CliIo): Promise<number> {
+  for (const other of ["once", "schedule", "dry-run", "metrics-port", "output"]) {
+    if (values[other] !== undefined) throw new UsageError(`reconcile: --${other} does not go with --watch`);
+  }
+  const leaseSeconds = intFlag(values, "lease-seconds", 15, 2, 3600);
+  const resyncSeconds = intFlag(values, "resync-seconds", 300, 1, 86400);
+  const policy = await loadPolicyOrReport(values.policy as string | undefined, io);
+  if (!policy) return 1;
+  const log = createLogger(logLevel(values), 1);
+  const namespace = await ownNamespace(values.namespace as string | undefined);
+  const [{ startWatch }, { hostname }] = await Promise.all([import("../kube/watch.js"), import("node:os")]);
+  const watcher = await startWatch({ kubeconfig: values.kubeconfig as string | undefined, policy, log, namespace, holder: `${hostname()}-${process.pid}`, leaseSeconds, resyncSeconds });
+  io.stdout(`quartermaster: job controller watching (lease ${leaseSeconds}s, full pass every ${resyncSeconds}s)`);
+  const signal = await io.shutdown;
+  log.info({ signal, ...watcher.stats }, "stopping: waiting for the work in flight, then releasing the lease");
+  await watcher.stop();
+  await flushLog(log);
+  return 0;
+}
+
+async function ledgerCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
   const output = (values.output as string | undefined) ?? "table";
   if (output !== "table" && output !== "json") throw new UsageError("ledger: -o must be table or json");
   const namespace = await ownNamespace(values.namespace as string | undefined);
@@ -557,13 +487,8 @@ async function ledgerCommand(args: string[], io: CliIo): Promise<number> {
  * `doctor`: reads the installation and prints findings; the exit code is the worst one's (0 healthy,
  * 1 warnings, 2 critical). A cluster that cannot be read at all is critical: nothing can be vouched for.
  */
-async function doctorCommand(args: string[], io: CliIo): Promise<number> {
-  const { values } = parse(args, {
-    output: { type: "string", short: "o" },
-    namespace: { type: "string" },
-    policy: { type: "string" },
-    kubeconfig: { type: "string" },
-  });
+async function doctorCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
+
   const output = (values.output as string | undefined) ?? "table";
   if (output !== "table" && output !== "json") throw new UsageError("doctor: -o must be table or json");
   let policy: Policy;
@@ -597,8 +522,7 @@ async function doctorCommand(args: string[], io: CliIo): Promise<number> {
 }
 
 /** `manifests webhooks`: the webhook configurations rendered from a policy (no cluster access). */
-async function manifestsWebhooksCommand(args: string[], io: CliIo): Promise<number> {
-  const { values } = parse(args, { policy: { type: "string" }, namespace: { type: "string" } });
+async function manifestsWebhooksCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
   const namespace = (values.namespace as string | undefined) ?? "quartermaster";
   // A DNS-1123 label, as a namespace name must be; anything else would only fail at apply time.
   if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace)) throw new UsageError(`--namespace must be a namespace name (DNS-1123 label), got ${JSON.stringify(namespace)}`);
@@ -609,51 +533,210 @@ async function manifestsWebhooksCommand(args: string[], io: CliIo): Promise<numb
   return 0;
 }
 
-async function manifestsCommand(args: string[], io: CliIo): Promise<number> {
-  const [sub, ...rest] = args;
-  if (sub === "webhooks") return manifestsWebhooksCommand(rest, io);
-  throw new UsageError("manifests: expected 'webhooks'");
+const POLICY_FLAG: FlagSpec = { type: "string", value: "file", description: "policy file (YAML or JSON)", default: "the built-in policy" };
+const KUBECONFIG_FLAG: FlagSpec = { type: "string", value: "file", description: "kubeconfig", default: "$KUBECONFIG, ~/.kube/config, else in-cluster" };
+const LOG_LEVEL_FLAG: FlagSpec = { type: "string", value: "level", description: `log level: ${LOG_LEVELS.join(", ")}`, default: "info" };
+const OUTPUT_TABLE_JSON: FlagSpec = { type: "string", short: "o", value: "format", description: "table or json", default: "table" };
+const WEBHOOK_CONFIGURATION_FLAG: FlagSpec = { type: "string", multiple: true, value: "name", description: "Mutating- and ValidatingWebhookConfiguration to keep (repeatable)", default: "quartermaster" };
+const SAN_FLAGS: Record<string, FlagSpec> = {
+  service: { type: "string", value: "name", description: "the webhook Service (required)" },
+  namespace: { type: "string", value: "name", description: "its namespace (required)" },
+  ip: { type: "string", multiple: true, value: "address", description: "an IP address SAN (repeatable)" },
+  dns: { type: "string", multiple: true, value: "name", description: "a DNS name SAN, a leading *. allowed (repeatable)" },
+};
+
+/**
+ * Every command, one entry each: adding a command is adding an entry (its logic in a module of its own,
+ * imported by `run` when the command runs, so the start of `serve` loads none of it).
+ */
+export const COMMANDS: readonly CommandSpec[] = [
+  {
+    name: "serve",
+    summary: "serve the admission webhooks",
+    description: `Serve the admission webhooks over HTTPS (--plain-http: over HTTP, only behind a platform that terminates TLS
+itself, e.g. Knative); /metrics, /healthz and /readyz over HTTP on --metrics-port. --client-ca: require client
+certificates signed by that CA (the apiserver's). The job capacity check reads the device ledger's totals from
+--namespace every --ledger-refresh-seconds.`,
+    flags: serveFlagSpecs(false),
+    run: serveCommand,
+  },
+  {
+    name: "dev",
+    summary: "serve on https://127.0.0.1:8443 with development certificates",
+    description: "Serve on https://127.0.0.1:8443 with development certificates (created in certs/dev on first use).",
+    flags: serveFlagSpecs(true),
+    run: devCommand,
+  },
+  { name: "policy check", summary: "validate a policy file and print every error", args: [{ name: "file", description: "policy file (YAML or JSON)" }], run: policyCheckCommand },
+  { name: "policy defaults", summary: "print the built-in policy as JSON", run: policyDefaultsCommand },
+  {
+    name: "policy export-vap",
+    summary: "print the pod limits as a ValidatingAdmissionPolicy and its binding",
+    description: `Print the pod limits of /validate/pods as a ValidatingAdmissionPolicy and its binding (Kubernetes >= 1.33);
+the rules it cannot express are listed in it, and on stderr when the policy uses them.`,
+    flags: { policy: POLICY_FLAG, namespace: { type: "string", value: "name", description: "Quartermaster's namespace (the scope's own)", default: "quartermaster" } },
+    run: (values, _args, io) => import("./vap.js").then((m) => m.exportVapCommand(values, io)),
+  },
+  {
+    name: "audit",
+    summary: "hold what already runs in opted-in namespaces to the policy",
+    description: `Hold the pods and training jobs that already run in opted-in namespaces (only --namespace with it) to the
+policy: every violation with its rule, mode and field. (reconciler.policyReports writes the same as PolicyReports.)`,
+    flags: { output: OUTPUT_TABLE_JSON, namespace: { type: "string", value: "name", description: "only this namespace" }, policy: POLICY_FLAG, kubeconfig: KUBECONFIG_FLAG },
+    after: "Exit codes: 0 nothing breaks a deny rule, 1 something does (or the cluster cannot be read), 2 usage.",
+    run: (values, _args, io) => import("./audit.js").then((m) => m.auditCommand(values, io)),
+  },
+  {
+    name: "reconcile",
+    summary: "reconcile passes: adoption, cleanup of finished jobs, the GPU device ledger",
+    description: `Reconcile passes: adopt and release pods and services, per-replica Services, clean up finished jobs
+(CleanPodPolicy, TTL, as each job sets them), write the GPU device ledger; only in opted-in namespaces (never
+the protected ones or --namespace); one at a time cluster-wide (a Lease in --namespace). Give exactly one of
+--once, --schedule and --watch. --dry-run (with --once) prints the plan and what it skips and why, and changes
+nothing (logs go to stderr). With --schedule, pass metrics over HTTP on --metrics-port (/metrics, /healthz,
+/readyz). With --watch, the resident job controller for the kinds Quartermaster runs (Caffe2Job by default):
+informers, a work queue, a full pass every --resync-seconds, one instance acting under the Lease.`,
+    flags: {
+      once: { type: "boolean", description: "one pass, then exit (the CronJob)" },
+      schedule: { type: "string", value: "cron", description: "run passes on this cron schedule (resident)" },
+      "dry-run": { type: "boolean", description: "with --once: print the plan, change nothing" },
+      output: OUTPUT_TABLE_JSON,
+      policy: POLICY_FLAG,
+      kubeconfig: KUBECONFIG_FLAG,
+      namespace: { type: "string", value: "name", description: "Quartermaster's namespace (the Lease)", default: "the pod's own, else quartermaster" },
+      "log-level": LOG_LEVEL_FLAG,
+      "metrics-port": { type: "string", value: "port", description: "with --schedule: metrics port (0: off)", default: String(RECONCILER_METRICS_PORT) },
+      watch: { type: "boolean", description: "the resident job controller (informers, work queue, Lease)" },
+      "lease-seconds": { type: "string", value: "seconds", description: "with --watch: the Lease's duration", default: "15" },
+      "resync-seconds": { type: "string", value: "seconds", description: "with --watch: seconds between full passes", default: "300" },
+    },
+    run: reconcileCommand,
+  },
+  {
+    name: "ledger",
+    summary: "print the GPU device ledger (checksums verified)",
+    description: "Print the GPU device ledger the reconciler keeps in --namespace (checksums verified). Exit 1 if absent or corrupt.",
+    flags: { output: OUTPUT_TABLE_JSON, namespace: { type: "string", value: "name", description: "where the ledger is", default: "the pod's own, else quartermaster" }, kubeconfig: KUBECONFIG_FLAG },
+    run: ledgerCommand,
+  },
+  {
+    name: "doctor",
+    summary: "check an installation for what would stop admissions or go stale",
+    description: `Check an installation for what would stop admissions or go stale: webhooks and their endpoints, caBundle
+against the served certificate, certificate expiry, namespace selectors, side effects, timeouts, the
+reconciler's last pass, the ledger, RBAC (docs/operations.md).`,
+    flags: { output: OUTPUT_TABLE_JSON, namespace: { type: "string", value: "name", description: "Quartermaster's namespace", default: "quartermaster" }, policy: POLICY_FLAG, kubeconfig: KUBECONFIG_FLAG },
+    after: "Exit codes: 0 healthy, 1 warnings, 2 critical.",
+    run: doctorCommand,
+  },
+  {
+    name: "manifests webhooks",
+    summary: "print the webhook configurations for a policy",
+    description: `Print the Mutating- and ValidatingWebhookConfiguration for the policy (namespaceSelector from the scope,
+matchConditions from its GPU patterns, rules for its job kinds); apply with \`| kubectl apply -f -\`.
+manifests/base/webhook-configurations.yaml is this for the built-in policy.`,
+    flags: { policy: POLICY_FLAG, namespace: { type: "string", value: "name", description: "namespace of the webhook Service", default: "quartermaster" } },
+    run: manifestsWebhooksCommand,
+  },
+  {
+    name: "certs generate",
+    summary: "write a CA and a serving certificate for the webhook Service",
+    description: "Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service. Keys are ECDSA P-256 unless --key-type rsa\n(RSA-2048); a given CA signs with whatever key it has.",
+    flags: {
+      ...SAN_FLAGS,
+      out: { type: "string", value: "dir", description: "directory to write to (required)" },
+      days: { type: "string", value: "n", description: "validity of the serving certificate", default: "365" },
+      "ca-days": { type: "string", value: "n", description: "validity of a new CA", default: "730" },
+      "ca-cert": { type: "string", value: "file", description: "sign with this CA instead of a new one (with --ca-key)" },
+      "ca-key": { type: "string", value: "file", description: "its private key" },
+      "key-type": { type: "string", value: "type", description: "key of new certificates: ecdsa (P-256) or rsa (2048 bits)", default: "ecdsa" },
+    },
+    run: certsGenerateCommand,
+  },
+  {
+    name: "certs ensure",
+    summary: "create or renew the webhook's CA and serving Secrets when due",
+    description: `Create or renew the CA and serving Secrets when due and keep both webhook configurations' caBundle trusting
+them (a replaced CA stays in the bundle for the overlap). Run it as a Job and a CronJob
+(manifests/overlays/self-managed); a run with nothing due changes nothing. New keys are ECDSA P-256 unless
+--key-type rsa; existing ones are kept until their renewal.`,
+    flags: {
+      ...SAN_FLAGS,
+      secret: { type: "string", value: "name", description: "the serving Secret", default: CERTS_DEFAULTS.secret },
+      "ca-secret": { type: "string", value: "name", description: "the CA Secret", default: CERTS_DEFAULTS.caSecret },
+      "webhook-configuration": WEBHOOK_CONFIGURATION_FLAG,
+      days: { type: "string", value: "n", description: "validity of a serving certificate", default: "90" },
+      "renew-before-days": { type: "string", value: "n", description: "renew the serving certificate this long before expiry", default: "30" },
+      "ca-days": { type: "string", value: "n", description: "validity of a CA", default: "1095" },
+      "ca-renew-before-days": { type: "string", value: "n", description: "renew the CA this long before expiry", default: "180" },
+      "overlap-hours": { type: "string", value: "n", description: "keep a replaced CA in the caBundle this long", default: "24" },
+      "settle-seconds": { type: "string", value: "n", description: "wait after a caBundle change before the serving Secret", default: "5" },
+      "key-type": { type: "string", value: "type", description: "key of new certificates: ecdsa (P-256) or rsa (2048 bits)", default: "ecdsa" },
+      "dry-run": { type: "boolean", description: "say what would change, change nothing" },
+      kubeconfig: KUBECONFIG_FLAG,
+    },
+    run: certsEnsureCommand,
+  },
+  {
+    name: "certs install",
+    summary: "write a CA bundle into every webhook of the webhook configurations",
+    description: "Write the CA bundle in --ca into every webhook of the webhook configurations.",
+    flags: { ca: { type: "string", value: "file", description: "CA bundle (PEM, required)" }, "webhook-configuration": WEBHOOK_CONFIGURATION_FLAG, kubeconfig: KUBECONFIG_FLAG },
+    run: certsInstallCommand,
+  },
+  {
+    name: "admit",
+    summary: "run objects from files through the webhooks, without a cluster",
+    description: `Run pods, pod templates (in Deployments, StatefulSets, Jobs, CronJobs, ...) and training jobs from files
+through the same mutating and validating webhooks as the server, without a cluster: prints the outfitted objects
+(or their JSON patches) on stdout and every warning and violation, with its field path, on stderr. A training
+job among the inputs is what its pods' job lookup finds. Assumes the namespace is opted in.`,
+    flags: {
+      filename: { type: "string", short: "f", variadic: true, value: "file", description: "YAML or JSON file (multi-document), or a directory of them (required)" },
+      policy: POLICY_FLAG,
+      output: { type: "string", short: "o", value: "format", description: "yaml, json (a List) or patch (JSON patch per object)", default: "yaml" },
+      namespace: { type: "string", short: "n", value: "name", description: "namespace of objects that name none", default: "default" },
+      pods: { type: "boolean", description: "also admit every replica pod of each training job, as the training operator creates them" },
+    },
+    after: "Exit codes: 0 every object allowed, 1 something denied (or unreadable input), 2 usage.\nExample: quartermaster admit -f examples/pytorchjob.yaml --pods --policy my-policy.yaml",
+    run: (values, args, io) => import("./admit.js").then((m) => m.admitCommand(values, args, io, loadPolicy)),
+  },
+  {
+    name: "test",
+    summary: "run declarative policy tests (*.test.yaml) and print a pass/fail table",
+    description: `Run the policy tests in the *.test.yaml files under a directory (or one such file): each names resources and a
+policy, and what must come of each object (allowed or denied and by which rules, violations, warnings, env
+values, tolerations, affinity, labels). The objects go through the same offline pipeline as \`admit\`.
+The file format: docs/policy.md, "Policy tests"; examples: examples/policy-tests/.`,
+    args: [{ name: "path", description: "directory (searched recursively) or test file" }],
+    after: "Exit codes: 0 every expectation holds, 1 one fails or a test file is invalid, 2 usage.",
+    run: (values, args, io) => import("./policy-test.js").then((m) => m.policyTestCommand(values, args, io, loadPolicy)),
+  },
+];
+
+const GROUPS: Record<string, string> = {
+  policy: "check and print policies",
+  certs: "webhook certificates: generate, ensure (Job/CronJob), install",
+  manifests: "render manifests from a policy",
+};
+
+/** The package's version: package.json, two levels up from src/cli (three from dist/src/cli). */
+async function version(): Promise<string> {
+  for (const up of ["../..", "../../.."]) {
+    try {
+      const pkg = JSON.parse(await readFile(new URL(`${up}/package.json`, import.meta.url), "utf8")) as { name?: string; version?: string };
+      if (pkg.name === "quartermaster" && pkg.version) return pkg.version;
+    } catch {
+      // not here; try the next level
+    }
+  }
+  return "unknown";
 }
 
+/** Runs one command line; resolves to the process exit code (0 ok, 1 failure, 2 usage). */
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
-  const [command, ...args] = argv;
-  try {
-    switch (command) {
-      case "serve":
-        return await serveCommand(args, io);
-      case "dev":
-        return await devCommand(args, io);
-      case "policy":
-        return await policyCommand(args, io);
-      case "certs":
-        return await certsCommand(args, io);
-      case "ledger":
-        return await ledgerCommand(args, io);
-      case "doctor":
-        return await doctorCommand(args, io);
-      case "reconcile":
-        return await reconcileCommand(args, io);
-      case "manifests":
-        return await manifestsCommand(args, io);
-      case "audit":
-        return await (await import("./audit.js")).auditCommand(args, io);
-      case undefined:
-      case "help":
-      case "--help":
-      case "-h":
-        io.stdout(USAGE);
-        return command === undefined ? 2 : 0;
-      default:
-        throw new UsageError(`unknown command '${command}'`);
-    }
-  } catch (err) {
-    if (err instanceof UsageError) {
-      io.stderr(`quartermaster: ${err.message}\n\n${USAGE}`);
-      return 2;
-    }
-    io.stderr(`quartermaster: ${errorMessage(err)}`);
-    return 1;
-  }
+  const description = "Admission webhooks and reconciler for GPU training clusters on Kubernetes.";
+  return runProgram(COMMANDS, argv, io, { name: "quartermaster", version: await version(), description, groups: GROUPS });
 }
 
 /** The policy at `file` (the built-in one without), or undefined once its problems are written to stderr. */

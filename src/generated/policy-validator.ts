@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]},"controller":{"enum":["operator","quartermaster"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
@@ -133,7 +133,7 @@ vErrors.push(err6);
 errors++;
 }
 for(const key1 in data1){
-if(!(((((key1 === "kind") || (key1 === "group")) || (key1 === "version")) || (key1 === "plural")) || (key1 === "framework"))){
+if(!((((((key1 === "kind") || (key1 === "group")) || (key1 === "version")) || (key1 === "plural")) || (key1 === "framework")) || (key1 === "controller"))){
 const err7 = {instancePath:instancePath+"/jobKinds/" + i0,schemaPath:"#/properties/jobKinds/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err7];
@@ -257,9 +257,10 @@ vErrors.push(err16);
 errors++;
 }
 }
-}
-else {
-const err17 = {instancePath:instancePath+"/jobKinds/" + i0,schemaPath:"#/properties/jobKinds/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data1.controller !== undefined){
+let data7 = data1.controller;
+if(!((data7 === "operator") || (data7 === "quartermaster"))){
+const err17 = {instancePath:instancePath+"/jobKinds/" + i0+"/controller",schemaPath:"#/properties/jobKinds/items/properties/controller/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobKinds.items.properties.controller.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -271,7 +272,7 @@ errors++;
 }
 }
 else {
-const err18 = {instancePath:instancePath+"/jobKinds",schemaPath:"#/properties/jobKinds/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err18 = {instancePath:instancePath+"/jobKinds/" + i0,schemaPath:"#/properties/jobKinds/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -280,26 +281,10 @@ vErrors.push(err18);
 }
 errors++;
 }
-let data7 = data.clusterSpec;
-if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
-if(data7.enabled === undefined){
-data7.enabled = true;
 }
-if(data7.clusterDomain === undefined){
-data7.clusterDomain = "";
 }
-if(data7.onJobLookupFailure === undefined){
-data7.onJobLookupFailure = "warn";
-}
-if(data7.jobLookupTimeoutMs === undefined){
-data7.jobLookupTimeoutMs = 1500;
-}
-if(data7.jobCacheTtlMs === undefined){
-data7.jobCacheTtlMs = 5000;
-}
-for(const key2 in data7){
-if(!(((((key2 === "enabled") || (key2 === "clusterDomain")) || (key2 === "onJobLookupFailure")) || (key2 === "jobLookupTimeoutMs")) || (key2 === "jobCacheTtlMs"))){
-const err19 = {instancePath:instancePath+"/clusterSpec",schemaPath:"#/properties/clusterSpec/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+else {
+const err19 = {instancePath:instancePath+"/jobKinds",schemaPath:"#/properties/jobKinds/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -308,9 +293,26 @@ vErrors.push(err19);
 }
 errors++;
 }
+let data8 = data.clusterSpec;
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+if(data8.enabled === undefined){
+data8.enabled = true;
 }
-if(typeof data7.enabled !== "boolean"){
-const err20 = {instancePath:instancePath+"/clusterSpec/enabled",schemaPath:"#/properties/clusterSpec/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data8.clusterDomain === undefined){
+data8.clusterDomain = "";
+}
+if(data8.onJobLookupFailure === undefined){
+data8.onJobLookupFailure = "warn";
+}
+if(data8.jobLookupTimeoutMs === undefined){
+data8.jobLookupTimeoutMs = 1500;
+}
+if(data8.jobCacheTtlMs === undefined){
+data8.jobCacheTtlMs = 5000;
+}
+for(const key2 in data8){
+if(!(((((key2 === "enabled") || (key2 === "clusterDomain")) || (key2 === "onJobLookupFailure")) || (key2 === "jobLookupTimeoutMs")) || (key2 === "jobCacheTtlMs"))){
+const err20 = {instancePath:instancePath+"/clusterSpec",schemaPath:"#/properties/clusterSpec/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -319,10 +321,9 @@ vErrors.push(err20);
 }
 errors++;
 }
-let data9 = data7.clusterDomain;
-if(typeof data9 === "string"){
-if(!pattern3.test(data9)){
-const err21 = {instancePath:instancePath+"/clusterSpec/clusterDomain",schemaPath:"#/properties/clusterSpec/properties/clusterDomain/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"+"\""};
+}
+if(typeof data8.enabled !== "boolean"){
+const err21 = {instancePath:instancePath+"/clusterSpec/enabled",schemaPath:"#/properties/clusterSpec/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -331,9 +332,10 @@ vErrors.push(err21);
 }
 errors++;
 }
-}
-else {
-const err22 = {instancePath:instancePath+"/clusterSpec/clusterDomain",schemaPath:"#/properties/clusterSpec/properties/clusterDomain/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data10 = data8.clusterDomain;
+if(typeof data10 === "string"){
+if(!pattern3.test(data10)){
+const err22 = {instancePath:instancePath+"/clusterSpec/clusterDomain",schemaPath:"#/properties/clusterSpec/properties/clusterDomain/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"+"\""};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -342,9 +344,9 @@ vErrors.push(err22);
 }
 errors++;
 }
-let data10 = data7.onJobLookupFailure;
-if(!((data10 === "warn") || (data10 === "deny"))){
-const err23 = {instancePath:instancePath+"/clusterSpec/onJobLookupFailure",schemaPath:"#/properties/clusterSpec/properties/onJobLookupFailure/enum",keyword:"enum",params:{allowedValues: schema11.properties.clusterSpec.properties.onJobLookupFailure.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err23 = {instancePath:instancePath+"/clusterSpec/clusterDomain",schemaPath:"#/properties/clusterSpec/properties/clusterDomain/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -353,9 +355,9 @@ vErrors.push(err23);
 }
 errors++;
 }
-let data11 = data7.jobLookupTimeoutMs;
-if(!(((typeof data11 == "number") && (!(data11 % 1) && !isNaN(data11))) && (isFinite(data11)))){
-const err24 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data11 = data8.onJobLookupFailure;
+if(!((data11 === "warn") || (data11 === "deny"))){
+const err24 = {instancePath:instancePath+"/clusterSpec/onJobLookupFailure",schemaPath:"#/properties/clusterSpec/properties/onJobLookupFailure/enum",keyword:"enum",params:{allowedValues: schema11.properties.clusterSpec.properties.onJobLookupFailure.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -364,9 +366,9 @@ vErrors.push(err24);
 }
 errors++;
 }
-if((typeof data11 == "number") && (isFinite(data11))){
-if(data11 > 10000 || isNaN(data11)){
-const err25 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+let data12 = data8.jobLookupTimeoutMs;
+if(!(((typeof data12 == "number") && (!(data12 % 1) && !isNaN(data12))) && (isFinite(data12)))){
+const err25 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -375,8 +377,9 @@ vErrors.push(err25);
 }
 errors++;
 }
-if(data11 < 50 || isNaN(data11)){
-const err26 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 50},message:"must be >= 50"};
+if((typeof data12 == "number") && (isFinite(data12))){
+if(data12 > 10000 || isNaN(data12)){
+const err26 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -385,10 +388,8 @@ vErrors.push(err26);
 }
 errors++;
 }
-}
-let data12 = data7.jobCacheTtlMs;
-if(!(((typeof data12 == "number") && (!(data12 % 1) && !isNaN(data12))) && (isFinite(data12)))){
-const err27 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data12 < 50 || isNaN(data12)){
+const err27 = {instancePath:instancePath+"/clusterSpec/jobLookupTimeoutMs",schemaPath:"#/properties/clusterSpec/properties/jobLookupTimeoutMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 50},message:"must be >= 50"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -397,9 +398,10 @@ vErrors.push(err27);
 }
 errors++;
 }
-if((typeof data12 == "number") && (isFinite(data12))){
-if(data12 > 600000 || isNaN(data12)){
-const err28 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
+}
+let data13 = data8.jobCacheTtlMs;
+if(!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))){
+const err28 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -408,8 +410,9 @@ vErrors.push(err28);
 }
 errors++;
 }
-if(data12 < 0 || isNaN(data12)){
-const err29 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data13 == "number") && (isFinite(data13))){
+if(data13 > 600000 || isNaN(data13)){
+const err29 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 600000},message:"must be <= 600000"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -418,10 +421,8 @@ vErrors.push(err29);
 }
 errors++;
 }
-}
-}
-else {
-const err30 = {instancePath:instancePath+"/clusterSpec",schemaPath:"#/properties/clusterSpec/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data13 < 0 || isNaN(data13)){
+const err30 = {instancePath:instancePath+"/clusterSpec/jobCacheTtlMs",schemaPath:"#/properties/clusterSpec/properties/jobCacheTtlMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -430,17 +431,10 @@ vErrors.push(err30);
 }
 errors++;
 }
-let data13 = data.gpu;
-if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
-if(data13.resourceName === undefined){
-data13.resourceName = "nvidia.com/gpu";
 }
-if(data13.resources === undefined){
-data13.resources = [{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}];
 }
-for(const key3 in data13){
-if(!((key3 === "resourceName") || (key3 === "resources"))){
-const err31 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+else {
+const err31 = {instancePath:instancePath+"/clusterSpec",schemaPath:"#/properties/clusterSpec/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -449,11 +443,17 @@ vErrors.push(err31);
 }
 errors++;
 }
+let data14 = data.gpu;
+if(data14 && typeof data14 == "object" && !Array.isArray(data14)){
+if(data14.resourceName === undefined){
+data14.resourceName = "nvidia.com/gpu";
 }
-let data14 = data13.resourceName;
-if(typeof data14 === "string"){
-if(func3(data14) < 1){
-const err32 = {instancePath:instancePath+"/gpu/resourceName",schemaPath:"#/properties/gpu/properties/resourceName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data14.resources === undefined){
+data14.resources = [{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}];
+}
+for(const key3 in data14){
+if(!((key3 === "resourceName") || (key3 === "resources"))){
+const err32 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -463,8 +463,10 @@ vErrors.push(err32);
 errors++;
 }
 }
-else {
-const err33 = {instancePath:instancePath+"/gpu/resourceName",schemaPath:"#/properties/gpu/properties/resourceName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data15 = data14.resourceName;
+if(typeof data15 === "string"){
+if(func3(data15) < 1){
+const err33 = {instancePath:instancePath+"/gpu/resourceName",schemaPath:"#/properties/gpu/properties/resourceName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -473,17 +475,9 @@ vErrors.push(err33);
 }
 errors++;
 }
-let data15 = data13.resources;
-if(Array.isArray(data15)){
-const len1 = data15.length;
-for(let i1=0; i1<len1; i1++){
-let data16 = data15[i1];
-if(data16 && typeof data16 == "object" && !Array.isArray(data16)){
-if(data16.tolerations === undefined){
-data16.tolerations = [];
 }
-if(data16.pattern === undefined){
-const err34 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+else {
+const err34 = {instancePath:instancePath+"/gpu/resourceName",schemaPath:"#/properties/gpu/properties/resourceName/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -492,9 +486,17 @@ vErrors.push(err34);
 }
 errors++;
 }
-for(const key4 in data16){
-if(!((key4 === "pattern") || (key4 === "tolerations"))){
-const err35 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+let data16 = data14.resources;
+if(Array.isArray(data16)){
+const len1 = data16.length;
+for(let i1=0; i1<len1; i1++){
+let data17 = data16[i1];
+if(data17 && typeof data17 == "object" && !Array.isArray(data17)){
+if(data17.tolerations === undefined){
+data17.tolerations = [];
+}
+if(data17.pattern === undefined){
+const err35 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -503,12 +505,9 @@ vErrors.push(err35);
 }
 errors++;
 }
-}
-if(data16.pattern !== undefined){
-let data17 = data16.pattern;
-if(typeof data17 === "string"){
-if(func3(data17) < 1){
-const err36 = {instancePath:instancePath+"/gpu/resources/" + i1+"/pattern",schemaPath:"#/properties/gpu/properties/resources/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key4 in data17){
+if(!((key4 === "pattern") || (key4 === "tolerations"))){
+const err36 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -518,8 +517,11 @@ vErrors.push(err36);
 errors++;
 }
 }
-else {
-const err37 = {instancePath:instancePath+"/gpu/resources/" + i1+"/pattern",schemaPath:"#/properties/gpu/properties/resources/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data17.pattern !== undefined){
+let data18 = data17.pattern;
+if(typeof data18 === "string"){
+if(func3(data18) < 1){
+const err37 = {instancePath:instancePath+"/gpu/resources/" + i1+"/pattern",schemaPath:"#/properties/gpu/properties/resources/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -529,15 +531,8 @@ vErrors.push(err37);
 errors++;
 }
 }
-let data18 = data16.tolerations;
-if(Array.isArray(data18)){
-const len2 = data18.length;
-for(let i2=0; i2<len2; i2++){
-let data19 = data18[i2];
-if(data19 && typeof data19 == "object" && !Array.isArray(data19)){
-for(const key5 in data19){
-if(!(((((key5 === "key") || (key5 === "operator")) || (key5 === "value")) || (key5 === "effect")) || (key5 === "tolerationSeconds"))){
-const err38 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2,schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+else {
+const err38 = {instancePath:instancePath+"/gpu/resources/" + i1+"/pattern",schemaPath:"#/properties/gpu/properties/resources/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -547,9 +542,15 @@ vErrors.push(err38);
 errors++;
 }
 }
-if(data19.key !== undefined){
-if(typeof data19.key !== "string"){
-const err39 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/key",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data19 = data17.tolerations;
+if(Array.isArray(data19)){
+const len2 = data19.length;
+for(let i2=0; i2<len2; i2++){
+let data20 = data19[i2];
+if(data20 && typeof data20 == "object" && !Array.isArray(data20)){
+for(const key5 in data20){
+if(!(((((key5 === "key") || (key5 === "operator")) || (key5 === "value")) || (key5 === "effect")) || (key5 === "tolerationSeconds"))){
+const err39 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2,schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -559,10 +560,9 @@ vErrors.push(err39);
 errors++;
 }
 }
-if(data19.operator !== undefined){
-let data21 = data19.operator;
-if(!((data21 === "Exists") || (data21 === "Equal"))){
-const err40 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/operator",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.gpu.properties.resources.items.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
+if(data20.key !== undefined){
+if(typeof data20.key !== "string"){
+const err40 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/key",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -572,9 +572,10 @@ vErrors.push(err40);
 errors++;
 }
 }
-if(data19.value !== undefined){
-if(typeof data19.value !== "string"){
-const err41 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/value",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data20.operator !== undefined){
+let data22 = data20.operator;
+if(!((data22 === "Exists") || (data22 === "Equal"))){
+const err41 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/operator",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.gpu.properties.resources.items.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -584,10 +585,9 @@ vErrors.push(err41);
 errors++;
 }
 }
-if(data19.effect !== undefined){
-let data23 = data19.effect;
-if(!(((data23 === "NoSchedule") || (data23 === "PreferNoSchedule")) || (data23 === "NoExecute"))){
-const err42 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/effect",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.gpu.properties.resources.items.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data20.value !== undefined){
+if(typeof data20.value !== "string"){
+const err42 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/value",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -597,10 +597,10 @@ vErrors.push(err42);
 errors++;
 }
 }
-if(data19.tolerationSeconds !== undefined){
-let data24 = data19.tolerationSeconds;
-if(!(((typeof data24 == "number") && (!(data24 % 1) && !isNaN(data24))) && (isFinite(data24)))){
-const err43 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/tolerationSeconds",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data20.effect !== undefined){
+let data24 = data20.effect;
+if(!(((data24 === "NoSchedule") || (data24 === "PreferNoSchedule")) || (data24 === "NoExecute"))){
+const err43 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/effect",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.gpu.properties.resources.items.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -610,9 +610,10 @@ vErrors.push(err43);
 errors++;
 }
 }
-}
-else {
-const err44 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2,schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data20.tolerationSeconds !== undefined){
+let data25 = data20.tolerationSeconds;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err44 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2+"/tolerationSeconds",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -624,7 +625,7 @@ errors++;
 }
 }
 else {
-const err45 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err45 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations/" + i2,schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -634,8 +635,9 @@ vErrors.push(err45);
 errors++;
 }
 }
+}
 else {
-const err46 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err46 = {instancePath:instancePath+"/gpu/resources/" + i1+"/tolerations",schemaPath:"#/properties/gpu/properties/resources/items/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -645,9 +647,8 @@ vErrors.push(err46);
 errors++;
 }
 }
-}
 else {
-const err47 = {instancePath:instancePath+"/gpu/resources",schemaPath:"#/properties/gpu/properties/resources/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err47 = {instancePath:instancePath+"/gpu/resources/" + i1,schemaPath:"#/properties/gpu/properties/resources/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -657,8 +658,9 @@ vErrors.push(err47);
 errors++;
 }
 }
+}
 else {
-const err48 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err48 = {instancePath:instancePath+"/gpu/resources",schemaPath:"#/properties/gpu/properties/resources/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -667,20 +669,9 @@ vErrors.push(err48);
 }
 errors++;
 }
-let data25 = data.accelerator;
-if(data25 && typeof data25 == "object" && !Array.isArray(data25)){
-if(data25.nodeLabel === undefined){
-data25.nodeLabel = "nvidia.com/gpu.product";
 }
-if(data25.migProducts === undefined){
-data25.migProducts = [];
-}
-if(data25.addTolerations === undefined){
-data25.addTolerations = false;
-}
-for(const key6 in data25){
-if(!(((((key6 === "nodeLabel") || (key6 === "partitionNodeLabel")) || (key6 === "migProducts")) || (key6 === "addTolerations")) || (key6 === "unpartitionedRequirement"))){
-const err49 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+else {
+const err49 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -689,11 +680,20 @@ vErrors.push(err49);
 }
 errors++;
 }
+let data26 = data.accelerator;
+if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
+if(data26.nodeLabel === undefined){
+data26.nodeLabel = "nvidia.com/gpu.product";
 }
-let data26 = data25.nodeLabel;
-if(typeof data26 === "string"){
-if(func3(data26) < 1){
-const err50 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data26.migProducts === undefined){
+data26.migProducts = [];
+}
+if(data26.addTolerations === undefined){
+data26.addTolerations = false;
+}
+for(const key6 in data26){
+if(!(((((key6 === "nodeLabel") || (key6 === "partitionNodeLabel")) || (key6 === "migProducts")) || (key6 === "addTolerations")) || (key6 === "unpartitionedRequirement"))){
+const err50 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -703,8 +703,10 @@ vErrors.push(err50);
 errors++;
 }
 }
-else {
-const err51 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data27 = data26.nodeLabel;
+if(typeof data27 === "string"){
+if(func3(data27) < 1){
+const err51 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -713,11 +715,9 @@ vErrors.push(err51);
 }
 errors++;
 }
-if(data25.partitionNodeLabel !== undefined){
-let data27 = data25.partitionNodeLabel;
-if(typeof data27 === "string"){
-if(func3(data27) < 1){
-const err52 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+else {
+const err52 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -726,9 +726,11 @@ vErrors.push(err52);
 }
 errors++;
 }
-}
-else {
-const err53 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data26.partitionNodeLabel !== undefined){
+let data28 = data26.partitionNodeLabel;
+if(typeof data28 === "string"){
+if(func3(data28) < 1){
+const err53 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -738,14 +740,8 @@ vErrors.push(err53);
 errors++;
 }
 }
-let data28 = data25.migProducts;
-if(Array.isArray(data28)){
-const len3 = data28.length;
-for(let i3=0; i3<len3; i3++){
-let data29 = data28[i3];
-if(typeof data29 === "string"){
-if(func3(data29) < 1){
-const err54 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err54 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -755,8 +751,14 @@ vErrors.push(err54);
 errors++;
 }
 }
-else {
-const err55 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data29 = data26.migProducts;
+if(Array.isArray(data29)){
+const len3 = data29.length;
+for(let i3=0; i3<len3; i3++){
+let data30 = data29[i3];
+if(typeof data30 === "string"){
+if(func3(data30) < 1){
+const err55 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -766,9 +768,8 @@ vErrors.push(err55);
 errors++;
 }
 }
-}
 else {
-const err56 = {instancePath:instancePath+"/accelerator/migProducts",schemaPath:"#/properties/accelerator/properties/migProducts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err56 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -777,8 +778,10 @@ vErrors.push(err56);
 }
 errors++;
 }
-if(typeof data25.addTolerations !== "boolean"){
-const err57 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+}
+else {
+const err57 = {instancePath:instancePath+"/accelerator/migProducts",schemaPath:"#/properties/accelerator/properties/migProducts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -787,11 +790,8 @@ vErrors.push(err57);
 }
 errors++;
 }
-if(data25.unpartitionedRequirement !== undefined){
-let data31 = data25.unpartitionedRequirement;
-if(data31 && typeof data31 == "object" && !Array.isArray(data31)){
-if(data31.key === undefined){
-const err58 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+if(typeof data26.addTolerations !== "boolean"){
+const err58 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -800,8 +800,11 @@ vErrors.push(err58);
 }
 errors++;
 }
-if(data31.operator === undefined){
-const err59 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+if(data26.unpartitionedRequirement !== undefined){
+let data32 = data26.unpartitionedRequirement;
+if(data32 && typeof data32 == "object" && !Array.isArray(data32)){
+if(data32.key === undefined){
+const err59 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -810,9 +813,8 @@ vErrors.push(err59);
 }
 errors++;
 }
-for(const key7 in data31){
-if(!(((key7 === "key") || (key7 === "operator")) || (key7 === "values"))){
-const err60 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+if(data32.operator === undefined){
+const err60 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -821,12 +823,9 @@ vErrors.push(err60);
 }
 errors++;
 }
-}
-if(data31.key !== undefined){
-let data32 = data31.key;
-if(typeof data32 === "string"){
-if(func3(data32) < 1){
-const err61 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key7 in data32){
+if(!(((key7 === "key") || (key7 === "operator")) || (key7 === "values"))){
+const err61 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -836,8 +835,11 @@ vErrors.push(err61);
 errors++;
 }
 }
-else {
-const err62 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data32.key !== undefined){
+let data33 = data32.key;
+if(typeof data33 === "string"){
+if(func3(data33) < 1){
+const err62 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -847,10 +849,8 @@ vErrors.push(err62);
 errors++;
 }
 }
-if(data31.operator !== undefined){
-let data33 = data31.operator;
-if(!((((((data33 === "In") || (data33 === "NotIn")) || (data33 === "Exists")) || (data33 === "DoesNotExist")) || (data33 === "Gt")) || (data33 === "Lt"))){
-const err63 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+else {
+const err63 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -860,13 +860,10 @@ vErrors.push(err63);
 errors++;
 }
 }
-if(data31.values !== undefined){
-let data34 = data31.values;
-if(Array.isArray(data34)){
-const len4 = data34.length;
-for(let i4=0; i4<len4; i4++){
-if(typeof data34[i4] !== "string"){
-const err64 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i4,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data32.operator !== undefined){
+let data34 = data32.operator;
+if(!((((((data34 === "In") || (data34 === "NotIn")) || (data34 === "Exists")) || (data34 === "DoesNotExist")) || (data34 === "Gt")) || (data34 === "Lt"))){
+const err64 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -876,9 +873,13 @@ vErrors.push(err64);
 errors++;
 }
 }
-}
-else {
-const err65 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data32.values !== undefined){
+let data35 = data32.values;
+if(Array.isArray(data35)){
+const len4 = data35.length;
+for(let i4=0; i4<len4; i4++){
+if(typeof data35[i4] !== "string"){
+const err65 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i4,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -890,7 +891,7 @@ errors++;
 }
 }
 else {
-const err66 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err66 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -902,7 +903,7 @@ errors++;
 }
 }
 else {
-const err67 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err67 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -911,14 +912,10 @@ vErrors.push(err67);
 }
 errors++;
 }
-let data36 = data.interruptible;
-if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
-if(data36.tolerations === undefined){
-data36.tolerations = [];
 }
-for(const key8 in data36){
-if(!(((key8 === "tolerations") || (key8 === "nodeRequirement")) || (key8 === "nonInterruptibleNodeRequirement"))){
-const err68 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+}
+else {
+const err68 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -927,16 +924,14 @@ vErrors.push(err68);
 }
 errors++;
 }
+let data37 = data.interruptible;
+if(data37 && typeof data37 == "object" && !Array.isArray(data37)){
+if(data37.tolerations === undefined){
+data37.tolerations = [];
 }
-let data37 = data36.tolerations;
-if(Array.isArray(data37)){
-const len5 = data37.length;
-for(let i5=0; i5<len5; i5++){
-let data38 = data37[i5];
-if(data38 && typeof data38 == "object" && !Array.isArray(data38)){
-for(const key9 in data38){
-if(!(((((key9 === "key") || (key9 === "operator")) || (key9 === "value")) || (key9 === "effect")) || (key9 === "tolerationSeconds"))){
-const err69 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+for(const key8 in data37){
+if(!(((key8 === "tolerations") || (key8 === "nodeRequirement")) || (key8 === "nonInterruptibleNodeRequirement"))){
+const err69 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -946,9 +941,15 @@ vErrors.push(err69);
 errors++;
 }
 }
-if(data38.key !== undefined){
-if(typeof data38.key !== "string"){
-const err70 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data38 = data37.tolerations;
+if(Array.isArray(data38)){
+const len5 = data38.length;
+for(let i5=0; i5<len5; i5++){
+let data39 = data38[i5];
+if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
+for(const key9 in data39){
+if(!(((((key9 === "key") || (key9 === "operator")) || (key9 === "value")) || (key9 === "effect")) || (key9 === "tolerationSeconds"))){
+const err70 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -958,10 +959,9 @@ vErrors.push(err70);
 errors++;
 }
 }
-if(data38.operator !== undefined){
-let data40 = data38.operator;
-if(!((data40 === "Exists") || (data40 === "Equal"))){
-const err71 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
+if(data39.key !== undefined){
+if(typeof data39.key !== "string"){
+const err71 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -971,9 +971,10 @@ vErrors.push(err71);
 errors++;
 }
 }
-if(data38.value !== undefined){
-if(typeof data38.value !== "string"){
-const err72 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data39.operator !== undefined){
+let data41 = data39.operator;
+if(!((data41 === "Exists") || (data41 === "Equal"))){
+const err72 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -983,10 +984,9 @@ vErrors.push(err72);
 errors++;
 }
 }
-if(data38.effect !== undefined){
-let data42 = data38.effect;
-if(!(((data42 === "NoSchedule") || (data42 === "PreferNoSchedule")) || (data42 === "NoExecute"))){
-const err73 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data39.value !== undefined){
+if(typeof data39.value !== "string"){
+const err73 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -996,10 +996,10 @@ vErrors.push(err73);
 errors++;
 }
 }
-if(data38.tolerationSeconds !== undefined){
-let data43 = data38.tolerationSeconds;
-if(!(((typeof data43 == "number") && (!(data43 % 1) && !isNaN(data43))) && (isFinite(data43)))){
-const err74 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data39.effect !== undefined){
+let data43 = data39.effect;
+if(!(((data43 === "NoSchedule") || (data43 === "PreferNoSchedule")) || (data43 === "NoExecute"))){
+const err74 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -1009,9 +1009,10 @@ vErrors.push(err74);
 errors++;
 }
 }
-}
-else {
-const err75 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data39.tolerationSeconds !== undefined){
+let data44 = data39.tolerationSeconds;
+if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
+const err75 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1023,7 +1024,7 @@ errors++;
 }
 }
 else {
-const err76 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err76 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1032,11 +1033,10 @@ vErrors.push(err76);
 }
 errors++;
 }
-if(data36.nodeRequirement !== undefined){
-let data44 = data36.nodeRequirement;
-if(data44 && typeof data44 == "object" && !Array.isArray(data44)){
-if(data44.key === undefined){
-const err77 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+}
+else {
+const err77 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1045,8 +1045,11 @@ vErrors.push(err77);
 }
 errors++;
 }
-if(data44.operator === undefined){
-const err78 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+if(data37.nodeRequirement !== undefined){
+let data45 = data37.nodeRequirement;
+if(data45 && typeof data45 == "object" && !Array.isArray(data45)){
+if(data45.key === undefined){
+const err78 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1055,9 +1058,8 @@ vErrors.push(err78);
 }
 errors++;
 }
-for(const key10 in data44){
-if(!(((key10 === "key") || (key10 === "operator")) || (key10 === "values"))){
-const err79 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+if(data45.operator === undefined){
+const err79 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1066,12 +1068,9 @@ vErrors.push(err79);
 }
 errors++;
 }
-}
-if(data44.key !== undefined){
-let data45 = data44.key;
-if(typeof data45 === "string"){
-if(func3(data45) < 1){
-const err80 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key10 in data45){
+if(!(((key10 === "key") || (key10 === "operator")) || (key10 === "values"))){
+const err80 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1081,8 +1080,11 @@ vErrors.push(err80);
 errors++;
 }
 }
-else {
-const err81 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data45.key !== undefined){
+let data46 = data45.key;
+if(typeof data46 === "string"){
+if(func3(data46) < 1){
+const err81 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1092,10 +1094,8 @@ vErrors.push(err81);
 errors++;
 }
 }
-if(data44.operator !== undefined){
-let data46 = data44.operator;
-if(!((((((data46 === "In") || (data46 === "NotIn")) || (data46 === "Exists")) || (data46 === "DoesNotExist")) || (data46 === "Gt")) || (data46 === "Lt"))){
-const err82 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+else {
+const err82 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1105,13 +1105,10 @@ vErrors.push(err82);
 errors++;
 }
 }
-if(data44.values !== undefined){
-let data47 = data44.values;
-if(Array.isArray(data47)){
-const len6 = data47.length;
-for(let i6=0; i6<len6; i6++){
-if(typeof data47[i6] !== "string"){
-const err83 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i6,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data45.operator !== undefined){
+let data47 = data45.operator;
+if(!((((((data47 === "In") || (data47 === "NotIn")) || (data47 === "Exists")) || (data47 === "DoesNotExist")) || (data47 === "Gt")) || (data47 === "Lt"))){
+const err83 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1121,9 +1118,13 @@ vErrors.push(err83);
 errors++;
 }
 }
-}
-else {
-const err84 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data45.values !== undefined){
+let data48 = data45.values;
+if(Array.isArray(data48)){
+const len6 = data48.length;
+for(let i6=0; i6<len6; i6++){
+if(typeof data48[i6] !== "string"){
+const err84 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i6,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1135,7 +1136,7 @@ errors++;
 }
 }
 else {
-const err85 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err85 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1145,11 +1146,9 @@ vErrors.push(err85);
 errors++;
 }
 }
-if(data36.nonInterruptibleNodeRequirement !== undefined){
-let data49 = data36.nonInterruptibleNodeRequirement;
-if(data49 && typeof data49 == "object" && !Array.isArray(data49)){
-if(data49.key === undefined){
-const err86 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+else {
+const err86 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1158,8 +1157,12 @@ vErrors.push(err86);
 }
 errors++;
 }
-if(data49.operator === undefined){
-const err87 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+}
+if(data37.nonInterruptibleNodeRequirement !== undefined){
+let data50 = data37.nonInterruptibleNodeRequirement;
+if(data50 && typeof data50 == "object" && !Array.isArray(data50)){
+if(data50.key === undefined){
+const err87 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1168,9 +1171,8 @@ vErrors.push(err87);
 }
 errors++;
 }
-for(const key11 in data49){
-if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
-const err88 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+if(data50.operator === undefined){
+const err88 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1179,12 +1181,9 @@ vErrors.push(err88);
 }
 errors++;
 }
-}
-if(data49.key !== undefined){
-let data50 = data49.key;
-if(typeof data50 === "string"){
-if(func3(data50) < 1){
-const err89 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key11 in data50){
+if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
+const err89 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1194,8 +1193,11 @@ vErrors.push(err89);
 errors++;
 }
 }
-else {
-const err90 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data50.key !== undefined){
+let data51 = data50.key;
+if(typeof data51 === "string"){
+if(func3(data51) < 1){
+const err90 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1205,10 +1207,8 @@ vErrors.push(err90);
 errors++;
 }
 }
-if(data49.operator !== undefined){
-let data51 = data49.operator;
-if(!((((((data51 === "In") || (data51 === "NotIn")) || (data51 === "Exists")) || (data51 === "DoesNotExist")) || (data51 === "Gt")) || (data51 === "Lt"))){
-const err91 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+else {
+const err91 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1218,13 +1218,10 @@ vErrors.push(err91);
 errors++;
 }
 }
-if(data49.values !== undefined){
-let data52 = data49.values;
-if(Array.isArray(data52)){
-const len7 = data52.length;
-for(let i7=0; i7<len7; i7++){
-if(typeof data52[i7] !== "string"){
-const err92 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i7,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data50.operator !== undefined){
+let data52 = data50.operator;
+if(!((((((data52 === "In") || (data52 === "NotIn")) || (data52 === "Exists")) || (data52 === "DoesNotExist")) || (data52 === "Gt")) || (data52 === "Lt"))){
+const err92 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1234,9 +1231,13 @@ vErrors.push(err92);
 errors++;
 }
 }
-}
-else {
-const err93 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data50.values !== undefined){
+let data53 = data50.values;
+if(Array.isArray(data53)){
+const len7 = data53.length;
+for(let i7=0; i7<len7; i7++){
+if(typeof data53[i7] !== "string"){
+const err93 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i7,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1248,7 +1249,7 @@ errors++;
 }
 }
 else {
-const err94 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err94 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -1260,7 +1261,7 @@ errors++;
 }
 }
 else {
-const err95 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err95 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -1269,17 +1270,10 @@ vErrors.push(err95);
 }
 errors++;
 }
-let data54 = data.resources;
-if(data54 && typeof data54 == "object" && !Array.isArray(data54)){
-if(data54.defaultRequests === undefined){
-data54.defaultRequests = {"cpu":"1","memory":"1Gi"};
 }
-if(data54.limitsFromRequests === undefined){
-data54.limitsFromRequests = [];
 }
-for(const key12 in data54){
-if(!((key12 === "defaultRequests") || (key12 === "limitsFromRequests"))){
-const err96 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+else {
+const err96 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -1288,12 +1282,17 @@ vErrors.push(err96);
 }
 errors++;
 }
-}
-let data55 = data54.defaultRequests;
+let data55 = data.resources;
 if(data55 && typeof data55 == "object" && !Array.isArray(data55)){
-for(const key13 in data55){
-if(!((key13 === "cpu") || (key13 === "memory"))){
-const err97 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+if(data55.defaultRequests === undefined){
+data55.defaultRequests = {"cpu":"1","memory":"1Gi"};
+}
+if(data55.limitsFromRequests === undefined){
+data55.limitsFromRequests = [];
+}
+for(const key12 in data55){
+if(!((key12 === "defaultRequests") || (key12 === "limitsFromRequests"))){
+const err97 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1303,11 +1302,11 @@ vErrors.push(err97);
 errors++;
 }
 }
-if(data55.cpu !== undefined){
-let data56 = data55.cpu;
-if(typeof data56 === "string"){
-if(!pattern4.test(data56)){
-const err98 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+let data56 = data55.defaultRequests;
+if(data56 && typeof data56 == "object" && !Array.isArray(data56)){
+for(const key13 in data56){
+if(!((key13 === "cpu") || (key13 === "memory"))){
+const err98 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1317,8 +1316,11 @@ vErrors.push(err98);
 errors++;
 }
 }
-else {
-const err99 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data56.cpu !== undefined){
+let data57 = data56.cpu;
+if(typeof data57 === "string"){
+if(!pattern4.test(data57)){
+const err99 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1328,11 +1330,8 @@ vErrors.push(err99);
 errors++;
 }
 }
-if(data55.memory !== undefined){
-let data57 = data55.memory;
-if(typeof data57 === "string"){
-if(!pattern4.test(data57)){
-const err100 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err100 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1342,8 +1341,11 @@ vErrors.push(err100);
 errors++;
 }
 }
-else {
-const err101 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data56.memory !== undefined){
+let data58 = data56.memory;
+if(typeof data58 === "string"){
+if(!pattern4.test(data58)){
+const err101 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1353,9 +1355,8 @@ vErrors.push(err101);
 errors++;
 }
 }
-}
 else {
-const err102 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err102 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1364,12 +1365,10 @@ vErrors.push(err102);
 }
 errors++;
 }
-let data58 = data54.limitsFromRequests;
-if(Array.isArray(data58)){
-const len8 = data58.length;
-for(let i8=0; i8<len8; i8++){
-if(typeof data58[i8] !== "string"){
-const err103 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i8,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+else {
+const err103 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1378,10 +1377,12 @@ vErrors.push(err103);
 }
 errors++;
 }
-}
-}
-else {
-const err104 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
+let data59 = data55.limitsFromRequests;
+if(Array.isArray(data59)){
+const len8 = data59.length;
+for(let i8=0; i8<len8; i8++){
+if(typeof data59[i8] !== "string"){
+const err104 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i8,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1391,8 +1392,9 @@ vErrors.push(err104);
 errors++;
 }
 }
+}
 else {
-const err105 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err105 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1401,23 +1403,9 @@ vErrors.push(err105);
 }
 errors++;
 }
-let data60 = data.limits;
-if(data60 && typeof data60 == "object" && !Array.isArray(data60)){
-if(data60.container === undefined){
-data60.container = {};
 }
-if(data60.pod === undefined){
-data60.pod = {};
-}
-if(data60.job === undefined){
-data60.job = {};
-}
-if(data60.runPolicy === undefined){
-data60.runPolicy = {};
-}
-for(const key14 in data60){
-if(!((((((key14 === "container") || (key14 === "pod")) || (key14 === "job")) || (key14 === "runPolicy")) || (key14 === "allowedAccelerators")) || (key14 === "allowedPartitions"))){
-const err106 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
+else {
+const err106 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -1426,12 +1414,23 @@ vErrors.push(err106);
 }
 errors++;
 }
-}
-let data61 = data60.container;
+let data61 = data.limits;
 if(data61 && typeof data61 == "object" && !Array.isArray(data61)){
-for(const key15 in data61){
-if(!(((key15 === "cpu") || (key15 === "memory")) || (key15 === "gpus"))){
-const err107 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
+if(data61.container === undefined){
+data61.container = {};
+}
+if(data61.pod === undefined){
+data61.pod = {};
+}
+if(data61.job === undefined){
+data61.job = {};
+}
+if(data61.runPolicy === undefined){
+data61.runPolicy = {};
+}
+for(const key14 in data61){
+if(!((((((key14 === "container") || (key14 === "pod")) || (key14 === "job")) || (key14 === "runPolicy")) || (key14 === "allowedAccelerators")) || (key14 === "allowedPartitions"))){
+const err107 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -1441,11 +1440,11 @@ vErrors.push(err107);
 errors++;
 }
 }
-if(data61.cpu !== undefined){
-let data62 = data61.cpu;
-if(typeof data62 === "string"){
-if(!pattern4.test(data62)){
-const err108 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+let data62 = data61.container;
+if(data62 && typeof data62 == "object" && !Array.isArray(data62)){
+for(const key15 in data62){
+if(!(((key15 === "cpu") || (key15 === "memory")) || (key15 === "gpus"))){
+const err108 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -1455,8 +1454,11 @@ vErrors.push(err108);
 errors++;
 }
 }
-else {
-const err109 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data62.cpu !== undefined){
+let data63 = data62.cpu;
+if(typeof data63 === "string"){
+if(!pattern4.test(data63)){
+const err109 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -1466,11 +1468,8 @@ vErrors.push(err109);
 errors++;
 }
 }
-if(data61.memory !== undefined){
-let data63 = data61.memory;
-if(typeof data63 === "string"){
-if(!pattern4.test(data63)){
-const err110 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err110 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1480,8 +1479,11 @@ vErrors.push(err110);
 errors++;
 }
 }
-else {
-const err111 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data62.memory !== undefined){
+let data64 = data62.memory;
+if(typeof data64 === "string"){
+if(!pattern4.test(data64)){
+const err111 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1491,13 +1493,8 @@ vErrors.push(err111);
 errors++;
 }
 }
-if(data61.gpus !== undefined){
-let data64 = data61.gpus;
-if(data64 && typeof data64 == "object" && !Array.isArray(data64)){
-for(const key16 in data64){
-let data65 = data64[key16];
-if(!(((typeof data65 == "number") && (!(data65 % 1) && !isNaN(data65))) && (isFinite(data65)))){
-const err112 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err112 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1506,9 +1503,14 @@ vErrors.push(err112);
 }
 errors++;
 }
-if((typeof data65 == "number") && (isFinite(data65))){
-if(data65 < 0 || isNaN(data65)){
-const err113 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data62.gpus !== undefined){
+let data65 = data62.gpus;
+if(data65 && typeof data65 == "object" && !Array.isArray(data65)){
+for(const key16 in data65){
+let data66 = data65[key16];
+if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
+const err113 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1517,11 +1519,9 @@ vErrors.push(err113);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err114 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data66 == "number") && (isFinite(data66))){
+if(data66 < 0 || isNaN(data66)){
+const err114 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1532,8 +1532,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err115 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err115 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1542,11 +1543,10 @@ vErrors.push(err115);
 }
 errors++;
 }
-let data66 = data60.pod;
-if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
-for(const key17 in data66){
-if(!(key17 === "gpus")){
-const err116 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
+}
+}
+else {
+const err116 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1555,11 +1555,11 @@ vErrors.push(err116);
 }
 errors++;
 }
-}
-if(data66.gpus !== undefined){
-let data67 = data66.gpus;
-if(!(((typeof data67 == "number") && (!(data67 % 1) && !isNaN(data67))) && (isFinite(data67)))){
-const err117 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data67 = data61.pod;
+if(data67 && typeof data67 == "object" && !Array.isArray(data67)){
+for(const key17 in data67){
+if(!(key17 === "gpus")){
+const err117 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1568,9 +1568,11 @@ vErrors.push(err117);
 }
 errors++;
 }
-if((typeof data67 == "number") && (isFinite(data67))){
-if(data67 < 0 || isNaN(data67)){
-const err118 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data67.gpus !== undefined){
+let data68 = data67.gpus;
+if(!(((typeof data68 == "number") && (!(data68 % 1) && !isNaN(data68))) && (isFinite(data68)))){
+const err118 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1579,11 +1581,9 @@ vErrors.push(err118);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err119 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data68 == "number") && (isFinite(data68))){
+if(data68 < 0 || isNaN(data68)){
+const err119 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1592,11 +1592,11 @@ vErrors.push(err119);
 }
 errors++;
 }
-let data68 = data60.job;
-if(data68 && typeof data68 == "object" && !Array.isArray(data68)){
-for(const key18 in data68){
-if(!((key18 === "gpus") || (key18 === "replicas"))){
-const err120 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
+}
+}
+}
+else {
+const err120 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1605,11 +1605,11 @@ vErrors.push(err120);
 }
 errors++;
 }
-}
-if(data68.gpus !== undefined){
-let data69 = data68.gpus;
-if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
-const err121 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data69 = data61.job;
+if(data69 && typeof data69 == "object" && !Array.isArray(data69)){
+for(const key18 in data69){
+if(!((key18 === "gpus") || (key18 === "replicas"))){
+const err121 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1618,9 +1618,11 @@ vErrors.push(err121);
 }
 errors++;
 }
-if((typeof data69 == "number") && (isFinite(data69))){
-if(data69 < 0 || isNaN(data69)){
-const err122 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data69.gpus !== undefined){
+let data70 = data69.gpus;
+if(!(((typeof data70 == "number") && (!(data70 % 1) && !isNaN(data70))) && (isFinite(data70)))){
+const err122 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1629,15 +1631,9 @@ vErrors.push(err122);
 }
 errors++;
 }
-}
-}
-if(data68.replicas !== undefined){
-let data70 = data68.replicas;
-if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
-for(const key19 in data70){
-let data71 = data70[key19];
-if(!(((typeof data71 == "number") && (!(data71 % 1) && !isNaN(data71))) && (isFinite(data71)))){
-const err123 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data70 == "number") && (isFinite(data70))){
+if(data70 < 0 || isNaN(data70)){
+const err123 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1646,9 +1642,15 @@ vErrors.push(err123);
 }
 errors++;
 }
-if((typeof data71 == "number") && (isFinite(data71))){
-if(data71 < 0 || isNaN(data71)){
-const err124 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data69.replicas !== undefined){
+let data71 = data69.replicas;
+if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
+for(const key19 in data71){
+let data72 = data71[key19];
+if(!(((typeof data72 == "number") && (!(data72 % 1) && !isNaN(data72))) && (isFinite(data72)))){
+const err124 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1657,11 +1659,9 @@ vErrors.push(err124);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err125 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data72 == "number") && (isFinite(data72))){
+if(data72 < 0 || isNaN(data72)){
+const err125 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1672,8 +1672,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err126 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err126 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1682,11 +1683,10 @@ vErrors.push(err126);
 }
 errors++;
 }
-let data72 = data60.runPolicy;
-if(data72 && typeof data72 == "object" && !Array.isArray(data72)){
-for(const key20 in data72){
-if(!((((((key20 === "requireTtlSecondsAfterFinished") || (key20 === "maxTtlSecondsAfterFinished")) || (key20 === "maxActiveDeadlineSeconds")) || (key20 === "maxBackoffLimit")) || (key20 === "allowedCleanPodPolicies")) || (key20 === "allowedRestartPolicies"))){
-const err127 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key20},message:"must NOT have additional properties"};
+}
+}
+else {
+const err127 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1695,10 +1695,11 @@ vErrors.push(err127);
 }
 errors++;
 }
-}
-if(data72.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data72.requireTtlSecondsAfterFinished !== "boolean"){
-const err128 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+let data73 = data61.runPolicy;
+if(data73 && typeof data73 == "object" && !Array.isArray(data73)){
+for(const key20 in data73){
+if(!((((((key20 === "requireTtlSecondsAfterFinished") || (key20 === "maxTtlSecondsAfterFinished")) || (key20 === "maxActiveDeadlineSeconds")) || (key20 === "maxBackoffLimit")) || (key20 === "allowedCleanPodPolicies")) || (key20 === "allowedRestartPolicies"))){
+const err128 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key20},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1708,10 +1709,9 @@ vErrors.push(err128);
 errors++;
 }
 }
-if(data72.maxTtlSecondsAfterFinished !== undefined){
-let data74 = data72.maxTtlSecondsAfterFinished;
-if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
-const err129 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data73.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data73.requireTtlSecondsAfterFinished !== "boolean"){
+const err129 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1720,9 +1720,11 @@ vErrors.push(err129);
 }
 errors++;
 }
-if((typeof data74 == "number") && (isFinite(data74))){
-if(data74 < 0 || isNaN(data74)){
-const err130 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data73.maxTtlSecondsAfterFinished !== undefined){
+let data75 = data73.maxTtlSecondsAfterFinished;
+if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
+const err130 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1731,12 +1733,9 @@ vErrors.push(err130);
 }
 errors++;
 }
-}
-}
-if(data72.maxActiveDeadlineSeconds !== undefined){
-let data75 = data72.maxActiveDeadlineSeconds;
-if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
-const err131 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data75 == "number") && (isFinite(data75))){
+if(data75 < 0 || isNaN(data75)){
+const err131 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1745,9 +1744,12 @@ vErrors.push(err131);
 }
 errors++;
 }
-if((typeof data75 == "number") && (isFinite(data75))){
-if(data75 < 0 || isNaN(data75)){
-const err132 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data73.maxActiveDeadlineSeconds !== undefined){
+let data76 = data73.maxActiveDeadlineSeconds;
+if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
+const err132 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1756,12 +1758,9 @@ vErrors.push(err132);
 }
 errors++;
 }
-}
-}
-if(data72.maxBackoffLimit !== undefined){
-let data76 = data72.maxBackoffLimit;
-if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
-const err133 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data76 == "number") && (isFinite(data76))){
+if(data76 < 0 || isNaN(data76)){
+const err133 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1770,9 +1769,12 @@ vErrors.push(err133);
 }
 errors++;
 }
-if((typeof data76 == "number") && (isFinite(data76))){
-if(data76 < 0 || isNaN(data76)){
-const err134 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data73.maxBackoffLimit !== undefined){
+let data77 = data73.maxBackoffLimit;
+if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
+const err134 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1781,16 +1783,9 @@ vErrors.push(err134);
 }
 errors++;
 }
-}
-}
-if(data72.allowedCleanPodPolicies !== undefined){
-let data77 = data72.allowedCleanPodPolicies;
-if(Array.isArray(data77)){
-const len9 = data77.length;
-for(let i9=0; i9<len9; i9++){
-let data78 = data77[i9];
-if(!(((data78 === "All") || (data78 === "Running")) || (data78 === "None"))){
-const err135 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i9,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data77 == "number") && (isFinite(data77))){
+if(data77 < 0 || isNaN(data77)){
+const err135 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1801,8 +1796,14 @@ errors++;
 }
 }
 }
-else {
-const err136 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data73.allowedCleanPodPolicies !== undefined){
+let data78 = data73.allowedCleanPodPolicies;
+if(Array.isArray(data78)){
+const len9 = data78.length;
+for(let i9=0; i9<len9; i9++){
+let data79 = data78[i9];
+if(!(((data79 === "All") || (data79 === "Running")) || (data79 === "None"))){
+const err136 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i9,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1812,14 +1813,9 @@ vErrors.push(err136);
 errors++;
 }
 }
-if(data72.allowedRestartPolicies !== undefined){
-let data79 = data72.allowedRestartPolicies;
-if(Array.isArray(data79)){
-const len10 = data79.length;
-for(let i10=0; i10<len10; i10++){
-let data80 = data79[i10];
-if(!((((data80 === "Always") || (data80 === "OnFailure")) || (data80 === "Never")) || (data80 === "ExitCode"))){
-const err137 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i10,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err137 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1829,9 +1825,14 @@ vErrors.push(err137);
 errors++;
 }
 }
-}
-else {
-const err138 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data73.allowedRestartPolicies !== undefined){
+let data80 = data73.allowedRestartPolicies;
+if(Array.isArray(data80)){
+const len10 = data80.length;
+for(let i10=0; i10<len10; i10++){
+let data81 = data80[i10];
+if(!((((data81 === "Always") || (data81 === "OnFailure")) || (data81 === "Never")) || (data81 === "ExitCode"))){
+const err138 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i10,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1843,7 +1844,7 @@ errors++;
 }
 }
 else {
-const err139 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err139 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1852,13 +1853,10 @@ vErrors.push(err139);
 }
 errors++;
 }
-if(data60.allowedAccelerators !== undefined){
-let data81 = data60.allowedAccelerators;
-if(Array.isArray(data81)){
-const len11 = data81.length;
-for(let i11=0; i11<len11; i11++){
-if(typeof data81[i11] !== "string"){
-const err140 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i11,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+else {
+const err140 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1867,10 +1865,13 @@ vErrors.push(err140);
 }
 errors++;
 }
-}
-}
-else {
-const err141 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data61.allowedAccelerators !== undefined){
+let data82 = data61.allowedAccelerators;
+if(Array.isArray(data82)){
+const len11 = data82.length;
+for(let i11=0; i11<len11; i11++){
+if(typeof data82[i11] !== "string"){
+const err141 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i11,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1880,13 +1881,9 @@ vErrors.push(err141);
 errors++;
 }
 }
-if(data60.allowedPartitions !== undefined){
-let data83 = data60.allowedPartitions;
-if(Array.isArray(data83)){
-const len12 = data83.length;
-for(let i12=0; i12<len12; i12++){
-if(typeof data83[i12] !== "string"){
-const err142 = {instancePath:instancePath+"/limits/allowedPartitions/" + i12,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err142 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1896,9 +1893,13 @@ vErrors.push(err142);
 errors++;
 }
 }
-}
-else {
-const err143 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data61.allowedPartitions !== undefined){
+let data84 = data61.allowedPartitions;
+if(Array.isArray(data84)){
+const len12 = data84.length;
+for(let i12=0; i12<len12; i12++){
+if(typeof data84[i12] !== "string"){
+const err143 = {instancePath:instancePath+"/limits/allowedPartitions/" + i12,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1910,7 +1911,7 @@ errors++;
 }
 }
 else {
-const err144 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err144 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1919,11 +1920,10 @@ vErrors.push(err144);
 }
 errors++;
 }
-let data85 = data.jobDefaults;
-if(data85 && typeof data85 == "object" && !Array.isArray(data85)){
-for(const key21 in data85){
-if(!((((key21 === "ttlSecondsAfterFinished") || (key21 === "cleanPodPolicy")) || (key21 === "activeDeadlineSeconds")) || (key21 === "backoffLimit"))){
-const err145 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
+}
+}
+else {
+const err145 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1932,11 +1932,11 @@ vErrors.push(err145);
 }
 errors++;
 }
-}
-if(data85.ttlSecondsAfterFinished !== undefined){
-let data86 = data85.ttlSecondsAfterFinished;
-if(!(((typeof data86 == "number") && (!(data86 % 1) && !isNaN(data86))) && (isFinite(data86)))){
-const err146 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data86 = data.jobDefaults;
+if(data86 && typeof data86 == "object" && !Array.isArray(data86)){
+for(const key21 in data86){
+if(!((((key21 === "ttlSecondsAfterFinished") || (key21 === "cleanPodPolicy")) || (key21 === "activeDeadlineSeconds")) || (key21 === "backoffLimit"))){
+const err146 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1945,9 +1945,11 @@ vErrors.push(err146);
 }
 errors++;
 }
-if((typeof data86 == "number") && (isFinite(data86))){
-if(data86 < 0 || isNaN(data86)){
-const err147 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data86.ttlSecondsAfterFinished !== undefined){
+let data87 = data86.ttlSecondsAfterFinished;
+if(!(((typeof data87 == "number") && (!(data87 % 1) && !isNaN(data87))) && (isFinite(data87)))){
+const err147 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1956,12 +1958,9 @@ vErrors.push(err147);
 }
 errors++;
 }
-}
-}
-if(data85.cleanPodPolicy !== undefined){
-let data87 = data85.cleanPodPolicy;
-if(!(((data87 === "All") || (data87 === "Running")) || (data87 === "None"))){
-const err148 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+if((typeof data87 == "number") && (isFinite(data87))){
+if(data87 < 0 || isNaN(data87)){
+const err148 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1971,10 +1970,11 @@ vErrors.push(err148);
 errors++;
 }
 }
-if(data85.activeDeadlineSeconds !== undefined){
-let data88 = data85.activeDeadlineSeconds;
-if(!(((typeof data88 == "number") && (!(data88 % 1) && !isNaN(data88))) && (isFinite(data88)))){
-const err149 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data86.cleanPodPolicy !== undefined){
+let data88 = data86.cleanPodPolicy;
+if(!(((data88 === "All") || (data88 === "Running")) || (data88 === "None"))){
+const err149 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1983,9 +1983,11 @@ vErrors.push(err149);
 }
 errors++;
 }
-if((typeof data88 == "number") && (isFinite(data88))){
-if(data88 < 1 || isNaN(data88)){
-const err150 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data86.activeDeadlineSeconds !== undefined){
+let data89 = data86.activeDeadlineSeconds;
+if(!(((typeof data89 == "number") && (!(data89 % 1) && !isNaN(data89))) && (isFinite(data89)))){
+const err150 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1994,12 +1996,9 @@ vErrors.push(err150);
 }
 errors++;
 }
-}
-}
-if(data85.backoffLimit !== undefined){
-let data89 = data85.backoffLimit;
-if(!(((typeof data89 == "number") && (!(data89 % 1) && !isNaN(data89))) && (isFinite(data89)))){
-const err151 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data89 == "number") && (isFinite(data89))){
+if(data89 < 1 || isNaN(data89)){
+const err151 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -2008,9 +2007,12 @@ vErrors.push(err151);
 }
 errors++;
 }
-if((typeof data89 == "number") && (isFinite(data89))){
-if(data89 < 0 || isNaN(data89)){
-const err152 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data86.backoffLimit !== undefined){
+let data90 = data86.backoffLimit;
+if(!(((typeof data90 == "number") && (!(data90 % 1) && !isNaN(data90))) && (isFinite(data90)))){
+const err152 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -2019,11 +2021,9 @@ vErrors.push(err152);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err153 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data90 == "number") && (isFinite(data90))){
+if(data90 < 0 || isNaN(data90)){
+const err153 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -2032,17 +2032,11 @@ vErrors.push(err153);
 }
 errors++;
 }
-let data90 = data.namespaces;
-if(Array.isArray(data90)){
-const len13 = data90.length;
-for(let i13=0; i13<len13; i13++){
-let data91 = data90[i13];
-if(data91 && typeof data91 == "object" && !Array.isArray(data91)){
-if(data91.limits === undefined){
-data91.limits = {};
 }
-if(data91.pattern === undefined){
-const err154 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+}
+}
+else {
+const err154 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -2051,9 +2045,17 @@ vErrors.push(err154);
 }
 errors++;
 }
-for(const key22 in data91){
-if(!(((key22 === "pattern") || (key22 === "limits")) || (key22 === "jobDefaults"))){
-const err155 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
+let data91 = data.namespaces;
+if(Array.isArray(data91)){
+const len13 = data91.length;
+for(let i13=0; i13<len13; i13++){
+let data92 = data91[i13];
+if(data92 && typeof data92 == "object" && !Array.isArray(data92)){
+if(data92.limits === undefined){
+data92.limits = {};
+}
+if(data92.pattern === undefined){
+const err155 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -2062,12 +2064,9 @@ vErrors.push(err155);
 }
 errors++;
 }
-}
-if(data91.pattern !== undefined){
-let data92 = data91.pattern;
-if(typeof data92 === "string"){
-if(func3(data92) < 1){
-const err156 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key22 in data92){
+if(!(((key22 === "pattern") || (key22 === "limits")) || (key22 === "jobDefaults"))){
+const err156 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -2077,8 +2076,11 @@ vErrors.push(err156);
 errors++;
 }
 }
-else {
-const err157 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data92.pattern !== undefined){
+let data93 = data92.pattern;
+if(typeof data93 === "string"){
+if(func3(data93) < 1){
+const err157 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -2088,11 +2090,8 @@ vErrors.push(err157);
 errors++;
 }
 }
-let data93 = data91.limits;
-if(data93 && typeof data93 == "object" && !Array.isArray(data93)){
-for(const key23 in data93){
-if(!((((((key23 === "container") || (key23 === "pod")) || (key23 === "job")) || (key23 === "runPolicy")) || (key23 === "allowedAccelerators")) || (key23 === "allowedPartitions"))){
-const err158 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
+else {
+const err158 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -2102,12 +2101,11 @@ vErrors.push(err158);
 errors++;
 }
 }
-if(data93.container !== undefined){
-let data94 = data93.container;
+let data94 = data92.limits;
 if(data94 && typeof data94 == "object" && !Array.isArray(data94)){
-for(const key24 in data94){
-if(!(((key24 === "cpu") || (key24 === "memory")) || (key24 === "gpus"))){
-const err159 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
+for(const key23 in data94){
+if(!((((((key23 === "container") || (key23 === "pod")) || (key23 === "job")) || (key23 === "runPolicy")) || (key23 === "allowedAccelerators")) || (key23 === "allowedPartitions"))){
+const err159 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -2117,11 +2115,12 @@ vErrors.push(err159);
 errors++;
 }
 }
-if(data94.cpu !== undefined){
-let data95 = data94.cpu;
-if(typeof data95 === "string"){
-if(!pattern4.test(data95)){
-const err160 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if(data94.container !== undefined){
+let data95 = data94.container;
+if(data95 && typeof data95 == "object" && !Array.isArray(data95)){
+for(const key24 in data95){
+if(!(((key24 === "cpu") || (key24 === "memory")) || (key24 === "gpus"))){
+const err160 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -2131,8 +2130,11 @@ vErrors.push(err160);
 errors++;
 }
 }
-else {
-const err161 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data95.cpu !== undefined){
+let data96 = data95.cpu;
+if(typeof data96 === "string"){
+if(!pattern4.test(data96)){
+const err161 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -2142,11 +2144,8 @@ vErrors.push(err161);
 errors++;
 }
 }
-if(data94.memory !== undefined){
-let data96 = data94.memory;
-if(typeof data96 === "string"){
-if(!pattern4.test(data96)){
-const err162 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err162 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -2156,8 +2155,11 @@ vErrors.push(err162);
 errors++;
 }
 }
-else {
-const err163 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data95.memory !== undefined){
+let data97 = data95.memory;
+if(typeof data97 === "string"){
+if(!pattern4.test(data97)){
+const err163 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -2167,13 +2169,8 @@ vErrors.push(err163);
 errors++;
 }
 }
-if(data94.gpus !== undefined){
-let data97 = data94.gpus;
-if(data97 && typeof data97 == "object" && !Array.isArray(data97)){
-for(const key25 in data97){
-let data98 = data97[key25];
-if(!(((typeof data98 == "number") && (!(data98 % 1) && !isNaN(data98))) && (isFinite(data98)))){
-const err164 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err164 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -2182,9 +2179,14 @@ vErrors.push(err164);
 }
 errors++;
 }
-if((typeof data98 == "number") && (isFinite(data98))){
-if(data98 < 0 || isNaN(data98)){
-const err165 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data95.gpus !== undefined){
+let data98 = data95.gpus;
+if(data98 && typeof data98 == "object" && !Array.isArray(data98)){
+for(const key25 in data98){
+let data99 = data98[key25];
+if(!(((typeof data99 == "number") && (!(data99 % 1) && !isNaN(data99))) && (isFinite(data99)))){
+const err165 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2193,11 +2195,9 @@ vErrors.push(err165);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err166 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data99 == "number") && (isFinite(data99))){
+if(data99 < 0 || isNaN(data99)){
+const err166 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2208,8 +2208,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err167 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err167 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2219,12 +2220,9 @@ vErrors.push(err167);
 errors++;
 }
 }
-if(data93.pod !== undefined){
-let data99 = data93.pod;
-if(data99 && typeof data99 == "object" && !Array.isArray(data99)){
-for(const key26 in data99){
-if(!(key26 === "gpus")){
-const err168 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
+}
+else {
+const err168 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2234,10 +2232,12 @@ vErrors.push(err168);
 errors++;
 }
 }
-if(data99.gpus !== undefined){
-let data100 = data99.gpus;
-if(!(((typeof data100 == "number") && (!(data100 % 1) && !isNaN(data100))) && (isFinite(data100)))){
-const err169 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data94.pod !== undefined){
+let data100 = data94.pod;
+if(data100 && typeof data100 == "object" && !Array.isArray(data100)){
+for(const key26 in data100){
+if(!(key26 === "gpus")){
+const err169 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2246,9 +2246,11 @@ vErrors.push(err169);
 }
 errors++;
 }
-if((typeof data100 == "number") && (isFinite(data100))){
-if(data100 < 0 || isNaN(data100)){
-const err170 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data100.gpus !== undefined){
+let data101 = data100.gpus;
+if(!(((typeof data101 == "number") && (!(data101 % 1) && !isNaN(data101))) && (isFinite(data101)))){
+const err170 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2257,11 +2259,9 @@ vErrors.push(err170);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err171 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data101 == "number") && (isFinite(data101))){
+if(data101 < 0 || isNaN(data101)){
+const err171 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2271,12 +2271,10 @@ vErrors.push(err171);
 errors++;
 }
 }
-if(data93.job !== undefined){
-let data101 = data93.job;
-if(data101 && typeof data101 == "object" && !Array.isArray(data101)){
-for(const key27 in data101){
-if(!((key27 === "gpus") || (key27 === "replicas"))){
-const err172 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
+}
+}
+else {
+const err172 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2286,10 +2284,12 @@ vErrors.push(err172);
 errors++;
 }
 }
-if(data101.gpus !== undefined){
-let data102 = data101.gpus;
-if(!(((typeof data102 == "number") && (!(data102 % 1) && !isNaN(data102))) && (isFinite(data102)))){
-const err173 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data94.job !== undefined){
+let data102 = data94.job;
+if(data102 && typeof data102 == "object" && !Array.isArray(data102)){
+for(const key27 in data102){
+if(!((key27 === "gpus") || (key27 === "replicas"))){
+const err173 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2298,9 +2298,11 @@ vErrors.push(err173);
 }
 errors++;
 }
-if((typeof data102 == "number") && (isFinite(data102))){
-if(data102 < 0 || isNaN(data102)){
-const err174 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data102.gpus !== undefined){
+let data103 = data102.gpus;
+if(!(((typeof data103 == "number") && (!(data103 % 1) && !isNaN(data103))) && (isFinite(data103)))){
+const err174 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2309,15 +2311,9 @@ vErrors.push(err174);
 }
 errors++;
 }
-}
-}
-if(data101.replicas !== undefined){
-let data103 = data101.replicas;
-if(data103 && typeof data103 == "object" && !Array.isArray(data103)){
-for(const key28 in data103){
-let data104 = data103[key28];
-if(!(((typeof data104 == "number") && (!(data104 % 1) && !isNaN(data104))) && (isFinite(data104)))){
-const err175 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data103 == "number") && (isFinite(data103))){
+if(data103 < 0 || isNaN(data103)){
+const err175 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2326,9 +2322,15 @@ vErrors.push(err175);
 }
 errors++;
 }
-if((typeof data104 == "number") && (isFinite(data104))){
-if(data104 < 0 || isNaN(data104)){
-const err176 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data102.replicas !== undefined){
+let data104 = data102.replicas;
+if(data104 && typeof data104 == "object" && !Array.isArray(data104)){
+for(const key28 in data104){
+let data105 = data104[key28];
+if(!(((typeof data105 == "number") && (!(data105 % 1) && !isNaN(data105))) && (isFinite(data105)))){
+const err176 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2337,11 +2339,9 @@ vErrors.push(err176);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err177 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data105 == "number") && (isFinite(data105))){
+if(data105 < 0 || isNaN(data105)){
+const err177 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2352,8 +2352,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err178 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err178 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2363,12 +2364,9 @@ vErrors.push(err178);
 errors++;
 }
 }
-if(data93.runPolicy !== undefined){
-let data105 = data93.runPolicy;
-if(data105 && typeof data105 == "object" && !Array.isArray(data105)){
-for(const key29 in data105){
-if(!((((((key29 === "requireTtlSecondsAfterFinished") || (key29 === "maxTtlSecondsAfterFinished")) || (key29 === "maxActiveDeadlineSeconds")) || (key29 === "maxBackoffLimit")) || (key29 === "allowedCleanPodPolicies")) || (key29 === "allowedRestartPolicies"))){
-const err179 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
+}
+else {
+const err179 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2378,9 +2376,12 @@ vErrors.push(err179);
 errors++;
 }
 }
-if(data105.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data105.requireTtlSecondsAfterFinished !== "boolean"){
-const err180 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data94.runPolicy !== undefined){
+let data106 = data94.runPolicy;
+if(data106 && typeof data106 == "object" && !Array.isArray(data106)){
+for(const key29 in data106){
+if(!((((((key29 === "requireTtlSecondsAfterFinished") || (key29 === "maxTtlSecondsAfterFinished")) || (key29 === "maxActiveDeadlineSeconds")) || (key29 === "maxBackoffLimit")) || (key29 === "allowedCleanPodPolicies")) || (key29 === "allowedRestartPolicies"))){
+const err180 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2390,10 +2391,9 @@ vErrors.push(err180);
 errors++;
 }
 }
-if(data105.maxTtlSecondsAfterFinished !== undefined){
-let data107 = data105.maxTtlSecondsAfterFinished;
-if(!(((typeof data107 == "number") && (!(data107 % 1) && !isNaN(data107))) && (isFinite(data107)))){
-const err181 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data106.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data106.requireTtlSecondsAfterFinished !== "boolean"){
+const err181 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2402,9 +2402,11 @@ vErrors.push(err181);
 }
 errors++;
 }
-if((typeof data107 == "number") && (isFinite(data107))){
-if(data107 < 0 || isNaN(data107)){
-const err182 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data106.maxTtlSecondsAfterFinished !== undefined){
+let data108 = data106.maxTtlSecondsAfterFinished;
+if(!(((typeof data108 == "number") && (!(data108 % 1) && !isNaN(data108))) && (isFinite(data108)))){
+const err182 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2413,12 +2415,9 @@ vErrors.push(err182);
 }
 errors++;
 }
-}
-}
-if(data105.maxActiveDeadlineSeconds !== undefined){
-let data108 = data105.maxActiveDeadlineSeconds;
-if(!(((typeof data108 == "number") && (!(data108 % 1) && !isNaN(data108))) && (isFinite(data108)))){
-const err183 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data108 == "number") && (isFinite(data108))){
+if(data108 < 0 || isNaN(data108)){
+const err183 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2427,9 +2426,12 @@ vErrors.push(err183);
 }
 errors++;
 }
-if((typeof data108 == "number") && (isFinite(data108))){
-if(data108 < 0 || isNaN(data108)){
-const err184 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data106.maxActiveDeadlineSeconds !== undefined){
+let data109 = data106.maxActiveDeadlineSeconds;
+if(!(((typeof data109 == "number") && (!(data109 % 1) && !isNaN(data109))) && (isFinite(data109)))){
+const err184 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2438,12 +2440,9 @@ vErrors.push(err184);
 }
 errors++;
 }
-}
-}
-if(data105.maxBackoffLimit !== undefined){
-let data109 = data105.maxBackoffLimit;
-if(!(((typeof data109 == "number") && (!(data109 % 1) && !isNaN(data109))) && (isFinite(data109)))){
-const err185 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data109 == "number") && (isFinite(data109))){
+if(data109 < 0 || isNaN(data109)){
+const err185 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2452,9 +2451,12 @@ vErrors.push(err185);
 }
 errors++;
 }
-if((typeof data109 == "number") && (isFinite(data109))){
-if(data109 < 0 || isNaN(data109)){
-const err186 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data106.maxBackoffLimit !== undefined){
+let data110 = data106.maxBackoffLimit;
+if(!(((typeof data110 == "number") && (!(data110 % 1) && !isNaN(data110))) && (isFinite(data110)))){
+const err186 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2463,16 +2465,9 @@ vErrors.push(err186);
 }
 errors++;
 }
-}
-}
-if(data105.allowedCleanPodPolicies !== undefined){
-let data110 = data105.allowedCleanPodPolicies;
-if(Array.isArray(data110)){
-const len14 = data110.length;
-for(let i14=0; i14<len14; i14++){
-let data111 = data110[i14];
-if(!(((data111 === "All") || (data111 === "Running")) || (data111 === "None"))){
-const err187 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if((typeof data110 == "number") && (isFinite(data110))){
+if(data110 < 0 || isNaN(data110)){
+const err187 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2483,8 +2478,14 @@ errors++;
 }
 }
 }
-else {
-const err188 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data106.allowedCleanPodPolicies !== undefined){
+let data111 = data106.allowedCleanPodPolicies;
+if(Array.isArray(data111)){
+const len14 = data111.length;
+for(let i14=0; i14<len14; i14++){
+let data112 = data111[i14];
+if(!(((data112 === "All") || (data112 === "Running")) || (data112 === "None"))){
+const err188 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2494,14 +2495,9 @@ vErrors.push(err188);
 errors++;
 }
 }
-if(data105.allowedRestartPolicies !== undefined){
-let data112 = data105.allowedRestartPolicies;
-if(Array.isArray(data112)){
-const len15 = data112.length;
-for(let i15=0; i15<len15; i15++){
-let data113 = data112[i15];
-if(!((((data113 === "Always") || (data113 === "OnFailure")) || (data113 === "Never")) || (data113 === "ExitCode"))){
-const err189 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err189 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2511,9 +2507,14 @@ vErrors.push(err189);
 errors++;
 }
 }
-}
-else {
-const err190 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data106.allowedRestartPolicies !== undefined){
+let data113 = data106.allowedRestartPolicies;
+if(Array.isArray(data113)){
+const len15 = data113.length;
+for(let i15=0; i15<len15; i15++){
+let data114 = data113[i15];
+if(!((((data114 === "Always") || (data114 === "OnFailure")) || (data114 === "Never")) || (data114 === "ExitCode"))){
+const err190 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2525,7 +2526,7 @@ errors++;
 }
 }
 else {
-const err191 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err191 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2535,13 +2536,9 @@ vErrors.push(err191);
 errors++;
 }
 }
-if(data93.allowedAccelerators !== undefined){
-let data114 = data93.allowedAccelerators;
-if(Array.isArray(data114)){
-const len16 = data114.length;
-for(let i16=0; i16<len16; i16++){
-if(typeof data114[i16] !== "string"){
-const err192 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err192 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2551,9 +2548,13 @@ vErrors.push(err192);
 errors++;
 }
 }
-}
-else {
-const err193 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data94.allowedAccelerators !== undefined){
+let data115 = data94.allowedAccelerators;
+if(Array.isArray(data115)){
+const len16 = data115.length;
+for(let i16=0; i16<len16; i16++){
+if(typeof data115[i16] !== "string"){
+const err193 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2563,13 +2564,9 @@ vErrors.push(err193);
 errors++;
 }
 }
-if(data93.allowedPartitions !== undefined){
-let data116 = data93.allowedPartitions;
-if(Array.isArray(data116)){
-const len17 = data116.length;
-for(let i17=0; i17<len17; i17++){
-if(typeof data116[i17] !== "string"){
-const err194 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions/" + i17,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err194 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2579,9 +2576,13 @@ vErrors.push(err194);
 errors++;
 }
 }
-}
-else {
-const err195 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data94.allowedPartitions !== undefined){
+let data117 = data94.allowedPartitions;
+if(Array.isArray(data117)){
+const len17 = data117.length;
+for(let i17=0; i17<len17; i17++){
+if(typeof data117[i17] !== "string"){
+const err195 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions/" + i17,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2593,7 +2594,7 @@ errors++;
 }
 }
 else {
-const err196 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err196 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2602,12 +2603,10 @@ vErrors.push(err196);
 }
 errors++;
 }
-if(data91.jobDefaults !== undefined){
-let data118 = data91.jobDefaults;
-if(data118 && typeof data118 == "object" && !Array.isArray(data118)){
-for(const key30 in data118){
-if(!((((key30 === "ttlSecondsAfterFinished") || (key30 === "cleanPodPolicy")) || (key30 === "activeDeadlineSeconds")) || (key30 === "backoffLimit"))){
-const err197 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
+}
+}
+else {
+const err197 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2616,11 +2615,12 @@ vErrors.push(err197);
 }
 errors++;
 }
-}
-if(data118.ttlSecondsAfterFinished !== undefined){
-let data119 = data118.ttlSecondsAfterFinished;
-if(!(((typeof data119 == "number") && (!(data119 % 1) && !isNaN(data119))) && (isFinite(data119)))){
-const err198 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data92.jobDefaults !== undefined){
+let data119 = data92.jobDefaults;
+if(data119 && typeof data119 == "object" && !Array.isArray(data119)){
+for(const key30 in data119){
+if(!((((key30 === "ttlSecondsAfterFinished") || (key30 === "cleanPodPolicy")) || (key30 === "activeDeadlineSeconds")) || (key30 === "backoffLimit"))){
+const err198 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2629,9 +2629,11 @@ vErrors.push(err198);
 }
 errors++;
 }
-if((typeof data119 == "number") && (isFinite(data119))){
-if(data119 < 0 || isNaN(data119)){
-const err199 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data119.ttlSecondsAfterFinished !== undefined){
+let data120 = data119.ttlSecondsAfterFinished;
+if(!(((typeof data120 == "number") && (!(data120 % 1) && !isNaN(data120))) && (isFinite(data120)))){
+const err199 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2640,12 +2642,9 @@ vErrors.push(err199);
 }
 errors++;
 }
-}
-}
-if(data118.cleanPodPolicy !== undefined){
-let data120 = data118.cleanPodPolicy;
-if(!(((data120 === "All") || (data120 === "Running")) || (data120 === "None"))){
-const err200 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+if((typeof data120 == "number") && (isFinite(data120))){
+if(data120 < 0 || isNaN(data120)){
+const err200 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2655,10 +2654,11 @@ vErrors.push(err200);
 errors++;
 }
 }
-if(data118.activeDeadlineSeconds !== undefined){
-let data121 = data118.activeDeadlineSeconds;
-if(!(((typeof data121 == "number") && (!(data121 % 1) && !isNaN(data121))) && (isFinite(data121)))){
-const err201 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data119.cleanPodPolicy !== undefined){
+let data121 = data119.cleanPodPolicy;
+if(!(((data121 === "All") || (data121 === "Running")) || (data121 === "None"))){
+const err201 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2667,9 +2667,11 @@ vErrors.push(err201);
 }
 errors++;
 }
-if((typeof data121 == "number") && (isFinite(data121))){
-if(data121 < 1 || isNaN(data121)){
-const err202 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data119.activeDeadlineSeconds !== undefined){
+let data122 = data119.activeDeadlineSeconds;
+if(!(((typeof data122 == "number") && (!(data122 % 1) && !isNaN(data122))) && (isFinite(data122)))){
+const err202 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2678,12 +2680,9 @@ vErrors.push(err202);
 }
 errors++;
 }
-}
-}
-if(data118.backoffLimit !== undefined){
-let data122 = data118.backoffLimit;
-if(!(((typeof data122 == "number") && (!(data122 % 1) && !isNaN(data122))) && (isFinite(data122)))){
-const err203 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data122 == "number") && (isFinite(data122))){
+if(data122 < 1 || isNaN(data122)){
+const err203 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2692,9 +2691,12 @@ vErrors.push(err203);
 }
 errors++;
 }
-if((typeof data122 == "number") && (isFinite(data122))){
-if(data122 < 0 || isNaN(data122)){
-const err204 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data119.backoffLimit !== undefined){
+let data123 = data119.backoffLimit;
+if(!(((typeof data123 == "number") && (!(data123 % 1) && !isNaN(data123))) && (isFinite(data123)))){
+const err204 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2703,11 +2705,9 @@ vErrors.push(err204);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err205 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data123 == "number") && (isFinite(data123))){
+if(data123 < 0 || isNaN(data123)){
+const err205 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2718,8 +2718,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err206 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err206 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2731,7 +2732,7 @@ errors++;
 }
 }
 else {
-const err207 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err207 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2740,20 +2741,10 @@ vErrors.push(err207);
 }
 errors++;
 }
-let data123 = data.enforcement;
-if(data123 && typeof data123 == "object" && !Array.isArray(data123)){
-if(data123.mode === undefined){
-data123.mode = "deny";
 }
-if(data123.rules === undefined){
-data123.rules = {};
 }
-if(data123.namespaces === undefined){
-data123.namespaces = [];
-}
-for(const key31 in data123){
-if(!(((key31 === "mode") || (key31 === "rules")) || (key31 === "namespaces"))){
-const err208 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
+else {
+const err208 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2762,10 +2753,20 @@ vErrors.push(err208);
 }
 errors++;
 }
+let data124 = data.enforcement;
+if(data124 && typeof data124 == "object" && !Array.isArray(data124)){
+if(data124.mode === undefined){
+data124.mode = "deny";
 }
-let data124 = data123.mode;
-if(!(((data124 === "deny") || (data124 === "warn")) || (data124 === "audit"))){
-const err209 = {instancePath:instancePath+"/enforcement/mode",schemaPath:"#/properties/enforcement/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.mode.enum},message:"must be equal to one of the allowed values"};
+if(data124.rules === undefined){
+data124.rules = {};
+}
+if(data124.namespaces === undefined){
+data124.namespaces = [];
+}
+for(const key31 in data124){
+if(!(((key31 === "mode") || (key31 === "rules")) || (key31 === "namespaces"))){
+const err209 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2774,11 +2775,10 @@ vErrors.push(err209);
 }
 errors++;
 }
-let data125 = data123.rules;
-if(data125 && typeof data125 == "object" && !Array.isArray(data125)){
-for(const key32 in data125){
-if(!(func2.call(schema11.properties.enforcement.properties.rules.properties, key32))){
-const err210 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
+}
+let data125 = data124.mode;
+if(!(((data125 === "deny") || (data125 === "warn")) || (data125 === "audit"))){
+const err210 = {instancePath:instancePath+"/enforcement/mode",schemaPath:"#/properties/enforcement/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2787,11 +2787,11 @@ vErrors.push(err210);
 }
 errors++;
 }
-}
-if(data125["container-limits"] !== undefined){
-let data126 = data125["container-limits"];
-if(!(((data126 === "deny") || (data126 === "warn")) || (data126 === "audit"))){
-const err211 = {instancePath:instancePath+"/enforcement/rules/container-limits",schemaPath:"#/properties/enforcement/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
+let data126 = data124.rules;
+if(data126 && typeof data126 == "object" && !Array.isArray(data126)){
+for(const key32 in data126){
+if(!(func2.call(schema11.properties.enforcement.properties.rules.properties, key32))){
+const err211 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2801,10 +2801,10 @@ vErrors.push(err211);
 errors++;
 }
 }
-if(data125["extended-resources"] !== undefined){
-let data127 = data125["extended-resources"];
+if(data126["container-limits"] !== undefined){
+let data127 = data126["container-limits"];
 if(!(((data127 === "deny") || (data127 === "warn")) || (data127 === "audit"))){
-const err212 = {instancePath:instancePath+"/enforcement/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
+const err212 = {instancePath:instancePath+"/enforcement/rules/container-limits",schemaPath:"#/properties/enforcement/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2814,10 +2814,10 @@ vErrors.push(err212);
 errors++;
 }
 }
-if(data125["gpu-mig-mixing"] !== undefined){
-let data128 = data125["gpu-mig-mixing"];
+if(data126["extended-resources"] !== undefined){
+let data128 = data126["extended-resources"];
 if(!(((data128 === "deny") || (data128 === "warn")) || (data128 === "audit"))){
-const err213 = {instancePath:instancePath+"/enforcement/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
+const err213 = {instancePath:instancePath+"/enforcement/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2827,10 +2827,10 @@ vErrors.push(err213);
 errors++;
 }
 }
-if(data125["pod-gpus"] !== undefined){
-let data129 = data125["pod-gpus"];
+if(data126["gpu-mig-mixing"] !== undefined){
+let data129 = data126["gpu-mig-mixing"];
 if(!(((data129 === "deny") || (data129 === "warn")) || (data129 === "audit"))){
-const err214 = {instancePath:instancePath+"/enforcement/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
+const err214 = {instancePath:instancePath+"/enforcement/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2840,10 +2840,10 @@ vErrors.push(err214);
 errors++;
 }
 }
-if(data125.quantity !== undefined){
-let data130 = data125.quantity;
+if(data126["pod-gpus"] !== undefined){
+let data130 = data126["pod-gpus"];
 if(!(((data130 === "deny") || (data130 === "warn")) || (data130 === "audit"))){
-const err215 = {instancePath:instancePath+"/enforcement/rules/quantity",schemaPath:"#/properties/enforcement/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
+const err215 = {instancePath:instancePath+"/enforcement/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -2853,10 +2853,10 @@ vErrors.push(err215);
 errors++;
 }
 }
-if(data125["accelerator-allowed"] !== undefined){
-let data131 = data125["accelerator-allowed"];
+if(data126.quantity !== undefined){
+let data131 = data126.quantity;
 if(!(((data131 === "deny") || (data131 === "warn")) || (data131 === "audit"))){
-const err216 = {instancePath:instancePath+"/enforcement/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
+const err216 = {instancePath:instancePath+"/enforcement/rules/quantity",schemaPath:"#/properties/enforcement/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -2866,10 +2866,10 @@ vErrors.push(err216);
 errors++;
 }
 }
-if(data125["job-name"] !== undefined){
-let data132 = data125["job-name"];
+if(data126["accelerator-allowed"] !== undefined){
+let data132 = data126["accelerator-allowed"];
 if(!(((data132 === "deny") || (data132 === "warn")) || (data132 === "audit"))){
-const err217 = {instancePath:instancePath+"/enforcement/rules/job-name",schemaPath:"#/properties/enforcement/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
+const err217 = {instancePath:instancePath+"/enforcement/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -2879,10 +2879,10 @@ vErrors.push(err217);
 errors++;
 }
 }
-if(data125["job-shape"] !== undefined){
-let data133 = data125["job-shape"];
+if(data126["job-name"] !== undefined){
+let data133 = data126["job-name"];
 if(!(((data133 === "deny") || (data133 === "warn")) || (data133 === "audit"))){
-const err218 = {instancePath:instancePath+"/enforcement/rules/job-shape",schemaPath:"#/properties/enforcement/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
+const err218 = {instancePath:instancePath+"/enforcement/rules/job-name",schemaPath:"#/properties/enforcement/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -2892,10 +2892,10 @@ vErrors.push(err218);
 errors++;
 }
 }
-if(data125["job-replicas"] !== undefined){
-let data134 = data125["job-replicas"];
+if(data126["job-shape"] !== undefined){
+let data134 = data126["job-shape"];
 if(!(((data134 === "deny") || (data134 === "warn")) || (data134 === "audit"))){
-const err219 = {instancePath:instancePath+"/enforcement/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
+const err219 = {instancePath:instancePath+"/enforcement/rules/job-shape",schemaPath:"#/properties/enforcement/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -2905,10 +2905,10 @@ vErrors.push(err219);
 errors++;
 }
 }
-if(data125["job-gpus"] !== undefined){
-let data135 = data125["job-gpus"];
+if(data126["job-replicas"] !== undefined){
+let data135 = data126["job-replicas"];
 if(!(((data135 === "deny") || (data135 === "warn")) || (data135 === "audit"))){
-const err220 = {instancePath:instancePath+"/enforcement/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
+const err220 = {instancePath:instancePath+"/enforcement/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -2918,10 +2918,10 @@ vErrors.push(err220);
 errors++;
 }
 }
-if(data125["run-policy"] !== undefined){
-let data136 = data125["run-policy"];
+if(data126["job-gpus"] !== undefined){
+let data136 = data126["job-gpus"];
 if(!(((data136 === "deny") || (data136 === "warn")) || (data136 === "audit"))){
-const err221 = {instancePath:instancePath+"/enforcement/rules/run-policy",schemaPath:"#/properties/enforcement/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
+const err221 = {instancePath:instancePath+"/enforcement/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -2931,10 +2931,10 @@ vErrors.push(err221);
 errors++;
 }
 }
-if(data125.capacity !== undefined){
-let data137 = data125.capacity;
+if(data126["run-policy"] !== undefined){
+let data137 = data126["run-policy"];
 if(!(((data137 === "deny") || (data137 === "warn")) || (data137 === "audit"))){
-const err222 = {instancePath:instancePath+"/enforcement/rules/capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
+const err222 = {instancePath:instancePath+"/enforcement/rules/run-policy",schemaPath:"#/properties/enforcement/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -2944,9 +2944,10 @@ vErrors.push(err222);
 errors++;
 }
 }
-}
-else {
-const err223 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data126.capacity !== undefined){
+let data138 = data126.capacity;
+if(!(((data138 === "deny") || (data138 === "warn")) || (data138 === "audit"))){
+const err223 = {instancePath:instancePath+"/enforcement/rules/capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -2955,14 +2956,10 @@ vErrors.push(err223);
 }
 errors++;
 }
-let data138 = data123.namespaces;
-if(Array.isArray(data138)){
-const len18 = data138.length;
-for(let i18=0; i18<len18; i18++){
-let data139 = data138[i18];
-if(data139 && typeof data139 == "object" && !Array.isArray(data139)){
-if(data139.pattern === undefined){
-const err224 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+}
+}
+else {
+const err224 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -2971,9 +2968,14 @@ vErrors.push(err224);
 }
 errors++;
 }
-for(const key33 in data139){
-if(!(((key33 === "pattern") || (key33 === "mode")) || (key33 === "rules"))){
-const err225 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key33},message:"must NOT have additional properties"};
+let data139 = data124.namespaces;
+if(Array.isArray(data139)){
+const len18 = data139.length;
+for(let i18=0; i18<len18; i18++){
+let data140 = data139[i18];
+if(data140 && typeof data140 == "object" && !Array.isArray(data140)){
+if(data140.pattern === undefined){
+const err225 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -2982,12 +2984,9 @@ vErrors.push(err225);
 }
 errors++;
 }
-}
-if(data139.pattern !== undefined){
-let data140 = data139.pattern;
-if(typeof data140 === "string"){
-if(func3(data140) < 1){
-const err226 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key33 in data140){
+if(!(((key33 === "pattern") || (key33 === "mode")) || (key33 === "rules"))){
+const err226 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key33},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -2997,8 +2996,11 @@ vErrors.push(err226);
 errors++;
 }
 }
-else {
-const err227 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data140.pattern !== undefined){
+let data141 = data140.pattern;
+if(typeof data141 === "string"){
+if(func3(data141) < 1){
+const err227 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -3008,10 +3010,8 @@ vErrors.push(err227);
 errors++;
 }
 }
-if(data139.mode !== undefined){
-let data141 = data139.mode;
-if(!(((data141 === "deny") || (data141 === "warn")) || (data141 === "audit"))){
-const err228 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
+else {
+const err228 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -3021,12 +3021,10 @@ vErrors.push(err228);
 errors++;
 }
 }
-if(data139.rules !== undefined){
-let data142 = data139.rules;
-if(data142 && typeof data142 == "object" && !Array.isArray(data142)){
-for(const key34 in data142){
-if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key34))){
-const err229 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
+if(data140.mode !== undefined){
+let data142 = data140.mode;
+if(!(((data142 === "deny") || (data142 === "warn")) || (data142 === "audit"))){
+const err229 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err229];
 }
@@ -3036,10 +3034,12 @@ vErrors.push(err229);
 errors++;
 }
 }
-if(data142["container-limits"] !== undefined){
-let data143 = data142["container-limits"];
-if(!(((data143 === "deny") || (data143 === "warn")) || (data143 === "audit"))){
-const err230 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
+if(data140.rules !== undefined){
+let data143 = data140.rules;
+if(data143 && typeof data143 == "object" && !Array.isArray(data143)){
+for(const key34 in data143){
+if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key34))){
+const err230 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err230];
 }
@@ -3049,10 +3049,10 @@ vErrors.push(err230);
 errors++;
 }
 }
-if(data142["extended-resources"] !== undefined){
-let data144 = data142["extended-resources"];
+if(data143["container-limits"] !== undefined){
+let data144 = data143["container-limits"];
 if(!(((data144 === "deny") || (data144 === "warn")) || (data144 === "audit"))){
-const err231 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
+const err231 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -3062,10 +3062,10 @@ vErrors.push(err231);
 errors++;
 }
 }
-if(data142["gpu-mig-mixing"] !== undefined){
-let data145 = data142["gpu-mig-mixing"];
+if(data143["extended-resources"] !== undefined){
+let data145 = data143["extended-resources"];
 if(!(((data145 === "deny") || (data145 === "warn")) || (data145 === "audit"))){
-const err232 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
+const err232 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err232];
 }
@@ -3075,10 +3075,10 @@ vErrors.push(err232);
 errors++;
 }
 }
-if(data142["pod-gpus"] !== undefined){
-let data146 = data142["pod-gpus"];
+if(data143["gpu-mig-mixing"] !== undefined){
+let data146 = data143["gpu-mig-mixing"];
 if(!(((data146 === "deny") || (data146 === "warn")) || (data146 === "audit"))){
-const err233 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
+const err233 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err233];
 }
@@ -3088,10 +3088,10 @@ vErrors.push(err233);
 errors++;
 }
 }
-if(data142.quantity !== undefined){
-let data147 = data142.quantity;
+if(data143["pod-gpus"] !== undefined){
+let data147 = data143["pod-gpus"];
 if(!(((data147 === "deny") || (data147 === "warn")) || (data147 === "audit"))){
-const err234 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
+const err234 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err234];
 }
@@ -3101,10 +3101,10 @@ vErrors.push(err234);
 errors++;
 }
 }
-if(data142["accelerator-allowed"] !== undefined){
-let data148 = data142["accelerator-allowed"];
+if(data143.quantity !== undefined){
+let data148 = data143.quantity;
 if(!(((data148 === "deny") || (data148 === "warn")) || (data148 === "audit"))){
-const err235 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
+const err235 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err235];
 }
@@ -3114,10 +3114,10 @@ vErrors.push(err235);
 errors++;
 }
 }
-if(data142["job-name"] !== undefined){
-let data149 = data142["job-name"];
+if(data143["accelerator-allowed"] !== undefined){
+let data149 = data143["accelerator-allowed"];
 if(!(((data149 === "deny") || (data149 === "warn")) || (data149 === "audit"))){
-const err236 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
+const err236 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -3127,10 +3127,10 @@ vErrors.push(err236);
 errors++;
 }
 }
-if(data142["job-shape"] !== undefined){
-let data150 = data142["job-shape"];
+if(data143["job-name"] !== undefined){
+let data150 = data143["job-name"];
 if(!(((data150 === "deny") || (data150 === "warn")) || (data150 === "audit"))){
-const err237 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
+const err237 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -3140,10 +3140,10 @@ vErrors.push(err237);
 errors++;
 }
 }
-if(data142["job-replicas"] !== undefined){
-let data151 = data142["job-replicas"];
+if(data143["job-shape"] !== undefined){
+let data151 = data143["job-shape"];
 if(!(((data151 === "deny") || (data151 === "warn")) || (data151 === "audit"))){
-const err238 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
+const err238 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -3153,10 +3153,10 @@ vErrors.push(err238);
 errors++;
 }
 }
-if(data142["job-gpus"] !== undefined){
-let data152 = data142["job-gpus"];
+if(data143["job-replicas"] !== undefined){
+let data152 = data143["job-replicas"];
 if(!(((data152 === "deny") || (data152 === "warn")) || (data152 === "audit"))){
-const err239 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
+const err239 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err239];
 }
@@ -3166,10 +3166,10 @@ vErrors.push(err239);
 errors++;
 }
 }
-if(data142["run-policy"] !== undefined){
-let data153 = data142["run-policy"];
+if(data143["job-gpus"] !== undefined){
+let data153 = data143["job-gpus"];
 if(!(((data153 === "deny") || (data153 === "warn")) || (data153 === "audit"))){
-const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
+const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err240];
 }
@@ -3179,10 +3179,10 @@ vErrors.push(err240);
 errors++;
 }
 }
-if(data142.capacity !== undefined){
-let data154 = data142.capacity;
+if(data143["run-policy"] !== undefined){
+let data154 = data143["run-policy"];
 if(!(((data154 === "deny") || (data154 === "warn")) || (data154 === "audit"))){
-const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
+const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err241];
 }
@@ -3192,9 +3192,10 @@ vErrors.push(err241);
 errors++;
 }
 }
-}
-else {
-const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data143.capacity !== undefined){
+let data155 = data143.capacity;
+if(!(((data155 === "deny") || (data155 === "warn")) || (data155 === "audit"))){
+const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err242];
 }
@@ -3206,7 +3207,7 @@ errors++;
 }
 }
 else {
-const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err243];
 }
@@ -3218,7 +3219,7 @@ errors++;
 }
 }
 else {
-const err244 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err244 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err244];
 }
@@ -3228,8 +3229,9 @@ vErrors.push(err244);
 errors++;
 }
 }
+}
 else {
-const err245 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err245 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err245];
 }
@@ -3238,38 +3240,9 @@ vErrors.push(err245);
 }
 errors++;
 }
-let data155 = data.reconciler;
-if(data155 && typeof data155 == "object" && !Array.isArray(data155)){
-if(data155.maxDeletionsPerPass === undefined){
-data155.maxDeletionsPerPass = 100;
 }
-if(data155.leaseGracePeriodSeconds === undefined){
-data155.leaseGracePeriodSeconds = 40;
-}
-if(data155.passLeaseSeconds === undefined){
-data155.passLeaseSeconds = 600;
-}
-if(data155.perReplicaServices === undefined){
-data155.perReplicaServices = true;
-}
-if(data155.events === undefined){
-data155.events = true;
-}
-if(data155.pendingGpuPodSeconds === undefined){
-data155.pendingGpuPodSeconds = 300;
-}
-if(data155.ledgerShardBytes === undefined){
-data155.ledgerShardBytes = 524288;
-}
-if(data155.concurrency === undefined){
-data155.concurrency = 8;
-}
-if(data155.policyReports === undefined){
-data155.policyReports = false;
-}
-for(const key35 in data155){
-if(!(func2.call(schema11.properties.reconciler.properties, key35))){
-const err246 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
+else {
+const err246 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err246];
 }
@@ -3278,10 +3251,38 @@ vErrors.push(err246);
 }
 errors++;
 }
+let data156 = data.reconciler;
+if(data156 && typeof data156 == "object" && !Array.isArray(data156)){
+if(data156.maxDeletionsPerPass === undefined){
+data156.maxDeletionsPerPass = 100;
 }
-let data156 = data155.maxDeletionsPerPass;
-if(!(((typeof data156 == "number") && (!(data156 % 1) && !isNaN(data156))) && (isFinite(data156)))){
-const err247 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data156.leaseGracePeriodSeconds === undefined){
+data156.leaseGracePeriodSeconds = 40;
+}
+if(data156.passLeaseSeconds === undefined){
+data156.passLeaseSeconds = 600;
+}
+if(data156.perReplicaServices === undefined){
+data156.perReplicaServices = true;
+}
+if(data156.events === undefined){
+data156.events = true;
+}
+if(data156.pendingGpuPodSeconds === undefined){
+data156.pendingGpuPodSeconds = 300;
+}
+if(data156.ledgerShardBytes === undefined){
+data156.ledgerShardBytes = 524288;
+}
+if(data156.concurrency === undefined){
+data156.concurrency = 8;
+}
+if(data156.policyReports === undefined){
+data156.policyReports = false;
+}
+for(const key35 in data156){
+if(!(func2.call(schema11.properties.reconciler.properties, key35))){
+const err247 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err247];
 }
@@ -3290,9 +3291,10 @@ vErrors.push(err247);
 }
 errors++;
 }
-if((typeof data156 == "number") && (isFinite(data156))){
-if(data156 < 1 || isNaN(data156)){
-const err248 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data157 = data156.maxDeletionsPerPass;
+if(!(((typeof data157 == "number") && (!(data157 % 1) && !isNaN(data157))) && (isFinite(data157)))){
+const err248 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err248];
 }
@@ -3301,10 +3303,9 @@ vErrors.push(err248);
 }
 errors++;
 }
-}
-let data157 = data155.leaseGracePeriodSeconds;
-if(!(((typeof data157 == "number") && (!(data157 % 1) && !isNaN(data157))) && (isFinite(data157)))){
-const err249 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data157 == "number") && (isFinite(data157))){
+if(data157 < 1 || isNaN(data157)){
+const err249 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err249];
 }
@@ -3313,9 +3314,10 @@ vErrors.push(err249);
 }
 errors++;
 }
-if((typeof data157 == "number") && (isFinite(data157))){
-if(data157 < 1 || isNaN(data157)){
-const err250 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data158 = data156.leaseGracePeriodSeconds;
+if(!(((typeof data158 == "number") && (!(data158 % 1) && !isNaN(data158))) && (isFinite(data158)))){
+const err250 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err250];
 }
@@ -3324,10 +3326,9 @@ vErrors.push(err250);
 }
 errors++;
 }
-}
-let data158 = data155.passLeaseSeconds;
-if(!(((typeof data158 == "number") && (!(data158 % 1) && !isNaN(data158))) && (isFinite(data158)))){
-const err251 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data158 == "number") && (isFinite(data158))){
+if(data158 < 1 || isNaN(data158)){
+const err251 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err251];
 }
@@ -3336,9 +3337,10 @@ vErrors.push(err251);
 }
 errors++;
 }
-if((typeof data158 == "number") && (isFinite(data158))){
-if(data158 > 86400 || isNaN(data158)){
-const err252 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+let data159 = data156.passLeaseSeconds;
+if(!(((typeof data159 == "number") && (!(data159 % 1) && !isNaN(data159))) && (isFinite(data159)))){
+const err252 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err252];
 }
@@ -3347,8 +3349,9 @@ vErrors.push(err252);
 }
 errors++;
 }
-if(data158 < 10 || isNaN(data158)){
-const err253 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+if((typeof data159 == "number") && (isFinite(data159))){
+if(data159 > 86400 || isNaN(data159)){
+const err253 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err253];
 }
@@ -3357,9 +3360,8 @@ vErrors.push(err253);
 }
 errors++;
 }
-}
-if(typeof data155.perReplicaServices !== "boolean"){
-const err254 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data159 < 10 || isNaN(data159)){
+const err254 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
 if(vErrors === null){
 vErrors = [err254];
 }
@@ -3368,8 +3370,9 @@ vErrors.push(err254);
 }
 errors++;
 }
-if(typeof data155.events !== "boolean"){
-const err255 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+if(typeof data156.perReplicaServices !== "boolean"){
+const err255 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err255];
 }
@@ -3378,9 +3381,8 @@ vErrors.push(err255);
 }
 errors++;
 }
-let data161 = data155.pendingGpuPodSeconds;
-if(!(((typeof data161 == "number") && (!(data161 % 1) && !isNaN(data161))) && (isFinite(data161)))){
-const err256 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(typeof data156.events !== "boolean"){
+const err256 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err256];
 }
@@ -3389,9 +3391,9 @@ vErrors.push(err256);
 }
 errors++;
 }
-if((typeof data161 == "number") && (isFinite(data161))){
-if(data161 < 0 || isNaN(data161)){
-const err257 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+let data162 = data156.pendingGpuPodSeconds;
+if(!(((typeof data162 == "number") && (!(data162 % 1) && !isNaN(data162))) && (isFinite(data162)))){
+const err257 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err257];
 }
@@ -3400,10 +3402,9 @@ vErrors.push(err257);
 }
 errors++;
 }
-}
-let data162 = data155.ledgerShardBytes;
-if(!(((typeof data162 == "number") && (!(data162 % 1) && !isNaN(data162))) && (isFinite(data162)))){
-const err258 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data162 == "number") && (isFinite(data162))){
+if(data162 < 0 || isNaN(data162)){
+const err258 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err258];
 }
@@ -3412,9 +3413,10 @@ vErrors.push(err258);
 }
 errors++;
 }
-if((typeof data162 == "number") && (isFinite(data162))){
-if(data162 > 921600 || isNaN(data162)){
-const err259 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+}
+let data163 = data156.ledgerShardBytes;
+if(!(((typeof data163 == "number") && (!(data163 % 1) && !isNaN(data163))) && (isFinite(data163)))){
+const err259 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err259];
 }
@@ -3423,8 +3425,9 @@ vErrors.push(err259);
 }
 errors++;
 }
-if(data162 < 16384 || isNaN(data162)){
-const err260 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+if((typeof data163 == "number") && (isFinite(data163))){
+if(data163 > 921600 || isNaN(data163)){
+const err260 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
 if(vErrors === null){
 vErrors = [err260];
 }
@@ -3433,10 +3436,8 @@ vErrors.push(err260);
 }
 errors++;
 }
-}
-let data163 = data155.concurrency;
-if(!(((typeof data163 == "number") && (!(data163 % 1) && !isNaN(data163))) && (isFinite(data163)))){
-const err261 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data163 < 16384 || isNaN(data163)){
+const err261 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
 if(vErrors === null){
 vErrors = [err261];
 }
@@ -3445,9 +3446,10 @@ vErrors.push(err261);
 }
 errors++;
 }
-if((typeof data163 == "number") && (isFinite(data163))){
-if(data163 > 64 || isNaN(data163)){
-const err262 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+}
+let data164 = data156.concurrency;
+if(!(((typeof data164 == "number") && (!(data164 % 1) && !isNaN(data164))) && (isFinite(data164)))){
+const err262 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err262];
 }
@@ -3456,8 +3458,9 @@ vErrors.push(err262);
 }
 errors++;
 }
-if(data163 < 1 || isNaN(data163)){
-const err263 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data164 == "number") && (isFinite(data164))){
+if(data164 > 64 || isNaN(data164)){
+const err263 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
 if(vErrors === null){
 vErrors = [err263];
 }
@@ -3466,9 +3469,8 @@ vErrors.push(err263);
 }
 errors++;
 }
-}
-if(typeof data155.policyReports !== "boolean"){
-const err264 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data164 < 1 || isNaN(data164)){
+const err264 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err264];
 }
@@ -3478,8 +3480,8 @@ vErrors.push(err264);
 errors++;
 }
 }
-else {
-const err265 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(typeof data156.policyReports !== "boolean"){
+const err265 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err265];
 }
@@ -3488,14 +3490,9 @@ vErrors.push(err265);
 }
 errors++;
 }
-let data165 = data.webhook;
-if(data165 && typeof data165 == "object" && !Array.isArray(data165)){
-if(data165.timeoutSeconds === undefined){
-data165.timeoutSeconds = 5;
 }
-for(const key36 in data165){
-if(!(key36 === "timeoutSeconds")){
-const err266 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
+else {
+const err266 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err266];
 }
@@ -3504,10 +3501,14 @@ vErrors.push(err266);
 }
 errors++;
 }
+let data166 = data.webhook;
+if(data166 && typeof data166 == "object" && !Array.isArray(data166)){
+if(data166.timeoutSeconds === undefined){
+data166.timeoutSeconds = 5;
 }
-let data166 = data165.timeoutSeconds;
-if(!(((typeof data166 == "number") && (!(data166 % 1) && !isNaN(data166))) && (isFinite(data166)))){
-const err267 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+for(const key36 in data166){
+if(!(key36 === "timeoutSeconds")){
+const err267 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err267];
 }
@@ -3516,9 +3517,10 @@ vErrors.push(err267);
 }
 errors++;
 }
-if((typeof data166 == "number") && (isFinite(data166))){
-if(data166 > 30 || isNaN(data166)){
-const err268 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+}
+let data167 = data166.timeoutSeconds;
+if(!(((typeof data167 == "number") && (!(data167 % 1) && !isNaN(data167))) && (isFinite(data167)))){
+const err268 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err268];
 }
@@ -3527,8 +3529,9 @@ vErrors.push(err268);
 }
 errors++;
 }
-if(data166 < 1 || isNaN(data166)){
-const err269 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data167 == "number") && (isFinite(data167))){
+if(data167 > 30 || isNaN(data167)){
+const err269 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
 if(vErrors === null){
 vErrors = [err269];
 }
@@ -3537,10 +3540,8 @@ vErrors.push(err269);
 }
 errors++;
 }
-}
-}
-else {
-const err270 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data167 < 1 || isNaN(data167)){
+const err270 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err270];
 }
@@ -3550,13 +3551,25 @@ vErrors.push(err270);
 errors++;
 }
 }
+}
 else {
-const err271 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err271 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err271];
 }
 else {
 vErrors.push(err271);
+}
+errors++;
+}
+}
+else {
+const err272 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err272];
+}
+else {
+vErrors.push(err272);
 }
 errors++;
 }

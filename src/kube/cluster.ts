@@ -50,7 +50,20 @@ export interface ClusterCreator {
   createService(namespace: string, body: KubeObject): Promise<"created" | "exists">;
 }
 
-export interface Cluster extends ClusterReader, ClusterWriter, ClusterCreator {
+/** The writes of Quartermaster's job controller (src/kube/job-controller.ts), for kinds without an operator. */
+export interface ClusterController {
+  /** Creates a Pod; resolves "created", or "exists" (409 AlreadyExists). */
+  createPod(namespace: string, body: KubeObject): Promise<"created" | "exists">;
+  /**
+   * A JSON merge patch of the job's status subresource (`{status, metadata: {resourceVersion}}`: the
+   * resourceVersion read is the precondition). Resolves "patched", "conflict" (409) or "gone" (404).
+   */
+  patchJobStatus(kind: JobKind, namespace: string, name: string, status: Record<string, unknown>, resourceVersion?: string): Promise<"patched" | "conflict" | "gone">;
+  /** A JSON merge patch of the job's annotations, with the resourceVersion read as precondition. */
+  patchJobAnnotations(kind: JobKind, namespace: string, name: string, annotations: Record<string, string>, resourceVersion?: string): Promise<"patched" | "conflict" | "gone">;
+}
+
+export interface Cluster extends ClusterReader, ClusterWriter, ClusterCreator, ClusterController {
   readonly calls: number;
 }
 
@@ -109,6 +122,11 @@ function deepFreeze<T>(o: T): T {
   return o;
 }
 
+function containerStatus(c: any): Record<string, unknown> {
+  const code = c?.state?.terminated?.exitCode;
+  return { name: c?.name, restartCount: c?.restartCount ?? 0, ...(typeof code === "number" ? { state: { terminated: { exitCode: code } } } : {}) };
+}
+
 export function slimPod(p: any, cache: OwnerFieldsCache = new Map()): KubeObject {
   const spec = p.spec ?? {};
   const owners = slimOwnerFields(p.metadata?.managedFields, cache);
@@ -124,6 +142,9 @@ export function slimPod(p: any, cache: OwnerFieldsCache = new Map()): KubeObject
     },
     status: {
       ...(p.status?.phase ? { phase: p.status.phase } : {}),
+      // The job controller reads restart counts and the default container's exit code.
+      ...(p.status?.containerStatuses ? { containerStatuses: p.status.containerStatuses.map(containerStatus) } : {}),
+      ...(p.status?.initContainerStatuses ? { initContainerStatuses: p.status.initContainerStatuses.map(containerStatus) } : {}),
       ...(p.status?.conditions ? { conditions: p.status.conditions.filter((c: any) => c.type === "PodScheduled").map((c: any) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message })) } : {}),
     },
   };
@@ -153,6 +174,21 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const coordination = kc.makeApiClient(k8s.CoordinationV1Api);
   const strategicMerge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.StrategicMergePatch);
+  const mergePatch = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
+  /** A merge patch of a job (or its status), 409 and 404 answered, not thrown. */
+  const patchJob = async (status: boolean, kind: JobKind, namespace: string, name: string, body: object): Promise<"patched" | "conflict" | "gone"> => {
+    calls++;
+    const target = { group: kind.group, version: kind.version, plural: kind.plural, namespace, name, body };
+    try {
+      if (status) await custom.patchNamespacedCustomObjectStatus(target, mergePatch);
+      else await custom.patchNamespacedCustomObject(target, mergePatch);
+      return "patched";
+    } catch (err) {
+      if (statusOf(err) === 409) return "conflict";
+      if (statusOf(err) === 404) return "gone";
+      throw err;
+    }
+  };
   let calls = 0;
 
   /** Every page of a LIST, each item passed through `shape` as it arrives. */
@@ -231,6 +267,20 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
         throw err;
       }
     },
+    async createPod(namespace, body) {
+      calls++;
+      try {
+        await core.createNamespacedPod({ namespace, body: body as never });
+        return "created";
+      } catch (err) {
+        if (statusOf(err) === 409) return "exists";
+        throw err;
+      }
+    },
+    patchJobStatus: (kind, namespace, name, status, resourceVersion) =>
+      patchJob(true, kind, namespace, name, { ...(resourceVersion ? { metadata: { resourceVersion } } : {}), status }),
+    patchJobAnnotations: (kind, namespace, name, annotations, resourceVersion) =>
+      patchJob(false, kind, namespace, name, { metadata: { ...(resourceVersion ? { resourceVersion } : {}), annotations } }),
     async patch(t, patch) {
       calls++;
       const body = JSON.parse(patch) as object;

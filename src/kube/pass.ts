@@ -5,7 +5,8 @@
  * the webhooks serve, every other job listed as skipped) → apply, `reconciler.concurrency` calls in flight. Claims first (a fresh GET of the job before its first adoption,
  * refusing a job that is being deleted or was replaced), then Services, then uid-preconditioned deletes (pods and
  * Services before jobs), then the Events that say so on each job,
- * then the ledger. NotFound counts as done, a failed precondition as skipped, and one failure does not stop the
+ * then the ledger. The job controller's decisions (kinds Quartermaster runs, `src/kube/job-controller.ts`) are
+ * applied after the claims. NotFound counts as done, a failed precondition as skipped, and one failure does not stop the
  * others. Ends with one summary log line.
  */
 import type { Logger } from "pino";
@@ -18,7 +19,9 @@ import type { DeleteAction } from "../reconcile/finished.js";
 import { planPass, type Plan, type Snapshot } from "../reconcile/plan.js";
 import type { CreateServiceAction } from "../reconcile/services.js";
 import { namespaceScope } from "../scope.js";
+import type { Expectations } from "../reconcile/expectations.js";
 import type { Cluster } from "./cluster.js";
+import { applyJobControllers, describeControllerPlan } from "./job-controller.js";
 import { applyLedgerWrites, readLedgerConfigMaps, type LedgerWriteReport } from "./ledger.js";
 import type { PolicyReportClient, ReportSyncResult } from "./policy-reports.js";
 
@@ -48,6 +51,8 @@ export interface PassOptions {
   namespace: string;
   /** Where PolicyReports are read and written, with `reconciler.policyReports` (not in a dry run). */
   policyReports?: PolicyReportClient;
+  /** The job controller's expectations, kept across passes by a resident reconciler; none: each pass alone. */
+  expectations?: Expectations;
 }
 
 export async function snapshot(cluster: Cluster, policy: Policy, namespace: string, log: Logger): Promise<Snapshot> {
@@ -98,7 +103,8 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
   const started = performance.now();
   const snap = await snapshot(cluster, policy, opts.namespace, log);
   const now = opts.now();
-  const plan = planPass(snap, now, policy, namespaceScope(opts.namespace));
+  const inFlight = opts.expectations?.observe(snap.pods, snap.services, now);
+  const plan = planPass(snap, now, policy, namespaceScope(opts.namespace), inFlight ? { inFlight } : {});
   const report: PassReport = { plan, applied: [], skipped: [], failed: [], events: 0, apiCalls: 0, durationMs: 0 };
   for (const p of plan.problems) log.warn({ problem: p }, "reconcile: cannot act");
   const outcomes: Outcome[] = [];
@@ -157,6 +163,12 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
       }
       await attempt(c, () => cluster.patch(c, c.patch), (r) => (r === "gone" ? "the object is gone" : r === "invalid" ? "the object was replaced or has another controller (422)" : undefined), event);
     });
+    // The job controller (kinds Quartermaster runs): after the adoptions, before the other writes.
+    const controlled = await applyJobControllers({ cluster, plans: plan.controller, ...(opts.expectations ? { expectations: opts.expectations } : {}), now: opts.now, log, width, events: policy.reconciler.events });
+    report.applied.push(...controlled.applied);
+    report.skipped.push(...controlled.skipped);
+    report.failed.push(...controlled.failed);
+    report.events += controlled.events;
     await inParallel(plan.creates, width, (c) => attempt(c, () => cluster.createService(c.namespace, c.body), () => undefined));
     // Pods and Services before jobs (capDeletions ordered them so): a job goes only after its pods' deletes returned.
     const [objects, jobs] = [plan.actions.filter((d) => d.kind !== "Job"), plan.actions.filter((d) => d.kind === "Job")];
@@ -201,7 +213,7 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
       jobs: snap.jobs.length,
       pods: snap.pods.length,
       nodes: snap.nodes.length,
-      planned: tally([...plan.claims, ...plan.creates, ...plan.actions].map(describeAction)),
+      planned: tally([...[...plan.claims, ...plan.creates, ...plan.actions].map(describeAction), ...plan.controller.flatMap(describeControllerPlan)]),
       applied: tally(report.applied),
       skipped: tally(report.skipped.map((s) => s.action)),
       failed: tally(report.failed.map((f) => f.action)),

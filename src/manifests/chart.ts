@@ -91,6 +91,23 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
   const obj = (properties: Record<string, unknown>, required: string[] = Object.keys(properties)) => ({ type: "object", additionalProperties: false, required, properties });
   const str = { type: "string", minLength: 1 };
   const resources = { type: "object" };
+  // A NetworkPolicy rule's `from`: CIDRs (each becomes an ipBlock) or NetworkPolicyPeers. Never empty: an
+  // empty `from` admits every source, which must be said explicitly (0.0.0.0/0 and ::/0, as the default does).
+  const networkPeers = {
+    type: "array",
+    minItems: 1,
+    items: {
+      oneOf: [
+        { type: "string", pattern: "^([0-9]{1,3}(\\.[0-9]{1,3}){3}|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)/[0-9]{1,3}$" },
+        {
+          type: "object",
+          additionalProperties: false,
+          minProperties: 1,
+          properties: { ipBlock: { type: "object", required: ["cidr"] }, namespaceSelector: { type: "object" }, podSelector: { type: "object" } },
+        },
+      ],
+    },
+  };
   const schema = {
     $schema: "https://json-schema.org/draft/2020-12/schema",
     title: "Values of the Quartermaster chart (charts/quartermaster/README.md)",
@@ -103,7 +120,7 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
         resources,
         minAvailable: { type: ["integer", "string"] },
         priorityClass: obj({ value: { type: "integer", maximum: 1000000000 } }),
-        networkPolicy: obj({ enabled: { type: "boolean" }, apiserverFrom: { type: "array", items: { type: "object" } }, metricsFrom: { type: "array", items: { type: "object" } } }),
+        networkPolicy: obj({ enabled: { type: "boolean" }, apiserverFrom: networkPeers, metricsFrom: networkPeers }),
       }),
       reconciler: obj({ mode: { enum: ["cronjob", "resident"] }, schedule: str, resources }),
       certificates: obj({ mode: { enum: ["self-managed", "cert-manager", "none"] }, renewSchedule: str }),

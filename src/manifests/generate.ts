@@ -27,12 +27,14 @@ import {
   PROMETHEUS_RULE_MANIFEST,
 } from "./chart.js";
 import { ledgerRbacYaml, policyReportsRbacYaml } from "./rbac.js";
+import { validatingAdmissionPolicyYaml } from "../policy/vap.js";
 import { webhookConfigurationsYaml } from "./webhooks.js";
 
 /** The committed manifests, relative to the repository root. */
 export const WEBHOOK_MANIFEST = "manifests/base/webhook-configurations.yaml";
 export const LEDGER_RBAC_MANIFEST = "manifests/base/reconciler-ledger-rbac.yaml";
 export const POLICY_REPORTS_RBAC_MANIFEST = "manifests/base/reconciler-policyreports-rbac.yaml";
+export const VAP_MANIFEST = "manifests/overlays/validating-admission-policy/validating-admission-policy.yaml";
 
 /** The text manifests/base/webhook-configurations.yaml must have. */
 export function generatedWebhookManifest(): Promise<string> {
@@ -51,6 +53,7 @@ export async function generatedManifests(): Promise<Record<string, string>> {
     [LEDGER_RBAC_MANIFEST]: await ledgerRbacYaml(),
     [POLICY_REPORTS_RBAC_MANIFEST]: await policyReportsRbacYaml(),
     [CHART_POLICY_REPORTS_RBAC_TEMPLATE]: await chartPolicyReportsRbacTemplate(),
+    [VAP_MANIFEST]: await validatingAdmissionPolicyYaml(defaultPolicy()),
     [CHART_WEBHOOK_TEMPLATE]: await chartWebhookTemplate(),
     [CHART_LEDGER_RBAC_TEMPLATE]: await chartLedgerRbacTemplate(),
     [CHART_PROMETHEUS_RULE_TEMPLATE]: chartPrometheusRuleTemplate(readFileSync(join(ROOT, PROMETHEUS_RULE_MANIFEST), "utf8")),

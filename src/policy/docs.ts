@@ -10,6 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
+import { policyTestingDocs } from "../cli/policy-test-docs.js";
 import { REMOVED_FIELDS, defaultPolicy } from "./load.js";
 import { RULES } from "./rules.js";
 import { POLICY_SCHEMA } from "./schema.js";
@@ -38,6 +39,8 @@ export const DESCRIPTIONS: Record<string, string> = {
   "jobKinds[].version": "Its API version, e.g. `v1`.",
   "jobKinds[].plural": "Its resource name, e.g. `tfjobs`; the webhook and reconciler RBAC must name it.",
   "jobKinds[].framework": "Which framework's cluster spec, labels and replica rules apply.",
+  "jobKinds[].controller":
+    "Who runs the kind's jobs: `operator` (its own operator creates the pods and writes the status; Quartermaster only adopts, cleans up and adds Services) or `quartermaster` (the reconciler is the job controller: pods and Services per replica, restarts, backoffLimit, activeDeadlineSeconds, suspend, status and Events, as the Kubeflow common job controller; see docs/architecture.md). Unset: `quartermaster` for the `caffe2` framework (caffe2-operator is archived), `operator` for every other. Never set `quartermaster` for a kind whose operator runs: both would create and delete the same pods.",
   clusterSpec: "Injection of the distributed cluster spec (TF_CONFIG, MASTER_ADDR, ...) into training pods.",
   "clusterSpec.enabled": "Inject the cluster spec at all.",
   "clusterSpec.clusterDomain": "Appended to service host names (e.g. `cluster.local`); empty keeps the training operator's short names.",
@@ -317,9 +320,53 @@ export function renderPolicyDocs(schema?: Schema): string {
     "replaced or deleted. `capacity` is not evaluated there (it needs the ledger at admission time).",
     "",
   );
+  lines.push(...VAP_SECTION);
   lines.push("## The built-in policy", "", "What `{}` expands to (`quartermaster policy defaults`), including the defaults too long for the tables:", "", "```yaml", stringify(defaultPolicy()).trimEnd(), "```", "");
+  lines.push(policyTestingDocs());
   return lines.join("\n");
 }
+
+/** When to judge pods with the exported ValidatingAdmissionPolicy instead of `/validate/pods` (src/policy/vap.ts). */
+const VAP_SECTION = [
+  "## The pod limits as a ValidatingAdmissionPolicy",
+  "",
+  "`quartermaster policy export-vap [--policy F] [--namespace N]` prints the pod-create rules of `/validate/pods` for a",
+  "policy as a ValidatingAdmissionPolicy and its binding (admissionregistration.k8s.io/v1, **Kubernetes 1.33 or later**:",
+  "the CEL uses two-variable comprehensions). The apiserver then judges pod creates itself, in CEL, with the same",
+  "scope as the webhooks (opted-in namespaces, training pods) and the same verdicts, field paths and messages",
+  "(`N policy violations: <field>: <message>; …`, after the apiserver's own prefix) — checked against the webhook",
+  "on a real apiserver over the corpus and hundreds of generated pods (`test/e2e/vap.test.ts`).",
+  "`manifests/overlays/validating-admission-policy` installs the one for the built-in policy and leaves the",
+  "`/validate/pods` webhook only in-place resizes.",
+  "",
+  "Expressed: `limits.container` (cpu, memory, GPU caps by name or pattern, requests and limits), `limits.pod.gpus`",
+  "(with init containers and native sidecars), `namespaces[]` overrides of both (first match by name), no",
+  "container mixing `nvidia.com/gpu` and MIG slices, counted quantities negative or out of range, and the",
+  "webhook's cost bound (`review-cost`, same count and words; the exact rules run only under it, which bounds the",
+  "CEL's cost: the apiserver's per-expression limit and per-policy budget are never reached).",
+  "",
+  "Not expressed — keep the webhook for these:",
+  "",
+  "- `limits.allowedAccelerators` / `allowedPartitions`: with either set, `export-vap` says so on stderr; keep",
+  "  `/validate/pods` for pod CREATE too (the overlay as it is would drop the check);",
+  "- in-place resizes (`pods/resize`): refused only where they make the pod worse, which needs the old pod; the",
+  "  overlay keeps the webhook for them;",
+  "- the warnings near a limit (90 %): the policy only denies;",
+  "- the job rules (`/validate/jobs`: replicas, job GPUs, run policy, cluster capacity from the device ledger).",
+  "",
+  "Fractional extended resources and a request unequal to its limit need no rule: the apiserver's own pod",
+  "validation refuses them before any admission.",
+  "",
+  "When to use it: pod limits then hold while Quartermaster's webhook is down or unreachable (its",
+  "`failurePolicy: Fail` would refuse every training pod meanwhile), and a pod create makes no call to it. The",
+  "limits are constants in the policy: **export again after every change to the policy** (the webhook reads its",
+  "ConfigMap; the ValidatingAdmissionPolicy does not). The work moves into the apiserver: `npm run bench:e2e:vap`",
+  "prints its CPU per pod beside the webhook's. A pod that surely breaks no limit (at most 8 containers of at",
+  "most 10 resource entries, every value within its cap) is cleared by the match condition in one pass; any",
+  "other goes through the exact rules, which cost the apiserver a few milliseconds of CPU. Past 5 KiB the",
+  "apiserver drops a policy's message; the denial then says there are too many violations to list.",
+  "",
+];
 
 export const POLICY_DOCS_FILE = "docs/policy.md";
 

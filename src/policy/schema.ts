@@ -120,6 +120,7 @@ export const POLICY_SCHEMA = {
           version: { type: "string", pattern: "^v[0-9]+((alpha|beta)[0-9]+)?$" },
           plural: { type: "string", pattern: "^[a-z][a-z0-9]*$" },
           framework: { enum: ["tensorflow", "pytorch", "mxnet", "xgboost", "paddle", "jax", "caffe2"] },
+          controller: { enum: ["operator", "quartermaster"] },
         },
       },
     },

@@ -17,6 +17,17 @@ export interface JobKind {
   version: string;
   plural: string;
   framework: Framework;
+  /**
+   * Who creates the job's pods and Services and writes its status: its operator, or Quartermaster's job
+   * controller (`src/reconcile/job-controller.ts`) for kinds that have none. Unset: Quartermaster for
+   * Caffe2Job (caffe2-operator is archived), the operator for every other framework.
+   */
+  controller?: "operator" | "quartermaster";
+}
+
+/** Whether Quartermaster is the controller of `kind`'s jobs (see {@link JobKind.controller}). */
+export function quartermasterControls(kind: JobKind): boolean {
+  return (kind.controller ?? (kind.framework === "caffe2" ? "quartermaster" : "operator")) === "quartermaster";
 }
 
 export interface Toleration {

@@ -9,6 +9,10 @@
  * `kubeflow.org/training-operator`, as upstream leaves those to e.g. MultiKueue). Every other job is listed in
  * `skipped` with the reason, and no write of the pass (claims, Services, deletes, Events) concerns it.
  *
+ * Jobs of kinds Quartermaster controls (`jobKinds[].controller`, Caffe2Job by default) get the job
+ * controller's decision (`job-controller.ts`: pods, Services, restarts, status) instead of the per-replica
+ * Services below; their claims and finished-job cleanup are as for every other kind.
+ *
  * Per job acted for: claim its pods and services by its kind's label scheme (adopt orphans that match, release
  * what stopped matching), create the per-replica Services it lacks (for the pods it owns and those it adopts
  * now: creating is not destructive; none for a job the training operator serves, see `./services.ts`), and clean it up when finished (only objects it already controlled before
@@ -18,13 +22,14 @@
  * ConfigMap writes that store it in Quartermaster's own namespace.
  */
 import type { KubeObject } from "../admission/types.js";
-import type { JobKind, Policy } from "../policy/types.js";
+import { quartermasterControls, type JobKind, type Policy } from "../policy/types.js";
 import { scopeIndex, type NamespaceInfo, type NamespaceScope } from "../scope.js";
 import { KEY_LABELS, labelScheme } from "../topology/label-scheme.js";
 import { claim, controllerUid, type ClaimAction } from "./claim.js";
 import { capDeletions, planFinishedJob, type DeleteAction } from "./finished.js";
 import { buildLedger, type Ledger } from "./ledger.js";
 import { planLedgerWrites, readStored, shardLedger, type LedgerWrite, type StoredConfigMap } from "./ledger-shards.js";
+import { decideJob, type Decision, type InFlight } from "./job-controller.js";
 import { planReplicaServices, serviceKeys, type CreateServiceAction } from "./services.js";
 
 /** The controller `spec.runPolicy.managedBy` names when the training operator (and so Quartermaster) may act. */
@@ -52,7 +57,25 @@ export interface Skipped {
   why: string;
 }
 
+/** Quartermaster's job controller's decision for one job of a kind it controls. */
+export interface ControllerPlan {
+  kind: JobKind;
+  namespace: string;
+  name: string;
+  uid: string;
+  /** The job's resourceVersion as listed: the precondition of its status and annotation patches. */
+  resourceVersion?: string;
+  decision: Decision;
+}
+
+export interface PlanOptions {
+  /** What the job controller has in flight per job uid (`Expectations.observe`); none: nothing. */
+  inFlight?: (jobUid: string) => InFlight;
+}
+
 export interface Plan {
+  /** The job controller's decisions, for jobs of kinds Quartermaster controls (`jobKinds[].controller`). */
+  controller: ControllerPlan[];
   /** Adoptions and releases (never capped: they change only ownerReferences). */
   claims: ClaimAction[];
   /** Services to create (never capped: creating is not destructive). */
@@ -112,7 +135,8 @@ export function managedElsewhere(job: KubeObject): string | undefined {
   return `spec.runPolicy.managedBy is ${JSON.stringify(by)}: another controller manages this job`;
 }
 
-export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: NamespaceScope): Plan {
+export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: NamespaceScope, opts: PlanOptions = {}): Plan {
+  const controller: ControllerPlan[] = [];
   const pods = candidateIndex(snapshot.pods);
   const services = candidateIndex(snapshot.services);
   const verdict = scopeIndex(scope, snapshot.namespaces);
@@ -142,6 +166,22 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: N
     const finished = planFinishedJob(job, kind, p.owned, s.owned, now, policy);
     deletions.push(...finished.actions);
     problems.push(...finished.problems);
+    if (quartermasterControls(kind)) {
+      // Quartermaster runs this kind's jobs (its Services included); orphans adopted now count as its own.
+      const decision = decideJob({
+        job,
+        kind,
+        pods: [...p.owned, ...p.adopted],
+        services: [...s.owned, ...s.adopted],
+        now,
+        clusterDomain: policy.clusterSpec.clusterDomain,
+        ...(opts.inFlight ? { inFlight: opts.inFlight(uid) } : {}),
+      });
+      problems.push(...decision.problems);
+      const rv = (job.metadata as { resourceVersion?: string } | undefined)?.resourceVersion;
+      controller.push({ kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? ""), uid, ...(rv ? { resourceVersion: rv } : {}), decision });
+      continue;
+    }
     // A Service of the pod's name that someone else owns still blocks ours: never create over it.
     if (policy.reconciler.perReplicaServices) creates.push(...planReplicaServices(job, kind, [...p.owned, ...p.adopted], existingServices));
   }
@@ -152,5 +192,5 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: N
   const ledgerWrites = planLedgerWrites(shardLedger(ledger, policy.reconciler.ledgerShardBytes), snapshot.ledger);
   // "No ledger yet" is the first pass, not a problem.
   if (stored.index || stored.corrupt.length > 0) problems.push(...stored.problems);
-  return { claims, creates, actions, deferred, skipped, problems, ledger, ledgerWrites, ledgerCorrupt: stored.corrupt };
+  return { controller, claims, creates, actions, deferred, skipped, problems, ledger, ledgerWrites, ledgerCorrupt: stored.corrupt };
 }

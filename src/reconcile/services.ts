@@ -35,9 +35,10 @@
  *    apiserver from the user agent, i.e. the binary's name: `manager` in upstream's image) — or with no record
  *    of who set it means a controller makes the job's pods, and with them its Services: act only when certain.
  *    A pod created by hand with the job's reference looks exactly like the operator's and gets none either.
- *    Quartermaster's own job controller (kinds without an operator) may add its field manager to
- *    `SERVING_FIELD_MANAGERS` to have the reconciler complete its pods' Services; until then its pods count as
- *    another controller's, which makes its own Services.
+ *    Kinds Quartermaster's own job controller runs (`controller: quartermaster`, Caffe2Job by default) never
+ *    come here: it makes their pods and Services itself (`src/reconcile/plan.ts`). Should it ever want this
+ *    planner to complete its pods' Services, it adds its field manager to `SERVING_FIELD_MANAGERS` (its pod
+ *    creates would then carry it); until then its pods count as another controller's.
  * 2. The job's status: the operator writes its conditions (`Created` first) at the end of its first reconcile of
  *    the job; Quartermaster never writes job status. This covers a job whose pods the reconciler adopted before
  *    an operator started serving it.

@@ -19,10 +19,16 @@ export function planTable(plan: Plan): string {
     ...plan.claims.map((c) => [c.verb, c.kind, c.namespace, c.name, c.job, c.reason]),
     ...plan.creates.map((c) => ["create", c.kind, c.namespace, c.name, c.job, c.reason]),
     ...plan.actions.map((a) => ["delete", a.kind, a.namespace, a.name, a.job, a.reason]),
+    // The job controller's (kinds Quartermaster runs): its deletes, creates and status writes.
+    ...plan.controller.flatMap((c) => [
+      ...c.decision.deletes.map((a) => ["delete", a.kind, a.namespace, a.name, a.job, a.reason]),
+      ...c.decision.creates.map((a) => ["create", a.kind, a.namespace, a.name, a.job, a.reason]),
+      ...(c.decision.status ? [["status", c.kind.kind, c.namespace, c.name, `${c.kind.kind}/${c.name}`, statusSummary(c.decision.status)]] : []),
+    ]),
   ];
   const lines = [table(rows)];
   if (plan.deferred.length > 0) lines.push(`(${plan.deferred.length} more deletions deferred to later passes by reconciler.maxDeletionsPerPass)`);
-  if (plan.claims.length === 0 && plan.actions.length === 0 && plan.creates.length === 0) lines.push("(nothing to do)");
+  if (rows.length === 1) lines.push("(nothing to do)");
   if (plan.skipped.length > 0) {
     lines.push("", "SKIPPED (no claims, Services, deletions or Events for these jobs)");
     lines.push(table([["KIND", "NAMESPACE", "NAME", "WHY"], ...plan.skipped.map((s) => [s.kind, s.namespace, s.name, s.why])]));
@@ -30,6 +36,12 @@ export function planTable(plan: Plan): string {
   const writes = plan.ledgerWrites.filter((w) => w.verb !== "delete").length;
   lines.push(`ledger: ${plan.ledger.nodes.length} nodes, ${plan.ledger.pending.length} GPU pods pending; ${writes} ConfigMap writes${plan.ledgerCorrupt.length > 0 ? `; rebuilding ${plan.ledgerCorrupt.join(", ")}` : ""}`);
   return lines.join("\n");
+}
+
+/** The last condition of a status (kubectl's State column) and its reason. */
+function statusSummary(status: Record<string, unknown>): string {
+  const last = ((status.conditions ?? []) as Array<{ type?: string; status?: string; reason?: string }>).at(-1);
+  return last ? `${last.type}=${last.status} (${last.reason})` : "status";
 }
 
 const flags = (f: Array<[boolean, string]>): string => f.filter(([on]) => on).map(([, s]) => s).join(",") || "-";

@@ -124,7 +124,10 @@ const REASONS: Record<number, string> = {
  */
 function writeJson(res: ServerResponse, status: number, text: string, close: boolean, extra?: Readonly<Record<string, string>>): void {
   const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...extra };
-  if (close) headers.connection = "close";
+  // HTTP/2 has no `connection` header (node:http2 drops it with a process warning); a draining server
+  // sends its sessions a GOAWAY instead (serve.ts).
+  // (`req` may be absent where the listener is mounted on a bare response, as the fuzz suite does.)
+  if (close && (res.req as { httpVersionMajor?: number } | undefined)?.httpVersionMajor !== 2) headers.connection = "close";
   res.writeHead(status, headers);
   res.end(text);
 }
@@ -184,6 +187,7 @@ function isIdentityEncoding(value: string | undefined): boolean {
 }
 
 function isJsonContentType(value: string | undefined): boolean {
+  if (value === "application/json") return true; // what the apiserver sends: no split per request
   if (!value) return false;
   const [type, ...params] = value.split(";").map((s) => s.trim().toLowerCase());
   if (type !== "application/json") return false;

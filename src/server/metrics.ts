@@ -18,6 +18,8 @@ export interface AdmissionMetrics {
   certificateReloadFailed(reason: string): void;
   /** One job lookup on the admission path (the pod mutation's topology, the job validation's old object). */
   jobLookup(result: JobLookupResult, seconds: number): void;
+  /** A TLS connection on the webhook port finished its handshake; `protocol` is what ALPN settled on. */
+  connectionOpened(protocol: "h2" | "http/1.1"): void;
 }
 
 /**
@@ -116,8 +118,18 @@ export function createAdmissionMetrics(opts: {
     registers,
   });
 
+  const connections = new Counter({
+    name: "quartermaster_tls_connections_total",
+    help: "TLS connections (handshakes) on the webhook port, by the protocol ALPN settled on: h2 or http/1.1.",
+    labelNames: ["protocol"] as const,
+    registers,
+  });
+
   return {
     registry,
+    connectionOpened(protocol) {
+      connections.inc({ protocol });
+    },
     observe(webhook, r, seconds) {
       duration.observe({ webhook, operation: r.request.operation, outcome: r.outcome }, seconds);
       if (r.patchOps > 0) {

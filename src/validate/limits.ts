@@ -5,10 +5,14 @@
  * The AdmissionReview carries no namespace labels, hence name patterns.
  */
 import { matchesGlob } from "../glob.js";
-import type { Limits, Policy } from "../policy/types.js";
+import type { Limits, NamespaceOverride, Policy } from "../policy/types.js";
 
 export function effectiveLimits(policy: Policy, namespace: string): Limits {
-  const override = policy.namespaces.find((n) => matchesGlob(n.pattern, namespace));
+  return overrideLimits(policy, policy.namespaces.find((n) => matchesGlob(n.pattern, namespace)));
+}
+
+/** The policy's limits with one `namespaces[]` entry laid over them (the defaults when there is none). */
+export function overrideLimits(policy: Policy, override: NamespaceOverride | undefined): Limits {
   if (!override) return policy.limits;
   const o = override.limits;
   return {

@@ -142,6 +142,7 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
     ["a misspelt key", "certificate.mode=none", /additional properties 'certificate' not allowed/],
     ["an invalid policy", "policy.clusterSpec.clusterDomain=Not_A_Domain", /at '\/policy\/clusterSpec\/clusterDomain': 'Not_A_Domain' does not match pattern/],
     ["an unknown policy field", "policy.limits.gpus=1", /at '\/policy\/limits': additional properties 'gpus' not allowed/],
+    ["an apiserverFrom entry that is no CIDR", "webhook.networkPolicy.apiserverFrom={nope}", /at '\/webhook\/networkPolicy\/apiserverFrom\/0'/],
   ];
   for (const [name, set, message] of invalid) {
     it(`${name} fails the render with a clear error`, async () => {
@@ -150,6 +151,14 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
       assert.match(r.stderr, message);
     });
   }
+
+  it("an empty apiserverFrom or metricsFrom fails the render (an empty `from` admits every source: say 0.0.0.0/0 and ::/0)", async () => {
+    for (const key of ["apiserverFrom", "metricsFrom"]) {
+      const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE, "--set-json", `webhook.networkPolicy.${key}=[]`]);
+      assert.notEqual(r.code, 0, key);
+      assert.match(r.stderr, new RegExp(`at '/webhook/networkPolicy/${key}': minItems: got 0, want 1`));
+    }
+  });
 
   for (const c of CASES.filter((x) => x.kustomize)) {
     it(`${c.name}: the chart renders the same objects as kubectl kustomize ${c.kustomize}`, async () => {
@@ -175,6 +184,20 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
     assert.equal(dep.spec.template.spec.containers[0].image, "quartermaster:9.9.9");
     assert.ok(dep.spec.template.spec.volumes.some((v: Obj) => v.configMap?.name === cm1.metadata.name));
     assert.equal(find(changed, "CronJob", /^quartermaster-reconciler$/).spec.schedule, "*/7 * * * *");
+  });
+
+  it("network sources: CIDRs become ipBlocks, peers are kept, on the webhook's and the resident reconciler's policies", async () => {
+    const objs = await template([
+      "webhook.networkPolicy.apiserverFrom={10.0.0.0/24,fd00:10::/64}",
+      "webhook.networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=observability",
+      "webhook.networkPolicy.metricsFrom[1]=192.168.0.0/16",
+      "reconciler.mode=resident",
+    ]);
+    const policy = (name: string) => objs.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === name)!;
+    const metrics = [{ namespaceSelector: { matchLabels: { team: "observability" } } }, { ipBlock: { cidr: "192.168.0.0/16" } }];
+    assert.deepEqual(policy("quartermaster-webhook").spec.ingress[0].from, [{ ipBlock: { cidr: "10.0.0.0/24" } }, { ipBlock: { cidr: "fd00:10::/64" } }]);
+    assert.deepEqual(policy("quartermaster-webhook").spec.ingress[1].from, metrics);
+    assert.deepEqual(policy("quartermaster-reconciler").spec.ingress[0].from, metrics);
   });
 
   it("another release namespace reaches every reference to it", async () => {

@@ -32,8 +32,8 @@ describe("--client-ca with the apiserver's AdmissionConfiguration", () => {
     const { tmpdir } = await import("node:os");
     const dir = mkdtempSync(join(tmpdir(), "qm-e2e-client-ca-"));
     const now = new Date();
-    const clientCa = createCertificateAuthority("qm-e2e-admission-client-ca", 2, now);
-    const client = issueCertificate({ ca: clientCa, commonName: "kube-apiserver-admission", usage: "client", days: 1, now });
+    const clientCa = await createCertificateAuthority("qm-e2e-admission-client-ca", 2, now);
+    const client = await issueCertificate({ ca: clientCa, commonName: "kube-apiserver-admission", usage: "client", days: 1, now });
     writeFileSync(join(dir, "client-ca.crt"), clientCa.certPem);
     writeFileSync(join(dir, "client.crt"), client.certPem);
     writeFileSync(join(dir, "client.key"), client.keyPem);

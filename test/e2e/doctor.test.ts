@@ -142,7 +142,7 @@ describe("doctor against a real kube-apiserver", () => {
     const ca = { certPem: wp.caPem, keyPem: readFileSync(join(wp.certDir, "ca.key"), "utf8") };
     // The server refuses to load a pair that has expired already, so it is given one that expires while served.
     const validFor = 4_000;
-    const old = generateCertificates({ service: "quartermaster-webhook", namespace: NS, ips: ["127.0.0.1"], ca, days: 1, now: new Date(Date.now() - 86_400_000 + validFor) });
+    const old = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ips: ["127.0.0.1"], ca, days: 1, now: new Date(Date.now() - 86_400_000 + validFor) });
     const expired = { cert: old.certPem, key: old.keyPem };
     await serve(expired);
     await putSecret(expired);
@@ -165,7 +165,7 @@ describe("doctor against a real kube-apiserver", () => {
   });
 
   it("a caBundle that does not verify the serving certificate on the Fail webhooks → critical, exit 2", async () => {
-    const other = createCertificateAuthority("someone-elses-ca", 30);
+    const other = await createCertificateAuthority("someone-elses-ca", 30);
     const patch = [0, 1].map((i) => ({ op: "replace", path: `/webhooks/${i}/clientConfig/caBundle`, value: b64(other.certPem) }));
     await ok("PATCH", VALIDATING, patch, JSON_PATCH);
     try {

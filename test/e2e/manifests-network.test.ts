@@ -130,4 +130,55 @@ describe("network exposure of the webhook", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  describe("the component manifests/components/network-sources, as docs/operations.md shows it", () => {
+    const docs = readFileSync(join(ROOT, "docs/operations.md"), "utf8");
+    const block = (marker: string): string => {
+      const text = new RegExp(`<!-- ${marker} -->\\s*\`\`\`yaml\n([\\s\\S]*?)\`\`\``).exec(docs)?.[1];
+      assert.ok(text, `docs/operations.md has a yaml block after <!-- ${marker} -->`);
+      return text;
+    };
+    /** Renders the documented kustomization over `base` with `sources` as network-sources.yaml. */
+    const renderWith = (base: string, sources: string): Manifest[] => {
+      const dir = mkdtempSync(join(ROOT, "manifests/.test-"));
+      try {
+        const kustomization = block("network-sources-kustomization")
+          .replace("../../manifests/overlays/self-managed", relative(dir, join(ROOT, base)))
+          .replace("../../manifests/components/network-sources", relative(dir, join(ROOT, "manifests/components/network-sources")));
+        writeFileSync(join(dir, "kustomization.yaml"), kustomization);
+        writeFileSync(join(dir, "network-sources.yaml"), sources);
+        return render(dir);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    };
+    const prometheus = { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "prometheus" } } };
+    const sources = block("network-sources-object")
+      .replace("- ipBlock: {cidr: 10.0.0.0/24}", "- ipBlock: {cidr: 10.0.0.0/24}\n  - ipBlock: {cidr: \"fd00:10::/64\"}")
+      .replace("kubernetes.io/metadata.name: monitoring", "kubernetes.io/metadata.name: prometheus");
+    const CASES = [
+      { name: "self-managed overlay", base: "manifests/overlays/self-managed", reconciler: false },
+      { name: "resident reconciler (its metrics port too)", base: "manifests/overlays/resident-reconciler", reconciler: true },
+    ];
+    for (const c of CASES) {
+      it(`${c.name}: the webhook port from apiserverFrom, the metrics ports from metricsFrom; the object itself is not rendered`, () => {
+        const objects = renderWith(c.base, sources);
+        const policy = (name: string) => objects.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === name);
+        const webhook = policy("quartermaster-webhook")!;
+        assert.deepEqual(webhook.spec.ingress[0].from, [{ ipBlock: { cidr: "10.0.0.0/24" } }, { ipBlock: { cidr: "fd00:10::/64" } }]);
+        assert.deepEqual(webhook.spec.ingress[0].ports, [{ port: 8443, protocol: "TCP" }]);
+        assert.deepEqual(webhook.spec.ingress[1].from, [prometheus]);
+        assert.deepEqual(webhook.spec.ingress[1].ports, [{ port: 9090, protocol: "TCP" }]);
+        assert.equal(policy("quartermaster-reconciler")?.spec.ingress[0].from[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"], c.reconciler ? "prometheus" : undefined);
+        assert.equal(objects.filter((o) => o.kind === "NetworkSources").length, 0, "a local-config object is not applied");
+      });
+    }
+    it("the documented object unchanged renders (the webhook port from the example CIDR)", () => {
+      const webhook = renderWith("manifests/base", block("network-sources-object")).find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "quartermaster-webhook")!;
+      assert.deepEqual(webhook.spec.ingress[0].from, [{ ipBlock: { cidr: "10.0.0.0/24" } }]);
+    });
+    it("a NetworkSources without metricsFrom fails the render, naming the field", () => {
+      assert.throws(() => renderWith("manifests/base", block("network-sources-object").replace(/metricsFrom:[\s\S]*$/, "")), /metricsFrom/);
+    });
+  });
 });

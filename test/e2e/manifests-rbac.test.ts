@@ -4,7 +4,7 @@
  *
  * 1. Which component runs as which ServiceAccount: the workloads in the render (a container's args name the
  *    command, e.g. `serve` or `certs ensure`; its pod names the ServiceAccount).
- * 2. Which code a command reaches: its function in src/cli/commands.ts (from runCli's dispatch), the local
+ * 2. Which code a command reaches: its function in src/cli/commands.ts (its entry in COMMANDS), the local
  *    functions it calls, and every module it imports from there on (type-only imports aside).
  * 3. Which calls that code makes: in each src/kube/*.ts reached, `const x = kc.makeApiClient(k8s.SomeApi)`
  *    gives the receivers, and `x.method(` the calls; METHODS below maps each to verb, group, resource and
@@ -19,6 +19,7 @@ import assert from "node:assert/strict";
 import { readFileSync, existsSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { describe, it } from "node:test";
+import { COMMANDS } from "../../src/cli/commands.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { ROOT, podSpec, render, variants, type Manifest } from "../fixtures/manifests.js";
 
@@ -55,6 +56,7 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
   "CoreV1Api.listNamespacedPod": core("list", "pods"),
   "CoreV1Api.readNamespacedPod": core("get", "pods"),
   "CoreV1Api.patchNamespacedPod": core("patch", "pods"),
+  "CoreV1Api.createNamespacedPod": core("create", "pods"),
   "CoreV1Api.deleteNamespacedPod": core("delete", "pods"),
   "CoreV1Api.createNamespacedService": core("create", "services"),
   "CoreV1Api.patchNamespacedService": core("patch", "services"),
@@ -76,6 +78,7 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
   "CustomObjectsApi.getNamespacedCustomObject": JOBS("get"),
   "CustomObjectsApi.listClusterCustomObject": [{ ...JOBS("list"), cluster: true }, { ...policyReports("list"), cluster: true }],
   "CustomObjectsApi.patchNamespacedCustomObject": JOBS("patch"),
+  "CustomObjectsApi.patchNamespacedCustomObjectStatus": { ...JOBS("patch"), resources: jobKinds.map((k) => `${k.plural}/status`) },
   "CustomObjectsApi.deleteNamespacedCustomObject": [JOBS("delete"), policyReports("delete")],
   "CustomObjectsApi.createNamespacedCustomObject": policyReports("create"),
   "CustomObjectsApi.replaceNamespacedCustomObject": policyReports("update"),
@@ -96,6 +99,13 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
  */
 const IMPLICIT: Array<{ sa: string; verb: string; group: string; resource: string; why: string }> = [
   ...jobKinds.map((k) => ({ sa: "quartermaster-reconciler", verb: "update", group: k.group, resource: `${k.plural}/finalizers`, why: "blockOwnerDeletion under OwnerReferencesPermissionEnforcement" })),
+  // `reconcile --watch` (src/kube/watch.ts): client-node's makeInformer lists and watches; the scan sees makeApiClient calls only.
+  ...[...jobKinds.map((k) => ({ group: k.group, resource: k.plural })), { group: "", resource: "pods" }, { group: "", resource: "services" }, { group: "", resource: "namespaces" }].map((r) => ({
+    sa: "quartermaster-reconciler",
+    verb: "watch",
+    ...r,
+    why: "informers of reconcile --watch (makeInformer: list, then watch)",
+  })),
 ];
 
 /** Namespaced calls without a namespace literal: in Quartermaster's own namespace, else in any namespace. */
@@ -127,14 +137,9 @@ function functionsOf(text: string): Map<string, string> {
   return out;
 }
 
-/** runCli's dispatch: "serve" → serveCommand, "certs ensure" → certsEnsureCommand, ... */
-function entryFunctions(text: string, fns: Map<string, string>): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const m of text.matchAll(/case "([\w-]+)":\s*return await (\w+)\(/g)) {
-    out.set(m[1]!, m[2]!);
-    for (const s of (fns.get(m[2]!) ?? "").matchAll(/sub === "([\w-]+)"\) return (\w+)\(/g)) out.set(`${m[1]} ${s[1]}`, s[2]!);
-  }
-  return out;
+/** The registry's entries: "serve" → serveCommand, "certs ensure" → certsEnsureCommand, ... (each `run`'s function name). */
+function entryFunctions(): Map<string, string> {
+  return new Map(COMMANDS.map((c) => [c.name, c.run.name]));
 }
 
 /** Relative runtime imports of a piece of code (static and dynamic; `import type` left out). */
@@ -150,7 +155,7 @@ function importsOf(code: string, fromDir: string): string[] {
 function kubeFilesOf(command: string): string[] {
   const text = readFileSync(COMMANDS_FILE, "utf8");
   const fns = functionsOf(text);
-  const entry = entryFunctions(text, fns).get(command);
+  const entry = entryFunctions().get(command);
   if (!entry) throw new Error(`src/cli/commands.ts dispatches no command "${command}"`);
   // The entry function and the local functions it calls.
   const local = new Set([entry]);

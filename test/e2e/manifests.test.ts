@@ -12,7 +12,7 @@ import { describe, it } from "node:test";
 import { ROOT, podSpec, render, variants, type Manifest } from "../fixtures/manifests.js";
 
 const NAMESPACE = "quartermaster";
-const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ClusterIssuer"]);
+const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ClusterIssuer", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
 
 /** The module holding the model of an apiVersion/kind. */
 function modelModule(apiVersion: string, kind: string): string {

@@ -294,16 +294,19 @@ describe("reconciler against a real kube-apiserver", () => {
     assert.deepEqual((await ledger()).corrupt, []);
   });
 
-  it("RBAC: the reconciler cannot create, read secrets, or touch other kinds", async () => {
+  // Creating pods and patching jobs (and their status) are the job controller's, for kinds without an
+  // operator (test/e2e/job-controller.test.ts); replacing a job or creating other workloads stays refused.
+  it("RBAC: the reconciler cannot create other workloads, read secrets, replace jobs, or touch other kinds", async () => {
     const refused = [
-      ["POST", `/api/v1/namespaces/${NS}/pods`],
+      ["POST", `/apis/apps/v1/namespaces/${NS}/deployments`],
       ["GET", "/api/v1/namespaces/kube-system/secrets"],
       ["DELETE", "/api/v1/nodes/gpu-a"],
-      ["PATCH", `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs/busy`],
+      ["PUT", `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs/busy`],
       ["DELETE", "/api/v1/namespaces/kube-system/configmaps/x"],
     ] as const;
+    const deployment = { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "x" }, spec: { selector: { matchLabels: { a: "b" } }, template: { metadata: { labels: { a: "b" } }, spec: { containers: [{ name: "x", image: "x" }] } } } };
     for (const [method, path] of refused) {
-      const r = await sa.api(method, path, method === "POST" ? { apiVersion: "v1", kind: "Pod", metadata: { name: "x" }, spec: { containers: [{ name: "x", image: "x" }] } } : undefined);
+      const r = await sa.api(method, path, method === "POST" ? deployment : method === "PUT" ? { apiVersion: "kubeflow.org/v1", kind: "TFJob", metadata: { name: "busy" }, spec: {} } : undefined);
       assert.equal(r.status, 403, `${method} ${path} → ${r.status}`);
     }
   });

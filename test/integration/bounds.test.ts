@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import { connect, type ConnectionOptions, type TLSSocket } from "node:tls";
 import { after, before, describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
-import { issueCertificate } from "../../src/certs/generate.js";
+import { issueCertificate, KEY_TYPES, type KeyType } from "../../src/certs/generate.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { call, capturingLogger, makeCerts, plain, startTestServer, type TestServer } from "../fixtures/https.js";
@@ -225,66 +225,94 @@ describe("connection cap", () => {
   });
 });
 
-describe("TLS 1.2 cipher suites", () => {
-  let t: TestServer;
-  let ca: string;
-  let control: ReturnType<typeof createHttpsServer>;
-  let controlPort: number;
-  before(async () => {
-    t = await startTestServer(webhooks());
-    ca = t.files.certs.ca.certPem;
-    // Control: Node's default suites, which accepted all of these (issue #16 item 7). A weak suite this
-    // client cannot offer at all would fail there too, and the case would prove nothing.
-    control = createHttpsServer({ cert: t.files.certs.certPem, key: t.files.certs.keyPem, minVersion: "TLSv1.2", ciphers: "ALL:@SECLEVEL=0" }, (_req, res) => res.end("ok"));
-    await new Promise<void>((r) => control.listen(0, "127.0.0.1", r));
-    controlPort = (control.address() as AddressInfo).port;
-  });
-  after(async () => {
-    await t.server.close();
-    control.close();
-  });
+/** Per key type: suites a client may not get (each accepted by a server with Node's defaults) and ones it gets. */
+const SUITES: Record<KeyType, { weak: Array<[string, string]>; good: string[]; name: RegExp }> = {
+  rsa: {
+    weak: [
+      ["static RSA, AES-GCM", "AES128-GCM-SHA256"],
+      ["static RSA, CBC-SHA1", "AES128-SHA"],
+      ["ECDHE, CBC-SHA1", "ECDHE-RSA-AES128-SHA"],
+      ["ECDHE, CBC-SHA256", "ECDHE-RSA-AES128-SHA256"],
+      ["CCM8", "AES128-CCM8"],
+      ["CCM", "AES128-CCM"],
+      ["ARIA", "ECDHE-ARIA128-GCM-SHA256"],
+      ["Camellia", "CAMELLIA128-SHA"],
+    ],
+    good: ["ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-CHACHA20-POLY1305"],
+    name: /TLS_ECDHE_RSA_WITH_/,
+  },
+  // An ECDSA key has no static-key suites at all: only ECDHE-ECDSA ones, of which CBC, CCM, ARIA and Camellia are out.
+  ecdsa: {
+    weak: [
+      ["ECDHE, CBC-SHA1", "ECDHE-ECDSA-AES128-SHA"],
+      ["ECDHE, CBC-SHA256", "ECDHE-ECDSA-AES128-SHA256"],
+      ["CCM8", "ECDHE-ECDSA-AES128-CCM8"],
+      ["CCM", "ECDHE-ECDSA-AES128-CCM"],
+      ["ARIA", "ECDHE-ECDSA-ARIA128-GCM-SHA256"],
+      ["Camellia", "ECDHE-ECDSA-CAMELLIA128-SHA256"],
+    ],
+    good: ["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-CHACHA20-POLY1305"],
+    name: /TLS_ECDHE_ECDSA_WITH_/,
+  },
+};
 
-  const handshake = (port: number, ciphers: string, maxVersion: "TLSv1.2" | "TLSv1.3" = "TLSv1.2"): Promise<string> =>
-    raw(port, ca, { ciphers: `${ciphers}:@SECLEVEL=0`, maxVersion, minVersion: "TLSv1.2" }).then(({ socket }) => {
-      const name = socket.getCipher().standardName;
-      socket.destroy();
-      return name;
+for (const keyType of KEY_TYPES) {
+  describe(`TLS 1.2 cipher suites (${keyType} key)`, () => {
+    let t: TestServer;
+    let ca: string;
+    let control: ReturnType<typeof createHttpsServer>;
+    let controlPort: number;
+    before(async () => {
+      t = await startTestServer(webhooks(), { files: await makeCerts(undefined, keyType) });
+      ca = t.files.certs.ca.certPem;
+      // Control: Node's default suites, which accepted all of these (issue #16 item 7). A weak suite this
+      // client cannot offer at all would fail there too, and the case would prove nothing.
+      control = createHttpsServer({ cert: t.files.certs.certPem, key: t.files.certs.keyPem, minVersion: "TLSv1.2", ciphers: "ALL:@SECLEVEL=0" }, (_req, res) => res.end("ok"));
+      await new Promise<void>((r) => control.listen(0, "127.0.0.1", r));
+      controlPort = (control.address() as AddressInfo).port;
+    });
+    after(async () => {
+      await t.server.close();
+      control.close();
     });
 
-  const weak: Array<[string, string]> = [
-    ["static RSA, AES-GCM", "AES128-GCM-SHA256"],
-    ["static RSA, CBC-SHA1", "AES128-SHA"],
-    ["ECDHE, CBC-SHA1", "ECDHE-RSA-AES128-SHA"],
-    ["ECDHE, CBC-SHA256", "ECDHE-RSA-AES128-SHA256"],
-    ["CCM8", "AES128-CCM8"],
-    ["CCM", "AES128-CCM"],
-    ["ARIA", "ECDHE-ARIA128-GCM-SHA256"],
-    ["Camellia", "CAMELLIA128-SHA"],
-  ];
-  for (const [name, suite] of weak) {
-    it(`a client offering only ${name} (${suite}) fails the handshake`, async () => {
-      assert.ok(await handshake(controlPort, suite), "the control server accepts it");
-      await assert.rejects(handshake(t.port, suite), /handshake failure|no shared cipher|alert/);
+    const handshake = (port: number, ciphers: string, maxVersion: "TLSv1.2" | "TLSv1.3" = "TLSv1.2"): Promise<string> =>
+      raw(port, ca, { ciphers: `${ciphers}:@SECLEVEL=0`, maxVersion, minVersion: "TLSv1.2" }).then(({ socket }) => {
+        const name = socket.getCipher().standardName;
+        socket.destroy();
+        return name;
+      });
+
+    for (const [name, suite] of SUITES[keyType].weak) {
+      it(`a client offering only ${name} (${suite}) fails the handshake`, async () => {
+        assert.ok(await handshake(controlPort, suite), "the control server accepts it");
+        await assert.rejects(handshake(t.port, suite), /handshake failure|no shared cipher|alert/);
+      });
+    }
+    for (const suite of SUITES[keyType].good) {
+      it(`TLS 1.2 with ${suite} works`, async () => {
+        assert.match(await handshake(t.port, suite), SUITES[keyType].name);
+      });
+    }
+    it("TLS 1.3 works with Node's suites", async () => {
+      const conn = await raw(t.port, ca);
+      assert.equal(conn.socket.getProtocol(), "TLSv1.3");
+      conn.socket.destroy();
     });
-  }
-  for (const suite of ["ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-CHACHA20-POLY1305"]) {
-    it(`TLS 1.2 with ${suite} works`, async () => {
-      assert.match(await handshake(t.port, suite), /TLS_ECDHE_RSA_WITH_/);
-    });
-  }
-  it("TLS 1.3 works with Node's suites", async () => {
-    const conn = await raw(t.port, ca);
-    assert.equal(conn.socket.getProtocol(), "TLSv1.3");
-    conn.socket.destroy();
   });
-});
+}
+
+const clientCaCase = await (async () => {
+  const files = await makeCerts();
+  const clientCa = (await makeCerts()).certs.ca; // another CA, as the apiserver's client CA is
+  const now = new Date();
+  const good = await issueCertificate({ ca: clientCa, commonName: "kube-apiserver", usage: "client", days: 1, now });
+  const stranger = await issueCertificate({ ca: files.certs.ca, commonName: "kube-apiserver", usage: "client", days: 1, now });
+  return { files, clientCa, good, stranger };
+})();
 
 describe("--client-ca", () => {
-  const files = makeCerts();
-  const clientCa = makeCerts().certs.ca; // another CA, as the apiserver's client CA is
-  const now = new Date();
-  const good = issueCertificate({ ca: clientCa, commonName: "kube-apiserver", usage: "client", days: 1, now });
-  const stranger = issueCertificate({ ca: files.certs.ca, commonName: "kube-apiserver", usage: "client", days: 1, now });
+  const { files, clientCa, good, stranger } = clientCaCase;
   let t: TestServer;
   before(async () => {
     const { writeFileSync } = await import("node:fs");

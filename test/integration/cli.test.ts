@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { X509Certificate } from "node:crypto";
+import { connect as tlsConnect } from "node:tls";
 import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, it } from "node:test";
-import { createCertificateAuthority } from "../../src/certs/generate.js";
+import { createCertificateAuthority, type KeyType } from "../../src/certs/generate.js";
 import { NO_KUBECONFIG } from "../../src/errors.js";
 import { call, makeCerts, postJson } from "../fixtures/https.js";
 import { review } from "../fixtures/reviews.js";
@@ -76,16 +77,19 @@ describe("quartermaster CLI", () => {
     assert.match(r.stderr, /Usage: quartermaster/);
     const f = await run(["serve", "--tls-cert", "x", "--tls-key", "y", "--colour", "red"]);
     assert.equal(f.code, 2);
-    assert.match(f.stderr, /Unknown option '--colour'/);
+    assert.match(f.stderr, /unknown option '--colour'/i);
   });
 
   const usage: Array<[string, string[], RegExp]> = [
     ["ledger -o yaml", ["ledger", "-o", "yaml"], /ledger: -o must be table or json/],
-    ["reconcile with neither --once nor --schedule", ["reconcile"], /give exactly one of --once and --schedule CRON/],
+    ["reconcile with neither --once nor --schedule", ["reconcile"], /give exactly one of --once, --schedule CRON and --watch/],
     ["reconcile --schedule --dry-run", ["reconcile", "--schedule", "*/5 * * * *", "--dry-run"], /--dry-run goes with --once/],
     ["reconcile --schedule that is not cron", ["reconcile", "--schedule", "every five minutes"], /is not a cron expression/],
     ["reconcile --once with a metrics port", ["reconcile", "--once", "--metrics-port", "9091"], /--metrics-port goes with --schedule/],
     ["reconcile --schedule with a metrics port out of range", ["reconcile", "--schedule", "*/5 * * * *", "--metrics-port", "70000"], /metrics-port/],
+    ["reconcile --watch --once", ["reconcile", "--watch", "--once"], /--once does not go with --watch/],
+    ["reconcile --watch --dry-run", ["reconcile", "--watch", "--dry-run"], /--dry-run does not go with --watch/],
+    ["reconcile --watch with a 1 s lease", ["reconcile", "--watch", "--lease-seconds", "1"], /--lease-seconds must be an integer from 2 to 3600, got 1/],
     ["serve --ledger-refresh-seconds=90000", ["serve", "--tls-cert", "x", "--tls-key", "y", "--ledger-refresh-seconds=90000"], /--ledger-refresh-seconds must be an integer from 0 to 86400, got 90000/],
   ];
   for (const [name, args, message] of usage) {
@@ -98,7 +102,7 @@ describe("quartermaster CLI", () => {
 
   it("serve with an invalid policy → exits non-zero at start, listing every error", async () => {
     const dir = tmp();
-    const files = makeCerts(dir);
+    const files = await makeCerts(dir);
     writeFileSync(join(dir, "bad.yaml"), BAD_POLICY);
     const r = await run(["serve", "--port", "0", "--host", "127.0.0.1", "--tls-cert", files.certFile, "--tls-key", files.keyFile, "--policy", join(dir, "bad.yaml")]);
     assert.equal(r.code, 1);
@@ -109,7 +113,7 @@ describe("quartermaster CLI", () => {
   });
 
   it("serve with a missing key file → exits 1 naming the file", async () => {
-    const files = makeCerts();
+    const files = await makeCerts();
     const r = await run(["serve", "--port", "0", "--tls-cert", files.certFile, "--tls-key", "/nonexistent/tls.key"]);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /\/nonexistent\/tls\.key/);
@@ -128,7 +132,7 @@ describe("quartermaster CLI", () => {
   });
 
   it("serve answers a review, then SIGTERM drains and exits 0", async () => {
-    const files = makeCerts();
+    const files = await makeCerts();
     let port = 0;
     let answered: Promise<number> | undefined;
     const r = await run(["serve", "--port", "0", "--host", "127.0.0.1", "--tls-cert", files.certFile, "--tls-key", files.keyFile], {
@@ -151,18 +155,43 @@ describe("quartermaster CLI", () => {
     assert.match(r.stdout, /"msg":"server closed"/);
   });
 
+  // --http2 offers h2 by ALPN; without it, HTTP/1.1 only.
+  for (const [flags, want] of [[["--http2"], "h2"], [[], "http/1.1"]] as const) {
+    it(`serve ${flags.join(" ") || "(no --http2)"}: ALPN settles on ${want} for a client offering h2 and http/1.1`, async () => {
+      const files = await makeCerts();
+      let settled: Promise<string | false> | undefined;
+      const r = await run(["serve", "--port", "0", "--host", "127.0.0.1", "--tls-cert", files.certFile, "--tls-key", files.keyFile, ...flags], {
+        onStdout: (text, child) => {
+          const m = /serving https:\/\/127\.0\.0\.1:(\d+)/.exec(text);
+          if (m && !settled) {
+            settled = new Promise<string | false>((resolve, reject) => {
+              const socket = tlsConnect({ host: "127.0.0.1", port: Number(m[1]), ca: files.certs.ca.certPem, servername: "localhost", ALPNProtocols: ["h2", "http/1.1"] }, () => {
+                resolve(socket.alpnProtocol ?? false);
+                socket.destroy();
+                child.kill("SIGTERM");
+              });
+              socket.once("error", reject);
+            });
+          }
+        },
+      });
+      assert.equal(await settled, want);
+      assert.equal(r.code, 0, r.stderr);
+    });
+  }
+
   // No --kubeconfig, no $KUBECONFIG, an empty HOME (no ~/.kube/config) and not in a cluster: every command that
   // needs the cluster says what to do instead of client-node's "HTTP protocol is not allowed when skipTLSVerify ...".
-  const caFile = (): string => {
+  const caFile = async (): Promise<string> => {
     const f = join(tmp(), "ca.crt");
-    writeFileSync(f, createCertificateAuthority("no-cluster", 30).certPem);
+    writeFileSync(f, (await createCertificateAuthority("no-cluster", 30)).certPem);
     return f;
   };
-  const noCluster: Array<[string, () => string[]]> = [
+  const noCluster: Array<[string, () => string[] | Promise<string[]>]> = [
     ["ledger", () => ["ledger"]],
     ["reconcile --once --dry-run", () => ["reconcile", "--once", "--dry-run"]],
     ["certs ensure", () => ["certs", "ensure", "--service", "s", "--namespace", "n", "--dry-run"]],
-    ["certs install", () => ["certs", "install", "--ca", caFile()]],
+    ["certs install", async () => ["certs", "install", "--ca", await caFile()]],
   ];
   const bareEnv = (): NodeJS.ProcessEnv => {
     const env: NodeJS.ProcessEnv = { ...process.env, HOME: tmp() };
@@ -171,7 +200,7 @@ describe("quartermaster CLI", () => {
   };
   for (const [name, args] of noCluster) {
     it(`${name} without a kubeconfig or cluster → exit 1: "${NO_KUBECONFIG}"`, async () => {
-      const r = await run(args(), { env: bareEnv() });
+      const r = await run(await args(), { env: bareEnv() });
       assert.equal(r.code, 1, r.stderr);
       assert.equal(r.stderr.trim(), `quartermaster: ${NO_KUBECONFIG}`);
     });
@@ -204,10 +233,10 @@ describe("certs generate with a given CA and malformed flags", () => {
       },
       /the CA certificate is not a CA/,
     ],
-    ["a CA with another CA's key", async () => ({ cert: writePair(tmp(), createCertificateAuthority("a", 30)).cert, key: writePair(tmp(), createCertificateAuthority("b", 30)).key }), /the CA key does not match its certificate/],
-    ["an expired CA", async () => writePair(tmp(), createCertificateAuthority("old", 1, new Date(Date.now() - 3 * day))), /the CA expired at /],
-    ["a CA not valid yet", async () => writePair(tmp(), createCertificateAuthority("future", 30, new Date(Date.now() + 3 * day))), /the CA is not valid before /],
-    ["a file that holds no certificate", async () => ({ cert: join(ROOT, "package.json"), key: writePair(tmp(), createCertificateAuthority("a", 30)).key }), /the CA certificate does not parse/],
+    ["a CA with another CA's key", async () => ({ cert: writePair(tmp(), await createCertificateAuthority("a", 30)).cert, key: writePair(tmp(), await createCertificateAuthority("b", 30)).key }), /the CA key does not match its certificate/],
+    ["an expired CA", async () => writePair(tmp(), await createCertificateAuthority("old", 1, new Date(Date.now() - 3 * day))), /the CA expired at /],
+    ["a CA not valid yet", async () => writePair(tmp(), await createCertificateAuthority("future", 30, new Date(Date.now() + 3 * day))), /the CA is not valid before /],
+    ["a file that holds no certificate", async () => ({ cert: join(ROOT, "package.json"), key: writePair(tmp(), await createCertificateAuthority("a", 30)).key }), /the CA certificate does not parse/],
   ];
   for (const [name, make, message] of refused) {
     it(`${name} → exit 2, nothing written`, async () => {
@@ -227,6 +256,7 @@ describe("certs generate with a given CA and malformed flags", () => {
     ["--dns upper case", ["--dns", "Example.COM"], /is not a DNS name/],
     ["--days 0", ["--days", "0"], /--days must be an integer from 1 to 3650/],
     ["--ca-cert without --ca-key", ["--ca-cert", "x"], /--ca-cert and --ca-key go together/],
+    ["--key-type dsa", ["--key-type", "dsa"], /--key-type must be ecdsa or rsa, got "dsa"/],
   ];
   for (const [name, extra, message] of malformed) {
     it(`${name} → exit 2 with the usage`, async () => {
@@ -250,8 +280,55 @@ describe("certs generate with a given CA and malformed flags", () => {
       return false;
     }
   })();
+  // Every pairing of the given CA's key and --key-type (absent: ECDSA P-256).
+  const pairings: Array<{ ca: KeyType; flag?: KeyType; leaf: string }> = [
+    { ca: "ecdsa", leaf: "id-ecPublicKey" },
+    { ca: "rsa", leaf: "id-ecPublicKey" },
+    { ca: "ecdsa", flag: "rsa", leaf: "rsaEncryption" },
+    { ca: "rsa", flag: "rsa", leaf: "rsaEncryption" },
+    { ca: "rsa", flag: "ecdsa", leaf: "id-ecPublicKey" },
+  ];
+  for (const p of pairings) {
+    it(`a valid ${p.ca} CA${p.flag ? ` with --key-type ${p.flag}` : ""} signs a chain \`openssl verify\` accepts; the leaf never outlives the CA`, { skip: openssl ? false : "no openssl on PATH" }, async () => {
+      const ca = writePair(tmp(), await createCertificateAuthority("given", 10, new Date(), p.ca));
+      const out = join(tmp(), "out");
+      const r = await generate(out, "--ca-cert", ca.cert, "--ca-key", ca.key, "--days", "365", "--ip", "::1", "--dns", "*.qm.example", ...(p.flag ? ["--key-type", p.flag] : []));
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(readFileSync(join(out, "ca.crt"), "utf8"), readFileSync(ca.cert, "utf8"));
+      const verified = execFileSync("openssl", ["verify", "-purpose", "sslserver", "-CAfile", join(out, "ca.crt"), join(out, "tls.crt")], { encoding: "utf8" });
+      assert.match(verified, /tls\.crt: OK/);
+      const text = execFileSync("openssl", ["x509", "-noout", "-text", "-in", join(out, "tls.crt")], { encoding: "utf8" });
+      assert.match(text, new RegExp(`Public Key Algorithm: ${p.leaf}`));
+      // openssl reads the key and finds it belongs to the certificate.
+      const pub = (args: string[]): string => execFileSync("openssl", args, { encoding: "utf8" });
+      assert.equal(pub(["pkey", "-pubout", "-in", join(out, "tls.key")]), pub(["x509", "-noout", "-pubkey", "-in", join(out, "tls.crt")]));
+      const leaf = new X509Certificate(readFileSync(join(out, "tls.crt")));
+      const caCert = new X509Certificate(readFileSync(ca.cert));
+      assert.ok(new Date(leaf.validTo) <= new Date(caCert.validTo), `${leaf.validTo} after ${caCert.validTo}`);
+    });
+  }
+  it("a CA openssl made (P-384, its own name encoding) signs a chain `openssl verify` accepts", { skip: openssl ? false : "no openssl on PATH" }, async () => {
+    const dir = tmp();
+    const ca = { cert: join(dir, "ca.crt"), key: join(dir, "ca.key") };
+    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-384", "-nodes", "-keyout", ca.key, "-out", ca.cert, "-days", "10", "-subj", "/O=Example Org/CN=external-ca"], { stdio: "ignore" });
+    const out = join(tmp(), "out");
+    const r = await generate(out, "--ca-cert", ca.cert, "--ca-key", ca.key, "--days", "5");
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(execFileSync("openssl", ["verify", "-purpose", "sslserver", "-CAfile", ca.cert, join(out, "tls.crt")], { encoding: "utf8" }), /tls\.crt: OK/);
+    assert.match(execFileSync("openssl", ["x509", "-noout", "-text", "-in", join(out, "tls.crt")], { encoding: "utf8" }), /Signature Algorithm: ecdsa-with-SHA384/);
+  });
+  for (const keyType of [undefined, "rsa", "ecdsa"] as const) {
+    it(`certs generate${keyType ? ` --key-type ${keyType}` : ""}: a new CA and leaf of ${keyType ?? "ecdsa"} keys that \`openssl verify\` accepts`, { skip: openssl ? false : "no openssl on PATH" }, async () => {
+      const out = join(tmp(), "out");
+      const r = await generate(out, ...(keyType ? ["--key-type", keyType] : []));
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(execFileSync("openssl", ["verify", "-purpose", "sslserver", "-CAfile", join(out, "ca.crt"), join(out, "tls.crt")], { encoding: "utf8" }), /tls\.crt: OK/);
+      const want = keyType === "rsa" ? "rsaEncryption" : "id-ecPublicKey";
+      for (const f of ["ca.crt", "tls.crt"]) assert.match(execFileSync("openssl", ["x509", "-noout", "-text", "-in", join(out, f)], { encoding: "utf8" }), new RegExp(`Public Key Algorithm: ${want}`));
+    });
+  }
   it("a valid CA signs a chain `openssl verify` accepts; the leaf never outlives the CA", { skip: openssl ? false : "no openssl on PATH" }, async () => {
-    const ca = writePair(tmp(), createCertificateAuthority("given", 10));
+    const ca = writePair(tmp(), await createCertificateAuthority("given", 10));
     const out = join(tmp(), "out");
     const r = await generate(out, "--ca-cert", ca.cert, "--ca-key", ca.key, "--days", "365", "--ip", "::1", "--dns", "*.qm.example");
     assert.equal(r.code, 0, r.stderr);

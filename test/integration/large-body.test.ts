@@ -91,6 +91,41 @@ describe("large bodies parsed in a worker", () => {
   });
 });
 
+describe("the worker started eagerly", () => {
+  const immediate = () => new Promise((r) => setImmediate(r));
+  const CASES: Array<{ name: string; opts: { warmBodyParser?: boolean; offloadBytes?: number }; running: boolean }> = [
+    { name: "by default: started right after listening, before any large body", opts: { warmBodyParser: true }, running: true },
+    { name: "warmBodyParser false: started by the first large body only", opts: { warmBodyParser: false }, running: false },
+    { name: "offloading off (offloadBytes Infinity): never started", opts: { warmBodyParser: true, offloadBytes: Infinity }, running: false },
+  ];
+  for (const c of CASES) {
+    it(c.name, async () => {
+      const parser = createBodyParser({ log: silentLogger() });
+      const t = await startTestServer(webhooks(), { bodyParser: parser, ...c.opts });
+      try {
+        // Ready without waiting for the worker: the server answers at once.
+        const r = await postJson(t.port, "/validate/pods", review({ uid: "small", object: plainPod() }), t.files.certs.ca.certPem);
+        assert.equal(r.status, 200);
+        await immediate();
+        assert.equal(parser.running(), c.running);
+        if (c.running) {
+          const body = CASES_BODY();
+          const got = await post(t, "/validate/pods", body);
+          assert.equal(got.status, 200);
+          assert.equal(JSON.parse(got.text).response.uid, "wide");
+        }
+      } finally {
+        await t.server.close();
+      }
+      assert.equal(parser.running(), false, "closing the server stops the worker");
+      parser.warm();
+      assert.equal(parser.running(), false, "a closed parser is not warmed again");
+    });
+  }
+});
+
+const CASES_BODY = () => JSON.stringify(reviewOf(widePod({ containers: 40_000 }), { uid: "wide" }));
+
 describe("a worker that dies", () => {
   let t: TestServer;
   const { log, lines } = capturingLogger();

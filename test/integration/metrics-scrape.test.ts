@@ -33,7 +33,7 @@ describe("the webhook's metrics port: ledger gauges and job lookups", () => {
   let server: RunningServer;
   let ca: string;
   before(async () => {
-    const files = makeCerts();
+    const files = await makeCerts();
     ca = files.certs.ca.certPem;
     const { index } = shardLedger(ledger, 900_000);
     const read = indexOfData({ [INDEX_KEY]: index.text, [CHECKSUM_KEY]: index.sha256 })!;

@@ -27,7 +27,7 @@ describe("serving key pair reload", () => {
     const t = await startTestServer(webhooks, { tlsPollMs: 60_000 /* the directory watch alone must do it */ });
     ctx.after(() => t.server.close());
     const oldCa = t.files.certs.ca.certPem;
-    const next = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"] }); // a new CA too
+    const next = await generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"] }); // a new CA too
     const cas = [oldCa, next.ca.certPem];
     const oldPrint = fingerprint(t.files.certs.certPem);
     const newPrint = fingerprint(next.certPem);
@@ -67,7 +67,7 @@ describe("serving key pair reload", () => {
   it("a half-written update (new certificate, old key) keeps the old pair until the key arrives", async (ctx) => {
     const t = await startTestServer(webhooks, { tlsPollMs: 60_000 });
     ctx.after(() => t.server.close());
-    const next = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: t.files.certs.ca });
+    const next = await generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: t.files.certs.ca });
     const ca = t.files.certs.ca.certPem;
     writeFileSync(t.files.certFile, next.certPem);
     await t.server.reloadTls();
@@ -89,8 +89,8 @@ describe("serving key pair reload", () => {
     const { join } = await import("node:path");
     const { tmpdir } = await import("node:os");
     const vol = mkdtempSync(join(tmpdir(), "qm-secret-"));
-    const first = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"] });
-    const second = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: first.ca });
+    const first = await generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"] });
+    const second = await generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: first.ca });
     const stage = (name: string, c: typeof first): void => {
       mkdirSync(join(vol, name));
       writeCerts(join(vol, name), c);
@@ -115,12 +115,12 @@ describe("serving key pair reload", () => {
   // Each pair below would replace a good one; every one is refused, the old pair served on, the refusal
   // logged and counted by its reason.
   const DAY = 86_400_000;
-  const refusals: Array<{ name: string; make: (ca: { certPem: string; keyPem: string }) => { certPem: string; keyPem: string }; result: string }> = [
+  const refusals: Array<{ name: string; make: (ca: { certPem: string; keyPem: string }) => Promise<{ certPem: string; keyPem: string }>; result: string }> = [
     { name: "an expired certificate", make: (ca) => generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca, now: new Date(Date.now() - 10 * DAY), days: 2 }), result: "expired" },
     { name: "a certificate not valid yet", make: (ca) => generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca, now: new Date(Date.now() + 2 * DAY), days: 30 }), result: "not_yet_valid" },
     {
       name: "a key that does not match the certificate",
-      make: (ca) => ({ certPem: generateCertificates({ service: "qm", namespace: "test", ca }).certPem, keyPem: generateCertificates({ service: "qm", namespace: "test", ca }).keyPem }),
+      make: async (ca) => ({ certPem: (await generateCertificates({ service: "qm", namespace: "test", ca })).certPem, keyPem: (await generateCertificates({ service: "qm", namespace: "test", ca })).keyPem }),
       result: "mismatch",
     },
   ];
@@ -129,7 +129,7 @@ describe("serving key pair reload", () => {
       const t = await startTestServer(webhooks, { tlsPollMs: 60_000 });
       ctx.after(() => t.server.close());
       const ca = t.files.certs.ca.certPem;
-      const next = r.make(t.files.certs.ca);
+      const next = await r.make(t.files.certs.ca);
       writeFileSync(t.files.keyFile, next.keyPem);
       writeFileSync(t.files.certFile, next.certPem);
       await t.server.reloadTls();
@@ -149,7 +149,7 @@ describe("serving key pair reload", () => {
     let clock = Date.now();
     const t = await startTestServer(webhooks, { tlsPollMs: 60_000, now: () => new Date(clock) });
     ctx.after(() => t.server.close());
-    const next = generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: t.files.certs.ca, now: new Date(Date.now() + 2 * DAY), days: 30 });
+    const next = await generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: t.files.certs.ca, now: new Date(Date.now() + 2 * DAY), days: 30 });
     writeCerts(t.files.dir, next);
     await t.server.reloadTls();
     const ca = t.files.certs.ca.certPem;

@@ -20,9 +20,16 @@ const NOW = new Date("2026-06-01T12:00:00Z");
 const NS = "quartermaster";
 const b64 = (s: string): string => Buffer.from(s).toString("base64");
 
-const CA = createCertificateAuthority("qm-test-ca", 730, NOW);
-const SERVING = generateCertificates({ service: "quartermaster-webhook", namespace: NS, ips: ["127.0.0.1"], ca: CA, days: 365, now: NOW });
-const OTHER_CA = createCertificateAuthority("other-ca", 730, NOW);
+const CA = await createCertificateAuthority("qm-test-ca", 730, NOW);
+const SERVING = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ips: ["127.0.0.1"], ca: CA, days: 365, now: NOW });
+const OTHER_CA = await createCertificateAuthority("other-ca", 730, NOW);
+const OTHER_SERVICE = await generateCertificates({ service: "webhook", namespace: "other", ca: CA, now: NOW });
+const SHORT20_CA = await createCertificateAuthority("short-ca", 20, NOW);
+const SHORT20 = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca: SHORT20_CA, days: 15, now: NOW });
+const SHORT5_CA = await createCertificateAuthority("short-ca", 5, NOW);
+const SHORT5 = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca: SHORT5_CA, days: 4, now: NOW });
+const EXPIRED = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca: CA, days: 30, now: new Date(NOW.getTime() - 40 * 86400_000) });
+const NOT_YET = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca: CA, days: 30, now: new Date(NOW.getTime() + 2 * 86400_000) });
 
 const PROTECTED = ["kube-system", "kube-public", "kube-node-lease", NS];
 
@@ -220,7 +227,7 @@ const cases: Case[] = [
   },
   {
     name: "a serving certificate for another Service name → critical: the apiserver dials quartermaster-webhook.quartermaster.svc",
-    breakIt: (s) => withCertificates(s, CA, generateCertificates({ service: "webhook", namespace: "other", ca: CA, now: NOW })),
+    breakIt: (s) => withCertificates(s, CA, OTHER_SERVICE),
     want: [`warning ca-bundle ${MUTATE}`, `warning ca-bundle ${JMUTATE}`, `critical ca-bundle ${PODS}`, `critical ca-bundle ${JOBS}`],
     exit: 2,
     message: [`ca-bundle ${PODS}`, /the certificate in Secret quartermaster\/quartermaster-webhook-tls does not name quartermaster-webhook\.quartermaster\.svc \(it names webhook, webhook\.other/],
@@ -271,8 +278,7 @@ const cases: Case[] = [
   {
     name: "a CA and serving certificate with 20 and 15 days left → warnings",
     breakIt: (s) => {
-      const ca = createCertificateAuthority("short-ca", 20, NOW);
-      withCertificates(s, ca, generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca, days: 15, now: NOW }));
+      withCertificates(s, SHORT20_CA, SHORT20);
     },
     want: ['warning certificate-expiry CA "short-ca-2026-06-01"', `warning certificate-expiry ${SERVING_SUBJECT}`],
     exit: 1,
@@ -281,22 +287,21 @@ const cases: Case[] = [
   {
     name: "a CA and serving certificate with 5 and 4 days left → critical",
     breakIt: (s) => {
-      const ca = createCertificateAuthority("short-ca", 5, NOW);
-      withCertificates(s, ca, generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca, days: 4, now: NOW }));
+      withCertificates(s, SHORT5_CA, SHORT5);
     },
     want: ['critical certificate-expiry CA "short-ca-2026-06-01"', `critical certificate-expiry ${SERVING_SUBJECT}`],
     exit: 2,
   },
   {
     name: "an expired serving certificate → critical, with how long ago",
-    breakIt: (s) => withCertificates(s, CA, generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca: CA, days: 30, now: days(-40) })),
+    breakIt: (s) => withCertificates(s, CA, EXPIRED),
     want: [`critical certificate-expiry ${SERVING_SUBJECT}`],
     exit: 2,
     message: [`certificate-expiry ${SERVING_SUBJECT}`, /^expired 10 days ago \(2026-05-22\)/],
   },
   {
     name: "a serving certificate not valid yet (an issuer's clock ahead) → critical",
-    breakIt: (s) => withCertificates(s, CA, generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca: CA, days: 30, now: days(2) })),
+    breakIt: (s) => withCertificates(s, CA, NOT_YET),
     want: [`critical certificate-expiry ${SERVING_SUBJECT}`],
     exit: 2,
     message: [`certificate-expiry ${SERVING_SUBJECT}`, /^not valid before 2026-06-03T11:00:00\.000Z/],
@@ -501,19 +506,19 @@ describe("doctor: certificates", () => {
     assert.equal(chainsTo([], [ca!]).ok, false);
   });
 
-  it("chainsTo: a certificate with the CA's name but another key does not verify (same subject is not enough)", () => {
-    const impostor = createCertificateAuthority("qm-test-ca", 730, NOW); // same CN, same day: same subject, other key
+  it("chainsTo: a certificate with the CA's name but another key does not verify (same subject is not enough)", async () => {
+    const impostor = await createCertificateAuthority("qm-test-ca", 730, NOW); // same CN, same day: same subject, other key
     const [fake] = parsePemBundle(impostor.certPem);
     assert.equal(fake!.subject, ca!.subject);
     assert.equal(chainsTo([leaf!], [fake!]).ok, false);
   });
 
-  it("coversHost: the Service DNS names and the IP SAN, not others; the CN alone never counts", () => {
+  it("coversHost: the Service DNS names and the IP SAN, not others; the CN alone never counts", async () => {
     assert.equal(coversHost(leaf!, "quartermaster-webhook.quartermaster.svc"), true);
     assert.equal(coversHost(leaf!, "127.0.0.1"), true);
     assert.equal(coversHost(leaf!, "10.0.0.1"), false);
     assert.equal(coversHost(leaf!, "webhook.example.internal"), false);
-    const cnOnly = issueCertificate({ ca: CA, commonName: "only-cn.example", usage: "server", days: 1, now: NOW });
+    const cnOnly = await issueCertificate({ ca: CA, commonName: "only-cn.example", usage: "server", days: 1, now: NOW });
     assert.equal(coversHost(parsePemBundle(cnOnly.certPem)[0]!, "only-cn.example"), false);
   });
 

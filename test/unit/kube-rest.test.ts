@@ -32,8 +32,8 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
 }
 
 const plain = createHttpServer(handler).listen(0, "127.0.0.1");
-const certs = makeCerts();
-const client = issueCertificate({ ca: certs.certs.ca, commonName: "quartermaster-webhook", usage: "client", days: 1, now: new Date() });
+const certs = await makeCerts();
+const client = await issueCertificate({ ca: certs.certs.ca, commonName: "quartermaster-webhook", usage: "client", days: 1, now: new Date() });
 const tls = createHttpsServer({ cert: certs.certs.certPem, key: certs.certs.keyPem, ca: certs.certs.ca.certPem, requestCert: true, rejectUnauthorized: true }, handler).listen(0, "127.0.0.1");
 before(() => Promise.all([plain, tls].map((s) => (s.listening ? undefined : new Promise((r) => s.once("listening", r))))));
 after(() => {
@@ -85,7 +85,7 @@ describe("restClient", () => {
   });
 
   it("a server certificate the CA did not sign is refused", async () => {
-    const other = makeCerts().certs.ca.certPem;
+    const other = (await makeCerts()).certs.ca.certPem;
     writeFileSync(join(dir, "other-ca.crt"), other);
     const file = kubeconfig("wrong-ca.yaml", `{server: "https://127.0.0.1:${port(tls)}", certificate-authority: other-ca.crt}`, "{token: x}");
     await assert.rejects((await restClient(file))!.get("/x"), /self.signed|unable to verify|certificate/);

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { pino, stdTimeFunctions } from "pino";
-import { batchedDestination, isoTimeOncePerMs } from "../../src/log.js";
+import { FLUSH_MS, batchedDestination, isoTimeOncePerMs } from "../../src/log.js";
 
 describe("isoTimeOncePerMs", () => {
   it("writes what pino's isoTime writes, for each millisecond the clock reads", () => {
@@ -119,7 +119,7 @@ describe("batchedDestination", () => {
 });
 
 describe("batchedDestination on a real file", () => {
-  it("writes the turn's lines to the descriptor after setImmediate", async () => {
+  it("writes the lines of FLUSH_MS to the descriptor together, after the turn and not before", async () => {
     const dir = mkdtempSync(join(tmpdir(), "qm-log-"));
     const file = join(dir, "out.log");
     const fd = openSync(file, "w");
@@ -129,7 +129,10 @@ describe("batchedDestination on a real file", () => {
       dest.write("twö\n");
       assert.equal(readFileSync(file, "utf8"), "");
       await new Promise((r) => setImmediate(r));
-      assert.equal(readFileSync(file, "utf8"), "one\ntwö\n");
+      dest.write("three\n");
+      assert.equal(readFileSync(file, "utf8"), "", "not written at the end of the turn: a write per turn is a write per request under load");
+      await new Promise((r) => setTimeout(r, FLUSH_MS + 5));
+      assert.equal(readFileSync(file, "utf8"), "one\ntwö\nthree\n");
     } finally {
       closeSync(fd);
       rmSync(dir, { recursive: true, force: true });

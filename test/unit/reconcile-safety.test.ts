@@ -113,6 +113,7 @@ describe("managedBy: jobs another controller manages are skipped by every action
 
 describe("label schemes: caffe2-operator's pods keep one owner", () => {
   const RUNTIME = "run-42";
+  const withOperator = { ...policy, jobKinds: policy.jobKinds.map((k) => (k.framework === "caffe2" ? { ...k, controller: "operator" as const } : k)) };
   const c2 = (): KubeObject => {
     const j = structuredClone(job("Caffe2Job", "resnet", "team-a", { Worker: 2 }, { RuntimeID: RUNTIME })) as Record<string, any>;
     j.apiVersion = "kubeflow.org/v1alpha1";
@@ -138,7 +139,7 @@ describe("label schemes: caffe2-operator's pods keep one owner", () => {
   it("5 consecutive passes with the operator running in between: no release, no adoption, no Service, the owner never changes", async () => {
     const c = fakeCluster({ jobs: [{ kind: C2, job: c2() }], pods: [c2pod(0, true), c2pod(1, true)], nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("gpu-1", NOW)] });
     for (let n = 1; n <= 5; n++) {
-      const report = await runPass({ cluster: c, policy, log: silentLogger(), now: () => NOW, dryRun: false, namespace: "quartermaster" });
+      const report = await runPass({ cluster: c, policy: withOperator, log: silentLogger(), now: () => NOW, dryRun: false, namespace: "quartermaster" });
       assert.deepEqual([report.plan.claims, report.plan.creates, report.plan.actions], [[], [], []], `pass ${n}`);
       operator(c);
       for (const p of c.pods) assert.deepEqual(p.metadata.ownerReferences!.map((r: any) => r.uid), ["uid-resnet"], `pass ${n}: ${p.metadata.name}`);
@@ -150,7 +151,7 @@ describe("label schemes: caffe2-operator's pods keep one owner", () => {
     const c = fakeCluster({ jobs: [{ kind: C2, job: c2() }], pods: [c2pod(0, true), c2pod(1, false)] });
     const verbs: string[][] = [];
     for (let n = 1; n <= 5; n++) {
-      const report = await runPass({ cluster: c, policy, log: silentLogger(), now: () => NOW, dryRun: false, namespace: "quartermaster" });
+      const report = await runPass({ cluster: c, policy: withOperator, log: silentLogger(), now: () => NOW, dryRun: false, namespace: "quartermaster" });
       verbs.push(report.plan.claims.map((x) => `${x.verb} ${x.name}`));
       operator(c);
     }

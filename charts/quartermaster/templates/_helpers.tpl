@@ -39,3 +39,17 @@ allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
 capabilities: {drop: ["ALL"]}
 {{- end }}
+
+{{/*
+A NetworkPolicy rule's `from` (YAML lines) from a values list: a string is a CIDR and becomes an ipBlock, a map
+is a NetworkPolicyPeer and is kept as it is. values.schema.json refuses an empty list (it would admit every source).
+*/}}
+{{- define "quartermaster.networkPeers" -}}
+{{- range . }}
+{{- if kindIs "string" . }}
+- ipBlock: {cidr: {{ . | quote }}}
+{{- else }}
+- {{ toYaml . | nindent 2 | trim }}
+{{- end }}
+{{- end }}
+{{- end }}

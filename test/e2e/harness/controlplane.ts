@@ -118,8 +118,8 @@ export async function startControlPlane(
   const pki = join(dir, "pki");
   mkdirSync(pki);
   const now = new Date();
-  const ca = createCertificateAuthority("qm-e2e-cluster-ca", 2, now);
-  const serving = issueCertificate({
+  const ca = await createCertificateAuthority("qm-e2e-cluster-ca", 2, now);
+  const serving = await issueCertificate({
     ca,
     commonName: "kube-apiserver",
     dnsNames: ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
@@ -128,7 +128,7 @@ export async function startControlPlane(
     days: 2,
     now,
   });
-  const admin = issueCertificate({ ca, commonName: "admin", organizations: ["system:masters"], usage: "client", days: 2, now });
+  const admin = await issueCertificate({ ca, commonName: "admin", organizations: ["system:masters"], usage: "client", days: 2, now });
   const sa = generateKeyPairSync("rsa", { modulusLength: 2048 });
   const files: Record<string, string> = {
     "ca.crt": ca.certPem,

@@ -88,8 +88,8 @@ export async function startOperator(cp: ControlPlane, bin: string, extraEnv: Rec
   const certDir = join(tmp, "k8s-webhook-server", "serving-certs");
   mkdirSync(certDir, { recursive: true });
   const now = new Date();
-  const ca = createCertificateAuthority("qm-conformance-operator-ca", 2, now);
-  const pair = issueCertificate({ ca, commonName: "training-operator.kubeflow.svc", dnsNames: ["training-operator.kubeflow.svc", "localhost"], ips: ["127.0.0.1"], usage: "server", days: 2, now });
+  const ca = await createCertificateAuthority("qm-conformance-operator-ca", 2, now);
+  const pair = await issueCertificate({ ca, commonName: "training-operator.kubeflow.svc", dnsNames: ["training-operator.kubeflow.svc", "localhost"], ips: ["127.0.0.1"], usage: "server", days: 2, now });
   writeFileSync(join(certDir, "tls.crt"), pair.certPem);
   writeFileSync(join(certDir, "tls.key"), pair.keyPem, { mode: 0o600 });
   let createdRotatorCert = false;

@@ -78,11 +78,15 @@ export interface WebhookProcessOptions {
   logLevel?: string;
   /** More `serve` flags, e.g. `["--client-ca", file]`. */
   args?: string[];
+  /** `certs generate --key-type` of the serving pair (default: the command's, ECDSA P-256). */
+  keyType?: "ecdsa" | "rsa";
+  /** Node flags for the server process, e.g. `["--cpu-prof", "--cpu-prof-dir=DIR"]`. */
+  nodeArgs?: string[];
 }
 
 export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<WebhookProcess> {
   const certDir = mkdtempSync(join(tmpdir(), "qm-e2e-webhook-"));
-  const gen = await cli(["certs", "generate", "--service", "quartermaster-webhook", "--namespace", "quartermaster", "--out", certDir, "--ip", "127.0.0.1"]);
+  const gen = await cli(["certs", "generate", "--service", "quartermaster-webhook", "--namespace", "quartermaster", "--out", certDir, "--ip", "127.0.0.1", ...(opts.keyType ? ["--key-type", opts.keyType] : [])]);
   if (gen.code !== 0) throw new Error(`certs generate failed: ${gen.stderr}`);
   const port = await freePort();
   const lines: Array<Record<string, unknown>> = [];
@@ -93,7 +97,7 @@ export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<
     const proc = spawn(
       process.execPath,
       [
-        "--import", "tsx", CLI, "serve", "--host", "127.0.0.1", "--port", String(port), "--metrics-port", "0",
+        ...(opts.nodeArgs ?? []), "--import", "tsx", CLI, "serve", "--host", "127.0.0.1", "--port", String(port), "--metrics-port", "0",
         "--tls-cert", join(certDir, "tls.crt"), "--tls-key", join(certDir, "tls.key"),
         ...(opts.kubeconfig ? ["--kubeconfig", opts.kubeconfig] : []),
         ...(opts.policy ? ["--policy", opts.policy] : []),

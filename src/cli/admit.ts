@@ -1,0 +1,431 @@
+/**
+ * @module
+ * Offline evaluation: objects from files through the very webhooks the server mounts (webhooks/index.ts, the
+ * pipeline of src/admission/handler.ts with src/mutate and src/validate), in the order the apiserver calls
+ * them: the mutating webhook, its patch applied, then the validating webhook on the result. No cluster:
+ *
+ * - a training job among the inputs is what a pod's job lookup finds (the webhook reads it from the
+ *   apiserver, after its own mutation; here it is the outfitted job from the inputs);
+ * - a pod template anywhere in another object (Deployment, StatefulSet, Job, CronJob, JobSet, ...) is admitted
+ *   as the pod it stamps out, and the outfitted pod is written back into the template;
+ * - with `pods`, every replica of a training job is also admitted as the training operator would create it
+ *   (name `<job>-<type>-<index>`, replica labels, controller ownerReference), so its cluster spec shows.
+ *
+ * A pod gets the apiserver's one defaulting the webhooks' decisions depend on (requests from limits,
+ * {@link apiserverPodDefaults}) before the mutating webhook and after its patch, as the apiserver does; the
+ * printed objects carry those requests. test/e2e/admit.test.ts holds the result to a real kube-apiserver.
+ *
+ * What the apiserver decides before calling a webhook is assumed: the namespace is opted in and the request
+ * matches the webhook configurations' matchConditions. Protected namespaces are never in scope, so objects
+ * there are reported as not admitted.
+ */
+import { readdir, readFile, stat } from "node:fs/promises";
+import { extname, join, resolve } from "node:path";
+import { LineCounter, parseAllDocuments, stringify } from "yaml";
+import { createWebhooks } from "../../webhooks/index.js";
+import type { WebhookResult } from "../admission/handler.js";
+import { applyPatch, createPatch, type PatchOperation } from "../admission/patch.js";
+import type { AdmissionReview, GroupVersionKind, GroupVersionResource, KubeObject } from "../admission/types.js";
+import { UsageError, errorMessage } from "../errors.js";
+import { silentLogger } from "../log.js";
+import type { JobKind, Policy } from "../policy/types.js";
+import { SYSTEM_NAMESPACES } from "../scope.js";
+import { labelScheme } from "../topology/label-scheme.js";
+import { replicaSpecs, replicasOf } from "../topology/resolve.js";
+import type { JobReader } from "../topology/types.js";
+import type { CliIo } from "./io.js";
+
+/** One object read from a file: `source` is `file#n` (n counts documents from 1, list items as `#n.i`). */
+export interface InputObject {
+  source: string;
+  object: KubeObject;
+}
+
+export interface Finding {
+  rule: string;
+  /** Field path in the printed object (a template's violations under the template's path). */
+  field: string;
+  message: string;
+}
+
+export interface Admitted {
+  source: string;
+  kind: string;
+  namespace: string;
+  name: string;
+  /** A pod, a training job, an object holding pod templates, or one Quartermaster does not admit. */
+  role: "pod" | "job" | "templates" | "other";
+  original: KubeObject;
+  /** The outfitted object (the original when nothing changed or it was denied). */
+  object: KubeObject;
+  /** JSON Patch from `original` to `object`. */
+  patch: PatchOperation[];
+  allowed: boolean;
+  warnings: string[];
+  violations: Finding[];
+  /** The rules that denied it, once each. */
+  deniedRules: string[];
+  /** Why it was not admitted at all (role `other`, a protected namespace). */
+  skipped?: string;
+  /** For a replica pod made from a training job: the job, `PyTorchJob/mnist-ddp`. */
+  from?: string;
+}
+
+export interface AdmitOptions {
+  policy: Policy;
+  /** The namespace of objects that name none (kubectl's `-n`); default `default`. */
+  namespace?: string;
+  /** Also admit every replica pod of each training job. */
+  pods?: boolean;
+  now?: () => Date;
+}
+
+const POD_KIND: GroupVersionKind = { group: "", version: "v1", kind: "Pod" };
+const POD_RESOURCE: GroupVersionResource = { group: "", version: "v1", resource: "pods" };
+/** A replica pod per type and index is made for at most this many replicas of a type (a 1000-worker job stays readable). */
+export const MAX_PODS_PER_REPLICA_TYPE = 16;
+
+type Meta = { name?: string; generateName?: string; namespace?: string; uid?: string; labels?: Record<string, string> };
+const metaOf = (o: KubeObject): Meta => ((o.metadata ?? {}) as Meta);
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** Reads the objects in `paths` (files, or directories: their .yaml, .yml and .json files): multi-document YAML, `List`s unpacked. */
+export async function readInputs(paths: readonly string[], cwd: string): Promise<InputObject[]> {
+  const out: InputObject[] = [];
+  for (const p of paths) {
+    const full = resolve(cwd, p);
+    let files = [p];
+    try {
+      if ((await stat(full)).isDirectory()) {
+        files = (await readdir(full)).filter((f) => [".yaml", ".yml", ".json"].includes(extname(f))).sort().map((f) => join(p, f));
+      }
+    } catch (err) {
+      throw new InputError(`${p}: cannot read: ${errorMessage(err)}`);
+    }
+    for (const file of files) out.push(...parseObjects(await readText(resolve(cwd, file), file), file));
+  }
+  return out;
+}
+
+/** A file that cannot be read or holds something that is no Kubernetes object (exit 1, naming file and document). */
+export class InputError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "InputError";
+  }
+}
+
+async function readText(file: string, name: string): Promise<string> {
+  try {
+    return await readFile(file, "utf8");
+  } catch (err) {
+    throw new InputError(`${name}: cannot read: ${errorMessage(err)}`);
+  }
+}
+
+/** The objects in one file's text; `name` is used in `source` and messages. */
+export function parseObjects(text: string, name: string): InputObject[] {
+  const lineCounter = new LineCounter();
+  const docs = parseAllDocuments(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
+  if (!Array.isArray(docs)) return []; // an empty stream
+  const out: InputObject[] = [];
+  docs.forEach((doc, i) => {
+    const where = `${name}#${i + 1}`;
+    if (doc.errors.length > 0) throw new InputError(`${where}: line ${lineCounter.linePos(doc.errors[0]!.pos[0]).line}: ${doc.errors[0]!.message.split("\n")[0]}`);
+    const value: unknown = doc.toJS();
+    if (value === null || value === undefined) return; // an empty document (a trailing ---)
+    const check = (o: unknown, at: string): KubeObject => {
+      if (!isRecord(o)) throw new InputError(`${at}: not a Kubernetes object (a mapping with apiVersion and kind)`);
+      for (const f of ["apiVersion", "kind"]) if (typeof o[f] !== "string" || !o[f]) throw new InputError(`${at}: missing ${f}`);
+      if (o.metadata !== undefined && !isRecord(o.metadata)) throw new InputError(`${at}: metadata must be a mapping`);
+      return o;
+    };
+    const object = check(value, where);
+    if (object.kind === "List" || (String(object.kind).endsWith("List") && Array.isArray(object.items))) {
+      (Array.isArray(object.items) ? object.items : []).forEach((item, j) => out.push({ source: `${where}.${j + 1}`, object: check(item, `${where}.items[${j}]`) }));
+    } else {
+      out.push({ source: where, object });
+    }
+  });
+  return out;
+}
+
+function groupVersion(apiVersion: unknown): { group: string; version: string } {
+  const s = String(apiVersion ?? "");
+  const i = s.indexOf("/");
+  return i < 0 ? { group: "", version: s } : { group: s.slice(0, i), version: s.slice(i + 1) };
+}
+
+function jobKindOf(object: KubeObject, policy: Policy): JobKind | undefined {
+  const { group } = groupVersion(object.apiVersion);
+  return policy.jobKinds.find((k) => k.group === group && k.kind === object.kind);
+}
+
+/** Jobs by kind, namespace and name: what the pods' job lookups find (the outfitted jobs of the inputs). */
+function offlineJobs(): JobReader & { add(kind: JobKind, namespace: string, job: KubeObject): void } {
+  const jobs = new Map<string, KubeObject>();
+  const key = (kind: JobKind, namespace: string, name: string): string => `${kind.group}/${kind.kind}/${namespace}/${name}`;
+  return {
+    add: (kind, namespace, job) => void jobs.set(key(kind, namespace, String(metaOf(job).name ?? "")), job),
+    get: async (kind, namespace, name) => jobs.get(key(kind, namespace, name)),
+    peek: (kind, namespace, name) => jobs.get(key(kind, namespace, name)),
+  };
+}
+
+let uids = 0;
+function review(object: KubeObject, kind: GroupVersionKind, resource: GroupVersionResource, namespace: string): AdmissionReview {
+  const name = metaOf(object).name;
+  return {
+    apiVersion: "admission.k8s.io/v1",
+    kind: "AdmissionReview",
+    request: {
+      uid: `quartermaster-admit-${++uids}`,
+      kind,
+      resource,
+      requestKind: kind,
+      requestResource: resource,
+      ...(name ? { name } : {}),
+      namespace,
+      operation: "CREATE",
+      userInfo: { username: "quartermaster-admit" },
+      object,
+      oldObject: null,
+      dryRun: true,
+    },
+  };
+}
+
+/** What one webhook said, in the terms of the report. */
+function heard(r: WebhookResult, warnings: string[], violations: Finding[]): void {
+  const response = r.review.response;
+  warnings.push(...(response?.warnings ?? []));
+  if (r.outcome === "denied") violations.push(...r.policyViolations.filter((v) => v.mode === "deny").map((v) => ({ rule: v.rule, field: v.field, message: v.message })));
+  else if (response && !response.allowed) violations.push({ rule: "webhook-error", field: "", message: response.status?.message ?? "refused" });
+}
+
+function patchOf(r: WebhookResult): PatchOperation[] {
+  const patch = r.review.response?.patch;
+  return patch ? (JSON.parse(Buffer.from(patch, "base64").toString("utf8")) as PatchOperation[]) : [];
+}
+
+/**
+ * The apiserver's defaulting that the pod webhooks' decisions depend on: a container's or init container's
+ * requests default to its limits (kubernetes `pkg/apis/core/v1/defaults.go`, `SetDefaults_Pod`). The apiserver
+ * defaults a pod before the first mutating webhook and again after each one's patch
+ * (`k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go`), so the webhooks never see a limit
+ * without its request; neither do they here. Other defaults (dnsPolicy, terminationMessagePath, ...) change no
+ * decision and are left out of the printed objects. Returns `pod` itself when there is nothing to default.
+ */
+export function apiserverPodDefaults(pod: KubeObject): KubeObject {
+  type Container = { resources?: { limits?: Record<string, unknown>; requests?: Record<string, unknown> } };
+  const spec = pod.spec as { containers?: Container[]; initContainers?: Container[] } | undefined;
+  const needs = (c: Container): boolean => Object.keys(c.resources?.limits ?? {}).some((k) => c.resources?.requests?.[k] === undefined);
+  if (![...(spec?.containers ?? []), ...(spec?.initContainers ?? [])].some((c) => isRecord(c) && needs(c))) return pod;
+  const out = structuredClone(pod);
+  const s = out.spec as { containers?: Container[]; initContainers?: Container[] };
+  for (const c of [...(s.containers ?? []), ...(s.initContainers ?? [])]) {
+    if (!isRecord(c) || !needs(c)) continue;
+    const resources = c.resources!;
+    resources.requests = { ...(resources.requests ?? {}) };
+    for (const [k, v] of Object.entries(resources.limits ?? {})) if (resources.requests[k] === undefined) resources.requests[k] = v;
+  }
+  return out;
+}
+
+interface Pipeline {
+  /** Mutate, then validate the outfitted object; `object` is the outfitted one unless the mutation denied it. */
+  run(object: KubeObject, kind: GroupVersionKind, resource: GroupVersionResource, namespace: string, paths: { mutate: string; validate: string }): Promise<{ object: KubeObject; warnings: string[]; violations: Finding[] }>;
+}
+
+function pipeline(opts: AdmitOptions, jobs: JobReader): Pipeline {
+  const webhooks = createWebhooks({ policy: opts.policy, log: silentLogger(), jobs, now: opts.now ?? (() => new Date()) });
+  return {
+    async run(object, kind, resource, namespace, paths) {
+      const warnings: string[] = [];
+      const violations: Finding[] = [];
+      const defaults = paths === POD_PATHS ? apiserverPodDefaults : (o: KubeObject) => o;
+      const given = defaults(object);
+      const mutated = await webhooks[paths.mutate]!.admit(review(given, kind, resource, namespace));
+      heard(mutated, warnings, violations);
+      if (violations.length > 0) return { object: given, warnings, violations };
+      const outfitted = defaults(applyPatch(given, patchOf(mutated)));
+      heard(await webhooks[paths.validate]!.admit(review(outfitted, kind, resource, namespace)), warnings, violations);
+      return { object: outfitted, warnings, violations };
+    },
+  };
+}
+
+const POD_PATHS = { mutate: "/mutate/pods", validate: "/validate/pods" };
+const JOB_PATHS = { mutate: "/mutate/jobs", validate: "/validate/jobs" };
+
+/** Every pod template in `object` (a mapping under `template` with `spec.containers`), with its path. */
+export function templatesIn(object: KubeObject): Array<{ path: Array<string | number>; template: Record<string, unknown> }> {
+  const found: Array<{ path: Array<string | number>; template: Record<string, unknown> }> = [];
+  const visit = (node: unknown, path: Array<string | number>): void => {
+    if (Array.isArray(node)) return node.forEach((v, i) => visit(v, [...path, i]));
+    if (!isRecord(node)) return;
+    const t = node.template;
+    if (isRecord(t) && isRecord(t.spec) && Array.isArray(t.spec.containers)) {
+      found.push({ path: [...path, "template"], template: t });
+      return;
+    }
+    for (const [k, v] of Object.entries(node)) if (k !== "metadata" && k !== "status") visit(v, [...path, k]);
+  };
+  visit(object, []);
+  return found;
+}
+
+/** `["spec", "template"]` → `spec.template`, `[..., 0]` → `[0]` (the notation of violation fields). */
+function fieldPath(path: ReadonlyArray<string | number>): string {
+  return path.map((p, i) => (typeof p === "number" ? `[${p}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(p) ? `${i ? "." : ""}${p}` : `[${p}]`)).join("");
+}
+
+function setAt(root: KubeObject, path: ReadonlyArray<string | number>, value: unknown): void {
+  let node = root as Record<string | number, unknown>;
+  for (const p of path.slice(0, -1)) node = node[p] as Record<string | number, unknown>;
+  node[path.at(-1)!] = value;
+}
+
+/** The replica pods the training operator would create for `job` (at most {@link MAX_PODS_PER_REPLICA_TYPE} per type). */
+export function replicaPods(job: KubeObject, kind: JobKind, namespace: string): KubeObject[] {
+  const meta = metaOf(job);
+  const name = String(meta.name ?? "");
+  const scheme = labelScheme(kind);
+  const pods: KubeObject[] = [];
+  for (const [type, spec] of replicaSpecs(job, kind)) {
+    const template = (isRecord(spec.template) ? spec.template : {}) as { metadata?: Meta & Record<string, unknown>; spec?: KubeObject };
+    for (let i = 0; i < Math.min(MAX_PODS_PER_REPLICA_TYPE, replicasOf(spec)); i++) {
+      pods.push({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: {
+          ...(template.metadata ?? {}),
+          name: `${name}-${type.toLowerCase()}-${i}`,
+          namespace,
+          labels: { ...(template.metadata?.labels ?? {}), ...scheme.selector(job), [scheme.replicaTypeLabel]: type.toLowerCase(), [scheme.replicaIndexLabel]: String(i) },
+          ownerReferences: [{ apiVersion: `${kind.group}/${kind.version}`, kind: kind.kind, name, uid: meta.uid ?? `offline-${name}`, controller: true, blockOwnerDeletion: true }],
+        },
+        spec: structuredClone(template.spec ?? { containers: [] }),
+      });
+    }
+  }
+  return pods;
+}
+
+function finish(base: Omit<Admitted, "patch" | "allowed" | "deniedRules">): Admitted {
+  const deniedRules = [...new Set(base.violations.map((v) => v.rule))];
+  return { ...base, patch: base.object === base.original ? [] : createPatch(base.original, base.object), allowed: deniedRules.length === 0, deniedRules };
+}
+
+/** Admits `inputs` offline: training jobs first (the pods' lookups find them), then everything else in input order. */
+export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOptions): Promise<Admitted[]> {
+  const jobs = offlineJobs();
+  const run = pipeline(opts, jobs);
+  const defaultNamespace = opts.namespace ?? "default";
+  const results = new Map<InputObject, Admitted[]>();
+
+  const describe = (input: InputObject): Pick<Admitted, "source" | "kind" | "namespace" | "name" | "original"> => ({
+    source: input.source,
+    kind: String(input.object.kind),
+    namespace: metaOf(input.object).namespace ?? defaultNamespace,
+    name: metaOf(input.object).name ?? metaOf(input.object).generateName ?? "",
+    original: input.object,
+  });
+
+  for (const input of inputs) {
+    const kind = jobKindOf(input.object, opts.policy);
+    if (!kind || SYSTEM_NAMESPACES.includes(describe(input).namespace)) continue;
+    const d = describe(input);
+    const { version } = groupVersion(input.object.apiVersion);
+    const out = await run.run(input.object, { group: kind.group, version, kind: kind.kind }, { group: kind.group, version, resource: kind.plural }, d.namespace, JOB_PATHS);
+    jobs.add(kind, d.namespace, out.object);
+    const admitted = [finish({ ...d, role: "job", object: out.object, warnings: out.warnings, violations: out.violations })];
+    if (opts.pods) {
+      for (const pod of replicaPods(out.object, kind, d.namespace)) {
+        const p = await run.run(pod, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
+        admitted.push(finish({ source: input.source, kind: "Pod", namespace: d.namespace, name: String(metaOf(pod).name), original: pod, role: "pod", object: p.object, warnings: p.warnings, violations: p.violations, from: `${kind.kind}/${d.name}` }));
+      }
+    }
+    results.set(input, admitted);
+  }
+
+  for (const input of inputs) {
+    if (results.has(input)) continue;
+    const d = describe(input);
+    if (SYSTEM_NAMESPACES.includes(d.namespace)) {
+      results.set(input, [finish({ ...d, role: "other", object: input.object, warnings: [], violations: [], skipped: `namespace ${d.namespace} is never in Quartermaster's scope` })]);
+      continue;
+    }
+    if (input.object.kind === "Pod" && input.object.apiVersion === "v1") {
+      const p = await run.run(input.object, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
+      results.set(input, [finish({ ...d, role: "pod", object: p.object, warnings: p.warnings, violations: p.violations })]);
+      continue;
+    }
+    const templates = templatesIn(input.object);
+    if (templates.length === 0) {
+      results.set(input, [finish({ ...d, role: "other", object: input.object, warnings: [], violations: [], skipped: `${d.kind} is no pod, pod template or training job` })]);
+      continue;
+    }
+    const object = structuredClone(input.object);
+    const warnings: string[] = [];
+    const violations: Finding[] = [];
+    for (const { path, template } of templates) {
+      const tmeta = (isRecord(template.metadata) ? template.metadata : {}) as Meta & Record<string, unknown>;
+      const pod: KubeObject = { apiVersion: "v1", kind: "Pod", metadata: { ...tmeta, name: tmeta.name ?? `${d.name}-pod`, namespace: d.namespace }, spec: template.spec };
+      const p = await run.run(pod, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
+      const at = fieldPath(path);
+      warnings.push(...p.warnings.map((w) => (templates.length > 1 ? `${at}: ${w}` : w)));
+      violations.push(...p.violations.map((v) => ({ ...v, field: v.field ? `${at}.${v.field}` : at })));
+      if (p.object !== pod) {
+        const { name, namespace, ...rest } = metaOf(p.object) as Meta & Record<string, unknown>;
+        const metadata = { ...rest, ...("name" in tmeta ? { name } : {}), ...("namespace" in tmeta ? { namespace } : {}) };
+        // metadata first, where it was or before everything else (a key keeps its first position).
+        const withMeta = Object.keys(metadata).length > 0 || "metadata" in template ? { metadata } : {};
+        setAt(object, path, { ...withMeta, ...template, ...withMeta, spec: p.object.spec });
+      }
+    }
+    results.set(input, [finish({ ...d, role: "templates", object, warnings, violations })]);
+  }
+  return inputs.flatMap((i) => results.get(i) ?? []);
+}
+
+/** `Pod team-a/gpu-smoke (examples/gpu-pod.yaml#1)`. */
+export function describeAdmitted(a: Admitted): string {
+  return `${a.kind} ${a.namespace}/${a.name} (${a.from ? `replica of ${a.from} in ` : ""}${a.source})`;
+}
+
+/** The report for people: one line per object, then its warnings and violations, indented. */
+export function reportLines(results: readonly Admitted[]): string[] {
+  const lines: string[] = [];
+  for (const a of results) {
+    const verdict = a.skipped
+      ? `not admitted: ${a.skipped}`
+      : a.allowed
+        ? `allowed${a.patch.length > 0 ? `, outfitted (${a.patch.length} patch operation${a.patch.length === 1 ? "" : "s"})` : ", unchanged"}`
+        : `DENIED by ${a.deniedRules.join(", ")}`;
+    lines.push(`${describeAdmitted(a)}: ${verdict}`);
+    for (const w of a.warnings) lines.push(`  warning: ${w}`);
+    for (const v of a.violations) lines.push(`  violation [${v.rule}] ${v.field || "(object)"}: ${v.message}`);
+  }
+  const denied = results.filter((a) => !a.allowed).length;
+  const skipped = results.filter((a) => a.skipped).length;
+  lines.push(`${results.length} object${results.length === 1 ? "" : "s"}: ${results.length - denied - skipped} allowed, ${denied} denied${skipped ? `, ${skipped} not admitted` : ""}`);
+  return lines;
+}
+
+/** `admit -f FILE...`: the outfitted objects (or patches) on stdout, the report on stderr; exit 1 when anything is denied. */
+export async function admitCommand(values: Record<string, unknown>, _args: readonly string[], io: CliIo, loadPolicy: (file: string | undefined, cwd: string) => Promise<Policy>): Promise<number> {
+  const files = (values.filename as string[] | undefined) ?? [];
+  if (files.length === 0) throw new UsageError("admit: give the objects with -f FILE (a file or a directory; repeatable)");
+  const output = (values.output as string | undefined) ?? "yaml";
+  if (!["yaml", "json", "patch"].includes(output)) throw new UsageError("admit: -o must be yaml, json or patch");
+  const policy = await loadPolicy(values.policy as string | undefined, io.cwd);
+  const inputs = await readInputs(files, io.cwd);
+  if (inputs.length === 0) throw new InputError(`admit: no objects in ${files.join(", ")}`);
+  const results = await admitObjects(inputs, { policy, namespace: values.namespace as string | undefined, pods: values.pods === true });
+  if (output === "yaml") io.stdout(results.map((a) => stringify(a.object, { lineWidth: 0 }).trimEnd()).join("\n---\n"));
+  else if (output === "json") io.stdout(JSON.stringify({ apiVersion: "v1", kind: "List", items: results.map((a) => a.object) }, null, 2));
+  else io.stdout(JSON.stringify(results.map((a) => ({ object: `${a.kind} ${a.namespace}/${a.name}`, source: a.source, patch: a.patch })), null, 2));
+  for (const line of reportLines(results)) io.stderr(line);
+  return results.some((a) => !a.allowed) ? 1 : 0;
+}

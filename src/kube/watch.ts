@@ -1,0 +1,274 @@
+/**
+ * @module
+ * The resident job controller (`quartermaster reconcile --watch`): Quartermaster as the controller of the kinds
+ * it runs (`jobKinds[].controller`), reacting within moments instead of at the next scheduled pass.
+ *
+ * - Informers (@kubernetes/client-node `makeInformer`: list, then watch, the cache kept by the library) on the
+ *   controlled kinds' jobs, pods, Services and namespaces. A job's change queues the job; a pod's or Service's
+ *   change queues the job named by its controller reference.
+ * - A work queue (`src/reconcile/queue.ts`: one worker per key at a time, failures retried with exponential
+ *   backoff, delays for deadlines and TTLs) and `reconciler.concurrency` workers. Each key is one job's sync:
+ *   the pure decision (`src/reconcile/job-controller.ts`) over the cached job, pods and Services, applied by
+ *   `src/kube/job-controller.ts`; a finished job's CleanPodPolicy and TTL (`src/reconcile/finished.ts`).
+ * - Expectations (`src/reconcile/expectations.ts`) shared by every sync and pass of the process: a cache
+ *   that has not caught up with the controller's own creates never makes it create twice.
+ * - A full reconcile pass (`src/kube/pass.ts`: adoption, release, the ledger, every kind) right after taking
+ *   the lead and every `resyncSeconds` as a safety net; syncs wait while it runs.
+ * - A Lease (`quartermaster-reconciler` in Quartermaster's namespace, the one `--once` passes take) so one
+ *   instance acts: every instance keeps its caches warm, only the holder works the queue. It renews every
+ *   fifth of `leaseSeconds`, acts only while its last renewal is younger than `leaseSeconds` by its own
+ *   clock, and releases the Lease when it stops, so a standby takes over at once (or, after a crash, once
+ *   the Lease has expired).
+ */
+import type { Logger } from "pino";
+import type { KubeObject } from "../admission/types.js";
+import { errorMessage } from "../errors.js";
+import { quartermasterControls, type JobKind, type Policy } from "../policy/types.js";
+import { Expectations } from "../reconcile/expectations.js";
+import { capDeletions, finishedAt, planFinishedJob, readRunPolicy } from "../reconcile/finished.js";
+import { decideJob } from "../reconcile/job-controller.js";
+import { managedElsewhere } from "../reconcile/plan.js";
+import { WorkQueue } from "../reconcile/queue.js";
+import { namespaceScope, scopeIndex } from "../scope.js";
+import { kubeClient } from "./client.js";
+import { connectCluster, slimNamespace, slimPod, slimService, type Cluster } from "./cluster.js";
+import { applyJobControllers } from "./job-controller.js";
+import { acquireLease, type HeldLease } from "./lease.js";
+import { runPass } from "./pass.js";
+
+export const LEASE_NAME = "quartermaster-reconciler";
+
+export interface WatchOptions {
+  kubeconfig?: string;
+  policy: Policy;
+  log: Logger;
+  /** Quartermaster's namespace (its Lease and ledger). */
+  namespace: string;
+  /** This instance's identity in the Lease. */
+  holder: string;
+  leaseSeconds: number;
+  /** Seconds between full passes while leading. */
+  resyncSeconds: number;
+  now?: () => Date;
+}
+
+export interface Watcher {
+  /** Whether this instance holds the Lease and acts. */
+  leading(): boolean;
+  readonly stats: { syncs: number; retries: number; passes: number };
+  /** Stops acting, waits for the work in flight, stops the informers and releases the Lease. */
+  stop(): Promise<void>;
+}
+
+type Informer = {
+  on(verb: string, cb: (obj: any) => void): void;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  list(namespace?: string): ReadonlyArray<any>;
+  get(name: string, namespace?: string): any;
+};
+
+/** Syncs share it; a full pass takes it alone (so the two never decide on the same job at once). */
+class PassLock {
+  private readers = 0;
+  private writing: Promise<void> | undefined;
+  private drained: (() => void) | undefined;
+
+  async read<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.writing) await this.writing;
+    this.readers++;
+    try {
+      return await fn();
+    } finally {
+      if (--this.readers === 0) this.drained?.();
+    }
+  }
+
+  async write<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.writing) await this.writing;
+    let release!: () => void;
+    this.writing = new Promise((r) => (release = r));
+    try {
+      while (this.readers > 0) await new Promise<void>((r) => (this.drained = r));
+      return await fn();
+    } finally {
+      this.writing = undefined;
+      release();
+    }
+  }
+}
+
+const keyOf = (kindIndex: number, namespace: string, name: string): string => `${kindIndex}\0${namespace}\0${name}`;
+
+export async function startWatch(opts: WatchOptions): Promise<Watcher> {
+  const { policy, log } = opts;
+  const now = opts.now ?? ((): Date => new Date());
+  const kinds = policy.jobKinds.filter(quartermasterControls);
+  const { k8s, kc } = await kubeClient(opts.kubeconfig);
+  const cluster: Cluster = await connectCluster(opts.kubeconfig);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const queue = new WorkQueue();
+  const expectations = new Expectations();
+  const lock = new PassLock();
+  const stats = { syncs: 0, retries: 0, passes: 0 };
+  const scope = namespaceScope(opts.namespace);
+  let stopped = false;
+
+  const informer = (path: string, list: () => Promise<any>): Informer => k8s.makeInformer(kc, path, list as never) as unknown as Informer;
+  const pods = informer("/api/v1/pods", () => core.listPodForAllNamespaces());
+  const services = informer("/api/v1/services", () => core.listServiceForAllNamespaces());
+  const namespaces = informer("/api/v1/namespaces", () => core.listNamespace());
+  const jobs = kinds.map((k) => informer(`/apis/${k.group}/${k.version}/${k.plural}`, () => custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural })));
+  const all = [pods, services, namespaces, ...jobs];
+
+  let verdict: ReturnType<typeof scopeIndex> | undefined;
+  const inScope = (ns: string): { inScope: boolean; why?: string } => (verdict ??= scopeIndex(scope, namespaces.list().map(slimNamespace)))(ns);
+  for (const verb of ["add", "update", "delete"]) namespaces.on(verb, () => (verdict = undefined));
+
+  jobs.forEach((inf, i) => {
+    for (const verb of ["add", "update", "delete"]) inf.on(verb, (o: any) => queue.add(keyOf(i, o.metadata?.namespace, o.metadata?.name)));
+  });
+  const byOwner = (o: any): void => {
+    const ref = (o.metadata?.ownerReferences ?? []).find((r: any) => r.controller === true);
+    if (!ref) return;
+    const group = String(ref.apiVersion ?? "").split("/")[0];
+    const i = kinds.findIndex((k) => k.kind === ref.kind && k.group === group);
+    if (i >= 0) queue.add(keyOf(i, o.metadata?.namespace, ref.name));
+  };
+  for (const inf of [pods, services]) for (const verb of ["add", "update", "delete"]) inf.on(verb, byOwner);
+  for (const inf of all) {
+    inf.on("error", (err: unknown) => {
+      if (stopped) return;
+      log.warn({ err: errorMessage(err) }, "watch: informer stopped; restarting in 2 s");
+      setTimeout(() => void (stopped ? undefined : inf.start().catch((e: unknown) => log.warn({ err: errorMessage(e) }, "watch: informer restart failed"))), 2000).unref();
+    });
+  }
+  await Promise.all(all.map((i) => i.start()));
+  log.info({ kinds: kinds.map((k) => k.kind), holder: opts.holder }, "watch: caches synced");
+
+  // --- The Lease.
+  let held: HeldLease | undefined;
+  let renewedAt = 0;
+  const leading = (): boolean => held !== undefined && now().getTime() - renewedAt < opts.leaseSeconds * 1000;
+  const enqueueAll = (): void => jobs.forEach((inf, i) => inf.list().forEach((o: any) => queue.add(keyOf(i, o.metadata?.namespace, o.metadata?.name))));
+  let passTimer: ReturnType<typeof setTimeout> | undefined;
+  const fullPass = async (): Promise<void> => {
+    if (stopped || !leading()) return;
+    try {
+      await lock.write(async () => {
+        stats.passes++;
+        await runPass({ cluster, policy, log, now, dryRun: false, namespace: opts.namespace, expectations });
+      });
+    } catch (err) {
+      log.error({ err: errorMessage(err) }, "watch: full pass failed");
+    }
+    if (!stopped) (passTimer = setTimeout(() => void fullPass(), opts.resyncSeconds * 1000)).unref();
+  };
+  const renew = async (): Promise<void> => {
+    // Validity counts from before the call: the renewTime written is no later than this, so this instance
+    // stops acting no later than a standby (reading that renewTime) may take over.
+    const asked = now().getTime();
+    try {
+      const r = await acquireLease({ kubeconfig: opts.kubeconfig, namespace: opts.namespace, name: LEASE_NAME, holder: opts.holder, durationSeconds: opts.leaseSeconds, now });
+      if ("held" in r) {
+        const was = leading();
+        held = r.held;
+        renewedAt = asked;
+        if (!was) {
+          log.info({ holder: opts.holder }, "watch: took the lease; acting");
+          if (passTimer) clearTimeout(passTimer);
+          void fullPass();
+          enqueueAll();
+        }
+      } else {
+        if (held) log.warn({ holder: r.busy.holder }, "watch: lost the lease; standing by");
+        held = undefined;
+      }
+    } catch (err) {
+      log.warn({ err: errorMessage(err) }, "watch: could not renew the lease");
+    }
+  };
+  await renew();
+  const renewEvery = Math.max(1000, (opts.leaseSeconds * 1000) / 5);
+  let renewing: Promise<void> | undefined;
+  const renewTimer = setInterval(() => {
+    renewing ??= renew().finally(() => (renewing = undefined));
+  }, renewEvery);
+
+  // --- One job.
+  const sync = async (key: string): Promise<void> => {
+    const [i, ns, name] = key.split("\0") as [string, string, string];
+    const kind: JobKind = kinds[Number(i)]!;
+    const raw = jobs[Number(i)]!.get(name, ns);
+    if (!raw) return;
+    const job = raw as KubeObject;
+    if (!inScope(ns).inScope || managedElsewhere(job)) return;
+    const uid = String((job.metadata as { uid?: string }).uid);
+    const owned = (o: any): boolean => (o.metadata?.ownerReferences ?? []).some((r: any) => r.controller === true && r.uid === uid);
+    const ownPods = pods.list(ns).filter(owned).map((p) => slimPod(p));
+    const ownServices = services.list(ns).filter(owned).map(slimService);
+    const at = now();
+    const inFlight = expectations.observeJob(uid, ownPods, ownServices, at);
+    const decision = decideJob({ job, kind, pods: ownPods, services: ownServices, now: at, clusterDomain: policy.clusterSpec.clusterDomain, inFlight });
+    for (const p of decision.problems) log.warn({ problem: p }, "watch: cannot act");
+    const rv = (job.metadata as { resourceVersion?: string }).resourceVersion;
+    const report = await applyJobControllers({ cluster, plans: [{ kind, namespace: ns, name, uid, ...(rv ? { resourceVersion: rv } : {}), decision }], expectations, now, log, width: 1, events: policy.reconciler.events });
+    let retry = report.failed.length > 0 || report.skipped.some((s) => s.why.includes("changed since it was listed"));
+    // A finished job: CleanPodPolicy and TTL, as a pass does them.
+    const fin = planFinishedJob(job, kind, ownPods, ownServices, at, policy);
+    for (const d of capDeletions(fin.actions, policy.reconciler.maxDeletionsPerPass).now) {
+      try {
+        await cluster.delete(d);
+        log.info({ job: d.job, action: `delete ${d.kind}`, namespace: d.namespace, name: d.name, reason: d.reason }, "watch: delete");
+      } catch (err) {
+        retry = true;
+        log.error({ err: errorMessage(err), action: `delete ${d.kind} ${d.namespace}/${d.name}` }, "watch: delete failed");
+      }
+    }
+    if (decision.requeueAfterMs !== undefined) queue.addAfter(key, decision.requeueAfterMs + 100);
+    const { finished, completionTime } = finishedAt(job);
+    const rp = readRunPolicy(job);
+    if (finished && completionTime && !("problems" in rp) && rp.ttl !== undefined) queue.addAfter(key, completionTime.getTime() + rp.ttl * 1000 - at.getTime() + 1000);
+    if (retry) {
+      stats.retries++;
+      queue.addRateLimited(key);
+    } else queue.forget(key);
+  };
+
+  const worker = async (): Promise<void> => {
+    for (;;) {
+      const key = await queue.get();
+      if (key === undefined) return;
+      try {
+        if (leading()) {
+          stats.syncs++;
+          await lock.read(() => sync(key));
+        }
+      } catch (err) {
+        log.error({ err: errorMessage(err), key: key.replaceAll("\0", "/") }, "watch: sync failed");
+        queue.addRateLimited(key);
+      } finally {
+        queue.done(key);
+      }
+    }
+  };
+  const workers = Array.from({ length: policy.reconciler.concurrency }, worker);
+
+  return {
+    leading,
+    stats,
+    async stop() {
+      stopped = true;
+      clearInterval(renewTimer);
+      if (passTimer) clearTimeout(passTimer);
+      queue.shutDown();
+      await Promise.all(workers);
+      await lock.write(async () => undefined);
+      await renewing;
+      await Promise.all(all.map((i) => i.stop().catch(() => undefined)));
+      if (held) await held.release().catch((err: unknown) => log.warn({ err: errorMessage(err) }, "watch: could not release the lease"));
+      held = undefined;
+    },
+  };
+}

@@ -1,0 +1,379 @@
+/**
+ * @module
+ * `/validate/pods` as a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) and its binding, rendered
+ * from the policy, pure. The apiserver then judges pod creates in-process, in CEL, with no webhook round trip;
+ * `quartermaster policy export-vap` prints it and manifests/overlays/validating-admission-policy uses it.
+ *
+ * What is expressed, with the webhook's verdict, field paths and messages (one `messageExpression` builds the
+ * same `N policy violations: <field>: <message>; …` text the webhook returns):
+ * - review-cost: the webhook's cost bound (src/admission/cost.ts), counted the same way, so a pod the webhook
+ *   refuses as too large to check is refused here with the same words. It is checked first, and every other
+ *   rule runs only under it, which also bounds the CEL runtime cost (the apiserver's per-expression limit and
+ *   per-policy budget) whatever the pod: under the bound a pod has at most 2,500 containers and entries, and
+ *   at most ~100 distinct GPU resource names;
+ * - container-limits: every container's and init container's requests and limits of cpu, memory and each
+ *   capped GPU resource at most the per-container limit (a request equal to its over-limit limit is named once,
+ *   at the limit), with the namespace overrides (`namespaces[]`, first match by name);
+ * - quantity: a counted value that is negative or out of range (above 2^63-1 units);
+ * - gpu-mig-mixing: whole GPUs and MIG slices in one container;
+ * - pod-gpus: the pod's effective GPU request (Kubernetes' rule, with native sidecars) at most the per-pod limit.
+ *
+ * What is not (the YAML header says so, and `export-vap` lists what the policy actually uses on stderr): see
+ * {@link unexpressedRules}. Resource maps are iterated in random order by CEL, so each container's violations
+ * are sorted in CEL (by side, then name: the webhook's order, which is the apiserver's sorted JSON).
+ *
+ * Cost: the apiserver evaluates a validation's messageExpression for every request it evaluates, admitted or
+ * not, with the variables computed again. So the policy's match condition starts with a fast path
+ * ({@link mayViolateExpression}): a pod that surely breaks no limit skips the policy after one pass over its
+ * entries; only the others run the exact rules (a few milliseconds of apiserver CPU each). bench/e2e-vap.ts
+ * measures the apiserver CPU per pod against the webhook's.
+ *
+ * Needs Kubernetes 1.33 or later: the two-variable comprehensions (`transformList(i, v, …)`) that give each
+ * container its index are in the CEL environment new expressions may use from 1.33 (`ext.TwoVarComprehensions`
+ * is introduced at 1.32 and the apiserver compiles new expressions for its previous minor version).
+ */
+import { MAX_REVIEW_COST } from "../admission/cost.js";
+import { celString, DEFAULT_NAMESPACE, globCondition, trainingPodExpression, type MatchCondition } from "../manifests/webhooks.js";
+import { isGpuResource } from "../mutate/pod.js";
+import { namespaceScope, namespaceSelector } from "../scope.js";
+import type { LabelSelector } from "../doctor/types.js";
+import { overrideLimits } from "../validate/limits.js";
+import type { Limits, Policy } from "./types.js";
+
+/** Passes of the pod rules the webhook prices (webhooks/validate-pods.ts `VALIDATE_POD_PASSES`; a unit test keeps them equal). */
+export const POD_RULE_PASSES = 4;
+export const VAP_NAME = "quartermaster-pod-limits";
+/** Largest value of a quantity the webhook accepts, in units (src/quantity.ts `MAX_QUANTITY_UNITS`). */
+const MAX_UNITS = "9223372036854775807";
+
+export interface VapOptions {
+  /** Quartermaster's namespace: excluded from the scope, as for the webhooks. */
+  namespace?: string;
+}
+
+export interface RenderedVap {
+  policy: Record<string, unknown>;
+  binding: Record<string, unknown>;
+}
+
+/** A rule of `/validate/pods` the exported policy does not carry, and whether this policy makes it bite. */
+export interface UnexpressedRule {
+  rule: string;
+  why: string;
+  /** True when the policy sets what the rule enforces (so dropping the webhook drops a check). */
+  active: boolean;
+}
+
+// ---- CEL helpers: each returns CEL text; `c` is a CEL expression for one container ---------------------------
+
+const side = (c: string, s: "requests" | "limits"): string => `(has(${c}.resources) && has(${c}.resources.${s}) ? ${c}.resources.${s} : {})`;
+const R = (c: string): string => side(c, "requests");
+const L = (c: string): string => side(c, "limits");
+/** `s` as the webhook shows a value in a message: cut to 64 characters. */
+const show = (s: string): string => `(size(${s}) > 64 ? ${s}.substring(0, 61) + '...' : ${s})`;
+/** A GPU quantity as an int: 0 when it cannot be counted (out of int64, fractional, negative), as the webhook's `gpuNanos`. */
+const gpuInt = (s: string): string => `(quantity(${s}).isInteger() && quantity(${s}).compareTo(quantity('0')) > 0 ? quantity(${s}).asInteger() : 0)`;
+/** The CEL sum of an int list that may be empty (`sum()` of an empty list has no element type). */
+const sum = (list: string): string => `([0] + ${list}).sum()`;
+/** The container at index `i` of `variables.all` as its field path. */
+const path = (i: string): string => `(${i} < variables.nInit ? 'spec.initContainers[' + string(${i}) + ']' : 'spec.containers[' + string(${i} - variables.nInit) + ']')`;
+const isSidecar = (i: string, c: string): string => `(${i} < variables.nInit && has(${c}.restartPolicy) && ${c}.restartPolicy == 'Always')`;
+const isRegularInit = (i: string, c: string): string => `(${i} < variables.nInit && !(has(${c}.restartPolicy) && ${c}.restartPolicy == 'Always'))`;
+
+function isGpu(policy: Pick<Policy, "gpu">, k: string): string {
+  const patterns = [...new Set(policy.gpu.resources.map((r) => r.pattern))];
+  return patterns.length === 0 ? "false" : `(${patterns.map((p) => globCondition(k, p)).join(" || ")})`;
+}
+
+/** The per-container maximum for resource `k` as a CEL string ('' when none), as `containerMax` in src/validate/pod-spec.ts; undefined when nothing is capped. */
+function boundOf(limits: Limits, k: string): string | undefined {
+  const { cpu, memory, gpus = {} } = limits.container;
+  const gpuCaps = Object.entries(gpus);
+  if (cpu === undefined && memory === undefined && gpuCaps.length === 0) return undefined;
+  // cpu and memory never fall through to the GPU patterns (a pattern `*` does not cap cpu).
+  let out = "''";
+  for (const [pattern, n] of gpuCaps.reverse()) out = `${globCondition(k, pattern)} ? ${celString(String(n))} : ${out}`;
+  return `(${k} == 'cpu' ? ${celString(cpu ?? "")} : ${k} == 'memory' ? ${celString(memory ?? "")} : ${out})`;
+}
+
+/**
+ * One container's resource findings for limits `limits`: a list of `'<side><name>\t<field>: <message>'` (the
+ * prefix sorts them into the webhook's order and is cut off later). `c` is the container, `i` its index.
+ */
+function resourceFindings(policy: Policy, limits: Limits, c: string, i: string): string {
+  // Each entry as key `k` and value `v` (two-variable transformList over the map); `v` is the apiserver's text.
+  const entry = (s: "requests" | "limits"): string => {
+    const q = "quantity(string(v))";
+    const pre = `'${s === "requests" ? 0 : 1}' + k + '\\t' + ${path(i)} + '.resources.${s}[' + k + ']: '`;
+    const bound = boundOf(limits, "k");
+    const counted = bound === undefined ? isGpu(policy, "k") : `(${bound} != '' || ${isGpu(policy, "k")})`;
+    const sameAsLimit = s === "requests" ? ` && !(k in ${L(c)} && quantity(string(${L(c)}[k])).compareTo(${q}) == 0)` : "";
+    const over = bound === undefined ? "''" : `${bound} != '' && ${q}.compareTo(quantity(${bound})) > 0${sameAsLimit} ? ${pre} + string(v) + ' exceeds the per-container limit of ' + ${bound} : ''`;
+    return (
+      `!${counted} ? '' :\n` +
+      `  ${q}.compareTo(quantity('${MAX_UNITS}')) > 0 || ${q}.compareTo(quantity('-${MAX_UNITS}')) < 0 ? ${pre} + ${show("string(v)")} + ' is out of range: the magnitude must be at most 2^63-1 (${MAX_UNITS})' :\n` +
+      `  ${q}.compareTo(quantity('0')) < 0 ? ${pre} + string(v) + ' must be greater than or equal to 0' :\n` +
+      `  ${over}`
+    );
+  };
+  return `(${R(c)}.transformList(k, v, ${entry("requests")}) +\n ${L(c)}.transformList(k, v, ${entry("limits")})).filter(s, s != '')`;
+}
+
+/** The CEL that picks, per limit variant, `render(limits)`: a chain on `variables.limitClass` when there is more than one. */
+function perVariant(variants: Limits[], render: (l: Limits) => string): string {
+  const texts = variants.map(render);
+  if (new Set(texts).size === 1) return texts[0]!;
+  let out = `(${texts[texts.length - 1]!})`;
+  for (let v = texts.length - 2; v >= 0; v--) out = `variables.limitClass == ${v} ? (${texts[v]}) :\n${out}`;
+  return out;
+}
+
+interface Variable {
+  name: string;
+  expression: string;
+}
+
+/** The limits in force per namespace class: distinct variants, and the CEL picking the variant for the request's namespace. */
+/** What the rendered rules read of limits, in a canonical form (an override's merge adds `gpus: {}`, which changes nothing). */
+const keyOf = (l: Limits): string => JSON.stringify([l.container.cpu, l.container.memory, Object.entries(l.container.gpus ?? {}), l.pod.gpus]);
+const variantOf = (variants: Limits[], l: Limits): number => variants.findIndex((v) => keyOf(v) === keyOf(l));
+const indexOfDefault = (policy: Policy, variants: Limits[]): number => variantOf(variants, policy.limits);
+
+function limitVariants(policy: Policy): { variants: Limits[]; limitClass: string } {
+  const variants: Limits[] = [];
+  const indexOf = (l: Limits): number => {
+    let at = variantOf(variants, l);
+    if (at < 0) at = variants.push(l) - 1;
+    return at;
+  };
+  let limitClass = String(indexOf(policy.limits));
+  const byOverride = policy.namespaces.map((o) => indexOf(overrideLimits(policy, o)));
+  for (let n = policy.namespaces.length - 1; n >= 0; n--) {
+    limitClass = `${globCondition("request.namespace", policy.namespaces[n]!.pattern)} ? ${byOverride[n]} : ${limitClass}`;
+  }
+  return { variants, limitClass };
+}
+
+/** The policy's variables, in evaluation order (each may use the ones before; the apiserver evaluates them lazily). */
+export function vapVariables(policy: Policy): Variable[] {
+  const { variants, limitClass } = limitVariants(policy);
+  const limit = MAX_REVIEW_COST;
+  const perPassLimit = Math.floor(limit / POD_RULE_PASSES);
+  const vars: Variable[] = [
+    { name: "nInit", expression: "has(object.spec.initContainers) ? size(object.spec.initContainers) : 0" },
+    { name: "all", expression: "(has(object.spec.initContainers) ? object.spec.initContainers : []) + (has(object.spec.containers) ? object.spec.containers : [])" },
+    // review-cost, as src/admission/cost.ts counts: the pod spec, each container, each resource entry; passes are
+    // the rules plus the distinct GPU resource names. Counting stops past the bound, at the entry or list it was in.
+    { name: "entries", expression: `variables.all.map(c, size(${R("c")}) + size(${L("c")}))` },
+    { name: "items", expression: `1 + size(variables.all) + ${sum("variables.entries")}` },
+    { name: "gpuNames", expression: `variables.all.map(c, ${R("c")}.filter(k, ${isGpu(policy, "k")}) + ${L("c")}.filter(k, ${isGpu(policy, "k")} && !(k in ${R("c")})))` },
+    {
+      name: "partialItems",
+      expression:
+        `1 + variables.nInit > ${perPassLimit} ? 1 + variables.nInit :\n` +
+        `1 + variables.nInit + ${sum("variables.entries.transformList(i, n, i < variables.nInit, n)")} > ${perPassLimit} ? ${perPassLimit + 1} :\n` +
+        `1 + size(variables.all) + ${sum("variables.entries.transformList(i, n, i < variables.nInit, n)")} > ${perPassLimit} ? 1 + size(variables.all) + ${sum("variables.entries.transformList(i, n, i < variables.nInit, n)")} :\n` +
+        `${perPassLimit + 1}`,
+    },
+    {
+      name: "passes",
+      expression: `variables.items > ${perPassLimit} ? ${POD_RULE_PASSES} : ${POD_RULE_PASSES} + ${sum("variables.gpuNames.transformList(i, ns, size(ns.filter(n, !variables.gpuNames.exists(j, ms, j < i && n in ms))))")}`,
+    },
+    {
+      name: "costDenial",
+      expression:
+        `variables.items > ${perPassLimit} ? 'too large to check: cost at least ' + string(variables.partialItems * ${POD_RULE_PASSES}) + ' is over the bound of ${limit} (at least ' + string(variables.partialItems) + ${celString(` pod specs, containers and resource entries × ${POD_RULE_PASSES} rule passes); split the workload or ask the platform team`)} :\n` +
+        `variables.items * variables.passes > ${limit} ? 'too large to check: cost ' + string(variables.items * variables.passes) + ' is over the bound of ${limit} (' + string(variables.items) + ${celString(" pod specs, containers and resource entries × ")} + string(variables.passes) + ' rule passes); split the workload or ask the platform team' :\n` +
+        `''`,
+    },
+  ];
+  if (variants.length > 1) vars.push({ name: "limitClass", expression: limitClass });
+  // container-limits and quantity, per container, sorted by side then name.
+  vars.push({ name: "findings", expression: perVariant(variants, (l) => `variables.all.transformList(i, c, ${resourceFindings(policy, l, "c", "i")})`) });
+  vars.push({ name: "findingRanks", expression: "variables.findings.map(l, l.map(s, size(l.filter(t, t < s))))" });
+  // gpu-mig-mixing, only when nvidia.com/gpu is one of the policy's GPU resources (as in the webhook).
+  const mixing = isGpuResource("nvidia.com/gpu", policy.gpu.resources);
+  if (mixing) {
+    const mig = (k: string): string => `(${k}.startsWith('nvidia.com/mig-') && ${isGpu(policy, k)})`;
+    vars.push({
+      name: "migs",
+      expression: `variables.all.map(c, ('nvidia.com/gpu' in ${R("c")} || 'nvidia.com/gpu' in ${L("c")}) ? ${R("c")}.filter(k, ${mig("k")}).map(k, '0' + k) + ${L("c")}.filter(k, ${mig("k")} && !(k in ${R("c")})).map(k, '1' + k) : [])`,
+    });
+    vars.push({ name: "migRanks", expression: "variables.migs.map(l, l.map(s, size(l.filter(t, t < s))))" });
+  }
+  const mixingText = mixing
+    ? ` + (size(variables.migs[ci]) > 0 ? [${path("ci")} + '.resources: asks for whole GPUs (nvidia.com/gpu) and MIG slices (' + variables.migs[ci].transformList(i, x, variables.migs[ci][variables.migRanks[ci].indexOf(i)].substring(1)).join(', ') + ') at once; use one or the other'] : [])`
+    : "";
+  vars.push({
+    name: "perContainer",
+    expression: `variables.findings.transformList(ci, l, l.transformList(i, x, l[variables.findingRanks[ci].indexOf(i)]).map(s, s.substring(s.indexOf('\\t') + 1))${mixingText})`,
+  });
+  // pod-gpus: Σ over GPU names of max(regular, init), regular = sidecars + containers, init = each regular init
+  // container plus the sidecars before it. Only names a regular init container asks for can make init exceed
+  // regular, so the sum is the flat sum over sidecars and containers plus, for those names, the excess.
+  if (variants.some((l) => l.pod.gpus !== undefined)) {
+    const g = (c: string, n: string): string => `(${n} in ${R(c)} ? ${gpuInt(`string(${R(c)}[${n}])`)} : ${n} in ${L(c)} ? ${gpuInt(`string(${L(c)}[${n}])`)} : 0)`;
+    vars.push({ name: "gpuAmounts", expression: `variables.gpuNames.transformList(i, ns, ${sum(`ns.map(n, ${g("variables.all[i]", "n")})`)})` });
+    vars.push({ name: "initGpuList", expression: `variables.gpuNames.transformList(i, ns, ${isRegularInit("i", "variables.all[i]")}, ns.join(',')).join(',').split(',').filter(n, n != '')` });
+    vars.push({ name: "initGpuNames", expression: "variables.initGpuList.transformList(i, n, variables.initGpuList.indexOf(n) == i, n)" });
+    const regular = (n: string): string => sum(`variables.all.transformList(i, c, !${isRegularInit("i", "c")}, ${g("c", n)})`);
+    const initMax = (n: string): string => `([0] + variables.all.transformList(i, c, ${isRegularInit("i", "c")}, ${g("c", n)} + ${sum(`variables.all.transformList(j, d, j < i && ${isSidecar("j", "d")}, ${g("d", n)})`)})).max()`;
+    vars.push({
+      name: "podGpus",
+      expression: `${sum(`variables.gpuAmounts.transformList(i, a, !${isRegularInit("i", "variables.all[i]")}, a)`)} +\n${sum(`variables.initGpuNames.map(n, [0, ${initMax("n")} - ${regular("n")}].max())`)}`,
+    });
+  }
+  vars.push({
+    name: "podLevel",
+    expression: perVariant(variants, (l) =>
+      l.pod.gpus === undefined ? "[]" : `variables.podGpus > ${l.pod.gpus} ? ['spec: the pod requests ' + string(variables.podGpus) + ' GPUs, over the per-pod limit of ${l.pod.gpus}'] : []`,
+    ),
+  });
+  vars.push({ name: "count", expression: `${sum("variables.perContainer.map(l, size(l))")} + size(variables.podLevel)` });
+  return vars;
+}
+
+/**
+ * The fast path, in the match condition: true when the pod may break a rule, false when it surely breaks none, so
+ * the policy is not evaluated for it at all. The apiserver evaluates a validation's messageExpression for every
+ * request it evaluates, admitted or not, in an activation of its own (the variables computed again); checked
+ * here once, without messages or sorting, a pod that passes costs one pass over its entries. Conservative: a
+ * request over a cap but equal to its limit, say, is left to the exact rules. Uses no variables (a match
+ * condition cannot), so the containers and the limit class are written out.
+ */
+export function mayViolateExpression(policy: Policy): string {
+  const { variants } = limitVariants(policy);
+  const all = "((has(object.spec.initContainers) ? object.spec.initContainers : []) + (has(object.spec.containers) ? object.spec.containers : []))";
+  // Surely under the cost bound (items × passes ≤ (1 + containers + entries) × (4 + entries)): at most 8
+  // containers of at most 10 entries are (1 + 8 + 80) × (4 + 80) = 7,476. Larger pods take the exact rules.
+  const small = `size(${all}) <= 8`;
+  const smallContainer = `size(${R("c")}) + size(${L("c")}) <= 10`;
+  const mixing = isGpuResource("nvidia.com/gpu", policy.gpu.resources)
+    ? ` && !(('nvidia.com/gpu' in ${R("c")} || 'nvidia.com/gpu' in ${L("c")}) && (${R("c")}.exists(k, k.startsWith('nvidia.com/mig-') && ${isGpu(policy, "k")}) || ${L("c")}.exists(k, k.startsWith('nvidia.com/mig-') && ${isGpu(policy, "k")})))`
+    : "";
+  const quick = (limits: Limits): string => {
+    const { cpu, memory, gpus = {} } = limits.container;
+    const atMost = (cap: string): string => `!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity(${celString(cap)})) <= 0`;
+    // Per name, as containerMax picks the cap; an uncapped GPU resource must still be a countable quantity.
+    let ok = `!${isGpu(policy, "k")} || (!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity('${MAX_UNITS}')) <= 0)`;
+    for (const [pattern, n] of Object.entries(gpus).reverse()) ok = `${globCondition("k", pattern)} ? ${atMost(String(n))} :\n  ${ok}`;
+    ok = `k == 'cpu' ? ${cpu === undefined ? "true" : atMost(cpu)} : k == 'memory' ? ${memory === undefined ? "true" : atMost(memory)} :\n  ${ok}`;
+    const containers = `${all}.all(c, ${smallContainer} && ${R("c")}.all(k, v, ${ok}) &&\n ${L("c")}.all(k, v, ${ok})${mixing})`;
+    // The sum over every container of each GPU name's request (else limit) is at least the effective request.
+    // In doubles: no overflow error whatever the values (a regular expression would be compiled per request:
+    // the apiserver does not precompile them), exact for whole numbers up to 2^53, and past that over any cap.
+    const gpuSum = (m: string, extra: string): string => `([0.0] + ${m}.transformList(k, v, ${isGpu(policy, "k")}${extra}, quantity(string(v)).asApproximateFloat())).sum()`;
+    const pod =
+      limits.pod.gpus === undefined ? "" : ` &&\n([0.0] + ${all}.map(c, ${gpuSum(R("c"), "")} + ${gpuSum(L("c"), ` && !(k in ${R("c")})`)})).sum() <= ${limits.pod.gpus}.0`;
+    return `${containers}${pod}`;
+  };
+  const texts = variants.map(quick);
+  let pick = `(${texts[0]!})`;
+  if (new Set(texts).size > 1) {
+    // The limit class, written out: the first namespaces[] pattern matching the request's namespace.
+    pick = `(${texts[indexOfDefault(policy, variants)]!})`;
+    for (let n = policy.namespaces.length - 1; n >= 0; n--) {
+      pick = `${globCondition("request.namespace", policy.namespaces[n]!.pattern)} ? (${texts[variantOf(variants, overrideLimits(policy, policy.namespaces[n]))]!}) :\n${pick}`;
+    }
+    pick = `(${pick})`;
+  }
+  return `!(${small} &&\n${pick})`;
+}
+
+/** The rules of `/validate/pods` the exported policy does not express, and whether `policy` uses each. */
+export function unexpressedRules(policy: Policy): UnexpressedRule[] {
+  const all = [policy.limits, ...policy.namespaces.map((o) => overrideLimits(policy, o))];
+  const capped = all.some((l) => l.container.cpu !== undefined || l.container.memory !== undefined || Object.keys(l.container.gpus ?? {}).length > 0);
+  return [
+    {
+      rule: "accelerator-allowed",
+      why: "allowedAccelerators / allowedPartitions (annotations, node selectors, affinity, MIG resources) are checked by the webhook only",
+      active: all.some((l) => l.allowedAccelerators !== undefined || l.allowedPartitions !== undefined),
+    },
+    {
+      rule: "pods/resize",
+      why: "an in-place resize is refused only where it makes the pod worse than before; the policy matches pod CREATE only (keep the webhook for UPDATE pods/resize)",
+      active: capped,
+    },
+    { rule: "near-limit warnings", why: "the webhook warns at 90 % of a per-container limit; the policy only denies", active: capped },
+    {
+      rule: "extended-resources",
+      why: "not repeated: the apiserver's own pod validation (ValidateResourceRequirements) already refuses fractional extended resources and a request unequal to its limit, before admission",
+      active: false,
+    },
+    {
+      rule: "job rules",
+      why: "job-gpus, replicas, runPolicy and capacity (the job and the device ledger) stay with /validate/jobs",
+      active: false,
+    },
+  ];
+}
+
+/** The ValidatingAdmissionPolicy and its binding for `policy`. */
+export function renderValidatingAdmissionPolicy(policy: Policy, opts: VapOptions = {}): RenderedVap {
+  const selector: LabelSelector = namespaceSelector(namespaceScope(opts.namespace ?? DEFAULT_NAMESPACE));
+  // One condition, the cheap fast path first: the apiserver evaluates every match condition of a policy (no
+  // short-circuit between them), and `&&` within one expression does short-circuit.
+  const matchConditions: MatchCondition[] = [
+    { name: "training-pods-that-may-violate", expression: `(${mayViolateExpression(policy)}) &&\n(${trainingPodExpression(policy)})` },
+  ];
+  const summary = "string(variables.count) + ' policy violation' + (variables.count == 1 ? '' : 's') + ': '";
+  return {
+    policy: {
+      apiVersion: "admissionregistration.k8s.io/v1",
+      kind: "ValidatingAdmissionPolicy",
+      metadata: { name: VAP_NAME },
+      spec: {
+        failurePolicy: "Fail",
+        matchConstraints: {
+          matchPolicy: "Equivalent",
+          namespaceSelector: selector,
+          resourceRules: [{ apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"], scope: "Namespaced" }],
+        },
+        matchConditions,
+        variables: vapVariables(policy),
+        validations: [
+          {
+            expression: "variables.costDenial == '' && variables.count == 0",
+            messageExpression:
+              "variables.costDenial != '' ? 'spec: ' + variables.costDenial :\n" +
+              `${summary} + (variables.perContainer.filter(l, size(l) > 0).map(l, l.join('; ')) + variables.podLevel).join('; ')`,
+            // What the apiserver says when the list is longer than it allows in a message (5 KiB).
+            message: "the pod is over Quartermaster's limits (too many violations to list; /validate/pods lists them all)",
+            reason: "Forbidden",
+          },
+        ],
+      },
+    },
+    binding: {
+      apiVersion: "admissionregistration.k8s.io/v1",
+      kind: "ValidatingAdmissionPolicyBinding",
+      metadata: { name: VAP_NAME },
+      spec: { policyName: VAP_NAME, validationActions: ["Deny"] },
+    },
+  };
+}
+
+const HEADER = [
+  " Quartermaster's pod limits (/validate/pods) as a ValidatingAdmissionPolicy: the apiserver judges pod creates",
+  " in CEL, with the webhook's verdicts, field paths and messages, and no webhook call. Kubernetes >= 1.33.",
+  " Rendered by `quartermaster policy export-vap [--policy F] [--namespace N]` (src/policy/vap.ts); do not edit.",
+  " Same scope as the webhooks: opted-in namespaces (quartermaster.dev/enabled=true) but never the system ones or",
+  " Quartermaster's own, training pods only. Expressed: review-cost, container-limits, quantity, gpu-mig-mixing,",
+  " pod-gpus. Not expressed (they stay with the webhooks):",
+];
+
+/** Policy and binding as one YAML stream, the header listing what is not expressed. */
+export async function validatingAdmissionPolicyYaml(policy: Policy, opts: VapOptions = {}): Promise<string> {
+  const { Document, isScalar, visit } = await import("yaml");
+  const { policy: vap, binding } = renderValidatingAdmissionPolicy(policy, opts);
+  const header = [...HEADER, ...unexpressedRules(policy).map((r) => ` - ${r.rule}${r.active ? " (USED BY THIS POLICY)" : ""}: ${r.why}`)].join("\n");
+  return [vap, binding]
+    .map((object, i) => {
+      const doc = new Document(object, { aliasDuplicateObjects: false });
+      if (i === 0) doc.commentBefore = header;
+      visit(doc, { Seq: (_key, seq) => void (seq.flow = seq.items.every((item) => isScalar(item))) });
+      return doc.toString({ lineWidth: 0, blockQuote: "literal", flowCollectionPadding: false });
+    })
+    .join("---\n");
+}

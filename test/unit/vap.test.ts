@@ -1,0 +1,147 @@
+/**
+ * The exported ValidatingAdmissionPolicy (src/policy/vap.ts) as text: its scope is the webhooks' scope, and each
+ * rule kind's CEL appears exactly when the policy uses the rule, with the policy's values, escaped. Whether the
+ * CEL judges pods as /validate/pods does is test/e2e/vap.test.ts, on a real apiserver.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { parseAllDocuments } from "yaml";
+import { runCli } from "../../src/cli/commands.js";
+import { renderWebhookConfigurations } from "../../src/manifests/webhooks.js";
+import { checkPolicy } from "../../src/policy/load.js";
+import { mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, unexpressedRules, vapVariables } from "../../src/policy/vap.js";
+import { VALIDATE_POD_PASSES } from "../../webhooks/validate-pods.js";
+import { ROOT } from "../fixtures/manifests.js";
+
+type Obj = Record<string, any>;
+const policyOf = (doc: unknown) => checkPolicy(doc, "test");
+const variable = (doc: unknown, name: string): string | undefined => vapVariables(policyOf(doc)).find((v) => v.name === name)?.expression;
+
+describe("renderValidatingAdmissionPolicy: scope", () => {
+  it("matches pod CREATE with the pods.validate webhook's namespaceSelector and training-pods-only condition (after the fast path)", () => {
+    const policy = policyOf({ gpu: { resources: [{ pattern: "nvidia.com/gpu" }, { pattern: "example.com/tpu-*" }] } });
+    const { policy: vap, binding } = renderValidatingAdmissionPolicy(policy, { namespace: "platform" });
+    const hook = renderWebhookConfigurations(policy, { namespace: "platform" })[1].webhooks.find((h) => h.name === "pods.validate.quartermaster.dev")!;
+    const spec = vap.spec as Obj;
+    assert.deepEqual(spec.matchConstraints.namespaceSelector, hook.namespaceSelector);
+    assert.equal(spec.matchConditions.length, 1);
+    assert.equal(spec.matchConditions[0].name, "training-pods-that-may-violate");
+    assert.ok(spec.matchConditions[0].expression.endsWith(`&&\n(${hook.matchConditions![0]!.expression})`));
+    assert.deepEqual(spec.matchConstraints.resourceRules, [{ apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"], scope: "Namespaced" }]);
+    assert.equal(spec.failurePolicy, "Fail");
+    assert.equal(spec.validations[0].reason, "Forbidden");
+    assert.deepEqual((binding.spec as Obj).validationActions, ["Deny"]);
+    assert.equal((binding.spec as Obj).policyName, (vap.metadata as Obj).name);
+  });
+
+  it("prices reviews with the webhook's passes", () => {
+    assert.equal(POD_RULE_PASSES, VALIDATE_POD_PASSES);
+    assert.match(variable({}, "costDenial")!, /> 10000 \?/);
+    assert.match(variable({}, "partialItems")!, /> 2500 \?/);
+  });
+});
+
+describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
+  const cases: Array<{ name: string; policy: unknown; variable: string; has?: string[]; lacks?: string[]; absent?: boolean }> = [
+    { name: "container-limits: cpu and memory caps, quoted as the policy writes them", policy: { limits: { container: { cpu: "4", memory: "16Gi" } } }, variable: "findings", has: ["k == 'cpu' ? '4'", "k == 'memory' ? '16Gi'", "' exceeds the per-container limit of '"] },
+    { name: "container-limits: a GPU cap by exact name and by pattern, in the policy's order", policy: { limits: { container: { gpus: { "nvidia.com/gpu": 4, "nvidia.com/mig-*": 2 } } } }, variable: "findings", has: ["k == 'nvidia.com/gpu' ? '4' : k.startsWith('nvidia.com/mig-') ? '2' : ''"] },
+    { name: "container-limits: a request equal to its limit is named once, at the limit", policy: { limits: { container: { cpu: "4" } } }, variable: "findings", has: [".compareTo(quantity(string(v))) == 0)"] },
+    { name: "container-limits: none without caps (only the quantity checks on GPU resources)", policy: {}, variable: "findings", lacks: ["exceeds the per-container limit"], has: ["is out of range"] },
+    { name: "quantity: counted values out of range or negative", policy: { limits: { container: { cpu: "4" } } }, variable: "findings", has: ["quantity('9223372036854775807')) > 0", "compareTo(quantity('0')) < 0", "must be greater than or equal to 0"] },
+    { name: "gpu-mig-mixing: with nvidia.com/gpu among the GPU resources", policy: {}, variable: "migs", has: ["'nvidia.com/gpu' in", "k.startsWith('nvidia.com/mig-')"] },
+    { name: "gpu-mig-mixing: none when nvidia.com/gpu is not a GPU resource", policy: { gpu: { resources: [{ pattern: "amd.com/gpu" }] } }, variable: "migs", absent: true },
+    { name: "pod-gpus: the sum and the per-pod cap", policy: { limits: { pod: { gpus: 8 } } }, variable: "podLevel", has: ["variables.podGpus > 8", "' GPUs, over the per-pod limit of 8'"] },
+    { name: "pod-gpus: init containers and native sidecars", policy: { limits: { pod: { gpus: 8 } } }, variable: "podGpus", has: ["c.restartPolicy == 'Always'", ".max()", "variables.initGpuNames.map"] },
+    { name: "pod-gpus: not computed without a per-pod cap", policy: {}, variable: "podGpus", absent: true },
+    { name: "namespace overrides: the first matching pattern picks the limits", policy: { limits: { pod: { gpus: 8 } }, namespaces: [{ pattern: "team-b*", limits: { pod: { gpus: 2 } } }, { pattern: "exact", limits: {} }] }, variable: "limitClass", has: ["request.namespace.startsWith('team-b') ? 1 : request.namespace == 'exact' ? 0 : 0"] },
+    { name: "namespace overrides: no class variable when the limits are the same everywhere", policy: { namespaces: [{ pattern: "team-*", limits: {} }] }, variable: "limitClass", absent: true },
+    { name: "a GPU pattern with a quote and a backslash is escaped, not injected", policy: { gpu: { resources: [{ pattern: "ex'am\\ple.com/gpu" }] } }, variable: "gpuNames", has: ["k == 'ex\\'am\\\\ple.com/gpu'"] },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const text = variable(c.policy, c.variable);
+      if (c.absent) return assert.equal(text, undefined);
+      assert.ok(text !== undefined, `no variable ${c.variable}`);
+      for (const s of c.has ?? []) assert.ok(text.includes(s), `${c.variable} lacks ${s}:\n${text}`);
+      for (const s of c.lacks ?? []) assert.ok(!text.includes(s), `${c.variable} has ${s}`);
+    });
+  }
+
+  const quick: Array<{ name: string; policy: unknown; has: string[]; lacks?: string[] }> = [
+    { name: "may-violate: the cost bound, the caps and negative values", policy: { limits: { container: { cpu: "4" } } }, has: ["size(((has(object.spec.initContainers)", ") <= 8", "<= 10 &&", "k == 'cpu' ? !string(v).startsWith('-') && quantity(string(v)).compareTo(quantity('4')) <= 0"], lacks: ["request.namespace"] },
+    { name: "may-violate: the per-pod GPU sum only with a per-pod cap", policy: { limits: { pod: { gpus: 8 } } }, has: [") <= 8"] },
+    { name: "may-violate: the limit class written out", policy: { limits: { pod: { gpus: 8 } }, namespaces: [{ pattern: "team-b*", limits: { pod: { gpus: 2 } } }] }, has: ["request.namespace.startsWith('team-b') ? (", ") <= 2", ") <= 8"] },
+    { name: "may-violate: whole GPUs and MIG slices in one container", policy: {}, has: ["'nvidia.com/gpu' in", "k.startsWith('nvidia.com/mig-')"] },
+  ];
+  for (const c of quick) {
+    it(c.name, () => {
+      const text = mayViolateExpression(policyOf(c.policy));
+      for (const s of c.has) assert.ok(text.includes(s), `lacks ${s}:\n${text}`);
+      for (const s of c.lacks ?? []) assert.ok(!text.includes(s), `has ${s}`);
+    });
+  }
+
+  it("variables only use variables defined before them", () => {
+    const vars = vapVariables(policyOf({ limits: { container: { cpu: "1", gpus: { "nvidia.com/gpu": 1 } }, pod: { gpus: 1 } }, namespaces: [{ pattern: "x", limits: { pod: { gpus: 2 } } }] }));
+    const seen = new Set<string>();
+    for (const v of vars) {
+      for (const m of v.expression.matchAll(/variables\.([A-Za-z]+)/g)) assert.ok(seen.has(m[1]!), `${v.name} uses ${m[1]} before it is defined`);
+      seen.add(v.name);
+    }
+  });
+});
+
+describe("unexpressedRules", () => {
+  const cases: Array<{ name: string; policy: unknown; active: string[] }> = [
+    { name: "the built-in policy: nothing it uses is missing", policy: {}, active: [] },
+    { name: "caps: resizes and near-limit warnings stay with the webhook", policy: { limits: { container: { cpu: "4" } } }, active: ["pods/resize", "near-limit warnings"] },
+    { name: "allowed accelerators in an override", policy: { namespaces: [{ pattern: "t", limits: { allowedAccelerators: ["A100"] } }] }, active: ["accelerator-allowed"] },
+  ];
+  for (const c of cases) {
+    it(c.name, () => assert.deepEqual(unexpressedRules(policyOf(c.policy)).filter((r) => r.active).map((r) => r.rule), c.active));
+  }
+});
+
+describe("quartermaster policy export-vap", () => {
+  async function cli(args: string[], cwd = ROOT): Promise<{ code: number; stdout: string; stderr: string }> {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(args, { stdout: (l) => out.push(l), stderr: (l) => err.push(l), cwd, shutdown: new Promise(() => {}) });
+    return { code, stdout: out.join("\n"), stderr: err.join("\n") };
+  }
+
+  it("prints the policy and its binding; what the policy uses and the export cannot express goes to stderr", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "qm-vap-"));
+    writeFileSync(join(dir, "p.yaml"), "limits:\n  allowedAccelerators: [A100]\n");
+    const r = await cli(["policy", "export-vap", "--policy", "p.yaml", "--namespace", "platform"], dir);
+    assert.equal(r.code, 0, r.stderr);
+    const docs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj);
+    assert.deepEqual(docs.map((d) => d.kind), ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
+    assert.ok(docs[0]!.spec.matchConstraints.namespaceSelector.matchExpressions[1].values.includes("platform"));
+    assert.match(r.stdout, /^# .*accelerator-allowed \(USED BY THIS POLICY\)/m);
+    assert.match(r.stderr, /not in the exported policy: accelerator-allowed/);
+  });
+
+  it("the built-in policy: nothing on stderr", async () => {
+    const r = await cli(["policy", "export-vap"]);
+    assert.equal(r.code, 0);
+    assert.equal(r.stderr, "");
+  });
+
+  const bad: Array<{ name: string; args: string[]; code: number; stderr: RegExp }> = [
+    { name: "an unknown flag", args: ["--output", "x"], code: 2, stderr: /unknown option '--output'[\s\S]*Usage: quartermaster policy export-vap/ },
+    { name: "a namespace that is not a name", args: ["--namespace", "Bad_NS"], code: 2, stderr: /--namespace must be a namespace name/ },
+    { name: "a missing policy file", args: ["--policy", "/nonexistent/p.yaml"], code: 1, stderr: /cannot read/ },
+  ];
+  for (const b of bad) {
+    it(`refuses ${b.name}`, async () => {
+      const r = await cli(["policy", "export-vap", ...b.args]);
+      assert.equal(r.code, b.code, r.stderr);
+      assert.match(r.stderr, b.stderr);
+      assert.equal(r.stdout, "");
+    });
+  }
+});
