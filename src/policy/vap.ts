@@ -355,7 +355,8 @@ export function unexpressedRules(policy: Policy): UnexpressedRule[] {
     const { modes, patterns, fallback } = waivedModes(policy.enforcement, rule);
     if (modes.length === 0) return [];
     const deny = denyCondition(policy.enforcement, rule);
-    const where = fallback ? (patterns.length > 0 ? `by default and in namespaces matching ${patterns.join(", ")}` : "everywhere") : `in namespaces matching ${patterns.join(", ")}`;
+    const matching = `in namespaces matching ${patterns.join(", ")}`;
+    const where = !fallback ? matching : patterns.length > 0 ? `by default and ${matching}` : deny === "false" ? "everywhere" : "by default";
     const denied =
       deny === "false"
         ? "the exported policy leaves the rule out"

@@ -178,6 +178,12 @@ describe("enforcement modes: the export denies only what the webhook denies", ()
 
   const listed: Array<{ name: string; enforcement: unknown; active: string[]; why?: RegExp }> = [
     { name: "warn everywhere: every expressed rule listed", enforcement: { mode: "warn" }, active: ["container-limits (warn)", "quantity (warn)", "gpu-mig-mixing (warn)", "pod-gpus (warn)"], why: /warn mode everywhere: the exported policy leaves the rule out; the webhook's warnings/ },
+    {
+      name: "warn by default, deny in team-a: listed as warn by default",
+      enforcement: { rules: { "pod-gpus": "warn" }, namespaces: [{ pattern: "team-a", rules: { "pod-gpus": "deny" } }] },
+      active: ["pod-gpus (warn)"],
+      why: /warn mode by default: the exported policy denies it only where its mode is deny/,
+    },
     { name: "a job rule in warn: nothing more listed", enforcement: { rules: { "job-gpus": "warn", capacity: "audit" } }, active: [] },
     {
       name: "per namespace: listed with its patterns",
