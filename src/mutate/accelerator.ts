@@ -30,7 +30,7 @@ import type { V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1T
 import { copyOf, withKey } from "../copy.js";
 import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION } from "../keys.js";
 import type { Policy } from "../policy/types.js";
-import { annotation, hasGpuLimit, resourceNames, withTolerations } from "./pod.js";
+import { annotation, hasGpuLimit, isEntry, isMalformedList, resourceNames, withTolerations } from "./pod.js";
 import type { Mutation, MutationContext, Pod } from "./types.js";
 
 const MIG_RESOURCE = "nvidia.com/mig-";
@@ -155,11 +155,17 @@ export function withRequiredNodeAlternatives(pod: Pod, alternatives: readonly (r
   const affinity = pod.spec?.affinity ?? {};
   const nodeAffinity = affinity.nodeAffinity ?? {};
   const required = nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
+  // Terms that are not a list, or a term or its expressions that are not what they should be, are left as they came.
+  if (isMalformedList(required?.nodeSelectorTerms)) return pod;
   const terms: V1NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
   const fresh = !required?.nodeSelectorTerms?.length;
   let changed = false;
   const next: V1NodeSelectorTerm[] = [];
   for (const term of terms) {
+    if (!isEntry(term) || isMalformedList(term.matchExpressions) || (term.matchExpressions ?? []).some((e) => !isEntry(e))) {
+      next.push(term);
+      continue;
+    }
     const exprs = term.matchExpressions ?? [];
     const empty = exprs.length === 0 && (term.matchFields ?? []).length === 0;
     if ((empty && !fresh) || alts.some((a) => a.every((r) => exprs.some((e) => sameRequirement(e, r))))) {

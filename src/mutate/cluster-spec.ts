@@ -9,7 +9,7 @@ import type { V1Container, V1EnvVar } from "@kubernetes/client-node";
 import { withKey } from "../copy.js";
 import type { Topology } from "../topology/types.js";
 import { clusterSpec, type ClusterSpecResult } from "./frameworks.js";
-import { mapContainers } from "./pod.js";
+import { isEntry, isMalformedList, mapContainers } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
 // Up to this many variables a container's env is searched directly; a longer one is indexed once.
@@ -20,13 +20,16 @@ const SCANNED_ENV = 32;
  * objects are the cluster spec's own (shared, never changed by anyone), not copies.
  */
 function withEnv(c: V1Container, vars: readonly V1EnvVar[]): V1Container {
+  // An env that is not a list is left as it came (advise says so): String#concat onto a string env
+  // grew it on every reinvocation (fuzz seed 397869332); the apiserver refuses such a pod anyway.
+  if (!isEntry(c) || isMalformedList(c.env)) return c;
   const env = c.env ?? [];
   let missing: V1EnvVar[];
   if (env.length <= SCANNED_ENV) {
-    missing = vars.filter((v) => !env.some((e) => e.name === v.name));
+    missing = vars.filter((v) => !env.some((e) => e?.name === v.name));
   } else {
     const names = new Set<unknown>();
-    for (const e of env) names.add(e.name);
+    for (const e of env) names.add(e?.name);
     missing = vars.filter((v) => !names.has(v.name));
   }
   if (missing.length === 0) return c;
@@ -53,7 +56,7 @@ export const injectClusterSpec: Mutation = {
     if ("skip" in spec) return pod;
     if (spec.target === "all") return mapContainers(pod, ["containers"], (c) => withEnv(c, spec.env));
     const target = spec.target.container;
-    const i = (pod.spec?.containers ?? []).findIndex((c) => c.name === target);
+    const i = (pod.spec?.containers ?? []).findIndex((c) => c?.name === target);
     return i < 0 ? pod : mapContainers(pod, ["containers"], (c, _list, j) => (j === i ? withEnv(c, spec.env) : c));
   },
   explain(before, after, ctx) {
@@ -61,7 +64,8 @@ export const injectClusterSpec: Mutation = {
     const names = new Set<string>();
     (after.spec?.containers ?? []).forEach((c, i) => {
       const had = before.spec?.containers[i]?.env?.length ?? 0;
-      for (let j = had; j < (c.env?.length ?? 0); j++) names.add(c.env![j]!.name);
+      if (!Array.isArray(c?.env)) return; // left as it came (not a container, or an env that is not a list)
+      for (let j = had; j < c.env.length; j++) names.add(c.env[j]!.name);
     });
     const list = [...names];
     const shown = list.length > 4 ? `${list.slice(0, 4).join(", ")} and ${list.length - 4} more` : list.join(", ");
@@ -71,9 +75,13 @@ export const injectClusterSpec: Mutation = {
     if (!ctx.topology || !ctx.policy.clusterSpec.enabled) return [];
     const spec = specFor(ctx.topology, ctx.namespace, ctx.policy.clusterSpec.clusterDomain);
     if ("skip" in spec) return [`quartermaster: no cluster spec: ${spec.skip}`];
-    if (spec.target !== "all" && !(pod.spec?.containers ?? []).some((c) => c.name === (spec.target as { container: string }).container)) {
+    const containers = pod.spec?.containers ?? [];
+    if (spec.target !== "all" && !containers.some((c) => c?.name === (spec.target as { container: string }).container)) {
       return [`quartermaster: no cluster spec: no container is named ${spec.target.container}`];
     }
-    return [];
+    // The containers mutate would append to: all of them, or the first one of the target's name.
+    const targets = spec.target === "all" ? containers : [containers.find((c) => c?.name === (spec.target as { container: string }).container)!];
+    const malformed = targets.filter((c) => isEntry(c) && isMalformedList(c.env));
+    return malformed.map((c) => `quartermaster: no cluster spec in container ${JSON.stringify(c.name)}: its env is not a list (left untouched)`);
   },
 };

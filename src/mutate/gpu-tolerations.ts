@@ -8,7 +8,7 @@
  * Limits count as well as requests, because a webhook cannot rely on defaulting having copied them.
  */
 import type { V1Toleration } from "@kubernetes/client-node";
-import { gpuResourcesFor, resourceNames, withTolerations } from "./pod.js";
+import { gpuResourcesFor, isMalformedList, resourceNames, withTolerations } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
 function wanted(pod: Pod, ctx: Parameters<Mutation["mutate"]>[1]): V1Toleration[] {
@@ -28,5 +28,10 @@ export const addGpuTolerations: Mutation = {
   explain(before, after) {
     const added = (after.spec?.tolerations ?? []).slice(before.spec?.tolerations?.length ?? 0);
     return `quartermaster: added tolerations for ${[...new Set(added.map((t) => t.key ?? "*"))].join(", ")}`;
+  },
+  advise(pod, ctx) {
+    // withTolerations leaves tolerations that are not a list as they came.
+    if (!isMalformedList(pod.spec?.tolerations) || wanted(pod, ctx).length === 0) return [];
+    return ["quartermaster: no GPU tolerations added: spec.tolerations is not a list (left untouched)"];
   },
 };

@@ -6,7 +6,7 @@
  * every required term and never repeated; preferred terms and other affinity stay as they are.
  */
 import { ANNOTATION_INTERRUPTIBLE } from "../keys.js";
-import { annotation, withRequiredNodeRequirements, withTolerations } from "./pod.js";
+import { annotation, isMalformedList, withRequiredNodeRequirements, withTolerations } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 
 export function isInterruptible(pod: Pod): boolean {
@@ -26,5 +26,10 @@ export const placeInterruptible: Mutation = {
     return isInterruptible(after)
       ? "quartermaster: interruptible pod: placed on interruptible nodes"
       : "quartermaster: kept off interruptible nodes";
+  },
+  advise(pod, { policy }) {
+    // withTolerations leaves tolerations that are not a list as they came.
+    if (!isInterruptible(pod) || policy.interruptible.tolerations.length === 0 || !isMalformedList(pod.spec?.tolerations)) return [];
+    return ["quartermaster: no interruptible tolerations added: spec.tolerations is not a list (left untouched)"];
   },
 };

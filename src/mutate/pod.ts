@@ -11,6 +11,21 @@ import type { Pod } from "./types.js";
 
 export type ContainerList = "containers" | "initContainers";
 
+/**
+ * True when `v` is present but not a list (a string `env`, an object `tolerations`: JSON the apiserver
+ * refuses after the webhooks ran). The mutations leave such a value exactly as it came and say so in a
+ * warning: appending to it (String#concat, a spread of its characters) would change it again on every
+ * reinvocation, and a replacement would hide the client's mistake.
+ */
+export function isMalformedList(v: unknown): boolean {
+  return v != null && !Array.isArray(v);
+}
+
+/** True when `v` is an object a list entry can be compared as (not null, a string or a number). */
+export function isEntry(v: unknown): v is object {
+  return v !== null && typeof v === "object";
+}
+
 
 /** Resource names in the requests or limits of the given container lists, sorted. */
 export function resourceNames(pod: Pod, lists: readonly ContainerList[], sides: ReadonlyArray<"requests" | "limits"> = ["requests", "limits"]): string[] {
@@ -21,7 +36,7 @@ export function resourceNames(pod: Pod, lists: readonly ContainerList[], sides: 
     if (!containers) continue;
     for (const c of containers) {
       for (const side of sides) {
-        const map = c.resources?.[side];
+        const map = c?.resources?.[side];
         if (map) for (const name of Object.keys(map)) names.add(name);
       }
     }
@@ -54,7 +69,7 @@ export function isGpuResource(name: string, gpu: readonly GpuResource[]): boolea
 /** True when some regular container has a GPU resource in its limits (Flyte's rule for GPU placement). */
 export function hasGpuLimit(pod: Pod, gpu: readonly GpuResource[]): boolean {
   for (const c of pod.spec?.containers ?? []) {
-    const limits = c.resources?.limits;
+    const limits = c?.resources?.limits;
     if (limits) for (const name of Object.keys(limits)) if (isGpuResource(name, gpu)) return true;
   }
   return false;
@@ -87,15 +102,16 @@ const PAIRWISE_TOLERATIONS = 64;
 /** Appends the tolerations that have no equal one in the pod yet. */
 export function withTolerations(pod: Pod, wanted: readonly V1Toleration[]): Pod {
   if (wanted.length === 0) return pod;
+  if (isMalformedList(pod.spec?.tolerations)) return pod;
   const existing = pod.spec?.tolerations ?? [];
   const added: V1Toleration[] = [];
   if ((existing.length + wanted.length) * wanted.length <= PAIRWISE_TOLERATIONS) {
     for (const t of wanted) {
-      if (!existing.some((e) => sameToleration(e, t)) && !added.some((e) => sameToleration(e, t))) added.push({ ...t });
+      if (!existing.some((e) => isEntry(e) && sameToleration(e, t)) && !added.some((e) => sameToleration(e, t))) added.push({ ...t });
     }
   } else {
     const seen = new Set<string>();
-    for (const e of existing) seen.add(tolerationKey(e));
+    for (const e of existing) if (isEntry(e)) seen.add(tolerationKey(e));
     for (const t of wanted) {
       const key = tolerationKey(t);
       if (seen.has(key)) continue;
@@ -121,10 +137,13 @@ export function withRequiredNodeRequirements(pod: Pod, requirements: readonly V1
   const affinity = pod.spec?.affinity ?? {};
   const nodeAffinity = affinity.nodeAffinity ?? {};
   const required = nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
+  if (isMalformedList(required?.nodeSelectorTerms)) return pod;
   const fresh = !required?.nodeSelectorTerms?.length;
   const terms: V1NodeSelectorTerm[] = fresh ? [{}] : required!.nodeSelectorTerms;
   let changed = false;
   const next = terms.map((term) => {
+    // A term, or its expressions, that are not what they should be are left as they came.
+    if (!isEntry(term) || isMalformedList(term.matchExpressions) || (term.matchExpressions ?? []).some((e) => !isEntry(e))) return term;
     const exprs = term.matchExpressions ?? [];
     // kube-scheduler's empty term matches no node: adding expressions would widen it.
     if (!fresh && exprs.length === 0 && (term.matchFields ?? []).length === 0) return term;
@@ -140,7 +159,7 @@ export function withRequiredNodeRequirements(pod: Pod, requirements: readonly V1
 }
 
 /**
- * `fn` applied to every container of `lists`, in order: each list is copied at most once, and only when
+ * `fn` applied to every container of `lists` that is an object, in order: each list is copied at most once, and only when
  * `fn` returned a different container for one of its entries; `pod` itself comes back when nothing changed.
  * Linear in the number of containers (replacing them one at a time copied the whole list each time, which
  * made a pod with n containers cost O(n²): 40,000 containers took 13 s, issue 16).
@@ -154,6 +173,9 @@ export function mapContainers(pod: Pod, lists: readonly ContainerList[], fn: (c:
     let copy: V1Container[] | undefined;
     for (let i = 0; i < items.length; i++) {
       const c = items[i]!;
+      // A container that is not an object (a string, null) is left as it came: turned into one by a
+      // later mutation, it would gain what an earlier one skipped on the next run (fuzz seed 1).
+      if (!isEntry(c)) continue;
       const d = fn(c, list, i);
       if (d !== c) (copy ??= items.slice())[i] = d;
     }

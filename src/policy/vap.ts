@@ -18,6 +18,17 @@
  * - gpu-mig-mixing: whole GPUs and MIG slices in one container;
  * - pod-gpus: the pod's effective GPU request (Kubernetes' rule, with native sidecars) at most the per-pod limit.
  *
+ * Enforcement modes (`enforcement`, src/validate/enforcement.ts): the exported policy only denies, and only what
+ * the webhook would deny. A rule whose mode is `deny` everywhere is expressed as above; one in `warn` or `audit`
+ * everywhere is left out; one whose mode depends on the namespace is checked only where its mode is `deny`,
+ * the namespace's mode computed in CEL from `request.namespace` with the enforcement patterns in their order
+ * ({@link denyCondition}: the same globs, the same first-match rule, so exact; a binding's namespace selector
+ * cannot say it, as a label selector cannot match a glob on names). The denial counts and lists only the
+ * violations that deny, as the webhook's does. The `warn` and `audit` parts are not rendered as `[Warn]` or
+ * `[Audit]` bindings: the apiserver would warn once per policy in its own words (`Validation failed for
+ * ValidatingAdmissionPolicy ...`), not once per violation as `quartermaster: <rule> (warn): <field>: ...`, and
+ * audit annotations are not the webhook's log line and metric; they stay with the webhook and are listed.
+ *
  * What is not (the YAML header says so, and `export-vap` lists what the policy actually uses on stderr): see
  * {@link unexpressedRules}. Resource maps are iterated in random order by CEL, so each container's violations
  * are sorted in CEL (by side, then name: the webhook's order, which is the apiserver's sorted JSON).
@@ -38,7 +49,8 @@ import { isGpuResource } from "../mutate/pod.js";
 import { namespaceScope, namespaceSelector } from "../scope.js";
 import type { LabelSelector } from "../doctor/types.js";
 import { overrideLimits } from "../validate/limits.js";
-import type { Limits, Policy } from "./types.js";
+import type { Enforcement, EnforcementMode, Limits, Policy } from "./types.js";
+import { CONFIGURABLE_RULES } from "./rules.js";
 
 /** Passes of the pod rules the webhook prices (webhooks/validate-pods.ts `VALIDATE_POD_PASSES`; a unit test keeps them equal). */
 export const POD_RULE_PASSES = 4;
@@ -62,6 +74,54 @@ export interface UnexpressedRule {
   why: string;
   /** True when the policy sets what the rule enforces (so dropping the webhook drops a check). */
   active: boolean;
+}
+
+// ---- enforcement modes -----------------------------------------------------------------------------------------
+
+/** The rules of `/validate/pods` the policy expresses whose mode the enforcement section can set. */
+export const EXPRESSED_RULES = ["container-limits", "quantity", "gpu-mig-mixing", "pod-gpus"] as const;
+
+/**
+ * Where `rule` denies, as CEL on `request.namespace`: `"true"` (everywhere), `"false"` (nowhere) or a chain of
+ * the enforcement patterns that name a mode for the rule, first match wins, as `modeOf` in
+ * src/validate/enforcement.ts.
+ */
+export function denyCondition(enforcement: Enforcement, rule: string): string {
+  if (!CONFIGURABLE_RULES.includes(rule)) return "true";
+  const fallback = (enforcement.rules[rule] ?? enforcement.mode) === "deny";
+  const entries = enforcement.namespaces
+    .map((e) => ({ pattern: e.pattern, mode: e.rules?.[rule] ?? e.mode }))
+    .filter((e): e is { pattern: string; mode: EnforcementMode } => e.mode !== undefined);
+  if (entries.every((e) => (e.mode === "deny") === fallback)) return String(fallback);
+  let out = String(fallback);
+  for (let n = entries.length - 1; n >= 0; n--) {
+    const cond = globCondition("request.namespace", entries[n]!.pattern);
+    // A pattern matching every namespace ends the chain: what follows it is never reached.
+    out = cond === "true" ? String(entries[n]!.mode === "deny") : `${cond} ? ${entries[n]!.mode === "deny"} : ${out}`;
+  }
+  return out === "true" || out === "false" ? out : `(${out})`;
+}
+
+/** The modes other than deny that `rule` has somewhere, and the patterns that give them. */
+function waivedModes(enforcement: Enforcement, rule: string): { modes: Array<"warn" | "audit">; patterns: string[]; fallback: boolean } {
+  const modes = new Set<"warn" | "audit">();
+  const patterns: string[] = [];
+  const global = enforcement.rules[rule] ?? enforcement.mode;
+  if (global !== "deny") modes.add(global);
+  for (const e of enforcement.namespaces) {
+    const mode = e.rules?.[rule] ?? e.mode;
+    if (mode === undefined || mode === "deny") continue;
+    modes.add(mode);
+    patterns.push(e.pattern);
+  }
+  return { modes: [...modes].sort(), patterns, fallback: global !== "deny" };
+}
+
+/** `expr` where `cond` (a {@link denyCondition}) holds, else `none`; `expr` itself, unchanged, where it always does. */
+function whereDenied(cond: string, expr: string, none: string): string {
+  if (cond === "true") return expr;
+  if (cond === "false") return none;
+  return `(${cond} ? (${expr}) : ${none})`;
 }
 
 // ---- CEL helpers: each returns CEL text; `c` is a CEL expression for one container ---------------------------
@@ -108,11 +168,13 @@ function resourceFindings(policy: Policy, limits: Limits, c: string, i: string):
     const bound = boundOf(limits, "k");
     const counted = bound === undefined ? isGpu(policy, "k") : `(${bound} != '' || ${isGpu(policy, "k")})`;
     const sameAsLimit = s === "requests" ? ` && !(k in ${L(c)} && quantity(string(${L(c)}[k])).compareTo(${q}) == 0)` : "";
-    const over = bound === undefined ? "''" : `${bound} != '' && ${q}.compareTo(quantity(${bound})) > 0${sameAsLimit} ? ${pre} + string(v) + ' exceeds the per-container limit of ' + ${bound} : ''`;
+    const deny = { limits: denyCondition(policy.enforcement, "container-limits"), quantity: denyCondition(policy.enforcement, "quantity") };
+    const over = bound === undefined ? "''" : whereDenied(deny.limits, `${bound} != '' && ${q}.compareTo(quantity(${bound})) > 0${sameAsLimit} ? ${pre} + string(v) + ' exceeds the per-container limit of ' + ${bound} : ''`, "''");
+    // A value out of range or negative is a quantity violation and nothing else (the webhook goes on to the next).
     return (
       `!${counted} ? '' :\n` +
-      `  ${q}.compareTo(quantity('${MAX_UNITS}')) > 0 || ${q}.compareTo(quantity('-${MAX_UNITS}')) < 0 ? ${pre} + ${show("string(v)")} + ' is out of range: the magnitude must be at most 2^63-1 (${MAX_UNITS})' :\n` +
-      `  ${q}.compareTo(quantity('0')) < 0 ? ${pre} + string(v) + ' must be greater than or equal to 0' :\n` +
+      `  ${q}.compareTo(quantity('${MAX_UNITS}')) > 0 || ${q}.compareTo(quantity('-${MAX_UNITS}')) < 0 ? ${whereDenied(deny.quantity, `${pre} + ${show("string(v)")} + ' is out of range: the magnitude must be at most 2^63-1 (${MAX_UNITS})'`, "''")} :\n` +
+      `  ${q}.compareTo(quantity('0')) < 0 ? ${whereDenied(deny.quantity, `${pre} + string(v) + ' must be greater than or equal to 0'`, "''")} :\n` +
       `  ${over}`
     );
   };
@@ -192,7 +254,8 @@ export function vapVariables(policy: Policy): Variable[] {
   vars.push({ name: "findings", expression: perVariant(variants, (l) => `variables.all.transformList(i, c, ${resourceFindings(policy, l, "c", "i")})`) });
   vars.push({ name: "findingRanks", expression: "variables.findings.map(l, l.map(s, size(l.filter(t, t < s))))" });
   // gpu-mig-mixing, only when nvidia.com/gpu is one of the policy's GPU resources (as in the webhook).
-  const mixing = isGpuResource("nvidia.com/gpu", policy.gpu.resources);
+  const mixingDenies = denyCondition(policy.enforcement, "gpu-mig-mixing");
+  const mixing = isGpuResource("nvidia.com/gpu", policy.gpu.resources) && mixingDenies !== "false";
   if (mixing) {
     const mig = (k: string): string => `(${k}.startsWith('nvidia.com/mig-') && ${isGpu(policy, k)})`;
     vars.push({
@@ -202,7 +265,7 @@ export function vapVariables(policy: Policy): Variable[] {
     vars.push({ name: "migRanks", expression: "variables.migs.map(l, l.map(s, size(l.filter(t, t < s))))" });
   }
   const mixingText = mixing
-    ? ` + (size(variables.migs[ci]) > 0 ? [${path("ci")} + '.resources: asks for whole GPUs (nvidia.com/gpu) and MIG slices (' + variables.migs[ci].transformList(i, x, variables.migs[ci][variables.migRanks[ci].indexOf(i)].substring(1)).join(', ') + ') at once; use one or the other'] : [])`
+    ? ` + (${mixingDenies === "true" ? "" : `${mixingDenies} && `}size(variables.migs[ci]) > 0 ? [${path("ci")} + '.resources: asks for whole GPUs (nvidia.com/gpu) and MIG slices (' + variables.migs[ci].transformList(i, x, variables.migs[ci][variables.migRanks[ci].indexOf(i)].substring(1)).join(', ') + ') at once; use one or the other'] : [])`
     : "";
   vars.push({
     name: "perContainer",
@@ -211,7 +274,8 @@ export function vapVariables(policy: Policy): Variable[] {
   // pod-gpus: Σ over GPU names of max(regular, init), regular = sidecars + containers, init = each regular init
   // container plus the sidecars before it. Only names a regular init container asks for can make init exceed
   // regular, so the sum is the flat sum over sidecars and containers plus, for those names, the excess.
-  if (variants.some((l) => l.pod.gpus !== undefined)) {
+  const podGpusDeny = denyCondition(policy.enforcement, "pod-gpus");
+  if (podGpusDeny !== "false" && variants.some((l) => l.pod.gpus !== undefined)) {
     const g = (c: string, n: string): string => `(${n} in ${R(c)} ? ${gpuInt(`string(${R(c)}[${n}])`)} : ${n} in ${L(c)} ? ${gpuInt(`string(${L(c)}[${n}])`)} : 0)`;
     vars.push({ name: "gpuAmounts", expression: `variables.gpuNames.transformList(i, ns, ${sum(`ns.map(n, ${g("variables.all[i]", "n")})`)})` });
     vars.push({ name: "initGpuList", expression: `variables.gpuNames.transformList(i, ns, ${isRegularInit("i", "variables.all[i]")}, ns.join(',')).join(',').split(',').filter(n, n != '')` });
@@ -226,7 +290,9 @@ export function vapVariables(policy: Policy): Variable[] {
   vars.push({
     name: "podLevel",
     expression: perVariant(variants, (l) =>
-      l.pod.gpus === undefined ? "[]" : `variables.podGpus > ${l.pod.gpus} ? ['spec: the pod requests ' + string(variables.podGpus) + ' GPUs, over the per-pod limit of ${l.pod.gpus}'] : []`,
+      l.pod.gpus === undefined || podGpusDeny === "false"
+        ? "[]"
+        : whereDenied(podGpusDeny, `variables.podGpus > ${l.pod.gpus} ? ['spec: the pod requests ' + string(variables.podGpus) + ' GPUs, over the per-pod limit of ${l.pod.gpus}'] : []`, "[]"),
     ),
   });
   vars.push({ name: "count", expression: `${sum("variables.perContainer.map(l, size(l))")} + size(variables.podLevel)` });
@@ -284,7 +350,25 @@ export function mayViolateExpression(policy: Policy): string {
 export function unexpressedRules(policy: Policy): UnexpressedRule[] {
   const all = [policy.limits, ...policy.namespaces.map((o) => overrideLimits(policy, o))];
   const capped = all.some((l) => l.container.cpu !== undefined || l.container.memory !== undefined || Object.keys(l.container.gpus ?? {}).length > 0);
+  // The expressed rules in warn or audit mode somewhere: the export only denies, and only where the mode is deny.
+  const byMode: UnexpressedRule[] = EXPRESSED_RULES.flatMap((rule) => {
+    const { modes, patterns, fallback } = waivedModes(policy.enforcement, rule);
+    if (modes.length === 0) return [];
+    const deny = denyCondition(policy.enforcement, rule);
+    const matching = `in namespaces matching ${patterns.join(", ")}`;
+    const where = !fallback ? matching : patterns.length > 0 ? `by default and ${matching}` : deny === "false" ? "everywhere" : "by default";
+    const denied =
+      deny === "false"
+        ? "the exported policy leaves the rule out"
+        : "the exported policy denies it only where its mode is deny (request.namespace against the enforcement patterns)";
+    return [{
+      rule: `${rule} (${modes.join("/")})`,
+      why: `enforcement puts it in ${modes.join("/")} mode ${where}: ${denied}; the webhook's ${modes.map((m) => (m === "warn" ? "warnings" : "audit records")).join(" and ")} for it need the webhook`,
+      active: true,
+    }];
+  });
   return [
+    ...byMode,
     {
       rule: "accelerator-allowed",
       why: "allowedAccelerators / allowedPartitions (annotations, node selectors, affinity, MIG resources) are checked by the webhook only",
@@ -359,15 +443,22 @@ const HEADER = [
   " in CEL, with the webhook's verdicts, field paths and messages, and no webhook call. Kubernetes >= 1.33.",
   " Rendered by `quartermaster policy export-vap [--policy F] [--namespace N]` (src/policy/vap.ts); do not edit.",
   " Same scope as the webhooks: opted-in namespaces (quartermaster.dev/enabled=true) but never the system ones or",
-  " Quartermaster's own, training pods only. Expressed: review-cost, container-limits, quantity, gpu-mig-mixing,",
-  " pod-gpus. Not expressed (they stay with the webhooks):",
+  " Quartermaster's own, training pods only. It only denies, and only what the webhook denies (enforcement modes).",
 ];
+
+/** The header's line of expressed rules: those that deny everywhere, those that deny in some namespaces. */
+function expressedLine(policy: Policy): string {
+  const conds = EXPRESSED_RULES.map((rule) => ({ rule, deny: denyCondition(policy.enforcement, rule) }));
+  const everywhere = ["review-cost", ...conds.filter((c) => c.deny === "true").map((c) => c.rule)];
+  const some = conds.filter((c) => c.deny !== "true" && c.deny !== "false").map((c) => c.rule);
+  return ` Expressed: ${everywhere.join(", ")}${some.length > 0 ? `; where their mode is deny: ${some.join(", ")}` : ""}. Not expressed (they stay with the webhooks):`;
+}
 
 /** Policy and binding as one YAML stream, the header listing what is not expressed. */
 export async function validatingAdmissionPolicyYaml(policy: Policy, opts: VapOptions = {}): Promise<string> {
   const { Document, isScalar, visit } = await import("yaml");
   const { policy: vap, binding } = renderValidatingAdmissionPolicy(policy, opts);
-  const header = [...HEADER, ...unexpressedRules(policy).map((r) => ` - ${r.rule}${r.active ? " (USED BY THIS POLICY)" : ""}: ${r.why}`)].join("\n");
+  const header = [...HEADER, expressedLine(policy), ...unexpressedRules(policy).map((r) => ` - ${r.rule}${r.active ? " (USED BY THIS POLICY)" : ""}: ${r.why}`)].join("\n");
   return [vap, binding]
     .map((object, i) => {
       const doc = new Document(object, { aliasDuplicateObjects: false });

@@ -3,7 +3,9 @@
  * to a real kube-apiserver (which compiles its CEL and runs it within its cost limits), denies exactly the pods
  * `/validate/pods` denies, with the same message: every corpus pod (when the corpus is there), 240 generated
  * pods around the policy's limits in two namespaces (one under an override), values at the edges of the
- * quantity rules (out of range, native sidecars at and over the per-pod cap), and large pods (under, just over
+ * quantity rules (out of range, native sidecars at and over the per-pod cap), enforcement modes (100 of the
+ * generated pods again in a namespace where container-limits warns and pod-gpus audits, gpu-mig-mixing denying
+ * in one namespace only, a denial listing only what denies), and large pods (under, just over
  * and far over the webhook's cost bound; and one whose violation list is longer than the apiserver allows a
  * policy's message, which then says so). Each pod is sent as a dry-run create twice: first with only the
  * `/validate/pods` webhook registered, then with only the exported policy.
@@ -16,7 +18,7 @@ import { parseAllDocuments } from "yaml";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { cli, createNamespace, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
 import { CORPUS_SKIP, corpusPods } from "../fixtures/corpus.js";
-import { generatedPods, manyViolationsPod, VAP_NAMESPACES, VAP_POLICY_YAML, widePod } from "../fixtures/vap-pods.js";
+import { generatedPods, manyViolationsPod, VAP_MODE_NAMESPACE, VAP_NAMESPACES, VAP_POLICY_YAML, widePod } from "../fixtures/vap-pods.js";
 
 type Obj = Record<string, any>;
 interface Case {
@@ -57,6 +59,9 @@ function corpusCases(): Case[] {
 }
 
 const generated: Case[] = generatedPods(240).map((g) => ({ id: g.name, namespace: g.namespace, pod: g.pod }));
+// The first 100 again in the namespace where container-limits warns and pod-gpus audits (gpu-mig-mixing
+// warns everywhere but in team-a): the policy must admit what the webhook only warns about or records.
+const moded: Case[] = generated.slice(0, 100).map((c) => ({ id: `${c.id} in ${VAP_MODE_NAMESPACE}`, namespace: VAP_MODE_NAMESPACE, pod: c.pod }));
 // Cost bound (src/admission/cost.ts, 10,000; 4 rule passes + 1 per distinct GPU name): 250 containers of 3
 // resources are 1 + 250 + 1,500 = 1,751 items × 5 passes, under it; 300 are 2,101 × 5, over; 450 pass 2,500
 // items, where counting stops.
@@ -84,6 +89,16 @@ const edges: Case[] = [
   { id: "a native sidecar, an init container of 2: over team-b's per-pod cap (init 2 + sidecar 1)", namespace: "team-b", pod: sidecarPod("edge-sidecar-3", 2) },
 ];
 
+// VAP_POLICY_YAML's enforcement: container-limits warns and pod-gpus audits in team-c*; gpu-mig-mixing denies
+// in team-a only.
+const mixed = { "nvidia.com/gpu": "1", "nvidia.com/mig-1g.5gb": "1" };
+const modeEdges: Case[] = [
+  { id: "cpu 5 and 9 GPUs in team-c (container-limits warns, pod-gpus audits): admitted", namespace: VAP_MODE_NAMESPACE, pod: edgePod("mode-warn", { cpu: "5", "nvidia.com/gpu": "9" }) },
+  { id: "cpu 5 and memory 1e30 in team-c: only the quantity violations deny, and are the only ones listed", namespace: VAP_MODE_NAMESPACE, pod: edgePod("mode-quantity", { cpu: "5", memory: "1e30" }) },
+  { id: "whole GPUs and a MIG slice in team-a (gpu-mig-mixing denies there)", namespace: "team-a", pod: edgePod("mode-mixing-a", mixed) },
+  { id: "whole GPUs and a MIG slice in team-b (gpu-mig-mixing only warns)", namespace: "team-b", pod: edgePod("mode-mixing-b", mixed) },
+];
+
 /** A native sidecar with 1 GPU, then an init container with `init` GPUs, then a container with 1. */
 function sidecarPod(name: string, init: number): Obj {
   const c = (n: string, gpus: number, extra: Obj = {}): Obj => ({ name: n, image: "busybox", ...extra, resources: { limits: { "nvidia.com/gpu": String(gpus) } } });
@@ -97,7 +112,7 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
   const byWebhook = new Map<string, Verdict>();
   const byPolicy = new Map<string, Verdict>();
   const corpus = CORPUS_SKIP ? [] : corpusCases();
-  const all = [...corpus, ...generated, ...large, ...edges];
+  const all = [...corpus, ...generated, ...moded, ...modeEdges, ...large, ...edges];
   let seq = 0;
 
   async function createDry(namespace: string, pod: Obj): Promise<Verdict> {
@@ -132,7 +147,7 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
 
   before(async () => {
     cp = await startControlPlane();
-    for (const ns of VAP_NAMESPACES) await createNamespace(cp, ns, { "quartermaster.dev/enabled": "true" });
+    for (const ns of [...VAP_NAMESPACES, VAP_MODE_NAMESPACE]) await createNamespace(cp, ns, { "quartermaster.dev/enabled": "true" });
     policyFile = join(cp.dir, "vap-policy.yaml");
     writeFileSync(policyFile, VAP_POLICY_YAML);
     wh = await webhookProcess({ kubeconfig: cp.kubeconfig, policy: policyFile });
@@ -202,6 +217,26 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
     // Not vacuous either way: drawn around the limits, many are denied and many admitted.
     const denied = generated.filter((c) => VAP_PREFIX.test(byPolicy.get(c.id)!.raw)).length;
     assert.ok(denied >= 60 && generated.length - denied >= 60, `${denied} of ${generated.length} generated pods denied by the policy`);
+  });
+
+  it(`${moded.length} generated pods where rules only warn or audit: the same verdicts and messages`, (t) => {
+    compare(moded, t);
+    // Not vacuous: fewer denials than for the same pods where every rule denies, and some all the same.
+    const denied = (cases: Case[]) => cases.filter((c) => VAP_PREFIX.test(byPolicy.get(c.id)!.raw)).length;
+    const strict = generated.slice(0, moded.length).filter((c) => c.namespace === "team-a");
+    const same = moded.filter((m) => strict.some((c) => m.id.startsWith(`${c.id} `)));
+    assert.ok(denied(same) < denied(strict), `${denied(same)} of ${same.length} denied in ${VAP_MODE_NAMESPACE}, ${denied(strict)} in team-a`);
+  });
+
+  it("enforcement modes at the edges: denied only where the rule's mode is deny, listing only what denies", (t) => {
+    compare(modeEdges, t);
+    const by = (i: number) => byPolicy.get(modeEdges[i]!.id)!;
+    assert.equal(by(0).status, 201);
+    // API defaulting copied the limits to the requests: memory twice, cpu 5 (over its cap, but warn) never.
+    assert.match(by(1).message, /^2 policy violations: spec\.containers\[0\]\.resources\.requests\[memory\]: 1e30 is out of range.*; spec\.containers\[0\]\.resources\.limits\[memory\]: 1e30 is out of range/);
+    assert.doesNotMatch(by(1).message, /cpu/);
+    assert.match(by(2).message, /^1 policy violation: .*asks for whole GPUs \(nvidia\.com\/gpu\) and MIG slices/);
+    assert.equal(by(3).status, 201);
   });
 
   it("quantities at the edges: the same verdicts and messages", (t) => {

@@ -450,3 +450,66 @@ describe("mutate-pods webhook: topology", () => {
     assert.match(res.review.response?.status?.message ?? "", /metadata\.ownerReferences: cannot outfit the pod: job team-a\/mnist \(TFJob\) not found/);
   });
 });
+
+describe("malformed shapes the apiserver would refuse: left untouched, and a second run changes nothing", () => {
+  // The apiserver refuses a pod whose env or tolerations is not a list after the webhooks ran, so the
+  // mutations leave such a value exactly as it came (the fuzz seed 397869332 found a string env that
+  // cluster-spec concatenated onto as a string, growing it on every run).
+  const pytorch = { ...ctx(), topology: topology(job("PyTorchJob", "pt", "team-a", { Worker: 2 }), "Worker", 1) };
+  const long = "1".padEnd(200, "0");
+  const gpuPod = (spec: Record<string, unknown>, annotations?: Record<string, string>): V1Pod =>
+    JSON.parse(JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: "team-a", ...(annotations ? { annotations } : {}) }, spec })) as V1Pod;
+  const trainer = (extra: Record<string, unknown>) => ({ name: "pytorch", image: "i", resources: { limits: { "nvidia.com/gpu": "1" } }, ...extra });
+  const withInterruptible = { ...ctx(interruptiblePolicy), topology: pytorch.topology };
+  const plain = (extra: Record<string, unknown>) => ({ name: "pytorch", image: "i", ...extra });
+  const required = (terms: unknown) => ({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } });
+  const accel = { "quartermaster.dev/accelerator": "A100-SXM4-40GB" };
+  const cases: Array<{ name: string; given: V1Pod; path: (p: V1Pod) => unknown; warns?: RegExp; ctx?: MutationContext }> = [
+    { name: "env a long string (fuzz seed 397869332)", given: gpuPod({ containers: [trainer({ env: long })] }), path: (p) => p.spec!.containers[0]!.env, warns: /env is not a list/ },
+    { name: "env a short string", given: gpuPod({ containers: [trainer({ env: "x" })] }), path: (p) => p.spec!.containers[0]!.env, warns: /env is not a list/ },
+    { name: "env an object", given: gpuPod({ containers: [trainer({ env: { name: "A", value: "1" } })] }), path: (p) => p.spec!.containers[0]!.env, warns: /env is not a list/ },
+    { name: "env a number", given: gpuPod({ containers: [trainer({ env: 7 })] }), path: (p) => p.spec!.containers[0]!.env, warns: /env is not a list/ },
+    { name: "tolerations a long string", given: gpuPod({ containers: [trainer({})], tolerations: long }), path: (p) => p.spec!.tolerations, warns: /tolerations is not a list/ },
+    { name: "tolerations a short string", given: gpuPod({ containers: [trainer({})], tolerations: "x" }), path: (p) => p.spec!.tolerations, warns: /tolerations is not a list/ },
+    { name: "tolerations an object", given: gpuPod({ containers: [trainer({})], tolerations: { key: "a" } }), path: (p) => p.spec!.tolerations, warns: /tolerations is not a list/ },
+    {
+      name: "an interruptible pod's tolerations a long string",
+      given: gpuPod({ containers: [trainer({})], tolerations: long }, { "quartermaster.dev/interruptible": "true" }),
+      path: (p) => p.spec!.tolerations,
+      warns: /tolerations is not a list/,
+    },
+    {
+      name: "an interruptible pod without GPUs, its tolerations a string (the policy's tolerations)",
+      ctx: withInterruptible,
+      given: gpuPod({ containers: [plain({})], tolerations: long }, { "quartermaster.dev/interruptible": "true" }),
+      path: (p) => p.spec!.tolerations,
+      warns: /no interruptible tolerations added: spec.tolerations is not a list/,
+    },
+    { name: "required nodeSelectorTerms a string (accelerator)", given: gpuPod({ containers: [trainer({})], affinity: required(long) }, accel), path: (p) => p.spec!.affinity },
+    { name: "required nodeSelectorTerms an object (accelerator)", given: gpuPod({ containers: [trainer({})], affinity: required({ matchExpressions: [] }) }, accel), path: (p) => p.spec!.affinity },
+    { name: "a term's matchExpressions a string (accelerator)", given: gpuPod({ containers: [trainer({})], affinity: required([{ matchExpressions: long }]) }, accel), path: (p) => p.spec!.affinity },
+    { name: "a term that is a string (accelerator)", given: gpuPod({ containers: [trainer({})], affinity: required([long]) }, accel), path: (p) => p.spec!.affinity },
+    { name: "an expression that is null (accelerator)", given: gpuPod({ containers: [trainer({})], affinity: required([{ matchExpressions: [null] }]) }, accel), path: (p) => p.spec!.affinity },
+    { name: "required nodeSelectorTerms a string (interruptible)", ctx: withInterruptible, given: gpuPod({ containers: [plain({})], affinity: required(long) }, { "quartermaster.dev/interruptible": "true" }), path: (p) => p.spec!.affinity },
+    { name: "a term's matchExpressions an object (interruptible)", ctx: withInterruptible, given: gpuPod({ containers: [plain({})], affinity: required([{ matchExpressions: { key: "k" } }]) }), path: (p) => p.spec!.affinity },
+    {
+      name: "a container that is an empty string (fuzz seed 1: resources made it an object, cluster-spec then filled it)",
+      given: gpuPod({ containers: [""] }),
+      path: (p) => p.spec!.containers,
+    },
+    { name: "a container that is null, an init container that is a number", given: gpuPod({ containers: [null, trainer({})], initContainers: [7] }), path: (p) => [p.spec!.containers[0], p.spec!.initContainers] },
+    { name: "an env entry that is null: the variables appended once", given: gpuPod({ containers: [plain({ env: [null] })] }), path: (p) => p.spec!.containers[0]!.env![0] },
+  ];
+  for (const tc of cases) {
+    it(tc.name, () => {
+      const given = deepFreeze(tc.given);
+      const c = tc.ctx ?? pytorch;
+      const once = mutatePod(given, c);
+      assert.deepEqual(tc.path(once.pod), tc.path(given), "the malformed value is left as it came");
+      if (tc.warns) assert.ok(once.warnings.some((w) => tc.warns!.test(w)), `a warning says so: ${once.warnings.join(" | ")}`);
+      const twice = mutatePod(deepFreeze(once.pod), c);
+      assert.equal(twice.pod, once.pod, "reinvocation changes nothing");
+      assert.deepEqual(createPatch(once.pod as object, twice.pod), []);
+    });
+  }
+});

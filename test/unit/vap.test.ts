@@ -12,7 +12,7 @@ import { parseAllDocuments } from "yaml";
 import { runCli } from "../../src/cli/commands.js";
 import { renderWebhookConfigurations } from "../../src/manifests/webhooks.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, unexpressedRules, vapVariables } from "../../src/policy/vap.js";
+import { denyCondition, mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, unexpressedRules, validatingAdmissionPolicyYaml, vapVariables } from "../../src/policy/vap.js";
 import { VALIDATE_POD_PASSES } from "../../webhooks/validate-pods.js";
 import { ROOT } from "../fixtures/manifests.js";
 
@@ -94,6 +94,120 @@ describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
   });
 });
 
+describe("enforcement modes: the export denies only what the webhook denies", () => {
+  const caps = { limits: { container: { cpu: "4", gpus: { "nvidia.com/gpu": 4 } }, pod: { gpus: 8 } } };
+  const conds: Array<{ name: string; enforcement: unknown; rule: string; want: string }> = [
+    { name: "nothing set: deny everywhere", enforcement: {}, rule: "container-limits", want: "true" },
+    { name: "the rule in warn cluster-wide: nowhere", enforcement: { rules: { "container-limits": "warn" } }, rule: "container-limits", want: "false" },
+    { name: "everything in audit: nowhere", enforcement: { mode: "audit" }, rule: "pod-gpus", want: "false" },
+    { name: "review-cost always denies, whatever the mode", enforcement: { mode: "warn" }, rule: "review-cost", want: "true" },
+    { name: "another rule's mode changes nothing", enforcement: { rules: { "job-gpus": "warn" }, namespaces: [{ pattern: "t*", rules: { quantity: "audit" } }] }, rule: "container-limits", want: "true" },
+    { name: "a namespace entry that names deny again: still everywhere", enforcement: { namespaces: [{ pattern: "t*", mode: "deny" }] }, rule: "quantity", want: "true" },
+    {
+      name: "warn by default, deny in team-a-*: only there",
+      enforcement: { rules: { "pod-gpus": "warn" }, namespaces: [{ pattern: "team-a-*", rules: { "pod-gpus": "deny" } }] },
+      rule: "pod-gpus",
+      want: "(request.namespace.startsWith('team-a-') ? true : false)",
+    },
+    {
+      name: "first matching entry wins; an entry naming no mode for the rule is passed over",
+      enforcement: { namespaces: [{ pattern: "x", rules: { quantity: "warn" } }, { pattern: "team-*", mode: "audit" }, { pattern: "team-a", rules: { "container-limits": "deny" } }] },
+      rule: "container-limits",
+      want: "(request.namespace.startsWith('team-') ? false : request.namespace == 'team-a' ? true : true)",
+    },
+    { name: "a pattern matching every namespace ends the chain", enforcement: { namespaces: [{ pattern: "*", mode: "warn" }, { pattern: "a", mode: "deny" }] }, rule: "gpu-mig-mixing", want: "false" },
+    {
+      name: "a glob in the middle: a regular expression on the name",
+      enforcement: { namespaces: [{ pattern: "ml-*-prod", rules: { "gpu-mig-mixing": "warn" } }] },
+      rule: "gpu-mig-mixing",
+      want: "(request.namespace.matches('^ml-.*-prod$') ? false : true)",
+    },
+  ];
+  for (const c of conds) {
+    it(`where ${c.rule} denies: ${c.name}`, () => assert.equal(denyCondition(policyOf({ enforcement: c.enforcement }).enforcement, c.rule), c.want));
+  }
+
+  const cases: Array<{ name: string; enforcement: unknown; variable: string; has?: string[]; lacks?: string[]; absent?: boolean; equals?: string }> = [
+    { name: "container-limits in warn: no cap check, the quantity checks stay", enforcement: { rules: { "container-limits": "warn" } }, variable: "findings", lacks: ["exceeds the per-container limit"], has: ["is out of range", "must be greater than or equal to 0"] },
+    { name: "quantity in audit: no range or sign message, the cap check stays", enforcement: { rules: { quantity: "audit" } }, variable: "findings", lacks: ["is out of range", "must be greater than or equal to 0"], has: ["exceeds the per-container limit"] },
+    { name: "gpu-mig-mixing in warn: not computed", enforcement: { rules: { "gpu-mig-mixing": "warn" } }, variable: "migs", absent: true },
+    { name: "gpu-mig-mixing in warn: nothing in the per-container list", enforcement: { rules: { "gpu-mig-mixing": "warn" } }, variable: "perContainer", lacks: ["MIG slices"] },
+    { name: "pod-gpus in audit: not summed", enforcement: { rules: { "pod-gpus": "audit" } }, variable: "podGpus", absent: true },
+    { name: "pod-gpus in audit: no pod-level finding", enforcement: { rules: { "pod-gpus": "audit" } }, variable: "podLevel", equals: "[]" },
+    {
+      name: "container-limits denied in team-a-* only: the cap check under the namespace's condition",
+      enforcement: { mode: "warn", namespaces: [{ pattern: "team-a-*", rules: { "container-limits": "deny" } }] },
+      variable: "findings",
+      has: ["(request.namespace.startsWith('team-a-') ? true : false) ? (", "exceeds the per-container limit"],
+      lacks: ["is out of range"],
+    },
+    {
+      name: "pod-gpus in warn in team-b only",
+      enforcement: { namespaces: [{ pattern: "team-b", rules: { "pod-gpus": "warn" } }] },
+      variable: "podLevel",
+      has: ["(request.namespace == 'team-b' ? false : true) ? (variables.podGpus > 8"],
+    },
+    {
+      name: "gpu-mig-mixing in audit in team-b only",
+      enforcement: { namespaces: [{ pattern: "team-b", rules: { "gpu-mig-mixing": "audit" } }] },
+      variable: "perContainer",
+      has: ["(request.namespace == 'team-b' ? false : true) && size(variables.migs[ci]) > 0"],
+    },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const text = variable({ ...caps, enforcement: c.enforcement }, c.variable);
+      if (c.absent) return assert.equal(text, undefined);
+      assert.ok(text !== undefined, `no variable ${c.variable}`);
+      if (c.equals !== undefined) assert.equal(text, c.equals);
+      for (const s of c.has ?? []) assert.ok(text.includes(s), `${c.variable} lacks ${s}:\n${text}`);
+      for (const s of c.lacks ?? []) assert.ok(!text.includes(s), `${c.variable} has ${s}`);
+    });
+  }
+
+  it("deny everywhere: the same policy as without an enforcement section", () => {
+    const plain = renderValidatingAdmissionPolicy(policyOf(caps));
+    const explicit = renderValidatingAdmissionPolicy(policyOf({ ...caps, enforcement: { mode: "deny", rules: { "job-gpus": "warn" }, namespaces: [{ pattern: "x*", rules: { capacity: "audit" } }] } }));
+    assert.deepEqual(explicit, plain);
+  });
+
+  it("still one binding, validationActions [Deny]: warn and audit stay with the webhook", () => {
+    const { binding } = renderValidatingAdmissionPolicy(policyOf({ ...caps, enforcement: { mode: "warn" } }));
+    assert.deepEqual((binding.spec as Obj).validationActions, ["Deny"]);
+  });
+
+  const listed: Array<{ name: string; enforcement: unknown; active: string[]; why?: RegExp }> = [
+    { name: "warn everywhere: every expressed rule listed", enforcement: { mode: "warn" }, active: ["container-limits (warn)", "quantity (warn)", "gpu-mig-mixing (warn)", "pod-gpus (warn)"], why: /warn mode everywhere: the exported policy leaves the rule out; the webhook's warnings/ },
+    {
+      name: "warn by default, deny in team-a: listed as warn by default",
+      enforcement: { rules: { "pod-gpus": "warn" }, namespaces: [{ pattern: "team-a", rules: { "pod-gpus": "deny" } }] },
+      active: ["pod-gpus (warn)"],
+      why: /warn mode by default: the exported policy denies it only where its mode is deny/,
+    },
+    { name: "a job rule in warn: nothing more listed", enforcement: { rules: { "job-gpus": "warn", capacity: "audit" } }, active: [] },
+    {
+      name: "per namespace: listed with its patterns",
+      enforcement: { namespaces: [{ pattern: "team-b*", rules: { "pod-gpus": "audit", quantity: "warn" } }] },
+      active: ["quantity (warn)", "pod-gpus (audit)"],
+      why: /in namespaces matching team-b\*: the exported policy denies it only where its mode is deny/,
+    },
+  ];
+  for (const c of listed) {
+    it(`unexpressedRules: ${c.name}`, () => {
+      const rules = unexpressedRules(policyOf({ enforcement: c.enforcement })).filter((r) => r.active);
+      assert.deepEqual(rules.map((r) => r.rule), c.active);
+      if (c.why) assert.match(rules.map((r) => r.why).join("\n"), c.why);
+    });
+  }
+
+  it("the YAML header names the rules denied everywhere and those denied by namespace", async () => {
+    const yaml = await validatingAdmissionPolicyYaml(policyOf({ ...caps, enforcement: { rules: { quantity: "audit" }, namespaces: [{ pattern: "team-b", rules: { "pod-gpus": "warn" } }] } }));
+    assert.match(yaml, /^# Expressed: review-cost, container-limits, gpu-mig-mixing; where their mode is deny: pod-gpus\. Not expressed/m);
+    assert.match(yaml, /^# - quantity \(audit\) \(USED BY THIS POLICY\): enforcement puts it in audit mode everywhere/m);
+    assert.match(yaml, /^# - pod-gpus \(warn\) \(USED BY THIS POLICY\): enforcement puts it in warn mode in namespaces matching team-b/m);
+  });
+});
+
 describe("unexpressedRules", () => {
   const cases: Array<{ name: string; policy: unknown; active: string[] }> = [
     { name: "the built-in policy: nothing it uses is missing", policy: {}, active: [] },
@@ -123,6 +237,15 @@ describe("quartermaster policy export-vap", () => {
     assert.ok(docs[0]!.spec.matchConstraints.namespaceSelector.matchExpressions[1].values.includes("platform"));
     assert.match(r.stdout, /^# .*accelerator-allowed \(USED BY THIS POLICY\)/m);
     assert.match(r.stderr, /not in the exported policy: accelerator-allowed/);
+  });
+
+  it("rules in warn or audit mode go to stderr", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "qm-vap-"));
+    writeFileSync(join(dir, "p.yaml"), "enforcement:\n  rules: {container-limits: warn}\n  namespaces:\n    - {pattern: \"team-b*\", rules: {pod-gpus: audit}}\n");
+    const r = await cli(["policy", "export-vap", "--policy", "p.yaml"], dir);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /not in the exported policy: container-limits \(warn\): enforcement puts it in warn mode everywhere/);
+    assert.match(r.stderr, /not in the exported policy: pod-gpus \(audit\): enforcement puts it in audit mode in namespaces matching team-b\*/);
   });
 
   it("the built-in policy: nothing on stderr", async () => {
