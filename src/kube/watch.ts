@@ -34,6 +34,7 @@ import { decideJob } from "../reconcile/job-controller.js";
 import { capControllerDeletes, managedElsewhere } from "../reconcile/plan.js";
 import { WorkQueue } from "../reconcile/queue.js";
 import { namespaceScope, scopeIndex } from "../scope.js";
+import { objectWrite, type SyncResult, type WatchMetrics } from "../server/metrics.js";
 import { kubeClient } from "./client.js";
 import { connectCluster, slimNamespace, slimPod, slimService, type Cluster } from "./cluster.js";
 import { applyJobControllers } from "./job-controller.js";
@@ -54,6 +55,8 @@ export interface WatchOptions {
   /** Seconds between full passes while leading. */
   resyncSeconds: number;
   now?: () => Date;
+  /** Prometheus metrics (`createWatchMetrics`): queue depth, syncs, durations, the Lease, objects written. */
+  metrics?: WatchMetrics;
 }
 
 export interface Watcher {
@@ -105,7 +108,7 @@ class PassLock {
 const keyOf = (kindIndex: number, namespace: string, name: string): string => `${kindIndex}\0${namespace}\0${name}`;
 
 export async function startWatch(opts: WatchOptions): Promise<Watcher> {
-  const { policy, log } = opts;
+  const { policy, log, metrics } = opts;
   const now = opts.now ?? ((): Date => new Date());
   const kinds = policy.jobKinds.filter(quartermasterControls);
   const { k8s, kc } = await kubeClient(opts.kubeconfig);
@@ -163,8 +166,16 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     try {
       await lock.write(async () => {
         stats.passes++;
-        const report = await runPass({ cluster, policy, log, now, dryRun: false, namespace: opts.namespace, expectations, maxDeletions: budget.available(now()) });
-        budget.take(report.plan.actions.length + report.plan.controller.reduce((n, p) => n + p.decision.deletes.length, 0), now());
+        const started = performance.now();
+        try {
+          const report = await runPass({ cluster, policy, log, now, dryRun: false, namespace: opts.namespace, expectations, maxDeletions: budget.available(now()) });
+          budget.take(report.plan.actions.length + report.plan.controller.reduce((n, p) => n + p.decision.deletes.length, 0), now());
+          for (const a of report.applied) countWrite(a);
+          metrics?.pass(report.failed.length > 0 ? "failed" : "ok", (performance.now() - started) / 1000);
+        } catch (err) {
+          metrics?.pass("error", (performance.now() - started) / 1000);
+          throw err;
+        }
       });
     } catch (err) {
       log.error({ err: errorMessage(err) }, "watch: full pass failed");
@@ -202,14 +213,19 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     renewing ??= renew().finally(() => (renewing = undefined));
   }, renewEvery);
 
+  const countWrite = (action: string): void => {
+    const w = objectWrite(action);
+    if (w) metrics?.object(w.verb, w.kind);
+  };
+
   // --- One job.
-  const sync = async (key: string): Promise<void> => {
+  const sync = async (key: string): Promise<SyncResult> => {
     const [i, ns, name] = key.split("\0") as [string, string, string];
     const kind: JobKind = kinds[Number(i)]!;
     const raw = jobs[Number(i)]!.get(name, ns);
-    if (!raw) return;
+    if (!raw) return "ok";
     const job = raw as KubeObject;
-    if (!inScope(ns).inScope || managedElsewhere(job)) return;
+    if (!inScope(ns).inScope || managedElsewhere(job)) return "ok";
     const uid = String((job.metadata as { uid?: string }).uid);
     const owned = (o: any): boolean => (o.metadata?.ownerReferences ?? []).some((r: any) => r.controller === true && r.uid === uid);
     const ownPods = pods.list(ns).filter(owned).map(slimPod);
@@ -230,10 +246,11 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     }
     const decision = capped.controller[0]!.decision;
     const report = await applyJobControllers({ cluster, plans: capped.controller, expectations, now, log, width: 1, events: policy.reconciler.events });
+    for (const a of report.applied) countWrite(a);
     let retry = report.failed.length > 0 || report.skipped.some((s) => s.why.includes("changed since it was listed"));
     for (const d of capped.actions) {
       try {
-        await cluster.delete(d);
+        if ((await cluster.delete(d)) === "deleted") metrics?.object("delete", d.kind);
         log.info({ job: d.job, action: `delete ${d.kind}`, namespace: d.namespace, name: d.name, reason: d.reason }, "watch: delete");
       } catch (err) {
         retry = true;
@@ -247,7 +264,10 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     if (retry) {
       stats.retries++;
       queue.addRateLimited(key);
-    } else queue.forget(key);
+      return "requeued";
+    }
+    queue.forget(key);
+    return "ok";
   };
 
   const worker = async (): Promise<void> => {
@@ -257,7 +277,13 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
       try {
         if (leading()) {
           stats.syncs++;
-          await lock.read(() => sync(key));
+          const started = performance.now();
+          try {
+            metrics?.sync(await lock.read(() => sync(key)), (performance.now() - started) / 1000);
+          } catch (err) {
+            metrics?.sync("error", (performance.now() - started) / 1000);
+            throw err;
+          }
         }
       } catch (err) {
         log.error({ err: errorMessage(err), key: key.replaceAll("\0", "/") }, "watch: sync failed");
@@ -268,6 +294,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     }
   };
   const workers = Array.from({ length: policy.reconciler.concurrency }, worker);
+  metrics?.source({ queueDepth: () => queue.length, leading });
 
   return {
     leading,
