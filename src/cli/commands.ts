@@ -376,7 +376,7 @@ async function reconcileCommand(values: Values, _args: readonly string[], io: Cl
   // Resident (--schedule): /metrics on 9091 by default (9090 is the webhook's, should both run on one host); 0 turns it off.
   // One pass (--once, the CronJob) has nothing a scrape could catch: its failures show as failed Jobs.
   const metricsPort = intFlag(values, "metrics-port", schedule === undefined ? 0 : RECONCILER_METRICS_PORT, 0, 65535);
-  if (schedule === undefined && metricsPort !== 0) throw new UsageError("reconcile: --metrics-port goes with --schedule");
+  if (schedule === undefined && metricsPort !== 0) throw new UsageError("reconcile: --metrics-port goes with --schedule or --watch");
   const output = (values.output as string | undefined) ?? "table";
   if (output !== "table" && output !== "json") throw new UsageError("reconcile: -o must be table or json");
   const dryRun = values["dry-run"] === true;
@@ -449,21 +449,39 @@ async function reconcileCommand(values: Values, _args: readonly string[], io: Cl
 
 /** `reconcile --watch`: the resident job controller (src/kube/watch.ts) until a signal. */
 async function watchCommand(values: Values, io: CliIo): Promise<number> {
-  for (const other of ["once", "schedule", "dry-run", "metrics-port", "output"]) {
+  for (const other of ["once", "schedule", "dry-run", "output"]) {
     if (values[other] !== undefined) throw new UsageError(`reconcile: --${other} does not go with --watch`);
   }
+  const metricsPort = intFlag(values, "metrics-port", RECONCILER_METRICS_PORT, 0, 65535);
   const leaseSeconds = intFlag(values, "lease-seconds", 15, 2, 3600);
   const resyncSeconds = intFlag(values, "resync-seconds", 300, 1, 86400);
   const policy = await loadPolicyOrReport(values.policy as string | undefined, io);
   if (!policy) return 1;
   const log = createLogger(logLevel(values), 1);
   const namespace = await ownNamespace(values.namespace as string | undefined);
-  const [{ startWatch }, { hostname }] = await Promise.all([import("../kube/watch.js"), import("node:os")]);
-  const watcher = await startWatch({ kubeconfig: values.kubeconfig as string | undefined, policy, log, namespace, holder: `${hostname()}-${process.pid}`, leaseSeconds, resyncSeconds });
-  io.stdout(`quartermaster: job controller watching (lease ${leaseSeconds}s, full pass every ${resyncSeconds}s)`);
+  const [{ startWatch }, { hostname }, { createWatchMetrics }, { startMetricsServer }] = await Promise.all([
+    import("../kube/watch.js"),
+    import("node:os"),
+    import("../server/metrics.js"),
+    import("../server/serve.js"),
+  ]);
+  // The metrics port first, so /healthz answers while the caches sync; /readyz once they have (a standby too).
+  const metrics = metricsPort === 0 ? undefined : createWatchMetrics({ processMetrics: true });
+  let synced = false;
+  const metricsServer = metrics && (await startMetricsServer({ host: "0.0.0.0", port: metricsPort, registry: metrics.registry, log, ready: () => synced }));
+  let watcher;
+  try {
+    watcher = await startWatch({ kubeconfig: values.kubeconfig as string | undefined, policy, log, namespace, holder: `${hostname()}-${process.pid}`, leaseSeconds, resyncSeconds, ...(metrics ? { metrics } : {}) });
+  } catch (err) {
+    await metricsServer?.close();
+    throw err;
+  }
+  synced = true;
+  io.stdout(`quartermaster: job controller watching (lease ${leaseSeconds}s, full pass every ${resyncSeconds}s)${metricsServer ? `; metrics http://0.0.0.0:${metricsServer.port}/metrics` : ""}`);
   const signal = await io.shutdown;
   log.info({ signal, ...watcher.stats }, "stopping: waiting for the work in flight, then releasing the lease");
   await watcher.stop();
+  await metricsServer?.close();
   await flushLog(log);
   return 0;
 }
@@ -593,7 +611,7 @@ policy: every violation with its rule, mode and field. (reconciler.policyReports
 (CleanPodPolicy, TTL, as each job sets them), write the GPU device ledger; only in opted-in namespaces (never
 the protected ones or --namespace); one at a time cluster-wide (a Lease in --namespace). Give exactly one of
 --once, --schedule and --watch. --dry-run (with --once) prints the plan and what it skips and why, and changes
-nothing (logs go to stderr). With --schedule, pass metrics over HTTP on --metrics-port (/metrics, /healthz,
+nothing (logs go to stderr). With --schedule or --watch, metrics over HTTP on --metrics-port (/metrics, /healthz,
 /readyz). With --watch, the resident job controller for the kinds Quartermaster runs (Caffe2Job by default):
 informers, a work queue, a full pass every --resync-seconds, one instance acting under the Lease.`,
     flags: {
@@ -605,7 +623,7 @@ informers, a work queue, a full pass every --resync-seconds, one instance acting
       kubeconfig: KUBECONFIG_FLAG,
       namespace: { type: "string", value: "name", description: "Quartermaster's namespace (the Lease)", default: "the pod's own, else quartermaster" },
       "log-level": LOG_LEVEL_FLAG,
-      "metrics-port": { type: "string", value: "port", description: "with --schedule: metrics port (0: off)", default: String(RECONCILER_METRICS_PORT) },
+      "metrics-port": { type: "string", value: "port", description: "with --schedule or --watch: metrics port (0: off)", default: String(RECONCILER_METRICS_PORT) },
       watch: { type: "boolean", description: "the resident job controller (informers, work queue, Lease)" },
       "lease-seconds": { type: "string", value: "seconds", description: "with --watch: the Lease's duration", default: "15" },
       "resync-seconds": { type: "string", value: "seconds", description: "with --watch: seconds between full passes", default: "300" },

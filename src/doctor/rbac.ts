@@ -38,6 +38,13 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   need(reconciler, ["list", "patch", "delete"], "", "pods", "", "warning", "adoption, CleanPodPolicy, the ledger");
   need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], "", "services", "", "warning", "per-replica Services, adoption");
   need(reconciler, ["list"], "", "nodes", "", "warning", "the ledger's node inventory");
+  // The job controller (src/kube/job-controller.ts, src/kube/watch.ts) for kinds Quartermaster runs (Caffe2Job
+  // by default; any kind may be marked so): informers, replica pods, the restart counter and the status.
+  for (const k of kinds) need(reconciler, ["watch", "patch"], k.group, k.plural, "", "warning", `the job controller for ${k.kind}s (informers, restart counter)`);
+  for (const k of kinds) need(reconciler, ["patch"], k.group, `${k.plural}/status`, "", "warning", `the job controller writes ${k.kind}s' status`);
+  need(reconciler, ["watch"], "", "namespaces", "", "warning", "the job controller's namespace informer (reconcile --watch)");
+  need(reconciler, ["watch", "create"], "", "pods", "", "warning", "the job controller creates replica pods and watches them");
+  need(reconciler, ["watch"], "", "services", "", "warning", "the job controller's Service informer (reconcile --watch)");
   need(reconciler, ["list"], "", "namespaces", "", "warning", "the scope: a pass writes only in namespaces that opted in");
   if (policy.reconciler.events) need(reconciler, ["create"], "", "events", "", "warning", "Events on jobs");
   need(reconciler, ["get", "create", "update"], "coordination.k8s.io", "leases", namespace, "warning", "the pass Lease");

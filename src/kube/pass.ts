@@ -53,6 +53,8 @@ export interface PassOptions {
   policyReports?: PolicyReportClient;
   /** The job controller's expectations, kept across passes by a resident reconciler; none: each pass alone. */
   expectations?: Expectations;
+  /** The deletion budget of this pass when not `reconciler.maxDeletionsPerPass` (a resident reconciler's left). */
+  maxDeletions?: number;
 }
 
 export async function snapshot(cluster: Cluster, policy: Policy, namespace: string, log: Logger): Promise<Snapshot> {
@@ -104,7 +106,7 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
   const snap = await snapshot(cluster, policy, opts.namespace, log);
   const now = opts.now();
   const inFlight = opts.expectations?.observe(snap.pods, snap.services, now);
-  const plan = planPass(snap, now, policy, namespaceScope(opts.namespace), inFlight ? { inFlight } : {});
+  const plan = planPass(snap, now, policy, namespaceScope(opts.namespace), { ...(inFlight ? { inFlight } : {}), ...(opts.maxDeletions !== undefined ? { maxDeletions: opts.maxDeletions } : {}) });
   const report: PassReport = { plan, applied: [], skipped: [], failed: [], events: 0, apiCalls: 0, durationMs: 0 };
   for (const p of plan.problems) log.warn({ problem: p }, "reconcile: cannot act");
   const outcomes: Outcome[] = [];

@@ -12,6 +12,9 @@
  *   `src/kube/job-controller.ts`; a finished job's CleanPodPolicy and TTL (`src/reconcile/finished.ts`).
  * - Expectations (`src/reconcile/expectations.ts`) shared by every sync and pass of the process: a cache
  *   that has not caught up with the controller's own creates never makes it create twice.
+ * - One deletion budget (`src/reconcile/budget.ts`): `reconciler.maxDeletionsPerPass` per `resyncSeconds`
+ *   for the syncs and full passes together; a sync whose deletes do not fit does what fits and is queued again
+ *   for when the window turns.
  * - A full reconcile pass (`src/kube/pass.ts`: adoption, release, the ledger, every kind) right after taking
  *   the lead and every `resyncSeconds` as a safety net; syncs wait while it runs.
  * - A Lease (`quartermaster-reconciler` in Quartermaster's namespace, the one `--once` passes take) so one
@@ -25,11 +28,13 @@ import type { KubeObject } from "../admission/types.js";
 import { errorMessage } from "../errors.js";
 import { quartermasterControls, type JobKind, type Policy } from "../policy/types.js";
 import { Expectations } from "../reconcile/expectations.js";
-import { capDeletions, finishedAt, planFinishedJob, readRunPolicy } from "../reconcile/finished.js";
+import { DeletionBudget } from "../reconcile/budget.js";
+import { finishedAt, planFinishedJob, readRunPolicy } from "../reconcile/finished.js";
 import { decideJob } from "../reconcile/job-controller.js";
-import { managedElsewhere } from "../reconcile/plan.js";
+import { capControllerDeletes, managedElsewhere } from "../reconcile/plan.js";
 import { WorkQueue } from "../reconcile/queue.js";
 import { namespaceScope, scopeIndex } from "../scope.js";
+import { objectWrite, type SyncResult, type WatchMetrics } from "../server/metrics.js";
 import { kubeClient } from "./client.js";
 import { connectCluster, slimNamespace, slimPod, slimService, type Cluster } from "./cluster.js";
 import { applyJobControllers } from "./job-controller.js";
@@ -50,6 +55,8 @@ export interface WatchOptions {
   /** Seconds between full passes while leading. */
   resyncSeconds: number;
   now?: () => Date;
+  /** Prometheus metrics (`createWatchMetrics`): queue depth, syncs, durations, the Lease, objects written. */
+  metrics?: WatchMetrics;
 }
 
 export interface Watcher {
@@ -101,7 +108,7 @@ class PassLock {
 const keyOf = (kindIndex: number, namespace: string, name: string): string => `${kindIndex}\0${namespace}\0${name}`;
 
 export async function startWatch(opts: WatchOptions): Promise<Watcher> {
-  const { policy, log } = opts;
+  const { policy, log, metrics } = opts;
   const now = opts.now ?? ((): Date => new Date());
   const kinds = policy.jobKinds.filter(quartermasterControls);
   const { k8s, kc } = await kubeClient(opts.kubeconfig);
@@ -110,6 +117,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const queue = new WorkQueue();
   const expectations = new Expectations();
+  const budget = new DeletionBudget(policy.reconciler.maxDeletionsPerPass, opts.resyncSeconds * 1000);
   const lock = new PassLock();
   const stats = { syncs: 0, retries: 0, passes: 0 };
   const scope = namespaceScope(opts.namespace);
@@ -158,7 +166,16 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     try {
       await lock.write(async () => {
         stats.passes++;
-        await runPass({ cluster, policy, log, now, dryRun: false, namespace: opts.namespace, expectations });
+        const started = performance.now();
+        try {
+          const report = await runPass({ cluster, policy, log, now, dryRun: false, namespace: opts.namespace, expectations, maxDeletions: budget.available(now()) });
+          budget.take(report.plan.actions.length + report.plan.controller.reduce((n, p) => n + p.decision.deletes.length, 0), now());
+          for (const a of report.applied) countWrite(a);
+          metrics?.pass(report.failed.length > 0 ? "failed" : "ok", (performance.now() - started) / 1000);
+        } catch (err) {
+          metrics?.pass("error", (performance.now() - started) / 1000);
+          throw err;
+        }
       });
     } catch (err) {
       log.error({ err: errorMessage(err) }, "watch: full pass failed");
@@ -196,30 +213,44 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     renewing ??= renew().finally(() => (renewing = undefined));
   }, renewEvery);
 
+  const countWrite = (action: string): void => {
+    const w = objectWrite(action);
+    if (w) metrics?.object(w.verb, w.kind);
+  };
+
   // --- One job.
-  const sync = async (key: string): Promise<void> => {
+  const sync = async (key: string): Promise<SyncResult> => {
     const [i, ns, name] = key.split("\0") as [string, string, string];
     const kind: JobKind = kinds[Number(i)]!;
     const raw = jobs[Number(i)]!.get(name, ns);
-    if (!raw) return;
+    if (!raw) return "ok";
     const job = raw as KubeObject;
-    if (!inScope(ns).inScope || managedElsewhere(job)) return;
+    if (!inScope(ns).inScope || managedElsewhere(job)) return "ok";
     const uid = String((job.metadata as { uid?: string }).uid);
     const owned = (o: any): boolean => (o.metadata?.ownerReferences ?? []).some((r: any) => r.controller === true && r.uid === uid);
     const ownPods = pods.list(ns).filter(owned).map((p) => slimPod(p));
     const ownServices = services.list(ns).filter(owned).map(slimService);
     const at = now();
     const inFlight = expectations.observeJob(uid, ownPods, ownServices, at);
-    const decision = decideJob({ job, kind, pods: ownPods, services: ownServices, now: at, clusterDomain: policy.clusterSpec.clusterDomain, inFlight });
-    for (const p of decision.problems) log.warn({ problem: p }, "watch: cannot act");
+    const decided = decideJob({ job, kind, pods: ownPods, services: ownServices, now: at, clusterDomain: policy.clusterSpec.clusterDomain, inFlight });
+    for (const p of decided.problems) log.warn({ problem: p }, "watch: cannot act");
     const rv = (job.metadata as { resourceVersion?: string }).resourceVersion;
-    const report = await applyJobControllers({ cluster, plans: [{ kind, namespace: ns, name, uid, ...(rv ? { resourceVersion: rv } : {}), decision }], expectations, now, log, width: 1, events: policy.reconciler.events });
-    let retry = report.failed.length > 0 || report.skipped.some((s) => s.why.includes("changed since it was listed"));
-    // A finished job: CleanPodPolicy and TTL, as a pass does them.
+    // The controller's deletes and a finished job's (CleanPodPolicy, TTL, as a pass does them) share the
+    // process's deletion budget; what does not fit waits for the window to turn.
     const fin = planFinishedJob(job, kind, ownPods, ownServices, at, policy);
-    for (const d of capDeletions(fin.actions, policy.reconciler.maxDeletionsPerPass).now) {
+    const capped = capControllerDeletes(fin.actions, [{ kind, namespace: ns, name, uid, ...(rv ? { resourceVersion: rv } : {}), decision: decided }], budget.available(at));
+    budget.take(capped.actions.length + capped.controller[0]!.decision.deletes.length, at);
+    if (capped.deferred.length > 0) {
+      log.info({ job: `${kind.kind} ${ns}/${name}`, deferred: capped.deferred.length }, "watch: deletion budget spent; the rest waits");
+      queue.addAfter(key, budget.msUntilRefill(at) + 100);
+    }
+    const decision = capped.controller[0]!.decision;
+    const report = await applyJobControllers({ cluster, plans: capped.controller, expectations, now, log, width: 1, events: policy.reconciler.events });
+    for (const a of report.applied) countWrite(a);
+    let retry = report.failed.length > 0 || report.skipped.some((s) => s.why.includes("changed since it was listed"));
+    for (const d of capped.actions) {
       try {
-        await cluster.delete(d);
+        if ((await cluster.delete(d)) === "deleted") metrics?.object("delete", d.kind);
         log.info({ job: d.job, action: `delete ${d.kind}`, namespace: d.namespace, name: d.name, reason: d.reason }, "watch: delete");
       } catch (err) {
         retry = true;
@@ -233,7 +264,10 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     if (retry) {
       stats.retries++;
       queue.addRateLimited(key);
-    } else queue.forget(key);
+      return "requeued";
+    }
+    queue.forget(key);
+    return "ok";
   };
 
   const worker = async (): Promise<void> => {
@@ -243,7 +277,13 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
       try {
         if (leading()) {
           stats.syncs++;
-          await lock.read(() => sync(key));
+          const started = performance.now();
+          try {
+            metrics?.sync(await lock.read(() => sync(key)), (performance.now() - started) / 1000);
+          } catch (err) {
+            metrics?.sync("error", (performance.now() - started) / 1000);
+            throw err;
+          }
         }
       } catch (err) {
         log.error({ err: errorMessage(err), key: key.replaceAll("\0", "/") }, "watch: sync failed");
@@ -254,6 +294,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     }
   };
   const workers = Array.from({ length: policy.reconciler.concurrency }, worker);
+  metrics?.source({ queueDepth: () => queue.length, leading });
 
   return {
     leading,

@@ -122,7 +122,7 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
         priorityClass: obj({ value: { type: "integer", maximum: 1000000000 } }),
         networkPolicy: obj({ enabled: { type: "boolean" }, apiserverFrom: networkPeers, metricsFrom: networkPeers }),
       }),
-      reconciler: obj({ mode: { enum: ["cronjob", "resident"] }, schedule: str, resources }),
+      reconciler: obj({ mode: { enum: ["cronjob", "resident", "watch"] }, schedule: str, resources }),
       certificates: obj({ mode: { enum: ["self-managed", "cert-manager", "none"] }, renewSchedule: str }),
       monitoring: obj({
         enabled: { type: "boolean" },

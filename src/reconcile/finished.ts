@@ -41,6 +41,8 @@ export interface DeleteAction {
   reason: string;
   /** A pod bound to a node, not terminated, that requests GPUs: deleted first when the budget is short. */
   holdsGpus?: boolean;
+  /** The job controller deletes this failed pod to restart it (counted in the job's restart annotation). */
+  restart?: boolean;
 }
 
 export interface FinishedPlan {

@@ -12,7 +12,8 @@
  * 1. A job being deleted: nothing. `Created=True` (`JobCreated`, "<Kind> <name> is created.") on first sight
  *    (training-operator's onOwnerCreateFunc).
  * 2. Finished (`Succeeded` or `Failed` True): a Succeeded job's active replicas count as succeeded; nothing
- *    else (its pods are `finished.ts`'s).
+ *    else (its pods are `finished.ts`'s), except that a job failed by step 4 keeps losing its remaining pods
+ *    and Services (those the deletion budget deferred, see below).
  * 3. `runPolicy.suspend`: every pod and Service deleted (the job is not finished, so CleanPodPolicy does not
  *    apply, as upstream's DeletePodsAndServices), active = 0, `Running` → False and `Suspended=True`
  *    (`JobSuspended`). Resumed: `Suspended=False` (`JobResumed`) and startTime = now.
@@ -42,6 +43,11 @@
  *    status and reason; Running and Restarting replace each other; Succeeded or Failed turn Running False.
  *    The status is written only when it changed (with lastReconcileTime = now).
  *
+ * Deletion budget: the decision's deletes (restarts by recreation, scale-down, suspend, a failed job's
+ * cleanup) are bounded by `reconciler.maxDeletionsPerPass` together with the hygiene pass's
+ * (`capControllerDeletes` in `plan.ts`); a deferred delete is decided again by the next pass or event (every
+ * rule above is level-based), and a restart counts in the annotation only when its delete is sent.
+ *
  * Names and labels: Kubeflow kinds as upstream (`<job>-<type>-<index>`, GenLabels, job-role). Caffe2Job with
  * caffe2-operator's labels (`src/topology/label-scheme.ts`) and named `<namespace>-<job>-worker-<index>`: the
  * very hosts caffe2-operator writes into CAFFE2_CONFIG (`pkg/controller/config.go`: genGeneralName of the
@@ -69,6 +75,9 @@ import { meta } from "./meta.js";
 
 /** Where Quartermaster counts the pods it deleted to restart them (the backoff limit's restarts). */
 export const ANNOTATION_RESTARTS = "quartermaster.dev/restarts";
+
+/** The ends of upstream's messages for the failures that delete every pod and Service (backoff limit, deadline). */
+const FAILURES_THAT_DELETE = ["it has reached the specified backoff limit", "it was active longer than specified deadline"] as const;
 
 /** Exit code upstream uses when the default container has not terminated (`pod.go` ReconcilePods). */
 export const NO_EXIT_CODE = 0xbeef;
@@ -456,11 +465,11 @@ export function decideJob(input: ControllerInput): Decision {
   const event = (type: JobEvent["type"], reason: string, message: string): void => {
     if (!out.events.some((e) => e.reason === reason && e.message === message)) out.events.push({ type, reason, message });
   };
-  const del = (o: KubeObject, kindOf: "Pod" | "Service", reason: string): void => {
+  const del = (o: KubeObject, kindOf: "Pod" | "Service", reason: string, restart = false): void => {
     const om = meta(o);
     if (om.deletionTimestamp || inFlight.deletes.has(`${kindOf}/${om.name}`)) return;
     if (out.deletes.some((d) => d.kind === kindOf && d.name === om.name)) return;
-    out.deletes.push({ verb: "delete", kind: kindOf, namespace: String(om.namespace ?? jm.namespace), name: String(om.name), uid: String(om.uid), job: jobId, jobKind: kind, jobUid: String(jm.uid), reason });
+    out.deletes.push({ verb: "delete", kind: kindOf, namespace: String(om.namespace ?? jm.namespace), name: String(om.name), uid: String(om.uid), job: jobId, jobKind: kind, jobUid: String(jm.uid), reason, ...(restart ? { restart: true } : {}) });
   };
   const finish = (): Decision => {
     if (hasCondition(status, "Failed") || hasCondition(status, "Succeeded")) {
@@ -481,6 +490,13 @@ export function decideJob(input: ControllerInput): Decision {
 
   // 2. Finished.
   if (hasCondition(status, "Succeeded") || hasCondition(status, "Failed")) {
+    // A job this controller failed for its backoff limit or deadline (step 4) loses every pod and Service: what
+    // an earlier pass's deletion budget left (`capControllerDeletes`) is deleted now, pass after pass.
+    const failed = (status.conditions ?? []).find((c) => c.type === "Failed" && c.status === "True");
+    if (failed?.reason === "JobFailed" && FAILURES_THAT_DELETE.some((f) => failed.message?.endsWith(f))) {
+      for (const p of input.pods) del(p, "Pod", failed.message!);
+      for (const s of input.services) del(s, "Service", failed.message!);
+    }
     if (hasCondition(status, "Succeeded")) {
       const next: Record<string, ReplicaStatus> = {};
       for (const [t, r] of Object.entries(map)) next[t] = { ...r, succeeded: (r.succeeded ?? 0) + (r.active ?? 0), active: 0 };
@@ -531,12 +547,12 @@ export function decideJob(input: ControllerInput): Decision {
       }
     }
     const past = rp.backoffLimit === 0 ? sum > 0 : sum >= rp.backoffLimit;
-    if (exceeds || past) failure = `Job ${name} has failed because it has reached the specified backoff limit`;
+    if (exceeds || past) failure = `Job ${name} has failed because ${FAILURES_THAT_DELETE[0]}`;
   }
   const start = status.startTime ? Date.parse(status.startTime) : NaN;
   if (!failure && rp.activeDeadlineSeconds !== undefined && !Number.isNaN(start)) {
     const left = start + rp.activeDeadlineSeconds * 1000 - now.getTime();
-    if (left <= 0) failure = `Job ${name} has failed because it was active longer than specified deadline`;
+    if (left <= 0) failure = `Job ${name} has failed because ${FAILURES_THAT_DELETE[1]}`;
     else out.requeueAfterMs = left;
   }
   if (failure) {
@@ -577,7 +593,7 @@ export function decideJob(input: ControllerInput): Decision {
         if (r.restartPolicy === "OnFailure" || r.restartPolicy === "Always" || (r.restartPolicy === "ExitCode" && isRetryableExitCode(code))) {
           const msg = `job ${name} is restarting because ${r.type} replica(s) failed.`;
           const before = out.deletes.length;
-          del(pod, "Pod", `restart (${r.restartPolicy}, exit code ${code})`);
+          del(pod, "Pod", `restart (${r.restartPolicy}, exit code ${code})`, true);
           if (out.deletes.length > before) restarted++;
           event("Warning", "JobRestarting", msg);
           set("Restarting", "True", "JobRestarting", msg);

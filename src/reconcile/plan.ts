@@ -17,7 +17,8 @@
  * what stopped matching), create the per-replica Services it lacks (for the pods it owns and those it adopts
  * now: creating is not destructive; none for a job the training operator serves, see `./services.ts`), and clean it up when finished (only objects it already controlled before
  * this pass: an orphan it adopts now is cleaned up by the next pass, after the adoption has really happened).
- * Deletions are capped per pass (`capDeletions`: GPU holders first, then round-robin across namespaces). Then
+ * Deletions are capped per pass, the job controller's and these together (`capControllerDeletes`, `capDeletions`:
+ * GPU holders first, then round-robin across namespaces). Then
  * the device ledger over every node and pod of the cluster, whatever the scope (it only reads), and the
  * ConfigMap writes that store it in Quartermaster's own namespace.
  */
@@ -71,6 +72,8 @@ export interface ControllerPlan {
 export interface PlanOptions {
   /** What the job controller has in flight per job uid (`Expectations.observe`); none: nothing. */
   inFlight?: (jobUid: string) => InFlight;
+  /** The pass's deletion budget when not `reconciler.maxDeletionsPerPass` (a resident reconciler's budget left). */
+  maxDeletions?: number;
 }
 
 export interface Plan {
@@ -80,9 +83,9 @@ export interface Plan {
   claims: ClaimAction[];
   /** Services to create (never capped: creating is not destructive). */
   creates: CreateServiceAction[];
-  /** What this pass deletes, within the deletion cap. */
+  /** What this pass deletes for finished jobs, within the deletion cap (the controller's are in `controller`). */
   actions: DeleteAction[];
-  /** What the cap leaves for later passes. */
+  /** What the cap leaves for later passes (the hygiene's and the job controller's). */
   deferred: DeleteAction[];
   /** Jobs left alone: out of scope, or managed by another controller. */
   skipped: Skipped[];
@@ -185,12 +188,51 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: N
     // A Service of the pod's name that someone else owns still blocks ours: never create over it.
     if (policy.reconciler.perReplicaServices) creates.push(...planReplicaServices(job, kind, [...p.owned, ...p.adopted], existingServices));
   }
-  const { now: actions, deferred } = capDeletions(deletions, policy.reconciler.maxDeletionsPerPass);
+  const capped = capControllerDeletes(deletions, controller, opts.maxDeletions ?? policy.reconciler.maxDeletionsPerPass);
+  const { actions, deferred } = capped;
 
   const stored = readStored(snapshot.ledger);
   const ledger = buildLedger({ nodes: snapshot.nodes, nodeLeases: snapshot.nodeLeases, pods: snapshot.pods, jobs: jobKeys, previous: stored.ledger }, now, policy);
   const ledgerWrites = planLedgerWrites(shardLedger(ledger, policy.reconciler.ledgerShardBytes), snapshot.ledger);
   // "No ledger yet" is the first pass, not a problem.
   if (stored.index || stored.corrupt.length > 0) problems.push(...stored.problems);
-  return { controller, claims, creates, actions, deferred, skipped, problems, ledger, ledgerWrites, ledgerCorrupt: stored.corrupt };
+  return { controller: capped.controller, claims, creates, actions, deferred, skipped, problems, ledger, ledgerWrites, ledgerCorrupt: stored.corrupt };
+}
+
+/**
+ * One deletion budget (`max`) for the hygiene deletes (finished jobs: CleanPodPolicy, TTL) and the job
+ * controller's (restarts by recreation, scale-down, suspend, a failed job's cleanup) together, in
+ * `capDeletions`' order (GPU holders first, round-robin across namespaces, jobs last). DECIDE: one budget
+ * shared, not one each: `maxDeletionsPerPass` bounds what a pass can delete, whoever decided it. An object
+ * both plan to delete (a failed job's pods under CleanPodPolicy All) counts once, as the controller's. Each
+ * controller plan keeps only its deletes within the budget, and its restart counter counts only the restart
+ * deletes kept (a deferred restart is decided again, and counted, when it is sent). What is deferred waits for
+ * the next pass or event: the decisions are level-based, so they come back.
+ */
+export function capControllerDeletes(
+  hygiene: readonly DeleteAction[],
+  controller: readonly ControllerPlan[],
+  max: number,
+): { actions: DeleteAction[]; deferred: DeleteAction[]; controller: ControllerPlan[] } {
+  const id = (d: DeleteAction): string => `${d.kind}/${d.namespace}/${d.name}`;
+  const fromController = controller.flatMap((p) => p.decision.deletes);
+  const planned = new Set(fromController.map(id));
+  const ownHygiene = hygiene.filter((d) => !planned.has(id(d)));
+  const { now, deferred } = capDeletions([...fromController, ...ownHygiene], Math.max(0, max));
+  const kept = new Set<DeleteAction>(now);
+  const plans = controller.map((p): ControllerPlan => {
+    const d = p.decision;
+    if (d.deletes.every((x) => kept.has(x))) return p;
+    const deletes = d.deletes.filter((x) => kept.has(x));
+    const decision: Decision = { ...d, deletes };
+    delete decision.restarts;
+    if (d.restarts !== undefined) {
+      const planned = d.deletes.filter((x) => x.restart).length;
+      const sent = deletes.filter((x) => x.restart).length;
+      if (sent > 0) decision.restarts = d.restarts - planned + sent;
+    }
+    return { ...p, decision };
+  });
+  const mine = new Set<DeleteAction>(fromController);
+  return { actions: now.filter((d) => !mine.has(d)), deferred, controller: plans };
 }

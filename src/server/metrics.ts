@@ -385,3 +385,98 @@ export function createReconcilerMetrics(opts: { processMetrics?: boolean; now?: 
     },
   };
 }
+
+/** How one `reconcile --watch` sync ended: done, queued again (a failed or conflicting write), or thrown. */
+export type SyncResult = "ok" | "requeued" | "error";
+
+/** What the resident job controller's metrics read at scrape time. */
+export interface WatchSource {
+  queueDepth(): number;
+  leading(): boolean;
+}
+
+export interface WatchMetrics {
+  readonly registry: Registry;
+  /** Binds the gauges read at scrape time (the work queue, the Lease) once the controller runs. */
+  source(source: WatchSource): void;
+  sync(result: SyncResult, seconds: number): void;
+  /** A full pass of the resident controller, by its pass result. */
+  pass(result: PassResult, seconds: number): void;
+  /** Pods, Services and jobs the controller created or deleted (applied writes only). */
+  object(verb: "create" | "delete", kind: string): void;
+}
+
+/** Buckets for one job's sync: a decision and a handful of writes, milliseconds to seconds. */
+export const SYNC_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** The `verb Kind` of a pass report's applied action when it creates or deletes an object, else undefined. */
+export function objectWrite(action: string): { verb: "create" | "delete"; kind: string } | undefined {
+  const m = /^(create|delete) (Pod|Service|Job) /.exec(action);
+  return m ? { verb: m[1] as "create" | "delete", kind: m[2]! } : undefined;
+}
+
+/** Metrics of `quartermaster reconcile --watch` (src/kube/watch.ts), on a registry of their own. */
+export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): WatchMetrics {
+  const registry = new Registry();
+  if (opts.processMetrics) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  let bound: WatchSource | undefined;
+  new Gauge({
+    name: "quartermaster_watch_queue_depth",
+    help: "Jobs waiting in the job controller's work queue (not counting those delayed or being synced).",
+    registers,
+    collect() {
+      this.set(bound ? bound.queueDepth() : 0);
+    },
+  });
+  new Gauge({
+    name: "quartermaster_watch_lease_held",
+    help: "1 while this instance holds the reconciler Lease and acts, 0 while it stands by.",
+    registers,
+    collect() {
+      this.set(bound?.leading() ? 1 : 0);
+    },
+  });
+  const syncs = new Counter({
+    name: "quartermaster_watch_reconciles_total",
+    help: "Job syncs by result: ok, requeued (a write failed or the job changed meanwhile; retried with backoff), error (the sync threw).",
+    labelNames: ["result"] as const,
+    registers,
+  });
+  const duration = new Histogram({
+    name: "quartermaster_watch_reconcile_duration_seconds",
+    help: "Duration of one job's sync (decision and writes).",
+    buckets: SYNC_BUCKETS,
+    registers,
+  });
+  const passes = new Histogram({
+    name: "quartermaster_watch_pass_duration_seconds",
+    help: "Duration of the job controller's full passes (after taking the Lease, then every --resync-seconds), by result: ok, failed (some action failed), error.",
+    labelNames: ["result"] as const,
+    buckets: PASS_BUCKETS,
+    registers,
+  });
+  const objects = new Counter({
+    name: "quartermaster_watch_objects_total",
+    help: "Objects the job controller created or deleted (applied), by verb (create, delete) and kind (Pod, Service, Job).",
+    labelNames: ["verb", "kind"] as const,
+    registers,
+  });
+  for (const result of ["ok", "requeued", "error"]) syncs.inc({ result }, 0);
+  return {
+    registry,
+    source(s) {
+      bound = s;
+    },
+    sync(result, seconds) {
+      syncs.inc({ result });
+      duration.observe(seconds);
+    },
+    pass(result, seconds) {
+      passes.observe({ result }, seconds);
+    },
+    object(verb, kind) {
+      objects.inc({ verb, kind });
+    },
+  };
+}

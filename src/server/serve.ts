@@ -369,11 +369,12 @@ export interface MetricsServer {
 
 /**
  * Starts the metrics port's listener (the same one the webhook's metrics port uses, with the same bounds)
- * for `registry`. Ready while not closing.
+ * for `registry`. Ready while not closing and `ready()` (default: always).
  */
-export async function startMetricsServer(opts: { host: string; port: number; registry: AdmissionMetrics["registry"]; log: Logger }): Promise<MetricsServer> {
+export async function startMetricsServer(opts: { host: string; port: number; registry: AdmissionMetrics["registry"]; log: Logger; ready?: () => boolean }): Promise<MetricsServer> {
   let closing = false;
-  const listener = createMetricsListener({ metrics: { registry: opts.registry }, log: opts.log, ready: () => !closing, draining: () => closing });
+  const ready = opts.ready ?? ((): boolean => true);
+  const listener = createMetricsListener({ metrics: { registry: opts.registry }, log: opts.log, ready: () => !closing && ready(), draining: () => closing });
   const server = createPlainServer(SERVER_OPTIONS, listener);
   bound(server, listener, MAX_METRICS_CONNECTIONS);
   await listen(server, opts.host, opts.port);

@@ -10,14 +10,16 @@
  * - job-replicas: replicas per replica type at most the policy's cap;
  * - job-gpus: replicas × the pod's effective GPU request, summed over replica types, at most the per-job limit;
  * - run-policy: ttlSecondsAfterFinished required and capped, activeDeadlineSeconds and backoffLimit caps,
- *   cleanPodPolicy and restartPolicy values allowed;
+ *   cleanPodPolicy and restartPolicy values allowed (a Caffe2Job's template restartPolicy when its replica spec
+ *   sets none: the one its pods get); for kinds Quartermaster runs (Caffe2Job), whose CRD checks nothing,
+ *   also the runPolicy and restartPolicy values its job controller could not read;
  * - and the pod-spec rules and accelerator-allowed (`accelerator.ts`) on every replica template.
  * Deprecated fields are warnings, not denials.
  */
 import type { V1ObjectMeta, V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../admission/types.js";
 import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
-import type { Framework, JobKind } from "../policy/types.js";
+import { quartermasterControls, type Framework, type JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../quantity.js";
 import { validateAccelerators } from "./accelerator.js";
@@ -172,35 +174,57 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findi
   return { violations, warnings };
 }
 
+const RESTART_POLICIES: readonly string[] = ["Always", "OnFailure", "Never", "ExitCode"];
+
 function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
   const violations: Finding[] = [];
   const spec = (job.spec ?? {}) as Spec;
-  const rp = (spec.runPolicy ?? {}) as Spec;
+  // A kind Quartermaster runs (Caffe2Job by default) has no CRD schema checking these fields (its CRD keeps
+  // unknown fields): what its job controller cannot read is refused here, or the job would sit undone with
+  // a log line only (src/reconcile/job-controller.ts readRunPolicy, readReplicas). DECIDE: stricter than
+  // caffe2-operator, which read none of them.
+  const controls = quartermasterControls(kind);
+  const raw = spec.runPolicy;
+  if (controls && raw !== undefined && (raw === null || typeof raw !== "object" || Array.isArray(raw))) {
+    violations.push({ rule: "run-policy", field: "spec.runPolicy", message: `${JSON.stringify(raw)?.slice(0, 64)} must be an object` });
+  }
+  const rp = (raw && typeof raw === "object" && !Array.isArray(raw) ? raw : {}) as Spec;
   const lim = ctx.limits.runPolicy;
   const at = (f: string): string => `spec.runPolicy.${f}`;
   // Where a cap (or the TTL requirement) applies, the field must be a whole number: a string such as "x" or
-  // "99999" is no number to compare, and passing it would pass the cap.
-  const capped = (f: string, max: number | undefined, what: string, required = false, range = INT32_MAX): void => {
+  // "99999" is no number to compare, and passing it would pass the cap. For a kind Quartermaster runs, always.
+  const capped = (f: string, max: number | undefined, what: string, required = false, range = INT32_MAX, min = 0): void => {
     const v = rp[f];
-    if (v === undefined || (max === undefined && !required)) return;
+    if (v === undefined || (max === undefined && !required && !controls)) return;
     const problem = countProblem(v, range);
     if (problem) violations.push({ rule: "run-policy", field: at(f), message: problem });
+    else if (controls && (v as number) < min) violations.push({ rule: "run-policy", field: at(f), message: `${v} must be at least ${min}` });
     else if (max !== undefined && (v as number) > max) violations.push({ rule: "run-policy", field: at(f), message: `${v} exceeds the limit of ${max} ${what}`, value: v as number });
   };
   if (lim.requireTtlSecondsAfterFinished && rp.ttlSecondsAfterFinished === undefined) {
     violations.push({ rule: "run-policy", field: at("ttlSecondsAfterFinished"), message: "is required: finished jobs must be cleaned up" });
   }
   capped("ttlSecondsAfterFinished", lim.maxTtlSecondsAfterFinished, "seconds", lim.requireTtlSecondsAfterFinished);
-  capped("activeDeadlineSeconds", lim.maxActiveDeadlineSeconds, "seconds", false, Number.MAX_SAFE_INTEGER);
+  capped("activeDeadlineSeconds", lim.maxActiveDeadlineSeconds, "seconds", false, Number.MAX_SAFE_INTEGER, 1);
   capped("backoffLimit", lim.maxBackoffLimit, "retries");
+  if (controls && rp.suspend !== undefined && typeof rp.suspend !== "boolean") {
+    violations.push({ rule: "run-policy", field: at("suspend"), message: `${JSON.stringify(rp.suspend)?.slice(0, 64)} must be a boolean` });
+  }
   if (lim.allowedCleanPodPolicies && rp.cleanPodPolicy !== undefined && !lim.allowedCleanPodPolicies.includes(rp.cleanPodPolicy)) {
     violations.push({ rule: "run-policy", field: at("cleanPodPolicy"), message: `${String(rp.cleanPodPolicy)} is not allowed; allowed: ${lim.allowedCleanPodPolicies.join(", ")}` });
   }
-  if (lim.allowedRestartPolicies) {
-    for (const [type, s] of replicaSpecs(job, kind)) {
-      if (s.restartPolicy !== undefined && !lim.allowedRestartPolicies.includes(s.restartPolicy)) {
-        violations.push({ rule: "run-policy", field: `${specPath(kind, type)}.restartPolicy`, message: `${String(s.restartPolicy)} is not allowed; allowed: ${lim.allowedRestartPolicies.join(", ")}` });
-      }
+  for (const [type, s] of replicaSpecs(job, kind)) {
+    // Caffe2's pods restart as the template says unless the replica spec says otherwise (caffe2-operator
+    // used the template as is; Quartermaster's job controller reads it the same way): that one is checked.
+    const own = s.restartPolicy !== undefined;
+    const fromTemplate = !own && kind.framework === "caffe2" ? s.template?.spec?.restartPolicy : undefined;
+    const v = own ? s.restartPolicy : fromTemplate;
+    if (v === undefined) continue;
+    const field = `${specPath(kind, type)}${own ? "" : ".template.spec"}.restartPolicy`;
+    if (own && controls && !RESTART_POLICIES.includes(v)) {
+      violations.push({ rule: "run-policy", field, message: `${JSON.stringify(v)?.slice(0, 64)} is not one of ${RESTART_POLICIES.join(", ")}` });
+    } else if (lim.allowedRestartPolicies && !lim.allowedRestartPolicies.includes(v)) {
+      violations.push({ rule: "run-policy", field, message: `${String(v)} is not allowed; allowed: ${lim.allowedRestartPolicies.join(", ")}` });
     }
   }
   return { violations, warnings: [] };

@@ -45,6 +45,7 @@ const CASES: Array<{ name: string; set: string[]; kustomize?: string; dropKinds?
   { name: "self-managed certificates", set: ["certificates.mode=self-managed", "namespace.create=true"], kustomize: "manifests/overlays/self-managed" },
   { name: "cert-manager", set: ["certificates.mode=cert-manager", "namespace.create=true"], kustomize: "manifests/overlays/cert-manager" },
   { name: "resident reconciler", set: ["reconciler.mode=resident", "certificates.mode=none", "namespace.create=true"], kustomize: "manifests/overlays/resident-reconciler" },
+  { name: "job controller (reconcile --watch)", set: ["reconciler.mode=watch", "certificates.mode=none", "namespace.create=true"], kustomize: "manifests/overlays/job-controller" },
   { name: "monitoring", set: ["monitoring.enabled=true", "certificates.mode=none", "namespace.create=true"], kustomize: "manifests/overlays/monitoring" },
   { name: "everything else", set: ["monitoring.enabled=true", "reconciler.mode=resident", "certificates.mode=cert-manager", "webhook.networkPolicy.enabled=false"] },
 ];
@@ -137,7 +138,7 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
 
   // values.schema.json (src/manifests/chart.ts): the chart's own keys, and the policy's JSON Schema.
   const invalid: Array<[string, string, RegExp]> = [
-    ["an unknown reconciler.mode", "reconciler.mode=daemon", /at '\/reconciler\/mode': value must be one of 'cronjob', 'resident'/],
+    ["an unknown reconciler.mode", "reconciler.mode=daemon", /at '\/reconciler\/mode': value must be one of 'cronjob', 'resident', 'watch'/],
     ["an unknown certificates.mode", "certificates.mode=vault", /at '\/certificates\/mode': value must be one of 'self-managed', 'cert-manager', 'none'/],
     ["a misspelt key", "certificate.mode=none", /additional properties 'certificate' not allowed/],
     ["an invalid policy", "policy.clusterSpec.clusterDomain=Not_A_Domain", /at '\/policy\/clusterSpec\/clusterDomain': 'Not_A_Domain' does not match pattern/],

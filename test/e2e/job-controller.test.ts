@@ -13,6 +13,7 @@ import { pino } from "pino";
 import { silentLogger } from "../../src/log.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { Expectations } from "../../src/reconcile/expectations.js";
+import { createWatchMetrics, type WatchMetrics } from "../../src/server/metrics.js";
 import type { ControlPlane } from "./harness/controlplane.js";
 import { cli, reconcilerCluster } from "./harness/webhook.js";
 
@@ -212,10 +213,19 @@ describe("job controller: resident (reconcile --watch) with two instances and on
   /** Every log line of every instance, with the instance's name. */
   const lines: Array<Record<string, any>> = [];
   const watchers = new Map<string, Watcher>();
+  const metrics = new Map<string, WatchMetrics>();
+  /** One series' value in an instance's registry (`name{label="v"}` as scraped). */
+  const scraped = async (holder: string, series: string): Promise<number> => {
+    const text = await metrics.get(holder)!.registry.metrics();
+    const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+    return line ? Number(line.split(" ")[1]) : NaN;
+  };
 
   const start = async (holder: string): Promise<Watcher> => {
     const log = pino({ level: "info" }, { write: (s: string) => void lines.push({ ...JSON.parse(s), instance: holder }) });
-    const w = await startWatch({ kubeconfig: sa.kubeconfig, policy, log, namespace: "quartermaster", holder, leaseSeconds: 3, resyncSeconds: 300 });
+    const m = createWatchMetrics();
+    metrics.set(holder, m);
+    const w = await startWatch({ kubeconfig: sa.kubeconfig, policy, log, namespace: "quartermaster", holder, leaseSeconds: 3, resyncSeconds: 300, metrics: m });
     watchers.set(holder, w);
     return w;
   };
@@ -265,6 +275,15 @@ describe("job controller: resident (reconcile --watch) with two instances and on
     const r = await cp.api("PATCH", `/api/v1/namespaces/${WNS}/pods/${pod}/status`, { status: { phase: "Running" } }, { "content-type": "application/merge-patch+json" });
     assert.equal(r.status, 200);
     await cp.until("Running", async () => ((await cp.api("GET", `/apis/kubeflow.org/v1alpha1/namespaces/${WNS}/caffe2jobs/one-0`)).body.status?.conditions ?? []).some((c: Obj) => c.type === "Running" && c.status === "True"), 10_000, 50);
+    // Its metrics: the leader says it holds the Lease and counts what it created; the standby neither.
+    const lead = leader()!;
+    const standby = [...watchers.keys()].find((h) => h !== lead)!;
+    assert.deepEqual([await scraped(lead, "quartermaster_watch_lease_held"), await scraped(standby, "quartermaster_watch_lease_held")], [1, 0]);
+    assert.ok((await scraped(lead, 'quartermaster_watch_objects_total{verb="create",kind="Pod"}')) >= 1);
+    assert.ok((await scraped(lead, 'quartermaster_watch_objects_total{verb="create",kind="Service"}')) >= 1);
+    assert.ok((await scraped(lead, 'quartermaster_watch_reconciles_total{result="ok"}')) >= 1);
+    assert.equal(await scraped(standby, 'quartermaster_watch_reconciles_total{result="ok"}'), 0, "a standby does not sync");
+    assert.ok((await scraped(lead, "quartermaster_watch_pass_duration_seconds_count{result=\"ok\"}")) >= 1, "the full pass after taking the Lease");
   });
 
   it("lease handover while jobs are being created: the standby takes over and no pod is created twice", async () => {

@@ -159,6 +159,7 @@ describe("network exposure of the webhook", () => {
     const CASES = [
       { name: "self-managed overlay", base: "manifests/overlays/self-managed", reconciler: false },
       { name: "resident reconciler (its metrics port too)", base: "manifests/overlays/resident-reconciler", reconciler: true },
+      { name: "job controller (its metrics port too)", base: "manifests/overlays/job-controller", reconciler: true },
     ];
     for (const c of CASES) {
       it(`${c.name}: the webhook port from apiserverFrom, the metrics ports from metricsFrom; the object itself is not rendered`, () => {

@@ -213,6 +213,33 @@ describe("overlay specifics", () => {
     for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels)) assert.equal(d.spec.template.metadata.labels[k], v, k);
   });
 
+  it("job-controller: two replicas of `reconcile --watch` rolled one at a time, spread over nodes; no reconciler CronJob", () => {
+    const objects = get("job-controller");
+    const d = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "quartermaster-reconciler")!;
+    assert.equal(d.spec.replicas, 2, "the Lease makes a second replica a warm standby");
+    assert.deepEqual([d.spec.strategy.type, d.spec.strategy.rollingUpdate.maxUnavailable], ["RollingUpdate", 0]);
+    assert.equal(podSpec(d)!.topologySpreadConstraints[0].topologyKey, "kubernetes.io/hostname");
+    const args: string[] = podSpec(d)!.containers[0].args;
+    assert.deepEqual([args[0], args[1]], ["reconcile", "--watch"]);
+    assert.equal(flag(args, "schedule"), undefined);
+    assert.deepEqual(objects.filter((o) => o.kind === "CronJob").map((o) => o.metadata.name), [], "its full passes replace the CronJob's (which would only find the Lease busy)");
+  });
+
+  it("job-controller: metrics on the port named metrics (the PodMonitor's), ready once synced; the NetworkPolicy admits the port from monitoring", () => {
+    const objects = get("job-controller");
+    const d = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "quartermaster-reconciler")!;
+    const container = podSpec(d)!.containers[0];
+    const port = container.ports.find((p: { name: string }) => p.name === "metrics");
+    assert.equal(flag(container.args, "metrics-port"), String(port.containerPort));
+    assert.deepEqual([container.livenessProbe.httpGet.path, container.readinessProbe.httpGet.path], ["/healthz", "/readyz"]);
+    assert.equal(container.readinessProbe.httpGet.port, "metrics");
+    const np = objects.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "quartermaster-reconciler")!;
+    assert.deepEqual(np.spec.podSelector.matchLabels, d.spec.selector.matchLabels);
+    assert.deepEqual(np.spec.ingress.flatMap((r: { ports: Array<{ port: number }> }) => r.ports.map((p) => p.port)), [port.containerPort]);
+    const monitor = get("monitoring").find((o) => o.kind === "PodMonitor")!;
+    for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels)) assert.equal(d.spec.template.metadata.labels[k], v, k);
+  });
+
   it("monitoring: the Grafana dashboard ConfigMap in quartermaster, labelled for Grafana's sidecar, holding the dashboard JSON", () => {
     const cm = get("monitoring").find((o) => o.kind === "ConfigMap" && o.metadata.name === "quartermaster-grafana-dashboard")!;
     assert.equal(cm.metadata.namespace, NAMESPACE);

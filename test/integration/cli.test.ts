@@ -89,6 +89,7 @@ describe("quartermaster CLI", () => {
     ["reconcile --schedule with a metrics port out of range", ["reconcile", "--schedule", "*/5 * * * *", "--metrics-port", "70000"], /metrics-port/],
     ["reconcile --watch --once", ["reconcile", "--watch", "--once"], /--once does not go with --watch/],
     ["reconcile --watch --dry-run", ["reconcile", "--watch", "--dry-run"], /--dry-run does not go with --watch/],
+    ["reconcile --watch with a metrics port out of range (the flag is --watch's too)", ["reconcile", "--watch", "--metrics-port", "70000"], /--metrics-port must be an integer from 0 to 65535, got 70000/],
     ["reconcile --watch with a 1 s lease", ["reconcile", "--watch", "--lease-seconds", "1"], /--lease-seconds must be an integer from 2 to 3600, got 1/],
     ["serve --ledger-refresh-seconds=90000", ["serve", "--tls-cert", "x", "--tls-key", "y", "--ledger-refresh-seconds=90000"], /--ledger-refresh-seconds must be an integer from 0 to 86400, got 90000/],
   ];
