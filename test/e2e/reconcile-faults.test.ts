@@ -44,8 +44,10 @@ describe("reconciler under faults", () => {
     for (let i = 0; i < 3; i++) {
       const pod = `${name}-worker-${i}`;
       const labels = { "training.kubeflow.org/job-name": name, "training.kubeflow.org/operator-name": "tfjob-controller", "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": String(i) };
-      // Every third pod an orphan: the passes adopt them while being killed.
-      const owner = i === 2 ? {} : { ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name, uid: uids.get(name), controller: true, blockOwnerDeletion: true }] };
+      // Every third pod of a finished job an orphan: the passes adopt them while being killed. A running job's
+      // pods are all orphans: pods created with the job's reference are the operator's, and so would be their
+      // Services (src/reconcile/services.ts); adopted, the passes make the Services themselves.
+      const owner = i === 2 || !finished ? {} : { ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name, uid: uids.get(name), controller: true, blockOwnerDeletion: true }] };
       const p = await cp.api("POST", `/api/v1/namespaces/${NS}/pods`, { apiVersion: "v1", kind: "Pod", metadata: { name: pod, labels, ...owner }, spec: { restartPolicy: "Never", containers: [{ name: "tensorflow", image: "tf" }] } });
       assert.equal(p.status, 201, JSON.stringify(p.body));
     }
