@@ -161,6 +161,7 @@ export function vapVariables(policy: Policy): Variable[] {
   const limit = MAX_REVIEW_COST;
   const perPassLimit = Math.floor(limit / POD_RULE_PASSES);
   const vars: Variable[] = [
+    { name: "training", expression: trainingExpression(policy) },
     { name: "nInit", expression: "has(object.spec.initContainers) ? size(object.spec.initContainers) : 0" },
     { name: "all", expression: "(has(object.spec.initContainers) ? object.spec.initContainers : []) + (has(object.spec.containers) ? object.spec.containers : [])" },
     // review-cost, as src/admission/cost.ts counts: the pod spec, each container, each resource entry; passes are
@@ -307,12 +308,13 @@ export function mayViolateExpression(policy: Policy): string {
 }
 
 /**
- * The policy's match condition: the fast path ({@link mayViolateExpression}), then the webhooks' training-pods-only
- * condition (`trainingPodExpression` in src/manifests/webhooks.ts, the same test) written as compactly, for the
- * reason given there: a job label, or a GPU resource in some container (only its limits need looking at when
- * the GPU resources are extended resources).
+ * Whether the pod is a training pod: the webhooks' training-pods-only condition (`trainingPodExpression` in
+ * src/manifests/webhooks.ts, the same test) written compactly: a job label, or a GPU resource in some container
+ * (only its limits need looking at when the GPU resources are extended resources). The first variable, and the
+ * validation's first test rather than part of the match condition: every request plans the match condition,
+ * only those the fast path leaves plan this.
  */
-export function matchExpression(policy: Policy): string {
+export function trainingExpression(policy: Policy): string {
   const labels: string[] = [];
   const labelled = (l: string): string => `${celString(l)} in object.metadata.?labels.orValue({})`;
   if (policy.jobKinds.some((k) => k.framework !== "caffe2")) labels.push(labelled(LABEL_JOB_NAME));
@@ -324,7 +326,7 @@ export function matchExpression(policy: Policy): string {
   const gpuIn = patterns.every((p) => p === "gpu" || namesExtendedResources(p))
     ? `${ALL}.exists(c, ${lim("c")}.exists(r, ${isTrainingGpu}))`
     : `${ALL}.exists(c, [${req("c")}, ${lim("c")}].exists(m, m.exists(r, ${isTrainingGpu})))`;
-  return `${mayViolateExpression(policy)} &&\n(${[...labels, gpuIn].join(" ||\n")})`;
+  return [...labels, gpuIn].join(" ||\n");
 }
 
 /** The rules of `/validate/pods` the exported policy does not express, and whether `policy` uses each. */
@@ -359,10 +361,10 @@ export function unexpressedRules(policy: Policy): UnexpressedRule[] {
 /** The ValidatingAdmissionPolicy and its binding for `policy`. */
 export function renderValidatingAdmissionPolicy(policy: Policy, opts: VapOptions = {}): RenderedVap {
   const selector: LabelSelector = namespaceSelector(namespaceScope(opts.namespace ?? DEFAULT_NAMESPACE));
-  // One condition, the cheap fast path first: the apiserver evaluates every match condition of a policy (no
-  // short-circuit between them), and `&&` within one expression does short-circuit.
+  // One condition, the fast path: every request to the policy plans and evaluates it. Whether the pod is a
+  // training pod is the validation's first test (`variables.training`), for the few the fast path leaves.
   const matchConditions: MatchCondition[] = [
-    { name: "training-pods-that-may-violate", expression: matchExpression(policy) },
+    { name: "pods-that-may-violate", expression: mayViolateExpression(policy) },
   ];
   const summary = "string(variables.count) + ' policy violation' + (variables.count == 1 ? '' : 's') + ': '";
   return {
@@ -381,8 +383,9 @@ export function renderValidatingAdmissionPolicy(policy: Policy, opts: VapOptions
         variables: vapVariables(policy),
         validations: [
           {
-            expression: "variables.costDenial == '' && variables.count == 0",
+            expression: "!variables.training || (variables.costDenial == '' && variables.count == 0)",
             messageExpression:
+              "!variables.training ? '' :\n" +
               "variables.costDenial != '' ? 'spec: ' + variables.costDenial :\n" +
               `${summary} + (variables.perContainer.filter(l, size(l) > 0).map(l, l.join('; ')) + variables.podLevel).join('; ')`,
             // What the apiserver says when the list is longer than it allows in a message (5 KiB).

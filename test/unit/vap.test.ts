@@ -12,7 +12,7 @@ import { parseAllDocuments } from "yaml";
 import { runCli } from "../../src/cli/commands.js";
 import { renderWebhookConfigurations } from "../../src/manifests/webhooks.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { matchExpression, mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, unexpressedRules, vapVariables } from "../../src/policy/vap.js";
+import { mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, trainingExpression, unexpressedRules, vapVariables } from "../../src/policy/vap.js";
 import { VALIDATE_POD_PASSES } from "../../webhooks/validate-pods.js";
 import { ROOT } from "../fixtures/manifests.js";
 
@@ -21,17 +21,20 @@ const policyOf = (doc: unknown) => checkPolicy(doc, "test");
 const variable = (doc: unknown, name: string): string | undefined => vapVariables(policyOf(doc)).find((v) => v.name === name)?.expression;
 
 describe("renderValidatingAdmissionPolicy: scope", () => {
-  it("matches pod CREATE with the pods.validate webhook's namespaceSelector and training-pods-only condition (after the fast path)", () => {
+  it("matches pod CREATE with the pods.validate webhook's namespaceSelector, the fast path, then the training-pods-only test first in the validation", () => {
     const policy = policyOf({ gpu: { resources: [{ pattern: "nvidia.com/gpu" }, { pattern: "example.com/tpu-*" }] } });
     const { policy: vap, binding } = renderValidatingAdmissionPolicy(policy, { namespace: "platform" });
     const hook = renderWebhookConfigurations(policy, { namespace: "platform" })[1].webhooks.find((h) => h.name === "pods.validate.quartermaster.dev")!;
     const spec = vap.spec as Obj;
     assert.deepEqual(spec.matchConstraints.namespaceSelector, hook.namespaceSelector);
     assert.equal(spec.matchConditions.length, 1);
-    assert.equal(spec.matchConditions[0].name, "training-pods-that-may-violate");
-    // The fast path first, then the webhook's training-pods-only test written compactly: its labels and GPU patterns.
-    const expression: string = spec.matchConditions[0].expression;
-    assert.ok(expression.startsWith(`${mayViolateExpression(policy)} &&\n(`));
+    assert.equal(spec.matchConditions[0].name, "pods-that-may-violate");
+    assert.equal(spec.matchConditions[0].expression, mayViolateExpression(policy));
+    // The webhook's training-pods-only test written compactly (its labels and GPU patterns), tested first.
+    assert.deepEqual(spec.variables[0], { name: "training", expression: trainingExpression(policy) });
+    assert.ok(spec.validations[0].expression.startsWith("!variables.training || ("));
+    assert.ok(spec.validations[0].messageExpression.startsWith("!variables.training ? '' :"));
+    const expression = trainingExpression(policy);
     for (const s of ["'training.kubeflow.org/job-name' in object.metadata.?labels", "'caffe2_job_key' in object.metadata.?labels", "r == 'gpu'", "r == 'nvidia.com/gpu'", "r.startsWith('example.com/tpu-')"]) {
       assert.ok(expression.includes(s), `lacks ${s}`);
       assert.ok(hook.matchConditions![0]!.expression.includes(s.replace(".?labels", ".labels")), `the webhook's condition lacks ${s}`);
@@ -97,17 +100,17 @@ describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
   ];
   for (const c of training) {
     it(c.name, () => {
-      const text = matchExpression(policyOf(c.policy));
+      const text = trainingExpression(policyOf(c.policy));
       for (const s of c.has) assert.ok(text.includes(s), `lacks ${s}:\n${text}`);
       for (const s of c.lacks ?? []) assert.ok(!text.includes(s), `has ${s}`);
     });
   }
 
-  it("the match condition holds no comprehension over the containers but one per check (the apiserver plans each evaluation anew)", () => {
-    const text = matchExpression(policyOf({ limits: { container: { cpu: "4", memory: "8Gi", gpus: { "nvidia.com/gpu": 8, "nvidia.com/mig-*": 7 } }, pod: { gpus: 8 } } }));
+  it("the match condition makes one pass over the containers (the apiserver plans it for every request)", () => {
+    const text = mayViolateExpression(policyOf({ limits: { container: { cpu: "4", memory: "8Gi", gpus: { "nvidia.com/gpu": 8, "nvidia.com/mig-*": 7 } }, pod: { gpus: 8 } } }));
     const comprehensions = text.match(/\.(all|exists|map|filter|transformList)\(/g) ?? [];
-    // One pass over the containers (the entries of requests, then of limits), one looking for GPUs.
-    assert.equal(comprehensions.length, 5, text);
+    // One pass over the containers: the entries of requests, then of limits.
+    assert.equal(comprehensions.length, 3, text);
   });
 
   it("variables only use variables defined before them", () => {
