@@ -23,10 +23,12 @@
  * are sorted in CEL (by side, then name: the webhook's order, which is the apiserver's sorted JSON).
  *
  * Cost: the apiserver evaluates a validation's messageExpression for every request it evaluates, admitted or
- * not, with the variables computed again. So the policy's match condition starts with a fast path
+ * not, with the variables computed again. So the policy's match condition is a fast path
  * ({@link mayViolateExpression}): a pod that surely breaks no limit skips the policy after one pass over its
- * entries; only the others run the exact rules (a few milliseconds of apiserver CPU each). bench/e2e-vap.ts
- * measures the apiserver CPU per pod against the webhook's.
+ * entries; only the others run the exact rules (a few milliseconds of apiserver CPU each), the first of which
+ * is whether the pod is a training pod at all. The apiserver plans each CEL program anew for every evaluation
+ * (it tracks each one's cost), so what every pod pays is the size of the match condition as much as what it
+ * evaluates: it is kept short. bench/e2e-vap.ts measures the apiserver CPU per pod against the webhook's.
  *
  * Needs Kubernetes 1.33 or later: the two-variable comprehensions (`transformList(i, v, …)`) that give each
  * container its index are in the CEL environment new expressions may use from 1.33 (`ext.TwoVarComprehensions`
