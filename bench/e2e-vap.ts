@@ -9,9 +9,10 @@
  * Needs QM_K8S_BIN_DIR (test/e2e/controlplane/build.sh). A separate script rather than a scenario of
  * bench/e2e.ts: that one registers every webhook (mutations too) with the built-in policy; this one isolates pod
  * validation, under a policy with per-container and per-pod caps so every rule the export carries runs (the
- * pods are at the caps, not over: every create must succeed). Scenarios run interleaved, `--rounds` times, so
- * drift of the shared machine falls on all three alike. Target: the exported policy saves at least a third of
- * the apiserver CPU per pod the webhook adds (webhook − baseline versus policy − baseline).
+ * pods are at the caps, not over: every create must succeed). Scenarios run interleaved, `--rounds` times, the
+ * order rotated each round, so drift of the shared machine falls on all three alike. Target: the exported policy
+ * saves at least a third of the apiserver CPU per pod the webhook adds (webhook − baseline versus policy −
+ * baseline).
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -189,7 +190,9 @@ try {
   const pids = { apiserver: childPid("kube-apiserver"), etcd: childPid("etcd"), webhook: wh.pid()! };
   const acc = new Map<Scenario, { ms: number[]; cpu: Record<string, number>; failures: number; pods: number }>();
   for (let round = 0; round < ROUNDS; round++) {
-    for (const s of ["baseline", "webhook", "policy"] as const) {
+    // The order rotated each round, so what one scenario leaves behind (its pods' deletion) falls on each alike.
+    const order = (["baseline", "webhook", "policy"] as const).map((_, i, all) => all[(i + round) % all.length]!);
+    for (const s of order) {
       await register(s);
       if (WARMUP > 0) await run(cp, WARMUP);
       const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));

@@ -34,17 +34,20 @@
  * are sorted in CEL (by side, then name: the webhook's order, which is the apiserver's sorted JSON).
  *
  * Cost: the apiserver evaluates a validation's messageExpression for every request it evaluates, admitted or
- * not, with the variables computed again. So the policy's match condition starts with a fast path
+ * not, with the variables computed again. So the policy's match condition is a fast path
  * ({@link mayViolateExpression}): a pod that surely breaks no limit skips the policy after one pass over its
- * entries; only the others run the exact rules (a few milliseconds of apiserver CPU each). bench/e2e-vap.ts
- * measures the apiserver CPU per pod against the webhook's.
+ * entries; only the others run the exact rules (a few milliseconds of apiserver CPU each), the first of which
+ * is whether the pod is a training pod at all. The apiserver plans each CEL program anew for every evaluation
+ * (it tracks each one's cost), so what every pod pays is the size of the match condition as much as what it
+ * evaluates: it is kept short. bench/e2e-vap.ts measures the apiserver CPU per pod against the webhook's.
  *
  * Needs Kubernetes 1.33 or later: the two-variable comprehensions (`transformList(i, v, …)`) that give each
  * container its index are in the CEL environment new expressions may use from 1.33 (`ext.TwoVarComprehensions`
  * is introduced at 1.32 and the apiserver compiles new expressions for its previous minor version).
  */
 import { MAX_REVIEW_COST } from "../admission/cost.js";
-import { celString, DEFAULT_NAMESPACE, globCondition, trainingPodExpression, type MatchCondition } from "../manifests/webhooks.js";
+import { LABEL_JOB_NAME } from "../keys.js";
+import { CAFFE2_GROUP_LABEL, CAFFE2_JOB_KEY_LABEL, celString, DEFAULT_NAMESPACE, globCondition, gpuResourcePatterns, type MatchCondition } from "../manifests/webhooks.js";
 import { isGpuResource } from "../mutate/pod.js";
 import { namespaceScope, namespaceSelector } from "../scope.js";
 import type { LabelSelector } from "../doctor/types.js";
@@ -222,6 +225,7 @@ export function vapVariables(policy: Policy): Variable[] {
   const limit = MAX_REVIEW_COST;
   const perPassLimit = Math.floor(limit / POD_RULE_PASSES);
   const vars: Variable[] = [
+    { name: "training", expression: trainingExpression(policy) },
     { name: "nInit", expression: "has(object.spec.initContainers) ? size(object.spec.initContainers) : 0" },
     { name: "all", expression: "(has(object.spec.initContainers) ? object.spec.initContainers : []) + (has(object.spec.containers) ? object.spec.containers : [])" },
     // review-cost, as src/admission/cost.ts counts: the pod spec, each container, each resource entry; passes are
@@ -300,38 +304,63 @@ export function vapVariables(policy: Policy): Variable[] {
 }
 
 /**
+ * A GPU resource pattern that only names extended resources (a domain-qualified name outside kubernetes.io, as
+ * `IsExtendedResourceName` in Kubernetes' pkg/apis/core/helper): the apiserver's own validation, before
+ * admission, refuses such a request without a limit, or unequal to it. Then whatever a container requests of it
+ * is in its limits, with the same value.
+ */
+const namesExtendedResources = (pattern: string): boolean => /^[^*/]+\/[^/]*$/.test(pattern) && !pattern.includes("kubernetes.io/") && !pattern.startsWith("requests.");
+
+// The containers and init containers as one list, and each side of a container's resources as a map.
+const ALL = "(object.spec.?initContainers.orValue([]) + object.spec.?containers.orValue([]))";
+const req = (c: string): string => `${c}.?resources.?requests.orValue({})`;
+const lim = (c: string): string => `${c}.?resources.?limits.orValue({})`;
+
+/**
  * The fast path, in the match condition: true when the pod may break a rule, false when it surely breaks none, so
  * the policy is not evaluated for it at all. The apiserver evaluates a validation's messageExpression for every
  * request it evaluates, admitted or not, in an activation of its own (the variables computed again); checked
  * here once, without messages or sorting, a pod that passes costs one pass over its entries. Conservative: a
- * request over a cap but equal to its limit, say, is left to the exact rules. Uses no variables (a match
- * condition cannot), so the containers and the limit class are written out.
+ * request over a cap but equal to its limit, say, or an uncounted value past 2^63-1, is left to the exact rules.
+ * Uses no variables (a match condition cannot), so the limit class is written out.
+ *
+ * Short on purpose: the apiserver tracks the cost of every evaluation, and cel-go then plans the program anew
+ * for each one (`cel.EvalOptions(OptTrackCost)` makes the program a generator), so a request pays for every node
+ * of the expression, evaluated or not, and most for each comprehension. Hence one comprehension over the
+ * containers that both checks each entry and sums the GPUs, each entry's cap picked by one chain, no bindings.
  */
 export function mayViolateExpression(policy: Policy): string {
   const { variants } = limitVariants(policy);
-  const all = "((has(object.spec.initContainers) ? object.spec.initContainers : []) + (has(object.spec.containers) ? object.spec.containers : []))";
-  // Surely under the cost bound (items × passes ≤ (1 + containers + entries) × (4 + entries)): at most 8
-  // containers of at most 10 entries are (1 + 8 + 80) × (4 + 80) = 7,476. Larger pods take the exact rules.
-  const small = `size(${all}) <= 8`;
-  const smallContainer = `size(${R("c")}) + size(${L("c")}) <= 10`;
-  const mixing = isGpuResource("nvidia.com/gpu", policy.gpu.resources)
-    ? ` && !(('nvidia.com/gpu' in ${R("c")} || 'nvidia.com/gpu' in ${L("c")}) && (${R("c")}.exists(k, k.startsWith('nvidia.com/mig-') && ${isGpu(policy, "k")}) || ${L("c")}.exists(k, k.startsWith('nvidia.com/mig-') && ${isGpu(policy, "k")})))`
-    : "";
+  const mixing = isGpuResource("nvidia.com/gpu", policy.gpu.resources);
+  const extendedOnly = policy.gpu.resources.every((r) => namesExtendedResources(r.pattern));
+  // Whether every nvidia.com/mig-* name is a GPU resource (so `startsWith` alone says it).
+  const migIsGpu = policy.gpu.resources.some((r) => r.pattern === "*" || (r.pattern.endsWith("*") && !r.pattern.slice(0, -1).includes("*") && "nvidia.com/mig-".startsWith(r.pattern.slice(0, -1))));
+  const isMig = `k.startsWith('nvidia.com/mig-')${migIsGpu ? "" : ` && ${isGpu(policy, "k")}`}`;
   const quick = (limits: Limits): string => {
     const { cpu, memory, gpus = {} } = limits.container;
-    const atMost = (cap: string): string => `!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity(${celString(cap)})) <= 0`;
-    // Per name, as containerMax picks the cap; an uncapped GPU resource must still be a countable quantity.
-    let ok = `!${isGpu(policy, "k")} || (!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity('${MAX_UNITS}')) <= 0)`;
-    for (const [pattern, n] of Object.entries(gpus).reverse()) ok = `${globCondition("k", pattern)} ? ${atMost(String(n))} :\n  ${ok}`;
-    ok = `k == 'cpu' ? ${cpu === undefined ? "true" : atMost(cpu)} : k == 'memory' ? ${memory === undefined ? "true" : atMost(memory)} :\n  ${ok}`;
-    const containers = `${all}.all(c, ${smallContainer} && ${R("c")}.all(k, v, ${ok}) &&\n ${L("c")}.all(k, v, ${ok})${mixing})`;
-    // The sum over every container of each GPU name's request (else limit) is at least the effective request.
-    // In doubles: no overflow error whatever the values (a regular expression would be compiled per request:
-    // the apiserver does not precompile them), exact for whole numbers up to 2^53, and past that over any cap.
-    const gpuSum = (m: string, extra: string): string => `([0.0] + ${m}.transformList(k, v, ${isGpu(policy, "k")}${extra}, quantity(string(v)).asApproximateFloat())).sum()`;
-    const pod =
-      limits.pod.gpus === undefined ? "" : ` &&\n([0.0] + ${all}.map(c, ${gpuSum(R("c"), "")} + ${gpuSum(L("c"), ` && !(k in ${R("c")})`)})).sum() <= ${limits.pod.gpus}.0`;
-    return `${containers}${pod}`;
+    // The cap of entry `k` as containerMax picks it; any other value is fine up to 2^63-1 (only GPU resources are
+    // counted uncapped, and only they must be in range: for the others the exact rules decide).
+    let cap = `'${MAX_UNITS}'`;
+    for (const [pattern, n] of Object.entries(gpus).reverse()) cap = `${globCondition("k", pattern)} ? ${celString(String(n))} : ${cap}`;
+    if (memory !== undefined) cap = `k == 'memory' ? ${celString(memory)} : ${cap}`;
+    if (cpu !== undefined) cap = `k == 'cpu' ? ${celString(cpu)} : ${cap}`;
+    const within = `!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity(${cap})) <= 0`;
+    // Whole GPUs and MIG slices in one container: in its limits when both are extended resources.
+    const migInLimits = mixing && extendedOnly ? ` && !(${isMig} && 'nvidia.com/gpu' in ${lim("c")})` : "";
+    const mixedAnywhere =
+      mixing && !extendedOnly ? ` && !(('nvidia.com/gpu' in ${req("c")} || 'nvidia.com/gpu' in ${lim("c")}) && [${req("c")}, ${lim("c")}].exists(m, m.exists(k, ${isMig})))` : "";
+    // Surely under the cost bound (items × passes ≤ (1 + containers + entries) × (4 + entries)): at most 8
+    // containers (checked below) of at most 10 entries are (1 + 8 + 80) × (4 + 80) = 7,476.
+    const containerOk = `size(${req("c")}) + size(${lim("c")}) <= 10 && ${req("c")}.all(k, v, ${within})${mixedAnywhere}`;
+    if (limits.pod.gpus === undefined) return `${ALL}.all(c, ${containerOk} && ${lim("c")}.all(k, v, ${within}${migInLimits}))`;
+    // With a per-pod cap, the same pass sums each container's GPU limits (else requests), at least the effective
+    // request (a request is at most its limit: the apiserver's validation); a container that fails a check adds
+    // 1e300, over any cap. In doubles: no overflow error whatever the values, exact for whole numbers up to 2^53.
+    const value = "quantity(string(v)).asApproximateFloat()";
+    const requested = extendedOnly ? "" : ` + ${req("c")}.transformList(k, v, ${isGpu(policy, "k")} && !(k in ${lim("c")}), ${value})`;
+    return (
+      `([0.0] + ${ALL}.map(c, ${containerOk} ?\n  ([0.0] + ${lim("c")}.transformList(k, v, ${within}${migInLimits} ? (${isGpu(policy, "k")} ? ${value} : 0.0) : 1e300)${requested}).sum() : 1e300)).sum() <= ${limits.pod.gpus}.0`
+    );
   };
   const texts = variants.map(quick);
   let pick = `(${texts[0]!})`;
@@ -343,7 +372,29 @@ export function mayViolateExpression(policy: Policy): string {
     }
     pick = `(${pick})`;
   }
-  return `!(${small} &&\n${pick})`;
+  return `!(size(${ALL}) <= 8 &&\n${pick})`;
+}
+
+/**
+ * Whether the pod is a training pod: the webhooks' training-pods-only condition (`trainingPodExpression` in
+ * src/manifests/webhooks.ts, the same test) written compactly: a job label, or a GPU resource in some container
+ * (only its limits need looking at when the GPU resources are extended resources). The first variable, and the
+ * validation's first test rather than part of the match condition: every request plans the match condition,
+ * only those the fast path leaves plan this.
+ */
+export function trainingExpression(policy: Policy): string {
+  const labels: string[] = [];
+  const labelled = (l: string): string => `${celString(l)} in object.metadata.?labels.orValue({})`;
+  if (policy.jobKinds.some((k) => k.framework !== "caffe2")) labels.push(labelled(LABEL_JOB_NAME));
+  if (policy.jobKinds.some((k) => k.framework === "caffe2")) labels.push(`(${labelled(CAFFE2_JOB_KEY_LABEL)} && ${labelled(CAFFE2_GROUP_LABEL)})`);
+  // A bare `gpu` is no valid container resource name (the apiserver refuses it before admission), so it does not
+  // make the GPU resources non-extended; it stays in the test, as in the webhooks'.
+  const patterns = gpuResourcePatterns(policy);
+  const isTrainingGpu = patterns.map((p) => globCondition("r", p)).join(" || ");
+  const gpuIn = patterns.every((p) => p === "gpu" || namesExtendedResources(p))
+    ? `${ALL}.exists(c, ${lim("c")}.exists(r, ${isTrainingGpu}))`
+    : `${ALL}.exists(c, [${req("c")}, ${lim("c")}].exists(m, m.exists(r, ${isTrainingGpu})))`;
+  return [...labels, gpuIn].join(" ||\n");
 }
 
 /** The rules of `/validate/pods` the exported policy does not express, and whether `policy` uses each. */
@@ -396,10 +447,10 @@ export function unexpressedRules(policy: Policy): UnexpressedRule[] {
 /** The ValidatingAdmissionPolicy and its binding for `policy`. */
 export function renderValidatingAdmissionPolicy(policy: Policy, opts: VapOptions = {}): RenderedVap {
   const selector: LabelSelector = namespaceSelector(namespaceScope(opts.namespace ?? DEFAULT_NAMESPACE));
-  // One condition, the cheap fast path first: the apiserver evaluates every match condition of a policy (no
-  // short-circuit between them), and `&&` within one expression does short-circuit.
+  // One condition, the fast path: every request to the policy plans and evaluates it. Whether the pod is a
+  // training pod is the validation's first test (`variables.training`), for the few the fast path leaves.
   const matchConditions: MatchCondition[] = [
-    { name: "training-pods-that-may-violate", expression: `(${mayViolateExpression(policy)}) &&\n(${trainingPodExpression(policy)})` },
+    { name: "pods-that-may-violate", expression: mayViolateExpression(policy) },
   ];
   const summary = "string(variables.count) + ' policy violation' + (variables.count == 1 ? '' : 's') + ': '";
   return {
@@ -418,8 +469,9 @@ export function renderValidatingAdmissionPolicy(policy: Policy, opts: VapOptions
         variables: vapVariables(policy),
         validations: [
           {
-            expression: "variables.costDenial == '' && variables.count == 0",
+            expression: "!variables.training || (variables.costDenial == '' && variables.count == 0)",
             messageExpression:
+              "!variables.training ? '' :\n" +
               "variables.costDenial != '' ? 'spec: ' + variables.costDenial :\n" +
               `${summary} + (variables.perContainer.filter(l, size(l) > 0).map(l, l.join('; ')) + variables.podLevel).join('; ')`,
             // What the apiserver says when the list is longer than it allows in a message (5 KiB).

@@ -87,6 +87,10 @@ const edges: Case[] = [
   { id: "cpu request 4500m under a limit of 5", namespace: "team-a", pod: edgePod("edge-req", { cpu: "5" }, { cpu: "4500m" }) },
   { id: "a native sidecar and an init container: exactly team-b's per-pod cap of 2", namespace: "team-b", pod: sidecarPod("edge-sidecar-2", 1) },
   { id: "a native sidecar, an init container of 2: over team-b's per-pod cap (init 2 + sidecar 1)", namespace: "team-b", pod: sidecarPod("edge-sidecar-3", 2) },
+  // Not training pods (no job label, no GPU): out of scope whatever they ask for; training by a GPU alone: in.
+  { id: "no job label, no GPU, over the cpu cap (not a training pod: admitted)", namespace: "team-a", pod: unlabelled(edgePod("edge-plain-cpu", { cpu: "64", memory: "1Ti" })) },
+  { id: "no job label, no GPU, 9 containers over caps (not a training pod: admitted)", namespace: "team-a", pod: plainPod("edge-plain-9", 9) },
+  { id: "no job label, a GPU, over the cpu cap (a training pod by its GPU: denied)", namespace: "team-a", pod: unlabelled(edgePod("edge-gpu-cpu", { cpu: "64", "nvidia.com/gpu": "1" })) },
 ];
 
 // VAP_POLICY_YAML's enforcement: container-limits warns and pod-gpus audits in team-c*; gpu-mig-mixing denies
@@ -98,6 +102,17 @@ const modeEdges: Case[] = [
   { id: "whole GPUs and a MIG slice in team-a (gpu-mig-mixing denies there)", namespace: "team-a", pod: edgePod("mode-mixing-a", mixed) },
   { id: "whole GPUs and a MIG slice in team-b (gpu-mig-mixing only warns)", namespace: "team-b", pod: edgePod("mode-mixing-b", mixed) },
 ];
+
+/** `pod` without its labels. */
+function unlabelled(pod: Obj): Obj {
+  return { ...pod, metadata: { name: pod.metadata.name } };
+}
+
+/** A pod of `n` containers each over the cpu and memory caps, without labels or GPUs. */
+function plainPod(name: string, n: number): Obj {
+  const containers = Array.from({ length: n }, (_, j) => ({ name: `c-${j}`, image: "busybox", resources: { limits: { cpu: "8", memory: "17Gi" } } }));
+  return { apiVersion: "v1", kind: "Pod", metadata: { name }, spec: { restartPolicy: "Never", containers } };
+}
 
 /** A native sidecar with 1 GPU, then an init container with `init` GPUs, then a container with 1. */
 function sidecarPod(name: string, init: number): Obj {
@@ -242,6 +257,11 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
   it("quantities at the edges: the same verdicts and messages", (t) => {
     compare(edges, t);
     assert.match(byWebhook.get(edges[0]!.id)!.message, /out of range|Invalid value/);
+    // Not vacuous: the pods out of scope are admitted, the one in scope by its GPU denied.
+    const at = (prefix: string): Verdict => byPolicy.get(edges.find((c) => c.id.startsWith(prefix))!.id)!;
+    assert.equal(at("no job label, no GPU, over").status, 201);
+    assert.equal(at("no job label, no GPU, 9").status, 201);
+    assert.match(at("no job label, a GPU").raw, VAP_PREFIX);
   });
 
   it("large pods: within the apiserver's CEL cost limits, the same verdicts and messages", (t) => {

@@ -12,7 +12,7 @@ import { parseAllDocuments } from "yaml";
 import { runCli } from "../../src/cli/commands.js";
 import { renderWebhookConfigurations } from "../../src/manifests/webhooks.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { denyCondition, mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, unexpressedRules, validatingAdmissionPolicyYaml, vapVariables } from "../../src/policy/vap.js";
+import { denyCondition, mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, trainingExpression, unexpressedRules, validatingAdmissionPolicyYaml, vapVariables } from "../../src/policy/vap.js";
 import { VALIDATE_POD_PASSES } from "../../webhooks/validate-pods.js";
 import { ROOT } from "../fixtures/manifests.js";
 
@@ -21,15 +21,24 @@ const policyOf = (doc: unknown) => checkPolicy(doc, "test");
 const variable = (doc: unknown, name: string): string | undefined => vapVariables(policyOf(doc)).find((v) => v.name === name)?.expression;
 
 describe("renderValidatingAdmissionPolicy: scope", () => {
-  it("matches pod CREATE with the pods.validate webhook's namespaceSelector and training-pods-only condition (after the fast path)", () => {
+  it("matches pod CREATE with the pods.validate webhook's namespaceSelector, the fast path, then the training-pods-only test first in the validation", () => {
     const policy = policyOf({ gpu: { resources: [{ pattern: "nvidia.com/gpu" }, { pattern: "example.com/tpu-*" }] } });
     const { policy: vap, binding } = renderValidatingAdmissionPolicy(policy, { namespace: "platform" });
     const hook = renderWebhookConfigurations(policy, { namespace: "platform" })[1].webhooks.find((h) => h.name === "pods.validate.quartermaster.dev")!;
     const spec = vap.spec as Obj;
     assert.deepEqual(spec.matchConstraints.namespaceSelector, hook.namespaceSelector);
     assert.equal(spec.matchConditions.length, 1);
-    assert.equal(spec.matchConditions[0].name, "training-pods-that-may-violate");
-    assert.ok(spec.matchConditions[0].expression.endsWith(`&&\n(${hook.matchConditions![0]!.expression})`));
+    assert.equal(spec.matchConditions[0].name, "pods-that-may-violate");
+    assert.equal(spec.matchConditions[0].expression, mayViolateExpression(policy));
+    // The webhook's training-pods-only test written compactly (its labels and GPU patterns), tested first.
+    assert.deepEqual(spec.variables[0], { name: "training", expression: trainingExpression(policy) });
+    assert.ok(spec.validations[0].expression.startsWith("!variables.training || ("));
+    assert.ok(spec.validations[0].messageExpression.startsWith("!variables.training ? '' :"));
+    const expression = trainingExpression(policy);
+    for (const s of ["'training.kubeflow.org/job-name' in object.metadata.?labels", "'caffe2_job_key' in object.metadata.?labels", "r == 'gpu'", "r == 'nvidia.com/gpu'", "r.startsWith('example.com/tpu-')"]) {
+      assert.ok(expression.includes(s), `lacks ${s}`);
+      assert.ok(hook.matchConditions![0]!.expression.includes(s.replace(".?labels", ".labels")), `the webhook's condition lacks ${s}`);
+    }
     assert.deepEqual(spec.matchConstraints.resourceRules, [{ apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"], scope: "Namespaced" }]);
     assert.equal(spec.failurePolicy, "Fail");
     assert.equal(spec.validations[0].reason, "Forbidden");
@@ -71,10 +80,11 @@ describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
   }
 
   const quick: Array<{ name: string; policy: unknown; has: string[]; lacks?: string[] }> = [
-    { name: "may-violate: the cost bound, the caps and negative values", policy: { limits: { container: { cpu: "4" } } }, has: ["size(((has(object.spec.initContainers)", ") <= 8", "<= 10 &&", "k == 'cpu' ? !string(v).startsWith('-') && quantity(string(v)).compareTo(quantity('4')) <= 0"], lacks: ["request.namespace"] },
-    { name: "may-violate: the per-pod GPU sum only with a per-pod cap", policy: { limits: { pod: { gpus: 8 } } }, has: [") <= 8"] },
-    { name: "may-violate: the limit class written out", policy: { limits: { pod: { gpus: 8 } }, namespaces: [{ pattern: "team-b*", limits: { pod: { gpus: 2 } } }] }, has: ["request.namespace.startsWith('team-b') ? (", ") <= 2", ") <= 8"] },
-    { name: "may-violate: whole GPUs and MIG slices in one container", policy: {}, has: ["'nvidia.com/gpu' in", "k.startsWith('nvidia.com/mig-')"] },
+    { name: "may-violate: the cost bound, the caps and negative values", policy: { limits: { container: { cpu: "4" } } }, has: ["size((object.spec.?initContainers.orValue([]) + object.spec.?containers.orValue([]))) <= 8", "<= 10 &&", "!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity(k == 'cpu' ? '4' : "], lacks: ["request.namespace", "1e300"] },
+    { name: "may-violate: one pass summing the GPUs only with a per-pod cap", policy: { limits: { pod: { gpus: 8 } } }, has: [".map(c, ", ": 1e300)).sum() <= 8.0"] },
+    { name: "may-violate: the limit class written out", policy: { limits: { pod: { gpus: 8 } }, namespaces: [{ pattern: "team-b*", limits: { pod: { gpus: 2 } } }] }, has: ["request.namespace.startsWith('team-b') ? (", "<= 2.0", "<= 8.0"] },
+    { name: "may-violate: whole GPUs and MIG slices in one container's limits (extended resources)", policy: {}, has: ["!(k.startsWith('nvidia.com/mig-') && 'nvidia.com/gpu' in c.?resources.?limits.orValue({}))"], lacks: ["c.?resources.?requests.orValue({})].exists("] },
+    { name: "may-violate: a GPU pattern that may name a non-extended resource: MIG mixing and GPU requests on both sides", policy: { gpu: { resources: [{ pattern: "*/gpu" }, { pattern: "nvidia.com/gpu" }] }, limits: { pod: { gpus: 8 } } }, has: ["[c.?resources.?requests.orValue({}), c.?resources.?limits.orValue({})].exists(m, m.exists(k, k.startsWith('nvidia.com/mig-') && (", "&& !(k in c.?resources.?limits.orValue({}))"] },
   ];
   for (const c of quick) {
     it(c.name, () => {
@@ -83,6 +93,25 @@ describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
       for (const s of c.lacks ?? []) assert.ok(!text.includes(s), `has ${s}`);
     });
   }
+
+  const training: Array<{ name: string; policy: unknown; has: string[]; lacks?: string[] }> = [
+    { name: "training pods: GPU resources looked up in limits only when all are extended resources", policy: {}, has: [".exists(c, c.?resources.?limits.orValue({}).exists(r, r == 'gpu' || r == 'nvidia.com/gpu'"], lacks: ["].exists(m, m.exists(r, "] },
+    { name: "training pods: in requests and limits when a GPU pattern may name a non-extended resource", policy: { gpu: { resources: [{ pattern: "*/gpu" }] } }, has: ["].exists(m, m.exists(r, r == 'gpu' || r == 'nvidia.com/gpu' || r.endsWith('/gpu'))"] },
+  ];
+  for (const c of training) {
+    it(c.name, () => {
+      const text = trainingExpression(policyOf(c.policy));
+      for (const s of c.has) assert.ok(text.includes(s), `lacks ${s}:\n${text}`);
+      for (const s of c.lacks ?? []) assert.ok(!text.includes(s), `has ${s}`);
+    });
+  }
+
+  it("the match condition makes one pass over the containers (the apiserver plans it for every request)", () => {
+    const text = mayViolateExpression(policyOf({ limits: { container: { cpu: "4", memory: "8Gi", gpus: { "nvidia.com/gpu": 8, "nvidia.com/mig-*": 7 } }, pod: { gpus: 8 } } }));
+    const comprehensions = text.match(/\.(all|exists|map|filter|transformList)\(/g) ?? [];
+    // One pass over the containers: the entries of requests, then of limits.
+    assert.equal(comprehensions.length, 3, text);
+  });
 
   it("variables only use variables defined before them", () => {
     const vars = vapVariables(policyOf({ limits: { container: { cpu: "1", gpus: { "nvidia.com/gpu": 1 } }, pod: { gpus: 1 } }, namespaces: [{ pattern: "x", limits: { pod: { gpus: 2 } } }] }));
