@@ -14,12 +14,13 @@
  * saves at least a third of the apiserver CPU per pod the webhook adds (webhook − baseline versus policy −
  * baseline).
  */
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Agent, request } from "node:https";
+import { Agent } from "node:https";
 import { parseArgs } from "node:util";
 import { startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
 import { cli, createNamespace, webhookProcess, type WebhookProcess } from "../test/e2e/harness/webhook.js";
+import { childPid, cpuSeconds, createPod as createApiPod } from "./lib/apiserver.js";
 import { summarize, table } from "./lib/stats.js";
 
 const { values } = parseArgs({
@@ -74,35 +75,10 @@ interface Outcome {
   message: string;
 }
 
-function createPod(cp: ControlPlane, body: string, agent: Agent | false, dryRun = false): Promise<Outcome> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        host: "127.0.0.1",
-        port: cp.apiPort,
-        method: "POST",
-        path: `/api/v1/namespaces/${NS}/pods${dryRun ? "?dryRun=All" : ""}`,
-        ca: cp.tls.ca,
-        cert: cp.tls.cert,
-        key: cp.tls.key,
-        agent,
-        headers: { "content-type": "application/json", accept: "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString();
-          let message = "";
-          if (res.statusCode !== 201) message = (JSON.parse(text) as Obj).message ?? text.slice(0, 200);
-          resolve({ status: res.statusCode ?? 0, ms: performance.now() - started, message });
-        });
-      },
-    );
-    req.on("error", (err) => resolve({ status: 0, ms: performance.now() - started, message: err.message }));
-    req.end(body);
-  });
+async function createPod(cp: ControlPlane, body: string, agent: Agent | false, dryRun = false): Promise<Outcome> {
+  const r = await createApiPod(cp, NS, body, agent, dryRun);
+  const message = r.status === 0 ? (r.error ?? "") : r.status !== 201 ? ((JSON.parse(r.text) as Obj).message ?? r.text.slice(0, 200)) : "";
+  return { status: r.status, ms: r.ms, message };
 }
 
 async function run(cp: ControlPlane, total: number): Promise<Outcome[]> {
@@ -118,27 +94,6 @@ async function run(cp: ControlPlane, total: number): Promise<Outcome[]> {
   return out;
 }
 
-/** CPU seconds (user + system) of a process, from /proc (10 ms ticks). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
-
-/** A child of this process by command name (the harness spawned etcd and kube-apiserver). */
-function childPid(name: string): number {
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === process.pid && comm === name.slice(0, 15)) return Number(entry);
-    } catch {
-      /* gone meanwhile */
-    }
-  }
-  throw new Error(`no child process ${name}`);
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 

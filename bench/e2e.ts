@@ -27,12 +27,13 @@
  * No kubelet or scheduler: pods stay Pending. Pods are deleted between runs so every run starts from
  * the same etcd size. A warm-up of --warmup pods precedes each measured run and is not counted.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
-import { Agent, request } from "node:https";
+import { Agent } from "node:https";
 import { parseArgs } from "node:util";
 import { startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
 import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "../test/e2e/harness/webhook.js";
+import { childPid, cpuSeconds, createPod as createApiPod } from "./lib/apiserver.js";
 import { summarize, table, type Summary } from "./lib/stats.js";
 
 const { values } = parseArgs({
@@ -106,38 +107,12 @@ interface Outcome {
   error?: string;
 }
 
-/** One pod create as the admin client; a new TLS connection each time unless `agent` keeps them. */
-function createPod(cp: ControlPlane, body: string, agent: Agent | false, dryRun = false): Promise<Outcome> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        host: "127.0.0.1",
-        port: cp.apiPort,
-        method: "POST",
-        path: `/api/v1/namespaces/${NS}/pods${dryRun ? "?dryRun=All" : ""}`,
-        ca: cp.tls.ca,
-        cert: cp.tls.cert,
-        key: cp.tls.key,
-        agent,
-        headers: { "content-type": "application/json", accept: "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => {
-          const ms = performance.now() - started;
-          const text = Buffer.concat(chunks).toString();
-          if (res.statusCode !== 201) return resolve({ ok: false, ms, outfitted: false, error: `${res.statusCode} ${text.slice(0, 200)}` });
-          const pod = JSON.parse(text) as Obj;
-          resolve({ ok: true, ms, outfitted: pod.metadata?.annotations?.["quartermaster.dev/mutations"] !== undefined });
-        });
-        res.on("error", (err) => resolve({ ok: false, ms: performance.now() - started, outfitted: false, error: err.message }));
-      },
-    );
-    req.on("error", (err) => resolve({ ok: false, ms: performance.now() - started, outfitted: false, error: err.message }));
-    req.end(body);
-  });
+/** One pod create as the admin client: was it admitted, and outfitted by the mutating webhook? */
+async function createPod(cp: ControlPlane, body: string, agent: Agent | false, dryRun = false): Promise<Outcome> {
+  const r = await createApiPod(cp, NS, body, agent, dryRun);
+  if (r.status !== 201) return { ok: false, ms: r.ms, outfitted: false, error: r.error ?? `${r.status} ${r.text.slice(0, 200)}` };
+  const pod = JSON.parse(r.text) as Obj;
+  return { ok: true, ms: r.ms, outfitted: pod.metadata?.annotations?.["quartermaster.dev/mutations"] !== undefined };
 }
 
 /** k6 shared-iterations: `total` creates pulled by `clients` concurrent loops. */
@@ -211,28 +186,6 @@ function serverDelta(before: Map<string, ServerSide>, after: Map<string, ServerS
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** CPU seconds (user + system) a process has used, from /proc (clock ticks of 10 ms). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-/** This process's children by command name (the harness spawned etcd and kube-apiserver here). */
-function childPid(name: string): number {
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === process.pid && comm === name.slice(0, 15)) return Number(entry);
-    } catch {
-      /* gone meanwhile */
-    }
-  }
-  throw new Error(`no child process ${name}`);
-}
 
 /** CPU seconds of the load generator, etcd, kube-apiserver and the webhook server (0 without one). */
 function cpuNow(pids: { etcd: number; apiserver: number; webhook?: number }): Record<string, number> {
