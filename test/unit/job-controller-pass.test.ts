@@ -54,6 +54,27 @@ describe("job controller in the pass: which kinds", () => {
   }
 });
 
+describe("job controller in the pass: only in namespaces that opted in", () => {
+  const cases: Array<{ name: string; namespaces: Array<{ name: string; labels: Record<string, string> }>; acts: boolean }> = [
+    { name: "opted in → pods, Services and status", namespaces: [{ name: "team-a", labels: { "quartermaster.dev/enabled": "true" } }], acts: true },
+    { name: "not opted in → nothing written", namespaces: [{ name: "team-a", labels: {} }], acts: false },
+    { name: "opted in with the label set to false → nothing written", namespaces: [{ name: "team-a", labels: { "quartermaster.dev/enabled": "false" } }], acts: false },
+    { name: "namespace unknown to the pass → nothing written", namespaces: [], acts: false },
+  ];
+  for (const c of cases) {
+    it(c.name, async () => {
+      const cluster = fakeCluster({ namespaces: c.namespaces, jobs: [{ kind: C2, job: c2() }] });
+      const report = await pass(cluster);
+      assert.equal(cluster.pods.length, c.acts ? 2 : 0);
+      // Every write but the device ledger's, which lives in Quartermaster's own namespace.
+      const writes = cluster.log.filter((l) => !l.startsWith("list ") && !l.includes(" quartermaster/quartermaster-ledger"));
+      assert.equal(writes.length > 0, c.acts, writes.join("\n"));
+      assert.equal(cluster.events.length > 0, c.acts);
+      if (!c.acts) assert.ok(report.plan.skipped.some((x) => x.kind === "Caffe2Job" && x.name === "ex"), "the job is listed as skipped");
+    });
+  }
+});
+
 describe("job controller in the pass: a Caffe2Job's life", () => {
   it("first pass: pods, Services, the status and upstream's Events; second pass: nothing to do", async () => {
     const c = fakeCluster({ jobs: [{ kind: C2, job: c2() }] });
