@@ -15,9 +15,11 @@
  * the overhead (with minus without), and the webhook's own server-side time from its metrics.
  *
  * Variants (--variants, comma-separated; all measured in the same run against the same baseline): each is
- * a way of serving the webhooks, from its own webhook process: `rsa-http1` (an RSA-2048 key, HTTP/1.1:
- * how Quartermaster served before issue 21), `ecdsa-http1` (ECDSA P-256, HTTP/1.1: the default),
- * `ecdsa-h2` (ECDSA P-256, HTTP/2 offered: `serve --http2`), `rsa-h2`. Per variant and run: CPU per pod by
+ * a way of serving the webhooks, from its own webhook process running the built package as the image does:
+ * `rsa-http1` (an RSA-2048 key, HTTP/1.1: how Quartermaster served before issue 21), `ecdsa-http1` (ECDSA
+ * P-256, HTTP/1.1: the default), `ecdsa-h2` (ECDSA P-256, HTTP/2 offered: `serve --http2`), `rsa-h2`, and
+ * `ecdsa-http1-sgc` (the default under `node --single-threaded-gc`).
+ * `--pprof DIR` writes kube-apiserver's CPU profile of each measured run. Per variant and run: CPU per pod by
  * process, the webhook's bytes read and written per pod, and the TLS connections it accepted (how often
  * the apiserver reconnects). Another variant (a ValidatingAdmissionPolicy, say) is one more entry in
  * `variants` below: its configurations, whether pods come back outfitted, and its webhook process if any.
@@ -30,10 +32,11 @@
 import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { Agent } from "node:https";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
 import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "../test/e2e/harness/webhook.js";
-import { childPid, cpuSeconds, createPod as createApiPod } from "./lib/apiserver.js";
+import { apiserverProfile, childPid, cpuSeconds, createPod as createApiPod } from "./lib/apiserver.js";
 import { summarize, table, type Summary } from "./lib/stats.js";
 
 const { values } = parseArgs({
@@ -46,6 +49,14 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "1" },
     /** Write a V8 CPU profile of each webhook process into this directory (at its exit). */
     profile: { type: "string" },
+    /**
+     * Write a CPU profile of kube-apiserver (Go pprof) over the first --pprof-seconds of each measured run
+     * into this directory, named by variant and clients, for `go tool pprof -top`.
+     */
+    pprof: { type: "string" },
+    "pprof-seconds": { type: "string", default: "5" },
+    /** Extra node flags for each webhook process, e.g. "--max-semi-space-size=16". */
+    "node-flags": { type: "string", default: "" },
     json: { type: "string" },
   },
 });
@@ -252,11 +263,12 @@ interface Variant {
 }
 
 /** The webhook-serving variants --variants picks from: the serving key and the protocols offered. */
-const WEBHOOK_VARIANTS: Record<string, { description: string; keyType: "rsa" | "ecdsa"; args: string[] }> = {
+const WEBHOOK_VARIANTS: Record<string, { description: string; keyType: "rsa" | "ecdsa"; args: string[]; nodeArgs?: string[] }> = {
   "rsa-http1": { description: "RSA-2048 key, HTTP/1.1 (as before issue 21)", keyType: "rsa", args: [] },
   "ecdsa-http1": { description: "ECDSA P-256 key, HTTP/1.1 (the default)", keyType: "ecdsa", args: [] },
   "ecdsa-h2": { description: "ECDSA P-256 key, HTTP/2 and HTTP/1.1 offered (--http2)", keyType: "ecdsa", args: ["--http2"] },
   "rsa-h2": { description: "RSA-2048 key, HTTP/2 and HTTP/1.1 offered (--http2)", keyType: "rsa", args: ["--http2"] },
+  "ecdsa-http1-sgc": { description: "ecdsa-http1 with node --single-threaded-gc (no V8 GC helper threads)", keyType: "ecdsa", args: [], nodeArgs: ["--single-threaded-gc"] },
 };
 for (const name of variantNames) if (!WEBHOOK_VARIANTS[name]) throw new Error(`--variants: unknown ${name}; known: ${Object.keys(WEBHOOK_VARIANTS).join(", ")}`);
 
@@ -287,7 +299,9 @@ try {
     const spec = WEBHOOK_VARIANTS[name]!;
     // warn: no line per admission (a production server logs at info; see the README's Benchmarks note).
     const nodeArgs = values.profile ? ["--cpu-prof", `--cpu-prof-dir=${values.profile}`, `--cpu-prof-name=${name}-\${pid}.cpuprofile`] : [];
-    const wh = await webhookProcess({ kubeconfig: sa.kubeconfig, logLevel: "warn", keyType: spec.keyType, args: spec.args, nodeArgs });
+    nodeArgs.push(...values["node-flags"].split(" ").filter(Boolean));
+    // The built package, as the image runs it.
+    const wh = await webhookProcess({ kubeconfig: sa.kubeconfig, logLevel: "warn", keyType: spec.keyType, args: spec.args, nodeArgs: [...(spec.nodeArgs ?? []), ...nodeArgs], built: true });
     await wh.start();
     processes.push(wh);
     variants.push({ name, description: spec.description, configs: await renderWebhookConfigurations(cp, wh.port, wh.caPem), outfitted: true, webhook: wh });
@@ -373,8 +387,10 @@ try {
           addTo(tally.warmConnections, connectionsBefore, atRegister);
           const ioBefore = ioBytes(pids.webhook);
           const cpuBefore = cpuNow(pids);
+          const profiled = values.pprof ? apiserverProfile(cp, Number(values["pprof-seconds"]), join(values.pprof, `apiserver-${v.name}-${clients}c-r${round + 1}.pprof`)) : undefined;
           const { outcomes, seconds } = await run(cp, jobUid, podsPerRun(pods), clients);
           const cpuAfter = cpuNow(pids);
+          await profiled;
           const ioAfter = ioBytes(pids.webhook);
           if (v.webhook) addServer(tally.server, before!, await fetchMetrics(v.webhook));
           addTo(tally.connections, v.webhook ? await fetchConnections(v.webhook) : {}, connectionsBefore);

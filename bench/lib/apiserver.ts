@@ -2,7 +2,7 @@
  * What the end-to-end benchmarks (bench/e2e.ts, bench/e2e-vap.ts) share: a pod create through the real
  * kube-apiserver as the harness's admin client, and the CPU seconds of the processes it runs, from /proc.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { request, type Agent } from "node:https";
 import type { ControlPlane } from "../../test/e2e/harness/controlplane.js";
 
@@ -65,4 +65,28 @@ export function childPid(name: string): number {
     }
   }
   throw new Error(`no child process ${name}`);
+}
+
+/**
+ * A CPU profile of kube-apiserver over the next `seconds` (Go's pprof, served at /debug/pprof/profile
+ * with --profiling, the apiserver's default), written to `file` for `go tool pprof`. Resolves when written.
+ */
+export function apiserverProfile(cp: ControlPlane, seconds: number, file: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: "127.0.0.1", port: cp.apiPort, method: "GET", path: `/debug/pprof/profile?seconds=${seconds}`, ca: cp.tls.ca, cert: cp.tls.cert, key: cp.tls.key, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          if (res.statusCode !== 200) return reject(new Error(`pprof: ${res.statusCode} ${Buffer.concat(chunks).toString().slice(0, 200)}`));
+          writeFileSync(file, Buffer.concat(chunks));
+          resolve();
+        });
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
 }

@@ -4,7 +4,7 @@
  * at it by URL.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -13,6 +13,7 @@ import { freePort } from "./controlplane.js";
 
 export const ROOT = resolve(import.meta.dirname, "../../..");
 const CLI = join(ROOT, "webhooks/cli.ts");
+const BUILT_CLI = join(ROOT, "bin/quartermaster.js");
 
 export interface CliRun {
   child: ChildProcess;
@@ -80,8 +81,13 @@ export interface WebhookProcessOptions {
   args?: string[];
   /** `certs generate --key-type` of the serving pair (default: the command's, ECDSA P-256). */
   keyType?: "ecdsa" | "rsa";
-  /** Node flags for the server process, e.g. `["--cpu-prof", "--cpu-prof-dir=DIR"]`. */
+  /** More node flags for the server process, e.g. `["--cpu-prof", "--cpu-prof-dir=DIR"]`. */
   nodeArgs?: string[];
+  /**
+   * Run the built package (`bin/quartermaster.js`, after `npm run build`) as the image does, rather than
+   * the sources through tsx: for benchmarks, which measure what ships.
+   */
+  built?: boolean;
 }
 
 export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<WebhookProcess> {
@@ -93,11 +99,13 @@ export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<
   let child: ChildProcess | undefined;
   let metricsPort: number | undefined;
 
+  const entry = opts.built ? [BUILT_CLI] : ["--import", "tsx", CLI];
+  if (opts.built && !existsSync(join(ROOT, "dist/webhooks/cli.js"))) throw new Error("webhookProcess({ built: true }): run `npm run build` first");
   const start = async (): Promise<void> => {
     const proc = spawn(
       process.execPath,
       [
-        ...(opts.nodeArgs ?? []), "--import", "tsx", CLI, "serve", "--host", "127.0.0.1", "--port", String(port), "--metrics-port", "0",
+        ...(opts.nodeArgs ?? []), ...entry, "serve", "--host", "127.0.0.1", "--port", String(port), "--metrics-port", "0",
         "--tls-cert", join(certDir, "tls.crt"), "--tls-key", join(certDir, "tls.key"),
         ...(opts.kubeconfig ? ["--kubeconfig", opts.kubeconfig] : []),
         ...(opts.policy ? ["--policy", opts.policy] : []),
