@@ -16,7 +16,8 @@
  *
  * Variants (--variants, comma-separated; all measured in the same run against the same baseline): each is
  * a way of serving the webhooks, from its own webhook process running the built package as the image does:
- * `rsa-http1` (an RSA-2048 key, HTTP/1.1: how Quartermaster served before issue 21), `ecdsa-http1` (ECDSA
+ * `rsa-http1` (an RSA-2048 key, HTTP/1.1 and the longer match condition: how Quartermaster served before
+ * issue 21), `rsa-http1-compact` (the same with today's condition), `ecdsa-http1` (ECDSA
  * P-256, HTTP/1.1: the default), `ecdsa-h2` (ECDSA P-256, HTTP/2 offered: `serve --http2`), `rsa-h2`, and
  * `ecdsa-http1-sgc` (the default under `node --single-threaded-gc`).
  * `--pprof DIR` writes kube-apiserver's CPU profile of each measured run. Per variant and run: CPU per pod by
@@ -262,9 +263,30 @@ interface Variant {
   webhook?: WebhookProcess;
 }
 
+/**
+ * The pod webhooks' training-pods-only condition as issue 21 found it (manifests/base before the compact form):
+ * each GPU pattern tested four times, six comprehensions, all of which kube-apiserver plans for every request.
+ * The `rsa-http1` variant, "as before issue 21", registers it.
+ */
+const CONDITION_BEFORE_ISSUE_21 = `(has(object.metadata.labels) && ('training.kubeflow.org/job-name' in object.metadata.labels || ('caffe2_job_key' in object.metadata.labels && 'group_name' in object.metadata.labels))) ||
+object.spec.containers.exists(c, has(c.resources) &&
+    ((has(c.resources.limits) && c.resources.limits.exists(r, r == 'gpu' || r == 'nvidia.com/gpu' || r.startsWith('nvidia.com/mig-') || r == 'amd.com/gpu')) ||
+     (has(c.resources.requests) && c.resources.requests.exists(r, r == 'gpu' || r == 'nvidia.com/gpu' || r.startsWith('nvidia.com/mig-') || r == 'amd.com/gpu')))) ||
+(has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.resources) &&
+    ((has(c.resources.limits) && c.resources.limits.exists(r, r == 'gpu' || r == 'nvidia.com/gpu' || r.startsWith('nvidia.com/mig-') || r == 'amd.com/gpu')) ||
+     (has(c.resources.requests) && c.resources.requests.exists(r, r == 'gpu' || r == 'nvidia.com/gpu' || r.startsWith('nvidia.com/mig-') || r == 'amd.com/gpu')))))`;
+
+/** The configurations with the pod webhooks' training-pods-only condition replaced by `expression`. */
+function withTrainingCondition(configs: Obj[], expression: string): Obj[] {
+  const copy = structuredClone(configs);
+  for (const c of copy) for (const h of c.webhooks as Obj[]) for (const m of (h.matchConditions ?? []) as Obj[]) if (m.name === "training-pods-only") m.expression = expression;
+  return copy;
+}
+
 /** The webhook-serving variants --variants picks from: the serving key and the protocols offered. */
-const WEBHOOK_VARIANTS: Record<string, { description: string; keyType: "rsa" | "ecdsa"; args: string[]; nodeArgs?: string[] }> = {
-  "rsa-http1": { description: "RSA-2048 key, HTTP/1.1 (as before issue 21)", keyType: "rsa", args: [] },
+const WEBHOOK_VARIANTS: Record<string, { description: string; keyType: "rsa" | "ecdsa"; args: string[]; nodeArgs?: string[]; condition?: string }> = {
+  "rsa-http1": { description: "RSA-2048 key, HTTP/1.1, the long training-pods-only condition (as before issue 21)", keyType: "rsa", args: [], condition: CONDITION_BEFORE_ISSUE_21 },
+  "rsa-http1-compact": { description: "RSA-2048 key, HTTP/1.1, today's compact condition", keyType: "rsa", args: [] },
   "ecdsa-http1": { description: "ECDSA P-256 key, HTTP/1.1 (the default)", keyType: "ecdsa", args: [] },
   "ecdsa-h2": { description: "ECDSA P-256 key, HTTP/2 and HTTP/1.1 offered (--http2)", keyType: "ecdsa", args: ["--http2"] },
   "rsa-h2": { description: "RSA-2048 key, HTTP/2 and HTTP/1.1 offered (--http2)", keyType: "rsa", args: ["--http2"] },
@@ -304,7 +326,8 @@ try {
     const wh = await webhookProcess({ kubeconfig: sa.kubeconfig, logLevel: "warn", keyType: spec.keyType, args: spec.args, nodeArgs: [...(spec.nodeArgs ?? []), ...nodeArgs], built: true });
     await wh.start();
     processes.push(wh);
-    variants.push({ name, description: spec.description, configs: await renderWebhookConfigurations(cp, wh.port, wh.caPem), outfitted: true, webhook: wh });
+    const configs = await renderWebhookConfigurations(cp, wh.port, wh.caPem);
+    variants.push({ name, description: spec.description, configs: spec.condition ? withTrainingCondition(configs, spec.condition) : configs, outfitted: true, webhook: wh });
   }
 
   const probeBody = JSON.stringify(trainingPod(jobUid, 0));

@@ -47,7 +47,7 @@
  */
 import { MAX_REVIEW_COST } from "../admission/cost.js";
 import { LABEL_JOB_NAME } from "../keys.js";
-import { CAFFE2_GROUP_LABEL, CAFFE2_JOB_KEY_LABEL, celString, DEFAULT_NAMESPACE, globCondition, gpuResourcePatterns, type MatchCondition } from "../manifests/webhooks.js";
+import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, gpuResourcePatterns, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "../manifests/webhooks.js";
 import { isGpuResource } from "../mutate/pod.js";
 import { namespaceScope, namespaceSelector } from "../scope.js";
 import type { LabelSelector } from "../doctor/types.js";
@@ -311,11 +311,6 @@ export function vapVariables(policy: Policy): Variable[] {
  */
 const namesExtendedResources = (pattern: string): boolean => /^[^*/]+\/[^/]*$/.test(pattern) && !pattern.includes("kubernetes.io/") && !pattern.startsWith("requests.");
 
-// The containers and init containers as one list, and each side of a container's resources as a map.
-const ALL = "(object.spec.?initContainers.orValue([]) + object.spec.?containers.orValue([]))";
-const req = (c: string): string => `${c}.?resources.?requests.orValue({})`;
-const lim = (c: string): string => `${c}.?resources.?limits.orValue({})`;
-
 /**
  * The fast path, in the match condition: true when the pod may break a rule, false when it surely breaks none, so
  * the policy is not evaluated for it at all. The apiserver evaluates a validation's messageExpression for every
@@ -346,20 +341,20 @@ export function mayViolateExpression(policy: Policy): string {
     if (cpu !== undefined) cap = `k == 'cpu' ? ${celString(cpu)} : ${cap}`;
     const within = `!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity(${cap})) <= 0`;
     // Whole GPUs and MIG slices in one container: in its limits when both are extended resources.
-    const migInLimits = mixing && extendedOnly ? ` && !(${isMig} && 'nvidia.com/gpu' in ${lim("c")})` : "";
+    const migInLimits = mixing && extendedOnly ? ` && !(${isMig} && 'nvidia.com/gpu' in ${limitsOf("c")})` : "";
     const mixedAnywhere =
-      mixing && !extendedOnly ? ` && !(('nvidia.com/gpu' in ${req("c")} || 'nvidia.com/gpu' in ${lim("c")}) && [${req("c")}, ${lim("c")}].exists(m, m.exists(k, ${isMig})))` : "";
+      mixing && !extendedOnly ? ` && !(('nvidia.com/gpu' in ${requestsOf("c")} || 'nvidia.com/gpu' in ${limitsOf("c")}) && [${requestsOf("c")}, ${limitsOf("c")}].exists(m, m.exists(k, ${isMig})))` : "";
     // Surely under the cost bound (items × passes ≤ (1 + containers + entries) × (4 + entries)): at most 8
     // containers (checked below) of at most 10 entries are (1 + 8 + 80) × (4 + 80) = 7,476.
-    const containerOk = `size(${req("c")}) + size(${lim("c")}) <= 10 && ${req("c")}.all(k, v, ${within})${mixedAnywhere}`;
-    if (limits.pod.gpus === undefined) return `${ALL}.all(c, ${containerOk} && ${lim("c")}.all(k, v, ${within}${migInLimits}))`;
+    const containerOk = `size(${requestsOf("c")}) + size(${limitsOf("c")}) <= 10 && ${requestsOf("c")}.all(k, v, ${within})${mixedAnywhere}`;
+    if (limits.pod.gpus === undefined) return `${ALL_CONTAINERS}.all(c, ${containerOk} && ${limitsOf("c")}.all(k, v, ${within}${migInLimits}))`;
     // With a per-pod cap, the same pass sums each container's GPU limits (else requests), at least the effective
     // request (a request is at most its limit: the apiserver's validation); a container that fails a check adds
     // 1e300, over any cap. In doubles: no overflow error whatever the values, exact for whole numbers up to 2^53.
     const value = "quantity(string(v)).asApproximateFloat()";
-    const requested = extendedOnly ? "" : ` + ${req("c")}.transformList(k, v, ${isGpu(policy, "k")} && !(k in ${lim("c")}), ${value})`;
+    const requested = extendedOnly ? "" : ` + ${requestsOf("c")}.transformList(k, v, ${isGpu(policy, "k")} && !(k in ${limitsOf("c")}), ${value})`;
     return (
-      `([0.0] + ${ALL}.map(c, ${containerOk} ?\n  ([0.0] + ${lim("c")}.transformList(k, v, ${within}${migInLimits} ? (${isGpu(policy, "k")} ? ${value} : 0.0) : 1e300)${requested}).sum() : 1e300)).sum() <= ${limits.pod.gpus}.0`
+      `([0.0] + ${ALL_CONTAINERS}.map(c, ${containerOk} ?\n  ([0.0] + ${limitsOf("c")}.transformList(k, v, ${within}${migInLimits} ? (${isGpu(policy, "k")} ? ${value} : 0.0) : 1e300)${requested}).sum() : 1e300)).sum() <= ${limits.pod.gpus}.0`
     );
   };
   const texts = variants.map(quick);
@@ -372,29 +367,20 @@ export function mayViolateExpression(policy: Policy): string {
     }
     pick = `(${pick})`;
   }
-  return `!(size(${ALL}) <= 8 &&\n${pick})`;
+  return `!(size(${ALL_CONTAINERS}) <= 8 &&\n${pick})`;
 }
 
 /**
  * Whether the pod is a training pod: the webhooks' training-pods-only condition (`trainingPodExpression` in
- * src/manifests/webhooks.ts, the same test) written compactly: a job label, or a GPU resource in some container
- * (only its limits need looking at when the GPU resources are extended resources). The first variable, and the
+ * src/manifests/webhooks.ts, the same test): a job label, or a GPU resource in some container (only its limits
+ * need looking at when the GPU resources are extended resources). The first variable, and the
  * validation's first test rather than part of the match condition: every request plans the match condition,
  * only those the fast path leaves plan this.
  */
 export function trainingExpression(policy: Policy): string {
-  const labels: string[] = [];
-  const labelled = (l: string): string => `${celString(l)} in object.metadata.?labels.orValue({})`;
-  if (policy.jobKinds.some((k) => k.framework !== "caffe2")) labels.push(labelled(LABEL_JOB_NAME));
-  if (policy.jobKinds.some((k) => k.framework === "caffe2")) labels.push(`(${labelled(CAFFE2_JOB_KEY_LABEL)} && ${labelled(CAFFE2_GROUP_LABEL)})`);
   // A bare `gpu` is no valid container resource name (the apiserver refuses it before admission), so it does not
   // make the GPU resources non-extended; it stays in the test, as in the webhooks'.
-  const patterns = gpuResourcePatterns(policy);
-  const isTrainingGpu = patterns.map((p) => globCondition("r", p)).join(" || ");
-  const gpuIn = patterns.every((p) => p === "gpu" || namesExtendedResources(p))
-    ? `${ALL}.exists(c, ${lim("c")}.exists(r, ${isTrainingGpu}))`
-    : `${ALL}.exists(c, [${req("c")}, ${lim("c")}].exists(m, m.exists(r, ${isTrainingGpu})))`;
-  return [...labels, gpuIn].join(" ||\n");
+  return trainingPodExpression(policy, { limitsOnly: gpuResourcePatterns(policy).every((p) => p === "gpu" || namesExtendedResources(p)) });
 }
 
 /** The rules of `/validate/pods` the exported policy does not express, and whether `policy` uses each. */

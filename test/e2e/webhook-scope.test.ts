@@ -110,6 +110,34 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
     assert.equal((await reachesWebhook("team-in", pod(unique("caffe2"), undefined, labels))).seen, true);
   });
 
+  /**
+   * The condition's parts one by one (policy render: nvidia.com/gpu, example.com/gpu, example.com/tpu-*-shared),
+   * as the apiserver evaluates them: which containers, which side of resources, which labels.
+   */
+  const container = (name: string, resources?: Record<string, unknown>): Record<string, unknown> => ({ name, image: "busybox", ...(resources ? { resources } : {}) });
+  const shaped = (name: string, spec: Record<string, unknown>, labels: Record<string, string> = {}): Record<string, unknown> => ({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, labels },
+    spec: { restartPolicy: "Never", ...spec },
+  });
+  const gpu = { limits: { "nvidia.com/gpu": "1" } };
+  const conditionCases: Array<{ name: string; body: (n: string) => Record<string, unknown>; seen: boolean }> = [
+    { name: "a GPU in an init container only", body: (n) => shaped(n, { initContainers: [container("init", gpu)], containers: [container("main")] }), seen: true },
+    { name: "a GPU in the second container, none in the first", body: (n) => shaped(n, { containers: [container("a", { requests: { cpu: "1" } }), container("b", gpu)] }), seen: true },
+    { name: "a GPU requested and limited", body: (n) => shaped(n, { containers: [container("main", { requests: { "nvidia.com/gpu": "2" }, limits: { "nvidia.com/gpu": "2" } })] }), seen: true },
+    { name: "a pattern resource in an init container's limits", body: (n) => shaped(n, { initContainers: [container("init", { limits: { "example.com/tpu-v5-shared": "1" } })], containers: [container("main")] }), seen: true },
+    { name: "empty resources, cpu and memory only", body: (n) => shaped(n, { containers: [container("a", {}), container("b", { requests: { cpu: "1", memory: "1Gi" }, limits: { cpu: "1", memory: "1Gi" } })] }), seen: false },
+    { name: "the job-name label without a GPU", body: (n) => shaped(n, { containers: [container("main")] }, { "training.kubeflow.org/job-name": "mnist" }), seen: true },
+    { name: "only one of caffe2-operator's two labels", body: (n) => shaped(n, { containers: [container("main")] }, { caffe2_job_key: "team-in-resnet" }), seen: false },
+    { name: "other labels, no GPU", body: (n) => shaped(n, { containers: [container("main")] }, { app: "web", "training.kubeflow.org/replica-type": "worker" }), seen: false },
+  ];
+  for (const c of conditionCases) {
+    it(`the condition, through the apiserver: ${c.name} ${c.seen ? "reaches" : "does not reach"} the webhook`, async () => {
+      assert.equal((await reachesWebhook("team-in", c.body(unique("cond")))).seen, c.seen);
+    });
+  }
+
   const outOfScope: Array<{ name: string; ns: string }> = [
     { name: "a namespace without the opt-in label", ns: "team-out" },
     { name: "kube-system, although labelled to opt in", ns: "kube-system" },

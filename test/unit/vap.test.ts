@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { runCli } from "../../src/cli/commands.js";
-import { renderWebhookConfigurations } from "../../src/manifests/webhooks.js";
+import { renderWebhookConfigurations, trainingPodExpression } from "../../src/manifests/webhooks.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { denyCondition, mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, trainingExpression, unexpressedRules, validatingAdmissionPolicyYaml, vapVariables } from "../../src/policy/vap.js";
 import { VALIDATE_POD_PASSES } from "../../webhooks/validate-pods.js";
@@ -30,15 +30,19 @@ describe("renderValidatingAdmissionPolicy: scope", () => {
     assert.equal(spec.matchConditions.length, 1);
     assert.equal(spec.matchConditions[0].name, "pods-that-may-violate");
     assert.equal(spec.matchConditions[0].expression, mayViolateExpression(policy));
-    // The webhook's training-pods-only test written compactly (its labels and GPU patterns), tested first.
+    // The webhook's training-pods-only test (its labels and GPU patterns; limits alone, all of them being
+    // extended resources), tested first.
     assert.deepEqual(spec.variables[0], { name: "training", expression: trainingExpression(policy) });
     assert.ok(spec.validations[0].expression.startsWith("!variables.training || ("));
     assert.ok(spec.validations[0].messageExpression.startsWith("!variables.training ? '' :"));
     const expression = trainingExpression(policy);
     for (const s of ["'training.kubeflow.org/job-name' in object.metadata.?labels", "'caffe2_job_key' in object.metadata.?labels", "r == 'gpu'", "r == 'nvidia.com/gpu'", "r.startsWith('example.com/tpu-')"]) {
       assert.ok(expression.includes(s), `lacks ${s}`);
-      assert.ok(hook.matchConditions![0]!.expression.includes(s.replace(".?labels", ".labels")), `the webhook's condition lacks ${s}`);
+      assert.ok(hook.matchConditions![0]!.expression.includes(s), `the webhook's condition lacks ${s}`);
     }
+    assert.equal(expression, trainingPodExpression(policy, { limitsOnly: true }));
+    assert.ok(!expression.includes("requests"), expression);
+    assert.ok(hook.matchConditions![0]!.expression.includes(".?resources.?requests.orValue({})"), "the webhook's condition looks at requests too");
     assert.deepEqual(spec.matchConstraints.resourceRules, [{ apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"], scope: "Namespaced" }]);
     assert.equal(spec.failurePolicy, "Fail");
     assert.equal(spec.validations[0].reason, "Forbidden");

@@ -172,8 +172,8 @@ describe("training-pods-only expression", () => {
 
   it("matches pods of Kubeflow jobs and of caffe2-operator by their labels", () => {
     const e = trainingPodExpression(policy);
-    assert.ok(e.includes("'training.kubeflow.org/job-name' in object.metadata.labels"));
-    assert.ok(e.includes("'caffe2_job_key' in object.metadata.labels && 'group_name' in object.metadata.labels"));
+    assert.ok(e.includes("'training.kubeflow.org/job-name' in object.metadata.?labels.orValue({})"));
+    assert.ok(e.includes("'caffe2_job_key' in object.metadata.?labels.orValue({}) && 'group_name' in object.metadata.?labels.orValue({})"));
     const noCaffe2 = trainingPodExpression({ ...policy, jobKinds: policy.jobKinds.filter((k) => k.framework !== "caffe2") });
     assert.ok(!noCaffe2.includes("caffe2_job_key"));
   });
