@@ -129,6 +129,8 @@ describe("enforcement modes and PolicyReports against a real kube-apiserver", ()
       const r = await cp.kubectl(args);
       assert.equal(r.code, 0, r.stderr);
     }
+    // Established is not served yet: for a moment the new resource answers 429 "storage is (re)initializing".
+    await cp.until("PolicyReports to be served", async () => (await cp.api("GET", "/apis/wgpolicyk8s.io/v1alpha2/policyreports?limit=1")).status === 200);
     await pass();
     const p = await report("team-p");
     assert.equal(p.metadata.labels["app.kubernetes.io/managed-by"], "quartermaster");
