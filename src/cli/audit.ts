@@ -7,7 +7,6 @@
  */
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { PolicyError, UsageError, errorMessage } from "../errors.js";
 import { createLogger } from "../log.js";
 import { defaultPolicy } from "../policy/load.js";

@@ -10,7 +10,7 @@ import { withKey } from "../copy.js";
 import type { Topology } from "../topology/types.js";
 import { clusterSpec, type ClusterSpecResult } from "./frameworks.js";
 import { isEntry, isMalformedList, mapContainers } from "./pod.js";
-import type { Mutation, Pod } from "./types.js";
+import type { Mutation } from "./types.js";
 
 // Up to this many variables a container's env is searched directly; a longer one is indexed once.
 const SCANNED_ENV = 32;

@@ -46,7 +46,6 @@
  * is introduced at 1.32 and the apiserver compiles new expressions for its previous minor version).
  */
 import { MAX_REVIEW_COST } from "../admission/cost.js";
-import { LABEL_JOB_NAME } from "../keys.js";
 import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, gpuResourcePatterns, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "../manifests/webhooks.js";
 import { isGpuResource } from "../mutate/pod.js";
 import { namespaceScope, namespaceSelector } from "../scope.js";

@@ -12,7 +12,6 @@
  * policy, so a default label that no real node carries leaves these pods unschedulable and the suite fails.
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
 import { defaultPolicy } from "../../src/policy/load.js";

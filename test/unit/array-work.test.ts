@@ -15,7 +15,7 @@ import type { Topology } from "../../src/topology/types.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { countArrayWork, reviewOf, wideJob, widePod } from "../fixtures/array-work.js";
 import { fakeJobReader, job, topology } from "../fixtures/jobs.js";
-import { ctx, testPod, container } from "../fixtures/pods.js";
+import { testPod, container } from "../fixtures/pods.js";
 import { deepFreeze } from "../fixtures/reviews.js";
 import { CORPUS_SKIP, corpusJobs, corpusPods } from "../fixtures/corpus.js";
 import { REPLICA_SPECS_FIELD } from "../../src/topology/resolve.js";

@@ -33,25 +33,6 @@ const NOT_YET = await generateCertificates({ service: "quartermaster-webhook", n
 
 const PROTECTED = ["kube-system", "kube-public", "kube-node-lease", NS];
 
-const SHIPPED_SELECTOR = {
-  matchExpressions: [
-    { key: "quartermaster.dev/enabled", operator: "In", values: ["true"] },
-    { key: "kubernetes.io/metadata.name", operator: "NotIn", values: PROTECTED },
-  ],
-};
-
-function hook(name: string, path: string, failurePolicy: "Fail" | "Ignore"): Webhook {
-  return {
-    name,
-    admissionReviewVersions: ["v1"],
-    sideEffects: "None",
-    timeoutSeconds: 5,
-    failurePolicy,
-    clientConfig: { service: { namespace: NS, name: "quartermaster-webhook", path, port: 443 }, caBundle: b64(CA.certPem) },
-    namespaceSelector: structuredClone(SHIPPED_SELECTOR),
-  };
-}
-
 /** The configurations as manifests/base registers them (the render of the built-in policy), caBundle filled. */
 function configurations(): WebhookConfiguration[] {
   return renderWebhookConfigurations(defaultPolicy(), { namespace: NS, caBundle: b64(CA.certPem) }).map((c) => structuredClone(c) as WebhookConfiguration);

@@ -113,11 +113,6 @@ function ptPod(type: "master" | "worker", index: number, o: PodOpts = {}): KubeO
   };
 }
 
-function ptService(type: string, index: number): KubeObject {
-  const name = `pt-${type}-${index}`;
-  return { apiVersion: "v1", kind: "Service", metadata: { name, namespace: "team-a", uid: `uid-svc-${name}`, labels: { "training.kubeflow.org/replica-type": type, "training.kubeflow.org/replica-index": String(index) } } };
-}
-
 const c2Services = (n: number): KubeObject[] => Array.from({ length: n }, (_, i) => c2Service(i));
 const decideC2 = (job: KubeObject, pods: KubeObject[], services = c2Services(2), inFlight?: InFlight): Decision => decideJob({ job, kind: CAFFE2, pods, services, now: NOW, ...(inFlight ? { inFlight } : {}) });
 const cond = (d: Decision, type: string): Obj | undefined => ((d.status?.conditions ?? []) as Obj[]).find((c) => c.type === type);
