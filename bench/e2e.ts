@@ -18,11 +18,16 @@
  * a way of serving the webhooks, from its own webhook process running the built package as the image does:
  * `rsa-http1` (an RSA-2048 key, HTTP/1.1 and the longer match condition: how Quartermaster served before
  * issue 21), `rsa-http1-compact` (the same with today's condition), `ecdsa-http1` (ECDSA
- * P-256, HTTP/1.1: the default), `ecdsa-h2` (ECDSA P-256, HTTP/2 offered: `serve --http2`), `rsa-h2`, and
- * `ecdsa-http1-sgc` (the default under `node --single-threaded-gc`).
+ * P-256, HTTP/1.1: the default), `ecdsa-h2` (ECDSA P-256, HTTP/2 offered: `serve --http2`), `rsa-h2`,
+ * `ecdsa-http1-sgc` (the default under `node --single-threaded-gc`) and `ecdsa-http1-semi16` (under
+ * `--min-semi-space-size=16`). Two floors, bare node:https processes registered with the same configurations
+ * (`lib/floor-webhook.mjs`): `floor` answers every review allowed and nothing else, what any webhook costs;
+ * `floor-same-answer` answers Quartermaster's very answers (learnt from a Quartermaster process during the
+ * warm-up, then sent from templates), so the apiserver does the same work as with Quartermaster while the
+ * webhook does none: the difference is what Quartermaster's own work costs.
  * `--pprof DIR` writes kube-apiserver's CPU profile of each measured run. Per variant and run: CPU per pod by
- * process, the webhook's bytes read and written per pod, and the TLS connections it accepted (how often
- * the apiserver reconnects). Another variant (a ValidatingAdmissionPolicy, say) is one more entry in
+ * process, the webhook's bytes read and written per pod, the TLS connections it accepted (how often
+ * the apiserver reconnects) and its V8 garbage collections. Another variant (a ValidatingAdmissionPolicy, say) is one more entry in
  * `variants` below: its configurations, whether pods come back outfitted, and its webhook process if any.
  * --rounds R splits each run into R rounds that run every variant in turn, the order rotated by one each
  * round, so a machine whose speed drifts favours none of them.
@@ -30,13 +35,14 @@
  * No kubelet or scheduler: pods stay Pending. Pods are deleted between runs so every run starts from
  * the same etcd size. A warm-up of --warmup pods precedes each measured run and is not counted.
  */
+import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { Agent } from "node:https";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
-import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "../test/e2e/harness/webhook.js";
+import { freePort, startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
+import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, ROOT, webhookProcess, type WebhookProcess } from "../test/e2e/harness/webhook.js";
 import { apiserverProfile, childPid, cpuSeconds, createPod as createApiPod } from "./lib/apiserver.js";
 import { summarize, table, type Summary } from "./lib/stats.js";
 
@@ -153,37 +159,48 @@ interface ServerSide {
   buckets: Map<number, number>;
 }
 
-function fetchMetrics(wh: WebhookProcess): Promise<Map<string, ServerSide>> {
+/** A webhook server process the bench measures: Quartermaster's, or the floor (`lib/floor-webhook.mjs`). */
+interface Served {
+  pid(): number | undefined;
+  metricsPort(): number | undefined;
+  stop(): Promise<void>;
+}
+
+/** The server's Prometheus text. */
+function scrape(wh: Served): Promise<string> {
   return new Promise((resolve, reject) => {
     const req = httpRequest({ host: "127.0.0.1", port: wh.metricsPort(), path: "/metrics", method: "GET", agent: false }, (res) => {
       let text = "";
       res.on("data", (c: Buffer) => (text += c.toString()));
-      res.on("end", () => {
-        const out = new Map<string, ServerSide>();
-        const get = (w: string): ServerSide => {
-          let s = out.get(w);
-          if (!s) out.set(w, (s = { count: 0, sum: 0, buckets: new Map() }));
-          return s;
-        };
-        for (const line of text.split("\n")) {
-          const m = /^quartermaster_admission_duration_seconds_(bucket|sum|count)\{([^}]*)\} (\S+)$/.exec(line);
-          if (!m) continue;
-          const labels = Object.fromEntries([...m[2]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-          const s = get(labels.webhook!);
-          const v = Number(m[3]);
-          if (m[1] === "sum") s.sum += v;
-          else if (m[1] === "count") s.count += v;
-          else {
-            const le = labels.le === "+Inf" ? Infinity : Number(labels.le);
-            s.buckets.set(le, (s.buckets.get(le) ?? 0) + v);
-          }
-        }
-        resolve(out);
-      });
+      res.on("end", () => resolve(text));
     });
     req.on("error", reject);
     req.end();
   });
+}
+
+async function fetchMetrics(wh: Served): Promise<Map<string, ServerSide>> {
+  const text = await scrape(wh);
+  const out = new Map<string, ServerSide>();
+  const get = (w: string): ServerSide => {
+    let s = out.get(w);
+    if (!s) out.set(w, (s = { count: 0, sum: 0, buckets: new Map() }));
+    return s;
+  };
+  for (const line of text.split("\n")) {
+    const m = /^quartermaster_admission_duration_seconds_(bucket|sum|count)\{([^}]*)\} (\S+)$/.exec(line);
+    if (!m) continue;
+    const labels = Object.fromEntries([...m[2]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    const s = get(labels.webhook!);
+    const v = Number(m[3]);
+    if (m[1] === "sum") s.sum += v;
+    else if (m[1] === "count") s.count += v;
+    else {
+      const le = labels.le === "+Inf" ? Infinity : Number(labels.le);
+      s.buckets.set(le, (s.buckets.get(le) ?? 0) + v);
+    }
+  }
+  return out;
 }
 
 function serverDelta(before: Map<string, ServerSide>, after: Map<string, ServerSide>): Array<{ webhook: string; count: number; meanMs: number; p99UpToMs: number }> {
@@ -219,16 +236,17 @@ function ioBytes(pid: number | undefined): { read: number; written: number } {
 }
 
 /** TLS connections the webhook server accepted, by protocol (`quartermaster_tls_connections_total`). */
-function fetchConnections(wh: WebhookProcess): Promise<Record<string, number>> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: "127.0.0.1", port: wh.metricsPort(), path: "/metrics", method: "GET", agent: false }, (res) => {
-      let text = "";
-      res.on("data", (c: Buffer) => (text += c.toString()));
-      res.on("end", () => resolve(Object.fromEntries([...text.matchAll(/^quartermaster_tls_connections_total\{protocol="([^"]+)"\} (\S+)$/gm)].map((m) => [m[1]!, Number(m[2])]))));
-    });
-    req.on("error", reject);
-    req.end();
-  });
+async function fetchConnections(wh: Served): Promise<Record<string, number>> {
+  const text = await scrape(wh);
+  return Object.fromEntries([...text.matchAll(/^quartermaster_tls_connections_total\{protocol="([^"]+)"\} (\S+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
+}
+
+/** V8's garbage collections so far by kind (minor, major, ...): count and seconds (prom-client's nodejs_gc_duration_seconds; none for the floor). */
+async function fetchGc(wh: Served): Promise<Record<string, number>> {
+  const text = await scrape(wh);
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^nodejs_gc_duration_seconds_(count|sum)\{kind="([^"]+)"\} (\S+)$/gm)) out[`${m[2]} ${m[1]}`] = Number(m[3]);
+  return out;
 }
 
 async function until(what: string, cond: () => Promise<boolean>, ms = 60_000): Promise<void> {
@@ -260,7 +278,7 @@ interface Variant {
   /** Whether a created pod comes back outfitted by Quartermaster. */
   outfitted: boolean;
   /** The webhook process the configurations call, if any. */
-  webhook?: WebhookProcess;
+  webhook?: Served;
 }
 
 /**
@@ -284,18 +302,66 @@ function withTrainingCondition(configs: Obj[], expression: string): Obj[] {
 }
 
 /** The webhook-serving variants --variants picks from: the serving key and the protocols offered. */
-const WEBHOOK_VARIANTS: Record<string, { description: string; keyType: "rsa" | "ecdsa"; args: string[]; nodeArgs?: string[]; condition?: string }> = {
+const WEBHOOK_VARIANTS: Record<string, { description: string; keyType: "rsa" | "ecdsa"; args: string[]; nodeArgs?: string[]; condition?: string; floor?: "allow" | "same-answer" }> = {
   "rsa-http1": { description: "RSA-2048 key, HTTP/1.1, the long training-pods-only condition (as before issue 21)", keyType: "rsa", args: [], condition: CONDITION_BEFORE_ISSUE_21 },
   "rsa-http1-compact": { description: "RSA-2048 key, HTTP/1.1, today's compact condition", keyType: "rsa", args: [] },
   "ecdsa-http1": { description: "ECDSA P-256 key, HTTP/1.1 (the default)", keyType: "ecdsa", args: [] },
   "ecdsa-h2": { description: "ECDSA P-256 key, HTTP/2 and HTTP/1.1 offered (--http2)", keyType: "ecdsa", args: ["--http2"] },
   "rsa-h2": { description: "RSA-2048 key, HTTP/2 and HTTP/1.1 offered (--http2)", keyType: "rsa", args: ["--http2"] },
   "ecdsa-http1-sgc": { description: "ecdsa-http1 with node --single-threaded-gc (no V8 GC helper threads)", keyType: "ecdsa", args: [], nodeArgs: ["--single-threaded-gc"] },
+  "ecdsa-http1-semi16": {
+    description: "ecdsa-http1 with node --min-semi-space-size=16 (V8's young generation starts at its usual maximum: fewer, not longer, scavenges)",
+    keyType: "ecdsa",
+    args: [],
+    nodeArgs: ["--min-semi-space-size=16"],
+  },
+  floor: { description: "bare node:https (ECDSA, HTTP/1.1) answering every review allowed, nothing else: the floor of any webhook", keyType: "ecdsa", args: [], floor: "allow" },
+  "floor-same-answer": {
+    description: "bare node:https (ECDSA, HTTP/1.1) answering Quartermaster's very answers (patch, warnings) from templates, doing none of its work",
+    keyType: "ecdsa",
+    args: [],
+    floor: "same-answer",
+  },
 };
 for (const name of variantNames) if (!WEBHOOK_VARIANTS[name]) throw new Error(`--variants: unknown ${name}; known: ${Object.keys(WEBHOOK_VARIANTS).join(", ")}`);
 
+/**
+ * The floor webhook (`lib/floor-webhook.mjs`) serving `certs`' pair, as its own process; with `upstream`, a
+ * Quartermaster server it learns its answers from.
+ */
+async function floorProcess(certs: WebhookProcess, upstream?: WebhookProcess): Promise<Served & { port: number }> {
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    [join(ROOT, "bench/lib/floor-webhook.mjs"), join(certs.certDir, "tls.crt"), join(certs.certDir, "tls.key"), String(port), "0", ...(upstream ? [String(upstream.port), join(upstream.certDir, "ca.crt")] : [])],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const metricsPort = await new Promise<number>((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (c: Buffer) => {
+      out += c.toString();
+      const m = /metrics http:\/\/[^ ]*:(\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    child.once("exit", (code) => reject(new Error(`floor webhook exited ${code}`)));
+  });
+  return {
+    port,
+    pid: () => (child.exitCode === null && child.signalCode === null ? child.pid : undefined),
+    metricsPort: () => metricsPort,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
 const cp = await startControlPlane();
-const processes: WebhookProcess[] = [];
+const processes: Served[] = [];
+/** Quartermaster servers the floor learns answers from: started, not measured. */
+const upstreams: Served[] = [];
 try {
   await installKubeflowCrds(cp);
   await createNamespace(cp, NS, { "quartermaster.dev/enabled": "true" });
@@ -319,6 +385,18 @@ try {
   const variants: Variant[] = [{ name: "baseline", description: "no admission webhooks", configs: [], outfitted: false }];
   for (const name of variantNames) {
     const spec = WEBHOOK_VARIANTS[name]!;
+    if (spec.floor) {
+      const certs = await webhookProcess({ kubeconfig: sa.kubeconfig, logLevel: "warn", keyType: spec.keyType, built: true });
+      if (spec.floor === "same-answer") {
+        await certs.start();
+        upstreams.push(certs);
+      }
+      const floor = await floorProcess(certs, spec.floor === "same-answer" ? certs : undefined);
+      processes.push(floor);
+      const configs = await renderWebhookConfigurations(cp, floor.port, certs.caPem);
+      variants.push({ name, description: spec.description, configs, outfitted: spec.floor === "same-answer", webhook: floor });
+      continue;
+    }
     // warn: no line per admission (a production server logs at info; see the README's Benchmarks note).
     const nodeArgs = values.profile ? ["--cpu-prof", `--cpu-prof-dir=${values.profile}`, `--cpu-prof-name=${name}-\${pid}.cpuprofile`] : [];
     nodeArgs.push(...values["node-flags"].split(" ").filter(Boolean));
@@ -331,7 +409,7 @@ try {
   }
 
   const probeBody = JSON.stringify(trainingPod(jobUid, 0));
-  const validated = async (wh: WebhookProcess): Promise<number> => (await fetchMetrics(wh)).get("validate-pods")?.count ?? 0;
+  const validated = async (wh: Served): Promise<number> => (await fetchMetrics(wh)).get("validate-pods")?.count ?? 0;
   /** The apiserver's view of the configurations settled: a dry-run probe is outfitted or not as `v` says, validated by its webhook process alone. */
   const settled = async (v: Variant): Promise<boolean> => {
     const before = await Promise.all(processes.map(validated));
@@ -364,6 +442,8 @@ try {
     cpuMsPerPod: Record<string, number>;
     /** The variant's webhook process: bytes read and written per pod, TLS connections accepted by protocol. */
     webhookIo?: { readPerPod: number; writtenPerPod: number; connections: Record<string, number>; warmConnections: Record<string, number> };
+    /** The webhook process's V8 garbage collections in the measured runs, by kind: count and seconds ("minor count", "minor sum"). */
+    webhookGc?: Record<string, number>;
   }
   const base = { etcd: childPid("etcd"), apiserver: childPid("kube-apiserver") };
   const rows: Row[] = [];
@@ -377,6 +457,7 @@ try {
     /** Connections opened from registering the variant to the end of its warm-up (not counted above). */
     warmConnections: Record<string, number>;
     server: Map<string, ServerSide>;
+    gc: Record<string, number>;
   }
   const addTo = (into: Record<string, number>, from: Record<string, number>, minus: Record<string, number> = {}, scale = 1): void => {
     for (const k of Object.keys(from)) into[k] = (into[k] ?? 0) + (from[k]! - (minus[k] ?? 0)) * scale;
@@ -394,7 +475,7 @@ try {
   const podsPerRun = (pods: number): number => Math.ceil(pods / rounds);
   for (const pods of podCounts) {
     for (const clients of clientCounts) {
-      const tallies = new Map<string, Tally>(variants.map((v) => [v.name, { outcomes: [], seconds: 0, cpu: {}, io: { read: 0, written: 0 }, connections: {}, warmConnections: {}, server: new Map() }]));
+      const tallies = new Map<string, Tally>(variants.map((v) => [v.name, { outcomes: [], seconds: 0, cpu: {}, io: { read: 0, written: 0 }, connections: {}, warmConnections: {}, server: new Map(), gc: {} }]));
       // Each round runs every variant, the order rotated by one each round: on a shared machine whose speed
       // drifts, no variant always runs first or last.
       for (let round = 0; round < rounds; round++) {
@@ -407,6 +488,7 @@ try {
           const pids = { ...base, webhook: v.webhook?.pid() };
           const before = v.webhook ? await fetchMetrics(v.webhook) : undefined;
           const connectionsBefore = v.webhook ? await fetchConnections(v.webhook) : {};
+          const gcBefore = v.webhook ? await fetchGc(v.webhook) : {};
           addTo(tally.warmConnections, connectionsBefore, atRegister);
           const ioBefore = ioBytes(pids.webhook);
           const cpuBefore = cpuNow(pids);
@@ -417,6 +499,7 @@ try {
           const ioAfter = ioBytes(pids.webhook);
           if (v.webhook) addServer(tally.server, before!, await fetchMetrics(v.webhook));
           addTo(tally.connections, v.webhook ? await fetchConnections(v.webhook) : {}, connectionsBefore);
+          addTo(tally.gc, v.webhook ? await fetchGc(v.webhook) : {}, gcBefore);
           tally.outcomes.push(...outcomes);
           tally.seconds += seconds;
           addTo(tally.cpu, cpuAfter, cpuBefore);
@@ -441,7 +524,7 @@ try {
           errors: [...new Set(failed.map((o) => o.error ?? ""))].slice(0, 3),
           ...(v.webhook ? { server: serverDelta(new Map(), t.server) } : {}),
           cpuMsPerPod: Object.fromEntries(Object.keys(t.cpu).map((k) => [k, (t.cpu[k]! * 1000) / n])),
-          ...(v.webhook ? { webhookIo: { readPerPod: t.io.read / n, writtenPerPod: t.io.written / n, connections: t.connections, warmConnections: t.warmConnections } } : {}),
+          ...(v.webhook ? { webhookIo: { readPerPod: t.io.read / n, writtenPerPod: t.io.written / n, connections: t.connections, warmConnections: t.warmConnections }, webhookGc: t.gc } : {}),
         };
         rows.push(row);
         console.error(
@@ -521,6 +604,20 @@ try {
         }),
     ),
   );
+  console.log("\nThe webhook process's V8 garbage collections in the measured runs (prom-client's nodejs_gc_duration_seconds; the floor has none):\n");
+  console.log(
+    table(
+      ["scenario", "clients", "pods", "minor GCs", "pods per minor GC", "minor ms each", "major GCs", "major ms each", "GC ms per pod"],
+      rows
+        .filter((r) => r.webhookGc && Object.keys(r.webhookGc).length > 0)
+        .map((r) => {
+          const g = r.webhookGc!;
+          const n = (k: string): number => g[k] ?? 0;
+          const totalSeconds = Object.keys(g).filter((k) => k.endsWith(" sum")).reduce((a, k) => a + g[k]!, 0);
+          return [r.scenario, r.clients, r.pods, n("minor count"), r.pods / Math.max(1, n("minor count")), (1000 * n("minor sum")) / Math.max(1, n("minor count")), n("major count"), (1000 * n("major sum")) / Math.max(1, n("major count")), (1000 * totalSeconds) / r.pods];
+        }),
+    ),
+  );
   // Issue 21's targets, for each variant against the first one (how Quartermaster served before).
   const before = variantNames[0];
   for (const o of overhead) {
@@ -541,6 +638,6 @@ try {
   if (values.json) (await import("node:fs")).writeFileSync(values.json, JSON.stringify(result, null, 2));
   console.log(JSON.stringify(result));
 } finally {
-  for (const wh of processes) await wh.stop();
+  for (const wh of [...processes, ...upstreams]) await wh.stop();
   await cp.stop();
 }
