@@ -336,6 +336,7 @@ async function floorProcess(certs: WebhookProcess, upstream?: WebhookProcess): P
     [join(ROOT, "bench/lib/floor-webhook.mjs"), join(certs.certDir, "tls.crt"), join(certs.certDir, "tls.key"), String(port), "0", ...(upstream ? [String(upstream.port), join(upstream.certDir, "ca.crt")] : [])],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
+  process.on("exit", () => child.kill("SIGKILL")); // never outlive a bench that failed
   const metricsPort = await new Promise<number>((resolve, reject) => {
     let out = "";
     child.stdout!.on("data", (c: Buffer) => {
