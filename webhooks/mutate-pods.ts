@@ -6,7 +6,7 @@
  * denial when the policy's `clusterSpec.onJobLookupFailure` is `deny`.
  */
 import { specsCost } from "../src/admission/cost.js";
-import { podGuard } from "../src/admission/guards.js";
+import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
 import type { AdmissionRequest, KubeObject } from "../src/admission/types.js";
 import { mutatePod, POD_MUTATIONS, type Pod } from "../src/mutate/index.js";
@@ -29,7 +29,7 @@ export function mutatePods(deps: WebhookDeps): Webhook {
   }
   return mutatingWebhook({
     name: "mutate-pods",
-    guard: podGuard(["CREATE"]),
+    guard: allGuards(podGuard(["CREATE"]), unwalkedPodGuard(policy)),
     // One pass per mutation; a pod over the bound is admitted unchanged, with a warning saying so.
     cost: (request) => specsCost([request.object.spec], POD_MUTATIONS.length, policy.gpu.resources),
     mutate(request) {

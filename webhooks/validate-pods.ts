@@ -8,7 +8,7 @@
  */
 import type { V1Pod } from "@kubernetes/client-node";
 import { specsCost } from "../src/admission/cost.js";
-import { podGuard } from "../src/admission/guards.js";
+import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
 import { validatingWebhook, type Webhook } from "../src/admission/handler.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
@@ -23,7 +23,7 @@ export function validatePods(deps: WebhookDeps): Webhook {
   const { policy } = deps;
   return validatingWebhook({
     name: "validate-pods",
-    guard: podGuard(["CREATE"], { resize: ["UPDATE"] }),
+    guard: allGuards(podGuard(["CREATE"], { resize: ["UPDATE"] }), unwalkedPodGuard(policy)),
     cost: (request) => {
       const specs = [request.object.spec];
       if (request.subResource && request.oldObject) specs.push(request.oldObject.spec);

@@ -4,6 +4,11 @@
  * the skip reason), or undefined. The webhook configurations already scope what the apiserver sends;
  * these make the handlers safe even under a broader configuration.
  */
+import { matchesGlob } from "../glob.js";
+import { LABEL_JOB_NAME } from "../keys.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../manifests/webhooks.js";
+import type { Policy } from "../policy/types.js";
+import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 import type { Guard } from "./handler.js";
 import type { AdmissionRequest, Operation } from "./types.js";
 
@@ -28,6 +33,56 @@ export function podGuard(operations: readonly Operation[], subresources: Subreso
   return (req) => {
     if (req.resource.group !== "" || req.resource.resource !== "pods") return `resource ${req.resource.resource} is not pods`;
     return operationSkip(req, operations, subresources);
+  };
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * The rest of the pod webhooks' `training-pods-only` match condition (`trainingPodExpression` in
+ * src/manifests/webhooks.ts). To bound its cost, the condition walks a pod only within CONDITION_MAX_CONTAINERS
+ * and CONDITION_MAX_RESOURCES and sends a wider one on unwalked; for such a pod this guard makes the condition's
+ * very test, in one pass: the job-name label (caffe2-operator's two labels), or a GPU resource pattern of the
+ * policy among the requests or limits of a container or init container. So a wide pod that is no training pod (a
+ * 1,500-container web server's) is skipped, as the condition would have skipped it, and never meets the rules or
+ * the validating webhook's cost bound. A pod within the bounds passes: the apiserver's condition has decided
+ * for it, and the CLI (`admit`) keeps admitting any pod it is given.
+ */
+export function unwalkedPodGuard(policy: Pick<Policy, "jobKinds" | "gpu">): Guard {
+  const jobName = policy.jobKinds.some((k) => k.framework !== "caffe2");
+  const caffe2 = policy.jobKinds.some((k) => k.framework === "caffe2");
+  const patterns = gpuResourcePatterns(policy);
+  const isGpu = (name: string): boolean => patterns.some((p) => matchesGlob(p, name));
+  const anyGpu = (m: unknown): boolean => isObj(m) && Object.keys(m).some(isGpu);
+  return (req) => {
+    const pod = req.object as Obj | null | undefined;
+    const labels = isObj(pod?.metadata) ? (pod.metadata as Obj).labels : undefined;
+    if (isObj(labels)) {
+      if (jobName && hasOwn.call(labels, LABEL_JOB_NAME)) return undefined;
+      if (caffe2 && hasOwn.call(labels, CAFFE2_LABELS.jobKey) && hasOwn.call(labels, CAFFE2_LABELS.group)) return undefined;
+    }
+    const spec = isObj(pod?.spec) ? (pod.spec as Obj) : {};
+    const lists = [spec.initContainers, spec.containers].filter((l): l is unknown[] => Array.isArray(l));
+    const size = (m: unknown): number => (isObj(m) ? Object.keys(m).length : 0);
+    const resourcesOf = (c: unknown): Obj => (isObj(c) && isObj(c.resources) ? c.resources : {});
+    const wide =
+      lists.reduce((n, l) => n + l.length, 0) > CONDITION_MAX_CONTAINERS ||
+      lists.some((l) => l.some((c) => size(resourcesOf(c).requests) + size(resourcesOf(c).limits) > CONDITION_MAX_RESOURCES));
+    if (!wide) return undefined;
+    if (lists.some((l) => l.some((c) => anyGpu(resourcesOf(c).requests) || anyGpu(resourcesOf(c).limits)))) return undefined;
+    return "not a training pod (no job label, no GPU resource), sent on by the match condition unwalked: wider than its bounds";
+  };
+}
+
+/** The first guard's reason, or none when every guard lets the request through. */
+export function allGuards(...guards: Guard[]): Guard {
+  return (req) => {
+    for (const g of guards) {
+      const reason = g(req);
+      if (reason !== undefined) return reason;
+    }
+    return undefined;
   };
 }
 

@@ -22,14 +22,12 @@ import type { LabelSelector } from "../doctor/types.js";
 import { LABEL_JOB_NAME } from "../keys.js";
 import type { Policy } from "../policy/types.js";
 import { namespaceScope, namespaceSelector } from "../scope.js";
+import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 
 export const WEBHOOK_CONFIGURATION_NAME = "quartermaster";
 export const WEBHOOK_SERVICE_NAME = "quartermaster-webhook";
 export const DEFAULT_NAMESPACE = "quartermaster";
 
-/** caffe2-operator's pod labels (`group_name: kubeflow.org`, `caffe2_job_key: <ns>-<name>`). */
-export const CAFFE2_GROUP_LABEL = "group_name";
-export const CAFFE2_JOB_KEY_LABEL = "caffe2_job_key";
 
 export interface RuleWithOperations {
   apiGroups: string[];
@@ -136,10 +134,23 @@ export const requestsOf = (c: string): string => `${c}.?resources.?requests.orVa
 export const limitsOf = (c: string): string => `${c}.?resources.?limits.orValue({})`;
 
 /**
+ * How much of a pod the webhooks' match condition walks. A wider pod (more containers and init containers, or a
+ * container with more resource entries, requests and limits together) goes to the webhook without being walked,
+ * and the webhook's own guard and cost bound decide (src/admission/handler.ts). Without this, a condition's work
+ * grows with the pod, and past kube-apiserver's CEL budget for one expression (measured: 1,500 containers of 16
+ * resources) it fails, and a failing condition takes the webhook's failurePolicy: the validating webhook's Fail
+ * refused unrelated pods. Within these bounds it walks at most 64 × 32 resource names.
+ */
+export const CONDITION_MAX_CONTAINERS = 64;
+export const CONDITION_MAX_RESOURCES = 32;
+
+/**
  * The `training-pods-only` expression: a pod of a training job (by its framework's labels) or one requesting a
  * GPU resource in any container or init container. `limitsOnly` looks at limits alone (right after the
  * apiserver's own validation, when every GPU resource is an extended resource: see `trainingExpression` in
  * src/policy/vap.ts); the webhooks look at both, the mutating one seeing pods before that validation.
+ * `bounded` (the webhooks' match condition) is also true for a pod wider than {@link CONDITION_MAX_CONTAINERS}
+ * and {@link CONDITION_MAX_RESOURCES}, so its cost is bounded whatever the pod.
  *
  * Written as small as it can be, the GPU test once: kube-apiserver plans a match condition's CEL program anew
  * for every request (its cost tracking wants a fresh program; kubernetes staging/src/k8s.io/apiserver,
@@ -147,16 +158,17 @@ export const limitsOf = (c: string): string => `${c}.?resources.?limits.orValue(
  * profiles the two pod webhooks' conditions took 14 % of the apiserver's CPU, 6 % of it planning, when the
  * expression tested each GPU pattern four times (containers and init containers, limits and requests).
  */
-export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">, opts: { limitsOnly?: boolean } = {}): string {
+export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">, opts: { limitsOnly?: boolean; bounded?: boolean } = {}): string {
   const isGpu = gpuResourcePatterns(policy).map((p) => globCondition("r", p)).join(" || ");
   const labelled = (label: string): string => `${celString(label)} in object.metadata.?labels.orValue({})`;
   const labels: string[] = [];
   if (policy.jobKinds.some((k) => k.framework !== "caffe2")) labels.push(labelled(LABEL_JOB_NAME));
-  if (policy.jobKinds.some((k) => k.framework === "caffe2")) labels.push(`(${labelled(CAFFE2_JOB_KEY_LABEL)} && ${labelled(CAFFE2_GROUP_LABEL)})`);
+  if (policy.jobKinds.some((k) => k.framework === "caffe2")) labels.push(`(${labelled(CAFFE2_LABELS.jobKey)} && ${labelled(CAFFE2_LABELS.group)})`);
+  const wide = opts.bounded ? `size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES} || ` : "";
   const gpu = opts.limitsOnly
-    ? `${ALL_CONTAINERS}.exists(c, ${limitsOf("c")}.exists(r, ${isGpu}))`
-    : `${ALL_CONTAINERS}.exists(c, [${requestsOf("c")}, ${limitsOf("c")}].exists(m, m.exists(r, ${isGpu})))`;
-  return [...labels, gpu].join(" ||\n");
+    ? `${ALL_CONTAINERS}.exists(c, ${wide}${limitsOf("c")}.exists(r, ${isGpu}))`
+    : `${ALL_CONTAINERS}.exists(c, ${wide}[${requestsOf("c")}, ${limitsOf("c")}].exists(m, m.exists(r, ${isGpu})))`;
+  return [...labels, ...(opts.bounded ? [`size${ALL_CONTAINERS} > ${CONDITION_MAX_CONTAINERS}`] : []), gpu].join(" ||\n");
 }
 
 // ---- the configurations ---------------------------------------------------------------------------------
@@ -180,7 +192,7 @@ const podRule = (operations: string[], resource: string): RuleWithOperations => 
 export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderOptions = {}): [RenderedConfiguration, RenderedConfiguration] {
   const namespace = opts.namespace ?? DEFAULT_NAMESPACE;
   const selector = namespaceSelector(namespaceScope(namespace));
-  const trainingPods: MatchCondition[] = [{ name: "training-pods-only", expression: trainingPodExpression(policy) }];
+  const trainingPods: MatchCondition[] = [{ name: "training-pods-only", expression: trainingPodExpression(policy, { bounded: true }) }];
   const hook = (name: string, path: string, failurePolicy: "Ignore" | "Fail", rules: RuleWithOperations[], extra: Partial<RenderedWebhook> = {}): RenderedWebhook => ({
     name,
     admissionReviewVersions: ["v1"],

@@ -90,6 +90,8 @@ const edges: Case[] = [
   // Not training pods (no job label, no GPU): out of scope whatever they ask for; training by a GPU alone: in.
   { id: "no job label, no GPU, over the cpu cap (not a training pod: admitted)", namespace: "team-a", pod: unlabelled(edgePod("edge-plain-cpu", { cpu: "64", memory: "1Ti" })) },
   { id: "no job label, no GPU, 9 containers over caps (not a training pod: admitted)", namespace: "team-a", pod: plainPod("edge-plain-9", 9) },
+  // Wider than the webhooks' match condition walks (src/manifests/webhooks.ts, CONDITION_MAX_*): their guard skips it.
+  { id: "no job label, no GPU, 1,500 containers of 16 resources (not a training pod: admitted)", namespace: "team-a", pod: extendedPod("edge-plain-wide", 1500, 16) },
   { id: "no job label, a GPU, over the cpu cap (a training pod by its GPU: denied)", namespace: "team-a", pod: unlabelled(edgePod("edge-gpu-cpu", { cpu: "64", "nvidia.com/gpu": "1" })) },
 ];
 
@@ -111,6 +113,13 @@ function unlabelled(pod: Obj): Obj {
 /** A pod of `n` containers each over the cpu and memory caps, without labels or GPUs. */
 function plainPod(name: string, n: number): Obj {
   const containers = Array.from({ length: n }, (_, j) => ({ name: `c-${j}`, image: "busybox", resources: { limits: { cpu: "8", memory: "17Gi" } } }));
+  return { apiVersion: "v1", kind: "Pod", metadata: { name }, spec: { restartPolicy: "Never", containers } };
+}
+
+/** A pod of `n` containers each limiting `k` extended resources that are no GPUs, without labels. */
+function extendedPod(name: string, n: number, k: number): Obj {
+  const limits = Object.fromEntries(Array.from({ length: k }, (_, i) => [`example.com/r-${i}`, "1"]));
+  const containers = Array.from({ length: n }, (_, j) => ({ name: `c-${j}`, image: "busybox", resources: { limits } }));
   return { apiVersion: "v1", kind: "Pod", metadata: { name }, spec: { restartPolicy: "Never", containers } };
 }
 

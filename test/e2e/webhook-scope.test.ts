@@ -71,10 +71,11 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
     // kube-system carrying the opt-in label: excluded by name all the same.
     const labelled = await cp.kubectl(["label", "namespace", "kube-system", "quartermaster.dev/enabled=true"]);
     assert.equal(labelled.code, 0, labelled.stderr);
-    // A policy that adds two GPU resources: one exact, one whose pattern becomes a CEL `matches`.
+    // A policy that adds two GPU resources: one exact, one whose pattern becomes a CEL `matches`; and a cpu cap,
+    // which a pod the webhooks should skip must never meet.
     writeFileSync(
       join(cp.dir, "scope-policy.yaml"),
-      "gpu:\n  resources:\n    - pattern: nvidia.com/gpu\n    - pattern: example.com/gpu\n    - pattern: example.com/tpu-*-shared\n",
+      "gpu:\n  resources:\n    - pattern: nvidia.com/gpu\n    - pattern: example.com/gpu\n    - pattern: example.com/tpu-*-shared\nlimits:\n  container:\n    cpu: \"8\"\n",
     );
     wh = await webhookProcess({ kubeconfig: cp.kubeconfig, policy: policyFile() });
     await wh.start();
@@ -122,6 +123,17 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
     spec: { restartPolicy: "Never", ...spec },
   });
   const gpu = { limits: { "nvidia.com/gpu": "1" } };
+  /**
+   * `init` init containers and `n` containers, each limiting `resources` extended resources that are no GPUs (or,
+   * with none, cpu far over any cap); `gpuLast` makes the last container's last one `nvidia.com/gpu`.
+   */
+  const widePod = (init: number, n: number, resources: number, gpuLast = false): Record<string, unknown> => {
+    const limits = resources === 0 ? { cpu: "1000" } : Object.fromEntries(Array.from({ length: resources }, (_, i) => [`example.com/r-${i}`, "1"]));
+    const many = (prefix: string, k: number): Array<Record<string, unknown>> => Array.from({ length: k }, (_, i) => container(`${prefix}-${i}`, { limits }));
+    const containers = many("c", n);
+    if (gpuLast) containers[n - 1] = container(`c-${n - 1}`, { limits: { ...limits, [`example.com/r-${resources - 1}`]: undefined, "nvidia.com/gpu": "1" } });
+    return { ...(init > 0 ? { initContainers: many("init", init) } : {}), containers };
+  };
   const conditionCases: Array<{ name: string; body: (n: string) => Record<string, unknown>; seen: boolean }> = [
     { name: "a GPU in an init container only", body: (n) => shaped(n, { initContainers: [container("init", gpu)], containers: [container("main")] }), seen: true },
     { name: "a GPU in the second container, none in the first", body: (n) => shaped(n, { containers: [container("a", { requests: { cpu: "1" } }), container("b", gpu)] }), seen: true },
@@ -131,6 +143,18 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
     { name: "the job-name label without a GPU", body: (n) => shaped(n, { containers: [container("main")] }, { "training.kubeflow.org/job-name": "mnist" }), seen: true },
     { name: "only one of caffe2-operator's two labels", body: (n) => shaped(n, { containers: [container("main")] }, { caffe2_job_key: "team-in-resnet" }), seen: false },
     { name: "other labels, no GPU", body: (n) => shaped(n, { containers: [container("main")] }, { app: "web", "training.kubeflow.org/replica-type": "worker" }), seen: false },
+    // The condition's work is bounded (CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES: requests and limits
+    // together, and the apiserver defaults an extended resource's request to its limit, so 16 limits are 32
+    // entries): a wider pod is sent on unwalked, and the webhooks' guard skips it unless it is a training pod.
+    // Unbounded, the 1,500-container pod passed the apiserver's CEL budget, and the failing condition took the
+    // validating webhook's failurePolicy (Fail): 403 for a pod that is none of Quartermaster's business. Every
+    // case here must be created.
+    { name: "1,500 containers and init containers of 16 resources, no GPU (sent on, skipped)", body: (n) => shaped(n, widePod(500, 1000, 16)), seen: true },
+    { name: "65 containers over the cpu cap, no GPU (one over the bound: sent on, skipped)", body: (n) => shaped(n, widePod(0, 65, 0)), seen: true },
+    { name: "a container of 17 resources, no GPU (34 entries: sent on, skipped)", body: (n) => shaped(n, widePod(0, 1, 17)), seen: true },
+    { name: "64 containers of 16 resources, no GPU (the most the condition walks)", body: (n) => shaped(n, widePod(0, 64, 16)), seen: false },
+    // (With 16 resources each it would be over the validating webhook's own cost bound: denied, as intended.)
+    { name: "64 containers of 8 resources, a GPU in the last one's limits", body: (n) => shaped(n, widePod(0, 64, 8, true)), seen: true },
   ];
   for (const c of conditionCases) {
     it(`the condition, through the apiserver: ${c.name} ${c.seen ? "reaches" : "does not reach"} the webhook`, async () => {

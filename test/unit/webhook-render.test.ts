@@ -11,7 +11,18 @@ import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { matchesGlob } from "../../src/glob.js";
 import { generatedWebhookManifest, WEBHOOK_MANIFEST } from "../../src/manifests/generate.js";
-import { celString, globCondition, renderWebhookConfigurations, trainingPodExpression, type RenderedWebhook } from "../../src/manifests/webhooks.js";
+import {
+  ALL_CONTAINERS,
+  celString,
+  CONDITION_MAX_CONTAINERS,
+  CONDITION_MAX_RESOURCES,
+  globCondition,
+  limitsOf,
+  renderWebhookConfigurations,
+  requestsOf,
+  trainingPodExpression,
+  type RenderedWebhook,
+} from "../../src/manifests/webhooks.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { Policy } from "../../src/policy/types.js";
 import { namespaceScope, namespaceSelector } from "../../src/scope.js";
@@ -146,8 +157,8 @@ describe("webhook configurations render", () => {
     assert.ok(renderWebhookConfigurations(policy, { caBundle: "Q0E=" }).flatMap((c) => c.webhooks).every((h) => h.clientConfig.caBundle === "Q0E="));
   });
 
-  it("the pod webhooks share one training-pods-only condition; the job webhooks have none", () => {
-    const expression = trainingPodExpression(policy);
+  it("the pod webhooks share one training-pods-only condition, bounded; the job webhooks have none", () => {
+    const expression = trainingPodExpression(policy, { bounded: true });
     for (const h of hooks(policy)) {
       if (h.name.startsWith("pods.")) assert.deepEqual(h.matchConditions, [{ name: "training-pods-only", expression }]);
       else assert.equal(h.matchConditions, undefined);
@@ -180,6 +191,18 @@ describe("training-pods-only expression", () => {
 
   it("its string literals are all well formed", () => {
     assert.doesNotThrow(() => lexCel(trainingPodExpression(policy)));
+    assert.doesNotThrow(() => lexCel(trainingPodExpression(policy, { bounded: true })));
+  });
+
+  it("bounded: a pod wider than the bounds is sent on before any container is walked", () => {
+    const e = trainingPodExpression(policy, { bounded: true });
+    const containers = `size${ALL_CONTAINERS} > ${CONDITION_MAX_CONTAINERS}`;
+    const entries = `size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES} || `;
+    assert.ok(e.includes(containers), e);
+    assert.ok(e.indexOf(containers) < e.indexOf(".exists(c,"), "the container count is tested before the walk");
+    assert.ok(e.includes(`.exists(c, ${entries}`), "each container's width is tested before its resources are");
+    // The VAP's training test (src/policy/vap.ts) is the webhooks' guard, exactly: no bounds.
+    assert.ok(!trainingPodExpression(policy).includes(`> ${CONDITION_MAX_CONTAINERS}`));
   });
 });
 
