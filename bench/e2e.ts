@@ -179,8 +179,22 @@ function scrape(wh: Served): Promise<string> {
   });
 }
 
-async function fetchMetrics(wh: Served): Promise<Map<string, ServerSide>> {
+/** What the bench reads from a webhook server's metrics, from one scrape. */
+interface Reading {
+  server: Map<string, ServerSide>;
+  connections: Record<string, number>;
+  gc: Record<string, number>;
+}
+
+/** Nothing for a variant without a webhook process (the baseline). */
+async function read(wh: Served | undefined): Promise<Reading> {
+  if (!wh) return { server: new Map(), connections: {}, gc: {} };
   const text = await scrape(wh);
+  return { server: serverSide(text), connections: connectionsOf(text), gc: gcOf(text) };
+}
+
+/** Server-side admission time by webhook (`quartermaster_admission_duration_seconds`). */
+function serverSide(text: string): Map<string, ServerSide> {
   const out = new Map<string, ServerSide>();
   const get = (w: string): ServerSide => {
     let s = out.get(w);
@@ -201,6 +215,10 @@ async function fetchMetrics(wh: Served): Promise<Map<string, ServerSide>> {
     }
   }
   return out;
+}
+
+async function fetchMetrics(wh: Served): Promise<Map<string, ServerSide>> {
+  return serverSide(await scrape(wh));
 }
 
 function serverDelta(before: Map<string, ServerSide>, after: Map<string, ServerSide>): Array<{ webhook: string; count: number; meanMs: number; p99UpToMs: number }> {
@@ -236,14 +254,12 @@ function ioBytes(pid: number | undefined): { read: number; written: number } {
 }
 
 /** TLS connections the webhook server accepted, by protocol (`quartermaster_tls_connections_total`). */
-async function fetchConnections(wh: Served): Promise<Record<string, number>> {
-  const text = await scrape(wh);
+function connectionsOf(text: string): Record<string, number> {
   return Object.fromEntries([...text.matchAll(/^quartermaster_tls_connections_total\{protocol="([^"]+)"\} (\S+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
 }
 
 /** V8's garbage collections so far by kind (minor, major, ...): count and seconds (prom-client's nodejs_gc_duration_seconds; none for the floor). */
-async function fetchGc(wh: Served): Promise<Record<string, number>> {
-  const text = await scrape(wh);
+function gcOf(text: string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const m of text.matchAll(/^nodejs_gc_duration_seconds_(count|sum)\{kind="([^"]+)"\} (\S+)$/gm)) out[`${m[2]} ${m[1]}`] = Number(m[3]);
   return out;
@@ -483,14 +499,12 @@ try {
         for (let k = 0; k < variants.length; k++) {
           const v = variants[(k + round) % variants.length]!;
           const tally = tallies.get(v.name)!;
-          const atRegister = v.webhook ? await fetchConnections(v.webhook) : {};
+          const atRegister = (await read(v.webhook)).connections;
           await register(v);
           if (warmup > 0) await run(cp, jobUid, warmup, clients);
           const pids = { ...base, webhook: v.webhook?.pid() };
-          const before = v.webhook ? await fetchMetrics(v.webhook) : undefined;
-          const connectionsBefore = v.webhook ? await fetchConnections(v.webhook) : {};
-          const gcBefore = v.webhook ? await fetchGc(v.webhook) : {};
-          addTo(tally.warmConnections, connectionsBefore, atRegister);
+          const before = await read(v.webhook);
+          addTo(tally.warmConnections, before.connections, atRegister);
           const ioBefore = ioBytes(pids.webhook);
           const cpuBefore = cpuNow(pids);
           const profiled = values.pprof ? apiserverProfile(cp, Number(values["pprof-seconds"]), join(values.pprof, `apiserver-${v.name}-${clients}c-r${round + 1}.pprof`)) : undefined;
@@ -498,9 +512,10 @@ try {
           const cpuAfter = cpuNow(pids);
           await profiled;
           const ioAfter = ioBytes(pids.webhook);
-          if (v.webhook) addServer(tally.server, before!, await fetchMetrics(v.webhook));
-          addTo(tally.connections, v.webhook ? await fetchConnections(v.webhook) : {}, connectionsBefore);
-          addTo(tally.gc, v.webhook ? await fetchGc(v.webhook) : {}, gcBefore);
+          const after = await read(v.webhook);
+          addServer(tally.server, before.server, after.server);
+          addTo(tally.connections, after.connections, before.connections);
+          addTo(tally.gc, after.gc, before.gc);
           tally.outcomes.push(...outcomes);
           tally.seconds += seconds;
           addTo(tally.cpu, cpuAfter, cpuBefore);
