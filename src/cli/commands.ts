@@ -216,6 +216,7 @@ interface ServeFlags {
   /** Offer HTTP/2 by ALPN besides HTTP/1.1. */
   http2: boolean;
   maxConnections: number;
+  maxConnectionsPerSource: number;
   maxInflightBodyBytes: number;
   policyFile?: string;
   kubeconfig?: string;
@@ -238,7 +239,8 @@ function serveFlagSpecs(dev: boolean): Record<string, FlagSpec> {
     "metrics-port": { type: "string", value: "port", description: "/metrics, /healthz and /readyz over HTTP (0: any free port)", default: "9090" },
     "client-ca": { type: "string", value: "file", description: "require client certificates signed by this CA (the apiserver's)" },
     http2: { type: "boolean", description: "offer HTTP/2 by ALPN besides HTTP/1.1" },
-    "max-connections": { type: "string", value: "n", description: "open connections at most", default: "1000" },
+    "max-connections": { type: "string", value: "n", description: "open connections at most (when full, the least useful one is closed)", default: "1000" },
+    "max-connections-per-source": { type: "string", value: "n", description: "open connections at most from one address", default: "250" },
     "max-inflight-body-mib": { type: "string", value: "mib", description: "request bodies held in memory at once, in MiB", default: "32" },
     policy: POLICY_FLAG,
     kubeconfig: KUBECONFIG_FLAG,
@@ -277,6 +279,7 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     clientCaFile: flags.clientCaFile && resolve(io.cwd, flags.clientCaFile),
     http2: flags.http2,
     maxConnections: flags.maxConnections,
+    maxConnectionsPerSource: flags.maxConnectionsPerSource,
     maxInflightBodyBytes: flags.maxInflightBodyBytes,
     webhooks,
     metrics,
@@ -318,6 +321,7 @@ function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlag
     clientCaFile: values["client-ca"] as string | undefined,
     http2: values.http2 === true,
     maxConnections: intFlag(values, "max-connections", 1000, 1, 1_000_000),
+    maxConnectionsPerSource: intFlag(values, "max-connections-per-source", 250, 1, 1_000_000),
     maxInflightBodyBytes: intFlag(values, "max-inflight-body-mib", 32, 8, 4096) * 1024 * 1024,
     certFile: certFile ?? "",
     keyFile: keyFile ?? "",

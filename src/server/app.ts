@@ -152,13 +152,31 @@ export function sendError(res: ServerResponse, err: HttpError, close: boolean): 
 }
 
 /**
+ * How long a socket answered by {@link answerClientError} may take to send that answer before it is cut: a
+ * peer that reads nothing would otherwise keep the socket, and its connection slot, while the answer waits
+ * in the send buffer.
+ */
+export const CLIENT_ERROR_LINGER_MS = 2_000;
+
+/** Errors of Node's HTTP/1 parser and its header and request timeouts: a request was under way, and can be answered. */
+function isHttpRequestError(err: NodeJS.ErrnoException): boolean {
+  return typeof err.code === "string" && (err.code.startsWith("HPE_") || err.code === "ERR_HTTP_REQUEST_TIMEOUT");
+}
+
+/**
  * The answer to a request Node's HTTP parser refused (malformed, headers too large, header or request
  * timeout), written straight to the socket as Node's default would, but with a metav1.Status body instead
  * of none. Mount it as the server's 'clientError' listener.
+ *
+ * Every other failure is a connection's, not a request's, and the socket is destroyed at once: a TLS
+ * handshake that failed or timed out (an HTTPS server hands its 'tlsClientError' here too), a reset. An
+ * answer written into a socket whose handshake never finished is never sent, and its `end()` never
+ * completes: 1,000 silent connections held that way locked the port for good (issue 29).
  */
 export function answerClientError(err: NodeJS.ErrnoException & { bytesParsed?: number }, socket: Duplex): void {
-  if (!socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) {
-    // A response is already under way on this connection (or the socket is gone): nothing clean to add.
+  if (!isHttpRequestError(err) || !socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) {
+    // Not a request's error, or a response is already under way on this connection (or the socket is
+    // gone): nothing clean to add.
     socket.destroy();
     return;
   }
@@ -171,8 +189,12 @@ export function answerClientError(err: NodeJS.ErrnoException & { bytesParsed?: n
         : `malformed HTTP request: ${err.code ?? "parse error"}${err.message ? ` (${err.message})` : ""}`;
   const text = statusText(new HttpError(status, message));
   const reason = status === 408 ? "Request Timeout" : status === 431 ? "Request Header Fields Too Large" : "Bad Request";
+  const cut = setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS);
+  cut.unref();
+  socket.once("close", () => clearTimeout(cut));
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+    () => socket.destroy(),
   );
 }
 
@@ -466,8 +488,7 @@ export interface RequestListener extends Listener {
 }
 
 /** The path of a request URL, without the query. */
-function pathOf(req: IncomingMessage): string {
-  const url = req.url ?? "/";
+export function pathOf(url = "/"): string {
   const q = url.indexOf("?");
   return q < 0 ? url : url.slice(0, q);
 }
@@ -522,7 +543,7 @@ export function createRequestListener(opts: AppOptions): RequestListener {
   const posts = new Set(direct.keys());
   const none = new Map<string, Listener>();
   const handle = (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void => {
-    const path = pathOf(req);
+    const path = pathOf(req.url);
     if (req.method === "POST") {
       const handler = direct.get(path);
       if (handler) return handler(req, res, expectsContinue);
@@ -559,7 +580,7 @@ export function createMetricsListener(opts: MetricsListenerOptions): RequestList
     ],
   ]);
   const posts = new Set<string>();
-  const listener = ((req, res) => answerOthers(req, res, pathOf(req), opts, get, posts)) as RequestListener;
+  const listener = ((req, res) => answerOthers(req, res, pathOf(req.url), opts, get, posts)) as RequestListener;
   listener.checkContinue = listener;
   return listener;
 }

@@ -6,6 +6,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { WebhookResult } from "../admission/handler.js";
 import type { LedgerIndex } from "../reconcile/ledger-shards.js";
+import type { ConnectionCounts, ShedReason } from "./connections.js";
 
 export interface AdmissionMetrics {
   readonly registry: Registry;
@@ -20,6 +21,10 @@ export interface AdmissionMetrics {
   jobLookup(result: JobLookupResult, seconds: number): void;
   /** A TLS connection on the webhook port finished its handshake; `protocol` is what ALPN settled on. */
   connectionOpened(protocol: "h2" | "http/1.1"): void;
+  /** The connection guard closed a connection on `port` (`webhook` or `metrics`) to make room, or for idling (`connections.ts`). */
+  connectionShed(port: "webhook" | "metrics", reason: ShedReason): void;
+  /** The webhook port's open connections by state, read at scrape time. */
+  trackConnections(counts: () => ConnectionCounts): void;
 }
 
 /**
@@ -125,10 +130,34 @@ export function createAdmissionMetrics(opts: {
     registers,
   });
 
+  const shed = new Counter({
+    name: "quartermaster_connections_shed_total",
+    help: "Connections the server closed to make room or for idling, by port and reason: per_source (its source address had the most allowed), handshaking (too many unfinished TLS handshakes), capacity (the port was full), idle (no admission request for the keep-alive time).",
+    labelNames: ["port", "reason"] as const,
+    registers,
+  });
+  let connectionCounts: (() => ConnectionCounts) | undefined;
+  new Gauge({
+    name: "quartermaster_connections_open",
+    help: "Open connections on the webhook port, by state: handshaking (TLS not done), idle, active (a request in flight).",
+    labelNames: ["state"] as const,
+    registers,
+    collect() {
+      const counts = connectionCounts?.();
+      if (counts) for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
+    },
+  });
+
   return {
     registry,
     connectionOpened(protocol) {
       connections.inc({ protocol });
+    },
+    connectionShed(port, reason) {
+      shed.inc({ port, reason });
+    },
+    trackConnections(counts) {
+      connectionCounts = counts;
     },
     observe(webhook, r, seconds) {
       duration.observe({ webhook, operation: r.request.operation, outcome: r.outcome }, seconds);

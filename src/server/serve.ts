@@ -26,9 +26,10 @@ import { DEFAULT_CIPHERS } from "node:tls";
 import type { Logger } from "pino";
 import type { Webhook } from "../admission/handler.js";
 import { createBodyParser, type BodyParser } from "./parse.js";
-import { answerClientError, answerExpectation, createBodyBudget, createMetricsListener, createRequestListener, MAX_INFLIGHT_BODY_BYTES, type AppOptions, type RequestListener } from "./app.js";
+import { answerClientError, answerExpectation, createBodyBudget, createMetricsListener, createRequestListener, MAX_INFLIGHT_BODY_BYTES, pathOf, type AppOptions, type RequestListener } from "./app.js";
 import type { AdmissionMetrics } from "./metrics.js";
 import { KeyPairRefused, readKeyPair, watchKeyPair } from "./tls.js";
+import { guardConnections, type Guard, type GuardedServer, type GuardOptions } from "./connections.js";
 
 /**
  * Idle keep-alive connections are closed after this. The apiserver's webhook client (Go's http.Transport
@@ -56,11 +57,35 @@ export const CONNECTIONS_CHECK_MS = 2_000;
 /** A TLS handshake not done in this time is cut (Node's default is 120 s). */
 export const HANDSHAKE_TIMEOUT_MS = 10_000;
 /**
- * Open connections at most; further ones are closed as they arrive. An idle TLS connection costs ~30 KB
- * (5,000 took ~150 MB), so 1,000 bound that to ~30 MB; the apiserver opens one per concurrent call per
- * apiserver instance, tens at most.
+ * Open connections at most. An idle TLS connection costs ~30 KB (5,000 took ~150 MB), so 1,000 bound that
+ * to ~30 MB; the apiserver opens one per concurrent call per apiserver instance, tens at most. At the bound
+ * a new connection is taken and the one that matters least is closed (`connections.ts`).
  */
 export const MAX_CONNECTIONS = 1_000;
+/**
+ * Open connections at most from one source address: a quarter of the pool, many times what one apiserver
+ * instance opens, so one tenant's pod can take no more than that, and the others' evictions fall on it.
+ */
+export const MAX_CONNECTIONS_PER_SOURCE = 250;
+/**
+ * Connections in their TLS handshake at most. The apiserver's handshakes take milliseconds, so this many at
+ * once are a flood; past it the oldest is closed.
+ */
+export const MAX_HANDSHAKING = 200;
+/**
+ * With `--client-ca` a connection is not authenticated until its handshake is done: those connections get a
+ * smaller pool and a shorter deadline (the apiserver's handshake, client certificate included, takes
+ * milliseconds on a loaded control plane).
+ */
+export const MAX_HANDSHAKING_CLIENT_CA = 64;
+export const HANDSHAKE_TIMEOUT_CLIENT_CA_MS = 3_000;
+/**
+ * A connection with nothing in flight that has served no admission request for this long is closed,
+ * whatever else it sends: a `GET /healthz` each minute kept connections forever (issue 29). The same as the
+ * keep-alive timeout, so the apiserver's own idle connections are still its to close.
+ */
+export const IDLE_USE_TIMEOUT_MS = KEEP_ALIVE_TIMEOUT_MS;
+
 /**
  * HTTP/2 streams open at once on one connection (the SETTINGS the server sends). Go's HTTP/2 server
  * allows 250; the in-flight body budget bounds what they can hold, this bounds the streams themselves.
@@ -117,6 +142,10 @@ export interface ServeOptions {
   http2?: boolean;
   /** Open connections at most on the webhook port (default {@link MAX_CONNECTIONS}). */
   maxConnections?: number;
+  /** TLS handshake deadline (default {@link HANDSHAKE_TIMEOUT_MS}, {@link HANDSHAKE_TIMEOUT_CLIENT_CA_MS} with a client CA). */
+  handshakeTimeoutMs?: number;
+  /** Open connections at most from one source address (default {@link MAX_CONNECTIONS_PER_SOURCE}, at most `maxConnections`). */
+  maxConnectionsPerSource?: number;
   /** Cap on the body bytes in flight (default {@link MAX_INFLIGHT_BODY_BYTES}). */
   maxInflightBodyBytes?: number;
   /** Wall clock (certificate validity). */
@@ -153,19 +182,30 @@ export interface RunningServer {
 /**
  * The bounds every listener gets (see the constants above). Set as properties, which Node's HTTP/1 code
  * reads for each connection: `node:http2`'s server takes none of them as options (it sets its own 60 s
- * headers and 300 s request timeouts, checked every 30 s, for its HTTP/1.1 connections).
+ * headers and 300 s request timeouts, checked every 30 s, for its HTTP/1.1 connections). Connections are
+ * bounded by the guard (`connections.ts`), not `maxConnections`, which would refuse the newcomer.
  */
-function bound(server: WebhookServer, listener: RequestListener, maxConnections: number): void {
+function bound(server: WebhookServer, listener: RequestListener, guard: Omit<GuardOptions, "now" | "sweepMs">): Guard {
   const http1 = server as Server & { connectionsCheckingInterval: number };
   http1.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   http1.headersTimeout = HEADERS_TIMEOUT_MS;
   http1.requestTimeout = REQUEST_TIMEOUT_MS;
   // Read when the server starts listening.
   http1.connectionsCheckingInterval = CONNECTIONS_CHECK_MS;
-  server.maxConnections = maxConnections;
   server.on("checkContinue", listener.checkContinue);
   server.on("checkExpectation", answerExpectation);
   server.on("clientError", answerClientError);
+  return guardConnections(server as unknown as GuardedServer, guard);
+}
+
+/** The metrics port's guard: every request is use (Prometheus and the kubelet's probes). */
+function metricsGuard(metrics?: AdmissionMetrics): Omit<GuardOptions, "now" | "sweepMs"> {
+  return {
+    limits: { max: MAX_METRICS_CONNECTIONS, perSource: MAX_METRICS_CONNECTIONS, handshaking: MAX_METRICS_CONNECTIONS, idleMs: IDLE_USE_TIMEOUT_MS },
+    tls: false,
+    isUse: () => true,
+    onShed: metrics && ((reason) => metrics.connectionShed("metrics", reason)),
+  };
 }
 
 /**
@@ -208,7 +248,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     else if (now().getTime() < initial.notBefore.getTime()) log.warn({ notBefore: initial.notBefore.toISOString() }, "tls: the serving certificate is not valid yet");
     const tlsOptions = {
       ...context(initial),
-      handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+      handshakeTimeout: opts.handshakeTimeoutMs ?? (clientCa ? HANDSHAKE_TIMEOUT_CLIENT_CA_MS : HANDSHAKE_TIMEOUT_MS),
       ...(clientCa ? { requestCert: true, rejectUnauthorized: true } : {}),
     };
     const https: (Http2SecureServer & Http1Fallback) | Server =
@@ -243,19 +283,35 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     });
     server = https;
   }
-  bound(server, listener, opts.maxConnections ?? MAX_CONNECTIONS);
+  const max = opts.maxConnections ?? MAX_CONNECTIONS;
+  const webhookPaths = new Set(Object.keys(opts.webhooks));
+  const guards = [
+    bound(server, listener, {
+      limits: {
+        max,
+        perSource: Math.min(max, opts.maxConnectionsPerSource ?? MAX_CONNECTIONS_PER_SOURCE),
+        handshaking: Math.min(max, opts.clientCaFile ? MAX_HANDSHAKING_CLIENT_CA : MAX_HANDSHAKING),
+        idleMs: IDLE_USE_TIMEOUT_MS,
+      },
+      tls: !opts.plainHttp,
+      isUse: (req) => req.method === "POST" && webhookPaths.has(pathOf(req.url)),
+      onShed: (reason) => metrics.connectionShed("webhook", reason),
+    }),
+  ];
+  metrics.trackConnections(() => guards[0]!.counts());
 
   let metricsServer: PlainServer | undefined;
   if (opts.metricsPort !== undefined) {
     const metricsListener = createMetricsListener(appOptions);
     metricsServer = createPlainServer(SERVER_OPTIONS, metricsListener);
-    bound(metricsServer, metricsListener, MAX_METRICS_CONNECTIONS);
+    guards.push(bound(metricsServer, metricsListener, metricsGuard(metrics)));
   }
   try {
     await listen(server, opts.host, opts.port);
     if (metricsServer) await listen(metricsServer, opts.host, opts.metricsPort!);
   } catch (err) {
     watcher?.close();
+    for (const guard of guards) guard.stop();
     server.close();
     metricsServer?.close();
     throw err;
@@ -274,7 +330,10 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   else log.info({ url, metricsPort, notAfter: new Date(notAfter).toISOString(), clientCa: opts.clientCaFile !== undefined }, "serving");
   const close = drainer([server, ...(metricsServer ? [metricsServer] : [])], h2, opts, () => {
     draining = true;
-  }, () => watcher?.close());
+  }, () => {
+    watcher?.close();
+    for (const guard of guards) guard.stop();
+  });
   const closeAll = (): Promise<void> => close().then(() => parser.close());
   return { server, close: closeAll, port, url, metricsServer, metricsPort, reloadTls: () => watcher?.check() ?? Promise.resolve() };
 }
@@ -376,12 +435,13 @@ export async function startMetricsServer(opts: { host: string; port: number; reg
   const ready = opts.ready ?? ((): boolean => true);
   const listener = createMetricsListener({ metrics: { registry: opts.registry }, log: opts.log, ready: () => !closing && ready(), draining: () => closing });
   const server = createPlainServer(SERVER_OPTIONS, listener);
-  bound(server, listener, MAX_METRICS_CONNECTIONS);
+  const guard = bound(server, listener, metricsGuard());
   await listen(server, opts.host, opts.port);
   return {
     port: (server.address() as AddressInfo).port,
     close() {
       closing = true;
+      guard.stop();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       return closed;

@@ -1,0 +1,210 @@
+/**
+ * The connection guard (src/server/connections.ts) on a stand-in server: which connection a full bound
+ * closes, and which ones the idle sweep closes. The real listener is in test/integration/connections.test.ts.
+ */
+import assert from "node:assert/strict";
+import { EventEmitter } from "node:events";
+import { describe, it } from "node:test";
+import { guardConnections, type ConnectionLimits, type GuardedServer, type ShedReason } from "../../src/server/connections.js";
+
+class FakeSocket extends EventEmitter {
+  destroyed = false;
+  constructor(
+    readonly remoteAddress: string,
+    readonly remotePort: number,
+  ) {
+    super();
+  }
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.emit("close");
+  }
+}
+
+/** A stand-in listener: connections, handshakes and requests as the guard sees them, on a settable clock. */
+function rig(limits: Partial<ConnectionLimits> = {}, tls = true) {
+  const server = new EventEmitter();
+  let clock = 0;
+  let port = 1000;
+  const shed: ShedReason[] = [];
+  const guard = guardConnections(server as unknown as GuardedServer, {
+    limits: { max: 4, perSource: 4, handshaking: 4, idleMs: 95_000, ...limits },
+    tls,
+    isUse: (req) => req.method === "POST" && req.url === "/mutate/pods",
+    onShed: (reason) => shed.push(reason),
+    now: () => clock,
+    sweepMs: 0,
+  });
+  const rigged = {
+    guard,
+    shed,
+    tick(ms: number) {
+      clock += ms;
+    },
+    /** A new connection from `source`, its handshake done unless `handshake: false`. */
+    open(source = "10.0.0.1", handshake = true): FakeSocket {
+      const s = new FakeSocket(source, port++);
+      server.emit("connection", s);
+      if (handshake && !s.destroyed && tls) rigged.secure(s);
+      return s;
+    },
+    secure(s: FakeSocket) {
+      server.emit("secureConnection", s);
+    },
+    /** A request on `s`; returns its end. */
+    request(s: FakeSocket, method = "POST", url = "/mutate/pods"): () => void {
+      const res = new EventEmitter();
+      server.emit("request", { method, url, socket: s }, res);
+      return () => res.emit("close");
+    },
+    /** One request, answered at once. */
+    use(s: FakeSocket, method = "POST", url = "/mutate/pods") {
+      rigged.request(s, method, url)();
+    },
+  };
+  return rigged;
+}
+
+describe("connection guard: who makes room at a full bound", () => {
+  it("a silent connection (no handshake) goes before an idle one, the oldest first", () => {
+    const r = rig();
+    const idle = r.open("10.0.0.1");
+    r.tick(10);
+    const silent1 = r.open("10.0.0.2", false);
+    r.tick(10);
+    const silent2 = r.open("10.0.0.3", false);
+    r.tick(10);
+    const busy = r.open("10.0.0.4");
+    r.request(busy);
+    const newcomer = r.open("10.0.0.5");
+    assert.deepEqual([idle, silent1, silent2, busy, newcomer].map((s) => s.destroyed), [false, true, false, false, false]);
+    assert.deepEqual(r.shed, ["capacity"]);
+  });
+
+  it("with no handshake pending, the connection longest without an admission request goes", () => {
+    const r = rig();
+    const a = r.open();
+    const b = r.open("10.0.0.2");
+    const c = r.open("10.0.0.3");
+    const d = r.open("10.0.0.4");
+    r.tick(1_000);
+    r.use(a);
+    r.use(c);
+    r.use(d);
+    r.tick(1_000);
+    // b served nothing: it goes, though a was opened first.
+    r.open("10.0.0.5");
+    assert.deepEqual([a, b, c, d].map((s) => s.destroyed), [false, true, false, false]);
+  });
+
+  it("health checks and other requests do not count as use", () => {
+    const r = rig();
+    const prober = r.open("10.0.0.1");
+    const apiserver = r.open("10.0.0.2");
+    const others = [r.open("10.0.0.3"), r.open("10.0.0.4")];
+    r.tick(1_000);
+    r.use(apiserver);
+    r.tick(1_000);
+    r.use(prober, "GET", "/healthz");
+    r.use(prober, "POST", "/nowhere");
+    for (const o of others) r.use(o);
+    r.tick(1_000);
+    r.open("10.0.0.5");
+    assert.equal(prober.destroyed, true, "the prober's requests kept nothing");
+    assert.equal(apiserver.destroyed, false);
+  });
+
+  it("a connection with a request in flight is never closed; when all are busy the newcomer is", () => {
+    const r = rig({ max: 2, perSource: 2 });
+    const a = r.open("10.0.0.1");
+    const b = r.open("10.0.0.2");
+    const endA = r.request(a);
+    r.request(b);
+    const c = r.open("10.0.0.3");
+    assert.deepEqual([a.destroyed, b.destroyed, c.destroyed], [false, false, true]);
+    endA();
+    const d = r.open("10.0.0.4");
+    assert.deepEqual([a.destroyed, b.destroyed, d.destroyed], [true, false, false], "once a's request ended, a is idle and makes room");
+    assert.deepEqual(r.shed, ["capacity", "capacity"]);
+  });
+
+  it("one source at its own bound makes room among its own connections, not others'", () => {
+    const r = rig({ max: 10, perSource: 2 });
+    const other = r.open("10.0.0.9");
+    const t1 = r.open("10.0.0.1");
+    r.tick(5);
+    const t2 = r.open("10.0.0.1");
+    r.tick(5);
+    const t3 = r.open("10.0.0.1");
+    assert.deepEqual([other, t1, t2, t3].map((s) => s.destroyed), [false, true, false, false]);
+    assert.deepEqual(r.shed, ["per_source"]);
+  });
+
+  it("unfinished handshakes have a pool of their own: past it the oldest goes, finished connections stay", () => {
+    const r = rig({ max: 10, perSource: 10, handshaking: 2 });
+    const done = r.open("10.0.0.1");
+    const h1 = r.open("10.0.0.2", false);
+    r.tick(5);
+    const h2 = r.open("10.0.0.3", false);
+    r.tick(5);
+    const h3 = r.open("10.0.0.4", false);
+    assert.deepEqual([done, h1, h2, h3].map((s) => s.destroyed), [false, true, false, false]);
+    assert.deepEqual(r.guard.counts(), { handshaking: 2, idle: 1, active: 0 });
+    r.secure(h2);
+    assert.deepEqual(r.guard.counts(), { handshaking: 1, idle: 2, active: 0 });
+    assert.deepEqual(r.shed, ["handshaking"]);
+  });
+
+  it("a closed connection frees its place at once", () => {
+    const r = rig({ max: 2, perSource: 2 });
+    const a = r.open("10.0.0.1");
+    const b = r.open("10.0.0.2");
+    a.destroy();
+    const c = r.open("10.0.0.3");
+    assert.deepEqual([b.destroyed, c.destroyed], [false, false]);
+    assert.deepEqual(r.shed, []);
+    assert.deepEqual(r.guard.counts(), { handshaking: 0, idle: 2, active: 0 });
+  });
+
+  it("plain HTTP has no handshake: a connection is idle from its opening", () => {
+    const r = rig({}, false);
+    r.open("10.0.0.1");
+    assert.deepEqual(r.guard.counts(), { handshaking: 0, idle: 1, active: 0 });
+  });
+});
+
+describe("connection guard: the idle sweep", () => {
+  const cases: Array<{ name: string; run(r: ReturnType<typeof rig>, s: FakeSocket): void; closed: boolean }> = [
+    { name: "opened 96 s ago, nothing since", run: (r) => r.tick(96_000), closed: true },
+    { name: "opened 94 s ago, nothing since", run: (r) => r.tick(94_000), closed: false },
+    { name: "a health check every 60 s for 200 s", run: (r, s) => [1, 2, 3].forEach(() => (r.tick(60_000), r.use(s, "GET", "/healthz"))), closed: true },
+    { name: "an admission request every 60 s for 200 s", run: (r, s) => [1, 2, 3].forEach(() => (r.tick(60_000), r.use(s))), closed: false },
+    {
+      name: "a request in flight for 100 s",
+      run: (r, s) => {
+        r.request(s);
+        r.tick(100_000);
+      },
+      closed: false,
+    },
+  ];
+  for (const c of cases) {
+    it(`${c.name}: ${c.closed ? "closed" : "kept"}`, () => {
+      const r = rig();
+      const s = r.open();
+      c.run(r, s);
+      r.guard.sweep();
+      assert.equal(s.destroyed, c.closed);
+      assert.deepEqual(r.shed, c.closed ? ["idle"] : []);
+    });
+  }
+
+  it("a handshake in progress is the handshake timeout's, not the sweep's", () => {
+    const r = rig();
+    const s = r.open("10.0.0.1", false);
+    r.tick(200_000);
+    r.guard.sweep();
+    assert.equal(s.destroyed, false);
+  });
+});
