@@ -2,6 +2,7 @@
  * bench/abuse: a tenant's oversized pod against the admission server (issue 16, item 1).
  *
  *   npm run bench:abuse [-- --sizes 10000,20000,40000 --skip-before]
+ *   npm run bench:abuse -- --soak [--soak-seconds 60]    (abusive connections: bench/abuse-soak.ts)
  *
  * For each size n, a pod of n containers (each needing its resources defaulted) is posted to
  * `/mutate/pods` and, 20 ms later, a small `/validate/pods` review: prints the time to answer each,
@@ -35,11 +36,14 @@ import { mutatePod, POD_MUTATIONS, type Mutation, type Pod } from "../src/mutate
 import { defaultContainerResources, defaultResources } from "../src/mutate/resources.js";
 import { createWebhooks } from "../webhooks/index.js";
 import { reviewOf, widePod } from "../test/fixtures/array-work.js";
+import { serveSoak, soak } from "./abuse-soak.js";
 
 const { values } = parseArgs({
   options: {
     sizes: { type: "string", default: "10000,20000,40000" },
     "skip-before": { type: "boolean", default: false },
+    soak: { type: "boolean", default: false },
+    "soak-seconds": { type: "string", default: "60" },
     serve: { type: "string" },
     cert: { type: "string" },
     key: { type: "string" },
@@ -67,6 +71,7 @@ const quadraticResources: Mutation = {
 };
 
 async function serve(mode: string, certFile: string, keyFile: string): Promise<void> {
+  if (mode === "soak") return serveSoak(certFile, keyFile);
   const policy = defaultPolicy();
   const deps = { policy, log: silentLogger(), jobs: { get: async () => undefined }, now: () => new Date() };
   const webhooks: Record<string, Webhook> = createWebhooks(deps);
@@ -135,6 +140,7 @@ async function drive(): Promise<void> {
   writeFileSync(cert, certs.certPem);
   writeFileSync(key, certs.keyPem);
   const ca = certs.ca.certPem;
+  if (values.soak) return soak(import.meta.filename, cert, key, ca, Number(values["soak-seconds"]));
   const small = JSON.stringify(reviewOf({ apiVersion: "v1", kind: "Pod", metadata: { name: "small", namespace: "team-a" }, spec: { containers: [{ name: "a", image: "nginx", resources: { requests: { cpu: "100m", memory: "64Mi" } } }] } }, { uid: "small" }));
 
   // The pipeline alone, no bound: linear now (the "after" column's work had the bound not stopped it).

@@ -13,6 +13,10 @@
  *    health checks, 404s and refused requests keep nothing alive;
  * 3. none: every other connection has a request in flight, and the new one is closed.
  *
+ * At the global bounds (all connections, handshaking ones) the victim is looked for first among the
+ * connections of the source holding the most of them, then among all: a few abusive addresses pay for
+ * their own flood, and the apiserver's handshakes are not cut by the rotation.
+ *
  * Bounds: open connections per source address (one tenant's pods cannot take the pool), all open
  * connections, and connections still in their handshake (with `--client-ca`, the only ones not yet
  * authenticated: a small pool). A sweep closes connections that have served no admission request for
@@ -142,10 +146,30 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
     return oldestHandshaking ?? longestIdle;
   }
 
+  /**
+   * The connections of the sources holding the most of the bound's kind (handshaking ones, or all), so that
+   * a flood from a few addresses churns its own connections and not the apiserver's: without this, 700
+   * connections rotating through a 200-slot handshake pool cut everyone's handshakes after ~60 ms.
+   */
+  function heaviest(handshakingOnly: boolean): Connection[] {
+    let top: Set<Connection>[] = [];
+    let most = 0;
+    for (const peers of bySource.values()) {
+      let n = peers.size;
+      if (handshakingOnly) {
+        n = 0;
+        for (const p of peers) if (!p.secure) n++;
+      }
+      if (n > most) (most = n), (top = [peers]);
+      else if (n === most) top.push(peers);
+    }
+    return top.flatMap((peers) => [...peers]);
+  }
+
   /** Makes room for `c` under one bound; false when `c` itself had to go. */
   function makeRoom(over: boolean, candidates: Iterable<Connection>, c: Connection, reason: ShedReason, handshakingOnly = false): boolean {
     if (!over) return true;
-    const v = victim(candidates, c, handshakingOnly);
+    const v = (reason === "per_source" ? undefined : victim(heaviest(handshakingOnly), c, handshakingOnly)) ?? victim(candidates, c, handshakingOnly);
     close(v ?? c, reason);
     return v !== undefined;
   }

@@ -82,6 +82,28 @@ describe("connection guard: who makes room at a full bound", () => {
     assert.deepEqual(r.shed, ["capacity"]);
   });
 
+  it("at a global bound the source holding the most pays: a flood rotates its own handshakes, not the apiserver's", () => {
+    const r = rig({ max: 10, perSource: 10, handshaking: 4 });
+    const apiserver = r.open("10.0.0.9", false); // the oldest handshake, from the control plane
+    r.tick(1);
+    const flood = Array.from({ length: 8 }, () => (r.tick(1), r.open("10.0.0.1", false)));
+    assert.equal(apiserver.destroyed, false, "the apiserver's handshake survives the flood");
+    assert.deepEqual(flood.map((s) => s.destroyed), [true, true, true, true, true, false, false, false]);
+    r.secure(apiserver);
+    assert.deepEqual(r.shed, Array(5).fill("handshaking"));
+  });
+
+  it("at the connection bound, too: the heaviest source's idle connection goes before a lighter source's older one", () => {
+    const r = rig({ max: 4, perSource: 4, handshaking: 4 });
+    const apiserver = r.open("10.0.0.9");
+    r.tick(10);
+    const tenant = [r.open("10.0.0.1"), r.open("10.0.0.1"), r.open("10.0.0.1")];
+    r.tick(10);
+    r.open("10.0.0.1");
+    assert.equal(apiserver.destroyed, false);
+    assert.deepEqual(tenant.map((s) => s.destroyed), [true, false, false]);
+  });
+
   it("with no handshake pending, the connection longest without an admission request goes", () => {
     const r = rig();
     const a = r.open();
