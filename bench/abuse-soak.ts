@@ -12,17 +12,18 @@
  * |--------------------|-------------|------------------------------------------------------------------|
  * | silent TCP         | 127.0.0.2   | 400 connections that send nothing (over the per-source bound)    |
  * | slow handshake     | 127.0.0.3-4 | 2 × 150 connections that send half a ClientHello and wait        |
- * | handshake, silence | 127.0.0.5   | 200 finished TLS handshakes, then nothing                        |
- * | request, then idle | 127.0.0.6   | 200 keep-alive connections after one admission request each     |
- * | periodic /healthz  | 127.0.0.7   | 200 keep-alive connections, a `GET /healthz` on each every 5 s    |
- * | HTTP/2 sessions    | 127.0.0.8   | 100 idle HTTP/2 sessions                                         |
+ * | handshake, silence | 127.0.0.5   | 250 finished TLS handshakes, then nothing                        |
+ * | request, then idle | 127.0.0.6   | 250 keep-alive connections after one admission request each     |
+ * | periodic /healthz  | 127.0.0.7   | 250 keep-alive connections, a `GET /healthz` on each every 5 s    |
+ * | HTTP/2 sessions    | 127.0.0.8   | 150 idle HTTP/2 sessions                                         |
  *
- * 1,400 connections against a 1,000-connection bound. The prober is the apiserver (127.0.0.1): a
+ * 1,700 connections against the default bounds (1,000 open, 250 per address, 200 handshaking), so every
+ * bound is passed all the time. The prober is the apiserver (127.0.0.1): a
  * keep-alive pool posting a small `/validate/pods` review every 50 ms, plus one new connection every
  * second (what the apiserver opens after a restart or when its pool grows). Prints probes sent and
  * refused (the target is 0), probe latency alone and under abuse (p50/p99, and the ratio), the server's
  * RSS (alone, peak under abuse, at the end), and the connections the server shed, by reason, from its
- * `/metrics`. Bounded: 5 s + `--soak-seconds` of traffic, ~1,400 sockets.
+ * `/metrics`. Bounded: 5 s + `--soak-seconds` of traffic, ~1,700 sockets.
  */
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -83,11 +84,11 @@ const TENANTS: Tenant[] = [
       return s;
     },
   })),
-  { name: "handshake, then silence", source: "127.0.0.5", count: 200, open: tls },
+  { name: "handshake, then silence", source: "127.0.0.5", count: 250, open: tls },
   {
     name: "one request, then idle",
     source: "127.0.0.6",
-    count: 200,
+    count: 250,
     open: (t, source) => {
       const s = tls(t, source);
       s.on("secureConnect", () => s.write(post("/validate/pods", review)));
@@ -98,7 +99,7 @@ const TENANTS: Tenant[] = [
   {
     name: "periodic /healthz",
     source: "127.0.0.7",
-    count: 200,
+    count: 250,
     open: (t, source) => {
       const s = tls(t, source);
       const ask = (): void => void s.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -112,7 +113,7 @@ const TENANTS: Tenant[] = [
   {
     name: "HTTP/2 sessions",
     source: "127.0.0.8",
-    count: 100,
+    count: 150,
     open: (t, source) => h2connect(`https://127.0.0.1:${t.port}`, { createConnection: () => tlsConnect({ host: "127.0.0.1", port: t.port, ca: t.ca, servername: SERVERNAME, ALPNProtocols: ["h2"], ...{ localAddress: source } }) }),
   },
 ];
