@@ -154,6 +154,25 @@ export class ClusterConnectionError extends Error {
   }
 }
 
+/**
+ * A kubeconfig that was named (by --kubeconfig or $KUBECONFIG) does not exist. client-node would throw a bare
+ * "ENOENT: no such file or directory, open '/x'"; this names the missing file(s) and where they were named.
+ */
+export class KubeconfigMissingError extends ClusterConnectionError {
+  readonly missing: string[];
+
+  constructor(missing: string[], from: { flag: true } | { env: string }) {
+    super("(no kubeconfig)", undefined);
+    const files = missing.join(", ");
+    this.message =
+      "flag" in from
+        ? `kubeconfig not found: ${files} (named by --kubeconfig); pass an existing file`
+        : `kubeconfig not found: ${files} (named by the KUBECONFIG environment variable, KUBECONFIG=${from.env}); fix or unset KUBECONFIG, or pass --kubeconfig`;
+    this.name = "KubeconfigMissingError";
+    this.missing = missing;
+  }
+}
+
 /** What to do when no cluster configuration exists at all (the CLI's one line, the server's start-up error). */
 export const NO_KUBECONFIG = "no kubeconfig: set KUBECONFIG, pass --kubeconfig, or run in a cluster";
 

@@ -21,12 +21,13 @@
  */
 import { readdir, readFile, stat } from "node:fs/promises";
 import { extname, join, resolve } from "node:path";
-import { LineCounter, parseAllDocuments, stringify } from "yaml";
+import { LineCounter, stringify } from "yaml";
 import { createWebhooks } from "../../webhooks/index.js";
 import type { WebhookResult } from "../admission/handler.js";
 import { applyPatch, createPatch, type PatchOperation } from "../admission/patch.js";
 import type { AdmissionReview, GroupVersionKind, GroupVersionResource, KubeObject } from "../admission/types.js";
 import { UsageError, errorMessage } from "../errors.js";
+import { manifestValue, parseManifestDocuments } from "./manifest-yaml.js";
 import { silentLogger } from "../log.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import { SYSTEM_NAMESPACES } from "../scope.js";
@@ -126,13 +127,18 @@ async function readText(file: string, name: string): Promise<string> {
 /** The objects in one file's text; `name` is used in `source` and messages. */
 export function parseObjects(text: string, name: string): InputObject[] {
   const lineCounter = new LineCounter();
-  const docs = parseAllDocuments(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
-  if (!Array.isArray(docs)) return []; // an empty stream
+  // As kubectl reads it (YAML 1.1, merge keys, aliases bounded by expanded size): manifest-yaml.ts.
+  const docs = parseManifestDocuments(text, lineCounter);
   const out: InputObject[] = [];
   docs.forEach((doc, i) => {
     const where = `${name}#${i + 1}`;
     if (doc.errors.length > 0) throw new InputError(`${where}: line ${lineCounter.linePos(doc.errors[0]!.pos[0]).line}: ${doc.errors[0]!.message.split("\n")[0]}`);
-    const value: unknown = doc.toJS();
+    let value: unknown;
+    try {
+      value = manifestValue(doc);
+    } catch (err) {
+      throw new InputError(`${where}: ${errorMessage(err)}`);
+    }
     if (value === null || value === undefined) return; // an empty document (a trailing ---)
     const check = (o: unknown, at: string): KubeObject => {
       if (!isRecord(o)) throw new InputError(`${at}: not a Kubernetes object (a mapping with apiVersion and kind)`);
@@ -423,7 +429,8 @@ export async function admitCommand(values: Record<string, unknown>, _args: reado
   const inputs = await readInputs(files, io.cwd);
   if (inputs.length === 0) throw new InputError(`admit: no objects in ${files.join(", ")}`);
   const results = await admitObjects(inputs, { policy, namespace: values.namespace as string | undefined, pods: values.pods === true });
-  if (output === "yaml") io.stdout(results.map((a) => stringify(a.object, { lineWidth: 0 }).trimEnd()).join("\n---\n"));
+  // YAML 1.1 quoting (`"yes"`, `"on"`, `"0777"`), so kubectl reads back the strings that were written.
+  if (output === "yaml") io.stdout(results.map((a) => stringify(a.object, { lineWidth: 0, version: "1.1" }).trimEnd()).join("\n---\n"));
   else if (output === "json") io.stdout(JSON.stringify({ apiVersion: "v1", kind: "List", items: results.map((a) => a.object) }, null, 2));
   else io.stdout(JSON.stringify(results.map((a) => ({ object: `${a.kind} ${a.namespace}/${a.name}`, source: a.source, patch: a.patch })), null, 2));
   for (const line of reportLines(results)) io.stderr(line);

@@ -12,12 +12,13 @@
 import { readdir, readFile, stat } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { Ajv } from "ajv";
-import { LineCounter, parseAllDocuments } from "yaml";
+import { LineCounter } from "yaml";
 import type { KubeObject } from "../admission/types.js";
 import { PolicyError, UsageError, errorMessage } from "../errors.js";
 import type { Policy } from "../policy/types.js";
 import { describeSchemaErrors } from "../schema.js";
 import { admitObjects, InputError, readInputs, templatesIn, type Admitted, type InputObject } from "./admit.js";
+import { manifestValue, parseManifestDocuments } from "./manifest-yaml.js";
 import type { CliIo } from "./io.js";
 import { POLICY_TEST_SCHEMA } from "./policy-test-schema.js";
 
@@ -78,8 +79,7 @@ export async function testFiles(target: string): Promise<string[]> {
 export function parseTests(text: string, name: string): Array<{ test?: PolicyTest; problems: string[]; where: string }> {
   const validate = new Ajv({ allErrors: true, strict: true, strictRequired: false }).compile(POLICY_TEST_SCHEMA);
   const lineCounter = new LineCounter();
-  const docs = parseAllDocuments(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
-  if (!Array.isArray(docs)) return [];
+  const docs = parseManifestDocuments(text, lineCounter);
   const out: Array<{ test?: PolicyTest; problems: string[]; where: string }> = [];
   docs.forEach((doc, i) => {
     const where = docs.length > 1 ? `${name}#${i + 1}` : name;
@@ -87,7 +87,13 @@ export function parseTests(text: string, name: string): Array<{ test?: PolicyTes
       out.push({ where, problems: doc.errors.map((e) => `${where}: line ${lineCounter.linePos(e.pos[0]).line}: ${e.message.split("\n")[0]}`) });
       return;
     }
-    const value: unknown = doc.toJS();
+    let value: unknown;
+    try {
+      value = manifestValue(doc);
+    } catch (err) {
+      out.push({ where, problems: [`${where}: ${errorMessage(err)}`] });
+      return;
+    }
     if (value === null || value === undefined) return;
     if (!validate(value)) {
       const problems = describeSchemaErrors(validate.errors).map((p) => p.replace(/(\.resource): must match pattern .*$/, "$1: must be Kind/name or Kind/namespace/name"));

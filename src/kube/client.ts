@@ -12,7 +12,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
-import { ClusterConnectionError, KubeApiError, NoKubeconfigError } from "../errors.js";
+import { ClusterConnectionError, KubeApiError, KubeconfigMissingError, NoKubeconfigError } from "../errors.js";
 
 /** Where client-node's loadFromCluster reads the ServiceAccount's token and CA (a token means "in a cluster"). */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -23,12 +23,21 @@ export type KubeconfigSource = { file: string } | { env: string[] } | { inCluste
 /**
  * Where client-node's `loadFromDefault` would load from, in its order: `file` (--kubeconfig), $KUBECONFIG,
  * ~/.kube/config, the in-cluster ServiceAccount. The plain-HTTPS reader (rest.ts) follows the same choice.
- * Throws NoKubeconfigError when there is none.
+ * Throws NoKubeconfigError when there is none, KubeconfigMissingError when --kubeconfig or $KUBECONFIG names a
+ * file that does not exist (client-node would fail on it with a bare ENOENT).
  */
 export function kubeconfigSource(file: string | undefined, env: NodeJS.ProcessEnv = process.env, home = homedir()): KubeconfigSource {
-  if (file) return { file };
+  if (file) {
+    if (!existsSync(file)) throw new KubeconfigMissingError([file], { flag: true });
+    return { file };
+  }
   const paths = env.KUBECONFIG?.split(delimiter).filter(Boolean) ?? [];
-  if (paths.length > 0) return { env: paths };
+  if (paths.length > 0) {
+    // client-node loads every file of $KUBECONFIG and fails on the first missing one: name them all here.
+    const missing = paths.filter((p) => !existsSync(p));
+    if (missing.length > 0) throw new KubeconfigMissingError(missing, { env: env.KUBECONFIG! });
+    return { env: paths };
+  }
   const homeConfig = join(home, ".kube", "config");
   if (existsSync(homeConfig)) return { file: homeConfig };
   if (existsSync(join(SERVICE_ACCOUNT_DIR, "token"))) return { inCluster: true };

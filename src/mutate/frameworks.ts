@@ -70,6 +70,16 @@ export function replicaName(job: string, type: string, index: number): string {
   return `${job}-${type.toLowerCase()}-${index}`.replace(/\//g, "-");
 }
 
+/**
+ * The name of replica `index` of type `type` of a job: its pod's and its Service's, as the controller that runs
+ * it names them. Kubeflow kinds: `<job>-<type>-<index>` (GenGeneralName on the job's name). Caffe2: on the
+ * `<namespace>/<job>` key (caffe2-operator's genGeneralName), so `<namespace>-<job>-worker-<index>`. The one
+ * function the job controller, the cluster spec and the webhook's name checks (`src/validate/job.ts`) use.
+ */
+export function replicaObjectName(framework: Framework, namespace: string, job: string, type: string, index: number): string {
+  return replicaName(framework === "caffe2" ? `${namespace}/${job}` : job, type, index);
+}
+
 function specOf(job: Job, type: string): Spec | undefined {
   return job.specs.find(([t]) => t.toLowerCase() === type.toLowerCase())?.[1];
 }
@@ -244,8 +254,7 @@ function jax(job: Job, t: Topology): ClusterSpecResult {
 function caffe2(job: Job, t: Topology): ClusterSpecResult {
   const backend = (job.spec.backendSpecs ?? {}) as Spec;
   const replicas = replicasOf(job.specs[0]?.[1]);
-  const jobKey = `${job.namespace}/${job.name}`;
-  const hosts = Array.from({ length: replicas }, (_, i) => `${replicaName(jobKey, "worker", i)}:2222`);
+  const hosts = Array.from({ length: replicas }, (_, i) => `${replicaObjectName("caffe2", job.namespace, job.name, "worker", i)}:2222`);
   return {
     target: "all",
     env: [

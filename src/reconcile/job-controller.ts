@@ -66,7 +66,7 @@ import type { V1Container, V1EnvVar } from "@kubernetes/client-node";
 import { isDeepStrictEqual } from "node:util";
 import type { KubeObject } from "../admission/types.js";
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
-import { clusterSpec, FRAMEWORKS, isMasterRole, replicaName } from "../mutate/frameworks.js";
+import { clusterSpec, FRAMEWORKS, isMasterRole, replicaObjectName as nameOfReplica } from "../mutate/frameworks.js";
 import type { Framework, JobKind } from "../policy/types.js";
 import { CAFFE2_GROUP_NAME, CAFFE2_LABELS, caffe2RuntimeId, labelScheme, OPERATOR_NAMES } from "../topology/label-scheme.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
@@ -268,7 +268,7 @@ function readReplicas(job: KubeObject, kind: JobKind): Replica[] | { problems: s
 /** The name of replica `index` of type `rt`: upstream GenGeneralName; Caffe2 on its `<namespace>/<job>` key. */
 export function replicaObjectName(job: KubeObject, kind: JobKind, rt: string, index: number): string {
   const m = meta(job);
-  return kind.framework === "caffe2" ? replicaName(`${m.namespace}/${m.name}`, rt, index) : replicaName(String(m.name), rt, index);
+  return nameOfReplica(kind.framework, String(m.namespace), String(m.name), rt, index);
 }
 
 /** The controller's labels of replica `index` of type `rt` (upstream GenLabels + type + index [+ job-role]). */

@@ -1,8 +1,9 @@
 /**
  * @module
  * `/validate/jobs`: rules on a training job of any configured kind.
- * - job-name: a DNS-1035 label (the training operator's rule), and every pod name `<job>-<type>-<index>`
- *   within 63 characters (pod names become hostnames and Service names);
+ * - job-name: a DNS-1035 label (the training operator's rule), and every replica's name as its controller
+ *   names it (`replicaObjectName`: `<job>-<type>-<index>`, Caffe2 `<namespace>-<job>-worker-<index>`) a
+ *   DNS-1035 label too (it is a hostname and a Service name: at most 63 characters, starting with a letter);
  * - job-shape: every replica template has containers and one named as the framework expects; replica types
  *   of PyTorch, XGBoost and Paddle jobs are `Master` or `Worker`, spelled so; TF has at most one Chief or
  *   Master replica type and replica in all; PyTorch's and XGBoost's Master, when present, sets `replicas: 1`;
@@ -18,7 +19,7 @@
  */
 import type { V1ObjectMeta, V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../admission/types.js";
-import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
+import { FRAMEWORKS, replicaObjectName } from "../mutate/frameworks.js";
 import { quartermasterControls, type Framework, type JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../quantity.js";
@@ -66,9 +67,10 @@ function specPath(kind: JobKind, type: string): string {
   return kind.framework === "caffe2" ? `spec.${field}` : `spec.${field}.${type}`;
 }
 
-function names(job: KubeObject, kind: JobKind): Findings {
+function names(job: KubeObject, kind: JobKind, namespace: string): Findings {
   const violations: Finding[] = [];
-  const name = String((job.metadata as { name?: string } | undefined)?.name ?? "");
+  const m = (job.metadata ?? {}) as { name?: string; namespace?: string };
+  const name = String(m.name ?? "");
   if (!DNS_1035.test(name) || name.length > 63) {
     violations.push({
       rule: "job-name",
@@ -77,12 +79,21 @@ function names(job: KubeObject, kind: JobKind): Findings {
     });
     return { violations, warnings: [] };
   }
+  const ns = m.namespace || namespace;
+  const shorten = kind.framework === "caffe2" ? "shorten the job name (the Caffe2 controller prefixes it with the namespace)" : "shorten the job name";
   for (const [type, spec] of replicaSpecs(job, kind)) {
     const n = replicasOf(spec);
     if (n === 0) continue;
-    const longest = replicaName(name, type, n - 1);
+    // The longest name is the last index's; all differ only in the index, so its form stands for all.
+    const longest = replicaObjectName(kind.framework, ns, name, type, n - 1);
     if (longest.length > 63) {
-      violations.push({ rule: "job-name", field: "metadata.name", message: `pod name ${longest} would be ${longest.length} characters, over 63: shorten the job name` });
+      violations.push({ rule: "job-name", field: "metadata.name", message: `pod name ${longest} would be ${longest.length} characters, over 63: ${shorten}` });
+    } else if (!DNS_1035.test(longest)) {
+      violations.push({
+        rule: "job-name",
+        field: "metadata.name",
+        message: `Service name ${JSON.stringify(longest)} would not be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter)${kind.framework === "caffe2" ? `: the Caffe2 controller names replicas <namespace>-<job>-worker-<index>, and namespace ${JSON.stringify(ns)} does not start with a letter` : ""}`,
+      });
     }
   }
   return { violations, warnings: [] };
@@ -283,7 +294,7 @@ export function validateCapacity(job: KubeObject, kind: JobKind, ctx: Validation
 }
 
 export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
-  return merge(names(job, kind), shape(job, kind), capacity(job, kind, ctx), runPolicy(job, kind, ctx), templates(job, kind, ctx));
+  return merge(names(job, kind, ctx.namespace), shape(job, kind), capacity(job, kind, ctx), runPolicy(job, kind, ctx), templates(job, kind, ctx));
 }
 
 /**

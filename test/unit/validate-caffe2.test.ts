@@ -10,7 +10,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/admission/types.js";
+import { replicaObjectName as nameOfReplica } from "../../src/mutate/frameworks.js";
 import { checkPolicy } from "../../src/policy/load.js";
+import type { JobKind } from "../../src/policy/types.js";
+import { replicaObjectName } from "../../src/reconcile/job-controller.js";
 import { validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import type { ValidationContext } from "../../src/validate/types.js";
@@ -115,5 +118,80 @@ describe("validateJob: what Quartermaster's job controller cannot read is refuse
   it("a TFJob marked controller: quartermaster is held to it too", () => {
     const tf = structuredClone(job("TFJob", "mnist", "team-a", { Worker: 1 }, { runPolicy: { suspend: "yes" } })) as any;
     assert.deepEqual(got(validateJob(tf, { ...kindOf("TFJob"), controller: "quartermaster" }, ctx(open))), [["run-policy", "spec.runPolicy.suspend", '"yes" must be a boolean']]);
+  });
+});
+
+// Issue 29 item 7: the name check used `<job>-worker-<i>` while the Caffe2 controller names pods and Services
+// `<namespace>-<job>-worker-<i>`, so 70-character or digit-first Service names were admitted.
+describe("validateJob: Caffe2Job names checked as the controller makes them (<namespace>-<job>-worker-<index>)", () => {
+  const named = (name: string, namespace: string, replicas: number, edit: (j: any) => void = () => undefined): KubeObject =>
+    c2(replicas, (j) => {
+      j.metadata.name = name;
+      j.metadata.namespace = namespace;
+      edit(j);
+    });
+  const TF = kindOf("TFJob");
+  const n = (len: number): string => "j" + "x".repeat(len - 1);
+  const cases: Array<{ name: string; job: KubeObject; kind?: JobKind; namespace?: string; want: Want }> = [
+    // team-a- (7) + 47 + -worker-0 (9) = 63
+    { name: "team-a/<47 chars>, 1 worker: 63 characters → allowed", job: named(n(47), "team-a", 1), want: [] },
+    {
+      name: "team-a/<48 chars>, 1 worker: 64 characters (the job-only name would be 57) → denied",
+      job: named(n(48), "team-a", 1),
+      want: [["job-name", "metadata.name", `pod name team-a-${n(48)}-worker-0 would be 64 characters, over 63: shorten the job name (the Caffe2 controller prefixes it with the namespace)`]],
+    },
+    {
+      name: "team-a/<54 chars>: the issue's 70-character Service name → denied",
+      job: named(n(54), "team-a", 1),
+      want: [["job-name", "metadata.name", `pod name team-a-${n(54)}-worker-0 would be 70 characters, over 63: shorten the job name (the Caffe2 controller prefixes it with the namespace)`]],
+    },
+    {
+      name: "team-a/<47 chars>, 10 workers: the last index, worker-9, is 63 → allowed",
+      job: named(n(47), "team-a", 10),
+      want: [],
+    },
+    {
+      name: "team-a/<47 chars>, 11 workers: worker-10 is 64 → denied",
+      job: named(n(47), "team-a", 11),
+      want: [["job-name", "metadata.name", `pod name team-a-${n(47)}-worker-10 would be 64 characters, over 63: shorten the job name (the Caffe2 controller prefixes it with the namespace)`]],
+    },
+    {
+      name: "a digit-first namespace: 1team-ex-worker-0 is no DNS-1035 label → denied",
+      job: named("ex", "1team", 1),
+      namespace: "1team",
+      want: [["job-name", "metadata.name", 'Service name "1team-ex-worker-0" would not be a DNS-1035 label (lower-case letters, digits and \'-\', starting with a letter): the Caffe2 controller names replicas <namespace>-<job>-worker-<index>, and namespace "1team" does not start with a letter']],
+    },
+    {
+      name: "no metadata.namespace (a CREATE): the request's namespace is used",
+      job: named("ex", "1team", 1, (j) => delete j.metadata.namespace),
+      namespace: "1team",
+      want: [["job-name", "metadata.name", 'Service name "1team-ex-worker-0" would not be a DNS-1035 label (lower-case letters, digits and \'-\', starting with a letter): the Caffe2 controller names replicas <namespace>-<job>-worker-<index>, and namespace "1team" does not start with a letter']],
+    },
+    { name: "zero workers: no names to check", job: named("ex", "1team", 0), namespace: "1team", want: [] },
+    {
+      name: "a TFJob in the same digit-first namespace: its names carry no namespace → allowed",
+      job: job("TFJob", "ex", "1team", { Worker: 1 }, { runPolicy: okRunPolicy }),
+      kind: TF,
+      namespace: "1team",
+      want: [],
+    },
+    {
+      name: "a TFJob of 55 characters in team-a: <job>-worker-0 is 64 → denied as before",
+      job: job("TFJob", n(55), "team-a", { Worker: 1 }, { runPolicy: okRunPolicy }),
+      kind: TF,
+      want: [["job-name", "metadata.name", `pod name ${n(55)}-worker-0 would be 64 characters, over 63: shorten the job name`]],
+    },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const c0 = { ...ctx(open), namespace: c.namespace ?? "team-a" };
+      assert.deepEqual(got(validateJob(c.job, c.kind ?? C2, c0)).filter(([rule]) => rule === "job-name"), c.want);
+    });
+  }
+
+  it("the names checked are the controller's: replicaObjectName is the one function both use", () => {
+    const j = named(n(20), "team-a", 3);
+    assert.equal(replicaObjectName(j, C2, "worker", 2), `team-a-${n(20)}-worker-2`);
+    assert.equal(nameOfReplica("caffe2", "team-a", n(20), "Worker", 2), replicaObjectName(j, C2, "worker", 2));
   });
 });
