@@ -420,7 +420,8 @@ export function createAdmissionHandler(
     readBody(req, res, limit, budget, admitted, (err, bytes) => {
       if (err) refuse(res, err, close);
       else if (bytes!.length >= offloadBytes) offload(res, bytes!, started, close);
-      // The worker's nesting bound, here for a small body (a scan of ~10 µs for an ordinary review).
+      // The worker's nesting bound, here for a small body, so both paths answer alike (the scan: ~4 ns a byte
+      // here, 10 µs for a 2.3 KB review whose JSON.parse takes ~57 µs; ~1 ms at the offload threshold).
       else if (nestedDeeperThan(bytes!, MAX_NESTING)) refuse(res, new HttpError(400, new BodyTooDeepError().message), close);
       else turn.answer(() => answer(res, bytes!, started, close));
     });
