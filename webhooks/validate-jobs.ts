@@ -2,14 +2,19 @@
  * @module
  * `POST /validate/jobs`: limits and shape rules on training-job CREATE and UPDATE, for every configured
  * job kind, and on UPDATEs of their `scale` subresource (`kubectl scale`, autoscalers), which carry an
- * `autoscaling/v1` Scale instead of the job: the job is read (through the same cached reader as the pod
- * mutation) and checked with the new replica count (`src/validate/scale.ts`). Fails closed: a job that
+ * `autoscaling/v1` Scale instead of the job: the job is read as it is now (the reader's `fresh`, bypassing
+ * the cache the pod mutation reads through) and checked with the new replica count (`src/validate/scale.ts`);
+ * a Scale whose `metadata.resourceVersion` is not the job's current one is denied with 409 Conflict, so the
+ * client reads again and retries (issue 29: within the cache's window, a scale was checked against the job
+ * before its per-worker GPUs were raised). A Scale without a resourceVersion (an unconditional update) is
+ * checked against the fresh job. Fails closed: a job that
  * cannot be read denies the scaling. An UPDATE is refused only for what it makes worse. A job too large
  * to check within the cost bound is denied. The rules live in `src/validate/`.
  */
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
+import { CONFLICT } from "../src/admission/response.js";
 import type { KubeObject } from "../src/admission/types.js";
 import { readJob, type JobReadResult } from "../src/topology/lookup.js";
 import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
@@ -44,12 +49,14 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
         const decide = (read: JobReadResult): ValidationResult => {
           if (read.kind !== "found") return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
+          const conflict = staleScale(request.object, read.job);
+          if (conflict) return { violations: [{ rule: "job-scale", field: "metadata.resourceVersion", message: conflict }], warnings: [], status: CONFLICT };
           const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
           // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
           if (cost.over) return { violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }], warnings: [] };
           return enforce(validateScale({ scale: request.object, job: read.job, kind, ctx, capacity: deps.capacity?.current() }), policy.enforcement, namespace);
         };
-        const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+        const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs, { fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
       const check = (job: KubeObject) => merge(validateJob(job, kind, ctx), validateCapacity(job, kind, ctx, deps.capacity?.current()));
@@ -58,4 +65,21 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       return enforce(request.operation === "UPDATE" && request.oldObject ? newOrWorse(now, check(request.oldObject)) : now, policy.enforcement, namespace);
     },
   });
+}
+
+const resourceVersionOf = (o: KubeObject): string | undefined => {
+  const rv = (o.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
+  return typeof rv === "string" && rv !== "" ? rv : undefined;
+};
+
+/**
+ * Why a Scale is not of the job as it is now, or undefined: its `metadata.resourceVersion` (the job's,
+ * which the apiserver copies into the Scale) differs from the freshly read job's. Without one the update is
+ * unconditional and the fresh job is what it applies to.
+ */
+export function staleScale(scale: KubeObject, job: KubeObject): string | undefined {
+  const asked = resourceVersionOf(scale);
+  const current = resourceVersionOf(job);
+  if (asked === undefined || asked === current) return undefined;
+  return `the Scale is of resourceVersion ${asked} but the job's current one is ${current ?? "unknown"}: the job changed; read it again and retry`;
 }

@@ -11,7 +11,7 @@
 import { errorMessage } from "../errors.js";
 import { describeCost, explainCost, type ReviewCost } from "./cost.js";
 import { decodeReview, encodeReview } from "./review.js";
-import { allowed, denied, errored, patched, withWarnings, type Violation } from "./response.js";
+import { allowed, denied, errored, patched, withWarnings, type DenialStatus, type Violation } from "./response.js";
 import type { AdmissionRequest, AdmissionResponse, AdmissionReview, KubeObject } from "./types.js";
 
 export type FailureMode = "allow" | "deny";
@@ -66,6 +66,8 @@ export interface ValidationResult {
   warnings: readonly string[];
   /** Violations the policy's enforcement lets through (`warn`: their warnings are in `warnings`; `audit`). */
   waived?: readonly PolicyViolation[];
+  /** The denial's HTTP code and reason; default 403 Forbidden. */
+  status?: DenialStatus;
 }
 
 /** Prices a review before its rules run (see `cost.ts`); over the bound, the rules are not run. */
@@ -201,7 +203,7 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
       }
       const deniedRules = [...new Set(out.violations.map((v) => v.rule))];
       const n = out.violations.length;
-      const response = withWarnings(denied(request.uid, out.violations, `${n} policy violation${n === 1 ? "" : "s"}`), out.warnings);
+      const response = withWarnings(denied(request.uid, out.violations, out.status ? out.status.reason : `${n} policy violation${n === 1 ? "" : "s"}`, out.status), out.warnings);
       return result(request, response, { outcome: "denied", deniedRules, policyViolations });
     },
     failed(request, error) {

@@ -27,19 +27,30 @@ export function allowed(uid: string): AdmissionResponse {
 }
 
 /**
- * A denial with HTTP code 403, reason Forbidden and one cause per violation. The message lists them
- * all; the apiserver prefixes it with `admission webhook "<name>" denied the request: `.
+ * A denial with HTTP code 403, reason Forbidden (or the given `status`: 409 Conflict for a stale `/scale`)
+ * and one cause per violation. The message lists them all; the apiserver prefixes it with
+ * `admission webhook "<name>" denied the request: `.
  */
-export function denied(uid: string, violations: readonly Violation[], summary?: string): AdmissionResponse {
+export function denied(uid: string, violations: readonly Violation[], summary?: string, status: DenialStatus = FORBIDDEN): AdmissionResponse {
   const causes: StatusCause[] = violations.map((v) => ({ reason: "FieldValueForbidden", field: v.field, message: v.message }));
   const listed = violations.map((v) => `${v.field}: ${v.message}`).join("; ");
   const message = summary ? (listed ? `${summary}: ${listed}` : summary) : listed || "denied by policy";
   return {
     uid,
     allowed: false,
-    status: { status: "Failure", code: 403, reason: "Forbidden", message, details: { causes } },
+    status: { status: "Failure", code: status.code, reason: status.reason, message, details: { causes } },
   };
 }
+
+/** A denial's HTTP code and reason. */
+export interface DenialStatus {
+  code: number;
+  reason: string;
+}
+
+export const FORBIDDEN: DenialStatus = Object.freeze({ code: 403, reason: "Forbidden" });
+/** The object changed since the client read it: the client reads it again and retries (as for any 409). */
+export const CONFLICT: DenialStatus = Object.freeze({ code: 409, reason: "Conflict" });
 
 /** A refusal because of an internal error (validating webhooks fail closed), with the error's message. */
 export function errored(uid: string, code: number, err: unknown): AdmissionResponse {

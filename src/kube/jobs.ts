@@ -5,7 +5,8 @@
  * for a kubeconfig only client-node handles. The client is set up on first use, and `warm()` lets the
  * server do that right after it starts listening. Answers are cached for a short TTL
  * and concurrent reads of the same job share one request (as LimitRanger's live lookups do), so a
- * job's replicas created together cost one GET.
+ * job's replicas created together cost one GET. `fresh` bypasses the cache (and refreshes it), for
+ * decisions that must see the job as it is now (`/scale`).
  */
 import type { KubeObject } from "../admission/types.js";
 import type { JobKind } from "../policy/types.js";
@@ -92,18 +93,27 @@ export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobRe
       const key = `${kind.group}/${kind.kind}/${namespace}/${name}`;
       const hit = cache.get(key);
       if (hit && now() - hit.at < opts.ttlMs) return hit.value;
-      const value = load().then((get) => get(kind, namespace, name));
-      const entry: Entry = { at: now(), value };
-      cache.delete(key);
-      cache.set(key, entry);
-      value.then(
-        (job) => (entry.settled = { job }),
-        () => cache.get(key) === entry && cache.delete(key), // failures are not cached
-      );
-      if (cache.size > max) cache.delete(cache.keys().next().value!);
-      return value;
+      return fetch(key, kind, namespace, name);
+    },
+    // Never shares a read already in flight (it may have started before the change being checked).
+    fresh(kind, namespace, name) {
+      return fetch(`${kind.group}/${kind.kind}/${namespace}/${name}`, kind, namespace, name);
     },
   };
+
+  /** One GET, cached under `key` from now on (failures are not). */
+  function fetch(key: string, kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined> {
+    const value = load().then((get) => get(kind, namespace, name));
+    const entry: Entry = { at: now(), value };
+    cache.delete(key);
+    cache.set(key, entry);
+    value.then(
+      (job) => (entry.settled = { job }),
+      () => cache.get(key) === entry && cache.delete(key), // failures are not cached
+    );
+    if (cache.size > max) cache.delete(cache.keys().next().value!);
+    return value;
+  }
 }
 
 export function createJobReader(opts: JobReaderOptions): WarmJobReader {

@@ -39,7 +39,7 @@ export const RULES: readonly RuleInfo[] = [
   { name: "job-gpus", webhooks: JOBS, configurable: true, description: "Replicas × GPUs per pod, summed over replica types, at most `limits.job.gpus`." },
   { name: "run-policy", webhooks: JOBS, configurable: true, description: "The job's `runPolicy` and restart policies within `limits.runPolicy`; for kinds Quartermaster runs (Caffe2Job), also readable by its job controller." },
   { name: "capacity", webhooks: JOBS, configurable: true, description: "The job asks for no more GPUs than the whole cluster has (the device ledger's totals)." },
-  { name: "job-scale", webhooks: JOBS, configurable: false, description: "A scaling (`scale` subresource) that cannot be checked: no known scale subresource, a replica count that is not a whole number, or the job unreadable. Always denies." },
+  { name: "job-scale", webhooks: JOBS, configurable: false, description: "A scaling (`scale` subresource) that cannot be checked: no known scale subresource, a replica count that is not a whole number, the job unreadable, or a Scale of an older version of the job than the current one (denied with 409 Conflict, so the client retries). Always denies." },
   { name: "review-cost", webhooks: BOTH, configurable: false, description: "An object too large to check within the cost bound. Always denies." },
 ];
 

@@ -107,21 +107,23 @@ export type JobReadResult = { kind: "found"; job: KubeObject } | { kind: "missin
 
 /**
  * One job by kind and name, through the same reader (and cache) as {@link lookupTopology}, within
- * `timeoutMs`: at once when the reader has it cached, else through a promise. Never rejects.
+ * `timeoutMs`: at once when the reader has it cached, else through a promise. Never rejects. With
+ * `fresh`, the cache is bypassed: the job as it is now, through the reader's `fresh` (its `get` when it
+ * has none, being uncached).
  */
-export function readJob(kind: JobKind, namespace: string, name: string, jobs: JobReader, timeoutMs: number): JobReadResult | Promise<JobReadResult> {
+export function readJob(kind: JobKind, namespace: string, name: string, jobs: JobReader, timeoutMs: number, opts: { fresh?: boolean } = {}): JobReadResult | Promise<JobReadResult> {
   const what = `reading ${kind.kind} ${namespace}/${name}`;
   const answer = (job: KubeObject | undefined): JobReadResult =>
     job ? { kind: "found", job } : { kind: "missing", reason: `${kind.kind} ${namespace}/${name} not found` };
   const done = timer(jobs);
-  const peeked = jobs.peek?.(kind, namespace, name);
+  const peeked = opts.fresh ? null : jobs.peek?.(kind, namespace, name);
   if (peeked !== null && peeked !== undefined) {
     done("hit");
     return answer(peeked);
   }
   let read: Promise<KubeObject | undefined>;
   try {
-    read = jobs.get(kind, namespace, name);
+    read = opts.fresh && jobs.fresh ? jobs.fresh(kind, namespace, name) : jobs.get(kind, namespace, name);
   } catch (err) {
     done("error");
     return { kind: "failed", reason: `${what} failed: ${errorMessage(err)}` };

@@ -23,6 +23,12 @@ export interface JobReader {
    */
   peek?(kind: JobKind, namespace: string, name: string): KubeObject | undefined | null;
   /**
+   * The job as it is now: a read that bypasses any cache (its answer then refreshes the cache). A reader
+   * that caches must have it; for one that does not, `get` is already fresh and this may be left out.
+   * `/scale` admission reads through it (issue 29: a scale checked against a cached job).
+   */
+  fresh?(kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined>;
+  /**
    * Told of every lookup `lookup.ts` makes through this reader: how it was answered and how long it took
    * (seconds). The server passes its metrics here; absent, nothing is measured.
    */

@@ -28,8 +28,8 @@ const CASES: Array<{ name: string; paths: string[]; body: () => string }> = [
   { name: "12,000 env entries in one container (long array, under the bound: parsed again in-thread)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(reviewOf(longEnv, { uid: "env" })) },
   { name: "a 300 KB annotation (no long array)", paths: ["/mutate/pods", "/validate/pods"], body: () => JSON.stringify(review({ uid: "annotated", object: bigAnnotation })) },
   {
-    // Too deep for a structured clone back to the main thread: the worker says so and the body is parsed in-thread.
-    name: "5,000 levels of nesting (parsed in-thread)",
+    // Past MAX_NESTING: refused before any parse, by the worker and in-thread alike (issue 29).
+    name: "5,000 levels of nesting (refused, 400, on both)",
     paths: ["/mutate/pods", "/validate/pods"],
     body: () => JSON.stringify(review({ uid: "deep", object: { ...bigAnnotation, deep: "DEEP" } })).replace('"DEEP"', `${"[".repeat(5000)}${"]".repeat(5000)}`),
   },
