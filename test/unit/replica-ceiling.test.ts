@@ -10,6 +10,7 @@ import { checkPolicy } from "../../src/policy/load.js";
 import { MAX_JOB_REPLICAS } from "../../src/topology/ceiling.js";
 import { enforce } from "../../src/validate/enforcement.js";
 import { newOrWorse, validateJob } from "../../src/validate/job.js";
+import { validateScale } from "../../src/validate/scale.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import type { ValidationContext } from "../../src/validate/types.js";
 import type { V1Pod } from "@kubernetes/client-node";
@@ -79,6 +80,22 @@ describe("job-replica-ceiling", () => {
     assert.deepEqual(rules(same), []);
     assert.deepEqual(rules(more), ["job-replica-ceiling"]);
   });
+});
+
+describe("job-replica-ceiling on /scale", () => {
+  const kind = kindOf("PyTorchJob");
+  const stored = job("PyTorchJob", "pt", "team-a", { Master: 1, Worker: 8 });
+  const scale = (replicas: number): KubeObject => ({ apiVersion: "autoscaling/v1", kind: "Scale", metadata: { name: "pt", namespace: "team-a" }, spec: { replicas } });
+  const cases: Array<[string, number, string[]]> = [
+    ["to the ceiling (1 Master + 9,999 Workers) → allowed", MAX_JOB_REPLICAS - 1, []],
+    ["one over → denied at the Scale's spec.replicas", MAX_JOB_REPLICAS, ["job-replica-ceiling spec.replicas", "job-replica-ceiling spec.replicas"]],
+  ];
+  for (const [name, n, want] of cases) {
+    it(name, () => {
+      const out = validateScale({ scale: scale(n), job: stored, kind, ctx });
+      assert.deepEqual(out.violations.filter((v) => v.rule === "job-replica-ceiling").map((v) => `${v.rule} ${v.field}`), want);
+    });
+  }
 });
 
 describe("a pod of a job over the ceiling: admitted without a cluster spec, with a warning", () => {
