@@ -9,12 +9,15 @@ import { specsCost } from "../src/admission/cost.js";
 import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
 import type { AdmissionRequest, KubeObject } from "../src/admission/types.js";
+import { ClusterSpecMemo } from "../src/mutate/frameworks.js";
 import { mutatePod, POD_MUTATIONS, type Pod } from "../src/mutate/index.js";
 import { lookupTopology, type TopologyResult } from "../src/topology/lookup.js";
 import type { WebhookDeps } from "./deps.js";
 
 export function mutatePods(deps: WebhookDeps): Webhook {
   const { policy } = deps;
+  // This webhook's cluster-spec work per job object: the pods of one job share it (issue 29, item 3).
+  const clusterSpecs = new ClusterSpecMemo();
   function outfit(request: AdmissionRequest & { object: KubeObject }, namespace: string, found: TopologyResult): MutationResult {
     if (found.kind === "failed" && policy.clusterSpec.onJobLookupFailure === "deny") {
       return {
@@ -23,7 +26,7 @@ export function mutatePods(deps: WebhookDeps): Webhook {
         deny: { rule: "job-lookup", field: "metadata.ownerReferences", message: `cannot outfit the pod: ${found.reason}` },
       };
     }
-    const out = mutatePod(request.object as Pod, { policy, namespace, ...(found.kind === "found" ? { topology: found.topology } : {}) });
+    const out = mutatePod(request.object as Pod, { policy, namespace, clusterSpecs, ...(found.kind === "found" ? { topology: found.topology } : {}) });
     const warnings = found.kind === "failed" ? [`quartermaster: no cluster spec: ${found.reason}`, ...out.warnings] : out.warnings;
     return { object: out.pod as KubeObject, warnings };
   }

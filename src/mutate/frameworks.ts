@@ -51,6 +51,43 @@ interface Job {
   spec: Spec;
   specs: ReadonlyArray<readonly [string, Spec]>;
   info: FrameworkInfo;
+  /** The per-job parts of the spec (the replica lists and their JSON), each computed once: see {@link once}. */
+  parts: Map<string, unknown>;
+}
+
+/**
+ * The per-job work of the cluster specs, kept per job object: every replica pod of a job lists the same N
+ * replicas (TF_CONFIG's and MX_CONFIG's cluster, CAFFE2_CONFIG's hosts, XGBoost's WORKER_ADDRS), so they are
+ * built and serialized once per job, and each pod only adds its own task. Keyed by the job object a cached
+ * job reader returns (the same, never-changed object for every pod read meanwhile; a new read is a new
+ * object, so a changed job is never answered from the old one). Owned by whoever makes it (the pod mutation
+ * webhook, one per instance), never module-wide.
+ */
+export class ClusterSpecMemo {
+  private readonly jobs = new WeakMap<KubeObject, Map<string, Job>>();
+  /** How many jobs were prepared (a statistic for tests and benchmarks). */
+  builds = 0;
+
+  /** @internal */
+  job(topology: Topology, namespace: string, clusterDomain: string): Job {
+    let byKey = this.jobs.get(topology.job);
+    if (!byKey) this.jobs.set(topology.job, (byKey = new Map()));
+    const key = `${topology.kind.group}/${topology.kind.kind}\0${namespace}\0${clusterDomain}`;
+    let job = byKey.get(key);
+    if (!job) {
+      byKey.set(key, (job = prepareJob(topology, namespace)));
+      this.builds++;
+    }
+    return job;
+  }
+}
+
+/** `job`'s part `key`, computed by `make` the first time it is asked for. */
+function once<T>(job: Job, key: string, make: () => T): T {
+  if (job.parts.has(key)) return job.parts.get(key) as T;
+  const v = make();
+  job.parts.set(key, v);
+  return v;
 }
 
 const env = (name: string, value: string): V1EnvVar => ({ name, value });
@@ -100,17 +137,20 @@ function total(job: Job): number {
 function tensorflow(job: Job, t: Topology, clusterDomain: string): ClusterSpecResult {
   const distributed = ["chief", "evaluator", "master", "ps", "worker"].reduce((n, rt) => n + replicasOf(specOf(job, rt)), 0);
   if (distributed === 1) return { skip: "a TFJob with a single replica is not distributed" };
-  const cluster: Record<string, string[]> = {};
-  for (const [type, spec] of [...job.specs].sort(([a], [b]) => (a.toLowerCase() < b.toLowerCase() ? -1 : 1))) {
-    const port = portOf(job, spec);
-    cluster[type.toLowerCase()] = Array.from(
-      { length: replicasOf(spec) },
-      (_, i) => `${replicaName(job.name, type, i)}.${job.namespace}.svc${clusterDomain ? `.${clusterDomain}` : ""}:${port}`,
-    );
-  }
+  const cluster = once(job, `tf-cluster\0${clusterDomain}`, () => {
+    const out: Record<string, string[]> = {};
+    for (const [type, spec] of [...job.specs].sort(([a], [b]) => (a.toLowerCase() < b.toLowerCase() ? -1 : 1))) {
+      const port = portOf(job, spec);
+      out[type.toLowerCase()] = Array.from(
+        { length: replicasOf(spec) },
+        (_, i) => `${replicaName(job.name, type, i)}.${job.namespace}.svc${clusterDomain ? `.${clusterDomain}` : ""}:${port}`,
+      );
+    }
+    return out;
+  });
   const rt = t.replicaType.toLowerCase();
   const task = { type: rt, index: t.index };
-  let config: unknown;
+  let config: string;
   if (job.spec.enableDynamicWorker === true) {
     // convertClusterSpecToSparseClusterSpec: PS see only themselves, worker i only itself and all PS.
     const sparse: { worker: Record<string, string>; ps: string[] | null } = { worker: {}, ps: [] };
@@ -119,11 +159,13 @@ function tensorflow(job: Job, t: Topology, clusterDomain: string): ClusterSpecRe
       sparse.ps = cluster.ps ?? null;
       sparse.worker[String(t.index)] = cluster.worker![t.index]!;
     }
-    config = { cluster: sparse, task };
+    config = goJson({ cluster: sparse, task });
   } else {
-    config = { cluster, task, environment: "cloud" };
+    // goJson({ cluster, task, environment: "cloud" }), byte for byte, with the cluster serialized once per job.
+    const clusterJson = once(job, `tf-cluster-json\0${clusterDomain}`, () => goJson(cluster));
+    config = `{"cluster":${clusterJson},"task":${goJson(task)},"environment":"cloud"}`;
   }
-  return { target: { container: job.info.container }, env: [env("TF_CONFIG", goJson(config))] };
+  return { target: { container: job.info.container }, env: [env("TF_CONFIG", config)] };
 }
 
 /** PyTorch (training-operator `pytorch/envvar.go`, `master.go`, `elastic.go`). */
@@ -172,18 +214,21 @@ function pytorch(job: Job, t: Topology): ClusterSpecResult {
 
 /** MXNet (training-operator v1.7 `mxnet/mxnet.go`). */
 function mxnet(job: Job, t: Topology): ClusterSpecResult {
-  const sorted = [...job.specs].sort(([a], [b]) => (a.toLowerCase() < b.toLowerCase() ? -1 : 1));
-  const cluster: Record<string, Array<{ url: string; port: number }>> = {};
-  const labels: Record<string, string> = {};
-  for (const [type, spec] of sorted) {
-    const port = portOf(job, spec);
-    cluster[type.toLowerCase()] = Array.from({ length: replicasOf(spec) }, (_, i) => ({ url: replicaName(job.name, type, i), port }));
-    labels[type.toLowerCase()] = (spec.template?.metadata?.annotations?.["tuner-server-key"] as string | undefined) ?? "";
-  }
+  const { clusterJson, labelsJson, scheduler } = once(job, "mx", () => {
+    const sorted = [...job.specs].sort(([a], [b]) => (a.toLowerCase() < b.toLowerCase() ? -1 : 1));
+    const cluster: Record<string, Array<{ url: string; port: number }>> = {};
+    const labels: Record<string, string> = {};
+    for (const [type, spec] of sorted) {
+      const port = portOf(job, spec);
+      cluster[type.toLowerCase()] = Array.from({ length: replicasOf(spec) }, (_, i) => ({ url: replicaName(job.name, type, i), port }));
+      labels[type.toLowerCase()] = (spec.template?.metadata?.annotations?.["tuner-server-key"] as string | undefined) ?? "";
+    }
+    return { clusterJson: goJson(cluster), labelsJson: goJson(labels), scheduler: cluster.scheduler?.[0] };
+  });
   const rt = t.replicaType.toLowerCase();
-  const scheduler = cluster.scheduler?.[0];
   const out = [
-    env("MX_CONFIG", goJson({ cluster, labels, task: { type: rt, index: t.index } })),
+    // goJson({ cluster, labels, task }), byte for byte, with the cluster and labels serialized once per job.
+    env("MX_CONFIG", `{"cluster":${clusterJson},"labels":${labelsJson},"task":${goJson({ type: rt, index: t.index })}}`),
     env("DMLC_PS_ROOT_PORT", String(scheduler?.port ?? 0)),
     env("DMLC_PS_ROOT_URI", scheduler?.url ?? ""),
     env("DMLC_NUM_SERVER", String(replicasOf(specOf(job, "Server")))),
@@ -211,7 +256,7 @@ function xgboost(job: Job, t: Topology): ClusterSpecResult {
   if (n > 1) {
     out.push(
       env("WORKER_PORT", String(portOf(job, specOf(job, "Worker")))),
-      env("WORKER_ADDRS", Array.from({ length: n - 1 }, (_, i) => replicaName(job.name, "worker", i)).join(",")),
+      env("WORKER_ADDRS", once(job, "xgb-workers", () => Array.from({ length: n - 1 }, (_, i) => replicaName(job.name, "worker", i)).join(","))),
     );
   }
   return { target: "all", env: out };
@@ -254,7 +299,8 @@ function jax(job: Job, t: Topology): ClusterSpecResult {
 function caffe2(job: Job, t: Topology): ClusterSpecResult {
   const backend = (job.spec.backendSpecs ?? {}) as Spec;
   const replicas = replicasOf(job.specs[0]?.[1]);
-  const hosts = Array.from({ length: replicas }, (_, i) => `${replicaObjectName("caffe2", job.namespace, job.name, "worker", i)}:2222`);
+  // goJson({ cluster: { worker: hosts }, task }), byte for byte, with the host list serialized once per job.
+  const clusterJson = once(job, "caffe2-cluster-json", () => goJson({ worker: Array.from({ length: replicas }, (_, i) => `${replicaObjectName("caffe2", job.namespace, job.name, "worker", i)}:2222`) }));
   return {
     target: "all",
     env: [
@@ -264,22 +310,30 @@ function caffe2(job: Job, t: Topology): ClusterSpecResult {
       env("SHARD_ID", String(t.index)),
       env("NUM_SHARDS", String(replicas)),
       env("RUN_ID", caffe2RuntimeId(job.raw)),
-      env("CAFFE2_CONFIG", goJson({ cluster: { worker: hosts }, task: { type: "worker", index: t.index } })),
+      env("CAFFE2_CONFIG", `{"cluster":${clusterJson},"task":${goJson({ type: "worker", index: t.index })}}`),
     ],
   };
 }
 
-/** The cluster spec of the pod at `topology` in namespace `namespace`. */
-export function clusterSpec(topology: Topology, namespace: string, clusterDomain: string): ClusterSpecResult {
+function prepareJob(topology: Topology, namespace: string): Job {
   const meta = (topology.job.metadata ?? {}) as { name?: string; namespace?: string };
-  const job: Job = {
+  return {
     raw: topology.job,
     name: String(meta.name ?? ""),
     namespace: meta.namespace ?? namespace,
     spec: (topology.job.spec ?? {}) as Spec,
     specs: replicaSpecs(topology.job as KubeObject, topology.kind),
     info: FRAMEWORKS[topology.kind.framework],
+    parts: new Map(),
   };
+}
+
+/**
+ * The cluster spec of the pod at `topology` in namespace `namespace`. With `memo`, the per-job work is done
+ * once per job object (see {@link ClusterSpecMemo}); without, every call does it all.
+ */
+export function clusterSpec(topology: Topology, namespace: string, clusterDomain: string, memo?: ClusterSpecMemo): ClusterSpecResult {
+  const job = memo ? memo.job(topology, namespace, clusterDomain) : prepareJob(topology, namespace);
   switch (topology.kind.framework) {
     case "tensorflow":
       return tensorflow(job, topology, clusterDomain);

@@ -7,6 +7,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Policy } from "../policy/types.js";
 import type { Topology } from "../topology/types.js";
+import type { ClusterSpecMemo } from "./frameworks.js";
 
 export type Pod = V1Pod;
 
@@ -15,6 +16,11 @@ export interface MutationContext {
   namespace: string;
   /** The pod's place in its training job, when it has one and the job could be read. */
   topology?: Topology;
+  /**
+   * The per-job cluster-spec work, done once per job object (the pod webhook owns one per instance).
+   * Absent, each pod's cluster spec is built from scratch.
+   */
+  clusterSpecs?: ClusterSpecMemo;
 }
 
 export interface Mutation {

@@ -36,6 +36,7 @@ export const RULES: readonly RuleInfo[] = [
   { name: "job-name", webhooks: JOBS, configurable: true, description: "The job name is a DNS-1035 label and every pod name `<job>-<type>-<index>` fits in 63 characters." },
   { name: "job-shape", webhooks: JOBS, configurable: true, description: "Replica specs with containers, one named as the framework expects, and each framework's replica rules." },
   { name: "job-replicas", webhooks: JOBS, configurable: true, description: "Replicas per replica type whole numbers, at most `limits.job.replicas`." },
+  { name: "job-replica-ceiling", webhooks: JOBS, configurable: false, description: "Replicas summed over replica types at most 10000 per job (`MAX_JOB_REPLICAS`), whatever the policy says: a hard ceiling (upstream has none). Always denies." },
   { name: "job-gpus", webhooks: JOBS, configurable: true, description: "Replicas × GPUs per pod, summed over replica types, at most `limits.job.gpus`." },
   { name: "run-policy", webhooks: JOBS, configurable: true, description: "The job's `runPolicy` and restart policies within `limits.runPolicy`; for kinds Quartermaster runs (Caffe2Job), also readable by its job controller." },
   { name: "capacity", webhooks: JOBS, configurable: true, description: "The job asks for no more GPUs than the whole cluster has (the device ledger's totals)." },

@@ -22,6 +22,7 @@ import type { KubeObject } from "../admission/types.js";
 import { FRAMEWORKS, replicaObjectName } from "../mutate/frameworks.js";
 import { quartermasterControls, type Framework, type JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
+import { MAX_JOB_REPLICAS, jobReplicaTotal } from "../topology/ceiling.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../quantity.js";
 import { validateAccelerators } from "./accelerator.js";
 import { effectivePodGpuNanos, podGpuNanos, validatePodSpec } from "./pod-spec.js";
@@ -185,6 +186,22 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findi
   return { violations, warnings };
 }
 
+/**
+ * job-replica-ceiling: replicas summed over the replica types at most {@link MAX_JOB_REPLICAS}, whatever the
+ * policy says (not configurable; always denies). One violation per replica spec, at its `replicas` field.
+ */
+function ceiling(job: KubeObject, kind: JobKind): Findings {
+  const total = jobReplicaTotal(job, kind);
+  if (total <= MAX_JOB_REPLICAS) return { violations: [], warnings: [] };
+  const violations: Finding[] = replicaSpecs(job, kind).map(([type, spec]) => ({
+    rule: "job-replica-ceiling",
+    field: `${specPath(kind, type)}.replicas`,
+    message: `${replicasOf(spec)} of the job's ${total} replicas; at most ${MAX_JOB_REPLICAS} replicas per job in all (Quartermaster's ceiling)`,
+    value: total,
+  }));
+  return { violations, warnings: [] };
+}
+
 const RESTART_POLICIES: readonly string[] = ["Always", "OnFailure", "Never", "ExitCode"];
 
 function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
@@ -294,7 +311,7 @@ export function validateCapacity(job: KubeObject, kind: JobKind, ctx: Validation
 }
 
 export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
-  return merge(names(job, kind, ctx.namespace), shape(job, kind), capacity(job, kind, ctx), runPolicy(job, kind, ctx), templates(job, kind, ctx));
+  return merge(names(job, kind, ctx.namespace), shape(job, kind), ceiling(job, kind), capacity(job, kind, ctx), runPolicy(job, kind, ctx), templates(job, kind, ctx));
 }
 
 /**
