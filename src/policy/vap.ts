@@ -4,6 +4,10 @@
  * from the policy, pure. The apiserver then judges pod creates in-process, in CEL, with no webhook round trip;
  * `quartermaster policy export-vap` prints it and manifests/overlays/validating-admission-policy uses it.
  *
+ * Which pods: those within the webhooks' match-condition bounds ({@link withinBoundsExpression}, the policy's
+ * first match condition: at most 64 containers, at most 32 resource entries in each), so the CEL work is bounded
+ * whatever the pod; wider pods are left to /validate/pods ({@link beyondBoundsExpression}, in the overlay).
+ *
  * What is expressed, with the webhook's verdict, field paths and messages (one `messageExpression` builds the
  * same `N policy violations: <field>: <message>; …` text the webhook returns):
  * - review-cost: the webhook's cost bound (src/admission/cost.ts), counted the same way, so a pod the webhook
@@ -46,7 +50,7 @@
  * is introduced at 1.32 and the apiserver compiles new expressions for its previous minor version).
  */
 import { MAX_REVIEW_COST } from "../admission/cost.js";
-import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, gpuResourcePatterns, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "../manifests/webhooks.js";
+import { ALL_CONTAINERS, CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, celString, DEFAULT_NAMESPACE, globCondition, gpuResourcePatterns, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "../manifests/webhooks.js";
 import { isGpuResource } from "../mutate/pod.js";
 import { namespaceScope, namespaceSelector } from "../scope.js";
 import type { LabelSelector } from "../doctor/types.js";
@@ -370,6 +374,30 @@ export function mayViolateExpression(policy: Policy): string {
 }
 
 /**
+ * The pods the policy judges at all: those the webhooks' match condition walks (src/manifests/webhooks.ts: at
+ * most CONDITION_MAX_CONTAINERS containers and init containers, each with at most CONDITION_MAX_RESOURCES
+ * requests and limits). Within them every variable's work, and so the CEL runtime cost, is bounded whatever the
+ * pod; a wider pod (a 1,500-container web server's, say) would walk every container and could run past the
+ * apiserver's per-expression cost limit, and be refused for that. Wider pods are left to /validate/pods, which the
+ * overlay keeps for them ({@link beyondBoundsExpression}); its guard skips those that are no training pods.
+ */
+export function withinBoundsExpression(): string {
+  return `size(${ALL_CONTAINERS}) <= ${CONDITION_MAX_CONTAINERS} &&\n${ALL_CONTAINERS}.all(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) <= ${CONDITION_MAX_RESOURCES})`;
+}
+
+/**
+ * The complement of {@link withinBoundsExpression}, as the pods.validate webhook's match condition next to the
+ * policy (manifests/overlays/validating-admission-policy): pod CREATEs the policy does not judge, and every
+ * other operation the webhook handles (UPDATE pods/resize).
+ */
+export function beyondBoundsExpression(): string {
+  return `request.operation != 'CREATE' ||\nsize(${ALL_CONTAINERS}) > ${CONDITION_MAX_CONTAINERS} ||\n${ALL_CONTAINERS}.exists(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES})`;
+}
+
+/** The name of the overlay's extra match condition on the pods.validate webhook. */
+export const BEYOND_BOUNDS_CONDITION = "beyond-the-policy-bounds";
+
+/**
  * Whether the pod is a training pod: the webhooks' training-pods-only condition (`trainingPodExpression` in
  * src/manifests/webhooks.ts, the same test): a job label, or a GPU resource in some container (only its limits
  * need looking at when the GPU resources are extended resources). The first variable, and the
@@ -435,6 +463,7 @@ export function renderValidatingAdmissionPolicy(policy: Policy, opts: VapOptions
   // One condition, the fast path: every request to the policy plans and evaluates it. Whether the pod is a
   // training pod is the validation's first test (`variables.training`), for the few the fast path leaves.
   const matchConditions: MatchCondition[] = [
+    { name: "within-the-webhook-bounds", expression: withinBoundsExpression() },
     { name: "pods-that-may-violate", expression: mayViolateExpression(policy) },
   ];
   const summary = "string(variables.count) + ' policy violation' + (variables.count == 1 ? '' : 's') + ': '";
@@ -481,6 +510,7 @@ const HEADER = [
   " Rendered by `quartermaster policy export-vap [--policy F] [--namespace N]` (src/policy/vap.ts); do not edit.",
   " Same scope as the webhooks: opted-in namespaces (quartermaster.dev/enabled=true) but never the system ones or",
   " Quartermaster's own, training pods only. It only denies, and only what the webhook denies (enforcement modes).",
+  ` Pods wider than ${CONDITION_MAX_CONTAINERS} containers, or ${CONDITION_MAX_RESOURCES} resource entries in a container, are left to /validate/pods: keep it for them.`,
 ];
 
 /** The header's line of expressed rules: those that deny everywhere, those that deny in some namespaces. */

@@ -18,6 +18,7 @@ import { parseAllDocuments } from "yaml";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { cli, createNamespace, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
 import { CORPUS_SKIP, corpusPods } from "../fixtures/corpus.js";
+import { BEYOND_BOUNDS_CONDITION, beyondBoundsExpression } from "../../src/policy/vap.js";
 import { generatedPods, manyViolationsPod, VAP_MODE_NAMESPACE, VAP_NAMESPACES, VAP_POLICY_YAML, widePod } from "../fixtures/vap-pods.js";
 
 type Obj = Record<string, any>;
@@ -72,6 +73,9 @@ const large: Case[] = [
   { id: "450 containers (far over: counting stops)", namespace: "team-a", pod: widePod("wide-450", 450) },
   { id: "40 containers each over two caps (81 violations: a message past 5 KiB)", namespace: "team-a", pod: manyViolationsPod("many-40", 40) },
   { id: "8 containers over caps (a long message under 5 KiB)", namespace: "team-b", pod: manyViolationsPod("many-8", 8) },
+  // Past the policy's bounds (64 containers, 32 entries per container): left to the webhook, no CEL cost denial.
+  { id: "no job label, no GPU, 100 containers of 40 env and 16 resource entries (wide, not a training pod: admitted)", namespace: "team-a", pod: envPod("wide-env-100", 100, 40, 16) },
+  { id: "no job label, no GPU, 2 containers, one of 40 resource entries (past the entry bound: admitted)", namespace: "team-a", pod: extendedPod("wide-entries-40", 2, 40) },
 ];
 
 /** A one-container training pod with these limits (and requests, when given). */
@@ -123,6 +127,13 @@ function extendedPod(name: string, n: number, k: number): Obj {
   return { apiVersion: "v1", kind: "Pod", metadata: { name }, spec: { restartPolicy: "Never", containers } };
 }
 
+/** `pod` of `n` containers, each with `env` variables and `k` extended resources that are no GPUs, without labels. */
+function envPod(name: string, n: number, env: number, k: number): Obj {
+  const pod = extendedPod(name, n, k);
+  for (const c of pod.spec.containers) c.env = Array.from({ length: env }, (_, i) => ({ name: `V_${i}`, value: `value-${i}` }));
+  return pod;
+}
+
 /** A native sidecar with 1 GPU, then an init container with `init` GPUs, then a container with 1. */
 function sidecarPod(name: string, init: number): Obj {
   const c = (n: string, gpus: number, extra: Obj = {}): Obj => ({ name: n, image: "busybox", ...extra, resources: { limits: { "nvidia.com/gpu": String(gpus) } } });
@@ -133,6 +144,7 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
   let cp: ControlPlane;
   let wh: WebhookProcess;
   let policyFile: string;
+  let webhookConfig: Obj;
   const byWebhook = new Map<string, Verdict>();
   const byPolicy = new Map<string, Verdict>();
   const corpus = CORPUS_SKIP ? [] : corpusCases();
@@ -188,6 +200,7 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
     assert.equal(r.code, 0, r.stderr);
     const validating = parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj).find((c) => c.kind === "ValidatingWebhookConfiguration")!;
     validating.webhooks = validating.webhooks.filter((h: Obj) => h.name === "pods.validate.quartermaster.dev");
+    webhookConfig = validating;
     for (const h of validating.webhooks) h.clientConfig = { url: `https://127.0.0.1:${wh.port}${h.clientConfig.service.path}`, caBundle: Buffer.from(wh.caPem).toString("base64") };
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify(validating));
     assert.equal(applied.code, 0, applied.stderr);
@@ -205,8 +218,10 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
     const applied = await cp.kubectl(["apply", "-f", "-"], r.stdout);
     // The CEL compiler's errors, without the echo of every expression.
     assert.equal(applied.code, 0, applied.stderr.split("\n").map((l) => (l.includes("Invalid value: \"") ? l.slice(0, l.indexOf("Invalid value")) + l.slice(l.lastIndexOf("\": ") + 3) : l)).join("\n"));
-    const deleted = await cp.api("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/quartermaster");
-    assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
+    // As the overlay: the webhook keeps only what the policy leaves (pods past its bounds, resizes).
+    for (const h of webhookConfig.webhooks) h.matchConditions = [...(h.matchConditions ?? []), { name: BEYOND_BOUNDS_CONDITION, expression: beyondBoundsExpression() }];
+    const narrowed = await cp.kubectl(["apply", "-f", "-"], JSON.stringify(webhookConfig));
+    assert.equal(narrowed.code, 0, narrowed.stderr);
     await settle("the policy", overProbe, (v) => VAP_PREFIX.test(v.raw));
     // The webhook is out of the path once an admitted probe no longer reaches it.
     await settle("removing the webhook", okProbe, async (v, name) => v.status === 201 && (await wh.awaitAdmissions(name, 1, 500)).length === 0);
@@ -280,5 +295,9 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
     assert.match(byPolicy.get(large[2]!.id)!.message, /^spec: too large to check: cost 10505 is over the bound of 10000/);
     assert.match(byPolicy.get(large[3]!.id)!.message, /^spec: too large to check: cost at least /);
     assert.equal(byPolicy.get(large[4]!.id)!.message, FALLBACK);
+    // Past the policy's bounds the webhook judges (its prefix); within them the policy does.
+    for (const i of [0, 2, 3]) assert.match(byPolicy.get(large[i]!.id)!.raw, WEBHOOK_PREFIX, large[i]!.id);
+    assert.match(byPolicy.get(large[4]!.id)!.raw, VAP_PREFIX);
+    for (const i of [6, 7]) assert.equal(byPolicy.get(large[i]!.id)!.status, 201, `${large[i]!.id}: ${byPolicy.get(large[i]!.id)!.raw}`);
   });
 });

@@ -4,15 +4,15 @@
  * CEL judges pods as /validate/pods does is test/e2e/vap.test.ts, on a real apiserver.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { runCli } from "../../src/cli/commands.js";
-import { renderWebhookConfigurations, trainingPodExpression } from "../../src/manifests/webhooks.js";
+import { ALL_CONTAINERS, CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, renderWebhookConfigurations, trainingPodExpression } from "../../src/manifests/webhooks.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { denyCondition, mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, trainingExpression, unexpressedRules, validatingAdmissionPolicyYaml, vapVariables } from "../../src/policy/vap.js";
+import { BEYOND_BOUNDS_CONDITION, beyondBoundsExpression, denyCondition, mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, trainingExpression, unexpressedRules, validatingAdmissionPolicyYaml, vapVariables, withinBoundsExpression } from "../../src/policy/vap.js";
 import { VALIDATE_POD_PASSES } from "../../webhooks/validate-pods.js";
 import { ROOT } from "../fixtures/manifests.js";
 
@@ -27,9 +27,10 @@ describe("renderValidatingAdmissionPolicy: scope", () => {
     const hook = renderWebhookConfigurations(policy, { namespace: "platform" })[1].webhooks.find((h) => h.name === "pods.validate.quartermaster.dev")!;
     const spec = vap.spec as Obj;
     assert.deepEqual(spec.matchConstraints.namespaceSelector, hook.namespaceSelector);
-    assert.equal(spec.matchConditions.length, 1);
-    assert.equal(spec.matchConditions[0].name, "pods-that-may-violate");
-    assert.equal(spec.matchConditions[0].expression, mayViolateExpression(policy));
+    assert.equal(spec.matchConditions.length, 2);
+    assert.deepEqual(spec.matchConditions[0], { name: "within-the-webhook-bounds", expression: withinBoundsExpression() });
+    assert.equal(spec.matchConditions[1].name, "pods-that-may-violate");
+    assert.equal(spec.matchConditions[1].expression, mayViolateExpression(policy));
     // The webhook's training-pods-only test (its labels and GPU patterns; limits alone, all of them being
     // extended resources), tested first.
     assert.deepEqual(spec.variables[0], { name: "training", expression: trainingExpression(policy) });
@@ -300,4 +301,70 @@ describe("quartermaster policy export-vap", () => {
       assert.equal(r.stdout, "");
     });
   }
+});
+
+/**
+ * The bounds conditions evaluated as JavaScript: they use only the container list, `size`, `all`/`exists`,
+ * comparisons and `request.operation`, so a textual translation of the rendered CEL is exact for them.
+ */
+function evalBounds(cel: string, pod: Obj, operation = "CREATE"): boolean {
+  const js = cel
+    .split(ALL_CONTAINERS)
+    .join("all")
+    .replaceAll(".?", "?.")
+    .replace(/([\w?.]+)\.orValue\((\[\]|\{\})\)/g, "(($1) ?? $2)")
+    .replace(/\.all\((\w+), /g, ".every(($1) => ")
+    .replace(/\.exists\((\w+), /g, ".some(($1) => ");
+  assert.doesNotMatch(js, /orValue|\.all\(|\.exists\(|\bobject\.spec\b/, `untranslated CEL: ${js}`);
+  const all = [...(pod.spec.initContainers ?? []), ...(pod.spec.containers ?? [])];
+  const size = (x: unknown): number => (Array.isArray(x) ? x.length : Object.keys(x as object).length);
+  return new Function("all", "size", "request", "object", `return (${js});`)(all, size, { operation }, pod) as boolean;
+}
+
+describe("bounds: the policy judges only pods within the webhooks' match-condition bounds; the webhook keeps the rest", () => {
+  const container = (j: number, entries: number, gpu = false): Obj => ({
+    name: `c-${j}`,
+    image: "busybox",
+    resources: { limits: Object.fromEntries(Array.from({ length: entries }, (_, i) => (gpu && i === 0 ? ["nvidia.com/gpu", "1"] : [`example.com/r-${i}`, "1"]))) },
+  });
+  const pod = (containers: Obj[], initContainers: Obj[] = [], labels?: Obj): Obj => ({ apiVersion: "v1", kind: "Pod", metadata: { name: "p", ...(labels ? { labels } : {}) }, spec: { containers, ...(initContainers.length ? { initContainers } : {}) } });
+  const n = (count: number, entries = 1, gpu = false): Obj[] => Array.from({ length: count }, (_, j) => container(j, entries, gpu));
+  const cases: Array<{ name: string; pod: Obj; judged: boolean }> = [
+    { name: `${CONDITION_MAX_CONTAINERS + 1} containers, no GPU, no job label (a wide non-training pod): not evaluated by the policy`, pod: pod(n(CONDITION_MAX_CONTAINERS + 1)), judged: false },
+    { name: `${CONDITION_MAX_CONTAINERS + 1} containers of a training pod: left to the webhook`, pod: pod(n(CONDITION_MAX_CONTAINERS + 1, 1, true), [], { "training.kubeflow.org/job-name": "j" }), judged: false },
+    { name: "1,500 containers of 16 entries: not evaluated by the policy", pod: pod(n(1500, 16)), judged: false },
+    { name: `init containers count: 40 init + ${CONDITION_MAX_CONTAINERS - 39} containers`, pod: pod(n(CONDITION_MAX_CONTAINERS - 39), n(40)), judged: false },
+    { name: `a container of ${CONDITION_MAX_RESOURCES + 1} resource entries: not evaluated by the policy`, pod: pod([container(0, CONDITION_MAX_RESOURCES + 1)]), judged: false },
+    { name: `exactly ${CONDITION_MAX_CONTAINERS} containers: still evaluated`, pod: pod(n(CONDITION_MAX_CONTAINERS, 1, true)), judged: true },
+    { name: `a container of exactly ${CONDITION_MAX_RESOURCES} entries: still evaluated`, pod: pod([container(0, CONDITION_MAX_RESOURCES, true)]), judged: true },
+    { name: "a one-container training pod: still evaluated", pod: pod(n(1, 2, true), [], { "training.kubeflow.org/job-name": "j" }), judged: true },
+    { name: "a pod without containers: still evaluated", pod: pod([]), judged: true },
+  ];
+  const vap = renderValidatingAdmissionPolicy(policyOf({})).policy.spec as Obj;
+  const overlay = parseAllDocuments(readFileSync(join(ROOT, "manifests/overlays/validating-admission-policy/kustomization.yaml"), "utf8"))[0]!.toJS() as Obj;
+  const ops = parseAllDocuments(overlay.patches[0].patch)[0]!.toJS() as Obj[];
+  for (const c of cases) {
+    it(c.name, () => {
+      // Every match condition must hold for the policy to run: the first is the bounds.
+      assert.equal(evalBounds(vap.matchConditions[0].expression, c.pod), c.judged);
+      // The overlay's webhook takes exactly the pods the policy leaves.
+      assert.equal(evalBounds(beyondBoundsExpression(), c.pod), !c.judged);
+    });
+  }
+  it("an in-place resize always reaches the webhook, whatever the pod", () => {
+    for (const c of cases) assert.equal(evalBounds(beyondBoundsExpression(), c.pod, "UPDATE"), true);
+  });
+  it("the bounds are the webhooks' constants", () => {
+    assert.ok(withinBoundsExpression().includes(`<= ${CONDITION_MAX_CONTAINERS} &&`));
+    assert.ok(withinBoundsExpression().includes(`<= ${CONDITION_MAX_RESOURCES})`));
+  });
+  it("the overlay adds the complement to pods.validate, keeping its rules (pod CREATE and pods/resize) and training-pods-only", () => {
+    assert.deepEqual(overlay.patches[0].target, { group: "admissionregistration.k8s.io", version: "v1", kind: "ValidatingWebhookConfiguration", name: "quartermaster" });
+    assert.deepEqual(ops[0], { op: "test", path: "/webhooks/0/name", value: "pods.validate.quartermaster.dev" });
+    assert.deepEqual(ops[1], { op: "add", path: "/webhooks/0/matchConditions/-", value: { name: BEYOND_BOUNDS_CONDITION, expression: beyondBoundsExpression() } });
+    assert.equal(overlay.patches.length, 1, "no other patch (the webhook's rules stay as in the base)");
+    const hooks = renderWebhookConfigurations(policyOf({}))[1].webhooks;
+    assert.equal(hooks[0]!.name, "pods.validate.quartermaster.dev");
+    assert.deepEqual(hooks[0]!.matchConditions!.map((m) => m.name), ["training-pods-only"]);
+  });
 });
