@@ -9,7 +9,7 @@ import type { Logger } from "pino";
 import type { KubeObject } from "../admission/types.js";
 import { errorMessage } from "../errors.js";
 import type { Policy } from "../policy/types.js";
-import { planPolicyReports, POLICY_REPORT_NAME, type ExistingReport, type PolicyReport, type ReportPlan } from "../reconcile/policy-reports.js";
+import { fieldManagers, planPolicyReports, POLICY_REPORT_NAME, REPORT_FIELD_MANAGER, type ExistingReport, type PolicyReport, type ReportPlan } from "../reconcile/policy-reports.js";
 import { namespaceScope, scopeIndex, type NamespaceInfo } from "../scope.js";
 import { auditObjects, type AuditEntry, type AuditTarget } from "../validate/audit.js";
 import { kubeClient, statusOf } from "./client.js";
@@ -25,9 +25,9 @@ export interface PolicyReportClient {
   listPods(namespace: string): Promise<KubeObject[]>;
   /** Every job of a kind in the cluster, whole; undefined when the kind's CRD is not installed. */
   listJobs(kind: Policy["jobKinds"][number]): Promise<KubeObject[] | undefined>;
-  /** The PolicyReports named `quartermaster` in all namespaces; undefined when the PolicyReport CRD is not installed. */
+  /** The PolicyReports named `quartermaster` in all namespaces (with their field managers); undefined when the PolicyReport CRD is not installed. */
   listReports(): Promise<ExistingReport[] | undefined>;
-  /** Creates (no resourceVersion) or replaces a report; "conflict" on 409. */
+  /** Creates (no resourceVersion) or replaces a report, as field manager `quartermaster-reconciler`; "conflict" on 409. */
   putReport(report: PolicyReport, resourceVersion?: string): Promise<"written" | "conflict">;
   /** Deletes with a resourceVersion precondition; "gone" on 404, "changed" on 409. */
   deleteReport(namespace: string, name: string, resourceVersion?: string): Promise<"deleted" | "gone" | "changed">;
@@ -72,8 +72,14 @@ export async function connectPolicyReports(kubeconfig?: string): Promise<PolicyR
             (await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, fieldSelector: `metadata.name=${POLICY_REPORT_NAME}`, limit: PAGE_SIZE, _continue: cont })) as Page,
         );
         return items.map((r) => {
-          const m = (r.metadata ?? {}) as { name?: string; namespace?: string; labels?: Record<string, string>; resourceVersion?: string };
-          return { namespace: String(m.namespace), name: String(m.name), labels: m.labels ?? {}, ...(m.resourceVersion ? { resourceVersion: m.resourceVersion } : {}) };
+          const m = (r.metadata ?? {}) as { name?: string; namespace?: string; labels?: Record<string, string>; managedFields?: unknown; resourceVersion?: string };
+          return {
+            namespace: String(m.namespace),
+            name: String(m.name),
+            labels: m.labels ?? {},
+            managers: fieldManagers(m.managedFields),
+            ...(m.resourceVersion ? { resourceVersion: m.resourceVersion } : {}),
+          };
         });
       } catch (err) {
         if (statusOf(err) === 404) return undefined;
@@ -83,8 +89,10 @@ export async function connectPolicyReports(kubeconfig?: string): Promise<PolicyR
     async putReport(report, resourceVersion) {
       const { namespace, name } = report.metadata;
       try {
-        if (resourceVersion === undefined) await custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, body: report });
-        else await custom.replaceNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, name, body: { ...report, metadata: { ...report.metadata, resourceVersion } } });
+        // The field manager is how a report whose label a tenant removed is still known as Quartermaster's.
+        const fieldManager = REPORT_FIELD_MANAGER;
+        if (resourceVersion === undefined) await custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, body: report, fieldManager });
+        else await custom.replaceNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, name, body: { ...report, metadata: { ...report.metadata, resourceVersion } }, fieldManager });
         return "written";
       } catch (err) {
         if (statusOf(err) === 409) return "conflict";

@@ -316,8 +316,12 @@ export function renderPolicyDocs(schema?: Schema): string {
     "Gatekeeper's users read them: one result per violation (`policy` the webhook, `rule` the rule, `result` `fail` for",
     "`deny` and `audit`, `warn` for `warn`; `properties.field` the field path, `properties.mode` the mode) and one `pass`",
     "per object without any, and the summary's counts. A fixed object's entries are gone at the next pass; a",
-    "namespace with nothing left to report loses its report, and only a report carrying that label is ever",
-    "replaced or deleted. `capacity` is not evaluated there (it needs the ledger at admission time).",
+    "namespace with nothing left to report loses its report. Reports are written with the field manager",
+    "`quartermaster-reconciler`, and a report counts as Quartermaster's when it carries that label or its",
+    "`metadata.managedFields` name that manager: only such a report is ever replaced or deleted, and one whose label",
+    "a tenant removed is still rewritten (label restored) or deleted. A report named `quartermaster` with neither is",
+    "someone else's: left alone, with a warning in the log. `capacity` is not evaluated there (it needs the ledger at",
+    "admission time).",
     "",
   );
   lines.push(...VAP_SECTION);

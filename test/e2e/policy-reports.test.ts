@@ -8,6 +8,9 @@
  *   definition) it writes one report per opted-in namespace listing the violating objects; a fixed job is
  *   gone from the report at the next pass, and a namespace with nothing left loses its report.
  * - `quartermaster audit` lists the same violations.
+ * - A report whose ownership label a tenant removed is still Quartermaster's (its managedFields name the field
+ *   manager `quartermaster-reconciler`): the next pass rewrites it (label restored), and deletes it when its
+ *   namespace has nothing left (issue 29).
  */
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
@@ -178,5 +181,36 @@ describe("enforcement modes and PolicyReports against a real kube-apiserver", ()
     assert.ok(lines.some((l) => String(l.msg).includes("is not labelled app.kubernetes.io/managed-by=quartermaster")), JSON.stringify(lines.map((l) => l.msg)));
     const still = await report("team-w");
     assert.equal(still.results, undefined, "not rewritten");
+  });
+
+  it("the label removed by a tenant: still Quartermaster's by its field manager, rewritten (label restored), then deleted", async () => {
+    const unlabel = async () => {
+      const r = await cp.kubectl(["label", "-n", "team-p", "policyreports.wgpolicyk8s.io/quartermaster", "app.kubernetes.io/managed-by-"]);
+      assert.equal(r.code, 0, r.stderr);
+      const rep = await report("team-p");
+      assert.equal(rep.metadata.labels?.["app.kubernetes.io/managed-by"], undefined);
+      assert.ok((rep.metadata.managedFields as any[]).some((f) => f.manager === "quartermaster-reconciler"), JSON.stringify(rep.metadata.managedFields));
+      return rep;
+    };
+    const gone = async (path: string, what: string) => {
+      assert.equal((await cp.api("DELETE", path, { gracePeriodSeconds: 0 })).status, 200);
+      await cp.until(what, async () => (await cp.api("GET", path)).status === 404);
+    };
+
+    const before = await unlabel();
+    await gone("/api/v1/namespaces/team-p/pods/big", "pod big to be gone");
+    let lines = await pass();
+    assert.ok(!lines.some((l) => String(l.msg).includes("not Quartermaster's") && JSON.stringify(l).includes("team-p")), JSON.stringify(lines.map((l) => l.msg)));
+    const rewritten = await report("team-p");
+    assert.notEqual(rewritten.metadata.resourceVersion, before.metadata.resourceVersion, "rewritten");
+    assert.equal(rewritten.metadata.labels["app.kubernetes.io/managed-by"], "quartermaster", "label restored");
+    assert.deepEqual(failing(rewritten), [], "pod big is gone from it");
+    assert.deepEqual(rewritten.summary, { pass: 2, fail: 0, warn: 0, error: 0, skip: 0 });
+
+    await unlabel();
+    await gone("/api/v1/namespaces/team-p/pods/small", "pod small to be gone");
+    await gone("/apis/kubeflow.org/v1/namespaces/team-p/pytorchjobs/wide", "job wide to be gone");
+    lines = await pass();
+    assert.equal(await report("team-p"), undefined, "nothing left in team-p: its unlabelled report is deleted too");
   });
 });

@@ -9,7 +9,7 @@ import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/admission/types.js";
 import { syncPolicyReports, type PolicyReportClient } from "../../src/kube/policy-reports.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { buildPolicyReport, MAX_RESULTS, planPolicyReports, type ExistingReport, type PolicyReport } from "../../src/reconcile/policy-reports.js";
+import { buildPolicyReport, fieldManagers, MAX_RESULTS, planPolicyReports, reportOwned, type ExistingReport, type PolicyReport } from "../../src/reconcile/policy-reports.js";
 import type { NamespaceInfo } from "../../src/scope.js";
 import { auditObjects, auditTable, type AuditEntry } from "../../src/validate/audit.js";
 import { capturingLogger } from "../fixtures/https.js";
@@ -107,6 +107,26 @@ describe("buildPolicyReport", () => {
   });
 });
 
+describe("reportOwned: the ownership label OR Quartermaster's field manager in managedFields (issue 29)", () => {
+  const label = { "app.kubernetes.io/managed-by": "quartermaster" };
+  // managedFields as the apiserver lists them; fieldManagers reads the manager names out of them.
+  const field = (manager: string) => ({ manager, operation: "Update", apiVersion: "wgpolicyk8s.io/v1alpha2", time: "2026-01-01T00:00:00Z", fieldsType: "FieldsV1", fieldsV1: { "f:results": {} } });
+  const cases: Array<{ name: string; labels: Record<string, string>; managedFields?: unknown; owned: boolean }> = [
+    { name: "label only", labels: label, owned: true },
+    { name: "manager only (a tenant removed the label)", labels: {}, managedFields: [field("kubectl-label"), field("quartermaster-reconciler")], owned: true },
+    { name: "both", labels: label, managedFields: [field("quartermaster-reconciler")], owned: true },
+    { name: "neither", labels: {}, owned: false },
+    { name: "a different manager, no label", labels: { "app.kubernetes.io/managed-by": "kyverno" }, managedFields: [field("kyverno"), field("kubectl-client-side-apply")], owned: false },
+    { name: "a manager that merely contains the name", labels: {}, managedFields: [field("quartermaster-reconciler-x"), field("quartermaster")], owned: false },
+    { name: "malformed managedFields", labels: {}, managedFields: { manager: "quartermaster-reconciler" }, owned: false },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      assert.equal(reportOwned({ labels: c.labels, managers: fieldManagers(c.managedFields) }), c.owned);
+    });
+  }
+});
+
 describe("planPolicyReports", () => {
   const ours = (namespace: string, resourceVersion = "7"): ExistingReport => ({ namespace, name: "quartermaster", labels: { "app.kubernetes.io/managed-by": "quartermaster" }, resourceVersion });
   const cases: Array<{ name: string; entries: AuditEntry[]; existing: ExistingReport[]; put: string[]; del: string[]; skipped: string[] }> = [
@@ -116,6 +136,9 @@ describe("planPolicyReports", () => {
     { name: "someone else's report of the same name: left alone, not deleted either", entries: [entry("a", [])], existing: [{ namespace: "team-x", name: "quartermaster", labels: {} }], put: [], del: [], skipped: ["team-x"] },
     { name: "someone else's in a namespace with nothing left: not deleted", entries: [], existing: [{ namespace: "team-y", name: "quartermaster", labels: { "app.kubernetes.io/managed-by": "kyverno" } }], put: [], del: [], skipped: [] },
     { name: "a labelled report of another name: not ours to delete", entries: [], existing: [{ ...ours("team-y"), name: "other" }], put: [], del: [], skipped: [] },
+    { name: "ours with the label removed (our manager): replaced, not skipped", entries: [entry("a", [])], existing: [{ ...ours("team-x"), labels: {}, managers: ["kubectl-label", "quartermaster-reconciler"] }], put: ["team-x@7"], del: [], skipped: [] },
+    { name: "ours with the label removed, nothing left: deleted", entries: [], existing: [{ ...ours("team-gone", "3"), labels: {}, managers: ["quartermaster-reconciler"] }], put: [], del: ["team-gone@3"], skipped: [] },
+    { name: "unlabelled, another manager: left alone", entries: [entry("a", [])], existing: [{ ...ours("team-x"), labels: {}, managers: ["kubectl-create"] }], put: [], del: [], skipped: ["team-x"] },
   ];
   for (const c of cases) {
     it(c.name, () => {
@@ -123,6 +146,7 @@ describe("planPolicyReports", () => {
       assert.deepEqual(plan.put.map((p) => `${p.report.metadata.namespace}@${p.resourceVersion ?? "new"}`), c.put);
       assert.deepEqual(plan.delete.map((d) => `${d.namespace}@${d.resourceVersion}`), c.del);
       assert.deepEqual(plan.skipped.map((s) => s.namespace), c.skipped);
+      for (const p of plan.put) assert.equal(p.report.metadata.labels["app.kubernetes.io/managed-by"], "quartermaster", "every write carries the label (restored when removed)");
     });
   }
 });
