@@ -66,9 +66,10 @@ import type { V1Container, V1EnvVar } from "@kubernetes/client-node";
 import { isDeepStrictEqual } from "node:util";
 import type { KubeObject } from "../admission/types.js";
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
-import { clusterSpec, FRAMEWORKS, isMasterRole, replicaObjectName as nameOfReplica } from "../mutate/frameworks.js";
+import { clusterSpec, ClusterSpecMemo, FRAMEWORKS, isMasterRole, replicaObjectName as nameOfReplica } from "../mutate/frameworks.js";
 import type { Framework, JobKind } from "../policy/types.js";
 import { CAFFE2_GROUP_NAME, CAFFE2_LABELS, caffe2RuntimeId, labelScheme, OPERATOR_NAMES } from "../topology/label-scheme.js";
+import { MAX_JOB_REPLICAS } from "../topology/ceiling.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import type { DeleteAction } from "./finished.js";
 import { meta } from "./meta.js";
@@ -78,6 +79,18 @@ export const ANNOTATION_RESTARTS = "quartermaster.dev/restarts";
 
 /** The ends of upstream's messages for the failures that delete every pod and Service (backoff limit, deadline). */
 const FAILURES_THAT_DELETE = ["it has reached the specified backoff limit", "it was active longer than specified deadline"] as const;
+
+/**
+ * Creates (pods and Services together) per decision; the rest wait for the next pass or event (the decision
+ * is level-based, and creates in flight are expectations, so nothing is sent twice). Kubernetes' own Job
+ * controller bounds a sync the same way: `MaxPodCreateDeletePerSync = 500` in `pkg/controller/job/
+ * job_controller.go`, sent in slow-start batches (`controller.SlowStartInitialBatchSize`). DECIDE: the bound,
+ * not the slow start (a failed create here is retried by the next pass, not in doubling batches).
+ */
+export const MAX_CREATES_PER_DECISION = 500;
+
+/** The condition and Event reason of a job over `MAX_JOB_REPLICAS` (`src/topology/ceiling.ts`). */
+export const REASON_TOO_MANY_REPLICAS = "TooManyReplicas";
 
 /** Exit code upstream uses when the default container has not terminated (`pod.go` ReconcilePods). */
 export const NO_EXIT_CODE = 0xbeef;
@@ -311,12 +324,12 @@ const withEnv = (c: V1Container, env: readonly V1EnvVar[]): V1Container => {
  * (`ExitCode` → `Never`, `core.SetRestartPolicy`), the job as controller. Also whether the template's own
  * restartPolicy was overwritten (upstream's Warning `SetPodTemplateRestartPolicy`).
  */
-export function podFor(job: KubeObject, kind: JobKind, r: Replica, index: number, clusterDomain: string): { body: KubeObject; overwroteRestartPolicy: boolean } {
+export function podFor(job: KubeObject, kind: JobKind, r: Replica, index: number, clusterDomain: string, memo?: ClusterSpecMemo): { body: KubeObject; overwroteRestartPolicy: boolean } {
   const m = meta(job);
   const template = structuredClone(r.spec.template ?? {}) as { metadata?: Record<string, any>; spec?: Record<string, any> };
   const tm = template.metadata ?? {};
   const spec = (template.spec ?? {}) as { restartPolicy?: string; containers?: V1Container[] };
-  const cs = clusterSpec({ job, kind, replicaType: r.type, index }, String(m.namespace), clusterDomain);
+  const cs = clusterSpec({ job, kind, replicaType: r.type, index }, String(m.namespace), clusterDomain, memo);
   if (!("skip" in cs)) {
     const target = cs.target;
     let done = false;
@@ -396,13 +409,17 @@ export function exitCodeOf(pod: KubeObject, kind: JobKind): number {
 
 const phaseOf = (pod: KubeObject): string | undefined => (pod as PodShape).status?.phase;
 
-/** Upstream `GetPodSlices`: objects by their replica-index label; unparseable indices are reported and skipped. */
-function slices(objects: readonly KubeObject[], replicas: number, indexLabel: string, problems: string[], what: string): KubeObject[][] {
+/**
+ * Upstream `GetPodSlices`: objects by their replica-index label; unparseable indices are reported and skipped.
+ * Sparse: the slots `0 .. replicas-1` (empty or not), then only the occupied slots beyond, in order, so an
+ * index label of 4294967296 (or a replica count past the ceiling) never allocates (upstream's dense slice
+ * threw a RangeError here and aborted the pass).
+ */
+function slices(objects: readonly KubeObject[], replicas: number, indexLabel: string, problems: string[], what: string): Array<[number, KubeObject[]]> {
   const byIndex = new Map<number, KubeObject[]>();
-  let max = replicas - 1;
   for (const o of objects) {
     const raw = meta(o).labels?.[indexLabel];
-    if (raw === undefined || !/^\d+$/.test(raw)) {
+    if (raw === undefined || !/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
       problems.push(`${what} ${meta(o).name} has no valid ${indexLabel} label; left alone`);
       continue;
     }
@@ -410,9 +427,12 @@ function slices(objects: readonly KubeObject[], replicas: number, indexLabel: st
     const list = byIndex.get(i);
     if (list) list.push(o);
     else byIndex.set(i, [o]);
-    if (i > max) max = i;
   }
-  return Array.from({ length: max + 1 }, (_, i) => byIndex.get(i) ?? []);
+  const n = Math.min(Math.max(0, replicas), MAX_JOB_REPLICAS);
+  const out: Array<[number, KubeObject[]]> = [];
+  for (let i = 0; i < n; i++) out.push([i, byIndex.get(i) ?? []]);
+  for (const i of [...byIndex.keys()].filter((i) => i >= n).sort((a, b) => a - b)) out.push([i, byIndex.get(i)!]);
+  return out;
 }
 
 function readStatus(job: KubeObject): Status {
@@ -459,6 +479,17 @@ export function decideJob(input: ControllerInput): Decision {
   }
   const old = readStatus(job);
   const status = readStatus(job);
+  const replicaTotal = reps.reduce((n, r) => n + r.replicas, 0);
+  if (replicaTotal > MAX_JOB_REPLICAS) {
+    // Checked before anything is listed or allocated: no pods, no Services, the reason on the job.
+    const msg = `${kind.kind} ${jm.namespace}/${jm.name} has ${replicaTotal} replicas in all, over Quartermaster's ceiling of ${MAX_JOB_REPLICAS} per job (MAX_JOB_REPLICAS); no pods are created.`;
+    out.problems.push(`${where}: ${msg}`);
+    if (!hasCondition(status, "Failed") && !hasCondition(status, "Succeeded")) {
+      if (setCondition(status, condition(REASON_TOO_MANY_REPLICAS, "True", REASON_TOO_MANY_REPLICAS, msg, now))) out.events.push({ type: "Warning", reason: REASON_TOO_MANY_REPLICAS, message: msg });
+    }
+    if (!isEqual(old, status)) out.status = { ...status, lastReconcileTime: metaTime(now) };
+    return out;
+  }
   const inFlight = input.inFlight ?? { creates: new Set<string>(), deletes: new Set<string>() };
   const name = String(jm.name);
   const set = (type: string, st: Condition["status"], reason: string, message: string): boolean => setCondition(status, condition(type, st, reason, message, now));
@@ -569,22 +600,31 @@ export function decideJob(input: ControllerInput): Decision {
   const scheme = labelScheme(kind);
   const counts: Record<string, ReplicaStatus> = {};
   let restarted = 0;
+  // One cluster spec per job, not per pod (the host list of N replicas built once, not N times).
+  const memo = new ClusterSpecMemo();
+  let deferredCreates = 0;
+  const roomToCreate = (): boolean => {
+    if (out.creates.length < MAX_CREATES_PER_DECISION) return true;
+    deferredCreates++;
+    return false;
+  };
   for (const r of replicas) {
     const rs: ReplicaStatus = { active: 0, succeeded: 0, failed: 0 };
     counts[r.type] = rs;
     const own = pods.filter((p) => typeOf(p) === r.rt);
-    slices(own, r.replicas, scheme.replicaIndexLabel, out.problems, `${where}: pod`).forEach((slot, index) => {
+    for (const [index, slot] of slices(own, r.replicas, scheme.replicaIndexLabel, out.problems, `${where}: pod`)) {
       if (slot.length > 1) {
         out.problems.push(`${where}: ${slot.length} pods for ${r.rt} ${index}: ${slot.map((p) => meta(p).name).join(", ")}; left alone`);
-        return;
+        continue;
       }
       if (slot.length === 0) {
         const podName = replicaObjectName(job, kind, r.rt, index);
-        if (inFlight.creates.has(`Pod/${podName}`)) return;
-        const { body, overwroteRestartPolicy } = podFor(job, kind, r, index, input.clusterDomain ?? "");
+        if (inFlight.creates.has(`Pod/${podName}`)) continue;
+        if (!roomToCreate()) continue;
+        const { body, overwroteRestartPolicy } = podFor(job, kind, r, index, input.clusterDomain ?? "", memo);
         out.creates.push({ verb: "create", kind: "Pod", namespace: String(jm.namespace), name: podName, job: jobId, jobKind: kind, jobUid: String(jm.uid), replicaType: r.type, index, reason: `${r.rt} ${index} has no pod`, body });
         if (overwroteRestartPolicy) event("Warning", "SetPodTemplateRestartPolicy", "Restart policy in pod template will be overwritten by restart policy in replica spec");
-        return;
+        continue;
       }
       const pod = slot[0]!;
       if (index >= r.replicas) del(pod, "Pod", `scale-down: ${r.rt} ${index} is beyond the ${r.replicas} replicas`);
@@ -611,23 +651,25 @@ export function decideJob(input: ControllerInput): Decision {
         else rs.active++;
       } else if (phase === "Succeeded") rs.succeeded++;
       else if (phase === "Failed") rs.failed++;
-    });
+    }
     const ownServices = services.filter((s) => meta(s).labels?.[scheme.replicaTypeLabel] === r.rt);
-    slices(ownServices, r.replicas, scheme.replicaIndexLabel, out.problems, `${where}: service`).forEach((slot, index) => {
+    for (const [index, slot] of slices(ownServices, r.replicas, scheme.replicaIndexLabel, out.problems, `${where}: service`)) {
       if (slot.length > 1) {
         out.problems.push(`${where}: ${slot.length} services for ${r.rt} ${index}; left alone`);
-        return;
+        continue;
       }
       if (slot.length === 0) {
         const svcName = replicaObjectName(job, kind, r.rt, index);
-        if (inFlight.creates.has(`Service/${svcName}`)) return;
+        if (inFlight.creates.has(`Service/${svcName}`)) continue;
+        if (!roomToCreate()) continue;
         out.creates.push({ verb: "create", kind: "Service", namespace: String(jm.namespace), name: svcName, job: jobId, jobKind: kind, jobUid: String(jm.uid), replicaType: r.type, index, reason: `${r.rt} ${index} has no service`, body: serviceFor(job, kind, r, index) });
-        return;
+        continue;
       }
       if (index >= r.replicas) del(slot[0]!, "Service", `scale-down: ${r.rt} ${index} is beyond the ${r.replicas} replicas`);
-    });
+    }
   }
   if (restarted > 0) out.restarts = restarts + restarted;
+  if (deferredCreates > 0) out.problems.push(`${where}: ${deferredCreates} creates wait for the next pass (at most ${MAX_CREATES_PER_DECISION} per decision)`);
   store(counts);
 
   // 6. The job's conditions (the common UpdateJobStatus).
