@@ -149,10 +149,19 @@ export async function applyJobControllers(opts: ApplyControllerOptions): Promise
     }
   };
 
+  // Per-job isolation: an exception applying one job is recorded for it, and the other jobs still proceed.
+  const isolated = async (plan: ControllerPlan): Promise<void> => {
+    try {
+      await one(plan);
+    } catch (err) {
+      report.failed.push({ action: `apply ${plan.kind.kind} ${plan.namespace}/${plan.name}`, error: errorMessage(err) });
+      log.error({ err, job: `${plan.kind.kind} ${plan.namespace}/${plan.name}` }, "job controller: applying this job failed; the other jobs go on");
+    }
+  };
   await inParallel(
     opts.plans.filter((p) => p.decision.creates.length + p.decision.deletes.length > 0 || p.decision.status || p.decision.events.length > 0),
     opts.width,
-    one,
+    isolated,
   );
   return report;
 }

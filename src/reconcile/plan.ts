@@ -160,33 +160,43 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: N
       skipped.push({ kind: kind.kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? ""), why });
       continue;
     }
-    const scheme = labelScheme(kind);
-    const key = orphanKey(m.namespace, scheme.key.label, scheme.key.value(job));
-    const candidates = (index: ReturnType<typeof candidateIndex>) => [...(index.byController.get(uid) ?? []), ...(index.orphans.get(key) ?? [])];
-    const p = claim(job, kind, "Pod", candidates(pods));
-    const s = claim(job, kind, "Service", candidates(services));
-    claims.push(...p.actions, ...s.actions);
-    const finished = planFinishedJob(job, kind, p.owned, s.owned, now, policy);
-    deletions.push(...finished.actions);
-    problems.push(...finished.problems);
-    if (quartermasterControls(kind)) {
-      // Quartermaster runs this kind's jobs (its Services included); orphans adopted now count as its own.
-      const decision = decideJob({
-        job,
-        kind,
-        pods: [...p.owned, ...p.adopted],
-        services: [...s.owned, ...s.adopted],
-        now,
-        clusterDomain: policy.clusterSpec.clusterDomain,
-        ...(opts.inFlight ? { inFlight: opts.inFlight(uid) } : {}),
-      });
-      problems.push(...decision.problems);
-      const rv = (job.metadata as { resourceVersion?: string } | undefined)?.resourceVersion;
-      controller.push({ kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? ""), uid, ...(rv ? { resourceVersion: rv } : {}), decision });
-      continue;
+    // Per-job isolation: whatever one job's decision throws is that job's problem, never the pass's.
+    const before = { claims: claims.length, deletions: deletions.length, creates: creates.length, controller: controller.length };
+    try {
+      const scheme = labelScheme(kind);
+      const key = orphanKey(m.namespace, scheme.key.label, scheme.key.value(job));
+      const candidates = (index: ReturnType<typeof candidateIndex>) => [...(index.byController.get(uid) ?? []), ...(index.orphans.get(key) ?? [])];
+      const p = claim(job, kind, "Pod", candidates(pods));
+      const s = claim(job, kind, "Service", candidates(services));
+      claims.push(...p.actions, ...s.actions);
+      const finished = planFinishedJob(job, kind, p.owned, s.owned, now, policy);
+      deletions.push(...finished.actions);
+      problems.push(...finished.problems);
+      if (quartermasterControls(kind)) {
+        // Quartermaster runs this kind's jobs (its Services included); orphans adopted now count as its own.
+        const decision = decideJob({
+          job,
+          kind,
+          pods: [...p.owned, ...p.adopted],
+          services: [...s.owned, ...s.adopted],
+          now,
+          clusterDomain: policy.clusterSpec.clusterDomain,
+          ...(opts.inFlight ? { inFlight: opts.inFlight(uid) } : {}),
+        });
+        problems.push(...decision.problems);
+        const rv = (job.metadata as { resourceVersion?: string } | undefined)?.resourceVersion;
+        controller.push({ kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? ""), uid, ...(rv ? { resourceVersion: rv } : {}), decision });
+        continue;
+      }
+      // A Service of the pod's name that someone else owns still blocks ours: never create over it.
+      if (policy.reconciler.perReplicaServices) creates.push(...planReplicaServices(job, kind, [...p.owned, ...p.adopted], existingServices));
+    } catch (err) {
+      claims.length = before.claims;
+      deletions.length = before.deletions;
+      creates.length = before.creates;
+      controller.length = before.controller;
+      problems.push(`${m.namespace}/${kind.kind}/${m.name}: deciding this job failed (${err instanceof Error ? err.message : String(err)}); nothing done for it this pass, the other jobs go on`);
     }
-    // A Service of the pod's name that someone else owns still blocks ours: never create over it.
-    if (policy.reconciler.perReplicaServices) creates.push(...planReplicaServices(job, kind, [...p.owned, ...p.adopted], existingServices));
   }
   const capped = capControllerDeletes(deletions, controller, opts.maxDeletions ?? policy.reconciler.maxDeletionsPerPass);
   const { actions, deferred } = capped;
