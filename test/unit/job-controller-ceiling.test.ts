@@ -29,7 +29,7 @@ function caffe2Job(replicas: number): KubeObject {
 const pod = (index: string): KubeObject => ({
   apiVersion: "v1",
   kind: "Pod",
-  metadata: { name: `team-a-ex-worker-${index}`, namespace: "team-a", uid: `p-${index}`, labels: { "caffe2_job_name": "ex", "replica-type": "worker", "replica-index": index, "caffe2-replica-type": "worker", "caffe2-replica-index": index } },
+  metadata: { name: `team-a-ex-worker-${index}`, namespace: "team-a", uid: `p-${index}`, labels: { caffe2_replica_type: "worker", caffe2_replica_index: index } },
   status: { phase: "Running" },
 });
 
