@@ -159,6 +159,8 @@ export interface ControllerInput {
   /** Appended to Services' host names in TF_CONFIG (policy `clusterSpec.clusterDomain`). */
   clusterDomain?: string;
   inFlight?: InFlight;
+  /** Where the job's cluster spec is built once for all its pods (default: one per decision). */
+  memo?: ClusterSpecMemo;
 }
 
 interface Condition {
@@ -601,7 +603,7 @@ export function decideJob(input: ControllerInput): Decision {
   const counts: Record<string, ReplicaStatus> = {};
   let restarted = 0;
   // One cluster spec per job, not per pod (the host list of N replicas built once, not N times).
-  const memo = new ClusterSpecMemo();
+  const memo = input.memo ?? new ClusterSpecMemo();
   let deferredCreates = 0;
   const roomToCreate = (): boolean => {
     if (out.creates.length < MAX_CREATES_PER_DECISION) return true;
