@@ -22,6 +22,7 @@ import type { JobKind } from "../src/policy/types.js";
 import { MAX_JOB_REPLICAS } from "../src/topology/ceiling.js";
 import type { JobReader } from "../src/topology/types.js";
 import { mutatePods } from "../webhooks/mutate-pods.js";
+import { review } from "../test/fixtures/reviews.js";
 
 const { values } = parseArgs({ options: { pods: { type: "string", default: "200" } } });
 const pods = Number(values.pods);
@@ -54,24 +55,6 @@ function pod(job: string, type: string, index: number): Pod {
   };
 }
 
-let uid = 0;
-function review(object: Pod): unknown {
-  return {
-    apiVersion: "admission.k8s.io/v1",
-    kind: "AdmissionReview",
-    request: {
-      uid: `00000000-0000-4000-8000-${String(++uid).padStart(12, "0")}`,
-      kind: { group: "", version: "v1", kind: "Pod" },
-      resource: { group: "", version: "v1", resource: "pods" },
-      operation: "CREATE",
-      namespace: "team-a",
-      userInfo: { username: "alice", groups: ["system:authenticated"] },
-      object,
-      oldObject: null,
-      dryRun: false,
-    },
-  };
-}
 
 const small = tfjob("small", { PS: 1, Worker: 3 });
 const atCeiling = tfjob("ceiling", { Chief: 1, Worker: MAX_JOB_REPLICAS - 1 });
@@ -81,7 +64,7 @@ const webhook = mutatePods({ policy, log: silentLogger(), jobs: reader([small, a
 /** One admission through the webhook: answer bytes (the AdmissionReview as sent), ms. */
 async function admit(p: Pod): Promise<{ bytes: number; ms: number; warnings: string[] }> {
   const t = performance.now();
-  const res = await webhook.admit(review(p));
+  const res = await webhook.admit(review({ object: p as KubeObject }));
   const bytes = Buffer.byteLength(JSON.stringify(res.review));
   return { bytes, ms: performance.now() - t, warnings: res.review.response?.warnings ?? [] };
 }

@@ -12,8 +12,8 @@ import { silentLogger } from "../../src/log.js";
 import { cachedJobReader } from "../../src/kube/jobs.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { fakeJobReader, kindOf } from "../fixtures/jobs.js";
-import { deepFreeze, review } from "../fixtures/reviews.js";
-import { gpuJob, scale } from "../fixtures/array-work.js";
+import { deepFreeze } from "../fixtures/reviews.js";
+import { gpuJob, scale, scaleReview } from "../fixtures/array-work.js";
 
 const policy = checkPolicy({ limits: { container: { cpu: "4", memory: "16Gi" }, job: { gpus: 64 } } }, "strict");
 
@@ -26,16 +26,7 @@ const raised = at(gpuJob(2, 8), "101");
 function scaleTo(replicas: number, resourceVersion?: string) {
   const s = scale(replicas);
   const object = resourceVersion === undefined ? s : deepFreeze({ ...s, metadata: { ...(s.metadata as object), resourceVersion } });
-  return review({
-    kind: { group: "autoscaling", version: "v1", kind: "Scale" },
-    resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" },
-    subResource: "scale",
-    requestSubResource: "scale",
-    operation: "UPDATE",
-    name: "train",
-    object,
-    oldObject: scale(2),
-  });
+  return scaleReview(replicas, { object });
 }
 
 const GPUS = /job total of 488 nvidia\.com\/gpu exceeds the per-job limit of 64|488/;

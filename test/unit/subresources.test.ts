@@ -15,7 +15,7 @@ import { SCALE_REPLICA_TYPE, scaledField, validateScale } from "../../src/valida
 import { createWebhooks } from "../../webhooks/index.js";
 import { fakeJobReader, kindOf } from "../fixtures/jobs.js";
 import { deepFreeze, review } from "../fixtures/reviews.js";
-import { gpuJob, scale, wideJob } from "../fixtures/array-work.js";
+import { gpuJob, scale, scaleReview, wideJob } from "../fixtures/array-work.js";
 
 const policy = checkPolicy({ limits: { container: { cpu: "4", memory: "16Gi" }, job: { gpus: 16, replicas: { Worker: 4 } } } }, "strict");
 const ctx = { policy, namespace: "team-a", limits: effectiveLimits(policy, "team-a") };
@@ -94,20 +94,6 @@ describe("readJob", () => {
     assert.ok(!(readJob(kind, "team-a", "train", { get: () => Promise.reject(new Error("x")), peek: () => job }, 20) instanceof Promise));
   });
 });
-
-function scaleReview(replicas: unknown, o: Partial<AdmissionRequest> = {}) {
-  return review({
-    kind: { group: "autoscaling", version: "v1", kind: "Scale" },
-    resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" },
-    subResource: "scale",
-    requestSubResource: "scale",
-    operation: "UPDATE",
-    name: "train",
-    object: scale(replicas),
-    oldObject: scale(2),
-    ...o,
-  });
-}
 
 describe("/validate/jobs: the scale subresource", () => {
   const hooks = (jobs: JobReader = fakeJobReader([gpuJob(2, 2)])) => createWebhooks({ policy, log: silentLogger(), jobs, now: () => new Date() });
