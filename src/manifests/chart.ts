@@ -92,7 +92,7 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
   const str = { type: "string", minLength: 1 };
   const resources = { type: "object" };
   // A NetworkPolicy rule's `from`: CIDRs (each becomes an ipBlock) or NetworkPolicyPeers. Never empty: an
-  // empty `from` admits every source, which must be said explicitly (0.0.0.0/0 and ::/0, as the default does).
+  // empty `from` admits every source, which must be said explicitly (0.0.0.0/0 and ::/0, the documented opening).
   const networkPeers = {
     type: "array",
     minItems: 1,
@@ -120,7 +120,8 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
         resources,
         minAvailable: { type: ["integer", "string"] },
         priorityClass: obj({ value: { type: "integer", maximum: 1000000000 } }),
-        networkPolicy: obj({ enabled: { type: "boolean" }, apiserverFrom: networkPeers, metricsFrom: networkPeers }),
+        // apiserverFrom has no default (null): the template's `required` names what to set when it is missing.
+        networkPolicy: obj({ enabled: { type: "boolean" }, apiserverFrom: { anyOf: [{ type: "null" }, networkPeers] }, metricsFrom: networkPeers }),
       }),
       reconciler: obj({ mode: { enum: ["cronjob", "resident", "watch"] }, schedule: str, resources }),
       certificates: obj({ mode: { enum: ["self-managed", "cert-manager", "none"] }, renewSchedule: str }),

@@ -50,8 +50,18 @@ const CASES: Array<{ name: string; set: string[]; kustomize?: string; dropKinds?
   { name: "everything else", set: ["monitoring.enabled=true", "reconciler.mode=resident", "certificates.mode=cert-manager", "webhook.networkPolicy.enabled=false"] },
 ];
 
+/**
+ * The chart renders nothing until told the control plane's source (webhook.networkPolicy.apiserverFrom); the
+ * kustomize base admits the webhook port from namespaces labelled quartermaster.dev/control-plane=true until
+ * told. Every render here says the base's source, so the two agree, unless the case sets apiserverFrom itself.
+ */
+const BASE_SOURCE = ["--set-json", 'webhook.networkPolicy.apiserverFrom=[{"namespaceSelector":{"matchLabels":{"quartermaster.dev/control-plane":"true"}}}]'];
+const RENDERS = new Set(["template", "lint", "install", "upgrade"]);
+
 let helmHome = "";
-function helm(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+/** `helm args`, with {@link BASE_SOURCE} on a render that names no apiserverFrom (`told: false`: as given). */
+function helm(args: string[], told = true): Promise<{ code: number; stdout: string; stderr: string }> {
+  if (told && RENDERS.has(args[0]!) && !args.some((a) => a.includes("apiserverFrom"))) args = [...args, ...BASE_SOURCE];
   const env = { ...process.env, HELM_CACHE_HOME: join(helmHome, "cache"), HELM_CONFIG_HOME: join(helmHome, "config"), HELM_DATA_HOME: join(helmHome, "data") };
   return new Promise((resolve) =>
     execFile(HELM!, args, { env, maxBuffer: 64 << 20 }, (err, stdout, stderr) =>
@@ -153,11 +163,28 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
     });
   }
 
+  it("without apiserverFrom the render fails, naming the value, an example and the documented opening", async () => {
+    const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE], false);
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /webhook\.networkPolicy\.apiserverFrom is required/);
+    assert.match(r.stderr, /apiserverFrom=\{10\.0\.0\.0\/24\}/);
+    assert.match(r.stderr, /apiserverFrom=\{0\.0\.0\.0\/0,::\/0\}/);
+    // Not needed when the chart makes no NetworkPolicy.
+    assert.equal((await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE, "--set", "webhook.networkPolicy.enabled=false"], false)).code, 0);
+  });
+
+  it("the documented opening admits the webhook port from every address, and only then", async () => {
+    const objs = await template(["webhook.networkPolicy.apiserverFrom={0.0.0.0/0,::/0}"]);
+    const policy = objs.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "quartermaster-webhook")!;
+    assert.deepEqual(policy.spec.ingress[0].from, [{ ipBlock: { cidr: "0.0.0.0/0" } }, { ipBlock: { cidr: "::/0" } }]);
+  });
+
   it("an empty apiserverFrom or metricsFrom fails the render (an empty `from` admits every source: say 0.0.0.0/0 and ::/0)", async () => {
     for (const key of ["apiserverFrom", "metricsFrom"]) {
       const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE, "--set-json", `webhook.networkPolicy.${key}=[]`]);
       assert.notEqual(r.code, 0, key);
       assert.match(r.stderr, new RegExp(`at '/webhook/networkPolicy/${key}': minItems: got 0, want 1`));
+      if (key === "apiserverFrom") assert.match(r.stderr, /got array, want null/, "nor is it taken for `not set`");
     }
   });
 

@@ -5,6 +5,7 @@
  * grants manifests/base makes.
  */
 import assert from "node:assert/strict";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { requiredAccess } from "../../src/doctor/rbac.js";
@@ -73,8 +74,27 @@ describe("doctor: RBAC requirements against manifests/base", () => {
 });
 
 describe("examples/install (the README's install overlay)", () => {
-  it("renders the self-managed overlay with every workload on the image it names, and the policy it carries", () => {
-    const objects = render(join(ROOT, "examples/install"));
+  /** Renders a copy of examples/install beside it (its relative paths hold) with network-sources.yaml edited. */
+  const renderCopy = (edit: (sources: string) => string) => {
+    const dir = mkdtempSync(join(ROOT, "examples/.test-"));
+    try {
+      cpSync(join(ROOT, "examples/install"), dir, { recursive: true });
+      const file = join(dir, "network-sources.yaml");
+      writeFileSync(file, edit(readFileSync(file, "utf8")));
+      return render(dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  /** The first of the commented examples, uncommented, as a user would. */
+  const told = (sources: string) => sources.replace("# apiserverFrom:\n#   - ipBlock: {cidr: 10.0.0.0/24}", "apiserverFrom:\n  - ipBlock: {cidr: 10.0.0.0/24}");
+
+  it("does not render until it is told the control plane's source, and says which field is missing", () => {
+    assert.throws(() => render(join(ROOT, "examples/install")), /fieldPath `apiserverFrom` is missing/);
+  });
+
+  it("renders the self-managed overlay with every workload on the image it names, the policy it carries, and the webhook port admitted from the control plane only", () => {
+    const objects = renderCopy(told);
     const images = objects.flatMap((o) => {
       const spec = o.kind === "CronJob" ? o.spec?.jobTemplate?.spec?.template?.spec : o.spec?.template?.spec;
       return [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])].map((c: { image: string }) => c.image);
@@ -84,5 +104,8 @@ describe("examples/install (the README's install overlay)", () => {
     const policies = objects.filter((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("quartermaster-policy"));
     assert.equal(policies.length, 1);
     assert.match(policies[0]!.data["policy.yaml"], /ttlSecondsAfterFinished: 86400/);
+    const network = objects.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "quartermaster-webhook")!;
+    assert.deepEqual(network.spec.ingress[0], { from: [{ ipBlock: { cidr: "10.0.0.0/24" } }], ports: [{ port: 8443, protocol: "TCP" }] });
+    assert.equal(objects.filter((o) => o.kind === "NetworkSources").length, 0);
   });
 });
