@@ -555,6 +555,17 @@ async function manifestsWebhooksCommand(values: Values, _args: readonly string[]
   return 0;
 }
 
+/** `manifests confinement`: the reconciler's ValidatingAdmissionPolicy for a policy's job kinds and a namespace. */
+async function manifestsConfinementCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
+  const namespace = (values.namespace as string | undefined) ?? "quartermaster";
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace)) throw new UsageError(`--namespace must be a namespace name (DNS-1123 label), got ${JSON.stringify(namespace)}`);
+  const policy = await loadPolicyOrReport(values.policy as string | undefined, io);
+  if (!policy) return 1;
+  const { reconcilerConfinementYaml } = await import("../manifests/confinement.js");
+  io.stdout((await reconcilerConfinementYaml(policy, namespace)).trimEnd());
+  return 0;
+}
+
 const POLICY_FLAG: FlagSpec = { type: "string", value: "file", description: "policy file (YAML or JSON)", default: "the built-in policy" };
 const KUBECONFIG_FLAG: FlagSpec = { type: "string", value: "file", description: "kubeconfig", default: "$KUBECONFIG, ~/.kube/config, else in-cluster" };
 const LOG_LEVEL_FLAG: FlagSpec = { type: "string", value: "level", description: `log level: ${LOG_LEVELS.join(", ")}`, default: "info" };
@@ -659,6 +670,15 @@ matchConditions from its GPU patterns, rules for its job kinds); apply with \`| 
 manifests/base/webhook-configurations.yaml is this for the built-in policy.`,
     flags: { policy: POLICY_FLAG, namespace: { type: "string", value: "name", description: "namespace of the webhook Service", default: "quartermaster" } },
     run: manifestsWebhooksCommand,
+  },
+  {
+    name: "manifests confinement",
+    summary: "print the ValidatingAdmissionPolicy confining the reconciler's writes",
+    description: `Print the ValidatingAdmissionPolicy and binding that refuse the reconciler's writes (pods, Services, Events,
+job kinds, PolicyReports) outside the namespaces in scope; apply with \`| kubectl apply -f -\`.
+manifests/base/reconciler-confinement.yaml is this for the built-in policy in namespace quartermaster.`,
+    flags: { policy: POLICY_FLAG, namespace: { type: "string", value: "name", description: "Quartermaster's namespace (the reconciler's ServiceAccount's)", default: "quartermaster" } },
+    run: manifestsConfinementCommand,
   },
   {
     name: "certs generate",

@@ -7,12 +7,14 @@
  * templates would read as an action quoted. Pure text functions; src/manifests/generate.ts writes them.
  */
 import { defaultPolicy } from "../policy/load.js";
+import { reconcilerConfinementYaml } from "./confinement.js";
 import { ledgerRbacYaml, policyReportsRbacYaml } from "./rbac.js";
 import { webhookConfigurationsYaml } from "./webhooks.js";
 
 export const CHART_WEBHOOK_TEMPLATE = "charts/quartermaster/templates/webhook-configurations.yaml";
 export const CHART_LEDGER_RBAC_TEMPLATE = "charts/quartermaster/templates/reconciler-ledger-rbac.yaml";
 export const CHART_POLICY_REPORTS_RBAC_TEMPLATE = "charts/quartermaster/templates/reconciler-policyreports-rbac.yaml";
+export const CHART_CONFINEMENT_TEMPLATE = "charts/quartermaster/templates/reconciler-confinement.yaml";
 export const CHART_PROMETHEUS_RULE_TEMPLATE = "charts/quartermaster/templates/prometheusrule.yaml";
 export const PROMETHEUS_RULE_MANIFEST = "manifests/overlays/monitoring/prometheusrule.yaml";
 export const DASHBOARD_MANIFEST = "manifests/overlays/monitoring/quartermaster-dashboard.json";
@@ -57,6 +59,18 @@ export async function chartPolicyReportsRbacTemplate(): Promise<string> {
   const yaml = await policyReportsRbacYaml(NAMESPACE_PLACEHOLDER);
   const body = withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)));
   return HEADER("src/reconcile/policy-reports.ts, as manifests/base/reconciler-policyreports-rbac.yaml") + body.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE);
+}
+
+/** The reconciler's confinement (cluster-scoped: only the username in its match condition names the release namespace). */
+export async function chartConfinementTemplate(): Promise<string> {
+  const yaml = await reconcilerConfinementYaml(defaultPolicy(), NAMESPACE_PLACEHOLDER);
+  const body = withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)));
+  return (
+    HEADER("src/scope.ts and the built-in policy's job kinds, as manifests/base/reconciler-confinement.yaml") +
+    "{{- if .Values.reconciler.confinement.enabled }}\n" +
+    body.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE) +
+    "{{- end }}\n"
+  );
 }
 
 export async function chartLedgerRbacTemplate(): Promise<string> {
@@ -123,7 +137,7 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
         // apiserverFrom has no default (null): the template's `required` names what to set when it is missing.
         networkPolicy: obj({ enabled: { type: "boolean" }, apiserverFrom: { anyOf: [{ type: "null" }, networkPeers] }, metricsFrom: networkPeers }),
       }),
-      reconciler: obj({ mode: { enum: ["cronjob", "resident", "watch"] }, schedule: str, resources }),
+      reconciler: obj({ mode: { enum: ["cronjob", "resident", "watch"] }, schedule: str, resources, confinement: obj({ enabled: { type: "boolean" } }) }),
       certificates: obj({ mode: { enum: ["self-managed", "cert-manager", "none"] }, renewSchedule: str }),
       monitoring: obj({
         enabled: { type: "boolean" },

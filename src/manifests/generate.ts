@@ -1,7 +1,8 @@
 /**
  * @module
- * Build-time generator of manifests/base/webhook-configurations.yaml (from the built-in policy) and
- * manifests/base/reconciler-ledger-rbac.yaml (from the ledger's naming) (run by `npm
+ * Build-time generator of manifests/base/webhook-configurations.yaml (from the built-in policy),
+ * manifests/base/reconciler-ledger-rbac.yaml (from the ledger's naming) and
+ * manifests/base/reconciler-confinement.yaml (from src/scope.ts and the job kinds) (run by `npm
  * run generate`). The YAML is committed for `kubectl apply -k`; a unit test renders it again and fails when
  * the committed file differs, so the manifest cannot drift from the policy or from src/scope.ts. The Helm
  * chart's templates for the same objects are written from the same renders (src/manifests/chart.ts).
@@ -13,11 +14,13 @@ import { defaultPolicy } from "../policy/load.js";
 import { POLICY_SCHEMA } from "../policy/schema.js";
 import {
   CHART_DASHBOARD,
+  CHART_CONFINEMENT_TEMPLATE,
   CHART_LEDGER_RBAC_TEMPLATE,
   CHART_POLICY_REPORTS_RBAC_TEMPLATE,
   CHART_PROMETHEUS_RULE_TEMPLATE,
   CHART_VALUES_SCHEMA,
   CHART_WEBHOOK_TEMPLATE,
+  chartConfinementTemplate,
   chartLedgerRbacTemplate,
   chartPolicyReportsRbacTemplate,
   chartPrometheusRuleTemplate,
@@ -26,6 +29,7 @@ import {
   DASHBOARD_MANIFEST,
   PROMETHEUS_RULE_MANIFEST,
 } from "./chart.js";
+import { reconcilerConfinementYaml } from "./confinement.js";
 import { ledgerRbacYaml, policyReportsRbacYaml } from "./rbac.js";
 import { validatingAdmissionPolicyYaml } from "../policy/vap.js";
 import { webhookConfigurationsYaml } from "./webhooks.js";
@@ -34,6 +38,7 @@ import { webhookConfigurationsYaml } from "./webhooks.js";
 export const WEBHOOK_MANIFEST = "manifests/base/webhook-configurations.yaml";
 export const LEDGER_RBAC_MANIFEST = "manifests/base/reconciler-ledger-rbac.yaml";
 export const POLICY_REPORTS_RBAC_MANIFEST = "manifests/base/reconciler-policyreports-rbac.yaml";
+export const CONFINEMENT_MANIFEST = "manifests/base/reconciler-confinement.yaml";
 export const VAP_MANIFEST = "manifests/overlays/validating-admission-policy/validating-admission-policy.yaml";
 
 /** The text manifests/base/webhook-configurations.yaml must have. */
@@ -53,6 +58,8 @@ export async function generatedManifests(): Promise<Record<string, string>> {
     [LEDGER_RBAC_MANIFEST]: await ledgerRbacYaml(),
     [POLICY_REPORTS_RBAC_MANIFEST]: await policyReportsRbacYaml(),
     [CHART_POLICY_REPORTS_RBAC_TEMPLATE]: await chartPolicyReportsRbacTemplate(),
+    [CONFINEMENT_MANIFEST]: await reconcilerConfinementYaml(defaultPolicy()),
+    [CHART_CONFINEMENT_TEMPLATE]: await chartConfinementTemplate(),
     [VAP_MANIFEST]: await validatingAdmissionPolicyYaml(defaultPolicy()),
     [CHART_WEBHOOK_TEMPLATE]: await chartWebhookTemplate(),
     [CHART_LEDGER_RBAC_TEMPLATE]: await chartLedgerRbacTemplate(),

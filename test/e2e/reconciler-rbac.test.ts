@@ -3,13 +3,15 @@
  * (kubectl --as) on a real kube-apiserver that runs OwnerReferencesPermissionEnforcement. It can update job
  * finalizers and the ledger's ConfigMaps; it cannot touch the webhook's policy ConfigMap or any other; and
  * adoption (ownerReferences with blockOwnerDeletion) works, while an account without the finalizers grant is
- * refused the same patch (so the admission plugin is really on).
+ * refused the same patch (so the admission plugin is really on). And the apiserver itself confines its writes
+ * (the ValidatingAdmissionPolicy quartermaster-reconciler-scope, src/manifests/confinement.ts): pods, Services,
+ * Events and jobs only in opted-in namespaces, whatever its ClusterRole grants, and nobody else's writes judged.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { MAX_LEDGER_SHARDS } from "../../src/reconcile/ledger-shards.js";
 import type { ControlPlane } from "./harness/controlplane.js";
-import { cli, reconcilerCluster } from "./harness/webhook.js";
+import { cli, createNamespace, reconcilerCluster } from "./harness/webhook.js";
 
 const NS = "team-rbac";
 const OWN = "quartermaster";
@@ -129,5 +131,90 @@ describe("the reconciler's RBAC on a real kube-apiserver", () => {
       [{ uid: jobUid, controller: true, blockOwnerDeletion: true }],
       r.stdout,
     );
+  });
+
+  describe("its writes confined by the apiserver (ValidatingAdmissionPolicy quartermaster-reconciler-scope)", () => {
+    const PLAIN = "team-plain"; // not opted in
+    const OFF = "team-off"; // opted out explicitly
+    const pod = (name: string, namespace: string) => JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name, namespace }, spec: { containers: [{ name: "c", image: "busybox" }] } });
+    const service = (namespace: string) => JSON.stringify({ apiVersion: "v1", kind: "Service", metadata: { name: "svc", namespace }, spec: { clusterIP: "None", selector: { a: "b" } } });
+    const event = (namespace: string) =>
+      JSON.stringify({ apiVersion: "v1", kind: "Event", metadata: { name: "e1", namespace }, involvedObject: { kind: "Pod", name: "x", namespace }, reason: "Test", message: "m", type: "Normal" });
+    const REFUSAL = /ValidatingAdmissionPolicy 'quartermaster-reconciler-scope'.*may write only in namespaces opted in to Quartermaster/;
+
+    before(async () => {
+      await createNamespace(cp, PLAIN);
+      await createNamespace(cp, OFF, { "quartermaster.dev/enabled": "false" });
+      // kube-system carrying the opt-in label is still protected.
+      assert.equal((await cp.kubectl(["label", "namespace", "kube-system", "quartermaster.dev/enabled=true", "--overwrite"])).code, 0);
+      // Pods the reconciler will be asked to patch and delete where it may not (made by the administrator).
+      for (const ns of ["kube-system", PLAIN]) assert.equal((await cp.kubectl(["create", "-f", "-"], pod("victim", ns))).code, 0, ns);
+      // The apiserver loads a new policy asynchronously: wait (bounded) until it refuses.
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const r = await as(["create", "--dry-run=server", "-f", "-"], pod("probe", PLAIN));
+        if (r.code !== 0 && REFUSAL.test(r.stderr)) break;
+        assert.ok(Date.now() < deadline, `the policy never took effect: ${r.code} ${r.stderr}`);
+        await new Promise((ok) => setTimeout(ok, 250));
+      }
+    });
+
+    const refused: Array<{ name: string; args: string[]; stdin?: (ns: string) => string; ns: string }> = [
+      { name: "create a pod in kube-system (labelled opted in, still protected)", args: ["create", "-f", "-"], stdin: (ns) => pod("p", ns), ns: "kube-system" },
+      { name: "create a pod in a namespace that has not opted in", args: ["create", "-f", "-"], stdin: (ns) => pod("p", ns), ns: PLAIN },
+      { name: "create a pod in a namespace labelled enabled=false", args: ["create", "-f", "-"], stdin: (ns) => pod("p", ns), ns: OFF },
+      { name: "create a pod in its own namespace", args: ["create", "-f", "-"], stdin: (ns) => pod("p", ns), ns: OWN },
+      { name: "create a Service in kube-system", args: ["create", "-f", "-"], stdin: service, ns: "kube-system" },
+      { name: "create an Event in a namespace that has not opted in", args: ["create", "-f", "-"], stdin: event, ns: PLAIN },
+      { name: "delete a pod in a namespace that has not opted in", args: ["delete", "pod", "victim", "--wait=false"], ns: PLAIN },
+    ];
+    for (const c of refused) {
+      it(`refused: ${c.name}, with the policy's message`, async () => {
+        const r = await as(["-n", c.ns, ...c.args], c.stdin?.(c.ns));
+        assert.notEqual(r.code, 0, r.stdout);
+        assert.match(r.stderr, REFUSAL);
+        assert.match(r.stderr, new RegExp(`namespace ${c.ns}`));
+      });
+    }
+
+    // A patch as the reconciler sends it (kubectl patch would GET first, which its RBAC does not grant).
+    const patchAs = (ns: string, name: string) =>
+      cp.api("PATCH", `/api/v1/namespaces/${ns}/pods/${name}`, { metadata: { labels: { x: "y" } } }, { "content-type": "application/merge-patch+json", "Impersonate-User": AS.slice("--as=".length) });
+
+    it("refused: patch a pod in kube-system, with the policy's message", async () => {
+      const r = await patchAs("kube-system", "victim");
+      assert.equal(r.status, 403, JSON.stringify(r.body));
+      assert.match(r.body.message, REFUSAL);
+    });
+
+    it("the refused writes changed nothing: the pods are still there, unpatched", async () => {
+      for (const ns of ["kube-system", PLAIN]) {
+        const r = await cp.api("GET", `/api/v1/namespaces/${ns}/pods/victim`);
+        assert.equal(r.status, 200, ns);
+        assert.equal(r.body.metadata.deletionTimestamp, undefined, ns);
+        assert.equal(r.body.metadata.labels?.x, undefined, ns);
+      }
+    });
+
+    it("allowed in an opted-in namespace: create, patch and delete a pod, create a Service and an Event", async () => {
+      assert.equal((await as(["-n", NS, "create", "-f", "-"], pod("confined-ok", NS))).code, 0);
+      const patched = await patchAs(NS, "confined-ok");
+      assert.equal(patched.status, 200, JSON.stringify(patched.body));
+      assert.equal((await as(["-n", NS, "delete", "pod", "confined-ok", "--wait=false"])).code, 0);
+      for (const body of [service(NS), event(NS)]) {
+        const r = await as(["create", "--dry-run=server", "-f", "-"], body);
+        assert.equal(r.code, 0, r.stderr);
+      }
+    });
+
+    it("its own namespace's Lease and ledger ConfigMaps are not the policy's business", async () => {
+      const r = await as(["-n", OWN, "create", "--dry-run=server", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "quartermaster-ledger-7", namespace: OWN }, data: {} }));
+      assert.equal(r.code, 0, r.stderr);
+    });
+
+    it("other identities are not judged: the administrator creates a pod where the reconciler may not", async () => {
+      const r = await cp.kubectl(["create", "--dry-run=server", "-f", "-"], pod("admin-made", PLAIN));
+      assert.equal(r.code, 0, r.stderr);
+    });
   });
 });
