@@ -539,7 +539,7 @@ export function decideJob(input: ControllerInput): Decision {
   if (violations.length === 0 && hasCondition(status, REASON_TEMPLATE_REFUSED)) {
     // Fixed: the condition turns False (kept, as Kubernetes conditions are, with when it changed) and the
     // rest of the decision creates what the job lacks.
-    const msg = `${kind.kind} ${jm.namespace}/${jm.name}: its template is allowed by the policy; pods are created.`;
+    const msg = `${kind.kind} ${jm.namespace}/${jm.name}: its template is now allowed by the policy (reconciler.allowedTemplates).`;
     if (setCondition(status, condition(REASON_TEMPLATE_REFUSED, "False", REASON_TEMPLATE_ALLOWED, msg, now))) out.events.push({ type: "Normal", reason: REASON_TEMPLATE_ALLOWED, message: msg });
   }
   const inFlight = input.inFlight ?? { creates: new Set<string>(), deletes: new Set<string>() };

@@ -55,6 +55,12 @@ const PRIV = "privileged container \"caffe2\" (reconciler.allowedTemplates.privi
 const host = (ns: string) => `the node's ${ns} namespace (reconciler.allowedTemplates.hostNamespaces is false)`;
 const sa = (name: string, allowed = '"default"') => `ServiceAccount "${name}" (reconciler.allowedTemplates.serviceAccounts allows ${allowed})`;
 
+describe("DEFAULT_ALLOWED_TEMPLATES", () => {
+  it("is the policy schema's defaults (what decideJob uses without a policy cannot drift from the loader's)", () => {
+    assert.deepEqual(DEFAULT_ALLOWED_TEMPLATES, defaultPolicy().reconciler.allowedTemplates);
+  });
+});
+
 describe("templateViolations: each kind, with its field path", () => {
   const cases: Array<{ name: string; spec: Record<string, unknown>; allowed?: Partial<AllowedTemplates>; namespace?: string; want: Violation[] }> = [
     { name: "a plain template → none", spec: { containers: [CAFFE2_CONTAINER] }, want: [] },
@@ -240,7 +246,7 @@ describe("decideJob: a fixed template clears the condition and creation proceeds
   it("refused, then fixed: TemplateRefused=False (TemplateAllowed), a Normal Event, the pods and Services", () => {
     const refused = decideJob({ job: caffe2Job({ containers: [privileged()] }), kind: CAFFE2, pods: [], services: [], now: NOW });
     const fixed = decideJob({ job: caffe2Job({}, { status: refused.status! }), kind: CAFFE2, pods: [], services: [], now: LATER });
-    const msg = "Caffe2Job team-a/ex: its template is allowed by the policy; pods are created.";
+    const msg = "Caffe2Job team-a/ex: its template is now allowed by the policy (reconciler.allowedTemplates).";
     assert.deepEqual(fixed.creates.map((x) => `${x.kind}/${x.name}`), ["Pod/team-a-ex-worker-0", "Pod/team-a-ex-worker-1", "Service/team-a-ex-worker-0", "Service/team-a-ex-worker-1"]);
     assert.deepEqual(fixed.events, [{ type: "Normal", reason: REASON_TEMPLATE_ALLOWED, message: msg }]);
     const conds = conditionsOf(fixed);
