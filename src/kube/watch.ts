@@ -232,7 +232,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     const ownServices = services.list(ns).filter(owned).map(slimService);
     const at = now();
     const inFlight = expectations.observeJob(uid, ownPods, ownServices, at);
-    const decided = decideJob({ job, kind, pods: ownPods, services: ownServices, now: at, clusterDomain: policy.clusterSpec.clusterDomain, inFlight });
+    const decided = decideJob({ job, kind, pods: ownPods, services: ownServices, now: at, clusterDomain: policy.clusterSpec.clusterDomain, allowedTemplates: policy.reconciler.allowedTemplates, inFlight });
     for (const p of decided.problems) log.warn({ problem: p }, "watch: cannot act");
     const rv = (job.metadata as { resourceVersion?: string }).resourceVersion;
     // The controller's deletes and a finished job's (CleanPodPolicy, TTL, as a pass does them) share the

@@ -128,6 +128,12 @@ export const DESCRIPTIONS: Record<string, string> = {
   "reconciler.policyReports":
     "Each pass also evaluates the pods and training jobs of every opted-in namespace against the policy and writes one `wgpolicyk8s.io/v1alpha2` PolicyReport per namespace (see Rules below), when that CRD is installed (else one log line, and nothing written). Needs the reconciler's policyreports grant (manifests/base/reconciler-policyreports-rbac.yaml).",
   "reconciler.concurrency": "API calls a reconcile pass keeps in flight while it applies its plan (adoptions, Services, deletions).",
+  "reconciler.allowedTemplates":
+    "What Quartermaster's job controller (Caffe2Job, and kinds with `controller: quartermaster`) may create from a job's pod templates. It creates pods with its own ServiceAccount, so without this a user allowed to create such jobs but not pods would get any pod Pod Security Admission lets through. A job whose templates ask for more gets no pods or Services, a `TemplateRefused` condition and a Warning Event naming each field; its existing pods are left alone. Fixing the template clears the condition and creation proceeds. hostPath volumes, hostPorts, capabilities and the other Pod Security baseline items stay with Pod Security Admission.",
+  "reconciler.allowedTemplates.privileged": "Allow `securityContext.privileged: true` on containers and init containers.",
+  "reconciler.allowedTemplates.hostNamespaces": "Allow `hostNetwork`, `hostPID` and `hostIPC`.",
+  "reconciler.allowedTemplates.serviceAccounts":
+    "ServiceAccounts a template may name (`serviceAccountName`, or the deprecated `serviceAccount`) besides `default`, which is always allowed (as is leaving it unset): `<name>` in any namespace, `<namespace>/<name>` in that namespace only.",
   webhook: "The admission webhooks.",
   "webhook.timeoutSeconds": "The `timeoutSeconds` the webhook configurations use; the latency histogram's buckets reach up to it and `doctor` warns above it.",
 };

@@ -271,6 +271,22 @@ export const POLICY_SCHEMA = {
         concurrency: { type: "integer", minimum: 1, maximum: 64, default: 8 },
         /** One wgpolicyk8s.io/v1alpha2 PolicyReport per opted-in namespace, written each pass (when the CRD exists). */
         policyReports: { type: "boolean", default: false },
+        /** What the job controller may create from a job's pod templates (src/reconcile/template-guard.ts). */
+        allowedTemplates: {
+          type: "object",
+          additionalProperties: false,
+          default: {},
+          properties: {
+            privileged: { type: "boolean", default: false },
+            hostNamespaces: { type: "boolean", default: false },
+            // `<name>` (a ServiceAccount name, a DNS subdomain) or `<namespace>/<name>` (a namespace is a DNS label).
+            serviceAccounts: {
+              type: "array",
+              default: [],
+              items: { type: "string", pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" },
+            },
+          },
+        },
       },
     },
     webhook: {

@@ -118,6 +118,19 @@ export interface Enforcement {
   namespaces: EnforcementOverride[];
 }
 
+/**
+ * What the job controller may create from a job's pod templates (`src/reconcile/template-guard.ts`): a job
+ * whose templates ask for more gets no pods and a `TemplateRefused` condition.
+ */
+export interface AllowedTemplates {
+  /** Privileged containers and init containers. */
+  privileged: boolean;
+  /** hostNetwork, hostPID, hostIPC. */
+  hostNamespaces: boolean;
+  /** ServiceAccounts besides `default`: `<name>` in any namespace, `<namespace>/<name>` in that one. */
+  serviceAccounts: readonly string[];
+}
+
 export interface Policy {
   jobKinds: JobKind[];
   clusterSpec: {
@@ -178,6 +191,8 @@ export interface Policy {
     concurrency: number;
     /** Write a PolicyReport per opted-in namespace each pass, where the wgpolicyk8s.io CRD is installed. */
     policyReports: boolean;
+    /** What the job controller may create from a job's pod templates. */
+    allowedTemplates: AllowedTemplates;
   };
   webhook: {
     /** The timeoutSeconds the webhook configurations use; metrics buckets reach up to it. */

@@ -11,6 +11,12 @@
  *
  * 1. A job being deleted: nothing. `Created=True` (`JobCreated`, "<Kind> <name> is created.") on first sight
  *    (training-operator's onOwnerCreateFunc).
+ * 1a. Quartermaster's own refusals, before the rest of upstream's rules: a job over `MAX_JOB_REPLICAS` replicas
+ *    (`TooManyReplicas`), and a job, neither finished nor suspended, whose pod templates ask for what
+ *    `reconciler.allowedTemplates` does not allow (`TemplateRefused`, `template-guard.ts`: privileged
+ *    containers, host namespaces, ServiceAccounts other than `default` and those listed). Either gets no pods
+ *    or Services (and no `Created`), the condition and a Warning Event, and nothing else (its existing pods
+ *    stay). Templates fixed: `TemplateRefused` turns False (`TemplateAllowed`, a Normal Event) and the rules go on.
  * 2. Finished (`Succeeded` or `Failed` True): a Succeeded job's active replicas count as succeeded; nothing
  *    else (its pods are `finished.ts`'s), except that a job failed by step 4 keeps losing its remaining pods
  *    and Services (those the deletion budget deferred, see below).
@@ -67,12 +73,13 @@ import { isDeepStrictEqual } from "node:util";
 import type { KubeObject } from "../admission/types.js";
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
 import { clusterSpec, ClusterSpecMemo, FRAMEWORKS, isMasterRole, replicaObjectName as nameOfReplica } from "../mutate/frameworks.js";
-import type { Framework, JobKind } from "../policy/types.js";
+import type { AllowedTemplates, Framework, JobKind } from "../policy/types.js";
 import { CAFFE2_GROUP_NAME, CAFFE2_LABELS, caffe2RuntimeId, labelScheme, OPERATOR_NAMES } from "../topology/label-scheme.js";
 import { MAX_JOB_REPLICAS } from "../topology/ceiling.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import type { DeleteAction } from "./finished.js";
 import { meta } from "./meta.js";
+import { DEFAULT_ALLOWED_TEMPLATES, describeViolations, jobTemplateViolations } from "./template-guard.js";
 
 /** Where Quartermaster counts the pods it deleted to restart them (the backoff limit's restarts). */
 export const ANNOTATION_RESTARTS = "quartermaster.dev/restarts";
@@ -91,6 +98,14 @@ export const MAX_CREATES_PER_DECISION = 500;
 
 /** The condition and Event reason of a job over `MAX_JOB_REPLICAS` (`src/topology/ceiling.ts`). */
 export const REASON_TOO_MANY_REPLICAS = "TooManyReplicas";
+
+/**
+ * The condition and Event reason of a job whose pod templates ask for what the policy does not allow
+ * (`reconciler.allowedTemplates`, `template-guard.ts`); the condition turns False with {@link REASON_TEMPLATE_ALLOWED}
+ * once the templates are fixed.
+ */
+export const REASON_TEMPLATE_REFUSED = "TemplateRefused";
+export const REASON_TEMPLATE_ALLOWED = "TemplateAllowed";
 
 /** Exit code upstream uses when the default container has not terminated (`pod.go` ReconcilePods). */
 export const NO_EXIT_CODE = 0xbeef;
@@ -161,6 +176,8 @@ export interface ControllerInput {
   inFlight?: InFlight;
   /** Where the job's cluster spec is built once for all its pods (default: one per decision). */
   memo?: ClusterSpecMemo;
+  /** What the job's pod templates may ask for (policy `reconciler.allowedTemplates`; default: its schema defaults). */
+  allowedTemplates?: AllowedTemplates;
 }
 
 interface Condition {
@@ -223,6 +240,19 @@ export function setCondition(status: Status, c: Condition): boolean {
     kept.push((c.type === "Failed" || c.type === "Succeeded") && x.type === "Running" ? { ...x, status: "False" } : x);
   }
   status.conditions = [...kept, next];
+  return true;
+}
+
+/**
+ * `TemplateRefused=True` with `msg`; true when it changed. Unlike {@link setCondition} a new message alone is
+ * a change: a template edited from one violation to another must say which fields are refused now.
+ */
+function setTemplateRefused(status: Status, msg: string, now: Date): boolean {
+  if (setCondition(status, condition(REASON_TEMPLATE_REFUSED, "True", REASON_TEMPLATE_REFUSED, msg, now))) return true;
+  const current = (status.conditions ?? []).find((c) => c.type === REASON_TEMPLATE_REFUSED);
+  if (!current || current.message === msg || hasCondition(status, "Failed")) return false;
+  current.message = msg;
+  current.lastUpdateTime = metaTime(now);
   return true;
 }
 
@@ -491,6 +521,26 @@ export function decideJob(input: ControllerInput): Decision {
     }
     if (!isEqual(old, status)) out.status = { ...status, lastReconcileTime: metaTime(now) };
     return out;
+  }
+  // The template guard (issue 29 item 6): the pods are created with the controller's ServiceAccount, so the
+  // policy, not the user's RBAC, decides what they may be. Checked where the controller would create: a
+  // finished job creates nothing, and a suspended one only loses its pods (its suspension still applies). A
+  // refused job gets no pods and no Services, and nothing else is decided for it either: its existing pods
+  // are left alone (never deleted for this) until the template is fixed.
+  const violations = jobTemplateViolations(job, kind, input.allowedTemplates ?? DEFAULT_ALLOWED_TEMPLATES);
+  const finishedOrSuspended = hasCondition(status, "Failed") || hasCondition(status, "Succeeded") || rp.suspend;
+  if (violations.length > 0 && !finishedOrSuspended) {
+    const msg = `${kind.kind} ${jm.namespace}/${jm.name}: the policy (reconciler.allowedTemplates) does not allow its template; no pods or Services are created: ${describeViolations(violations)}`;
+    out.problems.push(`${where}: ${msg}`);
+    if (setTemplateRefused(status, msg, now)) out.events.push({ type: "Warning", reason: REASON_TEMPLATE_REFUSED, message: msg });
+    if (!isEqual(old, status)) out.status = { ...status, lastReconcileTime: metaTime(now) };
+    return out;
+  }
+  if (violations.length === 0 && hasCondition(status, REASON_TEMPLATE_REFUSED)) {
+    // Fixed: the condition turns False (kept, as Kubernetes conditions are, with when it changed) and the
+    // rest of the decision creates what the job lacks.
+    const msg = `${kind.kind} ${jm.namespace}/${jm.name}: its template is now allowed by the policy (reconciler.allowedTemplates).`;
+    if (setCondition(status, condition(REASON_TEMPLATE_REFUSED, "False", REASON_TEMPLATE_ALLOWED, msg, now))) out.events.push({ type: "Normal", reason: REASON_TEMPLATE_ALLOWED, message: msg });
   }
   const inFlight = input.inFlight ?? { creates: new Set<string>(), deletes: new Set<string>() };
   const name = String(jm.name);

@@ -181,6 +181,7 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: N
           services: [...s.owned, ...s.adopted],
           now,
           clusterDomain: policy.clusterSpec.clusterDomain,
+          allowedTemplates: policy.reconciler.allowedTemplates,
           ...(opts.inFlight ? { inFlight: opts.inFlight(uid) } : {}),
         });
         problems.push(...decision.problems);

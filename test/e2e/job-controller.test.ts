@@ -196,6 +196,35 @@ describe("job controller: Caffe2Job without an operator, on a real kube-apiserve
     assert.equal(after[0]!.metadata.uid, uids.get(`${NS}-scale-worker-0`), "index 0 untouched");
   });
 
+  it("a privileged Caffe2Job: TemplateRefused naming the fields, a Warning Event, no pods or Services; fixed, its pods", async () => {
+    const body = (spec: Obj) => ({
+      apiVersion: "kubeflow.org/v1alpha1",
+      kind: "Caffe2Job",
+      metadata: { name: "priv" },
+      spec: { RuntimeID: "run-1", backendSpecs: { backendType: "redis", redisHost: "redis", redisPort: 6379 }, replicaSpecs: { replicas: 2, template: { spec } } },
+    });
+    const r = await cp.api("POST", `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs`, body({ hostNetwork: true, containers: [{ name: "caffe2", image: "caffe2:1", securityContext: { privileged: true } }] }));
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    await pass();
+    assert.deepEqual(await pods("priv"), []);
+    assert.deepEqual(await services("priv"), []);
+    let job = await getJob("priv");
+    assert.deepEqual(conditions(job), ["TemplateRefused=True"]);
+    const msg =
+      `Caffe2Job ${NS}/priv: the policy (reconciler.allowedTemplates) does not allow its template; no pods or Services are created: ` +
+      "spec.replicaSpecs.template.spec.hostNetwork: the node's Network namespace (reconciler.allowedTemplates.hostNamespaces is false); " +
+      'spec.replicaSpecs.template.spec.containers[0].securityContext.privileged: privileged container "caffe2" (reconciler.allowedTemplates.privileged is false)';
+    assert.equal(job.status.conditions[0].message, msg);
+    assert.deepEqual(await events("priv"), [`Warning TemplateRefused ${msg}`]);
+    // Fixed by the user (a merge patch replaces the container list): the condition turns False, the pods come.
+    const fix = { spec: { replicaSpecs: { template: { spec: { hostNetwork: null, containers: [{ name: "caffe2", image: "caffe2:1" }] } } } } };
+    assert.equal((await cp.api("PATCH", `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs/priv`, fix, { "content-type": "application/merge-patch+json" })).status, 200);
+    await pass();
+    assert.deepEqual((await pods("priv")).map((p) => p.metadata.name), [`${NS}-priv-worker-0`, `${NS}-priv-worker-1`]);
+    job = await getJob("priv");
+    assert.deepEqual(conditions(job), ["TemplateRefused=False", "Created=True"]);
+  });
+
   it("the CLI's pass (reconcile --once) does the same, under the Lease, with the reconciler's RBAC", async () => {
     await createJob("cli", {}, undefined, 1);
     const r = await cli(["reconcile", "--once", "--kubeconfig", sa.kubeconfig, "--namespace", "quartermaster"]);

@@ -50,6 +50,12 @@ describe("policy", () => {
     assert.deepEqual(p.namespaces, [{ pattern: "research-*", limits: {}, jobDefaults: { ttlSecondsAfterFinished: 600 } }]);
   });
 
+  it("reconciler.allowedTemplates: refused by default, and what a policy allows is kept", () => {
+    assert.deepEqual(defaultPolicy().reconciler.allowedTemplates, { privileged: false, hostNamespaces: false, serviceAccounts: [] });
+    const p = parsePolicy("reconciler:\n  allowedTemplates:\n    privileged: true\n    serviceAccounts: [trainer, team-a/ingest]\n", "x");
+    assert.deepEqual(p.reconciler.allowedTemplates, { privileged: true, hostNamespaces: false, serviceAccounts: ["trainer", "team-a/ingest"] });
+  });
+
   it("JSON is accepted too", () => {
     assert.equal(parsePolicy('{"webhook": {"timeoutSeconds": 3}}', "p.json").webhook.timeoutSeconds, 3);
   });
@@ -142,6 +148,27 @@ describe("policy", () => {
         "jobDefaults.cleanPodPolicy: Running is not in limits.runPolicy.allowedCleanPodPolicies (All) in namespaces matching team-b* (namespaces[1]); every job",
       ],
     },
+    {
+      name: "reconciler.allowedTemplates of the wrong types → every field named",
+      text: "reconciler:\n  allowedTemplates:\n    privileged: yes please\n    hostNamespaces: 1\n    serviceAccounts: admin\n    capabilities: true\n",
+      want: [
+        "reconciler.allowedTemplates: unknown field 'capabilities'",
+        "reconciler.allowedTemplates.privileged: must be boolean",
+        "reconciler.allowedTemplates.hostNamespaces: must be boolean",
+        "reconciler.allowedTemplates.serviceAccounts: must be array",
+      ],
+    },
+    {
+      name: "reconciler.allowedTemplates.serviceAccounts: not ServiceAccount names → each item named",
+      text: "reconciler:\n  allowedTemplates:\n    serviceAccounts: [trainer, team-a/trainer, Admin, a/b/c, '', 7]\n",
+      want: [
+        "reconciler.allowedTemplates.serviceAccounts[2]: must match pattern ",
+        "reconciler.allowedTemplates.serviceAccounts[3]: must match pattern ",
+        "reconciler.allowedTemplates.serviceAccounts[4]: must match pattern ",
+        "reconciler.allowedTemplates.serviceAccounts[5]: must be string",
+      ],
+    },
+    { name: "reconciler.allowedTemplates not an object", text: "reconciler:\n  allowedTemplates: true\n", want: ["reconciler.allowedTemplates: must be object"] },
     {
       name: "duplicate job kinds",
       text: "jobKinds:\n  - {kind: TFJob, group: kubeflow.org, version: v1, plural: tfjobs, framework: tensorflow}\n  - {kind: TFJob, group: kubeflow.org, version: v1, plural: tfjobs, framework: tensorflow}\n",
