@@ -7,7 +7,7 @@
  */
 import { parseArgs } from "node:util";
 import { createPatch, diff } from "../src/admission/patch.js";
-import type { KubeObject } from "../src/admission/types.js";
+import type { KubeObject } from "../src/core/kube.js";
 import { mutatePod, type Pod } from "../src/mutate/index.js";
 import { defaultPolicy } from "../src/policy/load.js";
 import { DEFAULT_JOB_KINDS } from "../src/policy/schema.js";

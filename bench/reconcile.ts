@@ -13,7 +13,7 @@
  *   npm run bench:reconcile [-- --runs 5] [-- --pass [--pods 10000]]
  */
 import { parseArgs } from "node:util";
-import type { KubeObject } from "../src/admission/types.js";
+import type { KubeObject } from "../src/core/kube.js";
 import { connectCluster } from "../src/kube/cluster.js";
 import { runPass } from "../src/kube/pass.js";
 import { silentLogger } from "../src/log.js";

@@ -11,7 +11,7 @@
  *   npm run bench:replicas [-- --pods 200]
  */
 import { parseArgs } from "node:util";
-import type { KubeObject } from "../src/admission/types.js";
+import type { KubeObject } from "../src/core/kube.js";
 import { silentLogger } from "../src/log.js";
 import { mutatePod, type Pod } from "../src/mutate/index.js";
 import { ClusterSpecMemo } from "../src/mutate/frameworks.js";

@@ -8,7 +8,8 @@
 import { specsCost } from "../src/admission/cost.js";
 import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
-import type { AdmissionRequest, KubeObject } from "../src/admission/types.js";
+import type { AdmissionRequest } from "../src/admission/types.js";
+import type { KubeObject } from "../src/core/kube.js";
 import { ClusterSpecMemo } from "../src/mutate/frameworks.js";
 import { mutatePod, POD_MUTATIONS, type Pod } from "../src/mutate/index.js";
 import { lookupTopology, type TopologyResult } from "../src/topology/lookup.js";

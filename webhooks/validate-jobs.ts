@@ -15,7 +15,7 @@ import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { CONFLICT } from "../src/admission/response.js";
-import type { KubeObject } from "../src/admission/types.js";
+import type { KubeObject } from "../src/core/kube.js";
 import { readJob, type JobReadResult } from "../src/topology/lookup.js";
 import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
 import { enforce } from "../src/validate/enforcement.js";

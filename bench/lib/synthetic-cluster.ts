@@ -1,13 +1,13 @@
 /**
  * Synthetic cluster state for bench/reconcile: the snapshot a pass would read from a big GPU cluster.
  */
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { DEFAULT_JOB_KINDS } from "../../src/policy/schema.js";
 import type { JobKind, Policy } from "../../src/policy/types.js";
 import { shardLedger, type StoredConfigMap } from "../../src/reconcile/ledger-shards.js";
-import { LABEL_NAMESPACE_OPT_IN } from "../../src/keys.js";
+import { LABEL_NAMESPACE_OPT_IN } from "../../src/core/keys.js";
 import { planPass, type Snapshot } from "../../src/reconcile/plan.js";
-import { namespaceScope } from "../../src/scope.js";
+import { namespaceScope } from "../../src/core/scope.js";
 
 const TF = (DEFAULT_JOB_KINDS as JobKind[]).find((k) => k.kind === "TFJob")!;
 export const SYNTHETIC_NOW = new Date("2026-11-22T12:00:00Z");

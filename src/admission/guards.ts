@@ -4,8 +4,8 @@
  * the skip reason), or undefined. The webhook configurations already scope what the apiserver sends;
  * these make the handlers safe even under a broader configuration.
  */
-import { matchesGlob } from "../glob.js";
-import { LABEL_JOB_NAME } from "../keys.js";
+import { matchesGlob } from "../core/glob.js";
+import { LABEL_JOB_NAME } from "../core/keys.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../manifests/webhooks.js";
 import type { Policy } from "../policy/types.js";
 import { CAFFE2_LABELS } from "../topology/label-scheme.js";

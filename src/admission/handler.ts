@@ -8,11 +8,12 @@
  * - mutating webhooks fail open: a rule that throws lets the pod through unchanged, with a warning;
  * - validating webhooks fail closed: a rule that throws denies the request with the error's message.
  */
-import { errorMessage } from "../errors.js";
+import { errorMessage } from "../core/errors.js";
 import { describeCost, explainCost, type ReviewCost } from "./cost.js";
 import { decodeReview, encodeReview } from "./review.js";
 import { allowed, denied, errored, patched, withWarnings, type DenialStatus, type Violation } from "./response.js";
-import type { AdmissionRequest, AdmissionResponse, AdmissionReview, KubeObject } from "./types.js";
+import type { AdmissionRequest, AdmissionResponse, AdmissionReview } from "./types.js";
+import type { KubeObject } from "../core/kube.js";
 
 export type FailureMode = "allow" | "deny";
 export type Outcome = "allowed" | "patched" | "denied" | "skipped" | "error";

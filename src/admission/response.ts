@@ -3,8 +3,8 @@
  * The only code that builds AdmissionResponses. Every builder takes the request's uid, so the apiserver
  * always gets its uid back (`VerifyAdmissionResponse` rejects a mismatch).
  */
-import { errorMessage } from "../errors.js";
-import { withKey } from "../copy.js";
+import { errorMessage } from "../core/errors.js";
+import { withKey } from "../core/copy.js";
 import { diff, encodePatch } from "./patch.js";
 import type { AdmissionResponse, StatusCause } from "./types.js";
 

@@ -5,8 +5,8 @@
  * ajv against the parts of admission.k8s.io/v1 the pipeline relies on; the object itself is left
  * untyped so unknown fields reach the diff untouched.
  */
-import { ReviewDecodeError } from "../errors.js";
-import { describeSchemaErrors } from "../schema.js";
+import { ReviewDecodeError } from "../core/errors.js";
+import { describeSchemaErrors } from "../core/schema.js";
 import type { ValidateFunction } from "ajv";
 import generatedEnvelopeValidator from "../generated/review-validator.js";
 import type { AdmissionRequest, AdmissionResponse, AdmissionReview } from "./types.js";

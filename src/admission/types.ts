@@ -3,25 +3,9 @@
  * The admission.k8s.io/v1 wire types Quartermaster reads and writes. Only v1 is spoken: every
  * webhook configuration in `manifests/` lists `admissionReviewVersions: [v1]`.
  */
-
-/** Group/version/kind as the apiserver sends it in `request.kind`. */
-export interface GroupVersionKind {
-  group: string;
-  version: string;
-  kind: string;
-}
-
-/** Group/version/resource as the apiserver sends it in `request.resource`. */
-export interface GroupVersionResource {
-  group: string;
-  version: string;
-  resource: string;
-}
+import type { GroupVersionKind, GroupVersionResource, KubeObject } from "../core/kube.js";
 
 export type Operation = "CREATE" | "UPDATE" | "DELETE" | "CONNECT";
-
-/** A Kubernetes object as it arrived: untyped JSON, so unknown fields survive to the diff. */
-export type KubeObject = Record<string, unknown>;
 
 /** `request` of an AdmissionReview (k8s.io/api admission/v1 AdmissionRequest). */
 export interface AdmissionRequest {

@@ -7,7 +7,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { PolicyError, UsageError, errorMessage } from "../errors.js";
+import { PolicyError, UsageError, errorMessage } from "../core/errors.js";
 import { createLogger } from "../log.js";
 import { defaultPolicy } from "../policy/load.js";
 import type { Policy } from "../policy/types.js";

@@ -8,7 +8,7 @@ import { readFile, mkdir, writeFile, access } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join, resolve } from "node:path";
 import type { LevelWithSilent } from "pino";
-import { PolicyError, UsageError, errorMessage } from "../errors.js";
+import { PolicyError, UsageError, errorMessage } from "../core/errors.js";
 import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
 import { defaultPolicy } from "../policy/load.js";
 import type { Policy } from "../policy/types.js";

@@ -12,7 +12,7 @@
  * flag not given is undefined.
  */
 import { Command, CommanderError, Option } from "commander";
-import { UsageError, errorMessage } from "../errors.js";
+import { UsageError, errorMessage } from "../core/errors.js";
 import type { CliIo } from "./io.js";
 
 export interface FlagSpec {

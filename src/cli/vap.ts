@@ -4,7 +4,7 @@
  * and its binding (src/policy/vap.ts) on stdout; on stderr, each `/validate/pods` rule the policy uses that the
  * export cannot express, so nobody drops the webhook unaware.
  */
-import { PolicyError, UsageError } from "../errors.js";
+import { PolicyError, UsageError } from "../core/errors.js";
 import type { CliIo } from "./io.js";
 
 /** `quartermaster policy export-vap`, its flags parsed by the command line (src/cli/commands.ts). */

@@ -5,6 +5,7 @@
  * `src/kube/doctor.ts` talks to the cluster.
  */
 
+import type { LabelSelector } from "../core/selector.js";
 export type Severity = "ok" | "info" | "warning" | "critical";
 
 /** Ordered by how loud they are; the exit code is the loudest finding's. */
@@ -48,17 +49,6 @@ export interface Unreadable {
 
 export function isUnreadable(x: unknown): x is Unreadable {
   return typeof x === "object" && x !== null && "error" in x && typeof (x as Unreadable).error === "string";
-}
-
-export interface LabelSelectorRequirement {
-  key: string;
-  operator: string;
-  values?: string[];
-}
-
-export interface LabelSelector {
-  matchLabels?: Record<string, string>;
-  matchExpressions?: LabelSelectorRequirement[];
 }
 
 /** admissionregistration.k8s.io/v1 Webhook, the fields the doctor reads. */

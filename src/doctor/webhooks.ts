@@ -9,9 +9,10 @@
  */
 import type { X509Certificate } from "node:crypto";
 import { altNames, chainsTo, commonName, coversHost, daysLeft, describeExpiry, expirySeverity, keyMatches, parsePemBundle } from "./certs.js";
-import { describeSelector, excludesByName, NAMESPACE_NAME_LABEL, selectorMatches } from "./selector.js";
+import { describeSelector, excludesByName, NAMESPACE_NAME_LABEL, selectorMatches } from "../core/selector.js";
 import { renderWebhookConfigurations, WEBHOOK_PURPOSE, type RenderedWebhook, type WebhookPolicy } from "../manifests/webhooks.js";
-import { namespaceScope } from "../scope.js";
+import { namespaceScope } from "../core/scope.js";
+import type { LabelSelector } from "../core/selector.js";
 import {
   isUnreadable,
   targetKey,
@@ -20,7 +21,6 @@ import {
   type Finding,
   type ServiceState,
   type Severity,
-  type LabelSelector,
   type Webhook,
   type WebhookConfiguration,
 } from "./types.js";

@@ -7,7 +7,7 @@
  * keeps the last good answer.
  */
 import type { Logger } from "pino";
-import { errorMessage } from "../errors.js";
+import { errorMessage } from "../core/errors.js";
 import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, readIndex, type LedgerIndex } from "../reconcile/ledger-shards.js";
 import type { LedgerReading } from "../server/metrics.js";
 import type { ClusterCapacity } from "../validate/job.js";

@@ -3,7 +3,7 @@
  * @kubernetes/client-node and a loaded KubeConfig, for every reader and writer in `src/kube`. The module is
  * imported here on first use (it takes over a second to load), never at start-up.
  *
- * Every API client made from the returned KubeConfig reports failures people can act on (src/errors.ts): a
+ * Every API client made from the returned KubeConfig reports failures people can act on (src/core/errors.ts): a
  * call the apiserver refuses throws KubeApiError with the Status's message and reason (client-node's own
  * ApiException puts the whole response, headers included, in its message); a cluster that does not answer
  * throws ClusterConnectionError naming the server URL.
@@ -12,7 +12,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
-import { ClusterConnectionError, KubeApiError, KubeconfigMissingError, NoKubeconfigError } from "../errors.js";
+import { ClusterConnectionError, KubeApiError, KubeconfigMissingError, NoKubeconfigError } from "../core/errors.js";
 
 /** Where client-node's loadFromCluster reads the ServiceAccount's token and CA (a token means "in a cluster"). */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";

@@ -5,9 +5,9 @@
  * patches, ConfigMap writes with a resourceVersion precondition and Events. Counts its API
  * calls for the pass summary. Errors keep their HTTP status in `code`.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
-import type { NamespaceInfo } from "../scope.js";
+import type { NamespaceInfo } from "../core/scope.js";
 import { RECONCILER_FIELD_MANAGER } from "../reconcile/claim.js";
 import { kubeClient, statusOf } from "./client.js";
 

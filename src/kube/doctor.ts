@@ -9,7 +9,7 @@
  * that cannot be reached at all throws ClusterUnreachableError.
  */
 import { connect as tlsConnect, type DetailedPeerCertificate } from "node:tls";
-import { errorMessage } from "../errors.js";
+import { errorMessage } from "../core/errors.js";
 import { requiredAccess } from "../doctor/rbac.js";
 import { RECONCILER_NAME } from "../doctor/reconciler.js";
 import { protectedNamespaceNames } from "../doctor/webhooks.js";

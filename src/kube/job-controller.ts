@@ -14,7 +14,7 @@
  * the Service equivalents; then the decision's own (JobRestarting, JobSucceeded, JobFailed, ...).
  */
 import type { Logger } from "pino";
-import { errorMessage } from "../errors.js";
+import { errorMessage } from "../core/errors.js";
 import type { Expectations } from "../reconcile/expectations.js";
 import { ANNOTATION_RESTARTS, jobEvent, type JobEvent } from "../reconcile/job-controller.js";
 import type { ControllerPlan } from "../reconcile/plan.js";

@@ -8,7 +8,7 @@
  * job's replicas created together cost one GET. `fresh` bypasses the cache (and refreshes it), for
  * decisions that must see the job as it is now (`/scale`).
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import type { JobReader } from "../topology/types.js";
 import { kubeClient, statusOf } from "./client.js";

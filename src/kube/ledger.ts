@@ -4,7 +4,7 @@
  * ledger`, the webhook's capacity check, `doctor`) and write a pass's changes with resourceVersion
  * preconditions. The layout and checksums are decided in `src/reconcile/ledger-shards.ts`.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, SHARD_KEY, isLedgerConfigMapName, readStored, type LedgerWrite, type ReadLedger, type StoredConfigMap } from "../reconcile/ledger-shards.js";
 import type { ClusterReader, ClusterWriter } from "./cluster.js";
 

@@ -10,15 +10,15 @@
  * others. Ends with one summary log line.
  */
 import type { Logger } from "pino";
-import type { KubeObject } from "../admission/types.js";
-import { errorMessage } from "../errors.js";
+import type { KubeObject } from "../core/kube.js";
+import { errorMessage } from "../core/errors.js";
 import type { Policy } from "../policy/types.js";
 import type { ClaimAction } from "../reconcile/claim.js";
 import { jobEvents, type EventReason, type Outcome } from "../reconcile/events.js";
 import type { DeleteAction } from "../reconcile/finished.js";
 import { planPass, type Plan, type Snapshot } from "../reconcile/plan.js";
 import type { CreateServiceAction } from "../reconcile/services.js";
-import { namespaceScope } from "../scope.js";
+import { namespaceScope } from "../core/scope.js";
 import type { Expectations } from "../reconcile/expectations.js";
 import type { Cluster } from "./cluster.js";
 import { applyJobControllers, describeControllerPlan } from "./job-controller.js";

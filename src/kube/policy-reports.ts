@@ -6,11 +6,11 @@
  * What to write is decided in src/reconcile/policy-reports.ts; what breaks which rule in src/validate/audit.ts.
  */
 import type { Logger } from "pino";
-import type { KubeObject } from "../admission/types.js";
-import { errorMessage } from "../errors.js";
+import type { KubeObject } from "../core/kube.js";
+import { errorMessage } from "../core/errors.js";
 import type { Policy } from "../policy/types.js";
 import { fieldManagers, planPolicyReports, POLICY_REPORT_NAME, REPORT_FIELD_MANAGER, type ExistingReport, type PolicyReport, type ReportPlan } from "../reconcile/policy-reports.js";
-import { namespaceScope, scopeIndex, type NamespaceInfo } from "../scope.js";
+import { namespaceScope, scopeIndex, type NamespaceInfo } from "../core/scope.js";
 import { auditObjects, type AuditEntry, type AuditTarget } from "../validate/audit.js";
 import { kubeClient, statusOf } from "./client.js";
 import { PAGE_SIZE, slimNamespace } from "./cluster.js";

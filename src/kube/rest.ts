@@ -17,7 +17,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { isIPv6 } from "node:net";
 import { dirname, isAbsolute, join } from "node:path";
 import { parse } from "yaml";
-import { NoKubeconfigError } from "../errors.js";
+import { NoKubeconfigError } from "../core/errors.js";
 import { kubeconfigSource, SERVICE_ACCOUNT_DIR } from "./client.js";
 
 /** A GET that has not answered in this time is abandoned (the admission path has its own, shorter bound). */

@@ -24,8 +24,8 @@
  *   the Lease has expired).
  */
 import type { Logger } from "pino";
-import type { KubeObject } from "../admission/types.js";
-import { errorMessage } from "../errors.js";
+import type { KubeObject } from "../core/kube.js";
+import { errorMessage } from "../core/errors.js";
 import { quartermasterControls, type JobKind, type Policy } from "../policy/types.js";
 import { Expectations } from "../reconcile/expectations.js";
 import { DeletionBudget } from "../reconcile/budget.js";
@@ -33,7 +33,7 @@ import { finishedAt, planFinishedJob, readRunPolicy } from "../reconcile/finishe
 import { decideJob } from "../reconcile/job-controller.js";
 import { capControllerDeletes, managedElsewhere } from "../reconcile/plan.js";
 import { WorkQueue } from "../reconcile/queue.js";
-import { namespaceScope, scopeIndex } from "../scope.js";
+import { namespaceScope, scopeIndex } from "../core/scope.js";
 import { objectWrite, type SyncResult, type WatchMetrics } from "../server/metrics.js";
 import { kubeClient } from "./client.js";
 import { connectCluster, slimNamespace, slimPod, slimService, type Cluster } from "./cluster.js";

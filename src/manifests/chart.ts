@@ -66,7 +66,7 @@ export async function chartConfinementTemplate(): Promise<string> {
   const yaml = await reconcilerConfinementYaml(defaultPolicy(), NAMESPACE_PLACEHOLDER);
   const body = withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)));
   return (
-    HEADER("src/scope.ts and the built-in policy's job kinds, as manifests/base/reconciler-confinement.yaml") +
+    HEADER("src/core/scope.ts and the built-in policy's job kinds, as manifests/base/reconciler-confinement.yaml") +
     "{{- if .Values.reconciler.confinement.enabled }}\n" +
     body.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE) +
     "{{- end }}\n"

@@ -2,9 +2,9 @@
  * @module
  * Build-time generator of manifests/base/webhook-configurations.yaml (from the built-in policy),
  * manifests/base/reconciler-ledger-rbac.yaml (from the ledger's naming) and
- * manifests/base/reconciler-confinement.yaml (from src/scope.ts and the job kinds) (run by `npm
+ * manifests/base/reconciler-confinement.yaml (from src/core/scope.ts and the job kinds) (run by `npm
  * run generate`). The YAML is committed for `kubectl apply -k`; a unit test renders it again and fails when
- * the committed file differs, so the manifest cannot drift from the policy or from src/scope.ts. The Helm
+ * the committed file differs, so the manifest cannot drift from the policy or from src/core/scope.ts. The Helm
  * chart's templates for the same objects are written from the same renders (src/manifests/chart.ts).
  */
 import { readFileSync, writeFileSync } from "node:fs";

@@ -4,7 +4,7 @@
  * the policy and the namespace scope, pure. manifests/base/webhook-configurations.yaml is this render with the
  * built-in policy (`npm run generate`; a unit test fails when the two differ), `quartermaster manifests
  * webhooks --policy F` prints it for another policy, and `doctor` compares the registered configurations with
- * it. So the `namespaceSelector` is the one the reconciler's scope uses (src/scope.ts), and the
+ * it. So the `namespaceSelector` is the one the reconciler's scope uses (src/core/scope.ts), and the
  * `matchConditions` name exactly the GPU resources the policy knows: a pattern added to `gpu.resources`
  * (`intel.com/gpu`) reaches the apiserver's filter too.
  *
@@ -18,10 +18,10 @@
  *   platform limits are the point; the selectors bound who waits on an outage.
  * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`): `Fail`.
  */
-import type { LabelSelector } from "../doctor/types.js";
-import { LABEL_JOB_NAME } from "../keys.js";
+import type { LabelSelector } from "../core/selector.js";
+import { LABEL_JOB_NAME } from "../core/keys.js";
 import type { Policy } from "../policy/types.js";
-import { namespaceScope, namespaceSelector } from "../scope.js";
+import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 
 export const WEBHOOK_CONFIGURATION_NAME = "quartermaster";
@@ -248,7 +248,7 @@ export const GENERATED_HEADER = [
   " For another policy: quartermaster manifests webhooks --policy F [--namespace N].",
   " The admission webhooks, scoped so Quartermaster is never the reason a cluster stops:",
   " - only namespaces that opt in with the label quartermaster.dev/enabled=true, and never kube-system,",
-  "   kube-public, kube-node-lease or Quartermaster's own namespace, whatever their labels say (src/scope.ts,",
+  "   kube-public, kube-node-lease or Quartermaster's own namespace, whatever their labels say (src/core/scope.ts,",
   "   the same scope the reconciler writes in);",
   " - pod webhooks see only training pods (matchConditions): pods with their job's labels (Kubeflow's",
   "   job-name label, caffe2-operator's group_name and caffe2_job_key) or a request for one of the policy's",

@@ -27,8 +27,8 @@
  * expression of some alternative implies it and is kept as it is, which makes a second run a no-op.
  */
 import type { V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
-import { copyOf, withKey } from "../copy.js";
-import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION } from "../keys.js";
+import { copyOf, withKey } from "../core/copy.js";
+import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION } from "../core/keys.js";
 import type { Policy } from "../policy/types.js";
 import { annotation, hasGpuLimit, isEntry, isMalformedList, resourceNames, withTolerations } from "./pod.js";
 import type { Mutation, MutationContext, Pod } from "./types.js";

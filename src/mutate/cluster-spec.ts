@@ -6,7 +6,7 @@
  * sets is never overwritten, so running beside the training operator (which sets them itself) is a no-op.
  */
 import type { V1Container, V1EnvVar } from "@kubernetes/client-node";
-import { withKey } from "../copy.js";
+import { withKey } from "../core/copy.js";
 import { overCeiling } from "../topology/ceiling.js";
 import type { Topology } from "../topology/types.js";
 import { clusterSpec, type ClusterSpecMemo, type ClusterSpecResult } from "./frameworks.js";

@@ -11,7 +11,7 @@
  * here when the stored job lacks it (a cluster without the operator's defaulting webhook).
  */
 import type { V1EnvVar } from "@kubernetes/client-node";
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { Framework } from "../policy/types.js";
 import { caffe2RuntimeId } from "../topology/label-scheme.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";

@@ -9,8 +9,8 @@
  * Each mutation that changes the pod adds one warning and its name to `quartermaster.dev/mutations`
  * (a set: running the pipeline again on its own output changes nothing).
  */
-import { withKey } from "../copy.js";
-import { ANNOTATION_MUTATIONS } from "../keys.js";
+import { withKey } from "../core/copy.js";
+import { ANNOTATION_MUTATIONS } from "../core/keys.js";
 import { placeOnAccelerator } from "./accelerator.js";
 import { injectClusterSpec } from "./cluster-spec.js";
 import { addTrainingLabels } from "./training-labels.js";

@@ -5,7 +5,7 @@
  * any other pod gets the non-interruptible requirement, if the policy sets one. Requirements are ANDed into
  * every required term and never repeated; preferred terms and other affinity stay as they are.
  */
-import { ANNOTATION_INTERRUPTIBLE } from "../keys.js";
+import { ANNOTATION_INTERRUPTIBLE } from "../core/keys.js";
 import { annotation, isMalformedList, withRequiredNodeRequirements, withTolerations } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 

@@ -19,9 +19,9 @@
  * // spec.runPolicy: {ttlSecondsAfterFinished: 86400}, warning
  * // "quartermaster: set spec.runPolicy.ttlSecondsAfterFinished=86400 (platform default)"
  */
-import type { KubeObject } from "../admission/types.js";
-import { withKey } from "../copy.js";
-import { matchesGlob } from "../glob.js";
+import type { KubeObject } from "../core/kube.js";
+import { withKey } from "../core/copy.js";
+import { matchesGlob } from "../core/glob.js";
 import type { JobDefaults, JobKind, Policy } from "../policy/types.js";
 
 /** The fields filled, in the order they are filled and warned about. */

@@ -4,8 +4,8 @@
  * so the unchanged rest of the pod keeps its identity and the final diff skips it.
  */
 import type { V1Container, V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
-import { copyOf, withKey } from "../copy.js";
-import { matchesGlob } from "../glob.js";
+import { copyOf, withKey } from "../core/copy.js";
+import { matchesGlob } from "../core/glob.js";
 import type { GpuResource } from "../policy/types.js";
 import type { Pod } from "./types.js";
 

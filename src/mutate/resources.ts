@@ -10,9 +10,9 @@
  * - a value the user set is never changed, and no zero entries are written.
  */
 import type { V1Container } from "@kubernetes/client-node";
-import { copyOf, withKey } from "../copy.js";
+import { copyOf, withKey } from "../core/copy.js";
 import type { Policy } from "../policy/types.js";
-import { isZero, parseQuantity } from "../quantity.js";
+import { isZero, parseQuantity } from "../core/quantity.js";
 import { mapContainers, type ContainerList } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
 

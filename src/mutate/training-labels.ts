@@ -4,8 +4,8 @@
  * job-name, replica-type (lower case), replica-index, and `job-role: master` on the pods each framework
  * calls master. Only missing labels are added; a value the pod has is kept.
  */
-import { copyOf, withKey } from "../copy.js";
-import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
+import { copyOf, withKey } from "../core/copy.js";
+import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../core/keys.js";
 import { OPERATOR_NAMES } from "../topology/label-scheme.js";
 import { isMasterRole } from "./frameworks.js";
 import type { Mutation } from "./types.js";

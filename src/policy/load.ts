@@ -4,12 +4,12 @@
  * (`parse.ts`, YAML or JSON). An invalid document is a {@link PolicyError} carrying every problem with
  * its field path.
  */
-import { PolicyError } from "../errors.js";
+import { PolicyError } from "../core/errors.js";
 import type { ValidateFunction } from "ajv";
 import generatedPolicyValidator from "../generated/policy-validator.js";
-import { describeSchemaErrors } from "../schema.js";
-import { MAX_PATTERN_LENGTH } from "../glob.js";
-import { checkQuantity } from "../quantity.js";
+import { describeSchemaErrors } from "../core/schema.js";
+import { MAX_PATTERN_LENGTH } from "../core/glob.js";
+import { checkQuantity } from "../core/quantity.js";
 import { enforcementProblems } from "../validate/enforcement.js";
 import { CONFIGURABLE_RULES, RULE_NAMES } from "./rules.js";
 import type { JobDefaults, Policy, RunPolicyLimits } from "./types.js";

@@ -4,7 +4,7 @@
  * `load.ts` so a server started without `--policy` never loads the YAML parser.
  */
 import { LineCounter, parseDocument } from "yaml";
-import { PolicyError } from "../errors.js";
+import { PolicyError } from "../core/errors.js";
 import { checkPolicy } from "./load.js";
 import type { Policy } from "./types.js";
 

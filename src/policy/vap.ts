@@ -52,8 +52,8 @@
 import { MAX_REVIEW_COST } from "../admission/cost.js";
 import { ALL_CONTAINERS, CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, celString, DEFAULT_NAMESPACE, globCondition, gpuResourcePatterns, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "../manifests/webhooks.js";
 import { isGpuResource } from "../mutate/pod.js";
-import { namespaceScope, namespaceSelector } from "../scope.js";
-import type { LabelSelector } from "../doctor/types.js";
+import { namespaceScope, namespaceSelector } from "../core/scope.js";
+import type { LabelSelector } from "../core/selector.js";
 import { overrideLimits } from "../validate/limits.js";
 import type { Enforcement, EnforcementMode, Limits, Policy } from "./types.js";
 import { CONFIGURABLE_RULES } from "./rules.js";
@@ -61,7 +61,7 @@ import { CONFIGURABLE_RULES } from "./rules.js";
 /** Passes of the pod rules the webhook prices (webhooks/validate-pods.ts `VALIDATE_POD_PASSES`; a unit test keeps them equal). */
 export const POD_RULE_PASSES = 4;
 export const VAP_NAME = "quartermaster-pod-limits";
-/** Largest value of a quantity the webhook accepts, in units (src/quantity.ts `MAX_QUANTITY_UNITS`). */
+/** Largest value of a quantity the webhook accepts, in units (src/core/quantity.ts `MAX_QUANTITY_UNITS`). */
 const MAX_UNITS = "9223372036854775807";
 
 export interface VapOptions {

@@ -24,7 +24,7 @@
  * `ownerReferences` merges by uid so other owners are kept. The fresh GET of the job before its first
  * adoption (`CanAdopt`) is I/O and happens where the plan is applied.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import { labelScheme } from "../topology/label-scheme.js";
 import { meta, type Meta } from "./meta.js";

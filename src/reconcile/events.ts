@@ -4,7 +4,7 @@
  * count and the first names), not one per object, so a pass over thousands of pods does not flood the API.
  * Written as core/v1 Events without `eventTime` (the form `kubectl describe` and every dashboard show).
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 
 export type EventReason = "AdoptedPod" | "AdoptedService" | "ReleasedPod" | "ReleasedService" | "SuccessfulDeletePod" | "SuccessfulDeleteService" | "DeletedAfterTTL";

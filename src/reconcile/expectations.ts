@@ -12,7 +12,7 @@
  * In-memory state of one controller process, created by the entry point and passed in (no singleton); the
  * clock is passed to every call.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { InFlight } from "./job-controller.js";
 
 export const EXPECTATIONS_TTL_MS = 5 * 60_000;

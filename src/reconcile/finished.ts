@@ -18,7 +18,7 @@
  *   reported for the job, which then gets no action at all.
  * Every action carries the object's uid for the delete precondition.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { effectivePodGpus } from "../validate/pod-spec.js";

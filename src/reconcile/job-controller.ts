@@ -70,8 +70,8 @@
  */
 import type { V1Container, V1EnvVar } from "@kubernetes/client-node";
 import { isDeepStrictEqual } from "node:util";
-import type { KubeObject } from "../admission/types.js";
-import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
+import type { KubeObject } from "../core/kube.js";
+import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../core/keys.js";
 import { clusterSpec, ClusterSpecMemo, FRAMEWORKS, isMasterRole, replicaObjectName as nameOfReplica } from "../mutate/frameworks.js";
 import type { AllowedTemplates, Framework, JobKind } from "../policy/types.js";
 import { CAFFE2_GROUP_NAME, CAFFE2_LABELS, caffe2RuntimeId, labelScheme, OPERATOR_NAMES } from "../topology/label-scheme.js";

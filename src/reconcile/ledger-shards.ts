@@ -19,7 +19,7 @@ import type { ValidateFunction } from "ajv";
 import { createHash } from "node:crypto";
 import generatedIndexValidator from "../generated/ledger-index-validator.js";
 import generatedShardValidator from "../generated/ledger-shard-validator.js";
-import { describeSchemaErrors } from "../schema.js";
+import { describeSchemaErrors } from "../core/schema.js";
 import { LEDGER_VERSION, type Ledger, type NodeEntry, type PendingGpuPod, type ResourceTotals, type Usage } from "./ledger.js";
 
 export const LEDGER_INDEX_NAME = "quartermaster-ledger";

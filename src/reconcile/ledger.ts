@@ -20,12 +20,12 @@
  *   carry over from the previous ledger, so they are cumulative.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import type { KubeObject } from "../admission/types.js";
-import { LABEL_JOB_NAME } from "../keys.js";
+import type { KubeObject } from "../core/kube.js";
+import { LABEL_JOB_NAME } from "../core/keys.js";
 import { isGpuResource } from "../mutate/pod.js";
 import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 import type { Policy } from "../policy/types.js";
-import { parseQuantity, toNumber } from "../quantity.js";
+import { parseQuantity, toNumber } from "../core/quantity.js";
 import { effectivePodGpus } from "../validate/pod-spec.js";
 
 export const LEDGER_VERSION = 1;

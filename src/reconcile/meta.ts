@@ -2,7 +2,7 @@
  * @module
  * The object metadata the reconcile planners read, typed once.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 
 export interface Meta {
   name?: string;

@@ -3,7 +3,7 @@
  * One reconcile pass as a pure function: `(snapshot, now, policy, scope) → actions + ledger`. Level-based: it
  * looks only at the state in the snapshot, so a pass killed halfway is simply finished by the next one.
  *
- * Which jobs it acts for: those in namespaces of Quartermaster's scope (`src/scope.ts`, the same definition the
+ * Which jobs it acts for: those in namespaces of Quartermaster's scope (`src/core/scope.ts`, the same definition the
  * webhook configurations' `namespaceSelector` is rendered from; a namespace the listing did not show is out of
  * scope) and not managed by another controller (`spec.runPolicy.managedBy` set to anything but
  * `kubeflow.org/training-operator`, as upstream leaves those to e.g. MultiKueue). Every other job is listed in
@@ -22,9 +22,9 @@
  * the device ledger over every node and pod of the cluster, whatever the scope (it only reads), and the
  * ConfigMap writes that store it in Quartermaster's own namespace.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import { quartermasterControls, type JobKind, type Policy } from "../policy/types.js";
-import { scopeIndex, type NamespaceInfo, type NamespaceScope } from "../scope.js";
+import { scopeIndex, type NamespaceInfo, type NamespaceScope } from "../core/scope.js";
 import { KEY_LABELS, labelScheme } from "../topology/label-scheme.js";
 import { claim, controllerUid, type ClaimAction } from "./claim.js";
 import { capDeletions, planFinishedJob, type DeleteAction } from "./finished.js";

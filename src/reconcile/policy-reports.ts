@@ -16,7 +16,7 @@
  *   that is Quartermaster's is ever replaced or deleted. A namespace with nothing left to report (no live
  *   object, or no longer in scope) loses its report.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { AuditEntry } from "../validate/audit.js";
 import { RECONCILER_FIELD_MANAGER } from "./claim.js";
 

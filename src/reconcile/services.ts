@@ -53,7 +53,7 @@
  * the same object). The check is applied after the label scheme's: a kind whose operator creates no Services
  * (Caffe2Job) still gets none.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { labelScheme } from "../topology/label-scheme.js";

@@ -23,7 +23,7 @@
  * the namespace. A value that is not exactly `true` (e.g. the string "true", which a CRD keeping unknown
  * fields would store) is not a violation: the apiserver refuses such a pod at create.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { AllowedTemplates, JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs } from "../topology/resolve.js";
 

@@ -19,7 +19,7 @@ import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import type { Webhook, WebhookResult } from "../admission/handler.js";
 import { reviewJson } from "../admission/review.js";
-import { ReviewDecodeError, errorMessage } from "../errors.js";
+import { ReviewDecodeError, errorMessage } from "../core/errors.js";
 import type { AdmissionMetrics } from "./metrics.js";
 import { createTurn, type Turn } from "./turn.js";
 import { BodySyntaxError, BodyTooDeepError, createBodyParser, MAX_NESTING, nestedDeeperThan, OFFLOAD_BYTES, type BodyParser, type ParsedBody } from "./parse.js";

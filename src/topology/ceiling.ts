@@ -6,7 +6,7 @@
  * (rule `job-replica-ceiling`, always denies) and admits a pod of one that exists anyway (created before
  * the webhook, or beside it) without a cluster spec, with a warning. DECIDE: deliberate strictness.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import { replicaSpecs, replicasOf } from "./resolve.js";
 

@@ -19,8 +19,8 @@
  * belongs to the job (released). The other selector labels release only when present with another value, so a
  * pod the job controls is never released merely for lacking some labels (another scheme's or a tool's).
  */
-import type { KubeObject } from "../admission/types.js";
-import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../keys.js";
+import type { KubeObject } from "../core/kube.js";
+import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../core/keys.js";
 import type { Framework, JobKind } from "../policy/types.js";
 
 export interface LabelScheme {

@@ -4,11 +4,11 @@
  * timeout. Every way it can fail becomes a reason string: the caller admits the pod without a cluster
  * spec and says why in a warning, or denies when the policy says so.
  */
-import { errorMessage } from "../errors.js";
+import { errorMessage } from "../core/errors.js";
 import type { Pod } from "../mutate/types.js";
 import type { Policy } from "../policy/types.js";
 import { jobRef, replicaOf } from "./resolve.js";
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import type { JobReader, JobRef, Topology } from "./types.js";
 

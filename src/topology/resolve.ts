@@ -8,8 +8,8 @@
  * The replica comes from the replica type and index labels of the kind's label scheme (`label-scheme.ts`; a
  * Caffe2 pod may carry the Kubeflow index label instead), else from the upstream pod name `<job>-<type>-<index>`.
  */
-import type { KubeObject } from "../admission/types.js";
-import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX } from "../keys.js";
+import type { KubeObject } from "../core/kube.js";
+import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX } from "../core/keys.js";
 import type { Pod } from "../mutate/types.js";
 import type { Framework, JobKind, Policy } from "../policy/types.js";
 import { labelScheme, OPERATOR_NAMES } from "./label-scheme.js";

@@ -3,7 +3,7 @@
  * Where a pod sits in its training job: the job object (as stored, unknown fields and all), its kind
  * from the policy, and the pod's replica type and index.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 
 export interface Topology {

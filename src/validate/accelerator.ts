@@ -15,7 +15,7 @@
  * Preferred affinity does not bind the scheduler and is not checked. Each violation names its field.
  */
 import type { V1NodeSelectorRequirement, V1ObjectMeta, V1PodSpec } from "@kubernetes/client-node";
-import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION } from "../keys.js";
+import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION } from "../core/keys.js";
 import { GFD } from "../mutate/accelerator.js";
 import type { Findings, ValidationContext } from "./types.js";
 

@@ -7,7 +7,7 @@
  * they hold nothing any more. `capacity` is not evaluated (it needs the device ledger at admission time).
  */
 import type { V1Pod } from "@kubernetes/client-node";
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { EnforcementMode, JobKind, Policy } from "../policy/types.js";
 import { finishedAt } from "../reconcile/finished.js";
 import { modeOf } from "./enforcement.js";

@@ -13,7 +13,7 @@
  * Rolling out a new limit: set it with `enforcement.rules: {job-gpus: warn}`, then
  * `namespaces: [{pattern: "team-a-*", rules: {job-gpus: deny}}]`, then drop both (deny is the default).
  */
-import { matchesGlob } from "../glob.js";
+import { matchesGlob } from "../core/glob.js";
 import type { Enforcement, EnforcementMode } from "../policy/types.js";
 import { CONFIGURABLE_RULES } from "../policy/rules.js";
 import type { Finding, Findings } from "./types.js";

@@ -18,12 +18,12 @@
  * Deprecated fields are warnings, not denials.
  */
 import type { V1ObjectMeta, V1PodSpec } from "@kubernetes/client-node";
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import { FRAMEWORKS, replicaObjectName } from "../mutate/frameworks.js";
 import { quartermasterControls, type Framework, type JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
 import { MAX_JOB_REPLICAS, jobReplicaTotal } from "../topology/ceiling.js";
-import { formatNano, nanoOfUnits, nanoToNumber } from "../quantity.js";
+import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
 import { validateAccelerators } from "./accelerator.js";
 import { effectivePodGpuNanos, podGpuNanos, validatePodSpec } from "./pod-spec.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";

@@ -4,7 +4,7 @@
  * laid over the policy's `limits` section by section (a section the override leaves out keeps the default).
  * The AdmissionReview carries no namespace labels, hence name patterns.
  */
-import { matchesGlob } from "../glob.js";
+import { matchesGlob } from "../core/glob.js";
 import type { Limits, NamespaceOverride, Policy } from "../policy/types.js";
 
 export function effectiveLimits(policy: Policy, namespace: string): Limits {

@@ -11,10 +11,10 @@
  *   per-pod limit.
  */
 import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
-import { matchesGlob } from "../glob.js";
+import { matchesGlob } from "../core/glob.js";
 import { isGpuResource } from "../mutate/pod.js";
 import { isExtendedResource } from "../mutate/resources.js";
-import { checkQuantity, compareQuantities, formatNano, isInteger, isNegative, nanoOfUnits, nanoToNumber, parseQuantity, quantityOfUnits, toNumber, type Quantity } from "../quantity.js";
+import { checkQuantity, compareQuantities, formatNano, isInteger, isNegative, nanoOfUnits, nanoToNumber, parseQuantity, quantityOfUnits, toNumber, type Quantity } from "../core/quantity.js";
 import type { GpuResource } from "../policy/types.js";
 import type { Findings, Finding, ValidationContext } from "./types.js";
 

@@ -12,7 +12,7 @@
  * declares `.spec.<kind>ReplicaSpecs.Worker.replicas` for PyTorchJob, PaddleJob and JAXJob and no scale
  * subresource for the other kinds.
  */
-import type { KubeObject } from "../admission/types.js";
+import type { KubeObject } from "../core/kube.js";
 import type { Framework, JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD } from "../topology/resolve.js";
 import { newOrWorse, validateCapacity, validateJob, type ClusterCapacity } from "./job.js";

@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { applyPatch } from "../../src/admission/patch.js";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { JobKind, Policy } from "../../src/policy/types.js";
 import type { JobReader } from "../../src/topology/types.js";

@@ -14,7 +14,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { connectCluster } from "../../src/kube/cluster.js";
 import { snapshot } from "../../src/kube/pass.js";
 import { defaultPolicy } from "../../src/policy/load.js";

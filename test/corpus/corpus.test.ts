@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Pod as PodModel } from "kubernetes-models/v1/Pod";
 import { applyPatch } from "../../src/admission/patch.js";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { CORPUS_SKIP, corpusJobs, corpusObjects, corpusPods, corpusReviews } from "../fixtures/corpus.js";

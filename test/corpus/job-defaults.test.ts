@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { applyPatch } from "../../src/admission/patch.js";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { JOB_DEFAULT_FIELDS } from "../../src/mutate/job-defaults.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";

@@ -6,9 +6,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Pod } from "@kubernetes/client-node";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { parseQuantity, compareQuantities } from "../../src/quantity.js";
+import { parseQuantity, compareQuantities } from "../../src/core/quantity.js";
 import { validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import { validatePod } from "../../src/validate/pod.js";

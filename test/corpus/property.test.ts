@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 import fc from "fast-check";
 import { Pod as PodModel } from "kubernetes-models/v1/Pod";
 import { applyPatch } from "../../src/admission/patch.js";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { capturingLogger } from "../fixtures/https.js";

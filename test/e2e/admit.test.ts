@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { admitObjects, readInputs, type Admitted } from "../../src/cli/admit.js";
 import { contains } from "../../src/cli/policy-test.js";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { parsePolicy } from "../../src/policy/parse.js";
 import { startControlPlane, type ApiReply, type ControlPlane } from "./harness/controlplane.js";
 import { ROOT, createNamespace, installKubeflowCrds, startOwnWebhook, type WebhookProcess } from "./harness/webhook.js";

@@ -94,7 +94,7 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
  * Grants a ServiceAccount needs though no call names them, with the reason. `update` on a job kind's
  * `finalizers`: the OwnerReferencesPermissionEnforcement admission plugin requires it of whoever sets
  * `blockOwnerDeletion` on an ownerReference to that job (adoption, per-replica Services).
- * `list namespaces`: the pass lists namespaces to apply the scope (src/scope.ts); the call lands with the
+ * `list namespaces`: the pass lists namespaces to apply the scope (src/core/scope.ts); the call lands with the
  * reconciler's scope change (remove this entry once src/kube makes it, so the grant is checked like the rest).
  */
 const IMPLICIT: Array<{ sa: string; verb: string; group: string; resource: string; why: string }> = [

@@ -6,7 +6,7 @@
  * shrink a failure to a small reproduction.
  */
 import fc from "fast-check";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { CORPUS_SKIP, corpusJobs, corpusObjects, corpusPods, type CorpusObject } from "../fixtures/corpus.js";
 import { job as sampleJob } from "../fixtures/jobs.js";
 

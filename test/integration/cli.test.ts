@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, it } from "node:test";
 import { createCertificateAuthority, type KeyType } from "../../src/certs/generate.js";
-import { NO_KUBECONFIG } from "../../src/errors.js";
+import { NO_KUBECONFIG } from "../../src/core/errors.js";
 import { call, makeCerts, postJson } from "../fixtures/https.js";
 import { review } from "../fixtures/reviews.js";
 

@@ -11,7 +11,7 @@ import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { admitObjects, apiserverPodDefaults, parseObjects, readInputs, type Admitted, type InputObject } from "../../src/cli/admit.js";
 import { runCli } from "../../src/cli/commands.js";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { copyOf, withKey } from "../../src/copy.js";
+import { copyOf, withKey } from "../../src/core/copy.js";
 
 describe("withKey", () => {
   const cases: Array<{ name: string; given: Record<string, unknown> | null | undefined; key: string; value: unknown; want: Record<string, unknown>; order: string[] }> = [

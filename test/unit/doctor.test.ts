@@ -9,8 +9,9 @@ import { createCertificateAuthority, generateCertificates, issueCertificate } fr
 import { chainsTo, coversHost, describeExpiry, expirySeverity, keyMatches, parsePemBundle } from "../../src/doctor/certs.js";
 import { diagnose, exitCode, findingsTable, report, unreachable } from "../../src/doctor/index.js";
 import { requiredAccess } from "../../src/doctor/rbac.js";
-import { excludesByName, selectorMatches } from "../../src/doctor/selector.js";
-import type { DoctorSnapshot, Finding, LabelSelector, Severity, Webhook, WebhookConfiguration } from "../../src/doctor/types.js";
+import { excludesByName, selectorMatches } from "../../src/core/selector.js";
+import type { LabelSelector } from "../../src/core/selector.js";
+import type { DoctorSnapshot, Finding, Severity, Webhook, WebhookConfiguration } from "../../src/doctor/types.js";
 import { readyAddresses } from "../../src/doctor/webhooks.js";
 import { renderWebhookConfigurations } from "../../src/manifests/webhooks.js";
 import { defaultPolicy } from "../../src/policy/load.js";

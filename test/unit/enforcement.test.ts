@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { silentLogger } from "../../src/log.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { CONFIGURABLE_RULES, RULES } from "../../src/policy/rules.js";

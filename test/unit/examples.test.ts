@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parse } from "yaml";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { loadPolicy } from "../../src/cli/commands.js";
 import { applyPatch } from "../../src/admission/patch.js";
 import { defaultPolicy } from "../../src/policy/load.js";

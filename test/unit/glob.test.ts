@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { matchesGlob, type GlobSteps } from "../../src/glob.js";
+import { matchesGlob, type GlobSteps } from "../../src/core/glob.js";
 
 /** The old matcher, as a reference on small inputs (a backtracking regular expression). */
 function reference(pattern: string, name: string): boolean {

@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { jobGuard, podGuard } from "../../src/admission/guards.js";
 import { mutatingWebhook, validatingWebhook } from "../../src/admission/handler.js";
-import type { AdmissionRequest, KubeObject } from "../../src/admission/types.js";
-import { ReviewDecodeError } from "../../src/errors.js";
+import type { AdmissionRequest } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
+import { ReviewDecodeError } from "../../src/core/errors.js";
 import { pod, review } from "../fixtures/reviews.js";
 
 const addLabel = mutatingWebhook({

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import type { JobKind } from "../../src/policy/types.js";
 import { decideJob, MAX_CREATES_PER_DECISION, REASON_TOO_MANY_REPLICAS } from "../../src/reconcile/job-controller.js";
 import { MAX_JOB_REPLICAS } from "../../src/topology/ceiling.js";

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import type { JobKind } from "../../src/policy/types.js";
 import { ANNOTATION_RESTARTS, decideJob, exitCodeOf, isRetryableExitCode, NO_EXIT_CODE, setCondition, type Decision, type InFlight } from "../../src/reconcile/job-controller.js";
 

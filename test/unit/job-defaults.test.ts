@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { applyPatch } from "../../src/admission/patch.js";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { effectiveJobDefaults, fillJobDefaults } from "../../src/mutate/job-defaults.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import type { JobDefaults } from "../../src/policy/types.js";

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { runCli } from "../../src/cli/commands.js";
-import { ClusterConnectionError, KubeApiError, errorMessage, type KubeStatus } from "../../src/errors.js";
+import { ClusterConnectionError, KubeApiError, errorMessage, type KubeStatus } from "../../src/core/errors.js";
 import { kubeClient, statusOf } from "../../src/kube/client.js";
 
 const notFoundNamespace: KubeStatus = {

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { slimNamespace, slimNode, slimPod, slimService } from "../../src/kube/cluster.js";
 import { buildLedger } from "../../src/reconcile/ledger.js";
 import { defaultPolicy } from "../../src/policy/load.js";

@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { describe, it } from "node:test";
-import { ClusterConnectionError, KubeconfigMissingError, NO_KUBECONFIG, NoKubeconfigError } from "../../src/errors.js";
+import { ClusterConnectionError, KubeconfigMissingError, NO_KUBECONFIG, NoKubeconfigError } from "../../src/core/errors.js";
 import { assertKubeconfig } from "../../src/kube/client.js";
 
 const emptyHome = (): string => mkdtempSync(join(tmpdir(), "qm-home-"));

@@ -6,11 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { syncPolicyReports, type PolicyReportClient } from "../../src/kube/policy-reports.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { buildPolicyReport, fieldManagers, MAX_RESULTS, planPolicyReports, reportOwned, type ExistingReport, type PolicyReport } from "../../src/reconcile/policy-reports.js";
-import type { NamespaceInfo } from "../../src/scope.js";
+import type { NamespaceInfo } from "../../src/core/scope.js";
 import { auditObjects, auditTable, type AuditEntry } from "../../src/validate/audit.js";
 import { capturingLogger } from "../fixtures/https.js";
 import { job, kindOf } from "../fixtures/jobs.js";

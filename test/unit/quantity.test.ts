@@ -13,7 +13,7 @@ import {
   quantityCacheStats,
   toNumber,
   type QuantityProblem,
-} from "../../src/quantity.js";
+} from "../../src/core/quantity.js";
 import { CORPUS_SKIP, corpusObjects } from "../fixtures/corpus.js";
 
 const nano = (text: string | number): bigint | undefined => parseQuantity(text)?.nano;

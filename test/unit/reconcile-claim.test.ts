@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { adoptPatch, claim, claimSelector, releasePatch } from "../../src/reconcile/claim.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 import { deepFreeze } from "../fixtures/reviews.js";

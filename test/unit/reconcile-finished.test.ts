@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { capDeletions, finishedAt, planFinishedJob, type DeleteAction } from "../../src/reconcile/finished.js";
 import { job, kindOf } from "../fixtures/jobs.js";

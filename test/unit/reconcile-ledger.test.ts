@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
 import { buildLedger, type Ledger, type LedgerInput } from "../../src/reconcile/ledger.js";
 import {

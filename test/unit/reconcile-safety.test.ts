@@ -4,14 +4,14 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { runPass } from "../../src/kube/pass.js";
 import { silentLogger } from "../../src/log.js";
 import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
 import { LEDGER_INDEX_NAME, sha256, shardName } from "../../src/reconcile/ledger-shards.js";
 import { planPass, type Plan } from "../../src/reconcile/plan.js";
 import { planTable } from "../../src/reconcile/table.js";
-import type { NamespaceInfo } from "../../src/scope.js";
+import type { NamespaceInfo } from "../../src/core/scope.js";
 import { fakeCluster, gpuPod, node, nodeLease, OPTED_IN, SCOPE, snapshotOf, type FakeCluster } from "../fixtures/cluster.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 

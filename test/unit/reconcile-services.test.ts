@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { defaultPolicy, checkPolicy } from "../../src/policy/load.js";
 import { planPass } from "../../src/reconcile/plan.js";
 import { planReplicaServices, serviceKeys } from "../../src/reconcile/services.js";

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { MAX_JOB_REPLICAS } from "../../src/topology/ceiling.js";
 import { enforce } from "../../src/validate/enforcement.js";

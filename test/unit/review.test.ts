@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { decodeReview, encodeReview, reviewJson } from "../../src/admission/review.js";
-import { ReviewDecodeError } from "../../src/errors.js";
+import { ReviewDecodeError } from "../../src/core/errors.js";
 import { review } from "../fixtures/reviews.js";
 
 function problems(body: unknown): readonly string[] {

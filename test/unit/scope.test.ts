@@ -4,9 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { excludesByName } from "../../src/doctor/selector.js";
+import { excludesByName } from "../../src/core/selector.js";
 import { protectedNamespaceNames } from "../../src/doctor/webhooks.js";
-import { inScope, namespaceScope, namespaceSelector, scopeIndex } from "../../src/scope.js";
+import { inScope, namespaceScope, namespaceSelector, scopeIndex } from "../../src/core/scope.js";
 
 const scope = namespaceScope("quartermaster");
 const optedIn = { "quartermaster.dev/enabled": "true" };

@@ -4,7 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { AdmissionRequest, KubeObject } from "../../src/admission/types.js";
+import type { AdmissionRequest } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import type { ClusterCapacity } from "../../src/validate/job.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { silentLogger } from "../../src/log.js";

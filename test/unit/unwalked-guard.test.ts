@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { allGuards, podGuard, unwalkedPodGuard } from "../../src/admission/guards.js";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { silentLogger } from "../../src/log.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../../src/manifests/webhooks.js";
 import { checkPolicy } from "../../src/policy/load.js";

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Pod } from "@kubernetes/client-node";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { parsePolicy } from "../../src/policy/parse.js";
 import { validateCapacity, validateJob } from "../../src/validate/job.js";

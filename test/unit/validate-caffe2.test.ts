@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { replicaObjectName as nameOfReplica } from "../../src/mutate/frameworks.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import type { JobKind } from "../../src/policy/types.js";

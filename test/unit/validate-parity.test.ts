@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { KubeObject } from "../../src/admission/types.js";
+import type { KubeObject } from "../../src/core/kube.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";

@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
-import { matchesGlob } from "../../src/glob.js";
+import { matchesGlob } from "../../src/core/glob.js";
 import { generatedWebhookManifest, WEBHOOK_MANIFEST } from "../../src/manifests/generate.js";
 import {
   ALL_CONTAINERS,
@@ -25,7 +25,7 @@ import {
 } from "../../src/manifests/webhooks.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { Policy } from "../../src/policy/types.js";
-import { namespaceScope, namespaceSelector } from "../../src/scope.js";
+import { namespaceScope, namespaceSelector } from "../../src/core/scope.js";
 import { ROOT } from "../fixtures/manifests.js";
 
 const policy = defaultPolicy();

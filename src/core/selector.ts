@@ -3,9 +3,21 @@
  * Label selectors as the apiserver evaluates a webhook's namespaceSelector (metav1.LabelSelector:
  * matchLabels and matchExpressions ANDed; an empty or missing selector matches everything).
  */
-import type { LabelSelector } from "./types.js";
 
 /** The label every namespace carries with its own name (set by the apiserver since 1.21, immutable). */
+/** A key's requirement in a Kubernetes label selector (meta/v1 LabelSelectorRequirement). */
+export interface LabelSelectorRequirement {
+  key: string;
+  operator: string;
+  values?: string[];
+}
+
+/** A Kubernetes label selector (meta/v1 LabelSelector). */
+export interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: LabelSelectorRequirement[];
+}
+
 export const NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name";
 
 export function selectorMatches(selector: LabelSelector | undefined, labels: Record<string, string>): boolean {

@@ -9,8 +9,8 @@
  * `inScope` evaluates the rendered selector itself, as the apiserver does for a webhook (the apiserver gives
  * every namespace the immutable label `kubernetes.io/metadata.name` with its name since Kubernetes 1.21).
  */
-import { NAMESPACE_NAME_LABEL, selectorMatches } from "./doctor/selector.js";
-import type { LabelSelector } from "./doctor/types.js";
+import { NAMESPACE_NAME_LABEL, selectorMatches } from "./selector.js";
+import type { LabelSelector } from "./selector.js";
 import { LABEL_NAMESPACE_OPT_IN } from "./keys.js";
 
 /** The namespaces of the control plane itself: never in scope. */

@@ -1,0 +1,21 @@
+/**
+ * @module
+ * Kubernetes objects as Quartermaster handles them: the bottom of the house, imported by every layer.
+ */
+
+/** Group/version/kind as the apiserver sends it in `request.kind`. */
+export interface GroupVersionKind {
+  group: string;
+  version: string;
+  kind: string;
+}
+
+/** Group/version/resource as the apiserver sends it in `request.resource`. */
+export interface GroupVersionResource {
+  group: string;
+  version: string;
+  resource: string;
+}
+
+/** A Kubernetes object as it arrived: untyped JSON, so unknown fields survive to the diff. */
+export type KubeObject = Record<string, unknown>;
