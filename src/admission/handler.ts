@@ -44,7 +44,11 @@ export interface Webhook {
   admit(body: unknown): WebhookResult | Promise<WebhookResult>;
 }
 
-/** Returns why the request is none of this webhook's business, or undefined when it is. */
+/**
+ * Returns why the request is none of this webhook's business, or undefined when it is. The server may run
+ * it on a large body's document whose long arrays are stand-ins (`stand-in.ts`) and answer from its skip:
+ * it must then give the answer the whole document gets, or throw StandInUndecided.
+ */
 export type Guard = (request: AdmissionRequest) => string | undefined;
 
 export interface MutationResult {
