@@ -11,6 +11,7 @@
 import { errorMessage } from "../errors.js";
 import { describeCost, explainCost, type ReviewCost } from "./cost.js";
 import { decodeReview, encodeReview } from "./review.js";
+import { StandInUndecided } from "./stand-in.js";
 import { allowed, denied, errored, patched, withWarnings, type DenialStatus, type Violation } from "./response.js";
 import type { AdmissionRequest, AdmissionResponse, AdmissionReview, KubeObject } from "./types.js";
 
@@ -148,6 +149,8 @@ function webhook<T>(rules: Rules<T>): Webhook {
         if (cost?.over) return rules.tooCostly(request, cost);
         pending = rules.run(request);
       } catch (error) {
+        // A document with stand-in arrays the cost bound cannot price (`stand-in.ts`): not a rule's failure.
+        if (error instanceof StandInUndecided) throw error;
         return rules.failed(request, error);
       }
       return pending instanceof Promise

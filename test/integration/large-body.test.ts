@@ -8,6 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { checkPolicy } from "../../src/policy/load.js";
 import { silentLogger } from "../../src/log.js";
 import { standInNames } from "../../src/admission/stand-in.js";
+import { LABEL_JOB_NAME } from "../../src/keys.js";
 import { createBodyParser, OFFLOAD_BYTES, WORKER_SOURCE, type BodyParser } from "../../src/server/parse.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { gpuJob, reviewOf, wideJob, widePod } from "../fixtures/array-work.js";
@@ -28,6 +29,14 @@ function unlabelled(o: Parameters<typeof widePod>[0] & { gpuAt?: number }) {
   return pod;
 }
 const POD_PATHS = ["/mutate/pods", "/validate/pods"];
+const labelled = (pod: ReturnType<typeof widePod>) => ({ ...pod, metadata: { ...(pod.metadata as object), labels: { [LABEL_JOB_NAME]: "train" } } });
+/** wideJob's PyTorchJob with a Master of `master` containers after its Worker of `worker`. */
+function twoTypeJob(worker: number, master: number) {
+  const job = wideJob(worker) as { spec: { pytorchReplicaSpecs: Record<string, unknown> } };
+  const m = wideJob(master) as { spec: { pytorchReplicaSpecs: Record<string, unknown> } };
+  job.spec.pytorchReplicaSpecs.Master = { ...(m.spec.pytorchReplicaSpecs.Worker as object), replicas: 1 };
+  return job as unknown as ReturnType<typeof wideJob>;
+}
 
 /**
  * Large reviews, each with the paths it goes to and whether the body is parsed again on the main thread
@@ -51,6 +60,14 @@ const CASES: Array<{ name: string; paths: string[]; body: () => string; parsedAg
   { name: "300 containers, no label, one GPU (under the cost bound: parsed again, the rules run)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 300, env: 40, gpuAt: 7 }), { uid: "one-gpu-300" })), parsedAgain: true },
   // More distinct resource names than a stand-in keeps: the guards cannot tell, the body is parsed again.
   { name: "3,000 containers with 3,000 distinct resource names, no label, no GPU (parsed again: skipped)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 3_000, env: 2, distinctResources: true }), { uid: "names" })), parsedAgain: true },
+  // Over the bound only once a stand-in's entries would be counted: pricing cannot tell at which count, parsed again.
+  { name: "1,000 init containers and 2,000 containers, job-labelled (parsed again: the bound is passed inside the init containers)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(labelled(widePod({ containers: 2_000, initContainers: 1_000, env: 3 })), { uid: "init-entries" })), parsedAgain: true },
+  {
+    name: "a job of 1,000 Worker and 3,000 Master containers (parsed again: the bound is passed inside the Workers)",
+    paths: ["/validate/jobs"],
+    body: () => JSON.stringify(reviewOf(twoTypeJob(1_000, 3_000), { uid: "job-entries", resource: "pytorchjobs", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" } })),
+    parsedAgain: true,
+  },
   { name: "40,000 containers, no label, no GPU, as a DELETE (not handled: skipped)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 40_000 }), { uid: "delete", operation: "DELETE" })) },
   {
     // Past MAX_NESTING: refused before any parse, by the worker and in-thread alike (issue 29).
