@@ -1,7 +1,8 @@
 /**
  * Large bodies (256 KiB and more) are parsed in a worker thread (`src/server/parse.ts`): each review
- * gets the very answer a server parsing it in-thread gives, small bodies never start the worker, and a
- * worker that dies fails only the request it held (a 500 Status), the next one is answered.
+ * gets the very answer a server parsing it in-thread gives, and is parsed again on the main thread only
+ * where the worker's document (long arrays as stand-ins) cannot decide it; small bodies never start the
+ * worker, and a worker that dies fails only the request it held (a 500 Status), the next one is answered.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
