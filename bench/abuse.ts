@@ -3,6 +3,8 @@
  *
  *   npm run bench:abuse [-- --sizes 10000,20000,40000 --skip-before]
  *   npm run bench:abuse -- --soak [--soak-seconds 60]    (abusive connections: bench/abuse-soak.ts)
+ *   npm run bench:abuse -- --only-deep [--deep-seconds 15 --deep-senders 4 --baseline-seconds 5 --small-clients 2]
+ *                                                         (deeply nested bodies: bench/abuse-deep.ts)
  *
  * For each size n, a pod of n containers (each needing its resources defaulted) is posted to
  * `/mutate/pods` and, 20 ms later, a small `/validate/pods` review: prints the time to answer each,
@@ -37,6 +39,7 @@ import { defaultContainerResources, defaultResources } from "../src/mutate/resou
 import { createWebhooks } from "../webhooks/index.js";
 import { reviewOf, widePod } from "../test/fixtures/array-work.js";
 import { serveSoak, soak } from "./abuse-soak.js";
+import { deep } from "./abuse-deep.js";
 
 const { values } = parseArgs({
   options: {
@@ -44,6 +47,11 @@ const { values } = parseArgs({
     "skip-before": { type: "boolean", default: false },
     soak: { type: "boolean", default: false },
     "soak-seconds": { type: "string", default: "60" },
+    "only-deep": { type: "boolean", default: false },
+    "deep-seconds": { type: "string", default: "15" },
+    "deep-senders": { type: "string", default: "4" },
+    "baseline-seconds": { type: "string", default: "5" },
+    "small-clients": { type: "string", default: "2" },
     serve: { type: "string" },
     cert: { type: "string" },
     key: { type: "string" },
@@ -141,6 +149,19 @@ async function drive(): Promise<void> {
   writeFileSync(key, certs.keyPem);
   const ca = certs.ca.certPem;
   if (values.soak) return soak(import.meta.filename, cert, key, ca, Number(values["soak-seconds"]));
+  if (values["only-deep"]) {
+    return deep({
+      script: import.meta.filename,
+      cert,
+      key,
+      ca,
+      dir,
+      baselineSeconds: Number(values["baseline-seconds"]),
+      deepSeconds: Number(values["deep-seconds"]),
+      deepSenders: Number(values["deep-senders"]),
+      smallClients: Number(values["small-clients"]),
+    });
+  }
   const small = JSON.stringify(reviewOf({ apiVersion: "v1", kind: "Pod", metadata: { name: "small", namespace: "team-a" }, spec: { containers: [{ name: "a", image: "nginx", resources: { requests: { cpu: "100m", memory: "64Mi" } } }] } }, { uid: "small" }));
 
   // The pipeline alone, no bound: linear now (the "after" column's work had the bound not stopped it).

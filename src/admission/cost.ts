@@ -19,9 +19,14 @@
  * resources; in the test corpus pods are priced at most 78, jobs 160, a job UPDATE 320), while the most
  * expensive admitted review takes ~20 ms of the server's time (bench/abuse prints it). Pricing stops
  * counting once the bound is passed, so pricing itself is bounded too.
+ *
+ * On a document parsed off-thread a long container list is a stand-in (`stand-in.ts`): pricing gives the
+ * very answer while the bound is passed by adding a list's length, and throws StandInUndecided when it would
+ * have to look inside a stand-in (its entries could pass the bound at another count).
  */
 import { isGpuResource } from "../mutate/pod.js";
 import type { GpuResource } from "../policy/types.js";
+import { standInNames, StandInUndecided } from "./stand-in.js";
 
 /** Reviews priced above this are answered without running the rules. */
 export const MAX_REVIEW_COST = 10_000;
@@ -66,6 +71,9 @@ export function specsCost(specs: Iterable<unknown>, rules: number, gpu: readonly
       if (!Array.isArray(containers)) continue;
       items += containers.length;
       if (items > limit) return over();
+      // A stand-in list (a large body parsed off-thread, `stand-in.ts`) has its length only: what its
+      // containers' entries would add is unknown, and so is the count at which the bound is passed.
+      if (standInNames(containers) !== undefined) throw new StandInUndecided("resource entries of a container list within the bound");
       for (const c of containers) {
         const resources = isRecord(c) ? c.resources : undefined;
         if (!isRecord(resources)) continue;

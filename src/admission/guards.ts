@@ -10,6 +10,7 @@ import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns 
 import type { Policy } from "../policy/types.js";
 import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 import type { Guard } from "./handler.js";
+import { standInNames, StandInUndecided } from "./stand-in.js";
 import type { AdmissionRequest, Operation } from "./types.js";
 
 /** The subresources a webhook handles, with the operations it handles on each (e.g. `{ resize: ["UPDATE"] }`). */
@@ -48,6 +49,9 @@ const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !
  * 1,500-container web server's) is skipped, as the condition would have skipped it, and never meets the rules or
  * the validating webhook's cost bound. A pod within the bounds passes: the apiserver's condition has decided
  * for it, and the CLI (`admit`) keeps admitting any pod it is given.
+ *
+ * On a document parsed off-thread a long container list is a stand-in (`stand-in.ts`): its length and the
+ * resource names of its containers decide the same; where they cannot, the guard throws StandInUndecided.
  */
 export function unwalkedPodGuard(policy: Pick<Policy, "jobKinds" | "gpu">): Guard {
   const jobName = policy.jobKinds.some((k) => k.framework !== "caffe2");
@@ -66,11 +70,17 @@ export function unwalkedPodGuard(policy: Pick<Policy, "jobKinds" | "gpu">): Guar
     const lists = [spec.initContainers, spec.containers].filter((l): l is unknown[] => Array.isArray(l));
     const size = (m: unknown): number => (isObj(m) ? Object.keys(m).length : 0);
     const resourcesOf = (c: unknown): Obj => (isObj(c) && isObj(c.resources) ? c.resources : {});
-    const wide =
-      lists.reduce((n, l) => n + l.length, 0) > CONDITION_MAX_CONTAINERS ||
-      lists.some((l) => l.some((c) => size(resourcesOf(c).requests) + size(resourcesOf(c).limits) > CONDITION_MAX_RESOURCES));
+    const count = lists.reduce((n, l) => n + l.length, 0);
+    // A stand-in list (a large body parsed off-thread, `stand-in.ts`) keeps its length and its resource names only.
+    if (count <= CONDITION_MAX_CONTAINERS && lists.some((l) => standInNames(l) !== undefined)) throw new StandInUndecided("container resources counted per container");
+    const wide = count > CONDITION_MAX_CONTAINERS || lists.some((l) => l.some((c) => size(resourcesOf(c).requests) + size(resourcesOf(c).limits) > CONDITION_MAX_RESOURCES));
     if (!wide) return undefined;
-    if (lists.some((l) => l.some((c) => anyGpu(resourcesOf(c).requests) || anyGpu(resourcesOf(c).limits)))) return undefined;
+    const gpuIn = (l: unknown[]): boolean => {
+      const names = standInNames(l);
+      if (names === null) throw new StandInUndecided("too many resource names in a container list");
+      return names ? names.some(isGpu) : l.some((c) => anyGpu(resourcesOf(c).requests) || anyGpu(resourcesOf(c).limits));
+    };
+    if (lists.some(gpuIn)) return undefined;
     return "not a training pod (no job label, no GPU resource), sent on by the match condition unwalked: wider than its bounds";
   };
 }

@@ -11,6 +11,7 @@
 import { errorMessage } from "../core/errors.js";
 import { describeCost, explainCost, type ReviewCost } from "./cost.js";
 import { decodeReview, encodeReview } from "./review.js";
+import { StandInUndecided } from "./stand-in.js";
 import { allowed, denied, errored, patched, withWarnings, type DenialStatus, type Violation } from "./response.js";
 import type { AdmissionRequest, AdmissionResponse, AdmissionReview } from "./types.js";
 import type { KubeObject } from "../core/kube.js";
@@ -45,7 +46,11 @@ export interface Webhook {
   admit(body: unknown): WebhookResult | Promise<WebhookResult>;
 }
 
-/** Returns why the request is none of this webhook's business, or undefined when it is. */
+/**
+ * Returns why the request is none of this webhook's business, or undefined when it is. The server may run
+ * it on a large body's document whose long arrays are stand-ins (`stand-in.ts`) and answer from its skip:
+ * it must then give the answer the whole document gets, or throw StandInUndecided.
+ */
 export type Guard = (request: AdmissionRequest) => string | undefined;
 
 export interface MutationResult {
@@ -145,6 +150,8 @@ function webhook<T>(rules: Rules<T>): Webhook {
         if (cost?.over) return rules.tooCostly(request, cost);
         pending = rules.run(request);
       } catch (error) {
+        // A document with stand-in arrays the cost bound cannot price (`stand-in.ts`): not a rule's failure.
+        if (error instanceof StandInUndecided) throw error;
         return rules.failed(request, error);
       }
       return pending instanceof Promise

@@ -287,9 +287,14 @@ function readBody(
   req.on("error", (err) => settle(new HttpError(400, `reading request body failed: ${errorMessage(err)}`)));
 }
 
-/** The answers the cost bound gives without running the rules (`admission/handler.ts`). */
-function overCostBound(result: WebhookResult): boolean {
-  return (result.outcome === "skipped" && result.skipReason?.startsWith("over the cost bound") === true) || result.deniedRules.includes("review-cost");
+/**
+ * The answers a document with stand-in arrays decides exactly (`admission/handler.ts`): a skip (a guard's,
+ * which reads a stand-in's length and resource names only and throws where they do not decide, or the
+ * mutating webhook's over the cost bound), and the validating webhook's denial over the cost bound. The cost
+ * bound prices a container list by its length before looking inside.
+ */
+function decidedFromStandIns(result: WebhookResult): boolean {
+  return result.outcome === "skipped" || result.deniedRules.includes("review-cost");
 }
 
 function parseJson(body: Buffer): unknown {
@@ -378,9 +383,9 @@ export function createAdmissionHandler(
 
   /**
    * A body parsed in the worker. A document with stand-in arrays (see `parse.ts`) is answered from it
-   * only when the webhook answers it at once by the cost bound, which prices a list by its length before
-   * looking inside; any other outcome is dropped and the body parsed again here, so the answer is always
-   * the in-thread one.
+   * only when the webhook answers it at once by a guard's skip or by the cost bound, which decide from a
+   * stand-in's length and resource names; any other outcome (or StandInUndecided) is dropped and the body
+   * parsed again here, so the answer is always the in-thread one.
    */
   function answerParsed(res: ServerResponse, bytes: Buffer, parsed: ParsedBody, started: number, close: boolean): void {
     if (!parsed.stubbed) return admit(res, parsed.value, started, close);
@@ -391,7 +396,8 @@ export function createAdmissionHandler(
       result = undefined;
     }
     if (result instanceof Promise) result.catch(() => undefined);
-    else if (result !== undefined && overCostBound(result)) return reply(res, result, started, close);
+    else if (result !== undefined && decidedFromStandIns(result)) return reply(res, result, started, close);
+    metrics.parsedAgain(webhook.name);
     answer(res, bytes, started, close);
   }
 

@@ -13,6 +13,8 @@ export interface AdmissionMetrics {
   observe(webhook: string, result: WebhookResult, seconds: number): void;
   /** A request refused before it reached a webhook (bad method, type, size, JSON or envelope). */
   rejected(webhook: string, status: number): void;
+  /** A large body parsed off-thread was parsed again on the event loop: its stand-in arrays did not decide its answer (`parse.ts`). */
+  parsedAgain(webhook: string): void;
   /** A key pair was loaded (at start or by a reload). */
   certificateLoaded(notAfter: Date): void;
   /** A key pair was not loaded: `reason` is the `result` label (expired, not_yet_valid, mismatch, unreadable). */
@@ -100,6 +102,12 @@ export function createAdmissionMetrics(opts: {
     labelNames: ["webhook", "type"] as const,
     registers,
   });
+  const parsedAgain = new Counter({
+    name: "quartermaster_admission_bodies_parsed_again_total",
+    help: "Large bodies parsed off the event loop and then parsed again on it, because the worker's document (long arrays as stand-ins) did not decide their answer.",
+    labelNames: ["webhook"] as const,
+    registers,
+  });
   const certExpiry = new Gauge({
     name: "quartermaster_tls_certificate_expiry_timestamp_seconds",
     help: "notAfter of the serving certificate in use, as a Unix timestamp.",
@@ -172,6 +180,9 @@ export function createAdmissionMetrics(opts: {
     },
     rejected(webhook, status) {
       errors.inc({ webhook, type: String(status) });
+    },
+    parsedAgain(webhook) {
+      parsedAgain.inc({ webhook });
     },
     certificateLoaded(notAfter) {
       certExpiry.set(notAfter.getTime() / 1000);

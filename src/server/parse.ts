@@ -10,11 +10,13 @@
  * parsed document back whole would not help: its structured clone costs the main thread about as much as
  * parsing it (measured on a 3.1 MiB / 40k-container review: parse 34–80 ms, deserialize 80–170 ms). So the
  * worker sends the document back with every array longer than {@link STUB_ITEMS} replaced by an empty
- * stand-in of the same length, which crosses as its length alone. The cost bound prices a container list
- * by its length before looking inside, so a review that is over the bound because of a long array gets
- * the very answer it would get in-thread. Any other answer from a stand-in document is thrown away and
- * the body parsed again on the main thread (`app.ts`): exact, at the old price, for the rare large body
- * that is not over the bound.
+ * stand-in of the same length, which crosses as its length and the few resource names its elements carry
+ * (`admission/stand-in.ts`). The cost bound prices a container list by its length before looking inside,
+ * so a review that is over the bound because of a long array gets the very answer it would get in-thread;
+ * so does a wide pod the guards skip (no job label: they read the list's length and resource names only).
+ * Any other answer from a stand-in document is thrown away and the body parsed again on the main thread
+ * (`app.ts`, counted by `quartermaster_admission_bodies_parsed_again_total`): exact, at the old price, for
+ * the rare large body that is not over the bound.
  *
  * Nesting is bounded before any parse: a body whose arrays and objects nest deeper than
  * {@link MAX_NESTING} is refused (a 400) by a byte scan ({@link nestedDeeperThan}), in the worker for a
@@ -23,6 +25,7 @@
  */
 import { Worker } from "node:worker_threads";
 import type { Logger } from "pino";
+import { STAND_IN_NAMES } from "../admission/stand-in.js";
 
 type ParseReply = { id: number; ok: true; value: unknown; stubbed: boolean } | { id: number; ok: false; message: string } | { id: number; deep: true };
 
@@ -54,8 +57,9 @@ export function nestedDeeperThan(bytes: Uint8Array, max: number): boolean {
 }
 
 /**
- * The worker's code: parse, replace every array longer than `maxItems` by \`new Array(length)\` (holes
- * only: it crosses the thread boundary as its length), send back. A script rather than a module file so
+ * The worker's code: parse, replace every array longer than `maxItems` by a stand-in (`new Array(length)`,
+ * holes only, so it crosses the thread boundary as its length, plus the resource names its elements carry:
+ * see `admission/stand-in.ts`), send back. A script rather than a module file so
  * the same text runs from source (tsx, whose loader Node 20 workers do not get) and built.
  */
 export const WORKER_SOURCE = `
@@ -63,6 +67,29 @@ const { parentPort, workerData } = require("node:worker_threads");
 const maxItems = workerData.parse.maxItems;
 const maxDepth = workerData.parse.maxDepth;
 const long = (v) => Array.isArray(v) && v.length > maxItems;
+const isObj = (v) => typeof v === "object" && v !== null && !Array.isArray(v);
+// The stand-in of a long array: holes of its length, and the distinct resource names its elements request
+// or limit (at most maxItems of them, else null), for the guards (src/admission/stand-in.ts).
+function standIn(list) {
+  const out = new Array(list.length);
+  const names = new Set();
+  let kept = true;
+  for (let i = 0; i < list.length && kept; i++) {
+    const c = list[i];
+    const resources = isObj(c) ? c.resources : undefined;
+    if (!isObj(resources)) continue;
+    for (const side of [resources.requests, resources.limits]) {
+      if (!isObj(side)) continue;
+      for (const name of Object.keys(side)) {
+        names.add(name);
+        if (names.size > maxItems) { kept = false; break; }
+      }
+      if (!kept) break;
+    }
+  }
+  out[${JSON.stringify(STAND_IN_NAMES)}] = kept ? [...names] : null;
+  return out;
+}
 ${nestedDeeperThan.toString()}
 // Returns "deep" for a document nested deeper than maxDepth, which the byte scan already refused: its
 // structured clone back to the main thread could overflow the stack there (a 'messageerror', no reply).
@@ -77,12 +104,12 @@ function stub(root) {
     if (depth > maxDepth) return "deep";
     if (Array.isArray(v)) {
       for (let i = 0; i < v.length; i++) {
-        if (long(v[i])) { v[i] = new Array(v[i].length); stubbed = true; } else { stack.push(v[i]); depths.push(depth + 1); }
+        if (long(v[i])) { v[i] = standIn(v[i]); stubbed = true; } else { stack.push(v[i]); depths.push(depth + 1); }
       }
     } else {
       for (const k in v) {
         // An own "__proto__" key (JSON.parse makes one) shadows the prototype setter: "=" replaces the own value.
-        if (long(v[k])) { v[k] = new Array(v[k].length); stubbed = true; } else { stack.push(v[k]); depths.push(depth + 1); }
+        if (long(v[k])) { v[k] = standIn(v[k]); stubbed = true; } else { stack.push(v[k]); depths.push(depth + 1); }
       }
     }
   }
@@ -102,7 +129,7 @@ parentPort.on("message", ({ id, body }) => {
     parentPort.postMessage({ id, ok: false, message: err instanceof Error ? err.message : String(err) });
     return;
   }
-  const stubbed = long(value) ? ((value = new Array(value.length)), true) : stub(value);
+  const stubbed = long(value) ? ((value = standIn(value)), true) : stub(value);
   if (stubbed === "deep") parentPort.postMessage({ id, deep: true });
   else parentPort.postMessage({ id, ok: true, value, stubbed });
 });
@@ -116,7 +143,7 @@ export const STUB_ITEMS = 256;
 
 export interface ParsedBody {
   value: unknown;
-  /** True when some long array is a stand-in (holes with the original length). */
+  /** True when some long array is a stand-in (holes with the original length; `admission/stand-in.ts`). */
   stubbed: boolean;
 }
 
