@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import { checkPolicy } from "../../src/policy/load.js";
 import { silentLogger } from "../../src/log.js";
 import { standInNames } from "../../src/admission/stand-in.js";
-import { LABEL_JOB_NAME } from "../../src/keys.js";
+import { LABEL_JOB_NAME } from "../../src/core/keys.js";
 import { createBodyParser, OFFLOAD_BYTES, WORKER_SOURCE, type BodyParser } from "../../src/server/parse.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { gpuJob, reviewOf, wideJob, widePod } from "../fixtures/array-work.js";
