@@ -24,7 +24,7 @@
  * very answer while the bound is passed by adding a list's length, and throws StandInUndecided when it would
  * have to look inside a stand-in (its entries could pass the bound at another count).
  */
-import { isGpuResource } from "../mutate/pod.js";
+import { isGpuResource } from "../core/gpu.js";
 import type { GpuResource } from "../policy/types.js";
 import { standInNames, StandInUndecided } from "./stand-in.js";
 

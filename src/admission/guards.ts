@@ -6,7 +6,7 @@
  */
 import { matchesGlob } from "../core/glob.js";
 import { LABEL_JOB_NAME } from "../core/keys.js";
-import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../manifests/webhooks.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Policy } from "../policy/types.js";
 import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 import type { Guard } from "./handler.js";

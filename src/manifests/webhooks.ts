@@ -23,6 +23,7 @@ import { LABEL_JOB_NAME } from "../core/keys.js";
 import type { Policy } from "../policy/types.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import { CAFFE2_LABELS } from "../topology/label-scheme.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 
 export const WEBHOOK_CONFIGURATION_NAME = "quartermaster";
 export const WEBHOOK_SERVICE_NAME = "quartermaster-webhook";
@@ -122,27 +123,12 @@ export function globCondition(v: string, pattern: string): string {
   return `${v}.matches(${celString(`^${parts.map(re2Quote).join(".*")}$`)})`;
 }
 
-/** The resource names that are GPU requests: a bare `gpu` (renamed by the mutation), the policy's GPU resource and every pattern. */
-export function gpuResourcePatterns(policy: Pick<Policy, "gpu">): string[] {
-  return [...new Set(["gpu", policy.gpu.resourceName, ...policy.gpu.resources.map((r) => r.pattern)])];
-}
-
 // A pod's containers and init containers as one list, and each side of a container's resources as a map (empty
 // when absent): CEL optionals, in the admission CEL environment of every apiserver that has matchConditions.
 export const ALL_CONTAINERS = "(object.spec.?initContainers.orValue([]) + object.spec.?containers.orValue([]))";
 export const requestsOf = (c: string): string => `${c}.?resources.?requests.orValue({})`;
 export const limitsOf = (c: string): string => `${c}.?resources.?limits.orValue({})`;
 
-/**
- * How much of a pod the webhooks' match condition walks. A wider pod (more containers and init containers, or a
- * container with more resource entries, requests and limits together) goes to the webhook without being walked,
- * and the webhook's own guard and cost bound decide (src/admission/handler.ts). Without this, a condition's work
- * grows with the pod, and past kube-apiserver's CEL budget for one expression (measured: 1,500 containers of 16
- * resources) it fails, and a failing condition takes the webhook's failurePolicy: the validating webhook's Fail
- * refused unrelated pods. Within these bounds it walks at most 64 × 32 resource names.
- */
-export const CONDITION_MAX_CONTAINERS = 64;
-export const CONDITION_MAX_RESOURCES = 32;
 
 /**
  * The `training-pods-only` expression: a pod of a training job (by its framework's labels) or one requesting a

@@ -8,7 +8,8 @@
  * Limits count as well as requests, because a webhook cannot rely on defaulting having copied them.
  */
 import type { V1Toleration } from "@kubernetes/client-node";
-import { gpuResourcesFor, isMalformedList, resourceNames, withTolerations } from "./pod.js";
+import { isMalformedList, resourceNames, withTolerations } from "./pod.js";
+import { gpuResourcesFor } from "../core/gpu.js";
 import type { Mutation, Pod } from "./types.js";
 
 function wanted(pod: Pod, ctx: Parameters<Mutation["mutate"]>[1]): V1Toleration[] {

@@ -5,7 +5,7 @@
  */
 import type { V1Container, V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
 import { copyOf, withKey } from "../core/copy.js";
-import { matchesGlob } from "../core/glob.js";
+import { isGpuResource } from "../core/gpu.js";
 import type { GpuResource } from "../policy/types.js";
 import type { Pod } from "./types.js";
 
@@ -42,28 +42,6 @@ export function resourceNames(pod: Pod, lists: readonly ContainerList[], sides: 
     }
   }
   return [...names].sort();
-}
-
-// Resource names are few and recur in every pod: remember the matching policy entries per name, per
-// (frozen) policy list, instead of matching every glob again for every pod.
-const gpuMatches = new WeakMap<readonly GpuResource[], Map<string, readonly GpuResource[]>>();
-const NONE: readonly GpuResource[] = Object.freeze([]);
-
-/** The policy entries whose pattern matches `name`. */
-export function gpuResourcesFor(name: string, gpu: readonly GpuResource[]): readonly GpuResource[] {
-  let known = gpuMatches.get(gpu);
-  if (!known) gpuMatches.set(gpu, (known = new Map()));
-  let matches = known.get(name);
-  if (matches === undefined) {
-    const found = gpu.filter((g) => matchesGlob(g.pattern, name));
-    matches = found.length === 0 ? NONE : Object.freeze(found);
-    if (known.size < 1024) known.set(name, matches);
-  }
-  return matches;
-}
-
-export function isGpuResource(name: string, gpu: readonly GpuResource[]): boolean {
-  return gpuResourcesFor(name, gpu).length > 0;
 }
 
 /** True when some regular container has a GPU resource in its limits (Flyte's rule for GPU placement). */

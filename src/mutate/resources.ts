@@ -15,16 +15,9 @@ import type { Policy } from "../policy/types.js";
 import { isZero, parseQuantity } from "../core/quantity.js";
 import { mapContainers, type ContainerList } from "./pod.js";
 import type { Mutation, Pod } from "./types.js";
+import { isExtendedResource } from "../core/gpu.js";
 
 type ResourceMap = Record<string, string>;
-
-/** Kubernetes' IsExtendedResourceName: a domain-prefixed name outside kubernetes.io, not `requests.*`. */
-export function isExtendedResource(name: string): boolean {
-  const slash = name.indexOf("/");
-  if (slash < 0 || name.startsWith("requests.")) return false;
-  const domain = name.slice(0, slash);
-  return domain !== "kubernetes.io" && !domain.endsWith(".kubernetes.io");
-}
 
 function nonZero(value: string | undefined): value is string {
   if (value === undefined) return false;

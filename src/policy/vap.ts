@@ -50,8 +50,9 @@
  * is introduced at 1.32 and the apiserver compiles new expressions for its previous minor version).
  */
 import { MAX_REVIEW_COST } from "../admission/cost.js";
-import { ALL_CONTAINERS, CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, celString, DEFAULT_NAMESPACE, globCondition, gpuResourcePatterns, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "../manifests/webhooks.js";
-import { isGpuResource } from "../mutate/pod.js";
+import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "../manifests/webhooks.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
+import { isGpuResource } from "../core/gpu.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import type { LabelSelector } from "../core/selector.js";
 import { overrideLimits } from "../validate/limits.js";

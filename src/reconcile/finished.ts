@@ -21,7 +21,7 @@
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { effectivePodGpus } from "../validate/pod-spec.js";
+import { effectivePodGpus } from "../core/gpu.js";
 import { meta } from "./meta.js";
 
 export type CleanPodPolicy = "All" | "Running" | "None";

@@ -22,11 +22,11 @@
 import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { LABEL_JOB_NAME } from "../core/keys.js";
-import { isGpuResource } from "../mutate/pod.js";
+import { isGpuResource } from "../core/gpu.js";
 import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 import type { Policy } from "../policy/types.js";
 import { parseQuantity, toNumber } from "../core/quantity.js";
-import { effectivePodGpus } from "../validate/pod-spec.js";
+import { effectivePodGpus } from "../core/gpu.js";
 
 export const LEDGER_VERSION = 1;
 

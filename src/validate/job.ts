@@ -25,7 +25,8 @@ import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resol
 import { MAX_JOB_REPLICAS, jobReplicaTotal } from "../topology/ceiling.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
 import { validateAccelerators } from "./accelerator.js";
-import { effectivePodGpuNanos, podGpuNanos, validatePodSpec } from "./pod-spec.js";
+import { podGpuNanos, validatePodSpec } from "./pod-spec.js";
+import { effectivePodGpuNanos } from "../core/gpu.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
 
 const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;

@@ -12,10 +12,8 @@
  */
 import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
 import { matchesGlob } from "../core/glob.js";
-import { isGpuResource } from "../mutate/pod.js";
-import { isExtendedResource } from "../mutate/resources.js";
+import { effectivePodGpuNanos, isExtendedResource, isGpuResource } from "../core/gpu.js";
 import { checkQuantity, compareQuantities, formatNano, isInteger, isNegative, nanoOfUnits, nanoToNumber, parseQuantity, quantityOfUnits, toNumber, type Quantity } from "../core/quantity.js";
-import type { GpuResource } from "../policy/types.js";
 import type { Findings, Finding, ValidationContext } from "./types.js";
 
 /** Near-limit warnings at 90 %: value × 10 ≥ max × 9, in exact integers. */
@@ -110,51 +108,6 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
     }
   }
   return { violations, warnings };
-}
-
-/**
- * A container's request of a GPU resource in nano-units, exact. What cannot be counted (not a quantity, out of
- * range, negative) counts 0 here: the container rules above report it as a violation with its field path.
- */
-function gpuNanos(c: V1Container, name: string): bigint {
-  const v = q(c.resources?.requests?.[name] ?? c.resources?.limits?.[name]);
-  return v && v.nano > 0n ? v.nano : 0n;
-}
-
-/** The pod's effective request of each GPU resource in nano-units (exact; 1 GPU = 10⁹). */
-export function effectivePodGpuNanos(spec: V1PodSpec, gpu: readonly GpuResource[]): Map<string, bigint> {
-  // Runs for every pod of the cluster in each reconcile pass (the device ledger): no intermediate sets.
-  const names: string[] = [];
-  for (const list of [spec.initContainers, spec.containers]) {
-    for (const c of list ?? []) {
-      for (const side of [c.resources?.requests, c.resources?.limits]) {
-        for (const n in side ?? {}) if (!names.includes(n) && isGpuResource(n, gpu)) names.push(n);
-      }
-    }
-  }
-  const out = new Map<string, bigint>();
-  for (const name of names) {
-    let sidecars = 0n;
-    let initMax = 0n;
-    for (const c of spec.initContainers ?? []) {
-      if (c.restartPolicy === "Always") sidecars += gpuNanos(c, name);
-      else {
-        const here = gpuNanos(c, name) + sidecars;
-        if (here > initMax) initMax = here;
-      }
-    }
-    let regular = sidecars;
-    for (const c of spec.containers ?? []) regular += gpuNanos(c, name);
-    out.set(name, regular > initMax ? regular : initMax);
-  }
-  return out;
-}
-
-/** The pod's effective request of each GPU resource in units, for accounting and display (may round). */
-export function effectivePodGpus(spec: V1PodSpec, gpu: readonly GpuResource[]): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const [name, nano] of effectivePodGpuNanos(spec, gpu)) out.set(name, nanoToNumber(nano));
-  return out;
 }
 
 /** The pod's effective GPU request over all GPU resources, in nano-units (exact). */

@@ -9,7 +9,7 @@ import { specsCost } from "../../src/admission/cost.js";
 import { unwalkedPodGuard } from "../../src/admission/guards.js";
 import { STAND_IN_NAMES, standInNames, StandInUndecided } from "../../src/admission/stand-in.js";
 import type { AdmissionRequest } from "../../src/admission/types.js";
-import { CONDITION_MAX_CONTAINERS } from "../../src/manifests/webhooks.js";
+import { CONDITION_MAX_CONTAINERS } from "../../src/core/gpu.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { request } from "../fixtures/reviews.js";
 

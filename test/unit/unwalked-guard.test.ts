@@ -10,7 +10,7 @@ import { describe, it } from "node:test";
 import { allGuards, podGuard, unwalkedPodGuard } from "../../src/admission/guards.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { silentLogger } from "../../src/log.js";
-import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../../src/manifests/webhooks.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../../src/core/gpu.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { fakeJobReader } from "../fixtures/jobs.js";

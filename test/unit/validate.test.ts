@@ -3,7 +3,7 @@ import { describe, it } from "node:test";
 import type { V1Pod } from "@kubernetes/client-node";
 import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { effectivePodGpus } from "../../src/validate/pod-spec.js";
+import { effectivePodGpus } from "../../src/core/gpu.js";
 import { jobGpusByResource, newOrWorse, validateCapacity, validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import { validatePod } from "../../src/validate/pod.js";

@@ -11,18 +11,8 @@ import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { matchesGlob } from "../../src/core/glob.js";
 import { generatedWebhookManifest, WEBHOOK_MANIFEST } from "../../src/manifests/generate.js";
-import {
-  ALL_CONTAINERS,
-  celString,
-  CONDITION_MAX_CONTAINERS,
-  CONDITION_MAX_RESOURCES,
-  globCondition,
-  limitsOf,
-  renderWebhookConfigurations,
-  requestsOf,
-  trainingPodExpression,
-  type RenderedWebhook,
-} from "../../src/manifests/webhooks.js";
+import { ALL_CONTAINERS, celString, globCondition, limitsOf, renderWebhookConfigurations, requestsOf, trainingPodExpression, type RenderedWebhook } from "../../src/manifests/webhooks.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../../src/core/gpu.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { Policy } from "../../src/policy/types.js";
 import { namespaceScope, namespaceSelector } from "../../src/core/scope.js";

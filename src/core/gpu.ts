@@ -1,0 +1,117 @@
+/**
+ * @module
+ * What counts as a GPU, defined once. Every layer asks here: the mutations (tolerations, placement, renames),
+ * the rules (caps, whole numbers, MIG mixing), the cost bound, the device ledger, and the CEL renders (the
+ * webhooks' match conditions and the exported ValidatingAdmissionPolicy are generated from
+ * {@link gpuResourcePatterns} and bounded by {@link CONDITION_MAX_CONTAINERS} / {@link CONDITION_MAX_RESOURCES}).
+ * A GPU resource is a resource name that one of the policy's `gpu.resources` patterns matches (a glob:
+ * `nvidia.com/mig-*`); a bare `gpu` is the shorthand the mutation renames to `gpu.resourceName`.
+ * The policy's entries are read structurally (a `pattern` each), so this module imports nothing above it.
+ */
+import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
+import { matchesGlob } from "./glob.js";
+import { nanoToNumber, parseQuantity } from "./quantity.js";
+
+/** A policy `gpu.resources` entry as this module reads it. */
+export interface GpuPattern {
+  readonly pattern: string;
+}
+
+/** The policy's `gpu` settings as this module reads them. */
+export interface GpuSettings {
+  readonly resourceName: string;
+  readonly resources: readonly GpuPattern[];
+}
+
+// Resource names are few and recur in every pod: remember the matching policy entries per name, per
+// (frozen) policy list, instead of matching every glob again for every pod.
+const gpuMatches = new WeakMap<readonly GpuPattern[], Map<string, readonly GpuPattern[]>>();
+const NONE: readonly GpuPattern[] = Object.freeze([]);
+
+/** The policy entries whose pattern matches `name`. */
+export function gpuResourcesFor<T extends GpuPattern>(name: string, gpu: readonly T[]): readonly T[] {
+  let known = gpuMatches.get(gpu) as Map<string, readonly T[]> | undefined;
+  if (!known) gpuMatches.set(gpu, (known = new Map()));
+  let matches = known.get(name);
+  if (matches === undefined) {
+    const found = gpu.filter((g) => matchesGlob(g.pattern, name));
+    matches = found.length === 0 ? (NONE as readonly T[]) : Object.freeze(found);
+    if (known.size < 1024) known.set(name, matches);
+  }
+  return matches;
+}
+
+/** True when `name` is a GPU resource: some policy pattern matches it. */
+export function isGpuResource(name: string, gpu: readonly GpuPattern[]): boolean {
+  return gpuResourcesFor(name, gpu).length > 0;
+}
+
+/** The resource names that are GPU requests: a bare `gpu` (renamed by the mutation), the policy's GPU resource and every pattern. */
+export function gpuResourcePatterns(policy: { gpu: GpuSettings }): string[] {
+  return [...new Set(["gpu", policy.gpu.resourceName, ...policy.gpu.resources.map((r) => r.pattern)])];
+}
+
+/** Kubernetes' IsExtendedResourceName: a domain-prefixed name outside kubernetes.io, not `requests.*`. */
+export function isExtendedResource(name: string): boolean {
+  const slash = name.indexOf("/");
+  if (slash < 0 || name.startsWith("requests.")) return false;
+  const domain = name.slice(0, slash);
+  return domain !== "kubernetes.io" && !domain.endsWith(".kubernetes.io");
+}
+
+/**
+ * A container's request of a GPU resource in nano-units, exact. What cannot be counted (not a quantity, out of
+ * range, negative) counts 0 here: the container rules (src/validate/pod-spec.ts) report it as a violation with its field path.
+ */
+function gpuNanos(c: V1Container, name: string): bigint {
+  const raw: unknown = c.resources?.requests?.[name] ?? c.resources?.limits?.[name];
+  const v = typeof raw === "string" || typeof raw === "number" ? parseQuantity(raw) : undefined;
+  return v && v.nano > 0n ? v.nano : 0n;
+}
+
+/** The pod's effective request of each GPU resource in nano-units (exact; 1 GPU = 10⁹). */
+export function effectivePodGpuNanos(spec: V1PodSpec, gpu: readonly GpuPattern[]): Map<string, bigint> {
+  // Runs for every pod of the cluster in each reconcile pass (the device ledger): no intermediate sets.
+  const names: string[] = [];
+  for (const list of [spec.initContainers, spec.containers]) {
+    for (const c of list ?? []) {
+      for (const side of [c.resources?.requests, c.resources?.limits]) {
+        for (const n in side ?? {}) if (!names.includes(n) && isGpuResource(n, gpu)) names.push(n);
+      }
+    }
+  }
+  const out = new Map<string, bigint>();
+  for (const name of names) {
+    let sidecars = 0n;
+    let initMax = 0n;
+    for (const c of spec.initContainers ?? []) {
+      if (c.restartPolicy === "Always") sidecars += gpuNanos(c, name);
+      else {
+        const here = gpuNanos(c, name) + sidecars;
+        if (here > initMax) initMax = here;
+      }
+    }
+    let regular = sidecars;
+    for (const c of spec.containers ?? []) regular += gpuNanos(c, name);
+    out.set(name, regular > initMax ? regular : initMax);
+  }
+  return out;
+}
+
+/** The pod's effective request of each GPU resource in units, for accounting and display (may round). */
+export function effectivePodGpus(spec: V1PodSpec, gpu: readonly GpuPattern[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [name, nano] of effectivePodGpuNanos(spec, gpu)) out.set(name, nanoToNumber(nano));
+  return out;
+}
+
+/**
+ * How much of a pod the webhooks' match condition walks. A wider pod (more containers and init containers, or a
+ * container with more resource entries, requests and limits together) goes to the webhook without being walked,
+ * and the webhook's own guard and cost bound decide (src/admission/handler.ts). Without this, a condition's work
+ * grows with the pod, and past kube-apiserver's CEL budget for one expression (measured: 1,500 containers of 16
+ * resources) it fails, and a failing condition takes the webhook's failurePolicy: the validating webhook's Fail
+ * refused unrelated pods. Within these bounds it walks at most 64 × 32 resource names.
+ */
+export const CONDITION_MAX_CONTAINERS = 64;
+export const CONDITION_MAX_RESOURCES = 32;
