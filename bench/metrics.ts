@@ -9,7 +9,8 @@
  */
 import { parseArgs } from "node:util";
 import type { LedgerIndex } from "../src/reconcile/ledger-shards.js";
-import { createAdmissionMetrics, NAMESPACE_LABEL_CAP, registerLedgerMetrics } from "../src/server/metrics.js";
+import { createAdmissionMetrics } from "../src/server/metrics.js";
+import { NAMESPACE_LABEL_CAP, registerLedgerMetrics } from "../src/reconcile/metrics.js";
 
 const { values } = parseArgs({ options: { namespaces: { type: "string" }, scrapes: { type: "string" } } });
 const sizes = (values.namespaces ?? "100,1000,5000,20000").split(",").map(Number);

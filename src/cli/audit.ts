@@ -1,17 +1,15 @@
 /**
  * @module
  * `quartermaster audit [-o table|json] [--namespace N] [--policy F] [--kubeconfig F]`: the pods and training
- * jobs that already run in opted-in namespaces held to the policy (src/validate/audit.ts), each violation
+ * jobs that already run in opted-in namespaces held to the policy (src/reconcile/audit.ts), each violation
  * with its rule, enforcement mode and field path. Read-only. Exit 0 when nothing breaks a rule in `deny`
  * mode, 1 when something does (or the policy is invalid), 2 for a usage error.
  */
-import { readFile } from "node:fs/promises";
-import { resolve } from "node:path";
-import { PolicyError, UsageError, errorMessage } from "../core/errors.js";
+import { PolicyError, UsageError } from "../core/errors.js";
 import { createLogger } from "../log.js";
-import { defaultPolicy } from "../policy/load.js";
 import type { Policy } from "../policy/types.js";
 import type { CliIo } from "./io.js";
+import { loadPolicy, ownNamespace } from "./policy-file.js";
 
 export interface AuditCliOptions {
   output: "table" | "json";
@@ -21,9 +19,6 @@ export interface AuditCliOptions {
   kubeconfig?: string;
 }
 
-const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
-
-/** Parses the command line (node:util), then {@link audit}. */
 /** `quartermaster audit`, its flags parsed by the command line (src/cli/commands.ts). */
 export async function auditCommand(values: Record<string, unknown>, io: CliIo): Promise<number> {
   const output = (values.output as string | undefined) ?? "table";
@@ -31,16 +26,6 @@ export async function auditCommand(values: Record<string, unknown>, io: CliIo): 
   return audit({ output, namespace: values.namespace as string | undefined, policy: values.policy as string | undefined, kubeconfig: values.kubeconfig as string | undefined }, io);
 }
 
-async function loadPolicy(file: string | undefined, cwd: string): Promise<Policy> {
-  if (file === undefined) return defaultPolicy();
-  let text: string;
-  try {
-    text = await readFile(resolve(cwd, file), "utf8");
-  } catch (err) {
-    throw new PolicyError(file, [`cannot read: ${errorMessage(err)}`]);
-  }
-  return (await import("../policy/parse.js")).parsePolicy(text, file);
-}
 
 /** The audit, printed; resolves to the exit code. */
 export async function audit(opts: AuditCliOptions, io: CliIo): Promise<number> {
@@ -52,11 +37,11 @@ export async function audit(opts: AuditCliOptions, io: CliIo): Promise<number> {
     io.stderr(err.message);
     return 1;
   }
-  const [{ connectPolicyReports, auditCluster }, { auditTable }] = await Promise.all([import("../kube/policy-reports.js"), import("../validate/audit.js")]);
-  const ownNamespace = await readFile(SA_NAMESPACE_FILE, "utf8").then((s) => s.trim(), () => "quartermaster");
+  const [{ connectPolicyReports, auditCluster }, { auditTable }] = await Promise.all([import("../kube/policy-reports.js"), import("../reconcile/audit.js")]);
+  const own = await ownNamespace();
   // stdout carries the result: logs (job kinds not installed) go to stderr.
   const log = createLogger("warn", 2);
-  const result = await auditCluster({ client: await connectPolicyReports(opts.kubeconfig), policy, ownNamespace, log, ...(opts.namespace !== undefined ? { only: opts.namespace } : {}) });
+  const result = await auditCluster({ client: await connectPolicyReports(opts.kubeconfig), policy, ownNamespace: own, log, ...(opts.namespace !== undefined ? { only: opts.namespace } : {}) });
   if (result.outOfScope) {
     io.stderr(`quartermaster: audit: ${result.outOfScope}`);
     return 1;

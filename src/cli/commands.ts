@@ -13,7 +13,9 @@ import { createLogger, LOG_LEVELS, type Logger } from "../log.js";
 import { defaultPolicy } from "../policy/load.js";
 import type { Policy } from "../policy/types.js";
 import type { PassOutcome } from "../reconcile/loop.js";
+import { DNS_1123_LABEL, DNS_SAN } from "../core/names.js";
 import type { CliIo } from "./io.js";
+import { loadPolicy, loadPolicyOrReport, namespaceFlag, ownNamespace } from "./policy-file.js";
 import { runProgram, type CommandSpec, type FlagSpec } from "./program.js";
 
 type Values = Record<string, unknown>;
@@ -31,20 +33,6 @@ function logLevel(values: Record<string, unknown>): LevelWithSilent {
   const level = (values["log-level"] as string | undefined) ?? "info";
   if (!LOG_LEVELS.includes(level as LevelWithSilent)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(", ")}`);
   return level as LevelWithSilent;
-}
-
-/** Reads and checks a policy file, or returns the defaults when `file` is undefined. */
-export async function loadPolicy(file: string | undefined, cwd: string): Promise<Policy> {
-  if (file === undefined) return defaultPolicy();
-  const path = resolve(cwd, file);
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch (err) {
-    throw new PolicyError(file, [`cannot read: ${errorMessage(err)}`]);
-  }
-  const { parsePolicy } = await import("../policy/parse.js");
-  return parsePolicy(text, file);
 }
 
 async function policyDefaultsCommand(_values: Values, _args: readonly string[], io: CliIo): Promise<number> {
@@ -135,8 +123,6 @@ function keyTypeFlag(command: string, values: Record<string, unknown>): "ecdsa" 
   return v;
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const DNS_NAME = /^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$/;
 
 /**
  * --service and --namespace (DNS-1123 labels), --ip (addresses) and --dns (names, a leading `*.` allowed) of
@@ -145,13 +131,13 @@ const DNS_NAME = /^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9
  */
 function checkSanFlags(command: string, values: Record<string, unknown>): void {
   for (const flag of ["service", "namespace"]) {
-    if (!DNS_LABEL.test(values[flag] as string)) throw new UsageError(`${command}: --${flag} must be a DNS-1123 label, got ${JSON.stringify(values[flag])}`);
+    if (!DNS_1123_LABEL.test(values[flag] as string)) throw new UsageError(`${command}: --${flag} must be a DNS-1123 label, got ${JSON.stringify(values[flag])}`);
   }
   for (const ip of (values.ip as string[] | undefined) ?? []) {
     if (!isIP(ip)) throw new UsageError(`${command}: --ip ${JSON.stringify(ip)} is not an IPv4 or IPv6 address`);
   }
   for (const name of (values.dns as string[] | undefined) ?? []) {
-    if (name.length > 253 || !DNS_NAME.test(name)) throw new UsageError(`${command}: --dns ${JSON.stringify(name)} is not a DNS name (lower-case RFC 1123, a leading "*." allowed)`);
+    if (name.length > 253 || !DNS_SAN.test(name)) throw new UsageError(`${command}: --dns ${JSON.stringify(name)} is not a DNS name (lower-case RFC 1123, a leading "*." allowed)`);
   }
 }
 
@@ -363,12 +349,6 @@ async function devCommand(values: Values, _args: readonly string[], io: CliIo): 
 /** The resident reconciler's default metrics port. */
 const RECONCILER_METRICS_PORT = 9091;
 
-const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
-
-/** Quartermaster's namespace: the flag, else the pod's own (in cluster), else `quartermaster`. */
-async function ownNamespace(flag: string | undefined): Promise<string> {
-  return flag ?? (await readFile(SA_NAMESPACE_FILE, "utf8").then((s) => s.trim(), () => "quartermaster"));
-}
 
 async function reconcileCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
   if (values.watch === true) return watchCommand(values, io);
@@ -430,7 +410,7 @@ async function reconcileCommand(values: Values, _args: readonly string[], io: Cl
   }
   const [{ startLoop }, { createReconcilerMetrics }, { startMetricsServer }] = await Promise.all([
     import("../reconcile/loop.js"),
-    import("../server/metrics.js"),
+    import("../reconcile/metrics.js"),
     import("../server/serve.js"),
   ]);
   const metrics = metricsPort === 0 ? undefined : createReconcilerMetrics({ processMetrics: true });
@@ -466,7 +446,7 @@ async function watchCommand(values: Values, io: CliIo): Promise<number> {
   const [{ startWatch }, { hostname }, { createWatchMetrics }, { startMetricsServer }] = await Promise.all([
     import("../kube/watch.js"),
     import("node:os"),
-    import("../server/metrics.js"),
+    import("../reconcile/metrics.js"),
     import("../server/serve.js"),
   ]);
   // The metrics port first, so /healthz answers while the caches sync; /readyz once they have (a standby too).
@@ -545,9 +525,8 @@ async function doctorCommand(values: Values, _args: readonly string[], io: CliIo
 
 /** `manifests webhooks`: the webhook configurations rendered from a policy (no cluster access). */
 async function manifestsWebhooksCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
-  const namespace = (values.namespace as string | undefined) ?? "quartermaster";
   // A DNS-1123 label, as a namespace name must be; anything else would only fail at apply time.
-  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace)) throw new UsageError(`--namespace must be a namespace name (DNS-1123 label), got ${JSON.stringify(namespace)}`);
+  const namespace = namespaceFlag(values.namespace);
   const policy = await loadPolicyOrReport(values.policy as string | undefined, io);
   if (!policy) return 1;
   const { webhookConfigurationsYaml } = await import("../manifests/webhooks.js");
@@ -557,8 +536,7 @@ async function manifestsWebhooksCommand(values: Values, _args: readonly string[]
 
 /** `manifests confinement`: the reconciler's ValidatingAdmissionPolicy for a policy's job kinds and a namespace. */
 async function manifestsConfinementCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
-  const namespace = (values.namespace as string | undefined) ?? "quartermaster";
-  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace)) throw new UsageError(`--namespace must be a namespace name (DNS-1123 label), got ${JSON.stringify(namespace)}`);
+  const namespace = namespaceFlag(values.namespace);
   const policy = await loadPolicyOrReport(values.policy as string | undefined, io);
   if (!policy) return 1;
   const { reconcilerConfinementYaml } = await import("../manifests/confinement.js");
@@ -781,13 +759,3 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   return runProgram(COMMANDS, argv, io, { name: "quartermaster", version: await version(), description, groups: GROUPS });
 }
 
-/** The policy at `file` (the built-in one without), or undefined once its problems are written to stderr. */
-async function loadPolicyOrReport(file: string | undefined, io: CliIo): Promise<Policy | undefined> {
-  try {
-    return await loadPolicy(file, io.cwd);
-  } catch (err) {
-    if (!(err instanceof PolicyError)) throw err;
-    io.stderr(err.message);
-    return undefined;
-  }
-}

@@ -2,7 +2,7 @@
  * @module
  * `quartermaster test DIR`: declarative policy tests, as `kyverno test` and `gator verify` run them. Each
  * `*.test.yaml` under DIR (or the file given) holds one or more `PolicyTest` documents (schema in
- * ./policy-test-schema.ts): resources, a policy, and per object the expected outcome (allowed or denied and by
+ * src/policy/test-schema.ts): resources, a policy, and per object the expected outcome (allowed or denied and by
  * which rules, violations, warnings, env values, tolerations, affinity, labels). The objects go through
  * `admit`'s offline pipeline (./admit.ts: the server's own webhooks); the result is a pass/fail table.
  *
@@ -20,7 +20,7 @@ import { describeSchemaErrors } from "../core/schema.js";
 import { admitObjects, InputError, readInputs, templatesIn, type Admitted, type InputObject } from "./admit.js";
 import { manifestValue, parseManifestDocuments } from "./manifest-yaml.js";
 import type { CliIo } from "./io.js";
-import { POLICY_TEST_SCHEMA } from "./policy-test-schema.js";
+import { POLICY_TEST_SCHEMA } from "../policy/test-schema.js";
 
 type Nullable = Record<string, string | null>;
 

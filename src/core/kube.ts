@@ -2,6 +2,10 @@
  * @module
  * Kubernetes objects as Quartermaster handles them: the bottom of the house, imported by every layer.
  */
+import type { V1Pod } from "@kubernetes/client-node";
+
+/** A pod, with client-node's typing (every field optional, as on the wire). */
+export type Pod = V1Pod;
 
 /** Group/version/kind as the apiserver sends it in `request.kind`. */
 export interface GroupVersionKind {

@@ -3,7 +3,7 @@
  * The audit's reads and the PolicyReports' writes, through @kubernetes/client-node (imported on first use):
  * full pods of each opted-in namespace (the reconciler's own pod list is trimmed to what its planner reads),
  * training jobs of every configured kind, and `wgpolicyk8s.io/v1alpha2` PolicyReports named `quartermaster`.
- * What to write is decided in src/reconcile/policy-reports.ts; what breaks which rule in src/validate/audit.ts.
+ * What to write is decided in src/reconcile/policy-reports.ts; what breaks which rule in src/reconcile/audit.ts.
  */
 import type { Logger } from "pino";
 import type { KubeObject } from "../core/kube.js";
@@ -11,7 +11,7 @@ import { errorMessage } from "../core/errors.js";
 import type { Policy } from "../policy/types.js";
 import { fieldManagers, planPolicyReports, POLICY_REPORT_NAME, REPORT_FIELD_MANAGER, type ExistingReport, type PolicyReport, type ReportPlan } from "../reconcile/policy-reports.js";
 import { namespaceScope, scopeIndex, type NamespaceInfo } from "../core/scope.js";
-import { auditObjects, type AuditEntry, type AuditTarget } from "../validate/audit.js";
+import { auditObjects, type AuditEntry, type AuditTarget } from "../reconcile/audit.js";
 import { kubeClient, statusOf } from "./client.js";
 import { PAGE_SIZE, slimNamespace } from "./cluster.js";
 

@@ -34,7 +34,7 @@ import { decideJob } from "../reconcile/job-controller.js";
 import { capControllerDeletes, managedElsewhere } from "../reconcile/plan.js";
 import { WorkQueue } from "../reconcile/queue.js";
 import { namespaceScope, scopeIndex } from "../core/scope.js";
-import { objectWrite, type SyncResult, type WatchMetrics } from "../server/metrics.js";
+import { objectWrite, type SyncResult, type WatchMetrics } from "../reconcile/metrics.js";
 import { kubeClient } from "./client.js";
 import { connectCluster, slimNamespace, slimPod, slimService, type Cluster } from "./cluster.js";
 import { applyJobControllers } from "./job-controller.js";

@@ -31,7 +31,7 @@ import {
 } from "./chart.js";
 import { reconcilerConfinementYaml } from "./confinement.js";
 import { ledgerRbacYaml, policyReportsRbacYaml } from "./rbac.js";
-import { validatingAdmissionPolicyYaml } from "../policy/vap.js";
+import { validatingAdmissionPolicyYaml } from "./vap.js";
 import { webhookConfigurationsYaml } from "./webhooks.js";
 
 /** The committed manifests, relative to the repository root. */

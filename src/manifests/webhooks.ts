@@ -134,7 +134,7 @@ export const limitsOf = (c: string): string => `${c}.?resources.?limits.orValue(
  * The `training-pods-only` expression: a pod of a training job (by its framework's labels) or one requesting a
  * GPU resource in any container or init container. `limitsOnly` looks at limits alone (right after the
  * apiserver's own validation, when every GPU resource is an extended resource: see `trainingExpression` in
- * src/policy/vap.ts); the webhooks look at both, the mutating one seeing pods before that validation.
+ * src/manifests/vap.ts); the webhooks look at both, the mutating one seeing pods before that validation.
  * `bounded` (the webhooks' match condition) is also true for a pod wider than {@link CONDITION_MAX_CONTAINERS}
  * and {@link CONDITION_MAX_RESOURCES}, so its cost is bounded whatever the pod.
  *

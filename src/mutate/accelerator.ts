@@ -31,7 +31,8 @@ import { copyOf, withKey } from "../core/copy.js";
 import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION } from "../core/keys.js";
 import type { Policy } from "../policy/types.js";
 import { annotation, hasGpuLimit, isEntry, isMalformedList, resourceNames, withTolerations } from "./pod.js";
-import type { Mutation, MutationContext, Pod } from "./types.js";
+import type { Mutation, MutationContext } from "./types.js";
+import type { Pod } from "../core/kube.js";
 
 const MIG_RESOURCE = "nvidia.com/mig-";
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;

@@ -10,7 +10,8 @@
 import type { V1Toleration } from "@kubernetes/client-node";
 import { isMalformedList, resourceNames, withTolerations } from "./pod.js";
 import { gpuResourcesFor } from "../core/gpu.js";
-import type { Mutation, Pod } from "./types.js";
+import type { Mutation } from "./types.js";
+import type { Pod } from "../core/kube.js";
 
 function wanted(pod: Pod, ctx: Parameters<Mutation["mutate"]>[1]): V1Toleration[] {
   const out: V1Toleration[] = [];

@@ -11,15 +11,17 @@
  */
 import { withKey } from "../core/copy.js";
 import { ANNOTATION_MUTATIONS } from "../core/keys.js";
+import type { Pod } from "../core/kube.js";
 import { placeOnAccelerator } from "./accelerator.js";
 import { injectClusterSpec } from "./cluster-spec.js";
 import { addTrainingLabels } from "./training-labels.js";
 import { addGpuTolerations } from "./gpu-tolerations.js";
 import { placeInterruptible } from "./interruptible.js";
 import { defaultResources } from "./resources.js";
-import type { Mutation, MutationContext, Pod } from "./types.js";
+import type { Mutation, MutationContext } from "./types.js";
 
-export type { Mutation, MutationContext, Pod } from "./types.js";
+export type { Mutation, MutationContext } from "./types.js";
+export type { Pod } from "../core/kube.js";
 
 export const POD_MUTATIONS: readonly Mutation[] = [
   addTrainingLabels,

@@ -7,7 +7,8 @@
  */
 import { ANNOTATION_INTERRUPTIBLE } from "../core/keys.js";
 import { annotation, isMalformedList, withRequiredNodeRequirements, withTolerations } from "./pod.js";
-import type { Mutation, Pod } from "./types.js";
+import type { Mutation } from "./types.js";
+import type { Pod } from "../core/kube.js";
 
 export function isInterruptible(pod: Pod): boolean {
   return annotation(pod, ANNOTATION_INTERRUPTIBLE)?.trim().toLowerCase() === "true";

@@ -7,7 +7,7 @@ import type { V1Container, V1NodeSelector, V1NodeSelectorRequirement, V1NodeSele
 import { copyOf, withKey } from "../core/copy.js";
 import { isGpuResource } from "../core/gpu.js";
 import type { GpuResource } from "../policy/types.js";
-import type { Pod } from "./types.js";
+import type { Pod } from "../core/kube.js";
 
 export type ContainerList = "containers" | "initContainers";
 

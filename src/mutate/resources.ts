@@ -14,7 +14,8 @@ import { copyOf, withKey } from "../core/copy.js";
 import type { Policy } from "../policy/types.js";
 import { isZero, parseQuantity } from "../core/quantity.js";
 import { mapContainers, type ContainerList } from "./pod.js";
-import type { Mutation, Pod } from "./types.js";
+import type { Mutation } from "./types.js";
+import type { Pod } from "../core/kube.js";
 import { isExtendedResource } from "../core/gpu.js";
 
 type ResourceMap = Record<string, string>;

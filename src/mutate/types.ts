@@ -4,12 +4,10 @@
  * returns the very same reference when it has nothing to do. The pipeline (`index.ts`) runs them in
  * order, explains each change in a warning and records its name on the pod.
  */
-import type { V1Pod } from "@kubernetes/client-node";
+import type { Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
 import type { Topology } from "../topology/types.js";
 import type { ClusterSpecMemo } from "./frameworks.js";
-
-export type Pod = V1Pod;
 
 export interface MutationContext {
   policy: Policy;

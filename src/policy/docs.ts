@@ -10,7 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
-import { policyTestingDocs } from "../cli/policy-test-docs.js";
+import { policyTestingDocs } from "./test-docs.js";
 import { REMOVED_FIELDS, defaultPolicy } from "./load.js";
 import { RULES } from "./rules.js";
 import { POLICY_SCHEMA } from "./schema.js";
@@ -336,7 +336,7 @@ export function renderPolicyDocs(schema?: Schema): string {
   return lines.join("\n");
 }
 
-/** When to judge pods with the exported ValidatingAdmissionPolicy instead of `/validate/pods` (src/policy/vap.ts). */
+/** When to judge pods with the exported ValidatingAdmissionPolicy instead of `/validate/pods` (src/manifests/vap.ts). */
 const VAP_SECTION = [
   "## The pod limits as a ValidatingAdmissionPolicy",
   "",

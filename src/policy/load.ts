@@ -10,9 +10,8 @@ import generatedPolicyValidator from "../generated/policy-validator.js";
 import { describeSchemaErrors } from "../core/schema.js";
 import { MAX_PATTERN_LENGTH } from "../core/glob.js";
 import { checkQuantity } from "../core/quantity.js";
-import { enforcementProblems } from "../validate/enforcement.js";
 import { CONFIGURABLE_RULES, RULE_NAMES } from "./rules.js";
-import type { JobDefaults, Policy, RunPolicyLimits } from "./types.js";
+import type { Enforcement, JobDefaults, Policy, RunPolicyLimits } from "./types.js";
 
 const validatePolicy = generatedPolicyValidator as unknown as ValidateFunction<Policy>;
 
@@ -211,4 +210,15 @@ function deepFreeze<T>(value: T): T {
     Object.freeze(value);
   }
   return value;
+}
+
+/** Problems with the enforcement section a schema cannot see, each with its path. */
+export function enforcementProblems(enforcement: Enforcement): string[] {
+  const problems: string[] = [];
+  enforcement.namespaces.forEach((n, i) => {
+    if (n.mode === undefined && (n.rules === undefined || Object.keys(n.rules).length === 0)) {
+      problems.push(`enforcement.namespaces[${i}]: sets neither mode nor rules; it would change nothing`);
+    }
+  });
+  return problems;
 }

@@ -5,7 +5,7 @@
  * waits for the pass in flight. Across processes the Lease keeps passes apart.
  */
 import type { Logger } from "pino";
-import type { PassActions, PassResult, ReconcilerMetrics } from "../server/metrics.js";
+import type { PassActions, PassResult, ReconcilerMetrics } from "./metrics.js";
 
 /** The scheduling primitive (node-cron in production). */
 export type Schedule = (expression: string, tick: () => void) => { stop(): void };

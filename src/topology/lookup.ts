@@ -5,7 +5,7 @@
  * spec and says why in a warning, or denies when the policy says so.
  */
 import { errorMessage } from "../core/errors.js";
-import type { Pod } from "../mutate/types.js";
+import type { Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
 import { jobRef, replicaOf } from "./resolve.js";
 import type { KubeObject } from "../core/kube.js";

@@ -10,7 +10,7 @@
  */
 import type { KubeObject } from "../core/kube.js";
 import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX } from "../core/keys.js";
-import type { Pod } from "../mutate/types.js";
+import type { Pod } from "../core/kube.js";
 import type { Framework, JobKind, Policy } from "../policy/types.js";
 import { labelScheme, OPERATOR_NAMES } from "./label-scheme.js";
 import type { JobRef } from "./types.js";

@@ -65,14 +65,3 @@ export function enforce(findings: Findings, enforcement: Enforcement, namespace:
   // Warn-mode violations first: the response keeps at most ten warnings.
   return { violations, warnings: [...warned, ...findings.warnings], waived };
 }
-
-/** Problems with the enforcement section a schema cannot see, each with its path. */
-export function enforcementProblems(enforcement: Enforcement): string[] {
-  const problems: string[] = [];
-  enforcement.namespaces.forEach((n, i) => {
-    if (n.mode === undefined && (n.rules === undefined || Object.keys(n.rules).length === 0)) {
-      problems.push(`enforcement.namespaces[${i}]: sets neither mode nor rules; it would change nothing`);
-    }
-  });
-  return problems;
-}

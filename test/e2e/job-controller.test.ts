@@ -13,7 +13,7 @@ import { pino } from "pino";
 import { silentLogger } from "../../src/log.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { Expectations } from "../../src/reconcile/expectations.js";
-import { createWatchMetrics, type WatchMetrics } from "../../src/server/metrics.js";
+import { createWatchMetrics, type WatchMetrics } from "../../src/reconcile/metrics.js";
 import type { ControlPlane } from "./harness/controlplane.js";
 import { cli, reconcilerCluster } from "./harness/webhook.js";
 

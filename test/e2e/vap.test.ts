@@ -18,7 +18,7 @@ import { parseAllDocuments } from "yaml";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { cli, createNamespace, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
 import { CORPUS_SKIP, corpusPods } from "../fixtures/corpus.js";
-import { BEYOND_BOUNDS_CONDITION, beyondBoundsExpression } from "../../src/policy/vap.js";
+import { BEYOND_BOUNDS_CONDITION, beyondBoundsExpression } from "../../src/manifests/vap.js";
 import { generatedPods, manyViolationsPod, VAP_MODE_NAMESPACE, VAP_NAMESPACES, VAP_POLICY_YAML, widePod } from "../fixtures/vap-pods.js";
 
 type Obj = Record<string, any>;

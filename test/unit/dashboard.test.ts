@@ -1,7 +1,7 @@
 /**
  * The Grafana dashboard of the monitoring overlay against the code: every query (panel targets and template
  * variables) parses as PromQL with the Prometheus project's own grammar (@prometheus-io/lezer-promql), and
- * every metric it names is one the code registers (collected from the registries src/server/metrics.ts
+ * every metric it names is one the code registers (collected from the registries src/server/metrics.ts and src/reconcile/metrics.ts
  * builds). The ConfigMap that carries it has the label Grafana's dashboard sidecar looks for.
  */
 import assert from "node:assert/strict";

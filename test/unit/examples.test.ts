@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parse } from "yaml";
 import type { KubeObject } from "../../src/core/kube.js";
-import { loadPolicy } from "../../src/cli/commands.js";
+import { loadPolicy } from "../../src/cli/policy-file.js";
 import { applyPatch } from "../../src/admission/patch.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { Registry } from "prom-client";
 import { silentLogger } from "../../src/log.js";
-import { createWatchMetrics, objectWrite } from "../../src/server/metrics.js";
+import { createWatchMetrics, objectWrite } from "../../src/reconcile/metrics.js";
 import { startMetricsServer } from "../../src/server/serve.js";
 import { plain } from "../fixtures/https.js";
 

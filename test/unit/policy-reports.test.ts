@@ -11,7 +11,7 @@ import { syncPolicyReports, type PolicyReportClient } from "../../src/kube/polic
 import { checkPolicy } from "../../src/policy/load.js";
 import { buildPolicyReport, fieldManagers, MAX_RESULTS, planPolicyReports, reportOwned, type ExistingReport, type PolicyReport } from "../../src/reconcile/policy-reports.js";
 import type { NamespaceInfo } from "../../src/core/scope.js";
-import { auditObjects, auditTable, type AuditEntry } from "../../src/validate/audit.js";
+import { auditObjects, auditTable, type AuditEntry } from "../../src/reconcile/audit.js";
 import { capturingLogger } from "../fixtures/https.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 

@@ -1,5 +1,5 @@
 /**
- * The exported ValidatingAdmissionPolicy (src/policy/vap.ts) as text: its scope is the webhooks' scope, and each
+ * The exported ValidatingAdmissionPolicy (src/manifests/vap.ts) as text: its scope is the webhooks' scope, and each
  * rule kind's CEL appears exactly when the policy uses the rule, with the policy's values, escaped. Whether the
  * CEL judges pods as /validate/pods does is test/e2e/vap.test.ts, on a real apiserver.
  */
@@ -13,7 +13,7 @@ import { runCli } from "../../src/cli/commands.js";
 import { ALL_CONTAINERS, renderWebhookConfigurations, trainingPodExpression } from "../../src/manifests/webhooks.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../../src/core/gpu.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { BEYOND_BOUNDS_CONDITION, beyondBoundsExpression, denyCondition, mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, trainingExpression, unexpressedRules, validatingAdmissionPolicyYaml, vapVariables, withinBoundsExpression } from "../../src/policy/vap.js";
+import { BEYOND_BOUNDS_CONDITION, beyondBoundsExpression, denyCondition, mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, trainingExpression, unexpressedRules, validatingAdmissionPolicyYaml, vapVariables, withinBoundsExpression } from "../../src/manifests/vap.js";
 import { VALIDATE_POD_PASSES } from "../../webhooks/validate-pods.js";
 import { ROOT } from "../fixtures/manifests.js";
 

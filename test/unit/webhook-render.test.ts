@@ -191,7 +191,7 @@ describe("training-pods-only expression", () => {
     assert.ok(e.includes(containers), e);
     assert.ok(e.indexOf(containers) < e.indexOf(".exists(c,"), "the container count is tested before the walk");
     assert.ok(e.includes(`.exists(c, ${entries}`), "each container's width is tested before its resources are");
-    // The VAP's training test (src/policy/vap.ts) is the webhooks' guard, exactly: no bounds.
+    // The VAP's training test (src/manifests/vap.ts) is the webhooks' guard, exactly: no bounds.
     assert.ok(!trainingPodExpression(policy).includes(`> ${CONDITION_MAX_CONTAINERS}`));
   });
 });

@@ -9,12 +9,12 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import type { EnforcementMode, JobKind, Policy } from "../policy/types.js";
-import { finishedAt } from "../reconcile/finished.js";
-import { modeOf } from "./enforcement.js";
-import { validateJob } from "./job.js";
-import { effectiveLimits } from "./limits.js";
-import { validatePod } from "./pod.js";
-import type { Finding, Findings } from "./types.js";
+import { finishedAt } from "./finished.js";
+import { modeOf } from "../validate/enforcement.js";
+import { validateJob } from "../validate/job.js";
+import { effectiveLimits } from "../validate/limits.js";
+import { validatePod } from "../validate/pod.js";
+import type { Finding, Findings } from "../validate/types.js";
 
 /** An object to audit: a pod, or a training job of `jobKind`. */
 export interface AuditTarget {

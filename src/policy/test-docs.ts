@@ -4,7 +4,7 @@
  * `admit` and `test` are used, and the test file's fields, generated from {@link POLICY_TEST_SCHEMA} so the
  * table cannot drift from what `quartermaster test` accepts.
  */
-import { POLICY_TEST_SCHEMA } from "./policy-test-schema.js";
+import { POLICY_TEST_SCHEMA } from "./test-schema.js";
 
 type Node = { type?: string | readonly string[]; const?: unknown; description?: string; default?: unknown; items?: Node; properties?: Record<string, Node>; additionalProperties?: boolean | Node; required?: readonly string[] };
 

@@ -50,14 +50,14 @@
  * is introduced at 1.32 and the apiserver compiles new expressions for its previous minor version).
  */
 import { MAX_REVIEW_COST } from "../admission/cost.js";
-import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "../manifests/webhooks.js";
+import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "./webhooks.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import { isGpuResource } from "../core/gpu.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import type { LabelSelector } from "../core/selector.js";
 import { overrideLimits } from "../validate/limits.js";
-import type { Enforcement, EnforcementMode, Limits, Policy } from "./types.js";
-import { CONFIGURABLE_RULES } from "./rules.js";
+import type { Enforcement, EnforcementMode, Limits, Policy } from "../policy/types.js";
+import { CONFIGURABLE_RULES } from "../policy/rules.js";
 
 /** Passes of the pod rules the webhook prices (webhooks/validate-pods.ts `VALIDATE_POD_PASSES`; a unit test keeps them equal). */
 export const POD_RULE_PASSES = 4;
@@ -508,7 +508,7 @@ export function renderValidatingAdmissionPolicy(policy: Policy, opts: VapOptions
 const HEADER = [
   " Quartermaster's pod limits (/validate/pods) as a ValidatingAdmissionPolicy: the apiserver judges pod creates",
   " in CEL, with the webhook's verdicts, field paths and messages, and no webhook call. Kubernetes >= 1.33.",
-  " Rendered by `quartermaster policy export-vap [--policy F] [--namespace N]` (src/policy/vap.ts); do not edit.",
+  " Rendered by `quartermaster policy export-vap [--policy F] [--namespace N]` (src/manifests/vap.ts); do not edit.",
   " Same scope as the webhooks: opted-in namespaces (quartermaster.dev/enabled=true) but never the system ones or",
   " Quartermaster's own, training pods only. It only denies, and only what the webhook denies (enforcement modes).",
   ` Pods wider than ${CONDITION_MAX_CONTAINERS} containers, or ${CONDITION_MAX_RESOURCES} resource entries in a container, are left to /validate/pods: keep it for them.`,

@@ -1,0 +1,325 @@
+/**
+ * @module
+ * Prometheus metrics of the reconciler's side, each on a registry the caller owns: the device ledger as the
+ * webhook reads it (exported by the webhook's /metrics), the resident reconciler's passes, and the job
+ * controller's syncs (`reconcile --watch`). The admission server's own metrics are in src/server/metrics.ts.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { LedgerIndex } from "./ledger-shards.js";
+
+/** The device ledger's index as the webhook last read it, and when (Unix ms). */
+export interface LedgerReading {
+  index: LedgerIndex;
+  readAt: number;
+}
+
+/**
+ * At most this many namespaces get their own `namespace` label value on the ledger's per-namespace
+ * series; the rest are summed into `namespace="other"`. Every namespace × resource pair is a series
+ * each replica exports on every scrape, and a cluster with thousands of short-lived namespaces (one per
+ * user or CI run) would otherwise grow Prometheus's head block without bound. The namespaces kept are
+ * those with the most GPUs allocated, then the most GPU-seconds (ties by name), so the ones a dashboard
+ * looks at stay visible; with two GPU resources 500 namespaces are 2,000 series, ~200 KB of a scrape
+ * (bench/metrics.ts: uncapped, 20,000 namespaces would be 8 MB and 0.6 s per scrape).
+ */
+export const NAMESPACE_LABEL_CAP = 500;
+export const OTHER_NAMESPACES = "other";
+
+/** Per-namespace usage with at most `cap` namespaces named, the rest summed under {@link OTHER_NAMESPACES}. */
+export function capNamespaces(namespaces: LedgerIndex["namespaces"], cap: number): Array<{ namespace: string; resource: string; allocated: number; gpuSeconds: number }> {
+  const weight = (per: Record<string, { allocated: number; gpuSeconds: number }>) =>
+    Object.values(per).reduce((w, u) => ({ allocated: w.allocated + u.allocated, gpuSeconds: w.gpuSeconds + u.gpuSeconds }), { allocated: 0, gpuSeconds: 0 });
+  const ranked = Object.entries(namespaces)
+    .map(([namespace, per]) => ({ namespace, per, w: weight(per) }))
+    .sort((a, b) => b.w.allocated - a.w.allocated || b.w.gpuSeconds - a.w.gpuSeconds || (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
+  const out = new Map<string, { namespace: string; resource: string; allocated: number; gpuSeconds: number }>();
+  ranked.forEach(({ namespace, per }, i) => {
+    const ns = i < cap ? namespace : OTHER_NAMESPACES;
+    for (const [resource, u] of Object.entries(per)) {
+      const key = `${ns}\u0000${resource}`;
+      const row = out.get(key) ?? { namespace: ns, resource, allocated: 0, gpuSeconds: 0 };
+      row.allocated += u.allocated;
+      row.gpuSeconds += u.gpuSeconds;
+      out.set(key, row);
+    }
+  });
+  return [...out.values()];
+}
+
+/** GPU states exported per resource, as the ledger's totals name them. */
+const GPU_STATES = ["capacity", "allocatable", "allocated", "free", "unavailable"] as const;
+
+/**
+ * Gauges of the device ledger, computed at scrape time from the index `read()` returns. While there is none
+ * (not read yet, missing, or failing its checksum) `quartermaster_ledger_present` is 0, the labelled series
+ * are absent and the unlabelled ones 0 (prom-client always writes an unlabelled series), so a dashboard or
+ * alert guards with `quartermaster_ledger_present == 1`.
+ */
+export function registerLedgerMetrics(registry: Registry, read: () => LedgerReading | undefined, opts: { namespaceCap?: number } = {}): void {
+  const cap = opts.namespaceCap ?? NAMESPACE_LABEL_CAP;
+  const registers = [registry];
+  // The capped rows of the index last read: computed once per index (a refresh replaces the object), not
+  // once per scrape and series.
+  let capped: { index: LedgerIndex; rows: ReturnType<typeof capNamespaces> } | undefined;
+  const namespaceRows = (index: LedgerIndex): ReturnType<typeof capNamespaces> => {
+    if (capped?.index !== index) capped = { index, rows: capNamespaces(index.namespaces, cap) };
+    return capped.rows;
+  };
+  new Gauge({
+    name: "quartermaster_ledger_present",
+    help: "1 while this replica holds a good device ledger index (read, checksum verified), else 0.",
+    registers,
+    collect() {
+      this.set(read() ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "quartermaster_ledger_gpus",
+    help: "GPUs (devices of each policy GPU resource) over all nodes by state: capacity, allocatable, allocated, free, and unavailable (allocatable on stale nodes), from the device ledger's index.",
+    labelNames: ["resource", "state"] as const,
+    registers,
+    collect() {
+      this.reset();
+      const r = read();
+      if (!r) return;
+      for (const [resource, t] of Object.entries(r.index.totals)) for (const state of GPU_STATES) this.set({ resource, state }, t[state]);
+    },
+  });
+  const count = (name: string, help: string, key: keyof LedgerIndex["counts"]): void => {
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        this.reset();
+        const r = read();
+        if (r) this.set(r.index.counts[key] ?? 0);
+      },
+    });
+  };
+  count("quartermaster_ledger_nodes", "Nodes in the device ledger (nodes offering a GPU resource or holding GPU pods).", "nodes");
+  count("quartermaster_ledger_stale_nodes", "Nodes whose Lease (or Ready heartbeat) is older than the grace period: their GPUs count as unavailable.", "staleNodes");
+  count("quartermaster_ledger_inactive_nodes", "Nodes listing a GPU resource with zero allocatable (device plugin down, GPUs unhealthy): `quartermaster ledger` names them.", "inactiveNodes");
+  count("quartermaster_ledger_pending_gpu_pods", "GPU pods unscheduled for longer than the reconciler's threshold.", "pendingGpuPods");
+  count("quartermaster_ledger_pods_holding_devices", "Pods holding GPUs (bound, neither Succeeded nor Failed).", "podsHoldingDevices");
+  count("quartermaster_ledger_jobs", "Training jobs in the device ledger.", "jobs");
+  const capNote = `at most ${cap} namespaces by name, the rest summed as namespace="${OTHER_NAMESPACES}"`;
+  type Row = ReturnType<typeof capNamespaces>[number];
+  /** One series per capped namespace and resource, from the index last read (none without one). */
+  const fillPerNamespace = (reset: () => void, put: (labels: { namespace: string; resource: string }, v: number) => void, value: (row: Row) => number): void => {
+    reset();
+    const r = read();
+    if (!r) return;
+    for (const row of namespaceRows(r.index)) put({ namespace: row.namespace, resource: row.resource }, value(row));
+  };
+  new Gauge({
+    name: "quartermaster_ledger_namespace_gpus_allocated",
+    help: `GPUs allocated by namespace and resource; ${capNote}.`,
+    labelNames: ["namespace", "resource"] as const,
+    registers,
+    collect() {
+      fillPerNamespace(() => this.reset(), (l, v) => this.set(l, v), (row) => row.allocated);
+    },
+  });
+  // A counter: the ledger's GPU-seconds are cumulative (carried from pass to pass), so rate() gives GPUs in use
+  // over time; a namespace moving into or out of "other" looks like a reset, which rate() handles.
+  new Counter({
+    name: "quartermaster_ledger_namespace_gpu_seconds_total",
+    help: `GPU-seconds accrued by namespace and resource since the ledger began; ${capNote}.`,
+    labelNames: ["namespace", "resource"] as const,
+    registers,
+    collect() {
+      fillPerNamespace(() => this.reset(), (l, v) => this.inc(l, v), (row) => row.gpuSeconds);
+    },
+  });
+  new Gauge({
+    name: "quartermaster_ledger_generated_timestamp_seconds",
+    help: "When the reconciler wrote the device ledger this replica last read (its generatedAt), as a Unix timestamp.",
+    registers,
+    collect() {
+      this.reset();
+      const r = read();
+      const t = r ? Date.parse(r.index.generatedAt) : NaN;
+      if (Number.isFinite(t)) this.set(t / 1000);
+    },
+  });
+  new Gauge({
+    name: "quartermaster_ledger_read_timestamp_seconds",
+    help: "When this replica last read a good device ledger index, as a Unix timestamp.",
+    registers,
+    collect() {
+      this.reset();
+      const r = read();
+      if (r) this.set(r.readAt / 1000);
+    },
+  });
+}
+
+/** What one reconcile pass did, as the loop reports it to {@link ReconcilerMetrics}. */
+export interface PassActions {
+  applied: readonly string[];
+  skipped: ReadonlyArray<{ action: string }>;
+  failed: ReadonlyArray<{ action: string }>;
+}
+
+/** How a pass ended: ok, with failed actions, thrown, or skipped because another instance held the Lease. */
+export type PassResult = "ok" | "failed" | "error" | "lease_busy";
+
+export interface ReconcilerMetrics {
+  readonly registry: Registry;
+  pass(result: PassResult, seconds: number, actions?: PassActions): void;
+  /** A tick that found the previous pass still running. */
+  tickSkipped(): void;
+}
+
+/**
+ * The action type of a pass report's `verb Kind namespace/name`: its first two words (`delete Pod`), so the
+ * label's values are bounded by the reconciler's verbs and kinds, not by object names.
+ */
+export function actionType(action: string): string {
+  return action.split(" ", 2).join(" ");
+}
+
+/** Buckets for pass durations: a small cluster's pass is under a second, a large one's minutes. */
+export const PASS_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+/** Metrics of the resident reconciler's passes, on a registry of their own. */
+export function createReconcilerMetrics(opts: { processMetrics?: boolean; now?: () => number } = {}): ReconcilerMetrics {
+  const now = opts.now ?? Date.now;
+  const registry = new Registry();
+  if (opts.processMetrics) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  const duration = new Histogram({
+    name: "quartermaster_reconcile_pass_duration_seconds",
+    help: "Duration of reconcile passes, by result: ok, failed (some action failed), error (the pass threw), lease_busy (another instance holds the Lease).",
+    labelNames: ["result"] as const,
+    buckets: PASS_BUCKETS,
+    registers,
+  });
+  const actions = new Counter({
+    name: "quartermaster_reconcile_actions_total",
+    help: "Reconciler actions by type (verb and kind, e.g. 'delete Pod') and result: applied, skipped (a precondition no longer held), failed.",
+    labelNames: ["type", "result"] as const,
+    registers,
+  });
+  const lastSuccess = new Gauge({
+    name: "quartermaster_reconcile_last_success_timestamp_seconds",
+    help: "When the last pass that ran and had no failed action ended, as a Unix timestamp.",
+    registers,
+  });
+  const skippedTicks = new Counter({
+    name: "quartermaster_reconcile_ticks_skipped_total",
+    help: "Schedule ticks skipped because the previous pass was still running.",
+    registers,
+  });
+  return {
+    registry,
+    pass(result, seconds, done) {
+      duration.observe({ result }, seconds);
+      if (done) {
+        for (const a of done.applied) actions.inc({ type: actionType(a), result: "applied" });
+        for (const a of done.skipped) actions.inc({ type: actionType(a.action), result: "skipped" });
+        for (const a of done.failed) actions.inc({ type: actionType(a.action), result: "failed" });
+      }
+      if (result === "ok") lastSuccess.set(now() / 1000);
+    },
+    tickSkipped() {
+      skippedTicks.inc();
+    },
+  };
+}
+
+/** How one `reconcile --watch` sync ended: done, queued again (a failed or conflicting write), or thrown. */
+export type SyncResult = "ok" | "requeued" | "error";
+
+/** What the resident job controller's metrics read at scrape time. */
+export interface WatchSource {
+  queueDepth(): number;
+  leading(): boolean;
+}
+
+export interface WatchMetrics {
+  readonly registry: Registry;
+  /** Binds the gauges read at scrape time (the work queue, the Lease) once the controller runs. */
+  source(source: WatchSource): void;
+  sync(result: SyncResult, seconds: number): void;
+  /** A full pass of the resident controller, by its pass result. */
+  pass(result: PassResult, seconds: number): void;
+  /** Pods, Services and jobs the controller created or deleted (applied writes only). */
+  object(verb: "create" | "delete", kind: string): void;
+}
+
+/** Buckets for one job's sync: a decision and a handful of writes, milliseconds to seconds. */
+export const SYNC_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** The `verb Kind` of a pass report's applied action when it creates or deletes an object, else undefined. */
+export function objectWrite(action: string): { verb: "create" | "delete"; kind: string } | undefined {
+  const m = /^(create|delete) (Pod|Service|Job) /.exec(action);
+  return m ? { verb: m[1] as "create" | "delete", kind: m[2]! } : undefined;
+}
+
+/** Metrics of `quartermaster reconcile --watch` (src/kube/watch.ts), on a registry of their own. */
+export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): WatchMetrics {
+  const registry = new Registry();
+  if (opts.processMetrics) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  let bound: WatchSource | undefined;
+  new Gauge({
+    name: "quartermaster_watch_queue_depth",
+    help: "Jobs waiting in the job controller's work queue (not counting those delayed or being synced).",
+    registers,
+    collect() {
+      this.set(bound ? bound.queueDepth() : 0);
+    },
+  });
+  new Gauge({
+    name: "quartermaster_watch_lease_held",
+    help: "1 while this instance holds the reconciler Lease and acts, 0 while it stands by.",
+    registers,
+    collect() {
+      this.set(bound?.leading() ? 1 : 0);
+    },
+  });
+  const syncs = new Counter({
+    name: "quartermaster_watch_reconciles_total",
+    help: "Job syncs by result: ok, requeued (a write failed or the job changed meanwhile; retried with backoff), error (the sync threw).",
+    labelNames: ["result"] as const,
+    registers,
+  });
+  const duration = new Histogram({
+    name: "quartermaster_watch_reconcile_duration_seconds",
+    help: "Duration of one job's sync (decision and writes).",
+    buckets: SYNC_BUCKETS,
+    registers,
+  });
+  const passes = new Histogram({
+    name: "quartermaster_watch_pass_duration_seconds",
+    help: "Duration of the job controller's full passes (after taking the Lease, then every --resync-seconds), by result: ok, failed (some action failed), error.",
+    labelNames: ["result"] as const,
+    buckets: PASS_BUCKETS,
+    registers,
+  });
+  const objects = new Counter({
+    name: "quartermaster_watch_objects_total",
+    help: "Objects the job controller created or deleted (applied), by verb (create, delete) and kind (Pod, Service, Job).",
+    labelNames: ["verb", "kind"] as const,
+    registers,
+  });
+  for (const result of ["ok", "requeued", "error"]) syncs.inc({ result }, 0);
+  return {
+    registry,
+    source(s) {
+      bound = s;
+    },
+    sync(result, seconds) {
+      syncs.inc({ result });
+      duration.observe(seconds);
+    },
+    pass(result, seconds) {
+      passes.observe({ result }, seconds);
+    },
+    object(verb, kind) {
+      objects.inc({ verb, kind });
+    },
+  };
+}
