@@ -17,6 +17,7 @@
 import type { Policy } from "../policy/types.js";
 import { namespaceScope, type NamespaceScope } from "../core/scope.js";
 import { RECONCILER_SERVICE_ACCOUNT_NAME } from "./rbac.js";
+import { yamlStream } from "./yaml.js";
 
 export const CONFINEMENT_POLICY_NAME = "quartermaster-reconciler-scope";
 
@@ -101,13 +102,5 @@ const HEADER = [
 ].join("\n");
 
 export async function reconcilerConfinementYaml(policy: Policy, namespace?: string): Promise<string> {
-  const { Document, isScalar, visit } = await import("yaml");
-  return renderReconcilerConfinement(policy, namespace)
-    .map((o, i) => {
-      const doc = new Document(o);
-      if (i === 0) doc.commentBefore = HEADER;
-      visit(doc, { Seq: (_key, seq) => void (seq.flow = seq.items.every((item) => isScalar(item)) && seq.items.length < 8) });
-      return doc.toString({ lineWidth: 0, flowCollectionPadding: false });
-    })
-    .join("---\n");
+  return yamlStream(renderReconcilerConfinement(policy, namespace), HEADER, { maxFlowItems: 7 });
 }

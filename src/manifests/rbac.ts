@@ -8,6 +8,7 @@
  */
 import { ledgerConfigMapNames, MAX_LEDGER_SHARDS } from "../reconcile/ledger-shards.js";
 import { POLICY_REPORT_NAME } from "../reconcile/policy-reports.js";
+import { yamlStream } from "./yaml.js";
 
 export const LEDGER_ROLE_NAME = "quartermaster-reconciler-ledger";
 export const RECONCILER_SERVICE_ACCOUNT_NAME = "quartermaster-reconciler";
@@ -40,15 +41,7 @@ const HEADER = [
 ].join("\n");
 
 export async function ledgerRbacYaml(namespace?: string): Promise<string> {
-  const { Document, isScalar, visit } = await import("yaml");
-  return renderLedgerRbac(namespace)
-    .map((o, i) => {
-      const doc = new Document(o);
-      if (i === 0) doc.commentBefore = HEADER;
-      visit(doc, { Seq: (_key, seq) => void (seq.flow = seq.items.every((item) => isScalar(item)) && seq.items.length < 8) });
-      return doc.toString({ lineWidth: 0, flowCollectionPadding: false });
-    })
-    .join("---\n");
+  return yamlStream(renderLedgerRbac(namespace), HEADER, { maxFlowItems: 7 });
 }
 
 export const POLICY_REPORTS_ROLE_NAME = "quartermaster-reconciler-policyreports";
@@ -88,13 +81,5 @@ const POLICY_REPORTS_HEADER = [
 ].join("\n");
 
 export async function policyReportsRbacYaml(namespace?: string): Promise<string> {
-  const { Document, isScalar, visit } = await import("yaml");
-  return renderPolicyReportsRbac(namespace)
-    .map((o, i) => {
-      const doc = new Document(o);
-      if (i === 0) doc.commentBefore = POLICY_REPORTS_HEADER;
-      visit(doc, { Seq: (_key, seq) => void (seq.flow = seq.items.every((item) => isScalar(item)) && seq.items.length < 8) });
-      return doc.toString({ lineWidth: 0, flowCollectionPadding: false });
-    })
-    .join("---\n");
+  return yamlStream(renderPolicyReportsRbac(namespace), POLICY_REPORTS_HEADER, { maxFlowItems: 7 });
 }

@@ -58,6 +58,7 @@ import type { LabelSelector } from "../core/selector.js";
 import { overrideLimits } from "../validate/limits.js";
 import type { Enforcement, EnforcementMode, Limits, Policy } from "../policy/types.js";
 import { CONFIGURABLE_RULES } from "../policy/rules.js";
+import { yamlStream } from "./yaml.js";
 
 /** Passes of the pod rules the webhook prices (webhooks/validate-pods.ts `VALIDATE_POD_PASSES`; a unit test keeps them equal). */
 export const POD_RULE_PASSES = 4;
@@ -524,15 +525,7 @@ function expressedLine(policy: Policy): string {
 
 /** Policy and binding as one YAML stream, the header listing what is not expressed. */
 export async function validatingAdmissionPolicyYaml(policy: Policy, opts: VapOptions = {}): Promise<string> {
-  const { Document, isScalar, visit } = await import("yaml");
   const { policy: vap, binding } = renderValidatingAdmissionPolicy(policy, opts);
   const header = [...HEADER, expressedLine(policy), ...unexpressedRules(policy).map((r) => ` - ${r.rule}${r.active ? " (USED BY THIS POLICY)" : ""}: ${r.why}`)].join("\n");
-  return [vap, binding]
-    .map((object, i) => {
-      const doc = new Document(object, { aliasDuplicateObjects: false });
-      if (i === 0) doc.commentBefore = header;
-      visit(doc, { Seq: (_key, seq) => void (seq.flow = seq.items.every((item) => isScalar(item))) });
-      return doc.toString({ lineWidth: 0, blockQuote: "literal", flowCollectionPadding: false });
-    })
-    .join("---\n");
+  return yamlStream([vap, binding], header, { literalBlocks: true, noAliases: true });
 }

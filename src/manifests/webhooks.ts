@@ -24,6 +24,8 @@ import type { Policy } from "../policy/types.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
+import type { Document } from "yaml";
+import { yamlStream } from "./yaml.js";
 
 export const WEBHOOK_CONFIGURATION_NAME = "quartermaster";
 export const WEBHOOK_SERVICE_NAME = "quartermaster-webhook";
@@ -246,22 +248,16 @@ export const GENERATED_HEADER = [
 
 /** The two configurations as one YAML stream with explanatory comments (the committed manifest's text). */
 export async function webhookConfigurationsYaml(policy: WebhookPolicy, opts: RenderOptions = {}): Promise<string> {
-  const { Document, isMap, isScalar, isSeq, visit } = await import("yaml");
-  return renderWebhookConfigurations(policy, opts)
-    .map((config, i) => {
-      const doc = new Document(config, { aliasDuplicateObjects: false });
-      if (i === 0) doc.commentBefore = GENERATED_HEADER;
-      // Lists of plain values on one line, as a person would write them.
-      visit(doc, { Seq: (_key, seq) => void (seq.flow = seq.items.every((item) => isScalar(item))) });
-      const hooks = doc.get("webhooks", true);
-      if (isSeq(hooks)) {
-        for (const item of hooks.items) {
-          if (!isMap(item)) continue;
-          const comment = WEBHOOK_COMMENTS[String(item.get("name"))];
-          if (comment) item.commentBefore = comment;
-        }
-      }
-      return doc.toString({ lineWidth: 0, blockQuote: "literal", flowCollectionPadding: false });
-    })
-    .join("---\n");
+  const { isMap, isSeq } = await import("yaml");
+  // Each webhook gets the comment that says why it is set up as it is.
+  const decorate = (doc: Document): void => {
+    const hooks = doc.get("webhooks", true);
+    if (!isSeq(hooks)) return;
+    for (const item of hooks.items) {
+      if (!isMap(item)) continue;
+      const comment = WEBHOOK_COMMENTS[String(item.get("name"))];
+      if (comment) item.commentBefore = comment;
+    }
+  };
+  return yamlStream(renderWebhookConfigurations(policy, opts), GENERATED_HEADER, { literalBlocks: true, noAliases: true, decorate });
 }

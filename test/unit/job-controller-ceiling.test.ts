@@ -10,21 +10,13 @@ import type { JobKind } from "../../src/policy/types.js";
 import { decideJob, MAX_CREATES_PER_DECISION, REASON_TOO_MANY_REPLICAS } from "../../src/reconcile/job-controller.js";
 import { MAX_JOB_REPLICAS } from "../../src/topology/ceiling.js";
 import { ClusterSpecMemo } from "../../src/mutate/frameworks.js";
+import { caffe2JobObject } from "../fixtures/jobs.js";
 
 const CAFFE2: JobKind = { kind: "Caffe2Job", group: "kubeflow.org", version: "v1alpha1", plural: "caffe2jobs", framework: "caffe2" };
 const NOW = new Date("2026-11-26T12:00:00Z");
 
 function caffe2Job(replicas: number): KubeObject {
-  return {
-    apiVersion: "kubeflow.org/v1alpha1",
-    kind: "Caffe2Job",
-    metadata: { name: "ex", namespace: "team-a", uid: "uid-job" },
-    spec: {
-      RuntimeID: "r1",
-      backendSpecs: { redisHost: "redis", redisPort: 6379 },
-      replicaSpecs: { replicas, template: { spec: { containers: [{ name: "caffe2", image: "caffe2:1" }] } } },
-    },
-  };
+  return caffe2JobObject({ replicas });
 }
 
 const pod = (index: string): KubeObject => ({

@@ -13,17 +13,13 @@ import type { JobKind } from "../../src/policy/types.js";
 import { decideJob } from "../../src/reconcile/job-controller.js";
 import { planPass, type ControllerPlan } from "../../src/reconcile/plan.js";
 import { SCOPE, snapshotOf } from "../fixtures/cluster.js";
+import { caffe2JobObject } from "../fixtures/jobs.js";
 
 const CAFFE2: JobKind = { kind: "Caffe2Job", group: "kubeflow.org", version: "v1alpha1", plural: "caffe2jobs", framework: "caffe2" };
 const NOW = new Date("2026-11-26T12:00:00Z");
 
 function caffe2Job(name: string, replicas = 2): KubeObject {
-  return {
-    apiVersion: "kubeflow.org/v1alpha1",
-    kind: "Caffe2Job",
-    metadata: { name, namespace: "team-a", uid: `uid-${name}` },
-    spec: { RuntimeID: "r1", backendSpecs: { redisHost: "redis", redisPort: 6379 }, replicaSpecs: { replicas, template: { spec: { containers: [{ name: "caffe2", image: "caffe2:1" }] } } } },
-  };
+  return caffe2JobObject({ name, replicas });
 }
 
 /** A job whose reading throws (a stand-in for any bug in deciding one job). */

@@ -16,6 +16,7 @@ import { decideJob, REASON_TEMPLATE_ALLOWED, REASON_TEMPLATE_REFUSED, REASON_TOO
 import { DEFAULT_ALLOWED_TEMPLATES, jobTemplateViolations, templateViolations, type Violation } from "../../src/reconcile/template-guard.js";
 import { MAX_JOB_REPLICAS } from "../../src/topology/ceiling.js";
 import { fakeCluster } from "../fixtures/cluster.js";
+import { caffe2JobObject } from "../fixtures/jobs.js";
 
 const CAFFE2: JobKind = { kind: "Caffe2Job", group: "kubeflow.org", version: "v1alpha1", plural: "caffe2jobs", framework: "caffe2" };
 const PYTORCH: JobKind = { kind: "PyTorchJob", group: "kubeflow.org", version: "v1", plural: "pytorchjobs", framework: "pytorch", controller: "quartermaster" };
@@ -28,18 +29,7 @@ const allow = (o: Partial<AllowedTemplates> = {}): AllowedTemplates => ({ ...DEF
 
 /** Caffe2Job team-a/ex with `podSpec` laid over its template's spec (one container `caffe2`). */
 function caffe2Job(podSpec: Record<string, unknown> = {}, o: { replicas?: number; status?: Record<string, unknown>; suspend?: boolean } = {}): KubeObject {
-  return {
-    apiVersion: "kubeflow.org/v1alpha1",
-    kind: "Caffe2Job",
-    metadata: { name: "ex", namespace: "team-a", uid: "uid-job" },
-    spec: {
-      RuntimeID: "r1",
-      backendSpecs: { redisHost: "redis", redisPort: 6379 },
-      ...(o.suspend ? { runPolicy: { suspend: true } } : {}),
-      replicaSpecs: { replicas: o.replicas ?? 2, template: { spec: { containers: [CAFFE2_CONTAINER], ...podSpec } } },
-    },
-    ...(o.status ? { status: o.status } : {}),
-  };
+  return caffe2JobObject({ ...o, podSpec });
 }
 
 const pod = (index: number, phase = "Running"): KubeObject => ({

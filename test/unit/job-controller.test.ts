@@ -9,6 +9,7 @@ import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/core/kube.js";
 import type { JobKind } from "../../src/policy/types.js";
 import { ANNOTATION_RESTARTS, decideJob, exitCodeOf, isRetryableExitCode, NO_EXIT_CODE, setCondition, type Decision, type InFlight } from "../../src/reconcile/job-controller.js";
+import { caffe2JobObject } from "../fixtures/jobs.js";
 
 const CAFFE2: JobKind = { kind: "Caffe2Job", group: "kubeflow.org", version: "v1alpha1", plural: "caffe2jobs", framework: "caffe2" };
 const PYTORCH: JobKind = { kind: "PyTorchJob", group: "kubeflow.org", version: "v1", plural: "pytorchjobs", framework: "pytorch" };
@@ -20,22 +21,8 @@ const NOW_S = T(0);
 type Obj = Record<string, any>;
 
 function caffe2Job(o: { replicas?: number; restartPolicy?: string; templateRestart?: string; runPolicy?: Obj; status?: Obj; annotations?: Obj; containerName?: string; deleting?: boolean } = {}): KubeObject {
-  return {
-    apiVersion: "kubeflow.org/v1alpha1",
-    kind: "Caffe2Job",
-    metadata: { name: "ex", namespace: "team-a", uid: "uid-job", ...(o.annotations ? { annotations: o.annotations } : {}), ...(o.deleting ? { deletionTimestamp: T(1) } : {}) },
-    spec: {
-      RuntimeID: "r1",
-      backendSpecs: { redisHost: "redis", redisPort: 6379 },
-      ...(o.runPolicy ? { runPolicy: o.runPolicy } : {}),
-      replicaSpecs: {
-        replicas: o.replicas ?? 2,
-        ...(o.restartPolicy ? { restartPolicy: o.restartPolicy } : {}),
-        template: { metadata: { labels: { app: "c2" } }, spec: { ...(o.templateRestart ? { restartPolicy: o.templateRestart } : {}), containers: [{ name: o.containerName ?? "caffe2", image: "caffe2:1" }] } },
-      },
-    },
-    ...(o.status ? { status: o.status } : {}),
-  };
+  const { deleting, ...rest } = o;
+  return caffe2JobObject({ templateLabels: { app: "c2" }, ...rest, ...(deleting ? { deletionTimestamp: T(1) } : {}) });
 }
 
 function pytorchJob(o: { workers?: number; restartPolicy?: string; status?: Obj; runPolicy?: Obj; templateRestart?: string } = {}): KubeObject {
