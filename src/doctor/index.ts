@@ -4,6 +4,7 @@
  * 1 warnings, 2 critical) and the two output forms (a table like `reconcile --dry-run`, or JSON).
  */
 import type { Policy } from "../policy/types.js";
+import { checkConfinement } from "./confinement.js";
 import { checkLedger } from "./ledger.js";
 import { checkAccess } from "./rbac.js";
 import { checkReconciler, schedulePeriodSeconds } from "./reconciler.js";
@@ -22,7 +23,7 @@ export function exitCode(findings: readonly Finding[]): 0 | 1 | 2 {
   return w === "critical" ? 2 : w === "warning" ? 1 : 0;
 }
 
-/** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC). */
+/** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC, confinement). */
 export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "jobKinds" | "gpu" | "webhook">): DoctorReport {
   const cronJob = isUnreadable(snapshot.reconciler) ? undefined : snapshot.reconciler.cronJob;
   const findings = [
@@ -35,6 +36,7 @@ export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "jobKind
       reconcilerHasSucceeded: Boolean(cronJob?.status?.lastSuccessfulTime),
     }),
     ...checkAccess(snapshot.access),
+    ...checkConfinement(snapshot.confinement, policy, snapshot.namespace),
   ];
   return report(findings);
 }

@@ -5,6 +5,7 @@
  * `src/kube/doctor.ts` talks to the cluster.
  */
 
+import type { KubeObject } from "../core/kube.js";
 import type { LabelSelector } from "../core/selector.js";
 export type Severity = "ok" | "info" | "warning" | "critical";
 
@@ -30,7 +31,8 @@ export type CheckName =
   | "timeout"
   | "reconciler"
   | "ledger"
-  | "rbac";
+  | "rbac"
+  | "confinement";
 
 export interface Finding {
   check: CheckName;
@@ -170,6 +172,14 @@ export interface DoctorSnapshot {
   reconciler: { cronJob?: CronJob; jobs: Job[]; resident?: { replicas: number; readyReplicas: number } } | Unreadable;
   ledger: LedgerState;
   access: AccessCheck[] | Unreadable;
+  /** The reconciler's ValidatingAdmissionPolicy and binding (src/doctor/confinement.ts); absent: not read. */
+  confinement?: ConfinementState | Unreadable;
+}
+
+/** The reconciler's confinement policy and binding as read (absent: not installed). */
+export interface ConfinementState {
+  policy?: KubeObject;
+  binding?: KubeObject;
 }
 
 /** The key of a webhook's target in `services` / `certificates`. */

@@ -10,6 +10,7 @@
  */
 import { connect as tlsConnect, type DetailedPeerCertificate } from "node:tls";
 import { errorMessage } from "../core/errors.js";
+import type { KubeObject } from "../core/kube.js";
 import { requiredAccess } from "../doctor/rbac.js";
 import { RECONCILER_NAME } from "../doctor/reconciler.js";
 import { protectedNamespaceNames } from "../doctor/webhooks.js";
@@ -17,6 +18,7 @@ import {
   targetKey,
   type AccessCheck,
   type CertificateEvidence,
+  type ConfinementState,
   type CronJob,
   type DoctorSnapshot,
   type Job,
@@ -25,6 +27,7 @@ import {
   type Unreadable,
   type WebhookConfiguration,
 } from "../doctor/types.js";
+import { CONFINEMENT_POLICY_NAME } from "../manifests/confinement.js";
 import type { Policy } from "../policy/types.js";
 import { kubeClient } from "./client.js";
 
@@ -292,11 +295,30 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     }
   })();
 
+  // The reconciler's confinement (src/doctor/confinement.ts): a 404 of either object is "not installed"; a 404 of
+  // the API itself (Kubernetes < 1.30) reads as the policy not being there, which is what it means.
+  const confinement = (async (): Promise<ConfinementState | Unreadable> => {
+    const absentOn404 = <T>(p: Promise<T>): Promise<T | undefined> =>
+      p.catch((err: unknown) => {
+        if (status(err) === 404) return undefined;
+        throw err;
+      });
+    try {
+      const [policy, binding] = await Promise.all([
+        absentOn404(admission.readValidatingAdmissionPolicy({ name: CONFINEMENT_POLICY_NAME })),
+        absentOn404(admission.readValidatingAdmissionPolicyBinding({ name: CONFINEMENT_POLICY_NAME })),
+      ]);
+      return { ...(policy ? { policy: raw<KubeObject>(policy) } : {}), ...(binding ? { binding: raw<KubeObject>(binding) } : {}) };
+    } catch (err) {
+      return unreadable(err);
+    }
+  })();
+
   const ledger = opts.readLedger
     ? opts.readLedger().catch((err: unknown): LedgerState => ({ unread: describeError(err) }))
     : Promise.resolve<LedgerState>({ unread: "this doctor has no ledger reader (run `quartermaster ledger` to see it)" });
 
-  const [sc, ns, rec, acc, led] = await Promise.all([servicesAndCertificates, protectedNamespaces, reconciler, access, ledger]);
+  const [sc, ns, rec, acc, led, conf] = await Promise.all([servicesAndCertificates, protectedNamespaces, reconciler, access, ledger, confinement]);
   // Keys for every hook, so a target that was never read shows up as such.
   for (const h of hooks) {
     const key = targetKey(h);
@@ -312,5 +334,6 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     reconciler: rec,
     ledger: led,
     access: acc,
+    confinement: conf,
   };
 }

@@ -46,7 +46,7 @@ export function scopeExpression(scope: NamespaceScope): string {
 }
 
 /** The resources the reconciler writes outside its own namespace, by API group (subresources included). */
-function writtenResources(policy: Policy): Array<{ apiGroups: string[]; resources: string[] }> {
+function writtenResources(policy: Pick<Policy, "jobKinds">): Array<{ apiGroups: string[]; resources: string[] }> {
   const jobGroups = new Map<string, string[]>();
   for (const k of policy.jobKinds) jobGroups.set(k.group, [...(jobGroups.get(k.group) ?? []), k.plural, `${k.plural}/status`]);
   return [
@@ -57,7 +57,7 @@ function writtenResources(policy: Policy): Array<{ apiGroups: string[]; resource
 }
 
 /** The policy and its binding, for an installation in `namespace`. */
-export function renderReconcilerConfinement(policy: Policy, namespace = "quartermaster"): [Record<string, unknown>, Record<string, unknown>] {
+export function renderReconcilerConfinement(policy: Pick<Policy, "jobKinds">, namespace = "quartermaster"): [Record<string, unknown>, Record<string, unknown>] {
   const scope = namespaceScope(namespace);
   return [
     {

@@ -131,6 +131,7 @@ describe("doctor against a real kube-apiserver", () => {
     assert.match(find(report, "reconciler", /CronJob/)[0]!.message, /^last successful pass \d+s ago \(schedule \*\/5 \* \* \* \*\)$/);
     assert.match(find(report, "ledger", `ledger in ${NS}`)[0]!.message, /^1 shard, checksums valid, written \d+s ago$/);
     assert.equal(find(report, "certificate-expiry", /.*/).length, 2, "the CA and the serving certificate (served and in the Secret: the same one)");
+    assert.match(find(report, "confinement", "ValidatingAdmissionPolicy quartermaster-reconciler-scope")[0]!.message, /^bound and current/);
 
     const table = await cli(["doctor", "--kubeconfig", cp.kubeconfig]);
     assert.equal(table.code, 0);
