@@ -23,39 +23,40 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   const lookup: Severity = policy.clusterSpec.onJobLookupFailure === "deny" ? "critical" : "warning";
   const kinds = [...new Map(policy.jobKinds.map((k) => [`${k.group}/${k.plural}`, k])).values()];
   const out: AccessRequirement[] = [];
-  const need = (serviceAccount: string, verbs: string[], group: string, resource: string, ns: string, ifDenied: Severity, why: string, name?: string): void => {
-    for (const verb of verbs) out.push({ serviceAccount, verb, group, resource, namespace: ns, ...(name ? { name } : {}), ifDenied, why });
+  /** `verbs` on one resource, for `serviceAccount`: `namespace` "" (or absent) is every namespace. */
+  const need = (serviceAccount: string, verbs: string[], r: { group: string; resource: string; namespace?: string; ifDenied: Severity; why: string; name?: string }): void => {
+    for (const verb of verbs) out.push({ serviceAccount, verb, group: r.group, resource: r.resource, namespace: r.namespace ?? "", ...(r.name ? { name: r.name } : {}), ifDenied: r.ifDenied, why: r.why });
   };
   // src/kube/jobs.ts (job lookup) and src/kube/capacity.ts (the ledger index, read in the background).
-  for (const k of kinds) need(webhook, ["get"], k.group, k.plural, "", lookup, `job lookup for ${k.kind} pods`);
-  need(webhook, ["get"], "", "configmaps", namespace, "warning", "the capacity rule reads the ledger index", LEDGER_INDEX_NAME);
+  for (const k of kinds) need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: lookup, why: `job lookup for ${k.kind} pods` });
+  need(webhook, ["get"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the capacity rule reads the ledger index", name: LEDGER_INDEX_NAME });
   // src/kube/cluster.ts, ledger.ts, lease.ts: one reconcile pass.
-  for (const k of kinds) need(reconciler, ["get", "list", "delete"], k.group, k.plural, "", "warning", `adopt for and clean up ${k.kind}s`);
+  for (const k of kinds) need(reconciler, ["get", "list", "delete"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `adopt for and clean up ${k.kind}s` });
   // Adoption and per-replica Services set blockOwnerDeletion on their ownerReference to the job, which the
   // OwnerReferencesPermissionEnforcement admission plugin allows only with update on the job's finalizers.
-  for (const k of kinds) need(reconciler, ["update"], k.group, `${k.plural}/finalizers`, "", "warning", `adoption with blockOwnerDeletion for ${k.kind}s`);
-  need(reconciler, ["list"], "", "namespaces", "", "warning", "the namespace scope of a pass");
-  need(reconciler, ["list", "patch", "delete"], "", "pods", "", "warning", "adoption, CleanPodPolicy, the ledger");
-  need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], "", "services", "", "warning", "per-replica Services, adoption");
-  need(reconciler, ["list"], "", "nodes", "", "warning", "the ledger's node inventory");
+  for (const k of kinds) need(reconciler, ["update"], { group: k.group, resource: `${k.plural}/finalizers`, ifDenied: "warning", why: `adoption with blockOwnerDeletion for ${k.kind}s` });
+  need(reconciler, ["list"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the namespace scope of a pass" });
+  need(reconciler, ["list", "patch", "delete"], { group: "", resource: "pods", ifDenied: "warning", why: "adoption, CleanPodPolicy, the ledger" });
+  need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], { group: "", resource: "services", ifDenied: "warning", why: "per-replica Services, adoption" });
+  need(reconciler, ["list"], { group: "", resource: "nodes", ifDenied: "warning", why: "the ledger's node inventory" });
   // The job controller (src/kube/job-controller.ts, src/kube/watch.ts) for kinds Quartermaster runs (Caffe2Job
   // by default; any kind may be marked so): informers, replica pods, the restart counter and the status.
-  for (const k of kinds) need(reconciler, ["watch", "patch"], k.group, k.plural, "", "warning", `the job controller for ${k.kind}s (informers, restart counter)`);
-  for (const k of kinds) need(reconciler, ["patch"], k.group, `${k.plural}/status`, "", "warning", `the job controller writes ${k.kind}s' status`);
-  need(reconciler, ["watch"], "", "namespaces", "", "warning", "the job controller's namespace informer (reconcile --watch)");
-  need(reconciler, ["watch", "create"], "", "pods", "", "warning", "the job controller creates replica pods and watches them");
-  need(reconciler, ["watch"], "", "services", "", "warning", "the job controller's Service informer (reconcile --watch)");
-  need(reconciler, ["list"], "", "namespaces", "", "warning", "the scope: a pass writes only in namespaces that opted in");
-  if (policy.reconciler.events) need(reconciler, ["create"], "", "events", "", "warning", "Events on jobs");
-  need(reconciler, ["get", "create", "update"], "coordination.k8s.io", "leases", namespace, "warning", "the pass Lease");
-  need(reconciler, ["list", "create"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps");
+  for (const k of kinds) need(reconciler, ["watch", "patch"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `the job controller for ${k.kind}s (informers, restart counter)` });
+  for (const k of kinds) need(reconciler, ["patch"], { group: k.group, resource: `${k.plural}/status`, ifDenied: "warning", why: `the job controller writes ${k.kind}s' status` });
+  need(reconciler, ["watch"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the job controller's namespace informer (reconcile --watch)" });
+  need(reconciler, ["watch", "create"], { group: "", resource: "pods", ifDenied: "warning", why: "the job controller creates replica pods and watches them" });
+  need(reconciler, ["watch"], { group: "", resource: "services", ifDenied: "warning", why: "the job controller's Service informer (reconcile --watch)" });
+  need(reconciler, ["list"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the scope: a pass writes only in namespaces that opted in" });
+  if (policy.reconciler.events) need(reconciler, ["create"], { group: "", resource: "events", ifDenied: "warning", why: "Events on jobs" });
+  need(reconciler, ["get", "create", "update"], { group: "coordination.k8s.io", resource: "leases", namespace, ifDenied: "warning", why: "the pass Lease" });
+  need(reconciler, ["list", "create"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the ledger's ConfigMaps" });
   // Update and delete are granted by name (manifests/base/reconciler-ledger-rbac.yaml): the index and a shard stand for all.
-  for (const name of [LEDGER_INDEX_NAME, shardName(0)]) need(reconciler, ["update", "delete"], "", "configmaps", namespace, "warning", "the ledger's ConfigMaps", name);
-  need(reconciler, ["list"], "coordination.k8s.io", "leases", "kube-node-lease", "warning", "node staleness in the ledger");
+  for (const name of [LEDGER_INDEX_NAME, shardName(0)]) need(reconciler, ["update", "delete"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the ledger's ConfigMaps", name: name });
+  need(reconciler, ["list"], { group: "coordination.k8s.io", resource: "leases", namespace: "kube-node-lease", ifDenied: "warning", why: "node staleness in the ledger" });
   // src/kube/policy-reports.ts, for reconciler.policyReports (manifests/base/reconciler-policyreports-rbac.yaml, always
   // installed, so checked whether the policy turns the reports on or not: turning them on needs no RBAC change).
-  need(reconciler, ["list", "create"], "wgpolicyk8s.io", "policyreports", "", "warning", "PolicyReports (reconciler.policyReports)");
-  need(reconciler, ["update", "delete"], "wgpolicyk8s.io", "policyreports", "", "warning", "PolicyReports (reconciler.policyReports)", "quartermaster");
+  need(reconciler, ["list", "create"], { group: "wgpolicyk8s.io", resource: "policyreports", ifDenied: "warning", why: "PolicyReports (reconciler.policyReports)" });
+  need(reconciler, ["update", "delete"], { group: "wgpolicyk8s.io", resource: "policyreports", ifDenied: "warning", why: "PolicyReports (reconciler.policyReports)", name: "quartermaster" });
   // Least privilege the design relies on: the reconciler never changes the policy the webhook enforces (an
   // install from before the ledger's grant was by name could). The policy ConfigMap's name is hashed; any
   // name outside the ledger's answers the same.

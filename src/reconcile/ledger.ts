@@ -189,21 +189,25 @@ function sortedRecord<T>(r: Record<string, T>): Record<string, T> {
   return Object.fromEntries(Object.entries(r).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
-export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledger {
-  const gpu = policy.gpu.resources;
-  const nowMs = now.getTime();
-  const previous = input.previous;
+/** How long ago the previous ledger was written, in seconds (0 without one): GPU-seconds accrue over it. */
+function secondsSince(previous: Ledger | undefined, nowMs: number): number {
   const prevMs = previous ? Date.parse(previous.generatedAt) : NaN;
-  const elapsed = Number.isFinite(prevMs) && nowMs > prevMs ? (nowMs - prevMs) / 1000 : 0;
-  const prevHoldings = new Map<string, PodHolding>();
-  for (const n of previous?.nodes ?? []) for (const h of n.pods) prevHoldings.set(h.uid, h);
+  return Number.isFinite(prevMs) && nowMs > prevMs ? (nowMs - prevMs) / 1000 : 0;
+}
 
+/** Each node Lease's last renewal, by node name (the key present with `undefined`: a Lease never renewed). */
+function leaseRenewals(leases: LedgerInput["nodeLeases"]): Map<string, string | undefined> {
   const renewals = new Map<string, string | undefined>();
-  for (const l of input.nodeLeases) {
+  for (const l of leases) {
     const name = (l.metadata as { name?: string } | undefined)?.name;
     if (name) renewals.set(name, (l.spec as { renewTime?: string } | undefined)?.renewTime);
   }
+  return renewals;
+}
 
+/** A ledger entry per Node, with its GPU resources' capacity and allocatable and whether it is stale. */
+function nodeEntries(input: LedgerInput, nowMs: number, policy: Policy): Map<string, NodeEntry> {
+  const renewals = leaseRenewals(input.nodeLeases);
   const nodes = new Map<string, NodeEntry>();
   for (const n of input.nodes as readonly NodeShape[]) {
     const name = n.metadata?.name;
@@ -214,18 +218,49 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
     const capacity = n.status?.capacity ?? {};
     const allocatable = n.status?.allocatable ?? {};
     for (const r of new Set([...Object.keys(capacity), ...Object.keys(allocatable)])) {
-      if (isGpuResource(r, gpu)) entry.resources[r] = emptyResource(amount(capacity[r]), amount(allocatable[r]));
+      if (isGpuResource(r, policy.gpu.resources)) entry.resources[r] = emptyResource(amount(capacity[r]), amount(allocatable[r]));
     }
     nodes.set(name, entry);
   }
+  return nodes;
+}
 
-  const namespaces = new Map<string, Record<string, Usage>>();
-  const jobs = new Map<string, Record<string, Usage>>();
-  for (const [ns, per] of Object.entries(previous?.namespaces ?? {})) for (const [r, u] of Object.entries(per)) addUsage(namespaces, ns, r, 0, u.gpuSeconds);
-  const pending: PendingGpuPod[] = [];
+/** A GPU pod not yet on a node, listed once it has waited longer than `pendingGpuPodSeconds`. */
+function pendingEntry(pod: PodShape, held: Record<string, number>, job: string | undefined, nowMs: number, policy: Policy): PendingGpuPod | undefined {
+  const m = pod.metadata ?? {};
+  const created = m.creationTimestamp ? Date.parse(m.creationTimestamp) : NaN;
+  const seconds = Number.isFinite(created) ? Math.floor((nowMs - created) / 1000) : 0;
+  if (seconds <= policy.reconciler.pendingGpuPodSeconds) return undefined;
+  const cond = pod.status?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False");
+  return {
+    createdAt: m.creationTimestamp!,
+    ...(job ? { job } : {}),
+    ...(cond?.message ? { message: cond.message } : {}),
+    name: m.name!,
+    namespace: m.namespace!,
+    pendingSeconds: seconds,
+    reason: cond?.reason ?? "NotYetScheduled",
+    resources: held,
+    uid: m.uid!,
+  };
+}
+
+/** What one pass over the pods adds up: per node, per namespace and per job, and the pods still pending. */
+interface PodAccounts {
+  nodes: Map<string, NodeEntry>;
+  namespaces: Map<string, Record<string, Usage>>;
+  jobs: Map<string, Record<string, Usage>>;
+  pending: PendingGpuPod[];
+}
+
+/** Every running pod that holds GPUs, charged to its node, namespace and job (GPU-seconds since the last ledger). */
+function accountPods(input: LedgerInput, acc: PodAccounts, nowMs: number, policy: Policy): void {
+  const gpu = policy.gpu.resources;
+  const elapsed = secondsSince(input.previous, nowMs);
+  const prevHoldings = new Map<string, PodHolding>();
+  for (const n of input.previous?.nodes ?? []) for (const h of n.pods) prevHoldings.set(h.uid, h);
   const jobKinds = new Set(policy.jobKinds.map((k) => k.kind));
   const jobKeys = new Map<string, string>();
-
   for (const pod of input.pods as readonly PodShape[]) {
     const m = pod.metadata ?? {};
     const phase = pod.status?.phase;
@@ -235,26 +270,12 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
     const job = jobOf(pod, jobKinds, jobKeys);
     const nodeName = pod.spec?.nodeName;
     if (!nodeName) {
-      const created = m.creationTimestamp ? Date.parse(m.creationTimestamp) : NaN;
-      const seconds = Number.isFinite(created) ? Math.floor((nowMs - created) / 1000) : 0;
-      if (seconds > policy.reconciler.pendingGpuPodSeconds) {
-        const cond = pod.status?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False");
-        pending.push({
-          createdAt: m.creationTimestamp!,
-          ...(job ? { job } : {}),
-          ...(cond?.message ? { message: cond.message } : {}),
-          name: m.name,
-          namespace: m.namespace,
-          pendingSeconds: seconds,
-          reason: cond?.reason ?? "NotYetScheduled",
-          resources: held,
-          uid: m.uid,
-        });
-      }
+      const entry = pendingEntry(pod, held, job, nowMs, policy);
+      if (entry) acc.pending.push(entry);
       continue;
     }
-    let node = nodes.get(nodeName);
-    if (!node) nodes.set(nodeName, (node = { missing: true, name: nodeName, pods: [], resources: {}, stale: true, staleReason: "the Node object does not exist" }));
+    let node = acc.nodes.get(nodeName);
+    if (!node) acc.nodes.set(nodeName, (node = { missing: true, name: nodeName, pods: [], resources: {}, stale: true, staleReason: "the Node object does not exist" }));
     // Two literals rather than a spread: one shape each, and this line runs for every pod of the cluster.
     node.pods.push(job === undefined ? { name: m.name, namespace: m.namespace, resources: held, uid: m.uid } : { job, name: m.name, namespace: m.namespace, resources: held, uid: m.uid });
     const before = prevHoldings.get(m.uid);
@@ -263,19 +284,16 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
       const e = (node.resources[r] ??= emptyResource(0, 0));
       e.allocated += n;
       const seconds = before?.resources[r] ? elapsed * n : 0;
-      addUsage(namespaces, m.namespace, r, n, seconds);
-      if (job) addUsage(jobs, job, r, n, seconds);
+      addUsage(acc.namespaces, m.namespace, r, n, seconds);
+      if (job) addUsage(acc.jobs, job, r, n, seconds);
     }
   }
+}
 
-  // Job totals carry over while the job exists or still holds devices.
-  for (const [key, per] of Object.entries(previous?.jobs ?? {})) {
-    if (!input.jobs.has(key) && !jobs.has(key)) continue;
-    for (const [r, u] of Object.entries(per)) addUsage(jobs, key, r, 0, u.gpuSeconds);
-  }
-
+/** Each node's resources settled (free, over-committed, inactive) and summed into the cluster's totals. */
+function settleNodes(nodes: Iterable<NodeEntry>): Record<string, ResourceTotals> {
   const totals: Record<string, ResourceTotals> = {};
-  for (const node of nodes.values()) {
+  for (const node of nodes) {
     for (const [r, e] of Object.entries(node.resources)) {
       e.overCommitted = e.allocated > e.allocatable;
       // Every entry is either listed by the node or held by its pods: zero allocatable means the kubelet marked
@@ -292,16 +310,31 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
     node.resources = sortedRecord(node.resources);
     node.pods.sort((a, b) => (a.uid < b.uid ? -1 : a.uid > b.uid ? 1 : 0));
   }
-  const usage = (m: Map<string, Record<string, Usage>>) => Object.fromEntries([...m.keys()].sort().map((k) => [k, sortedRecord(m.get(k)!)]));
+  return sortedRecord(totals);
+}
 
+export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledger {
+  const nowMs = now.getTime();
+  const previous = input.previous;
+  const acc: PodAccounts = { nodes: nodeEntries(input, nowMs, policy), namespaces: new Map(), jobs: new Map(), pending: [] };
+  // A namespace's GPU-seconds carry over whether or not it still holds devices.
+  for (const [ns, per] of Object.entries(previous?.namespaces ?? {})) for (const [r, u] of Object.entries(per)) addUsage(acc.namespaces, ns, r, 0, u.gpuSeconds);
+  accountPods(input, acc, nowMs, policy);
+  // Job totals carry over while the job exists or still holds devices.
+  for (const [key, per] of Object.entries(previous?.jobs ?? {})) {
+    if (!input.jobs.has(key) && !acc.jobs.has(key)) continue;
+    for (const [r, u] of Object.entries(per)) addUsage(acc.jobs, key, r, 0, u.gpuSeconds);
+  }
+  const totals = settleNodes(acc.nodes.values());
+  const usage = (m: Map<string, Record<string, Usage>>) => Object.fromEntries([...m.keys()].sort().map((k) => [k, sortedRecord(m.get(k)!)]));
   const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
   return {
     generatedAt: now.toISOString(),
-    jobs: usage(jobs),
-    namespaces: usage(namespaces),
-    nodes: [...nodes.values()].sort(byName),
-    pending: pending.sort((a, b) => (a.namespace === b.namespace ? byName(a, b) : a.namespace < b.namespace ? -1 : 1)),
-    totals: sortedRecord(totals),
+    jobs: usage(acc.jobs),
+    namespaces: usage(acc.namespaces),
+    nodes: [...acc.nodes.values()].sort(byName),
+    pending: acc.pending.sort((a, b) => (a.namespace === b.namespace ? byName(a, b) : a.namespace < b.namespace ? -1 : 1)),
+    totals,
     version: LEDGER_VERSION,
   };
 }
