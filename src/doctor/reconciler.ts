@@ -57,61 +57,73 @@ export function checkReconciler(s: DoctorSnapshot): Finding[] {
     return [{ check: "reconciler", severity: "warning", subject, message: `not checked: ${s.reconciler.error}`, fix: "run doctor with read access to cronjobs and jobs in Quartermaster's namespace" }];
   }
   const { cronJob, jobs, resident } = s.reconciler;
-  if (!cronJob && resident) {
-    // The resident-reconciler overlay: one process scheduling its own passes, which only its logs show.
-    const dep = `Deployment ${s.namespace}/${RECONCILER_NAME}`;
-    return resident.readyReplicas > 0
-      ? [{ check: "reconciler", severity: "ok", subject: dep, message: `resident reconciler running (${resident.readyReplicas}/${resident.replicas} ready); its passes are in its logs`, fix: "" }]
-      : [{ check: "reconciler", severity: "warning", subject: dep, message: `resident reconciler has no ready replica (${resident.replicas} wanted): no passes run`, fix: `kubectl -n ${s.namespace} describe deployment ${RECONCILER_NAME}; kubectl -n ${s.namespace} logs deployment/${RECONCILER_NAME}` }];
-  }
+  if (!cronJob && resident) return checkResident(s.namespace, resident);
   if (!cronJob) {
     return [{ check: "reconciler", severity: "warning", subject, message: "not found: finished jobs keep their pods and GPUs, and the device ledger is not written", fix: "kubectl apply -k manifests/base (or your overlay)" }];
   }
   const out: Finding[] = [];
-  const spec = cronJob.spec;
-  if (spec.suspend) {
+  if (cronJob.spec.suspend) {
     out.push({ check: "reconciler", severity: "warning", subject, message: "suspended: no passes run", fix: `kubectl -n ${s.namespace} patch cronjob ${RECONCILER_NAME} -p '{"spec":{"suspend":false}}'` });
   }
+  out.push(...checkSchedule(s, cronJob, subject), ...checkLatestPass(s.namespace, cronJob, jobs));
+  return out;
+}
+
+/** The resident-reconciler overlay: one process scheduling its own passes, which only its logs show. */
+function checkResident(namespace: string, resident: { replicas: number; readyReplicas: number }): Finding[] {
+  const dep = `Deployment ${namespace}/${RECONCILER_NAME}`;
+  return resident.readyReplicas > 0
+    ? [{ check: "reconciler", severity: "ok", subject: dep, message: `resident reconciler running (${resident.readyReplicas}/${resident.replicas} ready); its passes are in its logs`, fix: "" }]
+    : [{ check: "reconciler", severity: "warning", subject: dep, message: `resident reconciler has no ready replica (${resident.replicas} wanted): no passes run`, fix: `kubectl -n ${namespace} describe deployment ${RECONCILER_NAME}; kubectl -n ${namespace} logs deployment/${RECONCILER_NAME}` }];
+}
+
+/** Passes the schedule owed since the last success (or the CronJob's creation): none missed, a few, or many. */
+function checkSchedule(s: DoctorSnapshot, cronJob: CronJob, subject: string): Finding[] {
+  const spec = cronJob.spec;
   // A pass may legitimately still be starting or running this long after its scheduled time.
   const graceSeconds = (spec.startingDeadlineSeconds ?? 0) + (spec.jobTemplate?.spec?.activeDeadlineSeconds ?? 0);
   const lastSuccess = cronJob.status?.lastSuccessfulTime ? new Date(cronJob.status.lastSuccessfulTime) : undefined;
   const created = cronJob.metadata.creationTimestamp ? new Date(cronJob.metadata.creationTimestamp) : undefined;
   const since = lastSuccess ?? created;
   const missed = since ? scheduledBetween(spec, since, new Date(s.now.getTime() - graceSeconds * 1000)) : [];
-  if (missed === undefined) {
-    out.push({ check: "reconciler", severity: "warning", subject, message: `schedule ${JSON.stringify(spec.schedule)} does not parse`, fix: "give the CronJob a standard five-field cron schedule" });
-  } else if (!spec.suspend) {
-    const age = since ? humanAge((s.now.getTime() - since.getTime()) / 1000) : "?";
-    if (missed.length >= MISSED_PASSES_WARNING) {
-      out.push({
+  if (missed === undefined) return [{ check: "reconciler", severity: "warning", subject, message: `schedule ${JSON.stringify(spec.schedule)} does not parse`, fix: "give the CronJob a standard five-field cron schedule" }];
+  if (spec.suspend) return [];
+  const age = since ? humanAge((s.now.getTime() - since.getTime()) / 1000) : "?";
+  if (missed.length >= MISSED_PASSES_WARNING) {
+    const count = missed.length >= 1000 ? "1000+" : String(missed.length);
+    return [
+      {
         check: "reconciler",
         severity: "warning",
         subject,
         message: lastSuccess
-          ? `last successful pass ${age} ago; ${missed.length >= 1000 ? "1000+" : missed.length} scheduled passes since (schedule ${spec.schedule})`
-          : `no successful pass since it was created ${age} ago; ${missed.length >= 1000 ? "1000+" : missed.length} scheduled passes since (schedule ${spec.schedule})`,
+          ? `last successful pass ${age} ago; ${count} scheduled passes since (schedule ${spec.schedule})`
+          : `no successful pass since it was created ${age} ago; ${count} scheduled passes since (schedule ${spec.schedule})`,
         fix: `kubectl -n ${s.namespace} get jobs; kubectl -n ${s.namespace} logs job/<the latest> (or run one now: kubectl -n ${s.namespace} create job --from=cronjob/${RECONCILER_NAME} ${RECONCILER_NAME}-manual)`,
-      });
-    } else if (lastSuccess) {
-      out.push({ check: "reconciler", severity: "ok", subject, message: `last successful pass ${age} ago (schedule ${spec.schedule})`, fix: "" });
-    } else {
-      out.push({ check: "reconciler", severity: "info", subject, message: `no pass has succeeded yet (created ${age} ago, schedule ${spec.schedule})`, fix: "" });
-    }
+      },
+    ];
   }
+  return lastSuccess
+    ? [{ check: "reconciler", severity: "ok", subject, message: `last successful pass ${age} ago (schedule ${spec.schedule})`, fix: "" }]
+    : [{ check: "reconciler", severity: "info", subject, message: `no pass has succeeded yet (created ${age} ago, schedule ${spec.schedule})`, fix: "" }];
+}
+
+/** A warning when the CronJob's latest finished Job failed. */
+function checkLatestPass(namespace: string, cronJob: CronJob, jobs: readonly Job[]): Finding[] {
   const owned = jobs.filter((j) => !cronJob.metadata.uid || (j.metadata.ownerReferences ?? []).some((o) => o.uid === cronJob.metadata.uid));
   const latestFinished = owned
     .map((job) => ({ job, done: finishedCondition(job) }))
     .filter((x) => x.done !== undefined)
     .sort((a, b) => Date.parse(b.job.metadata.creationTimestamp ?? "") - Date.parse(a.job.metadata.creationTimestamp ?? ""))[0];
-  if (latestFinished?.done?.type === "Failed") {
-    const why = [latestFinished.done.reason, latestFinished.done.message].filter(Boolean).join(": ");
-    out.push({
+  if (latestFinished?.done?.type !== "Failed") return [];
+  const why = [latestFinished.done.reason, latestFinished.done.message].filter(Boolean).join(": ");
+  return [
+    {
       check: "reconciler",
       severity: "warning",
-      subject: `Job ${s.namespace}/${latestFinished.job.metadata.name}`,
+      subject: `Job ${namespace}/${latestFinished.job.metadata.name}`,
       message: `the latest finished pass failed${why ? ` (${why})` : ""}`,
-      fix: `kubectl -n ${s.namespace} logs job/${latestFinished.job.metadata.name}`,
-    });
-  }
-  return out;
+      fix: `kubectl -n ${namespace} logs job/${latestFinished.job.metadata.name}`,
+    },
+  ];
 }
