@@ -14,7 +14,7 @@ import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
 import { matchesGlob } from "../core/glob.js";
 import { effectivePodGpuNanos, isExtendedResource, isGpuResource } from "../core/gpu.js";
 import { checkQuantity, compareQuantities, formatNano, isInteger, isNegative, nanoOfUnits, nanoToNumber, parseQuantity, quantityOfUnits, toNumber, type Quantity } from "../core/quantity.js";
-import type { Findings, Finding, ValidationContext } from "./types.js";
+import type { Findings, ValidationContext } from "./types.js";
 
 /** Near-limit warnings at 90 %: value × 10 ≥ max × 9, in exact integers. */
 function nearLimit(value: bigint, max: bigint): boolean {
@@ -53,61 +53,73 @@ function containersOf(spec: V1PodSpec, base: string): Located[] {
   ];
 }
 
-function containerRules(all: Located[], ctx: ValidationContext): Findings {
-  const violations: Finding[] = [];
-  const warnings: string[] = [];
-  const gpu = ctx.policy.gpu.resources;
-  for (const { c, path } of all) {
-    const requests = c.resources?.requests ?? {};
-    const limits = c.resources?.limits ?? {};
-    for (const side of ["requests", "limits"] as const) {
-      for (const [name, raw] of Object.entries(c.resources?.[side] ?? {})) {
-        const field = `${path}.resources.${side}[${name}]`;
-        const bound = containerMax(name, ctx);
-        // Where a limit applies (a container cap, or a GPU count that pod, job and capacity limits sum), a value
-        // that cannot be compared exactly (unparseable, too long, out of range, not a string/number, negative)
-        // is a violation, never a silent pass. Elsewhere Quartermaster has no say: the apiserver judges it.
-        const counted = bound !== undefined || isGpuResource(name, gpu);
-        const checked = checkQuantity(raw);
-        if (!checked.ok) {
-          if (counted) violations.push({ rule: "quantity", field, message: checked.message });
-          continue;
-        }
-        const value = checked.quantity;
-        if (isNegative(value)) {
-          if (counted) violations.push({ rule: "quantity", field, message: `${String(raw)} must be greater than or equal to 0` });
-          continue;
-        }
-        // A request equal to its over-limit limit says nothing new (API defaulting copies limits to requests).
-        const limit = side === "requests" ? q(limits[name]) : undefined;
-        const sameAsLimit = limit !== undefined && compareQuantities(value, limit) === 0;
-        if (bound && compareQuantities(value, bound.max) > 0 && !sameAsLimit) {
-          violations.push({ rule: "container-limits", field, message: `${String(raw)} exceeds the per-container limit of ${bound.text}`, value: toNumber(value) });
-        } else if (bound && side === "limits" && nearLimit(value.nano, bound.max.nano)) {
-          warnings.push(`quartermaster: ${field} ${String(raw)} is near the per-container limit of ${bound.text}`);
-        }
-        if ((isExtendedResource(name) || isGpuResource(name, gpu)) && !isInteger(value)) {
-          violations.push({ rule: "extended-resources", field, message: `${String(raw)} must be a whole number: ${name} cannot be shared` });
-        }
-      }
-    }
-    for (const name of new Set([...Object.keys(requests), ...Object.keys(limits)])) {
-      if (!isExtendedResource(name)) continue;
-      const r = q(requests[name]);
-      const l = q(limits[name]);
-      if (r && l && compareQuantities(r, l) !== 0) {
-        violations.push({ rule: "extended-resources", field: `${path}.resources.requests[${name}]`, message: `request ${String(requests[name])} must equal limit ${String(limits[name])}: ${name} is not overcommitted` });
-      } else if (r && !l && limits[name] === undefined) {
-        violations.push({ rule: "extended-resources", field: `${path}.resources.limits[${name}]`, message: `a limit is required and must equal the request ${String(requests[name])}` });
-      }
-    }
-    const names = new Set([...Object.keys(requests), ...Object.keys(limits)].filter((n) => isGpuResource(n, gpu)));
-    const mig = [...names].filter((n) => n.startsWith("nvidia.com/mig-"));
-    if (names.has("nvidia.com/gpu") && mig.length > 0) {
-      violations.push({ rule: "gpu-mig-mixing", field: `${path}.resources`, message: `asks for whole GPUs (nvidia.com/gpu) and MIG slices (${mig.join(", ")}) at once; use one or the other` });
+/** The rules on one resource entry of one container: quantity, the per-container cap, whole extended resources. */
+function entryRules(raw: unknown, at: { name: string; side: "requests" | "limits"; path: string; limits: Record<string, unknown> }, ctx: ValidationContext, out: Findings): void {
+  const { name, side } = at;
+  const field = `${at.path}.resources.${side}[${name}]`;
+  const bound = containerMax(name, ctx);
+  // Where a limit applies (a container cap, or a GPU count that pod, job and capacity limits sum), a value
+  // that cannot be compared exactly (unparseable, too long, out of range, not a string/number, negative)
+  // is a violation, never a silent pass. Elsewhere Quartermaster has no say: the apiserver judges it.
+  const counted = bound !== undefined || isGpuResource(name, ctx.policy.gpu.resources);
+  const checked = checkQuantity(raw);
+  if (!checked.ok) {
+    if (counted) out.violations.push({ rule: "quantity", field, message: checked.message });
+    return;
+  }
+  const value = checked.quantity;
+  if (isNegative(value)) {
+    if (counted) out.violations.push({ rule: "quantity", field, message: `${String(raw)} must be greater than or equal to 0` });
+    return;
+  }
+  // A request equal to its over-limit limit says nothing new (API defaulting copies limits to requests).
+  const limit = side === "requests" ? q(at.limits[name]) : undefined;
+  const sameAsLimit = limit !== undefined && compareQuantities(value, limit) === 0;
+  if (bound && compareQuantities(value, bound.max) > 0 && !sameAsLimit) {
+    out.violations.push({ rule: "container-limits", field, message: `${String(raw)} exceeds the per-container limit of ${bound.text}`, value: toNumber(value) });
+  } else if (bound && side === "limits" && nearLimit(value.nano, bound.max.nano)) {
+    out.warnings.push(`quartermaster: ${field} ${String(raw)} is near the per-container limit of ${bound.text}`);
+  }
+  if ((isExtendedResource(name) || isGpuResource(name, ctx.policy.gpu.resources)) && !isInteger(value)) {
+    out.violations.push({ rule: "extended-resources", field, message: `${String(raw)} must be a whole number: ${name} cannot be shared` });
+  }
+}
+
+/** Extended resources are not overcommitted: a request needs a limit, and the two are equal. */
+function extendedPairRules(path: string, requests: Record<string, unknown>, limits: Record<string, unknown>, out: Findings): void {
+  for (const name of new Set([...Object.keys(requests), ...Object.keys(limits)])) {
+    if (!isExtendedResource(name)) continue;
+    const r = q(requests[name]);
+    const l = q(limits[name]);
+    if (r && l && compareQuantities(r, l) !== 0) {
+      out.violations.push({ rule: "extended-resources", field: `${path}.resources.requests[${name}]`, message: `request ${String(requests[name])} must equal limit ${String(limits[name])}: ${name} is not overcommitted` });
+    } else if (r && !l && limits[name] === undefined) {
+      out.violations.push({ rule: "extended-resources", field: `${path}.resources.limits[${name}]`, message: `a limit is required and must equal the request ${String(requests[name])}` });
     }
   }
-  return { violations, warnings };
+}
+
+/** No container asks for whole GPUs and MIG slices at once. */
+function migMixingRule(path: string, requests: Record<string, unknown>, limits: Record<string, unknown>, ctx: ValidationContext, out: Findings): void {
+  const names = new Set([...Object.keys(requests), ...Object.keys(limits)].filter((n) => isGpuResource(n, ctx.policy.gpu.resources)));
+  const mig = [...names].filter((n) => n.startsWith("nvidia.com/mig-"));
+  if (names.has("nvidia.com/gpu") && mig.length > 0) {
+    out.violations.push({ rule: "gpu-mig-mixing", field: `${path}.resources`, message: `asks for whole GPUs (nvidia.com/gpu) and MIG slices (${mig.join(", ")}) at once; use one or the other` });
+  }
+}
+
+function containerRules(all: Located[], ctx: ValidationContext): Findings {
+  const out: Findings = { violations: [], warnings: [] };
+  for (const { c, path } of all) {
+    const requests: Record<string, unknown> = c.resources?.requests ?? {};
+    const limits: Record<string, unknown> = c.resources?.limits ?? {};
+    for (const side of ["requests", "limits"] as const) {
+      for (const [name, raw] of Object.entries(c.resources?.[side] ?? {})) entryRules(raw, { name, side, path, limits }, ctx, out);
+    }
+    extendedPairRules(path, requests, limits, out);
+    migMixingRule(path, requests, limits, ctx, out);
+  }
+  return out;
 }
 
 /** The pod's effective GPU request over all GPU resources, in nano-units (exact). */
