@@ -28,49 +28,82 @@ function nonZero(value: string | undefined): value is string {
 
 const NO_RESOURCES: Readonly<ResourceMap> = Object.freeze({});
 
-/** The container with defaulted resources, or the same container when nothing changes. */
-export function defaultContainerResources(c: V1Container, policy: Policy): V1Container {
-  // Copy-on-write: most containers need nothing, and then nothing is copied.
-  let requests: ResourceMap = c.resources?.requests ?? NO_RESOURCES;
-  let limits: ResourceMap = c.resources?.limits ?? NO_RESOURCES;
-  let ownRequests = false;
-  let ownLimits = false;
-  const writableRequests = (): ResourceMap => (ownRequests ? requests : ((ownRequests = true), (requests = copyOf(requests))));
-  const writableLimits = (): ResourceMap => (ownLimits ? limits : ((ownLimits = true), (limits = copyOf(limits))));
-  const gpuName = policy.gpu.resourceName;
+/** A container's requests and limits, copied only when first written (most containers need nothing). */
+class ResourceDraft {
+  requests: ResourceMap;
+  limits: ResourceMap;
+  private ownRequests = false;
+  private ownLimits = false;
 
-  if (requests.gpu !== undefined) {
-    const r = writableRequests();
+  constructor(c: V1Container) {
+    this.requests = c.resources?.requests ?? NO_RESOURCES;
+    this.limits = c.resources?.limits ?? NO_RESOURCES;
+  }
+
+  get changed(): boolean {
+    return this.ownRequests || this.ownLimits;
+  }
+
+  writableRequests(): ResourceMap {
+    if (!this.ownRequests) [this.ownRequests, this.requests] = [true, copyOf(this.requests)];
+    return this.requests;
+  }
+
+  writableLimits(): ResourceMap {
+    if (!this.ownLimits) [this.ownLimits, this.limits] = [true, copyOf(this.limits)];
+    return this.limits;
+  }
+}
+
+/** A bare `gpu` renamed to the policy's GPU resource (an explicit value of that resource wins). */
+function renameBareGpu(d: ResourceDraft, gpuName: string): void {
+  if (d.requests.gpu !== undefined) {
+    const r = d.writableRequests();
     if (r[gpuName] === undefined) r[gpuName] = r.gpu!;
     delete r.gpu;
   }
-  if (limits.gpu !== undefined) {
-    const l = writableLimits();
+  if (d.limits.gpu !== undefined) {
+    const l = d.writableLimits();
     if (l[gpuName] === undefined) l[gpuName] = l.gpu!;
     delete l.gpu;
   }
-  // Extended resources: request == limit, the missing side filled (requests' names first, then limits').
-  const requestNames = Object.keys(requests);
-  const limitNames = Object.keys(limits);
+}
+
+/** Extended resources: request == limit, the missing side filled (requests' names first, then limits'). */
+function pairExtendedResources(d: ResourceDraft): void {
+  const requestNames = Object.keys(d.requests);
+  const limitNames = Object.keys(d.limits);
   for (const name of requestNames) {
-    if (limits[name] === undefined && isExtendedResource(name)) writableLimits()[name] = requests[name]!;
+    if (d.limits[name] === undefined && isExtendedResource(name)) d.writableLimits()[name] = d.requests[name]!;
   }
   for (const name of limitNames) {
-    if (requests[name] === undefined && isExtendedResource(name)) writableRequests()[name] = limits[name]!;
+    if (d.requests[name] === undefined && isExtendedResource(name)) d.writableRequests()[name] = d.limits[name]!;
   }
+}
+
+/** cpu and memory requests from the limit, else the policy's default; limits from requests where the policy says. */
+function defaultRequestsAndLimits(d: ResourceDraft, policy: Policy): void {
   for (const name of ["cpu", "memory"] as const) {
-    if (requests[name] !== undefined) continue;
-    const fallback = nonZero(limits[name]) ? limits[name] : policy.resources.defaultRequests[name];
-    if (nonZero(fallback)) writableRequests()[name] = fallback;
+    if (d.requests[name] !== undefined) continue;
+    const fallback = nonZero(d.limits[name]) ? d.limits[name] : policy.resources.defaultRequests[name];
+    if (nonZero(fallback)) d.writableRequests()[name] = fallback;
   }
   for (const name of policy.resources.limitsFromRequests) {
-    if (limits[name] === undefined && nonZero(requests[name])) writableLimits()[name] = requests[name]!;
+    if (d.limits[name] === undefined && nonZero(d.requests[name])) d.writableLimits()[name] = d.requests[name]!;
   }
-  if (!ownRequests && !ownLimits) return c;
+}
+
+/** The container with defaulted resources, or the same container when nothing changes. */
+export function defaultContainerResources(c: V1Container, policy: Policy): V1Container {
+  const d = new ResourceDraft(c);
+  renameBareGpu(d, policy.gpu.resourceName);
+  pairExtendedResources(d);
+  defaultRequestsAndLimits(d, policy);
+  if (!d.changed) return c;
   const resources = copyOf(c.resources);
-  if (Object.keys(requests).length > 0) resources.requests = requests;
+  if (Object.keys(d.requests).length > 0) resources.requests = d.requests;
   else delete resources.requests;
-  if (Object.keys(limits).length > 0) resources.limits = limits;
+  if (Object.keys(d.limits).length > 0) resources.limits = d.limits;
   else delete resources.limits;
   return withKey(c, "resources", resources);
 }
