@@ -80,30 +80,44 @@ interface Placement {
   summary: string[];
 }
 
+/** The annotation's value, trimmed, when it passes `valid`; otherwise undefined, and an invalid one noted. */
+function annotated(pod: Pod, key: string, valid: (v: string) => boolean, out: Placement): string | undefined {
+  const value = annotation(pod, key)?.trim();
+  if (!value) return undefined;
+  if (valid(value)) return value;
+  out.invalid.push(`${key}=${value}`);
+  return undefined;
+}
+
+/** The terms for a MIG profile read from NVIDIA GPU feature discovery's labels (mixed strategy, and single where it can). */
+function gfdPartitionTerms(partition: string, device: string | undefined, onDevice: V1NodeSelectorRequirement[], policy: Policy, out: Placement): void {
+  const { nodeLabel, migProducts } = policy.accelerator;
+  out.terms.push([...onDevice, { key: GFD.migLabel(partition, "count"), operator: "Gt", values: ["0"] }]);
+  // Under the single strategy the product label itself carries the profile, so an accelerator on that
+  // label names the product to suffix instead of being required as it is (it never would match).
+  const onProductLabel = device !== undefined && nodeLabel === GFD.product;
+  const products = (onProductLabel ? [device] : migProducts).map((b) => GFD.migProduct(b, partition)).filter(isLabelValue);
+  if (products.length > 0) {
+    out.terms.push([...(onProductLabel ? [] : onDevice), { key: GFD.migStrategy, operator: "In", values: ["single"] }, { key: GFD.product, operator: "In", values: products }]);
+  }
+  out.summary.push(`MIG ${partition} (${products.length > 0 ? "mixed or single strategy" : "mixed strategy"})`);
+}
+
 export function acceleratorPlacement(pod: Pod, { policy }: MutationContext): Placement {
   const out: Placement = { terms: [], tolerations: [], invalid: [], summary: [] };
   if (!hasGpuLimit(pod, policy.gpu.resources)) return out;
-  const { nodeLabel, partitionNodeLabel, addTolerations, migProducts } = policy.accelerator;
+  const { nodeLabel, partitionNodeLabel, addTolerations } = policy.accelerator;
   const tolerate = (key: string, value: string): void => {
     if (addTolerations) out.tolerations.push({ key, operator: "Equal", value, effect: "NoSchedule" });
   };
 
-  let device = annotation(pod, ANNOTATION_ACCELERATOR)?.trim();
-  if (device && !isLabelValue(device)) {
-    out.invalid.push(`${ANNOTATION_ACCELERATOR}=${device}`);
-    device = undefined;
-  }
+  const device = annotated(pod, ANNOTATION_ACCELERATOR, isLabelValue, out);
   const onDevice: V1NodeSelectorRequirement[] = device ? [{ key: nodeLabel, operator: "In", values: [device] }] : [];
   if (device) {
     tolerate(nodeLabel, device);
     out.summary.push(`${nodeLabel}=${device}`);
   }
-
-  let partition = annotation(pod, ANNOTATION_GPU_PARTITION)?.trim();
-  if (partition && partition !== "none" && !(partitionNodeLabel ? isLabelValue(partition) : isPartitionProfile(partition))) {
-    out.invalid.push(`${ANNOTATION_GPU_PARTITION}=${partition}`);
-    partition = undefined;
-  }
+  const partition = annotated(pod, ANNOTATION_GPU_PARTITION, (p) => p === "none" || (partitionNodeLabel ? isLabelValue(p) : isPartitionProfile(p)), out);
 
   if (!partition) {
     if (onDevice.length > 0) out.terms.push(onDevice);
@@ -115,19 +129,7 @@ export function acceleratorPlacement(pod: Pod, { policy }: MutationContext): Pla
     tolerate(partitionNodeLabel, partition);
     out.summary.push(`${partitionNodeLabel}=${partition}`);
   } else {
-    out.terms.push([...onDevice, { key: GFD.migLabel(partition, "count"), operator: "Gt", values: ["0"] }]);
-    // Under the single strategy the product label itself carries the profile, so an accelerator on that
-    // label names the product to suffix instead of being required as it is (it never would match).
-    const onProductLabel = device !== undefined && nodeLabel === GFD.product;
-    const products = (onProductLabel ? [device!] : migProducts).map((b) => GFD.migProduct(b, partition!)).filter(isLabelValue);
-    if (products.length > 0) {
-      out.terms.push([
-        ...(onProductLabel ? [] : onDevice),
-        { key: GFD.migStrategy, operator: "In", values: ["single"] },
-        { key: GFD.product, operator: "In", values: products },
-      ]);
-    }
-    out.summary.push(`MIG ${partition} (${products.length > 0 ? "mixed or single strategy" : "mixed strategy"})`);
+    gfdPartitionTerms(partition, device, onDevice, policy, out);
   }
   return out;
 }
@@ -158,26 +160,14 @@ export function withRequiredNodeAlternatives(pod: Pod, alternatives: readonly (r
   const required = nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
   // Terms that are not a list, or a term or its expressions that are not what they should be, are left as they came.
   if (isMalformedList(required?.nodeSelectorTerms)) return pod;
-  const terms: V1NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
   const fresh = !required?.nodeSelectorTerms?.length;
+  const terms: V1NodeSelectorTerm[] = fresh ? [{}] : required.nodeSelectorTerms;
   let changed = false;
   const next: V1NodeSelectorTerm[] = [];
   for (const term of terms) {
-    if (!isEntry(term) || isMalformedList(term.matchExpressions) || (term.matchExpressions ?? []).some((e) => !isEntry(e))) {
-      next.push(term);
-      continue;
-    }
-    const exprs = term.matchExpressions ?? [];
-    const empty = exprs.length === 0 && (term.matchFields ?? []).length === 0;
-    if ((empty && !fresh) || alts.some((a) => a.every((r) => exprs.some((e) => sameRequirement(e, r))))) {
-      next.push(term);
-      continue;
-    }
-    changed = true;
-    for (const alt of alts) {
-      const missing = alt.filter((r) => !exprs.some((e) => sameRequirement(e, r)));
-      next.push(withKey(fresh ? {} : term, "matchExpressions", [...exprs, ...missing.map(copyRequirement)]));
-    }
+    const expanded = termTimesAlternatives(term, alts, fresh);
+    if (expanded) changed = true;
+    next.push(...(expanded ?? [term]));
   }
   if (!changed) return pod;
   const nextRequired: V1NodeSelector = withKey(required, "nodeSelectorTerms", next);
@@ -185,10 +175,24 @@ export function withRequiredNodeAlternatives(pod: Pod, alternatives: readonly (r
   return withKey(pod, "spec", withKey(pod.spec, "affinity", nextAffinity));
 }
 
+/**
+ * One required term ANDed with the alternatives: a term per alternative, or undefined when the term stays as it
+ * is (malformed, empty in a pod that had terms, or already holding all of some alternative).
+ */
+function termTimesAlternatives(term: V1NodeSelectorTerm, alts: readonly (readonly V1NodeSelectorRequirement[])[], fresh: boolean): V1NodeSelectorTerm[] | undefined {
+  if (!isEntry(term) || isMalformedList(term.matchExpressions) || (term.matchExpressions ?? []).some((e) => !isEntry(e))) return undefined;
+  const exprs = term.matchExpressions ?? [];
+  const empty = exprs.length === 0 && (term.matchFields ?? []).length === 0;
+  if ((empty && !fresh) || alts.some((a) => a.every((r) => exprs.some((e) => sameRequirement(e, r))))) return undefined;
+  return alts.map((alt) => {
+    const missing = alt.filter((r) => !exprs.some((e) => sameRequirement(e, r)));
+    return withKey(fresh ? {} : term, "matchExpressions", [...exprs, ...missing.map(copyRequirement)]);
+  });
+}
+
 function requested(pod: Pod): string[] {
   return [ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION].filter((k) => annotation(pod, k)?.trim());
 }
-
 
 export const placeOnAccelerator: Mutation = {
   name: "accelerator",
