@@ -50,94 +50,132 @@ export function validateAccelerators(
   ctx: ValidationContext,
   paths: AcceleratorPaths = { metadata: "metadata", spec: "spec" },
 ): Findings {
-  const out: Findings = { violations: [], warnings: [] };
   const { allowedAccelerators, allowedPartitions } = ctx.limits;
-  if (!allowedAccelerators && !allowedPartitions) return out;
-  const { nodeLabel, partitionNodeLabel } = ctx.policy.accelerator;
-  const list = (allowed: string[]): string => allowed.join(", ") || "none";
-  const seen = new Set<string>();
-  const report = (field: string, message: string): void => {
-    const id = `${field}\n${message}`;
-    if (seen.has(id)) return;
-    seen.add(id);
-    out.violations.push({ rule: "accelerator-allowed", field, message });
-  };
-  const accelerator = (value: string, field: string): void => {
-    if (allowedAccelerators && !allowedAccelerators.includes(value)) {
-      report(field, `accelerator ${value} is not allowed in namespace ${ctx.namespace}; allowed: ${list(allowedAccelerators)}`);
-    }
-  };
-  const partition = (value: string, field: string): void => {
-    if (allowedPartitions && !allowedPartitions.includes(value)) {
-      report(field, `GPU partition ${value} is not allowed in namespace ${ctx.namespace}; allowed: ${list(allowedPartitions)}`);
-    }
-  };
-  /** A value of the accelerator label: the value itself or its product, and a MIG profile it carries. */
-  const acceleratorValue = (value: string, field: string): void => {
-    const parsed = parseProduct(value);
-    if (!allowedAccelerators?.includes(value)) accelerator(parsed.accelerator, field);
-    if (parsed.partition && nodeLabel === GFD.product) partition(parsed.partition, field);
-  };
-  const anyValue = (r: V1NodeSelectorRequirement, field: string, what: string, allowed: string[]): void => {
-    report(field, `${r.key} ${r.operator} may select any ${what}; namespace ${ctx.namespace} allows only: ${list(allowed)} (use In with allowed values)`);
-  };
-
-  const annotations = metadata?.annotations ?? {};
-  const askedAccelerator = typeof annotations[ANNOTATION_ACCELERATOR] === "string" ? annotations[ANNOTATION_ACCELERATOR].trim() : "";
-  if (askedAccelerator) accelerator(askedAccelerator, `${paths.metadata}.annotations[${ANNOTATION_ACCELERATOR}]`);
-  const askedPartition = typeof annotations[ANNOTATION_GPU_PARTITION] === "string" ? annotations[ANNOTATION_GPU_PARTITION].trim() : "";
-  if (askedPartition) partition(askedPartition, `${paths.metadata}.annotations[${ANNOTATION_GPU_PARTITION}]`);
-  if (!spec || typeof spec !== "object") return out;
-
-  const selector = spec.nodeSelector && typeof spec.nodeSelector === "object" ? spec.nodeSelector : {};
-  for (const [key, value] of Object.entries(selector)) {
-    if (typeof value !== "string") continue;
-    const field = `${paths.spec}.nodeSelector[${key}]`;
-    if (key === nodeLabel) acceleratorValue(value, field);
-    else if (nodeLabel !== GFD.product && key === GFD.product) {
-      const p = parseProduct(value).partition;
-      if (p) partition(p, field);
-    }
-    if (partitionNodeLabel && key === partitionNodeLabel) partition(value, field);
-    const mig = MIG_LABEL.exec(key);
-    if (mig) partition(mig[1]!, field);
-  }
-
-  const terms = spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
-  arrayOf(terms).forEach((term, i) => {
-    arrayOf(term?.matchExpressions).forEach((r, j) => {
-      if (!r || typeof r.key !== "string") return;
-      const field = `${paths.spec}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[${i}].matchExpressions[${j}]`;
-      const values = Array.isArray(r.values) ? r.values.filter((v): v is string => typeof v === "string") : [];
-      if (r.key === nodeLabel) {
-        if (r.operator === "In") for (const v of values) acceleratorValue(v, field);
-        else if (allowedAccelerators && ANY_VALUE_OPERATORS.has(r.operator)) anyValue(r, field, "accelerator", allowedAccelerators);
-      } else if (r.key === GFD.product && r.operator === "In") {
-        for (const v of values) {
-          const p = parseProduct(v).partition;
-          if (p) partition(p, field);
-        }
-      }
-      if (partitionNodeLabel && r.key === partitionNodeLabel) {
-        if (r.operator === "In") for (const v of values) partition(v, field);
-        else if (allowedPartitions && ANY_VALUE_OPERATORS.has(r.operator)) anyValue(r, field, "GPU partition", allowedPartitions);
-      }
-      const mig = MIG_LABEL.exec(r.key);
-      if (mig && r.operator !== "DoesNotExist" && r.operator !== "NotIn") partition(mig[1]!, field);
-    });
-  });
-
-  for (const [listName, containers] of [["initContainers", spec.initContainers], ["containers", spec.containers]] as const) {
-    arrayOf(containers).forEach((c, i) => {
-      const names = new Set<string>();
-      for (const side of ["limits", "requests"] as const) {
-        for (const name of Object.keys(c?.resources?.[side] ?? {})) {
-          if (!name.startsWith(MIG_RESOURCE) || names.has(name)) continue;
-          names.add(name);
-          partition(name.slice(MIG_RESOURCE.length), `${paths.spec}.${listName}[${i}].resources.${side}[${name}]`);
-        }
-      }
-    });
-  }
-  return out;
+  if (!allowedAccelerators && !allowedPartitions) return { violations: [], warnings: [] };
+  const check = new AcceleratorCheck(ctx);
+  check.annotations(metadata, paths.metadata);
+  if (!spec || typeof spec !== "object") return check.out;
+  check.nodeSelector(spec, paths.spec);
+  check.requiredTerms(spec, paths.spec);
+  check.migResources(spec, paths.spec);
+  return check.out;
 }
+
+/** One pod's (or template's) accelerator-allowed findings, each field and message once. */
+class AcceleratorCheck {
+  readonly out: Findings = { violations: [], warnings: [] };
+  private readonly seen = new Set<string>();
+  private readonly allowedAccelerators: string[] | undefined;
+  private readonly allowedPartitions: string[] | undefined;
+  private readonly nodeLabel: string;
+  private readonly partitionNodeLabel: string | undefined;
+
+  constructor(private readonly ctx: ValidationContext) {
+    this.allowedAccelerators = ctx.limits.allowedAccelerators;
+    this.allowedPartitions = ctx.limits.allowedPartitions;
+    this.nodeLabel = ctx.policy.accelerator.nodeLabel;
+    this.partitionNodeLabel = ctx.policy.accelerator.partitionNodeLabel;
+  }
+
+  private report(field: string, message: string): void {
+    const id = `${field}\n${message}`;
+    if (this.seen.has(id)) return;
+    this.seen.add(id);
+    this.out.violations.push({ rule: "accelerator-allowed", field, message });
+  }
+
+  private accelerator(value: string, field: string): void {
+    const allowed = this.allowedAccelerators;
+    if (allowed && !allowed.includes(value)) this.report(field, `accelerator ${value} is not allowed in namespace ${this.ctx.namespace}; allowed: ${list(allowed)}`);
+  }
+
+  private partition(value: string, field: string): void {
+    const allowed = this.allowedPartitions;
+    if (allowed && !allowed.includes(value)) this.report(field, `GPU partition ${value} is not allowed in namespace ${this.ctx.namespace}; allowed: ${list(allowed)}`);
+  }
+
+  /** A value of the accelerator label: the value itself or its product, and a MIG profile it carries. */
+  private acceleratorValue(value: string, field: string): void {
+    const parsed = parseProduct(value);
+    if (!this.allowedAccelerators?.includes(value)) this.accelerator(parsed.accelerator, field);
+    if (parsed.partition && this.nodeLabel === GFD.product) this.partition(parsed.partition, field);
+  }
+
+  private anyValue(r: V1NodeSelectorRequirement, field: string, what: string, allowed: string[]): void {
+    this.report(field, `${r.key} ${r.operator} may select any ${what}; namespace ${this.ctx.namespace} allows only: ${list(allowed)} (use In with allowed values)`);
+  }
+
+  /** The accelerator and partition annotations. */
+  annotations(metadata: V1ObjectMeta | undefined, path: string): void {
+    const annotations = metadata?.annotations ?? {};
+    const asked = (key: string): string => (typeof annotations[key] === "string" ? annotations[key].trim() : "");
+    const accelerator = asked(ANNOTATION_ACCELERATOR);
+    if (accelerator) this.accelerator(accelerator, `${path}.annotations[${ANNOTATION_ACCELERATOR}]`);
+    const partition = asked(ANNOTATION_GPU_PARTITION);
+    if (partition) this.partition(partition, `${path}.annotations[${ANNOTATION_GPU_PARTITION}]`);
+  }
+
+  /** `nodeSelector`: the accelerator label, GFD's product label, the partition label and MIG labels. */
+  nodeSelector(spec: V1PodSpec, path: string): void {
+    const selector = spec.nodeSelector && typeof spec.nodeSelector === "object" ? spec.nodeSelector : {};
+    for (const [key, value] of Object.entries(selector)) {
+      if (typeof value !== "string") continue;
+      const field = `${path}.nodeSelector[${key}]`;
+      if (key === this.nodeLabel) this.acceleratorValue(value, field);
+      else if (this.nodeLabel !== GFD.product && key === GFD.product) this.productPartition(value, field);
+      if (this.partitionNodeLabel && key === this.partitionNodeLabel) this.partition(value, field);
+      const mig = MIG_LABEL.exec(key);
+      if (mig) this.partition(mig[1]!, field);
+    }
+  }
+
+  private productPartition(value: string, field: string): void {
+    const p = parseProduct(value).partition;
+    if (p) this.partition(p, field);
+  }
+
+  /** Required node affinity: each expression on those labels, `In` by its values, the others for selecting any. */
+  requiredTerms(spec: V1PodSpec, path: string): void {
+    const terms = spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
+    arrayOf(terms).forEach((term, i) => {
+      arrayOf(term?.matchExpressions).forEach((r, j) => {
+        if (!r || typeof r.key !== "string") return;
+        this.requirement(r, `${path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[${i}].matchExpressions[${j}]`);
+      });
+    });
+  }
+
+  private requirement(r: V1NodeSelectorRequirement, field: string): void {
+    const values = Array.isArray(r.values) ? r.values.filter((v): v is string => typeof v === "string") : [];
+    if (r.key === this.nodeLabel) {
+      if (r.operator === "In") for (const v of values) this.acceleratorValue(v, field);
+      else if (this.allowedAccelerators && ANY_VALUE_OPERATORS.has(r.operator)) this.anyValue(r, field, "accelerator", this.allowedAccelerators);
+    } else if (r.key === GFD.product && r.operator === "In") {
+      for (const v of values) this.productPartition(v, field);
+    }
+    if (this.partitionNodeLabel && r.key === this.partitionNodeLabel) {
+      if (r.operator === "In") for (const v of values) this.partition(v, field);
+      else if (this.allowedPartitions && ANY_VALUE_OPERATORS.has(r.operator)) this.anyValue(r, field, "GPU partition", this.allowedPartitions);
+    }
+    const mig = MIG_LABEL.exec(r.key);
+    if (mig && r.operator !== "DoesNotExist" && r.operator !== "NotIn") this.partition(mig[1]!, field);
+  }
+
+  /** MIG resources a container asks for, each name once per container. */
+  migResources(spec: V1PodSpec, path: string): void {
+    for (const [listName, containers] of [["initContainers", spec.initContainers], ["containers", spec.containers]] as const) {
+      arrayOf(containers).forEach((c, i) => {
+        const names = new Set<string>();
+        for (const side of ["limits", "requests"] as const) {
+          for (const name of Object.keys(c?.resources?.[side] ?? {})) {
+            if (!name.startsWith(MIG_RESOURCE) || names.has(name)) continue;
+            names.add(name);
+            this.partition(name.slice(MIG_RESOURCE.length), `${path}.${listName}[${i}].resources.${side}[${name}]`);
+          }
+        }
+      });
+    }
+  }
+}
+
+const list = (allowed: string[]): string => allowed.join(", ") || "none";
