@@ -268,19 +268,25 @@ function caBundleFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding
       return [{ check: "ca-bundle", severity: "warning", subject: hook.name, message: `not checked: no certificate to check the caBundle against (${why})`, fix: "make the webhook's Service reach pods that mount the serving Secret, or run doctor where it can reach the webhook URL" }];
     }
     const host = expectedHost(hook);
-    const problems: string[] = [];
-    const good: string[] = [];
-    for (const e of usable) {
-      const leaf = e.chain[0]!;
-      const verdict = chainsTo(e.chain, roots);
-      if (!verdict.ok) problems.push(`caBundle does not verify the certificate ${e.where}: ${verdict.reason}`);
-      if (host && !coversHost(leaf, host)) problems.push(`the certificate ${e.where} does not name ${host} (it names ${altNames(leaf)})`);
-      if (e.keyPem !== undefined && !keyMatches(leaf, e.keyPem)) problems.push(`tls.key ${e.where} does not belong to its tls.crt: a server that restarts cannot load it`);
-      if (verdict.ok) good.push(`${e.where} (CA "${commonName(verdict.root)}")`);
-    }
+    const { problems, good } = certificateProblems(usable, roots, host);
     if (problems.length > 0) return [{ check: "ca-bundle", severity: r.outage, subject: hook.name, message: `${problems.join("; ")}: ${consequence(r)}`, fix }];
     return [{ check: "ca-bundle", severity: "ok", subject: hook.name, message: `caBundle verifies the certificate ${good.join(" and ")}${host ? `, which names ${host}` : ""}`, fix: "" }];
   });
+}
+
+/** What is wrong with each served or stored certificate against the caBundle and the host, and what verifies. */
+function certificateProblems(usable: ReadonlyArray<{ where: string; chain: X509Certificate[]; keyPem?: string }>, roots: X509Certificate[], host: string | undefined): { problems: string[]; good: string[] } {
+  const problems: string[] = [];
+  const good: string[] = [];
+  for (const e of usable) {
+    const leaf = e.chain[0]!;
+    const verdict = chainsTo(e.chain, roots);
+    if (!verdict.ok) problems.push(`caBundle does not verify the certificate ${e.where}: ${verdict.reason}`);
+    if (host && !coversHost(leaf, host)) problems.push(`the certificate ${e.where} does not name ${host} (it names ${altNames(leaf)})`);
+    if (e.keyPem !== undefined && !keyMatches(leaf, e.keyPem)) problems.push(`tls.key ${e.where} does not belong to its tls.crt: a server that restarts cannot load it`);
+    if (verdict.ok) good.push(`${e.where} (CA "${commonName(verdict.root)}")`);
+  }
+  return { problems, good };
 }
 
 function expiryFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding[] {

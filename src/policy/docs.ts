@@ -169,35 +169,49 @@ function typeOf(s: Schema): string {
   if (named) return `${named} (${Object.keys(s.properties!).join(", ")})`;
   switch (s.type) {
     case "integer":
-    case "number": {
-      if (s.minimum !== undefined && s.maximum !== undefined) return `${s.type}, ${s.minimum} to ${s.maximum}`;
-      if (s.minimum !== undefined) return `${s.type} ≥ ${s.minimum}`;
-      return s.type;
-    }
+    case "number":
+      return numberType(s, s.type);
     case "string":
-      if (s.pattern?.includes("[KMGTPE]i")) return "quantity (`500m`, `4Gi`)";
-      if (s.pattern) return `string matching ${code(s.pattern.replace(/\|/g, "\\|"))}`;
-      if (s.minLength) return "string, not empty";
-      return "string";
+      return stringType(s);
     case "boolean":
       return "boolean";
-    case "array": {
-      const items = s.items ?? {};
-      const named = shape(items);
-      const of = named ? `${named}s` : items.enum ? typeOf(items) : items.type === "object" ? "objects" : `${items.type ?? "any"}s`;
-      return `list of ${of}${s.minItems ? `, at least ${s.minItems}` : ""}`;
-    }
+    case "array":
+      return arrayType(s);
     case "object":
-      // A closed map whose every key takes the one same enum: modes by rule name (enforcement.rules).
-      if (s.additionalProperties === false && s.properties && Object.keys(s.properties).length > 1) {
-        const values = Object.values(s.properties);
-        if (values[0]!.enum && values.every((v) => v === values[0])) return `map of rule name → ${typeOf(values[0]!)}`;
-      }
-      if (s.additionalProperties && typeof s.additionalProperties === "object") return `map of name → ${typeOf(s.additionalProperties)}`;
-      return "object";
+      return objectType(s);
     default:
       return "any";
   }
+}
+
+function numberType(s: Schema, type: string): string {
+  if (s.minimum !== undefined && s.maximum !== undefined) return `${type}, ${s.minimum} to ${s.maximum}`;
+  if (s.minimum !== undefined) return `${type} ≥ ${s.minimum}`;
+  return type;
+}
+
+function stringType(s: Schema): string {
+  if (s.pattern?.includes("[KMGTPE]i")) return "quantity (`500m`, `4Gi`)";
+  if (s.pattern) return `string matching ${code(s.pattern.replace(/\|/g, "\\|"))}`;
+  if (s.minLength) return "string, not empty";
+  return "string";
+}
+
+function arrayType(s: Schema): string {
+  const items = s.items ?? {};
+  const named = shape(items);
+  const of = named ? `${named}s` : items.enum ? typeOf(items) : items.type === "object" ? "objects" : `${items.type ?? "any"}s`;
+  return `list of ${of}${s.minItems ? `, at least ${s.minItems}` : ""}`;
+}
+
+function objectType(s: Schema): string {
+  // A closed map whose every key takes the one same enum: modes by rule name (enforcement.rules).
+  if (s.additionalProperties === false && s.properties && Object.keys(s.properties).length > 1) {
+    const values = Object.values(s.properties);
+    if (values[0]!.enum && values.every((v) => v === values[0])) return `map of rule name → ${typeOf(values[0]!)}`;
+  }
+  if (s.additionalProperties && typeof s.additionalProperties === "object") return `map of name → ${typeOf(s.additionalProperties)}`;
+  return "object";
 }
 
 /** Every field of the schema, depth first, in the schema's order. */
