@@ -75,6 +75,31 @@ const describe = (pem: string): string => {
   return `${c.subject.replace(/^CN=/, "")} (until ${new Date(c.validTo).toISOString().slice(0, 10)})`;
 };
 
+/** Step 2: each webhook configuration whose caBundles differ from `bundle` gets it; true when a CA was added. */
+async function writeBundles(store: CertStore, configs: Awaited<ReturnType<CertStore["readWebhookConfigurations"]>>, bundle: ReturnType<typeof decideBundle>, opts: EnsureOptions, steps: EnsureStep[]): Promise<boolean> {
+  const bundleText = bundle.pems.join("");
+  let added = false;
+  for (const config of configs) {
+    const stale = config.webhooks.filter((w) => !sameBundle(w.caBundle, bundle.pems));
+    const target = `${config.kind}/${config.name}`;
+    if (stale.length === 0) {
+      steps.push({ what: "caBundle", target, changed: false, detail: `${bundle.pems.length} CA(s), up to date` });
+      continue;
+    }
+    const had = new Set(stale.flatMap((w) => splitPem(w.caBundle)).map((p) => new X509Certificate(p).fingerprint256));
+    const adds = bundle.pems.filter((p) => !had.has(new X509Certificate(p).fingerprint256));
+    added ||= adds.length > 0;
+    if (!opts.dryRun) await store.writeCaBundle(config, stale.map((w) => w.name), bundleText);
+    const parts = [
+      `${bundle.pems.length} CA(s) in ${stale.map((w) => w.name).join(", ")}`,
+      ...adds.map((p) => `added ${describe(p)}`),
+      ...bundle.dropped.map((d) => `dropped ${d.subject.replace(/^CN=/, "")}: ${d.reason}`),
+    ];
+    steps.push({ what: "caBundle", target, changed: true, detail: parts.join("; ") });
+  }
+  return added;
+}
+
 export async function ensureCertificates(store: CertStore, opts: EnsureOptions): Promise<EnsureStep[]> {
   const now = opts.now();
   const dnsNames = [...new Set([...serviceDnsNames(opts.service, opts.namespace), ...opts.dnsNames])];
@@ -103,26 +128,7 @@ export async function ensureCertificates(store: CertStore, opts: EnsureOptions):
   const serving = pairFrom(servingSecret, "tls.crt", "tls.key");
   const candidates = [...configs.flatMap((c) => c.webhooks.map((w) => w.caBundle)), servingSecret?.data["ca.crt"] ?? ""];
   const bundle = decideBundle({ caPem: currentCa.certPem, candidates, servingCertPem: serving?.certPem }, policy, now);
-  const bundleText = bundle.pems.join("");
-  let added = false;
-  for (const config of configs) {
-    const stale = config.webhooks.filter((w) => !sameBundle(w.caBundle, bundle.pems));
-    const target = `${config.kind}/${config.name}`;
-    if (stale.length === 0) {
-      steps.push({ what: "caBundle", target, changed: false, detail: `${bundle.pems.length} CA(s), up to date` });
-      continue;
-    }
-    const had = new Set(stale.flatMap((w) => splitPem(w.caBundle)).map((p) => new X509Certificate(p).fingerprint256));
-    const adds = bundle.pems.filter((p) => !had.has(new X509Certificate(p).fingerprint256));
-    added ||= adds.length > 0;
-    if (!opts.dryRun) await store.writeCaBundle(config, stale.map((w) => w.name), bundleText);
-    const parts = [
-      `${bundle.pems.length} CA(s) in ${stale.map((w) => w.name).join(", ")}`,
-      ...adds.map((p) => `added ${describe(p)}`),
-      ...bundle.dropped.map((d) => `dropped ${d.subject.replace(/^CN=/, "")}: ${d.reason}`),
-    ];
-    steps.push({ what: "caBundle", target, changed: true, detail: parts.join("; ") });
-  }
+  const added = await writeBundles(store, configs, bundle, opts, steps);
 
   // 3. The serving certificate.
   const servingDecision = decideServing(serving, currentCa.certPem, policy, now);
