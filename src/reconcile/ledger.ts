@@ -253,40 +253,52 @@ interface PodAccounts {
   pending: PendingGpuPod[];
 }
 
+/** What charging one pod needs, built once per ledger. */
+interface Charging {
+  acc: PodAccounts;
+  policy: Policy;
+  nowMs: number;
+  /** Seconds since the previous ledger. */
+  elapsed: number;
+  /** The previous ledger's holdings by pod uid: a pod accrues GPU-seconds for what it already held then. */
+  prevHoldings: Map<string, PodHolding>;
+  jobKinds: ReadonlySet<string>;
+  jobKeys: Map<string, string>;
+}
+
 /** Every running pod that holds GPUs, charged to its node, namespace and job (GPU-seconds since the last ledger). */
 function accountPods(input: LedgerInput, acc: PodAccounts, nowMs: number, policy: Policy): void {
-  const gpu = policy.gpu.resources;
-  const elapsed = secondsSince(input.previous, nowMs);
   const prevHoldings = new Map<string, PodHolding>();
   for (const n of input.previous?.nodes ?? []) for (const h of n.pods) prevHoldings.set(h.uid, h);
-  const jobKinds = new Set(policy.jobKinds.map((k) => k.kind));
-  const jobKeys = new Map<string, string>();
-  for (const pod of input.pods as readonly PodShape[]) {
-    const m = pod.metadata ?? {};
-    const phase = pod.status?.phase;
-    if (!m.uid || !m.name || !m.namespace || phase === "Succeeded" || phase === "Failed") continue;
-    const held = nonZero(effectivePodGpus(pod.spec ?? ({} as V1PodSpec), gpu));
-    if (!held) continue;
-    const job = jobOf(pod, jobKinds, jobKeys);
-    const nodeName = pod.spec?.nodeName;
-    if (!nodeName) {
-      const entry = pendingEntry(pod, held, job, nowMs, policy);
-      if (entry) acc.pending.push(entry);
-      continue;
-    }
-    let node = acc.nodes.get(nodeName);
-    if (!node) acc.nodes.set(nodeName, (node = { missing: true, name: nodeName, pods: [], resources: {}, stale: true, staleReason: "the Node object does not exist" }));
-    // Two literals rather than a spread: one shape each, and this line runs for every pod of the cluster.
-    node.pods.push(job === undefined ? { name: m.name, namespace: m.namespace, resources: held, uid: m.uid } : { job, name: m.name, namespace: m.namespace, resources: held, uid: m.uid });
-    const before = prevHoldings.get(m.uid);
-    for (const r in held) {
-      const n = held[r]!;
-      const e = (node.resources[r] ??= emptyResource(0, 0));
-      e.allocated += n;
-      const seconds = before?.resources[r] ? elapsed * n : 0;
-      addUsage(acc.namespaces, m.namespace, r, n, seconds);
-      if (job) addUsage(acc.jobs, job, r, n, seconds);
-    }
+  const ch: Charging = { acc, policy, nowMs, elapsed: secondsSince(input.previous, nowMs), prevHoldings, jobKinds: new Set(policy.jobKinds.map((k) => k.kind)), jobKeys: new Map() };
+  for (const pod of input.pods as readonly PodShape[]) chargePod(ch, pod);
+}
+
+function chargePod(ch: Charging, pod: PodShape): void {
+  const m = pod.metadata ?? {};
+  const phase = pod.status?.phase;
+  if (!m.uid || !m.name || !m.namespace || phase === "Succeeded" || phase === "Failed") return;
+  const held = nonZero(effectivePodGpus(pod.spec ?? ({} as V1PodSpec), ch.policy.gpu.resources));
+  if (!held) return;
+  const job = jobOf(pod, ch.jobKinds, ch.jobKeys);
+  const nodeName = pod.spec?.nodeName;
+  if (!nodeName) {
+    const entry = pendingEntry(pod, held, job, ch.nowMs, ch.policy);
+    if (entry) ch.acc.pending.push(entry);
+    return;
+  }
+  let node = ch.acc.nodes.get(nodeName);
+  if (!node) ch.acc.nodes.set(nodeName, (node = { missing: true, name: nodeName, pods: [], resources: {}, stale: true, staleReason: "the Node object does not exist" }));
+  // Two literals rather than a spread: one shape each, and this line runs for every pod of the cluster.
+  node.pods.push(job === undefined ? { name: m.name, namespace: m.namespace, resources: held, uid: m.uid } : { job, name: m.name, namespace: m.namespace, resources: held, uid: m.uid });
+  const before = ch.prevHoldings.get(m.uid);
+  for (const r in held) {
+    const n = held[r]!;
+    const e = (node.resources[r] ??= emptyResource(0, 0));
+    e.allocated += n;
+    const seconds = before?.resources[r] ? ch.elapsed * n : 0;
+    addUsage(ch.acc.namespaces, m.namespace, r, n, seconds);
+    if (job) addUsage(ch.acc.jobs, job, r, n, seconds);
   }
 }
 
