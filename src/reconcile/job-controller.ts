@@ -248,7 +248,7 @@ export function setCondition(status: Status, c: Condition): boolean {
  * a change: a template edited from one violation to another must say which fields are refused now.
  */
 function setTemplateRefused(status: Status, msg: string, now: Date): boolean {
-  if (setCondition(status, condition(REASON_TEMPLATE_REFUSED, "True", REASON_TEMPLATE_REFUSED, msg, now))) return true;
+  if (setCondition(status, condition({ type: REASON_TEMPLATE_REFUSED, status: "True", reason: REASON_TEMPLATE_REFUSED, message: msg }, now))) return true;
   const current = (status.conditions ?? []).find((c) => c.type === REASON_TEMPLATE_REFUSED);
   if (!current || current.message === msg || hasCondition(status, "Failed")) return false;
   current.message = msg;
@@ -256,9 +256,12 @@ function setTemplateRefused(status: Status, msg: string, now: Date): boolean {
   return true;
 }
 
-function condition(type: string, status: Condition["status"], reason: string, message: string, now: Date): Condition {
+/** What a step says of a condition; {@link condition} stamps it with the time. */
+type ConditionChange = Pick<Condition, "type" | "status"> & { reason: string; message: string };
+
+function condition(c: ConditionChange, now: Date): Condition {
   const t = metaTime(now);
-  return { type, status, reason, message, lastUpdateTime: t, lastTransitionTime: t };
+  return { ...c, lastUpdateTime: t, lastTransitionTime: t };
 }
 
 function readRunPolicy(job: KubeObject): RunPolicy | { problems: string[] } {
@@ -544,8 +547,8 @@ function readJob(input: ControllerInput): JobState | Decision {
 }
 
 /** Sets condition `type` on the status being decided (upstream `setCondition`); true when it changed. */
-function setJobCondition(s: JobState, type: string, st: Condition["status"], reason: string, message: string): boolean {
-  return setCondition(s.status, condition(type, st, reason, message, s.now));
+function setJobCondition(s: JobState, c: ConditionChange): boolean {
+  return setCondition(s.status, condition(c, s.now));
 }
 
 /** Adds an Event to the decision, once per reason and message. */
@@ -555,13 +558,13 @@ function addEvent(s: JobState, type: JobEvent["type"], reason: string, message: 
 
 /**
  * Adds the delete of a pod or Service to the decision, unless it is being deleted already, its delete is in
- * flight, or the decision deletes it already.
+ * flight, or the decision deletes it already. The delete added, if any.
  */
-function deleteObject(s: JobState, o: KubeObject, kindOf: "Pod" | "Service", reason: string, restart = false): void {
+function deleteObject(s: JobState, o: KubeObject, kindOf: "Pod" | "Service", reason: string): DeleteAction | undefined {
   const om = meta(o);
-  if (om.deletionTimestamp || s.inFlight.deletes.has(`${kindOf}/${om.name}`)) return;
-  if (s.out.deletes.some((d) => d.kind === kindOf && d.name === om.name)) return;
-  s.out.deletes.push({
+  if (om.deletionTimestamp || s.inFlight.deletes.has(`${kindOf}/${om.name}`)) return undefined;
+  if (s.out.deletes.some((d) => d.kind === kindOf && d.name === om.name)) return undefined;
+  const action: DeleteAction = {
     verb: "delete",
     kind: kindOf,
     namespace: String(om.namespace ?? s.jm.namespace),
@@ -571,8 +574,9 @@ function deleteObject(s: JobState, o: KubeObject, kindOf: "Pod" | "Service", rea
     jobKind: s.kind,
     jobUid: String(s.jm.uid),
     reason,
-    ...(restart ? { restart: true } : {}),
-  });
+  };
+  s.out.deletes.push(action);
+  return action;
 }
 
 /** Deletes every pod and Service of the job, for `reason`. */
@@ -621,7 +625,7 @@ function refuseOverCeiling(s: JobState): boolean {
   if (replicaTotal <= MAX_JOB_REPLICAS) return false;
   const msg = `${s.kind.kind} ${s.jm.namespace}/${s.jm.name} has ${replicaTotal} replicas in all, over Quartermaster's ceiling of ${MAX_JOB_REPLICAS} per job (MAX_JOB_REPLICAS); no pods are created.`;
   s.out.problems.push(`${s.where}: ${msg}`);
-  if (!isFinished(s.status) && setJobCondition(s, REASON_TOO_MANY_REPLICAS, "True", REASON_TOO_MANY_REPLICAS, msg)) {
+  if (!isFinished(s.status) && setJobCondition(s, { type: REASON_TOO_MANY_REPLICAS, status: "True", reason: REASON_TOO_MANY_REPLICAS, message: msg })) {
     s.out.events.push({ type: "Warning", reason: REASON_TOO_MANY_REPLICAS, message: msg });
   }
   return true;
@@ -658,12 +662,13 @@ function refuseTemplate(s: JobState, violations: ReturnType<typeof jobTemplateVi
 function allowFixedTemplate(s: JobState, violations: ReturnType<typeof jobTemplateViolations>): void {
   if (violations.length > 0 || !hasCondition(s.status, REASON_TEMPLATE_REFUSED)) return;
   const msg = `${s.kind.kind} ${s.jm.namespace}/${s.jm.name}: its template is now allowed by the policy (reconciler.allowedTemplates).`;
-  if (setJobCondition(s, REASON_TEMPLATE_REFUSED, "False", REASON_TEMPLATE_ALLOWED, msg)) s.out.events.push({ type: "Normal", reason: REASON_TEMPLATE_ALLOWED, message: msg });
+  if (setJobCondition(s, { type: REASON_TEMPLATE_REFUSED, status: "False", reason: REASON_TEMPLATE_ALLOWED, message: msg })) s.out.events.push({ type: "Normal", reason: REASON_TEMPLATE_ALLOWED, message: msg });
 }
 
 /** 1. `Created=True` (`JobCreated`, "<Kind> <name> is created.") on first sight (training-operator's onOwnerCreateFunc). */
 function markCreated(s: JobState): void {
-  if (!(s.status.conditions ?? []).some((c) => c.type === "Created")) setJobCondition(s, "Created", "True", "JobCreated", `${s.kind.kind} ${s.name} is created.`);
+  if ((s.status.conditions ?? []).some((c) => c.type === "Created")) return;
+  setJobCondition(s, { type: "Created", status: "True", reason: "JobCreated", message: `${s.kind.kind} ${s.name} is created.` });
 }
 
 /**
@@ -686,15 +691,15 @@ function decideSuspended(s: JobState): void {
   deleteAll(s, "the job is suspended");
   updateReplicaStatuses(s, (r) => ({ ...r, active: 0 }));
   const msg = `${s.kind.kind} ${s.name} is suspended.`;
-  if (hasCondition(s.status, "Running")) setJobCondition(s, "Running", "False", "JobSuspended", msg);
-  if (!hasCondition(s.status, "Suspended") && setJobCondition(s, "Suspended", "True", "JobSuspended", msg)) addEvent(s, "Normal", "JobSuspended", msg);
+  if (hasCondition(s.status, "Running")) setJobCondition(s, { type: "Running", status: "False", reason: "JobSuspended", message: msg });
+  if (!hasCondition(s.status, "Suspended") && setJobCondition(s, { type: "Suspended", status: "True", reason: "JobSuspended", message: msg })) addEvent(s, "Normal", "JobSuspended", msg);
 }
 
 /** 3. Resumed: `Suspended=False` (`JobResumed`) and startTime = now. */
 function resumeIfSuspended(s: JobState): void {
   if (!hasCondition(s.status, "Suspended")) return;
   const msg = `${s.kind.kind} ${s.name} is resumed.`;
-  setJobCondition(s, "Suspended", "False", "JobResumed", msg);
+  setJobCondition(s, { type: "Suspended", status: "False", reason: "JobResumed", message: msg });
   s.status.startTime = metaTime(s.now);
   addEvent(s, "Normal", "JobResumed", msg);
 }
@@ -756,7 +761,7 @@ function failJob(s: JobState, failure: string): void {
   s.status.completionTime ??= metaTime(s.now);
   deleteAll(s, failure);
   addEvent(s, "Normal", "JobFailed", failure);
-  setJobCondition(s, "Failed", "True", "JobFailed", failure);
+  setJobCondition(s, { type: "Failed", status: "True", reason: "JobFailed", message: failure });
   delete s.out.requeueAfterMs;
 }
 
@@ -801,16 +806,18 @@ function restartOrFailPod(s: JobState, pass: ReplicaPass, r: Replica, pod: KubeO
   const code = exitCodeOf(pod, s.kind);
   if (r.restartPolicy === "OnFailure" || r.restartPolicy === "Always" || (r.restartPolicy === "ExitCode" && isRetryableExitCode(code))) {
     const msg = `job ${s.name} is restarting because ${r.type} replica(s) failed.`;
-    const before = s.out.deletes.length;
-    deleteObject(s, pod, "Pod", `restart (${r.restartPolicy}, exit code ${code})`, true);
-    if (s.out.deletes.length > before) pass.restarted++;
+    const restart = deleteObject(s, pod, "Pod", `restart (${r.restartPolicy}, exit code ${code})`);
+    if (restart) {
+      restart.restart = true;
+      pass.restarted++;
+    }
     addEvent(s, "Warning", "JobRestarting", msg);
-    setJobCondition(s, "Restarting", "True", "JobRestarting", msg);
+    setJobCondition(s, { type: "Restarting", status: "True", reason: "JobRestarting", message: msg });
   } else if (r.restartPolicy === "ExitCode") {
     const msg = `job "${s.name}" is failing because "${r.type}" replica(s) failed.`;
     addEvent(s, "Warning", "JobFailed", msg);
     // DECIDE: upstream sets no completionTime on this path, and TTL then never applies ("completion time is nil").
-    if (setJobCondition(s, "Failed", "True", "JobFailed", msg)) s.status.completionTime ??= metaTime(s.now);
+    if (setJobCondition(s, { type: "Failed", status: "True", reason: "JobFailed", message: msg })) s.status.completionTime ??= metaTime(s.now);
   }
 }
 
@@ -912,13 +919,14 @@ function decideSucceeded(s: JobState, counts: Record<string, ReplicaStatus>): bo
   if (!decidingReplicas(s.replicas).every((r) => r.replicas - (counts[r.type]?.succeeded ?? 0) <= 0)) return false;
   const msg = `${s.kind.kind} ${s.jm.namespace}/${s.name} successfully completed.`;
   s.status.completionTime ??= metaTime(s.now);
-  if (setJobCondition(s, "Succeeded", "True", "JobSucceeded", msg)) addEvent(s, "Normal", "JobSucceeded", msg);
+  if (setJobCondition(s, { type: "Succeeded", status: "True", reason: "JobSucceeded", message: msg })) addEvent(s, "Normal", "JobSucceeded", msg);
   return true;
 }
 
 /** 6. Running: a deciding replica type has active replicas (`Running=True`, `JobRunning`). */
 function decideRunning(s: JobState, counts: Record<string, ReplicaStatus>): void {
-  if (decidingReplicas(s.replicas).some((r) => (counts[r.type]?.active ?? 0) > 0)) setJobCondition(s, "Running", "True", "JobRunning", `${s.kind.kind} ${s.jm.namespace}/${s.name} is running.`);
+  if (!decidingReplicas(s.replicas).some((r) => (counts[r.type]?.active ?? 0) > 0)) return;
+  setJobCondition(s, { type: "Running", status: "True", reason: "JobRunning", message: `${s.kind.kind} ${s.jm.namespace}/${s.name} is running.` });
 }
 
 /**
@@ -931,11 +939,11 @@ function decideReplicaFailures(s: JobState, counts: Record<string, ReplicaStatus
     if (c.failed <= 0 || r.replicas <= c.succeeded + c.active) continue;
     if (r.restartPolicy !== "Never") {
       const msg = `${s.kind.kind} ${s.name} is restarting because ${c.failed} ${r.type} replica(s) failed.`;
-      if (setJobCondition(s, "Restarting", "True", "JobRestarting", msg)) addEvent(s, "Warning", "JobRestarting", msg);
+      if (setJobCondition(s, { type: "Restarting", status: "True", reason: "JobRestarting", message: msg })) addEvent(s, "Warning", "JobRestarting", msg);
       continue;
     }
     const msg = `${s.kind.kind} ${s.name} is failed because ${c.failed} ${r.type} replica(s) failed.`;
-    if (setJobCondition(s, "Failed", "True", "JobFailed", msg)) {
+    if (setJobCondition(s, { type: "Failed", status: "True", reason: "JobFailed", message: msg })) {
       s.status.completionTime ??= metaTime(s.now);
       addEvent(s, "Normal", "JobFailed", msg);
     }
