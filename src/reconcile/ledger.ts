@@ -189,118 +189,190 @@ function sortedRecord<T>(r: Record<string, T>): Record<string, T> {
   return Object.fromEntries(Object.entries(r).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
-export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledger {
-  const gpu = policy.gpu.resources;
-  const nowMs = now.getTime();
-  const previous = input.previous;
-  const prevMs = previous ? Date.parse(previous.generatedAt) : NaN;
-  const elapsed = Number.isFinite(prevMs) && nowMs > prevMs ? (nowMs - prevMs) / 1000 : 0;
-  const prevHoldings = new Map<string, PodHolding>();
-  for (const n of previous?.nodes ?? []) for (const h of n.pods) prevHoldings.set(h.uid, h);
+/** Usage per key (namespace or job) and resource. */
+type UsageMap = Map<string, Record<string, Usage>>;
 
+/** What the pods of one pass are counted into, and what counting them reads. */
+interface PodPass {
+  gpu: Policy["gpu"]["resources"];
+  policy: Policy;
+  nowMs: number;
+  /** Seconds since the previous ledger (0 without one): the GPU-seconds of a device held since then. */
+  elapsed: number;
+  /** The previous ledger's holdings by pod uid. */
+  prevHoldings: ReadonlyMap<string, PodHolding>;
+  nodes: Map<string, NodeEntry>;
+  namespaces: UsageMap;
+  jobs: UsageMap;
+  pending: PendingGpuPod[];
+  jobKinds: ReadonlySet<string>;
+  /** `jobOf`'s keys per controller uid. */
+  jobKeys: Map<string, string>;
+}
+
+/** Seconds from the previous ledger to `nowMs` (0 without a previous ledger, or one from the future). */
+function elapsedSince(previous: Ledger | undefined, nowMs: number): number {
+  const prevMs = previous ? Date.parse(previous.generatedAt) : NaN;
+  return Number.isFinite(prevMs) && nowMs > prevMs ? (nowMs - prevMs) / 1000 : 0;
+}
+
+/** The previous ledger's pod holdings by uid. */
+function holdingsOf(previous: Ledger | undefined): Map<string, PodHolding> {
+  const out = new Map<string, PodHolding>();
+  for (const n of previous?.nodes ?? []) for (const h of n.pods) out.set(h.uid, h);
+  return out;
+}
+
+/** Each node Lease's renewTime by node name (undefined for a Lease without one). */
+function leaseRenewals(leases: readonly KubeObject[]): Map<string, string | undefined> {
   const renewals = new Map<string, string | undefined>();
-  for (const l of input.nodeLeases) {
+  for (const l of leases) {
     const name = (l.metadata as { name?: string } | undefined)?.name;
     if (name) renewals.set(name, (l.spec as { renewTime?: string } | undefined)?.renewTime);
   }
+  return renewals;
+}
 
+/** The ledger entry of a node: its staleness and its GPU resources, none allocated yet. */
+function nodeEntry(n: NodeShape & { metadata: { name: string } }, renewals: ReadonlyMap<string, string | undefined>, nowMs: number, policy: Policy): NodeEntry {
+  const name = n.metadata.name;
+  const renew = renewals.get(name);
+  const staleReason = staleness(n, renew, renewals.has(name), nowMs, policy.reconciler.leaseGracePeriodSeconds);
+  const entry: NodeEntry = { ...(renew ? { leaseRenewTime: renew } : {}), name, pods: [], resources: {}, stale: staleReason !== undefined, ...(staleReason ? { staleReason } : {}) };
+  const capacity = n.status?.capacity ?? {};
+  const allocatable = n.status?.allocatable ?? {};
+  for (const r of new Set([...Object.keys(capacity), ...Object.keys(allocatable)])) {
+    if (isGpuResource(r, policy.gpu.resources)) entry.resources[r] = emptyResource(amount(capacity[r]), amount(allocatable[r]));
+  }
+  return entry;
+}
+
+/** The ledger entries of the named nodes, by name. */
+function nodeEntries(input: LedgerInput, nowMs: number, policy: Policy): Map<string, NodeEntry> {
+  const renewals = leaseRenewals(input.nodeLeases);
   const nodes = new Map<string, NodeEntry>();
   for (const n of input.nodes as readonly NodeShape[]) {
     const name = n.metadata?.name;
-    if (!name) continue;
-    const renew = renewals.get(name);
-    const staleReason = staleness(n, renew, renewals.has(name), nowMs, policy.reconciler.leaseGracePeriodSeconds);
-    const entry: NodeEntry = { ...(renew ? { leaseRenewTime: renew } : {}), name, pods: [], resources: {}, stale: staleReason !== undefined, ...(staleReason ? { staleReason } : {}) };
-    const capacity = n.status?.capacity ?? {};
-    const allocatable = n.status?.allocatable ?? {};
-    for (const r of new Set([...Object.keys(capacity), ...Object.keys(allocatable)])) {
-      if (isGpuResource(r, gpu)) entry.resources[r] = emptyResource(amount(capacity[r]), amount(allocatable[r]));
-    }
-    nodes.set(name, entry);
+    if (name) nodes.set(name, nodeEntry(n as NodeShape & { metadata: { name: string } }, renewals, nowMs, policy));
   }
+  return nodes;
+}
 
-  const namespaces = new Map<string, Record<string, Usage>>();
-  const jobs = new Map<string, Record<string, Usage>>();
-  for (const [ns, per] of Object.entries(previous?.namespaces ?? {})) for (const [r, u] of Object.entries(per)) addUsage(namespaces, ns, r, 0, u.gpuSeconds);
-  const pending: PendingGpuPod[] = [];
-  const jobKinds = new Set(policy.jobKinds.map((k) => k.kind));
-  const jobKeys = new Map<string, string>();
+/** A pod not yet scheduled that holds GPUs: pending when older than `reconciler.pendingGpuPodSeconds`. */
+function countPending(pass: PodPass, pod: PodShape, held: Record<string, number>, job: string | undefined): void {
+  const m = pod.metadata!;
+  const created = m.creationTimestamp ? Date.parse(m.creationTimestamp) : NaN;
+  const seconds = Number.isFinite(created) ? Math.floor((pass.nowMs - created) / 1000) : 0;
+  if (seconds <= pass.policy.reconciler.pendingGpuPodSeconds) return;
+  const cond = pod.status?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False");
+  pass.pending.push({
+    createdAt: m.creationTimestamp!,
+    ...(job ? { job } : {}),
+    ...(cond?.message ? { message: cond.message } : {}),
+    name: m.name!,
+    namespace: m.namespace!,
+    pendingSeconds: seconds,
+    reason: cond?.reason ?? "NotYetScheduled",
+    resources: held,
+    uid: m.uid!,
+  });
+}
 
-  for (const pod of input.pods as readonly PodShape[]) {
-    const m = pod.metadata ?? {};
-    const phase = pod.status?.phase;
-    if (!m.uid || !m.name || !m.namespace || phase === "Succeeded" || phase === "Failed") continue;
-    const held = nonZero(effectivePodGpus(pod.spec ?? ({} as V1PodSpec), gpu));
-    if (!held) continue;
-    const job = jobOf(pod, jobKinds, jobKeys);
-    const nodeName = pod.spec?.nodeName;
-    if (!nodeName) {
-      const created = m.creationTimestamp ? Date.parse(m.creationTimestamp) : NaN;
-      const seconds = Number.isFinite(created) ? Math.floor((nowMs - created) / 1000) : 0;
-      if (seconds > policy.reconciler.pendingGpuPodSeconds) {
-        const cond = pod.status?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False");
-        pending.push({
-          createdAt: m.creationTimestamp!,
-          ...(job ? { job } : {}),
-          ...(cond?.message ? { message: cond.message } : {}),
-          name: m.name,
-          namespace: m.namespace,
-          pendingSeconds: seconds,
-          reason: cond?.reason ?? "NotYetScheduled",
-          resources: held,
-          uid: m.uid,
-        });
-      }
-      continue;
-    }
-    let node = nodes.get(nodeName);
-    if (!node) nodes.set(nodeName, (node = { missing: true, name: nodeName, pods: [], resources: {}, stale: true, staleReason: "the Node object does not exist" }));
-    // Two literals rather than a spread: one shape each, and this line runs for every pod of the cluster.
-    node.pods.push(job === undefined ? { name: m.name, namespace: m.namespace, resources: held, uid: m.uid } : { job, name: m.name, namespace: m.namespace, resources: held, uid: m.uid });
-    const before = prevHoldings.get(m.uid);
-    for (const r in held) {
-      const n = held[r]!;
-      const e = (node.resources[r] ??= emptyResource(0, 0));
-      e.allocated += n;
-      const seconds = before?.resources[r] ? elapsed * n : 0;
-      addUsage(namespaces, m.namespace, r, n, seconds);
-      if (job) addUsage(jobs, job, r, n, seconds);
-    }
+/**
+ * A scheduled pod's GPUs: held on its node (a node entry marked missing when the Node object does not exist),
+ * and counted, with the GPU-seconds since the previous ledger when it held them then, for its namespace and job.
+ */
+function countHolding(pass: PodPass, pod: PodShape, held: Record<string, number>, job: string | undefined): void {
+  const m = pod.metadata as { name: string; namespace: string; uid: string };
+  const nodeName = pod.spec!.nodeName!;
+  let node = pass.nodes.get(nodeName);
+  if (!node) pass.nodes.set(nodeName, (node = { missing: true, name: nodeName, pods: [], resources: {}, stale: true, staleReason: "the Node object does not exist" }));
+  // Two literals rather than a spread: one shape each, and this line runs for every pod of the cluster.
+  node.pods.push(job === undefined ? { name: m.name, namespace: m.namespace, resources: held, uid: m.uid } : { job, name: m.name, namespace: m.namespace, resources: held, uid: m.uid });
+  const before = pass.prevHoldings.get(m.uid);
+  for (const r in held) {
+    const n = held[r]!;
+    const e = (node.resources[r] ??= emptyResource(0, 0));
+    e.allocated += n;
+    const seconds = before?.resources[r] ? pass.elapsed * n : 0;
+    addUsage(pass.namespaces, m.namespace, r, n, seconds);
+    if (job) addUsage(pass.jobs, job, r, n, seconds);
   }
+}
 
-  // Job totals carry over while the job exists or still holds devices.
+/** One pod counted: skipped when finished, unnamed or holding no GPUs; else pending or holding. */
+function countPod(pass: PodPass, pod: PodShape): void {
+  const m = pod.metadata ?? {};
+  const phase = pod.status?.phase;
+  if (!m.uid || !m.name || !m.namespace || phase === "Succeeded" || phase === "Failed") return;
+  const held = nonZero(effectivePodGpus(pod.spec ?? ({} as V1PodSpec), pass.gpu));
+  if (!held) return;
+  const job = jobOf(pod, pass.jobKinds, pass.jobKeys);
+  if (pod.spec?.nodeName) countHolding(pass, pod, held, job);
+  else countPending(pass, pod, held, job);
+}
+
+/** Job totals carry over while the job exists or still holds devices. */
+function carryJobTotals(previous: Ledger | undefined, existing: ReadonlySet<string>, jobs: UsageMap): void {
   for (const [key, per] of Object.entries(previous?.jobs ?? {})) {
-    if (!input.jobs.has(key) && !jobs.has(key)) continue;
+    if (!existing.has(key) && !jobs.has(key)) continue;
     for (const [r, u] of Object.entries(per)) addUsage(jobs, key, r, 0, u.gpuSeconds);
   }
+}
 
-  const totals: Record<string, ResourceTotals> = {};
-  for (const node of nodes.values()) {
-    for (const [r, e] of Object.entries(node.resources)) {
-      e.overCommitted = e.allocated > e.allocatable;
-      // Every entry is either listed by the node or held by its pods: zero allocatable means the kubelet marked
-      // the resource gone (capacity 0 or unhealthy devices), or pods hold what the node does not offer.
-      e.inactive = e.allocatable === 0;
-      e.free = node.stale ? 0 : Math.max(0, e.allocatable - e.allocated);
-      const t = (totals[r] ??= { allocatable: 0, allocated: 0, capacity: 0, free: 0, unavailable: 0 });
-      t.capacity += e.capacity;
-      t.allocatable += e.allocatable;
-      if (node.stale) t.unavailable += e.allocatable;
-      t.allocated += e.allocated;
-      t.free += e.free;
-    }
-    node.resources = sortedRecord(node.resources);
-    node.pods.sort((a, b) => (a.uid < b.uid ? -1 : a.uid > b.uid ? 1 : 0));
+/**
+ * A node's resources settled (over-committed, inactive, free: none on a stale node) and added to the cluster
+ * totals; its resources and pods sorted.
+ */
+function settleNode(node: NodeEntry, totals: Record<string, ResourceTotals>): void {
+  for (const [r, e] of Object.entries(node.resources)) {
+    e.overCommitted = e.allocated > e.allocatable;
+    // Every entry is either listed by the node or held by its pods: zero allocatable means the kubelet marked
+    // the resource gone (capacity 0 or unhealthy devices), or pods hold what the node does not offer.
+    e.inactive = e.allocatable === 0;
+    e.free = node.stale ? 0 : Math.max(0, e.allocatable - e.allocated);
+    const t = (totals[r] ??= { allocatable: 0, allocated: 0, capacity: 0, free: 0, unavailable: 0 });
+    t.capacity += e.capacity;
+    t.allocatable += e.allocatable;
+    if (node.stale) t.unavailable += e.allocatable;
+    t.allocated += e.allocated;
+    t.free += e.free;
   }
-  const usage = (m: Map<string, Record<string, Usage>>) => Object.fromEntries([...m.keys()].sort().map((k) => [k, sortedRecord(m.get(k)!)]));
+  node.resources = sortedRecord(node.resources);
+  node.pods.sort((a, b) => (a.uid < b.uid ? -1 : a.uid > b.uid ? 1 : 0));
+}
 
-  const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+const byName = (a: { name: string }, b: { name: string }): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+const sortedUsage = (m: UsageMap): Record<string, Record<string, Usage>> => Object.fromEntries([...m.keys()].sort().map((k) => [k, sortedRecord(m.get(k)!)]));
+
+export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledger {
+  const nowMs = now.getTime();
+  const previous = input.previous;
+  const pass: PodPass = {
+    gpu: policy.gpu.resources,
+    policy,
+    nowMs,
+    elapsed: elapsedSince(previous, nowMs),
+    prevHoldings: holdingsOf(previous),
+    nodes: nodeEntries(input, nowMs, policy),
+    namespaces: new Map(),
+    jobs: new Map(),
+    pending: [],
+    jobKinds: new Set(policy.jobKinds.map((k) => k.kind)),
+    jobKeys: new Map(),
+  };
+  for (const [ns, per] of Object.entries(previous?.namespaces ?? {})) for (const [r, u] of Object.entries(per)) addUsage(pass.namespaces, ns, r, 0, u.gpuSeconds);
+  for (const pod of input.pods as readonly PodShape[]) countPod(pass, pod);
+  carryJobTotals(previous, input.jobs, pass.jobs);
+  const totals: Record<string, ResourceTotals> = {};
+  for (const node of pass.nodes.values()) settleNode(node, totals);
   return {
     generatedAt: now.toISOString(),
-    jobs: usage(jobs),
-    namespaces: usage(namespaces),
-    nodes: [...nodes.values()].sort(byName),
-    pending: pending.sort((a, b) => (a.namespace === b.namespace ? byName(a, b) : a.namespace < b.namespace ? -1 : 1)),
+    jobs: sortedUsage(pass.jobs),
+    namespaces: sortedUsage(pass.namespaces),
+    nodes: [...pass.nodes.values()].sort(byName),
+    pending: pass.pending.sort((a, b) => (a.namespace === b.namespace ? byName(a, b) : a.namespace < b.namespace ? -1 : 1)),
     totals: sortedRecord(totals),
     version: LEDGER_VERSION,
   };
