@@ -282,17 +282,14 @@ export function objectWrite(action: string): { verb: "create" | "delete"; kind: 
   return m ? { verb: m[1] as "create" | "delete", kind: m[2]! } : undefined;
 }
 
-/** Metrics of `quartermaster reconcile --watch` (src/kube/watch.ts), on a registry of their own. */
-export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): WatchMetrics {
-  const registry = new Registry();
-  if (opts.processMetrics) collectDefaultMetrics({ register: registry });
-  const registers = [registry];
-  let bound: WatchSource | undefined;
+/** The gauges of the bound source (none bound: 0): the work queue's depth and whether the Lease is held. */
+function registerWatchGauges(registers: Registry[], source: () => WatchSource | undefined): void {
   new Gauge({
     name: "quartermaster_watch_queue_depth",
     help: "Jobs waiting in the job controller's work queue (not counting those delayed or being synced).",
     registers,
     collect() {
+      const bound = source();
       this.set(bound ? bound.queueDepth() : 0);
     },
   });
@@ -301,9 +298,13 @@ export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): Wat
     help: "1 while this instance holds the reconciler Lease and acts, 0 while it stands by.",
     registers,
     collect() {
-      this.set(bound?.leading() ? 1 : 0);
+      this.set(source()?.leading() ? 1 : 0);
     },
   });
+}
+
+/** The watch's counters and histograms: syncs and their duration, full passes, objects applied. */
+function watchCounters(registers: Registry[]) {
   const syncs = new Counter({
     name: "quartermaster_watch_reconciles_total",
     help: "Job syncs by result: ok, requeued (a write failed or the job changed meanwhile; retried with backoff), error (the sync threw).",
@@ -329,6 +330,17 @@ export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): Wat
     labelNames: ["verb", "kind"] as const,
     registers,
   });
+  return { syncs, duration, passes, objects };
+}
+
+/** Metrics of `quartermaster reconcile --watch` (src/kube/watch.ts), on a registry of their own. */
+export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): WatchMetrics {
+  const registry = new Registry();
+  if (opts.processMetrics) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  let bound: WatchSource | undefined;
+  registerWatchGauges(registers, () => bound);
+  const { syncs, duration, passes, objects } = watchCounters(registers);
   for (const result of ["ok", "requeued", "error"]) syncs.inc({ result }, 0);
   return {
     registry,
