@@ -952,12 +952,14 @@ function decideReplicaFailures(s: JobState, counts: Record<string, ReplicaStatus
 
 /**
  * The decision for one job: the numbered steps of the module's doc, in order; a step that ends the decision
- * returns it. 7. (conditions as `setCondition`, the status written only when it changed) is every step's.
+ * returns it. Step 7 is in every step (conditions set by `setCondition`) and at the end (`writeStatus`,
+ * `finish`: the status written only when it changed).
  */
 export function decideJob(input: ControllerInput): Decision {
   // 1. A job being deleted: nothing.
   if (meta(input.job).deletionTimestamp) return emptyDecision();
   const s = readJob(input);
+  // An invalid run policy or replica spec: only the problems.
   if (!("input" in s)) return s;
   if (refuseOverCeiling(s)) return writeStatus(s);
   const violations = templateViolations(s);
