@@ -78,7 +78,7 @@ import { CAFFE2_GROUP_NAME, CAFFE2_LABELS, caffe2RuntimeId, labelScheme, OPERATO
 import { MAX_JOB_REPLICAS } from "../topology/ceiling.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import type { DeleteAction } from "./finished.js";
-import { meta } from "./meta.js";
+import { meta, type Meta } from "./meta.js";
 import { DEFAULT_ALLOWED_TEMPLATES, describeViolations, jobTemplateViolations } from "./template-guard.js";
 
 /** Where Quartermaster counts the pods it deleted to restart them (the backoff limit's restarts). */
@@ -248,7 +248,7 @@ export function setCondition(status: Status, c: Condition): boolean {
  * a change: a template edited from one violation to another must say which fields are refused now.
  */
 function setTemplateRefused(status: Status, msg: string, now: Date): boolean {
-  if (setCondition(status, condition(REASON_TEMPLATE_REFUSED, "True", REASON_TEMPLATE_REFUSED, msg, now))) return true;
+  if (setCondition(status, condition({ type: REASON_TEMPLATE_REFUSED, status: "True", reason: REASON_TEMPLATE_REFUSED, message: msg }, now))) return true;
   const current = (status.conditions ?? []).find((c) => c.type === REASON_TEMPLATE_REFUSED);
   if (!current || current.message === msg || hasCondition(status, "Failed")) return false;
   current.message = msg;
@@ -256,9 +256,12 @@ function setTemplateRefused(status: Status, msg: string, now: Date): boolean {
   return true;
 }
 
-function condition(type: string, status: Condition["status"], reason: string, message: string, now: Date): Condition {
+/** What a step says of a condition; {@link condition} stamps it with the time. */
+type ConditionChange = Pick<Condition, "type" | "status"> & { reason: string; message: string };
+
+function condition(c: ConditionChange, now: Date): Condition {
   const t = metaTime(now);
-  return { type, status, reason, message, lastUpdateTime: t, lastTransitionTime: t };
+  return { ...c, lastUpdateTime: t, lastTransitionTime: t };
 }
 
 function readRunPolicy(job: KubeObject): RunPolicy | { problems: string[] } {
@@ -495,265 +498,494 @@ function isEqual(a: unknown, b: unknown): boolean {
   return isDeepStrictEqual(a, b);
 }
 
-/** The decision for one job. */
-export function decideJob(input: ControllerInput): Decision {
+/**
+ * What every step of {@link decideJob} reads and writes: the job as read (its run policy and replica types,
+ * already validated), the status being decided (`status`, against `old` as read), and the decision so far
+ * (`out`). Steps add to `status` and `out` and do no I/O.
+ */
+interface JobState {
+  input: ControllerInput;
+  job: KubeObject;
+  kind: JobKind;
+  now: Date;
+  jm: Meta;
+  /** The job's name, as messages spell it. */
+  name: string;
+  /** `<Kind>/<name>`, the actions' `job`. */
+  jobId: string;
+  /** `<namespace>/<Kind>/<name>`, the problems' prefix. */
+  where: string;
+  rp: RunPolicy;
+  replicas: Replica[];
+  old: Status;
+  status: Status;
+  inFlight: InFlight;
+  out: Decision;
+}
+
+const emptyDecision = (): Decision => ({ creates: [], deletes: [], events: [], problems: [] });
+
+/**
+ * The job read for a decision: its run policy and replica specs, or, when either is invalid, a decision that
+ * only reports why nothing is done for the job.
+ */
+function readJob(input: ControllerInput): JobState | Decision {
   const { job, kind, now } = input;
-  const out: Decision = { creates: [], deletes: [], events: [], problems: [] };
+  const out = emptyDecision();
   const jm = meta(job);
-  if (jm.deletionTimestamp) return out;
   const jobId = `${kind.kind}/${jm.name}`;
   const where = `${jm.namespace}/${jobId}`;
   const rp = readRunPolicy(job);
-  const reps = readReplicas(job, kind);
-  if ("problems" in rp || "problems" in reps) {
-    out.problems.push(...[...("problems" in rp ? rp.problems : []), ...("problems" in reps ? reps.problems : [])].map((p) => `${where}: ${p}; nothing done for this job`));
+  const replicas = readReplicas(job, kind);
+  if ("problems" in rp || "problems" in replicas) {
+    const problems = [...("problems" in rp ? rp.problems : []), ...("problems" in replicas ? replicas.problems : [])];
+    out.problems.push(...problems.map((p) => `${where}: ${p}; nothing done for this job`));
     return out;
-  }
-  const old = readStatus(job);
-  const status = readStatus(job);
-  const replicaTotal = reps.reduce((n, r) => n + r.replicas, 0);
-  if (replicaTotal > MAX_JOB_REPLICAS) {
-    // Checked before anything is listed or allocated: no pods, no Services, the reason on the job.
-    const msg = `${kind.kind} ${jm.namespace}/${jm.name} has ${replicaTotal} replicas in all, over Quartermaster's ceiling of ${MAX_JOB_REPLICAS} per job (MAX_JOB_REPLICAS); no pods are created.`;
-    out.problems.push(`${where}: ${msg}`);
-    if (!hasCondition(status, "Failed") && !hasCondition(status, "Succeeded")) {
-      if (setCondition(status, condition(REASON_TOO_MANY_REPLICAS, "True", REASON_TOO_MANY_REPLICAS, msg, now))) out.events.push({ type: "Warning", reason: REASON_TOO_MANY_REPLICAS, message: msg });
-    }
-    if (!isEqual(old, status)) out.status = { ...status, lastReconcileTime: metaTime(now) };
-    return out;
-  }
-  // The template guard (issue 29 item 6): the pods are created with the controller's ServiceAccount, so the
-  // policy, not the user's RBAC, decides what they may be. Checked where the controller would create: a
-  // finished job creates nothing, and a suspended one only loses its pods (its suspension still applies). A
-  // refused job gets no pods and no Services, and nothing else is decided for it either: its existing pods
-  // are left alone (never deleted for this) until the template is fixed.
-  const violations = jobTemplateViolations(job, kind, input.allowedTemplates ?? DEFAULT_ALLOWED_TEMPLATES);
-  const finishedOrSuspended = hasCondition(status, "Failed") || hasCondition(status, "Succeeded") || rp.suspend;
-  if (violations.length > 0 && !finishedOrSuspended) {
-    const msg = `${kind.kind} ${jm.namespace}/${jm.name}: the policy (reconciler.allowedTemplates) does not allow its template; no pods or Services are created: ${describeViolations(violations)}`;
-    out.problems.push(`${where}: ${msg}`);
-    if (setTemplateRefused(status, msg, now)) out.events.push({ type: "Warning", reason: REASON_TEMPLATE_REFUSED, message: msg });
-    if (!isEqual(old, status)) out.status = { ...status, lastReconcileTime: metaTime(now) };
-    return out;
-  }
-  if (violations.length === 0 && hasCondition(status, REASON_TEMPLATE_REFUSED)) {
-    // Fixed: the condition turns False (kept, as Kubernetes conditions are, with when it changed) and the
-    // rest of the decision creates what the job lacks.
-    const msg = `${kind.kind} ${jm.namespace}/${jm.name}: its template is now allowed by the policy (reconciler.allowedTemplates).`;
-    if (setCondition(status, condition(REASON_TEMPLATE_REFUSED, "False", REASON_TEMPLATE_ALLOWED, msg, now))) out.events.push({ type: "Normal", reason: REASON_TEMPLATE_ALLOWED, message: msg });
   }
   const inFlight = input.inFlight ?? { creates: new Set<string>(), deletes: new Set<string>() };
-  const name = String(jm.name);
-  const set = (type: string, st: Condition["status"], reason: string, message: string): boolean => setCondition(status, condition(type, st, reason, message, now));
-  const event = (type: JobEvent["type"], reason: string, message: string): void => {
-    if (!out.events.some((e) => e.reason === reason && e.message === message)) out.events.push({ type, reason, message });
-  };
-  const del = (o: KubeObject, kindOf: "Pod" | "Service", reason: string, restart = false): void => {
-    const om = meta(o);
-    if (om.deletionTimestamp || inFlight.deletes.has(`${kindOf}/${om.name}`)) return;
-    if (out.deletes.some((d) => d.kind === kindOf && d.name === om.name)) return;
-    out.deletes.push({ verb: "delete", kind: kindOf, namespace: String(om.namespace ?? jm.namespace), name: String(om.name), uid: String(om.uid), job: jobId, jobKind: kind, jobUid: String(jm.uid), reason, ...(restart ? { restart: true } : {}) });
-  };
-  const finish = (): Decision => {
-    if (hasCondition(status, "Failed") || hasCondition(status, "Succeeded")) {
-      // A job finished by this pass gets no new pods or Services (they would only be cleaned up again).
-      out.creates = [];
-      delete out.requeueAfterMs;
-    }
-    if (!isEqual(old, status)) out.status = { ...status, lastReconcileTime: metaTime(now) };
-    return out;
-  };
+  return { input, job, kind, now, jm, name: String(jm.name), jobId, where, rp, replicas, old: readStatus(job), status: readStatus(job), inFlight, out };
+}
 
-  if (!(status.conditions ?? []).some((c) => c.type === "Created")) set("Created", "True", "JobCreated", `${kind.kind} ${name} is created.`);
-  let map = replicaStatusMap(status, kind);
-  const store = (m: Record<string, ReplicaStatus>): void => {
-    map = m;
-    status.replicaStatuses = kind.framework === "caffe2" ? (m.Worker ?? { active: 0, succeeded: 0, failed: 0 }) : m;
-  };
+/** Sets condition `type` on the status being decided (upstream `setCondition`); true when it changed. */
+function setJobCondition(s: JobState, c: ConditionChange): boolean {
+  return setCondition(s.status, condition(c, s.now));
+}
 
-  // 2. Finished.
-  if (hasCondition(status, "Succeeded") || hasCondition(status, "Failed")) {
-    // A job this controller failed for its backoff limit or deadline (step 4) loses every pod and Service: what
-    // an earlier pass's deletion budget left (`capControllerDeletes`) is deleted now, pass after pass.
-    const failed = (status.conditions ?? []).find((c) => c.type === "Failed" && c.status === "True");
-    if (failed?.reason === "JobFailed" && FAILURES_THAT_DELETE.some((f) => failed.message?.endsWith(f))) {
-      for (const p of input.pods) del(p, "Pod", failed.message!);
-      for (const s of input.services) del(s, "Service", failed.message!);
-    }
-    if (hasCondition(status, "Succeeded")) {
-      const next: Record<string, ReplicaStatus> = {};
-      for (const [t, r] of Object.entries(map)) next[t] = { ...r, succeeded: (r.succeeded ?? 0) + (r.active ?? 0), active: 0 };
-      if (!isEqual(next, map)) store(next);
-    }
-    return finish();
+/** Adds an Event to the decision, once per reason and message. */
+function addEvent(s: JobState, type: JobEvent["type"], reason: string, message: string): void {
+  if (!s.out.events.some((e) => e.reason === reason && e.message === message)) s.out.events.push({ type, reason, message });
+}
+
+/**
+ * Adds the delete of a pod or Service to the decision, unless it is being deleted already, its delete is in
+ * flight, or the decision deletes it already. The delete added, if any.
+ */
+function deleteObject(s: JobState, o: KubeObject, kindOf: "Pod" | "Service", reason: string): DeleteAction | undefined {
+  const om = meta(o);
+  if (om.deletionTimestamp || s.inFlight.deletes.has(`${kindOf}/${om.name}`)) return undefined;
+  if (s.out.deletes.some((d) => d.kind === kindOf && d.name === om.name)) return undefined;
+  const action: DeleteAction = {
+    verb: "delete",
+    kind: kindOf,
+    namespace: String(om.namespace ?? s.jm.namespace),
+    name: String(om.name),
+    uid: String(om.uid),
+    job: s.jobId,
+    jobKind: s.kind,
+    jobUid: String(s.jm.uid),
+    reason,
+  };
+  s.out.deletes.push(action);
+  return action;
+}
+
+/** Deletes every pod and Service of the job, for `reason`. */
+function deleteAll(s: JobState, reason: string): void {
+  for (const p of s.input.pods) deleteObject(s, p, "Pod", reason);
+  for (const svc of s.input.services) deleteObject(s, svc, "Service", reason);
+}
+
+/** The status, when it changed, written into the decision (with lastReconcileTime = now). */
+function writeStatus(s: JobState): Decision {
+  if (!isEqual(s.old, s.status)) s.out.status = { ...s.status, lastReconcileTime: metaTime(s.now) };
+  return s.out;
+}
+
+/** The decision's end: a job finished by this pass gets no new pods or Services (they would only be cleaned up again). */
+function finish(s: JobState): Decision {
+  if (isFinished(s.status)) {
+    s.out.creates = [];
+    delete s.out.requeueAfterMs;
   }
+  return writeStatus(s);
+}
 
-  const pods = input.pods;
-  const services = input.services;
-  // 3. Suspended.
-  if (rp.suspend) {
-    for (const p of pods) del(p, "Pod", "the job is suspended");
-    for (const s of services) del(s, "Service", "the job is suspended");
-    const next: Record<string, ReplicaStatus> = {};
-    for (const [t, r] of Object.entries(map)) next[t] = { ...r, active: 0 };
-    if (!isEqual(next, map)) store(next);
-    const msg = `${kind.kind} ${name} is suspended.`;
-    if (hasCondition(status, "Running")) set("Running", "False", "JobSuspended", msg);
-    if (!hasCondition(status, "Suspended") && set("Suspended", "True", "JobSuspended", msg)) event("Normal", "JobSuspended", msg);
-    return finish();
-  }
-  if (hasCondition(status, "Suspended")) {
-    const msg = `${kind.kind} ${name} is resumed.`;
-    set("Suspended", "False", "JobResumed", msg);
-    status.startTime = metaTime(now);
-    event("Normal", "JobResumed", msg);
-  }
+const isFinished = (status: Status): boolean => hasCondition(status, "Failed") || hasCondition(status, "Succeeded");
 
-  // 4. Backoff limit and active deadline.
-  const replicas = reps;
-  const typeOf = (o: KubeObject): string | undefined => meta(o).labels?.[labelScheme(kind).replicaTypeLabel];
+/** Stores replica statuses in the kind's shape (Caffe2Job: its one Worker object). */
+function storeReplicaStatuses(s: JobState, m: Record<string, ReplicaStatus>): void {
+  s.status.replicaStatuses = s.kind.framework === "caffe2" ? (m.Worker ?? { active: 0, succeeded: 0, failed: 0 }) : m;
+}
+
+/** Each replica type's statuses changed by `change`, stored when that changes them. */
+function updateReplicaStatuses(s: JobState, change: (r: ReplicaStatus) => ReplicaStatus): void {
+  const map = replicaStatusMap(s.status, s.kind);
+  const next: Record<string, ReplicaStatus> = {};
+  for (const [t, r] of Object.entries(map)) next[t] = change(r);
+  if (!isEqual(next, map)) storeReplicaStatuses(s, next);
+}
+
+/**
+ * 1a. The ceiling: a job over `MAX_JOB_REPLICAS` replicas, checked before anything is listed or allocated,
+ * gets no pods and no Services, the reason on the job (`TooManyReplicas`, unless it is finished) and a Warning
+ * Event. True when the job is refused (the decision ends).
+ */
+function refuseOverCeiling(s: JobState): boolean {
+  const replicaTotal = s.replicas.reduce((n, r) => n + r.replicas, 0);
+  if (replicaTotal <= MAX_JOB_REPLICAS) return false;
+  const msg = `${s.kind.kind} ${s.jm.namespace}/${s.jm.name} has ${replicaTotal} replicas in all, over Quartermaster's ceiling of ${MAX_JOB_REPLICAS} per job (MAX_JOB_REPLICAS); no pods are created.`;
+  s.out.problems.push(`${s.where}: ${msg}`);
+  if (!isFinished(s.status) && setJobCondition(s, { type: REASON_TOO_MANY_REPLICAS, status: "True", reason: REASON_TOO_MANY_REPLICAS, message: msg })) {
+    s.out.events.push({ type: "Warning", reason: REASON_TOO_MANY_REPLICAS, message: msg });
+  }
+  return true;
+}
+
+/**
+ * 1a. The template guard (issue 29 item 6): what the job's pod templates ask for that the policy
+ * (`reconciler.allowedTemplates`) does not allow. The pods are created with the controller's ServiceAccount,
+ * so the policy, not the user's RBAC, decides what they may be.
+ */
+function templateViolations(s: JobState): ReturnType<typeof jobTemplateViolations> {
+  return jobTemplateViolations(s.job, s.kind, s.input.allowedTemplates ?? DEFAULT_ALLOWED_TEMPLATES);
+}
+
+/**
+ * 1a. A refused template, checked where the controller would create: a finished job creates nothing, and a
+ * suspended one only loses its pods (its suspension still applies), so neither is refused. A refused job gets
+ * no pods and no Services, `TemplateRefused=True` and a Warning Event, and nothing else is decided for it
+ * either: its existing pods are left alone (never deleted for this) until the template is fixed. True when the
+ * job is refused (the decision ends).
+ */
+function refuseTemplate(s: JobState, violations: ReturnType<typeof jobTemplateViolations>): boolean {
+  if (violations.length === 0 || isFinished(s.status) || s.rp.suspend) return false;
+  const msg = `${s.kind.kind} ${s.jm.namespace}/${s.jm.name}: the policy (reconciler.allowedTemplates) does not allow its template; no pods or Services are created: ${describeViolations(violations)}`;
+  s.out.problems.push(`${s.where}: ${msg}`);
+  if (setTemplateRefused(s.status, msg, s.now)) s.out.events.push({ type: "Warning", reason: REASON_TEMPLATE_REFUSED, message: msg });
+  return true;
+}
+
+/**
+ * 1a. Templates fixed: `TemplateRefused` turns False (`TemplateAllowed`, kept, as Kubernetes conditions are,
+ * with when it changed; a Normal Event) and the rest of the decision creates what the job lacks.
+ */
+function allowFixedTemplate(s: JobState, violations: ReturnType<typeof jobTemplateViolations>): void {
+  if (violations.length > 0 || !hasCondition(s.status, REASON_TEMPLATE_REFUSED)) return;
+  const msg = `${s.kind.kind} ${s.jm.namespace}/${s.jm.name}: its template is now allowed by the policy (reconciler.allowedTemplates).`;
+  if (setJobCondition(s, { type: REASON_TEMPLATE_REFUSED, status: "False", reason: REASON_TEMPLATE_ALLOWED, message: msg })) s.out.events.push({ type: "Normal", reason: REASON_TEMPLATE_ALLOWED, message: msg });
+}
+
+/** 1. `Created=True` (`JobCreated`, "<Kind> <name> is created.") on first sight (training-operator's onOwnerCreateFunc). */
+function markCreated(s: JobState): void {
+  if ((s.status.conditions ?? []).some((c) => c.type === "Created")) return;
+  setJobCondition(s, { type: "Created", status: "True", reason: "JobCreated", message: `${s.kind.kind} ${s.name} is created.` });
+}
+
+/**
+ * 2. Finished (`Succeeded` or `Failed` True): a Succeeded job's active replicas count as succeeded; nothing
+ * else (its pods are `finished.ts`'s), except that a job this controller failed for its backoff limit or
+ * deadline (step 4) loses every pod and Service: what an earlier pass's deletion budget left
+ * (`capControllerDeletes`) is deleted now, pass after pass.
+ */
+function decideFinished(s: JobState): void {
+  const failed = (s.status.conditions ?? []).find((c) => c.type === "Failed" && c.status === "True");
+  if (failed?.reason === "JobFailed" && FAILURES_THAT_DELETE.some((f) => failed.message?.endsWith(f))) deleteAll(s, failed.message!);
+  if (hasCondition(s.status, "Succeeded")) updateReplicaStatuses(s, (r) => ({ ...r, succeeded: (r.succeeded ?? 0) + (r.active ?? 0), active: 0 }));
+}
+
+/**
+ * 3. `runPolicy.suspend`: every pod and Service deleted (the job is not finished, so CleanPodPolicy does not
+ * apply, as upstream's DeletePodsAndServices), active = 0, `Running` → False and `Suspended=True` (`JobSuspended`).
+ */
+function decideSuspended(s: JobState): void {
+  deleteAll(s, "the job is suspended");
+  updateReplicaStatuses(s, (r) => ({ ...r, active: 0 }));
+  const msg = `${s.kind.kind} ${s.name} is suspended.`;
+  if (hasCondition(s.status, "Running")) setJobCondition(s, { type: "Running", status: "False", reason: "JobSuspended", message: msg });
+  if (!hasCondition(s.status, "Suspended") && setJobCondition(s, { type: "Suspended", status: "True", reason: "JobSuspended", message: msg })) addEvent(s, "Normal", "JobSuspended", msg);
+}
+
+/** 3. Resumed: `Suspended=False` (`JobResumed`) and startTime = now. */
+function resumeIfSuspended(s: JobState): void {
+  if (!hasCondition(s.status, "Suspended")) return;
+  const msg = `${s.kind.kind} ${s.name} is resumed.`;
+  setJobCondition(s, { type: "Suspended", status: "False", reason: "JobResumed", message: msg });
+  s.status.startTime = metaTime(s.now);
+  addEvent(s, "Normal", "JobResumed", msg);
+}
+
+/** The replica type a pod or Service is labelled with (lower case). */
+function replicaTypeOf(o: KubeObject, kind: JobKind): string | undefined {
+  return meta(o).labels?.[labelScheme(kind).replicaTypeLabel];
+}
+
+/**
+ * 4. Upstream `core/job.go` PastBackoffLimit: the restartCount of the init and regular containers of the
+ * Running pods whose replica type restarts, `limit == 0 ? sum > 0 : sum >= limit`.
+ */
+function pastBackoffLimit(s: JobState, limit: number): boolean {
+  let sum = 0;
+  for (const r of s.replicas) {
+    if (r.restartPolicy === "Never") continue;
+    for (const p of s.input.pods) {
+      if (replicaTypeOf(p, s.kind) !== r.rt || phaseOf(p) !== "Running") continue;
+      const st = (p as PodShape).status;
+      for (const c of [...(st?.initContainerStatuses ?? []), ...(st?.containerStatuses ?? [])]) sum += typeof c.restartCount === "number" ? c.restartCount : 0;
+    }
+  }
+  return limit === 0 ? sum > 0 : sum >= limit;
+}
+
+/**
+ * 4. Backoff limit: PastBackoffLimit, or ReconcileJobs' exceedsBackoffLimit (a new failure, not all replicas
+ * active, `restarts + 1 > limit`, restarts being this controller's count in `quartermaster.dev/restarts`).
+ * The failure message, or undefined.
+ */
+function backoffLimitFailure(s: JobState): string | undefined {
+  const limit = s.rp.backoffLimit;
+  if (limit === undefined) return undefined;
+  const pods = s.input.pods;
   const active = pods.filter((p) => !meta(p).deletionTimestamp && phaseOf(p) !== "Succeeded" && phaseOf(p) !== "Failed").length;
   const failedPods = pods.filter((p) => phaseOf(p) === "Failed").length;
-  const total = replicas.reduce((n, r) => n + r.replicas, 0);
-  const restarts = restartsOf(job);
-  let failure: string | undefined;
-  if (rp.backoffLimit !== undefined) {
-    const newFailure = failedPods > totalFailed(map);
-    const exceeds = newFailure && active !== total && restarts + 1 > rp.backoffLimit;
-    let sum = 0;
-    for (const r of replicas) {
-      if (r.restartPolicy === "Never") continue;
-      for (const p of pods) {
-        if (typeOf(p) !== r.rt || phaseOf(p) !== "Running") continue;
-        const s = (p as PodShape).status;
-        for (const c of [...(s?.initContainerStatuses ?? []), ...(s?.containerStatuses ?? [])]) sum += typeof c.restartCount === "number" ? c.restartCount : 0;
-      }
-    }
-    const past = rp.backoffLimit === 0 ? sum > 0 : sum >= rp.backoffLimit;
-    if (exceeds || past) failure = `Job ${name} has failed because ${FAILURES_THAT_DELETE[0]}`;
-  }
-  const start = status.startTime ? Date.parse(status.startTime) : NaN;
-  if (!failure && rp.activeDeadlineSeconds !== undefined && !Number.isNaN(start)) {
-    const left = start + rp.activeDeadlineSeconds * 1000 - now.getTime();
-    if (left <= 0) failure = `Job ${name} has failed because ${FAILURES_THAT_DELETE[1]}`;
-    else out.requeueAfterMs = left;
-  }
-  if (failure) {
-    status.completionTime ??= metaTime(now);
-    for (const p of pods) del(p, "Pod", failure);
-    for (const s of services) del(s, "Service", failure);
-    event("Normal", "JobFailed", failure);
-    set("Failed", "True", "JobFailed", failure);
-    delete out.requeueAfterMs;
-    return finish();
-  }
+  const total = s.replicas.reduce((n, r) => n + r.replicas, 0);
+  const newFailure = failedPods > totalFailed(replicaStatusMap(s.status, s.kind));
+  const exceeds = newFailure && active !== total && restartsOf(s.job) + 1 > limit;
+  return exceeds || pastBackoffLimit(s, limit) ? `Job ${s.name} has failed because ${FAILURES_THAT_DELETE[0]}` : undefined;
+}
 
-  // 5. Pods and Services per replica type.
-  const scheme = labelScheme(kind);
+/**
+ * 4. The active deadline (`now - startTime >= activeDeadlineSeconds`): the failure message, or undefined and
+ * the job looked at again when its deadline passes.
+ */
+function activeDeadlineFailure(s: JobState): string | undefined {
+  const start = s.status.startTime ? Date.parse(s.status.startTime) : NaN;
+  if (s.rp.activeDeadlineSeconds === undefined || Number.isNaN(start)) return undefined;
+  const left = start + s.rp.activeDeadlineSeconds * 1000 - s.now.getTime();
+  if (left <= 0) return `Job ${s.name} has failed because ${FAILURES_THAT_DELETE[1]}`;
+  s.out.requeueAfterMs = left;
+  return undefined;
+}
+
+/** 4. Backoff limit or deadline passed: the job fails (`JobFailed`), completionTime is set and every pod and Service deleted. */
+function failJob(s: JobState, failure: string): void {
+  s.status.completionTime ??= metaTime(s.now);
+  deleteAll(s, failure);
+  addEvent(s, "Normal", "JobFailed", failure);
+  setJobCondition(s, { type: "Failed", status: "True", reason: "JobFailed", message: failure });
+  delete s.out.requeueAfterMs;
+}
+
+/** What step 5 keeps across replica types: the cluster-spec memo, the creates deferred and the pods restarted. */
+interface ReplicaPass {
+  memo: ClusterSpecMemo;
+  deferredCreates: number;
+  restarted: number;
+}
+
+/** 5. Whether the decision has room for another create (`MAX_CREATES_PER_DECISION`); a create without is deferred. */
+function roomToCreate(s: JobState, pass: ReplicaPass): boolean {
+  if (s.out.creates.length < MAX_CREATES_PER_DECISION) return true;
+  pass.deferredCreates++;
+  return false;
+}
+
+/** 5. A create action of replica `index` of `r`. */
+function createAction(s: JobState, what: { kind: "Pod" | "Service"; r: Replica; index: number; body: KubeObject }): CreateAction {
+  const { r, index } = what;
+  const name = replicaObjectName(s.job, s.kind, r.rt, index);
+  const reason = `${r.rt} ${index} has no ${what.kind === "Pod" ? "pod" : "service"}`;
+  return { verb: "create", kind: what.kind, namespace: String(s.jm.namespace), name, job: s.jobId, jobKind: s.kind, jobUid: String(s.jm.uid), replicaType: r.type, index, reason, body: what.body };
+}
+
+/** 5. The missing pod of replica `index` created, unless its create is in flight or the decision has no room. */
+function createPod(s: JobState, pass: ReplicaPass, r: Replica, index: number): void {
+  if (s.inFlight.creates.has(`Pod/${replicaObjectName(s.job, s.kind, r.rt, index)}`)) return;
+  if (!roomToCreate(s, pass)) return;
+  const { body, overwroteRestartPolicy } = podFor(s.job, s.kind, r, index, s.input.clusterDomain ?? "", pass.memo);
+  s.out.creates.push(createAction(s, { kind: "Pod", r, index, body }));
+  if (overwroteRestartPolicy) addEvent(s, "Warning", "SetPodTemplateRestartPolicy", "Restart policy in pod template will be overwritten by restart policy in replica spec");
+}
+
+/**
+ * 5. A pod in phase Failed (not being deleted): restarted (deleted; the next pass recreates it) under
+ * OnFailure, Always, or ExitCode with a retryable code, with `Restarting=True` and a Warning `JobRestarting`;
+ * ExitCode with a permanent code fails the job.
+ */
+function restartOrFailPod(s: JobState, pass: ReplicaPass, r: Replica, pod: KubeObject): void {
+  if (phaseOf(pod) !== "Failed" || meta(pod).deletionTimestamp || s.inFlight.deletes.has(`Pod/${meta(pod).name}`)) return;
+  const code = exitCodeOf(pod, s.kind);
+  if (r.restartPolicy === "OnFailure" || r.restartPolicy === "Always" || (r.restartPolicy === "ExitCode" && isRetryableExitCode(code))) {
+    const msg = `job ${s.name} is restarting because ${r.type} replica(s) failed.`;
+    const restart = deleteObject(s, pod, "Pod", `restart (${r.restartPolicy}, exit code ${code})`);
+    if (restart) {
+      restart.restart = true;
+      pass.restarted++;
+    }
+    addEvent(s, "Warning", "JobRestarting", msg);
+    setJobCondition(s, { type: "Restarting", status: "True", reason: "JobRestarting", message: msg });
+  } else if (r.restartPolicy === "ExitCode") {
+    const msg = `job "${s.name}" is failing because "${r.type}" replica(s) failed.`;
+    addEvent(s, "Warning", "JobFailed", msg);
+    // DECIDE: upstream sets no completionTime on this path, and TTL then never applies ("completion time is nil").
+    if (setJobCondition(s, { type: "Failed", status: "True", reason: "JobFailed", message: msg })) s.status.completionTime ??= metaTime(s.now);
+  }
+}
+
+/**
+ * 6. A pod counted in its replica type's statuses (upstream `core/status.go` UpdateJobReplicaStatuses): Running
+ * as active (as failed when being deleted), Succeeded and Failed as such, Pending and Unknown not at all.
+ */
+function countPod(rs: ReplicaStatus, pod: KubeObject): void {
+  const phase = phaseOf(pod);
+  if (phase === "Running") {
+    if (meta(pod).deletionTimestamp) rs.failed++;
+    else rs.active++;
+  } else if (phase === "Succeeded") rs.succeeded++;
+  else if (phase === "Failed") rs.failed++;
+}
+
+/**
+ * 5. The pods of replica type `r`, by slot: a missing index below `replicas` created, an index at or above
+ * deleted (scale-down), a slot with two pods only reported, a Failed pod restarted or failing the job. Returns
+ * the type's replica statuses.
+ */
+function reconcilePods(s: JobState, pass: ReplicaPass, r: Replica): ReplicaStatus {
+  const rs: ReplicaStatus = { active: 0, succeeded: 0, failed: 0 };
+  const own = s.input.pods.filter((p) => replicaTypeOf(p, s.kind) === r.rt);
+  for (const [index, slot] of slices(own, r.replicas, labelScheme(s.kind).replicaIndexLabel, s.out.problems, `${s.where}: pod`)) {
+    if (slot.length > 1) {
+      s.out.problems.push(`${s.where}: ${slot.length} pods for ${r.rt} ${index}: ${slot.map((p) => meta(p).name).join(", ")}; left alone`);
+      continue;
+    }
+    if (slot.length === 0) {
+      createPod(s, pass, r, index);
+      continue;
+    }
+    const pod = slot[0]!;
+    if (index >= r.replicas) deleteObject(s, pod, "Pod", `scale-down: ${r.rt} ${index} is beyond the ${r.replicas} replicas`);
+    restartOrFailPod(s, pass, r, pod);
+    countPod(rs, pod);
+  }
+  return rs;
+}
+
+/**
+ * 5. The headless Services of replica type `r`, by slot: a missing index below `replicas` created (unless in
+ * flight, or deferred), an index at or above deleted (scale-down), a slot with two Services only reported.
+ */
+function reconcileServices(s: JobState, pass: ReplicaPass, r: Replica): void {
+  const scheme = labelScheme(s.kind);
+  const own = s.input.services.filter((svc) => meta(svc).labels?.[scheme.replicaTypeLabel] === r.rt);
+  for (const [index, slot] of slices(own, r.replicas, scheme.replicaIndexLabel, s.out.problems, `${s.where}: service`)) {
+    if (slot.length > 1) {
+      s.out.problems.push(`${s.where}: ${slot.length} services for ${r.rt} ${index}; left alone`);
+      continue;
+    }
+    if (slot.length === 0) {
+      if (s.inFlight.creates.has(`Service/${replicaObjectName(s.job, s.kind, r.rt, index)}`)) continue;
+      if (roomToCreate(s, pass)) s.out.creates.push(createAction(s, { kind: "Service", r, index, body: serviceFor(s.job, s.kind, r, index) }));
+      continue;
+    }
+    if (index >= r.replicas) deleteObject(s, slot[0]!, "Service", `scale-down: ${r.rt} ${index} is beyond the ${r.replicas} replicas`);
+  }
+}
+
+/**
+ * 5. Pods and Services per replica type (`pod.go` ReconcilePods, `service.go` ReconcileServices), one cluster
+ * spec per job (the host list of N replicas built once, not N times); the restart counter raised by the pods
+ * restarted, the creates past `MAX_CREATES_PER_DECISION` reported. Returns (and stores) the replica statuses.
+ */
+function reconcileReplicas(s: JobState): Record<string, ReplicaStatus> {
+  const pass: ReplicaPass = { memo: s.input.memo ?? new ClusterSpecMemo(), deferredCreates: 0, restarted: 0 };
   const counts: Record<string, ReplicaStatus> = {};
-  let restarted = 0;
-  // One cluster spec per job, not per pod (the host list of N replicas built once, not N times).
-  const memo = input.memo ?? new ClusterSpecMemo();
-  let deferredCreates = 0;
-  const roomToCreate = (): boolean => {
-    if (out.creates.length < MAX_CREATES_PER_DECISION) return true;
-    deferredCreates++;
-    return false;
-  };
-  for (const r of replicas) {
-    const rs: ReplicaStatus = { active: 0, succeeded: 0, failed: 0 };
-    counts[r.type] = rs;
-    const own = pods.filter((p) => typeOf(p) === r.rt);
-    for (const [index, slot] of slices(own, r.replicas, scheme.replicaIndexLabel, out.problems, `${where}: pod`)) {
-      if (slot.length > 1) {
-        out.problems.push(`${where}: ${slot.length} pods for ${r.rt} ${index}: ${slot.map((p) => meta(p).name).join(", ")}; left alone`);
-        continue;
-      }
-      if (slot.length === 0) {
-        const podName = replicaObjectName(job, kind, r.rt, index);
-        if (inFlight.creates.has(`Pod/${podName}`)) continue;
-        if (!roomToCreate()) continue;
-        const { body, overwroteRestartPolicy } = podFor(job, kind, r, index, input.clusterDomain ?? "", memo);
-        out.creates.push({ verb: "create", kind: "Pod", namespace: String(jm.namespace), name: podName, job: jobId, jobKind: kind, jobUid: String(jm.uid), replicaType: r.type, index, reason: `${r.rt} ${index} has no pod`, body });
-        if (overwroteRestartPolicy) event("Warning", "SetPodTemplateRestartPolicy", "Restart policy in pod template will be overwritten by restart policy in replica spec");
-        continue;
-      }
-      const pod = slot[0]!;
-      if (index >= r.replicas) del(pod, "Pod", `scale-down: ${r.rt} ${index} is beyond the ${r.replicas} replicas`);
-      if (phaseOf(pod) === "Failed" && !meta(pod).deletionTimestamp && !inFlight.deletes.has(`Pod/${meta(pod).name}`)) {
-        const code = exitCodeOf(pod, kind);
-        if (r.restartPolicy === "OnFailure" || r.restartPolicy === "Always" || (r.restartPolicy === "ExitCode" && isRetryableExitCode(code))) {
-          const msg = `job ${name} is restarting because ${r.type} replica(s) failed.`;
-          const before = out.deletes.length;
-          del(pod, "Pod", `restart (${r.restartPolicy}, exit code ${code})`, true);
-          if (out.deletes.length > before) restarted++;
-          event("Warning", "JobRestarting", msg);
-          set("Restarting", "True", "JobRestarting", msg);
-        } else if (r.restartPolicy === "ExitCode") {
-          const msg = `job "${name}" is failing because "${r.type}" replica(s) failed.`;
-          event("Warning", "JobFailed", msg);
-          // DECIDE: upstream sets no completionTime on this path, and TTL then never applies ("completion time is nil").
-          if (set("Failed", "True", "JobFailed", msg)) status.completionTime ??= metaTime(now);
-        }
-      }
-      // Upstream core/status.go UpdateJobReplicaStatuses.
-      const phase = phaseOf(pod);
-      if (phase === "Running") {
-        if (meta(pod).deletionTimestamp) rs.failed++;
-        else rs.active++;
-      } else if (phase === "Succeeded") rs.succeeded++;
-      else if (phase === "Failed") rs.failed++;
-    }
-    const ownServices = services.filter((s) => meta(s).labels?.[scheme.replicaTypeLabel] === r.rt);
-    for (const [index, slot] of slices(ownServices, r.replicas, scheme.replicaIndexLabel, out.problems, `${where}: service`)) {
-      if (slot.length > 1) {
-        out.problems.push(`${where}: ${slot.length} services for ${r.rt} ${index}; left alone`);
-        continue;
-      }
-      if (slot.length === 0) {
-        const svcName = replicaObjectName(job, kind, r.rt, index);
-        if (inFlight.creates.has(`Service/${svcName}`)) continue;
-        if (!roomToCreate()) continue;
-        out.creates.push({ verb: "create", kind: "Service", namespace: String(jm.namespace), name: svcName, job: jobId, jobKind: kind, jobUid: String(jm.uid), replicaType: r.type, index, reason: `${r.rt} ${index} has no service`, body: serviceFor(job, kind, r, index) });
-        continue;
-      }
-      if (index >= r.replicas) del(slot[0]!, "Service", `scale-down: ${r.rt} ${index} is beyond the ${r.replicas} replicas`);
-    }
+  for (const r of s.replicas) {
+    counts[r.type] = reconcilePods(s, pass, r);
+    reconcileServices(s, pass, r);
   }
-  if (restarted > 0) out.restarts = restarts + restarted;
-  if (deferredCreates > 0) out.problems.push(`${where}: ${deferredCreates} creates wait for the next pass (at most ${MAX_CREATES_PER_DECISION} per decision)`);
-  store(counts);
+  if (pass.restarted > 0) s.out.restarts = restartsOf(s.job) + pass.restarted;
+  if (pass.deferredCreates > 0) s.out.problems.push(`${s.where}: ${pass.deferredCreates} creates wait for the next pass (at most ${MAX_CREATES_PER_DECISION} per decision)`);
+  storeReplicaStatuses(s, counts);
+  return counts;
+}
 
-  // 6. The job's conditions (the common UpdateJobStatus).
-  status.startTime ??= metaTime(now);
-  if (rp.activeDeadlineSeconds !== undefined && out.requeueAfterMs === undefined) out.requeueAfterMs = rp.activeDeadlineSeconds * 1000;
+/** 6. A running job's startTime (now, when it has none), and a look again when its active deadline could pass. */
+function markStarted(s: JobState): void {
+  s.status.startTime ??= metaTime(s.now);
+  if (s.rp.activeDeadlineSeconds !== undefined && s.out.requeueAfterMs === undefined) s.out.requeueAfterMs = s.rp.activeDeadlineSeconds * 1000;
+}
+
+/** 6. The replica types that decide Running and Succeeded: a Chief or Master type, else the Worker type, else every type. */
+function decidingReplicas(replicas: readonly Replica[]): readonly Replica[] {
   const lead = replicas.find((r) => r.rt === "chief" || r.rt === "master");
   const worker = replicas.find((r) => r.rt === "worker");
-  const deciding = lead ? [lead] : worker ? [worker] : replicas;
-  const succeeded = deciding.every((r) => r.replicas - (counts[r.type]?.succeeded ?? 0) <= 0);
-  if (succeeded) {
-    const msg = `${kind.kind} ${jm.namespace}/${name} successfully completed.`;
-    status.completionTime ??= metaTime(now);
-    if (set("Succeeded", "True", "JobSucceeded", msg)) event("Normal", "JobSucceeded", msg);
-    return finish();
-  }
-  if (deciding.some((r) => (counts[r.type]?.active ?? 0) > 0)) set("Running", "True", "JobRunning", `${kind.kind} ${jm.namespace}/${name} is running.`);
-  for (const r of replicas) {
+  return lead ? [lead] : worker ? [worker] : replicas;
+}
+
+/**
+ * 6. Succeeded: every replica of the deciding types succeeded; sets completionTime, `Succeeded=True`
+ * (`JobSucceeded`) and a Normal Event. True when the job succeeded (the decision ends).
+ */
+function decideSucceeded(s: JobState, counts: Record<string, ReplicaStatus>): boolean {
+  if (!decidingReplicas(s.replicas).every((r) => r.replicas - (counts[r.type]?.succeeded ?? 0) <= 0)) return false;
+  const msg = `${s.kind.kind} ${s.jm.namespace}/${s.name} successfully completed.`;
+  s.status.completionTime ??= metaTime(s.now);
+  if (setJobCondition(s, { type: "Succeeded", status: "True", reason: "JobSucceeded", message: msg })) addEvent(s, "Normal", "JobSucceeded", msg);
+  return true;
+}
+
+/** 6. Running: a deciding replica type has active replicas (`Running=True`, `JobRunning`). */
+function decideRunning(s: JobState, counts: Record<string, ReplicaStatus>): void {
+  if (!decidingReplicas(s.replicas).some((r) => (counts[r.type]?.active ?? 0) > 0)) return;
+  setJobCondition(s, { type: "Running", status: "True", reason: "JobRunning", message: `${s.kind.kind} ${s.jm.namespace}/${s.name} is running.` });
+}
+
+/**
+ * 6. A replica type with failures and fewer succeeded + running than replicas: Restarting (a Warning Event)
+ * when its restart policy is not Never, else Failed (completionTime set, a Normal Event).
+ */
+function decideReplicaFailures(s: JobState, counts: Record<string, ReplicaStatus>): void {
+  for (const r of s.replicas) {
     const c = counts[r.type]!;
-    if (c.failed > 0 && r.replicas > c.succeeded + c.active) {
-      if (r.restartPolicy !== "Never") {
-        const msg = `${kind.kind} ${name} is restarting because ${c.failed} ${r.type} replica(s) failed.`;
-        if (set("Restarting", "True", "JobRestarting", msg)) event("Warning", "JobRestarting", msg);
-      } else {
-        const msg = `${kind.kind} ${name} is failed because ${c.failed} ${r.type} replica(s) failed.`;
-        if (set("Failed", "True", "JobFailed", msg)) {
-          status.completionTime ??= metaTime(now);
-          event("Normal", "JobFailed", msg);
-        }
-      }
+    if (c.failed <= 0 || r.replicas <= c.succeeded + c.active) continue;
+    if (r.restartPolicy !== "Never") {
+      const msg = `${s.kind.kind} ${s.name} is restarting because ${c.failed} ${r.type} replica(s) failed.`;
+      if (setJobCondition(s, { type: "Restarting", status: "True", reason: "JobRestarting", message: msg })) addEvent(s, "Warning", "JobRestarting", msg);
+      continue;
+    }
+    const msg = `${s.kind.kind} ${s.name} is failed because ${c.failed} ${r.type} replica(s) failed.`;
+    if (setJobCondition(s, { type: "Failed", status: "True", reason: "JobFailed", message: msg })) {
+      s.status.completionTime ??= metaTime(s.now);
+      addEvent(s, "Normal", "JobFailed", msg);
     }
   }
-  return finish();
+}
+
+/**
+ * The decision for one job: the numbered steps of the module's doc, in order; a step that ends the decision
+ * returns it. Step 7 is in every step (conditions set by `setCondition`) and at the end (`writeStatus`,
+ * `finish`: the status written only when it changed).
+ */
+export function decideJob(input: ControllerInput): Decision {
+  // 1. A job being deleted: nothing.
+  if (meta(input.job).deletionTimestamp) return emptyDecision();
+  const s = readJob(input);
+  // An invalid run policy or replica spec: only the problems.
+  if (!("input" in s)) return s;
+  if (refuseOverCeiling(s)) return writeStatus(s);
+  const violations = templateViolations(s);
+  if (refuseTemplate(s, violations)) return writeStatus(s);
+  allowFixedTemplate(s, violations);
+  markCreated(s);
+  if (isFinished(s.status)) {
+    decideFinished(s);
+    return finish(s);
+  }
+  if (s.rp.suspend) {
+    decideSuspended(s);
+    return finish(s);
+  }
+  resumeIfSuspended(s);
+  const failure = backoffLimitFailure(s) ?? activeDeadlineFailure(s);
+  if (failure) {
+    failJob(s, failure);
+    return finish(s);
+  }
+  const counts = reconcileReplicas(s);
+  markStarted(s);
+  if (decideSucceeded(s, counts)) return finish(s);
+  decideRunning(s, counts);
+  decideReplicaFailures(s, counts);
+  return finish(s);
 }
 
 /** The Events' `source.component` (upstream: the controller's name, e.g. `pytorchjob-controller`). */

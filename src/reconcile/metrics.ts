@@ -49,22 +49,10 @@ export function capNamespaces(namespaces: LedgerIndex["namespaces"], cap: number
 /** GPU states exported per resource, as the ledger's totals name them. */
 const GPU_STATES = ["capacity", "allocatable", "allocated", "free", "unavailable"] as const;
 
-/**
- * Gauges of the device ledger, computed at scrape time from the index `read()` returns. While there is none
- * (not read yet, missing, or failing its checksum) `quartermaster_ledger_present` is 0, the labelled series
- * are absent and the unlabelled ones 0 (prom-client always writes an unlabelled series), so a dashboard or
- * alert guards with `quartermaster_ledger_present == 1`.
- */
-export function registerLedgerMetrics(registry: Registry, read: () => LedgerReading | undefined, opts: { namespaceCap?: number } = {}): void {
-  const cap = opts.namespaceCap ?? NAMESPACE_LABEL_CAP;
-  const registers = [registry];
-  // The capped rows of the index last read: computed once per index (a refresh replaces the object), not
-  // once per scrape and series.
-  let capped: { index: LedgerIndex; rows: ReturnType<typeof capNamespaces> } | undefined;
-  const namespaceRows = (index: LedgerIndex): ReturnType<typeof capNamespaces> => {
-    if (capped?.index !== index) capped = { index, rows: capNamespaces(index.namespaces, cap) };
-    return capped.rows;
-  };
+type LedgerRead = () => LedgerReading | undefined;
+
+/** `quartermaster_ledger_present` and the GPUs over all nodes by state (`quartermaster_ledger_gpus`). */
+function registerLedgerTotals(registers: Registry[], read: LedgerRead): void {
   new Gauge({
     name: "quartermaster_ledger_present",
     help: "1 while this replica holds a good device ledger index (read, checksum verified), else 0.",
@@ -85,6 +73,10 @@ export function registerLedgerMetrics(registry: Registry, read: () => LedgerRead
       for (const [resource, t] of Object.entries(r.index.totals)) for (const state of GPU_STATES) this.set({ resource, state }, t[state]);
     },
   });
+}
+
+/** The ledger's counts (nodes, stale and inactive nodes, pending GPU pods, pods holding devices, jobs), one gauge each. */
+function registerLedgerCounts(registers: Registry[], read: LedgerRead): void {
   const count = (name: string, help: string, key: keyof LedgerIndex["counts"]): void => {
     new Gauge({
       name,
@@ -103,6 +95,20 @@ export function registerLedgerMetrics(registry: Registry, read: () => LedgerRead
   count("quartermaster_ledger_pending_gpu_pods", "GPU pods unscheduled for longer than the reconciler's threshold.", "pendingGpuPods");
   count("quartermaster_ledger_pods_holding_devices", "Pods holding GPUs (bound, neither Succeeded nor Failed).", "podsHoldingDevices");
   count("quartermaster_ledger_jobs", "Training jobs in the device ledger.", "jobs");
+}
+
+/**
+ * GPUs allocated and GPU-seconds by namespace and resource, at most `cap` namespaces by name (the rest summed
+ * as {@link OTHER_NAMESPACES}).
+ */
+function registerNamespaceUsage(registers: Registry[], read: LedgerRead, cap: number): void {
+  // The capped rows of the index last read: computed once per index (a refresh replaces the object), not
+  // once per scrape and series.
+  let capped: { index: LedgerIndex; rows: ReturnType<typeof capNamespaces> } | undefined;
+  const namespaceRows = (index: LedgerIndex): ReturnType<typeof capNamespaces> => {
+    if (capped?.index !== index) capped = { index, rows: capNamespaces(index.namespaces, cap) };
+    return capped.rows;
+  };
   const capNote = `at most ${cap} namespaces by name, the rest summed as namespace="${OTHER_NAMESPACES}"`;
   type Row = ReturnType<typeof capNamespaces>[number];
   /** One series per capped namespace and resource, from the index last read (none without one). */
@@ -132,6 +138,10 @@ export function registerLedgerMetrics(registry: Registry, read: () => LedgerRead
       fillPerNamespace(() => this.reset(), (l, v) => this.inc(l, v), (row) => row.gpuSeconds);
     },
   });
+}
+
+/** When the ledger this replica last read was written (its generatedAt), and when it was read. */
+function registerLedgerTimestamps(registers: Registry[], read: LedgerRead): void {
   new Gauge({
     name: "quartermaster_ledger_generated_timestamp_seconds",
     help: "When the reconciler wrote the device ledger this replica last read (its generatedAt), as a Unix timestamp.",
@@ -153,6 +163,20 @@ export function registerLedgerMetrics(registry: Registry, read: () => LedgerRead
       if (r) this.set(r.readAt / 1000);
     },
   });
+}
+
+/**
+ * Gauges of the device ledger, computed at scrape time from the index `read()` returns. While there is none
+ * (not read yet, missing, or failing its checksum) `quartermaster_ledger_present` is 0, the labelled series
+ * are absent and the unlabelled ones 0 (prom-client always writes an unlabelled series), so a dashboard or
+ * alert guards with `quartermaster_ledger_present == 1`.
+ */
+export function registerLedgerMetrics(registry: Registry, read: LedgerRead, opts: { namespaceCap?: number } = {}): void {
+  const registers = [registry];
+  registerLedgerTotals(registers, read);
+  registerLedgerCounts(registers, read);
+  registerNamespaceUsage(registers, read, opts.namespaceCap ?? NAMESPACE_LABEL_CAP);
+  registerLedgerTimestamps(registers, read);
 }
 
 /** What one reconcile pass did, as the loop reports it to {@link ReconcilerMetrics}. */
@@ -258,17 +282,14 @@ export function objectWrite(action: string): { verb: "create" | "delete"; kind: 
   return m ? { verb: m[1] as "create" | "delete", kind: m[2]! } : undefined;
 }
 
-/** Metrics of `quartermaster reconcile --watch` (src/kube/watch.ts), on a registry of their own. */
-export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): WatchMetrics {
-  const registry = new Registry();
-  if (opts.processMetrics) collectDefaultMetrics({ register: registry });
-  const registers = [registry];
-  let bound: WatchSource | undefined;
+/** The gauges of the bound source (none bound: 0): the work queue's depth and whether the Lease is held. */
+function registerWatchGauges(registers: Registry[], source: () => WatchSource | undefined): void {
   new Gauge({
     name: "quartermaster_watch_queue_depth",
     help: "Jobs waiting in the job controller's work queue (not counting those delayed or being synced).",
     registers,
     collect() {
+      const bound = source();
       this.set(bound ? bound.queueDepth() : 0);
     },
   });
@@ -277,9 +298,13 @@ export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): Wat
     help: "1 while this instance holds the reconciler Lease and acts, 0 while it stands by.",
     registers,
     collect() {
-      this.set(bound?.leading() ? 1 : 0);
+      this.set(source()?.leading() ? 1 : 0);
     },
   });
+}
+
+/** The watch's counters and histograms: syncs and their duration, full passes, objects applied. */
+function watchCounters(registers: Registry[]) {
   const syncs = new Counter({
     name: "quartermaster_watch_reconciles_total",
     help: "Job syncs by result: ok, requeued (a write failed or the job changed meanwhile; retried with backoff), error (the sync threw).",
@@ -305,6 +330,17 @@ export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): Wat
     labelNames: ["verb", "kind"] as const,
     registers,
   });
+  return { syncs, duration, passes, objects };
+}
+
+/** Metrics of `quartermaster reconcile --watch` (src/kube/watch.ts), on a registry of their own. */
+export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): WatchMetrics {
+  const registry = new Registry();
+  if (opts.processMetrics) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  let bound: WatchSource | undefined;
+  registerWatchGauges(registers, () => bound);
+  const { syncs, duration, passes, objects } = watchCounters(registers);
   for (const result of ["ok", "requeued", "error"]) syncs.inc({ result }, 0);
   return {
     registry,

@@ -138,76 +138,126 @@ export function managedElsewhere(job: KubeObject): string | undefined {
   return `spec.runPolicy.managedBy is ${JSON.stringify(by)}: another controller manages this job`;
 }
 
-export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: NamespaceScope, opts: PlanOptions = {}): Plan {
-  const controller: ControllerPlan[] = [];
-  const pods = candidateIndex(snapshot.pods);
-  const services = candidateIndex(snapshot.services);
-  const verdict = scopeIndex(scope, snapshot.namespaces);
-  const claims: ClaimAction[] = [];
-  const deletions: DeleteAction[] = [];
-  const creates: CreateServiceAction[] = [];
-  const skipped: Skipped[] = [];
-  const problems: string[] = [];
-  const jobKeys = new Set<string>();
-  const existingServices = serviceKeys(snapshot.services);
-  for (const { kind, job } of snapshot.jobs) {
-    const m = (job.metadata ?? {}) as { uid?: string; name?: string; namespace?: string };
-    const uid = String(m.uid ?? "");
-    jobKeys.add(`${m.namespace}/${m.name}`);
-    const inScope = verdict(String(m.namespace ?? ""));
-    const why = !inScope.inScope ? inScope.why : managedElsewhere(job);
-    if (why) {
-      skipped.push({ kind: kind.kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? ""), why });
-      continue;
-    }
-    // Per-job isolation: whatever one job's decision throws is that job's problem, never the pass's.
-    const before = { claims: claims.length, deletions: deletions.length, creates: creates.length, controller: controller.length };
-    try {
-      const scheme = labelScheme(kind);
-      const key = orphanKey(m.namespace, scheme.key.label, scheme.key.value(job));
-      const candidates = (index: ReturnType<typeof candidateIndex>) => [...(index.byController.get(uid) ?? []), ...(index.orphans.get(key) ?? [])];
-      const p = claim(job, kind, "Pod", candidates(pods));
-      const s = claim(job, kind, "Service", candidates(services));
-      claims.push(...p.actions, ...s.actions);
-      const finished = planFinishedJob(job, kind, p.owned, s.owned, now, policy);
-      deletions.push(...finished.actions);
-      problems.push(...finished.problems);
-      if (quartermasterControls(kind)) {
-        // Quartermaster runs this kind's jobs (its Services included); orphans adopted now count as its own.
-        const decision = decideJob({
-          job,
-          kind,
-          pods: [...p.owned, ...p.adopted],
-          services: [...s.owned, ...s.adopted],
-          now,
-          clusterDomain: policy.clusterSpec.clusterDomain,
-          allowedTemplates: policy.reconciler.allowedTemplates,
-          ...(opts.inFlight ? { inFlight: opts.inFlight(uid) } : {}),
-        });
-        problems.push(...decision.problems);
-        const rv = (job.metadata as { resourceVersion?: string } | undefined)?.resourceVersion;
-        controller.push({ kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? ""), uid, ...(rv ? { resourceVersion: rv } : {}), decision });
-        continue;
-      }
-      // A Service of the pod's name that someone else owns still blocks ours: never create over it.
-      if (policy.reconciler.perReplicaServices) creates.push(...planReplicaServices(job, kind, [...p.owned, ...p.adopted], existingServices));
-    } catch (err) {
-      claims.length = before.claims;
-      deletions.length = before.deletions;
-      creates.length = before.creates;
-      controller.length = before.controller;
-      problems.push(`${m.namespace}/${kind.kind}/${m.name}: deciding this job failed (${err instanceof Error ? err.message : String(err)}); nothing done for it this pass, the other jobs go on`);
-    }
-  }
-  const capped = capControllerDeletes(deletions, controller, opts.maxDeletions ?? policy.reconciler.maxDeletionsPerPass);
-  const { actions, deferred } = capped;
+type CandidateIndex = ReturnType<typeof candidateIndex>;
 
+/** What the pass's jobs are planned into (the accumulators), and what planning one reads. */
+interface JobsPass {
+  now: Date;
+  policy: Policy;
+  opts: PlanOptions;
+  pods: CandidateIndex;
+  services: CandidateIndex;
+  existingServices: ReturnType<typeof serviceKeys>;
+  controller: ControllerPlan[];
+  claims: ClaimAction[];
+  deletions: DeleteAction[];
+  creates: CreateServiceAction[];
+  problems: string[];
+}
+
+type JobMeta = { uid?: string; name?: string; namespace?: string };
+
+/**
+ * Quartermaster runs this kind's jobs (its Services included): the job controller's decision, with the pods
+ * and Services it owns and those it adopts now (orphans adopted now count as its own).
+ */
+function controlJob(pass: JobsPass, entry: Snapshot["jobs"][number], owned: { pods: KubeObject[]; services: KubeObject[] }): void {
+  const { job, kind } = entry;
+  const m = (job.metadata ?? {}) as JobMeta & { resourceVersion?: string };
+  const uid = String(m.uid ?? "");
+  const decision = decideJob({
+    job,
+    kind,
+    pods: owned.pods,
+    services: owned.services,
+    now: pass.now,
+    clusterDomain: pass.policy.clusterSpec.clusterDomain,
+    allowedTemplates: pass.policy.reconciler.allowedTemplates,
+    ...(pass.opts.inFlight ? { inFlight: pass.opts.inFlight(uid) } : {}),
+  });
+  pass.problems.push(...decision.problems);
+  const rv = m.resourceVersion;
+  pass.controller.push({ kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? ""), uid, ...(rv ? { resourceVersion: rv } : {}), decision });
+}
+
+/**
+ * One job in scope: its pods and Services claimed (adopted or released), the hygiene of a finished job, then
+ * the job controller's decision for a kind Quartermaster controls, else the per-replica Services (a Service of
+ * the pod's name that someone else owns still blocks ours: never create over it).
+ */
+function planJob(pass: JobsPass, entry: Snapshot["jobs"][number]): void {
+  const { job, kind } = entry;
+  const m = (job.metadata ?? {}) as JobMeta;
+  const uid = String(m.uid ?? "");
+  const scheme = labelScheme(kind);
+  const key = orphanKey(m.namespace, scheme.key.label, scheme.key.value(job));
+  const candidates = (index: CandidateIndex) => [...(index.byController.get(uid) ?? []), ...(index.orphans.get(key) ?? [])];
+  const p = claim(job, kind, "Pod", candidates(pass.pods));
+  const s = claim(job, kind, "Service", candidates(pass.services));
+  pass.claims.push(...p.actions, ...s.actions);
+  const finished = planFinishedJob(job, kind, p.owned, s.owned, pass.now, pass.policy);
+  pass.deletions.push(...finished.actions);
+  pass.problems.push(...finished.problems);
+  if (quartermasterControls(kind)) return controlJob(pass, entry, { pods: [...p.owned, ...p.adopted], services: [...s.owned, ...s.adopted] });
+  if (pass.policy.reconciler.perReplicaServices) pass.creates.push(...planReplicaServices(job, kind, [...p.owned, ...p.adopted], pass.existingServices));
+}
+
+/**
+ * Per-job isolation: whatever one job's decision throws is that job's problem, never the pass's: what it
+ * planned is taken back and the other jobs go on.
+ */
+function planJobIsolated(pass: JobsPass, entry: Snapshot["jobs"][number]): void {
+  const before = { claims: pass.claims.length, deletions: pass.deletions.length, creates: pass.creates.length, controller: pass.controller.length };
+  try {
+    planJob(pass, entry);
+  } catch (err) {
+    pass.claims.length = before.claims;
+    pass.deletions.length = before.deletions;
+    pass.creates.length = before.creates;
+    pass.controller.length = before.controller;
+    const m = (entry.job.metadata ?? {}) as JobMeta;
+    pass.problems.push(`${m.namespace}/${entry.kind.kind}/${m.name}: deciding this job failed (${err instanceof Error ? err.message : String(err)}); nothing done for it this pass, the other jobs go on`);
+  }
+}
+
+/** The ledger of the pass, the writes that store it, and the stored ledger's problems ("no ledger yet" is the first pass, not a problem). */
+function planLedger(snapshot: Snapshot, now: Date, policy: Policy, jobKeys: ReadonlySet<string>): Pick<Plan, "ledger" | "ledgerWrites" | "ledgerCorrupt" | "problems"> {
   const stored = readStored(snapshot.ledger);
   const ledger = buildLedger({ nodes: snapshot.nodes, nodeLeases: snapshot.nodeLeases, pods: snapshot.pods, jobs: jobKeys, previous: stored.ledger }, now, policy);
   const ledgerWrites = planLedgerWrites(shardLedger(ledger, policy.reconciler.ledgerShardBytes), snapshot.ledger);
-  // "No ledger yet" is the first pass, not a problem.
-  if (stored.index || stored.corrupt.length > 0) problems.push(...stored.problems);
-  return { controller: capped.controller, claims, creates, actions, deferred, skipped, problems, ledger, ledgerWrites, ledgerCorrupt: stored.corrupt };
+  const problems = stored.index || stored.corrupt.length > 0 ? stored.problems : [];
+  return { ledger, ledgerWrites, ledgerCorrupt: stored.corrupt, problems };
+}
+
+export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: NamespaceScope, opts: PlanOptions = {}): Plan {
+  const pass: JobsPass = {
+    now,
+    policy,
+    opts,
+    pods: candidateIndex(snapshot.pods),
+    services: candidateIndex(snapshot.services),
+    existingServices: serviceKeys(snapshot.services),
+    controller: [],
+    claims: [],
+    deletions: [],
+    creates: [],
+    problems: [],
+  };
+  const verdict = scopeIndex(scope, snapshot.namespaces);
+  const skipped: Skipped[] = [];
+  const jobKeys = new Set<string>();
+  for (const entry of snapshot.jobs) {
+    const m = (entry.job.metadata ?? {}) as JobMeta;
+    jobKeys.add(`${m.namespace}/${m.name}`);
+    const inScope = verdict(String(m.namespace ?? ""));
+    const why = !inScope.inScope ? inScope.why : managedElsewhere(entry.job);
+    if (why) skipped.push({ kind: entry.kind.kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? ""), why });
+    else planJobIsolated(pass, entry);
+  }
+  const capped = capControllerDeletes(pass.deletions, pass.controller, opts.maxDeletions ?? policy.reconciler.maxDeletionsPerPass);
+  const ledger = planLedger(snapshot, now, policy, jobKeys);
+  const problems = [...pass.problems, ...ledger.problems];
+  return { controller: capped.controller, claims: pass.claims, creates: pass.creates, actions: capped.actions, deferred: capped.deferred, skipped, problems, ledger: ledger.ledger, ledgerWrites: ledger.ledgerWrites, ledgerCorrupt: ledger.ledgerCorrupt };
 }
 
 /**
