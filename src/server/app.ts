@@ -288,13 +288,13 @@ function readBody(
 }
 
 /**
- * The answers a document with stand-in arrays decides exactly (`admission/handler.ts`): a skip (a guard's,
- * which reads a stand-in's length and resource names only and throws where they do not decide, or the
- * mutating webhook's over the cost bound), and the validating webhook's denial over the cost bound. The cost
- * bound prices a container list by its length before looking inside.
+ * The answers a document with stand-in arrays decides exactly (`admission/handler.ts`): those decided before
+ * any rule looked inside the object, by a guard's skip (a guard reads a stand-in's length and resource names
+ * only, and throws where they do not decide) or by the cost bound (the mutating webhook's skip, the
+ * validating webhook's denial), which prices a container list by its length before looking inside.
  */
 function decidedFromStandIns(result: WebhookResult): boolean {
-  return result.outcome === "skipped" || result.deniedRules.includes("review-cost");
+  return result.decidedBy !== undefined;
 }
 
 function parseJson(body: Buffer): unknown {
