@@ -25,7 +25,14 @@ export interface Turn {
 
 type Step = () => void;
 
-export function createTurn(log: Logger): Turn {
+/**
+ * Set to `1` in a server's environment, its turns are off: each step runs at once, where it is queued (the
+ * server as it was before turns). For bench/admission's `--unbatched` comparison only.
+ */
+export const UNBATCHED_TURNS_ENV = "QUARTERMASTER_BENCH_UNBATCHED_TURNS";
+
+export function createTurn(log: Logger, opts: { batched?: boolean } = {}): Turn {
+  const batched = opts.batched ?? process.env[UNBATCHED_TURNS_ENV] !== "1";
   let answers: Step[] = [];
   let writes: Step[] = [];
   let thens: Step[] = [];
@@ -59,6 +66,15 @@ export function createTurn(log: Logger): Turn {
     setImmediate(flush);
   };
 
+  if (!batched) {
+    return {
+      answer: (step) => run([step], "answer"),
+      write(write, then) {
+        run([write], "write");
+        if (then) run([then], "bookkeeping");
+      },
+    };
+  }
   return {
     answer(step) {
       answers.push(step);
