@@ -18,6 +18,15 @@
  * (`app.ts`, counted by `quartermaster_admission_bodies_parsed_again_total`): exact, at the old price, for
  * the rare large body that is not over the bound.
  *
+ * Re-measured 2026-11-29 (issue 30), `npm run bench:abuse -- --skip-before` three times ("in-thread": the
+ * same server with every body parsed on the loop; "after": this; one pod of n containers posted to
+ * /mutate/pods, a small /validate/pods review 20 ms later; shared 2-core VM, so single requests are noisy):
+ * longest event-loop stall at 3.1 MiB (40,000 containers) 85–130 ms in-thread vs 11–27 ms here, at
+ * 0.8–1.6 MiB 12–95 ms vs 9–21 ms; the small review meanwhile took 13–115 ms in-thread vs 6.6–8.3 ms
+ * here at 3.1 MiB (18–83 ms vs 2.7–23 ms at 0.8–1.6 MiB). The large review itself is no faster here
+ * (3.1 MiB: 110–303 ms vs 109–170 ms in-thread): the worker buys the other reviews' latency, not its own.
+ * It still pays for that: kept.
+ *
  * Nesting is bounded before any parse: a body whose arrays and objects nest deeper than
  * {@link MAX_NESTING} is refused (a 400) by a byte scan (`nestedDeeperThan`, `parse-worker.ts`), in the worker for a
  * large body and in-thread for a small one. Such a body is never parsed, on either thread (issue 29: a
