@@ -1,7 +1,10 @@
 /**
  * bench/admission: the admission server against a bare node:https floor, same load, same run.
  *
- *   npm run bench:admission [-- --duration 2 --rounds 9 --connections 16 --policy F --path /mutate/pods]
+ *   npm run bench:admission [-- --duration 2 --rounds 9 --connections 16 --policy F --path /mutate/pods --unbatched]
+ *
+ * `--unbatched` adds a fourth server, Quartermaster with its turns off (`src/server/turn.ts`: each request
+ * answered and written where its body was read), measured right after the batched one each round.
  *
  * The job paths (`--path /mutate/jobs`, `/validate/jobs`) get a PyTorchJob CREATE review instead (its
  * replica templates are that pod). `--path /mutate/jobs` also loads `/validate/jobs` of the same server in
@@ -30,6 +33,7 @@ import { generateCertificates } from "../src/certs/generate.js";
 import { startJobApi } from "./lib/job-api.js";
 import { jobReview } from "./lib/job-review.js";
 import { podReview } from "./lib/pod-review.js";
+import { UNBATCHED_TURNS_ENV } from "../src/server/turn.js";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const { values } = parseArgs({
@@ -42,6 +46,8 @@ const { values } = parseArgs({
     "log-level": { type: "string", default: "info" },
     /** Extra node flags for the quartermaster process, e.g. "--max-semi-space-size=32". */
     "node-flags": { type: "string", default: "" },
+    /** Also run a quartermaster with its turns off (src/server/turn.ts), interleaved, and print the ratio. */
+    unbatched: { type: "boolean", default: false },
     /** Write a V8 CPU profile of the quartermaster process into this directory. */
     profile: { type: "string" },
   },
@@ -111,11 +117,11 @@ interface Started {
   readyMs: number;
 }
 
-async function start(name: string, args: (port: number) => string[], readyPath: string): Promise<Started> {
+async function start(name: string, args: (port: number) => string[], readyPath: string, env?: Record<string, string>): Promise<Started> {
   const port = await freePort();
   const out = openSync(join(dir, `${name}.log`), "w");
   const t0 = performance.now();
-  const child = spawn(process.execPath, args(port), { cwd: ROOT, stdio: ["ignore", out, out] });
+  const child = spawn(process.execPath, args(port), { cwd: ROOT, stdio: ["ignore", out, out], env: { ...process.env, ...env } });
   for (;;) {
     if (performance.now() - t0 > 15_000) {
       child.kill("SIGKILL");
@@ -219,11 +225,13 @@ const answer = await post(qm.port);
 const uid = (JSON.parse(body) as { request: { uid: string } }).request.uid;
 writeFileSync(join(dir, "answer.json"), answer.split(uid).join("__UID__"));
 const sameSize = await start("floor-same-answer", floorArgs(join(dir, "answer.json")), "/");
+const unbatched = values.unbatched ? await start("quartermaster-unbatched", qmArgs, "/readyz", { [UNBATCHED_TURNS_ENV]: "1" }) : undefined;
 // Measured in this order each round: Quartermaster right after the floor it is compared with.
 // The comparison path, when there is one, right after Quartermaster's own load (and so last).
 const servers: Array<[string, Started, string?]> = [
   ["floor (bare node:https)", floor],
   [`quartermaster ${values.path}`, qm],
+  ...(unbatched ? [[`quartermaster, turns off`, unbatched] as [string, Started]] : []),
   [`floor, same ${(answer.length / 1024).toFixed(1)} KB answer`, sameSize],
   ...(comparePath ? [[`quartermaster ${comparePath}`, qm, comparePath] as [string, Started, string]] : []),
 ];
@@ -237,6 +245,7 @@ for (let round = 0; round < rounds; round++) {
 const qmRssNow = rssMiB(qm.child.pid!);
 const qmRssPeak = peakRssMiB(qm.child.pid!);
 for (const server of new Set(servers.map(([, s]) => s))) await stop(server);
+const unbatchedRows = unbatched ? rows.splice(2, 1)[0] : undefined;
 const [floorRows, qmRows, sameRows, compareRows] = rows as [Row[], Row[], Row[], Row[] | undefined];
 const ratios = qmRows.map((q, i) => q.rps / floorRows[i]!.rps);
 const ratio = median(ratios);
@@ -248,7 +257,7 @@ const target = values.path === "/mutate/pods" ? 0.9 : values.path.startsWith("/m
 const fmt = (n: number, d = 0): string => n.toFixed(d).padStart(9);
 console.log(`\nbench/admission: ${(body.length / 1024).toFixed(1)} KB ${jobPath ? "PyTorchJob" : "pod"} review, ${connections} connections, ${rounds} rounds of ${duration} s per server, node ${process.version}`);
 console.log(`${"server (median round)".padEnd(34)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}${"non-2xx".padStart(9)}${"ready ms".padStart(9)}${"RSS MiB".padStart(9)}${"CPU µs/req".padStart(11)}`);
-for (const r of [medianRow(floorRows), medianRow(sameRows), medianRow(qmRows), ...(compareRows ? [medianRow(compareRows)] : [])]) {
+for (const r of [medianRow(floorRows), medianRow(sameRows), medianRow(qmRows), ...(unbatchedRows ? [medianRow(unbatchedRows)] : []), ...(compareRows ? [medianRow(compareRows)] : [])]) {
   console.log(`${r.name.padEnd(34)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${fmt(r.readyMs, 1)}${fmt(r.rssMiB, 1)}${fmt(r.cpuUsPerRequest, 1).padStart(11)}`);
 }
 console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (median of ${rounds} rounds, quartiles ${quartile(0.25).toFixed(3)}–${quartile(0.75).toFixed(3)}, range ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}; target >= ${target})`);
@@ -265,7 +274,13 @@ if (compareRows) {
   const cpu = median(qmRows.map((q, i) => q.cpuUsPerRequest / compareRows[i]!.cpuUsPerRequest));
   console.log(`ratio ${values.path}/${comparePath} server CPU µs per request: ${cpu.toFixed(3)} (median of ${rounds} rounds; lower is cheaper)`);
 }
+if (unbatchedRows) {
+  const byRound = qmRows.map((q, i) => q.rps / unbatchedRows[i]!.rps);
+  const s = [...byRound].sort((a, b) => a - b);
+  console.log(`ratio turns on/off requests/s: ${median(byRound).toFixed(3)} (median of ${rounds} rounds, range ${s[0]!.toFixed(3)}–${s.at(-1)!.toFixed(3)}); rounds: ${byRound.map((x) => x.toFixed(3)).join(", ")}`);
+  console.log(`ratio turns on/off p99: ${median(qmRows.map((q, i) => q.p99 / unbatchedRows[i]!.p99)).toFixed(3)}; server CPU µs per request: ${median(qmRows.map((q, i) => q.cpuUsPerRequest / unbatchedRows[i]!.cpuUsPerRequest)).toFixed(3)} (lower is better)`);
+}
 console.log(`job reads by the webhook during the run: ${jobApi.reads} (cached; one per TTL)`);
 console.log(`quartermaster RSS: peak ${qmRssPeak.toFixed(1)} MiB under load, ${qmRssNow.toFixed(1)} MiB after it (target: peak <= 120 MiB)${values["node-flags"] ? `; node flags ${values["node-flags"]}` : ""}`);
-console.log(JSON.stringify({ bench: "admission", path: values.path, rounds, floor: floorRows, floorSameAnswer: sameRows, quartermaster: qmRows, ...(compareRows ? { compare: { path: comparePath, rows: compareRows, ratio: compareRatio } } : {}), ratios, ratio, jobReads: jobApi.reads, rssPeakMiB: qmRssPeak, rssAfterMiB: qmRssNow }));
+console.log(JSON.stringify({ bench: "admission", path: values.path, rounds, floor: floorRows, floorSameAnswer: sameRows, quartermaster: qmRows, ...(compareRows ? { compare: { path: comparePath, rows: compareRows, ratio: compareRatio } } : {}), ...(unbatchedRows ? { unbatched: unbatchedRows } : {}), ratios, ratio, jobReads: jobApi.reads, rssPeakMiB: qmRssPeak, rssAfterMiB: qmRssNow }));
 jobApi.close();

@@ -53,7 +53,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
           if (conflict) return { violations: [{ rule: "job-scale", field: "metadata.resourceVersion", message: conflict }], warnings: [], status: CONFLICT };
           const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
           // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
-          if (cost.over) return { violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }], warnings: [] };
+          if (cost.over) return { violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }], warnings: [], costBound: cost };
           return enforce(validateScale({ scale: request.object, job: read.job, kind, ctx, capacity: deps.capacity?.current() }), policy.enforcement, namespace);
         };
         const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs, { fresh: true });

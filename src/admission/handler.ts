@@ -30,11 +30,24 @@ export interface WebhookResult {
   deniedRules: string[];
   /** Every policy violation a validating webhook found, with its enforcement mode (denied ones too). */
   policyViolations: PolicyViolation[];
-  /** Why the webhook did nothing, for `skipped`. */
+  /** Why the webhook did nothing, for `skipped` (the log line's text; {@link decidedBy} says it by kind). */
   skipReason?: string;
+  /**
+   * Set when the answer was decided before any rule looked inside the object: by a guard's skip (or a
+   * request with no object), or by the cost bound (the mutating webhook's skip, the validating webhook's
+   * denial). These read a list's length and resource names only, so they decide a document with stand-in
+   * arrays (`stand-in.ts`) exactly; the server answers a large body from them (`server/app.ts`).
+   */
+  decidedBy?: Decision;
   /** What a rule threw, for `error`. */
   error?: unknown;
 }
+
+/** What decided an answer before the rules ran (see {@link WebhookResult.decidedBy}). */
+export type Decision =
+  | { kind: "guard"; reason: string }
+  | { kind: "no-object" }
+  | { kind: "cost-bound"; cost: ReviewCost };
 
 export interface Webhook {
   readonly name: string;
@@ -74,6 +87,8 @@ export interface ValidationResult {
   waived?: readonly PolicyViolation[];
   /** The denial's HTTP code and reason; default 403 Forbidden. */
   status?: DenialStatus;
+  /** Set when `violations` is a `review-cost` denial: the rule priced what it would check and found it over the bound. */
+  costBound?: ReviewCost;
 }
 
 /** Prices a review before its rules run (see `cost.ts`); over the bound, the rules are not run. */
@@ -140,9 +155,12 @@ function webhook<T>(rules: Rules<T>): Webhook {
     failureMode: rules.failureMode,
     admit(body) {
       const request = decodeReview(body);
-      const skipReason = hasObject(request) ? rules.guard(request) : "request carries no object";
-      if (skipReason !== undefined || !hasObject(request)) {
-        return result(request, allowed(request.uid), { outcome: "skipped", skipReason });
+      if (!hasObject(request)) {
+        return result(request, allowed(request.uid), { outcome: "skipped", skipReason: "request carries no object", decidedBy: { kind: "no-object" } });
+      }
+      const skipReason = rules.guard(request);
+      if (skipReason !== undefined) {
+        return result(request, allowed(request.uid), { outcome: "skipped", skipReason, decidedBy: { kind: "guard", reason: skipReason } });
       }
       let pending: T | Promise<T>;
       try {
@@ -173,7 +191,11 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
     ...(spec.cost ? { cost: spec.cost } : {}),
     tooCostly(request, cost) {
       const response = withWarnings(allowed(request.uid), [`quartermaster: admitted unchanged: ${describeCost(cost)}`]);
-      return result(request, response, { outcome: "skipped", skipReason: `over the cost bound (${cost.partial ? "at least " : ""}${cost.cost})` });
+      return result(request, response, {
+        outcome: "skipped",
+        skipReason: `over the cost bound (${cost.partial ? "at least " : ""}${cost.cost})`,
+        decidedBy: { kind: "cost-bound", cost },
+      });
     },
     run: (request) => spec.mutate(request),
     finish(request, out) {
@@ -201,7 +223,12 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
     ...(spec.cost ? { cost: spec.cost } : {}),
     tooCostly(request, cost) {
       const violation: Violation = { rule: "review-cost", field: "spec", message: `${explainCost(cost)}; split the workload or ask the platform team` };
-      return result(request, denied(request.uid, [violation]), { outcome: "denied", deniedRules: [violation.rule], policyViolations: [{ ...violation, mode: "deny" }] });
+      return result(request, denied(request.uid, [violation]), {
+        outcome: "denied",
+        deniedRules: [violation.rule],
+        policyViolations: [{ ...violation, mode: "deny" }],
+        decidedBy: { kind: "cost-bound", cost },
+      });
     },
     run: (request) => spec.validate(request),
     finish(request, out) {
@@ -212,7 +239,7 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
       const deniedRules = [...new Set(out.violations.map((v) => v.rule))];
       const n = out.violations.length;
       const response = withWarnings(denied(request.uid, out.violations, out.status ? out.status.reason : `${n} policy violation${n === 1 ? "" : "s"}`, out.status), out.warnings);
-      return result(request, response, { outcome: "denied", deniedRules, policyViolations });
+      return result(request, response, { outcome: "denied", deniedRules, policyViolations, ...(out.costBound ? { decidedBy: { kind: "cost-bound", cost: out.costBound } } : {}) });
     },
     failed(request, error) {
       const response = errored(request.uid, 500, new Error(`quartermaster: validation failed: ${errorMessage(error)}`));

@@ -1,7 +1,7 @@
 /**
  * @module
- * The request listeners: the webhook port's (admission handling: checks, body, review, answer, log line,
- * metrics; health and readiness; 404 and 405) and the metrics port's (`/metrics`, health, readiness), and
+ * The request listeners: the webhook port's (admission handling: checks, body, review, answer; health and
+ * readiness; 404 and 405; the log line and metrics are wrappers around the handler, `admission-handler.ts`) and the metrics port's (`/metrics`, health, readiness), and
  * HTTP error mapping. No listening here (`serve.ts` does that), so tests can mount them on any server.
  *
  * Routing is by exact path and the body is read by hand, without express or body-parser: the checks must
@@ -18,6 +18,7 @@ import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import type { Webhook, WebhookResult } from "../admission/handler.js";
+import { admissionHandler, withLogging, withMetrics, type AdmissionHandler } from "./admission-handler.js";
 import { reviewJson } from "../admission/review.js";
 import { ReviewDecodeError, errorMessage } from "../core/errors.js";
 import type { AdmissionMetrics } from "./metrics.js";
@@ -288,13 +289,13 @@ function readBody(
 }
 
 /**
- * The answers a document with stand-in arrays decides exactly (`admission/handler.ts`): a skip (a guard's,
- * which reads a stand-in's length and resource names only and throws where they do not decide, or the
- * mutating webhook's over the cost bound), and the validating webhook's denial over the cost bound. The cost
- * bound prices a container list by its length before looking inside.
+ * The answers a document with stand-in arrays decides exactly (`admission/handler.ts`): those decided before
+ * any rule looked inside the object, by a guard's skip (a guard reads a stand-in's length and resource names
+ * only, and throws where they do not decide) or by the cost bound (the mutating webhook's skip, the
+ * validating webhook's denial), which prices a container list by its length before looking inside.
  */
 function decidedFromStandIns(result: WebhookResult): boolean {
-  return result.outcome === "skipped" || result.deniedRules.includes("review-cost");
+  return result.decidedBy !== undefined;
 }
 
 function parseJson(body: Buffer): unknown {
@@ -305,16 +306,22 @@ function parseJson(body: Buffer): unknown {
   }
 }
 
+/** The handler every webhook path is mounted with: the webhook, its metrics and its log lines. */
+export function wireAdmission(webhook: Webhook, opts: Pick<AppOptions, "metrics" | "log">): AdmissionHandler {
+  return withMetrics(withLogging(admissionHandler(webhook), opts.log), opts.metrics);
+}
+
 /**
- * Answers one admission request for `webhook`: checks, body, review, response, log line, metrics.
- * The body is read in the poll phase; it is answered and the answer written in the server's turn
- * (see `turn.ts`).
+ * Answers one admission request for `handler` (a bare webhook is wired with {@link wireAdmission}):
+ * checks, body, review, response. The body is read in the poll phase; it is answered and the answer
+ * written in the server's turn (see `turn.ts`); the handler hears of the answer after every write.
  */
 export function createAdmissionHandler(
-  webhook: Webhook,
+  handlerOrWebhook: AdmissionHandler | Webhook,
   opts: AppOptions,
 ): (req: IncomingMessage, res: ServerResponse, expectsContinue?: boolean) => void {
-  const { log, metrics } = opts;
+  const handler = "answered" in handlerOrWebhook ? handlerOrWebhook : wireAdmission(handlerOrWebhook, opts);
+  const { log } = opts;
   const turn = opts.turn ?? createTurn(log);
   const limit = opts.maxBodyBytes ?? MAX_BODY_BYTES;
   const budget = opts.bodyBudget ?? createBodyBudget();
@@ -329,9 +336,7 @@ export function createAdmissionHandler(
         : err instanceof ReviewDecodeError
           ? new HttpError(400, err.message, err.problems)
           : new HttpError(500, `internal error: ${errorMessage(err)}`);
-    if (httpErr.status >= 500) log.error({ err, webhook: webhook.name }, "admission request failed");
-    else log.warn({ webhook: webhook.name, status: httpErr.status, reason: httpErr.message }, "admission request refused");
-    metrics.rejected(webhook.name, httpErr.status);
+    handler.refused(httpErr, err);
     if (!res.headersSent) sendError(res, httpErr, close);
   }
 
@@ -343,11 +348,7 @@ export function createAdmissionHandler(
         writeJson(res, 200, data, close);
         seconds = now() - started;
       },
-      () => {
-        metrics.observe(webhook.name, result, seconds);
-        // Audited violations are always recorded, whatever the log level.
-        if (result.outcome === "error" || log.isLevelEnabled("info") || result.policyViolations.some((v) => v.mode === "audit")) logAdmission(log, webhook, result, seconds);
-      },
+      () => handler.answered(result, seconds),
     );
   }
 
@@ -365,8 +366,8 @@ export function createAdmissionHandler(
   function admit(res: ServerResponse, body: unknown, started: number, close: boolean): void {
     let result: WebhookResult | Promise<WebhookResult>;
     try {
-      if (log.isLevelEnabled("debug")) log.debug({ webhook: webhook.name, body }, "admission request body");
-      result = webhook.admit(body);
+      if (log.isLevelEnabled("debug")) log.debug({ webhook: handler.name, body }, "admission request body");
+      result = handler.admit(body);
     } catch (err) {
       refuse(res, err, close);
       return;
@@ -391,13 +392,13 @@ export function createAdmissionHandler(
     if (!parsed.stubbed) return admit(res, parsed.value, started, close);
     let result: WebhookResult | Promise<WebhookResult> | undefined;
     try {
-      result = webhook.admit(parsed.value);
+      result = handler.admit(parsed.value);
     } catch {
       result = undefined;
     }
     if (result instanceof Promise) result.catch(() => undefined);
     else if (result !== undefined && decidedFromStandIns(result)) return reply(res, result, started, close);
-    metrics.parsedAgain(webhook.name);
+    handler.parsedAgain();
     answer(res, bytes, started, close);
   }
 
@@ -432,46 +433,6 @@ export function createAdmissionHandler(
       else turn.answer(() => answer(res, bytes!, started, close));
     });
   };
-}
-
-/** `value` when it is a non-empty string. */
-function text(value: unknown): string | undefined {
-  return typeof value === "string" && value !== "" ? value : undefined;
-}
-
-function logAdmission(log: Logger, webhook: Webhook, result: WebhookResult, seconds: number): void {
-  const r = result.request;
-  // The object is the client's: its metadata may hold anything but strings (an object without a
-  // toString, say), and the log line must be written all the same.
-  const meta = (r.object?.metadata ?? r.oldObject?.metadata) as { name?: unknown; generateName?: unknown } | undefined;
-  const generateName = text(meta?.generateName);
-  const admitted = result.policyViolations.filter((v) => v.mode !== "deny");
-  // One flat object (pino leaves out the undefined fields): this line is written for every admission.
-  const fields = {
-    webhook: webhook.name,
-    uid: r.uid,
-    kind: r.kind.kind,
-    namespace: r.namespace,
-    name: text(r.name) ?? text(meta?.name) ?? (generateName ? `${generateName}*` : undefined),
-    operation: r.operation,
-    dryRun: r.dryRun === true,
-    outcome: result.outcome,
-    patchOps: result.patchOps,
-    warnings: result.warnings,
-    deniedRules: result.deniedRules.length > 0 ? result.deniedRules : undefined,
-    // Violations admitted under warn or audit (src/validate/enforcement.ts), each with its rule and field.
-    admittedViolations: admitted.length > 0 ? admitted.map((v) => ({ rule: v.rule, mode: v.mode, field: v.field, message: v.message })) : undefined,
-    skipReason: result.skipReason || undefined,
-    err: result.error,
-    durationMs: Math.round(seconds * 1e6) / 1e3,
-  };
-  if (result.outcome === "error") {
-    log.error(fields, `admission rule failed; ${webhook.failureMode === "allow" ? "allowed" : "denied"}`);
-  } else if (admitted.some((v) => v.mode === "audit")) {
-    log.warn(fields, "admission: policy violations admitted (audit)");
-  } else {
-    log.info(fields, "admission");
-  }
 }
 
 /** `/healthz` and `/readyz`: plain-text answers, a body only for GET. */
@@ -552,7 +513,7 @@ export function createRequestListener(opts: AppOptions): RequestListener {
     bodyBudget: opts.bodyBudget ?? createBodyBudget(),
     bodyParser: opts.bodyParser ?? createBodyParser({ log: opts.log }),
   };
-  const direct = new Map(Object.entries(opts.webhooks).map(([path, webhook]) => [path, createAdmissionHandler(webhook, opts)]));
+  const direct = new Map(Object.entries(opts.webhooks).map(([path, webhook]) => [path, createAdmissionHandler(wireAdmission(webhook, opts), opts)]));
   const posts = new Set(direct.keys());
   const none = new Map<string, Listener>();
   const handle = (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void => {

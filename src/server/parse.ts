@@ -18,122 +18,37 @@
  * (`app.ts`, counted by `quartermaster_admission_bodies_parsed_again_total`): exact, at the old price, for
  * the rare large body that is not over the bound.
  *
+ * Re-measured 2026-11-29 (issue 30), `npm run bench:abuse -- --skip-before` three times ("in-thread": the
+ * same server with every body parsed on the loop; "after": this; one pod of n containers posted to
+ * /mutate/pods, a small /validate/pods review 20 ms later; shared 2-core VM, so single requests are noisy):
+ * longest event-loop stall at 3.1 MiB (40,000 containers) 85–130 ms in-thread vs 11–27 ms here, at
+ * 0.8–1.6 MiB 12–95 ms vs 9–21 ms; the small review meanwhile took 13–115 ms in-thread vs 6.6–8.3 ms
+ * here at 3.1 MiB (18–83 ms vs 2.7–23 ms at 0.8–1.6 MiB). The large review itself is no faster here
+ * (3.1 MiB: 110–303 ms vs 109–170 ms in-thread): the worker buys the other reviews' latency, not its own.
+ * It still pays for that: kept.
+ *
  * Nesting is bounded before any parse: a body whose arrays and objects nest deeper than
- * {@link MAX_NESTING} is refused (a 400) by a byte scan ({@link nestedDeeperThan}), in the worker for a
+ * {@link MAX_NESTING} is refused (a 400) by a byte scan (`nestedDeeperThan`, `parse-worker.ts`), in the worker for a
  * large body and in-thread for a small one. Such a body is never parsed, on either thread (issue 29: a
  * 6.7 MiB body of 3.5M nested arrays, parsed again on the main thread, stalled every review ~1.35 s).
  */
 import { Worker } from "node:worker_threads";
 import type { Logger } from "pino";
 import { STAND_IN_NAMES } from "../admission/stand-in.js";
-
-type ParseReply = { id: number; ok: true; value: unknown; stubbed: boolean } | { id: number; ok: false; message: string } | { id: number; deep: true };
+import { nestedDeeperThan, workerSource, type ParseReply, type WorkerParseOptions } from "./parse-worker.js";
 
 /** Arrays and objects nested deeper than this refuse the body (Kubernetes objects nest a few dozen levels). */
 export const MAX_NESTING = 1000;
 
-/**
- * True when the JSON text in `bytes` nests arrays and objects deeper than `max`: `[` and `{` counted
- * outside strings (a backslash escapes the next byte; UTF-8 continuation bytes are never ASCII). One pass,
- * stops at the first level past `max`; nothing is allocated. Malformed text is left for JSON.parse.
- * Measured here: ~4 ns a byte (13 ms for a 3.1 MiB review of 40,000 containers, in the worker, beside its
- * 30–90 ms parse); a 7 MB body of 3.5M nested arrays is refused after its first 1,001 bytes.
- * Its source is also the worker's (`WORKER_SOURCE`), so it must stay self-contained.
- */
-export function nestedDeeperThan(bytes: Uint8Array, max: number): boolean {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < bytes.length; i++) {
-    const b = bytes[i];
-    if (inString) {
-      if (b === 0x5c) i++;
-      else if (b === 0x22) inString = false;
-    } else if (b === 0x22) inString = true;
-    else if (b === 0x5b || b === 0x7b) {
-      if (++depth > max) return true;
-    } else if (b === 0x5d || b === 0x7d) depth--;
-  }
-  return false;
-}
+export { nestedDeeperThan };
 
 /**
- * The worker's code: parse, replace every array longer than `maxItems` by a stand-in (`new Array(length)`,
+ * The worker's code: parse, replace every array longer than the stub bound by a stand-in (`new Array(length)`,
  * holes only, so it crosses the thread boundary as its length, plus the resource names its elements carry:
- * see `admission/stand-in.ts`), send back. A script rather than a module file so
- * the same text runs from source (tsx, whose loader Node 20 workers do not get) and built.
+ * see `admission/stand-in.ts`), send back. Written as functions in `parse-worker.ts`, which tsc checks, and
+ * run as a script of their text, so the same code runs from source (tsx) and built.
  */
-export const WORKER_SOURCE = `
-const { parentPort, workerData } = require("node:worker_threads");
-const maxItems = workerData.parse.maxItems;
-const maxDepth = workerData.parse.maxDepth;
-const long = (v) => Array.isArray(v) && v.length > maxItems;
-const isObj = (v) => typeof v === "object" && v !== null && !Array.isArray(v);
-// The stand-in of a long array: holes of its length, and the distinct resource names its elements request
-// or limit (at most maxItems of them, else null), for the guards (src/admission/stand-in.ts).
-function standIn(list) {
-  const out = new Array(list.length);
-  const names = new Set();
-  let kept = true;
-  for (let i = 0; i < list.length && kept; i++) {
-    const c = list[i];
-    const resources = isObj(c) ? c.resources : undefined;
-    if (!isObj(resources)) continue;
-    for (const side of [resources.requests, resources.limits]) {
-      if (!isObj(side)) continue;
-      for (const name of Object.keys(side)) {
-        names.add(name);
-        if (names.size > maxItems) { kept = false; break; }
-      }
-      if (!kept) break;
-    }
-  }
-  out[${JSON.stringify(STAND_IN_NAMES)}] = kept ? [...names] : null;
-  return out;
-}
-${nestedDeeperThan.toString()}
-// Returns "deep" for a document nested deeper than maxDepth, which the byte scan already refused: its
-// structured clone back to the main thread could overflow the stack there (a 'messageerror', no reply).
-function stub(root) {
-  let stubbed = false;
-  const stack = [root];
-  const depths = [0];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    const depth = depths.pop();
-    if (typeof v !== "object" || v === null) continue;
-    if (depth > maxDepth) return "deep";
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) {
-        if (long(v[i])) { v[i] = standIn(v[i]); stubbed = true; } else { stack.push(v[i]); depths.push(depth + 1); }
-      }
-    } else {
-      for (const k in v) {
-        // An own "__proto__" key (JSON.parse makes one) shadows the prototype setter: "=" replaces the own value.
-        if (long(v[k])) { v[k] = standIn(v[k]); stubbed = true; } else { stack.push(v[k]); depths.push(depth + 1); }
-      }
-    }
-  }
-  return stubbed;
-}
-const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
-parentPort.on("message", ({ id, body }) => {
-  // Refused before parsing: the main thread is told "deep" and answers 400, parsing nothing.
-  if (nestedDeeperThan(new Uint8Array(body), maxDepth)) {
-    parentPort.postMessage({ id, deep: true });
-    return;
-  }
-  let value;
-  try {
-    value = JSON.parse(decoder.decode(body));
-  } catch (err) {
-    parentPort.postMessage({ id, ok: false, message: err instanceof Error ? err.message : String(err) });
-    return;
-  }
-  const stubbed = long(value) ? ((value = standIn(value)), true) : stub(value);
-  if (stubbed === "deep") parentPort.postMessage({ id, deep: true });
-  else parentPort.postMessage({ id, ok: true, value, stubbed });
-});
-`;
+export const WORKER_SOURCE = workerSource();
 
 /** Bodies this large or larger are parsed in the worker. Ordinary reviews are ~10 KB. */
 export const OFFLOAD_BYTES = 256 * 1024;
@@ -195,7 +110,8 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
   };
 
   const start = (): Worker => {
-    const w = new Worker(source, { eval: true, workerData: { parse: { maxItems, maxDepth: MAX_NESTING } } });
+    const parse: WorkerParseOptions = { maxItems, maxDepth: MAX_NESTING, namesKey: STAND_IN_NAMES };
+    const w = new Worker(source, { eval: true, workerData: { parse } });
     // A parked worker must not keep the process alive.
     w.unref();
     w.on("message", (m: ParseReply) => {
