@@ -1,0 +1,60 @@
+/**
+ * @module
+ * The type boundary: the one module of src/ (generated code aside) where a value is given a static type the
+ * compiler cannot check, because the two types describe the same runtime value from two sides that do not
+ * know each other. Every such conversion lives here, with the reason it is sound, so a reader looking for
+ * the unchecked claims in the house finds them all in one file (test/unit/no-any.test.ts allows
+ * `as unknown as` here and nowhere else in src/).
+ *
+ * - Kubernetes objects: client-node's `V1*` classes and our `KubeObject` (`Record<string, unknown>`,
+ *   src/core/kube.ts) both describe the apiserver's JSON. client-node deserialises to it (with every field
+ *   optional, and timestamps that are sometimes still strings despite their `Date` types, which is why the
+ *   readers here treat timestamps as `unknown` and normalise them), and the apiserver accepts it back.
+ * - ajv's standalone validators (src/generated/*-validator.ts, `// @ts-nocheck`): generated from the JSON
+ *   Schema that the named TypeScript type describes, so a `true` answer narrows the data to that type.
+ */
+import type { V1Lease, V1Namespace, V1Node, V1Pod, V1Service } from "@kubernetes/client-node";
+import type { ValidateFunction } from "ajv";
+import type { KubeObject } from "./kube.js";
+
+/**
+ * A typed client-node object (or any apiserver object) as our untyped `KubeObject`. Sound: an object's own
+ * enumerable fields are string-keyed JSON values; `KubeObject` claims no more than that.
+ */
+export function asKubeObject(x: object): KubeObject {
+  return x as unknown as KubeObject;
+}
+
+/** An apiserver Pod (client-node's, or raw JSON) read through client-node's `V1Pod`: both describe the same JSON. */
+export function asV1Pod(o: object): V1Pod {
+  return o as V1Pod;
+}
+
+/** An apiserver Service read through client-node's `V1Service` (as `asV1Pod`). */
+export function asV1Service(o: object): V1Service {
+  return o as V1Service;
+}
+
+/** An apiserver Node read through client-node's `V1Node` (as `asV1Pod`). */
+export function asV1Node(o: object): V1Node {
+  return o as V1Node;
+}
+
+/** An apiserver Namespace read through client-node's `V1Namespace` (as `asV1Pod`). */
+export function asV1Namespace(o: object): V1Namespace {
+  return o as V1Namespace;
+}
+
+/** An apiserver Lease read through client-node's `V1Lease` (as `asV1Pod`). */
+export function asV1Lease(o: object): V1Lease {
+  return o as V1Lease;
+}
+
+/**
+ * A generated ajv standalone validator (its module is `@ts-nocheck`, so the compiler sees only an untyped
+ * function) as the `ValidateFunction` of the type its schema describes. Sound as long as the schema and the
+ * type agree, which the generator's tests (test/unit/*validator*, `npm run generate`) keep true.
+ */
+export function compiledValidator<T>(generated: unknown): ValidateFunction<T> {
+  return generated as ValidateFunction<T>;
+}
