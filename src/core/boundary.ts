@@ -10,11 +10,16 @@
  *   src/core/kube.ts) both describe the apiserver's JSON. client-node deserialises to it (with every field
  *   optional, and timestamps that are sometimes still strings despite their `Date` types, which is why the
  *   readers here treat timestamps as `unknown` and normalise them), and the apiserver accepts it back.
+ * - Node's HTTP listeners: with `allowHTTP1`, node:http2's compatibility API calls one request listener
+ *   for both protocols; ours is typed for node:http's request and response, which the compatibility
+ *   objects mirror.
  * - ajv's standalone validators (src/generated/*-validator.ts, `// @ts-nocheck`): generated from the JSON
  *   Schema that the named TypeScript type describes, so a `true` answer narrows the data to that type.
  */
 import type { V1Lease, V1Namespace, V1Node, V1Pod, V1Service } from "@kubernetes/client-node";
 import type { ValidateFunction } from "ajv";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { KubeObject } from "./kube.js";
 
 /**
@@ -53,8 +58,19 @@ export function asV1Lease(o: object): V1Lease {
 /**
  * A generated ajv standalone validator (its module is `@ts-nocheck`, so the compiler sees only an untyped
  * function) as the `ValidateFunction` of the type its schema describes. Sound as long as the schema and the
- * type agree, which the generator's tests (test/unit/*validator*, `npm run generate`) keep true.
+ * type agree: the validators are generated from the same schema modules (`npm run generate`).
  */
 export function compiledValidator<T>(generated: unknown): ValidateFunction<T> {
   return generated as ValidateFunction<T>;
+}
+
+/**
+ * A node:http request listener as the listener of an `allowHTTP1` node:http2 server. node:http2's
+ * Compatibility API exists for this: its request and response mirror node:http's, so one listener serves
+ * HTTP/1.1 and HTTP/2 (src/server/serve.ts has always passed the same listener to both kinds of server).
+ */
+export function asHttp2CompatListener(
+  listener: (req: IncomingMessage, res: ServerResponse) => void,
+): (req: Http2ServerRequest, res: Http2ServerResponse) => void {
+  return listener as unknown as (req: Http2ServerRequest, res: Http2ServerResponse) => void;
 }
