@@ -5,7 +5,7 @@
  * outage (finished jobs keep their GPUs longer), so nothing here is worse than a warning.
  */
 import { CronExpressionParser } from "cron-parser";
-import type { CronJob, DoctorSnapshot, Finding, Job } from "./types.js";
+import type { CronJob, DoctorSnapshot, DoctorFinding, Job } from "./types.js";
 import { isUnreadable } from "./types.js";
 
 export const RECONCILER_NAME = "quartermaster-reconciler";
@@ -51,7 +51,7 @@ function finishedCondition(job: Job): { type: "Complete" | "Failed"; reason?: st
   return c ? { type: c.type as "Complete" | "Failed", reason: c.reason, message: c.message } : undefined;
 }
 
-export function checkReconciler(s: DoctorSnapshot): Finding[] {
+export function checkReconciler(s: DoctorSnapshot): DoctorFinding[] {
   const subject = `CronJob ${s.namespace}/${RECONCILER_NAME}`;
   if (isUnreadable(s.reconciler)) {
     return [{ check: "reconciler", severity: "warning", subject, message: `not checked: ${s.reconciler.error}`, fix: "run doctor with read access to cronjobs and jobs in Quartermaster's namespace" }];
@@ -67,7 +67,7 @@ export function checkReconciler(s: DoctorSnapshot): Finding[] {
   if (!cronJob) {
     return [{ check: "reconciler", severity: "warning", subject, message: "not found: finished jobs keep their pods and GPUs, and the device ledger is not written", fix: "kubectl apply -k manifests/base (or your overlay)" }];
   }
-  const out: Finding[] = [];
+  const out: DoctorFinding[] = [];
   const spec = cronJob.spec;
   if (spec.suspend) {
     out.push({ check: "reconciler", severity: "warning", subject, message: "suspended: no passes run", fix: `kubectl -n ${s.namespace} patch cronjob ${RECONCILER_NAME} -p '{"spec":{"suspend":false}}'` });
