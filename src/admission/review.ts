@@ -7,11 +7,11 @@
  */
 import { ReviewDecodeError } from "../core/errors.js";
 import { describeSchemaErrors } from "../core/schema.js";
-import type { ValidateFunction } from "ajv";
+import { compiledValidator } from "../core/boundary.js";
 import generatedEnvelopeValidator from "../generated/review-validator.js";
 import type { AdmissionRequest, AdmissionResponse, AdmissionReview } from "./types.js";
 
-const validateEnvelope = generatedEnvelopeValidator as unknown as ValidateFunction<AdmissionReview>;
+const validateEnvelope = compiledValidator<AdmissionReview>(generatedEnvelopeValidator);
 
 
 /**

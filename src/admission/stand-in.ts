@@ -21,7 +21,7 @@ export const STAND_IN_NAMES = "resourceNames";
  */
 export function standInNames(list: unknown): readonly string[] | null | undefined {
   if (!Array.isArray(list) || !Object.prototype.hasOwnProperty.call(list, STAND_IN_NAMES)) return undefined;
-  const names = (list as unknown as Record<string, unknown>)[STAND_IN_NAMES];
+  const names = (list as unknown[] & Record<typeof STAND_IN_NAMES, unknown>)[STAND_IN_NAMES];
   return Array.isArray(names) ? (names as string[]) : null;
 }
 

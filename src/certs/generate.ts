@@ -11,7 +11,7 @@
  * `@peculiar/x509` and `reflect-metadata` (which it needs loaded first) are imported on first use, so
  * nothing that merely imports this module (the `serve` path never does) pays for them.
  */
-import { createPrivateKey, randomBytes, webcrypto, X509Certificate as NodeX509, type KeyObject } from "node:crypto";
+import { createPrivateKey, randomBytes, X509Certificate as NodeX509, type KeyObject } from "node:crypto";
 
 type X509Module = typeof import("@peculiar/x509");
 let x509Module: Promise<X509Module> | undefined;
@@ -22,8 +22,10 @@ function x509(): Promise<X509Module> {
   return x509Module;
 }
 
-const subtle = webcrypto.subtle as unknown as SubtleCrypto;
-const crypto = webcrypto as unknown as Crypto;
+// Node's global WebCrypto (the same object as node:crypto's `webcrypto` since Node 19), typed as the Web
+// Crypto API that @peculiar/x509 takes; node:crypto's own declaration of it differs in overloads only.
+const subtle: SubtleCrypto = globalThis.crypto.subtle;
+const crypto: Crypto = globalThis.crypto;
 
 /** The key algorithms `certs generate --key-type` and `certs ensure --key-type` offer. */
 export const KEY_TYPES = ["ecdsa", "rsa"] as const;

@@ -32,7 +32,7 @@ export interface RenewalPolicy {
   overlapMs: number;
 }
 
-export type Decision = { action: "keep"; reason: string } | { action: "replace"; reason: string };
+export type CertDecision = { action: "keep"; reason: string } | { action: "replace"; reason: string };
 
 const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
 
@@ -82,7 +82,7 @@ export function caProblem(ca: KeyPairPem, now: Date): string | undefined {
 }
 
 /** Keep the CA, or replace it with a new one (missing, unreadable, not a CA, expired or due for renewal). */
-export function decideCa(ca: KeyPairPem | undefined, policy: Pick<RenewalPolicy, "caRenewBeforeMs">, now: Date): Decision {
+export function decideCa(ca: KeyPairPem | undefined, policy: Pick<RenewalPolicy, "caRenewBeforeMs">, now: Date): CertDecision {
   if (!ca) return { action: "replace", reason: "no CA yet" };
   const problem = caProblem(ca, now);
   if (problem) return { action: "replace", reason: problem };
@@ -102,7 +102,7 @@ function sans(cert: X509Certificate): Set<string> {
  * Keep the serving certificate, or issue a new one under `caPem`: missing, unreadable, key mismatch, not
  * issued by the current CA, a wanted SAN missing, expired or due for renewal.
  */
-export function decideServing(serving: KeyPairPem | undefined, caPem: string, policy: RenewalPolicy, now: Date): Decision {
+export function decideServing(serving: KeyPairPem | undefined, caPem: string, policy: RenewalPolicy, now: Date): CertDecision {
   if (!serving) return { action: "replace", reason: "no serving certificate yet" };
   const cert = parse(serving.certPem);
   if (!cert) return { action: "replace", reason: "the serving certificate does not parse" };

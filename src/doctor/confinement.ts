@@ -9,7 +9,7 @@
 import type { KubeObject } from "../core/kube.js";
 import { CONFINEMENT_POLICY_NAME, renderReconcilerConfinement } from "../manifests/confinement.js";
 import type { Policy } from "../policy/types.js";
-import { isUnreadable, type ConfinementState, type Finding, type Unreadable } from "./types.js";
+import { isUnreadable, type ConfinementState, type DoctorFinding, type Unreadable } from "./types.js";
 
 type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {});
@@ -31,10 +31,10 @@ function decisive(policy: KubeObject): string[] {
 
 const APPLY = (namespace: string): string => `quartermaster manifests confinement --namespace ${namespace} | kubectl apply -f - (Helm: reconciler.confinement.enabled=true)`;
 
-export function checkConfinement(state: ConfinementState | Unreadable | undefined, policy: Pick<Policy, "jobKinds">, namespace: string): Finding[] {
+export function checkConfinement(state: ConfinementState | Unreadable | undefined, policy: Pick<Policy, "jobKinds">, namespace: string): DoctorFinding[] {
   if (state === undefined) return [];
   const subject = `ValidatingAdmissionPolicy ${CONFINEMENT_POLICY_NAME}`;
-  const finding = (severity: Finding["severity"], message: string, fix = ""): Finding[] => [{ check: "confinement", severity, subject, message, fix }];
+  const finding = (severity: DoctorFinding["severity"], message: string, fix = ""): DoctorFinding[] => [{ check: "confinement", severity, subject, message, fix }];
   if (isUnreadable(state)) {
     return finding("warning", `cannot read it (${state.error}); the reconciler's writes may be confined by its own code only`, "Kubernetes >= 1.30 serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies; check the doctor's access to them");
   }

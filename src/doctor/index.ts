@@ -8,17 +8,17 @@ import { checkConfinement } from "./confinement.js";
 import { checkLedger } from "./ledger.js";
 import { checkAccess } from "./rbac.js";
 import { checkReconciler, schedulePeriodSeconds } from "./reconciler.js";
-import { isUnreadable, worst, type DoctorSnapshot, type Finding } from "./types.js";
+import { isUnreadable, worst, type DoctorSnapshot, type DoctorFinding } from "./types.js";
 import { checkWebhooks } from "./webhooks.js";
 
 export interface DoctorReport {
   /** "healthy" when nothing is worse than info. */
   status: "healthy" | "warning" | "critical";
   exitCode: 0 | 1 | 2;
-  findings: Finding[];
+  findings: DoctorFinding[];
 }
 
-export function exitCode(findings: readonly Finding[]): 0 | 1 | 2 {
+export function exitCode(findings: readonly DoctorFinding[]): 0 | 1 | 2 {
   const w = worst(findings.map((f) => f.severity));
   return w === "critical" ? 2 : w === "warning" ? 1 : 0;
 }
@@ -41,7 +41,7 @@ export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "jobKind
   return report(findings);
 }
 
-export function report(findings: Finding[]): DoctorReport {
+export function report(findings: DoctorFinding[]): DoctorReport {
   const code = exitCode(findings);
   return { status: code === 2 ? "critical" : code === 1 ? "warning" : "healthy", exitCode: code, findings };
 }

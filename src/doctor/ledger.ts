@@ -5,7 +5,7 @@
  */
 import { humanAge } from "./reconciler.js";
 import type { ReadLedger } from "../reconcile/ledger-shards.js";
-import type { Finding, LedgerState } from "./types.js";
+import type { DoctorFinding, LedgerState } from "./types.js";
 
 export const LEDGER_STALE_PERIODS = 3;
 export const LEDGER_DEFAULT_MAX_AGE_SECONDS = 3600;
@@ -19,7 +19,7 @@ export interface LedgerContext {
   reconcilerHasSucceeded: boolean;
 }
 
-export function checkLedger(ledger: LedgerState, ctx: LedgerContext): Finding[] {
+export function checkLedger(ledger: LedgerState, ctx: LedgerContext): DoctorFinding[] {
   const subject = `ledger in ${ctx.namespace}`;
   const runPass = `kubectl -n ${ctx.namespace} create job --from=cronjob/quartermaster-reconciler quartermaster-reconciler-manual`;
   if (ledger === "absent") {
@@ -28,7 +28,7 @@ export function checkLedger(ledger: LedgerState, ctx: LedgerContext): Finding[] 
       : [{ check: "ledger", severity: "info", subject, message: "no ledger yet: the reconciler writes it on its first successful pass", fix: "" }];
   }
   if ("unread" in ledger) return [{ check: "ledger", severity: "info", subject, message: `ledger not read: ${ledger.unread}`, fix: "" }];
-  const out: Finding[] = [];
+  const out: DoctorFinding[] = [];
   if (ledger.corrupt.length > 0) {
     out.push({
       check: "ledger",

@@ -7,7 +7,7 @@
  */
 import type { Policy } from "../policy/types.js";
 import { LEDGER_INDEX_NAME, shardName } from "../reconcile/ledger-shards.js";
-import type { AccessCheck, Finding, Severity } from "./types.js";
+import type { AccessCheck, DoctorFinding, Severity } from "./types.js";
 import { isUnreadable, worst, type Unreadable } from "./types.js";
 
 export const WEBHOOK_SERVICE_ACCOUNT = "quartermaster-webhook";
@@ -71,13 +71,13 @@ function describe(a: AccessRequirement): string {
   return `${a.verb} ${resource}${a.name ? `/${a.name}` : ""}${a.namespace ? ` in ${a.namespace}` : ""} (${a.why})`;
 }
 
-export function checkAccess(access: AccessCheck[] | Unreadable): Finding[] {
+export function checkAccess(access: AccessCheck[] | Unreadable): DoctorFinding[] {
   if (isUnreadable(access)) {
     return [{ check: "rbac", severity: "warning", subject: "ServiceAccounts", message: `not checked: ${access.error}`, fix: "run doctor as a user allowed to create subjectaccessreviews.authorization.k8s.io" }];
   }
   const bySa = new Map<string, AccessCheck[]>();
   for (const a of access) bySa.set(a.serviceAccount, [...(bySa.get(a.serviceAccount) ?? []), a]);
-  return [...bySa].map(([sa, checks]): Finding => {
+  return [...bySa].map(([sa, checks]): DoctorFinding => {
     const denied = checks.filter((c) => !c.mustNot && !c.allowed);
     const excess = checks.filter((c) => c.mustNot && c.allowed);
     if (denied.length === 0 && excess.length === 0) {

@@ -5,7 +5,7 @@
  * outage (finished jobs keep their GPUs longer), so nothing here is worse than a warning.
  */
 import { CronExpressionParser } from "cron-parser";
-import type { CronJob, DoctorSnapshot, Finding, Job } from "./types.js";
+import type { CronJob, DoctorSnapshot, DoctorFinding, Job } from "./types.js";
 import { isUnreadable } from "./types.js";
 
 export const RECONCILER_NAME = "quartermaster-reconciler";
@@ -51,7 +51,7 @@ function finishedCondition(job: Job): { type: "Complete" | "Failed"; reason?: st
   return c ? { type: c.type as "Complete" | "Failed", reason: c.reason, message: c.message } : undefined;
 }
 
-export function checkReconciler(s: DoctorSnapshot): Finding[] {
+export function checkReconciler(s: DoctorSnapshot): DoctorFinding[] {
   const subject = `CronJob ${s.namespace}/${RECONCILER_NAME}`;
   if (isUnreadable(s.reconciler)) {
     return [{ check: "reconciler", severity: "warning", subject, message: `not checked: ${s.reconciler.error}`, fix: "run doctor with read access to cronjobs and jobs in Quartermaster's namespace" }];
@@ -61,7 +61,7 @@ export function checkReconciler(s: DoctorSnapshot): Finding[] {
   if (!cronJob) {
     return [{ check: "reconciler", severity: "warning", subject, message: "not found: finished jobs keep their pods and GPUs, and the device ledger is not written", fix: "kubectl apply -k manifests/base (or your overlay)" }];
   }
-  const out: Finding[] = [];
+  const out: DoctorFinding[] = [];
   if (cronJob.spec.suspend) {
     out.push({ check: "reconciler", severity: "warning", subject, message: "suspended: no passes run", fix: `kubectl -n ${s.namespace} patch cronjob ${RECONCILER_NAME} -p '{"spec":{"suspend":false}}'` });
   }
@@ -70,7 +70,7 @@ export function checkReconciler(s: DoctorSnapshot): Finding[] {
 }
 
 /** The resident-reconciler overlay: one process scheduling its own passes, which only its logs show. */
-function checkResident(namespace: string, resident: { replicas: number; readyReplicas: number }): Finding[] {
+function checkResident(namespace: string, resident: { replicas: number; readyReplicas: number }): DoctorFinding[] {
   const dep = `Deployment ${namespace}/${RECONCILER_NAME}`;
   return resident.readyReplicas > 0
     ? [{ check: "reconciler", severity: "ok", subject: dep, message: `resident reconciler running (${resident.readyReplicas}/${resident.replicas} ready); its passes are in its logs`, fix: "" }]
@@ -78,7 +78,7 @@ function checkResident(namespace: string, resident: { replicas: number; readyRep
 }
 
 /** Passes the schedule owed since the last success (or the CronJob's creation): none missed, a few, or many. */
-function checkSchedule(s: DoctorSnapshot, cronJob: CronJob, subject: string): Finding[] {
+function checkSchedule(s: DoctorSnapshot, cronJob: CronJob, subject: string): DoctorFinding[] {
   const spec = cronJob.spec;
   // A pass may legitimately still be starting or running this long after its scheduled time.
   const graceSeconds = (spec.startingDeadlineSeconds ?? 0) + (spec.jobTemplate?.spec?.activeDeadlineSeconds ?? 0);
@@ -109,7 +109,7 @@ function checkSchedule(s: DoctorSnapshot, cronJob: CronJob, subject: string): Fi
 }
 
 /** A warning when the CronJob's latest finished Job failed. */
-function checkLatestPass(namespace: string, cronJob: CronJob, jobs: readonly Job[]): Finding[] {
+function checkLatestPass(namespace: string, cronJob: CronJob, jobs: readonly Job[]): DoctorFinding[] {
   const owned = jobs.filter((j) => !cronJob.metadata.uid || (j.metadata.ownerReferences ?? []).some((o) => o.uid === cronJob.metadata.uid));
   const latestFinished = owned
     .map((job) => ({ job, done: finishedCondition(job) }))

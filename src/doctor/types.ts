@@ -34,7 +34,7 @@ export type CheckName =
   | "rbac"
   | "confinement";
 
-export interface Finding {
+export interface DoctorFinding {
   check: CheckName;
   severity: Severity;
   /** What the finding is about: a webhook name, a certificate, a ServiceAccount. */
@@ -53,8 +53,8 @@ export function isUnreadable(x: unknown): x is Unreadable {
   return typeof x === "object" && x !== null && "error" in x && typeof (x as Unreadable).error === "string";
 }
 
-/** admissionregistration.k8s.io/v1 Webhook, the fields the doctor reads. */
-export interface Webhook {
+/** An entry of a webhook configuration (admissionregistration.k8s.io/v1 `Webhook`), the fields the doctor reads. */
+export interface WebhookEntry {
   name: string;
   clientConfig: {
     url?: string;
@@ -76,7 +76,7 @@ export interface Webhook {
 export interface WebhookConfiguration {
   kind: "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration";
   metadata: { name: string };
-  webhooks?: Webhook[];
+  webhooks?: WebhookEntry[];
 }
 
 export interface ServicePort {
@@ -183,7 +183,7 @@ export interface ConfinementState {
 }
 
 /** The key of a webhook's target in `services` / `certificates`. */
-export function targetKey(hook: Webhook): string | undefined {
+export function targetKey(hook: WebhookEntry): string | undefined {
   const { service, url } = hook.clientConfig;
   if (service) return `service:${service.namespace}/${service.name}`;
   if (url) return `url:${url}`;

@@ -18,10 +18,10 @@ import {
   targetKey,
   type CertificateEvidence,
   type DoctorSnapshot,
-  type Finding,
+  type DoctorFinding,
   type ServiceState,
   type Severity,
-  type Webhook,
+  type WebhookEntry,
   type WebhookConfiguration,
 } from "./types.js";
 
@@ -36,7 +36,7 @@ const APPLY_FIX = "kubectl apply -k manifests/base (or your overlay)";
 
 interface HookRef {
   config: WebhookConfiguration;
-  hook: Webhook;
+  hook: WebhookEntry;
   failClosed: boolean;
   /** The severity of anything that makes calls to this webhook fail. */
   outage: Severity;
@@ -56,8 +56,8 @@ function consequence(r: HookRef): string {
   return r.failClosed ? "every request it matches is refused (failurePolicy Fail)" : "requests it matches skip it (failurePolicy Ignore)";
 }
 
-function configurationFindings(configs: readonly WebhookConfiguration[], hooks: readonly HookRef[], expected: ReturnType<typeof expectedWebhooks>): Finding[] {
-  const out: Finding[] = [];
+function configurationFindings(configs: readonly WebhookConfiguration[], hooks: readonly HookRef[], expected: ReturnType<typeof expectedWebhooks>): DoctorFinding[] {
+  const out: DoctorFinding[] = [];
   for (const e of expected) {
     const found = hooks.find((r) => r.hook.name === e.name && r.config.kind === e.kind);
     if (!found) {
@@ -84,7 +84,7 @@ function configurationFindings(configs: readonly WebhookConfiguration[], hooks: 
 // ---- registered vs rendered -----------------------------------------------------------------------------
 
 /** `group/version/operation/resource/scope` for every combination a webhook's rules match (the apiserver's defaults: scope `*`). */
-function ruleTuples(rules: Webhook["rules"]): string[] {
+function ruleTuples(rules: WebhookEntry["rules"]): string[] {
   const out = new Set<string>();
   for (const r of rules ?? []) {
     for (const g of r.apiGroups ?? []) for (const v of r.apiVersions ?? []) for (const o of r.operations ?? []) for (const res of r.resources ?? []) out.add(`${g || "core"}/${v} ${o} ${res} (${r.scope ?? "*"})`);
@@ -100,12 +100,12 @@ function canonicalSelector(sel: LabelSelector | undefined): string {
 }
 
 /** CEL is compared with its whitespace collapsed (YAML folding and indentation change none of its meaning here). */
-const canonicalConditions = (conds: Webhook["matchConditions"]): string[] => (conds ?? []).map((c) => `${c.name}: ${c.expression.replace(/\s+/g, " ").trim()}`).sort();
+const canonicalConditions = (conds: WebhookEntry["matchConditions"]): string[] => (conds ?? []).map((c) => `${c.name}: ${c.expression.replace(/\s+/g, " ").trim()}`).sort();
 
 const setDiff = (a: readonly string[], b: readonly string[]): string[] => a.filter((x) => !b.includes(x));
 
 /** What in `have` differs from the render `want`: rules, namespaceSelector, matchConditions. */
-export function renderDifferences(have: Webhook, want: RenderedWebhook): string[] {
+export function renderDifferences(have: WebhookEntry, want: RenderedWebhook): string[] {
   const problems: string[] = [];
   const [h, w] = [ruleTuples(have.rules), ruleTuples(want.rules)];
   const missing = setDiff(w, h);
@@ -117,7 +117,7 @@ export function renderDifferences(have: Webhook, want: RenderedWebhook): string[
   }
   const [hc, wc] = [canonicalConditions(have.matchConditions), canonicalConditions(want.matchConditions)];
   if (hc.join("\n") !== wc.join("\n")) {
-    const names = (c: Webhook["matchConditions"]) => (c ?? []).map((x) => x.name).join(", ") || "none";
+    const names = (c: WebhookEntry["matchConditions"]) => (c ?? []).map((x) => x.name).join(", ") || "none";
     problems.push(
       names(have.matchConditions) === names(want.matchConditions)
         ? `matchConditions ${names(want.matchConditions)} differ from the policy's (its GPU resource patterns or job labels changed)`
@@ -127,9 +127,9 @@ export function renderDifferences(have: Webhook, want: RenderedWebhook): string[
   return problems;
 }
 
-function renderFindings(hooks: readonly HookRef[], expected: ReturnType<typeof expectedWebhooks>, namespace: string): Finding[] {
+function renderFindings(hooks: readonly HookRef[], expected: ReturnType<typeof expectedWebhooks>, namespace: string): DoctorFinding[] {
   const fix = `quartermaster manifests webhooks --policy <the policy> --namespace ${namespace} | kubectl apply -f - (the caBundle is kept)`;
-  const out: Finding[] = [];
+  const out: DoctorFinding[] = [];
   for (const e of expected) {
     const found = hooks.find((r) => r.hook.name === e.name && r.config.kind === e.kind);
     if (!found) continue; // reported by webhook-configuration
@@ -173,8 +173,8 @@ export function readyAddresses(state: ServiceState, port: number): { addresses: 
   return { addresses, notReady };
 }
 
-function endpointFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding[] {
-  return hooks.flatMap((r): Finding[] => {
+function endpointFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): DoctorFinding[] {
+  return hooks.flatMap((r): DoctorFinding[] => {
     const { hook } = r;
     const svcRef = hook.clientConfig.service;
     if (svcRef) {
@@ -212,7 +212,7 @@ function endpointFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding
 }
 
 /** The host name the apiserver's TLS client checks the served certificate against. */
-export function expectedHost(hook: Webhook): string | undefined {
+export function expectedHost(hook: WebhookEntry): string | undefined {
   const { service, url } = hook.clientConfig;
   if (service) return `${service.name}.${service.namespace}.svc`;
   if (url) {
@@ -238,7 +238,7 @@ function evidenceChain(e: CertificateEvidence): { chain: X509Certificate[]; wher
 }
 
 /** The CAs in a webhook's caBundle, or why they cannot be had. */
-export function bundleCertificates(hook: Webhook): X509Certificate[] | { problem: string } {
+export function bundleCertificates(hook: WebhookEntry): X509Certificate[] | { problem: string } {
   const b64 = hook.clientConfig.caBundle;
   if (!b64) return { problem: "caBundle is empty, so the apiserver checks the server against its system roots, which do not hold Quartermaster's CA" };
   try {
@@ -248,8 +248,8 @@ export function bundleCertificates(hook: Webhook): X509Certificate[] | { problem
   }
 }
 
-function caBundleFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding[] {
-  return hooks.flatMap((r): Finding[] => {
+function caBundleFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): DoctorFinding[] {
+  return hooks.flatMap((r): DoctorFinding[] => {
     const { hook } = r;
     const key = targetKey(hook);
     if (!key) return [];
@@ -289,7 +289,7 @@ function certificateProblems(usable: ReadonlyArray<{ where: string; chain: X509C
   return { problems, good };
 }
 
-function expiryFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding[] {
+function expiryFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): DoctorFinding[] {
   const cas = new Map<string, { cert: X509Certificate; hooks: string[] }>();
   const leaves = new Map<string, { cert: X509Certificate; where: string[] }>();
   for (const r of hooks) {
@@ -311,7 +311,7 @@ function expiryFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding[]
       leaves.set(leaf.fingerprint256, entry);
     }
   }
-  const finding = (cert: X509Certificate, subject: string, context: string, fix: string): Finding => {
+  const finding = (cert: X509Certificate, subject: string, context: string, fix: string): DoctorFinding => {
     const notBefore = new Date(cert.validFrom);
     if (notBefore > s.now) {
       return { check: "certificate-expiry", severity: "critical", subject, message: `not valid before ${notBefore.toISOString()}; ${context}`, fix: "check the clock of whoever issued it, or re-issue it" };
@@ -334,9 +334,9 @@ export function protectedNamespaceNames(ownNamespace: string): string[] {
   return [...namespaceScope(ownNamespace).excluded];
 }
 
-function selectorFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding[] {
+function selectorFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): DoctorFinding[] {
   const names = protectedNamespaceNames(s.namespace);
-  return hooks.map((r): Finding => {
+  return hooks.map((r): DoctorFinding => {
     const selector = r.hook.namespaceSelector;
     const matched: string[] = [];
     const byLabelOnly: string[] = [];
@@ -368,8 +368,8 @@ function selectorFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): Finding
   });
 }
 
-function sideEffectFindings(hooks: readonly HookRef[]): Finding[] {
-  return hooks.map((r): Finding => {
+function sideEffectFindings(hooks: readonly HookRef[]): DoctorFinding[] {
+  return hooks.map((r): DoctorFinding => {
     const value = r.hook.sideEffects ?? "(unset)";
     if (value === "None" || value === "NoneOnDryRun") return { check: "side-effects", severity: "ok", subject: r.hook.name, message: `sideEffects ${value}`, fix: "" };
     return {
@@ -382,8 +382,8 @@ function sideEffectFindings(hooks: readonly HookRef[]): Finding[] {
   });
 }
 
-function timeoutFindings(hooks: readonly HookRef[], policyTimeoutSeconds: number): Finding[] {
-  return hooks.map((r): Finding => {
+function timeoutFindings(hooks: readonly HookRef[], policyTimeoutSeconds: number): DoctorFinding[] {
+  return hooks.map((r): DoctorFinding => {
     // The v1 API defaults timeoutSeconds to 10.
     const t = r.hook.timeoutSeconds ?? 10;
     if (t <= policyTimeoutSeconds) return { check: "timeout", severity: "ok", subject: r.hook.name, message: `timeoutSeconds ${t}`, fix: "" };
@@ -398,7 +398,7 @@ function timeoutFindings(hooks: readonly HookRef[], policyTimeoutSeconds: number
 }
 
 /** Every webhook finding for the snapshot, against the webhook configurations the policy renders. */
-export function checkWebhooks(s: DoctorSnapshot, policy: WebhookPolicy): Finding[] {
+export function checkWebhooks(s: DoctorSnapshot, policy: WebhookPolicy): DoctorFinding[] {
   if (isUnreadable(s.webhookConfigurations)) {
     return [{ check: "webhook-configuration", severity: "warning", subject: "webhook configurations", message: `not checked: ${s.webhookConfigurations.error}`, fix: "run doctor with read access to mutating/validatingwebhookconfigurations" }];
   }

@@ -73,7 +73,7 @@ export function withActionableErrors(k8s: ClientNode, kc: KubeConfig): void {
   kc.makeApiClient = ((apiClientType: new (config: unknown) => unknown) => {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error(`the kubeconfig has no current cluster (context "${kc.getCurrentContext()}"): pass --kubeconfig or set its current-context`);
-    const inner = k8s.createConfiguration().httpApi as unknown as HttpLibrary;
+    const inner: HttpLibrary = k8s.createConfiguration().httpApi;
     const config = k8s.createConfiguration({
       baseServer: new k8s.ServerConfiguration(cluster.server, {}),
       authMethods: { default: kc },

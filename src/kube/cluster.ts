@@ -5,6 +5,8 @@
  * patches, ConfigMap writes with a resourceVersion precondition and Events. Counts its API
  * calls for the pass summary. Errors keep their HTTP status in `code`.
  */
+import type { V1ContainerStatus, V1ObjectMeta, V1PodCondition, V1PodSpec } from "@kubernetes/client-node";
+import { asKubeObject, asV1Lease, asV1Namespace, asV1Node, asV1Pod, asV1Service } from "../core/boundary.js";
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import type { NamespaceInfo } from "../core/scope.js";
@@ -69,7 +71,7 @@ export interface Cluster extends ClusterReader, ClusterWriter, ClusterCreator, C
 
 /** Pods trimmed to what the planner and the ledger read: a 100,000-pod cluster then fits in memory comfortably. */
 /** The metadata the planners read (identity, labels, owners, timestamps); the rest is dropped. */
-function slimMeta(m: any, managedFields?: readonly Record<string, unknown>[]): Record<string, unknown> {
+function slimMeta(m: V1ObjectMeta, managedFields?: readonly Record<string, unknown>[]): Record<string, unknown> {
   // One object literal: spreading this result into another and adding a key costs ~250 bytes an object in V8.
   return {
     name: m.name,
@@ -84,7 +86,8 @@ function slimMeta(m: any, managedFields?: readonly Record<string, unknown>[]): R
 }
 
 /** Services trimmed to their metadata: the planners read nothing else of them. */
-export function slimService(s: any): KubeObject {
+export function slimService(o: object): KubeObject {
+  const s = asV1Service(o);
   return { apiVersion: "v1", kind: "Service", metadata: slimMeta(s.metadata ?? {}) };
 }
 
@@ -122,15 +125,16 @@ function deepFreeze<T>(o: T): T {
   return o;
 }
 
-function containerStatus(c: any): Record<string, unknown> {
+function containerStatus(c: V1ContainerStatus | undefined): Record<string, unknown> {
   const code = c?.state?.terminated?.exitCode;
   return { name: c?.name, restartCount: c?.restartCount ?? 0, ...(typeof code === "number" ? { state: { terminated: { exitCode: code } } } : {}) };
 }
 
-export function slimPod(p: any, cache: OwnerFieldsCache = new Map()): KubeObject {
-  const spec = p.spec ?? {};
+export function slimPod(o: object, cache: OwnerFieldsCache = new Map()): KubeObject {
+  const p = asV1Pod(o);
+  const spec: Partial<V1PodSpec> = p.spec ?? {};
   const owners = slimOwnerFields(p.metadata?.managedFields, cache);
-  const container = (c: any) => ({ name: c.name, ...(c.resources ? { resources: c.resources } : {}), ...(c.ports ? { ports: c.ports } : {}), ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}) });
+  const container = (c: { name?: string; resources?: unknown; ports?: unknown; restartPolicy?: string }): Record<string, unknown> => ({ name: c.name, ...(c.resources ? { resources: c.resources } : {}), ...(c.ports ? { ports: c.ports } : {}), ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}) });
   return {
     apiVersion: "v1",
     kind: "Pod",
@@ -145,18 +149,20 @@ export function slimPod(p: any, cache: OwnerFieldsCache = new Map()): KubeObject
       // The job controller reads restart counts and the default container's exit code.
       ...(p.status?.containerStatuses ? { containerStatuses: p.status.containerStatuses.map(containerStatus) } : {}),
       ...(p.status?.initContainerStatuses ? { initContainerStatuses: p.status.initContainerStatuses.map(containerStatus) } : {}),
-      ...(p.status?.conditions ? { conditions: p.status.conditions.filter((c: any) => c.type === "PodScheduled").map((c: any) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message })) } : {}),
+      ...(p.status?.conditions ? { conditions: p.status.conditions.filter((c: V1PodCondition) => c.type === "PodScheduled").map((c: V1PodCondition) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message })) } : {}),
     },
   };
 }
 
-export function slimNode(n: any): KubeObject {
-  const ready = (n.status?.conditions ?? []).find((c: any) => c?.type === "Ready");
+export function slimNode(o: object): KubeObject {
+  const n = asV1Node(o);
+  const ready = (n.status?.conditions ?? []).find((c) => c?.type === "Ready");
   const conditions = ready ? { conditions: [{ type: "Ready", status: ready.status, ...(ready.lastHeartbeatTime ? { lastHeartbeatTime: iso(ready.lastHeartbeatTime) } : {}) }] } : {};
   return { apiVersion: "v1", kind: "Node", metadata: { name: n.metadata?.name, uid: n.metadata?.uid }, status: { capacity: n.status?.capacity ?? {}, allocatable: n.status?.allocatable ?? {}, ...conditions } };
 }
 
-export function slimNamespace(ns: any): NamespaceInfo {
+export function slimNamespace(o: object): NamespaceInfo {
+  const ns = asV1Namespace(o);
   return { name: String(ns.metadata?.name), ...(ns.metadata?.labels ? { labels: ns.metadata.labels } : {}) };
 }
 
@@ -165,7 +171,7 @@ function iso(t: unknown): string {
   return t instanceof Date ? t.toISOString() : String(t);
 }
 
-type Page = { items?: unknown[]; metadata?: { _continue?: string; continue?: string } };
+type Page = { items?: object[]; metadata?: { _continue?: string; continue?: string } };
 
 
 export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
@@ -192,7 +198,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
   let calls = 0;
 
   /** Every page of a LIST, each item passed through `shape` as it arrives. */
-  const paged = async (fetchPage: (cont: string | undefined) => Promise<Page>, shape: (item: any) => KubeObject): Promise<KubeObject[]> => {
+  const paged = async (fetchPage: (cont: string | undefined) => Promise<Page>, shape: (item: object) => KubeObject): Promise<KubeObject[]> => {
     const out: KubeObject[] = [];
     let cont: string | undefined;
     do {
@@ -212,7 +218,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     },
     async listJobs(kind) {
       try {
-        return await paged(async (cont) => (await custom.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, limit: PAGE_SIZE, _continue: cont })) as Page, (x) => x as KubeObject);
+        return await paged(async (cont) => (await custom.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, limit: PAGE_SIZE, _continue: cont })) as Page, asKubeObject);
       } catch (err) {
         if (statusOf(err) === 404) return undefined;
         throw err;
@@ -251,7 +257,10 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     async listNodeLeases() {
       return paged(
         async (cont) => (await coordination.listNamespacedLease({ namespace: "kube-node-lease", limit: PAGE_SIZE, _continue: cont })) as Page,
-        (l: any) => ({ metadata: { name: l.metadata?.name }, spec: { ...(l.spec?.renewTime ? { renewTime: iso(l.spec.renewTime) } : {}) } }),
+        (item) => {
+          const l = asV1Lease(item);
+          return { metadata: { name: l.metadata?.name }, spec: { ...(l.spec?.renewTime ? { renewTime: iso(l.spec.renewTime) } : {}) } };
+        },
       );
     },
     async listConfigMaps(namespace, labelSelector) {

@@ -36,7 +36,7 @@ export async function acquireLease(opts: LeaseOptions): Promise<{ held: HeldLeas
     // client-node hands timestamps back as strings despite their Date types: normalise.
     current && {
       holder: current.spec?.holderIdentity,
-      renewTime: current.spec?.renewTime ? new Date(current.spec.renewTime as unknown as string) : undefined,
+      renewTime: current.spec?.renewTime ? new Date(current.spec.renewTime) : undefined,
       durationSeconds: current.spec?.leaseDurationSeconds,
     },
     opts.holder,

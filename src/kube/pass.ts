@@ -14,7 +14,7 @@ import type { KubeObject } from "../core/kube.js";
 import { errorMessage } from "../core/errors.js";
 import type { Policy } from "../policy/types.js";
 import type { ClaimAction } from "../reconcile/claim.js";
-import { jobEvents, type EventReason, type Outcome } from "../reconcile/events.js";
+import { jobEvents, type EventReason, type JobEventOutcome } from "../reconcile/events.js";
 import type { DeleteAction } from "../reconcile/finished.js";
 import { planPass, type Plan, type Snapshot } from "../reconcile/plan.js";
 import type { CreateServiceAction } from "../reconcile/services.js";
@@ -109,10 +109,10 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
   const plan = planPass(snap, now, policy, namespaceScope(opts.namespace), { ...(inFlight ? { inFlight } : {}), ...(opts.maxDeletions !== undefined ? { maxDeletions: opts.maxDeletions } : {}) });
   const report: PassReport = { plan, applied: [], skipped: [], failed: [], events: 0, apiCalls: 0, durationMs: 0 };
   for (const p of plan.problems) log.warn({ problem: p }, "reconcile: cannot act");
-  const outcomes: Outcome[] = [];
+  const outcomes: JobEventOutcome[] = [];
 
   /** Runs one API call for an action and files its result; `done` is what the call resolved with. */
-  const attempt = async <R>(a: Action, call: () => Promise<R>, judge: (r: R) => string | undefined, outcome?: Omit<Outcome, "why" | "object">): Promise<void> => {
+  const attempt = async <R>(a: Action, call: () => Promise<R>, judge: (r: R) => string | undefined, outcome?: Omit<JobEventOutcome, "why" | "object">): Promise<void> => {
     try {
       const r = await call();
       const skip = judge(r);

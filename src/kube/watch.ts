@@ -23,8 +23,9 @@
  *   clock, and releases the Lease when it stops, so a standby takes over at once (or, after a crash, once
  *   the Lease has expired).
  */
+import type { Informer as ClientInformer, KubernetesListObject, KubernetesObject, ObjectCache, V1OwnerReference } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import type { KubeObject } from "../core/kube.js";
+import { asKubeObject } from "../core/boundary.js";
 import { errorMessage } from "../core/errors.js";
 import { quartermasterControls, type JobKind, type Policy } from "../policy/types.js";
 import { Expectations } from "../reconcile/expectations.js";
@@ -67,13 +68,13 @@ export interface Watcher {
   stop(): Promise<void>;
 }
 
-type Informer = {
-  on(verb: string, cb: (obj: any) => void): void;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-  list(namespace?: string): ReadonlyArray<any>;
-  get(name: string, namespace?: string): any;
-};
+/** client-node's informer with its cache (what `makeInformer` returns). */
+type Informer<T extends KubernetesObject> = ClientInformer<T> & ObjectCache<T>;
+
+const VERBS = ["add", "update", "delete"] as const;
+
+/** The controller reference among an object's owners, if any. */
+const controllerOf = (o: KubernetesObject): V1OwnerReference | undefined => (o.metadata?.ownerReferences ?? []).find((r) => r.controller === true);
 
 /** Syncs share it; a full pass takes it alone (so the two never decide on the same job at once). */
 class PassLock {
@@ -105,7 +106,8 @@ class PassLock {
   }
 }
 
-const keyOf = (kindIndex: number, namespace: string, name: string): string => `${kindIndex}\0${namespace}\0${name}`;
+// An object without a namespace or name (never from the apiserver) keys as "undefined", as it always has.
+const keyOf = (kindIndex: number, namespace: string | undefined, name: string | undefined): string => `${kindIndex}\0${namespace}\0${name}`;
 
 export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const { policy, log, metrics } = opts;
@@ -123,28 +125,29 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const scope = namespaceScope(opts.namespace);
   let stopped = false;
 
-  const informer = (path: string, list: () => Promise<any>): Informer => k8s.makeInformer(kc, path, list as never) as unknown as Informer;
+  const informer = <T extends KubernetesObject>(path: string, list: () => Promise<KubernetesListObject<T>>): Informer<T> => k8s.makeInformer(kc, path, list);
   const pods = informer("/api/v1/pods", () => core.listPodForAllNamespaces());
   const services = informer("/api/v1/services", () => core.listServiceForAllNamespaces());
   const namespaces = informer("/api/v1/namespaces", () => core.listNamespace());
-  const jobs = kinds.map((k) => informer(`/apis/${k.group}/${k.version}/${k.plural}`, () => custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural })));
+  const jobs = kinds.map((k) => informer(`/apis/${k.group}/${k.version}/${k.plural}`, () => custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural }) as Promise<KubernetesListObject<KubernetesObject>>));
   const all = [pods, services, namespaces, ...jobs];
 
   let verdict: ReturnType<typeof scopeIndex> | undefined;
   const inScope = (ns: string): { inScope: boolean; why?: string } => (verdict ??= scopeIndex(scope, namespaces.list().map(slimNamespace)))(ns);
-  for (const verb of ["add", "update", "delete"]) namespaces.on(verb, () => (verdict = undefined));
+  for (const verb of VERBS) namespaces.on(verb, () => (verdict = undefined));
 
   jobs.forEach((inf, i) => {
-    for (const verb of ["add", "update", "delete"]) inf.on(verb, (o: any) => queue.add(keyOf(i, o.metadata?.namespace, o.metadata?.name)));
+    for (const verb of VERBS) inf.on(verb, (o) => queue.add(keyOf(i, o.metadata?.namespace, o.metadata?.name)));
   });
-  const byOwner = (o: any): void => {
-    const ref = (o.metadata?.ownerReferences ?? []).find((r: any) => r.controller === true);
+  const byOwner = (o: KubernetesObject): void => {
+    const ref = controllerOf(o);
     if (!ref) return;
     const group = String(ref.apiVersion ?? "").split("/")[0];
     const i = kinds.findIndex((k) => k.kind === ref.kind && k.group === group);
     if (i >= 0) queue.add(keyOf(i, o.metadata?.namespace, ref.name));
   };
-  for (const inf of [pods, services]) for (const verb of ["add", "update", "delete"]) inf.on(verb, byOwner);
+  const dependents: ReadonlyArray<ClientInformer<KubernetesObject>> = [pods, services];
+  for (const inf of dependents) for (const verb of VERBS) inf.on(verb, byOwner);
   for (const inf of all) {
     inf.on("error", (err: unknown) => {
       if (stopped) return;
@@ -159,7 +162,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   let held: HeldLease | undefined;
   let renewedAt = 0;
   const leading = (): boolean => held !== undefined && now().getTime() - renewedAt < opts.leaseSeconds * 1000;
-  const enqueueAll = (): void => jobs.forEach((inf, i) => inf.list().forEach((o: any) => queue.add(keyOf(i, o.metadata?.namespace, o.metadata?.name))));
+  const enqueueAll = (): void => jobs.forEach((inf, i) => inf.list().forEach((o) => queue.add(keyOf(i, o.metadata?.namespace, o.metadata?.name))));
   let passTimer: ReturnType<typeof setTimeout> | undefined;
   const fullPass = async (): Promise<void> => {
     if (stopped || !leading()) return;
@@ -224,10 +227,10 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     const kind: JobKind = kinds[Number(i)]!;
     const raw = jobs[Number(i)]!.get(name, ns);
     if (!raw) return "ok";
-    const job = raw as KubeObject;
+    const job = asKubeObject(raw);
     if (!inScope(ns).inScope || managedElsewhere(job)) return "ok";
     const uid = String((job.metadata as { uid?: string }).uid);
-    const owned = (o: any): boolean => (o.metadata?.ownerReferences ?? []).some((r: any) => r.controller === true && r.uid === uid);
+    const owned = (o: KubernetesObject): boolean => (o.metadata?.ownerReferences ?? []).some((r) => r.controller === true && r.uid === uid);
     const ownPods = pods.list(ns).filter(owned).map((p) => slimPod(p));
     const ownServices = services.list(ns).filter(owned).map(slimService);
     const at = now();

@@ -64,7 +64,7 @@ export async function generatedManifests(): Promise<Record<string, string>> {
     [CHART_WEBHOOK_TEMPLATE]: await chartWebhookTemplate(),
     [CHART_LEDGER_RBAC_TEMPLATE]: await chartLedgerRbacTemplate(),
     [CHART_PROMETHEUS_RULE_TEMPLATE]: chartPrometheusRuleTemplate(readFileSync(join(ROOT, PROMETHEUS_RULE_MANIFEST), "utf8")),
-    [CHART_VALUES_SCHEMA]: chartValuesSchema(POLICY_SCHEMA as unknown as Record<string, unknown>),
+    [CHART_VALUES_SCHEMA]: chartValuesSchema(POLICY_SCHEMA),
     // Helm reads only files inside the chart (`.Files.Get`): the monitoring overlay's dashboard, copied.
     [CHART_DASHBOARD]: readFileSync(join(ROOT, DASHBOARD_MANIFEST), "utf8"),
   };

@@ -10,7 +10,7 @@
  * defaulting would have injected), and PyTorch's `nprocPerNode` / elastic min-max defaulting is applied
  * here when the stored job lacks it (a cluster without the operator's defaulting webhook).
  */
-import type { V1EnvVar } from "@kubernetes/client-node";
+import type { V1EnvVar, V1PodTemplateSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import type { Framework } from "../policy/types.js";
 import { caffe2RuntimeId } from "../topology/label-scheme.js";
@@ -42,7 +42,7 @@ export const FRAMEWORKS: Record<Framework, FrameworkInfo> = {
   caffe2: { container: "caffe2", portName: "caffe2-port", port: 2222 },
 };
 
-type Spec = Record<string, any>;
+type Spec = Record<string, unknown>;
 
 interface Job {
   raw: KubeObject;
@@ -123,7 +123,7 @@ function specOf(job: Job, type: string): Spec | undefined {
 
 /** The containerPort of the framework's named port on its default container in `spec`, else the default. */
 function portOf(job: Job, spec: Spec | undefined): number {
-  const containers = (spec?.template?.spec?.containers ?? []) as Array<{ name?: string; ports?: Array<{ name?: string; containerPort?: number }> }>;
+  const containers = ((spec?.template as V1PodTemplateSpec | undefined)?.spec?.containers ?? []) as Array<{ name?: string; ports?: Array<{ name?: string; containerPort?: number }> }>;
   const c = containers.find((x) => x.name === job.info.container);
   const p = c?.ports?.find((x) => x.name === job.info.portName)?.containerPort;
   return typeof p === "number" ? p : job.info.port;
@@ -221,7 +221,7 @@ function mxnet(job: Job, t: Topology): ClusterSpecResult {
     for (const [type, spec] of sorted) {
       const port = portOf(job, spec);
       cluster[type.toLowerCase()] = Array.from({ length: replicasOf(spec) }, (_, i) => ({ url: replicaName(job.name, type, i), port }));
-      labels[type.toLowerCase()] = (spec.template?.metadata?.annotations?.["tuner-server-key"] as string | undefined) ?? "";
+      labels[type.toLowerCase()] = ((spec.template as V1PodTemplateSpec | undefined)?.metadata?.annotations?.["tuner-server-key"] as string | undefined) ?? "";
     }
     return { clusterJson: goJson(cluster), labelsJson: goJson(labels), scheduler: cluster.scheduler?.[0] };
   });

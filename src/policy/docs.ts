@@ -215,7 +215,7 @@ function objectType(s: Schema): string {
 }
 
 /** Every field of the schema, depth first, in the schema's order. */
-export function policyFields(schema: Schema = POLICY_SCHEMA as unknown as Schema): FieldDoc[] {
+export function policyFields(schema: Schema = POLICY_SCHEMA): FieldDoc[] {
   const out: FieldDoc[] = [];
   const walk = (node: Schema, prefix: string): void => {
     for (const [key, sub] of Object.entries(node.properties ?? {})) {

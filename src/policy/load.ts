@@ -5,7 +5,7 @@
  * its field path.
  */
 import { PolicyError } from "../core/errors.js";
-import type { ValidateFunction } from "ajv";
+import { compiledValidator } from "../core/boundary.js";
 import generatedPolicyValidator from "../generated/policy-validator.js";
 import { describeSchemaErrors } from "../core/schema.js";
 import { MAX_PATTERN_LENGTH } from "../core/glob.js";
@@ -13,7 +13,7 @@ import { checkQuantity } from "../core/quantity.js";
 import { CONFIGURABLE_RULES, RULE_NAMES } from "./rules.js";
 import type { Enforcement, JobDefaults, Policy, RunPolicyLimits } from "./types.js";
 
-const validatePolicy = generatedPolicyValidator as unknown as ValidateFunction<Policy>;
+const validatePolicy = compiledValidator<Policy>(generatedPolicyValidator);
 
 
 /** The built-in policy: the schema's defaults. */
@@ -75,7 +75,7 @@ function ruleNameProblem(line: string): string {
   return `${m[1]}.${m[2]}: ${JSON.stringify(m[2])} ${why}; rules: ${CONFIGURABLE_RULES.join(", ")}`;
 }
 
-type Doc = Record<string, any>;
+type Doc = Record<string, unknown>;
 const isObject = (v: unknown): v is Doc => typeof v === "object" && v !== null && !Array.isArray(v);
 const entriesOf = (v: unknown): Array<[string, unknown]> => (isObject(v) ? Object.entries(v) : []);
 

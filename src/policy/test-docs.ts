@@ -28,7 +28,7 @@ function rows(props: Record<string, Node>, required: readonly string[], prefix: 
 }
 
 export function policyTestingDocs(): string {
-  const schema = POLICY_TEST_SCHEMA as unknown as Node;
+  const schema: Node = POLICY_TEST_SCHEMA;
   const fields = rows(schema.properties!, schema.required ?? [], "");
   return [
     "## Trying and testing a policy change",

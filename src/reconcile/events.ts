@@ -9,7 +9,7 @@ import type { JobKind } from "../policy/types.js";
 
 export type EventReason = "AdoptedPod" | "AdoptedService" | "ReleasedPod" | "ReleasedService" | "SuccessfulDeletePod" | "SuccessfulDeleteService" | "DeletedAfterTTL";
 
-export interface Outcome {
+export interface JobEventOutcome {
   namespace: string;
   /** `<Kind>/<name>` of the job. */
   job: string;
@@ -34,8 +34,8 @@ const VERBS: Record<EventReason, string> = {
 const MAX_NAMES = 10;
 export const EVENT_SOURCE = "quartermaster-reconciler";
 
-export function jobEvents(outcomes: readonly Outcome[], now: Date): KubeObject[] {
-  const groups = new Map<string, Outcome[]>();
+export function jobEvents(outcomes: readonly JobEventOutcome[], now: Date): KubeObject[] {
+  const groups = new Map<string, JobEventOutcome[]>();
   for (const o of outcomes) {
     const key = `${o.namespace}\0${o.jobUid}\0${o.reason}`;
     const g = groups.get(key);

@@ -19,12 +19,10 @@
  * Every action carries the object's uid for the delete precondition.
  */
 import type { KubeObject } from "../core/kube.js";
-import type { JobKind, Policy } from "../policy/types.js";
+import type { CleanPodPolicy, JobKind, Policy } from "../policy/types.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { effectivePodGpus } from "../core/gpu.js";
 import { meta } from "./meta.js";
-
-export type CleanPodPolicy = "All" | "Running" | "None";
 
 export interface DeleteAction {
   verb: "delete";

@@ -76,7 +76,7 @@ import { clusterSpec, ClusterSpecMemo, FRAMEWORKS, isMasterRole, replicaObjectNa
 import type { AllowedTemplates, Framework, JobKind } from "../policy/types.js";
 import { CAFFE2_GROUP_NAME, CAFFE2_LABELS, caffe2RuntimeId, labelScheme, OPERATOR_NAMES } from "../topology/label-scheme.js";
 import { MAX_JOB_REPLICAS } from "../topology/ceiling.js";
-import { replicaSpecs, replicasOf } from "../topology/resolve.js";
+import { replicaSpecs, replicasOf, type ReplicaSpec } from "../topology/resolve.js";
 import type { DeleteAction } from "./finished.js";
 import { meta, type Meta } from "./meta.js";
 import { DEFAULT_ALLOWED_TEMPLATES, describeViolations, jobTemplateViolations } from "./template-guard.js";
@@ -287,7 +287,7 @@ interface Replica {
   type: string;
   /** Lower case, as in names and labels. */
   rt: string;
-  spec: Record<string, any>;
+  spec: ReplicaSpec;
   replicas: number;
   restartPolicy: RestartPolicy;
 }
@@ -302,9 +302,9 @@ function readReplicas(job: KubeObject, kind: JobKind): Replica[] | { problems: s
     if (n !== undefined && (typeof n !== "number" || !Number.isInteger(n) || n < 0)) problems.push(`replica type ${type}: replicas ${JSON.stringify(n)} is not a whole number ≥ 0`);
     if (!spec.template || typeof spec.template !== "object") problems.push(`replica type ${type} has no template`);
     const own = spec.restartPolicy;
-    if (own !== undefined && !RESTART_POLICIES.includes(own)) problems.push(`replica type ${type}: restartPolicy ${JSON.stringify(own)} is not one of Always, OnFailure, Never, ExitCode`);
+    if (own !== undefined && !(RESTART_POLICIES as readonly unknown[]).includes(own)) problems.push(`replica type ${type}: restartPolicy ${JSON.stringify(own)} is not one of Always, OnFailure, Never, ExitCode`);
     const fromTemplate = kind.framework === "caffe2" ? spec.template?.spec?.restartPolicy : undefined;
-    const restartPolicy = (own ?? (RESTART_POLICIES.includes(fromTemplate) ? fromTemplate : undefined) ?? DEFAULT_RESTART[kind.framework]) as RestartPolicy;
+    const restartPolicy = (own ?? (fromTemplate !== undefined && RESTART_POLICIES.includes(fromTemplate) ? fromTemplate : undefined) ?? DEFAULT_RESTART[kind.framework]) as RestartPolicy;
     out.push({ type, rt: type.toLowerCase(), spec, replicas: replicasOf(spec), restartPolicy });
   }
   if (out.length === 0) problems.push(`no replica specs (spec.${kind.framework === "caffe2" ? "replicaSpecs" : "<framework>ReplicaSpecs"})`);
@@ -361,7 +361,7 @@ const withEnv = (c: V1Container, env: readonly V1EnvVar[]): V1Container => {
  */
 export function podFor(job: KubeObject, kind: JobKind, r: Replica, index: number, clusterDomain: string, memo?: ClusterSpecMemo): { body: KubeObject; overwroteRestartPolicy: boolean } {
   const m = meta(job);
-  const template = structuredClone(r.spec.template ?? {}) as { metadata?: Record<string, any>; spec?: Record<string, any> };
+  const template = structuredClone(r.spec.template ?? {}) as { metadata?: Record<string, unknown>; spec?: Record<string, unknown> };
   const tm = template.metadata ?? {};
   const spec = (template.spec ?? {}) as { restartPolicy?: string; containers?: V1Container[] };
   const cs = clusterSpec({ job, kind, replicaType: r.type, index }, String(m.namespace), clusterDomain, memo);

@@ -16,6 +16,7 @@
  *   the shard maximum, that the current layout no longer uses. Anything else carrying its label is left alone.
  */
 import type { ValidateFunction } from "ajv";
+import { compiledValidator } from "../core/boundary.js";
 import { createHash } from "node:crypto";
 import generatedIndexValidator from "../generated/ledger-index-validator.js";
 import generatedShardValidator from "../generated/ledger-shard-validator.js";
@@ -48,8 +49,8 @@ export function isLedgerConfigMapName(name: string): boolean {
   return m !== null && Number(m[1]) < MAX_LEDGER_SHARDS;
 }
 
-const validateIndex = generatedIndexValidator as unknown as ValidateFunction<LedgerIndex>;
-const validateShard = generatedShardValidator as unknown as ValidateFunction<LedgerShard>;
+const validateIndex = compiledValidator<LedgerIndex>(generatedIndexValidator);
+const validateShard = compiledValidator<LedgerShard>(generatedShardValidator);
 
 /** Whether `name` is one of the ledger's own shard names (`quartermaster-ledger-<n>`, n < MAX_LEDGER_SHARDS). */
 export function isShardName(name: string): boolean {

@@ -57,7 +57,7 @@ import type { KubeObject } from "../core/kube.js";
 import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { labelScheme } from "../topology/label-scheme.js";
-import { replicaSpecs, replicasOf } from "../topology/resolve.js";
+import { replicaSpecs, replicasOf, type ReplicaSpec } from "../topology/resolve.js";
 import { controllerUid, RECONCILER_FIELD_MANAGER } from "./claim.js";
 import { finishedAt } from "./finished.js";
 import type { Meta } from "./meta.js";
@@ -112,7 +112,7 @@ export function ownerRefManagers(o: KubeObject, uid: string): string[] {
   const managed = ((o.metadata ?? {}) as { managedFields?: unknown }).managedFields;
   const out: string[] = [];
   if (!Array.isArray(managed)) return out;
-  for (const e of managed as Array<{ manager?: unknown; fieldsV1?: Record<string, any> } | null>) {
+  for (const e of managed as Array<{ manager?: unknown; fieldsV1?: { "f:metadata"?: { "f:ownerReferences"?: unknown } } } | null>) {
     const refs = e?.fieldsV1?.["f:metadata"]?.["f:ownerReferences"];
     if (refs && typeof refs === "object" && key in refs) out.push(String(e?.manager ?? ""));
   }
@@ -146,7 +146,7 @@ interface Port {
  * The Service ports upstream derives for a replica spec: the default container's ports after defaulting, one
  * per name; undefined when the spec has no container of the default name (upstream: "failed to find the port").
  */
-export function servicePorts(spec: Record<string, any>, kind: Pick<JobKind, "framework">): Array<{ name?: string; port: number }> | undefined {
+export function servicePorts(spec: ReplicaSpec, kind: Pick<JobKind, "framework">): Array<{ name?: string; port: number }> | undefined {
   const info = FRAMEWORKS[kind.framework];
   const containers = (spec.template?.spec?.containers ?? []) as Array<{ name?: string; ports?: Port[] }>;
   const container = containers.find((c) => c.name === info.container);

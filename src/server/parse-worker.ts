@@ -79,7 +79,7 @@ export function standIn(list: readonly unknown[], options: WorkerParseOptions): 
       if (!kept) break;
     }
   }
-  (out as unknown as Record<string, unknown>)[options.namesKey] = kept ? [...names] : null;
+  Reflect.set(out, options.namesKey, kept ? [...names] : null);
   return out;
 }
 

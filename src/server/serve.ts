@@ -21,15 +21,17 @@ import { createServer, type Server } from "node:https";
 import { constants as h2constants, createSecureServer, type Http2SecureServer, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
 import { readFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
+import type { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
 import { DEFAULT_CIPHERS } from "node:tls";
 import type { Logger } from "pino";
+import { asHttp2CompatListener } from "../core/boundary.js";
 import type { Webhook } from "../admission/handler.js";
 import { createBodyParser, type BodyParser } from "./parse.js";
 import { answerClientError, answerExpectation, createBodyBudget, createMetricsListener, createRequestListener, MAX_INFLIGHT_BODY_BYTES, pathOf, type AppOptions, type RequestListener } from "./app.js";
 import type { AdmissionMetrics } from "./metrics.js";
 import { KeyPairRefused, readKeyPair, watchKeyPair } from "./tls.js";
-import { guardConnections, type Guard, type GuardedServer, type GuardOptions } from "./connections.js";
+import { guardConnections, type Guard, type GuardOptions } from "./connections.js";
 
 /**
  * Idle keep-alive connections are closed after this. The apiserver's webhook client (Go's http.Transport
@@ -195,7 +197,9 @@ function bound(server: WebhookServer, listener: RequestListener, guard: Omit<Gua
   server.on("checkContinue", listener.checkContinue);
   server.on("checkExpectation", answerExpectation);
   server.on("clientError", answerClientError);
-  return guardConnections(server as unknown as GuardedServer, guard);
+  // Every kind of server is an EventEmitter, and an emitter's `on` takes each event GuardedServer names.
+  const events: EventEmitter = server;
+  return guardConnections(events, guard);
 }
 
 /** The metrics port's guard: every request is use (Prometheus and the kubelet's probes). */
@@ -256,7 +260,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
         ? createServer({ ...SERVER_OPTIONS, ...tlsOptions }, listener)
         : (createSecureServer(
             { ...tlsOptions, allowHTTP1: true, settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES } },
-            listener as unknown as Parameters<typeof createSecureServer>[1],
+            asHttp2CompatListener(listener),
           ) as Http2SecureServer & Http1Fallback);
     if (opts.http2 === true) serveHttp2(https as Http2SecureServer, h2);
     https.on("tlsClientError", (err) => log.debug({ err }, "tls handshake failed"));

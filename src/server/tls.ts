@@ -75,7 +75,7 @@ export interface KeyPairWatcher {
   close(): void;
 }
 
-export interface WatchOptions {
+export interface KeyPairWatchOptions {
   certFile: string;
   keyFile: string;
   initial: KeyPair;
@@ -88,7 +88,7 @@ export interface WatchOptions {
   now?: () => Date;
 }
 
-export function watchKeyPair(opts: WatchOptions): KeyPairWatcher {
+export function watchKeyPair(opts: KeyPairWatchOptions): KeyPairWatcher {
   const digest = (p: { cert: Buffer; key: Buffer }): string => createHash("sha256").update(p.cert).update(p.key).digest("hex");
   let current = digest(opts.initial);
   let running: Promise<void> | undefined;

@@ -8,6 +8,7 @@
  * The replica comes from the replica type and index labels of the kind's label scheme (`label-scheme.ts`; a
  * Caffe2 pod may carry the Kubeflow index label instead), else from the upstream pod name `<job>-<type>-<index>`.
  */
+import type { V1PodTemplateSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX } from "../core/keys.js";
 import type { Pod } from "../core/kube.js";
@@ -41,18 +42,29 @@ export function jobRef(pod: Pod, namespace: string, policy: Policy): JobRef | un
   return { candidates: byOperator.length > 0 ? byOperator : [...policy.jobKinds], namespace, name, via: "label" };
 }
 
-type ReplicaSpecs = ReadonlyArray<readonly [string, Record<string, any>]>;
+/**
+ * A replica spec (Kubeflow's `ReplicaSpec`) as it arrived, not validated: the pod template read with
+ * client-node's types, every other field untyped (readers check what they rely on).
+ */
+export interface ReplicaSpec {
+  replicas?: unknown;
+  restartPolicy?: unknown;
+  template?: V1PodTemplateSpec;
+  [field: string]: unknown;
+}
+
+type ReplicaSpecs = ReadonlyArray<readonly [string, ReplicaSpec]>;
 
 // A job read through the cache is the same (never changed) object for every replica pod of it that
 // is admitted meanwhile: its replica specs are listed once per job and kind, not once per pod.
 const specsOfJob = new WeakMap<KubeObject, Map<JobKind, ReplicaSpecs>>();
 
 function listReplicaSpecs(job: KubeObject, kind: JobKind): ReplicaSpecs {
-  const spec = (job.spec ?? {}) as Record<string, any>;
+  const spec = (job.spec ?? {}) as Record<string, unknown>;
   const field = spec[REPLICA_SPECS_FIELD[kind.framework]];
   if (!field || typeof field !== "object") return [];
-  if (kind.framework === "caffe2") return [["Worker", field as Record<string, any>]];
-  return Object.entries(field as Record<string, Record<string, any>>).filter(([, v]) => v && typeof v === "object");
+  if (kind.framework === "caffe2") return [["Worker", field as ReplicaSpec]];
+  return Object.entries(field as Record<string, ReplicaSpec>).filter(([, v]) => v && typeof v === "object");
 }
 
 /** The replica specs of a job as `[type, spec]` pairs; Caffe2's single pool is type `Worker`. */
@@ -65,7 +77,7 @@ export function replicaSpecs(job: KubeObject, kind: JobKind): ReplicaSpecs {
 }
 
 /** `replicas` of a spec; upstream treats a missing value as 1. */
-export function replicasOf(spec: Record<string, any> | undefined): number {
+export function replicasOf(spec: ReplicaSpec | undefined): number {
   const n = spec?.replicas;
   return typeof n === "number" && Number.isInteger(n) && n >= 0 ? n : spec ? 1 : 0;
 }

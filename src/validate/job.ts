@@ -20,7 +20,7 @@
 import type { V1ObjectMeta, V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { FRAMEWORKS, replicaObjectName } from "../mutate/frameworks.js";
-import { quartermasterControls, type Framework, type JobKind } from "../policy/types.js";
+import { quartermasterControls, type CleanPodPolicy, type Framework, type JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
 import { MAX_JOB_REPLICAS, jobReplicaTotal } from "../topology/ceiling.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
@@ -50,7 +50,7 @@ export function countProblem(v: unknown, max = INT32_MAX): string | undefined {
   return undefined;
 }
 
-type Spec = Record<string, any>;
+type Spec = Record<string, unknown>;
 
 /**
  * The replica types upstream's webhook allows, spelled exactly so (training-operator v1.8.1
@@ -148,7 +148,7 @@ function shape(job: KubeObject, kind: JobKind): Findings {
   }
   if (kind.framework === "pytorch") {
     const spec = (job.spec ?? {}) as Spec;
-    if (spec.elasticPolicy?.nProcPerNode !== undefined) {
+    if ((spec.elasticPolicy as Spec | undefined)?.nProcPerNode !== undefined) {
       if (spec.nprocPerNode !== undefined) {
         violations.push({ rule: "job-shape", field: "spec.elasticPolicy.nProcPerNode", message: "must not be set together with spec.nprocPerNode" });
       } else {
@@ -239,7 +239,7 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
   if (controls && rp.suspend !== undefined && typeof rp.suspend !== "boolean") {
     violations.push({ rule: "run-policy", field: at("suspend"), message: `${JSON.stringify(rp.suspend)?.slice(0, 64)} must be a boolean` });
   }
-  if (lim.allowedCleanPodPolicies && rp.cleanPodPolicy !== undefined && !lim.allowedCleanPodPolicies.includes(rp.cleanPodPolicy)) {
+  if (lim.allowedCleanPodPolicies && rp.cleanPodPolicy !== undefined && !lim.allowedCleanPodPolicies.includes(rp.cleanPodPolicy as CleanPodPolicy)) {
     violations.push({ rule: "run-policy", field: at("cleanPodPolicy"), message: `${String(rp.cleanPodPolicy)} is not allowed; allowed: ${lim.allowedCleanPodPolicies.join(", ")}` });
   }
   for (const [type, s] of replicaSpecs(job, kind)) {
@@ -250,9 +250,9 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
     const v = own ? s.restartPolicy : fromTemplate;
     if (v === undefined) continue;
     const field = `${specPath(kind, type)}${own ? "" : ".template.spec"}.restartPolicy`;
-    if (own && controls && !RESTART_POLICIES.includes(v)) {
+    if (own && controls && !(RESTART_POLICIES as readonly unknown[]).includes(v)) {
       violations.push({ rule: "run-policy", field, message: `${JSON.stringify(v)?.slice(0, 64)} is not one of ${RESTART_POLICIES.join(", ")}` });
-    } else if (lim.allowedRestartPolicies && !lim.allowedRestartPolicies.includes(v)) {
+    } else if (lim.allowedRestartPolicies && !(lim.allowedRestartPolicies as readonly unknown[]).includes(v)) {
       violations.push({ rule: "run-policy", field, message: `${String(v)} is not allowed; allowed: ${lim.allowedRestartPolicies.join(", ")}` });
     }
   }

@@ -16,7 +16,7 @@ import { after, before, describe, it } from "node:test";
 import { createCertificateAuthority, generateCertificates } from "../../src/certs/generate.js";
 import { runCli } from "../../src/cli/commands.js";
 import type { DoctorReport } from "../../src/doctor/index.js";
-import type { Finding } from "../../src/doctor/types.js";
+import type { DoctorFinding as Finding } from "../../src/doctor/types.js";
 import { freePort, startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { cli, renderBase, renderWebhookConfigurations, applyOwnManifests, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
 

@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 import { checkLedger, type LedgerContext } from "../../src/doctor/ledger.js";
 import { checkAccess, requiredAccess } from "../../src/doctor/rbac.js";
 import { checkReconciler, humanAge, scheduledBetween, schedulePeriodSeconds } from "../../src/doctor/reconciler.js";
-import type { CronJob, DoctorSnapshot, Finding, Job, LedgerState } from "../../src/doctor/types.js";
+import type { CronJob, DoctorSnapshot, DoctorFinding as Finding, Job, LedgerState } from "../../src/doctor/types.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 
 const NOW = new Date("2026-06-01T12:00:00Z");

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { DoctorSnapshot, Webhook, WebhookConfiguration } from "../../src/doctor/types.js";
+import type { DoctorSnapshot, WebhookEntry as Webhook, WebhookConfiguration } from "../../src/doctor/types.js";
 import { checkWebhooks, expectedWebhooks, renderDifferences } from "../../src/doctor/webhooks.js";
 import { renderWebhookConfigurations, type WebhookPolicy } from "../../src/manifests/webhooks.js";
 import { defaultPolicy } from "../../src/policy/load.js";

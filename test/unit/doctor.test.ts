@@ -11,7 +11,7 @@ import { diagnose, exitCode, findingsTable, report, unreachable } from "../../sr
 import { requiredAccess } from "../../src/doctor/rbac.js";
 import { excludesByName, selectorMatches } from "../../src/core/selector.js";
 import type { LabelSelector } from "../../src/core/selector.js";
-import type { DoctorSnapshot, Finding, Severity, Webhook, WebhookConfiguration } from "../../src/doctor/types.js";
+import type { DoctorSnapshot, DoctorFinding as Finding, Severity, WebhookEntry as Webhook, WebhookConfiguration } from "../../src/doctor/types.js";
 import { readyAddresses } from "../../src/doctor/webhooks.js";
 import { renderWebhookConfigurations } from "../../src/manifests/webhooks.js";
 import { defaultPolicy } from "../../src/policy/load.js";
