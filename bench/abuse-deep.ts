@@ -49,7 +49,12 @@ const clamp = (v: number, lo: number, hi: number): number => (Number.isFinite(v)
 const fmt = (ms: number): string => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
 const mib = (n: number): string => (n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : `${(n / 1024).toFixed(1)} KiB`);
 
-const SMALL_POD = { apiVersion: "v1", kind: "Pod", metadata: { name: "small", namespace: "team-a" }, spec: { containers: [{ name: "a", image: "nginx", resources: { requests: { cpu: "100m", memory: "64Mi" } } }] } };
+const SMALL_POD = {
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name: "small", namespace: "team-a" },
+  spec: { containers: [{ name: "a", image: "nginx", resources: { requests: { cpu: "100m", memory: "64Mi" } } }] },
+};
 const small = JSON.stringify(reviewOf(SMALL_POD, { uid: "small" }));
 
 /** A pod review with `arrays` nested arrays in one field (`pad` bytes of annotation): the review, its request and the pod add 3 levels. */
@@ -65,7 +70,9 @@ interface Server {
 }
 
 async function startServerChild(o: DeepOptions): Promise<Server> {
-  const proc = spawn(process.execPath, ["--import", "tsx", o.script, "--serve", "after", "--cert", o.cert, "--key", o.key], { stdio: ["pipe", "pipe", "inherit"] });
+  const proc = spawn(process.execPath, ["--import", "tsx", o.script, "--serve", "after", "--cert", o.cert, "--key", o.key], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   const lines = createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
   const next = async (): Promise<Record<string, number>> => JSON.parse(String((await lines.next()).value)) as Record<string, number>;
   const { port } = await next();
@@ -75,10 +82,23 @@ async function startServerChild(o: DeepOptions): Promise<Server> {
 function post(port: number, ca: string, path: string, body: string, agent: Agent | false): Promise<{ ms: number; status: string }> {
   const started = performance.now();
   return new Promise((resolve) => {
-    const req = request({ host: "127.0.0.1", port, path, method: "POST", agent, ca, servername: SERVERNAME, timeout: 30_000, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } }, (res) => {
-      res.resume();
-      res.on("end", () => resolve({ ms: performance.now() - started, status: String(res.statusCode) }));
-    });
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port,
+        path,
+        method: "POST",
+        agent,
+        ca,
+        servername: SERVERNAME,
+        timeout: 30_000,
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve({ ms: performance.now() - started, status: String(res.statusCode) }));
+      },
+    );
     req.on("timeout", () => req.destroy(new Error("timeout")));
     req.on("error", (err: NodeJS.ErrnoException) => resolve({ ms: performance.now() - started, status: err.code ?? err.message }));
     req.end(body);
@@ -174,7 +194,9 @@ export async function deep(o: DeepOptions): Promise<void> {
 
     await server.ask("reset");
     const cfg = { port: server.port, caFile, bodyFile, senders, seconds: deepSeconds, maxPerSender: 10_000 };
-    const child = spawn(process.execPath, [join(import.meta.dirname, "lib", "deep-senders.mjs"), JSON.stringify(cfg)], { stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, [join(import.meta.dirname, "lib", "deep-senders.mjs"), JSON.stringify(cfg)], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     senders_ = child;
     const out = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
     if ((await out.next()).value !== "ready") throw new Error("deep senders did not start");
@@ -186,7 +208,9 @@ export async function deep(o: DeepOptions): Promise<void> {
     const a = summarize(alone.ms);
     const u = summarize(under.ms);
     const d = summarize(deepResult.ms);
-    console.log(`\n2. small reviews from ${clients} clients, alone ${baselineSeconds} s, then ${deepSeconds} s beside ${senders} senders of the ${mib(huge.length)} body:`);
+    console.log(
+      `\n2. small reviews from ${clients} clients, alone ${baselineSeconds} s, then ${deepSeconds} s beside ${senders} senders of the ${mib(huge.length)} body:`,
+    );
     console.log(
       table(
         ["phase", "small reviews", "statuses", "p50", "p99", "max", "longest server stall"],
@@ -197,7 +221,9 @@ export async function deep(o: DeepOptions): Promise<void> {
         ],
       ),
     );
-    const deepStatuses = Object.entries(deepResult.statuses).map(([k, v]) => `${k}: ${v}`).join(", ");
+    const deepStatuses = Object.entries(deepResult.statuses)
+      .map(([k, v]) => `${k}: ${v}`)
+      .join(", ");
     console.log(`deep bodies: ${d.count} answered (${deepStatuses}); answer time p50 ${fmt(d.p50)}, p99 ${fmt(d.p99)}, max ${fmt(d.max)}`);
     const smallBad = [...alone.statuses, ...under.statuses].filter((s) => s !== "200").length;
     const deepBad = d.count - (deepResult.statuses["400"] ?? 0);

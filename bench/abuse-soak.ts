@@ -48,7 +48,17 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 export async function serveSoak(certFile: string, keyFile: string): Promise<void> {
   const policy = defaultPolicy();
   const webhooks = createWebhooks({ policy, log: silentLogger(), jobs: { get: async () => undefined }, now: () => new Date() });
-  const server = await startServer({ host: "127.0.0.1", port: 0, metricsPort: 0, http2: true, certFile, keyFile, webhooks, metrics: createAdmissionMetrics({ timeoutSeconds: 10 }), log: silentLogger() });
+  const server = await startServer({
+    host: "127.0.0.1",
+    port: 0,
+    metricsPort: 0,
+    http2: true,
+    certFile,
+    keyFile,
+    webhooks,
+    metrics: createAdmissionMetrics({ timeoutSeconds: 10 }),
+    log: silentLogger(),
+  });
   process.stdout.write(`${JSON.stringify({ port: server.port, metricsPort: server.metricsPort })}\n`);
   for await (const _ of createInterface({ input: process.stdin })); // until the driver closes stdin
   await server.close();
@@ -67,9 +77,21 @@ interface Tenant {
   open(t: Target, source: string): Socket | TLSSocket | ClientHttp2Session;
 }
 
-const review = JSON.stringify(reviewOf({ apiVersion: "v1", kind: "Pod", metadata: { name: "probe", namespace: "team-a" }, spec: { containers: [{ name: "a", image: "nginx", resources: { requests: { cpu: "100m", memory: "64Mi" } } }] } }, { uid: "probe" }));
-const post = (path: string, body: string): string => `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-const tls = (t: Target, source: string): TLSSocket => tlsConnect({ host: "127.0.0.1", port: t.port, ca: t.ca, servername: SERVERNAME, ALPNProtocols: ["http/1.1"], ...{ localAddress: source } });
+const review = JSON.stringify(
+  reviewOf(
+    {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "probe", namespace: "team-a" },
+      spec: { containers: [{ name: "a", image: "nginx", resources: { requests: { cpu: "100m", memory: "64Mi" } } }] },
+    },
+    { uid: "probe" },
+  ),
+);
+const post = (path: string, body: string): string =>
+  `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+const tls = (t: Target, source: string): TLSSocket =>
+  tlsConnect({ host: "127.0.0.1", port: t.port, ca: t.ca, servername: SERVERNAME, ALPNProtocols: ["http/1.1"], ...{ localAddress: source } });
 
 const TENANTS: Tenant[] = [
   { name: "silent TCP", source: "127.0.0.2", count: 400, open: (t, source) => tcpConnect({ host: "127.0.0.1", port: t.port, localAddress: source }) },
@@ -114,7 +136,11 @@ const TENANTS: Tenant[] = [
     name: "HTTP/2 sessions",
     source: "127.0.0.8",
     count: 150,
-    open: (t, source) => h2connect(`https://127.0.0.1:${t.port}`, { createConnection: () => tlsConnect({ host: "127.0.0.1", port: t.port, ca: t.ca, servername: SERVERNAME, ALPNProtocols: ["h2"], ...{ localAddress: source } }) }),
+    open: (t, source) =>
+      h2connect(`https://127.0.0.1:${t.port}`, {
+        createConnection: () =>
+          tlsConnect({ host: "127.0.0.1", port: t.port, ca: t.ca, servername: SERVERNAME, ALPNProtocols: ["h2"], ...{ localAddress: source } }),
+      }),
   },
 ];
 
@@ -163,13 +189,26 @@ function probe(t: Target, until: () => boolean): Promise<Probes> {
         out.refused.set(why, (out.refused.get(why) ?? 0) + 1);
         resolve();
       };
-      const req = request({ host: "127.0.0.1", port: t.port, path: "/validate/pods", method: "POST", agent, ca: t.ca, servername: SERVERNAME, timeout: 10_000, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(review) } }, (res) => {
-        res.resume();
-        res.on("end", () => {
-          if (res.statusCode === 200) out.ms.push(performance.now() - started), resolve();
-          else fail(`HTTP ${res.statusCode}`);
-        });
-      });
+      const req = request(
+        {
+          host: "127.0.0.1",
+          port: t.port,
+          path: "/validate/pods",
+          method: "POST",
+          agent,
+          ca: t.ca,
+          servername: SERVERNAME,
+          timeout: 10_000,
+          headers: { "content-type": "application/json", "content-length": Buffer.byteLength(review) },
+        },
+        (res) => {
+          res.resume();
+          res.on("end", () => {
+            if (res.statusCode === 200) (out.ms.push(performance.now() - started), resolve());
+            else fail(`HTTP ${res.statusCode}`);
+          });
+        },
+      );
       req.on("timeout", () => req.destroy(new Error("timeout")));
       req.on("error", (err: NodeJS.ErrnoException) => fail(err.code ?? err.message));
       req.end(review);
@@ -225,14 +264,33 @@ export async function soak(script: string, cert: string, key: string, ca: string
     await sleep(1_000);
     const rssEnd = rssMiB(pid);
 
-    const refusedOf = (p: Probes): string => (p.refused.size === 0 ? "0" : `${[...p.refused.values()].reduce((a, b) => a + b, 0)} (${[...p.refused].map(([k, v]) => `${k} ${v}`).join(", ")})`);
-    const shed = [...shedText.matchAll(/^quartermaster_connections_shed_total\{port="webhook",reason="(\w+)"\} (\d+)/gm)].map(([, r, n]) => `${r} ${n}`).join(", ");
+    const refusedOf = (p: Probes): string =>
+      p.refused.size === 0 ? "0" : `${[...p.refused.values()].reduce((a, b) => a + b, 0)} (${[...p.refused].map(([k, v]) => `${k} ${v}`).join(", ")})`;
+    const shed = [...shedText.matchAll(/^quartermaster_connections_shed_total\{port="webhook",reason="(\w+)"\} (\d+)/gm)]
+      .map(([, r, n]) => `${r} ${n}`)
+      .join(", ");
     console.log(`soak: ${TENANTS.reduce((n, x) => n + x.count, 0)} abusive connections held against a ${MAX_CONNECTIONS}-connection bound for ${seconds} s`);
     console.table([
-      { phase: "prober alone (5 s)", probes: alone.sent, refused: refusedOf(alone), p50: `${quantile(alone.ms, 0.5).toFixed(1)} ms`, p99: `${quantile(alone.ms, 0.99).toFixed(1)} ms`, "server RSS": `${rssAlone.toFixed(0)} MiB` },
-      { phase: `under abuse (${seconds} s)`, probes: abused.sent, refused: refusedOf(abused), p50: `${quantile(abused.ms, 0.5).toFixed(1)} ms`, p99: `${quantile(abused.ms, 0.99).toFixed(1)} ms`, "server RSS": `peak ${peak.toFixed(0)} MiB, ${rssEnd.toFixed(0)} MiB after` },
+      {
+        phase: "prober alone (5 s)",
+        probes: alone.sent,
+        refused: refusedOf(alone),
+        p50: `${quantile(alone.ms, 0.5).toFixed(1)} ms`,
+        p99: `${quantile(alone.ms, 0.99).toFixed(1)} ms`,
+        "server RSS": `${rssAlone.toFixed(0)} MiB`,
+      },
+      {
+        phase: `under abuse (${seconds} s)`,
+        probes: abused.sent,
+        refused: refusedOf(abused),
+        p50: `${quantile(abused.ms, 0.5).toFixed(1)} ms`,
+        p99: `${quantile(abused.ms, 0.99).toFixed(1)} ms`,
+        "server RSS": `peak ${peak.toFixed(0)} MiB, ${rssEnd.toFixed(0)} MiB after`,
+      },
     ]);
-    console.log(`p99 under abuse / alone: ${(quantile(abused.ms, 0.99) / quantile(alone.ms, 0.99)).toFixed(2)}×; RSS peak / alone: ${(peak / rssAlone).toFixed(2)}×`);
+    console.log(
+      `p99 under abuse / alone: ${(quantile(abused.ms, 0.99) / quantile(alone.ms, 0.99)).toFixed(2)}×; RSS peak / alone: ${(peak / rssAlone).toFixed(2)}×`,
+    );
     console.log(`server shed: ${shed || "nothing"}`);
     console.log(`tenants' connections closed by the server: ${closedBy.map(([n, c]) => `${n} ${c}`).join("; ")}`);
     if (abused.refused.size > 0) process.exitCode = 1;

@@ -96,12 +96,21 @@ async function serve(mode: string, certFile: string, keyFile: string): Promise<v
   }
   // "before" and "in-thread" parse every body on the event loop, as before large bodies went to a worker.
   const offloadBytes = mode === "after" ? undefined : Infinity;
-  const server = await startServer({ host: "127.0.0.1", port: 0, certFile, keyFile, webhooks, ...(offloadBytes !== undefined ? { offloadBytes } : {}), metrics: createAdmissionMetrics({ timeoutSeconds: 10 }), log: silentLogger() });
+  const server = await startServer({
+    host: "127.0.0.1",
+    port: 0,
+    certFile,
+    keyFile,
+    webhooks,
+    ...(offloadBytes !== undefined ? { offloadBytes } : {}),
+    metrics: createAdmissionMetrics({ timeoutSeconds: 10 }),
+    log: silentLogger(),
+  });
   const loop = monitorEventLoopDelay({ resolution: 5 });
   loop.enable();
   process.stdout.write(`${JSON.stringify({ port: server.port })}\n`);
   for await (const line of createInterface({ input: process.stdin })) {
-    if (line === "reset") loop.reset(), process.stdout.write("{}\n");
+    if (line === "reset") (loop.reset(), process.stdout.write("{}\n"));
     if (line === "stall") process.stdout.write(`${JSON.stringify({ stallMs: loop.max / 1e6 })}\n`);
   }
   await server.close();
@@ -116,7 +125,9 @@ interface Child {
 }
 
 async function startChild(mode: string, cert: string, key: string): Promise<Child> {
-  const proc = spawn(process.execPath, ["--import", "tsx", import.meta.filename, "--serve", mode, "--cert", cert, "--key", key], { stdio: ["pipe", "pipe", "inherit"] });
+  const proc = spawn(process.execPath, ["--import", "tsx", import.meta.filename, "--serve", mode, "--cert", cert, "--key", key], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   const lines = createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
   const next = async (): Promise<Record<string, number>> => JSON.parse(String((await lines.next()).value)) as Record<string, number>;
   const { port } = await next();
@@ -126,11 +137,14 @@ async function startChild(mode: string, cert: string, key: string): Promise<Chil
 function post(port: number, ca: string, path: string, body: string): Promise<{ ms: number; json: Record<string, any> }> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, path, method: "POST", ca, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ ms: performance.now() - started, json: JSON.parse(Buffer.concat(chunks).toString()) }));
-    });
+    const req = request(
+      { host: "127.0.0.1", port, path, method: "POST", ca, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ ms: performance.now() - started, json: JSON.parse(Buffer.concat(chunks).toString()) }));
+      },
+    );
     req.on("error", reject);
     req.end(body);
   });
@@ -162,7 +176,17 @@ async function drive(): Promise<void> {
       smallClients: Number(values["small-clients"]),
     });
   }
-  const small = JSON.stringify(reviewOf({ apiVersion: "v1", kind: "Pod", metadata: { name: "small", namespace: "team-a" }, spec: { containers: [{ name: "a", image: "nginx", resources: { requests: { cpu: "100m", memory: "64Mi" } } }] } }, { uid: "small" }));
+  const small = JSON.stringify(
+    reviewOf(
+      {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "small", namespace: "team-a" },
+        spec: { containers: [{ name: "a", image: "nginx", resources: { requests: { cpu: "100m", memory: "64Mi" } } }] },
+      },
+      { uid: "small" },
+    ),
+  );
 
   // The pipeline alone, no bound: linear now (the "after" column's work had the bound not stopped it).
   const policy = defaultPolicy();
@@ -191,7 +215,9 @@ async function drive(): Promise<void> {
         await child.ask("reset");
         const r = await post(child.port, ca, "/mutate/pods", edge);
         const { stallMs } = await child.ask("stall");
-        console.log(`most expensive admitted pod (${n} GPU containers, cost ≤ ${MAX_REVIEW_COST}): ${r.json.response.patch ? "patched" : "not patched"} in ${fmt(r.ms)}, longest server stall ${fmt(stallMs!)}`);
+        console.log(
+          `most expensive admitted pod (${n} GPU containers, cost ≤ ${MAX_REVIEW_COST}): ${r.json.response.patch ? "patched" : "not patched"} in ${fmt(r.ms)}, longest server stall ${fmt(stallMs!)}`,
+        );
       }
       for (const size of sizes) {
         const body = JSON.stringify(reviewOf(widePod({ containers: size })));

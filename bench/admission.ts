@@ -101,11 +101,14 @@ function status(port: number, path: string): Promise<number> {
 /** One POST of the review; the response body. */
 function post(port: number): Promise<string> {
   return new Promise((res, rej) => {
-    const req = request({ host: "127.0.0.1", port, path: values.path, method: "POST", ca: certs.ca.certPem, agent: false, headers: { "content-type": "application/json" } }, (r) => {
-      let text = "";
-      r.on("data", (c: Buffer) => (text += c.toString()));
-      r.on("end", () => res(text));
-    });
+    const req = request(
+      { host: "127.0.0.1", port, path: values.path, method: "POST", ca: certs.ca.certPem, agent: false, headers: { "content-type": "application/json" } },
+      (r) => {
+        let text = "";
+        r.on("data", (c: Buffer) => (text += c.toString()));
+        r.on("end", () => res(text));
+      },
+    );
     req.on("error", rej);
     req.end(body);
   });
@@ -202,20 +205,28 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 /** The row of the round with the median requests/s. */
 const medianRow = (rows: Row[]): Row => rows.find((r) => r.rps === median(rows.map((x) => x.rps)))!;
 
-const floorArgs = (answerFile?: string) => (port: number): string[] =>
-  [join(ROOT, "bench/lib/floor.mjs"), certFile, keyFile, String(port), ...(answerFile ? [answerFile] : [])];
+const floorArgs =
+  (answerFile?: string) =>
+  (port: number): string[] => [join(ROOT, "bench/lib/floor.mjs"), certFile, keyFile, String(port), ...(answerFile ? [answerFile] : [])];
 const qmArgs = (port: number): string[] => [
   ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : []),
   ...values["node-flags"].split(" ").filter(Boolean),
   join(ROOT, "bin/quartermaster.js"),
   "serve",
-  "--host", "127.0.0.1",
-  "--port", String(port),
-  "--tls-cert", certFile,
-  "--tls-key", keyFile,
-  "--metrics-port", "0",
-  "--log-level", values["log-level"],
-  "--kubeconfig", join(dir, "kubeconfig"),
+  "--host",
+  "127.0.0.1",
+  "--port",
+  String(port),
+  "--tls-cert",
+  certFile,
+  "--tls-key",
+  keyFile,
+  "--metrics-port",
+  "0",
+  "--log-level",
+  values["log-level"],
+  "--kubeconfig",
+  join(dir, "kubeconfig"),
   ...(values.policy ? ["--policy", values.policy] : []),
 ];
 const floor = await start("floor", floorArgs(), "/");
@@ -255,21 +266,39 @@ const quartile = (q: number): number => sorted[Math.round(q * (sorted.length - 1
 const target = values.path === "/mutate/pods" ? 0.9 : values.path.startsWith("/mutate/") ? 0.5 : 0.6;
 
 const fmt = (n: number, d = 0): string => n.toFixed(d).padStart(9);
-console.log(`\nbench/admission: ${(body.length / 1024).toFixed(1)} KB ${jobPath ? "PyTorchJob" : "pod"} review, ${connections} connections, ${rounds} rounds of ${duration} s per server, node ${process.version}`);
-console.log(`${"server (median round)".padEnd(34)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}${"non-2xx".padStart(9)}${"ready ms".padStart(9)}${"RSS MiB".padStart(9)}${"CPU µs/req".padStart(11)}`);
-for (const r of [medianRow(floorRows), medianRow(sameRows), medianRow(qmRows), ...(unbatchedRows ? [medianRow(unbatchedRows)] : []), ...(compareRows ? [medianRow(compareRows)] : [])]) {
-  console.log(`${r.name.padEnd(34)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${fmt(r.readyMs, 1)}${fmt(r.rssMiB, 1)}${fmt(r.cpuUsPerRequest, 1).padStart(11)}`);
+console.log(
+  `\nbench/admission: ${(body.length / 1024).toFixed(1)} KB ${jobPath ? "PyTorchJob" : "pod"} review, ${connections} connections, ${rounds} rounds of ${duration} s per server, node ${process.version}`,
+);
+console.log(
+  `${"server (median round)".padEnd(34)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}${"non-2xx".padStart(9)}${"ready ms".padStart(9)}${"RSS MiB".padStart(9)}${"CPU µs/req".padStart(11)}`,
+);
+for (const r of [
+  medianRow(floorRows),
+  medianRow(sameRows),
+  medianRow(qmRows),
+  ...(unbatchedRows ? [medianRow(unbatchedRows)] : []),
+  ...(compareRows ? [medianRow(compareRows)] : []),
+]) {
+  console.log(
+    `${r.name.padEnd(34)}${fmt(r.rps)}${fmt(r.p50, 2)}${fmt(r.p99, 2)}${fmt(r.errors)}${fmt(r.non2xx)}${fmt(r.readyMs, 1)}${fmt(r.rssMiB, 1)}${fmt(r.cpuUsPerRequest, 1).padStart(11)}`,
+  );
 }
-console.log(`ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (median of ${rounds} rounds, quartiles ${quartile(0.25).toFixed(3)}–${quartile(0.75).toFixed(3)}, range ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}; target >= ${target})`);
+console.log(
+  `ratio quartermaster/floor requests/s: ${ratio.toFixed(3)} (median of ${rounds} rounds, quartiles ${quartile(0.25).toFixed(3)}–${quartile(0.75).toFixed(3)}, range ${sorted[0]!.toFixed(3)}–${sorted.at(-1)!.toFixed(3)}; target >= ${target})`,
+);
 console.log(`rounds: ${ratios.map((x) => x.toFixed(3)).join(", ")}; quartermaster ready in ${qm.readyMs.toFixed(0)} ms (target < 300)`);
 const sameRatio = median(qmRows.map((q, i) => q.rps / sameRows[i]!.rps));
-console.log(`ratio quartermaster/floor with the same answer: ${sameRatio.toFixed(3)}; that floor/plain floor: ${median(sameRows.map((s2, i) => s2.rps / floorRows[i]!.rps)).toFixed(3)} (the answer's size alone)`);
+console.log(
+  `ratio quartermaster/floor with the same answer: ${sameRatio.toFixed(3)}; that floor/plain floor: ${median(sameRows.map((s2, i) => s2.rps / floorRows[i]!.rps)).toFixed(3)} (the answer's size alone)`,
+);
 let compareRatio: number | undefined;
 if (compareRows) {
   const byRound = qmRows.map((q, i) => q.rps / compareRows[i]!.rps);
   compareRatio = median(byRound);
   const s = [...byRound].sort((a, b) => a - b);
-  console.log(`ratio ${values.path}/${comparePath} requests/s: ${compareRatio.toFixed(3)} (median of ${rounds} rounds, range ${s[0]!.toFixed(3)}–${s.at(-1)!.toFixed(3)}; target >= 0.9); rounds: ${byRound.map((x) => x.toFixed(3)).join(", ")}`);
+  console.log(
+    `ratio ${values.path}/${comparePath} requests/s: ${compareRatio.toFixed(3)} (median of ${rounds} rounds, range ${s[0]!.toFixed(3)}–${s.at(-1)!.toFixed(3)}; target >= 0.9); rounds: ${byRound.map((x) => x.toFixed(3)).join(", ")}`,
+  );
   // CPU time per request moves less than requests/s when other processes share the machine.
   const cpu = median(qmRows.map((q, i) => q.cpuUsPerRequest / compareRows[i]!.cpuUsPerRequest));
   console.log(`ratio ${values.path}/${comparePath} server CPU µs per request: ${cpu.toFixed(3)} (median of ${rounds} rounds; lower is cheaper)`);
@@ -277,10 +306,32 @@ if (compareRows) {
 if (unbatchedRows) {
   const byRound = qmRows.map((q, i) => q.rps / unbatchedRows[i]!.rps);
   const s = [...byRound].sort((a, b) => a - b);
-  console.log(`ratio turns on/off requests/s: ${median(byRound).toFixed(3)} (median of ${rounds} rounds, range ${s[0]!.toFixed(3)}–${s.at(-1)!.toFixed(3)}); rounds: ${byRound.map((x) => x.toFixed(3)).join(", ")}`);
-  console.log(`ratio turns on/off p99: ${median(qmRows.map((q, i) => q.p99 / unbatchedRows[i]!.p99)).toFixed(3)}; server CPU µs per request: ${median(qmRows.map((q, i) => q.cpuUsPerRequest / unbatchedRows[i]!.cpuUsPerRequest)).toFixed(3)} (lower is better)`);
+  console.log(
+    `ratio turns on/off requests/s: ${median(byRound).toFixed(3)} (median of ${rounds} rounds, range ${s[0]!.toFixed(3)}–${s.at(-1)!.toFixed(3)}); rounds: ${byRound.map((x) => x.toFixed(3)).join(", ")}`,
+  );
+  console.log(
+    `ratio turns on/off p99: ${median(qmRows.map((q, i) => q.p99 / unbatchedRows[i]!.p99)).toFixed(3)}; server CPU µs per request: ${median(qmRows.map((q, i) => q.cpuUsPerRequest / unbatchedRows[i]!.cpuUsPerRequest)).toFixed(3)} (lower is better)`,
+  );
 }
 console.log(`job reads by the webhook during the run: ${jobApi.reads} (cached; one per TTL)`);
-console.log(`quartermaster RSS: peak ${qmRssPeak.toFixed(1)} MiB under load, ${qmRssNow.toFixed(1)} MiB after it (target: peak <= 120 MiB)${values["node-flags"] ? `; node flags ${values["node-flags"]}` : ""}`);
-console.log(JSON.stringify({ bench: "admission", path: values.path, rounds, floor: floorRows, floorSameAnswer: sameRows, quartermaster: qmRows, ...(compareRows ? { compare: { path: comparePath, rows: compareRows, ratio: compareRatio } } : {}), ...(unbatchedRows ? { unbatched: unbatchedRows } : {}), ratios, ratio, jobReads: jobApi.reads, rssPeakMiB: qmRssPeak, rssAfterMiB: qmRssNow }));
+console.log(
+  `quartermaster RSS: peak ${qmRssPeak.toFixed(1)} MiB under load, ${qmRssNow.toFixed(1)} MiB after it (target: peak <= 120 MiB)${values["node-flags"] ? `; node flags ${values["node-flags"]}` : ""}`,
+);
+console.log(
+  JSON.stringify({
+    bench: "admission",
+    path: values.path,
+    rounds,
+    floor: floorRows,
+    floorSameAnswer: sameRows,
+    quartermaster: qmRows,
+    ...(compareRows ? { compare: { path: comparePath, rows: compareRows, ratio: compareRatio } } : {}),
+    ...(unbatchedRows ? { unbatched: unbatchedRows } : {}),
+    ratios,
+    ratio,
+    jobReads: jobApi.reads,
+    rssPeakMiB: qmRssPeak,
+    rssAfterMiB: qmRssNow,
+  }),
+);
 jobApi.close();

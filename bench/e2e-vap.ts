@@ -51,7 +51,11 @@ function trainingPod(i: number, gpus = "8"): Obj {
     kind: "Pod",
     metadata: {
       generateName: `llm-pretrain-worker-${i % 7}-`,
-      labels: { "training.kubeflow.org/job-name": "llm-pretrain", "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": String(i % 7) },
+      labels: {
+        "training.kubeflow.org/job-name": "llm-pretrain",
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": String(i % 7),
+      },
     },
     spec: {
       restartPolicy: "OnFailure",
@@ -94,7 +98,6 @@ async function run(cp: ControlPlane, total: number): Promise<Outcome[]> {
   return out;
 }
 
-
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 async function until(what: string, cond: () => Promise<boolean>, ms = 60_000): Promise<void> {
@@ -117,9 +120,12 @@ try {
   const rendered = await cli(["manifests", "webhooks", "--policy", policyFile]);
   if (rendered.code !== 0) throw new Error(rendered.stderr);
   const { parseAllDocuments } = await import("yaml");
-  const validating = parseAllDocuments(rendered.stdout).map((d) => d.toJS() as Obj).find((c) => c.kind === "ValidatingWebhookConfiguration")!;
+  const validating = parseAllDocuments(rendered.stdout)
+    .map((d) => d.toJS() as Obj)
+    .find((c) => c.kind === "ValidatingWebhookConfiguration")!;
   validating.webhooks = validating.webhooks.filter((h: Obj) => h.name === "pods.validate.quartermaster.dev");
-  for (const h of validating.webhooks) h.clientConfig = { url: `https://127.0.0.1:${wh.port}${h.clientConfig.service.path}`, caBundle: Buffer.from(wh.caPem).toString("base64") };
+  for (const h of validating.webhooks)
+    h.clientConfig = { url: `https://127.0.0.1:${wh.port}${h.clientConfig.service.path}`, caBundle: Buffer.from(wh.caPem).toString("base64") };
   const exported = await cli(["policy", "export-vap", "--policy", policyFile]);
   if (exported.code !== 0) throw new Error(exported.stderr);
 
@@ -171,7 +177,17 @@ try {
     const a = acc.get(s)!;
     const l = summarize(a.ms);
     const perPod = (k: string): number => (a.cpu[k]! * 1000) / a.pods;
-    return { scenario: s, pods: a.pods, failures: a.failures, p50: l.p50, p99: l.p99, avg: l.avg, apiserverMs: perPod("apiserver"), etcdMs: perPod("etcd"), webhookMs: perPod("webhook") };
+    return {
+      scenario: s,
+      pods: a.pods,
+      failures: a.failures,
+      p50: l.p50,
+      p99: l.p99,
+      avg: l.avg,
+      apiserverMs: perPod("apiserver"),
+      etcdMs: perPod("etcd"),
+      webhookMs: perPod("webhook"),
+    };
   });
   const [base, hook, vap] = rows as [(typeof rows)[0], (typeof rows)[0], (typeof rows)[0]];
   const cpuModel = /model name\s*:\s*(.*)/.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? "?";
@@ -182,7 +198,17 @@ try {
   console.log(
     table(
       ["validated by", "pods", "fail", "p50 ms", "p99 ms", "avg ms", "apiserver CPU ms/pod", "etcd CPU ms/pod", "webhook CPU ms/pod"],
-      rows.map((r) => [r.scenario === "baseline" ? "nothing (baseline)" : r.scenario === "webhook" ? "/validate/pods webhook" : "exported policy (VAP)", r.pods, r.failures, r.p50, r.p99, r.avg, r.apiserverMs, r.etcdMs, r.webhookMs]),
+      rows.map((r) => [
+        r.scenario === "baseline" ? "nothing (baseline)" : r.scenario === "webhook" ? "/validate/pods webhook" : "exported policy (VAP)",
+        r.pods,
+        r.failures,
+        r.p50,
+        r.p99,
+        r.avg,
+        r.apiserverMs,
+        r.etcdMs,
+        r.webhookMs,
+      ]),
     ),
   );
   const addedHook = hook.apiserverMs - base.apiserverMs;
@@ -196,7 +222,15 @@ try {
     `added CPU per pod with the webhook process counted: webhook ${(addedHook + hook.webhookMs).toFixed(3)} ms, policy ${(addedVap + vap.webhookMs).toFixed(3)} ms; ` +
       `latency p50/p99 over the baseline: webhook +${(hook.p50 - base.p50).toFixed(2)}/+${(hook.p99 - base.p99).toFixed(2)} ms, policy +${(vap.p50 - base.p50).toFixed(2)}/+${(vap.p99 - base.p99).toFixed(2)} ms`,
   );
-  const result = { bench: "e2e-vap", pods: PODS, clients: CLIENTS, rounds: ROUNDS, rows, addedApiserverCpuMs: { webhook: addedHook, policy: addedVap }, saving };
+  const result = {
+    bench: "e2e-vap",
+    pods: PODS,
+    clients: CLIENTS,
+    rounds: ROUNDS,
+    rows,
+    addedApiserverCpuMs: { webhook: addedHook, policy: addedVap },
+    saving,
+  };
   if (values.json) writeFileSync(values.json, JSON.stringify(result, null, 2));
   console.log(JSON.stringify(result));
 } finally {

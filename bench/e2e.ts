@@ -42,7 +42,15 @@ import { Agent } from "node:https";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { freePort, startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
-import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, ROOT, webhookProcess, type WebhookProcess } from "../test/e2e/harness/webhook.js";
+import {
+  applyOwnManifests,
+  createNamespace,
+  installKubeflowCrds,
+  renderWebhookConfigurations,
+  ROOT,
+  webhookProcess,
+  type WebhookProcess,
+} from "../test/e2e/harness/webhook.js";
 import { apiserverProfile, childPid, cpuSeconds, createPod as createApiPod } from "./lib/apiserver.js";
 import { summarize, table, type Summary } from "./lib/stats.js";
 
@@ -221,7 +229,10 @@ async function fetchMetrics(wh: Served): Promise<Map<string, ServerSide>> {
   return serverSide(await scrape(wh));
 }
 
-function serverDelta(before: Map<string, ServerSide>, after: Map<string, ServerSide>): Array<{ webhook: string; count: number; meanMs: number; p99UpToMs: number }> {
+function serverDelta(
+  before: Map<string, ServerSide>,
+  after: Map<string, ServerSide>,
+): Array<{ webhook: string; count: number; meanMs: number; p99UpToMs: number }> {
   return [...after].map(([webhook, a]) => {
     const b = before.get(webhook) ?? { count: 0, sum: 0, buckets: new Map<number, number>() };
     const count = a.count - b.count;
@@ -232,7 +243,6 @@ function serverDelta(before: Map<string, ServerSide>, after: Map<string, ServerS
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 
 /** CPU seconds of the load generator, etcd, kube-apiserver and the webhook server (0 without one). */
 function cpuNow(pids: { etcd: number; apiserver: number; webhook?: number }): Record<string, number> {
@@ -313,25 +323,44 @@ object.spec.containers.exists(c, has(c.resources) &&
 /** The configurations with the pod webhooks' training-pods-only condition replaced by `expression`. */
 function withTrainingCondition(configs: Obj[], expression: string): Obj[] {
   const copy = structuredClone(configs);
-  for (const c of copy) for (const h of c.webhooks as Obj[]) for (const m of (h.matchConditions ?? []) as Obj[]) if (m.name === "training-pods-only") m.expression = expression;
+  for (const c of copy)
+    for (const h of c.webhooks as Obj[]) for (const m of (h.matchConditions ?? []) as Obj[]) if (m.name === "training-pods-only") m.expression = expression;
   return copy;
 }
 
 /** The webhook-serving variants --variants picks from: the serving key and the protocols offered. */
-const WEBHOOK_VARIANTS: Record<string, { description: string; keyType: "rsa" | "ecdsa"; args: string[]; nodeArgs?: string[]; condition?: string; floor?: "allow" | "same-answer" }> = {
-  "rsa-http1": { description: "RSA-2048 key, HTTP/1.1, the long training-pods-only condition (as before issue 21)", keyType: "rsa", args: [], condition: CONDITION_BEFORE_ISSUE_21 },
+const WEBHOOK_VARIANTS: Record<
+  string,
+  { description: string; keyType: "rsa" | "ecdsa"; args: string[]; nodeArgs?: string[]; condition?: string; floor?: "allow" | "same-answer" }
+> = {
+  "rsa-http1": {
+    description: "RSA-2048 key, HTTP/1.1, the long training-pods-only condition (as before issue 21)",
+    keyType: "rsa",
+    args: [],
+    condition: CONDITION_BEFORE_ISSUE_21,
+  },
   "rsa-http1-compact": { description: "RSA-2048 key, HTTP/1.1, today's compact condition", keyType: "rsa", args: [] },
   "ecdsa-http1": { description: "ECDSA P-256 key, HTTP/1.1 (the default)", keyType: "ecdsa", args: [] },
   "ecdsa-h2": { description: "ECDSA P-256 key, HTTP/2 and HTTP/1.1 offered (--http2)", keyType: "ecdsa", args: ["--http2"] },
   "rsa-h2": { description: "RSA-2048 key, HTTP/2 and HTTP/1.1 offered (--http2)", keyType: "rsa", args: ["--http2"] },
-  "ecdsa-http1-sgc": { description: "ecdsa-http1 with node --single-threaded-gc (no V8 GC helper threads)", keyType: "ecdsa", args: [], nodeArgs: ["--single-threaded-gc"] },
+  "ecdsa-http1-sgc": {
+    description: "ecdsa-http1 with node --single-threaded-gc (no V8 GC helper threads)",
+    keyType: "ecdsa",
+    args: [],
+    nodeArgs: ["--single-threaded-gc"],
+  },
   "ecdsa-http1-semi16": {
     description: "ecdsa-http1 with node --min-semi-space-size=16 (V8's young generation starts at its usual maximum: fewer, not longer, scavenges)",
     keyType: "ecdsa",
     args: [],
     nodeArgs: ["--min-semi-space-size=16"],
   },
-  floor: { description: "bare node:https (ECDSA, HTTP/1.1) answering every review allowed, nothing else: the floor of any webhook", keyType: "ecdsa", args: [], floor: "allow" },
+  floor: {
+    description: "bare node:https (ECDSA, HTTP/1.1) answering every review allowed, nothing else: the floor of any webhook",
+    keyType: "ecdsa",
+    args: [],
+    floor: "allow",
+  },
   "floor-same-answer": {
     description: "bare node:https (ECDSA, HTTP/1.1) answering Quartermaster's very answers (patch, warnings) from templates, doing none of its work",
     keyType: "ecdsa",
@@ -339,7 +368,8 @@ const WEBHOOK_VARIANTS: Record<string, { description: string; keyType: "rsa" | "
     floor: "same-answer",
   },
 };
-for (const name of variantNames) if (!WEBHOOK_VARIANTS[name]) throw new Error(`--variants: unknown ${name}; known: ${Object.keys(WEBHOOK_VARIANTS).join(", ")}`);
+for (const name of variantNames)
+  if (!WEBHOOK_VARIANTS[name]) throw new Error(`--variants: unknown ${name}; known: ${Object.keys(WEBHOOK_VARIANTS).join(", ")}`);
 
 /**
  * The floor webhook (`lib/floor-webhook.mjs`) serving `certs`' pair, as its own process; with `upstream`, a
@@ -349,7 +379,14 @@ async function floorProcess(certs: WebhookProcess, upstream?: WebhookProcess): P
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    [join(ROOT, "bench/lib/floor-webhook.mjs"), join(certs.certDir, "tls.crt"), join(certs.certDir, "tls.key"), String(port), "0", ...(upstream ? [String(upstream.port), join(upstream.certDir, "ca.crt")] : [])],
+    [
+      join(ROOT, "bench/lib/floor-webhook.mjs"),
+      join(certs.certDir, "tls.crt"),
+      join(certs.certDir, "tls.key"),
+      String(port),
+      "0",
+      ...(upstream ? [String(upstream.port), join(upstream.certDir, "ca.crt")] : []),
+    ],
     { stdio: ["ignore", "pipe", "inherit"] },
   );
   process.on("exit", () => child.kill("SIGKILL")); // never outlive a bench that failed
@@ -418,11 +455,24 @@ try {
     const nodeArgs = values.profile ? ["--cpu-prof", `--cpu-prof-dir=${values.profile}`, `--cpu-prof-name=${name}-\${pid}.cpuprofile`] : [];
     nodeArgs.push(...values["node-flags"].split(" ").filter(Boolean));
     // The built package, as the image runs it.
-    const wh = await webhookProcess({ kubeconfig: sa.kubeconfig, logLevel: "warn", keyType: spec.keyType, args: spec.args, nodeArgs: [...(spec.nodeArgs ?? []), ...nodeArgs], built: true });
+    const wh = await webhookProcess({
+      kubeconfig: sa.kubeconfig,
+      logLevel: "warn",
+      keyType: spec.keyType,
+      args: spec.args,
+      nodeArgs: [...(spec.nodeArgs ?? []), ...nodeArgs],
+      built: true,
+    });
     await wh.start();
     processes.push(wh);
     const configs = await renderWebhookConfigurations(cp, wh.port, wh.caPem);
-    variants.push({ name, description: spec.description, configs: spec.condition ? withTrainingCondition(configs, spec.condition) : configs, outfitted: true, webhook: wh });
+    variants.push({
+      name,
+      description: spec.description,
+      configs: spec.condition ? withTrainingCondition(configs, spec.condition) : configs,
+      outfitted: true,
+      webhook: wh,
+    });
   }
 
   const probeBody = JSON.stringify(trainingPod(jobUid, 0));
@@ -492,7 +542,12 @@ try {
   const podsPerRun = (pods: number): number => Math.ceil(pods / rounds);
   for (const pods of podCounts) {
     for (const clients of clientCounts) {
-      const tallies = new Map<string, Tally>(variants.map((v) => [v.name, { outcomes: [], seconds: 0, cpu: {}, io: { read: 0, written: 0 }, connections: {}, warmConnections: {}, server: new Map(), gc: {} }]));
+      const tallies = new Map<string, Tally>(
+        variants.map((v) => [
+          v.name,
+          { outcomes: [], seconds: 0, cpu: {}, io: { read: 0, written: 0 }, connections: {}, warmConnections: {}, server: new Map(), gc: {} },
+        ]),
+      );
       // Each round runs every variant, the order rotated by one each round: on a shared machine whose speed
       // drifts, no variant always runs first or last.
       for (let round = 0; round < rounds; round++) {
@@ -507,7 +562,9 @@ try {
           addTo(tally.warmConnections, before.connections, atRegister);
           const ioBefore = ioBytes(pids.webhook);
           const cpuBefore = cpuNow(pids);
-          const profiled = values.pprof ? apiserverProfile(cp, Number(values["pprof-seconds"]), join(values.pprof, `apiserver-${v.name}-${clients}c-r${round + 1}.pprof`)) : undefined;
+          const profiled = values.pprof
+            ? apiserverProfile(cp, Number(values["pprof-seconds"]), join(values.pprof, `apiserver-${v.name}-${clients}c-r${round + 1}.pprof`))
+            : undefined;
           const { outcomes, seconds } = await run(cp, jobUid, podsPerRun(pods), clients);
           const cpuAfter = cpuNow(pids);
           await profiled;
@@ -521,7 +578,9 @@ try {
           addTo(tally.cpu, cpuAfter, cpuBefore);
           tally.io.read += ioAfter.read - ioBefore.read;
           tally.io.written += ioAfter.written - ioBefore.written;
-          console.error(`round ${round + 1}/${rounds} ${v.name} ${clients} clients ${outcomes.length} pods: p50 ${summarize(outcomes.map((o) => o.ms)).p50.toFixed(1)} ms`);
+          console.error(
+            `round ${round + 1}/${rounds} ${v.name} ${clients} clients ${outcomes.length} pods: p50 ${summarize(outcomes.map((o) => o.ms)).p50.toFixed(1)} ms`,
+          );
           await deleteAllPods(cp);
         }
       }
@@ -540,7 +599,12 @@ try {
           errors: [...new Set(failed.map((o) => o.error ?? ""))].slice(0, 3),
           ...(v.webhook ? { server: serverDelta(new Map(), t.server) } : {}),
           cpuMsPerPod: Object.fromEntries(Object.keys(t.cpu).map((k) => [k, (t.cpu[k]! * 1000) / n])),
-          ...(v.webhook ? { webhookIo: { readPerPod: t.io.read / n, writtenPerPod: t.io.written / n, connections: t.connections, warmConnections: t.warmConnections }, webhookGc: t.gc } : {}),
+          ...(v.webhook
+            ? {
+                webhookIo: { readPerPod: t.io.read / n, writtenPerPod: t.io.written / n, connections: t.connections, warmConnections: t.warmConnections },
+                webhookGc: t.gc,
+              }
+            : {}),
         };
         rows.push(row);
         console.error(
@@ -562,7 +626,19 @@ try {
   console.log(
     table(
       ["scenario", "clients", "pods", "avg ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "fail %", "outfitted", "pods/s"],
-      rows.map((r) => [r.scenario, r.clients, r.pods, r.latency.avg, r.latency.p50, r.latency.p95, r.latency.p99, r.latency.max, (100 * r.failures) / r.pods, r.outfitted, r.podsPerSecond]),
+      rows.map((r) => [
+        r.scenario,
+        r.clients,
+        r.pods,
+        r.latency.avg,
+        r.latency.p50,
+        r.latency.p95,
+        r.latency.p99,
+        r.latency.max,
+        (100 * r.failures) / r.pods,
+        r.outfitted,
+        r.podsPerSecond,
+      ]),
     ),
   );
   const overhead = podCounts.flatMap((pods) =>
@@ -588,11 +664,33 @@ try {
   console.log("\nOverhead of Quartermaster's webhooks (with minus without, same run):\n");
   console.log(
     table(
-      ["scenario", "clients", "pods", "Δavg ms", "Δp50 ms", "Δp95 ms", "Δp99 ms", "failures", "webhook mean ms (mutate/validate)", "webhook p99 ≤ ms (mutate/validate)"],
+      [
+        "scenario",
+        "clients",
+        "pods",
+        "Δavg ms",
+        "Δp50 ms",
+        "Δp95 ms",
+        "Δp99 ms",
+        "failures",
+        "webhook mean ms (mutate/validate)",
+        "webhook p99 ≤ ms (mutate/validate)",
+      ],
       overhead.map((o) => {
         const m = o.server.find((s) => s.webhook === "mutate-pods");
         const v = o.server.find((s) => s.webhook === "validate-pods");
-        return [o.scenario, o.clients, o.pods, o.avg, o.p50, o.p95, o.p99, o.failures, `${m?.meanMs.toFixed(2)} / ${v?.meanMs.toFixed(2)}`, `${m?.p99UpToMs} / ${v?.p99UpToMs}`];
+        return [
+          o.scenario,
+          o.clients,
+          o.pods,
+          o.avg,
+          o.p50,
+          o.p95,
+          o.p99,
+          o.failures,
+          `${m?.meanMs.toFixed(2)} / ${v?.meanMs.toFixed(2)}`,
+          `${m?.p99UpToMs} / ${v?.p99UpToMs}`,
+        ];
       }),
     ),
   );
@@ -603,7 +701,18 @@ try {
       rows.map((r) => {
         const c = r.cpuMsPerPod;
         const o = overhead.find((x) => x.scenario === r.scenario && x.pods === r.pods && x.clients === r.clients);
-        return [r.scenario, r.clients, r.pods, c.client!, c.etcd!, c.apiserver!, c.webhook!, c.client! + c.etcd! + c.apiserver! + c.webhook!, o?.apiserverAddedCpuMs ?? "", o?.webhookCpuMsPerAdmission ?? ""];
+        return [
+          r.scenario,
+          r.clients,
+          r.pods,
+          c.client!,
+          c.etcd!,
+          c.apiserver!,
+          c.webhook!,
+          c.client! + c.etcd! + c.apiserver! + c.webhook!,
+          o?.apiserverAddedCpuMs ?? "",
+          o?.webhookCpuMsPerAdmission ?? "",
+        ];
       }),
     ),
   );
@@ -616,7 +725,15 @@ try {
         .map((r) => {
           const c = r.webhookIo!.connections;
           const w = r.webhookIo!.warmConnections;
-          return [r.scenario, r.clients, r.pods, r.webhookIo!.readPerPod, r.webhookIo!.writtenPerPod, `${c.h2 ?? 0} / ${c["http/1.1"] ?? 0}`, `${w.h2 ?? 0} / ${w["http/1.1"] ?? 0}`];
+          return [
+            r.scenario,
+            r.clients,
+            r.pods,
+            r.webhookIo!.readPerPod,
+            r.webhookIo!.writtenPerPod,
+            `${c.h2 ?? 0} / ${c["http/1.1"] ?? 0}`,
+            `${w.h2 ?? 0} / ${w["http/1.1"] ?? 0}`,
+          ];
         }),
     ),
   );
@@ -629,8 +746,20 @@ try {
         .map((r) => {
           const g = r.webhookGc!;
           const n = (k: string): number => g[k] ?? 0;
-          const totalSeconds = Object.keys(g).filter((k) => k.endsWith(" sum")).reduce((a, k) => a + g[k]!, 0);
-          return [r.scenario, r.clients, r.pods, n("minor count"), r.pods / Math.max(1, n("minor count")), (1000 * n("minor sum")) / Math.max(1, n("minor count")), n("major count"), (1000 * n("major sum")) / Math.max(1, n("major count")), (1000 * totalSeconds) / r.pods];
+          const totalSeconds = Object.keys(g)
+            .filter((k) => k.endsWith(" sum"))
+            .reduce((a, k) => a + g[k]!, 0);
+          return [
+            r.scenario,
+            r.clients,
+            r.pods,
+            n("minor count"),
+            r.pods / Math.max(1, n("minor count")),
+            (1000 * n("minor sum")) / Math.max(1, n("minor count")),
+            n("major count"),
+            (1000 * n("major sum")) / Math.max(1, n("major count")),
+            (1000 * totalSeconds) / r.pods,
+          ];
         }),
     ),
   );
@@ -644,13 +773,24 @@ try {
       `webhook CPU/admission ${o.webhookCpuMsPerAdmission.toFixed(2)} ms ${o.webhookCpuMsPerAdmission <= 0.4 ? "(<= 0.4 met)" : "(> 0.4)"}`,
       `mean server time ${Math.max(...means).toFixed(2)} ms ${Math.max(...means) <= 0.3 ? "(<= 0.3 met)" : "(> 0.3)"}`,
       ...(o.clients === 1 ? [`p99 overhead ${o.p99.toFixed(1)} ms ${o.p99 <= 5 ? "(<= 5 met)" : "(> 5)"}`] : []),
-      ...(o.scenario !== before ? [`apiserver added CPU ${o.apiserverAddedCpuMs.toFixed(2)} ms/pod, ${Number.isNaN(cut) ? "?" : `${(100 * cut).toFixed(0)}%`} below ${before} ${cut >= 1 / 3 ? "(>= 1/3 met)" : "(< 1/3)"}`] : []),
+      ...(o.scenario !== before
+        ? [
+            `apiserver added CPU ${o.apiserverAddedCpuMs.toFixed(2)} ms/pod, ${Number.isNaN(cut) ? "?" : `${(100 * cut).toFixed(0)}%`} below ${before} ${cut >= 1 / 3 ? "(>= 1/3 met)" : "(< 1/3)"}`,
+          ]
+        : []),
     ];
     console.log(`target ${o.scenario} ${o.clients} clients: ${checks.join("; ")}`);
   }
   const outfittedRight = rows.every((r) => r.outfitted === (variants.find((v) => v.name === r.scenario)!.outfitted ? r.pods - r.failures : 0));
   console.log(`every pod outfitted exactly when the webhooks were registered: ${outfittedRight ? "yes" : "NO"}`);
-  const result = { bench: "e2e", keepAlive: values["keep-alive"], warmup, variants: variants.map((v) => ({ name: v.name, description: v.description })), rows, overhead };
+  const result = {
+    bench: "e2e",
+    keepAlive: values["keep-alive"],
+    warmup,
+    variants: variants.map((v) => ({ name: v.name, description: v.description })),
+    rows,
+    overhead,
+  };
   if (values.json) (await import("node:fs")).writeFileSync(values.json, JSON.stringify(result, null, 2));
   console.log(JSON.stringify(result));
 } finally {

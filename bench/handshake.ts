@@ -66,16 +66,30 @@ try {
     }
   }
   const n = handshakes * rounds;
-  const per = (k: (typeof KEYS)[number]) => ({ server: (tally[k]!.server * 1000) / n, client: (tally[k]!.client * 1000) / n, wall: summarize(tally[k]!.ms).p50 });
+  const per = (k: (typeof KEYS)[number]) => ({
+    server: (tally[k]!.server * 1000) / n,
+    client: (tally[k]!.client * 1000) / n,
+    wall: summarize(tally[k]!.ms).p50,
+  });
   const rsa = per("rsa");
-  console.log(`\nbench/handshake: ${n} full TLS 1.3 handshakes per key, one at a time, ${rounds} rounds alternating; node ${process.version}; a shared machine: compare the ratios, not the absolute figures\n`);
+  console.log(
+    `\nbench/handshake: ${n} full TLS 1.3 handshakes per key, one at a time, ${rounds} rounds alternating; node ${process.version}; a shared machine: compare the ratios, not the absolute figures\n`,
+  );
   console.log(
     table(
       ["serving key", "server CPU ms/handshake", "× RSA", "client CPU ms/handshake", "× RSA", "p50 wall ms", "certificate bytes (DER)"],
       KEYS.map((k) => {
         const p = per(k);
         const der = new X509Certificate(readFileSync(join(servers[k]!.certDir, "tls.crt"))).raw.length;
-        return [k === "rsa" ? "RSA-2048" : "ECDSA P-256", p.server.toFixed(3), (p.server / rsa.server).toFixed(2), p.client.toFixed(3), (p.client / rsa.client).toFixed(2), p.wall.toFixed(2), der];
+        return [
+          k === "rsa" ? "RSA-2048" : "ECDSA P-256",
+          p.server.toFixed(3),
+          (p.server / rsa.server).toFixed(2),
+          p.client.toFixed(3),
+          (p.client / rsa.client).toFixed(2),
+          p.wall.toFixed(2),
+          der,
+        ];
       }),
     ),
   );

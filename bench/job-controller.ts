@@ -44,9 +44,14 @@ async function watchSeen(cp: ControlPlane): Promise<{ seen: Map<string, number>;
   const seen = new Map<string, number>();
   const reqs = await Promise.all(
     ["pods", "services"].map((r) =>
-      watch.watch(`/api/v1/namespaces/${NS}/${r}`, {}, (type: string, o: Obj) => {
-        if (type === "ADDED" && !seen.has(`${r}/${o.metadata.name}`)) seen.set(`${r}/${o.metadata.name}`, performance.now());
-      }, () => undefined),
+      watch.watch(
+        `/api/v1/namespaces/${NS}/${r}`,
+        {},
+        (type: string, o: Obj) => {
+          if (type === "ADDED" && !seen.has(`${r}/${o.metadata.name}`)) seen.set(`${r}/${o.metadata.name}`, performance.now());
+        },
+        () => undefined,
+      ),
     ),
   );
   return { seen, stop: () => reqs.forEach((r) => r.abort()) };
@@ -63,7 +68,15 @@ async function main(): Promise<void> {
   const { cp, sa } = await reconcilerCluster(NS);
   const { seen, stop } = await watchSeen(cp);
   const log = pino({ level: "warn" });
-  const watcher = await startWatch({ kubeconfig: sa.kubeconfig, policy: defaultPolicy(), log, namespace: "quartermaster", holder: "bench", leaseSeconds: 15, resyncSeconds: 300 });
+  const watcher = await startWatch({
+    kubeconfig: sa.kubeconfig,
+    policy: defaultPolicy(),
+    log,
+    namespace: "quartermaster",
+    holder: "bench",
+    leaseSeconds: 15,
+    resyncSeconds: 300,
+  });
   const wait = async (names: string[], from: number): Promise<number> => {
     const deadline = performance.now() + 30_000;
     while (names.some((n) => !seen.has(n))) {
@@ -72,7 +85,8 @@ async function main(): Promise<void> {
     }
     return Math.max(...names.map((n) => seen.get(n)!)) - from;
   };
-  const objects = (prefix: string): string[] => Array.from({ length: REPLICAS }, (_, i) => [`pods/${prefix}-worker-${i}`, `services/${prefix}-worker-${i}`]).flat();
+  const objects = (prefix: string): string[] =>
+    Array.from({ length: REPLICAS }, (_, i) => [`pods/${prefix}-worker-${i}`, `services/${prefix}-worker-${i}`]).flat();
 
   try {
     // Baseline: a TFJob-shaped stand-in nobody controls (the TFJob kind is the operator's), objects POSTed by the bench.
@@ -80,13 +94,28 @@ async function main(): Promise<void> {
     for (let i = 0; i < JOBS; i++) {
       const name = `base-${i}`;
       const t0 = performance.now();
-      const job = await cp.api("POST", `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs`, { apiVersion: "kubeflow.org/v1", kind: "TFJob", metadata: { name }, spec: { tfReplicaSpecs: {} } });
+      const job = await cp.api("POST", `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs`, {
+        apiVersion: "kubeflow.org/v1",
+        kind: "TFJob",
+        metadata: { name },
+        spec: { tfReplicaSpecs: {} },
+      });
       if (job.status !== 201) throw new Error(JSON.stringify(job.body));
       const owner = [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name, uid: job.body.metadata.uid, controller: true, blockOwnerDeletion: true }];
       await Promise.all(
         Array.from({ length: REPLICAS }, (_, r) => [
-          cp.api("POST", `/api/v1/namespaces/${NS}/pods`, { apiVersion: "v1", kind: "Pod", metadata: { name: `${NS}-${name}-worker-${r}`, ownerReferences: owner, labels: { b: name } }, spec: { containers: [{ name: "c", image: "i" }] } }),
-          cp.api("POST", `/api/v1/namespaces/${NS}/services`, { apiVersion: "v1", kind: "Service", metadata: { name: `${NS}-${name}-worker-${r}`, ownerReferences: owner }, spec: { clusterIP: "None", selector: { b: name }, ports: [{ port: 2222 }] } }),
+          cp.api("POST", `/api/v1/namespaces/${NS}/pods`, {
+            apiVersion: "v1",
+            kind: "Pod",
+            metadata: { name: `${NS}-${name}-worker-${r}`, ownerReferences: owner, labels: { b: name } },
+            spec: { containers: [{ name: "c", image: "i" }] },
+          }),
+          cp.api("POST", `/api/v1/namespaces/${NS}/services`, {
+            apiVersion: "v1",
+            kind: "Service",
+            metadata: { name: `${NS}-${name}-worker-${r}`, ownerReferences: owner },
+            spec: { clusterIP: "None", selector: { b: name }, ports: [{ port: 2222 }] },
+          }),
         ]).flat(),
       );
       baseline.push(wait(objects(`${NS}-${name}`), t0));
@@ -107,7 +136,12 @@ async function main(): Promise<void> {
 
     const row = (label: string, s: Summary) => [label, s.count, s.avg.toFixed(0), s.p50.toFixed(0), s.p95.toFixed(0), s.p99.toFixed(0), s.max.toFixed(0)];
     console.log(`\nCaffe2Job → its ${REPLICAS} pods and ${REPLICAS} Services exist (ms), ${JOBS} jobs at ${RATE}/s\n`);
-    console.log(table(["", "jobs", "avg", "p50", "p95", "p99", "max"], [row("baseline: the client POSTs them itself", base), row("Quartermaster job controller (--watch)", ctl)]));
+    console.log(
+      table(
+        ["", "jobs", "avg", "p50", "p95", "p99", "max"],
+        [row("baseline: the client POSTs them itself", base), row("Quartermaster job controller (--watch)", ctl)],
+      ),
+    );
     console.log(`\nratio p99 controller / baseline: ${(ctl.p99 / base.p99).toFixed(2)}; target p99 < 2000 ms: ${ctl.p99 < 2000 ? "met" : "NOT met"}`);
     console.log(`controller: ${watcher.stats.syncs} syncs, ${watcher.stats.retries} retries, ${watcher.stats.passes} full passes`);
   } finally {

@@ -18,9 +18,17 @@ const scrapes = Number(values.scrapes ?? 50);
 
 function index(n: number): LedgerIndex {
   const namespaces: LedgerIndex["namespaces"] = {};
-  for (let i = 0; i < n; i++) namespaces[`team-${i}`] = { "amd.com/gpu": { allocated: i % 3, gpuSeconds: i * 10 }, "nvidia.com/gpu": { allocated: i % 5, gpuSeconds: i * 100 } };
+  for (let i = 0; i < n; i++)
+    namespaces[`team-${i}`] = { "amd.com/gpu": { allocated: i % 3, gpuSeconds: i * 10 }, "nvidia.com/gpu": { allocated: i % 5, gpuSeconds: i * 100 } };
   const totals = { allocatable: 1000, allocated: 500, capacity: 1000, free: 500, unavailable: 0 };
-  return { counts: { jobs: n, nodes: 100, pendingGpuPods: 3, podsHoldingDevices: n, staleNodes: 1 }, generatedAt: new Date().toISOString(), namespaces, shards: [], totals: { "amd.com/gpu": totals, "nvidia.com/gpu": totals }, version: 1 };
+  return {
+    counts: { jobs: n, nodes: 100, pendingGpuPods: 3, podsHoldingDevices: n, staleNodes: 1 },
+    generatedAt: new Date().toISOString(),
+    namespaces,
+    shards: [],
+    totals: { "amd.com/gpu": totals, "nvidia.com/gpu": totals },
+    version: 1,
+  };
 }
 
 async function measure(build: () => { metrics(): Promise<string> }): Promise<{ bytes: number; ms: number }> {
@@ -47,6 +55,8 @@ for (const n of sizes) {
       registerLedgerMetrics(a.registry, () => ({ index: idx, readAt: Date.now() }), { namespaceCap: cap });
       return a.registry;
     });
-    console.log(`${String(n).padStart(10)}  ${String(cap === Infinity ? "none" : cap).padStart(4)}  ${String(m.bytes).padStart(9)}  ${m.ms.toFixed(3).padStart(7)}  ${(m.ms / base.ms).toFixed(1)}`);
+    console.log(
+      `${String(n).padStart(10)}  ${String(cap === Infinity ? "none" : cap).padStart(4)}  ${String(m.bytes).padStart(9)}  ${m.ms.toFixed(3).padStart(7)}  ${(m.ms / base.ms).toFixed(1)}`,
+    );
   }
 }

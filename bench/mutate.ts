@@ -56,7 +56,11 @@ const ours = run("quartermaster: mutatePod + diff", () => {
 const baseline = run("baseline: structuredClone + diff", () => diff(pod, structuredClone(pod)).ops);
 
 const ops = createPatch(pod, mutatePod(pod, ctx).pod);
-console.log(`\nbench/mutate: ${(JSON.stringify(pod).length / 1024).toFixed(1)} KB pod, ${iterations} iterations, ${ops.length} patch operations, node ${process.version}`);
+console.log(
+  `\nbench/mutate: ${(JSON.stringify(pod).length / 1024).toFixed(1)} KB pod, ${iterations} iterations, ${ops.length} patch operations, node ${process.version}`,
+);
 for (const r of [ours, baseline]) console.log(`${r.name.padEnd(36)} p50 ${r.p50.toFixed(4)} ms   p99 ${r.p99.toFixed(4)} ms   mean ${r.mean.toFixed(4)} ms`);
-console.log(`ratio quartermaster/baseline p50: ${(ours.p50 / baseline.p50).toFixed(3)} (below 1: cheaper than merely copying and diffing the pod); target p50 <= 0.1 ms`);
+console.log(
+  `ratio quartermaster/baseline p50: ${(ours.p50 / baseline.p50).toFixed(3)} (below 1: cheaper than merely copying and diffing the pod); target p50 <= 0.1 ms`,
+);
 console.log(JSON.stringify({ bench: "mutate", ours, baseline, patchOps: ops.length }));

@@ -31,9 +31,17 @@ const kind = (DEFAULT_JOB_KINDS as JobKind[]).find((k) => k.kind === "TFJob")!;
 
 function tfjob(name: string, replicas: Record<string, number>): KubeObject {
   const specs = Object.fromEntries(
-    Object.entries(replicas).map(([t, n]) => [t, { replicas: n, template: { spec: { containers: [{ name: "tensorflow", image: "tensorflow/tensorflow:2.16.1-gpu" }] } } }]),
+    Object.entries(replicas).map(([t, n]) => [
+      t,
+      { replicas: n, template: { spec: { containers: [{ name: "tensorflow", image: "tensorflow/tensorflow:2.16.1-gpu" }] } } },
+    ]),
   );
-  return Object.freeze({ apiVersion: "kubeflow.org/v1", kind: "TFJob", metadata: { name, namespace: "team-a", uid: `uid-${name}` }, spec: { tfReplicaSpecs: specs } });
+  return Object.freeze({
+    apiVersion: "kubeflow.org/v1",
+    kind: "TFJob",
+    metadata: { name, namespace: "team-a", uid: `uid-${name}` },
+    spec: { tfReplicaSpecs: specs },
+  });
 }
 
 /** A cached reader: every pod of a job gets the same job object, as `src/kube/jobs.ts` answers within its TTL. */
@@ -51,10 +59,12 @@ function pod(job: string, type: string, index: number): Pod {
       namespace: "team-a",
       ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: job, uid: `uid-${job}`, controller: true }],
     },
-    spec: { containers: [{ name: "tensorflow", image: "tensorflow/tensorflow:2.16.1-gpu", resources: { limits: { "nvidia.com/gpu": "1" } } }], restartPolicy: "Never" },
+    spec: {
+      containers: [{ name: "tensorflow", image: "tensorflow/tensorflow:2.16.1-gpu", resources: { limits: { "nvidia.com/gpu": "1" } } }],
+      restartPolicy: "Never",
+    },
   };
 }
-
 
 const small = tfjob("small", { PS: 1, Worker: 3 });
 const atCeiling = tfjob("ceiling", { Chief: 1, Worker: MAX_JOB_REPLICAS - 1 });
@@ -96,12 +106,23 @@ function pipeline(memo: ClusterSpecMemo | undefined, n: number): { name: string;
   for (let i = 0; i < n; i++) {
     const p = pod("ceiling", "Worker", i);
     const t = performance.now();
-    const out = mutatePod(p, { policy, namespace: "team-a", ...(memo ? { clusterSpecs: memo } : {}), topology: { job: atCeiling, kind, replicaType: "Worker", index: i } });
+    const out = mutatePod(p, {
+      policy,
+      namespace: "team-a",
+      ...(memo ? { clusterSpecs: memo } : {}),
+      topology: { job: atCeiling, kind, replicaType: "Worker", index: i },
+    });
     bytes = Buffer.byteLength(JSON.stringify(createPatch(p, out.pod)));
     ms.push(performance.now() - t);
   }
   const sorted = [...ms].sort((a, b) => a - b);
-  return { name: memo ? "  pipeline + patch, memo shared" : "  baseline: pipeline + patch, no memo (every pod builds)", bytes, first: ms[0]!, p50: sorted[Math.floor(n / 2)]!, mean: ms.reduce((a, b) => a + b, 0) / n };
+  return {
+    name: memo ? "  pipeline + patch, memo shared" : "  baseline: pipeline + patch, no memo (every pod builds)",
+    bytes,
+    first: ms[0]!,
+    p50: sorted[Math.floor(n / 2)]!,
+    mean: ms.reduce((a, b) => a + b, 0) / n,
+  };
 }
 const pipeMemo = pipeline(new ClusterSpecMemo(), pods);
 const pipeBaseline = pipeline(undefined, pods);
@@ -113,4 +134,6 @@ console.log(`\nbench/replicas: node ${process.version}, ${pods} pods at the ceil
 for (const r of [one, withMemo, pipeMemo, pipeBaseline, over]) console.log(fmt(r));
 console.log(`at the ceiling, p50 memo/no memo: ${(pipeMemo.p50 / pipeBaseline.p50).toFixed(3)}; mean ${(pipeMemo.mean / pipeBaseline.mean).toFixed(3)}`);
 console.log(`over the ceiling, warning: ${overWarning}`);
-console.log(JSON.stringify({ bench: "replicas", one, withMemo, pipeMemo, pipeBaseline, over, heapUsedMiB: Math.round(process.memoryUsage().heapUsed / 2 ** 20) }));
+console.log(
+  JSON.stringify({ bench: "replicas", one, withMemo, pipeMemo, pipeBaseline, over, heapUsedMiB: Math.round(process.memoryUsage().heapUsed / 2 ** 20) }),
+);

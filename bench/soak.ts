@@ -75,7 +75,24 @@ const devNull = openSync("/dev/null", "w");
 const stderrLog = join(dir, "server.stderr");
 const server: ChildProcess = spawn(
   process.execPath,
-  [join(ROOT, "bin/quartermaster.js"), "serve", "--host", "127.0.0.1", "--port", String(port), "--metrics-port", String(metricsPort), "--tls-cert", certFile, "--tls-key", keyFile, "--kubeconfig", join(dir, "kubeconfig"), "--log-level", "info"],
+  [
+    join(ROOT, "bin/quartermaster.js"),
+    "serve",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--metrics-port",
+    String(metricsPort),
+    "--tls-cert",
+    certFile,
+    "--tls-key",
+    keyFile,
+    "--kubeconfig",
+    join(dir, "kubeconfig"),
+    "--log-level",
+    "info",
+  ],
   { cwd: ROOT, stdio: ["ignore", devNull, openSync(stderrLog, "w")] },
 );
 
@@ -89,7 +106,15 @@ interface Probe {
 function probe(method: string, path: string, body?: string): Promise<Probe> {
   return new Promise((res, rej) => {
     const req = request(
-      { host: "127.0.0.1", port, method, path, ca: ca.certPem, agent: false, headers: body ? { "content-type": "application/json", "content-length": Buffer.byteLength(body) } : {} },
+      {
+        host: "127.0.0.1",
+        port,
+        method,
+        path,
+        ca: ca.certPem,
+        agent: false,
+        headers: body ? { "content-type": "application/json", "content-length": Buffer.byteLength(body) } : {},
+      },
       (r) => {
         const fingerprint = (r.socket as TLSSocket).getPeerX509Certificate?.()?.fingerprint256;
         let text = "";
@@ -113,7 +138,7 @@ async function metric(name: string): Promise<number> {
   return [...r.text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "gm"))].reduce((a, m) => a + Number(m[1]), 0);
 }
 
-for (const deadline = performance.now() + 15_000; ; ) {
+for (const deadline = performance.now() + 15_000; ;) {
   if (server.exitCode !== null) throw new Error(`server exited: ${readFileSync(stderrLog, "utf8")}`);
   if ((await probe("GET", "/readyz").catch(() => ({ status: 0 }))).status === 200) break;
   if (performance.now() > deadline) throw new Error("server not ready after 15 s");
@@ -125,24 +150,38 @@ const mutateUid = "3e2a1f60-9c1d-4a8e-9a61-7b0c2f1d5e44";
 const validateUid = "7c1b9e20-4d3a-4f6e-8b2c-1a0d9e8f7b6a";
 let bad = 0;
 const badSamples: string[] = [];
-const check = (uid: string, patch: boolean) => (status: number, body: string): void => {
-  let ok = status === 200;
-  if (ok) {
-    try {
-      const r = JSON.parse(body).response;
-      ok = r.uid === uid && r.allowed === true && (r.patch !== undefined) === patch;
-    } catch {
-      ok = false;
+const check =
+  (uid: string, patch: boolean) =>
+  (status: number, body: string): void => {
+    let ok = status === 200;
+    if (ok) {
+      try {
+        const r = JSON.parse(body).response;
+        ok = r.uid === uid && r.allowed === true && (r.patch !== undefined) === patch;
+      } catch {
+        ok = false;
+      }
     }
-  }
-  if (!ok) {
-    bad++;
-    if (badSamples.length < 5) badSamples.push(`${status} ${body.slice(0, 200)}`);
-  }
-};
+    if (!ok) {
+      bad++;
+      if (badSamples.length < 5) badSamples.push(`${status} ${body.slice(0, 200)}`);
+    }
+  };
 const requests = [
-  { method: "POST" as const, path: "/mutate/pods?timeout=5s", headers: { "content-type": "application/json" }, body: JSON.stringify(podReview(mutateUid)), onResponse: check(mutateUid, true) },
-  { method: "POST" as const, path: "/validate/pods?timeout=5s", headers: { "content-type": "application/json" }, body: JSON.stringify(podReview(validateUid)), onResponse: check(validateUid, false) },
+  {
+    method: "POST" as const,
+    path: "/mutate/pods?timeout=5s",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(podReview(mutateUid)),
+    onResponse: check(mutateUid, true),
+  },
+  {
+    method: "POST" as const,
+    path: "/validate/pods?timeout=5s",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(podReview(validateUid)),
+    onResponse: check(validateUid, false),
+  },
 ];
 const load = (opts: { seconds: number; rate?: number; reconnectRate?: number }): Promise<autocannon.Result> =>
   autocannon({
@@ -199,7 +238,11 @@ try {
   // 3. Figures.
   const failed = result.errors + result.timeouts + result.non2xx + (bad - badBefore) + probeFailures;
   const n = rss.length;
-  const median = (xs: number[]): number => percentile([...xs].sort((a, b) => a - b), 50);
+  const median = (xs: number[]): number =>
+    percentile(
+      [...xs].sort((a, b) => a - b),
+      50,
+    );
   const settled = median(rss.slice(Math.floor(n * 0.2), Math.max(Math.floor(n * 0.3), Math.floor(n * 0.2) + 1)).map((s) => s.mib));
   const end = median(rss.slice(Math.floor(n * 0.9)).map((s) => s.mib));
   const drift = (end - settled) / settled;
@@ -207,9 +250,15 @@ try {
     const xs = rss.filter((s) => s.t > m * 60 && s.t <= (m + 1) * 60).map((s) => s.mib);
     return xs.length ? [m + 1, Math.min(...xs), median(xs), Math.max(...xs)] : [m + 1, NaN, NaN, NaN];
   });
-  console.log(`\nbench/soak: ${minutes} min at ${rate} admissions/s (half the measured maximum of ${maxRate.toFixed(0)}/s), ${connections} keep-alive TLS connections reconnecting every 1,000 requests, node ${process.version}`);
-  console.log(`admissions: ${result.requests.total} (${result.requests.average.toFixed(0)}/s achieved), latency p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, max ${result.latency.max} ms`);
-  console.log(`failed admissions: ${failed} (errors ${result.errors}, timeouts ${result.timeouts}, non-2xx ${result.non2xx}, wrong answers ${bad - badBefore}, fresh-connection probes ${probeFailures}/${n})${badSamples.length ? `; e.g. ${badSamples.join(" | ")}` : ""}`);
+  console.log(
+    `\nbench/soak: ${minutes} min at ${rate} admissions/s (half the measured maximum of ${maxRate.toFixed(0)}/s), ${connections} keep-alive TLS connections reconnecting every 1,000 requests, node ${process.version}`,
+  );
+  console.log(
+    `admissions: ${result.requests.total} (${result.requests.average.toFixed(0)}/s achieved), latency p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, max ${result.latency.max} ms`,
+  );
+  console.log(
+    `failed admissions: ${failed} (errors ${result.errors}, timeouts ${result.timeouts}, non-2xx ${result.non2xx}, wrong answers ${bad - badBefore}, fresh-connection probes ${probeFailures}/${n})${badSamples.length ? `; e.g. ${badSamples.join(" | ")}` : ""}`,
+  );
   console.log(
     `certificate rotations: ${rotations.length}, reloads counted by the server ${reloads}; new certificate served on a fresh connection after ` +
       rotations.map((r) => (r.servedAfterMs === undefined ? "NEVER" : `${(r.servedAfterMs / 1000).toFixed(0)} s`)).join(", "),
@@ -224,7 +273,25 @@ try {
   );
   const pass = failed === 0 && Math.abs(drift) <= 0.1 && rotations.every((r) => r.servedAfterMs !== undefined);
   console.log(`result: ${pass ? "PASS" : "FAIL"}`);
-  const out = { bench: "soak", minutes, maxRate, rate, admissions: result.requests.total, failed, latency: result.latency, rotations, reloads, rss, settled, end, drift, heapStart, heapEnd, jobReads: jobApi.reads, pass };
+  const out = {
+    bench: "soak",
+    minutes,
+    maxRate,
+    rate,
+    admissions: result.requests.total,
+    failed,
+    latency: result.latency,
+    rotations,
+    reloads,
+    rss,
+    settled,
+    end,
+    drift,
+    heapStart,
+    heapEnd,
+    jobReads: jobApi.reads,
+    pass,
+  };
   if (values.json) writeFileSync(values.json, JSON.stringify(out, null, 2));
   console.log(JSON.stringify({ ...out, rss: undefined }));
 } finally {

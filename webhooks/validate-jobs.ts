@@ -48,12 +48,18 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       if (request.subResource === "scale") {
         const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
         const decide = (read: JobReadResult): ValidationResult => {
-          if (read.kind !== "found") return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
+          if (read.kind !== "found")
+            return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
           const conflict = staleScale(request.object, read.job);
           if (conflict) return { violations: [{ rule: "job-scale", field: "metadata.resourceVersion", message: conflict }], warnings: [], status: CONFLICT };
           const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
           // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
-          if (cost.over) return { violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }], warnings: [], costBound: cost };
+          if (cost.over)
+            return {
+              violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }],
+              warnings: [],
+              costBound: cost,
+            };
           return enforce(validateScale({ scale: request.object, job: read.job, kind, ctx, capacity: deps.capacity?.current() }), policy.enforcement, namespace);
         };
         const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs, { fresh: true });

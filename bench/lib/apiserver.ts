@@ -74,7 +74,16 @@ export function childPid(name: string): number {
 export function apiserverProfile(cp: ControlPlane, seconds: number, file: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: "127.0.0.1", port: cp.apiPort, method: "GET", path: `/debug/pprof/profile?seconds=${seconds}`, ca: cp.tls.ca, cert: cp.tls.cert, key: cp.tls.key, agent: false },
+      {
+        host: "127.0.0.1",
+        port: cp.apiPort,
+        method: "GET",
+        path: `/debug/pprof/profile?seconds=${seconds}`,
+        ca: cp.tls.ca,
+        cert: cp.tls.cert,
+        key: cp.tls.key,
+        agent: false,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));

@@ -38,7 +38,14 @@ export function podReview(uid = "3e2a1f60-9c1d-4a8e-9a61-7b0c2f1d5e44"): Record<
         "kubectl.kubernetes.io/last-applied-configuration": JSON.stringify({ note: "x".repeat(2700) }),
       },
       ownerReferences: [
-        { apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", name: "llm-pretrain", uid: "0b7c5d1e-2f3a-4b5c-8d9e-0f1a2b3c4d5e", controller: true, blockOwnerDeletion: true },
+        {
+          apiVersion: "kubeflow.org/v1",
+          kind: "PyTorchJob",
+          name: "llm-pretrain",
+          uid: "0b7c5d1e-2f3a-4b5c-8d9e-0f1a2b3c4d5e",
+          controller: true,
+          blockOwnerDeletion: true,
+        },
       ],
     },
     spec: {
@@ -124,7 +131,10 @@ export function podReview(uid = "3e2a1f60-9c1d-4a8e-9a61-7b0c2f1d5e44"): Record<
         },
         podAntiAffinity: {
           preferredDuringSchedulingIgnoredDuringExecution: [
-            { weight: 100, podAffinityTerm: { topologyKey: "kubernetes.io/hostname", labelSelector: { matchLabels: { "training.kubeflow.org/job-name": "llm-pretrain" } } } },
+            {
+              weight: 100,
+              podAffinityTerm: { topologyKey: "kubernetes.io/hostname", labelSelector: { matchLabels: { "training.kubeflow.org/job-name": "llm-pretrain" } } },
+            },
           ],
         },
       },

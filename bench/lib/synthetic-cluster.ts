@@ -13,7 +13,11 @@ const TF = (DEFAULT_JOB_KINDS as JobKind[]).find((k) => k.kind === "TFJob")!;
 export const SYNTHETIC_NOW = new Date("2026-11-22T12:00:00Z");
 export const SYNTHETIC_SCOPE = namespaceScope("quartermaster");
 const NOW = SYNTHETIC_NOW;
-const LABELS = (job: string) => ({ "training.kubeflow.org/job-name": job, "training.kubeflow.org/operator-name": "tfjob-controller", "training.kubeflow.org/replica-type": "worker" });
+const LABELS = (job: string) => ({
+  "training.kubeflow.org/job-name": job,
+  "training.kubeflow.org/operator-name": "tfjob-controller",
+  "training.kubeflow.org/replica-type": "worker",
+});
 
 function tfjob(i: number, ns: string, replicas: number, finished: boolean): KubeObject {
   return {
@@ -22,7 +26,18 @@ function tfjob(i: number, ns: string, replicas: number, finished: boolean): Kube
     metadata: { name: `job-${i}`, namespace: ns, uid: `job-uid-${i}` },
     spec: {
       runPolicy: { cleanPodPolicy: "Running", ttlSecondsAfterFinished: 3600 },
-      tfReplicaSpecs: { Worker: { replicas, template: { spec: { containers: [{ name: "tensorflow", image: "tf", ports: [{ name: "tfjob-port", containerPort: 2222 }], resources: { limits: { "nvidia.com/gpu": "1" } } }] } } } },
+      tfReplicaSpecs: {
+        Worker: {
+          replicas,
+          template: {
+            spec: {
+              containers: [
+                { name: "tensorflow", image: "tf", ports: [{ name: "tfjob-port", containerPort: 2222 }], resources: { limits: { "nvidia.com/gpu": "1" } } },
+              ],
+            },
+          },
+        },
+      },
     },
     ...(finished ? { status: { conditions: [{ type: "Succeeded", status: "True" }], completionTime: new Date(NOW.getTime() - 600_000).toISOString() } } : {}),
   };
@@ -36,10 +51,23 @@ function tfjob(i: number, ns: string, replicas: number, finished: boolean): Kube
 export function syntheticSnapshot(pods: number, nodes: number, jobs: number, policy: Policy): Snapshot {
   const perJob = Math.floor(pods / jobs);
   // Every team namespace has opted in: the whole cluster is the pass's work, as before scoping.
-  const snap: Snapshot = { namespaces: Array.from({ length: 100 }, (_, i) => ({ name: `team-${i}`, labels: { [LABEL_NAMESPACE_OPT_IN]: "true" } })), jobs: [], pods: [], services: [], nodes: [], nodeLeases: [], ledger: new Map() };
+  const snap: Snapshot = {
+    namespaces: Array.from({ length: 100 }, (_, i) => ({ name: `team-${i}`, labels: { [LABEL_NAMESPACE_OPT_IN]: "true" } })),
+    jobs: [],
+    pods: [],
+    services: [],
+    nodes: [],
+    nodeLeases: [],
+    ledger: new Map(),
+  };
   for (let n = 0; n < nodes; n++) {
     const name = `gpu-node-${n}`;
-    snap.nodes.push({ apiVersion: "v1", kind: "Node", metadata: { name, uid: `node-uid-${n}` }, status: { capacity: { cpu: "96", "nvidia.com/gpu": "8" }, allocatable: { cpu: "95", "nvidia.com/gpu": "8" } } });
+    snap.nodes.push({
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: { name, uid: `node-uid-${n}` },
+      status: { capacity: { cpu: "96", "nvidia.com/gpu": "8" }, allocatable: { cpu: "95", "nvidia.com/gpu": "8" } },
+    });
     snap.nodeLeases.push({ metadata: { name }, spec: { renewTime: new Date(NOW.getTime() - (n % 100 === 0 ? 120_000 : 5_000)).toISOString() } });
   }
   let podIndex = 0;
@@ -49,7 +77,9 @@ export function syntheticSnapshot(pods: number, nodes: number, jobs: number, pol
     const job = tfjob(j, ns, perJob, finished);
     snap.jobs.push({ kind: TF, job });
     // The trimmed managedFields of the job's pods, one copy shared by them (as src/kube/cluster.ts slimPod shares it).
-    const adopted = [{ manager: "quartermaster-reconciler", operation: "Update", fieldsV1: { "f:metadata": { "f:ownerReferences": { [`k:{"uid":"job-uid-${j}"}`]: {} } } } }];
+    const adopted = [
+      { manager: "quartermaster-reconciler", operation: "Update", fieldsV1: { "f:metadata": { "f:ownerReferences": { [`k:{"uid":"job-uid-${j}"}`]: {} } } } },
+    ];
     for (let r = 0; r < perJob; r++) {
       const name = `job-${j}-worker-${r}`;
       const orphan = j % 50 === 1 && r === 0;
@@ -62,16 +92,35 @@ export function syntheticSnapshot(pods: number, nodes: number, jobs: number, pol
           uid: `pod-uid-${podIndex}`,
           creationTimestamp: new Date(NOW.getTime() - 3_600_000).toISOString(),
           labels: { ...LABELS(`job-${j}`), "training.kubeflow.org/replica-index": String(r) },
-          ...(orphan ? {} : { ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: `job-${j}`, uid: `job-uid-${j}`, controller: true, blockOwnerDeletion: true }] }),
+          ...(orphan
+            ? {}
+            : {
+                ownerReferences: [
+                  { apiVersion: "kubeflow.org/v1", kind: "TFJob", name: `job-${j}`, uid: `job-uid-${j}`, controller: true, blockOwnerDeletion: true },
+                ],
+              }),
           // Adopted by the reconciler: the Service planner reads every pod's record.
           ...(orphan ? {} : { managedFields: adopted }),
         },
-        spec: { nodeName: `gpu-node-${podIndex % nodes}`, containers: [{ name: "tensorflow", resources: { limits: { "nvidia.com/gpu": "1" } }, ports: [{ name: "tfjob-port", containerPort: 2222 }] }] },
+        spec: {
+          nodeName: `gpu-node-${podIndex % nodes}`,
+          containers: [{ name: "tensorflow", resources: { limits: { "nvidia.com/gpu": "1" } }, ports: [{ name: "tfjob-port", containerPort: 2222 }] }],
+        },
         status: { phase: "Running" },
       };
       snap.pods.push(pod);
       if (!orphan) {
-        snap.services.push({ apiVersion: "v1", kind: "Service", metadata: { name, namespace: ns, uid: `svc-uid-${podIndex}`, labels: LABELS(`job-${j}`), ownerReferences: (pod.metadata as { ownerReferences: unknown[] }).ownerReferences } });
+        snap.services.push({
+          apiVersion: "v1",
+          kind: "Service",
+          metadata: {
+            name,
+            namespace: ns,
+            uid: `svc-uid-${podIndex}`,
+            labels: LABELS(`job-${j}`),
+            ownerReferences: (pod.metadata as { ownerReferences: unknown[] }).ownerReferences,
+          },
+        });
       }
       podIndex++;
     }
@@ -84,4 +133,3 @@ export function syntheticSnapshot(pods: number, nodes: number, jobs: number, pol
   snap.ledger = stored;
   return snap;
 }
-

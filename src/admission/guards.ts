@@ -72,8 +72,11 @@ export function unwalkedPodGuard(policy: Pick<Policy, "jobKinds" | "gpu">): Guar
     const resourcesOf = (c: unknown): Obj => (isObj(c) && isObj(c.resources) ? c.resources : {});
     const count = lists.reduce((n, l) => n + l.length, 0);
     // A stand-in list (a large body parsed off-thread, `stand-in.ts`) keeps its length and its resource names only.
-    if (count <= CONDITION_MAX_CONTAINERS && lists.some((l) => standInNames(l) !== undefined)) throw new StandInUndecided("container resources counted per container");
-    const wide = count > CONDITION_MAX_CONTAINERS || lists.some((l) => l.some((c) => size(resourcesOf(c).requests) + size(resourcesOf(c).limits) > CONDITION_MAX_RESOURCES));
+    if (count <= CONDITION_MAX_CONTAINERS && lists.some((l) => standInNames(l) !== undefined))
+      throw new StandInUndecided("container resources counted per container");
+    const wide =
+      count > CONDITION_MAX_CONTAINERS ||
+      lists.some((l) => l.some((c) => size(resourcesOf(c).requests) + size(resourcesOf(c).limits) > CONDITION_MAX_RESOURCES));
     if (!wide) return undefined;
     const gpuIn = (l: unknown[]): boolean => {
       const names = standInNames(l);
@@ -108,7 +111,9 @@ interface KindRef {
  * subresource (a `/scale` request's kind is `autoscaling/v1 Scale`).
  */
 export function jobKindOf<K extends KindRef>(req: AdmissionRequest, kinds: readonly K[]): K | undefined {
-  const byResource = req.subResource ? kinds.find((k) => k.group === req.resource.group && k.plural !== undefined && k.plural === req.resource.resource) : undefined;
+  const byResource = req.subResource
+    ? kinds.find((k) => k.group === req.resource.group && k.plural !== undefined && k.plural === req.resource.resource)
+    : undefined;
   return byResource ?? kinds.find((k) => k.group === req.kind.group && k.kind === req.kind.kind);
 }
 

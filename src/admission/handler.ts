@@ -44,10 +44,7 @@ export interface WebhookResult {
 }
 
 /** What decided an answer before the rules ran (see {@link WebhookResult.decidedBy}). */
-export type Decision =
-  | { kind: "guard"; reason: string }
-  | { kind: "no-object" }
-  | { kind: "cost-bound"; cost: ReviewCost };
+export type Decision = { kind: "guard"; reason: string } | { kind: "no-object" } | { kind: "cost-bound"; cost: ReviewCost };
 
 export interface Webhook {
   readonly name: string;
@@ -238,8 +235,16 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
       }
       const deniedRules = [...new Set(out.violations.map((v) => v.rule))];
       const n = out.violations.length;
-      const response = withWarnings(denied(request.uid, out.violations, out.status ? out.status.reason : `${n} policy violation${n === 1 ? "" : "s"}`, out.status), out.warnings);
-      return result(request, response, { outcome: "denied", deniedRules, policyViolations, ...(out.costBound ? { decidedBy: { kind: "cost-bound", cost: out.costBound } } : {}) });
+      const response = withWarnings(
+        denied(request.uid, out.violations, out.status ? out.status.reason : `${n} policy violation${n === 1 ? "" : "s"}`, out.status),
+        out.warnings,
+      );
+      return result(request, response, {
+        outcome: "denied",
+        deniedRules,
+        policyViolations,
+        ...(out.costBound ? { decidedBy: { kind: "cost-bound", cost: out.costBound } } : {}),
+      });
     },
     failed(request, error) {
       const response = errored(request.uid, 500, new Error(`quartermaster: validation failed: ${errorMessage(error)}`));

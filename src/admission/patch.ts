@@ -124,7 +124,8 @@ function walkMismatch(before: object, after: object, path: string, out: Op[]): v
     const oldVal = b[key];
     if (hasOwn.call(after, key) && !(a[key] === undefined && oldVal !== undefined && !afterIsArray)) {
       const newVal = a[key];
-      if (isObject(oldVal) && isObject(newVal) && Array.isArray(oldVal) === Array.isArray(newVal)) walk(oldVal, newVal, `${path}/${escapePathComponent(key)}`, out);
+      if (isObject(oldVal) && isObject(newVal) && Array.isArray(oldVal) === Array.isArray(newVal))
+        walk(oldVal, newVal, `${path}/${escapePathComponent(key)}`, out);
       else if (oldVal !== newVal) replaceOp(out, `${path}/${escapePathComponent(key)}`, newVal);
     } else {
       replaceOp(out, path, after);

@@ -13,7 +13,6 @@ import type { AdmissionRequest, AdmissionResponse, AdmissionReview } from "./typ
 
 const validateEnvelope = compiledValidator<AdmissionReview>(generatedEnvelopeValidator);
 
-
 /**
  * Returns the request of a valid AdmissionReview v1, or throws ReviewDecodeError listing every
  * problem (`request.uid: missing required field 'uid'`, `apiVersion: must be "admission.k8s.io/v1"`).

@@ -50,4 +50,3 @@ export const ADMISSION_REVIEW_REQUEST_SCHEMA = {
     },
   },
 } as const;
-

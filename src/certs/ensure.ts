@@ -76,7 +76,13 @@ const describe = (pem: string): string => {
 };
 
 /** Step 2: each webhook configuration whose caBundles differ from `bundle` gets it; true when a CA was added. */
-async function writeBundles(store: CertStore, configs: Awaited<ReturnType<CertStore["readWebhookConfigurations"]>>, bundle: ReturnType<typeof decideBundle>, opts: EnsureOptions, steps: EnsureStep[]): Promise<boolean> {
+async function writeBundles(
+  store: CertStore,
+  configs: Awaited<ReturnType<CertStore["readWebhookConfigurations"]>>,
+  bundle: ReturnType<typeof decideBundle>,
+  opts: EnsureOptions,
+  steps: EnsureStep[],
+): Promise<boolean> {
   const bundleText = bundle.pems.join("");
   let added = false;
   for (const config of configs) {
@@ -89,7 +95,12 @@ async function writeBundles(store: CertStore, configs: Awaited<ReturnType<CertSt
     const had = new Set(stale.flatMap((w) => splitPem(w.caBundle)).map((p) => new X509Certificate(p).fingerprint256));
     const adds = bundle.pems.filter((p) => !had.has(new X509Certificate(p).fingerprint256));
     added ||= adds.length > 0;
-    if (!opts.dryRun) await store.writeCaBundle(config, stale.map((w) => w.name), bundleText);
+    if (!opts.dryRun)
+      await store.writeCaBundle(
+        config,
+        stale.map((w) => w.name),
+        bundleText,
+      );
     const parts = [
       `${bundle.pems.length} CA(s) in ${stale.map((w) => w.name).join(", ")}`,
       ...adds.map((p) => `added ${describe(p)}`),
@@ -108,11 +119,25 @@ export async function ensureCertificates(store: CertStore, opts: EnsureOptions):
   const gen = opts.generate ?? {
     ca: (days: number, at: Date) => createCertificateAuthority("quartermaster-ca", days, at, keyType),
     leaf: (ca: CertificateAuthority, days: number, at: Date) =>
-      issueCertificate({ ca, commonName: `${opts.service}.${opts.namespace}.svc`, dnsNames, ips: [...opts.ips], usage: "server", days, now: at, keyType, notAfterCap: new Date(new X509Certificate(ca.certPem).validTo) }),
+      issueCertificate({
+        ca,
+        commonName: `${opts.service}.${opts.namespace}.svc`,
+        dnsNames,
+        ips: [...opts.ips],
+        usage: "server",
+        days,
+        now: at,
+        keyType,
+        notAfterCap: new Date(new X509Certificate(ca.certPem).validTo),
+      }),
   };
   const steps: EnsureStep[] = [];
 
-  const [caSecret, servingSecret, configs] = await Promise.all([store.readSecret(opts.caSecret), store.readSecret(opts.servingSecret), store.readWebhookConfigurations()]);
+  const [caSecret, servingSecret, configs] = await Promise.all([
+    store.readSecret(opts.caSecret),
+    store.readSecret(opts.servingSecret),
+    store.readWebhookConfigurations(),
+  ]);
 
   // 1. The CA.
   let ca = pairFrom(caSecret, "ca.crt", "ca.key");
@@ -121,7 +146,12 @@ export async function ensureCertificates(store: CertStore, opts: EnsureOptions):
     ca = await gen.ca(opts.caDays, now);
     if (!opts.dryRun) await store.writeSecret(opts.caSecret, "Opaque", { "ca.crt": ca.certPem, "ca.key": ca.keyPem }, caSecret);
   }
-  steps.push({ what: "ca", target: `Secret/${opts.caSecret}`, changed: caDecision.action === "replace", detail: caDecision.action === "replace" ? `new CA ${describe(ca!.certPem)}: ${caDecision.reason}` : caDecision.reason });
+  steps.push({
+    what: "ca",
+    target: `Secret/${opts.caSecret}`,
+    changed: caDecision.action === "replace",
+    detail: caDecision.action === "replace" ? `new CA ${describe(ca!.certPem)}: ${caDecision.reason}` : caDecision.reason,
+  });
   const currentCa = ca!;
 
   // 2. The caBundles.
@@ -134,12 +164,20 @@ export async function ensureCertificates(store: CertStore, opts: EnsureOptions):
   const servingDecision = decideServing(serving, currentCa.certPem, policy, now);
   const caInSecret = servingSecret?.data["ca.crt"] ?? "";
   if (servingDecision.action === "replace" || !sameBundle(caInSecret, [currentCa.certPem])) {
-    const pair = servingDecision.action === "replace" ? (await gen.leaf(currentCa, opts.days, now)) : serving!;
+    const pair = servingDecision.action === "replace" ? await gen.leaf(currentCa, opts.days, now) : serving!;
     if (!opts.dryRun) {
       if (added && opts.settleMs > 0) await opts.sleep(opts.settleMs);
-      await store.writeSecret(opts.servingSecret, "kubernetes.io/tls", { "tls.crt": pair.certPem, "tls.key": pair.keyPem, "ca.crt": currentCa.certPem }, servingSecret);
+      await store.writeSecret(
+        opts.servingSecret,
+        "kubernetes.io/tls",
+        { "tls.crt": pair.certPem, "tls.key": pair.keyPem, "ca.crt": currentCa.certPem },
+        servingSecret,
+      );
     }
-    const detail = servingDecision.action === "replace" ? `new certificate until ${new X509Certificate(pair.certPem).validTo}: ${servingDecision.reason}` : "ca.crt updated to the current CA";
+    const detail =
+      servingDecision.action === "replace"
+        ? `new certificate until ${new X509Certificate(pair.certPem).validTo}: ${servingDecision.reason}`
+        : "ca.crt updated to the current CA";
     steps.push({ what: "serving", target: `Secret/${opts.servingSecret}`, changed: true, detail });
   } else {
     steps.push({ what: "serving", target: `Secret/${opts.servingSecret}`, changed: false, detail: servingDecision.reason });

@@ -173,7 +173,10 @@ export async function issueCertificate(opts: IssueOptions): Promise<{ certPem: s
   const signer = await signingKey(opts.ca.keyPem);
   const keyType = opts.keyType ?? DEFAULT_KEY_TYPE;
   const keys = await newKeyPair(keyType);
-  const altNames = [...(opts.dnsNames ?? []).map((value) => ({ type: "dns" as const, value })), ...(opts.ips ?? []).map((value) => ({ type: "ip" as const, value }))];
+  const altNames = [
+    ...(opts.dnsNames ?? []).map((value) => ({ type: "dns" as const, value })),
+    ...(opts.ips ?? []).map((value) => ({ type: "ip" as const, value })),
+  ];
   // The CA's own key identifier when it carries one (a CA from elsewhere may compute it otherwise), else
   // the usual SHA-1 of its public key.
   const caSki = caCert.getExtension(x.SubjectKeyIdentifierExtension);

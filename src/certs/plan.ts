@@ -108,7 +108,8 @@ export function decideServing(serving: KeyPairPem | undefined, caPem: string, po
   if (!cert) return { action: "replace", reason: "the serving certificate does not parse" };
   if (!keyMatches(cert, serving.keyPem)) return { action: "replace", reason: "the serving key does not match its certificate" };
   const ca = parse(caPem);
-  if (!ca || !cert.checkIssued(ca) || !cert.verify(ca.publicKey)) return { action: "replace", reason: "the serving certificate was not issued by the current CA" };
+  if (!ca || !cert.checkIssued(ca) || !cert.verify(ca.publicKey))
+    return { action: "replace", reason: "the serving certificate was not issued by the current CA" };
   const have = sans(cert);
   const missing = [...policy.dnsNames.map((d) => `DNS:${d}`), ...policy.ips.map((ip) => `IP Address:${ip}`)].filter((s) => !have.has(s));
   if (missing.length > 0) return { action: "replace", reason: `the serving certificate lacks ${missing.join(", ")}` };
@@ -161,10 +162,7 @@ export function decideBundle(
 
 /** Whether a caBundle already holds exactly these certificates (order and text around them aside). */
 export function sameBundle(bundle: string, pems: readonly string[]): boolean {
-  const fingerprints = (list: readonly string[]): string[] =>
-    list
-      .map((p) => parse(p)?.fingerprint256 ?? `unparsed:${p}`)
-      .sort();
+  const fingerprints = (list: readonly string[]): string[] => list.map((p) => parse(p)?.fingerprint256 ?? `unparsed:${p}`).sort();
   const a = fingerprints(splitPem(bundle));
   const b = fingerprints(pems.flatMap(splitPem));
   return a.length === b.length && a.every((f, i) => f === b[i]);

@@ -61,7 +61,8 @@ export function kubeHint(status: number, body: KubeStatus | undefined): string |
     return `create it (kubectl create namespace ${body.details.name}) or pass --namespace with the namespace Quartermaster is installed in`;
   }
   if (status === 401 || reason === "Unauthorized") return "the credentials in the kubeconfig were refused: log in again, or pass --kubeconfig with valid ones";
-  if (status === 403 || reason === "Forbidden") return "the user or ServiceAccount lacks this permission: grant it (manifests/base has the Roles Quartermaster needs) or use a kubeconfig that has it";
+  if (status === 403 || reason === "Forbidden")
+    return "the user or ServiceAccount lacks this permission: grant it (manifests/base has the Roles Quartermaster needs) or use a kubeconfig that has it";
   if (status === 429 || reason === "TooManyRequests") return "the apiserver is throttling requests: retry later";
   if (status >= 500) return "the apiserver failed to answer: retry, and check its health (kubectl get --raw /readyz)";
   return undefined;
@@ -91,7 +92,9 @@ export class KubeApiError extends Error {
     const where = request?.url ? `${request.method ?? "GET"} ${request.url.split("?")[0]}` : "the request";
     const apiMessage =
       parsed?.message ||
-      (typeof body === "string" && body.trim() !== "" ? `${where} failed with HTTP ${status}: ${body.trim().replace(/\s+/g, " ").slice(0, 200)}` : `${where} failed with HTTP ${status}`);
+      (typeof body === "string" && body.trim() !== ""
+        ? `${where} failed with HTTP ${status}: ${body.trim().replace(/\s+/g, " ").slice(0, 200)}`
+        : `${where} failed with HTTP ${status}`);
     const hint = kubeHint(status, parsed);
     super(`${apiMessage} (${reason})${hint ? `: ${hint}` : ""}`, options);
     this.name = "KubeApiError";
@@ -147,7 +150,10 @@ export class ClusterConnectionError extends Error {
     const code = (cause as { code?: unknown } | null)?.code;
     const systemCode = typeof code === "string" ? code : undefined;
     const what = (systemCode && CONNECTION_PROBLEMS[systemCode]) || (cause instanceof Error ? cause.message : String(cause));
-    super(`cannot reach the cluster at ${server}: ${what}${systemCode ? ` (${systemCode})` : ""}; check your kubeconfig (--kubeconfig, $KUBECONFIG, its current context) and that the apiserver is up`, { cause });
+    super(
+      `cannot reach the cluster at ${server}: ${what}${systemCode ? ` (${systemCode})` : ""}; check your kubeconfig (--kubeconfig, $KUBECONFIG, its current context) and that the apiserver is up`,
+      { cause },
+    );
     this.name = "ClusterConnectionError";
     this.server = server;
     if (systemCode) this.systemCode = systemCode;
@@ -188,4 +194,3 @@ export class NoKubeconfigError extends ClusterConnectionError {
     this.name = "NoKubeconfigError";
   }
 }
-

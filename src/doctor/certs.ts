@@ -37,7 +37,10 @@ function issued(child: X509Certificate, parent: X509Certificate): boolean {
  * signatures, as the apiserver's TLS client checks it against the caBundle. Validity dates are left to
  * the expiry check.
  */
-export function chainsTo(chain: readonly X509Certificate[], roots: readonly X509Certificate[]): { ok: true; root: X509Certificate } | { ok: false; reason: string } {
+export function chainsTo(
+  chain: readonly X509Certificate[],
+  roots: readonly X509Certificate[],
+): { ok: true; root: X509Certificate } | { ok: false; reason: string } {
   let current = chain[0];
   if (!current) return { ok: false, reason: "no certificate presented" };
   const rest = chain.slice(1);
@@ -48,7 +51,10 @@ export function chainsTo(chain: readonly X509Certificate[], roots: readonly X509
     if (!next) break;
     current = next;
   }
-  return { ok: false, reason: `signed by "${current.issuer.replace(/\n/g, ", ")}", which is not in the caBundle (${roots.map((r) => `"${commonName(r)}"`).join(", ")})` };
+  return {
+    ok: false,
+    reason: `signed by "${current.issuer.replace(/\n/g, ", ")}", which is not in the caBundle (${roots.map((r) => `"${commonName(r)}"`).join(", ")})`,
+  };
 }
 
 const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;

@@ -24,21 +24,34 @@ function decisive(policy: KubeObject): string[] {
   for (const v of list(spec.validations)) lines.push(`validate ${String(obj(v).expression)}`);
   for (const r of list(obj(spec.matchConstraints).resourceRules)) {
     const rule = obj(r);
-    for (const g of strings(rule.apiGroups)) for (const res of strings(rule.resources)) for (const op of strings(rule.operations)) lines.push(`rule ${g}/${res} ${op}`);
+    for (const g of strings(rule.apiGroups))
+      for (const res of strings(rule.resources)) for (const op of strings(rule.operations)) lines.push(`rule ${g}/${res} ${op}`);
   }
   return lines.sort();
 }
 
-const APPLY = (namespace: string): string => `quartermaster manifests confinement --namespace ${namespace} | kubectl apply -f - (Helm: reconciler.confinement.enabled=true)`;
+const APPLY = (namespace: string): string =>
+  `quartermaster manifests confinement --namespace ${namespace} | kubectl apply -f - (Helm: reconciler.confinement.enabled=true)`;
 
 export function checkConfinement(state: ConfinementState | Unreadable | undefined, policy: Pick<Policy, "jobKinds">, namespace: string): DoctorFinding[] {
   if (state === undefined) return [];
   const subject = `ValidatingAdmissionPolicy ${CONFINEMENT_POLICY_NAME}`;
-  const finding = (severity: DoctorFinding["severity"], message: string, fix = ""): DoctorFinding[] => [{ check: "confinement", severity, subject, message, fix }];
+  const finding = (severity: DoctorFinding["severity"], message: string, fix = ""): DoctorFinding[] => [
+    { check: "confinement", severity, subject, message, fix },
+  ];
   if (isUnreadable(state)) {
-    return finding("warning", `cannot read it (${state.error}); the reconciler's writes may be confined by its own code only`, "Kubernetes >= 1.30 serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies; check the doctor's access to them");
+    return finding(
+      "warning",
+      `cannot read it (${state.error}); the reconciler's writes may be confined by its own code only`,
+      "Kubernetes >= 1.30 serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicies; check the doctor's access to them",
+    );
   }
-  if (!state.policy) return finding("warning", "not installed: the reconciler's ClusterRole lets it write pods and Services in every namespace, and only its code keeps it to the opted-in ones", APPLY(namespace));
+  if (!state.policy)
+    return finding(
+      "warning",
+      "not installed: the reconciler's ClusterRole lets it write pods and Services in every namespace, and only its code keeps it to the opted-in ones",
+      APPLY(namespace),
+    );
   const [want, wantBinding] = renderReconcilerConfinement(policy, namespace);
   const have = decisive(state.policy);
   const expected = decisive(want);
@@ -46,13 +59,22 @@ export function checkConfinement(state: ConfinementState | Unreadable | undefine
   const extra = have.filter((l) => !expected.includes(l));
   if (missing.length > 0 || extra.length > 0) {
     const diff = [...missing.map((l) => `missing: ${l}`), ...extra.map((l) => `not rendered: ${l}`)];
-    return finding("warning", `differs from what this version renders (${diff.length} difference${diff.length === 1 ? "" : "s"}; first: ${diff[0]})`, APPLY(namespace));
+    return finding(
+      "warning",
+      `differs from what this version renders (${diff.length} difference${diff.length === 1 ? "" : "s"}; first: ${diff[0]})`,
+      APPLY(namespace),
+    );
   }
   const binding = obj(state.binding?.spec);
   const policyName = obj(wantBinding.spec).policyName;
-  if (!state.binding || binding.policyName !== policyName) return finding("warning", "the policy is installed but not bound: it judges nothing", APPLY(namespace));
+  if (!state.binding || binding.policyName !== policyName)
+    return finding("warning", "the policy is installed but not bound: it judges nothing", APPLY(namespace));
   if (!strings(binding.validationActions).includes("Deny")) {
-    return finding("warning", `bound with validationActions [${strings(binding.validationActions).join(", ")}]: the reconciler's writes outside its scope are reported, not refused`, APPLY(namespace));
+    return finding(
+      "warning",
+      `bound with validationActions [${strings(binding.validationActions).join(", ")}]: the reconciler's writes outside its scope are reported, not refused`,
+      APPLY(namespace),
+    );
   }
   return finding("ok", "bound and current: the apiserver refuses the reconciler's writes outside the opted-in namespaces");
 }

@@ -48,7 +48,15 @@ export function report(findings: DoctorFinding[]): DoctorReport {
 
 /** The report when the cluster could not be read at all. */
 export function unreachable(error: string): DoctorReport {
-  return report([{ check: "cluster", severity: "critical", subject: "apiserver", message: `cannot read the cluster: ${error}`, fix: "check --kubeconfig, the current context and that the apiserver is reachable" }]);
+  return report([
+    {
+      check: "cluster",
+      severity: "critical",
+      subject: "apiserver",
+      message: `cannot read the cluster: ${error}`,
+      fix: "check --kubeconfig, the current context and that the apiserver is reachable",
+    },
+  ]);
 }
 
 /**

@@ -24,7 +24,15 @@ export function checkLedger(ledger: LedgerState, ctx: LedgerContext): DoctorFind
   const runPass = `kubectl -n ${ctx.namespace} create job --from=cronjob/quartermaster-reconciler quartermaster-reconciler-manual`;
   if (ledger === "absent") {
     return ctx.reconcilerHasSucceeded
-      ? [{ check: "ledger", severity: "warning", subject, message: "no ledger although the reconciler has completed passes: the capacity rule is skipped", fix: `check the reconciler's logs, then run a pass: ${runPass}` }]
+      ? [
+          {
+            check: "ledger",
+            severity: "warning",
+            subject,
+            message: "no ledger although the reconciler has completed passes: the capacity rule is skipped",
+            fix: `check the reconciler's logs, then run a pass: ${runPass}`,
+          },
+        ]
       : [{ check: "ledger", severity: "info", subject, message: "no ledger yet: the reconciler writes it on its first successful pass", fix: "" }];
   }
   if ("unread" in ledger) return [{ check: "ledger", severity: "info", subject, message: `ledger not read: ${ledger.unread}`, fix: "" }];
@@ -40,13 +48,31 @@ export function checkLedger(ledger: LedgerState, ctx: LedgerContext): DoctorFind
   }
   const maxAge = ctx.periodSeconds !== undefined ? LEDGER_STALE_PERIODS * ctx.periodSeconds : LEDGER_DEFAULT_MAX_AGE_SECONDS;
   if (!ledger.generatedAt) {
-    out.push({ check: "ledger", severity: "warning", subject, message: "the ledger carries no generation time: its age is unknown", fix: `run a pass to rewrite it: ${runPass}` });
+    out.push({
+      check: "ledger",
+      severity: "warning",
+      subject,
+      message: "the ledger carries no generation time: its age is unknown",
+      fix: `run a pass to rewrite it: ${runPass}`,
+    });
   } else {
     const age = (ctx.now.getTime() - ledger.generatedAt.getTime()) / 1000;
     if (age > maxAge) {
-      out.push({ check: "ledger", severity: "warning", subject, message: `written ${humanAge(age)} ago, older than ${humanAge(maxAge)}: GPU holdings may be out of date`, fix: `check the reconciler (see its finding above), then run a pass: ${runPass}` });
+      out.push({
+        check: "ledger",
+        severity: "warning",
+        subject,
+        message: `written ${humanAge(age)} ago, older than ${humanAge(maxAge)}: GPU holdings may be out of date`,
+        fix: `check the reconciler (see its finding above), then run a pass: ${runPass}`,
+      });
     } else if (ledger.corrupt.length === 0) {
-      out.push({ check: "ledger", severity: "ok", subject, message: `${ledger.shards} shard${ledger.shards === 1 ? "" : "s"}, checksums valid, written ${humanAge(age)} ago`, fix: "" });
+      out.push({
+        check: "ledger",
+        severity: "ok",
+        subject,
+        message: `${ledger.shards} shard${ledger.shards === 1 ? "" : "s"}, checksums valid, written ${humanAge(age)} ago`,
+        fix: "",
+      });
     }
   }
   return out;

@@ -24,25 +24,65 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   const kinds = [...new Map(policy.jobKinds.map((k) => [`${k.group}/${k.plural}`, k])).values()];
   const out: AccessRequirement[] = [];
   /** `verbs` on one resource, for `serviceAccount`: `namespace` "" (or absent) is every namespace. */
-  const need = (serviceAccount: string, verbs: string[], r: { group: string; resource: string; namespace?: string; ifDenied: Severity; why: string; name?: string }): void => {
-    for (const verb of verbs) out.push({ serviceAccount, verb, group: r.group, resource: r.resource, namespace: r.namespace ?? "", ...(r.name ? { name: r.name } : {}), ifDenied: r.ifDenied, why: r.why });
+  const need = (
+    serviceAccount: string,
+    verbs: string[],
+    r: { group: string; resource: string; namespace?: string; ifDenied: Severity; why: string; name?: string },
+  ): void => {
+    for (const verb of verbs)
+      out.push({
+        serviceAccount,
+        verb,
+        group: r.group,
+        resource: r.resource,
+        namespace: r.namespace ?? "",
+        ...(r.name ? { name: r.name } : {}),
+        ifDenied: r.ifDenied,
+        why: r.why,
+      });
   };
   // src/kube/jobs.ts (job lookup) and src/kube/capacity.ts (the ledger index, read in the background).
   for (const k of kinds) need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: lookup, why: `job lookup for ${k.kind} pods` });
-  need(webhook, ["get"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the capacity rule reads the ledger index", name: LEDGER_INDEX_NAME });
+  need(webhook, ["get"], {
+    group: "",
+    resource: "configmaps",
+    namespace,
+    ifDenied: "warning",
+    why: "the capacity rule reads the ledger index",
+    name: LEDGER_INDEX_NAME,
+  });
   // src/kube/cluster.ts, ledger.ts, lease.ts: one reconcile pass.
-  for (const k of kinds) need(reconciler, ["get", "list", "delete"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `adopt for and clean up ${k.kind}s` });
+  for (const k of kinds)
+    need(reconciler, ["get", "list", "delete"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `adopt for and clean up ${k.kind}s` });
   // Adoption and per-replica Services set blockOwnerDeletion on their ownerReference to the job, which the
   // OwnerReferencesPermissionEnforcement admission plugin allows only with update on the job's finalizers.
-  for (const k of kinds) need(reconciler, ["update"], { group: k.group, resource: `${k.plural}/finalizers`, ifDenied: "warning", why: `adoption with blockOwnerDeletion for ${k.kind}s` });
+  for (const k of kinds)
+    need(reconciler, ["update"], {
+      group: k.group,
+      resource: `${k.plural}/finalizers`,
+      ifDenied: "warning",
+      why: `adoption with blockOwnerDeletion for ${k.kind}s`,
+    });
   need(reconciler, ["list"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the namespace scope of a pass" });
   need(reconciler, ["list", "patch", "delete"], { group: "", resource: "pods", ifDenied: "warning", why: "adoption, CleanPodPolicy, the ledger" });
-  need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], { group: "", resource: "services", ifDenied: "warning", why: "per-replica Services, adoption" });
+  need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], {
+    group: "",
+    resource: "services",
+    ifDenied: "warning",
+    why: "per-replica Services, adoption",
+  });
   need(reconciler, ["list"], { group: "", resource: "nodes", ifDenied: "warning", why: "the ledger's node inventory" });
   // The job controller (src/kube/job-controller.ts, src/kube/watch.ts) for kinds Quartermaster runs (Caffe2Job
   // by default; any kind may be marked so): informers, replica pods, the restart counter and the status.
-  for (const k of kinds) need(reconciler, ["watch", "patch"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `the job controller for ${k.kind}s (informers, restart counter)` });
-  for (const k of kinds) need(reconciler, ["patch"], { group: k.group, resource: `${k.plural}/status`, ifDenied: "warning", why: `the job controller writes ${k.kind}s' status` });
+  for (const k of kinds)
+    need(reconciler, ["watch", "patch"], {
+      group: k.group,
+      resource: k.plural,
+      ifDenied: "warning",
+      why: `the job controller for ${k.kind}s (informers, restart counter)`,
+    });
+  for (const k of kinds)
+    need(reconciler, ["patch"], { group: k.group, resource: `${k.plural}/status`, ifDenied: "warning", why: `the job controller writes ${k.kind}s' status` });
   need(reconciler, ["watch"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the job controller's namespace informer (reconcile --watch)" });
   need(reconciler, ["watch", "create"], { group: "", resource: "pods", ifDenied: "warning", why: "the job controller creates replica pods and watches them" });
   need(reconciler, ["watch"], { group: "", resource: "services", ifDenied: "warning", why: "the job controller's Service informer (reconcile --watch)" });
@@ -51,17 +91,45 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   need(reconciler, ["get", "create", "update"], { group: "coordination.k8s.io", resource: "leases", namespace, ifDenied: "warning", why: "the pass Lease" });
   need(reconciler, ["list", "create"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the ledger's ConfigMaps" });
   // Update and delete are granted by name (manifests/base/reconciler-ledger-rbac.yaml): the index and a shard stand for all.
-  for (const name of [LEDGER_INDEX_NAME, shardName(0)]) need(reconciler, ["update", "delete"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the ledger's ConfigMaps", name: name });
-  need(reconciler, ["list"], { group: "coordination.k8s.io", resource: "leases", namespace: "kube-node-lease", ifDenied: "warning", why: "node staleness in the ledger" });
+  for (const name of [LEDGER_INDEX_NAME, shardName(0)])
+    need(reconciler, ["update", "delete"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the ledger's ConfigMaps", name: name });
+  need(reconciler, ["list"], {
+    group: "coordination.k8s.io",
+    resource: "leases",
+    namespace: "kube-node-lease",
+    ifDenied: "warning",
+    why: "node staleness in the ledger",
+  });
   // src/kube/policy-reports.ts, for reconciler.policyReports (manifests/base/reconciler-policyreports-rbac.yaml, always
   // installed, so checked whether the policy turns the reports on or not: turning them on needs no RBAC change).
-  need(reconciler, ["list", "create"], { group: "wgpolicyk8s.io", resource: "policyreports", ifDenied: "warning", why: "PolicyReports (reconciler.policyReports)" });
-  need(reconciler, ["update", "delete"], { group: "wgpolicyk8s.io", resource: "policyreports", ifDenied: "warning", why: "PolicyReports (reconciler.policyReports)", name: "quartermaster" });
+  need(reconciler, ["list", "create"], {
+    group: "wgpolicyk8s.io",
+    resource: "policyreports",
+    ifDenied: "warning",
+    why: "PolicyReports (reconciler.policyReports)",
+  });
+  need(reconciler, ["update", "delete"], {
+    group: "wgpolicyk8s.io",
+    resource: "policyreports",
+    ifDenied: "warning",
+    why: "PolicyReports (reconciler.policyReports)",
+    name: "quartermaster",
+  });
   // Least privilege the design relies on: the reconciler never changes the policy the webhook enforces (an
   // install from before the ledger's grant was by name could). The policy ConfigMap's name is hashed; any
   // name outside the ledger's answers the same.
   for (const verb of ["update", "patch", "delete"]) {
-    out.push({ serviceAccount: reconciler, verb, group: "", resource: "configmaps", namespace, name: "quartermaster-policy", ifDenied: "warning", why: "the webhook's policy ConfigMap", mustNot: true });
+    out.push({
+      serviceAccount: reconciler,
+      verb,
+      group: "",
+      resource: "configmaps",
+      namespace,
+      name: "quartermaster-policy",
+      ifDenied: "warning",
+      why: "the webhook's policy ConfigMap",
+      mustNot: true,
+    });
   }
   return out;
 }
@@ -73,7 +141,15 @@ function describe(a: AccessRequirement): string {
 
 export function checkAccess(access: AccessCheck[] | Unreadable): DoctorFinding[] {
   if (isUnreadable(access)) {
-    return [{ check: "rbac", severity: "warning", subject: "ServiceAccounts", message: `not checked: ${access.error}`, fix: "run doctor as a user allowed to create subjectaccessreviews.authorization.k8s.io" }];
+    return [
+      {
+        check: "rbac",
+        severity: "warning",
+        subject: "ServiceAccounts",
+        message: `not checked: ${access.error}`,
+        fix: "run doctor as a user allowed to create subjectaccessreviews.authorization.k8s.io",
+      },
+    ];
   }
   const bySa = new Map<string, AccessCheck[]>();
   for (const a of access) bySa.set(a.serviceAccount, [...(bySa.get(a.serviceAccount) ?? []), a]);
@@ -81,10 +157,19 @@ export function checkAccess(access: AccessCheck[] | Unreadable): DoctorFinding[]
     const denied = checks.filter((c) => !c.mustNot && !c.allowed);
     const excess = checks.filter((c) => c.mustNot && c.allowed);
     if (denied.length === 0 && excess.length === 0) {
-      return { check: "rbac", severity: "ok", subject: `ServiceAccount ${sa}`, message: `allowed everything it needs and nothing it must not (${checks.length} checks)`, fix: "" };
+      return {
+        check: "rbac",
+        severity: "ok",
+        subject: `ServiceAccount ${sa}`,
+        message: `allowed everything it needs and nothing it must not (${checks.length} checks)`,
+        fix: "",
+      };
     }
     const severity = worst([...denied, ...excess].map((d) => d.ifDenied));
-    const parts = [...(denied.length > 0 ? [`not allowed to ${denied.map(describe).join("; ")}`] : []), ...(excess.length > 0 ? [`allowed to ${excess.map(describe).join("; ")}, which it must not be`] : [])];
+    const parts = [
+      ...(denied.length > 0 ? [`not allowed to ${denied.map(describe).join("; ")}`] : []),
+      ...(excess.length > 0 ? [`allowed to ${excess.map(describe).join("; ")}, which it must not be`] : []),
+    ];
     return {
       check: "rbac",
       severity,

@@ -54,16 +54,38 @@ function finishedCondition(job: Job): { type: "Complete" | "Failed"; reason?: st
 export function checkReconciler(s: DoctorSnapshot): DoctorFinding[] {
   const subject = `CronJob ${s.namespace}/${RECONCILER_NAME}`;
   if (isUnreadable(s.reconciler)) {
-    return [{ check: "reconciler", severity: "warning", subject, message: `not checked: ${s.reconciler.error}`, fix: "run doctor with read access to cronjobs and jobs in Quartermaster's namespace" }];
+    return [
+      {
+        check: "reconciler",
+        severity: "warning",
+        subject,
+        message: `not checked: ${s.reconciler.error}`,
+        fix: "run doctor with read access to cronjobs and jobs in Quartermaster's namespace",
+      },
+    ];
   }
   const { cronJob, jobs, resident } = s.reconciler;
   if (!cronJob && resident) return checkResident(s.namespace, resident);
   if (!cronJob) {
-    return [{ check: "reconciler", severity: "warning", subject, message: "not found: finished jobs keep their pods and GPUs, and the device ledger is not written", fix: "kubectl apply -k manifests/base (or your overlay)" }];
+    return [
+      {
+        check: "reconciler",
+        severity: "warning",
+        subject,
+        message: "not found: finished jobs keep their pods and GPUs, and the device ledger is not written",
+        fix: "kubectl apply -k manifests/base (or your overlay)",
+      },
+    ];
   }
   const out: DoctorFinding[] = [];
   if (cronJob.spec.suspend) {
-    out.push({ check: "reconciler", severity: "warning", subject, message: "suspended: no passes run", fix: `kubectl -n ${s.namespace} patch cronjob ${RECONCILER_NAME} -p '{"spec":{"suspend":false}}'` });
+    out.push({
+      check: "reconciler",
+      severity: "warning",
+      subject,
+      message: "suspended: no passes run",
+      fix: `kubectl -n ${s.namespace} patch cronjob ${RECONCILER_NAME} -p '{"spec":{"suspend":false}}'`,
+    });
   }
   out.push(...checkSchedule(s, cronJob, subject), ...checkLatestPass(s.namespace, cronJob, jobs));
   return out;
@@ -73,8 +95,24 @@ export function checkReconciler(s: DoctorSnapshot): DoctorFinding[] {
 function checkResident(namespace: string, resident: { replicas: number; readyReplicas: number }): DoctorFinding[] {
   const dep = `Deployment ${namespace}/${RECONCILER_NAME}`;
   return resident.readyReplicas > 0
-    ? [{ check: "reconciler", severity: "ok", subject: dep, message: `resident reconciler running (${resident.readyReplicas}/${resident.replicas} ready); its passes are in its logs`, fix: "" }]
-    : [{ check: "reconciler", severity: "warning", subject: dep, message: `resident reconciler has no ready replica (${resident.replicas} wanted): no passes run`, fix: `kubectl -n ${namespace} describe deployment ${RECONCILER_NAME}; kubectl -n ${namespace} logs deployment/${RECONCILER_NAME}` }];
+    ? [
+        {
+          check: "reconciler",
+          severity: "ok",
+          subject: dep,
+          message: `resident reconciler running (${resident.readyReplicas}/${resident.replicas} ready); its passes are in its logs`,
+          fix: "",
+        },
+      ]
+    : [
+        {
+          check: "reconciler",
+          severity: "warning",
+          subject: dep,
+          message: `resident reconciler has no ready replica (${resident.replicas} wanted): no passes run`,
+          fix: `kubectl -n ${namespace} describe deployment ${RECONCILER_NAME}; kubectl -n ${namespace} logs deployment/${RECONCILER_NAME}`,
+        },
+      ];
 }
 
 /** Passes the schedule owed since the last success (or the CronJob's creation): none missed, a few, or many. */
@@ -86,7 +124,16 @@ function checkSchedule(s: DoctorSnapshot, cronJob: CronJob, subject: string): Do
   const created = cronJob.metadata.creationTimestamp ? new Date(cronJob.metadata.creationTimestamp) : undefined;
   const since = lastSuccess ?? created;
   const missed = since ? scheduledBetween(spec, since, new Date(s.now.getTime() - graceSeconds * 1000)) : [];
-  if (missed === undefined) return [{ check: "reconciler", severity: "warning", subject, message: `schedule ${JSON.stringify(spec.schedule)} does not parse`, fix: "give the CronJob a standard five-field cron schedule" }];
+  if (missed === undefined)
+    return [
+      {
+        check: "reconciler",
+        severity: "warning",
+        subject,
+        message: `schedule ${JSON.stringify(spec.schedule)} does not parse`,
+        fix: "give the CronJob a standard five-field cron schedule",
+      },
+    ];
   if (spec.suspend) return [];
   const age = since ? humanAge((s.now.getTime() - since.getTime()) / 1000) : "?";
   if (missed.length >= MISSED_PASSES_WARNING) {

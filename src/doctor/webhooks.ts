@@ -26,7 +26,10 @@ import {
 } from "./types.js";
 
 /** The webhooks the policy's render registers (src/manifests/webhooks.ts), and what is lost without each. */
-export function expectedWebhooks(policy: WebhookPolicy, namespace: string): Array<{ kind: WebhookConfiguration["kind"]; name: string; lost: string; hook: RenderedWebhook }> {
+export function expectedWebhooks(
+  policy: WebhookPolicy,
+  namespace: string,
+): Array<{ kind: WebhookConfiguration["kind"]; name: string; lost: string; hook: RenderedWebhook }> {
   return renderWebhookConfigurations(policy, { namespace }).flatMap((c) =>
     c.webhooks.map((hook) => ({ kind: c.kind, name: hook.name, lost: WEBHOOK_PURPOSE[hook.name] ?? "its checks do not run", hook })),
   );
@@ -56,7 +59,11 @@ function consequence(r: HookRef): string {
   return r.failClosed ? "every request it matches is refused (failurePolicy Fail)" : "requests it matches skip it (failurePolicy Ignore)";
 }
 
-function configurationFindings(configs: readonly WebhookConfiguration[], hooks: readonly HookRef[], expected: ReturnType<typeof expectedWebhooks>): DoctorFinding[] {
+function configurationFindings(
+  configs: readonly WebhookConfiguration[],
+  hooks: readonly HookRef[],
+  expected: ReturnType<typeof expectedWebhooks>,
+): DoctorFinding[] {
   const out: DoctorFinding[] = [];
   for (const e of expected) {
     const found = hooks.find((r) => r.hook.name === e.name && r.config.kind === e.kind);
@@ -74,8 +81,20 @@ function configurationFindings(configs: readonly WebhookConfiguration[], hooks: 
     if (!hook.clientConfig.service && !hook.clientConfig.url) problems.push("clientConfig names neither a service nor a url");
     out.push(
       problems.length > 0
-        ? { check: "webhook-configuration", severity: r.outage, subject: hook.name, message: `${where}: ${problems.join("; ")}: ${consequence(r)}`, fix: `restore the webhook from manifests/base: ${APPLY_FIX}` }
-        : { check: "webhook-configuration", severity: "ok", subject: hook.name, message: `registered in ${where}, failurePolicy ${r.failClosed ? "Fail" : "Ignore"}`, fix: "" },
+        ? {
+            check: "webhook-configuration",
+            severity: r.outage,
+            subject: hook.name,
+            message: `${where}: ${problems.join("; ")}: ${consequence(r)}`,
+            fix: `restore the webhook from manifests/base: ${APPLY_FIX}`,
+          }
+        : {
+            check: "webhook-configuration",
+            severity: "ok",
+            subject: hook.name,
+            message: `registered in ${where}, failurePolicy ${r.failClosed ? "Fail" : "Ignore"}`,
+            fix: "",
+          },
     );
   }
   return out;
@@ -87,7 +106,9 @@ function configurationFindings(configs: readonly WebhookConfiguration[], hooks: 
 function ruleTuples(rules: WebhookEntry["rules"]): string[] {
   const out = new Set<string>();
   for (const r of rules ?? []) {
-    for (const g of r.apiGroups ?? []) for (const v of r.apiVersions ?? []) for (const o of r.operations ?? []) for (const res of r.resources ?? []) out.add(`${g || "core"}/${v} ${o} ${res} (${r.scope ?? "*"})`);
+    for (const g of r.apiGroups ?? [])
+      for (const v of r.apiVersions ?? [])
+        for (const o of r.operations ?? []) for (const res of r.resources ?? []) out.add(`${g || "core"}/${v} ${o} ${res} (${r.scope ?? "*"})`);
   }
   return [...out].sort();
 }
@@ -100,7 +121,8 @@ function canonicalSelector(sel: LabelSelector | undefined): string {
 }
 
 /** CEL is compared with its whitespace collapsed (YAML folding and indentation change none of its meaning here). */
-const canonicalConditions = (conds: WebhookEntry["matchConditions"]): string[] => (conds ?? []).map((c) => `${c.name}: ${c.expression.replace(/\s+/g, " ").trim()}`).sort();
+const canonicalConditions = (conds: WebhookEntry["matchConditions"]): string[] =>
+  (conds ?? []).map((c) => `${c.name}: ${c.expression.replace(/\s+/g, " ").trim()}`).sort();
 
 const setDiff = (a: readonly string[], b: readonly string[]): string[] => a.filter((x) => !b.includes(x));
 
@@ -136,8 +158,20 @@ function renderFindings(hooks: readonly HookRef[], expected: ReturnType<typeof e
     const problems = renderDifferences(found.hook, e.hook);
     out.push(
       problems.length > 0
-        ? { check: "webhook-render", severity: "warning", subject: e.name, message: `${e.kind}/${found.config.metadata.name} disagrees with the policy: ${problems.join("; ")}`, fix }
-        : { check: "webhook-render", severity: "ok", subject: e.name, message: "rules, namespaceSelector and matchConditions as the policy renders them", fix: "" },
+        ? {
+            check: "webhook-render",
+            severity: "warning",
+            subject: e.name,
+            message: `${e.kind}/${found.config.metadata.name} disagrees with the policy: ${problems.join("; ")}`,
+            fix,
+          }
+        : {
+            check: "webhook-render",
+            severity: "ok",
+            subject: e.name,
+            message: "rules, namespaceSelector and matchConditions as the policy renders them",
+            fix: "",
+          },
     );
   }
   for (const r of hooks) {
@@ -181,25 +215,53 @@ function endpointFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): DoctorF
       const name = `${svcRef.namespace}/${svcRef.name}`;
       const state = s.services[name];
       if (!state || isUnreadable(state)) {
-        return [{ check: "endpoints", severity: "warning", subject: hook.name, message: `not checked: Service ${name} could not be read: ${state ? state.error : "not read"}`, fix: "run doctor with read access to services and endpointslices" }];
+        return [
+          {
+            check: "endpoints",
+            severity: "warning",
+            subject: hook.name,
+            message: `not checked: Service ${name} could not be read: ${state ? state.error : "not read"}`,
+            fix: "run doctor with read access to services and endpointslices",
+          },
+        ];
       }
       if (state.service?.spec?.type === "ExternalName") {
-        return [{ check: "endpoints", severity: "info", subject: hook.name, message: `Service ${name} is an ExternalName service; its endpoints are outside the cluster and not checked`, fix: "" }];
+        return [
+          {
+            check: "endpoints",
+            severity: "info",
+            subject: hook.name,
+            message: `Service ${name} is an ExternalName service; its endpoints are outside the cluster and not checked`,
+            fix: "",
+          },
+        ];
       }
       const ready = readyAddresses(state, svcRef.port ?? 443);
       if ("problem" in ready) {
-        return [{ check: "endpoints", severity: r.outage, subject: hook.name, message: `Service ${name}: ${ready.problem}: ${consequence(r)}`, fix: APPLY_FIX }];
+        return [
+          { check: "endpoints", severity: r.outage, subject: hook.name, message: `Service ${name}: ${ready.problem}: ${consequence(r)}`, fix: APPLY_FIX },
+        ];
       }
       if (ready.addresses.length === 0) {
-        return [{
-          check: "endpoints",
-          severity: r.outage,
-          subject: hook.name,
-          message: `Service ${name} has no ready endpoint${ready.notReady > 0 ? ` (${ready.notReady} not ready)` : ""}: ${consequence(r)}`,
-          fix: `kubectl -n ${svcRef.namespace} get deploy,pods -l app.kubernetes.io/component=webhook; scale the webhook Deployment up or fix its pods`,
-        }];
+        return [
+          {
+            check: "endpoints",
+            severity: r.outage,
+            subject: hook.name,
+            message: `Service ${name} has no ready endpoint${ready.notReady > 0 ? ` (${ready.notReady} not ready)` : ""}: ${consequence(r)}`,
+            fix: `kubectl -n ${svcRef.namespace} get deploy,pods -l app.kubernetes.io/component=webhook; scale the webhook Deployment up or fix its pods`,
+          },
+        ];
       }
-      return [{ check: "endpoints", severity: "ok", subject: hook.name, message: `Service ${name}: ${ready.addresses.length} ready endpoint${ready.addresses.length === 1 ? "" : "s"}`, fix: "" }];
+      return [
+        {
+          check: "endpoints",
+          severity: "ok",
+          subject: hook.name,
+          message: `Service ${name}: ${ready.addresses.length} ready endpoint${ready.addresses.length === 1 ? "" : "s"}`,
+          fix: "",
+        },
+      ];
     }
     const url = hook.clientConfig.url;
     if (!url) return [];
@@ -207,7 +269,15 @@ function endpointFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): DoctorF
     const answered = handshakes.find((e) => !("error" in e));
     if (answered) return [{ check: "endpoints", severity: "ok", subject: hook.name, message: `a server answers at ${url}`, fix: "" }];
     const why = handshakes.map((e) => ("error" in e ? e.error : "")).join("; ") || "not probed";
-    return [{ check: "endpoints", severity: r.outage, subject: hook.name, message: `no server answers at ${url} (${why}): ${consequence(r)}`, fix: "start the webhook server at that address, or point clientConfig at the Service" }];
+    return [
+      {
+        check: "endpoints",
+        severity: r.outage,
+        subject: hook.name,
+        message: `no server answers at ${url} (${why}): ${consequence(r)}`,
+        fix: "start the webhook server at that address, or point clientConfig at the Service",
+      },
+    ];
   });
 }
 
@@ -253,29 +323,58 @@ function caBundleFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): DoctorF
     const { hook } = r;
     const key = targetKey(hook);
     if (!key) return [];
-    const fix = "put the CA that signed the serving certificate into caBundle: quartermaster certs install --ca CA.crt (or let cert-manager's CA injector do it)";
+    const fix =
+      "put the CA that signed the serving certificate into caBundle: quartermaster certs install --ca CA.crt (or let cert-manager's CA injector do it)";
     const roots = bundleCertificates(hook);
     if (!Array.isArray(roots)) return [{ check: "ca-bundle", severity: r.outage, subject: hook.name, message: `${roots.problem}: ${consequence(r)}`, fix }];
     const svc = hook.clientConfig.service;
     const state = svc ? s.services[`${svc.namespace}/${svc.name}`] : undefined;
     if (state && !isUnreadable(state) && state.service?.spec?.type === "ExternalName") {
-      return [{ check: "ca-bundle", severity: "info", subject: hook.name, message: `Service ${svc!.namespace}/${svc!.name} is an ExternalName service: TLS is served beyond it (Knative's gateway, say), not checked here`, fix: "" }];
+      return [
+        {
+          check: "ca-bundle",
+          severity: "info",
+          subject: hook.name,
+          message: `Service ${svc!.namespace}/${svc!.name} is an ExternalName service: TLS is served beyond it (Knative's gateway, say), not checked here`,
+          fix: "",
+        },
+      ];
     }
     const evidence = (s.certificates[key] ?? []).map(evidenceChain);
     const usable = evidence.filter((e): e is Extract<typeof e, { chain: X509Certificate[] }> => "chain" in e);
     if (usable.length === 0) {
       const why = evidence.map((e) => `${e.where}: ${"error" in e ? e.error : ""}`).join("; ") || "no serving Secret or server found";
-      return [{ check: "ca-bundle", severity: "warning", subject: hook.name, message: `not checked: no certificate to check the caBundle against (${why})`, fix: "make the webhook's Service reach pods that mount the serving Secret, or run doctor where it can reach the webhook URL" }];
+      return [
+        {
+          check: "ca-bundle",
+          severity: "warning",
+          subject: hook.name,
+          message: `not checked: no certificate to check the caBundle against (${why})`,
+          fix: "make the webhook's Service reach pods that mount the serving Secret, or run doctor where it can reach the webhook URL",
+        },
+      ];
     }
     const host = expectedHost(hook);
     const { problems, good } = certificateProblems(usable, roots, host);
     if (problems.length > 0) return [{ check: "ca-bundle", severity: r.outage, subject: hook.name, message: `${problems.join("; ")}: ${consequence(r)}`, fix }];
-    return [{ check: "ca-bundle", severity: "ok", subject: hook.name, message: `caBundle verifies the certificate ${good.join(" and ")}${host ? `, which names ${host}` : ""}`, fix: "" }];
+    return [
+      {
+        check: "ca-bundle",
+        severity: "ok",
+        subject: hook.name,
+        message: `caBundle verifies the certificate ${good.join(" and ")}${host ? `, which names ${host}` : ""}`,
+        fix: "",
+      },
+    ];
   });
 }
 
 /** What is wrong with each served or stored certificate against the caBundle and the host, and what verifies. */
-function certificateProblems(usable: ReadonlyArray<{ where: string; chain: X509Certificate[]; keyPem?: string }>, roots: X509Certificate[], host: string | undefined): { problems: string[]; good: string[] } {
+function certificateProblems(
+  usable: ReadonlyArray<{ where: string; chain: X509Certificate[]; keyPem?: string }>,
+  roots: X509Certificate[],
+  host: string | undefined,
+): { problems: string[]; good: string[] } {
   const problems: string[] = [];
   const good: string[] = [];
   for (const e of usable) {
@@ -283,7 +382,8 @@ function certificateProblems(usable: ReadonlyArray<{ where: string; chain: X509C
     const verdict = chainsTo(e.chain, roots);
     if (!verdict.ok) problems.push(`caBundle does not verify the certificate ${e.where}: ${verdict.reason}`);
     if (host && !coversHost(leaf, host)) problems.push(`the certificate ${e.where} does not name ${host} (it names ${altNames(leaf)})`);
-    if (e.keyPem !== undefined && !keyMatches(leaf, e.keyPem)) problems.push(`tls.key ${e.where} does not belong to its tls.crt: a server that restarts cannot load it`);
+    if (e.keyPem !== undefined && !keyMatches(leaf, e.keyPem))
+      problems.push(`tls.key ${e.where} does not belong to its tls.crt: a server that restarts cannot load it`);
     if (verdict.ok) good.push(`${e.where} (CA "${commonName(verdict.root)}")`);
   }
   return { problems, good };
@@ -314,17 +414,33 @@ function expiryFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): DoctorFin
   const finding = (cert: X509Certificate, subject: string, context: string, fix: string): DoctorFinding => {
     const notBefore = new Date(cert.validFrom);
     if (notBefore > s.now) {
-      return { check: "certificate-expiry", severity: "critical", subject, message: `not valid before ${notBefore.toISOString()}; ${context}`, fix: "check the clock of whoever issued it, or re-issue it" };
+      return {
+        check: "certificate-expiry",
+        severity: "critical",
+        subject,
+        message: `not valid before ${notBefore.toISOString()}; ${context}`,
+        fix: "check the clock of whoever issued it, or re-issue it",
+      };
     }
     const severity = expirySeverity(daysLeft(cert, s.now));
     return { check: "certificate-expiry", severity, subject, message: `${describeExpiry(cert, s.now)}; ${context}`, fix: severity === "ok" ? "" : fix };
   };
   return [
     ...[...cas.values()].map(({ cert, hooks: names }) =>
-      finding(cert, `CA "${commonName(cert)}"`, `in the caBundle of ${names.join(", ")}`, "rotate the CA with an overlap: add the new CA to caBundle, re-issue the serving certificate, then drop the old CA (docs/operations.md, Certificate rotation)"),
+      finding(
+        cert,
+        `CA "${commonName(cert)}"`,
+        `in the caBundle of ${names.join(", ")}`,
+        "rotate the CA with an overlap: add the new CA to caBundle, re-issue the serving certificate, then drop the old CA (docs/operations.md, Certificate rotation)",
+      ),
     ),
     ...[...leaves.values()].map(({ cert, where }) =>
-      finding(cert, `serving certificate "${commonName(cert)}"`, where.join(", "), "renew it: quartermaster certs ensure (or certs generate --ca-cert/--ca-key) and update the Secret; the server reloads it without a restart"),
+      finding(
+        cert,
+        `serving certificate "${commonName(cert)}"`,
+        where.join(", "),
+        "renew it: quartermaster certs ensure (or certs generate --ca-cert/--ca-key) and update the Secret; the server reloads it without a restart",
+      ),
     ),
   ];
 }
@@ -371,7 +487,8 @@ function selectorFindings(s: DoctorSnapshot, hooks: readonly HookRef[]): DoctorF
 function sideEffectFindings(hooks: readonly HookRef[]): DoctorFinding[] {
   return hooks.map((r): DoctorFinding => {
     const value = r.hook.sideEffects ?? "(unset)";
-    if (value === "None" || value === "NoneOnDryRun") return { check: "side-effects", severity: "ok", subject: r.hook.name, message: `sideEffects ${value}`, fix: "" };
+    if (value === "None" || value === "NoneOnDryRun")
+      return { check: "side-effects", severity: "ok", subject: r.hook.name, message: `sideEffects ${value}`, fix: "" };
     return {
       check: "side-effects",
       severity: "warning",
@@ -400,7 +517,15 @@ function timeoutFindings(hooks: readonly HookRef[], policyTimeoutSeconds: number
 /** Every webhook finding for the snapshot, against the webhook configurations the policy renders. */
 export function checkWebhooks(s: DoctorSnapshot, policy: WebhookPolicy): DoctorFinding[] {
   if (isUnreadable(s.webhookConfigurations)) {
-    return [{ check: "webhook-configuration", severity: "warning", subject: "webhook configurations", message: `not checked: ${s.webhookConfigurations.error}`, fix: "run doctor with read access to mutating/validatingwebhookconfigurations" }];
+    return [
+      {
+        check: "webhook-configuration",
+        severity: "warning",
+        subject: "webhook configurations",
+        message: `not checked: ${s.webhookConfigurations.error}`,
+        fix: "run doctor with read access to mutating/validatingwebhookconfigurations",
+      },
+    ];
   }
   const configs = s.webhookConfigurations;
   const hooks = refs(configs);

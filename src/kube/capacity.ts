@@ -57,7 +57,8 @@ export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; i
     const rest = await restClient(opts.kubeconfig);
     if (rest) {
       return async (name: string) => {
-        const cm = (await rest.get(`/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/configmaps/${encodeURIComponent(name)}`)) as { data?: Record<string, string> } | undefined;
+        const cm = (await rest.get(`/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/configmaps/${encodeURIComponent(name)}`)) as
+          { data?: Record<string, string> } | undefined;
         return cm === undefined ? undefined : (cm.data ?? {});
       };
     }
@@ -77,7 +78,11 @@ export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; i
       read ??= await connect();
       const data = await read(LEDGER_INDEX_NAME);
       const index = data === undefined ? undefined : indexOfData(data);
-      if (data !== undefined && !index) opts.log.warn({ configMap: `${opts.namespace}/${LEDGER_INDEX_NAME}` }, "device ledger index fails its checksum or shape; capacity check skipped until the reconciler rewrites it");
+      if (data !== undefined && !index)
+        opts.log.warn(
+          { configMap: `${opts.namespace}/${LEDGER_INDEX_NAME}` },
+          "device ledger index fails its checksum or shape; capacity check skipped until the reconciler rewrites it",
+        );
       capacity = index && capacityOf(index);
       reading = index && { index, readAt: now() };
     } catch (err) {

@@ -29,10 +29,12 @@ export async function connectCertStore(opts: CertStoreOptions): Promise<CertStor
   const strategicMerge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.StrategicMergePatch);
   const { namespace } = opts;
 
-  const notFound = (kind: string, name: string) => (err: unknown): never => {
-    if (statusOf(err) === 404) throw Object.assign(new Error(`${kind} ${name} not found: apply the webhook configurations first`), { code: 404, cause: err });
-    throw err;
-  };
+  const notFound =
+    (kind: string, name: string) =>
+    (err: unknown): never => {
+      if (statusOf(err) === 404) throw Object.assign(new Error(`${kind} ${name} not found: apply the webhook configurations first`), { code: 404, cause: err });
+      throw err;
+    };
 
   return {
     async readSecret(name) {
@@ -57,17 +59,29 @@ export async function connectCertStore(opts: CertStoreOptions): Promise<CertStor
       await core.replaceNamespacedSecret({ name, namespace, body });
     },
     async readWebhookConfigurations() {
-      const shape = (kind: StoredWebhookConfiguration["kind"], name: string, webhooks: Array<{ name: string; clientConfig?: { caBundle?: string } }> | undefined): StoredWebhookConfiguration => ({
+      const shape = (
+        kind: StoredWebhookConfiguration["kind"],
+        name: string,
+        webhooks: Array<{ name: string; clientConfig?: { caBundle?: string } }> | undefined,
+      ): StoredWebhookConfiguration => ({
         kind,
         name,
         webhooks: (webhooks ?? []).map((w) => ({ name: w.name, caBundle: unb64(w.clientConfig?.caBundle) })),
       });
       return Promise.all([
         ...opts.mutating.map(async (name) =>
-          shape("MutatingWebhookConfiguration", name, (await admission.readMutatingWebhookConfiguration({ name }).catch(notFound("MutatingWebhookConfiguration", name))).webhooks),
+          shape(
+            "MutatingWebhookConfiguration",
+            name,
+            (await admission.readMutatingWebhookConfiguration({ name }).catch(notFound("MutatingWebhookConfiguration", name))).webhooks,
+          ),
         ),
         ...opts.validating.map(async (name) =>
-          shape("ValidatingWebhookConfiguration", name, (await admission.readValidatingWebhookConfiguration({ name }).catch(notFound("ValidatingWebhookConfiguration", name))).webhooks),
+          shape(
+            "ValidatingWebhookConfiguration",
+            name,
+            (await admission.readValidatingWebhookConfiguration({ name }).catch(notFound("ValidatingWebhookConfiguration", name))).webhooks,
+          ),
         ),
       ]);
     },

@@ -62,7 +62,9 @@ export async function kubeClient(file: string | undefined): Promise<{ k8s: Clien
   return { k8s, kc };
 }
 
-type HttpLibrary = { send(request: import("@kubernetes/client-node").RequestContext): { toPromise(): Promise<import("@kubernetes/client-node").ResponseContext> } };
+type HttpLibrary = {
+  send(request: import("@kubernetes/client-node").RequestContext): { toPromise(): Promise<import("@kubernetes/client-node").ResponseContext> };
+};
 
 /**
  * Makes `kc.makeApiClient` build clients whose HTTP layer turns failures into KubeApiError and

@@ -36,7 +36,13 @@ export interface ClusterReader {
 
 export interface ClusterWriter {
   /** Deletes with a uid precondition and Background propagation. Resolves "deleted", "gone" (404) or "changed" (409). */
-  delete(target: { kind: "Pod" | "Service" | "Job" | "ConfigMap"; jobKind?: JobKind; namespace: string; name: string; uid: string }): Promise<"deleted" | "gone" | "changed">;
+  delete(target: {
+    kind: "Pod" | "Service" | "Job" | "ConfigMap";
+    jobKind?: JobKind;
+    namespace: string;
+    name: string;
+    uid: string;
+  }): Promise<"deleted" | "gone" | "changed">;
   /**
    * A strategic-merge patch of a Pod or Service. Resolves "patched", "gone" (404) or "invalid" (422: the uid
    * precondition in the patch failed, or the result was refused, e.g. a second controller).
@@ -60,9 +66,21 @@ export interface ClusterController {
    * A JSON merge patch of the job's status subresource (`{status, metadata: {resourceVersion}}`: the
    * resourceVersion read is the precondition). Resolves "patched", "conflict" (409) or "gone" (404).
    */
-  patchJobStatus(kind: JobKind, namespace: string, name: string, status: Record<string, unknown>, resourceVersion?: string): Promise<"patched" | "conflict" | "gone">;
+  patchJobStatus(
+    kind: JobKind,
+    namespace: string,
+    name: string,
+    status: Record<string, unknown>,
+    resourceVersion?: string,
+  ): Promise<"patched" | "conflict" | "gone">;
   /** A JSON merge patch of the job's annotations, with the resourceVersion read as precondition. */
-  patchJobAnnotations(kind: JobKind, namespace: string, name: string, annotations: Record<string, string>, resourceVersion?: string): Promise<"patched" | "conflict" | "gone">;
+  patchJobAnnotations(
+    kind: JobKind,
+    namespace: string,
+    name: string,
+    annotations: Record<string, string>,
+    resourceVersion?: string,
+  ): Promise<"patched" | "conflict" | "gone">;
 }
 
 export interface Cluster extends ClusterReader, ClusterWriter, ClusterCreator, ClusterController {
@@ -108,7 +126,12 @@ function slimOwnerFields(managed: unknown, cache: OwnerFieldsCache): readonly Re
     if (!refs || typeof refs !== "object") continue;
     const keys: Record<string, object> = {};
     for (const k of Object.keys(refs)) if (k.startsWith("k:")) keys[k] = {};
-    out.push({ manager: e.manager, operation: e.operation, ...(e.subresource ? { subresource: e.subresource } : {}), fieldsV1: { "f:metadata": { "f:ownerReferences": keys } } });
+    out.push({
+      manager: e.manager,
+      operation: e.operation,
+      ...(e.subresource ? { subresource: e.subresource } : {}),
+      fieldsV1: { "f:metadata": { "f:ownerReferences": keys } },
+    });
   }
   if (out.length === 0) return undefined;
   const text = JSON.stringify(out);
@@ -134,7 +157,12 @@ export function slimPod(o: object, cache: OwnerFieldsCache = new Map()): KubeObj
   const p = asV1Pod(o);
   const spec: Partial<V1PodSpec> = p.spec ?? {};
   const owners = slimOwnerFields(p.metadata?.managedFields, cache);
-  const container = (c: { name?: string; resources?: unknown; ports?: unknown; restartPolicy?: string }): Record<string, unknown> => ({ name: c.name, ...(c.resources ? { resources: c.resources } : {}), ...(c.ports ? { ports: c.ports } : {}), ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}) });
+  const container = (c: { name?: string; resources?: unknown; ports?: unknown; restartPolicy?: string }): Record<string, unknown> => ({
+    name: c.name,
+    ...(c.resources ? { resources: c.resources } : {}),
+    ...(c.ports ? { ports: c.ports } : {}),
+    ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}),
+  });
   return {
     apiVersion: "v1",
     kind: "Pod",
@@ -149,7 +177,13 @@ export function slimPod(o: object, cache: OwnerFieldsCache = new Map()): KubeObj
       // The job controller reads restart counts and the default container's exit code.
       ...(p.status?.containerStatuses ? { containerStatuses: p.status.containerStatuses.map(containerStatus) } : {}),
       ...(p.status?.initContainerStatuses ? { initContainerStatuses: p.status.initContainerStatuses.map(containerStatus) } : {}),
-      ...(p.status?.conditions ? { conditions: p.status.conditions.filter((c: V1PodCondition) => c.type === "PodScheduled").map((c: V1PodCondition) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message })) } : {}),
+      ...(p.status?.conditions
+        ? {
+            conditions: p.status.conditions
+              .filter((c: V1PodCondition) => c.type === "PodScheduled")
+              .map((c: V1PodCondition) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message })),
+          }
+        : {}),
     },
   };
 }
@@ -157,8 +191,15 @@ export function slimPod(o: object, cache: OwnerFieldsCache = new Map()): KubeObj
 export function slimNode(o: object): KubeObject {
   const n = asV1Node(o);
   const ready = (n.status?.conditions ?? []).find((c) => c?.type === "Ready");
-  const conditions = ready ? { conditions: [{ type: "Ready", status: ready.status, ...(ready.lastHeartbeatTime ? { lastHeartbeatTime: iso(ready.lastHeartbeatTime) } : {}) }] } : {};
-  return { apiVersion: "v1", kind: "Node", metadata: { name: n.metadata?.name, uid: n.metadata?.uid }, status: { capacity: n.status?.capacity ?? {}, allocatable: n.status?.allocatable ?? {}, ...conditions } };
+  const conditions = ready
+    ? { conditions: [{ type: "Ready", status: ready.status, ...(ready.lastHeartbeatTime ? { lastHeartbeatTime: iso(ready.lastHeartbeatTime) } : {}) }] }
+    : {};
+  return {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: { name: n.metadata?.name, uid: n.metadata?.uid },
+    status: { capacity: n.status?.capacity ?? {}, allocatable: n.status?.allocatable ?? {}, ...conditions },
+  };
 }
 
 export function slimNamespace(o: object): NamespaceInfo {
@@ -172,7 +213,6 @@ function iso(t: unknown): string {
 }
 
 type Page = { items?: object[]; metadata?: { _continue?: string; continue?: string } };
-
 
 export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
   const { k8s, kc } = await kubeClient(kubeconfig);
@@ -218,7 +258,17 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     },
     async listJobs(kind) {
       try {
-        return await paged(async (cont) => (await custom.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, limit: PAGE_SIZE, _continue: cont })) as Page, asKubeObject);
+        return await paged(
+          async (cont) =>
+            (await custom.listClusterCustomObject({
+              group: kind.group,
+              version: kind.version,
+              plural: kind.plural,
+              limit: PAGE_SIZE,
+              _continue: cont,
+            })) as Page,
+          asKubeObject,
+        );
       } catch (err) {
         if (statusOf(err) === 404) return undefined;
         throw err;
@@ -235,7 +285,10 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     },
     async listPods(labelSelector) {
       const owners: OwnerFieldsCache = new Map();
-      return paged(async (cont) => (await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, (p) => slimPod(p, owners));
+      return paged(
+        async (cont) => (await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page,
+        (p) => slimPod(p, owners),
+      );
     },
     async listServices(labelSelector) {
       return paged(async (cont) => (await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, slimService);
@@ -310,7 +363,8 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       const name = String((body.metadata as { name?: string }).name);
       try {
         if (resourceVersion === undefined) await core.createNamespacedConfigMap({ namespace, body: body as never });
-        else await core.replaceNamespacedConfigMap({ name, namespace, body: { ...body, metadata: { ...(body.metadata as object), resourceVersion } } as never });
+        else
+          await core.replaceNamespacedConfigMap({ name, namespace, body: { ...body, metadata: { ...(body.metadata as object), resourceVersion } } as never });
         return "written";
       } catch (err) {
         if (statusOf(err) === 409) return "conflict";

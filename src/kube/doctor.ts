@@ -86,7 +86,10 @@ function isQuartermasters(config: { metadata?: { name?: string; labels?: Record<
 }
 
 function toPem(der: Buffer): string {
-  const b64 = der.toString("base64").match(/.{1,64}/g)!.join("\n");
+  const b64 = der
+    .toString("base64")
+    .match(/.{1,64}/g)!
+    .join("\n");
   return `-----BEGIN CERTIFICATE-----\n${b64}\n-----END CERTIFICATE-----\n`;
 }
 
@@ -149,7 +152,11 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     webhookConfigurations = unreadable(err);
   }
   const hooks = Array.isArray(webhookConfigurations) ? webhookConfigurations.flatMap((c) => c.webhooks ?? []) : [];
-  const serviceRefs = new Map(hooks.flatMap((h) => (h.clientConfig.service ? [[`${h.clientConfig.service.namespace}/${h.clientConfig.service.name}`, h.clientConfig.service] as const] : [])));
+  const serviceRefs = new Map(
+    hooks.flatMap((h) =>
+      h.clientConfig.service ? [[`${h.clientConfig.service.namespace}/${h.clientConfig.service.name}`, h.clientConfig.service] as const] : [],
+    ),
+  );
   const urls = [...new Set(hooks.flatMap((h) => (h.clientConfig.url ? [h.clientConfig.url] : [])))];
 
   const readService = async (ns: string, name: string): Promise<ServiceState | Unreadable> => {
@@ -199,7 +206,12 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
         // Secrets mounted for other reasons (no tls.crt) are not serving certificates.
         if (!crt) continue;
         const key = s.data?.["tls.key"];
-        out.push({ source: "secret", secret, certPem: Buffer.from(crt, "base64").toString("utf8"), ...(key ? { keyPem: Buffer.from(key, "base64").toString("utf8") } : {}) });
+        out.push({
+          source: "secret",
+          secret,
+          certPem: Buffer.from(crt, "base64").toString("utf8"),
+          ...(key ? { keyPem: Buffer.from(key, "base64").toString("utf8") } : {}),
+        });
       } catch (err) {
         out.push({ source: "secret", secret, error: status(err) === 404 ? "the Secret does not exist" : describeError(err) });
       }

@@ -92,7 +92,8 @@ export async function applyJobControllers(opts: ApplyControllerOptions): Promise
             return;
           }
           report.applied.push(action);
-          if (r === "deleted") events.push({ type: "Normal", reason: `SuccessfulDelete${x.kind}`, message: `Deleted ${VERB[x.kind as "Pod" | "Service"]}: ${x.name}` });
+          if (r === "deleted")
+            events.push({ type: "Normal", reason: `SuccessfulDelete${x.kind}`, message: `Deleted ${VERB[x.kind as "Pod" | "Service"]}: ${x.name}` });
           log.info({ job: jobId, action, reason: x.reason }, "job controller: delete");
         } catch (err) {
           expectations?.forget(uid, key);

@@ -52,12 +52,16 @@ export async function acquireLease(opts: LeaseOptions): Promise<{ held: HeldLeas
   };
   try {
     if (decision.create) {
-      current = await api.createNamespacedLease({ namespace, body: { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name, namespace }, spec } });
+      current = await api.createNamespacedLease({
+        namespace,
+        body: { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name, namespace }, spec },
+      });
     } else {
       current = await api.replaceNamespacedLease({ name, namespace, body: { ...current!, spec } });
     }
   } catch (err) {
-    if (statusOf(err) === 409) return { busy: { take: false, holder: "another instance (lost the race)", until: new Date(now.getTime() + opts.durationSeconds * 1000) } };
+    if (statusOf(err) === 409)
+      return { busy: { take: false, holder: "another instance (lost the race)", until: new Date(now.getTime() + opts.durationSeconds * 1000) } };
     throw err;
   }
   const taken = current;

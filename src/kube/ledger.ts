@@ -5,7 +5,17 @@
  * preconditions. The layout and checksums are decided in `src/reconcile/ledger-shards.ts`.
  */
 import type { KubeObject } from "../core/kube.js";
-import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, SHARD_KEY, isLedgerConfigMapName, readStored, type LedgerWrite, type ReadLedger, type StoredConfigMap } from "../reconcile/ledger-shards.js";
+import {
+  CHECKSUM_KEY,
+  INDEX_KEY,
+  LEDGER_INDEX_NAME,
+  SHARD_KEY,
+  isLedgerConfigMapName,
+  readStored,
+  type LedgerWrite,
+  type ReadLedger,
+  type StoredConfigMap,
+} from "../reconcile/ledger-shards.js";
 import type { ClusterReader, ClusterWriter } from "./cluster.js";
 
 export const LEDGER_LABEL = "quartermaster.dev/ledger";
@@ -14,7 +24,13 @@ export function toStored(cm: KubeObject): StoredConfigMap {
   const m = (cm.metadata ?? {}) as { name?: string; uid?: string; resourceVersion?: string };
   const data = ((cm as { data?: Record<string, string> }).data ?? {}) as Record<string, string>;
   const text = m.name === LEDGER_INDEX_NAME ? data[INDEX_KEY] : data[SHARD_KEY];
-  return { name: String(m.name), uid: String(m.uid), resourceVersion: String(m.resourceVersion), ...(text !== undefined ? { text } : {}), ...(data[CHECKSUM_KEY] ? { sha256: data[CHECKSUM_KEY] } : {}) };
+  return {
+    name: String(m.name),
+    uid: String(m.uid),
+    resourceVersion: String(m.resourceVersion),
+    ...(text !== undefined ? { text } : {}),
+    ...(data[CHECKSUM_KEY] ? { sha256: data[CHECKSUM_KEY] } : {}),
+  };
 }
 
 /**
@@ -47,7 +63,11 @@ export interface LedgerWriteReport {
  * Applies the writes in order. The index goes after the shards and only when every shard was written, so a
  * reader never sees an index naming shards that are not there; surplus shards go after the index.
  */
-export async function applyLedgerWrites(cluster: Pick<ClusterWriter, "putConfigMap" | "delete">, namespace: string, writes: readonly LedgerWrite[]): Promise<LedgerWriteReport> {
+export async function applyLedgerWrites(
+  cluster: Pick<ClusterWriter, "putConfigMap" | "delete">,
+  namespace: string,
+  writes: readonly LedgerWrite[],
+): Promise<LedgerWriteReport> {
   const report: LedgerWriteReport = { written: [], deleted: [], failed: [] };
   for (const w of writes) {
     if (w.verb === "delete") {
@@ -67,7 +87,11 @@ export async function applyLedgerWrites(cluster: Pick<ClusterWriter, "putConfigM
     const body: KubeObject = {
       apiVersion: "v1",
       kind: "ConfigMap",
-      metadata: { name: w.name, namespace, labels: { [LEDGER_LABEL]: "true", "app.kubernetes.io/part-of": "quartermaster", "app.kubernetes.io/component": "ledger" } },
+      metadata: {
+        name: w.name,
+        namespace,
+        labels: { [LEDGER_LABEL]: "true", "app.kubernetes.io/part-of": "quartermaster", "app.kubernetes.io/component": "ledger" },
+      },
       data: { [w.key]: w.text, [CHECKSUM_KEY]: w.sha256 },
     };
     try {

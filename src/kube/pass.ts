@@ -106,13 +106,21 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
   const snap = await snapshot(cluster, policy, opts.namespace, log);
   const now = opts.now();
   const inFlight = opts.expectations?.observe(snap.pods, snap.services, now);
-  const plan = planPass(snap, now, policy, namespaceScope(opts.namespace), { ...(inFlight ? { inFlight } : {}), ...(opts.maxDeletions !== undefined ? { maxDeletions: opts.maxDeletions } : {}) });
+  const plan = planPass(snap, now, policy, namespaceScope(opts.namespace), {
+    ...(inFlight ? { inFlight } : {}),
+    ...(opts.maxDeletions !== undefined ? { maxDeletions: opts.maxDeletions } : {}),
+  });
   const report: PassReport = { plan, applied: [], skipped: [], failed: [], events: 0, apiCalls: 0, durationMs: 0 };
   for (const p of plan.problems) log.warn({ problem: p }, "reconcile: cannot act");
   const outcomes: JobEventOutcome[] = [];
 
   /** Runs one API call for an action and files its result; `done` is what the call resolved with. */
-  const attempt = async <R>(a: Action, call: () => Promise<R>, judge: (r: R) => string | undefined, outcome?: Omit<JobEventOutcome, "why" | "object">): Promise<void> => {
+  const attempt = async <R>(
+    a: Action,
+    call: () => Promise<R>,
+    judge: (r: R) => string | undefined,
+    outcome?: Omit<JobEventOutcome, "why" | "object">,
+  ): Promise<void> => {
     try {
       const r = await call();
       const skip = judge(r);
@@ -149,7 +157,13 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
     };
     const width = policy.reconciler.concurrency;
     await inParallel(plan.claims, width, async (c) => {
-      const event = { namespace: c.namespace, job: c.job, jobKind: c.jobKind, jobUid: c.jobUid, reason: `${c.verb === "adopt" ? "Adopted" : "Released"}${c.kind}` as EventReason };
+      const event = {
+        namespace: c.namespace,
+        job: c.job,
+        jobKind: c.jobKind,
+        jobUid: c.jobUid,
+        reason: `${c.verb === "adopt" ? "Adopted" : "Released"}${c.kind}` as EventReason,
+      };
       if (c.verb === "adopt") {
         let refused: string | undefined;
         try {
@@ -163,21 +177,45 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
           return;
         }
       }
-      await attempt(c, () => cluster.patch(c, c.patch), (r) => (r === "gone" ? "the object is gone" : r === "invalid" ? "the object was replaced or has another controller (422)" : undefined), event);
+      await attempt(
+        c,
+        () => cluster.patch(c, c.patch),
+        (r) => (r === "gone" ? "the object is gone" : r === "invalid" ? "the object was replaced or has another controller (422)" : undefined),
+        event,
+      );
     });
     // The job controller (kinds Quartermaster runs): after the adoptions, before the other writes.
-    const controlled = await applyJobControllers({ cluster, plans: plan.controller, ...(opts.expectations ? { expectations: opts.expectations } : {}), now: opts.now, log, width, events: policy.reconciler.events });
+    const controlled = await applyJobControllers({
+      cluster,
+      plans: plan.controller,
+      ...(opts.expectations ? { expectations: opts.expectations } : {}),
+      now: opts.now,
+      log,
+      width,
+      events: policy.reconciler.events,
+    });
     report.applied.push(...controlled.applied);
     report.skipped.push(...controlled.skipped);
     report.failed.push(...controlled.failed);
     report.events += controlled.events;
-    await inParallel(plan.creates, width, (c) => attempt(c, () => cluster.createService(c.namespace, c.body), () => undefined));
+    await inParallel(plan.creates, width, (c) =>
+      attempt(
+        c,
+        () => cluster.createService(c.namespace, c.body),
+        () => undefined,
+      ),
+    );
     // Pods and Services before jobs (capDeletions ordered them so): a job goes only after its pods' deletes returned.
     const [objects, jobs] = [plan.actions.filter((d) => d.kind !== "Job"), plan.actions.filter((d) => d.kind === "Job")];
     for (const group of [objects, jobs]) {
       await inParallel(group, width, (d) => {
         const event = { namespace: d.namespace, job: d.job, jobKind: d.jobKind, jobUid: d.jobUid, reason: DELETE_REASON[d.kind] };
-        return attempt(d, () => cluster.delete(d), (r) => (r === "changed" ? "the object was replaced (uid changed)" : undefined), event);
+        return attempt(
+          d,
+          () => cluster.delete(d),
+          (r) => (r === "changed" ? "the object was replaced (uid changed)" : undefined),
+          event,
+        );
       });
     }
     if (policy.reconciler.events) {

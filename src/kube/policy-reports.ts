@@ -9,7 +9,15 @@ import type { Logger } from "pino";
 import type { KubeObject } from "../core/kube.js";
 import { errorMessage } from "../core/errors.js";
 import type { Policy } from "../policy/types.js";
-import { fieldManagers, planPolicyReports, POLICY_REPORT_NAME, REPORT_FIELD_MANAGER, type ExistingReport, type PolicyReport, type ReportPlan } from "../reconcile/policy-reports.js";
+import {
+  fieldManagers,
+  planPolicyReports,
+  POLICY_REPORT_NAME,
+  REPORT_FIELD_MANAGER,
+  type ExistingReport,
+  type PolicyReport,
+  type ReportPlan,
+} from "../reconcile/policy-reports.js";
 import { namespaceScope, scopeIndex, type NamespaceInfo } from "../core/scope.js";
 import { auditObjects, type AuditEntry, type AuditTarget } from "../reconcile/audit.js";
 import { kubeClient, statusOf } from "./client.js";
@@ -59,7 +67,16 @@ export async function connectPolicyReports(kubeconfig?: string): Promise<PolicyR
     },
     async listJobs(kind) {
       try {
-        return await paged(async (cont) => (await custom.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, limit: PAGE_SIZE, _continue: cont })) as Page);
+        return await paged(
+          async (cont) =>
+            (await custom.listClusterCustomObject({
+              group: kind.group,
+              version: kind.version,
+              plural: kind.plural,
+              limit: PAGE_SIZE,
+              _continue: cont,
+            })) as Page,
+        );
       } catch (err) {
         if (statusOf(err) === 404) return undefined;
         throw err;
@@ -69,10 +86,23 @@ export async function connectPolicyReports(kubeconfig?: string): Promise<PolicyR
       try {
         const items = await paged(
           async (cont) =>
-            (await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, fieldSelector: `metadata.name=${POLICY_REPORT_NAME}`, limit: PAGE_SIZE, _continue: cont })) as Page,
+            (await custom.listClusterCustomObject({
+              group: GROUP,
+              version: VERSION,
+              plural: PLURAL,
+              fieldSelector: `metadata.name=${POLICY_REPORT_NAME}`,
+              limit: PAGE_SIZE,
+              _continue: cont,
+            })) as Page,
         );
         return items.map((r) => {
-          const m = (r.metadata ?? {}) as { name?: string; namespace?: string; labels?: Record<string, string>; managedFields?: unknown; resourceVersion?: string };
+          const m = (r.metadata ?? {}) as {
+            name?: string;
+            namespace?: string;
+            labels?: Record<string, string>;
+            managedFields?: unknown;
+            resourceVersion?: string;
+          };
           return {
             namespace: String(m.namespace),
             name: String(m.name),
@@ -91,8 +121,18 @@ export async function connectPolicyReports(kubeconfig?: string): Promise<PolicyR
       try {
         // The field manager is how a report whose label a tenant removed is still known as Quartermaster's.
         const fieldManager = REPORT_FIELD_MANAGER;
-        if (resourceVersion === undefined) await custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, body: report, fieldManager });
-        else await custom.replaceNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, name, body: { ...report, metadata: { ...report.metadata, resourceVersion } }, fieldManager });
+        if (resourceVersion === undefined)
+          await custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, body: report, fieldManager });
+        else
+          await custom.replaceNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            plural: PLURAL,
+            namespace,
+            name,
+            body: { ...report, metadata: { ...report.metadata, resourceVersion } },
+            fieldManager,
+          });
         return "written";
       } catch (err) {
         if (statusOf(err) === 409) return "conflict";
@@ -101,7 +141,14 @@ export async function connectPolicyReports(kubeconfig?: string): Promise<PolicyR
     },
     async deleteReport(namespace, name, resourceVersion) {
       try {
-        await custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, name, body: resourceVersion ? { preconditions: { resourceVersion } } : {} });
+        await custom.deleteNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          plural: PLURAL,
+          namespace,
+          name,
+          body: resourceVersion ? { preconditions: { resourceVersion } } : {},
+        });
         return "deleted";
       } catch (err) {
         if (statusOf(err) === 404) return "gone";
@@ -142,7 +189,8 @@ export async function auditCluster(opts: AuditOptions): Promise<{ entries: Audit
       log.debug({ kind: `${kind.group}/${kind.kind}` }, "audit: job kind not installed (no CRD); skipped");
       continue;
     }
-    for (const object of jobs) if (wanted.has(String((object.metadata as { namespace?: string } | undefined)?.namespace))) targets.push({ object, jobKind: kind });
+    for (const object of jobs)
+      if (wanted.has(String((object.metadata as { namespace?: string } | undefined)?.namespace))) targets.push({ object, jobKind: kind });
   }
   return { entries: auditObjects(policy, targets, (ns) => wanted.has(ns)), namespaces };
 }
@@ -196,7 +244,13 @@ export async function syncPolicyReports(opts: AuditOptions & { client: PolicyRep
   }
   for (const f of result.failed) log.error({ report: f.report, error: f.error }, "policy reports: write failed");
   log.info(
-    { written: result.written.length, deleted: result.deleted.length, failed: result.failed.length, objects: entries.length, violations: entries.reduce((n, e) => n + e.violations.length, 0) },
+    {
+      written: result.written.length,
+      deleted: result.deleted.length,
+      failed: result.failed.length,
+      objects: entries.length,
+      violations: entries.reduce((n, e) => n + e.violations.length, 0),
+    },
     "policy reports",
   );
   return result;

@@ -64,7 +64,8 @@ async function fromKubeconfig(file: string): Promise<Target | undefined> {
   const context = config.contexts?.find((c) => c.name === config["current-context"])?.context;
   const cluster = config.clusters?.find((c) => c.name === context?.cluster)?.cluster;
   const user = config.users?.find((u) => u.name === context?.user)?.user ?? {};
-  if (!cluster || typeof cluster.server !== "string") throw new Error(`${file}: no cluster server for the current context ${JSON.stringify(config["current-context"])}`);
+  if (!cluster || typeof cluster.server !== "string")
+    throw new Error(`${file}: no cluster server for the current context ${JSON.stringify(config["current-context"])}`);
   if (cluster["proxy-url"] || user.exec || user["auth-provider"] || user.username || user.password) return undefined;
   const base = dirname(file);
   const path = (p: unknown): string => (isAbsolute(String(p)) ? String(p) : join(base, String(p)));

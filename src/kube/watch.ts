@@ -129,7 +129,12 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const pods = informer("/api/v1/pods", () => core.listPodForAllNamespaces());
   const services = informer("/api/v1/services", () => core.listServiceForAllNamespaces());
   const namespaces = informer("/api/v1/namespaces", () => core.listNamespace());
-  const jobs = kinds.map((k) => informer(`/apis/${k.group}/${k.version}/${k.plural}`, () => custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural }) as Promise<KubernetesListObject<KubernetesObject>>));
+  const jobs = kinds.map((k) =>
+    informer(
+      `/apis/${k.group}/${k.version}/${k.plural}`,
+      () => custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural }) as Promise<KubernetesListObject<KubernetesObject>>,
+    ),
+  );
   const all = [pods, services, namespaces, ...jobs];
 
   let verdict: ReturnType<typeof scopeIndex> | undefined;
@@ -152,7 +157,10 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     inf.on("error", (err: unknown) => {
       if (stopped) return;
       log.warn({ err: errorMessage(err) }, "watch: informer stopped; restarting in 2 s");
-      setTimeout(() => void (stopped ? undefined : inf.start().catch((e: unknown) => log.warn({ err: errorMessage(e) }, "watch: informer restart failed"))), 2000).unref();
+      setTimeout(
+        () => void (stopped ? undefined : inf.start().catch((e: unknown) => log.warn({ err: errorMessage(e) }, "watch: informer restart failed"))),
+        2000,
+      ).unref();
     });
   }
   await Promise.all(all.map((i) => i.start()));
@@ -171,7 +179,16 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
         stats.passes++;
         const started = performance.now();
         try {
-          const report = await runPass({ cluster, policy, log, now, dryRun: false, namespace: opts.namespace, expectations, maxDeletions: budget.available(now()) });
+          const report = await runPass({
+            cluster,
+            policy,
+            log,
+            now,
+            dryRun: false,
+            namespace: opts.namespace,
+            expectations,
+            maxDeletions: budget.available(now()),
+          });
           budget.take(report.plan.actions.length + report.plan.controller.reduce((n, p) => n + p.decision.deletes.length, 0), now());
           for (const a of report.applied) countWrite(a);
           metrics?.pass(report.failed.length > 0 ? "failed" : "ok", (performance.now() - started) / 1000);
@@ -190,7 +207,14 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     // stops acting no later than a standby (reading that renewTime) may take over.
     const asked = now().getTime();
     try {
-      const r = await acquireLease({ kubeconfig: opts.kubeconfig, namespace: opts.namespace, name: LEASE_NAME, holder: opts.holder, durationSeconds: opts.leaseSeconds, now });
+      const r = await acquireLease({
+        kubeconfig: opts.kubeconfig,
+        namespace: opts.namespace,
+        name: LEASE_NAME,
+        holder: opts.holder,
+        durationSeconds: opts.leaseSeconds,
+        now,
+      });
       if ("held" in r) {
         const was = leading();
         held = r.held;
@@ -231,17 +255,33 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     if (!inScope(ns).inScope || managedElsewhere(job)) return "ok";
     const uid = String((job.metadata as { uid?: string }).uid);
     const owned = (o: KubernetesObject): boolean => (o.metadata?.ownerReferences ?? []).some((r) => r.controller === true && r.uid === uid);
-    const ownPods = pods.list(ns).filter(owned).map((p) => slimPod(p));
+    const ownPods = pods
+      .list(ns)
+      .filter(owned)
+      .map((p) => slimPod(p));
     const ownServices = services.list(ns).filter(owned).map(slimService);
     const at = now();
     const inFlight = expectations.observeJob(uid, ownPods, ownServices, at);
-    const decided = decideJob({ job, kind, pods: ownPods, services: ownServices, now: at, clusterDomain: policy.clusterSpec.clusterDomain, allowedTemplates: policy.reconciler.allowedTemplates, inFlight });
+    const decided = decideJob({
+      job,
+      kind,
+      pods: ownPods,
+      services: ownServices,
+      now: at,
+      clusterDomain: policy.clusterSpec.clusterDomain,
+      allowedTemplates: policy.reconciler.allowedTemplates,
+      inFlight,
+    });
     for (const p of decided.problems) log.warn({ problem: p }, "watch: cannot act");
     const rv = (job.metadata as { resourceVersion?: string }).resourceVersion;
     // The controller's deletes and a finished job's (CleanPodPolicy, TTL, as a pass does them) share the
     // process's deletion budget; what does not fit waits for the window to turn.
     const fin = planFinishedJob(job, kind, ownPods, ownServices, at, policy);
-    const capped = capControllerDeletes(fin.actions, [{ kind, namespace: ns, name, uid, ...(rv ? { resourceVersion: rv } : {}), decision: decided }], budget.available(at));
+    const capped = capControllerDeletes(
+      fin.actions,
+      [{ kind, namespace: ns, name, uid, ...(rv ? { resourceVersion: rv } : {}), decision: decided }],
+      budget.available(at),
+    );
     budget.take(capped.actions.length + capped.controller[0]!.decision.deletes.length, at);
     if (capped.deferred.length > 0) {
       log.info({ job: `${kind.kind} ${ns}/${name}`, deferred: capped.deferred.length }, "watch: deletion budget spent; the rest waits");
@@ -263,7 +303,8 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     if (decision.requeueAfterMs !== undefined) queue.addAfter(key, decision.requeueAfterMs + 100);
     const { finished, completionTime } = finishedAt(job);
     const rp = readRunPolicy(job);
-    if (finished && completionTime && !("problems" in rp) && rp.ttl !== undefined) queue.addAfter(key, completionTime.getTime() + rp.ttl * 1000 - at.getTime() + 1000);
+    if (finished && completionTime && !("problems" in rp) && rp.ttl !== undefined)
+      queue.addAfter(key, completionTime.getTime() + rp.ttl * 1000 - at.getTime() + 1000);
     if (retry) {
       stats.retries++;
       queue.addRateLimited(key);

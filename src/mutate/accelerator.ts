@@ -98,7 +98,11 @@ function gfdPartitionTerms(partition: string, device: string | undefined, onDevi
   const onProductLabel = device !== undefined && nodeLabel === GFD.product;
   const products = (onProductLabel ? [device] : migProducts).map((b) => GFD.migProduct(b, partition)).filter(isLabelValue);
   if (products.length > 0) {
-    out.terms.push([...(onProductLabel ? [] : onDevice), { key: GFD.migStrategy, operator: "In", values: ["single"] }, { key: GFD.product, operator: "In", values: products }]);
+    out.terms.push([
+      ...(onProductLabel ? [] : onDevice),
+      { key: GFD.migStrategy, operator: "In", values: ["single"] },
+      { key: GFD.product, operator: "In", values: products },
+    ]);
   }
   out.summary.push(`MIG ${partition} (${products.length > 0 ? "mixed or single strategy" : "mixed strategy"})`);
 }
@@ -123,7 +127,9 @@ export function acceleratorPlacement(pod: Pod, { policy }: MutationContext): Pla
     if (onDevice.length > 0) out.terms.push(onDevice);
   } else if (partition === "none") {
     out.terms.push([...onDevice, ...unpartitionedRequirements(policy)]);
-    out.summary.push(policy.accelerator.unpartitionedRequirement || partitionNodeLabel ? unpartitionedRequirements(policy).map(describe).join(" and ") : "GPUs without MIG");
+    out.summary.push(
+      policy.accelerator.unpartitionedRequirement || partitionNodeLabel ? unpartitionedRequirements(policy).map(describe).join(" and ") : "GPUs without MIG",
+    );
   } else if (partitionNodeLabel) {
     out.terms.push([...onDevice, { key: partitionNodeLabel, operator: "In", values: [partition] }]);
     tolerate(partitionNodeLabel, partition);
@@ -179,7 +185,11 @@ export function withRequiredNodeAlternatives(pod: Pod, alternatives: readonly (r
  * One required term ANDed with the alternatives: a term per alternative, or undefined when the term stays as it
  * is (malformed, empty in a pod that had terms, or already holding all of some alternative).
  */
-function termTimesAlternatives(term: V1NodeSelectorTerm, alts: readonly (readonly V1NodeSelectorRequirement[])[], fresh: boolean): V1NodeSelectorTerm[] | undefined {
+function termTimesAlternatives(
+  term: V1NodeSelectorTerm,
+  alts: readonly (readonly V1NodeSelectorRequirement[])[],
+  fresh: boolean,
+): V1NodeSelectorTerm[] | undefined {
   if (!isEntry(term) || isMalformedList(term.matchExpressions) || (term.matchExpressions ?? []).some((e) => !isEntry(e))) return undefined;
   const exprs = term.matchExpressions ?? [];
   const empty = exprs.length === 0 && (term.matchFields ?? []).length === 0;

@@ -123,7 +123,10 @@ function specOf(job: Job, type: string): Spec | undefined {
 
 /** The containerPort of the framework's named port on its default container in `spec`, else the default. */
 function portOf(job: Job, spec: Spec | undefined): number {
-  const containers = ((spec?.template as V1PodTemplateSpec | undefined)?.spec?.containers ?? []) as Array<{ name?: string; ports?: Array<{ name?: string; containerPort?: number }> }>;
+  const containers = ((spec?.template as V1PodTemplateSpec | undefined)?.spec?.containers ?? []) as Array<{
+    name?: string;
+    ports?: Array<{ name?: string; containerPort?: number }>;
+  }>;
   const c = containers.find((x) => x.name === job.info.container);
   const p = c?.ports?.find((x) => x.name === job.info.portName)?.containerPort;
   return typeof p === "number" ? p : job.info.port;
@@ -199,7 +202,11 @@ function pytorch(job: Job, t: Topology): ClusterSpecResult {
     const port = (elastic.rdzvPort as number | undefined) ?? portOf(job, worker);
     const min = (elastic.minReplicas as number | undefined) ?? (elastic.maxReplicas as number | undefined) ?? workers;
     const max = (elastic.maxReplicas as number | undefined) ?? min;
-    out.push(env("PET_RDZV_ENDPOINT", `${host}:${port}`), env("PET_RDZV_BACKEND", (elastic.rdzvBackend as string | undefined) ?? "c10d"), env("PET_NNODES", `${min}:${max}`));
+    out.push(
+      env("PET_RDZV_ENDPOINT", `${host}:${port}`),
+      env("PET_RDZV_BACKEND", (elastic.rdzvBackend as string | undefined) ?? "c10d"),
+      env("PET_NNODES", `${min}:${max}`),
+    );
     if (elastic.maxRestarts !== undefined) out.push(env("PET_MAX_RESTARTS", String(elastic.maxRestarts)));
     if (elastic.nProcPerNode !== undefined) out.push(env("PET_NPROC_PER_NODE", String(elastic.nProcPerNode)));
     if (elastic.rdzvId !== undefined) out.push(env("PET_RDZV_ID", String(elastic.rdzvId)));
@@ -256,7 +263,10 @@ function xgboost(job: Job, t: Topology): ClusterSpecResult {
   if (n > 1) {
     out.push(
       env("WORKER_PORT", String(portOf(job, specOf(job, "Worker")))),
-      env("WORKER_ADDRS", once(job, "xgb-workers", () => Array.from({ length: n - 1 }, (_, i) => replicaName(job.name, "worker", i)).join(","))),
+      env(
+        "WORKER_ADDRS",
+        once(job, "xgb-workers", () => Array.from({ length: n - 1 }, (_, i) => replicaName(job.name, "worker", i)).join(",")),
+      ),
     );
   }
   return { target: "all", env: out };
@@ -300,7 +310,9 @@ function caffe2(job: Job, t: Topology): ClusterSpecResult {
   const backend = (job.spec.backendSpecs ?? {}) as Spec;
   const replicas = replicasOf(job.specs[0]?.[1]);
   // goJson({ cluster: { worker: hosts }, task }), byte for byte, with the host list serialized once per job.
-  const clusterJson = once(job, "caffe2-cluster-json", () => goJson({ worker: Array.from({ length: replicas }, (_, i) => `${replicaObjectName("caffe2", job.namespace, job.name, "worker", i)}:2222`) }));
+  const clusterJson = once(job, "caffe2-cluster-json", () =>
+    goJson({ worker: Array.from({ length: replicas }, (_, i) => `${replicaObjectName("caffe2", job.namespace, job.name, "worker", i)}:2222`) }),
+  );
   return {
     target: "all",
     env: [

@@ -44,7 +44,12 @@ function recorded(pod: Pod, names: readonly string[]): Pod {
   if (current === undefined) {
     value = names.join(","); // the usual case: a pod seen for the first time
   } else {
-    const set = new Set(current.split(",").map((s) => s.trim()).filter(Boolean));
+    const set = new Set(
+      current
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean),
+    );
     const before = set.size;
     for (const n of names) set.add(n);
     if (set.size === before) return pod;

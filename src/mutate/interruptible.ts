@@ -24,9 +24,7 @@ export const placeInterruptible: Mutation = {
     return withRequiredNodeRequirements(pod, nonInterruptibleNodeRequirement ? [nonInterruptibleNodeRequirement] : []);
   },
   explain(_before, after) {
-    return isInterruptible(after)
-      ? "quartermaster: interruptible pod: placed on interruptible nodes"
-      : "quartermaster: kept off interruptible nodes";
+    return isInterruptible(after) ? "quartermaster: interruptible pod: placed on interruptible nodes" : "quartermaster: kept off interruptible nodes";
   },
   advise(pod, { policy }) {
     // withTolerations leaves tolerations that are not a list as they came.

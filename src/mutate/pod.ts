@@ -26,7 +26,6 @@ export function isEntry(v: unknown): v is object {
   return v !== null && typeof v === "object";
 }
 
-
 /** Resource names in the requests or limits of the given container lists, sorted. */
 export function resourceNames(pod: Pod, lists: readonly ContainerList[], sides: ReadonlyArray<"requests" | "limits"> = ["requests", "limits"]): string[] {
   // A set, not `includes` on the list: a pod may carry thousands of distinct names (linear, not quadratic).

@@ -49,7 +49,8 @@ export const DESCRIPTIONS: Record<string, string> = {
   "clusterSpec.jobCacheTtlMs": "How long a job read is reused for the job's other replicas; 0 reads every time.",
   gpu: "GPU resources: which resource names are GPUs and what each brings.",
   "gpu.resourceName": "The resource a bare `gpu` request or limit is renamed to.",
-  "gpu.resources": "GPU resource name patterns (`*` matches any run of characters); a pod requesting one gets a NoSchedule toleration for it. The webhook configurations' `matchConditions` are rendered from these patterns (`quartermaster manifests webhooks --policy F`), so a pattern added here reaches the webhooks once that render is applied; `doctor` warns while it is not.",
+  "gpu.resources":
+    "GPU resource name patterns (`*` matches any run of characters); a pod requesting one gets a NoSchedule toleration for it. The webhook configurations' `matchConditions` are rendered from these patterns (`quartermaster manifests webhooks --policy F`), so a pattern added here reaches the webhooks once that render is applied; `doctor` warns while it is not.",
   "gpu.resources[].pattern": "A resource name or pattern, e.g. `nvidia.com/mig-*`.",
   "gpu.resources[].tolerations": "Extra tolerations for pods requesting a matching resource (MIG slices tolerate the `nvidia.com/gpu` taint by default).",
   accelerator:
@@ -66,13 +67,18 @@ export const DESCRIPTIONS: Record<string, string> = {
     "Cloud-specific labels (`cloud.google.com/gke-accelerator`, `node.kubernetes.io/instance-type`) name node pools, not GPUs, and are missing on-premises. " +
     "`test/e2e/placement.test.ts` proves these defaults with the real kube-scheduler against nodes labelled as GFD labels them (`test/fixtures/nodes.ts`, written from GFD, not from this policy): a default changed to a label no real node carries leaves its pods unschedulable.",
   "accelerator.nodeLabel": "Node label the accelerator annotation becomes a required node affinity on.",
-  "accelerator.partitionNodeLabel": "One node label whose value is the partition: the GPU-partition annotation becomes `<label> In [<value>]` (`none`: `DoesNotExist`). Unset, partitions match the labels NVIDIA's GPU feature discovery sets (above). `nvidia.com/mig.config` (the default of earlier versions) holds MIG configuration names such as `all-1g.5gb`, not profiles.",
-  "accelerator.migProducts": "Base GPU products (as in `nvidia.com/gpu.product`, e.g. `A100-SXM4-40GB`) whose single-strategy MIG nodes a partition may land on (`<product>-MIG-<profile>`); empty, a partition without an accelerator matches mixed-strategy nodes only.",
-  "accelerator.addTolerations": "Also add `{key: <label>, operator: Equal, value, effect: NoSchedule}` tolerations for the chosen accelerator and, with `partitionNodeLabel`, partition.",
-  "accelerator.unpartitionedRequirement": "Node requirement for `quartermaster.dev/gpu-partition: none`; unset, `partitionNodeLabel` must not exist on the node, or (no `partitionNodeLabel`) the node's GPUs are not MIG-enabled: `nvidia.com/gpu.replicas NotIn [0]` and `nvidia.com/gpu.slices.gi DoesNotExist`.",
+  "accelerator.partitionNodeLabel":
+    "One node label whose value is the partition: the GPU-partition annotation becomes `<label> In [<value>]` (`none`: `DoesNotExist`). Unset, partitions match the labels NVIDIA's GPU feature discovery sets (above). `nvidia.com/mig.config` (the default of earlier versions) holds MIG configuration names such as `all-1g.5gb`, not profiles.",
+  "accelerator.migProducts":
+    "Base GPU products (as in `nvidia.com/gpu.product`, e.g. `A100-SXM4-40GB`) whose single-strategy MIG nodes a partition may land on (`<product>-MIG-<profile>`); empty, a partition without an accelerator matches mixed-strategy nodes only.",
+  "accelerator.addTolerations":
+    "Also add `{key: <label>, operator: Equal, value, effect: NoSchedule}` tolerations for the chosen accelerator and, with `partitionNodeLabel`, partition.",
+  "accelerator.unpartitionedRequirement":
+    "Node requirement for `quartermaster.dev/gpu-partition: none`; unset, `partitionNodeLabel` must not exist on the node, or (no `partitionNodeLabel`) the node's GPUs are not MIG-enabled: `nvidia.com/gpu.replicas NotIn [0]` and `nvidia.com/gpu.slices.gi DoesNotExist`.",
   interruptible: "Placement from the `quartermaster.dev/interruptible` annotation.",
-  "interruptible.tolerations": "Tolerations added to pods annotated `quartermaster.dev/interruptible: \"true\"`.",
-  "interruptible.nodeRequirement": "Required node affinity for interruptible pods (e.g. spot nodes). There is no default: spot labels differ per cloud (AKS `kubernetes.azure.com/scalesetpriority: spot`, which is also its spot taint; GKE `cloud.google.com/gke-spot: \"true\"`; EKS `eks.amazonaws.com/capacityType: SPOT`; Karpenter `karpenter.sh/capacity-type: spot`).",
+  "interruptible.tolerations": 'Tolerations added to pods annotated `quartermaster.dev/interruptible: "true"`.',
+  "interruptible.nodeRequirement":
+    'Required node affinity for interruptible pods (e.g. spot nodes). There is no default: spot labels differ per cloud (AKS `kubernetes.azure.com/scalesetpriority: spot`, which is also its spot taint; GKE `cloud.google.com/gke-spot: "true"`; EKS `eks.amazonaws.com/capacityType: SPOT`; Karpenter `karpenter.sh/capacity-type: spot`).',
   "interruptible.nonInterruptibleNodeRequirement": "Required node affinity for every other training pod (e.g. keep them off spot nodes).",
   resources: "Resource defaults for training containers; nothing a user set is changed.",
   "resources.defaultRequests": "cpu and memory requests for containers that set neither the request nor a limit (a limit is copied to the request first).",
@@ -83,12 +89,12 @@ export const DESCRIPTIONS: Record<string, string> = {
   "limits.container": "Per-container maximums (requests and limits).",
   "limits.container.cpu": "Largest cpu per container.",
   "limits.container.memory": "Largest memory per container.",
-  "limits.container.gpus": "Largest count per GPU resource name or pattern per container, e.g. `{\"nvidia.com/gpu\": 8}`.",
+  "limits.container.gpus": 'Largest count per GPU resource name or pattern per container, e.g. `{"nvidia.com/gpu": 8}`.',
   "limits.pod": "Per-pod maximums.",
   "limits.pod.gpus": "Largest effective GPU request of a pod (containers plus native sidecars, or the largest init container).",
   "limits.job": "Per-job maximums.",
   "limits.job.gpus": "Largest GPU total of a whole job (every replica).",
-  "limits.job.replicas": "Largest replica count per replica type, e.g. `{\"Worker\": 64}`.",
+  "limits.job.replicas": 'Largest replica count per replica type, e.g. `{"Worker": 64}`.',
   "limits.runPolicy": "Rules on a job's `runPolicy`.",
   "limits.runPolicy.requireTtlSecondsAfterFinished": "Refuse jobs without `ttlSecondsAfterFinished`.",
   "limits.runPolicy.maxTtlSecondsAfterFinished": "Largest `ttlSecondsAfterFinished`.",
@@ -96,16 +102,23 @@ export const DESCRIPTIONS: Record<string, string> = {
   "limits.runPolicy.maxBackoffLimit": "Largest `backoffLimit`.",
   "limits.runPolicy.allowedCleanPodPolicies": "The `cleanPodPolicy` values a job may use.",
   "limits.runPolicy.allowedRestartPolicies": "The replica `restartPolicy` values a job may use.",
-  "limits.allowedAccelerators": "Accelerators a pod may ask for: the `quartermaster.dev/accelerator` annotation, `spec.nodeSelector[<accelerator.nodeLabel>]` and required node affinity on that label (`In` values; `NotIn`, `Exists`, `Gt`, `Lt` could select any accelerator and are refused). A product value `<product>-MIG-<profile>` or `<product>-SHARED` counts as `<product>`.",
-  "limits.allowedPartitions": "Partitions a pod may ask for: the `quartermaster.dev/gpu-partition` annotation (`none` included), MIG resources `nvidia.com/mig-<profile>` in requests or limits, and node selection on GFD's `nvidia.com/mig-<profile>.*` labels, `<product>-MIG-<profile>` products or `accelerator.partitionNodeLabel`.",
-  jobDefaults: "Platform defaults for a training job's `spec.runPolicy`, written into the job by `/mutate/jobs` when it is created, for each field the job leaves unset, with a kubectl warning naming it. Jobs that exist already are never changed, and an update is never defaulted. Caffe2Job has no `runPolicy` and is left alone. Each default must pass `limits.runPolicy` (an invalid pair stops the process at start).",
-  "jobDefaults.ttlSecondsAfterFinished": "Seconds after a job finished before the reconciler deletes it. Unset, a job without its own TTL is never deleted (upstream's default).",
-  "jobDefaults.cleanPodPolicy": "Which pods of a finished job the reconciler deletes (`All`, `Running` = Running and Pending, `None`). Unset, a job without its own gets `None` (upstream's default).",
+  "limits.allowedAccelerators":
+    "Accelerators a pod may ask for: the `quartermaster.dev/accelerator` annotation, `spec.nodeSelector[<accelerator.nodeLabel>]` and required node affinity on that label (`In` values; `NotIn`, `Exists`, `Gt`, `Lt` could select any accelerator and are refused). A product value `<product>-MIG-<profile>` or `<product>-SHARED` counts as `<product>`.",
+  "limits.allowedPartitions":
+    "Partitions a pod may ask for: the `quartermaster.dev/gpu-partition` annotation (`none` included), MIG resources `nvidia.com/mig-<profile>` in requests or limits, and node selection on GFD's `nvidia.com/mig-<profile>.*` labels, `<product>-MIG-<profile>` products or `accelerator.partitionNodeLabel`.",
+  jobDefaults:
+    "Platform defaults for a training job's `spec.runPolicy`, written into the job by `/mutate/jobs` when it is created, for each field the job leaves unset, with a kubectl warning naming it. Jobs that exist already are never changed, and an update is never defaulted. Caffe2Job has no `runPolicy` and is left alone. Each default must pass `limits.runPolicy` (an invalid pair stops the process at start).",
+  "jobDefaults.ttlSecondsAfterFinished":
+    "Seconds after a job finished before the reconciler deletes it. Unset, a job without its own TTL is never deleted (upstream's default).",
+  "jobDefaults.cleanPodPolicy":
+    "Which pods of a finished job the reconciler deletes (`All`, `Running` = Running and Pending, `None`). Unset, a job without its own gets `None` (upstream's default).",
   "jobDefaults.activeDeadlineSeconds": "Seconds a job may run before the training operator fails it.",
   "jobDefaults.backoffLimit": "Retries before the training operator fails a job.",
-  namespaces: "Per-namespace overrides of `limits` and `jobDefaults`, by namespace name pattern (the AdmissionReview carries no namespace labels); the first match wins, for both sections.",
+  namespaces:
+    "Per-namespace overrides of `limits` and `jobDefaults`, by namespace name pattern (the AdmissionReview carries no namespace labels); the first match wins, for both sections.",
   "namespaces[].pattern": "Namespace name pattern; `*` matches any run of characters.",
-  "namespaces[].limits": "The fields of `limits` above, laid over them field by field (a field left out keeps the top-level value; GPU and replica maps are merged).",
+  "namespaces[].limits":
+    "The fields of `limits` above, laid over them field by field (a field left out keeps the top-level value; GPU and replica maps are merged).",
   "namespaces[].jobDefaults": "The fields of `jobDefaults` above, laid over them field by field (a field left out keeps the top-level default).",
   enforcement:
     "What a violation does, per rule and per namespace pattern: `deny` refuses the object (the default), `warn` admits it with a kubectl warning naming the rule and the field path, `audit` admits it and records it (a log line, and `quartermaster_policy_violations_total{rule,mode}`, which counts every violation with its mode). " +
@@ -220,7 +233,13 @@ export function policyFields(schema: Schema = POLICY_SCHEMA): FieldDoc[] {
   const walk = (node: Schema, prefix: string): void => {
     for (const [key, sub] of Object.entries(node.properties ?? {})) {
       const path = prefix ? `${prefix}.${key}` : key;
-      out.push({ path, type: typeOf(sub), default: sub.default, required: (node.required ?? []).includes(key), description: sub.description ?? DESCRIPTIONS[path] });
+      out.push({
+        path,
+        type: typeOf(sub),
+        default: sub.default,
+        required: (node.required ?? []).includes(key),
+        description: sub.description ?? DESCRIPTIONS[path],
+      });
       if (SUMMARIZED.has(path) || shape(sub)) continue;
       if (sub.type === "object" && sub.properties) walk(sub, path);
       if (sub.type === "array" && sub.items?.type === "object" && !shape(sub.items)) walk(sub.items, `${path}[]`);
@@ -232,7 +251,9 @@ export function policyFields(schema: Schema = POLICY_SCHEMA): FieldDoc[] {
 
 /** Paths of fields without a description (the generator refuses to write the page while there are any). */
 export function undocumented(schema?: Schema): string[] {
-  return policyFields(schema).filter((f) => !f.description).map((f) => f.path);
+  return policyFields(schema)
+    .filter((f) => !f.description)
+    .map((f) => f.path);
 }
 
 const defaultJson = (value: unknown): string => {
@@ -246,7 +267,8 @@ function defaultCell(f: FieldDoc, fields: readonly FieldDoc[]): string {
   // A field without a default of its own may still come from its parent's default object.
   const dot = f.path.lastIndexOf(".");
   const parent = fields.find((p) => p.path === f.path.slice(0, dot));
-  const inherited = parent?.default !== null && typeof parent?.default === "object" ? (parent.default as Record<string, unknown>)[f.path.slice(dot + 1)] : undefined;
+  const inherited =
+    parent?.default !== null && typeof parent?.default === "object" ? (parent.default as Record<string, unknown>)[f.path.slice(dot + 1)] : undefined;
   return inherited === undefined ? "unset" : `unset; ${defaultJson(inherited)} when ${code(parent!.path)} is left out`;
 }
 
@@ -256,7 +278,9 @@ const escapeCell = (s: string): string => s.replace(/\|/g, "\\|").replace(/\n/g,
 export function renderPolicyDocs(schema?: Schema): string {
   const missing = undocumented(schema);
   if (missing.length > 0) {
-    throw new Error(`policy fields without a description (add them to DESCRIPTIONS in src/policy/docs.ts, or a description in the schema): ${missing.join(", ")}`);
+    throw new Error(
+      `policy fields without a description (add them to DESCRIPTIONS in src/policy/docs.ts, or a description in the schema): ${missing.join(", ")}`,
+    );
   }
   const fields = policyFields(schema);
   const sections = fields.filter((f) => !f.path.includes(".") && !f.path.includes("[]"));
@@ -274,20 +298,20 @@ export function renderPolicyDocs(schema?: Schema): string {
     "In `manifests/base` the policy is `manifests/base/policy.yaml`, shipped as a ConfigMap whose name carries",
     "a hash of its content, so an edit rolls the webhook Deployment.",
     "",
-    "Paths: `a.b` is field `b` of object `a`; `a[].b` is field `b` of each item of list `a`. Default \"unset\"",
+    'Paths: `a.b` is field `b` of object `a`; `a[].b` is field `b` of each item of list `a`. Default "unset"',
     "means the field is optional and the behaviour it controls is off (a limit not enforced, a requirement not",
     "added).",
     "",
     "Quantities (`cpu`, `memory`) follow Kubernetes' grammar (`resource.ParseQuantity` in k8s.io/apimachinery) and",
     "are compared exactly, as whole nano-units, never as floating point. A policy quantity longer than 1,024",
-    "characters, above 2^63-1 in magnitude (Kubernetes' `maxAllowed`; e.g. `cpu: \"1e1001\"`) or negative is an",
+    'characters, above 2^63-1 in magnitude (Kubernetes\' `maxAllowed`; e.g. `cpu: "1e1001"`) or negative is an',
     "error with its path, as is an integer cap above 2^53-1 or a name pattern longer than 1,024 characters; every",
     "error is listed. The same bounds apply to the objects admitted where a limit applies (a per-container cap on",
     "that resource, or a GPU resource, which pod, job and capacity limits sum): a request or limit that is not a",
     "quantity, is too long, out of range or negative is then a violation at its field path; elsewhere the",
     "apiserver alone judges it. GPU counts must be whole numbers;",
     "a replica count, and a run-policy field a cap or requirement applies to (`ttlSecondsAfterFinished`,",
-    "`activeDeadlineSeconds`, `backoffLimit`), must be a whole number (`replicas: \"3\"` is a violation). Name",
+    '`activeDeadlineSeconds`, `backoffLimit`), must be a whole number (`replicas: "3"` is a violation). Name',
     "patterns are matched in time linear in the name.",
     "",
     `Removed fields are refused with what to use instead (see "Upgrading" in \`docs/operations.md\`): ${REMOVED_FIELDS.map((f) => code(`${f.section}.${f.field}`)).join(", ")}.`,
@@ -315,7 +339,7 @@ export function renderPolicyDocs(schema?: Schema): string {
     ...RULES.map((r) => `| ${code(r.name)} | ${r.webhooks.join(", ")} | ${r.configurable ? "yes" : "no: always deny"} | ${escapeCell(r.description)} |`),
     "",
     "Rolling out a new limit: add it with its rule in `warn` (users see the warning, nothing is refused), watch",
-    "`quartermaster_policy_violations_total{rule=\"job-gpus\",mode=\"warn\"}` and `quartermaster audit` for what",
+    '`quartermaster_policy_violations_total{rule="job-gpus",mode="warn"}` and `quartermaster audit` for what',
     "already runs, then `deny` namespace by namespace, then everywhere:",
     "",
     "```yaml",
@@ -345,7 +369,16 @@ export function renderPolicyDocs(schema?: Schema): string {
     "",
   );
   lines.push(...VAP_SECTION);
-  lines.push("## The built-in policy", "", "What `{}` expands to (`quartermaster policy defaults`), including the defaults too long for the tables:", "", "```yaml", stringify(defaultPolicy()).trimEnd(), "```", "");
+  lines.push(
+    "## The built-in policy",
+    "",
+    "What `{}` expands to (`quartermaster policy defaults`), including the defaults too long for the tables:",
+    "",
+    "```yaml",
+    stringify(defaultPolicy()).trimEnd(),
+    "```",
+    "",
+  );
   lines.push(policyTestingDocs());
   return lines.join("\n");
 }

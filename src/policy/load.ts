@@ -15,7 +15,6 @@ import type { Enforcement, JobDefaults, Policy, RunPolicyLimits } from "./types.
 
 const validatePolicy = compiledValidator<Policy>(generatedPolicyValidator);
 
-
 /** The built-in policy: the schema's defaults. */
 export function defaultPolicy(): Policy {
   return checkPolicy({}, "(built-in defaults)");

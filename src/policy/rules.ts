@@ -27,20 +27,74 @@ const BOTH = ["validate-pods", "validate-jobs"] as const;
 const JOBS = ["validate-jobs"] as const;
 
 export const RULES: readonly RuleInfo[] = [
-  { name: "container-limits", webhooks: BOTH, configurable: true, description: "Each container's and init container's cpu, memory and GPU requests and limits at most `limits.container`." },
-  { name: "extended-resources", webhooks: BOTH, configurable: true, description: "Extended resources (GPUs, MIG slices) in whole numbers, with request equal to limit." },
+  {
+    name: "container-limits",
+    webhooks: BOTH,
+    configurable: true,
+    description: "Each container's and init container's cpu, memory and GPU requests and limits at most `limits.container`.",
+  },
+  {
+    name: "extended-resources",
+    webhooks: BOTH,
+    configurable: true,
+    description: "Extended resources (GPUs, MIG slices) in whole numbers, with request equal to limit.",
+  },
   { name: "gpu-mig-mixing", webhooks: BOTH, configurable: true, description: "No container asks for whole GPUs and MIG slices at once." },
   { name: "pod-gpus", webhooks: BOTH, configurable: true, description: "The pod's effective GPU request at most `limits.pod.gpus`." },
-  { name: "quantity", webhooks: BOTH, configurable: true, description: "A request or limit a cap applies to is a quantity in range (not too long, not negative)." },
-  { name: "accelerator-allowed", webhooks: BOTH, configurable: true, description: "Accelerators and GPU partitions asked for (annotations, node selection, MIG resources) among `limits.allowedAccelerators` / `allowedPartitions`." },
-  { name: "job-name", webhooks: JOBS, configurable: true, description: "The job name is a DNS-1035 label and every pod name `<job>-<type>-<index>` fits in 63 characters." },
-  { name: "job-shape", webhooks: JOBS, configurable: true, description: "Replica specs with containers, one named as the framework expects, and each framework's replica rules." },
+  {
+    name: "quantity",
+    webhooks: BOTH,
+    configurable: true,
+    description: "A request or limit a cap applies to is a quantity in range (not too long, not negative).",
+  },
+  {
+    name: "accelerator-allowed",
+    webhooks: BOTH,
+    configurable: true,
+    description:
+      "Accelerators and GPU partitions asked for (annotations, node selection, MIG resources) among `limits.allowedAccelerators` / `allowedPartitions`.",
+  },
+  {
+    name: "job-name",
+    webhooks: JOBS,
+    configurable: true,
+    description: "The job name is a DNS-1035 label and every pod name `<job>-<type>-<index>` fits in 63 characters.",
+  },
+  {
+    name: "job-shape",
+    webhooks: JOBS,
+    configurable: true,
+    description: "Replica specs with containers, one named as the framework expects, and each framework's replica rules.",
+  },
   { name: "job-replicas", webhooks: JOBS, configurable: true, description: "Replicas per replica type whole numbers, at most `limits.job.replicas`." },
-  { name: "job-replica-ceiling", webhooks: JOBS, configurable: false, description: "Replicas summed over replica types at most 10000 per job (`MAX_JOB_REPLICAS`), whatever the policy says: a hard ceiling (upstream has none). Always denies." },
+  {
+    name: "job-replica-ceiling",
+    webhooks: JOBS,
+    configurable: false,
+    description:
+      "Replicas summed over replica types at most 10000 per job (`MAX_JOB_REPLICAS`), whatever the policy says: a hard ceiling (upstream has none). Always denies.",
+  },
   { name: "job-gpus", webhooks: JOBS, configurable: true, description: "Replicas × GPUs per pod, summed over replica types, at most `limits.job.gpus`." },
-  { name: "run-policy", webhooks: JOBS, configurable: true, description: "The job's `runPolicy` and restart policies within `limits.runPolicy`; for kinds Quartermaster runs (Caffe2Job), also readable by its job controller." },
-  { name: "capacity", webhooks: JOBS, configurable: true, description: "The job asks for no more GPUs than the whole cluster has (the device ledger's totals)." },
-  { name: "job-scale", webhooks: JOBS, configurable: false, description: "A scaling (`scale` subresource) that cannot be checked: no known scale subresource, a replica count that is not a whole number, the job unreadable, or a Scale of an older version of the job than the current one (denied with 409 Conflict, so the client retries). Always denies." },
+  {
+    name: "run-policy",
+    webhooks: JOBS,
+    configurable: true,
+    description:
+      "The job's `runPolicy` and restart policies within `limits.runPolicy`; for kinds Quartermaster runs (Caffe2Job), also readable by its job controller.",
+  },
+  {
+    name: "capacity",
+    webhooks: JOBS,
+    configurable: true,
+    description: "The job asks for no more GPUs than the whole cluster has (the device ledger's totals).",
+  },
+  {
+    name: "job-scale",
+    webhooks: JOBS,
+    configurable: false,
+    description:
+      "A scaling (`scale` subresource) that cannot be checked: no known scale subresource, a replica count that is not a whole number, the job unreadable, or a Scale of an older version of the job than the current one (denied with 409 Conflict, so the client retries). Always denies.",
+  },
   { name: "review-cost", webhooks: BOTH, configurable: false, description: "An object too large to check within the cost bound. Always denies." },
 ];
 

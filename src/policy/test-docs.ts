@@ -6,7 +6,16 @@
  */
 import { POLICY_TEST_SCHEMA } from "./test-schema.js";
 
-type Node = { type?: string | readonly string[]; const?: unknown; description?: string; default?: unknown; items?: Node; properties?: Record<string, Node>; additionalProperties?: boolean | Node; required?: readonly string[] };
+type Node = {
+  type?: string | readonly string[];
+  const?: unknown;
+  description?: string;
+  default?: unknown;
+  items?: Node;
+  properties?: Record<string, Node>;
+  additionalProperties?: boolean | Node;
+  required?: readonly string[];
+};
 
 function typeOf(n: Node): string {
   if (n.const !== undefined) return `\`${String(n.const)}\``;
@@ -85,7 +94,7 @@ export function policyTestingDocs(): string {
     "    tolerations: [{key: nvidia.com/gpu, operator: Exists}]",
     "  - resource: Pod/mnist-ddp-worker-1     # a replica of the PyTorchJob",
     "    env:",
-    "      pytorch: {MASTER_ADDR: mnist-ddp-master-0, WORLD_SIZE: \"3\", RANK: \"2\"}",
+    '      pytorch: {MASTER_ADDR: mnist-ddp-master-0, WORLD_SIZE: "3", RANK: "2"}',
     "```",
     "",
     "```console",
@@ -98,7 +107,7 @@ export function policyTestingDocs(): string {
     "```",
     "",
     "A failed row lists what did not hold under it (`expected allowed, got denied by container-limits (...)`,",
-    "`container pytorch: env RANK: expected \"1\", got \"2\"`); a test file that does not fit the format is reported with",
+    '`container pytorch: env RANK: expected "1", got "2"`); a test file that does not fit the format is reported with',
     "its file and field path (`limits.test.yaml: expect[0].allowed: must be boolean`).",
     "",
     "### Test file fields",

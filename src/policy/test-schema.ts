@@ -18,7 +18,12 @@ const expectation = {
       description: "Kind/name or Kind/namespace/name of an object among the results (a training job's replica pods are Pod/<job>-<type>-<index>).",
     },
     allowed: { type: "boolean", description: "Whether it is admitted." },
-    deniedBy: { type: "array", items: { type: "string", minLength: 1 }, uniqueItems: true, description: "Exactly the rules that deny it (any order); implies allowed: false." },
+    deniedBy: {
+      type: "array",
+      items: { type: "string", minLength: 1 },
+      uniqueItems: true,
+      description: "Exactly the rules that deny it (any order); implies allowed: false.",
+    },
     violations: {
       type: "array",
       description: "Each must match one violation: its field path, rule and a part of its message, as far as given.",
@@ -61,7 +66,12 @@ export const POLICY_TEST_SCHEMA = {
     description: { type: "string", description: "What the test is for." },
     policy: { type: "string", minLength: 1, description: "Policy file, relative to the test file; default the built-in policy." },
     namespace: { type: "string", pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description: "Namespace of objects that name none; default `default`." },
-    resources: { type: "array", minItems: 1, items: { type: "string", minLength: 1 }, description: "Files or directories of objects, relative to the test file." },
+    resources: {
+      type: "array",
+      minItems: 1,
+      items: { type: "string", minLength: 1 },
+      description: "Files or directories of objects, relative to the test file.",
+    },
     objects: { type: "array", minItems: 1, items: { type: "object", required: ["apiVersion", "kind"] }, description: "Objects given inline." },
     pods: { type: "boolean", default: true, description: "Admit every replica pod of each training job too (as `admit --pods`)." },
     expect: { type: "array", minItems: 1, items: expectation, description: "What must hold, one entry per object (the same object may come again)." },

@@ -53,8 +53,6 @@ export interface Claimed {
   actions: ClaimAction[];
 }
 
-
-
 /**
  * The field manager of the reconciler's writes (adoption and release patches, Service creates), sent as the
  * `fieldManager` parameter: the apiserver then records in the object's managedFields that this manager set the
@@ -123,7 +121,8 @@ export function claim(job: KubeObject, kind: JobKind, objectKind: "Pod" | "Servi
     const owner = controllerUid(o);
     if (owner !== undefined) {
       if (owner !== jobUid) continue; // A
-      if (!contradicts(selector, keyLabel, o)) out.owned.push(o); // B
+      if (!contradicts(selector, keyLabel, o))
+        out.owned.push(o); // B
       else if (!jobDeleting) act(om, "release", releasePatch(jobUid, om.uid), `controlled by ${jobId} but its labels no longer match the job's selector`); // D (C: nothing)
       continue;
     }

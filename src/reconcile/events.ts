@@ -7,7 +7,8 @@
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 
-export type EventReason = "AdoptedPod" | "AdoptedService" | "ReleasedPod" | "ReleasedService" | "SuccessfulDeletePod" | "SuccessfulDeleteService" | "DeletedAfterTTL";
+export type EventReason =
+  "AdoptedPod" | "AdoptedService" | "ReleasedPod" | "ReleasedService" | "SuccessfulDeletePod" | "SuccessfulDeleteService" | "DeletedAfterTTL";
 
 export interface JobEventOutcome {
   namespace: string;
@@ -51,12 +52,20 @@ export function jobEvents(outcomes: readonly JobEventOutcome[], now: Date): Kube
     const names = g.slice(0, MAX_NAMES).map((o) => o.object);
     const more = g.length > MAX_NAMES ? ` and ${g.length - MAX_NAMES} more` : "";
     const message =
-      first.reason === "DeletedAfterTTL" ? `${VERBS.DeletedAfterTTL}: ${first.why}` : `${VERBS[first.reason]}${g.length > 1 ? `s (${g.length})` : ""} ${names.join(", ")}${more}: ${first.why}`;
+      first.reason === "DeletedAfterTTL"
+        ? `${VERBS.DeletedAfterTTL}: ${first.why}`
+        : `${VERBS[first.reason]}${g.length > 1 ? `s (${g.length})` : ""} ${names.join(", ")}${more}: ${first.why}`;
     return {
       apiVersion: "v1",
       kind: "Event",
       metadata: { generateName: `${name}.`, namespace: first.namespace },
-      involvedObject: { apiVersion: `${first.jobKind.group}/${first.jobKind.version}`, kind: first.jobKind.kind, name, namespace: first.namespace, uid: first.jobUid },
+      involvedObject: {
+        apiVersion: `${first.jobKind.group}/${first.jobKind.version}`,
+        kind: first.jobKind.kind,
+        name,
+        namespace: first.namespace,
+        uid: first.jobUid,
+      },
       reason: first.reason,
       message: message.length > 1024 ? `${message.slice(0, 1021)}...` : message,
       type: "Normal",

@@ -63,7 +63,10 @@ export class Expectations {
   observe(pods: readonly KubeObject[], services: readonly KubeObject[], now: Date): (jobUid: string) => InFlight {
     if (this.byJob.size === 0) return () => EMPTY;
     const index = new Map<string, string>();
-    for (const [kind, list] of [["Pod", pods], ["Service", services]] as const) {
+    for (const [kind, list] of [
+      ["Pod", pods],
+      ["Service", services],
+    ] as const) {
       for (const o of list) {
         const m = (o.metadata ?? {}) as { name?: string; namespace?: string; uid?: string };
         index.set(`${m.namespace}/${kind}/${m.name}`, String(m.uid));
@@ -82,7 +85,10 @@ export class Expectations {
     const entries = this.byJob.get(jobUid);
     if (!entries) return EMPTY;
     const index = new Map<string, string>();
-    for (const [kind, list] of [["Pod", pods], ["Service", services]] as const) {
+    for (const [kind, list] of [
+      ["Pod", pods],
+      ["Service", services],
+    ] as const) {
       for (const o of list) {
         const m = (o.metadata ?? {}) as { name?: string; namespace?: string; uid?: string };
         index.set(`${m.namespace}/${kind}/${m.name}`, String(m.uid));

@@ -48,8 +48,6 @@ export interface FinishedPlan {
   problems: string[];
 }
 
-
-
 /** When the job finished, or undefined while it has not (Succeeded or Failed condition True). */
 export function finishedAt(job: KubeObject): { finished: boolean; completionTime?: Date } {
   const status = (job.status ?? {}) as { conditions?: Array<{ type?: string; status?: string }>; completionTime?: string };
@@ -81,7 +79,11 @@ export function readRunPolicy(job: KubeObject): { cleanPodPolicy: CleanPodPolicy
     problems.push(`spec.runPolicy.ttlSecondsAfterFinished ${JSON.stringify(ttl)} is not a whole number of seconds ≥ 0`);
   }
   if (problems.length > 0) return { problems };
-  return { cleanPodPolicy: (rp.cleanPodPolicy as CleanPodPolicy | undefined) ?? "None", ...(ttl !== undefined ? { ttl: ttl as number } : {}), suspended: rp.suspend === true };
+  return {
+    cleanPodPolicy: (rp.cleanPodPolicy as CleanPodPolicy | undefined) ?? "None",
+    ...(ttl !== undefined ? { ttl: ttl as number } : {}),
+    suspended: rp.suspend === true,
+  };
 }
 
 interface PodShape {
@@ -126,18 +128,43 @@ export function planFinishedJob(
     // their pod, they lead the job's deletions so the budget never starves them.
     for (const [name, svc] of ownServices) {
       if (livePods.has(name)) continue;
-      out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: name!, uid: meta(svc).uid!, ...jobOf, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${name}, which is gone` });
+      out.actions.push({
+        verb: "delete",
+        kind: "Service",
+        namespace: meta(svc).namespace!,
+        name: name!,
+        uid: meta(svc).uid!,
+        ...jobOf,
+        reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${name}, which is gone`,
+      });
     }
     for (const pod of live) {
       const phase = ((pod.status ?? {}) as { phase?: string }).phase;
-      const remove = cleanPodPolicy === "All" || (phase === "Running" || phase === "Pending");
+      const remove = cleanPodPolicy === "All" || phase === "Running" || phase === "Pending";
       if (!remove) continue;
       const pm = meta(pod);
       const reason = `CleanPodPolicy ${cleanPodPolicy}: pod ${phase ?? "without a phase"} of a finished job`;
-      out.actions.push({ verb: "delete", kind: "Pod", namespace: pm.namespace!, name: pm.name!, uid: pm.uid!, ...jobOf, reason, holdsGpus: holdsGpus(pod, policy) });
+      out.actions.push({
+        verb: "delete",
+        kind: "Pod",
+        namespace: pm.namespace!,
+        name: pm.name!,
+        uid: pm.uid!,
+        ...jobOf,
+        reason,
+        holdsGpus: holdsGpus(pod, policy),
+      });
       const svc = ownServices.get(pm.name);
       if (svc) {
-        out.actions.push({ verb: "delete", kind: "Service", namespace: meta(svc).namespace!, name: meta(svc).name!, uid: meta(svc).uid!, ...jobOf, reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${pm.name}` });
+        out.actions.push({
+          verb: "delete",
+          kind: "Service",
+          namespace: meta(svc).namespace!,
+          name: meta(svc).name!,
+          uid: meta(svc).uid!,
+          ...jobOf,
+          reason: `CleanPodPolicy ${cleanPodPolicy}: service of pod ${pm.name}`,
+        });
       }
     }
   }
@@ -146,7 +173,15 @@ export function planFinishedJob(
   if (!completionTime) {
     out.problems.push(`${jm.namespace}/${jobId}: finished but has no status.completionTime; TTL cannot apply`);
   } else if (now.getTime() > completionTime.getTime() + ttl * 1000) {
-    out.actions.push({ verb: "delete", kind: "Job", namespace: jm.namespace!, name: jm.name!, uid: jm.uid!, ...jobOf, reason: `TTL: finished ${completionTime.toISOString()}, ttlSecondsAfterFinished ${ttl}` });
+    out.actions.push({
+      verb: "delete",
+      kind: "Job",
+      namespace: jm.namespace!,
+      name: jm.name!,
+      uid: jm.uid!,
+      ...jobOf,
+      reason: `TTL: finished ${completionTime.toISOString()}, ttlSecondsAfterFinished ${ttl}`,
+    });
   }
   return out;
 }

@@ -279,7 +279,11 @@ function readRunPolicy(job: KubeObject): RunPolicy | { problems: string[] } {
   const activeDeadlineSeconds = count("activeDeadlineSeconds", 1);
   if (rp.suspend !== undefined && typeof rp.suspend !== "boolean") problems.push(`spec.runPolicy.suspend ${JSON.stringify(rp.suspend)} is not a boolean`);
   if (problems.length > 0) return { problems };
-  return { suspend: rp.suspend === true, ...(backoffLimit !== undefined ? { backoffLimit } : {}), ...(activeDeadlineSeconds !== undefined ? { activeDeadlineSeconds } : {}) };
+  return {
+    suspend: rp.suspend === true,
+    ...(backoffLimit !== undefined ? { backoffLimit } : {}),
+    ...(activeDeadlineSeconds !== undefined ? { activeDeadlineSeconds } : {}),
+  };
 }
 
 interface Replica {
@@ -299,12 +303,16 @@ function readReplicas(job: KubeObject, kind: JobKind): Replica[] | { problems: s
   const out: Replica[] = [];
   for (const [type, spec] of replicaSpecs(job, kind)) {
     const n = spec.replicas;
-    if (n !== undefined && (typeof n !== "number" || !Number.isInteger(n) || n < 0)) problems.push(`replica type ${type}: replicas ${JSON.stringify(n)} is not a whole number ≥ 0`);
+    if (n !== undefined && (typeof n !== "number" || !Number.isInteger(n) || n < 0))
+      problems.push(`replica type ${type}: replicas ${JSON.stringify(n)} is not a whole number ≥ 0`);
     if (!spec.template || typeof spec.template !== "object") problems.push(`replica type ${type} has no template`);
     const own = spec.restartPolicy;
-    if (own !== undefined && !(RESTART_POLICIES as readonly unknown[]).includes(own)) problems.push(`replica type ${type}: restartPolicy ${JSON.stringify(own)} is not one of Always, OnFailure, Never, ExitCode`);
+    if (own !== undefined && !(RESTART_POLICIES as readonly unknown[]).includes(own))
+      problems.push(`replica type ${type}: restartPolicy ${JSON.stringify(own)} is not one of Always, OnFailure, Never, ExitCode`);
     const fromTemplate = kind.framework === "caffe2" ? spec.template?.spec?.restartPolicy : undefined;
-    const restartPolicy = (own ?? (fromTemplate !== undefined && RESTART_POLICIES.includes(fromTemplate) ? fromTemplate : undefined) ?? DEFAULT_RESTART[kind.framework]) as RestartPolicy;
+    const restartPolicy = (own ??
+      (fromTemplate !== undefined && RESTART_POLICIES.includes(fromTemplate) ? fromTemplate : undefined) ??
+      DEFAULT_RESTART[kind.framework]) as RestartPolicy;
     out.push({ type, rt: type.toLowerCase(), spec, replicas: replicasOf(spec), restartPolicy });
   }
   if (out.length === 0) problems.push(`no replica specs (spec.${kind.framework === "caffe2" ? "replicaSpecs" : "<framework>ReplicaSpecs"})`);
@@ -359,7 +367,14 @@ const withEnv = (c: V1Container, env: readonly V1EnvVar[]): V1Container => {
  * (`ExitCode` → `Never`, `core.SetRestartPolicy`), the job as controller. Also whether the template's own
  * restartPolicy was overwritten (upstream's Warning `SetPodTemplateRestartPolicy`).
  */
-export function podFor(job: KubeObject, kind: JobKind, r: Replica, index: number, clusterDomain: string, memo?: ClusterSpecMemo): { body: KubeObject; overwroteRestartPolicy: boolean } {
+export function podFor(
+  job: KubeObject,
+  kind: JobKind,
+  r: Replica,
+  index: number,
+  clusterDomain: string,
+  memo?: ClusterSpecMemo,
+): { body: KubeObject; overwroteRestartPolicy: boolean } {
   const m = meta(job);
   const template = structuredClone(r.spec.template ?? {}) as { metadata?: Record<string, unknown>; spec?: Record<string, unknown> };
   const tm = template.metadata ?? {};
@@ -478,7 +493,8 @@ function readStatus(job: KubeObject): Status {
 function replicaStatusMap(status: Status, kind: JobKind): Record<string, ReplicaStatus> {
   const rs = status.replicaStatuses;
   if (!rs || typeof rs !== "object") return {};
-  if (kind.framework === "caffe2") return "active" in rs || "succeeded" in rs || "failed" in rs ? { Worker: rs as ReplicaStatus } : (rs as Record<string, ReplicaStatus>);
+  if (kind.framework === "caffe2")
+    return "active" in rs || "succeeded" in rs || "failed" in rs ? { Worker: rs as ReplicaStatus } : (rs as Record<string, ReplicaStatus>);
   return rs as Record<string, ReplicaStatus>;
 }
 
@@ -662,7 +678,8 @@ function refuseTemplate(s: JobState, violations: ReturnType<typeof jobTemplateVi
 function allowFixedTemplate(s: JobState, violations: ReturnType<typeof jobTemplateViolations>): void {
   if (violations.length > 0 || !hasCondition(s.status, REASON_TEMPLATE_REFUSED)) return;
   const msg = `${s.kind.kind} ${s.jm.namespace}/${s.jm.name}: its template is now allowed by the policy (reconciler.allowedTemplates).`;
-  if (setJobCondition(s, { type: REASON_TEMPLATE_REFUSED, status: "False", reason: REASON_TEMPLATE_ALLOWED, message: msg })) s.out.events.push({ type: "Normal", reason: REASON_TEMPLATE_ALLOWED, message: msg });
+  if (setJobCondition(s, { type: REASON_TEMPLATE_REFUSED, status: "False", reason: REASON_TEMPLATE_ALLOWED, message: msg }))
+    s.out.events.push({ type: "Normal", reason: REASON_TEMPLATE_ALLOWED, message: msg });
 }
 
 /** 1. `Created=True` (`JobCreated`, "<Kind> <name> is created.") on first sight (training-operator's onOwnerCreateFunc). */
@@ -692,7 +709,8 @@ function decideSuspended(s: JobState): void {
   updateReplicaStatuses(s, (r) => ({ ...r, active: 0 }));
   const msg = `${s.kind.kind} ${s.name} is suspended.`;
   if (hasCondition(s.status, "Running")) setJobCondition(s, { type: "Running", status: "False", reason: "JobSuspended", message: msg });
-  if (!hasCondition(s.status, "Suspended") && setJobCondition(s, { type: "Suspended", status: "True", reason: "JobSuspended", message: msg })) addEvent(s, "Normal", "JobSuspended", msg);
+  if (!hasCondition(s.status, "Suspended") && setJobCondition(s, { type: "Suspended", status: "True", reason: "JobSuspended", message: msg }))
+    addEvent(s, "Normal", "JobSuspended", msg);
 }
 
 /** 3. Resumed: `Suspended=False` (`JobResumed`) and startTime = now. */
@@ -784,7 +802,19 @@ function createAction(s: JobState, what: { kind: "Pod" | "Service"; r: Replica; 
   const { r, index } = what;
   const name = replicaObjectName(s.job, s.kind, r.rt, index);
   const reason = `${r.rt} ${index} has no ${what.kind === "Pod" ? "pod" : "service"}`;
-  return { verb: "create", kind: what.kind, namespace: String(s.jm.namespace), name, job: s.jobId, jobKind: s.kind, jobUid: String(s.jm.uid), replicaType: r.type, index, reason, body: what.body };
+  return {
+    verb: "create",
+    kind: what.kind,
+    namespace: String(s.jm.namespace),
+    name,
+    job: s.jobId,
+    jobKind: s.kind,
+    jobUid: String(s.jm.uid),
+    replicaType: r.type,
+    index,
+    reason,
+    body: what.body,
+  };
 }
 
 /** 5. The missing pod of replica `index` created, unless its create is in flight or the decision has no room. */
@@ -793,7 +823,8 @@ function createPod(s: JobState, pass: ReplicaPass, r: Replica, index: number): v
   if (!roomToCreate(s, pass)) return;
   const { body, overwroteRestartPolicy } = podFor(s.job, s.kind, r, index, s.input.clusterDomain ?? "", pass.memo);
   s.out.creates.push(createAction(s, { kind: "Pod", r, index, body }));
-  if (overwroteRestartPolicy) addEvent(s, "Warning", "SetPodTemplateRestartPolicy", "Restart policy in pod template will be overwritten by restart policy in replica spec");
+  if (overwroteRestartPolicy)
+    addEvent(s, "Warning", "SetPodTemplateRestartPolicy", "Restart policy in pod template will be overwritten by restart policy in replica spec");
 }
 
 /**
@@ -893,7 +924,8 @@ function reconcileReplicas(s: JobState): Record<string, ReplicaStatus> {
     reconcileServices(s, pass, r);
   }
   if (pass.restarted > 0) s.out.restarts = restartsOf(s.job) + pass.restarted;
-  if (pass.deferredCreates > 0) s.out.problems.push(`${s.where}: ${pass.deferredCreates} creates wait for the next pass (at most ${MAX_CREATES_PER_DECISION} per decision)`);
+  if (pass.deferredCreates > 0)
+    s.out.problems.push(`${s.where}: ${pass.deferredCreates} creates wait for the next pass (at most ${MAX_CREATES_PER_DECISION} per decision)`);
   storeReplicaStatuses(s, counts);
   return counts;
 }

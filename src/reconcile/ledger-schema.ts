@@ -77,7 +77,11 @@ export const LEDGER_INDEX_SCHEMA = {
     namespaces: USAGE_MAP,
     shards: {
       type: "array",
-      items: { type: "object", required: ["name", "sha256"], properties: { name: { type: "string", pattern: SHARD_NAME_PATTERN }, sha256: { type: "string", pattern: "^[0-9a-f]{64}$" } } },
+      items: {
+        type: "object",
+        required: ["name", "sha256"],
+        properties: { name: { type: "string", pattern: SHARD_NAME_PATTERN }, sha256: { type: "string", pattern: "^[0-9a-f]{64}$" } },
+      },
     },
     totals: TOTALS,
     version: { const: LEDGER_VERSION },

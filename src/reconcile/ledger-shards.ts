@@ -100,7 +100,9 @@ export interface StoredText {
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  const keys = Object.keys(value).filter((k) => (value as Record<string, unknown>)[k] !== undefined).sort();
+  const keys = Object.keys(value)
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .sort();
   return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`;
 }
 
@@ -153,7 +155,11 @@ export function shardLedger(ledger: Ledger, budget: number): { index: StoredText
       continue;
     }
     const shards = buckets.map((b, i) => {
-      const part = (list: Item["list"]) => b.items.filter((x) => x.list === list).map((x) => x.json).join(",");
+      const part = (list: Item["list"]) =>
+        b.items
+          .filter((x) => x.list === list)
+          .map((x) => x.json)
+          .join(",");
       // The LedgerShard's fields, in canonical order.
       const text = `{"jobs":{${part("jobs")}},"nodes":[${part("nodes")}],"of":${count},"pending":[${part("pending")}],"shard":${i},"version":${LEDGER_VERSION}}`;
       return stored(shardName(i), text);
@@ -207,7 +213,10 @@ export function readIndex(index: { text: string; sha256?: string }): { index: Le
  * Reads a stored ledger back: `index` and `shards` are what the ConfigMaps hold (text and the checksum stored
  * beside it), undefined when absent. Every problem is reported; nothing throws.
  */
-export function assembleLedger(index: { text: string; sha256?: string } | undefined, shards: ReadonlyMap<string, { text: string; sha256?: string }>): ReadLedger {
+export function assembleLedger(
+  index: { text: string; sha256?: string } | undefined,
+  shards: ReadonlyMap<string, { text: string; sha256?: string }>,
+): ReadLedger {
   if (!index) return { corrupt: [], problems: ["no ledger yet"] };
   const read = readIndex(index);
   if ("why" in read) {
@@ -215,7 +224,15 @@ export function assembleLedger(index: { text: string; sha256?: string } | undefi
   }
   const idx = read.index;
   const out: ReadLedger = { index: idx, corrupt: [], problems: [] };
-  const ledger: Ledger = { generatedAt: idx.generatedAt, jobs: {}, namespaces: idx.namespaces, nodes: [], pending: [], totals: idx.totals, version: idx.version };
+  const ledger: Ledger = {
+    generatedAt: idx.generatedAt,
+    jobs: {},
+    namespaces: idx.namespaces,
+    nodes: [],
+    pending: [],
+    totals: idx.totals,
+    version: idx.version,
+  };
   for (const { name, sha256: want } of idx.shards) {
     const s = shards.get(name);
     let why = !s ? "missing" : sha256(s.text) !== s.sha256 ? "checksum mismatch" : s.sha256 !== want ? "not the shard the index recorded" : undefined;
@@ -273,7 +290,8 @@ export function planLedgerWrites(next: { index: StoredText; shards: StoredText[]
   for (const s of next.shards) put(s, SHARD_KEY, false);
   put(next.index, INDEX_KEY, true);
   const keep = new Set([next.index.name, ...next.shards.map((s) => s.name)]);
-  for (const cm of [...stored.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) if (!keep.has(cm.name) && isShardName(cm.name)) out.push({ verb: "delete", name: cm.name, uid: cm.uid });
+  for (const cm of [...stored.values()].sort((a, b) => (a.name < b.name ? -1 : 1)))
+    if (!keep.has(cm.name) && isShardName(cm.name)) out.push({ verb: "delete", name: cm.name, uid: cm.uid });
   return out;
 }
 
@@ -282,5 +300,8 @@ export function readStored(stored: ReadonlyMap<string, StoredConfigMap>): ReadLe
   const index = stored.get(LEDGER_INDEX_NAME);
   const shards = new Map<string, { text: string; sha256?: string }>();
   for (const cm of stored.values()) if (cm.name !== LEDGER_INDEX_NAME && cm.text !== undefined) shards.set(cm.name, { text: cm.text, sha256: cm.sha256 });
-  return assembleLedger(index?.text === undefined ? (index ? { text: "", sha256: index.sha256 } : undefined) : { text: index.text, sha256: index.sha256 }, shards);
+  return assembleLedger(
+    index?.text === undefined ? (index ? { text: "", sha256: index.sha256 } : undefined) : { text: index.text, sha256: index.sha256 },
+    shards,
+  );
 }

@@ -112,7 +112,14 @@ export interface LedgerInput {
 }
 
 interface PodShape {
-  metadata?: { name?: string; namespace?: string; uid?: string; creationTimestamp?: string; labels?: Record<string, string>; ownerReferences?: Array<{ controller?: boolean; kind?: string; name?: string; uid?: string }> };
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    creationTimestamp?: string;
+    labels?: Record<string, string>;
+    ownerReferences?: Array<{ controller?: boolean; kind?: string; name?: string; uid?: string }>;
+  };
   spec?: V1PodSpec;
   status?: { phase?: string; conditions?: Array<{ type?: string; status?: string; reason?: string; message?: string }> };
 }
@@ -174,7 +181,14 @@ function nonZero(m: Map<string, number>): Record<string, number> | undefined {
   return out;
 }
 
-const emptyResource = (capacity: number, allocatable: number): ResourceEntry => ({ allocatable, allocated: 0, capacity, free: 0, inactive: false, overCommitted: false });
+const emptyResource = (capacity: number, allocatable: number): ResourceEntry => ({
+  allocatable,
+  allocated: 0,
+  capacity,
+  free: 0,
+  inactive: false,
+  overCommitted: false,
+});
 
 function addUsage(into: Map<string, Record<string, Usage>>, key: string, resource: string, allocated: number, seconds: number): void {
   let per = into.get(key);
@@ -214,7 +228,14 @@ function nodeEntries(input: LedgerInput, nowMs: number, policy: Policy): Map<str
     if (!name) continue;
     const renew = renewals.get(name);
     const staleReason = staleness(n, renew, renewals.has(name), nowMs, policy.reconciler.leaseGracePeriodSeconds);
-    const entry: NodeEntry = { ...(renew ? { leaseRenewTime: renew } : {}), name, pods: [], resources: {}, stale: staleReason !== undefined, ...(staleReason ? { staleReason } : {}) };
+    const entry: NodeEntry = {
+      ...(renew ? { leaseRenewTime: renew } : {}),
+      name,
+      pods: [],
+      resources: {},
+      stale: staleReason !== undefined,
+      ...(staleReason ? { staleReason } : {}),
+    };
     const capacity = n.status?.capacity ?? {};
     const allocatable = n.status?.allocatable ?? {};
     for (const r of new Set([...Object.keys(capacity), ...Object.keys(allocatable)])) {
@@ -270,7 +291,15 @@ interface Charging {
 function accountPods(input: LedgerInput, acc: PodAccounts, nowMs: number, policy: Policy): void {
   const prevHoldings = new Map<string, PodHolding>();
   for (const n of input.previous?.nodes ?? []) for (const h of n.pods) prevHoldings.set(h.uid, h);
-  const ch: Charging = { acc, policy, nowMs, elapsed: secondsSince(input.previous, nowMs), prevHoldings, jobKinds: new Set(policy.jobKinds.map((k) => k.kind)), jobKeys: new Map() };
+  const ch: Charging = {
+    acc,
+    policy,
+    nowMs,
+    elapsed: secondsSince(input.previous, nowMs),
+    prevHoldings,
+    jobKinds: new Set(policy.jobKinds.map((k) => k.kind)),
+    jobKeys: new Map(),
+  };
   for (const pod of input.pods as readonly PodShape[]) chargePod(ch, pod);
 }
 
@@ -288,9 +317,14 @@ function chargePod(ch: Charging, pod: PodShape): void {
     return;
   }
   let node = ch.acc.nodes.get(nodeName);
-  if (!node) ch.acc.nodes.set(nodeName, (node = { missing: true, name: nodeName, pods: [], resources: {}, stale: true, staleReason: "the Node object does not exist" }));
+  if (!node)
+    ch.acc.nodes.set(nodeName, (node = { missing: true, name: nodeName, pods: [], resources: {}, stale: true, staleReason: "the Node object does not exist" }));
   // Two literals rather than a spread: one shape each, and this line runs for every pod of the cluster.
-  node.pods.push(job === undefined ? { name: m.name, namespace: m.namespace, resources: held, uid: m.uid } : { job, name: m.name, namespace: m.namespace, resources: held, uid: m.uid });
+  node.pods.push(
+    job === undefined
+      ? { name: m.name, namespace: m.namespace, resources: held, uid: m.uid }
+      : { job, name: m.name, namespace: m.namespace, resources: held, uid: m.uid },
+  );
   const before = ch.prevHoldings.get(m.uid);
   for (const r in held) {
     const n = held[r]!;
@@ -330,7 +364,8 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
   const previous = input.previous;
   const acc: PodAccounts = { nodes: nodeEntries(input, nowMs, policy), namespaces: new Map(), jobs: new Map(), pending: [] };
   // A namespace's GPU-seconds carry over whether or not it still holds devices.
-  for (const [ns, per] of Object.entries(previous?.namespaces ?? {})) for (const [r, u] of Object.entries(per)) addUsage(acc.namespaces, ns, r, 0, u.gpuSeconds);
+  for (const [ns, per] of Object.entries(previous?.namespaces ?? {}))
+    for (const [r, u] of Object.entries(per)) addUsage(acc.namespaces, ns, r, 0, u.gpuSeconds);
   accountPods(input, acc, nowMs, policy);
   // Job totals carry over while the job exists or still holds devices.
   for (const [key, per] of Object.entries(previous?.jobs ?? {})) {

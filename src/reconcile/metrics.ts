@@ -26,7 +26,10 @@ export const NAMESPACE_LABEL_CAP = 500;
 export const OTHER_NAMESPACES = "other";
 
 /** Per-namespace usage with at most `cap` namespaces named, the rest summed under {@link OTHER_NAMESPACES}. */
-export function capNamespaces(namespaces: LedgerIndex["namespaces"], cap: number): Array<{ namespace: string; resource: string; allocated: number; gpuSeconds: number }> {
+export function capNamespaces(
+  namespaces: LedgerIndex["namespaces"],
+  cap: number,
+): Array<{ namespace: string; resource: string; allocated: number; gpuSeconds: number }> {
   const weight = (per: Record<string, { allocated: number; gpuSeconds: number }>) =>
     Object.values(per).reduce((w, u) => ({ allocated: w.allocated + u.allocated, gpuSeconds: w.gpuSeconds + u.gpuSeconds }), { allocated: 0, gpuSeconds: 0 });
   const ranked = Object.entries(namespaces)
@@ -90,8 +93,16 @@ function registerLedgerCounts(registers: Registry[], read: LedgerRead): void {
     });
   };
   count("quartermaster_ledger_nodes", "Nodes in the device ledger (nodes offering a GPU resource or holding GPU pods).", "nodes");
-  count("quartermaster_ledger_stale_nodes", "Nodes whose Lease (or Ready heartbeat) is older than the grace period: their GPUs count as unavailable.", "staleNodes");
-  count("quartermaster_ledger_inactive_nodes", "Nodes listing a GPU resource with zero allocatable (device plugin down, GPUs unhealthy): `quartermaster ledger` names them.", "inactiveNodes");
+  count(
+    "quartermaster_ledger_stale_nodes",
+    "Nodes whose Lease (or Ready heartbeat) is older than the grace period: their GPUs count as unavailable.",
+    "staleNodes",
+  );
+  count(
+    "quartermaster_ledger_inactive_nodes",
+    "Nodes listing a GPU resource with zero allocatable (device plugin down, GPUs unhealthy): `quartermaster ledger` names them.",
+    "inactiveNodes",
+  );
   count("quartermaster_ledger_pending_gpu_pods", "GPU pods unscheduled for longer than the reconciler's threshold.", "pendingGpuPods");
   count("quartermaster_ledger_pods_holding_devices", "Pods holding GPUs (bound, neither Succeeded nor Failed).", "podsHoldingDevices");
   count("quartermaster_ledger_jobs", "Training jobs in the device ledger.", "jobs");
@@ -112,7 +123,11 @@ function registerNamespaceUsage(registers: Registry[], read: LedgerRead, cap: nu
   const capNote = `at most ${cap} namespaces by name, the rest summed as namespace="${OTHER_NAMESPACES}"`;
   type Row = ReturnType<typeof capNamespaces>[number];
   /** One series per capped namespace and resource, from the index last read (none without one). */
-  const fillPerNamespace = (reset: () => void, put: (labels: { namespace: string; resource: string }, v: number) => void, value: (row: Row) => number): void => {
+  const fillPerNamespace = (
+    reset: () => void,
+    put: (labels: { namespace: string; resource: string }, v: number) => void,
+    value: (row: Row) => number,
+  ): void => {
     reset();
     const r = read();
     if (!r) return;
@@ -124,7 +139,11 @@ function registerNamespaceUsage(registers: Registry[], read: LedgerRead, cap: nu
     labelNames: ["namespace", "resource"] as const,
     registers,
     collect() {
-      fillPerNamespace(() => this.reset(), (l, v) => this.set(l, v), (row) => row.allocated);
+      fillPerNamespace(
+        () => this.reset(),
+        (l, v) => this.set(l, v),
+        (row) => row.allocated,
+      );
     },
   });
   // A counter: the ledger's GPU-seconds are cumulative (carried from pass to pass), so rate() gives GPUs in use
@@ -135,7 +154,11 @@ function registerNamespaceUsage(registers: Registry[], read: LedgerRead, cap: nu
     labelNames: ["namespace", "resource"] as const,
     registers,
     collect() {
-      fillPerNamespace(() => this.reset(), (l, v) => this.inc(l, v), (row) => row.gpuSeconds);
+      fillPerNamespace(
+        () => this.reset(),
+        (l, v) => this.inc(l, v),
+        (row) => row.gpuSeconds,
+      );
     },
   });
 }

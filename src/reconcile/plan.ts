@@ -216,14 +216,25 @@ function planJobIsolated(pass: JobsPass, entry: Snapshot["jobs"][number]): void 
     pass.creates.length = before.creates;
     pass.controller.length = before.controller;
     const m = (entry.job.metadata ?? {}) as JobMeta;
-    pass.problems.push(`${m.namespace}/${entry.kind.kind}/${m.name}: deciding this job failed (${err instanceof Error ? err.message : String(err)}); nothing done for it this pass, the other jobs go on`);
+    pass.problems.push(
+      `${m.namespace}/${entry.kind.kind}/${m.name}: deciding this job failed (${err instanceof Error ? err.message : String(err)}); nothing done for it this pass, the other jobs go on`,
+    );
   }
 }
 
 /** The ledger of the pass, the writes that store it, and the stored ledger's problems ("no ledger yet" is the first pass, not a problem). */
-function planLedger(snapshot: Snapshot, now: Date, policy: Policy, jobKeys: ReadonlySet<string>): Pick<Plan, "ledger" | "ledgerWrites" | "ledgerCorrupt" | "problems"> {
+function planLedger(
+  snapshot: Snapshot,
+  now: Date,
+  policy: Policy,
+  jobKeys: ReadonlySet<string>,
+): Pick<Plan, "ledger" | "ledgerWrites" | "ledgerCorrupt" | "problems"> {
   const stored = readStored(snapshot.ledger);
-  const ledger = buildLedger({ nodes: snapshot.nodes, nodeLeases: snapshot.nodeLeases, pods: snapshot.pods, jobs: jobKeys, previous: stored.ledger }, now, policy);
+  const ledger = buildLedger(
+    { nodes: snapshot.nodes, nodeLeases: snapshot.nodeLeases, pods: snapshot.pods, jobs: jobKeys, previous: stored.ledger },
+    now,
+    policy,
+  );
   const ledgerWrites = planLedgerWrites(shardLedger(ledger, policy.reconciler.ledgerShardBytes), snapshot.ledger);
   const problems = stored.index || stored.corrupt.length > 0 ? stored.problems : [];
   return { ledger, ledgerWrites, ledgerCorrupt: stored.corrupt, problems };
@@ -257,7 +268,18 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: N
   const capped = capControllerDeletes(pass.deletions, pass.controller, opts.maxDeletions ?? policy.reconciler.maxDeletionsPerPass);
   const ledger = planLedger(snapshot, now, policy, jobKeys);
   const problems = [...pass.problems, ...ledger.problems];
-  return { controller: capped.controller, claims: pass.claims, creates: pass.creates, actions: capped.actions, deferred: capped.deferred, skipped, problems, ledger: ledger.ledger, ledgerWrites: ledger.ledgerWrites, ledgerCorrupt: ledger.ledgerCorrupt };
+  return {
+    controller: capped.controller,
+    claims: pass.claims,
+    creates: pass.creates,
+    actions: capped.actions,
+    deferred: capped.deferred,
+    skipped,
+    problems,
+    ledger: ledger.ledger,
+    ledgerWrites: ledger.ledgerWrites,
+    ledgerCorrupt: ledger.ledgerCorrupt,
+  };
 }
 
 /**

@@ -72,7 +72,6 @@ export interface CreateServiceAction {
   body: KubeObject;
 }
 
-
 /** The names of the Services of each namespace. */
 export type ServiceNames = ReadonlyMap<string, ReadonlySet<string>>;
 
@@ -130,9 +129,11 @@ export function servedByController(job: KubeObject, pods: readonly KubeObject[],
     if (controllerUid(pod) !== uid) continue;
     const name = ((pod.metadata ?? {}) as Meta).name;
     const by = ownerRefManagers(pod, uid);
-    if (by.length === 0) return `pod ${name} carries the job's controller reference with no record (managedFields) that Quartermaster set it: the job's controller makes its Services`;
+    if (by.length === 0)
+      return `pod ${name} carries the job's controller reference with no record (managedFields) that Quartermaster set it: the job's controller makes its Services`;
     const other = by.find((m) => !managers.includes(m));
-    if (other !== undefined) return `the controller reference of pod ${name} to the job was set by ${JSON.stringify(other)}, not by Quartermaster: the job's controller makes its Services`;
+    if (other !== undefined)
+      return `the controller reference of pod ${name} to the job was set by ${JSON.stringify(other)}, not by Quartermaster: the job's controller makes its Services`;
   }
   return undefined;
 }
@@ -163,7 +164,13 @@ export function servicePorts(spec: ReplicaSpec, kind: Pick<JobKind, "framework">
  * `pods`: those the job controls and the orphans it adopts in this pass; `have`: the Services of the cluster
  * (`serviceKeys`), whoever owns them; `managers`: `SERVING_FIELD_MANAGERS` unless a caller opts others in.
  */
-export function planReplicaServices(job: KubeObject, kind: JobKind, pods: readonly KubeObject[], have: ServiceNames, managers: readonly string[] = SERVING_FIELD_MANAGERS): CreateServiceAction[] {
+export function planReplicaServices(
+  job: KubeObject,
+  kind: JobKind,
+  pods: readonly KubeObject[],
+  have: ServiceNames,
+  managers: readonly string[] = SERVING_FIELD_MANAGERS,
+): CreateServiceAction[] {
   const jm = (job.metadata ?? {}) as Meta;
   const scheme = labelScheme(kind);
   if (!scheme.services || jm.deletionTimestamp || finishedAt(job).finished || servedByOperator(job)) return [];
@@ -197,7 +204,9 @@ export function planReplicaServices(job: KubeObject, kind: JobKind, pods: readon
           name: pm.name,
           namespace: pm.namespace ?? jm.namespace,
           labels,
-          ownerReferences: [{ apiVersion: `${kind.group}/${kind.version}`, kind: kind.kind, name: jm.name, uid: jm.uid, controller: true, blockOwnerDeletion: true }],
+          ownerReferences: [
+            { apiVersion: `${kind.group}/${kind.version}`, kind: kind.kind, name: jm.name, uid: jm.uid, controller: true, blockOwnerDeletion: true },
+          ],
         },
         spec: { clusterIP: "None", selector: { ...labels }, ...(ports.length > 0 ? { ports } : {}) },
       },

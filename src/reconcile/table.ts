@@ -34,7 +34,9 @@ export function planTable(plan: Plan): string {
     lines.push(table([["KIND", "NAMESPACE", "NAME", "WHY"], ...plan.skipped.map((s) => [s.kind, s.namespace, s.name, s.why])]));
   }
   const writes = plan.ledgerWrites.filter((w) => w.verb !== "delete").length;
-  lines.push(`ledger: ${plan.ledger.nodes.length} nodes, ${plan.ledger.pending.length} GPU pods pending; ${writes} ConfigMap writes${plan.ledgerCorrupt.length > 0 ? `; rebuilding ${plan.ledgerCorrupt.join(", ")}` : ""}`);
+  lines.push(
+    `ledger: ${plan.ledger.nodes.length} nodes, ${plan.ledger.pending.length} GPU pods pending; ${writes} ConfigMap writes${plan.ledgerCorrupt.length > 0 ? `; rebuilding ${plan.ledgerCorrupt.join(", ")}` : ""}`,
+  );
   return lines.join("\n");
 }
 
@@ -44,12 +46,28 @@ function statusSummary(status: Record<string, unknown>): string {
   return last ? `${last.type}=${last.status} (${last.reason})` : "status";
 }
 
-const flags = (f: Array<[boolean, string]>): string => f.filter(([on]) => on).map(([, s]) => s).join(",") || "-";
+const flags = (f: Array<[boolean, string]>): string =>
+  f
+    .filter(([on]) => on)
+    .map(([, s]) => s)
+    .join(",") || "-";
 
 /** The ledger as tables: totals, nodes, namespaces, jobs, pending GPU pods. */
 export function ledgerTable(ledger: Ledger): string {
   const out: string[] = [`Device ledger generated ${ledger.generatedAt}`, ""];
-  out.push(table([["RESOURCE", "CAPACITY", "ALLOCATABLE", "UNAVAILABLE", "ALLOCATED", "FREE"], ...Object.entries(ledger.totals).map(([r, t]) => [r, String(t.capacity), String(t.allocatable), String(t.unavailable), String(t.allocated), String(t.free)])]));
+  out.push(
+    table([
+      ["RESOURCE", "CAPACITY", "ALLOCATABLE", "UNAVAILABLE", "ALLOCATED", "FREE"],
+      ...Object.entries(ledger.totals).map(([r, t]) => [
+        r,
+        String(t.capacity),
+        String(t.allocatable),
+        String(t.unavailable),
+        String(t.allocated),
+        String(t.free),
+      ]),
+    ]),
+  );
   const nodeRows = ledger.nodes.flatMap((n) =>
     Object.entries(n.resources).map(([r, e]) => [
       n.name,
@@ -59,7 +77,12 @@ export function ledgerTable(ledger: Ledger): string {
       String(e.allocated),
       String(e.free),
       String(n.pods.filter((p) => p.resources[r]).length),
-      flags([[n.stale, "stale"], [e.overCommitted, "over-committed"], [e.inactive, "inactive"], [n.missing === true, "node-missing"]]),
+      flags([
+        [n.stale, "stale"],
+        [e.overCommitted, "over-committed"],
+        [e.inactive, "inactive"],
+        [n.missing === true, "node-missing"],
+      ]),
     ]),
   );
   if (nodeRows.length > 0) out.push("", table([["NODE", "RESOURCE", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE", "PODS", "FLAGS"], ...nodeRows]));
@@ -70,12 +93,28 @@ export function ledgerTable(ledger: Ledger): string {
   usage("NAMESPACE", ledger.namespaces);
   usage("JOB", ledger.jobs);
   if (ledger.pending.length > 0) {
-    out.push("", table([["PENDING POD", "RESOURCES", "FOR", "REASON"], ...ledger.pending.map((p) => [`${p.namespace}/${p.name}`, Object.entries(p.resources).map(([r, n]) => `${r}=${n}`).join(","), `${p.pendingSeconds}s`, p.message ? `${p.reason}: ${p.message}` : p.reason])]));
+    out.push(
+      "",
+      table([
+        ["PENDING POD", "RESOURCES", "FOR", "REASON"],
+        ...ledger.pending.map((p) => [
+          `${p.namespace}/${p.name}`,
+          Object.entries(p.resources)
+            .map(([r, n]) => `${r}=${n}`)
+            .join(","),
+          `${p.pendingSeconds}s`,
+          p.message ? `${p.reason}: ${p.message}` : p.reason,
+        ]),
+      ]),
+    );
   }
   return out.join("\n");
 }
 
 /** The plan for `-o json`: the ledger writes without their texts (the ledger itself is there, once). */
 export function planJson(plan: Plan): unknown {
-  return { ...plan, ledgerWrites: plan.ledgerWrites.map((w) => (w.verb === "delete" ? w : { verb: w.verb, name: w.name, sha256: w.sha256, bytes: w.text.length })) };
+  return {
+    ...plan,
+    ledgerWrites: plan.ledgerWrites.map((w) => (w.verb === "delete" ? w : { verb: w.verb, name: w.name, sha256: w.sha256, bytes: w.text.length })),
+  };
 }

@@ -28,7 +28,11 @@ import type { AllowedTemplates, JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD, replicaSpecs } from "../topology/resolve.js";
 
 /** What the policy allows when it says nothing (`reconciler.allowedTemplates`'s schema defaults). */
-export const DEFAULT_ALLOWED_TEMPLATES: Readonly<AllowedTemplates> = Object.freeze({ privileged: false, hostNamespaces: false, serviceAccounts: Object.freeze([]) });
+export const DEFAULT_ALLOWED_TEMPLATES: Readonly<AllowedTemplates> = Object.freeze({
+  privileged: false,
+  hostNamespaces: false,
+  serviceAccounts: Object.freeze([]),
+});
 
 export interface Violation {
   /** The field, from the job's root: `spec.replicaSpecs.template.spec.hostNetwork`. */
@@ -58,13 +62,17 @@ export function templateViolations(template: unknown, namespace: string, allowed
   if (!spec) return out;
   if (!allowed.hostNamespaces) {
     for (const f of HOST_NAMESPACES) {
-      if (spec[f] === true) out.push({ path: `${at}.spec.${f}`, what: `the node's ${f.slice(4)} namespace (reconciler.allowedTemplates.hostNamespaces is false)` });
+      if (spec[f] === true)
+        out.push({ path: `${at}.spec.${f}`, what: `the node's ${f.slice(4)} namespace (reconciler.allowedTemplates.hostNamespaces is false)` });
     }
   }
   for (const f of ["serviceAccountName", "serviceAccount"] as const) {
     const sa = spec[f];
     if (typeof sa === "string" && !serviceAccountAllowed(sa, namespace, allowed)) {
-      out.push({ path: `${at}.spec.${f}`, what: `ServiceAccount ${JSON.stringify(sa)} (reconciler.allowedTemplates.serviceAccounts allows ${allowedAccounts(allowed)})` });
+      out.push({
+        path: `${at}.spec.${f}`,
+        what: `ServiceAccount ${JSON.stringify(sa)} (reconciler.allowedTemplates.serviceAccounts allows ${allowedAccounts(allowed)})`,
+      });
     }
   }
   if (!allowed.privileged) {
@@ -74,7 +82,10 @@ export function templateViolations(template: unknown, namespace: string, allowed
       cs.forEach((c, i) => {
         if (isObj(c) && isObj(c.securityContext) && c.securityContext.privileged === true) {
           const name = typeof c.name === "string" ? ` ${JSON.stringify(c.name)}` : "";
-          out.push({ path: `${at}.spec.${list}[${i}].securityContext.privileged`, what: `privileged container${name} (reconciler.allowedTemplates.privileged is false)` });
+          out.push({
+            path: `${at}.spec.${list}[${i}].securityContext.privileged`,
+            what: `privileged container${name} (reconciler.allowedTemplates.privileged is false)`,
+          });
         }
       });
     }

@@ -67,7 +67,8 @@ export function withLogging(handler: AdmissionHandler, log: Logger): AdmissionHa
     ...handler,
     answered(result, seconds) {
       // Audited violations are always recorded, whatever the log level.
-      if (result.outcome === "error" || log.isLevelEnabled("info") || result.policyViolations.some((v) => v.mode === "audit")) logAdmission(log, handler, result, seconds);
+      if (result.outcome === "error" || log.isLevelEnabled("info") || result.policyViolations.some((v) => v.mode === "audit"))
+        logAdmission(log, handler, result, seconds);
       handler.answered(result, seconds);
     },
     refused(refusal, cause) {

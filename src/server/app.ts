@@ -23,7 +23,16 @@ import { reviewJson } from "../admission/review.js";
 import { ReviewDecodeError, errorMessage } from "../core/errors.js";
 import type { AdmissionMetrics } from "./metrics.js";
 import { createTurn, type Turn } from "./turn.js";
-import { BodySyntaxError, BodyTooDeepError, createBodyParser, MAX_NESTING, nestedDeeperThan, OFFLOAD_BYTES, type BodyParser, type ParsedBody } from "./parse.js";
+import {
+  BodySyntaxError,
+  BodyTooDeepError,
+  createBodyParser,
+  MAX_NESTING,
+  nestedDeeperThan,
+  OFFLOAD_BYTES,
+  type BodyParser,
+  type ParsedBody,
+} from "./parse.js";
 
 /**
  * Request body limit. The apiserver caps a request at 3 MiB and sends `object` and `oldObject` for an
@@ -239,12 +248,9 @@ function admitBody(req: IncomingMessage, limit: number, budget: BodyBudget): Htt
 }
 
 function busy(budget: BodyBudget): HttpError {
-  return new HttpError(
-    503,
-    `too many request bodies in flight (limit ${budget.limit} bytes); retry after ${RETRY_AFTER_SECONDS} s`,
-    [],
-    { "retry-after": String(RETRY_AFTER_SECONDS) },
-  );
+  return new HttpError(503, `too many request bodies in flight (limit ${budget.limit} bytes); retry after ${RETRY_AFTER_SECONDS} s`, [], {
+    "retry-after": String(RETRY_AFTER_SECONDS),
+  });
 }
 
 /**
@@ -408,7 +414,11 @@ export function createAdmissionHandler(
       (err: unknown) =>
         refuse(
           res,
-          err instanceof BodySyntaxError ? new HttpError(400, `request body is not valid JSON: ${err.message}`) : err instanceof BodyTooDeepError ? new HttpError(400, err.message) : err,
+          err instanceof BodySyntaxError
+            ? new HttpError(400, `request body is not valid JSON: ${err.message}`)
+            : err instanceof BodyTooDeepError
+              ? new HttpError(400, err.message)
+              : err,
           close,
         ),
     );

@@ -160,7 +160,7 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
         n = 0;
         for (const p of peers) if (!p.secure) n++;
       }
-      if (n > most) (most = n), (top = [peers]);
+      if (n > most) ((most = n), (top = [peers]));
       else if (n === most) top.push(peers);
     }
     return top.flatMap((peers) => [...peers]);

@@ -28,7 +28,17 @@ import type { Logger } from "pino";
 import { asHttp2CompatListener } from "../core/boundary.js";
 import type { Webhook } from "../admission/handler.js";
 import { createBodyParser, type BodyParser } from "./parse.js";
-import { answerClientError, answerExpectation, createBodyBudget, createMetricsListener, createRequestListener, MAX_INFLIGHT_BODY_BYTES, pathOf, type AppOptions, type RequestListener } from "./app.js";
+import {
+  answerClientError,
+  answerExpectation,
+  createBodyBudget,
+  createMetricsListener,
+  createRequestListener,
+  MAX_INFLIGHT_BODY_BYTES,
+  pathOf,
+  type AppOptions,
+  type RequestListener,
+} from "./app.js";
 import type { AdmissionMetrics } from "./metrics.js";
 import { KeyPairRefused, readKeyPair, watchKeyPair } from "./tls.js";
 import { guardConnections, type Guard, type GuardOptions } from "./connections.js";
@@ -216,7 +226,13 @@ function metricsGuard(metrics?: AdmissionMetrics): Omit<GuardOptions, "now" | "s
  * `requireHostHeader: false`: Node would answer an HTTP/1.1 request without Host with a bare 400 (no
  * Status body); nothing here reads Host, so such a request is served like any other.
  */
-const SERVER_OPTIONS = { requireHostHeader: false, requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: CONNECTIONS_CHECK_MS, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS };
+const SERVER_OPTIONS = {
+  requireHostHeader: false,
+  requestTimeout: REQUEST_TIMEOUT_MS,
+  headersTimeout: HEADERS_TIMEOUT_MS,
+  connectionsCheckingInterval: CONNECTIONS_CHECK_MS,
+  keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+};
 
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const { log, metrics } = opts;
@@ -248,8 +264,10 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     const context = (pair: { cert: Buffer; key: Buffer }) => ({ ...TLS_CONTEXT, cert: pair.cert, key: pair.key, ...(clientCa ? { ca: clientCa } : {}) });
     metrics.certificateLoaded(initial.notAfter);
     notAfter = initial.notAfter.getTime();
-    if (now().getTime() > notAfter) log.error({ notAfter: initial.notAfter.toISOString() }, "tls: the serving certificate has expired; readiness fails until a valid one is loaded");
-    else if (now().getTime() < initial.notBefore.getTime()) log.warn({ notBefore: initial.notBefore.toISOString() }, "tls: the serving certificate is not valid yet");
+    if (now().getTime() > notAfter)
+      log.error({ notAfter: initial.notAfter.toISOString() }, "tls: the serving certificate has expired; readiness fails until a valid one is loaded");
+    else if (now().getTime() < initial.notBefore.getTime())
+      log.warn({ notBefore: initial.notBefore.toISOString() }, "tls: the serving certificate is not valid yet");
     const tlsOptions = {
       ...context(initial),
       handshakeTimeout: opts.handshakeTimeoutMs ?? (clientCa ? HANDSHAKE_TIMEOUT_CLIENT_CA_MS : HANDSHAKE_TIMEOUT_MS),
@@ -332,12 +350,18 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const url = `${opts.plainHttp ? "http" : "https"}://${host}:${port}`;
   if (opts.plainHttp) log.info({ url, metricsPort }, "serving plain HTTP (TLS terminated in front of this process)");
   else log.info({ url, metricsPort, notAfter: new Date(notAfter).toISOString(), clientCa: opts.clientCaFile !== undefined }, "serving");
-  const close = drainer([server, ...(metricsServer ? [metricsServer] : [])], h2, opts, () => {
-    draining = true;
-  }, () => {
-    watcher?.close();
-    for (const guard of guards) guard.stop();
-  });
+  const close = drainer(
+    [server, ...(metricsServer ? [metricsServer] : [])],
+    h2,
+    opts,
+    () => {
+      draining = true;
+    },
+    () => {
+      watcher?.close();
+      for (const guard of guards) guard.stop();
+    },
+  );
   const closeAll = (): Promise<void> => close().then(() => parser.close());
   return { server, close: closeAll, port, url, metricsServer, metricsPort, reloadTls: () => watcher?.check() ?? Promise.resolve() };
 }
@@ -391,7 +415,13 @@ function listen(server: WebhookServer, host: string, port: number): Promise<void
  * SIGTERM handling: readiness fails at once, serve on for the shutdown delay, then drain (bounded). The
  * metrics listener (last in `servers`) closes with the webhook listener, answering probes until then.
  */
-function drainer(servers: WebhookServer[], { sessions, sockets }: Http2Tracking, opts: ServeOptions, startDraining: () => void, stopWatching: () => void): () => Promise<void> {
+function drainer(
+  servers: WebhookServer[],
+  { sessions, sockets }: Http2Tracking,
+  opts: ServeOptions,
+  startDraining: () => void,
+  stopWatching: () => void,
+): () => Promise<void> {
   const { log } = opts;
   let closing: Promise<void> | undefined;
   return (): Promise<void> => {
@@ -434,7 +464,13 @@ export interface MetricsServer {
  * Starts the metrics port's listener (the same one the webhook's metrics port uses, with the same bounds)
  * for `registry`. Ready while not closing and `ready()` (default: always).
  */
-export async function startMetricsServer(opts: { host: string; port: number; registry: AdmissionMetrics["registry"]; log: Logger; ready?: () => boolean }): Promise<MetricsServer> {
+export async function startMetricsServer(opts: {
+  host: string;
+  port: number;
+  registry: AdmissionMetrics["registry"];
+  log: Logger;
+  ready?: () => boolean;
+}): Promise<MetricsServer> {
   let closing = false;
   const ready = opts.ready ?? ((): boolean => true);
   const listener = createMetricsListener({ metrics: { registry: opts.registry }, log: opts.log, ready: () => !closing && ready(), draining: () => closing });

@@ -65,7 +65,13 @@ function kubeflowScheme(operator: string): LabelScheme {
 }
 
 export const CAFFE2_GROUP_NAME = "kubeflow.org";
-export const CAFFE2_LABELS = { group: "group_name", jobKey: "caffe2_job_key", runtimeId: "runtime_id", replicaType: "caffe2_replica_type", replicaIndex: "caffe2_replica_index" } as const;
+export const CAFFE2_LABELS = {
+  group: "group_name",
+  jobKey: "caffe2_job_key",
+  runtimeId: "runtime_id",
+  replicaType: "caffe2_replica_type",
+  replicaIndex: "caffe2_replica_index",
+} as const;
 
 /** A Caffe2Job's runtime id as caffe2-operator stores it (`spec.RuntimeID`, no JSON tag); "" when unset. */
 export function caffe2RuntimeId(job: KubeObject): string {

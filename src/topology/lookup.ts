@@ -12,10 +12,7 @@ import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import type { JobReader, JobRef, Topology } from "./types.js";
 
-export type TopologyResult =
-  | { kind: "none" }
-  | { kind: "found"; topology: Topology }
-  | { kind: "failed"; reason: string };
+export type TopologyResult = { kind: "none" } | { kind: "found"; topology: Topology } | { kind: "failed"; reason: string };
 
 /** A lookup that took longer than its bound (told apart from other failures for the lookup histogram). */
 class LookupTimeout extends Error {}
@@ -54,7 +51,13 @@ function peekCandidates(ref: JobRef, jobs: JobReader): { found: Found } | null {
 }
 
 /** The first candidate kind's job that exists, read through the reader within `timeoutMs`. */
-async function readCandidates(ref: JobRef, jobs: JobReader, timeoutMs: number, what: string, done: (r: LookupResult) => void): Promise<{ found: Found } | { error: string }> {
+async function readCandidates(
+  ref: JobRef,
+  jobs: JobReader,
+  timeoutMs: number,
+  what: string,
+  done: (r: LookupResult) => void,
+): Promise<{ found: Found } | { error: string }> {
   let results: Array<PromiseSettledResult<KubeObject | undefined>>;
   try {
     results = await withTimeout(Promise.allSettled(ref.candidates.map((k) => jobs.get(k, ref.namespace, ref.name))), timeoutMs, what);
@@ -111,7 +114,14 @@ export type JobReadResult = { kind: "found"; job: KubeObject } | { kind: "missin
  * `fresh`, the cache is bypassed: the job as it is now, through the reader's `fresh` (its `get` when it
  * has none, being uncached).
  */
-export function readJob(kind: JobKind, namespace: string, name: string, jobs: JobReader, timeoutMs: number, opts: { fresh?: boolean } = {}): JobReadResult | Promise<JobReadResult> {
+export function readJob(
+  kind: JobKind,
+  namespace: string,
+  name: string,
+  jobs: JobReader,
+  timeoutMs: number,
+  opts: { fresh?: boolean } = {},
+): JobReadResult | Promise<JobReadResult> {
   const what = `reading ${kind.kind} ${namespace}/${name}`;
   const answer = (job: KubeObject | undefined): JobReadResult =>
     job ? { kind: "found", job } : { kind: "missing", reason: `${kind.kind} ${namespace}/${name} not found` };
@@ -128,12 +138,15 @@ export function readJob(kind: JobKind, namespace: string, name: string, jobs: Jo
     done("error");
     return { kind: "failed", reason: `${what} failed: ${errorMessage(err)}` };
   }
-  return withTimeout(read, timeoutMs, what).then((job) => {
-    done(job ? "fetched" : "not_found");
-    return answer(job);
-  }, (err: unknown) => {
-    done(err instanceof LookupTimeout ? "timeout" : "error");
-    const message = errorMessage(err);
-    return { kind: "failed", reason: message.startsWith(what) ? message : `${what} failed: ${message}` };
-  });
+  return withTimeout(read, timeoutMs, what).then(
+    (job) => {
+      done(job ? "fetched" : "not_found");
+      return answer(job);
+    },
+    (err: unknown) => {
+      done(err instanceof LookupTimeout ? "timeout" : "error");
+      const message = errorMessage(err);
+      return { kind: "failed", reason: message.startsWith(what) ? message : `${what} failed: ${message}` };
+    },
+  );
 }

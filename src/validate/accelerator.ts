@@ -86,12 +86,14 @@ class AcceleratorCheck {
 
   private accelerator(value: string, field: string): void {
     const allowed = this.allowedAccelerators;
-    if (allowed && !allowed.includes(value)) this.report(field, `accelerator ${value} is not allowed in namespace ${this.ctx.namespace}; allowed: ${list(allowed)}`);
+    if (allowed && !allowed.includes(value))
+      this.report(field, `accelerator ${value} is not allowed in namespace ${this.ctx.namespace}; allowed: ${list(allowed)}`);
   }
 
   private partition(value: string, field: string): void {
     const allowed = this.allowedPartitions;
-    if (allowed && !allowed.includes(value)) this.report(field, `GPU partition ${value} is not allowed in namespace ${this.ctx.namespace}; allowed: ${list(allowed)}`);
+    if (allowed && !allowed.includes(value))
+      this.report(field, `GPU partition ${value} is not allowed in namespace ${this.ctx.namespace}; allowed: ${list(allowed)}`);
   }
 
   /** A value of the accelerator label: the value itself or its product, and a MIG profile it carries. */
@@ -102,7 +104,10 @@ class AcceleratorCheck {
   }
 
   private anyValue(r: V1NodeSelectorRequirement, field: string, what: string, allowed: string[]): void {
-    this.report(field, `${r.key} ${r.operator} may select any ${what}; namespace ${this.ctx.namespace} allows only: ${list(allowed)} (use In with allowed values)`);
+    this.report(
+      field,
+      `${r.key} ${r.operator} may select any ${what}; namespace ${this.ctx.namespace} allows only: ${list(allowed)} (use In with allowed values)`,
+    );
   }
 
   /** The accelerator and partition annotations. */
@@ -163,7 +168,10 @@ class AcceleratorCheck {
 
   /** MIG resources a container asks for, each name once per container. */
   migResources(spec: V1PodSpec, path: string): void {
-    for (const [listName, containers] of [["initContainers", spec.initContainers], ["containers", spec.containers]] as const) {
+    for (const [listName, containers] of [
+      ["initContainers", spec.initContainers],
+      ["containers", spec.containers],
+    ] as const) {
       arrayOf(containers).forEach((c, i) => {
         const names = new Set<string>();
         for (const side of ["limits", "requests"] as const) {

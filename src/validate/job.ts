@@ -123,7 +123,12 @@ function shape(job: KubeObject, kind: JobKind): Findings {
   const allowed = REPLICA_TYPES[kind.framework];
   if (allowed) {
     for (const [type] of specs) {
-      if (!allowed.includes(type)) violations.push({ rule: "job-shape", field: specPath(kind, type), message: `${JSON.stringify(type)}: ${kind.kind} replica types are ${allowed.join(" and ")}, spelled so` });
+      if (!allowed.includes(type))
+        violations.push({
+          rule: "job-shape",
+          field: specPath(kind, type),
+          message: `${JSON.stringify(type)}: ${kind.kind} replica types are ${allowed.join(" and ")}, spelled so`,
+        });
     }
   }
   const count = (t: string): number => specs.filter(([k]) => k.toLowerCase() === t).reduce((n, [, s]) => n + replicasOf(s), 0);
@@ -140,7 +145,11 @@ function shape(job: KubeObject, kind: JobKind): Findings {
     const master = specs.find(([k]) => k.toLowerCase() === "master");
     if (master && master[1].replicas !== 1) {
       const got = master[1].replicas === undefined ? "replicas is not set" : `got ${JSON.stringify(master[1].replicas)}`;
-      violations.push({ rule: "job-shape", field: `${specPath(kind, master[0])}.replicas`, message: `the Master replica type must have exactly 1 replica, ${got}` });
+      violations.push({
+        rule: "job-shape",
+        field: `${specPath(kind, master[0])}.replicas`,
+        message: `the Master replica type must have exactly 1 replica, ${got}`,
+      });
     }
   }
   if (kind.framework === "xgboost" && !specs.some(([k]) => k === "Master")) {
@@ -174,14 +183,25 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findi
     const n = replicasOf(spec);
     const cap = caps[type] ?? Object.entries(caps).find(([t]) => t.toLowerCase() === type.toLowerCase())?.[1];
     if (cap !== undefined && n > cap) {
-      violations.push({ rule: "job-replicas", field: `${specPath(kind, type)}.replicas`, message: `${n} exceeds the limit of ${cap} ${type} replicas`, value: n });
+      violations.push({
+        rule: "job-replicas",
+        field: `${specPath(kind, type)}.replicas`,
+        message: `${n} exceeds the limit of ${cap} ${type} replicas`,
+        value: n,
+      });
     }
     gpus += BigInt(n) * podGpuNanos((spec.template?.spec ?? {}) as V1PodSpec, ctx);
   }
   const max = ctx.limits.job.gpus;
   if (max !== undefined) {
     const shown = formatNano(gpus);
-    if (gpus > nanoOfUnits(max)) violations.push({ rule: "job-gpus", field: "spec", message: `the job requests ${shown} GPUs in all, over the per-job limit of ${max}`, value: nanoToNumber(gpus) });
+    if (gpus > nanoOfUnits(max))
+      violations.push({
+        rule: "job-gpus",
+        field: "spec",
+        message: `the job requests ${shown} GPUs in all, over the per-job limit of ${max}`,
+        value: nanoToNumber(gpus),
+      });
     else if (nearLimit(gpus, nanoOfUnits(max))) warnings.push(`quartermaster: the job requests ${shown} of the ${max} GPUs allowed per job`);
   }
   return { violations, warnings };
@@ -228,7 +248,8 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
     const problem = countProblem(v, range);
     if (problem) violations.push({ rule: "run-policy", field: at(f), message: problem });
     else if (controls && (v as number) < min) violations.push({ rule: "run-policy", field: at(f), message: `${v} must be at least ${min}` });
-    else if (max !== undefined && (v as number) > max) violations.push({ rule: "run-policy", field: at(f), message: `${v} exceeds the limit of ${max} ${what}`, value: v as number });
+    else if (max !== undefined && (v as number) > max)
+      violations.push({ rule: "run-policy", field: at(f), message: `${v} exceeds the limit of ${max} ${what}`, value: v as number });
   };
   if (lim.requireTtlSecondsAfterFinished && rp.ttlSecondsAfterFinished === undefined) {
     violations.push({ rule: "run-policy", field: at("ttlSecondsAfterFinished"), message: "is required: finished jobs must be cleaned up" });
@@ -240,7 +261,11 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
     violations.push({ rule: "run-policy", field: at("suspend"), message: `${JSON.stringify(rp.suspend)?.slice(0, 64)} must be a boolean` });
   }
   if (lim.allowedCleanPodPolicies && rp.cleanPodPolicy !== undefined && !lim.allowedCleanPodPolicies.includes(rp.cleanPodPolicy as CleanPodPolicy)) {
-    violations.push({ rule: "run-policy", field: at("cleanPodPolicy"), message: `${String(rp.cleanPodPolicy)} is not allowed; allowed: ${lim.allowedCleanPodPolicies.join(", ")}` });
+    violations.push({
+      rule: "run-policy",
+      field: at("cleanPodPolicy"),
+      message: `${String(rp.cleanPodPolicy)} is not allowed; allowed: ${lim.allowedCleanPodPolicies.join(", ")}`,
+    });
   }
   for (const [type, s] of replicaSpecs(job, kind)) {
     // Caffe2's pods restart as the template says unless the replica spec says otherwise (caffe2-operator
@@ -264,7 +289,10 @@ function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
     ...replicaSpecs(job, kind).flatMap(([type, spec]) => {
       const base = `${specPath(kind, type)}.template`;
       const podSpec = spec.template?.spec as V1PodSpec | undefined;
-      return [validatePodSpec(podSpec, `${base}.spec`, ctx), validateAccelerators(spec.template?.metadata as V1ObjectMeta | undefined, podSpec, ctx, { metadata: `${base}.metadata`, spec: `${base}.spec` })];
+      return [
+        validatePodSpec(podSpec, `${base}.spec`, ctx),
+        validateAccelerators(spec.template?.metadata as V1ObjectMeta | undefined, podSpec, ctx, { metadata: `${base}.metadata`, spec: `${base}.spec` }),
+      ];
     }),
   );
 }
@@ -274,7 +302,8 @@ export function jobGpuNanosByResource(job: KubeObject, kind: JobKind, ctx: Valid
   const out = new Map<string, bigint>();
   for (const [, spec] of replicaSpecs(job, kind)) {
     const n = BigInt(replicasOf(spec));
-    for (const [name, per] of effectivePodGpuNanos((spec.template?.spec ?? {}) as V1PodSpec, ctx.policy.gpu.resources)) out.set(name, (out.get(name) ?? 0n) + n * per);
+    for (const [name, per] of effectivePodGpuNanos((spec.template?.spec ?? {}) as V1PodSpec, ctx.policy.gpu.resources))
+      out.set(name, (out.get(name) ?? 0n) + n * per);
   }
   return out;
 }
@@ -305,14 +334,26 @@ export function validateCapacity(job: KubeObject, kind: JobKind, ctx: Validation
     // The ledger's whole-device counts; anything not a finite count is no capacity.
     const have = Number.isFinite(total) && total > 0 ? BigInt(Math.floor(total)) : 0n;
     if (n > nanoOfUnits(have)) {
-      violations.push({ rule: "capacity", field: "spec", message: `the job asks for ${formatNano(n)} ${resource} but the whole cluster has ${have}; it would never be scheduled`, value: nanoToNumber(n) });
+      violations.push({
+        rule: "capacity",
+        field: "spec",
+        message: `the job asks for ${formatNano(n)} ${resource} but the whole cluster has ${have}; it would never be scheduled`,
+        value: nanoToNumber(n),
+      });
     }
   }
   return { violations, warnings: [] };
 }
 
 export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
-  return merge(names(job, kind, ctx.namespace), shape(job, kind), ceiling(job, kind), capacity(job, kind, ctx), runPolicy(job, kind, ctx), templates(job, kind, ctx));
+  return merge(
+    names(job, kind, ctx.namespace),
+    shape(job, kind),
+    ceiling(job, kind),
+    capacity(job, kind, ctx),
+    runPolicy(job, kind, ctx),
+    templates(job, kind, ctx),
+  );
 }
 
 /**
@@ -322,7 +363,10 @@ export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationConte
  */
 export function newOrWorse(now: Findings, before: Findings): Findings {
   const violations = now.violations.filter(
-    (v) => !before.violations.some((o) => o.rule === v.rule && o.field === v.field && (v.value === undefined ? o.message === v.message : (o.value ?? -Infinity) >= v.value)),
+    (v) =>
+      !before.violations.some(
+        (o) => o.rule === v.rule && o.field === v.field && (v.value === undefined ? o.message === v.message : (o.value ?? -Infinity) >= v.value),
+      ),
   );
   return { violations, warnings: now.warnings };
 }

@@ -8,7 +8,10 @@ import { matchesGlob } from "../core/glob.js";
 import type { Limits, NamespaceOverride, Policy } from "../policy/types.js";
 
 export function effectiveLimits(policy: Policy, namespace: string): Limits {
-  return overrideLimits(policy, policy.namespaces.find((n) => matchesGlob(n.pattern, namespace)));
+  return overrideLimits(
+    policy,
+    policy.namespaces.find((n) => matchesGlob(n.pattern, namespace)),
+  );
 }
 
 /** The policy's limits with one `namespaces[]` entry laid over them (the defaults when there is none). */

@@ -13,7 +13,19 @@
 import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
 import { matchesGlob } from "../core/glob.js";
 import { effectivePodGpuNanos, isExtendedResource, isGpuResource } from "../core/gpu.js";
-import { checkQuantity, compareQuantities, formatNano, isInteger, isNegative, nanoOfUnits, nanoToNumber, parseQuantity, quantityOfUnits, toNumber, type Quantity } from "../core/quantity.js";
+import {
+  checkQuantity,
+  compareQuantities,
+  formatNano,
+  isInteger,
+  isNegative,
+  nanoOfUnits,
+  nanoToNumber,
+  parseQuantity,
+  quantityOfUnits,
+  toNumber,
+  type Quantity,
+} from "../core/quantity.js";
 import type { Findings, ValidationContext } from "./types.js";
 
 /** Near-limit warnings at 90 %: value × 10 ≥ max × 9, in exact integers. */
@@ -54,7 +66,12 @@ function containersOf(spec: V1PodSpec, base: string): Located[] {
 }
 
 /** The rules on one resource entry of one container: quantity, the per-container cap, whole extended resources. */
-function entryRules(raw: unknown, at: { name: string; side: "requests" | "limits"; path: string; limits: Record<string, unknown> }, ctx: ValidationContext, out: Findings): void {
+function entryRules(
+  raw: unknown,
+  at: { name: string; side: "requests" | "limits"; path: string; limits: Record<string, unknown> },
+  ctx: ValidationContext,
+  out: Findings,
+): void {
   const { name, side } = at;
   const field = `${at.path}.resources.${side}[${name}]`;
   const bound = containerMax(name, ctx);
@@ -76,7 +93,12 @@ function entryRules(raw: unknown, at: { name: string; side: "requests" | "limits
   const limit = side === "requests" ? q(at.limits[name]) : undefined;
   const sameAsLimit = limit !== undefined && compareQuantities(value, limit) === 0;
   if (bound && compareQuantities(value, bound.max) > 0 && !sameAsLimit) {
-    out.violations.push({ rule: "container-limits", field, message: `${String(raw)} exceeds the per-container limit of ${bound.text}`, value: toNumber(value) });
+    out.violations.push({
+      rule: "container-limits",
+      field,
+      message: `${String(raw)} exceeds the per-container limit of ${bound.text}`,
+      value: toNumber(value),
+    });
   } else if (bound && side === "limits" && nearLimit(value.nano, bound.max.nano)) {
     out.warnings.push(`quartermaster: ${field} ${String(raw)} is near the per-container limit of ${bound.text}`);
   }
@@ -92,9 +114,17 @@ function extendedPairRules(path: string, requests: Record<string, unknown>, limi
     const r = q(requests[name]);
     const l = q(limits[name]);
     if (r && l && compareQuantities(r, l) !== 0) {
-      out.violations.push({ rule: "extended-resources", field: `${path}.resources.requests[${name}]`, message: `request ${String(requests[name])} must equal limit ${String(limits[name])}: ${name} is not overcommitted` });
+      out.violations.push({
+        rule: "extended-resources",
+        field: `${path}.resources.requests[${name}]`,
+        message: `request ${String(requests[name])} must equal limit ${String(limits[name])}: ${name} is not overcommitted`,
+      });
     } else if (r && !l && limits[name] === undefined) {
-      out.violations.push({ rule: "extended-resources", field: `${path}.resources.limits[${name}]`, message: `a limit is required and must equal the request ${String(requests[name])}` });
+      out.violations.push({
+        rule: "extended-resources",
+        field: `${path}.resources.limits[${name}]`,
+        message: `a limit is required and must equal the request ${String(requests[name])}`,
+      });
     }
   }
 }
@@ -104,7 +134,11 @@ function migMixingRule(path: string, requests: Record<string, unknown>, limits: 
   const names = new Set([...Object.keys(requests), ...Object.keys(limits)].filter((n) => isGpuResource(n, ctx.policy.gpu.resources)));
   const mig = [...names].filter((n) => n.startsWith("nvidia.com/mig-"));
   if (names.has("nvidia.com/gpu") && mig.length > 0) {
-    out.violations.push({ rule: "gpu-mig-mixing", field: `${path}.resources`, message: `asks for whole GPUs (nvidia.com/gpu) and MIG slices (${mig.join(", ")}) at once; use one or the other` });
+    out.violations.push({
+      rule: "gpu-mig-mixing",
+      field: `${path}.resources`,
+      message: `asks for whole GPUs (nvidia.com/gpu) and MIG slices (${mig.join(", ")}) at once; use one or the other`,
+    });
   }
 }
 
@@ -143,7 +177,12 @@ export function validatePodSpec(spec: V1PodSpec | undefined, path: string, ctx: 
     const total = podGpuNanos(spec, ctx);
     if (total > nanoOfUnits(max)) {
       const shown = formatNano(total);
-      found.violations.push({ rule: "pod-gpus", field: path, message: `the pod requests ${shown} GPUs, over the per-pod limit of ${max}`, value: nanoToNumber(total) });
+      found.violations.push({
+        rule: "pod-gpus",
+        field: path,
+        message: `the pod requests ${shown} GPUs, over the per-pod limit of ${max}`,
+        value: nanoToNumber(total),
+      });
     }
   }
   return found;

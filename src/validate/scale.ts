@@ -74,7 +74,10 @@ export function validateScale({ scale, job, kind, ctx, capacity }: ScaleInput): 
   }
   const replicas = scaleReplicas(scale);
   if (replicas === undefined) {
-    return { violations: [violation("job-scale", `${JSON.stringify(isRecord(scale.spec) ? scale.spec.replicas : undefined)} is not a whole number of replicas`)], warnings: [] };
+    return {
+      violations: [violation("job-scale", `${JSON.stringify(isRecord(scale.spec) ? scale.spec.replicas : undefined)} is not a whole number of replicas`)],
+      warnings: [],
+    };
   }
   const scaled = scaledJob(job, kind, replicas);
   if (!scaled) {
@@ -83,7 +86,11 @@ export function validateScale({ scale, job, kind, ctx, capacity }: ScaleInput): 
   const check = (j: KubeObject): Findings => merge(validateJob(j, kind, ctx), validateCapacity(j, kind, ctx, capacity));
   const worse = newOrWorse(check(scaled), check(job));
   return {
-    violations: worse.violations.map((v) => ({ ...v, field: SCALE_FIELD, message: `${replicas} replicas at ${target}: ${v.field === target ? "" : `${v.field}: `}${v.message}` })),
+    violations: worse.violations.map((v) => ({
+      ...v,
+      field: SCALE_FIELD,
+      message: `${replicas} replicas at ${target}: ${v.field === target ? "" : `${v.field}: `}${v.message}`,
+    })),
     warnings: worse.warnings,
   };
 }

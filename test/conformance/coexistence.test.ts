@@ -97,7 +97,8 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
     const add = (resource: string, items: Obj[]) => {
       for (const o of items) {
         const managed = new Map<string, string>();
-        for (const m of (o.metadata.managedFields ?? []) as Obj[]) managed.set(`${m.manager}|${m.operation}|${m.subresource ?? ""}`, JSON.stringify([m.time, m.fieldsV1]));
+        for (const m of (o.metadata.managedFields ?? []) as Obj[])
+          managed.set(`${m.manager}|${m.operation}|${m.subresource ?? ""}`, JSON.stringify([m.time, m.fieldsV1]));
         out.set(`${resource}/${o.metadata.name}`, { rv: o.metadata.resourceVersion, uid: o.metadata.uid, managed, obj: o });
       }
     };
@@ -119,7 +120,9 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
     const dir = mkdtempSync(join(tmpdir(), "qm-coexist-"));
     auditLog = join(dir, "audit.log");
     writeFileSync(join(dir, "audit-policy.yaml"), AUDIT_POLICY);
-    cp = await startControlPlane({ apiserverArgs: [`--audit-policy-file=${join(dir, "audit-policy.yaml")}`, `--audit-log-path=${auditLog}`, "--audit-log-mode=blocking"] });
+    cp = await startControlPlane({
+      apiserverArgs: [`--audit-policy-file=${join(dir, "audit-policy.yaml")}`, `--audit-log-path=${auditLog}`, "--audit-log-mode=blocking"],
+    });
     await installOperatorCrds(cp);
     const own = await startOwnWebhook(cp, POLICY);
     wh = own.wh;
@@ -143,7 +146,12 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
         // (job status) while passes run: the attribution below then has the operator's writes to tell apart.
         for (const prefix of ["pods/tf-", "pods/pytorch-", "pods/xgboost-"]) {
           const key = [...before0.keys()].find((k) => k.startsWith(prefix))!;
-          const r = await cp.api("PATCH", `/api/v1/namespaces/${NS}/pods/${key.slice(5)}/status`, { status: { phase: "Running" } }, { "content-type": "application/merge-patch+json" });
+          const r = await cp.api(
+            "PATCH",
+            `/api/v1/namespaces/${NS}/pods/${key.slice(5)}/status`,
+            { status: { phase: "Running" } },
+            { "content-type": "application/merge-patch+json" },
+          );
           assert.equal(r.status, 200, JSON.stringify(r.body));
           nudged.add(key);
         }
@@ -176,7 +184,13 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
     for (const [i, r] of reports.entries()) {
       const mine = (a: { namespace: string }) => a.namespace === NS;
       assert.deepEqual(
-        { creates: r.plan.creates.filter(mine), claims: r.plan.claims.filter(mine), actions: [...r.plan.actions, ...r.plan.deferred].filter(mine), failed: r.failed, skipped: r.plan.skipped.filter(mine) },
+        {
+          creates: r.plan.creates.filter(mine),
+          claims: r.plan.claims.filter(mine),
+          actions: [...r.plan.actions, ...r.plan.deferred].filter(mine),
+          failed: r.failed,
+          skipped: r.plan.skipped.filter(mine),
+        },
         { creates: [], claims: [], actions: [], failed: [], skipped: [] },
         `pass ${i + 1}`,
       );
@@ -187,7 +201,11 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
   it("every change to a pod, Service or job during the passes is the operator's own write (audit log, managedFields)", () => {
     const events = audit().filter((e) => e.requestReceivedTimestamp >= t0);
     const who = (e: AuditEvent) => `${e.user.username} ${e.userAgent}`;
-    const creators = new Set(audit().filter((e) => e.verb === "create" && e.objectRef?.resource === "pods").map(who));
+    const creators = new Set(
+      audit()
+        .filter((e) => e.verb === "create" && e.objectRef?.resource === "pods")
+        .map(who),
+    );
     assert.equal(creators.size, 1, `pods created by ${[...creators].join("; ")}`);
     const operatorAgent = [...creators][0]!;
     assert.match(operatorAgent, / training-operator\//, "the operator's user agent");
@@ -196,7 +214,11 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
     const mine = (e: AuditEvent) => e.verb === "patch" && e.objectRef?.subresource === "status" && nudged.has(keyOf(e));
     const byOperator = events.filter((e) => who(e) === operatorAgent);
     const byOthers = events.filter((e) => who(e) !== operatorAgent && !mine(e));
-    assert.deepEqual(byOthers.map((e) => `${who(e)} ${e.verb} ${keyOf(e)} ${e.objectRef?.subresource ?? ""}`), [], "writes by anyone but the operator (and the test's own)");
+    assert.deepEqual(
+      byOthers.map((e) => `${who(e)} ${e.verb} ${keyOf(e)} ${e.objectRef?.subresource ?? ""}`),
+      [],
+      "writes by anyone but the operator (and the test's own)",
+    );
     assert.equal(events.filter(mine).length, nudged.size, "the test's own writes");
     // The manager that created the pods (only the operator creates pods here) is the operator's.
     const firstPod = [...before0].find(([k]) => k.startsWith("pods/"))![1];
@@ -221,7 +243,9 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
         }
       }
     }
-    console.log(`coexistence: ${unchanged} of ${before0.size} objects unchanged, ${byTheOperator} changed by the operator's ${byOperator.length} writes during the passes (manager ${operatorManager}), ${nudged.size} pods by the test`);
+    console.log(
+      `coexistence: ${unchanged} of ${before0.size} objects unchanged, ${byTheOperator} changed by the operator's ${byOperator.length} writes during the passes (manager ${operatorManager}), ${nudged.size} pods by the test`,
+    );
     assert.deepEqual(changes, []);
     assert.ok(byTheOperator > 0, "the operator wrote nothing during the passes: the attribution is untested");
   });
@@ -238,14 +262,23 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
       return out;
     };
     const after = count(after0);
-    assert.deepEqual([...after].filter(([, n]) => n !== 1), []);
+    assert.deepEqual(
+      [...after].filter(([, n]) => n !== 1),
+      [],
+    );
     assert.deepEqual(after, count(before0));
-    assert.equal([...after.values()].reduce((a, b) => a + b, 0), cases.reduce((n, c) => n + c.replicas, 0));
+    assert.equal(
+      [...after.values()].reduce((a, b) => a + b, 0),
+      cases.reduce((n, c) => n + c.replicas, 0),
+    );
   });
 
   it("Quartermaster's ServiceAccounts wrote nothing to the namespace's pods, Services or jobs (the whole run)", () => {
     const ours = audit().filter((e) => e.user.username.startsWith("system:serviceaccount:quartermaster:"));
-    assert.deepEqual(ours.map((e) => `${e.user.username} ${e.verb} ${e.objectRef?.resource}/${e.objectRef?.name}`), []);
+    assert.deepEqual(
+      ours.map((e) => `${e.user.username} ${e.verb} ${e.objectRef?.resource}/${e.objectRef?.name}`),
+      [],
+    );
   });
 
   // The window before the operator's first status write of a new job (src/reconcile/services.ts): the job has pods
@@ -260,11 +293,13 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
     const cluster = await connectCluster(sa.kubeconfig);
     // What the pass lists, kept for the window count (the pass's own view; no extra API call).
     let listed: { jobs: Obj[]; pods: Obj[]; services: Obj[] } = { jobs: [], pods: [], services: [] };
-    const keep = (what: keyof typeof listed) => async (...args: unknown[]) => {
-      const r = await (cluster as any)[what === "jobs" ? "listJobs" : what === "pods" ? "listPods" : "listServices"](...args);
-      if (Array.isArray(r)) listed[what].push(...(r as Obj[]));
-      return r;
-    };
+    const keep =
+      (what: keyof typeof listed) =>
+      async (...args: unknown[]) => {
+        const r = await (cluster as any)[what === "jobs" ? "listJobs" : what === "pods" ? "listPods" : "listServices"](...args);
+        if (Array.isArray(r)) listed[what].push(...(r as Obj[]));
+        return r;
+      };
     const watched = new Proxy(cluster, {
       get: (t, k) => (k === "listJobs" ? keep("jobs") : k === "listPods" ? keep("pods") : k === "listServices" ? keep("services") : Reflect.get(t, k, t)),
     });
@@ -276,7 +311,9 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
       (async () => {
         for (let n = 0; n < PASSES; n++) {
           listed = { jobs: [], pods: [], services: [] };
-          racing.push(await runPass({ cluster: watched, policy, log: capturingLogger().log, now: () => new Date(), dryRun: false, namespace: "quartermaster" }));
+          racing.push(
+            await runPass({ cluster: watched, policy, log: capturingLogger().log, now: () => new Date(), dryRun: false, namespace: "quartermaster" }),
+          );
           const services = new Set(listed.services.filter((s) => s.metadata.namespace === NS).map((s) => s.metadata.name));
           for (const j of listed.jobs) {
             if (j.metadata.namespace !== NS || !String(j.metadata.name).startsWith("r-") || (j.status?.conditions ?? []).length > 0) continue;
@@ -288,18 +325,30 @@ describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5
     await awaitOperator(cp, NS, race, uids, () => operator.logs(60));
     const mine = (a: { namespace: string }) => a.namespace === NS;
     for (const [i, r] of racing.entries()) {
-      assert.deepEqual([r.plan.creates.filter(mine), r.plan.claims.filter(mine), [...r.plan.actions, ...r.plan.deferred].filter(mine), r.failed], [[], [], [], []], `racing pass ${i + 1}`);
+      assert.deepEqual(
+        [r.plan.creates.filter(mine), r.plan.claims.filter(mine), [...r.plan.actions, ...r.plan.deferred].filter(mine), r.failed],
+        [[], [], [], []],
+        `racing pass ${i + 1}`,
+      );
     }
     const reconciler = audit().filter((e) => e.requestReceivedTimestamp >= since && e.user.username.startsWith("system:serviceaccount:quartermaster:"));
-    assert.deepEqual(reconciler.map((e) => `${e.verb} ${e.objectRef?.resource}/${e.objectRef?.name} ${e.responseStatus?.code}`), [], "writes by the reconciler");
+    assert.deepEqual(
+      reconciler.map((e) => `${e.verb} ${e.objectRef?.resource}/${e.objectRef?.name} ${e.responseStatus?.code}`),
+      [],
+      "writes by the reconciler",
+    );
     const services = await list(cp, `/api/v1/namespaces/${NS}/services`);
     for (const c of race) {
       const uid = uids.get(c.job.metadata.name)!;
       const theirs = services.filter((s) => controllerOf(s) === uid);
-      const slots = new Set(theirs.map((s) => `${s.metadata.labels["training.kubeflow.org/replica-type"]}-${s.metadata.labels["training.kubeflow.org/replica-index"]}`));
+      const slots = new Set(
+        theirs.map((s) => `${s.metadata.labels["training.kubeflow.org/replica-type"]}-${s.metadata.labels["training.kubeflow.org/replica-index"]}`),
+      );
       assert.equal(theirs.length, c.replicas, `${c.job.metadata.name}: ${theirs.map((s) => s.metadata.name).join(", ")}`);
       assert.equal(slots.size, c.replicas, `${c.job.metadata.name}: two Services for a replica`);
     }
-    console.log(`coexistence: racing passes created 0 of ${race.reduce((n, c) => n + c.replicas, 0)} Services; ${window} times a pass saw a job with pods, no Service for one of them and no status yet (the window)`);
+    console.log(
+      `coexistence: racing passes created 0 of ${race.reduce((n, c) => n + c.replicas, 0)} Services; ${window} times a pass saw a job with pods, no Service for one of them and no status yet (the window)`,
+    );
   });
 });

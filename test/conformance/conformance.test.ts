@@ -63,9 +63,21 @@ function replicaSpec(kind: string, o: ReplicaOpts): Obj {
   const containers = o.containers.map((name, i) => ({
     name,
     image: "registry.invalid/train:1",
-    ...(o.userEnv ? { env: [{ name: "USER_SETTING", value: `v${i}` }, { name: "FROM_FIELD", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }] } : {}),
+    ...(o.userEnv
+      ? {
+          env: [
+            { name: "USER_SETTING", value: `v${i}` },
+            { name: "FROM_FIELD", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+          ],
+        }
+      : {}),
     ...(name === def.name && (o.port !== undefined || o.otherPort)
-      ? { ports: [...(o.otherPort ? [{ name: "metrics", containerPort: 8000 }] : []), ...(o.port !== undefined ? [{ name: def.portName, containerPort: o.port }] : [])] }
+      ? {
+          ports: [
+            ...(o.otherPort ? [{ name: "metrics", containerPort: 8000 }] : []),
+            ...(o.port !== undefined ? [{ name: def.portName, containerPort: o.port }] : []),
+          ],
+        }
       : {}),
   }));
   return {
@@ -129,10 +141,16 @@ function pytorchJobs(): Case[] {
     for (const nproc of [undefined, "2", "auto", "gpu"]) {
       const { layout, port, userEnv } = next();
       out.push(
-        makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", {
-          Master: { replicas: 1, containers: layout, ...(port ? { port } : {}), userEnv },
-          Worker: { replicas: workers, containers: layout, ...(port ? { port } : {}), userEnv },
-        }, nproc ? { nprocPerNode: nproc } : {}),
+        makeJob(
+          "PyTorchJob",
+          "pytorchjobs",
+          "pytorchReplicaSpecs",
+          {
+            Master: { replicas: 1, containers: layout, ...(port ? { port } : {}), userEnv },
+            Worker: { replicas: workers, containers: layout, ...(port ? { port } : {}), userEnv },
+          },
+          nproc ? { nprocPerNode: nproc } : {},
+        ),
       );
     }
   }
@@ -144,22 +162,36 @@ function pytorchJobs(): Case[] {
     { minReplicas: 2 },
     { minReplicas: 1, maxReplicas: 3, rdzvBackend: "etcd", rdzvHost: "etcd.example", rdzvPort: 2379, maxRestarts: 5, rdzvId: "run-7" },
     { nProcPerNode: 4, maxRestarts: 2 },
-    { rdzvConf: [{ key: "timeout", value: "900" }, { key: "read_timeout", value: "60" }], standalone: true },
+    {
+      rdzvConf: [
+        { key: "timeout", value: "900" },
+        { key: "read_timeout", value: "60" },
+      ],
+      standalone: true,
+    },
   ];
   for (const [i, policy] of policies.entries()) {
     const { layout, port, userEnv } = next();
     const extra: Obj = { elasticPolicy: policy };
     if (i === 3) extra.nprocPerNode = "2";
     out.push(
-      makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", {
-        Worker: { replicas: 2 + (i % 2), containers: layout, ...(port ? { port } : {}), userEnv },
-      }, extra),
+      makeJob(
+        "PyTorchJob",
+        "pytorchjobs",
+        "pytorchReplicaSpecs",
+        {
+          Worker: { replicas: 2 + (i % 2), containers: layout, ...(port ? { port } : {}), userEnv },
+        },
+        extra,
+      ),
     );
   }
   // Workers only, not elastic.
   for (const workers of [2, 4]) {
     const { layout, port, userEnv } = next();
-    out.push(makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { Worker: { replicas: workers, containers: layout, ...(port ? { port } : {}), userEnv } }));
+    out.push(
+      makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { Worker: { replicas: workers, containers: layout, ...(port ? { port } : {}), userEnv } }),
+    );
   }
   return out;
 }
@@ -167,7 +199,11 @@ function pytorchJobs(): Case[] {
 function mxJobs(): Case[] {
   const out: Case[] = [];
   let n = 0;
-  for (const [servers, workers] of [[1, 1], [1, 2], [2, 3]] as const) {
+  for (const [servers, workers] of [
+    [1, 1],
+    [1, 2],
+    [2, 3],
+  ] as const) {
     for (const layoutIndex of [0, 1]) {
       const layout = layouts("mxnet")[layoutIndex + (n % 2) * 2]!;
       const port = n % 2 === 0 ? undefined : 9100 + n;
@@ -187,7 +223,9 @@ function mxJobs(): Case[] {
       ...(port ? { port } : {}),
       ...(annotated ? { annotations: { "tuner-server-key": key } } : {}),
     });
-    out.push(makeJob("MXJob", "mxjobs", "mxReplicaSpecs", { TunerTracker: o(1, false), TunerServer: o(1 + (i % 2), true), Tuner: o(1, false) }, { jobMode: "MXTune" }));
+    out.push(
+      makeJob("MXJob", "mxjobs", "mxReplicaSpecs", { TunerTracker: o(1, false), TunerServer: o(1 + (i % 2), true), Tuner: o(1, false) }, { jobMode: "MXTune" }),
+    );
   }
   return out;
 }
@@ -211,7 +249,9 @@ function paddleJobs(): Case[] {
   const out: Case[] = [];
   let n = 0;
   // Collective: workers only. PS: master (parameter servers) and workers.
-  for (const shape of [{ Worker: 1 }, { Worker: 2 }, { Worker: 4 }, { Master: 1, Worker: 2 }, { Master: 2, Worker: 3 }, { Master: 2, Worker: 6 }] as Array<Record<string, number>>) {
+  for (const shape of [{ Worker: 1 }, { Worker: 2 }, { Worker: 4 }, { Master: 1, Worker: 2 }, { Master: 2, Worker: 3 }, { Master: 2, Worker: 6 }] as Array<
+    Record<string, number>
+  >) {
     for (const layoutIndex of [0, 1]) {
       const layout = layouts("paddle")[layoutIndex * 2 + (n % 2)]!;
       const port = n % 3 === 1 ? 36000 + n : undefined;
@@ -245,7 +285,11 @@ function lowerCaseJobs(): Case[] {
  * re-panics and ends the process), so such jobs cannot be compared here.
  */
 function edgeJobs(): Case[] {
-  const o = (kind: string, replicas: number | undefined, extra: Partial<ReplicaOpts> = {}): ReplicaOpts => ({ replicas, containers: [DEFAULT_CONTAINER[kind]!.name], ...extra });
+  const o = (kind: string, replicas: number | undefined, extra: Partial<ReplicaOpts> = {}): ReplicaOpts => ({
+    replicas,
+    containers: [DEFAULT_CONTAINER[kind]!.name],
+    ...extra,
+  });
   return [
     makeJob("TFJob", "tfjobs", "tfReplicaSpecs", { PS: o("TFJob", undefined), Worker: o("TFJob", 2, { otherPort: true }) }),
     makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { Master: o("PyTorchJob", undefined, { otherPort: true }), Worker: o("PyTorchJob", 2) }),
@@ -260,7 +304,13 @@ function elasticWithMaster(): Case[] {
   const o = (replicas: number, port?: number): ReplicaOpts => ({ replicas, containers: ["pytorch"], ...(port ? { port } : {}) });
   return [
     makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { Master: o(1), Worker: o(2) }, { elasticPolicy: { minReplicas: 1, maxReplicas: 3 } }),
-    makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { Master: o(1, 29400), Worker: o(3, 29400) }, { elasticPolicy: { nProcPerNode: 2 }, nprocPerNode: "4" }),
+    makeJob(
+      "PyTorchJob",
+      "pytorchjobs",
+      "pytorchReplicaSpecs",
+      { Master: o(1, 29400), Worker: o(3, 29400) },
+      { elasticPolicy: { nProcPerNode: 2 }, nprocPerNode: "4" },
+    ),
   ];
 }
 
@@ -311,108 +361,112 @@ const view = (pod: Obj): Obj => ({
  * `operatorEnv` is the operator's extra environment (CUSTOM_CLUSTER_DOMAIN).
  */
 function differential(title: string, cases: Case[], policy: Policy, operatorEnv: Record<string, string>, minPods: number): void {
-describe(title, { skip: SKIP }, () => {
-  let cp: ControlPlane;
-  let operator: Operator;
-  const pods = new Map<string, Obj[]>();
-  let started = 0;
+  describe(title, { skip: SKIP }, () => {
+    let cp: ControlPlane;
+    let operator: Operator;
+    const pods = new Map<string, Obj[]>();
+    let started = 0;
 
-  before(async () => {
-    started = performance.now();
-    cp = await startControlPlane();
-    await installOperatorCrds(cp);
-    operator = await startOperator(cp, bin!, operatorEnv);
-    const ns = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } });
-    assert.equal(ns.status, 201, JSON.stringify(ns.body));
-    for (const c of cases) {
-      const r = await cp.api("POST", `/apis/kubeflow.org/v1/namespaces/${NS}/${c.plural}`, c.job);
-      assert.equal(r.status, 201, `${c.kind} ${c.job.metadata.name}: ${JSON.stringify(r.body)}`);
-    }
-    const want = cases.reduce((n, c) => n + expectedPods(c), 0);
-    const deadline = performance.now() + 150_000;
-    for (;;) {
-      const r = await cp.api("GET", `/api/v1/namespaces/${NS}/pods`);
-      pods.clear();
-      for (const p of r.body.items as Obj[]) {
-        const owner = (p.metadata.ownerReferences as Obj[]).find((o) => o.controller)!;
-        pods.set(owner.name, [...(pods.get(owner.name) ?? []), p]);
+    before(async () => {
+      started = performance.now();
+      cp = await startControlPlane();
+      await installOperatorCrds(cp);
+      operator = await startOperator(cp, bin!, operatorEnv);
+      const ns = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } });
+      assert.equal(ns.status, 201, JSON.stringify(ns.body));
+      for (const c of cases) {
+        const r = await cp.api("POST", `/apis/kubeflow.org/v1/namespaces/${NS}/${c.plural}`, c.job);
+        assert.equal(r.status, 201, `${c.kind} ${c.job.metadata.name}: ${JSON.stringify(r.body)}`);
       }
-      if ((r.body.items as Obj[]).length >= want) break;
-      if (performance.now() > deadline) {
-        const short = cases.filter((c) => (pods.get(c.job.metadata.name)?.length ?? 0) < expectedPods(c));
-        throw new Error(
-          `the operator created ${(r.body.items as Obj[]).length} of ${want} pods; short: ` +
-            short.map((c) => `${c.job.metadata.name} ${pods.get(c.job.metadata.name)?.length ?? 0}/${expectedPods(c)}`).join(", ") +
-            `\n${operator.logs(60)}`,
-        );
+      const want = cases.reduce((n, c) => n + expectedPods(c), 0);
+      const deadline = performance.now() + 150_000;
+      for (;;) {
+        const r = await cp.api("GET", `/api/v1/namespaces/${NS}/pods`);
+        pods.clear();
+        for (const p of r.body.items as Obj[]) {
+          const owner = (p.metadata.ownerReferences as Obj[]).find((o) => o.controller)!;
+          pods.set(owner.name, [...(pods.get(owner.name) ?? []), p]);
+        }
+        if ((r.body.items as Obj[]).length >= want) break;
+        if (performance.now() > deadline) {
+          const short = cases.filter((c) => (pods.get(c.job.metadata.name)?.length ?? 0) < expectedPods(c));
+          throw new Error(
+            `the operator created ${(r.body.items as Obj[]).length} of ${want} pods; short: ` +
+              short.map((c) => `${c.job.metadata.name} ${pods.get(c.job.metadata.name)?.length ?? 0}/${expectedPods(c)}`).join(", ") +
+              `\n${operator.logs(60)}`,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1000));
       }
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-    }
-    console.log(`conformance: ${cases.length} jobs, ${want} operator pods in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  });
+      console.log(`conformance: ${cases.length} jobs, ${want} operator pods in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    });
 
-  after(async () => {
-    await operator?.stop();
-    await cp?.stop();
-    console.log(`conformance: suite took ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  });
+    after(async () => {
+      await operator?.stop();
+      await cp?.stop();
+      console.log(`conformance: suite took ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    });
 
-  it(`covers at least ${minPods} pods`, () => {
-    const byKind = new Map<string, number>();
-    for (const c of cases) byKind.set(c.kind, (byKind.get(c.kind) ?? 0) + expectedPods(c));
-    if (minPods >= 200) assert.deepEqual([...byKind.keys()].sort(), ["MXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob"]);
-    const compared = cases.filter((c) => !EXCLUDED[c.kind]).reduce((n, c) => n + expectedPods(c), 0);
-    assert.ok(compared >= minPods, `only ${compared} pods compared (${JSON.stringify(Object.fromEntries(byKind))})`);
-    // Not vacuous: the operator did give (nearly) all of them a cluster spec to compare with.
-    let withSpec = 0;
-    for (const c of cases) {
-      for (const pod of pods.get(c.job.metadata.name) ?? []) {
-        if (JSON.stringify(view(pod).env) !== JSON.stringify(view(stripForInput(pod, c.job, c.specsField)).env)) withSpec++;
-      }
-    }
-    assert.ok(withSpec >= minPods, `only ${withSpec} operator pods have a cluster spec`);
-  });
-
-  const reader = (): JobReader => ({
-    async get(kind: JobKind, namespace: string, name: string) {
-      const r = await cp.api("GET", `/apis/${kind.group}/${kind.version}/namespaces/${namespace}/${kind.plural}/${name}`);
-      if (r.status === 404) return undefined;
-      if (r.status !== 200) throw new Error(`${r.status} ${JSON.stringify(r.body)}`);
-      return r.body as KubeObject;
-    },
-  });
-
-  for (const c of cases) {
-    const title = `${c.kind} ${c.job.metadata.name} ${Object.entries(c.job.spec[c.specsField] as Record<string, Obj>).map(([t, s]) => `${t}×${s.replicas ?? "(1)"}`).join(" ")}`;
-    it(title, { skip: EXCLUDED[c.kind] ? `excluded: ${EXCLUDED[c.kind]}` : false }, async () => {
-      const webhooks = createWebhooks({ policy, log: capturingLogger().log, jobs: reader(), now: () => new Date() });
-      const mutate = webhooks["/mutate/pods"]!;
-      const stored = (await cp.api("GET", `/apis/kubeflow.org/v1/namespaces/${NS}/${c.plural}/${c.job.metadata.name}`)).body as Obj;
-      const theirs = pods.get(c.job.metadata.name) ?? [];
-      assert.equal(theirs.length, expectedPods(c));
-      const diffs: string[] = [];
-      for (const pod of theirs) {
-        const input = stripForInput(pod, stored, c.specsField);
-        const res = await mutate.admit(review({ object: input, namespace: NS }));
-        assert.notEqual(res.outcome, "error", String(res.error));
-        const patch = res.review.response?.patch ? JSON.parse(Buffer.from(res.review.response.patch, "base64").toString()) : [];
-        const mutated = applyPatch(input, patch) as Obj;
-        // The apiserver's own defaulting (fieldRef apiVersion and the like), through a dry-run create.
-        const { name: _name, ...meta } = mutated.metadata;
-        const dry = await cp.api("POST", `/api/v1/namespaces/${NS}/pods?dryRun=All`, { ...mutated, metadata: { ...meta, generateName: "dry-" } });
-        assert.equal(dry.status, 201, JSON.stringify(dry.body));
-        const ours = view(dry.body);
-        const want = view(pod);
-        try {
-          assert.deepEqual(ours, want);
-        } catch {
-          diffs.push(`pod ${pod.metadata.name}\n  operator:     ${JSON.stringify(want)}\n  quartermaster: ${JSON.stringify(ours)}\n  warnings: ${JSON.stringify(res.review.response?.warnings ?? [])}`);
+    it(`covers at least ${minPods} pods`, () => {
+      const byKind = new Map<string, number>();
+      for (const c of cases) byKind.set(c.kind, (byKind.get(c.kind) ?? 0) + expectedPods(c));
+      if (minPods >= 200) assert.deepEqual([...byKind.keys()].sort(), ["MXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob"]);
+      const compared = cases.filter((c) => !EXCLUDED[c.kind]).reduce((n, c) => n + expectedPods(c), 0);
+      assert.ok(compared >= minPods, `only ${compared} pods compared (${JSON.stringify(Object.fromEntries(byKind))})`);
+      // Not vacuous: the operator did give (nearly) all of them a cluster spec to compare with.
+      let withSpec = 0;
+      for (const c of cases) {
+        for (const pod of pods.get(c.job.metadata.name) ?? []) {
+          if (JSON.stringify(view(pod).env) !== JSON.stringify(view(stripForInput(pod, c.job, c.specsField)).env)) withSpec++;
         }
       }
-      assert.equal(diffs.length, 0, diffs.join("\n"));
+      assert.ok(withSpec >= minPods, `only ${withSpec} operator pods have a cluster spec`);
     });
-  }
-});
+
+    const reader = (): JobReader => ({
+      async get(kind: JobKind, namespace: string, name: string) {
+        const r = await cp.api("GET", `/apis/${kind.group}/${kind.version}/namespaces/${namespace}/${kind.plural}/${name}`);
+        if (r.status === 404) return undefined;
+        if (r.status !== 200) throw new Error(`${r.status} ${JSON.stringify(r.body)}`);
+        return r.body as KubeObject;
+      },
+    });
+
+    for (const c of cases) {
+      const title = `${c.kind} ${c.job.metadata.name} ${Object.entries(c.job.spec[c.specsField] as Record<string, Obj>)
+        .map(([t, s]) => `${t}×${s.replicas ?? "(1)"}`)
+        .join(" ")}`;
+      it(title, { skip: EXCLUDED[c.kind] ? `excluded: ${EXCLUDED[c.kind]}` : false }, async () => {
+        const webhooks = createWebhooks({ policy, log: capturingLogger().log, jobs: reader(), now: () => new Date() });
+        const mutate = webhooks["/mutate/pods"]!;
+        const stored = (await cp.api("GET", `/apis/kubeflow.org/v1/namespaces/${NS}/${c.plural}/${c.job.metadata.name}`)).body as Obj;
+        const theirs = pods.get(c.job.metadata.name) ?? [];
+        assert.equal(theirs.length, expectedPods(c));
+        const diffs: string[] = [];
+        for (const pod of theirs) {
+          const input = stripForInput(pod, stored, c.specsField);
+          const res = await mutate.admit(review({ object: input, namespace: NS }));
+          assert.notEqual(res.outcome, "error", String(res.error));
+          const patch = res.review.response?.patch ? JSON.parse(Buffer.from(res.review.response.patch, "base64").toString()) : [];
+          const mutated = applyPatch(input, patch) as Obj;
+          // The apiserver's own defaulting (fieldRef apiVersion and the like), through a dry-run create.
+          const { name: _name, ...meta } = mutated.metadata;
+          const dry = await cp.api("POST", `/api/v1/namespaces/${NS}/pods?dryRun=All`, { ...mutated, metadata: { ...meta, generateName: "dry-" } });
+          assert.equal(dry.status, 201, JSON.stringify(dry.body));
+          const ours = view(dry.body);
+          const want = view(pod);
+          try {
+            assert.deepEqual(ours, want);
+          } catch {
+            diffs.push(
+              `pod ${pod.metadata.name}\n  operator:     ${JSON.stringify(want)}\n  quartermaster: ${JSON.stringify(ours)}\n  warnings: ${JSON.stringify(res.review.response?.warnings ?? [])}`,
+            );
+          }
+        }
+        assert.equal(diffs.length, 0, diffs.join("\n"));
+      });
+    }
+  });
 }
 
 differential("conformance with the Kubeflow training operator v1.8.1", cases, defaultPolicy(), {}, 200);

@@ -21,11 +21,47 @@ export interface FrameworkCase {
 }
 
 export const FRAMEWORK_CASES: FrameworkCase[] = [
-  { kind: "TFJob", plural: "tfjobs", specsField: "tfReplicaSpecs", container: "tensorflow", portName: "tfjob-port", shapes: [{ PS: 1, Worker: 2 }, { Chief: 1, Worker: 2 }, { Worker: 3 }] },
-  { kind: "PyTorchJob", plural: "pytorchjobs", specsField: "pytorchReplicaSpecs", container: "pytorch", portName: "pytorchjob-port", shapes: [{ Master: 1, Worker: 2 }, { Worker: 2 }] },
-  { kind: "MXJob", plural: "mxjobs", specsField: "mxReplicaSpecs", container: "mxnet", portName: "mxjob-port", shapes: [{ Scheduler: 1, Server: 1, Worker: 2 }], spec: { jobMode: "MXTrain" } },
-  { kind: "XGBoostJob", plural: "xgboostjobs", specsField: "xgbReplicaSpecs", container: "xgboost", portName: "xgboostjob-port", shapes: [{ Master: 1, Worker: 2 }, { Master: 1 }] },
-  { kind: "PaddleJob", plural: "paddlejobs", specsField: "paddleReplicaSpecs", container: "paddle", portName: "master", shapes: [{ Master: 1, Worker: 2 }, { Worker: 2 }] },
+  {
+    kind: "TFJob",
+    plural: "tfjobs",
+    specsField: "tfReplicaSpecs",
+    container: "tensorflow",
+    portName: "tfjob-port",
+    shapes: [{ PS: 1, Worker: 2 }, { Chief: 1, Worker: 2 }, { Worker: 3 }],
+  },
+  {
+    kind: "PyTorchJob",
+    plural: "pytorchjobs",
+    specsField: "pytorchReplicaSpecs",
+    container: "pytorch",
+    portName: "pytorchjob-port",
+    shapes: [{ Master: 1, Worker: 2 }, { Worker: 2 }],
+  },
+  {
+    kind: "MXJob",
+    plural: "mxjobs",
+    specsField: "mxReplicaSpecs",
+    container: "mxnet",
+    portName: "mxjob-port",
+    shapes: [{ Scheduler: 1, Server: 1, Worker: 2 }],
+    spec: { jobMode: "MXTrain" },
+  },
+  {
+    kind: "XGBoostJob",
+    plural: "xgboostjobs",
+    specsField: "xgbReplicaSpecs",
+    container: "xgboost",
+    portName: "xgboostjob-port",
+    shapes: [{ Master: 1, Worker: 2 }, { Master: 1 }],
+  },
+  {
+    kind: "PaddleJob",
+    plural: "paddlejobs",
+    specsField: "paddleReplicaSpecs",
+    container: "paddle",
+    portName: "master",
+    shapes: [{ Master: 1, Worker: 2 }, { Worker: 2 }],
+  },
 ];
 
 /** A container/port layout of every replica type of a job. `served` false: upstream creates no Service for it. */
@@ -42,11 +78,27 @@ const image = "registry.invalid/train:1";
 export const LAYOUTS: Layout[] = [
   { name: "bare", served: true, containers: (f) => [{ name: f.container, image }] },
   { name: "renumbered", served: true, containers: (f, n) => [{ name: f.container, image, ports: [{ name: f.portName, containerPort: 20000 + n }] }] },
-  { name: "metrics", served: true, containers: (f, n) => [{ name: f.container, image, ports: [{ name: "metrics", containerPort: 8000 }, { name: f.portName, containerPort: 21000 + n }] }] },
+  {
+    name: "metrics",
+    served: true,
+    containers: (f, n) => [
+      {
+        name: f.container,
+        image,
+        ports: [
+          { name: "metrics", containerPort: 8000 },
+          { name: f.portName, containerPort: 21000 + n },
+        ],
+      },
+    ],
+  },
   {
     name: "sidecar",
     served: true,
-    containers: (f) => [{ name: "sidecar", image, ports: [{ name: "side", containerPort: 7000 }] }, { name: f.container, image, ports: [{ name: "metrics", containerPort: 8000 }] }],
+    containers: (f) => [
+      { name: "sidecar", image, ports: [{ name: "side", containerPort: 7000 }] },
+      { name: f.container, image, ports: [{ name: "metrics", containerPort: 8000 }] },
+    ],
   },
   {
     name: "labelled",
@@ -54,7 +106,10 @@ export const LAYOUTS: Layout[] = [
     labels: { team: "vision", "app.kubernetes.io/name": "trainer" },
     lowerCaseTypes: true,
     unsetReplicas: true,
-    containers: (f) => [{ name: f.container, image, ports: [{ name: "gossip", containerPort: 7946, protocol: "UDP" }] }, { name: "logger", image }],
+    containers: (f) => [
+      { name: f.container, image, ports: [{ name: "gossip", containerPort: 7946, protocol: "UDP" }] },
+      { name: "logger", image },
+    ],
   },
   // Upstream makes no Service for these: no container of the default name ("failed to find the port"), and an
   // unnamed port beside the framework's (a multi-port Service needs names: the create is refused).
@@ -86,11 +141,19 @@ export function jobCases(namespace: string, layouts: Layout[] = LAYOUTS, prefix 
         specs[layout.lowerCaseTypes ? type.toLowerCase() : type] = {
           ...(unset ? {} : { replicas: count }),
           restartPolicy: "Never",
-          template: { ...(layout.labels ? { metadata: { labels: layout.labels, annotations: { "example.com/note": "kept off the Service" } } } : {}), spec: { containers: layout.containers(f, n) } },
+          template: {
+            ...(layout.labels ? { metadata: { labels: layout.labels, annotations: { "example.com/note": "kept off the Service" } } } : {}),
+            spec: { containers: layout.containers(f, n) },
+          },
         };
       }
       const name = `${prefix}${f.kind.toLowerCase().replace(/job$/, "")}-${layout.name}-${n}`;
-      out.push({ f, layout, replicas, job: { apiVersion: "kubeflow.org/v1", kind: f.kind, metadata: { name, namespace }, spec: { ...(f.spec ?? {}), [f.specsField]: specs } } });
+      out.push({
+        f,
+        layout,
+        replicas,
+        job: { apiVersion: "kubeflow.org/v1", kind: f.kind, metadata: { name, namespace }, spec: { ...(f.spec ?? {}), [f.specsField]: specs } },
+      });
     }
   }
   return out;
@@ -122,7 +185,14 @@ export async function createJobs(cp: ControlPlane, namespace: string, cases: Job
  * Waits until the operator made every pod and Service of the served cases and wrote their status (`served`
  * jobs only), then a settle period for the others (whose reconciles fail and are retried).
  */
-export async function awaitOperator(cp: ControlPlane, namespace: string, cases: JobCase[], uids: Map<string, string>, logs: () => string, settleMs = 3000): Promise<void> {
+export async function awaitOperator(
+  cp: ControlPlane,
+  namespace: string,
+  cases: JobCase[],
+  uids: Map<string, string>,
+  logs: () => string,
+  settleMs = 3000,
+): Promise<void> {
   const deadline = performance.now() + 180_000;
   for (;;) {
     const [pods, services] = [await list(cp, `/api/v1/namespaces/${namespace}/pods`), await list(cp, `/api/v1/namespaces/${namespace}/services`)];
@@ -136,7 +206,8 @@ export async function awaitOperator(cp: ControlPlane, namespace: string, cases: 
         const job = (await cp.api("GET", `/apis/kubeflow.org/v1/namespaces/${namespace}/${c.f.plural}/${c.job.metadata.name}`)).body;
         status = ((job.status?.conditions as Obj[] | undefined) ?? []).length > 0;
       }
-      if (p < c.replicas || s < c.replicas || !status) short.push(`${c.job.metadata.name} pods ${p}/${c.replicas} services ${s}/${c.replicas}${status ? "" : " no status"}`);
+      if (p < c.replicas || s < c.replicas || !status)
+        short.push(`${c.job.metadata.name} pods ${p}/${c.replicas} services ${s}/${c.replicas}${status ? "" : " no status"}`);
     }
     if (short.length === 0) break;
     if (performance.now() > deadline) throw new Error(`the operator did not serve every job: ${short.join(", ")}\n${logs()}`);

@@ -34,7 +34,11 @@ const cases = jobCases(NS);
 
 /** The pod as though the reconciler had adopted it: the record of who set the job's reference is the reconciler's. */
 const adopted = (pod: KubeObject, jobUid: string): KubeObject => {
-  const entry = { manager: RECONCILER_FIELD_MANAGER, operation: "Update", fieldsV1: { "f:metadata": { "f:ownerReferences": { [`k:${JSON.stringify({ uid: jobUid })}`]: {} } } } };
+  const entry = {
+    manager: RECONCILER_FIELD_MANAGER,
+    operation: "Update",
+    fieldsV1: { "f:metadata": { "f:ownerReferences": { [`k:${JSON.stringify({ uid: jobUid })}`]: {} } } },
+  };
   return { ...pod, metadata: { ...(pod.metadata as Obj), managedFields: [entry] } };
 };
 
@@ -51,20 +55,28 @@ describe("per-replica Services: the reconciler's plan against the Kubeflow train
     cp = await startControlPlane();
     await installOperatorCrds(cp);
     operator = await startOperator(cp, bin!);
-    const ns = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: NS, labels: { "quartermaster.dev/enabled": "true" } } });
+    const ns = await cp.api("POST", "/api/v1/namespaces", {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: NS, labels: { "quartermaster.dev/enabled": "true" } },
+    });
     assert.equal(ns.status, 201, JSON.stringify(ns.body));
     const uids = await createJobs(cp, NS, cases);
     await awaitOperator(cp, NS, cases, uids, () => operator.logs(60));
     const cluster = await connectCluster(cp.kubeconfig);
     snap = await snapshot(cluster, defaultPolicy(), "quartermaster", capturingLogger().log);
     services = await list(cp, `/api/v1/namespaces/${NS}/services`);
-    console.log(`services: ${cases.length} jobs, ${snap.pods.length} operator pods, ${services.length} operator Services in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    console.log(
+      `services: ${cases.length} jobs, ${snap.pods.length} operator pods, ${services.length} operator Services in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    );
   });
 
   after(async () => {
     await operator?.stop();
     await cp?.stop();
-    console.log(`services: compared ${compared.services} Services; ${compared.unserved} pods of layouts upstream serves none for (${compared.refused} planned Services refused by the apiserver); suite took ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    console.log(
+      `services: compared ${compared.services} Services; ${compared.unserved} pods of layouts upstream serves none for (${compared.refused} planned Services refused by the apiserver); suite took ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    );
   });
 
   for (const c of cases) {
@@ -80,7 +92,12 @@ describe("per-replica Services: the reconciler's plan against the Kubeflow train
       // The plan for the same job and pods, were the operator not serving it and no Service there.
       const { status: _status, ...unserved } = entry.job as KubeObject & { status?: unknown };
       assert.deepEqual(planReplicaServices(unserved as KubeObject, entry.kind, pods, new Map()), [], "the operator's own pods, no status: no Service");
-      const planned = planReplicaServices(unserved as KubeObject, entry.kind, pods.map((p) => adopted(p, uid)), new Map());
+      const planned = planReplicaServices(
+        unserved as KubeObject,
+        entry.kind,
+        pods.map((p) => adopted(p, uid)),
+        new Map(),
+      );
       const ours = new Map<string, Obj>();
       const refused: string[] = [];
       for (const p of planned) {

@@ -55,7 +55,13 @@ function make(kind: string, name: string, title: string, specs: Obj | undefined,
   const k = KINDS[kind]!;
   const body: Obj = { ...(k.spec ?? {}), ...spec };
   if (specs !== undefined) body[k.specsField] = specs;
-  return { name: `${kind} ${title}`, kind, plural: k.plural, specsField: k.specsField, job: { apiVersion: "kubeflow.org/v1", kind, metadata: { name: metadataName }, spec: body } };
+  return {
+    name: `${kind} ${title}`,
+    kind,
+    plural: k.plural,
+    specsField: k.specsField,
+    job: { apiVersion: "kubeflow.org/v1", kind, metadata: { name: metadataName }, spec: body },
+  };
 }
 
 /** The kind's valid layout, each replica type with the default container. */
@@ -94,14 +100,32 @@ function common(kind: string): ParityCase[] {
   // Pod names: <job>-worker-10 from a 55-character name is 65 characters.
   add("55-character name with 11 workers", withWorker(kind, replica(11, [c])), {}, `p${"a".repeat(54)}`);
   // Containers and images.
-  add("no containers in Worker", workerWith((w) => (w.template.spec.containers = [])));
-  add("Worker template without containers", workerWith((w) => (w.template.spec = {})));
-  add("Worker template without a spec", workerWith((w) => (w.template = {})));
+  add(
+    "no containers in Worker",
+    workerWith((w) => (w.template.spec.containers = [])),
+  );
+  add(
+    "Worker template without containers",
+    workerWith((w) => (w.template.spec = {})),
+  );
+  add(
+    "Worker template without a spec",
+    workerWith((w) => (w.template = {})),
+  );
   add("Worker container named main, not the default", withWorker(kind, replica(2, ["main"])));
   add("Worker default container named in upper case", withWorker(kind, replica(2, [c.toUpperCase()])));
-  add("Worker default container without an image", workerWith((w) => delete w.template.spec.containers[0].image));
-  add("Worker sidecar without an image", workerWith((w) => w.template.spec.containers.push({ name: "sidecar" })));
-  add("Worker container without a name", workerWith((w) => w.template.spec.containers.push({ image: IMAGE })));
+  add(
+    "Worker default container without an image",
+    workerWith((w) => delete w.template.spec.containers[0].image),
+  );
+  add(
+    "Worker sidecar without an image",
+    workerWith((w) => w.template.spec.containers.push({ name: "sidecar" })),
+  );
+  add(
+    "Worker container without a name",
+    workerWith((w) => w.template.spec.containers.push({ image: IMAGE })),
+  );
   // Replica counts (int32 in the CRDs, no minimum).
   add("Worker replicas -1", withWorker(kind, replica(-1, [c])));
   add("Worker replicas 0", withWorker(kind, replica(0, [c])));
@@ -115,19 +139,32 @@ function common(kind: string): ParityCase[] {
   add("empty replica specs", {});
   // Run policy and restart policy: free strings and int32s in the CRDs.
   add("runPolicy cleanPodPolicy Bogus, backoffLimit -1", baseSpecs(kind), { runPolicy: { cleanPodPolicy: "Bogus", backoffLimit: -1 } });
-  add("runPolicy ttl 0, activeDeadlineSeconds 1, suspend", baseSpecs(kind), { runPolicy: { ttlSecondsAfterFinished: 0, activeDeadlineSeconds: 1, suspend: true, cleanPodPolicy: "All" } });
+  add("runPolicy ttl 0, activeDeadlineSeconds 1, suspend", baseSpecs(kind), {
+    runPolicy: { ttlSecondsAfterFinished: 0, activeDeadlineSeconds: 1, suspend: true, cleanPodPolicy: "All" },
+  });
   add('runPolicy ttlSecondsAfterFinished "60" (a string)', baseSpecs(kind), { runPolicy: { ttlSecondsAfterFinished: "60" } });
   add('runPolicy suspend "yes"', baseSpecs(kind), { runPolicy: { suspend: "yes" } });
-  add("runPolicy schedulingPolicy", baseSpecs(kind), { runPolicy: { schedulingPolicy: { minAvailable: 3, queue: "research", priorityClass: "high", minResources: { cpu: "4" } } } });
+  add("runPolicy schedulingPolicy", baseSpecs(kind), {
+    runPolicy: { schedulingPolicy: { minAvailable: 3, queue: "research", priorityClass: "high", minResources: { cpu: "4" } } },
+  });
   add("runPolicy schedulingPolicy minResources not a quantity", baseSpecs(kind), { runPolicy: { schedulingPolicy: { minResources: { cpu: "four" } } } });
   add("runPolicy managedBy (not in v1.8.1: pruned)", baseSpecs(kind), { runPolicy: { managedBy: "example.com/other" } });
   add("unknown spec field (pruned)", baseSpecs(kind), { colour: "blue" });
   add("Worker restartPolicy Sometimes", withWorker(kind, replica(2, [c], "Sometimes")));
   add("Worker restartPolicy ExitCode", withWorker(kind, replica(2, [c], "ExitCode")));
   // Resources: the webhooks do not look at them.
-  add("Worker asks for half a GPU", workerWith((w) => (w.template.spec.containers[0].resources = { limits: { "nvidia.com/gpu": "0.5" } })));
-  add("Worker GPU request 1, limit 2", workerWith((w) => (w.template.spec.containers[0].resources = { requests: { "nvidia.com/gpu": "1" }, limits: { "nvidia.com/gpu": "2" } })));
-  add("Worker asks for 8 GPUs", workerWith((w) => (w.template.spec.containers[0].resources = { limits: { "nvidia.com/gpu": "8" } })));
+  add(
+    "Worker asks for half a GPU",
+    workerWith((w) => (w.template.spec.containers[0].resources = { limits: { "nvidia.com/gpu": "0.5" } })),
+  );
+  add(
+    "Worker GPU request 1, limit 2",
+    workerWith((w) => (w.template.spec.containers[0].resources = { requests: { "nvidia.com/gpu": "1" }, limits: { "nvidia.com/gpu": "2" } })),
+  );
+  add(
+    "Worker asks for 8 GPUs",
+    workerWith((w) => (w.template.spec.containers[0].resources = { limits: { "nvidia.com/gpu": "8" } })),
+  );
   return out;
 }
 
@@ -175,13 +212,25 @@ function pytorch(): ParityCase[] {
   add("elastic nProcPerNode with nprocPerNode", { Worker: r(2) }, { elasticPolicy: { nProcPerNode: 4 }, nprocPerNode: "4" });
   add("elastic nProcPerNode with nprocPerNode and a Master of 2", { Master: r(2), Worker: r(2) }, { elasticPolicy: { nProcPerNode: 2 }, nprocPerNode: "2" });
   add('elastic nProcPerNode "4" (a string)', { Worker: r(2) }, { elasticPolicy: { nProcPerNode: "4" } });
-  add("elastic RDZV etcd with host, port, id, conf", { Worker: r(2) }, { elasticPolicy: { rdzvBackend: "etcd", rdzvHost: "etcd.example", rdzvPort: 2379, rdzvId: "run-7", rdzvConf: [{ key: "timeout", value: "900" }] } });
+  add(
+    "elastic RDZV etcd with host, port, id, conf",
+    { Worker: r(2) },
+    { elasticPolicy: { rdzvBackend: "etcd", rdzvHost: "etcd.example", rdzvPort: 2379, rdzvId: "run-7", rdzvConf: [{ key: "timeout", value: "900" }] } },
+  );
   add("elastic RDZV backend of any name", { Worker: r(2) }, { elasticPolicy: { rdzvBackend: "carrier-pigeon", rdzvPort: 0 } });
   add('elastic rdzvPort "29400" (a string)', { Worker: r(2) }, { elasticPolicy: { rdzvPort: "29400" } });
   add("elastic rdzvConf entry as a string", { Worker: r(2) }, { elasticPolicy: { rdzvConf: ["timeout=900"] } });
   add('elastic standalone "true" (a string)', { Worker: r(2) }, { elasticPolicy: { standalone: "true" } });
-  add("elastic metrics entry without a type", { Worker: r(2) }, { elasticPolicy: { metrics: [{ resource: { name: "cpu", target: { type: "Utilization", averageUtilization: 80 } } }] } });
-  add("elastic metrics resource target", { Worker: r(2) }, { elasticPolicy: { maxReplicas: 4, metrics: [{ type: "Resource", resource: { name: "cpu", target: { type: "Utilization", averageUtilization: 80 } } }] } });
+  add(
+    "elastic metrics entry without a type",
+    { Worker: r(2) },
+    { elasticPolicy: { metrics: [{ resource: { name: "cpu", target: { type: "Utilization", averageUtilization: 80 } } }] } },
+  );
+  add(
+    "elastic metrics resource target",
+    { Worker: r(2) },
+    { elasticPolicy: { maxReplicas: 4, metrics: [{ type: "Resource", resource: { name: "cpu", target: { type: "Utilization", averageUtilization: 80 } } }] } },
+  );
   return out;
 }
 

@@ -61,14 +61,25 @@ const STRICTER: Record<string, Stricter> = {
       [`${kind} 55-character name with 11 workers`, { field: "metadata.name", reason: POD_NAMES }],
       [`${kind} name of 63 characters`, { field: "metadata.name", reason: POD_NAMES }],
       // PyTorchJob and PaddleJob declare a scale subresource on Worker: the apiserver refuses a negative count there.
-      ...(["PyTorchJob", "PaddleJob"].includes(kind) ? [] : [[`${kind} Worker replicas -1`, { field: `spec.${k.specsField}.Worker.replicas`, reason: NEGATIVE }]]),
-      [`${kind} Worker asks for half a GPU`, { field: `spec.${k.specsField}.Worker.template.spec.containers[0].resources.limits.nvidia.com/gpu`, reason: GPUS }],
-      [`${kind} Worker GPU request 1, limit 2`, { field: `spec.${k.specsField}.Worker.template.spec.containers[0].resources.requests.nvidia.com/gpu`, reason: GPUS }],
+      ...(["PyTorchJob", "PaddleJob"].includes(kind)
+        ? []
+        : [[`${kind} Worker replicas -1`, { field: `spec.${k.specsField}.Worker.replicas`, reason: NEGATIVE }]]),
+      [
+        `${kind} Worker asks for half a GPU`,
+        { field: `spec.${k.specsField}.Worker.template.spec.containers[0].resources.limits.nvidia.com/gpu`, reason: GPUS },
+      ],
+      [
+        `${kind} Worker GPU request 1, limit 2`,
+        { field: `spec.${k.specsField}.Worker.template.spec.containers[0].resources.requests.nvidia.com/gpu`, reason: GPUS },
+      ],
       ...(kind === "XGBoostJob" ? [] : [[`${kind} empty replica specs`, { field: `spec.${k.specsField}`, reason: NO_SPECS }]]),
     ]),
   ),
   "TFJob Chief with 2 replicas": { field: "spec.tfReplicaSpecs", reason: "TensorFlow has one chief; upstream counts Chief/Master replica types, not replicas" },
-  "TFJob chief (lower case) and Master": { field: "spec.tfReplicaSpecs", reason: "the operator's defaulting camel-cases chief to Chief, which makes two chiefs; upstream's webhook compares the spelling" },
+  "TFJob chief (lower case) and Master": {
+    field: "spec.tfReplicaSpecs",
+    reason: "the operator's defaulting camel-cases chief to Chief, which makes two chiefs; upstream's webhook compares the spelling",
+  },
   "MXJob no containers in Worker": { field: "spec.mxReplicaSpecs.Worker.template.spec.containers", reason: MX_CONTAINER },
   "MXJob Worker template without a spec": { field: "spec.mxReplicaSpecs.Worker.template.spec.containers", reason: MX_CONTAINER },
   "MXJob Worker container named main, not the default": { field: "spec.mxReplicaSpecs.Worker.template.spec.containers", reason: MX_CONTAINER },
@@ -103,7 +114,9 @@ function apiVerdict(r: ApiReply): Verdict {
   assert.doesNotMatch(message, /failed calling webhook/, `a webhook was not reached: ${message}`);
   const denied = /admission webhook "[^"]+" denied the request: ([\s\S]*)$/.exec(message);
   if (denied) {
-    const fields = [...denied[1]!.matchAll(new RegExp(`(?<![\\w.\\]])((?:metadata|spec)(?:\\.[\\w-]+|\\[[^\\]]*\\])*): (?:${ERROR_TYPES})`, "g"))].map((m) => m[1]!);
+    const fields = [...denied[1]!.matchAll(new RegExp(`(?<![\\w.\\]])((?:metadata|spec)(?:\\.[\\w-]+|\\[[^\\]]*\\])*): (?:${ERROR_TYPES})`, "g"))].map(
+      (m) => m[1]!,
+    );
     return { allowed: false, stage: "webhook", fields, message };
   }
   const causes = ((r.body?.details?.causes ?? []) as Array<{ field?: string }>).map((c) => c.field ?? "").filter((f) => f && f !== "<nil>");
@@ -141,7 +154,10 @@ async function createAll(cp: ControlPlane): Promise<ApiReply[]> {
     while (next < cases.length) {
       const i = next++;
       const c = cases[i]!;
-      out[i] = await cp.api("POST", `/apis/kubeflow.org/v1/namespaces/${NS}/${c.plural}?dryRun=All`, { ...c.job, metadata: { ...c.job.metadata, namespace: NS } });
+      out[i] = await cp.api("POST", `/apis/kubeflow.org/v1/namespaces/${NS}/${c.plural}?dryRun=All`, {
+        ...c.job,
+        metadata: { ...c.job.metadata, namespace: NS },
+      });
     }
   };
   await Promise.all(Array.from({ length: 8 }, worker));
@@ -186,7 +202,11 @@ describe("validation parity with the Kubeflow training operator v1.8.1", { skip:
     assert.ok(verdicts.filter((v) => v.allowed).length >= 30, "too few jobs the operator accepts");
     assert.ok(verdicts.filter((v) => v.stage === "webhook").length >= 30, "too few jobs the operator's webhooks refuse");
     assert.ok(verdicts.filter((v) => v.stage === "schema").length >= 10, "too few jobs the CRD schema refuses");
-    for (const name of Object.keys(STRICTER)) assert.ok(cases.some((c) => c.name === name), `STRICTER names no case: ${name}`);
+    for (const name of Object.keys(STRICTER))
+      assert.ok(
+        cases.some((c) => c.name === name),
+        `STRICTER names no case: ${name}`,
+      );
   });
 
   cases.forEach((c, i) => {
@@ -206,7 +226,10 @@ describe("validation parity with the Kubeflow training operator v1.8.1", { skip:
       const stricter = STRICTER[c.name];
       if (stricter) {
         assert.ok(theirs.allowed, `listed as stricter, but the operator refuses it too${show}`);
-        assert.ok(!ours.allowed && ours.fields.map(normField).includes(normField(stricter.field)), `Quartermaster should refuse ${stricter.field} (${stricter.reason})${show}`);
+        assert.ok(
+          !ours.allowed && ours.fields.map(normField).includes(normField(stricter.field)),
+          `Quartermaster should refuse ${stricter.field} (${stricter.reason})${show}`,
+        );
         tally.stricter++;
         return;
       }

@@ -47,7 +47,10 @@ describe("corpus", { skip: CORPUS_SKIP }, () => {
         const record = String((mutated.metadata as { annotations?: Record<string, string> }).annotations?.["quartermaster.dev/mutations"] ?? "");
         const warnings = first.review.response?.warnings ?? [];
         assert.ok(!warnings.some((w) => w.includes("not found")), JSON.stringify(warnings));
-        assert.ok(record.includes("cluster-spec") || warnings.some((w) => w.startsWith("quartermaster: no cluster spec: ")), `${record} ${JSON.stringify(warnings)}`);
+        assert.ok(
+          record.includes("cluster-spec") || warnings.some((w) => w.startsWith("quartermaster: no cluster spec: ")),
+          `${record} ${JSON.stringify(warnings)}`,
+        );
       }
       const again = await mutate.admit(review({ object: deepFreeze(mutated), namespace: ns }));
       assert.equal(again.review.response?.patch, undefined, "re-mutating the result yields no patch");

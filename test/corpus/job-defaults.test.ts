@@ -44,7 +44,10 @@ const patchOf = (r: { review: { response?: { patch?: string } } }) =>
 describe("corpus jobs through /mutate/jobs", { skip: CORPUS_SKIP }, () => {
   it("has the jobs it should, Caffe2Job among them", () => {
     assert.ok(jobs.length >= 15, `only ${jobs.length} jobs`);
-    assert.ok(jobs.some(({ object }) => object.kind === "Caffe2Job"), "a Caffe2Job");
+    assert.ok(
+      jobs.some(({ object }) => object.kind === "Caffe2Job"),
+      "a Caffe2Job",
+    );
   });
 
   for (const { file, object } of jobs) {
@@ -61,9 +64,15 @@ describe("corpus jobs through /mutate/jobs", { skip: CORPUS_SKIP }, () => {
       } else {
         const want = JOB_DEFAULT_FIELDS.filter((f) => before[f] == null);
         assert.deepEqual(after, { ...before, ...Object.fromEntries(want.map((f) => [f, defaults[f]])) });
-        assert.deepEqual(res.review.response?.warnings ?? [], want.map((f) => `quartermaster: set spec.runPolicy.${f}=${defaults[f]} (platform default)`));
+        assert.deepEqual(
+          res.review.response?.warnings ?? [],
+          want.map((f) => `quartermaster: set spec.runPolicy.${f}=${defaults[f]} (platform default)`),
+        );
         // Nothing but spec.runPolicy changed.
-        assert.deepEqual({ ...mutated, spec: { ...(mutated.spec as object), runPolicy: null } }, { ...object, spec: { ...(object.spec as object), runPolicy: null } });
+        assert.deepEqual(
+          { ...mutated, spec: { ...(mutated.spec as object), runPolicy: null } },
+          { ...object, spec: { ...(object.spec as object), runPolicy: null } },
+        );
       }
       const again = await mutate.admit(jobReview(mutated, "CREATE"));
       assert.equal(again.review.response?.patch, undefined, "re-mutating the result yields no patch");

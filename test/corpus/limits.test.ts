@@ -58,7 +58,10 @@ describe("corpus under a strict policy", { skip: CORPUS_SKIP }, () => {
   for (const { source, pod } of pods) {
     it(`pod ${source}: container-limit violations are exactly the over-limit entries`, () => {
       const f = validatePod(pod as V1Pod, ctx);
-      const fields = f.violations.filter((v) => v.rule === "container-limits").map((v) => v.field).sort();
+      const fields = f.violations
+        .filter((v) => v.rule === "container-limits")
+        .map((v) => v.field)
+        .sort();
       const expected = overLimit(pod.spec, "spec").sort();
       assert.deepEqual(fields, expected);
       total += fields.length;
@@ -68,11 +71,15 @@ describe("corpus under a strict policy", { skip: CORPUS_SKIP }, () => {
   for (const { file, job, kind } of corpusJobs()) {
     it(`job ${file}#${kind.kind}: template violations are exactly the over-limit entries`, () => {
       const f = validateJob(job, kind, ctx);
-      const fields = f.violations.filter((v) => v.rule === "container-limits").map((v) => v.field).sort();
+      const fields = f.violations
+        .filter((v) => v.rule === "container-limits")
+        .map((v) => v.field)
+        .sort();
       const expected = overLimit((job as KubeObject).spec, "spec").sort();
       assert.deepEqual(fields, expected);
       total += fields.length;
-      for (const v of f.violations) if (!["spec", "metadata.name"].includes(v.field)) assert.notEqual(resolve(job, v.field), undefined, `${v.field} does not exist`);
+      for (const v of f.violations)
+        if (!["spec", "metadata.name"].includes(v.field)) assert.notEqual(resolve(job, v.field), undefined, `${v.field} does not exist`);
     });
   }
   it("the strict policy does find violations in the corpus (the test is not vacuous)", () => {

@@ -38,11 +38,21 @@ const container = (name: fc.Arbitrary<string>) =>
     },
     { requiredKeys: ["name", "image"] },
   );
-const toleration = fc.record({ key: fc.constantFrom("nvidia.com/gpu", "x/interruptible", "other"), operator: fc.constantFrom("Exists", "Equal"), effect: fc.constantFrom("NoSchedule", "NoExecute") });
-const requirement = fc.record({ key: fc.constantFrom("zone", "nvidia.com/gpu.product", "x/interruptible"), operator: fc.constantFrom("In", "Exists"), values: fc.constant(["a"]) });
+const toleration = fc.record({
+  key: fc.constantFrom("nvidia.com/gpu", "x/interruptible", "other"),
+  operator: fc.constantFrom("Exists", "Equal"),
+  effect: fc.constantFrom("NoSchedule", "NoExecute"),
+});
+const requirement = fc.record({
+  key: fc.constantFrom("zone", "nvidia.com/gpu.product", "x/interruptible"),
+  operator: fc.constantFrom("In", "Exists"),
+  values: fc.constant(["a"]),
+});
 const affinity = fc.record({
   nodeAffinity: fc.record({
-    requiredDuringSchedulingIgnoredDuringExecution: fc.record({ nodeSelectorTerms: fc.array(fc.record({ matchExpressions: fc.array(requirement, { maxLength: 2 }) }), { maxLength: 2 }) }),
+    requiredDuringSchedulingIgnoredDuringExecution: fc.record({
+      nodeSelectorTerms: fc.array(fc.record({ matchExpressions: fc.array(requirement, { maxLength: 2 }) }), { maxLength: 2 }),
+    }),
   }),
 });
 const owner = fc.constantFrom(
@@ -63,7 +73,11 @@ const pods = fc
     owner,
     annotations,
     labels: fc.dictionary(fc.constantFrom("app", "training.kubeflow.org/job-name"), fc.constantFrom("x", "tf"), { maxKeys: 2 }),
-    containers: fc.uniqueArray(container(fc.constantFrom("tensorflow", "pytorch", "jax", "sidecar", "main")), { selector: (c) => c.name, minLength: 1, maxLength: 3 }),
+    containers: fc.uniqueArray(container(fc.constantFrom("tensorflow", "pytorch", "jax", "sidecar", "main")), {
+      selector: (c) => c.name,
+      minLength: 1,
+      maxLength: 3,
+    }),
     initContainers: fc.uniqueArray(container(fc.constantFrom("init-a", "init-b")), { selector: (c) => c.name, maxLength: 2 }),
     tolerations: fc.array(toleration, { maxLength: 2 }),
     affinity: fc.option(affinity, { nil: undefined }),

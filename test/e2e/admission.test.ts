@@ -152,13 +152,24 @@ describe("admission through a real kube-apiserver", () => {
     };
     const created = await cp.api("POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", job);
     assert.equal(created.status, 201, JSON.stringify(created.body));
-    const patched = await cp.api("PATCH", `/apis/kubeflow.org/v1/namespaces/team-a/tfjobs/${name}`, { metadata: { labels: { x: "y" } } }, {
-      "content-type": "application/merge-patch+json",
-    });
+    const patched = await cp.api(
+      "PATCH",
+      `/apis/kubeflow.org/v1/namespaces/team-a/tfjobs/${name}`,
+      { metadata: { labels: { x: "y" } } },
+      {
+        "content-type": "application/merge-patch+json",
+      },
+    );
     assert.equal(patched.status, 200, JSON.stringify(patched.body));
     // The validating webhook's lines (a CREATE also reaches /mutate/jobs once the configuration registers it).
     await until("both validate-jobs admissions", async () => wh.admissions(name).filter((l) => l.webhook === "validate-jobs").length >= 2, 5000);
-    assert.deepEqual(wh.admissions(name).filter((l) => l.webhook === "validate-jobs").map((l) => `${l.webhook} ${l.operation}`), ["validate-jobs CREATE", "validate-jobs UPDATE"]);
+    assert.deepEqual(
+      wh
+        .admissions(name)
+        .filter((l) => l.webhook === "validate-jobs")
+        .map((l) => `${l.webhook} ${l.operation}`),
+      ["validate-jobs CREATE", "validate-jobs UPDATE"],
+    );
   });
 
   it("a TFJob's replica pod gets its TF_CONFIG and labels from the job read through the API", async () => {
@@ -170,7 +181,10 @@ describe("admission through a real kube-apiserver", () => {
       spec: {
         tfReplicaSpecs: {
           Chief: { replicas: 1, template: { spec: { containers: [{ name: "tensorflow", image: "tf" }] } } },
-          Worker: { replicas: 2, template: { spec: { containers: [{ name: "tensorflow", image: "tf", ports: [{ name: "tfjob-port", containerPort: 3333 }] }] } } },
+          Worker: {
+            replicas: 2,
+            template: { spec: { containers: [{ name: "tensorflow", image: "tf", ports: [{ name: "tfjob-port", containerPort: 3333 }] }] } },
+          },
         },
       },
     });
@@ -216,7 +230,10 @@ describe("admission through a real kube-apiserver", () => {
     const api = await createPod("team-a", pod);
     assert.equal(api.status, 403);
     assert.equal(api.body.reason, "Forbidden");
-    assert.deepEqual(api.body.details.causes.map((c: { field: string }) => c.field), ["spec.containers[0].resources.limits[nvidia.com/gpu]", "spec"]);
+    assert.deepEqual(
+      api.body.details.causes.map((c: { field: string }) => c.field),
+      ["spec.containers[0].resources.limits[nvidia.com/gpu]", "spec"],
+    );
   });
 
   it("a TFJob over a replica limit is refused; one already over can still be relabelled", async () => {
@@ -283,8 +300,20 @@ describe("admission through a real kube-apiserver", () => {
     await sleep(1000);
     const before = wh.lines.filter((l) => l.msg === "tls: serving key pair reloaded").length;
     const rotated = await cli([
-      "certs", "generate", "--service", "quartermaster-webhook", "--namespace", "quartermaster", "--out", wh.certDir, "--ip", "127.0.0.1",
-      "--ca-cert", join(wh.certDir, "ca.crt"), "--ca-key", join(wh.certDir, "ca.key"),
+      "certs",
+      "generate",
+      "--service",
+      "quartermaster-webhook",
+      "--namespace",
+      "quartermaster",
+      "--out",
+      wh.certDir,
+      "--ip",
+      "127.0.0.1",
+      "--ca-cert",
+      join(wh.certDir, "ca.crt"),
+      "--ca-key",
+      join(wh.certDir, "ca.key"),
     ]);
     assert.equal(rotated.code, 0, rotated.stderr);
     await until("the server to reload its key pair", async () => wh.lines.filter((l) => l.msg === "tls: serving key pair reloaded").length > before, 15_000);

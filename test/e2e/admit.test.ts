@@ -29,16 +29,24 @@ function at(doc: unknown, pointer: string): unknown {
 
 function agree(offline: Admitted, reply: ApiReply): void {
   const what = `${offline.kind}/${offline.name}`;
-  assert.equal(reply.status === 201, offline.allowed, `${what}: offline ${offline.allowed ? "allowed" : `denied by ${offline.deniedRules.join(", ")}`}, apiserver ${reply.status} ${JSON.stringify(reply.body?.message)}`);
+  assert.equal(
+    reply.status === 201,
+    offline.allowed,
+    `${what}: offline ${offline.allowed ? "allowed" : `denied by ${offline.deniedRules.join(", ")}`}, apiserver ${reply.status} ${JSON.stringify(reply.body?.message)}`,
+  );
   if (!offline.allowed) {
-    for (const v of offline.violations) assert.ok(String(reply.body.message).includes(`${v.field}: ${v.message}`), `${what}: "${v.field}: ${v.message}" not in ${reply.body.message}`);
+    for (const v of offline.violations)
+      assert.ok(String(reply.body.message).includes(`${v.field}: ${v.message}`), `${what}: "${v.field}: ${v.message}" not in ${reply.body.message}`);
     return;
   }
   for (const op of offline.patch) {
     if (op.op === "remove") continue;
     // Contained, not equal: the apiserver's own admission plugins add to some lists (DefaultTolerationSeconds).
     const value = (op as { value: unknown }).value;
-    assert.ok(contains(at(reply.body, op.path), value), `${what}: ${op.path}: admit set ${JSON.stringify(value)}, the apiserver stored ${JSON.stringify(at(reply.body, op.path))}`);
+    assert.ok(
+      contains(at(reply.body, op.path), value),
+      `${what}: ${op.path}: admit set ${JSON.stringify(value)}, the apiserver stored ${JSON.stringify(at(reply.body, op.path))}`,
+    );
   }
 }
 
@@ -55,7 +63,12 @@ describe("admit offline agrees with a real kube-apiserver and Quartermaster's we
     wh = own.wh;
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own.configs }));
     assert.equal(applied.code, 0, applied.stderr);
-    const probe = { apiVersion: "v1", kind: "Pod", metadata: { name: "probe" }, spec: { containers: [{ name: "c", image: "img", resources: { limits: { "nvidia.com/gpu": "1" } } }] } };
+    const probe = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "probe" },
+      spec: { containers: [{ name: "c", image: "img", resources: { limits: { "nvidia.com/gpu": "1" } } }] },
+    };
     await cp.until("the webhook configurations to take effect", async () => {
       const r = await cp.api("POST", `/api/v1/namespaces/${NS}/pods?dryRun=All`, probe);
       return r.status === 201 && Array.isArray(r.body?.spec?.tolerations);
@@ -71,7 +84,15 @@ describe("admit offline agrees with a real kube-apiserver and Quartermaster's we
 
   it("pods: allowed and outfitted alike, or denied with the same violations", async () => {
     const pods = results.filter((r) => r.role === "pod" && !r.from);
-    assert.deepEqual(pods.map((p) => [p.name, p.allowed]), [["one-gpu", true], ["eight-gpus", false], ["on-h100", true], ["on-t4", false]]);
+    assert.deepEqual(
+      pods.map((p) => [p.name, p.allowed]),
+      [
+        ["one-gpu", true],
+        ["eight-gpus", false],
+        ["on-h100", true],
+        ["on-t4", false],
+      ],
+    );
     for (const p of pods) agree(p, await cp.api("POST", `/api/v1/namespaces/${NS}/pods?dryRun=All`, p.original));
   });
 
@@ -86,7 +107,10 @@ describe("admit offline agrees with a real kube-apiserver and Quartermaster's we
       pod.metadata.ownerReferences[0]!.uid = created.body.metadata.uid;
       const reply = await cp.api("POST", `/api/v1/namespaces/${NS}/pods?dryRun=All`, pod);
       agree(p, reply);
-      assert.ok(p.patch.some((op) => op.path === "/spec/containers/0/env"), `${p.name}: no env in the offline patch`);
+      assert.ok(
+        p.patch.some((op) => op.path === "/spec/containers/0/env"),
+        `${p.name}: no env in the offline patch`,
+      );
     }
   });
 });

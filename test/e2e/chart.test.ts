@@ -44,10 +44,21 @@ const CASES: Array<{ name: string; set: string[]; kustomize?: string; dropKinds?
   { name: "certificates none, namespace created", set: ["certificates.mode=none", "namespace.create=true"], kustomize: "manifests/base" },
   { name: "self-managed certificates", set: ["certificates.mode=self-managed", "namespace.create=true"], kustomize: "manifests/overlays/self-managed" },
   { name: "cert-manager", set: ["certificates.mode=cert-manager", "namespace.create=true"], kustomize: "manifests/overlays/cert-manager" },
-  { name: "resident reconciler", set: ["reconciler.mode=resident", "certificates.mode=none", "namespace.create=true"], kustomize: "manifests/overlays/resident-reconciler" },
-  { name: "job controller (reconcile --watch)", set: ["reconciler.mode=watch", "certificates.mode=none", "namespace.create=true"], kustomize: "manifests/overlays/job-controller" },
+  {
+    name: "resident reconciler",
+    set: ["reconciler.mode=resident", "certificates.mode=none", "namespace.create=true"],
+    kustomize: "manifests/overlays/resident-reconciler",
+  },
+  {
+    name: "job controller (reconcile --watch)",
+    set: ["reconciler.mode=watch", "certificates.mode=none", "namespace.create=true"],
+    kustomize: "manifests/overlays/job-controller",
+  },
   { name: "monitoring", set: ["monitoring.enabled=true", "certificates.mode=none", "namespace.create=true"], kustomize: "manifests/overlays/monitoring" },
-  { name: "everything else", set: ["monitoring.enabled=true", "reconciler.mode=resident", "certificates.mode=cert-manager", "webhook.networkPolicy.enabled=false"] },
+  {
+    name: "everything else",
+    set: ["monitoring.enabled=true", "reconciler.mode=resident", "certificates.mode=cert-manager", "webhook.networkPolicy.enabled=false"],
+  },
 ];
 
 /**
@@ -71,7 +82,10 @@ function helm(args: string[], told = true): Promise<{ code: number; stdout: stri
 }
 
 const setArgs = (set: string[]): string[] => set.flatMap((s) => ["--set", s]);
-const parseStream = (text: string): Obj[] => parseAllDocuments(text).map((d) => d.toJS() as Obj).filter(Boolean);
+const parseStream = (text: string): Obj[] =>
+  parseAllDocuments(text)
+    .map((d) => d.toJS() as Obj)
+    .filter(Boolean);
 
 async function template(set: string[]): Promise<Obj[]> {
   const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...KUBE, ...setArgs(set)]);
@@ -105,7 +119,6 @@ function normalize(o: Obj): Obj {
 const key = (o: Obj): string => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`;
 const byKey = (objects: Obj[]): Map<string, Obj> => new Map(objects.map((o) => normalize(o)).map((o) => [key(o), o]));
 
-
 describe("the chart's values table (charts/quartermaster/README.md)", () => {
   it("documents every value in values.yaml, and only those", () => {
     const values = parseYaml(readFileSync(join(CHART, "values.yaml"), "utf8")) as Obj;
@@ -116,7 +129,11 @@ describe("the chart's values table (charts/quartermaster/README.md)", () => {
       v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length > 0 && !documented.includes(path)
         ? Object.entries(v).flatMap(([k, x]) => leaves(x, path ? `${path}.${k}` : k))
         : [path];
-    for (const leaf of leaves(values, "")) assert.ok(documented.some((d) => leaf === d || leaf.startsWith(`${d}.`)), `${leaf} is not in the values table`);
+    for (const leaf of leaves(values, ""))
+      assert.ok(
+        documented.some((d) => leaf === d || leaf.startsWith(`${d}.`)),
+        `${leaf} is not in the values table`,
+      );
   });
 });
 
@@ -201,7 +218,12 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
 
   it("values reach the objects (a changed policy renames its ConfigMap, and the Deployment follows)", async () => {
     const base = await template([]);
-    const changed = await template(["webhook.replicas=3", "policy.clusterSpec.clusterDomain=example.org", "reconciler.schedule=*/7 * * * *", "image.tag=9.9.9"]);
+    const changed = await template([
+      "webhook.replicas=3",
+      "policy.clusterSpec.clusterDomain=example.org",
+      "reconciler.schedule=*/7 * * * *",
+      "image.tag=9.9.9",
+    ]);
     const find = (objs: Obj[], kind: string, name: RegExp) => objs.find((o) => o.kind === kind && name.test(o.metadata.name))!;
     const cm0 = find(base, "ConfigMap", POLICY_NAME);
     const cm1 = find(changed, "ConfigMap", POLICY_NAME);
@@ -229,10 +251,24 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
   });
 
   it("another release namespace reaches every reference to it", async () => {
-    const r = await helm(["template", "quartermaster", CHART, "-n", "qm-elsewhere", ...KUBE, "--set", "certificates.mode=cert-manager", "--set", "monitoring.enabled=true"]);
+    const r = await helm([
+      "template",
+      "quartermaster",
+      CHART,
+      "-n",
+      "qm-elsewhere",
+      ...KUBE,
+      "--set",
+      "certificates.mode=cert-manager",
+      "--set",
+      "monitoring.enabled=true",
+    ]);
     assert.equal(r.code, 0, r.stderr);
     const text = r.stdout;
-    assert.doesNotMatch(text.replace(/kube-node-lease/g, ""), /namespace: quartermaster\b|\.quartermaster\.svc|"quartermaster"\}|quartermaster\/quartermaster-webhook/);
+    assert.doesNotMatch(
+      text.replace(/kube-node-lease/g, ""),
+      /namespace: quartermaster\b|\.quartermaster\.svc|"quartermaster"\}|quartermaster\/quartermaster-webhook/,
+    );
     const objs = parseStream(text);
     const mwc = objs.find((o) => o.kind === "MutatingWebhookConfiguration")!;
     assert.equal(mwc.webhooks[0].clientConfig.service.namespace, "qm-elsewhere");
@@ -256,7 +292,14 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
     assert.equal(install.code, 0, install.stderr);
     const caBundle = Buffer.from(cp.tls.ca).toString("base64");
     for (const kind of ["mutatingwebhookconfiguration", "validatingwebhookconfiguration"]) {
-      const p = await cp.kubectl(["patch", kind, "quartermaster", "--type=json", "-p", JSON.stringify([{ op: "add", path: "/webhooks/0/clientConfig/caBundle", value: caBundle }])]);
+      const p = await cp.kubectl([
+        "patch",
+        kind,
+        "quartermaster",
+        "--type=json",
+        "-p",
+        JSON.stringify([{ op: "add", path: "/webhooks/0/clientConfig/caBundle", value: caBundle }]),
+      ]);
       assert.equal(p.code, 0, p.stderr);
     }
     const upgrade = await helm(["upgrade", "quartermaster", CHART, ...kube, "--set", "webhook.replicas=3"]);

@@ -61,7 +61,14 @@ describe("--client-ca with the apiserver's AdmissionConfiguration", () => {
     ];
     writeFileSync(
       join(dir, "admission.yaml"),
-      ["apiVersion: apiserver.config.k8s.io/v1", "kind: AdmissionConfiguration", "plugins:", ...plugin("ValidatingAdmissionWebhook"), ...plugin("MutatingAdmissionWebhook"), ""].join("\n"),
+      [
+        "apiVersion: apiserver.config.k8s.io/v1",
+        "kind: AdmissionConfiguration",
+        "plugins:",
+        ...plugin("ValidatingAdmissionWebhook"),
+        ...plugin("MutatingAdmissionWebhook"),
+        "",
+      ].join("\n"),
     );
     cp = await startControlPlane({ apiserverArgs: [`--admission-control-config-file=${join(dir, "admission.yaml")}`] });
     await wh.start();

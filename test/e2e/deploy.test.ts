@@ -38,7 +38,6 @@ function variants(): Array<{ name: string; dir: string }> {
   ];
 }
 
-
 /**
  * Mirrors a Secret into `dir` as kubelet does for a Secret volume: each version in a `..<time>` directory,
  * `..data` swapped to it by rename, and `tls.crt` etc. as symlinks through `..data`.
@@ -83,7 +82,12 @@ describe("deploying Quartermaster", () => {
     for (const v of variants()) {
       const r = await cp.kubectl(["kustomize", v.dir]);
       assert.equal(r.code, 0, `${v.name}: ${r.stderr}`);
-      rendered.set(v.name, parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj).filter(Boolean));
+      rendered.set(
+        v.name,
+        parseAllDocuments(r.stdout)
+          .map((d) => d.toJS() as Obj)
+          .filter(Boolean),
+      );
     }
     await installMinimalCrds(cp, [...rendered.values()].flat());
     // Namespaced objects are dry-run into their namespace, which must exist.
@@ -143,7 +147,11 @@ describe("deploying Quartermaster", () => {
       const cron = objects.find((o) => o.kind === "CronJob" && o.metadata.name === "quartermaster-certs")!;
       certsArgs = cron.spec.jobTemplate.spec.template.spec.containers[0].args;
       certsKubeconfig = (await cp.serviceAccount(NS, cron.spec.jobTemplate.spec.template.spec.serviceAccountName)).kubeconfig;
-      const r = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "team-a", labels: { "quartermaster.dev/enabled": "true" } } });
+      const r = await cp.api("POST", "/api/v1/namespaces", {
+        apiVersion: "v1",
+        kind: "Namespace",
+        metadata: { name: "team-a", labels: { "quartermaster.dev/enabled": "true" } },
+      });
       assert.equal(r.status, 201);
       wh = await webhookProcess({ kubeconfig: cp.kubeconfig });
       // The webhook configurations as a fresh install has them: no caBundle yet, pointed at the local server.
@@ -166,7 +174,10 @@ describe("deploying Quartermaster", () => {
       assert.match(out, /^serving Secret\/quartermaster-webhook-tls: changed: new certificate/m);
       const b = await bundles();
       assert.equal(b.length, 4, "one caBundle per webhook of manifests/base (pods and jobs, mutating and validating)");
-      assert.ok(b.every((cas) => cas.length === 1 && cas[0] === b[0]![0]), JSON.stringify(b));
+      assert.ok(
+        b.every((cas) => cas.length === 1 && cas[0] === b[0]![0]),
+        JSON.stringify(b),
+      );
       // The Secret volume as kubelet projects it, in the directory the server reads.
       for (const f of ["tls.crt", "tls.key", "ca.crt"]) rmSync(join(wh.certDir, f), { force: true });
       projector = projectSecret(cp, "quartermaster-webhook-tls", wh.certDir, 500);
@@ -174,7 +185,13 @@ describe("deploying Quartermaster", () => {
       await wh.start();
       await until("admission through the new certificates", async () => (await createPod("team-a", unique("probe"), true)).status === 201);
       const again = await ensure("--days=30", "--renew-before-days=20", "--ca-days=200", "--ca-renew-before-days=100");
-      assert.ok(again.split("\n").filter(Boolean).every((l) => l.includes(": unchanged: ")), `a second run changed something:\n${again}`);
+      assert.ok(
+        again
+          .split("\n")
+          .filter(Boolean)
+          .every((l) => l.includes(": unchanged: ")),
+        `a second run changed something:\n${again}`,
+      );
     });
 
     it("renewal, CA replacement with overlap, and the old CA dropped, all under load: no admission fails", async () => {
@@ -207,7 +224,10 @@ describe("deploying Quartermaster", () => {
         assert.match(rotated, /^caBundle ValidatingWebhookConfiguration\/quartermaster: changed: 2 CA\(s\)/m);
         assert.match(rotated, /^serving Secret\/quartermaster-webhook-tls: changed: new certificate .*not issued by the current CA/m);
         const during = await bundles();
-        assert.ok(during.every((s) => s.length === 2 && s[1] === firstCa && s[0] !== firstCa), JSON.stringify(during));
+        assert.ok(
+          during.every((s) => s.length === 2 && s[1] === firstCa && s[0] !== firstCa),
+          JSON.stringify(during),
+        );
         await until("the server to reload the certificate from the new CA", () => reloads() > before);
         await sleep(1000);
 
@@ -216,7 +236,10 @@ describe("deploying Quartermaster", () => {
         assert.match(dropped, /^caBundle MutatingWebhookConfiguration\/quartermaster: changed: 1 CA\(s\) .*dropped quartermaster-ca-/m);
         assert.match(dropped, /^serving Secret\/quartermaster-webhook-tls: unchanged/m);
         const afterDrop = await bundles();
-        assert.ok(afterDrop.every((s) => s.length === 1 && s[0] === during[0]![0]), JSON.stringify(afterDrop));
+        assert.ok(
+          afterDrop.every((s) => s.length === 1 && s[0] === during[0]![0]),
+          JSON.stringify(afterDrop),
+        );
         await sleep(1500);
       } finally {
         stop = true;
@@ -234,7 +257,10 @@ describe("deploying Quartermaster", () => {
       renameSync(join(cp.dir, "foreign", "ca.crt"), foreign);
       const installed = await cli(["certs", "install", `--ca=${foreign}`, `--kubeconfig=${cp.kubeconfig}`]);
       assert.equal(installed.code, 0, installed.stderr);
-      assert.match(installed.stdout, /^MutatingWebhookConfiguration\/quartermaster: caBundle set \(1 CA\(s\)\) in pods.mutate.quartermaster.dev, jobs.mutate.quartermaster.dev$/m);
+      assert.match(
+        installed.stdout,
+        /^MutatingWebhookConfiguration\/quartermaster: caBundle set \(1 CA\(s\)\) in pods.mutate.quartermaster.dev, jobs.mutate.quartermaster.dev$/m,
+      );
       await until("the foreign caBundle to refuse training pods", async () => {
         const r = await createPod("team-a", unique("foreign"), true);
         return r.status === 500 && /failed calling webhook "pods\.validate\.quartermaster\.dev".*(x509|certificate)/.test(r.body.message);

@@ -45,7 +45,8 @@ describe("doctor against a real kube-apiserver", () => {
     });
     return { code, report: JSON.parse(stdout) as DoctorReport, stderr };
   };
-  const loud = (r: DoctorReport): string[] => r.findings.filter((f) => f.severity === "warning" || f.severity === "critical").map((f) => `${f.severity} ${f.check} ${f.subject}: ${f.message}`);
+  const loud = (r: DoctorReport): string[] =>
+    r.findings.filter((f) => f.severity === "warning" || f.severity === "critical").map((f) => `${f.severity} ${f.check} ${f.subject}: ${f.message}`);
   const find = (r: DoctorReport, check: Finding["check"], subject: string | RegExp): Finding[] =>
     r.findings.filter((f) => f.check === check && (typeof subject === "string" ? f.subject === subject : subject.test(f.subject)));
   const ok = async (method: string, path: string, body: unknown, headers?: Record<string, string>): Promise<void> => {
@@ -89,9 +90,15 @@ describe("doctor against a real kube-apiserver", () => {
     await ok("POST", `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`, {
       apiVersion: "discovery.k8s.io/v1",
       kind: "EndpointSlice",
-      metadata: { name: "quartermaster-webhook-manual", labels: { "kubernetes.io/service-name": "quartermaster-webhook", "endpointslice.kubernetes.io/managed-by": "e2e.quartermaster.dev" } },
+      metadata: {
+        name: "quartermaster-webhook-manual",
+        labels: { "kubernetes.io/service-name": "quartermaster-webhook", "endpointslice.kubernetes.io/managed-by": "e2e.quartermaster.dev" },
+      },
       addressType: "IPv4",
-      endpoints: [{ addresses: ["192.0.2.10"], conditions: { ready: true } }, { addresses: ["192.0.2.11"], conditions: { ready: true } }],
+      endpoints: [
+        { addresses: ["192.0.2.10"], conditions: { ready: true } },
+        { addresses: ["192.0.2.11"], conditions: { ready: true } },
+      ],
       ports: [{ name: "https", port: 8443, protocol: "TCP" }],
     });
     // The mutating webhook by URL (the harness's form); the validating ones through the Service, as shipped.
@@ -102,7 +109,12 @@ describe("doctor against a real kube-apiserver", () => {
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
     assert.equal(applied.code, 0, applied.stderr);
     const passed = new Date(Date.now() - 60_000).toISOString().replace(/\.\d+Z$/, "Z");
-    await ok("PATCH", `/apis/batch/v1/namespaces/${NS}/cronjobs/quartermaster-reconciler/status`, { status: { lastScheduleTime: passed, lastSuccessfulTime: passed } }, MERGE_PATCH);
+    await ok(
+      "PATCH",
+      `/apis/batch/v1/namespaces/${NS}/cronjobs/quartermaster-reconciler/status`,
+      { status: { lastScheduleTime: passed, lastSuccessfulTime: passed } },
+      MERGE_PATCH,
+    );
     // A real pass, as the CronJob's ServiceAccount, writes the device ledger a healthy install has.
     const reconciler = await cp.serviceAccount(NS, "quartermaster-reconciler");
     const pass = await cli(["reconcile", "--once", "--namespace", NS, "--kubeconfig", reconciler.kubeconfig]);
@@ -120,12 +132,20 @@ describe("doctor against a real kube-apiserver", () => {
     assert.deepEqual(loud(report), []);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(report.status, "healthy");
-    const subjects = (check: Finding["check"]): string[] => report.findings.filter((f) => f.check === check && f.severity === "ok").map((f) => f.subject).sort();
+    const subjects = (check: Finding["check"]): string[] =>
+      report.findings
+        .filter((f) => f.check === check && f.severity === "ok")
+        .map((f) => f.subject)
+        .sort();
     const hooks = ["jobs.mutate.quartermaster.dev", "jobs.validate.quartermaster.dev", "pods.mutate.quartermaster.dev", "pods.validate.quartermaster.dev"];
-    for (const check of ["webhook-configuration", "webhook-render", "endpoints", "ca-bundle", "namespace-selector", "side-effects", "timeout"] as const) assert.deepEqual(subjects(check), hooks, check);
+    for (const check of ["webhook-configuration", "webhook-render", "endpoints", "ca-bundle", "namespace-selector", "side-effects", "timeout"] as const)
+      assert.deepEqual(subjects(check), hooks, check);
     assert.match(find(report, "endpoints", "pods.validate.quartermaster.dev")[0]!.message, /quartermaster\/quartermaster-webhook: 2 ready endpoints/);
     assert.match(find(report, "endpoints", "pods.mutate.quartermaster.dev")[0]!.message, new RegExp(`answers at https://127.0.0.1:${wp.port}/mutate/pods`));
-    assert.match(find(report, "ca-bundle", "pods.validate.quartermaster.dev")[0]!.message, /in Secret quartermaster\/quartermaster-webhook-tls .*names quartermaster-webhook\.quartermaster\.svc/);
+    assert.match(
+      find(report, "ca-bundle", "pods.validate.quartermaster.dev")[0]!.message,
+      /in Secret quartermaster\/quartermaster-webhook-tls .*names quartermaster-webhook\.quartermaster\.svc/,
+    );
     assert.match(find(report, "ca-bundle", "pods.mutate.quartermaster.dev")[0]!.message, new RegExp(`served at 127.0.0.1:${wp.port} .*names 127.0.0.1`));
     assert.deepEqual(subjects("rbac"), ["ServiceAccount quartermaster/quartermaster-reconciler", "ServiceAccount quartermaster/quartermaster-webhook"]);
     assert.match(find(report, "reconciler", /CronJob/)[0]!.message, /^last successful pass \d+s ago \(schedule \*\/5 \* \* \* \*\)$/);
@@ -143,7 +163,14 @@ describe("doctor against a real kube-apiserver", () => {
     const ca = { certPem: wp.caPem, keyPem: readFileSync(join(wp.certDir, "ca.key"), "utf8") };
     // The server refuses to load a pair that has expired already, so it is given one that expires while served.
     const validFor = 4_000;
-    const old = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ips: ["127.0.0.1"], ca, days: 1, now: new Date(Date.now() - 86_400_000 + validFor) });
+    const old = await generateCertificates({
+      service: "quartermaster-webhook",
+      namespace: NS,
+      ips: ["127.0.0.1"],
+      ca,
+      days: 1,
+      now: new Date(Date.now() - 86_400_000 + validFor),
+    });
     const expired = { cert: old.certPem, key: old.keyPem };
     await serve(expired);
     await putSecret(expired);
@@ -157,7 +184,10 @@ describe("doctor against a real kube-apiserver", () => {
       assert.match(expiry[0]!.message, /^expired today .*served at 127\.0\.0\.1:\d+, in Secret quartermaster\/quartermaster-webhook-tls/);
       assert.match(expiry[0]!.fix, /certs ensure/);
       // Nothing else is wrong: the caBundle still verifies the (expired) certificate.
-      assert.deepEqual(loud(report).filter((l) => !l.includes("certificate-expiry")), []);
+      assert.deepEqual(
+        loud(report).filter((l) => !l.includes("certificate-expiry")),
+        [],
+      );
     } finally {
       await serve(tls);
       await putSecret(tls);
@@ -175,13 +205,21 @@ describe("doctor against a real kube-apiserver", () => {
       for (const hook of ["pods.validate.quartermaster.dev", "jobs.validate.quartermaster.dev"]) {
         const [f] = find(report, "ca-bundle", hook);
         assert.equal(f?.severity, "critical", JSON.stringify(f));
-        assert.match(f!.message, /caBundle does not verify the certificate in Secret quartermaster\/quartermaster-webhook-tls: signed by .*quartermaster-ca.*not in the caBundle \("someone-elses-ca-.*"\).*every request it matches is refused \(failurePolicy Fail\)/);
+        assert.match(
+          f!.message,
+          /caBundle does not verify the certificate in Secret quartermaster\/quartermaster-webhook-tls: signed by .*quartermaster-ca.*not in the caBundle \("someone-elses-ca-.*"\).*every request it matches is refused \(failurePolicy Fail\)/,
+        );
       }
       assert.equal(find(report, "ca-bundle", "pods.mutate.quartermaster.dev")[0]!.severity, "ok");
       // The foreign CA expires in 30 days: reported too, as a warning.
       assert.equal(find(report, "certificate-expiry", /someone-elses-ca/)[0]!.severity, "warning");
     } finally {
-      await ok("PATCH", VALIDATING, patch.map((p) => ({ ...p, value: b64(wp.caPem) })), JSON_PATCH);
+      await ok(
+        "PATCH",
+        VALIDATING,
+        patch.map((p) => ({ ...p, value: b64(wp.caPem) })),
+        JSON_PATCH,
+      );
     }
   });
 
@@ -220,7 +258,10 @@ describe("doctor against a real kube-apiserver", () => {
       assert.equal(code, 2);
       const [f] = find(report, "namespace-selector", "pods.validate.quartermaster.dev");
       assert.equal(f?.severity, "critical");
-      assert.match(f!.message, /namespaceSelector \{\} \(every namespace\) matches kube-system, kube-public, kube-node-lease, quartermaster: system pods wait on Quartermaster and are refused when it is down/);
+      assert.match(
+        f!.message,
+        /namespaceSelector \{\} \(every namespace\) matches kube-system, kube-public, kube-node-lease, quartermaster: system pods wait on Quartermaster and are refused when it is down/,
+      );
       assert.match(f!.fix, /kubernetes\.io\/metadata\.name, operator: NotIn/);
       assert.equal(find(report, "namespace-selector", "jobs.validate.quartermaster.dev")[0]!.severity, "ok");
     } finally {
@@ -236,7 +277,10 @@ describe("doctor against a real kube-apiserver", () => {
       // Excluded today only because kube-system lacks the opt-in label: already a warning.
       const before = await doctor();
       assert.equal(before.code, 1);
-      assert.match(find(before.report, "namespace-selector", "pods.mutate.quartermaster.dev")[0]!.message, /^kube-system, kube-public, kube-node-lease, quartermaster are excluded only by labels/);
+      assert.match(
+        find(before.report, "namespace-selector", "pods.mutate.quartermaster.dev")[0]!.message,
+        /^kube-system, kube-public, kube-node-lease, quartermaster are excluded only by labels/,
+      );
       await ok("PATCH", "/api/v1/namespaces/kube-system", { metadata: { labels: { "quartermaster.dev/enabled": "true" } } }, MERGE_PATCH);
       const { code, report } = await doctor();
       assert.equal(code, 1);
@@ -244,7 +288,13 @@ describe("doctor against a real kube-apiserver", () => {
       assert.equal(f?.severity, "warning");
       assert.match(f!.message, /matches kube-system: system pods wait on Quartermaster up to its timeout when it is down/);
       // And the selector is no longer the scope's the policy renders.
-      assert.deepEqual(loud(report).map((x) => x.split(":")[0]).sort(), ["warning namespace-selector pods.mutate.quartermaster.dev", "warning webhook-render pods.mutate.quartermaster.dev"], loud(report).join("\n"));
+      assert.deepEqual(
+        loud(report)
+          .map((x) => x.split(":")[0])
+          .sort(),
+        ["warning namespace-selector pods.mutate.quartermaster.dev", "warning webhook-render pods.mutate.quartermaster.dev"],
+        loud(report).join("\n"),
+      );
     } finally {
       await ok("PATCH", "/api/v1/namespaces/kube-system", { metadata: { labels: { "quartermaster.dev/enabled": null } } }, MERGE_PATCH);
       const shipped = (await renderBase(cp)).find((o) => o.kind === "MutatingWebhookConfiguration")!;
@@ -259,7 +309,10 @@ describe("doctor against a real kube-apiserver", () => {
     writeFileSync(file, readFileSync(cp.kubeconfig, "utf8").replace(/server: https:\/\/127\.0\.0\.1:\d+/, `server: https://127.0.0.1:${port}`));
     const { code, report } = await doctor(file);
     assert.equal(code, 2);
-    assert.deepEqual(report.findings.map((f) => `${f.severity} ${f.check}`), ["critical cluster"]);
+    assert.deepEqual(
+      report.findings.map((f) => `${f.severity} ${f.check}`),
+      ["critical cluster"],
+    );
     assert.match(report.findings[0]!.message, /cannot read the cluster: .*ECONNREFUSED/);
   });
 });

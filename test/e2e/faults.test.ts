@@ -14,7 +14,14 @@ import { join } from "node:path";
 import { after, before, describe, it, type TestContext } from "node:test";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { startTcpProxy, type TcpProxy } from "./harness/tcp-proxy.js";
-import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
+import {
+  applyOwnManifests,
+  createNamespace,
+  installKubeflowCrds,
+  renderWebhookConfigurations,
+  webhookProcess,
+  type WebhookProcess,
+} from "./harness/webhook.js";
 
 let seq = 0;
 const unique = (prefix: string): string => `${prefix}-${Date.now().toString(36)}-${++seq}`;
@@ -34,12 +41,18 @@ function trainingPod(name: string, opts: { labels?: Record<string, string>; gpu?
       name,
       labels: opts.labels ?? { "training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/replica-type": "worker" },
       ...(opts.owner
-        ? { ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: opts.owner.job, uid: opts.owner.uid, controller: true, blockOwnerDeletion: true }] }
+        ? {
+            ownerReferences: [
+              { apiVersion: "kubeflow.org/v1", kind: "TFJob", name: opts.owner.job, uid: opts.owner.uid, controller: true, blockOwnerDeletion: true },
+            ],
+          }
         : {}),
     },
     spec: {
       restartPolicy: "Never",
-      containers: [{ name: "tensorflow", image: "tensorflow/tensorflow:2.16.1", ...(opts.gpu === false ? {} : { resources: { limits: { "nvidia.com/gpu": "1" } } }) }],
+      containers: [
+        { name: "tensorflow", image: "tensorflow/tensorflow:2.16.1", ...(opts.gpu === false ? {} : { resources: { limits: { "nvidia.com/gpu": "1" } } }) },
+      ],
     },
   };
 }
@@ -100,7 +113,9 @@ describe("faults: webhook processes down or hung, the apiserver unreachable or s
     // The mutating webhook reads jobs through a proxy in front of the apiserver, so lookups can be failed.
     apiProxy = await startTcpProxy(cp.apiPort);
     const proxied = join(cp.dir, "kubeconfig-webhook-via-proxy");
-    writeFileSync(proxied, readFileSync(sa.kubeconfig, "utf8").replace(`https://127.0.0.1:${cp.apiPort}`, `https://127.0.0.1:${apiProxy.port}`), { mode: 0o600 });
+    writeFileSync(proxied, readFileSync(sa.kubeconfig, "utf8").replace(`https://127.0.0.1:${cp.apiPort}`, `https://127.0.0.1:${apiProxy.port}`), {
+      mode: 0o600,
+    });
     mutator = await webhookProcess({ kubeconfig: proxied });
     validator = await webhookProcess({ kubeconfig: sa.kubeconfig });
     await Promise.all([mutator.start(), validator.start()]);
@@ -146,7 +161,10 @@ describe("faults: webhook processes down or hung, the apiserver unreachable or s
       assert.equal(r.status, 201, JSON.stringify(r.body));
       assert.equal(outfitted(r.body), false);
       assert.doesNotMatch(String(r.headers.warning ?? ""), /quartermaster/);
-      assert.deepEqual((await validator.awaitAdmissions(name, 1)).map((l) => l.webhook), ["validate-pods"]);
+      assert.deepEqual(
+        (await validator.awaitAdmissions(name, 1)).map((l) => l.webhook),
+        ["validate-pods"],
+      );
     } finally {
       await mutator.start();
     }
@@ -251,13 +269,21 @@ describe("faults: webhook processes down or hung, the apiserver unreachable or s
       const warnings = String(r.headers.warning ?? "");
       if (tc.warning) {
         assert.match(warnings, tc.warning("team-a", job));
-        assert.deepEqual(env.filter((e) => e.name === "TF_CONFIG"), []);
+        assert.deepEqual(
+          env.filter((e) => e.name === "TF_CONFIG"),
+          [],
+        );
       } else {
         assert.doesNotMatch(warnings, /no cluster spec/);
-        assert.deepEqual(env.map((e) => e.name), ["TF_CONFIG"]);
+        assert.deepEqual(
+          env.map((e) => e.name),
+          ["TF_CONFIG"],
+        );
       }
       const [line] = await mutator.awaitAdmissions(pod.metadata.name, 1);
-      t.diagnostic(`the mutating webhook answered in ${String(line?.durationMs)} ms (lookup bound ${JOB_LOOKUP_TIMEOUT_MS} ms, webhook timeout ${WEBHOOK_TIMEOUT_S} s)`);
+      t.diagnostic(
+        `the mutating webhook answered in ${String(line?.durationMs)} ms (lookup bound ${JOB_LOOKUP_TIMEOUT_MS} ms, webhook timeout ${WEBHOOK_TIMEOUT_S} s)`,
+      );
     });
   }
 });

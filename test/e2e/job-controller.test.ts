@@ -59,40 +59,70 @@ describe("job controller: Caffe2Job without an operator, on a real kube-apiserve
   };
   const getJob = async (name: string): Promise<Obj> => (await cp.api("GET", `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs/${name}`)).body;
   const pods = async (name: string): Promise<Obj[]> =>
-    ((await cp.api("GET", `/api/v1/namespaces/${NS}/pods?labelSelector=caffe2_job_key=${NS}-${name}`)).body.items as Obj[]).sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
-  const services = async (name: string): Promise<Obj[]> => (await cp.api("GET", `/api/v1/namespaces/${NS}/services?labelSelector=caffe2_job_key=${NS}-${name}`)).body.items as Obj[];
+    ((await cp.api("GET", `/api/v1/namespaces/${NS}/pods?labelSelector=caffe2_job_key=${NS}-${name}`)).body.items as Obj[]).sort((a, b) =>
+      a.metadata.name < b.metadata.name ? -1 : 1,
+    );
+  const services = async (name: string): Promise<Obj[]> =>
+    (await cp.api("GET", `/api/v1/namespaces/${NS}/services?labelSelector=caffe2_job_key=${NS}-${name}`)).body.items as Obj[];
   const conditions = (job: Obj): string[] => (job.status?.conditions ?? []).map((c: Obj) => `${c.type}=${c.status}`);
   /** Reports a pod's state as a kubelet would (the status subresource). */
   const report = async (pod: string, phase: string, o: { exitCode?: number; restartCount?: number } = {}): Promise<void> => {
-    const state = o.exitCode !== undefined ? { terminated: { exitCode: o.exitCode, reason: o.exitCode === 0 ? "Completed" : "Error" } } : phase === "Running" ? { running: {} } : { waiting: {} };
+    const state =
+      o.exitCode !== undefined
+        ? { terminated: { exitCode: o.exitCode, reason: o.exitCode === 0 ? "Completed" : "Error" } }
+        : phase === "Running"
+          ? { running: {} }
+          : { waiting: {} };
     const containerStatuses = [{ name: "caffe2", image: "caffe2:1", imageID: "", ready: phase === "Running", restartCount: o.restartCount ?? 0, state }];
-    const r = await cp.api("PATCH", `/api/v1/namespaces/${NS}/pods/${pod}/status`, { status: { phase, containerStatuses } }, { "content-type": "application/merge-patch+json" });
+    const r = await cp.api(
+      "PATCH",
+      `/api/v1/namespaces/${NS}/pods/${pod}/status`,
+      { status: { phase, containerStatuses } },
+      { "content-type": "application/merge-patch+json" },
+    );
     assert.equal(r.status, 200, JSON.stringify(r.body));
   };
   const events = async (name: string): Promise<string[]> =>
-    ((await cp.api("GET", `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name=${name}`)).body.items as Obj[]).map((e) => `${e.type} ${e.reason} ${e.message}`);
+    ((await cp.api("GET", `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name=${name}`)).body.items as Obj[]).map(
+      (e) => `${e.type} ${e.reason} ${e.message}`,
+    );
 
   it("a new Caffe2Job: its pods and Services, owned by it, CAFFE2_CONFIG's hosts resolvable as its Services; Created; upstream's Events", async () => {
     const uid = await createJob("life");
     await pass();
     const ps = await pods("life");
-    assert.deepEqual(ps.map((p) => p.metadata.name), [`${NS}-life-worker-0`, `${NS}-life-worker-1`]);
+    assert.deepEqual(
+      ps.map((p) => p.metadata.name),
+      [`${NS}-life-worker-0`, `${NS}-life-worker-1`],
+    );
     for (const p of ps) {
-      assert.deepEqual(p.metadata.ownerReferences.map((r: Obj) => [r.kind, r.uid, r.controller, r.blockOwnerDeletion]), [["Caffe2Job", uid, true, true]]);
+      assert.deepEqual(
+        p.metadata.ownerReferences.map((r: Obj) => [r.kind, r.uid, r.controller, r.blockOwnerDeletion]),
+        [["Caffe2Job", uid, true, true]],
+      );
       assert.equal(p.spec.restartPolicy, "Never");
     }
     const config = JSON.parse(ps[1]!.spec.containers[0].env.find((e: Obj) => e.name === "CAFFE2_CONFIG").value);
     assert.deepEqual(config, { cluster: { worker: [`${NS}-life-worker-0:2222`, `${NS}-life-worker-1:2222`] }, task: { type: "worker", index: 1 } });
     const svcs = await services("life");
-    assert.deepEqual(svcs.map((s) => s.metadata.name).sort(), config.cluster.worker.map((h: string) => h.split(":")[0]));
+    assert.deepEqual(
+      svcs.map((s) => s.metadata.name).sort(),
+      config.cluster.worker.map((h: string) => h.split(":")[0]),
+    );
     for (const s of svcs) assert.equal(s.spec.clusterIP, "None");
     const job = await getJob("life");
     assert.deepEqual(conditions(job), ["Created=True"]);
     assert.ok(job.status.startTime && job.status.lastReconcileTime);
-    assert.deepEqual((await events("life")).filter((e) => e.includes("SuccessfulCreatePod")).sort(), [`Normal SuccessfulCreatePod Created pod: ${NS}-life-worker-0`, `Normal SuccessfulCreatePod Created pod: ${NS}-life-worker-1`]);
+    assert.deepEqual((await events("life")).filter((e) => e.includes("SuccessfulCreatePod")).sort(), [
+      `Normal SuccessfulCreatePod Created pod: ${NS}-life-worker-0`,
+      `Normal SuccessfulCreatePod Created pod: ${NS}-life-worker-1`,
+    ]);
     // A second pass: nothing to do.
     const again = await pass();
-    assert.deepEqual(again.applied.filter((a) => a.includes("life")), []);
+    assert.deepEqual(
+      again.applied.filter((a) => a.includes("life")),
+      [],
+    );
   });
 
   it("the status follows every transition: Running, then Succeeded with completionTime", async () => {
@@ -149,7 +179,12 @@ describe("job controller: Caffe2Job without an operator, on a real kube-apiserve
     await pass();
     const job = await getJob("backoff");
     assert.equal(job.status.conditions.at(-1).message, "Job backoff has failed because it has reached the specified backoff limit");
-    await cp.until("the backoff job's pods and Services are gone", async () => (await pods("backoff")).length === 0 && (await services("backoff")).length === 0, 10_000, 100);
+    await cp.until(
+      "the backoff job's pods and Services are gone",
+      async () => (await pods("backoff")).length === 0 && (await services("backoff")).length === 0,
+      10_000,
+      100,
+    );
   });
 
   it("activeDeadlineSeconds: a job running past it fails", async () => {
@@ -168,7 +203,13 @@ describe("job controller: Caffe2Job without an operator, on a real kube-apiserve
   it("suspend deletes the pods and Services and says so; resume brings them back", async () => {
     await createJob("pause");
     await pass();
-    const patch = (suspend: boolean) => cp.api("PATCH", `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs/pause`, { spec: { runPolicy: { suspend } } }, { "content-type": "application/merge-patch+json" });
+    const patch = (suspend: boolean) =>
+      cp.api(
+        "PATCH",
+        `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs/pause`,
+        { spec: { runPolicy: { suspend } } },
+        { "content-type": "application/merge-patch+json" },
+      );
     assert.equal((await patch(true)).status, 200);
     await pass();
     await cp.until("the suspended job's pods are gone", async () => (await pods("pause")).length === 0 && (await services("pause")).length === 0, 10_000, 100);
@@ -183,7 +224,13 @@ describe("job controller: Caffe2Job without an operator, on a real kube-apiserve
     await createJob("scale", {}, undefined, 3);
     await pass();
     const uids = new Map((await pods("scale")).map((p) => [p.metadata.name, p.metadata.uid]));
-    const scale = (replicas: number) => cp.api("PATCH", `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs/scale`, { spec: { replicaSpecs: { replicas } } }, { "content-type": "application/merge-patch+json" });
+    const scale = (replicas: number) =>
+      cp.api(
+        "PATCH",
+        `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs/scale`,
+        { spec: { replicaSpecs: { replicas } } },
+        { "content-type": "application/merge-patch+json" },
+      );
     assert.equal((await scale(1)).status, 200);
     await pass();
     await cp.until("scaled down to 1", async () => (await pods("scale")).length === 1, 10_000, 100);
@@ -192,7 +239,10 @@ describe("job controller: Caffe2Job without an operator, on a real kube-apiserve
     assert.equal((await scale(2)).status, 200);
     await pass();
     const after = await pods("scale");
-    assert.deepEqual(after.map((p) => p.metadata.name), [`${NS}-scale-worker-0`, `${NS}-scale-worker-1`]);
+    assert.deepEqual(
+      after.map((p) => p.metadata.name),
+      [`${NS}-scale-worker-0`, `${NS}-scale-worker-1`],
+    );
     assert.equal(after[0]!.metadata.uid, uids.get(`${NS}-scale-worker-0`), "index 0 untouched");
   });
 
@@ -201,9 +251,17 @@ describe("job controller: Caffe2Job without an operator, on a real kube-apiserve
       apiVersion: "kubeflow.org/v1alpha1",
       kind: "Caffe2Job",
       metadata: { name: "priv" },
-      spec: { RuntimeID: "run-1", backendSpecs: { backendType: "redis", redisHost: "redis", redisPort: 6379 }, replicaSpecs: { replicas: 2, template: { spec } } },
+      spec: {
+        RuntimeID: "run-1",
+        backendSpecs: { backendType: "redis", redisHost: "redis", redisPort: 6379 },
+        replicaSpecs: { replicas: 2, template: { spec } },
+      },
     });
-    const r = await cp.api("POST", `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs`, body({ hostNetwork: true, containers: [{ name: "caffe2", image: "caffe2:1", securityContext: { privileged: true } }] }));
+    const r = await cp.api(
+      "POST",
+      `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs`,
+      body({ hostNetwork: true, containers: [{ name: "caffe2", image: "caffe2:1", securityContext: { privileged: true } }] }),
+    );
     assert.equal(r.status, 201, JSON.stringify(r.body));
     await pass();
     assert.deepEqual(await pods("priv"), []);
@@ -218,9 +276,15 @@ describe("job controller: Caffe2Job without an operator, on a real kube-apiserve
     assert.deepEqual(await events("priv"), [`Warning TemplateRefused ${msg}`]);
     // Fixed by the user (a merge patch replaces the container list): the condition turns False, the pods come.
     const fix = { spec: { replicaSpecs: { template: { spec: { hostNetwork: null, containers: [{ name: "caffe2", image: "caffe2:1" }] } } } } };
-    assert.equal((await cp.api("PATCH", `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs/priv`, fix, { "content-type": "application/merge-patch+json" })).status, 200);
+    assert.equal(
+      (await cp.api("PATCH", `/apis/kubeflow.org/v1alpha1/namespaces/${NS}/caffe2jobs/priv`, fix, { "content-type": "application/merge-patch+json" })).status,
+      200,
+    );
     await pass();
-    assert.deepEqual((await pods("priv")).map((p) => p.metadata.name), [`${NS}-priv-worker-0`, `${NS}-priv-worker-1`]);
+    assert.deepEqual(
+      (await pods("priv")).map((p) => p.metadata.name),
+      [`${NS}-priv-worker-0`, `${NS}-priv-worker-1`],
+    );
     job = await getJob("priv");
     assert.deepEqual(conditions(job), ["TemplateRefused=False", "Created=True"]);
   });
@@ -262,7 +326,8 @@ describe("job controller: resident (reconcile --watch) with two instances and on
   /** Create calls sent per object (`create Pod ns/name`), across instances. */
   const createCalls = (kind: "Pod" | "Service"): Map<string, number> => {
     const m = new Map<string, number>();
-    for (const l of lines) if (l.msg === "job controller: create" && String(l.action).startsWith(`create ${kind} `)) m.set(l.action, (m.get(l.action) ?? 0) + 1);
+    for (const l of lines)
+      if (l.msg === "job controller: create" && String(l.action).startsWith(`create ${kind} `)) m.set(l.action, (m.get(l.action) ?? 0) + 1);
     return m;
   };
   const createJobs = async (prefix: string, n: number, width = 16): Promise<void> => {
@@ -300,10 +365,30 @@ describe("job controller: resident (reconcile --watch) with two instances and on
     assert.equal([...watchers.values()].filter((w) => w.leading()).length, 1);
     await createJobs("one", 1);
     const pod = `${WNS}-one-0-worker-0`;
-    await cp.until("the pod and its Service", async () => (await cp.api("GET", `/api/v1/namespaces/${WNS}/pods/${pod}`)).status === 200 && (await cp.api("GET", `/api/v1/namespaces/${WNS}/services/${pod}`)).status === 200, 10_000, 50);
-    const r = await cp.api("PATCH", `/api/v1/namespaces/${WNS}/pods/${pod}/status`, { status: { phase: "Running" } }, { "content-type": "application/merge-patch+json" });
+    await cp.until(
+      "the pod and its Service",
+      async () =>
+        (await cp.api("GET", `/api/v1/namespaces/${WNS}/pods/${pod}`)).status === 200 &&
+        (await cp.api("GET", `/api/v1/namespaces/${WNS}/services/${pod}`)).status === 200,
+      10_000,
+      50,
+    );
+    const r = await cp.api(
+      "PATCH",
+      `/api/v1/namespaces/${WNS}/pods/${pod}/status`,
+      { status: { phase: "Running" } },
+      { "content-type": "application/merge-patch+json" },
+    );
     assert.equal(r.status, 200);
-    await cp.until("Running", async () => ((await cp.api("GET", `/apis/kubeflow.org/v1alpha1/namespaces/${WNS}/caffe2jobs/one-0`)).body.status?.conditions ?? []).some((c: Obj) => c.type === "Running" && c.status === "True"), 10_000, 50);
+    await cp.until(
+      "Running",
+      async () =>
+        ((await cp.api("GET", `/apis/kubeflow.org/v1alpha1/namespaces/${WNS}/caffe2jobs/one-0`)).body.status?.conditions ?? []).some(
+          (c: Obj) => c.type === "Running" && c.status === "True",
+        ),
+      10_000,
+      50,
+    );
     // Its metrics: the leader says it holds the Lease and counts what it created; the standby neither.
     const lead = leader()!;
     const standby = [...watchers.keys()].find((h) => h !== lead)!;
@@ -312,7 +397,7 @@ describe("job controller: resident (reconcile --watch) with two instances and on
     assert.ok((await scraped(lead, 'quartermaster_watch_objects_total{verb="create",kind="Service"}')) >= 1);
     assert.ok((await scraped(lead, 'quartermaster_watch_reconciles_total{result="ok"}')) >= 1);
     assert.equal(await scraped(standby, 'quartermaster_watch_reconciles_total{result="ok"}'), 0, "a standby does not sync");
-    assert.ok((await scraped(lead, "quartermaster_watch_pass_duration_seconds_count{result=\"ok\"}")) >= 1, "the full pass after taking the Lease");
+    assert.ok((await scraped(lead, 'quartermaster_watch_pass_duration_seconds_count{result="ok"}')) >= 1, "the full pass after taking the Lease");
   });
 
   it("lease handover while jobs are being created: the standby takes over and no pod is created twice", async () => {
@@ -325,7 +410,11 @@ describe("job controller: resident (reconcile --watch) with two instances and on
     await cp.until("all 40 pods", async () => (await countPods("handover")) === 40, 60_000, 200);
     const calls = [...createCalls("Pod")].filter(([a]) => a.includes("-handover-"));
     assert.equal(calls.length, 40);
-    assert.deepEqual(calls.filter(([, n]) => n > 1), [], "no pod created twice");
+    assert.deepEqual(
+      calls.filter(([, n]) => n > 1),
+      [],
+      "no pod created twice",
+    );
     await start(first); // back as a standby
   });
 
@@ -336,9 +425,16 @@ describe("job controller: resident (reconcile --watch) with two instances and on
     const seconds = (performance.now() - t0) / 1000;
     const calls = [...createCalls("Pod")].filter(([a]) => a.includes("-burst-"));
     assert.equal(calls.length, 500);
-    assert.deepEqual(calls.filter(([, n]) => n > 1), [], "at most one create per missing pod");
+    assert.deepEqual(
+      calls.filter(([, n]) => n > 1),
+      [],
+      "at most one create per missing pod",
+    );
     const svcCalls = [...createCalls("Service")].filter(([a]) => a.includes("-burst-"));
-    assert.deepEqual(svcCalls.filter(([, n]) => n > 1), []);
+    assert.deepEqual(
+      svcCalls.filter(([, n]) => n > 1),
+      [],
+    );
     console.log(`# burst: 500 jobs' pods in ${seconds.toFixed(1)} s`);
   });
 });

@@ -64,7 +64,10 @@ function withMutateJobs(configs: Array<Record<string, any>>): Array<Record<strin
 
 /** The configurations without `/mutate/jobs`: Quartermaster as it was before the upgrade. */
 function withoutMutateJobs(configs: Array<Record<string, any>>): Array<Record<string, any>> {
-  return configs.map((c) => ({ ...c, webhooks: (c.webhooks as Array<Record<string, any>>).filter((h) => !String(h.clientConfig.url).endsWith("/mutate/jobs")) }));
+  return configs.map((c) => ({
+    ...c,
+    webhooks: (c.webhooks as Array<Record<string, any>>).filter((h) => !String(h.clientConfig.url).endsWith("/mutate/jobs")),
+  }));
 }
 
 describe("/mutate/jobs through a real kube-apiserver", () => {
@@ -141,7 +144,10 @@ describe("/mutate/jobs through a real kube-apiserver", () => {
     const name = unique("keep");
     const r = await create("team-a", pytorchJob(name, { cleanPodPolicy: "None", ttlSecondsAfterFinished: 30 }));
     assert.equal(r.code, 0, r.stderr);
-    assert.deepEqual(r.stderr.split("\n").filter((l) => l.startsWith("Warning: ")), ["Warning: quartermaster: set spec.runPolicy.backoffLimit=3 (platform default)"]);
+    assert.deepEqual(
+      r.stderr.split("\n").filter((l) => l.startsWith("Warning: ")),
+      ["Warning: quartermaster: set spec.runPolicy.backoffLimit=3 (platform default)"],
+    );
     assert.deepEqual((await getJob("team-a", name)).spec.runPolicy, { cleanPodPolicy: "None", ttlSecondsAfterFinished: 30, backoffLimit: 3 });
   });
 
@@ -162,7 +168,11 @@ describe("/mutate/jobs through a real kube-apiserver", () => {
     assert.equal(after.metadata.labels.team, "ml");
     assert.equal(after.spec.runPolicy, undefined);
     const lines = await wh.awaitAdmissions(existing, 2);
-    assert.deepEqual(lines.map((l) => `${l.webhook} ${l.operation}`), ["validate-jobs CREATE", "validate-jobs UPDATE"], "no /mutate/jobs call for the existing job");
+    assert.deepEqual(
+      lines.map((l) => `${l.webhook} ${l.operation}`),
+      ["validate-jobs CREATE", "validate-jobs UPDATE"],
+      "no /mutate/jobs call for the existing job",
+    );
   });
 
   it("Caffe2Job (no runPolicy in caffe2-operator) is created as sent", async () => {

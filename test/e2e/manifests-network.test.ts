@@ -66,7 +66,9 @@ describe("network exposure of the webhook", () => {
       });
 
       it("Service port 443 reaches the webhook port and port 9090 the metrics port", () => {
-        const byPort = new Map(e.service.spec.ports.map((p: { port: number; targetPort: string | number }) => [p.port, containerPort(e.container, p.targetPort)]));
+        const byPort = new Map(
+          e.service.spec.ports.map((p: { port: number; targetPort: string | number }) => [p.port, containerPort(e.container, p.targetPort)]),
+        );
         assert.equal(byPort.get(443), webhookPort);
         assert.equal(byPort.get(9090), metricsPort);
       });
@@ -88,11 +90,15 @@ describe("network exposure of the webhook", () => {
           assert.ok(rule.from && rule.from.length > 0, "a rule without `from` admits every pod of the cluster");
           assert.ok(rule.ports && rule.ports.length > 0, "a rule without `ports` admits every port");
         }
-        const sourcesOf = (port: number): unknown[] => rules.filter((r) => r.ports!.some((p) => containerPort(e.container, p.port) === port)).flatMap((r) => r.from!);
+        const sourcesOf = (port: number): unknown[] =>
+          rules.filter((r) => r.ports!.some((p) => containerPort(e.container, p.port) === port)).flatMap((r) => r.from!);
         assert.deepEqual(sourcesOf(metricsPort), [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }]);
         const control = sourcesOf(webhookPort);
         assert.ok(control.length > 0);
-        assert.ok(!control.some((s) => JSON.stringify(s).includes("namespaceSelector") && JSON.stringify(s).includes("monitoring")), "monitoring does not reach the webhook port");
+        assert.ok(
+          !control.some((s) => JSON.stringify(s).includes("namespaceSelector") && JSON.stringify(s).includes("monitoring")),
+          "monitoring does not reach the webhook port",
+        );
         const covered = new Set(rules.flatMap((r) => r.ports!.map((p) => containerPort(e.container, p.port))));
         assert.deepEqual([...covered].sort(), [webhookPort, metricsPort].sort(), "no other port is admitted");
       });
@@ -125,7 +131,10 @@ describe("network exposure of the webhook", () => {
       const e = exposure(render(dir))!;
       const webhookPort = Number(flag(e.container.args, "port"));
       const rule = e.policy.spec.ingress.find((r: { ports: Array<{ port: number }> }) => r.ports.some((p) => p.port === webhookPort));
-      assert.deepEqual(rule.from, [{ ipBlock: { cidr: "10.0.0.0/24" } }, { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-apiserver" } } }]);
+      assert.deepEqual(rule.from, [
+        { ipBlock: { cidr: "10.0.0.0/24" } },
+        { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-apiserver" } } },
+      ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -154,7 +163,7 @@ describe("network exposure of the webhook", () => {
     };
     const prometheus = { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "prometheus" } } };
     const sources = block("network-sources-object")
-      .replace("- ipBlock: {cidr: 10.0.0.0/24}", "- ipBlock: {cidr: 10.0.0.0/24}\n  - ipBlock: {cidr: \"fd00:10::/64\"}")
+      .replace("- ipBlock: {cidr: 10.0.0.0/24}", '- ipBlock: {cidr: 10.0.0.0/24}\n  - ipBlock: {cidr: "fd00:10::/64"}')
       .replace("kubernetes.io/metadata.name: monitoring", "kubernetes.io/metadata.name: prometheus");
     const CASES = [
       { name: "self-managed overlay", base: "manifests/overlays/self-managed", reconciler: false },
@@ -170,12 +179,17 @@ describe("network exposure of the webhook", () => {
         assert.deepEqual(webhook.spec.ingress[0].ports, [{ port: 8443, protocol: "TCP" }]);
         assert.deepEqual(webhook.spec.ingress[1].from, [prometheus]);
         assert.deepEqual(webhook.spec.ingress[1].ports, [{ port: 9090, protocol: "TCP" }]);
-        assert.equal(policy("quartermaster-reconciler")?.spec.ingress[0].from[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"], c.reconciler ? "prometheus" : undefined);
+        assert.equal(
+          policy("quartermaster-reconciler")?.spec.ingress[0].from[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"],
+          c.reconciler ? "prometheus" : undefined,
+        );
         assert.equal(objects.filter((o) => o.kind === "NetworkSources").length, 0, "a local-config object is not applied");
       });
     }
     it("the documented object unchanged renders (the webhook port from the example CIDR)", () => {
-      const webhook = renderWith("manifests/base", block("network-sources-object")).find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "quartermaster-webhook")!;
+      const webhook = renderWith("manifests/base", block("network-sources-object")).find(
+        (o) => o.kind === "NetworkPolicy" && o.metadata.name === "quartermaster-webhook",
+      )!;
       assert.deepEqual(webhook.spec.ingress[0].from, [{ ipBlock: { cidr: "10.0.0.0/24" } }]);
     });
     it("a NetworkSources without metricsFrom fails the render, naming the field", () => {

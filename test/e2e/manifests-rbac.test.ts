@@ -34,7 +34,9 @@ const JOBS = (verb: string): Target => {
   return { verb, group: [...groups][0]!, resources: jobKinds.map((k) => k.plural) };
 };
 const core = (verb: string, resource: string): Target => ({ verb, group: "", resources: [resource] });
-const g = (group: string) => (verb: string, resource: string): Target => ({ verb, group, resources: [resource] });
+const g =
+  (group: string) =>
+  (verb: string, resource: string): Target => ({ verb, group, resources: [resource] });
 const coordination = g("coordination.k8s.io");
 const admission = g("admissionregistration.k8s.io");
 const batch = g("batch");
@@ -76,7 +78,10 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
   "CoordinationV1Api.createNamespacedLease": coordination("create", "leases"),
   "CoordinationV1Api.replaceNamespacedLease": coordination("update", "leases"),
   "CustomObjectsApi.getNamespacedCustomObject": JOBS("get"),
-  "CustomObjectsApi.listClusterCustomObject": [{ ...JOBS("list"), cluster: true }, { ...policyReports("list"), cluster: true }],
+  "CustomObjectsApi.listClusterCustomObject": [
+    { ...JOBS("list"), cluster: true },
+    { ...policyReports("list"), cluster: true },
+  ],
   "CustomObjectsApi.patchNamespacedCustomObject": JOBS("patch"),
   "CustomObjectsApi.patchNamespacedCustomObjectStatus": { ...JOBS("patch"), resources: jobKinds.map((k) => `${k.plural}/status`) },
   "CustomObjectsApi.deleteNamespacedCustomObject": [JOBS("delete"), policyReports("delete")],
@@ -98,9 +103,20 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
  * reconciler's scope change (remove this entry once src/kube makes it, so the grant is checked like the rest).
  */
 const IMPLICIT: Array<{ sa: string; verb: string; group: string; resource: string; why: string }> = [
-  ...jobKinds.map((k) => ({ sa: "quartermaster-reconciler", verb: "update", group: k.group, resource: `${k.plural}/finalizers`, why: "blockOwnerDeletion under OwnerReferencesPermissionEnforcement" })),
+  ...jobKinds.map((k) => ({
+    sa: "quartermaster-reconciler",
+    verb: "update",
+    group: k.group,
+    resource: `${k.plural}/finalizers`,
+    why: "blockOwnerDeletion under OwnerReferencesPermissionEnforcement",
+  })),
   // `reconcile --watch` (src/kube/watch.ts): client-node's makeInformer lists and watches; the scan sees makeApiClient calls only.
-  ...[...jobKinds.map((k) => ({ group: k.group, resource: k.plural })), { group: "", resource: "pods" }, { group: "", resource: "services" }, { group: "", resource: "namespaces" }].map((r) => ({
+  ...[
+    ...jobKinds.map((k) => ({ group: k.group, resource: k.plural })),
+    { group: "", resource: "pods" },
+    { group: "", resource: "services" },
+    { group: "", resource: "namespaces" },
+  ].map((r) => ({
     sa: "quartermaster-reconciler",
     verb: "watch",
     ...r,
@@ -159,7 +175,8 @@ function kubeFilesOf(command: string): string[] {
   if (!entry) throw new Error(`src/cli/commands.ts dispatches no command "${command}"`);
   // The entry function and the local functions it calls.
   const local = new Set([entry]);
-  for (const name of local) for (const [other, body] of fns) if (!local.has(other) && new RegExp(`\\b${other}\\(`).test(fns.get(name)!)) local.add(other) && void body;
+  for (const name of local)
+    for (const [other, body] of fns) if (!local.has(other) && new RegExp(`\\b${other}\\(`).test(fns.get(name)!)) local.add(other) && void body;
   const files = new Set<string>();
   const queue = [...local].flatMap((name) => importsOf(fns.get(name)!, dirname(COMMANDS_FILE)));
   while (queue.length > 0) {
@@ -192,7 +209,7 @@ function callsIn(file: string): { calls: Call[]; unknown: string[] } {
     const literal = /namespace:\s*"([a-z0-9-]+)"/.exec(text.slice(m.index, m.index + 300).split(/\)\s*[;,)]/)[0]!)?.[1];
     for (const target of [mapped].flat()) {
       for (const resource of target.resources) {
-        const ns = target.cluster ? ANY : literal ?? NAMESPACE[resource] ?? ANY;
+        const ns = target.cluster ? ANY : (literal ?? NAMESPACE[resource] ?? ANY);
         calls.push({ where, api, verb: target.verb, group: target.group, resource, ns });
       }
     }
@@ -212,7 +229,8 @@ interface Grant {
 }
 
 function grantsOf(objects: Manifest[], sa: { namespace: string; name: string }): Grant[] {
-  const find = (kind: string, name: string, ns?: string): Manifest | undefined => objects.find((o) => o.kind === kind && o.metadata.name === name && (ns === undefined || o.metadata.namespace === ns));
+  const find = (kind: string, name: string, ns?: string): Manifest | undefined =>
+    objects.find((o) => o.kind === kind && o.metadata.name === name && (ns === undefined || o.metadata.namespace === ns));
   const grants: Grant[] = [];
   for (const b of objects.filter((o) => o.kind === "RoleBinding" || o.kind === "ClusterRoleBinding")) {
     if (!(b.subjects ?? []).some((s: Record<string, string>) => s.kind === "ServiceAccount" && s.name === sa.name && s.namespace === sa.namespace)) continue;
@@ -220,9 +238,18 @@ function grantsOf(objects: Manifest[], sa: { namespace: string; name: string }):
     const role = find(b.roleRef.kind, b.roleRef.name, b.roleRef.kind === "Role" ? ns : undefined);
     if (!role) continue;
     for (const rule of role.rules ?? []) {
-      for (const group of rule.apiGroups ?? []) for (const resource of rule.resources ?? []) for (const verb of rule.verbs ?? []) {
-        grants.push({ from: `${role.kind} ${role.metadata.name}${ns === ANY ? " (cluster-wide)" : ` (in ${ns})`}`, verb, group, resource, ns, names: rule.resourceNames });
-      }
+      for (const group of rule.apiGroups ?? [])
+        for (const resource of rule.resources ?? [])
+          for (const verb of rule.verbs ?? []) {
+            grants.push({
+              from: `${role.kind} ${role.metadata.name}${ns === ANY ? " (cluster-wide)" : ` (in ${ns})`}`,
+              verb,
+              group,
+              resource,
+              ns,
+              names: rule.resourceNames,
+            });
+          }
     }
   }
   return grants;
@@ -240,8 +267,14 @@ const describeCall = (c: Call): string => `${c.verb} ${c.group || "core"}/${c.re
 describe("RBAC grants exactly the API calls the code makes", () => {
   it("the scanner finds the calls of known code (so the checks below can fail)", () => {
     const { calls } = callsIn(join(ROOT, "src/kube/jobs.ts"));
-    assert.ok(calls.some((c) => c.verb === "get" && c.resource === "tfjobs" && c.ns === ANY), JSON.stringify(calls));
-    assert.deepEqual(kubeFilesOf("certs ensure").map((f) => relative(ROOT, f)), ["src/kube/certs.ts", "src/kube/client.ts"]);
+    assert.ok(
+      calls.some((c) => c.verb === "get" && c.resource === "tfjobs" && c.ns === ANY),
+      JSON.stringify(calls),
+    );
+    assert.deepEqual(
+      kubeFilesOf("certs ensure").map((f) => relative(ROOT, f)),
+      ["src/kube/certs.ts", "src/kube/client.ts"],
+    );
     const lease = callsIn(join(ROOT, "src/kube/lease.ts")).calls.find((c) => c.resource === "leases");
     assert.equal(lease?.ns, OWN);
   });
@@ -275,10 +308,12 @@ describe("RBAC grants exactly the API calls the code makes", () => {
         const grants = grantsOf(objects, { namespace, name });
         const who = `ServiceAccount ${sa} (${[...cmds].join(", ")})`;
         for (const c of calls) {
-          if (!grants.some((g) => covers(g, c))) problems.push(`${who}: ${c.where} ${c.api} needs ${describeCall(c)}, which no Role/ClusterRole bound to it grants`);
+          if (!grants.some((g) => covers(g, c)))
+            problems.push(`${who}: ${c.where} ${c.api} needs ${describeCall(c)}, which no Role/ClusterRole bound to it grants`);
         }
         for (const i of IMPLICIT.filter((i) => i.sa === name && cmds.has("reconcile"))) {
-          if (!grants.some((g) => g.verb === i.verb && g.group === i.group && g.resource === i.resource && g.ns === ANY)) problems.push(`${who}: lacks ${i.verb} ${i.group || "core"}/${i.resource} cluster-wide (${i.why})`);
+          if (!grants.some((g) => g.verb === i.verb && g.group === i.group && g.resource === i.resource && g.ns === ANY))
+            problems.push(`${who}: lacks ${i.verb} ${i.group || "core"}/${i.resource} cluster-wide (${i.why})`);
         }
         for (const g of grants) {
           if (calls.some((c) => needs(c, g))) continue;

@@ -21,11 +21,17 @@ describe("the reconciler's ConfigMap grants in every render", () => {
       const objects = render(v.dir);
       const bound = new Set(
         objects
-          .filter((o) => (o.kind === "RoleBinding" || o.kind === "ClusterRoleBinding") && (o.subjects ?? []).some((s: any) => s.kind === "ServiceAccount" && s.name === "quartermaster-reconciler"))
+          .filter(
+            (o) =>
+              (o.kind === "RoleBinding" || o.kind === "ClusterRoleBinding") &&
+              (o.subjects ?? []).some((s: any) => s.kind === "ServiceAccount" && s.name === "quartermaster-reconciler"),
+          )
           .map((b) => `${b.roleRef.kind}/${b.roleRef.name}`),
       );
       const rules = objects.filter((o) => bound.has(`${o.kind}/${o.metadata.name}`)).flatMap((r) => r.rules ?? []);
-      const cm = rules.filter((r: any) => (r.apiGroups ?? []).includes("") && ((r.resources ?? []).includes("configmaps") || (r.resources ?? []).includes("*")));
+      const cm = rules.filter(
+        (r: any) => (r.apiGroups ?? []).includes("") && ((r.resources ?? []).includes("configmaps") || (r.resources ?? []).includes("*")),
+      );
       const writers = cm.filter((r: any) => (r.verbs ?? []).some((verb: string) => ["update", "patch", "delete", "deletecollection", "*"].includes(verb)));
       assert.ok(writers.length > 0, "the reconciler can write its ledger");
       for (const r of writers) {
@@ -45,12 +51,20 @@ describe("doctor: RBAC requirements against manifests/base", () => {
   const objects = render(join(ROOT, "manifests/base"));
   const grantsOf = (sa: string): Array<{ verb: string; group: string; resource: string; ns: string; names?: string[] }> =>
     objects
-      .filter((b) => (b.kind === "RoleBinding" || b.kind === "ClusterRoleBinding") && (b.subjects ?? []).some((s: Record<string, string>) => s.kind === "ServiceAccount" && `${s.namespace}/${s.name}` === sa))
+      .filter(
+        (b) =>
+          (b.kind === "RoleBinding" || b.kind === "ClusterRoleBinding") &&
+          (b.subjects ?? []).some((s: Record<string, string>) => s.kind === "ServiceAccount" && `${s.namespace}/${s.name}` === sa),
+      )
       .flatMap((b) => {
         const ns = b.kind === "ClusterRoleBinding" ? ANY : b.metadata.namespace!;
-        const role = objects.find((o) => o.kind === b.roleRef.kind && o.metadata.name === b.roleRef.name && (o.kind === "ClusterRole" || o.metadata.namespace === ns));
+        const role = objects.find(
+          (o) => o.kind === b.roleRef.kind && o.metadata.name === b.roleRef.name && (o.kind === "ClusterRole" || o.metadata.namespace === ns),
+        );
         return (role?.rules ?? []).flatMap((r: Record<string, string[]>) =>
-          r.apiGroups!.flatMap((group) => r.resources!.flatMap((resource) => r.verbs!.map((verb) => ({ verb, group, resource, ns, ...(r.resourceNames ? { names: r.resourceNames } : {}) })))),
+          r.apiGroups!.flatMap((group) =>
+            r.resources!.flatMap((resource) => r.verbs!.map((verb) => ({ verb, group, resource, ns, ...(r.resourceNames ? { names: r.resourceNames } : {}) }))),
+          ),
         );
       });
 
@@ -60,15 +74,50 @@ describe("doctor: RBAC requirements against manifests/base", () => {
       const all = requiredAccess(defaultPolicy(), NS).filter((a) => a.serviceAccount === sa);
       const required = all.filter((a) => !a.mustNot);
       // What it must not be able to do, no grant gives it.
-      const excess = all.filter((a) => a.mustNot && grants.some((g) => g.verb === a.verb && g.group === a.group && g.resource === a.resource && (g.ns === ANY || g.ns === a.namespace) && (!g.names || g.names.includes(a.name!))));
-      assert.deepEqual(excess.map((a) => `${a.verb} ${a.resource}/${a.name}`), []);
+      const excess = all.filter(
+        (a) =>
+          a.mustNot &&
+          grants.some(
+            (g) =>
+              g.verb === a.verb &&
+              g.group === a.group &&
+              g.resource === a.resource &&
+              (g.ns === ANY || g.ns === a.namespace) &&
+              (!g.names || g.names.includes(a.name!)),
+          ),
+      );
+      assert.deepEqual(
+        excess.map((a) => `${a.verb} ${a.resource}/${a.name}`),
+        [],
+      );
       assert.ok(grants.length > 0 && required.length > 0);
       const ungranted = required.filter(
-        (a) => !grants.some((g) => g.verb === a.verb && g.group === a.group && g.resource === a.resource && (g.ns === ANY || g.ns === a.namespace) && (!g.names || (a.name !== undefined && g.names.includes(a.name)))),
+        (a) =>
+          !grants.some(
+            (g) =>
+              g.verb === a.verb &&
+              g.group === a.group &&
+              g.resource === a.resource &&
+              (g.ns === ANY || g.ns === a.namespace) &&
+              (!g.names || (a.name !== undefined && g.names.includes(a.name))),
+          ),
       );
-      assert.deepEqual(ungranted.map((a) => `${a.verb} ${a.resource} ${a.namespace}`), [], "the doctor requires what the manifests do not grant");
-      const unchecked = grants.filter((g) => !required.some((a) => g.verb === a.verb && g.group === a.group && g.resource === a.resource && (g.ns === ANY ? a.namespace === "" : g.ns === a.namespace)));
-      assert.deepEqual(unchecked.map((g) => `${g.verb} ${g.resource} ${g.ns}`), [], "grants the doctor does not check: add them to requiredAccess in src/doctor/rbac.ts");
+      assert.deepEqual(
+        ungranted.map((a) => `${a.verb} ${a.resource} ${a.namespace}`),
+        [],
+        "the doctor requires what the manifests do not grant",
+      );
+      const unchecked = grants.filter(
+        (g) =>
+          !required.some(
+            (a) => g.verb === a.verb && g.group === a.group && g.resource === a.resource && (g.ns === ANY ? a.namespace === "" : g.ns === a.namespace),
+          ),
+      );
+      assert.deepEqual(
+        unchecked.map((g) => `${g.verb} ${g.resource} ${g.ns}`),
+        [],
+        "grants the doctor does not check: add them to requiredAccess in src/doctor/rbac.ts",
+      );
     });
   }
 });

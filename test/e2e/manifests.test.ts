@@ -12,7 +12,17 @@ import { describe, it } from "node:test";
 import { ROOT, podSpec, render, variants, type Manifest } from "../fixtures/manifests.js";
 
 const NAMESPACE = "quartermaster";
-const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ClusterIssuer", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
+const CLUSTER_SCOPED = new Set([
+  "Namespace",
+  "ClusterRole",
+  "ClusterRoleBinding",
+  "PriorityClass",
+  "MutatingWebhookConfiguration",
+  "ValidatingWebhookConfiguration",
+  "ClusterIssuer",
+  "ValidatingAdmissionPolicy",
+  "ValidatingAdmissionPolicyBinding",
+]);
 
 /** The module holding the model of an apiVersion/kind. */
 function modelModule(apiVersion: string, kind: string): string {
@@ -49,7 +59,8 @@ const flag = (args: string[], name: string): string | undefined => args.find((a)
 describe("rendered manifests", () => {
   it("there is a base and at least the four overlays of issue #7", () => {
     const names = rendered.map((v) => v.name);
-    for (const want of ["base", "cert-manager", "knative", "resident-reconciler", "self-managed"]) assert.ok(names.includes(want), `missing ${want} in ${names.join(", ")}`);
+    for (const want of ["base", "cert-manager", "knative", "resident-reconciler", "self-managed"])
+      assert.ok(names.includes(want), `missing ${want} in ${names.join(", ")}`);
   });
 
   for (const v of rendered) {
@@ -72,7 +83,10 @@ describe("rendered manifests", () => {
           .map((o) => `${o.kind}/${o.metadata.name}: ${o.metadata.namespace}`);
         assert.deepEqual(wrong, []);
         const elsewhere = rendered[0]!.objects.filter((o) => !CLUSTER_SCOPED.has(o.kind) && o.metadata.namespace !== NAMESPACE);
-        assert.deepEqual(elsewhere.filter((o) => !["Role", "RoleBinding"].includes(o.kind)).map((o) => `${o.kind}/${o.metadata.name}`), []);
+        assert.deepEqual(
+          elsewhere.filter((o) => !["Role", "RoleBinding"].includes(o.kind)).map((o) => `${o.kind}/${o.metadata.name}`),
+          [],
+        );
       });
 
       it("every ServiceAccount, ConfigMap, Secret and role a workload or binding names is there (or made by a certificate manager)", () => {
@@ -85,7 +99,7 @@ describe("rendered manifests", () => {
           if (args[0] === "certs" && args[1] === "ensure") for (const f of ["secret", "ca-secret"]) secrets.add(flag(args, f)!);
         }
         // Without a certificate manager (base, resident-reconciler), the README's manual step creates it.
-        const managed = v.objects.some((o) => o.kind === "Certificate" || o.kind === "CronJob" && o.metadata.name === "quartermaster-certs");
+        const managed = v.objects.some((o) => o.kind === "Certificate" || (o.kind === "CronJob" && o.metadata.name === "quartermaster-certs"));
         if (!managed) secrets.add("quartermaster-webhook-tls");
         const missing: string[] = [];
         for (const o of v.objects) {
@@ -100,7 +114,8 @@ describe("rendered manifests", () => {
         }
         for (const b of [...byKind(v.objects, "RoleBinding"), ...byKind(v.objects, "ClusterRoleBinding")]) {
           if (!names(b.roleRef.kind).has(b.roleRef.name)) missing.push(`${b.kind}/${b.metadata.name}: ${b.roleRef.kind} ${b.roleRef.name}`);
-          for (const s of b.subjects ?? []) if (s.kind === "ServiceAccount" && !names("ServiceAccount").has(s.name)) missing.push(`${b.kind}/${b.metadata.name}: ServiceAccount ${s.name}`);
+          for (const s of b.subjects ?? [])
+            if (s.kind === "ServiceAccount" && !names("ServiceAccount").has(s.name)) missing.push(`${b.kind}/${b.metadata.name}: ServiceAccount ${s.name}`);
         }
         assert.deepEqual(missing, []);
       });
@@ -110,7 +125,11 @@ describe("rendered manifests", () => {
         assert.deepEqual(configs.map((c) => c.kind).sort(), ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]);
         const services = new Set(byKind(v.objects, "Service").map((s) => `${s.metadata.namespace}/${s.metadata.name}`));
         for (const c of configs) {
-          for (const w of c.webhooks) assert.ok(services.has(`${w.clientConfig.service.namespace}/${w.clientConfig.service.name}`), `${c.kind} ${w.name} calls ${JSON.stringify(w.clientConfig)}`);
+          for (const w of c.webhooks)
+            assert.ok(
+              services.has(`${w.clientConfig.service.namespace}/${w.clientConfig.service.name}`),
+              `${c.kind} ${w.name} calls ${JSON.stringify(w.clientConfig)}`,
+            );
         }
       });
 
@@ -141,7 +160,9 @@ describe("rendered manifests", () => {
 describe("overlay specifics", () => {
   const get = (name: string): Manifest[] => rendered.find((v) => v.name === name)!.objects;
   const webhookTimeout = (objects: Manifest[]): number =>
-    Math.max(...objects.filter((o) => /WebhookConfiguration$/.test(o.kind)).flatMap((c) => c.webhooks.map((w: { timeoutSeconds: number }) => w.timeoutSeconds)));
+    Math.max(
+      ...objects.filter((o) => /WebhookConfiguration$/.test(o.kind)).flatMap((c) => c.webhooks.map((w: { timeoutSeconds: number }) => w.timeoutSeconds)),
+    );
 
   it("self-managed: the Job and CronJob run `certs ensure` on the Secret the webhook mounts and the configurations in the render, never two at once", () => {
     const objects = get("self-managed");
@@ -185,7 +206,10 @@ describe("overlay specifics", () => {
     assert.ok(Number(ksvc.spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]) >= 1);
     assert.ok(ksvc.spec.template.spec.timeoutSeconds > webhookTimeout(objects));
     assert.ok(ksvc.spec.template.spec.containers[0].args.includes("--plain-http"));
-    assert.deepEqual(objects.filter((o) => o.kind === "Deployment").map((o) => o.metadata.name), []);
+    assert.deepEqual(
+      objects.filter((o) => o.kind === "Deployment").map((o) => o.metadata.name),
+      [],
+    );
   });
 
   it("resident-reconciler: one replica of `reconcile --schedule`, replaced with Recreate; no reconciler CronJob", () => {
@@ -196,7 +220,10 @@ describe("overlay specifics", () => {
     const args: string[] = podSpec(d)!.containers[0].args;
     assert.equal(args[0], "reconcile");
     assert.ok(flag(args, "schedule"), args.join(" "));
-    assert.deepEqual(objects.filter((o) => o.kind === "CronJob").map((o) => o.metadata.name), []);
+    assert.deepEqual(
+      objects.filter((o) => o.kind === "CronJob").map((o) => o.metadata.name),
+      [],
+    );
   });
 
   it("resident-reconciler: serves its pass metrics on the port named metrics, the one the PodMonitor scrapes; the NetworkPolicy admits it from monitoring", () => {
@@ -207,7 +234,10 @@ describe("overlay specifics", () => {
     assert.equal(flag(container.args, "metrics-port"), String(port.containerPort));
     const np = objects.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "quartermaster-reconciler")!;
     assert.deepEqual(np.spec.podSelector.matchLabels, d.spec.selector.matchLabels);
-    assert.deepEqual(np.spec.ingress.flatMap((r: { ports: Array<{ port: number }> }) => r.ports.map((p) => p.port)), [port.containerPort]);
+    assert.deepEqual(
+      np.spec.ingress.flatMap((r: { ports: Array<{ port: number }> }) => r.ports.map((p) => p.port)),
+      [port.containerPort],
+    );
     const monitor = get("monitoring").find((o) => o.kind === "PodMonitor")!;
     assert.equal(monitor.spec.podMetricsEndpoints[0].port, "metrics");
     for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels)) assert.equal(d.spec.template.metadata.labels[k], v, k);
@@ -222,7 +252,11 @@ describe("overlay specifics", () => {
     const args: string[] = podSpec(d)!.containers[0].args;
     assert.deepEqual([args[0], args[1]], ["reconcile", "--watch"]);
     assert.equal(flag(args, "schedule"), undefined);
-    assert.deepEqual(objects.filter((o) => o.kind === "CronJob").map((o) => o.metadata.name), [], "its full passes replace the CronJob's (which would only find the Lease busy)");
+    assert.deepEqual(
+      objects.filter((o) => o.kind === "CronJob").map((o) => o.metadata.name),
+      [],
+      "its full passes replace the CronJob's (which would only find the Lease busy)",
+    );
   });
 
   it("job-controller: metrics on the port named metrics (the PodMonitor's), ready once synced; the NetworkPolicy admits the port from monitoring", () => {
@@ -235,7 +269,10 @@ describe("overlay specifics", () => {
     assert.equal(container.readinessProbe.httpGet.port, "metrics");
     const np = objects.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "quartermaster-reconciler")!;
     assert.deepEqual(np.spec.podSelector.matchLabels, d.spec.selector.matchLabels);
-    assert.deepEqual(np.spec.ingress.flatMap((r: { ports: Array<{ port: number }> }) => r.ports.map((p) => p.port)), [port.containerPort]);
+    assert.deepEqual(
+      np.spec.ingress.flatMap((r: { ports: Array<{ port: number }> }) => r.ports.map((p) => p.port)),
+      [port.containerPort],
+    );
     const monitor = get("monitoring").find((o) => o.kind === "PodMonitor")!;
     for (const [k, v] of Object.entries(monitor.spec.selector.matchLabels)) assert.equal(d.spec.template.metadata.labels[k], v, k);
   });
@@ -250,21 +287,38 @@ describe("overlay specifics", () => {
 
 describe("the image (Dockerfile, .dockerignore)", () => {
   const text = readFileSync(join(ROOT, "Dockerfile"), "utf8").replace(/\\\n/g, " ");
-  const stages = text.split(/^FROM /m).slice(1).map((s) => ({ from: s.split(/\s/)[0]!, lines: s.split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#")) }));
+  const stages = text
+    .split(/^FROM /m)
+    .slice(1)
+    .map((s) => ({
+      from: s.split(/\s/)[0]!,
+      lines: s
+        .split("\n")
+        .map((l) => l.trim())
+        .filter((l) => l && !l.startsWith("#")),
+    }));
   const final = stages.at(-1)!;
-  const ignored = readFileSync(join(ROOT, ".dockerignore"), "utf8").split("\n").map((l) => l.trim());
+  const ignored = readFileSync(join(ROOT, ".dockerignore"), "utf8")
+    .split("\n")
+    .map((l) => l.trim());
 
   it("is multi-stage; the runtime stage has no shell (distroless), runs nothing at build time and copies only built output", () => {
     assert.ok(stages.length >= 2, `${stages.length} stage(s)`);
     assert.match(final.from, /^gcr\.io\/distroless\/nodejs\d+-debian\d+:nonroot$/);
-    assert.deepEqual(final.lines.filter((l) => l.startsWith("RUN ")), []);
+    assert.deepEqual(
+      final.lines.filter((l) => l.startsWith("RUN ")),
+      [],
+    );
     const copied = final.lines.filter((l) => l.startsWith("COPY ")).map((l) => l.split(/\s+/).slice(-1)[0]);
     assert.deepEqual(copied.sort(), ["./", "./bin", "./dist", "./node_modules"]);
   });
 
   it("its node_modules come from a stage that installs production dependencies only", () => {
     const from = final.lines.find((l) => l.startsWith("COPY --from=") && l.includes("node_modules"))!.match(/--from=(\S+)/)![1];
-    const deps = text.split(/^FROM /m).slice(1).find((s) => new RegExp(`AS ${from}\\b`).test(s.split("\n")[0]!))!;
+    const deps = text
+      .split(/^FROM /m)
+      .slice(1)
+      .find((s) => new RegExp(`AS ${from}\\b`).test(s.split("\n")[0]!))!;
     assert.match(deps, /npm ci --omit=dev/);
   });
 
@@ -277,12 +331,18 @@ describe("the image (Dockerfile, .dockerignore)", () => {
   });
 
   it("the runtime user matches the manifests' runAsUser, and the build context leaves out what the image never needs", () => {
-    const user = Number(final.lines.find((l) => l.startsWith("USER "))!.split(/\s+/)[1]!.split(":")[0]);
-    for (const v of rendered) for (const o of v.objects) {
-      const spec = podSpec(o);
-      const runAs = spec?.securityContext?.runAsUser ?? spec?.containers?.[0]?.securityContext?.runAsUser;
-      if (spec) assert.equal(runAs, user, `${v.name} ${o.kind}/${o.metadata.name}`);
-    }
+    const user = Number(
+      final.lines
+        .find((l) => l.startsWith("USER "))!
+        .split(/\s+/)[1]!
+        .split(":")[0],
+    );
+    for (const v of rendered)
+      for (const o of v.objects) {
+        const spec = podSpec(o);
+        const runAs = spec?.securityContext?.runAsUser ?? spec?.containers?.[0]?.securityContext?.runAsUser;
+        if (spec) assert.equal(runAs, user, `${v.name} ${o.kind}/${o.metadata.name}`);
+      }
     for (const path of ["node_modules", "dist", ".git", "test", "certs"]) assert.ok(ignored.includes(path), `.dockerignore lacks ${path}`);
   });
 });

@@ -70,22 +70,74 @@ const CASES: Case[] = [
     unplaced: [],
   },
   { name: "gpu-a100", annotations: { "quartermaster.dev/accelerator": A100 }, gpus: { "nvidia.com/gpu": "1" }, placed: ["a100-mig-disabled"], unplaced: [] },
-  { name: "gpu-h100", annotations: { "quartermaster.dev/accelerator": H100 }, gpus: { "nvidia.com/gpu": "1" }, replicas: 2, placed: ["h100-no-mig", "h100-zone-b"], unplaced: [] },
+  {
+    name: "gpu-h100",
+    annotations: { "quartermaster.dev/accelerator": H100 },
+    gpus: { "nvidia.com/gpu": "1" },
+    replicas: 2,
+    placed: ["h100-no-mig", "h100-zone-b"],
+    unplaced: [],
+  },
   { name: "gpu-l4", annotations: { "quartermaster.dev/accelerator": L4 }, gpus: { "nvidia.com/gpu": "1" }, placed: ["l4"], unplaced: [] },
   // No accelerator asked: any NVIDIA node with nvidia.com/gpu to give (a100-single's are MIG slices), not spot.
   { name: "gpu-any", gpus: { "nvidia.com/gpu": "1" }, replicas: 2, placed: GPU_NODES_NOT_SPOT, unplaced: [] },
   // Mixed strategy: the slice is its own resource; only a100-mixed offers it (and it is tainted nvidia.com/gpu).
-  { name: "mig-1g5gb-mixed", annotations: { "quartermaster.dev/gpu-partition": "1g.5gb" }, gpus: { "nvidia.com/mig-1g.5gb": "1" }, replicas: 2, placed: ["a100-mixed"], unplaced: [] },
-  { name: "mig-2g10gb-mixed", annotations: { "quartermaster.dev/gpu-partition": "2g.10gb" }, gpus: { "nvidia.com/mig-2g.10gb": "1" }, placed: ["a100-mixed"], unplaced: [] },
-  { name: "mig-1g5gb-a100-mixed", annotations: { "quartermaster.dev/accelerator": A100, "quartermaster.dev/gpu-partition": "1g.5gb" }, gpus: { "nvidia.com/mig-1g.5gb": "1" }, placed: ["a100-mixed"], unplaced: [] },
+  {
+    name: "mig-1g5gb-mixed",
+    annotations: { "quartermaster.dev/gpu-partition": "1g.5gb" },
+    gpus: { "nvidia.com/mig-1g.5gb": "1" },
+    replicas: 2,
+    placed: ["a100-mixed"],
+    unplaced: [],
+  },
+  {
+    name: "mig-2g10gb-mixed",
+    annotations: { "quartermaster.dev/gpu-partition": "2g.10gb" },
+    gpus: { "nvidia.com/mig-2g.10gb": "1" },
+    placed: ["a100-mixed"],
+    unplaced: [],
+  },
+  {
+    name: "mig-1g5gb-a100-mixed",
+    annotations: { "quartermaster.dev/accelerator": A100, "quartermaster.dev/gpu-partition": "1g.5gb" },
+    gpus: { "nvidia.com/mig-1g.5gb": "1" },
+    placed: ["a100-mixed"],
+    unplaced: [],
+  },
   // Single strategy: the slice is an nvidia.com/gpu on a node whose product is A100-SXM4-40GB-MIG-1g.5gb.
-  { name: "mig-1g5gb-a100-single", annotations: { "quartermaster.dev/accelerator": A100, "quartermaster.dev/gpu-partition": "1g.5gb" }, gpus: { "nvidia.com/gpu": "1" }, replicas: 2, placed: ["a100-single"], unplaced: [] },
+  {
+    name: "mig-1g5gb-a100-single",
+    annotations: { "quartermaster.dev/accelerator": A100, "quartermaster.dev/gpu-partition": "1g.5gb" },
+    gpus: { "nvidia.com/gpu": "1" },
+    replicas: 2,
+    placed: ["a100-single"],
+    unplaced: [],
+  },
   // `none`: whole GPUs only. a100-single (MIG slices as nvidia.com/gpu) is the largest node that fits: a
   // missing requirement would put these pods there.
-  { name: "partition-none", annotations: { "quartermaster.dev/gpu-partition": "none" }, gpus: { "nvidia.com/gpu": "1" }, replicas: 3, placed: ["a100-mig-disabled", "h100-no-mig", "h100-zone-b", "l4"], unplaced: [] },
-  { name: "partition-none-a100", annotations: { "quartermaster.dev/accelerator": A100, "quartermaster.dev/gpu-partition": "none" }, gpus: { "nvidia.com/gpu": "1" }, placed: ["a100-mig-disabled"], unplaced: [] },
+  {
+    name: "partition-none",
+    annotations: { "quartermaster.dev/gpu-partition": "none" },
+    gpus: { "nvidia.com/gpu": "1" },
+    replicas: 3,
+    placed: ["a100-mig-disabled", "h100-no-mig", "h100-zone-b", "l4"],
+    unplaced: [],
+  },
+  {
+    name: "partition-none-a100",
+    annotations: { "quartermaster.dev/accelerator": A100, "quartermaster.dev/gpu-partition": "none" },
+    gpus: { "nvidia.com/gpu": "1" },
+    placed: ["a100-mig-disabled"],
+    unplaced: [],
+  },
   { name: "gpu-amd", gpus: { "amd.com/gpu": "1" }, placed: ["amd-mi250"], unplaced: [] },
-  { name: "interruptible-h100", annotations: { "quartermaster.dev/interruptible": "true", "quartermaster.dev/accelerator": H100 }, gpus: { "nvidia.com/gpu": "1" }, placed: ["h100-spot"], unplaced: [] },
+  {
+    name: "interruptible-h100",
+    annotations: { "quartermaster.dev/interruptible": "true", "quartermaster.dev/accelerator": H100 },
+    gpus: { "nvidia.com/gpu": "1" },
+    placed: ["h100-spot"],
+    unplaced: [],
+  },
   { name: "interruptible-cpu", annotations: { "quartermaster.dev/interruptible": "true" }, replicas: 2, placed: ["cpu-spot"], unplaced: ["cpu"] },
   // A pod that tolerates every taint and is not interruptible: kept off spot even where only spot has room.
   { name: "tolerates-all-big", tolerations: [{ operator: "Exists" }], cpu: "200", placed: [], unplaced: ["h100-spot", "cpu-spot"] },
@@ -178,7 +230,9 @@ describe("placement by the real kube-scheduler", () => {
           for (const p of (await cp.api("GET", `/api/v1/namespaces/${ns}/pods`)).body.items ?? []) {
             const key = `${ns}/${p.metadata.name}`;
             pods.set(key, p);
-            const unschedulable = (p.status?.conditions ?? []).find((c: any) => c.type === "PodScheduled" && c.status === "False" && c.reason === "Unschedulable");
+            const unschedulable = (p.status?.conditions ?? []).find(
+              (c: any) => c.type === "PodScheduled" && c.status === "False" && c.reason === "Unschedulable",
+            );
             if (p.spec.nodeName) outcomes.set(key, { node: p.spec.nodeName });
             else if (unschedulable) outcomes.set(key, { unschedulable: unschedulable.message });
           }
@@ -232,7 +286,8 @@ describe("placement by the real kube-scheduler", () => {
     assert.equal(policy.accelerator.partitionNodeLabel, undefined, "partitions use GFD's labels by default");
     // Literal keys here, as in test/fixtures/nodes.ts: a default changed to a label no real node carries fails.
     assert.equal(policy.accelerator.nodeLabel, "nvidia.com/gpu.product");
-    for (const n of PLACEMENT_CLUSTER) if (n.labels["nvidia.com/gpu.present"]) assert.ok(n.labels[policy.accelerator.nodeLabel], `${n.name} lacks ${policy.accelerator.nodeLabel}`);
+    for (const n of PLACEMENT_CLUSTER)
+      if (n.labels["nvidia.com/gpu.present"]) assert.ok(n.labels[policy.accelerator.nodeLabel], `${n.name} lacks ${policy.accelerator.nodeLabel}`);
   });
 
   for (const c of CASES) {
@@ -240,7 +295,8 @@ describe("placement by the real kube-scheduler", () => {
       [WITH, c.placed],
       [WITHOUT, c.unplaced],
     ] as const) {
-      const where = allowed.length === 0 ? "stays Unschedulable" : allowed.length === 1 ? `is bound to ${allowed[0]}` : `is bound to one of ${allowed.join(", ")}`;
+      const where =
+        allowed.length === 0 ? "stays Unschedulable" : allowed.length === 1 ? `is bound to ${allowed[0]}` : `is bound to one of ${allowed.join(", ")}`;
       it(`${c.name} ${ns === WITH ? "with" : "without"} the webhooks ${where}`, () => {
         for (let i = 0; i < (c.replicas ?? 1); i++) {
           const key = `${ns}/${c.name}-${i}`;

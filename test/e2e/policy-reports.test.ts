@@ -38,7 +38,15 @@ const gpuPod = (name: string, gpus: number) => ({
   apiVersion: "v1",
   kind: "Pod",
   metadata: { name },
-  spec: { containers: [{ name: "c", image: "busybox", resources: { limits: { "nvidia.com/gpu": String(gpus) }, requests: { cpu: "100m", memory: "64Mi", "nvidia.com/gpu": String(gpus) } } }] },
+  spec: {
+    containers: [
+      {
+        name: "c",
+        image: "busybox",
+        resources: { limits: { "nvidia.com/gpu": String(gpus) }, requests: { cpu: "100m", memory: "64Mi", "nvidia.com/gpu": String(gpus) } },
+      },
+    ],
+  },
 });
 const pytorchJob = (name: string, workers: number) => {
   const template = { spec: { containers: [{ name: "pytorch", image: "pytorch/pytorch" }] } };
@@ -60,14 +68,20 @@ describe("enforcement modes and PolicyReports against a real kube-apiserver", ()
   const pass = async () => {
     const r = await cli(["reconcile", "--once", "--namespace", "quartermaster", "--policy", policyFile, "--kubeconfig", reconciler.kubeconfig]);
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
-    return r.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
+    return r.stdout
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   };
   const report = async (ns: string) => {
     const r = await cp.api("GET", `/apis/wgpolicyk8s.io/v1alpha2/namespaces/${ns}/policyreports/quartermaster`);
     return r.status === 404 ? undefined : (assert.equal(r.status, 200, JSON.stringify(r.body)), r.body);
   };
   const failing = (rep: any): string[] =>
-    (rep.results as any[]).filter((x) => x.result !== "pass").map((x) => `${x.resources[0].kind}/${x.resources[0].name} ${x.rule} ${x.result} ${x.properties.field}`).sort();
+    (rep.results as any[])
+      .filter((x) => x.result !== "pass")
+      .map((x) => `${x.resources[0].kind}/${x.resources[0].name} ${x.rule} ${x.result} ${x.properties.field}`)
+      .sort();
 
   before(async () => {
     cp = await startControlPlane();
@@ -112,23 +126,35 @@ describe("enforcement modes and PolicyReports against a real kube-apiserver", ()
     assert.equal(warned.code, 0, warned.stderr);
     const warnings = warned.stderr.split("\n").filter((l) => l.startsWith("Warning: "));
     // The mutating webhook's own warning, then the validating webhook's (the apiserver keeps both, in order).
-    assert.deepEqual(warnings, ["Warning: quartermaster: added tolerations for nvidia.com/gpu", `Warning: quartermaster: container-limits (warn): ${FIELD}: 8 exceeds the per-containe…`]);
+    assert.deepEqual(warnings, [
+      "Warning: quartermaster: added tolerations for nvidia.com/gpu",
+      `Warning: quartermaster: container-limits (warn): ${FIELD}: 8 exceeds the per-containe…`,
+    ]);
     const line = (await wh.awaitAdmissions("warned", 2)).find((l) => l.webhook === "validate-pods");
     assert.equal(line?.outcome, "allowed");
     assert.deepEqual(line?.admittedViolations, [{ rule: "container-limits", mode: "warn", field: FIELD, message: "8 exceeds the per-container limit of 4" }]);
 
     const denied = await create("team-p", gpuPod("refused", 8));
     assert.notEqual(denied.code, 0);
-    assert.match(denied.stderr, /denied the request: 1 policy violation: spec\.containers\[0\]\.resources\.limits\[nvidia\.com\/gpu\]: 8 exceeds the per-container limit of 4/);
+    assert.match(
+      denied.stderr,
+      /denied the request: 1 policy violation: spec\.containers\[0\]\.resources\.limits\[nvidia\.com\/gpu\]: 8 exceeds the per-container limit of 4/,
+    );
   });
 
   it("without the PolicyReport CRD: the pass logs one line and writes no report", async () => {
     const lines = await pass();
-    assert.deepEqual(lines.filter((l) => String(l.msg).startsWith("policy reports")).map((l) => l.msg), ["policy reports: the PolicyReport CRD (wgpolicyk8s.io/v1alpha2) is not installed; skipped"]);
+    assert.deepEqual(
+      lines.filter((l) => String(l.msg).startsWith("policy reports")).map((l) => l.msg),
+      ["policy reports: the PolicyReport CRD (wgpolicyk8s.io/v1alpha2) is not installed; skipped"],
+    );
   });
 
   it("with the CRD: one report per opted-in namespace listing the violating objects; a fixed job and a deleted pod are cleared", async () => {
-    for (const args of [["apply", "-f", join(ROOT, "test/e2e/crds/wgpolicyk8s.io_policyreports.yaml")], ["wait", "--for=condition=Established", "crd/policyreports.wgpolicyk8s.io", "--timeout=60s"]]) {
+    for (const args of [
+      ["apply", "-f", join(ROOT, "test/e2e/crds/wgpolicyk8s.io_policyreports.yaml")],
+      ["wait", "--for=condition=Established", "crd/policyreports.wgpolicyk8s.io", "--timeout=60s"],
+    ]) {
       const r = await cp.kubectl(args);
       assert.equal(r.code, 0, r.stderr);
     }
@@ -151,11 +177,18 @@ describe("enforcement modes and PolicyReports against a real kube-apiserver", ()
     // `quartermaster audit` sees the same (as the reconciler's ServiceAccount: its RBAC is enough).
     const audit = await cli(["audit", "-o", "json", "--policy", policyFile, "--kubeconfig", reconciler.kubeconfig]);
     assert.equal(audit.code, 1, audit.stderr);
-    const listed = (JSON.parse(audit.stdout).objects as any[]).flatMap((o) => o.violations.map((v: any) => `${o.namespace} ${o.kind}/${o.name} ${v.rule} ${v.mode}`));
+    const listed = (JSON.parse(audit.stdout).objects as any[]).flatMap((o) =>
+      o.violations.map((v: any) => `${o.namespace} ${o.kind}/${o.name} ${v.rule} ${v.mode}`),
+    );
     assert.deepEqual(listed, ["team-p Pod/big container-limits deny", "team-p PyTorchJob/wide job-replicas deny", "team-w Pod/warned container-limits warn"]);
 
     // Fix the job (an UPDATE that makes it better is admitted); the warned pod goes away.
-    const fixed = await cp.api("PATCH", "/apis/kubeflow.org/v1/namespaces/team-p/pytorchjobs/wide", { spec: { pytorchReplicaSpecs: { Worker: { replicas: 4 } } } }, { "content-type": "application/merge-patch+json" });
+    const fixed = await cp.api(
+      "PATCH",
+      "/apis/kubeflow.org/v1/namespaces/team-p/pytorchjobs/wide",
+      { spec: { pytorchReplicaSpecs: { Worker: { replicas: 4 } } } },
+      { "content-type": "application/merge-patch+json" },
+    );
     assert.equal(fixed.status, 200, JSON.stringify(fixed.body));
     assert.equal((await cp.api("DELETE", "/api/v1/namespaces/team-w/pods/warned", { gracePeriodSeconds: 0 })).status, 200);
     await cp.until("the pod to be gone", async () => (await cp.api("GET", "/api/v1/namespaces/team-w/pods/warned")).status === 404);
@@ -178,7 +211,10 @@ describe("enforcement modes and PolicyReports against a real kube-apiserver", ()
     const r = await create("team-w", gpuPod("again", 8));
     assert.equal(r.code, 0, r.stderr);
     const lines = await pass();
-    assert.ok(lines.some((l) => String(l.msg).includes("is not labelled app.kubernetes.io/managed-by=quartermaster")), JSON.stringify(lines.map((l) => l.msg)));
+    assert.ok(
+      lines.some((l) => String(l.msg).includes("is not labelled app.kubernetes.io/managed-by=quartermaster")),
+      JSON.stringify(lines.map((l) => l.msg)),
+    );
     const still = await report("team-w");
     assert.equal(still.results, undefined, "not rewritten");
   });
@@ -189,7 +225,10 @@ describe("enforcement modes and PolicyReports against a real kube-apiserver", ()
       assert.equal(r.code, 0, r.stderr);
       const rep = await report("team-p");
       assert.equal(rep.metadata.labels?.["app.kubernetes.io/managed-by"], undefined);
-      assert.ok((rep.metadata.managedFields as any[]).some((f) => f.manager === "quartermaster-reconciler"), JSON.stringify(rep.metadata.managedFields));
+      assert.ok(
+        (rep.metadata.managedFields as any[]).some((f) => f.manager === "quartermaster-reconciler"),
+        JSON.stringify(rep.metadata.managedFields),
+      );
       return rep;
     };
     const gone = async (path: string, what: string) => {
@@ -200,7 +239,10 @@ describe("enforcement modes and PolicyReports against a real kube-apiserver", ()
     const before = await unlabel();
     await gone("/api/v1/namespaces/team-p/pods/big", "pod big to be gone");
     let lines = await pass();
-    assert.ok(!lines.some((l) => String(l.msg).includes("not Quartermaster's") && JSON.stringify(l).includes("team-p")), JSON.stringify(lines.map((l) => l.msg)));
+    assert.ok(
+      !lines.some((l) => String(l.msg).includes("not Quartermaster's") && JSON.stringify(l).includes("team-p")),
+      JSON.stringify(lines.map((l) => l.msg)),
+    );
     const rewritten = await report("team-p");
     assert.notEqual(rewritten.metadata.resourceVersion, before.metadata.resourceVersion, "rewritten");
     assert.equal(rewritten.metadata.labels["app.kubernetes.io/managed-by"], "quartermaster", "label restored");

@@ -32,36 +32,77 @@ describe("reconciler under faults", () => {
       apiVersion: "kubeflow.org/v1",
       kind: "TFJob",
       metadata: { name },
-      spec: { runPolicy: { cleanPodPolicy: "All", ttlSecondsAfterFinished: 0 }, tfReplicaSpecs: { Worker: { replicas: 3, template: { spec: { containers: [{ name: "tensorflow", image: "tf", ports: [{ name: "tfjob-port", containerPort: 2222 }] }] } } } } },
+      spec: {
+        runPolicy: { cleanPodPolicy: "All", ttlSecondsAfterFinished: 0 },
+        tfReplicaSpecs: {
+          Worker: {
+            replicas: 3,
+            template: { spec: { containers: [{ name: "tensorflow", image: "tf", ports: [{ name: "tfjob-port", containerPort: 2222 }] }] } },
+          },
+        },
+      },
     });
     assert.equal(r.status, 201, JSON.stringify(r.body));
     uids.set(name, r.body.metadata.uid);
     if (finished) {
       const done = new Date(Date.now() - 60_000).toISOString().replace(/\.\d+Z$/, "Z");
-      const s = await cp.api("PATCH", `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs/${name}/status`, { status: { conditions: [{ type: "Succeeded", status: "True" }], completionTime: done } }, { "content-type": "application/merge-patch+json" });
+      const s = await cp.api(
+        "PATCH",
+        `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs/${name}/status`,
+        { status: { conditions: [{ type: "Succeeded", status: "True" }], completionTime: done } },
+        { "content-type": "application/merge-patch+json" },
+      );
       assert.equal(s.status, 200, JSON.stringify(s.body));
     }
     for (let i = 0; i < 3; i++) {
       const pod = `${name}-worker-${i}`;
-      const labels = { "training.kubeflow.org/job-name": name, "training.kubeflow.org/operator-name": "tfjob-controller", "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": String(i) };
+      const labels = {
+        "training.kubeflow.org/job-name": name,
+        "training.kubeflow.org/operator-name": "tfjob-controller",
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": String(i),
+      };
       // Every third pod of a finished job an orphan: the passes adopt them while being killed. A running job's
       // pods are all orphans: pods created with the job's reference are the operator's, and so would be their
       // Services (src/reconcile/services.ts); adopted, the passes make the Services themselves.
-      const owner = i === 2 || !finished ? {} : { ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name, uid: uids.get(name), controller: true, blockOwnerDeletion: true }] };
-      const p = await cp.api("POST", `/api/v1/namespaces/${NS}/pods`, { apiVersion: "v1", kind: "Pod", metadata: { name: pod, labels, ...owner }, spec: { restartPolicy: "Never", containers: [{ name: "tensorflow", image: "tf" }] } });
+      const owner =
+        i === 2 || !finished
+          ? {}
+          : { ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name, uid: uids.get(name), controller: true, blockOwnerDeletion: true }] };
+      const p = await cp.api("POST", `/api/v1/namespaces/${NS}/pods`, {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: pod, labels, ...owner },
+        spec: { restartPolicy: "Never", containers: [{ name: "tensorflow", image: "tf" }] },
+      });
       assert.equal(p.status, 201, JSON.stringify(p.body));
     }
   };
 
   /** Objects that are none of Quartermaster's business: they must outlive every pass. */
   const outsiders = [
-    { path: `/api/v1/namespaces/${NS}/pods/bystander`, body: { apiVersion: "v1", kind: "Pod", metadata: { name: "bystander" }, spec: { containers: [{ name: "c", image: "x" }] } } },
-    { path: `/api/v1/namespaces/${NS}/services/bystander`, body: { apiVersion: "v1", kind: "Service", metadata: { name: "bystander" }, spec: { ports: [{ port: 80 }] } } },
+    {
+      path: `/api/v1/namespaces/${NS}/pods/bystander`,
+      body: { apiVersion: "v1", kind: "Pod", metadata: { name: "bystander" }, spec: { containers: [{ name: "c", image: "x" }] } },
+    },
+    {
+      path: `/api/v1/namespaces/${NS}/services/bystander`,
+      body: { apiVersion: "v1", kind: "Service", metadata: { name: "bystander" }, spec: { ports: [{ port: 80 }] } },
+    },
     { path: `/api/v1/namespaces/${NS}/configmaps/bystander`, body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "bystander" }, data: { a: "b" } } },
     // Carries a finished job's label but is controlled by someone else: never adopted, never deleted.
     {
       path: `/api/v1/namespaces/${NS}/pods/foreign`,
-      body: { apiVersion: "v1", kind: "Pod", metadata: { name: "foreign", labels: { "training.kubeflow.org/job-name": "done-0", "training.kubeflow.org/operator-name": "tfjob-controller" }, ownerReferences: [{ apiVersion: "v1", kind: "ConfigMap", name: "bystander", uid: "", controller: true }] }, spec: { containers: [{ name: "c", image: "x" }] } },
+      body: {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: {
+          name: "foreign",
+          labels: { "training.kubeflow.org/job-name": "done-0", "training.kubeflow.org/operator-name": "tfjob-controller" },
+          ownerReferences: [{ apiVersion: "v1", kind: "ConfigMap", name: "bystander", uid: "", controller: true }],
+        },
+        spec: { containers: [{ name: "c", image: "x" }] },
+      },
     },
   ];
 
@@ -74,7 +115,8 @@ describe("reconciler under faults", () => {
   const assertNothingWrongDeleted = async (when: string): Promise<void> => {
     for (let j = 0; j < RUNNING; j++) {
       assert.ok(await present(`/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs/busy-${j}`), `${when}: unfinished job busy-${j} deleted`);
-      for (let i = 0; i < 3; i++) assert.ok(await present(`/api/v1/namespaces/${NS}/pods/busy-${j}-worker-${i}`), `${when}: pod of unfinished busy-${j} deleted`);
+      for (let i = 0; i < 3; i++)
+        assert.ok(await present(`/api/v1/namespaces/${NS}/pods/busy-${j}-worker-${i}`), `${when}: pod of unfinished busy-${j} deleted`);
     }
     for (const o of outsiders) assert.ok(await present(o.path), `${when}: ${o.path} deleted`);
   };
@@ -84,7 +126,8 @@ describe("reconciler under faults", () => {
     const cm = await cp.api("POST", `/api/v1/namespaces/${NS}/configmaps`, outsiders[2]!.body);
     assert.equal(cm.status, 201);
     (outsiders[3]!.body.metadata.ownerReferences![0] as { uid: string }).uid = cm.body.metadata.uid;
-    for (const o of outsiders) if (o !== outsiders[2]) assert.equal((await cp.api("POST", o.path.slice(0, o.path.lastIndexOf("/")), o.body)).status, 201, o.path);
+    for (const o of outsiders)
+      if (o !== outsiders[2]) assert.equal((await cp.api("POST", o.path.slice(0, o.path.lastIndexOf("/")), o.body)).status, 201, o.path);
     for (let j = 0; j < FINISHED; j++) await tfjob(`done-${j}`, true);
     for (let j = 0; j < RUNNING; j++) await tfjob(`busy-${j}`, false);
     // 120 deletions at 3 a pass outlast the 20 kills, so every kill lands on a cluster with work left.

@@ -39,7 +39,12 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
     assert.equal(r.status, 201, JSON.stringify(r.body));
     uids.set(`${ns}/${name}`, r.body.metadata.uid);
     if (!running) {
-      const s = await cp.api("PATCH", `/apis/kubeflow.org/v1/namespaces/${ns}/tfjobs/${name}/status`, { status: { conditions: [{ type: "Succeeded", status: "True" }], completionTime: iso(DONE_AGO * 1000) } }, merge);
+      const s = await cp.api(
+        "PATCH",
+        `/apis/kubeflow.org/v1/namespaces/${ns}/tfjobs/${name}/status`,
+        { status: { conditions: [{ type: "Succeeded", status: "True" }], completionTime: iso(DONE_AGO * 1000) } },
+        merge,
+      );
       assert.equal(s.status, 200, JSON.stringify(s.body));
     }
     return r.body.metadata.uid;
@@ -48,18 +53,32 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
   /** A pod (and, unless `service` is false, its Service) controlled by a TFJob, with the operator's labels. */
   const tfPod = async (ns: string, job: string, name: string, phase: string, o: { service?: boolean; node?: string; gpus?: number } = {}): Promise<void> => {
     const owner = [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: job, uid: uids.get(`${ns}/${job}`), controller: true, blockOwnerDeletion: true }];
-    const labels = { "training.kubeflow.org/job-name": job, "training.kubeflow.org/operator-name": "tfjob-controller", "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0" };
+    const labels = {
+      "training.kubeflow.org/job-name": job,
+      "training.kubeflow.org/operator-name": "tfjob-controller",
+      "training.kubeflow.org/replica-type": "worker",
+      "training.kubeflow.org/replica-index": "0",
+    };
     const resources = o.gpus ? { limits: { "nvidia.com/gpu": String(o.gpus) } } : undefined;
     const p = await cp.api("POST", `/api/v1/namespaces/${ns}/pods`, {
       apiVersion: "v1",
       kind: "Pod",
       metadata: { name, labels, ownerReferences: owner },
-      spec: { restartPolicy: "Never", ...(o.node ? { nodeName: o.node } : {}), containers: [{ name: "tensorflow", image: "tf", ...(resources ? { resources } : {}) }] },
+      spec: {
+        restartPolicy: "Never",
+        ...(o.node ? { nodeName: o.node } : {}),
+        containers: [{ name: "tensorflow", image: "tf", ...(resources ? { resources } : {}) }],
+      },
     });
     assert.equal(p.status, 201, JSON.stringify(p.body));
     assert.equal((await cp.api("PATCH", `/api/v1/namespaces/${ns}/pods/${name}/status`, { status: { phase } }, merge)).status, 200);
     if (o.service === false) return;
-    const s = await cp.api("POST", `/api/v1/namespaces/${ns}/services`, { apiVersion: "v1", kind: "Service", metadata: { name, labels, ownerReferences: owner }, spec: { clusterIP: "None", selector: labels } });
+    const s = await cp.api("POST", `/api/v1/namespaces/${ns}/services`, {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name, labels, ownerReferences: owner },
+      spec: { clusterIP: "None", selector: labels },
+    });
     assert.equal(s.status, 201, JSON.stringify(s.body));
   };
 
@@ -70,14 +89,22 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
   const pass = async (extra: string[] = []) => {
     const r = await cli(["reconcile", "--once", "--kubeconfig", sa.kubeconfig, ...extra]);
     assert.equal(r.code, 0, r.stderr);
-    const summary = r.stdout.split("\n").filter((l) => l.includes('"msg":"reconcile pass"')).map((l) => JSON.parse(l))[0];
+    const summary = r.stdout
+      .split("\n")
+      .filter((l) => l.includes('"msg":"reconcile pass"'))
+      .map((l) => JSON.parse(l))[0];
     assert.ok(summary, r.stdout);
     return { ...r, summary };
   };
   const dryRun = async () => {
     const r = await cli(["reconcile", "--once", "--dry-run", "-o", "json", "--kubeconfig", sa.kubeconfig]);
     assert.equal(r.code, 0, r.stderr);
-    return JSON.parse(r.stdout) as { skipped: Array<{ kind: string; namespace: string; name: string; why: string }>; actions: Array<{ kind: string; namespace: string; name: string }>; claims: unknown[]; creates: unknown[] };
+    return JSON.parse(r.stdout) as {
+      skipped: Array<{ kind: string; namespace: string; name: string; why: string }>;
+      actions: Array<{ kind: string; namespace: string; name: string }>;
+      claims: unknown[];
+      creates: unknown[];
+    };
   };
 
   before(async () => {
@@ -111,7 +138,11 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
       apiVersion: "kubeflow.org/v1alpha1",
       kind: "Caffe2Job",
       metadata: { name: "resnet" },
-      spec: { RuntimeID: "run-42", backendSpecs: { backendType: "none" }, replicaSpecs: { replicas: 2, template: { spec: { containers: [{ name: "caffe2", image: "caffe2" }] } } } },
+      spec: {
+        RuntimeID: "run-42",
+        backendSpecs: { backendType: "none" },
+        replicaSpecs: { replicas: 2, template: { spec: { containers: [{ name: "caffe2", image: "caffe2" }] } } },
+      },
     });
     assert.equal(c2.status, 201, JSON.stringify(c2.body));
     uids.set(`${IN}/resnet`, c2.body.metadata.uid);
@@ -121,8 +152,16 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
         kind: "Pod",
         metadata: {
           name: `resnet-worker-${i}`,
-          labels: { group_name: "kubeflow.org", caffe2_job_key: `${IN}-resnet`, runtime_id: "run-42", caffe2_replica_type: "worker", caffe2_replica_index: String(i) },
-          ownerReferences: [{ apiVersion: "kubeflow.org/v1alpha1", kind: "Caffe2Job", name: "resnet", uid: c2.body.metadata.uid, controller: true, blockOwnerDeletion: true }],
+          labels: {
+            group_name: "kubeflow.org",
+            caffe2_job_key: `${IN}-resnet`,
+            runtime_id: "run-42",
+            caffe2_replica_type: "worker",
+            caffe2_replica_index: String(i),
+          },
+          ownerReferences: [
+            { apiVersion: "kubeflow.org/v1alpha1", kind: "Caffe2Job", name: "resnet", uid: c2.body.metadata.uid, controller: true, blockOwnerDeletion: true },
+          ],
         },
         spec: { containers: [{ name: "caffe2", image: "caffe2" }] },
       });
@@ -138,7 +177,11 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
     assert.match(why(OUT, "due") ?? "", /namespace team-out has not opted in \(label quartermaster.dev\/enabled="true"\)/);
     assert.match(why("kube-system", "due") ?? "", /namespace kube-system is protected: Quartermaster never acts in it/);
     assert.match(why(IN, "mk") ?? "", /spec.runPolicy.managedBy is "kueue.x-k8s.io\/multikueue": another controller manages this job/);
-    assert.deepEqual(plan.actions.map((a) => `${a.namespace}/${a.kind}/${a.name}`).sort(), [`${IN}/Job/due`, `${IN}/Pod/due-worker-0`, `${IN}/Service/due-worker-0`]);
+    assert.deepEqual(plan.actions.map((a) => `${a.namespace}/${a.kind}/${a.name}`).sort(), [
+      `${IN}/Job/due`,
+      `${IN}/Pod/due-worker-0`,
+      `${IN}/Service/due-worker-0`,
+    ]);
     const table = await cli(["reconcile", "--once", "--dry-run", "--kubeconfig", sa.kubeconfig]);
     assert.match(table.stdout, /\nSKIPPED .*\nKIND\s+NAMESPACE\s+NAME\s+WHY\n/);
     assert.match(table.stdout, /TFJob\s+kube-system\s+due\s+namespace kube-system is protected/);
@@ -152,16 +195,28 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
     assert.deepEqual(summary.applied, { "delete Pod": 1, "delete Service": 1, "delete Job": 1, "create Service": 2, "patch Caffe2Job/status": 1 });
     assert.ok(!(await exists(`/apis/kubeflow.org/v1/namespaces/${IN}/tfjobs/due`)));
     for (const ns of [OUT, "kube-system"]) {
-      for (const path of [`/apis/kubeflow.org/v1/namespaces/${ns}/tfjobs/due`, `/api/v1/namespaces/${ns}/pods/due-worker-0`, `/api/v1/namespaces/${ns}/services/due-worker-0`]) {
+      for (const path of [
+        `/apis/kubeflow.org/v1/namespaces/${ns}/tfjobs/due`,
+        `/api/v1/namespaces/${ns}/pods/due-worker-0`,
+        `/api/v1/namespaces/${ns}/services/due-worker-0`,
+      ]) {
         assert.ok(await exists(path), `${path} was touched`);
       }
       const events = (await cp.api("GET", `/api/v1/namespaces/${ns}/events`)).body.items as Array<{ source?: { component?: string } }>;
-      assert.deepEqual(events.filter((e) => e.source?.component === "quartermaster-reconciler"), [], `Events written in ${ns}`);
+      assert.deepEqual(
+        events.filter((e) => e.source?.component === "quartermaster-reconciler"),
+        [],
+        `Events written in ${ns}`,
+      );
     }
   });
 
   it("a finished job without a TTL (and without cleanPodPolicy) survives with its pod and Service", async () => {
-    for (const path of [`/apis/kubeflow.org/v1/namespaces/${IN}/tfjobs/keep`, `/api/v1/namespaces/${IN}/pods/keep-worker-0`, `/api/v1/namespaces/${IN}/services/keep-worker-0`]) {
+    for (const path of [
+      `/apis/kubeflow.org/v1/namespaces/${IN}/tfjobs/keep`,
+      `/api/v1/namespaces/${IN}/pods/keep-worker-0`,
+      `/api/v1/namespaces/${IN}/services/keep-worker-0`,
+    ]) {
       assert.ok(await exists(path), `${path} deleted`);
     }
   });
@@ -189,7 +244,12 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
       assert.equal(summary.planned["adopt Pod"], undefined, `pass ${n} adopted a pod`);
       assert.deepEqual(await owners(), want, `pass ${n}`);
     }
-    for (const i of [0, 1]) assert.equal((await cp.api("GET", `/api/v1/namespaces/${IN}/services/resnet-worker-${i}`)).status, 404, "caffe2-operator creates no Services; neither does Quartermaster");
+    for (const i of [0, 1])
+      assert.equal(
+        (await cp.api("GET", `/api/v1/namespaces/${IN}/services/resnet-worker-${i}`)).status,
+        404,
+        "caffe2-operator creates no Services; neither does Quartermaster",
+      );
   });
 
   it("a ledger shard whose checksums are right but whose shape is wrong is reported and rebuilt; the pass goes on", async () => {
@@ -217,17 +277,32 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
   });
 
   it("staleness: a node without a Lease is stale only when its Ready heartbeat is older than the grace period", async () => {
-    for (const [name, agoSeconds] of [["hb-fresh", 2], ["hb-old", 600]] as const) {
+    for (const [name, agoSeconds] of [
+      ["hb-fresh", 2],
+      ["hb-old", 600],
+    ] as const) {
       assert.equal((await cp.api("POST", "/api/v1/nodes", { apiVersion: "v1", kind: "Node", metadata: { name } })).status, 201);
       const res = { cpu: "64", memory: "512Gi", pods: "110", "nvidia.com/gpu": "4" };
-      const ready = { type: "Ready", status: "True", reason: "KubeletReady", message: "kubelet is posting ready status", lastHeartbeatTime: iso(agoSeconds * 1000), lastTransitionTime: iso(3600_000) };
+      const ready = {
+        type: "Ready",
+        status: "True",
+        reason: "KubeletReady",
+        message: "kubelet is posting ready status",
+        lastHeartbeatTime: iso(agoSeconds * 1000),
+        lastTransitionTime: iso(3600_000),
+      };
       const st = await cp.api("PATCH", `/api/v1/nodes/${name}/status`, { status: { capacity: res, allocatable: res, conditions: [ready] } }, merge);
       assert.equal(st.status, 200, JSON.stringify(st.body));
     }
     await pass();
     const l = await cli(["ledger", "-o", "json", "--namespace", "quartermaster", "--kubeconfig", sa.kubeconfig]);
     assert.equal(l.code, 0, l.stderr);
-    const nodes = Object.fromEntries((JSON.parse(l.stdout).nodes as Array<{ name: string; stale: boolean; staleReason?: string; resources: Record<string, { free: number }> }>).map((n) => [n.name, n]));
+    const nodes = Object.fromEntries(
+      (JSON.parse(l.stdout).nodes as Array<{ name: string; stale: boolean; staleReason?: string; resources: Record<string, { free: number }> }>).map((n) => [
+        n.name,
+        n,
+      ]),
+    );
     assert.equal(nodes["hb-fresh"]!.stale, false, JSON.stringify(nodes["hb-fresh"]));
     assert.equal(nodes["hb-fresh"]!.resources["nvidia.com/gpu"]!.free, 4);
     assert.equal(nodes["hb-old"]!.stale, true);
@@ -248,7 +323,11 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
     await tfPod("team-zz", "trainer", "trainer-worker-0", "Running", { node: "gpu-1", gpus: 4 });
 
     const first = await pass(["--policy", budgetPolicy]);
-    const deleted1 = first.stdout.split("\n").filter((l) => l.includes('"msg":"reconcile: delete"')).map((l) => JSON.parse(l)).map((x) => `${x.namespace}/${x.action}/${x.name}`);
+    const deleted1 = first.stdout
+      .split("\n")
+      .filter((l) => l.includes('"msg":"reconcile: delete"'))
+      .map((l) => JSON.parse(l))
+      .map((x) => `${x.namespace}/${x.action}/${x.name}`);
     // concurrency 1: applied in plan order.
     assert.deepEqual(deleted1, ["team-zz/delete Pod/trainer-worker-0", "team-zz/delete Service/trainer-worker-0", `${IN}/delete Pod/bulk-worker-0`]);
     assert.ok(await exists(`/api/v1/namespaces/${IN}/services/bulk-worker-0`), "the Service parted from its pod by the budget is still there");
@@ -257,7 +336,11 @@ describe("reconciler safe by default, against a real kube-apiserver", () => {
     await cp.api("DELETE", `/api/v1/namespaces/${IN}/pods/bulk-worker-0`, { gracePeriodSeconds: 0 });
 
     const second = await pass(["--policy", budgetPolicy]);
-    const deleted2 = second.stdout.split("\n").filter((l) => l.includes('"msg":"reconcile: delete"')).map((l) => JSON.parse(l)).map((x) => `${x.namespace}/${x.action}/${x.name}`);
+    const deleted2 = second.stdout
+      .split("\n")
+      .filter((l) => l.includes('"msg":"reconcile: delete"'))
+      .map((l) => JSON.parse(l))
+      .map((x) => `${x.namespace}/${x.action}/${x.name}`);
     assert.deepEqual(deleted2, [`${IN}/delete Service/bulk-worker-0`, `${IN}/delete Pod/bulk-worker-1`, `${IN}/delete Service/bulk-worker-1`]);
     assert.ok(!(await exists(`/api/v1/namespaces/${IN}/services/bulk-worker-0`)));
   });

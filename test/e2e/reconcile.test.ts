@@ -22,16 +22,32 @@ describe("reconciler against a real kube-apiserver", () => {
       metadata: { name },
       spec: {
         runPolicy,
-        tfReplicaSpecs: { Worker: { replicas: 2, template: { spec: { containers: [{ name: "tensorflow", image: "tf", ports: [{ name: "tfjob-port", containerPort: 2222 }] }] } } } },
+        tfReplicaSpecs: {
+          Worker: {
+            replicas: 2,
+            template: { spec: { containers: [{ name: "tensorflow", image: "tf", ports: [{ name: "tfjob-port", containerPort: 2222 }] }] } },
+          },
+        },
       },
     });
     assert.equal(r.status, 201, JSON.stringify(r.body));
     uids.set(name, r.body.metadata.uid);
     if (finishedSecondsAgo !== undefined) {
       const done = new Date(Date.now() - finishedSecondsAgo * 1000).toISOString().replace(/\.\d+Z$/, "Z");
-      const s = await cp.api("PATCH", `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs/${name}/status`, {
-        status: { conditions: [{ type: "Created", status: "True" }, { type: "Succeeded", status: "True" }], completionTime: done },
-      }, { "content-type": "application/merge-patch+json" });
+      const s = await cp.api(
+        "PATCH",
+        `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs/${name}/status`,
+        {
+          status: {
+            conditions: [
+              { type: "Created", status: "True" },
+              { type: "Succeeded", status: "True" },
+            ],
+            completionTime: done,
+          },
+        },
+        { "content-type": "application/merge-patch+json" },
+      );
       assert.equal(s.status, 200, JSON.stringify(s.body));
     }
   };
@@ -49,7 +65,9 @@ describe("reconciler against a real kube-apiserver", () => {
 
   const replica = async (job: string, index: number, phase: string, o: ReplicaOpts = {}): Promise<void> => {
     const name = `${job}-worker-${index}`;
-    const owner = o.orphan ? undefined : [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: job, uid: uids.get(job), controller: true, blockOwnerDeletion: true }];
+    const owner = o.orphan
+      ? undefined
+      : [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: job, uid: uids.get(job), controller: true, blockOwnerDeletion: true }];
     const labels = o.labels ?? {
       "training.kubeflow.org/job-name": job,
       "training.kubeflow.org/replica-type": "worker",
@@ -61,7 +79,11 @@ describe("reconciler against a real kube-apiserver", () => {
       apiVersion: "v1",
       kind: "Pod",
       metadata: { name, labels, ...(owner ? { ownerReferences: owner } : {}) },
-      spec: { restartPolicy: "Never", ...(o.node ? { nodeName: o.node } : {}), containers: [{ name: "tensorflow", image: "tf", ...(resources ? { resources } : {}) }] },
+      spec: {
+        restartPolicy: "Never",
+        ...(o.node ? { nodeName: o.node } : {}),
+        containers: [{ name: "tensorflow", image: "tf", ...(resources ? { resources } : {}) }],
+      },
     });
     assert.equal(pod.status, 201, JSON.stringify(pod.body));
     const st = await cp.api("PATCH", `/api/v1/namespaces/${NS}/pods/${name}/status`, { status: { phase } }, { "content-type": "application/merge-patch+json" });
@@ -79,7 +101,12 @@ describe("reconciler against a real kube-apiserver", () => {
   const gpuNode = async (name: string, gpus: number, renewedIn: number): Promise<void> => {
     assert.equal((await cp.api("POST", "/api/v1/nodes", { apiVersion: "v1", kind: "Node", metadata: { name } })).status, 201);
     const resources = { cpu: "64", memory: "512Gi", pods: "110", "nvidia.com/gpu": String(gpus) };
-    const st = await cp.api("PATCH", `/api/v1/nodes/${name}/status`, { status: { capacity: resources, allocatable: resources } }, { "content-type": "application/merge-patch+json" });
+    const st = await cp.api(
+      "PATCH",
+      `/api/v1/nodes/${name}/status`,
+      { status: { capacity: resources, allocatable: resources } },
+      { "content-type": "application/merge-patch+json" },
+    );
     assert.equal(st.status, 200, JSON.stringify(st.body));
     const renewTime = new Date(Date.now() + renewedIn * 1000).toISOString().replace("Z", "000Z");
     const lease = await cp.api("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", {
@@ -91,7 +118,11 @@ describe("reconciler against a real kube-apiserver", () => {
     assert.equal(lease.status, 201, JSON.stringify(lease.body));
   };
 
-  const passSummary = (stdout: string) => stdout.split("\n").filter((l) => l.includes('"msg":"reconcile pass"')).map((l) => JSON.parse(l))[0];
+  const passSummary = (stdout: string) =>
+    stdout
+      .split("\n")
+      .filter((l) => l.includes('"msg":"reconcile pass"'))
+      .map((l) => JSON.parse(l))[0];
   const ledger = async () => {
     const r = await cli(["ledger", "-o", "json", "--namespace", "quartermaster", "--kubeconfig", sa.kubeconfig]);
     assert.equal(r.code, 0, r.stderr);
@@ -146,11 +177,21 @@ describe("reconciler against a real kube-apiserver", () => {
   it("--dry-run prints the plan and changes nothing", async () => {
     const r = await cli(["reconcile", "--once", "--dry-run", "-o", "json", "--kubeconfig", sa.kubeconfig]);
     assert.equal(r.code, 0, r.stderr);
-    const plan = JSON.parse(r.stdout) as { actions: Array<{ kind: string; name: string; uid: string }>; creates: Array<{ name: string }>; claims: Array<{ verb: string; name: string; patch: string }> };
+    const plan = JSON.parse(r.stdout) as {
+      actions: Array<{ kind: string; name: string; uid: string }>;
+      creates: Array<{ name: string }>;
+      claims: Array<{ verb: string; name: string; patch: string }>;
+    };
     assert.deepEqual(plan.creates.map((c) => c.name).sort(), ["adopter-worker-0", "adopter-worker-1"]);
     assert.deepEqual(plan.claims.map((c) => `${c.verb} ${c.name}`).sort(), ["adopt adopter-worker-0", "adopt adopter-worker-1", "release lonely-worker-1"]);
     assert.ok(!(await exists(svc("adopter-worker-0"))), "a dry run created a Service");
-    assert.deepEqual(plan.actions.map((a) => `${a.kind}/${a.name}`).sort(), ["Job/done", "Pod/done-worker-0", "Pod/fresh-worker-0", "Service/done-worker-0", "Service/fresh-worker-0"]);
+    assert.deepEqual(plan.actions.map((a) => `${a.kind}/${a.name}`).sort(), [
+      "Job/done",
+      "Pod/done-worker-0",
+      "Pod/fresh-worker-0",
+      "Service/done-worker-0",
+      "Service/fresh-worker-0",
+    ]);
     assert.equal(plan.actions.find((a) => a.kind === "Job")?.uid, uids.get("done"));
     for (const p of [pod("done-worker-0"), pod("fresh-worker-0"), job("done")]) assert.ok(await exists(p), `${p} was changed by a dry run`);
     const table = await cli(["reconcile", "--once", "--dry-run", "--kubeconfig", sa.kubeconfig]);
@@ -163,9 +204,15 @@ describe("reconciler against a real kube-apiserver", () => {
     const path = "/apis/coordination.k8s.io/v1/namespaces/quartermaster/leases/quartermaster-reconciler";
     const spec = { holderIdentity: holder, leaseDurationSeconds: 600, renewTime: renew, acquireTime: renew };
     const current = await cp.api("GET", path);
-    const r = current.status === 404
-      ? await cp.api("POST", "/apis/coordination.k8s.io/v1/namespaces/quartermaster/leases", { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name: "quartermaster-reconciler" }, spec })
-      : await cp.api("PUT", path, { ...current.body, spec });
+    const r =
+      current.status === 404
+        ? await cp.api("POST", "/apis/coordination.k8s.io/v1/namespaces/quartermaster/leases", {
+            apiVersion: "coordination.k8s.io/v1",
+            kind: "Lease",
+            metadata: { name: "quartermaster-reconciler" },
+            spec,
+          })
+        : await cp.api("PUT", path, { ...current.body, spec });
     assert.ok(r.status === 200 || r.status === 201, JSON.stringify(r.body));
   };
 
@@ -189,7 +236,8 @@ describe("reconciler against a real kube-apiserver", () => {
     assert.ok(!(await exists(svc("lonely-worker-0"))), "a Service for a pod another writer created with the job's reference");
     assert.deepEqual(created.spec.ports, [{ name: "tfjob-port", port: 2222, protocol: "TCP", targetPort: 2222 }]);
     assert.deepEqual(summary.failed, {});
-    for (const p of [pod("done-worker-0"), svc("done-worker-0"), pod("fresh-worker-0"), svc("fresh-worker-0"), job("done")]) assert.ok(!(await exists(p)), `${p} still exists`);
+    for (const p of [pod("done-worker-0"), svc("done-worker-0"), pod("fresh-worker-0"), svc("fresh-worker-0"), job("done")])
+      assert.ok(!(await exists(p)), `${p} still exists`);
     for (const p of [job("fresh"), job("busy"), pod("busy-worker-0"), svc("busy-worker-0")]) assert.ok(await exists(p), `${p} was deleted`);
     const lease = (await cp.api("GET", "/apis/coordination.k8s.io/v1/namespaces/quartermaster/leases/quartermaster-reconciler")).body;
     assert.equal(lease.spec.holderIdentity, undefined, "the lease is released after the pass");
@@ -199,16 +247,34 @@ describe("reconciler against a real kube-apiserver", () => {
   it("orphans that match a job are adopted (its controller, blockOwnerDeletion); a pod whose labels name another job is released", async () => {
     for (const n of ["adopter-worker-0", "adopter-worker-1"]) {
       const refs = (await cp.api("GET", pod(n))).body.metadata.ownerReferences;
-      assert.deepEqual(refs, [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "adopter", uid: uids.get("adopter"), controller: true, blockOwnerDeletion: true }]);
+      assert.deepEqual(refs, [
+        { apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "adopter", uid: uids.get("adopter"), controller: true, blockOwnerDeletion: true },
+      ]);
       assert.equal((await cp.api("GET", svc(n))).body.metadata.ownerReferences[0].uid, uids.get("adopter"));
     }
     assert.equal((await cp.api("GET", pod("lonely-worker-1"))).body.metadata.ownerReferences, undefined);
   });
 
   it("Events on the jobs say what the pass did", async () => {
-    const events = (await cp.api("GET", `/api/v1/namespaces/${NS}/events`)).body.items as Array<{ reason: string; involvedObject: { name: string; uid: string }; message: string; source: { component: string } }>;
-    const got = events.filter((e) => e.source.component === "quartermaster-reconciler").map((e) => `${e.involvedObject.name} ${e.reason}`).sort();
-    assert.deepEqual(got, ["adopter AdoptedPod", "done DeletedAfterTTL", "done SuccessfulDeletePod", "done SuccessfulDeleteService", "fresh SuccessfulDeletePod", "fresh SuccessfulDeleteService", "lonely ReleasedPod"]);
+    const events = (await cp.api("GET", `/api/v1/namespaces/${NS}/events`)).body.items as Array<{
+      reason: string;
+      involvedObject: { name: string; uid: string };
+      message: string;
+      source: { component: string };
+    }>;
+    const got = events
+      .filter((e) => e.source.component === "quartermaster-reconciler")
+      .map((e) => `${e.involvedObject.name} ${e.reason}`)
+      .sort();
+    assert.deepEqual(got, [
+      "adopter AdoptedPod",
+      "done DeletedAfterTTL",
+      "done SuccessfulDeletePod",
+      "done SuccessfulDeleteService",
+      "fresh SuccessfulDeletePod",
+      "fresh SuccessfulDeleteService",
+      "lonely ReleasedPod",
+    ]);
     assert.ok(events.find((e) => e.reason === "AdoptedPod")!.message.startsWith("Adopted pods (2) adopter-worker-0, adopter-worker-1"));
   });
 
@@ -221,7 +287,11 @@ describe("reconciler against a real kube-apiserver", () => {
     assert.deepEqual(byNode["gpu-a"], { capacity: 8, allocatable: 8, allocated: 7, free: 1, overCommitted: false, inactive: false, stale: false });
     assert.deepEqual(byNode["gpu-b"], { capacity: 4, allocatable: 4, allocated: 1, free: 0, overCommitted: false, inactive: false, stale: true });
     assert.deepEqual(l.namespaces[NS]["nvidia.com/gpu"].allocated, 8);
-    assert.deepEqual(Object.fromEntries(Object.entries(l.jobs).map(([k, v]: [string, any]) => [k, v["nvidia.com/gpu"].allocated])), { [`${NS}/adopter`]: 1, [`${NS}/busy`]: 5, [`${NS}/done`]: 2 });
+    assert.deepEqual(Object.fromEntries(Object.entries(l.jobs).map(([k, v]: [string, any]) => [k, v["nvidia.com/gpu"].allocated])), {
+      [`${NS}/adopter`]: 1,
+      [`${NS}/busy`]: 5,
+      [`${NS}/done`]: 2,
+    });
     const table = await cli(["ledger", "--namespace", "quartermaster", "--kubeconfig", sa.kubeconfig]);
     assert.match(table.stdout, /gpu-b\s+nvidia.com\/gpu\s+4\s+4\s+1\s+0\s+1\s+stale/);
   });
@@ -243,7 +313,10 @@ describe("reconciler against a real kube-apiserver", () => {
     assert.equal(gone.status, 200, JSON.stringify(gone.body));
     const dry = await cli(["reconcile", "--once", "--dry-run", "-o", "json", "--kubeconfig", sa.kubeconfig]);
     assert.equal(dry.code, 0, dry.stderr);
-    assert.deepEqual(JSON.parse(dry.stdout).creates.map((c: { name: string }) => c.name), ["adopter-worker-1"]);
+    assert.deepEqual(
+      JSON.parse(dry.stdout).creates.map((c: { name: string }) => c.name),
+      ["adopter-worker-1"],
+    );
     const r = await cli(["reconcile", "--once", "--kubeconfig", sa.kubeconfig]);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(passSummary(r.stdout).applied["create Service"], 1);
@@ -304,9 +377,18 @@ describe("reconciler against a real kube-apiserver", () => {
       ["PUT", `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs/busy`],
       ["DELETE", "/api/v1/namespaces/kube-system/configmaps/x"],
     ] as const;
-    const deployment = { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "x" }, spec: { selector: { matchLabels: { a: "b" } }, template: { metadata: { labels: { a: "b" } }, spec: { containers: [{ name: "x", image: "x" }] } } } };
+    const deployment = {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "x" },
+      spec: { selector: { matchLabels: { a: "b" } }, template: { metadata: { labels: { a: "b" } }, spec: { containers: [{ name: "x", image: "x" }] } } },
+    };
     for (const [method, path] of refused) {
-      const r = await sa.api(method, path, method === "POST" ? deployment : method === "PUT" ? { apiVersion: "kubeflow.org/v1", kind: "TFJob", metadata: { name: "busy" }, spec: {} } : undefined);
+      const r = await sa.api(
+        method,
+        path,
+        method === "POST" ? deployment : method === "PUT" ? { apiVersion: "kubeflow.org/v1", kind: "TFJob", metadata: { name: "busy" }, spec: {} } : undefined,
+      );
       assert.equal(r.status, 403, `${method} ${path} → ${r.status}`);
     }
   });

@@ -34,7 +34,12 @@ describe("the reconciler's RBAC on a real kube-apiserver", () => {
     policyConfigMap = (cms.body.items as Array<{ metadata: { name: string } }>).map((c) => c.metadata.name).find((n) => n.startsWith("quartermaster-policy"))!;
     assert.ok(policyConfigMap, "the base's policy ConfigMap is applied");
     for (const name of ["unrelated", "quartermaster-ledger-x"]) {
-      const r = await cp.api("POST", `/api/v1/namespaces/${OWN}/configmaps`, { apiVersion: "v1", kind: "ConfigMap", metadata: { name, labels: { "quartermaster.dev/ledger": "true" } }, data: { a: "b" } });
+      const r = await cp.api("POST", `/api/v1/namespaces/${OWN}/configmaps`, {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name, labels: { "quartermaster.dev/ledger": "true" } },
+        data: { a: "b" },
+      });
       assert.equal(r.status, 201, JSON.stringify(r.body));
     }
     const job = await cp.api("POST", `/apis/kubeflow.org/v1/namespaces/${NS}/tfjobs`, {
@@ -105,7 +110,11 @@ describe("the reconciler's RBAC on a real kube-apiserver", () => {
       JSON.stringify({
         apiVersion: "v1",
         kind: "Pod",
-        metadata: { name, namespace: NS, ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "adopter", uid: jobUid, controller: true, blockOwnerDeletion: block }] },
+        metadata: {
+          name,
+          namespace: NS,
+          ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "adopter", uid: jobUid, controller: true, blockOwnerDeletion: block }],
+        },
         spec: { containers: [{ name: "c", image: "busybox" }] },
       });
     const asWebhook = `--as=system:serviceaccount:${OWN}:quartermaster-webhook`;
@@ -117,17 +126,36 @@ describe("the reconciler's RBAC on a real kube-apiserver", () => {
   });
 
   it("a pass adopts an orphan pod with blockOwnerDeletion as the reconciler's ServiceAccount", async () => {
-    const labels = { "training.kubeflow.org/job-name": "adopter", "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0", "training.kubeflow.org/operator-name": "tfjob-controller" };
-    const created = await cp.api("POST", `/api/v1/namespaces/${NS}/pods`, { apiVersion: "v1", kind: "Pod", metadata: { name: "adopter-worker-0", labels }, spec: { containers: [{ name: "tensorflow", image: "tf" }] } });
+    const labels = {
+      "training.kubeflow.org/job-name": "adopter",
+      "training.kubeflow.org/replica-type": "worker",
+      "training.kubeflow.org/replica-index": "0",
+      "training.kubeflow.org/operator-name": "tfjob-controller",
+    };
+    const created = await cp.api("POST", `/api/v1/namespaces/${NS}/pods`, {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "adopter-worker-0", labels },
+      spec: { containers: [{ name: "tensorflow", image: "tf" }] },
+    });
     assert.equal(created.status, 201, JSON.stringify(created.body));
-    const st = await cp.api("PATCH", `/api/v1/namespaces/${NS}/pods/adopter-worker-0/status`, { status: { phase: "Running" } }, { "content-type": "application/merge-patch+json" });
+    const st = await cp.api(
+      "PATCH",
+      `/api/v1/namespaces/${NS}/pods/adopter-worker-0/status`,
+      { status: { phase: "Running" } },
+      { "content-type": "application/merge-patch+json" },
+    );
     assert.equal(st.status, 200);
     const r = await cli(["reconcile", "--once", "--kubeconfig", sa.kubeconfig, "--namespace", OWN]);
     assert.equal(r.code, 0, r.stderr + r.stdout);
     assert.doesNotMatch(r.stdout + r.stderr, /forbidden/i);
     const pod = await cp.api("GET", `/api/v1/namespaces/${NS}/pods/adopter-worker-0`);
     assert.deepEqual(
-      (pod.body.metadata.ownerReferences ?? []).map((o: Record<string, unknown>) => ({ uid: o.uid, controller: o.controller, blockOwnerDeletion: o.blockOwnerDeletion })),
+      (pod.body.metadata.ownerReferences ?? []).map((o: Record<string, unknown>) => ({
+        uid: o.uid,
+        controller: o.controller,
+        blockOwnerDeletion: o.blockOwnerDeletion,
+      })),
       [{ uid: jobUid, controller: true, blockOwnerDeletion: true }],
       r.stdout,
     );
@@ -136,10 +164,20 @@ describe("the reconciler's RBAC on a real kube-apiserver", () => {
   describe("its writes confined by the apiserver (ValidatingAdmissionPolicy quartermaster-reconciler-scope)", () => {
     const PLAIN = "team-plain"; // not opted in
     const OFF = "team-off"; // opted out explicitly
-    const pod = (name: string, namespace: string) => JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name, namespace }, spec: { containers: [{ name: "c", image: "busybox" }] } });
-    const service = (namespace: string) => JSON.stringify({ apiVersion: "v1", kind: "Service", metadata: { name: "svc", namespace }, spec: { clusterIP: "None", selector: { a: "b" } } });
+    const pod = (name: string, namespace: string) =>
+      JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name, namespace }, spec: { containers: [{ name: "c", image: "busybox" }] } });
+    const service = (namespace: string) =>
+      JSON.stringify({ apiVersion: "v1", kind: "Service", metadata: { name: "svc", namespace }, spec: { clusterIP: "None", selector: { a: "b" } } });
     const event = (namespace: string) =>
-      JSON.stringify({ apiVersion: "v1", kind: "Event", metadata: { name: "e1", namespace }, involvedObject: { kind: "Pod", name: "x", namespace }, reason: "Test", message: "m", type: "Normal" });
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Event",
+        metadata: { name: "e1", namespace },
+        involvedObject: { kind: "Pod", name: "x", namespace },
+        reason: "Test",
+        message: "m",
+        type: "Normal",
+      });
     const REFUSAL = /ValidatingAdmissionPolicy 'quartermaster-reconciler-scope'.*may write only in namespaces opted in to Quartermaster/;
 
     before(async () => {
@@ -179,7 +217,12 @@ describe("the reconciler's RBAC on a real kube-apiserver", () => {
 
     // A patch as the reconciler sends it (kubectl patch would GET first, which its RBAC does not grant).
     const patchAs = (ns: string, name: string) =>
-      cp.api("PATCH", `/api/v1/namespaces/${ns}/pods/${name}`, { metadata: { labels: { x: "y" } } }, { "content-type": "application/merge-patch+json", "Impersonate-User": AS.slice("--as=".length) });
+      cp.api(
+        "PATCH",
+        `/api/v1/namespaces/${ns}/pods/${name}`,
+        { metadata: { labels: { x: "y" } } },
+        { "content-type": "application/merge-patch+json", "Impersonate-User": AS.slice("--as=".length) },
+      );
 
     it("refused: patch a pod in kube-system, with the policy's message", async () => {
       const r = await patchAs("kube-system", "victim");
@@ -208,7 +251,10 @@ describe("the reconciler's RBAC on a real kube-apiserver", () => {
     });
 
     it("its own namespace's Lease and ledger ConfigMaps are not the policy's business", async () => {
-      const r = await as(["-n", OWN, "create", "--dry-run=server", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "quartermaster-ledger-7", namespace: OWN }, data: {} }));
+      const r = await as(
+        ["-n", OWN, "create", "--dry-run=server", "-f", "-"],
+        JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "quartermaster-ledger-7", namespace: OWN }, data: {} }),
+      );
       assert.equal(r.code, 0, r.stderr);
     });
 

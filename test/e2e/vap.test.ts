@@ -74,13 +74,26 @@ const large: Case[] = [
   { id: "40 containers each over two caps (81 violations: a message past 5 KiB)", namespace: "team-a", pod: manyViolationsPod("many-40", 40) },
   { id: "8 containers over caps (a long message under 5 KiB)", namespace: "team-b", pod: manyViolationsPod("many-8", 8) },
   // Past the policy's bounds (64 containers, 32 entries per container): left to the webhook, no CEL cost denial.
-  { id: "no job label, no GPU, 100 containers of 40 env and 16 resource entries (wide, not a training pod: admitted)", namespace: "team-a", pod: envPod("wide-env-100", 100, 40, 16) },
-  { id: "no job label, no GPU, 2 containers, one of 40 resource entries (past the entry bound: admitted)", namespace: "team-a", pod: extendedPod("wide-entries-40", 2, 40) },
+  {
+    id: "no job label, no GPU, 100 containers of 40 env and 16 resource entries (wide, not a training pod: admitted)",
+    namespace: "team-a",
+    pod: envPod("wide-env-100", 100, 40, 16),
+  },
+  {
+    id: "no job label, no GPU, 2 containers, one of 40 resource entries (past the entry bound: admitted)",
+    namespace: "team-a",
+    pod: extendedPod("wide-entries-40", 2, 40),
+  },
 ];
 
 /** A one-container training pod with these limits (and requests, when given). */
 function edgePod(name: string, limits: Record<string, string>, requests?: Record<string, string>): Obj {
-  return { apiVersion: "v1", kind: "Pod", metadata: { name, labels: { "training.kubeflow.org/job-name": name } }, spec: { containers: [{ name: "c", image: "busybox", resources: { limits, ...(requests ? { requests } : {}) } }] } };
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, labels: { "training.kubeflow.org/job-name": name } },
+    spec: { containers: [{ name: "c", image: "busybox", resources: { limits, ...(requests ? { requests } : {}) } }] },
+  };
 }
 // Values at the edges of the quantity rules: out of range (capped and uncapped GPU resources), far over a cap
 // in another notation, and a request over the cap below its (also over) limit.
@@ -92,19 +105,39 @@ const edges: Case[] = [
   { id: "a native sidecar and an init container: exactly team-b's per-pod cap of 2", namespace: "team-b", pod: sidecarPod("edge-sidecar-2", 1) },
   { id: "a native sidecar, an init container of 2: over team-b's per-pod cap (init 2 + sidecar 1)", namespace: "team-b", pod: sidecarPod("edge-sidecar-3", 2) },
   // Not training pods (no job label, no GPU): out of scope whatever they ask for; training by a GPU alone: in.
-  { id: "no job label, no GPU, over the cpu cap (not a training pod: admitted)", namespace: "team-a", pod: unlabelled(edgePod("edge-plain-cpu", { cpu: "64", memory: "1Ti" })) },
+  {
+    id: "no job label, no GPU, over the cpu cap (not a training pod: admitted)",
+    namespace: "team-a",
+    pod: unlabelled(edgePod("edge-plain-cpu", { cpu: "64", memory: "1Ti" })),
+  },
   { id: "no job label, no GPU, 9 containers over caps (not a training pod: admitted)", namespace: "team-a", pod: plainPod("edge-plain-9", 9) },
   // Wider than the webhooks' match condition walks (src/manifests/webhooks.ts, CONDITION_MAX_*): their guard skips it.
-  { id: "no job label, no GPU, 1,500 containers of 16 resources (not a training pod: admitted)", namespace: "team-a", pod: extendedPod("edge-plain-wide", 1500, 16) },
-  { id: "no job label, a GPU, over the cpu cap (a training pod by its GPU: denied)", namespace: "team-a", pod: unlabelled(edgePod("edge-gpu-cpu", { cpu: "64", "nvidia.com/gpu": "1" })) },
+  {
+    id: "no job label, no GPU, 1,500 containers of 16 resources (not a training pod: admitted)",
+    namespace: "team-a",
+    pod: extendedPod("edge-plain-wide", 1500, 16),
+  },
+  {
+    id: "no job label, a GPU, over the cpu cap (a training pod by its GPU: denied)",
+    namespace: "team-a",
+    pod: unlabelled(edgePod("edge-gpu-cpu", { cpu: "64", "nvidia.com/gpu": "1" })),
+  },
 ];
 
 // VAP_POLICY_YAML's enforcement: container-limits warns and pod-gpus audits in team-c*; gpu-mig-mixing denies
 // in team-a only.
 const mixed = { "nvidia.com/gpu": "1", "nvidia.com/mig-1g.5gb": "1" };
 const modeEdges: Case[] = [
-  { id: "cpu 5 and 9 GPUs in team-c (container-limits warns, pod-gpus audits): admitted", namespace: VAP_MODE_NAMESPACE, pod: edgePod("mode-warn", { cpu: "5", "nvidia.com/gpu": "9" }) },
-  { id: "cpu 5 and memory 1e30 in team-c: only the quantity violations deny, and are the only ones listed", namespace: VAP_MODE_NAMESPACE, pod: edgePod("mode-quantity", { cpu: "5", memory: "1e30" }) },
+  {
+    id: "cpu 5 and 9 GPUs in team-c (container-limits warns, pod-gpus audits): admitted",
+    namespace: VAP_MODE_NAMESPACE,
+    pod: edgePod("mode-warn", { cpu: "5", "nvidia.com/gpu": "9" }),
+  },
+  {
+    id: "cpu 5 and memory 1e30 in team-c: only the quantity violations deny, and are the only ones listed",
+    namespace: VAP_MODE_NAMESPACE,
+    pod: edgePod("mode-quantity", { cpu: "5", memory: "1e30" }),
+  },
   { id: "whole GPUs and a MIG slice in team-a (gpu-mig-mixing denies there)", namespace: "team-a", pod: edgePod("mode-mixing-a", mixed) },
   { id: "whole GPUs and a MIG slice in team-b (gpu-mig-mixing only warns)", namespace: "team-b", pod: edgePod("mode-mixing-b", mixed) },
 ];
@@ -136,7 +169,12 @@ function envPod(name: string, n: number, env: number, k: number): Obj {
 
 /** A native sidecar with 1 GPU, then an init container with `init` GPUs, then a container with 1. */
 function sidecarPod(name: string, init: number): Obj {
-  const c = (n: string, gpus: number, extra: Obj = {}): Obj => ({ name: n, image: "busybox", ...extra, resources: { limits: { "nvidia.com/gpu": String(gpus) } } });
+  const c = (n: string, gpus: number, extra: Obj = {}): Obj => ({
+    name: n,
+    image: "busybox",
+    ...extra,
+    resources: { limits: { "nvidia.com/gpu": String(gpus) } },
+  });
   return { ...edgePod(name, {}), spec: { initContainers: [c("s", 1, { restartPolicy: "Always" }), c("i", init)], containers: [c("c", 1)] } };
 }
 
@@ -178,7 +216,10 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
       await sleep(200);
     }
   }
-  const overProbe = (): Obj => ({ ...widePod(`probe-${++seq}`, 1), spec: { containers: [{ name: "c", image: "busybox", resources: { limits: { "nvidia.com/gpu": "9" } } }] } });
+  const overProbe = (): Obj => ({
+    ...widePod(`probe-${++seq}`, 1),
+    spec: { containers: [{ name: "c", image: "busybox", resources: { limits: { "nvidia.com/gpu": "9" } } }] },
+  });
   const okProbe = (): Obj => widePod(`probe-${++seq}`, 1);
 
   before(async () => {
@@ -198,10 +239,13 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
   it(`the webhook's verdicts over ${all.length} pods (only pods.validate registered)`, async () => {
     const r = await cli(["manifests", "webhooks", "--policy", policyFile]);
     assert.equal(r.code, 0, r.stderr);
-    const validating = parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj).find((c) => c.kind === "ValidatingWebhookConfiguration")!;
+    const validating = parseAllDocuments(r.stdout)
+      .map((d) => d.toJS() as Obj)
+      .find((c) => c.kind === "ValidatingWebhookConfiguration")!;
     validating.webhooks = validating.webhooks.filter((h: Obj) => h.name === "pods.validate.quartermaster.dev");
     webhookConfig = validating;
-    for (const h of validating.webhooks) h.clientConfig = { url: `https://127.0.0.1:${wh.port}${h.clientConfig.service.path}`, caBundle: Buffer.from(wh.caPem).toString("base64") };
+    for (const h of validating.webhooks)
+      h.clientConfig = { url: `https://127.0.0.1:${wh.port}${h.clientConfig.service.path}`, caBundle: Buffer.from(wh.caPem).toString("base64") };
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify(validating));
     assert.equal(applied.code, 0, applied.stderr);
     await settle("the webhook", overProbe, (v) => WEBHOOK_PREFIX.test(v.raw));
@@ -217,9 +261,17 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
     assert.equal(r.code, 0, r.stderr);
     const applied = await cp.kubectl(["apply", "-f", "-"], r.stdout);
     // The CEL compiler's errors, without the echo of every expression.
-    assert.equal(applied.code, 0, applied.stderr.split("\n").map((l) => (l.includes("Invalid value: \"") ? l.slice(0, l.indexOf("Invalid value")) + l.slice(l.lastIndexOf("\": ") + 3) : l)).join("\n"));
+    assert.equal(
+      applied.code,
+      0,
+      applied.stderr
+        .split("\n")
+        .map((l) => (l.includes('Invalid value: "') ? l.slice(0, l.indexOf("Invalid value")) + l.slice(l.lastIndexOf('": ') + 3) : l))
+        .join("\n"),
+    );
     // As the overlay: the webhook keeps only what the policy leaves (pods past its bounds, resizes).
-    for (const h of webhookConfig.webhooks) h.matchConditions = [...(h.matchConditions ?? []), { name: BEYOND_BOUNDS_CONDITION, expression: beyondBoundsExpression() }];
+    for (const h of webhookConfig.webhooks)
+      h.matchConditions = [...(h.matchConditions ?? []), { name: BEYOND_BOUNDS_CONDITION, expression: beyondBoundsExpression() }];
     const narrowed = await cp.kubectl(["apply", "-f", "-"], JSON.stringify(webhookConfig));
     assert.equal(narrowed.code, 0, narrowed.stderr);
     await settle("the policy", overProbe, (v) => VAP_PREFIX.test(v.raw));
@@ -241,7 +293,8 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
       const p = byPolicy.get(c.id);
       assert.ok(w && p, `${c.id} was not run`);
       const expected = Buffer.byteLength(w.message) > MAX_MESSAGE_BYTES && WEBHOOK_PREFIX.test(w.raw) ? FALLBACK : w.message;
-      if (w.status !== p.status || expected !== p.message) problems.push(`${c.id} (${c.namespace}):\n  webhook ${w.status} ${w.raw}\n  policy  ${p.status} ${p.raw}`);
+      if (w.status !== p.status || expected !== p.message)
+        problems.push(`${c.id} (${c.namespace}):\n  webhook ${w.status} ${w.raw}\n  policy  ${p.status} ${p.raw}`);
     }
     assert.deepEqual(problems, [], `${problems.length} of ${cases.length} differ:\n${problems.slice(0, 10).join("\n")}`);
   }
@@ -272,7 +325,10 @@ describe("the exported ValidatingAdmissionPolicy against /validate/pods through 
     const by = (i: number) => byPolicy.get(modeEdges[i]!.id)!;
     assert.equal(by(0).status, 201);
     // API defaulting copied the limits to the requests: memory twice, cpu 5 (over its cap, but warn) never.
-    assert.match(by(1).message, /^2 policy violations: spec\.containers\[0\]\.resources\.requests\[memory\]: 1e30 is out of range.*; spec\.containers\[0\]\.resources\.limits\[memory\]: 1e30 is out of range/);
+    assert.match(
+      by(1).message,
+      /^2 policy violations: spec\.containers\[0\]\.resources\.requests\[memory\]: 1e30 is out of range.*; spec\.containers\[0\]\.resources\.limits\[memory\]: 1e30 is out of range/,
+    );
     assert.doesNotMatch(by(1).message, /cpu/);
     assert.match(by(2).message, /^1 policy violation: .*asks for whole GPUs \(nvidia\.com\/gpu\) and MIG slices/);
     assert.equal(by(3).status, 201);

@@ -37,7 +37,8 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
     assert.equal(r.code, 0, r.stderr);
     const configs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Record<string, any>);
     for (const c of configs) {
-      for (const h of c.webhooks) h.clientConfig = { url: `https://127.0.0.1:${wh.port}${h.clientConfig.service.path}`, caBundle: Buffer.from(wh.caPem).toString("base64") };
+      for (const h of c.webhooks)
+        h.clientConfig = { url: `https://127.0.0.1:${wh.port}${h.clientConfig.service.path}`, caBundle: Buffer.from(wh.caPem).toString("base64") };
     }
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
     assert.equal(applied.code, 0, applied.stderr);
@@ -75,7 +76,7 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
     // which a pod the webhooks should skip must never meet.
     writeFileSync(
       join(cp.dir, "scope-policy.yaml"),
-      "gpu:\n  resources:\n    - pattern: nvidia.com/gpu\n    - pattern: example.com/gpu\n    - pattern: example.com/tpu-*-shared\nlimits:\n  container:\n    cpu: \"8\"\n",
+      'gpu:\n  resources:\n    - pattern: nvidia.com/gpu\n    - pattern: example.com/gpu\n    - pattern: example.com/tpu-*-shared\nlimits:\n  container:\n    cpu: "8"\n',
     );
     wh = await webhookProcess({ kubeconfig: cp.kubeconfig, policy: policyFile() });
     await wh.start();
@@ -107,7 +108,13 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
   });
 
   it("a Caffe2 pod labelled by caffe2-operator reaches it without a GPU", async () => {
-    const labels = { group_name: "kubeflow.org", caffe2_job_key: "team-in-resnet", caffe2_replica_type: "worker", caffe2_replica_index: "0", runtime_id: "abc12" };
+    const labels = {
+      group_name: "kubeflow.org",
+      caffe2_job_key: "team-in-resnet",
+      caffe2_replica_type: "worker",
+      caffe2_replica_index: "0",
+      runtime_id: "abc12",
+    };
     assert.equal((await reachesWebhook("team-in", pod(unique("caffe2"), undefined, labels))).seen, true);
   });
 
@@ -115,7 +122,11 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
    * The condition's parts one by one (policy render: nvidia.com/gpu, example.com/gpu, example.com/tpu-*-shared),
    * as the apiserver evaluates them: which containers, which side of resources, which labels.
    */
-  const container = (name: string, resources?: Record<string, unknown>): Record<string, unknown> => ({ name, image: "busybox", ...(resources ? { resources } : {}) });
+  const container = (name: string, resources?: Record<string, unknown>): Record<string, unknown> => ({
+    name,
+    image: "busybox",
+    ...(resources ? { resources } : {}),
+  });
   const shaped = (name: string, spec: Record<string, unknown>, labels: Record<string, string> = {}): Record<string, unknown> => ({
     apiVersion: "v1",
     kind: "Pod",
@@ -135,14 +146,47 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
     return { ...(init > 0 ? { initContainers: many("init", init) } : {}), containers };
   };
   const conditionCases: Array<{ name: string; body: (n: string) => Record<string, unknown>; seen: boolean }> = [
-    { name: "a GPU in an init container only", body: (n) => shaped(n, { initContainers: [container("init", gpu)], containers: [container("main")] }), seen: true },
-    { name: "a GPU in the second container, none in the first", body: (n) => shaped(n, { containers: [container("a", { requests: { cpu: "1" } }), container("b", gpu)] }), seen: true },
-    { name: "a GPU requested and limited", body: (n) => shaped(n, { containers: [container("main", { requests: { "nvidia.com/gpu": "2" }, limits: { "nvidia.com/gpu": "2" } })] }), seen: true },
-    { name: "a pattern resource in an init container's limits", body: (n) => shaped(n, { initContainers: [container("init", { limits: { "example.com/tpu-v5-shared": "1" } })], containers: [container("main")] }), seen: true },
-    { name: "empty resources, cpu and memory only", body: (n) => shaped(n, { containers: [container("a", {}), container("b", { requests: { cpu: "1", memory: "1Gi" }, limits: { cpu: "1", memory: "1Gi" } })] }), seen: false },
-    { name: "the job-name label without a GPU", body: (n) => shaped(n, { containers: [container("main")] }, { "training.kubeflow.org/job-name": "mnist" }), seen: true },
-    { name: "only one of caffe2-operator's two labels", body: (n) => shaped(n, { containers: [container("main")] }, { caffe2_job_key: "team-in-resnet" }), seen: false },
-    { name: "other labels, no GPU", body: (n) => shaped(n, { containers: [container("main")] }, { app: "web", "training.kubeflow.org/replica-type": "worker" }), seen: false },
+    {
+      name: "a GPU in an init container only",
+      body: (n) => shaped(n, { initContainers: [container("init", gpu)], containers: [container("main")] }),
+      seen: true,
+    },
+    {
+      name: "a GPU in the second container, none in the first",
+      body: (n) => shaped(n, { containers: [container("a", { requests: { cpu: "1" } }), container("b", gpu)] }),
+      seen: true,
+    },
+    {
+      name: "a GPU requested and limited",
+      body: (n) => shaped(n, { containers: [container("main", { requests: { "nvidia.com/gpu": "2" }, limits: { "nvidia.com/gpu": "2" } })] }),
+      seen: true,
+    },
+    {
+      name: "a pattern resource in an init container's limits",
+      body: (n) => shaped(n, { initContainers: [container("init", { limits: { "example.com/tpu-v5-shared": "1" } })], containers: [container("main")] }),
+      seen: true,
+    },
+    {
+      name: "empty resources, cpu and memory only",
+      body: (n) =>
+        shaped(n, { containers: [container("a", {}), container("b", { requests: { cpu: "1", memory: "1Gi" }, limits: { cpu: "1", memory: "1Gi" } })] }),
+      seen: false,
+    },
+    {
+      name: "the job-name label without a GPU",
+      body: (n) => shaped(n, { containers: [container("main")] }, { "training.kubeflow.org/job-name": "mnist" }),
+      seen: true,
+    },
+    {
+      name: "only one of caffe2-operator's two labels",
+      body: (n) => shaped(n, { containers: [container("main")] }, { caffe2_job_key: "team-in-resnet" }),
+      seen: false,
+    },
+    {
+      name: "other labels, no GPU",
+      body: (n) => shaped(n, { containers: [container("main")] }, { app: "web", "training.kubeflow.org/replica-type": "worker" }),
+      seen: false,
+    },
     // The condition's work is bounded (CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES: requests and limits
     // together, and the apiserver defaults an extended resource's request to its limit, so 16 limits are 32
     // entries): a wider pod is sent on unwalked, and the webhooks' guard skips it unless it is a training pod.

@@ -190,10 +190,12 @@ describe("fuzz: the admission server under generated and damaged requests", () =
     bump(tally.byStatus, reply.status);
     assert.ok(reply.status === 200 || (reply.status >= 400 && reply.status < 500), `status ${reply.status}: ${ctx()}`);
     // Exact paths: only the three webhook paths (a query aside) are ever answered with a review.
-    if (reply.status === 200 && c.method === "POST") assert.ok((WEBHOOK_PATHS as readonly string[]).includes(c.path.split("?")[0]!), `200 on ${c.path}: ${ctx()}`);
+    if (reply.status === 200 && c.method === "POST")
+      assert.ok((WEBHOOK_PATHS as readonly string[]).includes(c.path.split("?")[0]!), `200 on ${c.path}: ${ctx()}`);
     // A body in any Content-Encoding but identity is refused unread (415) on a webhook path.
     const encoding = c.headers?.["content-encoding"]?.trim().toLowerCase();
-    if (encoding && encoding !== "identity" && c.method === "POST" && (WEBHOOK_PATHS as readonly string[]).includes(c.path.split("?")[0]!)) assert.equal(reply.status, 415, ctx());
+    if (encoding && encoding !== "identity" && c.method === "POST" && (WEBHOOK_PATHS as readonly string[]).includes(c.path.split("?")[0]!))
+      assert.equal(reply.status, 415, ctx());
     // HEAD has no body; GET /healthz, /readyz and /metrics answer in text.
     if (c.method === "HEAD" || (c.method === "GET" && reply.status === 200)) return;
     assert.match(reply.contentType ?? "", /^application\/json/, ctx());
@@ -238,8 +240,15 @@ describe("fuzz: the admission server under generated and damaged requests", () =
       assert.fail(`patch does not apply: ${(err as Error).message}\npatch: ${JSON.stringify(ops).slice(0, 500)}\n${ctx()}`);
     }
     // The webhook that answered (express also routes `/MUTATE/PODS/` and query strings to it).
-    const again = await (base[c.path.split("?")[0]!.toLowerCase().replace(/\/+$/, "")] ?? base["/mutate/pods"]!).admit({ ...parsed, request: { ...request, uid: `${request.uid}-again`, object: patchedObject } });
-    assert.equal(again.review.response?.patch, undefined, `re-mutating the patched object changed it again: ${again.review.response?.patch ? Buffer.from(again.review.response.patch, "base64").toString().slice(0, 500) : ""}\n${ctx()}`);
+    const again = await (base[c.path.split("?")[0]!.toLowerCase().replace(/\/+$/, "")] ?? base["/mutate/pods"]!).admit({
+      ...parsed,
+      request: { ...request, uid: `${request.uid}-again`, object: patchedObject },
+    });
+    assert.equal(
+      again.review.response?.patch,
+      undefined,
+      `re-mutating the patched object changed it again: ${again.review.response?.patch ? Buffer.from(again.review.response.patch, "base64").toString().slice(0, 500) : ""}\n${ctx()}`,
+    );
     tally.patchesChecked++;
   }
 
@@ -252,7 +261,11 @@ describe("fuzz: the admission server under generated and damaged requests", () =
   after(async () => {
     agent?.destroy();
     await t?.server.close();
-    const fmt = (m: Map<unknown, number>): string => [...m].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k}: ${v}`).join(", ");
+    const fmt = (m: Map<unknown, number>): string =>
+      [...m]
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(", ");
     console.log(
       `fuzz: ${tally.inProcess + tally.https} cases (${tally.inProcess} in process, ${tally.https} over HTTPS), seed ${SEED}\n` +
         `  by family: ${fmt(tally.byFamily)}\n  by HTTP status: ${fmt(tally.byStatus)}\n  by outcome: ${fmt(tally.byOutcome)}\n` +
@@ -286,7 +299,11 @@ describe("fuzz: the admission server under generated and damaged requests", () =
                 path: c.path,
                 // An explicit length: Node's client sends a DELETE or OPTIONS body without one otherwise,
                 // which no server can delimit on a kept-alive connection.
-                headers: { ...(c.contentType === undefined ? {} : { "content-type": c.contentType }), ...c.headers, ...(c.body.length > 0 ? { "content-length": c.body.length } : {}) },
+                headers: {
+                  ...(c.contentType === undefined ? {} : { "content-type": c.contentType }),
+                  ...c.headers,
+                  ...(c.body.length > 0 ? { "content-length": c.body.length } : {}),
+                },
                 body: c.body,
                 ca,
                 agent,

@@ -50,14 +50,48 @@ const weirdKey: fc.Arbitrary<string> = fc.oneof(
   {
     weight: 3,
     arbitrary: fc.constantFrom(
-      "a/b", "~", "/", "~0", "~1", "a~1b", "~01", "x/y~z", "/~/", "a//b",
-      "nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "nvidia.com/mig-", "amd.com/gpu", "gpu", "cpu", "memory",
-      "training.kubeflow.org/job-name", "training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
-      "training.kubeflow.org/operator-name", "training.kubeflow.org/job-role",
-      "quartermaster.dev/accelerator", "quartermaster.dev/gpu-partition", "quartermaster.dev/interruptible",
+      "a/b",
+      "~",
+      "/",
+      "~0",
+      "~1",
+      "a~1b",
+      "~01",
+      "x/y~z",
+      "/~/",
+      "a//b",
+      "nvidia.com/gpu",
+      "nvidia.com/mig-1g.5gb",
+      "nvidia.com/mig-",
+      "amd.com/gpu",
+      "gpu",
+      "cpu",
+      "memory",
+      "training.kubeflow.org/job-name",
+      "training.kubeflow.org/replica-type",
+      "training.kubeflow.org/replica-index",
+      "training.kubeflow.org/operator-name",
+      "training.kubeflow.org/job-role",
+      "quartermaster.dev/accelerator",
+      "quartermaster.dev/gpu-partition",
+      "quartermaster.dev/interruptible",
       "quartermaster.dev/mutations",
-      "__proto__", "constructor", "prototype", "toString", "hasOwnProperty", "valueOf", "length",
-      "", " ", "\u0000", "\ud800", "\u202e", "ключ/值", "🚀/gpu", "e\u0301", "a".repeat(300),
+      "__proto__",
+      "constructor",
+      "prototype",
+      "toString",
+      "hasOwnProperty",
+      "valueOf",
+      "length",
+      "",
+      " ",
+      "\u0000",
+      "\ud800",
+      "\u202e",
+      "ключ/值",
+      "🚀/gpu",
+      "e\u0301",
+      "a".repeat(300),
     ),
   },
   { weight: 1, arbitrary: fc.string({ unit: "grapheme", maxLength: 12 }) },
@@ -69,13 +103,69 @@ const scalar: fc.Arbitrary<unknown> = fc.oneof(
   {
     weight: 4,
     arbitrary: fc.constantFrom(
-      null, true, false, 0, -0, 1, -1, 1.5, 8, 16, 1e308, -1e308, 2 ** 53 + 2, -(2 ** 31),
-      "", "0", "1", "8", "16", "-1", "500m", "0.5", "1Gi", "1e3", "1E+400", "1e-400", "NaN", "Infinity", "0x10",
-      ".5", "1.", "+1", "9999999999999999999999Ei", "1Ki1", "1 Gi", "true", "false", "null",
+      null,
+      true,
+      false,
+      0,
+      -0,
+      1,
+      -1,
+      1.5,
+      8,
+      16,
+      1e308,
+      -1e308,
+      2 ** 53 + 2,
+      -(2 ** 31),
+      "",
+      "0",
+      "1",
+      "8",
+      "16",
+      "-1",
+      "500m",
+      "0.5",
+      "1Gi",
+      "1e3",
+      "1E+400",
+      "1e-400",
+      "NaN",
+      "Infinity",
+      "0x10",
+      ".5",
+      "1.",
+      "+1",
+      "9999999999999999999999Ei",
+      "1Ki1",
+      "1 Gi",
+      "true",
+      "false",
+      "null",
       // Quantities that once parsed to NaN, were slow, or passed a cap (issue 16): long, huge, tiny, negative.
-      `8.${"0".repeat(309)}`, `136.${"0".repeat(309)}`, "1e1001", "1".padEnd(2000, "0"), `0.${"0".repeat(400)}1`, "-8", "8Ei", "9223372036854775808",
-      "A100-SXM4-40GB", "none", "1g.5gb", "Exists", "Equal", "NoSchedule", "In", "Never", "OnFailure",
-      "CREATE", "tensorflow", "pytorch", "Worker", "Master", "Chief", "PS",
+      `8.${"0".repeat(309)}`,
+      `136.${"0".repeat(309)}`,
+      "1e1001",
+      "1".padEnd(2000, "0"),
+      `0.${"0".repeat(400)}1`,
+      "-8",
+      "8Ei",
+      "9223372036854775808",
+      "A100-SXM4-40GB",
+      "none",
+      "1g.5gb",
+      "Exists",
+      "Equal",
+      "NoSchedule",
+      "In",
+      "Never",
+      "OnFailure",
+      "CREATE",
+      "tensorflow",
+      "pytorch",
+      "Worker",
+      "Master",
+      "Chief",
+      "PS",
     ),
   },
   { weight: 2, arbitrary: fc.string({ unit: "grapheme", maxLength: 16 }) },
@@ -134,7 +224,18 @@ const damage: fc.Arbitrary<Damage> = fc.oneof(
     weight: 30,
     arbitrary: fc.record({
       op: fc.constant("special" as const),
-      where: fc.constantFrom<Special>("labels", "annotations", "limits", "requests", "nodeSelector", "containerName", "jobName", "ownerName", "runPolicy", "subResource"),
+      where: fc.constantFrom<Special>(
+        "labels",
+        "annotations",
+        "limits",
+        "requests",
+        "nodeSelector",
+        "containerName",
+        "jobName",
+        "ownerName",
+        "runPolicy",
+        "subResource",
+      ),
       key: weirdKey,
       value: fc.oneof({ weight: 4, arbitrary: scalar }, { weight: 1, arbitrary: value }),
     }),
@@ -232,7 +333,8 @@ function special(review: Record<string, unknown>, d: Extract<Damage, { op: "spec
   const containers = (): Array<Record<string, unknown>> => {
     const spec = mapAt(o, "spec");
     const tmplSpec = (spec.template as { spec?: Record<string, unknown> } | undefined)?.spec;
-    const list = (Array.isArray(spec.containers) ? spec.containers : Array.isArray(tmplSpec?.containers) ? tmplSpec!.containers : undefined) as unknown[] | undefined;
+    const list = (Array.isArray(spec.containers) ? spec.containers : Array.isArray(tmplSpec?.containers) ? tmplSpec!.containers : undefined) as
+      unknown[] | undefined;
     return (list ?? []).filter((c): c is Record<string, unknown> => !!c && typeof c === "object" && !Array.isArray(c));
   };
   const defineIn = (map: Record<string, unknown>): void => {
@@ -430,7 +532,15 @@ function sampleObjects(): CorpusObject[] {
   };
   return [
     ...Object.entries(replicas).map(([kind, r]) => ({ file: "sample.yaml", object: withGpu(sampleJob(kind, `sample-${kind.toLowerCase()}`, "team-a", r)) })),
-    { file: "sample.yaml", object: { apiVersion: "v1", kind: "Pod", metadata: { name: "gpu-pod", namespace: "team-a" }, spec: { containers: [{ name: "main", image: "img", resources: gpu }] } } },
+    {
+      file: "sample.yaml",
+      object: {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "gpu-pod", namespace: "team-a" },
+        spec: { containers: [{ name: "main", image: "img", resources: gpu }] },
+      },
+    },
   ];
 }
 
@@ -447,7 +557,18 @@ function reviewCase(family: FuzzCase["family"], path: string, review: Record<str
 
 /** Bytes that are not UTF-8, or are surprising in it. */
 const oddBytes = fc.constantFrom(
-  [0xff], [0xfe, 0xff], [0xc3, 0x28], [0xed, 0xa0, 0x80], [0xc0, 0xaf], [0xf4, 0x90, 0x80, 0x80], [0x00], [0xef, 0xbb, 0xbf], [0x22], [0x5c], [0x7b], [0x7d],
+  [0xff],
+  [0xfe, 0xff],
+  [0xc3, 0x28],
+  [0xed, 0xa0, 0x80],
+  [0xc0, 0xaf],
+  [0xf4, 0x90, 0x80, 0x80],
+  [0x00],
+  [0xef, 0xbb, 0xbf],
+  [0x22],
+  [0x5c],
+  [0x7b],
+  [0x7d],
 );
 
 type Corruption =
@@ -464,7 +585,10 @@ type Corruption =
 
 const corruption: fc.Arbitrary<Corruption> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant("truncate" as const), at: fc.nat() }) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant("flip" as const), at: fc.array(fc.nat(), { minLength: 1, maxLength: 4 }), byte: fc.nat({ max: 255 }) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({ kind: fc.constant("flip" as const), at: fc.array(fc.nat(), { minLength: 1, maxLength: 4 }), byte: fc.nat({ max: 255 }) }),
+  },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant("insert" as const), at: fc.nat(), bytes: oddBytes }) },
   { weight: 1, arbitrary: fc.constant({ kind: "bom" as const }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("trailing" as const), text: fc.constantFrom("}", "x", "\u0000", " \n\t", ",{}", "{}") }) },
@@ -475,7 +599,25 @@ const corruption: fc.Arbitrary<Corruption> = fc.oneof(
     arbitrary: fc.record({
       kind: fc.constant("replace" as const),
       text: fc.oneof(
-        fc.constantFrom("", "null", "[]", "{}", '""', "0", "true", "-", "{", "[", '{"apiVersion":', "\u0000", "{}}", "[{}]", '{"request":null}', "1e400", '"\\ud800"'),
+        fc.constantFrom(
+          "",
+          "null",
+          "[]",
+          "{}",
+          '""',
+          "0",
+          "true",
+          "-",
+          "{",
+          "[",
+          '{"apiVersion":',
+          "\u0000",
+          "{}}",
+          "[{}]",
+          '{"request":null}',
+          "1e400",
+          '"\\ud800"',
+        ),
         utf16(40),
       ),
     }),
@@ -550,10 +692,17 @@ function buildFuzzCases(corpus: Corpus): fc.Arbitrary<FuzzCase> {
     },
     {
       weight: 12,
-      arbitrary: fc.record({ job, operation: fc.constantFrom("CREATE", "UPDATE"), path: fc.constantFrom("/validate/jobs", "/mutate/jobs", "/mutate/jobs"), damage: damages(4) }).map((g) => {
-        const j = corpus.jobs[g.job]!;
-        return reviewCase("job", g.path, jobReview(j.job, j.plural, j.group, j.version, g.operation), g.damage);
-      }),
+      arbitrary: fc
+        .record({
+          job,
+          operation: fc.constantFrom("CREATE", "UPDATE"),
+          path: fc.constantFrom("/validate/jobs", "/mutate/jobs", "/mutate/jobs"),
+          damage: damages(4),
+        })
+        .map((g) => {
+          const j = corpus.jobs[g.job]!;
+          return reviewCase("job", g.path, jobReview(j.job, j.plural, j.group, j.version, g.operation), g.damage);
+        }),
     },
     {
       weight: 15,
@@ -561,15 +710,20 @@ function buildFuzzCases(corpus: Corpus): fc.Arbitrary<FuzzCase> {
         .record({
           review: anyReview,
           path: fc.constantFrom(...WEBHOOK_PATHS),
-          damage: fc.array(damage.map((d) => ("scope" in d ? { ...d, scope: "envelope" as const } : d)), { minLength: 1, maxLength: 3 }),
+          damage: fc.array(
+            damage.map((d) => ("scope" in d ? { ...d, scope: "envelope" as const } : d)),
+            { minLength: 1, maxLength: 3 },
+          ),
         })
         .map((g) => reviewCase("envelope", g.path, reviewOf(g.review), g.damage)),
     },
     {
       weight: 25,
-      arbitrary: fc.record({ review: anyReview, path: fc.constantFrom(...WEBHOOK_PATHS), corruption }).map(
-        (g): FuzzCase => fuzzCase({ family: "bytes", method: "POST", path: g.path, contentType: json, body: corrupt(serialize(reviewOf(g.review)), g.corruption) }),
-      ),
+      arbitrary: fc
+        .record({ review: anyReview, path: fc.constantFrom(...WEBHOOK_PATHS), corruption })
+        .map((g): FuzzCase =>
+          fuzzCase({ family: "bytes", method: "POST", path: g.path, contentType: json, body: corrupt(serialize(reviewOf(g.review)), g.corruption) }),
+        ),
     },
     {
       weight: 3,
@@ -577,9 +731,22 @@ function buildFuzzCases(corpus: Corpus): fc.Arbitrary<FuzzCase> {
         .record({
           review: anyReview,
           path: fc.constantFrom(...WEBHOOK_PATHS),
-          contentType: fc.constantFrom(undefined, "", "text/plain", "application/json; charset=latin1", "application/json; charset=UTF-8", "APPLICATION/JSON", "application/json;", "application/jsonx", "application/yaml", "multipart/form-data; boundary=x"),
+          contentType: fc.constantFrom(
+            undefined,
+            "",
+            "text/plain",
+            "application/json; charset=latin1",
+            "application/json; charset=UTF-8",
+            "APPLICATION/JSON",
+            "application/json;",
+            "application/jsonx",
+            "application/yaml",
+            "multipart/form-data; boundary=x",
+          ),
         })
-        .map((g): FuzzCase => fuzzCase({ family: "http", method: "POST", path: g.path, contentType: g.contentType, body: Buffer.from(serialize(reviewOf(g.review))) })),
+        .map((g): FuzzCase =>
+          fuzzCase({ family: "http", method: "POST", path: g.path, contentType: g.contentType, body: Buffer.from(serialize(reviewOf(g.review))) }),
+        ),
     },
   );
 }
@@ -593,18 +760,32 @@ export function httpOnlyCases(corpus: Corpus): fc.Arbitrary<FuzzCase> {
     .record({
       method: fc.constantFrom("GET", "PUT", "DELETE", "PATCH", "OPTIONS", "POST", "HEAD"),
       path: fc.constantFrom(
-        "/mutate/pods/", "/MUTATE/PODS", "/mutate/pods?timeout=10s", "/validate/pods?timeout=5s&x=%00", "/validate", "/", "/mutate/pods/../validate/pods",
-        "/%2e%2e/", "/healthz", "/readyz", "/metrics", "/mutate/services", "/validate/jobs%2F", "/mutate//pods",
+        "/mutate/pods/",
+        "/MUTATE/PODS",
+        "/mutate/pods?timeout=10s",
+        "/validate/pods?timeout=5s&x=%00",
+        "/validate",
+        "/",
+        "/mutate/pods/../validate/pods",
+        "/%2e%2e/",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/mutate/services",
+        "/validate/jobs%2F",
+        "/mutate//pods",
       ),
       pod: fc.nat({ max: corpus.pods.length - 1 }),
       encoding: fc.option(fc.constantFrom("gzip", "br", "deflate", "identity", "IDENTITY", "gzip, identity", "x-unknown", ""), { nil: undefined }),
     })
-    .map((g) => fuzzCase({
-      family: "http" as const,
-      method: g.method,
-      path: g.path,
-      contentType: json,
-      body: g.method === "GET" || g.method === "HEAD" ? Buffer.alloc(0) : Buffer.from(serialize(podReview(corpus.pods[g.pod]!, "CREATE"))),
-      ...(g.encoding === undefined ? {} : { headers: { "content-encoding": g.encoding } }),
-    }));
+    .map((g) =>
+      fuzzCase({
+        family: "http" as const,
+        method: g.method,
+        path: g.path,
+        contentType: json,
+        body: g.method === "GET" || g.method === "HEAD" ? Buffer.alloc(0) : Buffer.from(serialize(podReview(corpus.pods[g.pod]!, "CREATE"))),
+        ...(g.encoding === undefined ? {} : { headers: { "content-encoding": g.encoding } }),
+      }),
+    );
 }

@@ -31,22 +31,51 @@ interface Parts {
   suffix: { kind: "binary"; s: string; k: number } | { kind: "decimal"; s: string; p: number } | { kind: "exp"; s: string; e: bigint };
 }
 
-const BIN: Array<[string, number]> = [["Ki", 10], ["Mi", 20], ["Gi", 30], ["Ti", 40], ["Pi", 50], ["Ei", 60]];
-const DEC: Array<[string, number]> = [["n", -9], ["u", -6], ["m", -3], ["", 0], ["k", 3], ["M", 6], ["G", 9], ["T", 12], ["P", 15], ["E", 18]];
+const BIN: Array<[string, number]> = [
+  ["Ki", 10],
+  ["Mi", 20],
+  ["Gi", 30],
+  ["Ti", 40],
+  ["Pi", 50],
+  ["Ei", 60],
+];
+const DEC: Array<[string, number]> = [
+  ["n", -9],
+  ["u", -6],
+  ["m", -3],
+  ["", 0],
+  ["k", 3],
+  ["M", 6],
+  ["G", 9],
+  ["T", 12],
+  ["P", 15],
+  ["E", 18],
+];
 
 const digits = (max: number): fc.Arbitrary<string> => fc.string({ unit: fc.constantFrom(..."0123456789"), minLength: 1, maxLength: max });
-const zeros = fc.oneof(fc.constant(""), fc.nat(12).map((n) => "0".repeat(n)), fc.nat(1100).map((n) => "0".repeat(n)));
+const zeros = fc.oneof(
+  fc.constant(""),
+  fc.nat(12).map((n) => "0".repeat(n)),
+  fc.nat(1100).map((n) => "0".repeat(n)),
+);
 
 const partsArb: fc.Arbitrary<Parts> = fc.record({
   sign: fc.constantFrom("", "", "+", "-") as fc.Arbitrary<"" | "+" | "-">,
   // Leading zeros, then a few digits, or a long run of them.
   whole: fc.tuple(zeros, digits(25)).map(([z, d]) => z + d),
-  frac: fc.option(fc.tuple(digits(12), zeros, fc.option(digits(3), { nil: "" })).map(([d, z, t]) => d + z + t), { nil: undefined }),
+  frac: fc.option(
+    fc.tuple(digits(12), zeros, fc.option(digits(3), { nil: "" })).map(([d, z, t]) => d + z + t),
+    { nil: undefined },
+  ),
   suffix: fc.oneof(
     fc.constantFrom(...BIN).map(([s, k]) => ({ kind: "binary" as const, s, k })),
     fc.constantFrom(...DEC).map(([s, p]) => ({ kind: "decimal" as const, s, p })),
     fc
-      .tuple(fc.constantFrom("e", "E"), fc.constantFrom("", "+", "-"), fc.oneof(fc.integer({ min: 0, max: 40 }), fc.integer({ min: 0, max: 2000 }), fc.bigInt({ min: 0n, max: 10n ** 30n })))
+      .tuple(
+        fc.constantFrom("e", "E"),
+        fc.constantFrom("", "+", "-"),
+        fc.oneof(fc.integer({ min: 0, max: 40 }), fc.integer({ min: 0, max: 2000 }), fc.bigInt({ min: 0n, max: 10n ** 30n })),
+      )
       .map(([m, sg, n]) => ({ kind: "exp" as const, s: `${m}${sg}${n}`, e: sg === "-" ? -BigInt(n) : BigInt(n) })),
   ),
 });
@@ -90,7 +119,10 @@ describe(`fuzz: quantities against limits (seed ${SEED}, ${RUNS} runs each)`, ()
     );
   });
 
-  const policy = checkPolicy({ limits: { container: { cpu: "4", memory: "16Gi", gpus: { "nvidia.com/gpu": 8 } }, pod: { gpus: 8 }, job: { gpus: 32 } } }, "fuzz");
+  const policy = checkPolicy(
+    { limits: { container: { cpu: "4", memory: "16Gi", gpus: { "nvidia.com/gpu": 8 } }, pod: { gpus: 8 }, job: { gpus: 32 } } },
+    "fuzz",
+  );
   const ctx: ValidationContext = { policy, namespace: "team-a", limits: effectiveLimits(policy, "team-a") };
   const NANO = 1_000_000_000n;
 
@@ -116,7 +148,9 @@ describe(`fuzz: quantities against limits (seed ${SEED}, ${RUNS} runs each)`, ()
     // GPU counts near the caps, written every way: 8, 8.000…, 0.008e3, 8000m, 8e0, 8000000000n.
     const gpuText = fc.oneof(
       partsArb.map(textOf),
-      fc.tuple(fc.integer({ min: 0, max: 40 }), fc.constantFrom("", ".", ".0", "." + "0".repeat(309), "e0", "000m", "000000000n")).map(([n, form]) => `${n}${form}`),
+      fc
+        .tuple(fc.integer({ min: 0, max: 40 }), fc.constantFrom("", ".", ".0", "." + "0".repeat(309), "e0", "000m", "000000000n"))
+        .map(([n, form]) => `${n}${form}`),
       fc.tuple(fc.integer({ min: 0, max: 40 }), fc.nat(20)).map(([n, k]) => `0.${"0".repeat(k)}${n}e${k + String(n).length}`),
     );
     fc.assert(
@@ -133,8 +167,14 @@ describe(`fuzz: quantities against limits (seed ${SEED}, ${RUNS} runs each)`, ()
         const mustFail = per === undefined || per < 0n || per % NANO !== 0n || per > 8n * NANO || total! > 32n * NANO;
         if (mustFail) assert.ok(f.violations.length + cap.violations.length > 0, `${text.slice(0, 60)} × ${workers + 1} passed`);
         if (total !== undefined && total > 32n * NANO) {
-          assert.ok(f.violations.some((v) => v.rule === "job-gpus" || v.rule === "container-limits" || v.rule === "pod-gpus"), `${text.slice(0, 60)} × ${workers + 1}: no GPU cap violation`);
-          assert.ok(cap.violations.some((v) => v.rule === "capacity"), `${text.slice(0, 60)} × ${workers + 1}: capacity passed`);
+          assert.ok(
+            f.violations.some((v) => v.rule === "job-gpus" || v.rule === "container-limits" || v.rule === "pod-gpus"),
+            `${text.slice(0, 60)} × ${workers + 1}: no GPU cap violation`,
+          );
+          assert.ok(
+            cap.violations.some((v) => v.rule === "capacity"),
+            `${text.slice(0, 60)} × ${workers + 1}: capacity passed`,
+          );
         }
       }),
       { seed: SEED, numRuns: RUNS },

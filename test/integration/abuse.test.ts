@@ -65,10 +65,22 @@ describe("abuse through the server", () => {
   });
 
   it("pods/resize past the cpu limit: denied as on CREATE", async () => {
-    const pod = (cpu: string) => ({ apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: "team-a" }, spec: { containers: [{ name: "m", image: "i", resources: { limits: { cpu } } }] } });
-    const r = await postJson(t.port, "/validate/pods", review({ subResource: "resize", operation: "UPDATE", name: "p", object: pod("16"), oldObject: pod("2") }), ca);
+    const pod = (cpu: string) => ({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "p", namespace: "team-a" },
+      spec: { containers: [{ name: "m", image: "i", resources: { limits: { cpu } } }] },
+    });
+    const r = await postJson(
+      t.port,
+      "/validate/pods",
+      review({ subResource: "resize", operation: "UPDATE", name: "p", object: pod("16"), oldObject: pod("2") }),
+      ca,
+    );
     const response = r.json().response;
     assert.equal(response.allowed, false);
-    assert.deepEqual(response.status.details.causes, [{ reason: "FieldValueForbidden", field: "spec.containers[0].resources.limits[cpu]", message: "16 exceeds the per-container limit of 4" }]);
+    assert.deepEqual(response.status.details.causes, [
+      { reason: "FieldValueForbidden", field: "spec.containers[0].resources.limits[cpu]", message: "16 exceeds the per-container limit of 4" },
+    ]);
   });
 });

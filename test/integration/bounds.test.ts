@@ -63,19 +63,76 @@ describe("HTTP bounds on the webhook port", () => {
   after(() => t.server.close());
 
   const json = { "content-type": "application/json" };
-  const cases: Array<{ name: string; method?: string; path: string; headers?: Record<string, string>; body?: string | Buffer; status: number; reason?: string; message?: RegExp }> = [
+  const cases: Array<{
+    name: string;
+    method?: string;
+    path: string;
+    headers?: Record<string, string>;
+    body?: string | Buffer;
+    status: number;
+    reason?: string;
+    message?: RegExp;
+  }> = [
     { name: "exact path", path: "/mutate/pods", headers: json, body: reviewText, status: 200 },
-    { name: "upper-case path", path: "/MUTATE/pods", headers: json, body: reviewText, status: 404, reason: "NotFound", message: /no route for POST \/MUTATE\/pods/ },
-    { name: "trailing slash", path: "/mutate/pods/", headers: json, body: reviewText, status: 404, reason: "NotFound", message: /no route for POST \/mutate\/pods\// },
+    {
+      name: "upper-case path",
+      path: "/MUTATE/pods",
+      headers: json,
+      body: reviewText,
+      status: 404,
+      reason: "NotFound",
+      message: /no route for POST \/MUTATE\/pods/,
+    },
+    {
+      name: "trailing slash",
+      path: "/mutate/pods/",
+      headers: json,
+      body: reviewText,
+      status: 404,
+      reason: "NotFound",
+      message: /no route for POST \/mutate\/pods\//,
+    },
     { name: "double slash", path: "//mutate/pods", headers: json, body: reviewText, status: 404, reason: "NotFound", message: /no route/ },
     { name: "a query is not part of the path", path: "/validate/pods?timeout=5s", headers: json, body: reviewText, status: 200 },
     { name: "/metrics is not on the webhook port", method: "GET", path: "/metrics", status: 404, reason: "NotFound", message: /no route for GET \/metrics/ },
     { name: "GET on a webhook path", method: "GET", path: "/mutate/pods", status: 405, reason: "MethodNotAllowed", message: /use POST/ },
-    { name: "Content-Encoding gzip", path: "/mutate/pods", headers: { ...json, "content-encoding": "gzip" }, body: gzipSync(reviewText), status: 415, reason: "UnsupportedMediaType", message: /Content-Encoding "gzip" is not supported/ },
-    { name: "Content-Encoding br", path: "/validate/pods", headers: { ...json, "content-encoding": "br" }, body: reviewText, status: 415, reason: "UnsupportedMediaType", message: /Content-Encoding "br"/ },
-    { name: "Content-Encoding deflate, identity", path: "/validate/jobs", headers: { ...json, "content-encoding": "deflate, identity" }, body: reviewText, status: 415, reason: "UnsupportedMediaType", message: /not supported/ },
+    {
+      name: "Content-Encoding gzip",
+      path: "/mutate/pods",
+      headers: { ...json, "content-encoding": "gzip" },
+      body: gzipSync(reviewText),
+      status: 415,
+      reason: "UnsupportedMediaType",
+      message: /Content-Encoding "gzip" is not supported/,
+    },
+    {
+      name: "Content-Encoding br",
+      path: "/validate/pods",
+      headers: { ...json, "content-encoding": "br" },
+      body: reviewText,
+      status: 415,
+      reason: "UnsupportedMediaType",
+      message: /Content-Encoding "br"/,
+    },
+    {
+      name: "Content-Encoding deflate, identity",
+      path: "/validate/jobs",
+      headers: { ...json, "content-encoding": "deflate, identity" },
+      body: reviewText,
+      status: 415,
+      reason: "UnsupportedMediaType",
+      message: /not supported/,
+    },
     { name: "Content-Encoding identity", path: "/mutate/pods", headers: { ...json, "content-encoding": "identity" }, body: reviewText, status: 200 },
-    { name: "a non-JSON media type", path: "/mutate/pods", headers: { "content-type": "text/plain" }, body: reviewText, status: 415, reason: "UnsupportedMediaType", message: /Content-Type must be application\/json/ },
+    {
+      name: "a non-JSON media type",
+      path: "/mutate/pods",
+      headers: { "content-type": "text/plain" },
+      body: reviewText,
+      status: 415,
+      reason: "UnsupportedMediaType",
+      message: /Content-Type must be application\/json/,
+    },
     { name: "malformed JSON", path: "/mutate/pods", headers: json, body: "{", status: 400, reason: "BadRequest", message: /not valid JSON/ },
   ];
   for (const c of cases) {
@@ -93,10 +150,25 @@ describe("HTTP bounds on the webhook port", () => {
 
   // Requests Node's parser refuses: the answer is written by the 'clientError' listener.
   const parserCases: Array<{ name: string; request: string; status: number; message: RegExp }> = [
-    { name: "a header line without a colon", request: "POST /mutate/pods HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", status: 400, message: /malformed HTTP request: HPE_/ },
+    {
+      name: "a header line without a colon",
+      request: "POST /mutate/pods HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
+      status: 400,
+      message: /malformed HTTP request: HPE_/,
+    },
     { name: "an invalid method", request: "P@ST /mutate/pods HTTP/1.1\r\nHost: x\r\n\r\n", status: 400, message: /malformed HTTP request/ },
-    { name: "a bad Content-Length", request: "POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n", status: 400, message: /malformed HTTP request/ },
-    { name: "headers over Node's 16 KiB", request: `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`, status: 431, message: /request headers too large/ },
+    {
+      name: "a bad Content-Length",
+      request: "POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n",
+      status: 400,
+      message: /malformed HTTP request/,
+    },
+    {
+      name: "headers over Node's 16 KiB",
+      request: `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`,
+      status: 431,
+      message: /request headers too large/,
+    },
   ];
   for (const c of parserCases) {
     it(`parser error, ${c.name} → ${c.status} with a Status body, connection closed`, async () => {
@@ -112,9 +184,17 @@ describe("HTTP bounds on the webhook port", () => {
   // Expect: 100-continue: the client waits for `100 Continue` before sending the body; a refused request
   // must get its refusal instead, never a 100 it would answer by uploading the body.
   const expectCases: Array<{ name: string; head: string; status: number }> = [
-    { name: "declared length over the limit", head: "POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 8388608\r\n", status: 413 },
+    {
+      name: "declared length over the limit",
+      head: "POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 8388608\r\n",
+      status: 413,
+    },
     { name: "wrong media type", head: "POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n", status: 415 },
-    { name: "gzip body", head: "POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 10\r\n", status: 415 },
+    {
+      name: "gzip body",
+      head: "POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 10\r\n",
+      status: 415,
+    },
     { name: "unknown path", head: "POST /mutate/pods/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\n", status: 404 },
   ];
   for (const c of expectCases) {
@@ -130,7 +210,12 @@ describe("HTTP bounds on the webhook port", () => {
   }
 
   const rawCases: Array<{ name: string; request: string; status: number; message?: RegExp }> = [
-    { name: "Expect other than 100-continue", request: "GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n", status: 417, message: /Expect "200-ok" is not supported/ },
+    {
+      name: "Expect other than 100-continue",
+      request: "GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n",
+      status: 417,
+      message: /Expect "200-ok" is not supported/,
+    },
     { name: "no Host header (HTTP/1.1)", request: "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n", status: 404, message: /no route for GET \/nope/ },
   ];
   for (const c of rawCases) {
@@ -146,7 +231,9 @@ describe("HTTP bounds on the webhook port", () => {
 
   it("Expect: 100-continue, a good request → 100 Continue, then the body, then 200", async () => {
     const conn = await raw(t.port, ca);
-    conn.socket.write(`POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(reviewText)}\r\nExpect: 100-continue\r\n\r\n`);
+    conn.socket.write(
+      `POST /mutate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(reviewText)}\r\nExpect: 100-continue\r\n\r\n`,
+    );
     assert.ok(await until(() => conn.received().includes("100 Continue")), "100 Continue sent");
     assert.doesNotMatch(conn.received(), /HTTP\/1\.1 200/);
     conn.socket.write(reviewText);
@@ -184,7 +271,12 @@ describe("in-flight body budget", () => {
     assert.ok(await until(() => /HTTP\/1\.1 200/.test(slow.received())), "the slow upload is answered");
     slow.socket.destroy();
     await sleep(50);
-    const again = await call(t.port, { path: "/validate/pods", headers: { "content-type": "application/json", "content-length": "30000" }, body: reviewText + " ".repeat(30_000 - Buffer.byteLength(reviewText)), ca });
+    const again = await call(t.port, {
+      path: "/validate/pods",
+      headers: { "content-type": "application/json", "content-length": "30000" },
+      body: reviewText + " ".repeat(30_000 - Buffer.byteLength(reviewText)),
+      ca,
+    });
     assert.equal(again.status, 200, "the budget is released when the answers are written");
     const metrics = await plain(t.metricsPort, "/metrics");
     assert.match(metrics.text, /quartermaster_admission_errors_total\{webhook="validate-pods",type="503"\} 1/);
@@ -219,14 +311,21 @@ describe("connection cap", () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 2, ca });
     ctx.after(() => agent.destroy());
     const held = await Promise.all([1, 2].map(() => call(t.port, { method: "GET", path: "/healthz", ca, agent })));
-    assert.deepEqual(held.map((r) => r.status), [200, 200]);
+    assert.deepEqual(
+      held.map((r) => r.status),
+      [200, 200],
+    );
     const count = (): Promise<number> => new Promise((resolve, reject) => t.server.server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
     assert.equal(await count(), 2);
     assert.equal((await call(t.port, { method: "GET", path: "/healthz", ca })).status, 200, "the newcomer is served");
     assert.equal((await call(t.port, { method: "GET", path: "/healthz", ca, agent })).status, 200, "the agent reconnects");
     assert.ok((await count()) <= 2, "never more than the cap for long");
     const shed = await t.metrics.registry.getSingleMetricAsString("quartermaster_connections_shed_total");
-    assert.match(shed, /quartermaster_connections_shed_total\{port="webhook",reason="(per_source|capacity)"\} [1-9]/, "one source at the cap passes its own bound first");
+    assert.match(
+      shed,
+      /quartermaster_connections_shed_total\{port="webhook",reason="(per_source|capacity)"\} [1-9]/,
+      "one source at the cap passes its own bound first",
+    );
   });
 });
 
@@ -272,7 +371,9 @@ for (const keyType of KEY_TYPES) {
       ca = t.files.certs.ca.certPem;
       // Control: Node's default suites, which accepted all of these (issue #16 item 7). A weak suite this
       // client cannot offer at all would fail there too, and the case would prove nothing.
-      control = createHttpsServer({ cert: t.files.certs.certPem, key: t.files.certs.keyPem, minVersion: "TLSv1.2", ciphers: "ALL:@SECLEVEL=0" }, (_req, res) => res.end("ok"));
+      control = createHttpsServer({ cert: t.files.certs.certPem, key: t.files.certs.keyPem, minVersion: "TLSv1.2", ciphers: "ALL:@SECLEVEL=0" }, (_req, res) =>
+        res.end("ok"),
+      );
       await new Promise<void>((r) => control.listen(0, "127.0.0.1", r));
       controlPort = (control.address() as AddressInfo).port;
     });

@@ -21,9 +21,16 @@ interface Run {
   stderr: string;
 }
 
-function run(args: string[], opts: { onStdout?: (text: string, child: ReturnType<typeof spawn>) => void; timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
+function run(
+  args: string[],
+  opts: { onStdout?: (text: string, child: ReturnType<typeof spawn>) => void; timeoutMs?: number; env?: NodeJS.ProcessEnv } = {},
+): Promise<Run> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], ...(opts.env ? { env: opts.env } : {}) });
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+      ...(opts.env ? { env: opts.env } : {}),
+    });
     let stdout = "";
     let stderr = "";
     const timer = setTimeout(() => {
@@ -89,9 +96,17 @@ describe("quartermaster CLI", () => {
     ["reconcile --schedule with a metrics port out of range", ["reconcile", "--schedule", "*/5 * * * *", "--metrics-port", "70000"], /metrics-port/],
     ["reconcile --watch --once", ["reconcile", "--watch", "--once"], /--once does not go with --watch/],
     ["reconcile --watch --dry-run", ["reconcile", "--watch", "--dry-run"], /--dry-run does not go with --watch/],
-    ["reconcile --watch with a metrics port out of range (the flag is --watch's too)", ["reconcile", "--watch", "--metrics-port", "70000"], /--metrics-port must be an integer from 0 to 65535, got 70000/],
+    [
+      "reconcile --watch with a metrics port out of range (the flag is --watch's too)",
+      ["reconcile", "--watch", "--metrics-port", "70000"],
+      /--metrics-port must be an integer from 0 to 65535, got 70000/,
+    ],
     ["reconcile --watch with a 1 s lease", ["reconcile", "--watch", "--lease-seconds", "1"], /--lease-seconds must be an integer from 2 to 3600, got 1/],
-    ["serve --ledger-refresh-seconds=90000", ["serve", "--tls-cert", "x", "--tls-key", "y", "--ledger-refresh-seconds=90000"], /--ledger-refresh-seconds must be an integer from 0 to 86400, got 90000/],
+    [
+      "serve --ledger-refresh-seconds=90000",
+      ["serve", "--tls-cert", "x", "--tls-key", "y", "--ledger-refresh-seconds=90000"],
+      /--ledger-refresh-seconds must be an integer from 0 to 86400, got 90000/,
+    ],
   ];
   for (const [name, args, message] of usage) {
     it(`${name} → exit 2 with a message, before any cluster is contacted`, async () => {
@@ -105,7 +120,19 @@ describe("quartermaster CLI", () => {
     const dir = tmp();
     const files = await makeCerts(dir);
     writeFileSync(join(dir, "bad.yaml"), BAD_POLICY);
-    const r = await run(["serve", "--port", "0", "--host", "127.0.0.1", "--tls-cert", files.certFile, "--tls-key", files.keyFile, "--policy", join(dir, "bad.yaml")]);
+    const r = await run([
+      "serve",
+      "--port",
+      "0",
+      "--host",
+      "127.0.0.1",
+      "--tls-cert",
+      files.certFile,
+      "--tls-key",
+      files.keyFile,
+      "--policy",
+      join(dir, "bad.yaml"),
+    ]);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /unknown field 'bogus'/);
     assert.match(r.stderr, /clusterSpec\.enabled: must be boolean/);
@@ -157,7 +184,10 @@ describe("quartermaster CLI", () => {
   });
 
   // --http2 offers h2 by ALPN; without it, HTTP/1.1 only.
-  for (const [flags, want] of [[["--http2"], "h2"], [[], "http/1.1"]] as const) {
+  for (const [flags, want] of [
+    [["--http2"], "h2"],
+    [[], "http/1.1"],
+  ] as const) {
     it(`serve ${flags.join(" ") || "(no --http2)"}: ALPN settles on ${want} for a client offering h2 and http/1.1`, async () => {
       const files = await makeCerts();
       let settled: Promise<string | false> | undefined;
@@ -166,11 +196,14 @@ describe("quartermaster CLI", () => {
           const m = /serving https:\/\/127\.0\.0\.1:(\d+)/.exec(text);
           if (m && !settled) {
             settled = new Promise<string | false>((resolve, reject) => {
-              const socket = tlsConnect({ host: "127.0.0.1", port: Number(m[1]), ca: files.certs.ca.certPem, servername: "localhost", ALPNProtocols: ["h2", "http/1.1"] }, () => {
-                resolve(socket.alpnProtocol ?? false);
-                socket.destroy();
-                child.kill("SIGTERM");
-              });
+              const socket = tlsConnect(
+                { host: "127.0.0.1", port: Number(m[1]), ca: files.certs.ca.certPem, servername: "localhost", ALPNProtocols: ["h2", "http/1.1"] },
+                () => {
+                  resolve(socket.alpnProtocol ?? false);
+                  socket.destroy();
+                  child.kill("SIGTERM");
+                },
+              );
               socket.once("error", reject);
             });
           }
@@ -234,10 +267,25 @@ describe("certs generate with a given CA and malformed flags", () => {
       },
       /the CA certificate is not a CA/,
     ],
-    ["a CA with another CA's key", async () => ({ cert: writePair(tmp(), await createCertificateAuthority("a", 30)).cert, key: writePair(tmp(), await createCertificateAuthority("b", 30)).key }), /the CA key does not match its certificate/],
+    [
+      "a CA with another CA's key",
+      async () => ({
+        cert: writePair(tmp(), await createCertificateAuthority("a", 30)).cert,
+        key: writePair(tmp(), await createCertificateAuthority("b", 30)).key,
+      }),
+      /the CA key does not match its certificate/,
+    ],
     ["an expired CA", async () => writePair(tmp(), await createCertificateAuthority("old", 1, new Date(Date.now() - 3 * day))), /the CA expired at /],
-    ["a CA not valid yet", async () => writePair(tmp(), await createCertificateAuthority("future", 30, new Date(Date.now() + 3 * day))), /the CA is not valid before /],
-    ["a file that holds no certificate", async () => ({ cert: join(ROOT, "package.json"), key: writePair(tmp(), await createCertificateAuthority("a", 30)).key }), /the CA certificate does not parse/],
+    [
+      "a CA not valid yet",
+      async () => writePair(tmp(), await createCertificateAuthority("future", 30, new Date(Date.now() + 3 * day))),
+      /the CA is not valid before /,
+    ],
+    [
+      "a file that holds no certificate",
+      async () => ({ cert: join(ROOT, "package.json"), key: writePair(tmp(), await createCertificateAuthority("a", 30)).key }),
+      /the CA certificate does not parse/,
+    ],
   ];
   for (const [name, make, message] of refused) {
     it(`${name} → exit 2, nothing written`, async () => {
@@ -290,43 +338,96 @@ describe("certs generate with a given CA and malformed flags", () => {
     { ca: "rsa", flag: "ecdsa", leaf: "id-ecPublicKey" },
   ];
   for (const p of pairings) {
-    it(`a valid ${p.ca} CA${p.flag ? ` with --key-type ${p.flag}` : ""} signs a chain \`openssl verify\` accepts; the leaf never outlives the CA`, { skip: openssl ? false : "no openssl on PATH" }, async () => {
-      const ca = writePair(tmp(), await createCertificateAuthority("given", 10, new Date(), p.ca));
-      const out = join(tmp(), "out");
-      const r = await generate(out, "--ca-cert", ca.cert, "--ca-key", ca.key, "--days", "365", "--ip", "::1", "--dns", "*.qm.example", ...(p.flag ? ["--key-type", p.flag] : []));
-      assert.equal(r.code, 0, r.stderr);
-      assert.equal(readFileSync(join(out, "ca.crt"), "utf8"), readFileSync(ca.cert, "utf8"));
-      const verified = execFileSync("openssl", ["verify", "-purpose", "sslserver", "-CAfile", join(out, "ca.crt"), join(out, "tls.crt")], { encoding: "utf8" });
-      assert.match(verified, /tls\.crt: OK/);
-      const text = execFileSync("openssl", ["x509", "-noout", "-text", "-in", join(out, "tls.crt")], { encoding: "utf8" });
-      assert.match(text, new RegExp(`Public Key Algorithm: ${p.leaf}`));
-      // openssl reads the key and finds it belongs to the certificate.
-      const pub = (args: string[]): string => execFileSync("openssl", args, { encoding: "utf8" });
-      assert.equal(pub(["pkey", "-pubout", "-in", join(out, "tls.key")]), pub(["x509", "-noout", "-pubkey", "-in", join(out, "tls.crt")]));
-      const leaf = new X509Certificate(readFileSync(join(out, "tls.crt")));
-      const caCert = new X509Certificate(readFileSync(ca.cert));
-      assert.ok(new Date(leaf.validTo) <= new Date(caCert.validTo), `${leaf.validTo} after ${caCert.validTo}`);
-    });
+    it(
+      `a valid ${p.ca} CA${p.flag ? ` with --key-type ${p.flag}` : ""} signs a chain \`openssl verify\` accepts; the leaf never outlives the CA`,
+      { skip: openssl ? false : "no openssl on PATH" },
+      async () => {
+        const ca = writePair(tmp(), await createCertificateAuthority("given", 10, new Date(), p.ca));
+        const out = join(tmp(), "out");
+        const r = await generate(
+          out,
+          "--ca-cert",
+          ca.cert,
+          "--ca-key",
+          ca.key,
+          "--days",
+          "365",
+          "--ip",
+          "::1",
+          "--dns",
+          "*.qm.example",
+          ...(p.flag ? ["--key-type", p.flag] : []),
+        );
+        assert.equal(r.code, 0, r.stderr);
+        assert.equal(readFileSync(join(out, "ca.crt"), "utf8"), readFileSync(ca.cert, "utf8"));
+        const verified = execFileSync("openssl", ["verify", "-purpose", "sslserver", "-CAfile", join(out, "ca.crt"), join(out, "tls.crt")], {
+          encoding: "utf8",
+        });
+        assert.match(verified, /tls\.crt: OK/);
+        const text = execFileSync("openssl", ["x509", "-noout", "-text", "-in", join(out, "tls.crt")], { encoding: "utf8" });
+        assert.match(text, new RegExp(`Public Key Algorithm: ${p.leaf}`));
+        // openssl reads the key and finds it belongs to the certificate.
+        const pub = (args: string[]): string => execFileSync("openssl", args, { encoding: "utf8" });
+        assert.equal(pub(["pkey", "-pubout", "-in", join(out, "tls.key")]), pub(["x509", "-noout", "-pubkey", "-in", join(out, "tls.crt")]));
+        const leaf = new X509Certificate(readFileSync(join(out, "tls.crt")));
+        const caCert = new X509Certificate(readFileSync(ca.cert));
+        assert.ok(new Date(leaf.validTo) <= new Date(caCert.validTo), `${leaf.validTo} after ${caCert.validTo}`);
+      },
+    );
   }
   it("a CA openssl made (P-384, its own name encoding) signs a chain `openssl verify` accepts", { skip: openssl ? false : "no openssl on PATH" }, async () => {
     const dir = tmp();
     const ca = { cert: join(dir, "ca.crt"), key: join(dir, "ca.key") };
-    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-384", "-nodes", "-keyout", ca.key, "-out", ca.cert, "-days", "10", "-subj", "/O=Example Org/CN=external-ca"], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-384",
+        "-nodes",
+        "-keyout",
+        ca.key,
+        "-out",
+        ca.cert,
+        "-days",
+        "10",
+        "-subj",
+        "/O=Example Org/CN=external-ca",
+      ],
+      { stdio: "ignore" },
+    );
     const out = join(tmp(), "out");
     const r = await generate(out, "--ca-cert", ca.cert, "--ca-key", ca.key, "--days", "5");
     assert.equal(r.code, 0, r.stderr);
     assert.match(execFileSync("openssl", ["verify", "-purpose", "sslserver", "-CAfile", ca.cert, join(out, "tls.crt")], { encoding: "utf8" }), /tls\.crt: OK/);
-    assert.match(execFileSync("openssl", ["x509", "-noout", "-text", "-in", join(out, "tls.crt")], { encoding: "utf8" }), /Signature Algorithm: ecdsa-with-SHA384/);
+    assert.match(
+      execFileSync("openssl", ["x509", "-noout", "-text", "-in", join(out, "tls.crt")], { encoding: "utf8" }),
+      /Signature Algorithm: ecdsa-with-SHA384/,
+    );
   });
   for (const keyType of [undefined, "rsa", "ecdsa"] as const) {
-    it(`certs generate${keyType ? ` --key-type ${keyType}` : ""}: a new CA and leaf of ${keyType ?? "ecdsa"} keys that \`openssl verify\` accepts`, { skip: openssl ? false : "no openssl on PATH" }, async () => {
-      const out = join(tmp(), "out");
-      const r = await generate(out, ...(keyType ? ["--key-type", keyType] : []));
-      assert.equal(r.code, 0, r.stderr);
-      assert.match(execFileSync("openssl", ["verify", "-purpose", "sslserver", "-CAfile", join(out, "ca.crt"), join(out, "tls.crt")], { encoding: "utf8" }), /tls\.crt: OK/);
-      const want = keyType === "rsa" ? "rsaEncryption" : "id-ecPublicKey";
-      for (const f of ["ca.crt", "tls.crt"]) assert.match(execFileSync("openssl", ["x509", "-noout", "-text", "-in", join(out, f)], { encoding: "utf8" }), new RegExp(`Public Key Algorithm: ${want}`));
-    });
+    it(
+      `certs generate${keyType ? ` --key-type ${keyType}` : ""}: a new CA and leaf of ${keyType ?? "ecdsa"} keys that \`openssl verify\` accepts`,
+      { skip: openssl ? false : "no openssl on PATH" },
+      async () => {
+        const out = join(tmp(), "out");
+        const r = await generate(out, ...(keyType ? ["--key-type", keyType] : []));
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(
+          execFileSync("openssl", ["verify", "-purpose", "sslserver", "-CAfile", join(out, "ca.crt"), join(out, "tls.crt")], { encoding: "utf8" }),
+          /tls\.crt: OK/,
+        );
+        const want = keyType === "rsa" ? "rsaEncryption" : "id-ecPublicKey";
+        for (const f of ["ca.crt", "tls.crt"])
+          assert.match(
+            execFileSync("openssl", ["x509", "-noout", "-text", "-in", join(out, f)], { encoding: "utf8" }),
+            new RegExp(`Public Key Algorithm: ${want}`),
+          );
+      },
+    );
   }
   it("a valid CA signs a chain `openssl verify` accepts; the leaf never outlives the CA", { skip: openssl ? false : "no openssl on PATH" }, async () => {
     const ca = writePair(tmp(), await createCertificateAuthority("given", 10));

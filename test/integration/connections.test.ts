@@ -59,7 +59,13 @@ function closedBy(s: Socket): Promise<void> {
 
 /** The admission request an apiserver would send, from 127.0.0.1 on a fresh connection. */
 function probe(t: TestServer, agent?: Agent): Promise<number> {
-  return call(t.port, { path: "/validate/pods", headers: { "content-type": "application/json" }, body: reviewText, ca: t.files.certs.ca.certPem, ...(agent ? { agent } : {}) }).then(
+  return call(t.port, {
+    path: "/validate/pods",
+    headers: { "content-type": "application/json" },
+    body: reviewText,
+    ca: t.files.certs.ca.certPem,
+    ...(agent ? { agent } : {}),
+  }).then(
     (r) => r.status,
     () => 0,
   );
@@ -194,7 +200,11 @@ describe("room for the apiserver whatever other clients do", () => {
       // An admission request, then idle, from another source.
       const idle = new Agent({ keepAlive: true, maxSockets: 4, ca, localAddress: "127.0.4.1" });
       agents.push(idle);
-      await Promise.all([1, 2, 3, 4].map(() => call(t.port, { path: "/validate/pods", headers: { "content-type": "application/json" }, body: reviewText, ca, agent: idle }).catch(() => undefined)));
+      await Promise.all(
+        [1, 2, 3, 4].map(() =>
+          call(t.port, { path: "/validate/pods", headers: { "content-type": "application/json" }, body: reviewText, ca, agent: idle }).catch(() => undefined),
+        ),
+      );
       assert.ok((await openCount(t)) <= 20);
       // The apiserver's calls: fresh connections and a kept one, interleaved with more abuse.
       const apiserver = new Agent({ keepAlive: true, maxSockets: 2, ca });

@@ -15,7 +15,15 @@ describe("/validate/pods under enforcement modes, over HTTPS", () => {
   let t: TestServer;
   let ca: string;
   const policy = checkPolicy(
-    { limits: { container: { gpus: { "nvidia.com/gpu": 4 } } }, enforcement: { namespaces: [{ pattern: "warn-*", mode: "warn" }, { pattern: "audit-*", rules: { "container-limits": "audit" } }] } },
+    {
+      limits: { container: { gpus: { "nvidia.com/gpu": 4 } } },
+      enforcement: {
+        namespaces: [
+          { pattern: "warn-*", mode: "warn" },
+          { pattern: "audit-*", rules: { "container-limits": "audit" } },
+        ],
+      },
+    },
     "t",
   );
   before(async () => {
@@ -31,7 +39,10 @@ describe("/validate/pods under enforcement modes, over HTTPS", () => {
     const res = (await postJson(t.port, "/validate/pods", gpuReview("m-deny", "prod"), ca)).json().response;
     assert.equal(res.allowed, false);
     assert.equal(res.status.code, 403);
-    assert.deepEqual(res.status.details.causes.map((c: { field: string }) => c.field), [FIELD]);
+    assert.deepEqual(
+      res.status.details.causes.map((c: { field: string }) => c.field),
+      [FIELD],
+    );
   });
 
   it("warn → allowed, with a warning naming the rule and the field (first: warnings are cut at 120 characters; the log has it all)", async () => {

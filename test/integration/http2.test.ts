@@ -139,7 +139,10 @@ describe("HTTP/2 and HTTP/1.1 on the webhook port", () => {
 
   // Reinvocation: the apiserver may call a mutating webhook again with what it (or another) made; the
   // patched object comes back unchanged, whichever protocol either call took.
-  for (const [first, second] of [["HTTP/1.1", "HTTP/2"], ["HTTP/2", "HTTP/1.1"]] as const) {
+  for (const [first, second] of [
+    ["HTTP/1.1", "HTTP/2"],
+    ["HTTP/2", "HTTP/1.1"],
+  ] as const) {
     it(`reinvocation: patched over ${first}, the result sent again over ${second} → no patch`, async () => {
       const send = (proto: string, body: string): Promise<Reply> =>
         proto === "HTTP/2" ? h2call(session, { path: "/mutate/pods", body, headers: json }) : call(t.port, { path: "/mutate/pods", body, headers: json, ca });
@@ -156,7 +159,9 @@ describe("HTTP/2 and HTTP/1.1 on the webhook port", () => {
 
   it("many concurrent streams on one session are all answered, each with its own uid", async () => {
     const answers = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => h2call(session, { path: "/mutate/pods", body: JSON.stringify(review({ uid: `many-${i}`, object: plainPod() })), headers: json })),
+      Array.from({ length: 50 }, (_, i) =>
+        h2call(session, { path: "/mutate/pods", body: JSON.stringify(review({ uid: `many-${i}`, object: plainPod() })), headers: json }),
+      ),
     );
     assert.deepEqual(
       answers.map((a) => a.json().response.uid),

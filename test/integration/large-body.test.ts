@@ -26,7 +26,8 @@ const longEnv = widePod({ containers: 1, env: 12_000, name: "long-env" });
 /** A pod with no label (so the pod webhooks' guards look at its containers' resources) and `gpuAt` the one container asking for a GPU. */
 function unlabelled(o: Parameters<typeof widePod>[0] & { gpuAt?: number }) {
   const pod = widePod({ gpu: false, ...o });
-  if (o.gpuAt !== undefined) (pod.spec as { containers: Array<Record<string, unknown>> }).containers[o.gpuAt]!.resources = { requests: { cpu: "1" }, limits: { "nvidia.com/gpu": "1" } };
+  if (o.gpuAt !== undefined)
+    (pod.spec as { containers: Array<Record<string, unknown>> }).containers[o.gpuAt]!.resources = { requests: { cpu: "1" }, limits: { "nvidia.com/gpu": "1" } };
   return pod;
 }
 const POD_PATHS = ["/mutate/pods", "/validate/pods"];
@@ -45,31 +46,97 @@ function twoTypeJob(worker: number, master: number) {
  */
 const CASES: Array<{ name: string; paths: string[]; body: () => string; parsedAgain?: boolean | string[] }> = [
   // widePod has no label: the guards decide from the stand-in's length and resource names (a GPU: a training pod).
-  { name: "40,000 GPU containers, no label (over the cost bound)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(widePod({ containers: 40_000 }), { uid: "wide" })) },
-  { name: "a job with 20,000 containers (over the validating webhook's cost bound; the job defaults have none: parsed again)", paths: ["/mutate/jobs", "/validate/jobs"], body: () => JSON.stringify(reviewOf(wideJob(20_000), { uid: "job", resource: "pytorchjobs", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" } })), parsedAgain: ["/mutate/jobs"] },
-  { name: "600 GPU containers (long array, under the bound: parsed again in-thread, patched)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(widePod({ containers: 600, env: 20 }), { uid: "600" })), parsedAgain: true },
-  { name: "12,000 env entries in one container (long array, under the bound: parsed again in-thread)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(longEnv, { uid: "env" })), parsedAgain: true },
+  {
+    name: "40,000 GPU containers, no label (over the cost bound)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(widePod({ containers: 40_000 }), { uid: "wide" })),
+  },
+  {
+    name: "a job with 20,000 containers (over the validating webhook's cost bound; the job defaults have none: parsed again)",
+    paths: ["/mutate/jobs", "/validate/jobs"],
+    body: () =>
+      JSON.stringify(reviewOf(wideJob(20_000), { uid: "job", resource: "pytorchjobs", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" } })),
+    parsedAgain: ["/mutate/jobs"],
+  },
+  {
+    name: "600 GPU containers (long array, under the bound: parsed again in-thread, patched)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(widePod({ containers: 600, env: 20 }), { uid: "600" })),
+    parsedAgain: true,
+  },
+  {
+    name: "12,000 env entries in one container (long array, under the bound: parsed again in-thread)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(longEnv, { uid: "env" })),
+    parsedAgain: true,
+  },
   { name: "a 300 KB annotation (no long array)", paths: POD_PATHS, body: () => JSON.stringify(review({ uid: "annotated", object: bigAnnotation })) },
   // Label-less wide pods that are no training pod (issue 29): skipped by the guards, decided from the stand-ins.
-  { name: "40,000 containers, no label, no GPU (over the cost bound: skipped, not a training pod)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 40_000 }), { uid: "web-40k" })) },
-  { name: "3,000 containers, no label, no GPU, 8 env each (over the cost bound: skipped)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 3_000, env: 8 }), { uid: "web-3k" })) },
-  { name: "300 containers, no label, no GPU, 40 env each (under the cost bound: skipped)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 300, env: 40 }), { uid: "web-300" })) },
-  { name: "100 containers (no stand-in), 400 env each, no label, no GPU (skipped)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 100, env: 400 }), { uid: "env-100" })) },
-  { name: "3,000 init containers, no label, no GPU (skipped)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 1, initContainers: 3_000, env: 4 }), { uid: "init-3k" })) },
+  {
+    name: "40,000 containers, no label, no GPU (over the cost bound: skipped, not a training pod)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(unlabelled({ containers: 40_000 }), { uid: "web-40k" })),
+  },
+  {
+    name: "3,000 containers, no label, no GPU, 8 env each (over the cost bound: skipped)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(unlabelled({ containers: 3_000, env: 8 }), { uid: "web-3k" })),
+  },
+  {
+    name: "300 containers, no label, no GPU, 40 env each (under the cost bound: skipped)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(unlabelled({ containers: 300, env: 40 }), { uid: "web-300" })),
+  },
+  {
+    name: "100 containers (no stand-in), 400 env each, no label, no GPU (skipped)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(unlabelled({ containers: 100, env: 400 }), { uid: "env-100" })),
+  },
+  {
+    name: "3,000 init containers, no label, no GPU (skipped)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(unlabelled({ containers: 1, initContainers: 3_000, env: 4 }), { uid: "init-3k" })),
+  },
   // One GPU among thousands, in the stand-in's names: a training pod, over the cost bound, as in-thread.
-  { name: "3,000 containers, no label, one GPU at 2,999 (over the cost bound)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 3_000, env: 8, gpuAt: 2_999 }), { uid: "one-gpu" })) },
-  { name: "300 containers, no label, one GPU (under the cost bound: parsed again, the rules run)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 300, env: 40, gpuAt: 7 }), { uid: "one-gpu-300" })), parsedAgain: true },
+  {
+    name: "3,000 containers, no label, one GPU at 2,999 (over the cost bound)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(unlabelled({ containers: 3_000, env: 8, gpuAt: 2_999 }), { uid: "one-gpu" })),
+  },
+  {
+    name: "300 containers, no label, one GPU (under the cost bound: parsed again, the rules run)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(unlabelled({ containers: 300, env: 40, gpuAt: 7 }), { uid: "one-gpu-300" })),
+    parsedAgain: true,
+  },
   // More distinct resource names than a stand-in keeps: the guards cannot tell, the body is parsed again.
-  { name: "3,000 containers with 3,000 distinct resource names, no label, no GPU (parsed again: skipped)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 3_000, env: 2, distinctResources: true }), { uid: "names" })), parsedAgain: true },
+  {
+    name: "3,000 containers with 3,000 distinct resource names, no label, no GPU (parsed again: skipped)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(unlabelled({ containers: 3_000, env: 2, distinctResources: true }), { uid: "names" })),
+    parsedAgain: true,
+  },
   // Over the bound only once a stand-in's entries would be counted: pricing cannot tell at which count, parsed again.
-  { name: "1,000 init containers and 2,000 containers, job-labelled (parsed again: the bound is passed inside the init containers)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(labelled(widePod({ containers: 2_000, initContainers: 1_000, env: 3 })), { uid: "init-entries" })), parsedAgain: true },
+  {
+    name: "1,000 init containers and 2,000 containers, job-labelled (parsed again: the bound is passed inside the init containers)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(labelled(widePod({ containers: 2_000, initContainers: 1_000, env: 3 })), { uid: "init-entries" })),
+    parsedAgain: true,
+  },
   {
     name: "a job of 1,000 Worker and 3,000 Master containers (parsed again: the bound is passed inside the Workers)",
     paths: ["/validate/jobs"],
-    body: () => JSON.stringify(reviewOf(twoTypeJob(1_000, 3_000), { uid: "job-entries", resource: "pytorchjobs", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" } })),
+    body: () =>
+      JSON.stringify(
+        reviewOf(twoTypeJob(1_000, 3_000), { uid: "job-entries", resource: "pytorchjobs", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" } }),
+      ),
     parsedAgain: true,
   },
-  { name: "40,000 containers, no label, no GPU, as a DELETE (not handled: skipped)", paths: POD_PATHS, body: () => JSON.stringify(reviewOf(unlabelled({ containers: 40_000 }), { uid: "delete", operation: "DELETE" })) },
+  {
+    name: "40,000 containers, no label, no GPU, as a DELETE (not handled: skipped)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(unlabelled({ containers: 40_000 }), { uid: "delete", operation: "DELETE" })),
+  },
   {
     // Past MAX_NESTING: refused before any parse, by the worker and in-thread alike (issue 29).
     name: "5,000 levels of nesting (refused, 400, on both)",
@@ -110,7 +177,12 @@ describe("large bodies parsed in a worker", () => {
     const values = (await metric!.get()).values;
     return values.find((v) => v.labels.webhook === webhook)?.value ?? 0;
   };
-  const WEBHOOK: Record<string, string> = { "/mutate/pods": "mutate-pods", "/validate/pods": "validate-pods", "/mutate/jobs": "mutate-jobs", "/validate/jobs": "validate-jobs" };
+  const WEBHOOK: Record<string, string> = {
+    "/mutate/pods": "mutate-pods",
+    "/validate/pods": "validate-pods",
+    "/mutate/jobs": "mutate-jobs",
+    "/validate/jobs": "validate-jobs",
+  };
 
   for (const c of CASES) {
     const again = (path: string): boolean => (Array.isArray(c.parsedAgain) ? c.parsedAgain.includes(path) : c.parsedAgain === true);
@@ -137,7 +209,11 @@ describe("large bodies parsed in a worker", () => {
     // It carries the distinct resource names of its elements, for the guards (admission/stand-in.ts).
     assert.deepEqual(standInNames(containers), ["nvidia.com/gpu"]);
     const names = await parser.parse(Buffer.from(JSON.stringify(reviewOf(widePod({ containers: 300, gpu: false, distinctResources: true })))));
-    assert.equal(standInNames((names.value as { request: { object: { spec: { containers: unknown[] } } } }).request.object.spec.containers), null, "more than STUB_ITEMS names: none kept");
+    assert.equal(
+      standInNames((names.value as { request: { object: { spec: { containers: unknown[] } } } }).request.object.spec.containers),
+      null,
+      "more than STUB_ITEMS names: none kept",
+    );
     // An own "__proto__" key holding a long array stays an own key (a stand-in), the prototype untouched.
     const proto = await parser.parse(Buffer.from(`{"spec":{"__proto__":[${Array(300).fill("1").join(",")}]}}`));
     const spec = (proto.value as { spec: Record<string, unknown> }).spec;

@@ -24,7 +24,14 @@ const ledger = {
   generatedAt: "2026-11-25T12:00:00.000Z",
   jobs: {},
   namespaces: { "team-a": { "nvidia.com/gpu": { allocated: 2, gpuSeconds: 3600 } } },
-  nodes: [{ name: "n1", pods: [], resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 2, capacity: 8, free: 6, inactive: false, overCommitted: false } }, stale: false }],
+  nodes: [
+    {
+      name: "n1",
+      pods: [],
+      resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 2, capacity: 8, free: 6, inactive: false, overCommitted: false } },
+      stale: false,
+    },
+  ],
   pending: [],
   totals: { "nvidia.com/gpu": { allocatable: 8, allocated: 2, capacity: 8, free: 6, unavailable: 0 } },
   version: 1,
@@ -40,15 +47,31 @@ describe("the webhook's metrics port: ledger gauges and job lookups", () => {
     const read = indexOfData({ [INDEX_KEY]: index.text, [CHECKSUM_KEY]: index.sha256 })!;
     const metrics = createAdmissionMetrics({ timeoutSeconds: 5, ledger: () => ({ index: read, readAt: Date.parse("2026-11-25T12:00:10Z") }) });
     const mnist = job("TFJob", "mnist", "team-a", { Worker: 2 });
-    const jobs = cachedJobReader(async () => async (_k, _ns, name) => (name === "mnist" ? mnist : undefined), { ttlMs: 60_000, observe: (r, s) => metrics.jobLookup(r, s) });
+    const jobs = cachedJobReader(async () => async (_k, _ns, name) => (name === "mnist" ? mnist : undefined), {
+      ttlMs: 60_000,
+      observe: (r, s) => metrics.jobLookup(r, s),
+    });
     const log = silentLogger();
-    server = await startServer({ host: "127.0.0.1", port: 0, metricsPort: 0, certFile: files.certFile, keyFile: files.keyFile, webhooks: createWebhooks({ policy: defaultPolicy(), log, jobs, now: () => new Date() }), metrics, log });
+    server = await startServer({
+      host: "127.0.0.1",
+      port: 0,
+      metricsPort: 0,
+      certFile: files.certFile,
+      keyFile: files.keyFile,
+      webhooks: createWebhooks({ policy: defaultPolicy(), log, jobs, now: () => new Date() }),
+      metrics,
+      log,
+    });
   });
   after(() => server.close());
 
   it("serves the ledger's gauges and a lookup histogram by result after admissions", async () => {
     const labels = (name: string) => ({ "training.kubeflow.org/job-name": name, "training.kubeflow.org/operator-name": "tfjob-controller" });
-    for (const [uid, name] of [["a", "mnist"], ["b", "mnist"], ["c", "gone"]] as const) {
+    for (const [uid, name] of [
+      ["a", "mnist"],
+      ["b", "mnist"],
+      ["c", "gone"],
+    ] as const) {
       const r = await postJson(server.port, "/mutate/pods", review({ uid, object: pod({ name: `${name}-worker-0`, labels: labels(name) }) }), ca);
       assert.equal(r.status, 200);
     }

@@ -71,7 +71,10 @@ describe("serve --plain-http", () => {
 describe("serve flags", () => {
   const io = () => {
     const err: string[] = [];
-    return { err, io: { stdout: () => undefined, stderr: (l: string) => void err.push(l), cwd: process.cwd(), shutdown: new Promise<string>(() => undefined) } };
+    return {
+      err,
+      io: { stdout: () => undefined, stderr: (l: string) => void err.push(l), cwd: process.cwd(), shutdown: new Promise<string>(() => undefined) },
+    };
   };
   const cases: Array<[string, string[], RegExp]> = [
     ["--plain-http with a key pair", ["serve", "--plain-http", "--tls-cert", "a", "--tls-key", "b"], /--plain-http takes no --tls-cert or --tls-key/],

@@ -29,7 +29,10 @@ describe("admission server over HTTPS", () => {
   let t: TestServer;
   let ca: string;
   before(async () => {
-    t = await startTestServer({ ...createWebhooks({ policy: defaultPolicy(), log: capturingLogger().log, jobs: fakeJobReader(), now: () => new Date() }), ...throwing() });
+    t = await startTestServer({
+      ...createWebhooks({ policy: defaultPolicy(), log: capturingLogger().log, jobs: fakeJobReader(), now: () => new Date() }),
+      ...throwing(),
+    });
     ca = t.files.certs.ca.certPem;
   });
   after(() => t.server.close());
@@ -80,7 +83,14 @@ describe("admission server over HTTPS", () => {
     { name: "POST on /healthz", path: "/healthz", status: 405, message: /use GET, HEAD/ },
     { name: "no Content-Type", path: "/mutate/pods", body: "{}", status: 415, message: /Content-Type must be application\/json, got ""/ },
     { name: "text/plain", path: "/mutate/pods", headers: { "content-type": "text/plain" }, body: "{}", status: 415, message: /got "text\/plain"/ },
-    { name: "a non-UTF-8 charset", path: "/validate/pods", headers: { "content-type": "application/json; charset=latin1" }, body: "{}", status: 415, message: /charset=latin1/ },
+    {
+      name: "a non-UTF-8 charset",
+      path: "/validate/pods",
+      headers: { "content-type": "application/json; charset=latin1" },
+      body: "{}",
+      status: 415,
+      message: /charset=latin1/,
+    },
     {
       name: "Content-Length over the limit",
       path: "/mutate/pods",
@@ -100,15 +110,30 @@ describe("admission server over HTTPS", () => {
       message: /request body exceeds the limit of 7340032 bytes/,
     },
     { name: "empty body", path: "/mutate/pods", headers: { "content-type": "application/json" }, body: "", status: 400, message: /request body is empty/ },
-    { name: "malformed JSON", path: "/mutate/pods", headers: { "content-type": "application/json" }, body: '{"apiVersion": ', status: 400, message: /request body is not valid JSON: / },
-    { name: "JSON that is not an object", path: "/validate/pods", headers: { "content-type": "application/json" }, body: "[1,2]", status: 400, message: /body must be a JSON object/ },
+    {
+      name: "malformed JSON",
+      path: "/mutate/pods",
+      headers: { "content-type": "application/json" },
+      body: '{"apiVersion": ',
+      status: 400,
+      message: /request body is not valid JSON: /,
+    },
+    {
+      name: "JSON that is not an object",
+      path: "/validate/pods",
+      headers: { "content-type": "application/json" },
+      body: "[1,2]",
+      status: 400,
+      message: /body must be a JSON object/,
+    },
     {
       name: "not a v1 AdmissionReview",
       path: "/validate/jobs",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ apiVersion: "admission.k8s.io/v1beta1", kind: "AdmissionReview", request: { uid: "u" } }),
       status: 400,
-      message: /apiVersion: must be "admission.k8s.io\/v1"; request: missing required field 'kind'; request: missing required field 'resource'; request: missing required field 'operation'/,
+      message:
+        /apiVersion: must be "admission.k8s.io\/v1"; request: missing required field 'kind'; request: missing required field 'resource'; request: missing required field 'operation'/,
     },
   ];
   for (const tc of badInput) {
@@ -129,7 +154,10 @@ describe("admission server over HTTPS", () => {
     const r = await postJson(t.port, "/mutate/pods", { apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", request: { uid: 5 } }, ca);
     assert.equal(r.status, 400);
     assert.deepEqual(
-      r.json().details.causes.map((c: { message: string }) => c.message).sort(),
+      r
+        .json()
+        .details.causes.map((c: { message: string }) => c.message)
+        .sort(),
       [
         "request.uid: must be string",
         "request: missing required field 'kind'",
@@ -210,7 +238,13 @@ describe("admission server over HTTPS", () => {
 describe("/mutate/jobs over HTTPS", () => {
   let t: TestServer;
   let ca: string;
-  const policy = checkPolicy({ jobDefaults: { ttlSecondsAfterFinished: 86400, cleanPodPolicy: "Running" }, namespaces: [{ pattern: "research-*", jobDefaults: { ttlSecondsAfterFinished: 600 } }] }, "t");
+  const policy = checkPolicy(
+    {
+      jobDefaults: { ttlSecondsAfterFinished: 86400, cleanPodPolicy: "Running" },
+      namespaces: [{ pattern: "research-*", jobDefaults: { ttlSecondsAfterFinished: 600 } }],
+    },
+    "t",
+  );
   before(async () => {
     t = await startTestServer(createWebhooks({ policy, log: capturingLogger().log, jobs: fakeJobReader(), now: () => new Date() }));
     ca = t.files.certs.ca.certPem;
@@ -248,7 +282,9 @@ describe("/mutate/jobs over HTTPS", () => {
 
   it("a namespace's own default is used", async () => {
     const r = await postJson(t.port, "/mutate/jobs", pytorchReview("jd-2", { namespace: "research-a" }), ca);
-    assert.deepEqual(JSON.parse(Buffer.from(r.json().response.patch, "base64").toString()), [{ op: "add", path: "/spec/runPolicy", value: { ttlSecondsAfterFinished: 600, cleanPodPolicy: "Running" } }]);
+    assert.deepEqual(JSON.parse(Buffer.from(r.json().response.patch, "base64").toString()), [
+      { op: "add", path: "/spec/runPolicy", value: { ttlSecondsAfterFinished: 600, cleanPodPolicy: "Running" } },
+    ]);
   });
 
   it("UPDATE → allowed unchanged (an existing job is never defaulted)", async () => {
@@ -257,7 +293,6 @@ describe("/mutate/jobs over HTTPS", () => {
     assert.equal(t.lines.find((l) => l.uid === "jd-3")?.outcome, "skipped");
   });
 });
-
 
 describe("readiness", () => {
   it("/readyz is 503 until ready() holds, then 200", async () => {
@@ -338,16 +373,32 @@ describe("the admission log line", () => {
     it(`${c.name}: answered, one info line, no error line`, async () => {
       const captured = capturingLogger();
       const webhook = validatingWebhook({ name: "v", guard: () => undefined, validate: () => ({ violations: [], warnings: [] }) });
-      const listener = createRequestListener({ webhooks: { "/v": webhook }, metrics: createAdmissionMetrics({ timeoutSeconds: 5 }), log: captured.log, ready: () => true, draining: () => false });
+      const listener = createRequestListener({
+        webhooks: { "/v": webhook },
+        metrics: createAdmissionMetrics({ timeoutSeconds: 5 }),
+        log: captured.log,
+        ready: () => true,
+        draining: () => false,
+      });
       const { createServer } = await import("node:http");
       const server = createServer(listener).listen(0, "127.0.0.1");
       try {
         await new Promise((r) => server.once("listening", r));
-        const body = JSON.stringify(review({ name: "", object: { apiVersion: "v1", kind: "Pod", metadata: {} } })).replace('"metadata":{}', `"metadata":${c.metadata}`);
-        const r = await fetch(`http://127.0.0.1:${(server.address() as { port: number }).port}/v`, { method: "POST", headers: { "content-type": "application/json" }, body });
+        const body = JSON.stringify(review({ name: "", object: { apiVersion: "v1", kind: "Pod", metadata: {} } })).replace(
+          '"metadata":{}',
+          `"metadata":${c.metadata}`,
+        );
+        const r = await fetch(`http://127.0.0.1:${(server.address() as { port: number }).port}/v`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body,
+        });
         assert.equal(r.status, 200, await r.text());
         await new Promise((done) => setImmediate(done));
-        assert.deepEqual(captured.lines.filter((l) => (l.level as number) >= 50), []);
+        assert.deepEqual(
+          captured.lines.filter((l) => (l.level as number) >= 50),
+          [],
+        );
         const line = captured.lines.find((l) => l.msg === "admission");
         assert.ok(line, "an admission line");
         assert.equal(line.name, c.logged);

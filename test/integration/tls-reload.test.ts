@@ -116,11 +116,22 @@ describe("serving key pair reload", () => {
   // logged and counted by its reason.
   const DAY = 86_400_000;
   const refusals: Array<{ name: string; make: (ca: { certPem: string; keyPem: string }) => Promise<{ certPem: string; keyPem: string }>; result: string }> = [
-    { name: "an expired certificate", make: (ca) => generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca, now: new Date(Date.now() - 10 * DAY), days: 2 }), result: "expired" },
-    { name: "a certificate not valid yet", make: (ca) => generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca, now: new Date(Date.now() + 2 * DAY), days: 30 }), result: "not_yet_valid" },
+    {
+      name: "an expired certificate",
+      make: (ca) => generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca, now: new Date(Date.now() - 10 * DAY), days: 2 }),
+      result: "expired",
+    },
+    {
+      name: "a certificate not valid yet",
+      make: (ca) => generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca, now: new Date(Date.now() + 2 * DAY), days: 30 }),
+      result: "not_yet_valid",
+    },
     {
       name: "a key that does not match the certificate",
-      make: async (ca) => ({ certPem: (await generateCertificates({ service: "qm", namespace: "test", ca })).certPem, keyPem: (await generateCertificates({ service: "qm", namespace: "test", ca })).keyPem }),
+      make: async (ca) => ({
+        certPem: (await generateCertificates({ service: "qm", namespace: "test", ca })).certPem,
+        keyPem: (await generateCertificates({ service: "qm", namespace: "test", ca })).keyPem,
+      }),
       result: "mismatch",
     },
   ];
@@ -149,7 +160,14 @@ describe("serving key pair reload", () => {
     let clock = Date.now();
     const t = await startTestServer(webhooks, { tlsPollMs: 60_000, now: () => new Date(clock) });
     ctx.after(() => t.server.close());
-    const next = await generateCertificates({ service: "qm", namespace: "test", ips: ["127.0.0.1"], ca: t.files.certs.ca, now: new Date(Date.now() + 2 * DAY), days: 30 });
+    const next = await generateCertificates({
+      service: "qm",
+      namespace: "test",
+      ips: ["127.0.0.1"],
+      ca: t.files.certs.ca,
+      now: new Date(Date.now() + 2 * DAY),
+      days: 30,
+    });
     writeCerts(t.files.dir, next);
     await t.server.reloadTls();
     const ca = t.files.certs.ca.certPem;
@@ -172,7 +190,12 @@ describe("serving key pair reload", () => {
     assert.equal(metricsPort.status, 503);
     assert.equal(metricsPort.text, "serving certificate expired");
     // A client that ignores the expiry (as a probe with insecureSkipVerify does) is told so on the webhook port too.
-    const webhookPort = await call(t.port, { method: "GET", path: "/readyz", ca, agent: new (await import("node:https")).Agent({ rejectUnauthorized: false }) });
+    const webhookPort = await call(t.port, {
+      method: "GET",
+      path: "/readyz",
+      ca,
+      agent: new (await import("node:https")).Agent({ rejectUnauthorized: false }),
+    });
     assert.equal(webhookPort.status, 503);
     assert.equal((await plain(t.metricsPort, "/healthz")).status, 200, "liveness is unaffected");
   });

@@ -41,7 +41,10 @@ describe("mapContainers", () => {
   const bump = (c: V1Container): V1Container => (c.name === "b" ? { ...c, image: "new" } : c);
   it("nothing changed → the very same pod", () => {
     const pod = testPod({ spec: { containers: [container({ name: "a" })], initContainers: [container({ name: "i" })] } });
-    assert.equal(mapContainers(pod, ["initContainers", "containers"], (c) => c), pod);
+    assert.equal(
+      mapContainers(pod, ["initContainers", "containers"], (c) => c),
+      pod,
+    );
   });
   it("one change → the list copied once, the other list and containers shared, input untouched", () => {
     const pod = testPod({ spec: { containers: [container({ name: "a" }), container({ name: "b" })], initContainers: [container({ name: "i" })] } });
@@ -60,7 +63,10 @@ describe("mapContainers", () => {
   });
   it("a list that is not an array is left alone", () => {
     const pod = podWith({ containers: { not: "a list" } });
-    assert.equal(mapContainers(pod, ["containers"], () => ({ name: "x" })), pod);
+    assert.equal(
+      mapContainers(pod, ["containers"], () => ({ name: "x" })),
+      pod,
+    );
   });
   it("reads each container once however many change (2,000 containers)", () => {
     const { list, reads } = counted(Array.from({ length: 2000 }, (_, i) => ({ name: `c${i}`, image: "x" })));
@@ -98,8 +104,21 @@ describe("the mutation pipeline is linear in the pod's size", () => {
   });
   const tolerationCases: Array<{ name: string; existing: Array<Record<string, unknown>>; wanted: Array<Record<string, unknown>>; added: number }> = [
     { name: "equal after defaults (operator Equal, empty value)", existing: [{ key: "k", operator: "Equal", value: "" }], wanted: [{ key: "k" }], added: 0 },
-    { name: "tolerationSeconds differs", existing: [{ key: "k", operator: "Exists", tolerationSeconds: 5 }], wanted: [{ key: "k", operator: "Exists" }], added: 1 },
-    { name: "duplicates among the wanted", existing: [], wanted: [{ key: "k", operator: "Exists" }, { key: "k", operator: "Exists" }], added: 1 },
+    {
+      name: "tolerationSeconds differs",
+      existing: [{ key: "k", operator: "Exists", tolerationSeconds: 5 }],
+      wanted: [{ key: "k", operator: "Exists" }],
+      added: 1,
+    },
+    {
+      name: "duplicates among the wanted",
+      existing: [],
+      wanted: [
+        { key: "k", operator: "Exists" },
+        { key: "k", operator: "Exists" },
+      ],
+      added: 1,
+    },
     { name: "a number key is not the string key", existing: [{ key: 5, operator: "Exists" }], wanted: [{ key: "5", operator: "Exists" }], added: 1 },
   ];
   for (const tc of tolerationCases) {
@@ -121,7 +140,10 @@ describe("the mutation pipeline is linear in the pod's size", () => {
     const once = mutatePod(pod, c);
     assert.ok(once.applied.includes("cluster-spec"));
     const env0 = once.pod.spec!.containers[0]!.env!;
-    assert.deepEqual(env0.filter((e) => e.name === "MASTER_PORT").map((e) => e.value), ["1234"]);
+    assert.deepEqual(
+      env0.filter((e) => e.name === "MASTER_PORT").map((e) => e.value),
+      ["1234"],
+    );
     assert.equal(once.pod.spec!.containers[1]!.env!.filter((e) => e.name === "MASTER_PORT").length, 1);
     assert.equal(mutatePod(once.pod, c).pod, once.pod);
   });
@@ -131,17 +153,44 @@ describe("specsCost", () => {
   const gpu = defaultPolicy().gpu.resources;
   const cases: Array<{ name: string; specs: unknown[]; rules: number; want: Partial<ReturnType<typeof specsCost>> }> = [
     { name: "one container, no resources", specs: [{ containers: [{ name: "a" }] }], rules: 6, want: { items: 2, passes: 6, cost: 12, over: false } },
-    { name: "a GPU adds a pass", specs: [{ containers: [{ name: "a", resources: { limits: { "nvidia.com/gpu": "1", cpu: "1" } } }] }], rules: 6, want: { items: 4, passes: 7, cost: 28, over: false } },
+    {
+      name: "a GPU adds a pass",
+      specs: [{ containers: [{ name: "a", resources: { limits: { "nvidia.com/gpu": "1", cpu: "1" } } }] }],
+      rules: 6,
+      want: { items: 4, passes: 7, cost: 28, over: false },
+    },
     {
       name: "init, regular and ephemeral containers, requests and limits",
-      specs: [{ initContainers: [{ resources: { requests: { cpu: "1" } } }], containers: [{}], ephemeralContainers: [{ resources: { limits: { memory: "1Gi" } } }] }],
+      specs: [
+        { initContainers: [{ resources: { requests: { cpu: "1" } } }], containers: [{}], ephemeralContainers: [{ resources: { limits: { memory: "1Gi" } } }] },
+      ],
       rules: 1,
       want: { items: 6, passes: 1, cost: 6, over: false },
     },
-    { name: "not a spec counts itself only", specs: ["x", null, { containers: "many" }, { containers: [{ resources: "r" }, { resources: { limits: ["a"] } }] }], rules: 1, want: { items: 6, over: false } },
-    { name: "40,000 containers: over, counting stopped at the bound", specs: [widePod({ containers: 40_000 }).spec], rules: 6, want: { over: true, partial: true } },
-    { name: "one container with 20,000 resource names: over", specs: [{ containers: [{ resources: { limits: Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`x.io/r${i}`, "1"])) } }] }], rules: 1, want: { over: true, partial: true } },
-    { name: "exactly at the bound: not over", specs: [{ containers: Array.from({ length: MAX_REVIEW_COST - 1 }, () => ({})) }], rules: 1, want: { items: MAX_REVIEW_COST, cost: MAX_REVIEW_COST, over: false } },
+    {
+      name: "not a spec counts itself only",
+      specs: ["x", null, { containers: "many" }, { containers: [{ resources: "r" }, { resources: { limits: ["a"] } }] }],
+      rules: 1,
+      want: { items: 6, over: false },
+    },
+    {
+      name: "40,000 containers: over, counting stopped at the bound",
+      specs: [widePod({ containers: 40_000 }).spec],
+      rules: 6,
+      want: { over: true, partial: true },
+    },
+    {
+      name: "one container with 20,000 resource names: over",
+      specs: [{ containers: [{ resources: { limits: Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`x.io/r${i}`, "1"])) } }] }],
+      rules: 1,
+      want: { over: true, partial: true },
+    },
+    {
+      name: "exactly at the bound: not over",
+      specs: [{ containers: Array.from({ length: MAX_REVIEW_COST - 1 }, () => ({})) }],
+      rules: 1,
+      want: { items: MAX_REVIEW_COST, cost: MAX_REVIEW_COST, over: false },
+    },
     { name: "one past the bound: over", specs: [{ containers: Array.from({ length: MAX_REVIEW_COST }, () => ({})) }], rules: 1, want: { over: true } },
     {
       name: "distinct GPU names push a pod over that the rules alone would not",
@@ -198,16 +247,25 @@ describe("reviews over the cost bound are answered at once", () => {
     assert.equal(res.outcome, "denied");
     assert.deepEqual(res.deniedRules, ["review-cost"]);
     assert.equal(res.review.response?.status?.code, 403);
-    assert.match(res.review.response!.status!.message!, /^spec: too large to check: cost at least \d+ is over the bound of 10000 \(at least \d+ pod specs, containers and resource entries × 4 rule passes\); split the workload/);
+    assert.match(
+      res.review.response!.status!.message!,
+      /^spec: too large to check: cost at least \d+ is over the bound of 10000 \(at least \d+ pod specs, containers and resource entries × 4 rule passes\); split the workload/,
+    );
   });
   it("/validate/jobs: a job with a 40,000-container template is denied", () => {
-    const res = admit("/validate/jobs", reviewOf(wideJob(40_000), { kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: "pytorchjobs" }));
+    const res = admit(
+      "/validate/jobs",
+      reviewOf(wideJob(40_000), { kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: "pytorchjobs" }),
+    );
     assert.equal(res.outcome, "denied");
     assert.deepEqual(res.deniedRules, ["review-cost"]);
   });
   it("/validate/jobs UPDATE: the old object counts too", () => {
     const half = wideJob(300); // 901 items × 8 passes: within the bound once, over it twice
-    const res = admit("/validate/jobs", reviewOf(half, { kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: "pytorchjobs", operation: "UPDATE", oldObject: half }));
+    const res = admit(
+      "/validate/jobs",
+      reviewOf(half, { kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: "pytorchjobs", operation: "UPDATE", oldObject: half }),
+    );
     assert.deepEqual(res.deniedRules, ["review-cost"]);
     const create = admit("/validate/jobs", reviewOf(half, { kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: "pytorchjobs" }));
     assert.notDeepEqual(create.deniedRules, ["review-cost"]);
@@ -217,4 +275,3 @@ describe("reviews over the cost bound are answered at once", () => {
     assert.equal(res.outcome, "patched");
   });
 });
-

@@ -14,14 +14,21 @@ import { review } from "../fixtures/reviews.js";
 
 const gpuJob = (gpusPerReplica: number): KubeObject => {
   const j = structuredClone(job("PyTorchJob", "llm", "team-a", { Master: 1, Worker: 3 })) as any;
-  for (const t of ["Master", "Worker"]) j.spec.pytorchReplicaSpecs[t].template.spec.containers[0].resources = { limits: { "nvidia.com/gpu": String(gpusPerReplica) } };
+  for (const t of ["Master", "Worker"])
+    j.spec.pytorchReplicaSpecs[t].template.spec.containers[0].resources = { limits: { "nvidia.com/gpu": String(gpusPerReplica) } };
   return j;
 };
 
 const jobReview = (object: KubeObject) =>
-  review({ kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" }, object });
+  review({
+    kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" },
+    resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" },
+    object,
+  });
 
-const ledgerOf = (gpus: number | undefined): CapacitySource => ({ current: () => (gpus === undefined ? undefined : { total: (r) => (r === "nvidia.com/gpu" ? gpus : undefined) }) });
+const ledgerOf = (gpus: number | undefined): CapacitySource => ({
+  current: () => (gpus === undefined ? undefined : { total: (r) => (r === "nvidia.com/gpu" ? gpus : undefined) }),
+});
 
 describe("/validate/jobs with the device ledger's capacity", () => {
   const cases: Array<[string, number, number | undefined, boolean, RegExp | undefined]> = [

@@ -81,7 +81,11 @@ describe("ensureCertificates through a certificate's life", () => {
   const store = memoryStore();
   let now = START;
   const sleeps: number[] = [];
-  const run = (extra: Partial<EnsureOptions> = {}) => ensureCertificates(store, options(() => now, sleeps, extra));
+  const run = (extra: Partial<EnsureOptions> = {}) =>
+    ensureCertificates(
+      store,
+      options(() => now, sleeps, extra),
+    );
   const bundles = (): string[][] => store.configs.flatMap((c) => c.webhooks.map((w) => fingerprints(w.caBundle)));
   const secret = (name: string): Record<string, string> => store.secrets.get(name)!.data;
   let firstCa = "";
@@ -97,7 +101,10 @@ describe("ensureCertificates through a certificate's life", () => {
     const steps = await run();
     assert.deepEqual(store.log, NEW_CA_WRITES);
     assert.deepEqual(sleeps, [5000]);
-    assert.deepEqual(steps.map((s) => `${s.what} ${s.changed}`), ["ca true", "caBundle true", "caBundle true", "serving true"]);
+    assert.deepEqual(
+      steps.map((s) => `${s.what} ${s.changed}`),
+      ["ca true", "caBundle true", "caBundle true", "serving true"],
+    );
     firstCa = secret("quartermaster-webhook-ca")["ca.crt"]!;
     const tls = secret("quartermaster-webhook-tls");
     assert.equal(fp(tls["ca.crt"]), fp(firstCa));
@@ -111,7 +118,10 @@ describe("ensureCertificates through a certificate's life", () => {
     store.log.length = 0;
     const steps = await run();
     assert.deepEqual(store.log, []);
-    assert.ok(steps.every((s) => !s.changed), JSON.stringify(steps));
+    assert.ok(
+      steps.every((s) => !s.changed),
+      JSON.stringify(steps),
+    );
   });
 
   it("the serving certificate within its renew-before window: a new one under the same CA, caBundles untouched, no wait", async () => {
@@ -174,13 +184,19 @@ describe("ensureCertificates --dry-run", () => {
   it("reports the same steps as a real run and writes nothing", async () => {
     const store = memoryStore();
     const sleeps: number[] = [];
-    const steps = await ensureCertificates(store, options(() => START, sleeps, { dryRun: true }));
-    assert.deepEqual(steps.map((s) => `${s.what} ${s.target} ${s.changed}`), [
-      "ca Secret/quartermaster-webhook-ca true",
-      "caBundle MutatingWebhookConfiguration/quartermaster true",
-      "caBundle ValidatingWebhookConfiguration/quartermaster true",
-      "serving Secret/quartermaster-webhook-tls true",
-    ]);
+    const steps = await ensureCertificates(
+      store,
+      options(() => START, sleeps, { dryRun: true }),
+    );
+    assert.deepEqual(
+      steps.map((s) => `${s.what} ${s.target} ${s.changed}`),
+      [
+        "ca Secret/quartermaster-webhook-ca true",
+        "caBundle MutatingWebhookConfiguration/quartermaster true",
+        "caBundle ValidatingWebhookConfiguration/quartermaster true",
+        "serving Secret/quartermaster-webhook-tls true",
+      ],
+    );
     assert.deepEqual(store.log, []);
     assert.deepEqual(sleeps, []);
   });
@@ -195,7 +211,13 @@ describe("ensureCertificates with a conflicting writer", () => {
       if (name === "quartermaster-webhook-ca") store.secrets.set(name, { data: { "ca.crt": "x", "ca.key": "y" }, version: "race" });
       return s;
     };
-    await assert.rejects(ensureCertificates(store, options(() => START, [])), /Secret quartermaster-webhook-ca changed/);
+    await assert.rejects(
+      ensureCertificates(
+        store,
+        options(() => START, []),
+      ),
+      /Secret quartermaster-webhook-ca changed/,
+    );
   });
 });
 
@@ -203,8 +225,16 @@ describe("certs ensure / install flags", () => {
   const cases: Array<[string, string[], RegExp]> = [
     ["ensure without --service", ["certs", "ensure", "--namespace", "qm"], /certs ensure: --service is required/],
     ["ensure without --namespace", ["certs", "ensure", "--service", "s"], /certs ensure: --namespace is required/],
-    ["renew-before not shorter than the validity", ["certs", "ensure", "--service", "s", "--namespace", "n", "--days", "30", "--renew-before-days", "30"], /--renew-before-days must be less than --days/],
-    ["CA renew-before not shorter than its validity", ["certs", "ensure", "--service", "s", "--namespace", "n", "--ca-days", "100", "--ca-renew-before-days", "180"], /--ca-renew-before-days must be less than --ca-days/],
+    [
+      "renew-before not shorter than the validity",
+      ["certs", "ensure", "--service", "s", "--namespace", "n", "--days", "30", "--renew-before-days", "30"],
+      /--renew-before-days must be less than --days/,
+    ],
+    [
+      "CA renew-before not shorter than its validity",
+      ["certs", "ensure", "--service", "s", "--namespace", "n", "--ca-days", "100", "--ca-renew-before-days", "180"],
+      /--ca-renew-before-days must be less than --ca-days/,
+    ],
     ["a negative overlap", ["certs", "ensure", "--service", "s", "--namespace", "n", "--overlap-hours=-1"], /--overlap-hours must be an integer from 0/],
     ["install without --ca", ["certs", "install"], /certs install: --ca is required/],
     ["an unknown certs subcommand", ["certs", "rotate"], /certs: expected 'generate', 'ensure' or 'install'/],

@@ -78,7 +78,10 @@ for (const keyType of KEY_TYPES) {
 }
 
 describe("a CA of one key type signs leaves of the other", () => {
-  for (const [caType, leafType] of [["rsa", "ecdsa"], ["ecdsa", "rsa"]] as const) {
+  for (const [caType, leafType] of [
+    ["rsa", "ecdsa"],
+    ["ecdsa", "rsa"],
+  ] as const) {
     it(`${caType} CA, ${leafType} leaf`, async () => {
       const ca = await createCertificateAuthority("mixed", 30, new Date(), caType);
       const leaf = await issueCertificate({ ca, commonName: "x", usage: "server", days: 1, now: new Date(), keyType: leafType });
@@ -91,7 +94,10 @@ describe("a CA of one key type signs leaves of the other", () => {
     const { generateKeyPairSync } = await import("node:crypto");
     const ca = await createCertificateAuthority("ed", 30);
     const ed = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString();
-    await assert.rejects(issueCertificate({ ca: { certPem: ca.certPem, keyPem: ed }, commonName: "x", usage: "server", days: 1, now: new Date() }), /the CA key is ed25519; an RSA or EC/);
+    await assert.rejects(
+      issueCertificate({ ca: { certPem: ca.certPem, keyPem: ed }, commonName: "x", usage: "server", days: 1, now: new Date() }),
+      /the CA key is ed25519; an RSA or EC/,
+    );
   });
 });
 
@@ -101,7 +107,10 @@ it("@peculiar/x509 and reflect-metadata stay off the serve path: only src/certs/
   const root = join(import.meta.dirname, "../../src");
   const files = (readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith(".ts")).map((f) => join(root, f));
   const naming = files.filter((f) => /["'](@peculiar\/x509|reflect-metadata)["']/.test(readFileSync(f, "utf8")));
-  assert.deepEqual(naming.map((f) => f.slice(root.length + 1)), ["certs/generate.ts"]);
+  assert.deepEqual(
+    naming.map((f) => f.slice(root.length + 1)),
+    ["certs/generate.ts"],
+  );
   const text = readFileSync(join(root, "certs/generate.ts"), "utf8");
   assert.doesNotMatch(text, /^import[^(]*["'](@peculiar\/x509|reflect-metadata)["']/m, "no static import");
   assert.match(text, /import\("reflect-metadata"\)\.then\(\(\) => import\("@peculiar\/x509"\)\)/);

@@ -53,19 +53,32 @@ const deployment = (gpus: string): KubeObject => ({
   apiVersion: "apps/v1",
   kind: "Deployment",
   metadata: { name: "infer", namespace: "team-a" },
-  spec: { selector: { matchLabels: { app: "infer" } }, template: { metadata: { labels: { app: "infer" } }, spec: { containers: [{ name: "server", image: "img", resources: { limits: { "nvidia.com/gpu": gpus } } }] } } },
+  spec: {
+    selector: { matchLabels: { app: "infer" } },
+    template: {
+      metadata: { labels: { app: "infer" } },
+      spec: { containers: [{ name: "server", image: "img", resources: { limits: { "nvidia.com/gpu": gpus } } }] },
+    },
+  },
 });
 
 const cronJob: KubeObject = {
   apiVersion: "batch/v1",
   kind: "CronJob",
   metadata: { name: "nightly", namespace: "team-a" },
-  spec: { schedule: "0 0 * * *", jobTemplate: { spec: { template: { spec: { restartPolicy: "Never", containers: [{ name: "main", image: "img", resources: { limits: { "nvidia.com/gpu": "8" } } }] } } } } },
+  spec: {
+    schedule: "0 0 * * *",
+    jobTemplate: {
+      spec: { template: { spec: { restartPolicy: "Never", containers: [{ name: "main", image: "img", resources: { limits: { "nvidia.com/gpu": "8" } } }] } } },
+    },
+  },
 };
 
 const inputs = (...objects: KubeObject[]): InputObject[] => objects.map((object, i) => ({ source: `in.yaml#${i + 1}`, object }));
 const envOf = (o: KubeObject, container = 0): Record<string, string | undefined> =>
-  Object.fromEntries((((o.spec as { containers: Array<{ env?: Array<{ name: string; value?: string }> }> }).containers[container]!.env) ?? []).map((e) => [e.name, e.value]));
+  Object.fromEntries(
+    ((o.spec as { containers: Array<{ env?: Array<{ name: string; value?: string }> }> }).containers[container]!.env ?? []).map((e) => [e.name, e.value]),
+  );
 const byName = (results: Admitted[], name: string): Admitted => {
   const found = results.find((r) => r.name === name);
   assert.ok(found, `no result for ${name} in ${results.map((r) => r.name).join(", ")}`);
@@ -81,7 +94,10 @@ describe("admitObjects: the real webhooks, offline", () => {
         assert.equal(r!.allowed, true);
         assert.equal(r!.role, "pod");
         assert.ok(r!.patch.length > 0);
-        assert.ok(r!.warnings.some((w) => /added tolerations for nvidia.com\/gpu/.test(w)), r!.warnings.join("\n"));
+        assert.ok(
+          r!.warnings.some((w) => /added tolerations for nvidia.com\/gpu/.test(w)),
+          r!.warnings.join("\n"),
+        );
         assert.deepEqual((r!.object.spec as { tolerations: unknown[] }).tolerations, [{ key: "nvidia.com/gpu", operator: "Exists", effect: "NoSchedule" }]);
       },
     },
@@ -92,7 +108,10 @@ describe("admitObjects: the real webhooks, offline", () => {
       check: ([r]) => {
         assert.equal(r!.allowed, false);
         assert.deepEqual(r!.deniedRules, ["container-limits"]);
-        assert.deepEqual(r!.violations.map((v) => v.field), ["spec.containers[0].resources.limits[nvidia.com/gpu]"]);
+        assert.deepEqual(
+          r!.violations.map((v) => v.field),
+          ["spec.containers[0].resources.limits[nvidia.com/gpu]"],
+        );
       },
     },
     {
@@ -101,19 +120,29 @@ describe("admitObjects: the real webhooks, offline", () => {
       objects: [deployment("8"), { ...deployment("2"), metadata: { name: "small", namespace: "team-a" } }],
       check: ([big, small]) => {
         assert.equal(big!.role, "templates");
-        assert.deepEqual(big!.violations.map((v) => [v.rule, v.field]), [["container-limits", "spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"]]);
+        assert.deepEqual(
+          big!.violations.map((v) => [v.rule, v.field]),
+          [["container-limits", "spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"]],
+        );
         assert.equal(small!.allowed, true);
         const t = (small!.object.spec as { template: { metadata: { labels: object; annotations?: object }; spec: { tolerations?: unknown[] } } }).template;
         assert.deepEqual(t.metadata.labels, { app: "infer" });
         assert.equal(t.spec.tolerations?.length, 1);
-        assert.ok(small!.patch.every((op) => op.path.startsWith("/spec/template/")), JSON.stringify(small!.patch));
+        assert.ok(
+          small!.patch.every((op) => op.path.startsWith("/spec/template/")),
+          JSON.stringify(small!.patch),
+        );
       },
     },
     {
       name: "a CronJob's template, two levels down",
       policy: LIMITS,
       objects: [cronJob],
-      check: ([r]) => assert.deepEqual(r!.violations.map((v) => v.field), ["spec.jobTemplate.spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"]),
+      check: ([r]) =>
+        assert.deepEqual(
+          r!.violations.map((v) => v.field),
+          ["spec.jobTemplate.spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"],
+        ),
     },
     {
       name: "a replica pod gets its cluster spec from the training job among the inputs (given after it, too)",
@@ -132,7 +161,10 @@ describe("admitObjects: the real webhooks, offline", () => {
       check: ([r]) => {
         assert.equal(r!.allowed, true);
         assert.equal(envOf(r!.object).MASTER_ADDR, undefined);
-        assert.ok(r!.warnings.some((w) => /no cluster spec/.test(w)), r!.warnings.join("\n"));
+        assert.ok(
+          r!.warnings.some((w) => /no cluster spec/.test(w)),
+          r!.warnings.join("\n"),
+        );
       },
     },
     {
@@ -146,8 +178,14 @@ describe("admitObjects: the real webhooks, offline", () => {
       objects: [pytorchJob],
       pods: true,
       check: (results) => {
-        assert.deepEqual(results.map((r) => r.name), ["ddp", "ddp-master-0", "ddp-worker-0", "ddp-worker-1"]);
-        assert.deepEqual(results.slice(1).map((r) => envOf(r.object).RANK), ["0", "1", "2"]);
+        assert.deepEqual(
+          results.map((r) => r.name),
+          ["ddp", "ddp-master-0", "ddp-worker-0", "ddp-worker-1"],
+        );
+        assert.deepEqual(
+          results.slice(1).map((r) => envOf(r.object).RANK),
+          ["0", "1", "2"],
+        );
         assert.ok(results.slice(1).every((r) => r.from === "PyTorchJob/ddp"));
       },
     },
@@ -159,9 +197,18 @@ describe("admitObjects: the real webhooks, offline", () => {
     },
     {
       name: "not admitted: a ConfigMap, and anything in a protected namespace",
-      objects: [{ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c" } }, { ...pod("sys", "1"), metadata: { name: "sys", namespace: "kube-system" } }],
+      objects: [
+        { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c" } },
+        { ...pod("sys", "1"), metadata: { name: "sys", namespace: "kube-system" } },
+      ],
       check: (results) => {
-        assert.deepEqual(results.map((r) => [r.role, r.allowed, r.patch.length]), [["other", true, 0], ["other", true, 0]]);
+        assert.deepEqual(
+          results.map((r) => [r.role, r.allowed, r.patch.length]),
+          [
+            ["other", true, 0],
+            ["other", true, 0],
+          ],
+        );
         assert.match(results[0]!.skipped!, /no pod, pod template or training job/);
         assert.match(results[1]!.skipped!, /kube-system is never in Quartermaster's scope/);
       },
@@ -189,8 +236,12 @@ describe("admitObjects: the real webhooks, offline", () => {
 
 describe("reading inputs", () => {
   it("multi-document YAML and Lists, each object with file#document", () => {
-    const text = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: b}}\n- {apiVersion: v1, kind: Pod, metadata: {name: c}}\n";
-    assert.deepEqual(parseObjects(text, "x.yaml").map((o) => o.source), ["x.yaml#1", "x.yaml#3.1", "x.yaml#3.2"]);
+    const text =
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: b}}\n- {apiVersion: v1, kind: Pod, metadata: {name: c}}\n";
+    assert.deepEqual(
+      parseObjects(text, "x.yaml").map((o) => o.source),
+      ["x.yaml#1", "x.yaml#3.1", "x.yaml#3.2"],
+    );
   });
   const bad: Array<[string, string, RegExp]> = [
     ["a YAML syntax error names the document and line", "apiVersion: v1\nkind: Pod\n---\nkind: [\n", /^x\.yaml#2: line \d+: /],
@@ -205,7 +256,10 @@ describe("reading inputs", () => {
     writeFileSync(join(dir, "b.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: b}\n");
     writeFileSync(join(dir, "a.json"), JSON.stringify(pod("a", "1")));
     writeFileSync(join(dir, "notes.txt"), "not read");
-    assert.deepEqual((await readInputs([dir], "/")).map((o) => (o.object.metadata as { name: string }).name), ["a", "b"]);
+    assert.deepEqual(
+      (await readInputs([dir], "/")).map((o) => (o.object.metadata as { name: string }).name),
+      ["a", "b"],
+    );
   });
 });
 
@@ -224,7 +278,10 @@ describe("quartermaster admit", () => {
     const r = await cli(["admit", "-f", "examples/gpu-pod.yaml", "examples/pytorchjob.yaml", "-n", "team-a", "--pods"]);
     assert.equal(r.code, 0, r.stderr);
     const docs = parseAllDocuments(r.stdout) as Array<{ toJS(): KubeObject }>;
-    assert.deepEqual(docs.map((d) => `${String(d.toJS().kind)}/${(d.toJS().metadata as { name: string }).name}`), ["Pod/gpu-smoke", "PyTorchJob/mnist-ddp", "Pod/mnist-ddp-master-0", "Pod/mnist-ddp-worker-0", "Pod/mnist-ddp-worker-1"]);
+    assert.deepEqual(
+      docs.map((d) => `${String(d.toJS().kind)}/${(d.toJS().metadata as { name: string }).name}`),
+      ["Pod/gpu-smoke", "PyTorchJob/mnist-ddp", "Pod/mnist-ddp-master-0", "Pod/mnist-ddp-worker-0", "Pod/mnist-ddp-worker-1"],
+    );
     assert.match(r.stderr, /^Pod team-a\/gpu-smoke \(examples\/gpu-pod\.yaml#1\): allowed, outfitted/m);
     assert.match(r.stderr, /warning: quartermaster: added tolerations for nvidia\.com\/gpu/);
     assert.match(r.stderr, /5 objects: 5 allowed, 0 denied$/);
@@ -246,7 +303,10 @@ describe("quartermaster admit", () => {
     const patch = await cli(["admit", "-f", "examples/gpu-pod.yaml", "-o", "patch"]);
     const [entry] = JSON.parse(patch.stdout) as Array<{ object: string; patch: Array<{ op: string; path: string }> }>;
     assert.equal(entry!.object, "Pod default/gpu-smoke");
-    assert.ok(entry!.patch.some((op) => op.path === "/spec/tolerations"), JSON.stringify(entry!.patch));
+    assert.ok(
+      entry!.patch.some((op) => op.path === "/spec/tolerations"),
+      JSON.stringify(entry!.patch),
+    );
   });
 
   const errors: Array<[string, string[], number, RegExp]> = [
@@ -269,7 +329,10 @@ describe("apiserverPodDefaults: requests from limits, as the apiserver defaults 
     apiVersion: "v1",
     kind: "Pod",
     metadata: { name: "p" },
-    spec: { containers: containers.map((resources, i) => ({ name: `c${i}`, resources })), ...(init.length ? { initContainers: init.map((resources, i) => ({ name: `i${i}`, resources })) } : {}) },
+    spec: {
+      containers: containers.map((resources, i) => ({ name: `c${i}`, resources })),
+      ...(init.length ? { initContainers: init.map((resources, i) => ({ name: `i${i}`, resources })) } : {}),
+    },
   });
   const requests = (pod: KubeObject): unknown[] => {
     const spec = pod.spec as { containers: Array<{ resources: { requests?: unknown } }>; initContainers?: Array<{ resources: { requests?: unknown } }> };
@@ -277,7 +340,11 @@ describe("apiserverPodDefaults: requests from limits, as the apiserver defaults 
   };
   const cases: Array<[string, KubeObject, unknown[]]> = [
     ["limits only: requests copied", withResources([{ limits: { "nvidia.com/gpu": "1", cpu: "4" } }]), [{ "nvidia.com/gpu": "1", cpu: "4" }]],
-    ["a request given is kept, the missing one copied", withResources([{ limits: { cpu: "4", memory: "8Gi" }, requests: { cpu: "1" } }]), [{ cpu: "1", memory: "8Gi" }]],
+    [
+      "a request given is kept, the missing one copied",
+      withResources([{ limits: { cpu: "4", memory: "8Gi" }, requests: { cpu: "1" } }]),
+      [{ cpu: "1", memory: "8Gi" }],
+    ],
     ["init containers too", withResources([{}], [{ limits: { "nvidia.com/gpu": "2" } }]), [undefined, { "nvidia.com/gpu": "2" }]],
   ];
   for (const [name, pod, want] of cases) {

@@ -67,16 +67,28 @@ describe("quartermaster <command> --help", () => {
 describe("usage errors: exit 2 with a message (and a suggestion when something close exists)", () => {
   const cases: Array<{ name: string; args: string[]; stderr: RegExp[] }> = [
     { name: "a mistyped command", args: ["doctr"], stderr: [/unknown command 'doctr'/, /Did you mean doctor\?/, /Usage: quartermaster/] },
-    { name: "a mistyped subcommand", args: ["certs", "ensur"], stderr: [/certs: expected 'generate', 'ensure' or 'install', not 'ensur'/, /Did you mean ensure\?/] },
+    {
+      name: "a mistyped subcommand",
+      args: ["certs", "ensur"],
+      stderr: [/certs: expected 'generate', 'ensure' or 'install', not 'ensur'/, /Did you mean ensure\?/],
+    },
     { name: "a mistyped policy subcommand", args: ["policy", "chek", "p.yaml"], stderr: [/Did you mean check\?/] },
-    { name: "a mistyped flag", args: ["doctor", "--namspace", "x"], stderr: [/unknown option '--namspace'/, /Did you mean --namespace\?/, /Usage: quartermaster doctor/] },
+    {
+      name: "a mistyped flag",
+      args: ["doctor", "--namspace", "x"],
+      stderr: [/unknown option '--namspace'/, /Did you mean --namespace\?/, /Usage: quartermaster doctor/],
+    },
     { name: "a mistyped flag of serve", args: ["serve", "--tls-crt", "a.pem"], stderr: [/Did you mean --tls-cert\?/] },
     { name: "a flag without its dash", args: ["reconcile", "--once", "--dryrun"], stderr: [/Did you mean --dry-run\?/] },
     { name: "an unknown command with nothing close", args: ["frobnicate"], stderr: [/unknown command 'frobnicate'/] },
     { name: "a missing argument", args: ["policy", "check"], stderr: [/missing required argument 'file'/] },
     { name: "an extra argument", args: ["doctor", "now"], stderr: [/too many arguments/] },
     { name: "a flag without its value", args: ["ledger", "-o"], stderr: [/option '-o, --output <format>' argument missing/] },
-    { name: "a check in the command itself", args: ["ledger", "-o", "yaml"], stderr: [/^quartermaster: ledger: -o must be table or json/, /Usage: quartermaster ledger/] },
+    {
+      name: "a check in the command itself",
+      args: ["ledger", "-o", "yaml"],
+      stderr: [/^quartermaster: ledger: -o must be table or json/, /Usage: quartermaster ledger/],
+    },
   ];
   for (const c of cases) {
     it(`${c.name}: ${c.args.join(" ")}`, async () => {

@@ -36,19 +36,39 @@ spec:
 describe("manifests read as kubectl reads them (YAML 1.1, go-yaml v2)", () => {
   const cases: Array<[string, string, unknown]> = [
     ["a merge key is merged", "data:\n  base: &b {x: '1', q: '2'}\n  m:\n    <<: *b\n    q: '3'\n", { base: { x: "1", q: "2" }, m: { x: "1", q: "3" } }],
-    ["a merge key of several: the first wins, explicit keys over all", "data:\n  a: &a {x: '1', q: '1'}\n  b: &b {q: '2', z: '2'}\n  m:\n    <<: [*a, *b]\n    z: '3'\n", { a: { x: "1", q: "1" }, b: { q: "2", z: "2" }, m: { x: "1", q: "1", z: "3" } }],
+    [
+      "a merge key of several: the first wins, explicit keys over all",
+      "data:\n  a: &a {x: '1', q: '1'}\n  b: &b {q: '2', z: '2'}\n  m:\n    <<: [*a, *b]\n    z: '3'\n",
+      { a: { x: "1", q: "1" }, b: { q: "2", z: "2" }, m: { x: "1", q: "1", z: "3" } },
+    ],
     ["a merge key of an inline mapping", "data:\n  m: {<<: {x: '1'}, q: '2'}\n", { m: { x: "1", q: "2" } }],
-    ["YAML 1.1 booleans: yes/no/on/off/y/n", "data: {a: yes, b: No, c: on, d: OFF, e: y, f: n, g: 'yes'}\n", { a: true, b: false, c: true, d: false, e: true, f: false, g: "yes" }],
-    ["a bare `y` key is the boolean true (go-yaml v2 too; JSON key \"true\")", "data: {y: '1', 'n': '2'}\n", { true: "1", n: "2" }],
+    [
+      "YAML 1.1 booleans: yes/no/on/off/y/n",
+      "data: {a: yes, b: No, c: on, d: OFF, e: y, f: n, g: 'yes'}\n",
+      { a: true, b: false, c: true, d: false, e: true, f: false, g: "yes" },
+    ],
+    ['a bare `y` key is the boolean true (go-yaml v2 too; JSON key "true")', "data: {y: '1', 'n': '2'}\n", { true: "1", n: "2" }],
     ["YAML 1.1 numbers: octal, binary, underscores", "data: {a: 0777, b: 0b101, c: 1_000, d: 0x1F}\n", { a: 511, b: 5, c: 1000, d: 31 }],
-    ["no sexagesimal numbers and no timestamps (go-yaml v2 keeps them strings)", "data: {a: 1:20, b: 2001-12-14, c: 2001-12-14T21:59:43Z}\n", { a: "1:20", b: "2001-12-14", c: "2001-12-14T21:59:43Z" }],
-    ["500 aliases of a small node: allowed (no count bound)", `data:\n  a: &a v\n${Array.from({ length: 500 }, (_, i) => `  k${i}: *a\n`).join("")}`, Object.fromEntries([["a", "v"], ...Array.from({ length: 500 }, (_, i) => [`k${i}`, "v"])])],
+    [
+      "no sexagesimal numbers and no timestamps (go-yaml v2 keeps them strings)",
+      "data: {a: 1:20, b: 2001-12-14, c: 2001-12-14T21:59:43Z}\n",
+      { a: "1:20", b: "2001-12-14", c: "2001-12-14T21:59:43Z" },
+    ],
+    [
+      "500 aliases of a small node: allowed (no count bound)",
+      `data:\n  a: &a v\n${Array.from({ length: 500 }, (_, i) => `  k${i}: *a\n`).join("")}`,
+      Object.fromEntries([["a", "v"], ...Array.from({ length: 500 }, (_, i) => [`k${i}`, "v"])]),
+    ],
   ];
   for (const [name, text, want] of cases) it(name, () => assert.deepEqual(dataOf(text), want));
 
   const big = "x".repeat(1_000_000);
   const refused: Array<[string, string, RegExp]> = [
-    ["the issue's bomb: 99 aliases of a 1 MB scalar", `data:\n  a: &a ${big}\n${Array.from({ length: 99 }, (_, i) => `  k${i}: *a\n`).join("")}`, /^x\.yaml#1: YAML aliases expand this document to about 100000\d+ bytes, over the limit of 3145728 \(the apiserver's 3 MiB request limit\): refused without expanding it/],
+    [
+      "the issue's bomb: 99 aliases of a 1 MB scalar",
+      `data:\n  a: &a ${big}\n${Array.from({ length: 99 }, (_, i) => `  k${i}: *a\n`).join("")}`,
+      /^x\.yaml#1: YAML aliases expand this document to about 100000\d+ bytes, over the limit of 3145728 \(the apiserver's 3 MiB request limit\): refused without expanding it/,
+    ],
     [
       "nested aliases (10^30 leaves): measured without expanding",
       `data:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n${Array.from({ length: 29 }, (_, i) => `  a${i + 1}: &a${i + 1} [${Array(10).fill(`*a${i}`).join(", ")}]\n`).join("")}`,
@@ -59,7 +79,10 @@ describe("manifests read as kubectl reads them (YAML 1.1, go-yaml v2)", () => {
   for (const [name, text, message] of refused) {
     it(`${name} → refused with a clear error`, () => {
       const t0 = Date.now();
-      assert.throws(() => parseObjects(HEAD + text, "x.yaml"), (err: Error) => err.name === "InputError" && message.test(err.message));
+      assert.throws(
+        () => parseObjects(HEAD + text, "x.yaml"),
+        (err: Error) => err.name === "InputError" && message.test(err.message),
+      );
       assert.ok(Date.now() - t0 < 5000, `took ${Date.now() - t0} ms`);
     });
   }
@@ -81,10 +104,16 @@ describe("manifests read as kubectl reads them (YAML 1.1, go-yaml v2)", () => {
   });
 
   it("policy tests (`quartermaster test` files) are read the same way", () => {
-    const [t] = parseTests("apiVersion: quartermaster.dev/v1alpha1\nkind: PolicyTest\nname: &n x\nresources: [a.yaml]\nexpect: [{resource: Pod/a, <<: {allowed: yes}}]\n", "x.test.yaml");
+    const [t] = parseTests(
+      "apiVersion: quartermaster.dev/v1alpha1\nkind: PolicyTest\nname: &n x\nresources: [a.yaml]\nexpect: [{resource: Pod/a, <<: {allowed: yes}}]\n",
+      "x.test.yaml",
+    );
     assert.deepEqual(t!.problems, []);
     assert.deepEqual((t!.test as unknown as { expect: unknown[] }).expect, [{ resource: "Pod/a", allowed: true }]);
-    const [bomb] = parseTests(`apiVersion: quartermaster.dev/v1alpha1\nkind: PolicyTest\nname: &n ${big}\nresources: [${Array(5).fill("*n").join(", ")}]\nexpect: []\n`, "b.test.yaml");
+    const [bomb] = parseTests(
+      `apiVersion: quartermaster.dev/v1alpha1\nkind: PolicyTest\nname: &n ${big}\nresources: [${Array(5).fill("*n").join(", ")}]\nexpect: []\n`,
+      "b.test.yaml",
+    );
     assert.match(bomb!.problems[0]!, /^b\.test\.yaml: YAML aliases expand this document/);
   });
 });
@@ -108,7 +137,12 @@ describe("quartermaster admit: a merge key seen as kubectl sees it", () => {
     const pod = `apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: team-a, labels: {a: "yes", b: "on", c: "0777"}}\nspec: {containers: [{name: m, image: img}]}\n`;
     writeFileSync(join(dir, "labels.yaml"), pod);
     const out: string[] = [];
-    const code = await runCli(["admit", "-f", join(dir, "labels.yaml")], { stdout: (l) => out.push(l), stderr: () => undefined, cwd: dir, shutdown: new Promise(() => undefined) });
+    const code = await runCli(["admit", "-f", join(dir, "labels.yaml")], {
+      stdout: (l) => out.push(l),
+      stderr: () => undefined,
+      cwd: dir,
+      shutdown: new Promise(() => undefined),
+    });
     assert.equal(code, 0);
     assert.match(out.join("\n"), /a: "yes"\n\s+b: "on"\n\s+c: "0777"/);
     assert.deepEqual((parseObjects(out.join("\n"), "o.yaml")[0]!.object.metadata as { labels?: unknown }).labels, { a: "yes", b: "on", c: "0777" });

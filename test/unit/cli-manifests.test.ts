@@ -31,7 +31,10 @@ describe("quartermaster manifests webhooks", () => {
     const r = await cli(["manifests", "webhooks", "--policy", "p.yaml", "--namespace", "platform"], dir);
     assert.equal(r.code, 0, r.stderr);
     const docs = parseAllDocuments(r.stdout).map((d) => d.toJS());
-    assert.deepEqual(docs.map((d) => d.kind), ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]);
+    assert.deepEqual(
+      docs.map((d) => d.kind),
+      ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"],
+    );
     const hooks = docs.flatMap((d) => d.webhooks);
     for (const h of hooks) {
       assert.equal(h.clientConfig.service.namespace, "platform");
@@ -43,7 +46,12 @@ describe("quartermaster manifests webhooks", () => {
   });
 
   const bad: Array<{ name: string; args: string[]; code: number; stderr: RegExp }> = [
-    { name: "an invalid policy → exit 1 with its errors", args: ["manifests", "webhooks", "--policy", "bad.yaml"], code: 1, stderr: /invalid policy bad\.yaml/ },
+    {
+      name: "an invalid policy → exit 1 with its errors",
+      args: ["manifests", "webhooks", "--policy", "bad.yaml"],
+      code: 1,
+      stderr: /invalid policy bad\.yaml/,
+    },
     { name: "a namespace that is no name → usage", args: ["manifests", "webhooks", "--namespace", "Bad_NS"], code: 2, stderr: /DNS-1123/ },
     { name: "an unknown subcommand → usage", args: ["manifests", "rbac"], code: 2, stderr: /expected 'webhooks'/ },
   ];

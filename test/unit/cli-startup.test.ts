@@ -15,7 +15,10 @@ const ROOT = resolve(import.meta.dirname, "../..");
 function staticImports(file: string): { files: string[]; packages: string[] } {
   const text = readFileSync(file, "utf8");
   const specs = [...text.matchAll(/^import (?!type\b)(?:[^;]*? from )?"([^"]+)"/gm)].map((m) => m[1]!);
-  const files = specs.filter((s) => s.startsWith(".")).map((s) => resolve(dirname(file), s.replace(/\.js$/, ".ts"))).filter((f) => existsSync(f));
+  const files = specs
+    .filter((s) => s.startsWith("."))
+    .map((s) => resolve(dirname(file), s.replace(/\.js$/, ".ts")))
+    .filter((f) => existsSync(f));
   return { files, packages: specs.filter((s) => !s.startsWith(".") && !s.startsWith("node:")) };
 }
 

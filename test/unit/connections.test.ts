@@ -78,7 +78,10 @@ describe("connection guard: who makes room at a full bound", () => {
     const busy = r.open("10.0.0.4");
     r.request(busy);
     const newcomer = r.open("10.0.0.5");
-    assert.deepEqual([idle, silent1, silent2, busy, newcomer].map((s) => s.destroyed), [false, true, false, false, false]);
+    assert.deepEqual(
+      [idle, silent1, silent2, busy, newcomer].map((s) => s.destroyed),
+      [false, true, false, false, false],
+    );
     assert.deepEqual(r.shed, ["capacity"]);
   });
 
@@ -88,7 +91,10 @@ describe("connection guard: who makes room at a full bound", () => {
     r.tick(1);
     const flood = Array.from({ length: 8 }, () => (r.tick(1), r.open("10.0.0.1", false)));
     assert.equal(apiserver.destroyed, false, "the apiserver's handshake survives the flood");
-    assert.deepEqual(flood.map((s) => s.destroyed), [true, true, true, true, true, false, false, false]);
+    assert.deepEqual(
+      flood.map((s) => s.destroyed),
+      [true, true, true, true, true, false, false, false],
+    );
     r.secure(apiserver);
     assert.deepEqual(r.shed, Array(5).fill("handshaking"));
   });
@@ -101,7 +107,10 @@ describe("connection guard: who makes room at a full bound", () => {
     r.tick(10);
     r.open("10.0.0.1");
     assert.equal(apiserver.destroyed, false);
-    assert.deepEqual(tenant.map((s) => s.destroyed), [true, false, false]);
+    assert.deepEqual(
+      tenant.map((s) => s.destroyed),
+      [true, false, false],
+    );
   });
 
   it("with no handshake pending, the connection longest without an admission request goes", () => {
@@ -117,7 +126,10 @@ describe("connection guard: who makes room at a full bound", () => {
     r.tick(1_000);
     // b served nothing: it goes, though a was opened first.
     r.open("10.0.0.5");
-    assert.deepEqual([a, b, c, d].map((s) => s.destroyed), [false, true, false, false]);
+    assert.deepEqual(
+      [a, b, c, d].map((s) => s.destroyed),
+      [false, true, false, false],
+    );
   });
 
   it("health checks and other requests do not count as use", () => {
@@ -159,7 +171,10 @@ describe("connection guard: who makes room at a full bound", () => {
     const t2 = r.open("10.0.0.1");
     r.tick(5);
     const t3 = r.open("10.0.0.1");
-    assert.deepEqual([other, t1, t2, t3].map((s) => s.destroyed), [false, true, false, false]);
+    assert.deepEqual(
+      [other, t1, t2, t3].map((s) => s.destroyed),
+      [false, true, false, false],
+    );
     assert.deepEqual(r.shed, ["per_source"]);
   });
 
@@ -171,7 +186,10 @@ describe("connection guard: who makes room at a full bound", () => {
     const h2 = r.open("10.0.0.3", false);
     r.tick(5);
     const h3 = r.open("10.0.0.4", false);
-    assert.deepEqual([done, h1, h2, h3].map((s) => s.destroyed), [false, true, false, false]);
+    assert.deepEqual(
+      [done, h1, h2, h3].map((s) => s.destroyed),
+      [false, true, false, false],
+    );
     assert.deepEqual(r.guard.counts(), { handshaking: 2, idle: 1, active: 0 });
     r.secure(h2);
     assert.deepEqual(r.guard.counts(), { handshaking: 1, idle: 2, active: 0 });

@@ -3,13 +3,48 @@ import { describe, it } from "node:test";
 import { copyOf, withKey } from "../../src/core/copy.js";
 
 describe("withKey", () => {
-  const cases: Array<{ name: string; given: Record<string, unknown> | null | undefined; key: string; value: unknown; want: Record<string, unknown>; order: string[] }> = [
-    { name: "existing key → replaced in place, order kept", given: { a: 1, env: [1], b: 2 }, key: "env", value: [2], want: { a: 1, env: [2], b: 2 }, order: ["a", "env", "b"] },
+  const cases: Array<{
+    name: string;
+    given: Record<string, unknown> | null | undefined;
+    key: string;
+    value: unknown;
+    want: Record<string, unknown>;
+    order: string[];
+  }> = [
+    {
+      name: "existing key → replaced in place, order kept",
+      given: { a: 1, env: [1], b: 2 },
+      key: "env",
+      value: [2],
+      want: { a: 1, env: [2], b: 2 },
+      order: ["a", "env", "b"],
+    },
     { name: "new key → appended last", given: { a: 1, b: 2 }, key: "env", value: [], want: { a: 1, b: 2, env: [] }, order: ["a", "b", "env"] },
     { name: "undefined object → a new one with the key", given: undefined, key: "labels", value: { x: "1" }, want: { labels: { x: "1" } }, order: ["labels"] },
-    { name: "null object (JSON's `metadata: null`) → a new one with the key", given: null, key: "labels", value: { x: "1" }, want: { labels: { x: "1" } }, order: ["labels"] },
-    { name: "value undefined on an existing key → kept as a key (the diff sees it)", given: { a: 1 }, key: "a", value: undefined, want: { a: undefined }, order: ["a"] },
-    { name: "an inherited name is not an own key → added as own", given: Object.create({ env: "proto" }) as Record<string, unknown>, key: "env", value: "own", want: { env: "own" }, order: ["env"] },
+    {
+      name: "null object (JSON's `metadata: null`) → a new one with the key",
+      given: null,
+      key: "labels",
+      value: { x: "1" },
+      want: { labels: { x: "1" } },
+      order: ["labels"],
+    },
+    {
+      name: "value undefined on an existing key → kept as a key (the diff sees it)",
+      given: { a: 1 },
+      key: "a",
+      value: undefined,
+      want: { a: undefined },
+      order: ["a"],
+    },
+    {
+      name: "an inherited name is not an own key → added as own",
+      given: Object.create({ env: "proto" }) as Record<string, unknown>,
+      key: "env",
+      value: "own",
+      want: { env: "own" },
+      order: ["env"],
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {

@@ -105,19 +105,28 @@ describe("monitoring overlay: Grafana dashboard", () => {
   // The check can fail: each of these is caught.
   const broken: Array<[string, string, RegExp]> = [
     ["a metric the code does not register", "sum(quartermaster_ledger_gpu_total)", /quartermaster_ledger_gpu_total is not registered/],
-    ["a histogram's base name (only _bucket/_sum/_count exist)", "rate(quartermaster_job_lookup_duration_seconds[5m])", /quartermaster_job_lookup_duration_seconds is not registered/],
+    [
+      "a histogram's base name (only _bucket/_sum/_count exist)",
+      "rate(quartermaster_job_lookup_duration_seconds[5m])",
+      /quartermaster_job_lookup_duration_seconds is not registered/,
+    ],
     ["a syntax error", "sum by (le (rate(quartermaster_ledger_gpus[5m]))", /syntax error/],
   ];
   for (const [name, expr, want] of broken) {
     it(`a dashboard with ${name} fails`, async () => {
       const bad: Dashboard = { ...dashboard, panels: [{ title: "bad", type: "timeseries", targets: [{ refId: "A", expr }] }], templating: { list: [] } };
       const found = problems(bad, await registeredMetricNames());
-      assert.ok(found.some((p) => want.test(p)), found.join("\n"));
+      assert.ok(
+        found.some((p) => want.test(p)),
+        found.join("\n"),
+      );
     });
   }
 
-  it("the overlay ships it as a ConfigMap labelled grafana_dashboard: \"1\", without a name hash", () => {
-    const k = parse(readFileSync(join(OVERLAY, "kustomization.yaml"), "utf8")) as { configMapGenerator: Array<{ name: string; files: string[]; options: { labels: Record<string, string>; disableNameSuffixHash: boolean } }> };
+  it('the overlay ships it as a ConfigMap labelled grafana_dashboard: "1", without a name hash', () => {
+    const k = parse(readFileSync(join(OVERLAY, "kustomization.yaml"), "utf8")) as {
+      configMapGenerator: Array<{ name: string; files: string[]; options: { labels: Record<string, string>; disableNameSuffixHash: boolean } }>;
+    };
     const gen = k.configMapGenerator.find((g) => g.files.includes(FILE));
     assert.ok(gen, `no configMapGenerator carries ${FILE}`);
     assert.equal(gen.options.labels.grafana_dashboard, "1");

@@ -33,18 +33,38 @@ function edit(o: KubeObject, change: (s: Obj) => void): KubeObject {
 
 const CASES: Array<{ name: string; state: ConfinementState | Unreadable | undefined; severity?: string; message?: RegExp; fix?: RegExp }> = [
   { name: "not read (an older snapshot): no finding", state: undefined },
-  { name: "installed as rendered, with the apiserver's defaults", state: { policy: asStored(POLICY), binding: asStored(BINDING) }, severity: "ok", message: /bound and current/ },
-  { name: "not installed", state: {}, severity: "warning", message: /not installed: .*only its code keeps it/, fix: /quartermaster manifests confinement --namespace quartermaster \| kubectl apply -f -/ },
+  {
+    name: "installed as rendered, with the apiserver's defaults",
+    state: { policy: asStored(POLICY), binding: asStored(BINDING) },
+    severity: "ok",
+    message: /bound and current/,
+  },
+  {
+    name: "not installed",
+    state: {},
+    severity: "warning",
+    message: /not installed: .*only its code keeps it/,
+    fix: /quartermaster manifests confinement --namespace quartermaster \| kubectl apply -f -/,
+  },
   { name: "unreadable", state: { error: "403 Forbidden" }, severity: "warning", message: /cannot read it \(403 Forbidden\)/ },
   {
     name: "its expression edited (the own namespace dropped from the protected ones)",
-    state: { policy: edit(POLICY, (s) => (s.spec.validations[0].expression = s.spec.validations[0].expression.replace(", 'quartermaster'", ""))), binding: asStored(BINDING) },
+    state: {
+      policy: edit(POLICY, (s) => (s.spec.validations[0].expression = s.spec.validations[0].expression.replace(", 'quartermaster'", ""))),
+      binding: asStored(BINDING),
+    },
     severity: "warning",
     message: /differs from what this version renders \(2 differences; first: missing: validate /,
   },
   {
     name: "it judges someone else",
-    state: { policy: edit(POLICY, (s) => (s.spec.matchConditions[0].expression = "request.userInfo.username == 'system:serviceaccount:other:quartermaster-reconciler'")), binding: asStored(BINDING) },
+    state: {
+      policy: edit(
+        POLICY,
+        (s) => (s.spec.matchConditions[0].expression = "request.userInfo.username == 'system:serviceaccount:other:quartermaster-reconciler'"),
+      ),
+      binding: asStored(BINDING),
+    },
     severity: "warning",
     message: /differs .*missing: match request\.userInfo\.username == 'system:serviceaccount:quartermaster:quartermaster-reconciler'/,
   },
@@ -55,8 +75,18 @@ const CASES: Array<{ name: string; state: ConfinementState | Unreadable | undefi
     message: /differs .*\(3 differences; first: missing: rule \/services CREATE\)/,
   },
   { name: "not bound", state: { policy: asStored(POLICY) }, severity: "warning", message: /installed but not bound: it judges nothing/ },
-  { name: "bound to another policy", state: { policy: asStored(POLICY), binding: edit(BINDING, (s) => (s.spec.policyName = "other")) }, severity: "warning", message: /not bound/ },
-  { name: "bound to warn, not deny", state: { policy: asStored(POLICY), binding: edit(BINDING, (s) => (s.spec.validationActions = ["Warn", "Audit"])) }, severity: "warning", message: /validationActions \[Warn, Audit\]: .*reported, not refused/ },
+  {
+    name: "bound to another policy",
+    state: { policy: asStored(POLICY), binding: edit(BINDING, (s) => (s.spec.policyName = "other")) },
+    severity: "warning",
+    message: /not bound/,
+  },
+  {
+    name: "bound to warn, not deny",
+    state: { policy: asStored(POLICY), binding: edit(BINDING, (s) => (s.spec.validationActions = ["Warn", "Audit"])) },
+    severity: "warning",
+    message: /validationActions \[Warn, Audit\]: .*reported, not refused/,
+  },
 ];
 
 describe("doctor: the reconciler's confinement", () => {

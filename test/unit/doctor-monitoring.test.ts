@@ -25,7 +25,11 @@ interface Rule {
   annotations: { summary: string; description: string };
 }
 
-const ruleDoc = parse(readFileSync(join(OVERLAY, "prometheusrule.yaml"), "utf8")) as { kind: string; metadata: { namespace: string }; spec: { groups: Array<{ name: string; rules: Rule[] }> } };
+const ruleDoc = parse(readFileSync(join(OVERLAY, "prometheusrule.yaml"), "utf8")) as {
+  kind: string;
+  metadata: { namespace: string };
+  spec: { groups: Array<{ name: string; rules: Rule[] }> };
+};
 const rules = ruleDoc.spec.groups.flatMap((g) => g.rules);
 
 /** PromQL syntax errors in `expr`, and the metric names its selectors read. */
@@ -48,7 +52,13 @@ describe("monitoring overlay: PrometheusRule", () => {
     assert.equal(ruleDoc.kind, "PrometheusRule");
     assert.equal(ruleDoc.metadata.namespace, "quartermaster");
     const names = rules.map((r) => r.alert);
-    for (const want of ["QuartermasterCertificateExpiresSoon", "QuartermasterCertificateExpiryCritical", "QuartermasterWebhookLatencyHigh", "QuartermasterReconcilerPassFailed"]) assert.ok(names.includes(want), want);
+    for (const want of [
+      "QuartermasterCertificateExpiresSoon",
+      "QuartermasterCertificateExpiryCritical",
+      "QuartermasterWebhookLatencyHigh",
+      "QuartermasterReconcilerPassFailed",
+    ])
+      assert.ok(names.includes(want), want);
   });
 
   for (const rule of rules) {
@@ -80,14 +90,18 @@ describe("monitoring overlay: PrometheusRule", () => {
 
   it("the resident reconciler's alerts read its own pass metrics, the ledger alerts the webhook's ledger gauges", () => {
     const reads = (prefix: string) => [...new Set(rules.filter((r) => r.alert.startsWith(prefix)).flatMap((r) => promql(r.expr).metrics))].sort();
-    assert.deepEqual(reads("QuartermasterResidentReconciler"), ["quartermaster_reconcile_last_success_timestamp_seconds", "quartermaster_reconcile_pass_duration_seconds_count"]);
+    assert.deepEqual(reads("QuartermasterResidentReconciler"), [
+      "quartermaster_reconcile_last_success_timestamp_seconds",
+      "quartermaster_reconcile_pass_duration_seconds_count",
+    ]);
     assert.deepEqual(reads("QuartermasterLedger"), ["quartermaster_ledger_generated_timestamp_seconds", "quartermaster_ledger_present"]);
   });
 });
 
 describe("monitoring overlay: ServiceMonitor", () => {
   const monitor = parse(readFileSync(join(OVERLAY, "servicemonitor.yaml"), "utf8")) as Record<string, any>;
-  const base = (file: string): Array<Record<string, any>> => parseAllDocuments(readFileSync(join(ROOT, "manifests/base", file), "utf8")).map((d) => d.toJS() as Record<string, any>);
+  const base = (file: string): Array<Record<string, any>> =>
+    parseAllDocuments(readFileSync(join(ROOT, "manifests/base", file), "utf8")).map((d) => d.toJS() as Record<string, any>);
   const service = base("webhook-service.yaml")[0]!;
   const deployment = base("webhook-deployment.yaml").find((o) => o.kind === "Deployment")!;
 
@@ -108,7 +122,8 @@ describe("metrics: days to certificate expiry", () => {
   it("is computed at scrape time from the serving certificate's notAfter and the injected clock", async () => {
     let now = Date.parse("2026-06-01T00:00:00Z");
     const m = createAdmissionMetrics({ timeoutSeconds: 5, now: () => now });
-    const days = async (): Promise<number | undefined> => (await m.registry.getSingleMetric("quartermaster_tls_certificate_expiry_days")!.get()).values[0]?.value;
+    const days = async (): Promise<number | undefined> =>
+      (await m.registry.getSingleMetric("quartermaster_tls_certificate_expiry_days")!.get()).values[0]?.value;
     m.certificateLoaded(new Date("2026-07-01T00:00:00Z"));
     assert.equal(await days(), 30);
     now = Date.parse("2026-06-29T12:00:00Z");

@@ -27,19 +27,45 @@ function cronJob(status: CronJob["status"], spec: Partial<CronJob["spec"]> = {})
 function job(name: string, createdSecondsAgo: number, outcome: "Complete" | "Failed" | "running", owner = "cj"): Job {
   return {
     metadata: { name, creationTimestamp: ago(createdSecondsAgo), ownerReferences: [{ uid: owner, kind: "CronJob" }] },
-    status: outcome === "running" ? {} : { conditions: [{ type: outcome, status: "True", ...(outcome === "Failed" ? { reason: "BackoffLimitExceeded", message: "Job has reached the specified backoff limit" } : {}) }] },
+    status:
+      outcome === "running"
+        ? {}
+        : {
+            conditions: [
+              {
+                type: outcome,
+                status: "True",
+                ...(outcome === "Failed" ? { reason: "BackoffLimitExceeded", message: "Job has reached the specified backoff limit" } : {}),
+              },
+            ],
+          },
   };
 }
 
 function snapshot(reconciler: DoctorSnapshot["reconciler"]): DoctorSnapshot {
-  return { now: NOW, namespace: NS, webhookConfigurations: [], services: {}, certificates: {}, protectedNamespaces: {}, reconciler, ledger: "absent", access: [] };
+  return {
+    now: NOW,
+    namespace: NS,
+    webhookConfigurations: [],
+    services: {},
+    certificates: {},
+    protectedNamespaces: {},
+    reconciler,
+    ledger: "absent",
+    access: [],
+  };
 }
 
 const CJ = `CronJob ${NS}/quartermaster-reconciler`;
 
 describe("doctor: reconciler CronJob", () => {
   const cases: Array<{ name: string; reconciler: DoctorSnapshot["reconciler"]; want: string[]; message?: RegExp }> = [
-    { name: "a pass succeeded a minute ago → ok", reconciler: { cronJob: cronJob({ lastSuccessfulTime: ago(60) }), jobs: [job("a", 100, "Complete")] }, want: [`ok ${CJ}`], message: /^last successful pass 60s ago \(schedule \*\/5 \* \* \* \*\)$/ },
+    {
+      name: "a pass succeeded a minute ago → ok",
+      reconciler: { cronJob: cronJob({ lastSuccessfulTime: ago(60) }), jobs: [job("a", 100, "Complete")] },
+      want: [`ok ${CJ}`],
+      message: /^last successful pass 60s ago \(schedule \*\/5 \* \* \* \*\)$/,
+    },
     {
       name: "last success 12 minutes ago, within the passes' start and run deadlines (720 s) → ok",
       reconciler: { cronJob: cronJob({ lastSuccessfulTime: ago(720) }), jobs: [] },
@@ -71,7 +97,10 @@ describe("doctor: reconciler CronJob", () => {
     },
     {
       name: "the latest finished pass failed → warning naming the Job and its reason",
-      reconciler: { cronJob: cronJob({ lastSuccessfulTime: ago(400) }), jobs: [job("old", 400, "Complete"), job("new", 100, "Failed"), job("running", 10, "running")] },
+      reconciler: {
+        cronJob: cronJob({ lastSuccessfulTime: ago(400) }),
+        jobs: [job("old", 400, "Complete"), job("new", 100, "Failed"), job("running", 10, "running")],
+      },
       want: [`ok ${CJ}`, `warning Job ${NS}/new`],
     },
     {
@@ -90,7 +119,12 @@ describe("doctor: reconciler CronJob", () => {
       want: [`warning ${CJ}`],
       message: /^suspended: no passes run$/,
     },
-    { name: "a schedule that does not parse → warning", reconciler: { cronJob: cronJob({}, { schedule: "every five minutes" }), jobs: [] }, want: [`warning ${CJ}`], message: /does not parse/ },
+    {
+      name: "a schedule that does not parse → warning",
+      reconciler: { cronJob: cronJob({}, { schedule: "every five minutes" }), jobs: [] },
+      want: [`warning ${CJ}`],
+      message: /does not parse/,
+    },
     {
       name: "no CronJob but the resident reconciler Deployment, ready → ok",
       reconciler: { cronJob: undefined, jobs: [], resident: { replicas: 1, readyReplicas: 1 } },
@@ -102,8 +136,18 @@ describe("doctor: reconciler CronJob", () => {
       reconciler: { cronJob: undefined, jobs: [], resident: { replicas: 1, readyReplicas: 0 } },
       want: [`warning Deployment ${NS}/quartermaster-reconciler`],
     },
-    { name: "no CronJob → warning", reconciler: { cronJob: undefined, jobs: [] }, want: [`warning ${CJ}`], message: /^not found: finished jobs keep their pods and GPUs/ },
-    { name: "cannot be read → not checked (warning)", reconciler: { error: "HTTP 403: forbidden" }, want: [`warning ${CJ}`], message: /^not checked: HTTP 403/ },
+    {
+      name: "no CronJob → warning",
+      reconciler: { cronJob: undefined, jobs: [] },
+      want: [`warning ${CJ}`],
+      message: /^not found: finished jobs keep their pods and GPUs/,
+    },
+    {
+      name: "cannot be read → not checked (warning)",
+      reconciler: { error: "HTTP 403: forbidden" },
+      want: [`warning ${CJ}`],
+      message: /^not checked: HTTP 403/,
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {
@@ -121,9 +165,15 @@ describe("doctor: reconciler CronJob", () => {
 
   it("scheduledBetween: the ticks in (from, to], in the CronJob's time zone", () => {
     const ticks = scheduledBetween({ schedule: "0 * * * *" }, new Date("2026-06-01T09:00:00Z"), new Date("2026-06-01T12:00:00Z"));
-    assert.deepEqual(ticks!.map((d) => d.toISOString()), ["2026-06-01T10:00:00.000Z", "2026-06-01T11:00:00.000Z", "2026-06-01T12:00:00.000Z"]);
+    assert.deepEqual(
+      ticks!.map((d) => d.toISOString()),
+      ["2026-06-01T10:00:00.000Z", "2026-06-01T11:00:00.000Z", "2026-06-01T12:00:00.000Z"],
+    );
     const berlin = scheduledBetween({ schedule: "0 3 * * *", timeZone: "Europe/Berlin" }, new Date("2026-06-01T00:00:00Z"), new Date("2026-06-02T00:00:00Z"));
-    assert.deepEqual(berlin!.map((d) => d.toISOString()), ["2026-06-01T01:00:00.000Z"]);
+    assert.deepEqual(
+      berlin!.map((d) => d.toISOString()),
+      ["2026-06-01T01:00:00.000Z"],
+    );
     assert.equal(scheduledBetween({ schedule: "nonsense" }, new Date(0), NOW), undefined);
   });
 
@@ -142,12 +192,37 @@ describe("doctor: ledger", () => {
   const ctx = (over: Partial<LedgerContext> = {}): LedgerContext => ({ now: NOW, namespace: NS, periodSeconds: 300, reconcilerHasSucceeded: true, ...over });
   const L = `ledger in ${NS}`;
   const cases: Array<{ name: string; ledger: LedgerState; ctx?: Partial<LedgerContext>; want: string[]; message?: RegExp }> = [
-    { name: "written a minute ago, checksums valid → ok", ledger: { generatedAt: new Date(ago(60)), shards: 4, corrupt: [] }, want: [`ok ${L}`], message: /^4 shards, checksums valid, written 60s ago$/ },
-    { name: "written 20 minutes ago on a five-minute schedule (over three periods) → warning", ledger: { generatedAt: new Date(ago(1200)), shards: 1, corrupt: [] }, want: [`warning ${L}`], message: /^written 20m ago, older than 15m/ },
-    { name: "written 50 minutes ago, period unknown (an hour allowed) → ok", ledger: { generatedAt: new Date(ago(3000)), shards: 1, corrupt: [] }, ctx: { periodSeconds: undefined }, want: [`ok ${L}`] },
-    { name: "shards failing their checksum → warning naming them", ledger: { generatedAt: new Date(ago(60)), shards: 4, corrupt: ["quartermaster-ledger-1", "quartermaster-ledger-3"] }, want: [`warning ${L}`], message: /^2 of 4 shards fail their checksum \(quartermaster-ledger-1, quartermaster-ledger-3\)/ },
+    {
+      name: "written a minute ago, checksums valid → ok",
+      ledger: { generatedAt: new Date(ago(60)), shards: 4, corrupt: [] },
+      want: [`ok ${L}`],
+      message: /^4 shards, checksums valid, written 60s ago$/,
+    },
+    {
+      name: "written 20 minutes ago on a five-minute schedule (over three periods) → warning",
+      ledger: { generatedAt: new Date(ago(1200)), shards: 1, corrupt: [] },
+      want: [`warning ${L}`],
+      message: /^written 20m ago, older than 15m/,
+    },
+    {
+      name: "written 50 minutes ago, period unknown (an hour allowed) → ok",
+      ledger: { generatedAt: new Date(ago(3000)), shards: 1, corrupt: [] },
+      ctx: { periodSeconds: undefined },
+      want: [`ok ${L}`],
+    },
+    {
+      name: "shards failing their checksum → warning naming them",
+      ledger: { generatedAt: new Date(ago(60)), shards: 4, corrupt: ["quartermaster-ledger-1", "quartermaster-ledger-3"] },
+      want: [`warning ${L}`],
+      message: /^2 of 4 shards fail their checksum \(quartermaster-ledger-1, quartermaster-ledger-3\)/,
+    },
     { name: "no generation time → warning", ledger: { shards: 1, corrupt: [] }, want: [`warning ${L}`] },
-    { name: "absent after successful passes → warning: the capacity rule is skipped", ledger: "absent", want: [`warning ${L}`], message: /capacity rule is skipped/ },
+    {
+      name: "absent after successful passes → warning: the capacity rule is skipped",
+      ledger: "absent",
+      want: [`warning ${L}`],
+      message: /capacity rule is skipped/,
+    },
     { name: "absent before the first pass → info", ledger: "absent", ctx: { reconcilerHasSucceeded: false }, want: [`info ${L}`] },
     { name: "not read → info saying why", ledger: { unread: "no reader" }, want: [`info ${L}`], message: /^ledger not read: no reader$/ },
   ];
@@ -166,7 +241,9 @@ describe("doctor: RBAC", () => {
     `${a.serviceAccount.split("/")[1]} ${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.name ? `/${a.name}` : ""}${a.namespace ? ` in ${a.namespace}` : ""}`;
 
   it("the webhook needs a GET of each job kind and of the ledger index, nothing else", () => {
-    const webhook = requiredAccess(policy, NS).filter((a) => a.serviceAccount === `${NS}/quartermaster-webhook`).map(key);
+    const webhook = requiredAccess(policy, NS)
+      .filter((a) => a.serviceAccount === `${NS}/quartermaster-webhook`)
+      .map(key);
     assert.deepEqual(webhook, [
       ...["tfjobs", "pytorchjobs", "mxjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "caffe2jobs"].map((p) => `quartermaster-webhook get ${p}.kubeflow.org`),
       "quartermaster-webhook get configmaps/quartermaster-ledger in quartermaster",
@@ -185,20 +262,26 @@ describe("doctor: RBAC", () => {
   });
 
   it("a missing job GET is a warning under onJobLookupFailure warn and critical under deny", () => {
-    const get = (p: typeof policy) => requiredAccess(p, NS).find((a) => a.resource === "tfjobs" && a.verb === "get" && a.serviceAccount.endsWith("webhook"))!.ifDenied;
+    const get = (p: typeof policy) =>
+      requiredAccess(p, NS).find((a) => a.resource === "tfjobs" && a.verb === "get" && a.serviceAccount.endsWith("webhook"))!.ifDenied;
     assert.equal(get(policy), "warning");
     assert.equal(get({ ...policy, clusterSpec: { ...policy.clusterSpec, onJobLookupFailure: "deny" } }), "critical");
   });
 
   it("findings: one per ServiceAccount, listing what is refused with why", () => {
-    const access = requiredAccess(policy, NS).map((a) => ({ ...a, allowed: !a.mustNot && !(a.resource === "leases" && a.namespace === NS && a.verb === "update") }));
+    const access = requiredAccess(policy, NS).map((a) => ({
+      ...a,
+      allowed: !a.mustNot && !(a.resource === "leases" && a.namespace === NS && a.verb === "update"),
+    }));
     const findings = checkAccess(access);
     assert.deepEqual(brief(findings), [`ok ServiceAccount ${NS}/quartermaster-webhook`, `warning ServiceAccount ${NS}/quartermaster-reconciler`]);
     assert.equal(findings[1]!.message, "not allowed to update leases.coordination.k8s.io in quartermaster (the pass Lease)");
   });
 
   it("the reconciler needs update on every job kind's finalizers, list on namespaces, and the ledger's ConfigMaps by name", () => {
-    const on = requiredAccess(policy, NS).filter((a) => !a.mustNot).map(key);
+    const on = requiredAccess(policy, NS)
+      .filter((a) => !a.mustNot)
+      .map(key);
     for (const k of policy.jobKinds) assert.ok(on.includes(`quartermaster-reconciler update ${k.plural}/finalizers.${k.group}`), k.plural);
     assert.ok(on.includes("quartermaster-reconciler list namespaces"));
     assert.ok(on.includes("quartermaster-reconciler update configmaps/quartermaster-ledger in quartermaster"));
@@ -210,7 +293,10 @@ describe("doctor: RBAC", () => {
     const access = requiredAccess(policy, NS).map((a) => ({ ...a, allowed: !a.mustNot || a.verb === "update" }));
     const findings = checkAccess(access);
     assert.deepEqual(brief(findings), [`ok ServiceAccount ${NS}/quartermaster-webhook`, `warning ServiceAccount ${NS}/quartermaster-reconciler`]);
-    assert.equal(findings[1]!.message, "allowed to update configmaps/quartermaster-policy in quartermaster (the webhook's policy ConfigMap), which it must not be");
+    assert.equal(
+      findings[1]!.message,
+      "allowed to update configmaps/quartermaster-policy in quartermaster (the webhook's policy ConfigMap), which it must not be",
+    );
     assert.match(findings[1]!.fix, /reconciler-ledger-rbac\.yaml.*remove other grants/);
   });
 

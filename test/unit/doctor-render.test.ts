@@ -17,7 +17,17 @@ const PODS = "pods.validate.quartermaster.dev";
 const JOBS = "jobs.validate.quartermaster.dev";
 
 function snapshot(configs: WebhookConfiguration[], namespace = NS): DoctorSnapshot {
-  return { now: new Date(), namespace, webhookConfigurations: configs, services: {}, certificates: {}, protectedNamespaces: {}, reconciler: { jobs: [] }, ledger: "absent", access: [] };
+  return {
+    now: new Date(),
+    namespace,
+    webhookConfigurations: configs,
+    services: {},
+    certificates: {},
+    protectedNamespaces: {},
+    reconciler: { jobs: [] },
+    ledger: "absent",
+    access: [],
+  };
 }
 const registered = (p: WebhookPolicy = POLICY, namespace = NS): WebhookConfiguration[] =>
   renderWebhookConfigurations(p, { namespace, caBundle: "Q0E=" }).map((c) => structuredClone(c) as WebhookConfiguration);
@@ -25,7 +35,9 @@ const hook = (configs: WebhookConfiguration[], name: string): Webhook => configs
 const renderFindings = (configs: WebhookConfiguration[], p: WebhookPolicy = POLICY, namespace = NS) =>
   checkWebhooks(snapshot(configs, namespace), p).filter((f) => f.check === "webhook-render");
 const notOk = (configs: WebhookConfiguration[], p?: WebhookPolicy, ns?: string): string[] =>
-  renderFindings(configs, p, ns).filter((f) => f.severity !== "ok").map((f) => `${f.severity} ${f.subject}`);
+  renderFindings(configs, p, ns)
+    .filter((f) => f.severity !== "ok")
+    .map((f) => `${f.severity} ${f.subject}`);
 
 const withGpu = (pattern: string): WebhookPolicy => ({ ...POLICY, gpu: { ...POLICY.gpu, resources: [...POLICY.gpu.resources, { pattern, tolerations: [] }] } });
 
@@ -64,7 +76,13 @@ const cases: Case[] = [
   },
   {
     name: "the hard-coded matchConditions of earlier releases → warning",
-    change: (c) => (hook(c, PODS).matchConditions = [{ name: "training-pods-only", expression: "object.spec.containers.exists(c, has(c.resources) && c.resources.limits.exists(r, r.startsWith('nvidia.com/')))" }]),
+    change: (c) =>
+      (hook(c, PODS).matchConditions = [
+        {
+          name: "training-pods-only",
+          expression: "object.spec.containers.exists(c, has(c.resources) && c.resources.limits.exists(r, r.startsWith('nvidia.com/')))",
+        },
+      ]),
     want: [`warning ${PODS}`],
   },
   {
@@ -87,7 +105,8 @@ const cases: Case[] = [
   },
   {
     name: "a rule the policy does not have → warning",
-    change: (c) => hook(c, JMUTATE).rules!.push({ apiGroups: ["kubeflow.org"], apiVersions: ["v1"], operations: ["CREATE"], resources: ["mpijobs"], scope: "Namespaced" }),
+    change: (c) =>
+      hook(c, JMUTATE).rules!.push({ apiGroups: ["kubeflow.org"], apiVersions: ["v1"], operations: ["CREATE"], resources: ["mpijobs"], scope: "Namespaced" }),
     want: [`warning ${JMUTATE}`],
     message: /rules also match kubeflow\.org\/v1 CREATE mpijobs \(Namespaced\), which the policy does not/,
   },
@@ -101,7 +120,10 @@ const cases: Case[] = [
   },
   {
     name: "a job kind added to the policy → every job webhook",
-    policy: { ...POLICY, jobKinds: [...POLICY.jobKinds, { kind: "MPIJob", group: "kubeflow.org", version: "v2beta1", plural: "mpijobs", framework: "pytorch" }] },
+    policy: {
+      ...POLICY,
+      jobKinds: [...POLICY.jobKinds, { kind: "MPIJob", group: "kubeflow.org", version: "v2beta1", plural: "mpijobs", framework: "pytorch" }],
+    },
     want: [`warning ${JMUTATE}`, `warning ${JOBS}`],
   },
   {
@@ -131,19 +153,26 @@ describe("doctor: webhook-render", () => {
       c.change?.(configs);
       const findings = renderFindings(configs, c.policy, c.namespace);
       assert.deepEqual(notOk(configs, c.policy, c.namespace), c.want);
-      if (c.message) assert.ok(findings.some((f) => c.message!.test(f.message)), findings.map((f) => f.message).join("\n"));
+      if (c.message)
+        assert.ok(
+          findings.some((f) => c.message!.test(f.message)),
+          findings.map((f) => f.message).join("\n"),
+        );
       for (const f of findings) assert.equal(f.fix === "", f.severity === "ok", `${f.subject}: a fix exactly when there is something to do`);
       if (c.want.length === 0 && !c.change?.toString().includes("pop")) assert.equal(findings.filter((f) => f.severity === "ok").length, 4);
     });
   }
 
   it("the expected webhooks come from the render: a policy without job kinds still expects the pod webhooks", () => {
-    assert.deepEqual(expectedWebhooks(POLICY, NS).map((e) => `${e.kind} ${e.name}`), [
-      `MutatingWebhookConfiguration ${MUTATE}`,
-      `MutatingWebhookConfiguration ${JMUTATE}`,
-      `ValidatingWebhookConfiguration ${PODS}`,
-      `ValidatingWebhookConfiguration ${JOBS}`,
-    ]);
+    assert.deepEqual(
+      expectedWebhooks(POLICY, NS).map((e) => `${e.kind} ${e.name}`),
+      [
+        `MutatingWebhookConfiguration ${MUTATE}`,
+        `MutatingWebhookConfiguration ${JMUTATE}`,
+        `ValidatingWebhookConfiguration ${PODS}`,
+        `ValidatingWebhookConfiguration ${JOBS}`,
+      ],
+    );
     for (const e of expectedWebhooks(POLICY, NS)) assert.ok(!/its checks do not run/.test(e.lost), e.name);
   });
 

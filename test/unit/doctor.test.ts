@@ -29,7 +29,13 @@ const SHORT20_CA = await createCertificateAuthority("short-ca", 20, NOW);
 const SHORT20 = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca: SHORT20_CA, days: 15, now: NOW });
 const SHORT5_CA = await createCertificateAuthority("short-ca", 5, NOW);
 const SHORT5 = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca: SHORT5_CA, days: 4, now: NOW });
-const EXPIRED = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca: CA, days: 30, now: new Date(NOW.getTime() - 40 * 86400_000) });
+const EXPIRED = await generateCertificates({
+  service: "quartermaster-webhook",
+  namespace: NS,
+  ca: CA,
+  days: 30,
+  now: new Date(NOW.getTime() - 40 * 86400_000),
+});
 const NOT_YET = await generateCertificates({ service: "quartermaster-webhook", namespace: NS, ca: CA, days: 30, now: new Date(NOW.getTime() + 2 * 86400_000) });
 
 const PROTECTED = ["kube-system", "kube-public", "kube-node-lease", NS];
@@ -48,18 +54,26 @@ function healthy(): DoctorSnapshot {
     webhookConfigurations: configurations(),
     services: {
       [`${NS}/quartermaster-webhook`]: {
-        service: { metadata: { name: "quartermaster-webhook", namespace: NS }, spec: { ports: [{ name: "https", port: 443, targetPort: "https" }], selector: { "app.kubernetes.io/component": "webhook" } } },
+        service: {
+          metadata: { name: "quartermaster-webhook", namespace: NS },
+          spec: { ports: [{ name: "https", port: 443, targetPort: "https" }], selector: { "app.kubernetes.io/component": "webhook" } },
+        },
         endpointSlices: [
           {
             metadata: { name: "quartermaster-webhook-abcde" },
-            endpoints: [{ addresses: ["10.1.0.5"], conditions: { ready: true } }, { addresses: ["10.1.1.7"], conditions: { ready: true } }],
+            endpoints: [
+              { addresses: ["10.1.0.5"], conditions: { ready: true } },
+              { addresses: ["10.1.1.7"], conditions: { ready: true } },
+            ],
             ports: [{ name: "https", port: 8443 }],
           },
         ],
       },
     },
     certificates: {
-      [`service:${NS}/quartermaster-webhook`]: [{ source: "secret", secret: `${NS}/quartermaster-webhook-tls`, certPem: SERVING.certPem, keyPem: SERVING.keyPem }],
+      [`service:${NS}/quartermaster-webhook`]: [
+        { source: "secret", secret: `${NS}/quartermaster-webhook-tls`, certPem: SERVING.certPem, keyPem: SERVING.keyPem },
+      ],
     },
     protectedNamespaces: Object.fromEntries(PROTECTED.map((n) => [n, { "kubernetes.io/metadata.name": n }])),
     reconciler: {
@@ -70,7 +84,11 @@ function healthy(): DoctorSnapshot {
       },
       jobs: [
         {
-          metadata: { name: "quartermaster-reconciler-29000000", creationTimestamp: "2026-06-01T11:55:00Z", ownerReferences: [{ uid: "cj-uid", kind: "CronJob" }] },
+          metadata: {
+            name: "quartermaster-reconciler-29000000",
+            creationTimestamp: "2026-06-01T11:55:00Z",
+            ownerReferences: [{ uid: "cj-uid", kind: "CronJob" }],
+          },
           status: { conditions: [{ type: "Complete", status: "True" }], completionTime: "2026-06-01T11:55:40Z" },
         },
       ],
@@ -125,7 +143,10 @@ const cases: Case[] = [
     breakIt: (s) => (serviceState(s).endpointSlices[0].endpoints = []),
     want: [`warning endpoints ${MUTATE}`, `warning endpoints ${JMUTATE}`, `critical endpoints ${PODS}`, `critical endpoints ${JOBS}`],
     exit: 2,
-    message: [`endpoints ${PODS}`, /^Service quartermaster\/quartermaster-webhook has no ready endpoint: every request it matches is refused \(failurePolicy Fail\)$/],
+    message: [
+      `endpoints ${PODS}`,
+      /^Service quartermaster\/quartermaster-webhook has no ready endpoint: every request it matches is refused \(failurePolicy Fail\)$/,
+    ],
   },
   {
     name: "every endpoint not ready → counted as none, saying how many are not ready",
@@ -174,7 +195,16 @@ const cases: Case[] = [
       serviceState(s).endpointSlices = [];
       s.certificates[SECRET_EVIDENCE] = [{ source: "secret", secret: `${NS}/quartermaster-webhook-tls`, error: "the Secret does not exist" }];
     },
-    want: [`info endpoints ${MUTATE}`, `info endpoints ${JMUTATE}`, `info endpoints ${PODS}`, `info endpoints ${JOBS}`, `info ca-bundle ${MUTATE}`, `info ca-bundle ${JMUTATE}`, `info ca-bundle ${PODS}`, `info ca-bundle ${JOBS}`],
+    want: [
+      `info endpoints ${MUTATE}`,
+      `info endpoints ${JMUTATE}`,
+      `info endpoints ${PODS}`,
+      `info endpoints ${JOBS}`,
+      `info ca-bundle ${MUTATE}`,
+      `info ca-bundle ${JMUTATE}`,
+      `info ca-bundle ${PODS}`,
+      `info ca-bundle ${JOBS}`,
+    ],
     exit: 0,
   },
   {
@@ -192,7 +222,10 @@ const cases: Case[] = [
     breakIt: (s) => hooksOf(s).forEach((h) => (h.clientConfig.caBundle = b64(OTHER_CA.certPem))),
     want: [`warning ca-bundle ${MUTATE}`, `warning ca-bundle ${JMUTATE}`, `critical ca-bundle ${PODS}`, `critical ca-bundle ${JOBS}`],
     exit: 2,
-    message: [`ca-bundle ${PODS}`, /^caBundle does not verify the certificate in Secret quartermaster\/quartermaster-webhook-tls: signed by "CN=qm-test-ca-2026-06-01", which is not in the caBundle \("other-ca-2026-06-01"\): every request/],
+    message: [
+      `ca-bundle ${PODS}`,
+      /^caBundle does not verify the certificate in Secret quartermaster\/quartermaster-webhook-tls: signed by "CN=qm-test-ca-2026-06-01", which is not in the caBundle \("other-ca-2026-06-01"\): every request/,
+    ],
   },
   {
     name: "a caBundle holding both the old and the new CA (a rotation overlap) → ok",
@@ -212,7 +245,10 @@ const cases: Case[] = [
     breakIt: (s) => withCertificates(s, CA, OTHER_SERVICE),
     want: [`warning ca-bundle ${MUTATE}`, `warning ca-bundle ${JMUTATE}`, `critical ca-bundle ${PODS}`, `critical ca-bundle ${JOBS}`],
     exit: 2,
-    message: [`ca-bundle ${PODS}`, /the certificate in Secret quartermaster\/quartermaster-webhook-tls does not name quartermaster-webhook\.quartermaster\.svc \(it names webhook, webhook\.other/],
+    message: [
+      `ca-bundle ${PODS}`,
+      /the certificate in Secret quartermaster\/quartermaster-webhook-tls does not name quartermaster-webhook\.quartermaster\.svc \(it names webhook, webhook\.other/,
+    ],
   },
   {
     name: "the Secret's tls.key does not belong to its tls.crt → critical: a restarted server cannot load it",
@@ -226,7 +262,10 @@ const cases: Case[] = [
     breakIt: (s) => (s.certificates[SECRET_EVIDENCE] = [{ source: "secret", secret: `${NS}/quartermaster-webhook-tls`, error: "the Secret does not exist" }]),
     want: [`warning ca-bundle ${MUTATE}`, `warning ca-bundle ${JMUTATE}`, `warning ca-bundle ${PODS}`, `warning ca-bundle ${JOBS}`],
     exit: 1,
-    message: [`ca-bundle ${PODS}`, /^not checked: no certificate to check the caBundle against \(in Secret quartermaster\/quartermaster-webhook-tls: the Secret does not exist\)/],
+    message: [
+      `ca-bundle ${PODS}`,
+      /^not checked: no certificate to check the caBundle against \(in Secret quartermaster\/quartermaster-webhook-tls: the Secret does not exist\)/,
+    ],
   },
   {
     name: "a URL webhook whose server presents a certificate the caBundle verifies → ok",
@@ -241,7 +280,9 @@ const cases: Case[] = [
     name: "a URL webhook nobody answers (Ignore) → warning, and its caBundle not checked",
     breakIt: (s) => {
       toUrl(s, MUTATE, "https://127.0.0.1:8443/mutate/pods");
-      s.certificates["url:https://127.0.0.1:8443/mutate/pods"] = [{ source: "handshake", address: "127.0.0.1:8443", error: "connect ECONNREFUSED 127.0.0.1:8443" }];
+      s.certificates["url:https://127.0.0.1:8443/mutate/pods"] = [
+        { source: "handshake", address: "127.0.0.1:8443", error: "connect ECONNREFUSED 127.0.0.1:8443" },
+      ];
     },
     want: [`warning endpoints ${MUTATE}`, `warning ca-bundle ${MUTATE}`],
     exit: 1,
@@ -251,7 +292,9 @@ const cases: Case[] = [
     name: "a URL webhook by a host name its certificate lacks (Fail) → critical",
     breakIt: (s) => {
       toUrl(s, PODS, "https://webhook.example.internal/validate/pods");
-      s.certificates["url:https://webhook.example.internal/validate/pods"] = [{ source: "handshake", address: "webhook.example.internal:443", chainPem: [SERVING.certPem] }];
+      s.certificates["url:https://webhook.example.internal/validate/pods"] = [
+        { source: "handshake", address: "webhook.example.internal:443", chainPem: [SERVING.certPem] },
+      ];
     },
     want: [`critical ca-bundle ${PODS}`],
     exit: 2,
@@ -293,7 +336,10 @@ const cases: Case[] = [
     breakIt: (s) => (byName(s, PODS).namespaceSelector = {}),
     want: [`warning webhook-render ${PODS}`, `critical namespace-selector ${PODS}`],
     exit: 2,
-    message: [`namespace-selector ${PODS}`, /^namespaceSelector \{\} \(every namespace\) matches kube-system, kube-public, kube-node-lease, quartermaster: system pods wait on Quartermaster and are refused when it is down$/],
+    message: [
+      `namespace-selector ${PODS}`,
+      /^namespaceSelector \{\} \(every namespace\) matches kube-system, kube-public, kube-node-lease, quartermaster: system pods wait on Quartermaster and are refused when it is down$/,
+    ],
   },
   {
     name: "an Ignore webhook without a namespaceSelector → warning",
@@ -306,7 +352,10 @@ const cases: Case[] = [
     breakIt: (s) => byName(s, PODS).namespaceSelector!.matchExpressions!.pop(),
     want: [`warning webhook-render ${PODS}`, `warning namespace-selector ${PODS}`],
     exit: 1,
-    message: [`namespace-selector ${PODS}`, /^kube-system, kube-public, kube-node-lease, quartermaster are excluded only by labels \(quartermaster\.dev\/enabled In \(true\)\)/],
+    message: [
+      `namespace-selector ${PODS}`,
+      /^kube-system, kube-public, kube-node-lease, quartermaster are excluded only by labels \(quartermaster\.dev\/enabled In \(true\)\)/,
+    ],
   },
   {
     name: "the opt-in label alone and kube-system labelled in → critical for the Fail webhook",
@@ -396,7 +445,12 @@ const cases: Case[] = [
   {
     name: "no webhook configurations at all → a warning for each expected webhook",
     breakIt: (s) => (s.webhookConfigurations = []),
-    want: [`warning webhook-configuration ${MUTATE}`, `warning webhook-configuration ${JMUTATE}`, `warning webhook-configuration ${PODS}`, `warning webhook-configuration ${JOBS}`],
+    want: [
+      `warning webhook-configuration ${MUTATE}`,
+      `warning webhook-configuration ${JMUTATE}`,
+      `warning webhook-configuration ${PODS}`,
+      `warning webhook-configuration ${JOBS}`,
+    ],
     exit: 1,
   },
   {
@@ -420,14 +474,16 @@ describe("doctor: webhooks, endpoints, certificates, selectors", () => {
         assert.ok(f, `no finding ${c.message[0]}`);
         assert.match(f.message, c.message[1]);
       }
-      for (const f of r.findings) assert.equal(f.fix === "", f.severity === "ok" || f.severity === "info", `${f.check} ${f.subject}: a fix exactly when there is something to do`);
+      for (const f of r.findings)
+        assert.equal(f.fix === "", f.severity === "ok" || f.severity === "info", `${f.check} ${f.subject}: a fix exactly when there is something to do`);
     });
   }
 
   it("a healthy installation reports every check as ok, each webhook once per check", () => {
     const r = diagnose(healthy(), POLICY);
     const count = (check: string): number => r.findings.filter((f) => f.check === check && f.severity === "ok").length;
-    for (const check of ["webhook-configuration", "webhook-render", "endpoints", "ca-bundle", "namespace-selector", "side-effects", "timeout"]) assert.equal(count(check), 4, check);
+    for (const check of ["webhook-configuration", "webhook-render", "endpoints", "ca-bundle", "namespace-selector", "side-effects", "timeout"])
+      assert.equal(count(check), 4, check);
     assert.equal(count("certificate-expiry"), 2, "the CA once, the serving certificate once");
     assert.equal(count("rbac"), 2);
     assert.equal(r.status, "healthy");
@@ -449,12 +505,42 @@ describe("doctor: label selectors", () => {
     { name: "empty selector → matches everything", selector: {}, labels: kubeSystem, want: true },
     { name: "matchLabels equal → match", selector: { matchLabels: { "quartermaster.dev/enabled": "true" } }, labels: optedIn, want: true },
     { name: "matchLabels missing → no match", selector: { matchLabels: { "quartermaster.dev/enabled": "true" } }, labels: kubeSystem, want: false },
-    { name: "In with the value → match", selector: { matchExpressions: [{ key: "quartermaster.dev/enabled", operator: "In", values: ["true"] }] }, labels: optedIn, want: true },
-    { name: "In without the key → no match", selector: { matchExpressions: [{ key: "quartermaster.dev/enabled", operator: "In", values: ["true"] }] }, labels: kubeSystem, want: false },
-    { name: "NotIn without the key → match", selector: { matchExpressions: [{ key: "tier", operator: "NotIn", values: ["system"] }] }, labels: kubeSystem, want: true },
-    { name: "NotIn with the value → no match", selector: { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-system"] }] }, labels: kubeSystem, want: false },
-    { name: "Exists → match on the key", selector: { matchExpressions: [{ key: "quartermaster.dev/enabled", operator: "Exists" }] }, labels: optedIn, want: true },
-    { name: "DoesNotExist → no match on the key", selector: { matchExpressions: [{ key: "quartermaster.dev/enabled", operator: "DoesNotExist" }] }, labels: optedIn, want: false },
+    {
+      name: "In with the value → match",
+      selector: { matchExpressions: [{ key: "quartermaster.dev/enabled", operator: "In", values: ["true"] }] },
+      labels: optedIn,
+      want: true,
+    },
+    {
+      name: "In without the key → no match",
+      selector: { matchExpressions: [{ key: "quartermaster.dev/enabled", operator: "In", values: ["true"] }] },
+      labels: kubeSystem,
+      want: false,
+    },
+    {
+      name: "NotIn without the key → match",
+      selector: { matchExpressions: [{ key: "tier", operator: "NotIn", values: ["system"] }] },
+      labels: kubeSystem,
+      want: true,
+    },
+    {
+      name: "NotIn with the value → no match",
+      selector: { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-system"] }] },
+      labels: kubeSystem,
+      want: false,
+    },
+    {
+      name: "Exists → match on the key",
+      selector: { matchExpressions: [{ key: "quartermaster.dev/enabled", operator: "Exists" }] },
+      labels: optedIn,
+      want: true,
+    },
+    {
+      name: "DoesNotExist → no match on the key",
+      selector: { matchExpressions: [{ key: "quartermaster.dev/enabled", operator: "DoesNotExist" }] },
+      labels: optedIn,
+      want: false,
+    },
     { name: "an unknown operator → no match", selector: { matchExpressions: [{ key: "a", operator: "Like" }] }, labels: kubeSystem, want: false },
   ];
   for (const c of matchCases) it(`selectorMatches: ${c.name}`, () => assert.equal(selectorMatches(c.selector, c.labels), c.want));
@@ -462,9 +548,21 @@ describe("doctor: label selectors", () => {
   const nameCases: Array<{ name: string; selector: LabelSelector | undefined; want: boolean }> = [
     { name: "no selector → not excluded", selector: undefined, want: false },
     { name: "opt-in label only → not excluded by name", selector: { matchLabels: { "quartermaster.dev/enabled": "true" } }, want: false },
-    { name: "name NotIn listing it → excluded", selector: { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-system"] }] }, want: true },
-    { name: "name NotIn listing others → not excluded", selector: { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-public"] }] }, want: false },
-    { name: "name In without it → excluded", selector: { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "In", values: ["team-a"] }] }, want: true },
+    {
+      name: "name NotIn listing it → excluded",
+      selector: { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-system"] }] },
+      want: true,
+    },
+    {
+      name: "name NotIn listing others → not excluded",
+      selector: { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-public"] }] },
+      want: false,
+    },
+    {
+      name: "name In without it → excluded",
+      selector: { matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "In", values: ["team-a"] }] },
+      want: true,
+    },
     { name: "matchLabels on another name → excluded", selector: { matchLabels: { "kubernetes.io/metadata.name": "team-a" } }, want: true },
     { name: "matchLabels on its own name → not excluded", selector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } }, want: false },
   ];
@@ -510,7 +608,15 @@ describe("doctor: certificates", () => {
     assert.equal(keyMatches(leaf!, "not a key"), false);
   });
 
-  const severityCases: Array<[number, Severity]> = [[365, "ok"], [30, "ok"], [29.9, "warning"], [7, "warning"], [6.99, "critical"], [0.5, "critical"], [-3, "critical"]];
+  const severityCases: Array<[number, Severity]> = [
+    [365, "ok"],
+    [30, "ok"],
+    [29.9, "warning"],
+    [7, "warning"],
+    [6.99, "critical"],
+    [0.5, "critical"],
+    [-3, "critical"],
+  ];
   for (const [d, want] of severityCases) it(`expirySeverity(${d} days) → ${want}`, () => assert.equal(expirySeverity(d), want));
 
   it("describeExpiry: whole days left or ago, with the date", () => {
@@ -525,7 +631,11 @@ describe("doctor: ready endpoints", () => {
     const state = {
       service: { metadata: { name: "s" }, spec: { ports: [{ port: 443 }] } },
       endpointSlices: [
-        { metadata: { name: "a" }, endpoints: [{ addresses: ["10.0.0.1"] }, { addresses: ["10.0.0.2"], conditions: { ready: false } }], ports: [{ port: 8443 }] },
+        {
+          metadata: { name: "a" },
+          endpoints: [{ addresses: ["10.0.0.1"] }, { addresses: ["10.0.0.2"], conditions: { ready: false } }],
+          ports: [{ port: 8443 }],
+        },
         { metadata: { name: "b" }, endpoints: [{ addresses: ["10.0.0.3"], conditions: { ready: true } }], ports: [{ name: "", port: 8443 }] },
         { metadata: { name: "c" }, endpoints: [{ addresses: ["10.0.0.4"] }], ports: [{ name: "metrics", port: 9090 }] },
         { metadata: { name: "d" }, endpoints: null, ports: null },
@@ -537,14 +647,21 @@ describe("doctor: ready endpoints", () => {
 
 describe("doctor: exit code and output", () => {
   const f = (severity: Severity): Finding => ({ check: "timeout", severity, subject: "x", message: "m", fix: severity === "ok" ? "" : "do it" });
-  const exitCases: Array<[Severity[], 0 | 1 | 2]> = [[[], 0], [["ok", "info"], 0], [["ok", "warning", "info"], 1], [["warning", "critical", "ok"], 2]];
+  const exitCases: Array<[Severity[], 0 | 1 | 2]> = [
+    [[], 0],
+    [["ok", "info"], 0],
+    [["ok", "warning", "info"], 1],
+    [["warning", "critical", "ok"], 2],
+  ];
   for (const [severities, want] of exitCases) it(`exit code of [${severities.join(", ")}] → ${want}`, () => assert.equal(exitCode(severities.map(f)), want));
 
   it("the table: aligned columns, each fix under its finding, a summary with the exit code", () => {
-    const table = findingsTable(report([
-      { check: "endpoints", severity: "critical", subject: PODS, message: "no ready endpoint", fix: "scale it up" },
-      { check: "timeout", severity: "ok", subject: MUTATE, message: "timeoutSeconds 5", fix: "" },
-    ]));
+    const table = findingsTable(
+      report([
+        { check: "endpoints", severity: "critical", subject: PODS, message: "no ready endpoint", fix: "scale it up" },
+        { check: "timeout", severity: "ok", subject: MUTATE, message: "timeoutSeconds 5", fix: "" },
+      ]),
+    );
     assert.equal(
       table,
       [

@@ -43,10 +43,22 @@ describe("modeOf: rule × namespace pattern precedence", () => {
   const cases: Array<{ name: string; policy: Policy; rule: string; namespace: string; want: string }> = [
     { name: "built-in policy: deny", policy: checkPolicy({}, "t"), rule: "job-gpus", namespace: "x", want: "deny" },
     { name: "cluster-wide blanket mode", policy: checkPolicy({ enforcement: { mode: "audit" } }, "t"), rule: "job-gpus", namespace: "x", want: "audit" },
-    { name: "cluster-wide rule beats the blanket mode", policy: checkPolicy({ enforcement: { mode: "audit", rules: { "job-gpus": "deny" } } }, "t"), rule: "job-gpus", namespace: "x", want: "deny" },
+    {
+      name: "cluster-wide rule beats the blanket mode",
+      policy: checkPolicy({ enforcement: { mode: "audit", rules: { "job-gpus": "deny" } } }, "t"),
+      rule: "job-gpus",
+      namespace: "x",
+      want: "deny",
+    },
     { name: "cluster-wide rule, no namespace entry matches", policy: rollout, rule: "job-gpus", namespace: "prod", want: "warn" },
     { name: "namespace entry's rule beats the cluster-wide rule", policy: rollout, rule: "job-gpus", namespace: "team-a", want: "deny" },
-    { name: "first matching entry naming the rule wins: team-a says nothing of job-replicas, team-* does (mode)", policy: rollout, rule: "job-replicas", namespace: "team-a", want: "warn" },
+    {
+      name: "first matching entry naming the rule wins: team-a says nothing of job-replicas, team-* does (mode)",
+      policy: rollout,
+      rule: "job-replicas",
+      namespace: "team-a",
+      want: "warn",
+    },
     { name: "namespace entry's blanket mode beats the cluster-wide rule", policy: rollout, rule: "container-limits", namespace: "team-b", want: "warn" },
     { name: "within an entry, its rule beats its mode", policy: rollout, rule: "job-name", namespace: "sandbox-1", want: "deny" },
     { name: "entry's blanket mode", policy: rollout, rule: "run-policy", namespace: "sandbox-1", want: "audit" },
@@ -55,7 +67,13 @@ describe("modeOf: rule × namespace pattern precedence", () => {
     { name: "pattern must match the whole name", policy: rollout, rule: "job-gpus", namespace: "team-ab", want: "warn" },
     { name: "review-cost always denies", policy: checkPolicy({ enforcement: { mode: "audit" } }, "t"), rule: "review-cost", namespace: "x", want: "deny" },
     { name: "job-scale always denies", policy: checkPolicy({ enforcement: { mode: "warn" } }, "t"), rule: "job-scale", namespace: "x", want: "deny" },
-    { name: "an unknown rule (no such violation exists) denies", policy: checkPolicy({ enforcement: { mode: "warn" } }, "t"), rule: "made-up", namespace: "x", want: "deny" },
+    {
+      name: "an unknown rule (no such violation exists) denies",
+      policy: checkPolicy({ enforcement: { mode: "warn" } }, "t"),
+      rule: "made-up",
+      namespace: "x",
+      want: "deny",
+    },
   ];
   for (const c of cases) it(c.name, () => assert.equal(modeOf(c.policy.enforcement, c.rule, c.namespace), c.want));
 });
@@ -73,7 +91,13 @@ describe("enforce", () => {
     const out = enforce(findings, rollout.enforcement, "prod");
     assert.deepEqual(out.violations, [findings.violations[2]]);
     assert.deepEqual(out.warnings, ["quartermaster: job-gpus (warn): spec: 16 GPUs over 8", "quartermaster: something deprecated"]);
-    assert.deepEqual(out.waived.map((v) => [v.rule, v.mode]), [["job-gpus", "warn"], ["container-limits", "audit"]]);
+    assert.deepEqual(
+      out.waived.map((v) => [v.rule, v.mode]),
+      [
+        ["job-gpus", "warn"],
+        ["container-limits", "audit"],
+      ],
+    );
   });
   it("the built-in policy changes nothing", () => {
     const out = enforce(findings, checkPolicy({}, "t").enforcement, "prod");
@@ -88,15 +112,27 @@ describe("the enforcement section at load", () => {
   const cases: Array<[string, string, string[]]> = [
     ["an invalid mode → its path", "enforcement: {rules: {job-gpus: block}}", ['enforcement.rules[job-gpus]: must be one of "deny", "warn", "audit"']],
     ["an invalid blanket mode", "enforcement: {mode: off}", ['enforcement.mode: must be one of "deny", "warn", "audit"']],
-    ["an unknown rule name → its path and the rules there are", "enforcement: {rules: {job-gpu: warn}}", [`enforcement.rules.job-gpu: "job-gpu" is not a rule; rules: ${CONFIGURABLE_RULES.join(", ")}`]],
+    [
+      "an unknown rule name → its path and the rules there are",
+      "enforcement: {rules: {job-gpu: warn}}",
+      [`enforcement.rules.job-gpu: "job-gpu" is not a rule; rules: ${CONFIGURABLE_RULES.join(", ")}`],
+    ],
     [
       "an unknown rule in a namespace entry",
       "enforcement: {namespaces: [{pattern: a, rules: {gpus: warn}}]}",
       [`enforcement.namespaces[0].rules.gpus: "gpus" is not a rule; rules: ${CONFIGURABLE_RULES.join(", ")}`],
     ],
-    ["a rule that always denies cannot be relaxed", "enforcement: {rules: {review-cost: audit}}", [`enforcement.rules.review-cost: "review-cost" always denies, its mode cannot be set; rules: ${CONFIGURABLE_RULES.join(", ")}`]],
+    [
+      "a rule that always denies cannot be relaxed",
+      "enforcement: {rules: {review-cost: audit}}",
+      [`enforcement.rules.review-cost: "review-cost" always denies, its mode cannot be set; rules: ${CONFIGURABLE_RULES.join(", ")}`],
+    ],
     ["an entry without a pattern", "enforcement: {namespaces: [{mode: warn}]}", ["enforcement.namespaces[0]: missing required field 'pattern'"]],
-    ["an entry that sets nothing", "enforcement: {namespaces: [{pattern: a}]}", ["enforcement.namespaces[0]: sets neither mode nor rules; it would change nothing"]],
+    [
+      "an entry that sets nothing",
+      "enforcement: {namespaces: [{pattern: a}]}",
+      ["enforcement.namespaces[0]: sets neither mode nor rules; it would change nothing"],
+    ],
   ];
   for (const [name, text, want] of cases) it(name, () => assert.deepEqual([...policyProblems(text)], want));
   it("every rule name a validation reports is in the catalog (docs/policy.md lists it), and every catalogued rule is reported somewhere", () => {
@@ -107,7 +143,9 @@ describe("the enforcement section at load", () => {
       join(root, "webhooks/validate-pods.ts"),
       join(root, "webhooks/validate-jobs.ts"),
     ];
-    const used = new Set(files.flatMap((f) => [...readFileSync(f, "utf8").matchAll(/\brule: "([a-z-]+)"|\bviolation\("([a-z-]+)"/g)].map((m) => m[1] ?? m[2]!)));
+    const used = new Set(
+      files.flatMap((f) => [...readFileSync(f, "utf8").matchAll(/\brule: "([a-z-]+)"|\bviolation\("([a-z-]+)"/g)].map((m) => m[1] ?? m[2]!)),
+    );
     assert.ok(used.size >= 10, `the scan finds the rules (${[...used].join(", ")})`);
     assert.deepEqual([...used].sort(), RULES.map((r) => r.name).sort());
     assert.equal(new Set(RULES.map((r) => r.name)).size, RULES.length, "names are unique");
@@ -116,16 +154,30 @@ describe("the enforcement section at load", () => {
 });
 
 const gpuPod = (namespace: string, gpus: string): KubeObject =>
-  pod({ namespace, spec: { containers: [{ name: "c", image: "img", resources: { limits: { "nvidia.com/gpu": gpus }, requests: { "nvidia.com/gpu": gpus } } }] } });
+  pod({
+    namespace,
+    spec: { containers: [{ name: "c", image: "img", resources: { limits: { "nvidia.com/gpu": gpus }, requests: { "nvidia.com/gpu": gpus } } }] },
+  });
 
 const jobReview = (object: KubeObject, namespace: string) =>
-  review({ namespace, kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" }, object });
+  review({
+    namespace,
+    kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" },
+    resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" },
+    object,
+  });
 
 describe("validating webhooks under enforcement modes", () => {
   const policy = checkPolicy(
     {
       limits: LIMITS,
-      enforcement: { namespaces: [{ pattern: "warn-*", mode: "warn" }, { pattern: "audit-*", mode: "audit" }, { pattern: "mixed", rules: { "job-gpus": "warn" } }] },
+      enforcement: {
+        namespaces: [
+          { pattern: "warn-*", mode: "warn" },
+          { pattern: "audit-*", mode: "audit" },
+          { pattern: "mixed", rules: { "job-gpus": "warn" } },
+        ],
+      },
     },
     "modes",
   );
@@ -133,7 +185,13 @@ describe("validating webhooks under enforcement modes", () => {
 
   const podCases: Array<{ name: string; namespace: string; outcome: string; warnings: RegExp[]; modes: string[] }> = [
     { name: "deny (default) → denied as before", namespace: "prod", outcome: "denied", warnings: [], modes: ["deny"] },
-    { name: "warn → allowed, a warning naming rule and field", namespace: "warn-1", outcome: "allowed", warnings: [/^quartermaster: container-limits \(warn\): spec\.containers\[0\]\.resources\.limits\[nvidia\.com\/gpu\]: 8 exceeds/], modes: ["warn"] },
+    {
+      name: "warn → allowed, a warning naming rule and field",
+      namespace: "warn-1",
+      outcome: "allowed",
+      warnings: [/^quartermaster: container-limits \(warn\): spec\.containers\[0\]\.resources\.limits\[nvidia\.com\/gpu\]: 8 exceeds/],
+      modes: ["warn"],
+    },
     { name: "audit → allowed, no warning, recorded", namespace: "audit-1", outcome: "allowed", warnings: [], modes: ["audit"] },
   ];
   for (const c of podCases) {
@@ -143,8 +201,15 @@ describe("validating webhooks under enforcement modes", () => {
       assert.equal(res.review.response!.allowed, c.outcome === "allowed");
       const warnings = res.review.response!.warnings ?? [];
       assert.equal(warnings.length, c.warnings.length);
-      for (const w of c.warnings) assert.ok(warnings.some((x) => w.test(x)), `${JSON.stringify(warnings)} has ${w}`);
-      assert.deepEqual(res.policyViolations.map((v) => `${v.rule}:${v.mode}`), c.modes.map((m) => `container-limits:${m}`));
+      for (const w of c.warnings)
+        assert.ok(
+          warnings.some((x) => w.test(x)),
+          `${JSON.stringify(warnings)} has ${w}`,
+        );
+      assert.deepEqual(
+        res.policyViolations.map((v) => `${v.rule}:${v.mode}`),
+        c.modes.map((m) => `container-limits:${m}`),
+      );
     });
   }
 
@@ -155,9 +220,18 @@ describe("validating webhooks under enforcement modes", () => {
     const res = await hooks()["/validate/jobs"]!.admit(jobReview(j, "mixed"));
     assert.equal(res.outcome, "denied");
     assert.deepEqual(res.deniedRules, ["job-replicas"]);
-    assert.deepEqual(res.review.response!.status!.details!.causes!.map((c) => c.field), ["spec.pytorchReplicaSpecs.Worker.replicas"]);
-    assert.ok(res.review.response!.warnings!.some((w) => w.startsWith("quartermaster: job-gpus (warn): spec: ")), JSON.stringify(res.review.response!.warnings));
-    assert.deepEqual(res.policyViolations.map((v) => `${v.rule}:${v.mode}`), ["job-replicas:deny", "job-gpus:warn"]);
+    assert.deepEqual(
+      res.review.response!.status!.details!.causes!.map((c) => c.field),
+      ["spec.pytorchReplicaSpecs.Worker.replicas"],
+    );
+    assert.ok(
+      res.review.response!.warnings!.some((w) => w.startsWith("quartermaster: job-gpus (warn): spec: ")),
+      JSON.stringify(res.review.response!.warnings),
+    );
+    assert.deepEqual(
+      res.policyViolations.map((v) => `${v.rule}:${v.mode}`),
+      ["job-replicas:deny", "job-gpus:warn"],
+    );
   });
 
   it("/validate/jobs: the job within its limits in warn mode → allowed, no warnings", async () => {
@@ -169,17 +243,39 @@ describe("validating webhooks under enforcement modes", () => {
   it("/validate/jobs scale subresource: audit → allowed and recorded; deny → denied", async () => {
     const jobs = fakeJobReader([{ ...gpuJob(2, 2), metadata: { name: "train", namespace: "audit-1" } }, gpuJob(2, 2)]);
     const scaleReview = (namespace: string) =>
-      review({ namespace, kind: { group: "autoscaling", version: "v1", kind: "Scale" }, resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" }, subResource: "scale", requestSubResource: "scale", operation: "UPDATE", name: "train", object: scale(9), oldObject: scale(2) });
+      review({
+        namespace,
+        kind: { group: "autoscaling", version: "v1", kind: "Scale" },
+        resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" },
+        subResource: "scale",
+        requestSubResource: "scale",
+        operation: "UPDATE",
+        name: "train",
+        object: scale(9),
+        oldObject: scale(2),
+      });
     const audited = await hooks(jobs)["/validate/jobs"]!.admit(scaleReview("audit-1"));
     assert.equal(audited.outcome, "allowed");
-    assert.deepEqual(audited.policyViolations.map((v) => `${v.rule}:${v.mode}:${v.field}`), ["job-replicas:audit:spec.replicas", "job-gpus:audit:spec.replicas"]);
+    assert.deepEqual(
+      audited.policyViolations.map((v) => `${v.rule}:${v.mode}:${v.field}`),
+      ["job-replicas:audit:spec.replicas", "job-gpus:audit:spec.replicas"],
+    );
     const denied = await hooks(jobs)["/validate/jobs"]!.admit(scaleReview("team-a"));
     assert.equal(denied.outcome, "denied");
   });
 
   it("a job's UPDATE: only what gets worse counts, in any mode", async () => {
     const old = gpuJob(5, 1);
-    const res = await hooks()["/validate/jobs"]!.admit(review({ namespace: "warn-1", operation: "UPDATE", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" }, object: old, oldObject: old }));
+    const res = await hooks()["/validate/jobs"]!.admit(
+      review({
+        namespace: "warn-1",
+        operation: "UPDATE",
+        kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" },
+        resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" },
+        object: old,
+        oldObject: old,
+      }),
+    );
     assert.equal(res.outcome, "allowed");
     assert.deepEqual(res.policyViolations, []);
   });

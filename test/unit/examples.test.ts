@@ -25,7 +25,12 @@ const NS = "team-a";
 
 describe("examples/", () => {
   const job = { ...example("pytorchjob.yaml"), metadata: { name: "mnist-ddp", namespace: NS, uid: "uid-mnist-ddp" } };
-  const webhooks = createWebhooks({ policy: defaultPolicy(), log: capturingLogger().log, jobs: fakeJobReader([job]), now: () => new Date("2026-11-25T00:00:00Z") });
+  const webhooks = createWebhooks({
+    policy: defaultPolicy(),
+    log: capturingLogger().log,
+    jobs: fakeJobReader([job]),
+    now: () => new Date("2026-11-25T00:00:00Z"),
+  });
 
   async function outfit(object: KubeObject): Promise<{ mutated: KubeObject; warnings: string[] }> {
     const first = await webhooks["/mutate/pods"]!.admit(review({ object: deepFreeze(object), namespace: NS }));
@@ -45,7 +50,12 @@ describe("examples/", () => {
 
   it("pytorchjob.yaml: allowed by /validate/jobs", async () => {
     const r = await webhooks["/validate/jobs"]!.admit(
-      review({ object: deepFreeze(job), namespace: NS, kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" } }),
+      review({
+        object: deepFreeze(job),
+        namespace: NS,
+        kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" },
+        resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" },
+      }),
     );
     assert.equal(r.review.response?.allowed, true, JSON.stringify(r.review.response?.status));
   });
@@ -56,7 +66,9 @@ describe("examples/", () => {
     const ranks: string[] = [];
     for (const { pod } of pods) {
       const { mutated } = await outfit(pod);
-      const env = Object.fromEntries(((mutated.spec as { containers: Array<{ env?: Array<{ name: string; value?: string }> }> }).containers[0]!.env ?? []).map((e) => [e.name, e.value]));
+      const env = Object.fromEntries(
+        ((mutated.spec as { containers: Array<{ env?: Array<{ name: string; value?: string }> }> }).containers[0]!.env ?? []).map((e) => [e.name, e.value]),
+      );
       assert.equal(env.MASTER_ADDR, "mnist-ddp-master-0");
       assert.equal(env.WORLD_SIZE, "3");
       ranks.push(env.RANK!);

@@ -5,7 +5,13 @@ import { matchesGlob, type GlobSteps } from "../../src/core/glob.js";
 
 /** The old matcher, as a reference on small inputs (a backtracking regular expression). */
 function reference(pattern: string, name: string): boolean {
-  return new RegExp(`^${pattern.split("*").map((p) => p.replace(/[.+?^${}()|[\]\\/]/g, "\\$&")).join(".*")}$`, "s").test(name);
+  return new RegExp(
+    `^${pattern
+      .split("*")
+      .map((p) => p.replace(/[.+?^${}()|[\]\\/]/g, "\\$&"))
+      .join(".*")}$`,
+    "s",
+  ).test(name);
 }
 
 describe("matchesGlob", () => {
@@ -39,7 +45,8 @@ describe("matchesGlob", () => {
     ["(.*)", "(.*)", true],
     ["(.*)", "(ab)", false],
   ];
-  for (const [pattern, name, want] of cases) it(`${JSON.stringify(pattern)} ~ ${JSON.stringify(name)} → ${want}`, () => assert.equal(matchesGlob(pattern, name), want));
+  for (const [pattern, name, want] of cases)
+    it(`${JSON.stringify(pattern)} ~ ${JSON.stringify(name)} → ${want}`, () => assert.equal(matchesGlob(pattern, name), want));
 
   it("agrees with the regular-expression reference on small inputs", () => {
     const alpha = fc.constantFrom("a", "b", "*", ".");
@@ -65,11 +72,15 @@ describe("matchesGlob", () => {
       assert.ok(counter.steps <= 2 * name.length + pattern.length, `${pattern.slice(0, 20)}…: ${counter.steps} steps on ${name.length} characters`);
     }
     fc.assert(
-      fc.property(fc.string({ unit: fc.constantFrom("a", "b", "*"), maxLength: 40 }), fc.string({ unit: fc.constantFrom("a", "b"), maxLength: 200 }), (pattern, name) => {
-        const counter: GlobSteps = { steps: 0 };
-        matchesGlob(pattern, name, counter);
-        return counter.steps <= 2 * name.length + pattern.length;
-      }),
+      fc.property(
+        fc.string({ unit: fc.constantFrom("a", "b", "*"), maxLength: 40 }),
+        fc.string({ unit: fc.constantFrom("a", "b"), maxLength: 200 }),
+        (pattern, name) => {
+          const counter: GlobSteps = { steps: 0 };
+          matchesGlob(pattern, name, counter);
+          return counter.steps <= 2 * name.length + pattern.length;
+        },
+      ),
       { numRuns: 5_000 },
     );
   });

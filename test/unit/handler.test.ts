@@ -83,8 +83,16 @@ describe("mutatingWebhook", () => {
   });
 
   it("a mutation of a job that throws → the warning names the job's kind, not a pod", async () => {
-    const broken = mutatingWebhook({ name: "broken", guard: () => undefined, mutate: () => { throw new Error("boom"); } });
-    const res = await broken.admit(review({ uid: "u-2", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, object: { kind: "PyTorchJob", metadata: {} } }));
+    const broken = mutatingWebhook({
+      name: "broken",
+      guard: () => undefined,
+      mutate: () => {
+        throw new Error("boom");
+      },
+    });
+    const res = await broken.admit(
+      review({ uid: "u-2", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, object: { kind: "PyTorchJob", metadata: {} } }),
+    );
     assert.deepEqual(res.review.response?.warnings, ["quartermaster: PyTorchJob admitted unchanged, mutation failed: boom"]);
   });
 
@@ -93,9 +101,24 @@ describe("mutatingWebhook", () => {
   });
 
   const timing = [
-    { name: "synchronous rules → the result at once, no promise", mutate: (o: KubeObject) => ({ object: o, warnings: ["w"] }), promise: false, outcome: "allowed" },
-    { name: "asynchronous rules → a promise of the same result", mutate: async (o: KubeObject) => ({ object: o, warnings: ["w"] }), promise: true, outcome: "allowed" },
-    { name: "a rejected promise → fail open, as a throw", mutate: async (): Promise<never> => Promise.reject(new Error("job read failed")), promise: true, outcome: "error" },
+    {
+      name: "synchronous rules → the result at once, no promise",
+      mutate: (o: KubeObject) => ({ object: o, warnings: ["w"] }),
+      promise: false,
+      outcome: "allowed",
+    },
+    {
+      name: "asynchronous rules → a promise of the same result",
+      mutate: async (o: KubeObject) => ({ object: o, warnings: ["w"] }),
+      promise: true,
+      outcome: "allowed",
+    },
+    {
+      name: "a rejected promise → fail open, as a throw",
+      mutate: async (): Promise<never> => Promise.reject(new Error("job read failed")),
+      promise: true,
+      outcome: "error",
+    },
   ];
   for (const tc of timing) {
     it(tc.name, async () => {
@@ -147,10 +170,10 @@ describe("validatingWebhook", () => {
     assert.deepEqual(res.deniedRules, ["container-gpus"]);
     const status = res.review.response?.status;
     assert.equal(status?.code, 403);
-    assert.deepEqual(status?.details?.causes?.map((c) => c.field), [
-      "spec.containers[0].resources.limits[nvidia.com/gpu]",
-      "spec.containers[2].resources.limits[nvidia.com/gpu]",
-    ]);
+    assert.deepEqual(
+      status?.details?.causes?.map((c) => c.field),
+      ["spec.containers[0].resources.limits[nvidia.com/gpu]", "spec.containers[2].resources.limits[nvidia.com/gpu]"],
+    );
     assert.match(status?.message ?? "", /^2 policy violations: spec\.containers\[0\]/);
     assert.deepEqual(res.review.response?.warnings, ["see https://example.test/limits"]);
     assert.equal(res.review.response?.patch, undefined, "a validating webhook never returns a patch");

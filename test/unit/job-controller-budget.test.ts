@@ -132,8 +132,15 @@ describe("capControllerDeletes: one budget for the hygiene and the job controlle
       const before = structuredClone(c.controller);
       const out = capControllerDeletes(c.hygiene, c.controller, c.max);
       assert.deepEqual(ids(out.actions), c.actions);
-      assert.deepEqual(out.controller.map((p) => ids(p.decision.deletes)), c.kept);
-      if (c.restarts) assert.deepEqual(out.controller.map((p) => p.decision.restarts), c.restarts);
+      assert.deepEqual(
+        out.controller.map((p) => ids(p.decision.deletes)),
+        c.kept,
+      );
+      if (c.restarts)
+        assert.deepEqual(
+          out.controller.map((p) => p.decision.restarts),
+          c.restarts,
+        );
       assert.equal(out.deferred.length, c.deferred);
       const sent = out.actions.length + out.controller.reduce((n, p) => n + p.decision.deletes.length, 0);
       assert.ok(sent <= c.max, `${sent} deletions within ${c.max}`);
@@ -153,14 +160,40 @@ describe("a job failed for its deadline or backoff limit: the deferred cleanup",
     completionTime: T(5),
   });
   const pod = (i: number, o: { deleting?: boolean } = {}): KubeObject => ({
-    metadata: { name: `team-a-ex-worker-${i}`, namespace: "team-a", uid: `u${i}`, labels: { caffe2_replica_type: "worker", caffe2_replica_index: String(i) }, ...(o.deleting ? { deletionTimestamp: T(1) } : {}) },
+    metadata: {
+      name: `team-a-ex-worker-${i}`,
+      namespace: "team-a",
+      uid: `u${i}`,
+      labels: { caffe2_replica_type: "worker", caffe2_replica_index: String(i) },
+      ...(o.deleting ? { deletionTimestamp: T(1) } : {}),
+    },
     status: { phase: "Running" },
   });
   const cases: Array<{ name: string; message: string; pods: KubeObject[]; deletes: string[] }> = [
-    { name: "deadline: the pods left are deleted", message: "Job ex has failed because it was active longer than specified deadline", pods: [pod(0), pod(1)], deletes: ["Pod/team-a-ex-worker-0", "Pod/team-a-ex-worker-1"] },
-    { name: "backoff limit: the pods left are deleted", message: "Job ex has failed because it has reached the specified backoff limit", pods: [pod(2)], deletes: ["Pod/team-a-ex-worker-2"] },
-    { name: "a pod already being deleted is not deleted again", message: "Job ex has failed because it has reached the specified backoff limit", pods: [pod(0, { deleting: true })], deletes: [] },
-    { name: "failed because replicas failed (Never): CleanPodPolicy decides, not the controller", message: "Caffe2Job ex is failed because 1 Worker replica(s) failed.", pods: [pod(0)], deletes: [] },
+    {
+      name: "deadline: the pods left are deleted",
+      message: "Job ex has failed because it was active longer than specified deadline",
+      pods: [pod(0), pod(1)],
+      deletes: ["Pod/team-a-ex-worker-0", "Pod/team-a-ex-worker-1"],
+    },
+    {
+      name: "backoff limit: the pods left are deleted",
+      message: "Job ex has failed because it has reached the specified backoff limit",
+      pods: [pod(2)],
+      deletes: ["Pod/team-a-ex-worker-2"],
+    },
+    {
+      name: "a pod already being deleted is not deleted again",
+      message: "Job ex has failed because it has reached the specified backoff limit",
+      pods: [pod(0, { deleting: true })],
+      deletes: [],
+    },
+    {
+      name: "failed because replicas failed (Never): CleanPodPolicy decides, not the controller",
+      message: "Caffe2Job ex is failed because 1 Worker replica(s) failed.",
+      pods: [pod(0)],
+      deletes: [],
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {
@@ -180,11 +213,15 @@ describe("the budget in the pass (in-memory cluster)", () => {
     return { ...p, reconciler: { ...p.reconciler, maxDeletionsPerPass: max } };
   };
   const c2 = (replicas: number, runPolicy?: Record<string, unknown>): KubeObject => {
-    const j = structuredClone(job("Caffe2Job", "ex", "team-a", { Worker: replicas }, { RuntimeID: "r1", ...(runPolicy ? { runPolicy } : {}) })) as Record<string, any>;
+    const j = structuredClone(job("Caffe2Job", "ex", "team-a", { Worker: replicas }, { RuntimeID: "r1", ...(runPolicy ? { runPolicy } : {}) })) as Record<
+      string,
+      any
+    >;
     j.metadata.resourceVersion = "1";
     return j;
   };
-  const pass = (c: FakeCluster, policy: Policy, at = NOW) => runPass({ cluster: c, policy, log: silentLogger(), now: () => at, dryRun: false, namespace: "quartermaster" });
+  const pass = (c: FakeCluster, policy: Policy, at = NOW) =>
+    runPass({ cluster: c, policy, log: silentLogger(), now: () => at, dryRun: false, namespace: "quartermaster" });
   const stored = (c: FakeCluster): Record<string, any> => c.jobs.get("team-a/ex")!.job as Record<string, any>;
   const deletes = (c: FakeCluster): number => c.log.filter((l) => l.startsWith("delete ")).length;
 
@@ -231,11 +268,45 @@ describe("the budget in the pass (in-memory cluster)", () => {
 describe("DeletionBudget: maxDeletionsPerPass per window for a resident controller", () => {
   const at = (s: number): Date => new Date(NOW.getTime() + s * 1000);
   const cases: Array<{ name: string; steps: Array<[number, "take" | "available" | "refill", number]> }> = [
-    { name: "full at first", steps: [[0, "available", 10], [0, "refill", 0]] },
-    { name: "what is taken is gone for the window", steps: [[0, "take", 4], [1, "available", 6], [1, "take", 6], [2, "available", 0], [2, "refill", 58_000]] },
-    { name: "the window turns: full again", steps: [[0, "take", 10], [59, "available", 0], [60, "available", 10]] },
-    { name: "taking more than is left (a pass's failures count too) never goes below 0", steps: [[0, "take", 15], [0, "available", 0]] },
-    { name: "a clock that goes back starts a new window", steps: [[10, "take", 10], [5, "available", 10]] },
+    {
+      name: "full at first",
+      steps: [
+        [0, "available", 10],
+        [0, "refill", 0],
+      ],
+    },
+    {
+      name: "what is taken is gone for the window",
+      steps: [
+        [0, "take", 4],
+        [1, "available", 6],
+        [1, "take", 6],
+        [2, "available", 0],
+        [2, "refill", 58_000],
+      ],
+    },
+    {
+      name: "the window turns: full again",
+      steps: [
+        [0, "take", 10],
+        [59, "available", 0],
+        [60, "available", 10],
+      ],
+    },
+    {
+      name: "taking more than is left (a pass's failures count too) never goes below 0",
+      steps: [
+        [0, "take", 15],
+        [0, "available", 0],
+      ],
+    },
+    {
+      name: "a clock that goes back starts a new window",
+      steps: [
+        [10, "take", 10],
+        [5, "available", 10],
+      ],
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {

@@ -22,7 +22,12 @@ function caffe2Job(replicas: number): KubeObject {
 const pod = (index: string): KubeObject => ({
   apiVersion: "v1",
   kind: "Pod",
-  metadata: { name: `team-a-ex-worker-${index}`, namespace: "team-a", uid: `p-${index}`, labels: { caffe2_replica_type: "worker", caffe2_replica_index: index } },
+  metadata: {
+    name: `team-a-ex-worker-${index}`,
+    namespace: "team-a",
+    uid: `p-${index}`,
+    labels: { caffe2_replica_type: "worker", caffe2_replica_index: index },
+  },
   status: { phase: "Running" },
 });
 
@@ -38,7 +43,10 @@ describe("decideJob: the replica ceiling", () => {
       const d = decideJob({ job: caffe2Job(c.replicas), kind: CAFFE2, pods: [], services: [], now: NOW });
       assert.equal(d.creates.length, 0);
       assert.equal(d.deletes.length, 0);
-      assert.ok(d.problems.some((p) => p.includes(String(MAX_JOB_REPLICAS)) && p.includes("ceiling")), d.problems.join("\n"));
+      assert.ok(
+        d.problems.some((p) => p.includes(String(MAX_JOB_REPLICAS)) && p.includes("ceiling")),
+        d.problems.join("\n"),
+      );
       const conds = (d.status?.conditions ?? []) as Array<{ type: string; status: string; reason: string; message: string }>;
       const cond = conds.find((x) => x.reason === REASON_TOO_MANY_REPLICAS);
       assert.ok(cond, "a TooManyReplicas condition");
@@ -78,7 +86,10 @@ describe("decideJob: creates paced", () => {
     it(c.name, () => {
       const d = decideJob({ job: caffe2Job(c.replicas), kind: CAFFE2, pods: [], services: [], now: NOW });
       assert.equal(d.creates.length, c.creates);
-      assert.equal(d.problems.some((p) => p.includes("wait for the next pass")), c.deferred);
+      assert.equal(
+        d.problems.some((p) => p.includes("wait for the next pass")),
+        c.deferred,
+      );
     });
   }
 
@@ -104,7 +115,8 @@ describe("decideJob: the host list once per job", () => {
       assert.ok(pods.length > 1);
       assert.equal(memo.builds, 1, "one build for all the decision's pods");
       // Every pod's CAFFE2_CONFIG lists all replicas.
-      const envOf = (p: KubeObject) => ((p as any).spec.containers[0].env as Array<{ name: string; value: string }>).find((e) => e.name === "CAFFE2_CONFIG")?.value;
+      const envOf = (p: KubeObject) =>
+        ((p as any).spec.containers[0].env as Array<{ name: string; value: string }>).find((e) => e.name === "CAFFE2_CONFIG")?.value;
       for (const p of [pods[0]!, pods.at(-1)!]) assert.equal(JSON.parse(envOf(p.body)!).cluster.worker.length, c.replicas);
     });
   }

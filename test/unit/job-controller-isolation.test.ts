@@ -25,7 +25,12 @@ function caffe2Job(name: string, replicas = 2): KubeObject {
 /** A job whose reading throws (a stand-in for any bug in deciding one job). */
 function poisoned(name: string): KubeObject {
   const j = caffe2Job(name) as Record<string, any>;
-  Object.defineProperty(j.spec, "replicaSpecs", { enumerable: true, get: () => { throw new Error("boom"); } });
+  Object.defineProperty(j.spec, "replicaSpecs", {
+    enumerable: true,
+    get: () => {
+      throw new Error("boom");
+    },
+  });
   return j as KubeObject;
 }
 
@@ -38,17 +43,30 @@ describe("planPass: one job's exception stays that job's", () => {
   for (const c of cases) {
     it(c.name, () => {
       const plan = planPass(snapshotOf({ jobs: c.jobs.map((job) => ({ kind: CAFFE2, job })) }), NOW, defaultPolicy(), SCOPE);
-      for (const g of c.good) assert.ok(plan.controller.some((p) => p.name === g && p.decision.creates.length > 0), `${g} decided`);
+      for (const g of c.good)
+        assert.ok(
+          plan.controller.some((p) => p.name === g && p.decision.creates.length > 0),
+          `${g} decided`,
+        );
       for (const b of c.bad) {
         assert.ok(!plan.controller.some((p) => p.name === b));
-        assert.ok(plan.problems.some((p) => p.includes(b) && p.includes("boom")), plan.problems.join("\n"));
+        assert.ok(
+          plan.problems.some((p) => p.includes(b) && p.includes("boom")),
+          plan.problems.join("\n"),
+        );
       }
     });
   }
 });
 
 describe("applyJobControllers: one job's exception stays that job's", () => {
-  const planOf = (name: string): ControllerPlan => ({ kind: CAFFE2, namespace: "team-a", name, uid: `uid-${name}`, decision: decideJob({ job: caffe2Job(name), kind: CAFFE2, pods: [], services: [], now: NOW }) });
+  const planOf = (name: string): ControllerPlan => ({
+    kind: CAFFE2,
+    namespace: "team-a",
+    name,
+    uid: `uid-${name}`,
+    decision: decideJob({ job: caffe2Job(name), kind: CAFFE2, pods: [], services: [], now: NOW }),
+  });
   const cases: Array<{ name: string; order: string[] }> = [
     { name: "throwing job first", order: ["bad", "good"] },
     { name: "throwing job last", order: ["good", "bad"] },
@@ -73,9 +91,23 @@ describe("applyJobControllers: one job's exception stays that job's", () => {
           expectDelete: () => undefined,
           forget: () => undefined,
         };
-        const report = await applyJobControllers({ cluster: cluster as any, plans: c.order.map(planOf), expectations: expectations as any, now: () => NOW, log: silentLogger(), width, events: false });
-        assert.ok(created.some((n) => n.includes("-good-")), created.join(","));
-        assert.ok(report.failed.some((f) => f.action.includes("team-a/bad") && f.error.includes("boom")), JSON.stringify(report.failed));
+        const report = await applyJobControllers({
+          cluster: cluster as any,
+          plans: c.order.map(planOf),
+          expectations: expectations as any,
+          now: () => NOW,
+          log: silentLogger(),
+          width,
+          events: false,
+        });
+        assert.ok(
+          created.some((n) => n.includes("-good-")),
+          created.join(","),
+        );
+        assert.ok(
+          report.failed.some((f) => f.action.includes("team-a/bad") && f.error.includes("boom")),
+          JSON.stringify(report.failed),
+        );
       });
     }
   }

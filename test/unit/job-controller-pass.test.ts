@@ -30,7 +30,15 @@ const c2 = (replica: Record<string, unknown> = {}, replicas = 2): KubeObject => 
   return j;
 };
 const pass = (c: FakeCluster, o: { policy?: Policy; expectations?: Expectations; dryRun?: boolean } = {}) =>
-  runPass({ cluster: c, policy: o.policy ?? policy, log: silentLogger(), now: () => NOW, dryRun: o.dryRun ?? false, namespace: "quartermaster", ...(o.expectations ? { expectations: o.expectations } : {}) });
+  runPass({
+    cluster: c,
+    policy: o.policy ?? policy,
+    log: silentLogger(),
+    now: () => NOW,
+    dryRun: o.dryRun ?? false,
+    namespace: "quartermaster",
+    ...(o.expectations ? { expectations: o.expectations } : {}),
+  });
 const stored = (c: FakeCluster): Record<string, any> => c.jobs.get("team-a/ex")!.job as Record<string, any>;
 const creates = (c: FakeCluster): string[] => c.log.filter((l) => l.startsWith("create Pod") || l.startsWith("create Service"));
 
@@ -45,11 +53,14 @@ describe("job controller in the pass: which kinds", () => {
     it(c.name, async () => {
       assert.equal(quartermasterControls(c.kind), c.controls);
       const p = { ...policy, jobKinds: [c.kind] };
-      const j = c.kind.framework === "caffe2" ? c2() : structuredClone(job("TFJob", "ex", "team-a", { Worker: 2 })) as KubeObject;
+      const j = c.kind.framework === "caffe2" ? c2() : (structuredClone(job("TFJob", "ex", "team-a", { Worker: 2 })) as KubeObject);
       const cluster = fakeCluster({ jobs: [{ kind: c.kind, job: j }] });
       await pass(cluster, { policy: p });
       assert.equal(cluster.pods.length, c.controls ? 2 : 0);
-      assert.equal(cluster.log.some((l) => l.includes("/status")), c.controls);
+      assert.equal(
+        cluster.log.some((l) => l.includes("/status")),
+        c.controls,
+      );
     });
   }
 });
@@ -58,7 +69,11 @@ describe("job controller in the pass: only in namespaces that opted in", () => {
   const cases: Array<{ name: string; namespaces: Array<{ name: string; labels: Record<string, string> }>; acts: boolean }> = [
     { name: "opted in → pods, Services and status", namespaces: [{ name: "team-a", labels: { "quartermaster.dev/enabled": "true" } }], acts: true },
     { name: "not opted in → nothing written", namespaces: [{ name: "team-a", labels: {} }], acts: false },
-    { name: "opted in with the label set to false → nothing written", namespaces: [{ name: "team-a", labels: { "quartermaster.dev/enabled": "false" } }], acts: false },
+    {
+      name: "opted in with the label set to false → nothing written",
+      namespaces: [{ name: "team-a", labels: { "quartermaster.dev/enabled": "false" } }],
+      acts: false,
+    },
     { name: "namespace unknown to the pass → nothing written", namespaces: [], acts: false },
   ];
   for (const c of cases) {
@@ -70,7 +85,11 @@ describe("job controller in the pass: only in namespaces that opted in", () => {
       const writes = cluster.log.filter((l) => !l.startsWith("list ") && !l.includes(" quartermaster/quartermaster-ledger"));
       assert.equal(writes.length > 0, c.acts, writes.join("\n"));
       assert.equal(cluster.events.length > 0, c.acts);
-      if (!c.acts) assert.ok(report.plan.skipped.some((x) => x.kind === "Caffe2Job" && x.name === "ex"), "the job is listed as skipped");
+      if (!c.acts)
+        assert.ok(
+          report.plan.skipped.some((x) => x.kind === "Caffe2Job" && x.name === "ex"),
+          "the job is listed as skipped",
+        );
     });
   }
 });
@@ -79,10 +98,18 @@ describe("job controller in the pass: a Caffe2Job's life", () => {
   it("first pass: pods, Services, the status and upstream's Events; second pass: nothing to do", async () => {
     const c = fakeCluster({ jobs: [{ kind: C2, job: c2() }] });
     const report = await pass(c);
-    assert.deepEqual(creates(c).sort(), ["create Pod team-a/team-a-ex-worker-0", "create Pod team-a/team-a-ex-worker-1", "create Service team-a/team-a-ex-worker-0", "create Service team-a/team-a-ex-worker-1"]);
+    assert.deepEqual(creates(c).sort(), [
+      "create Pod team-a/team-a-ex-worker-0",
+      "create Pod team-a/team-a-ex-worker-1",
+      "create Service team-a/team-a-ex-worker-0",
+      "create Service team-a/team-a-ex-worker-1",
+    ]);
     assert.ok(report.applied.includes("patch Caffe2Job/status team-a/ex"));
     const status = stored(c).status;
-    assert.deepEqual(status.conditions.map((x: any) => [x.type, x.status, x.reason]), [["Created", "True", "JobCreated"]]);
+    assert.deepEqual(
+      status.conditions.map((x: any) => [x.type, x.status, x.reason]),
+      [["Created", "True", "JobCreated"]],
+    );
     assert.deepEqual(status.replicaStatuses, { active: 0, succeeded: 0, failed: 0 });
     const events = c.events.map((e: any) => `${e.type} ${e.reason} ${e.message}`).sort();
     assert.deepEqual(events, [
@@ -91,7 +118,8 @@ describe("job controller in the pass: a Caffe2Job's life", () => {
       "Normal SuccessfulCreateService Created service: team-a-ex-worker-0",
       "Normal SuccessfulCreateService Created service: team-a-ex-worker-1",
     ]);
-    for (const e of c.events as any[]) assert.deepEqual([e.involvedObject.kind, e.involvedObject.uid, e.source.component], ["Caffe2Job", "uid-ex", "quartermaster-job-controller"]);
+    for (const e of c.events as any[])
+      assert.deepEqual([e.involvedObject.kind, e.involvedObject.uid, e.source.component], ["Caffe2Job", "uid-ex", "quartermaster-job-controller"]);
     c.log.length = 0;
     const again = await pass(c);
     assert.deepEqual(creates(c), []);
@@ -108,7 +136,14 @@ describe("job controller in the pass: a Caffe2Job's life", () => {
     assert.deepEqual(stored(c).status.replicaStatuses, { active: 2, succeeded: 0, failed: 0 });
     for (const p of c.pods) p.status = { phase: "Succeeded" };
     await pass(c);
-    assert.deepEqual(stored(c).status.conditions.map((x: any) => [x.type, x.status]), [["Created", "True"], ["Running", "False"], ["Succeeded", "True"]]);
+    assert.deepEqual(
+      stored(c).status.conditions.map((x: any) => [x.type, x.status]),
+      [
+        ["Created", "True"],
+        ["Running", "False"],
+        ["Succeeded", "True"],
+      ],
+    );
     assert.equal(stored(c).status.completionTime, "2026-11-26T12:00:00Z");
     assert.ok(c.events.some((e: any) => e.reason === "JobSucceeded"));
   });
@@ -147,7 +182,10 @@ describe("job controller in the pass: a Caffe2Job's life", () => {
     const patch = c.patchJobAnnotations.bind(c);
     c.patchJobAnnotations = async (...a) => (await patch(...a), "conflict");
     const report = await pass(c);
-    assert.deepEqual(c.log.filter((l) => l.startsWith("delete Pod")), []);
+    assert.deepEqual(
+      c.log.filter((l) => l.startsWith("delete Pod")),
+      [],
+    );
     assert.match(report.skipped.map((s) => s.why).join("\n"), /restarts wait for the next pass/);
   });
 
@@ -162,8 +200,16 @@ describe("job controller in the pass: a Caffe2Job's life", () => {
     };
     const expectations = new Expectations();
     const report = await pass(c, { expectations });
-    assert.deepEqual(report.failed.map((f) => f.action), ["create Pod team-a/team-a-ex-worker-0"], JSON.stringify(report.failed));
-    assert.ok(c.events.some((e: any) => e.type === "Warning" && e.reason === "FailedCreatePod" && e.message === 'Error creating: pods "x" is forbidden: exceeded quota'));
+    assert.deepEqual(
+      report.failed.map((f) => f.action),
+      ["create Pod team-a/team-a-ex-worker-0"],
+      JSON.stringify(report.failed),
+    );
+    assert.ok(
+      c.events.some(
+        (e: any) => e.type === "Warning" && e.reason === "FailedCreatePod" && e.message === 'Error creating: pods "x" is forbidden: exceeded quota',
+      ),
+    );
     assert.equal(expectations.size, 1, "only the Service's create is still expected");
     await pass(c, { expectations });
     assert.equal(c.pods.length, 1);

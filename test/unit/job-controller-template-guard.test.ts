@@ -35,13 +35,18 @@ function caffe2Job(podSpec: Record<string, unknown> = {}, o: { replicas?: number
 const pod = (index: number, phase = "Running"): KubeObject => ({
   apiVersion: "v1",
   kind: "Pod",
-  metadata: { name: `team-a-ex-worker-${index}`, namespace: "team-a", uid: `p-${index}`, labels: { caffe2_replica_type: "worker", caffe2_replica_index: String(index) } },
+  metadata: {
+    name: `team-a-ex-worker-${index}`,
+    namespace: "team-a",
+    uid: `p-${index}`,
+    labels: { caffe2_replica_type: "worker", caffe2_replica_index: String(index) },
+  },
   status: { phase },
 });
 
 const privileged = (name = "caffe2") => ({ name, image: "x:1", securityContext: { privileged: true } });
 
-const PRIV = "privileged container \"caffe2\" (reconciler.allowedTemplates.privileged is false)";
+const PRIV = 'privileged container "caffe2" (reconciler.allowedTemplates.privileged is false)';
 const host = (ns: string) => `the node's ${ns} namespace (reconciler.allowedTemplates.hostNamespaces is false)`;
 const sa = (name: string, allowed = '"default"') => `ServiceAccount "${name}" (reconciler.allowedTemplates.serviceAccounts allows ${allowed})`;
 
@@ -62,23 +67,46 @@ describe("templateViolations: each kind, with its field path", () => {
     {
       name: "privileged init container",
       spec: { containers: [CAFFE2_CONTAINER], initContainers: [privileged("init")] },
-      want: [{ path: "template.spec.initContainers[0].securityContext.privileged", what: 'privileged container "init" (reconciler.allowedTemplates.privileged is false)' }],
+      want: [
+        {
+          path: "template.spec.initContainers[0].securityContext.privileged",
+          what: 'privileged container "init" (reconciler.allowedTemplates.privileged is false)',
+        },
+      ],
     },
     { name: "privileged: false → none", spec: { containers: [{ ...CAFFE2_CONTAINER, securityContext: { privileged: false } }] }, want: [] },
-    { name: "privileged as the string \"true\" → none (the apiserver refuses that pod)", spec: { containers: [{ ...CAFFE2_CONTAINER, securityContext: { privileged: "true" } }] }, want: [] },
+    {
+      name: 'privileged as the string "true" → none (the apiserver refuses that pod)',
+      spec: { containers: [{ ...CAFFE2_CONTAINER, securityContext: { privileged: "true" } }] },
+      want: [],
+    },
     { name: "privileged, allowed by the policy → none", spec: { containers: [privileged()] }, allowed: { privileged: true }, want: [] },
     { name: "hostNetwork", spec: { hostNetwork: true }, want: [{ path: "template.spec.hostNetwork", what: host("Network") }] },
     { name: "hostPID", spec: { hostPID: true }, want: [{ path: "template.spec.hostPID", what: host("PID") }] },
     { name: "hostIPC", spec: { hostIPC: true }, want: [{ path: "template.spec.hostIPC", what: host("IPC") }] },
     { name: "hostNetwork: false → none", spec: { hostNetwork: false, hostPID: false, hostIPC: false }, want: [] },
-    { name: "host namespaces, allowed by the policy → none", spec: { hostNetwork: true, hostPID: true, hostIPC: true }, allowed: { hostNamespaces: true }, want: [] },
+    {
+      name: "host namespaces, allowed by the policy → none",
+      spec: { hostNetwork: true, hostPID: true, hostIPC: true },
+      allowed: { hostNamespaces: true },
+      want: [],
+    },
     { name: "serviceAccountName unset → none", spec: {}, want: [] },
     { name: "serviceAccountName default → none", spec: { serviceAccountName: "default" }, want: [] },
     { name: "serviceAccountName empty → none (the apiserver makes it default)", spec: { serviceAccountName: "" }, want: [] },
     { name: "another ServiceAccount", spec: { serviceAccountName: "admin" }, want: [{ path: "template.spec.serviceAccountName", what: sa("admin") }] },
-    { name: "another ServiceAccount through the deprecated serviceAccount", spec: { serviceAccount: "admin" }, want: [{ path: "template.spec.serviceAccount", what: sa("admin") }] },
+    {
+      name: "another ServiceAccount through the deprecated serviceAccount",
+      spec: { serviceAccount: "admin" },
+      want: [{ path: "template.spec.serviceAccount", what: sa("admin") }],
+    },
     { name: "a listed ServiceAccount → none", spec: { serviceAccountName: "trainer" }, allowed: { serviceAccounts: ["trainer"] }, want: [] },
-    { name: "a ServiceAccount listed for this namespace → none", spec: { serviceAccountName: "trainer" }, allowed: { serviceAccounts: ["team-a/trainer"] }, want: [] },
+    {
+      name: "a ServiceAccount listed for this namespace → none",
+      spec: { serviceAccountName: "trainer" },
+      allowed: { serviceAccounts: ["team-a/trainer"] },
+      want: [],
+    },
     {
       name: "a ServiceAccount listed for another namespace → refused, the list named",
       spec: { serviceAccountName: "trainer" },
@@ -87,7 +115,15 @@ describe("templateViolations: each kind, with its field path", () => {
     },
     {
       name: "every kind at once → every violation, host namespaces, ServiceAccounts, then containers",
-      spec: { hostNetwork: true, hostPID: true, hostIPC: true, serviceAccountName: "admin", serviceAccount: "root", containers: [privileged()], initContainers: [privileged("init")] },
+      spec: {
+        hostNetwork: true,
+        hostPID: true,
+        hostIPC: true,
+        serviceAccountName: "admin",
+        serviceAccount: "root",
+        containers: [privileged()],
+        initContainers: [privileged("init")],
+      },
       want: [
         { path: "template.spec.hostNetwork", what: host("Network") },
         { path: "template.spec.hostPID", what: host("PID") },
@@ -95,7 +131,10 @@ describe("templateViolations: each kind, with its field path", () => {
         { path: "template.spec.serviceAccountName", what: sa("admin") },
         { path: "template.spec.serviceAccount", what: sa("root") },
         { path: "template.spec.containers[0].securityContext.privileged", what: PRIV },
-        { path: "template.spec.initContainers[0].securityContext.privileged", what: 'privileged container "init" (reconciler.allowedTemplates.privileged is false)' },
+        {
+          path: "template.spec.initContainers[0].securityContext.privileged",
+          what: 'privileged container "init" (reconciler.allowedTemplates.privileged is false)',
+        },
       ],
     },
   ];
@@ -129,7 +168,10 @@ describe("jobTemplateViolations: paths from the job's root", () => {
     };
     assert.deepEqual(jobTemplateViolations(job, PYTORCH, allow()), [
       { path: "spec.pytorchReplicaSpecs.Master.template.spec.serviceAccountName", what: sa("admin") },
-      { path: "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].securityContext.privileged", what: 'privileged container "pytorch" (reconciler.allowedTemplates.privileged is false)' },
+      {
+        path: "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].securityContext.privileged",
+        what: 'privileged container "pytorch" (reconciler.allowedTemplates.privileged is false)',
+      },
     ]);
   });
 });
@@ -149,7 +191,9 @@ describe("decideJob: a refused template creates nothing and says why", () => {
     {
       name: "several violations → all listed",
       spec: { hostNetwork: true, serviceAccountName: "admin", containers: [privileged()] },
-      message: refusal(`${T}.spec.hostNetwork: ${host("Network")}; ${T}.spec.serviceAccountName: ${sa("admin")}; ${T}.spec.containers[0].securityContext.privileged: ${PRIV}`),
+      message: refusal(
+        `${T}.spec.hostNetwork: ${host("Network")}; ${T}.spec.serviceAccountName: ${sa("admin")}; ${T}.spec.containers[0].securityContext.privileged: ${PRIV}`,
+      ),
     },
     {
       name: "privileged allowed, hostNetwork not → only hostNetwork listed",
@@ -166,7 +210,14 @@ describe("decideJob: a refused template creates nothing and says why", () => {
       assert.deepEqual(d.problems, [`team-a/Caffe2Job/ex: ${c.message}`]);
       assert.deepEqual(d.events, [{ type: "Warning", reason: REASON_TEMPLATE_REFUSED, message: c.message }]);
       assert.deepEqual(conditionsOf(d), [
-        { type: REASON_TEMPLATE_REFUSED, status: "True", reason: REASON_TEMPLATE_REFUSED, message: c.message, lastUpdateTime: "2026-11-29T07:00:00Z", lastTransitionTime: "2026-11-29T07:00:00Z" },
+        {
+          type: REASON_TEMPLATE_REFUSED,
+          status: "True",
+          reason: REASON_TEMPLATE_REFUSED,
+          message: c.message,
+          lastUpdateTime: "2026-11-29T07:00:00Z",
+          lastTransitionTime: "2026-11-29T07:00:00Z",
+        },
       ]);
       assert.equal(d.status?.lastReconcileTime, "2026-11-29T07:00:00Z");
     });
@@ -199,13 +250,23 @@ describe("decideJob: a refused template creates nothing and says why", () => {
     const msg = refusal(`${T}.spec.hostPID: ${host("PID")}`);
     assert.deepEqual(again.events, [{ type: "Warning", reason: REASON_TEMPLATE_REFUSED, message: msg }]);
     assert.deepEqual(conditionsOf(again), [
-      { type: REASON_TEMPLATE_REFUSED, status: "True", reason: REASON_TEMPLATE_REFUSED, message: msg, lastUpdateTime: "2026-11-29T07:05:00Z", lastTransitionTime: "2026-11-29T07:00:00Z" },
+      {
+        type: REASON_TEMPLATE_REFUSED,
+        status: "True",
+        reason: REASON_TEMPLATE_REFUSED,
+        message: msg,
+        lastUpdateTime: "2026-11-29T07:05:00Z",
+        lastTransitionTime: "2026-11-29T07:00:00Z",
+      },
     ]);
   });
 
   it("over the replica ceiling too → TooManyReplicas decides (checked first)", () => {
     const d = decideJob({ job: caffe2Job({ hostNetwork: true }, { replicas: MAX_JOB_REPLICAS + 1 }), kind: CAFFE2, pods: [], services: [], now: NOW });
-    assert.deepEqual(conditionsOf(d).map((c) => c.type), [REASON_TOO_MANY_REPLICAS]);
+    assert.deepEqual(
+      conditionsOf(d).map((c) => c.type),
+      [REASON_TOO_MANY_REPLICAS],
+    );
   });
 });
 
@@ -222,9 +283,15 @@ describe("decideJob: allowed templates go on as before", () => {
   for (const c of cases) {
     it(c.name, () => {
       const d = decideJob({ job: caffe2Job(c.spec), kind: CAFFE2, pods: [], services: [], now: NOW, allowedTemplates: allow(c.allowed) });
-      assert.deepEqual(d.creates.map((x) => `${x.kind}/${x.name}`), ["Pod/team-a-ex-worker-0", "Pod/team-a-ex-worker-1", "Service/team-a-ex-worker-0", "Service/team-a-ex-worker-1"]);
+      assert.deepEqual(
+        d.creates.map((x) => `${x.kind}/${x.name}`),
+        ["Pod/team-a-ex-worker-0", "Pod/team-a-ex-worker-1", "Service/team-a-ex-worker-0", "Service/team-a-ex-worker-1"],
+      );
       assert.deepEqual(d.problems, []);
-      assert.deepEqual(conditionsOf(d).map((x) => `${x.type}=${x.status}`), ["Created=True"]);
+      assert.deepEqual(
+        conditionsOf(d).map((x) => `${x.type}=${x.status}`),
+        ["Created=True"],
+      );
       // The pod is the template: what the policy allowed is kept, not stripped.
       const spec = (d.creates[0]!.body as { spec: Record<string, unknown> }).spec;
       for (const [k, v] of Object.entries(c.spec)) if (k !== "containers") assert.deepEqual(spec[k], v, k);
@@ -237,20 +304,35 @@ describe("decideJob: a fixed template clears the condition and creation proceeds
     const refused = decideJob({ job: caffe2Job({ containers: [privileged()] }), kind: CAFFE2, pods: [], services: [], now: NOW });
     const fixed = decideJob({ job: caffe2Job({}, { status: refused.status! }), kind: CAFFE2, pods: [], services: [], now: LATER });
     const msg = "Caffe2Job team-a/ex: its template is now allowed by the policy (reconciler.allowedTemplates).";
-    assert.deepEqual(fixed.creates.map((x) => `${x.kind}/${x.name}`), ["Pod/team-a-ex-worker-0", "Pod/team-a-ex-worker-1", "Service/team-a-ex-worker-0", "Service/team-a-ex-worker-1"]);
+    assert.deepEqual(
+      fixed.creates.map((x) => `${x.kind}/${x.name}`),
+      ["Pod/team-a-ex-worker-0", "Pod/team-a-ex-worker-1", "Service/team-a-ex-worker-0", "Service/team-a-ex-worker-1"],
+    );
     assert.deepEqual(fixed.events, [{ type: "Normal", reason: REASON_TEMPLATE_ALLOWED, message: msg }]);
     const conds = conditionsOf(fixed);
-    assert.deepEqual(conds.find((c) => c.type === REASON_TEMPLATE_REFUSED), {
-      type: REASON_TEMPLATE_REFUSED,
-      status: "False",
-      reason: REASON_TEMPLATE_ALLOWED,
-      message: msg,
-      lastUpdateTime: "2026-11-29T07:05:00Z",
-      lastTransitionTime: "2026-11-29T07:05:00Z",
-    });
-    assert.deepEqual(conds.map((c) => `${c.type}=${c.status}`), ["TemplateRefused=False", "Created=True"]);
+    assert.deepEqual(
+      conds.find((c) => c.type === REASON_TEMPLATE_REFUSED),
+      {
+        type: REASON_TEMPLATE_REFUSED,
+        status: "False",
+        reason: REASON_TEMPLATE_ALLOWED,
+        message: msg,
+        lastUpdateTime: "2026-11-29T07:05:00Z",
+        lastTransitionTime: "2026-11-29T07:05:00Z",
+      },
+    );
+    assert.deepEqual(
+      conds.map((c) => `${c.type}=${c.status}`),
+      ["TemplateRefused=False", "Created=True"],
+    );
     // Fixed stays fixed: the next decision neither repeats the Event nor rewrites the condition.
-    const next = decideJob({ job: caffe2Job({}, { status: fixed.status! }), kind: CAFFE2, pods: [pod(0, "Pending"), pod(1, "Pending")], services: [], now: LATER });
+    const next = decideJob({
+      job: caffe2Job({}, { status: fixed.status! }),
+      kind: CAFFE2,
+      pods: [pod(0, "Pending"), pod(1, "Pending")],
+      services: [],
+      now: LATER,
+    });
     assert.deepEqual(next.events, []);
     const refusedOf = (st: Record<string, unknown>) => conditionsOf({ status: st }).find((c) => c.type === REASON_TEMPLATE_REFUSED);
     assert.deepEqual(refusedOf(next.status ?? fixed.status!), refusedOf(fixed.status!));
@@ -258,7 +340,14 @@ describe("decideJob: a fixed template clears the condition and creation proceeds
 
   it("fixed by the policy instead (the setting now allows it) → cleared the same way", () => {
     const refused = decideJob({ job: caffe2Job({ serviceAccountName: "trainer" }), kind: CAFFE2, pods: [], services: [], now: NOW });
-    const fixed = decideJob({ job: caffe2Job({ serviceAccountName: "trainer" }, { status: refused.status! }), kind: CAFFE2, pods: [], services: [], now: LATER, allowedTemplates: allow({ serviceAccounts: ["trainer"] }) });
+    const fixed = decideJob({
+      job: caffe2Job({ serviceAccountName: "trainer" }, { status: refused.status! }),
+      kind: CAFFE2,
+      pods: [],
+      services: [],
+      now: LATER,
+      allowedTemplates: allow({ serviceAccounts: ["trainer"] }),
+    });
     assert.equal(fixed.creates.length, 4);
     assert.equal(conditionsOf(fixed).find((c) => c.type === REASON_TEMPLATE_REFUSED)?.status, "False");
   });
@@ -266,7 +355,10 @@ describe("decideJob: a fixed template clears the condition and creation proceeds
 
 describe("decideJob: where the guard does not apply", () => {
   it("a finished job (Succeeded) → no TemplateRefused: it creates nothing anyway", () => {
-    const status = { conditions: [{ type: "Succeeded", status: "True", reason: "JobSucceeded", message: "done" }], replicaStatuses: { active: 0, succeeded: 2, failed: 0 } };
+    const status = {
+      conditions: [{ type: "Succeeded", status: "True", reason: "JobSucceeded", message: "done" }],
+      replicaStatuses: { active: 0, succeeded: 2, failed: 0 },
+    };
     const d = decideJob({ job: caffe2Job({ hostNetwork: true }, { status }), kind: CAFFE2, pods: [], services: [], now: NOW });
     assert.deepEqual(d.creates, []);
     assert.deepEqual(d.events, []);
@@ -275,14 +367,20 @@ describe("decideJob: where the guard does not apply", () => {
 
   it("a suspended job → still suspended (its pods deleted as upstream's suspend), no TemplateRefused", () => {
     const d = decideJob({ job: caffe2Job({ hostNetwork: true }, { suspend: true }), kind: CAFFE2, pods: [pod(0)], services: [], now: NOW });
-    assert.deepEqual(d.deletes.map((x) => `${x.kind}/${x.name}`), ["Pod/team-a-ex-worker-0"]);
+    assert.deepEqual(
+      d.deletes.map((x) => `${x.kind}/${x.name}`),
+      ["Pod/team-a-ex-worker-0"],
+    );
     assert.deepEqual(d.creates, []);
     assert.ok(!conditionsOf(d).some((c) => c.type === REASON_TEMPLATE_REFUSED));
   });
 });
 
 describe("the pass: the policy reaches the decision, the condition and Event the cluster", () => {
-  const c2 = (podSpec: Record<string, unknown>): KubeObject => ({ ...caffe2Job(podSpec), metadata: { name: "ex", namespace: "team-a", uid: "uid-ex", resourceVersion: "1" } });
+  const c2 = (podSpec: Record<string, unknown>): KubeObject => ({
+    ...caffe2Job(podSpec),
+    metadata: { name: "ex", namespace: "team-a", uid: "uid-ex", resourceVersion: "1" },
+  });
   const withAllowed = (a: Partial<AllowedTemplates>): Policy => {
     const p = defaultPolicy();
     return { ...p, reconciler: { ...p.reconciler, allowedTemplates: allow(a) } };
@@ -299,8 +397,14 @@ describe("the pass: the policy reaches the decision, the condition and Event the
       assert.equal(cluster.pods.length, c.pods);
       assert.equal(cluster.services.length, c.pods);
       const job = cluster.jobs.get("team-a/ex")!.job as { status?: { conditions?: Cond[] } };
-      assert.equal((job.status?.conditions ?? []).some((x) => x.type === REASON_TEMPLATE_REFUSED && x.status === "True"), c.refused);
-      assert.equal((cluster.events as Array<{ type: string; reason: string }>).some((e) => e.type === "Warning" && e.reason === REASON_TEMPLATE_REFUSED), c.refused);
+      assert.equal(
+        (job.status?.conditions ?? []).some((x) => x.type === REASON_TEMPLATE_REFUSED && x.status === "True"),
+        c.refused,
+      );
+      assert.equal(
+        (cluster.events as Array<{ type: string; reason: string }>).some((e) => e.type === "Warning" && e.reason === REASON_TEMPLATE_REFUSED),
+        c.refused,
+      );
     });
   }
 });

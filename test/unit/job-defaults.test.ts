@@ -11,8 +11,7 @@ import { fakeJobReader, job, kindOf } from "../fixtures/jobs.js";
 import { deepFreeze, review } from "../fixtures/reviews.js";
 
 const ALL: JobDefaults = { ttlSecondsAfterFinished: 86400, cleanPodPolicy: "Running", activeDeadlineSeconds: 3600, backoffLimit: 3 };
-const ptJob = (runPolicy?: unknown): KubeObject =>
-  job("PyTorchJob", "bert", "team-a", { Master: 1, Worker: 2 }, runPolicy === undefined ? {} : { runPolicy });
+const ptJob = (runPolicy?: unknown): KubeObject => job("PyTorchJob", "bert", "team-a", { Master: 1, Worker: 2 }, runPolicy === undefined ? {} : { runPolicy });
 const runPolicyOf = (j: KubeObject): unknown => (j.spec as { runPolicy?: unknown }).runPolicy;
 const warning = (f: string): string => `quartermaster: set spec.runPolicy.${f} (platform default)`;
 
@@ -20,18 +19,62 @@ describe("fillJobDefaults", () => {
   const cases: Array<{ name: string; job: KubeObject; defaults: JobDefaults; runPolicy?: unknown; warnings: string[] }> = [
     // No change.
     { name: "no defaults configured → unchanged", job: ptJob(), defaults: {}, warnings: [] },
-    { name: "every field set by the job → unchanged, whatever the defaults", job: ptJob({ ttlSecondsAfterFinished: 5, cleanPodPolicy: "None", activeDeadlineSeconds: 9, backoffLimit: 0 }), defaults: ALL, warnings: [] },
-    { name: "zero values are set values → unchanged", job: ptJob({ ttlSecondsAfterFinished: 0, cleanPodPolicy: "All", activeDeadlineSeconds: 1, backoffLimit: 0 }), defaults: ALL, warnings: [] },
+    {
+      name: "every field set by the job → unchanged, whatever the defaults",
+      job: ptJob({ ttlSecondsAfterFinished: 5, cleanPodPolicy: "None", activeDeadlineSeconds: 9, backoffLimit: 0 }),
+      defaults: ALL,
+      warnings: [],
+    },
+    {
+      name: "zero values are set values → unchanged",
+      job: ptJob({ ttlSecondsAfterFinished: 0, cleanPodPolicy: "All", activeDeadlineSeconds: 1, backoffLimit: 0 }),
+      defaults: ALL,
+      warnings: [],
+    },
     { name: "Caffe2Job (no runPolicy in caffe2-operator) → unchanged", job: job("Caffe2Job", "c2", "team-a", { Worker: 2 }), defaults: ALL, warnings: [] },
     { name: "runPolicy a string → unchanged (the CRD refuses it)", job: ptJob("soon"), defaults: ALL, warnings: [] },
     { name: "runPolicy an array → unchanged", job: ptJob([1]), defaults: ALL, warnings: [] },
-    { name: "spec missing → unchanged", job: deepFreeze({ apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", metadata: { name: "x" } }), defaults: ALL, warnings: [] },
-    { name: "spec null → unchanged", job: deepFreeze({ apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", metadata: { name: "x" }, spec: null }), defaults: ALL, warnings: [] },
+    {
+      name: "spec missing → unchanged",
+      job: deepFreeze({ apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", metadata: { name: "x" } }),
+      defaults: ALL,
+      warnings: [],
+    },
+    {
+      name: "spec null → unchanged",
+      job: deepFreeze({ apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", metadata: { name: "x" }, spec: null }),
+      defaults: ALL,
+      warnings: [],
+    },
     // Each field on its own.
-    { name: "ttlSecondsAfterFinished unset → filled", job: ptJob(), defaults: { ttlSecondsAfterFinished: 86400 }, runPolicy: { ttlSecondsAfterFinished: 86400 }, warnings: [warning("ttlSecondsAfterFinished=86400")] },
-    { name: "cleanPodPolicy unset → filled", job: ptJob(), defaults: { cleanPodPolicy: "Running" }, runPolicy: { cleanPodPolicy: "Running" }, warnings: [warning("cleanPodPolicy=Running")] },
-    { name: "activeDeadlineSeconds unset → filled", job: ptJob(), defaults: { activeDeadlineSeconds: 3600 }, runPolicy: { activeDeadlineSeconds: 3600 }, warnings: [warning("activeDeadlineSeconds=3600")] },
-    { name: "backoffLimit unset → filled, 0 included", job: ptJob(), defaults: { backoffLimit: 0 }, runPolicy: { backoffLimit: 0 }, warnings: [warning("backoffLimit=0")] },
+    {
+      name: "ttlSecondsAfterFinished unset → filled",
+      job: ptJob(),
+      defaults: { ttlSecondsAfterFinished: 86400 },
+      runPolicy: { ttlSecondsAfterFinished: 86400 },
+      warnings: [warning("ttlSecondsAfterFinished=86400")],
+    },
+    {
+      name: "cleanPodPolicy unset → filled",
+      job: ptJob(),
+      defaults: { cleanPodPolicy: "Running" },
+      runPolicy: { cleanPodPolicy: "Running" },
+      warnings: [warning("cleanPodPolicy=Running")],
+    },
+    {
+      name: "activeDeadlineSeconds unset → filled",
+      job: ptJob(),
+      defaults: { activeDeadlineSeconds: 3600 },
+      runPolicy: { activeDeadlineSeconds: 3600 },
+      warnings: [warning("activeDeadlineSeconds=3600")],
+    },
+    {
+      name: "backoffLimit unset → filled, 0 included",
+      job: ptJob(),
+      defaults: { backoffLimit: 0 },
+      runPolicy: { backoffLimit: 0 },
+      warnings: [warning("backoffLimit=0")],
+    },
     {
       name: "all four unset → all filled, one warning each, in a fixed order",
       job: ptJob(),
@@ -39,15 +82,40 @@ describe("fillJobDefaults", () => {
       runPolicy: ALL,
       warnings: [warning("ttlSecondsAfterFinished=86400"), warning("cleanPodPolicy=Running"), warning("activeDeadlineSeconds=3600"), warning("backoffLimit=3")],
     },
-    { name: "runPolicy null → created", job: ptJob(null), defaults: { backoffLimit: 3 }, runPolicy: { backoffLimit: 3 }, warnings: [warning("backoffLimit=3")] },
-    { name: "a field null → filled", job: ptJob({ ttlSecondsAfterFinished: null }), defaults: { ttlSecondsAfterFinished: 60 }, runPolicy: { ttlSecondsAfterFinished: 60 }, warnings: [warning("ttlSecondsAfterFinished=60")] },
-    { name: "other Kubeflow kinds too (TFJob)", job: job("TFJob", "mnist", "team-a", { Worker: 1 }), defaults: { cleanPodPolicy: "All" }, runPolicy: { cleanPodPolicy: "All" }, warnings: [warning("cleanPodPolicy=All")] },
+    {
+      name: "runPolicy null → created",
+      job: ptJob(null),
+      defaults: { backoffLimit: 3 },
+      runPolicy: { backoffLimit: 3 },
+      warnings: [warning("backoffLimit=3")],
+    },
+    {
+      name: "a field null → filled",
+      job: ptJob({ ttlSecondsAfterFinished: null }),
+      defaults: { ttlSecondsAfterFinished: 60 },
+      runPolicy: { ttlSecondsAfterFinished: 60 },
+      warnings: [warning("ttlSecondsAfterFinished=60")],
+    },
+    {
+      name: "other Kubeflow kinds too (TFJob)",
+      job: job("TFJob", "mnist", "team-a", { Worker: 1 }),
+      defaults: { cleanPodPolicy: "All" },
+      runPolicy: { cleanPodPolicy: "All" },
+      warnings: [warning("cleanPodPolicy=All")],
+    },
     // Preservation.
     {
       name: "fields the job sets are kept, the rest filled; other runPolicy fields untouched",
       job: ptJob({ cleanPodPolicy: "None", schedulingPolicy: { queue: "q" }, suspend: false }),
       defaults: ALL,
-      runPolicy: { cleanPodPolicy: "None", schedulingPolicy: { queue: "q" }, suspend: false, ttlSecondsAfterFinished: 86400, activeDeadlineSeconds: 3600, backoffLimit: 3 },
+      runPolicy: {
+        cleanPodPolicy: "None",
+        schedulingPolicy: { queue: "q" },
+        suspend: false,
+        ttlSecondsAfterFinished: 86400,
+        activeDeadlineSeconds: 3600,
+        backoffLimit: 3,
+      },
       warnings: [warning("ttlSecondsAfterFinished=86400"), warning("activeDeadlineSeconds=3600"), warning("backoffLimit=3")],
     },
     {
@@ -93,7 +161,11 @@ describe("effectiveJobDefaults", () => {
     "t",
   );
   const cases: Array<[string, string, JobDefaults]> = [
-    ["a namespace's own field wins; the others keep the top-level default", "research-nlp", { ttlSecondsAfterFinished: 600, cleanPodPolicy: "Running", backoffLimit: 1 }],
+    [
+      "a namespace's own field wins; the others keep the top-level default",
+      "research-nlp",
+      { ttlSecondsAfterFinished: 600, cleanPodPolicy: "Running", backoffLimit: 1 },
+    ],
     ["first match wins: an entry with only limits keeps the top-level defaults", "prod", { ttlSecondsAfterFinished: 86400, cleanPodPolicy: "Running" }],
     ["a later catch-all applies to the rest", "team-a", { ttlSecondsAfterFinished: 86400, cleanPodPolicy: "All" }],
   ];
@@ -128,7 +200,12 @@ describe("/mutate/jobs", () => {
     const res = await webhook.admit(jobReview(object));
     assert.equal(res.outcome, "patched");
     assert.deepEqual(patchOf(res), [{ op: "add", path: "/spec/runPolicy", value: ALL }]);
-    assert.deepEqual(res.review.response?.warnings, [warning("ttlSecondsAfterFinished=86400"), warning("cleanPodPolicy=Running"), warning("activeDeadlineSeconds=3600"), warning("backoffLimit=3")]);
+    assert.deepEqual(res.review.response?.warnings, [
+      warning("ttlSecondsAfterFinished=86400"),
+      warning("cleanPodPolicy=Running"),
+      warning("activeDeadlineSeconds=3600"),
+      warning("backoffLimit=3"),
+    ]);
     const patched = applyPatch(object, patchOf(res));
     assert.deepEqual(runPolicyOf(patched), ALL);
     const again = await webhook.admit(jobReview(deepFreeze(patched)));
@@ -138,7 +215,12 @@ describe("/mutate/jobs", () => {
 
   it("the namespace's override is used", async () => {
     const res = await webhook.admit(jobReview(ptJob({ cleanPodPolicy: "None" }), { namespace: "research-cv" }));
-    assert.deepEqual(runPolicyOf(applyPatch(ptJob({ cleanPodPolicy: "None" }), patchOf(res))), { cleanPodPolicy: "None", ttlSecondsAfterFinished: 600, activeDeadlineSeconds: 3600, backoffLimit: 3 });
+    assert.deepEqual(runPolicyOf(applyPatch(ptJob({ cleanPodPolicy: "None" }), patchOf(res))), {
+      cleanPodPolicy: "None",
+      ttlSecondsAfterFinished: 600,
+      activeDeadlineSeconds: 3600,
+      backoffLimit: 3,
+    });
   });
 
   const passThrough: Array<[string, Parameters<typeof jobReview>[0], Parameters<typeof jobReview>[1], string]> = [

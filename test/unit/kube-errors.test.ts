@@ -42,20 +42,44 @@ describe("KubeApiError", () => {
     {
       name: "forbidden → the message and a grant to ask for",
       status: 403,
-      body: JSON.stringify({ kind: "Status", message: 'leases.coordination.k8s.io is forbidden: User "bob" cannot create resource "leases"', reason: "Forbidden" }),
-      message: /^leases\.coordination\.k8s\.io is forbidden: User "bob" cannot create resource "leases" \(Forbidden\): the user or ServiceAccount lacks this permission/,
+      body: JSON.stringify({
+        kind: "Status",
+        message: 'leases.coordination.k8s.io is forbidden: User "bob" cannot create resource "leases"',
+        reason: "Forbidden",
+      }),
+      message:
+        /^leases\.coordination\.k8s\.io is forbidden: User "bob" cannot create resource "leases" \(Forbidden\): the user or ServiceAccount lacks this permission/,
       reason: "Forbidden",
     },
-    { name: "unauthorized → log in again", status: 401, body: JSON.stringify({ kind: "Status", message: "Unauthorized", reason: "Unauthorized" }), message: /^Unauthorized \(Unauthorized\): the credentials in the kubeconfig were refused/, reason: "Unauthorized" },
-    { name: "a conflict → the message alone", status: 409, body: JSON.stringify({ kind: "Status", message: "the object has been modified", reason: "Conflict" }), message: /^the object has been modified \(Conflict\)$/, reason: "Conflict" },
+    {
+      name: "unauthorized → log in again",
+      status: 401,
+      body: JSON.stringify({ kind: "Status", message: "Unauthorized", reason: "Unauthorized" }),
+      message: /^Unauthorized \(Unauthorized\): the credentials in the kubeconfig were refused/,
+      reason: "Unauthorized",
+    },
+    {
+      name: "a conflict → the message alone",
+      status: 409,
+      body: JSON.stringify({ kind: "Status", message: "the object has been modified", reason: "Conflict" }),
+      message: /^the object has been modified \(Conflict\)$/,
+      reason: "Conflict",
+    },
     {
       name: "a proxy's HTML page → status, request and the start of the body, collapsed",
       status: 502,
       body: `<html>\n<body>Bad Gateway</body>\n${"x".repeat(500)}</html>`,
-      message: /^GET https:\/\/k8s\.example:6443\/api\/v1\/namespaces failed with HTTP 502: <html> <body>Bad Gateway<\/body> x+ \(HTTP 502\): the apiserver failed to answer/,
+      message:
+        /^GET https:\/\/k8s\.example:6443\/api\/v1\/namespaces failed with HTTP 502: <html> <body>Bad Gateway<\/body> x+ \(HTTP 502\): the apiserver failed to answer/,
       reason: "HTTP 502",
     },
-    { name: "an empty body → the status alone", status: 500, body: "", message: /^GET https:\/\/k8s\.example:6443\/api\/v1\/namespaces failed with HTTP 500 \(HTTP 500\)/, reason: "HTTP 500" },
+    {
+      name: "an empty body → the status alone",
+      status: 500,
+      body: "",
+      message: /^GET https:\/\/k8s\.example:6443\/api\/v1\/namespaces failed with HTTP 500 \(HTTP 500\)/,
+      reason: "HTTP 500",
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {
@@ -72,9 +96,21 @@ describe("KubeApiError", () => {
 
 describe("ClusterConnectionError", () => {
   const cases: Array<{ name: string; cause: unknown; message: RegExp }> = [
-    { name: "connection refused", cause: Object.assign(new Error("request to https://127.0.0.1:6443/api failed, reason: connect ECONNREFUSED 127.0.0.1:6443"), { code: "ECONNREFUSED" }), message: /^cannot reach the cluster at https:\/\/127\.0\.0\.1:6443: connection refused \(ECONNREFUSED\); check your kubeconfig/ },
-    { name: "unknown host", cause: Object.assign(new Error("getaddrinfo ENOTFOUND k8s.invalid"), { code: "ENOTFOUND" }), message: /: host name not found \(ENOTFOUND\); check your kubeconfig/ },
-    { name: "an untrusted certificate", cause: Object.assign(new Error("self-signed certificate"), { code: "DEPTH_ZERO_SELF_SIGNED_CERT" }), message: /self-signed and not trusted by the kubeconfig's certificate-authority/ },
+    {
+      name: "connection refused",
+      cause: Object.assign(new Error("request to https://127.0.0.1:6443/api failed, reason: connect ECONNREFUSED 127.0.0.1:6443"), { code: "ECONNREFUSED" }),
+      message: /^cannot reach the cluster at https:\/\/127\.0\.0\.1:6443: connection refused \(ECONNREFUSED\); check your kubeconfig/,
+    },
+    {
+      name: "unknown host",
+      cause: Object.assign(new Error("getaddrinfo ENOTFOUND k8s.invalid"), { code: "ENOTFOUND" }),
+      message: /: host name not found \(ENOTFOUND\); check your kubeconfig/,
+    },
+    {
+      name: "an untrusted certificate",
+      cause: Object.assign(new Error("self-signed certificate"), { code: "DEPTH_ZERO_SELF_SIGNED_CERT" }),
+      message: /self-signed and not trusted by the kubeconfig's certificate-authority/,
+    },
     { name: "anything else → its own message", cause: new Error("socket hang up"), message: /: socket hang up; check your kubeconfig/ },
   ];
   for (const c of cases) {
@@ -131,7 +167,10 @@ describe("client-node clients made by kubeClient", () => {
   it("a refused call throws KubeApiError with the Status's message, never the headers", async () => {
     const { k8s, kc } = await kubeClient(kubeconfigFor(url, "ok.yaml"));
     const api = kc.makeApiClient(k8s.CoordinationV1Api);
-    const err = await api.readNamespacedLease({ namespace: "quartermaster", name: "x" }).then(() => undefined, (e: unknown) => e);
+    const err = await api.readNamespacedLease({ namespace: "quartermaster", name: "x" }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof KubeApiError, String(err));
     assert.equal(statusOf(err), 404);
     assert.match(err.message, /^namespaces "quartermaster" not found \(NotFound\): create it/);
@@ -150,9 +189,18 @@ describe("client-node clients made by kubeClient", () => {
     const port = (closed.address() as AddressInfo).port;
     await new Promise<void>((r) => closed.close(() => r()));
     const { k8s, kc } = await kubeClient(kubeconfigFor(`http://127.0.0.1:${port}`, "down.yaml"));
-    const err = await kc.makeApiClient(k8s.CoreV1Api).listNamespacedConfigMap({ namespace: "q" }).then(() => undefined, (e: unknown) => e);
+    const err = await kc
+      .makeApiClient(k8s.CoreV1Api)
+      .listNamespacedConfigMap({ namespace: "q" })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     assert.ok(err instanceof ClusterConnectionError, String(err));
-    assert.match(errorMessage(err), new RegExp(`^cannot reach the cluster at http://127\\.0\\.0\\.1:${port}: connection refused \\(ECONNREFUSED\\); check your kubeconfig`));
+    assert.match(
+      errorMessage(err),
+      new RegExp(`^cannot reach the cluster at http://127\\.0\\.0\\.1:${port}: connection refused \\(ECONNREFUSED\\); check your kubeconfig`),
+    );
   });
 
   it("the CLI prints it like kubectl: `reconcile --once` in a namespace that does not exist", async () => {

@@ -25,8 +25,10 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
   const peer = (req.socket as { getPeerCertificate?: () => { subject?: { CN?: string } } }).getPeerCertificate?.();
   seen.push({ path: req.url!, auth: req.headers.authorization, clientCert: peer?.subject?.CN });
   const send = (status: number, body: unknown): void => void res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
-  if (req.url === "/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/llm") return send(200, { apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", metadata: { name: "llm", namespace: "team-a" } });
-  if (req.url === "/api/v1/namespaces/quartermaster/configmaps/forbidden") return send(403, { kind: "Status", code: 403, message: 'configmaps "forbidden" is forbidden' });
+  if (req.url === "/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/llm")
+    return send(200, { apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", metadata: { name: "llm", namespace: "team-a" } });
+  if (req.url === "/api/v1/namespaces/quartermaster/configmaps/forbidden")
+    return send(403, { kind: "Status", code: 403, message: 'configmaps "forbidden" is forbidden' });
   if (req.url === "/api/v1/namespaces/quartermaster/configmaps/empty") return send(200, { kind: "ConfigMap" });
   send(404, { kind: "Status", code: 404, message: "not found" });
 }
@@ -34,7 +36,10 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
 const plain = createHttpServer(handler).listen(0, "127.0.0.1");
 const certs = await makeCerts();
 const client = await issueCertificate({ ca: certs.certs.ca, commonName: "quartermaster-webhook", usage: "client", days: 1, now: new Date() });
-const tls = createHttpsServer({ cert: certs.certs.certPem, key: certs.certs.keyPem, ca: certs.certs.ca.certPem, requestCert: true, rejectUnauthorized: true }, handler).listen(0, "127.0.0.1");
+const tls = createHttpsServer(
+  { cert: certs.certs.certPem, key: certs.certs.keyPem, ca: certs.certs.ca.certPem, requestCert: true, rejectUnauthorized: true },
+  handler,
+).listen(0, "127.0.0.1");
 before(() => Promise.all([plain, tls].map((s) => (s.listening ? undefined : new Promise((r) => s.once("listening", r))))));
 after(() => {
   plain.close();
@@ -44,14 +49,21 @@ const port = (s: { address(): unknown }): number => (s.address() as AddressInfo)
 
 function kubeconfig(name: string, cluster: string, user: string): string {
   const file = join(dir, name);
-  writeFileSync(file, `apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: ${cluster}}]\nusers: [{name: u, user: ${user}}]\n`);
+  writeFileSync(
+    file,
+    `apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: ${cluster}}]\nusers: [{name: u, user: ${user}}]\n`,
+  );
   return file;
 }
 
 describe("restClient", () => {
   it("token kubeconfig over HTTP: GET with the bearer token; 404 → undefined; 403 → RestError with the code and message", async () => {
     const rest = (await restClient(kubeconfig("token.yaml", `{server: "http://127.0.0.1:${port(plain)}"}`, "{token: abc}")))!;
-    assert.deepEqual(await rest.get("/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/llm"), { apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", metadata: { name: "llm", namespace: "team-a" } });
+    assert.deepEqual(await rest.get("/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/llm"), {
+      apiVersion: "kubeflow.org/v1",
+      kind: "PyTorchJob",
+      metadata: { name: "llm", namespace: "team-a" },
+    });
     assert.equal(seen.at(-1)!.auth, "Bearer abc");
     assert.equal(await rest.get("/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/gone"), undefined);
     const err = await rest.get("/api/v1/namespaces/quartermaster/configmaps/forbidden").catch((e: unknown) => e);
@@ -65,10 +77,18 @@ describe("restClient", () => {
     writeFileSync(join(dir, "client.crt"), client.certPem);
     writeFileSync(join(dir, "client.key"), client.keyPem);
     writeFileSync(join(dir, "token"), "first\n");
-    const file = kubeconfig("tls.yaml", `{server: "https://127.0.0.1:${port(tls)}", certificate-authority: ca.crt, tls-server-name: localhost}`, "{client-certificate: client.crt, client-key: client.key, tokenFile: token}");
+    const file = kubeconfig(
+      "tls.yaml",
+      `{server: "https://127.0.0.1:${port(tls)}", certificate-authority: ca.crt, tls-server-name: localhost}`,
+      "{client-certificate: client.crt, client-key: client.key, tokenFile: token}",
+    );
     const rest = (await restClient(file))!;
     await rest.get("/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/llm");
-    assert.deepEqual(seen.at(-1), { path: "/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/llm", auth: "Bearer first", clientCert: "quartermaster-webhook" });
+    assert.deepEqual(seen.at(-1), {
+      path: "/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/llm",
+      auth: "Bearer first",
+      clientCert: "quartermaster-webhook",
+    });
     writeFileSync(join(dir, "token"), "rotated\n");
     await rest.get("/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/llm");
     assert.equal(seen.at(-1)!.auth, "Bearer rotated");
@@ -125,7 +145,16 @@ describe("readers over restClient", () => {
     await cap.refresh();
     cap.stop();
     assert.equal(cap.current(), undefined, "no ledger index yet");
-    assert.ok(seen.some((s) => s.path === "/api/v1/namespaces/quartermaster/configmaps/quartermaster-ledger-index" || s.path.startsWith("/api/v1/namespaces/quartermaster/configmaps/")));
-    assert.deepEqual(lines.filter((l) => (l.level as number) >= 50), []);
+    assert.ok(
+      seen.some(
+        (s) =>
+          s.path === "/api/v1/namespaces/quartermaster/configmaps/quartermaster-ledger-index" ||
+          s.path.startsWith("/api/v1/namespaces/quartermaster/configmaps/"),
+      ),
+    );
+    assert.deepEqual(
+      lines.filter((l) => (l.level as number) >= 50),
+      [],
+    );
   });
 });

@@ -36,19 +36,29 @@ describe("assertKubeconfig", () => {
     it(`${name} → goes on`, () => assert.doesNotThrow(() => assertKubeconfig(file, env, home())));
   }
 
-  it("none of them and no ServiceAccount token → NoKubeconfigError saying what to do", { skip: process.env.KUBERNETES_SERVICE_HOST ? "running in a cluster" : false }, () => {
-    assert.throws(
-      () => assertKubeconfig(undefined, {}, emptyHome()),
-      (err: unknown) => err instanceof NoKubeconfigError && err instanceof ClusterConnectionError && (err as Error).message === NO_KUBECONFIG,
-    );
-    assert.equal(NO_KUBECONFIG, "no kubeconfig: set KUBECONFIG, pass --kubeconfig, or run in a cluster");
-  });
+  it(
+    "none of them and no ServiceAccount token → NoKubeconfigError saying what to do",
+    { skip: process.env.KUBERNETES_SERVICE_HOST ? "running in a cluster" : false },
+    () => {
+      assert.throws(
+        () => assertKubeconfig(undefined, {}, emptyHome()),
+        (err: unknown) => err instanceof NoKubeconfigError && err instanceof ClusterConnectionError && (err as Error).message === NO_KUBECONFIG,
+      );
+      assert.equal(NO_KUBECONFIG, "no kubeconfig: set KUBECONFIG, pass --kubeconfig, or run in a cluster");
+    },
+  );
 
   // Issue 29 item 7: KUBECONFIG=/nonexistent printed client-node's bare "ENOENT: no such file or directory".
   const missing: Array<[string, string | undefined, NodeJS.ProcessEnv, string[], RegExp]> = [
     ["KUBECONFIG=/nonexistent", undefined, { KUBECONFIG: "/nonexistent" }, ["/nonexistent"], /KUBECONFIG environment variable, KUBECONFIG=\/nonexistent/],
     ["KUBECONFIG with one of two missing", undefined, { KUBECONFIG: [someFile, "/nonexistent/b"].join(delimiter) }, ["/nonexistent/b"], /KUBECONFIG/],
-    ["KUBECONFIG with both missing", undefined, { KUBECONFIG: ["/nonexistent/a", "/nonexistent/b"].join(delimiter) }, ["/nonexistent/a", "/nonexistent/b"], /KUBECONFIG/],
+    [
+      "KUBECONFIG with both missing",
+      undefined,
+      { KUBECONFIG: ["/nonexistent/a", "/nonexistent/b"].join(delimiter) },
+      ["/nonexistent/a", "/nonexistent/b"],
+      /KUBECONFIG/,
+    ],
     ["--kubeconfig /nonexistent (even with a good $KUBECONFIG)", "/nonexistent", { KUBECONFIG: someFile }, ["/nonexistent"], /--kubeconfig/],
   ];
   for (const [name, file, env, files, source] of missing) {

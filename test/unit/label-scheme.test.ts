@@ -15,12 +15,54 @@ import { job, kindOf, topology } from "../fixtures/jobs.js";
 
 describe("label schemes per kind", () => {
   const cases: Array<[string, string, Record<string, string>, string, string, boolean]> = [
-    ["TFJob", "kubeflow", { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "tfjob-controller" }, "training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index", true],
-    ["PyTorchJob", "kubeflow", { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "pytorchjob-controller" }, "training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index", true],
-    ["MXJob", "kubeflow", { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "mxjob-controller" }, "training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index", true],
-    ["XGBoostJob", "kubeflow", { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "xgboostjob-controller" }, "training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index", true],
-    ["PaddleJob", "kubeflow", { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "paddlejob-controller" }, "training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index", true],
-    ["JAXJob", "kubeflow", { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "jaxjob-controller" }, "training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index", true],
+    [
+      "TFJob",
+      "kubeflow",
+      { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "tfjob-controller" },
+      "training.kubeflow.org/replica-type",
+      "training.kubeflow.org/replica-index",
+      true,
+    ],
+    [
+      "PyTorchJob",
+      "kubeflow",
+      { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "pytorchjob-controller" },
+      "training.kubeflow.org/replica-type",
+      "training.kubeflow.org/replica-index",
+      true,
+    ],
+    [
+      "MXJob",
+      "kubeflow",
+      { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "mxjob-controller" },
+      "training.kubeflow.org/replica-type",
+      "training.kubeflow.org/replica-index",
+      true,
+    ],
+    [
+      "XGBoostJob",
+      "kubeflow",
+      { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "xgboostjob-controller" },
+      "training.kubeflow.org/replica-type",
+      "training.kubeflow.org/replica-index",
+      true,
+    ],
+    [
+      "PaddleJob",
+      "kubeflow",
+      { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "paddlejob-controller" },
+      "training.kubeflow.org/replica-type",
+      "training.kubeflow.org/replica-index",
+      true,
+    ],
+    [
+      "JAXJob",
+      "kubeflow",
+      { "training.kubeflow.org/job-name": "j", "training.kubeflow.org/operator-name": "jaxjob-controller" },
+      "training.kubeflow.org/replica-type",
+      "training.kubeflow.org/replica-index",
+      true,
+    ],
     ["Caffe2Job", "caffe2", { group_name: "kubeflow.org", caffe2_job_key: "ns-j", runtime_id: "r1" }, "caffe2_replica_type", "caffe2_replica_index", false],
   ];
   for (const [kind, scheme, selector, typeLabel, indexLabel, services] of cases) {
@@ -83,7 +125,11 @@ describe("the device ledger attributes a pod to its job by its scheme's key labe
     it(name, () => {
       const pod = structuredClone(gpuPod("p", { node: "n1" })) as Record<string, any>;
       pod.metadata.labels = labels;
-      const l = buildLedger({ nodes: [node("n1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("n1", new Date("2026-11-22T00:00:00Z"))], pods: [pod], jobs: new Set() }, new Date("2026-11-22T00:00:01Z"), defaultPolicy());
+      const l = buildLedger(
+        { nodes: [node("n1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("n1", new Date("2026-11-22T00:00:00Z"))], pods: [pod], jobs: new Set() },
+        new Date("2026-11-22T00:00:01Z"),
+        defaultPolicy(),
+      );
       assert.deepEqual(Object.keys(l.jobs), jobs);
     });
   }

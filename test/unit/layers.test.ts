@@ -13,7 +13,10 @@ import { after, describe, it } from "node:test";
 import { cruise, type ICruiseOptions, type IReporterOutput } from "dependency-cruiser";
 
 const ROOT = join(import.meta.dirname, "../..");
-const config = createRequire(import.meta.url)(join(ROOT, ".dependency-cruiser.cjs")) as { forbidden: ICruiseOptions["ruleSet"] extends { forbidden?: infer F } ? F : never; options: Record<string, unknown> };
+const config = createRequire(import.meta.url)(join(ROOT, ".dependency-cruiser.cjs")) as {
+  forbidden: ICruiseOptions["ruleSet"] extends { forbidden?: infer F } ? F : never;
+  options: Record<string, unknown>;
+};
 
 /** The names of the rules `files` (relative to `base`) break. */
 async function broken(files: string[], base: string, tsConfig?: string): Promise<string[]> {
@@ -60,12 +63,18 @@ describe("the layer check (.dependency-cruiser.cjs)", () => {
     },
     {
       name: "a mutation imports a validation rule (mutate sits below validate)",
-      files: { "src/mutate/pod.ts": 'import { x } from "../validate/pod-spec.ts";\nexport const y = x;\n', "src/validate/pod-spec.ts": "export const x = 1;\n" },
+      files: {
+        "src/mutate/pod.ts": 'import { x } from "../validate/pod-spec.ts";\nexport const y = x;\n',
+        "src/validate/pod-spec.ts": "export const x = 1;\n",
+      },
       want: ["mutate-not-above: src/mutate/pod.ts → src/validate/pod-spec.ts"],
     },
     {
       name: "a type-only import from above counts too",
-      files: { "src/policy/types.ts": 'import type { X } from "../reconcile/plan.ts";\nexport type Y = X;\n', "src/reconcile/plan.ts": "export type X = number;\nexport const z = 1;\n" },
+      files: {
+        "src/policy/types.ts": 'import type { X } from "../reconcile/plan.ts";\nexport type Y = X;\n',
+        "src/reconcile/plan.ts": "export type X = number;\nexport const z = 1;\n",
+      },
       want: ["policy-not-above: src/policy/types.ts → src/reconcile/plan.ts"],
     },
     {
@@ -75,7 +84,10 @@ describe("the layer check (.dependency-cruiser.cjs)", () => {
     },
     {
       name: "two modules of one folder import each other",
-      files: { "src/cli/a.ts": 'import { b } from "./b.ts";\nexport const a = b;\n', "src/cli/b.ts": 'import { a } from "./a.ts";\nexport const b = () => a;\n' },
+      files: {
+        "src/cli/a.ts": 'import { b } from "./b.ts";\nexport const a = b;\n',
+        "src/cli/b.ts": 'import { a } from "./a.ts";\nexport const b = () => a;\n',
+      },
       // dependency-cruiser reports a cycle once, at the first module it meets on it.
       want: ["no-circular: src/cli/a.ts → src/cli/b.ts"],
     },
@@ -86,7 +98,11 @@ describe("the layer check (.dependency-cruiser.cjs)", () => {
     },
     {
       name: "downward imports are fine",
-      files: { "src/server/app.ts": 'import { x } from "../mutate/pod.ts";\nimport { k } from "../core/keys.ts";\nexport const y = x + k;\n', "src/mutate/pod.ts": 'import { k } from "../core/keys.ts";\nexport const x = k;\n', "src/core/keys.ts": "export const k = 1;\n" },
+      files: {
+        "src/server/app.ts": 'import { x } from "../mutate/pod.ts";\nimport { k } from "../core/keys.ts";\nexport const y = x + k;\n',
+        "src/mutate/pod.ts": 'import { k } from "../core/keys.ts";\nexport const x = k;\n',
+        "src/core/keys.ts": "export const k = 1;\n",
+      },
       want: [],
     },
   ];

@@ -106,7 +106,11 @@ describe("batchedDestination", () => {
     log.warn("second");
     assert.equal(f.bytes(), "");
     f.endTurn();
-    const lines = f.bytes().trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = f
+      .bytes()
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.deepEqual(
       lines.map((l) => [l.msg, l.level]),
       [

@@ -39,7 +39,12 @@ describe("generated manifests", () => {
 
 describe("the ledger's ConfigMaps as read", () => {
   it("a ConfigMap with the ledger's label under another name is not the ledger's (never rewritten or deleted)", async () => {
-    const cm = (name: string) => ({ apiVersion: "v1", kind: "ConfigMap", metadata: { name, uid: `uid-${name}`, resourceVersion: "1" }, data: { "shard.json": "{}" } });
+    const cm = (name: string) => ({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name, uid: `uid-${name}`, resourceVersion: "1" },
+      data: { "shard.json": "{}" },
+    });
     const names = ["quartermaster-ledger", "quartermaster-ledger-0", "quartermaster-policy-abc12", "unrelated", shardName(MAX_LEDGER_SHARDS)];
     const read = await readLedgerConfigMaps({ listConfigMaps: async () => names.map(cm) }, "quartermaster");
     assert.deepEqual([...read.keys()], ["quartermaster-ledger", "quartermaster-ledger-0"]);

@@ -26,7 +26,9 @@ async function series(registry: Registry, name: string): Promise<Record<string, 
   assert.ok(metric, `${name} is registered`);
   const out: Record<string, number> = {};
   for (const v of (await metric.get()).values) {
-    const labels = Object.entries(v.labels).map(([k, x]) => `${k}=${x}`).join(",");
+    const labels = Object.entries(v.labels)
+      .map(([k, x]) => `${k}=${x}`)
+      .join(",");
     out[`${(v as { metricName?: string }).metricName ?? name}{${labels}}`] = v.value;
   }
   return out;
@@ -40,10 +42,31 @@ const ledger: Ledger = {
     "team-b": { "amd.com/gpu": { allocated: 1, gpuSeconds: 60 }, "nvidia.com/gpu": { allocated: 0, gpuSeconds: 30 } },
   },
   nodes: [
-    { name: "n1", pods: [{ name: "p1", namespace: "team-a", resources: { "nvidia.com/gpu": 4 }, uid: "u1" }], resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 4, capacity: 8, free: 4, inactive: false, overCommitted: false } }, stale: false },
-    { name: "n2", pods: [], resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 0, capacity: 8, free: 0, inactive: false, overCommitted: false } }, stale: true, staleReason: "no Lease" },
-    { name: "n3", pods: [{ name: "p3", namespace: "team-b", resources: { "amd.com/gpu": 1 }, uid: "u3" }], resources: { "amd.com/gpu": { allocatable: 2, allocated: 1, capacity: 2, free: 1, inactive: false, overCommitted: false } }, stale: false },
-    { name: "n4", pods: [], resources: { "nvidia.com/gpu": { allocatable: 0, allocated: 0, capacity: 8, free: 0, inactive: true, overCommitted: false } }, stale: false },
+    {
+      name: "n1",
+      pods: [{ name: "p1", namespace: "team-a", resources: { "nvidia.com/gpu": 4 }, uid: "u1" }],
+      resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 4, capacity: 8, free: 4, inactive: false, overCommitted: false } },
+      stale: false,
+    },
+    {
+      name: "n2",
+      pods: [],
+      resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 0, capacity: 8, free: 0, inactive: false, overCommitted: false } },
+      stale: true,
+      staleReason: "no Lease",
+    },
+    {
+      name: "n3",
+      pods: [{ name: "p3", namespace: "team-b", resources: { "amd.com/gpu": 1 }, uid: "u3" }],
+      resources: { "amd.com/gpu": { allocatable: 2, allocated: 1, capacity: 2, free: 1, inactive: false, overCommitted: false } },
+      stale: false,
+    },
+    {
+      name: "n4",
+      pods: [],
+      resources: { "nvidia.com/gpu": { allocatable: 0, allocated: 0, capacity: 8, free: 0, inactive: true, overCommitted: false } },
+      stale: false,
+    },
   ],
   pending: [{ name: "waiting", namespace: "team-c", reason: "Unschedulable", resources: { "nvidia.com/gpu": 2 }, since: "2026-11-25T11:00:00.000Z" }],
   totals: {
@@ -112,7 +135,10 @@ describe("metrics: the device ledger's gauges", () => {
     text = await m.registry.metrics();
     assert.match(text, /\nquartermaster_ledger_present 0\n/);
     assert.doesNotMatch(text, /^quartermaster_ledger_\w+\{/m);
-    assert.deepEqual(text.match(/^quartermaster_ledger_(?!present)\w+ .*$/gm)?.map((l) => l.split(" ")[1]), ["0", "0", "0", "0", "0", "0", "0", "0"]);
+    assert.deepEqual(
+      text.match(/^quartermaster_ledger_(?!present)\w+ .*$/gm)?.map((l) => l.split(" ")[1]),
+      ["0", "0", "0", "0", "0", "0", "0", "0"],
+    );
   });
 
   it("a refresh that reads a new index changes the per-namespace series at the next scrape", async () => {
@@ -121,7 +147,9 @@ describe("metrics: the device ledger's gauges", () => {
     const m = createAdmissionMetrics({ timeoutSeconds: 5, ledger: () => reading });
     assert.equal(Object.keys(await series(m.registry, "quartermaster_ledger_namespace_gpus_allocated")).length, 3);
     reading = { index: { ...first, namespaces: { "team-z": { "nvidia.com/gpu": { allocated: 7, gpuSeconds: 1 } } } }, readAt: 1 };
-    assert.deepEqual(await series(m.registry, "quartermaster_ledger_namespace_gpus_allocated"), { "quartermaster_ledger_namespace_gpus_allocated{namespace=team-z,resource=nvidia.com/gpu}": 7 });
+    assert.deepEqual(await series(m.registry, "quartermaster_ledger_namespace_gpus_allocated"), {
+      "quartermaster_ledger_namespace_gpus_allocated{namespace=team-z,resource=nvidia.com/gpu}": 7,
+    });
   });
 
   it("without a ledger source the gauges are not registered (the dev server, --ledger-refresh-seconds 0)", async () => {
@@ -151,17 +179,28 @@ describe("metrics: namespace label cap", () => {
     const rows = capNamespaces({ a: usage(1), b: usage(5), c: usage(0, 100), d: usage(0, 100), e: usage(2, 3) }, 2);
     assert.deepEqual(
       rows.map((r) => [r.namespace, r.allocated, r.gpuSeconds]),
-      [["b", 5, 0], ["e", 2, 3], ["other", 1, 200]],
+      [
+        ["b", 5, 0],
+        ["e", 2, 3],
+        ["other", 1, 200],
+      ],
     );
   });
   it("a cluster of 5000 namespaces exports cap + 1 namespace values, totals unchanged", () => {
     const many = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`ns-${i}`, usage(i % 3, i)]));
     const rows = capNamespaces(many, NAMESPACE_LABEL_CAP);
     assert.equal(new Set(rows.map((r) => r.namespace)).size, NAMESPACE_LABEL_CAP + 1);
-    const sum = (f: (r: { allocated: number; gpuSeconds: number }) => number, xs: Array<{ allocated: number; gpuSeconds: number }>) => xs.reduce((n, r) => n + f(r), 0);
+    const sum = (f: (r: { allocated: number; gpuSeconds: number }) => number, xs: Array<{ allocated: number; gpuSeconds: number }>) =>
+      xs.reduce((n, r) => n + f(r), 0);
     const all = Object.values(many).map((u) => u["nvidia.com/gpu"]);
-    assert.equal(sum((r) => r.allocated, rows), sum((r) => r.allocated, all));
-    assert.equal(sum((r) => r.gpuSeconds, rows), sum((r) => r.gpuSeconds, all));
+    assert.equal(
+      sum((r) => r.allocated, rows),
+      sum((r) => r.allocated, all),
+    );
+    assert.equal(
+      sum((r) => r.gpuSeconds, rows),
+      sum((r) => r.gpuSeconds, all),
+    );
   });
   it("under the cap nothing is aggregated", () => {
     assert.ok(capNamespaces({ a: usage(1), b: usage(2) }, NAMESPACE_LABEL_CAP).every((r) => r.namespace !== "other"));
@@ -185,7 +224,8 @@ describe("metrics: job lookups on the admission path", () => {
   const counts = async (metrics: ReturnType<typeof createAdmissionMetrics>): Promise<Partial<Record<JobLookupResult, number>>> => {
     const out: Partial<Record<JobLookupResult, number>> = {};
     for (const v of (await metrics.registry.getSingleMetric("quartermaster_job_lookup_duration_seconds")!.get()).values) {
-      if ((v as { metricName?: string }).metricName === "quartermaster_job_lookup_duration_seconds_count" && v.value > 0) out[v.labels.result as JobLookupResult] = v.value;
+      if ((v as { metricName?: string }).metricName === "quartermaster_job_lookup_duration_seconds_count" && v.value > 0)
+        out[v.labels.result as JobLookupResult] = v.value;
     }
     return out;
   };
@@ -215,7 +255,9 @@ describe("metrics: job lookups on the admission path", () => {
   it("durations come from the reader's clock (2 ms per reading here) into the histogram", async () => {
     const { metrics, reader } = measured(async () => mnist);
     await lookupTopology(pod, "team-a", policy, reader);
-    const sum = (await metrics.registry.getSingleMetric("quartermaster_job_lookup_duration_seconds")!.get()).values.find((v) => (v as { metricName?: string }).metricName?.endsWith("_sum"));
+    const sum = (await metrics.registry.getSingleMetric("quartermaster_job_lookup_duration_seconds")!.get()).values.find((v) =>
+      (v as { metricName?: string }).metricName?.endsWith("_sum"),
+    );
     assert.ok(sum && Math.abs(sum.value - 0.002) < 1e-9, `sum ${sum?.value}`);
   });
 
@@ -247,7 +289,13 @@ describe("metrics: the resident reconciler's passes", () => {
     const ticks: Array<() => void> = [];
     let t = 0;
     const outcomes: Array<() => Promise<unknown>> = [
-      async () => ({ actions: { applied: ["delete Pod team-a/p-0", "delete Pod team-a/p-1", "create Service team-a/s"], skipped: [{ action: "delete Pod team-a/p-2" }], failed: [] } }),
+      async () => ({
+        actions: {
+          applied: ["delete Pod team-a/p-0", "delete Pod team-a/p-1", "create Service team-a/s"],
+          skipped: [{ action: "delete Pod team-a/p-2" }],
+          failed: [],
+        },
+      }),
       async () => ({ actions: { applied: [], skipped: [], failed: [{ action: "patch Pod team-b/q" }] } }),
       async () => ({ leaseBusy: true }),
       async () => Promise.reject(new Error("apiserver down")),
@@ -292,7 +340,9 @@ describe("metrics: the resident reconciler's passes", () => {
       assert.equal(d[`quartermaster_reconcile_pass_duration_seconds_sum{result=${result}}`], 3, result);
     }
     // Only the first pass succeeded: the timestamp is that pass's end, not the later ones'.
-    assert.deepEqual(Object.values(await series(metrics.registry, "quartermaster_reconcile_last_success_timestamp_seconds")), [Date.parse("2026-11-25T12:00:00Z") / 1000]);
+    assert.deepEqual(Object.values(await series(metrics.registry, "quartermaster_reconcile_last_success_timestamp_seconds")), [
+      Date.parse("2026-11-25T12:00:00Z") / 1000,
+    ]);
     assert.deepEqual(Object.values(await series(metrics.registry, "quartermaster_reconcile_ticks_skipped_total")), [1]);
   });
 });

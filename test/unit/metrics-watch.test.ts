@@ -17,7 +17,9 @@ async function series(registry: Registry, name: string): Promise<Record<string, 
   assert.ok(metric, `${name} is registered`);
   const out: Record<string, number> = {};
   for (const v of (await metric.get()).values) {
-    const labels = Object.entries(v.labels).map(([k, x]) => `${k}=${x}`).join(",");
+    const labels = Object.entries(v.labels)
+      .map(([k, x]) => `${k}=${x}`)
+      .join(",");
     out[`${(v as { metricName?: string }).metricName ?? name}{${labels}}`] = v.value;
   }
   return out;
@@ -64,7 +66,13 @@ describe("metrics: reconcile --watch", () => {
     m.sync("error", 2);
     m.pass("ok", 1.5);
     m.pass("failed", 3);
-    for (const a of ["create Pod team-a/a-0", "create Pod team-a/a-1", "create Service team-a/a-0", "delete Pod team-a/a-2", "patch Caffe2Job/status team-a/a"]) {
+    for (const a of [
+      "create Pod team-a/a-0",
+      "create Pod team-a/a-1",
+      "create Service team-a/a-0",
+      "delete Pod team-a/a-2",
+      "patch Caffe2Job/status team-a/a",
+    ]) {
       const w = objectWrite(a);
       if (w) m.object(w.verb, w.kind);
     }

@@ -76,7 +76,9 @@ table(addGpuTolerations, [
     name: "custom taint mapped by the policy → added too",
     ctx: ctx({ gpu: { resources: [{ pattern: "nvidia.com/gpu", tolerations: [{ key: "sku", operator: "Equal", value: "gpu", effect: "NoSchedule" }] }] } }),
     given: testPod({ spec: { containers: [gpu()] } }),
-    want: testPod({ spec: { containers: [gpu()], tolerations: [tol("nvidia.com/gpu"), { key: "sku", operator: "Equal", value: "gpu", effect: "NoSchedule" }] } }),
+    want: testPod({
+      spec: { containers: [gpu()], tolerations: [tol("nvidia.com/gpu"), { key: "sku", operator: "Equal", value: "gpu", effect: "NoSchedule" }] },
+    }),
   },
   {
     name: "a resource outside the GPU patterns (example.com/fpga) → unchanged",
@@ -113,7 +115,10 @@ table(placeOnAccelerator, [
         affinity: {
           nodeAffinity: {
             requiredDuringSchedulingIgnoredDuringExecution: {
-              nodeSelectorTerms: [{ matchExpressions: [{ key: "zone", operator: "In", values: ["a"] }] }, { matchExpressions: [{ key: "zone", operator: "In", values: ["b"] }] }],
+              nodeSelectorTerms: [
+                { matchExpressions: [{ key: "zone", operator: "In", values: ["a"] }] },
+                { matchExpressions: [{ key: "zone", operator: "In", values: ["b"] }] },
+              ],
             },
             preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: "spot", operator: "Exists" }] } }],
           },
@@ -175,7 +180,11 @@ const interruptiblePolicy = {
   },
 };
 table(placeInterruptible, [
-  { name: "default policy (nothing configured) → unchanged", given: testPod({ annotations: { "quartermaster.dev/interruptible": "true" } }), want: "unchanged" },
+  {
+    name: "default policy (nothing configured) → unchanged",
+    given: testPod({ annotations: { "quartermaster.dev/interruptible": "true" } }),
+    want: "unchanged",
+  },
   {
     name: "interruptible → tolerations and requirement (Flyte's test vector: same term)",
     ctx: ctx(interruptiblePolicy),
@@ -186,7 +195,10 @@ table(placeInterruptible, [
     want: testPod({
       annotations: { "quartermaster.dev/interruptible": "true" },
       spec: {
-        affinity: required([{ key: "node selector requirement", operator: "In", values: ["exists"] }, { key: "x/interruptible", operator: "In", values: ["true"] }]),
+        affinity: required([
+          { key: "node selector requirement", operator: "In", values: ["exists"] },
+          { key: "x/interruptible", operator: "In", values: ["true"] },
+        ]),
         tolerations: [{ key: "x/interruptible", operator: "Exists", effect: "NoSchedule" }],
       },
     }),
@@ -230,7 +242,9 @@ table(defaultResources, [
   {
     name: "init containers and native sidecars are defaulted too",
     given: testPod({ spec: { initContainers: [{ ...res(), restartPolicy: "Always" }], containers: [res({ cpu: "1", memory: "1Gi" })] } }),
-    want: testPod({ spec: { initContainers: [{ ...res({ cpu: "1", memory: "1Gi" }), restartPolicy: "Always" }], containers: [res({ cpu: "1", memory: "1Gi" })] } }),
+    want: testPod({
+      spec: { initContainers: [{ ...res({ cpu: "1", memory: "1Gi" }), restartPolicy: "Always" }], containers: [res({ cpu: "1", memory: "1Gi" })] },
+    }),
   },
   {
     name: "limitsFromRequests: memory limit from its request; a set limit is never raised or lowered",
@@ -261,7 +275,10 @@ describe("mutatePod pipeline", () => {
     assert.deepEqual(out.applied, ["resources", "gpu-tolerations", "accelerator"]);
     assert.equal(out.pod.metadata?.annotations?.["quartermaster.dev/mutations"], "resources,gpu-tolerations,accelerator");
     assert.equal(out.warnings.length, 3);
-    assert.ok(out.warnings.every((w) => w.length <= 120 && w.startsWith("quartermaster: ")), JSON.stringify(out.warnings));
+    assert.ok(
+      out.warnings.every((w) => w.length <= 120 && w.startsWith("quartermaster: ")),
+      JSON.stringify(out.warnings),
+    );
     assert.deepEqual(out.pod.spec?.containers[0]?.resources, {
       requests: { "nvidia.com/gpu": "1", cpu: "1", memory: "1Gi" },
       limits: { "nvidia.com/gpu": "1" },
@@ -319,7 +336,8 @@ import { checkPolicy } from "../../src/policy/load.js";
 
 const tfjob = job("TFJob", "mnist", "team-a", { Chief: 1, Worker: 2, PS: 1 });
 const withTopo = (type: string, i: number, extra: Record<string, unknown> = {}): MutationContext => ({ ...ctx(extra), topology: topology(tfjob, type, i) });
-const tfConfig = '{"cluster":{"chief":["mnist-chief-0.team-a.svc:2222"],"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}';
+const tfConfig =
+  '{"cluster":{"chief":["mnist-chief-0.team-a.svc:2222"],"ps":["mnist-ps-0.team-a.svc:2222"],"worker":["mnist-worker-0.team-a.svc:2222","mnist-worker-1.team-a.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}';
 const tfContainers = (env?: Array<{ name: string; value: string }>) => [
   { name: "sidecar", image: "busybox" },
   { name: "tensorflow", image: "tf", ...(env ? { env } : {}) },
@@ -339,17 +357,45 @@ table(injectClusterSpec, [
     given: testPod({ spec: { containers: tfContainers([{ name: "TF_CONFIG", value: "{}" }]) } }),
     want: "unchanged",
   },
-  { name: "clusterSpec disabled → unchanged", ctx: withTopo("Worker", 1, { clusterSpec: { enabled: false } }), given: testPod({ spec: { containers: tfContainers() } }), want: "unchanged" },
+  {
+    name: "clusterSpec disabled → unchanged",
+    ctx: withTopo("Worker", 1, { clusterSpec: { enabled: false } }),
+    given: testPod({ spec: { containers: tfContainers() } }),
+    want: "unchanged",
+  },
   { name: "no container named tensorflow → unchanged", ctx: withTopo("Worker", 1), given: testPod(), want: "unchanged" },
   {
     name: "PyTorch → every container, the user's own variables kept",
     ctx: { ...ctx(), topology: topology(job("PyTorchJob", "pt", "team-a", { Worker: 2 }), "Worker", 1) },
-    given: testPod({ spec: { containers: [{ name: "pytorch", image: "x", env: [{ name: "PET_NNODES", value: "9" }] }, { name: "side", image: "y" }] } }),
+    given: testPod({
+      spec: {
+        containers: [
+          { name: "pytorch", image: "x", env: [{ name: "PET_NNODES", value: "9" }] },
+          { name: "side", image: "y" },
+        ],
+      },
+    }),
     want: testPod({
       spec: {
         containers: [
-          { name: "pytorch", image: "x", env: [{ name: "PET_NNODES", value: "9" }, { name: "PYTHONUNBUFFERED", value: "1" }, { name: "PET_NPROC_PER_NODE", value: "auto" }] },
-          { name: "side", image: "y", env: [{ name: "PYTHONUNBUFFERED", value: "1" }, { name: "PET_NPROC_PER_NODE", value: "auto" }, { name: "PET_NNODES", value: "2" }] },
+          {
+            name: "pytorch",
+            image: "x",
+            env: [
+              { name: "PET_NNODES", value: "9" },
+              { name: "PYTHONUNBUFFERED", value: "1" },
+              { name: "PET_NPROC_PER_NODE", value: "auto" },
+            ],
+          },
+          {
+            name: "side",
+            image: "y",
+            env: [
+              { name: "PYTHONUNBUFFERED", value: "1" },
+              { name: "PET_NPROC_PER_NODE", value: "auto" },
+              { name: "PET_NNODES", value: "2" },
+            ],
+          },
         ],
       },
     }),
@@ -371,7 +417,10 @@ describe("own __proto__ keys (JSON from a hostile or broken client) survive ever
     const out = mutatePod(pod, { ...ctx(), topology: topo }).pod;
     const ops = createPatch(JSON.parse(raw) as object, out);
     assert.ok(ops.length > 0);
-    assert.deepEqual(ops.filter((o) => o.path.includes("__proto__")), []);
+    assert.deepEqual(
+      ops.filter((o) => o.path.includes("__proto__")),
+      [],
+    );
     const applied = applyPatch(JSON.parse(raw) as object, ops) as V1Pod;
     for (const o of [out.metadata!.labels!, out.metadata!.annotations!, out.spec!, out.spec!.containers[0]!, applied.metadata!.labels!]) {
       assert.ok(Object.prototype.hasOwnProperty.call(o, "__proto__"));
@@ -390,9 +439,24 @@ describe("cluster-spec: the spec remembered between mutate and advise", () => {
   const t1 = topology(nsLess, "Worker", 1);
   const steps: Array<{ name: string; ctx: MutationContext; task: string; host: string }> = [
     { name: "worker-1", ctx: { ...ctx(), topology: t1 }, task: '"task":{"type":"worker","index":1}', host: "mnist-worker-0.team-a.svc:2222" },
-    { name: "same topology, another namespace", ctx: { ...ctx(), namespace: "team-b", topology: t1 }, task: '"task":{"type":"worker","index":1}', host: "mnist-worker-0.team-b.svc:2222" },
-    { name: "same topology and namespace, another cluster domain", ctx: { ...ctx({ clusterSpec: { clusterDomain: "cluster.local" } }), namespace: "team-b", topology: t1 }, task: '"task":{"type":"worker","index":1}', host: "mnist-worker-0.team-b.svc.cluster.local:2222" },
-    { name: "another topology", ctx: { ...ctx(), topology: topology(nsLess, "Chief", 0) }, task: '"task":{"type":"chief","index":0}', host: "mnist-worker-0.team-a.svc:2222" },
+    {
+      name: "same topology, another namespace",
+      ctx: { ...ctx(), namespace: "team-b", topology: t1 },
+      task: '"task":{"type":"worker","index":1}',
+      host: "mnist-worker-0.team-b.svc:2222",
+    },
+    {
+      name: "same topology and namespace, another cluster domain",
+      ctx: { ...ctx({ clusterSpec: { clusterDomain: "cluster.local" } }), namespace: "team-b", topology: t1 },
+      task: '"task":{"type":"worker","index":1}',
+      host: "mnist-worker-0.team-b.svc.cluster.local:2222",
+    },
+    {
+      name: "another topology",
+      ctx: { ...ctx(), topology: topology(nsLess, "Chief", 0) },
+      task: '"task":{"type":"chief","index":0}',
+      host: "mnist-worker-0.team-a.svc:2222",
+    },
   ];
   it("interleaved admissions each get their own TF_CONFIG and advice", () => {
     for (const round of [1, 2]) {
@@ -413,13 +477,17 @@ table(addTrainingLabels, [
     name: "TF chief-0 → the four labels and job-role master",
     ctx: withTopo("Chief", 0),
     given: testPod(),
-    want: testPod({ labels: kf({ "operator-name": "tfjob-controller", "job-name": "mnist", "replica-type": "chief", "replica-index": "0", "job-role": "master" }) }),
+    want: testPod({
+      labels: kf({ "operator-name": "tfjob-controller", "job-name": "mnist", "replica-type": "chief", "replica-index": "0", "job-role": "master" }),
+    }),
   },
   {
     name: "TF worker-1 → no job-role; a label the pod has is kept",
     ctx: withTopo("Worker", 1),
     given: testPod({ labels: { ...kf({ "job-name": "custom" }), app: "x" } }),
-    want: testPod({ labels: { ...kf({ "job-name": "custom" }), app: "x", ...kf({ "operator-name": "tfjob-controller", "replica-type": "worker", "replica-index": "1" }) } }),
+    want: testPod({
+      labels: { ...kf({ "job-name": "custom" }), app: "x", ...kf({ "operator-name": "tfjob-controller", "replica-type": "worker", "replica-index": "1" }) },
+    }),
   },
 ]);
 
@@ -428,7 +496,12 @@ describe("mutate-pods webhook: topology", () => {
     ...testPod({ spec: { containers: tfContainers() } }),
     metadata: { name, namespace: "team-a", ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "mnist", uid: "u", controller: true }] },
   });
-  const deps = (extra: Record<string, unknown> = {}, jobs = fakeJobReader([tfjob])) => ({ policy: Object.keys(extra).length ? checkPolicy(extra, "t") : ctx().policy, log: capturingLogger().log, jobs, now: () => new Date() });
+  const deps = (extra: Record<string, unknown> = {}, jobs = fakeJobReader([tfjob])) => ({
+    policy: Object.keys(extra).length ? checkPolicy(extra, "t") : ctx().policy,
+    log: capturingLogger().log,
+    jobs,
+    now: () => new Date(),
+  });
 
   it("an owned replica gets labels and TF_CONFIG through the job read", async () => {
     const res = await mutatePods(deps()).admit(review({ object: owned("mnist-worker-1") as never }));
@@ -445,7 +518,9 @@ describe("mutate-pods webhook: topology", () => {
   });
 
   it("job not readable and onJobLookupFailure deny → denied with the reason", async () => {
-    const res = await mutatePods(deps({ clusterSpec: { onJobLookupFailure: "deny" } }, fakeJobReader())).admit(review({ object: owned("mnist-worker-1") as never }));
+    const res = await mutatePods(deps({ clusterSpec: { onJobLookupFailure: "deny" } }, fakeJobReader())).admit(
+      review({ object: owned("mnist-worker-1") as never }),
+    );
     assert.equal(res.outcome, "denied");
     assert.equal(res.review.response?.allowed, false);
     assert.match(res.review.response?.status?.message ?? "", /metadata\.ownerReferences: cannot outfit the pod: job team-a\/mnist \(TFJob\) not found/);
@@ -459,20 +534,47 @@ describe("malformed shapes the apiserver would refuse: left untouched, and a sec
   const pytorch = { ...ctx(), topology: topology(job("PyTorchJob", "pt", "team-a", { Worker: 2 }), "Worker", 1) };
   const long = "1".padEnd(200, "0");
   const gpuPod = (spec: Record<string, unknown>, annotations?: Record<string, string>): V1Pod =>
-    JSON.parse(JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: "team-a", ...(annotations ? { annotations } : {}) }, spec })) as V1Pod;
+    JSON.parse(
+      JSON.stringify({ apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: "team-a", ...(annotations ? { annotations } : {}) }, spec }),
+    ) as V1Pod;
   const trainer = (extra: Record<string, unknown>) => ({ name: "pytorch", image: "i", resources: { limits: { "nvidia.com/gpu": "1" } }, ...extra });
   const withInterruptible = { ...ctx(interruptiblePolicy), topology: pytorch.topology };
   const plain = (extra: Record<string, unknown>) => ({ name: "pytorch", image: "i", ...extra });
   const required = (terms: unknown) => ({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } });
   const accel = { "quartermaster.dev/accelerator": "A100-SXM4-40GB" };
   const cases: Array<{ name: string; given: V1Pod; path: (p: V1Pod) => unknown; warns?: RegExp; ctx?: MutationContext }> = [
-    { name: "env a long string (fuzz seed 397869332)", given: gpuPod({ containers: [trainer({ env: long })] }), path: (p) => p.spec!.containers[0]!.env, warns: /env is not a list/ },
+    {
+      name: "env a long string (fuzz seed 397869332)",
+      given: gpuPod({ containers: [trainer({ env: long })] }),
+      path: (p) => p.spec!.containers[0]!.env,
+      warns: /env is not a list/,
+    },
     { name: "env a short string", given: gpuPod({ containers: [trainer({ env: "x" })] }), path: (p) => p.spec!.containers[0]!.env, warns: /env is not a list/ },
-    { name: "env an object", given: gpuPod({ containers: [trainer({ env: { name: "A", value: "1" } })] }), path: (p) => p.spec!.containers[0]!.env, warns: /env is not a list/ },
+    {
+      name: "env an object",
+      given: gpuPod({ containers: [trainer({ env: { name: "A", value: "1" } })] }),
+      path: (p) => p.spec!.containers[0]!.env,
+      warns: /env is not a list/,
+    },
     { name: "env a number", given: gpuPod({ containers: [trainer({ env: 7 })] }), path: (p) => p.spec!.containers[0]!.env, warns: /env is not a list/ },
-    { name: "tolerations a long string", given: gpuPod({ containers: [trainer({})], tolerations: long }), path: (p) => p.spec!.tolerations, warns: /tolerations is not a list/ },
-    { name: "tolerations a short string", given: gpuPod({ containers: [trainer({})], tolerations: "x" }), path: (p) => p.spec!.tolerations, warns: /tolerations is not a list/ },
-    { name: "tolerations an object", given: gpuPod({ containers: [trainer({})], tolerations: { key: "a" } }), path: (p) => p.spec!.tolerations, warns: /tolerations is not a list/ },
+    {
+      name: "tolerations a long string",
+      given: gpuPod({ containers: [trainer({})], tolerations: long }),
+      path: (p) => p.spec!.tolerations,
+      warns: /tolerations is not a list/,
+    },
+    {
+      name: "tolerations a short string",
+      given: gpuPod({ containers: [trainer({})], tolerations: "x" }),
+      path: (p) => p.spec!.tolerations,
+      warns: /tolerations is not a list/,
+    },
+    {
+      name: "tolerations an object",
+      given: gpuPod({ containers: [trainer({})], tolerations: { key: "a" } }),
+      path: (p) => p.spec!.tolerations,
+      warns: /tolerations is not a list/,
+    },
     {
       name: "an interruptible pod's tolerations a long string",
       given: gpuPod({ containers: [trainer({})], tolerations: long }, { "quartermaster.dev/interruptible": "true" }),
@@ -486,20 +588,58 @@ describe("malformed shapes the apiserver would refuse: left untouched, and a sec
       path: (p) => p.spec!.tolerations,
       warns: /no interruptible tolerations added: spec.tolerations is not a list/,
     },
-    { name: "required nodeSelectorTerms a string (accelerator)", given: gpuPod({ containers: [trainer({})], affinity: required(long) }, accel), path: (p) => p.spec!.affinity },
-    { name: "required nodeSelectorTerms an object (accelerator)", given: gpuPod({ containers: [trainer({})], affinity: required({ matchExpressions: [] }) }, accel), path: (p) => p.spec!.affinity },
-    { name: "a term's matchExpressions a string (accelerator)", given: gpuPod({ containers: [trainer({})], affinity: required([{ matchExpressions: long }]) }, accel), path: (p) => p.spec!.affinity },
-    { name: "a term that is a string (accelerator)", given: gpuPod({ containers: [trainer({})], affinity: required([long]) }, accel), path: (p) => p.spec!.affinity },
-    { name: "an expression that is null (accelerator)", given: gpuPod({ containers: [trainer({})], affinity: required([{ matchExpressions: [null] }]) }, accel), path: (p) => p.spec!.affinity },
-    { name: "required nodeSelectorTerms a string (interruptible)", ctx: withInterruptible, given: gpuPod({ containers: [plain({})], affinity: required(long) }, { "quartermaster.dev/interruptible": "true" }), path: (p) => p.spec!.affinity },
-    { name: "a term's matchExpressions an object (interruptible)", ctx: withInterruptible, given: gpuPod({ containers: [plain({})], affinity: required([{ matchExpressions: { key: "k" } }]) }), path: (p) => p.spec!.affinity },
+    {
+      name: "required nodeSelectorTerms a string (accelerator)",
+      given: gpuPod({ containers: [trainer({})], affinity: required(long) }, accel),
+      path: (p) => p.spec!.affinity,
+    },
+    {
+      name: "required nodeSelectorTerms an object (accelerator)",
+      given: gpuPod({ containers: [trainer({})], affinity: required({ matchExpressions: [] }) }, accel),
+      path: (p) => p.spec!.affinity,
+    },
+    {
+      name: "a term's matchExpressions a string (accelerator)",
+      given: gpuPod({ containers: [trainer({})], affinity: required([{ matchExpressions: long }]) }, accel),
+      path: (p) => p.spec!.affinity,
+    },
+    {
+      name: "a term that is a string (accelerator)",
+      given: gpuPod({ containers: [trainer({})], affinity: required([long]) }, accel),
+      path: (p) => p.spec!.affinity,
+    },
+    {
+      name: "an expression that is null (accelerator)",
+      given: gpuPod({ containers: [trainer({})], affinity: required([{ matchExpressions: [null] }]) }, accel),
+      path: (p) => p.spec!.affinity,
+    },
+    {
+      name: "required nodeSelectorTerms a string (interruptible)",
+      ctx: withInterruptible,
+      given: gpuPod({ containers: [plain({})], affinity: required(long) }, { "quartermaster.dev/interruptible": "true" }),
+      path: (p) => p.spec!.affinity,
+    },
+    {
+      name: "a term's matchExpressions an object (interruptible)",
+      ctx: withInterruptible,
+      given: gpuPod({ containers: [plain({})], affinity: required([{ matchExpressions: { key: "k" } }]) }),
+      path: (p) => p.spec!.affinity,
+    },
     {
       name: "a container that is an empty string (fuzz seed 1: resources made it an object, cluster-spec then filled it)",
       given: gpuPod({ containers: [""] }),
       path: (p) => p.spec!.containers,
     },
-    { name: "a container that is null, an init container that is a number", given: gpuPod({ containers: [null, trainer({})], initContainers: [7] }), path: (p) => [p.spec!.containers[0], p.spec!.initContainers] },
-    { name: "an env entry that is null: the variables appended once", given: gpuPod({ containers: [plain({ env: [null] })] }), path: (p) => p.spec!.containers[0]!.env![0] },
+    {
+      name: "a container that is null, an init container that is a number",
+      given: gpuPod({ containers: [null, trainer({})], initContainers: [7] }),
+      path: (p) => [p.spec!.containers[0], p.spec!.initContainers],
+    },
+    {
+      name: "an env entry that is null: the variables appended once",
+      given: gpuPod({ containers: [plain({ env: [null] })] }),
+      path: (p) => p.spec!.containers[0]!.env![0],
+    },
   ];
   for (const tc of cases) {
     it(tc.name, () => {
@@ -507,7 +647,11 @@ describe("malformed shapes the apiserver would refuse: left untouched, and a sec
       const c = tc.ctx ?? pytorch;
       const once = mutatePod(given, c);
       assert.deepEqual(tc.path(once.pod), tc.path(given), "the malformed value is left as it came");
-      if (tc.warns) assert.ok(once.warnings.some((w) => tc.warns!.test(w)), `a warning says so: ${once.warnings.join(" | ")}`);
+      if (tc.warns)
+        assert.ok(
+          once.warnings.some((w) => tc.warns!.test(w)),
+          `a warning says so: ${once.warnings.join(" | ")}`,
+        );
       const twice = mutatePod(deepFreeze(once.pod), c);
       assert.equal(twice.pod, once.pod, "reinvocation changes nothing");
       assert.deepEqual(createPatch(once.pod as object, twice.pod), []);

@@ -14,7 +14,17 @@ function script(): (id: number, body: ArrayBuffer) => ParseReply {
   let onMessage: ((m: { id: number; body: ArrayBuffer }) => void) | undefined;
   let reply: ParseReply | undefined;
   const parentPort = { on: (_: string, f: typeof onMessage) => (onMessage = f), postMessage: (m: ParseReply) => (reply = m) };
-  runInNewContext(workerSource(), { require: () => ({ parentPort, workerData: { parse: options } }), TextDecoder, Uint8Array, JSON, Array, Object, Set, String, Error });
+  runInNewContext(workerSource(), {
+    require: () => ({ parentPort, workerData: { parse: options } }),
+    TextDecoder,
+    Uint8Array,
+    JSON,
+    Array,
+    Object,
+    Set,
+    String,
+    Error,
+  });
   return (id, body) => {
     onMessage!({ id, body });
     return reply!;
@@ -23,7 +33,8 @@ function script(): (id: number, body: ArrayBuffer) => ParseReply {
 
 /** A value with each array as its length, stand-in names and elements (holes as null), comparable across contexts. */
 function plain(v: unknown): unknown {
-  if (Array.isArray(v)) return { length: v.length, names: plain((v as unknown as Record<string, unknown>).resourceNames), items: Array.from(v, (x) => plain(x ?? null)) };
+  if (Array.isArray(v))
+    return { length: v.length, names: plain((v as unknown as Record<string, unknown>).resourceNames), items: Array.from(v, (x) => plain(x ?? null)) };
   if (typeof v === "object" && v !== null) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)]));
   return v;
 }

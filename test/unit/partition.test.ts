@@ -68,18 +68,38 @@ describe("fixture matcher: kube-scheduler's node affinity", () => {
   for (const [name, r, want] of cases) it(name, () => assert.equal(matchesRequirement(r, labels), want));
 
   const node: FixtureNode = { name: "n1", labels, allocatable: {}, offers: { migProfiles: [], fullGpus: 0 } };
-  const pod = (affinity?: V1NodeAffinity, nodeSelector?: Record<string, string>) => testPod({ spec: { ...(affinity ? { affinity: { nodeAffinity: affinity } } : {}), ...(nodeSelector ? { nodeSelector } : {}) } });
+  const pod = (affinity?: V1NodeAffinity, nodeSelector?: Record<string, string>) =>
+    testPod({ spec: { ...(affinity ? { affinity: { nodeAffinity: affinity } } : {}), ...(nodeSelector ? { nodeSelector } : {}) } });
   const req = (...terms: object[]): V1NodeAffinity => ({ requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } });
   const podCases: Array<[string, V1Pod, boolean]> = [
     ["no constraints", pod(), true],
-    ["terms are ORed", pod(req({ matchExpressions: [{ key: "b", operator: "In", values: ["no"] }] }, { matchExpressions: [{ key: "a", operator: "Exists" }] })), true],
-    ["expressions in a term are ANDed", pod(req({ matchExpressions: [{ key: "a", operator: "Exists" }, { key: "b", operator: "In", values: ["no"] }] })), false],
+    [
+      "terms are ORed",
+      pod(req({ matchExpressions: [{ key: "b", operator: "In", values: ["no"] }] }, { matchExpressions: [{ key: "a", operator: "Exists" }] })),
+      true,
+    ],
+    [
+      "expressions in a term are ANDed",
+      pod(
+        req({
+          matchExpressions: [
+            { key: "a", operator: "Exists" },
+            { key: "b", operator: "In", values: ["no"] },
+          ],
+        }),
+      ),
+      false,
+    ],
     ["an empty term matches nothing", pod(req({})), false],
     ["an empty term beside a matching one", pod(req({}, { matchExpressions: [{ key: "a", operator: "Exists" }] })), true],
     ["matchFields on metadata.name", pod(req({ matchFields: [{ key: "metadata.name", operator: "In", values: ["n1"] }] })), true],
     ["nodeSelector ANDed with affinity", pod(req({ matchExpressions: [{ key: "a", operator: "Exists" }] }), { b: "y" }), false],
     ["nodeSelector alone", pod(undefined, { b: "x", a: "1" }), true],
-    ["preferred terms do not filter", pod({ preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: "z", operator: "Exists" }] } }] }), true],
+    [
+      "preferred terms do not filter",
+      pod({ preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [{ key: "z", operator: "Exists" }] } }] }),
+      true,
+    ],
   ];
   for (const [name, p, want] of podCases) it(`pod: ${name}`, () => assert.equal(matchesNodeAffinity(p, node), want));
 });
@@ -87,18 +107,60 @@ describe("fixture matcher: kube-scheduler's node affinity", () => {
 describe("partition placement on GPU-operator-labelled nodes", () => {
   // [name, ctx, pod, nodes whose labels match after mutation, nodes where the pod also fits]
   const cases: Array<[string, MutationContext, V1Pod, string[], string[]]> = [
-    ["1g.5gb as a MIG resource (mixed strategy)", WITH_PRODUCTS, gpuPod(part("1g.5gb"), { "nvidia.com/mig-1g.5gb": "1" }), names(A100_MIXED, A100_SINGLE), names(A100_MIXED)],
+    [
+      "1g.5gb as a MIG resource (mixed strategy)",
+      WITH_PRODUCTS,
+      gpuPod(part("1g.5gb"), { "nvidia.com/mig-1g.5gb": "1" }),
+      names(A100_MIXED, A100_SINGLE),
+      names(A100_MIXED),
+    ],
     ["1g.5gb as nvidia.com/gpu (single strategy)", WITH_PRODUCTS, gpuPod(part("1g.5gb")), names(A100_MIXED, A100_SINGLE), names(A100_SINGLE)],
     ["1g.5gb without migProducts: mixed strategy only", DEFAULTS, gpuPod(part("1g.5gb")), names(A100_MIXED), []],
-    ["2g.10gb: only the node that has that profile", WITH_PRODUCTS, gpuPod(part("2g.10gb"), { "nvidia.com/mig-2g.10gb": "1" }), names(A100_MIXED), names(A100_MIXED)],
+    [
+      "2g.10gb: only the node that has that profile",
+      WITH_PRODUCTS,
+      gpuPod(part("2g.10gb"), { "nvidia.com/mig-2g.10gb": "1" }),
+      names(A100_MIXED),
+      names(A100_MIXED),
+    ],
     ["3g.20gb: no node offers it", WITH_PRODUCTS, gpuPod(part("3g.20gb"), { "nvidia.com/mig-3g.20gb": "1" }), [], []],
-    ["1g.5gb on accelerator A100-SXM4-40GB (product label carries the profile under single)", DEFAULTS, gpuPod(part("1g.5gb", acc("A100-SXM4-40GB"))), names(A100_MIXED, A100_SINGLE), names(A100_SINGLE)],
+    [
+      "1g.5gb on accelerator A100-SXM4-40GB (product label carries the profile under single)",
+      DEFAULTS,
+      gpuPod(part("1g.5gb", acc("A100-SXM4-40GB"))),
+      names(A100_MIXED, A100_SINGLE),
+      names(A100_SINGLE),
+    ],
     ["1g.5gb on accelerator NVIDIA-H100-80GB-HBM3: none", WITH_PRODUCTS, gpuPod(part("1g.5gb", acc("NVIDIA-H100-80GB-HBM3"))), [], []],
-    ["none: every node whose GPUs are not MIG-enabled", WITH_PRODUCTS, gpuPod(part("none")), names(A100_MIG_DISABLED, H100_NO_MIG, AMD_MI250, CPU_NODE), names(A100_MIG_DISABLED, H100_NO_MIG)],
-    ["none on A100-SXM4-40GB: the MIG-disabled A100 only", DEFAULTS, gpuPod(part("none", acc("A100-SXM4-40GB"))), names(A100_MIG_DISABLED), names(A100_MIG_DISABLED)],
-    ["none with 8 GPUs", DEFAULTS, gpuPod(part("none"), { "nvidia.com/gpu": "8" }), names(A100_MIG_DISABLED, H100_NO_MIG, AMD_MI250, CPU_NODE), names(A100_MIG_DISABLED, H100_NO_MIG)],
+    [
+      "none: every node whose GPUs are not MIG-enabled",
+      WITH_PRODUCTS,
+      gpuPod(part("none")),
+      names(A100_MIG_DISABLED, H100_NO_MIG, AMD_MI250, CPU_NODE),
+      names(A100_MIG_DISABLED, H100_NO_MIG),
+    ],
+    [
+      "none on A100-SXM4-40GB: the MIG-disabled A100 only",
+      DEFAULTS,
+      gpuPod(part("none", acc("A100-SXM4-40GB"))),
+      names(A100_MIG_DISABLED),
+      names(A100_MIG_DISABLED),
+    ],
+    [
+      "none with 8 GPUs",
+      DEFAULTS,
+      gpuPod(part("none"), { "nvidia.com/gpu": "8" }),
+      names(A100_MIG_DISABLED, H100_NO_MIG, AMD_MI250, CPU_NODE),
+      names(A100_MIG_DISABLED, H100_NO_MIG),
+    ],
     ["accelerator alone", DEFAULTS, gpuPod(acc("NVIDIA-H100-80GB-HBM3")), names(H100_NO_MIG), names(H100_NO_MIG)],
-    ["nodeSelector on another product ANDs with the partition", WITH_PRODUCTS, gpuPod(part("1g.5gb"), undefined, { nodeSelector: { "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3" } }), [], []],
+    [
+      "nodeSelector on another product ANDs with the partition",
+      WITH_PRODUCTS,
+      gpuPod(part("1g.5gb"), undefined, { nodeSelector: { "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3" } }),
+      [],
+      [],
+    ],
     [
       "custom accelerator label: ANDed into both strategies' terms",
       ctxOf({ nodeLabel: "example.com/gpu-model", migProducts: ["A100-SXM4-40GB"] }),
@@ -107,9 +169,27 @@ describe("partition placement on GPU-operator-labelled nodes", () => {
       [],
     ],
     // The old default (partitionNodeLabel: nvidia.com/mig.config) is still there on request, and shows the bug.
-    ["explicit partitionNodeLabel nvidia.com/mig.config: 1g.5gb matches no node", ctxOf({ partitionNodeLabel: "nvidia.com/mig.config" }), gpuPod(part("1g.5gb")), [], []],
-    ["explicit partitionNodeLabel nvidia.com/mig.config: none excludes the MIG-disabled A100", ctxOf({ partitionNodeLabel: "nvidia.com/mig.config" }), gpuPod(part("none")), names(H100_NO_MIG, AMD_MI250, CPU_NODE), names(H100_NO_MIG)],
-    ["unpartitionedRequirement overrides none", ctxOf({ unpartitionedRequirement: { key: "nvidia.com/mig.config", operator: "In", values: ["all-disabled"] } }), gpuPod(part("none")), names(A100_MIG_DISABLED), names(A100_MIG_DISABLED)],
+    [
+      "explicit partitionNodeLabel nvidia.com/mig.config: 1g.5gb matches no node",
+      ctxOf({ partitionNodeLabel: "nvidia.com/mig.config" }),
+      gpuPod(part("1g.5gb")),
+      [],
+      [],
+    ],
+    [
+      "explicit partitionNodeLabel nvidia.com/mig.config: none excludes the MIG-disabled A100",
+      ctxOf({ partitionNodeLabel: "nvidia.com/mig.config" }),
+      gpuPod(part("none")),
+      names(H100_NO_MIG, AMD_MI250, CPU_NODE),
+      names(H100_NO_MIG),
+    ],
+    [
+      "unpartitionedRequirement overrides none",
+      ctxOf({ unpartitionedRequirement: { key: "nvidia.com/mig.config", operator: "In", values: ["all-disabled"] } }),
+      gpuPod(part("none")),
+      names(A100_MIG_DISABLED),
+      names(A100_MIG_DISABLED),
+    ],
   ];
   for (const [name, ctx, pod, matching, fitting] of cases) {
     it(`${name}: labels match ${matching.join(", ") || "no node"}; fits ${fitting.join(", ") || "nowhere"}`, () => {
@@ -122,7 +202,11 @@ describe("partition placement on GPU-operator-labelled nodes", () => {
 
   it("a custom accelerator label: the nodes that carry it match", () => {
     const ctx = ctxOf({ nodeLabel: "example.com/gpu-model", migProducts: ["A100-SXM4-40GB"] });
-    const nodes = [withLabels(A100_MIXED, { "example.com/gpu-model": "a100" }), withLabels(A100_SINGLE, { "example.com/gpu-model": "a100" }), withLabels(H100_NO_MIG, { "example.com/gpu-model": "h100" })];
+    const nodes = [
+      withLabels(A100_MIXED, { "example.com/gpu-model": "a100" }),
+      withLabels(A100_SINGLE, { "example.com/gpu-model": "a100" }),
+      withLabels(H100_NO_MIG, { "example.com/gpu-model": "h100" }),
+    ];
     const out = placeOnAccelerator.mutate(gpuPod(part("1g.5gb", acc("a100"))), ctx);
     assert.deepEqual(affinityMatches(out, nodes), names(A100_MIXED, A100_SINGLE));
   });
@@ -144,13 +228,23 @@ describe("partition placement on GPU-operator-labelled nodes", () => {
     const p = "1g." + "5".repeat(52);
     const pod = gpuPod(part(p));
     assert.equal(placeOnAccelerator.mutate(pod, DEFAULTS), pod);
-    assert.deepEqual(placeOnAccelerator.advise!(pod, DEFAULTS), [`quartermaster: quartermaster.dev/gpu-partition=${p} ignored: not a MIG profile usable in a node label (nvidia.com/mig-<profile>.count)`]);
+    assert.deepEqual(placeOnAccelerator.advise!(pod, DEFAULTS), [
+      `quartermaster: quartermaster.dev/gpu-partition=${p} ignored: not a MIG profile usable in a node label (nvidia.com/mig-<profile>.count)`,
+    ]);
   });
 
   const advice: Array<[string, V1Pod, string[]]> = [
     ["a MIG resource of the partition asked", gpuPod(part("1g.5gb"), { "nvidia.com/mig-1g.5gb": "1" }), []],
-    ["a MIG resource of another profile", gpuPod(part("1g.5gb"), { "nvidia.com/mig-2g.10gb": "1" }), ["quartermaster: nvidia.com/mig-2g.10gb does not match quartermaster.dev/gpu-partition=1g.5gb; no node will fit"]],
-    ["none with a MIG resource", gpuPod(part("none"), { "nvidia.com/mig-2g.10gb": "1" }), ["quartermaster: nvidia.com/mig-2g.10gb does not match quartermaster.dev/gpu-partition=none; no node will fit"]],
+    [
+      "a MIG resource of another profile",
+      gpuPod(part("1g.5gb"), { "nvidia.com/mig-2g.10gb": "1" }),
+      ["quartermaster: nvidia.com/mig-2g.10gb does not match quartermaster.dev/gpu-partition=1g.5gb; no node will fit"],
+    ],
+    [
+      "none with a MIG resource",
+      gpuPod(part("none"), { "nvidia.com/mig-2g.10gb": "1" }),
+      ["quartermaster: nvidia.com/mig-2g.10gb does not match quartermaster.dev/gpu-partition=none; no node will fit"],
+    ],
     ["whole GPUs", gpuPod(part("1g.5gb")), []],
   ];
   for (const [name, pod, want] of advice) it(`advice: ${name}`, () => assert.deepEqual(placeOnAccelerator.advise!(pod, WITH_PRODUCTS), want));
@@ -158,7 +252,12 @@ describe("partition placement on GPU-operator-labelled nodes", () => {
   const explained: Array<[string, MutationContext, Record<string, string>, string]> = [
     ["a partition, both strategies", WITH_PRODUCTS, part("1g.5gb"), "MIG 1g.5gb (mixed or single strategy)"],
     ["a partition, mixed only", DEFAULTS, part("1g.5gb"), "MIG 1g.5gb (mixed strategy)"],
-    ["accelerator and partition", DEFAULTS, part("2g.10gb", acc("A100-SXM4-40GB")), "nvidia.com/gpu.product=A100-SXM4-40GB and MIG 2g.10gb (mixed or single strategy)"],
+    [
+      "accelerator and partition",
+      DEFAULTS,
+      part("2g.10gb", acc("A100-SXM4-40GB")),
+      "nvidia.com/gpu.product=A100-SXM4-40GB and MIG 2g.10gb (mixed or single strategy)",
+    ],
     ["none", DEFAULTS, part("none"), "GPUs without MIG"],
     ["none on an explicit label", ctxOf({ partitionNodeLabel: "nvidia.com/mig.config" }), part("none"), "nvidia.com/mig.config DoesNotExist"],
     ["a partition on an explicit label", ctxOf({ partitionNodeLabel: "nvidia.com/mig.config" }), part("all-1g.5gb"), "nvidia.com/mig.config=all-1g.5gb"],
@@ -182,10 +281,16 @@ describe("merging alternatives into the pod's own required terms", () => {
   const existing: Array<[string, Partial<V1Pod["spec"]>]> = [
     ["no affinity", {}],
     ["one term", affinity({ matchExpressions: [zone("a")] })],
-    ["two terms", affinity({ matchExpressions: [zone("a")] }, { matchExpressions: [zone("b", "c"), { key: "nvidia.com/gpu.count", operator: "Gt", values: ["4"] }] })],
+    [
+      "two terms",
+      affinity({ matchExpressions: [zone("a")] }, { matchExpressions: [zone("b", "c"), { key: "nvidia.com/gpu.count", operator: "Gt", values: ["4"] }] }),
+    ],
     ["a term by node name", affinity({ matchFields: [{ key: "metadata.name", operator: "In", values: ["a100-mixed-b", "h100-no-mig-c"] }] })],
     ["an empty term beside a real one", affinity({}, { matchExpressions: [zone("c")] })],
-    ["a term that already holds the mixed alternative", affinity({ matchExpressions: [zone("a"), { key: "nvidia.com/mig-1g.5gb.count", operator: "Gt", values: ["0"] }] }, { matchExpressions: [zone("b")] })],
+    [
+      "a term that already holds the mixed alternative",
+      affinity({ matchExpressions: [zone("a"), { key: "nvidia.com/mig-1g.5gb.count", operator: "Gt", values: ["0"] }] }, { matchExpressions: [zone("b")] }),
+    ],
     ["nodeSelector and a term", { nodeSelector: { "topology.kubernetes.io/zone": "b" }, ...affinity({ matchExpressions: [zone("a", "b")] }) }],
   ];
   const asks: Array<[string, Record<string, string>]> = [
@@ -203,16 +308,19 @@ describe("merging alternatives into the pod's own required terms", () => {
         const want = nodes.filter((n) => matchesNodeAffinity(pod, n) && matchesNodeAffinity(alone, n)).map((n) => n.name);
         assert.deepEqual(affinityMatches(out, nodes), want);
         assert.equal(placeOnAccelerator.mutate(deepFreeze(out), WITH_PRODUCTS), out);
-        assert.deepEqual(out.spec?.affinity?.nodeAffinity?.preferredDuringSchedulingIgnoredDuringExecution, pod.spec?.affinity?.nodeAffinity?.preferredDuringSchedulingIgnoredDuringExecution);
+        assert.deepEqual(
+          out.spec?.affinity?.nodeAffinity?.preferredDuringSchedulingIgnoredDuringExecution,
+          pod.spec?.affinity?.nodeAffinity?.preferredDuringSchedulingIgnoredDuringExecution,
+        );
       });
     }
   }
 
   it("cross product: two terms × two alternatives → four terms", () => {
-    const out = withRequiredNodeAlternatives(
-      deepFreeze(testPod({ spec: affinity({ matchExpressions: [zone("a")] }, { matchExpressions: [zone("b")] }) })),
-      [[{ key: "x", operator: "Exists" }], [{ key: "y", operator: "Exists" }]],
-    );
+    const out = withRequiredNodeAlternatives(deepFreeze(testPod({ spec: affinity({ matchExpressions: [zone("a")] }, { matchExpressions: [zone("b")] }) })), [
+      [{ key: "x", operator: "Exists" }],
+      [{ key: "y", operator: "Exists" }],
+    ]);
     assert.deepEqual(out.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms, [
       { matchExpressions: [zone("a"), { key: "x", operator: "Exists" }] },
       { matchExpressions: [zone("a"), { key: "y", operator: "Exists" }] },
@@ -222,7 +330,10 @@ describe("merging alternatives into the pod's own required terms", () => {
   });
 
   it("whole pipeline, twice: the second run changes nothing (with interruptible requirements after it)", () => {
-    const ctx = ctxOf({ migProducts: ["A100-SXM4-40GB"], addTolerations: true }, { interruptible: { nonInterruptibleNodeRequirement: { key: "x/interruptible", operator: "DoesNotExist" } } });
+    const ctx = ctxOf(
+      { migProducts: ["A100-SXM4-40GB"], addTolerations: true },
+      { interruptible: { nonInterruptibleNodeRequirement: { key: "x/interruptible", operator: "DoesNotExist" } } },
+    );
     for (const [, spec] of existing) {
       for (const [, annotations] of asks) {
         const first = mutatePod(deepFreeze(gpuPod(annotations, undefined, spec)), ctx);
@@ -249,10 +360,18 @@ describe("corpus pods that ask for MIG slices or GPUs, given a partition", { ski
   });
 
   for (const { source, pod } of migPods) {
-    const profiles = [...new Set(resources(pod as V1Pod).filter((r) => r.startsWith("nvidia.com/mig-")).map((r) => r.slice("nvidia.com/mig-".length)))];
+    const profiles = [
+      ...new Set(
+        resources(pod as V1Pod)
+          .filter((r) => r.startsWith("nvidia.com/mig-"))
+          .map((r) => r.slice("nvidia.com/mig-".length)),
+      ),
+    ];
     it(`${source} (${profiles.join(", ")}): schedulable exactly on the nodes offering its profile`, () => {
       const out = mutatePod(annotate(pod as V1Pod, profiles[0]!), ctx).pod;
-      const want = NODES.filter((n) => profiles.every((p) => n.offers.migProfiles.includes(p)) && n.allocatable[`nvidia.com/mig-${profiles[0]}`]).map((n) => n.name);
+      const want = NODES.filter((n) => profiles.every((p) => n.offers.migProfiles.includes(p)) && n.allocatable[`nvidia.com/mig-${profiles[0]}`]).map(
+        (n) => n.name,
+      );
       assert.deepEqual(schedulableOn(out), want);
       assert.equal(mutatePod(deepFreeze(out), ctx).pod, out);
     });
@@ -265,8 +384,14 @@ describe("corpus pods that ask for MIG slices or GPUs, given a partition", { ski
       const whole = mutatePod(annotate(p, "none"), ctx).pod;
       // Independently of the labels: where the pod's own selectors and GPU count allow, by what nodes offer.
       const own = (n: FixtureNode) => matchesNodeAffinity(p, n) && schedulableOn(p, [n]).length === 1;
-      assert.deepEqual(schedulableOn(sliced), NODES.filter((n) => own(n) && n.offers.migProfiles.includes("1g.5gb")).map((n) => n.name));
-      assert.deepEqual(schedulableOn(whole), NODES.filter((n) => own(n) && n.offers.migProfiles.length === 0).map((n) => n.name));
+      assert.deepEqual(
+        schedulableOn(sliced),
+        NODES.filter((n) => own(n) && n.offers.migProfiles.includes("1g.5gb")).map((n) => n.name),
+      );
+      assert.deepEqual(
+        schedulableOn(whole),
+        NODES.filter((n) => own(n) && n.offers.migProfiles.length === 0).map((n) => n.name),
+      );
       assert.ok(!schedulableOn(whole).includes(A100_SINGLE.name) && !schedulableOn(whole).includes(A100_MIXED.name));
     });
   }
@@ -281,7 +406,11 @@ describe("merging, generated: any required terms × any placement", () => {
   const keys = ["topology.kubernetes.io/zone", "nvidia.com/gpu.product", "nvidia.com/gpu.replicas", "nvidia.com/mig-1g.5gb.count", "nvidia.com/mig.strategy"];
   const vals = ["a", "b", "0", "1", "A100-SXM4-40GB", "A100-SXM4-40GB-MIG-1g.5gb", "single", "mixed"];
   const requirement = fc.oneof(
-    fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom("In", "NotIn"), values: fc.uniqueArray(fc.constantFrom(...vals), { minLength: 1, maxLength: 2 }) }),
+    fc.record({
+      key: fc.constantFrom(...keys),
+      operator: fc.constantFrom("In", "NotIn"),
+      values: fc.uniqueArray(fc.constantFrom(...vals), { minLength: 1, maxLength: 2 }),
+    }),
     fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom("Exists", "DoesNotExist") }),
     fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom("Gt", "Lt"), values: fc.constantFrom(["0"], ["4"]) }),
   );
@@ -291,7 +420,10 @@ describe("merging, generated: any required terms × any placement", () => {
     { weight: 1, arbitrary: fc.record({ matchFields: fc.constant([{ key: "metadata.name", operator: "In", values: ["a100-single-a", "h100-no-mig-b"] }]) }) },
   );
   const annotations = fc.record(
-    { "quartermaster.dev/gpu-partition": fc.constantFrom("1g.5gb", "2g.10gb", "none"), "quartermaster.dev/accelerator": fc.constantFrom("A100-SXM4-40GB", "NVIDIA-H100-80GB-HBM3") },
+    {
+      "quartermaster.dev/gpu-partition": fc.constantFrom("1g.5gb", "2g.10gb", "none"),
+      "quartermaster.dev/accelerator": fc.constantFrom("A100-SXM4-40GB", "NVIDIA-H100-80GB-HBM3"),
+    },
     { requiredKeys: [] },
   );
   const nodes = NODES.flatMap((n) => ["a", "b"].map((z) => withLabels(n, { "topology.kubernetes.io/zone": z }, `${n.name}-${z}`)));
@@ -307,7 +439,10 @@ describe("merging, generated: any required terms × any placement", () => {
         assert.deepEqual(affinityMatches(out, nodes), want);
         assert.equal(placeOnAccelerator.mutate(deepFreeze(out), WITH_PRODUCTS), out);
         const before = terms?.length ?? 1;
-        assert.ok((out.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms?.length ?? 0) <= 2 * before, "at most two terms per term");
+        assert.ok(
+          (out.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms?.length ?? 0) <= 2 * before,
+          "at most two terms per term",
+        );
       }),
       { numRuns: 2000, seed: 15016 },
     );

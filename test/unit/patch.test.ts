@@ -45,7 +45,12 @@ const CASES: Array<{ name: string; before: object; after: object; /** fast-json-
   { name: "array element undefined becomes null", before: { l: [1, 2] }, after: { l: [1, undefined] } },
   { name: "keys needing escapes", before: { m: {} }, after: { m: { "a/b": 1, "c~d": 2, "~1/0": 3, 'q"uote\\': 4, "ünï\u2028": 5 } } },
   { name: "removal of escaped keys", before: { m: { "nvidia.com/gpu": "1", "x~y": 2 } }, after: { m: {} } },
-  { name: "__proto__ as a data key", before: JSON.parse('{"a":{"__proto__":{"x":1}}}') as object, after: JSON.parse('{"a":{"__proto__":{"x":2},"y":1}}') as object, noApply: true },
+  {
+    name: "__proto__ as a data key",
+    before: JSON.parse('{"a":{"__proto__":{"x":1}}}') as object,
+    after: JSON.parse('{"a":{"__proto__":{"x":2},"y":1}}') as object,
+    noApply: true,
+  },
   { name: "values with undefined members and Dates", before: { a: 1 }, after: { a: 1, b: { c: undefined, d: new Date(0) }, l: [undefined] } },
   { name: "root array against root object", before: [1, 2], after: { 0: 1 } },
   { name: "root array against root object of as many keys", before: [1, 2], after: { 0: 1, x: 2 }, noApply: true },
@@ -113,7 +118,9 @@ describe("diff: generated documents (fast-check, fixed seed)", () => {
 
 describe("diff: every corpus pod's patch from the mutating webhook", { skip: CORPUS_SKIP }, () => {
   const policy = checkPolicy(structuredClone(ALL_MUTATIONS), "patch-test");
-  const mutate = createWebhooks({ policy, log: capturingLogger().log, jobs: fakeJobReader(corpusJobs().map((j) => j.job)), now: () => new Date() })["/mutate/pods"]!;
+  const mutate = createWebhooks({ policy, log: capturingLogger().log, jobs: fakeJobReader(corpusJobs().map((j) => j.job)), now: () => new Date() })[
+    "/mutate/pods"
+  ]!;
   it("equals compare(original, patched original)", async () => {
     let patchedPods = 0;
     for (const { source, pod } of corpusPods()) {

@@ -29,7 +29,11 @@ describe("docs/policy.md", () => {
   it("every field has a meaning, and every meaning belongs to a field", () => {
     assert.deepEqual(undocumented(), []);
     const paths = new Set(policyFields().map((f) => f.path));
-    assert.deepEqual(Object.keys(DESCRIPTIONS).filter((p) => !paths.has(p)), [], "descriptions of fields that no longer exist");
+    assert.deepEqual(
+      Object.keys(DESCRIPTIONS).filter((p) => !paths.has(p)),
+      [],
+      "descriptions of fields that no longer exist",
+    );
   });
 
   it("every default it states is the one the loader applies to {}", () => {

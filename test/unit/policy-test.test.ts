@@ -42,7 +42,11 @@ describe("quartermaster test", () => {
     assert.ok(table.length >= 10, r.stdout);
     assert.deepEqual([...new Set(table.map((t) => t.result))], ["pass"]);
     // A limit, a mutation and a training job's env are among them.
-    for (const want of ["limits.test.yaml", "outfitting.test.yaml", "pytorchjob.test.yaml"]) assert.ok(table.some((t) => t.test.includes(want)), want);
+    for (const want of ["limits.test.yaml", "outfitting.test.yaml", "pytorchjob.test.yaml"])
+      assert.ok(
+        table.some((t) => t.test.includes(want)),
+        want,
+      );
     assert.match(r.stdout, /^\d+ passed, 0 failed$/m);
   });
 
@@ -71,7 +75,10 @@ describe("quartermaster test", () => {
       ["FAIL", "PyTorchJob/mnist-ddp", /is a training job: check env, tolerations and affinity on its pods/],
       ["FAIL", "Pod/nope", /^no Pod\/nope among the results/],
     ];
-    assert.deepEqual(table.map((t) => [t.result, t.resource]), expected.map(([result, resource]) => [result, resource]));
+    assert.deepEqual(
+      table.map((t) => [t.result, t.resource]),
+      expected.map(([result, resource]) => [result, resource]),
+    );
     expected.forEach(([, , detail], i) => {
       if (detail) assert.match(table[i]!.details[0] ?? "", detail);
       else assert.deepEqual(table[i]!.details, []);
@@ -86,7 +93,10 @@ describe("quartermaster test", () => {
     const r = await cli(["test", "test/fixtures/policy-tests/invalid"]);
     assert.equal(r.code, 1);
     const table = rows(r.stdout);
-    assert.deepEqual(table.map((t) => t.result), ["ERROR", "ERROR", "ERROR"]);
+    assert.deepEqual(
+      table.map((t) => t.result),
+      ["ERROR", "ERROR", "ERROR"],
+    );
     const F = "test/fixtures/policy-tests/invalid/fields.test.yaml";
     assert.deepEqual(table[0]!.details, [
       `${F}: (document): unknown field 'polcy'`,
@@ -112,7 +122,10 @@ describe("quartermaster test", () => {
     const [t] = parseTests("apiVersion: quartermaster.dev/v1alpha1\nkind: PolicyTest\nname: x\nresources: [a.yaml]\nexpect: []\n", "x.test.yaml");
     assert.deepEqual(t!.problems, ["x.test.yaml: expect: must NOT have fewer than 1 items"]);
     const [u] = parseTests("apiVersion: quartermaster.dev/v1alpha1\nkind: PolicyTest\nname: x\nexpect: [{resource: Pod/a}]\n", "y.test.yaml");
-    assert.ok(u!.problems.some((p) => /missing required field 'resources'/.test(p)), u!.problems.join("\n"));
+    assert.ok(
+      u!.problems.some((p) => /missing required field 'resources'/.test(p)),
+      u!.problems.join("\n"),
+    );
   });
 });
 

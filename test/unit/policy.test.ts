@@ -13,7 +13,10 @@ describe("policy", () => {
     assert.deepEqual(p.jobKinds, DEFAULT_JOB_KINDS);
     assert.equal(p.jobKinds.length, 7);
     assert.equal(p.gpu.resourceName, "nvidia.com/gpu");
-    assert.deepEqual(p.gpu.resources.map((r) => r.pattern), ["nvidia.com/gpu", "nvidia.com/mig-*", "amd.com/gpu"]);
+    assert.deepEqual(
+      p.gpu.resources.map((r) => r.pattern),
+      ["nvidia.com/gpu", "nvidia.com/mig-*", "amd.com/gpu"],
+    );
     assert.equal(p.clusterSpec.enabled, true);
     assert.equal(p.clusterSpec.onJobLookupFailure, "warn");
     assert.deepEqual(p.jobDefaults, {}, "no job defaults: jobs keep upstream's (no TTL, cleanPodPolicy None)");
@@ -88,7 +91,11 @@ describe("policy", () => {
         "reconciler.events: must be boolean",
       ],
     },
-    { name: "YAML syntax error → its line", text: "clusterSpec:\n  enabled: true\n   bad: [", want: ["line 2: Nested mappings", "line 2: Implicit keys", "line 3: Flow sequence"] },
+    {
+      name: "YAML syntax error → its line",
+      text: "clusterSpec:\n  enabled: true\n   bad: [",
+      want: ["line 2: Nested mappings", "line 2: Implicit keys", "line 3: Flow sequence"],
+    },
     { name: "duplicate keys → refused", text: "webhook: {}\nwebhook: {}\n", want: ["line 2: Map keys must be unique"] },
     { name: "a list instead of a mapping", text: "- a\n- b\n", want: ["(document): must be a mapping of policy sections"] },
     {
@@ -168,7 +175,11 @@ describe("policy", () => {
         "reconciler.allowedTemplates.serviceAccounts[5]: must be string",
       ],
     },
-    { name: "reconciler.allowedTemplates not an object", text: "reconciler:\n  allowedTemplates: true\n", want: ["reconciler.allowedTemplates: must be object"] },
+    {
+      name: "reconciler.allowedTemplates not an object",
+      text: "reconciler:\n  allowedTemplates: true\n",
+      want: ["reconciler.allowedTemplates: must be object"],
+    },
     {
       name: "duplicate job kinds",
       text: "jobKinds:\n  - {kind: TFJob, group: kubeflow.org, version: v1, plural: tfjobs, framework: tensorflow}\n  - {kind: TFJob, group: kubeflow.org, version: v1, plural: tfjobs, framework: tensorflow}\n",
@@ -178,7 +189,11 @@ describe("policy", () => {
   for (const tc of errorCases) {
     it(`${tc.name}`, () => {
       const got = problems(tc.text);
-      for (const w of tc.want) assert.ok(got.some((g) => g.startsWith(w)), `missing ${JSON.stringify(w)} in ${JSON.stringify(got)}`);
+      for (const w of tc.want)
+        assert.ok(
+          got.some((g) => g.startsWith(w)),
+          `missing ${JSON.stringify(w)} in ${JSON.stringify(got)}`,
+        );
       assert.equal(got.length, tc.want.length, JSON.stringify(got));
     });
   }

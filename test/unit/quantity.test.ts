@@ -53,7 +53,32 @@ describe("parseQuantity", () => {
       assert.equal(toNumber(q), want);
     });
   }
-  const invalid = ["", " 1", "1 ", "1Gb", "1KiB", "1ki", "Ki", "1.2.3", "e3", "1e", "1e1.5", "--1", "1m3", "abc", "0x10", "1,5", "-", "+", ".", "1K", "NaN", "Infinity", "1e+", "1 Gi"];
+  const invalid = [
+    "",
+    " 1",
+    "1 ",
+    "1Gb",
+    "1KiB",
+    "1ki",
+    "Ki",
+    "1.2.3",
+    "e3",
+    "1e",
+    "1e1.5",
+    "--1",
+    "1m3",
+    "abc",
+    "0x10",
+    "1,5",
+    "-",
+    "+",
+    ".",
+    "1K",
+    "NaN",
+    "Infinity",
+    "1e+",
+    "1 Gi",
+  ];
   for (const text of invalid) it(`${JSON.stringify(text)} → not a quantity`, () => assert.equal(parseQuantity(text), undefined));
 
   it("exact: 0.1 + 0.2 == 300m, 1Gi > 1G, 1000m == 1", () => {

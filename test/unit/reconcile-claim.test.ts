@@ -43,14 +43,39 @@ describe("claim: ClaimObject rows A–G (controller_ref_manager.go's ClaimObject
     ["A: controlled by someone else, job being deleted → never touched", tf(true), pod({ controller: "someone-else" }), "nothing"],
     ["B: controlled by the job and matching → owned", tf(), pod({ controller: JOB_UID }), "owned"],
     ["B: … also while the job is being deleted", tf(true), pod({ controller: JOB_UID }), "owned"],
-    ["C: controlled, not matching, job being deleted → nothing", tf(true), pod({ controller: JOB_UID, labels: { "training.kubeflow.org/job-name": "other" } }), "nothing"],
+    [
+      "C: controlled, not matching, job being deleted → nothing",
+      tf(true),
+      pod({ controller: JOB_UID, labels: { "training.kubeflow.org/job-name": "other" } }),
+      "nothing",
+    ],
     ["D: controlled, job-name differs → release", tf(), pod({ controller: JOB_UID, labels: { "training.kubeflow.org/job-name": "other" } }), "release"],
-    ["D: controlled, another operator's name → release", tf(), pod({ controller: JOB_UID, labels: { ...MATCHING, "training.kubeflow.org/operator-name": "pytorchjob-controller" } }), "release"],
-    ["D (DECIDE): controlled, only the job-name label → kept, not released", tf(), pod({ controller: JOB_UID, labels: { "training.kubeflow.org/job-name": "mnist" } }), "owned"],
+    [
+      "D: controlled, another operator's name → release",
+      tf(),
+      pod({ controller: JOB_UID, labels: { ...MATCHING, "training.kubeflow.org/operator-name": "pytorchjob-controller" } }),
+      "release",
+    ],
+    [
+      "D (DECIDE): controlled, only the job-name label → kept, not released",
+      tf(),
+      pod({ controller: JOB_UID, labels: { "training.kubeflow.org/job-name": "mnist" } }),
+      "owned",
+    ],
     ["D: controlled, no labels at all → release", tf(), pod({ controller: JOB_UID, labels: {} }), "release"],
     ["E: orphan, job being deleted → nothing", tf(true), pod(), "nothing"],
-    ["E: orphan not matching → nothing", tf(), pod({ labels: { "training.kubeflow.org/job-name": "other", "training.kubeflow.org/operator-name": "tfjob-controller" } }), "nothing"],
-    ["E (DECIDE): orphan with only the job-name label → not adopted (the kind is unknown)", tf(), pod({ labels: { "training.kubeflow.org/job-name": "mnist" } }), "nothing"],
+    [
+      "E: orphan not matching → nothing",
+      tf(),
+      pod({ labels: { "training.kubeflow.org/job-name": "other", "training.kubeflow.org/operator-name": "tfjob-controller" } }),
+      "nothing",
+    ],
+    [
+      "E (DECIDE): orphan with only the job-name label → not adopted (the kind is unknown)",
+      tf(),
+      pod({ labels: { "training.kubeflow.org/job-name": "mnist" } }),
+      "nothing",
+    ],
     ["F: orphan being deleted → nothing", tf(), pod({ deleting: true }), "nothing"],
     ["G: orphan matching → adopt", tf(), pod(), "adopt"],
     ["G: orphan with a non-controller owner → adopt (other owners are kept)", tf(), pod({ otherOwner: "cm-uid" }), "adopt"],
@@ -84,18 +109,21 @@ describe("claim patches: upstream's bytes", () => {
   });
   it("the action carries the patch for its row", () => {
     const [adopt] = claim(tf(), kind, "Service", [pod()]).actions;
-    assert.deepEqual({ ...adopt!, jobKind: undefined }, {
-      verb: "adopt",
-      kind: "Service",
-      namespace: "team-a",
-      name: "mnist-worker-0",
-      uid: POD_UID,
-      job: "TFJob/mnist",
-      jobUid: JOB_UID,
-      jobKind: undefined,
-      reason: "matches the selector of TFJob/mnist and has no controller",
-      patch: adoptPatch(tf(), kind, POD_UID),
-    });
+    assert.deepEqual(
+      { ...adopt!, jobKind: undefined },
+      {
+        verb: "adopt",
+        kind: "Service",
+        namespace: "team-a",
+        name: "mnist-worker-0",
+        uid: POD_UID,
+        job: "TFJob/mnist",
+        jobUid: JOB_UID,
+        jobKind: undefined,
+        reason: "matches the selector of TFJob/mnist and has no controller",
+        patch: adoptPatch(tf(), kind, POD_UID),
+      },
+    );
   });
 });
 
@@ -106,7 +134,8 @@ describe("claimSelector", () => {
     // caffe2-operator's genLabels: group_name, caffe2_job_key <namespace>-<name>, runtime_id (spec.RuntimeID, "" unset).
     ["Caffe2Job", "c2", { group_name: "kubeflow.org", caffe2_job_key: "ns-c2", runtime_id: "" }],
   ];
-  for (const [k, name, want] of cases) it(`${k} → ${JSON.stringify(want)}`, () => assert.deepEqual(claimSelector(job(k, name, "ns", { Worker: 1 }), kindOf(k)), want));
+  for (const [k, name, want] of cases)
+    it(`${k} → ${JSON.stringify(want)}`, () => assert.deepEqual(claimSelector(job(k, name, "ns", { Worker: 1 }), kindOf(k)), want));
 });
 
 describe("claim is idempotent", () => {

@@ -58,30 +58,67 @@ describe("planFinishedJob", () => {
       "All → every pod and its service",
       finishedJob({ condition: "Failed", runPolicy: { cleanPodPolicy: "All" } }),
       at(1),
-      ["Pod/mnist-ps-0", "Service/mnist-ps-0", "Pod/mnist-worker-0", "Service/mnist-worker-0", "Pod/mnist-worker-1", "Service/mnist-worker-1", "Pod/mnist-worker-2", "Service/mnist-worker-2"],
+      [
+        "Pod/mnist-ps-0",
+        "Service/mnist-ps-0",
+        "Pod/mnist-worker-0",
+        "Service/mnist-worker-0",
+        "Pod/mnist-worker-1",
+        "Service/mnist-worker-1",
+        "Pod/mnist-worker-2",
+        "Service/mnist-worker-2",
+      ],
     ],
     ["no cleanPodPolicy → None, as upstream (training-operator common_types.go): no pod deleted", finishedJob(), at(1), []],
     ["TTL 60: now == completion + 60 → not yet due", finishedJob({ runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 60 } }), at(60), []],
-    ["TTL 60: a millisecond later → the job is deleted", finishedJob({ runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 60 } }), new Date(at(60).getTime() + 1), ["Job/mnist"]],
-    ["no TTL on the job → never deleted, as upstream (TTL infinite), ten years on", finishedJob({ runPolicy: { cleanPodPolicy: "None" } }), at(10 * 365 * 86_400), []],
+    [
+      "TTL 60: a millisecond later → the job is deleted",
+      finishedJob({ runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 60 } }),
+      new Date(at(60).getTime() + 1),
+      ["Job/mnist"],
+    ],
+    [
+      "no TTL on the job → never deleted, as upstream (TTL infinite), ten years on",
+      finishedJob({ runPolicy: { cleanPodPolicy: "None" } }),
+      at(10 * 365 * 86_400),
+      [],
+    ],
     ["no runPolicy at all → nothing, ten years on", finishedJob({ runPolicy: undefined }), at(10 * 365 * 86_400), []],
-    ["TTL 0 on a suspended job → not deleted (upstream CleanupJob skips suspended jobs)", finishedJob({ runPolicy: { ttlSecondsAfterFinished: 0, suspend: true } }), at(10), []],
+    [
+      "TTL 0 on a suspended job → not deleted (upstream CleanupJob skips suspended jobs)",
+      finishedJob({ runPolicy: { ttlSecondsAfterFinished: 0, suspend: true } }),
+      at(10),
+      [],
+    ],
   ];
   for (const [name, j, now, want] of cases) it(name, () => assert.deepEqual(summary(planFinishedJob(j, kind, pods, services, now, policy).actions), want));
 
   it("objects controlled by someone else, or already being deleted, are never touched", () => {
     const foreign = [owned("mnist-ps-0", "Running", { owner: "uid-other" }), owned("mnist-worker-2", "Pending", { deleting: true })];
-    const foreignServices = [owned("mnist-ps-0", undefined, { kind: "Service", owner: "uid-other" }), owned("mnist-worker-2", undefined, { kind: "Service", deleting: true })];
+    const foreignServices = [
+      owned("mnist-ps-0", undefined, { kind: "Service", owner: "uid-other" }),
+      owned("mnist-worker-2", undefined, { kind: "Service", deleting: true }),
+    ];
     assert.deepEqual(planFinishedJob(finishedJob({ runPolicy: { cleanPodPolicy: "All" } }), kind, foreign, foreignServices, at(1), policy).actions, []);
   });
 
   describe("a Service whose pod is gone (parted from it by an earlier pass's deletion budget)", () => {
-    const onlyServices = (runPolicy: Record<string, unknown>, podList: KubeObject[]) => summary(planFinishedJob(finishedJob({ runPolicy }), kind, podList, services, at(1), policy).actions);
+    const onlyServices = (runPolicy: Record<string, unknown>, podList: KubeObject[]) =>
+      summary(planFinishedJob(finishedJob({ runPolicy }), kind, podList, services, at(1), policy).actions);
     it("Running: the Services of pods that are gone are deleted; a kept Succeeded pod keeps its Service", () => {
-      assert.deepEqual(onlyServices({ cleanPodPolicy: "Running" }, [owned("mnist-worker-0", "Succeeded")]), ["Service/mnist-ps-0", "Service/mnist-worker-1", "Service/mnist-worker-2"]);
+      assert.deepEqual(onlyServices({ cleanPodPolicy: "Running" }, [owned("mnist-worker-0", "Succeeded")]), [
+        "Service/mnist-ps-0",
+        "Service/mnist-worker-1",
+        "Service/mnist-worker-2",
+      ]);
     });
     it("All: a pod being deleted counts as gone: its Service goes", () => {
-      assert.deepEqual(onlyServices({ cleanPodPolicy: "All" }, [owned("mnist-ps-0", "Running", { deleting: true })]), ["Service/mnist-ps-0", "Service/mnist-worker-0", "Service/mnist-worker-1", "Service/mnist-worker-2"]);
+      assert.deepEqual(onlyServices({ cleanPodPolicy: "All" }, [owned("mnist-ps-0", "Running", { deleting: true })]), [
+        "Service/mnist-ps-0",
+        "Service/mnist-worker-0",
+        "Service/mnist-worker-1",
+        "Service/mnist-worker-2",
+      ]);
     });
     it("None (and unset): nothing", () => {
       assert.deepEqual(onlyServices({ cleanPodPolicy: "None" }, []), []);
@@ -110,9 +147,23 @@ describe("planFinishedJob", () => {
   });
 
   it("a pod deletion says whether the pod holds GPUs (bound, not terminated, requesting them)", () => {
-    const gpu = (name: string, phase: string, node?: string): KubeObject => deepFreeze({ ...structuredClone(owned(name, phase)), spec: { ...(node ? { nodeName: node } : {}), containers: [{ name: "tensorflow", resources: { limits: { "nvidia.com/gpu": "2" } } }] } });
-    const plan = planFinishedJob(finishedJob({ runPolicy: { cleanPodPolicy: "All" } }), kind, [gpu("mnist-ps-0", "Running", "n1"), gpu("mnist-worker-0", "Pending"), gpu("mnist-worker-1", "Succeeded", "n1"), owned("mnist-worker-2", "Running")], [], at(1), policy);
-    assert.deepEqual(plan.actions.map((a) => `${a.name}:${a.holdsGpus}`), ["mnist-ps-0:true", "mnist-worker-0:false", "mnist-worker-1:false", "mnist-worker-2:false"]);
+    const gpu = (name: string, phase: string, node?: string): KubeObject =>
+      deepFreeze({
+        ...structuredClone(owned(name, phase)),
+        spec: { ...(node ? { nodeName: node } : {}), containers: [{ name: "tensorflow", resources: { limits: { "nvidia.com/gpu": "2" } } }] },
+      });
+    const plan = planFinishedJob(
+      finishedJob({ runPolicy: { cleanPodPolicy: "All" } }),
+      kind,
+      [gpu("mnist-ps-0", "Running", "n1"), gpu("mnist-worker-0", "Pending"), gpu("mnist-worker-1", "Succeeded", "n1"), owned("mnist-worker-2", "Running")],
+      [],
+      at(1),
+      policy,
+    );
+    assert.deepEqual(
+      plan.actions.map((a) => `${a.name}:${a.holdsGpus}`),
+      ["mnist-ps-0:true", "mnist-worker-0:false", "mnist-worker-1:false", "mnist-worker-2:false"],
+    );
   });
 
   it("every action carries the uid precondition and a reason", () => {
@@ -126,7 +177,14 @@ describe("planFinishedJob", () => {
   });
 
   it("finished without a completionTime → no TTL deletion, a problem reported", () => {
-    const plan = planFinishedJob(finishedJob({ completionTime: null, runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 0 } }), kind, pods, services, at(100), policy);
+    const plan = planFinishedJob(
+      finishedJob({ completionTime: null, runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 0 } }),
+      kind,
+      pods,
+      services,
+      at(100),
+      policy,
+    );
     assert.deepEqual(plan.actions, []);
     assert.deepEqual(plan.problems, ["team-a/TFJob/mnist: finished but has no status.completionTime; TTL cannot apply"]);
   });
@@ -149,7 +207,16 @@ describe("finishedAt", () => {
 
 describe("capDeletions", () => {
   const a = (k: DeleteAction["kind"], name: string, o: { ns?: string; gpu?: boolean; job?: string } = {}): DeleteAction => ({
-    verb: "delete", kind: k, namespace: o.ns ?? "n", name, uid: `u-${name}`, job: `TFJob/${o.job ?? "j"}`, jobKind: kind, jobUid: `uid-${o.job ?? "j"}`, reason: "r", ...(o.gpu ? { holdsGpus: true } : {}),
+    verb: "delete",
+    kind: k,
+    namespace: o.ns ?? "n",
+    name,
+    uid: `u-${name}`,
+    job: `TFJob/${o.job ?? "j"}`,
+    jobKind: kind,
+    jobUid: `uid-${o.job ?? "j"}`,
+    reason: "r",
+    ...(o.gpu ? { holdsGpus: true } : {}),
   });
   const names = (xs: DeleteAction[]) => xs.map((x) => `${x.namespace}/${x.kind}/${x.name}`);
   const cases: Array<{ name: string; actions: DeleteAction[]; max: number; now: string[]; deferred: string[] }> = [
@@ -162,14 +229,24 @@ describe("capDeletions", () => {
     },
     {
       name: "GPU-holding pods first, whatever their namespace and position",
-      actions: [a("Pod", "c1", { ns: "a" }), a("Pod", "c2", { ns: "a" }), a("Pod", "g1", { ns: "b", gpu: true }), a("Service", "g1", { ns: "b" }), a("Pod", "g2", { ns: "c", gpu: true })],
+      actions: [
+        a("Pod", "c1", { ns: "a" }),
+        a("Pod", "c2", { ns: "a" }),
+        a("Pod", "g1", { ns: "b", gpu: true }),
+        a("Service", "g1", { ns: "b" }),
+        a("Pod", "g2", { ns: "c", gpu: true }),
+      ],
       max: 3,
       now: ["b/Pod/g1", "b/Service/g1", "c/Pod/g2"],
       deferred: ["a/Pod/c1", "a/Pod/c2"],
     },
     {
       name: "then round-robin across namespaces: a thousand completed pods in one namespace do not starve another",
-      actions: [...Array.from({ length: 1000 }, (_, i) => a("Pod", `done-${i}`, { ns: "big" })), a("Pod", "x1", { ns: "small" }), a("Pod", "x2", { ns: "small" })],
+      actions: [
+        ...Array.from({ length: 1000 }, (_, i) => a("Pod", `done-${i}`, { ns: "big" })),
+        a("Pod", "x1", { ns: "small" }),
+        a("Pod", "x2", { ns: "small" }),
+      ],
       max: 4,
       now: ["big/Pod/done-0", "small/Pod/x1", "big/Pod/done-1", "small/Pod/x2"],
       deferred: Array.from({ length: 998 }, (_, i) => `big/Pod/done-${i + 2}`),

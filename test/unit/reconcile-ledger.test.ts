@@ -43,15 +43,34 @@ describe("device ledger: per node and resource", () => {
       ],
     });
     assert.deepEqual(res(l, "a"), { capacity: 8, allocatable: 8, allocated: 5, free: 3, overCommitted: false, inactive: false });
-    assert.deepEqual(l.nodes[0]!.pods.map((p) => p.uid), ["uid-p1", "uid-p2"]);
+    assert.deepEqual(
+      l.nodes[0]!.pods.map((p) => p.uid),
+      ["uid-p1", "uid-p2"],
+    );
     assert.deepEqual(l.totals["nvidia.com/gpu"], { capacity: 8, allocatable: 8, unavailable: 0, allocated: 5, free: 3 });
   });
 
   const flags: Array<[string, Partial<LedgerInput>, Record<string, unknown>]> = [
-    ["over-committed: allocated above allocatable, free never below 0", { nodes: [node("a", { "nvidia.com/gpu": "4" })], pods: [gpuPod("p", { node: "a", gpus: { "nvidia.com/gpu": 6 } })] }, { allocated: 6, free: 0, overCommitted: true, inactive: false }],
-    ["inactive: the kubelet's mark (capacity 0, allocatable 0) with pods still bound", { nodes: [node("a", { "nvidia.com/gpu": "0" })], pods: [gpuPod("p", { node: "a" })] }, { capacity: 0, allocatable: 0, allocated: 1, inactive: true, overCommitted: true }],
-    ["inactive: capacity present, zero allocatable (unhealthy devices)", { nodes: [node("a", { "nvidia.com/gpu": "8" }, { "nvidia.com/gpu": "0" })] }, { capacity: 8, allocatable: 0, inactive: true }],
-    ["inactive: pods hold a resource the node no longer lists", { nodes: [node("a", {})], pods: [gpuPod("p", { node: "a" })] }, { capacity: 0, allocatable: 0, allocated: 1, inactive: true }],
+    [
+      "over-committed: allocated above allocatable, free never below 0",
+      { nodes: [node("a", { "nvidia.com/gpu": "4" })], pods: [gpuPod("p", { node: "a", gpus: { "nvidia.com/gpu": 6 } })] },
+      { allocated: 6, free: 0, overCommitted: true, inactive: false },
+    ],
+    [
+      "inactive: the kubelet's mark (capacity 0, allocatable 0) with pods still bound",
+      { nodes: [node("a", { "nvidia.com/gpu": "0" })], pods: [gpuPod("p", { node: "a" })] },
+      { capacity: 0, allocatable: 0, allocated: 1, inactive: true, overCommitted: true },
+    ],
+    [
+      "inactive: capacity present, zero allocatable (unhealthy devices)",
+      { nodes: [node("a", { "nvidia.com/gpu": "8" }, { "nvidia.com/gpu": "0" })] },
+      { capacity: 8, allocatable: 0, inactive: true },
+    ],
+    [
+      "inactive: pods hold a resource the node no longer lists",
+      { nodes: [node("a", {})], pods: [gpuPod("p", { node: "a" })] },
+      { capacity: 0, allocatable: 0, allocated: 1, inactive: true },
+    ],
     ["fractional or odd capacity strings count whole devices", { nodes: [node("a", { "nvidia.com/gpu": "2500m" })] }, { capacity: 2, allocatable: 2 }],
   ];
   for (const [name, input, want] of flags) {
@@ -75,7 +94,10 @@ describe("device ledger: per node and resource", () => {
     const l = ledger({ pods: [gpuPod("p", { node: "gone" })] });
     assert.equal(l.nodes[0]!.missing, true);
     assert.equal(l.nodes[0]!.stale, true);
-    assert.deepEqual(l.nodes[0]!.pods.map((p) => p.uid), ["uid-p"]);
+    assert.deepEqual(
+      l.nodes[0]!.pods.map((p) => p.uid),
+      ["uid-p"],
+    );
   });
 });
 
@@ -88,7 +110,11 @@ describe("device ledger: stale nodes (Lease renewTime older than the grace perio
   ];
   for (const [name, leases, stale, reason] of cases) {
     it(name, () => {
-      const l = ledger({ nodes: [node("a", { "nvidia.com/gpu": "8" })], nodeLeases: leases, pods: [gpuPod("p", { node: "a", gpus: { "nvidia.com/gpu": 2 } })] });
+      const l = ledger({
+        nodes: [node("a", { "nvidia.com/gpu": "8" })],
+        nodeLeases: leases,
+        pods: [gpuPod("p", { node: "a", gpus: { "nvidia.com/gpu": 2 } })],
+      });
       assert.equal(l.nodes[0]!.stale, stale);
       assert.equal(l.nodes[0]!.staleReason, reason);
       assert.equal(res(l, "a")!.free, stale ? 0 : 6);
@@ -111,7 +137,11 @@ describe("device ledger: stale nodes (Lease renewTime older than the grace perio
   ];
   for (const [name, beat, leases, stale, reason] of heartbeatCases) {
     it(name, () => {
-      const l = ledger({ nodes: [withHeartbeat(node("a", { "nvidia.com/gpu": "8" }), beat)], nodeLeases: leases, pods: [gpuPod("p", { node: "a", gpus: { "nvidia.com/gpu": 2 } })] });
+      const l = ledger({
+        nodes: [withHeartbeat(node("a", { "nvidia.com/gpu": "8" }), beat)],
+        nodeLeases: leases,
+        pods: [gpuPod("p", { node: "a", gpus: { "nvidia.com/gpu": 2 } })],
+      });
       assert.equal(l.nodes[0]!.stale, stale);
       assert.equal(l.nodes[0]!.staleReason, reason);
       assert.equal(res(l, "a")!.free, stale ? 0 : 6);
@@ -135,7 +165,17 @@ describe("device ledger: pending GPU pods", () => {
     it(name, () => {
       const l = ledger({ pods: [p] });
       assert.equal(l.pending.length, listed ? 1 : 0);
-      if (listed) assert.deepEqual(l.pending[0], { namespace: "team-a", name: "p", uid: "uid-p", resources: { "nvidia.com/gpu": 1 }, createdAt: at(-301).toISOString(), pendingSeconds: 301, reason: "Unschedulable", message: scheduled.message });
+      if (listed)
+        assert.deepEqual(l.pending[0], {
+          namespace: "team-a",
+          name: "p",
+          uid: "uid-p",
+          resources: { "nvidia.com/gpu": 1 },
+          createdAt: at(-301).toISOString(),
+          pendingSeconds: 301,
+          reason: "Unschedulable",
+          message: scheduled.message,
+        });
     });
   }
 });
@@ -143,10 +183,21 @@ describe("device ledger: pending GPU pods", () => {
 describe("device ledger: totals per namespace and job, GPU-seconds between passes", () => {
   const nodes = [node("a", { "nvidia.com/gpu": "8" })];
   const leases = (t: Date) => [nodeLease("a", t)];
-  const first = ledger({ nodes, nodeLeases: leases(T0), pods: [gpuPod("p1", { node: "a", gpus: { "nvidia.com/gpu": 2 }, job: "mnist" }), gpuPod("p2", { node: "a", gpus: { "nvidia.com/gpu": 1 }, namespace: "team-b" })], jobs: new Set(["team-a/mnist"]) });
+  const first = ledger({
+    nodes,
+    nodeLeases: leases(T0),
+    pods: [
+      gpuPod("p1", { node: "a", gpus: { "nvidia.com/gpu": 2 }, job: "mnist" }),
+      gpuPod("p2", { node: "a", gpus: { "nvidia.com/gpu": 1 }, namespace: "team-b" }),
+    ],
+    jobs: new Set(["team-a/mnist"]),
+  });
 
   it("first pass: allocations, no GPU-seconds yet", () => {
-    assert.deepEqual(first.namespaces, { "team-a": { "nvidia.com/gpu": { allocated: 2, gpuSeconds: 0 } }, "team-b": { "nvidia.com/gpu": { allocated: 1, gpuSeconds: 0 } } });
+    assert.deepEqual(first.namespaces, {
+      "team-a": { "nvidia.com/gpu": { allocated: 2, gpuSeconds: 0 } },
+      "team-b": { "nvidia.com/gpu": { allocated: 1, gpuSeconds: 0 } },
+    });
     assert.deepEqual(first.jobs, { "team-a/mnist": { "nvidia.com/gpu": { allocated: 2, gpuSeconds: 0 } } });
   });
 
@@ -180,7 +231,10 @@ describe("device ledger: totals per namespace and job, GPU-seconds between passe
   });
 
   it("a previous ledger from the future (clock skew) accrues nothing", () => {
-    const back = ledger({ nodes, nodeLeases: leases(T0), pods: [gpuPod("p1", { node: "a", gpus: { "nvidia.com/gpu": 2 }, job: "mnist" })], previous: first }, at(-30));
+    const back = ledger(
+      { nodes, nodeLeases: leases(T0), pods: [gpuPod("p1", { node: "a", gpus: { "nvidia.com/gpu": 2 }, job: "mnist" })], previous: first },
+      at(-30),
+    );
     assert.equal(back.namespaces["team-a"]!["nvidia.com/gpu"]!.gpuSeconds, 0);
   });
 
@@ -213,7 +267,9 @@ describe("device ledger: totals per namespace and job, GPU-seconds between passe
 /** What the ConfigMaps would hold after writing `l`. */
 function storedOf(l: Ledger, budget = 524288): Map<string, StoredConfigMap> {
   const { index, shards } = shardLedger(l, budget);
-  return new Map([index, ...shards].map((s, i) => [s.name, { name: s.name, uid: `uid-${s.name}`, resourceVersion: String(i + 1), text: s.text, sha256: s.sha256 }]));
+  return new Map(
+    [index, ...shards].map((s, i) => [s.name, { name: s.name, uid: `uid-${s.name}`, resourceVersion: String(i + 1), text: s.text, sha256: s.sha256 }]),
+  );
 }
 
 function bigLedger(nodes: number, podsPerNode: number): Ledger {
@@ -224,13 +280,25 @@ function bigLedger(nodes: number, podsPerNode: number): Ledger {
     const name = `gpu-node-${String(n).padStart(5, "0")}`;
     ns.push(node(name, { "nvidia.com/gpu": "8" }));
     leases.push(fresh(name));
-    for (let p = 0; p < podsPerNode; p++) pods.push(gpuPod(`job-${n % 2000}-worker-${n}-${p}`, { node: name, namespace: `team-${n % 50}`, job: `job-${n % 2000}`, uid: `00000000-0000-0000-${String(n).padStart(4, "0")}-${String(p).padStart(12, "0")}` }));
+    for (let p = 0; p < podsPerNode; p++)
+      pods.push(
+        gpuPod(`job-${n % 2000}-worker-${n}-${p}`, {
+          node: name,
+          namespace: `team-${n % 50}`,
+          job: `job-${n % 2000}`,
+          uid: `00000000-0000-0000-${String(n).padStart(4, "0")}-${String(p).padStart(12, "0")}`,
+        }),
+      );
   }
   return ledger({ nodes: ns, nodeLeases: leases, pods, jobs: new Set() });
 }
 
 describe("ledger shards", () => {
-  const small = ledger({ nodes: [node("a", { "nvidia.com/gpu": "8" })], nodeLeases: [fresh("a")], pods: [gpuPod("p", { node: "a", job: "mnist" }), gpuPod("q", { createdAt: at(-900) })] });
+  const small = ledger({
+    nodes: [node("a", { "nvidia.com/gpu": "8" })],
+    nodeLeases: [fresh("a")],
+    pods: [gpuPod("p", { node: "a", job: "mnist" }), gpuPod("q", { createdAt: at(-900) })],
+  });
 
   it("round trip: index + shards → the same ledger", () => {
     const got = readStored(storedOf(small));
@@ -246,7 +314,10 @@ describe("ledger shards", () => {
     for (const s of [index, ...shards]) assert.ok(s.text.length <= budget, `${s.name}: ${s.text.length} bytes`);
     const back = readStored(new Map([index, ...shards].map((s) => [s.name, { name: s.name, uid: "u", resourceVersion: "1", text: s.text, sha256: s.sha256 }])));
     assert.equal(back.ledger!.nodes.length, 5000);
-    assert.equal(back.ledger!.nodes.reduce((n, x) => n + x.pods.length, 0), 100_000);
+    assert.equal(
+      back.ledger!.nodes.reduce((n, x) => n + x.pods.length, 0),
+      100_000,
+    );
   });
 
   it("a node added moves no other node: only its shard and the index are rewritten", () => {
@@ -255,7 +326,10 @@ describe("ledger shards", () => {
     const after = structuredClone(before);
     after.nodes.push({ name: "zz-new", pods: [], resources: {}, stale: false });
     const writes = planLedgerWrites(shardLedger(after, 16384), stored);
-    assert.deepEqual(writes.map((w) => w.verb), ["replace", "replace"]);
+    assert.deepEqual(
+      writes.map((w) => w.verb),
+      ["replace", "replace"],
+    );
     assert.equal(writes[1]!.name, LEDGER_INDEX_NAME);
   });
 
@@ -281,7 +355,12 @@ describe("ledger shards", () => {
       }
     });
   const corruption: Array<[string, Map<string, StoredConfigMap>, string[], RegExp]> = [
-    ["a shard edited by hand (checksum mismatch)", tamper((m) => void (m.get(shardName(0))!.text = m.get(shardName(0))!.text!.replace('"allocated":1', '"allocated":7'))), [shardName(0)], /quartermaster-ledger-0 is checksum mismatch: rebuilt/],
+    [
+      "a shard edited by hand (checksum mismatch)",
+      tamper((m) => void (m.get(shardName(0))!.text = m.get(shardName(0))!.text!.replace('"allocated":1', '"allocated":7'))),
+      [shardName(0)],
+      /quartermaster-ledger-0 is checksum mismatch: rebuilt/,
+    ],
     ["a shard missing", tamper((m) => void m.delete(shardName(0))), [shardName(0)], /quartermaster-ledger-0 is missing/],
     [
       "a shard valid in itself but not the one the index recorded (a pass killed between writes)",
@@ -295,14 +374,44 @@ describe("ledger shards", () => {
     ],
     ["the index edited by hand", tamper((m) => void (m.get(LEDGER_INDEX_NAME)!.text += " ")), [LEDGER_INDEX_NAME], /index quartermaster-ledger is corrupt/],
     // Checksums right (shard and index agree), shape wrong: treated exactly like corruption.
-    ["a well-checksummed shard whose nodes is not an array", reshape(shardName(0), (x) => void (x.nodes = "nodes")), [shardName(0)], /quartermaster-ledger-0 is of the wrong shape \(nodes: must be array\): rebuilt/],
-    ["a well-checksummed shard whose node has no pods", reshape(shardName(0), (x) => void delete x.nodes[0].pods), [shardName(0)], /quartermaster-ledger-0 is of the wrong shape/],
-    ["a well-checksummed shard whose node's allocatable is a string", reshape(shardName(0), (x) => void (x.nodes[0].resources["nvidia.com/gpu"].allocatable = "8")), [shardName(0)], /wrong shape \(nodes\[0\]\.resources\[nvidia\.com\/gpu\]\.allocatable: must be number\)/],
+    [
+      "a well-checksummed shard whose nodes is not an array",
+      reshape(shardName(0), (x) => void (x.nodes = "nodes")),
+      [shardName(0)],
+      /quartermaster-ledger-0 is of the wrong shape \(nodes: must be array\): rebuilt/,
+    ],
+    [
+      "a well-checksummed shard whose node has no pods",
+      reshape(shardName(0), (x) => void delete x.nodes[0].pods),
+      [shardName(0)],
+      /quartermaster-ledger-0 is of the wrong shape/,
+    ],
+    [
+      "a well-checksummed shard whose node's allocatable is a string",
+      reshape(shardName(0), (x) => void (x.nodes[0].resources["nvidia.com/gpu"].allocatable = "8")),
+      [shardName(0)],
+      /wrong shape \(nodes\[0\]\.resources\[nvidia\.com\/gpu\]\.allocatable: must be number\)/,
+    ],
     ["a well-checksummed shard of another version", reshape(shardName(0), (x) => void (x.version = 2)), [shardName(0)], /wrong shape/],
-    ["a well-checksummed shard that is not JSON", reshape(shardName(0), () => "{not json"), [shardName(0)], /quartermaster-ledger-0 is of the wrong shape \(not JSON\)/],
+    [
+      "a well-checksummed shard that is not JSON",
+      reshape(shardName(0), () => "{not json"),
+      [shardName(0)],
+      /quartermaster-ledger-0 is of the wrong shape \(not JSON\)/,
+    ],
     ["a well-checksummed shard that is an array", reshape(shardName(0), () => []), [shardName(0)], /wrong shape/],
-    ["a well-checksummed index whose totals is a string", reshape(LEDGER_INDEX_NAME, (x) => void (x.totals = "12")), [LEDGER_INDEX_NAME], /index quartermaster-ledger is corrupt \(wrong shape: totals: must be object\)/],
-    ["a well-checksummed index naming a ConfigMap that is not a ledger shard", reshape(LEDGER_INDEX_NAME, (x) => void (x.shards[0].name = "kube-root-ca.crt")), [LEDGER_INDEX_NAME], /wrong shape: shards\[0\]\.name: must match pattern/],
+    [
+      "a well-checksummed index whose totals is a string",
+      reshape(LEDGER_INDEX_NAME, (x) => void (x.totals = "12")),
+      [LEDGER_INDEX_NAME],
+      /index quartermaster-ledger is corrupt \(wrong shape: totals: must be object\)/,
+    ],
+    [
+      "a well-checksummed index naming a ConfigMap that is not a ledger shard",
+      reshape(LEDGER_INDEX_NAME, (x) => void (x.shards[0].name = "kube-root-ca.crt")),
+      [LEDGER_INDEX_NAME],
+      /wrong shape: shards\[0\]\.name: must match pattern/,
+    ],
     ["a well-checksummed index that is null", reshape(LEDGER_INDEX_NAME, () => null), [LEDGER_INDEX_NAME], /wrong shape/],
   ];
   for (const [name, stored, corrupt, problem] of corruption) {
@@ -311,7 +420,11 @@ describe("ledger shards", () => {
       assert.deepEqual(got.corrupt, corrupt);
       assert.match(got.problems.join("\n"), problem);
       const writes = planLedgerWrites(shardLedger(small, 524288), stored);
-      for (const c of corrupt) assert.ok(writes.some((w) => w.name === c && w.verb !== "delete"), `${c} rewritten: ${JSON.stringify(writes.map((w) => w.name))}`);
+      for (const c of corrupt)
+        assert.ok(
+          writes.some((w) => w.name === c && w.verb !== "delete"),
+          `${c} rewritten: ${JSON.stringify(writes.map((w) => w.name))}`,
+        );
     });
   }
 
@@ -319,23 +432,39 @@ describe("ledger shards", () => {
     const got = assembleLedger(undefined, new Map());
     assert.equal(got.ledger, undefined);
     assert.deepEqual(got.corrupt, []);
-    assert.deepEqual(planLedgerWrites(shardLedger(small, 524288), new Map()).map((w) => `${w.verb} ${w.name}`), [`create ${shardName(0)}`, `create ${LEDGER_INDEX_NAME}`]);
+    assert.deepEqual(
+      planLedgerWrites(shardLedger(small, 524288), new Map()).map((w) => `${w.verb} ${w.name}`),
+      [`create ${shardName(0)}`, `create ${LEDGER_INDEX_NAME}`],
+    );
   });
 
   it("unchanged ledger (a later pass, same holdings) → only the index is replaced, with the resourceVersion read", () => {
     const stored = storedOf(small);
     const later = { ...small, generatedAt: at(300).toISOString() };
     const writes = planLedgerWrites(shardLedger(later, 524288), stored);
-    assert.deepEqual(writes.map((w) => `${w.verb} ${w.name}`), [`replace ${LEDGER_INDEX_NAME}`]);
+    assert.deepEqual(
+      writes.map((w) => `${w.verb} ${w.name}`),
+      [`replace ${LEDGER_INDEX_NAME}`],
+    );
     assert.equal((writes[0] as { resourceVersion?: string }).resourceVersion, stored.get(LEDGER_INDEX_NAME)!.resourceVersion);
   });
 
   it("the ledger deletes only its own names: other ConfigMaps carrying its label are left alone", () => {
     const stored = storedOf(small);
-    for (const name of ["quartermaster-ledger-7", `quartermaster-ledger-${MAX_LEDGER_SHARDS - 1}`, `quartermaster-ledger-${MAX_LEDGER_SHARDS}`, "quartermaster-ledger-07", "quartermaster-ledger-x", "quartermaster-ledger-1-backup", "team-notes"]) {
+    for (const name of [
+      "quartermaster-ledger-7",
+      `quartermaster-ledger-${MAX_LEDGER_SHARDS - 1}`,
+      `quartermaster-ledger-${MAX_LEDGER_SHARDS}`,
+      "quartermaster-ledger-07",
+      "quartermaster-ledger-x",
+      "quartermaster-ledger-1-backup",
+      "team-notes",
+    ]) {
       stored.set(name, { name, uid: `uid-${name}`, resourceVersion: "1", text: "{}", sha256: sha256("{}") });
     }
-    const deletes = planLedgerWrites(shardLedger(small, 524288), stored).filter((w) => w.verb === "delete").map((w) => w.name);
+    const deletes = planLedgerWrites(shardLedger(small, 524288), stored)
+      .filter((w) => w.verb === "delete")
+      .map((w) => w.name);
     assert.deepEqual(deletes, [`quartermaster-ledger-${MAX_LEDGER_SHARDS - 1}`, "quartermaster-ledger-7"]);
   });
 
@@ -381,8 +510,16 @@ describe("the validating webhook's capacity from the ledger index (capacityOfInd
   const l = ledger({ nodes: [node("a", { "nvidia.com/gpu": "8" }), node("b", { "nvidia.com/gpu": "4", "amd.com/gpu": "2" })], nodeLeases: [fresh("a")] });
   const { index } = shardLedger(l, 524288);
   const cases: Array<[string, Record<string, string> | undefined, Record<string, number | undefined> | undefined]> = [
-    ["a good index → allocatable over all nodes, stale ones included", { "index.json": index.text, sha256: index.sha256 }, { "nvidia.com/gpu": 12, "amd.com/gpu": 2, "nvidia.com/mig-1g.5gb": undefined }],
-    ["an index edited by hand → no capacity (the check is skipped with a warning)", { "index.json": index.text.replace('"allocatable":12', '"allocatable":99'), sha256: index.sha256 }, undefined],
+    [
+      "a good index → allocatable over all nodes, stale ones included",
+      { "index.json": index.text, sha256: index.sha256 },
+      { "nvidia.com/gpu": 12, "amd.com/gpu": 2, "nvidia.com/mig-1g.5gb": undefined },
+    ],
+    [
+      "an index edited by hand → no capacity (the check is skipped with a warning)",
+      { "index.json": index.text.replace('"allocatable":12', '"allocatable":99'), sha256: index.sha256 },
+      undefined,
+    ],
     ["no checksum → no capacity", { "index.json": index.text }, undefined],
     ["a well-checksummed index of the wrong shape → no capacity", { "index.json": '{"totals":3}', sha256: sha256('{"totals":3}') }, undefined],
     ["a well-checksummed index that is not JSON → no capacity (no throw)", { "index.json": "{", sha256: sha256("{") }, undefined],

@@ -11,8 +11,16 @@ describe("decideLease", () => {
     ["no lease → create it", undefined, { take: true, create: true }],
     ["released (no holder) → take", { renewTime: ago(5), durationSeconds: 600 }, { take: true, create: false }],
     ["held by me → take (renew)", { holder: "me", renewTime: ago(5), durationSeconds: 600 }, { take: true, create: false }],
-    ["held by another, renewed 5 s ago → wait", { holder: "pod-b", renewTime: ago(5), durationSeconds: 600 }, { take: false, holder: "pod-b", until: new Date(ago(5).getTime() + 600_000) }],
-    ["held by another, exactly at expiry → still wait", { holder: "pod-b", renewTime: ago(600), durationSeconds: 600 }, { take: false, holder: "pod-b", until: now }],
+    [
+      "held by another, renewed 5 s ago → wait",
+      { holder: "pod-b", renewTime: ago(5), durationSeconds: 600 },
+      { take: false, holder: "pod-b", until: new Date(ago(5).getTime() + 600_000) },
+    ],
+    [
+      "held by another, exactly at expiry → still wait",
+      { holder: "pod-b", renewTime: ago(600), durationSeconds: 600 },
+      { take: false, holder: "pod-b", until: now },
+    ],
     ["held by another, expired → take over", { holder: "pod-b", renewTime: ago(601), durationSeconds: 600 }, { take: true, create: false }],
   ];
   for (const [name, lease, want] of cases) it(name, () => assert.deepEqual(decideLease(lease, "me", now), want));

@@ -15,18 +15,34 @@ import { job, kindOf } from "../fixtures/jobs.js";
 const NOW = new Date("2026-11-22T12:00:00Z");
 const kind = kindOf("TFJob");
 const policy = defaultPolicy();
-const LABELS = { "training.kubeflow.org/job-name": "mnist", "training.kubeflow.org/operator-name": "tfjob-controller", "training.kubeflow.org/replica-type": "worker" };
+const LABELS = {
+  "training.kubeflow.org/job-name": "mnist",
+  "training.kubeflow.org/operator-name": "tfjob-controller",
+  "training.kubeflow.org/replica-type": "worker",
+};
 
 function tf(o: { finishedAgo?: number; ttl?: number } = {}): KubeObject {
-  const j = structuredClone(job("TFJob", "mnist", "team-a", { Worker: { replicas: 2, port: 2222 } }, o.ttl === undefined ? {} : { runPolicy: { ttlSecondsAfterFinished: o.ttl, cleanPodPolicy: "All" } })) as Record<string, any>;
-  if (o.finishedAgo !== undefined) j.status = { conditions: [{ type: "Succeeded", status: "True" }], completionTime: new Date(NOW.getTime() - o.finishedAgo * 1000).toISOString() };
+  const j = structuredClone(
+    job(
+      "TFJob",
+      "mnist",
+      "team-a",
+      { Worker: { replicas: 2, port: 2222 } },
+      o.ttl === undefined ? {} : { runPolicy: { ttlSecondsAfterFinished: o.ttl, cleanPodPolicy: "All" } },
+    ),
+  ) as Record<string, any>;
+  if (o.finishedAgo !== undefined)
+    j.status = { conditions: [{ type: "Succeeded", status: "True" }], completionTime: new Date(NOW.getTime() - o.finishedAgo * 1000).toISOString() };
   return j;
 }
 
 function replica(i: number, owned: boolean): KubeObject {
   const p = gpuPod(`mnist-worker-${i}`, { node: "gpu-1", gpus: { "nvidia.com/gpu": 2 } }) as Record<string, any>;
   p.metadata.labels = { ...LABELS, "training.kubeflow.org/replica-index": String(i) };
-  if (owned) p.metadata.ownerReferences = [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "mnist", uid: "uid-mnist", controller: true, blockOwnerDeletion: true }];
+  if (owned)
+    p.metadata.ownerReferences = [
+      { apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "mnist", uid: "uid-mnist", controller: true, blockOwnerDeletion: true },
+    ];
   return p;
 }
 
@@ -63,7 +79,10 @@ describe("reconcile pass", () => {
       `create ConfigMap quartermaster/${LEDGER_INDEX_NAME}`,
     ]);
     assert.ok(c.pods.every((p) => p.metadata.ownerReferences?.[0]?.uid === "uid-mnist"));
-    assert.deepEqual(c.events.map((e: any) => [e.reason, e.involvedObject.uid, e.message]), [["AdoptedPod", "uid-mnist", "Adopted pods (2) mnist-worker-0, mnist-worker-1: matches the selector of TFJob/mnist and has no controller"]]);
+    assert.deepEqual(
+      c.events.map((e: any) => [e.reason, e.involvedObject.uid, e.message]),
+      [["AdoptedPod", "uid-mnist", "Adopted pods (2) mnist-worker-0, mnist-worker-1: matches the selector of TFJob/mnist and has no controller"]],
+    );
 
     const mark = c.log.length;
     const again = await pass(c);
@@ -72,7 +91,11 @@ describe("reconcile pass", () => {
   });
 
   const refusals: Array<[string, (j: KubeObject) => KubeObject | undefined, RegExp]> = [
-    ["the job was replaced (another uid)", (j) => ({ ...j, metadata: { ...(j.metadata as object), uid: "uid-new" } }), /was replaced: uid uid-new, wanted uid-mnist/],
+    [
+      "the job was replaced (another uid)",
+      (j) => ({ ...j, metadata: { ...(j.metadata as object), uid: "uid-new" } }),
+      /was replaced: uid uid-new, wanted uid-mnist/,
+    ],
     ["the job is being deleted", (j) => ({ ...j, metadata: { ...(j.metadata as object), deletionTimestamp: "2026-11-22T11:59:00Z" } }), /is being deleted/],
     ["the job is gone", () => undefined, /is gone/],
   ];
@@ -103,13 +126,16 @@ describe("reconcile pass", () => {
     const c = cluster(tf({ finishedAgo: 120, ttl: 60 }), [replica(0, true), replica(1, true)]);
     const report = await pass(c);
     assert.deepEqual(report.failed, []);
-    assert.deepEqual(writes(c).filter((l) => !l.includes("ConfigMap")), [
-      "delete Pod team-a/mnist-worker-0",
-      "delete Pod team-a/mnist-worker-1",
-      "delete Job team-a/mnist",
-      "create Event team-a/SuccessfulDeletePod",
-      "create Event team-a/DeletedAfterTTL",
-    ]);
+    assert.deepEqual(
+      writes(c).filter((l) => !l.includes("ConfigMap")),
+      [
+        "delete Pod team-a/mnist-worker-0",
+        "delete Pod team-a/mnist-worker-1",
+        "delete Job team-a/mnist",
+        "create Event team-a/SuccessfulDeletePod",
+        "create Event team-a/DeletedAfterTTL",
+      ],
+    );
     assert.equal(c.jobs.size, 0);
     assert.match(String((c.events[1] as any).message), /^Deleting the job: TTL: finished .*, ttlSecondsAfterFinished 60$/);
   });
@@ -126,15 +152,24 @@ describe("reconcile pass", () => {
     const c = cluster(tf({ finishedAgo: 120, ttl: 60 }), [replica(0, true), replica(1, false)]);
     const report = await pass(c, true);
     assert.deepEqual(writes(c), []);
-    assert.deepEqual(report.plan.claims.map((x) => `${x.verb} ${x.name}`), ["adopt mnist-worker-1"]);
-    assert.deepEqual(report.plan.actions.map((x) => `${x.kind} ${x.name}`), ["Pod mnist-worker-0", "Job mnist"]);
+    assert.deepEqual(
+      report.plan.claims.map((x) => `${x.verb} ${x.name}`),
+      ["adopt mnist-worker-1"],
+    );
+    assert.deepEqual(
+      report.plan.actions.map((x) => `${x.kind} ${x.name}`),
+      ["Pod mnist-worker-0", "Job mnist"],
+    );
   });
 
   it("a shard write that fails → the index is not written, the pass reports it; the next pass completes the ledger", async () => {
     const c = cluster(tf(), [replica(0, true)]);
     c.failOn(/create ConfigMap quartermaster\/quartermaster-ledger-0/);
     const report = await pass(c);
-    assert.deepEqual(report.failed.map((f) => f.action), [`write ConfigMap quartermaster/${shardName(0)}`, `write ConfigMap quartermaster/${LEDGER_INDEX_NAME}`]);
+    assert.deepEqual(
+      report.failed.map((f) => f.action),
+      [`write ConfigMap quartermaster/${shardName(0)}`, `write ConfigMap quartermaster/${LEDGER_INDEX_NAME}`],
+    );
     assert.equal(c.configMaps.length, 0);
     const fixed = fakeCluster({ jobs: [{ kind, job: tf() }], pods: [replica(0, true)], nodes: c.nodes, nodeLeases: c.nodeLeases });
     await pass(fixed);

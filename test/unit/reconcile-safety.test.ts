@@ -21,27 +21,55 @@ const TF = kindOf("TFJob");
 const C2 = kindOf("Caffe2Job");
 
 /** A finished TFJob (All, TTL 0, so every pass would delete all it can) with one running GPU pod and its Service. */
-function finishedTf(name: string, namespace: string, runPolicy: Record<string, unknown> = { cleanPodPolicy: "All", ttlSecondsAfterFinished: 0 }): { job: KubeObject; pod: KubeObject; service: KubeObject } {
+function finishedTf(
+  name: string,
+  namespace: string,
+  runPolicy: Record<string, unknown> = { cleanPodPolicy: "All", ttlSecondsAfterFinished: 0 },
+): { job: KubeObject; pod: KubeObject; service: KubeObject } {
   const j = structuredClone(job("TFJob", name, namespace, { Worker: 1 }, { runPolicy })) as Record<string, any>;
   j.metadata.uid = `uid-${namespace}-${name}`;
   j.status = { conditions: [{ type: "Succeeded", status: "True" }], completionTime: new Date(NOW.getTime() - 3600_000).toISOString() };
   const owner = [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name, uid: j.metadata.uid, controller: true, blockOwnerDeletion: true }];
-  const labels = { "training.kubeflow.org/job-name": name, "training.kubeflow.org/operator-name": "tfjob-controller", "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0" };
+  const labels = {
+    "training.kubeflow.org/job-name": name,
+    "training.kubeflow.org/operator-name": "tfjob-controller",
+    "training.kubeflow.org/replica-type": "worker",
+    "training.kubeflow.org/replica-index": "0",
+  };
   const pod = gpuPod(`${name}-worker-0`, { namespace, node: "gpu-1", uid: `uid-${namespace}-${name}-pod` }) as Record<string, any>;
   pod.metadata.labels = labels;
   pod.metadata.ownerReferences = owner;
-  const service = { apiVersion: "v1", kind: "Service", metadata: { name: `${name}-worker-0`, namespace, uid: `uid-${namespace}-${name}-svc`, labels, ownerReferences: owner } };
+  const service = {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name: `${name}-worker-0`, namespace, uid: `uid-${namespace}-${name}-svc`, labels, ownerReferences: owner },
+  };
   return { job: j, pod, service };
 }
 
-const touched = (plan: Plan): string[] =>
-  [...plan.claims.map((c) => `${c.verb} ${c.namespace}/${c.name}`), ...plan.creates.map((c) => `create ${c.namespace}/${c.name}`), ...[...plan.actions, ...plan.deferred].map((a) => `delete ${a.kind} ${a.namespace}/${a.name}`)];
+const touched = (plan: Plan): string[] => [
+  ...plan.claims.map((c) => `${c.verb} ${c.namespace}/${c.name}`),
+  ...plan.creates.map((c) => `create ${c.namespace}/${c.name}`),
+  ...[...plan.actions, ...plan.deferred].map((a) => `delete ${a.kind} ${a.namespace}/${a.name}`),
+];
 
 describe("scope: writes only in namespaces the webhooks serve", () => {
   const ns = (name: string, labels: Record<string, string> = {}): NamespaceInfo => ({ name, labels });
-  const namespaces = [ns("team-a", OPTED_IN), ns("team-b"), ns("team-c", { "quartermaster.dev/enabled": "false" }), ns("kube-system", OPTED_IN), ns("quartermaster", OPTED_IN), ns("kube-public", OPTED_IN)];
+  const namespaces = [
+    ns("team-a", OPTED_IN),
+    ns("team-b"),
+    ns("team-c", { "quartermaster.dev/enabled": "false" }),
+    ns("kube-system", OPTED_IN),
+    ns("quartermaster", OPTED_IN),
+    ns("kube-public", OPTED_IN),
+  ];
   const jobs = ["team-a", "team-b", "team-c", "kube-system", "quartermaster", "kube-public", "vanished"].map((n) => finishedTf("done", n));
-  const plan = planPass(snapshotOf({ namespaces, jobs: jobs.map((j) => ({ kind: TF, job: j.job })), pods: jobs.map((j) => j.pod), services: jobs.map((j) => j.service) }), NOW, policy, SCOPE);
+  const plan = planPass(
+    snapshotOf({ namespaces, jobs: jobs.map((j) => ({ kind: TF, job: j.job })), pods: jobs.map((j) => j.pod), services: jobs.map((j) => j.service) }),
+    NOW,
+    policy,
+    SCOPE,
+  );
 
   it("only the opted-in namespace gets actions", () => {
     assert.deepEqual(touched(plan), ["delete Pod team-a/done-worker-0", "delete Service team-a/done-worker-0", "delete Job team-a/done"]);
@@ -72,11 +100,25 @@ describe("scope: writes only in namespaces the webhooks serve", () => {
   });
 
   it("a pass over the cluster: nothing written outside team-a (namespaces listed by the pass)", async () => {
-    const c = fakeCluster({ namespaces, jobs: jobs.map((j) => ({ kind: TF, job: j.job })), pods: jobs.map((j) => j.pod), services: jobs.map((j) => j.service), nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("gpu-1", NOW)] });
+    const c = fakeCluster({
+      namespaces,
+      jobs: jobs.map((j) => ({ kind: TF, job: j.job })),
+      pods: jobs.map((j) => j.pod),
+      services: jobs.map((j) => j.service),
+      nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })],
+      nodeLeases: [nodeLease("gpu-1", NOW)],
+    });
     const report = await runPass({ cluster: c, policy, log: silentLogger(), now: () => NOW, dryRun: false, namespace: "quartermaster" });
     assert.ok(c.log.includes("list Namespace"));
     const writes = c.log.filter((l) => !/^(list|get) /.test(l) && !/ConfigMap quartermaster\//.test(l));
-    assert.deepEqual(writes, ["delete Pod team-a/done-worker-0", "delete Service team-a/done-worker-0", "delete Job team-a/done", "create Event team-a/SuccessfulDeletePod", "create Event team-a/SuccessfulDeleteService", "create Event team-a/DeletedAfterTTL"]);
+    assert.deepEqual(writes, [
+      "delete Pod team-a/done-worker-0",
+      "delete Service team-a/done-worker-0",
+      "delete Job team-a/done",
+      "create Event team-a/SuccessfulDeletePod",
+      "create Event team-a/SuccessfulDeleteService",
+      "create Event team-a/DeletedAfterTTL",
+    ]);
     assert.equal(report.plan.skipped.length, 6);
   });
 });
@@ -122,29 +164,58 @@ describe("label schemes: caffe2-operator's pods keep one owner", () => {
   /** A pod as caffe2-operator's createNewPod makes it: genLabels + caffe2_replica_type/index, controller ref. */
   const c2pod = (i: number, owned: boolean): KubeObject => {
     const p = gpuPod(`resnet-worker-${i}`, { node: "gpu-1" }) as Record<string, any>;
-    p.metadata.labels = { group_name: "kubeflow.org", caffe2_job_key: "team-a-resnet", runtime_id: RUNTIME, caffe2_replica_type: "worker", caffe2_replica_index: String(i) };
-    if (owned) p.metadata.ownerReferences = [{ apiVersion: "kubeflow.org/v1alpha1", kind: "Caffe2Job", name: "resnet", uid: "uid-resnet", controller: true, blockOwnerDeletion: true }];
+    p.metadata.labels = {
+      group_name: "kubeflow.org",
+      caffe2_job_key: "team-a-resnet",
+      runtime_id: RUNTIME,
+      caffe2_replica_type: "worker",
+      caffe2_replica_index: String(i),
+    };
+    if (owned)
+      p.metadata.ownerReferences = [
+        { apiVersion: "kubeflow.org/v1alpha1", kind: "Caffe2Job", name: "resnet", uid: "uid-resnet", controller: true, blockOwnerDeletion: true },
+      ];
     return p;
   };
   /** caffe2-operator between passes: adopts the orphans its selector matches (its ClaimPods). */
   const operator = (c: FakeCluster): void => {
     for (const p of c.pods) {
       const l = p.metadata.labels ?? {};
-      if (!(p.metadata.ownerReferences ?? []).some((r: any) => r.controller) && l.group_name === "kubeflow.org" && l.caffe2_job_key === "team-a-resnet" && l.runtime_id === RUNTIME) {
-        p.metadata.ownerReferences = [{ apiVersion: "kubeflow.org/v1alpha1", kind: "Caffe2Job", name: "resnet", uid: "uid-resnet", controller: true, blockOwnerDeletion: true }];
+      if (
+        !(p.metadata.ownerReferences ?? []).some((r: any) => r.controller) &&
+        l.group_name === "kubeflow.org" &&
+        l.caffe2_job_key === "team-a-resnet" &&
+        l.runtime_id === RUNTIME
+      ) {
+        p.metadata.ownerReferences = [
+          { apiVersion: "kubeflow.org/v1alpha1", kind: "Caffe2Job", name: "resnet", uid: "uid-resnet", controller: true, blockOwnerDeletion: true },
+        ];
       }
     }
   };
 
   it("5 consecutive passes with the operator running in between: no release, no adoption, no Service, the owner never changes", async () => {
-    const c = fakeCluster({ jobs: [{ kind: C2, job: c2() }], pods: [c2pod(0, true), c2pod(1, true)], nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("gpu-1", NOW)] });
+    const c = fakeCluster({
+      jobs: [{ kind: C2, job: c2() }],
+      pods: [c2pod(0, true), c2pod(1, true)],
+      nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })],
+      nodeLeases: [nodeLease("gpu-1", NOW)],
+    });
     for (let n = 1; n <= 5; n++) {
       const report = await runPass({ cluster: c, policy: withOperator, log: silentLogger(), now: () => NOW, dryRun: false, namespace: "quartermaster" });
       assert.deepEqual([report.plan.claims, report.plan.creates, report.plan.actions], [[], [], []], `pass ${n}`);
       operator(c);
-      for (const p of c.pods) assert.deepEqual(p.metadata.ownerReferences!.map((r: any) => r.uid), ["uid-resnet"], `pass ${n}: ${p.metadata.name}`);
+      for (const p of c.pods)
+        assert.deepEqual(
+          p.metadata.ownerReferences!.map((r: any) => r.uid),
+          ["uid-resnet"],
+          `pass ${n}: ${p.metadata.name}`,
+        );
     }
-    assert.deepEqual(c.log.filter((l) => /^(patch|create Service)/.test(l)), []);
+    assert.deepEqual(
+      c.log.filter((l) => /^(patch|create Service)/.test(l)),
+      [],
+    );
   });
 
   it("an orphan with caffe2-operator's labels is adopted once (and the operator, in between, finds it owned); then nothing for 4 passes", async () => {
@@ -162,7 +233,10 @@ describe("label schemes: caffe2-operator's pods keep one owner", () => {
     const other = c2pod(1, true) as Record<string, any>;
     other.metadata.labels.caffe2_job_key = "team-a-other";
     const plan = planPass(snapshotOf({ jobs: [{ kind: C2, job: c2() }], pods: [c2pod(0, true), other] }), NOW, policy, SCOPE);
-    assert.deepEqual(plan.claims.map((x) => `${x.verb} ${x.name}`), ["release resnet-worker-1"]);
+    assert.deepEqual(
+      plan.claims.map((x) => `${x.verb} ${x.name}`),
+      ["release resnet-worker-1"],
+    );
   });
 
   it("a TFJob-controlled pod carrying caffe2 labels but no job-name is released (its own scheme's key is missing)", () => {
@@ -170,7 +244,10 @@ describe("label schemes: caffe2-operator's pods keep one owner", () => {
     const pod = structuredClone(j.pod) as Record<string, any>;
     pod.metadata.labels = { group_name: "kubeflow.org", caffe2_job_key: "team-a-mnist" };
     const plan = planPass(snapshotOf({ jobs: [{ kind: TF, job: j.job }], pods: [pod] }), NOW, policy, SCOPE);
-    assert.deepEqual(plan.claims.map((x) => `${x.verb} ${x.name}`), ["release mnist-worker-0"]);
+    assert.deepEqual(
+      plan.claims.map((x) => `${x.verb} ${x.name}`),
+      ["release mnist-worker-0"],
+    );
   });
 });
 
@@ -188,9 +265,19 @@ describe("deletion budget across passes", () => {
       p.metadata.uid = `uid-bulk-${i}`;
       p.status.phase = "Succeeded";
       pods.push(p);
-      services.push({ ...structuredClone(a.service), metadata: { ...structuredClone((a.service as any).metadata), name: `bulk-worker-${i}`, uid: `uid-bulk-svc-${i}` } });
+      services.push({
+        ...structuredClone(a.service),
+        metadata: { ...structuredClone((a.service as any).metadata), name: `bulk-worker-${i}`, uid: `uid-bulk-svc-${i}` },
+      });
     }
-    const c = fakeCluster({ jobs: [{ kind: TF, job: a.job }, { kind: TF, job: b.job }], pods, services });
+    const c = fakeCluster({
+      jobs: [
+        { kind: TF, job: a.job },
+        { kind: TF, job: b.job },
+      ],
+      pods,
+      services,
+    });
     const run = () => runPass({ cluster: c, policy: budget, log: silentLogger(), now: () => NOW, dryRun: false, namespace: "quartermaster" });
     const deletes = (r: Awaited<ReturnType<typeof run>>) => r.applied.filter((x) => x.startsWith("delete"));
     const first = await run();
@@ -207,7 +294,13 @@ describe("deletion budget across passes", () => {
 describe("a ledger shard of the wrong shape (checksums right) does not stop the pass", () => {
   it("reported, rebuilt, and the rest of the pass runs", async () => {
     const j = finishedTf("done", "team-a");
-    const c = fakeCluster({ jobs: [{ kind: TF, job: j.job }], pods: [j.pod], services: [j.service], nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("gpu-1", NOW)] });
+    const c = fakeCluster({
+      jobs: [{ kind: TF, job: j.job }],
+      pods: [j.pod],
+      services: [j.service],
+      nodes: [node("gpu-1", { "nvidia.com/gpu": "8" })],
+      nodeLeases: [nodeLease("gpu-1", NOW)],
+    });
     await runPass({ cluster: c, policy, log: silentLogger(), now: () => NOW, dryRun: false, namespace: "quartermaster" });
     // Reshape shard 0 by hand, fixing its checksum and the index's record of it.
     const shard = c.configMaps.find((m) => m.metadata.name === shardName(0)) as any;

@@ -1,16 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { applyPatch } from "../../src/admission/patch.js";
-import {
-  MAX_WARNINGS,
-  MAX_WARNING_LENGTH,
-  allowed,
-  denied,
-  errored,
-  normalizeWarnings,
-  patched,
-  withWarnings,
-} from "../../src/admission/response.js";
+import { MAX_WARNINGS, MAX_WARNING_LENGTH, allowed, denied, errored, normalizeWarnings, patched, withWarnings } from "../../src/admission/response.js";
 import { deepFreeze, pod } from "../fixtures/reviews.js";
 
 function decodePatch(patch: string | undefined): unknown[] {
@@ -46,7 +37,10 @@ describe("patched", () => {
     const original: Record<string, unknown> = deepFreeze({ ...pod(), spec: { containers: [], futureField: { a: 1 } } });
     const next = { ...original, metadata: { ...(original.metadata as object), labels: { a: "b" } } };
     const ops = decodePatch(patched("u", original, next).response.patch) as Array<{ op: string }>;
-    assert.ok(ops.every((o) => o.op !== "remove"), JSON.stringify(ops));
+    assert.ok(
+      ops.every((o) => o.op !== "remove"),
+      JSON.stringify(ops),
+    );
   });
 });
 

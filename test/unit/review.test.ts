@@ -75,8 +75,18 @@ describe("reviewJson", () => {
   const patch = Buffer.from('[{"op":"add","path":"/metadata/labels/a","value":"é"}]').toString("base64");
   const CASES: Array<{ name: string; response: Record<string, unknown> }> = [
     { name: "allowed", response: { uid: "u-1", allowed: true } },
-    { name: "patched with warnings", response: { uid: "u-2", allowed: true, patchType: "JSONPatch", patch, warnings: ["quartermaster: x", 'quotes " and \\ and ünïcode'] } },
-    { name: "denied with status and causes", response: { uid: "u-3", allowed: false, status: { status: "Failure", code: 403, reason: "Forbidden", message: "m", details: { causes: [{ field: "spec", message: "x" }] } } } },
+    {
+      name: "patched with warnings",
+      response: { uid: "u-2", allowed: true, patchType: "JSONPatch", patch, warnings: ["quartermaster: x", 'quotes " and \\ and ünïcode'] },
+    },
+    {
+      name: "denied with status and causes",
+      response: {
+        uid: "u-3",
+        allowed: false,
+        status: { status: "Failure", code: 403, reason: "Forbidden", message: "m", details: { causes: [{ field: "spec", message: "x" }] } },
+      },
+    },
     { name: "audit annotations", response: { uid: "u-4", allowed: true, auditAnnotations: { "a/b": "c" } } },
     { name: "undefined fields left out", response: { uid: "u-5", allowed: true, warnings: undefined, patch: undefined } },
     { name: "an unknown field falls back to JSON.stringify", response: { uid: "u-6", allowed: true, extra: { x: 1 } } },

@@ -17,8 +17,7 @@ import { gpuJob, scale, scaleReview } from "../fixtures/array-work.js";
 
 const policy = checkPolicy({ limits: { container: { cpu: "4", memory: "16Gi" }, job: { gpus: 64 } } }, "strict");
 
-const at = (job: KubeObject, resourceVersion: string): KubeObject =>
-  deepFreeze({ ...job, metadata: { ...(job.metadata as object), resourceVersion } });
+const at = (job: KubeObject, resourceVersion: string): KubeObject => deepFreeze({ ...job, metadata: { ...(job.metadata as object), resourceVersion } });
 /** Cached (stale): 2 workers of 1 GPU at resourceVersion 100. Current: per-worker GPUs raised to 8, at 101. */
 const stale = at(gpuJob(2, 1), "100");
 const raised = at(gpuJob(2, 8), "101");
@@ -32,10 +31,45 @@ function scaleTo(replicas: number, resourceVersion?: string) {
 const GPUS = /job total of 488 nvidia\.com\/gpu exceeds the per-job limit of 64|488/;
 
 describe("/scale against the job as it is now (issue 29, item 4)", () => {
-  const cases: Array<{ name: string; cached: KubeObject; current: KubeObject; rv?: string; outcome: string; code?: number; reason?: string; message?: RegExp }> = [
-    { name: "scale to 60 at the current resourceVersion, cache stale (1 GPU/worker), job now 8 GPU/worker → denied 403", cached: stale, current: raised, rv: "101", outcome: "denied", code: 403, reason: "Forbidden", message: GPUS },
-    { name: "scale to 60 carrying the stale resourceVersion → denied 409 Conflict", cached: stale, current: raised, rv: "100", outcome: "denied", code: 409, reason: "Conflict", message: /resourceVersion 100 .*current .*101.*retry/ },
-    { name: "scale to 60 without a resourceVersion (unconditional) → checked against the fresh job: denied 403", cached: stale, current: raised, outcome: "denied", code: 403, reason: "Forbidden", message: GPUS },
+  const cases: Array<{
+    name: string;
+    cached: KubeObject;
+    current: KubeObject;
+    rv?: string;
+    outcome: string;
+    code?: number;
+    reason?: string;
+    message?: RegExp;
+  }> = [
+    {
+      name: "scale to 60 at the current resourceVersion, cache stale (1 GPU/worker), job now 8 GPU/worker → denied 403",
+      cached: stale,
+      current: raised,
+      rv: "101",
+      outcome: "denied",
+      code: 403,
+      reason: "Forbidden",
+      message: GPUS,
+    },
+    {
+      name: "scale to 60 carrying the stale resourceVersion → denied 409 Conflict",
+      cached: stale,
+      current: raised,
+      rv: "100",
+      outcome: "denied",
+      code: 409,
+      reason: "Conflict",
+      message: /resourceVersion 100 .*current .*101.*retry/,
+    },
+    {
+      name: "scale to 60 without a resourceVersion (unconditional) → checked against the fresh job: denied 403",
+      cached: stale,
+      current: raised,
+      outcome: "denied",
+      code: 403,
+      reason: "Forbidden",
+      message: GPUS,
+    },
     { name: "scale to 60, job unchanged (1 GPU/worker, 61 GPUs) → allowed", cached: stale, current: stale, rv: "100", outcome: "allowed" },
   ];
   for (const c of cases) {

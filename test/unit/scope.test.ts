@@ -20,7 +20,13 @@ describe("namespace scope", () => {
     { name: "kube-public even when labelled", ns: "kube-public", labels: optedIn, want: false, why: /protected/ },
     { name: "kube-node-lease even when labelled", ns: "kube-node-lease", labels: optedIn, want: false, why: /protected/ },
     { name: "our own namespace even when labelled", ns: "quartermaster", labels: optedIn, want: false, why: /protected/ },
-    { name: "a forged name label does not help", ns: "kube-system", labels: { ...optedIn, "kubernetes.io/metadata.name": "team-a" }, want: false, why: /protected/ },
+    {
+      name: "a forged name label does not help",
+      ns: "kube-system",
+      labels: { ...optedIn, "kubernetes.io/metadata.name": "team-a" },
+      want: false,
+      why: /protected/,
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {

@@ -23,7 +23,14 @@ function standIn(length: number, names: string[] | null): unknown[] {
   return a;
 }
 const podWith = (containers: unknown[], initContainers?: unknown[]): AdmissionRequest =>
-  request({ object: { apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: "team-a" }, spec: { containers, ...(initContainers ? { initContainers } : {}) } } });
+  request({
+    object: {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "p", namespace: "team-a" },
+      spec: { containers, ...(initContainers ? { initContainers } : {}) },
+    },
+  });
 
 describe("stand-in arrays", () => {
   it("standInNames: the names of a stand-in, null when none were kept, undefined for a real array", () => {
@@ -49,7 +56,10 @@ describe("stand-in arrays", () => {
 
   it("specsCost: over the bound by a stand-in's length as by the list's; throws where it would look inside", () => {
     const real = Array.from({ length: 3_000 }, () => ({ resources: { limits: { "nvidia.com/gpu": "1" } } }));
-    assert.deepEqual(specsCost([{ containers: standIn(3_000, ["nvidia.com/gpu"]) }], 6, policy.gpu.resources), specsCost([{ containers: real }], 6, policy.gpu.resources));
+    assert.deepEqual(
+      specsCost([{ containers: standIn(3_000, ["nvidia.com/gpu"]) }], 6, policy.gpu.resources),
+      specsCost([{ containers: real }], 6, policy.gpu.resources),
+    );
     assert.throws(() => specsCost([{ containers: standIn(300, ["nvidia.com/gpu"]) }], 6, policy.gpu.resources), StandInUndecided);
     // A stand-in met after the bound is passed is never looked at.
     assert.equal(specsCost([{ containers: real }, { containers: standIn(300, null) }], 6, policy.gpu.resources).over, true);

@@ -30,7 +30,12 @@ describe("validateScale", () => {
   const cases: Array<{ name: string; job: KubeObject; kind?: string; replicas: unknown; capacity?: ClusterCapacity; want: Want }> = [
     { name: "2 → 3 workers of 2 GPUs (8 GPUs in all)", job: gpuJob(2, 2), replicas: 3, want: [] },
     { name: "scale to zero", job: gpuJob(2, 2), replicas: 0, want: [] },
-    { name: "2 → 6 workers: over the Worker cap", job: gpuJob(2, 2), replicas: 6, want: [["job-replicas", "spec.replicas", `6 replicas at ${W}: 6 exceeds the limit of 4 Worker replicas`]] },
+    {
+      name: "2 → 6 workers: over the Worker cap",
+      job: gpuJob(2, 2),
+      replicas: 6,
+      want: [["job-replicas", "spec.replicas", `6 replicas at ${W}: 6 exceeds the limit of 4 Worker replicas`]],
+    },
     {
       name: "2 → 4 workers of 4 GPUs: over the job GPU limit",
       job: gpuJob(2, 4),
@@ -42,21 +47,49 @@ describe("validateScale", () => {
       job: gpuJob(1, 2),
       replicas: 4,
       capacity: capacityOf(8),
-      want: [["capacity", "spec.replicas", `4 replicas at ${W}: spec: the job asks for 10 nvidia.com/gpu but the whole cluster has 8; it would never be scheduled`]],
+      want: [
+        ["capacity", "spec.replicas", `4 replicas at ${W}: spec: the job asks for 10 nvidia.com/gpu but the whole cluster has 8; it would never be scheduled`],
+      ],
     },
     { name: "a job already over the cap scaled down, still over: allowed (only what gets worse is refused)", job: gpuJob(7, 1), replicas: 5, want: [] },
-    { name: "a job already over the cap scaled up: refused", job: gpuJob(5, 1), replicas: 6, want: [["job-replicas", "spec.replicas", `6 replicas at ${W}: 6 exceeds the limit of 4 Worker replicas`]] },
-    { name: "PaddleJob Worker", job: gpuJob(2, 2, "PaddleJob", "paddleReplicaSpecs", "paddle"), kind: "PaddleJob", replicas: 9, want: [
+    {
+      name: "a job already over the cap scaled up: refused",
+      job: gpuJob(5, 1),
+      replicas: 6,
+      want: [["job-replicas", "spec.replicas", `6 replicas at ${W}: 6 exceeds the limit of 4 Worker replicas`]],
+    },
+    {
+      name: "PaddleJob Worker",
+      job: gpuJob(2, 2, "PaddleJob", "paddleReplicaSpecs", "paddle"),
+      kind: "PaddleJob",
+      replicas: 9,
+      want: [
         ["job-replicas", "spec.replicas", "9 replicas at spec.paddleReplicaSpecs.Worker.replicas: 9 exceeds the limit of 4 Worker replicas"],
-        ["job-gpus", "spec.replicas", "9 replicas at spec.paddleReplicaSpecs.Worker.replicas: spec: the job requests 20 GPUs in all, over the per-job limit of 16"],
-      ] },
+        [
+          "job-gpus",
+          "spec.replicas",
+          "9 replicas at spec.paddleReplicaSpecs.Worker.replicas: spec: the job requests 20 GPUs in all, over the per-job limit of 16",
+        ],
+      ],
+    },
     { name: "JAXJob Worker", job: gpuJob(2, 2, "JAXJob", "jaxReplicaSpecs", "jax"), kind: "JAXJob", replicas: 2, want: [] },
-    { name: "a TFJob has no upstream scale subresource", job: gpuJob(2, 2, "TFJob", "tfReplicaSpecs", "tensorflow"), kind: "TFJob", replicas: 3, want: [["job-scale", "spec.replicas", "TFJob has no scale subresource Quartermaster knows; scale it by updating the job"]] },
+    {
+      name: "a TFJob has no upstream scale subresource",
+      job: gpuJob(2, 2, "TFJob", "tfReplicaSpecs", "tensorflow"),
+      kind: "TFJob",
+      replicas: 3,
+      want: [["job-scale", "spec.replicas", "TFJob has no scale subresource Quartermaster knows; scale it by updating the job"]],
+    },
     { name: "replicas not a whole number", job: gpuJob(2, 2), replicas: "3", want: [["job-scale", "spec.replicas", '"3" is not a whole number of replicas']] },
     { name: "negative replicas", job: gpuJob(2, 2), replicas: -1, want: [["job-scale", "spec.replicas", "-1 is not a whole number of replicas"]] },
     {
       name: "a job with no Worker replica type",
-      job: deepFreeze({ apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", metadata: { name: "train" }, spec: { pytorchReplicaSpecs: { Master: { replicas: 1 } } } }),
+      job: deepFreeze({
+        apiVersion: "kubeflow.org/v1",
+        kind: "PyTorchJob",
+        metadata: { name: "train" },
+        spec: { pytorchReplicaSpecs: { Master: { replicas: 1 } } },
+      }),
       replicas: 2,
       want: [["job-scale", "spec.replicas", `the job has no Worker replica type to scale (${W})`]],
     },
@@ -82,7 +115,15 @@ describe("readJob", () => {
     { name: "read", reader: fakeJobReader([job]), want: "found" },
     { name: "absent", reader: fakeJobReader([]), want: "missing: PyTorchJob team-a/train not found" },
     { name: "read fails", reader: { get: () => Promise.reject(new Error("forbidden")) }, want: "failed: reading PyTorchJob team-a/train failed: forbidden" },
-    { name: "get throws", reader: { get: () => { throw new Error("boom"); } }, want: "failed: reading PyTorchJob team-a/train failed: boom" },
+    {
+      name: "get throws",
+      reader: {
+        get: () => {
+          throw new Error("boom");
+        },
+      },
+      want: "failed: reading PyTorchJob team-a/train failed: boom",
+    },
     { name: "times out", reader: { get: () => new Promise(() => {}) }, want: "failed: reading PyTorchJob team-a/train timed out after 20 ms" },
   ];
   for (const tc of cases) {
@@ -106,7 +147,11 @@ describe("/validate/jobs: the scale subresource", () => {
     const res = await hooks()["/validate/jobs"]!.admit(scaleReview(6));
     assert.equal(res.outcome, "denied");
     assert.deepEqual(res.review.response?.status?.details?.causes, [
-      { reason: "FieldValueForbidden", field: "spec.replicas", message: "6 replicas at spec.pytorchReplicaSpecs.Worker.replicas: 6 exceeds the limit of 4 Worker replicas" },
+      {
+        reason: "FieldValueForbidden",
+        field: "spec.replicas",
+        message: "6 replicas at spec.pytorchReplicaSpecs.Worker.replicas: 6 exceeds the limit of 4 Worker replicas",
+      },
     ]);
   });
   it("the job cannot be found → denied (fails closed)", async () => {
@@ -115,14 +160,26 @@ describe("/validate/jobs: the scale subresource", () => {
     assert.match(res.review.response!.status!.message!, /spec\.replicas: cannot check the scaling: PyTorchJob team-a\/train not found/);
   });
   it("other operations on scale, and other subresources, are skipped", async () => {
-    assert.equal((await hooks()["/validate/jobs"]!.admit(scaleReview(6, { operation: "CREATE" }))).skipReason, "operation CREATE on subresource scale is not handled");
-    const status = review({ kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" }, resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" }, subResource: "status", operation: "UPDATE", object: gpuJob(9, 9) });
+    assert.equal(
+      (await hooks()["/validate/jobs"]!.admit(scaleReview(6, { operation: "CREATE" }))).skipReason,
+      "operation CREATE on subresource scale is not handled",
+    );
+    const status = review({
+      kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" },
+      resource: { group: "kubeflow.org", version: "v1", resource: "pytorchjobs" },
+      subResource: "status",
+      operation: "UPDATE",
+      object: gpuJob(9, 9),
+    });
     assert.equal((await hooks()["/validate/jobs"]!.admit(status)).skipReason, "subresource status is not handled");
   });
   it("a stored job too large to check → denied (review-cost) without running the rules", async () => {
     const res = await hooks(fakeJobReader([{ ...wideJob(2000), metadata: { name: "train", namespace: "team-a" } }]))["/validate/jobs"]!.admit(scaleReview(3));
     assert.deepEqual(res.deniedRules, ["review-cost"]);
-    assert.match(res.review.response!.status!.message!, /spec\.replicas: PyTorchJob team-a\/train: too large to check: cost at least \d+ is over the bound of 10000/);
+    assert.match(
+      res.review.response!.status!.message!,
+      /spec\.replicas: PyTorchJob team-a\/train: too large to check: cost at least \d+ is over the bound of 10000/,
+    );
   });
   it("a scale of an unconfigured resource is skipped", async () => {
     const res = await hooks()["/validate/jobs"]!.admit(scaleReview(6, { resource: { group: "apps", version: "v1", resource: "deployments" } }));
@@ -158,13 +215,20 @@ describe("/validate/pods: in-place resize", () => {
       const res = hooks["/validate/pods"]!.admit(resize(tc.from, tc.to));
       assert.ok(!(res instanceof Promise));
       const causes = res.review.response?.status?.details?.causes ?? [];
-      assert.deepEqual(causes.map((c) => `${c.field}: ${c.message}`), tc.want);
+      assert.deepEqual(
+        causes.map((c) => `${c.field}: ${c.message}`),
+        tc.want,
+      );
       assert.equal(res.outcome, tc.want.length ? "denied" : "allowed");
     });
   }
   it("CREATE is checked the same way (the resize message is CREATE's)", () => {
-    const res = hooks["/validate/pods"]!.admit(review({ object: podWithCpu("8") })) as { review: { response?: { status?: { details?: { causes?: unknown[] } } } } };
-    assert.deepEqual(res.review.response?.status?.details?.causes, [{ reason: "FieldValueForbidden", field: "spec.containers[0].resources.limits[cpu]", message: "8 exceeds the per-container limit of 4" }]);
+    const res = hooks["/validate/pods"]!.admit(review({ object: podWithCpu("8") })) as {
+      review: { response?: { status?: { details?: { causes?: unknown[] } } } };
+    };
+    assert.deepEqual(res.review.response?.status?.details?.causes, [
+      { reason: "FieldValueForbidden", field: "spec.containers[0].resources.limits[cpu]", message: "8 exceeds the per-container limit of 4" },
+    ]);
   });
   it("pods/status and a resize that is not an UPDATE are skipped", () => {
     const status = hooks["/validate/pods"]!.admit(resize("2", "8", { subResource: "status" })) as { skipReason?: string };

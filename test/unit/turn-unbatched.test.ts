@@ -10,7 +10,10 @@ describe("createTurn({ batched: false })", () => {
     const seen: string[] = [];
     turn.answer(() => {
       seen.push("answer");
-      turn.write(() => seen.push("write"), () => seen.push("then"));
+      turn.write(
+        () => seen.push("write"),
+        () => seen.push("then"),
+      );
       seen.push("after write");
     });
     turn.answer(() => {

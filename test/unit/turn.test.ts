@@ -60,12 +60,18 @@ describe("createTurn", () => {
     turn.answer(() => {
       throw new Error("bug");
     });
-    turn.write(() => {
-      throw new Error("socket gone");
-    }, () => steps.push("then 1"));
+    turn.write(
+      () => {
+        throw new Error("socket gone");
+      },
+      () => steps.push("then 1"),
+    );
     turn.write(() => steps.push("write 2"));
     await nextTurn();
     assert.deepEqual(steps, ["write 2", "then 1"]);
-    assert.deepEqual(lines.filter((l) => l.msg === "admission turn step failed").map((l) => l.stage), ["answer", "write"]);
+    assert.deepEqual(
+      lines.filter((l) => l.msg === "admission turn step failed").map((l) => l.stage),
+      ["answer", "write"],
+    );
   });
 });

@@ -33,7 +33,8 @@ function podOf(n: number, limits: Obj = { cpu: "1" }, labels?: Record<string, st
     },
   };
 }
-const wideResources = (n: number, gpu?: string): Obj => Object.fromEntries([...Array.from({ length: n }, (_, i) => [`example.com/r-${i}`, "1"]), ...(gpu ? [[gpu, "1"]] : [])]);
+const wideResources = (n: number, gpu?: string): Obj =>
+  Object.fromEntries([...Array.from({ length: n }, (_, i) => [`example.com/r-${i}`, "1"]), ...(gpu ? [[gpu, "1"]] : [])]);
 
 describe("unwalkedPodGuard: what the match condition would have decided, for the pods it does not walk", () => {
   const over = CONDITION_MAX_CONTAINERS + 1;
@@ -41,18 +42,42 @@ describe("unwalkedPodGuard: what the match condition would have decided, for the
     { name: "a narrow pod, no label, no GPU (the condition decided: passes)", object: podOf(1), skipped: false },
     { name: `exactly ${CONDITION_MAX_CONTAINERS} containers, no GPU (within the bounds: passes)`, object: podOf(CONDITION_MAX_CONTAINERS), skipped: false },
     { name: `${over} containers, no label, no GPU`, object: podOf(over), skipped: true },
-    { name: `${CONDITION_MAX_CONTAINERS} containers and one init container, no GPU`, object: podOf(CONDITION_MAX_CONTAINERS, { cpu: "1" }, undefined, 1), skipped: true },
+    {
+      name: `${CONDITION_MAX_CONTAINERS} containers and one init container, no GPU`,
+      object: podOf(CONDITION_MAX_CONTAINERS, { cpu: "1" }, undefined, 1),
+      skipped: true,
+    },
     { name: `${over} containers, the job-name label`, object: podOf(over, { cpu: "1" }, { "training.kubeflow.org/job-name": "mnist" }), skipped: false },
-    { name: `${over} containers, caffe2-operator's two labels`, object: podOf(over, { cpu: "1" }, { caffe2_job_key: "team-a-r", group_name: "kubeflow.org" }), skipped: false },
+    {
+      name: `${over} containers, caffe2-operator's two labels`,
+      object: podOf(over, { cpu: "1" }, { caffe2_job_key: "team-a-r", group_name: "kubeflow.org" }),
+      skipped: false,
+    },
     { name: `${over} containers, only one of caffe2-operator's labels`, object: podOf(over, { cpu: "1" }, { caffe2_job_key: "team-a-r" }), skipped: true },
-    { name: `${over} containers, a GPU in an init container's limits`, object: podOf(over, { cpu: "1" }, undefined, 1, { initLimits: { "nvidia.com/gpu": "1" } }), skipped: false },
+    {
+      name: `${over} containers, a GPU in an init container's limits`,
+      object: podOf(over, { cpu: "1" }, undefined, 1, { initLimits: { "nvidia.com/gpu": "1" } }),
+      skipped: false,
+    },
     { name: `${over} containers, a MIG slice in every container`, object: podOf(over, { "nvidia.com/mig-1g.5gb": "1" }), skipped: false },
     { name: `a container of ${CONDITION_MAX_RESOURCES + 1} resources, no GPU`, object: podOf(1, wideResources(CONDITION_MAX_RESOURCES + 1)), skipped: true },
-    { name: `a container of ${CONDITION_MAX_RESOURCES} resources, no GPU (within the bounds: passes)`, object: podOf(1, wideResources(CONDITION_MAX_RESOURCES)), skipped: false },
-    { name: `a container of ${CONDITION_MAX_RESOURCES + 1} resources, one of them amd.com/gpu`, object: podOf(1, wideResources(CONDITION_MAX_RESOURCES, "amd.com/gpu")), skipped: false },
+    {
+      name: `a container of ${CONDITION_MAX_RESOURCES} resources, no GPU (within the bounds: passes)`,
+      object: podOf(1, wideResources(CONDITION_MAX_RESOURCES)),
+      skipped: false,
+    },
+    {
+      name: `a container of ${CONDITION_MAX_RESOURCES + 1} resources, one of them amd.com/gpu`,
+      object: podOf(1, wideResources(CONDITION_MAX_RESOURCES, "amd.com/gpu")),
+      skipped: false,
+    },
     // Not what the apiserver sends, but never a throw.
     { name: "containers not a list", object: { metadata: {}, spec: { containers: "x" } }, skipped: false },
-    { name: `${over} containers of which some are null, labels null`, object: { metadata: { labels: null }, spec: { containers: [...Array(over).fill(null)] } }, skipped: true },
+    {
+      name: `${over} containers of which some are null, labels null`,
+      object: { metadata: { labels: null }, spec: { containers: [...Array(over).fill(null)] } },
+      skipped: true,
+    },
     { name: "no object at all", object: null, skipped: false },
   ];
   for (const c of cases) {

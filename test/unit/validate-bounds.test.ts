@@ -38,7 +38,14 @@ const C0 = "spec.containers[0].resources.limits[nvidia.com/gpu]";
 
 describe("pods: quantities that must not pass", () => {
   const cases: Array<[string, unknown, Want]> = [
-    ["136 GPUs written long (was NaN: passed the pod cap of 8)", "136." + "0".repeat(309), [["container-limits", C0], ["pod-gpus", "spec"]]],
+    [
+      "136 GPUs written long (was NaN: passed the pod cap of 8)",
+      "136." + "0".repeat(309),
+      [
+        ["container-limits", C0],
+        ["pod-gpus", "spec"],
+      ],
+    ],
     ["a quantity over the length bound", "1".padEnd(2000, "0"), [["quantity", C0]]],
     ["1M characters", "8." + "0".repeat(1_000_000), [["quantity", C0]]],
     ["out of range (1e1001)", "1e1001", [["quantity", C0]]],
@@ -61,13 +68,25 @@ describe("pods: quantities that must not pass", () => {
     ["cpu out of range", "cpu", "100E", [["quantity", "spec.containers[0].resources.requests[cpu]"]], []],
     ["cpu 1e1001", "cpu", "1e1001", [["quantity", "spec.containers[0].resources.requests[cpu]"]], []],
     ["an uncapped extended resource out of range", "example.com/fpga", "1e1001", [], []],
-    ["a GPU count out of range (summed by pod, job and capacity limits)", "nvidia.com/gpu", "1e1001", [["quantity", "spec.containers[0].resources.requests[nvidia.com/gpu]"]], [["quantity", "spec.containers[0].resources.requests[nvidia.com/gpu]"]]],
+    [
+      "a GPU count out of range (summed by pod, job and capacity limits)",
+      "nvidia.com/gpu",
+      "1e1001",
+      [["quantity", "spec.containers[0].resources.requests[nvidia.com/gpu]"]],
+      [["quantity", "spec.containers[0].resources.requests[nvidia.com/gpu]"]],
+    ],
   ];
   for (const [name, resource, value, capped, builtIn] of only) {
     it(`${name}: a violation only where a limit applies`, () => {
       const pod = testPod({ spec: { containers: [container({ requests: { [resource]: value } })] } }) as V1Pod;
-      assert.deepEqual(fields(validatePod(deepFreeze(pod), ctx)).filter(([rule]) => rule === "quantity"), capped);
-      assert.deepEqual(fields(validatePod(deepFreeze(pod), uncappedCtx)).filter(([rule]) => rule === "quantity"), builtIn);
+      assert.deepEqual(
+        fields(validatePod(deepFreeze(pod), ctx)).filter(([rule]) => rule === "quantity"),
+        capped,
+      );
+      assert.deepEqual(
+        fields(validatePod(deepFreeze(pod), uncappedCtx)).filter(([rule]) => rule === "quantity"),
+        builtIn,
+      );
     });
   }
 
@@ -77,14 +96,24 @@ describe("pods: quantities that must not pass", () => {
   });
 
   it("two containers of 8 GPUs written long: 16 over the pod cap of 8", () => {
-    const pod = testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": EIGHT } }), container({ name: "b", limits: { "nvidia.com/gpu": EIGHT } })] } }) as V1Pod;
+    const pod = testPod({
+      spec: { containers: [container({ limits: { "nvidia.com/gpu": EIGHT } }), container({ name: "b", limits: { "nvidia.com/gpu": EIGHT } })] },
+    }) as V1Pod;
     const f = validatePod(deepFreeze(pod), ctx);
     assert.deepEqual(fields(f), [["pod-gpus", "spec"]]);
     assert.match(f.violations[0]!.message, /requests 16 GPUs/);
   });
 
   it("a negative GPU count in one container does not offset another's", () => {
-    const pod = testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": "8" } }), container({ name: "b", limits: { "nvidia.com/gpu": "8" } }), container({ name: "c", limits: { "nvidia.com/gpu": "-8" } })] } }) as V1Pod;
+    const pod = testPod({
+      spec: {
+        containers: [
+          container({ limits: { "nvidia.com/gpu": "8" } }),
+          container({ name: "b", limits: { "nvidia.com/gpu": "8" } }),
+          container({ name: "c", limits: { "nvidia.com/gpu": "-8" } }),
+        ],
+      },
+    }) as V1Pod;
     assert.deepEqual(fields(validatePod(deepFreeze(pod), ctx)), [
       ["quantity", "spec.containers[2].resources.limits[nvidia.com/gpu]"],
       ["pod-gpus", "spec"],
@@ -125,15 +154,23 @@ describe("jobs: a 136-GPU job must not pass a 32-GPU cap nor the capacity check"
   });
 
   const countCases: Array<[string, (j: any) => void, Want]> = [
-    ["replicas: \"3\"", (j) => (j.spec.pytorchReplicaSpecs.Worker.replicas = "3"), [["job-replicas", "spec.pytorchReplicaSpecs.Worker.replicas"]]],
-    ["replicas: \"136\" with 8 GPUs each", (j) => (j.spec.pytorchReplicaSpecs.Worker.replicas = "136"), [["job-replicas", "spec.pytorchReplicaSpecs.Worker.replicas"]]],
+    ['replicas: "3"', (j) => (j.spec.pytorchReplicaSpecs.Worker.replicas = "3"), [["job-replicas", "spec.pytorchReplicaSpecs.Worker.replicas"]]],
+    [
+      'replicas: "136" with 8 GPUs each',
+      (j) => (j.spec.pytorchReplicaSpecs.Worker.replicas = "136"),
+      [["job-replicas", "spec.pytorchReplicaSpecs.Worker.replicas"]],
+    ],
     ["replicas: 2.5", (j) => (j.spec.pytorchReplicaSpecs.Worker.replicas = 2.5), [["job-replicas", "spec.pytorchReplicaSpecs.Worker.replicas"]]],
     ["replicas: -1", (j) => (j.spec.pytorchReplicaSpecs.Worker.replicas = -1), [["job-replicas", "spec.pytorchReplicaSpecs.Worker.replicas"]]],
     ["replicas: null", (j) => (j.spec.pytorchReplicaSpecs.Worker.replicas = null), [["job-replicas", "spec.pytorchReplicaSpecs.Worker.replicas"]]],
-    ["ttlSecondsAfterFinished: \"999999999\"", (j) => (j.spec.runPolicy.ttlSecondsAfterFinished = "999999999"), [["run-policy", "spec.runPolicy.ttlSecondsAfterFinished"]]],
-    ["backoffLimit: \"x\"", (j) => (j.spec.runPolicy.backoffLimit = "x"), [["run-policy", "spec.runPolicy.backoffLimit"]]],
+    [
+      'ttlSecondsAfterFinished: "999999999"',
+      (j) => (j.spec.runPolicy.ttlSecondsAfterFinished = "999999999"),
+      [["run-policy", "spec.runPolicy.ttlSecondsAfterFinished"]],
+    ],
+    ['backoffLimit: "x"', (j) => (j.spec.runPolicy.backoffLimit = "x"), [["run-policy", "spec.runPolicy.backoffLimit"]]],
     ["backoffLimit: 1.5", (j) => (j.spec.runPolicy.backoffLimit = 1.5), [["run-policy", "spec.runPolicy.backoffLimit"]]],
-    ["activeDeadlineSeconds: \"7200\"", (j) => (j.spec.runPolicy.activeDeadlineSeconds = "7200"), [["run-policy", "spec.runPolicy.activeDeadlineSeconds"]]],
+    ['activeDeadlineSeconds: "7200"', (j) => (j.spec.runPolicy.activeDeadlineSeconds = "7200"), [["run-policy", "spec.runPolicy.activeDeadlineSeconds"]]],
     ["activeDeadlineSeconds: 1e300", (j) => (j.spec.runPolicy.activeDeadlineSeconds = 1e300), [["run-policy", "spec.runPolicy.activeDeadlineSeconds"]]],
   ];
   for (const [name, change, want] of countCases) {
@@ -147,7 +184,9 @@ describe("jobs: a 136-GPU job must not pass a 32-GPU cap nor the capacity check"
   it("a string TTL is refused even without a TTL cap, when a TTL is required", () => {
     const p = checkPolicy({ limits: { runPolicy: { requireTtlSecondsAfterFinished: true } } }, "t");
     const j = gpuJob(1, "8", { runPolicy: { ttlSecondsAfterFinished: "forever" } });
-    assert.deepEqual(fields(validateJob(j, kind, { policy: p, namespace: "team-a", limits: effectiveLimits(p, "team-a") })), [["run-policy", "spec.runPolicy.ttlSecondsAfterFinished"]]);
+    assert.deepEqual(fields(validateJob(j, kind, { policy: p, namespace: "team-a", limits: effectiveLimits(p, "team-a") })), [
+      ["run-policy", "spec.runPolicy.ttlSecondsAfterFinished"],
+    ]);
   });
 
   it("no cap on a field: its value is not judged", () => {
@@ -161,7 +200,9 @@ describe("policy: quantities and caps in range", () => {
   const problems = policyProblems;
 
   it('cpu: "1e1001" is refused with its path (it disabled the limit)', () => {
-    assert.deepEqual(problems('limits:\n  container:\n    cpu: "1e1001"\n'), ['limits.container.cpu: 1e1001 is out of range: the magnitude must be at most 2^63-1 (9223372036854775807)']);
+    assert.deepEqual(problems('limits:\n  container:\n    cpu: "1e1001"\n'), [
+      "limits.container.cpu: 1e1001 is out of range: the magnitude must be at most 2^63-1 (9223372036854775807)",
+    ]);
   });
 
   it("every problem listed at once, each with its path", () => {
@@ -182,7 +223,13 @@ describe("policy: quantities and caps in range", () => {
       '        cpu: "-1"',
     ].join("\n");
     const got = problems(text).map((p) => p.split(":")[0]);
-    assert.deepEqual(got, ["limits.container.cpu", "limits.container.memory", "limits.job.gpus", "namespaces[0].limits.container.cpu", "resources.defaultRequests.cpu"]);
+    assert.deepEqual(got, [
+      "limits.container.cpu",
+      "limits.container.memory",
+      "limits.job.gpus",
+      "namespaces[0].limits.container.cpu",
+      "resources.defaultRequests.cpu",
+    ]);
   });
 
   it("quantities in range pass: the largest, and 8 written long", () => {

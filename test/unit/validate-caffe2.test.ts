@@ -25,7 +25,14 @@ const strict = checkPolicy(
       container: { gpus: { "nvidia.com/gpu": 8 } },
       pod: { gpus: 8 },
       job: { gpus: 16, replicas: { Worker: 4 } },
-      runPolicy: { requireTtlSecondsAfterFinished: true, maxTtlSecondsAfterFinished: 86400, maxActiveDeadlineSeconds: 3600, maxBackoffLimit: 3, allowedCleanPodPolicies: ["All", "Running"], allowedRestartPolicies: ["OnFailure", "Never", "ExitCode"] },
+      runPolicy: {
+        requireTtlSecondsAfterFinished: true,
+        maxTtlSecondsAfterFinished: 86400,
+        maxActiveDeadlineSeconds: 3600,
+        maxBackoffLimit: 3,
+        allowedCleanPodPolicies: ["All", "Running"],
+        allowedRestartPolicies: ["OnFailure", "Never", "ExitCode"],
+      },
     },
   },
   "strict",
@@ -50,8 +57,16 @@ describe("validateJob: Caffe2Job against the policy's limits", () => {
   const cases: Array<{ name: string; job: KubeObject; policy?: ReturnType<typeof checkPolicy>; want: Want }> = [
     { name: "a well-formed Caffe2Job under the limits → allowed", job: c2(4), want: [] },
     { name: "5 workers over a cap of 4", job: c2(5), want: [["job-replicas", "spec.replicaSpecs.replicas", "5 exceeds the limit of 4 Worker replicas"]] },
-    { name: "replicas as a string is no count", job: c2(1, (j) => (j.spec.replicaSpecs.replicas = "3")), want: [["job-replicas", "spec.replicaSpecs.replicas", '"3" must be an integer, not string']] },
-    { name: "3 workers × 8 GPUs = 24 over the per-job 16", job: c2(3, gpus("8")), want: [["job-gpus", "spec", "the job requests 24 GPUs in all, over the per-job limit of 16"]] },
+    {
+      name: "replicas as a string is no count",
+      job: c2(1, (j) => (j.spec.replicaSpecs.replicas = "3")),
+      want: [["job-replicas", "spec.replicaSpecs.replicas", '"3" must be an integer, not string']],
+    },
+    {
+      name: "3 workers × 8 GPUs = 24 over the per-job 16",
+      job: c2(3, gpus("8")),
+      want: [["job-gpus", "spec", "the job requests 24 GPUs in all, over the per-job limit of 16"]],
+    },
     {
       name: "a template over the per-container and per-pod GPU limits → at the template's path",
       job: c2(1, gpus("9")),
@@ -70,9 +85,21 @@ describe("validateJob: Caffe2Job against the policy's limits", () => {
         ["run-policy", "spec.runPolicy.cleanPodPolicy", "None is not allowed; allowed: All, Running"],
       ],
     },
-    { name: "no runPolicy at all: the TTL is required", job: c2(1, (j) => delete j.spec.runPolicy), want: [["run-policy", "spec.runPolicy.ttlSecondsAfterFinished", "is required: finished jobs must be cleaned up"]] },
-    { name: "a TTL over the cap", job: c2(1, () => undefined, { ttlSecondsAfterFinished: 90000 }), want: [["run-policy", "spec.runPolicy.ttlSecondsAfterFinished", "90000 exceeds the limit of 86400 seconds"]] },
-    { name: "replicaSpecs.restartPolicy Always is not allowed", job: c2(1, (j) => (j.spec.replicaSpecs.restartPolicy = "Always")), want: [["run-policy", "spec.replicaSpecs.restartPolicy", "Always is not allowed; allowed: OnFailure, Never, ExitCode"]] },
+    {
+      name: "no runPolicy at all: the TTL is required",
+      job: c2(1, (j) => delete j.spec.runPolicy),
+      want: [["run-policy", "spec.runPolicy.ttlSecondsAfterFinished", "is required: finished jobs must be cleaned up"]],
+    },
+    {
+      name: "a TTL over the cap",
+      job: c2(1, () => undefined, { ttlSecondsAfterFinished: 90000 }),
+      want: [["run-policy", "spec.runPolicy.ttlSecondsAfterFinished", "90000 exceeds the limit of 86400 seconds"]],
+    },
+    {
+      name: "replicaSpecs.restartPolicy Always is not allowed",
+      job: c2(1, (j) => (j.spec.replicaSpecs.restartPolicy = "Always")),
+      want: [["run-policy", "spec.replicaSpecs.restartPolicy", "Always is not allowed; allowed: OnFailure, Never, ExitCode"]],
+    },
     {
       name: "no replica-level restartPolicy: the template's is the one the controller uses, and is checked",
       job: c2(1, (j) => (j.spec.replicaSpecs.template.spec.restartPolicy = "Always")),
@@ -92,14 +119,39 @@ describe("validateJob: Caffe2Job against the policy's limits", () => {
 
 describe("validateJob: what Quartermaster's job controller cannot read is refused (no CRD schema checks it)", () => {
   const cases: Array<{ name: string; runPolicy?: unknown; edit?: (j: any) => void; want: Want }> = [
-    { name: "backoffLimit as a string", runPolicy: { backoffLimit: "3" }, want: [["run-policy", "spec.runPolicy.backoffLimit", '"3" must be an integer, not string']] },
-    { name: "a negative backoffLimit", runPolicy: { backoffLimit: -1 }, want: [["run-policy", "spec.runPolicy.backoffLimit", "-1 must be a whole number from 0 to 2147483647"]] },
-    { name: "activeDeadlineSeconds 0", runPolicy: { activeDeadlineSeconds: 0 }, want: [["run-policy", "spec.runPolicy.activeDeadlineSeconds", "0 must be at least 1"]] },
-    { name: "a fractional ttlSecondsAfterFinished", runPolicy: { ttlSecondsAfterFinished: 1.5 }, want: [["run-policy", "spec.runPolicy.ttlSecondsAfterFinished", "1.5 must be a whole number from 0 to 2147483647"]] },
+    {
+      name: "backoffLimit as a string",
+      runPolicy: { backoffLimit: "3" },
+      want: [["run-policy", "spec.runPolicy.backoffLimit", '"3" must be an integer, not string']],
+    },
+    {
+      name: "a negative backoffLimit",
+      runPolicy: { backoffLimit: -1 },
+      want: [["run-policy", "spec.runPolicy.backoffLimit", "-1 must be a whole number from 0 to 2147483647"]],
+    },
+    {
+      name: "activeDeadlineSeconds 0",
+      runPolicy: { activeDeadlineSeconds: 0 },
+      want: [["run-policy", "spec.runPolicy.activeDeadlineSeconds", "0 must be at least 1"]],
+    },
+    {
+      name: "a fractional ttlSecondsAfterFinished",
+      runPolicy: { ttlSecondsAfterFinished: 1.5 },
+      want: [["run-policy", "spec.runPolicy.ttlSecondsAfterFinished", "1.5 must be a whole number from 0 to 2147483647"]],
+    },
     { name: "suspend as a string", runPolicy: { suspend: "yes" }, want: [["run-policy", "spec.runPolicy.suspend", '"yes" must be a boolean']] },
     { name: "runPolicy not an object", runPolicy: "soon", want: [["run-policy", "spec.runPolicy", '"soon" must be an object']] },
-    { name: "an unknown restartPolicy", edit: (j) => (j.spec.replicaSpecs.restartPolicy = "Sometimes"), want: [["run-policy", "spec.replicaSpecs.restartPolicy", '"Sometimes" is not one of Always, OnFailure, Never, ExitCode']] },
-    { name: "well-typed fields → allowed", runPolicy: { backoffLimit: 0, activeDeadlineSeconds: 1, ttlSecondsAfterFinished: 0, suspend: true, cleanPodPolicy: "All" }, edit: (j) => (j.spec.replicaSpecs.restartPolicy = "ExitCode"), want: [] },
+    {
+      name: "an unknown restartPolicy",
+      edit: (j) => (j.spec.replicaSpecs.restartPolicy = "Sometimes"),
+      want: [["run-policy", "spec.replicaSpecs.restartPolicy", '"Sometimes" is not one of Always, OnFailure, Never, ExitCode']],
+    },
+    {
+      name: "well-typed fields → allowed",
+      runPolicy: { backoffLimit: 0, activeDeadlineSeconds: 1, ttlSecondsAfterFinished: 0, suspend: true, cleanPodPolicy: "All" },
+      edit: (j) => (j.spec.replicaSpecs.restartPolicy = "ExitCode"),
+      want: [],
+    },
   ];
   for (const c of cases) {
     it(`${c.name} (a policy with no caps)`, () => assert.deepEqual(got(validateJob(c2(1, c.edit, c.runPolicy), C2, ctx(open))), c.want));
@@ -111,13 +163,17 @@ describe("validateJob: what Quartermaster's job controller cannot read is refuse
   });
 
   it("a TFJob with the same fields: unchanged (its CRD's schema checks them)", () => {
-    const tf = structuredClone(job("TFJob", "mnist", "team-a", { Worker: 1 }, { runPolicy: { backoffLimit: "3", suspend: "yes", activeDeadlineSeconds: 0 } })) as any;
+    const tf = structuredClone(
+      job("TFJob", "mnist", "team-a", { Worker: 1 }, { runPolicy: { backoffLimit: "3", suspend: "yes", activeDeadlineSeconds: 0 } }),
+    ) as any;
     assert.deepEqual(got(validateJob(tf, kindOf("TFJob"), ctx(open))), []);
   });
 
   it("a TFJob marked controller: quartermaster is held to it too", () => {
     const tf = structuredClone(job("TFJob", "mnist", "team-a", { Worker: 1 }, { runPolicy: { suspend: "yes" } })) as any;
-    assert.deepEqual(got(validateJob(tf, { ...kindOf("TFJob"), controller: "quartermaster" }, ctx(open))), [["run-policy", "spec.runPolicy.suspend", '"yes" must be a boolean']]);
+    assert.deepEqual(got(validateJob(tf, { ...kindOf("TFJob"), controller: "quartermaster" }, ctx(open))), [
+      ["run-policy", "spec.runPolicy.suspend", '"yes" must be a boolean'],
+    ]);
   });
 });
 
@@ -138,12 +194,24 @@ describe("validateJob: Caffe2Job names checked as the controller makes them (<na
     {
       name: "team-a/<48 chars>, 1 worker: 64 characters (the job-only name would be 57) → denied",
       job: named(n(48), "team-a", 1),
-      want: [["job-name", "metadata.name", `pod name team-a-${n(48)}-worker-0 would be 64 characters, over 63: shorten the job name (the Caffe2 controller prefixes it with the namespace)`]],
+      want: [
+        [
+          "job-name",
+          "metadata.name",
+          `pod name team-a-${n(48)}-worker-0 would be 64 characters, over 63: shorten the job name (the Caffe2 controller prefixes it with the namespace)`,
+        ],
+      ],
     },
     {
       name: "team-a/<54 chars>: the issue's 70-character Service name → denied",
       job: named(n(54), "team-a", 1),
-      want: [["job-name", "metadata.name", `pod name team-a-${n(54)}-worker-0 would be 70 characters, over 63: shorten the job name (the Caffe2 controller prefixes it with the namespace)`]],
+      want: [
+        [
+          "job-name",
+          "metadata.name",
+          `pod name team-a-${n(54)}-worker-0 would be 70 characters, over 63: shorten the job name (the Caffe2 controller prefixes it with the namespace)`,
+        ],
+      ],
     },
     {
       name: "team-a/<47 chars>, 10 workers: the last index, worker-9, is 63 → allowed",
@@ -153,19 +221,37 @@ describe("validateJob: Caffe2Job names checked as the controller makes them (<na
     {
       name: "team-a/<47 chars>, 11 workers: worker-10 is 64 → denied",
       job: named(n(47), "team-a", 11),
-      want: [["job-name", "metadata.name", `pod name team-a-${n(47)}-worker-10 would be 64 characters, over 63: shorten the job name (the Caffe2 controller prefixes it with the namespace)`]],
+      want: [
+        [
+          "job-name",
+          "metadata.name",
+          `pod name team-a-${n(47)}-worker-10 would be 64 characters, over 63: shorten the job name (the Caffe2 controller prefixes it with the namespace)`,
+        ],
+      ],
     },
     {
       name: "a digit-first namespace: 1team-ex-worker-0 is no DNS-1035 label → denied",
       job: named("ex", "1team", 1),
       namespace: "1team",
-      want: [["job-name", "metadata.name", 'Service name "1team-ex-worker-0" would not be a DNS-1035 label (lower-case letters, digits and \'-\', starting with a letter): the Caffe2 controller names replicas <namespace>-<job>-worker-<index>, and namespace "1team" does not start with a letter']],
+      want: [
+        [
+          "job-name",
+          "metadata.name",
+          'Service name "1team-ex-worker-0" would not be a DNS-1035 label (lower-case letters, digits and \'-\', starting with a letter): the Caffe2 controller names replicas <namespace>-<job>-worker-<index>, and namespace "1team" does not start with a letter',
+        ],
+      ],
     },
     {
       name: "no metadata.namespace (a CREATE): the request's namespace is used",
       job: named("ex", "1team", 1, (j) => delete j.metadata.namespace),
       namespace: "1team",
-      want: [["job-name", "metadata.name", 'Service name "1team-ex-worker-0" would not be a DNS-1035 label (lower-case letters, digits and \'-\', starting with a letter): the Caffe2 controller names replicas <namespace>-<job>-worker-<index>, and namespace "1team" does not start with a letter']],
+      want: [
+        [
+          "job-name",
+          "metadata.name",
+          'Service name "1team-ex-worker-0" would not be a DNS-1035 label (lower-case letters, digits and \'-\', starting with a letter): the Caffe2 controller names replicas <namespace>-<job>-worker-<index>, and namespace "1team" does not start with a letter',
+        ],
+      ],
     },
     { name: "zero workers: no names to check", job: named("ex", "1team", 0), namespace: "1team", want: [] },
     {
@@ -185,7 +271,10 @@ describe("validateJob: Caffe2Job names checked as the controller makes them (<na
   for (const c of cases) {
     it(c.name, () => {
       const c0 = { ...ctx(open), namespace: c.namespace ?? "team-a" };
-      assert.deepEqual(got(validateJob(c.job, c.kind ?? C2, c0)).filter(([rule]) => rule === "job-name"), c.want);
+      assert.deepEqual(
+        got(validateJob(c.job, c.kind ?? C2, c0)).filter(([rule]) => rule === "job-name"),
+        c.want,
+      );
     });
   }
 

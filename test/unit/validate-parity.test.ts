@@ -16,7 +16,8 @@ const policy = defaultPolicy();
 const ctx: ValidationContext = { policy, namespace: "team-a", limits: effectiveLimits(policy, "team-a") };
 type Want = Array<[rule: string, field: string, message: string]>;
 const check = (j: KubeObject): Want => validateJob(j, kindOf(String(j.kind)), ctx).violations.map((v) => [v.rule, v.field, v.message]);
-const make = (kind: string, replicas: Record<string, number | ReplicaOpts>, spec: Record<string, unknown> = {}): KubeObject => job(kind, "parity", "team-a", replicas, spec);
+const make = (kind: string, replicas: Record<string, number | ReplicaOpts>, spec: Record<string, unknown> = {}): KubeObject =>
+  job(kind, "parity", "team-a", replicas, spec);
 
 describe("validateJob: what the training operator v1.8.1 refuses", () => {
   const refused: Array<[string, KubeObject, Want]> = [
@@ -28,12 +29,36 @@ describe("validateJob: what the training operator v1.8.1 refuses", () => {
         ["job-shape", "spec.pytorchReplicaSpecs.worker", '"worker": PyTorchJob replica types are Master and Worker, spelled so'],
       ],
     ],
-    ["PyTorchJob with a Launcher", make("PyTorchJob", { Launcher: 1, Worker: 2 }), [["job-shape", "spec.pytorchReplicaSpecs.Launcher", '"Launcher": PyTorchJob replica types are Master and Worker, spelled so']]],
-    ["PyTorchJob whose Master leaves replicas unset", make("PyTorchJob", { Master: {}, Worker: 2 }), [["job-shape", "spec.pytorchReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, replicas is not set"]]],
-    ["PaddleJob with a PS replica type", make("PaddleJob", { PS: 1, Worker: 2 }), [["job-shape", "spec.paddleReplicaSpecs.PS", '"PS": PaddleJob replica types are Master and Worker, spelled so']]],
-    ["XGBoostJob without a Master", make("XGBoostJob", { Worker: 2 }), [["job-shape", "spec.xgbReplicaSpecs.Master", "is required: an XGBoostJob has one Master"]]],
-    ["XGBoostJob with 2 Masters", make("XGBoostJob", { Master: 2, Worker: 2 }), [["job-shape", "spec.xgbReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, got 2"]]],
-    ["XGBoostJob whose Master leaves replicas unset", make("XGBoostJob", { Master: {} }), [["job-shape", "spec.xgbReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, replicas is not set"]]],
+    [
+      "PyTorchJob with a Launcher",
+      make("PyTorchJob", { Launcher: 1, Worker: 2 }),
+      [["job-shape", "spec.pytorchReplicaSpecs.Launcher", '"Launcher": PyTorchJob replica types are Master and Worker, spelled so']],
+    ],
+    [
+      "PyTorchJob whose Master leaves replicas unset",
+      make("PyTorchJob", { Master: {}, Worker: 2 }),
+      [["job-shape", "spec.pytorchReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, replicas is not set"]],
+    ],
+    [
+      "PaddleJob with a PS replica type",
+      make("PaddleJob", { PS: 1, Worker: 2 }),
+      [["job-shape", "spec.paddleReplicaSpecs.PS", '"PS": PaddleJob replica types are Master and Worker, spelled so']],
+    ],
+    [
+      "XGBoostJob without a Master",
+      make("XGBoostJob", { Worker: 2 }),
+      [["job-shape", "spec.xgbReplicaSpecs.Master", "is required: an XGBoostJob has one Master"]],
+    ],
+    [
+      "XGBoostJob with 2 Masters",
+      make("XGBoostJob", { Master: 2, Worker: 2 }),
+      [["job-shape", "spec.xgbReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, got 2"]],
+    ],
+    [
+      "XGBoostJob whose Master leaves replicas unset",
+      make("XGBoostJob", { Master: {} }),
+      [["job-shape", "spec.xgbReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, replicas is not set"]],
+    ],
     [
       "XGBoostJob with a Launcher and no Master",
       make("XGBoostJob", { Launcher: 1 }),
@@ -42,7 +67,11 @@ describe("validateJob: what the training operator v1.8.1 refuses", () => {
         ["job-shape", "spec.xgbReplicaSpecs.Master", "is required: an XGBoostJob has one Master"],
       ],
     ],
-    ["XGBoostJob with a Master of 0 replicas", make("XGBoostJob", { Master: 0, Worker: 2 }), [["job-shape", "spec.xgbReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, got 0"]]],
+    [
+      "XGBoostJob with a Master of 0 replicas",
+      make("XGBoostJob", { Master: 0, Worker: 2 }),
+      [["job-shape", "spec.xgbReplicaSpecs.Master.replicas", "the Master replica type must have exactly 1 replica, got 0"]],
+    ],
     [
       "XGBoostJob with lower-case master and worker",
       make("XGBoostJob", { master: 1, worker: 2 }),
@@ -52,7 +81,11 @@ describe("validateJob: what the training operator v1.8.1 refuses", () => {
         ["job-shape", "spec.xgbReplicaSpecs.Master", "is required: an XGBoostJob has one Master"],
       ],
     ],
-    ["XGBoostJob with a PS besides its Master", make("XGBoostJob", { Master: 1, PS: 1 }), [["job-shape", "spec.xgbReplicaSpecs.PS", '"PS": XGBoostJob replica types are Master and Worker, spelled so']]],
+    [
+      "XGBoostJob with a PS besides its Master",
+      make("XGBoostJob", { Master: 1, PS: 1 }),
+      [["job-shape", "spec.xgbReplicaSpecs.PS", '"PS": XGBoostJob replica types are Master and Worker, spelled so']],
+    ],
     [
       "XGBoostJob with no replica specs",
       make("XGBoostJob", {}),
@@ -61,8 +94,16 @@ describe("validateJob: what the training operator v1.8.1 refuses", () => {
         ["job-shape", "spec.xgbReplicaSpecs.Master", "is required: an XGBoostJob has one Master"],
       ],
     ],
-    ["PaddleJob with a lower-case worker", make("PaddleJob", { worker: 2 }), [["job-shape", "spec.paddleReplicaSpecs.worker", '"worker": PaddleJob replica types are Master and Worker, spelled so']]],
-    ["TFJob with a Chief of 0 replicas and a Master", make("TFJob", { Chief: 0, Master: 1, Worker: 2 }), [["job-shape", "spec.tfReplicaSpecs", "at most one Chief or Master replica type, got Chief and Master"]]],
+    [
+      "PaddleJob with a lower-case worker",
+      make("PaddleJob", { worker: 2 }),
+      [["job-shape", "spec.paddleReplicaSpecs.worker", '"worker": PaddleJob replica types are Master and Worker, spelled so']],
+    ],
+    [
+      "TFJob with a Chief of 0 replicas and a Master",
+      make("TFJob", { Chief: 0, Master: 1, Worker: 2 }),
+      [["job-shape", "spec.tfReplicaSpecs", "at most one Chief or Master replica type, got Chief and Master"]],
+    ],
   ];
   for (const [name, j, want] of refused) it(`${name} → refused`, () => assert.deepEqual(check(j), want));
 });
@@ -71,7 +112,10 @@ describe("validateJob: what the training operator v1.8.1 accepts (no limits)", (
   const accepted: Array<[string, KubeObject]> = [
     ["PyTorchJob Master×1 Worker×3", make("PyTorchJob", { Master: 1, Worker: 3 })],
     ["PyTorchJob Worker×0", make("PyTorchJob", { Worker: 0 })],
-    ["PyTorchJob elastic, no Worker spec (v1.8.1 does not require one)", make("PyTorchJob", { Master: 1 }, { elasticPolicy: { minReplicas: 4, maxReplicas: 2 } })],
+    [
+      "PyTorchJob elastic, no Worker spec (v1.8.1 does not require one)",
+      make("PyTorchJob", { Master: 1 }, { elasticPolicy: { minReplicas: 4, maxReplicas: 2 } }),
+    ],
     ["XGBoostJob Master×1", make("XGBoostJob", { Master: 1 })],
     ["PaddleJob Master×2 Worker×2", make("PaddleJob", { Master: 2, Worker: 2 })],
     ["TFJob with replica types of any name", make("TFJob", { Foo: 1, worker: 2 })],

@@ -18,7 +18,14 @@ const strict = checkPolicy(
       container: { cpu: "4", memory: "16Gi", gpus: { "nvidia.com/gpu": 8, "nvidia.com/mig-*": 2 } },
       pod: { gpus: 8 },
       job: { gpus: 16, replicas: { Worker: 4 } },
-      runPolicy: { requireTtlSecondsAfterFinished: true, maxTtlSecondsAfterFinished: 86400, maxActiveDeadlineSeconds: 3600, maxBackoffLimit: 3, allowedCleanPodPolicies: ["All", "Running"], allowedRestartPolicies: ["OnFailure", "Never", "ExitCode"] },
+      runPolicy: {
+        requireTtlSecondsAfterFinished: true,
+        maxTtlSecondsAfterFinished: 86400,
+        maxActiveDeadlineSeconds: 3600,
+        maxBackoffLimit: 3,
+        allowedCleanPodPolicies: ["All", "Running"],
+        allowedRestartPolicies: ["OnFailure", "Never", "ExitCode"],
+      },
       allowedAccelerators: ["A100-SXM4-40GB", "H100-SXM5-80GB"],
     },
     namespaces: [{ pattern: "research-*", limits: { container: { gpus: { "nvidia.com/gpu": 16 } }, pod: { gpus: 16 } } }],
@@ -32,10 +39,18 @@ const got = (f: { violations: Array<{ rule: string; field: string; message: stri
 describe("validatePod", () => {
   const successCases: Array<[string, V1Pod]> = [
     ["no resources", testPod()],
-    ["8 GPUs, request == limit, 4 cpu", testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": "8", cpu: "4" }, requests: { "nvidia.com/gpu": "8", cpu: "4" } })] } })],
+    [
+      "8 GPUs, request == limit, 4 cpu",
+      testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": "8", cpu: "4" }, requests: { "nvidia.com/gpu": "8", cpu: "4" } })] } }),
+    ],
     ["MIG slices only", testPod({ spec: { containers: [container({ limits: { "nvidia.com/mig-1g.5gb": "2" } })] } })],
     ["allowed accelerator", testPod({ annotations: { "quartermaster.dev/accelerator": "H100-SXM5-80GB" } })],
-    ["init container GPUs do not add to the containers'", testPod({ spec: { initContainers: [container({ name: "i", limits: { "nvidia.com/gpu": "8" } })], containers: [container({ limits: { "nvidia.com/gpu": "8" } })] } })],
+    [
+      "init container GPUs do not add to the containers'",
+      testPod({
+        spec: { initContainers: [container({ name: "i", limits: { "nvidia.com/gpu": "8" } })], containers: [container({ limits: { "nvidia.com/gpu": "8" } })] },
+      }),
+    ],
   ];
   for (const [name, pod] of successCases) it(`${name} → allowed`, () => assert.deepEqual(got(validatePod(deepFreeze(pod), ctx())), []));
 
@@ -50,7 +65,12 @@ describe("validatePod", () => {
     ],
     [
       "cpu and memory over the limit, in an init container too",
-      testPod({ spec: { initContainers: [container({ name: "i", requests: { cpu: "4500m" } })], containers: [container({ requests: { memory: "17Gi" }, limits: { memory: "32Gi" } })] } }),
+      testPod({
+        spec: {
+          initContainers: [container({ name: "i", requests: { cpu: "4500m" } })],
+          containers: [container({ requests: { memory: "17Gi" }, limits: { memory: "32Gi" } })],
+        },
+      }),
       [
         ["container-limits", "spec.initContainers[0].resources.requests[cpu]", "4500m exceeds the per-container limit of 4"],
         ["container-limits", "spec.containers[0].resources.requests[memory]", "17Gi exceeds the per-container limit of 16Gi"],
@@ -86,25 +106,48 @@ describe("validatePod", () => {
     [
       "whole GPUs and MIG slices in one container",
       testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": "1", "nvidia.com/mig-1g.5gb": "1" } })] } }),
-      [["gpu-mig-mixing", "spec.containers[0].resources", "asks for whole GPUs (nvidia.com/gpu) and MIG slices (nvidia.com/mig-1g.5gb) at once; use one or the other"]],
+      [
+        [
+          "gpu-mig-mixing",
+          "spec.containers[0].resources",
+          "asks for whole GPUs (nvidia.com/gpu) and MIG slices (nvidia.com/mig-1g.5gb) at once; use one or the other",
+        ],
+      ],
     ],
     [
       "pod total over 8 across containers and a native sidecar",
-      testPod({ spec: { initContainers: [{ ...container({ name: "side", limits: { "nvidia.com/gpu": "1" } }), restartPolicy: "Always" }], containers: [container({ limits: { "nvidia.com/gpu": "4" } }), container({ name: "b", limits: { "nvidia.com/gpu": "4" } })] } }),
+      testPod({
+        spec: {
+          initContainers: [{ ...container({ name: "side", limits: { "nvidia.com/gpu": "1" } }), restartPolicy: "Always" }],
+          containers: [container({ limits: { "nvidia.com/gpu": "4" } }), container({ name: "b", limits: { "nvidia.com/gpu": "4" } })],
+        },
+      }),
       [["pod-gpus", "spec", "the pod requests 9 GPUs, over the per-pod limit of 8"]],
     ],
     [
       "an accelerator not allowed here",
       testPod({ annotations: { "quartermaster.dev/accelerator": "T4" } }),
-      [["accelerator-allowed", "metadata.annotations[quartermaster.dev/accelerator]", "accelerator T4 is not allowed in namespace team-a; allowed: A100-SXM4-40GB, H100-SXM5-80GB"]],
+      [
+        [
+          "accelerator-allowed",
+          "metadata.annotations[quartermaster.dev/accelerator]",
+          "accelerator T4 is not allowed in namespace team-a; allowed: A100-SXM4-40GB, H100-SXM5-80GB",
+        ],
+      ],
     ],
-    ["a quantity that is not one", testPod({ spec: { containers: [container({ limits: { cpu: "lots" } })] } }), [["quantity", "spec.containers[0].resources.limits[cpu]", "lots is not a valid quantity"]]],
+    [
+      "a quantity that is not one",
+      testPod({ spec: { containers: [container({ limits: { cpu: "lots" } })] } }),
+      [["quantity", "spec.containers[0].resources.limits[cpu]", "lots is not a valid quantity"]],
+    ],
   ];
   for (const [name, pod, want] of errorCases) it(`${name} → exactly these violations`, () => assert.deepEqual(got(validatePod(deepFreeze(pod), ctx())), want));
 
   it("namespace override (research-*): 16 GPUs allowed there, defaults kept for the rest", () => {
     const pod = testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": "16", cpu: "8" } })] } });
-    assert.deepEqual(got(validatePod(pod, ctx("research-vision"))), [["container-limits", "spec.containers[0].resources.limits[cpu]", "8 exceeds the per-container limit of 4"]]);
+    assert.deepEqual(got(validatePod(pod, ctx("research-vision"))), [
+      ["container-limits", "spec.containers[0].resources.limits[cpu]", "8 exceeds the per-container limit of 4"],
+    ]);
   });
 
   it("near a limit → a warning, not a denial", () => {
@@ -116,20 +159,34 @@ describe("validatePod", () => {
 
 describe("effectivePodGpus", () => {
   const cases: Array<[string, V1Pod, number]> = [
-    ["sum of containers", testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": "2" } }), container({ name: "b", limits: { "nvidia.com/gpu": "3" } })] } }), 5],
-    ["an init container larger than the containers", testPod({ spec: { initContainers: [container({ name: "i", limits: { "nvidia.com/gpu": "6" } })], containers: [container({ limits: { "nvidia.com/gpu": "2" } })] } }), 6],
+    [
+      "sum of containers",
+      testPod({ spec: { containers: [container({ limits: { "nvidia.com/gpu": "2" } }), container({ name: "b", limits: { "nvidia.com/gpu": "3" } })] } }),
+      5,
+    ],
+    [
+      "an init container larger than the containers",
+      testPod({
+        spec: { initContainers: [container({ name: "i", limits: { "nvidia.com/gpu": "6" } })], containers: [container({ limits: { "nvidia.com/gpu": "2" } })] },
+      }),
+      6,
+    ],
     [
       "sidecars add to containers and to later init containers",
       testPod({
         spec: {
-          initContainers: [{ ...container({ name: "s", limits: { "nvidia.com/gpu": "1" } }), restartPolicy: "Always" }, container({ name: "i", limits: { "nvidia.com/gpu": "4" } })],
+          initContainers: [
+            { ...container({ name: "s", limits: { "nvidia.com/gpu": "1" } }), restartPolicy: "Always" },
+            container({ name: "i", limits: { "nvidia.com/gpu": "4" } }),
+          ],
           containers: [container({ limits: { "nvidia.com/gpu": "2" } })],
         },
       }),
       5,
     ],
   ];
-  for (const [name, pod, want] of cases) it(`${name} → ${want}`, () => assert.equal(effectivePodGpus(pod.spec!, ctx().policy.gpu.resources).get("nvidia.com/gpu"), want));
+  for (const [name, pod, want] of cases)
+    it(`${name} → ${want}`, () => assert.equal(effectivePodGpus(pod.spec!, ctx().policy.gpu.resources).get("nvidia.com/gpu"), want));
 });
 
 describe("validateJob", () => {
@@ -141,10 +198,21 @@ describe("validateJob", () => {
     return deepFreeze(j);
   };
   it("a well-formed job under the limits → allowed", () => assert.deepEqual(got(validateJob(tf({ Chief: 1, Worker: 4, PS: 1 }), kindOf("TFJob"), ctx())), []));
-  it("a 50-character job name: its longest pod name (59 characters) is fine", () => assert.deepEqual(got(validateJob(tf({ Worker: 2 }, {}, "a".repeat(50)), kindOf("TFJob"), ctx())), []));
+  it("a 50-character job name: its longest pod name (59 characters) is fine", () =>
+    assert.deepEqual(got(validateJob(tf({ Worker: 2 }, {}, "a".repeat(50)), kindOf("TFJob"), ctx())), []));
 
   const errorCases: Array<[string, KubeObject, Want]> = [
-    ["name not DNS-1035", tf({ Worker: 1 }, {}, "MNIST_1"), [["job-name", "metadata.name", '"MNIST_1" must be a DNS-1035 label: lower-case letters, digits and \'-\', starting with a letter, at most 63 characters']]],
+    [
+      "name not DNS-1035",
+      tf({ Worker: 1 }, {}, "MNIST_1"),
+      [
+        [
+          "job-name",
+          "metadata.name",
+          "\"MNIST_1\" must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, at most 63 characters",
+        ],
+      ],
+    ],
     [
       "two chiefs and a master",
       tf({ Chief: 2, Master: 1, Worker: 1 }),
@@ -178,7 +246,11 @@ describe("validateJob", () => {
       "a template over the per-container GPU limit → its own path",
       gpuTf(1, "9"),
       [
-        ["container-limits", "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits[nvidia.com/gpu]", "9 exceeds the per-container limit of 8"],
+        [
+          "container-limits",
+          "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits[nvidia.com/gpu]",
+          "9 exceeds the per-container limit of 8",
+        ],
         ["pod-gpus", "spec.tfReplicaSpecs.Worker.template.spec", "the pod requests 9 GPUs, over the per-pod limit of 8"],
       ],
     ],
@@ -205,7 +277,9 @@ describe("validateJob", () => {
     const j = structuredClone(tf({ Worker: 1, PS: 1 })) as any;
     j.spec.tfReplicaSpecs.Worker.restartPolicy = "Always";
     j.spec.tfReplicaSpecs.PS.restartPolicy = "ExitCode";
-    assert.deepEqual(got(validateJob(j, kindOf("TFJob"), ctx())), [["run-policy", "spec.tfReplicaSpecs.Worker.restartPolicy", "Always is not allowed; allowed: OnFailure, Never, ExitCode"]]);
+    assert.deepEqual(got(validateJob(j, kindOf("TFJob"), ctx())), [
+      ["run-policy", "spec.tfReplicaSpecs.Worker.restartPolicy", "Always is not allowed; allowed: OnFailure, Never, ExitCode"],
+    ]);
   });
 
   describe("UPDATE: only what the update makes worse", () => {
@@ -217,9 +291,12 @@ describe("validateJob", () => {
       assert.deepEqual(check(over, relabelled), []);
     });
     it("already over, scaled down but still over → allowed", () => assert.deepEqual(check(over, tf({ Worker: 5 })), []));
-    it("already over, scaled further up → refused", () => assert.deepEqual(check(over, tf({ Worker: 7 })), [["job-replicas", "spec.tfReplicaSpecs.Worker.replicas", "7 exceeds the limit of 4 Worker replicas"]]));
+    it("already over, scaled further up → refused", () =>
+      assert.deepEqual(check(over, tf({ Worker: 7 })), [["job-replicas", "spec.tfReplicaSpecs.Worker.replicas", "7 exceeds the limit of 4 Worker replicas"]]));
     it("a new kind of violation → refused", () => {
-      assert.deepEqual(check(over, tf({ Worker: 6 }, { runPolicy: { ttlSecondsAfterFinished: 3600, cleanPodPolicy: "None" } })), [["run-policy", "spec.runPolicy.cleanPodPolicy", "None is not allowed; allowed: All, Running"]]);
+      assert.deepEqual(check(over, tf({ Worker: 6 }, { runPolicy: { ttlSecondsAfterFinished: 3600, cleanPodPolicy: "None" } })), [
+        ["run-policy", "spec.runPolicy.cleanPodPolicy", "None is not allowed; allowed: All, Running"],
+      ]);
     });
   });
 });
@@ -232,8 +309,13 @@ describe("validateCapacity", () => {
   })();
   const kind = kindOf("PyTorchJob");
   it("job GPUs by resource: 4 replicas × 8", () => assert.deepEqual([...jobGpusByResource(j, kind, ctx())], [["nvidia.com/gpu", 32]]));
-  it("no ledger → skipped with a warning", () => assert.deepEqual(validateCapacity(j, kind, ctx(), undefined), { violations: [], warnings: ["quartermaster: cluster capacity not checked: no GPU device ledger yet"] }));
-  it("no GPUs asked → no warning either", () => assert.deepEqual(validateCapacity(job("PyTorchJob", "pt", "team-a", { Worker: 1 }), kind, ctx(), undefined), { violations: [], warnings: [] }));
+  it("no ledger → skipped with a warning", () =>
+    assert.deepEqual(validateCapacity(j, kind, ctx(), undefined), {
+      violations: [],
+      warnings: ["quartermaster: cluster capacity not checked: no GPU device ledger yet"],
+    }));
+  it("no GPUs asked → no warning either", () =>
+    assert.deepEqual(validateCapacity(job("PyTorchJob", "pt", "team-a", { Worker: 1 }), kind, ctx(), undefined), { violations: [], warnings: [] }));
   it("enough GPUs in the cluster → allowed", () => assert.deepEqual(got(validateCapacity(j, kind, ctx(), { total: () => 32 })), []));
   it("more than the whole cluster has → refused up front", () => {
     assert.deepEqual(got(validateCapacity(j, kind, ctx(), { total: (r) => (r === "nvidia.com/gpu" ? 24 : undefined) })), [

@@ -13,7 +13,19 @@ import { runCli } from "../../src/cli/commands.js";
 import { ALL_CONTAINERS, renderWebhookConfigurations, trainingPodExpression } from "../../src/manifests/webhooks.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../../src/core/gpu.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { BEYOND_BOUNDS_CONDITION, beyondBoundsExpression, denyCondition, mayViolateExpression, POD_RULE_PASSES, renderValidatingAdmissionPolicy, trainingExpression, unexpressedRules, validatingAdmissionPolicyYaml, vapVariables, withinBoundsExpression } from "../../src/manifests/vap.js";
+import {
+  BEYOND_BOUNDS_CONDITION,
+  beyondBoundsExpression,
+  denyCondition,
+  mayViolateExpression,
+  POD_RULE_PASSES,
+  renderValidatingAdmissionPolicy,
+  trainingExpression,
+  unexpressedRules,
+  validatingAdmissionPolicyYaml,
+  vapVariables,
+  withinBoundsExpression,
+} from "../../src/manifests/vap.js";
 import { VALIDATE_POD_PASSES } from "../../webhooks/validate-pods.js";
 import { ROOT } from "../fixtures/manifests.js";
 
@@ -38,14 +50,22 @@ describe("renderValidatingAdmissionPolicy: scope", () => {
     assert.ok(spec.validations[0].expression.startsWith("!variables.training || ("));
     assert.ok(spec.validations[0].messageExpression.startsWith("!variables.training ? '' :"));
     const expression = trainingExpression(policy);
-    for (const s of ["'training.kubeflow.org/job-name' in object.metadata.?labels", "'caffe2_job_key' in object.metadata.?labels", "r == 'gpu'", "r == 'nvidia.com/gpu'", "r.startsWith('example.com/tpu-')"]) {
+    for (const s of [
+      "'training.kubeflow.org/job-name' in object.metadata.?labels",
+      "'caffe2_job_key' in object.metadata.?labels",
+      "r == 'gpu'",
+      "r == 'nvidia.com/gpu'",
+      "r.startsWith('example.com/tpu-')",
+    ]) {
       assert.ok(expression.includes(s), `lacks ${s}`);
       assert.ok(hook.matchConditions![0]!.expression.includes(s), `the webhook's condition lacks ${s}`);
     }
     assert.equal(expression, trainingPodExpression(policy, { limitsOnly: true }));
     assert.ok(!expression.includes("requests"), expression);
     assert.ok(hook.matchConditions![0]!.expression.includes(".?resources.?requests.orValue({})"), "the webhook's condition looks at requests too");
-    assert.deepEqual(spec.matchConstraints.resourceRules, [{ apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"], scope: "Namespaced" }]);
+    assert.deepEqual(spec.matchConstraints.resourceRules, [
+      { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"], scope: "Namespaced" },
+    ]);
     assert.equal(spec.failurePolicy, "Fail");
     assert.equal(spec.validations[0].reason, "Forbidden");
     assert.deepEqual((binding.spec as Obj).validationActions, ["Deny"]);
@@ -61,19 +81,86 @@ describe("renderValidatingAdmissionPolicy: scope", () => {
 
 describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
   const cases: Array<{ name: string; policy: unknown; variable: string; has?: string[]; lacks?: string[]; absent?: boolean }> = [
-    { name: "container-limits: cpu and memory caps, quoted as the policy writes them", policy: { limits: { container: { cpu: "4", memory: "16Gi" } } }, variable: "findings", has: ["k == 'cpu' ? '4'", "k == 'memory' ? '16Gi'", "' exceeds the per-container limit of '"] },
-    { name: "container-limits: a GPU cap by exact name and by pattern, in the policy's order", policy: { limits: { container: { gpus: { "nvidia.com/gpu": 4, "nvidia.com/mig-*": 2 } } } }, variable: "findings", has: ["k == 'nvidia.com/gpu' ? '4' : k.startsWith('nvidia.com/mig-') ? '2' : ''"] },
-    { name: "container-limits: a request equal to its limit is named once, at the limit", policy: { limits: { container: { cpu: "4" } } }, variable: "findings", has: [".compareTo(quantity(string(v))) == 0)"] },
-    { name: "container-limits: none without caps (only the quantity checks on GPU resources)", policy: {}, variable: "findings", lacks: ["exceeds the per-container limit"], has: ["is out of range"] },
-    { name: "quantity: counted values out of range or negative", policy: { limits: { container: { cpu: "4" } } }, variable: "findings", has: ["quantity('9223372036854775807')) > 0", "compareTo(quantity('0')) < 0", "must be greater than or equal to 0"] },
-    { name: "gpu-mig-mixing: with nvidia.com/gpu among the GPU resources", policy: {}, variable: "migs", has: ["'nvidia.com/gpu' in", "k.startsWith('nvidia.com/mig-')"] },
-    { name: "gpu-mig-mixing: none when nvidia.com/gpu is not a GPU resource", policy: { gpu: { resources: [{ pattern: "amd.com/gpu" }] } }, variable: "migs", absent: true },
-    { name: "pod-gpus: the sum and the per-pod cap", policy: { limits: { pod: { gpus: 8 } } }, variable: "podLevel", has: ["variables.podGpus > 8", "' GPUs, over the per-pod limit of 8'"] },
-    { name: "pod-gpus: init containers and native sidecars", policy: { limits: { pod: { gpus: 8 } } }, variable: "podGpus", has: ["c.restartPolicy == 'Always'", ".max()", "variables.initGpuNames.map"] },
+    {
+      name: "container-limits: cpu and memory caps, quoted as the policy writes them",
+      policy: { limits: { container: { cpu: "4", memory: "16Gi" } } },
+      variable: "findings",
+      has: ["k == 'cpu' ? '4'", "k == 'memory' ? '16Gi'", "' exceeds the per-container limit of '"],
+    },
+    {
+      name: "container-limits: a GPU cap by exact name and by pattern, in the policy's order",
+      policy: { limits: { container: { gpus: { "nvidia.com/gpu": 4, "nvidia.com/mig-*": 2 } } } },
+      variable: "findings",
+      has: ["k == 'nvidia.com/gpu' ? '4' : k.startsWith('nvidia.com/mig-') ? '2' : ''"],
+    },
+    {
+      name: "container-limits: a request equal to its limit is named once, at the limit",
+      policy: { limits: { container: { cpu: "4" } } },
+      variable: "findings",
+      has: [".compareTo(quantity(string(v))) == 0)"],
+    },
+    {
+      name: "container-limits: none without caps (only the quantity checks on GPU resources)",
+      policy: {},
+      variable: "findings",
+      lacks: ["exceeds the per-container limit"],
+      has: ["is out of range"],
+    },
+    {
+      name: "quantity: counted values out of range or negative",
+      policy: { limits: { container: { cpu: "4" } } },
+      variable: "findings",
+      has: ["quantity('9223372036854775807')) > 0", "compareTo(quantity('0')) < 0", "must be greater than or equal to 0"],
+    },
+    {
+      name: "gpu-mig-mixing: with nvidia.com/gpu among the GPU resources",
+      policy: {},
+      variable: "migs",
+      has: ["'nvidia.com/gpu' in", "k.startsWith('nvidia.com/mig-')"],
+    },
+    {
+      name: "gpu-mig-mixing: none when nvidia.com/gpu is not a GPU resource",
+      policy: { gpu: { resources: [{ pattern: "amd.com/gpu" }] } },
+      variable: "migs",
+      absent: true,
+    },
+    {
+      name: "pod-gpus: the sum and the per-pod cap",
+      policy: { limits: { pod: { gpus: 8 } } },
+      variable: "podLevel",
+      has: ["variables.podGpus > 8", "' GPUs, over the per-pod limit of 8'"],
+    },
+    {
+      name: "pod-gpus: init containers and native sidecars",
+      policy: { limits: { pod: { gpus: 8 } } },
+      variable: "podGpus",
+      has: ["c.restartPolicy == 'Always'", ".max()", "variables.initGpuNames.map"],
+    },
     { name: "pod-gpus: not computed without a per-pod cap", policy: {}, variable: "podGpus", absent: true },
-    { name: "namespace overrides: the first matching pattern picks the limits", policy: { limits: { pod: { gpus: 8 } }, namespaces: [{ pattern: "team-b*", limits: { pod: { gpus: 2 } } }, { pattern: "exact", limits: {} }] }, variable: "limitClass", has: ["request.namespace.startsWith('team-b') ? 1 : request.namespace == 'exact' ? 0 : 0"] },
-    { name: "namespace overrides: no class variable when the limits are the same everywhere", policy: { namespaces: [{ pattern: "team-*", limits: {} }] }, variable: "limitClass", absent: true },
-    { name: "a GPU pattern with a quote and a backslash is escaped, not injected", policy: { gpu: { resources: [{ pattern: "ex'am\\ple.com/gpu" }] } }, variable: "gpuNames", has: ["k == 'ex\\'am\\\\ple.com/gpu'"] },
+    {
+      name: "namespace overrides: the first matching pattern picks the limits",
+      policy: {
+        limits: { pod: { gpus: 8 } },
+        namespaces: [
+          { pattern: "team-b*", limits: { pod: { gpus: 2 } } },
+          { pattern: "exact", limits: {} },
+        ],
+      },
+      variable: "limitClass",
+      has: ["request.namespace.startsWith('team-b') ? 1 : request.namespace == 'exact' ? 0 : 0"],
+    },
+    {
+      name: "namespace overrides: no class variable when the limits are the same everywhere",
+      policy: { namespaces: [{ pattern: "team-*", limits: {} }] },
+      variable: "limitClass",
+      absent: true,
+    },
+    {
+      name: "a GPU pattern with a quote and a backslash is escaped, not injected",
+      policy: { gpu: { resources: [{ pattern: "ex'am\\ple.com/gpu" }] } },
+      variable: "gpuNames",
+      has: ["k == 'ex\\'am\\\\ple.com/gpu'"],
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {
@@ -86,11 +173,40 @@ describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
   }
 
   const quick: Array<{ name: string; policy: unknown; has: string[]; lacks?: string[] }> = [
-    { name: "may-violate: the cost bound, the caps and negative values", policy: { limits: { container: { cpu: "4" } } }, has: ["size((object.spec.?initContainers.orValue([]) + object.spec.?containers.orValue([]))) <= 8", "<= 10 &&", "!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity(k == 'cpu' ? '4' : "], lacks: ["request.namespace", "1e300"] },
-    { name: "may-violate: one pass summing the GPUs only with a per-pod cap", policy: { limits: { pod: { gpus: 8 } } }, has: [".map(c, ", ": 1e300)).sum() <= 8.0"] },
-    { name: "may-violate: the limit class written out", policy: { limits: { pod: { gpus: 8 } }, namespaces: [{ pattern: "team-b*", limits: { pod: { gpus: 2 } } }] }, has: ["request.namespace.startsWith('team-b') ? (", "<= 2.0", "<= 8.0"] },
-    { name: "may-violate: whole GPUs and MIG slices in one container's limits (extended resources)", policy: {}, has: ["!(k.startsWith('nvidia.com/mig-') && 'nvidia.com/gpu' in c.?resources.?limits.orValue({}))"], lacks: ["c.?resources.?requests.orValue({})].exists("] },
-    { name: "may-violate: a GPU pattern that may name a non-extended resource: MIG mixing and GPU requests on both sides", policy: { gpu: { resources: [{ pattern: "*/gpu" }, { pattern: "nvidia.com/gpu" }] }, limits: { pod: { gpus: 8 } } }, has: ["[c.?resources.?requests.orValue({}), c.?resources.?limits.orValue({})].exists(m, m.exists(k, k.startsWith('nvidia.com/mig-') && (", "&& !(k in c.?resources.?limits.orValue({}))"] },
+    {
+      name: "may-violate: the cost bound, the caps and negative values",
+      policy: { limits: { container: { cpu: "4" } } },
+      has: [
+        "size((object.spec.?initContainers.orValue([]) + object.spec.?containers.orValue([]))) <= 8",
+        "<= 10 &&",
+        "!string(v).startsWith('-') && quantity(string(v)).compareTo(quantity(k == 'cpu' ? '4' : ",
+      ],
+      lacks: ["request.namespace", "1e300"],
+    },
+    {
+      name: "may-violate: one pass summing the GPUs only with a per-pod cap",
+      policy: { limits: { pod: { gpus: 8 } } },
+      has: [".map(c, ", ": 1e300)).sum() <= 8.0"],
+    },
+    {
+      name: "may-violate: the limit class written out",
+      policy: { limits: { pod: { gpus: 8 } }, namespaces: [{ pattern: "team-b*", limits: { pod: { gpus: 2 } } }] },
+      has: ["request.namespace.startsWith('team-b') ? (", "<= 2.0", "<= 8.0"],
+    },
+    {
+      name: "may-violate: whole GPUs and MIG slices in one container's limits (extended resources)",
+      policy: {},
+      has: ["!(k.startsWith('nvidia.com/mig-') && 'nvidia.com/gpu' in c.?resources.?limits.orValue({}))"],
+      lacks: ["c.?resources.?requests.orValue({})].exists("],
+    },
+    {
+      name: "may-violate: a GPU pattern that may name a non-extended resource: MIG mixing and GPU requests on both sides",
+      policy: { gpu: { resources: [{ pattern: "*/gpu" }, { pattern: "nvidia.com/gpu" }] }, limits: { pod: { gpus: 8 } } },
+      has: [
+        "[c.?resources.?requests.orValue({}), c.?resources.?limits.orValue({})].exists(m, m.exists(k, k.startsWith('nvidia.com/mig-') && (",
+        "&& !(k in c.?resources.?limits.orValue({}))",
+      ],
+    },
   ];
   for (const c of quick) {
     it(c.name, () => {
@@ -101,8 +217,17 @@ describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
   }
 
   const training: Array<{ name: string; policy: unknown; has: string[]; lacks?: string[] }> = [
-    { name: "training pods: GPU resources looked up in limits only when all are extended resources", policy: {}, has: [".exists(c, c.?resources.?limits.orValue({}).exists(r, r == 'gpu' || r == 'nvidia.com/gpu'"], lacks: ["].exists(m, m.exists(r, "] },
-    { name: "training pods: in requests and limits when a GPU pattern may name a non-extended resource", policy: { gpu: { resources: [{ pattern: "*/gpu" }] } }, has: ["].exists(m, m.exists(r, r == 'gpu' || r == 'nvidia.com/gpu' || r.endsWith('/gpu'))"] },
+    {
+      name: "training pods: GPU resources looked up in limits only when all are extended resources",
+      policy: {},
+      has: [".exists(c, c.?resources.?limits.orValue({}).exists(r, r == 'gpu' || r == 'nvidia.com/gpu'"],
+      lacks: ["].exists(m, m.exists(r, "],
+    },
+    {
+      name: "training pods: in requests and limits when a GPU pattern may name a non-extended resource",
+      policy: { gpu: { resources: [{ pattern: "*/gpu" }] } },
+      has: ["].exists(m, m.exists(r, r == 'gpu' || r == 'nvidia.com/gpu' || r.endsWith('/gpu'))"],
+    },
   ];
   for (const c of training) {
     it(c.name, () => {
@@ -113,14 +238,21 @@ describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
   }
 
   it("the match condition makes one pass over the containers (the apiserver plans it for every request)", () => {
-    const text = mayViolateExpression(policyOf({ limits: { container: { cpu: "4", memory: "8Gi", gpus: { "nvidia.com/gpu": 8, "nvidia.com/mig-*": 7 } }, pod: { gpus: 8 } } }));
+    const text = mayViolateExpression(
+      policyOf({ limits: { container: { cpu: "4", memory: "8Gi", gpus: { "nvidia.com/gpu": 8, "nvidia.com/mig-*": 7 } }, pod: { gpus: 8 } } }),
+    );
     const comprehensions = text.match(/\.(all|exists|map|filter|transformList)\(/g) ?? [];
     // One pass over the containers: the entries of requests, then of limits.
     assert.equal(comprehensions.length, 3, text);
   });
 
   it("variables only use variables defined before them", () => {
-    const vars = vapVariables(policyOf({ limits: { container: { cpu: "1", gpus: { "nvidia.com/gpu": 1 } }, pod: { gpus: 1 } }, namespaces: [{ pattern: "x", limits: { pod: { gpus: 2 } } }] }));
+    const vars = vapVariables(
+      policyOf({
+        limits: { container: { cpu: "1", gpus: { "nvidia.com/gpu": 1 } }, pod: { gpus: 1 } },
+        namespaces: [{ pattern: "x", limits: { pod: { gpus: 2 } } }],
+      }),
+    );
     const seen = new Set<string>();
     for (const v of vars) {
       for (const m of v.expression.matchAll(/variables\.([A-Za-z]+)/g)) assert.ok(seen.has(m[1]!), `${v.name} uses ${m[1]} before it is defined`);
@@ -136,8 +268,18 @@ describe("enforcement modes: the export denies only what the webhook denies", ()
     { name: "the rule in warn cluster-wide: nowhere", enforcement: { rules: { "container-limits": "warn" } }, rule: "container-limits", want: "false" },
     { name: "everything in audit: nowhere", enforcement: { mode: "audit" }, rule: "pod-gpus", want: "false" },
     { name: "review-cost always denies, whatever the mode", enforcement: { mode: "warn" }, rule: "review-cost", want: "true" },
-    { name: "another rule's mode changes nothing", enforcement: { rules: { "job-gpus": "warn" }, namespaces: [{ pattern: "t*", rules: { quantity: "audit" } }] }, rule: "container-limits", want: "true" },
-    { name: "a namespace entry that names deny again: still everywhere", enforcement: { namespaces: [{ pattern: "t*", mode: "deny" }] }, rule: "quantity", want: "true" },
+    {
+      name: "another rule's mode changes nothing",
+      enforcement: { rules: { "job-gpus": "warn" }, namespaces: [{ pattern: "t*", rules: { quantity: "audit" } }] },
+      rule: "container-limits",
+      want: "true",
+    },
+    {
+      name: "a namespace entry that names deny again: still everywhere",
+      enforcement: { namespaces: [{ pattern: "t*", mode: "deny" }] },
+      rule: "quantity",
+      want: "true",
+    },
     {
       name: "warn by default, deny in team-a-*: only there",
       enforcement: { rules: { "pod-gpus": "warn" }, namespaces: [{ pattern: "team-a-*", rules: { "pod-gpus": "deny" } }] },
@@ -146,11 +288,27 @@ describe("enforcement modes: the export denies only what the webhook denies", ()
     },
     {
       name: "first matching entry wins; an entry naming no mode for the rule is passed over",
-      enforcement: { namespaces: [{ pattern: "x", rules: { quantity: "warn" } }, { pattern: "team-*", mode: "audit" }, { pattern: "team-a", rules: { "container-limits": "deny" } }] },
+      enforcement: {
+        namespaces: [
+          { pattern: "x", rules: { quantity: "warn" } },
+          { pattern: "team-*", mode: "audit" },
+          { pattern: "team-a", rules: { "container-limits": "deny" } },
+        ],
+      },
       rule: "container-limits",
       want: "(request.namespace.startsWith('team-') ? false : request.namespace == 'team-a' ? true : true)",
     },
-    { name: "a pattern matching every namespace ends the chain", enforcement: { namespaces: [{ pattern: "*", mode: "warn" }, { pattern: "a", mode: "deny" }] }, rule: "gpu-mig-mixing", want: "false" },
+    {
+      name: "a pattern matching every namespace ends the chain",
+      enforcement: {
+        namespaces: [
+          { pattern: "*", mode: "warn" },
+          { pattern: "a", mode: "deny" },
+        ],
+      },
+      rule: "gpu-mig-mixing",
+      want: "false",
+    },
     {
       name: "a glob in the middle: a regular expression on the name",
       enforcement: { namespaces: [{ pattern: "ml-*-prod", rules: { "gpu-mig-mixing": "warn" } }] },
@@ -163,10 +321,27 @@ describe("enforcement modes: the export denies only what the webhook denies", ()
   }
 
   const cases: Array<{ name: string; enforcement: unknown; variable: string; has?: string[]; lacks?: string[]; absent?: boolean; equals?: string }> = [
-    { name: "container-limits in warn: no cap check, the quantity checks stay", enforcement: { rules: { "container-limits": "warn" } }, variable: "findings", lacks: ["exceeds the per-container limit"], has: ["is out of range", "must be greater than or equal to 0"] },
-    { name: "quantity in audit: no range or sign message, the cap check stays", enforcement: { rules: { quantity: "audit" } }, variable: "findings", lacks: ["is out of range", "must be greater than or equal to 0"], has: ["exceeds the per-container limit"] },
+    {
+      name: "container-limits in warn: no cap check, the quantity checks stay",
+      enforcement: { rules: { "container-limits": "warn" } },
+      variable: "findings",
+      lacks: ["exceeds the per-container limit"],
+      has: ["is out of range", "must be greater than or equal to 0"],
+    },
+    {
+      name: "quantity in audit: no range or sign message, the cap check stays",
+      enforcement: { rules: { quantity: "audit" } },
+      variable: "findings",
+      lacks: ["is out of range", "must be greater than or equal to 0"],
+      has: ["exceeds the per-container limit"],
+    },
     { name: "gpu-mig-mixing in warn: not computed", enforcement: { rules: { "gpu-mig-mixing": "warn" } }, variable: "migs", absent: true },
-    { name: "gpu-mig-mixing in warn: nothing in the per-container list", enforcement: { rules: { "gpu-mig-mixing": "warn" } }, variable: "perContainer", lacks: ["MIG slices"] },
+    {
+      name: "gpu-mig-mixing in warn: nothing in the per-container list",
+      enforcement: { rules: { "gpu-mig-mixing": "warn" } },
+      variable: "perContainer",
+      lacks: ["MIG slices"],
+    },
     { name: "pod-gpus in audit: not summed", enforcement: { rules: { "pod-gpus": "audit" } }, variable: "podGpus", absent: true },
     { name: "pod-gpus in audit: no pod-level finding", enforcement: { rules: { "pod-gpus": "audit" } }, variable: "podLevel", equals: "[]" },
     {
@@ -202,7 +377,9 @@ describe("enforcement modes: the export denies only what the webhook denies", ()
 
   it("deny everywhere: the same policy as without an enforcement section", () => {
     const plain = renderValidatingAdmissionPolicy(policyOf(caps));
-    const explicit = renderValidatingAdmissionPolicy(policyOf({ ...caps, enforcement: { mode: "deny", rules: { "job-gpus": "warn" }, namespaces: [{ pattern: "x*", rules: { capacity: "audit" } }] } }));
+    const explicit = renderValidatingAdmissionPolicy(
+      policyOf({ ...caps, enforcement: { mode: "deny", rules: { "job-gpus": "warn" }, namespaces: [{ pattern: "x*", rules: { capacity: "audit" } }] } }),
+    );
     assert.deepEqual(explicit, plain);
   });
 
@@ -212,7 +389,12 @@ describe("enforcement modes: the export denies only what the webhook denies", ()
   });
 
   const listed: Array<{ name: string; enforcement: unknown; active: string[]; why?: RegExp }> = [
-    { name: "warn everywhere: every expressed rule listed", enforcement: { mode: "warn" }, active: ["container-limits (warn)", "quantity (warn)", "gpu-mig-mixing (warn)", "pod-gpus (warn)"], why: /warn mode everywhere: the exported policy leaves the rule out; the webhook's warnings/ },
+    {
+      name: "warn everywhere: every expressed rule listed",
+      enforcement: { mode: "warn" },
+      active: ["container-limits (warn)", "quantity (warn)", "gpu-mig-mixing (warn)", "pod-gpus (warn)"],
+      why: /warn mode everywhere: the exported policy leaves the rule out; the webhook's warnings/,
+    },
     {
       name: "warn by default, deny in team-a: listed as warn by default",
       enforcement: { rules: { "pod-gpus": "warn" }, namespaces: [{ pattern: "team-a", rules: { "pod-gpus": "deny" } }] },
@@ -230,13 +412,18 @@ describe("enforcement modes: the export denies only what the webhook denies", ()
   for (const c of listed) {
     it(`unexpressedRules: ${c.name}`, () => {
       const rules = unexpressedRules(policyOf({ enforcement: c.enforcement })).filter((r) => r.active);
-      assert.deepEqual(rules.map((r) => r.rule), c.active);
+      assert.deepEqual(
+        rules.map((r) => r.rule),
+        c.active,
+      );
       if (c.why) assert.match(rules.map((r) => r.why).join("\n"), c.why);
     });
   }
 
   it("the YAML header names the rules denied everywhere and those denied by namespace", async () => {
-    const yaml = await validatingAdmissionPolicyYaml(policyOf({ ...caps, enforcement: { rules: { quantity: "audit" }, namespaces: [{ pattern: "team-b", rules: { "pod-gpus": "warn" } }] } }));
+    const yaml = await validatingAdmissionPolicyYaml(
+      policyOf({ ...caps, enforcement: { rules: { quantity: "audit" }, namespaces: [{ pattern: "team-b", rules: { "pod-gpus": "warn" } }] } }),
+    );
     assert.match(yaml, /^# Expressed: review-cost, container-limits, gpu-mig-mixing; where their mode is deny: pod-gpus\. Not expressed/m);
     assert.match(yaml, /^# - quantity \(audit\) \(USED BY THIS POLICY\): enforcement puts it in audit mode everywhere/m);
     assert.match(yaml, /^# - pod-gpus \(warn\) \(USED BY THIS POLICY\): enforcement puts it in warn mode in namespaces matching team-b/m);
@@ -246,11 +433,26 @@ describe("enforcement modes: the export denies only what the webhook denies", ()
 describe("unexpressedRules", () => {
   const cases: Array<{ name: string; policy: unknown; active: string[] }> = [
     { name: "the built-in policy: nothing it uses is missing", policy: {}, active: [] },
-    { name: "caps: resizes and near-limit warnings stay with the webhook", policy: { limits: { container: { cpu: "4" } } }, active: ["pods/resize", "near-limit warnings"] },
-    { name: "allowed accelerators in an override", policy: { namespaces: [{ pattern: "t", limits: { allowedAccelerators: ["A100"] } }] }, active: ["accelerator-allowed"] },
+    {
+      name: "caps: resizes and near-limit warnings stay with the webhook",
+      policy: { limits: { container: { cpu: "4" } } },
+      active: ["pods/resize", "near-limit warnings"],
+    },
+    {
+      name: "allowed accelerators in an override",
+      policy: { namespaces: [{ pattern: "t", limits: { allowedAccelerators: ["A100"] } }] },
+      active: ["accelerator-allowed"],
+    },
   ];
   for (const c of cases) {
-    it(c.name, () => assert.deepEqual(unexpressedRules(policyOf(c.policy)).filter((r) => r.active).map((r) => r.rule), c.active));
+    it(c.name, () =>
+      assert.deepEqual(
+        unexpressedRules(policyOf(c.policy))
+          .filter((r) => r.active)
+          .map((r) => r.rule),
+        c.active,
+      ),
+    );
   }
 });
 
@@ -268,7 +470,10 @@ describe("quartermaster policy export-vap", () => {
     const r = await cli(["policy", "export-vap", "--policy", "p.yaml", "--namespace", "platform"], dir);
     assert.equal(r.code, 0, r.stderr);
     const docs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj);
-    assert.deepEqual(docs.map((d) => d.kind), ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
+    assert.deepEqual(
+      docs.map((d) => d.kind),
+      ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"],
+    );
     assert.ok(docs[0]!.spec.matchConstraints.namespaceSelector.matchExpressions[1].values.includes("platform"));
     assert.match(r.stdout, /^# .*accelerator-allowed \(USED BY THIS POLICY\)/m);
     assert.match(r.stderr, /not in the exported policy: accelerator-allowed/);
@@ -276,7 +481,10 @@ describe("quartermaster policy export-vap", () => {
 
   it("rules in warn or audit mode go to stderr", async () => {
     const dir = mkdtempSync(join(tmpdir(), "qm-vap-"));
-    writeFileSync(join(dir, "p.yaml"), "enforcement:\n  rules: {container-limits: warn}\n  namespaces:\n    - {pattern: \"team-b*\", rules: {pod-gpus: audit}}\n");
+    writeFileSync(
+      join(dir, "p.yaml"),
+      'enforcement:\n  rules: {container-limits: warn}\n  namespaces:\n    - {pattern: "team-b*", rules: {pod-gpus: audit}}\n',
+    );
     const r = await cli(["policy", "export-vap", "--policy", "p.yaml"], dir);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stderr, /not in the exported policy: container-limits \(warn\): enforcement puts it in warn mode everywhere/);
@@ -326,18 +534,41 @@ describe("bounds: the policy judges only pods within the webhooks' match-conditi
   const container = (j: number, entries: number, gpu = false): Obj => ({
     name: `c-${j}`,
     image: "busybox",
-    resources: { limits: Object.fromEntries(Array.from({ length: entries }, (_, i) => (gpu && i === 0 ? ["nvidia.com/gpu", "1"] : [`example.com/r-${i}`, "1"]))) },
+    resources: {
+      limits: Object.fromEntries(Array.from({ length: entries }, (_, i) => (gpu && i === 0 ? ["nvidia.com/gpu", "1"] : [`example.com/r-${i}`, "1"]))),
+    },
   });
-  const pod = (containers: Obj[], initContainers: Obj[] = [], labels?: Obj): Obj => ({ apiVersion: "v1", kind: "Pod", metadata: { name: "p", ...(labels ? { labels } : {}) }, spec: { containers, ...(initContainers.length ? { initContainers } : {}) } });
+  const pod = (containers: Obj[], initContainers: Obj[] = [], labels?: Obj): Obj => ({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: "p", ...(labels ? { labels } : {}) },
+    spec: { containers, ...(initContainers.length ? { initContainers } : {}) },
+  });
   const n = (count: number, entries = 1, gpu = false): Obj[] => Array.from({ length: count }, (_, j) => container(j, entries, gpu));
   const cases: Array<{ name: string; pod: Obj; judged: boolean }> = [
-    { name: `${CONDITION_MAX_CONTAINERS + 1} containers, no GPU, no job label (a wide non-training pod): not evaluated by the policy`, pod: pod(n(CONDITION_MAX_CONTAINERS + 1)), judged: false },
-    { name: `${CONDITION_MAX_CONTAINERS + 1} containers of a training pod: left to the webhook`, pod: pod(n(CONDITION_MAX_CONTAINERS + 1, 1, true), [], { "training.kubeflow.org/job-name": "j" }), judged: false },
+    {
+      name: `${CONDITION_MAX_CONTAINERS + 1} containers, no GPU, no job label (a wide non-training pod): not evaluated by the policy`,
+      pod: pod(n(CONDITION_MAX_CONTAINERS + 1)),
+      judged: false,
+    },
+    {
+      name: `${CONDITION_MAX_CONTAINERS + 1} containers of a training pod: left to the webhook`,
+      pod: pod(n(CONDITION_MAX_CONTAINERS + 1, 1, true), [], { "training.kubeflow.org/job-name": "j" }),
+      judged: false,
+    },
     { name: "1,500 containers of 16 entries: not evaluated by the policy", pod: pod(n(1500, 16)), judged: false },
     { name: `init containers count: 40 init + ${CONDITION_MAX_CONTAINERS - 39} containers`, pod: pod(n(CONDITION_MAX_CONTAINERS - 39), n(40)), judged: false },
-    { name: `a container of ${CONDITION_MAX_RESOURCES + 1} resource entries: not evaluated by the policy`, pod: pod([container(0, CONDITION_MAX_RESOURCES + 1)]), judged: false },
+    {
+      name: `a container of ${CONDITION_MAX_RESOURCES + 1} resource entries: not evaluated by the policy`,
+      pod: pod([container(0, CONDITION_MAX_RESOURCES + 1)]),
+      judged: false,
+    },
     { name: `exactly ${CONDITION_MAX_CONTAINERS} containers: still evaluated`, pod: pod(n(CONDITION_MAX_CONTAINERS, 1, true)), judged: true },
-    { name: `a container of exactly ${CONDITION_MAX_RESOURCES} entries: still evaluated`, pod: pod([container(0, CONDITION_MAX_RESOURCES, true)]), judged: true },
+    {
+      name: `a container of exactly ${CONDITION_MAX_RESOURCES} entries: still evaluated`,
+      pod: pod([container(0, CONDITION_MAX_RESOURCES, true)]),
+      judged: true,
+    },
     { name: "a one-container training pod: still evaluated", pod: pod(n(1, 2, true), [], { "training.kubeflow.org/job-name": "j" }), judged: true },
     { name: "a pod without containers: still evaluated", pod: pod([]), judged: true },
   ];
@@ -360,12 +591,24 @@ describe("bounds: the policy judges only pods within the webhooks' match-conditi
     assert.ok(withinBoundsExpression().includes(`<= ${CONDITION_MAX_RESOURCES})`));
   });
   it("the overlay adds the complement to pods.validate, keeping its rules (pod CREATE and pods/resize) and training-pods-only", () => {
-    assert.deepEqual(overlay.patches[0].target, { group: "admissionregistration.k8s.io", version: "v1", kind: "ValidatingWebhookConfiguration", name: "quartermaster" });
+    assert.deepEqual(overlay.patches[0].target, {
+      group: "admissionregistration.k8s.io",
+      version: "v1",
+      kind: "ValidatingWebhookConfiguration",
+      name: "quartermaster",
+    });
     assert.deepEqual(ops[0], { op: "test", path: "/webhooks/0/name", value: "pods.validate.quartermaster.dev" });
-    assert.deepEqual(ops[1], { op: "add", path: "/webhooks/0/matchConditions/-", value: { name: BEYOND_BOUNDS_CONDITION, expression: beyondBoundsExpression() } });
+    assert.deepEqual(ops[1], {
+      op: "add",
+      path: "/webhooks/0/matchConditions/-",
+      value: { name: BEYOND_BOUNDS_CONDITION, expression: beyondBoundsExpression() },
+    });
     assert.equal(overlay.patches.length, 1, "no other patch (the webhook's rules stay as in the base)");
     const hooks = renderWebhookConfigurations(policyOf({}))[1].webhooks;
     assert.equal(hooks[0]!.name, "pods.validate.quartermaster.dev");
-    assert.deepEqual(hooks[0]!.matchConditions!.map((m) => m.name), ["training-pods-only"]);
+    assert.deepEqual(
+      hooks[0]!.matchConditions!.map((m) => m.name),
+      ["training-pods-only"],
+    );
   });
 });

@@ -11,7 +11,16 @@ import { describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { matchesGlob } from "../../src/core/glob.js";
 import { generatedWebhookManifest, WEBHOOK_MANIFEST } from "../../src/manifests/generate.js";
-import { ALL_CONTAINERS, celString, globCondition, limitsOf, renderWebhookConfigurations, requestsOf, trainingPodExpression, type RenderedWebhook } from "../../src/manifests/webhooks.js";
+import {
+  ALL_CONTAINERS,
+  celString,
+  globCondition,
+  limitsOf,
+  renderWebhookConfigurations,
+  requestsOf,
+  trainingPodExpression,
+  type RenderedWebhook,
+} from "../../src/manifests/webhooks.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../../src/core/gpu.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { Policy } from "../../src/policy/types.js";
@@ -19,7 +28,10 @@ import { namespaceScope, namespaceSelector } from "../../src/core/scope.js";
 import { ROOT } from "../fixtures/manifests.js";
 
 const policy = defaultPolicy();
-const withPatterns = (...patterns: string[]): Policy => ({ ...policy, gpu: { ...policy.gpu, resources: patterns.map((pattern) => ({ pattern, tolerations: [] })) } });
+const withPatterns = (...patterns: string[]): Policy => ({
+  ...policy,
+  gpu: { ...policy.gpu, resources: patterns.map((pattern) => ({ pattern, tolerations: [] })) },
+});
 const hooks = (p: Policy, ns?: string): RenderedWebhook[] => renderWebhookConfigurations(p, ns ? { namespace: ns } : {}).flatMap((c) => c.webhooks);
 const hook = (p: Policy, name: string): RenderedWebhook => hooks(p).find((h) => h.name === name)!;
 
@@ -30,7 +42,7 @@ const hook = (p: Policy, name: string): RenderedWebhook => hooks(p).find((h) => 
 function lexCel(src: string): { code: string; strings: string[] } {
   let code = "";
   const strings: string[] = [];
-  for (let i = 0; i < src.length; ) {
+  for (let i = 0; i < src.length;) {
     if (src[i] !== "'") {
       code += src[i++];
       continue;
@@ -48,10 +60,10 @@ function lexCel(src: string): { code: string; strings: string[] } {
         continue;
       }
       const e = src[i + 1]!;
-      if (e === "\\" || e === "'" || e === '"' || e === "?" || e === "`") (value += e), (i += 2);
-      else if (e === "u") (value += String.fromCodePoint(parseInt(src.slice(i + 2, i + 6), 16))), (i += 6);
-      else if (e === "U") (value += String.fromCodePoint(parseInt(src.slice(i + 2, i + 10), 16))), (i += 10);
-      else if (e === "n") (value += "\n"), (i += 2);
+      if (e === "\\" || e === "'" || e === '"' || e === "?" || e === "`") ((value += e), (i += 2));
+      else if (e === "u") ((value += String.fromCodePoint(parseInt(src.slice(i + 2, i + 6), 16))), (i += 6));
+      else if (e === "U") ((value += String.fromCodePoint(parseInt(src.slice(i + 2, i + 10), 16))), (i += 10));
+      else if (e === "n") ((value += "\n"), (i += 2));
       else throw new Error(`unexpected escape \\${e}`);
     }
     i++;
@@ -105,7 +117,11 @@ describe("webhook configurations render", () => {
     assert.deepEqual(new Set(hooks({ ...policy, webhook: { timeoutSeconds: 3 } }).map((h) => h.timeoutSeconds)), new Set([3]));
   });
 
-  const resources = (h: RenderedWebhook, op: string) => h.rules.filter((r) => r.operations.includes(op)).flatMap((r) => r.resources.map((res) => `${r.apiGroups[0]}/${r.apiVersions[0]}/${res}`)).sort();
+  const resources = (h: RenderedWebhook, op: string) =>
+    h.rules
+      .filter((r) => r.operations.includes(op))
+      .flatMap((r) => r.resources.map((res) => `${r.apiGroups[0]}/${r.apiVersions[0]}/${res}`))
+      .sort();
   const kinds = (suffix = "") => policy.jobKinds.map((k) => `${k.group}/${k.version}/${k.plural}${suffix}`).sort();
 
   it("jobs.mutate: CREATE of every policy job kind, at its own version", () => {
@@ -126,8 +142,15 @@ describe("webhook configurations render", () => {
   });
 
   it("a job kind added to the policy is registered in all three job rules", () => {
-    const p = { ...policy, jobKinds: [...policy.jobKinds, { kind: "MPIJob", group: "kubeflow.org", version: "v2beta1", plural: "mpijobs", framework: "pytorch" as const }] };
-    for (const [name, op] of [["jobs.mutate.quartermaster.dev", "CREATE"], ["jobs.validate.quartermaster.dev", "CREATE"], ["jobs.validate.quartermaster.dev", "UPDATE"]] as const) {
+    const p = {
+      ...policy,
+      jobKinds: [...policy.jobKinds, { kind: "MPIJob", group: "kubeflow.org", version: "v2beta1", plural: "mpijobs", framework: "pytorch" as const }],
+    };
+    for (const [name, op] of [
+      ["jobs.mutate.quartermaster.dev", "CREATE"],
+      ["jobs.validate.quartermaster.dev", "CREATE"],
+      ["jobs.validate.quartermaster.dev", "UPDATE"],
+    ] as const) {
       assert.ok(resources(hook(p, name), op).includes("kubeflow.org/v2beta1/mpijobs"), `${name} ${op}`);
     }
     assert.ok(resources(hook(p, "jobs.validate.quartermaster.dev"), "UPDATE").includes("kubeflow.org/v2beta1/mpijobs/scale"));
@@ -144,7 +167,11 @@ describe("webhook configurations render", () => {
 
   it("no caBundle unless one is given", () => {
     assert.ok(hooks(policy).every((h) => h.clientConfig.caBundle === undefined));
-    assert.ok(renderWebhookConfigurations(policy, { caBundle: "Q0E=" }).flatMap((c) => c.webhooks).every((h) => h.clientConfig.caBundle === "Q0E="));
+    assert.ok(
+      renderWebhookConfigurations(policy, { caBundle: "Q0E=" })
+        .flatMap((c) => c.webhooks)
+        .every((h) => h.clientConfig.caBundle === "Q0E="),
+    );
   });
 
   it("the pod webhooks share one training-pods-only condition, bounded; the job webhooks have none", () => {
@@ -158,8 +185,18 @@ describe("webhook configurations render", () => {
 
 describe("training-pods-only expression", () => {
   const cases: Array<{ name: string; patterns: string[]; has: string[]; hasNot: string[] }> = [
-    { name: "built-in policy", patterns: policy.gpu.resources.map((r) => r.pattern), has: ["r == 'nvidia.com/gpu'", "r.startsWith('nvidia.com/mig-')", "r == 'amd.com/gpu'", "r == 'gpu'"], hasNot: ["intel.com", "r.startsWith('nvidia.com/')"] },
-    { name: "a pattern added to the policy reaches the CEL", patterns: ["nvidia.com/gpu", "intel.com/gpu"], has: ["r == 'intel.com/gpu'"], hasNot: ["amd.com"] },
+    {
+      name: "built-in policy",
+      patterns: policy.gpu.resources.map((r) => r.pattern),
+      has: ["r == 'nvidia.com/gpu'", "r.startsWith('nvidia.com/mig-')", "r == 'amd.com/gpu'", "r == 'gpu'"],
+      hasNot: ["intel.com", "r.startsWith('nvidia.com/')"],
+    },
+    {
+      name: "a pattern added to the policy reaches the CEL",
+      patterns: ["nvidia.com/gpu", "intel.com/gpu"],
+      has: ["r == 'intel.com/gpu'"],
+      hasNot: ["amd.com"],
+    },
     { name: "a suffix pattern", patterns: ["*/gpu"], has: ["r.endsWith('/gpu')"], hasNot: [] },
     { name: "a pattern with a star inside", patterns: ["example.com/gpu-*-shared"], has: ["r.matches('^example\\\\.com/gpu-.*-shared$')"], hasNot: [] },
   ];
@@ -198,7 +235,20 @@ describe("training-pods-only expression", () => {
 
 describe("glob patterns in CEL", () => {
   const patterns = ["nvidia.com/gpu", "nvidia.com/mig-*", "*/gpu", "a*b*c", "*", "x.y+z?(w)[v]{2}|^$\\*", "example.com/gpu-*-shared"];
-  const names = ["nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "nvidia.comXgpu", "amd.com/gpu", "abc", "aXbYc", "acb", "", "x.y+z?(w)[v]{2}|^$\\anything", "example.com/gpu-a100-shared", "example.com/gpu--shared", "exampleXcom/gpu-a-shared"];
+  const names = [
+    "nvidia.com/gpu",
+    "nvidia.com/mig-1g.5gb",
+    "nvidia.comXgpu",
+    "amd.com/gpu",
+    "abc",
+    "aXbYc",
+    "acb",
+    "",
+    "x.y+z?(w)[v]{2}|^$\\anything",
+    "example.com/gpu-a100-shared",
+    "example.com/gpu--shared",
+    "exampleXcom/gpu-a-shared",
+  ];
   for (const p of patterns) {
     it(`${JSON.stringify(p)} agrees with the glob matcher on every name`, () => {
       const cond = globCondition("r", p);
@@ -224,7 +274,8 @@ describe("glob patterns in CEL", () => {
       assert.equal(lexed.strings.length, 1);
       const value = lexed.strings[0]!;
       if (lexed.code === "r == S") assert.equal(value, h.pattern);
-      for (const n of [h.pattern, h.pattern.replaceAll("*", "ZZ"), "x", ""]) assert.equal(evalCondition(cond, n), matchesGlob(h.pattern, n), `${cond} on ${JSON.stringify(n)}`);
+      for (const n of [h.pattern, h.pattern.replaceAll("*", "ZZ"), "x", ""])
+        assert.equal(evalCondition(cond, n), matchesGlob(h.pattern, n), `${cond} on ${JSON.stringify(n)}`);
     });
   }
 

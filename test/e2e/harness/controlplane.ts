@@ -206,44 +206,46 @@ export async function startControlPlane(
       ...(opts.apiserverArgs ?? []),
     ]);
 
-    const call = (auth: { cert?: string; key?: string; token?: string }) => (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiReply> =>
-      new Promise((resolve, reject) => {
-        const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
-        const req = request(
-          {
-            host: "127.0.0.1",
-            port: apiPort,
-            method,
-            path,
-            ca: tls.ca,
-            ...(auth.cert ? { cert: auth.cert, key: auth.key } : {}),
-            agent: false,
-            headers: {
-              accept: "application/json",
-              ...(auth.token ? { authorization: `Bearer ${auth.token}` } : {}),
-              // content-length: Node sends DELETE bodies unchunked, so without it the server never sees them.
-              ...(data ? { "content-type": "application/json", "content-length": String(Buffer.byteLength(data)) } : {}),
-              ...headers,
+    const call =
+      (auth: { cert?: string; key?: string; token?: string }) =>
+      (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiReply> =>
+        new Promise((resolve, reject) => {
+          const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
+          const req = request(
+            {
+              host: "127.0.0.1",
+              port: apiPort,
+              method,
+              path,
+              ca: tls.ca,
+              ...(auth.cert ? { cert: auth.cert, key: auth.key } : {}),
+              agent: false,
+              headers: {
+                accept: "application/json",
+                ...(auth.token ? { authorization: `Bearer ${auth.token}` } : {}),
+                // content-length: Node sends DELETE bodies unchunked, so without it the server never sees them.
+                ...(data ? { "content-type": "application/json", "content-length": String(Buffer.byteLength(data)) } : {}),
+                ...headers,
+              },
             },
-          },
-          (res) => {
-            const chunks: Buffer[] = [];
-            res.on("data", (c: Buffer) => chunks.push(c));
-            res.on("end", () => {
-              const text = Buffer.concat(chunks).toString();
-              let parsed: unknown = text;
-              try {
-                parsed = JSON.parse(text);
-              } catch {
-                /* not JSON: keep the text */
-              }
-              resolve({ status: res.statusCode ?? 0, body: parsed, headers: res.headers });
-            });
-          },
-        );
-        req.on("error", reject);
-        req.end(data);
-      });
+            (res) => {
+              const chunks: Buffer[] = [];
+              res.on("data", (c: Buffer) => chunks.push(c));
+              res.on("end", () => {
+                const text = Buffer.concat(chunks).toString();
+                let parsed: unknown = text;
+                try {
+                  parsed = JSON.parse(text);
+                } catch {
+                  /* not JSON: keep the text */
+                }
+                resolve({ status: res.statusCode ?? 0, body: parsed, headers: res.headers });
+              });
+            },
+          );
+          req.on("error", reject);
+          req.end(data);
+        });
     const api = call({ cert: tls.cert, key: tls.key });
 
     const deadline = performance.now() + 90_000;

@@ -29,7 +29,9 @@ export function minimalCrds(objects: Obj[]): Obj[] {
         group,
         scope: namespaced ? "Namespaced" : "Cluster",
         names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
-        versions: [{ name: version, served: true, storage: true, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } }],
+        versions: [
+          { name: version, served: true, storage: true, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } },
+        ],
       },
     };
   });

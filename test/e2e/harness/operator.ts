@@ -89,7 +89,15 @@ export async function startOperator(cp: ControlPlane, bin: string, extraEnv: Rec
   mkdirSync(certDir, { recursive: true });
   const now = new Date();
   const ca = await createCertificateAuthority("qm-conformance-operator-ca", 2, now);
-  const pair = await issueCertificate({ ca, commonName: "training-operator.kubeflow.svc", dnsNames: ["training-operator.kubeflow.svc", "localhost"], ips: ["127.0.0.1"], usage: "server", days: 2, now });
+  const pair = await issueCertificate({
+    ca,
+    commonName: "training-operator.kubeflow.svc",
+    dnsNames: ["training-operator.kubeflow.svc", "localhost"],
+    ips: ["127.0.0.1"],
+    usage: "server",
+    days: 2,
+    now,
+  });
   writeFileSync(join(certDir, "tls.crt"), pair.certPem);
   writeFileSync(join(certDir, "tls.key"), pair.keyPem, { mode: 0o600 });
   let createdRotatorCert = false;
@@ -178,7 +186,10 @@ export async function registerOperatorWebhooks(cp: ControlPlane, operator: Opera
   if (!config) throw new Error(`no ValidatingWebhookConfiguration in ${file}`);
   config.metadata = { name: OPERATOR_WEBHOOKS_NAME };
   for (const hook of config.webhooks as Array<Record<string, any>>) {
-    hook.clientConfig = { url: `https://127.0.0.1:${operator.webhook.port}${hook.clientConfig.service.path}`, caBundle: Buffer.from(operator.webhook.caPem).toString("base64") };
+    hook.clientConfig = {
+      url: `https://127.0.0.1:${operator.webhook.port}${hook.clientConfig.service.path}`,
+      caBundle: Buffer.from(operator.webhook.caPem).toString("base64"),
+    };
   }
   const base = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
   const created = await cp.api("POST", base, config);

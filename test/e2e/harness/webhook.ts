@@ -30,7 +30,9 @@ export function spawnCli(args: string[]): CliRun {
   const out = { stdout: "", stderr: "" };
   child.stdout!.on("data", (c: Buffer) => (out.stdout += c.toString()));
   child.stderr!.on("data", (c: Buffer) => (out.stderr += c.toString()));
-  const done = new Promise<{ code: number; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((res) => child.on("exit", (code, signal) => res({ code: code ?? -1, signal, ...out })));
+  const done = new Promise<{ code: number; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((res) =>
+    child.on("exit", (code, signal) => res({ code: code ?? -1, signal, ...out })),
+  );
   return {
     child,
     get stdout() {
@@ -92,7 +94,19 @@ export interface WebhookProcessOptions {
 
 export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<WebhookProcess> {
   const certDir = mkdtempSync(join(tmpdir(), "qm-e2e-webhook-"));
-  const gen = await cli(["certs", "generate", "--service", "quartermaster-webhook", "--namespace", "quartermaster", "--out", certDir, "--ip", "127.0.0.1", ...(opts.keyType ? ["--key-type", opts.keyType] : [])]);
+  const gen = await cli([
+    "certs",
+    "generate",
+    "--service",
+    "quartermaster-webhook",
+    "--namespace",
+    "quartermaster",
+    "--out",
+    certDir,
+    "--ip",
+    "127.0.0.1",
+    ...(opts.keyType ? ["--key-type", opts.keyType] : []),
+  ]);
   if (gen.code !== 0) throw new Error(`certs generate failed: ${gen.stderr}`);
   const port = await freePort();
   const lines: Array<Record<string, unknown>> = [];
@@ -105,8 +119,19 @@ export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<
     const proc = spawn(
       process.execPath,
       [
-        ...(opts.nodeArgs ?? []), ...entry, "serve", "--host", "127.0.0.1", "--port", String(port), "--metrics-port", "0",
-        "--tls-cert", join(certDir, "tls.crt"), "--tls-key", join(certDir, "tls.key"),
+        ...(opts.nodeArgs ?? []),
+        ...entry,
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--metrics-port",
+        "0",
+        "--tls-cert",
+        join(certDir, "tls.crt"),
+        "--tls-key",
+        join(certDir, "tls.key"),
         ...(opts.kubeconfig ? ["--kubeconfig", opts.kubeconfig] : []),
         ...(opts.policy ? ["--policy", opts.policy] : []),
         ...(opts.logLevel ? ["--log-level", opts.logLevel] : []),
