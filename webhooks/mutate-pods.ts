@@ -27,7 +27,7 @@ export function mutatePods(deps: WebhookDeps): Webhook {
         deny: { rule: "job-lookup", field: "metadata.ownerReferences", message: `cannot outfit the pod: ${found.reason}` },
       };
     }
-    const out = mutatePod(request.object as Pod, { policy, namespace, clusterSpecs, ...(found.kind === "found" ? { topology: found.topology } : {}) });
+    const out = mutatePod(request.object, { policy, namespace, clusterSpecs, ...(found.kind === "found" ? { topology: found.topology } : {}) });
     const warnings = found.kind === "failed" ? [`quartermaster: no cluster spec: ${found.reason}`, ...out.warnings] : out.warnings;
     return { object: out.pod as KubeObject, warnings };
   }

@@ -35,7 +35,7 @@ export function validatePods(deps: WebhookDeps): Webhook {
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
       const now = validatePod(pod, ctx);
       // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-      const found = request.subResource === "resize" && request.oldObject ? newOrWorse(now, validatePod(request.oldObject as V1Pod, ctx)) : now;
+      const found = request.subResource === "resize" && request.oldObject ? newOrWorse(now, validatePod(request.oldObject, ctx)) : now;
       return enforce(found, policy.enforcement, namespace);
     },
   });

@@ -45,7 +45,6 @@ export interface ReviewCost {
 }
 
 const CONTAINER_LISTS = ["initContainers", "containers", "ephemeralContainers"] as const;
-const hasOwn = Object.prototype.hasOwnProperty;
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -80,7 +79,7 @@ export function specsCost(specs: Iterable<unknown>, rules: number, gpu: readonly
         for (const side of [resources.requests, resources.limits]) {
           if (!isRecord(side)) continue;
           for (const name in side) {
-            if (!hasOwn.call(side, name)) continue;
+            if (!Object.hasOwn(side, name)) continue;
             if (++items > limit) return over();
             names.add(name);
           }
@@ -102,7 +101,7 @@ export function jobTemplateSpecs(job: unknown, replicaSpecsField: string, single
   const specsOf = (replica: unknown): unknown => (isRecord(replica) && isRecord(replica.template) ? replica.template.spec : undefined);
   if (single) return [specsOf(field)];
   const out: unknown[] = [];
-  for (const type in field) if (hasOwn.call(field, type)) out.push(specsOf(field[type]));
+  for (const type in field) if (Object.hasOwn(field, type)) out.push(specsOf(field[type]));
   return out;
 }
 

@@ -16,11 +16,9 @@ import type { AdmissionRequest, Operation } from "./types.js";
 /** The subresources a webhook handles, with the operations it handles on each (e.g. `{ resize: ["UPDATE"] }`). */
 export type SubresourceOperations = Readonly<Record<string, readonly Operation[]>>;
 
-const hasOwn = Object.prototype.hasOwnProperty;
-
 function operationSkip(req: AdmissionRequest, operations: readonly Operation[], subresources: SubresourceOperations): string | undefined {
   if (req.subResource) {
-    const ops = hasOwn.call(subresources, req.subResource) ? subresources[req.subResource] : undefined;
+    const ops = Object.hasOwn(subresources, req.subResource) ? subresources[req.subResource] : undefined;
     if (!ops) return `subresource ${req.subResource} is not handled`;
     if (!ops.includes(req.operation)) return `operation ${req.operation} on subresource ${req.subResource} is not handled`;
     return undefined;
@@ -60,13 +58,13 @@ export function unwalkedPodGuard(policy: Pick<Policy, "jobKinds" | "gpu">): Guar
   const isGpu = (name: string): boolean => patterns.some((p) => matchesGlob(p, name));
   const anyGpu = (m: unknown): boolean => isObj(m) && Object.keys(m).some(isGpu);
   return (req) => {
-    const pod = req.object as Obj | null | undefined;
-    const labels = isObj(pod?.metadata) ? (pod.metadata as Obj).labels : undefined;
+    const pod = req.object;
+    const labels = isObj(pod?.metadata) ? pod.metadata.labels : undefined;
     if (isObj(labels)) {
-      if (jobName && hasOwn.call(labels, LABEL_JOB_NAME)) return undefined;
-      if (caffe2 && hasOwn.call(labels, CAFFE2_LABELS.jobKey) && hasOwn.call(labels, CAFFE2_LABELS.group)) return undefined;
+      if (jobName && Object.hasOwn(labels, LABEL_JOB_NAME)) return undefined;
+      if (caffe2 && Object.hasOwn(labels, CAFFE2_LABELS.jobKey) && Object.hasOwn(labels, CAFFE2_LABELS.group)) return undefined;
     }
-    const spec = isObj(pod?.spec) ? (pod.spec as Obj) : {};
+    const spec = isObj(pod?.spec) ? pod.spec : {};
     const lists = [spec.initContainers, spec.containers].filter((l): l is unknown[] => Array.isArray(l));
     const size = (m: unknown): number => (isObj(m) ? Object.keys(m).length : 0);
     const resourcesOf = (c: unknown): Obj => (isObj(c) && isObj(c.resources) ? c.resources : {});

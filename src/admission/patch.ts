@@ -24,8 +24,6 @@ export interface Patch {
   readonly json: string;
 }
 
-const hasOwn = Object.prototype.hasOwnProperty;
-
 /** RFC 6901: `~` → `~0`, `/` → `~1`. */
 function escapePathComponent(key: string): string {
   if (key.indexOf("/") === -1 && key.indexOf("~") === -1) return key;
@@ -70,7 +68,7 @@ function walk(before: object, after: object, path: string, out: Op[]): void {
     const key = oldKeys[t]!;
     const oldVal = b[key];
     const newVal = a[key];
-    if (newVal !== undefined ? hasOwn.call(a, key) : oldVal === undefined && hasOwn.call(a, key)) {
+    if (newVal !== undefined ? Object.hasOwn(a, key) : oldVal === undefined && Object.hasOwn(a, key)) {
       if (oldVal === newVal) continue;
       if (isObject(oldVal) && isObject(newVal) && Array.isArray(oldVal) === Array.isArray(newVal)) {
         walk(oldVal, newVal, `${path}/${escapePathComponent(key)}`, out);
@@ -85,7 +83,7 @@ function walk(before: object, after: object, path: string, out: Op[]): void {
   const newKeys = Object.keys(a);
   if (!deleted && newKeys.length === oldKeys.length) return;
   for (const key of newKeys) {
-    if (!hasOwn.call(b, key) && a[key] !== undefined) addOp(out, `${path}/${escapePathComponent(key)}`, a[key]);
+    if (!Object.hasOwn(b, key) && a[key] !== undefined) addOp(out, `${path}/${escapePathComponent(key)}`, a[key]);
   }
 }
 
@@ -122,7 +120,7 @@ function walkMismatch(before: object, after: object, path: string, out: Op[]): v
   for (let t = oldKeys.length - 1; t >= 0; t--) {
     const key = oldKeys[t]!;
     const oldVal = b[key];
-    if (hasOwn.call(after, key) && !(a[key] === undefined && oldVal !== undefined && !afterIsArray)) {
+    if (Object.hasOwn(after, key) && !(a[key] === undefined && oldVal !== undefined && !afterIsArray)) {
       const newVal = a[key];
       if (isObject(oldVal) && isObject(newVal) && Array.isArray(oldVal) === Array.isArray(newVal))
         walk(oldVal, newVal, `${path}/${escapePathComponent(key)}`, out);
@@ -133,7 +131,7 @@ function walkMismatch(before: object, after: object, path: string, out: Op[]): v
   }
   if (newKeys.length === oldKeys.length) return;
   for (const key of newKeys) {
-    if (!hasOwn.call(before, key) && a[key] !== undefined) addOp(out, `${path}/${escapePathComponent(key)}`, a[key]);
+    if (!Object.hasOwn(before, key) && a[key] !== undefined) addOp(out, `${path}/${escapePathComponent(key)}`, a[key]);
   }
 }
 

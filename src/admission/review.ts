@@ -24,7 +24,7 @@ export function decodeReview(body: unknown): AdmissionRequest {
   if (!validateEnvelope(body)) {
     throw new ReviewDecodeError(describeSchemaErrors(validateEnvelope.errors));
   }
-  return (body as AdmissionReview).request as AdmissionRequest;
+  return body.request as AdmissionRequest;
 }
 
 /** Wraps a response in the AdmissionReview envelope the apiserver requires (`VerifyAdmissionResponse`). */

@@ -37,7 +37,7 @@ const RSA_GEN: RsaHashedKeyGenParams = { name: "RSASSA-PKCS1-v1_5", modulusLengt
 const EC_GEN: EcKeyGenParams = { name: "ECDSA", namedCurve: "P-256" };
 
 async function newKeyPair(type: KeyType): Promise<CryptoKeyPair> {
-  return (await subtle.generateKey(type === "rsa" ? RSA_GEN : EC_GEN, true, ["sign", "verify"])) as CryptoKeyPair;
+  return await subtle.generateKey(type === "rsa" ? RSA_GEN : EC_GEN, true, ["sign", "verify"]);
 }
 
 /**

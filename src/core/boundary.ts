@@ -31,27 +31,27 @@ export function asKubeObject(x: object): KubeObject {
 
 /** An apiserver Pod (client-node's, or raw JSON) read through client-node's `V1Pod`: both describe the same JSON. */
 export function asV1Pod(o: object): V1Pod {
-  return o as V1Pod;
+  return o;
 }
 
 /** An apiserver Service read through client-node's `V1Service` (as `asV1Pod`). */
 export function asV1Service(o: object): V1Service {
-  return o as V1Service;
+  return o;
 }
 
 /** An apiserver Node read through client-node's `V1Node` (as `asV1Pod`). */
 export function asV1Node(o: object): V1Node {
-  return o as V1Node;
+  return o;
 }
 
 /** An apiserver Namespace read through client-node's `V1Namespace` (as `asV1Pod`). */
 export function asV1Namespace(o: object): V1Namespace {
-  return o as V1Namespace;
+  return o;
 }
 
 /** An apiserver Lease read through client-node's `V1Lease` (as `asV1Pod`). */
 export function asV1Lease(o: object): V1Lease {
-  return o as V1Lease;
+  return o;
 }
 
 /**

@@ -2,7 +2,6 @@
  * @module
  * Copy-on-write helpers for plain JSON objects (pods, responses), tuned for V8's hidden classes.
  */
-const hasOwn = Object.prototype.hasOwnProperty;
 
 /**
  * A copy of `o` (or of `{}` when it is null or undefined) with `key` set to `value`: how copy-on-write updates of pods and responses
@@ -13,13 +12,13 @@ const hasOwn = Object.prototype.hasOwnProperty;
  * The same goes for adding a property to a spread copy afterwards, so {@link copyOf} exists too.
  */
 export function withKey<T extends object, K extends keyof T>(o: T | null | undefined, key: K, value: T[K]): T {
-  if ((o != null && (hasOwn.call(o, key) || hasProtoKey(o))) || key === "__proto__") return { ...o, [key]: value } as T;
-  return Object.assign({}, o, { [key]: value }) as T;
+  if ((o != null && (Object.hasOwn(o, key) || hasProtoKey(o))) || key === "__proto__") return { ...o, [key]: value } as T;
+  return Object.assign({}, o, { [key]: value });
 }
 
 /** A shallow copy of `o` that new keys may then be added to (see {@link withKey}). */
 export function copyOf<T extends object>(o: T | null | undefined): T {
-  return o != null && hasProtoKey(o) ? { ...o } : (Object.assign({}, o) as T);
+  return o != null && hasProtoKey(o) ? { ...o } : Object.assign<T, T | null | undefined>({} as T, o);
 }
 
 /**
@@ -28,5 +27,5 @@ export function copyOf<T extends object>(o: T | null | undefined): T {
  * or broken requests) are copied by spread, which keeps every own key.
  */
 function hasProtoKey(o: object): boolean {
-  return hasOwn.call(o, "__proto__");
+  return Object.hasOwn(o, "__proto__");
 }

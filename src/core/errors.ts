@@ -112,7 +112,7 @@ export class KubeApiError extends Error {
     let body: KubeStatus | string = text;
     try {
       const json = JSON.parse(text) as unknown;
-      if (typeof json === "object" && json !== null && !Array.isArray(json)) body = json as KubeStatus;
+      if (typeof json === "object" && json !== null && !Array.isArray(json)) body = json;
     } catch {
       /* not JSON: keep the text */
     }

@@ -31,7 +31,7 @@ const NONE: readonly GpuPattern[] = Object.freeze([]);
 /** The policy entries whose pattern matches `name`. */
 export function gpuResourcesFor<T extends GpuPattern>(name: string, gpu: readonly T[]): readonly T[] {
   let known = gpuMatches.get(gpu) as Map<string, readonly T[]> | undefined;
-  if (!known) gpuMatches.set(gpu, (known = new Map()));
+  if (!known) gpuMatches.set(gpu, (known = new Map<string, readonly T[]>()));
   let matches = known.get(name);
   if (matches === undefined) {
     const found = gpu.filter((g) => matchesGlob(g.pattern, name));

@@ -121,8 +121,14 @@ export type OwnerFieldsCache = Map<string, readonly Record<string, unknown>[]>;
 function slimOwnerFields(managed: unknown, cache: OwnerFieldsCache): readonly Record<string, unknown>[] | undefined {
   if (!Array.isArray(managed)) return undefined;
   const out: Record<string, unknown>[] = [];
-  for (const e of managed) {
-    const refs = e?.fieldsV1?.["f:metadata"]?.["f:ownerReferences"];
+  for (const entry of managed as unknown[]) {
+    const e = (entry ?? {}) as {
+      manager?: unknown;
+      operation?: unknown;
+      subresource?: unknown;
+      fieldsV1?: { "f:metadata"?: { "f:ownerReferences"?: unknown } };
+    };
+    const refs = e.fieldsV1?.["f:metadata"]?.["f:ownerReferences"];
     if (!refs || typeof refs !== "object") continue;
     const keys: Record<string, object> = {};
     for (const k of Object.keys(refs)) if (k.startsWith("k:")) keys[k] = {};
@@ -286,12 +292,12 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     async listPods(labelSelector) {
       const owners: OwnerFieldsCache = new Map();
       return paged(
-        async (cont) => (await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page,
+        async (cont) => await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont }),
         (p) => slimPod(p, owners),
       );
     },
     async listServices(labelSelector) {
-      return paged(async (cont) => (await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, slimService);
+      return paged(async (cont) => await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont }), slimService);
     },
     async listNamespaces() {
       const out: NamespaceInfo[] = [];
@@ -305,11 +311,11 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       return out;
     },
     async listNodes() {
-      return paged(async (cont) => (await core.listNode({ limit: PAGE_SIZE, _continue: cont })) as Page, slimNode);
+      return paged(async (cont) => await core.listNode({ limit: PAGE_SIZE, _continue: cont }), slimNode);
     },
     async listNodeLeases() {
       return paged(
-        async (cont) => (await coordination.listNamespacedLease({ namespace: "kube-node-lease", limit: PAGE_SIZE, _continue: cont })) as Page,
+        async (cont) => await coordination.listNamespacedLease({ namespace: "kube-node-lease", limit: PAGE_SIZE, _continue: cont }),
         (item) => {
           const l = asV1Lease(item);
           return { metadata: { name: l.metadata?.name }, spec: { ...(l.spec?.renewTime ? { renewTime: iso(l.spec.renewTime) } : {}) } };
@@ -317,12 +323,12 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       );
     },
     async listConfigMaps(namespace, labelSelector) {
-      return paged(async (cont) => (await core.listNamespacedConfigMap({ namespace, labelSelector, limit: PAGE_SIZE, _continue: cont })) as Page, raw);
+      return paged(async (cont) => await core.listNamespacedConfigMap({ namespace, labelSelector, limit: PAGE_SIZE, _continue: cont }), raw);
     },
     async createService(namespace, body) {
       calls++;
       try {
-        await core.createNamespacedService({ namespace, body: body as never, fieldManager: RECONCILER_FIELD_MANAGER });
+        await core.createNamespacedService({ namespace, body: body, fieldManager: RECONCILER_FIELD_MANAGER });
         return "created";
       } catch (err) {
         if (statusOf(err) === 409) return "exists";
@@ -332,7 +338,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     async createPod(namespace, body) {
       calls++;
       try {
-        await core.createNamespacedPod({ namespace, body: body as never });
+        await core.createNamespacedPod({ namespace, body: body });
         return "created";
       } catch (err) {
         if (statusOf(err) === 409) return "exists";
@@ -362,9 +368,8 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       calls++;
       const name = String((body.metadata as { name?: string }).name);
       try {
-        if (resourceVersion === undefined) await core.createNamespacedConfigMap({ namespace, body: body as never });
-        else
-          await core.replaceNamespacedConfigMap({ name, namespace, body: { ...body, metadata: { ...(body.metadata as object), resourceVersion } } as never });
+        if (resourceVersion === undefined) await core.createNamespacedConfigMap({ namespace, body: body });
+        else await core.replaceNamespacedConfigMap({ name, namespace, body: { ...body, metadata: { ...(body.metadata as object), resourceVersion } } });
         return "written";
       } catch (err) {
         if (statusOf(err) === 409) return "conflict";

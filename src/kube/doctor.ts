@@ -226,7 +226,7 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     await Promise.all([
       ...[...serviceRefs].map(async ([key, ref]) => {
         services[key] = await readService(ref.namespace, ref.name);
-        certificates[`service:${key}`] = await servingSecrets(ref.namespace, services[key]!);
+        certificates[`service:${key}`] = await servingSecrets(ref.namespace, services[key]);
       }),
       ...urls.map(async (url) => {
         certificates[`url:${url}`] = [await handshake(url, timeoutMs)];

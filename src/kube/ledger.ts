@@ -22,7 +22,7 @@ export const LEDGER_LABEL = "quartermaster.dev/ledger";
 
 export function toStored(cm: KubeObject): StoredConfigMap {
   const m = (cm.metadata ?? {}) as { name?: string; uid?: string; resourceVersion?: string };
-  const data = ((cm as { data?: Record<string, string> }).data ?? {}) as Record<string, string>;
+  const data = (cm as { data?: Record<string, string> }).data ?? {};
   const text = m.name === LEDGER_INDEX_NAME ? data[INDEX_KEY] : data[SHARD_KEY];
   return {
     name: String(m.name),

@@ -63,7 +63,7 @@ export async function connectPolicyReports(kubeconfig?: string): Promise<PolicyR
       return (await paged(async (cont) => (await core.listNamespace({ limit: PAGE_SIZE, _continue: cont })) as Page)).map(slimNamespace);
     },
     listPods(namespace) {
-      return paged(async (cont) => (await core.listNamespacedPod({ namespace, limit: PAGE_SIZE, _continue: cont })) as Page);
+      return paged(async (cont) => await core.listNamespacedPod({ namespace, limit: PAGE_SIZE, _continue: cont }));
     },
     async listJobs(kind) {
       try {

@@ -80,7 +80,7 @@ async function fromKubeconfig(file: string): Promise<Target | undefined> {
     key: await bytes(user["client-key-data"], user["client-key"]),
     insecure: cluster["insecure-skip-tls-verify"] === true,
     servername: typeof cluster["tls-server-name"] === "string" ? cluster["tls-server-name"] : undefined,
-    token: token !== undefined ? async () => token : tokenFile ? async () => (await readFile(tokenFile, "utf8")).trim() : undefined,
+    token: token !== undefined ? () => Promise.resolve(token) : tokenFile ? async () => (await readFile(tokenFile, "utf8")).trim() : undefined,
   };
 }
 

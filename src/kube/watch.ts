@@ -349,7 +349,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
       if (passTimer) clearTimeout(passTimer);
       queue.shutDown();
       await Promise.all(workers);
-      await lock.write(async () => undefined);
+      await lock.write(() => Promise.resolve());
       await renewing;
       await Promise.all(all.map((i) => i.stop().catch(() => undefined)));
       if (held) await held.release().catch((err: unknown) => log.warn({ err: errorMessage(err) }, "watch: could not release the lease"));

@@ -40,7 +40,7 @@ function withChartMetadata(yaml: string, annotations?: string): string {
   const extra =
     `  labels:\n    {{- include "quartermaster.labels" . | nindent 4 }}\n` +
     (annotations ? `  {{- with ${annotations} }}\n  annotations:\n    {{- . | nindent 4 }}\n  {{- end }}\n` : "");
-  return yaml.replace(/^metadata:\n  name: ([^\n]+)\n/gm, (m) => m + extra);
+  return yaml.replace(/^metadata:\n {2}name: ([^\n]+)\n/gm, (m) => m + extra);
 }
 
 /** Comments dropped: the chart's templates start from the generated header. */
@@ -76,14 +76,14 @@ export async function chartConfinementTemplate(): Promise<string> {
 export async function chartLedgerRbacTemplate(): Promise<string> {
   const yaml = await ledgerRbacYaml(NAMESPACE_PLACEHOLDER);
   const body = withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)));
-  const namespaced = body.replace(/^(metadata:\n  name: [^\n]+\n)/gm, `$1  namespace: ${RELEASE_NAMESPACE}\n`);
+  const namespaced = body.replace(/^(metadata:\n {2}name: [^\n]+\n)/gm, `$1  namespace: ${RELEASE_NAMESPACE}\n`);
   return HEADER("src/reconcile/ledger-shards.ts, as manifests/base/reconciler-ledger-rbac.yaml") + namespaced.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE);
 }
 
 /** The monitoring overlay's PrometheusRule, its alert templates quoted for Go templates, in the release's namespace. */
 export function chartPrometheusRuleTemplate(prometheusRuleYaml: string): string {
   const body = withChartMetadata(escapeGoTemplate(dropLeadingComments(prometheusRuleYaml)))
-    .replace(/^  namespace: quartermaster\n/m, `  namespace: ${RELEASE_NAMESPACE}\n`)
+    .replace(/^ {2}namespace: quartermaster\n/m, `  namespace: ${RELEASE_NAMESPACE}\n`)
     .replace(/namespace="quartermaster"/g, `namespace="${RELEASE_NAMESPACE}"`);
   return (
     HEADER(PROMETHEUS_RULE_MANIFEST) +

@@ -71,7 +71,7 @@ export class ClusterSpecMemo {
   /** @internal */
   job(topology: Topology, namespace: string, clusterDomain: string): Job {
     let byKey = this.jobs.get(topology.job);
-    if (!byKey) this.jobs.set(topology.job, (byKey = new Map()));
+    if (!byKey) this.jobs.set(topology.job, (byKey = new Map<string, Job>()));
     const key = `${topology.kind.group}/${topology.kind.kind}\0${namespace}\0${clusterDomain}`;
     let job = byKey.get(key);
     if (!job) {
@@ -228,7 +228,7 @@ function mxnet(job: Job, t: Topology): ClusterSpecResult {
     for (const [type, spec] of sorted) {
       const port = portOf(job, spec);
       cluster[type.toLowerCase()] = Array.from({ length: replicasOf(spec) }, (_, i) => ({ url: replicaName(job.name, type, i), port }));
-      labels[type.toLowerCase()] = ((spec.template as V1PodTemplateSpec | undefined)?.metadata?.annotations?.["tuner-server-key"] as string | undefined) ?? "";
+      labels[type.toLowerCase()] = (spec.template as V1PodTemplateSpec | undefined)?.metadata?.annotations?.["tuner-server-key"] ?? "";
     }
     return { clusterJson: goJson(cluster), labelsJson: goJson(labels), scheduler: cluster.scheduler?.[0] };
   });
@@ -334,7 +334,7 @@ function prepareJob(topology: Topology, namespace: string): Job {
     name: String(meta.name ?? ""),
     namespace: meta.namespace ?? namespace,
     spec: (topology.job.spec ?? {}) as Spec,
-    specs: replicaSpecs(topology.job as KubeObject, topology.kind),
+    specs: replicaSpecs(topology.job, topology.kind),
     info: FRAMEWORKS[topology.kind.framework],
     parts: new Map(),
   };

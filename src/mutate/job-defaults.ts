@@ -57,7 +57,7 @@ export function fillJobDefaults(job: KubeObject, kind: JobKind, defaults: JobDef
   if (!isMap(spec)) return unchanged;
   const current = spec.runPolicy;
   if (current != null && !isMap(current)) return unchanged;
-  let runPolicy = current as Record<string, unknown> | null | undefined;
+  let runPolicy = current;
   const filled: string[] = [];
   for (const field of JOB_DEFAULT_FIELDS) {
     const value = defaults[field];

@@ -116,7 +116,7 @@ export function withRequiredNodeRequirements(pod: Pod, requirements: readonly V1
   const required = nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
   if (isMalformedList(required?.nodeSelectorTerms)) return pod;
   const fresh = !required?.nodeSelectorTerms?.length;
-  const terms: V1NodeSelectorTerm[] = fresh ? [{}] : required!.nodeSelectorTerms;
+  const terms: V1NodeSelectorTerm[] = fresh ? [{}] : required.nodeSelectorTerms;
   let changed = false;
   const next = terms.map((term) => {
     // A term, or its expressions, that are not what they should be are left as they came.

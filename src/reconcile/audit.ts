@@ -6,7 +6,6 @@
  * and decides the scope. Finished pods (Succeeded, Failed) and jobs, and objects being deleted, are left out:
  * they hold nothing any more. `capacity` is not evaluated (it needs the device ledger at admission time).
  */
-import type { V1Pod } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import type { EnforcementMode, JobKind, Policy } from "../policy/types.js";
 import { finishedAt } from "./finished.js";
@@ -59,7 +58,7 @@ export function auditObject(policy: Policy, t: AuditTarget): AuditEntry {
   const m = (t.object.metadata ?? {}) as Meta;
   const namespace = String(m.namespace ?? "");
   const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
-  const found: Findings = t.jobKind ? validateJob(t.object, t.jobKind, ctx) : validatePod(t.object as V1Pod, ctx);
+  const found: Findings = t.jobKind ? validateJob(t.object, t.jobKind, ctx) : validatePod(t.object, ctx);
   return {
     policy: t.jobKind ? "validate-jobs" : "validate-pods",
     apiVersion: t.jobKind ? `${t.jobKind.group}/${t.jobKind.version}` : "v1",

@@ -112,7 +112,7 @@ export class Expectations {
 
   private entries(jobUid: string): Map<string, Entry> {
     let m = this.byJob.get(jobUid);
-    if (!m) this.byJob.set(jobUid, (m = new Map()));
+    if (!m) this.byJob.set(jobUid, (m = new Map<string, Entry>()));
     return m;
   }
 }

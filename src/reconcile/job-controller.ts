@@ -493,8 +493,7 @@ function readStatus(job: KubeObject): Status {
 function replicaStatusMap(status: Status, kind: JobKind): Record<string, ReplicaStatus> {
   const rs = status.replicaStatuses;
   if (!rs || typeof rs !== "object") return {};
-  if (kind.framework === "caffe2")
-    return "active" in rs || "succeeded" in rs || "failed" in rs ? { Worker: rs as ReplicaStatus } : (rs as Record<string, ReplicaStatus>);
+  if (kind.framework === "caffe2") return "active" in rs || "succeeded" in rs || "failed" in rs ? { Worker: rs as ReplicaStatus } : rs;
   return rs as Record<string, ReplicaStatus>;
 }
 

@@ -13,4 +13,4 @@ export interface Meta {
   ownerReferences?: Array<{ uid?: string; controller?: boolean }>;
 }
 
-export const meta = (o: KubeObject): Meta => (o.metadata ?? {}) as Meta;
+export const meta = (o: KubeObject): Meta => o.metadata ?? {};

@@ -133,7 +133,7 @@ function candidateIndex(objects: readonly KubeObject[]): { byController: Index; 
 
 /** Why the job is left to another controller, or undefined when it is the training operator's (and ours). */
 export function managedElsewhere(job: KubeObject): string | undefined {
-  const by = ((job.spec as { runPolicy?: { managedBy?: unknown } } | undefined)?.runPolicy as { managedBy?: unknown } | undefined)?.managedBy;
+  const by = (job.spec as { runPolicy?: { managedBy?: unknown } } | undefined)?.runPolicy?.managedBy;
   if (by === undefined || by === null || by === "" || by === TRAINING_OPERATOR_MANAGER) return undefined;
   return `spec.runPolicy.managedBy is ${JSON.stringify(by)}: another controller manages this job`;
 }

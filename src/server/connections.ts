@@ -160,8 +160,10 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
         n = 0;
         for (const p of peers) if (!p.secure) n++;
       }
-      if (n > most) ((most = n), (top = [peers]));
-      else if (n === most) top.push(peers);
+      if (n > most) {
+        most = n;
+        top = [peers];
+      } else if (n === most) top.push(peers);
     }
     return top.flatMap((peers) => [...peers]);
   }

@@ -152,7 +152,7 @@ export function createAdmissionMetrics(opts: {
     registers,
     collect() {
       const counts = connectionCounts?.();
-      if (counts) for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
+      if (counts) for (const state of Object.keys(counts) as Array<keyof ConnectionCounts>) this.set({ state }, counts[state]);
     },
   });
 

@@ -112,7 +112,7 @@ export function stubLongArrays(root: unknown, options: WorkerParseOptions): bool
       for (const k in o) {
         // An own "__proto__" key (JSON.parse makes one) shadows the prototype setter: "=" replaces the own value.
         if (isLongArray(o[k], options.maxItems)) {
-          o[k] = standIn(o[k] as unknown[], options);
+          o[k] = standIn(o[k], options);
           stubbed = true;
         } else {
           stack.push(o[k]);

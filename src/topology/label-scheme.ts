@@ -39,7 +39,7 @@ interface JobMeta {
   name?: string;
   namespace?: string;
 }
-const metaOf = (job: KubeObject): JobMeta => (job.metadata ?? {}) as JobMeta;
+const metaOf = (job: KubeObject): JobMeta => job.metadata ?? {};
 
 /** The training operator's controller names (`training.kubeflow.org/operator-name`). */
 export const OPERATOR_NAMES: Record<Framework, string | undefined> = {

@@ -25,7 +25,7 @@ function timer(jobs: JobReader): (result: LookupResult) => void {
   if (!observe) return () => undefined;
   const clock = jobs.clock ?? ((): number => performance.now() / 1000);
   const start = clock();
-  return (result) => observe.call(jobs, result, Math.max(0, clock() - start));
+  return (result) => observe(result, Math.max(0, clock() - start));
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {

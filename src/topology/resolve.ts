@@ -70,7 +70,7 @@ function listReplicaSpecs(job: KubeObject, kind: JobKind): ReplicaSpecs {
 /** The replica specs of a job as `[type, spec]` pairs; Caffe2's single pool is type `Worker`. */
 export function replicaSpecs(job: KubeObject, kind: JobKind): ReplicaSpecs {
   let byKind = specsOfJob.get(job);
-  if (!byKind) specsOfJob.set(job, (byKind = new Map()));
+  if (!byKind) specsOfJob.set(job, (byKind = new Map<JobKind, ReplicaSpecs>()));
   let specs = byKind.get(kind);
   if (!specs) byKind.set(kind, (specs = Object.freeze(listReplicaSpecs(job, kind))));
   return specs;
@@ -100,7 +100,7 @@ export function replicaOf(pod: Pod, job: KubeObject, kind: JobKind): { replicaTy
   if (type === undefined || index === undefined || !/^\d+$/.test(index)) {
     return { problem: "the pod has no replica-type/replica-index labels and its name is not <job>-<type>-<index>" };
   }
-  const found = specs.find(([t]) => t.toLowerCase() === type!.toLowerCase());
+  const found = specs.find(([t]) => t.toLowerCase() === type.toLowerCase());
   if (!found) return { problem: `the job has no replica type ${type}` };
   const i = Number(index);
   if (i >= replicasOf(found[1])) return { problem: `replica index ${i} is beyond the ${replicasOf(found[1])} ${found[0]} replicas` };

@@ -32,9 +32,9 @@ export interface JobReader {
    * Told of every lookup `lookup.ts` makes through this reader: how it was answered and how long it took
    * (seconds). The server passes its metrics here; absent, nothing is measured.
    */
-  observeLookup?(result: "hit" | "fetched" | "not_found" | "error" | "timeout", seconds: number): void;
+  observeLookup?: (result: "hit" | "fetched" | "not_found" | "error" | "timeout", seconds: number) => void;
   /** The clock lookups are timed with (seconds, monotonic); default `performance.now() / 1000`. */
-  clock?(): number;
+  clock?: () => number;
 }
 
 /** A job the pod refers to. */

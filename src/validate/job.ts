@@ -17,7 +17,7 @@
  * - and the pod-spec rules and accelerator-allowed (`accelerator.ts`) on every replica template.
  * Deprecated fields are warnings, not denials.
  */
-import type { V1ObjectMeta, V1PodSpec } from "@kubernetes/client-node";
+import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { FRAMEWORKS, replicaObjectName } from "../mutate/frameworks.js";
 import { quartermasterControls, type CleanPodPolicy, type Framework, type JobKind } from "../policy/types.js";
@@ -288,10 +288,10 @@ function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
   return merge(
     ...replicaSpecs(job, kind).flatMap(([type, spec]) => {
       const base = `${specPath(kind, type)}.template`;
-      const podSpec = spec.template?.spec as V1PodSpec | undefined;
+      const podSpec = spec.template?.spec;
       return [
         validatePodSpec(podSpec, `${base}.spec`, ctx),
-        validateAccelerators(spec.template?.metadata as V1ObjectMeta | undefined, podSpec, ctx, { metadata: `${base}.metadata`, spec: `${base}.spec` }),
+        validateAccelerators(spec.template?.metadata, podSpec, ctx, { metadata: `${base}.metadata`, spec: `${base}.spec` }),
       ];
     }),
   );

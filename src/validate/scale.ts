@@ -46,7 +46,7 @@ export function scaledJob(job: KubeObject, kind: JobKind, replicas: number): Kub
   const field = REPLICA_SPECS_FIELD[kind.framework];
   const spec = job.spec;
   if (type === undefined || !isRecord(spec) || !isRecord(spec[field])) return undefined;
-  const specs = spec[field] as Record<string, unknown>;
+  const specs = spec[field];
   const replica = specs[type];
   if (!isRecord(replica)) return undefined;
   return { ...job, spec: { ...spec, [field]: { ...specs, [type]: { ...replica, replicas } } } };
