@@ -99,6 +99,7 @@ function holdsGpus(pod: KubeObject, policy: Policy): boolean {
   return false;
 }
 
+// eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
 export function planFinishedJob(
   job: KubeObject,
   kind: JobKind,

@@ -367,6 +367,7 @@ const withEnv = (c: V1Container, env: readonly V1EnvVar[]): V1Container => {
  * (`ExitCode` → `Never`, `core.SetRestartPolicy`), the job as controller. Also whether the template's own
  * restartPolicy was overwritten (upstream's Warning `SetPodTemplateRestartPolicy`).
  */
+// eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
 export function podFor(
   job: KubeObject,
   kind: JobKind,

@@ -164,6 +164,7 @@ export function servicePorts(spec: ReplicaSpec, kind: Pick<JobKind, "framework">
  * `pods`: those the job controls and the orphans it adopts in this pass; `have`: the Services of the cluster
  * (`serviceKeys`), whoever owns them; `managers`: `SERVING_FIELD_MANAGERS` unless a caller opts others in.
  */
+// eslint-disable-next-line complexity -- debt: to be split into steps (issue 30)
 export function planReplicaServices(
   job: KubeObject,
   kind: JobKind,

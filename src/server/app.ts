@@ -260,6 +260,7 @@ function busy(budget: BodyBudget): HttpError {
  * the body is complete in the poll phase that read its last chunk, and is queued for answering right
  * there (see `turn.ts`).
  */
+// eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
 function readBody(
   req: IncomingMessage,
   res: ServerResponse,
@@ -481,6 +482,7 @@ export function pathOf(url = "/"): string {
  * Answers `/healthz`, `/readyz` and the routes in `get` for GET and HEAD; 405 for other methods on
  * those paths and the ones in `post`; 404 for every other path.
  */
+// eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
 function answerOthers(
   req: IncomingMessage,
   res: ServerResponse,

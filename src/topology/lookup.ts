@@ -114,6 +114,7 @@ export type JobReadResult = { kind: "found"; job: KubeObject } | { kind: "missin
  * `fresh`, the cache is bypassed: the job as it is now, through the reader's `fresh` (its `get` when it
  * has none, being uncached).
  */
+// eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
 export function readJob(
   kind: JobKind,
   namespace: string,
