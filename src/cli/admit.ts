@@ -88,7 +88,7 @@ const POD_RESOURCE: GroupVersionResource = { group: "", version: "v1", resource:
 export const MAX_PODS_PER_REPLICA_TYPE = 16;
 
 type Meta = { name?: string; generateName?: string; namespace?: string; uid?: string; labels?: Record<string, string> };
-const metaOf = (o: KubeObject): Meta => ((o.metadata ?? {}) as Meta);
+const metaOf = (o: KubeObject): Meta => o.metadata ?? {};
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Reads the objects in `paths` (files, or directories: their .yaml, .yml and .json files): multi-document YAML, `List`s unpacked. */
@@ -99,7 +99,10 @@ export async function readInputs(paths: readonly string[], cwd: string): Promise
     let files = [p];
     try {
       if ((await stat(full)).isDirectory()) {
-        files = (await readdir(full)).filter((f) => [".yaml", ".yml", ".json"].includes(extname(f))).sort().map((f) => join(p, f));
+        files = (await readdir(full))
+          .filter((f) => [".yaml", ".yml", ".json"].includes(extname(f)))
+          .sort()
+          .map((f) => join(p, f));
       }
     } catch (err) {
       throw new InputError(`${p}: cannot read: ${errorMessage(err)}`);
@@ -133,7 +136,8 @@ export function parseObjects(text: string, name: string): InputObject[] {
   const out: InputObject[] = [];
   docs.forEach((doc, i) => {
     const where = `${name}#${i + 1}`;
-    if (doc.errors.length > 0) throw new InputError(`${where}: line ${lineCounter.linePos(doc.errors[0]!.pos[0]).line}: ${doc.errors[0]!.message.split("\n")[0]}`);
+    if (doc.errors.length > 0)
+      throw new InputError(`${where}: line ${lineCounter.linePos(doc.errors[0]!.pos[0]).line}: ${doc.errors[0]!.message.split("\n")[0]}`);
     let value: unknown;
     try {
       value = manifestValue(doc);
@@ -149,7 +153,9 @@ export function parseObjects(text: string, name: string): InputObject[] {
     };
     const object = check(value, where);
     if (object.kind === "List" || (String(object.kind).endsWith("List") && Array.isArray(object.items))) {
-      (Array.isArray(object.items) ? object.items : []).forEach((item, j) => out.push({ source: `${where}.${j + 1}`, object: check(item, `${where}.items[${j}]`) }));
+      (Array.isArray(object.items) ? object.items : []).forEach((item, j) =>
+        out.push({ source: `${where}.${j + 1}`, object: check(item, `${where}.items[${j}]`) }),
+      );
     } else {
       out.push({ source: where, object });
     }
@@ -174,7 +180,7 @@ function offlineJobs(): JobReader & { add(kind: JobKind, namespace: string, job:
   const key = (kind: JobKind, namespace: string, name: string): string => `${kind.group}/${kind.kind}/${namespace}/${name}`;
   return {
     add: (kind, namespace, job) => void jobs.set(key(kind, namespace, String(metaOf(job).name ?? "")), job),
-    get: async (kind, namespace, name) => jobs.get(key(kind, namespace, name)),
+    get: (kind, namespace, name) => Promise.resolve(jobs.get(key(kind, namespace, name))),
     peek: (kind, namespace, name) => jobs.get(key(kind, namespace, name)),
   };
 }
@@ -206,7 +212,8 @@ function review(object: KubeObject, kind: GroupVersionKind, resource: GroupVersi
 function heard(r: WebhookResult, warnings: string[], violations: Finding[]): void {
   const response = r.review.response;
   warnings.push(...(response?.warnings ?? []));
-  if (r.outcome === "denied") violations.push(...r.policyViolations.filter((v) => v.mode === "deny").map((v) => ({ rule: v.rule, field: v.field, message: v.message })));
+  if (r.outcome === "denied")
+    violations.push(...r.policyViolations.filter((v) => v.mode === "deny").map((v) => ({ rule: v.rule, field: v.field, message: v.message })));
   else if (response && !response.allowed) violations.push({ rule: "webhook-error", field: "", message: response.status?.message ?? "refused" });
 }
 
@@ -241,7 +248,13 @@ export function apiserverPodDefaults(pod: KubeObject): KubeObject {
 
 interface Pipeline {
   /** Mutate, then validate the outfitted object; `object` is the outfitted one unless the mutation denied it. */
-  run(object: KubeObject, kind: GroupVersionKind, resource: GroupVersionResource, namespace: string, paths: { mutate: string; validate: string }): Promise<{ object: KubeObject; warnings: string[]; violations: Finding[] }>;
+  run(
+    object: KubeObject,
+    kind: GroupVersionKind,
+    resource: GroupVersionResource,
+    namespace: string,
+    paths: { mutate: string; validate: string },
+  ): Promise<{ object: KubeObject; warnings: string[]; violations: Finding[] }>;
 }
 
 function pipeline(opts: AdmitOptions, jobs: JobReader): Pipeline {
@@ -309,8 +322,22 @@ export function replicaPods(job: KubeObject, kind: JobKind, namespace: string): 
           ...(template.metadata ?? {}),
           name: `${name}-${type.toLowerCase()}-${i}`,
           namespace,
-          labels: { ...(template.metadata?.labels ?? {}), ...scheme.selector(job), [scheme.replicaTypeLabel]: type.toLowerCase(), [scheme.replicaIndexLabel]: String(i) },
-          ownerReferences: [{ apiVersion: `${kind.group}/${kind.version}`, kind: kind.kind, name, uid: meta.uid ?? `offline-${name}`, controller: true, blockOwnerDeletion: true }],
+          labels: {
+            ...(template.metadata?.labels ?? {}),
+            ...scheme.selector(job),
+            [scheme.replicaTypeLabel]: type.toLowerCase(),
+            [scheme.replicaIndexLabel]: String(i),
+          },
+          ownerReferences: [
+            {
+              apiVersion: `${kind.group}/${kind.version}`,
+              kind: kind.kind,
+              name,
+              uid: meta.uid ?? `offline-${name}`,
+              controller: true,
+              blockOwnerDeletion: true,
+            },
+          ],
         },
         spec: structuredClone(template.spec ?? { containers: [] }),
       });
@@ -325,6 +352,7 @@ function finish(base: Omit<Admitted, "patch" | "allowed" | "deniedRules">): Admi
 }
 
 /** Admits `inputs` offline: training jobs first (the pods' lookups find them), then everything else in input order. */
+// eslint-disable-next-line complexity -- debt: to be split into steps with the commands split (issue 30)
 export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOptions): Promise<Admitted[]> {
   const jobs = offlineJobs();
   const run = pipeline(opts, jobs);
@@ -344,13 +372,32 @@ export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOp
     if (!kind || SYSTEM_NAMESPACES.includes(describe(input).namespace)) continue;
     const d = describe(input);
     const { version } = groupVersion(input.object.apiVersion);
-    const out = await run.run(input.object, { group: kind.group, version, kind: kind.kind }, { group: kind.group, version, resource: kind.plural }, d.namespace, JOB_PATHS);
+    const out = await run.run(
+      input.object,
+      { group: kind.group, version, kind: kind.kind },
+      { group: kind.group, version, resource: kind.plural },
+      d.namespace,
+      JOB_PATHS,
+    );
     jobs.add(kind, d.namespace, out.object);
     const admitted = [finish({ ...d, role: "job", object: out.object, warnings: out.warnings, violations: out.violations })];
     if (opts.pods) {
       for (const pod of replicaPods(out.object, kind, d.namespace)) {
         const p = await run.run(pod, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
-        admitted.push(finish({ source: input.source, kind: "Pod", namespace: d.namespace, name: String(metaOf(pod).name), original: pod, role: "pod", object: p.object, warnings: p.warnings, violations: p.violations, from: `${kind.kind}/${d.name}` }));
+        admitted.push(
+          finish({
+            source: input.source,
+            kind: "Pod",
+            namespace: d.namespace,
+            name: String(metaOf(pod).name),
+            original: pod,
+            role: "pod",
+            object: p.object,
+            warnings: p.warnings,
+            violations: p.violations,
+            from: `${kind.kind}/${d.name}`,
+          }),
+        );
       }
     }
     results.set(input, admitted);
@@ -360,7 +407,16 @@ export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOp
     if (results.has(input)) continue;
     const d = describe(input);
     if (SYSTEM_NAMESPACES.includes(d.namespace)) {
-      results.set(input, [finish({ ...d, role: "other", object: input.object, warnings: [], violations: [], skipped: `namespace ${d.namespace} is never in Quartermaster's scope` })]);
+      results.set(input, [
+        finish({
+          ...d,
+          role: "other",
+          object: input.object,
+          warnings: [],
+          violations: [],
+          skipped: `namespace ${d.namespace} is never in Quartermaster's scope`,
+        }),
+      ]);
       continue;
     }
     if (input.object.kind === "Pod" && input.object.apiVersion === "v1") {
@@ -370,7 +426,9 @@ export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOp
     }
     const templates = templatesIn(input.object);
     if (templates.length === 0) {
-      results.set(input, [finish({ ...d, role: "other", object: input.object, warnings: [], violations: [], skipped: `${d.kind} is no pod, pod template or training job` })]);
+      results.set(input, [
+        finish({ ...d, role: "other", object: input.object, warnings: [], violations: [], skipped: `${d.kind} is no pod, pod template or training job` }),
+      ]);
       continue;
     }
     const object = structuredClone(input.object);
@@ -378,7 +436,12 @@ export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOp
     const violations: Finding[] = [];
     for (const { path, template } of templates) {
       const tmeta = (isRecord(template.metadata) ? template.metadata : {}) as Meta & Record<string, unknown>;
-      const pod: KubeObject = { apiVersion: "v1", kind: "Pod", metadata: { ...tmeta, name: tmeta.name ?? `${d.name}-pod`, namespace: d.namespace }, spec: template.spec };
+      const pod: KubeObject = {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { ...tmeta, name: tmeta.name ?? `${d.name}-pod`, namespace: d.namespace },
+        spec: template.spec,
+      };
       const p = await run.run(pod, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
       const at = fieldPath(path);
       warnings.push(...p.warnings.map((w) => (templates.length > 1 ? `${at}: ${w}` : w)));
@@ -416,12 +479,19 @@ export function reportLines(results: readonly Admitted[]): string[] {
   }
   const denied = results.filter((a) => !a.allowed).length;
   const skipped = results.filter((a) => a.skipped).length;
-  lines.push(`${results.length} object${results.length === 1 ? "" : "s"}: ${results.length - denied - skipped} allowed, ${denied} denied${skipped ? `, ${skipped} not admitted` : ""}`);
+  lines.push(
+    `${results.length} object${results.length === 1 ? "" : "s"}: ${results.length - denied - skipped} allowed, ${denied} denied${skipped ? `, ${skipped} not admitted` : ""}`,
+  );
   return lines;
 }
 
 /** `admit -f FILE...`: the outfitted objects (or patches) on stdout, the report on stderr; exit 1 when anything is denied. */
-export async function admitCommand(values: Record<string, unknown>, _args: readonly string[], io: CliIo, loadPolicy: (file: string | undefined, cwd: string) => Promise<Policy>): Promise<number> {
+export async function admitCommand(
+  values: Record<string, unknown>,
+  _args: readonly string[],
+  io: CliIo,
+  loadPolicy: (file: string | undefined, cwd: string) => Promise<Policy>,
+): Promise<number> {
   const files = (values.filename as string[] | undefined) ?? [];
   if (files.length === 0) throw new UsageError("admit: give the objects with -f FILE (a file or a directory; repeatable)");
   const output = (values.output as string | undefined) ?? "yaml";
@@ -433,7 +503,14 @@ export async function admitCommand(values: Record<string, unknown>, _args: reado
   // YAML 1.1 quoting (`"yes"`, `"on"`, `"0777"`), so kubectl reads back the strings that were written.
   if (output === "yaml") io.stdout(results.map((a) => stringify(a.object, { lineWidth: 0, version: "1.1" }).trimEnd()).join("\n---\n"));
   else if (output === "json") io.stdout(JSON.stringify({ apiVersion: "v1", kind: "List", items: results.map((a) => a.object) }, null, 2));
-  else io.stdout(JSON.stringify(results.map((a) => ({ object: `${a.kind} ${a.namespace}/${a.name}`, source: a.source, patch: a.patch })), null, 2));
+  else
+    io.stdout(
+      JSON.stringify(
+        results.map((a) => ({ object: `${a.kind} ${a.namespace}/${a.name}`, source: a.source, patch: a.patch })),
+        null,
+        2,
+      ),
+    );
   for (const line of reportLines(results)) io.stderr(line);
   return results.some((a) => !a.allowed) ? 1 : 0;
 }

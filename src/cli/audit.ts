@@ -23,9 +23,16 @@ export interface AuditCliOptions {
 export async function auditCommand(values: Record<string, unknown>, io: CliIo): Promise<number> {
   const output = (values.output as string | undefined) ?? "table";
   if (output !== "table" && output !== "json") throw new UsageError("audit: -o must be table or json");
-  return audit({ output, namespace: values.namespace as string | undefined, policy: values.policy as string | undefined, kubeconfig: values.kubeconfig as string | undefined }, io);
+  return audit(
+    {
+      output,
+      namespace: values.namespace as string | undefined,
+      policy: values.policy as string | undefined,
+      kubeconfig: values.kubeconfig as string | undefined,
+    },
+    io,
+  );
 }
-
 
 /** The audit, printed; resolves to the exit code. */
 export async function audit(opts: AuditCliOptions, io: CliIo): Promise<number> {
@@ -41,7 +48,13 @@ export async function audit(opts: AuditCliOptions, io: CliIo): Promise<number> {
   const own = await ownNamespace();
   // stdout carries the result: logs (job kinds not installed) go to stderr.
   const log = createLogger("warn", 2);
-  const result = await auditCluster({ client: await connectPolicyReports(opts.kubeconfig), policy, ownNamespace: own, log, ...(opts.namespace !== undefined ? { only: opts.namespace } : {}) });
+  const result = await auditCluster({
+    client: await connectPolicyReports(opts.kubeconfig),
+    policy,
+    ownNamespace: own,
+    log,
+    ...(opts.namespace !== undefined ? { only: opts.namespace } : {}),
+  });
   if (result.outOfScope) {
     io.stderr(`quartermaster: audit: ${result.outOfScope}`);
     return 1;

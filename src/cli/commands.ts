@@ -20,7 +20,6 @@ import { runProgram, type CommandSpec, type FlagSpec } from "./program.js";
 
 type Values = Record<string, unknown>;
 
-
 function intFlag(values: Record<string, unknown>, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const raw = values[name];
   if (raw === undefined) return fallback;
@@ -35,9 +34,9 @@ function logLevel(values: Record<string, unknown>): LevelWithSilent {
   return level as LevelWithSilent;
 }
 
-async function policyDefaultsCommand(_values: Values, _args: readonly string[], io: CliIo): Promise<number> {
+function policyDefaultsCommand(_values: Values, _args: readonly string[], io: CliIo): Promise<number> {
   io.stdout(JSON.stringify(defaultPolicy(), null, 2));
-  return 0;
+  return Promise.resolve(0);
 }
 
 async function policyCheckCommand(_values: Values, [file]: readonly string[], io: CliIo): Promise<number> {
@@ -57,7 +56,6 @@ const CERTS_DEFAULTS = { secret: "quartermaster-webhook-tls", caSecret: "quarter
 
 /** `certs ensure`: the Secrets and caBundles brought up to date in the cluster (src/certs/ensure.ts). */
 async function certsEnsureCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
-
   for (const required of ["service", "namespace"]) {
     if (!values[required]) throw new UsageError(`certs ensure: --${required} is required`);
   }
@@ -111,7 +109,9 @@ async function certsInstallCommand(values: Values, _args: readonly string[], io:
   for (const config of await store.readWebhookConfigurations()) {
     const stale = config.webhooks.filter((w) => !sameBundle(w.caBundle, pems)).map((w) => w.name);
     if (stale.length > 0) await store.writeCaBundle(config, stale, pems.join(""));
-    io.stdout(`${config.kind}/${config.name}: ${stale.length > 0 ? `caBundle set (${pems.length} CA(s)) in ${stale.join(", ")}` : "caBundle already up to date"}`);
+    io.stdout(
+      `${config.kind}/${config.name}: ${stale.length > 0 ? `caBundle set (${pems.length} CA(s)) in ${stale.join(", ")}` : "caBundle already up to date"}`,
+    );
   }
   return 0;
 }
@@ -123,7 +123,6 @@ function keyTypeFlag(command: string, values: Record<string, unknown>): "ecdsa" 
   return v;
 }
 
-
 /**
  * --service and --namespace (DNS-1123 labels), --ip (addresses) and --dns (names, a leading `*.` allowed) of
  * the certs commands: a usage error here rather than a library error while signing or a certificate no
@@ -131,18 +130,19 @@ function keyTypeFlag(command: string, values: Record<string, unknown>): "ecdsa" 
  */
 function checkSanFlags(command: string, values: Record<string, unknown>): void {
   for (const flag of ["service", "namespace"]) {
-    if (!DNS_1123_LABEL.test(values[flag] as string)) throw new UsageError(`${command}: --${flag} must be a DNS-1123 label, got ${JSON.stringify(values[flag])}`);
+    if (!DNS_1123_LABEL.test(values[flag] as string))
+      throw new UsageError(`${command}: --${flag} must be a DNS-1123 label, got ${JSON.stringify(values[flag])}`);
   }
   for (const ip of (values.ip as string[] | undefined) ?? []) {
     if (!isIP(ip)) throw new UsageError(`${command}: --ip ${JSON.stringify(ip)} is not an IPv4 or IPv6 address`);
   }
   for (const name of (values.dns as string[] | undefined) ?? []) {
-    if (name.length > 253 || !DNS_SAN.test(name)) throw new UsageError(`${command}: --dns ${JSON.stringify(name)} is not a DNS name (lower-case RFC 1123, a leading "*." allowed)`);
+    if (name.length > 253 || !DNS_SAN.test(name))
+      throw new UsageError(`${command}: --dns ${JSON.stringify(name)} is not a DNS name (lower-case RFC 1123, a leading "*." allowed)`);
   }
 }
 
 async function certsGenerateCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
-
   for (const required of ["service", "namespace", "out"]) {
     if (!values[required]) throw new UsageError(`certs generate: --${required} is required`);
   }
@@ -178,10 +178,7 @@ async function certsGenerateCommand(values: Values, _args: readonly string[], io
   return 0;
 }
 
-async function writeCertificates(
-  dir: string,
-  certs: { ca: { certPem: string; keyPem: string }; certPem: string; keyPem: string },
-): Promise<void> {
+async function writeCertificates(dir: string, certs: { ca: { certPem: string; keyPem: string }; certPem: string; keyPem: string }): Promise<void> {
   await mkdir(dir, { recursive: true });
   await writeFile(join(dir, "ca.crt"), certs.ca.certPem);
   await writeFile(join(dir, "ca.key"), certs.ca.keyPem, { mode: 0o600 });
@@ -217,7 +214,12 @@ interface ServeFlags {
 /** The flags of `serve` and `dev`; `dev` differs only in its defaults. */
 function serveFlagSpecs(dev: boolean): Record<string, FlagSpec> {
   return {
-    "tls-cert": { type: "string", value: "file", description: "serving certificate (PEM); reloaded when it changes", ...(dev ? { default: "certs/dev/tls.crt" } : {}) },
+    "tls-cert": {
+      type: "string",
+      value: "file",
+      description: "serving certificate (PEM); reloaded when it changes",
+      ...(dev ? { default: "certs/dev/tls.crt" } : {}),
+    },
     "tls-key": { type: "string", value: "file", description: "its private key (PEM)", ...(dev ? { default: "certs/dev/tls.key" } : {}) },
     "plain-http": { type: "boolean", description: "serve HTTP: only behind a platform that terminates TLS itself (e.g. Knative)" },
     port: { type: "string", value: "port", description: "webhook port (0: any free port)", default: "8443" },
@@ -233,7 +235,12 @@ function serveFlagSpecs(dev: boolean): Record<string, FlagSpec> {
     "log-level": LOG_LEVEL_FLAG,
     "drain-timeout-ms": { type: "string", value: "ms", description: "on SIGTERM, how long requests in flight may finish", default: "10000" },
     "shutdown-delay-ms": { type: "string", value: "ms", description: "on SIGTERM, keep serving (unready) this long first", default: "0" },
-    "ledger-refresh-seconds": { type: "string", value: "s", description: "how often the capacity check reads the device ledger's totals (0: off)", default: dev ? "0" : "60" },
+    "ledger-refresh-seconds": {
+      type: "string",
+      value: "s",
+      description: "how often the capacity check reads the device ledger's totals (0: off)",
+      default: dev ? "0" : "60",
+    },
     namespace: { type: "string", value: "name", description: "namespace of the device ledger", default: "the pod's own, else quartermaster" },
   };
 }
@@ -250,10 +257,23 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
   ]);
   const capacity =
     flags.ledgerRefreshSeconds > 0
-      ? (await import("../kube/capacity.js")).ledgerCapacity({ kubeconfig: flags.kubeconfig, namespace: await ownNamespace(flags.namespace), intervalMs: flags.ledgerRefreshSeconds * 1000, log })
+      ? (await import("../kube/capacity.js")).ledgerCapacity({
+          kubeconfig: flags.kubeconfig,
+          namespace: await ownNamespace(flags.namespace),
+          intervalMs: flags.ledgerRefreshSeconds * 1000,
+          log,
+        })
       : undefined;
-  const metrics = createAdmissionMetrics({ timeoutSeconds: policy.webhook.timeoutSeconds, processMetrics: true, ledger: capacity && (() => capacity.reading()) });
-  const jobs = createJobReader({ kubeconfig: flags.kubeconfig, ttlMs: policy.clusterSpec.jobCacheTtlMs, observe: (result, seconds) => metrics.jobLookup(result, seconds) });
+  const metrics = createAdmissionMetrics({
+    timeoutSeconds: policy.webhook.timeoutSeconds,
+    processMetrics: true,
+    ledger: capacity && (() => capacity.reading()),
+  });
+  const jobs = createJobReader({
+    kubeconfig: flags.kubeconfig,
+    ttlMs: policy.clusterSpec.jobCacheTtlMs,
+    observe: (result, seconds) => metrics.jobLookup(result, seconds),
+  });
   const webhooks = createWebhooks({ policy, log, jobs, capacity, now: () => new Date() });
   const server = await startServer({
     host: flags.host,
@@ -273,7 +293,11 @@ async function runServer(flags: ServeFlags, io: CliIo): Promise<number> {
     drainTimeoutMs: flags.drainTimeoutMs,
     shutdownDelayMs: flags.shutdownDelayMs,
   });
-  io.stdout(`quartermaster: serving ${server.url} (${Object.keys(webhooks).map((p) => p.slice(1)).join(", ")}); metrics http://${flags.host.includes(":") ? `[${flags.host}]` : flags.host}:${server.metricsPort}/metrics`);
+  io.stdout(
+    `quartermaster: serving ${server.url} (${Object.keys(webhooks)
+      .map((p) => p.slice(1))
+      .join(", ")}); metrics http://${flags.host.includes(":") ? `[${flags.host}]` : flags.host}:${server.metricsPort}/metrics`,
+  );
   // Load the Kubernetes client now, off the start-up path, so the first job lookup does not pay for it.
   void jobs.warm().then(() => log.debug("kubernetes client loaded"));
   void capacity?.refresh();
@@ -294,7 +318,8 @@ function serveFlags(values: Record<string, unknown>, defaults: Partial<ServeFlag
   const keyFile = (values["tls-key"] as string | undefined) ?? defaults.keyFile;
   const plainHttp = values["plain-http"] === true;
   if (plainHttp && (values["tls-cert"] || values["tls-key"])) throw new UsageError("serve: --plain-http takes no --tls-cert or --tls-key");
-  if (!plainHttp && (!certFile || !keyFile)) throw new UsageError("serve: --tls-cert and --tls-key are required (or --plain-http behind a TLS-terminating platform)");
+  if (!plainHttp && (!certFile || !keyFile))
+    throw new UsageError("serve: --tls-cert and --tls-key are required (or --plain-http behind a TLS-terminating platform)");
   if (plainHttp && values["client-ca"]) throw new UsageError("serve: --client-ca needs TLS (it takes no --plain-http)");
   const port = intFlag(values, "port", 8443, 0, 65535);
   const metricsPort = intFlag(values, "metrics-port", 9090, 0, 65535);
@@ -330,7 +355,11 @@ async function devCommand(values: Values, _args: readonly string[], io: CliIo): 
   const dir = resolve(io.cwd, "certs/dev");
   const certFile = join(dir, "tls.crt");
   const keyFile = join(dir, "tls.key");
-  const exists = (file: string): Promise<boolean> => access(file).then(() => true, () => false);
+  const exists = (file: string): Promise<boolean> =>
+    access(file).then(
+      () => true,
+      () => false,
+    );
   if (!(await exists(certFile)) || !(await exists(keyFile))) {
     const { generateCertificates } = await import("../certs/generate.js");
     await writeCertificates(
@@ -349,7 +378,7 @@ async function devCommand(values: Values, _args: readonly string[], io: CliIo): 
 /** The resident reconciler's default metrics port. */
 const RECONCILER_METRICS_PORT = 9091;
 
-
+// eslint-disable-next-line complexity -- debt: to be split into steps with the commands split (issue 30)
 async function reconcileCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
   if (values.watch === true) return watchCommand(values, io);
   const schedule = values.schedule as string | undefined;
@@ -390,7 +419,14 @@ async function reconcileCommand(values: Values, _args: readonly string[], io: Cl
       io.stdout(output === "json" ? JSON.stringify(planJson(report.plan), null, 2) : planTable(report.plan));
       return { actions: report };
     }
-    const lease = await acquireLease({ kubeconfig, namespace, name: "quartermaster-reconciler", holder, durationSeconds: policy.reconciler.passLeaseSeconds, now: () => new Date() });
+    const lease = await acquireLease({
+      kubeconfig,
+      namespace,
+      name: "quartermaster-reconciler",
+      holder,
+      durationSeconds: policy.reconciler.passLeaseSeconds,
+      now: () => new Date(),
+    });
     if ("busy" in lease) {
       log.info({ holder: lease.busy.holder, until: lease.busy.until.toISOString() }, "reconcile: another instance holds the lease; pass skipped");
       return { leaseBusy: true };
@@ -455,13 +491,24 @@ async function watchCommand(values: Values, io: CliIo): Promise<number> {
   const metricsServer = metrics && (await startMetricsServer({ host: "0.0.0.0", port: metricsPort, registry: metrics.registry, log, ready: () => synced }));
   let watcher;
   try {
-    watcher = await startWatch({ kubeconfig: values.kubeconfig as string | undefined, policy, log, namespace, holder: `${hostname()}-${process.pid}`, leaseSeconds, resyncSeconds, ...(metrics ? { metrics } : {}) });
+    watcher = await startWatch({
+      kubeconfig: values.kubeconfig as string | undefined,
+      policy,
+      log,
+      namespace,
+      holder: `${hostname()}-${process.pid}`,
+      leaseSeconds,
+      resyncSeconds,
+      ...(metrics ? { metrics } : {}),
+    });
   } catch (err) {
     await metricsServer?.close();
     throw err;
   }
   synced = true;
-  io.stdout(`quartermaster: job controller watching (lease ${leaseSeconds}s, full pass every ${resyncSeconds}s)${metricsServer ? `; metrics http://0.0.0.0:${metricsServer.port}/metrics` : ""}`);
+  io.stdout(
+    `quartermaster: job controller watching (lease ${leaseSeconds}s, full pass every ${resyncSeconds}s)${metricsServer ? `; metrics http://0.0.0.0:${metricsServer.port}/metrics` : ""}`,
+  );
   const signal = await io.shutdown;
   log.info({ signal, ...watcher.stats }, "stopping: waiting for the work in flight, then releasing the lease");
   await watcher.stop();
@@ -490,7 +537,6 @@ async function ledgerCommand(values: Values, _args: readonly string[], io: CliIo
  * 1 warnings, 2 critical). A cluster that cannot be read at all is critical: nothing can be vouched for.
  */
 async function doctorCommand(values: Values, _args: readonly string[], io: CliIo): Promise<number> {
-
   const output = (values.output as string | undefined) ?? "table";
   if (output !== "table" && output !== "json") throw new UsageError("doctor: -o must be table or json");
   let policy: Policy;
@@ -548,7 +594,13 @@ const POLICY_FLAG: FlagSpec = { type: "string", value: "file", description: "pol
 const KUBECONFIG_FLAG: FlagSpec = { type: "string", value: "file", description: "kubeconfig", default: "$KUBECONFIG, ~/.kube/config, else in-cluster" };
 const LOG_LEVEL_FLAG: FlagSpec = { type: "string", value: "level", description: `log level: ${LOG_LEVELS.join(", ")}`, default: "info" };
 const OUTPUT_TABLE_JSON: FlagSpec = { type: "string", short: "o", value: "format", description: "table or json", default: "table" };
-const WEBHOOK_CONFIGURATION_FLAG: FlagSpec = { type: "string", multiple: true, value: "name", description: "Mutating- and ValidatingWebhookConfiguration to keep (repeatable)", default: "quartermaster" };
+const WEBHOOK_CONFIGURATION_FLAG: FlagSpec = {
+  type: "string",
+  multiple: true,
+  value: "name",
+  description: "Mutating- and ValidatingWebhookConfiguration to keep (repeatable)",
+  default: "quartermaster",
+};
 const SAN_FLAGS: Record<string, FlagSpec> = {
   service: { type: "string", value: "name", description: "the webhook Service (required)" },
   namespace: { type: "string", value: "name", description: "its namespace (required)" },
@@ -578,14 +630,22 @@ certificates signed by that CA (the apiserver's). The job capacity check reads t
     flags: serveFlagSpecs(true),
     run: devCommand,
   },
-  { name: "policy check", summary: "validate a policy file and print every error", args: [{ name: "file", description: "policy file (YAML or JSON)" }], run: policyCheckCommand },
+  {
+    name: "policy check",
+    summary: "validate a policy file and print every error",
+    args: [{ name: "file", description: "policy file (YAML or JSON)" }],
+    run: policyCheckCommand,
+  },
   { name: "policy defaults", summary: "print the built-in policy as JSON", run: policyDefaultsCommand },
   {
     name: "policy export-vap",
     summary: "print the pod limits as a ValidatingAdmissionPolicy and its binding",
     description: `Print the pod limits of /validate/pods as a ValidatingAdmissionPolicy and its binding (Kubernetes >= 1.33);
 the rules it cannot express are listed in it, and on stderr when the policy uses them.`,
-    flags: { policy: POLICY_FLAG, namespace: { type: "string", value: "name", description: "Quartermaster's namespace (the scope's own)", default: "quartermaster" } },
+    flags: {
+      policy: POLICY_FLAG,
+      namespace: { type: "string", value: "name", description: "Quartermaster's namespace (the scope's own)", default: "quartermaster" },
+    },
     run: (values, _args, io) => import("./vap.js").then((m) => m.exportVapCommand(values, io)),
   },
   {
@@ -593,7 +653,12 @@ the rules it cannot express are listed in it, and on stderr when the policy uses
     summary: "hold what already runs in opted-in namespaces to the policy",
     description: `Hold the pods and training jobs that already run in opted-in namespaces (only --namespace with it) to the
 policy: every violation with its rule, mode and field. (reconciler.policyReports writes the same as PolicyReports.)`,
-    flags: { output: OUTPUT_TABLE_JSON, namespace: { type: "string", value: "name", description: "only this namespace" }, policy: POLICY_FLAG, kubeconfig: KUBECONFIG_FLAG },
+    flags: {
+      output: OUTPUT_TABLE_JSON,
+      namespace: { type: "string", value: "name", description: "only this namespace" },
+      policy: POLICY_FLAG,
+      kubeconfig: KUBECONFIG_FLAG,
+    },
     after: "Exit codes: 0 nothing breaks a deny rule, 1 something does (or the cluster cannot be read), 2 usage.",
     run: (values, _args, io) => import("./audit.js").then((m) => m.auditCommand(values, io)),
   },
@@ -616,7 +681,12 @@ informers, a work queue, a full pass every --resync-seconds, one instance acting
       kubeconfig: KUBECONFIG_FLAG,
       namespace: { type: "string", value: "name", description: "Quartermaster's namespace (the Lease)", default: "the pod's own, else quartermaster" },
       "log-level": LOG_LEVEL_FLAG,
-      "metrics-port": { type: "string", value: "port", description: "with --schedule or --watch: metrics port (0: off)", default: String(RECONCILER_METRICS_PORT) },
+      "metrics-port": {
+        type: "string",
+        value: "port",
+        description: "with --schedule or --watch: metrics port (0: off)",
+        default: String(RECONCILER_METRICS_PORT),
+      },
       watch: { type: "boolean", description: "the resident job controller (informers, work queue, Lease)" },
       "lease-seconds": { type: "string", value: "seconds", description: "with --watch: the Lease's duration", default: "15" },
       "resync-seconds": { type: "string", value: "seconds", description: "with --watch: seconds between full passes", default: "300" },
@@ -627,7 +697,11 @@ informers, a work queue, a full pass every --resync-seconds, one instance acting
     name: "ledger",
     summary: "print the GPU device ledger (checksums verified)",
     description: "Print the GPU device ledger the reconciler keeps in --namespace (checksums verified). Exit 1 if absent or corrupt.",
-    flags: { output: OUTPUT_TABLE_JSON, namespace: { type: "string", value: "name", description: "where the ledger is", default: "the pod's own, else quartermaster" }, kubeconfig: KUBECONFIG_FLAG },
+    flags: {
+      output: OUTPUT_TABLE_JSON,
+      namespace: { type: "string", value: "name", description: "where the ledger is", default: "the pod's own, else quartermaster" },
+      kubeconfig: KUBECONFIG_FLAG,
+    },
     run: ledgerCommand,
   },
   {
@@ -636,7 +710,12 @@ informers, a work queue, a full pass every --resync-seconds, one instance acting
     description: `Check an installation for what would stop admissions or go stale: webhooks and their endpoints, caBundle
 against the served certificate, certificate expiry, namespace selectors, side effects, timeouts, the
 reconciler's last pass, the ledger, RBAC (docs/operations.md).`,
-    flags: { output: OUTPUT_TABLE_JSON, namespace: { type: "string", value: "name", description: "Quartermaster's namespace", default: "quartermaster" }, policy: POLICY_FLAG, kubeconfig: KUBECONFIG_FLAG },
+    flags: {
+      output: OUTPUT_TABLE_JSON,
+      namespace: { type: "string", value: "name", description: "Quartermaster's namespace", default: "quartermaster" },
+      policy: POLICY_FLAG,
+      kubeconfig: KUBECONFIG_FLAG,
+    },
     after: "Exit codes: 0 healthy, 1 warnings, 2 critical.",
     run: doctorCommand,
   },
@@ -655,13 +734,17 @@ manifests/base/webhook-configurations.yaml is this for the built-in policy.`,
     description: `Print the ValidatingAdmissionPolicy and binding that refuse the reconciler's writes (pods, Services, Events,
 job kinds, PolicyReports) outside the namespaces in scope; apply with \`| kubectl apply -f -\`.
 manifests/base/reconciler-confinement.yaml is this for the built-in policy in namespace quartermaster.`,
-    flags: { policy: POLICY_FLAG, namespace: { type: "string", value: "name", description: "Quartermaster's namespace (the reconciler's ServiceAccount's)", default: "quartermaster" } },
+    flags: {
+      policy: POLICY_FLAG,
+      namespace: { type: "string", value: "name", description: "Quartermaster's namespace (the reconciler's ServiceAccount's)", default: "quartermaster" },
+    },
     run: manifestsConfinementCommand,
   },
   {
     name: "certs generate",
     summary: "write a CA and a serving certificate for the webhook Service",
-    description: "Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service. Keys are ECDSA P-256 unless --key-type rsa\n(RSA-2048); a given CA signs with whatever key it has.",
+    description:
+      "Write ca.crt, ca.key, tls.crt and tls.key for the webhook Service. Keys are ECDSA P-256 unless --key-type rsa\n(RSA-2048); a given CA signs with whatever key it has.",
     flags: {
       ...SAN_FLAGS,
       out: { type: "string", value: "dir", description: "directory to write to (required)" },
@@ -701,7 +784,11 @@ them (a replaced CA stays in the bundle for the overlap). Run it as a Job and a 
     name: "certs install",
     summary: "write a CA bundle into every webhook of the webhook configurations",
     description: "Write the CA bundle in --ca into every webhook of the webhook configurations.",
-    flags: { ca: { type: "string", value: "file", description: "CA bundle (PEM, required)" }, "webhook-configuration": WEBHOOK_CONFIGURATION_FLAG, kubeconfig: KUBECONFIG_FLAG },
+    flags: {
+      ca: { type: "string", value: "file", description: "CA bundle (PEM, required)" },
+      "webhook-configuration": WEBHOOK_CONFIGURATION_FLAG,
+      kubeconfig: KUBECONFIG_FLAG,
+    },
     run: certsInstallCommand,
   },
   {
@@ -712,13 +799,20 @@ through the same mutating and validating webhooks as the server, without a clust
 (or their JSON patches) on stdout and every warning and violation, with its field path, on stderr. A training
 job among the inputs is what its pods' job lookup finds. Assumes the namespace is opted in.`,
     flags: {
-      filename: { type: "string", short: "f", variadic: true, value: "file", description: "YAML or JSON file (multi-document), or a directory of them (required)" },
+      filename: {
+        type: "string",
+        short: "f",
+        variadic: true,
+        value: "file",
+        description: "YAML or JSON file (multi-document), or a directory of them (required)",
+      },
       policy: POLICY_FLAG,
       output: { type: "string", short: "o", value: "format", description: "yaml, json (a List) or patch (JSON patch per object)", default: "yaml" },
       namespace: { type: "string", short: "n", value: "name", description: "namespace of objects that name none", default: "default" },
       pods: { type: "boolean", description: "also admit every replica pod of each training job, as the training operator creates them" },
     },
-    after: "Exit codes: 0 every object allowed, 1 something denied (or unreadable input), 2 usage.\nExample: quartermaster admit -f examples/pytorchjob.yaml --pods --policy my-policy.yaml",
+    after:
+      "Exit codes: 0 every object allowed, 1 something denied (or unreadable input), 2 usage.\nExample: quartermaster admit -f examples/pytorchjob.yaml --pods --policy my-policy.yaml",
     run: (values, args, io) => import("./admit.js").then((m) => m.admitCommand(values, args, io, loadPolicy)),
   },
   {
@@ -758,4 +852,3 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const description = "Admission webhooks and reconciler for GPU training clusters on Kubernetes.";
   return runProgram(COMMANDS, argv, io, { name: "quartermaster", version: await version(), description, groups: GROUPS });
 }
-

@@ -11,7 +11,7 @@
  *   larger than {@link MAX_EXPANDED_BYTES} is refused before it is built (99 aliases of a 1 MB node would be
  *   ~100 MB; nested ones exponentially more), while many small aliases are fine, as they are for kubectl.
  */
-import { isAlias, isCollection, isDocument, isPair, isScalar, LineCounter, parseAllDocuments, type Document, type Node, type ParsedNode } from "yaml";
+import { isAlias, isCollection, isDocument, isPair, isScalar, LineCounter, parseAllDocuments, type Document, type Node } from "yaml";
 
 /** The most a document may expand to through its aliases: the apiserver's request body limit (3 MiB). */
 export const MAX_EXPANDED_BYTES = 3 * 1024 * 1024;
@@ -75,7 +75,7 @@ export function expandedSize(doc: Document.Parsed): { bytes: number; aliases: bo
     sizes.set(node, total);
     return total;
   };
-  const bytes = isDocument(doc) ? size(doc.contents as ParsedNode | null) : 0;
+  const bytes = isDocument(doc) ? size(doc.contents) : 0;
   return { bytes, aliases };
 }
 

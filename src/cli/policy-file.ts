@@ -47,5 +47,11 @@ const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespa
 
 /** Quartermaster's namespace: the flag, else the pod's own (in cluster), else `quartermaster`. */
 export async function ownNamespace(flag?: string): Promise<string> {
-  return flag ?? (await readFile(SA_NAMESPACE_FILE, "utf8").then((s) => s.trim(), () => "quartermaster"));
+  return (
+    flag ??
+    (await readFile(SA_NAMESPACE_FILE, "utf8").then(
+      (s) => s.trim(),
+      () => "quartermaster",
+    ))
+  );
 }

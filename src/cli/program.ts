@@ -76,7 +76,7 @@ function option(long: string, flag: FlagSpec): Option {
 
 /** The flags a command was given, keyed by long name; commander keys them in camelCase. */
 function valuesOf(cmd: Command): Record<string, unknown> {
-  const opts = cmd.opts();
+  const opts: Record<string, unknown> = cmd.opts();
   const values: Record<string, unknown> = {};
   for (const o of cmd.options) {
     const v = opts[o.attributeName()];
@@ -116,7 +116,10 @@ function build(specs: readonly CommandSpec[], opts: ProgramOptions, io: CliIo, s
     if (found) return found;
     const words = path.split(" ");
     const parent = group(words.slice(0, -1).join(" "));
-    const cmd = parent.command(words.at(-1)!).summary(opts.groups?.[path] ?? "").description(opts.groups?.[path] ?? "");
+    const cmd = parent
+      .command(words.at(-1)!)
+      .summary(opts.groups?.[path] ?? "")
+      .description(opts.groups?.[path] ?? "");
     // A mistyped subcommand: say which ones there are (commander adds the suggestion).
     cmd.configureOutput({
       outputError: (s, write) => {
@@ -135,7 +138,10 @@ function build(specs: readonly CommandSpec[], opts: ProgramOptions, io: CliIo, s
   for (const spec of specs) {
     const words = spec.name.split(" ");
     const parent = group(words.slice(0, -1).join(" "));
-    const cmd = parent.command(words.at(-1)!).summary(spec.summary).description(spec.description ?? spec.summary);
+    const cmd = parent
+      .command(words.at(-1)!)
+      .summary(spec.summary)
+      .description(spec.description ?? spec.summary);
     for (const a of spec.args ?? []) {
       const name = `${a.name}${a.variadic ? "..." : ""}`;
       cmd.argument(a.required === false ? `[${name}]` : `<${name}>`, a.description);
