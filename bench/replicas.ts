@@ -11,7 +11,7 @@
  *   npm run bench:replicas [-- --pods 200]
  */
 import { parseArgs } from "node:util";
-import type { KubeObject } from "../src/core/kube.js";
+import type { KubeObject, ObjectKind } from "../src/core/kube.js";
 import { silentLogger } from "../src/log.js";
 import { mutatePod, type Pod } from "../src/mutate/index.js";
 import { ClusterSpecMemo } from "../src/mutate/frameworks.js";
@@ -46,7 +46,7 @@ function tfjob(name: string, replicas: Record<string, number>): KubeObject {
 
 /** A cached reader: every pod of a job gets the same job object, as `src/kube/jobs.ts` answers within its TTL. */
 function reader(jobs: KubeObject[]): JobReader {
-  const find = (_k: JobKind, ns: string, name: string) => jobs.find((j) => (j.metadata as { name: string }).name === name && ns === "team-a");
+  const find = (_k: ObjectKind, ns: string, name: string) => jobs.find((j) => (j.metadata as { name: string }).name === name && ns === "team-a");
   return { get: async (k, ns, name) => find(k, ns, name), peek: (k, ns, name) => find(k, ns, name) };
 }
 

@@ -7,6 +7,7 @@ import type { Webhook } from "../src/admission/handler.js";
 import type { WebhookDeps } from "./deps.js";
 import { mutateJobs } from "./mutate-jobs.js";
 import { mutatePods } from "./mutate-pods.js";
+import { validateClaims } from "./validate-claims.js";
 import { validateJobs } from "./validate-jobs.js";
 import { validatePods } from "./validate-pods.js";
 
@@ -18,5 +19,6 @@ export function createWebhooks(deps: WebhookDeps): Record<string, Webhook> {
     "/mutate/jobs": mutateJobs(deps),
     "/validate/pods": validatePods(deps),
     "/validate/jobs": validateJobs(deps),
+    "/validate/claims": validateClaims(deps),
   };
 }

@@ -6,6 +6,7 @@
  * denial when the policy's `clusterSpec.onJobLookupFailure` is `deny`.
  */
 import { specsCost } from "../src/admission/cost.js";
+import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
 import type { AdmissionRequest } from "../src/admission/types.js";
@@ -19,7 +20,7 @@ export function mutatePods(deps: WebhookDeps): Webhook {
   const { policy } = deps;
   // This webhook's cluster-spec work per job object: the pods of one job share it (issue 29, item 3).
   const clusterSpecs = new ClusterSpecMemo();
-  function outfit(request: AdmissionRequest & { object: KubeObject }, namespace: string, found: TopologyResult): MutationResult {
+  function outfit(request: AdmissionRequest & { object: KubeObject }, namespace: string, found: TopologyResult, claims: ClaimsRead): MutationResult {
     if (found.kind === "failed" && policy.clusterSpec.onJobLookupFailure === "deny") {
       return {
         object: request.object,
@@ -27,8 +28,18 @@ export function mutatePods(deps: WebhookDeps): Webhook {
         deny: { rule: "job-lookup", field: "metadata.ownerReferences", message: `cannot outfit the pod: ${found.reason}` },
       };
     }
-    const out = mutatePod(request.object, { policy, namespace, clusterSpecs, ...(found.kind === "found" ? { topology: found.topology } : {}) });
-    const warnings = found.kind === "failed" ? [`quartermaster: no cluster spec: ${found.reason}`, ...out.warnings] : out.warnings;
+    const out = mutatePod(request.object, {
+      policy,
+      namespace,
+      clusterSpecs,
+      claims: claims.known,
+      ...(found.kind === "found" ? { topology: found.topology } : {}),
+    });
+    const warnings = [
+      ...(found.kind === "failed" ? [`quartermaster: no cluster spec: ${found.reason}`] : []),
+      ...claims.failures.map((f) => `quartermaster: GPUs of the pod's claims not known, no GPU tolerations or placement for them: ${f}`),
+      ...out.warnings,
+    ];
     return { object: out.pod as KubeObject, warnings };
   }
   return mutatingWebhook({
@@ -40,8 +51,10 @@ export function mutatePods(deps: WebhookDeps): Webhook {
       const pod = request.object as Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
       const found = lookupTopology(pod, namespace, policy, deps.jobs);
-      // A cached job answers at once; only a read from the apiserver makes this asynchronous.
-      return found instanceof Promise ? found.then((f) => outfit(request, namespace, f)) : outfit(request, namespace, found);
+      const claims = readClaims([pod.spec], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+      // A cached job answers at once, and a pod without claims reads none; only a read from the apiserver makes this asynchronous.
+      if (!(found instanceof Promise) && !(claims instanceof Promise)) return outfit(request, namespace, found, claims);
+      return Promise.all([found, claims]).then(([f, c]) => outfit(request, namespace, f, c));
     },
   });
 }

@@ -11,6 +11,8 @@
  * cannot be read denies the scaling. An UPDATE is refused only for what it makes worse. A job too large
  * to check within the cost bound is denied. The rules live in `src/validate/`.
  */
+import type { V1PodSpec } from "@kubernetes/client-node";
+import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
@@ -65,10 +67,19 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs, { fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
-      const check = (job: KubeObject) => merge(validateJob(job, kind, ctx), validateCapacity(job, kind, ctx, deps.capacity?.current()));
-      const now = check(request.object);
-      // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-      return enforce(request.operation === "UPDATE" && request.oldObject ? newOrWorse(now, check(request.oldObject)) : now, policy.enforcement, namespace);
+      const decide = ({ known, failures }: ClaimsRead): ValidationResult => {
+        // A claim template the replicas name that could not be read cannot be counted: fail closed.
+        if (failures.length > 0)
+          return { violations: failures.map((f) => ({ rule: "job-gpus", field: "spec", message: `cannot count the job's GPUs: ${f}` })), warnings: [] };
+        const withClaims = { ...ctx, claims: known };
+        const check = (job: KubeObject) => merge(validateJob(job, kind, withClaims), validateCapacity(job, kind, withClaims, deps.capacity?.current()));
+        const now = check(request.object);
+        // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
+        return enforce(request.operation === "UPDATE" && request.oldObject ? newOrWorse(now, check(request.oldObject)) : now, policy.enforcement, namespace);
+      };
+      const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
+      const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+      return claims instanceof Promise ? claims.then(decide) : decide(claims);
     },
   });
 }

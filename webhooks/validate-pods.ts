@@ -9,7 +9,8 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { specsCost } from "../src/admission/cost.js";
 import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
-import { validatingWebhook, type Webhook } from "../src/admission/handler.js";
+import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
 import { effectiveLimits } from "../src/validate/limits.js";
@@ -32,11 +33,21 @@ export function validatePods(deps: WebhookDeps): Webhook {
     validate(request) {
       const pod = request.object as V1Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
-      const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
-      const now = validatePod(pod, ctx);
-      // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-      const found = request.subResource === "resize" && request.oldObject ? newOrWorse(now, validatePod(request.oldObject, ctx)) : now;
-      return enforce(found, policy.enforcement, namespace);
+      const decide = ({ known, failures }: ClaimsRead): ValidationResult => {
+        // A claim that could not be read (not a missing one) cannot be counted: fail closed, as the webhook does.
+        if (failures.length > 0)
+          return {
+            violations: failures.map((f) => ({ rule: "pod-gpus", field: "spec.resourceClaims", message: `cannot count the pod's GPUs: ${f}` })),
+            warnings: [],
+          };
+        const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), claims: known, draCapacity: deps.capacity?.draCapacity?.() };
+        const now = validatePod(pod, ctx);
+        // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
+        const found = request.subResource === "resize" && request.oldObject ? newOrWorse(now, validatePod(request.oldObject, ctx)) : now;
+        return enforce(found, policy.enforcement, namespace);
+      };
+      const claims = readClaims([pod.spec], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+      return claims instanceof Promise ? claims.then(decide) : decide(claims);
     },
   });
 }

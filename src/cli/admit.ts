@@ -26,7 +26,7 @@ import { createWebhooks } from "../../webhooks/index.js";
 import type { WebhookResult } from "../admission/handler.js";
 import { applyPatch, createPatch, type PatchOperation } from "../admission/patch.js";
 import type { AdmissionReview } from "../admission/types.js";
-import type { GroupVersionKind, GroupVersionResource, KubeObject } from "../core/kube.js";
+import type { GroupVersionKind, GroupVersionResource, KubeObject, ObjectKind } from "../core/kube.js";
 import { UsageError, errorMessage } from "../core/errors.js";
 import { manifestValue, parseManifestDocuments } from "./manifest-yaml.js";
 import { silentLogger } from "../log.js";
@@ -175,9 +175,9 @@ function jobKindOf(object: KubeObject, policy: Policy): JobKind | undefined {
 }
 
 /** Jobs by kind, namespace and name: what the pods' job lookups find (the outfitted jobs of the inputs). */
-function offlineJobs(): JobReader & { add(kind: JobKind, namespace: string, job: KubeObject): void } {
+function offlineJobs(): JobReader & { add(kind: ObjectKind, namespace: string, job: KubeObject): void } {
   const jobs = new Map<string, KubeObject>();
-  const key = (kind: JobKind, namespace: string, name: string): string => `${kind.group}/${kind.kind}/${namespace}/${name}`;
+  const key = (kind: ObjectKind, namespace: string, name: string): string => `${kind.group}/${kind.kind}/${namespace}/${name}`;
   return {
     add: (kind, namespace, job) => void jobs.set(key(kind, namespace, String(metaOf(job).name ?? "")), job),
     get: (kind, namespace, name) => Promise.resolve(jobs.get(key(kind, namespace, name))),

@@ -9,6 +9,7 @@
  * The policy's entries are read structurally (a `pattern` each), so this module imports nothing above it.
  */
 import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
+import { podClaimGpuNanos, type DraCapacity, type GpuDeviceClass, type ResolvedClaims } from "./dra.js";
 import { matchesGlob } from "./glob.js";
 import { nanoToNumber, parseQuantity } from "./quantity.js";
 
@@ -95,6 +96,24 @@ export function effectivePodGpuNanos(spec: V1PodSpec, gpu: readonly GpuPattern[]
     for (const c of spec.containers ?? []) regular += gpuNanos(c, name);
     out.set(name, regular > initMax ? regular : initMax);
   }
+  return out;
+}
+
+/**
+ * Everything the pod asks for as GPUs, per resource name, in nano-units: its containers' requests
+ * ({@link effectivePodGpuNanos}) plus the devices its claims can be given (src/core/dra.ts), so a GPU asked for
+ * through Dynamic Resource Allocation counts as its extended-resource twin. Claims made for an extended-resource
+ * request are already counted by that request and are not added again.
+ */
+export function podGpuDemandNanos(
+  spec: V1PodSpec,
+  gpu: { readonly resources: readonly GpuPattern[]; readonly deviceClasses: readonly GpuDeviceClass[] },
+  claims?: ResolvedClaims,
+  capacity?: DraCapacity,
+): Map<string, bigint> {
+  const out = effectivePodGpuNanos(spec, gpu.resources);
+  if (!claims || claims.size === 0) return out;
+  for (const [name, nano] of podClaimGpuNanos(spec, claims, gpu.deviceClasses, capacity)) out.set(name, (out.get(name) ?? 0n) + nano);
   return out;
 }
 

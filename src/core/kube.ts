@@ -23,3 +23,11 @@ export interface GroupVersionResource {
 
 /** A Kubernetes object as it arrived: untyped JSON, so unknown fields survive to the diff. */
 export type KubeObject = Record<string, unknown>;
+
+/** What names a namespaced resource for a GET: its kind (for messages), group, version and plural. */
+export interface ObjectKind {
+  readonly kind: string;
+  readonly group: string;
+  readonly version: string;
+  readonly plural: string;
+}

@@ -4,15 +4,16 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]},"controller":{"enum":["operator","quartermaster"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false},"allowedTemplates":{"type":"object","additionalProperties":false,"default":{},"properties":{"privileged":{"type":"boolean","default":false},"hostNamespaces":{"type":"boolean","default":false},"serviceAccounts":{"type":"array","default":[],"items":{"type":"string","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}}}}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2"]},"controller":{"enum":["operator","quartermaster"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}},"deviceClasses":{"type":"array","default":[{"name":"gpu.nvidia.com","resourceName":"nvidia.com/gpu"},{"name":"mig.nvidia.com","resourceName":"nvidia.com/mig-{profile}"},{"name":"gpu.amd.com","resourceName":"amd.com/gpu"}],"items":{"type":"object","additionalProperties":false,"required":["name","resourceName"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$","maxLength":253},"resourceName":{"type":"string","minLength":1}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false},"allowedTemplates":{"type":"object","additionalProperties":false,"default":{},"properties":{"privileged":{"type":"boolean","default":false},"hostNamespaces":{"type":"boolean","default":false},"serviceAccounts":{"type":"array","default":[],"items":{"type":"string","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}}}}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
 const pattern1 = new RegExp("^v[0-9]+((alpha|beta)[0-9]+)?$", "u");
 const pattern2 = new RegExp("^[a-z][a-z0-9]*$", "u");
 const pattern3 = new RegExp("^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$", "u");
-const pattern4 = new RegExp("^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$", "u");
-const pattern10 = new RegExp("^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "u");
+const pattern4 = new RegExp("^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", "u");
+const pattern5 = new RegExp("^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$", "u");
+const pattern11 = new RegExp("^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "u");
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="https://quartermaster.dev/schemas/policy.json" */;
@@ -452,8 +453,11 @@ data14.resourceName = "nvidia.com/gpu";
 if(data14.resources === undefined){
 data14.resources = [{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}];
 }
+if(data14.deviceClasses === undefined){
+data14.deviceClasses = [{"name":"gpu.nvidia.com","resourceName":"nvidia.com/gpu"},{"name":"mig.nvidia.com","resourceName":"nvidia.com/mig-{profile}"},{"name":"gpu.amd.com","resourceName":"amd.com/gpu"}];
+}
 for(const key3 in data14){
-if(!((key3 === "resourceName") || (key3 === "resources"))){
+if(!(((key3 === "resourceName") || (key3 === "resources")) || (key3 === "deviceClasses"))){
 const err32 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err32];
@@ -670,9 +674,14 @@ vErrors.push(err48);
 }
 errors++;
 }
-}
-else {
-const err49 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data26 = data14.deviceClasses;
+if(Array.isArray(data26)){
+const len3 = data26.length;
+for(let i3=0; i3<len3; i3++){
+let data27 = data26[i3];
+if(data27 && typeof data27 == "object" && !Array.isArray(data27)){
+if(data27.name === undefined){
+const err49 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3,schemaPath:"#/properties/gpu/properties/deviceClasses/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -681,20 +690,8 @@ vErrors.push(err49);
 }
 errors++;
 }
-let data26 = data.accelerator;
-if(data26 && typeof data26 == "object" && !Array.isArray(data26)){
-if(data26.nodeLabel === undefined){
-data26.nodeLabel = "nvidia.com/gpu.product";
-}
-if(data26.migProducts === undefined){
-data26.migProducts = [];
-}
-if(data26.addTolerations === undefined){
-data26.addTolerations = false;
-}
-for(const key6 in data26){
-if(!(((((key6 === "nodeLabel") || (key6 === "partitionNodeLabel")) || (key6 === "migProducts")) || (key6 === "addTolerations")) || (key6 === "unpartitionedRequirement"))){
-const err50 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(data27.resourceName === undefined){
+const err50 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3,schemaPath:"#/properties/gpu/properties/deviceClasses/items/required",keyword:"required",params:{missingProperty: "resourceName"},message:"must have required property '"+"resourceName"+"'"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -703,11 +700,9 @@ vErrors.push(err50);
 }
 errors++;
 }
-}
-let data27 = data26.nodeLabel;
-if(typeof data27 === "string"){
-if(func3(data27) < 1){
-const err51 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key6 in data27){
+if(!((key6 === "name") || (key6 === "resourceName"))){
+const err51 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3,schemaPath:"#/properties/gpu/properties/deviceClasses/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -717,8 +712,11 @@ vErrors.push(err51);
 errors++;
 }
 }
-else {
-const err52 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data27.name !== undefined){
+let data28 = data27.name;
+if(typeof data28 === "string"){
+if(func3(data28) > 253){
+const err52 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3+"/name",schemaPath:"#/properties/gpu/properties/deviceClasses/items/properties/name/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -727,11 +725,8 @@ vErrors.push(err52);
 }
 errors++;
 }
-if(data26.partitionNodeLabel !== undefined){
-let data28 = data26.partitionNodeLabel;
-if(typeof data28 === "string"){
-if(func3(data28) < 1){
-const err53 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(!pattern4.test(data28)){
+const err53 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3+"/name",schemaPath:"#/properties/gpu/properties/deviceClasses/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"},message:"must match pattern \""+"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"+"\""};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -742,7 +737,7 @@ errors++;
 }
 }
 else {
-const err54 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err54 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3+"/name",schemaPath:"#/properties/gpu/properties/deviceClasses/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -752,14 +747,11 @@ vErrors.push(err54);
 errors++;
 }
 }
-let data29 = data26.migProducts;
-if(Array.isArray(data29)){
-const len3 = data29.length;
-for(let i3=0; i3<len3; i3++){
-let data30 = data29[i3];
-if(typeof data30 === "string"){
-if(func3(data30) < 1){
-const err55 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data27.resourceName !== undefined){
+let data29 = data27.resourceName;
+if(typeof data29 === "string"){
+if(func3(data29) < 1){
+const err55 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3+"/resourceName",schemaPath:"#/properties/gpu/properties/deviceClasses/items/properties/resourceName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -770,7 +762,7 @@ errors++;
 }
 }
 else {
-const err56 = {instancePath:instancePath+"/accelerator/migProducts/" + i3,schemaPath:"#/properties/accelerator/properties/migProducts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err56 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3+"/resourceName",schemaPath:"#/properties/gpu/properties/deviceClasses/items/properties/resourceName/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -782,7 +774,7 @@ errors++;
 }
 }
 else {
-const err57 = {instancePath:instancePath+"/accelerator/migProducts",schemaPath:"#/properties/accelerator/properties/migProducts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err57 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3,schemaPath:"#/properties/gpu/properties/deviceClasses/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -791,8 +783,10 @@ vErrors.push(err57);
 }
 errors++;
 }
-if(typeof data26.addTolerations !== "boolean"){
-const err58 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+}
+else {
+const err58 = {instancePath:instancePath+"/gpu/deviceClasses",schemaPath:"#/properties/gpu/properties/deviceClasses/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -801,11 +795,9 @@ vErrors.push(err58);
 }
 errors++;
 }
-if(data26.unpartitionedRequirement !== undefined){
-let data32 = data26.unpartitionedRequirement;
-if(data32 && typeof data32 == "object" && !Array.isArray(data32)){
-if(data32.key === undefined){
-const err59 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+else {
+const err59 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -814,8 +806,20 @@ vErrors.push(err59);
 }
 errors++;
 }
-if(data32.operator === undefined){
-const err60 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+let data30 = data.accelerator;
+if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
+if(data30.nodeLabel === undefined){
+data30.nodeLabel = "nvidia.com/gpu.product";
+}
+if(data30.migProducts === undefined){
+data30.migProducts = [];
+}
+if(data30.addTolerations === undefined){
+data30.addTolerations = false;
+}
+for(const key7 in data30){
+if(!(((((key7 === "nodeLabel") || (key7 === "partitionNodeLabel")) || (key7 === "migProducts")) || (key7 === "addTolerations")) || (key7 === "unpartitionedRequirement"))){
+const err60 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -824,9 +828,11 @@ vErrors.push(err60);
 }
 errors++;
 }
-for(const key7 in data32){
-if(!(((key7 === "key") || (key7 === "operator")) || (key7 === "values"))){
-const err61 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+}
+let data31 = data30.nodeLabel;
+if(typeof data31 === "string"){
+if(func3(data31) < 1){
+const err61 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -836,11 +842,8 @@ vErrors.push(err61);
 errors++;
 }
 }
-if(data32.key !== undefined){
-let data33 = data32.key;
-if(typeof data33 === "string"){
-if(func3(data33) < 1){
-const err62 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err62 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -849,9 +852,11 @@ vErrors.push(err62);
 }
 errors++;
 }
-}
-else {
-const err63 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data30.partitionNodeLabel !== undefined){
+let data32 = data30.partitionNodeLabel;
+if(typeof data32 === "string"){
+if(func3(data32) < 1){
+const err63 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -861,10 +866,8 @@ vErrors.push(err63);
 errors++;
 }
 }
-if(data32.operator !== undefined){
-let data34 = data32.operator;
-if(!((((((data34 === "In") || (data34 === "NotIn")) || (data34 === "Exists")) || (data34 === "DoesNotExist")) || (data34 === "Gt")) || (data34 === "Lt"))){
-const err64 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+else {
+const err64 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -874,13 +877,14 @@ vErrors.push(err64);
 errors++;
 }
 }
-if(data32.values !== undefined){
-let data35 = data32.values;
-if(Array.isArray(data35)){
-const len4 = data35.length;
+let data33 = data30.migProducts;
+if(Array.isArray(data33)){
+const len4 = data33.length;
 for(let i4=0; i4<len4; i4++){
-if(typeof data35[i4] !== "string"){
-const err65 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i4,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data34 = data33[i4];
+if(typeof data34 === "string"){
+if(func3(data34) < 1){
+const err65 = {instancePath:instancePath+"/accelerator/migProducts/" + i4,schemaPath:"#/properties/accelerator/properties/migProducts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -890,9 +894,8 @@ vErrors.push(err65);
 errors++;
 }
 }
-}
 else {
-const err66 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err66 = {instancePath:instancePath+"/accelerator/migProducts/" + i4,schemaPath:"#/properties/accelerator/properties/migProducts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -904,7 +907,7 @@ errors++;
 }
 }
 else {
-const err67 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err67 = {instancePath:instancePath+"/accelerator/migProducts",schemaPath:"#/properties/accelerator/properties/migProducts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -913,10 +916,8 @@ vErrors.push(err67);
 }
 errors++;
 }
-}
-}
-else {
-const err68 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(typeof data30.addTolerations !== "boolean"){
+const err68 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -925,14 +926,11 @@ vErrors.push(err68);
 }
 errors++;
 }
-let data37 = data.interruptible;
-if(data37 && typeof data37 == "object" && !Array.isArray(data37)){
-if(data37.tolerations === undefined){
-data37.tolerations = [];
-}
-for(const key8 in data37){
-if(!(((key8 === "tolerations") || (key8 === "nodeRequirement")) || (key8 === "nonInterruptibleNodeRequirement"))){
-const err69 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+if(data30.unpartitionedRequirement !== undefined){
+let data36 = data30.unpartitionedRequirement;
+if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
+if(data36.key === undefined){
+const err69 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -941,16 +939,8 @@ vErrors.push(err69);
 }
 errors++;
 }
-}
-let data38 = data37.tolerations;
-if(Array.isArray(data38)){
-const len5 = data38.length;
-for(let i5=0; i5<len5; i5++){
-let data39 = data38[i5];
-if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
-for(const key9 in data39){
-if(!(((((key9 === "key") || (key9 === "operator")) || (key9 === "value")) || (key9 === "effect")) || (key9 === "tolerationSeconds"))){
-const err70 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+if(data36.operator === undefined){
+const err70 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -959,10 +949,9 @@ vErrors.push(err70);
 }
 errors++;
 }
-}
-if(data39.key !== undefined){
-if(typeof data39.key !== "string"){
-const err71 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key8 in data36){
+if(!(((key8 === "key") || (key8 === "operator")) || (key8 === "values"))){
+const err71 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -972,10 +961,11 @@ vErrors.push(err71);
 errors++;
 }
 }
-if(data39.operator !== undefined){
-let data41 = data39.operator;
-if(!((data41 === "Exists") || (data41 === "Equal"))){
-const err72 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
+if(data36.key !== undefined){
+let data37 = data36.key;
+if(typeof data37 === "string"){
+if(func3(data37) < 1){
+const err72 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -985,9 +975,8 @@ vErrors.push(err72);
 errors++;
 }
 }
-if(data39.value !== undefined){
-if(typeof data39.value !== "string"){
-const err73 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err73 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -997,10 +986,10 @@ vErrors.push(err73);
 errors++;
 }
 }
-if(data39.effect !== undefined){
-let data43 = data39.effect;
-if(!(((data43 === "NoSchedule") || (data43 === "PreferNoSchedule")) || (data43 === "NoExecute"))){
-const err74 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data36.operator !== undefined){
+let data38 = data36.operator;
+if(!((((((data38 === "In") || (data38 === "NotIn")) || (data38 === "Exists")) || (data38 === "DoesNotExist")) || (data38 === "Gt")) || (data38 === "Lt"))){
+const err74 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -1010,10 +999,13 @@ vErrors.push(err74);
 errors++;
 }
 }
-if(data39.tolerationSeconds !== undefined){
-let data44 = data39.tolerationSeconds;
-if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
-const err75 = {instancePath:instancePath+"/interruptible/tolerations/" + i5+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data36.values !== undefined){
+let data39 = data36.values;
+if(Array.isArray(data39)){
+const len5 = data39.length;
+for(let i5=0; i5<len5; i5++){
+if(typeof data39[i5] !== "string"){
+const err75 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i5,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1025,7 +1017,7 @@ errors++;
 }
 }
 else {
-const err76 = {instancePath:instancePath+"/interruptible/tolerations/" + i5,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err76 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1037,7 +1029,7 @@ errors++;
 }
 }
 else {
-const err77 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err77 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1046,11 +1038,10 @@ vErrors.push(err77);
 }
 errors++;
 }
-if(data37.nodeRequirement !== undefined){
-let data45 = data37.nodeRequirement;
-if(data45 && typeof data45 == "object" && !Array.isArray(data45)){
-if(data45.key === undefined){
-const err78 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+}
+else {
+const err78 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1059,8 +1050,14 @@ vErrors.push(err78);
 }
 errors++;
 }
-if(data45.operator === undefined){
-const err79 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+let data41 = data.interruptible;
+if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
+if(data41.tolerations === undefined){
+data41.tolerations = [];
+}
+for(const key9 in data41){
+if(!(((key9 === "tolerations") || (key9 === "nodeRequirement")) || (key9 === "nonInterruptibleNodeRequirement"))){
+const err79 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1069,9 +1066,16 @@ vErrors.push(err79);
 }
 errors++;
 }
-for(const key10 in data45){
-if(!(((key10 === "key") || (key10 === "operator")) || (key10 === "values"))){
-const err80 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+}
+let data42 = data41.tolerations;
+if(Array.isArray(data42)){
+const len6 = data42.length;
+for(let i6=0; i6<len6; i6++){
+let data43 = data42[i6];
+if(data43 && typeof data43 == "object" && !Array.isArray(data43)){
+for(const key10 in data43){
+if(!(((((key10 === "key") || (key10 === "operator")) || (key10 === "value")) || (key10 === "effect")) || (key10 === "tolerationSeconds"))){
+const err80 = {instancePath:instancePath+"/interruptible/tolerations/" + i6,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1081,11 +1085,9 @@ vErrors.push(err80);
 errors++;
 }
 }
-if(data45.key !== undefined){
-let data46 = data45.key;
-if(typeof data46 === "string"){
-if(func3(data46) < 1){
-const err81 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data43.key !== undefined){
+if(typeof data43.key !== "string"){
+const err81 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1095,8 +1097,10 @@ vErrors.push(err81);
 errors++;
 }
 }
-else {
-const err82 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data43.operator !== undefined){
+let data45 = data43.operator;
+if(!((data45 === "Exists") || (data45 === "Equal"))){
+const err82 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1106,10 +1110,9 @@ vErrors.push(err82);
 errors++;
 }
 }
-if(data45.operator !== undefined){
-let data47 = data45.operator;
-if(!((((((data47 === "In") || (data47 === "NotIn")) || (data47 === "Exists")) || (data47 === "DoesNotExist")) || (data47 === "Gt")) || (data47 === "Lt"))){
-const err83 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+if(data43.value !== undefined){
+if(typeof data43.value !== "string"){
+const err83 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1119,13 +1122,10 @@ vErrors.push(err83);
 errors++;
 }
 }
-if(data45.values !== undefined){
-let data48 = data45.values;
-if(Array.isArray(data48)){
-const len6 = data48.length;
-for(let i6=0; i6<len6; i6++){
-if(typeof data48[i6] !== "string"){
-const err84 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i6,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data43.effect !== undefined){
+let data47 = data43.effect;
+if(!(((data47 === "NoSchedule") || (data47 === "PreferNoSchedule")) || (data47 === "NoExecute"))){
+const err84 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1135,9 +1135,10 @@ vErrors.push(err84);
 errors++;
 }
 }
-}
-else {
-const err85 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data43.tolerationSeconds !== undefined){
+let data48 = data43.tolerationSeconds;
+if(!(((typeof data48 == "number") && (!(data48 % 1) && !isNaN(data48))) && (isFinite(data48)))){
+const err85 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1149,7 +1150,7 @@ errors++;
 }
 }
 else {
-const err86 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err86 = {instancePath:instancePath+"/interruptible/tolerations/" + i6,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1159,11 +1160,9 @@ vErrors.push(err86);
 errors++;
 }
 }
-if(data37.nonInterruptibleNodeRequirement !== undefined){
-let data50 = data37.nonInterruptibleNodeRequirement;
-if(data50 && typeof data50 == "object" && !Array.isArray(data50)){
-if(data50.key === undefined){
-const err87 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+else {
+const err87 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1172,8 +1171,11 @@ vErrors.push(err87);
 }
 errors++;
 }
-if(data50.operator === undefined){
-const err88 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+if(data41.nodeRequirement !== undefined){
+let data49 = data41.nodeRequirement;
+if(data49 && typeof data49 == "object" && !Array.isArray(data49)){
+if(data49.key === undefined){
+const err88 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1182,9 +1184,8 @@ vErrors.push(err88);
 }
 errors++;
 }
-for(const key11 in data50){
-if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
-const err89 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+if(data49.operator === undefined){
+const err89 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1193,12 +1194,9 @@ vErrors.push(err89);
 }
 errors++;
 }
-}
-if(data50.key !== undefined){
-let data51 = data50.key;
-if(typeof data51 === "string"){
-if(func3(data51) < 1){
-const err90 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key11 in data49){
+if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
+const err90 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1208,8 +1206,11 @@ vErrors.push(err90);
 errors++;
 }
 }
-else {
-const err91 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data49.key !== undefined){
+let data50 = data49.key;
+if(typeof data50 === "string"){
+if(func3(data50) < 1){
+const err91 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1219,10 +1220,8 @@ vErrors.push(err91);
 errors++;
 }
 }
-if(data50.operator !== undefined){
-let data52 = data50.operator;
-if(!((((((data52 === "In") || (data52 === "NotIn")) || (data52 === "Exists")) || (data52 === "DoesNotExist")) || (data52 === "Gt")) || (data52 === "Lt"))){
-const err92 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+else {
+const err92 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1232,13 +1231,10 @@ vErrors.push(err92);
 errors++;
 }
 }
-if(data50.values !== undefined){
-let data53 = data50.values;
-if(Array.isArray(data53)){
-const len7 = data53.length;
-for(let i7=0; i7<len7; i7++){
-if(typeof data53[i7] !== "string"){
-const err93 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i7,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data49.operator !== undefined){
+let data51 = data49.operator;
+if(!((((((data51 === "In") || (data51 === "NotIn")) || (data51 === "Exists")) || (data51 === "DoesNotExist")) || (data51 === "Gt")) || (data51 === "Lt"))){
+const err93 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1248,9 +1244,13 @@ vErrors.push(err93);
 errors++;
 }
 }
-}
-else {
-const err94 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data49.values !== undefined){
+let data52 = data49.values;
+if(Array.isArray(data52)){
+const len7 = data52.length;
+for(let i7=0; i7<len7; i7++){
+if(typeof data52[i7] !== "string"){
+const err94 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i7,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -1262,7 +1262,7 @@ errors++;
 }
 }
 else {
-const err95 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err95 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -1274,7 +1274,7 @@ errors++;
 }
 }
 else {
-const err96 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err96 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -1283,17 +1283,12 @@ vErrors.push(err96);
 }
 errors++;
 }
-let data55 = data.resources;
-if(data55 && typeof data55 == "object" && !Array.isArray(data55)){
-if(data55.defaultRequests === undefined){
-data55.defaultRequests = {"cpu":"1","memory":"1Gi"};
 }
-if(data55.limitsFromRequests === undefined){
-data55.limitsFromRequests = [];
-}
-for(const key12 in data55){
-if(!((key12 === "defaultRequests") || (key12 === "limitsFromRequests"))){
-const err97 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+if(data41.nonInterruptibleNodeRequirement !== undefined){
+let data54 = data41.nonInterruptibleNodeRequirement;
+if(data54 && typeof data54 == "object" && !Array.isArray(data54)){
+if(data54.key === undefined){
+const err97 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1302,12 +1297,8 @@ vErrors.push(err97);
 }
 errors++;
 }
-}
-let data56 = data55.defaultRequests;
-if(data56 && typeof data56 == "object" && !Array.isArray(data56)){
-for(const key13 in data56){
-if(!((key13 === "cpu") || (key13 === "memory"))){
-const err98 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+if(data54.operator === undefined){
+const err98 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1316,12 +1307,9 @@ vErrors.push(err98);
 }
 errors++;
 }
-}
-if(data56.cpu !== undefined){
-let data57 = data56.cpu;
-if(typeof data57 === "string"){
-if(!pattern4.test(data57)){
-const err99 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+for(const key12 in data54){
+if(!(((key12 === "key") || (key12 === "operator")) || (key12 === "values"))){
+const err99 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1331,8 +1319,11 @@ vErrors.push(err99);
 errors++;
 }
 }
-else {
-const err100 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data54.key !== undefined){
+let data55 = data54.key;
+if(typeof data55 === "string"){
+if(func3(data55) < 1){
+const err100 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1342,11 +1333,8 @@ vErrors.push(err100);
 errors++;
 }
 }
-if(data56.memory !== undefined){
-let data58 = data56.memory;
-if(typeof data58 === "string"){
-if(!pattern4.test(data58)){
-const err101 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+else {
+const err101 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1356,8 +1344,10 @@ vErrors.push(err101);
 errors++;
 }
 }
-else {
-const err102 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data54.operator !== undefined){
+let data56 = data54.operator;
+if(!((((((data56 === "In") || (data56 === "NotIn")) || (data56 === "Exists")) || (data56 === "DoesNotExist")) || (data56 === "Gt")) || (data56 === "Lt"))){
+const err102 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1367,9 +1357,13 @@ vErrors.push(err102);
 errors++;
 }
 }
-}
-else {
-const err103 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data54.values !== undefined){
+let data57 = data54.values;
+if(Array.isArray(data57)){
+const len8 = data57.length;
+for(let i8=0; i8<len8; i8++){
+if(typeof data57[i8] !== "string"){
+const err103 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i8,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1378,12 +1372,10 @@ vErrors.push(err103);
 }
 errors++;
 }
-let data59 = data55.limitsFromRequests;
-if(Array.isArray(data59)){
-const len8 = data59.length;
-for(let i8=0; i8<len8; i8++){
-if(typeof data59[i8] !== "string"){
-const err104 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i8,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+else {
+const err104 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1395,7 +1387,7 @@ errors++;
 }
 }
 else {
-const err105 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err105 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1405,8 +1397,9 @@ vErrors.push(err105);
 errors++;
 }
 }
+}
 else {
-const err106 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err106 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -1415,23 +1408,17 @@ vErrors.push(err106);
 }
 errors++;
 }
-let data61 = data.limits;
-if(data61 && typeof data61 == "object" && !Array.isArray(data61)){
-if(data61.container === undefined){
-data61.container = {};
+let data59 = data.resources;
+if(data59 && typeof data59 == "object" && !Array.isArray(data59)){
+if(data59.defaultRequests === undefined){
+data59.defaultRequests = {"cpu":"1","memory":"1Gi"};
 }
-if(data61.pod === undefined){
-data61.pod = {};
+if(data59.limitsFromRequests === undefined){
+data59.limitsFromRequests = [];
 }
-if(data61.job === undefined){
-data61.job = {};
-}
-if(data61.runPolicy === undefined){
-data61.runPolicy = {};
-}
-for(const key14 in data61){
-if(!((((((key14 === "container") || (key14 === "pod")) || (key14 === "job")) || (key14 === "runPolicy")) || (key14 === "allowedAccelerators")) || (key14 === "allowedPartitions"))){
-const err107 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
+for(const key13 in data59){
+if(!((key13 === "defaultRequests") || (key13 === "limitsFromRequests"))){
+const err107 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -1441,11 +1428,11 @@ vErrors.push(err107);
 errors++;
 }
 }
-let data62 = data61.container;
-if(data62 && typeof data62 == "object" && !Array.isArray(data62)){
-for(const key15 in data62){
-if(!(((key15 === "cpu") || (key15 === "memory")) || (key15 === "gpus"))){
-const err108 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
+let data60 = data59.defaultRequests;
+if(data60 && typeof data60 == "object" && !Array.isArray(data60)){
+for(const key14 in data60){
+if(!((key14 === "cpu") || (key14 === "memory"))){
+const err108 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -1455,11 +1442,11 @@ vErrors.push(err108);
 errors++;
 }
 }
-if(data62.cpu !== undefined){
-let data63 = data62.cpu;
-if(typeof data63 === "string"){
-if(!pattern4.test(data63)){
-const err109 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if(data60.cpu !== undefined){
+let data61 = data60.cpu;
+if(typeof data61 === "string"){
+if(!pattern5.test(data61)){
+const err109 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -1470,7 +1457,7 @@ errors++;
 }
 }
 else {
-const err110 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err110 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1480,11 +1467,11 @@ vErrors.push(err110);
 errors++;
 }
 }
-if(data62.memory !== undefined){
-let data64 = data62.memory;
-if(typeof data64 === "string"){
-if(!pattern4.test(data64)){
-const err111 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if(data60.memory !== undefined){
+let data62 = data60.memory;
+if(typeof data62 === "string"){
+if(!pattern5.test(data62)){
+const err111 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1495,7 +1482,7 @@ errors++;
 }
 }
 else {
-const err112 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err112 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1505,13 +1492,9 @@ vErrors.push(err112);
 errors++;
 }
 }
-if(data62.gpus !== undefined){
-let data65 = data62.gpus;
-if(data65 && typeof data65 == "object" && !Array.isArray(data65)){
-for(const key16 in data65){
-let data66 = data65[key16];
-if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
-const err113 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err113 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1520,9 +1503,12 @@ vErrors.push(err113);
 }
 errors++;
 }
-if((typeof data66 == "number") && (isFinite(data66))){
-if(data66 < 0 || isNaN(data66)){
-const err114 = {instancePath:instancePath+"/limits/container/gpus/" + key16.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+let data63 = data59.limitsFromRequests;
+if(Array.isArray(data63)){
+const len9 = data63.length;
+for(let i9=0; i9<len9; i9++){
+if(typeof data63[i9] !== "string"){
+const err114 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i9,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1533,9 +1519,8 @@ errors++;
 }
 }
 }
-}
 else {
-const err115 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err115 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1545,9 +1530,8 @@ vErrors.push(err115);
 errors++;
 }
 }
-}
 else {
-const err116 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err116 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1556,11 +1540,23 @@ vErrors.push(err116);
 }
 errors++;
 }
-let data67 = data61.pod;
-if(data67 && typeof data67 == "object" && !Array.isArray(data67)){
-for(const key17 in data67){
-if(!(key17 === "gpus")){
-const err117 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
+let data65 = data.limits;
+if(data65 && typeof data65 == "object" && !Array.isArray(data65)){
+if(data65.container === undefined){
+data65.container = {};
+}
+if(data65.pod === undefined){
+data65.pod = {};
+}
+if(data65.job === undefined){
+data65.job = {};
+}
+if(data65.runPolicy === undefined){
+data65.runPolicy = {};
+}
+for(const key15 in data65){
+if(!((((((key15 === "container") || (key15 === "pod")) || (key15 === "job")) || (key15 === "runPolicy")) || (key15 === "allowedAccelerators")) || (key15 === "allowedPartitions"))){
+const err117 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1570,10 +1566,11 @@ vErrors.push(err117);
 errors++;
 }
 }
-if(data67.gpus !== undefined){
-let data68 = data67.gpus;
-if(!(((typeof data68 == "number") && (!(data68 % 1) && !isNaN(data68))) && (isFinite(data68)))){
-const err118 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data66 = data65.container;
+if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
+for(const key16 in data66){
+if(!(((key16 === "cpu") || (key16 === "memory")) || (key16 === "gpus"))){
+const err118 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1582,9 +1579,12 @@ vErrors.push(err118);
 }
 errors++;
 }
-if((typeof data68 == "number") && (isFinite(data68))){
-if(data68 < 0 || isNaN(data68)){
-const err119 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data66.cpu !== undefined){
+let data67 = data66.cpu;
+if(typeof data67 === "string"){
+if(!pattern5.test(data67)){
+const err119 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1594,10 +1594,8 @@ vErrors.push(err119);
 errors++;
 }
 }
-}
-}
 else {
-const err120 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err120 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1606,11 +1604,12 @@ vErrors.push(err120);
 }
 errors++;
 }
-let data69 = data61.job;
-if(data69 && typeof data69 == "object" && !Array.isArray(data69)){
-for(const key18 in data69){
-if(!((key18 === "gpus") || (key18 === "replicas"))){
-const err121 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
+}
+if(data66.memory !== undefined){
+let data68 = data66.memory;
+if(typeof data68 === "string"){
+if(!pattern5.test(data68)){
+const err121 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1620,10 +1619,8 @@ vErrors.push(err121);
 errors++;
 }
 }
-if(data69.gpus !== undefined){
-let data70 = data69.gpus;
-if(!(((typeof data70 == "number") && (!(data70 % 1) && !isNaN(data70))) && (isFinite(data70)))){
-const err122 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err122 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1632,9 +1629,14 @@ vErrors.push(err122);
 }
 errors++;
 }
-if((typeof data70 == "number") && (isFinite(data70))){
-if(data70 < 0 || isNaN(data70)){
-const err123 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data66.gpus !== undefined){
+let data69 = data66.gpus;
+if(data69 && typeof data69 == "object" && !Array.isArray(data69)){
+for(const key17 in data69){
+let data70 = data69[key17];
+if(!(((typeof data70 == "number") && (!(data70 % 1) && !isNaN(data70))) && (isFinite(data70)))){
+const err123 = {instancePath:instancePath+"/limits/container/gpus/" + key17.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1643,15 +1645,9 @@ vErrors.push(err123);
 }
 errors++;
 }
-}
-}
-if(data69.replicas !== undefined){
-let data71 = data69.replicas;
-if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
-for(const key19 in data71){
-let data72 = data71[key19];
-if(!(((typeof data72 == "number") && (!(data72 % 1) && !isNaN(data72))) && (isFinite(data72)))){
-const err124 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data70 == "number") && (isFinite(data70))){
+if(data70 < 0 || isNaN(data70)){
+const err124 = {instancePath:instancePath+"/limits/container/gpus/" + key17.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1660,9 +1656,11 @@ vErrors.push(err124);
 }
 errors++;
 }
-if((typeof data72 == "number") && (isFinite(data72))){
-if(data72 < 0 || isNaN(data72)){
-const err125 = {instancePath:instancePath+"/limits/job/replicas/" + key19.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err125 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1673,9 +1671,8 @@ errors++;
 }
 }
 }
-}
 else {
-const err126 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err126 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1684,10 +1681,11 @@ vErrors.push(err126);
 }
 errors++;
 }
-}
-}
-else {
-const err127 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data71 = data65.pod;
+if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
+for(const key18 in data71){
+if(!(key18 === "gpus")){
+const err127 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1696,11 +1694,11 @@ vErrors.push(err127);
 }
 errors++;
 }
-let data73 = data61.runPolicy;
-if(data73 && typeof data73 == "object" && !Array.isArray(data73)){
-for(const key20 in data73){
-if(!((((((key20 === "requireTtlSecondsAfterFinished") || (key20 === "maxTtlSecondsAfterFinished")) || (key20 === "maxActiveDeadlineSeconds")) || (key20 === "maxBackoffLimit")) || (key20 === "allowedCleanPodPolicies")) || (key20 === "allowedRestartPolicies"))){
-const err128 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key20},message:"must NOT have additional properties"};
+}
+if(data71.gpus !== undefined){
+let data72 = data71.gpus;
+if(!(((typeof data72 == "number") && (!(data72 % 1) && !isNaN(data72))) && (isFinite(data72)))){
+const err128 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1709,10 +1707,9 @@ vErrors.push(err128);
 }
 errors++;
 }
-}
-if(data73.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data73.requireTtlSecondsAfterFinished !== "boolean"){
-const err129 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data72 == "number") && (isFinite(data72))){
+if(data72 < 0 || isNaN(data72)){
+const err129 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1722,10 +1719,10 @@ vErrors.push(err129);
 errors++;
 }
 }
-if(data73.maxTtlSecondsAfterFinished !== undefined){
-let data75 = data73.maxTtlSecondsAfterFinished;
-if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
-const err130 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err130 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1734,9 +1731,11 @@ vErrors.push(err130);
 }
 errors++;
 }
-if((typeof data75 == "number") && (isFinite(data75))){
-if(data75 < 0 || isNaN(data75)){
-const err131 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+let data73 = data65.job;
+if(data73 && typeof data73 == "object" && !Array.isArray(data73)){
+for(const key19 in data73){
+if(!((key19 === "gpus") || (key19 === "replicas"))){
+const err131 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key19},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1746,11 +1745,10 @@ vErrors.push(err131);
 errors++;
 }
 }
-}
-if(data73.maxActiveDeadlineSeconds !== undefined){
-let data76 = data73.maxActiveDeadlineSeconds;
-if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
-const err132 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data73.gpus !== undefined){
+let data74 = data73.gpus;
+if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
+const err132 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1759,9 +1757,9 @@ vErrors.push(err132);
 }
 errors++;
 }
-if((typeof data76 == "number") && (isFinite(data76))){
-if(data76 < 0 || isNaN(data76)){
-const err133 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data74 == "number") && (isFinite(data74))){
+if(data74 < 0 || isNaN(data74)){
+const err133 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1772,10 +1770,13 @@ errors++;
 }
 }
 }
-if(data73.maxBackoffLimit !== undefined){
-let data77 = data73.maxBackoffLimit;
-if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
-const err134 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data73.replicas !== undefined){
+let data75 = data73.replicas;
+if(data75 && typeof data75 == "object" && !Array.isArray(data75)){
+for(const key20 in data75){
+let data76 = data75[key20];
+if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
+const err134 = {instancePath:instancePath+"/limits/job/replicas/" + key20.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1784,9 +1785,9 @@ vErrors.push(err134);
 }
 errors++;
 }
-if((typeof data77 == "number") && (isFinite(data77))){
-if(data77 < 0 || isNaN(data77)){
-const err135 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data76 == "number") && (isFinite(data76))){
+if(data76 < 0 || isNaN(data76)){
+const err135 = {instancePath:instancePath+"/limits/job/replicas/" + key20.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1797,14 +1798,9 @@ errors++;
 }
 }
 }
-if(data73.allowedCleanPodPolicies !== undefined){
-let data78 = data73.allowedCleanPodPolicies;
-if(Array.isArray(data78)){
-const len9 = data78.length;
-for(let i9=0; i9<len9; i9++){
-let data79 = data78[i9];
-if(!(((data79 === "All") || (data79 === "Running")) || (data79 === "None"))){
-const err136 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i9,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err136 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1816,7 +1812,7 @@ errors++;
 }
 }
 else {
-const err137 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err137 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1825,15 +1821,11 @@ vErrors.push(err137);
 }
 errors++;
 }
-}
-if(data73.allowedRestartPolicies !== undefined){
-let data80 = data73.allowedRestartPolicies;
-if(Array.isArray(data80)){
-const len10 = data80.length;
-for(let i10=0; i10<len10; i10++){
-let data81 = data80[i10];
-if(!((((data81 === "Always") || (data81 === "OnFailure")) || (data81 === "Never")) || (data81 === "ExitCode"))){
-const err138 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i10,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+let data77 = data65.runPolicy;
+if(data77 && typeof data77 == "object" && !Array.isArray(data77)){
+for(const key21 in data77){
+if(!((((((key21 === "requireTtlSecondsAfterFinished") || (key21 === "maxTtlSecondsAfterFinished")) || (key21 === "maxActiveDeadlineSeconds")) || (key21 === "maxBackoffLimit")) || (key21 === "allowedCleanPodPolicies")) || (key21 === "allowedRestartPolicies"))){
+const err138 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1843,9 +1835,9 @@ vErrors.push(err138);
 errors++;
 }
 }
-}
-else {
-const err139 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data77.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data77.requireTtlSecondsAfterFinished !== "boolean"){
+const err139 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1855,9 +1847,10 @@ vErrors.push(err139);
 errors++;
 }
 }
-}
-else {
-const err140 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data77.maxTtlSecondsAfterFinished !== undefined){
+let data79 = data77.maxTtlSecondsAfterFinished;
+if(!(((typeof data79 == "number") && (!(data79 % 1) && !isNaN(data79))) && (isFinite(data79)))){
+const err140 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1866,13 +1859,9 @@ vErrors.push(err140);
 }
 errors++;
 }
-if(data61.allowedAccelerators !== undefined){
-let data82 = data61.allowedAccelerators;
-if(Array.isArray(data82)){
-const len11 = data82.length;
-for(let i11=0; i11<len11; i11++){
-if(typeof data82[i11] !== "string"){
-const err141 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i11,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data79 == "number") && (isFinite(data79))){
+if(data79 < 0 || isNaN(data79)){
+const err141 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1883,8 +1872,10 @@ errors++;
 }
 }
 }
-else {
-const err142 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data77.maxActiveDeadlineSeconds !== undefined){
+let data80 = data77.maxActiveDeadlineSeconds;
+if(!(((typeof data80 == "number") && (!(data80 % 1) && !isNaN(data80))) && (isFinite(data80)))){
+const err142 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1893,14 +1884,9 @@ vErrors.push(err142);
 }
 errors++;
 }
-}
-if(data61.allowedPartitions !== undefined){
-let data84 = data61.allowedPartitions;
-if(Array.isArray(data84)){
-const len12 = data84.length;
-for(let i12=0; i12<len12; i12++){
-if(typeof data84[i12] !== "string"){
-const err143 = {instancePath:instancePath+"/limits/allowedPartitions/" + i12,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data80 == "number") && (isFinite(data80))){
+if(data80 < 0 || isNaN(data80)){
+const err143 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1911,8 +1897,10 @@ errors++;
 }
 }
 }
-else {
-const err144 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data77.maxBackoffLimit !== undefined){
+let data81 = data77.maxBackoffLimit;
+if(!(((typeof data81 == "number") && (!(data81 % 1) && !isNaN(data81))) && (isFinite(data81)))){
+const err144 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1921,10 +1909,9 @@ vErrors.push(err144);
 }
 errors++;
 }
-}
-}
-else {
-const err145 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data81 == "number") && (isFinite(data81))){
+if(data81 < 0 || isNaN(data81)){
+const err145 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1933,11 +1920,16 @@ vErrors.push(err145);
 }
 errors++;
 }
-let data86 = data.jobDefaults;
-if(data86 && typeof data86 == "object" && !Array.isArray(data86)){
-for(const key21 in data86){
-if(!((((key21 === "ttlSecondsAfterFinished") || (key21 === "cleanPodPolicy")) || (key21 === "activeDeadlineSeconds")) || (key21 === "backoffLimit"))){
-const err146 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
+}
+}
+if(data77.allowedCleanPodPolicies !== undefined){
+let data82 = data77.allowedCleanPodPolicies;
+if(Array.isArray(data82)){
+const len10 = data82.length;
+for(let i10=0; i10<len10; i10++){
+let data83 = data82[i10];
+if(!(((data83 === "All") || (data83 === "Running")) || (data83 === "None"))){
+const err146 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i10,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1947,10 +1939,9 @@ vErrors.push(err146);
 errors++;
 }
 }
-if(data86.ttlSecondsAfterFinished !== undefined){
-let data87 = data86.ttlSecondsAfterFinished;
-if(!(((typeof data87 == "number") && (!(data87 % 1) && !isNaN(data87))) && (isFinite(data87)))){
-const err147 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err147 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1959,9 +1950,15 @@ vErrors.push(err147);
 }
 errors++;
 }
-if((typeof data87 == "number") && (isFinite(data87))){
-if(data87 < 0 || isNaN(data87)){
-const err148 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data77.allowedRestartPolicies !== undefined){
+let data84 = data77.allowedRestartPolicies;
+if(Array.isArray(data84)){
+const len11 = data84.length;
+for(let i11=0; i11<len11; i11++){
+let data85 = data84[i11];
+if(!((((data85 === "Always") || (data85 === "OnFailure")) || (data85 === "Never")) || (data85 === "ExitCode"))){
+const err148 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i11,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1972,10 +1969,8 @@ errors++;
 }
 }
 }
-if(data86.cleanPodPolicy !== undefined){
-let data88 = data86.cleanPodPolicy;
-if(!(((data88 === "All") || (data88 === "Running")) || (data88 === "None"))){
-const err149 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+else {
+const err149 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1985,10 +1980,9 @@ vErrors.push(err149);
 errors++;
 }
 }
-if(data86.activeDeadlineSeconds !== undefined){
-let data89 = data86.activeDeadlineSeconds;
-if(!(((typeof data89 == "number") && (!(data89 % 1) && !isNaN(data89))) && (isFinite(data89)))){
-const err150 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err150 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1997,9 +1991,13 @@ vErrors.push(err150);
 }
 errors++;
 }
-if((typeof data89 == "number") && (isFinite(data89))){
-if(data89 < 1 || isNaN(data89)){
-const err151 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data65.allowedAccelerators !== undefined){
+let data86 = data65.allowedAccelerators;
+if(Array.isArray(data86)){
+const len12 = data86.length;
+for(let i12=0; i12<len12; i12++){
+if(typeof data86[i12] !== "string"){
+const err151 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i12,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -2010,10 +2008,8 @@ errors++;
 }
 }
 }
-if(data86.backoffLimit !== undefined){
-let data90 = data86.backoffLimit;
-if(!(((typeof data90 == "number") && (!(data90 % 1) && !isNaN(data90))) && (isFinite(data90)))){
-const err152 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err152 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -2022,9 +2018,14 @@ vErrors.push(err152);
 }
 errors++;
 }
-if((typeof data90 == "number") && (isFinite(data90))){
-if(data90 < 0 || isNaN(data90)){
-const err153 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data65.allowedPartitions !== undefined){
+let data88 = data65.allowedPartitions;
+if(Array.isArray(data88)){
+const len13 = data88.length;
+for(let i13=0; i13<len13; i13++){
+if(typeof data88[i13] !== "string"){
+const err153 = {instancePath:instancePath+"/limits/allowedPartitions/" + i13,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -2035,9 +2036,8 @@ errors++;
 }
 }
 }
-}
 else {
-const err154 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err154 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -2046,17 +2046,10 @@ vErrors.push(err154);
 }
 errors++;
 }
-let data91 = data.namespaces;
-if(Array.isArray(data91)){
-const len13 = data91.length;
-for(let i13=0; i13<len13; i13++){
-let data92 = data91[i13];
-if(data92 && typeof data92 == "object" && !Array.isArray(data92)){
-if(data92.limits === undefined){
-data92.limits = {};
 }
-if(data92.pattern === undefined){
-const err155 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+}
+else {
+const err155 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -2065,9 +2058,11 @@ vErrors.push(err155);
 }
 errors++;
 }
-for(const key22 in data92){
-if(!(((key22 === "pattern") || (key22 === "limits")) || (key22 === "jobDefaults"))){
-const err156 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
+let data90 = data.jobDefaults;
+if(data90 && typeof data90 == "object" && !Array.isArray(data90)){
+for(const key22 in data90){
+if(!((((key22 === "ttlSecondsAfterFinished") || (key22 === "cleanPodPolicy")) || (key22 === "activeDeadlineSeconds")) || (key22 === "backoffLimit"))){
+const err156 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -2077,11 +2072,10 @@ vErrors.push(err156);
 errors++;
 }
 }
-if(data92.pattern !== undefined){
-let data93 = data92.pattern;
-if(typeof data93 === "string"){
-if(func3(data93) < 1){
-const err157 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data90.ttlSecondsAfterFinished !== undefined){
+let data91 = data90.ttlSecondsAfterFinished;
+if(!(((typeof data91 == "number") && (!(data91 % 1) && !isNaN(data91))) && (isFinite(data91)))){
+const err157 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -2090,9 +2084,9 @@ vErrors.push(err157);
 }
 errors++;
 }
-}
-else {
-const err158 = {instancePath:instancePath+"/namespaces/" + i13+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data91 == "number") && (isFinite(data91))){
+if(data91 < 0 || isNaN(data91)){
+const err158 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -2102,11 +2096,11 @@ vErrors.push(err158);
 errors++;
 }
 }
-let data94 = data92.limits;
-if(data94 && typeof data94 == "object" && !Array.isArray(data94)){
-for(const key23 in data94){
-if(!((((((key23 === "container") || (key23 === "pod")) || (key23 === "job")) || (key23 === "runPolicy")) || (key23 === "allowedAccelerators")) || (key23 === "allowedPartitions"))){
-const err159 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
+}
+if(data90.cleanPodPolicy !== undefined){
+let data92 = data90.cleanPodPolicy;
+if(!(((data92 === "All") || (data92 === "Running")) || (data92 === "None"))){
+const err159 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -2116,12 +2110,10 @@ vErrors.push(err159);
 errors++;
 }
 }
-if(data94.container !== undefined){
-let data95 = data94.container;
-if(data95 && typeof data95 == "object" && !Array.isArray(data95)){
-for(const key24 in data95){
-if(!(((key24 === "cpu") || (key24 === "memory")) || (key24 === "gpus"))){
-const err160 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
+if(data90.activeDeadlineSeconds !== undefined){
+let data93 = data90.activeDeadlineSeconds;
+if(!(((typeof data93 == "number") && (!(data93 % 1) && !isNaN(data93))) && (isFinite(data93)))){
+const err160 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -2130,12 +2122,9 @@ vErrors.push(err160);
 }
 errors++;
 }
-}
-if(data95.cpu !== undefined){
-let data96 = data95.cpu;
-if(typeof data96 === "string"){
-if(!pattern4.test(data96)){
-const err161 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if((typeof data93 == "number") && (isFinite(data93))){
+if(data93 < 1 || isNaN(data93)){
+const err161 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -2145,8 +2134,11 @@ vErrors.push(err161);
 errors++;
 }
 }
-else {
-const err162 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data90.backoffLimit !== undefined){
+let data94 = data90.backoffLimit;
+if(!(((typeof data94 == "number") && (!(data94 % 1) && !isNaN(data94))) && (isFinite(data94)))){
+const err162 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -2155,12 +2147,9 @@ vErrors.push(err162);
 }
 errors++;
 }
-}
-if(data95.memory !== undefined){
-let data97 = data95.memory;
-if(typeof data97 === "string"){
-if(!pattern4.test(data97)){
-const err163 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if((typeof data94 == "number") && (isFinite(data94))){
+if(data94 < 0 || isNaN(data94)){
+const err163 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -2170,8 +2159,10 @@ vErrors.push(err163);
 errors++;
 }
 }
+}
+}
 else {
-const err164 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err164 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -2180,14 +2171,17 @@ vErrors.push(err164);
 }
 errors++;
 }
+let data95 = data.namespaces;
+if(Array.isArray(data95)){
+const len14 = data95.length;
+for(let i14=0; i14<len14; i14++){
+let data96 = data95[i14];
+if(data96 && typeof data96 == "object" && !Array.isArray(data96)){
+if(data96.limits === undefined){
+data96.limits = {};
 }
-if(data95.gpus !== undefined){
-let data98 = data95.gpus;
-if(data98 && typeof data98 == "object" && !Array.isArray(data98)){
-for(const key25 in data98){
-let data99 = data98[key25];
-if(!(((typeof data99 == "number") && (!(data99 % 1) && !isNaN(data99))) && (isFinite(data99)))){
-const err165 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data96.pattern === undefined){
+const err165 = {instancePath:instancePath+"/namespaces/" + i14,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2196,9 +2190,9 @@ vErrors.push(err165);
 }
 errors++;
 }
-if((typeof data99 == "number") && (isFinite(data99))){
-if(data99 < 0 || isNaN(data99)){
-const err166 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus/" + key25.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+for(const key23 in data96){
+if(!(((key23 === "pattern") || (key23 === "limits")) || (key23 === "jobDefaults"))){
+const err166 = {instancePath:instancePath+"/namespaces/" + i14,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2208,10 +2202,11 @@ vErrors.push(err166);
 errors++;
 }
 }
-}
-}
-else {
-const err167 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data96.pattern !== undefined){
+let data97 = data96.pattern;
+if(typeof data97 === "string"){
+if(func3(data97) < 1){
+const err167 = {instancePath:instancePath+"/namespaces/" + i14+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2221,9 +2216,8 @@ vErrors.push(err167);
 errors++;
 }
 }
-}
 else {
-const err168 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err168 = {instancePath:instancePath+"/namespaces/" + i14+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2233,12 +2227,11 @@ vErrors.push(err168);
 errors++;
 }
 }
-if(data94.pod !== undefined){
-let data100 = data94.pod;
-if(data100 && typeof data100 == "object" && !Array.isArray(data100)){
-for(const key26 in data100){
-if(!(key26 === "gpus")){
-const err169 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key26},message:"must NOT have additional properties"};
+let data98 = data96.limits;
+if(data98 && typeof data98 == "object" && !Array.isArray(data98)){
+for(const key24 in data98){
+if(!((((((key24 === "container") || (key24 === "pod")) || (key24 === "job")) || (key24 === "runPolicy")) || (key24 === "allowedAccelerators")) || (key24 === "allowedPartitions"))){
+const err169 = {instancePath:instancePath+"/namespaces/" + i14+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2248,10 +2241,12 @@ vErrors.push(err169);
 errors++;
 }
 }
-if(data100.gpus !== undefined){
-let data101 = data100.gpus;
-if(!(((typeof data101 == "number") && (!(data101 % 1) && !isNaN(data101))) && (isFinite(data101)))){
-const err170 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data98.container !== undefined){
+let data99 = data98.container;
+if(data99 && typeof data99 == "object" && !Array.isArray(data99)){
+for(const key25 in data99){
+if(!(((key25 === "cpu") || (key25 === "memory")) || (key25 === "gpus"))){
+const err170 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key25},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2260,9 +2255,12 @@ vErrors.push(err170);
 }
 errors++;
 }
-if((typeof data101 == "number") && (isFinite(data101))){
-if(data101 < 0 || isNaN(data101)){
-const err171 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data99.cpu !== undefined){
+let data100 = data99.cpu;
+if(typeof data100 === "string"){
+if(!pattern5.test(data100)){
+const err171 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2272,10 +2270,8 @@ vErrors.push(err171);
 errors++;
 }
 }
-}
-}
 else {
-const err172 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err172 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2285,12 +2281,11 @@ vErrors.push(err172);
 errors++;
 }
 }
-if(data94.job !== undefined){
-let data102 = data94.job;
-if(data102 && typeof data102 == "object" && !Array.isArray(data102)){
-for(const key27 in data102){
-if(!((key27 === "gpus") || (key27 === "replicas"))){
-const err173 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
+if(data99.memory !== undefined){
+let data101 = data99.memory;
+if(typeof data101 === "string"){
+if(!pattern5.test(data101)){
+const err173 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2300,10 +2295,8 @@ vErrors.push(err173);
 errors++;
 }
 }
-if(data102.gpus !== undefined){
-let data103 = data102.gpus;
-if(!(((typeof data103 == "number") && (!(data103 % 1) && !isNaN(data103))) && (isFinite(data103)))){
-const err174 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err174 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2312,9 +2305,14 @@ vErrors.push(err174);
 }
 errors++;
 }
-if((typeof data103 == "number") && (isFinite(data103))){
-if(data103 < 0 || isNaN(data103)){
-const err175 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data99.gpus !== undefined){
+let data102 = data99.gpus;
+if(data102 && typeof data102 == "object" && !Array.isArray(data102)){
+for(const key26 in data102){
+let data103 = data102[key26];
+if(!(((typeof data103 == "number") && (!(data103 % 1) && !isNaN(data103))) && (isFinite(data103)))){
+const err175 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/gpus/" + key26.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2323,15 +2321,9 @@ vErrors.push(err175);
 }
 errors++;
 }
-}
-}
-if(data102.replicas !== undefined){
-let data104 = data102.replicas;
-if(data104 && typeof data104 == "object" && !Array.isArray(data104)){
-for(const key28 in data104){
-let data105 = data104[key28];
-if(!(((typeof data105 == "number") && (!(data105 % 1) && !isNaN(data105))) && (isFinite(data105)))){
-const err176 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data103 == "number") && (isFinite(data103))){
+if(data103 < 0 || isNaN(data103)){
+const err176 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/gpus/" + key26.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2340,9 +2332,11 @@ vErrors.push(err176);
 }
 errors++;
 }
-if((typeof data105 == "number") && (isFinite(data105))){
-if(data105 < 0 || isNaN(data105)){
-const err177 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas/" + key28.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err177 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2353,9 +2347,8 @@ errors++;
 }
 }
 }
-}
 else {
-const err178 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err178 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2365,9 +2358,12 @@ vErrors.push(err178);
 errors++;
 }
 }
-}
-else {
-const err179 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data98.pod !== undefined){
+let data104 = data98.pod;
+if(data104 && typeof data104 == "object" && !Array.isArray(data104)){
+for(const key27 in data104){
+if(!(key27 === "gpus")){
+const err179 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2377,12 +2373,10 @@ vErrors.push(err179);
 errors++;
 }
 }
-if(data94.runPolicy !== undefined){
-let data106 = data94.runPolicy;
-if(data106 && typeof data106 == "object" && !Array.isArray(data106)){
-for(const key29 in data106){
-if(!((((((key29 === "requireTtlSecondsAfterFinished") || (key29 === "maxTtlSecondsAfterFinished")) || (key29 === "maxActiveDeadlineSeconds")) || (key29 === "maxBackoffLimit")) || (key29 === "allowedCleanPodPolicies")) || (key29 === "allowedRestartPolicies"))){
-const err180 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key29},message:"must NOT have additional properties"};
+if(data104.gpus !== undefined){
+let data105 = data104.gpus;
+if(!(((typeof data105 == "number") && (!(data105 % 1) && !isNaN(data105))) && (isFinite(data105)))){
+const err180 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2391,10 +2385,9 @@ vErrors.push(err180);
 }
 errors++;
 }
-}
-if(data106.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data106.requireTtlSecondsAfterFinished !== "boolean"){
-const err181 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data105 == "number") && (isFinite(data105))){
+if(data105 < 0 || isNaN(data105)){
+const err181 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2404,10 +2397,10 @@ vErrors.push(err181);
 errors++;
 }
 }
-if(data106.maxTtlSecondsAfterFinished !== undefined){
-let data108 = data106.maxTtlSecondsAfterFinished;
-if(!(((typeof data108 == "number") && (!(data108 % 1) && !isNaN(data108))) && (isFinite(data108)))){
-const err182 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err182 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2416,9 +2409,13 @@ vErrors.push(err182);
 }
 errors++;
 }
-if((typeof data108 == "number") && (isFinite(data108))){
-if(data108 < 0 || isNaN(data108)){
-const err183 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data98.job !== undefined){
+let data106 = data98.job;
+if(data106 && typeof data106 == "object" && !Array.isArray(data106)){
+for(const key28 in data106){
+if(!((key28 === "gpus") || (key28 === "replicas"))){
+const err183 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key28},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2428,11 +2425,10 @@ vErrors.push(err183);
 errors++;
 }
 }
-}
-if(data106.maxActiveDeadlineSeconds !== undefined){
-let data109 = data106.maxActiveDeadlineSeconds;
-if(!(((typeof data109 == "number") && (!(data109 % 1) && !isNaN(data109))) && (isFinite(data109)))){
-const err184 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data106.gpus !== undefined){
+let data107 = data106.gpus;
+if(!(((typeof data107 == "number") && (!(data107 % 1) && !isNaN(data107))) && (isFinite(data107)))){
+const err184 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2441,9 +2437,9 @@ vErrors.push(err184);
 }
 errors++;
 }
-if((typeof data109 == "number") && (isFinite(data109))){
-if(data109 < 0 || isNaN(data109)){
-const err185 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data107 == "number") && (isFinite(data107))){
+if(data107 < 0 || isNaN(data107)){
+const err185 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2454,10 +2450,13 @@ errors++;
 }
 }
 }
-if(data106.maxBackoffLimit !== undefined){
-let data110 = data106.maxBackoffLimit;
-if(!(((typeof data110 == "number") && (!(data110 % 1) && !isNaN(data110))) && (isFinite(data110)))){
-const err186 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data106.replicas !== undefined){
+let data108 = data106.replicas;
+if(data108 && typeof data108 == "object" && !Array.isArray(data108)){
+for(const key29 in data108){
+let data109 = data108[key29];
+if(!(((typeof data109 == "number") && (!(data109 % 1) && !isNaN(data109))) && (isFinite(data109)))){
+const err186 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/replicas/" + key29.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2466,9 +2465,9 @@ vErrors.push(err186);
 }
 errors++;
 }
-if((typeof data110 == "number") && (isFinite(data110))){
-if(data110 < 0 || isNaN(data110)){
-const err187 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data109 == "number") && (isFinite(data109))){
+if(data109 < 0 || isNaN(data109)){
+const err187 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/replicas/" + key29.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2479,14 +2478,9 @@ errors++;
 }
 }
 }
-if(data106.allowedCleanPodPolicies !== undefined){
-let data111 = data106.allowedCleanPodPolicies;
-if(Array.isArray(data111)){
-const len14 = data111.length;
-for(let i14=0; i14<len14; i14++){
-let data112 = data111[i14];
-if(!(((data112 === "All") || (data112 === "Running")) || (data112 === "None"))){
-const err188 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies/" + i14,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err188 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2498,7 +2492,7 @@ errors++;
 }
 }
 else {
-const err189 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err189 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2508,14 +2502,12 @@ vErrors.push(err189);
 errors++;
 }
 }
-if(data106.allowedRestartPolicies !== undefined){
-let data113 = data106.allowedRestartPolicies;
-if(Array.isArray(data113)){
-const len15 = data113.length;
-for(let i15=0; i15<len15; i15++){
-let data114 = data113[i15];
-if(!((((data114 === "Always") || (data114 === "OnFailure")) || (data114 === "Never")) || (data114 === "ExitCode"))){
-const err190 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if(data98.runPolicy !== undefined){
+let data110 = data98.runPolicy;
+if(data110 && typeof data110 == "object" && !Array.isArray(data110)){
+for(const key30 in data110){
+if(!((((((key30 === "requireTtlSecondsAfterFinished") || (key30 === "maxTtlSecondsAfterFinished")) || (key30 === "maxActiveDeadlineSeconds")) || (key30 === "maxBackoffLimit")) || (key30 === "allowedCleanPodPolicies")) || (key30 === "allowedRestartPolicies"))){
+const err190 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2525,9 +2517,9 @@ vErrors.push(err190);
 errors++;
 }
 }
-}
-else {
-const err191 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data110.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data110.requireTtlSecondsAfterFinished !== "boolean"){
+const err191 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2537,9 +2529,10 @@ vErrors.push(err191);
 errors++;
 }
 }
-}
-else {
-const err192 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data110.maxTtlSecondsAfterFinished !== undefined){
+let data112 = data110.maxTtlSecondsAfterFinished;
+if(!(((typeof data112 == "number") && (!(data112 % 1) && !isNaN(data112))) && (isFinite(data112)))){
+const err192 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2548,14 +2541,9 @@ vErrors.push(err192);
 }
 errors++;
 }
-}
-if(data94.allowedAccelerators !== undefined){
-let data115 = data94.allowedAccelerators;
-if(Array.isArray(data115)){
-const len16 = data115.length;
-for(let i16=0; i16<len16; i16++){
-if(typeof data115[i16] !== "string"){
-const err193 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data112 == "number") && (isFinite(data112))){
+if(data112 < 0 || isNaN(data112)){
+const err193 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2566,8 +2554,10 @@ errors++;
 }
 }
 }
-else {
-const err194 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data110.maxActiveDeadlineSeconds !== undefined){
+let data113 = data110.maxActiveDeadlineSeconds;
+if(!(((typeof data113 == "number") && (!(data113 % 1) && !isNaN(data113))) && (isFinite(data113)))){
+const err194 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2576,14 +2566,9 @@ vErrors.push(err194);
 }
 errors++;
 }
-}
-if(data94.allowedPartitions !== undefined){
-let data117 = data94.allowedPartitions;
-if(Array.isArray(data117)){
-const len17 = data117.length;
-for(let i17=0; i17<len17; i17++){
-if(typeof data117[i17] !== "string"){
-const err195 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions/" + i17,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data113 == "number") && (isFinite(data113))){
+if(data113 < 0 || isNaN(data113)){
+const err195 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2594,8 +2579,10 @@ errors++;
 }
 }
 }
-else {
-const err196 = {instancePath:instancePath+"/namespaces/" + i13+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data110.maxBackoffLimit !== undefined){
+let data114 = data110.maxBackoffLimit;
+if(!(((typeof data114 == "number") && (!(data114 % 1) && !isNaN(data114))) && (isFinite(data114)))){
+const err196 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2604,10 +2591,9 @@ vErrors.push(err196);
 }
 errors++;
 }
-}
-}
-else {
-const err197 = {instancePath:instancePath+"/namespaces/" + i13+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data114 == "number") && (isFinite(data114))){
+if(data114 < 0 || isNaN(data114)){
+const err197 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2616,12 +2602,16 @@ vErrors.push(err197);
 }
 errors++;
 }
-if(data92.jobDefaults !== undefined){
-let data119 = data92.jobDefaults;
-if(data119 && typeof data119 == "object" && !Array.isArray(data119)){
-for(const key30 in data119){
-if(!((((key30 === "ttlSecondsAfterFinished") || (key30 === "cleanPodPolicy")) || (key30 === "activeDeadlineSeconds")) || (key30 === "backoffLimit"))){
-const err198 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
+}
+}
+if(data110.allowedCleanPodPolicies !== undefined){
+let data115 = data110.allowedCleanPodPolicies;
+if(Array.isArray(data115)){
+const len15 = data115.length;
+for(let i15=0; i15<len15; i15++){
+let data116 = data115[i15];
+if(!(((data116 === "All") || (data116 === "Running")) || (data116 === "None"))){
+const err198 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedCleanPodPolicies/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2631,10 +2621,9 @@ vErrors.push(err198);
 errors++;
 }
 }
-if(data119.ttlSecondsAfterFinished !== undefined){
-let data120 = data119.ttlSecondsAfterFinished;
-if(!(((typeof data120 == "number") && (!(data120 % 1) && !isNaN(data120))) && (isFinite(data120)))){
-const err199 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err199 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2643,9 +2632,15 @@ vErrors.push(err199);
 }
 errors++;
 }
-if((typeof data120 == "number") && (isFinite(data120))){
-if(data120 < 0 || isNaN(data120)){
-const err200 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data110.allowedRestartPolicies !== undefined){
+let data117 = data110.allowedRestartPolicies;
+if(Array.isArray(data117)){
+const len16 = data117.length;
+for(let i16=0; i16<len16; i16++){
+let data118 = data117[i16];
+if(!((((data118 === "Always") || (data118 === "OnFailure")) || (data118 === "Never")) || (data118 === "ExitCode"))){
+const err200 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedRestartPolicies/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2656,10 +2651,8 @@ errors++;
 }
 }
 }
-if(data119.cleanPodPolicy !== undefined){
-let data121 = data119.cleanPodPolicy;
-if(!(((data121 === "All") || (data121 === "Running")) || (data121 === "None"))){
-const err201 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+else {
+const err201 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2669,10 +2662,9 @@ vErrors.push(err201);
 errors++;
 }
 }
-if(data119.activeDeadlineSeconds !== undefined){
-let data122 = data119.activeDeadlineSeconds;
-if(!(((typeof data122 == "number") && (!(data122 % 1) && !isNaN(data122))) && (isFinite(data122)))){
-const err202 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err202 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2681,9 +2673,14 @@ vErrors.push(err202);
 }
 errors++;
 }
-if((typeof data122 == "number") && (isFinite(data122))){
-if(data122 < 1 || isNaN(data122)){
-const err203 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data98.allowedAccelerators !== undefined){
+let data119 = data98.allowedAccelerators;
+if(Array.isArray(data119)){
+const len17 = data119.length;
+for(let i17=0; i17<len17; i17++){
+if(typeof data119[i17] !== "string"){
+const err203 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedAccelerators/" + i17,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2694,10 +2691,8 @@ errors++;
 }
 }
 }
-if(data119.backoffLimit !== undefined){
-let data123 = data119.backoffLimit;
-if(!(((typeof data123 == "number") && (!(data123 % 1) && !isNaN(data123))) && (isFinite(data123)))){
-const err204 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err204 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2706,9 +2701,14 @@ vErrors.push(err204);
 }
 errors++;
 }
-if((typeof data123 == "number") && (isFinite(data123))){
-if(data123 < 0 || isNaN(data123)){
-const err205 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data98.allowedPartitions !== undefined){
+let data121 = data98.allowedPartitions;
+if(Array.isArray(data121)){
+const len18 = data121.length;
+for(let i18=0; i18<len18; i18++){
+if(typeof data121[i18] !== "string"){
+const err205 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedPartitions/" + i18,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2719,9 +2719,8 @@ errors++;
 }
 }
 }
-}
 else {
-const err206 = {instancePath:instancePath+"/namespaces/" + i13+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err206 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2733,7 +2732,7 @@ errors++;
 }
 }
 else {
-const err207 = {instancePath:instancePath+"/namespaces/" + i13,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err207 = {instancePath:instancePath+"/namespaces/" + i14+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2742,10 +2741,12 @@ vErrors.push(err207);
 }
 errors++;
 }
-}
-}
-else {
-const err208 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data96.jobDefaults !== undefined){
+let data123 = data96.jobDefaults;
+if(data123 && typeof data123 == "object" && !Array.isArray(data123)){
+for(const key31 in data123){
+if(!((((key31 === "ttlSecondsAfterFinished") || (key31 === "cleanPodPolicy")) || (key31 === "activeDeadlineSeconds")) || (key31 === "backoffLimit"))){
+const err208 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2754,20 +2755,11 @@ vErrors.push(err208);
 }
 errors++;
 }
-let data124 = data.enforcement;
-if(data124 && typeof data124 == "object" && !Array.isArray(data124)){
-if(data124.mode === undefined){
-data124.mode = "deny";
 }
-if(data124.rules === undefined){
-data124.rules = {};
-}
-if(data124.namespaces === undefined){
-data124.namespaces = [];
-}
-for(const key31 in data124){
-if(!(((key31 === "mode") || (key31 === "rules")) || (key31 === "namespaces"))){
-const err209 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
+if(data123.ttlSecondsAfterFinished !== undefined){
+let data124 = data123.ttlSecondsAfterFinished;
+if(!(((typeof data124 == "number") && (!(data124 % 1) && !isNaN(data124))) && (isFinite(data124)))){
+const err209 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2776,10 +2768,9 @@ vErrors.push(err209);
 }
 errors++;
 }
-}
-let data125 = data124.mode;
-if(!(((data125 === "deny") || (data125 === "warn")) || (data125 === "audit"))){
-const err210 = {instancePath:instancePath+"/enforcement/mode",schemaPath:"#/properties/enforcement/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.mode.enum},message:"must be equal to one of the allowed values"};
+if((typeof data124 == "number") && (isFinite(data124))){
+if(data124 < 0 || isNaN(data124)){
+const err210 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2788,11 +2779,12 @@ vErrors.push(err210);
 }
 errors++;
 }
-let data126 = data124.rules;
-if(data126 && typeof data126 == "object" && !Array.isArray(data126)){
-for(const key32 in data126){
-if(!(func2.call(schema11.properties.enforcement.properties.rules.properties, key32))){
-const err211 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
+}
+}
+if(data123.cleanPodPolicy !== undefined){
+let data125 = data123.cleanPodPolicy;
+if(!(((data125 === "All") || (data125 === "Running")) || (data125 === "None"))){
+const err211 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2802,10 +2794,10 @@ vErrors.push(err211);
 errors++;
 }
 }
-if(data126["container-limits"] !== undefined){
-let data127 = data126["container-limits"];
-if(!(((data127 === "deny") || (data127 === "warn")) || (data127 === "audit"))){
-const err212 = {instancePath:instancePath+"/enforcement/rules/container-limits",schemaPath:"#/properties/enforcement/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
+if(data123.activeDeadlineSeconds !== undefined){
+let data126 = data123.activeDeadlineSeconds;
+if(!(((typeof data126 == "number") && (!(data126 % 1) && !isNaN(data126))) && (isFinite(data126)))){
+const err212 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2814,11 +2806,9 @@ vErrors.push(err212);
 }
 errors++;
 }
-}
-if(data126["extended-resources"] !== undefined){
-let data128 = data126["extended-resources"];
-if(!(((data128 === "deny") || (data128 === "warn")) || (data128 === "audit"))){
-const err213 = {instancePath:instancePath+"/enforcement/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
+if((typeof data126 == "number") && (isFinite(data126))){
+if(data126 < 1 || isNaN(data126)){
+const err213 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2828,10 +2818,11 @@ vErrors.push(err213);
 errors++;
 }
 }
-if(data126["gpu-mig-mixing"] !== undefined){
-let data129 = data126["gpu-mig-mixing"];
-if(!(((data129 === "deny") || (data129 === "warn")) || (data129 === "audit"))){
-const err214 = {instancePath:instancePath+"/enforcement/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
+}
+if(data123.backoffLimit !== undefined){
+let data127 = data123.backoffLimit;
+if(!(((typeof data127 == "number") && (!(data127 % 1) && !isNaN(data127))) && (isFinite(data127)))){
+const err214 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2840,11 +2831,9 @@ vErrors.push(err214);
 }
 errors++;
 }
-}
-if(data126["pod-gpus"] !== undefined){
-let data130 = data126["pod-gpus"];
-if(!(((data130 === "deny") || (data130 === "warn")) || (data130 === "audit"))){
-const err215 = {instancePath:instancePath+"/enforcement/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
+if((typeof data127 == "number") && (isFinite(data127))){
+if(data127 < 0 || isNaN(data127)){
+const err215 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -2854,10 +2843,10 @@ vErrors.push(err215);
 errors++;
 }
 }
-if(data126.quantity !== undefined){
-let data131 = data126.quantity;
-if(!(((data131 === "deny") || (data131 === "warn")) || (data131 === "audit"))){
-const err216 = {instancePath:instancePath+"/enforcement/rules/quantity",schemaPath:"#/properties/enforcement/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
+}
+}
+else {
+const err216 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -2867,10 +2856,9 @@ vErrors.push(err216);
 errors++;
 }
 }
-if(data126["accelerator-allowed"] !== undefined){
-let data132 = data126["accelerator-allowed"];
-if(!(((data132 === "deny") || (data132 === "warn")) || (data132 === "audit"))){
-const err217 = {instancePath:instancePath+"/enforcement/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err217 = {instancePath:instancePath+"/namespaces/" + i14,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -2880,10 +2868,9 @@ vErrors.push(err217);
 errors++;
 }
 }
-if(data126["job-name"] !== undefined){
-let data133 = data126["job-name"];
-if(!(((data133 === "deny") || (data133 === "warn")) || (data133 === "audit"))){
-const err218 = {instancePath:instancePath+"/enforcement/rules/job-name",schemaPath:"#/properties/enforcement/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err218 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -2892,11 +2879,20 @@ vErrors.push(err218);
 }
 errors++;
 }
+let data128 = data.enforcement;
+if(data128 && typeof data128 == "object" && !Array.isArray(data128)){
+if(data128.mode === undefined){
+data128.mode = "deny";
 }
-if(data126["job-shape"] !== undefined){
-let data134 = data126["job-shape"];
-if(!(((data134 === "deny") || (data134 === "warn")) || (data134 === "audit"))){
-const err219 = {instancePath:instancePath+"/enforcement/rules/job-shape",schemaPath:"#/properties/enforcement/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
+if(data128.rules === undefined){
+data128.rules = {};
+}
+if(data128.namespaces === undefined){
+data128.namespaces = [];
+}
+for(const key32 in data128){
+if(!(((key32 === "mode") || (key32 === "rules")) || (key32 === "namespaces"))){
+const err219 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -2906,10 +2902,9 @@ vErrors.push(err219);
 errors++;
 }
 }
-if(data126["job-replicas"] !== undefined){
-let data135 = data126["job-replicas"];
-if(!(((data135 === "deny") || (data135 === "warn")) || (data135 === "audit"))){
-const err220 = {instancePath:instancePath+"/enforcement/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
+let data129 = data128.mode;
+if(!(((data129 === "deny") || (data129 === "warn")) || (data129 === "audit"))){
+const err220 = {instancePath:instancePath+"/enforcement/mode",schemaPath:"#/properties/enforcement/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -2918,11 +2913,11 @@ vErrors.push(err220);
 }
 errors++;
 }
-}
-if(data126["job-gpus"] !== undefined){
-let data136 = data126["job-gpus"];
-if(!(((data136 === "deny") || (data136 === "warn")) || (data136 === "audit"))){
-const err221 = {instancePath:instancePath+"/enforcement/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
+let data130 = data128.rules;
+if(data130 && typeof data130 == "object" && !Array.isArray(data130)){
+for(const key33 in data130){
+if(!(func2.call(schema11.properties.enforcement.properties.rules.properties, key33))){
+const err221 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key33},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -2932,10 +2927,10 @@ vErrors.push(err221);
 errors++;
 }
 }
-if(data126["run-policy"] !== undefined){
-let data137 = data126["run-policy"];
-if(!(((data137 === "deny") || (data137 === "warn")) || (data137 === "audit"))){
-const err222 = {instancePath:instancePath+"/enforcement/rules/run-policy",schemaPath:"#/properties/enforcement/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
+if(data130["container-limits"] !== undefined){
+let data131 = data130["container-limits"];
+if(!(((data131 === "deny") || (data131 === "warn")) || (data131 === "audit"))){
+const err222 = {instancePath:instancePath+"/enforcement/rules/container-limits",schemaPath:"#/properties/enforcement/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -2945,10 +2940,10 @@ vErrors.push(err222);
 errors++;
 }
 }
-if(data126.capacity !== undefined){
-let data138 = data126.capacity;
-if(!(((data138 === "deny") || (data138 === "warn")) || (data138 === "audit"))){
-const err223 = {instancePath:instancePath+"/enforcement/rules/capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
+if(data130["extended-resources"] !== undefined){
+let data132 = data130["extended-resources"];
+if(!(((data132 === "deny") || (data132 === "warn")) || (data132 === "audit"))){
+const err223 = {instancePath:instancePath+"/enforcement/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -2958,9 +2953,10 @@ vErrors.push(err223);
 errors++;
 }
 }
-}
-else {
-const err224 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data130["gpu-mig-mixing"] !== undefined){
+let data133 = data130["gpu-mig-mixing"];
+if(!(((data133 === "deny") || (data133 === "warn")) || (data133 === "audit"))){
+const err224 = {instancePath:instancePath+"/enforcement/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -2969,14 +2965,11 @@ vErrors.push(err224);
 }
 errors++;
 }
-let data139 = data124.namespaces;
-if(Array.isArray(data139)){
-const len18 = data139.length;
-for(let i18=0; i18<len18; i18++){
-let data140 = data139[i18];
-if(data140 && typeof data140 == "object" && !Array.isArray(data140)){
-if(data140.pattern === undefined){
-const err225 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+}
+if(data130["pod-gpus"] !== undefined){
+let data134 = data130["pod-gpus"];
+if(!(((data134 === "deny") || (data134 === "warn")) || (data134 === "audit"))){
+const err225 = {instancePath:instancePath+"/enforcement/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -2985,9 +2978,11 @@ vErrors.push(err225);
 }
 errors++;
 }
-for(const key33 in data140){
-if(!(((key33 === "pattern") || (key33 === "mode")) || (key33 === "rules"))){
-const err226 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key33},message:"must NOT have additional properties"};
+}
+if(data130.quantity !== undefined){
+let data135 = data130.quantity;
+if(!(((data135 === "deny") || (data135 === "warn")) || (data135 === "audit"))){
+const err226 = {instancePath:instancePath+"/enforcement/rules/quantity",schemaPath:"#/properties/enforcement/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -2997,11 +2992,10 @@ vErrors.push(err226);
 errors++;
 }
 }
-if(data140.pattern !== undefined){
-let data141 = data140.pattern;
-if(typeof data141 === "string"){
-if(func3(data141) < 1){
-const err227 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data130["accelerator-allowed"] !== undefined){
+let data136 = data130["accelerator-allowed"];
+if(!(((data136 === "deny") || (data136 === "warn")) || (data136 === "audit"))){
+const err227 = {instancePath:instancePath+"/enforcement/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -3011,8 +3005,10 @@ vErrors.push(err227);
 errors++;
 }
 }
-else {
-const err228 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data130["job-name"] !== undefined){
+let data137 = data130["job-name"];
+if(!(((data137 === "deny") || (data137 === "warn")) || (data137 === "audit"))){
+const err228 = {instancePath:instancePath+"/enforcement/rules/job-name",schemaPath:"#/properties/enforcement/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -3022,10 +3018,10 @@ vErrors.push(err228);
 errors++;
 }
 }
-if(data140.mode !== undefined){
-let data142 = data140.mode;
-if(!(((data142 === "deny") || (data142 === "warn")) || (data142 === "audit"))){
-const err229 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
+if(data130["job-shape"] !== undefined){
+let data138 = data130["job-shape"];
+if(!(((data138 === "deny") || (data138 === "warn")) || (data138 === "audit"))){
+const err229 = {instancePath:instancePath+"/enforcement/rules/job-shape",schemaPath:"#/properties/enforcement/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err229];
 }
@@ -3035,12 +3031,10 @@ vErrors.push(err229);
 errors++;
 }
 }
-if(data140.rules !== undefined){
-let data143 = data140.rules;
-if(data143 && typeof data143 == "object" && !Array.isArray(data143)){
-for(const key34 in data143){
-if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key34))){
-const err230 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
+if(data130["job-replicas"] !== undefined){
+let data139 = data130["job-replicas"];
+if(!(((data139 === "deny") || (data139 === "warn")) || (data139 === "audit"))){
+const err230 = {instancePath:instancePath+"/enforcement/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err230];
 }
@@ -3050,10 +3044,10 @@ vErrors.push(err230);
 errors++;
 }
 }
-if(data143["container-limits"] !== undefined){
-let data144 = data143["container-limits"];
-if(!(((data144 === "deny") || (data144 === "warn")) || (data144 === "audit"))){
-const err231 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
+if(data130["job-gpus"] !== undefined){
+let data140 = data130["job-gpus"];
+if(!(((data140 === "deny") || (data140 === "warn")) || (data140 === "audit"))){
+const err231 = {instancePath:instancePath+"/enforcement/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -3063,10 +3057,10 @@ vErrors.push(err231);
 errors++;
 }
 }
-if(data143["extended-resources"] !== undefined){
-let data145 = data143["extended-resources"];
-if(!(((data145 === "deny") || (data145 === "warn")) || (data145 === "audit"))){
-const err232 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
+if(data130["run-policy"] !== undefined){
+let data141 = data130["run-policy"];
+if(!(((data141 === "deny") || (data141 === "warn")) || (data141 === "audit"))){
+const err232 = {instancePath:instancePath+"/enforcement/rules/run-policy",schemaPath:"#/properties/enforcement/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err232];
 }
@@ -3076,10 +3070,10 @@ vErrors.push(err232);
 errors++;
 }
 }
-if(data143["gpu-mig-mixing"] !== undefined){
-let data146 = data143["gpu-mig-mixing"];
-if(!(((data146 === "deny") || (data146 === "warn")) || (data146 === "audit"))){
-const err233 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
+if(data130.capacity !== undefined){
+let data142 = data130.capacity;
+if(!(((data142 === "deny") || (data142 === "warn")) || (data142 === "audit"))){
+const err233 = {instancePath:instancePath+"/enforcement/rules/capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err233];
 }
@@ -3089,10 +3083,9 @@ vErrors.push(err233);
 errors++;
 }
 }
-if(data143["pod-gpus"] !== undefined){
-let data147 = data143["pod-gpus"];
-if(!(((data147 === "deny") || (data147 === "warn")) || (data147 === "audit"))){
-const err234 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err234 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err234];
 }
@@ -3101,11 +3094,14 @@ vErrors.push(err234);
 }
 errors++;
 }
-}
-if(data143.quantity !== undefined){
-let data148 = data143.quantity;
-if(!(((data148 === "deny") || (data148 === "warn")) || (data148 === "audit"))){
-const err235 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
+let data143 = data128.namespaces;
+if(Array.isArray(data143)){
+const len19 = data143.length;
+for(let i19=0; i19<len19; i19++){
+let data144 = data143[i19];
+if(data144 && typeof data144 == "object" && !Array.isArray(data144)){
+if(data144.pattern === undefined){
+const err235 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err235];
 }
@@ -3114,11 +3110,9 @@ vErrors.push(err235);
 }
 errors++;
 }
-}
-if(data143["accelerator-allowed"] !== undefined){
-let data149 = data143["accelerator-allowed"];
-if(!(((data149 === "deny") || (data149 === "warn")) || (data149 === "audit"))){
-const err236 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
+for(const key34 in data144){
+if(!(((key34 === "pattern") || (key34 === "mode")) || (key34 === "rules"))){
+const err236 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -3128,10 +3122,11 @@ vErrors.push(err236);
 errors++;
 }
 }
-if(data143["job-name"] !== undefined){
-let data150 = data143["job-name"];
-if(!(((data150 === "deny") || (data150 === "warn")) || (data150 === "audit"))){
-const err237 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
+if(data144.pattern !== undefined){
+let data145 = data144.pattern;
+if(typeof data145 === "string"){
+if(func3(data145) < 1){
+const err237 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -3141,10 +3136,8 @@ vErrors.push(err237);
 errors++;
 }
 }
-if(data143["job-shape"] !== undefined){
-let data151 = data143["job-shape"];
-if(!(((data151 === "deny") || (data151 === "warn")) || (data151 === "audit"))){
-const err238 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
+else {
+const err238 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -3154,10 +3147,10 @@ vErrors.push(err238);
 errors++;
 }
 }
-if(data143["job-replicas"] !== undefined){
-let data152 = data143["job-replicas"];
-if(!(((data152 === "deny") || (data152 === "warn")) || (data152 === "audit"))){
-const err239 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
+if(data144.mode !== undefined){
+let data146 = data144.mode;
+if(!(((data146 === "deny") || (data146 === "warn")) || (data146 === "audit"))){
+const err239 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err239];
 }
@@ -3167,10 +3160,12 @@ vErrors.push(err239);
 errors++;
 }
 }
-if(data143["job-gpus"] !== undefined){
-let data153 = data143["job-gpus"];
-if(!(((data153 === "deny") || (data153 === "warn")) || (data153 === "audit"))){
-const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
+if(data144.rules !== undefined){
+let data147 = data144.rules;
+if(data147 && typeof data147 == "object" && !Array.isArray(data147)){
+for(const key35 in data147){
+if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key35))){
+const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err240];
 }
@@ -3180,10 +3175,10 @@ vErrors.push(err240);
 errors++;
 }
 }
-if(data143["run-policy"] !== undefined){
-let data154 = data143["run-policy"];
-if(!(((data154 === "deny") || (data154 === "warn")) || (data154 === "audit"))){
-const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
+if(data147["container-limits"] !== undefined){
+let data148 = data147["container-limits"];
+if(!(((data148 === "deny") || (data148 === "warn")) || (data148 === "audit"))){
+const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err241];
 }
@@ -3193,10 +3188,10 @@ vErrors.push(err241);
 errors++;
 }
 }
-if(data143.capacity !== undefined){
-let data155 = data143.capacity;
-if(!(((data155 === "deny") || (data155 === "warn")) || (data155 === "audit"))){
-const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
+if(data147["extended-resources"] !== undefined){
+let data149 = data147["extended-resources"];
+if(!(((data149 === "deny") || (data149 === "warn")) || (data149 === "audit"))){
+const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err242];
 }
@@ -3206,9 +3201,10 @@ vErrors.push(err242);
 errors++;
 }
 }
-}
-else {
-const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i18+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data147["gpu-mig-mixing"] !== undefined){
+let data150 = data147["gpu-mig-mixing"];
+if(!(((data150 === "deny") || (data150 === "warn")) || (data150 === "audit"))){
+const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err243];
 }
@@ -3218,9 +3214,10 @@ vErrors.push(err243);
 errors++;
 }
 }
-}
-else {
-const err244 = {instancePath:instancePath+"/enforcement/namespaces/" + i18,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data147["pod-gpus"] !== undefined){
+let data151 = data147["pod-gpus"];
+if(!(((data151 === "deny") || (data151 === "warn")) || (data151 === "audit"))){
+const err244 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err244];
 }
@@ -3230,9 +3227,10 @@ vErrors.push(err244);
 errors++;
 }
 }
-}
-else {
-const err245 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data147.quantity !== undefined){
+let data152 = data147.quantity;
+if(!(((data152 === "deny") || (data152 === "warn")) || (data152 === "audit"))){
+const err245 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err245];
 }
@@ -3242,8 +3240,10 @@ vErrors.push(err245);
 errors++;
 }
 }
-else {
-const err246 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data147["accelerator-allowed"] !== undefined){
+let data153 = data147["accelerator-allowed"];
+if(!(((data153 === "deny") || (data153 === "warn")) || (data153 === "audit"))){
+const err246 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err246];
 }
@@ -3252,41 +3252,11 @@ vErrors.push(err246);
 }
 errors++;
 }
-let data156 = data.reconciler;
-if(data156 && typeof data156 == "object" && !Array.isArray(data156)){
-if(data156.maxDeletionsPerPass === undefined){
-data156.maxDeletionsPerPass = 100;
 }
-if(data156.leaseGracePeriodSeconds === undefined){
-data156.leaseGracePeriodSeconds = 40;
-}
-if(data156.passLeaseSeconds === undefined){
-data156.passLeaseSeconds = 600;
-}
-if(data156.perReplicaServices === undefined){
-data156.perReplicaServices = true;
-}
-if(data156.events === undefined){
-data156.events = true;
-}
-if(data156.pendingGpuPodSeconds === undefined){
-data156.pendingGpuPodSeconds = 300;
-}
-if(data156.ledgerShardBytes === undefined){
-data156.ledgerShardBytes = 524288;
-}
-if(data156.concurrency === undefined){
-data156.concurrency = 8;
-}
-if(data156.policyReports === undefined){
-data156.policyReports = false;
-}
-if(data156.allowedTemplates === undefined){
-data156.allowedTemplates = {};
-}
-for(const key35 in data156){
-if(!(func2.call(schema11.properties.reconciler.properties, key35))){
-const err247 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
+if(data147["job-name"] !== undefined){
+let data154 = data147["job-name"];
+if(!(((data154 === "deny") || (data154 === "warn")) || (data154 === "audit"))){
+const err247 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err247];
 }
@@ -3296,9 +3266,10 @@ vErrors.push(err247);
 errors++;
 }
 }
-let data157 = data156.maxDeletionsPerPass;
-if(!(((typeof data157 == "number") && (!(data157 % 1) && !isNaN(data157))) && (isFinite(data157)))){
-const err248 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data147["job-shape"] !== undefined){
+let data155 = data147["job-shape"];
+if(!(((data155 === "deny") || (data155 === "warn")) || (data155 === "audit"))){
+const err248 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err248];
 }
@@ -3307,9 +3278,11 @@ vErrors.push(err248);
 }
 errors++;
 }
-if((typeof data157 == "number") && (isFinite(data157))){
-if(data157 < 1 || isNaN(data157)){
-const err249 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data147["job-replicas"] !== undefined){
+let data156 = data147["job-replicas"];
+if(!(((data156 === "deny") || (data156 === "warn")) || (data156 === "audit"))){
+const err249 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err249];
 }
@@ -3319,9 +3292,10 @@ vErrors.push(err249);
 errors++;
 }
 }
-let data158 = data156.leaseGracePeriodSeconds;
-if(!(((typeof data158 == "number") && (!(data158 % 1) && !isNaN(data158))) && (isFinite(data158)))){
-const err250 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data147["job-gpus"] !== undefined){
+let data157 = data147["job-gpus"];
+if(!(((data157 === "deny") || (data157 === "warn")) || (data157 === "audit"))){
+const err250 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err250];
 }
@@ -3330,9 +3304,11 @@ vErrors.push(err250);
 }
 errors++;
 }
-if((typeof data158 == "number") && (isFinite(data158))){
-if(data158 < 1 || isNaN(data158)){
-const err251 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data147["run-policy"] !== undefined){
+let data158 = data147["run-policy"];
+if(!(((data158 === "deny") || (data158 === "warn")) || (data158 === "audit"))){
+const err251 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err251];
 }
@@ -3342,9 +3318,10 @@ vErrors.push(err251);
 errors++;
 }
 }
-let data159 = data156.passLeaseSeconds;
-if(!(((typeof data159 == "number") && (!(data159 % 1) && !isNaN(data159))) && (isFinite(data159)))){
-const err252 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data147.capacity !== undefined){
+let data159 = data147.capacity;
+if(!(((data159 === "deny") || (data159 === "warn")) || (data159 === "audit"))){
+const err252 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err252];
 }
@@ -3353,9 +3330,10 @@ vErrors.push(err252);
 }
 errors++;
 }
-if((typeof data159 == "number") && (isFinite(data159))){
-if(data159 > 86400 || isNaN(data159)){
-const err253 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+else {
+const err253 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err253];
 }
@@ -3364,8 +3342,10 @@ vErrors.push(err253);
 }
 errors++;
 }
-if(data159 < 10 || isNaN(data159)){
-const err254 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+}
+}
+else {
+const err254 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err254];
 }
@@ -3375,8 +3355,9 @@ vErrors.push(err254);
 errors++;
 }
 }
-if(typeof data156.perReplicaServices !== "boolean"){
-const err255 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+else {
+const err255 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err255];
 }
@@ -3385,8 +3366,9 @@ vErrors.push(err255);
 }
 errors++;
 }
-if(typeof data156.events !== "boolean"){
-const err256 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+else {
+const err256 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err256];
 }
@@ -3395,9 +3377,41 @@ vErrors.push(err256);
 }
 errors++;
 }
-let data162 = data156.pendingGpuPodSeconds;
-if(!(((typeof data162 == "number") && (!(data162 % 1) && !isNaN(data162))) && (isFinite(data162)))){
-const err257 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data160 = data.reconciler;
+if(data160 && typeof data160 == "object" && !Array.isArray(data160)){
+if(data160.maxDeletionsPerPass === undefined){
+data160.maxDeletionsPerPass = 100;
+}
+if(data160.leaseGracePeriodSeconds === undefined){
+data160.leaseGracePeriodSeconds = 40;
+}
+if(data160.passLeaseSeconds === undefined){
+data160.passLeaseSeconds = 600;
+}
+if(data160.perReplicaServices === undefined){
+data160.perReplicaServices = true;
+}
+if(data160.events === undefined){
+data160.events = true;
+}
+if(data160.pendingGpuPodSeconds === undefined){
+data160.pendingGpuPodSeconds = 300;
+}
+if(data160.ledgerShardBytes === undefined){
+data160.ledgerShardBytes = 524288;
+}
+if(data160.concurrency === undefined){
+data160.concurrency = 8;
+}
+if(data160.policyReports === undefined){
+data160.policyReports = false;
+}
+if(data160.allowedTemplates === undefined){
+data160.allowedTemplates = {};
+}
+for(const key36 in data160){
+if(!(func2.call(schema11.properties.reconciler.properties, key36))){
+const err257 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err257];
 }
@@ -3406,9 +3420,10 @@ vErrors.push(err257);
 }
 errors++;
 }
-if((typeof data162 == "number") && (isFinite(data162))){
-if(data162 < 0 || isNaN(data162)){
-const err258 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+let data161 = data160.maxDeletionsPerPass;
+if(!(((typeof data161 == "number") && (!(data161 % 1) && !isNaN(data161))) && (isFinite(data161)))){
+const err258 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err258];
 }
@@ -3417,10 +3432,9 @@ vErrors.push(err258);
 }
 errors++;
 }
-}
-let data163 = data156.ledgerShardBytes;
-if(!(((typeof data163 == "number") && (!(data163 % 1) && !isNaN(data163))) && (isFinite(data163)))){
-const err259 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data161 == "number") && (isFinite(data161))){
+if(data161 < 1 || isNaN(data161)){
+const err259 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err259];
 }
@@ -3429,9 +3443,10 @@ vErrors.push(err259);
 }
 errors++;
 }
-if((typeof data163 == "number") && (isFinite(data163))){
-if(data163 > 921600 || isNaN(data163)){
-const err260 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+}
+let data162 = data160.leaseGracePeriodSeconds;
+if(!(((typeof data162 == "number") && (!(data162 % 1) && !isNaN(data162))) && (isFinite(data162)))){
+const err260 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err260];
 }
@@ -3440,8 +3455,9 @@ vErrors.push(err260);
 }
 errors++;
 }
-if(data163 < 16384 || isNaN(data163)){
-const err261 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+if((typeof data162 == "number") && (isFinite(data162))){
+if(data162 < 1 || isNaN(data162)){
+const err261 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err261];
 }
@@ -3451,9 +3467,9 @@ vErrors.push(err261);
 errors++;
 }
 }
-let data164 = data156.concurrency;
-if(!(((typeof data164 == "number") && (!(data164 % 1) && !isNaN(data164))) && (isFinite(data164)))){
-const err262 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data163 = data160.passLeaseSeconds;
+if(!(((typeof data163 == "number") && (!(data163 % 1) && !isNaN(data163))) && (isFinite(data163)))){
+const err262 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err262];
 }
@@ -3462,9 +3478,9 @@ vErrors.push(err262);
 }
 errors++;
 }
-if((typeof data164 == "number") && (isFinite(data164))){
-if(data164 > 64 || isNaN(data164)){
-const err263 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+if((typeof data163 == "number") && (isFinite(data163))){
+if(data163 > 86400 || isNaN(data163)){
+const err263 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err263];
 }
@@ -3473,8 +3489,8 @@ vErrors.push(err263);
 }
 errors++;
 }
-if(data164 < 1 || isNaN(data164)){
-const err264 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data163 < 10 || isNaN(data163)){
+const err264 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
 if(vErrors === null){
 vErrors = [err264];
 }
@@ -3484,8 +3500,8 @@ vErrors.push(err264);
 errors++;
 }
 }
-if(typeof data156.policyReports !== "boolean"){
-const err265 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(typeof data160.perReplicaServices !== "boolean"){
+const err265 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err265];
 }
@@ -3494,20 +3510,8 @@ vErrors.push(err265);
 }
 errors++;
 }
-let data166 = data156.allowedTemplates;
-if(data166 && typeof data166 == "object" && !Array.isArray(data166)){
-if(data166.privileged === undefined){
-data166.privileged = false;
-}
-if(data166.hostNamespaces === undefined){
-data166.hostNamespaces = false;
-}
-if(data166.serviceAccounts === undefined){
-data166.serviceAccounts = [];
-}
-for(const key36 in data166){
-if(!(((key36 === "privileged") || (key36 === "hostNamespaces")) || (key36 === "serviceAccounts"))){
-const err266 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
+if(typeof data160.events !== "boolean"){
+const err266 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err266];
 }
@@ -3516,9 +3520,9 @@ vErrors.push(err266);
 }
 errors++;
 }
-}
-if(typeof data166.privileged !== "boolean"){
-const err267 = {instancePath:instancePath+"/reconciler/allowedTemplates/privileged",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/privileged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+let data166 = data160.pendingGpuPodSeconds;
+if(!(((typeof data166 == "number") && (!(data166 % 1) && !isNaN(data166))) && (isFinite(data166)))){
+const err267 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err267];
 }
@@ -3527,8 +3531,9 @@ vErrors.push(err267);
 }
 errors++;
 }
-if(typeof data166.hostNamespaces !== "boolean"){
-const err268 = {instancePath:instancePath+"/reconciler/allowedTemplates/hostNamespaces",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/hostNamespaces/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data166 == "number") && (isFinite(data166))){
+if(data166 < 0 || isNaN(data166)){
+const err268 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err268];
 }
@@ -3537,14 +3542,10 @@ vErrors.push(err268);
 }
 errors++;
 }
-let data169 = data166.serviceAccounts;
-if(Array.isArray(data169)){
-const len19 = data169.length;
-for(let i19=0; i19<len19; i19++){
-let data170 = data169[i19];
-if(typeof data170 === "string"){
-if(!pattern10.test(data170)){
-const err269 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i19,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
+}
+let data167 = data160.ledgerShardBytes;
+if(!(((typeof data167 == "number") && (!(data167 % 1) && !isNaN(data167))) && (isFinite(data167)))){
+const err269 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err269];
 }
@@ -3553,9 +3554,9 @@ vErrors.push(err269);
 }
 errors++;
 }
-}
-else {
-const err270 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i19,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data167 == "number") && (isFinite(data167))){
+if(data167 > 921600 || isNaN(data167)){
+const err270 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
 if(vErrors === null){
 vErrors = [err270];
 }
@@ -3564,10 +3565,8 @@ vErrors.push(err270);
 }
 errors++;
 }
-}
-}
-else {
-const err271 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data167 < 16384 || isNaN(data167)){
+const err271 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
 if(vErrors === null){
 vErrors = [err271];
 }
@@ -3577,8 +3576,9 @@ vErrors.push(err271);
 errors++;
 }
 }
-else {
-const err272 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data168 = data160.concurrency;
+if(!(((typeof data168 == "number") && (!(data168 % 1) && !isNaN(data168))) && (isFinite(data168)))){
+const err272 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err272];
 }
@@ -3587,9 +3587,9 @@ vErrors.push(err272);
 }
 errors++;
 }
-}
-else {
-const err273 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data168 == "number") && (isFinite(data168))){
+if(data168 > 64 || isNaN(data168)){
+const err273 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
 if(vErrors === null){
 vErrors = [err273];
 }
@@ -3598,14 +3598,8 @@ vErrors.push(err273);
 }
 errors++;
 }
-let data171 = data.webhook;
-if(data171 && typeof data171 == "object" && !Array.isArray(data171)){
-if(data171.timeoutSeconds === undefined){
-data171.timeoutSeconds = 5;
-}
-for(const key37 in data171){
-if(!(key37 === "timeoutSeconds")){
-const err274 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key37},message:"must NOT have additional properties"};
+if(data168 < 1 || isNaN(data168)){
+const err274 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err274];
 }
@@ -3615,9 +3609,8 @@ vErrors.push(err274);
 errors++;
 }
 }
-let data172 = data171.timeoutSeconds;
-if(!(((typeof data172 == "number") && (!(data172 % 1) && !isNaN(data172))) && (isFinite(data172)))){
-const err275 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(typeof data160.policyReports !== "boolean"){
+const err275 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err275];
 }
@@ -3626,9 +3619,20 @@ vErrors.push(err275);
 }
 errors++;
 }
-if((typeof data172 == "number") && (isFinite(data172))){
-if(data172 > 30 || isNaN(data172)){
-const err276 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+let data170 = data160.allowedTemplates;
+if(data170 && typeof data170 == "object" && !Array.isArray(data170)){
+if(data170.privileged === undefined){
+data170.privileged = false;
+}
+if(data170.hostNamespaces === undefined){
+data170.hostNamespaces = false;
+}
+if(data170.serviceAccounts === undefined){
+data170.serviceAccounts = [];
+}
+for(const key37 in data170){
+if(!(((key37 === "privileged") || (key37 === "hostNamespaces")) || (key37 === "serviceAccounts"))){
+const err276 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key37},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err276];
 }
@@ -3637,8 +3641,9 @@ vErrors.push(err276);
 }
 errors++;
 }
-if(data172 < 1 || isNaN(data172)){
-const err277 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(typeof data170.privileged !== "boolean"){
+const err277 = {instancePath:instancePath+"/reconciler/allowedTemplates/privileged",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/privileged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err277];
 }
@@ -3647,10 +3652,8 @@ vErrors.push(err277);
 }
 errors++;
 }
-}
-}
-else {
-const err278 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(typeof data170.hostNamespaces !== "boolean"){
+const err278 = {instancePath:instancePath+"/reconciler/allowedTemplates/hostNamespaces",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/hostNamespaces/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err278];
 }
@@ -3659,14 +3662,136 @@ vErrors.push(err278);
 }
 errors++;
 }
-}
-else {
-const err279 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data173 = data170.serviceAccounts;
+if(Array.isArray(data173)){
+const len20 = data173.length;
+for(let i20=0; i20<len20; i20++){
+let data174 = data173[i20];
+if(typeof data174 === "string"){
+if(!pattern11.test(data174)){
+const err279 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err279];
 }
 else {
 vErrors.push(err279);
+}
+errors++;
+}
+}
+else {
+const err280 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err280];
+}
+else {
+vErrors.push(err280);
+}
+errors++;
+}
+}
+}
+else {
+const err281 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err281];
+}
+else {
+vErrors.push(err281);
+}
+errors++;
+}
+}
+else {
+const err282 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err282];
+}
+else {
+vErrors.push(err282);
+}
+errors++;
+}
+}
+else {
+const err283 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err283];
+}
+else {
+vErrors.push(err283);
+}
+errors++;
+}
+let data175 = data.webhook;
+if(data175 && typeof data175 == "object" && !Array.isArray(data175)){
+if(data175.timeoutSeconds === undefined){
+data175.timeoutSeconds = 5;
+}
+for(const key38 in data175){
+if(!(key38 === "timeoutSeconds")){
+const err284 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key38},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err284];
+}
+else {
+vErrors.push(err284);
+}
+errors++;
+}
+}
+let data176 = data175.timeoutSeconds;
+if(!(((typeof data176 == "number") && (!(data176 % 1) && !isNaN(data176))) && (isFinite(data176)))){
+const err285 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err285];
+}
+else {
+vErrors.push(err285);
+}
+errors++;
+}
+if((typeof data176 == "number") && (isFinite(data176))){
+if(data176 > 30 || isNaN(data176)){
+const err286 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+if(vErrors === null){
+vErrors = [err286];
+}
+else {
+vErrors.push(err286);
+}
+errors++;
+}
+if(data176 < 1 || isNaN(data176)){
+const err287 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err287];
+}
+else {
+vErrors.push(err287);
+}
+errors++;
+}
+}
+}
+else {
+const err288 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err288];
+}
+else {
+vErrors.push(err288);
+}
+errors++;
+}
+}
+else {
+const err289 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err289];
+}
+else {
+vErrors.push(err289);
 }
 errors++;
 }

@@ -7,6 +7,7 @@
  * keeps the last good answer.
  */
 import type { Logger } from "pino";
+import type { DraCapacity } from "../core/dra.js";
 import { errorMessage } from "../core/errors.js";
 import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, readIndex, type LedgerIndex } from "../reconcile/ledger-shards.js";
 import type { LedgerReading } from "../reconcile/metrics.js";
@@ -17,6 +18,8 @@ import { restClient } from "./rest.js";
 export interface CapacitySource {
   /** The capacity as last read, or undefined while there is none. */
   current(): ClusterCapacity | undefined;
+  /** The largest node's device count per DeviceClass (DRA), when known: bounds `allocationMode: All`. */
+  draCapacity?(): DraCapacity | undefined;
 }
 
 export interface LedgerCapacity extends CapacitySource {

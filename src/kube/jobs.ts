@@ -8,8 +8,7 @@
  * job's replicas created together cost one GET. `fresh` bypasses the cache (and refreshes it), for
  * decisions that must see the job as it is now (`/scale`).
  */
-import type { KubeObject } from "../core/kube.js";
-import type { JobKind } from "../policy/types.js";
+import type { KubeObject, ObjectKind } from "../core/kube.js";
 import type { JobReader } from "../topology/types.js";
 import { kubeClient, statusOf } from "./client.js";
 import { restClient } from "./rest.js";
@@ -37,10 +36,10 @@ interface Entry {
   settled?: { job: KubeObject | undefined };
 }
 
-type GetObject = (kind: JobKind, namespace: string, name: string) => Promise<KubeObject | undefined>;
+type GetObject = (kind: ObjectKind, namespace: string, name: string) => Promise<KubeObject | undefined>;
 
 /** The job's API path (names and namespaces are DNS labels, so nothing to escape; encoded all the same). */
-export function jobPath(kind: JobKind, namespace: string, name: string): string {
+export function jobPath(kind: ObjectKind, namespace: string, name: string): string {
   return `/apis/${kind.group}/${kind.version}/namespaces/${encodeURIComponent(namespace)}/${kind.plural}/${encodeURIComponent(name)}`;
 }
 
@@ -102,7 +101,7 @@ export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobRe
   };
 
   /** One GET, cached under `key` from now on (failures are not). */
-  function fetch(key: string, kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined> {
+  function fetch(key: string, kind: ObjectKind, namespace: string, name: string): Promise<KubeObject | undefined> {
     const value = load().then((get) => get(kind, namespace, name));
     const entry: Entry = { at: now(), value };
     cache.delete(key);

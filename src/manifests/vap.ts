@@ -50,7 +50,7 @@
  * is introduced at 1.32 and the apiserver compiles new expressions for its previous minor version).
  */
 import { MAX_REVIEW_COST } from "../admission/cost.js";
-import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "./webhooks.js";
+import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, HAS_CLAIMS, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "./webhooks.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import { isGpuResource } from "../core/gpu.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
@@ -393,7 +393,7 @@ export function withinBoundsExpression(): string {
  * other operation the webhook handles (UPDATE pods/resize).
  */
 export function beyondBoundsExpression(): string {
-  return `request.operation != 'CREATE' ||\nsize(${ALL_CONTAINERS}) > ${CONDITION_MAX_CONTAINERS} ||\n${ALL_CONTAINERS}.exists(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES})`;
+  return `request.operation != 'CREATE' ||\nsize(${ALL_CONTAINERS}) > ${CONDITION_MAX_CONTAINERS} ||\n${ALL_CONTAINERS}.exists(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES}) ||\n${HAS_CLAIMS}`;
 }
 
 /** The name of the overlay's extra match condition on the pods.validate webhook. */
@@ -449,6 +449,11 @@ export function unexpressedRules(policy: Policy): UnexpressedRule[] {
     {
       rule: "extended-resources",
       why: "not repeated: the apiserver's own pod validation (ValidateResourceRequirements) already refuses fractional extended resources and a request unequal to its limit, before admission",
+      active: false,
+    },
+    {
+      rule: "GPUs through ResourceClaims (DRA)",
+      why: "a pod's claims are other objects, which a ValidatingAdmissionPolicy cannot read: the devices a pod asks for through spec.resourceClaims are counted and checked by /validate/pods, which the overlay keeps for every pod that names a claim",
       active: false,
     },
     {

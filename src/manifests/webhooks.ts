@@ -17,6 +17,8 @@
  * - `pods.validate` (`/validate/pods`, CREATE of training pods and their in-place `pods/resize`): `Fail` —
  *   platform limits are the point; the selectors bound who waits on an outage.
  * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`): `Fail`.
+ * - `claims.validate` (`/validate/claims`, CREATE of ResourceClaims and ResourceClaimTemplates, when the policy
+ *   names GPU device classes): `Fail`, as for pods: a claim over the limits could hold GPUs a pod may not have.
  */
 import type { LabelSelector } from "../core/selector.js";
 import { LABEL_JOB_NAME } from "../core/keys.js";
@@ -82,6 +84,7 @@ export const WEBHOOK_PURPOSE: Readonly<Record<string, string>> = {
   "jobs.mutate.quartermaster.dev": "new jobs do not get the platform's run-policy defaults",
   "pods.validate.quartermaster.dev": "pod limits are not enforced",
   "jobs.validate.quartermaster.dev": "job limits are not enforced",
+  "claims.validate.quartermaster.dev": "GPU limits on ResourceClaims and their templates (DRA) are not enforced when they are created",
 };
 
 // ---- CEL ----------------------------------------------------------------------------------------------
@@ -129,6 +132,8 @@ export function globCondition(v: string, pattern: string): string {
 // when absent): CEL optionals, in the admission CEL environment of every apiserver that has matchConditions.
 export const ALL_CONTAINERS = "(object.spec.?initContainers.orValue([]) + object.spec.?containers.orValue([]))";
 export const requestsOf = (c: string): string => `${c}.?resources.?requests.orValue({})`;
+/** The pod names ResourceClaims (DRA): its GPUs, if any, are in other objects the webhook reads. */
+export const HAS_CLAIMS = "size(object.spec.?resourceClaims.orValue([])) > 0";
 export const limitsOf = (c: string): string => `${c}.?resources.?limits.orValue({})`;
 
 
@@ -156,7 +161,10 @@ export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">, 
   const gpu = opts.limitsOnly
     ? `${ALL_CONTAINERS}.exists(c, ${wide}${limitsOf("c")}.exists(r, ${isGpu}))`
     : `${ALL_CONTAINERS}.exists(c, ${wide}[${requestsOf("c")}, ${limitsOf("c")}].exists(m, m.exists(r, ${isGpu})))`;
-  return [...labels, ...(opts.bounded ? [`size${ALL_CONTAINERS} > ${CONDITION_MAX_CONTAINERS}`] : []), gpu].join(" ||\n");
+  // A pod that names ResourceClaims may ask for GPUs through them (DRA): the claims are other objects, so the
+  // webhook reads them and decides (src/core/dra.ts); the condition can only see that there are some.
+  const claims = policy.gpu.deviceClasses.length > 0 ? [HAS_CLAIMS] : [];
+  return [...labels, ...(opts.bounded ? [`size${ALL_CONTAINERS} > ${CONDITION_MAX_CONTAINERS}`] : []), gpu, ...claims].join(" ||\n");
 }
 
 // ---- the configurations ---------------------------------------------------------------------------------
@@ -173,6 +181,15 @@ function jobRules(policy: Pick<Policy, "jobKinds">, operations: string[], subres
   }
   return [...byGroupVersion.values()].map((e) => ({ apiGroups: [e.group], apiVersions: [e.version], operations, resources: e.plurals, scope: "Namespaced" }));
 }
+
+/** ResourceClaims and ResourceClaimTemplates (DRA, `resource.k8s.io/v1`, served from Kubernetes 1.34): their specs are immutable. */
+const claimRule: RuleWithOperations = {
+  apiGroups: ["resource.k8s.io"],
+  apiVersions: ["v1"],
+  operations: ["CREATE"],
+  resources: ["resourceclaims", "resourceclaimtemplates"],
+  scope: "Namespaced",
+};
 
 const podRule = (operations: string[], resource: string): RuleWithOperations => ({ apiGroups: [""], apiVersions: ["v1"], operations, resources: [resource], scope: "Namespaced" });
 
@@ -210,6 +227,7 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
     webhooks: [
       hook("pods.validate.quartermaster.dev", "/validate/pods", "Fail", [podRule(["CREATE"], "pods"), podRule(["UPDATE"], "pods/resize")], { matchConditions: trainingPods }),
       hook("jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale")]),
+      ...(policy.gpu.deviceClasses.length > 0 ? [hook("claims.validate.quartermaster.dev", "/validate/claims", "Fail", [claimRule])] : []),
     ],
   };
   return [mutating, validating];
@@ -229,6 +247,9 @@ const WEBHOOK_COMMENTS: Readonly<Record<string, string>> = {
     " in-place resizes (pods/resize), so cpu/memory limits cannot be raised after creation.",
   "jobs.validate.quartermaster.dev":
     " Fail, as for pods: a job over its limits must not start, nor be scaled past them (the /scale subresource).",
+  "claims.validate.quartermaster.dev":
+    " Fail, as for pods: a ResourceClaim or ResourceClaimTemplate (DRA, resource.k8s.io/v1) asking for more GPU\n" +
+    " devices than a pod may have, or for accelerators the namespace may not use, is refused when it is created.",
 };
 
 export const GENERATED_HEADER = [
@@ -240,7 +261,7 @@ export const GENERATED_HEADER = [
   "   the same scope the reconciler writes in);",
   " - pod webhooks see only training pods (matchConditions): pods with their job's labels (Kubeflow's",
   "   job-name label, caffe2-operator's group_name and caffe2_job_key) or a request for one of the policy's",
-  "   GPU resources (gpu.resources patterns);",
+  "   GPU resources (gpu.resources patterns), or one naming ResourceClaims (DRA; the webhook reads them);",
   " - a timeout of a few seconds (policy webhook.timeoutSeconds); the apiserver's default of 10 s would stall",
   "   every pod create on an outage.",
   " The caBundle is filled in by cert-manager's CA injector or `quartermaster certs install`.",

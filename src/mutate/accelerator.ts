@@ -107,9 +107,9 @@ function gfdPartitionTerms(partition: string, device: string | undefined, onDevi
   out.summary.push(`MIG ${partition} (${products.length > 0 ? "mixed or single strategy" : "mixed strategy"})`);
 }
 
-export function acceleratorPlacement(pod: Pod, { policy }: MutationContext): Placement {
+export function acceleratorPlacement(pod: Pod, { policy, claims }: MutationContext): Placement {
   const out: Placement = { terms: [], tolerations: [], invalid: [], summary: [] };
-  if (!hasGpuLimit(pod, policy.gpu.resources)) return out;
+  if (!hasGpuLimit(pod, policy.gpu, claims)) return out;
   const { nodeLabel, partitionNodeLabel, addTolerations } = policy.accelerator;
   const tolerate = (key: string, value: string): void => {
     if (addTolerations) out.tolerations.push({ key, operator: "Equal", value, effect: "NoSchedule" });
@@ -216,7 +216,7 @@ export const placeOnAccelerator: Mutation = {
   advise(pod, ctx) {
     const asked = requested(pod);
     if (asked.length === 0) return [];
-    if (!hasGpuLimit(pod, ctx.policy.gpu.resources)) return [`quartermaster: ${asked.join(", ")} ignored: no container has a GPU limit`];
+    if (!hasGpuLimit(pod, ctx.policy.gpu, ctx.claims)) return [`quartermaster: ${asked.join(", ")} ignored: no container has a GPU limit`];
     const out = acceleratorPlacement(pod, ctx).invalid.map((a) =>
       a.startsWith(ANNOTATION_GPU_PARTITION) && !ctx.policy.accelerator.partitionNodeLabel
         ? `quartermaster: ${a} ignored: not a MIG profile usable in a node label (nvidia.com/mig-<profile>.count)`

@@ -8,14 +8,16 @@
  * Limits count as well as requests, because a webhook cannot rely on defaulting having copied them.
  */
 import type { V1Toleration } from "@kubernetes/client-node";
-import { isMalformedList, resourceNames, withTolerations } from "./pod.js";
+import { claimGpuResourceNames, isMalformedList, resourceNames, withTolerations } from "./pod.js";
 import { gpuResourcesFor } from "../core/gpu.js";
 import type { Mutation } from "./types.js";
 import type { Pod } from "../core/kube.js";
 
 function wanted(pod: Pod, ctx: Parameters<Mutation["mutate"]>[1]): V1Toleration[] {
   const out: V1Toleration[] = [];
-  for (const name of resourceNames(pod, ["containers", "initContainers"])) {
+  // A GPU asked for through a claim (DRA) needs the same tolerations as its extended-resource twin.
+  const names = [...new Set([...resourceNames(pod, ["containers", "initContainers"]), ...claimGpuResourceNames(pod, ctx.policy.gpu, ctx.claims)])].sort();
+  for (const name of names) {
     const matches = gpuResourcesFor(name, ctx.policy.gpu.resources);
     if (matches.length === 0) continue;
     out.push({ key: name, operator: "Exists", effect: "NoSchedule" });

@@ -6,7 +6,8 @@
 import type { V1Container, V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
 import { copyOf, withKey } from "../core/copy.js";
 import { isGpuResource } from "../core/gpu.js";
-import type { GpuResource } from "../policy/types.js";
+import { podGpuClaims, resolveClaims, type KnownClaims } from "../core/dra.js";
+import type { Policy } from "../policy/types.js";
 import type { Pod } from "../core/kube.js";
 
 export type ContainerList = "containers" | "initContainers";
@@ -43,13 +44,29 @@ export function resourceNames(pod: Pod, lists: readonly ContainerList[], sides: 
   return [...names].sort();
 }
 
-/** True when some regular container has a GPU resource in its limits (Flyte's rule for GPU placement). */
-export function hasGpuLimit(pod: Pod, gpu: readonly GpuResource[]): boolean {
+/**
+ * True when some regular container has a GPU resource in its limits (Flyte's rule for GPU placement), or names a
+ * claim whose devices are GPUs (DRA: a claim is a limit and a request at once).
+ */
+export function hasGpuLimit(pod: Pod, gpu: Policy["gpu"], claims?: KnownClaims): boolean {
   for (const c of pod.spec?.containers ?? []) {
     const limits = c?.resources?.limits;
-    if (limits) for (const name of Object.keys(limits)) if (isGpuResource(name, gpu)) return true;
+    if (limits) for (const name of Object.keys(limits)) if (isGpuResource(name, gpu.resources)) return true;
+  }
+  if (!claims) return false;
+  const gpuClaims = new Set(podGpuClaims(pod.spec, resolveClaims(pod.spec, claims), gpu.deviceClasses).map((c) => c.claim));
+  if (gpuClaims.size === 0) return false;
+  for (const c of pod.spec?.containers ?? []) {
+    const named = c?.resources?.claims;
+    if (Array.isArray(named) && named.some((n) => gpuClaims.has(n?.name))) return true;
   }
   return false;
+}
+
+/** The resource names the pod's GPU claims stand for (DRA), sorted: what its extended-resource twin would request. */
+export function claimGpuResourceNames(pod: Pod, gpu: Policy["gpu"], claims?: KnownClaims): string[] {
+  if (!claims) return [];
+  return [...new Set(podGpuClaims(pod.spec, resolveClaims(pod.spec, claims), gpu.deviceClasses).map((c) => c.gpu.resourceName))].sort();
 }
 
 export function annotation(pod: Pod, key: string): string | undefined {

@@ -4,6 +4,7 @@
  * returns the very same reference when it has nothing to do. The pipeline (`index.ts`) runs them in
  * order, explains each change in a warning and records its name on the pod.
  */
+import type { KnownClaims } from "../core/dra.js";
 import type { Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
 import type { Topology } from "../topology/types.js";
@@ -19,6 +20,8 @@ export interface MutationContext {
    * Absent, each pod's cluster spec is built from scratch.
    */
   clusterSpecs?: ClusterSpecMemo;
+  /** The ResourceClaims and templates the pod names, as far as they could be read: GPUs asked for through DRA. */
+  claims?: KnownClaims;
 }
 
 export interface Mutation {

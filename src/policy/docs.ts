@@ -53,6 +53,14 @@ export const DESCRIPTIONS: Record<string, string> = {
     "GPU resource name patterns (`*` matches any run of characters); a pod requesting one gets a NoSchedule toleration for it. The webhook configurations' `matchConditions` are rendered from these patterns (`quartermaster manifests webhooks --policy F`), so a pattern added here reaches the webhooks once that render is applied; `doctor` warns while it is not.",
   "gpu.resources[].pattern": "A resource name or pattern, e.g. `nvidia.com/mig-*`.",
   "gpu.resources[].tolerations": "Extra tolerations for pods requesting a matching resource (MIG slices tolerate the `nvidia.com/gpu` taint by default).",
+  "gpu.deviceClasses":
+    "DeviceClasses whose devices are GPUs, for GPUs asked for through Dynamic Resource Allocation (`resource.k8s.io/v1`, Kubernetes 1.34+): a pod's ResourceClaims and ResourceClaimTemplates of these classes count as the resource each maps to, so every cap, allow-list, toleration and placement applies to them as to the extended resource. " +
+    "A request counts `exactly.count` devices (default 1); `allocationMode: All` counts the largest node's devices of the class, and is refused where a GPU cap applies and no capacity is known; of `firstAvailable` alternatives the largest counts. " +
+    "Products and MIG profiles that a request's CEL selectors pin (`device.attributes['gpu.nvidia.com'].productName == '…'`, `.profile in [...]`) are checked against `allowedAccelerators` / `allowedPartitions` (a `productName` with spaces matches the label value with dashes); a selector that tests them any other way is refused while a list is set. " +
+    "Claims and templates are also checked when they are created (`/validate/claims`). Empty: claims are not read and pods naming them are not sent to the webhooks for it.",
+  "gpu.deviceClasses[].name": "The DeviceClass name, e.g. `gpu.nvidia.com` (NVIDIA's DRA driver), `mig.nvidia.com`, `gpu.amd.com` (AMD's).",
+  "gpu.deviceClasses[].resourceName":
+    "The resource name its devices count as, e.g. `nvidia.com/gpu`; `{profile}` is replaced by the MIG profile the request's selectors pin (`nvidia.com/mig-{profile}` → `nvidia.com/mig-1g.10gb`), or `any` when none is pinned.",
   accelerator:
     "Placement from the `quartermaster.dev/accelerator` and `quartermaster.dev/gpu-partition` annotations, for pods with a GPU limit: required node affinity, ANDed into each of the pod's own required terms.\n\n" +
     "A partition is a MIG profile (`1g.5gb`) and matches the labels NVIDIA's GPU feature discovery (part of the GPU operator) sets, as ORed terms, one per MIG strategy: " +

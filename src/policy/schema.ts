@@ -159,6 +159,23 @@ export const POLICY_SCHEMA = {
             },
           },
         },
+        deviceClasses: {
+          type: "array",
+          default: [
+            { name: "gpu.nvidia.com", resourceName: "nvidia.com/gpu" },
+            { name: "mig.nvidia.com", resourceName: "nvidia.com/mig-{profile}" },
+            { name: "gpu.amd.com", resourceName: "amd.com/gpu" },
+          ],
+          items: {
+            type: "object",
+            additionalProperties: false,
+            required: ["name", "resourceName"],
+            properties: {
+              name: { type: "string", pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", maxLength: 253 },
+              resourceName: { type: "string", minLength: 1 },
+            },
+          },
+        },
       },
     },
     accelerator: {

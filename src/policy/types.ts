@@ -44,6 +44,9 @@ export interface NodeSelectorRequirement {
   values?: string[];
 }
 
+export type { GpuDeviceClass } from "../core/dra.js";
+import type { GpuDeviceClass } from "../core/dra.js";
+
 /** A GPU resource name pattern (`*` matches any run of characters) and the extra tolerations it brings. */
 export interface GpuResource {
   pattern: string;
@@ -146,6 +149,11 @@ export interface Policy {
     /** The resource that a bare `gpu` request is renamed to. */
     resourceName: string;
     resources: GpuResource[];
+    /**
+     * DeviceClasses whose devices are GPUs (Dynamic Resource Allocation), each with the resource name its devices
+     * count as; `{profile}` in the name takes the MIG profile a request's selectors pin (src/core/dra.ts).
+     */
+    deviceClasses: GpuDeviceClass[];
   };
   accelerator: {
     nodeLabel: string;

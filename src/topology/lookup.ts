@@ -8,8 +8,7 @@ import { errorMessage } from "../core/errors.js";
 import type { Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
 import { jobRef, replicaOf } from "./resolve.js";
-import type { KubeObject } from "../core/kube.js";
-import type { JobKind } from "../policy/types.js";
+import type { KubeObject, ObjectKind } from "../core/kube.js";
 import type { JobReader, JobRef, Topology } from "./types.js";
 
 export type TopologyResult = { kind: "none" } | { kind: "found"; topology: Topology } | { kind: "failed"; reason: string };
@@ -116,7 +115,7 @@ export type JobReadResult = { kind: "found"; job: KubeObject } | { kind: "missin
  */
 // eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
 export function readJob(
-  kind: JobKind,
+  kind: ObjectKind,
   namespace: string,
   name: string,
   jobs: JobReader,

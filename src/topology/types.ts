@@ -3,7 +3,7 @@
  * Where a pod sits in its training job: the job object (as stored, unknown fields and all), its kind
  * from the policy, and the pod's replica type and index.
  */
-import type { KubeObject } from "../core/kube.js";
+import type { KubeObject, ObjectKind } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 
 export interface Topology {
@@ -16,18 +16,18 @@ export interface Topology {
 
 /** Reads a job; resolves undefined when it does not exist. Rejects on any other failure or a timeout. */
 export interface JobReader {
-  get(kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined>;
+  get(kind: ObjectKind, namespace: string, name: string): Promise<KubeObject | undefined>;
   /**
    * The answer already at hand, without waiting: the job, `undefined` for a known absence, or `null` when
    * it is not cached (then call `get`). Lets the common case skip timers and promises.
    */
-  peek?(kind: JobKind, namespace: string, name: string): KubeObject | undefined | null;
+  peek?(kind: ObjectKind, namespace: string, name: string): KubeObject | undefined | null;
   /**
    * The job as it is now: a read that bypasses any cache (its answer then refreshes the cache). A reader
    * that caches must have it; for one that does not, `get` is already fresh and this may be left out.
    * `/scale` admission reads through it (issue 29: a scale checked against a cached job).
    */
-  fresh?(kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined>;
+  fresh?(kind: ObjectKind, namespace: string, name: string): Promise<KubeObject | undefined>;
   /**
    * Told of every lookup `lookup.ts` makes through this reader: how it was answered and how long it took
    * (seconds). The server passes its metrics here; absent, nothing is measured.

@@ -25,8 +25,8 @@ import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resol
 import { MAX_JOB_REPLICAS, jobReplicaTotal } from "../topology/ceiling.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
 import { validateAccelerators } from "./accelerator.js";
-import { podGpuNanos, validatePodSpec } from "./pod-spec.js";
-import { effectivePodGpuNanos } from "../core/gpu.js";
+import { podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
+import { validatePodClaims } from "./claims.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
 
 const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
@@ -295,6 +295,7 @@ function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
       return [
         validatePodSpec(podSpec, `${base}.spec`, ctx),
         validateAccelerators(spec.template?.metadata, podSpec, ctx, { metadata: `${base}.metadata`, spec: `${base}.spec` }),
+        validatePodClaims(podSpec, `${base}.spec`, ctx),
       ];
     }),
   );
@@ -305,8 +306,7 @@ export function jobGpuNanosByResource(job: KubeObject, kind: JobKind, ctx: Valid
   const out = new Map<string, bigint>();
   for (const [, spec] of replicaSpecs(job, kind)) {
     const n = BigInt(replicasOf(spec));
-    for (const [name, per] of effectivePodGpuNanos((spec.template?.spec ?? {}) as V1PodSpec, ctx.policy.gpu.resources))
-      out.set(name, (out.get(name) ?? 0n) + n * per);
+    for (const [name, per] of podGpuDemand((spec.template?.spec ?? {}) as V1PodSpec, ctx)) out.set(name, (out.get(name) ?? 0n) + n * per);
   }
   return out;
 }

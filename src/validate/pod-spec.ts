@@ -12,7 +12,8 @@
  */
 import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
 import { matchesGlob } from "../core/glob.js";
-import { effectivePodGpuNanos, isExtendedResource, isGpuResource } from "../core/gpu.js";
+import { resolveClaims } from "../core/dra.js";
+import { isExtendedResource, isGpuResource, podGpuDemandNanos } from "../core/gpu.js";
 import {
   checkQuantity,
   compareQuantities,
@@ -38,7 +39,7 @@ function q(v: unknown): Quantity | undefined {
 }
 
 /** Per-container maximum for `resource`: cpu, memory, or the first GPU entry whose name or pattern matches. */
-function containerMax(resource: string, ctx: ValidationContext): { max: Quantity; text: string } | undefined {
+export function containerMax(resource: string, ctx: ValidationContext): { max: Quantity; text: string } | undefined {
   const l = ctx.limits.container;
   if (resource === "cpu" || resource === "memory") {
     const text = l[resource];
@@ -156,10 +157,15 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
   return out;
 }
 
-/** The pod's effective GPU request over all GPU resources, in nano-units (exact). */
+/** What the pod asks for as GPUs, per resource, in nano-units: container requests and the devices of its claims (DRA). */
+export function podGpuDemand(spec: V1PodSpec, ctx: ValidationContext): Map<string, bigint> {
+  return podGpuDemandNanos(spec, ctx.policy.gpu, resolveClaims(spec, ctx.claims), ctx.draCapacity);
+}
+
+/** The pod's effective GPU request over all GPU resources, in nano-units (exact), claims included. */
 export function podGpuNanos(spec: V1PodSpec, ctx: ValidationContext): bigint {
   let n = 0n;
-  for (const v of effectivePodGpuNanos(spec, ctx.policy.gpu.resources).values()) n += v;
+  for (const v of podGpuDemand(spec, ctx).values()) n += v;
   return n;
 }
 

@@ -4,6 +4,7 @@
  * and warnings. Rules never throw for policy; the handler turns violations into one 403 with every cause.
  */
 import type { Violation } from "../admission/response.js";
+import type { DraCapacity, KnownClaims } from "../core/dra.js";
 import type { Limits, Policy } from "../policy/types.js";
 
 export type { Violation } from "../admission/response.js";
@@ -23,6 +24,10 @@ export interface ValidationContext {
   /** The limits for the object's namespace: the first matching override over the defaults. */
   limits: Limits;
   namespace: string;
+  /** The ResourceClaims and ResourceClaimTemplates the object's pods name, as far as they could be read (DRA). */
+  claims?: KnownClaims;
+  /** The largest node's device count per DeviceClass, for `allocationMode: All` (from the device ledger). */
+  draCapacity?: DraCapacity;
 }
 
 export function none(): Findings {

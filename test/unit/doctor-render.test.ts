@@ -9,8 +9,17 @@ import { checkWebhooks, expectedWebhooks, renderDifferences } from "../../src/do
 import { renderWebhookConfigurations, type WebhookPolicy } from "../../src/manifests/webhooks.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 
+/**
+ * The built-in policy without GPU device classes: the four webhooks these cases enumerate. With them (the
+ * default) the claims webhook joins; "the claims webhook" below shows doctor expecting it.
+ */
+function policyWithoutDra(): ReturnType<typeof defaultPolicy> {
+  const p = defaultPolicy();
+  return { ...p, gpu: { ...p.gpu, deviceClasses: [] } };
+}
+
 const NS = "quartermaster";
-const POLICY = defaultPolicy();
+const POLICY = policyWithoutDra();
 const MUTATE = "pods.mutate.quartermaster.dev";
 const JMUTATE = "jobs.mutate.quartermaster.dev";
 const PODS = "pods.validate.quartermaster.dev";
@@ -174,6 +183,33 @@ describe("doctor: webhook-render", () => {
       ],
     );
     for (const e of expectedWebhooks(POLICY, NS)) assert.ok(!/its checks do not run/.test(e.lost), e.name);
+  });
+
+  it("the claims webhook: the built-in policy's GPU device classes add /validate/claims (Fail), and doctor expects it", () => {
+    const expected = expectedWebhooks(defaultPolicy(), NS);
+    const claims = expected.find((e) => e.name === "claims.validate.quartermaster.dev");
+    assert.ok(claims, "expected among the webhooks");
+    assert.equal(claims.kind, "ValidatingWebhookConfiguration");
+    assert.equal(claims.hook.failurePolicy, "Fail");
+    assert.equal(claims.hook.clientConfig.service.path, "/validate/claims");
+    assert.deepEqual(claims.hook.rules, [
+      {
+        apiGroups: ["resource.k8s.io"],
+        apiVersions: ["v1"],
+        operations: ["CREATE"],
+        resources: ["resourceclaims", "resourceclaimtemplates"],
+        scope: "Namespaced",
+      },
+    ]);
+    assert.match(claims.lost, /ResourceClaims/);
+    // Registered without it: doctor names it missing.
+    const [m, v] = renderWebhookConfigurations(defaultPolicy(), { namespace: NS });
+    v.webhooks = v.webhooks.filter((h) => h.name !== claims.name);
+    const findings = checkWebhooks(snapshot([m, v] as WebhookConfiguration[]), defaultPolicy());
+    assert.ok(
+      findings.some((f) => f.severity !== "ok" && f.message.includes("ResourceClaims")),
+      JSON.stringify(findings.map((f) => f.message)),
+    );
   });
 
   it("renderDifferences is empty for a hook against itself and names each field that differs", () => {

@@ -16,6 +16,15 @@ import { readyAddresses } from "../../src/doctor/webhooks.js";
 import { renderWebhookConfigurations } from "../../src/manifests/webhooks.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 
+/**
+ * The built-in policy without GPU device classes: the four webhooks these cases enumerate. With them (the
+ * default) the claims webhook joins; "the claims webhook" below shows doctor expecting it.
+ */
+function policyWithoutDra(): ReturnType<typeof defaultPolicy> {
+  const p = defaultPolicy();
+  return { ...p, gpu: { ...p.gpu, deviceClasses: [] } };
+}
+
 // A healthy installation as the doctor sees it (what src/kube/doctor.ts reads), from real certificates.
 const NOW = new Date("2026-06-01T12:00:00Z");
 const NS = "quartermaster";
@@ -42,12 +51,12 @@ const PROTECTED = ["kube-system", "kube-public", "kube-node-lease", NS];
 
 /** The configurations as manifests/base registers them (the render of the built-in policy), caBundle filled. */
 function configurations(): WebhookConfiguration[] {
-  return renderWebhookConfigurations(defaultPolicy(), { namespace: NS, caBundle: b64(CA.certPem) }).map((c) => structuredClone(c) as WebhookConfiguration);
+  return renderWebhookConfigurations(policyWithoutDra(), { namespace: NS, caBundle: b64(CA.certPem) }).map((c) => structuredClone(c) as WebhookConfiguration);
 }
 
 /** Everything in order: 2 ready endpoints, the Secret matching the caBundle, a pass a minute ago, RBAC granted. */
 function healthy(): DoctorSnapshot {
-  const policy = defaultPolicy();
+  const policy = policyWithoutDra();
   return {
     now: new Date(NOW),
     namespace: NS,
@@ -98,7 +107,7 @@ function healthy(): DoctorSnapshot {
   };
 }
 
-const POLICY = defaultPolicy();
+const POLICY = policyWithoutDra();
 const MUTATE = "pods.mutate.quartermaster.dev";
 const PODS = "pods.validate.quartermaster.dev";
 const JOBS = "jobs.validate.quartermaster.dev";

@@ -4,12 +4,22 @@
 # module k8s.io/kubernetes, and etcd from go.etcd.io/etcd/server/v3, through the Go module proxy, into a
 # cache directory keyed by version. A warm cache returns at once. Nothing built lives in the repository.
 #
-# Usage: build.sh            prints the bin directory on stdout (progress goes to stderr)
+# Usage: build.sh [VERSION]  prints the bin directory on stdout (progress goes to stderr)
+#        VERSION             a k8s.io/kubernetes tag with a module in k8s-bin/<VERSION>/ (default: the newest,
+#                            v1.37.2; `build.sh oldest` builds the oldest version CI tests, see OLDEST below)
 # Env:   QM_K8S_BIN_CACHE    cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/quartermaster/k8s-bins)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-K8S_VERSION=v1.33.13                 # k8s.io/kubernetes tag; every staging replace in k8s-bin/go.mod matches it
-ETCD_VERSION=v3.5.21                 # the etcd that k8s 1.33 pins (build/dependencies.yaml)
+NEWEST=v1.37.2
+OLDEST=v1.30.14
+K8S_VERSION=${1:-$NEWEST}            # every staging replace in k8s-bin/<VERSION>/go.mod matches it
+[[ $K8S_VERSION == newest ]] && K8S_VERSION=$NEWEST
+[[ $K8S_VERSION == oldest ]] && K8S_VERSION=$OLDEST
+MODULE=$HERE/k8s-bin/$K8S_VERSION
+[[ -f $MODULE/go.mod ]] || { echo "build.sh: no module for $K8S_VERSION in $MODULE (versions: $(ls "$HERE/k8s-bin" | tr '\n' ' '))" >&2; exit 1; }
+# One etcd for every version: v3.5.21 (what 1.33 pins) serves 1.30 to 1.37 (1.37 pins 3.7.0; the apiserver's
+# etcd client speaks to any 3.5+ server), and building one etcd instead of one per version saves minutes.
+ETCD_VERSION=v3.5.21
 ROOT=${QM_K8S_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quartermaster/k8s-bins}
 OUT=$ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
 BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
@@ -38,7 +48,7 @@ for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 done
 if (( ${#cmds[@]} )); then
   echo "build.sh: building ${cmds[*]##*/} (kubernetes $K8S_VERSION) into $OUT (cold: tens of minutes)" >&2
-  (cd "$HERE/k8s-bin" && go build -pgo=off -ldflags "$ldf" -o "$OUT/" "${cmds[@]}")
+  (cd "$MODULE" && go build -pgo=off -ldflags "$ldf" -o "$OUT/" "${cmds[@]}")
 fi
 if [[ ! -x $OUT/etcd ]]; then
   echo "build.sh: building etcd $ETCD_VERSION" >&2

@@ -1,0 +1,271 @@
+/**
+ * @module
+ * GPUs asked for through Dynamic Resource Allocation (`resource.k8s.io/v1`, GA in Kubernetes 1.34), read as the
+ * extended resources they stand for, so every rule, mutation and ledger figure that counts `nvidia.com/gpu`
+ * counts a claim for the same devices the same way.
+ *
+ * The policy maps each GPU DeviceClass to a resource name (`gpu.deviceClasses`: NVIDIA's DRA driver publishes
+ * `gpu.nvidia.com` and `mig.nvidia.com`, AMD's `gpu.amd.com`). A class whose resource name holds `{profile}` is
+ * partitioned: a request whose selectors name a MIG profile counts as `nvidia.com/mig-<profile>`, one that names
+ * none as `nvidia.com/mig-any`.
+ *
+ * How many devices a request can get (kubernetes staging/src/k8s.io/api/resource/v1/types.go, `DeviceRequest`):
+ * - `exactly` with `allocationMode: ExactCount` (the default): `count` (default 1);
+ * - `exactly` with `allocationMode: All`: every matching device on the node, which only the cluster's capacity
+ *   bounds: counted as the largest node's capacity of that class when it is known ({@link DraCapacity}), and
+ *   reported as unbounded otherwise (the rules refuse it where a cap applies);
+ * - `firstAvailable`: one of the alternatives, the scheduler's choice: counted as the largest.
+ * Everything here reads untyped JSON that reached a webhook: it never throws, and what it cannot read counts 0.
+ */
+import type { V1PodSpec } from "@kubernetes/client-node";
+
+/** A policy `gpu.deviceClasses` entry: a DeviceClass whose devices are GPUs, and the resource name it stands for. */
+export interface GpuDeviceClass {
+  readonly name: string;
+  readonly resourceName: string;
+}
+
+/** The spec of a ResourceClaim, or of a ResourceClaimTemplate's claim (`spec.spec`), as far as it is read here. */
+export interface ClaimSpec {
+  devices?: { requests?: unknown };
+}
+
+/** A pod's `spec.resourceClaims` entry resolved to the claim or template it names. */
+export interface ResolvedClaim {
+  /** Where the claim's spec came from, for messages: `ResourceClaim/x` or `ResourceClaimTemplate/y`. */
+  readonly source: string;
+  readonly spec: ClaimSpec | undefined;
+  /** The claim is the one the scheduler made for an extended-resource request (`status.extendedResourceClaimStatus`): counted by its container requests already. */
+  readonly forExtendedResource?: boolean;
+}
+
+/** The claims of one pod, by the name its `spec.resourceClaims` gives them. */
+export type ResolvedClaims = ReadonlyMap<string, ResolvedClaim>;
+
+/** The largest number of devices one node offers per DeviceClass, where the cluster's ResourceSlices are known. */
+export type DraCapacity = ReadonlyMap<string, number>;
+
+/** What one device request (or sub-request) can be given, read as an extended resource. */
+export interface GpuRequest {
+  /** The request's name in the claim (`requests[].name`, `/<sub-request>` for `firstAvailable`). */
+  readonly request: string;
+  /** Field path inside the claim spec, e.g. `devices.requests[0].exactly.count`. */
+  readonly field: string;
+  readonly deviceClassName: string;
+  readonly resourceName: string;
+  /** Devices it can be given; `undefined` for `allocationMode: All` with no known capacity. */
+  readonly count: number | undefined;
+  readonly allocationMode: "ExactCount" | "All";
+  /** Accelerator products its selectors pin (`productName == '…'` / `in [...]`), as written. */
+  readonly products: readonly string[];
+  /** MIG profiles its selectors pin. */
+  readonly profiles: readonly string[];
+  /** Selectors that test the product or profile in a way that could select any value (`!=`, `matches`, …). */
+  readonly openSelectors: readonly string[];
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+const listOf = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+const text = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+
+/** The policy's class entry for `deviceClassName`, if it is a GPU class. */
+export function gpuDeviceClass(deviceClassName: string, classes: readonly GpuDeviceClass[]): GpuDeviceClass | undefined {
+  return classes.find((c) => c.name === deviceClassName);
+}
+
+// A CEL string literal, single- or double-quoted, with backslash escapes (the selectors' own language).
+const LITERAL = String.raw`'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"`;
+const unquote = (lit: string): string => lit.slice(1, -1).replace(/\\(.)/g, "$1");
+
+/**
+ * The values a selector pins `attribute` to: `… .attribute == 'v'` (either side) and `… .attribute in ['a', 'b']`.
+ * Hand-written over the expression text: no CEL parser for JavaScript reads the Kubernetes CEL dialect, and only
+ * these two shapes can be checked against an allow-list; any other test of the attribute is reported open.
+ */
+export function pinnedValues(expression: string, attribute: string): { values: string[]; open: boolean } {
+  const attr = String.raw`\.${attribute}\b`;
+  const values: string[] = [];
+  let rest = expression;
+  const patterns = [
+    new RegExp(String.raw`${attr}\s*==\s*(${LITERAL})`, "g"),
+    new RegExp(String.raw`(${LITERAL})\s*==\s*[\w.\[\]'"]*${attr}`, "g"),
+    new RegExp(String.raw`${attr}\s+in\s+\[((?:\s*(?:${LITERAL})\s*,?)*)\]`, "g"),
+  ];
+  for (const re of patterns) {
+    rest = rest.replace(re, (_m, group: string) => {
+      for (const lit of group.match(new RegExp(LITERAL, "g")) ?? []) values.push(unquote(lit));
+      return " ";
+    });
+  }
+  // A disjunction, a negation or a conditional around a pinned value can select any value after all.
+  const loose = values.length > 0 && /\|\||!|\?/.test(expression);
+  return { values, open: loose || new RegExp(attr).test(rest) };
+}
+
+interface Alternative {
+  readonly deviceClassName: string;
+  readonly allocationMode: "ExactCount" | "All";
+  readonly count: number;
+  readonly selectors: readonly string[];
+}
+
+function alternative(v: Record<string, unknown>): Alternative | undefined {
+  const deviceClassName = text(v.deviceClassName);
+  if (deviceClassName === undefined) return undefined;
+  const selectors = listOf(v.selectors)
+    .map((s) => (isRecord(s) && isRecord(s.cel) ? text(s.cel.expression) : undefined))
+    .filter((s): s is string => s !== undefined);
+  const raw = v.count;
+  const count = typeof raw === "number" && Number.isSafeInteger(raw) && raw > 0 ? raw : 1;
+  return { deviceClassName, allocationMode: v.allocationMode === "All" ? "All" : "ExactCount", count, selectors };
+}
+
+function gpuRequest(alt: Alternative, where: { request: string; field: string }, gpuClass: GpuDeviceClass, capacity: DraCapacity | undefined): GpuRequest {
+  const products: string[] = [];
+  const profiles: string[] = [];
+  const openSelectors: string[] = [];
+  for (const s of alt.selectors) {
+    const p = pinnedValues(s, "productName");
+    const m = pinnedValues(s, "profile");
+    products.push(...p.values);
+    profiles.push(...m.values);
+    if (p.open || m.open) openSelectors.push(s);
+  }
+  const partitioned = gpuClass.resourceName.includes("{profile}");
+  const resourceName = partitioned ? gpuClass.resourceName.replace("{profile}", profiles.length === 1 ? profiles[0]! : "any") : gpuClass.resourceName;
+  const count = alt.allocationMode === "All" ? capacity?.get(alt.deviceClassName) : alt.count;
+  return { ...where, deviceClassName: alt.deviceClassName, resourceName, count, allocationMode: alt.allocationMode, products, profiles, openSelectors };
+}
+
+/**
+ * The GPU requests of a claim spec: one per device request whose class is a GPU class (for `firstAvailable`, the
+ * alternative that can be given the most devices; a GPU alternative counts even when a CPU one is listed first).
+ * Requests of other classes are not GPUs and are left out.
+ */
+export function claimGpuRequests(spec: ClaimSpec | undefined, classes: readonly GpuDeviceClass[], capacity?: DraCapacity): GpuRequest[] {
+  const out: GpuRequest[] = [];
+  if (!isRecord(spec) || !isRecord(spec.devices)) return out;
+  listOf(spec.devices.requests).forEach((r, i) => {
+    if (!isRecord(r)) return;
+    const name = text(r.name) ?? String(i);
+    if (isRecord(r.exactly)) {
+      const alt = alternative(r.exactly);
+      const cls = alt && gpuDeviceClass(alt.deviceClassName, classes);
+      if (alt && cls) out.push(gpuRequest(alt, { request: name, field: `devices.requests[${i}].exactly` }, cls, capacity));
+      return;
+    }
+    let best: GpuRequest | undefined;
+    listOf(r.firstAvailable).forEach((sub, j) => {
+      if (!isRecord(sub)) return;
+      const alt = alternative(sub);
+      const cls = alt && gpuDeviceClass(alt.deviceClassName, classes);
+      if (!alt || !cls) return;
+      const req = gpuRequest(alt, { request: `${name}/${text(sub.name) ?? j}`, field: `devices.requests[${i}].firstAvailable[${j}]` }, cls, capacity);
+      if (!best || (best.count !== undefined && (req.count === undefined || req.count > best.count))) best = req;
+    });
+    if (best) out.push(best);
+  });
+  return out;
+}
+
+/** One GPU request of a pod through a claim, with where it comes from. */
+export interface PodGpuClaim {
+  /** The pod's name for the claim (`spec.resourceClaims[].name`). */
+  readonly claim: string;
+  /** Its index in `spec.resourceClaims`, for field paths. */
+  readonly index: number;
+  readonly source: string;
+  readonly gpu: GpuRequest;
+}
+
+/**
+ * The GPU requests a pod makes through its claims, each claim counted once however many containers use it.
+ * Claims that could not be resolved, and those the scheduler made for an extended-resource request (already
+ * counted by the container's own request), are left out.
+ */
+export function podGpuClaims(
+  spec: V1PodSpec | undefined,
+  claims: ResolvedClaims | undefined,
+  classes: readonly GpuDeviceClass[],
+  capacity?: DraCapacity,
+): PodGpuClaim[] {
+  const out: PodGpuClaim[] = [];
+  if (!claims || claims.size === 0 || !spec) return out;
+  listOf(spec.resourceClaims).forEach((entry, index) => {
+    const claim = isRecord(entry) ? text(entry.name) : undefined;
+    const resolved = claim === undefined ? undefined : claims.get(claim);
+    if (claim === undefined || !resolved || resolved.forExtendedResource) return;
+    for (const gpu of claimGpuRequests(resolved.spec, classes, capacity)) out.push({ claim, index, source: resolved.source, gpu });
+  });
+  return out;
+}
+
+/** The pod's GPUs through claims, per resource name, in nano-units (1 device = 10⁹, as {@link effectivePodGpuNanos} counts). */
+export function podClaimGpuNanos(
+  spec: V1PodSpec | undefined,
+  claims: ResolvedClaims | undefined,
+  classes: readonly GpuDeviceClass[],
+  capacity?: DraCapacity,
+): Map<string, bigint> {
+  const out = new Map<string, bigint>();
+  for (const { gpu } of podGpuClaims(spec, claims, classes, capacity)) {
+    out.set(gpu.resourceName, (out.get(gpu.resourceName) ?? 0n) + BigInt(gpu.count ?? 0) * 1_000_000_000n);
+  }
+  return out;
+}
+
+/** True when the pod names a claim: the webhooks' match condition lets such a pod through, to be resolved there. */
+export function hasResourceClaims(spec: V1PodSpec | undefined): boolean {
+  return listOf(spec?.resourceClaims).length > 0;
+}
+
+/** Where each of the pod's claims is stored: `{claim: name}` or `{template: name}` (what the webhooks look up). */
+export function claimReferences(spec: V1PodSpec | undefined): { name: string; claim?: string; template?: string }[] {
+  const out: { name: string; claim?: string; template?: string }[] = [];
+  for (const entry of listOf(spec?.resourceClaims)) {
+    if (!isRecord(entry)) continue;
+    const name = text(entry.name);
+    if (name === undefined) continue;
+    const claim = text(entry.resourceClaimName);
+    const template = text(entry.resourceClaimTemplateName);
+    out.push({ name, ...(claim !== undefined ? { claim } : {}), ...(template !== undefined ? { template } : {}) });
+  }
+  return out;
+}
+
+/**
+ * The claim objects a decision may read, by name, in the pod's namespace: what the webhooks looked up (or `admit -f`
+ * was given). A name mapped to `undefined` was looked for and is not there.
+ */
+export interface KnownClaims {
+  readonly claims: ReadonlyMap<string, ClaimSpec | undefined>;
+  /** ResourceClaimTemplates by name: their claim spec (`spec.spec`). */
+  readonly templates: ReadonlyMap<string, ClaimSpec | undefined>;
+}
+
+/** The claim spec of a ResourceClaim (`spec`) or a ResourceClaimTemplate (`spec.spec`) object. */
+export function claimSpecOf(object: unknown, kind: "ResourceClaim" | "ResourceClaimTemplate"): ClaimSpec | undefined {
+  const spec = isRecord(object) ? object.spec : undefined;
+  const inner = kind === "ResourceClaimTemplate" && isRecord(spec) ? spec.spec : spec;
+  return isRecord(inner) ? (inner) : undefined;
+}
+
+/** Claims the scheduler made for the pod's extended-resource requests (`status.extendedResourceClaimStatus`, 1.34+). */
+export function extendedResourceClaimNames(status: unknown): Set<string> {
+  const s = isRecord(status) && isRecord(status.extendedResourceClaimStatus) ? text(status.extendedResourceClaimStatus.resourceClaimName) : undefined;
+  return new Set(s === undefined ? [] : [s]);
+}
+
+/** The pod's claims resolved against what is known; a claim with nothing known is left out (and counts nothing). */
+export function resolveClaims(spec: V1PodSpec | undefined, known: KnownClaims | undefined, extendedClaims: ReadonlySet<string> = new Set()): ResolvedClaims {
+  const out = new Map<string, ResolvedClaim>();
+  if (!known) return out;
+  for (const ref of claimReferences(spec)) {
+    if (ref.claim !== undefined && known.claims.has(ref.claim)) {
+      out.set(ref.name, { source: `ResourceClaim/${ref.claim}`, spec: known.claims.get(ref.claim), forExtendedResource: extendedClaims.has(ref.claim) });
+    } else if (ref.template !== undefined && known.templates.has(ref.template)) {
+      out.set(ref.name, { source: `ResourceClaimTemplate/${ref.template}`, spec: known.templates.get(ref.template) });
+    }
+  }
+  return out;
+}
