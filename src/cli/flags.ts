@@ -7,7 +7,7 @@
  *
  * Every parser's message names the flag and what it takes (`--port must be an integer from 0 to 65535, got
  * abc`): the program prints it in place of commander's generic "option ... argument ... is invalid." (see
- * `flagMessage` in ./program.ts), as these messages read before commander parsed the values.
+ * `usageLine` in ./program.ts), as these messages read before commander parsed the values.
  *
  * Defaults: a flag whose default depends on others, or whose absence a command checks (`--metrics-port` of
  * `reconcile`, `--tls-cert`), shows its default in the help only ({@link withDefault}) and is undefined when
