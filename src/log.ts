@@ -146,3 +146,8 @@ export function createLogger(level: LevelWithSilent = "info", fd: 1 | 2 = 1): Lo
 export function silentLogger(): Logger {
   return pino({ level: "silent" });
 }
+
+/** Resolves once everything `log` has taken is written: before a process that logged ends. */
+export function flushLog(log: Logger): Promise<void> {
+  return new Promise((done) => log.flush(() => done()));
+}

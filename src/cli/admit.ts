@@ -36,6 +36,7 @@ import { labelScheme } from "../topology/label-scheme.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import type { JobReader } from "../topology/types.js";
 import type { CliIo } from "./io.js";
+import { loadPolicy } from "./policy-file.js";
 
 /** One object read from a file: `source` is `file#n` (n counts documents from 1, list items as `#n.i`). */
 export interface InputObject {
@@ -351,15 +352,102 @@ function finish(base: Omit<Admitted, "patch" | "allowed" | "deniedRules">): Admi
   return { ...base, patch: base.object === base.original ? [] : createPatch(base.original, base.object), allowed: deniedRules.length === 0, deniedRules };
 }
 
+/** What every result of one input shares: where it came from, what it is, the object as given. */
+type Described = Pick<Admitted, "source" | "kind" | "namespace" | "name" | "original">;
+
+/** One offline run: the webhooks, the jobs their lookups find so far, the options. */
+interface Offline {
+  run: Pipeline;
+  jobs: ReturnType<typeof offlineJobs>;
+  opts: AdmitOptions;
+}
+
+/**
+ * A training job, then (with `pods`) each of its replica pods as the training operator would create them; the
+ * outfitted job is what the pods' job lookups find from then on.
+ */
+async function admitJob(input: InputObject, d: Described, kind: JobKind, { run, jobs, opts }: Offline): Promise<Admitted[]> {
+  const { version } = groupVersion(input.object.apiVersion);
+  const out = await run.run(
+    input.object,
+    { group: kind.group, version, kind: kind.kind },
+    { group: kind.group, version, resource: kind.plural },
+    d.namespace,
+    JOB_PATHS,
+  );
+  jobs.add(kind, d.namespace, out.object);
+  const admitted = [finish({ ...d, role: "job", object: out.object, warnings: out.warnings, violations: out.violations })];
+  if (!opts.pods) return admitted;
+  for (const pod of replicaPods(out.object, kind, d.namespace)) {
+    const p = await run.run(pod, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
+    admitted.push(
+      finish({
+        source: input.source,
+        kind: "Pod",
+        namespace: d.namespace,
+        name: String(metaOf(pod).name),
+        original: pod,
+        role: "pod",
+        object: p.object,
+        warnings: p.warnings,
+        violations: p.violations,
+        from: `${kind.kind}/${d.name}`,
+      }),
+    );
+  }
+  return admitted;
+}
+
+/** An object holding pod templates: each admitted as the pod it stamps out, the outfitted pod written back. */
+async function admitTemplates(input: InputObject, d: Described, templates: ReturnType<typeof templatesIn>, run: Pipeline): Promise<Admitted> {
+  const object = structuredClone(input.object);
+  const warnings: string[] = [];
+  const violations: Finding[] = [];
+  for (const { path, template } of templates) {
+    const tmeta = (isRecord(template.metadata) ? template.metadata : {}) as Meta & Record<string, unknown>;
+    const pod: KubeObject = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { ...tmeta, name: tmeta.name ?? `${d.name}-pod`, namespace: d.namespace },
+      spec: template.spec,
+    };
+    const p = await run.run(pod, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
+    const at = fieldPath(path);
+    warnings.push(...p.warnings.map((w) => (templates.length > 1 ? `${at}: ${w}` : w)));
+    violations.push(...p.violations.map((v) => ({ ...v, field: v.field ? `${at}.${v.field}` : at })));
+    if (p.object !== pod) {
+      const { name, namespace, ...rest } = metaOf(p.object) as Meta & Record<string, unknown>;
+      const metadata = { ...rest, ...("name" in tmeta ? { name } : {}), ...("namespace" in tmeta ? { namespace } : {}) };
+      // metadata first, where it was or before everything else (a key keeps its first position).
+      const withMeta = Object.keys(metadata).length > 0 || "metadata" in template ? { metadata } : {};
+      setAt(object, path, { ...withMeta, ...template, ...withMeta, spec: p.object.spec });
+    }
+  }
+  return finish({ ...d, role: "templates", object, warnings, violations });
+}
+
+/** Anything but a training job: a pod, an object holding pod templates, or one not admitted (and why). */
+async function admitOther(input: InputObject, d: Described, run: Pipeline): Promise<Admitted> {
+  const skipped = (why: string): Admitted => finish({ ...d, role: "other", object: input.object, warnings: [], violations: [], skipped: why });
+  if (SYSTEM_NAMESPACES.includes(d.namespace)) return skipped(`namespace ${d.namespace} is never in Quartermaster's scope`);
+  if (input.object.kind === "Pod" && input.object.apiVersion === "v1") {
+    const p = await run.run(input.object, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
+    return finish({ ...d, role: "pod", object: p.object, warnings: p.warnings, violations: p.violations });
+  }
+  const templates = templatesIn(input.object);
+  if (templates.length === 0) return skipped(`${d.kind} is no pod, pod template or training job`);
+  return admitTemplates(input, d, templates, run);
+}
+
 /** Admits `inputs` offline: training jobs first (the pods' lookups find them), then everything else in input order. */
-// eslint-disable-next-line complexity -- debt: to be split into steps with the commands split (issue 30)
 export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOptions): Promise<Admitted[]> {
   const jobs = offlineJobs();
   const run = pipeline(opts, jobs);
+  const offline: Offline = { run, jobs, opts };
   const defaultNamespace = opts.namespace ?? "default";
   const results = new Map<InputObject, Admitted[]>();
 
-  const describe = (input: InputObject): Pick<Admitted, "source" | "kind" | "namespace" | "name" | "original"> => ({
+  const describe = (input: InputObject): Described => ({
     source: input.source,
     kind: String(input.object.kind),
     namespace: metaOf(input.object).namespace ?? defaultNamespace,
@@ -369,92 +457,12 @@ export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOp
 
   for (const input of inputs) {
     const kind = jobKindOf(input.object, opts.policy);
-    if (!kind || SYSTEM_NAMESPACES.includes(describe(input).namespace)) continue;
     const d = describe(input);
-    const { version } = groupVersion(input.object.apiVersion);
-    const out = await run.run(
-      input.object,
-      { group: kind.group, version, kind: kind.kind },
-      { group: kind.group, version, resource: kind.plural },
-      d.namespace,
-      JOB_PATHS,
-    );
-    jobs.add(kind, d.namespace, out.object);
-    const admitted = [finish({ ...d, role: "job", object: out.object, warnings: out.warnings, violations: out.violations })];
-    if (opts.pods) {
-      for (const pod of replicaPods(out.object, kind, d.namespace)) {
-        const p = await run.run(pod, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
-        admitted.push(
-          finish({
-            source: input.source,
-            kind: "Pod",
-            namespace: d.namespace,
-            name: String(metaOf(pod).name),
-            original: pod,
-            role: "pod",
-            object: p.object,
-            warnings: p.warnings,
-            violations: p.violations,
-            from: `${kind.kind}/${d.name}`,
-          }),
-        );
-      }
-    }
-    results.set(input, admitted);
+    if (!kind || SYSTEM_NAMESPACES.includes(d.namespace)) continue;
+    results.set(input, await admitJob(input, d, kind, offline));
   }
-
   for (const input of inputs) {
-    if (results.has(input)) continue;
-    const d = describe(input);
-    if (SYSTEM_NAMESPACES.includes(d.namespace)) {
-      results.set(input, [
-        finish({
-          ...d,
-          role: "other",
-          object: input.object,
-          warnings: [],
-          violations: [],
-          skipped: `namespace ${d.namespace} is never in Quartermaster's scope`,
-        }),
-      ]);
-      continue;
-    }
-    if (input.object.kind === "Pod" && input.object.apiVersion === "v1") {
-      const p = await run.run(input.object, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
-      results.set(input, [finish({ ...d, role: "pod", object: p.object, warnings: p.warnings, violations: p.violations })]);
-      continue;
-    }
-    const templates = templatesIn(input.object);
-    if (templates.length === 0) {
-      results.set(input, [
-        finish({ ...d, role: "other", object: input.object, warnings: [], violations: [], skipped: `${d.kind} is no pod, pod template or training job` }),
-      ]);
-      continue;
-    }
-    const object = structuredClone(input.object);
-    const warnings: string[] = [];
-    const violations: Finding[] = [];
-    for (const { path, template } of templates) {
-      const tmeta = (isRecord(template.metadata) ? template.metadata : {}) as Meta & Record<string, unknown>;
-      const pod: KubeObject = {
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: { ...tmeta, name: tmeta.name ?? `${d.name}-pod`, namespace: d.namespace },
-        spec: template.spec,
-      };
-      const p = await run.run(pod, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
-      const at = fieldPath(path);
-      warnings.push(...p.warnings.map((w) => (templates.length > 1 ? `${at}: ${w}` : w)));
-      violations.push(...p.violations.map((v) => ({ ...v, field: v.field ? `${at}.${v.field}` : at })));
-      if (p.object !== pod) {
-        const { name, namespace, ...rest } = metaOf(p.object) as Meta & Record<string, unknown>;
-        const metadata = { ...rest, ...("name" in tmeta ? { name } : {}), ...("namespace" in tmeta ? { namespace } : {}) };
-        // metadata first, where it was or before everything else (a key keeps its first position).
-        const withMeta = Object.keys(metadata).length > 0 || "metadata" in template ? { metadata } : {};
-        setAt(object, path, { ...withMeta, ...template, ...withMeta, spec: p.object.spec });
-      }
-    }
-    results.set(input, [finish({ ...d, role: "templates", object, warnings, violations })]);
+    if (!results.has(input)) results.set(input, [await admitOther(input, describe(input), run)]);
   }
   return inputs.flatMap((i) => results.get(i) ?? []);
 }
@@ -485,21 +493,24 @@ export function reportLines(results: readonly Admitted[]): string[] {
   return lines;
 }
 
+/** The flags of `admit` as commander parses them (src/cli/commands/admit.ts). */
+export type AdmitCliOptions = {
+  filename?: string[];
+  policy?: string;
+  output: "yaml" | "json" | "patch";
+  namespace: string;
+  pods?: true;
+};
+
 /** `admit -f FILE...`: the outfitted objects (or patches) on stdout, the report on stderr; exit 1 when anything is denied. */
-export async function admitCommand(
-  values: Record<string, unknown>,
-  _args: readonly string[],
-  io: CliIo,
-  loadPolicy: (file: string | undefined, cwd: string) => Promise<Policy>,
-): Promise<number> {
-  const files = (values.filename as string[] | undefined) ?? [];
+export async function admitCommand(opts: AdmitCliOptions, io: CliIo): Promise<number> {
+  const files = opts.filename ?? [];
   if (files.length === 0) throw new UsageError("admit: give the objects with -f FILE (a file or a directory; repeatable)");
-  const output = (values.output as string | undefined) ?? "yaml";
-  if (!["yaml", "json", "patch"].includes(output)) throw new UsageError("admit: -o must be yaml, json or patch");
-  const policy = await loadPolicy(values.policy as string | undefined, io.cwd);
+  const output = opts.output;
+  const policy = await loadPolicy(opts.policy, io.cwd);
   const inputs = await readInputs(files, io.cwd);
   if (inputs.length === 0) throw new InputError(`admit: no objects in ${files.join(", ")}`);
-  const results = await admitObjects(inputs, { policy, namespace: values.namespace as string | undefined, pods: values.pods === true });
+  const results = await admitObjects(inputs, { policy, namespace: opts.namespace, pods: opts.pods === true });
   // YAML 1.1 quoting (`"yes"`, `"on"`, `"0777"`), so kubectl reads back the strings that were written.
   if (output === "yaml") io.stdout(results.map((a) => stringify(a.object, { lineWidth: 0, version: "1.1" }).trimEnd()).join("\n---\n"));
   else if (output === "json") io.stdout(JSON.stringify({ apiVersion: "v1", kind: "List", items: results.map((a) => a.object) }, null, 2));

@@ -6,7 +6,8 @@
  */
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { errorMessage, PolicyError, UsageError } from "../core/errors.js";
+import { InvalidArgumentError, Option } from "commander";
+import { errorMessage, PolicyError } from "../core/errors.js";
 import { isNamespaceName } from "../core/names.js";
 import { defaultPolicy } from "../policy/load.js";
 import type { Policy } from "../policy/types.js";
@@ -36,11 +37,15 @@ export async function loadPolicyOrReport(file: string | undefined, io: CliIo): P
   }
 }
 
-/** `--namespace` of a render: Quartermaster's namespace, `quartermaster` unless given; a usage error unless a namespace name. */
-export function namespaceFlag(value: unknown): string {
-  const namespace = (value as string | undefined) ?? "quartermaster";
-  if (!isNamespaceName(namespace)) throw new UsageError(`--namespace must be a namespace name (DNS-1123 label), got ${JSON.stringify(namespace)}`);
-  return namespace;
+/** The parser of a render's `--namespace`: a namespace name (DNS-1123 label), else a usage error. */
+export function namespaceName(value: string): string {
+  if (!isNamespaceName(value)) throw new InvalidArgumentError(`--namespace must be a namespace name (DNS-1123 label), got ${JSON.stringify(value)}`);
+  return value;
+}
+
+/** `--namespace <name>` of a render: Quartermaster's namespace, `quartermaster` unless given. */
+export function renderNamespaceOption(description: string): Option {
+  return new Option("--namespace <name>", description).argParser(namespaceName).default("quartermaster", "quartermaster");
 }
 
 const SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";

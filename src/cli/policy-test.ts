@@ -20,6 +20,7 @@ import { describeSchemaErrors } from "../core/schema.js";
 import { admitObjects, InputError, readInputs, templatesIn, type Admitted, type InputObject } from "./admit.js";
 import { manifestValue, parseManifestDocuments } from "./manifest-yaml.js";
 import type { CliIo } from "./io.js";
+import { loadPolicy } from "./policy-file.js";
 import { POLICY_TEST_SCHEMA } from "../policy/test-schema.js";
 
 type Nullable = Record<string, string | null>;
@@ -60,8 +61,6 @@ export interface Row {
   /** What did not hold (fail), or what is wrong with the test (error). */
   details: string[];
 }
-
-type LoadPolicy = (file: string | undefined, cwd: string) => Promise<Policy>;
 
 /** `*.test.yaml` and `*.test.yml` under `target` (a directory, searched recursively) or `target` itself. */
 export async function testFiles(target: string): Promise<string[]> {
@@ -123,8 +122,11 @@ export function contains(actual: unknown, expected: unknown): boolean {
 
 const show = (v: unknown): string => JSON.stringify(v) ?? "undefined";
 
+/** The metadata and spec of a pod, or of the pod a template stamps out. */
+type PodView = { metadata: Record<string, unknown>; spec: Record<string, unknown> };
+
 /** The pod a result stands for: the pod itself, or the (first) outfitted template of an object holding templates. */
-function podOf(r: Admitted): { metadata: Record<string, unknown>; spec: Record<string, unknown> } | string {
+function podOf(r: Admitted): PodView | string {
   if (r.role === "pod") return { metadata: (r.object.metadata ?? {}) as Record<string, unknown>, spec: (r.object.spec ?? {}) as Record<string, unknown> };
   if (r.role === "templates") {
     const t = templatesIn(r.object)[0]!.template;
@@ -142,9 +144,8 @@ function checkMap(what: string, actual: Record<string, unknown> | undefined, exp
   }
 }
 
-/** What does not hold of `e` for result `r` (empty: it passes). */
-// eslint-disable-next-line complexity -- debt: to be split into steps with the commands split (issue 30)
-export function check(e: Expectation, r: Admitted): string[] {
+/** What does not hold of `e`'s verdict for result `r`: allowed or denied, by which rules, violations, warnings. */
+function verdictFailures(e: Expectation, r: Admitted): string[] {
   const fails: string[] = [];
   const denial = (): string => (r.violations.length > 0 ? ` (${r.violations.map((v) => `[${v.rule}] ${v.field}: ${v.message}`).join("; ")})` : "");
   if (e.allowed !== undefined && e.allowed !== r.allowed)
@@ -171,11 +172,12 @@ export function check(e: Expectation, r: Admitted): string[] {
     if (!r.warnings.some((x) => x.includes(w)))
       fails.push(`no warning containing ${show(w)}; warnings: ${r.warnings.length > 0 ? r.warnings.map(show).join(", ") : "none"}`);
   }
-  const podChecks = e.env || e.tolerations || e.affinity || e.nodeSelector || e.labels || e.annotations;
-  if (!podChecks) return fails;
-  const pod = podOf(r);
-  if (typeof pod === "string") return [...fails, pod];
-  for (const [name, vars] of Object.entries(e.env ?? {})) {
+  return fails;
+}
+
+/** What does not hold of `e`'s env values in `pod`'s containers. */
+function envFailures(env: Record<string, Nullable>, pod: PodView, fails: string[]): void {
+  for (const [name, vars] of Object.entries(env)) {
     const containers = [
       ...((pod.spec.initContainers ?? []) as Array<Record<string, unknown>>),
       ...((pod.spec.containers ?? []) as Array<Record<string, unknown>>),
@@ -185,11 +187,21 @@ export function check(e: Expectation, r: Admitted): string[] {
       fails.push(`no container ${show(name)} (containers: ${containers.map((x) => String(x.name)).join(", ")})`);
       continue;
     }
-    const env = Object.fromEntries(
+    const values = Object.fromEntries(
       ((c.env ?? []) as Array<{ name: string; value?: string; valueFrom?: unknown }>).map((x) => [x.name, x.value ?? (x.valueFrom ? "(valueFrom)" : "")]),
     );
-    checkMap(`container ${name}: env`, env, vars, fails);
+    checkMap(`container ${name}: env`, values, vars, fails);
   }
+}
+
+/** What does not hold of `e`'s pod expectations (env, tolerations, affinity, nodeSelector, labels, annotations) for result `r`. */
+function podFailures(e: Expectation, r: Admitted): string[] {
+  const podChecks = e.env || e.tolerations || e.affinity || e.nodeSelector || e.labels || e.annotations;
+  if (!podChecks) return [];
+  const pod = podOf(r);
+  if (typeof pod === "string") return [pod];
+  const fails: string[] = [];
+  if (e.env) envFailures(e.env, pod, fails);
   if (e.tolerations) {
     const have = (pod.spec.tolerations ?? []) as unknown[];
     for (const t of e.tolerations) if (!contains(have, [t])) fails.push(`no toleration ${show(t)}; tolerations: ${show(have)}`);
@@ -200,6 +212,11 @@ export function check(e: Expectation, r: Admitted): string[] {
   if (e.labels) checkMap("label", pod.metadata.labels as Record<string, unknown> | undefined, e.labels, fails);
   if (e.annotations) checkMap("annotation", pod.metadata.annotations as Record<string, unknown> | undefined, e.annotations, fails);
   return fails;
+}
+
+/** What does not hold of `e` for result `r` (empty: it passes). */
+export function check(e: Expectation, r: Admitted): string[] {
+  return [...verdictFailures(e, r), ...podFailures(e, r)];
 }
 
 /** The result an expectation names (`Kind/name` or `Kind/namespace/name`), or why there is none. */
@@ -213,7 +230,7 @@ function find(resource: string, results: readonly Admitted[]): Admitted | string
 }
 
 /** Runs one test: its rows, one per expectation, or one error row when it cannot run. */
-async function runTest(test: PolicyTest, label: string, dir: string, loadPolicy: LoadPolicy): Promise<Row[]> {
+async function runTest(test: PolicyTest, label: string, dir: string): Promise<Row[]> {
   const error = (details: string[]): Row[] => [{ test: label, resource: "-", result: "error", details }];
   let policy: Policy;
   try {
@@ -240,7 +257,7 @@ async function runTest(test: PolicyTest, label: string, dir: string, loadPolicy:
 }
 
 /** Runs every test under `target` (resolved against `cwd`); names in the rows are relative to `cwd`. */
-export async function runPolicyTests(target: string, cwd: string, loadPolicy: LoadPolicy): Promise<Row[]> {
+export async function runPolicyTests(target: string, cwd: string): Promise<Row[]> {
   const rows: Row[] = [];
   for (const file of await testFiles(resolve(cwd, target))) {
     const name = relative(cwd, file) || file;
@@ -255,7 +272,7 @@ export async function runPolicyTests(target: string, cwd: string, loadPolicy: Lo
     if (tests.length === 0) rows.push({ test: name, resource: "-", result: "error", details: [`${name}: no PolicyTest in the file`] });
     for (const t of tests) {
       if (!t.test) rows.push({ test: t.where, resource: "-", result: "error", details: t.problems });
-      else rows.push(...(await runTest(t.test, `${t.where}: ${t.test.name}`, dirname(file), loadPolicy)));
+      else rows.push(...(await runTest(t.test, `${t.where}: ${t.test.name}`, dirname(file))));
     }
   }
   return rows;
@@ -281,7 +298,7 @@ export function resultTable(rows: readonly Row[]): string[] {
 }
 
 /** `test DIR`: exit 0 when every expectation holds, 1 when one fails or a test cannot run. */
-export async function policyTestCommand(_values: Record<string, unknown>, [target]: readonly string[], io: CliIo, loadPolicy: LoadPolicy): Promise<number> {
+export async function policyTestCommand(target: string | undefined, io: CliIo): Promise<number> {
   if (!target) throw new UsageError("test: give a directory of *.test.yaml files, or one such file");
   try {
     await stat(resolve(io.cwd, target));
@@ -289,7 +306,7 @@ export async function policyTestCommand(_values: Record<string, unknown>, [targe
     io.stderr(`quartermaster: test: cannot read ${target}: ${errorMessage(err)}`);
     return 1;
   }
-  const rows = await runPolicyTests(target, io.cwd, loadPolicy);
+  const rows = await runPolicyTests(target, io.cwd);
   if (rows.length === 0) {
     io.stderr(`quartermaster: test: no *.test.yaml files in ${target}`);
     return 1;

@@ -4,7 +4,7 @@
  *
  * 1. Which component runs as which ServiceAccount: the workloads in the render (a container's args name the
  *    command, e.g. `serve` or `certs ensure`; its pod names the ServiceAccount).
- * 2. Which code a command reaches: its function in src/cli/commands.ts (its entry in COMMANDS), the local
+ * 2. Which code a command reaches: its function in src/cli/commands/ (its entry in COMMANDS), the local
  *    functions it calls, and every module it imports from there on (type-only imports aside).
  * 3. Which calls that code makes: in each src/kube/*.ts reached, `const x = kc.makeApiClient(k8s.SomeApi)`
  *    gives the receivers, and `x.method(` the calls; METHODS below maps each to verb, group, resource and
@@ -16,10 +16,10 @@
  * The failure messages name the call (file:line) that lacks a grant, and the grant no call uses.
  */
 import assert from "node:assert/strict";
-import { readFileSync, existsSync } from "node:fs";
+import { readdirSync, readFileSync, existsSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { describe, it } from "node:test";
-import { COMMANDS } from "../../src/cli/commands.js";
+import { COMMANDS } from "../../src/cli/command-list.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { ROOT, podSpec, render, variants, type Manifest } from "../fixtures/manifests.js";
 
@@ -143,13 +143,25 @@ interface Call {
 
 // ---- 2. the code a command reaches -------------------------------------------------------------------
 
-const COMMANDS_FILE = join(ROOT, "src/cli/commands.ts");
+const COMMANDS_DIR = join(ROOT, "src/cli/commands");
 
-/** Top-level functions of commands.ts by name, with their text. */
+/** Top-level functions of a file by name, with their text. */
 function functionsOf(text: string): Map<string, string> {
   const out = new Map<string, string>();
   const starts = [...text.matchAll(/^(?:export )?(?:async )?function (\w+)/gm)];
   starts.forEach((m, i) => out.set(m[1]!, text.slice(m.index, starts[i + 1]?.index ?? text.length)));
+  return out;
+}
+
+/** Top-level functions of the command modules (src/cli/commands/*.ts, one directory) by name, with their text. */
+function commandFunctions(): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const file of readdirSync(COMMANDS_DIR).filter((f) => f.endsWith(".ts"))) {
+    for (const [name, text] of functionsOf(readFileSync(join(COMMANDS_DIR, file), "utf8"))) {
+      if (out.has(name)) throw new Error(`function ${name} is defined twice in src/cli/commands/: give one another name`);
+      out.set(name, text);
+    }
+  }
   return out;
 }
 
@@ -169,16 +181,15 @@ function importsOf(code: string, fromDir: string): string[] {
 
 /** The src/kube files a command's code reaches. */
 function kubeFilesOf(command: string): string[] {
-  const text = readFileSync(COMMANDS_FILE, "utf8");
-  const fns = functionsOf(text);
+  const fns = commandFunctions();
   const entry = entryFunctions().get(command);
-  if (!entry) throw new Error(`src/cli/commands.ts dispatches no command "${command}"`);
+  if (!entry) throw new Error(`src/cli/commands/ registers no command "${command}"`);
   // The entry function and the local functions it calls.
   const local = new Set([entry]);
   for (const name of local)
     for (const [other, body] of fns) if (!local.has(other) && new RegExp(`\\b${other}\\(`).test(fns.get(name)!)) local.add(other) && void body;
   const files = new Set<string>();
-  const queue = [...local].flatMap((name) => importsOf(fns.get(name)!, dirname(COMMANDS_FILE)));
+  const queue = [...local].flatMap((name) => importsOf(fns.get(name)!, COMMANDS_DIR));
   while (queue.length > 0) {
     const f = queue.pop()!;
     if (files.has(f)) continue;

@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, it } from "node:test";
-import { COMMANDS, runCli } from "../../src/cli/commands.js";
+import { COMMANDS } from "../../src/cli/command-list.js";
+import { runCli } from "../../src/cli/commands.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 
