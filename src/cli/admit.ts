@@ -26,6 +26,7 @@ import { createWebhooks } from "../../webhooks/index.js";
 import type { WebhookResult } from "../admission/handler.js";
 import { applyPatch, createPatch, type PatchOperation } from "../admission/patch.js";
 import type { AdmissionReview } from "../admission/types.js";
+import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
 import type { GroupVersionKind, GroupVersionResource, KubeObject, ObjectKind } from "../core/kube.js";
 import { UsageError, errorMessage } from "../core/errors.js";
 import { manifestValue, parseManifestDocuments } from "./manifest-yaml.js";
@@ -254,7 +255,7 @@ interface Pipeline {
     kind: GroupVersionKind,
     resource: GroupVersionResource,
     namespace: string,
-    paths: { mutate: string; validate: string },
+    paths: { mutate?: string; validate: string },
   ): Promise<{ object: KubeObject; warnings: string[]; violations: Finding[] }>;
 }
 
@@ -266,10 +267,13 @@ function pipeline(opts: AdmitOptions, jobs: JobReader): Pipeline {
       const violations: Finding[] = [];
       const defaults = paths === POD_PATHS ? apiserverPodDefaults : (o: KubeObject) => o;
       const given = defaults(object);
-      const mutated = await webhooks[paths.mutate]!.admit(review(given, kind, resource, namespace));
-      heard(mutated, warnings, violations);
-      if (violations.length > 0) return { object: given, warnings, violations };
-      const outfitted = defaults(applyPatch(given, patchOf(mutated)));
+      let outfitted = given;
+      if (paths.mutate !== undefined) {
+        const mutated = await webhooks[paths.mutate]!.admit(review(given, kind, resource, namespace));
+        heard(mutated, warnings, violations);
+        if (violations.length > 0) return { object: given, warnings, violations };
+        outfitted = defaults(applyPatch(given, patchOf(mutated)));
+      }
       heard(await webhooks[paths.validate]!.admit(review(outfitted, kind, resource, namespace)), warnings, violations);
       return { object: outfitted, warnings, violations };
     },
@@ -278,6 +282,14 @@ function pipeline(opts: AdmitOptions, jobs: JobReader): Pipeline {
 
 const POD_PATHS = { mutate: "/mutate/pods", validate: "/validate/pods" };
 const JOB_PATHS = { mutate: "/mutate/jobs", validate: "/validate/jobs" };
+/** ResourceClaims and ResourceClaimTemplates (DRA): validated at CREATE, never mutated. */
+const CLAIM_PATHS = { validate: "/validate/claims" };
+
+/** The DRA claim kind `object` is (`resource.k8s.io/v1`), if it is one. */
+function claimKindOf(object: KubeObject): ObjectKind | undefined {
+  if (object.apiVersion !== "resource.k8s.io/v1") return undefined;
+  return [RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE].find((k) => k.kind === object.kind);
+}
 
 /** Every pod template in `object` (a mapping under `template` with `spec.containers`), with its path. */
 export function templatesIn(object: KubeObject): Array<{ path: Array<string | number>; template: Record<string, unknown> }> {
@@ -434,12 +446,22 @@ async function admitOther(input: InputObject, d: Described, run: Pipeline): Prom
     const p = await run.run(input.object, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
     return finish({ ...d, role: "pod", object: p.object, warnings: p.warnings, violations: p.violations });
   }
+  const claim = claimKindOf(input.object);
+  if (claim) {
+    const gvk = { group: claim.group, version: claim.version, kind: claim.kind };
+    const p = await run.run(input.object, gvk, { group: claim.group, version: claim.version, resource: claim.plural }, d.namespace, CLAIM_PATHS);
+    return finish({ ...d, role: "other", object: p.object, warnings: p.warnings, violations: p.violations });
+  }
   const templates = templatesIn(input.object);
   if (templates.length === 0) return skipped(`${d.kind} is no pod, pod template or training job`);
   return admitTemplates(input, d, templates, run);
 }
 
-/** Admits `inputs` offline: training jobs first (the pods' lookups find them), then everything else in input order. */
+/**
+ * Admits `inputs` offline: training jobs first (the pods' lookups find them), then everything else in input order.
+ * ResourceClaims and ResourceClaimTemplates among them are found by the claim lookups of the pods and jobs, as
+ * the webhooks find them in the cluster, and are themselves judged as at their CREATE.
+ */
 export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOptions): Promise<Admitted[]> {
   const jobs = offlineJobs();
   const run = pipeline(opts, jobs);
@@ -455,6 +477,11 @@ export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOp
     original: input.object,
   });
 
+  // The claims and templates among the inputs are what the pods' and jobs' claim lookups find (DRA).
+  for (const input of inputs) {
+    const claim = claimKindOf(input.object);
+    if (claim) jobs.add(claim, describe(input).namespace, input.object);
+  }
   for (const input of inputs) {
     const kind = jobKindOf(input.object, opts.policy);
     const d = describe(input);

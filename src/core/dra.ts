@@ -247,7 +247,7 @@ export interface KnownClaims {
 export function claimSpecOf(object: unknown, kind: "ResourceClaim" | "ResourceClaimTemplate"): ClaimSpec | undefined {
   const spec = isRecord(object) ? object.spec : undefined;
   const inner = kind === "ResourceClaimTemplate" && isRecord(spec) ? spec.spec : spec;
-  return isRecord(inner) ? (inner) : undefined;
+  return isRecord(inner) ? inner : undefined;
 }
 
 /** Claims the scheduler made for the pod's extended-resource requests (`status.extendedResourceClaimStatus`, 1.34+). */

@@ -49,6 +49,25 @@ const workerPod = (index: number): KubeObject => ({
   spec: { containers: [{ name: "pytorch", image: "img", resources: { limits: { "nvidia.com/gpu": "1" } } }] },
 });
 
+/** A ResourceClaimTemplate asking for `count` NVIDIA GPUs through DRA. */
+const claimTemplate = (name: string, count: number): KubeObject => ({
+  apiVersion: "resource.k8s.io/v1",
+  kind: "ResourceClaimTemplate",
+  metadata: { name, namespace: "team-a" },
+  spec: { spec: { devices: { requests: [{ name: "gpu", exactly: { deviceClassName: "gpu.nvidia.com", count } }] } } },
+});
+
+/** A pod whose one container uses the claim made from `template`. */
+const draPod = (name: string, template: string): KubeObject => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, namespace: "team-a" },
+  spec: {
+    containers: [{ name: "main", image: "img", resources: { claims: [{ name: "gpu" }] } }],
+    resourceClaims: [{ name: "gpu", resourceClaimTemplateName: template }],
+  },
+});
+
 const deployment = (gpus: string): KubeObject => ({
   apiVersion: "apps/v1",
   kind: "Deployment",
@@ -194,6 +213,40 @@ describe("admitObjects: the real webhooks, offline", () => {
       policy: checkPolicy({ limits: { job: { gpus: 2 } } }, "test"),
       objects: [pytorchJob],
       check: ([r]) => assert.deepEqual([r!.role, r!.allowed, r!.deniedRules], ["job", false, ["job-gpus"]]),
+    },
+    {
+      name: "DRA: a pod's claim template among the inputs is resolved, its devices held to the caps as the webhook holds them",
+      policy: LIMITS,
+      objects: [claimTemplate("eight", 8), draPod("big", "eight"), claimTemplate("two", 2), draPod("small", "two")],
+      check: (results) => {
+        assert.deepEqual(
+          results.map((r) => [r.kind, r.name, r.allowed, r.deniedRules]),
+          [
+            ["ResourceClaimTemplate", "eight", false, ["container-limits"]],
+            ["Pod", "big", false, ["container-limits"]],
+            ["ResourceClaimTemplate", "two", true, []],
+            ["Pod", "small", true, []],
+          ],
+        );
+        // Outfitted like its extended-resource twin: the GPU toleration.
+        const tolerations = (results[3]!.object.spec as { tolerations?: { key?: string }[] }).tolerations ?? [];
+        assert.ok(
+          tolerations.some((t) => t.key === "nvidia.com/gpu"),
+          JSON.stringify(tolerations),
+        );
+      },
+    },
+    {
+      name: "DRA: a claim template not among the inputs counts nothing, and says so",
+      policy: LIMITS,
+      objects: [draPod("big", "elsewhere")],
+      check: ([r]) => {
+        assert.deepEqual([r!.allowed, r!.deniedRules], [true, []]);
+        assert.ok(
+          r!.warnings.some((w) => /ResourceClaimTemplate elsewhere .* not found/.test(w)),
+          JSON.stringify(r!.warnings),
+        );
+      },
     },
     {
       name: "not admitted: a ConfigMap, and anything in a protected namespace",
