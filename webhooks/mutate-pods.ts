@@ -12,7 +12,8 @@ import type { AdmissionRequest } from "../src/admission/types.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { ClusterSpecMemo } from "../src/mutate/frameworks.js";
 import { mutatePod, POD_MUTATIONS, type Pod } from "../src/mutate/index.js";
-import { lookupTopology, type TopologyResult } from "../src/topology/lookup.js";
+import { JOBSET_KIND, tfJobSetRef } from "../src/topology/jobset.js";
+import { lookupTopology, readJob, type JobReadResult, type TopologyResult } from "../src/topology/lookup.js";
 import type { WebhookDeps } from "./deps.js";
 
 export function mutatePods(deps: WebhookDeps): Webhook {
@@ -31,6 +32,21 @@ export function mutatePods(deps: WebhookDeps): Webhook {
     const warnings = found.kind === "failed" ? [`quartermaster: no cluster spec: ${found.reason}`, ...out.warnings] : out.warnings;
     return { object: out.pod as KubeObject, warnings };
   }
+  function outfitJobSetPod(request: AdmissionRequest & { object: KubeObject }, namespace: string, read: JobReadResult): MutationResult {
+    if (read.kind !== "found") {
+      if (policy.clusterSpec.onJobLookupFailure === "deny") {
+        return {
+          object: request.object,
+          warnings: [],
+          deny: { rule: "job-lookup", field: "metadata.labels", message: `cannot outfit the pod: ${read.reason}` },
+        };
+      }
+      const out = mutatePod(request.object, { policy, namespace, clusterSpecs });
+      return { object: out.pod as KubeObject, warnings: [`quartermaster: no TF_CONFIG: ${read.reason}`, ...out.warnings] };
+    }
+    const out = mutatePod(request.object, { policy, namespace, clusterSpecs, jobSet: read.job });
+    return { object: out.pod as KubeObject, warnings: out.warnings };
+  }
   return mutatingWebhook({
     name: "mutate-pods",
     guard: allGuards(podGuard(["CREATE"]), unwalkedPodGuard(policy)),
@@ -39,6 +55,12 @@ export function mutatePods(deps: WebhookDeps): Webhook {
     mutate(request) {
       const pod = request.object as Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
+      // A TensorFlow TrainJob's pod: its JobSet (the pod's owner is a batch Job, which lookupTopology passes by).
+      const jobSetRef = tfJobSetRef(pod, namespace);
+      if (jobSetRef) {
+        const read = readJob(JOBSET_KIND, jobSetRef.namespace, jobSetRef.name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+        return read instanceof Promise ? read.then((r) => outfitJobSetPod(request, namespace, r)) : outfitJobSetPod(request, namespace, read);
+      }
       const found = lookupTopology(pod, namespace, policy, deps.jobs);
       // A cached job answers at once; only a read from the apiserver makes this asynchronous.
       return found instanceof Promise ? found.then((f) => outfit(request, namespace, f)) : outfit(request, namespace, found);

@@ -4,7 +4,7 @@
  * returns the very same reference when it has nothing to do. The pipeline (`index.ts`) runs them in
  * order, explains each change in a warning and records its name on the pod.
  */
-import type { Pod } from "../core/kube.js";
+import type { KubeObject, Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
 import type { Topology } from "../topology/types.js";
 import type { ClusterSpecMemo } from "./frameworks.js";
@@ -14,6 +14,8 @@ export interface MutationContext {
   namespace: string;
   /** The pod's place in its training job, when it has one and the job could be read. */
   topology?: Topology;
+  /** The pod's JobSet, read when the pod is a TensorFlow TrainJob's (src/topology/jobset.ts tfJobSetRef). */
+  jobSet?: KubeObject;
   /**
    * The per-job cluster-spec work, done once per job object (the pod webhook owns one per instance).
    * Absent, each pod's cluster spec is built from scratch.
