@@ -17,6 +17,7 @@ import { DNS_1123_LABEL, DNS_SAN } from "../core/names.js";
 import type { CliIo } from "./io.js";
 import { loadPolicy, loadPolicyOrReport, namespaceFlag, ownNamespace } from "./policy-file.js";
 import { runProgram, type CommandSpec, type FlagSpec } from "./program.js";
+import { MIGRATE_COMMAND } from "./commands/migrate.js";
 
 type Values = Record<string, unknown>;
 
@@ -826,6 +827,7 @@ The file format: docs/policy.md, "Policy tests"; examples: examples/policy-tests
     after: "Exit codes: 0 every expectation holds, 1 one fails or a test file is invalid, 2 usage.",
     run: (values, args, io) => import("./policy-test.js").then((m) => m.policyTestCommand(values, args, io, loadPolicy)),
   },
+  MIGRATE_COMMAND,
 ];
 
 const GROUPS: Record<string, string> = {
