@@ -216,13 +216,13 @@ function carryTemplate(path: string, template: V1PodTemplateSpec | undefined, in
     if (env.length) carried.trainer.env = env;
     if (main.resources && Object.keys(main.resources).length) carried.trainer.resourcesPerNode = main.resources;
     for (const k of CONTAINER_PATCH_FIELDS) if (main[k] !== undefined) carried.containerPatch[k] = main[k];
-    for (const k of Object.keys(main)) {
+    for (const [k, v] of Object.entries(main)) {
       if (TRAINER_CONTAINER_FIELDS.includes(k)) continue;
       const reason =
         k === "ports"
           ? `the runtime's container listens on Trainer's port ${TRAINER_PORT} (kubeflow/trainer pkg/constants ContainerTrainerPort)`
           : "not a TrainJob trainer or container patch field (set it in a TrainingRuntime)";
-      t.add(`${cpath}.${k}`, reason, (main as unknown as Obj)[k]);
+      t.add(`${cpath}.${k}`, reason, v);
     }
   }
   for (const [k, v] of Object.entries(pod)) {
@@ -254,32 +254,35 @@ const setEnv = (env: V1EnvVar[], v: V1EnvVar): void => {
   if (!env.some((e) => e.name === v.name)) env.push(v);
 };
 
+/** `spec.nprocPerNode` → `trainer.numProcPerNode`; its integer value (1 for auto, as v1's WORLD_SIZE counts it). */
+function nprocPerNode(nproc: unknown, trainer: Obj, t: Table): number {
+  const n = typeof nproc === "number" ? nproc : typeof nproc === "string" && /^\d+$/.test(nproc) ? Number(nproc) : undefined;
+  if (n !== undefined) {
+    trainer.numProcPerNode = n;
+    return n;
+  }
+  if (nproc !== undefined && nproc !== "auto") {
+    t.add("spec.nprocPerNode", "TrainJob numProcPerNode is an integer; Trainer's default is auto", nproc);
+    return 1;
+  }
+  const res = trainer.resourcesPerNode as { limits?: Obj; requests?: Obj } | undefined;
+  const gpu = [...Object.keys(res?.limits ?? {}), ...Object.keys(res?.requests ?? {})].some((r) => r.includes("gpu"));
+  if (!gpu) {
+    t.add(
+      "spec.nprocPerNode",
+      "without a GPU in resourcesPerNode, Trainer turns auto into the CPU count (at least 1) for PET_NPROC_PER_NODE (kubeflow/trainer torch.go)",
+      "auto",
+    );
+  }
+  return 1;
+}
+
 /** The v1 PyTorch env Trainer does not set, on Trainer's hostnames (training-operator pytorch/envvar.go). */
 function pytorchExtras(job: KubeObject, name: string, specs: Array<[string, Obj]>, trainer: Obj, t: Table): void {
   const spec = (job.spec ?? {}) as Obj;
   const env = [...((trainer.env as V1EnvVar[] | undefined) ?? [])];
   const nodes = specs.reduce((n, [, s]) => n + replicasOf(s), 0);
-  const nproc = spec.nprocPerNode;
-  let nprocInt = 1;
-  if (typeof nproc === "string" && /^\d+$/.test(nproc)) {
-    trainer.numProcPerNode = Number(nproc);
-    nprocInt = Number(nproc);
-  } else if (typeof nproc === "number") {
-    trainer.numProcPerNode = nproc;
-    nprocInt = nproc;
-  } else if (nproc !== undefined && nproc !== "auto") {
-    t.add("spec.nprocPerNode", "TrainJob numProcPerNode is an integer; Trainer's default is auto", nproc);
-  }
-  if (nproc === undefined || nproc === "auto") {
-    const res = trainer.resourcesPerNode as { limits?: Obj; requests?: Obj } | undefined;
-    const gpu = [...Object.keys(res?.limits ?? {}), ...Object.keys(res?.requests ?? {})].some((r) => r.includes("gpu"));
-    if (!gpu)
-      t.add(
-        "spec.nprocPerNode",
-        "auto: without a GPU in resourcesPerNode Trainer sets PET_NPROC_PER_NODE to the CPU count (kubeflow/trainer torch.go)",
-        "auto",
-      );
-  }
+  const nprocInt = nprocPerNode(spec.nprocPerNode, trainer, t);
   if (isObj(spec.elasticPolicy))
     t.add("spec.elasticPolicy", "no elastic training on a TrainJob: PET_NNODES is numNodes, PET_RDZV_* are not set", spec.elasticPolicy);
   setEnv(env, { name: "PYTHONUNBUFFERED", value: "1" });
@@ -300,6 +303,11 @@ function pytorchExtras(job: KubeObject, name: string, specs: Array<[string, Obj]
     );
   }
   trainer.env = env;
+}
+
+/** The job's spec fields other than `known`, each in the table. */
+function otherSpecFields(job: KubeObject, known: readonly string[], t: Table): void {
+  for (const [k, v] of Object.entries((job.spec ?? {}) as Obj)) if (!known.includes(k)) t.add(`spec.${k}`, "no TrainJob meaning", v);
 }
 
 /** A non-TF job on its upstream default runtime. */
@@ -328,11 +336,7 @@ function migrateSingleTemplate(job: KubeObject, info: KindInfo, name: string, t:
   const trainer: Obj = { numNodes: specs.reduce((n, [, s]) => n + replicasOf(s), 0), ...carried.trainer };
   if (job.kind === "PyTorchJob") pytorchExtras(job, name, specs, trainer, t);
   if (info.v1Env) t.add(`${String(job.kind)} env`, `${info.v1Env} are not set; Trainer's runtime sets ${info.trainerEnv}`);
-  for (const k of Object.keys((job.spec ?? {}) as Obj)) {
-    if (k !== info.field && k !== "runPolicy" && !(job.kind === "PyTorchJob" && (k === "nprocPerNode" || k === "elasticPolicy"))) {
-      t.add(`spec.${k}`, "no TrainJob meaning", ((job.spec ?? {}) as Obj)[k]);
-    }
-  }
+  otherSpecFields(job, [info.field, "runPolicy", ...(job.kind === "PyTorchJob" ? ["nprocPerNode", "elasticPolicy"] : [])], t);
   const spec: Obj = { runtimeRef: { apiGroup: "trainer.kubeflow.org", kind: "ClusterTrainingRuntime", name: info.runtime }, trainer };
   const patches = runtimePatch("node", carried);
   if (patches.length) spec.runtimePatches = patches;
@@ -357,13 +361,12 @@ function migrateTensorflow(job: KubeObject, info: KindInfo, name: string, t: Tab
   const spec = (job.spec ?? {}) as Obj;
   const rjobs = live.map(([rt, s, type]) => {
     const n = replicasOf(s);
-    const given = structuredClone((s.template ?? {}) as V1PodTemplateSpec);
-    const template: V1PodTemplateSpec = {
-      ...given,
-      metadata: { ...given.metadata, labels: { ...given.metadata?.labels, [FRAMEWORK_LABEL]: "tensorflow" } },
-      spec: given.spec ?? { containers: [] },
+    const { metadata, spec: podSpec, ...rest } = structuredClone((s.template ?? {}) as V1PodTemplateSpec);
+    const template: V1PodTemplateSpec & { spec: V1PodSpec } = {
+      metadata: { ...metadata, labels: { ...metadata?.labels, [FRAMEWORK_LABEL]: "tensorflow" } },
+      spec: podSpec ?? { containers: [] },
+      ...rest,
     };
-    template.spec = { ...template.spec! };
     const rp = s.restartPolicy;
     if (template.spec.restartPolicy === undefined) {
       if (rp === "OnFailure" || rp === "Never") template.spec.restartPolicy = rp;

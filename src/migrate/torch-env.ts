@@ -32,14 +32,19 @@ function upsert(env: V1EnvVar[], v: V1EnvVar): void {
   else env.push(v);
 }
 
+/** PET_NPROC_PER_NODE: numProcPerNode, else auto, which without a GPU becomes the CPU count (at least 1). */
+function nprocOf(trainer: Trainer): string {
+  if (trainer.numProcPerNode !== undefined) return String(trainer.numProcPerNode);
+  const res = trainer.resourcesPerNode ?? {};
+  const gpu = [...Object.keys(res.limits ?? {}), ...Object.keys(res.requests ?? {})].some((r) => r.includes("gpu"));
+  return gpu ? "auto" : String(Math.max(1, cores(res.requests?.cpu) || cores(res.limits?.cpu)));
+}
+
 /** name → value of the trainer container's env on the node of completion index `rank`. */
 export function trainerTorchEnv(trainJob: KubeObject, rank: number): Map<string, string> {
   const name = String((trainJob.metadata as { name?: string } | undefined)?.name ?? "");
-  const trainer = ((trainJob.spec as { trainer?: Trainer } | undefined)?.trainer ?? {}) as Trainer;
-  const res = trainer.resourcesPerNode ?? {};
-  const gpu = [...Object.keys(res.limits ?? {}), ...Object.keys(res.requests ?? {})].some((r) => r.includes("gpu"));
-  let nproc = trainer.numProcPerNode !== undefined ? String(trainer.numProcPerNode) : "auto";
-  if (nproc === "auto" && !gpu) nproc = String(Math.max(1, cores(res.requests?.cpu) || cores(res.limits?.cpu)));
+  const trainer: Trainer = (trainJob.spec as { trainer?: Trainer } | undefined)?.trainer ?? {};
+  const nproc = nprocOf(trainer);
   const env: V1EnvVar[] = [...(trainer.env ?? [])];
   upsert(env, { name: "PET_NNODES", value: String(trainer.numNodes ?? 1) });
   upsert(env, { name: "PET_NPROC_PER_NODE", value: nproc });

@@ -15,7 +15,7 @@ import { UsageError } from "../../core/errors.js";
 async function migrateCommand(values: Record<string, unknown>, _args: readonly string[], io: CliIo): Promise<number> {
   const files = (values.filename as string[] | undefined) ?? [];
   if (files.length === 0) throw new UsageError("migrate: -f <file> is required");
-  const [{ readFile, writeFile }, { resolve }, { stringify }, admit, m, r] = await Promise.all([
+  const [fs, path, yaml, admit, m, r] = await Promise.all([
     import("node:fs/promises"),
     import("node:path"),
     import("yaml"),
@@ -28,7 +28,7 @@ async function migrateCommand(values: Record<string, unknown>, _args: readonly s
   for (const file of files) {
     let text: string;
     try {
-      text = await readFile(resolve(io.cwd, file), "utf8");
+      text = await fs.readFile(path.resolve(io.cwd, file), "utf8");
     } catch (err) {
       io.stderr(`quartermaster: ${file}: cannot read: ${(err as Error).message}`);
       failed = true;
@@ -59,13 +59,13 @@ async function migrateCommand(values: Record<string, unknown>, _args: readonly s
       const name = `${String(object.kind)} ${String((object.metadata as { name?: string } | undefined)?.name)}`;
       const table = r.notCarriedLines(name, migration.notCarried);
       for (const line of table) io.stderr(line);
-      const docs = migration.objects.map((o) => stringify(o, { lineWidth: 0 }).trimEnd());
+      const docs = migration.objects.map((o) => yaml.stringify(o, { lineWidth: 0 }).trimEnd());
       out.push([...table.map((l) => `# ${l}`), docs.join("\n---\n")].join("\n"));
     }
   }
   const yamlText = out.length ? `${out.join("\n---\n")}\n` : "";
   const target = values.output as string | undefined;
-  if (target) await writeFile(resolve(io.cwd, target), yamlText);
+  if (target) await fs.writeFile(path.resolve(io.cwd, target), yamlText);
   else if (yamlText) io.stdout(yamlText.trimEnd());
   return failed ? 1 : 0;
 }
