@@ -20,8 +20,15 @@
  *   DNS name, laid out like v1's `<pod>.<namespace>.svc[.<clusterDomain>]` (which named the per-pod Service);
  *   JobSet's own coordinator endpoint (GetCoordinatorEndpoint) and Trainer's PET_MASTER_ADDR use the
  *   namespace-relative `<hostname>.<subdomain>`, which resolves only inside the namespace.
+ *   Trainer lists its nodes' endpoints the same way, `<trainjob>-<replicatedJob>-<replica>-<pod>.<subdomain>`
+ *   (kubeflow/trainer v2.3.0 `pkg/runtime/framework/plugins/jobset/jobset.go`, the PodSets' Endpoints).
  * The port: the container's port named `tfjob-port` in that replicatedJob's pod template, else 2222 (as v1).
  * The task: the pod's replicatedJob and `jobIndex × pods per Job + completionIndex`.
+ *
+ * Not wired yet (files of the TrainJob job-kind work): the pod webhook's matchConditions (src/manifests/webhooks.ts
+ * trainingPodExpression) send only pods with the `training.kubeflow.org/job-name` label or a GPU request, so a
+ * CPU-only TF pod (a PS) never reaches it until they also match `jobset.sigs.k8s.io/jobset-name`; and the
+ * webhook's ClusterRole (manifests/base/rbac.yaml, the chart) needs `get` on `jobsets.jobset.x-k8s.io`.
  *
  * TF_CONFIG goes to the container named `node` (Trainer's trainer container, kubeflow/trainer
  * `pkg/constants` Node), else the first named `tensorflow` (v1's), and never over a TF_CONFIG already set.
