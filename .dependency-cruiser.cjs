@@ -17,6 +17,8 @@ const LAYERS = [
   { name: "reconcile", paths: ["src/reconcile/"] },
   // Renders: webhook configurations, RBAC, the chart's templates, CEL.
   { name: "manifests", paths: ["src/manifests/"] },
+  // \`quartermaster migrate\`: v1 training jobs rendered as Trainer v2 TrainJobs (pure).
+  { name: "migrate", paths: ["src/migrate/"] },
   { name: "doctor", paths: ["src/doctor/"] },
   // I/O from here up.
   { name: "certs", paths: ["src/certs/"] },

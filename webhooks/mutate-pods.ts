@@ -13,7 +13,8 @@ import type { AdmissionRequest } from "../src/admission/types.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { ClusterSpecMemo } from "../src/mutate/frameworks.js";
 import { mutatePod, POD_MUTATIONS, type Pod } from "../src/mutate/index.js";
-import { lookupTopology, type TopologyResult } from "../src/topology/lookup.js";
+import { JOBSET_KIND, tfJobSetRef } from "../src/topology/jobset.js";
+import { lookupTopology, readJob, type JobReadResult, type TopologyResult } from "../src/topology/lookup.js";
 import type { WebhookDeps } from "./deps.js";
 
 export function mutatePods(deps: WebhookDeps): Webhook {
@@ -42,6 +43,21 @@ export function mutatePods(deps: WebhookDeps): Webhook {
     ];
     return { object: out.pod as KubeObject, warnings };
   }
+  function outfitJobSetPod(request: AdmissionRequest & { object: KubeObject }, namespace: string, read: JobReadResult): MutationResult {
+    if (read.kind !== "found") {
+      if (policy.clusterSpec.onJobLookupFailure === "deny") {
+        return {
+          object: request.object,
+          warnings: [],
+          deny: { rule: "job-lookup", field: "metadata.labels", message: `cannot outfit the pod: ${read.reason}` },
+        };
+      }
+      const out = mutatePod(request.object, { policy, namespace, clusterSpecs });
+      return { object: out.pod as KubeObject, warnings: [`quartermaster: no TF_CONFIG: ${read.reason}`, ...out.warnings] };
+    }
+    const out = mutatePod(request.object, { policy, namespace, clusterSpecs, jobSet: read.job });
+    return { object: out.pod as KubeObject, warnings: out.warnings };
+  }
   return mutatingWebhook({
     name: "mutate-pods",
     guard: allGuards(podGuard(["CREATE"]), unwalkedPodGuard(policy)),
@@ -50,6 +66,12 @@ export function mutatePods(deps: WebhookDeps): Webhook {
     mutate(request) {
       const pod = request.object as Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
+      // A TensorFlow TrainJob's pod: its JobSet (the pod's owner is a batch Job, which lookupTopology passes by).
+      const jobSetRef = tfJobSetRef(pod, namespace);
+      if (jobSetRef) {
+        const read = readJob(JOBSET_KIND, jobSetRef.namespace, jobSetRef.name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+        return read instanceof Promise ? read.then((r) => outfitJobSetPod(request, namespace, r)) : outfitJobSetPod(request, namespace, read);
+      }
       const found = lookupTopology(pod, namespace, policy, deps.jobs);
       const claims = readClaims([pod.spec], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
       // A cached job answers at once, and a pod without claims reads none; only a read from the apiserver makes this asynchronous.

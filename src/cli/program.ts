@@ -20,6 +20,7 @@ import { registerDev } from "./commands/dev.js";
 import { registerDoctor } from "./commands/doctor.js";
 import { registerLedger } from "./commands/ledger.js";
 import { registerManifests } from "./commands/manifests.js";
+import { registerMigrate } from "./commands/migrate.js";
 import { registerPolicy } from "./commands/policy.js";
 import { registerReconcile } from "./commands/reconcile.js";
 import { registerServe } from "./commands/serve.js";
@@ -43,6 +44,7 @@ const COMMAND_MODULES: ReadonlyArray<(program: Command, deps: CliDeps) => void> 
   registerLedger,
   registerDoctor,
   registerManifests,
+  registerMigrate,
   registerCerts,
   registerAdmit,
   registerTest,

@@ -20,7 +20,7 @@ const SCANNED_ENV = 32;
  * The container with the variables it does not set yet appended, or the container itself. The appended
  * objects are the cluster spec's own (shared, never changed by anyone), not copies.
  */
-function withEnv(c: V1Container, vars: readonly V1EnvVar[]): V1Container {
+export function withEnv(c: V1Container, vars: readonly V1EnvVar[]): V1Container {
   // An env that is not a list is left as it came (advise says so): String#concat onto a string env
   // grew it on every reinvocation (fuzz seed 397869332); the apiserver refuses such a pod anyway.
   if (!isEntry(c) || isMalformedList(c.env)) return c;

@@ -136,9 +136,22 @@ function total(job: Job): number {
   return job.specs.reduce((n, [, s]) => n + replicasOf(s), 0);
 }
 
+/**
+ * TF_CONFIG as the v1 operator writes it: goJson({ cluster, task, environment: "cloud" }), byte for byte
+ * (training-operator `tensorflow/tensorflow.go` genTFConfigJSONStr: the TFConfig struct's field order), from the
+ * cluster already serialized (goJson of the map: keys sorted, as Go writes a map). Shared by TFJob pods (below)
+ * and TrainJob/JobSet pods (`jobset-tf-config.ts`), which differ only in the hostnames in the cluster.
+ */
+export function tfConfigJson(clusterJson: string, task: { type: string; index: number }): string {
+  return `{"cluster":${clusterJson},"task":${goJson(task)},"environment":"cloud"}`;
+}
+
+/** The replica types whose replicas count for `isDistributed` (training-operator `tensorflow/util.go`). */
+export const TF_DISTRIBUTED_TYPES: readonly string[] = ["chief", "evaluator", "master", "ps", "worker"];
+
 /** TF_CONFIG (training-operator `tensorflow/tensorflow.go` genTFConfigJSONStr, `util.go` isDistributed). */
 function tensorflow(job: Job, t: Topology, clusterDomain: string): ClusterSpecResult {
-  const distributed = ["chief", "evaluator", "master", "ps", "worker"].reduce((n, rt) => n + replicasOf(specOf(job, rt)), 0);
+  const distributed = TF_DISTRIBUTED_TYPES.reduce((n, rt) => n + replicasOf(specOf(job, rt)), 0);
   if (distributed === 1) return { skip: "a TFJob with a single replica is not distributed" };
   const cluster = once(job, `tf-cluster\0${clusterDomain}`, () => {
     const out: Record<string, string[]> = {};
@@ -164,9 +177,8 @@ function tensorflow(job: Job, t: Topology, clusterDomain: string): ClusterSpecRe
     }
     config = goJson({ cluster: sparse, task });
   } else {
-    // goJson({ cluster, task, environment: "cloud" }), byte for byte, with the cluster serialized once per job.
     const clusterJson = once(job, `tf-cluster-json\0${clusterDomain}`, () => goJson(cluster));
-    config = `{"cluster":${clusterJson},"task":${goJson(task)},"environment":"cloud"}`;
+    config = tfConfigJson(clusterJson, task);
   }
   return { target: { container: job.info.container }, env: [env("TF_CONFIG", config)] };
 }

@@ -14,6 +14,7 @@ import { ANNOTATION_MUTATIONS } from "../core/keys.js";
 import type { Pod } from "../core/kube.js";
 import { placeOnAccelerator } from "./accelerator.js";
 import { injectClusterSpec } from "./cluster-spec.js";
+import { injectJobSetTfConfig } from "./jobset-tf-config.js";
 import { addTrainingLabels } from "./training-labels.js";
 import { addGpuTolerations } from "./gpu-tolerations.js";
 import { placeInterruptible } from "./interruptible.js";
@@ -26,6 +27,7 @@ export type { Pod } from "../core/kube.js";
 export const POD_MUTATIONS: readonly Mutation[] = [
   addTrainingLabels,
   injectClusterSpec,
+  injectJobSetTfConfig,
   defaultResources,
   addGpuTolerations,
   placeOnAccelerator,

@@ -5,7 +5,7 @@
  * order, explains each change in a warning and records its name on the pod.
  */
 import type { KnownClaims } from "../core/dra.js";
-import type { Pod } from "../core/kube.js";
+import type { KubeObject, Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
 import type { Topology } from "../topology/types.js";
 import type { ClusterSpecMemo } from "./frameworks.js";
@@ -15,6 +15,8 @@ export interface MutationContext {
   namespace: string;
   /** The pod's place in its training job, when it has one and the job could be read. */
   topology?: Topology;
+  /** The pod's JobSet, read when the pod is a TensorFlow TrainJob's (src/topology/jobset.ts tfJobSetRef). */
+  jobSet?: KubeObject;
   /**
    * The per-job cluster-spec work, done once per job object (the pod webhook owns one per instance).
    * Absent, each pod's cluster spec is built from scratch.
