@@ -173,7 +173,7 @@ describe("deploying Quartermaster", () => {
       assert.match(out, /^caBundle ValidatingWebhookConfiguration\/quartermaster: changed/m);
       assert.match(out, /^serving Secret\/quartermaster-webhook-tls: changed: new certificate/m);
       const b = await bundles();
-      assert.equal(b.length, 4, "one caBundle per webhook of manifests/base (pods and jobs, mutating and validating)");
+      assert.equal(b.length, 5, "one caBundle per webhook of manifests/base (pods and jobs, mutating and validating; claims validating)");
       assert.ok(
         b.every((cas) => cas.length === 1 && cas[0] === b[0]![0]),
         JSON.stringify(b),

@@ -137,7 +137,13 @@ describe("doctor against a real kube-apiserver", () => {
         .filter((f) => f.check === check && f.severity === "ok")
         .map((f) => f.subject)
         .sort();
-    const hooks = ["jobs.mutate.quartermaster.dev", "jobs.validate.quartermaster.dev", "pods.mutate.quartermaster.dev", "pods.validate.quartermaster.dev"];
+    const hooks = [
+      "claims.validate.quartermaster.dev",
+      "jobs.mutate.quartermaster.dev",
+      "jobs.validate.quartermaster.dev",
+      "pods.mutate.quartermaster.dev",
+      "pods.validate.quartermaster.dev",
+    ];
     for (const check of ["webhook-configuration", "webhook-render", "endpoints", "ca-bundle", "namespace-selector", "side-effects", "timeout"] as const)
       assert.deepEqual(subjects(check), hooks, check);
     assert.match(find(report, "endpoints", "pods.validate.quartermaster.dev")[0]!.message, /quartermaster\/quartermaster-webhook: 2 ready endpoints/);
