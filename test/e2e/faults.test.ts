@@ -144,6 +144,7 @@ describe("faults: webhook processes down or hung, the apiserver unreachable or s
         ["jobs.mutate.quartermaster.dev", "Ignore", WEBHOOK_TIMEOUT_S],
         ["pods.validate.quartermaster.dev", "Fail", WEBHOOK_TIMEOUT_S],
         ["jobs.validate.quartermaster.dev", "Fail", WEBHOOK_TIMEOUT_S],
+        ["claims.validate.quartermaster.dev", "Fail", WEBHOOK_TIMEOUT_S],
       ],
     );
     for (const h of hooks) {
