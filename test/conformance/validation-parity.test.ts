@@ -57,8 +57,9 @@ const STRICTER: Record<string, Stricter> = {
     Object.entries(KINDS).flatMap(([kind, k]) => [
       [`${kind} 55-character name with 11 workers`, { field: "metadata.name", reason: POD_NAMES }],
       [`${kind} name of 63 characters`, { field: "metadata.name", reason: POD_NAMES }],
-      // PyTorchJob and PaddleJob declare a scale subresource on Worker: the apiserver refuses a negative count there.
-      ...(["PyTorchJob", "PaddleJob"].includes(kind)
+      // PyTorchJob and PaddleJob declare a scale subresource on Worker (the apiserver refuses a negative count there);
+      // JAXJob's CRD gives replicas a minimum of 0.
+      ...(["PyTorchJob", "PaddleJob", "JAXJob"].includes(kind)
         ? []
         : [[`${kind} Worker replicas -1`, { field: `spec.${k.specsField}.Worker.replicas`, reason: NEGATIVE }]]),
       [
@@ -72,6 +73,8 @@ const STRICTER: Record<string, Stricter> = {
       ...(kind === "XGBoostJob" ? [] : [[`${kind} empty replica specs`, { field: `spec.${k.specsField}`, reason: NO_SPECS }]]),
     ]),
   ),
+  // The apiserver drops the null entry; the operator accepts the empty map left, as for "empty replica specs".
+  "JAXJob Worker spec null": { field: "spec.jaxReplicaSpecs", reason: NO_SPECS },
   "TFJob Chief with 2 replicas": { field: "spec.tfReplicaSpecs", reason: "TensorFlow has one chief; upstream counts Chief/Master replica types, not replicas" },
   "TFJob chief (lower case) and Master": {
     field: "spec.tfReplicaSpecs",
