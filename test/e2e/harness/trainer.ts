@@ -308,7 +308,7 @@ export async function startTrainer(cp: ControlPlane, bin: string): Promise<Contr
     bin,
     [`--kubeconfig=${cp.kubeconfig}`, `--config=${config}`],
     { POD_NAMESPACE: "kubeflow-system", TMPDIR: tmp },
-    /"controller":"trainjob_controller"|trainjob_controller.*Starting workers|Starting workers.*trainjob/,
+    /Starting workers.*trainjob_controller/,
     port,
   );
   try {
@@ -325,7 +325,7 @@ export async function startTrainer(cp: ControlPlane, bin: string): Promise<Contr
           metadata: { name: "probe" },
           spec: { runtimeRef: { name: "qm-no-such-runtime" } },
         });
-        return r.status !== 201 && /trainjob/i.test(JSON.stringify(r.body)) && !/failed calling webhook/.test(JSON.stringify(r.body));
+        return r.status !== 201 && /validator\.trainjob\.trainer\.kubeflow\.org" denied the request/.test(String(r.body?.message ?? ""));
       },
       30_000,
       200,
