@@ -5,9 +5,12 @@
  *   names it (`replicaObjectName`: `<job>-<type>-<index>`, Caffe2 `<namespace>-<job>-worker-<index>`) a
  *   DNS-1035 label too (it is a hostname and a Service name: at most 63 characters, starting with a letter);
  * - job-shape: every replica template has containers and one named as the framework expects; replica types
- *   of PyTorch, XGBoost and Paddle jobs are `Master` or `Worker`, spelled so; TF has at most one Chief or
- *   Master replica type and replica in all; PyTorch's and XGBoost's Master, when present, sets `replicas: 1`;
- *   an XGBoostJob has a Master (the training operator v1.8.1's validating webhooks, `pkg/webhooks/`);
+ *   of PyTorch, XGBoost and Paddle jobs are `Master` or `Worker`, of JAX jobs `Worker`, spelled so; TF has at
+ *   most one Chief or Master replica type and replica in all; PyTorch's and XGBoost's Master, when present,
+ *   sets `replicas: 1`, PyTorch's other replica types at least 1 when set; an elastic PyTorchJob has a
+ *   `Worker`; an XGBoostJob has a Master; `spec.runPolicy.managedBy`, when set on a TF, PyTorch, XGBoost or
+ *   Paddle job, names the training operator or MultiKueue (the training operator v1.9.4's validating
+ *   webhooks, `pkg/webhooks/`, `pkg/common/util/webhooks.go`);
  * - job-replicas: replicas per replica type at most the policy's cap;
  * - job-gpus: replicas × the pod's effective GPU request, summed over replica types, at most the per-job limit;
  * - run-policy: ttlSecondsAfterFinished required and capped, activeDeadlineSeconds and backoffLimit caps,
@@ -53,16 +56,25 @@ export function countProblem(v: unknown, max = INT32_MAX): string | undefined {
 type Spec = Record<string, unknown>;
 
 /**
- * The replica types upstream's webhook allows, spelled exactly so (training-operator v1.8.1
- * `pkg/webhooks/{pytorch,xgboost,paddlepaddle}/*_webhook.go`: `field.NotSupported`). The operator's defaulting
- * would camel-case `worker`, but its webhook refuses the job first. TF and MXNet accept any name there; JAX and
- * Caffe2 have no webhook in v1.8.1.
+ * The replica types upstream's webhook allows, spelled exactly so (training-operator v1.9.4
+ * `pkg/webhooks/{pytorch,xgboost,paddlepaddle,jax}/*_webhook.go`: `field.NotSupported`). The operator's
+ * defaulting would camel-case `worker`, but its webhook refuses the job first. TF (and MXNet, gone from the
+ * operator since v1.9) accept any name there; Caffe2 has no webhook.
  */
 export const REPLICA_TYPES: Partial<Record<Framework, readonly string[]>> = {
   pytorch: ["Master", "Worker"],
   xgboost: ["Master", "Worker"],
   paddle: ["Master", "Worker"],
+  jax: ["Worker"],
 };
+
+/**
+ * The controllers `spec.runPolicy.managedBy` may name (training-operator v1.9.4 `pkg/common/util/webhooks.go`
+ * `ValidateRunPolicy`, called by the TF, PyTorch, XGBoost and Paddle webhooks; the JAX webhook does not). A
+ * v1.8.1 CRD has no such field: the apiserver prunes it before any webhook sees the job.
+ */
+export const MANAGED_BY: readonly string[] = ["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"];
+const MANAGED_BY_CHECKED: readonly Framework[] = ["tensorflow", "pytorch", "xgboost", "paddle"];
 
 function specPath(kind: JobKind, type: string): string {
   const field = REPLICA_SPECS_FIELD[kind.framework];
@@ -102,7 +114,7 @@ function names(job: KubeObject, kind: JobKind, namespace: string): Findings {
 }
 
 // eslint-disable-next-line complexity -- debt: to be split into steps (issue 30)
-function shape(job: KubeObject, kind: JobKind): Findings {
+function shape(job: KubeObject, kind: JobKind, viaScale = false): Findings {
   const violations: Finding[] = [];
   const warnings: string[] = [];
   const specs = replicaSpecs(job, kind);
@@ -152,6 +164,24 @@ function shape(job: KubeObject, kind: JobKind): Findings {
         message: `the Master replica type must have exactly 1 replica, ${got}`,
       });
     }
+  }
+  if (kind.framework === "pytorch") {
+    // v1.9.4: a replica type other than Master, when its `replicas` is set, has at least 1 (a negative count is
+    // job-replicas' refusal). Not through `/scale`: upstream's webhook is not called for the subresource.
+    for (const [type, spec] of specs) {
+      if (!viaScale && type !== "Master" && spec.replicas === 0)
+        violations.push({ rule: "job-shape", field: `${specPath(kind, type)}.replicas`, message: `must be at least 1, got ${spec.replicas}` });
+    }
+    if ((job.spec as Spec | undefined)?.elasticPolicy && !specs.some(([k]) => k === "Worker"))
+      violations.push({ rule: "job-shape", field: specPath(kind, "Worker"), message: "is required when spec.elasticPolicy is set" });
+  }
+  const managedBy = ((job.spec as Spec | undefined)?.runPolicy as Spec | undefined)?.managedBy;
+  if (MANAGED_BY_CHECKED.includes(kind.framework) && managedBy !== undefined && !MANAGED_BY.includes(managedBy as string)) {
+    violations.push({
+      rule: "run-policy",
+      field: "spec.runPolicy.managedBy",
+      message: `${JSON.stringify(managedBy)?.slice(0, 64)} is not supported: ${MANAGED_BY.join(" or ")}`,
+    });
   }
   if (kind.framework === "xgboost" && !specs.some(([k]) => k === "Master")) {
     violations.push({ rule: "job-shape", field: specPath(kind, "Master"), message: "is required: an XGBoostJob has one Master" });
@@ -348,10 +378,11 @@ export function validateCapacity(job: KubeObject, kind: JobKind, ctx: Validation
   return { violations, warnings: [] };
 }
 
-export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
+/** `viaScale`: the job as a `/scale` UPDATE leaves it (the rules upstream's webhook applies to the whole job only are left out). */
+export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationContext, viaScale = false): Findings {
   return merge(
     names(job, kind, ctx.namespace),
-    shape(job, kind),
+    shape(job, kind, viaScale),
     ceiling(job, kind),
     capacity(job, kind, ctx),
     runPolicy(job, kind, ctx),

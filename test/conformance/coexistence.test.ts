@@ -1,5 +1,5 @@
 /**
- * Coexistence with the real Kubeflow training operator v1.8.1 (issue 17 item 4): Quartermaster's webhooks
+ * Coexistence with the real Kubeflow training operator v1.9.4 (issue 17 item 4): Quartermaster's webhooks
  * registered (from its manifests, served by a local process as its ServiceAccount) and the operator running,
  * jobs of the five frameworks are served by the operator (their pods admitted by Quartermaster's webhooks);
  * then 5 reconciler passes run as the reconciler's ServiceAccount, and:
@@ -78,7 +78,7 @@ interface AuditEvent {
   requestReceivedTimestamp: string;
 }
 
-describe("coexistence with the Kubeflow training operator v1.8.1: webhooks and 5 reconciler passes", { skip: SKIP }, () => {
+describe("coexistence with the Kubeflow training operator v1.9.4: webhooks and 5 reconciler passes", { skip: SKIP }, () => {
   let cp: ControlPlane;
   let operator: Operator;
   let wh: WebhookProcess;

@@ -1,12 +1,13 @@
 /**
- * Differential conformance with the real Kubeflow training operator (v1.8.1, QM_OPERATOR_BIN, built by
+ * Differential conformance with the real Kubeflow training operator (v1.9.4, QM_OPERATOR_BIN, built by
  * `test/e2e/operator/build.sh`) on the e2e control plane: for a generated matrix of TFJobs, PyTorchJobs,
- * MXJobs, XGBoostJobs and PaddleJobs the operator creates the replica pods (they stay Pending: no kubelet).
+ * JAXJobs, XGBoostJobs and PaddleJobs the operator creates the replica pods (they stay Pending: no kubelet).
  * Each pod, with the operator's env vars and Kubeflow labels taken away (every container's env back to its
  * template's), goes through Quartermaster's `/mutate/pods` webhook with a job reader that reads the real job
  * from the apiserver; the result, defaulted by the apiserver (a dry-run create), must have the same env
  * (names, values, order) in every container and the same labels as the operator's pod. Failures print both.
- * JAX and Caffe2 have no operator here: they stay on the reading-based tests (test/unit, test/corpus).
+ * MXJob (removed from the operator in v1.9; its pods were held to v1.8.1 here until the move to v1.9.4) and
+ * Caffe2 have no operator here: they stay on the reading-based tests (test/unit, test/corpus).
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -53,7 +54,7 @@ interface ReplicaOpts {
 const DEFAULT_CONTAINER: Record<string, { name: string; portName: string }> = {
   TFJob: { name: "tensorflow", portName: "tfjob-port" },
   PyTorchJob: { name: "pytorch", portName: "pytorchjob-port" },
-  MXJob: { name: "mxnet", portName: "mxjob-port" },
+  JAXJob: { name: "jax", portName: "jaxjob-port" },
   XGBoostJob: { name: "xgboost", portName: "xgboostjob-port" },
   PaddleJob: { name: "paddle", portName: "master" },
 };
@@ -196,36 +197,19 @@ function pytorchJobs(): Case[] {
   return out;
 }
 
-function mxJobs(): Case[] {
+/** JAXJobs: Worker is the only replica type (the coordinator is worker 0); every layout, the port unset and renumbered. */
+function jaxJobs(): Case[] {
   const out: Case[] = [];
   let n = 0;
-  for (const [servers, workers] of [
-    [1, 1],
-    [1, 2],
-    [2, 3],
-  ] as const) {
+  for (const workers of [1, 2, 3, 4, 8]) {
     for (const layoutIndex of [0, 1]) {
-      const layout = layouts("mxnet")[layoutIndex + (n % 2) * 2]!;
-      const port = n % 2 === 0 ? undefined : 9100 + n;
-      const o = (replicas: number): ReplicaOpts => ({ replicas, containers: layout, ...(port ? { port } : {}), userEnv: n % 3 === 1 });
-      out.push(makeJob("MXJob", "mxjobs", "mxReplicaSpecs", { Scheduler: o(1), Server: o(servers), Worker: o(workers) }, { jobMode: "MXTrain" }));
+      const layout = layouts("jax")[layoutIndex * 2 + (n % 2)]!;
+      const port = n % 3 === 1 ? 6600 + n : undefined;
+      out.push(
+        makeJob("JAXJob", "jaxjobs", "jaxReplicaSpecs", { Worker: { replicas: workers, containers: layout, ...(port ? { port } : {}), userEnv: n % 2 === 1 } }),
+      );
       n++;
     }
-  }
-  // Tuner mode: tuner-server-key annotations (odd characters end up in MX_CONFIG).
-  const keys = ["tuner-1", 'q"uote\\back/slash', "ünïcødé <&> 'x'", "line\u2028sep\u2029", ""];
-  for (const [i, key] of keys.entries()) {
-    const layout = layouts("mxnet")[i % 4]!;
-    const port = i % 2 === 0 ? undefined : 9200 + i;
-    const o = (replicas: number, annotated: boolean): ReplicaOpts => ({
-      replicas,
-      containers: layout,
-      ...(port ? { port } : {}),
-      ...(annotated ? { annotations: { "tuner-server-key": key } } : {}),
-    });
-    out.push(
-      makeJob("MXJob", "mxjobs", "mxReplicaSpecs", { TunerTracker: o(1, false), TunerServer: o(1 + (i % 2), true), Tuner: o(1, false) }, { jobMode: "MXTune" }),
-    );
   }
   return out;
 }
@@ -272,7 +256,7 @@ function lowerCaseJobs(): Case[] {
     makeJob("TFJob", "tfjobs", "tfReplicaSpecs", { chief: o("TFJob", 1), worker: o("TFJob", 2) }),
     makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { master: o("PyTorchJob", 1), worker: o("PyTorchJob", 2) }),
     makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { worker: o("PyTorchJob", 2) }, { elasticPolicy: { maxReplicas: 4 } }),
-    makeJob("MXJob", "mxjobs", "mxReplicaSpecs", { scheduler: o("MXJob", 1), server: o("MXJob", 1), worker: o("MXJob", 2) }, { jobMode: "MXTrain" }),
+    makeJob("JAXJob", "jaxjobs", "jaxReplicaSpecs", { worker: o("JAXJob", 3) }),
     makeJob("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", { master: o("XGBoostJob", 1), worker: o("XGBoostJob", 2) }),
     makeJob("PaddleJob", "paddlejobs", "paddleReplicaSpecs", { master: o("PaddleJob", 1), worker: o("PaddleJob", 2) }),
     makeJob("PaddleJob", "paddlejobs", "paddleReplicaSpecs", { worker: o("PaddleJob", 3) }),
@@ -296,6 +280,7 @@ function edgeJobs(): Case[] {
     makeJob("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", { Worker: o("PyTorchJob", undefined) }, { elasticPolicy: {} }),
     makeJob("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", { Master: o("XGBoostJob", undefined), Worker: o("XGBoostJob", 2, { otherPort: true }) }),
     makeJob("PaddleJob", "paddlejobs", "paddleReplicaSpecs", { Worker: o("PaddleJob", undefined, { otherPort: true }) }),
+    makeJob("JAXJob", "jaxjobs", "jaxReplicaSpecs", { Worker: o("JAXJob", undefined, { otherPort: true }) }),
   ];
 }
 
@@ -320,7 +305,7 @@ function elasticWithMaster(): Case[] {
  */
 const EXCLUDED: Record<string, string> = {};
 
-const cases: Case[] = [...tfJobs(), ...pytorchJobs(), ...mxJobs(), ...xgbJobs(), ...paddleJobs(), ...lowerCaseJobs(), ...elasticWithMaster(), ...edgeJobs()];
+const cases: Case[] = [...tfJobs(), ...pytorchJobs(), ...jaxJobs(), ...xgbJobs(), ...paddleJobs(), ...lowerCaseJobs(), ...elasticWithMaster(), ...edgeJobs()];
 
 // ---- running it --------------------------------------------------------------------------------------
 
@@ -410,7 +395,7 @@ function differential(title: string, cases: Case[], policy: Policy, operatorEnv:
     it(`covers at least ${minPods} pods`, () => {
       const byKind = new Map<string, number>();
       for (const c of cases) byKind.set(c.kind, (byKind.get(c.kind) ?? 0) + expectedPods(c));
-      if (minPods >= 200) assert.deepEqual([...byKind.keys()].sort(), ["MXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob"]);
+      if (minPods >= 200) assert.deepEqual([...byKind.keys()].sort(), ["JAXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob"]);
       const compared = cases.filter((c) => !EXCLUDED[c.kind]).reduce((n, c) => n + expectedPods(c), 0);
       assert.ok(compared >= minPods, `only ${compared} pods compared (${JSON.stringify(Object.fromEntries(byKind))})`);
       // Not vacuous: the operator did give (nearly) all of them a cluster spec to compare with.
@@ -469,13 +454,13 @@ function differential(title: string, cases: Case[], policy: Policy, operatorEnv:
   });
 }
 
-differential("conformance with the Kubeflow training operator v1.8.1", cases, defaultPolicy(), {}, 200);
+differential("conformance with the Kubeflow training operator v1.9.4", cases, defaultPolicy(), {}, 200);
 
 // The operator's CUSTOM_CLUSTER_DOMAIN against the policy's clusterSpec.clusterDomain (TF_CONFIG only uses it).
 const base = defaultPolicy();
 serial = 1000;
 differential(
-  "conformance with the Kubeflow training operator v1.8.1, CUSTOM_CLUSTER_DOMAIN=cluster.local",
+  "conformance with the Kubeflow training operator v1.9.4, CUSTOM_CLUSTER_DOMAIN=cluster.local",
   tfJobs(),
   { ...base, clusterSpec: { ...base.clusterSpec, clusterDomain: "cluster.local" } },
   { CUSTOM_CLUSTER_DOMAIN: "cluster.local" },

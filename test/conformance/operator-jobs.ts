@@ -1,5 +1,5 @@
 /**
- * Jobs of the five frameworks the training operator v1.8.1 serves, shaped for the Service and coexistence
+ * Jobs of the five frameworks the training operator v1.9.4 serves (TF, PyTorch, JAX, XGBoost, Paddle), shaped for the Service and coexistence
  * suites (`services.test.ts`, `coexistence.test.ts`): replica types per framework, container and port layouts
  * (the framework's port absent, renumbered, beside other ports, a sidecar's ports, a UDP port), template labels,
  * replicas unset, lower-case replica types, and layouts upstream makes no Service for. Plus the waits on the
@@ -38,13 +38,12 @@ export const FRAMEWORK_CASES: FrameworkCase[] = [
     shapes: [{ Master: 1, Worker: 2 }, { Worker: 2 }],
   },
   {
-    kind: "MXJob",
-    plural: "mxjobs",
-    specsField: "mxReplicaSpecs",
-    container: "mxnet",
-    portName: "mxjob-port",
-    shapes: [{ Scheduler: 1, Server: 1, Worker: 2 }],
-    spec: { jobMode: "MXTrain" },
+    kind: "JAXJob",
+    plural: "jaxjobs",
+    specsField: "jaxReplicaSpecs",
+    container: "jax",
+    portName: "jaxjob-port",
+    shapes: [{ Worker: 2 }, { Worker: 3 }],
   },
   {
     kind: "XGBoostJob",

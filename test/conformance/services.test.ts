@@ -1,6 +1,6 @@
 /**
  * Differential conformance of the per-replica Services (issue 17 item 3) with the real Kubeflow training
- * operator v1.8.1 (QM_OPERATOR_BIN) on the e2e control plane: for jobs of the five frameworks it serves (every
+ * operator v1.9.4 (QM_OPERATOR_BIN) on the e2e control plane: for jobs of the five frameworks it serves (every
  * layout of `operator-jobs.ts`) the operator creates its pods and Services. The reconciler's snapshot of the
  * cluster (`src/kube/pass.ts`, as a pass reads it) then goes through the Service planner
  * (`planReplicaServices`) for each job as though the operator did not serve it (its status left out, no
@@ -42,7 +42,7 @@ const adopted = (pod: KubeObject, jobUid: string): KubeObject => {
   return { ...pod, metadata: { ...(pod.metadata as Obj), managedFields: [entry] } };
 };
 
-describe("per-replica Services: the reconciler's plan against the Kubeflow training operator v1.8.1", { skip: SKIP }, () => {
+describe("per-replica Services: the reconciler's plan against the Kubeflow training operator v1.9.4", { skip: SKIP }, () => {
   let cp: ControlPlane;
   let operator: Operator;
   let snap: Snapshot;
@@ -126,7 +126,7 @@ describe("per-replica Services: the reconciler's plan against the Kubeflow train
   }
 
   it("covers the five frameworks, at least 60 Services, and pods upstream gives no Service", () => {
-    assert.deepEqual([...new Set(cases.map((c) => c.f.kind))].sort(), ["MXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob"]);
+    assert.deepEqual([...new Set(cases.map((c) => c.f.kind))].sort(), ["JAXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob"]);
     assert.ok(compared.services >= 60, `only ${compared.services} Services compared`);
     assert.ok(compared.unserved > 0, "no pod of a layout upstream serves none for: the 'none' side is untested");
   });

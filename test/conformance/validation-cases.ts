@@ -1,8 +1,8 @@
 /**
  * @module
- * The validation-parity table: named TFJobs, PyTorchJobs, MXJobs, XGBoostJobs and PaddleJobs, valid and
+ * The validation-parity table: named TFJobs, PyTorchJobs, JAXJobs, XGBoostJobs and PaddleJobs, valid and
  * invalid, for test/conformance/validation-parity.test.ts. The cases follow what decides a create in the
- * training operator v1.8.1: its validating webhooks (`pkg/webhooks/{tensorflow,pytorch,mxnet,xgboost,
+ * training operator v1.9.4: its validating webhooks (`pkg/webhooks/{tensorflow,pytorch,jax,xgboost,
  * paddlepaddle}/*_webhook.go`: DNS-1035 name, replica specs present, containers, images, the framework's
  * default container, replica types, Chief/Master counts, Master replicas, XGBoost's Master,
  * `elasticPolicy.nProcPerNode` with `nprocPerNode`) and its CRDs' OpenAPI schemas (`manifests/base/crds`:
@@ -28,14 +28,14 @@ interface KindInfo {
   container: string;
   /** A valid replica layout of the kind. */
   base: Record<string, number>;
-  /** Spec fields every job of the kind needs (MXJob's required jobMode). */
+  /** Spec fields every job of the kind needs (MXJob's required jobMode, when the operator still served it). */
   spec?: Obj;
 }
 
 export const KINDS: Record<string, KindInfo> = {
   TFJob: { plural: "tfjobs", specsField: "tfReplicaSpecs", container: "tensorflow", base: { PS: 1, Worker: 2 } },
   PyTorchJob: { plural: "pytorchjobs", specsField: "pytorchReplicaSpecs", container: "pytorch", base: { Master: 1, Worker: 2 } },
-  MXJob: { plural: "mxjobs", specsField: "mxReplicaSpecs", container: "mxnet", base: { Scheduler: 1, Server: 1, Worker: 2 }, spec: { jobMode: "MXTrain" } },
+  JAXJob: { plural: "jaxjobs", specsField: "jaxReplicaSpecs", container: "jax", base: { Worker: 2 } },
   XGBoostJob: { plural: "xgboostjobs", specsField: "xgbReplicaSpecs", container: "xgboost", base: { Master: 1, Worker: 2 } },
   PaddleJob: { plural: "paddlejobs", specsField: "paddleReplicaSpecs", container: "paddle", base: { Master: 1, Worker: 2 } },
 };
@@ -148,7 +148,7 @@ function common(kind: string): ParityCase[] {
     runPolicy: { schedulingPolicy: { minAvailable: 3, queue: "research", priorityClass: "high", minResources: { cpu: "4" } } },
   });
   add("runPolicy schedulingPolicy minResources not a quantity", baseSpecs(kind), { runPolicy: { schedulingPolicy: { minResources: { cpu: "four" } } } });
-  add("runPolicy managedBy (not in v1.8.1: pruned)", baseSpecs(kind), { runPolicy: { managedBy: "example.com/other" } });
+  add("runPolicy managedBy of another controller", baseSpecs(kind), { runPolicy: { managedBy: "example.com/other" } });
   add("unknown spec field (pruned)", baseSpecs(kind), { colour: "blue" });
   add("Worker restartPolicy Sometimes", withWorker(kind, replica(2, [c], "Sometimes")));
   add("Worker restartPolicy ExitCode", withWorker(kind, replica(2, [c], "ExitCode")));
@@ -234,16 +234,19 @@ function pytorch(): ParityCase[] {
   return out;
 }
 
-function mxnet(): ParityCase[] {
+function jax(): ParityCase[] {
   const out: ParityCase[] = [];
-  const r = (n: unknown): Obj => replica(n, ["mxnet"]);
+  const r = (n: unknown): Obj => replica(n, ["jax"]);
   const add = (title: string, specs: Obj | undefined, spec: Obj = {}): void => {
-    out.push(make("MXJob", `mxjob-x${out.length}`, title, specs, spec));
+    out.push(make("JAXJob", `jaxjob-x${out.length}`, title, specs, spec));
   };
-  add("tuning: TunerTracker, TunerServer, Tuner", { TunerTracker: r(1), TunerServer: r(1), Tuner: r(1) }, { jobMode: "MXTune" });
-  add("jobMode of any value", { Scheduler: r(1), Server: r(1), Worker: r(1) }, { jobMode: "Sideways" });
-  add("no jobMode", { Scheduler: r(1), Worker: r(1) }, { jobMode: undefined });
+  add("one Worker", { Worker: r(1) });
+  add("lower-case worker", { worker: r(2) });
+  add("a Master replica type besides Worker", { Master: r(1), Worker: r(2) });
   add("replica types of any name", { Boss: r(1), minion: r(2) });
+  add("Worker with a jaxjob-port", {
+    Worker: { ...r(2), template: { spec: { containers: [{ name: "jax", image: IMAGE, ports: [{ name: "jaxjob-port", containerPort: 6000 }] }] } } },
+  });
   return out;
 }
 
@@ -282,7 +285,7 @@ function paddle(): ParityCase[] {
 
 /** Every case, names unique. */
 export function validationCases(): ParityCase[] {
-  const all = [...Object.keys(KINDS).flatMap(common), ...tensorflow(), ...pytorch(), ...mxnet(), ...xgboost(), ...paddle()];
+  const all = [...Object.keys(KINDS).flatMap(common), ...tensorflow(), ...pytorch(), ...jax(), ...xgboost(), ...paddle()];
   const seen = new Set<string>();
   for (const c of all) {
     if (seen.has(c.name)) throw new Error(`duplicate case name ${c.name}`);

@@ -1,5 +1,5 @@
 /**
- * `validateJob` against the training operator v1.8.1's validating webhooks (`pkg/webhooks/<framework>/`):
+ * `validateJob` against the training operator v1.9.4's validating webhooks (`pkg/webhooks/<framework>/`):
  * the job shapes upstream refuses, found by the validation-parity suite (test/conformance/validation-parity.test.ts),
  * each refused here with the same field. The built-in policy: no limit plays a part.
  */
@@ -19,7 +19,7 @@ const check = (j: KubeObject): Want => validateJob(j, kindOf(String(j.kind)), ct
 const make = (kind: string, replicas: Record<string, number | ReplicaOpts>, spec: Record<string, unknown> = {}): KubeObject =>
   job(kind, "parity", "team-a", replicas, spec);
 
-describe("validateJob: what the training operator v1.8.1 refuses", () => {
+describe("validateJob: what the training operator v1.9.4 refuses", () => {
   const refused: Array<[string, KubeObject, Want]> = [
     [
       "PyTorchJob with lower-case replica types",
@@ -100,6 +100,29 @@ describe("validateJob: what the training operator v1.8.1 refuses", () => {
       [["job-shape", "spec.paddleReplicaSpecs.worker", '"worker": PaddleJob replica types are Master and Worker, spelled so']],
     ],
     [
+      "PyTorchJob Worker×0 (v1.8.1 accepted it)",
+      make("PyTorchJob", { Worker: 0 }),
+      [["job-shape", "spec.pytorchReplicaSpecs.Worker.replicas", "must be at least 1, got 0"]],
+    ],
+    [
+      "PyTorchJob elastic, no Worker spec (v1.8.1 accepted it)",
+      make("PyTorchJob", { Master: 1 }, { elasticPolicy: { minReplicas: 4, maxReplicas: 2 } }),
+      [["job-shape", "spec.pytorchReplicaSpecs.Worker", "is required when spec.elasticPolicy is set"]],
+    ],
+    [
+      "TFJob managed by another controller",
+      make("TFJob", { Worker: 2 }, { runPolicy: { managedBy: "example.com/other" } }),
+      [["run-policy", "spec.runPolicy.managedBy", '"example.com/other" is not supported: kubeflow.org/training-operator or kueue.x-k8s.io/multikueue']],
+    ],
+    [
+      "JAXJob with a lower-case worker and a Master",
+      make("JAXJob", { worker: 2, Master: 1 }),
+      [
+        ["job-shape", "spec.jaxReplicaSpecs.worker", '"worker": JAXJob replica types are Worker, spelled so'],
+        ["job-shape", "spec.jaxReplicaSpecs.Master", '"Master": JAXJob replica types are Worker, spelled so'],
+      ],
+    ],
+    [
       "TFJob with a Chief of 0 replicas and a Master",
       make("TFJob", { Chief: 0, Master: 1, Worker: 2 }),
       [["job-shape", "spec.tfReplicaSpecs", "at most one Chief or Master replica type, got Chief and Master"]],
@@ -108,14 +131,11 @@ describe("validateJob: what the training operator v1.8.1 refuses", () => {
   for (const [name, j, want] of refused) it(`${name} → refused`, () => assert.deepEqual(check(j), want));
 });
 
-describe("validateJob: what the training operator v1.8.1 accepts (no limits)", () => {
+describe("validateJob: what the training operator v1.9.4 accepts (no limits)", () => {
   const accepted: Array<[string, KubeObject]> = [
     ["PyTorchJob Master×1 Worker×3", make("PyTorchJob", { Master: 1, Worker: 3 })],
-    ["PyTorchJob Worker×0", make("PyTorchJob", { Worker: 0 })],
-    [
-      "PyTorchJob elastic, no Worker spec (v1.8.1 does not require one)",
-      make("PyTorchJob", { Master: 1 }, { elasticPolicy: { minReplicas: 4, maxReplicas: 2 } }),
-    ],
+    ["PyTorchJob managed by MultiKueue", make("PyTorchJob", { Master: 1, Worker: 3 }, { runPolicy: { managedBy: "kueue.x-k8s.io/multikueue" } })],
+    ["JAXJob Worker×4", make("JAXJob", { Worker: 4 })],
     ["XGBoostJob Master×1", make("XGBoostJob", { Master: 1 })],
     ["PaddleJob Master×2 Worker×2", make("PaddleJob", { Master: 2, Worker: 2 })],
     ["TFJob with replica types of any name", make("TFJob", { Foo: 1, worker: 2 })],

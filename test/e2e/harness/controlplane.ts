@@ -1,7 +1,7 @@
 /**
  * A real control plane on loopback for the end-to-end tests: etcd, kube-apiserver (RBAC, client
  * certificates, service-account keys) and, on request, kube-controller-manager with the garbage
- * collector and namespace controllers, and kube-scheduler (which binds pods to Node objects; no kubelet is
+ * collector and namespace controllers (and any more a test names), and kube-scheduler (which binds pods to Node objects; no kubelet is
  * needed for that, see ./nodes.ts for nodes kept Ready). Binaries come from `test/e2e/controlplane/build.sh`
  * (QM_K8S_BIN_DIR). Everything started here is stopped by `stop()`, also when the test process exits.
  */
@@ -107,6 +107,11 @@ function kubeconfigYaml(server: string, tls: { ca: string; cert: string; key: st
 export async function startControlPlane(
   opts: {
     controllerManager?: boolean;
+    /**
+     * More kube-controller-manager controllers besides the garbage collector and the namespace controller
+     * (e.g. `job-controller`, which JobSet needs: its Jobs' pods are made by it); implies `controllerManager`.
+     */
+    controllers?: string[];
     /** Also run kube-scheduler (default profile, leader election off). */
     scheduler?: boolean;
     /** More kube-apiserver flags. */
@@ -259,14 +264,14 @@ export async function startControlPlane(
 
     const kubeconfig = join(dir, "kubeconfig");
     writeFileSync(kubeconfig, kubeconfigYaml(`https://127.0.0.1:${apiPort}`, tls), { mode: 0o600 });
-    if (opts.controllerManager) {
+    if (opts.controllerManager || opts.controllers?.length) {
       run("kube-controller-manager", [
         `--kubeconfig=${kubeconfig}`,
         `--authentication-kubeconfig=${kubeconfig}`,
         `--authorization-kubeconfig=${kubeconfig}`,
         "--leader-elect=false",
         "--secure-port=0",
-        "--controllers=garbage-collector-controller,namespace-controller",
+        `--controllers=${["garbage-collector-controller", "namespace-controller", ...(opts.controllers ?? [])].join(",")}`,
       ]);
     }
     if (opts.scheduler) {

@@ -1,6 +1,6 @@
 /**
  * @module
- * The real Kubeflow training operator (github.com/kubeflow/training-operator v1.8.1, built by
+ * The real Kubeflow training operator (github.com/kubeflow/training-operator v1.9.4, built by
  * `test/e2e/operator/build.sh`, QM_OPERATOR_BIN) against the e2e control plane of `./controlplane.ts`:
  * its CRDs, then the binary itself, stopped by PID.
  *

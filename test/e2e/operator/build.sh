@@ -10,7 +10,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/go-tool.sh"
-OPERATOR_VERSION=v1.8.1              # github.com/kubeflow/training-operator in operator-bin/go.mod
+OPERATOR_VERSION=v1.9.4              # github.com/kubeflow/training-operator in operator-bin/go.mod
 ROOT=${QM_OPERATOR_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quartermaster}
 build_go_tool training-operator "$OPERATOR_VERSION" "$HERE/operator-bin" github.com/kubeflow/training-operator \
   github.com/kubeflow/training-operator/cmd/training-operator.v1 "$ROOT/training-operator-$OPERATOR_VERSION"
