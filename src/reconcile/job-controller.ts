@@ -121,6 +121,7 @@ const DEFAULT_RESTART: Record<Framework, RestartPolicy> = {
   paddle: "OnFailure",
   jax: "Never",
   caffe2: "Never",
+  trainer: "Never",
 };
 
 export interface CreateAction {

@@ -38,6 +38,8 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 type Found = { job: KubeObject; index: number } | undefined;
 
+const NO_JOB: TopologyResult = Object.freeze({ kind: "none" });
+
 /** The first candidate kind's job, when every candidate is in the reader's cache; null when one is not. */
 function peekCandidates(ref: JobRef, jobs: JobReader): { found: Found } | null {
   if (!jobs.peek) return null;
@@ -77,6 +79,8 @@ async function readCandidates(
 
 function topologyOf(pod: Pod, ref: JobRef, found: Found): TopologyResult {
   if (!found) {
+    // A JobSet without a TrainJob of its name is no training job's (`jobsetRef` in resolve.ts).
+    if (ref.via === "jobset") return NO_JOB;
     return { kind: "failed", reason: `job ${ref.namespace}/${ref.name} (${ref.candidates.map((k) => k.kind).join(" or ")}) not found` };
   }
   const kind = ref.candidates[found.index]!;
@@ -84,8 +88,6 @@ function topologyOf(pod: Pod, ref: JobRef, found: Found): TopologyResult {
   if ("problem" in replica) return { kind: "failed", reason: `${kind.kind} ${ref.name}: ${replica.problem}` };
   return { kind: "found", topology: { job: found.job, kind, ...replica } };
 }
-
-const NO_JOB: TopologyResult = Object.freeze({ kind: "none" });
 
 /**
  * The pod's topology. Answered at once (no promise, no timer) when the reader has every candidate job
