@@ -67,6 +67,8 @@ export interface RunPolicyView {
   /** The run-policy object as it arrived (checked to be an object), absent for a shape without one. */
   object?: { value: unknown; field: string };
   fields: Partial<Record<RunPolicyField, { value: unknown; field: string }>>;
+  /** Where a field is (set or not), or undefined when the shape has no such field. */
+  at(field: RunPolicyField): string | undefined;
 }
 
 export interface JobShape {
@@ -94,6 +96,8 @@ export interface JobShape {
   completionTime(job: KubeObject): string | undefined;
   /** Why another controller manages the job, or undefined when it is the operator's (and so Quartermaster's). */
   managedElsewhere(job: KubeObject): string | undefined;
+  /** Where a job-gpus finding points (v1: `spec`; TrainJob: the numNodes or resourcesPerNode it sets). */
+  jobGpusField(job: KubeObject): string;
   /** The replica status map as the kind stores it (pool: a single object). */
   singleReplicaStatus: boolean;
 }
@@ -113,7 +117,7 @@ function runPolicyOfSpec(job: KubeObject): RunPolicyView {
   const fields: RunPolicyView["fields"] = {};
   for (const f of ["ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit", "cleanPodPolicy", "suspend"] as const)
     if (rp[f] !== undefined) fields[f] = { value: rp[f], field: `spec.runPolicy.${f}` };
-  return { ...(raw !== undefined ? { object: { value: raw, field: "spec.runPolicy" } } : {}), fields };
+  return { ...(raw !== undefined ? { object: { value: raw, field: "spec.runPolicy" } } : {}), fields, at: (f) => `spec.runPolicy.${f}` };
 }
 
 function v1Replicas(job: KubeObject, kind: JobKind, single: boolean): JobReplica[] {
@@ -137,6 +141,7 @@ const v1Common = {
     const t = objOr(job.status).completionTime;
     return typeof t === "string" ? t : undefined;
   },
+  jobGpusField: (): string => "spec",
   managedElsewhere(job: KubeObject): string | undefined {
     const by = objOr(objOr(job.spec).runPolicy).managedBy;
     if (by === undefined || by === null || by === "" || by === TRAINING_OPERATOR_MANAGER) return undefined;
@@ -178,6 +183,17 @@ function annotationCount(v: string): unknown {
   return /^(0|[1-9][0-9]{0,15})$/.test(v) ? Number(v) : v;
 }
 
+/**
+ * Where a TrainJob keeps its run policy: its own `activeDeadlineSeconds` and `suspend`, Quartermaster's TTL
+ * annotation; no backoffLimit (its runtime's Jobs have theirs) and no cleanPodPolicy (JobSet deletes the pods
+ * with the TrainJob).
+ */
+const TRAINJOB_FIELDS: Partial<Record<RunPolicyField, string>> = {
+  ttlSecondsAfterFinished: `metadata.annotations["${ANNOTATION_TTL_AFTER_FINISHED}"]`,
+  activeDeadlineSeconds: "spec.activeDeadlineSeconds",
+  suspend: "spec.suspend",
+};
+
 const TRAINJOB: JobShape = {
   name: "trainjob",
   specsField: () => "spec.runtimeRef",
@@ -200,11 +216,13 @@ const TRAINJOB: JobShape = {
     const spec = objOr(job.spec);
     const fields: RunPolicyView["fields"] = {};
     const ttl = objOr(objOr(job.metadata).annotations)[ANNOTATION_TTL_AFTER_FINISHED];
-    if (ttl !== undefined)
-      fields.ttlSecondsAfterFinished = { value: typeof ttl === "string" ? annotationCount(ttl) : ttl, field: `metadata.annotations["${ANNOTATION_TTL_AFTER_FINISHED}"]` };
-    if (spec.activeDeadlineSeconds !== undefined) fields.activeDeadlineSeconds = { value: spec.activeDeadlineSeconds, field: "spec.activeDeadlineSeconds" };
-    if (spec.suspend !== undefined) fields.suspend = { value: spec.suspend, field: "spec.suspend" };
-    return { fields };
+    if (ttl !== undefined) fields.ttlSecondsAfterFinished = { value: typeof ttl === "string" ? annotationCount(ttl) : ttl, field: TRAINJOB_FIELDS.ttlSecondsAfterFinished! };
+    for (const f of ["activeDeadlineSeconds", "suspend"] as const) if (spec[f] !== undefined) fields[f] = { value: spec[f], field: TRAINJOB_FIELDS[f]! };
+    return { fields, at: (f) => TRAINJOB_FIELDS[f] };
+  },
+  jobGpusField(job) {
+    const trainer = objOr(objOr(job.spec).trainer);
+    return trainer.numNodes !== undefined ? "spec.trainer.numNodes" : trainer.resourcesPerNode !== undefined ? "spec.trainer.resourcesPerNode" : "spec.runtimeRef";
   },
   finishedConditions: TRAINER.finishedConditions,
   completionTime(job) {
