@@ -16,11 +16,12 @@ import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { CONFLICT } from "../src/admission/response.js";
 import type { KubeObject } from "../src/core/kube.js";
-import { readJob, type JobReadResult } from "../src/topology/lookup.js";
+import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup.js";
+import { jobShape } from "../src/topology/shape.js";
 import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
-import { merge } from "../src/validate/types.js";
+import { merge, type Findings } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
 import type { JobKind } from "../src/policy/types.js";
@@ -31,7 +32,12 @@ export const VALIDATE_JOB_PASSES = 8;
 
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
-  const templates = (job: unknown, kind: JobKind): unknown[] => jobTemplateSpecs(job, REPLICA_SPECS_FIELD[kind.framework], kind.framework === "caffe2");
+  const templates = (job: unknown, kind: JobKind): unknown[] => {
+    const shape = jobShape(kind);
+    // A TrainJob is priced on its own part (its `node` Job); its runtime's templates are an administrator's.
+    if (shape.layout === "runtime") return isObject(job) ? shape.replicas(job, kind).map((r) => r.spec.template?.spec) : [];
+    return jobTemplateSpecs(job, REPLICA_SPECS_FIELD[kind.framework], shape.layout === "single");
+  };
   return validatingWebhook({
     name: "validate-jobs",
     guard: jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] }),
@@ -65,13 +71,42 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs, { fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
-      const check = (job: KubeObject) => merge(validateJob(job, kind, ctx), validateCapacity(job, kind, ctx, deps.capacity?.current()));
-      const now = check(request.object);
-      // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-      return enforce(request.operation === "UPDATE" && request.oldObject ? newOrWorse(now, check(request.oldObject)) : now, policy.enforcement, namespace);
+      const decide = (runtime: RuntimeRead): ValidationResult => {
+        const check = (job: KubeObject) =>
+          merge(validateJob(job, kind, ctx, runtime.object), validateCapacity(job, kind, ctx, deps.capacity?.current(), runtime.object), runtime.findings);
+        const now = check(request.object);
+        // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
+        return enforce(request.operation === "UPDATE" && request.oldObject ? newOrWorse(now, check(request.oldObject)) : now, policy.enforcement, namespace);
+      };
+      if (jobShape(kind).layout !== "runtime") return decide(NO_RUNTIME);
+      const read = readRuntime(request.object, kind, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+      const onRead = (r: JobReadResult): ValidationResult => decide(runtimeRead(r, policy.clusterSpec.onJobLookupFailure));
+      return read instanceof Promise ? read.then(onRead) : onRead(read);
     },
   });
 }
+
+/** A TrainJob's runtime as the rules get it: the object, or why not and what that means for the review. */
+interface RuntimeRead {
+  object?: KubeObject;
+  findings: Findings;
+}
+
+const NO_RUNTIME: RuntimeRead = Object.freeze({ findings: { violations: [], warnings: [] } });
+
+/**
+ * A TrainJob's runtime read, or the same failure handling as the pod webhook's job lookup
+ * (`clusterSpec.onJobLookupFailure`): `deny` refuses the TrainJob (rule `job-runtime`, at `spec.runtimeRef`),
+ * `warn` checks the TrainJob on its own part (numNodes × resourcesPerNode) and says so in a warning.
+ */
+export function runtimeRead(read: JobReadResult, onFailure: "warn" | "deny"): RuntimeRead {
+  if (read.kind === "found") return { object: read.job, findings: { violations: [], warnings: [] } };
+  const why = `the TrainJob's runtime could not be read (${read.reason})`;
+  if (onFailure === "deny") return { findings: { violations: [{ rule: "job-runtime", field: "spec.runtimeRef", message: `${why}: cannot check the job` }], warnings: [] } };
+  return { findings: { violations: [], warnings: [`quartermaster: ${why}; checked without the runtime's templates`] } };
+}
+
+const isObject = (v: unknown): v is KubeObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 const resourceVersionOf = (o: KubeObject): string | undefined => {
   const rv = (o.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;

@@ -34,6 +34,10 @@ export interface LabelScheme {
   replicaIndexLabel: string;
   /** Whether the framework's operator gives every replica pod a headless Service of its name. */
   services: boolean;
+  /** The labels the job controller gives replica `index`, when the scheme fixes them all (caffe2-operator's genLabels). */
+  replicaLabels?(job: KubeObject, index: number): Record<string, string>;
+  /** Labels every pod of the scheme carries (all of them): the pod webhooks' match condition and guard look for them. */
+  podLabels: readonly string[];
   /** Whether the reconciler adopts and releases the job's pods and Services by `selector` (not JobSet's: its Jobs own them). */
   claimed: boolean;
 }
@@ -64,6 +68,7 @@ function kubeflowScheme(operator: string): LabelScheme {
     selector: (job) => ({ [LABEL_JOB_NAME]: value(job), [LABEL_OPERATOR_NAME]: operator }),
     replicaTypeLabel: LABEL_REPLICA_TYPE,
     replicaIndexLabel: LABEL_REPLICA_INDEX,
+    podLabels: [LABEL_JOB_NAME],
     services: true,
     claimed: true,
   };
@@ -92,6 +97,14 @@ const CAFFE2: LabelScheme = {
   selector: (job) => ({ [CAFFE2_LABELS.group]: CAFFE2_GROUP_NAME, [CAFFE2_LABELS.jobKey]: caffe2Key(job), [CAFFE2_LABELS.runtimeId]: caffe2RuntimeId(job) }),
   replicaTypeLabel: CAFFE2_LABELS.replicaType,
   replicaIndexLabel: CAFFE2_LABELS.replicaIndex,
+  replicaLabels: (job, index) => ({
+    [CAFFE2_LABELS.group]: CAFFE2_GROUP_NAME,
+    [CAFFE2_LABELS.jobKey]: caffe2Key(job),
+    [CAFFE2_LABELS.runtimeId]: caffe2RuntimeId(job),
+    [CAFFE2_LABELS.replicaType]: "worker",
+    [CAFFE2_LABELS.replicaIndex]: String(index),
+  }),
+  podLabels: [CAFFE2_LABELS.jobKey, CAFFE2_LABELS.group],
   services: false,
   claimed: true,
 };
@@ -109,6 +122,7 @@ const JOBSET: LabelScheme = {
   selector: (job) => ({ [JOBSET_LABELS.jobsetName]: String(metaOf(job).name ?? "") }),
   replicaTypeLabel: JOBSET_LABELS.replicatedJobName,
   replicaIndexLabel: JOBSET_LABELS.completionIndex,
+  podLabels: [JOBSET_LABELS.jobsetName],
   services: false,
   claimed: false,
 };
@@ -131,3 +145,12 @@ export function labelScheme(kind: Pick<JobKind, "framework">): LabelScheme {
 
 /** The distinct `key` labels of the claimed schemes (for indexing orphans by the job they name). */
 export const KEY_LABELS: readonly string[] = [...new Set(Object.values(SCHEMES).filter((s) => s.claimed).map((s) => s.key.label))];
+
+const SCHEME_ORDER: readonly LabelScheme["name"][] = ["kubeflow", "caffe2", "jobset"];
+
+/** The distinct label schemes of `kinds`, in a fixed order (Kubeflow's, caffe2-operator's, JobSet's). */
+export function schemesOf(kinds: ReadonlyArray<Pick<JobKind, "framework">>): LabelScheme[] {
+  const found = new Map<LabelScheme["name"], LabelScheme>();
+  for (const k of kinds) found.set(labelScheme(k).name, labelScheme(k));
+  return SCHEME_ORDER.filter((n) => found.has(n)).map((n) => found.get(n)!);
+}

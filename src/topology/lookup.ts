@@ -7,7 +7,9 @@
 import { errorMessage } from "../core/errors.js";
 import type { Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
+import { TRAINER } from "../core/job-shapes.js";
 import { jobRef, replicaOf } from "./resolve.js";
+import { jobShape } from "./shape.js";
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import type { JobReader, JobRef, Topology } from "./types.js";
@@ -152,4 +154,22 @@ export function readJob(
       return { kind: "failed", reason: message.startsWith(what) ? message : `${what} failed: ${message}` };
     },
   );
+}
+
+/** The API of a Trainer v2 runtime kind, as a JobKind for the reader (`framework` is the TrainJob's). */
+export function runtimeKind(ref: { kind: string; apiGroup: string }): JobKind {
+  return { kind: ref.kind, group: ref.apiGroup, version: TRAINER.version, plural: `${ref.kind.toLowerCase()}s`, framework: "trainer" };
+}
+
+/**
+ * A TrainJob's runtime (`spec.runtimeRef`: a ClusterTrainingRuntime, cluster-scoped, read with namespace "", or
+ * a TrainingRuntime in the TrainJob's namespace), through the same reader, cache and bound as the job lookups.
+ * `missing` when the TrainJob names none, or a kind that is no Trainer runtime.
+ */
+export function readRuntime(job: KubeObject, kind: JobKind, namespace: string, jobs: JobReader, timeoutMs: number): JobReadResult | Promise<JobReadResult> {
+  const ref = jobShape(kind).runtimeRef?.(job);
+  if (!ref) return { kind: "missing", reason: "spec.runtimeRef names no runtime" };
+  if (ref.apiGroup !== TRAINER.group || !TRAINER.runtimeKinds.includes(ref.kind))
+    return { kind: "missing", reason: `spec.runtimeRef: ${ref.apiGroup}/${ref.kind} is not a Trainer runtime kind (${TRAINER.runtimeKinds.join(", ")})` };
+  return readJob(runtimeKind(ref), ref.kind === "ClusterTrainingRuntime" ? "" : namespace, ref.name, jobs, timeoutMs);
 }

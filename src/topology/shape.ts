@@ -18,7 +18,7 @@ import type { V1PodTemplateSpec } from "@kubernetes/client-node";
 import { ANNOTATION_TTL_AFTER_FINISHED, shapeNameOf, TRAINER, type JobShapeName } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
 import type { Framework, JobKind } from "../policy/types.js";
-import { trainJobReplicas } from "./trainjob.js";
+import { runtimeRefOf, trainJobReplicas } from "./trainjob.js";
 
 /** The field of the job spec holding the replica specs (replica-map and pool shapes). */
 export const REPLICA_SPECS_FIELD: Record<Framework, string> = {
@@ -75,8 +75,17 @@ export interface JobShape {
   name: JobShapeName;
   /** Where the replicas are, for "none at all" messages. */
   specsField(kind: JobKind): string;
+  /** The same for any kind of the shape (the job controller's problem lines). */
+  specsHint: string;
   /** The job's replicas; `runtime` is a TrainJob's (Cluster)TrainingRuntime (ignored by other shapes). */
   replicas(job: KubeObject, kind: JobKind, runtime?: KubeObject): JobReplica[];
+  /**
+   * Where the replicas live: a map of replica specs (`replica-map`), one spec (`pool`), or the runtime's
+   * replicated Jobs (`runtime`: the job alone gives its own part, `replicas` without a runtime).
+   */
+  layout: "map" | "single" | "runtime";
+  /** The job's runtime reference (TrainJob `spec.runtimeRef`), for shapes whose replicas are a runtime's. */
+  runtimeRef?(job: KubeObject): { kind: string; name: string; apiGroup: string } | undefined;
   /** The replica type every pod of the job has, whatever its labels (pool: `worker`). */
   fixedReplicaType?: string;
   /** The name of replica `index` of type `type`: its pod's (hostname's) and its Service's. */
@@ -152,7 +161,9 @@ const v1Common = {
 const REPLICA_MAP: JobShape = {
   ...v1Common,
   name: "replica-map",
+  layout: "map",
   specsField: (kind) => `spec.${REPLICA_SPECS_FIELD[kind.framework]}`,
+  specsHint: "spec.<framework>ReplicaSpecs",
   replicas: (job, kind) => v1Replicas(job, kind, false),
   objectName: (_ns, job, type, index) => replicaName(job, type, index),
   nameHints: { shorten: "shorten the job name", service: () => "" },
@@ -164,7 +175,9 @@ const REPLICA_MAP: JobShape = {
 const POOL: JobShape = {
   ...v1Common,
   name: "pool",
+  layout: "single",
   specsField: (kind) => `spec.${REPLICA_SPECS_FIELD[kind.framework]}`,
+  specsHint: "spec.replicaSpecs",
   replicas: (job, kind) => v1Replicas(job, kind, true),
   fixedReplicaType: "worker",
   objectName: (ns, job, type, index) => replicaName(`${ns}/${job}`, type, index),
@@ -196,7 +209,10 @@ const TRAINJOB_FIELDS: Partial<Record<RunPolicyField, string>> = {
 
 const TRAINJOB: JobShape = {
   name: "trainjob",
+  layout: "runtime",
+  runtimeRef: runtimeRefOf,
   specsField: () => "spec.runtimeRef",
+  specsHint: "spec.runtimeRef",
   replicas: (job, _kind, runtime) =>
     trainJobReplicas(job, runtime).map((r) => ({
       type: r.type,
