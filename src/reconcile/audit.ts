@@ -48,7 +48,7 @@ interface Meta {
 export function auditable(t: AuditTarget): boolean {
   const m = (t.object.metadata ?? {}) as Meta;
   if (m.deletionTimestamp) return false;
-  if (t.jobKind) return !finishedAt(t.object).finished;
+  if (t.jobKind) return !finishedAt(t.object, t.jobKind).finished;
   const phase = (t.object.status as { phase?: string } | undefined)?.phase;
   return phase !== "Succeeded" && phase !== "Failed";
 }
