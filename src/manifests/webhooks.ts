@@ -22,6 +22,7 @@ import type { LabelSelector } from "../core/selector.js";
 import type { Policy } from "../policy/types.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import { schemesOf } from "../topology/label-scheme.js";
+import { jobShape } from "../topology/shape.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
@@ -162,6 +163,8 @@ export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">, 
 function jobRules(policy: Pick<Policy, "jobKinds">, operations: string[], subresource = ""): RuleWithOperations[] {
   const byGroupVersion = new Map<string, { group: string; version: string; plurals: string[] }>();
   for (const k of policy.jobKinds) {
+    // A kind without a scale subresource (TrainJob's CRD has only status) gets no /scale rule.
+    if (subresource === "/scale" && !jobShape(k).scaleSubresource) continue;
     const key = `${k.group}/${k.version}`;
     const entry = byGroupVersion.get(key) ?? { group: k.group, version: k.version, plurals: [] };
     const resource = `${k.plural}${subresource}`;

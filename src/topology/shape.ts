@@ -86,6 +86,8 @@ export interface JobShape {
   layout: "map" | "single" | "runtime";
   /** The job's runtime reference (TrainJob `spec.runtimeRef`), for shapes whose replicas are a runtime's. */
   runtimeRef?(job: KubeObject): { kind: string; name: string; apiGroup: string } | undefined;
+  /** Whether the kind's CRD has a `scale` subresource (`/validate/jobs` then checks scalings). */
+  scaleSubresource: boolean;
   /** The replica type every pod of the job has, whatever its labels (pool: `worker`). */
   fixedReplicaType?: string;
   /** The name of replica `index` of type `type`: its pod's (hostname's) and its Service's. */
@@ -162,6 +164,7 @@ const REPLICA_MAP: JobShape = {
   ...v1Common,
   name: "replica-map",
   layout: "map",
+  scaleSubresource: true,
   specsField: (kind) => `spec.${REPLICA_SPECS_FIELD[kind.framework]}`,
   specsHint: "spec.<framework>ReplicaSpecs",
   replicas: (job, kind) => v1Replicas(job, kind, false),
@@ -176,6 +179,7 @@ const POOL: JobShape = {
   ...v1Common,
   name: "pool",
   layout: "single",
+  scaleSubresource: true,
   specsField: (kind) => `spec.${REPLICA_SPECS_FIELD[kind.framework]}`,
   specsHint: "spec.replicaSpecs",
   replicas: (job, kind) => v1Replicas(job, kind, true),
@@ -210,6 +214,7 @@ const TRAINJOB_FIELDS: Partial<Record<RunPolicyField, string>> = {
 const TRAINJOB: JobShape = {
   name: "trainjob",
   layout: "runtime",
+  scaleSubresource: false,
   runtimeRef: runtimeRefOf,
   specsField: () => "spec.runtimeRef",
   specsHint: "spec.runtimeRef",
