@@ -102,7 +102,8 @@ const NO_RUNTIME: RuntimeRead = Object.freeze({ findings: { violations: [], warn
 export function runtimeRead(read: JobReadResult, onFailure: "warn" | "deny"): RuntimeRead {
   if (read.kind === "found") return { object: read.job, findings: { violations: [], warnings: [] } };
   const why = `the TrainJob's runtime could not be read (${read.reason})`;
-  if (onFailure === "deny") return { findings: { violations: [{ rule: "job-runtime", field: "spec.runtimeRef", message: `${why}: cannot check the job` }], warnings: [] } };
+  if (onFailure === "deny")
+    return { findings: { violations: [{ rule: "job-runtime", field: "spec.runtimeRef", message: `${why}: cannot check the job` }], warnings: [] } };
   return { findings: { violations: [], warnings: [`quartermaster: ${why}; checked without the runtime's templates`] } };
 }
 

@@ -50,7 +50,12 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   // A TrainJob's runtime (`readRuntime` in src/topology/lookup.ts), read by /validate/jobs.
   for (const k of kinds.filter((k) => jobShape(k).layout === "runtime"))
     for (const runtime of TRAINER.runtimeKinds)
-      need(webhook, ["get"], { group: TRAINER.group, resource: runtimeKind({ kind: runtime, apiGroup: TRAINER.group }).plural, ifDenied: lookup, why: `the runtime of ${k.kind}s` });
+      need(webhook, ["get"], {
+        group: TRAINER.group,
+        resource: runtimeKind({ kind: runtime, apiGroup: TRAINER.group }).plural,
+        ifDenied: lookup,
+        why: `the runtime of ${k.kind}s`,
+      });
   need(webhook, ["get"], {
     group: "",
     resource: "configmaps",

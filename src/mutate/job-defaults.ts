@@ -86,7 +86,8 @@ export function fillJobDefaults(job: KubeObject, kind: JobKind, defaults: JobDef
 }
 
 /** The TrainJob's TTL annotation's value set (a string: annotations are), or undefined. */
-const ttlAnnotation = (job: KubeObject): unknown => (isMap(job.metadata) && isMap(job.metadata.annotations) ? job.metadata.annotations[ANNOTATION_TTL_AFTER_FINISHED] : undefined);
+const ttlAnnotation = (job: KubeObject): unknown =>
+  isMap(job.metadata) && isMap(job.metadata.annotations) ? job.metadata.annotations[ANNOTATION_TTL_AFTER_FINISHED] : undefined;
 
 /** A TrainJob's defaults (see the module's comment): the TTL as an annotation, activeDeadlineSeconds in its spec. */
 function fillTrainJobDefaults(job: KubeObject, defaults: JobDefaults): JobDefaultsResult {
@@ -98,7 +99,7 @@ function fillTrainJobDefaults(job: KubeObject, defaults: JobDefaults): JobDefaul
   const warnings: string[] = [];
   const ttl = defaults.ttlSecondsAfterFinished;
   if (ttl !== undefined && ttlAnnotation(job) == null && (job.metadata == null || isMap(job.metadata))) {
-    const metadata = (job.metadata ?? {}) as Record<string, unknown>;
+    const metadata = job.metadata ?? {};
     const annotations = metadata.annotations;
     if (annotations == null || isMap(annotations)) {
       out = withKey(out, "metadata", withKey(metadata, "annotations", withKey(annotations ?? {}, ANNOTATION_TTL_AFTER_FINISHED, String(ttl))));

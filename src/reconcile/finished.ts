@@ -65,7 +65,9 @@ export interface FinishedPlan {
 export function finishedAt(job: KubeObject, kind: Pick<JobKind, "framework"> = V1): { finished: boolean; completionTime?: Date } {
   const shape = jobShape(kind);
   const status = (job.status ?? {}) as { conditions?: Array<{ type?: string; status?: string }> };
-  const finished = (Array.isArray(status.conditions) ? status.conditions : []).some((c) => shape.finishedConditions.includes(String(c?.type)) && c.status === "True");
+  const finished = (Array.isArray(status.conditions) ? status.conditions : []).some(
+    (c) => shape.finishedConditions.includes(String(c?.type)) && c.status === "True",
+  );
   if (!finished) return { finished: false };
   const at = shape.completionTime(job);
   const t = at ? new Date(at) : undefined;

@@ -144,7 +144,13 @@ export function labelScheme(kind: Pick<JobKind, "framework">): LabelScheme {
 }
 
 /** The distinct `key` labels of the claimed schemes (for indexing orphans by the job they name). */
-export const KEY_LABELS: readonly string[] = [...new Set(Object.values(SCHEMES).filter((s) => s.claimed).map((s) => s.key.label))];
+export const KEY_LABELS: readonly string[] = [
+  ...new Set(
+    Object.values(SCHEMES)
+      .filter((s) => s.claimed)
+      .map((s) => s.key.label),
+  ),
+];
 
 const SCHEME_ORDER: readonly LabelScheme["name"][] = ["kubeflow", "caffe2", "jobset"];
 

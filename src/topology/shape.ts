@@ -57,7 +57,7 @@ export interface JobReplica {
   /** Where the pod template is. */
   templateField: string;
   /** A finding's field under `templateField`, moved to where the value was written (TrainJob's resourcesPerNode). */
-  mapField?(field: string): string;
+  mapField?: (field: string) => string;
 }
 
 export type RunPolicyField = "ttlSecondsAfterFinished" | "activeDeadlineSeconds" | "backoffLimit" | "cleanPodPolicy" | "suspend";
@@ -187,7 +187,8 @@ const POOL: JobShape = {
   objectName: (ns, job, type, index) => replicaName(`${ns}/${job}`, type, index),
   nameHints: {
     shorten: "shorten the job name (the Caffe2 controller prefixes it with the namespace)",
-    service: (ns) => `: the Caffe2 controller names replicas <namespace>-<job>-worker-<index>, and namespace ${JSON.stringify(ns)} does not start with a letter`,
+    service: (ns) =>
+      `: the Caffe2 controller names replicas <namespace>-<job>-worker-<index>, and namespace ${JSON.stringify(ns)} does not start with a letter`,
   },
   namedContainer: false,
   restartPolicyFromTemplate: true,
@@ -237,19 +238,24 @@ const TRAINJOB: JobShape = {
     const spec = objOr(job.spec);
     const fields: RunPolicyView["fields"] = {};
     const ttl = objOr(objOr(job.metadata).annotations)[ANNOTATION_TTL_AFTER_FINISHED];
-    if (ttl !== undefined) fields.ttlSecondsAfterFinished = { value: typeof ttl === "string" ? annotationCount(ttl) : ttl, field: TRAINJOB_FIELDS.ttlSecondsAfterFinished! };
+    if (ttl !== undefined)
+      fields.ttlSecondsAfterFinished = { value: typeof ttl === "string" ? annotationCount(ttl) : ttl, field: TRAINJOB_FIELDS.ttlSecondsAfterFinished! };
     for (const f of ["activeDeadlineSeconds", "suspend"] as const) if (spec[f] !== undefined) fields[f] = { value: spec[f], field: TRAINJOB_FIELDS[f]! };
     return { fields, at: (f) => TRAINJOB_FIELDS[f] };
   },
   jobGpusField(job) {
     const trainer = objOr(objOr(job.spec).trainer);
-    return trainer.numNodes !== undefined ? "spec.trainer.numNodes" : trainer.resourcesPerNode !== undefined ? "spec.trainer.resourcesPerNode" : "spec.runtimeRef";
+    return trainer.numNodes !== undefined
+      ? "spec.trainer.numNodes"
+      : trainer.resourcesPerNode !== undefined
+        ? "spec.trainer.resourcesPerNode"
+        : "spec.runtimeRef";
   },
   finishedConditions: TRAINER.finishedConditions,
   completionTime(job) {
     const conditions = objOr(job.status).conditions;
     if (!Array.isArray(conditions)) return undefined;
-    const done = conditions.find((c) => isObj(c) && TRAINER.finishedConditions.includes(String(c.type)) && c.status === "True");
+    const done = (conditions as unknown[]).find((c) => isObj(c) && TRAINER.finishedConditions.includes(String(c.type)) && c.status === "True");
     const t = isObj(done) ? done.lastTransitionTime : undefined;
     return typeof t === "string" ? t : undefined;
   },

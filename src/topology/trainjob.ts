@@ -45,7 +45,7 @@ export interface TrainJobReplica {
   /** Whether the TrainJob's trainer fields (numNodes, resourcesPerNode) apply to this Job. */
   trainer: boolean;
   /** Maps a finding's field under `templateField` to where the value came from (resourcesPerNode). */
-  mapField(field: string): string;
+  mapField: (field: string) => string;
 }
 
 /** Where a TrainJob's runtime is: `spec.runtimeRef`, defaults as the CRD's (ClusterTrainingRuntime, trainer.kubeflow.org). */
@@ -79,7 +79,7 @@ function patchesFor(job: KubeObject, name: string): Obj[] {
 }
 
 /** A pod template with `patch` (a runtime patch's PodTemplatePatch) laid over it; both already copies or fresh. */
-// eslint-disable-next-line complexity -- one line per patchable field, as upstream's PodSpecPatch lists them
+
 function applyPatch(template: Obj, patch: Obj): void {
   const pm = objOr(patch.metadata);
   const meta = (template.metadata = objOr(template.metadata));
@@ -159,7 +159,7 @@ function resolveOne(r: Resolve, index: number): TrainJobReplica {
   return {
     type,
     replicas: count.replicas,
-    template: template as V1PodTemplateSpec,
+    template,
     replicasField: count.field,
     templateField,
     trainer,

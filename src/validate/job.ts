@@ -90,7 +90,11 @@ function names(job: KubeObject, kind: JobKind, namespace: string, runtime: KubeO
     // The longest name is the last index's; all differ only in the index, so its form stands for all.
     const longest = replicaObjectName(kind.framework, ns, name, type, n - 1);
     if (longest.length > 63) {
-      violations.push({ rule: "job-name", field: "metadata.name", message: `pod name ${longest} would be ${longest.length} characters, over 63: ${hints.shorten}` });
+      violations.push({
+        rule: "job-name",
+        field: "metadata.name",
+        message: `pod name ${longest} would be ${longest.length} characters, over 63: ${hints.shorten}`,
+      });
     } else if (!DNS_1035.test(longest)) {
       violations.push({
         rule: "job-name",
@@ -175,7 +179,6 @@ function shape(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined):
   return { violations, warnings };
 }
 
-// eslint-disable-next-line max-params -- the job, its kind, the context and a TrainJob's runtime
 function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime: KubeObject | undefined): Findings {
   const violations: Finding[] = [];
   const warnings: string[] = [];
@@ -262,7 +265,8 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
     const problem = countProblem(v, range);
     if (problem) violations.push({ rule: "run-policy", field, message: problem });
     else if (controls && (v as number) < min) violations.push({ rule: "run-policy", field, message: `${v} must be at least ${min}` });
-    else if (max !== undefined && (v as number) > max) violations.push({ rule: "run-policy", field, message: `${v} exceeds the limit of ${max} ${what}`, value: v as number });
+    else if (max !== undefined && (v as number) > max)
+      violations.push({ rule: "run-policy", field, message: `${v} exceeds the limit of ${max} ${what}`, value: v as number });
   };
   const ttlAt = at("ttlSecondsAfterFinished");
   if (lim.requireTtlSecondsAfterFinished && ttlAt !== undefined && value("ttlSecondsAfterFinished") === undefined) {
@@ -318,7 +322,7 @@ function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext, runti
 }
 
 /** GPUs of each resource the whole job asks for, in nano-units (exact): replicas × the template's effective pod request. */
-// eslint-disable-next-line max-params -- the job, its kind, the context and a TrainJob's runtime
+
 export function jobGpuNanosByResource(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime?: KubeObject): Map<string, bigint> {
   const out = new Map<string, bigint>();
   for (const { spec } of replicasOf_(job, kind, runtime)) {
@@ -345,7 +349,7 @@ export interface ClusterCapacity {
  * capacity: a job asking for more GPUs of one kind than the whole cluster has would pend forever, so it is
  * refused up front. Without a ledger the check is skipped, with a warning for jobs that ask for GPUs.
  */
-// eslint-disable-next-line max-params -- the job, its kind, the context, the cluster's capacity and a TrainJob's runtime
+
 export function validateCapacity(
   job: KubeObject,
   kind: JobKind,

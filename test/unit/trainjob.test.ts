@@ -26,6 +26,10 @@ import { validateCapacity, validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import type { Findings } from "../../src/validate/types.js";
 import { runtimeRead } from "../../webhooks/validate-jobs.js";
+import { createWebhooks } from "../../webhooks/index.js";
+import { applyPatch } from "../../src/admission/patch.js";
+import { capturingLogger } from "../fixtures/https.js";
+import { deepFreeze, review } from "../fixtures/reviews.js";
 import { fakeJobReader, kindOf } from "../fixtures/jobs.js";
 import { gpuRuntime, perNode, trainJob, upstream } from "../fixtures/trainer-v2.js";
 
@@ -39,7 +43,12 @@ const brief = (f: Findings): string[] => f.violations.map((v) => `${v.rule} ${v.
 
 describe("TrainJob shape: replicas resolved against the runtime", () => {
   const cases: Array<{ name: string; job: KubeObject; runtime?: KubeObject; want: Array<[string, unknown, string]> }> = [
-    { name: "01-multi-node on torch-distributed: numNodes 3 → node × 3", job: upstream("01-multi-node.yaml"), runtime: torch, want: [["node", 3, "spec.trainer.numNodes"]] },
+    {
+      name: "01-multi-node on torch-distributed: numNodes 3 → node × 3",
+      job: upstream("01-multi-node.yaml"),
+      runtime: torch,
+      want: [["node", 3, "spec.trainer.numNodes"]],
+    },
     {
       name: "no numNodes → the runtime's mlPolicy.numNodes",
       job: trainJob("a"),
@@ -105,23 +114,54 @@ describe("TrainJob validation: the v1 caps with field paths into the TrainJob", 
   const pod4 = checkPolicy({ limits: { pod: { gpus: 4 } } }, "pod");
   const nodes4 = checkPolicy({ limits: { job: { replicas: { node: 4 } } } }, "replicas");
   const a100 = checkPolicy({ limits: { allowedAccelerators: ["A100-SXM4-80GB"] } }, "accelerators");
-  const ttl = checkPolicy({ limits: { runPolicy: { requireTtlSecondsAfterFinished: true, maxTtlSecondsAfterFinished: 86400, maxActiveDeadlineSeconds: 3600 } } }, "ttl");
+  const ttl = checkPolicy(
+    { limits: { runPolicy: { requireTtlSecondsAfterFinished: true, maxTtlSecondsAfterFinished: 86400, maxActiveDeadlineSeconds: 3600 } } },
+    "ttl",
+  );
   const h100Patch = {
     runtimePatches: [
       {
         manager: "example.io/platform",
         trainingRuntimeSpec: {
-          template: { spec: { replicatedJobs: [{ name: "node", template: { spec: { template: { spec: { nodeSelector: { "nvidia.com/gpu.product": "H100-SXM5-80GB" } } } } } }] } },
+          template: {
+            spec: {
+              replicatedJobs: [{ name: "node", template: { spec: { template: { spec: { nodeSelector: { "nvidia.com/gpu.product": "H100-SXM5-80GB" } } } } } }],
+            },
+          },
         },
       },
     ],
   };
   const cases: Array<{ name: string; policy: ReturnType<typeof checkPolicy>; job: KubeObject; runtime?: KubeObject; want: string[] }> = [
-    { name: "8 nodes × 8 GPUs under a 32-GPU job cap → refused at numNodes", policy: capped, job: trainJob("big", { numNodes: 8, resourcesPerNode: perNode(8) }), runtime: torch, want: ["job-gpus spec.trainer.numNodes"] },
-    { name: "4 × 8 under the same cap → admitted", policy: capped, job: trainJob("ok", { numNodes: 4, resourcesPerNode: perNode(8) }), runtime: torch, want: [] },
-    { name: "runtime-template GPUs counted when resourcesPerNode is absent: 8 × 8 → refused", policy: capped, job: trainJob("rt", { numNodes: 8 }), runtime: gpuRuntime(8), want: ["job-gpus spec.trainer.numNodes"] },
+    {
+      name: "8 nodes × 8 GPUs under a 32-GPU job cap → refused at numNodes",
+      policy: capped,
+      job: trainJob("big", { numNodes: 8, resourcesPerNode: perNode(8) }),
+      runtime: torch,
+      want: ["job-gpus spec.trainer.numNodes"],
+    },
+    {
+      name: "4 × 8 under the same cap → admitted",
+      policy: capped,
+      job: trainJob("ok", { numNodes: 4, resourcesPerNode: perNode(8) }),
+      runtime: torch,
+      want: [],
+    },
+    {
+      name: "runtime-template GPUs counted when resourcesPerNode is absent: 8 × 8 → refused",
+      policy: capped,
+      job: trainJob("rt", { numNodes: 8 }),
+      runtime: gpuRuntime(8),
+      want: ["job-gpus spec.trainer.numNodes"],
+    },
     { name: "runtime-template GPUs, 4 × 8 → admitted", policy: capped, job: trainJob("rt", { numNodes: 4 }), runtime: gpuRuntime(8), want: [] },
-    { name: "resourcesPerNode overrides the runtime's GPUs: 8 × 2 on an 8-GPU runtime → admitted", policy: capped, job: trainJob("rt", { numNodes: 8, resourcesPerNode: perNode(2) }), runtime: gpuRuntime(8), want: [] },
+    {
+      name: "resourcesPerNode overrides the runtime's GPUs: 8 × 2 on an 8-GPU runtime → admitted",
+      policy: capped,
+      job: trainJob("rt", { numNodes: 8, resourcesPerNode: perNode(2) }),
+      runtime: gpuRuntime(8),
+      want: [],
+    },
     {
       name: "runtime's mlPolicy.numNodes when the TrainJob has none: 1 × 64 → refused at resourcesPerNode",
       policy: capped,
@@ -129,7 +169,12 @@ describe("TrainJob validation: the v1 caps with field paths into the TrainJob", 
       runtime: torch,
       want: ["job-gpus spec.trainer.resourcesPerNode"],
     },
-    { name: "runtime unknown: numNodes × resourcesPerNode still capped", policy: capped, job: trainJob("alone", { numNodes: 8, resourcesPerNode: perNode(8) }), want: ["job-gpus spec.trainer.numNodes"] },
+    {
+      name: "runtime unknown: numNodes × resourcesPerNode still capped",
+      policy: capped,
+      job: trainJob("alone", { numNodes: 8, resourcesPerNode: perNode(8) }),
+      want: ["job-gpus spec.trainer.numNodes"],
+    },
     {
       name: "per-container cap → at resourcesPerNode's limit",
       policy: container4,
@@ -142,7 +187,9 @@ describe("TrainJob validation: the v1 caps with field paths into the TrainJob", 
       policy: container4,
       job: trainJob("c", { numNodes: 1 }),
       runtime: gpuRuntime(8),
-      want: ["container-limits (ClusterTrainingRuntime torch-distributed).spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"],
+      want: [
+        "container-limits (ClusterTrainingRuntime torch-distributed).spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]",
+      ],
     },
     {
       name: "per-pod cap → at the node template",
@@ -151,16 +198,36 @@ describe("TrainJob validation: the v1 caps with field paths into the TrainJob", 
       runtime: torch,
       want: ["pod-gpus (ClusterTrainingRuntime torch-distributed).spec.template.spec.replicatedJobs[0].template.spec.template.spec"],
     },
-    { name: "node replicas cap → at numNodes", policy: nodes4, job: trainJob("r", { numNodes: 8 }), runtime: torch, want: ["job-replicas spec.trainer.numNodes"] },
-    { name: "numNodes not a number → refused", policy: nodes4, job: trainJob("r", { numNodes: "8" }), runtime: torch, want: ["job-replicas spec.trainer.numNodes"] },
+    {
+      name: "node replicas cap → at numNodes",
+      policy: nodes4,
+      job: trainJob("r", { numNodes: 8 }),
+      runtime: torch,
+      want: ["job-replicas spec.trainer.numNodes"],
+    },
+    {
+      name: "numNodes not a number → refused",
+      policy: nodes4,
+      job: trainJob("r", { numNodes: "8" }),
+      runtime: torch,
+      want: ["job-replicas spec.trainer.numNodes"],
+    },
     {
       name: "runtimePatches' accelerator outside allowedAccelerators → refused",
       policy: a100,
       job: trainJob("h", { numNodes: 1, resourcesPerNode: perNode(8) }, { spec: h100Patch }),
       runtime: torch,
-      want: ["accelerator-allowed (ClusterTrainingRuntime torch-distributed).spec.template.spec.replicatedJobs[0].template.spec.template.spec.nodeSelector[nvidia.com/gpu.product]"],
+      want: [
+        "accelerator-allowed (ClusterTrainingRuntime torch-distributed).spec.template.spec.replicatedJobs[0].template.spec.template.spec.nodeSelector[nvidia.com/gpu.product]",
+      ],
     },
-    { name: "TTL required and absent → at the TTL annotation", policy: ttl, job: trainJob("t", { numNodes: 1 }), runtime: torch, want: [`run-policy metadata.annotations["${ANNOTATION_TTL_AFTER_FINISHED}"]`] },
+    {
+      name: "TTL required and absent → at the TTL annotation",
+      policy: ttl,
+      job: trainJob("t", { numNodes: 1 }),
+      runtime: torch,
+      want: [`run-policy metadata.annotations["${ANNOTATION_TTL_AFTER_FINISHED}"]`],
+    },
     {
       name: "TTL annotation within the cap → admitted",
       policy: ttl,
@@ -182,7 +249,13 @@ describe("TrainJob validation: the v1 caps with field paths into the TrainJob", 
       runtime: torch,
       want: [`run-policy metadata.annotations["${ANNOTATION_TTL_AFTER_FINISHED}"]`],
     },
-    { name: "a name too long for JobSet's pod names → job-name", policy: capped, job: trainJob("x".repeat(60), { numNodes: 2 }), runtime: torch, want: ["job-name metadata.name"] },
+    {
+      name: "a name too long for JobSet's pod names → job-name",
+      policy: capped,
+      job: trainJob("x".repeat(60), { numNodes: 2 }),
+      runtime: torch,
+      want: ["job-name metadata.name"],
+    },
     { name: "upstream example 02 under the 32-GPU cap → admitted", policy: capped, job: upstream("02-runtime-patches.yaml"), runtime: torch, want: [] },
   ];
   for (const tc of cases) it(tc.name, () => assert.deepEqual(brief(validateJob(tc.job, TJ, ctxOf(tc.policy), tc.runtime)), tc.want.sort()));
@@ -219,7 +292,11 @@ describe("TrainJob runtime lookup", () => {
 
   const cases: Array<{ name: string; job: KubeObject; want: string }> = [
     { name: "no runtimeRef → missing", job: trainJob("a", {}, { spec: { runtimeRef: {} } }), want: "missing" },
-    { name: "a runtimeRef of another API group → missing", job: trainJob("a", {}, { spec: { runtimeRef: { name: "x", apiGroup: "example.com" } } }), want: "missing" },
+    {
+      name: "a runtimeRef of another API group → missing",
+      job: trainJob("a", {}, { spec: { runtimeRef: { name: "x", apiGroup: "example.com" } } }),
+      want: "missing",
+    },
   ];
   for (const tc of cases)
     it(tc.name, async () => {
@@ -265,7 +342,13 @@ describe("TrainJob job defaults (/mutate/jobs)", () => {
       deadline: 10,
       filled: [],
     },
-    { name: "other annotations kept beside the TTL", job: trainJob("a", {}, { metadata: { annotations: { team: "x" } } }), defaults: { ttlSecondsAfterFinished: 5 }, ttl: "5", filled: ["ttlSecondsAfterFinished=5"] },
+    {
+      name: "other annotations kept beside the TTL",
+      job: trainJob("a", {}, { metadata: { annotations: { team: "x" } } }),
+      defaults: { ttlSecondsAfterFinished: 5 },
+      ttl: "5",
+      filled: ["ttlSecondsAfterFinished=5"],
+    },
     { name: "only cleanPodPolicy and backoffLimit → unchanged", job: trainJob("a"), defaults: { cleanPodPolicy: "All", backoffLimit: 1 }, filled: [] },
   ];
   for (const tc of cases)
@@ -281,7 +364,10 @@ describe("TrainJob job defaults (/mutate/jobs)", () => {
       assert.equal(again.job, out.job);
       assert.deepEqual(again.filled, []);
       if (tc.ttl !== undefined && tc.filled.length > 0)
-        assert.deepEqual(brief(validateJob(out.job, TJ, ctxOf(checkPolicy({ limits: { runPolicy: { requireTtlSecondsAfterFinished: true } } }, "r")), torch)), []);
+        assert.deepEqual(
+          brief(validateJob(out.job, TJ, ctxOf(checkPolicy({ limits: { runPolicy: { requireTtlSecondsAfterFinished: true } } }, "r")), torch)),
+          [],
+        );
     });
 });
 
@@ -290,7 +376,10 @@ describe("TrainJob in the reconciler", () => {
   const NOW = new Date("2026-11-29T12:00:00Z");
   const done = (type: string, at = "2026-11-29T11:00:00Z", status = "True") => ({ status: { conditions: [{ type, status, lastTransitionTime: at }] } });
   const withTtl = (ttl: string) => ({ metadata: { annotations: { [ANNOTATION_TTL_AFTER_FINISHED]: ttl } } });
-  const finished = (name: string, extra: Record<string, unknown>, more: Parameters<typeof trainJob>[2] = {}): KubeObject => ({ ...trainJob(name, {}, more), ...extra });
+  const finished = (name: string, extra: Record<string, unknown>, more: Parameters<typeof trainJob>[2] = {}): KubeObject => ({
+    ...trainJob(name, {}, more),
+    ...extra,
+  });
   const cases: Array<{ name: string; job: KubeObject; want: string[]; problems?: number }> = [
     { name: "Complete, no TTL anywhere → kept (safe by default)", job: finished("a", done("Complete")), want: [] },
     { name: "Complete, TTL 60 s, an hour ago → deleted with its uid", job: finished("a", done("Complete"), withTtl("60")), want: ["Job team-a/a uid-a"] },
@@ -312,7 +401,10 @@ describe("TrainJob in the reconciler", () => {
     });
 
   it("finishedAt: the finished condition's lastTransitionTime", () => {
-    assert.deepEqual(finishedAt(finished("a", done("Failed", "2026-11-29T10:00:00Z")), TJ), { finished: true, completionTime: new Date("2026-11-29T10:00:00Z") });
+    assert.deepEqual(finishedAt(finished("a", done("Failed", "2026-11-29T10:00:00Z")), TJ), {
+      finished: true,
+      completionTime: new Date("2026-11-29T10:00:00Z"),
+    });
   });
 
   const managed: Array<{ name: string; managedBy?: string; skipped: boolean }> = [
@@ -346,7 +438,9 @@ describe("TrainJob in the reconciler", () => {
   it("a pass: MultiKueue's TrainJob skipped; ours never claims its JobSet pods; a finished one with a TTL deleted", () => {
     const ours = finished("done", done("Complete"), withTtl("60"));
     const theirs = trainJob("mk", {}, { spec: { managedBy: "kueue.x-k8s.io/multikueue" } });
-    const orphan = jobsetPod("done-node-0-1", "done", { metadata: { name: "orphan", namespace: "team-a", uid: "o", labels: { "jobset.sigs.k8s.io/jobset-name": "done" } } });
+    const orphan = jobsetPod("done-node-0-1", "done", {
+      metadata: { name: "orphan", namespace: "team-a", uid: "o", labels: { "jobset.sigs.k8s.io/jobset-name": "done" } },
+    });
     const plan = planPass(
       {
         namespaces: [{ name: "team-a", labels: { "quartermaster.dev/enabled": "true" } }],
@@ -385,7 +479,13 @@ describe("TrainJob in the reconciler", () => {
     };
     const ledger = (trainJobs: string[]) =>
       buildLedger(
-        { nodes: [node], nodeLeases: [], pods: [jobsetPod("a-node-0-1", "a"), jobsetPod("b-node-0-1", "b")], jobs: new Set(trainJobs), trainJobs: new Set(trainJobs) },
+        {
+          nodes: [node],
+          nodeLeases: [],
+          pods: [jobsetPod("a-node-0-1", "a"), jobsetPod("b-node-0-1", "b")],
+          jobs: new Set(trainJobs),
+          trainJobs: new Set(trainJobs),
+        },
         NOW,
         policy,
       );
@@ -398,7 +498,12 @@ describe("TrainJob pods: found by JobSet's labels", () => {
   const policy = checkPolicy({}, "defaults");
   const pod = (labels: Record<string, string>, owner = "Job") =>
     ({
-      metadata: { name: "p", namespace: "team-a", labels, ownerReferences: [{ apiVersion: owner === "Job" ? "batch/v1" : "apps/v1", kind: owner, name: "o", uid: "u", controller: true }] },
+      metadata: {
+        name: "p",
+        namespace: "team-a",
+        labels,
+        ownerReferences: [{ apiVersion: owner === "Job" ? "batch/v1" : "apps/v1", kind: owner, name: "o", uid: "u", controller: true }],
+      },
     }) as never;
   const labels = { "jobset.sigs.k8s.io/jobset-name": "tj", "jobset.sigs.k8s.io/replicatedjob-name": "node", "batch.kubernetes.io/job-completion-index": "2" };
   const cases: Array<{ name: string; pod: never; want: string | undefined }> = [
@@ -421,5 +526,117 @@ describe("TrainJob pods: found by JobSet's labels", () => {
     assert.deepEqual(await lookupTopology(pod(labels), "team-a", policy, fakeJobReader([])), { kind: "none" });
     const found = await lookupTopology(pod(labels), "team-a", policy, fakeJobReader([trainJob("tj", { numNodes: 3 })]));
     assert.equal(found.kind, "found");
+  });
+});
+
+describe("TrainJob through the webhooks", () => {
+  const jobReview = (object: KubeObject, operation: "CREATE" | "UPDATE" = "CREATE") =>
+    review({
+      kind: { group: TJ.group, version: TJ.version, kind: TJ.kind },
+      resource: { group: TJ.group, version: TJ.version, resource: TJ.plural },
+      operation,
+      namespace: "team-a",
+      object,
+      oldObject: operation === "UPDATE" ? object : null,
+    });
+  /** A reader that has `runtimes` (cluster-scoped: namespace "") and counts what it was asked for. */
+  const runtimeReader = (runtimes: KubeObject[], fail = false) => {
+    const asked: string[] = [];
+    return {
+      asked,
+      get(kind: Parameters<typeof jobPath>[0], namespace: string, name: string): Promise<KubeObject | undefined> {
+        asked.push(jobPath(kind, namespace, name));
+        if (fail) return Promise.reject(new Error("connection refused"));
+        return Promise.resolve(runtimes.find((r) => r.kind === kind.kind && (r.metadata as { name?: string }).name === name && namespace === ""));
+      },
+    };
+  };
+  const webhooks = (policy: ReturnType<typeof checkPolicy>, jobs: ReturnType<typeof runtimeReader>) =>
+    createWebhooks({ policy, log: capturingLogger().log, jobs, now: () => new Date() });
+  const deny = checkPolicy({ limits: { job: { gpus: 32 } }, clusterSpec: { onJobLookupFailure: "deny" } }, "deny");
+
+  const cases: Array<{
+    name: string;
+    policy: ReturnType<typeof checkPolicy>;
+    job: KubeObject;
+    runtimes: KubeObject[];
+    fail?: boolean;
+    allowed: boolean;
+    causes: string[];
+    warnings?: RegExp;
+  }> = [
+    {
+      name: "8 × 8 GPUs over the 32-GPU cap → denied at spec.trainer.numNodes",
+      policy: capped,
+      job: trainJob("big", { numNodes: 8, resourcesPerNode: perNode(8) }),
+      runtimes: [torch],
+      allowed: false,
+      causes: ["spec.trainer.numNodes"],
+    },
+    {
+      name: "4 × 8 → allowed",
+      policy: capped,
+      job: trainJob("ok", { numNodes: 4, resourcesPerNode: perNode(8) }),
+      runtimes: [torch],
+      allowed: true,
+      causes: [],
+    },
+    {
+      name: "8 nodes on an 8-GPU runtime → denied (the runtime read)",
+      policy: capped,
+      job: trainJob("rt", { numNodes: 8 }),
+      runtimes: [gpuRuntime(8)],
+      allowed: false,
+      causes: ["spec.trainer.numNodes"],
+    },
+    {
+      name: "runtime missing, lookup failures denied → denied at spec.runtimeRef",
+      policy: deny,
+      job: trainJob("m", { numNodes: 1 }),
+      runtimes: [],
+      allowed: false,
+      causes: ["spec.runtimeRef"],
+    },
+    {
+      name: "runtime unreadable under warn → allowed when its own part fits, with a warning",
+      policy: capped,
+      job: trainJob("w", { numNodes: 1 }),
+      runtimes: [],
+      fail: true,
+      allowed: true,
+      causes: [],
+      warnings: /runtime could not be read/,
+    },
+  ];
+  for (const tc of cases)
+    it(tc.name, async () => {
+      const jobs = runtimeReader(tc.runtimes, tc.fail);
+      const res = await webhooks(tc.policy, jobs)["/validate/jobs"]!.admit(jobReview(tc.job));
+      assert.equal(res.review.response?.allowed, tc.allowed);
+      assert.deepEqual(
+        (res.review.response?.status?.details?.causes ?? []).map((c: { field?: string }) => c.field),
+        tc.causes,
+      );
+      assert.deepEqual(jobs.asked, ["/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-distributed"]);
+      if (tc.warnings) assert.match((res.review.response?.warnings ?? []).join("\n"), tc.warnings);
+    });
+
+  it("/mutate/jobs: a TrainJob CREATE gets the TTL annotation and deadline; mutating the result again changes nothing", async () => {
+    const policy = checkPolicy(
+      { jobDefaults: { ttlSecondsAfterFinished: 86400, activeDeadlineSeconds: 3600, cleanPodPolicy: "All", backoffLimit: 2 } },
+      "defaults",
+    );
+    const hook = webhooks(policy, runtimeReader([torch]))["/mutate/jobs"]!;
+    const object = trainJob("d", { numNodes: 2 });
+    const res = await hook.admit(jobReview(object));
+    assert.equal(res.outcome, "patched");
+    const patch = JSON.parse(Buffer.from(res.review.response!.patch!, "base64").toString()) as Parameters<typeof applyPatch>[1];
+    const patched = applyPatch(object, patch);
+    assert.deepEqual((patched.metadata as { annotations?: unknown }).annotations, { [ANNOTATION_TTL_AFTER_FINISHED]: "86400" });
+    assert.equal((patched.spec as { activeDeadlineSeconds?: number }).activeDeadlineSeconds, 3600);
+    assert.equal(res.review.response?.warnings?.length, 2);
+    const again = await hook.admit(jobReview(deepFreeze(patched)));
+    assert.equal(again.outcome, "allowed");
+    assert.equal(again.review.response?.patch, undefined);
   });
 });
