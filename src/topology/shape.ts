@@ -86,6 +86,12 @@ export interface JobShape {
   layout: "map" | "single" | "runtime";
   /** The job's runtime reference (TrainJob `spec.runtimeRef`), for shapes whose replicas are a runtime's. */
   runtimeRef?(job: KubeObject): { kind: string; name: string; apiGroup: string } | undefined;
+  /**
+   * Whether its pods get the Kubeflow v1 labels (`training-labels` mutation: job-name, replica-type, index,
+   * job-role). Not a TrainJob's: JobSet labels them itself, and v1 labels would name replica types and indexes
+   * no training operator made (DECIDE).
+   */
+  kubeflowPodLabels: boolean;
   /** Whether the kind's CRD has a `scale` subresource (`/validate/jobs` then checks scalings). */
   scaleSubresource: boolean;
   /** The replica type every pod of the job has, whatever its labels (pool: `worker`). */
@@ -164,6 +170,7 @@ const REPLICA_MAP: JobShape = {
   ...v1Common,
   name: "replica-map",
   layout: "map",
+  kubeflowPodLabels: true,
   scaleSubresource: true,
   specsField: (kind) => `spec.${REPLICA_SPECS_FIELD[kind.framework]}`,
   specsHint: "spec.<framework>ReplicaSpecs",
@@ -179,6 +186,7 @@ const POOL: JobShape = {
   ...v1Common,
   name: "pool",
   layout: "single",
+  kubeflowPodLabels: true,
   scaleSubresource: true,
   specsField: (kind) => `spec.${REPLICA_SPECS_FIELD[kind.framework]}`,
   specsHint: "spec.replicaSpecs",
@@ -215,6 +223,7 @@ const TRAINJOB_FIELDS: Partial<Record<RunPolicyField, string>> = {
 const TRAINJOB: JobShape = {
   name: "trainjob",
   layout: "runtime",
+  kubeflowPodLabels: false,
   scaleSubresource: false,
   runtimeRef: runtimeRefOf,
   specsField: () => "spec.runtimeRef",

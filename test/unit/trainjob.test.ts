@@ -640,3 +640,40 @@ describe("TrainJob through the webhooks", () => {
     assert.equal(again.review.response?.patch, undefined);
   });
 });
+
+describe("TrainJob pods through /mutate/pods", () => {
+  const policy = checkPolicy({}, "defaults");
+  const pod = deepFreeze({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: "tj-node-0-1",
+      namespace: "team-a",
+      labels: { "jobset.sigs.k8s.io/jobset-name": "tj", "jobset.sigs.k8s.io/replicatedjob-name": "node", "batch.kubernetes.io/job-completion-index": "1" },
+      ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name: "tj-node-0", uid: "j", controller: true }],
+    },
+    spec: { containers: [{ name: "node", image: "x", resources: { limits: { "nvidia.com/gpu": "8" } } }] },
+  });
+  const cases: Array<{ name: string; jobs: KubeObject[] }> = [
+    { name: "its TrainJob exists: GPU outfitting, no Kubeflow v1 labels, no cluster spec", jobs: [trainJob("tj", { numNodes: 2 })] },
+    { name: "no TrainJob of that name: the same, and no lookup failure", jobs: [] },
+  ];
+  for (const tc of cases)
+    it(tc.name, async () => {
+      const hook = createWebhooks({ policy, log: capturingLogger().log, jobs: fakeJobReader(tc.jobs), now: () => new Date() })["/mutate/pods"]!;
+      const res = await hook.admit(review({ object: pod, namespace: "team-a" }));
+      assert.equal(res.review.response?.allowed, true);
+      const patched = applyPatch(pod, res.review.response?.patch ? JSON.parse(Buffer.from(res.review.response.patch, "base64").toString()) : []);
+      const labels = (patched.metadata as { labels: Record<string, string> }).labels;
+      assert.deepEqual(
+        Object.keys(labels).filter((k) => k.startsWith("training.kubeflow.org/")),
+        [],
+      );
+      const tolerations = (patched.spec as { tolerations?: Array<{ key?: string }> }).tolerations ?? [];
+      assert.ok(
+        tolerations.some((t) => t.key === "nvidia.com/gpu"),
+        "the GPU toleration",
+      );
+      assert.doesNotMatch((res.review.response?.warnings ?? []).join("\n"), /not found|failed/);
+    });
+});
