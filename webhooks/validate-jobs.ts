@@ -10,6 +10,13 @@
  * checked against the fresh job. Fails closed: a job that
  * cannot be read denies the scaling. An UPDATE is refused only for what it makes worse. A job too large
  * to check within the cost bound is denied. The rules live in `src/validate/`.
+ *
+ * A TrainJob (Kubeflow Trainer v2) is checked against its runtime (`spec.runtimeRef`, read through the same
+ * reader, cache and time bound as the pod webhook's job lookup: `readRuntime` in src/topology/lookup.ts), whose
+ * replicated Jobs are its replicas; a runtime that cannot be read is handled as a failed job lookup
+ * (`clusterSpec.onJobLookupFailure`: `deny` refuses it, rule `job-runtime`; `warn` checks the TrainJob's own
+ * numNodes × resourcesPerNode and says so). It is priced on its own part; its runtime's templates are an
+ * administrator's (a ClusterTrainingRuntime) or its namespace's.
  */
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";

@@ -41,7 +41,8 @@ const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !
  * The rest of the pod webhooks' `training-pods-only` match condition (`trainingPodExpression` in
  * src/manifests/webhooks.ts). To bound its cost, the condition walks a pod only within CONDITION_MAX_CONTAINERS
  * and CONDITION_MAX_RESOURCES and sends a wider one on unwalked; for such a pod this guard makes the condition's
- * very test, in one pass: the job-name label (caffe2-operator's two labels), or a GPU resource pattern of the
+ * very test, in one pass: a configured kind's pod labels (`podLabels` of its label scheme: Kubeflow's job-name,
+ * caffe2-operator's two labels, JobSet's jobset-name), or a GPU resource pattern of the
  * policy among the requests or limits of a container or init container. So a wide pod that is no training pod (a
  * 1,500-container web server's) is skipped, as the condition would have skipped it, and never meets the rules or
  * the validating webhook's cost bound. A pod within the bounds passes: the apiserver's condition has decided
