@@ -46,7 +46,8 @@ export function jobRef(pod: Pod, namespace: string, policy: Policy): JobRef | un
   if (!name) return undefined;
   const operator = labels[LABEL_OPERATOR_NAME];
   const byOperator = operator ? policy.jobKinds.filter((k) => OPERATOR_NAMES[k.framework] === operator) : [];
-  return { candidates: byOperator.length > 0 ? byOperator : [...policy.jobKinds], namespace, name, via: "label" };
+  // Every kind whose pods carry Kubeflow's labels (not TrainJob's: JobSet's pods never do).
+  return { candidates: byOperator.length > 0 ? byOperator : policy.jobKinds.filter((k) => jobShape(k).kubeflowPodLabels), namespace, name, via: "label" };
 }
 
 type ReplicaSpecs = ReadonlyArray<readonly [string, ReplicaSpec]>;
