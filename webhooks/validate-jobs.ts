@@ -10,6 +10,13 @@
  * checked against the fresh job. Fails closed: a job that
  * cannot be read denies the scaling. An UPDATE is refused only for what it makes worse. A job too large
  * to check within the cost bound is denied. The rules live in `src/validate/`.
+ *
+ * A TrainJob (Kubeflow Trainer v2) is checked against its runtime (`spec.runtimeRef`, read through the same
+ * reader, cache and time bound as the pod webhook's job lookup: `readRuntime` in src/topology/lookup.ts), whose
+ * replicated Jobs are its replicas; a runtime that cannot be read is handled as a failed job lookup
+ * (`clusterSpec.onJobLookupFailure`: `deny` refuses it, rule `job-runtime`; `warn` checks the TrainJob's own
+ * numNodes × resourcesPerNode and says so). It is priced on its own part; its runtime's templates are an
+ * administrator's (a ClusterTrainingRuntime) or its namespace's.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
@@ -18,11 +25,12 @@ import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { CONFLICT } from "../src/admission/response.js";
 import type { KubeObject } from "../src/core/kube.js";
-import { readJob, type JobReadResult } from "../src/topology/lookup.js";
+import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup.js";
+import { jobShape } from "../src/topology/shape.js";
 import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
-import { merge } from "../src/validate/types.js";
+import { merge, type Findings } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
 import type { JobKind } from "../src/policy/types.js";
@@ -33,7 +41,12 @@ export const VALIDATE_JOB_PASSES = 8;
 
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
-  const templates = (job: unknown, kind: JobKind): unknown[] => jobTemplateSpecs(job, REPLICA_SPECS_FIELD[kind.framework], kind.framework === "caffe2");
+  const templates = (job: unknown, kind: JobKind): unknown[] => {
+    const shape = jobShape(kind);
+    // A TrainJob is priced on its own part (its `node` Job); its runtime's templates are an administrator's.
+    if (shape.layout === "runtime") return isObject(job) ? shape.replicas(job, kind).map((r) => r.spec.template?.spec) : [];
+    return jobTemplateSpecs(job, REPLICA_SPECS_FIELD[kind.framework], shape.layout === "single");
+  };
   return validatingWebhook({
     name: "validate-jobs",
     guard: jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] }),
@@ -45,6 +58,12 @@ export function validateJobs(deps: WebhookDeps): Webhook {
     },
     validate(request) {
       const kind = jobKindOf(request, policy.jobKinds)!;
+      const readRuntimeOf = (job: KubeObject, k: JobKind, ns: string): RuntimeRead | Promise<RuntimeRead> => {
+        if (jobShape(k).layout !== "runtime") return NO_RUNTIME;
+        const read = readRuntime(job, k, ns, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+        const onRead = (r: JobReadResult): RuntimeRead => runtimeRead(r, policy.clusterSpec.onJobLookupFailure);
+        return read instanceof Promise ? read.then(onRead) : onRead(read);
+      };
       const namespace = request.namespace ?? "";
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
       if (request.subResource === "scale") {
@@ -67,22 +86,53 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs, { fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
-      const decide = ({ known, failures }: ClaimsRead): ValidationResult => {
+      const decide = (runtime: RuntimeRead, { known, failures }: ClaimsRead): ValidationResult => {
         // A claim template the replicas name that could not be read cannot be counted: fail closed.
         if (failures.length > 0)
           return { violations: failures.map((f) => ({ rule: "job-gpus", field: "spec", message: `cannot count the job's GPUs: ${f}` })), warnings: [] };
         const withClaims = { ...ctx, claims: known };
-        const check = (job: KubeObject) => merge(validateJob(job, kind, withClaims), validateCapacity(job, kind, withClaims, deps.capacity?.current()));
+        const check = (job: KubeObject) =>
+          merge(
+            validateJob(job, kind, withClaims, runtime.object),
+            validateCapacity(job, kind, withClaims, deps.capacity?.current(), runtime.object),
+            runtime.findings,
+          );
         const now = check(request.object);
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
         return enforce(request.operation === "UPDATE" && request.oldObject ? newOrWorse(now, check(request.oldObject)) : now, policy.enforcement, namespace);
       };
       const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
       const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
-      return claims instanceof Promise ? claims.then(decide) : decide(claims);
+      const runtime = readRuntimeOf(request.object, kind, namespace);
+      // No runtime to read (a v1 kind) and no claims: decided at once.
+      if (!(runtime instanceof Promise) && !(claims instanceof Promise)) return decide(runtime, claims);
+      return Promise.all([runtime, claims]).then(([r, c]) => decide(r, c));
     },
   });
 }
+
+/** A TrainJob's runtime as the rules get it: the object, or why not and what that means for the review. */
+interface RuntimeRead {
+  object?: KubeObject;
+  findings: Findings;
+}
+
+const NO_RUNTIME: RuntimeRead = Object.freeze({ findings: { violations: [], warnings: [] } });
+
+/**
+ * A TrainJob's runtime read, or the same failure handling as the pod webhook's job lookup
+ * (`clusterSpec.onJobLookupFailure`): `deny` refuses the TrainJob (rule `job-runtime`, at `spec.runtimeRef`),
+ * `warn` checks the TrainJob on its own part (numNodes × resourcesPerNode) and says so in a warning.
+ */
+export function runtimeRead(read: JobReadResult, onFailure: "warn" | "deny"): RuntimeRead {
+  if (read.kind === "found") return { object: read.job, findings: { violations: [], warnings: [] } };
+  const why = `the TrainJob's runtime could not be read (${read.reason})`;
+  if (onFailure === "deny")
+    return { findings: { violations: [{ rule: "job-runtime", field: "spec.runtimeRef", message: `${why}: cannot check the job` }], warnings: [] } };
+  return { findings: { violations: [], warnings: [`quartermaster: ${why}; checked without the runtime's templates`] } };
+}
+
+const isObject = (v: unknown): v is KubeObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 const resourceVersionOf = (o: KubeObject): string | undefined => {
   const rv = (o.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;

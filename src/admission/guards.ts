@@ -5,10 +5,9 @@
  * these make the handlers safe even under a broader configuration.
  */
 import { matchesGlob } from "../core/glob.js";
-import { LABEL_JOB_NAME } from "../core/keys.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Policy } from "../policy/types.js";
-import { CAFFE2_LABELS } from "../topology/label-scheme.js";
+import { schemesOf } from "../topology/label-scheme.js";
 import type { Guard } from "./handler.js";
 import { standInNames, StandInUndecided } from "./stand-in.js";
 import type { AdmissionRequest, Operation } from "./types.js";
@@ -42,7 +41,8 @@ const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !
  * The rest of the pod webhooks' `training-pods-only` match condition (`trainingPodExpression` in
  * src/manifests/webhooks.ts). To bound its cost, the condition walks a pod only within CONDITION_MAX_CONTAINERS
  * and CONDITION_MAX_RESOURCES and sends a wider one on unwalked; for such a pod this guard makes the condition's
- * very test, in one pass: the job-name label (caffe2-operator's two labels), or a GPU resource pattern of the
+ * very test, in one pass: a configured kind's pod labels (`podLabels` of its label scheme: Kubeflow's job-name,
+ * caffe2-operator's two labels, JobSet's jobset-name), or a GPU resource pattern of the
  * policy among the requests or limits of a container or init container. So a wide pod that is no training pod (a
  * 1,500-container web server's) is skipped, as the condition would have skipped it, and never meets the rules or
  * the validating webhook's cost bound. A pod within the bounds passes: the apiserver's condition has decided
@@ -52,18 +52,14 @@ const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !
  * resource names of its containers decide the same; where they cannot, the guard throws StandInUndecided.
  */
 export function unwalkedPodGuard(policy: Pick<Policy, "jobKinds" | "gpu">): Guard {
-  const jobName = policy.jobKinds.some((k) => k.framework !== "caffe2");
-  const caffe2 = policy.jobKinds.some((k) => k.framework === "caffe2");
+  const groups = schemesOf(policy.jobKinds).map((s) => s.podLabels);
   const patterns = gpuResourcePatterns(policy);
   const isGpu = (name: string): boolean => patterns.some((p) => matchesGlob(p, name));
   const anyGpu = (m: unknown): boolean => isObj(m) && Object.keys(m).some(isGpu);
   return (req) => {
     const pod = req.object;
     const labels = isObj(pod?.metadata) ? pod.metadata.labels : undefined;
-    if (isObj(labels)) {
-      if (jobName && Object.hasOwn(labels, LABEL_JOB_NAME)) return undefined;
-      if (caffe2 && Object.hasOwn(labels, CAFFE2_LABELS.jobKey) && Object.hasOwn(labels, CAFFE2_LABELS.group)) return undefined;
-    }
+    if (isObj(labels) && groups.some((g) => g.every((l) => Object.hasOwn(labels, l)))) return undefined;
     const spec = isObj(pod?.spec) ? pod.spec : {};
     const lists = [spec.initContainers, spec.containers].filter((l): l is unknown[] => Array.isArray(l));
     const size = (m: unknown): number => (isObj(m) ? Object.keys(m).length : 0);

@@ -9,6 +9,10 @@ import type { Policy } from "../policy/types.js";
 import { LEDGER_INDEX_NAME, shardName } from "../reconcile/ledger-shards.js";
 import type { AccessCheck, DoctorFinding, Severity } from "./types.js";
 import { isUnreadable, worst, type Unreadable } from "./types.js";
+import { TRAINER } from "../core/job-shapes.js";
+import { labelScheme } from "../topology/label-scheme.js";
+import { runtimeKind } from "../topology/lookup.js";
+import { jobShape } from "../topology/shape.js";
 
 export const WEBHOOK_SERVICE_ACCOUNT = "quartermaster-webhook";
 export const RECONCILER_SERVICE_ACCOUNT = "quartermaster-reconciler";
@@ -43,6 +47,15 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
   };
   // src/kube/jobs.ts (job lookup) and src/kube/capacity.ts (the ledger index, read in the background).
   for (const k of kinds) need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: lookup, why: `job lookup for ${k.kind} pods` });
+  // A TrainJob's runtime (`readRuntime` in src/topology/lookup.ts), read by /validate/jobs.
+  for (const k of kinds.filter((k) => jobShape(k).layout === "runtime"))
+    for (const runtime of TRAINER.runtimeKinds)
+      need(webhook, ["get"], {
+        group: TRAINER.group,
+        resource: runtimeKind({ kind: runtime, apiGroup: TRAINER.group }).plural,
+        ifDenied: lookup,
+        why: `the runtime of ${k.kind}s`,
+      });
   need(webhook, ["get"], {
     group: "",
     resource: "configmaps",
@@ -56,7 +69,7 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
     need(reconciler, ["get", "list", "delete"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `adopt for and clean up ${k.kind}s` });
   // Adoption and per-replica Services set blockOwnerDeletion on their ownerReference to the job, which the
   // OwnerReferencesPermissionEnforcement admission plugin allows only with update on the job's finalizers.
-  for (const k of kinds)
+  for (const k of kinds.filter((k) => labelScheme(k).claimed))
     need(reconciler, ["update"], {
       group: k.group,
       resource: `${k.plural}/finalizers`,

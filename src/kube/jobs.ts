@@ -38,9 +38,13 @@ interface Entry {
 
 type GetObject = (kind: ObjectKind, namespace: string, name: string) => Promise<KubeObject | undefined>;
 
-/** The job's API path (names and namespaces are DNS labels, so nothing to escape; encoded all the same). */
+/**
+ * The job's API path (names and namespaces are DNS labels, so nothing to escape; encoded all the same). Namespace
+ * "": a cluster-scoped object (a TrainJob's ClusterTrainingRuntime, `readRuntime` in src/topology/lookup.ts).
+ */
 export function jobPath(kind: ObjectKind, namespace: string, name: string): string {
-  return `/apis/${kind.group}/${kind.version}/namespaces/${encodeURIComponent(namespace)}/${kind.plural}/${encodeURIComponent(name)}`;
+  const ns = namespace === "" ? "" : `/namespaces/${encodeURIComponent(namespace)}`;
+  return `/apis/${kind.group}/${kind.version}${ns}/${kind.plural}/${encodeURIComponent(name)}`;
 }
 
 async function connect(kubeconfig: string | undefined): Promise<GetObject> {
@@ -55,7 +59,8 @@ async function connectClientNode(kubeconfig: string | undefined): Promise<GetObj
   const api = kc.makeApiClient(k8s.CustomObjectsApi);
   return async (kind, namespace, name) => {
     try {
-      return (await api.getNamespacedCustomObject({ group: kind.group, version: kind.version, namespace, plural: kind.plural, name })) as KubeObject;
+      const at = { group: kind.group, version: kind.version, plural: kind.plural, name };
+      return (await (namespace === "" ? api.getClusterCustomObject(at) : api.getNamespacedCustomObject({ ...at, namespace }))) as KubeObject;
     } catch (err) {
       if (statusOf(err) === 404) return undefined;
       throw err;

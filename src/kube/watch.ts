@@ -252,7 +252,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     const raw = jobs[Number(i)]!.get(name, ns);
     if (!raw) return "ok";
     const job = asKubeObject(raw);
-    if (!inScope(ns).inScope || managedElsewhere(job)) return "ok";
+    if (!inScope(ns).inScope || managedElsewhere(job, kind)) return "ok";
     const uid = String((job.metadata as { uid?: string }).uid);
     const owned = (o: KubernetesObject): boolean => (o.metadata?.ownerReferences ?? []).some((r) => r.controller === true && r.uid === uid);
     const ownPods = pods
@@ -301,8 +301,8 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
       }
     }
     if (decision.requeueAfterMs !== undefined) queue.addAfter(key, decision.requeueAfterMs + 100);
-    const { finished, completionTime } = finishedAt(job);
-    const rp = readRunPolicy(job);
+    const { finished, completionTime } = finishedAt(job, kind);
+    const rp = readRunPolicy(job, kind);
     if (finished && completionTime && !("problems" in rp) && rp.ttl !== undefined)
       queue.addAfter(key, completionTime.getTime() + rp.ttl * 1000 - at.getTime() + 1000);
     if (retry) {

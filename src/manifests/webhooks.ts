@@ -21,10 +21,10 @@
  *   names GPU device classes): `Fail`, as for pods: a claim over the limits could hold GPUs a pod may not have.
  */
 import type { LabelSelector } from "../core/selector.js";
-import { LABEL_JOB_NAME } from "../core/keys.js";
 import type { Policy } from "../policy/types.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
-import { CAFFE2_LABELS } from "../topology/label-scheme.js";
+import { schemesOf } from "../topology/label-scheme.js";
+import { jobShape } from "../topology/shape.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
@@ -154,9 +154,7 @@ export const limitsOf = (c: string): string => `${c}.?resources.?limits.orValue(
 export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">, opts: { limitsOnly?: boolean; bounded?: boolean } = {}): string {
   const isGpu = gpuResourcePatterns(policy).map((p) => globCondition("r", p)).join(" || ");
   const labelled = (label: string): string => `${celString(label)} in object.metadata.?labels.orValue({})`;
-  const labels: string[] = [];
-  if (policy.jobKinds.some((k) => k.framework !== "caffe2")) labels.push(labelled(LABEL_JOB_NAME));
-  if (policy.jobKinds.some((k) => k.framework === "caffe2")) labels.push(`(${labelled(CAFFE2_LABELS.jobKey)} && ${labelled(CAFFE2_LABELS.group)})`);
+  const labels = schemesOf(policy.jobKinds).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
   const wide = opts.bounded ? `size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES} || ` : "";
   const gpu = opts.limitsOnly
     ? `${ALL_CONTAINERS}.exists(c, ${wide}${limitsOf("c")}.exists(r, ${isGpu}))`
@@ -173,6 +171,8 @@ export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">, 
 function jobRules(policy: Pick<Policy, "jobKinds">, operations: string[], subresource = ""): RuleWithOperations[] {
   const byGroupVersion = new Map<string, { group: string; version: string; plurals: string[] }>();
   for (const k of policy.jobKinds) {
+    // A kind without a scale subresource (TrainJob's CRD has only status) gets no /scale rule.
+    if (subresource === "/scale" && !jobShape(k).scaleSubresource) continue;
     const key = `${k.group}/${k.version}`;
     const entry = byGroupVersion.get(key) ?? { group: k.group, version: k.version, plurals: [] };
     const resource = `${k.plural}${subresource}`;

@@ -15,6 +15,7 @@ import type { KubeObject } from "../core/kube.js";
 import type { Framework } from "../policy/types.js";
 import { caffe2RuntimeId } from "../topology/label-scheme.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
+import { jobShape, replicaName } from "../topology/shape.js";
 import type { Topology } from "../topology/types.js";
 
 export interface ClusterSpec {
@@ -40,6 +41,8 @@ export const FRAMEWORKS: Record<Framework, FrameworkInfo> = {
   paddle: { container: "paddle", portName: "master", port: 36543 },
   jax: { container: "jax", portName: "jaxjob-port", port: 6666 },
   caffe2: { container: "caffe2", portName: "caffe2-port", port: 2222 },
+  // Trainer v2's trainer container (`pkg/constants` Node); the Trainer writes its own env and JobSet its Service.
+  trainer: { container: "node", portName: "", port: 0 },
 };
 
 type Spec = Record<string, unknown>;
@@ -102,19 +105,17 @@ export function goJson(value: unknown): string {
   return JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
-/** Upstream `GenGeneralName`: `<job>-<lower type>-<index>` with `/` replaced by `-`. */
-export function replicaName(job: string, type: string, index: number): string {
-  return `${job}-${type.toLowerCase()}-${index}`.replace(/\//g, "-");
-}
+export { replicaName };
 
 /**
  * The name of replica `index` of type `type` of a job: its pod's and its Service's, as the controller that runs
- * it names them. Kubeflow kinds: `<job>-<type>-<index>` (GenGeneralName on the job's name). Caffe2: on the
- * `<namespace>/<job>` key (caffe2-operator's genGeneralName), so `<namespace>-<job>-worker-<index>`. The one
- * function the job controller, the cluster spec and the webhook's name checks (`src/validate/job.ts`) use.
+ * it names them (`objectName` of the kind's shape, `src/topology/shape.ts`). Kubeflow kinds: `<job>-<type>-<index>`
+ * (GenGeneralName on the job's name). Caffe2: on the `<namespace>/<job>` key (caffe2-operator's genGeneralName),
+ * so `<namespace>-<job>-worker-<index>`. TrainJob: JobSet's `<job>-<replicatedJob>-0-<index>`. The one function
+ * the job controller, the cluster spec and the webhook's name checks (`src/validate/job.ts`) use.
  */
 export function replicaObjectName(framework: Framework, namespace: string, job: string, type: string, index: number): string {
-  return replicaName(framework === "caffe2" ? `${namespace}/${job}` : job, type, index);
+  return jobShape({ framework }).objectName(namespace, job, type, index);
 }
 
 function specOf(job: Job, type: string): Spec | undefined {
@@ -374,6 +375,8 @@ export function clusterSpec(topology: Topology, namespace: string, clusterDomain
       return jax(job, topology);
     case "caffe2":
       return caffe2(job, topology);
+    case "trainer":
+      return { skip: "a TrainJob's distributed environment is the Trainer's (its runtime's ML policy)" };
   }
 }
 
@@ -394,6 +397,7 @@ export function isMasterRole(topology: Topology): boolean {
     case "jax":
       return topology.index === 0;
     case "caffe2":
+    case "trainer":
       return false;
   }
 }

@@ -2,18 +2,20 @@
  * @module
  * The Kubeflow labels of a replica pod (training-operator `common/pod.go` createNewPod): operator-name,
  * job-name, replica-type (lower case), replica-index, and `job-role: master` on the pods each framework
- * calls master. Only missing labels are added; a value the pod has is kept.
+ * calls master. Only missing labels are added; a value the pod has is kept. Not on a TrainJob's pods (its
+ * shape's `kubeflowPodLabels`): JobSet labels those.
  */
 import { copyOf, withKey } from "../core/copy.js";
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../core/keys.js";
 import { OPERATOR_NAMES } from "../topology/label-scheme.js";
+import { jobShape } from "../topology/shape.js";
 import { isMasterRole } from "./frameworks.js";
 import type { Mutation } from "./types.js";
 
 export const addTrainingLabels: Mutation = {
   name: "training-labels",
   mutate(pod, { topology }) {
-    if (!topology) return pod;
+    if (!topology || !jobShape(topology.kind).kubeflowPodLabels) return pod;
     const jobName = String((topology.job.metadata as { name?: string } | undefined)?.name ?? "").replace(/\//g, "-");
     const wanted: Record<string, string> = {};
     const operator = OPERATOR_NAMES[topology.kind.framework];

@@ -95,6 +95,13 @@ export const RULES: readonly RuleInfo[] = [
     description:
       "A scaling (`scale` subresource) that cannot be checked: no known scale subresource, a replica count that is not a whole number, the job unreadable, or a Scale of an older version of the job than the current one (denied with 409 Conflict, so the client retries). Always denies.",
   },
+  {
+    name: "job-runtime",
+    webhooks: JOBS,
+    configurable: false,
+    description:
+      "A TrainJob whose runtime (`spec.runtimeRef`) cannot be read while `clusterSpec.onJobLookupFailure` is `deny` (with `warn` it is checked on its own numNodes × resourcesPerNode, with a warning). Always denies.",
+  },
   { name: "review-cost", webhooks: BOTH, configurable: false, description: "An object too large to check within the cost bound. Always denies." },
 ];
 

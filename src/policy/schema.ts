@@ -89,6 +89,7 @@ const kubeflowKinds = [
 export const DEFAULT_JOB_KINDS = [
   ...kubeflowKinds,
   { kind: "Caffe2Job", group: "kubeflow.org", version: "v1alpha1", plural: "caffe2jobs", framework: "caffe2" },
+  { kind: "TrainJob", group: "trainer.kubeflow.org", version: "v1alpha1", plural: "trainjobs", framework: "trainer" },
 ];
 
 /** An enforcement mode (src/policy/rules.ts). */
@@ -119,7 +120,7 @@ export const POLICY_SCHEMA = {
           group: { type: "string", minLength: 1 },
           version: { type: "string", pattern: "^v[0-9]+((alpha|beta)[0-9]+)?$" },
           plural: { type: "string", pattern: "^[a-z][a-z0-9]*$" },
-          framework: { enum: ["tensorflow", "pytorch", "mxnet", "xgboost", "paddle", "jax", "caffe2"] },
+          framework: { enum: ["tensorflow", "pytorch", "mxnet", "xgboost", "paddle", "jax", "caffe2", "trainer"] },
           controller: { enum: ["operator", "quartermaster"] },
         },
       },

@@ -5,10 +5,12 @@
  */
 
 import type { EnforcementMode } from "./rules.js";
+import { DEFAULT_CONTROLLER, shapeNameOf } from "../core/job-shapes.js";
 
 export type { EnforcementMode } from "./rules.js";
 
-export type Framework = "tensorflow" | "pytorch" | "mxnet" | "xgboost" | "paddle" | "jax" | "caffe2";
+/** `trainer`: Kubeflow Trainer v2's TrainJob, whose framework is its runtime's (`src/core/job-shapes.ts`). */
+export type Framework = "tensorflow" | "pytorch" | "mxnet" | "xgboost" | "paddle" | "jax" | "caffe2" | "trainer";
 
 /** A training-job kind the webhooks and the reconciler know. */
 export interface JobKind {
@@ -20,14 +22,15 @@ export interface JobKind {
   /**
    * Who creates the job's pods and Services and writes its status: its operator, or Quartermaster's job
    * controller (`src/reconcile/job-controller.ts`) for kinds that have none. Unset: Quartermaster for
-   * Caffe2Job (caffe2-operator is archived), the operator for every other framework.
+   * Caffe2Job (caffe2-operator is archived), the operator for every other framework (the shape's default,
+   * `DEFAULT_CONTROLLER` in `src/core/job-shapes.ts`).
    */
   controller?: "operator" | "quartermaster";
 }
 
 /** Whether Quartermaster is the controller of `kind`'s jobs (see {@link JobKind.controller}). */
 export function quartermasterControls(kind: JobKind): boolean {
-  return (kind.controller ?? (kind.framework === "caffe2" ? "quartermaster" : "operator")) === "quartermaster";
+  return (kind.controller ?? DEFAULT_CONTROLLER[shapeNameOf(kind.framework)]) === "quartermaster";
 }
 
 export interface Toleration {

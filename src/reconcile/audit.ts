@@ -48,7 +48,7 @@ interface Meta {
 export function auditable(t: AuditTarget): boolean {
   const m = (t.object.metadata ?? {}) as Meta;
   if (m.deletionTimestamp) return false;
-  if (t.jobKind) return !finishedAt(t.object).finished;
+  if (t.jobKind) return !finishedAt(t.object, t.jobKind).finished;
   const phase = (t.object.status as { phase?: string } | undefined)?.phase;
   return phase !== "Succeeded" && phase !== "Failed";
 }
@@ -58,6 +58,7 @@ export function auditObject(policy: Policy, t: AuditTarget): AuditEntry {
   const m = (t.object.metadata ?? {}) as Meta;
   const namespace = String(m.namespace ?? "");
   const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
+  // A TrainJob is audited on its own part (numNodes × resourcesPerNode): the audit reads no runtimes.
   const found: Findings = t.jobKind ? validateJob(t.object, t.jobKind, ctx) : validatePod(t.object, ctx);
   return {
     policy: t.jobKind ? "validate-jobs" : "validate-pods",

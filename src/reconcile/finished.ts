@@ -3,7 +3,12 @@
  * The reconciler's plan for finished training jobs (training-operator `common/job.go` ReconcileJobs,
  * DeletePodsAndServices, CleanupJob), pure: job, its objects and the time in, delete actions out.
  *
- * - Finished = a `Succeeded` or `Failed` condition with status True. Nothing else is ever deleted.
+ * - Finished = a `Succeeded` or `Failed` condition with status True (TrainJob: `Complete` or `Failed`, the
+ *   time its lastTransitionTime). Nothing else is ever deleted.
+ * - TrainJob (Trainer v2 has no TTL, kubeflow/trainer#2899): the TTL is Quartermaster's annotation
+ *   `quartermaster.dev/ttl-seconds-after-finished`, written by the user or by `/mutate/jobs` from
+ *   `jobDefaults.ttlSecondsAfterFinished`; unset, never deleted. No CleanPodPolicy (its pods are its JobSet's
+ *   Jobs', deleted with it): its pods are never this plan's.
  * - Defaults as upstream (kubeflow/training-operator `pkg/apis/kubeflow.org/v1/common_types.go` RunPolicy):
  *   `cleanPodPolicy` unset means `None` and `ttlSecondsAfterFinished` unset means never. Platform defaults
  *   belong in the job itself, written at admission; the reconciler reads only what the job says.
@@ -23,6 +28,10 @@ import type { CleanPodPolicy, JobKind, Policy } from "../policy/types.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { effectivePodGpus } from "../core/gpu.js";
 import { meta } from "./meta.js";
+import { jobShape } from "../topology/shape.js";
+
+/** Where a caller gives no kind: a Kubeflow v1 kind's shape. */
+const V1: Pick<JobKind, "framework"> = { framework: "pytorch" };
 
 export interface DeleteAction {
   verb: "delete";
@@ -48,12 +57,20 @@ export interface FinishedPlan {
   problems: string[];
 }
 
-/** When the job finished, or undefined while it has not (Succeeded or Failed condition True). */
-export function finishedAt(job: KubeObject): { finished: boolean; completionTime?: Date } {
-  const status = (job.status ?? {}) as { conditions?: Array<{ type?: string; status?: string }>; completionTime?: string };
-  const finished = (status.conditions ?? []).some((c) => (c.type === "Succeeded" || c.type === "Failed") && c.status === "True");
+/**
+ * When the job finished, or undefined while it has not: a finished condition of its kind's shape True (v1:
+ * Succeeded or Failed, with `status.completionTime`; TrainJob: Complete or Failed, at that condition's
+ * lastTransitionTime). Without `kind`, as a v1 kind.
+ */
+export function finishedAt(job: KubeObject, kind: Pick<JobKind, "framework"> = V1): { finished: boolean; completionTime?: Date } {
+  const shape = jobShape(kind);
+  const status = (job.status ?? {}) as { conditions?: Array<{ type?: string; status?: string }> };
+  const finished = (Array.isArray(status.conditions) ? status.conditions : []).some(
+    (c) => shape.finishedConditions.includes(String(c?.type)) && c.status === "True",
+  );
   if (!finished) return { finished: false };
-  const t = status.completionTime ? new Date(status.completionTime) : undefined;
+  const at = shape.completionTime(job);
+  const t = at ? new Date(at) : undefined;
   return { finished: true, completionTime: t && !Number.isNaN(t.getTime()) ? t : undefined };
 }
 
@@ -65,24 +82,32 @@ export function controlledBy(job: KubeObject, objects: readonly KubeObject[]): K
 
 const CLEAN_POD_POLICIES: readonly string[] = ["All", "Running", "None"];
 
-/** The job's runPolicy as the reconciler reads it, or the problems that keep it from acting. */
-export function readRunPolicy(job: KubeObject): { cleanPodPolicy: CleanPodPolicy; ttl?: number; suspended: boolean } | { problems: string[] } {
-  const raw = (job.spec as { runPolicy?: unknown } | undefined)?.runPolicy;
-  if (raw !== undefined && (raw === null || typeof raw !== "object" || Array.isArray(raw))) return { problems: [`spec.runPolicy is not an object`] };
-  const rp = (raw ?? {}) as { cleanPodPolicy?: unknown; ttlSecondsAfterFinished?: unknown; suspend?: unknown };
+/**
+ * The job's run policy as the reconciler reads it, where its kind's shape keeps it (v1: `spec.runPolicy`;
+ * TrainJob: the TTL annotation and `spec.suspend`, `src/topology/shape.ts`), or the problems that keep it from
+ * acting. Without `kind`, as a v1 kind.
+ */
+export function readRunPolicy(
+  job: KubeObject,
+  kind: Pick<JobKind, "framework"> = V1,
+): { cleanPodPolicy: CleanPodPolicy; ttl?: number; suspended: boolean } | { problems: string[] } {
+  const view = jobShape(kind).runPolicy(job);
+  const raw = view.object?.value;
+  if (view.object && (raw === null || typeof raw !== "object" || Array.isArray(raw))) return { problems: [`${view.object.field} is not an object`] };
   const problems: string[] = [];
-  if (rp.cleanPodPolicy !== undefined && (typeof rp.cleanPodPolicy !== "string" || !CLEAN_POD_POLICIES.includes(rp.cleanPodPolicy))) {
-    problems.push(`spec.runPolicy.cleanPodPolicy ${JSON.stringify(rp.cleanPodPolicy)} is not one of All, Running, None`);
+  const cleanPodPolicy = view.fields.cleanPodPolicy;
+  if (cleanPodPolicy && (typeof cleanPodPolicy.value !== "string" || !CLEAN_POD_POLICIES.includes(cleanPodPolicy.value))) {
+    problems.push(`${cleanPodPolicy.field} ${JSON.stringify(cleanPodPolicy.value)} is not one of All, Running, None`);
   }
-  const ttl = rp.ttlSecondsAfterFinished;
-  if (ttl !== undefined && (typeof ttl !== "number" || !Number.isInteger(ttl) || ttl < 0)) {
-    problems.push(`spec.runPolicy.ttlSecondsAfterFinished ${JSON.stringify(ttl)} is not a whole number of seconds ≥ 0`);
+  const ttl = view.fields.ttlSecondsAfterFinished;
+  if (ttl && (typeof ttl.value !== "number" || !Number.isInteger(ttl.value) || ttl.value < 0)) {
+    problems.push(`${ttl.field} ${JSON.stringify(ttl.value)} is not a whole number of seconds ≥ 0`);
   }
   if (problems.length > 0) return { problems };
   return {
-    cleanPodPolicy: (rp.cleanPodPolicy as CleanPodPolicy | undefined) ?? "None",
-    ...(ttl !== undefined ? { ttl: ttl as number } : {}),
-    suspended: rp.suspend === true,
+    cleanPodPolicy: (cleanPodPolicy?.value as CleanPodPolicy | undefined) ?? "None",
+    ...(ttl ? { ttl: ttl.value as number } : {}),
+    suspended: view.fields.suspend?.value === true,
   };
 }
 
@@ -109,12 +134,12 @@ export function planFinishedJob(
   policy: Policy,
 ): FinishedPlan {
   const out: FinishedPlan = { actions: [], problems: [] };
-  const { finished, completionTime } = finishedAt(job);
+  const { finished, completionTime } = finishedAt(job, kind);
   const jm = meta(job);
   if (!finished || jm.deletionTimestamp) return out;
   const jobId = `${kind.kind}/${jm.name}`;
   const jobOf = { job: jobId, jobKind: kind, jobUid: jm.uid! };
-  const runPolicy = readRunPolicy(job);
+  const runPolicy = readRunPolicy(job, kind);
   if ("problems" in runPolicy) {
     out.problems.push(...runPolicy.problems.map((p) => `${jm.namespace}/${jobId}: ${p}; nothing done for this job`));
     return out;

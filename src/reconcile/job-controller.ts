@@ -74,7 +74,8 @@ import type { KubeObject } from "../core/kube.js";
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../core/keys.js";
 import { clusterSpec, ClusterSpecMemo, FRAMEWORKS, isMasterRole, replicaObjectName as nameOfReplica } from "../mutate/frameworks.js";
 import type { AllowedTemplates, Framework, JobKind } from "../policy/types.js";
-import { CAFFE2_GROUP_NAME, CAFFE2_LABELS, caffe2RuntimeId, labelScheme, OPERATOR_NAMES } from "../topology/label-scheme.js";
+import { labelScheme, OPERATOR_NAMES } from "../topology/label-scheme.js";
+import { jobShape } from "../topology/shape.js";
 import { MAX_JOB_REPLICAS } from "../topology/ceiling.js";
 import { replicaSpecs, replicasOf, type ReplicaSpec } from "../topology/resolve.js";
 import type { DeleteAction } from "./finished.js";
@@ -121,6 +122,7 @@ const DEFAULT_RESTART: Record<Framework, RestartPolicy> = {
   paddle: "OnFailure",
   jax: "Never",
   caffe2: "Never",
+  trainer: "Never",
 };
 
 export interface CreateAction {
@@ -309,13 +311,13 @@ function readReplicas(job: KubeObject, kind: JobKind): Replica[] | { problems: s
     const own = spec.restartPolicy;
     if (own !== undefined && !(RESTART_POLICIES as readonly unknown[]).includes(own))
       problems.push(`replica type ${type}: restartPolicy ${JSON.stringify(own)} is not one of Always, OnFailure, Never, ExitCode`);
-    const fromTemplate = kind.framework === "caffe2" ? spec.template?.spec?.restartPolicy : undefined;
+    const fromTemplate = jobShape(kind).restartPolicyFromTemplate ? spec.template?.spec?.restartPolicy : undefined;
     const restartPolicy = (own ??
       (fromTemplate !== undefined && RESTART_POLICIES.includes(fromTemplate) ? fromTemplate : undefined) ??
       DEFAULT_RESTART[kind.framework]) as RestartPolicy;
     out.push({ type, rt: type.toLowerCase(), spec, replicas: replicasOf(spec), restartPolicy });
   }
-  if (out.length === 0) problems.push(`no replica specs (spec.${kind.framework === "caffe2" ? "replicaSpecs" : "<framework>ReplicaSpecs"})`);
+  if (out.length === 0) problems.push(`no replica specs (${jobShape(kind).specsHint})`);
   if (problems.length > 0) return { problems };
   // Upstream ranges over a Go map (random order); here the order is the types' names, as TFJob's fixed order is.
   return out.sort((a, b) => (a.type < b.type ? -1 : a.type > b.type ? 1 : 0));
@@ -330,15 +332,8 @@ export function replicaObjectName(job: KubeObject, kind: JobKind, rt: string, in
 /** The controller's labels of replica `index` of type `rt` (upstream GenLabels + type + index [+ job-role]). */
 export function replicaLabels(job: KubeObject, kind: JobKind, type: string, index: number): Record<string, string> {
   const m = meta(job);
-  if (kind.framework === "caffe2") {
-    return {
-      [CAFFE2_LABELS.group]: CAFFE2_GROUP_NAME,
-      [CAFFE2_LABELS.jobKey]: `${m.namespace}/${m.name}`.replaceAll("/", "-"),
-      [CAFFE2_LABELS.runtimeId]: caffe2RuntimeId(job),
-      [CAFFE2_LABELS.replicaType]: "worker",
-      [CAFFE2_LABELS.replicaIndex]: String(index),
-    };
-  }
+  const fixed = labelScheme(kind).replicaLabels?.(job, index);
+  if (fixed) return fixed;
   const labels: Record<string, string> = {
     [LABEL_OPERATOR_NAME]: OPERATOR_NAMES[kind.framework]!,
     [LABEL_JOB_NAME]: String(m.name).replaceAll("/", "-"),
@@ -450,7 +445,7 @@ export function exitCodeOf(pod: KubeObject, kind: JobKind): number {
   }
   // A Caffe2 template need not name its container `caffe2` (caffe2-operator never read exit codes): its single
   // container's code stands when no container has the default name.
-  if (code === NO_EXIT_CODE && kind.framework === "caffe2") {
+  if (code === NO_EXIT_CODE && !jobShape(kind).namedContainer) {
     const statuses = (pod as PodShape).status?.containerStatuses ?? [];
     const t = statuses.length === 1 ? statuses[0]!.state?.terminated : undefined;
     if (t && typeof t.exitCode === "number") code = t.exitCode;
@@ -494,7 +489,7 @@ function readStatus(job: KubeObject): Status {
 function replicaStatusMap(status: Status, kind: JobKind): Record<string, ReplicaStatus> {
   const rs = status.replicaStatuses;
   if (!rs || typeof rs !== "object") return {};
-  if (kind.framework === "caffe2") return "active" in rs || "succeeded" in rs || "failed" in rs ? { Worker: rs as ReplicaStatus } : rs;
+  if (jobShape(kind).singleReplicaStatus) return "active" in rs || "succeeded" in rs || "failed" in rs ? { Worker: rs as ReplicaStatus } : rs;
   return rs as Record<string, ReplicaStatus>;
 }
 
@@ -620,7 +615,7 @@ const isFinished = (status: Status): boolean => hasCondition(status, "Failed") |
 
 /** Stores replica statuses in the kind's shape (Caffe2Job: its one Worker object). */
 function storeReplicaStatuses(s: JobState, m: Record<string, ReplicaStatus>): void {
-  s.status.replicaStatuses = s.kind.framework === "caffe2" ? (m.Worker ?? { active: 0, succeeded: 0, failed: 0 }) : m;
+  s.status.replicaStatuses = jobShape(s.kind).singleReplicaStatus ? (m.Worker ?? { active: 0, succeeded: 0, failed: 0 }) : m;
 }
 
 /** Each replica type's statuses changed by `change`, stored when that changes them. */

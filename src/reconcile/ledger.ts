@@ -23,6 +23,7 @@ import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { LABEL_JOB_NAME } from "../core/keys.js";
 import { isGpuResource } from "../core/gpu.js";
+import { JOBSET_LABELS } from "../core/job-shapes.js";
 import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 import type { Policy } from "../policy/types.js";
 import { parseQuantity, toNumber } from "../core/quantity.js";
@@ -107,6 +108,8 @@ export interface LedgerInput {
   pods: readonly KubeObject[];
   /** `<namespace>/<name>` of the training jobs that exist now: job totals are kept while the job exists or holds devices. */
   jobs: ReadonlySet<string>;
+  /** `<namespace>/<name>` of the TrainJobs that exist: their JobSet pods are charged to them (`jobset-name`). */
+  trainJobs?: ReadonlySet<string>;
   /** The ledger of the previous pass, if it could be read. */
   previous?: Ledger;
 }
@@ -154,7 +157,9 @@ function amount(v: string | undefined): number {
  * label scheme (Kubeflow's job-name, caffe2-operator's caffe2_job_key).
  * `seen` remembers the key per controller uid: a job's pods share one string instead of building their own.
  */
-function jobOf(pod: PodShape, kinds: ReadonlySet<string>, seen: Map<string, string>): string | undefined {
+function jobOf(pod: PodShape, ch: Pick<Charging, "jobKinds" | "jobKeys" | "trainJobs">): string | undefined {
+  const kinds = ch.jobKinds;
+  const seen = ch.jobKeys;
   const m = pod.metadata ?? {};
   const owner = m.ownerReferences?.find((r) => r.controller === true);
   if (owner?.name && owner.kind && kinds.has(owner.kind)) {
@@ -167,7 +172,12 @@ function jobOf(pod: PodShape, kinds: ReadonlySet<string>, seen: Map<string, stri
   if (label) return `${m.namespace}/${label}`;
   // caffe2-operator's scheme names the job by `caffe2_job_key: <namespace>-<name>`.
   const key = m.labels?.[CAFFE2_LABELS.jobKey];
-  return key && key.startsWith(`${m.namespace}-`) ? `${m.namespace}/${key.slice(String(m.namespace).length + 1)}` : undefined;
+  if (key && key.startsWith(`${m.namespace}-`)) return `${m.namespace}/${key.slice(String(m.namespace).length + 1)}`;
+  // A JobSet's pod (its controller a batch Job): the TrainJob its `jobset-name` names, when that TrainJob exists
+  // (the Trainer names the JobSet it owns after the TrainJob; a JobSet of no TrainJob is no training job's).
+  const jobset = ch.trainJobs?.size ? m.labels?.[JOBSET_LABELS.jobsetName] : undefined;
+  const trainJob = jobset ? `${m.namespace}/${jobset}` : undefined;
+  return trainJob && ch.trainJobs!.has(trainJob) ? trainJob : undefined;
 }
 
 function nonZero(m: Map<string, number>): Record<string, number> | undefined {
@@ -285,6 +295,8 @@ interface Charging {
   prevHoldings: Map<string, PodHolding>;
   jobKinds: ReadonlySet<string>;
   jobKeys: Map<string, string>;
+  /** `<namespace>/<name>` of the TrainJobs that exist (the jobs of trainjob-shaped kinds), when any kind is. */
+  trainJobs?: ReadonlySet<string>;
 }
 
 /** Every running pod that holds GPUs, charged to its node, namespace and job (GPU-seconds since the last ledger). */
@@ -299,6 +311,7 @@ function accountPods(input: LedgerInput, acc: PodAccounts, nowMs: number, policy
     prevHoldings,
     jobKinds: new Set(policy.jobKinds.map((k) => k.kind)),
     jobKeys: new Map(),
+    ...(input.trainJobs ? { trainJobs: input.trainJobs } : {}),
   };
   for (const pod of input.pods as readonly PodShape[]) chargePod(ch, pod);
 }
@@ -309,7 +322,7 @@ function chargePod(ch: Charging, pod: PodShape): void {
   if (!m.uid || !m.name || !m.namespace || phase === "Succeeded" || phase === "Failed") return;
   const held = nonZero(effectivePodGpus(pod.spec ?? ({} as V1PodSpec), ch.policy.gpu.resources));
   if (!held) return;
-  const job = jobOf(pod, ch.jobKinds, ch.jobKeys);
+  const job = jobOf(pod, ch);
   const nodeName = pod.spec?.nodeName;
   if (!nodeName) {
     const entry = pendingEntry(pod, held, job, ch.nowMs, ch.policy);

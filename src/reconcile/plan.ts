@@ -26,6 +26,7 @@ import type { KubeObject } from "../core/kube.js";
 import { quartermasterControls, type JobKind, type Policy } from "../policy/types.js";
 import { scopeIndex, type NamespaceInfo, type NamespaceScope } from "../core/scope.js";
 import { KEY_LABELS, labelScheme } from "../topology/label-scheme.js";
+import { jobShape, TRAINING_OPERATOR_MANAGER } from "../topology/shape.js";
 import { claim, controllerUid, type ClaimAction } from "./claim.js";
 import { capDeletions, planFinishedJob, type DeleteAction } from "./finished.js";
 import { buildLedger, type Ledger } from "./ledger.js";
@@ -33,8 +34,7 @@ import { planLedgerWrites, readStored, shardLedger, type LedgerWrite, type Store
 import { decideJob, type Decision, type InFlight } from "./job-controller.js";
 import { planReplicaServices, serviceKeys, type CreateServiceAction } from "./services.js";
 
-/** The controller `spec.runPolicy.managedBy` names when the training operator (and so Quartermaster) may act. */
-export const TRAINING_OPERATOR_MANAGER = "kubeflow.org/training-operator";
+export { TRAINING_OPERATOR_MANAGER };
 
 export interface Snapshot {
   /** Every namespace (name and labels): the scope is decided from them. */
@@ -131,11 +131,13 @@ function candidateIndex(objects: readonly KubeObject[]): { byController: Index; 
   return { byController, orphans };
 }
 
-/** Why the job is left to another controller, or undefined when it is the training operator's (and ours). */
-export function managedElsewhere(job: KubeObject): string | undefined {
-  const by = (job.spec as { runPolicy?: { managedBy?: unknown } } | undefined)?.runPolicy?.managedBy;
-  if (by === undefined || by === null || by === "" || by === TRAINING_OPERATOR_MANAGER) return undefined;
-  return `spec.runPolicy.managedBy is ${JSON.stringify(by)}: another controller manages this job`;
+/**
+ * Why the job is left to another controller, or undefined when it is its operator's (and ours): v1
+ * `spec.runPolicy.managedBy` other than `kubeflow.org/training-operator`, TrainJob `spec.managedBy` other than
+ * `trainer.kubeflow.org/trainjob-controller` (the kind's shape, `src/topology/shape.ts`). Without `kind`, as a v1 kind.
+ */
+export function managedElsewhere(job: KubeObject, kind: Pick<JobKind, "framework"> = { framework: "pytorch" }): string | undefined {
+  return jobShape(kind).managedElsewhere(job);
 }
 
 type CandidateIndex = ReturnType<typeof candidateIndex>;
@@ -192,8 +194,10 @@ function planJob(pass: JobsPass, entry: Snapshot["jobs"][number]): void {
   const scheme = labelScheme(kind);
   const key = orphanKey(m.namespace, scheme.key.label, scheme.key.value(job));
   const candidates = (index: CandidateIndex) => [...(index.byController.get(uid) ?? []), ...(index.orphans.get(key) ?? [])];
-  const p = claim(job, kind, "Pod", candidates(pass.pods));
-  const s = claim(job, kind, "Service", candidates(pass.services));
+  // A scheme whose pods belong to others (JobSet's Jobs, for a TrainJob) is never claimed: nothing adopted or released.
+  const none = { actions: [], owned: [], adopted: [] };
+  const p = scheme.claimed ? claim(job, kind, "Pod", candidates(pass.pods)) : none;
+  const s = scheme.claimed ? claim(job, kind, "Service", candidates(pass.services)) : none;
   pass.claims.push(...p.actions, ...s.actions);
   const finished = planFinishedJob(job, kind, p.owned, s.owned, pass.now, pass.policy);
   pass.deletions.push(...finished.actions);
@@ -228,10 +232,11 @@ function planLedger(
   now: Date,
   policy: Policy,
   jobKeys: ReadonlySet<string>,
+  trainJobs: ReadonlySet<string>,
 ): Pick<Plan, "ledger" | "ledgerWrites" | "ledgerCorrupt" | "problems"> {
   const stored = readStored(snapshot.ledger);
   const ledger = buildLedger(
-    { nodes: snapshot.nodes, nodeLeases: snapshot.nodeLeases, pods: snapshot.pods, jobs: jobKeys, previous: stored.ledger },
+    { nodes: snapshot.nodes, nodeLeases: snapshot.nodeLeases, pods: snapshot.pods, jobs: jobKeys, trainJobs, previous: stored.ledger },
     now,
     policy,
   );
@@ -257,16 +262,18 @@ export function planPass(snapshot: Snapshot, now: Date, policy: Policy, scope: N
   const verdict = scopeIndex(scope, snapshot.namespaces);
   const skipped: Skipped[] = [];
   const jobKeys = new Set<string>();
+  const trainJobs = new Set<string>();
   for (const entry of snapshot.jobs) {
     const m = (entry.job.metadata ?? {}) as JobMeta;
     jobKeys.add(`${m.namespace}/${m.name}`);
+    if (jobShape(entry.kind).layout === "runtime") trainJobs.add(`${m.namespace}/${m.name}`);
     const inScope = verdict(String(m.namespace ?? ""));
-    const why = !inScope.inScope ? inScope.why : managedElsewhere(entry.job);
+    const why = !inScope.inScope ? inScope.why : managedElsewhere(entry.job, entry.kind);
     if (why) skipped.push({ kind: entry.kind.kind, namespace: String(m.namespace ?? ""), name: String(m.name ?? ""), why });
     else planJobIsolated(pass, entry);
   }
   const capped = capControllerDeletes(pass.deletions, pass.controller, opts.maxDeletions ?? policy.reconciler.maxDeletionsPerPass);
-  const ledger = planLedger(snapshot, now, policy, jobKeys);
+  const ledger = planLedger(snapshot, now, policy, jobKeys, trainJobs);
   const problems = [...pass.problems, ...ledger.problems];
   return {
     controller: capped.controller,

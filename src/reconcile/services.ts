@@ -174,7 +174,7 @@ export function planReplicaServices(
 ): CreateServiceAction[] {
   const jm = (job.metadata ?? {}) as Meta;
   const scheme = labelScheme(kind);
-  if (!scheme.services || jm.deletionTimestamp || finishedAt(job).finished || servedByOperator(job)) return [];
+  if (!scheme.services || jm.deletionTimestamp || finishedAt(job, kind).finished || servedByOperator(job)) return [];
   if (servedByController(job, pods, managers)) return [];
   if ((job.spec as { runPolicy?: { suspend?: unknown } } | undefined)?.runPolicy?.suspend === true) return [];
   const specs = replicaSpecs(job, kind);

@@ -25,7 +25,7 @@
  */
 import type { KubeObject } from "../core/kube.js";
 import type { AllowedTemplates, JobKind } from "../policy/types.js";
-import { REPLICA_SPECS_FIELD, replicaSpecs } from "../topology/resolve.js";
+import { jobShape } from "../topology/shape.js";
 
 /** What the policy allows when it says nothing (`reconciler.allowedTemplates`'s schema defaults). */
 export const DEFAULT_ALLOWED_TEMPLATES: Readonly<AllowedTemplates> = Object.freeze({
@@ -101,12 +101,8 @@ const allowedAccounts = (allowed: AllowedTemplates): string => ["default", ...al
  */
 export function jobTemplateViolations(job: KubeObject, kind: JobKind, allowed: AllowedTemplates): Violation[] {
   const namespace = String((job.metadata as { namespace?: string } | undefined)?.namespace ?? "");
-  const field = REPLICA_SPECS_FIELD[kind.framework];
   const out: Violation[] = [];
-  for (const [type, spec] of replicaSpecs(job, kind)) {
-    const at = kind.framework === "caffe2" ? `spec.${field}.template` : `spec.${field}.${type}.template`;
-    out.push(...templateViolations(spec.template, namespace, allowed, at));
-  }
+  for (const { spec, templateField } of jobShape(kind).replicas(job, kind)) out.push(...templateViolations(spec.template, namespace, allowed, templateField));
   return out;
 }
 

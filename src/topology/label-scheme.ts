@@ -21,10 +21,11 @@
  */
 import type { KubeObject } from "../core/kube.js";
 import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../core/keys.js";
+import { JOBSET_LABELS } from "../core/job-shapes.js";
 import type { Framework, JobKind } from "../policy/types.js";
 
 export interface LabelScheme {
-  name: "kubeflow" | "caffe2";
+  name: "kubeflow" | "caffe2" | "jobset";
   /** The label naming the job on its pods, and the value it has for `job`. */
   key: { label: string; value(job: KubeObject): string };
   /** Every label an object must carry (with these values) to be adopted by the job; includes `key`. */
@@ -33,6 +34,12 @@ export interface LabelScheme {
   replicaIndexLabel: string;
   /** Whether the framework's operator gives every replica pod a headless Service of its name. */
   services: boolean;
+  /** The labels the job controller gives replica `index`, when the scheme fixes them all (caffe2-operator's genLabels). */
+  replicaLabels?(job: KubeObject, index: number): Record<string, string>;
+  /** Labels every pod of the scheme carries (all of them): the pod webhooks' match condition and guard look for them. */
+  podLabels: readonly string[];
+  /** Whether the reconciler adopts and releases the job's pods and Services by `selector` (not JobSet's: its Jobs own them). */
+  claimed: boolean;
 }
 
 interface JobMeta {
@@ -50,6 +57,7 @@ export const OPERATOR_NAMES: Record<Framework, string | undefined> = {
   paddle: "paddlejob-controller",
   jax: "jaxjob-controller",
   caffe2: undefined,
+  trainer: undefined,
 };
 
 function kubeflowScheme(operator: string): LabelScheme {
@@ -60,7 +68,9 @@ function kubeflowScheme(operator: string): LabelScheme {
     selector: (job) => ({ [LABEL_JOB_NAME]: value(job), [LABEL_OPERATOR_NAME]: operator }),
     replicaTypeLabel: LABEL_REPLICA_TYPE,
     replicaIndexLabel: LABEL_REPLICA_INDEX,
+    podLabels: [LABEL_JOB_NAME],
     services: true,
+    claimed: true,
   };
 }
 
@@ -87,7 +97,34 @@ const CAFFE2: LabelScheme = {
   selector: (job) => ({ [CAFFE2_LABELS.group]: CAFFE2_GROUP_NAME, [CAFFE2_LABELS.jobKey]: caffe2Key(job), [CAFFE2_LABELS.runtimeId]: caffe2RuntimeId(job) }),
   replicaTypeLabel: CAFFE2_LABELS.replicaType,
   replicaIndexLabel: CAFFE2_LABELS.replicaIndex,
+  replicaLabels: (job, index) => ({
+    [CAFFE2_LABELS.group]: CAFFE2_GROUP_NAME,
+    [CAFFE2_LABELS.jobKey]: caffe2Key(job),
+    [CAFFE2_LABELS.runtimeId]: caffe2RuntimeId(job),
+    [CAFFE2_LABELS.replicaType]: "worker",
+    [CAFFE2_LABELS.replicaIndex]: String(index),
+  }),
+  podLabels: [CAFFE2_LABELS.jobKey, CAFFE2_LABELS.group],
   services: false,
+  claimed: true,
+};
+
+/**
+ * JobSet's labels (sigs.k8s.io/jobset v0.12.0 `api/jobset/v1alpha2/jobset_types.go`), on the pods of a TrainJob's
+ * JobSet, which the Trainer names after the TrainJob: `jobset.sigs.k8s.io/jobset-name` names the job,
+ * `replicatedjob-name` the replica type, `batch.kubernetes.io/job-completion-index` the index within its Job.
+ * The pods are the Jobs' (the Trainer's controller owns the JobSet, JobSet the Jobs): never claimed, no
+ * Services of Quartermaster's (JobSet makes its own headless Service).
+ */
+const JOBSET: LabelScheme = {
+  name: "jobset",
+  key: { label: JOBSET_LABELS.jobsetName, value: (job) => String(metaOf(job).name ?? "") },
+  selector: (job) => ({ [JOBSET_LABELS.jobsetName]: String(metaOf(job).name ?? "") }),
+  replicaTypeLabel: JOBSET_LABELS.replicatedJobName,
+  replicaIndexLabel: JOBSET_LABELS.completionIndex,
+  podLabels: [JOBSET_LABELS.jobsetName],
+  services: false,
+  claimed: false,
 };
 
 const SCHEMES: Record<Framework, LabelScheme> = {
@@ -98,6 +135,7 @@ const SCHEMES: Record<Framework, LabelScheme> = {
   paddle: kubeflowScheme(OPERATOR_NAMES.paddle!),
   jax: kubeflowScheme(OPERATOR_NAMES.jax!),
   caffe2: CAFFE2,
+  trainer: JOBSET,
 };
 
 /** The label scheme of a job kind. */
@@ -105,5 +143,20 @@ export function labelScheme(kind: Pick<JobKind, "framework">): LabelScheme {
   return SCHEMES[kind.framework];
 }
 
-/** The distinct `key` labels of all schemes (for indexing orphans by the job they name). */
-export const KEY_LABELS: readonly string[] = [...new Set(Object.values(SCHEMES).map((s) => s.key.label))];
+/** The distinct `key` labels of the claimed schemes (for indexing orphans by the job they name). */
+export const KEY_LABELS: readonly string[] = [
+  ...new Set(
+    Object.values(SCHEMES)
+      .filter((s) => s.claimed)
+      .map((s) => s.key.label),
+  ),
+];
+
+const SCHEME_ORDER: readonly LabelScheme["name"][] = ["kubeflow", "caffe2", "jobset"];
+
+/** The distinct label schemes of `kinds`, in a fixed order (Kubeflow's, caffe2-operator's, JobSet's). */
+export function schemesOf(kinds: ReadonlyArray<Pick<JobKind, "framework">>): LabelScheme[] {
+  const found = new Map<LabelScheme["name"], LabelScheme>();
+  for (const k of kinds) found.set(labelScheme(k).name, labelScheme(k));
+  return SCHEME_ORDER.filter((n) => found.has(n)).map((n) => found.get(n)!);
+}

@@ -7,8 +7,11 @@
 import { errorMessage } from "../core/errors.js";
 import type { Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
+import { TRAINER } from "../core/job-shapes.js";
 import { jobRef, replicaOf } from "./resolve.js";
+import { jobShape } from "./shape.js";
 import type { KubeObject, ObjectKind } from "../core/kube.js";
+import type { JobKind } from "../policy/types.js";
 import type { JobReader, JobRef, Topology } from "./types.js";
 
 export type TopologyResult = { kind: "none" } | { kind: "found"; topology: Topology } | { kind: "failed"; reason: string };
@@ -36,6 +39,8 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 type Found = { job: KubeObject; index: number } | undefined;
+
+const NO_JOB: TopologyResult = Object.freeze({ kind: "none" });
 
 /** The first candidate kind's job, when every candidate is in the reader's cache; null when one is not. */
 function peekCandidates(ref: JobRef, jobs: JobReader): { found: Found } | null {
@@ -76,6 +81,8 @@ async function readCandidates(
 
 function topologyOf(pod: Pod, ref: JobRef, found: Found): TopologyResult {
   if (!found) {
+    // A JobSet without a TrainJob of its name is no training job's (`jobsetRef` in resolve.ts).
+    if (ref.via === "jobset") return NO_JOB;
     return { kind: "failed", reason: `job ${ref.namespace}/${ref.name} (${ref.candidates.map((k) => k.kind).join(" or ")}) not found` };
   }
   const kind = ref.candidates[found.index]!;
@@ -83,8 +90,6 @@ function topologyOf(pod: Pod, ref: JobRef, found: Found): TopologyResult {
   if ("problem" in replica) return { kind: "failed", reason: `${kind.kind} ${ref.name}: ${replica.problem}` };
   return { kind: "found", topology: { job: found.job, kind, ...replica } };
 }
-
-const NO_JOB: TopologyResult = Object.freeze({ kind: "none" });
 
 /**
  * The pod's topology. Answered at once (no promise, no timer) when the reader has every candidate job
@@ -149,4 +154,22 @@ export function readJob(
       return { kind: "failed", reason: message.startsWith(what) ? message : `${what} failed: ${message}` };
     },
   );
+}
+
+/** The API of a Trainer v2 runtime kind, as a JobKind for the reader (`framework` is the TrainJob's). */
+export function runtimeKind(ref: { kind: string; apiGroup: string }): JobKind {
+  return { kind: ref.kind, group: ref.apiGroup, version: TRAINER.version, plural: `${ref.kind.toLowerCase()}s`, framework: "trainer" };
+}
+
+/**
+ * A TrainJob's runtime (`spec.runtimeRef`: a ClusterTrainingRuntime, cluster-scoped, read with namespace "", or
+ * a TrainingRuntime in the TrainJob's namespace), through the same reader, cache and bound as the job lookups.
+ * `missing` when the TrainJob names none, or a kind that is no Trainer runtime.
+ */
+export function readRuntime(job: KubeObject, kind: JobKind, namespace: string, jobs: JobReader, timeoutMs: number): JobReadResult | Promise<JobReadResult> {
+  const ref = jobShape(kind).runtimeRef?.(job);
+  if (!ref) return { kind: "missing", reason: "spec.runtimeRef names no runtime" };
+  if (ref.apiGroup !== TRAINER.group || !TRAINER.runtimeKinds.includes(ref.kind))
+    return { kind: "missing", reason: `spec.runtimeRef: ${ref.apiGroup}/${ref.kind} is not a Trainer runtime kind (${TRAINER.runtimeKinds.join(", ")})` };
+  return readJob(runtimeKind(ref), ref.kind === "ClusterTrainingRuntime" ? "" : namespace, ref.name, jobs, timeoutMs);
 }

@@ -8,49 +8,46 @@
  * The replica comes from the replica type and index labels of the kind's label scheme (`label-scheme.ts`; a
  * Caffe2 pod may carry the Kubeflow index label instead), else from the upstream pod name `<job>-<type>-<index>`.
  */
-import type { V1PodTemplateSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX } from "../core/keys.js";
 import type { Pod } from "../core/kube.js";
-import type { Framework, JobKind, Policy } from "../policy/types.js";
+import { JOBSET_LABELS } from "../core/job-shapes.js";
+import type { JobKind, Policy } from "../policy/types.js";
+import { jobShape, type ReplicaSpec } from "./shape.js";
 import { labelScheme, OPERATOR_NAMES } from "./label-scheme.js";
 import type { JobRef } from "./types.js";
 
-/** The field of the job spec holding the replica specs. Caffe2 has a single pool under `replicaSpecs`. */
-export const REPLICA_SPECS_FIELD: Record<Framework, string> = {
-  tensorflow: "tfReplicaSpecs",
-  pytorch: "pytorchReplicaSpecs",
-  mxnet: "mxReplicaSpecs",
-  xgboost: "xgbReplicaSpecs",
-  paddle: "paddleReplicaSpecs",
-  jax: "jaxReplicaSpecs",
-  caffe2: "replicaSpecs",
-};
+export { REPLICA_SPECS_FIELD, type ReplicaSpec } from "./shape.js";
+
+/**
+ * A JobSet pod's job (no job kind owns it: a batch Job does): the TrainJob named by its
+ * `jobset.sigs.k8s.io/jobset-name`, which the Trainer gives the JobSet it creates for the TrainJob (and owns).
+ * DECIDE: the JobSet's owner is not read; a JobSet of that name in the namespace is the TrainJob's when the
+ * TrainJob exists (the Trainer could not have created its own otherwise), and a JobSet without one is no
+ * training job's (`lookup.ts`: not found is no job, not a failure).
+ */
+function jobsetRef(pod: Pod, namespace: string, policy: Policy): JobRef | undefined {
+  const name = pod.metadata?.labels?.[JOBSET_LABELS.jobsetName];
+  if (!name) return undefined;
+  const kinds = policy.jobKinds.filter((k) => jobShape(k).name === "trainjob");
+  return kinds.length > 0 ? { candidates: kinds, namespace, name, via: "jobset" } : undefined;
+}
 
 export function jobRef(pod: Pod, namespace: string, policy: Policy): JobRef | undefined {
   const owner = pod.metadata?.ownerReferences?.find((o) => o.controller === true);
   if (owner) {
     const group = owner.apiVersion.includes("/") ? owner.apiVersion.split("/")[0] : "";
     const kind = policy.jobKinds.find((k) => k.kind === owner.kind && k.group === group);
-    return kind ? { candidates: [kind], namespace, name: owner.name, via: "ownerReference" } : undefined;
+    if (kind) return { candidates: [kind], namespace, name: owner.name, via: "ownerReference" };
+    return owner.kind === "Job" && group === "batch" ? jobsetRef(pod, namespace, policy) : undefined;
   }
   const labels = pod.metadata?.labels ?? {};
   const name = labels[LABEL_JOB_NAME];
   if (!name) return undefined;
   const operator = labels[LABEL_OPERATOR_NAME];
   const byOperator = operator ? policy.jobKinds.filter((k) => OPERATOR_NAMES[k.framework] === operator) : [];
-  return { candidates: byOperator.length > 0 ? byOperator : [...policy.jobKinds], namespace, name, via: "label" };
-}
-
-/**
- * A replica spec (Kubeflow's `ReplicaSpec`) as it arrived, not validated: the pod template read with
- * client-node's types, every other field untyped (readers check what they rely on).
- */
-export interface ReplicaSpec {
-  replicas?: unknown;
-  restartPolicy?: unknown;
-  template?: V1PodTemplateSpec;
-  [field: string]: unknown;
+  // Every kind whose pods carry Kubeflow's labels (not TrainJob's: JobSet's pods never do).
+  return { candidates: byOperator.length > 0 ? byOperator : policy.jobKinds.filter((k) => jobShape(k).kubeflowPodLabels), namespace, name, via: "label" };
 }
 
 type ReplicaSpecs = ReadonlyArray<readonly [string, ReplicaSpec]>;
@@ -59,16 +56,18 @@ type ReplicaSpecs = ReadonlyArray<readonly [string, ReplicaSpec]>;
 // is admitted meanwhile: its replica specs are listed once per job and kind, not once per pod.
 const specsOfJob = new WeakMap<KubeObject, Map<JobKind, ReplicaSpecs>>();
 
-function listReplicaSpecs(job: KubeObject, kind: JobKind): ReplicaSpecs {
-  const spec = (job.spec ?? {}) as Record<string, unknown>;
-  const field = spec[REPLICA_SPECS_FIELD[kind.framework]];
-  if (!field || typeof field !== "object") return [];
-  if (kind.framework === "caffe2") return [["Worker", field as ReplicaSpec]];
-  return Object.entries(field as Record<string, ReplicaSpec>).filter(([, v]) => v && typeof v === "object");
+function listReplicaSpecs(job: KubeObject, kind: JobKind, runtime?: KubeObject): ReplicaSpecs {
+  return jobShape(kind)
+    .replicas(job, kind, runtime)
+    .map((r) => [r.type, r.spec] as const);
 }
 
-/** The replica specs of a job as `[type, spec]` pairs; Caffe2's single pool is type `Worker`. */
-export function replicaSpecs(job: KubeObject, kind: JobKind): ReplicaSpecs {
+/**
+ * The replica specs of a job as `[type, spec]` pairs (its shape's replicas, `shape.ts`); Caffe2's single pool
+ * is type `Worker`; a TrainJob's are its runtime's replicated Jobs (given `runtime`, else its `node` Job alone).
+ */
+export function replicaSpecs(job: KubeObject, kind: JobKind, runtime?: KubeObject): ReplicaSpecs {
+  if (runtime) return Object.freeze(listReplicaSpecs(job, kind, runtime));
   let byKind = specsOfJob.get(job);
   if (!byKind) specsOfJob.set(job, (byKind = new Map<JobKind, ReplicaSpecs>()));
   let specs = byKind.get(kind);
@@ -88,7 +87,7 @@ export function replicaOf(pod: Pod, job: KubeObject, kind: JobKind): { replicaTy
   const jobName = String((job.metadata as { name?: string } | undefined)?.name ?? "");
   const labels = pod.metadata?.labels ?? {};
   const scheme = labelScheme(kind);
-  let type = kind.framework === "caffe2" ? "worker" : labels[scheme.replicaTypeLabel];
+  let type = jobShape(kind).fixedReplicaType ?? labels[scheme.replicaTypeLabel];
   let index = labels[scheme.replicaIndexLabel] ?? labels[LABEL_REPLICA_INDEX];
   if ((type === undefined || index === undefined) && pod.metadata?.name?.startsWith(`${jobName}-`)) {
     const m = /^(.+)-(\d+)$/.exec(pod.metadata.name.slice(jobName.length + 1));

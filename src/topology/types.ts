@@ -43,5 +43,5 @@ export interface JobRef {
   namespace: string;
   name: string;
   /** How the reference was found, for messages. */
-  via: "ownerReference" | "label";
+  via: "ownerReference" | "label" | "jobset";
 }

@@ -17,19 +17,21 @@
  *   cleanPodPolicy and restartPolicy values allowed (a Caffe2Job's template restartPolicy when its replica spec
  *   sets none: the one its pods get); for kinds Quartermaster runs (Caffe2Job), whose CRD checks nothing,
  *   also the runPolicy and restartPolicy values its job controller could not read;
- * - and the pod-spec rules and accelerator-allowed (`accelerator.ts`) on every replica template.
+ * - and the pod-spec rules, accelerator-allowed (`accelerator.ts`) and the DRA claim rules (`claims.ts`) on every
+ *   replica template.
  * Deprecated fields are warnings, not denials.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { FRAMEWORKS, replicaObjectName } from "../mutate/frameworks.js";
 import { quartermasterControls, type CleanPodPolicy, type Framework, type JobKind } from "../policy/types.js";
-import { REPLICA_SPECS_FIELD, replicaSpecs, replicasOf } from "../topology/resolve.js";
+import { replicasOf } from "../topology/resolve.js";
+import { jobShape, type JobReplica, type RunPolicyField } from "../topology/shape.js";
 import { MAX_JOB_REPLICAS, jobReplicaTotal } from "../topology/ceiling.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
 import { validateAccelerators } from "./accelerator.js";
-import { podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
 import { validatePodClaims } from "./claims.js";
+import { podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
 
 const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
@@ -76,12 +78,12 @@ export const REPLICA_TYPES: Partial<Record<Framework, readonly string[]>> = {
 export const MANAGED_BY: readonly string[] = ["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"];
 const MANAGED_BY_CHECKED: readonly Framework[] = ["tensorflow", "pytorch", "xgboost", "paddle"];
 
-function specPath(kind: JobKind, type: string): string {
-  const field = REPLICA_SPECS_FIELD[kind.framework];
-  return kind.framework === "caffe2" ? `spec.${field}` : `spec.${field}.${type}`;
+/** The job's replicas with their field paths (its shape's, `src/topology/shape.ts`); `runtime`: a TrainJob's. */
+function replicasOf_(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined): JobReplica[] {
+  return jobShape(kind).replicas(job, kind, runtime);
 }
 
-function names(job: KubeObject, kind: JobKind, namespace: string): Findings {
+function names(job: KubeObject, kind: JobKind, namespace: string, runtime: KubeObject | undefined): Findings {
   const violations: Finding[] = [];
   const m = (job.metadata ?? {}) as { name?: string; namespace?: string };
   const name = String(m.name ?? "");
@@ -94,19 +96,23 @@ function names(job: KubeObject, kind: JobKind, namespace: string): Findings {
     return { violations, warnings: [] };
   }
   const ns = m.namespace || namespace;
-  const shorten = kind.framework === "caffe2" ? "shorten the job name (the Caffe2 controller prefixes it with the namespace)" : "shorten the job name";
-  for (const [type, spec] of replicaSpecs(job, kind)) {
+  const hints = jobShape(kind).nameHints;
+  for (const { type, spec } of replicasOf_(job, kind, runtime)) {
     const n = replicasOf(spec);
     if (n === 0) continue;
     // The longest name is the last index's; all differ only in the index, so its form stands for all.
     const longest = replicaObjectName(kind.framework, ns, name, type, n - 1);
     if (longest.length > 63) {
-      violations.push({ rule: "job-name", field: "metadata.name", message: `pod name ${longest} would be ${longest.length} characters, over 63: ${shorten}` });
+      violations.push({
+        rule: "job-name",
+        field: "metadata.name",
+        message: `pod name ${longest} would be ${longest.length} characters, over 63: ${hints.shorten}`,
+      });
     } else if (!DNS_1035.test(longest)) {
       violations.push({
         rule: "job-name",
         field: "metadata.name",
-        message: `Service name ${JSON.stringify(longest)} would not be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter)${kind.framework === "caffe2" ? `: the Caffe2 controller names replicas <namespace>-<job>-worker-<index>, and namespace ${JSON.stringify(ns)} does not start with a letter` : ""}`,
+        message: `Service name ${JSON.stringify(longest)} would not be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter)${hints.service(ns)}`,
       });
     }
   }
@@ -114,19 +120,24 @@ function names(job: KubeObject, kind: JobKind, namespace: string): Findings {
 }
 
 // eslint-disable-next-line complexity -- debt: to be split into steps (issue 30)
-function shape(job: KubeObject, kind: JobKind, viaScale = false): Findings {
+function shape(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined, viaScale: boolean): Findings {
   const violations: Finding[] = [];
   const warnings: string[] = [];
-  const specs = replicaSpecs(job, kind);
-  const field = `spec.${REPLICA_SPECS_FIELD[kind.framework]}`;
+  const described = jobShape(kind);
+  const replicas = replicasOf_(job, kind, runtime);
+  const specs = replicas.map((r) => [r.type, r.spec] as const);
+  const pathOf = (type: string): string => replicas.find((r) => r.type === type)?.path ?? `${described.specsField(kind)}.${type}`;
+  const field = described.specsField(kind);
   if (specs.length === 0) violations.push({ rule: "job-shape", field, message: "at least one replica spec is required" });
+  // A TrainJob's templates are its runtime's, which the Trainer's own webhook checks (image, container names).
+  if (!described.v1Shape) return { violations, warnings };
   const container = FRAMEWORKS[kind.framework].container;
   for (const [type, spec] of specs) {
-    const path = specPath(kind, type);
+    const path = pathOf(type);
     const containers = (spec.template?.spec?.containers ?? []) as Array<{ name?: string; image?: string }>;
     if (containers.length === 0) {
       violations.push({ rule: "job-shape", field: `${path}.template.spec.containers`, message: "at least one container is required" });
-    } else if (kind.framework !== "caffe2" && !containers.some((c) => c.name === container)) {
+    } else if (described.namedContainer && !containers.some((c) => c.name === container)) {
       violations.push({ rule: "job-shape", field: `${path}.template.spec.containers`, message: `one container must be named ${container}` });
     }
     containers.forEach((c, i) => {
@@ -139,7 +150,7 @@ function shape(job: KubeObject, kind: JobKind, viaScale = false): Findings {
       if (!allowed.includes(type))
         violations.push({
           rule: "job-shape",
-          field: specPath(kind, type),
+          field: pathOf(type),
           message: `${JSON.stringify(type)}: ${kind.kind} replica types are ${allowed.join(" and ")}, spelled so`,
         });
     }
@@ -160,7 +171,7 @@ function shape(job: KubeObject, kind: JobKind, viaScale = false): Findings {
       const got = master[1].replicas === undefined ? "replicas is not set" : `got ${JSON.stringify(master[1].replicas)}`;
       violations.push({
         rule: "job-shape",
-        field: `${specPath(kind, master[0])}.replicas`,
+        field: `${pathOf(master[0])}.replicas`,
         message: `the Master replica type must have exactly 1 replica, ${got}`,
       });
     }
@@ -170,10 +181,10 @@ function shape(job: KubeObject, kind: JobKind, viaScale = false): Findings {
     // job-replicas' refusal). Not through `/scale`: upstream's webhook is not called for the subresource.
     for (const [type, spec] of specs) {
       if (!viaScale && type !== "Master" && spec.replicas === 0)
-        violations.push({ rule: "job-shape", field: `${specPath(kind, type)}.replicas`, message: `must be at least 1, got ${spec.replicas}` });
+        violations.push({ rule: "job-shape", field: `${pathOf(type)}.replicas`, message: `must be at least 1, got ${spec.replicas}` });
     }
     if ((job.spec as Spec | undefined)?.elasticPolicy && !specs.some(([k]) => k === "Worker"))
-      violations.push({ rule: "job-shape", field: specPath(kind, "Worker"), message: "is required when spec.elasticPolicy is set" });
+      violations.push({ rule: "job-shape", field: pathOf("Worker"), message: "is required when spec.elasticPolicy is set" });
   }
   const managedBy = ((job.spec as Spec | undefined)?.runPolicy as Spec | undefined)?.managedBy;
   if (MANAGED_BY_CHECKED.includes(kind.framework) && managedBy !== undefined && !MANAGED_BY.includes(managedBy as string)) {
@@ -184,7 +195,7 @@ function shape(job: KubeObject, kind: JobKind, viaScale = false): Findings {
     });
   }
   if (kind.framework === "xgboost" && !specs.some(([k]) => k === "Master")) {
-    violations.push({ rule: "job-shape", field: specPath(kind, "Master"), message: "is required: an XGBoostJob has one Master" });
+    violations.push({ rule: "job-shape", field: pathOf("Master"), message: "is required: an XGBoostJob has one Master" });
   }
   if (kind.framework === "pytorch") {
     const spec = (job.spec ?? {}) as Spec;
@@ -199,16 +210,16 @@ function shape(job: KubeObject, kind: JobKind, viaScale = false): Findings {
   return { violations, warnings };
 }
 
-function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
+function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime: KubeObject | undefined): Findings {
   const violations: Finding[] = [];
   const warnings: string[] = [];
   const caps = ctx.limits.job.replicas ?? {};
   let gpus = 0n;
-  for (const [type, spec] of replicaSpecs(job, kind)) {
+  for (const { type, spec, replicasField } of replicasOf_(job, kind, runtime)) {
     // `replicas: "3"` would count as the default 1 and slip under every cap: refused instead.
     const problem = spec?.replicas === undefined ? undefined : countProblem(spec.replicas);
     if (problem) {
-      violations.push({ rule: "job-replicas", field: `${specPath(kind, type)}.replicas`, message: problem });
+      violations.push({ rule: "job-replicas", field: replicasField, message: problem });
       continue;
     }
     const n = replicasOf(spec);
@@ -216,7 +227,7 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findi
     if (cap !== undefined && n > cap) {
       violations.push({
         rule: "job-replicas",
-        field: `${specPath(kind, type)}.replicas`,
+        field: replicasField,
         message: `${n} exceeds the limit of ${cap} ${type} replicas`,
         value: n,
       });
@@ -229,7 +240,7 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findi
     if (gpus > nanoOfUnits(max))
       violations.push({
         rule: "job-gpus",
-        field: "spec",
+        field: jobShape(kind).jobGpusField(job),
         message: `the job requests ${shown} GPUs in all, over the per-job limit of ${max}`,
         value: nanoToNumber(gpus),
       });
@@ -242,12 +253,13 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findi
  * job-replica-ceiling: replicas summed over the replica types at most {@link MAX_JOB_REPLICAS}, whatever the
  * policy says (not configurable; always denies). One violation per replica spec, at its `replicas` field.
  */
-function ceiling(job: KubeObject, kind: JobKind): Findings {
-  const total = jobReplicaTotal(job, kind);
+function ceiling(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined): Findings {
+  const replicas = replicasOf_(job, kind, runtime);
+  const total = runtime ? replicas.reduce((n, r) => n + replicasOf(r.spec), 0) : jobReplicaTotal(job, kind);
   if (total <= MAX_JOB_REPLICAS) return { violations: [], warnings: [] };
-  const violations: Finding[] = replicaSpecs(job, kind).map(([type, spec]) => ({
+  const violations: Finding[] = replicas.map(({ spec, replicasField }) => ({
     rule: "job-replica-ceiling",
-    field: `${specPath(kind, type)}.replicas`,
+    field: replicasField,
     message: `${replicasOf(spec)} of the job's ${total} replicas; at most ${MAX_JOB_REPLICAS} replicas per job in all (Quartermaster's ceiling)`,
     value: total,
   }));
@@ -259,55 +271,64 @@ const RESTART_POLICIES: readonly string[] = ["Always", "OnFailure", "Never", "Ex
 // eslint-disable-next-line complexity -- debt: to be split into steps (issue 30)
 function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
   const violations: Finding[] = [];
-  const spec = (job.spec ?? {}) as Spec;
   // A kind Quartermaster runs (Caffe2Job by default) has no CRD schema checking these fields (its CRD keeps
   // unknown fields): what its job controller cannot read is refused here, or the job would sit undone with
   // a log line only (src/reconcile/job-controller.ts readRunPolicy, readReplicas). DECIDE: stricter than
   // caffe2-operator, which read none of them.
   const controls = quartermasterControls(kind);
-  const raw = spec.runPolicy;
-  if (controls && raw !== undefined && (raw === null || typeof raw !== "object" || Array.isArray(raw))) {
-    violations.push({ rule: "run-policy", field: "spec.runPolicy", message: `${JSON.stringify(raw)?.slice(0, 64)} must be an object` });
+  // The run policy where the kind's shape keeps it (v1: `spec.runPolicy`; TrainJob: `spec.activeDeadlineSeconds`
+  // and Quartermaster's TTL annotation, `src/topology/shape.ts`).
+  const view = jobShape(kind).runPolicy(job);
+  const raw = view.object?.value;
+  if (controls && view.object && (raw === null || typeof raw !== "object" || Array.isArray(raw))) {
+    violations.push({ rule: "run-policy", field: view.object.field, message: `${JSON.stringify(raw)?.slice(0, 64)} must be an object` });
   }
-  const rp = (raw && typeof raw === "object" && !Array.isArray(raw) ? raw : {}) as Spec;
+  const value = (f: RunPolicyField): unknown => view.fields[f]?.value;
   const lim = ctx.limits.runPolicy;
-  const at = (f: string): string => `spec.runPolicy.${f}`;
+  const at = (f: RunPolicyField): string | undefined => view.at(f);
   // Where a cap (or the TTL requirement) applies, the field must be a whole number: a string such as "x" or
   // "99999" is no number to compare, and passing it would pass the cap. For a kind Quartermaster runs, always.
   // eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
-  const capped = (f: string, max: number | undefined, what: string, required = false, range = INT32_MAX, min = 0): void => {
-    const v = rp[f];
-    if (v === undefined || (max === undefined && !required && !controls)) return;
+  const capped = (f: RunPolicyField, max: number | undefined, what: string, required = false, range = INT32_MAX, min = 0): void => {
+    const v = value(f);
+    const field = at(f);
+    if (v === undefined || field === undefined || (max === undefined && !required && !controls)) return;
     const problem = countProblem(v, range);
-    if (problem) violations.push({ rule: "run-policy", field: at(f), message: problem });
-    else if (controls && (v as number) < min) violations.push({ rule: "run-policy", field: at(f), message: `${v} must be at least ${min}` });
+    if (problem) violations.push({ rule: "run-policy", field, message: problem });
+    else if (controls && (v as number) < min) violations.push({ rule: "run-policy", field, message: `${v} must be at least ${min}` });
     else if (max !== undefined && (v as number) > max)
-      violations.push({ rule: "run-policy", field: at(f), message: `${v} exceeds the limit of ${max} ${what}`, value: v as number });
+      violations.push({ rule: "run-policy", field, message: `${v} exceeds the limit of ${max} ${what}`, value: v as number });
   };
-  if (lim.requireTtlSecondsAfterFinished && rp.ttlSecondsAfterFinished === undefined) {
-    violations.push({ rule: "run-policy", field: at("ttlSecondsAfterFinished"), message: "is required: finished jobs must be cleaned up" });
+  const ttlAt = at("ttlSecondsAfterFinished");
+  if (lim.requireTtlSecondsAfterFinished && ttlAt !== undefined && value("ttlSecondsAfterFinished") === undefined) {
+    violations.push({ rule: "run-policy", field: ttlAt, message: "is required: finished jobs must be cleaned up" });
   }
   capped("ttlSecondsAfterFinished", lim.maxTtlSecondsAfterFinished, "seconds", lim.requireTtlSecondsAfterFinished);
   capped("activeDeadlineSeconds", lim.maxActiveDeadlineSeconds, "seconds", false, Number.MAX_SAFE_INTEGER, 1);
   capped("backoffLimit", lim.maxBackoffLimit, "retries");
-  if (controls && rp.suspend !== undefined && typeof rp.suspend !== "boolean") {
-    violations.push({ rule: "run-policy", field: at("suspend"), message: `${JSON.stringify(rp.suspend)?.slice(0, 64)} must be a boolean` });
+  const suspend = value("suspend");
+  if (controls && suspend !== undefined && typeof suspend !== "boolean") {
+    violations.push({ rule: "run-policy", field: at("suspend")!, message: `${JSON.stringify(suspend)?.slice(0, 64)} must be a boolean` });
   }
-  if (lim.allowedCleanPodPolicies && rp.cleanPodPolicy !== undefined && !lim.allowedCleanPodPolicies.includes(rp.cleanPodPolicy as CleanPodPolicy)) {
+  const cleanPodPolicy = value("cleanPodPolicy");
+  if (lim.allowedCleanPodPolicies && cleanPodPolicy !== undefined && !lim.allowedCleanPodPolicies.includes(cleanPodPolicy as CleanPodPolicy)) {
     violations.push({
       rule: "run-policy",
-      field: at("cleanPodPolicy"),
-      message: `${String(rp.cleanPodPolicy)} is not allowed; allowed: ${lim.allowedCleanPodPolicies.join(", ")}`,
+      field: at("cleanPodPolicy")!,
+      message: `${String(cleanPodPolicy)} is not allowed; allowed: ${lim.allowedCleanPodPolicies.join(", ")}`,
     });
   }
-  for (const [type, s] of replicaSpecs(job, kind)) {
+  const fromTemplates = jobShape(kind).restartPolicyFromTemplate;
+  // A TrainJob has no replica restartPolicy of its own (its Jobs' pods restart as the runtime's template says,
+  // which the Trainer's webhook checks): only the replica specs of the v1 shapes are read.
+  for (const { spec: s, path } of jobShape(kind).v1Shape ? replicasOf_(job, kind, undefined) : []) {
     // Caffe2's pods restart as the template says unless the replica spec says otherwise (caffe2-operator
     // used the template as is; Quartermaster's job controller reads it the same way): that one is checked.
     const own = s.restartPolicy !== undefined;
-    const fromTemplate = !own && kind.framework === "caffe2" ? s.template?.spec?.restartPolicy : undefined;
+    const fromTemplate = !own && fromTemplates ? s.template?.spec?.restartPolicy : undefined;
     const v = own ? s.restartPolicy : fromTemplate;
     if (v === undefined) continue;
-    const field = `${specPath(kind, type)}${own ? "" : ".template.spec"}.restartPolicy`;
+    const field = `${path}${own ? "" : ".template.spec"}.restartPolicy`;
     if (own && controls && !(RESTART_POLICIES as readonly unknown[]).includes(v)) {
       violations.push({ rule: "run-policy", field, message: `${JSON.stringify(v)?.slice(0, 64)} is not one of ${RESTART_POLICIES.join(", ")}` });
     } else if (lim.allowedRestartPolicies && !(lim.allowedRestartPolicies as readonly unknown[]).includes(v)) {
@@ -317,24 +338,26 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
   return { violations, warnings: [] };
 }
 
-function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
+function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime: KubeObject | undefined): Findings {
   return merge(
-    ...replicaSpecs(job, kind).flatMap(([type, spec]) => {
-      const base = `${specPath(kind, type)}.template`;
+    ...replicasOf_(job, kind, runtime).flatMap(({ spec, templateField: base, mapField }) => {
       const podSpec = spec.template?.spec;
-      return [
+      const found = merge(
         validatePodSpec(podSpec, `${base}.spec`, ctx),
         validateAccelerators(spec.template?.metadata, podSpec, ctx, { metadata: `${base}.metadata`, spec: `${base}.spec` }),
         validatePodClaims(podSpec, `${base}.spec`, ctx),
-      ];
+      );
+      if (!mapField) return [found];
+      return [{ violations: found.violations.map((v) => ({ ...v, field: mapField(v.field) })), warnings: found.warnings }];
     }),
   );
 }
 
 /** GPUs of each resource the whole job asks for, in nano-units (exact): replicas × the template's effective pod request. */
-export function jobGpuNanosByResource(job: KubeObject, kind: JobKind, ctx: ValidationContext): Map<string, bigint> {
+
+export function jobGpuNanosByResource(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime?: KubeObject): Map<string, bigint> {
   const out = new Map<string, bigint>();
-  for (const [, spec] of replicaSpecs(job, kind)) {
+  for (const { spec } of replicasOf_(job, kind, runtime)) {
     const n = BigInt(replicasOf(spec));
     for (const [name, per] of podGpuDemand((spec.template?.spec ?? {}) as V1PodSpec, ctx)) out.set(name, (out.get(name) ?? 0n) + n * per);
   }
@@ -357,8 +380,15 @@ export interface ClusterCapacity {
  * capacity: a job asking for more GPUs of one kind than the whole cluster has would pend forever, so it is
  * refused up front. Without a ledger the check is skipped, with a warning for jobs that ask for GPUs.
  */
-export function validateCapacity(job: KubeObject, kind: JobKind, ctx: ValidationContext, capacity: ClusterCapacity | undefined): Findings {
-  const wanted = jobGpuNanosByResource(job, kind, ctx);
+
+export function validateCapacity(
+  job: KubeObject,
+  kind: JobKind,
+  ctx: ValidationContext,
+  capacity: ClusterCapacity | undefined,
+  runtime?: KubeObject,
+): Findings {
+  const wanted = jobGpuNanosByResource(job, kind, ctx, runtime);
   if (wanted.size === 0) return { violations: [], warnings: [] };
   if (!capacity) return { violations: [], warnings: ["quartermaster: cluster capacity not checked: no GPU device ledger yet"] };
   const violations: Finding[] = [];
@@ -378,15 +408,20 @@ export function validateCapacity(job: KubeObject, kind: JobKind, ctx: Validation
   return { violations, warnings: [] };
 }
 
-/** `viaScale`: the job as a `/scale` UPDATE leaves it (the rules upstream's webhook applies to the whole job only are left out). */
-export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationContext, viaScale = false): Findings {
+/**
+ * Every job rule on `job`. `runtime`: a TrainJob's (Cluster)TrainingRuntime, whose replicated Jobs are the
+ * TrainJob's replicas (`src/topology/trainjob.ts`); without it a TrainJob is checked as its `node` Job alone.
+ * `viaScale`: the job as a `/scale` UPDATE leaves it (the rules upstream's webhook applies to the whole job only
+ * are left out).
+ */
+export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime?: KubeObject, viaScale = false): Findings {
   return merge(
-    names(job, kind, ctx.namespace),
-    shape(job, kind, viaScale),
-    ceiling(job, kind),
-    capacity(job, kind, ctx),
+    names(job, kind, ctx.namespace, runtime),
+    shape(job, kind, runtime, viaScale),
+    ceiling(job, kind, runtime),
+    capacity(job, kind, ctx, runtime),
     runPolicy(job, kind, ctx),
-    templates(job, kind, ctx),
+    templates(job, kind, ctx, runtime),
   );
 }
 

@@ -83,7 +83,7 @@ export function validateScale({ scale, job, kind, ctx, capacity }: ScaleInput): 
   if (!scaled) {
     return { violations: [violation("job-scale", `the job has no ${SCALE_REPLICA_TYPE[kind.framework]} replica type to scale (${target})`)], warnings: [] };
   }
-  const check = (j: KubeObject): Findings => merge(validateJob(j, kind, ctx, true), validateCapacity(j, kind, ctx, capacity));
+  const check = (j: KubeObject): Findings => merge(validateJob(j, kind, ctx, undefined, true), validateCapacity(j, kind, ctx, capacity));
   const worse = newOrWorse(check(scaled), check(job));
   return {
     violations: worse.violations.map((v) => ({

@@ -246,6 +246,8 @@ describe("doctor: RBAC", () => {
       .map(key);
     assert.deepEqual(webhook, [
       ...["tfjobs", "pytorchjobs", "mxjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "caffe2jobs"].map((p) => `quartermaster-webhook get ${p}.kubeflow.org`),
+      // The default job kinds' TrainJob (Kubeflow Trainer v2), and its runtimes for /validate/jobs.
+      ...["trainjobs", "clustertrainingruntimes", "trainingruntimes"].map((p) => `quartermaster-webhook get ${p}.trainer.kubeflow.org`),
       "quartermaster-webhook get configmaps/quartermaster-ledger in quartermaster",
     ]);
   });
@@ -282,7 +284,10 @@ describe("doctor: RBAC", () => {
     const on = requiredAccess(policy, NS)
       .filter((a) => !a.mustNot)
       .map(key);
-    for (const k of policy.jobKinds) assert.ok(on.includes(`quartermaster-reconciler update ${k.plural}/finalizers.${k.group}`), k.plural);
+    // Every kind whose pods it adopts (not TrainJob's: JobSet's Jobs own them, so no ownerReference to it is set).
+    for (const k of policy.jobKinds.filter((k) => k.kind !== "TrainJob"))
+      assert.ok(on.includes(`quartermaster-reconciler update ${k.plural}/finalizers.${k.group}`), k.plural);
+    assert.ok(!on.includes("quartermaster-reconciler update trainjobs/finalizers.trainer.kubeflow.org"));
     assert.ok(on.includes("quartermaster-reconciler list namespaces"));
     assert.ok(on.includes("quartermaster-reconciler update configmaps/quartermaster-ledger in quartermaster"));
     assert.ok(on.includes("quartermaster-reconciler delete configmaps/quartermaster-ledger-0 in quartermaster"));

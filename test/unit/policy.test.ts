@@ -11,7 +11,7 @@ describe("policy", () => {
   it("empty document → the built-in defaults", () => {
     const p = defaultPolicy();
     assert.deepEqual(p.jobKinds, DEFAULT_JOB_KINDS);
-    assert.equal(p.jobKinds.length, 7);
+    assert.equal(p.jobKinds.length, 8, "the Kubeflow v1 kinds, Caffe2Job and Kubeflow Trainer v2's TrainJob");
     assert.equal(p.gpu.resourceName, "nvidia.com/gpu");
     assert.deepEqual(
       p.gpu.resources.map((r) => r.pattern),

@@ -1,0 +1,59 @@
+/**
+ * @module
+ * The shapes a training-job kind can have, and what the bottom of the house must know of each (the rest of the
+ * descriptor, which reads replica specs and pods, is `src/topology/shape.ts`). A job kind's `framework` says its
+ * shape: Kubeflow v1's six frameworks are `replica-map` (`spec.<framework>ReplicaSpecs`, a map of replica types),
+ * caffe2-operator's Caffe2Job is `pool` (one replica pool under `spec.replicaSpecs`), Kubeflow Trainer v2's
+ * TrainJob (framework `trainer`) is `trainjob` (replicas from its runtime's JobSet template).
+ */
+
+export type JobShapeName = "replica-map" | "pool" | "trainjob";
+
+/** Frameworks whose kinds are not shaped like Kubeflow v1's; every other framework is `replica-map`. */
+const SHAPES: Readonly<Record<string, JobShapeName>> = Object.freeze({ caffe2: "pool", trainer: "trainjob" });
+
+/** The shape of a kind of `framework`. */
+export function shapeNameOf(framework: string): JobShapeName {
+  return Object.hasOwn(SHAPES, framework) ? SHAPES[framework]! : "replica-map";
+}
+
+/**
+ * Who runs a kind's jobs when `jobKinds[].controller` is unset: Quartermaster for `pool` (caffe2-operator is
+ * archived), the operator (training-operator, Trainer v2's controller manager) for every other shape.
+ */
+export const DEFAULT_CONTROLLER: Readonly<Record<JobShapeName, "operator" | "quartermaster">> = Object.freeze({
+  "replica-map": "operator",
+  pool: "quartermaster",
+  trainjob: "operator",
+});
+
+/** Kubeflow Trainer v2 (`trainer.kubeflow.org`), as its v2.3.0 API and constants spell it. */
+export const TRAINER = Object.freeze({
+  group: "trainer.kubeflow.org",
+  version: "v1alpha1",
+  /** `spec.managedBy` of a TrainJob the Trainer's own controller runs (its CRD's only other value is MultiKueue's). */
+  controllerName: "trainer.kubeflow.org/trainjob-controller",
+  /** The replicated Job and the container of the trainer nodes (`pkg/constants` Node). */
+  node: "node",
+  /** The label on a runtime's replicatedJob template marking the trainer step (`LabelTrainJobAncestor`). */
+  ancestorLabel: "trainer.kubeflow.org/trainjob-ancestor-step",
+  ancestorTrainer: "trainer",
+  /** TrainJob status conditions with status True once it has finished (`TrainJobComplete`, `TrainJobFailed`). */
+  finishedConditions: ["Complete", "Failed"] as readonly string[],
+  runtimeKinds: ["ClusterTrainingRuntime", "TrainingRuntime"] as readonly string[],
+});
+
+/** JobSet (`jobset.x-k8s.io`, sigs.k8s.io/jobset v0.12.0) labels on the pods of a JobSet, hence of a TrainJob. */
+export const JOBSET_LABELS = Object.freeze({
+  jobsetName: "jobset.sigs.k8s.io/jobset-name",
+  replicatedJobName: "jobset.sigs.k8s.io/replicatedjob-name",
+  jobIndex: "jobset.sigs.k8s.io/job-index",
+  completionIndex: "batch.kubernetes.io/job-completion-index",
+});
+
+/**
+ * Quartermaster's TTL for a job kind without a `ttlSecondsAfterFinished` field of its own (TrainJob:
+ * kubeflow/trainer#2899): seconds after it finished, a whole number, written by the user or by `/mutate/jobs`
+ * from `jobDefaults.ttlSecondsAfterFinished`. Unset: never deleted.
+ */
+export const ANNOTATION_TTL_AFTER_FINISHED = "quartermaster.dev/ttl-seconds-after-finished";
