@@ -5,7 +5,9 @@
  * The doctor asks the apiserver with SubjectAccessReviews (src/kube/doctor.ts), so the answer comes from
  * the cluster's real authorizer rather than from reading Roles.
  */
+import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
 import type { Policy } from "../policy/types.js";
+import { JOBSET_KIND } from "../topology/jobset.js";
 import { LEDGER_INDEX_NAME, shardName } from "../reconcile/ledger-shards.js";
 import type { AccessCheck, DoctorFinding, Severity } from "./types.js";
 import { isUnreadable, worst, type Unreadable } from "./types.js";
@@ -20,7 +22,10 @@ export const RECONCILER_SERVICE_ACCOUNT = "quartermaster-reconciler";
 export type AccessRequirement = Omit<AccessCheck, "allowed">;
 
 /** Every permission the webhook and the reconciler need, for `policy`'s job kinds, in `namespace`. */
-export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" | "reconciler">, namespace: string): AccessRequirement[] {
+export function requiredAccess(
+  policy: Pick<Policy, "jobKinds" | "clusterSpec" | "reconciler"> & { gpu?: Pick<Policy["gpu"], "deviceClasses"> },
+  namespace: string,
+): AccessRequirement[] {
   const webhook = `${namespace}/${WEBHOOK_SERVICE_ACCOUNT}`;
   const reconciler = `${namespace}/${RECONCILER_SERVICE_ACCOUNT}`;
   // Without the job GET a pod gets no cluster spec (warn), or is refused (deny).
@@ -56,6 +61,19 @@ export function requiredAccess(policy: Pick<Policy, "jobKinds" | "clusterSpec" |
         ifDenied: lookup,
         why: `the runtime of ${k.kind}s`,
       });
+  // A TensorFlow TrainJob pod's JobSet, for its TF_CONFIG (webhooks/mutate-pods.ts).
+  if (kinds.some((k) => jobShape(k).layout === "runtime"))
+    need(webhook, ["get"], {
+      group: JOBSET_KIND.group,
+      resource: JOBSET_KIND.plural,
+      ifDenied: "warning",
+      why: "TF_CONFIG for TensorFlow TrainJob pods (their JobSet)",
+    });
+  // The ResourceClaims and templates pods and job replicas name (src/admission/claims.ts): without them, GPUs
+  // asked for through DRA cannot be counted and such pods are refused (/validate/pods fails closed).
+  if ((policy.gpu?.deviceClasses.length ?? 0) > 0)
+    for (const k of [RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE])
+      need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: "critical", why: `GPUs asked for through ${k.kind}s (DRA)` });
   need(webhook, ["get"], {
     group: "",
     resource: "configmaps",

@@ -12,8 +12,7 @@
  * The pod's owner is its Job (batch/v1), not the JobSet, so the v1 lookup (`resolve.ts` jobRef, through the
  * controller ownerReference) does not find it: the JobSet is read by the name in the jobset-name label.
  */
-import type { KubeObject, Pod } from "../core/kube.js";
-import type { JobKind } from "../policy/types.js";
+import type { KubeObject, ObjectKind, Pod } from "../core/kube.js";
 
 export const JOBSET_LABELS = {
   jobSetName: "jobset.sigs.k8s.io/jobset-name",
@@ -25,16 +24,12 @@ export const JOBSET_LABELS = {
 /** The label kubeflow/trainer puts on its runtimes (`trainer.kubeflow.org/framework: torch`, ...). */
 export const LABEL_TRAINER_FRAMEWORK = "trainer.kubeflow.org/framework";
 
-/**
- * The JobSet as a kind the job reader can read (`JobReader.get` uses group, version and plural). `framework`
- * is only what the JobKind type requires: a JobSet is not a policy job kind, and this is not in `jobKinds`.
- */
-export const JOBSET_KIND: JobKind = Object.freeze({
+/** The JobSet as a kind the job reader can read (`JobReader.get` uses group, version and plural); not a policy job kind. */
+export const JOBSET_KIND: ObjectKind = Object.freeze({
   kind: "JobSet",
   group: "jobset.x-k8s.io",
   version: "v1alpha2",
   plural: "jobsets",
-  framework: "tensorflow",
 });
 
 /**

@@ -20,7 +20,12 @@ import { readdirSync, readFileSync, existsSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { describe, it } from "node:test";
 import { COMMANDS } from "../../src/cli/command-list.js";
+import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../../src/admission/claims.js";
+import { TRAINER } from "../../src/core/job-shapes.js";
 import { defaultPolicy } from "../../src/policy/load.js";
+import { JOBSET_KIND } from "../../src/topology/jobset.js";
+import { labelScheme } from "../../src/topology/label-scheme.js";
+import { runtimeKind } from "../../src/topology/lookup.js";
 import { ROOT, podSpec, render, variants, type Manifest } from "../fixtures/manifests.js";
 
 const OWN = "quartermaster";
@@ -28,11 +33,15 @@ const ANY = "*";
 
 type Target = { verb: string; group: string; resources: string[] };
 const jobKinds = defaultPolicy().jobKinds;
-const JOBS = (verb: string): Target => {
-  const groups = new Set(jobKinds.map((k) => k.group));
-  assert.equal(groups.size, 1, "one group for the job kinds");
-  return { verb, group: [...groups][0]!, resources: jobKinds.map((k) => k.plural) };
-};
+/** `verb` on every job kind, one target per API group (Kubeflow v1 kinds, Trainer v2's TrainJob). */
+const JOBS = (verb: string, kinds: ReadonlyArray<{ group: string; plural: string }> = jobKinds): Target[] =>
+  [...new Set(kinds.map((k) => k.group))].map((group) => ({ verb, group, resources: kinds.filter((k) => k.group === group).map((k) => k.plural) }));
+/**
+ * What the webhook's one reader (src/kube/jobs.ts, `get` of any namespaced or cluster-scoped object) reads
+ * besides the job kinds: a TrainJob's runtimes, a TensorFlow TrainJob pod's JobSet, the ResourceClaims and
+ * templates pods name (DRA).
+ */
+const READ_TOO = [...TRAINER.runtimeKinds.map((kind) => runtimeKind({ kind, apiGroup: TRAINER.group })), JOBSET_KIND, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE];
 const core = (verb: string, resource: string): Target => ({ verb, group: "", resources: [resource] });
 const g =
   (group: string) =>
@@ -48,6 +57,25 @@ const policyReports = (verb: string): Target => g("wgpolicyk8s.io")(verb, "polic
  * cluster-scoped kind). CustomObjectsApi serves the job kinds and PolicyReports (src/kube/policy-reports.ts)
  * alike: a method both use maps to both.
  */
+const ADOPTED = jobKinds.filter((k) => labelScheme(k).claimed);
+
+/** Calls whose targets depend on the file: the webhook's one reader (src/kube/jobs.ts) reads more than jobs. */
+const METHODS_IN: Record<string, typeof METHODS> = {
+  "src/kube/jobs.ts": {
+    "CustomObjectsApi.getNamespacedCustomObject": [
+      ...JOBS("get"),
+      ...JOBS(
+        "get",
+        READ_TOO.filter((k) => k.kind !== "ClusterTrainingRuntime"),
+      ),
+    ],
+    "CustomObjectsApi.getClusterCustomObject": JOBS(
+      "get",
+      READ_TOO.filter((k) => k.kind === "ClusterTrainingRuntime"),
+    ).map((t) => ({ ...t, cluster: true as const })),
+  },
+};
+
 const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { cluster?: true }>> = {
   "CoreV1Api.listPodForAllNamespaces": { ...core("list", "pods"), cluster: true },
   "CoreV1Api.listServiceForAllNamespaces": { ...core("list", "services"), cluster: true },
@@ -78,13 +106,11 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
   "CoordinationV1Api.createNamespacedLease": coordination("create", "leases"),
   "CoordinationV1Api.replaceNamespacedLease": coordination("update", "leases"),
   "CustomObjectsApi.getNamespacedCustomObject": JOBS("get"),
-  "CustomObjectsApi.listClusterCustomObject": [
-    { ...JOBS("list"), cluster: true },
-    { ...policyReports("list"), cluster: true },
-  ],
-  "CustomObjectsApi.patchNamespacedCustomObject": JOBS("patch"),
-  "CustomObjectsApi.patchNamespacedCustomObjectStatus": { ...JOBS("patch"), resources: jobKinds.map((k) => `${k.plural}/status`) },
-  "CustomObjectsApi.deleteNamespacedCustomObject": [JOBS("delete"), policyReports("delete")],
+  "CustomObjectsApi.listClusterCustomObject": [...JOBS("list").map((t) => ({ ...t, cluster: true as const })), { ...policyReports("list"), cluster: true }],
+  // Adoption's patches (a job's status, its finalizers): only kinds whose pods the reconciler adopts.
+  "CustomObjectsApi.patchNamespacedCustomObject": JOBS("patch", ADOPTED),
+  "CustomObjectsApi.patchNamespacedCustomObjectStatus": JOBS("patch", ADOPTED).map((t) => ({ ...t, resources: t.resources.map((r) => `${r}/status`) })),
+  "CustomObjectsApi.deleteNamespacedCustomObject": [...JOBS("delete"), policyReports("delete")],
   "CustomObjectsApi.createNamespacedCustomObject": policyReports("create"),
   "CustomObjectsApi.replaceNamespacedCustomObject": policyReports("update"),
   "AdmissionregistrationV1Api.readMutatingWebhookConfiguration": { ...admission("get", "mutatingwebhookconfigurations"), cluster: true },
@@ -103,7 +129,7 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
  * reconciler's scope change (remove this entry once src/kube makes it, so the grant is checked like the rest).
  */
 const IMPLICIT: Array<{ sa: string; verb: string; group: string; resource: string; why: string }> = [
-  ...jobKinds.map((k) => ({
+  ...ADOPTED.map((k) => ({
     sa: "quartermaster-reconciler",
     verb: "update",
     group: k.group,
@@ -212,7 +238,7 @@ function callsIn(file: string): { calls: Call[]; unknown: string[] } {
   for (const m of text.matchAll(re)) {
     const api = `${receivers.get(m[1]!)}.${m[2]}`;
     const where = `${rel}:${text.slice(0, m.index).split("\n").length}`;
-    const mapped = METHODS[api];
+    const mapped = METHODS_IN[rel]?.[api] ?? METHODS[api];
     if (!mapped) {
       unknown.push(`${where} calls ${api}, which METHODS in test/e2e/manifests-rbac.test.ts does not map: add its verb, group, resource and scope`);
       continue;
