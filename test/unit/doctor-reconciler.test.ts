@@ -240,7 +240,7 @@ describe("doctor: RBAC", () => {
   const key = (a: { serviceAccount: string; verb: string; group: string; resource: string; namespace: string; name?: string }): string =>
     `${a.serviceAccount.split("/")[1]} ${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.name ? `/${a.name}` : ""}${a.namespace ? ` in ${a.namespace}` : ""}`;
 
-  it("the webhook needs a GET of each job kind and of the ledger index, nothing else", () => {
+  it("the webhook needs a GET of each job kind, of what else its reader reads, and of the ledger index, nothing else", () => {
     const webhook = requiredAccess(policy, NS)
       .filter((a) => a.serviceAccount === `${NS}/quartermaster-webhook`)
       .map(key);
@@ -248,6 +248,9 @@ describe("doctor: RBAC", () => {
       ...["tfjobs", "pytorchjobs", "mxjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "caffe2jobs"].map((p) => `quartermaster-webhook get ${p}.kubeflow.org`),
       // The default job kinds' TrainJob (Kubeflow Trainer v2), and its runtimes for /validate/jobs.
       ...["trainjobs", "clustertrainingruntimes", "trainingruntimes"].map((p) => `quartermaster-webhook get ${p}.trainer.kubeflow.org`),
+      // A TensorFlow TrainJob pod's JobSet (its TF_CONFIG), and the ResourceClaims and templates pods name (DRA).
+      "quartermaster-webhook get jobsets.jobset.x-k8s.io",
+      ...["resourceclaims", "resourceclaimtemplates"].map((p) => `quartermaster-webhook get ${p}.resource.k8s.io`),
       "quartermaster-webhook get configmaps/quartermaster-ledger in quartermaster",
     ]);
   });

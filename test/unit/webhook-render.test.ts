@@ -103,14 +103,21 @@ describe("webhook configurations render", () => {
     assert.deepEqual(docs, renderWebhookConfigurations(policy));
   });
 
-  it("registers the four webhooks with their paths, failure and reinvocation policies", () => {
+  it("registers the five webhooks with their paths, failure and reinvocation policies (the claims one only with GPU device classes)", () => {
     const got = hooks(policy).map((h) => [h.name, h.clientConfig.service.path, h.failurePolicy, h.reinvocationPolicy ?? "-", h.sideEffects, h.timeoutSeconds]);
     assert.deepEqual(got, [
       ["pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore", "IfNeeded", "None", 5],
       ["jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", "Never", "None", 5],
       ["pods.validate.quartermaster.dev", "/validate/pods", "Fail", "-", "None", 5],
       ["jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", "-", "None", 5],
+      ["claims.validate.quartermaster.dev", "/validate/claims", "Fail", "-", "None", 5],
     ]);
+    const withoutDra = hooks({ ...policy, gpu: { ...policy.gpu, deviceClasses: [] } }).map((h) => h.name);
+    assert.ok(!withoutDra.includes("claims.validate.quartermaster.dev"));
+    // Without device classes the match condition does not let pods through for their claims either.
+    const condition = (p: typeof policy) => hooks(p).find((h) => h.name === "pods.validate.quartermaster.dev")!.matchConditions![0]!.expression;
+    assert.match(condition(policy), /resourceClaims/);
+    assert.doesNotMatch(condition({ ...policy, gpu: { ...policy.gpu, deviceClasses: [] } }), /resourceClaims/);
   });
 
   it("timeouts come from policy.webhook.timeoutSeconds", () => {
