@@ -51,8 +51,15 @@ if (( ${#cmds[@]} )); then
   (cd "$MODULE" && go build -pgo=off -ldflags "$ldf" -o "$OUT/" "${cmds[@]}")
 fi
 if [[ ! -x $OUT/etcd ]]; then
-  echo "build.sh: building etcd $ETCD_VERSION" >&2
-  (cd "$HERE/etcd-bin" && go build -ldflags "-s -w" -o "$OUT/etcd" go.etcd.io/etcd/server/v3)
+  # The same etcd serves every version: copied from another version's cache when one has it.
+  shared=$(ls "$ROOT"/k8s-*-etcd-"$ETCD_VERSION"/etcd 2>/dev/null | head -1 || true)
+  if [[ -n $shared && -x $shared ]]; then
+    echo "build.sh: etcd $ETCD_VERSION from $shared" >&2
+    cp "$shared" "$OUT/etcd.tmp" && mv "$OUT/etcd.tmp" "$OUT/etcd"
+  else
+    echo "build.sh: building etcd $ETCD_VERSION" >&2
+    (cd "$HERE/etcd-bin" && go build -ldflags "-s -w" -o "$OUT/etcd" go.etcd.io/etcd/server/v3)
+  fi
 fi
 
 complete || { echo "build.sh: build finished but a binary is missing in $OUT" >&2; exit 1; }
