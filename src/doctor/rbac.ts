@@ -105,14 +105,16 @@ export function requiredAccess(
   need(reconciler, ["list"], { group: "", resource: "nodes", ifDenied: "warning", why: "the ledger's node inventory" });
   // The job controller (src/kube/job-controller.ts, src/kube/watch.ts) for kinds Quartermaster runs (Caffe2Job
   // by default; any kind may be marked so): informers, replica pods, the restart counter and the status.
+  // Patches of a job and its status come with adoption and the job controller: not for kinds whose pods the
+  // reconciler never adopts (a TrainJob's pods belong to its JobSet's Jobs; the Trainer writes its status).
   for (const k of kinds)
-    need(reconciler, ["watch", "patch"], {
+    need(reconciler, labelScheme(k).claimed ? ["watch", "patch"] : ["watch"], {
       group: k.group,
       resource: k.plural,
       ifDenied: "warning",
       why: `the job controller for ${k.kind}s (informers, restart counter)`,
     });
-  for (const k of kinds)
+  for (const k of kinds.filter((k) => labelScheme(k).claimed))
     need(reconciler, ["patch"], { group: k.group, resource: `${k.plural}/status`, ifDenied: "warning", why: `the job controller writes ${k.kind}s' status` });
   need(reconciler, ["watch"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the job controller's namespace informer (reconcile --watch)" });
   need(reconciler, ["watch", "create"], { group: "", resource: "pods", ifDenied: "warning", why: "the job controller creates replica pods and watches them" });
