@@ -20,7 +20,8 @@
  * issue 21), `rsa-http1-compact` (the same with today's condition), `ecdsa-http1` (ECDSA
  * P-256, HTTP/1.1: the default), `ecdsa-h2` (ECDSA P-256, HTTP/2 offered: `serve --http2`), `rsa-h2`,
  * `ecdsa-http1-sgc` (the default under `node --single-threaded-gc`) and `ecdsa-http1-semi16` (under
- * `--min-semi-space-size=16`). Two floors, bare node:https processes registered with the same configurations
+ * `--min-semi-space-size=16`); `before` is ecdsa-http1 served by an older build (`--before DIR`, a
+ * checkout built there), for a refactor's before/after in one run. Two floors, bare node:https processes registered with the same configurations
  * (`lib/floor-webhook.mjs`): `floor` answers every review allowed and nothing else, what any webhook costs;
  * `floor-same-answer` answers Quartermaster's very answers (learnt from a Quartermaster process during the
  * warm-up, then sent from templates), so the apiserver does the same work as with Quartermaster while the
@@ -72,6 +73,11 @@ const { values } = parseArgs({
     "pprof-seconds": { type: "string", default: "5" },
     /** Extra node flags for each webhook process, e.g. "--max-semi-space-size=16". */
     "node-flags": { type: "string", default: "" },
+    /**
+     * A checkout of an older Quartermaster, built (`npm ci && npm run build` there): the `before` variant
+     * runs its package as ecdsa-http1 runs today's, so a refactor is measured before/after in one run.
+     */
+    before: { type: "string" },
     json: { type: "string" },
   },
 });
@@ -331,7 +337,16 @@ function withTrainingCondition(configs: Obj[], expression: string): Obj[] {
 /** The webhook-serving variants --variants picks from: the serving key and the protocols offered. */
 const WEBHOOK_VARIANTS: Record<
   string,
-  { description: string; keyType: "rsa" | "ecdsa"; args: string[]; nodeArgs?: string[]; condition?: string; floor?: "allow" | "same-answer" }
+  {
+    description: string;
+    keyType: "rsa" | "ecdsa";
+    args: string[];
+    nodeArgs?: string[];
+    condition?: string;
+    floor?: "allow" | "same-answer";
+    /** Run the built package of this checkout rather than today's. */
+    builtRoot?: string;
+  }
 > = {
   "rsa-http1": {
     description: "RSA-2048 key, HTTP/1.1, the long training-pods-only condition (as before issue 21)",
@@ -341,6 +356,12 @@ const WEBHOOK_VARIANTS: Record<
   },
   "rsa-http1-compact": { description: "RSA-2048 key, HTTP/1.1, today's compact condition", keyType: "rsa", args: [] },
   "ecdsa-http1": { description: "ECDSA P-256 key, HTTP/1.1 (the default)", keyType: "ecdsa", args: [] },
+  before: {
+    description: `ecdsa-http1 served by the build in --before (${values.before ?? "unset"}): the same configurations, an older server`,
+    keyType: "ecdsa",
+    args: [],
+    builtRoot: values.before,
+  },
   "ecdsa-h2": { description: "ECDSA P-256 key, HTTP/2 and HTTP/1.1 offered (--http2)", keyType: "ecdsa", args: ["--http2"] },
   "rsa-h2": { description: "RSA-2048 key, HTTP/2 and HTTP/1.1 offered (--http2)", keyType: "rsa", args: ["--http2"] },
   "ecdsa-http1-sgc": {
@@ -370,6 +391,7 @@ const WEBHOOK_VARIANTS: Record<
 };
 for (const name of variantNames)
   if (!WEBHOOK_VARIANTS[name]) throw new Error(`--variants: unknown ${name}; known: ${Object.keys(WEBHOOK_VARIANTS).join(", ")}`);
+if (variantNames.includes("before") && !values.before) throw new Error("--variants before needs --before DIR (an older checkout, built)");
 
 /**
  * The floor webhook (`lib/floor-webhook.mjs`) serving `certs`' pair, as its own process; with `upstream`, a
@@ -462,6 +484,7 @@ try {
       args: spec.args,
       nodeArgs: [...(spec.nodeArgs ?? []), ...nodeArgs],
       built: true,
+      builtRoot: spec.builtRoot,
     });
     await wh.start();
     processes.push(wh);
@@ -641,26 +664,29 @@ try {
       ]),
     ),
   );
-  const overhead = podCounts.flatMap((pods) =>
-    clientCounts.flatMap((clients) => {
-      const b = rows.find((r) => r.scenario === "baseline" && r.pods === pods && r.clients === clients)!;
-      return rows
-        .filter((q) => q.scenario !== "baseline" && q.pods === pods && q.clients === clients)
-        .map((q) => ({
-          scenario: q.scenario,
-          pods,
-          clients,
-          avg: q.latency.avg - b.latency.avg,
-          p50: q.latency.p50 - b.latency.p50,
-          p95: q.latency.p95 - b.latency.p95,
-          p99: q.latency.p99 - b.latency.p99,
-          failures: q.failures + b.failures,
-          server: q.server ?? [],
-          apiserverAddedCpuMs: q.cpuMsPerPod.apiserver! - b.cpuMsPerPod.apiserver!,
-          webhookCpuMsPerAdmission: q.cpuMsPerPod.webhook! / Math.max(1, (q.server ?? []).filter((s) => s.count > 0).length),
-        }));
-    }),
-  );
+  // Rows count the pods measured: --pods rounded up to a whole number per round.
+  const overhead = podCounts
+    .map((requested) => podsPerRun(requested) * rounds)
+    .flatMap((pods) =>
+      clientCounts.flatMap((clients) => {
+        const b = rows.find((r) => r.scenario === "baseline" && r.pods === pods && r.clients === clients)!;
+        return rows
+          .filter((q) => q.scenario !== "baseline" && q.pods === pods && q.clients === clients)
+          .map((q) => ({
+            scenario: q.scenario,
+            pods,
+            clients,
+            avg: q.latency.avg - b.latency.avg,
+            p50: q.latency.p50 - b.latency.p50,
+            p95: q.latency.p95 - b.latency.p95,
+            p99: q.latency.p99 - b.latency.p99,
+            failures: q.failures + b.failures,
+            server: q.server ?? [],
+            apiserverAddedCpuMs: q.cpuMsPerPod.apiserver! - b.cpuMsPerPod.apiserver!,
+            webhookCpuMsPerAdmission: q.cpuMsPerPod.webhook! / Math.max(1, (q.server ?? []).filter((s) => s.count > 0).length),
+          }));
+      }),
+    );
   console.log("\nOverhead of Quartermaster's webhooks (with minus without, same run):\n");
   console.log(
     table(

@@ -13,7 +13,6 @@ import { freePort } from "./controlplane.js";
 
 export const ROOT = resolve(import.meta.dirname, "../../..");
 const CLI = join(ROOT, "webhooks/cli.ts");
-const BUILT_CLI = join(ROOT, "bin/quartermaster.js");
 
 export interface CliRun {
   child: ChildProcess;
@@ -90,6 +89,11 @@ export interface WebhookProcessOptions {
    * the sources through tsx: for benchmarks, which measure what ships.
    */
   built?: boolean;
+  /**
+   * With `built`: the checkout whose built package runs (default this one). bench:e2e measures an older
+   * build against today's in the same run this way.
+   */
+  builtRoot?: string;
 }
 
 export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<WebhookProcess> {
@@ -113,8 +117,10 @@ export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<
   let child: ChildProcess | undefined;
   let metricsPort: number | undefined;
 
-  const entry = opts.built ? [BUILT_CLI] : ["--import", "tsx", CLI];
-  if (opts.built && !existsSync(join(ROOT, "dist/webhooks/cli.js"))) throw new Error("webhookProcess({ built: true }): run `npm run build` first");
+  const builtRoot = opts.builtRoot ?? ROOT;
+  const entry = opts.built ? [join(builtRoot, "bin/quartermaster.js")] : ["--import", "tsx", CLI];
+  if (opts.built && !existsSync(join(builtRoot, "dist/webhooks/cli.js")))
+    throw new Error(`webhookProcess({ built: true }): run \`npm run build\` in ${builtRoot} first`);
   const start = async (): Promise<void> => {
     const proc = spawn(
       process.execPath,
