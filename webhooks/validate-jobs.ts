@@ -29,6 +29,7 @@ import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup
 import { jobShape } from "../src/topology/shape.js";
 import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
 import { enforce } from "../src/validate/enforcement.js";
+import { claimReadFindings } from "../src/validate/claims.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { merge, type Findings } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
@@ -87,9 +88,6 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
       const decide = (runtime: RuntimeRead, { known, failures }: ClaimsRead): ValidationResult => {
-        // A claim template the replicas name that could not be read cannot be counted: fail closed.
-        if (failures.length > 0)
-          return { violations: failures.map((f) => ({ rule: "job-gpus", field: "spec", message: `cannot count the job's GPUs: ${f}` })), warnings: [] };
         const withClaims = { ...ctx, claims: known };
         const check = (job: KubeObject) =>
           merge(
@@ -98,8 +96,18 @@ export function validateJobs(deps: WebhookDeps): Webhook {
             runtime.findings,
           );
         const now = check(request.object);
+        const update = request.operation === "UPDATE" && request.oldObject !== undefined;
+        // A claim template that could not be read is handled like a job that cannot be (`clusterSpec.onJobLookupFailure`).
+        const unread = claimReadFindings({
+          failures,
+          onFailure: policy.clusterSpec.onJobLookupFailure,
+          rule: "job-gpus",
+          field: "spec",
+          subject: "job",
+          update,
+        });
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-        return enforce(request.operation === "UPDATE" && request.oldObject ? newOrWorse(now, check(request.oldObject)) : now, policy.enforcement, namespace);
+        return enforce(merge(unread, update ? newOrWorse(now, check(request.oldObject!)) : now), policy.enforcement, namespace);
       };
       const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
       const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);

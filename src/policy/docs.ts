@@ -44,7 +44,8 @@ export const DESCRIPTIONS: Record<string, string> = {
   clusterSpec: "Injection of the distributed cluster spec (TF_CONFIG, MASTER_ADDR, ...) into training pods.",
   "clusterSpec.enabled": "Inject the cluster spec at all.",
   "clusterSpec.clusterDomain": "Appended to service host names (e.g. `cluster.local`); empty keeps the training operator's short names.",
-  "clusterSpec.onJobLookupFailure": "When the pod's job cannot be read: `warn` admits the pod without a cluster spec and says why, `deny` refuses it.",
+  "clusterSpec.onJobLookupFailure":
+    "When the pod's job, a TrainJob's runtime or a ResourceClaim(Template) a pod or job names cannot be read (an error or a timeout, not an absence): `warn` admits without what could not be read (no cluster spec; GPUs counted without the claim) and says why, `deny` refuses it (a CREATE; an UPDATE only warns).",
   "clusterSpec.jobLookupTimeoutMs": "Upper bound on reading the pod's job during admission (the webhook timeout is a few seconds).",
   "clusterSpec.jobCacheTtlMs": "How long a job read is reused for the job's other replicas; 0 reads every time.",
   gpu: "GPU resources: which resource names are GPUs and what each brings.",

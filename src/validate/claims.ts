@@ -145,3 +145,34 @@ export function validateClaimObject(spec: ClaimSpec | undefined, path: string, c
     });
   return out;
 }
+
+/** What counting a subject's GPUs has to say about claims that could not be read. */
+export interface ClaimReadFailures {
+  /** One sentence per failed read (an error or a timeout; an absent claim is not a failure). */
+  failures: readonly string[];
+  /** `clusterSpec.onJobLookupFailure`: the same choice as for a job that cannot be read. */
+  onFailure: "warn" | "deny";
+  /** The rule that would count the GPUs (`pod-gpus`, `job-gpus`) and where. */
+  rule: string;
+  field: string;
+  /** "pod" or "job", for the message. */
+  subject: string;
+  /** An UPDATE, which a failed read cannot make worse: warned of, never refused. */
+  update?: boolean;
+}
+
+/**
+ * Claims that could not be read are handled like a job that cannot be read (`clusterSpec.onJobLookupFailure`):
+ * `deny` refuses the subject under the rule that would have counted their GPUs (so its enforcement mode
+ * applies); `warn` (the default) admits it, counted without them, and says so. Failing closed regardless
+ * would refuse every claim-naming pod in an opted-in namespace while the reader lacks RBAC (an upgrade
+ * without the new ClusterRole) or the apiserver is slow; the claim itself is still held to the caps at its
+ * own CREATE (`validateClaimObject`).
+ */
+export function claimReadFindings(r: ClaimReadFailures): Findings {
+  const deny = r.onFailure === "deny" && !r.update;
+  return {
+    violations: deny ? r.failures.map((f) => ({ rule: r.rule, field: r.field, message: `cannot count the ${r.subject}'s GPUs: ${f}` })) : [],
+    warnings: deny ? [] : r.failures.map((f) => `quartermaster: the ${r.subject}'s GPUs counted without a claim that could not be read: ${f}`),
+  };
+}
