@@ -3,7 +3,10 @@ import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/core/kube.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { buildLedger, type Ledger, type LedgerInput } from "../../src/reconcile/ledger.js";
-import { canonicalJson } from "../../src/reconcile/ledger-shards.js";
+import { canonicalJson, CHECKSUM_KEY, INDEX_KEY, shardLedger, readStored } from "../../src/reconcile/ledger-shards.js";
+import { capacityOf, indexOfData } from "../../src/kube/capacity.js";
+import { createAdmissionMetrics } from "../../src/server/metrics.js";
+import { ledgerTable } from "../../src/reconcile/table.js";
 import { deviceResource } from "../../src/reconcile/ledger-dra.js";
 import { gpuPod, node, nodeLease } from "../fixtures/cluster.js";
 
@@ -367,5 +370,42 @@ describe("device ledger: Dynamic Resource Allocation", () => {
     assert.equal(deviceResource("mig.nvidia.com", undefined, classes), "nvidia.com/mig-any");
     assert.equal(deviceResource("gpu.amd.com", "cpx", classes), "amd.com/gpu");
     assert.equal(deviceResource("nic.example.com", undefined, classes), undefined);
+  });
+
+  it("the stored index keeps its fields and adds dra: capacity check, metrics side by side, table columns", async () => {
+    const l = ledger({
+      nodes: [node("a", {}), node("b", { "amd.com/gpu": "2" })],
+      nodeLeases: [fresh("a"), fresh("b")],
+      resourceSlices: [slice("a", { devices: gpus(8) })],
+      resourceClaims: [claim("c1", { node: "a", devices: [{ device: "gpu-0" }, { device: "gpu-1" }], holders: ["p1"] })],
+      pods: [draPod("p1", "c1", { node: "a" }), gpuPod("ext", { node: "a", gpus: { "nvidia.com/gpu": 1 } })],
+    });
+    const { index } = shardLedger(l, 900_000);
+    const read = indexOfData({ [INDEX_KEY]: index.text, [CHECKSUM_KEY]: index.sha256 });
+    assert.ok(read, "the index with dra figures reads back (schema, checksum)");
+    assert.equal(capacityOf(read).total("nvidia.com/gpu"), 8);
+    assert.deepEqual(read.totals["nvidia.com/gpu"], { allocatable: 8, allocated: 3, capacity: 8, dra: { allocated: 2, capacity: 8 }, free: 5, unavailable: 0 });
+    const m = createAdmissionMetrics({ timeoutSeconds: 5, ledger: () => ({ index: read, readAt: T0.getTime() }) });
+    const values: Record<string, number> = {};
+    for (const v of (await m.registry.getSingleMetric("quartermaster_ledger_gpus_by_source")!.get()).values)
+      values[`${v.labels.resource}/${v.labels.source}/${v.labels.state}`] = v.value;
+    assert.deepEqual(values, {
+      "amd.com/gpu/extended-resource/allocated": 0,
+      "nvidia.com/gpu/dra/capacity": 8,
+      "nvidia.com/gpu/dra/allocated": 2,
+      "nvidia.com/gpu/extended-resource/allocated": 1,
+    });
+    const text = ledgerTable(l);
+    assert.match(text, /DRA CAPACITY +DRA ALLOCATED +REQUESTS ALLOCATED/);
+    assert.match(text, /nvidia\.com\/gpu +8 +8 +0 +3 +5 +8 +2 +1/);
+    assert.doesNotMatch(ledgerTable(ledger({ nodes: [node("a", { "nvidia.com/gpu": "8" })], nodeLeases: [fresh("a")] })), /DRA/);
+    // The shards read back too (the node entries' dra figures in the shard schema).
+    const stored = readStored(
+      new Map(shardLedger(l, 900_000).shards.map((sh) => [sh.name, { name: sh.name, uid: "u", resourceVersion: "1", text: sh.text, sha256: sh.sha256 }])).set(
+        index.name,
+        { name: index.name, uid: "u", resourceVersion: "1", text: index.text, sha256: index.sha256 },
+      ),
+    );
+    assert.deepEqual(stored.ledger?.nodes, l.nodes);
   });
 });
