@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","required":["counts","generatedAt","namespaces","shards","totals","version"],"properties":{"counts":{"type":"object","required":["jobs","nodes","pendingGpuPods","podsHoldingDevices","staleNodes"],"properties":{"inactiveNodes":{"type":"integer","minimum":0},"jobs":{"type":"integer","minimum":0},"nodes":{"type":"integer","minimum":0},"pendingGpuPods":{"type":"integer","minimum":0},"podsHoldingDevices":{"type":"integer","minimum":0},"staleNodes":{"type":"integer","minimum":0}}},"generatedAt":{"type":"string","minLength":1},"namespaces":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"}}}}},"shards":{"type":"array","items":{"type":"object","required":["name","sha256"],"properties":{"name":{"type":"string","pattern":"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"}}}},"totals":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","unavailable"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"free":{"type":"number"},"unavailable":{"type":"number"}}}},"version":{"const":1}}};
+const schema11 = {"type":"object","required":["counts","generatedAt","namespaces","shards","totals","version"],"properties":{"counts":{"type":"object","required":["jobs","nodes","pendingGpuPods","podsHoldingDevices","staleNodes"],"properties":{"inactiveNodes":{"type":"integer","minimum":0},"jobs":{"type":"integer","minimum":0},"nodes":{"type":"integer","minimum":0},"pendingGpuPods":{"type":"integer","minimum":0},"podsHoldingDevices":{"type":"integer","minimum":0},"staleNodes":{"type":"integer","minimum":0}}},"generatedAt":{"type":"string","minLength":1},"namespaces":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"}}}}},"shards":{"type":"array","items":{"type":"object","required":["name","sha256"],"properties":{"name":{"type":"string","pattern":"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"}}}},"totals":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","unavailable"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"dra":{"type":"object","required":["allocated","capacity"],"properties":{"allocated":{"type":"number"},"capacity":{"type":"number"}}},"free":{"type":"number"},"unavailable":{"type":"number"}}}},"version":{"const":1}}};
 const func2 = runtime0.default;
 const pattern0 = new RegExp("^quartermaster-ledger-(0|[1-9][0-9]{0,3})$", "u");
 const pattern1 = new RegExp("^[0-9a-f]{64}$", "u");
@@ -600,10 +600,11 @@ vErrors.push(err48);
 errors++;
 }
 }
-if(data18.free !== undefined){
-let data22 = data18.free;
-if(!((typeof data22 == "number") && (isFinite(data22)))){
-const err49 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/totals/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data18.dra !== undefined){
+let data22 = data18.dra;
+if(data22 && typeof data22 == "object" && !Array.isArray(data22)){
+if(data22.allocated === undefined){
+const err49 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -612,11 +613,8 @@ vErrors.push(err49);
 }
 errors++;
 }
-}
-if(data18.unavailable !== undefined){
-let data23 = data18.unavailable;
-if(!((typeof data23 == "number") && (isFinite(data23)))){
-const err50 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/unavailable",schemaPath:"#/properties/totals/additionalProperties/properties/unavailable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data22.capacity === undefined){
+const err50 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -625,10 +623,10 @@ vErrors.push(err50);
 }
 errors++;
 }
-}
-}
-else {
-const err51 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data22.allocated !== undefined){
+let data23 = data22.allocated;
+if(!((typeof data23 == "number") && (isFinite(data23)))){
+const err51 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -638,9 +636,10 @@ vErrors.push(err51);
 errors++;
 }
 }
-}
-else {
-const err52 = {instancePath:instancePath+"/totals",schemaPath:"#/properties/totals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data22.capacity !== undefined){
+let data24 = data22.capacity;
+if(!((typeof data24 == "number") && (isFinite(data24)))){
+const err52 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -650,9 +649,9 @@ vErrors.push(err52);
 errors++;
 }
 }
-if(data.version !== undefined){
-if(1 !== data.version){
-const err53 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+}
+else {
+const err53 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -662,14 +661,76 @@ vErrors.push(err53);
 errors++;
 }
 }
-}
-else {
-const err54 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data18.free !== undefined){
+let data25 = data18.free;
+if(!((typeof data25 == "number") && (isFinite(data25)))){
+const err54 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/totals/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err54];
 }
 else {
 vErrors.push(err54);
+}
+errors++;
+}
+}
+if(data18.unavailable !== undefined){
+let data26 = data18.unavailable;
+if(!((typeof data26 == "number") && (isFinite(data26)))){
+const err55 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/unavailable",schemaPath:"#/properties/totals/additionalProperties/properties/unavailable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+}
+}
+else {
+const err56 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+}
+}
+else {
+const err57 = {instancePath:instancePath+"/totals",schemaPath:"#/properties/totals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+}
+}
+if(data.version !== undefined){
+if(1 !== data.version){
+const err58 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+}
+}
+else {
+const err59 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
 }
 errors++;
 }

@@ -3,7 +3,7 @@
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","required":["jobs","nodes","of","pending","shard","version"],"properties":{"jobs":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"}}}}},"nodes":{"type":"array","items":{"type":"object","required":["name","pods","resources","stale"],"properties":{"leaseRenewTime":{"type":"string"},"missing":{"type":"boolean"},"name":{"type":"string"},"pods":{"type":"array","items":{"type":"object","required":["name","namespace","resources","uid"],"properties":{"job":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"resources":{"type":"object","additionalProperties":{"type":"number"}},"uid":{"type":"string"}}}},"resources":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","inactive","overCommitted"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"free":{"type":"number"},"inactive":{"type":"boolean"},"overCommitted":{"type":"boolean"}}}},"stale":{"type":"boolean"},"staleReason":{"type":"string"}}}},"of":{"type":"integer","minimum":1},"pending":{"type":"array","items":{"type":"object","required":["createdAt","name","namespace","pendingSeconds","reason","resources","uid"],"properties":{"createdAt":{"type":"string"},"job":{"type":"string"},"message":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"pendingSeconds":{"type":"number"},"reason":{"type":"string"},"resources":{"type":"object","additionalProperties":{"type":"number"}},"uid":{"type":"string"}}}},"shard":{"type":"integer","minimum":0},"version":{"const":1}}};
+const schema11 = {"type":"object","required":["jobs","nodes","of","pending","shard","version"],"properties":{"jobs":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"}}}}},"nodes":{"type":"array","items":{"type":"object","required":["name","pods","resources","stale"],"properties":{"leaseRenewTime":{"type":"string"},"missing":{"type":"boolean"},"name":{"type":"string"},"pods":{"type":"array","items":{"type":"object","required":["name","namespace","resources","uid"],"properties":{"job":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"resources":{"type":"object","additionalProperties":{"type":"number"}},"uid":{"type":"string"}}}},"resources":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","inactive","overCommitted"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"dra":{"type":"object","required":["allocated","capacity"],"properties":{"allocated":{"type":"number"},"capacity":{"type":"number"}}},"free":{"type":"number"},"inactive":{"type":"boolean"},"overCommitted":{"type":"boolean"}}}},"stale":{"type":"boolean"},"staleReason":{"type":"string"}}}},"of":{"type":"integer","minimum":1},"pending":{"type":"array","items":{"type":"object","required":["createdAt","name","namespace","pendingSeconds","reason","resources","uid"],"properties":{"createdAt":{"type":"string"},"job":{"type":"string"},"message":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"pendingSeconds":{"type":"number"},"reason":{"type":"string"},"resources":{"type":"object","additionalProperties":{"type":"number"}},"uid":{"type":"string"}}}},"shard":{"type":"integer","minimum":0},"version":{"const":1}}};
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 let vErrors = null;
@@ -495,10 +495,11 @@ vErrors.push(err40);
 errors++;
 }
 }
-if(data19.free !== undefined){
-let data23 = data19.free;
-if(!((typeof data23 == "number") && (isFinite(data23)))){
-const err41 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data19.dra !== undefined){
+let data23 = data19.dra;
+if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
+if(data23.allocated === undefined){
+const err41 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -507,10 +508,8 @@ vErrors.push(err41);
 }
 errors++;
 }
-}
-if(data19.inactive !== undefined){
-if(typeof data19.inactive !== "boolean"){
-const err42 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/inactive",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/inactive/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data23.capacity === undefined){
+const err42 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -519,10 +518,10 @@ vErrors.push(err42);
 }
 errors++;
 }
-}
-if(data19.overCommitted !== undefined){
-if(typeof data19.overCommitted !== "boolean"){
-const err43 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/overCommitted",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/overCommitted/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data23.allocated !== undefined){
+let data24 = data23.allocated;
+if(!((typeof data24 == "number") && (isFinite(data24)))){
+const err43 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/allocated",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -532,9 +531,10 @@ vErrors.push(err43);
 errors++;
 }
 }
-}
-else {
-const err44 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data23.capacity !== undefined){
+let data25 = data23.capacity;
+if(!((typeof data25 == "number") && (isFinite(data25)))){
+const err44 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/capacity",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -546,7 +546,7 @@ errors++;
 }
 }
 else {
-const err45 = {instancePath:instancePath+"/nodes/" + i0+"/resources",schemaPath:"#/properties/nodes/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err45 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -556,9 +556,10 @@ vErrors.push(err45);
 errors++;
 }
 }
-if(data6.stale !== undefined){
-if(typeof data6.stale !== "boolean"){
-const err46 = {instancePath:instancePath+"/nodes/" + i0+"/stale",schemaPath:"#/properties/nodes/items/properties/stale/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data19.free !== undefined){
+let data26 = data19.free;
+if(!((typeof data26 == "number") && (isFinite(data26)))){
+const err46 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -568,9 +569,9 @@ vErrors.push(err46);
 errors++;
 }
 }
-if(data6.staleReason !== undefined){
-if(typeof data6.staleReason !== "string"){
-const err47 = {instancePath:instancePath+"/nodes/" + i0+"/staleReason",schemaPath:"#/properties/nodes/items/properties/staleReason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data19.inactive !== undefined){
+if(typeof data19.inactive !== "boolean"){
+const err47 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/inactive",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/inactive/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -580,9 +581,9 @@ vErrors.push(err47);
 errors++;
 }
 }
-}
-else {
-const err48 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data19.overCommitted !== undefined){
+if(typeof data19.overCommitted !== "boolean"){
+const err48 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/overCommitted",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/overCommitted/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -594,7 +595,7 @@ errors++;
 }
 }
 else {
-const err49 = {instancePath:instancePath+"/nodes",schemaPath:"#/properties/nodes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err49 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -604,10 +605,9 @@ vErrors.push(err49);
 errors++;
 }
 }
-if(data.of !== undefined){
-let data28 = data.of;
-if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
-const err50 = {instancePath:instancePath+"/of",schemaPath:"#/properties/of/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err50 = {instancePath:instancePath+"/nodes/" + i0+"/resources",schemaPath:"#/properties/nodes/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -616,9 +616,10 @@ vErrors.push(err50);
 }
 errors++;
 }
-if((typeof data28 == "number") && (isFinite(data28))){
-if(data28 < 1 || isNaN(data28)){
-const err51 = {instancePath:instancePath+"/of",schemaPath:"#/properties/of/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data6.stale !== undefined){
+if(typeof data6.stale !== "boolean"){
+const err51 = {instancePath:instancePath+"/nodes/" + i0+"/stale",schemaPath:"#/properties/nodes/items/properties/stale/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -628,16 +629,9 @@ vErrors.push(err51);
 errors++;
 }
 }
-}
-if(data.pending !== undefined){
-let data29 = data.pending;
-if(Array.isArray(data29)){
-const len2 = data29.length;
-for(let i2=0; i2<len2; i2++){
-let data30 = data29[i2];
-if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
-if(data30.createdAt === undefined){
-const err52 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(data6.staleReason !== undefined){
+if(typeof data6.staleReason !== "string"){
+const err52 = {instancePath:instancePath+"/nodes/" + i0+"/staleReason",schemaPath:"#/properties/nodes/items/properties/staleReason/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -646,8 +640,10 @@ vErrors.push(err52);
 }
 errors++;
 }
-if(data30.name === undefined){
-const err53 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+}
+}
+else {
+const err53 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -656,8 +652,10 @@ vErrors.push(err53);
 }
 errors++;
 }
-if(data30.namespace === undefined){
-const err54 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "namespace"},message:"must have required property '"+"namespace"+"'"};
+}
+}
+else {
+const err54 = {instancePath:instancePath+"/nodes",schemaPath:"#/properties/nodes/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -666,8 +664,11 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(data30.pendingSeconds === undefined){
-const err55 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "pendingSeconds"},message:"must have required property '"+"pendingSeconds"+"'"};
+}
+if(data.of !== undefined){
+let data31 = data.of;
+if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
+const err55 = {instancePath:instancePath+"/of",schemaPath:"#/properties/of/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -676,8 +677,9 @@ vErrors.push(err55);
 }
 errors++;
 }
-if(data30.reason === undefined){
-const err56 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "reason"},message:"must have required property '"+"reason"+"'"};
+if((typeof data31 == "number") && (isFinite(data31))){
+if(data31 < 1 || isNaN(data31)){
+const err56 = {instancePath:instancePath+"/of",schemaPath:"#/properties/of/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -686,8 +688,17 @@ vErrors.push(err56);
 }
 errors++;
 }
-if(data30.resources === undefined){
-const err57 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "resources"},message:"must have required property '"+"resources"+"'"};
+}
+}
+if(data.pending !== undefined){
+let data32 = data.pending;
+if(Array.isArray(data32)){
+const len2 = data32.length;
+for(let i2=0; i2<len2; i2++){
+let data33 = data32[i2];
+if(data33 && typeof data33 == "object" && !Array.isArray(data33)){
+if(data33.createdAt === undefined){
+const err57 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -696,8 +707,8 @@ vErrors.push(err57);
 }
 errors++;
 }
-if(data30.uid === undefined){
-const err58 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
+if(data33.name === undefined){
+const err58 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -706,9 +717,8 @@ vErrors.push(err58);
 }
 errors++;
 }
-if(data30.createdAt !== undefined){
-if(typeof data30.createdAt !== "string"){
-const err59 = {instancePath:instancePath+"/pending/" + i2+"/createdAt",schemaPath:"#/properties/pending/items/properties/createdAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data33.namespace === undefined){
+const err59 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "namespace"},message:"must have required property '"+"namespace"+"'"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -717,10 +727,8 @@ vErrors.push(err59);
 }
 errors++;
 }
-}
-if(data30.job !== undefined){
-if(typeof data30.job !== "string"){
-const err60 = {instancePath:instancePath+"/pending/" + i2+"/job",schemaPath:"#/properties/pending/items/properties/job/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data33.pendingSeconds === undefined){
+const err60 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "pendingSeconds"},message:"must have required property '"+"pendingSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -729,10 +737,8 @@ vErrors.push(err60);
 }
 errors++;
 }
-}
-if(data30.message !== undefined){
-if(typeof data30.message !== "string"){
-const err61 = {instancePath:instancePath+"/pending/" + i2+"/message",schemaPath:"#/properties/pending/items/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data33.reason === undefined){
+const err61 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "reason"},message:"must have required property '"+"reason"+"'"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -741,10 +747,8 @@ vErrors.push(err61);
 }
 errors++;
 }
-}
-if(data30.name !== undefined){
-if(typeof data30.name !== "string"){
-const err62 = {instancePath:instancePath+"/pending/" + i2+"/name",schemaPath:"#/properties/pending/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data33.resources === undefined){
+const err62 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "resources"},message:"must have required property '"+"resources"+"'"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -753,10 +757,8 @@ vErrors.push(err62);
 }
 errors++;
 }
-}
-if(data30.namespace !== undefined){
-if(typeof data30.namespace !== "string"){
-const err63 = {instancePath:instancePath+"/pending/" + i2+"/namespace",schemaPath:"#/properties/pending/items/properties/namespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data33.uid === undefined){
+const err63 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -765,11 +767,9 @@ vErrors.push(err63);
 }
 errors++;
 }
-}
-if(data30.pendingSeconds !== undefined){
-let data36 = data30.pendingSeconds;
-if(!((typeof data36 == "number") && (isFinite(data36)))){
-const err64 = {instancePath:instancePath+"/pending/" + i2+"/pendingSeconds",schemaPath:"#/properties/pending/items/properties/pendingSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data33.createdAt !== undefined){
+if(typeof data33.createdAt !== "string"){
+const err64 = {instancePath:instancePath+"/pending/" + i2+"/createdAt",schemaPath:"#/properties/pending/items/properties/createdAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -779,9 +779,9 @@ vErrors.push(err64);
 errors++;
 }
 }
-if(data30.reason !== undefined){
-if(typeof data30.reason !== "string"){
-const err65 = {instancePath:instancePath+"/pending/" + i2+"/reason",schemaPath:"#/properties/pending/items/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data33.job !== undefined){
+if(typeof data33.job !== "string"){
+const err65 = {instancePath:instancePath+"/pending/" + i2+"/job",schemaPath:"#/properties/pending/items/properties/job/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -791,13 +791,9 @@ vErrors.push(err65);
 errors++;
 }
 }
-if(data30.resources !== undefined){
-let data38 = data30.resources;
-if(data38 && typeof data38 == "object" && !Array.isArray(data38)){
-for(const key4 in data38){
-let data39 = data38[key4];
-if(!((typeof data39 == "number") && (isFinite(data39)))){
-const err66 = {instancePath:instancePath+"/pending/" + i2+"/resources/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/pending/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data33.message !== undefined){
+if(typeof data33.message !== "string"){
+const err66 = {instancePath:instancePath+"/pending/" + i2+"/message",schemaPath:"#/properties/pending/items/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -807,9 +803,9 @@ vErrors.push(err66);
 errors++;
 }
 }
-}
-else {
-const err67 = {instancePath:instancePath+"/pending/" + i2+"/resources",schemaPath:"#/properties/pending/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data33.name !== undefined){
+if(typeof data33.name !== "string"){
+const err67 = {instancePath:instancePath+"/pending/" + i2+"/name",schemaPath:"#/properties/pending/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -819,9 +815,9 @@ vErrors.push(err67);
 errors++;
 }
 }
-if(data30.uid !== undefined){
-if(typeof data30.uid !== "string"){
-const err68 = {instancePath:instancePath+"/pending/" + i2+"/uid",schemaPath:"#/properties/pending/items/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data33.namespace !== undefined){
+if(typeof data33.namespace !== "string"){
+const err68 = {instancePath:instancePath+"/pending/" + i2+"/namespace",schemaPath:"#/properties/pending/items/properties/namespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -831,9 +827,10 @@ vErrors.push(err68);
 errors++;
 }
 }
-}
-else {
-const err69 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data33.pendingSeconds !== undefined){
+let data39 = data33.pendingSeconds;
+if(!((typeof data39 == "number") && (isFinite(data39)))){
+const err69 = {instancePath:instancePath+"/pending/" + i2+"/pendingSeconds",schemaPath:"#/properties/pending/items/properties/pendingSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -843,9 +840,9 @@ vErrors.push(err69);
 errors++;
 }
 }
-}
-else {
-const err70 = {instancePath:instancePath+"/pending",schemaPath:"#/properties/pending/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data33.reason !== undefined){
+if(typeof data33.reason !== "string"){
+const err70 = {instancePath:instancePath+"/pending/" + i2+"/reason",schemaPath:"#/properties/pending/items/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -855,10 +852,13 @@ vErrors.push(err70);
 errors++;
 }
 }
-if(data.shard !== undefined){
-let data41 = data.shard;
-if(!(((typeof data41 == "number") && (!(data41 % 1) && !isNaN(data41))) && (isFinite(data41)))){
-const err71 = {instancePath:instancePath+"/shard",schemaPath:"#/properties/shard/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data33.resources !== undefined){
+let data41 = data33.resources;
+if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
+for(const key4 in data41){
+let data42 = data41[key4];
+if(!((typeof data42 == "number") && (isFinite(data42)))){
+const err71 = {instancePath:instancePath+"/pending/" + i2+"/resources/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/pending/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -867,9 +867,10 @@ vErrors.push(err71);
 }
 errors++;
 }
-if((typeof data41 == "number") && (isFinite(data41))){
-if(data41 < 0 || isNaN(data41)){
-const err72 = {instancePath:instancePath+"/shard",schemaPath:"#/properties/shard/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+else {
+const err72 = {instancePath:instancePath+"/pending/" + i2+"/resources",schemaPath:"#/properties/pending/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -879,10 +880,9 @@ vErrors.push(err72);
 errors++;
 }
 }
-}
-if(data.version !== undefined){
-if(1 !== data.version){
-const err73 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+if(data33.uid !== undefined){
+if(typeof data33.uid !== "string"){
+const err73 = {instancePath:instancePath+"/pending/" + i2+"/uid",schemaPath:"#/properties/pending/items/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -894,12 +894,73 @@ errors++;
 }
 }
 else {
-const err74 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err74 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err74];
 }
 else {
 vErrors.push(err74);
+}
+errors++;
+}
+}
+}
+else {
+const err75 = {instancePath:instancePath+"/pending",schemaPath:"#/properties/pending/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err75];
+}
+else {
+vErrors.push(err75);
+}
+errors++;
+}
+}
+if(data.shard !== undefined){
+let data44 = data.shard;
+if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
+const err76 = {instancePath:instancePath+"/shard",schemaPath:"#/properties/shard/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err76];
+}
+else {
+vErrors.push(err76);
+}
+errors++;
+}
+if((typeof data44 == "number") && (isFinite(data44))){
+if(data44 < 0 || isNaN(data44)){
+const err77 = {instancePath:instancePath+"/shard",schemaPath:"#/properties/shard/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err77];
+}
+else {
+vErrors.push(err77);
+}
+errors++;
+}
+}
+}
+if(data.version !== undefined){
+if(1 !== data.version){
+const err78 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err78];
+}
+else {
+vErrors.push(err78);
+}
+errors++;
+}
+}
+}
+else {
+const err79 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err79];
+}
+else {
+vErrors.push(err79);
 }
 errors++;
 }

@@ -5,7 +5,7 @@
  * patches, ConfigMap writes with a resourceVersion precondition and Events. Counts its API
  * calls for the pass summary. Errors keep their HTTP status in `code`.
  */
-import type { V1ContainerStatus, V1ObjectMeta, V1PodCondition, V1PodSpec } from "@kubernetes/client-node";
+import type { V1ContainerStatus, V1ObjectMeta, V1PodCondition, V1PodSpec, V1PodStatus } from "@kubernetes/client-node";
 import { asKubeObject, asV1Lease, asV1Namespace, asV1Node, asV1Pod, asV1Service } from "../core/boundary.js";
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
@@ -32,6 +32,13 @@ export interface ClusterReader {
   listNodeLeases(): Promise<KubeObject[]>;
   /** ConfigMaps of a namespace carrying `labelSelector`. */
   listConfigMaps(namespace: string, labelSelector: string): Promise<KubeObject[]>;
+  /**
+   * ResourceSlices (`resource.k8s.io/v1`, cluster-scoped), trimmed to what the device ledger reads; `[]` on a
+   * cluster without the API (404). Optional: a reader without it has no DRA.
+   */
+  listResourceSlices?(): Promise<KubeObject[]>;
+  /** ResourceClaims of every namespace (`resource.k8s.io/v1`), trimmed; `[]` on a cluster without the API (404). */
+  listResourceClaims?(): Promise<KubeObject[]>;
 }
 
 export interface ClusterWriter {
@@ -159,6 +166,19 @@ function containerStatus(c: V1ContainerStatus | undefined): Record<string, unkno
   return { name: c?.name, restartCount: c?.restartCount ?? 0, ...(typeof code === "number" ? { state: { terminated: { exitCode: code } } } : {}) };
 }
 
+/** The pod's claims, for the device ledger (Dynamic Resource Allocation). */
+function podClaims(spec: Partial<V1PodSpec>): Record<string, unknown> {
+  return spec.resourceClaims?.length ? { resourceClaims: plain(spec.resourceClaims) } : {};
+}
+
+/** Which claims were made for the pod's templates and for its extended-resource requests. */
+function podClaimStatus(status: V1PodStatus | undefined): Record<string, unknown> {
+  return {
+    ...(status?.resourceClaimStatuses?.length ? { resourceClaimStatuses: plain(status.resourceClaimStatuses) } : {}),
+    ...(status?.extendedResourceClaimStatus ? { extendedResourceClaimStatus: plain(status.extendedResourceClaimStatus) } : {}),
+  };
+}
+
 export function slimPod(o: object, cache: OwnerFieldsCache = new Map()): KubeObject {
   const p = asV1Pod(o);
   const spec: Partial<V1PodSpec> = p.spec ?? {};
@@ -177,9 +197,11 @@ export function slimPod(o: object, cache: OwnerFieldsCache = new Map()): KubeObj
       ...(spec.nodeName ? { nodeName: spec.nodeName } : {}),
       containers: (spec.containers ?? []).map(container),
       ...(spec.initContainers ? { initContainers: spec.initContainers.map(container) } : {}),
+      ...podClaims(spec),
     },
     status: {
       ...(p.status?.phase ? { phase: p.status.phase } : {}),
+      ...podClaimStatus(p.status),
       // The job controller reads restart counts and the default container's exit code.
       ...(p.status?.containerStatuses ? { containerStatuses: p.status.containerStatuses.map(containerStatus) } : {}),
       ...(p.status?.initContainerStatuses ? { initContainerStatuses: p.status.initContainerStatuses.map(containerStatus) } : {}),
@@ -190,6 +212,52 @@ export function slimPod(o: object, cache: OwnerFieldsCache = new Map()): KubeObj
               .map((c: V1PodCondition) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message })),
           }
         : {}),
+    },
+  };
+}
+
+const plain = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
+const rec = (v: unknown): Record<string, unknown> => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+
+/** A ResourceSlice trimmed to driver, node, pool and its devices' names and attributes (src/reconcile/ledger-dra.ts). */
+export function slimResourceSlice(o: object): KubeObject {
+  const x = rec(plain(o));
+  const spec = rec(x.spec);
+  const devices = Array.isArray(spec.devices) ? spec.devices.map(rec) : [];
+  return {
+    apiVersion: "resource.k8s.io/v1",
+    kind: "ResourceSlice",
+    metadata: { name: rec(x.metadata).name },
+    spec: {
+      driver: spec.driver,
+      ...(spec.nodeName !== undefined ? { nodeName: spec.nodeName } : {}),
+      pool: spec.pool,
+      devices: devices.map((d) => ({ name: d.name, ...(d.attributes !== undefined ? { attributes: d.attributes } : {}) })),
+    },
+  };
+}
+
+/** A ResourceClaim trimmed to its spec's requests and its allocation's results, node selector and holders. */
+export function slimResourceClaim(o: object): KubeObject {
+  const x = rec(plain(o));
+  const m = rec(x.metadata);
+  const status = rec(x.status);
+  const allocation = rec(status.allocation);
+  return {
+    apiVersion: "resource.k8s.io/v1",
+    kind: "ResourceClaim",
+    metadata: { name: m.name, namespace: m.namespace, uid: m.uid, ...(m.annotations !== undefined ? { annotations: m.annotations } : {}) },
+    spec: rec(x.spec),
+    status: {
+      ...(status.allocation !== undefined
+        ? {
+            allocation: {
+              devices: { results: rec(allocation.devices).results ?? [] },
+              ...(allocation.nodeSelector !== undefined ? { nodeSelector: allocation.nodeSelector } : {}),
+            },
+          }
+        : {}),
+      ...(status.reservedFor !== undefined ? { reservedFor: status.reservedFor } : {}),
     },
   };
 }
@@ -258,6 +326,19 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
   // client-node returns typed objects with Date fields; the planner reads raw JSON, so round-trip to it.
   const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;
 
+  // Dynamic Resource Allocation (`resource.k8s.io/v1`): a cluster without the API has no DRA, not an error.
+  const draList = async (plural: string, shape: (o: object) => KubeObject): Promise<KubeObject[]> => {
+    try {
+      return await paged(
+        async (cont) => (await custom.listClusterCustomObject({ group: "resource.k8s.io", version: "v1", plural, limit: PAGE_SIZE, _continue: cont })) as Page,
+        (item) => shape(item),
+      );
+    } catch (err) {
+      if (statusOf(err) === 404) return [];
+      throw err;
+    }
+  };
+
   const cluster: Cluster = {
     get calls() {
       return calls;
@@ -321,6 +402,12 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
           return { metadata: { name: l.metadata?.name }, spec: { ...(l.spec?.renewTime ? { renewTime: iso(l.spec.renewTime) } : {}) } };
         },
       );
+    },
+    async listResourceSlices() {
+      return draList("resourceslices", slimResourceSlice);
+    },
+    async listResourceClaims() {
+      return draList("resourceclaims", slimResourceClaim);
     },
     async listConfigMaps(namespace, labelSelector) {
       return paged(async (cont) => await core.listNamespacedConfigMap({ namespace, labelSelector, limit: PAGE_SIZE, _continue: cont }), raw);

@@ -67,15 +67,17 @@ export async function snapshot(cluster: Cluster, policy: Policy, namespace: stri
     }
     for (const job of list) jobs.push({ kind, job });
   }
-  const [namespaces, pods, services, nodes, nodeLeases, ledger] = await Promise.all([
+  const [namespaces, pods, services, nodes, nodeLeases, ledger, resourceSlices, resourceClaims] = await Promise.all([
     cluster.listNamespaces(),
     cluster.listPods(),
     cluster.listServices(),
     cluster.listNodes(),
     cluster.listNodeLeases(),
     readLedgerConfigMaps(cluster, namespace),
+    cluster.listResourceSlices?.() ?? Promise.resolve([]),
+    cluster.listResourceClaims?.() ?? Promise.resolve([]),
   ]);
-  return { namespaces, jobs, pods, services, nodes, nodeLeases, ledger };
+  return { namespaces, jobs, pods, services, nodes, nodeLeases, ledger, resourceSlices, resourceClaims };
 }
 
 const describeAction = (a: Action): string => `${a.verb} ${a.kind} ${a.namespace}/${a.name}`;

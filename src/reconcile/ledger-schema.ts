@@ -18,19 +18,22 @@ const USAGE = { type: "object", required: ["allocated", "gpuSeconds"], propertie
 /** `{ <namespace or job>: { <resource>: Usage } }` */
 const USAGE_MAP = { type: "object", additionalProperties: { type: "object", additionalProperties: USAGE } } as const;
 
+/** The DRA part of a resource's figures (optional: present only where DRA devices are, see ledger.ts). */
+const DRA_FIGURES = { type: "object", required: ["allocated", "capacity"], properties: { allocated: num, capacity: num } } as const;
+
 const TOTALS = {
   type: "object",
   additionalProperties: {
     type: "object",
     required: ["allocatable", "allocated", "capacity", "free", "unavailable"],
-    properties: { allocatable: num, allocated: num, capacity: num, free: num, unavailable: num },
+    properties: { allocatable: num, allocated: num, capacity: num, dra: DRA_FIGURES, free: num, unavailable: num },
   },
 } as const;
 
 const RESOURCE_ENTRY = {
   type: "object",
   required: ["allocatable", "allocated", "capacity", "free", "inactive", "overCommitted"],
-  properties: { allocatable: num, allocated: num, capacity: num, free: num, inactive: bool, overCommitted: bool },
+  properties: { allocatable: num, allocated: num, capacity: num, dra: DRA_FIGURES, free: num, inactive: bool, overCommitted: bool },
 } as const;
 
 const POD_HOLDING = {

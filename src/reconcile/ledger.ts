@@ -18,6 +18,14 @@
  * - Allocations per namespace and per job, and GPU-seconds accrued between passes: only for pods holding the
  *   resource in both passes (by uid), for the time between the two ledgers, at the current count. Totals
  *   carry over from the previous ledger, so they are cumulative.
+ * - GPUs of Dynamic Resource Allocation (ResourceSlices and ResourceClaims, read in src/reconcile/ledger-dra.ts,
+ *   whose module comment gives the rules) count under the resource name of their device class, next to the
+ *   device plugin's: a resource entry (and its totals) carries `dra: {allocated, capacity}` when DRA devices
+ *   are part of it, and only then, so a cluster without DRA gets the ledger it always had. Where a node lists
+ *   the same resource in `status.allocatable`, capacity and allocatable are the larger of the two counts
+ *   (never their sum: the same GPUs advertised both ways); allocated is the pods' container requests plus the
+ *   claims' allocated devices (claims made for an extended-resource request counted by the request alone).
+ *   A pod holding claims is charged for their devices like for its requests (holdings, usage, GPU-seconds).
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
@@ -28,16 +36,25 @@ import { CAFFE2_LABELS } from "../topology/label-scheme.js";
 import type { Policy } from "../policy/types.js";
 import { parseQuantity, toNumber } from "../core/quantity.js";
 import { effectivePodGpus } from "../core/gpu.js";
+import { pendingPodDraGpus, readDra, type DraLedger } from "./ledger-dra.js";
 
 export const LEDGER_VERSION = 1;
 
 // Every object below is built with its keys in sorted order, so `JSON.stringify` of a ledger is its canonical
 // JSON (the shards' checksums are over those bytes; a test holds the builder to it). Arrays are sorted too.
 
+/** The part of a resource's figures that Dynamic Resource Allocation gives (devices of ResourceSlices, allocated by ResourceClaims). */
+export interface DraFigures {
+  allocated: number;
+  capacity: number;
+}
+
 export interface ResourceEntry {
   allocatable: number;
   allocated: number;
   capacity: number;
+  /** Present when DRA devices are part of this resource on the node: how many of the figures are DRA's. */
+  dra?: DraFigures;
   free: number;
   inactive: boolean;
   overCommitted: boolean;
@@ -86,6 +103,8 @@ export interface ResourceTotals {
   allocatable: number;
   allocated: number;
   capacity: number;
+  /** Present when DRA devices are part of this resource somewhere: the DRA part of the figures. */
+  dra?: DraFigures;
   free: number;
   /** Allocatable on stale nodes: counted as unavailable. */
   unavailable: number;
@@ -110,6 +129,10 @@ export interface LedgerInput {
   jobs: ReadonlySet<string>;
   /** `<namespace>/<name>` of the TrainJobs that exist: their JobSet pods are charged to them (`jobset-name`). */
   trainJobs?: ReadonlySet<string>;
+  /** ResourceSlices (`resource.k8s.io/v1`); absent or empty on a cluster without DRA. */
+  resourceSlices?: readonly KubeObject[];
+  /** ResourceClaims of the namespaces in scope; absent or empty on a cluster without DRA. */
+  resourceClaims?: readonly KubeObject[];
   /** The ledger of the previous pass, if it could be read. */
   previous?: Ledger;
 }
@@ -230,7 +253,7 @@ function leaseRenewals(leases: LedgerInput["nodeLeases"]): Map<string, string | 
 }
 
 /** A ledger entry per Node, with its GPU resources' capacity and allocatable and whether it is stale. */
-function nodeEntries(input: LedgerInput, nowMs: number, policy: Policy): Map<string, NodeEntry> {
+function nodeEntries(input: LedgerInput, nowMs: number, policy: Policy, dra: DraLedger): Map<string, NodeEntry> {
   const renewals = leaseRenewals(input.nodeLeases);
   const nodes = new Map<string, NodeEntry>();
   for (const n of input.nodes as readonly NodeShape[]) {
@@ -250,6 +273,13 @@ function nodeEntries(input: LedgerInput, nowMs: number, policy: Policy): Map<str
     const allocatable = n.status?.allocatable ?? {};
     for (const r of new Set([...Object.keys(capacity), ...Object.keys(allocatable)])) {
       if (isGpuResource(r, policy.gpu.resources)) entry.resources[r] = emptyResource(amount(capacity[r]), amount(allocatable[r]));
+    }
+    // DRA devices: the larger of the node's own count and the slices', never the sum (see the module comment).
+    for (const [r, n] of dra.capacity.get(name) ?? []) {
+      const e = (entry.resources[r] ??= emptyResource(0, 0));
+      e.capacity = Math.max(e.capacity, n);
+      e.allocatable = Math.max(e.allocatable, n);
+      e.dra = { allocated: 0, capacity: n };
     }
     nodes.set(name, entry);
   }
@@ -297,10 +327,11 @@ interface Charging {
   jobKeys: Map<string, string>;
   /** `<namespace>/<name>` of the TrainJobs that exist (the jobs of trainjob-shaped kinds), when any kind is. */
   trainJobs?: ReadonlySet<string>;
+  dra: DraLedger;
 }
 
 /** Every running pod that holds GPUs, charged to its node, namespace and job (GPU-seconds since the last ledger). */
-function accountPods(input: LedgerInput, acc: PodAccounts, nowMs: number, policy: Policy): void {
+function accountPods(input: LedgerInput, acc: PodAccounts, nowMs: number, policy: Policy, dra: DraLedger): void {
   const prevHoldings = new Map<string, PodHolding>();
   for (const n of input.previous?.nodes ?? []) for (const h of n.pods) prevHoldings.set(h.uid, h);
   const ch: Charging = {
@@ -312,18 +343,35 @@ function accountPods(input: LedgerInput, acc: PodAccounts, nowMs: number, policy
     jobKinds: new Set(policy.jobKinds.map((k) => k.kind)),
     jobKeys: new Map(),
     ...(input.trainJobs ? { trainJobs: input.trainJobs } : {}),
+    dra,
   };
   for (const pod of input.pods as readonly PodShape[]) chargePod(ch, pod);
+}
+
+/**
+ * The pod's GPUs: its containers' requests, and the devices of its claims: allocated ones once bound (counted on
+ * the node from the claims, see addDraAllocations), as written while pending.
+ */
+function podGpus(ch: Charging, pod: PodShape, uid: string, nodeName: string | undefined): { requested: Map<string, number>; all: Map<string, number> } {
+  const requested = effectivePodGpus(pod.spec ?? ({} as V1PodSpec), ch.policy.gpu.resources);
+  let claimed: Map<string, number> | undefined;
+  if (nodeName) claimed = ch.dra.byPod.get(uid);
+  else if (ch.dra.claimSpecs.size > 0) claimed = pendingPodDraGpus(pod as KubeObject, ch.dra, ch.policy.gpu.deviceClasses);
+  if (!claimed || claimed.size === 0) return { requested, all: requested };
+  const all = new Map(requested);
+  for (const [r, n] of claimed) all.set(r, (all.get(r) ?? 0) + n);
+  return { requested, all };
 }
 
 function chargePod(ch: Charging, pod: PodShape): void {
   const m = pod.metadata ?? {};
   const phase = pod.status?.phase;
   if (!m.uid || !m.name || !m.namespace || phase === "Succeeded" || phase === "Failed") return;
-  const held = nonZero(effectivePodGpus(pod.spec ?? ({} as V1PodSpec), ch.policy.gpu.resources));
+  const nodeName = pod.spec?.nodeName;
+  const { requested, all } = podGpus(ch, pod, m.uid, nodeName);
+  const held = nonZero(all);
   if (!held) return;
   const job = jobOf(pod, ch);
-  const nodeName = pod.spec?.nodeName;
   if (!nodeName) {
     const entry = pendingEntry(pod, held, job, ch.nowMs, ch.policy);
     if (entry) ch.acc.pending.push(entry);
@@ -342,10 +390,24 @@ function chargePod(ch: Charging, pod: PodShape): void {
   for (const r in held) {
     const n = held[r]!;
     const e = (node.resources[r] ??= emptyResource(0, 0));
-    e.allocated += n;
+    e.allocated += requested.get(r) ?? 0;
     const seconds = before?.resources[r] ? ch.elapsed * n : 0;
     addUsage(ch.acc.namespaces, m.namespace, r, n, seconds);
     if (job) addUsage(ch.acc.jobs, job, r, n, seconds);
+  }
+}
+
+/** The claims' allocated devices, on their nodes (a node the API no longer lists is added as missing). */
+function addDraAllocations(nodes: Map<string, NodeEntry>, dra: DraLedger): void {
+  for (const [nodeName, per] of dra.allocated) {
+    let node = nodes.get(nodeName);
+    if (!node)
+      nodes.set(nodeName, (node = { missing: true, name: nodeName, pods: [], resources: {}, stale: true, staleReason: "the Node object does not exist" }));
+    for (const [r, n] of per) {
+      const e = (node.resources[r] ??= emptyResource(0, 0));
+      e.allocated += n;
+      e.dra = { allocated: (e.dra?.allocated ?? 0) + n, capacity: e.dra?.capacity ?? 0 };
+    }
   }
 }
 
@@ -365,9 +427,20 @@ function settleNodes(nodes: Iterable<NodeEntry>): Record<string, ResourceTotals>
       if (node.stale) t.unavailable += e.allocatable;
       t.allocated += e.allocated;
       t.free += e.free;
+      if (e.dra) {
+        t.dra = { allocated: (t.dra?.allocated ?? 0) + e.dra.allocated, capacity: (t.dra?.capacity ?? 0) + e.dra.capacity };
+        // Rebuilt with the keys in sorted order (canonical JSON).
+        const { allocatable, allocated, capacity, dra, free, inactive, overCommitted } = e;
+        node.resources[r] = { allocatable, allocated, capacity, dra, free, inactive, overCommitted };
+      }
     }
     node.resources = sortedRecord(node.resources);
     node.pods.sort((a, b) => (a.uid < b.uid ? -1 : a.uid > b.uid ? 1 : 0));
+  }
+  for (const [r, t] of Object.entries(totals)) {
+    if (!t.dra) continue;
+    const { allocatable, allocated, capacity, dra, free, unavailable } = t;
+    totals[r] = { allocatable, allocated, capacity, dra, free, unavailable };
   }
   return sortedRecord(totals);
 }
@@ -375,11 +448,13 @@ function settleNodes(nodes: Iterable<NodeEntry>): Record<string, ResourceTotals>
 export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledger {
   const nowMs = now.getTime();
   const previous = input.previous;
-  const acc: PodAccounts = { nodes: nodeEntries(input, nowMs, policy), namespaces: new Map(), jobs: new Map(), pending: [] };
+  const dra = readDra(input.resourceSlices ?? [], input.resourceClaims ?? [], input.pods, policy.gpu.deviceClasses);
+  const acc: PodAccounts = { nodes: nodeEntries(input, nowMs, policy, dra), namespaces: new Map(), jobs: new Map(), pending: [] };
   // A namespace's GPU-seconds carry over whether or not it still holds devices.
   for (const [ns, per] of Object.entries(previous?.namespaces ?? {}))
     for (const [r, u] of Object.entries(per)) addUsage(acc.namespaces, ns, r, 0, u.gpuSeconds);
-  accountPods(input, acc, nowMs, policy);
+  accountPods(input, acc, nowMs, policy, dra);
+  addDraAllocations(acc.nodes, dra);
   // Job totals carry over while the job exists or still holds devices.
   for (const [key, per] of Object.entries(previous?.jobs ?? {})) {
     if (!input.jobs.has(key) && !acc.jobs.has(key)) continue;

@@ -76,6 +76,27 @@ function registerLedgerTotals(registers: Registry[], read: LedgerRead): void {
       for (const [resource, t] of Object.entries(r.index.totals)) for (const state of GPU_STATES) this.set({ resource, state }, t[state]);
     },
   });
+  new Gauge({
+    name: "quartermaster_ledger_gpus_by_source",
+    help:
+      "GPUs over all nodes by how they are asked for, next to quartermaster_ledger_gpus: source dra, devices of ResourceSlices (state capacity) and those ResourceClaims allocated (allocated); " +
+      "source extended-resource, GPUs pods' container requests hold (allocated). Resources without DRA devices have only the extended-resource series.",
+    labelNames: ["resource", "source", "state"] as const,
+    registers,
+    collect() {
+      this.reset();
+      const r = read();
+      if (!r) return;
+      for (const [resource, t] of Object.entries(r.index.totals)) {
+        const dra = t.dra ?? { allocated: 0, capacity: 0 };
+        if (t.dra) {
+          this.set({ resource, source: "dra", state: "capacity" }, dra.capacity);
+          this.set({ resource, source: "dra", state: "allocated" }, dra.allocated);
+        }
+        this.set({ resource, source: "extended-resource", state: "allocated" }, t.allocated - dra.allocated);
+      }
+    },
+  });
 }
 
 /** The ledger's counts (nodes, stale and inactive nodes, pending GPU pods, pods holding devices, jobs), one gauge each. */

@@ -46,6 +46,9 @@ export interface Snapshot {
   nodes: KubeObject[];
   /** Leases of `kube-node-lease`. */
   nodeLeases: KubeObject[];
+  /** ResourceSlices and ResourceClaims (`resource.k8s.io/v1`) for the device ledger; absent or empty without DRA. */
+  resourceSlices?: KubeObject[];
+  resourceClaims?: KubeObject[];
   /** The ledger's ConfigMaps as read, by name. */
   ledger: ReadonlyMap<string, StoredConfigMap>;
 }
@@ -236,7 +239,16 @@ function planLedger(
 ): Pick<Plan, "ledger" | "ledgerWrites" | "ledgerCorrupt" | "problems"> {
   const stored = readStored(snapshot.ledger);
   const ledger = buildLedger(
-    { nodes: snapshot.nodes, nodeLeases: snapshot.nodeLeases, pods: snapshot.pods, jobs: jobKeys, trainJobs, previous: stored.ledger },
+    {
+      nodes: snapshot.nodes,
+      nodeLeases: snapshot.nodeLeases,
+      pods: snapshot.pods,
+      jobs: jobKeys,
+      trainJobs,
+      previous: stored.ledger,
+      ...(snapshot.resourceSlices ? { resourceSlices: snapshot.resourceSlices } : {}),
+      ...(snapshot.resourceClaims ? { resourceClaims: snapshot.resourceClaims } : {}),
+    },
     now,
     policy,
   );

@@ -55,9 +55,15 @@ const flags = (f: Array<[boolean, string]>): string =>
 /** The ledger as tables: totals, nodes, namespaces, jobs, pending GPU pods. */
 export function ledgerTable(ledger: Ledger): string {
   const out: string[] = [`Device ledger generated ${ledger.generatedAt}`, ""];
+  // DRA and extended-resource GPUs side by side, only when some resource has DRA devices: the DRA devices
+  // (ResourceSlices) and those of them claims allocated, and the GPUs pods' container requests hold.
+  const dra = Object.values(ledger.totals).some((t) => t.dra !== undefined);
+  const sources = (e: { allocated: number; dra?: { allocated: number; capacity: number } }): string[] =>
+    dra ? [String(e.dra?.capacity ?? 0), String(e.dra?.allocated ?? 0), String(e.allocated - (e.dra?.allocated ?? 0))] : [];
+  const sourceHeads = dra ? ["DRA CAPACITY", "DRA ALLOCATED", "REQUESTS ALLOCATED"] : [];
   out.push(
     table([
-      ["RESOURCE", "CAPACITY", "ALLOCATABLE", "UNAVAILABLE", "ALLOCATED", "FREE"],
+      ["RESOURCE", "CAPACITY", "ALLOCATABLE", "UNAVAILABLE", "ALLOCATED", "FREE", ...sourceHeads],
       ...Object.entries(ledger.totals).map(([r, t]) => [
         r,
         String(t.capacity),
@@ -65,6 +71,7 @@ export function ledgerTable(ledger: Ledger): string {
         String(t.unavailable),
         String(t.allocated),
         String(t.free),
+        ...sources(t),
       ]),
     ]),
   );
@@ -77,6 +84,7 @@ export function ledgerTable(ledger: Ledger): string {
       String(e.allocated),
       String(e.free),
       String(n.pods.filter((p) => p.resources[r]).length),
+      ...sources(e),
       flags([
         [n.stale, "stale"],
         [e.overCommitted, "over-committed"],
@@ -85,7 +93,8 @@ export function ledgerTable(ledger: Ledger): string {
       ]),
     ]),
   );
-  if (nodeRows.length > 0) out.push("", table([["NODE", "RESOURCE", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE", "PODS", "FLAGS"], ...nodeRows]));
+  if (nodeRows.length > 0)
+    out.push("", table([["NODE", "RESOURCE", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE", "PODS", ...sourceHeads, "FLAGS"], ...nodeRows]));
   const usage = (title: string, m: Ledger["namespaces"]) => {
     const rows = Object.entries(m).flatMap(([k, per]) => Object.entries(per).map(([r, u]) => [k, r, String(u.allocated), u.gpuSeconds.toFixed(0)]));
     if (rows.length > 0) out.push("", table([[title, "RESOURCE", "ALLOCATED", "GPU-SECONDS"], ...rows]));
