@@ -9,22 +9,31 @@
  * - a selector pinning a product places the pod on that product's node;
  * - the caps refuse the same requests written as claims: a claim over the per-container cap at its own CREATE,
  *   a pod whose claims sum over the per-pod cap, a product outside `allowedAccelerators`.
+ * - a held-out table of GPU requests written both ways (extended resources and claims, templates, `All`,
+ *   `firstAvailable`, product pins, a restricted namespace) gets the same verdicts and placements (PARITY);
+ * - one reconcile pass as the reconciler's ServiceAccount: the ledger's DRA devices per node equal the devices
+ *   the scheduler allocated in the claims, and its allocated GPUs the bound pods' requests plus those devices.
+ * Each node offers PER_NODE GPUs both ways (a device plugin's count and the stand-in driver's devices); the
+ * resourceclaim controller makes the claims of templates.
  * Skipped where the apiserver does not serve `resource.k8s.io/v1` (before Kubernetes 1.34).
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { ANNOTATION_ACCELERATOR } from "../../src/core/keys.js";
 import { A100_MIG_DISABLED, H100_NO_MIG, NVIDIA_GPU_TAINT, clusterNode } from "../fixtures/nodes.js";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { startVirtualNodes, type VirtualNodes } from "./harness/nodes.js";
-import { createNamespace, startOwnWebhook, type WebhookProcess } from "./harness/webhook.js";
+import { cli, createNamespace, installKubeflowCrds, startOwnWebhook, type WebhookProcess } from "./harness/webhook.js";
 
 const WITH = "dra-placed";
 const WITHOUT = "dra-unplaced";
 const DRIVER = "gpu.nvidia.com";
+/** GPUs per node, both ways: the device plugin's `nvidia.com/gpu` and the stand-in driver's devices. */
+const PER_NODE = 32;
 const NODES = [
   clusterNode(A100_MIG_DISABLED, { name: "a100", zone: "zone-a", taints: [NVIDIA_GPU_TAINT], cpu: 96, memoryGi: 1024 }),
   clusterNode(H100_NO_MIG, { name: "h100", zone: "zone-a", taints: [NVIDIA_GPU_TAINT], cpu: 128, memoryGi: 1024 }),
-];
+].map((n) => ({ ...n, allocatable: { "nvidia.com/gpu": PER_NODE } }));
 const PRODUCT: Record<string, string> = { a100: "NVIDIA A100-SXM4-40GB", h100: "NVIDIA H100 80GB HBM3" };
 
 const POLICY = `
@@ -73,6 +82,68 @@ const twinPod = (name: string, gpus: number) => ({
   spec: { containers: [{ name: "c0", image: "trainer", resources: { limits: { "nvidia.com/gpu": String(gpus) } } }] },
 });
 
+/** A product pin in a DRA selector (`productName`, as NVIDIA's driver publishes it). */
+const pin = (product: string) => [{ cel: { expression: `device.attributes['${DRIVER}'].productName == '${product}'` } }];
+/** One device request of a claim spec: `exactly` (count or All) or `firstAvailable` alternatives. */
+type DeviceRequest = { count?: number; all?: true; product?: string } | { firstAvailable: number[] };
+const claimSpec = (req: DeviceRequest) => ({
+  devices: {
+    requests: [
+      "firstAvailable" in req
+        ? { name: "gpu", firstAvailable: req.firstAvailable.map((count, i) => ({ name: `alt${i}`, deviceClassName: DRIVER, count })) }
+        : {
+            name: "gpu",
+            exactly: {
+              deviceClassName: DRIVER,
+              ...(req.all ? { allocationMode: "All" } : { count: req.count ?? 1 }),
+              ...(req.product ? { selectors: pin(req.product) } : {}),
+            },
+          },
+    ],
+  },
+});
+
+/**
+ * The held-out table: GPU requests written both ways. `twin` is the extended-resource pod (containers' GPUs,
+ * and the accelerator annotation where the DRA side pins a product); `dra` the same request as claims (one per
+ * container) or a template. Both must get the same verdict, refused with a message matching `refused`, and the
+ * same placement: bound, on `node` where a product is pinned. The expectations are written from the policy
+ * (per-container cap 4, per-pod 6, dra-strict allows only H100), not from either side's answer.
+ */
+interface ParityCase {
+  name: string;
+  ns: string;
+  /** GPUs per container (the twin's limits; the DRA side's requests, one claim or template each). */
+  containers: DeviceRequest[];
+  /** Write the DRA side as ResourceClaimTemplates rather than ResourceClaims. */
+  template?: boolean;
+  refused?: RegExp;
+  node?: string;
+}
+const PARITY: ParityCase[] = [
+  { name: "one GPU, any product", ns: WITH, containers: [{ count: 1 }] },
+  { name: "two GPUs pinned to the H100", ns: WITH, containers: [{ count: 2, product: PRODUCT.h100! }], node: "h100" },
+  { name: "three GPUs through a template, pinned to the A100", ns: WITH, containers: [{ count: 3, product: PRODUCT.a100! }], template: true, node: "a100" },
+  { name: "3 + 3 GPUs in two containers: at the per-pod cap", ns: WITH, containers: [{ count: 3 }, { count: 3 }] },
+  { name: "4 + 3 GPUs in two containers: over the per-pod cap", ns: WITH, containers: [{ count: 4 }, { count: 3 }], refused: /per-pod limit of 6/ },
+  { name: "five GPUs: over the per-container cap", ns: WITH, containers: [{ count: 5 }], refused: /per-container limit of 4/ },
+  { name: "firstAvailable 4 or 2: counted as 4, allowed", ns: WITH, containers: [{ firstAvailable: [4, 2] }] },
+  { name: "firstAvailable 8 or 2: counted as 8, refused", ns: WITH, containers: [{ firstAvailable: [8, 2] }], refused: /per-container limit of 4/ },
+  {
+    name: "every device of the class (All): refused under a cap",
+    ns: WITH,
+    containers: [{ all: true }],
+    refused: /per-container limit of 4|per-pod limit|cannot be held|All/,
+  },
+  { name: "the A100 where only the H100 is allowed", ns: "dra-strict", containers: [{ count: 1, product: PRODUCT.a100! }], refused: /not allowed/ },
+  { name: "the H100 where it is allowed", ns: "dra-strict", containers: [{ count: 1, product: PRODUCT.h100! }], node: "h100" },
+];
+
+/** The twin's GPUs for a request: `All` as the largest node's, `firstAvailable` as its largest alternative. */
+const twinGpus = (req: DeviceRequest): number => ("firstAvailable" in req ? Math.max(...req.firstAvailable) : req.all ? PER_NODE : (req.count ?? 1));
+/** The GFD product label of the node whose devices the stand-in driver publishes as `product`. */
+const productLabel = (product: string) => NODES.find((n) => PRODUCT[n.name] === product)!.labels["nvidia.com/gpu.product"]!;
+
 describe("DRA: GPUs through ResourceClaims, outfitted and limited like extended resources, allocated by the real scheduler", () => {
   let cp: ControlPlane;
   let nodes: VirtualNodes | undefined;
@@ -80,10 +151,12 @@ describe("DRA: GPUs through ResourceClaims, outfitted and limited like extended 
   let served = true;
 
   before(async () => {
-    cp = await startControlPlane({ scheduler: true });
+    // The resourceclaim controller makes the claims of ResourceClaimTemplates (and releases them).
+    cp = await startControlPlane({ scheduler: true, controllers: ["resourceclaim-controller"] });
     served = (await cp.api("GET", "/apis/resource.k8s.io/v1")).status === 200;
     if (!served) return;
     nodes = await startVirtualNodes(cp, NODES);
+    await installKubeflowCrds(cp); // the reconciler's pass lists the training jobs
     await createNamespace(cp, WITH, { "quartermaster.dev/enabled": "true" });
     await createNamespace(cp, "dra-strict", { "quartermaster.dev/enabled": "true" });
     await createNamespace(cp, WITHOUT);
@@ -103,7 +176,7 @@ describe("DRA: GPUs through ResourceClaims, outfitted and limited like extended 
           driver: DRIVER,
           nodeName: n.name,
           pool: { name: n.name, generation: 1, resourceSliceCount: 1 },
-          devices: Array.from({ length: 8 }, (_, i) => ({ name: `gpu-${i}`, attributes: { productName: { string: PRODUCT[n.name] } } })),
+          devices: Array.from({ length: PER_NODE }, (_, i) => ({ name: `gpu-${i}`, attributes: { productName: { string: PRODUCT[n.name] } } })),
         },
       };
       const r = await cp.api("POST", "/apis/resource.k8s.io/v1/resourceslices", slice);
@@ -190,5 +263,108 @@ describe("DRA: GPUs through ResourceClaims, outfitted and limited like extended 
     const a100 = await create("dra-strict", "resourceclaims", claim("a100", 1, PRODUCT.a100), "resource.k8s.io/v1");
     assert.equal(a100.status, 403, JSON.stringify(a100.body));
     assert.match(a100.body.message, /accelerator NVIDIA A100-SXM4-40GB, not allowed/);
+  });
+
+  it("a held-out table of GPU requests written both ways gets the same verdicts and placements", async (t) => {
+    if (!served) return t.skip("resource.k8s.io/v1 is not served by this apiserver (Kubernetes < 1.34)");
+    const outcomes: string[] = [];
+    for (const [i, c] of PARITY.entries()) {
+      const product = c.containers.map((r) => ("product" in r ? r.product : undefined)).find(Boolean);
+      const twin = await create(c.ns, "pods", {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: `twin-${i}`, ...(product ? { annotations: { [ANNOTATION_ACCELERATOR]: productLabel(product) } } : {}) },
+        spec: {
+          containers: c.containers.map((r, j) => ({ name: `c${j}`, image: "trainer", resources: { limits: { "nvidia.com/gpu": String(twinGpus(r)) } } })),
+        },
+      });
+      // The DRA side: its claims (or templates), then the pod; refused at whichever CREATE refuses first.
+      let dra: { status: number; body: { message?: string } } | undefined;
+      const names = c.containers.map((_, j) => `par-${i}-${j}`);
+      for (const [j, r] of c.containers.entries()) {
+        const object = c.template
+          ? { apiVersion: "resource.k8s.io/v1", kind: "ResourceClaimTemplate", metadata: { name: names[j] }, spec: { spec: claimSpec(r) } }
+          : { apiVersion: "resource.k8s.io/v1", kind: "ResourceClaim", metadata: { name: names[j] }, spec: claimSpec(r) };
+        const made = await create(c.ns, c.template ? "resourceclaimtemplates" : "resourceclaims", object, "resource.k8s.io/v1");
+        if (made.status !== 201) {
+          dra = made;
+          break;
+        }
+      }
+      dra ??= await create(c.ns, "pods", {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: `dra-${i}` },
+        spec: {
+          containers: names.map((n, j) => ({ name: `c${j}`, image: "trainer", resources: { claims: [{ name: n }] } })),
+          resourceClaims: names.map((n) => (c.template ? { name: n, resourceClaimTemplateName: n } : { name: n, resourceClaimName: n })),
+        },
+      });
+      const verdict = (r: { status: number }) => (r.status === 201 ? "admitted" : r.status === 403 ? "refused" : `HTTP ${r.status}`);
+      outcomes.push(`${c.name}: extended resource ${verdict(twin)}, DRA ${verdict(dra)}`);
+      assert.equal(verdict(dra), verdict(twin), `${c.name}: ${JSON.stringify(twin.body.message)} vs ${JSON.stringify(dra.body.message)}`);
+      assert.equal(verdict(twin), c.refused ? "refused" : "admitted", `${c.name}: ${JSON.stringify(twin.body.message)}`);
+      if (c.refused) {
+        assert.match(twin.body.message, c.refused, c.name);
+        assert.match(dra.body.message ?? "", c.refused, c.name);
+        continue;
+      }
+      const bound = async (name: string) => (await podOf(c.ns, name)).spec.nodeName as string | undefined;
+      await cp
+        .until(`${c.name}: both pods bound`, async () => Boolean((await bound(`twin-${i}`)) && (await bound(`dra-${i}`))), 60_000, 500)
+        .catch(async (err: Error) => {
+          const why = async (name: string) => JSON.stringify((await podOf(c.ns, name)).status?.conditions ?? []);
+          throw new Error(`${err.message.split("\n")[0]}; twin: ${await why(`twin-${i}`)}; dra: ${await why(`dra-${i}`)}`);
+        });
+      if (c.node) {
+        assert.equal(await bound(`twin-${i}`), c.node, `${c.name}: the extended-resource pod's node`);
+        assert.equal(await bound(`dra-${i}`), c.node, `${c.name}: the DRA pod's node`);
+      }
+    }
+    console.log(outcomes.join("\n"));
+  });
+
+  it("the ledger's GPUs equal what the scheduler allocated: DRA devices from the claims, extended resources from the bound pods", async (t) => {
+    if (!served) return t.skip("resource.k8s.io/v1 is not served by this apiserver (Kubernetes < 1.34)");
+    const reconciler = await cp.serviceAccount("quartermaster", "quartermaster-reconciler");
+    const pass = await cli(["reconcile", "--once", "--kubeconfig", reconciler.kubeconfig]);
+    assert.equal(pass.code, 0, pass.stderr);
+    const read = await cli(["ledger", "-o", "json", "--namespace", "quartermaster", "--kubeconfig", reconciler.kubeconfig]);
+    assert.equal(read.code, 0, read.stderr);
+    const ledger = JSON.parse(read.stdout);
+    // The truth, from the apiserver: every allocated device of the driver, on its pool's node (the stand-in
+    // driver names each pool after its node); every bound pod's extended-resource GPUs.
+    const draByNode = new Map<string, number>();
+    for (const claim of (await cp.api("GET", "/apis/resource.k8s.io/v1/resourceclaims")).body.items) {
+      for (const r of claim.status?.allocation?.devices?.results ?? []) if (r.driver === DRIVER) draByNode.set(r.pool, (draByNode.get(r.pool) ?? 0) + 1);
+    }
+    const extByNode = new Map<string, number>();
+    for (const pod of (await cp.api("GET", "/api/v1/pods")).body.items) {
+      if (!pod.spec.nodeName || ["Succeeded", "Failed"].includes(pod.status?.phase)) continue;
+      for (const ctr of pod.spec.containers) {
+        const n = Number(ctr.resources?.limits?.["nvidia.com/gpu"] ?? 0);
+        if (n) extByNode.set(pod.spec.nodeName, (extByNode.get(pod.spec.nodeName) ?? 0) + n);
+      }
+    }
+    assert.ok([...draByNode.values()].reduce((a, b) => a + b, 0) >= 10, `the earlier tests allocated devices: ${JSON.stringify([...draByNode])}`);
+    const figures = (name: string) => ledger.nodes.find((n: { name: string }) => n.name === name)?.resources?.["nvidia.com/gpu"];
+    const rows: string[] = [];
+    for (const node of NODES.map((n) => n.name)) {
+      const f = figures(node);
+      rows.push(
+        `${node}: ledger dra ${JSON.stringify(f?.dra)} allocated ${f?.allocated}; scheduler ${draByNode.get(node) ?? 0} devices, ${extByNode.get(node) ?? 0} extended`,
+      );
+      assert.equal(f?.dra?.allocated ?? 0, draByNode.get(node) ?? 0, `${node}: DRA devices allocated`);
+      assert.equal(f?.dra?.capacity, PER_NODE, `${node}: DRA devices published`);
+      // allocated: the bound pods' container requests plus the claims' devices (src/reconcile/ledger.ts).
+      assert.equal(f?.allocated ?? 0, (extByNode.get(node) ?? 0) + (draByNode.get(node) ?? 0), `${node}: GPUs allocated both ways`);
+    }
+    const total = ledger.totals["nvidia.com/gpu"];
+    assert.equal(
+      total.dra.allocated,
+      [...draByNode.values()].reduce((a, b) => a + b, 0),
+      "the totals' DRA devices allocated",
+    );
+    console.log(rows.join("\n"));
   });
 });
