@@ -9,7 +9,7 @@
  * - limits come from requests only for the resources the policy lists;
  * - a value the user set is never changed, and no zero entries are written.
  */
-import type { V1Container } from "@kubernetes/client-node";
+import type { V1Container, V1ResourceRequirements } from "@kubernetes/client-node";
 import { copyOf, withKey } from "../core/copy.js";
 import type { Policy } from "../policy/types.js";
 import { isZero, parseQuantity } from "../core/quantity.js";
@@ -67,6 +67,21 @@ function renameBareGpu(d: ResourceDraft, gpuName: string): void {
     if (l[gpuName] === undefined) l[gpuName] = l.gpu!;
     delete l.gpu;
   }
+}
+
+/**
+ * `resources` with a bare `gpu` renamed as in a container (an explicit value of `gpuName` wins), for
+ * resources that are not yet a pod's (a TrainJob's `spec.trainer.resourcesPerNode`); the same reference
+ * when there is none.
+ */
+export function withBareGpuRenamed(resources: V1ResourceRequirements, gpuName: string): V1ResourceRequirements {
+  const d = new ResourceDraft({ name: "", resources });
+  renameBareGpu(d, gpuName);
+  if (!d.changed) return resources;
+  const out = copyOf(resources);
+  if (d.requests !== NO_RESOURCES) out.requests = d.requests;
+  if (d.limits !== NO_RESOURCES) out.limits = d.limits;
+  return out;
 }
 
 /** Extended resources: request == limit, the missing side filled (requests' names first, then limits'). */

@@ -639,6 +639,49 @@ describe("TrainJob through the webhooks", () => {
     assert.equal(again.outcome, "allowed");
     assert.equal(again.review.response?.patch, undefined);
   });
+
+  // A v1 job's bare `gpu` reaches its pods, which /mutate/pods renames; a TrainJob's reaches its JobSet's Jobs
+  // first, which the apiserver refuses ("must be a standard resource type or fully qualified"): no pod is
+  // ever made (seen against the real Trainer and JobSet, test/conformance/trainer.test.ts). So /mutate/jobs
+  // renames it in spec.trainer.resourcesPerNode, by the pods' rule.
+  const bareGpuCases: Array<{ name: string; policy?: Record<string, unknown>; resources: Record<string, unknown>; want?: Record<string, unknown> }> = [
+    { name: "limits.gpu → the policy's GPU resource", resources: { limits: { gpu: "2" } }, want: { limits: { "nvidia.com/gpu": "2" } } },
+    {
+      name: "requests and limits both renamed; cpu kept",
+      resources: { requests: { gpu: "1", cpu: "4" }, limits: { gpu: "1" } },
+      want: { requests: { cpu: "4", "nvidia.com/gpu": "1" }, limits: { "nvidia.com/gpu": "1" } },
+    },
+    {
+      name: "an explicit value of the GPU resource wins; the bare one is dropped",
+      resources: { limits: { gpu: "4", "nvidia.com/gpu": "2" } },
+      want: { limits: { "nvidia.com/gpu": "2" } },
+    },
+    {
+      name: "gpu.resourceName amd.com/gpu",
+      policy: { gpu: { resourceName: "amd.com/gpu" } },
+      resources: { limits: { gpu: "1" } },
+      want: { limits: { "amd.com/gpu": "1" } },
+    },
+    { name: "no bare gpu → not patched", resources: { limits: { "nvidia.com/gpu": "1" } } },
+  ];
+  for (const tc of bareGpuCases)
+    it(`/mutate/jobs renames a TrainJob's bare gpu in resourcesPerNode: ${tc.name}`, async () => {
+      const hook = webhooks(checkPolicy(tc.policy ?? {}, "bare-gpu"), runtimeReader([torch]))["/mutate/jobs"]!;
+      const object = trainJob("g", { numNodes: 2, resourcesPerNode: tc.resources });
+      const res = await hook.admit(jobReview(object));
+      if (!tc.want) {
+        assert.equal(res.outcome, "allowed");
+        assert.equal(res.review.response?.patch, undefined);
+        return;
+      }
+      assert.equal(res.outcome, "patched");
+      const patch = JSON.parse(Buffer.from(res.review.response!.patch!, "base64").toString()) as Parameters<typeof applyPatch>[1];
+      const patched = applyPatch(object, patch);
+      assert.deepEqual((patched.spec as { trainer: { resourcesPerNode: unknown } }).trainer.resourcesPerNode, tc.want);
+      assert.match((res.review.response?.warnings ?? []).join("\n"), /renamed gpu to [a-z.]+\/gpu in spec\.trainer\.resourcesPerNode/);
+      const again = await hook.admit(jobReview(deepFreeze(patched)));
+      assert.equal(again.review.response?.patch, undefined, "mutating the result again changes it");
+    });
 });
 
 describe("TrainJob pods through /mutate/pods", () => {

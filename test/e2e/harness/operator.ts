@@ -17,24 +17,20 @@
  * metrics and health probes are off.
  * `KUBEFLOW_NAMESPACE` is not set: it would also restrict the namespaces the operator watches.
  */
-import { spawn, execFileSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
-import { createCertificateAuthority, issueCertificate } from "../../../src/certs/generate.js";
 import { freePort, type ControlPlane } from "./controlplane.js";
+import { pointWebhooksAt, servingPair, startGoController, type Controller } from "./go-controller.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const MODULE = "github.com/kubeflow/training-operator";
 /** The directory cert-controller's rotator checks for `tls.crt` (training-operator `pkg/cert/cert.go` certDir). */
 const ROTATOR_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs";
 
-export interface Operator {
-  pid: number;
-  /** The tail of the operator's log, for failure messages. */
-  logs(lines?: number): string;
-  stop(): Promise<void>;
+export interface Operator extends Controller {
   /** The operator's webhook server: its port (reached on 127.0.0.1) and the CA of its serving certificate. */
   webhook: { port: number; caPem: string };
 }
@@ -70,8 +66,6 @@ export async function installOperatorCrds(cp: ControlPlane): Promise<void> {
   if (established.code !== 0) throw new Error(`operator CRDs not established: ${established.stderr}`);
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 /** Starts the operator (every scheme it supports) against `cp` with the admin kubeconfig; `extraEnv` joins its environment. */
 export async function startOperator(cp: ControlPlane, bin: string, extraEnv: Record<string, string> = {}): Promise<Operator> {
   const ns = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "kubeflow" } });
@@ -83,38 +77,22 @@ export async function startOperator(cp: ControlPlane, bin: string, extraEnv: Rec
   });
   if (secret.status !== 201 && secret.status !== 409) throw new Error(`webhook Secret: ${secret.status} ${JSON.stringify(secret.body)}`);
 
-  // The webhook server's serving pair (never used by the apiserver: no webhook configuration points at it).
+  // The webhook server's serving pair (used by the apiserver only once registerOperatorWebhooks points a configuration at it).
   const tmp = join(cp.dir, "operator-tmp");
-  const certDir = join(tmp, "k8s-webhook-server", "serving-certs");
-  mkdirSync(certDir, { recursive: true });
-  const now = new Date();
-  const ca = await createCertificateAuthority("qm-conformance-operator-ca", 2, now);
-  const pair = await issueCertificate({
-    ca,
-    commonName: "training-operator.kubeflow.svc",
-    dnsNames: ["training-operator.kubeflow.svc", "localhost"],
-    ips: ["127.0.0.1"],
-    usage: "server",
-    days: 2,
-    now,
-  });
-  writeFileSync(join(certDir, "tls.crt"), pair.certPem);
-  writeFileSync(join(certDir, "tls.key"), pair.keyPem, { mode: 0o600 });
+  const { caPem, certPem } = await servingPair(join(tmp, "k8s-webhook-server", "serving-certs"), "operator", ["training-operator.kubeflow.svc", "localhost"]);
   let createdRotatorCert = false;
   if (!existsSync(join(ROTATOR_CERT_DIR, "tls.crt"))) {
     mkdirSync(ROTATOR_CERT_DIR, { recursive: true });
-    writeFileSync(join(ROTATOR_CERT_DIR, "tls.crt"), pair.certPem);
+    writeFileSync(join(ROTATOR_CERT_DIR, "tls.crt"), certPem);
     createdRotatorCert = true;
   }
 
-  const log = join(cp.dir, "training-operator.log");
   const webhookPort = await freePort();
-  const env: NodeJS.ProcessEnv = { ...process.env, ...extraEnv, KUBECONFIG: cp.kubeconfig, TMPDIR: tmp };
-  delete env.KUBEFLOW_NAMESPACE;
-  delete env.MY_POD_NAMESPACE;
-  const child: ChildProcess = spawn(
+  // Its controllers start once the rotator is ready (the log says "registering controllers...", then "Starting workers").
+  const operator = await startGoController(cp, {
+    name: "training-operator",
     bin,
-    [
+    args: [
       "--metrics-bind-address=0",
       "--health-probe-bind-address=0",
       `--webhook-server-port=${webhookPort}`,
@@ -122,47 +100,16 @@ export async function startOperator(cp: ControlPlane, bin: string, extraEnv: Rec
       "--zap-log-level=info",
       "--zap-devel=false",
     ],
-    { env, stdio: ["ignore", openSync(log, "a"), openSync(log, "a")] },
-  );
-  const tail = (lines = 40): string => {
-    try {
-      return readFileSync(log, "utf8").split("\n").slice(-lines).join("\n");
-    } catch {
-      return "(no log)";
-    }
-  };
-  const killNow = (): void => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  };
-  process.on("exit", killNow);
-  let stopped = false;
-  const stop = async (): Promise<void> => {
-    if (stopped) return;
-    stopped = true;
-    process.off("exit", killNow);
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      const exited = await Promise.race([new Promise((r) => child.once("exit", () => r(true))), sleep(10_000).then(() => false)]);
-      if (!exited) child.kill("SIGKILL");
-    }
-    if (createdRotatorCert) rmSync(join(ROTATOR_CERT_DIR, "tls.crt"), { force: true });
-  };
-
-  // Its controllers start once the rotator is ready (the log says "registering controllers...").
-  const deadline = performance.now() + 90_000;
-  for (;;) {
-    if (child.exitCode !== null) {
-      await stop();
-      throw new Error(`training-operator exited ${child.exitCode}:\n${tail()}`);
-    }
-    if (tail(10_000).includes("Starting workers")) break;
-    if (performance.now() > deadline) {
-      await stop();
-      throw new Error(`training-operator's controllers not started after 90 s:\n${tail()}`);
-    }
-    await sleep(200);
-  }
-  return { pid: child.pid!, logs: tail, stop, webhook: { port: webhookPort, caPem: ca.certPem } };
+    env: { ...extraEnv, TMPDIR: tmp },
+    unset: ["KUBEFLOW_NAMESPACE", "MY_POD_NAMESPACE"],
+    ready: /Starting workers/,
+    notReady: "'s controllers not started",
+    webhookPort,
+    cleanup: () => {
+      if (createdRotatorCert) rmSync(join(ROTATOR_CERT_DIR, "tls.crt"), { force: true });
+    },
+  });
+  return { ...operator, webhook: { port: webhookPort, caPem } };
 }
 
 /**
@@ -184,13 +131,7 @@ export async function registerOperatorWebhooks(cp: ControlPlane, operator: Opera
     .map((d) => d.toJS() as Record<string, any>)
     .find((d) => d?.kind === "ValidatingWebhookConfiguration");
   if (!config) throw new Error(`no ValidatingWebhookConfiguration in ${file}`);
-  config.metadata = { name: OPERATOR_WEBHOOKS_NAME };
-  for (const hook of config.webhooks as Array<Record<string, any>>) {
-    hook.clientConfig = {
-      url: `https://127.0.0.1:${operator.webhook.port}${hook.clientConfig.service.path}`,
-      caBundle: Buffer.from(operator.webhook.caPem).toString("base64"),
-    };
-  }
+  pointWebhooksAt(config, OPERATOR_WEBHOOKS_NAME, operator.webhook.port, operator.webhook.caPem);
   const base = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
   const created = await cp.api("POST", base, config);
   if (created.status !== 201) throw new Error(`registering the operator's webhooks: ${created.status} ${JSON.stringify(created.body)}`);

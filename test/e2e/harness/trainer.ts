@@ -20,13 +20,15 @@
  * as on a real cluster. Trainer's runtime status server (feature gate TrainJobStatus, alpha, off by default)
  * stays off: it would listen on every interface.
  */
-import { spawn, execFileSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, openSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
-import { createCertificateAuthority, issueCertificate } from "../../../src/certs/generate.js";
 import { freePort, type ControlPlane } from "./controlplane.js";
+import { pointWebhooksAt, servingPair, startGoController, type Controller } from "./go-controller.js";
+
+export type { Controller } from "./go-controller.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 export const TRAINER_MODULE = "github.com/kubeflow/trainer/v2";
@@ -35,16 +37,6 @@ export const JOBSET_MODULE = "sigs.k8s.io/jobset";
 export const JOB_CONTROLLER = "job-controller";
 
 type Obj = Record<string, any>;
-
-export interface Controller {
-  name: string;
-  pid: number;
-  /** The tail of its log, for failure messages. */
-  logs(lines?: number): string;
-  stop(): Promise<void>;
-  /** Its webhook server's port on 127.0.0.1. */
-  webhookPort: number;
-}
 
 /**
  * QM_TRAINER_BIN and QM_JOBSET_BIN, or the reason they cannot be used (unset: the tests that need them skip
@@ -85,8 +77,6 @@ export function goModuleDir(consumer: "trainer/trainer-bin" | "jobset/jobset-bin
 export const trainerModuleDir = (): string => goModuleDir("trainer/trainer-bin", TRAINER_MODULE);
 export const jobsetModuleDir = (): string => goModuleDir("jobset/jobset-bin", JOBSET_MODULE);
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 async function kustomize(cp: ControlPlane, dir: string): Promise<Obj[]> {
   const r = await cp.kubectl(["kustomize", dir]);
   if (r.code !== 0) throw new Error(`kubectl kustomize ${dir}: ${r.stderr}`);
@@ -126,70 +116,6 @@ export async function installDefaultRuntimes(cp: ControlPlane): Promise<string[]
   return runtimes.map((r) => r.metadata.name as string);
 }
 
-/** A serving pair for 127.0.0.1 from a fresh CA, written as tls.crt/tls.key into `dir`; returns the CA PEM. */
-async function servingPair(dir: string, name: string): Promise<string> {
-  mkdirSync(dir, { recursive: true });
-  const now = new Date();
-  const ca = await createCertificateAuthority(`qm-conformance-${name}-ca`, 2, now);
-  const pair = await issueCertificate({ ca, commonName: `${name}.local`, dnsNames: ["localhost"], ips: ["127.0.0.1"], usage: "server", days: 2, now });
-  writeFileSync(join(dir, "tls.crt"), pair.certPem);
-  writeFileSync(join(dir, "tls.key"), pair.keyPem, { mode: 0o600 });
-  return ca.certPem;
-}
-
-/** Starts `bin` with `args`, its log in cp.dir/<name>.log; resolves once `ready` is in the log. */
-async function startProcess(
-  cp: ControlPlane,
-  name: string,
-  bin: string,
-  args: string[],
-  env: NodeJS.ProcessEnv,
-  ready: RegExp,
-  webhookPort: number,
-): Promise<Controller> {
-  const log = join(cp.dir, `${name}.log`);
-  const child: ChildProcess = spawn(bin, args, {
-    env: { ...process.env, ...env, KUBECONFIG: cp.kubeconfig },
-    stdio: ["ignore", openSync(log, "a"), openSync(log, "a")],
-  });
-  const tail = (lines = 40): string => {
-    try {
-      return readFileSync(log, "utf8").split("\n").slice(-lines).join("\n");
-    } catch {
-      return "(no log)";
-    }
-  };
-  const killNow = (): void => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  };
-  process.on("exit", killNow);
-  let stopped = false;
-  const stop = async (): Promise<void> => {
-    if (stopped) return;
-    stopped = true;
-    process.off("exit", killNow);
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      const exited = await Promise.race([new Promise((r) => child.once("exit", () => r(true))), sleep(10_000).then(() => false)]);
-      if (!exited) child.kill("SIGKILL");
-    }
-  };
-  const deadline = performance.now() + 90_000;
-  for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      await stop();
-      throw new Error(`${name} exited ${child.exitCode ?? child.signalCode}:\n${tail()}`);
-    }
-    if (ready.test(tail(100_000))) break;
-    if (performance.now() > deadline) {
-      await stop();
-      throw new Error(`${name} not ready after 90 s:\n${tail()}`);
-    }
-    await sleep(200);
-  }
-  return { name, pid: child.pid!, logs: tail, stop, webhookPort };
-}
-
 /**
  * The webhook configurations `dir` renders (kustomize: upstream's patches, e.g. JobSet's pod webhooks'
  * objectSelector, included), renamed `<prefix>-<name>` and pointed by URL at 127.0.0.1:`port` with `caPem`.
@@ -197,15 +123,7 @@ async function startProcess(
 async function webhooksByUrl(cp: ControlPlane, dir: string, prefix: string, port: number, caPem: string): Promise<Obj[]> {
   const configs = (await kustomize(cp, dir)).filter((o) => /^(Mutating|Validating)WebhookConfiguration$/.test(String(o.kind)));
   if (configs.length === 0) throw new Error(`no webhook configuration in ${dir}`);
-  for (const config of configs) {
-    config.metadata = { name: `${prefix}-${config.metadata.name}` };
-    for (const hook of config.webhooks as Obj[]) {
-      const path = hook.clientConfig?.service?.path as string | undefined;
-      if (!path) throw new Error(`${prefix} webhook ${hook.name} has no clientConfig.service.path`);
-      hook.clientConfig = { url: `https://127.0.0.1:${port}${path}`, caBundle: Buffer.from(caPem).toString("base64") };
-    }
-  }
-  return configs;
+  return configs.map((config) => pointWebhooksAt(config, `${prefix}-${config.metadata.name}`, port, caPem));
 }
 
 async function ensureNamespace(cp: ControlPlane, name: string): Promise<void> {
@@ -217,7 +135,7 @@ async function ensureNamespace(cp: ControlPlane, name: string): Promise<void> {
 export async function startJobSet(cp: ControlPlane, bin: string): Promise<Controller> {
   await ensureNamespace(cp, "jobset-system");
   const certDir = join(cp.dir, "jobset-certs");
-  const caPem = await servingPair(certDir, "jobset");
+  const { caPem } = await servingPair(certDir, "jobset");
   const port = await freePort();
   const config = join(cp.dir, "jobset-config.yaml");
   writeFileSync(
@@ -233,15 +151,14 @@ export async function startJobSet(cp: ControlPlane, bin: string): Promise<Contro
       "",
     ].join("\n"),
   );
-  const jobset = await startProcess(
-    cp,
-    "jobset",
+  const jobset = await startGoController(cp, {
+    name: "jobset",
     bin,
-    [`--kubeconfig=${cp.kubeconfig}`, `--config=${config}`],
-    { POD_NAMESPACE: "jobset-system" },
-    /Starting workers/,
-    port,
-  );
+    args: [`--kubeconfig=${cp.kubeconfig}`, `--config=${config}`],
+    env: { POD_NAMESPACE: "jobset-system" },
+    ready: /Starting workers/,
+    webhookPort: port,
+  });
   try {
     const configs = await webhooksByUrl(cp, join(jobsetModuleDir(), "config", "components", "webhook"), "qm-test-jobset", port, caPem);
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
@@ -286,7 +203,7 @@ export async function startTrainer(cp: ControlPlane, bin: string): Promise<Contr
   await ensureNamespace(cp, "kubeflow-system");
   const tmp = join(cp.dir, "trainer-tmp");
   // controller-runtime's default CertDir: os.TempDir()/k8s-webhook-server/serving-certs (the Configuration has no certDir).
-  const caPem = await servingPair(join(tmp, "k8s-webhook-server", "serving-certs"), "trainer");
+  const { caPem } = await servingPair(join(tmp, "k8s-webhook-server", "serving-certs"), "trainer");
   const port = await freePort();
   const config = join(cp.dir, "trainer-config.yaml");
   writeFileSync(
@@ -302,15 +219,14 @@ export async function startTrainer(cp: ControlPlane, bin: string): Promise<Contr
       "",
     ].join("\n"),
   );
-  const trainer = await startProcess(
-    cp,
-    "trainer-controller-manager",
+  const trainer = await startGoController(cp, {
+    name: "trainer-controller-manager",
     bin,
-    [`--kubeconfig=${cp.kubeconfig}`, `--config=${config}`],
-    { POD_NAMESPACE: "kubeflow-system", TMPDIR: tmp },
-    /Starting workers.*trainjob_controller/,
-    port,
-  );
+    args: [`--kubeconfig=${cp.kubeconfig}`, `--config=${config}`],
+    env: { POD_NAMESPACE: "kubeflow-system", TMPDIR: tmp },
+    ready: /Starting workers.*trainjob_controller/,
+    webhookPort: port,
+  });
   try {
     const configs = await webhooksByUrl(cp, join(trainerModuleDir(), "manifests", "base", "webhook"), "qm-test-trainer", port, caPem);
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
