@@ -325,6 +325,35 @@ describe("migrate: v1 job → TrainJob and the not-carried table", () => {
     );
   });
 
+  // kubeflow/trainer v2.3.0 pkg/webhooks/trainingruntime_webhook.go validateReplicatedJobs: a replicatedJob labelled
+  // as an ancestor has replicas 1 and the ancestor's container (trainer: `node`). Found by the real controller
+  // (test/conformance/trainer-tfconfig.test.ts): a runtime keeping v1's container name `tensorflow` was refused.
+  for (const c of CASES.filter((x) => x.kinds[0] === "TrainingRuntime")) {
+    const job = load(c.src);
+    it(
+      `${c.name}: its TrainingRuntime passes Trainer's TrainingRuntime webhook (trainer replicatedJob: replicas 1, container node)`,
+      {
+        skip: job ? false : "input not available",
+      },
+      () => {
+        const runtime = migrate(job!).objects[0]!;
+        type RJob = {
+          name: string;
+          replicas?: number;
+          template: { metadata?: { labels?: Record<string, string> }; spec: { template: { spec: { containers: Array<{ name: string }> } } } };
+        };
+        const rjobs = (runtime.spec as { template: { spec: { replicatedJobs: RJob[] } } }).template.spec.replicatedJobs;
+        const trainers = rjobs.filter((r) => r.template.metadata?.labels?.["trainer.kubeflow.org/trainjob-ancestor-step"] === "trainer");
+        assert.equal(trainers.length, 1, "one trainer replicatedJob");
+        assert.equal(trainers[0]!.replicas ?? 1, 1, "replicas");
+        assert.ok(
+          trainers[0]!.template.spec.template.spec.containers.some((x) => x.name === "node"),
+          `no container node in ${JSON.stringify(trainers[0]!.template.spec.template.spec.containers.map((x) => x.name))}`,
+        );
+      },
+    );
+  }
+
   it("refuses what it does not take", () => {
     assert.throws(() => migrate({ apiVersion: "kubeflow.org/v1", kind: "MPIJob", metadata: { name: "x" } }), /not a v1 TFJob/);
     assert.throws(() => migrate({ apiVersion: "kubeflow.org/v1", kind: "TFJob", metadata: { generateName: "x-" }, spec: {} }), /metadata.name is required/);
