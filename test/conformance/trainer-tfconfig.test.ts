@@ -300,7 +300,7 @@ describe("TF_CONFIG on Trainer v2 TrainJob pods and migrated jobs' env, against 
   let operator: Operator | undefined;
   let wh: WebhookProcess | undefined;
   let started = 0;
-  const migrated = new Map<string, { stderr: string; objects: Obj[]; original: Obj }>();
+  const migrated = new Map<string, { stdout: string; stderr: string; objects: Obj[]; original: Obj }>();
 
   const logs = (): string =>
     [jobset, trainer].map((c) => (c ? `--- ${c.name}\n${c.logs(20)}` : "")).join("\n") + (operator ? `\n--- training-operator\n${operator.logs(20)}` : "");
@@ -399,7 +399,7 @@ describe("TF_CONFIG on Trainer v2 TrainJob pods and migrated jobs' env, against 
         assert.ok(plural, `migrate printed a ${o.kind}`);
         await create(`/apis/trainer.kubeflow.org/v1alpha1/namespaces/${V2}/${plural}`, o);
       }
-      migrated.set(m.file, { stderr: out.stderr, objects, original });
+      migrated.set(m.file, { stdout: out.stdout, stderr: out.stderr, objects, original });
     }
     console.log(
       `trainer-tfconfig: stack up and ${TOPOLOGIES.length} + ${MIGRATIONS.length} job pairs created in ${((performance.now() - started) / 1000).toFixed(1)} s`,
@@ -445,7 +445,18 @@ describe("TF_CONFIG on Trainer v2 TrainJob pods and migrated jobs' env, against 
 
   for (const m of MIGRATIONS) {
     it(`migrate, ${m.title}: the migrated job's pods carry the original's distributed env`, async () => {
-      const { stderr, objects, original } = migrated.get(m.file)!;
+      const { stdout, stderr, objects, original } = migrated.get(m.file)!;
+      // The table: on stderr, and the same as the `# ` comment block heading the YAML.
+      const table = stderr.trimEnd().split("\n");
+      assert.match(table[0]!, /not carried over|everything carried over/, stderr);
+      assert.deepEqual(
+        stdout
+          .split("\n")
+          .filter((l) => l.startsWith("# "))
+          .map((l) => l.slice(2)),
+        table,
+        "the table in the YAML's comment block",
+      );
       const name = original.metadata.name as string;
       const tj = objects.find((o) => o.kind === "TrainJob")!;
       const specs = Object.entries(original.spec[Object.keys(original.spec).find((k) => /ReplicaSpecs$/.test(k))!] as Obj) as Array<[string, Obj]>;
