@@ -362,6 +362,7 @@ function migrateTensorflow(job: KubeObject, info: KindInfo, name: string, t: Tab
   if (!live.length) throw new Error(`TFJob ${name}: no replicas`);
   const trainerType = (live.find(([rt]) => rt === "worker") ?? live[0]!)[0];
   const spec = (job.spec ?? {}) as Obj;
+  let renamed = false;
   const rjobs = live.map(([rt, s, type]) => {
     const n = replicasOf(s);
     const { metadata, spec: podSpec, ...rest } = structuredClone((s.template ?? {}) as V1PodTemplateSpec);
@@ -371,7 +372,10 @@ function migrateTensorflow(job: KubeObject, info: KindInfo, name: string, t: Tab
     const containers = podSpec?.containers ?? [];
     if (!containers.some((c) => c.name === TRAINER_CONTAINER)) {
       const tf = containers.find((c) => c.name === info.container);
-      if (tf) tf.name = TRAINER_CONTAINER;
+      if (tf) {
+        tf.name = TRAINER_CONTAINER;
+        renamed = true;
+      }
     }
     const template: V1PodTemplateSpec & { spec: V1PodSpec } = {
       metadata: { ...metadata, labels: { ...metadata?.labels, [FRAMEWORK_LABEL]: "tensorflow" } },
@@ -395,6 +399,13 @@ function migrateTensorflow(job: KubeObject, info: KindInfo, name: string, t: Tab
       },
     };
   });
+  if (renamed) {
+    t.add(
+      `spec.${info.field}: container ${info.container}`,
+      `named ${TRAINER_CONTAINER} in the runtime (Trainer requires a container ${TRAINER_CONTAINER} in its trainer replicatedJob; TF_CONFIG goes to it): kubectl logs -c ${TRAINER_CONTAINER}`,
+      info.container,
+    );
+  }
   const top = live.find(([rt]) => rt === "chief" || rt === "master");
   const targets = top ? [top[0]] : ["worker"];
   if (spec.successPolicy === "AllWorkers" && top && live.some(([rt]) => rt === "worker")) targets.push("worker");

@@ -55,6 +55,7 @@ const v1 = (kind: string, field: string, spec: Obj, replicas: Record<string, Obj
 
 const RESTART = (t: string): string => `spec.pytorchReplicaSpecs.${t}.restartPolicy`;
 const MASTER_PORT_ROW = "spec.pytorchReplicaSpecs.Master: master port";
+const TF_CONTAINER_ROW = "spec.tfReplicaSpecs: container tensorflow";
 
 interface Case {
   name: string;
@@ -122,7 +123,7 @@ const CASES: Case[] = [
     kinds: ["TrainingRuntime", "TrainJob"],
     runtime: "tfjob-simple-tensorflow",
     numNodes: 2,
-    notCarried: ["spec.successPolicy"],
+    notCarried: [TF_CONTAINER_ROW, "spec.successPolicy"],
   },
   {
     name: "corpus: training-operator dist-mnist TFJob (Chief/PS/Worker)",
@@ -130,7 +131,7 @@ const CASES: Case[] = [
     kinds: ["TrainingRuntime", "TrainJob"],
     runtime: "dist-mnist-for-e2e-test-tensorflow",
     numNodes: 2,
-    notCarried: [],
+    notCarried: [TF_CONTAINER_ROW],
   },
   {
     name: "corpus: multi-worker TFJob with cleanPodPolicy",
@@ -138,7 +139,7 @@ const CASES: Case[] = [
     kinds: ["TrainingRuntime", "TrainJob"],
     runtime: "multi-worker-tensorflow",
     numNodes: 2,
-    notCarried: ["spec.successPolicy", "spec.runPolicy.cleanPodPolicy"],
+    notCarried: [TF_CONTAINER_ROW, "spec.successPolicy", "spec.runPolicy.cleanPodPolicy"],
   },
   {
     name: "corpus: Kueue sample TFJob (queue label carried)",
@@ -146,7 +147,7 @@ const CASES: Case[] = [
     kinds: ["TrainingRuntime", "TrainJob"],
     runtime: "tensorflow-dist-mnist-tensorflow",
     numNodes: 2,
-    notCarried: ["spec.successPolicy"],
+    notCarried: [TF_CONTAINER_ROW, "spec.successPolicy"],
   },
   {
     name: "corpus: PyTorchJob mnist nccl (GPU)",
@@ -237,7 +238,7 @@ const CASES: Case[] = [
     kinds: ["TrainingRuntime", "TrainJob"],
     runtime: "job-tensorflow",
     numNodes: 4,
-    notCarried: ["spec.tfReplicaSpecs.Evaluator.replicas", "spec.tfReplicaSpecs.Chief.restartPolicy", "spec.enableDynamicWorker"],
+    notCarried: ["spec.tfReplicaSpecs.Evaluator.replicas", "spec.tfReplicaSpecs.Chief.restartPolicy", TF_CONTAINER_ROW, "spec.enableDynamicWorker"],
   },
 ];
 
@@ -473,7 +474,8 @@ describe("quartermaster migrate (command)", () => {
       docs.map((d) => d.kind),
       ["TrainingRuntime", "TrainJob"],
     );
-    assert.match(r.stdout, /^# TFJob job: not carried over \(3\)/);
+    assert.match(r.stdout, /^# TFJob job: not carried over \(4\)/);
+    assert.match(r.stderr, /spec\.tfReplicaSpecs: container tensorflow\s+tensorflow: named node in the runtime/);
     assert.match(r.stderr, /spec\.enableDynamicWorker\s+true: no sparse TF_CONFIG/);
   });
 
