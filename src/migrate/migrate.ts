@@ -17,7 +17,8 @@
  *   `<job>-tensorflow` carrying each replica type's own template as a replicatedJob (`chief`, `worker`, `ps`,
  *   `evaluator`, `master`: lower case, as TF_CONFIG names them), labelled as examples/trainer/tensorflow-runtime.yaml
  *   is, so Quartermaster's webhook writes TF_CONFIG into the pods (src/mutate/jobset-tf-config.ts); and a
- *   TrainJob referring to it. Worker (else the first type) is the Trainer's replicatedJob (`numNodes`).
+ *   TrainJob referring to it. Worker (else the first type) is the Trainer's replicatedJob (`numNodes`). The v1
+ *   container `tensorflow` is named `node` in every replicatedJob (Trainer requires it of its trainer replicatedJob).
  */
 import type { V1EnvVar, V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
@@ -67,6 +68,8 @@ export const TRAINER_PORT = 29500;
 export const COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']";
 /** The Trainer label naming the trainer replicatedJob (kubeflow/trainer `pkg/constants` LabelTrainJobAncestor). */
 const ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step";
+/** The container of the trainer replicatedJob (kubeflow/trainer `pkg/constants` Node). */
+const TRAINER_CONTAINER = "node";
 const FRAMEWORK_LABEL = "trainer.kubeflow.org/framework";
 
 /** PodSpecPatch fields (kubeflow/trainer v2.3.0 `trainjob_types.go`). */
@@ -359,9 +362,21 @@ function migrateTensorflow(job: KubeObject, info: KindInfo, name: string, t: Tab
   if (!live.length) throw new Error(`TFJob ${name}: no replicas`);
   const trainerType = (live.find(([rt]) => rt === "worker") ?? live[0]!)[0];
   const spec = (job.spec ?? {}) as Obj;
+  let renamed = false;
   const rjobs = live.map(([rt, s, type]) => {
     const n = replicasOf(s);
     const { metadata, spec: podSpec, ...rest } = structuredClone((s.template ?? {}) as V1PodTemplateSpec);
+    // v1's TF container is named `node`, Trainer's trainer container: its TrainingRuntime webhook refuses a runtime
+    // whose trainer replicatedJob has no container `node` (kubeflow/trainer pkg/webhooks/trainingruntime_webhook.go),
+    // and TF_CONFIG goes to `node` (src/mutate/jobset-tf-config.ts). Renamed in every replicatedJob, for one name.
+    const containers = podSpec?.containers ?? [];
+    if (!containers.some((c) => c.name === TRAINER_CONTAINER)) {
+      const tf = containers.find((c) => c.name === info.container);
+      if (tf) {
+        tf.name = TRAINER_CONTAINER;
+        renamed = true;
+      }
+    }
     const template: V1PodTemplateSpec & { spec: V1PodSpec } = {
       metadata: { ...metadata, labels: { ...metadata?.labels, [FRAMEWORK_LABEL]: "tensorflow" } },
       spec: podSpec ?? { containers: [] },
@@ -384,6 +399,13 @@ function migrateTensorflow(job: KubeObject, info: KindInfo, name: string, t: Tab
       },
     };
   });
+  if (renamed) {
+    t.add(
+      `spec.${info.field}: container ${info.container}`,
+      `named ${TRAINER_CONTAINER} in the runtime (Trainer requires a container ${TRAINER_CONTAINER} in its trainer replicatedJob; TF_CONFIG goes to it): kubectl logs -c ${TRAINER_CONTAINER}`,
+      info.container,
+    );
+  }
   const top = live.find(([rt]) => rt === "chief" || rt === "master");
   const targets = top ? [top[0]] : ["worker"];
   if (spec.successPolicy === "AllWorkers" && top && live.some(([rt]) => rt === "worker")) targets.push("worker");

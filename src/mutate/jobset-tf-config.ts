@@ -25,10 +25,11 @@
  * The port: the container's port named `tfjob-port` in that replicatedJob's pod template, else 2222 (as v1).
  * The task: the pod's replicatedJob and `jobIndex × pods per Job + completionIndex`.
  *
- * Not wired yet (files of the TrainJob job-kind work): the pod webhook's matchConditions (src/manifests/webhooks.ts
- * trainingPodExpression) send only pods with the `training.kubeflow.org/job-name` label or a GPU request, so a
- * CPU-only TF pod (a PS) never reaches it until they also match `jobset.sigs.k8s.io/jobset-name`; and the
- * webhook's ClusterRole (manifests/base/rbac.yaml, the chart) needs `get` on `jobsets.jobset.x-k8s.io`.
+ * Wiring: the pod webhook's matchConditions (src/manifests/webhooks.ts trainingPodExpression) match the
+ * `jobset.sigs.k8s.io/jobset-name` label, so CPU-only TF pods (a PS) reach it too, and the webhook's ClusterRole
+ * (manifests/base/rbac.yaml, the chart) has `get` on `jobsets.jobset.x-k8s.io`. Proven against the real Trainer
+ * v2.3.0, JobSet v0.12.0 and training-operator v1.9.4 by test/conformance/trainer-tfconfig.test.ts (the same
+ * bytes as the operator's TF_CONFIG for the same topology, hostnames mapped).
  *
  * TF_CONFIG goes to the container named `node` (Trainer's trainer container, kubeflow/trainer
  * `pkg/constants` Node), else the first named `tensorflow` (v1's), and never over a TF_CONFIG already set.

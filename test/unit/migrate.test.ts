@@ -55,6 +55,7 @@ const v1 = (kind: string, field: string, spec: Obj, replicas: Record<string, Obj
 
 const RESTART = (t: string): string => `spec.pytorchReplicaSpecs.${t}.restartPolicy`;
 const MASTER_PORT_ROW = "spec.pytorchReplicaSpecs.Master: master port";
+const TF_CONTAINER_ROW = "spec.tfReplicaSpecs: container tensorflow";
 
 interface Case {
   name: string;
@@ -122,7 +123,7 @@ const CASES: Case[] = [
     kinds: ["TrainingRuntime", "TrainJob"],
     runtime: "tfjob-simple-tensorflow",
     numNodes: 2,
-    notCarried: ["spec.successPolicy"],
+    notCarried: [TF_CONTAINER_ROW, "spec.successPolicy"],
   },
   {
     name: "corpus: training-operator dist-mnist TFJob (Chief/PS/Worker)",
@@ -130,7 +131,7 @@ const CASES: Case[] = [
     kinds: ["TrainingRuntime", "TrainJob"],
     runtime: "dist-mnist-for-e2e-test-tensorflow",
     numNodes: 2,
-    notCarried: [],
+    notCarried: [TF_CONTAINER_ROW],
   },
   {
     name: "corpus: multi-worker TFJob with cleanPodPolicy",
@@ -138,7 +139,7 @@ const CASES: Case[] = [
     kinds: ["TrainingRuntime", "TrainJob"],
     runtime: "multi-worker-tensorflow",
     numNodes: 2,
-    notCarried: ["spec.successPolicy", "spec.runPolicy.cleanPodPolicy"],
+    notCarried: [TF_CONTAINER_ROW, "spec.successPolicy", "spec.runPolicy.cleanPodPolicy"],
   },
   {
     name: "corpus: Kueue sample TFJob (queue label carried)",
@@ -146,7 +147,7 @@ const CASES: Case[] = [
     kinds: ["TrainingRuntime", "TrainJob"],
     runtime: "tensorflow-dist-mnist-tensorflow",
     numNodes: 2,
-    notCarried: ["spec.successPolicy"],
+    notCarried: [TF_CONTAINER_ROW, "spec.successPolicy"],
   },
   {
     name: "corpus: PyTorchJob mnist nccl (GPU)",
@@ -237,7 +238,7 @@ const CASES: Case[] = [
     kinds: ["TrainingRuntime", "TrainJob"],
     runtime: "job-tensorflow",
     numNodes: 4,
-    notCarried: ["spec.tfReplicaSpecs.Evaluator.replicas", "spec.tfReplicaSpecs.Chief.restartPolicy", "spec.enableDynamicWorker"],
+    notCarried: ["spec.tfReplicaSpecs.Evaluator.replicas", "spec.tfReplicaSpecs.Chief.restartPolicy", TF_CONTAINER_ROW, "spec.enableDynamicWorker"],
   },
 ];
 
@@ -324,6 +325,35 @@ describe("migrate: v1 job → TrainJob and the not-carried table", () => {
       ["FOO", "PYTHONUNBUFFERED", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"],
     );
   });
+
+  // kubeflow/trainer v2.3.0 pkg/webhooks/trainingruntime_webhook.go validateReplicatedJobs: a replicatedJob labelled
+  // as an ancestor has replicas 1 and the ancestor's container (trainer: `node`). Found by the real controller
+  // (test/conformance/trainer-tfconfig.test.ts): a runtime keeping v1's container name `tensorflow` was refused.
+  for (const c of CASES.filter((x) => x.kinds[0] === "TrainingRuntime")) {
+    const job = load(c.src);
+    it(
+      `${c.name}: its TrainingRuntime passes Trainer's TrainingRuntime webhook (trainer replicatedJob: replicas 1, container node)`,
+      {
+        skip: job ? false : "input not available",
+      },
+      () => {
+        const runtime = migrate(job!).objects[0]!;
+        type RJob = {
+          name: string;
+          replicas?: number;
+          template: { metadata?: { labels?: Record<string, string> }; spec: { template: { spec: { containers: Array<{ name: string }> } } } };
+        };
+        const rjobs = (runtime.spec as { template: { spec: { replicatedJobs: RJob[] } } }).template.spec.replicatedJobs;
+        const trainers = rjobs.filter((r) => r.template.metadata?.labels?.["trainer.kubeflow.org/trainjob-ancestor-step"] === "trainer");
+        assert.equal(trainers.length, 1, "one trainer replicatedJob");
+        assert.equal(trainers[0]!.replicas ?? 1, 1, "replicas");
+        assert.ok(
+          trainers[0]!.template.spec.template.spec.containers.some((x) => x.name === "node"),
+          `no container node in ${JSON.stringify(trainers[0]!.template.spec.template.spec.containers.map((x) => x.name))}`,
+        );
+      },
+    );
+  }
 
   it("refuses what it does not take", () => {
     assert.throws(() => migrate({ apiVersion: "kubeflow.org/v1", kind: "MPIJob", metadata: { name: "x" } }), /not a v1 TFJob/);
@@ -444,7 +474,8 @@ describe("quartermaster migrate (command)", () => {
       docs.map((d) => d.kind),
       ["TrainingRuntime", "TrainJob"],
     );
-    assert.match(r.stdout, /^# TFJob job: not carried over \(3\)/);
+    assert.match(r.stdout, /^# TFJob job: not carried over \(4\)/);
+    assert.match(r.stderr, /spec\.tfReplicaSpecs: container tensorflow\s+tensorflow: named node in the runtime/);
     assert.match(r.stderr, /spec\.enableDynamicWorker\s+true: no sparse TF_CONFIG/);
   });
 
