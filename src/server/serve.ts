@@ -257,6 +257,10 @@ interface WebhookPort {
   watcher?: KeyPairWatcher;
 }
 
+/**
+ * Starts the webhook port (TLS, unless `plainHttp`) and the metrics port when asked for, in steps: the listener,
+ * the server, the connection guards, the listen, then readiness; and answers how to reach and stop them.
+ */
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const now = opts.now ?? ((): Date => new Date());
   const state: ServingState = { ready: false, draining: false, notAfter: Infinity };
