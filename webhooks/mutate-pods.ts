@@ -69,7 +69,13 @@ export function mutatePods(deps: WebhookDeps): Webhook {
       // A TensorFlow TrainJob's pod: its JobSet (the pod's owner is a batch Job, which lookupTopology passes by).
       const jobSetRef = tfJobSetRef(pod, namespace);
       if (jobSetRef) {
-        const read = readJob(JOBSET_KIND, jobSetRef.namespace, jobSetRef.name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+        const read = readJob({
+          kind: JOBSET_KIND,
+          namespace: jobSetRef.namespace,
+          name: jobSetRef.name,
+          jobs: deps.jobs,
+          timeoutMs: policy.clusterSpec.jobLookupTimeoutMs,
+        });
         return read instanceof Promise ? read.then((r) => outfitJobSetPod(request, namespace, r)) : outfitJobSetPod(request, namespace, read);
       }
       const found = lookupTopology(pod, namespace, policy, deps.jobs);

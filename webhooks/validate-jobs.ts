@@ -84,7 +84,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
             };
           return enforce(validateScale({ scale: request.object, job: read.job, kind, ctx, capacity: deps.capacity?.current() }), policy.enforcement, namespace);
         };
-        const read = readJob(kind, namespace, name, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs, { fresh: true });
+        const read = readJob({ kind, namespace, name, jobs: deps.jobs, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
       const decide = (runtime: RuntimeRead, { known, failures }: ClaimsRead): ValidationResult => {

@@ -43,7 +43,7 @@ export function readClaims(
     ...[...claims].map((name) => ({ name, kind: RESOURCE_CLAIM, into: known.claims, as: "ResourceClaim" as const })),
     ...[...templates].map((name) => ({ name, kind: RESOURCE_CLAIM_TEMPLATE, into: known.templates, as: "ResourceClaimTemplate" as const })),
   ].map(async (r) => {
-    const read = await readJob(r.kind, namespace, r.name, reader, timeoutMs);
+    const read = await readJob({ kind: r.kind, namespace, name: r.name, jobs: reader, timeoutMs });
     if (read.kind === "found") r.into.set(r.name, claimSpecOf(read.job, r.as));
     else if (read.kind === "missing") r.into.set(r.name, undefined);
     else failures.push(read.reason);

@@ -276,7 +276,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     const rv = (job.metadata as { resourceVersion?: string }).resourceVersion;
     // The controller's deletes and a finished job's (CleanPodPolicy, TTL, as a pass does them) share the
     // process's deletion budget; what does not fit waits for the window to turn.
-    const fin = planFinishedJob(job, kind, ownPods, ownServices, at, policy);
+    const fin = planFinishedJob({ job, kind, pods: ownPods, services: ownServices, now: at, policy });
     const capped = capControllerDeletes(
       fin.actions,
       [{ kind, namespace: ns, name, uid, ...(rv ? { resourceVersion: rv } : {}), decision: decided }],

@@ -185,52 +185,61 @@ function tensorflow(job: Job, t: Topology, clusterDomain: string): ClusterSpecRe
 }
 
 /** PyTorch (training-operator `pytorch/envvar.go`, `master.go`, `elastic.go`). */
-// eslint-disable-next-line complexity -- debt: to be split into steps (issue 30)
 function pytorch(job: Job, t: Topology): ClusterSpecResult {
-  const out: V1EnvVar[] = [env("PYTHONUNBUFFERED", "1")];
   const master = specOf(job, "Master");
   const elastic = job.spec.elasticPolicy as Spec | undefined;
-  const nproc: string | undefined =
-    job.spec.nprocPerNode !== undefined ? String(job.spec.nprocPerNode) : elastic?.nProcPerNode === undefined ? "auto" : undefined;
-  const totalReplicas = total(job);
-  if (master) {
-    const port = String(portOf(job, master));
-    const addr = replicaName(job.name, "master", 0);
-    const nprocInt = nproc !== undefined && /^\d+$/.test(nproc) ? Number(nproc) : 1;
-    const rank = String(t.replicaType.toLowerCase() === "master" ? t.index : t.index + 1);
-    out.push(
-      env("MASTER_PORT", port),
-      env("PET_MASTER_PORT", port),
-      env("MASTER_ADDR", addr),
-      env("PET_MASTER_ADDR", addr),
-      env("WORLD_SIZE", String(totalReplicas * nprocInt)),
-      env("RANK", rank),
-      env("PET_NODE_RANK", rank),
-    );
-  }
+  const nproc = pytorchNprocPerNode(job, elastic);
+  const out: V1EnvVar[] = [env("PYTHONUNBUFFERED", "1")];
+  if (master) out.push(...pytorchMasterEnv(job, t, master, nproc));
   if (nproc !== undefined) out.push(env("PET_NPROC_PER_NODE", nproc));
-  if (elastic) {
-    const worker = specOf(job, "Worker");
-    const workers = replicasOf(worker);
-    const host = (elastic.rdzvHost as string | undefined) ?? replicaName(job.name, "worker", 0);
-    const port = (elastic.rdzvPort as number | undefined) ?? portOf(job, worker);
-    const min = (elastic.minReplicas as number | undefined) ?? (elastic.maxReplicas as number | undefined) ?? workers;
-    const max = (elastic.maxReplicas as number | undefined) ?? min;
-    out.push(
-      env("PET_RDZV_ENDPOINT", `${host}:${port}`),
-      env("PET_RDZV_BACKEND", (elastic.rdzvBackend as string | undefined) ?? "c10d"),
-      env("PET_NNODES", `${min}:${max}`),
-    );
-    if (elastic.maxRestarts !== undefined) out.push(env("PET_MAX_RESTARTS", String(elastic.maxRestarts)));
-    if (elastic.nProcPerNode !== undefined) out.push(env("PET_NPROC_PER_NODE", String(elastic.nProcPerNode)));
-    if (elastic.rdzvId !== undefined) out.push(env("PET_RDZV_ID", String(elastic.rdzvId)));
-    const conf = elastic.rdzvConf as Array<{ key: string; value: string }> | undefined;
-    if (conf?.length) out.push(env("PET_RDZV_CONF", conf.map((c) => `${c.key}=${c.value}`).join(",")));
-    if (elastic.standalone === true) out.push(env("PET_STANDALONE", ""));
-  } else {
-    out.push(env("PET_NNODES", String(totalReplicas)));
-  }
+  if (elastic) out.push(...pytorchElasticEnv(job, elastic));
+  else out.push(env("PET_NNODES", String(total(job))));
   return { target: "all", env: out };
+}
+
+/** `nprocPerNode` as set; "auto" when neither it nor the elastic policy's `nProcPerNode` is; else none. */
+function pytorchNprocPerNode(job: Job, elastic: Spec | undefined): string | undefined {
+  if (job.spec.nprocPerNode !== undefined) return String(job.spec.nprocPerNode);
+  return elastic?.nProcPerNode === undefined ? "auto" : undefined;
+}
+
+/** The master's address and port, the world size and this pod's rank (the master is rank 0). */
+function pytorchMasterEnv(job: Job, t: Topology, master: Spec, nproc: string | undefined): V1EnvVar[] {
+  const port = String(portOf(job, master));
+  const addr = replicaName(job.name, "master", 0);
+  const nprocInt = nproc !== undefined && /^\d+$/.test(nproc) ? Number(nproc) : 1;
+  const rank = String(t.replicaType.toLowerCase() === "master" ? t.index : t.index + 1);
+  return [
+    env("MASTER_PORT", port),
+    env("PET_MASTER_PORT", port),
+    env("MASTER_ADDR", addr),
+    env("PET_MASTER_ADDR", addr),
+    env("WORLD_SIZE", String(total(job) * nprocInt)),
+    env("RANK", rank),
+    env("PET_NODE_RANK", rank),
+  ];
+}
+
+/** torchrun's rendezvous from the elastic policy (`elastic.go`). */
+function pytorchElasticEnv(job: Job, elastic: Spec): V1EnvVar[] {
+  const worker = specOf(job, "Worker");
+  const workers = replicasOf(worker);
+  const host = (elastic.rdzvHost as string | undefined) ?? replicaName(job.name, "worker", 0);
+  const port = (elastic.rdzvPort as number | undefined) ?? portOf(job, worker);
+  const min = (elastic.minReplicas as number | undefined) ?? (elastic.maxReplicas as number | undefined) ?? workers;
+  const max = (elastic.maxReplicas as number | undefined) ?? min;
+  const out = [
+    env("PET_RDZV_ENDPOINT", `${host}:${port}`),
+    env("PET_RDZV_BACKEND", (elastic.rdzvBackend as string | undefined) ?? "c10d"),
+    env("PET_NNODES", `${min}:${max}`),
+  ];
+  if (elastic.maxRestarts !== undefined) out.push(env("PET_MAX_RESTARTS", String(elastic.maxRestarts)));
+  if (elastic.nProcPerNode !== undefined) out.push(env("PET_NPROC_PER_NODE", String(elastic.nProcPerNode)));
+  if (elastic.rdzvId !== undefined) out.push(env("PET_RDZV_ID", String(elastic.rdzvId)));
+  const conf = elastic.rdzvConf as Array<{ key: string; value: string }> | undefined;
+  if (conf?.length) out.push(env("PET_RDZV_CONF", conf.map((c) => `${c.key}=${c.value}`).join(",")));
+  if (elastic.standalone === true) out.push(env("PET_STANDALONE", ""));
+  return out;
 }
 
 /** MXNet (training-operator v1.7 `mxnet/mxnet.go`). */

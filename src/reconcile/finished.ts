@@ -124,15 +124,18 @@ function holdsGpus(pod: KubeObject, policy: Policy): boolean {
   return false;
 }
 
-// eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
-export function planFinishedJob(
-  job: KubeObject,
-  kind: JobKind,
-  pods: readonly KubeObject[],
-  services: readonly KubeObject[],
-  now: Date,
-  policy: Policy,
-): FinishedPlan {
+/** A job, the pods and Services it may own, and the time and policy {@link planFinishedJob} plans under. */
+export interface FinishedJobInput {
+  job: KubeObject;
+  kind: JobKind;
+  pods: readonly KubeObject[];
+  services: readonly KubeObject[];
+  now: Date;
+  policy: Policy;
+}
+
+export function planFinishedJob(input: FinishedJobInput): FinishedPlan {
+  const { job, kind, pods, services, now, policy } = input;
   const out: FinishedPlan = { actions: [], problems: [] };
   const { finished, completionTime } = finishedAt(job, kind);
   const jm = meta(job);

@@ -355,6 +355,17 @@ const withEnv = (c: V1Container, env: readonly V1EnvVar[]): V1Container => {
   return add.length === 0 ? c : { ...c, env: [...(c.env ?? []), ...add] };
 };
 
+/** Which pod {@link podFor} builds: replica `index` of a replica type of a job. */
+export interface PodInput {
+  job: KubeObject;
+  kind: JobKind;
+  replica: Replica;
+  index: number;
+  clusterDomain: string;
+  /** Where the job's cluster spec is built once for all its pods (default: none, built for this pod). */
+  memo?: ClusterSpecMemo;
+}
+
 /**
  * The pod of replica `index` (upstream `createNewPod` and `GetPodFromTemplate`): the template's labels with
  * the controller's over them, its annotations and finalizers, its spec with the cluster-spec environment
@@ -362,15 +373,8 @@ const withEnv = (c: V1Container, env: readonly V1EnvVar[]): V1Container => {
  * (`ExitCode` → `Never`, `core.SetRestartPolicy`), the job as controller. Also whether the template's own
  * restartPolicy was overwritten (upstream's Warning `SetPodTemplateRestartPolicy`).
  */
-// eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
-export function podFor(
-  job: KubeObject,
-  kind: JobKind,
-  r: Replica,
-  index: number,
-  clusterDomain: string,
-  memo?: ClusterSpecMemo,
-): { body: KubeObject; overwroteRestartPolicy: boolean } {
+export function podFor(pod: PodInput): { body: KubeObject; overwroteRestartPolicy: boolean } {
+  const { job, kind, replica: r, index, clusterDomain, memo } = pod;
   const m = meta(job);
   const template = structuredClone(r.spec.template ?? {}) as { metadata?: Record<string, unknown>; spec?: Record<string, unknown> };
   const tm = template.metadata ?? {};
@@ -816,7 +820,7 @@ function createAction(s: JobState, what: { kind: "Pod" | "Service"; r: Replica; 
 function createPod(s: JobState, pass: ReplicaPass, r: Replica, index: number): void {
   if (s.inFlight.creates.has(`Pod/${replicaObjectName(s.job, s.kind, r.rt, index)}`)) return;
   if (!roomToCreate(s, pass)) return;
-  const { body, overwroteRestartPolicy } = podFor(s.job, s.kind, r, index, s.input.clusterDomain ?? "", pass.memo);
+  const { body, overwroteRestartPolicy } = podFor({ job: s.job, kind: s.kind, replica: r, index, clusterDomain: s.input.clusterDomain ?? "", memo: pass.memo });
   s.out.creates.push(createAction(s, { kind: "Pod", r, index, body }));
   if (overwroteRestartPolicy)
     addEvent(s, "Warning", "SetPodTemplateRestartPolicy", "Restart policy in pod template will be overwritten by restart policy in replica spec");

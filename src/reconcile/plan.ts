@@ -202,7 +202,7 @@ function planJob(pass: JobsPass, entry: Snapshot["jobs"][number]): void {
   const p = scheme.claimed ? claim(job, kind, "Pod", candidates(pass.pods)) : none;
   const s = scheme.claimed ? claim(job, kind, "Service", candidates(pass.services)) : none;
   pass.claims.push(...p.actions, ...s.actions);
-  const finished = planFinishedJob(job, kind, p.owned, s.owned, pass.now, pass.policy);
+  const finished = planFinishedJob({ job, kind, pods: p.owned, services: s.owned, now: pass.now, policy: pass.policy });
   pass.deletions.push(...finished.actions);
   pass.problems.push(...finished.problems);
   if (quartermasterControls(kind)) return controlJob(pass, entry, { pods: [...p.owned, ...p.adopted], services: [...s.owned, ...s.adopted] });

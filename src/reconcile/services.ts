@@ -164,7 +164,6 @@ export function servicePorts(spec: ReplicaSpec, kind: Pick<JobKind, "framework">
  * `pods`: those the job controls and the orphans it adopts in this pass; `have`: the Services of the cluster
  * (`serviceKeys`), whoever owns them; `managers`: `SERVING_FIELD_MANAGERS` unless a caller opts others in.
  */
-// eslint-disable-next-line complexity -- debt: to be split into steps (issue 30)
 export function planReplicaServices(
   job: KubeObject,
   kind: JobKind,
@@ -172,46 +171,78 @@ export function planReplicaServices(
   have: ServiceNames,
   managers: readonly string[] = SERVING_FIELD_MANAGERS,
 ): CreateServiceAction[] {
-  const jm = (job.metadata ?? {}) as Meta;
-  const scheme = labelScheme(kind);
-  if (!scheme.services || jm.deletionTimestamp || finishedAt(job, kind).finished || servedByOperator(job)) return [];
-  if (servedByController(job, pods, managers)) return [];
-  if ((job.spec as { runPolicy?: { suspend?: unknown } } | undefined)?.runPolicy?.suspend === true) return [];
+  if (!servesReplicaServices(job, kind, pods, managers)) return [];
   const specs = replicaSpecs(job, kind);
   const out: CreateServiceAction[] = [];
   for (const pod of pods) {
     const pm = (pod.metadata ?? {}) as Meta;
     if (!pm.name || pm.deletionTimestamp || have.get(pm.namespace ?? "")?.has(pm.name)) continue;
-    const type = pm.labels?.[scheme.replicaTypeLabel];
-    const spec = specs.find(([t]) => t.toLowerCase() === type)?.[1];
-    const indexLabel = pm.labels?.[scheme.replicaIndexLabel] ?? "";
-    const index = /^(0|[1-9][0-9]*)$/.test(indexLabel) ? Number(indexLabel) : -1;
-    if (!spec || !type || index < 0 || index >= replicasOf(spec)) continue;
-    if (pm.name !== replicaName(String(jm.name ?? ""), type, index)) continue;
-    const ports = servicePorts(spec, kind);
-    if (!ports) continue;
-    const labels = { ...scheme.selector(job), [scheme.replicaTypeLabel]: type, [scheme.replicaIndexLabel]: String(index) };
-    out.push({
-      verb: "create",
-      kind: "Service",
-      namespace: pm.namespace ?? jm.namespace ?? "",
-      name: pm.name,
-      job: `${kind.kind}/${jm.name}`,
-      reason: `replica pod ${pm.name} has no Service`,
-      body: {
-        apiVersion: "v1",
-        kind: "Service",
-        metadata: {
-          name: pm.name,
-          namespace: pm.namespace ?? jm.namespace,
-          labels,
-          ownerReferences: [
-            { apiVersion: `${kind.group}/${kind.version}`, kind: kind.kind, name: jm.name, uid: jm.uid, controller: true, blockOwnerDeletion: true },
-          ],
-        },
-        spec: { clusterIP: "None", selector: { ...labels }, ...(ports.length > 0 ? { ports } : {}) },
-      },
-    });
+    const replica = replicaOfPod(job, kind, specs, pm);
+    if (replica) out.push(createService(job, kind, replica));
   }
   return out;
+}
+
+/**
+ * Whether the job's Services are Quartermaster's to make now: its kind's label scheme has Services, the job is
+ * not being deleted, not finished, not suspended, and served neither by the operator nor by another controller.
+ */
+function servesReplicaServices(job: KubeObject, kind: JobKind, pods: readonly KubeObject[], managers: readonly string[]): boolean {
+  const jm = (job.metadata ?? {}) as Meta;
+  if (!labelScheme(kind).services || jm.deletionTimestamp || finishedAt(job, kind).finished || servedByOperator(job)) return false;
+  if (servedByController(job, pods, managers)) return false;
+  return (job.spec as { runPolicy?: { suspend?: unknown } } | undefined)?.runPolicy?.suspend !== true;
+}
+
+/** A replica pod of the job, as the Service for it is made from. */
+interface ReplicaPod {
+  name: string;
+  namespace: string | undefined;
+  type: string;
+  index: number;
+  ports: Array<{ name?: string; port: number }>;
+}
+
+/**
+ * The replica whose pod `pm` is: its type and index labels name a replica of the job's specs, its name is that
+ * replica's, and the replica spec has ports upstream would serve. Undefined for any other pod.
+ */
+function replicaOfPod(job: KubeObject, kind: JobKind, specs: ReturnType<typeof replicaSpecs>, pm: Meta): ReplicaPod | undefined {
+  const scheme = labelScheme(kind);
+  const type = pm.labels?.[scheme.replicaTypeLabel];
+  const spec = specs.find(([t]) => t.toLowerCase() === type)?.[1];
+  const indexLabel = pm.labels?.[scheme.replicaIndexLabel] ?? "";
+  const index = /^(0|[1-9][0-9]*)$/.test(indexLabel) ? Number(indexLabel) : -1;
+  if (!pm.name || !spec || !type || index < 0 || index >= replicasOf(spec)) return undefined;
+  if (pm.name !== replicaName(String(((job.metadata ?? {}) as Meta).name ?? ""), type, index)) return undefined;
+  const ports = servicePorts(spec, kind);
+  return ports ? { name: pm.name, namespace: pm.namespace, type, index, ports } : undefined;
+}
+
+/** The headless Service of a replica pod: named like it, selecting it by the job's and the replica's labels. */
+function createService(job: KubeObject, kind: JobKind, { name, namespace, type, index, ports }: ReplicaPod): CreateServiceAction {
+  const jm = (job.metadata ?? {}) as Meta;
+  const scheme = labelScheme(kind);
+  const labels = { ...scheme.selector(job), [scheme.replicaTypeLabel]: type, [scheme.replicaIndexLabel]: String(index) };
+  return {
+    verb: "create",
+    kind: "Service",
+    namespace: namespace ?? jm.namespace ?? "",
+    name,
+    job: `${kind.kind}/${jm.name}`,
+    reason: `replica pod ${name} has no Service`,
+    body: {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: {
+        name,
+        namespace: namespace ?? jm.namespace,
+        labels,
+        ownerReferences: [
+          { apiVersion: `${kind.group}/${kind.version}`, kind: kind.kind, name: jm.name, uid: jm.uid, controller: true, blockOwnerDeletion: true },
+        ],
+      },
+      spec: { clusterIP: "None", selector: { ...labels }, ...(ports.length > 0 ? { ports } : {}) },
+    },
+  };
 }

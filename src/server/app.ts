@@ -253,6 +253,16 @@ function busy(budget: BodyBudget): HttpError {
   });
 }
 
+/** What `readBody` reads, within which bounds, and whom it tells. */
+interface ReadBodyOptions {
+  req: IncomingMessage;
+  res: ServerResponse;
+  limit: number;
+  budget: BodyBudget;
+  reserved: number;
+  done: (err: HttpError | undefined, body?: Buffer) => void;
+}
+
 /**
  * Reads the whole body, enforcing the limit and the budget while reading, and calls `done` once: with the
  * body, or with the HttpError that refuses it. `reserved` bytes are already counted in the budget; they
@@ -260,15 +270,9 @@ function busy(budget: BodyBudget): HttpError {
  * the body is complete in the poll phase that read its last chunk, and is queued for answering right
  * there (see `turn.ts`).
  */
-// eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
-function readBody(
-  req: IncomingMessage,
-  res: ServerResponse,
-  limit: number,
-  budget: BodyBudget,
-  reserved: number,
-  done: (err: HttpError | undefined, body?: Buffer) => void,
-): void {
+function readBody(opts: ReadBodyOptions): void {
+  const { req, res, limit, budget, done } = opts;
+  let reserved = opts.reserved;
   res.once("close", () => budget.release(reserved));
   const chunks: Buffer[] = [];
   let size = 0;
@@ -435,13 +439,20 @@ export function createAdmissionHandler(
       return;
     }
     if (expectsContinue) res.writeContinue();
-    readBody(req, res, limit, budget, admitted, (err, bytes) => {
-      if (err) refuse(res, err, close);
-      else if (bytes!.length >= offloadBytes) offload(res, bytes!, started, close);
-      // The worker's nesting bound, here for a small body, so both paths answer alike (the scan: ~4 ns a byte
-      // here, 10 µs for a 2.3 KB review whose JSON.parse takes ~57 µs; ~1 ms at the offload threshold).
-      else if (nestedDeeperThan(bytes!, MAX_NESTING)) refuse(res, new HttpError(400, new BodyTooDeepError().message), close);
-      else turn.answer(() => answer(res, bytes!, started, close));
+    readBody({
+      req,
+      res,
+      limit,
+      budget,
+      reserved: admitted,
+      done: (err, bytes) => {
+        if (err) refuse(res, err, close);
+        else if (bytes!.length >= offloadBytes) offload(res, bytes!, started, close);
+        // The worker's nesting bound, here for a small body, so both paths answer alike (the scan: ~4 ns a byte
+        // here, 10 µs for a 2.3 KB review whose JSON.parse takes ~57 µs; ~1 ms at the offload threshold).
+        else if (nestedDeeperThan(bytes!, MAX_NESTING)) refuse(res, new HttpError(400, new BodyTooDeepError().message), close);
+        else turn.answer(() => answer(res, bytes!, started, close));
+      },
     });
   };
 }
@@ -478,19 +489,22 @@ export function pathOf(url = "/"): string {
   return q < 0 ? url : url.slice(0, q);
 }
 
+/** A request for a path other than a webhook's POST, and the routes that may answer it. */
+interface OtherRequest {
+  req: IncomingMessage;
+  res: ServerResponse;
+  path: string;
+  opts: ProbeOptions;
+  get: ReadonlyMap<string, Listener>;
+  post: ReadonlySet<string>;
+}
+
 /**
  * Answers `/healthz`, `/readyz` and the routes in `get` for GET and HEAD; 405 for other methods on
  * those paths and the ones in `post`; 404 for every other path.
  */
-// eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
-function answerOthers(
-  req: IncomingMessage,
-  res: ServerResponse,
-  path: string,
-  opts: ProbeOptions,
-  get: ReadonlyMap<string, Listener>,
-  post: ReadonlySet<string>,
-): void {
+function answerOthers(request: OtherRequest): void {
+  const { req, res, path, opts, get, post } = request;
   const close = opts.draining();
   if (req.method === "GET" || req.method === "HEAD") {
     const head = req.method === "HEAD";
@@ -534,7 +548,7 @@ export function createRequestListener(opts: AppOptions): RequestListener {
       const handler = direct.get(path);
       if (handler) return handler(req, res, expectsContinue);
     }
-    answerOthers(req, res, path, opts, none, posts);
+    answerOthers({ req, res, path, opts, get: none, post: posts });
   };
   const listener = ((req, res) => handle(req, res, false)) as RequestListener;
   listener.checkContinue = (req, res) => handle(req, res, true);
@@ -566,7 +580,7 @@ export function createMetricsListener(opts: MetricsListenerOptions): RequestList
     ],
   ]);
   const posts = new Set<string>();
-  const listener = ((req, res) => answerOthers(req, res, pathOf(req.url), opts, get, posts)) as RequestListener;
+  const listener = ((req, res) => answerOthers({ req, res, path: pathOf(req.url), opts, get, post: posts })) as RequestListener;
   listener.checkContinue = listener;
   return listener;
 }

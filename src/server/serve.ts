@@ -23,7 +23,7 @@ import { readFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import type { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
-import { DEFAULT_CIPHERS } from "node:tls";
+import { DEFAULT_CIPHERS, type TlsOptions } from "node:tls";
 import type { Logger } from "pino";
 import { asHttp2CompatListener } from "../core/boundary.js";
 import type { Webhook } from "../admission/handler.js";
@@ -40,7 +40,7 @@ import {
   type RequestListener,
 } from "./app.js";
 import type { AdmissionMetrics } from "./metrics.js";
-import { KeyPairRefused, readKeyPair, watchKeyPair } from "./tls.js";
+import { KeyPairRefused, readKeyPair, watchKeyPair, type KeyPair, type KeyPairWatcher } from "./tls.js";
 import { guardConnections, type Guard, type GuardOptions } from "./connections.js";
 
 /**
@@ -234,101 +234,189 @@ const SERVER_OPTIONS = {
   keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
 };
 
-// eslint-disable-next-line complexity -- debt: to be split into steps (issue 30)
+/** What the probes and the drain read and write while the server runs. */
+interface ServingState {
+  ready: boolean;
+  draining: boolean;
+  /** The serving certificate's notAfter, in ms (Infinity over plain HTTP). */
+  notAfter: number;
+}
+
+/** What the steps of `startServer` share. */
+interface Serving {
+  opts: ServeOptions;
+  now: () => Date;
+  state: ServingState;
+  listener: RequestListener;
+  h2: Http2Tracking;
+}
+
+/** The webhook port's server, and the key pair watch behind its TLS (none over plain HTTP). */
+interface WebhookPort {
+  server: WebhookServer;
+  watcher?: KeyPairWatcher;
+}
+
+/**
+ * Starts the webhook port (TLS, unless `plainHttp`) and the metrics port when asked for, in steps: the listener,
+ * the server, the connection guards, the listen, then readiness; and answers how to reach and stop them.
+ */
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
-  const { log, metrics } = opts;
   const now = opts.now ?? ((): Date => new Date());
-  let ready = false;
-  let draining = false;
-  let notAfter = Infinity;
-  const appOptions: AppOptions = {
+  const state: ServingState = { ready: false, draining: false, notAfter: Infinity };
+  const appOptions = appOptionsFor(opts, state, now);
+  const parser = appOptions.bodyParser;
+  const serving: Serving = { opts, now, state, listener: createRequestListener(appOptions), h2: { sessions: new Set(), sockets: new Set() } };
+  const { server, watcher } = opts.plainHttp ? { server: createPlainServer(SERVER_OPTIONS, serving.listener) } : await createTlsServer(serving);
+  const webhookGuard = bound(server, serving.listener, webhookGuardOptions(opts));
+  opts.metrics.trackConnections(() => webhookGuard.counts());
+  const metricsPort = opts.metricsPort !== undefined ? createMetricsPort(appOptions) : undefined;
+  const metricsServer = metricsPort?.server;
+  const guards = [webhookGuard, ...(metricsPort ? [metricsPort.guard] : [])];
+  await listenAll({ opts, server, metricsServer, watcher, guards });
+  state.ready = true;
+  warmBodyParser(opts, parser);
+  const address = logServing(opts, state, server, metricsServer);
+  const close = drainer(
+    [server, ...(metricsServer ? [metricsServer] : [])],
+    serving.h2,
+    opts,
+    () => {
+      state.draining = true;
+    },
+    () => {
+      watcher?.close();
+      for (const guard of guards) guard.stop();
+    },
+  );
+  const closeAll = (): Promise<void> => close().then(() => parser.close());
+  return { server, close: closeAll, ...address, metricsServer, reloadTls: () => watcher?.check() ?? Promise.resolve() };
+}
+
+/** The webhook listener's options: its probes read `state`, its body budget and parser are made here unless given. */
+function appOptionsFor(opts: ServeOptions, state: ServingState, now: () => Date): AppOptions & { bodyParser: BodyParser } {
+  const { log, metrics } = opts;
+  return {
     webhooks: opts.webhooks,
     metrics,
     log,
-    ready: () => ready && !draining,
-    draining: () => draining,
-    certificateExpired: () => now().getTime() > notAfter,
+    ready: () => state.ready && !state.draining,
+    draining: () => state.draining,
+    certificateExpired: () => now().getTime() > state.notAfter,
     bodyBudget: createBodyBudget(opts.maxInflightBodyBytes ?? MAX_INFLIGHT_BODY_BYTES),
     bodyParser: opts.bodyParser ?? createBodyParser({ log }),
     ...(opts.offloadBytes !== undefined ? { offloadBytes: opts.offloadBytes } : {}),
   };
-  const parser = appOptions.bodyParser!;
-  const listener = createRequestListener(appOptions);
-  let server: WebhookServer;
-  let watcher: { check(): Promise<void>; close(): void } | undefined;
-  const h2: Http2Tracking = { sessions: new Set(), sockets: new Set() };
-  if (opts.plainHttp) {
-    server = createPlainServer(SERVER_OPTIONS, listener);
-  } else {
-    const initial = await readKeyPair(opts.certFile, opts.keyFile);
-    const clientCa = opts.clientCaFile ? await readFile(opts.clientCaFile) : undefined;
-    const context = (pair: { cert: Buffer; key: Buffer }) => ({ ...TLS_CONTEXT, cert: pair.cert, key: pair.key, ...(clientCa ? { ca: clientCa } : {}) });
-    metrics.certificateLoaded(initial.notAfter);
-    notAfter = initial.notAfter.getTime();
-    if (now().getTime() > notAfter)
-      log.error({ notAfter: initial.notAfter.toISOString() }, "tls: the serving certificate has expired; readiness fails until a valid one is loaded");
-    else if (now().getTime() < initial.notBefore.getTime())
-      log.warn({ notBefore: initial.notBefore.toISOString() }, "tls: the serving certificate is not valid yet");
-    const tlsOptions = {
-      ...context(initial),
-      handshakeTimeout: opts.handshakeTimeoutMs ?? (clientCa ? HANDSHAKE_TIMEOUT_CLIENT_CA_MS : HANDSHAKE_TIMEOUT_MS),
-      ...(clientCa ? { requestCert: true, rejectUnauthorized: true } : {}),
-    };
-    const https: (Http2SecureServer & Http1Fallback) | Server =
-      opts.http2 !== true
-        ? createServer({ ...SERVER_OPTIONS, ...tlsOptions }, listener)
-        : (createSecureServer(
-            { ...tlsOptions, allowHTTP1: true, settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES } },
-            asHttp2CompatListener(listener),
-          ) as Http2SecureServer & Http1Fallback);
-    if (opts.http2 === true) serveHttp2(https as Http2SecureServer, h2);
-    https.on("tlsClientError", (err) => log.debug({ err }, "tls handshake failed"));
-    // How often clients (the apiserver) open connections: each is a handshake, the dearest part of a call.
-    https.on("secureConnection", (socket: { alpnProtocol?: string | false }) => metrics.connectionOpened(socket.alpnProtocol === "h2" ? "h2" : "http/1.1"));
-    watcher = watchKeyPair({
-      certFile: opts.certFile,
-      keyFile: opts.keyFile,
-      initial,
-      log,
-      pollMs: opts.tlsPollMs,
-      now,
-      onChange(pair) {
-        https.setSecureContext(context(pair));
-        metrics.certificateLoaded(pair.notAfter);
-        notAfter = pair.notAfter.getTime();
-        log.info({ fingerprint: pair.fingerprint, notAfter: pair.notAfter.toISOString() }, "tls: serving key pair reloaded");
-      },
-      onError(err) {
-        const reason = err instanceof KeyPairRefused ? err.reason : "unreadable";
-        metrics.certificateReloadFailed(reason);
-        log.warn({ err, reason }, "tls: key pair not reloaded; still serving the previous one");
-      },
-    });
-    server = https;
-  }
+}
+
+/** The secure context for a key pair: our TLS versions and ciphers, and the client CA when there is one. */
+function secureContext(pair: { cert: Buffer; key: Buffer }, clientCa: Buffer | undefined): TlsOptions {
+  return { ...TLS_CONTEXT, cert: pair.cert, key: pair.key, ...(clientCa ? { ca: clientCa } : {}) };
+}
+
+/** The webhook port over TLS: the key pair read and checked, the server made, the key pair watched. */
+async function createTlsServer(serving: Serving): Promise<WebhookPort> {
+  const { opts, state } = serving;
+  const initial = await readKeyPair(opts.certFile, opts.keyFile);
+  const clientCa = opts.clientCaFile ? await readFile(opts.clientCaFile) : undefined;
+  opts.metrics.certificateLoaded(initial.notAfter);
+  state.notAfter = initial.notAfter.getTime();
+  logCertificateValidity(serving, initial);
+  const tlsOptions: TlsOptions = {
+    ...secureContext(initial, clientCa),
+    handshakeTimeout: opts.handshakeTimeoutMs ?? (clientCa ? HANDSHAKE_TIMEOUT_CLIENT_CA_MS : HANDSHAKE_TIMEOUT_MS),
+    ...(clientCa ? { requestCert: true, rejectUnauthorized: true } : {}),
+  };
+  const https = createHttpsServer(serving, tlsOptions);
+  const watcher = watchServingKeyPair(serving, { https, initial, clientCa });
+  return { server: https, watcher };
+}
+
+/** An expired certificate is an error (readiness fails), one not valid yet a warning. */
+function logCertificateValidity({ opts, now }: Serving, initial: KeyPair): void {
+  if (now().getTime() > initial.notAfter.getTime())
+    opts.log.error({ notAfter: initial.notAfter.toISOString() }, "tls: the serving certificate has expired; readiness fails until a valid one is loaded");
+  else if (now().getTime() < initial.notBefore.getTime())
+    opts.log.warn({ notBefore: initial.notBefore.toISOString() }, "tls: the serving certificate is not valid yet");
+}
+
+/** The TLS server: HTTPS (HTTP/1.1 only), or HTTP/2 with HTTP/1.1 when `http2` is set. */
+function createHttpsServer({ opts, listener, h2 }: Serving, tlsOptions: TlsOptions): (Http2SecureServer & Http1Fallback) | Server {
+  const { log, metrics } = opts;
+  const https: (Http2SecureServer & Http1Fallback) | Server =
+    opts.http2 !== true
+      ? createServer({ ...SERVER_OPTIONS, ...tlsOptions }, listener)
+      : (createSecureServer(
+          { ...tlsOptions, allowHTTP1: true, settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES } },
+          asHttp2CompatListener(listener),
+        ) as Http2SecureServer & Http1Fallback);
+  if (opts.http2 === true) serveHttp2(https as Http2SecureServer, h2);
+  https.on("tlsClientError", (err) => log.debug({ err }, "tls handshake failed"));
+  // How often clients (the apiserver) open connections: each is a handshake, the dearest part of a call.
+  https.on("secureConnection", (socket: { alpnProtocol?: string | false }) => metrics.connectionOpened(socket.alpnProtocol === "h2" ? "h2" : "http/1.1"));
+  return https;
+}
+
+/** Reloads the serving key pair when its files change; a refused one leaves the previous pair serving. */
+function watchServingKeyPair(
+  { opts, now, state }: Serving,
+  { https, initial, clientCa }: { https: (Http2SecureServer & Http1Fallback) | Server; initial: KeyPair; clientCa: Buffer | undefined },
+): KeyPairWatcher {
+  const { log, metrics } = opts;
+  return watchKeyPair({
+    certFile: opts.certFile,
+    keyFile: opts.keyFile,
+    initial,
+    log,
+    pollMs: opts.tlsPollMs,
+    now,
+    onChange(pair) {
+      https.setSecureContext(secureContext(pair, clientCa));
+      metrics.certificateLoaded(pair.notAfter);
+      state.notAfter = pair.notAfter.getTime();
+      log.info({ fingerprint: pair.fingerprint, notAfter: pair.notAfter.toISOString() }, "tls: serving key pair reloaded");
+    },
+    onError(err) {
+      const reason = err instanceof KeyPairRefused ? err.reason : "unreadable";
+      metrics.certificateReloadFailed(reason);
+      log.warn({ err, reason }, "tls: key pair not reloaded; still serving the previous one");
+    },
+  });
+}
+
+/** The webhook port's guard: only an admission POST on a webhook path counts as use. */
+function webhookGuardOptions(opts: ServeOptions): Omit<GuardOptions, "now" | "sweepMs"> {
   const max = opts.maxConnections ?? MAX_CONNECTIONS;
   const webhookPaths = new Set(Object.keys(opts.webhooks));
-  const guards = [
-    bound(server, listener, {
-      limits: {
-        max,
-        perSource: Math.min(max, opts.maxConnectionsPerSource ?? MAX_CONNECTIONS_PER_SOURCE),
-        handshaking: Math.min(max, opts.clientCaFile ? MAX_HANDSHAKING_CLIENT_CA : MAX_HANDSHAKING),
-        idleMs: IDLE_USE_TIMEOUT_MS,
-      },
-      tls: !opts.plainHttp,
-      isUse: (req) => req.method === "POST" && webhookPaths.has(pathOf(req.url)),
-      onShed: (reason) => metrics.connectionShed("webhook", reason),
-    }),
-  ];
-  metrics.trackConnections(() => guards[0]!.counts());
+  return {
+    limits: {
+      max,
+      perSource: Math.min(max, opts.maxConnectionsPerSource ?? MAX_CONNECTIONS_PER_SOURCE),
+      handshaking: Math.min(max, opts.clientCaFile ? MAX_HANDSHAKING_CLIENT_CA : MAX_HANDSHAKING),
+      idleMs: IDLE_USE_TIMEOUT_MS,
+    },
+    tls: !opts.plainHttp,
+    isUse: (req) => req.method === "POST" && webhookPaths.has(pathOf(req.url)),
+    onShed: (reason) => opts.metrics.connectionShed("webhook", reason),
+  };
+}
 
-  let metricsServer: PlainServer | undefined;
-  if (opts.metricsPort !== undefined) {
-    const metricsListener = createMetricsListener(appOptions);
-    metricsServer = createPlainServer(SERVER_OPTIONS, metricsListener);
-    guards.push(bound(metricsServer, metricsListener, metricsGuard(metrics)));
-  }
+/** The metrics port's server and its guard. */
+function createMetricsPort(appOptions: AppOptions): { server: PlainServer; guard: Guard } {
+  const metricsListener = createMetricsListener(appOptions);
+  const server = createPlainServer(SERVER_OPTIONS, metricsListener);
+  return { server, guard: bound(server, metricsListener, metricsGuard(appOptions.metrics)) };
+}
+
+/** Listens on both ports; when either fails, everything started is stopped and the error thrown. */
+async function listenAll(ports: {
+  opts: ServeOptions;
+  server: WebhookServer;
+  metricsServer: PlainServer | undefined;
+  watcher: KeyPairWatcher | undefined;
+  guards: Guard[];
+}): Promise<void> {
+  const { opts, server, metricsServer, watcher, guards } = ports;
   try {
     await listen(server, opts.host, opts.port);
     if (metricsServer) await listen(metricsServer, opts.host, opts.metricsPort!);
@@ -339,32 +427,30 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     metricsServer?.close();
     throw err;
   }
-  ready = true;
+}
+
+function warmBodyParser(opts: ServeOptions, parser: BodyParser): void {
   if ((opts.warmBodyParser ?? true) && (opts.offloadBytes ?? 0) !== Infinity) {
     // After the listen callback has run and readiness is true: the ~20 ms boot happens in the worker's
     // own thread, the main thread only pays for creating it.
     setImmediate(() => parser.warm());
   }
+}
+
+/** Logs where the server listens, and returns its ports and URL. */
+function logServing(
+  opts: ServeOptions,
+  state: ServingState,
+  server: WebhookServer,
+  metricsServer: PlainServer | undefined,
+): { port: number; url: string; metricsPort?: number } {
   const port = (server.address() as AddressInfo).port;
   const metricsPort = metricsServer ? (metricsServer.address() as AddressInfo).port : undefined;
   const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host;
   const url = `${opts.plainHttp ? "http" : "https"}://${host}:${port}`;
-  if (opts.plainHttp) log.info({ url, metricsPort }, "serving plain HTTP (TLS terminated in front of this process)");
-  else log.info({ url, metricsPort, notAfter: new Date(notAfter).toISOString(), clientCa: opts.clientCaFile !== undefined }, "serving");
-  const close = drainer(
-    [server, ...(metricsServer ? [metricsServer] : [])],
-    h2,
-    opts,
-    () => {
-      draining = true;
-    },
-    () => {
-      watcher?.close();
-      for (const guard of guards) guard.stop();
-    },
-  );
-  const closeAll = (): Promise<void> => close().then(() => parser.close());
-  return { server, close: closeAll, port, url, metricsServer, metricsPort, reloadTls: () => watcher?.check() ?? Promise.resolve() };
+  if (opts.plainHttp) opts.log.info({ url, metricsPort }, "serving plain HTTP (TLS terminated in front of this process)");
+  else opts.log.info({ url, metricsPort, notAfter: new Date(state.notAfter).toISOString(), clientCa: opts.clientCaFile !== undefined }, "serving");
+  return { port, url, metricsPort };
 }
 
 /** What the drain closes on an HTTP/2 server: its sessions (a GOAWAY), and every connection (the cut). */

@@ -112,21 +112,25 @@ export function lookupTopology(pod: Pod, namespace: string, policy: Policy, jobs
 
 export type JobReadResult = { kind: "found"; job: KubeObject } | { kind: "missing"; reason: string } | { kind: "failed"; reason: string };
 
+/** Which job {@link readJob} reads, through which reader, within how long. */
+export interface ReadJobOptions {
+  kind: ObjectKind;
+  namespace: string;
+  name: string;
+  jobs: JobReader;
+  timeoutMs: number;
+  /** Bypass the cache: the job as it is now. */
+  fresh?: boolean;
+}
+
 /**
  * One job by kind and name, through the same reader (and cache) as {@link lookupTopology}, within
  * `timeoutMs`: at once when the reader has it cached, else through a promise. Never rejects. With
  * `fresh`, the cache is bypassed: the job as it is now, through the reader's `fresh` (its `get` when it
  * has none, being uncached).
  */
-// eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
-export function readJob(
-  kind: ObjectKind,
-  namespace: string,
-  name: string,
-  jobs: JobReader,
-  timeoutMs: number,
-  opts: { fresh?: boolean } = {},
-): JobReadResult | Promise<JobReadResult> {
+export function readJob(opts: ReadJobOptions): JobReadResult | Promise<JobReadResult> {
+  const { kind, namespace, name, jobs, timeoutMs } = opts;
   const what = `reading ${kind.kind} ${namespace}/${name}`;
   const answer = (job: KubeObject | undefined): JobReadResult =>
     job ? { kind: "found", job } : { kind: "missing", reason: `${kind.kind} ${namespace}/${name} not found` };
@@ -171,5 +175,5 @@ export function readRuntime(job: KubeObject, kind: JobKind, namespace: string, j
   if (!ref) return { kind: "missing", reason: "spec.runtimeRef names no runtime" };
   if (ref.apiGroup !== TRAINER.group || !TRAINER.runtimeKinds.includes(ref.kind))
     return { kind: "missing", reason: `spec.runtimeRef: ${ref.apiGroup}/${ref.kind} is not a Trainer runtime kind (${TRAINER.runtimeKinds.join(", ")})` };
-  return readJob(runtimeKind(ref), ref.kind === "ClusterTrainingRuntime" ? "" : namespace, ref.name, jobs, timeoutMs);
+  return readJob({ kind: runtimeKind(ref), namespace: ref.kind === "ClusterTrainingRuntime" ? "" : namespace, name: ref.name, jobs, timeoutMs });
 }

@@ -24,9 +24,9 @@
 import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { FRAMEWORKS, replicaObjectName } from "../mutate/frameworks.js";
-import { quartermasterControls, type CleanPodPolicy, type Framework, type JobKind } from "../policy/types.js";
+import { quartermasterControls, type CleanPodPolicy, type Framework, type JobKind, type RunPolicyLimits } from "../policy/types.js";
 import { replicasOf } from "../topology/resolve.js";
-import { jobShape, type JobReplica, type RunPolicyField } from "../topology/shape.js";
+import { jobShape, type JobReplica, type ReplicaSpec, type RunPolicyField, type RunPolicyView } from "../topology/shape.js";
 import { MAX_JOB_REPLICAS, jobReplicaTotal } from "../topology/ceiling.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
 import { validateAccelerators } from "./accelerator.js";
@@ -119,95 +119,154 @@ function names(job: KubeObject, kind: JobKind, namespace: string, runtime: KubeO
   return { violations, warnings: [] };
 }
 
-// eslint-disable-next-line complexity -- debt: to be split into steps (issue 30)
+/** What the job-shape checks read: the job, its kind, its replica specs and where each is. */
+interface ShapeInput {
+  job: KubeObject;
+  kind: JobKind;
+  specs: ReadonlyArray<readonly [string, ReplicaSpec]>;
+  /** A replica type's path, set or not. */
+  pathOf: (type: string) => string;
+  /** Where the kind keeps its replica specs. */
+  field: string;
+  /** Through the `/scale` subresource. */
+  viaScale: boolean;
+}
+
 function shape(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined, viaScale: boolean): Findings {
-  const violations: Finding[] = [];
-  const warnings: string[] = [];
   const described = jobShape(kind);
   const replicas = replicasOf_(job, kind, runtime);
-  const specs = replicas.map((r) => [r.type, r.spec] as const);
-  const pathOf = (type: string): string => replicas.find((r) => r.type === type)?.path ?? `${described.specsField(kind)}.${type}`;
   const field = described.specsField(kind);
-  if (specs.length === 0) violations.push({ rule: "job-shape", field, message: "at least one replica spec is required" });
+  const input: ShapeInput = {
+    job,
+    kind,
+    specs: replicas.map((r) => [r.type, r.spec] as const),
+    pathOf: (type) => replicas.find((r) => r.type === type)?.path ?? `${field}.${type}`,
+    field,
+    viaScale,
+  };
+  const violations: Finding[] = [];
+  if (input.specs.length === 0) violations.push({ rule: "job-shape", field, message: "at least one replica spec is required" });
   // A TrainJob's templates are its runtime's, which the Trainer's own webhook checks (image, container names).
-  if (!described.v1Shape) return { violations, warnings };
+  if (!described.v1Shape) return { violations, warnings: [] };
+  const nproc = pytorchNprocShape(input);
+  violations.push(
+    ...containerShape(input),
+    ...replicaTypeShape(input),
+    ...tensorflowChiefShape(input),
+    ...masterReplicaShape(input),
+    ...pytorchReplicasShape(input),
+    ...managedByShape(input),
+    ...xgboostMasterShape(input),
+    ...nproc.violations,
+  );
+  return { violations, warnings: nproc.warnings };
+}
+
+/** Every replica template has containers, each with an image, and one named as the framework expects. */
+function containerShape({ kind, specs, pathOf }: ShapeInput): Finding[] {
+  const violations: Finding[] = [];
   const container = FRAMEWORKS[kind.framework].container;
+  const namedContainer = jobShape(kind).namedContainer;
   for (const [type, spec] of specs) {
     const path = pathOf(type);
     const containers = (spec.template?.spec?.containers ?? []) as Array<{ name?: string; image?: string }>;
     if (containers.length === 0) {
       violations.push({ rule: "job-shape", field: `${path}.template.spec.containers`, message: "at least one container is required" });
-    } else if (described.namedContainer && !containers.some((c) => c.name === container)) {
+    } else if (namedContainer && !containers.some((c) => c.name === container)) {
       violations.push({ rule: "job-shape", field: `${path}.template.spec.containers`, message: `one container must be named ${container}` });
     }
     containers.forEach((c, i) => {
       if (!c.image) violations.push({ rule: "job-shape", field: `${path}.template.spec.containers[${i}].image`, message: "an image is required" });
     });
   }
+  return violations;
+}
+
+/** The kind's replica types, spelled so, where it has a fixed set. */
+function replicaTypeShape({ kind, specs, pathOf }: ShapeInput): Finding[] {
   const allowed = REPLICA_TYPES[kind.framework];
-  if (allowed) {
-    for (const [type] of specs) {
-      if (!allowed.includes(type))
-        violations.push({
-          rule: "job-shape",
-          field: pathOf(type),
-          message: `${JSON.stringify(type)}: ${kind.kind} replica types are ${allowed.join(" and ")}, spelled so`,
-        });
-    }
+  if (!allowed) return [];
+  return specs
+    .filter(([type]) => !allowed.includes(type))
+    .map(([type]) => ({
+      rule: "job-shape",
+      field: pathOf(type),
+      message: `${JSON.stringify(type)}: ${kind.kind} replica types are ${allowed.join(" and ")}, spelled so`,
+    }));
+}
+
+/** Replicas summed over the replica types spelled `t` in any case. */
+function countOf(specs: ShapeInput["specs"], t: string): number {
+  return specs.filter(([k]) => k.toLowerCase() === t).reduce((n, [, s]) => n + replicasOf(s), 0);
+}
+
+/** A TFJob has at most one Chief or Master, as replica type and as replica. */
+function tensorflowChiefShape({ kind, specs, field }: ShapeInput): Finding[] {
+  if (kind.framework !== "tensorflow") return [];
+  // Upstream counts replica types (a `Chief` with 0 replicas still counts); one type with 2 replicas is
+  // Quartermaster's own refusal (TensorFlow has one chief).
+  const types = specs.filter(([k]) => ["chief", "master"].includes(k.toLowerCase())).map(([k]) => k);
+  const replicas = countOf(specs, "chief") + countOf(specs, "master");
+  if (replicas > 1) return [{ rule: "job-shape", field, message: `at most one Chief or Master replica in all, got ${replicas}` }];
+  if (types.length > 1) return [{ rule: "job-shape", field, message: `at most one Chief or Master replica type, got ${types.join(" and ")}` }];
+  return [];
+}
+
+/** A PyTorchJob's or XGBoostJob's Master, when present, sets `replicas: 1`. */
+function masterReplicaShape({ kind, specs, pathOf }: ShapeInput): Finding[] {
+  if (kind.framework !== "pytorch" && kind.framework !== "xgboost") return [];
+  // Upstream refuses a Master whose `replicas` is unset too (its webhook sees the job before any defaulting).
+  const master = specs.find(([k]) => k.toLowerCase() === "master");
+  if (!master || master[1].replicas === 1) return [];
+  const got = master[1].replicas === undefined ? "replicas is not set" : `got ${JSON.stringify(master[1].replicas)}`;
+  return [{ rule: "job-shape", field: `${pathOf(master[0])}.replicas`, message: `the Master replica type must have exactly 1 replica, ${got}` }];
+}
+
+/** A PyTorchJob's other replica types have at least 1 replica when set; an elastic one has a Worker. */
+function pytorchReplicasShape({ job, kind, specs, pathOf, viaScale }: ShapeInput): Finding[] {
+  if (kind.framework !== "pytorch") return [];
+  const violations: Finding[] = [];
+  // v1.9.4: a replica type other than Master, when its `replicas` is set, has at least 1 (a negative count is
+  // job-replicas' refusal). Not through `/scale`: upstream's webhook is not called for the subresource.
+  for (const [type, spec] of specs) {
+    if (!viaScale && type !== "Master" && spec.replicas === 0)
+      violations.push({ rule: "job-shape", field: `${pathOf(type)}.replicas`, message: `must be at least 1, got ${spec.replicas}` });
   }
-  const count = (t: string): number => specs.filter(([k]) => k.toLowerCase() === t).reduce((n, [, s]) => n + replicasOf(s), 0);
-  if (kind.framework === "tensorflow") {
-    // Upstream counts replica types (a `Chief` with 0 replicas still counts); one type with 2 replicas is
-    // Quartermaster's own refusal (TensorFlow has one chief).
-    const types = specs.filter(([k]) => ["chief", "master"].includes(k.toLowerCase())).map(([k]) => k);
-    const replicas = count("chief") + count("master");
-    if (replicas > 1) violations.push({ rule: "job-shape", field, message: `at most one Chief or Master replica in all, got ${replicas}` });
-    else if (types.length > 1) violations.push({ rule: "job-shape", field, message: `at most one Chief or Master replica type, got ${types.join(" and ")}` });
-  }
-  if (kind.framework === "pytorch" || kind.framework === "xgboost") {
-    // Upstream refuses a Master whose `replicas` is unset too (its webhook sees the job before any defaulting).
-    const master = specs.find(([k]) => k.toLowerCase() === "master");
-    if (master && master[1].replicas !== 1) {
-      const got = master[1].replicas === undefined ? "replicas is not set" : `got ${JSON.stringify(master[1].replicas)}`;
-      violations.push({
-        rule: "job-shape",
-        field: `${pathOf(master[0])}.replicas`,
-        message: `the Master replica type must have exactly 1 replica, ${got}`,
-      });
-    }
-  }
-  if (kind.framework === "pytorch") {
-    // v1.9.4: a replica type other than Master, when its `replicas` is set, has at least 1 (a negative count is
-    // job-replicas' refusal). Not through `/scale`: upstream's webhook is not called for the subresource.
-    for (const [type, spec] of specs) {
-      if (!viaScale && type !== "Master" && spec.replicas === 0)
-        violations.push({ rule: "job-shape", field: `${pathOf(type)}.replicas`, message: `must be at least 1, got ${spec.replicas}` });
-    }
-    if ((job.spec as Spec | undefined)?.elasticPolicy && !specs.some(([k]) => k === "Worker"))
-      violations.push({ rule: "job-shape", field: pathOf("Worker"), message: "is required when spec.elasticPolicy is set" });
-  }
+  if ((job.spec as Spec | undefined)?.elasticPolicy && !specs.some(([k]) => k === "Worker"))
+    violations.push({ rule: "job-shape", field: pathOf("Worker"), message: "is required when spec.elasticPolicy is set" });
+  return violations;
+}
+
+/** `spec.runPolicy.managedBy`, where upstream checks it, names the training operator or MultiKueue. */
+function managedByShape({ job, kind }: ShapeInput): Finding[] {
   const managedBy = ((job.spec as Spec | undefined)?.runPolicy as Spec | undefined)?.managedBy;
-  if (MANAGED_BY_CHECKED.includes(kind.framework) && managedBy !== undefined && !MANAGED_BY.includes(managedBy as string)) {
-    violations.push({
+  if (!MANAGED_BY_CHECKED.includes(kind.framework) || managedBy === undefined || MANAGED_BY.includes(managedBy as string)) return [];
+  return [
+    {
       rule: "run-policy",
       field: "spec.runPolicy.managedBy",
       message: `${JSON.stringify(managedBy)?.slice(0, 64)} is not supported: ${MANAGED_BY.join(" or ")}`,
-    });
-  }
-  if (kind.framework === "xgboost" && !specs.some(([k]) => k === "Master")) {
-    violations.push({ rule: "job-shape", field: pathOf("Master"), message: "is required: an XGBoostJob has one Master" });
-  }
-  if (kind.framework === "pytorch") {
-    const spec = (job.spec ?? {}) as Spec;
-    if ((spec.elasticPolicy as Spec | undefined)?.nProcPerNode !== undefined) {
-      if (spec.nprocPerNode !== undefined) {
-        violations.push({ rule: "job-shape", field: "spec.elasticPolicy.nProcPerNode", message: "must not be set together with spec.nprocPerNode" });
-      } else {
-        warnings.push("quartermaster: spec.elasticPolicy.nProcPerNode is deprecated; use spec.nprocPerNode");
-      }
-    }
-  }
-  return { violations, warnings };
+    },
+  ];
+}
+
+/** An XGBoostJob has a Master. */
+function xgboostMasterShape({ kind, specs, pathOf }: ShapeInput): Finding[] {
+  if (kind.framework !== "xgboost" || specs.some(([k]) => k === "Master")) return [];
+  return [{ rule: "job-shape", field: pathOf("Master"), message: "is required: an XGBoostJob has one Master" }];
+}
+
+/** A PyTorchJob's deprecated `elasticPolicy.nProcPerNode`: a warning, a violation together with `nprocPerNode`. */
+function pytorchNprocShape({ job, kind }: ShapeInput): Findings {
+  if (kind.framework !== "pytorch") return { violations: [], warnings: [] };
+  const spec = (job.spec ?? {}) as Spec;
+  if ((spec.elasticPolicy as Spec | undefined)?.nProcPerNode === undefined) return { violations: [], warnings: [] };
+  if (spec.nprocPerNode !== undefined)
+    return {
+      violations: [{ rule: "job-shape", field: "spec.elasticPolicy.nProcPerNode", message: "must not be set together with spec.nprocPerNode" }],
+      warnings: [],
+    };
+  return { violations: [], warnings: ["quartermaster: spec.elasticPolicy.nProcPerNode is deprecated; use spec.nprocPerNode"] };
 }
 
 function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime: KubeObject | undefined): Findings {
@@ -268,9 +327,25 @@ function ceiling(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined
 
 const RESTART_POLICIES: readonly string[] = ["Always", "OnFailure", "Never", "ExitCode"];
 
-// eslint-disable-next-line complexity -- debt: to be split into steps (issue 30)
+/** What the run-policy checks read. */
+interface RunPolicyInput {
+  /** The kind is one Quartermaster runs: what its job controller cannot read is refused. */
+  controls: boolean;
+  view: RunPolicyView;
+  lim: RunPolicyLimits;
+}
+
+/** A count field's bounds: at most `max` (`what` it counts), in `range`, at least `min` for a kind Quartermaster runs. */
+interface CountBounds {
+  field: RunPolicyField;
+  max: number | undefined;
+  what: string;
+  required?: boolean | undefined;
+  range?: number;
+  min?: number;
+}
+
 function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Findings {
-  const violations: Finding[] = [];
   // A kind Quartermaster runs (Caffe2Job by default) has no CRD schema checking these fields (its CRD keeps
   // unknown fields): what its job controller cannot read is refused here, or the job would sit undone with
   // a log line only (src/reconcile/job-controller.ts readRunPolicy, readReplicas). DECIDE: stricter than
@@ -279,45 +354,79 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
   // The run policy where the kind's shape keeps it (v1: `spec.runPolicy`; TrainJob: `spec.activeDeadlineSeconds`
   // and Quartermaster's TTL annotation, `src/topology/shape.ts`).
   const view = jobShape(kind).runPolicy(job);
-  const raw = view.object?.value;
-  if (controls && view.object && (raw === null || typeof raw !== "object" || Array.isArray(raw))) {
-    violations.push({ rule: "run-policy", field: view.object.field, message: `${JSON.stringify(raw)?.slice(0, 64)} must be an object` });
-  }
-  const value = (f: RunPolicyField): unknown => view.fields[f]?.value;
   const lim = ctx.limits.runPolicy;
-  const at = (f: RunPolicyField): string | undefined => view.at(f);
-  // Where a cap (or the TTL requirement) applies, the field must be a whole number: a string such as "x" or
-  // "99999" is no number to compare, and passing it would pass the cap. For a kind Quartermaster runs, always.
-  // eslint-disable-next-line max-params -- debt: to take an options object (issue 30)
-  const capped = (f: RunPolicyField, max: number | undefined, what: string, required = false, range = INT32_MAX, min = 0): void => {
-    const v = value(f);
-    const field = at(f);
-    if (v === undefined || field === undefined || (max === undefined && !required && !controls)) return;
-    const problem = countProblem(v, range);
-    if (problem) violations.push({ rule: "run-policy", field, message: problem });
-    else if (controls && (v as number) < min) violations.push({ rule: "run-policy", field, message: `${v} must be at least ${min}` });
-    else if (max !== undefined && (v as number) > max)
-      violations.push({ rule: "run-policy", field, message: `${v} exceeds the limit of ${max} ${what}`, value: v as number });
-  };
-  const ttlAt = at("ttlSecondsAfterFinished");
-  if (lim.requireTtlSecondsAfterFinished && ttlAt !== undefined && value("ttlSecondsAfterFinished") === undefined) {
-    violations.push({ rule: "run-policy", field: ttlAt, message: "is required: finished jobs must be cleaned up" });
-  }
-  capped("ttlSecondsAfterFinished", lim.maxTtlSecondsAfterFinished, "seconds", lim.requireTtlSecondsAfterFinished);
-  capped("activeDeadlineSeconds", lim.maxActiveDeadlineSeconds, "seconds", false, Number.MAX_SAFE_INTEGER, 1);
-  capped("backoffLimit", lim.maxBackoffLimit, "retries");
-  const suspend = value("suspend");
-  if (controls && suspend !== undefined && typeof suspend !== "boolean") {
-    violations.push({ rule: "run-policy", field: at("suspend")!, message: `${JSON.stringify(suspend)?.slice(0, 64)} must be a boolean` });
-  }
-  const cleanPodPolicy = value("cleanPodPolicy");
-  if (lim.allowedCleanPodPolicies && cleanPodPolicy !== undefined && !lim.allowedCleanPodPolicies.includes(cleanPodPolicy as CleanPodPolicy)) {
-    violations.push({
+  const input: RunPolicyInput = { controls, view, lim };
+  const violations = [
+    ...runPolicyObject(input),
+    ...ttlRequired(input),
+    ...countWithin(input, {
+      field: "ttlSecondsAfterFinished",
+      max: lim.maxTtlSecondsAfterFinished,
+      what: "seconds",
+      required: lim.requireTtlSecondsAfterFinished,
+    }),
+    ...countWithin(input, { field: "activeDeadlineSeconds", max: lim.maxActiveDeadlineSeconds, what: "seconds", range: Number.MAX_SAFE_INTEGER, min: 1 }),
+    ...countWithin(input, { field: "backoffLimit", max: lim.maxBackoffLimit, what: "retries" }),
+    ...suspendIsBoolean(input),
+    ...cleanPodPolicyAllowed(input),
+    ...restartPoliciesAllowed(job, kind, input),
+  ];
+  return { violations, warnings: [] };
+}
+
+/** For a kind Quartermaster runs, the run-policy object, where set, is an object. */
+function runPolicyObject({ controls, view }: RunPolicyInput): Finding[] {
+  const raw = view.object?.value;
+  if (!controls || !view.object || (raw !== null && typeof raw === "object" && !Array.isArray(raw))) return [];
+  return [{ rule: "run-policy", field: view.object.field, message: `${JSON.stringify(raw)?.slice(0, 64)} must be an object` }];
+}
+
+/** ttlSecondsAfterFinished, when the policy requires it and the shape has the field. */
+function ttlRequired({ view, lim }: RunPolicyInput): Finding[] {
+  const ttlAt = view.at("ttlSecondsAfterFinished");
+  if (!lim.requireTtlSecondsAfterFinished || ttlAt === undefined || view.fields.ttlSecondsAfterFinished?.value !== undefined) return [];
+  return [{ rule: "run-policy", field: ttlAt, message: "is required: finished jobs must be cleaned up" }];
+}
+
+/**
+ * Where a cap (or the TTL requirement) applies, the field must be a whole number: a string such as "x" or
+ * "99999" is no number to compare, and passing it would pass the cap. For a kind Quartermaster runs, always.
+ */
+function countWithin({ controls, view }: RunPolicyInput, bounds: CountBounds): Finding[] {
+  const { max, what, required = false, range = INT32_MAX, min = 0 } = bounds;
+  const v = view.fields[bounds.field]?.value;
+  const field = view.at(bounds.field);
+  if (v === undefined || field === undefined || (max === undefined && !required && !controls)) return [];
+  const problem = countProblem(v, range);
+  if (problem) return [{ rule: "run-policy", field, message: problem }];
+  if (controls && (v as number) < min) return [{ rule: "run-policy", field, message: `${v} must be at least ${min}` }];
+  if (max !== undefined && (v as number) > max) return [{ rule: "run-policy", field, message: `${v} exceeds the limit of ${max} ${what}`, value: v as number }];
+  return [];
+}
+
+/** For a kind Quartermaster runs, `suspend`, where set, is a boolean. */
+function suspendIsBoolean({ controls, view }: RunPolicyInput): Finding[] {
+  const suspend = view.fields.suspend?.value;
+  if (!controls || suspend === undefined || typeof suspend === "boolean") return [];
+  return [{ rule: "run-policy", field: view.at("suspend")!, message: `${JSON.stringify(suspend)?.slice(0, 64)} must be a boolean` }];
+}
+
+/** cleanPodPolicy, where set, is one the policy allows. */
+function cleanPodPolicyAllowed({ view, lim }: RunPolicyInput): Finding[] {
+  const cleanPodPolicy = view.fields.cleanPodPolicy?.value;
+  if (!lim.allowedCleanPodPolicies || cleanPodPolicy === undefined || lim.allowedCleanPodPolicies.includes(cleanPodPolicy as CleanPodPolicy)) return [];
+  return [
+    {
       rule: "run-policy",
-      field: at("cleanPodPolicy")!,
+      field: view.at("cleanPodPolicy")!,
       message: `${String(cleanPodPolicy)} is not allowed; allowed: ${lim.allowedCleanPodPolicies.join(", ")}`,
-    });
-  }
+    },
+  ];
+}
+
+/** Each replica's restartPolicy is one the policy allows (and, for a kind Quartermaster runs, one it can read). */
+function restartPoliciesAllowed(job: KubeObject, kind: JobKind, { controls, lim }: RunPolicyInput): Finding[] {
+  const violations: Finding[] = [];
   const fromTemplates = jobShape(kind).restartPolicyFromTemplate;
   // A TrainJob has no replica restartPolicy of its own (its Jobs' pods restart as the runtime's template says,
   // which the Trainer's webhook checks): only the replica specs of the v1 shapes are read.
@@ -335,7 +444,7 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
       violations.push({ rule: "run-policy", field, message: `${String(v)} is not allowed; allowed: ${lim.allowedRestartPolicies.join(", ")}` });
     }
   }
-  return { violations, warnings: [] };
+  return violations;
 }
 
 function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime: KubeObject | undefined): Findings {

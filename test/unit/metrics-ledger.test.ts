@@ -263,10 +263,10 @@ describe("metrics: job lookups on the admission path", () => {
 
   it("readJob (the job validation's old object): fetched, hit, not_found, error", async () => {
     const { metrics, reader } = measured(async (_k, _ns, name) => (name === "mnist" ? mnist : name === "boom" ? Promise.reject(new Error("x")) : undefined));
-    await readJob(kindOf("TFJob"), "team-a", "mnist", reader, 1000);
-    await readJob(kindOf("TFJob"), "team-a", "mnist", reader, 1000);
-    await readJob(kindOf("TFJob"), "team-a", "gone", reader, 1000);
-    await readJob(kindOf("TFJob"), "team-a", "boom", reader, 1000);
+    await readJob({ kind: kindOf("TFJob"), namespace: "team-a", name: "mnist", jobs: reader, timeoutMs: 1000 });
+    await readJob({ kind: kindOf("TFJob"), namespace: "team-a", name: "mnist", jobs: reader, timeoutMs: 1000 });
+    await readJob({ kind: kindOf("TFJob"), namespace: "team-a", name: "gone", jobs: reader, timeoutMs: 1000 });
+    await readJob({ kind: kindOf("TFJob"), namespace: "team-a", name: "boom", jobs: reader, timeoutMs: 1000 });
     assert.deepEqual(await counts(metrics), { fetched: 1, hit: 1, not_found: 1, error: 1 });
   });
 

@@ -91,7 +91,8 @@ describe("planFinishedJob", () => {
       [],
     ],
   ];
-  for (const [name, j, now, want] of cases) it(name, () => assert.deepEqual(summary(planFinishedJob(j, kind, pods, services, now, policy).actions), want));
+  for (const [name, j, now, want] of cases)
+    it(name, () => assert.deepEqual(summary(planFinishedJob({ job: j, kind, pods, services, now, policy }).actions), want));
 
   it("objects controlled by someone else, or already being deleted, are never touched", () => {
     const foreign = [owned("mnist-ps-0", "Running", { owner: "uid-other" }), owned("mnist-worker-2", "Pending", { deleting: true })];
@@ -99,12 +100,16 @@ describe("planFinishedJob", () => {
       owned("mnist-ps-0", undefined, { kind: "Service", owner: "uid-other" }),
       owned("mnist-worker-2", undefined, { kind: "Service", deleting: true }),
     ];
-    assert.deepEqual(planFinishedJob(finishedJob({ runPolicy: { cleanPodPolicy: "All" } }), kind, foreign, foreignServices, at(1), policy).actions, []);
+    assert.deepEqual(
+      planFinishedJob({ job: finishedJob({ runPolicy: { cleanPodPolicy: "All" } }), kind, pods: foreign, services: foreignServices, now: at(1), policy })
+        .actions,
+      [],
+    );
   });
 
   describe("a Service whose pod is gone (parted from it by an earlier pass's deletion budget)", () => {
     const onlyServices = (runPolicy: Record<string, unknown>, podList: KubeObject[]) =>
-      summary(planFinishedJob(finishedJob({ runPolicy }), kind, podList, services, at(1), policy).actions);
+      summary(planFinishedJob({ job: finishedJob({ runPolicy }), kind, pods: podList, services, now: at(1), policy }).actions);
     it("Running: the Services of pods that are gone are deleted; a kept Succeeded pod keeps its Service", () => {
       assert.deepEqual(onlyServices({ cleanPodPolicy: "Running" }, [owned("mnist-worker-0", "Succeeded")]), [
         "Service/mnist-ps-0",
@@ -137,7 +142,7 @@ describe("planFinishedJob", () => {
     ];
     for (const [name, runPolicy, problem] of cases) {
       it(name, () => {
-        const plan = planFinishedJob(finishedJob({ runPolicy: runPolicy as Record<string, unknown> }), kind, pods, services, at(100_000), policy);
+        const plan = planFinishedJob({ job: finishedJob({ runPolicy: runPolicy as Record<string, unknown> }), kind, pods, services, now: at(100_000), policy });
         assert.deepEqual(plan.actions, []);
         assert.equal(plan.problems.length, 1);
         assert.match(plan.problems[0]!, problem);
@@ -152,14 +157,19 @@ describe("planFinishedJob", () => {
         ...structuredClone(owned(name, phase)),
         spec: { ...(node ? { nodeName: node } : {}), containers: [{ name: "tensorflow", resources: { limits: { "nvidia.com/gpu": "2" } } }] },
       });
-    const plan = planFinishedJob(
-      finishedJob({ runPolicy: { cleanPodPolicy: "All" } }),
+    const plan = planFinishedJob({
+      job: finishedJob({ runPolicy: { cleanPodPolicy: "All" } }),
       kind,
-      [gpu("mnist-ps-0", "Running", "n1"), gpu("mnist-worker-0", "Pending"), gpu("mnist-worker-1", "Succeeded", "n1"), owned("mnist-worker-2", "Running")],
-      [],
-      at(1),
+      pods: [
+        gpu("mnist-ps-0", "Running", "n1"),
+        gpu("mnist-worker-0", "Pending"),
+        gpu("mnist-worker-1", "Succeeded", "n1"),
+        owned("mnist-worker-2", "Running"),
+      ],
+      services: [],
+      now: at(1),
       policy,
-    );
+    });
     assert.deepEqual(
       plan.actions.map((a) => `${a.name}:${a.holdsGpus}`),
       ["mnist-ps-0:true", "mnist-worker-0:false", "mnist-worker-1:false", "mnist-worker-2:false"],
@@ -167,7 +177,14 @@ describe("planFinishedJob", () => {
   });
 
   it("every action carries the uid precondition and a reason", () => {
-    const plan = planFinishedJob(finishedJob({ runPolicy: { cleanPodPolicy: "All", ttlSecondsAfterFinished: 0 } }), kind, pods, services, at(1), policy);
+    const plan = planFinishedJob({
+      job: finishedJob({ runPolicy: { cleanPodPolicy: "All", ttlSecondsAfterFinished: 0 } }),
+      kind,
+      pods,
+      services,
+      now: at(1),
+      policy,
+    });
     for (const a of plan.actions) {
       assert.ok(a.uid.startsWith("uid-"), JSON.stringify(a));
       assert.ok(a.reason.length > 0);
@@ -177,20 +194,27 @@ describe("planFinishedJob", () => {
   });
 
   it("finished without a completionTime → no TTL deletion, a problem reported", () => {
-    const plan = planFinishedJob(
-      finishedJob({ completionTime: null, runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 0 } }),
+    const plan = planFinishedJob({
+      job: finishedJob({ completionTime: null, runPolicy: { cleanPodPolicy: "None", ttlSecondsAfterFinished: 0 } }),
       kind,
       pods,
       services,
-      at(100),
+      now: at(100),
       policy,
-    );
+    });
     assert.deepEqual(plan.actions, []);
     assert.deepEqual(plan.problems, ["team-a/TFJob/mnist: finished but has no status.completionTime; TTL cannot apply"]);
   });
 
   it("finished without a completionTime and without a TTL → nothing, and no problem", () => {
-    const plan = planFinishedJob(finishedJob({ completionTime: null, runPolicy: { cleanPodPolicy: "None" } }), kind, pods, services, at(100), policy);
+    const plan = planFinishedJob({
+      job: finishedJob({ completionTime: null, runPolicy: { cleanPodPolicy: "None" } }),
+      kind,
+      pods,
+      services,
+      now: at(100),
+      policy,
+    });
     assert.deepEqual([plan.actions, plan.problems], [[], []]);
   });
 });

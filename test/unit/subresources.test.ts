@@ -128,12 +128,17 @@ describe("readJob", () => {
   ];
   for (const tc of cases) {
     it(tc.name, async () => {
-      const r = await readJob(kind, "team-a", "train", tc.reader, 20);
+      const r = await readJob({ kind, namespace: "team-a", name: "train", jobs: tc.reader, timeoutMs: 20 });
       assert.equal(r.kind === "found" ? "found" : `${r.kind}: ${r.reason}`, tc.want);
     });
   }
   it("a cached job is answered without a promise", () => {
-    assert.ok(!(readJob(kind, "team-a", "train", { get: () => Promise.reject(new Error("x")), peek: () => job }, 20) instanceof Promise));
+    assert.ok(
+      !(
+        readJob({ kind, namespace: "team-a", name: "train", jobs: { get: () => Promise.reject(new Error("x")), peek: () => job }, timeoutMs: 20 }) instanceof
+        Promise
+      ),
+    );
   });
 });
 

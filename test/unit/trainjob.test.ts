@@ -392,7 +392,7 @@ describe("TrainJob in the reconciler", () => {
   ];
   for (const tc of cases)
     it(tc.name, () => {
-      const plan = planFinishedJob(tc.job, TJ, [], [], NOW, policy);
+      const plan = planFinishedJob({ job: tc.job, kind: TJ, pods: [], services: [], now: NOW, policy });
       assert.deepEqual(
         plan.actions.map((a) => `${a.kind} ${a.namespace}/${a.name} ${a.uid}`),
         tc.want,
