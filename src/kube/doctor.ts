@@ -177,45 +177,54 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     }
   };
 
+  /** Names of the Secrets mounted by the Deployments whose pods `selector` selects; an evidence entry when they cannot be listed. */
+  const mountedSecretNames = async (ns: string, selector: Record<string, string>): Promise<Set<string> | CertificateEvidence> => {
+    const names = new Set<string>();
+    try {
+      const deployments = await apps.listNamespacedDeployment({ namespace: ns });
+      for (const d of deployments.items) {
+        const labels = d.spec?.template.metadata?.labels ?? {};
+        if (!Object.entries(selector).every(([k, v]) => labels[k] === v)) continue;
+        for (const v of d.spec?.template.spec?.volumes ?? []) {
+          if (v.secret?.secretName) names.add(v.secret.secretName);
+          for (const p of v.projected?.sources ?? []) if (p.secret?.name) names.add(p.secret.name);
+        }
+      }
+      return names;
+    } catch (err) {
+      return { source: "secret", secret: `${ns}/(Deployments)`, error: `cannot list Deployments: ${describeError(err)}` };
+    }
+  };
+
+  /** The serving certificate in Secret `ns/name`, undefined for a Secret without a tls.crt (mounted for another reason). */
+  const servingSecret = async (ns: string, name: string): Promise<CertificateEvidence | undefined> => {
+    const secret = `${ns}/${name}`;
+    try {
+      const s = await core.readNamespacedSecret({ namespace: ns, name });
+      const crt = s.data?.["tls.crt"];
+      if (!crt) return undefined;
+      const key = s.data?.["tls.key"];
+      return {
+        source: "secret",
+        secret,
+        certPem: Buffer.from(crt, "base64").toString("utf8"),
+        ...(key ? { keyPem: Buffer.from(key, "base64").toString("utf8") } : {}),
+      };
+    } catch (err) {
+      return { source: "secret", secret, error: status(err) === 404 ? "the Secret does not exist" : describeError(err) };
+    }
+  };
+
   /** The serving Secrets of the Deployments whose pods the Service selects (else the default name). */
-  // eslint-disable-next-line complexity -- debt: to be split into steps (issue 30)
   const servingSecrets = async (ns: string, state: ServiceState | Unreadable): Promise<CertificateEvidence[]> => {
     const selector = "service" in state ? state.service?.spec?.selector : undefined;
-    const names = new Set<string>();
-    if (selector && Object.keys(selector).length > 0) {
-      try {
-        const deployments = await apps.listNamespacedDeployment({ namespace: ns });
-        for (const d of deployments.items) {
-          const labels = d.spec?.template.metadata?.labels ?? {};
-          if (!Object.entries(selector).every(([k, v]) => labels[k] === v)) continue;
-          for (const v of d.spec?.template.spec?.volumes ?? []) {
-            if (v.secret?.secretName) names.add(v.secret.secretName);
-            for (const p of v.projected?.sources ?? []) if (p.secret?.name) names.add(p.secret.name);
-          }
-        }
-      } catch (err) {
-        return [{ source: "secret", secret: `${ns}/(Deployments)`, error: `cannot list Deployments: ${describeError(err)}` }];
-      }
-    }
-    if (names.size === 0) names.add(DEFAULT_SERVING_SECRET);
+    const mounted = selector && Object.keys(selector).length > 0 ? await mountedSecretNames(ns, selector) : new Set<string>();
+    if (!(mounted instanceof Set)) return [mounted];
+    const names = mounted.size > 0 ? mounted : new Set([DEFAULT_SERVING_SECRET]);
     const out: CertificateEvidence[] = [];
     for (const name of names) {
-      const secret = `${ns}/${name}`;
-      try {
-        const s = await core.readNamespacedSecret({ namespace: ns, name });
-        const crt = s.data?.["tls.crt"];
-        // Secrets mounted for other reasons (no tls.crt) are not serving certificates.
-        if (!crt) continue;
-        const key = s.data?.["tls.key"];
-        out.push({
-          source: "secret",
-          secret,
-          certPem: Buffer.from(crt, "base64").toString("utf8"),
-          ...(key ? { keyPem: Buffer.from(key, "base64").toString("utf8") } : {}),
-        });
-      } catch (err) {
-        out.push({ source: "secret", secret, error: status(err) === 404 ? "the Secret does not exist" : describeError(err) });
-      }
+      const found = await servingSecret(ns, name);
+      if (found) out.push(found);
     }
     if (out.length === 0) out.push({ source: "secret", secret: `${ns}/${[...names].join(",")}`, error: "no mounted Secret holds a tls.crt" });
     return out;
