@@ -63,7 +63,7 @@ export function trainerBins(): { trainer: string; jobset: string } | { skip: str
 }
 
 /** A module's directory in the Go module cache, as the consumer module `moduleDir` (test/e2e/<dir>) pins it. */
-export function goModuleDir(consumer: "trainer/trainer-bin" | "jobset/jobset-bin", module: string): string {
+export function goModuleDir(consumer: "trainer/trainer-bin" | "jobset/jobset-bin" | "kueue/kueue-bin", module: string): string {
   const dir = execFileSync("go", ["list", "-m", "-f", "{{.Dir}}", module], {
     cwd: join(HERE, "..", consumer),
     env: { ...process.env, GOFLAGS: "-mod=readonly", GOTOOLCHAIN: "local" },
@@ -77,7 +77,7 @@ export function goModuleDir(consumer: "trainer/trainer-bin" | "jobset/jobset-bin
 export const trainerModuleDir = (): string => goModuleDir("trainer/trainer-bin", TRAINER_MODULE);
 export const jobsetModuleDir = (): string => goModuleDir("jobset/jobset-bin", JOBSET_MODULE);
 
-async function kustomize(cp: ControlPlane, dir: string): Promise<Obj[]> {
+export async function kustomize(cp: ControlPlane, dir: string): Promise<Obj[]> {
   const r = await cp.kubectl(["kustomize", dir]);
   if (r.code !== 0) throw new Error(`kubectl kustomize ${dir}: ${r.stderr}`);
   return parseAllDocuments(r.stdout)
@@ -85,7 +85,7 @@ async function kustomize(cp: ControlPlane, dir: string): Promise<Obj[]> {
     .filter(Boolean);
 }
 
-async function applyServerSide(cp: ControlPlane, what: string, objects: Obj[]): Promise<void> {
+export async function applyServerSide(cp: ControlPlane, what: string, objects: Obj[]): Promise<void> {
   const r = await cp.kubectl(
     ["apply", "--server-side", "--field-manager=qm-conformance", "-f", "-"],
     JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }),
@@ -120,13 +120,13 @@ export async function installDefaultRuntimes(cp: ControlPlane): Promise<string[]
  * The webhook configurations `dir` renders (kustomize: upstream's patches, e.g. JobSet's pod webhooks'
  * objectSelector, included), renamed `<prefix>-<name>` and pointed by URL at 127.0.0.1:`port` with `caPem`.
  */
-async function webhooksByUrl(cp: ControlPlane, dir: string, prefix: string, port: number, caPem: string): Promise<Obj[]> {
+export async function webhooksByUrl(cp: ControlPlane, dir: string, prefix: string, port: number, caPem: string): Promise<Obj[]> {
   const configs = (await kustomize(cp, dir)).filter((o) => /^(Mutating|Validating)WebhookConfiguration$/.test(String(o.kind)));
   if (configs.length === 0) throw new Error(`no webhook configuration in ${dir}`);
   return configs.map((config) => pointWebhooksAt(config, `${prefix}-${config.metadata.name}`, port, caPem));
 }
 
-async function ensureNamespace(cp: ControlPlane, name: string): Promise<void> {
+export async function ensureNamespace(cp: ControlPlane, name: string): Promise<void> {
   const r = await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name } });
   if (r.status !== 201 && r.status !== 409) throw new Error(`namespace ${name}: ${r.status} ${JSON.stringify(r.body)}`);
 }
