@@ -107,7 +107,7 @@ function templateAdmission(before: unknown, now: unknown, templateField: string)
   if (!deepEqual(rest(bm, ["labels", "annotations"]), rest(nm, ["labels", "annotations"]))) return undefined;
   if (!deepEqual(rest(bs, ["nodeSelector", "tolerations", "schedulingGates"]), rest(ns, ["nodeSelector", "tolerations", "schedulingGates"]))) return undefined;
   if (Object.keys(objOr(before)).some((k) => k !== "metadata" && k !== "spec" && !deepEqual(before[k], now[k]))) return undefined;
-  if (Object.keys(now).some((k) => !Object.hasOwn(before, k))) return undefined;
+  if (Object.keys(now).some((k) => k !== "metadata" && !Object.hasOwn(before, k))) return undefined;
   const selector = Object.fromEntries(Object.entries(nodeSelector.added).filter((e): e is [string, string] => typeof e[1] === "string"));
   return { templateField, nodeSelector: selector, tolerations };
 }
