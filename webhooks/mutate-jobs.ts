@@ -1,29 +1,61 @@
 /**
  * @module
  * `POST /mutate/jobs`: the policy's `jobDefaults` written into a training job's `spec.runPolicy` on CREATE,
- * for every configured job kind, with a warning per field filled; and a TrainJob's bare `gpu` in
+ * for every configured job kind, with a warning per field filled; a TrainJob's bare `gpu` in
  * `spec.trainer.resourcesPerNode` renamed to `gpu.resourceName` (`src/mutate/trainjob-resources.ts`: its
- * Jobs would be refused, where a v1 job's pods are renamed by `/mutate/pods`). Fails open (a failing rule admits the job
- * unchanged, with a warning). UPDATEs are not sent here and pass through if they are: a job is never
- * defaulted after it was created. The rules live in `src/mutate/job-defaults.ts` and `src/mutate/trainjob-resources.ts`.
+ * Jobs would be refused, where a v1 job's pods are renamed by `/mutate/pods`); and, for a job queued in Kueue
+ * (label `kueue.x-k8s.io/queue-name`), its pod templates outfitted with the pod mutations whose result Kueue
+ * reads (`src/mutate/job-templates.ts`: resources, GPU tolerations, accelerator and interruptible placement), so
+ * flavor assignment and quota see what the pods will ask for. A job without a queue name keeps its templates as
+ * written (the reason is in that module). The DRA claims the templates name are read as the pod webhook reads a
+ * pod's (the only I/O). Fails open (a failing rule admits the job unchanged, with a warning). UPDATEs are not
+ * sent here and pass through if they are: a job is never mutated after it was created (Kueue's admission
+ * UPDATE included).
  */
+import type { V1PodSpec } from "@kubernetes/client-node";
+import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { specsCost } from "../src/admission/cost.js";
 import { jobGuard } from "../src/admission/guards.js";
-import { mutatingWebhook, type Webhook } from "../src/admission/handler.js";
+import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
+import { queueNameOf } from "../src/admission/kueue.js";
+import type { KubeObject } from "../src/core/kube.js";
 import { effectiveJobDefaults, fillJobDefaults } from "../src/mutate/job-defaults.js";
+import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates } from "../src/mutate/job-templates.js";
 import { renameTrainJobBareGpu } from "../src/mutate/trainjob-resources.js";
+import type { JobKind } from "../src/policy/types.js";
+import { jobShape } from "../src/topology/shape.js";
 import type { WebhookDeps } from "./deps.js";
 
 export function mutateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
+  const kindOf = (group: string, kind: string): JobKind => policy.jobKinds.find((k) => k.group === group && k.kind === kind)!;
+  /** The pod templates outfitted for a queued job (none for any other, and none of a TrainJob's: its runtime's). */
+  const queuedTemplates = (job: KubeObject, kind: JobKind): V1PodSpec[] =>
+    queueNameOf(job) === undefined || jobShape(kind).layout === "runtime"
+      ? []
+      : jobShape(kind)
+          .replicas(job, kind)
+          .map((r) => r.spec.template?.spec)
+          .filter((s): s is V1PodSpec => s !== undefined && s !== null && typeof s === "object");
   return mutatingWebhook({
     name: "mutate-jobs",
     guard: jobGuard(policy.jobKinds, ["CREATE"]),
+    // A queued job's templates get one pass per mutation; a job over the bound is admitted unchanged, with a warning.
+    cost: (request) =>
+      specsCost(queuedTemplates(request.object, kindOf(request.kind.group, request.kind.kind)), KUEUE_READ_MUTATIONS.length, policy.gpu.resources),
     mutate(request) {
-      const kind = policy.jobKinds.find((k) => k.group === request.kind.group && k.kind === request.kind.kind)!;
+      const kind = kindOf(request.kind.group, request.kind.kind);
       const namespace = request.namespace ?? "";
-      const out = fillJobDefaults(request.object, kind, effectiveJobDefaults(policy, namespace));
-      const renamed = renameTrainJobBareGpu(out.job, kind, policy.gpu.resourceName);
-      return { object: renamed.job, warnings: [...out.warnings, ...renamed.warnings] };
+      const decide = (claims: ClaimsRead): MutationResult => {
+        const out = fillJobDefaults(request.object, kind, effectiveJobDefaults(policy, namespace));
+        const renamed = renameTrainJobBareGpu(out.job, kind, policy.gpu.resourceName);
+        const outfitted = outfitQueuedJobTemplates(renamed.job, kind, { policy, namespace, claims: claims.known });
+        const unread = claims.failures.map((f) => `quartermaster: GPUs of the job's claims not known, no GPU tolerations or placement for them: ${f}`);
+        return { object: outfitted.job, warnings: [...out.warnings, ...renamed.warnings, ...unread, ...outfitted.warnings] };
+      };
+      const specs = queuedTemplates(request.object, kind);
+      const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+      return claims instanceof Promise ? claims.then(decide) : decide(claims);
     },
   });
 }

@@ -17,11 +17,24 @@
  * (`clusterSpec.onJobLookupFailure`: `deny` refuses it, rule `job-runtime`; `warn` checks the TrainJob's own
  * numNodes × resourcesPerNode and says so). It is priced on its own part; its runtime's templates are an
  * administrator's (a ClusterTrainingRuntime) or its namespace's.
+ *
+ * Kueue's admission (issue 33): an UPDATE that only carries it (`kueueAdmissionOnly`, src/admission/kueue.ts:
+ * suspend true → false, the flavors' node labels, tolerations, pod labels and annotations added to the templates)
+ * is never refused for what the job already had: a lowered cap, a capacity that shrank, a rule that changed since
+ * CREATE would otherwise strand a job Kueue has admitted and charged to quota, its pods never made
+ * (kubernetes-sigs/kueue#2691). Only a violation at a nodeSelector entry Kueue wrote can refuse it (the flavor's
+ * node labels select an accelerator or partition outside `allowedAccelerators`/`allowedPartitions`), with a
+ * message that names those node labels (the flavor's name is in the Workload, not in the job) and the job's queue;
+ * any other violation the update still shows is only a warning. Such an UPDATE is priced on the new object alone,
+ * so a job admitted at CREATE is not refused by the cost bound for being checked twice. The refusal is logged;
+ * TODO(issue 33): an Event on the job saying the same (the webhook process has no Event writer and no RBAC to
+ * create Events: `src/kube/rest.ts` does GETs only).
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
+import { kueueAdmissionOnly, queueNameOf } from "../src/admission/kueue.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { CONFLICT } from "../src/admission/response.js";
 import type { KubeObject } from "../src/core/kube.js";
@@ -31,6 +44,7 @@ import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { claimReadFindings } from "../src/validate/claims.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
+import { kueueAdmissionFindings } from "../src/validate/kueue.js";
 import { merge, type Findings } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
@@ -53,8 +67,11 @@ export function validateJobs(deps: WebhookDeps): Webhook {
     guard: jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] }),
     cost(request) {
       const kind = jobKindOf(request, policy.jobKinds)!;
-      // A Scale carries no templates; the job it scales is priced once it has been read.
-      const specs = request.subResource ? [] : [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])];
+      // A Scale carries no templates; the job it scales is priced once it has been read. Kueue's admission is
+      // priced on the new object alone (see the module comment).
+      const admission = request.oldObject && !request.subResource ? kueueAdmissionOnly(request.oldObject, request.object, kind) : undefined;
+      const old = request.oldObject && !admission ? templates(request.oldObject, kind) : [];
+      const specs = request.subResource ? [] : [...templates(request.object, kind), ...old];
       return specsCost(specs, VALIDATE_JOB_PASSES, policy.gpu.resources);
     },
     validate(request) {
@@ -106,8 +123,16 @@ export function validateJobs(deps: WebhookDeps): Webhook {
           subject: "job",
           update,
         });
+        const worse = update ? newOrWorse(now, check(request.oldObject!)) : now;
+        const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
+        const found = admission ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
+        if (admission && found.violations.length > 0)
+          deps.log.warn(
+            { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: found.violations.map((v) => v.message) },
+            "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
+          );
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-        return enforce(merge(unread, update ? newOrWorse(now, check(request.oldObject!)) : now), policy.enforcement, namespace);
+        return enforce(merge(unread, found), policy.enforcement, namespace);
       };
       const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
       const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);

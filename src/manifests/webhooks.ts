@@ -12,8 +12,11 @@
  * - `pods.mutate` (`/mutate/pods`, CREATE of training pods): `Ignore` — if Quartermaster is down, training
  *   pods are created without their cluster spec and placement rather than refused; `IfNeeded` reinvocation,
  *   the mutations are idempotent and a later mutating webhook (a service mesh) may change the pod after us.
- * - `jobs.mutate` (`/mutate/jobs`, CREATE of every job kind): `Ignore`, `Never` — it fills the platform's
- *   run-policy defaults once, at creation; a job created during an outage keeps upstream's defaults.
+ * - `jobs.mutate` (`/mutate/jobs`, CREATE of every job kind): `Ignore`, `IfNeeded` — it fills the platform's
+ *   run-policy defaults once, at creation (a job created during an outage keeps upstream's defaults), and outfits
+ *   the pod templates of a job queued in Kueue; reinvoked because Kueue's own mutating webhook (ordered before
+ *   this configuration by name) may add the queue-name label after this one ran (kueue LocalQueueDefaulting),
+ *   and every change it makes is idempotent (test/unit/kueue-outfit.test.ts).
  * - `pods.validate` (`/validate/pods`, CREATE of training pods and their in-place `pods/resize`): `Fail` —
  *   platform limits are the point; the selectors bound who waits on an outage.
  * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`): `Fail`.
@@ -217,7 +220,7 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
     metadata: { name: WEBHOOK_CONFIGURATION_NAME },
     webhooks: [
       hook("pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore", [podRule(["CREATE"], "pods")], { reinvocationPolicy: "IfNeeded", matchConditions: trainingPods }),
-      hook("jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", jobRules(policy, ["CREATE"]), { reinvocationPolicy: "Never" }),
+      hook("jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", jobRules(policy, ["CREATE"]), { reinvocationPolicy: "IfNeeded" }),
     ],
   };
   const validating: RenderedConfiguration = {

@@ -107,7 +107,7 @@ describe("webhook configurations render", () => {
     const got = hooks(policy).map((h) => [h.name, h.clientConfig.service.path, h.failurePolicy, h.reinvocationPolicy ?? "-", h.sideEffects, h.timeoutSeconds]);
     assert.deepEqual(got, [
       ["pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore", "IfNeeded", "None", 5],
-      ["jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", "Never", "None", 5],
+      ["jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", "IfNeeded", "None", 5],
       ["pods.validate.quartermaster.dev", "/validate/pods", "Fail", "-", "None", 5],
       ["jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", "-", "None", 5],
       ["claims.validate.quartermaster.dev", "/validate/claims", "Fail", "-", "None", 5],

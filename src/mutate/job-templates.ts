@@ -1,0 +1,83 @@
+/**
+ * @module
+ * A queued job's pod templates outfitted at CREATE (issue 33), by `/mutate/jobs`: Kueue (sigs.k8s.io/kueue
+ * v0.17.0) decides a job's flavor and charges its quota from the job's pod templates (kueue
+ * `pkg/controller/jobs/kubeflow/kubeflowjob/kubeflowjob_controller.go` PodSets), never from its pods. What
+ * `/mutate/pods` would give each pod later and Kueue reads is therefore given to the templates first:
+ * {@link KUEUE_READ_MUTATIONS}, the very `Mutation` objects of `POD_MUTATIONS` (resource renames and defaults,
+ * GPU tolerations, accelerator/partition placement, interruptible placement), run by the same `mutatePod`
+ * over each template as if it were a pod. The pod the operator makes from such a template then gets no further
+ * change to its resources, affinity, nodeSelector or tolerations from `/mutate/pods` (each of those mutations
+ * returns the very pod when it has nothing to do); it still gets the cluster-spec env and Kubeflow labels,
+ * which depend on the pod's index and Kueue does not read.
+ *
+ * Which jobs: only those carrying a queue name (`src/admission/kueue.ts` queueNameOf). DECIDE: a job without one
+ * is left byte-identical to what its author wrote (beyond `jobDefaults`), and its pods are outfitted at CREATE
+ * as before: nothing reads its templates for a decision, and `kubectl get -o yaml`, GitOps diffs and the
+ * training operator's own validation then see the job as written. A queued job's templates must say what its
+ * pods will ask for, or Kueue places it by requests and placement that are not the pods' (issue 33: a job
+ * admitted into an H100 flavor whose pods Quartermaster then pins to A100 nodes).
+ *
+ * Which kinds: the replica templates of the Kubeflow v1 kinds (and Caffe2Job's one pool, though Kueue has no
+ * integration for it). Not a TrainJob's: its pod templates are its runtime's (an administrator's object), the
+ * TrainJob only carries `resourcesPerNode` (whose bare `gpu` `trainjob-resources.ts` renames) and
+ * `runtimePatches`; defaulting requests into resourcesPerNode would replace the runtime container's own, and
+ * placement would have to go into a runtime patch of Quartermaster's (left for later, see README).
+ *
+ * Pure and copy-on-write: a job with nothing to change comes back as the very same reference, and running it
+ * again on its own output changes nothing (each mutation is idempotent).
+ */
+import type { V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
+import { queueNameOf } from "../admission/kueue.js";
+import { withKey } from "../core/copy.js";
+import type { KnownClaims } from "../core/dra.js";
+import type { KubeObject, Pod } from "../core/kube.js";
+import type { JobKind, Policy } from "../policy/types.js";
+import { jobShape, REPLICA_SPECS_FIELD } from "../topology/shape.js";
+import { mutatePod, POD_MUTATIONS } from "./index.js";
+import type { Mutation } from "./types.js";
+
+/** The pod mutations whose result Kueue reads (requests, node selection, tolerations), by name in `POD_MUTATIONS`. */
+export const KUEUE_READ_MUTATION_NAMES: readonly string[] = ["resources", "gpu-tolerations", "accelerator", "interruptible"];
+
+/** The very `POD_MUTATIONS` entries named in {@link KUEUE_READ_MUTATION_NAMES}, in the pipeline's order. */
+export const KUEUE_READ_MUTATIONS: readonly Mutation[] = POD_MUTATIONS.filter((m) => KUEUE_READ_MUTATION_NAMES.includes(m.name));
+
+export interface TemplatesResult {
+  /** The job with its templates outfitted, or the very same reference. */
+  job: KubeObject;
+  /** Per template changed: its path and the mutations applied. */
+  applied: Array<{ templateField: string; mutations: string[] }>;
+  warnings: string[];
+}
+
+const isMap = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** The pod templates of a queued `job` of `kind` outfitted with {@link KUEUE_READ_MUTATIONS}; see the module comment. */
+export function outfitQueuedJobTemplates(job: KubeObject, kind: JobKind, ctx: { policy: Policy; namespace: string; claims?: KnownClaims }): TemplatesResult {
+  const unchanged: TemplatesResult = { job, applied: [], warnings: [] };
+  const shape = jobShape(kind);
+  if (queueNameOf(job) === undefined || shape.layout === "runtime" || !isMap(job.spec)) return unchanged;
+  const field = REPLICA_SPECS_FIELD[kind.framework];
+  const specs = job.spec[field];
+  if (!isMap(specs)) return unchanged;
+  let nextSpecs = specs;
+  const applied: TemplatesResult["applied"] = [];
+  const warnings: string[] = [];
+  for (const r of shape.replicas(job, kind)) {
+    const template = r.spec.template;
+    // A template or spec that is not an object is the CRD's to refuse.
+    const spec: V1PodSpec | undefined = template?.spec;
+    if (!template || !isMap(template) || !spec || typeof spec !== "object" || Array.isArray(spec)) continue;
+    const pod: Pod = { ...(template.metadata ? { metadata: template.metadata } : {}), spec };
+    const out = mutatePod(pod, { policy: ctx.policy, namespace: ctx.namespace, ...(ctx.claims ? { claims: ctx.claims } : {}) }, KUEUE_READ_MUTATIONS);
+    if (out.pod === pod) continue;
+    let next: V1PodTemplateSpec = withKey(template, "spec", out.pod.spec);
+    if (out.pod.metadata !== template.metadata) next = withKey(next, "metadata", out.pod.metadata);
+    nextSpecs = shape.layout === "single" ? withKey(nextSpecs, "template", next) : withKey(nextSpecs, r.type, withKey(r.spec, "template", next));
+    applied.push({ templateField: r.templateField, mutations: out.applied });
+    warnings.push(...out.warnings.map((w) => `${w} (queued job: ${r.templateField})`));
+  }
+  if (applied.length === 0) return unchanged;
+  return { job: withKey(job, "spec", withKey(job.spec, field, nextSpecs)), applied, warnings };
+}
