@@ -147,7 +147,7 @@ describe("Kueue v0.17.0 admits queued batch Jobs into flavors, kube-scheduler pl
         wl = await workloadFor(cp, NS, "Job", job);
         return hasCondition(wl, "Admitted");
       },
-      60_000,
+      120_000,
       250,
     );
     return wl!;
@@ -156,7 +156,7 @@ describe("Kueue v0.17.0 admits queued batch Jobs into flavors, kube-scheduler pl
   /** The admitted Job is unsuspended with `flavor`'s placement; its pods are bound onto `flavor`'s node. */
   const runsOn = async (job: string, flavor: Flavor): Promise<void> => {
     let j: Obj = {};
-    await cp.until(`Job ${job} to be unsuspended`, async () => (j = await getJob(job)).spec.suspend === false, 30_000, 250);
+    await cp.until(`Job ${job} to be unsuspended`, async () => (j = await getJob(job)).spec.suspend === false, 120_000, 250);
     const tmpl = j.spec.template.spec;
     for (const [k, v] of Object.entries(flavor.nodeLabels))
       assert.equal(tmpl.nodeSelector?.[k], v, failMsg(`${job}: template nodeSelector ${JSON.stringify(tmpl.nodeSelector)}`));
@@ -168,7 +168,7 @@ describe("Kueue v0.17.0 admits queued batch Jobs into flavors, kube-scheduler pl
     await cp.until(
       `${PODS} pods of Job ${job} bound by kube-scheduler`,
       async () => (pods = await podsOf(job)).length === PODS && pods.every((p) => p.spec.nodeName),
-      60_000,
+      120_000,
       250,
     );
     for (const p of pods) {
@@ -207,6 +207,7 @@ describe("Kueue v0.17.0 admits queued batch Jobs into flavors, kube-scheduler pl
     await cp.until(
       `ClusterQueue reservation of ${want} GPUs per flavor`,
       async () => (await reservedGpus("a100")) === want && (await reservedGpus("h100")) === want,
+      120_000,
     );
   });
 
@@ -220,7 +221,7 @@ describe("Kueue v0.17.0 admits queued batch Jobs into flavors, kube-scheduler pl
         const reserved = (wl?.status?.conditions ?? []).find((c: Obj) => c.type === "QuotaReserved");
         return reserved?.status === "False" && /insufficient (unused )?quota/i.test(String(reserved.message));
       },
-      60_000,
+      120_000,
       250,
     );
     assert.ok(!hasCondition(wl, "Admitted"), JSON.stringify(wl?.status));
@@ -251,7 +252,7 @@ describe("Kueue v0.17.0 admits queued batch Jobs into flavors, kube-scheduler pl
       );
       assert.equal(r.status, 200, JSON.stringify(r.body));
     }
-    await cp.until("Job train-a to complete", async () => hasCondition(await getJob("train-a"), "Complete"), 60_000, 250);
+    await cp.until("Job train-a to complete", async () => hasCondition(await getJob("train-a"), "Complete"), 120_000, 250);
     const admittedC = await admitted("train-c");
     assert.deepEqual(flavorOf(admittedC), { [GPU]: "a100", cpu: "a100", memory: "a100" });
     await runsOn("train-c", FLAVORS[0]!);

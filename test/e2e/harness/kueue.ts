@@ -185,7 +185,7 @@ export async function startKueue(cp: ControlPlane, bin: string, o: KueueOptions 
         const r = await cp.api("POST", "/apis/batch/v1/namespaces/default/jobs?dryRun=All", probeJob());
         return r.status === 201 && r.body?.spec?.suspend === true;
       },
-      30_000,
+      120_000,
       200,
     );
   } catch (err) {
@@ -286,6 +286,8 @@ export async function waitQueuesActive(cp: ControlPlane, clusterQueue: string, l
 /** The Workload Kueue made for the job `kind`/`name` in `namespace` (its controller owner), if any yet. */
 export async function workloadFor(cp: ControlPlane, namespace: string, kind: string, name: string): Promise<Obj | undefined> {
   const r = await cp.api("GET", `${KUEUE_API}/namespaces/${namespace}/workloads`);
+  // 429 "storage is (re)initializing": the CRD's storage is still starting, moments after its install; not yet.
+  if (r.status === 429) return undefined;
   if (r.status !== 200) throw new Error(`listing workloads in ${namespace}: ${r.status} ${JSON.stringify(r.body)}`);
   return (r.body.items as Obj[]).find((w) => (w.metadata.ownerReferences ?? []).some((o: Obj) => o.controller && o.kind === kind && o.name === name));
 }
