@@ -6,8 +6,10 @@
  * Jobs would be refused, where a v1 job's pods are renamed by `/mutate/pods`); and, for a job queued in Kueue
  * (label `kueue.x-k8s.io/queue-name`), its pod templates outfitted with the pod mutations whose result Kueue
  * reads (`src/mutate/job-templates.ts`: resources, GPU tolerations, accelerator and interruptible placement), so
- * flavor assignment and quota see what the pods will ask for. A job without a queue name keeps its templates as
- * written (the reason is in that module). The DRA claims the templates name are read as the pod webhook reads a
+ * flavor assignment and quota see what the pods will ask for; the same for a queued batch Job or JobSet (sent
+ * here by the `workloads.mutate` webhook, whose match condition passes only objects with a queue name: nothing
+ * else of Quartermaster's applies to them). A job without a queue name keeps its templates as written (the reason
+ * is in that module). The DRA claims the templates name are read as the pod webhook reads a
  * pod's (the only I/O). Fails open (a failing rule admits the job unchanged, with a warning). UPDATEs are not
  * sent here and pass through if they are: a job is never mutated after it was created (Kueue's admission
  * UPDATE included).
@@ -20,7 +22,8 @@ import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admis
 import { queueNameOf } from "../src/admission/kueue.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { effectiveJobDefaults, fillJobDefaults } from "../src/mutate/job-defaults.js";
-import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates } from "../src/mutate/job-templates.js";
+import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";
+import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates, outfitQueuedWorkloadTemplates, workloadTemplateSpecs } from "../src/mutate/job-templates.js";
 import { renameTrainJobBareGpu } from "../src/mutate/trainjob-resources.js";
 import type { JobKind } from "../src/policy/types.js";
 import { jobShape } from "../src/topology/shape.js";
@@ -28,34 +31,48 @@ import type { WebhookDeps } from "./deps.js";
 
 export function mutateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
-  const kindOf = (group: string, kind: string): JobKind => policy.jobKinds.find((k) => k.group === group && k.kind === kind)!;
-  /** The pod templates outfitted for a queued job (none for any other, and none of a TrainJob's: its runtime's). */
-  const queuedTemplates = (job: KubeObject, kind: JobKind): V1PodSpec[] =>
-    queueNameOf(job) === undefined || jobShape(kind).layout === "runtime"
-      ? []
-      : jobShape(kind)
-          .replicas(job, kind)
-          .map((r) => r.spec.template?.spec)
-          .filter((s): s is V1PodSpec => s !== undefined && s !== null && typeof s === "object");
+  const jobKindOf = (group: string, kind: string): JobKind | undefined => policy.jobKinds.find((k) => k.group === group && k.kind === kind);
+  const workloadKindOf = (group: string, kind: string): QueuedWorkloadKind | undefined =>
+    QUEUED_WORKLOAD_KINDS.find((k) => k.group === group && k.kind === kind);
+  const templatesOf = (spec: unknown): V1PodSpec[] => (isPodSpec(spec) ? [spec] : []);
+  /** The pod templates outfitted for a queued job or workload (none for any other, and none of a TrainJob's: its runtime's). */
+  const queuedTemplates = (obj: KubeObject, group: string, kindName: string): V1PodSpec[] => {
+    if (queueNameOf(obj) === undefined) return [];
+    const kind = jobKindOf(group, kindName);
+    if (kind)
+      return jobShape(kind).layout === "runtime"
+        ? []
+        : jobShape(kind)
+            .replicas(obj, kind)
+            .flatMap((r) => templatesOf(r.spec.template?.spec));
+    const workload = workloadKindOf(group, kindName);
+    return workload ? workloadTemplateSpecs(obj, workload) : [];
+  };
   return mutatingWebhook({
     name: "mutate-jobs",
-    guard: jobGuard(policy.jobKinds, ["CREATE"]),
+    guard: jobGuard([...policy.jobKinds, ...QUEUED_WORKLOAD_KINDS], ["CREATE"]),
     // A queued job's templates get one pass per mutation; a job over the bound is admitted unchanged, with a warning.
-    cost: (request) =>
-      specsCost(queuedTemplates(request.object, kindOf(request.kind.group, request.kind.kind)), KUEUE_READ_MUTATIONS.length, policy.gpu.resources),
+    cost: (request) => specsCost(queuedTemplates(request.object, request.kind.group, request.kind.kind), KUEUE_READ_MUTATIONS.length, policy.gpu.resources),
     mutate(request) {
-      const kind = kindOf(request.kind.group, request.kind.kind);
       const namespace = request.namespace ?? "";
+      const kind = jobKindOf(request.kind.group, request.kind.kind);
+      const workload = kind ? undefined : workloadKindOf(request.kind.group, request.kind.kind)!;
       const decide = (claims: ClaimsRead): MutationResult => {
-        const out = fillJobDefaults(request.object, kind, effectiveJobDefaults(policy, namespace));
-        const renamed = renameTrainJobBareGpu(out.job, kind, policy.gpu.resourceName);
-        const outfitted = outfitQueuedJobTemplates(renamed.job, kind, { policy, namespace, claims: claims.known });
         const unread = claims.failures.map((f) => `quartermaster: GPUs of the job's claims not known, no GPU tolerations or placement for them: ${f}`);
+        if (workload) {
+          const outfitted = outfitQueuedWorkloadTemplates(request.object, workload, { policy, namespace, claims: claims.known });
+          return { object: outfitted.job, warnings: [...unread, ...outfitted.warnings] };
+        }
+        const out = fillJobDefaults(request.object, kind!, effectiveJobDefaults(policy, namespace));
+        const renamed = renameTrainJobBareGpu(out.job, kind!, policy.gpu.resourceName);
+        const outfitted = outfitQueuedJobTemplates(renamed.job, kind!, { policy, namespace, claims: claims.known });
         return { object: outfitted.job, warnings: [...out.warnings, ...renamed.warnings, ...unread, ...outfitted.warnings] };
       };
-      const specs = queuedTemplates(request.object, kind);
+      const specs = queuedTemplates(request.object, request.kind.group, request.kind.kind);
       const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
       return claims instanceof Promise ? claims.then(decide) : decide(claims);
     },
   });
 }
+
+const isPodSpec = (v: unknown): v is V1PodSpec => typeof v === "object" && v !== null && !Array.isArray(v);

@@ -57,3 +57,55 @@ export const JOBSET_LABELS = Object.freeze({
  * from `jobDefaults.ttlSecondsAfterFinished`. Unset: never deleted.
  */
 export const ANNOTATION_TTL_AFTER_FINISHED = "quartermaster.dev/ttl-seconds-after-finished";
+
+/**
+ * A kind Kueue queues that is not a training-job kind (issue 33): a batch Job or a JobSet carrying a queue name
+ * is admitted by Kueue from its pod templates, like a training job, so `/mutate/jobs` outfits those templates at
+ * CREATE (`src/mutate/job-templates.ts`). Nothing else of Quartermaster's applies to them: their pods are
+ * outfitted at CREATE like any GPU pod, and they get no run-policy defaults, cluster spec or cleanup.
+ */
+export interface QueuedWorkloadKind {
+  group: string;
+  version: string;
+  kind: string;
+  plural: string;
+  /**
+   * Where the object's pod templates are, as paths of keys and indices from the object's root (e.g.
+   * `["spec", "template"]`); only those that exist in `obj`.
+   */
+  templatePaths(obj: Record<string, unknown>): Array<Array<string | number>>;
+}
+
+const objectAt = (o: unknown, key: string): Record<string, unknown> | undefined => {
+  const v = typeof o === "object" && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>)[key] : undefined;
+  return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+};
+
+/**
+ * The kinds of {@link QueuedWorkloadKind}, as Kueue v0.17.0 integrates them (kueue `pkg/controller/jobs/job`,
+ * `pkg/controller/jobs/jobset`): batch/v1 Job (`spec.template`) and JobSet v1alpha2 (each
+ * `spec.replicatedJobs[i].template.spec.template`). A plain pod is queued from itself: `/mutate/pods` outfits it
+ * at CREATE, before Kueue's controller reads it.
+ */
+export const QUEUED_WORKLOAD_KINDS: readonly QueuedWorkloadKind[] = Object.freeze([
+  {
+    group: "batch",
+    version: "v1",
+    kind: "Job",
+    plural: "jobs",
+    templatePaths: (obj) => (objectAt(objectAt(obj, "spec"), "template") ? [["spec", "template"]] : []),
+  },
+  {
+    group: "jobset.x-k8s.io",
+    version: "v1alpha2",
+    kind: "JobSet",
+    plural: "jobsets",
+    templatePaths: (obj) => {
+      const rjs = objectAt(obj, "spec")?.replicatedJobs;
+      if (!Array.isArray(rjs)) return [];
+      return rjs.flatMap((rj, i) =>
+        objectAt(objectAt(objectAt(rj, "template"), "spec"), "template") ? [["spec", "replicatedJobs", i, "template", "spec", "template"]] : [],
+      );
+    },
+  },
+]);

@@ -16,7 +16,10 @@
  *   run-policy defaults once, at creation (a job created during an outage keeps upstream's defaults), and outfits
  *   the pod templates of a job queued in Kueue; reinvoked because Kueue's own mutating webhook (ordered before
  *   this configuration by name) may add the queue-name label after this one ran (kueue LocalQueueDefaulting),
- *   and every change it makes is idempotent (test/unit/kueue-outfit.test.ts).
+ *   and every change it makes is idempotent (test/unit/kueue-outfit.test.ts). It also takes the CREATE of batch
+ *   Jobs and JobSets, whose pod templates it outfits when they are queued in Kueue, so Kueue admits them by what
+ *   their pods will ask for (`QUEUED_WORKLOAD_KINDS`, src/core/job-shapes.ts); its match condition
+ *   `training-jobs-or-queued` keeps every unqueued batch Job and JobSet away from Quartermaster.
  * - `pods.validate` (`/validate/pods`, CREATE of training pods and their in-place `pods/resize`): `Fail` —
  *   platform limits are the point; the selectors bound who waits on an outage.
  * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`): `Fail`.
@@ -28,6 +31,8 @@ import type { Policy } from "../policy/types.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import { schemesOf } from "../topology/label-scheme.js";
 import { jobShape } from "../topology/shape.js";
+import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
+import { KUEUE_QUEUE_NAME } from "../admission/kueue.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
@@ -84,7 +89,8 @@ export type WebhookPolicy = Pick<Policy, "jobKinds" | "gpu" | "webhook">;
 /** Why each webhook is there, for `doctor` when one is missing (by webhook name). */
 export const WEBHOOK_PURPOSE: Readonly<Record<string, string>> = {
   "pods.mutate.quartermaster.dev": "training pods are created without cluster spec, GPU tolerations or placement",
-  "jobs.mutate.quartermaster.dev": "new jobs do not get the platform's run-policy defaults",
+  "jobs.mutate.quartermaster.dev":
+    "new jobs do not get the platform's run-policy defaults, and jobs queued in Kueue are admitted by their templates as written, not by what their pods will ask for",
   "pods.validate.quartermaster.dev": "pod limits are not enforced",
   "jobs.validate.quartermaster.dev": "job limits are not enforced",
   "claims.validate.quartermaster.dev": "GPU limits on ResourceClaims and their templates (DRA) are not enforced when they are created",
@@ -185,6 +191,20 @@ function jobRules(policy: Pick<Policy, "jobKinds">, operations: string[], subres
   return [...byGroupVersion.values()].map((e) => ({ apiGroups: [e.group], apiVersions: [e.version], operations, resources: e.plurals, scope: "Namespaced" }));
 }
 
+/** Rules for `operations` on the kinds Kueue queues that are not training jobs (batch Jobs, JobSets), one per group and version. */
+const workloadRules = (operations: string[]): RuleWithOperations[] =>
+  QUEUED_WORKLOAD_KINDS.map((k) => ({ apiGroups: [k.group], apiVersions: [k.version], operations, resources: [k.plural], scope: "Namespaced" }));
+
+/**
+ * `jobs.mutate`'s match condition: a training job (any resource but the batch Jobs and JobSets of
+ * `QUEUED_WORKLOAD_KINDS`), or an object carrying Kueue's queue name (the label, or the older annotation of the
+ * same key: `queueNameOf`).
+ */
+export const JOBS_OR_QUEUED_EXPRESSION = [
+  `!(request.resource.group + '/' + request.resource.resource in [${QUEUED_WORKLOAD_KINDS.map((k) => celString(`${k.group}/${k.plural}`)).join(", ")}])`,
+  ...["labels", "annotations"].map((m) => `${celString(KUEUE_QUEUE_NAME)} in object.metadata.?${m}.orValue({})`),
+].join(" ||\n");
+
 /** ResourceClaims and ResourceClaimTemplates (DRA, `resource.k8s.io/v1`, served from Kubernetes 1.34): their specs are immutable. */
 const claimRule: RuleWithOperations = {
   apiGroups: ["resource.k8s.io"],
@@ -200,6 +220,7 @@ const podRule = (operations: string[], resource: string): RuleWithOperations => 
 export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderOptions = {}): [RenderedConfiguration, RenderedConfiguration] {
   const namespace = opts.namespace ?? DEFAULT_NAMESPACE;
   const selector = namespaceSelector(namespaceScope(namespace));
+  const jobsOrQueued: MatchCondition[] = [{ name: "training-jobs-or-queued", expression: JOBS_OR_QUEUED_EXPRESSION }];
   const trainingPods: MatchCondition[] = [{ name: "training-pods-only", expression: trainingPodExpression(policy, { bounded: true }) }];
   const hook = (name: string, path: string, failurePolicy: "Ignore" | "Fail", rules: RuleWithOperations[], extra: Partial<RenderedWebhook> = {}): RenderedWebhook => ({
     name,
@@ -220,7 +241,10 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
     metadata: { name: WEBHOOK_CONFIGURATION_NAME },
     webhooks: [
       hook("pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore", [podRule(["CREATE"], "pods")], { reinvocationPolicy: "IfNeeded", matchConditions: trainingPods }),
-      hook("jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", jobRules(policy, ["CREATE"]), { reinvocationPolicy: "IfNeeded" }),
+      hook("jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", [...jobRules(policy, ["CREATE"]), ...workloadRules(["CREATE"])], {
+        reinvocationPolicy: "IfNeeded",
+        matchConditions: jobsOrQueued,
+      }),
     ],
   };
   const validating: RenderedConfiguration = {

@@ -19,7 +19,9 @@
  * admitted into an H100 flavor whose pods Quartermaster then pins to A100 nodes).
  *
  * Which kinds: the replica templates of the Kubeflow v1 kinds (and Caffe2Job's one pool, though Kueue has no
- * integration for it). Not a TrainJob's: its pod templates are its runtime's (an administrator's object), the
+ * integration for it), and the templates of a queued batch Job or JobSet (`QUEUED_WORKLOAD_KINDS`,
+ * src/core/job-shapes.ts; {@link outfitQueuedWorkloadTemplates}), whose pods `/mutate/pods` outfits like any GPU
+ * pod's and which Kueue admits from their templates all the same. Not a TrainJob's: its pod templates are its runtime's (an administrator's object), the
  * TrainJob only carries `resourcesPerNode` (whose bare `gpu` `trainjob-resources.ts` renames) and
  * `runtimePatches`; defaulting requests into resourcesPerNode would replace the runtime container's own, and
  * placement would have to go into a runtime patch of Quartermaster's (left for later, see README).
@@ -31,6 +33,7 @@ import type { V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
 import { queueNameOf } from "../admission/kueue.js";
 import { withKey } from "../core/copy.js";
 import type { KnownClaims } from "../core/dra.js";
+import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { KubeObject, Pod } from "../core/kube.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import { jobShape, REPLICA_SPECS_FIELD } from "../topology/shape.js";
@@ -53,8 +56,27 @@ export interface TemplatesResult {
 
 const isMap = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
+type Ctx = { policy: Policy; namespace: string; claims?: KnownClaims };
+
+/**
+ * One pod template outfitted with {@link KUEUE_READ_MUTATIONS} as if it were a pod: the new template and the
+ * mutations applied, or undefined when it is not an object with a spec (the CRD's or the apiserver's to refuse)
+ * or nothing changed.
+ */
+function outfitTemplate(template: unknown, ctx: Ctx): { template: V1PodTemplateSpec; mutations: string[]; warnings: string[] } | undefined {
+  if (!isMap(template) || !isMap(template.spec)) return undefined;
+  const t = template as V1PodTemplateSpec;
+  const spec = t.spec as V1PodSpec;
+  const pod: Pod = { ...(t.metadata ? { metadata: t.metadata } : {}), spec };
+  const out = mutatePod(pod, { policy: ctx.policy, namespace: ctx.namespace, ...(ctx.claims ? { claims: ctx.claims } : {}) }, KUEUE_READ_MUTATIONS);
+  if (out.pod === pod) return undefined;
+  let next: V1PodTemplateSpec = withKey(t, "spec", out.pod.spec);
+  if (out.pod.metadata !== t.metadata) next = withKey(next, "metadata", out.pod.metadata);
+  return { template: next, mutations: out.applied, warnings: out.warnings };
+}
+
 /** The pod templates of a queued `job` of `kind` outfitted with {@link KUEUE_READ_MUTATIONS}; see the module comment. */
-export function outfitQueuedJobTemplates(job: KubeObject, kind: JobKind, ctx: { policy: Policy; namespace: string; claims?: KnownClaims }): TemplatesResult {
+export function outfitQueuedJobTemplates(job: KubeObject, kind: JobKind, ctx: Ctx): TemplatesResult {
   const unchanged: TemplatesResult = { job, applied: [], warnings: [] };
   const shape = jobShape(kind);
   if (queueNameOf(job) === undefined || shape.layout === "runtime" || !isMap(job.spec)) return unchanged;
@@ -65,19 +87,61 @@ export function outfitQueuedJobTemplates(job: KubeObject, kind: JobKind, ctx: { 
   const applied: TemplatesResult["applied"] = [];
   const warnings: string[] = [];
   for (const r of shape.replicas(job, kind)) {
-    const template = r.spec.template;
-    // A template or spec that is not an object is the CRD's to refuse.
-    const spec: V1PodSpec | undefined = template?.spec;
-    if (!template || !isMap(template) || !spec || typeof spec !== "object" || Array.isArray(spec)) continue;
-    const pod: Pod = { ...(template.metadata ? { metadata: template.metadata } : {}), spec };
-    const out = mutatePod(pod, { policy: ctx.policy, namespace: ctx.namespace, ...(ctx.claims ? { claims: ctx.claims } : {}) }, KUEUE_READ_MUTATIONS);
-    if (out.pod === pod) continue;
-    let next: V1PodTemplateSpec = withKey(template, "spec", out.pod.spec);
-    if (out.pod.metadata !== template.metadata) next = withKey(next, "metadata", out.pod.metadata);
-    nextSpecs = shape.layout === "single" ? withKey(nextSpecs, "template", next) : withKey(nextSpecs, r.type, withKey(r.spec, "template", next));
-    applied.push({ templateField: r.templateField, mutations: out.applied });
+    const out = outfitTemplate(r.spec.template, ctx);
+    if (!out) continue;
+    nextSpecs =
+      shape.layout === "single" ? withKey(nextSpecs, "template", out.template) : withKey(nextSpecs, r.type, withKey(r.spec, "template", out.template));
+    applied.push({ templateField: r.templateField, mutations: out.mutations });
     warnings.push(...out.warnings.map((w) => `${w} (queued job: ${r.templateField})`));
   }
   if (applied.length === 0) return unchanged;
   return { job: withKey(job, "spec", withKey(job.spec, field, nextSpecs)), applied, warnings };
+}
+
+/** `path` as a field path: `spec.replicatedJobs[0].template.spec.template`. */
+const fieldOf = (path: ReadonlyArray<string | number>): string => path.map((k, i) => (typeof k === "number" ? `[${k}]` : i === 0 ? k : `.${k}`)).join("");
+
+/** `root` with the value at `path` replaced by `value`, copying only the objects and arrays on the path. */
+function setIn(root: unknown, path: ReadonlyArray<string | number>, value: unknown): unknown {
+  if (path.length === 0) return value;
+  const [key, ...rest] = path as [string | number, ...Array<string | number>];
+  if (typeof key === "number") {
+    const arr = Array.isArray(root) ? [...(root as unknown[])] : [];
+    arr[key] = setIn(arr[key], rest, value);
+    return arr;
+  }
+  const obj = isMap(root) ? root : {};
+  return withKey(obj, key, setIn(obj[key], rest, value));
+}
+
+const getIn = (root: unknown, path: ReadonlyArray<string | number>): unknown =>
+  path.reduce<unknown>((o, k) => (typeof k === "number" ? (Array.isArray(o) ? o[k] : undefined) : isMap(o) ? o[k] : undefined), root);
+
+/** The pod specs of the templates of a batch Job or JobSet (what `/mutate/jobs` prices and reads claims for). */
+export const workloadTemplateSpecs = (obj: KubeObject, kind: QueuedWorkloadKind): V1PodSpec[] =>
+  kind.templatePaths(obj).flatMap((p) => {
+    const spec = getIn(obj, [...p, "spec"]);
+    return isMap(spec) ? [spec as unknown as V1PodSpec] : [];
+  });
+
+/**
+ * The pod templates of a queued batch Job or JobSet (`QUEUED_WORKLOAD_KINDS`, src/core/job-shapes.ts) outfitted
+ * with {@link KUEUE_READ_MUTATIONS}, as a queued training job's are; an object without a queue name is returned
+ * as is.
+ */
+export function outfitQueuedWorkloadTemplates(obj: KubeObject, kind: QueuedWorkloadKind, ctx: Ctx): TemplatesResult {
+  const unchanged: TemplatesResult = { job: obj, applied: [], warnings: [] };
+  if (queueNameOf(obj) === undefined) return unchanged;
+  let next: unknown = obj;
+  const applied: TemplatesResult["applied"] = [];
+  const warnings: string[] = [];
+  for (const path of kind.templatePaths(obj)) {
+    const out = outfitTemplate(getIn(obj, path), ctx);
+    if (!out) continue;
+    next = setIn(next, path, out.template);
+    const field = fieldOf(path);
+    applied.push({ templateField: field, mutations: out.mutations });
+    warnings.push(...out.warnings.map((w) => `${w} (queued ${kind.kind}: ${field})`));
+  }
+  return applied.length === 0 ? unchanged : { job: next as KubeObject, applied, warnings };
 }

@@ -11,7 +11,8 @@ import { KUEUE_QUEUE_NAME } from "../../src/admission/kueue.js";
 import { applyPatch } from "../../src/admission/patch.js";
 import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION, ANNOTATION_INTERRUPTIBLE } from "../../src/core/keys.js";
 import type { KubeObject } from "../../src/core/kube.js";
-import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates } from "../../src/mutate/job-templates.js";
+import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../../src/core/job-shapes.js";
+import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates, outfitQueuedWorkloadTemplates, workloadTemplateSpecs } from "../../src/mutate/job-templates.js";
 import { POD_MUTATIONS } from "../../src/mutate/index.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
@@ -244,4 +245,131 @@ describe("/mutate/jobs then /mutate/pods: a queued job's pods get no further cha
     );
     assert.equal(res.review.response?.patch, undefined);
   });
+});
+
+describe("queued batch Jobs and JobSets (QUEUED_WORKLOAD_KINDS): templates outfitted at CREATE, their pods then unchanged", () => {
+  const [BATCH_JOB, JOBSET] = QUEUED_WORKLOAD_KINDS as [QueuedWorkloadKind, QueuedWorkloadKind];
+  const podTemplate = (tmpl: Tmpl) => ({
+    ...(tmpl.annotations ? { metadata: { annotations: tmpl.annotations } } : {}),
+    spec: { restartPolicy: "Never", containers: [{ name: "train", image: "img", ...(tmpl.resources ? { resources: tmpl.resources } : {}) }], ...tmpl.spec },
+  });
+  const meta = (queued: boolean) => ({ name: "w", namespace: "team-a", uid: "uid-w", ...(queued ? { labels: { [KUEUE_QUEUE_NAME]: "q" } } : {}) });
+  const batchJob = (tmpl: Tmpl, queued = true): KubeObject =>
+    deepFreeze(
+      JSON.parse(JSON.stringify({ apiVersion: "batch/v1", kind: "Job", metadata: meta(queued), spec: { parallelism: 2, template: podTemplate(tmpl) } })),
+    );
+  const jobSet = (tmpls: Tmpl[], queued = true): KubeObject =>
+    deepFreeze(
+      JSON.parse(
+        JSON.stringify({
+          apiVersion: "jobset.x-k8s.io/v1alpha2",
+          kind: "JobSet",
+          metadata: meta(queued),
+          spec: { replicatedJobs: tmpls.map((t, i) => ({ name: `rj${i}`, replicas: 1, template: { spec: { parallelism: 2, template: podTemplate(t) } } })) },
+        }),
+      ),
+    );
+  const specsOf = (o: KubeObject, kind: QueuedWorkloadKind): V1PodSpec[] => workloadTemplateSpecs(o, kind);
+  const GPU8 = { resources: { limits: { gpu: "8" } } };
+  const cases: Array<{ name: string; obj: KubeObject; kind: QueuedWorkloadKind; fields: string[]; check?: (specs: V1PodSpec[]) => void }> = [
+    {
+      name: "batch Job, bare gpu: renamed, defaults, GPU toleration",
+      obj: batchJob(GPU8),
+      kind: BATCH_JOB,
+      fields: ["spec.template"],
+      check([s]) {
+        assert.deepEqual(s!.containers[0]!.resources?.requests, { "nvidia.com/gpu": "8", cpu: "1", memory: "1Gi" });
+        assert.deepEqual(s!.tolerations, [GPU_TOLERATION]);
+      },
+    },
+    {
+      name: "batch Job with an accelerator annotation: required affinity on the product",
+      obj: batchJob({ annotations: { [ANNOTATION_ACCELERATOR]: "NVIDIA-H100-80GB-HBM3" }, resources: { limits: { "nvidia.com/gpu": "4" } } }),
+      kind: BATCH_JOB,
+      fields: ["spec.template"],
+      check([s]) {
+        const terms = s!.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
+        assert.deepEqual(terms?.[0]?.matchExpressions?.[0], { key: "nvidia.com/gpu.product", operator: "In", values: ["NVIDIA-H100-80GB-HBM3"] });
+      },
+    },
+    {
+      name: "JobSet: each replicated Job's template, at its index; a CPU one gets only defaults",
+      obj: jobSet([GPU8, {}, { annotations: { [ANNOTATION_INTERRUPTIBLE]: "true" }, resources: { limits: { "nvidia.com/gpu": "1" } } }]),
+      kind: JOBSET,
+      fields: [
+        "spec.replicatedJobs[0].template.spec.template",
+        "spec.replicatedJobs[1].template.spec.template",
+        "spec.replicatedJobs[2].template.spec.template",
+      ],
+      check([a, cpu, spot]) {
+        assert.deepEqual(a!.tolerations, [GPU_TOLERATION]);
+        assert.equal(cpu!.tolerations, undefined);
+        assert.deepEqual(cpu!.containers[0]!.resources?.requests, { cpu: "1", memory: "1Gi" });
+        assert.ok(spot!.tolerations?.some((t) => t.key === "x/interruptible"));
+      },
+    },
+    { name: "batch Job not queued: the very same object", obj: batchJob(GPU8, false), kind: BATCH_JOB, fields: [] },
+    { name: "JobSet not queued: the very same object", obj: jobSet([GPU8], false), kind: JOBSET, fields: [] },
+    {
+      name: "JobSet without replicatedJobs: the very same object",
+      obj: deepFreeze({ kind: "JobSet", metadata: meta(true), spec: {} }),
+      kind: JOBSET,
+      fields: [],
+    },
+  ];
+  for (const c of cases) {
+    it(c.name, async () => {
+      const out = outfitQueuedWorkloadTemplates(c.obj, c.kind, { policy, namespace: "team-a" });
+      assert.deepEqual(
+        out.applied.map((a) => a.templateField),
+        c.fields,
+      );
+      assert.equal(out.job === c.obj, c.fields.length === 0);
+      c.check?.(specsOf(out.job, c.kind));
+      const again = outfitQueuedWorkloadTemplates(deepFreeze(out.job), c.kind, { policy, namespace: "team-a" });
+      assert.equal(again.job, out.job, "mutating the result again changes nothing");
+      // Through the webhook, as the `workloads.mutate` hook sends it: the same object after the patch.
+      const hooks = createWebhooks({ policy, log: capturingLogger().log, jobs: fakeJobReader(), now: () => new Date() });
+      const res = await hooks["/mutate/jobs"]!.admit(
+        review({
+          kind: { group: c.kind.group, version: c.kind.version, kind: c.kind.kind },
+          resource: { group: c.kind.group, version: c.kind.version, resource: c.kind.plural },
+          operation: "CREATE",
+          namespace: "team-a",
+          object: c.obj,
+          oldObject: null,
+        }),
+      );
+      assert.notEqual(res.outcome, "error", String(res.error));
+      const patched = res.review.response?.patch ? applyPatch(c.obj, JSON.parse(Buffer.from(res.review.response.patch, "base64").toString())) : c.obj;
+      assert.deepEqual(patched, out.job);
+      // A pod made from each outfitted template: /mutate/pods changes nothing Kueue read.
+      for (const path of c.kind.templatePaths(out.job)) {
+        const template = path.reduce<any>((o, k) => o[k], out.job);
+        const spec = template.spec as V1PodSpec;
+        const pod = deepFreeze({
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { ...structuredClone(template.metadata ?? {}), name: "p", namespace: "team-a" },
+          spec: structuredClone(spec),
+        });
+        const podRes = await hooks["/mutate/pods"]!.admit(
+          review({
+            kind: { group: "", version: "v1", kind: "Pod" },
+            resource: { group: "", version: "v1", resource: "pods" },
+            operation: "CREATE",
+            namespace: "team-a",
+            object: pod,
+            oldObject: null,
+          }),
+        );
+        const after = (podRes.review.response?.patch ? applyPatch(pod, JSON.parse(Buffer.from(podRes.review.response.patch, "base64").toString())) : pod) as {
+          spec: V1PodSpec;
+        };
+        if (c.fields.length === 0) continue;
+        for (const f of ["affinity", "nodeSelector", "tolerations"] as const) assert.deepEqual(after.spec[f], spec[f], f);
+        assert.deepEqual(after.spec.containers[0]!.resources, spec.containers[0]!.resources);
+      }
+    });
+  }
 });

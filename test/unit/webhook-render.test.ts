@@ -18,6 +18,7 @@ import {
   limitsOf,
   renderWebhookConfigurations,
   requestsOf,
+  JOBS_OR_QUEUED_EXPRESSION,
   trainingPodExpression,
   type RenderedWebhook,
 } from "../../src/manifests/webhooks.js";
@@ -131,8 +132,11 @@ describe("webhook configurations render", () => {
       .sort();
   const kinds = (suffix = "") => policy.jobKinds.map((k) => `${k.group}/${k.version}/${k.plural}${suffix}`).sort();
 
-  it("jobs.mutate: CREATE of every policy job kind, at its own version", () => {
-    assert.deepEqual(resources(hook(policy, "jobs.mutate.quartermaster.dev"), "CREATE"), kinds());
+  it("jobs.mutate: CREATE of every policy job kind, at its own version, and of the batch Jobs and JobSets Kueue queues", () => {
+    assert.deepEqual(
+      resources(hook(policy, "jobs.mutate.quartermaster.dev"), "CREATE"),
+      [...kinds(), "batch/v1/jobs", "jobset.x-k8s.io/v1alpha2/jobsets"].sort(),
+    );
     assert.deepEqual(resources(hook(policy, "jobs.mutate.quartermaster.dev"), "UPDATE"), []);
   });
 
@@ -183,10 +187,12 @@ describe("webhook configurations render", () => {
     );
   });
 
-  it("the pod webhooks share one training-pods-only condition, bounded; the job webhooks have none", () => {
+  it("the pod webhooks share one training-pods-only condition, bounded; jobs.mutate passes training jobs and queued objects; jobs.validate has none", () => {
     const expression = trainingPodExpression(policy, { bounded: true });
     for (const h of hooks(policy)) {
       if (h.name.startsWith("pods.")) assert.deepEqual(h.matchConditions, [{ name: "training-pods-only", expression }]);
+      else if (h.name === "jobs.mutate.quartermaster.dev")
+        assert.deepEqual(h.matchConditions, [{ name: "training-jobs-or-queued", expression: JOBS_OR_QUEUED_EXPRESSION }]);
       else assert.equal(h.matchConditions, undefined);
     }
   });
