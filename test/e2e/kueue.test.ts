@@ -39,6 +39,7 @@ import {
   installKueueCrds,
   kueueBin,
   startKueue,
+  succeedPods,
   waitQueuesActive,
   workloadFor,
   type Controller,
@@ -229,29 +230,7 @@ describe("Kueue v0.17.0 admits queued batch Jobs into flavors, kube-scheduler pl
     assert.deepEqual(await podsOf("train-c"), []);
 
     // train-a completes: its pods' status written as a kubelet would; the job-controller completes it.
-    for (const p of await podsOf("train-a")) {
-      const r = await cp.api(
-        "PATCH",
-        `/api/v1/namespaces/${NS}/pods/${p.metadata.name}/status`,
-        {
-          status: {
-            phase: "Succeeded",
-            containerStatuses: [
-              {
-                name: "train",
-                image: "registry.invalid/train:1",
-                imageID: "",
-                ready: false,
-                restartCount: 0,
-                state: { terminated: { exitCode: 0, reason: "Completed" } },
-              },
-            ],
-          },
-        },
-        { "content-type": "application/strategic-merge-patch+json" },
-      );
-      assert.equal(r.status, 200, JSON.stringify(r.body));
-    }
+    await succeedPods(cp, await podsOf("train-a"));
     await cp.until("Job train-a to complete", async () => hasCondition(await getJob("train-a"), "Complete"), 120_000, 250);
     const admittedC = await admitted("train-c");
     assert.deepEqual(flavorOf(admittedC), { [GPU]: "a100", cpu: "a100", memory: "a100" });

@@ -214,6 +214,8 @@ export interface Flavor {
   nodeLabels: Record<string, string>;
   /** Added by Kueue to an admitted job's pod templates. */
   tolerations?: Obj[];
+  /** The taints of the flavor's nodes: Kueue assigns the flavor only to pod sets that tolerate them. */
+  nodeTaints?: Obj[];
 }
 
 /** A ResourceFlavor. */
@@ -222,7 +224,7 @@ export const createResourceFlavor = (cp: ControlPlane, f: Flavor): Promise<Obj> 
     apiVersion: "kueue.x-k8s.io/v1beta2",
     kind: "ResourceFlavor",
     metadata: { name: f.name },
-    spec: { nodeLabels: f.nodeLabels, ...(f.tolerations ? { tolerations: f.tolerations } : {}) },
+    spec: { nodeLabels: f.nodeLabels, ...(f.tolerations ? { tolerations: f.tolerations } : {}), ...(f.nodeTaints ? { nodeTaints: f.nodeTaints } : {}) },
   });
 
 export interface FlavorQuota {
@@ -290,4 +292,28 @@ export async function workloadFor(cp: ControlPlane, namespace: string, kind: str
   if (r.status === 429) return undefined;
   if (r.status !== 200) throw new Error(`listing workloads in ${namespace}: ${r.status} ${JSON.stringify(r.body)}`);
   return (r.body.items as Obj[]).find((w) => (w.metadata.ownerReferences ?? []).some((o: Obj) => o.controller && o.kind === kind && o.name === name));
+}
+
+/**
+ * Finishes `pods` as a kubelet would (no kubelet runs here): each pod's status written Succeeded, its containers
+ * terminated with exit code 0; the job-controller then completes their Job.
+ */
+export async function succeedPods(cp: ControlPlane, pods: readonly Obj[]): Promise<void> {
+  for (const p of pods) {
+    const containerStatuses = (p.spec.containers as Obj[]).map((c) => ({
+      name: c.name,
+      image: c.image,
+      imageID: "",
+      ready: false,
+      restartCount: 0,
+      state: { terminated: { exitCode: 0, reason: "Completed" } },
+    }));
+    const r = await cp.api(
+      "PATCH",
+      `/api/v1/namespaces/${p.metadata.namespace}/pods/${p.metadata.name}/status`,
+      { status: { phase: "Succeeded", containerStatuses } },
+      { "content-type": "application/strategic-merge-patch+json" },
+    );
+    if (r.status !== 200) throw new Error(`pod ${p.metadata.namespace}/${p.metadata.name} Succeeded: ${r.status} ${JSON.stringify(r.body)}`);
+  }
 }
