@@ -9,8 +9,9 @@
  *   (`/mutate/jobs`: resources renamed and defaulted, GPU tolerations, accelerator/partition/interruptible
  *   affinity), so Kueue picks each Job's flavor from what its pods will ask for: the flavor's taints are only
  *   tolerated through Quartermaster's tolerations, and only the flavor the affinity allows is compatible;
- * - Jobs are admitted in quota order: per flavor, at every moment the admitted Jobs are exactly the oldest
- *   unfinished ones that fit its quota (each flavor's Jobs are created a second apart, Kueue orders by time);
+ * - Jobs are admitted in quota order: the ClusterQueue is StrictFIFO, and at every moment the admitted Jobs are
+ *   exactly the longest run of the oldest unfinished Jobs that fits the quotas, the first that does not fit
+ *   blocking the rest (the Jobs are created a second apart: Kueue orders by creation time, at 1 s resolution);
  * - every admitted Job's pods are bound by kube-scheduler onto a node its flavor's nodeLabels select, and carry
  *   Quartermaster's outfitting unchanged from the template (nothing Kueue read was changed at pod CREATE); none is
  *   left admitted with unbound pods, none stranded by a refused UPDATE (every Job ends Complete);
@@ -226,6 +227,8 @@ describe("Kueue v0.17.0 with Quartermaster's webhooks: a queued mix over five fl
       cp,
       CLUSTER_QUEUE,
       FLAVORS.map((f) => ({ flavor: f.name, quota: QUOTA[f.name]! })),
+      {},
+      "StrictFIFO",
     );
     await createLocalQueue(cp, NS, LOCAL_QUEUE, CLUSTER_QUEUE);
     await waitQueuesActive(cp, CLUSTER_QUEUE, [{ namespace: NS, name: LOCAL_QUEUE }]);
@@ -258,34 +261,32 @@ describe("Kueue v0.17.0 with Quartermaster's webhooks: a queued mix over five fl
   const jobOf = (wl: Obj): string | undefined => (wl.metadata.ownerReferences ?? []).find((o: Obj) => o.controller && o.kind === "Job")?.name;
 
   it(`${MIX.length} Jobs are created suspended, their templates outfitted by Quartermaster`, async () => {
-    for (let r = 0; r < ROUNDS; r++) {
+    for (const j of MIX) {
       const t0 = Date.now();
-      for (const j of MIX.filter((m) => m.name.endsWith(`-${r}`))) {
-        const res = await cp.api("POST", `/apis/batch/v1/namespaces/${NS}/jobs`, batchJob(j));
-        assert.equal(res.status, 201, JSON.stringify(res.body));
-        const job = res.body as Obj;
-        assert.equal(job.spec.suspend, true, `${j.name}: not suspended at CREATE`);
-        const tmpl = job.spec.template.spec;
-        const res0 = tmpl.containers[0].resources;
-        if (j.gpu) {
-          assert.equal(res0.requests?.[j.gpu.resource], String(j.gpu.count), `${j.name}: ${JSON.stringify(res0)}`);
-          assert.equal(res0.limits?.gpu, undefined, `${j.name}: bare gpu left in ${JSON.stringify(res0)}`);
-          assert.ok(
-            (tmpl.tolerations ?? []).some((t: Obj) => t.key === GPU_TAINT.key),
-            `${j.name}: no GPU toleration in ${JSON.stringify(tmpl.tolerations)}`,
-          );
-        }
-        assert.ok(res0.requests?.cpu && res0.requests?.memory, `${j.name}: no cpu/memory requests: ${JSON.stringify(res0)}`);
-        assert.ok(job.spec.template.metadata?.annotations?.["quartermaster.dev/mutations"], `${j.name}: template not outfitted`);
-        stored.set(j.name, job);
+      const res = await cp.api("POST", `/apis/batch/v1/namespaces/${NS}/jobs`, batchJob(j));
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      const job = res.body as Obj;
+      assert.equal(job.spec.suspend, true, `${j.name}: not suspended at CREATE`);
+      const tmpl = job.spec.template.spec;
+      const res0 = tmpl.containers[0].resources;
+      if (j.gpu) {
+        assert.equal(res0.requests?.[j.gpu.resource], String(j.gpu.count), `${j.name}: ${JSON.stringify(res0)}`);
+        assert.equal(res0.limits?.gpu, undefined, `${j.name}: bare gpu left in ${JSON.stringify(res0)}`);
+        assert.ok(
+          (tmpl.tolerations ?? []).some((t: Obj) => t.key === GPU_TAINT.key),
+          `${j.name}: no GPU toleration in ${JSON.stringify(tmpl.tolerations)}`,
+        );
       }
-      // The next round one second later: Kueue orders a flavor's Workloads by their creation time (1 s resolution).
-      await new Promise((res) => setTimeout(res, Math.max(0, 1100 - (Date.now() - t0))));
+      assert.ok(res0.requests?.cpu && res0.requests?.memory, `${j.name}: no cpu/memory requests: ${JSON.stringify(res0)}`);
+      assert.ok(job.spec.template.metadata?.annotations?.["quartermaster.dev/mutations"], `${j.name}: template not outfitted`);
+      stored.set(j.name, job);
+      // The next one second later: Kueue orders Workloads by their creation time (1 s resolution).
+      await new Promise((r) => setTimeout(r, Math.max(0, 1050 - (Date.now() - t0))));
     }
     assert.equal(stored.size, MIX.length);
   });
 
-  it("admitted in quota order per flavor, placed on the flavor's nodes, quota usage equal to the pods' GPU requests; every Job completes", async () => {
+  it("admitted in quota order (StrictFIFO), placed on the flavor's nodes, quota usage equal to the pods' GPU requests; every Job completes", async () => {
     assert.equal(stored.size, MIX.length, "the Jobs of the first test");
     const flavorOfJob = new Map(MIX.map((j) => [j.name, j.flavor]));
     const finished = new Set<string>();
@@ -293,12 +294,15 @@ describe("Kueue v0.17.0 with Quartermaster's webhooks: a queued mix over five fl
     let waves = 0;
     while (finished.size < MIX.length) {
       waves++;
-      assert.ok(waves <= 20, "more waves than the quotas allow");
-      // Per flavor, the oldest unfinished Jobs its quota holds: exactly these must be admitted, and no other.
+      assert.ok(waves <= MIX.length, "a wave admitted nothing");
+      // StrictFIFO: the oldest unfinished Jobs, in creation order, as long as each fits its flavor's quota; the
+      // first that does not blocks the rest. Exactly these must be admitted, and no other.
       const expected = new Set<string>();
-      for (const f of FLAVORS) {
-        const queue = MIX.filter((j) => j.flavor === f.name && !finished.has(j.name)).map((j) => j.name);
-        for (const n of queue.slice(0, slots(f.name))) expected.add(n);
+      const held = new Map<string, number>();
+      for (const j of MIX.filter((m) => !finished.has(m.name))) {
+        if ((held.get(j.flavor) ?? 0) >= slots(j.flavor)) break;
+        held.set(j.flavor, (held.get(j.flavor) ?? 0) + 1);
+        expected.add(j.name);
       }
       let admitted = new Map<string, Obj>();
       await cp.until(
@@ -311,7 +315,12 @@ describe("Kueue v0.17.0 with Quartermaster's webhooks: a queued mix over five fl
             admitted.set(job, wl);
           }
           const early = [...admitted.keys()].filter((n) => !expected.has(n));
-          assert.deepEqual(early, [], failMsg(`wave ${waves}: admitted out of quota order`));
+          if (early.length > 0) {
+            const order = (await workloads())
+              .map((w) => `${jobOf(w)} created ${w.metadata.creationTimestamp}${hasCondition(w, "Admitted") ? " admitted" : ""}`)
+              .join("\n");
+            assert.fail(failMsg(`wave ${waves}: ${early.join(", ")} admitted before their turn; expected only ${[...expected].join(", ")}\n${order}`));
+          }
           return admitted.size === expected.size;
         },
         120_000,
@@ -384,5 +393,57 @@ describe("Kueue v0.17.0 with Quartermaster's webhooks: a queued mix over five fl
     // None stranded: every Job completed, none left suspended or refused.
     for (const j of MIX) assert.ok(hasCondition(await getJob(j.name), "Complete"), `${j.name} did not complete`);
     console.log(`kueue mix: ${MIX.length} Jobs over ${FLAVORS.length} flavors admitted and completed in ${waves} waves`);
+  });
+
+  it("plain pods queued by label: outfitted at CREATE, gated by Kueue, admitted into the flavor their annotation asks for, placed there", async () => {
+    const names = ["pod-h100-0", "pod-h100-1"];
+    for (const name of names) {
+      const r = await cp.api("POST", `/api/v1/namespaces/${NS}/pods`, {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name, labels: { [QUEUE_LABEL]: LOCAL_QUEUE }, annotations: { [ANNOTATION_ACCELERATOR]: H100 } },
+        spec: { restartPolicy: "Never", containers: [{ name: "train", image: "registry.invalid/train:1", resources: { limits: { gpu: "4" } } }] },
+      });
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+      const spec = r.body.spec;
+      assert.ok(
+        (spec.schedulingGates ?? []).some((g: Obj) => g.name === "kueue.x-k8s.io/admission"),
+        `${name}: not gated by Kueue: ${JSON.stringify(spec.schedulingGates)}`,
+      );
+      assert.equal(spec.containers[0].resources.requests?.[GPU], "4", `${name}: ${JSON.stringify(spec.containers[0].resources)}`);
+      assert.ok(
+        (spec.tolerations ?? []).some((t: Obj) => t.key === GPU_TAINT.key),
+        `${name}: tolerations ${JSON.stringify(spec.tolerations)}`,
+      );
+      assert.ok(JSON.stringify(spec.affinity ?? {}).includes(H100), `${name}: affinity ${JSON.stringify(spec.affinity)}`);
+    }
+    const node = CLUSTER.find((n) => n.name === "h100")!;
+    for (const name of names) {
+      let pod: Obj = {};
+      await cp
+        .until(
+          `pod ${name} admitted by Kueue and bound`,
+          async () => (pod = (await cp.api("GET", `/api/v1/namespaces/${NS}/pods/${name}`)).body).spec.nodeName !== undefined,
+          120_000,
+          250,
+        )
+        .catch((err: Error) => assert.fail(failMsg(`${err.message}: ${JSON.stringify(pod.status)}`)));
+      assert.equal(pod.spec.nodeName, node.name, `${name} bound to ${pod.spec.nodeName}`);
+      assert.equal(pod.spec.nodeSelector?.[PRODUCT], H100, `${name}: Kueue's nodeSelector ${JSON.stringify(pod.spec.nodeSelector)}`);
+    }
+    let last = "";
+    await cp
+      .until(
+        "Kueue's reservation of the two pods' 8 GPUs in flavor h100",
+        async () => {
+          const cq = (await cp.api("GET", `${KUEUE_API}/clusterqueues/${CLUSTER_QUEUE}`)).body;
+          const h100 = (cq.status?.flavorsReservation ?? []).find((x: Obj) => x.name === "h100");
+          last = JSON.stringify(h100?.resources);
+          return (h100?.resources ?? []).find((x: Obj) => x.name === GPU)?.total === "8";
+        },
+        30_000,
+        250,
+      )
+      .catch((err: Error) => assert.fail(`${err.message}: ${last}`));
   });
 });

@@ -236,9 +236,16 @@ export interface FlavorQuota {
 /**
  * A ClusterQueue with one resource group covering the resources the flavors' quotas name (every flavor must
  * name the same ones), flavors tried in the order given, for the namespaces `namespaceSelector` picks (default
- * all).
+ * all). `queueingStrategy` is Kueue's default, BestEffortFIFO, unless given: under it a newer workload may be
+ * admitted before an older one Kueue had set aside as inadmissible; StrictFIFO admits in order, the head blocking.
  */
-export function createClusterQueue(cp: ControlPlane, name: string, flavors: FlavorQuota[], namespaceSelector: Obj = {}): Promise<Obj> {
+export function createClusterQueue(
+  cp: ControlPlane,
+  name: string,
+  flavors: FlavorQuota[],
+  namespaceSelector: Obj = {},
+  queueingStrategy: "BestEffortFIFO" | "StrictFIFO" = "BestEffortFIFO",
+): Promise<Obj> {
   const covered = Object.keys(flavors[0]?.quota ?? {});
   for (const f of flavors) {
     if (Object.keys(f.quota).sort().join() !== [...covered].sort().join())
@@ -250,6 +257,7 @@ export function createClusterQueue(cp: ControlPlane, name: string, flavors: Flav
     metadata: { name },
     spec: {
       namespaceSelector,
+      queueingStrategy,
       resourceGroups: [
         {
           coveredResources: covered,
