@@ -57,10 +57,11 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
-import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
-import { installOperatorCrds, operatorBin, startOperator, type Operator } from "../e2e/harness/operator.js";
-import { JOB_CONTROLLER, installDefaultRuntimes, installTrainerCrds, startJobSet, startTrainer, trainerBins, type Controller } from "../e2e/harness/trainer.js";
-import { cli, createNamespace, ROOT, startOwnWebhook, type WebhookProcess } from "../e2e/harness/webhook.js";
+import type { ControlPlane } from "../e2e/harness/controlplane.js";
+import { operatorBin, type Operator } from "../e2e/harness/operator.js";
+import { trainerBins, type Controller } from "../e2e/harness/trainer.js";
+import { startTrainerStack, type TrainerStack } from "../e2e/harness/trainer-stack.js";
+import { cli, ROOT } from "../e2e/harness/webhook.js";
 import { CORPUS_DIR } from "../fixtures/corpus.js";
 import { list, type Obj } from "./operator-jobs.js";
 
@@ -308,7 +309,7 @@ describe("TF_CONFIG on Trainer v2 TrainJob pods and migrated jobs' env, against 
   let jobset: Controller | undefined;
   let trainer: Controller | undefined;
   let operator: Operator | undefined;
-  let wh: WebhookProcess | undefined;
+  let stack: TrainerStack | undefined;
   let started = 0;
   const migrated = new Map<string, { stdout: string; stderr: string; objects: Obj[]; original: Obj }>();
 
@@ -338,32 +339,15 @@ describe("TF_CONFIG on Trainer v2 TrainJob pods and migrated jobs' env, against 
   before(async () => {
     if ("skip" in bins || !opBin) return;
     started = performance.now();
-    cp = await startControlPlane({ controllers: [JOB_CONTROLLER] });
-    await installTrainerCrds(cp);
-    await installOperatorCrds(cp);
-    jobset = await startJobSet(cp, bins.jobset);
-    trainer = await startTrainer(cp, bins.trainer);
-    operator = await startOperator(cp, opBin);
-    const runtimes = await installDefaultRuntimes(cp);
-    assert.ok(runtimes.includes("torch-distributed"), `default runtimes: ${runtimes.join(", ")}`);
-
-    const own = await startOwnWebhook(cp, POLICY);
-    wh = own.wh;
-    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own.configs }));
-    assert.equal(applied.code, 0, applied.stderr);
-    await createNamespace(cp, V2, { "quartermaster.dev/enabled": "true" });
-    await createNamespace(cp, V1);
-    let probes = 0;
-    await cp.until("Quartermaster's webhooks to take effect", async () => {
-      const name = `probe-${++probes}`;
-      await cp.api("POST", `/api/v1/namespaces/${V2}/pods?dryRun=All`, {
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: { name },
-        spec: { containers: [{ name: "c", image: "registry.invalid/probe:1", resources: { limits: { "nvidia.com/gpu": "1" } } }] },
-      });
-      return (await wh!.awaitAdmissions(name, 1, 1000)).some((l) => l.webhook === "mutate-pods");
+    stack = await startTrainerStack({
+      bins: { ...bins, operator: opBin },
+      policy: POLICY,
+      namespaces: [
+        { name: V2, optedIn: true },
+        { name: V1, optedIn: false },
+      ],
     });
+    ({ cp, jobset, trainer, operator } = stack);
 
     // Part 1: the example runtime, a derived runtime per other topology, the TrainJobs and the TFJobs.
     const example = exampleRuntime();
@@ -417,11 +401,7 @@ describe("TF_CONFIG on Trainer v2 TrainJob pods and migrated jobs' env, against 
   });
 
   after(async () => {
-    await wh?.stop();
-    await operator?.stop();
-    await trainer?.stop();
-    await jobset?.stop();
-    await cp?.stop();
+    await stack?.stop();
     if (started) console.log(`trainer-tfconfig: suite took ${((performance.now() - started) / 1000).toFixed(1)} s`);
   });
 

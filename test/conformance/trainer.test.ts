@@ -46,10 +46,11 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
-import { installOperatorCrds, operatorBin, startOperator, type Operator } from "../e2e/harness/operator.js";
-import { JOB_CONTROLLER, installDefaultRuntimes, installTrainerCrds, startJobSet, startTrainer, trainerBins, type Controller } from "../e2e/harness/trainer.js";
-import { cli, createNamespace, startOwnWebhook, type WebhookProcess } from "../e2e/harness/webhook.js";
+import type { ControlPlane } from "../e2e/harness/controlplane.js";
+import { operatorBin, type Operator } from "../e2e/harness/operator.js";
+import { trainerBins, type Controller } from "../e2e/harness/trainer.js";
+import { startTrainerStack, type TrainerStack } from "../e2e/harness/trainer-stack.js";
+import { cli, type WebhookProcess } from "../e2e/harness/webhook.js";
 import { list, sleep, type Obj } from "./operator-jobs.js";
 
 const bins = trainerBins();
@@ -325,6 +326,7 @@ describe("Kubeflow Trainer v2.3.0 and JobSet v0.12.0: TrainJob pods through Quar
   let v1: Operator | undefined;
   let wh: WebhookProcess | undefined;
   let policyFile = "";
+  let stack: TrainerStack | undefined;
   let started = 0;
   const uids = new Map<string, string>();
 
@@ -340,14 +342,13 @@ describe("Kubeflow Trainer v2.3.0 and JobSet v0.12.0: TrainJob pods through Quar
   before(async () => {
     if ("skip" in bins || !operator) return;
     started = performance.now();
-    cp = await startControlPlane({ controllers: [JOB_CONTROLLER] });
-    await installTrainerCrds(cp);
-    await installOperatorCrds(cp);
-    jobset = await startJobSet(cp, bins.jobset);
-    trainer = await startTrainer(cp, bins.trainer);
-    v1 = await startOperator(cp, operator);
-    const runtimes = await installDefaultRuntimes(cp);
-    assert.ok(runtimes.includes("torch-distributed"), `default runtimes: ${runtimes.join(", ")}`);
+    stack = await startTrainerStack({
+      bins: { ...bins, operator },
+      policy: POLICY,
+      namespaces: [NS, CAPPED, TTL_NS, TTL_DEFAULT_NS].map((name) => ({ name, optedIn: true })),
+    });
+    ({ cp, jobset, trainer, operator: v1, wh } = stack);
+    policyFile = `${cp.dir}/policy.yaml`;
     // torch-distributed with GPUs in the runtime itself, for a TrainJob that leaves resourcesPerNode out.
     const torch = await cp.api("GET", "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-distributed");
     assert.equal(torch.status, 200, JSON.stringify(torch.body));
@@ -360,25 +361,6 @@ describe("Kubeflow Trainer v2.3.0 and JobSet v0.12.0: TrainJob pods through Quar
       spec: withGpus,
     });
     assert.equal(rt.status, 201, JSON.stringify(rt.body));
-
-    const own = await startOwnWebhook(cp, POLICY);
-    wh = own.wh;
-    policyFile = `${cp.dir}/policy.yaml`;
-    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own.configs }));
-    assert.equal(applied.code, 0, applied.stderr);
-    for (const ns of [NS, CAPPED, TTL_NS, TTL_DEFAULT_NS]) await createNamespace(cp, ns, { "quartermaster.dev/enabled": "true" });
-    // A new configuration takes effect asynchronously: dry-run GPU pods until Quartermaster's pod webhook sees one.
-    let probes = 0;
-    await cp.until("Quartermaster's webhooks to take effect", async () => {
-      const name = `probe-${++probes}`;
-      await cp.api("POST", `/api/v1/namespaces/${NS}/pods?dryRun=All`, {
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: { name },
-        spec: { containers: [{ name: "c", image: "registry.invalid/probe:1", resources: { limits: { "nvidia.com/gpu": "1" } } }] },
-      });
-      return (await wh!.awaitAdmissions(name, 1, 1000)).some((l) => l.webhook === "mutate-pods");
-    });
 
     for (const c of CASES) {
       const r = await createTrainJob(NS, c.name, c.spec);
@@ -397,11 +379,7 @@ describe("Kubeflow Trainer v2.3.0 and JobSet v0.12.0: TrainJob pods through Quar
   });
 
   after(async () => {
-    await wh?.stop();
-    await v1?.stop();
-    await trainer?.stop();
-    await jobset?.stop();
-    await cp?.stop();
+    await stack?.stop();
     if (started) console.log(`trainer: suite took ${((performance.now() - started) / 1000).toFixed(1)} s`);
   });
 

@@ -251,6 +251,24 @@ export async function startOwnWebhook(
   return { wh, sa, configs: await renderWebhookConfigurations(cp, wh.port, wh.caPem) };
 }
 
+/**
+ * Waits until Quartermaster's pod webhook is called for GPU pods in `namespace` (a webhook configuration takes
+ * effect asynchronously): dry-run GPU pods until the server logs one.
+ */
+export async function waitForPodWebhook(cp: ControlPlane, wh: WebhookProcess, namespace: string): Promise<void> {
+  let probes = 0;
+  await cp.until("Quartermaster's webhooks to take effect", async () => {
+    const name = `probe-${++probes}`;
+    await cp.api("POST", `/api/v1/namespaces/${namespace}/pods?dryRun=All`, {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name },
+      spec: { containers: [{ name: "c", image: "registry.invalid/probe:1", resources: { limits: { "nvidia.com/gpu": "1" } } }] },
+    });
+    return (await wh.awaitAdmissions(name, 1, 1000)).some((l) => l.webhook === "mutate-pods");
+  });
+}
+
 /** Installs the project's Kubeflow CRDs and waits until they are established; throws with kubectl's output. */
 export async function installKubeflowCrds(cp: ControlPlane): Promise<void> {
   for (const args of [
