@@ -35,6 +35,8 @@ import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { kueueAdmissionOnly, queueNameOf } from "../src/admission/kueue.js";
+import { NO_QUEUE, readQueue, type QueueRead } from "../src/admission/queue.js";
+import { isGpuResource } from "../src/core/gpu.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { CONFLICT } from "../src/admission/response.js";
 import type { KubeObject } from "../src/core/kube.js";
@@ -45,6 +47,7 @@ import { enforce } from "../src/validate/enforcement.js";
 import { claimReadFindings } from "../src/validate/claims.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
+import { jobPodSets, queueCapacityFindings } from "../src/validate/queue-capacity.js";
 import { merge, type Findings } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
@@ -53,6 +56,8 @@ import type { WebhookDeps } from "./deps.js";
 
 /** Passes the job rules make over each replica template (see `src/admission/cost.ts`). */
 export const VALIDATE_JOB_PASSES = 8;
+/** One more for a queued job's CREATE: its pod sets against its ClusterQueue (`queue-capacity`). */
+const QUEUE_CAPACITY_PASSES = 1;
 
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
@@ -72,7 +77,8 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       const admission = request.oldObject && !request.subResource ? kueueAdmissionOnly(request.oldObject, request.object, kind) : undefined;
       const old = request.oldObject && !admission ? templates(request.oldObject, kind) : [];
       const specs = request.subResource ? [] : [...templates(request.object, kind), ...old];
-      return specsCost(specs, VALIDATE_JOB_PASSES, policy.gpu.resources);
+      const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
+      return specsCost(specs, VALIDATE_JOB_PASSES + (queued ? QUEUE_CAPACITY_PASSES : 0), policy.gpu.resources);
     },
     validate(request) {
       const kind = jobKindOf(request, policy.jobKinds)!;
@@ -84,6 +90,18 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       };
       const namespace = request.namespace ?? "";
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
+      // A queued job's LocalQueue, ClusterQueue and GPU flavors (`queue-capacity`), within the job lookup's bound.
+      const readQueueOf = (job: KubeObject, ns: string): QueueRead | Promise<QueueRead> =>
+        readQueue({
+          job,
+          namespace: ns,
+          isGpu: (r) => isGpuResource(r, policy.gpu.resources),
+          reader: deps.jobs,
+          timeoutMs: policy.clusterSpec.jobLookupTimeoutMs,
+        });
+      // A TrainJob's GPUs may be its runtime's: asked for as read. A v1 job without any GPU has nothing to check.
+      const asksForGpus = (job: KubeObject, k: JobKind): boolean =>
+        jobShape(k).layout === "runtime" || jobPodSets(job, k, ctx).some((p) => [...p.gpus.values()].some((n) => n > 0n));
       if (request.subResource === "scale") {
         const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
         const decide = (read: JobReadResult): ValidationResult => {
@@ -104,7 +122,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const read = readJob({ kind, namespace, name, jobs: deps.jobs, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
-      const decide = (runtime: RuntimeRead, { known, failures }: ClaimsRead): ValidationResult => {
+      const decide = (runtime: RuntimeRead, { known, failures }: ClaimsRead, queue: QueueRead): ValidationResult => {
         const withClaims = { ...ctx, claims: known };
         const check = (job: KubeObject) =>
           merge(
@@ -131,15 +149,18 @@ export function validateJobs(deps: WebhookDeps): Webhook {
             { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: found.violations.map((v) => v.message) },
             "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
           );
+        const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-        return enforce(merge(unread, found), policy.enforcement, namespace);
+        return enforce(merge(unread, found, capacityOfQueue), policy.enforcement, namespace);
       };
       const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
       const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
       const runtime = readRuntimeOf(request.object, kind, namespace);
-      // No runtime to read (a v1 kind) and no claims: decided at once.
-      if (!(runtime instanceof Promise) && !(claims instanceof Promise)) return decide(runtime, claims);
-      return Promise.all([runtime, claims]).then(([r, c]) => decide(r, c));
+      const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
+      const queue = queued && asksForGpus(request.object, kind) ? readQueueOf(request.object, namespace) : NO_QUEUE;
+      // No runtime to read (a v1 kind), no claims, not queued: decided at once.
+      if (!(runtime instanceof Promise) && !(claims instanceof Promise) && !(queue instanceof Promise)) return decide(runtime, claims, queue);
+      return Promise.all([runtime, claims, queue]).then(([r, c, q]) => decide(r, c, q));
     },
   });
 }
