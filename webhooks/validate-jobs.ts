@@ -26,9 +26,16 @@
  * node labels select an accelerator or partition outside `allowedAccelerators`/`allowedPartitions`), with a
  * message that names those node labels (the flavor's name is in the Workload, not in the job) and the job's queue;
  * any other violation the update still shows is only a warning. Such an UPDATE is priced on the new object alone,
- * so a job admitted at CREATE is not refused by the cost bound for being checked twice. The refusal is logged;
- * TODO(issue 33): an Event on the job saying the same (the webhook process has no Event writer and no RBAC to
- * create Events: `src/kube/rest.ts` does GETs only).
+ * so a job admitted at CREATE is not refused by the cost bound for being checked twice. The refusal is logged, and
+ * a Warning Event on the job says the same (reason `KueueAdmissionRefused`, `kueueAdmissionRefusedEvent` in
+ * src/reconcile/events.ts), written through `deps.events` in the background (src/kube/events.ts): never delaying
+ * or changing the answer, never on a dry run (the webhook's sideEffects is NoneOnDryRun).
+ *
+ * Kueue's queues (issue 33, rule `queue-capacity`): at CREATE, a job that carries a queue name and asks for GPUs
+ * has its LocalQueue, ClusterQueue and the queue's GPU flavors read (src/admission/queue.ts, through the same
+ * reader and within the same time bound as the runtime, in parallel with it) and is refused when the ClusterQueue
+ * can never admit it (src/validate/queue-capacity.ts). A queue that cannot be read is a warning, never a refusal.
+ * A job without a queue name reads nothing.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
@@ -39,6 +46,7 @@ import { NO_QUEUE, readQueue, type QueueRead } from "../src/admission/queue.js";
 import { isGpuResource } from "../src/core/gpu.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { CONFLICT } from "../src/admission/response.js";
+import { errorMessage } from "../src/core/errors.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup.js";
 import { jobShape } from "../src/topology/shape.js";
@@ -47,6 +55,7 @@ import { enforce } from "../src/validate/enforcement.js";
 import { claimReadFindings } from "../src/validate/claims.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
+import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
 import { jobPodSets, queueCapacityFindings } from "../src/validate/queue-capacity.js";
 import { merge, type Findings } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
@@ -61,6 +70,14 @@ const QUEUE_CAPACITY_PASSES = 1;
 
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
+  // A writer is not to throw; if one does, the answer is the same and the log says why.
+  const writeEvent = (event: KubeObject): void => {
+    try {
+      deps.events?.write(event);
+    } catch (err) {
+      deps.log.warn({ err: errorMessage(err) }, "Event not written");
+    }
+  };
   const templates = (job: unknown, kind: JobKind): unknown[] => {
     const shape = jobShape(kind);
     // A TrainJob is priced on its own part (its `node` Job); its runtime's templates are an administrator's.
@@ -144,14 +161,18 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const worse = update ? newOrWorse(now, check(request.oldObject!)) : now;
         const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
         const found = admission ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
-        if (admission && found.violations.length > 0)
-          deps.log.warn(
-            { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: found.violations.map((v) => v.message) },
-            "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
-          );
         const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-        return enforce(merge(unread, found, capacityOfQueue), policy.enforcement, namespace);
+        const result = enforce(merge(unread, found, capacityOfQueue), policy.enforcement, namespace);
+        if (admission && result.violations.length > 0) {
+          deps.log.warn(
+            { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: result.violations.map((v) => v.message) },
+            "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
+          );
+          // Off the admission path: the writer returns at once and never throws. Not for a dry run (sideEffects NoneOnDryRun).
+          if (request.dryRun !== true) writeEvent(kueueAdmissionRefusedEvent(request.object, kind, result.violations, deps.now()));
+        }
+        return result;
       };
       const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
       const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
