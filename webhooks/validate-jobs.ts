@@ -26,17 +26,27 @@
  * node labels select an accelerator or partition outside `allowedAccelerators`/`allowedPartitions`), with a
  * message that names those node labels (the flavor's name is in the Workload, not in the job) and the job's queue;
  * any other violation the update still shows is only a warning. Such an UPDATE is priced on the new object alone,
- * so a job admitted at CREATE is not refused by the cost bound for being checked twice. The refusal is logged;
- * TODO(issue 33): an Event on the job saying the same (the webhook process has no Event writer and no RBAC to
- * create Events: `src/kube/rest.ts` does GETs only).
+ * so a job admitted at CREATE is not refused by the cost bound for being checked twice. The refusal is logged, and
+ * a Warning Event on the job says the same (reason `KueueAdmissionRefused`, `kueueAdmissionRefusedEvent` in
+ * src/reconcile/events.ts), written through `deps.events` in the background (src/kube/events.ts): never delaying
+ * or changing the answer, never on a dry run (the webhook's sideEffects is NoneOnDryRun).
+ *
+ * Kueue's queues (issue 33, rule `queue-capacity`): at CREATE, a job that carries a queue name and asks for GPUs
+ * has its LocalQueue, ClusterQueue and the queue's GPU flavors read (src/admission/queue.ts, through the same
+ * reader and within the same time bound as the runtime, in parallel with it) and is refused when the ClusterQueue
+ * can never admit it (src/validate/queue-capacity.ts). A queue that cannot be read is a warning, never a refusal.
+ * A job without a queue name reads nothing.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { kueueAdmissionOnly, queueNameOf } from "../src/admission/kueue.js";
+import { NO_QUEUE, readQueue, type QueueRead } from "../src/admission/queue.js";
+import { isGpuResource } from "../src/core/gpu.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { CONFLICT } from "../src/admission/response.js";
+import { errorMessage } from "../src/core/errors.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup.js";
 import { jobShape } from "../src/topology/shape.js";
@@ -45,6 +55,8 @@ import { enforce } from "../src/validate/enforcement.js";
 import { claimReadFindings } from "../src/validate/claims.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
+import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
+import { jobPodSets, queueCapacityFindings } from "../src/validate/queue-capacity.js";
 import { merge, type Findings } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
@@ -53,9 +65,19 @@ import type { WebhookDeps } from "./deps.js";
 
 /** Passes the job rules make over each replica template (see `src/admission/cost.ts`). */
 export const VALIDATE_JOB_PASSES = 8;
+/** One more for a queued job's CREATE: its pod sets against its ClusterQueue (`queue-capacity`). */
+const QUEUE_CAPACITY_PASSES = 1;
 
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
+  // A writer is not to throw; if one does, the answer is the same and the log says why.
+  const writeEvent = (event: KubeObject): void => {
+    try {
+      deps.events?.write(event);
+    } catch (err) {
+      deps.log.warn({ err: errorMessage(err) }, "Event not written");
+    }
+  };
   const templates = (job: unknown, kind: JobKind): unknown[] => {
     const shape = jobShape(kind);
     // A TrainJob is priced on its own part (its `node` Job); its runtime's templates are an administrator's.
@@ -72,7 +94,8 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       const admission = request.oldObject && !request.subResource ? kueueAdmissionOnly(request.oldObject, request.object, kind) : undefined;
       const old = request.oldObject && !admission ? templates(request.oldObject, kind) : [];
       const specs = request.subResource ? [] : [...templates(request.object, kind), ...old];
-      return specsCost(specs, VALIDATE_JOB_PASSES, policy.gpu.resources);
+      const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
+      return specsCost(specs, VALIDATE_JOB_PASSES + (queued ? QUEUE_CAPACITY_PASSES : 0), policy.gpu.resources);
     },
     validate(request) {
       const kind = jobKindOf(request, policy.jobKinds)!;
@@ -84,6 +107,18 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       };
       const namespace = request.namespace ?? "";
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
+      // A queued job's LocalQueue, ClusterQueue and GPU flavors (`queue-capacity`), within the job lookup's bound.
+      const readQueueOf = (job: KubeObject, ns: string): QueueRead | Promise<QueueRead> =>
+        readQueue({
+          job,
+          namespace: ns,
+          isGpu: (r) => isGpuResource(r, policy.gpu.resources),
+          reader: deps.jobs,
+          timeoutMs: policy.clusterSpec.jobLookupTimeoutMs,
+        });
+      // A TrainJob's GPUs may be its runtime's: asked for as read. A v1 job without any GPU has nothing to check.
+      const asksForGpus = (job: KubeObject, k: JobKind): boolean =>
+        jobShape(k).layout === "runtime" || jobPodSets(job, k, ctx).some((p) => [...p.gpus.values()].some((n) => n > 0n));
       if (request.subResource === "scale") {
         const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
         const decide = (read: JobReadResult): ValidationResult => {
@@ -104,7 +139,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const read = readJob({ kind, namespace, name, jobs: deps.jobs, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
-      const decide = (runtime: RuntimeRead, { known, failures }: ClaimsRead): ValidationResult => {
+      const decide = (runtime: RuntimeRead, { known, failures }: ClaimsRead, queue: QueueRead): ValidationResult => {
         const withClaims = { ...ctx, claims: known };
         const check = (job: KubeObject) =>
           merge(
@@ -126,20 +161,27 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const worse = update ? newOrWorse(now, check(request.oldObject!)) : now;
         const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
         const found = admission ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
-        if (admission && found.violations.length > 0)
+        const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
+        // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
+        const result = enforce(merge(unread, found, capacityOfQueue), policy.enforcement, namespace);
+        if (admission && result.violations.length > 0) {
           deps.log.warn(
-            { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: found.violations.map((v) => v.message) },
+            { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: result.violations.map((v) => v.message) },
             "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
           );
-        // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-        return enforce(merge(unread, found), policy.enforcement, namespace);
+          // Off the admission path: the writer returns at once and never throws. Not for a dry run (sideEffects NoneOnDryRun).
+          if (request.dryRun !== true) writeEvent(kueueAdmissionRefusedEvent(request.object, kind, result.violations, deps.now()));
+        }
+        return result;
       };
       const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
       const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
       const runtime = readRuntimeOf(request.object, kind, namespace);
-      // No runtime to read (a v1 kind) and no claims: decided at once.
-      if (!(runtime instanceof Promise) && !(claims instanceof Promise)) return decide(runtime, claims);
-      return Promise.all([runtime, claims]).then(([r, c]) => decide(r, c));
+      const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
+      const queue = queued && asksForGpus(request.object, kind) ? readQueueOf(request.object, namespace) : NO_QUEUE;
+      // No runtime to read (a v1 kind), no claims, not queued: decided at once.
+      if (!(runtime instanceof Promise) && !(claims instanceof Promise) && !(queue instanceof Promise)) return decide(runtime, claims, queue);
+      return Promise.all([runtime, claims, queue]).then(([r, c, q]) => decide(r, c, q));
     },
   });
 }

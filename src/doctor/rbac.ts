@@ -6,6 +6,7 @@
  * the cluster's real authorizer rather than from reading Roles.
  */
 import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
+import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../admission/queue.js";
 import type { Policy } from "../policy/types.js";
 import { JOBSET_KIND } from "../topology/jobset.js";
 import { LEDGER_INDEX_NAME, shardName } from "../reconcile/ledger-shards.js";
@@ -74,6 +75,12 @@ export function requiredAccess(
   if ((policy.gpu?.deviceClasses.length ?? 0) > 0)
     for (const k of [RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE])
       need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: "critical", why: `GPUs asked for through ${k.kind}s (DRA)` });
+  // Kueue (src/admission/queue.ts): a queued job's LocalQueue, ClusterQueue and flavors, read at CREATE for
+  // queue-capacity; without them the rule is skipped with a warning. Harmless where Kueue is not installed.
+  for (const k of [LOCAL_QUEUE, CLUSTER_QUEUE, RESOURCE_FLAVOR])
+    need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `queue-capacity for queued jobs (Kueue ${k.kind}s)` });
+  // src/kube/events.ts: an Event on a job whose Kueue admission UPDATE /validate/jobs refused.
+  need(webhook, ["create"], { group: "", resource: "events", ifDenied: "warning", why: "an Event on a job whose Kueue admission is refused" });
   need(webhook, ["get"], {
     group: "",
     resource: "configmaps",

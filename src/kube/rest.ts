@@ -1,9 +1,10 @@
 /**
  * @module
- * A plain `node:https` GET of one API object, for the webhook server's two reads (a training job on the
- * admission path, the ledger index in the background). Why not @kubernetes/client-node here: loading it
- * adds ~70 MiB of resident memory to the process (measured with node 20: 40 → 112 MiB), more than
- * everything else the server holds under load, for two GETs of known paths. The reconciler and the CLI
+ * A plain `node:https` GET of one API object, for the webhook server's reads (a training job and the objects
+ * read like it on the admission path, the ledger index in the background), and a POST of one object, for its
+ * one write (an Event on a job whose Kueue admission was refused, `events.ts`). Why not @kubernetes/client-node
+ * here: loading it adds ~70 MiB of resident memory to the process (measured with node 20: 40 → 112 MiB), more
+ * than everything else the server holds under load, for a few requests of known paths. The reconciler and the CLI
  * commands keep client-node.
  *
  * The credentials are the ones client-node's `loadFromDefault` would pick (the `--kubeconfig` file, else
@@ -20,12 +21,14 @@ import { parse } from "yaml";
 import { NoKubeconfigError } from "../core/errors.js";
 import { kubeconfigSource, SERVICE_ACCOUNT_DIR } from "./client.js";
 
-/** A GET that has not answered in this time is abandoned (the admission path has its own, shorter bound). */
+/** A request that has not answered in this time is abandoned (the admission path has its own, shorter bound). */
 const REQUEST_TIMEOUT_MS = 10_000;
 
 export interface RestClient {
   /** The JSON object at `path` (e.g. `/api/v1/namespaces/q/configmaps/x`); undefined when it does not exist (404). */
   get(path: string): Promise<unknown>;
+  /** Creates `body` at the collection `path` (e.g. `/api/v1/namespaces/q/events`); the created object. Any non-2xx rejects. */
+  post(path: string, body: unknown, timeoutMs?: number): Promise<unknown>;
 }
 
 /** A failed GET; `code` is the HTTP status, where client-node puts it (see `statusOf`). */
@@ -118,50 +121,58 @@ function client(t: Target): RestClient {
     ? new HttpsAgent({ keepAlive: true, maxSockets: 16, ca: t.ca, cert: t.cert, key: t.key, rejectUnauthorized: !t.insecure, servername: t.servername })
     : new HttpAgent({ keepAlive: true, maxSockets: 16 });
   const prefix = t.server.pathname.replace(/\/$/, "");
-  return {
-    async get(path) {
-      const token = await t.token?.();
-      return new Promise((resolve, reject) => {
-        const req = (https ? httpsRequest : httpRequest)(
-          {
-            protocol: t.server.protocol,
-            hostname: t.server.hostname.replace(/^\[|\]$/g, ""),
-            port: t.server.port,
-            path: prefix + path,
-            method: "GET",
-            agent,
-            timeout: REQUEST_TIMEOUT_MS,
-            headers: { accept: "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+  /** One request. A GET answered 404 resolves to undefined (no such object); any other non-2xx rejects. */
+  const send = async (method: "GET" | "POST", path: string, body: unknown, timeoutMs: number): Promise<unknown> => {
+    const token = await t.token?.();
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    return new Promise((resolve, reject) => {
+      const req = (https ? httpsRequest : httpRequest)(
+        {
+          protocol: t.server.protocol,
+          hostname: t.server.hostname.replace(/^\[|\]$/g, ""),
+          port: t.server.port,
+          path: prefix + path,
+          method,
+          agent,
+          timeout: timeoutMs,
+          headers: {
+            accept: "application/json",
+            ...(payload ? { "content-type": "application/json", "content-length": String(payload.length) } : {}),
+            ...(token ? { authorization: `Bearer ${token}` } : {}),
           },
-          (res) => {
-            const chunks: Buffer[] = [];
-            res.on("data", (c: Buffer) => chunks.push(c));
-            res.on("error", reject);
-            res.on("end", () => {
-              const status = res.statusCode ?? 0;
-              const text = Buffer.concat(chunks).toString("utf8");
-              if (status === 404) return resolve(undefined);
-              if (status < 200 || status >= 300) {
-                let message = text.slice(0, 300);
-                try {
-                  message = (JSON.parse(text) as { message?: string }).message ?? message;
-                } catch {
-                  /* not a Status: keep the text */
-                }
-                return reject(new RestError(status, `GET ${path}: HTTP ${status}: ${message}`));
-              }
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("error", reject);
+          res.on("end", () => {
+            const status = res.statusCode ?? 0;
+            const text = Buffer.concat(chunks).toString("utf8");
+            if (status === 404 && method === "GET") return resolve(undefined);
+            if (status < 200 || status >= 300) {
+              let message = text.slice(0, 300);
               try {
-                resolve(JSON.parse(text));
-              } catch (err) {
-                reject(new Error(`GET ${path}: the answer is not JSON: ${(err as Error).message}`));
+                message = (JSON.parse(text) as { message?: string }).message ?? message;
+              } catch {
+                /* not a Status: keep the text */
               }
-            });
-          },
-        );
-        req.on("timeout", () => req.destroy(new Error(`GET ${path}: no answer in ${REQUEST_TIMEOUT_MS} ms`)));
-        req.on("error", reject);
-        req.end();
-      });
-    },
+              return reject(new RestError(status, `${method} ${path}: HTTP ${status}: ${message}`));
+            }
+            try {
+              resolve(JSON.parse(text));
+            } catch (err) {
+              reject(new Error(`${method} ${path}: the answer is not JSON: ${(err as Error).message}`));
+            }
+          });
+        },
+      );
+      req.on("timeout", () => req.destroy(new Error(`${method} ${path}: no answer in ${timeoutMs} ms`)));
+      req.on("error", reject);
+      req.end(payload);
+    });
+  };
+  return {
+    get: (path) => send("GET", path, undefined, REQUEST_TIMEOUT_MS),
+    post: (path, body, timeoutMs = REQUEST_TIMEOUT_MS) => send("POST", path, body, timeoutMs),
   };
 }

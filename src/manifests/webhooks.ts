@@ -59,7 +59,7 @@ export interface MatchCondition {
 export interface RenderedWebhook {
   name: string;
   admissionReviewVersions: string[];
-  sideEffects: "None";
+  sideEffects: "None" | "NoneOnDryRun";
   reinvocationPolicy?: "IfNeeded" | "Never";
   timeoutSeconds: number;
   failurePolicy: "Ignore" | "Fail";
@@ -225,7 +225,7 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
   const hook = (name: string, path: string, failurePolicy: "Ignore" | "Fail", rules: RuleWithOperations[], extra: Partial<RenderedWebhook> = {}): RenderedWebhook => ({
     name,
     admissionReviewVersions: ["v1"],
-    sideEffects: "None",
+    sideEffects: extra.sideEffects ?? "None",
     ...(extra.reinvocationPolicy ? { reinvocationPolicy: extra.reinvocationPolicy } : {}),
     timeoutSeconds: policy.webhook.timeoutSeconds,
     failurePolicy,
@@ -253,7 +253,9 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
     metadata: { name: WEBHOOK_CONFIGURATION_NAME },
     webhooks: [
       hook("pods.validate.quartermaster.dev", "/validate/pods", "Fail", [podRule(["CREATE"], "pods"), podRule(["UPDATE"], "pods/resize")], { matchConditions: trainingPods }),
-      hook("jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale")]),
+      hook("jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale")], {
+        sideEffects: "NoneOnDryRun",
+      }),
       ...(policy.gpu.deviceClasses.length > 0 ? [hook("claims.validate.quartermaster.dev", "/validate/claims", "Fail", [claimRule])] : []),
     ],
   };
@@ -273,7 +275,8 @@ const WEBHOOK_COMMENTS: Readonly<Record<string, string>> = {
     " Fail: platform limits are the point; a pod that skipped them could hold GPUs it may not have. Also\n" +
     " in-place resizes (pods/resize), so cpu/memory limits cannot be raised after creation.",
   "jobs.validate.quartermaster.dev":
-    " Fail, as for pods: a job over its limits must not start, nor be scaled past them (the /scale subresource).",
+    " Fail, as for pods: a job over its limits must not start, nor be scaled past them (the /scale subresource).\n" +
+    " NoneOnDryRun: when it refuses Kueue's admission of a job it writes an Event on the job, never on a dry run.",
   "claims.validate.quartermaster.dev":
     " Fail, as for pods: a ResourceClaim or ResourceClaimTemplate (DRA, resource.k8s.io/v1) asking for more GPU\n" +
     " devices than a pod may have, or for accelerators the namespace may not use, is refused when it is created.",

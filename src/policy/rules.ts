@@ -89,6 +89,13 @@ export const RULES: readonly RuleInfo[] = [
     description: "The job asks for no more GPUs than the whole cluster has (the device ledger's totals).",
   },
   {
+    name: "queue-capacity",
+    webhooks: JOBS,
+    configurable: true,
+    description:
+      "At CREATE, a job queued in Kueue (`kueue.x-k8s.io/queue-name`) asks for no GPUs its ClusterQueue can never admit: a GPU resource the queue has no quota for, a replica no flavor fits, a replica over every fitting flavor's nominalQuota + borrowingLimit, or the job over their sum. A queue or flavor that cannot be read is a warning, never a refusal.",
+  },
+  {
     name: "job-scale",
     webhooks: JOBS,
     configurable: false,

@@ -1,8 +1,9 @@
 /**
  * @module
- * Kubernetes Events on the job for what a pass did to it, pure: one Event per job and reason a pass (with the
- * count and the first names), not one per object, so a pass over thousands of pods does not flood the API.
- * Written as core/v1 Events without `eventTime` (the form `kubectl describe` and every dashboard show).
+ * Kubernetes Events on the job, pure: for what a reconcile pass did to it, one Event per job and reason a pass
+ * (with the count and the first names), not one per object, so a pass over thousands of pods does not flood the
+ * API; and the webhook's one Event, on a job whose Kueue admission it refused. Written as core/v1 Events without
+ * `eventTime` (the form `kubectl describe` and every dashboard show).
  */
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
@@ -75,4 +76,47 @@ export function jobEvents(outcomes: readonly JobEventOutcome[], now: Date): Kube
       count: 1,
     };
   });
+}
+
+/** The webhook's Events (the reconciler's are {@link EVENT_SOURCE}'s). */
+export const WEBHOOK_EVENT_SOURCE = "quartermaster-webhook";
+/** The reason of the Event on a job whose Kueue admission UPDATE `/validate/jobs` refused (issue 33). */
+export const KUEUE_ADMISSION_REFUSED = "KueueAdmissionRefused";
+const MAX_MESSAGE = 1024;
+
+/**
+ * The Warning Event on `job` (of `kind`) saying why Quartermaster refused Kueue's admission UPDATE: the refusal's
+ * own text, one `field: message` per violation (each names the node labels Kueue wrote and the queue). Kueue only
+ * sees its UPDATE fail in its own log; `kubectl describe` on the job shows this.
+ */
+export function kueueAdmissionRefusedEvent(
+  job: KubeObject,
+  kind: JobKind,
+  violations: ReadonlyArray<{ field: string; message: string }>,
+  now: Date,
+): KubeObject {
+  const meta = (job.metadata ?? {}) as { name?: unknown; namespace?: unknown; uid?: unknown };
+  const name = String(meta.name ?? "");
+  const namespace = String(meta.namespace ?? "");
+  const at = now.toISOString().replace(/\.\d+Z$/, "Z");
+  const text = `Quartermaster refused Kueue's admission of the job: ${violations.map((v) => `${v.field}: ${v.message}`).join("; ")}`;
+  return {
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: { generateName: `${name}.`, namespace },
+    involvedObject: {
+      apiVersion: `${kind.group}/${kind.version}`,
+      kind: kind.kind,
+      name,
+      namespace,
+      ...(typeof meta.uid === "string" && meta.uid !== "" ? { uid: meta.uid } : {}),
+    },
+    reason: KUEUE_ADMISSION_REFUSED,
+    message: text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE - 3)}...` : text,
+    type: "Warning",
+    source: { component: WEBHOOK_EVENT_SOURCE },
+    firstTimestamp: at,
+    lastTimestamp: at,
+    count: 1,
+  };
 }

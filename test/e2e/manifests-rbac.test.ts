@@ -21,6 +21,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { describe, it } from "node:test";
 import { COMMANDS } from "../../src/cli/command-list.js";
 import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../../src/admission/claims.js";
+import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../../src/admission/queue.js";
 import { TRAINER } from "../../src/core/job-shapes.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { JOBSET_KIND } from "../../src/topology/jobset.js";
@@ -39,9 +40,19 @@ const JOBS = (verb: string, kinds: ReadonlyArray<{ group: string; plural: string
 /**
  * What the webhook's one reader (src/kube/jobs.ts, `get` of any namespaced or cluster-scoped object) reads
  * besides the job kinds: a TrainJob's runtimes, a TensorFlow TrainJob pod's JobSet, the ResourceClaims and
- * templates pods name (DRA).
+ * templates pods name (DRA), a queued job's Kueue LocalQueue, ClusterQueue and ResourceFlavors (src/admission/queue.ts).
  */
-const READ_TOO = [...TRAINER.runtimeKinds.map((kind) => runtimeKind({ kind, apiGroup: TRAINER.group })), JOBSET_KIND, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE];
+const READ_TOO = [
+  ...TRAINER.runtimeKinds.map((kind) => runtimeKind({ kind, apiGroup: TRAINER.group })),
+  JOBSET_KIND,
+  RESOURCE_CLAIM,
+  RESOURCE_CLAIM_TEMPLATE,
+  LOCAL_QUEUE,
+  CLUSTER_QUEUE,
+  RESOURCE_FLAVOR,
+];
+/** Those of {@link READ_TOO} that are cluster-scoped (read with namespace "", `getClusterCustomObject`). */
+const CLUSTER_SCOPED = new Set(["ClusterTrainingRuntime", CLUSTER_QUEUE.kind, RESOURCE_FLAVOR.kind]);
 const core = (verb: string, resource: string): Target => ({ verb, group: "", resources: [resource] });
 const g =
   (group: string) =>
@@ -73,12 +84,12 @@ const METHODS_IN: Record<string, typeof METHODS> = {
       ...JOBS("get"),
       ...JOBS(
         "get",
-        READ_TOO.filter((k) => k.kind !== "ClusterTrainingRuntime"),
+        READ_TOO.filter((k) => !CLUSTER_SCOPED.has(k.kind)),
       ),
     ],
     "CustomObjectsApi.getClusterCustomObject": JOBS(
       "get",
-      READ_TOO.filter((k) => k.kind === "ClusterTrainingRuntime"),
+      READ_TOO.filter((k) => CLUSTER_SCOPED.has(k.kind)),
     ).map((t) => ({ ...t, cluster: true as const })),
   },
 };

@@ -240,7 +240,7 @@ describe("doctor: RBAC", () => {
   const key = (a: { serviceAccount: string; verb: string; group: string; resource: string; namespace: string; name?: string }): string =>
     `${a.serviceAccount.split("/")[1]} ${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.name ? `/${a.name}` : ""}${a.namespace ? ` in ${a.namespace}` : ""}`;
 
-  it("the webhook needs a GET of each job kind, of what else its reader reads, and of the ledger index, nothing else", () => {
+  it("the webhook needs a GET of each job kind, of what else its reader reads, of the ledger index, and to create Events, nothing else", () => {
     const webhook = requiredAccess(policy, NS)
       .filter((a) => a.serviceAccount === `${NS}/quartermaster-webhook`)
       .map(key);
@@ -251,6 +251,9 @@ describe("doctor: RBAC", () => {
       // A TensorFlow TrainJob pod's JobSet (its TF_CONFIG), and the ResourceClaims and templates pods name (DRA).
       "quartermaster-webhook get jobsets.jobset.x-k8s.io",
       ...["resourceclaims", "resourceclaimtemplates"].map((p) => `quartermaster-webhook get ${p}.resource.k8s.io`),
+      // A queued job's Kueue LocalQueue, ClusterQueue and flavors (queue-capacity), and the Event on a job whose Kueue admission is refused.
+      ...["localqueues", "clusterqueues", "resourceflavors"].map((p) => `quartermaster-webhook get ${p}.kueue.x-k8s.io`),
+      "quartermaster-webhook create events",
       "quartermaster-webhook get configmaps/quartermaster-ledger in quartermaster",
     ]);
   });

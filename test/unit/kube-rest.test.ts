@@ -19,9 +19,23 @@ import { defaultPolicy } from "../../src/policy/load.js";
 import { capturingLogger, makeCerts } from "../fixtures/https.js";
 
 const dir = mkdtempSync(join(tmpdir(), "qm-rest-"));
-const seen: Array<{ path: string; auth?: string; clientCert?: string }> = [];
+const seen: Array<{ path: string; auth?: string; clientCert?: string; method?: string; body?: string; type?: string }> = [];
 
 function handler(req: IncomingMessage, res: ServerResponse): void {
+  if (req.method === "POST") {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks).toString("utf8");
+      seen.push({ path: req.url!, auth: req.headers.authorization, method: "POST", body, type: req.headers["content-type"] });
+      const send = (status: number, out: unknown): void => void res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(out));
+      if (req.url === "/api/v1/namespaces/team-a/events") return send(201, { ...(JSON.parse(body) as object), metadata: { name: "e1", namespace: "team-a" } });
+      if (req.url === "/api/v1/namespaces/locked/events") return send(403, { kind: "Status", code: 403, message: "events is forbidden" });
+      if (req.url === "/api/v1/namespaces/gone/events") return send(404, { kind: "Status", code: 404, message: 'namespaces "gone" not found' });
+      send(500, {});
+    });
+    return;
+  }
   const peer = (req.socket as { getPeerCertificate?: () => { subject?: { CN?: string } } }).getPeerCertificate?.();
   seen.push({ path: req.url!, auth: req.headers.authorization, clientCert: peer?.subject?.CN });
   const send = (status: number, body: unknown): void => void res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
@@ -70,6 +84,25 @@ describe("restClient", () => {
     assert.ok(err instanceof RestError);
     assert.equal(err.code, 403);
     assert.match(err.message, /HTTP 403: configmaps "forbidden" is forbidden/);
+  });
+
+  it("POST: the JSON body with its content type and the bearer token; the created object back; 403 and 404 → RestError", async () => {
+    const rest = (await restClient(kubeconfig("post.yaml", `{server: "http://127.0.0.1:${port(plain)}"}`, "{token: abc}")))!;
+    const event = { apiVersion: "v1", kind: "Event", reason: "KueueAdmissionRefused" };
+    assert.deepEqual(await rest.post("/api/v1/namespaces/team-a/events", event), { ...event, metadata: { name: "e1", namespace: "team-a" } });
+    assert.deepEqual(
+      { ...seen.at(-1), body: JSON.parse(seen.at(-1)!.body!) as unknown },
+      { path: "/api/v1/namespaces/team-a/events", auth: "Bearer abc", method: "POST", body: event, type: "application/json" },
+    );
+    for (const [ns, code] of [
+      ["locked", 403],
+      ["gone", 404],
+    ] as const) {
+      const err = await rest.post(`/api/v1/namespaces/${ns}/events`, event).catch((e: unknown) => e);
+      assert.ok(err instanceof RestError, String(err));
+      assert.equal(err.code, code);
+      assert.match(err.message, new RegExp(`^POST /api/v1/namespaces/${ns}/events: HTTP ${code}`));
+    }
   });
 
   it("client certificate and CA from files relative to the kubeconfig; tokenFile re-read for each request", async () => {

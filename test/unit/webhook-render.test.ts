@@ -110,7 +110,8 @@ describe("webhook configurations render", () => {
       ["pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore", "IfNeeded", "None", 5],
       ["jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", "IfNeeded", "None", 5],
       ["pods.validate.quartermaster.dev", "/validate/pods", "Fail", "-", "None", 5],
-      ["jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", "-", "None", 5],
+      // NoneOnDryRun: a refused Kueue admission writes an Event on the job (never on a dry run).
+      ["jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", "-", "NoneOnDryRun", 5],
       ["claims.validate.quartermaster.dev", "/validate/claims", "Fail", "-", "None", 5],
     ]);
     const withoutDra = hooks({ ...policy, gpu: { ...policy.gpu, deviceClasses: [] } }).map((h) => h.name);

@@ -127,11 +127,12 @@ export async function runServer(flags: ServerSettings, io: CliIo): Promise<numbe
   const log = createLogger(flags.level);
   const policy = await loadPolicyOrReport(flags.policyFile, io);
   if (!policy) return 1;
-  const [{ startServer }, { createAdmissionMetrics }, { createWebhooks }, { createJobReader }] = await Promise.all([
+  const [{ startServer }, { createAdmissionMetrics }, { createWebhooks }, { createJobReader }, { createEventWriter }] = await Promise.all([
     import("../../server/serve.js"),
     import("../../server/metrics.js"),
     import("../../../webhooks/index.js"),
     import("../../kube/jobs.js"),
+    import("../../kube/events.js"),
   ]);
   const capacity =
     flags.ledgerRefreshSeconds > 0
@@ -152,7 +153,9 @@ export async function runServer(flags: ServerSettings, io: CliIo): Promise<numbe
     ttlMs: policy.clusterSpec.jobCacheTtlMs,
     observe: (result, seconds) => metrics.jobLookup(result, seconds),
   });
-  const webhooks = createWebhooks({ policy, log, jobs, capacity, now: () => new Date() });
+  // Events (a refused Kueue admission) go through the same connection settings as the reads, in the background.
+  const events = createEventWriter({ kubeconfig: flags.kubeconfig, log });
+  const webhooks = createWebhooks({ policy, log, jobs, capacity, events, now: () => new Date() });
   const server = await startServer({
     host: flags.host,
     port: flags.port,
