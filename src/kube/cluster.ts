@@ -428,7 +428,8 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       // Kueue's API: a 404 of the first list means Kueue is not installed (no section, no error).
       const list = (plural: string) =>
         paged(
-          async (cont) => (await custom.listClusterCustomObject({ group: KUEUE_GROUP, version: KUEUE_VERSION, plural, limit: PAGE_SIZE, _continue: cont })) as Page,
+          async (cont) =>
+            (await custom.listClusterCustomObject({ group: KUEUE_GROUP, version: KUEUE_VERSION, plural, limit: PAGE_SIZE, _continue: cont })) as Page,
           raw,
         );
       try {

@@ -179,57 +179,72 @@ export function selectsNode(nodeLabels: Readonly<Record<string, string>>, labels
 
 const emptyResource = (): KueueFlavorResource => ({ inUse: 0, kueueReserved: 0, kueueUsage: 0, physical: 0, quota: 0, quotas: [] });
 
+/** The flavors being built, by name; one a ClusterQueue names that does not exist is added as missing. */
+class Flavors {
+  readonly byName = new Map<string, KueueFlavor>();
+  constructor(resourceFlavors: readonly KubeObject[]) {
+    for (const f of resourceFlavors) {
+      const read = flavorLabels(f);
+      if (read) this.byName.set(read.name, { clusterQueues: [], name: read.name, nodeLabels: read.nodeLabels, nodes: 0, resources: {} });
+    }
+  }
+  get(name: string): KueueFlavor {
+    let f = this.byName.get(name);
+    if (!f) this.byName.set(name, (f = { clusterQueues: [], missing: true, name, nodeLabels: {}, nodes: 0, resources: {} }));
+    return f;
+  }
+  resource(flavor: string, resource: string): KueueFlavorResource {
+    return (this.get(flavor).resources[resource] ??= emptyResource());
+  }
+}
+
+/** A ClusterQueue's quotas of GPU resources, added to the flavors they name. */
+function addQuotas(flavors: Flavors, cq: KubeObject, gpu: readonly GpuPattern[]): void {
+  for (const q of clusterQueueQuotas(cq)) {
+    const f = flavors.get(q.flavor);
+    if (!f.clusterQueues.includes(q.clusterQueue)) f.clusterQueues.push(q.clusterQueue);
+    if (!isGpuResource(q.resource, gpu)) continue;
+    const r = flavors.resource(q.flavor, q.resource);
+    const { flavor: _f, resource: _r, ...quota } = q;
+    r.quotas.push(quota);
+    r.quota += q.nominalQuota;
+    if (q.cohort === undefined) continue;
+    if (q.borrowingLimit === undefined) r.unlimitedBorrowing = true;
+    else r.borrowingLimit = (r.borrowingLimit ?? 0) + q.borrowingLimit;
+  }
+}
+
+/** The nodes a flavor's nodeLabels select: counted, their allocatable and allocated GPUs added. */
+function addNodes(f: KueueFlavor, nodes: readonly KueueNode[]): void {
+  for (const node of nodes) {
+    if (!selectsNode(f.nodeLabels, node.labels)) continue;
+    f.nodes++;
+    for (const [resource, n] of Object.entries(node.allocatable)) if (n > 0 || f.resources[resource]) (f.resources[resource] ??= emptyResource()).physical += n;
+    for (const [resource, n] of Object.entries(node.allocated)) if (n > 0) (f.resources[resource] ??= emptyResource()).inUse += n;
+  }
+}
+
 /** The Kueue section of the ledger: per flavor, quota beside the GPUs of its nodes (see the module comment). */
 export function kueueLedger(kueue: KueueObjects, nodes: readonly KueueNode[], gpu: readonly GpuPattern[]): KueueLedger {
-  const flavors = new Map<string, KueueFlavor>();
-  for (const f of kueue.resourceFlavors) {
-    const read = flavorLabels(f);
-    if (read) flavors.set(read.name, { clusterQueues: [], name: read.name, nodeLabels: read.nodeLabels, nodes: 0, resources: {} });
-  }
-  const flavorOf = (name: string): KueueFlavor => {
-    let f = flavors.get(name);
-    if (!f) flavors.set(name, (f = { clusterQueues: [], missing: true, name, nodeLabels: {}, nodes: 0, resources: {} }));
-    return f;
-  };
+  const flavors = new Flavors(kueue.resourceFlavors);
   const usage = new Map<string, number>();
   const reserved = new Map<string, number>();
   for (const cq of kueue.clusterQueues) {
-    for (const q of clusterQueueQuotas(cq)) {
-      const f = flavorOf(q.flavor);
-      if (!f.clusterQueues.includes(q.clusterQueue)) f.clusterQueues.push(q.clusterQueue);
-      if (!isGpuResource(q.resource, gpu)) continue;
-      const r = (f.resources[q.resource] ??= emptyResource());
-      const { flavor: _f, resource: _r, ...quota } = q;
-      r.quotas.push(quota);
-      r.quota += q.nominalQuota;
-      if (q.cohort !== undefined) {
-        if (q.borrowingLimit === undefined) r.unlimitedBorrowing = true;
-        else r.borrowingLimit = (r.borrowingLimit ?? 0) + q.borrowingLimit;
-      }
-    }
+    addQuotas(flavors, cq, gpu);
     statusTotals(cq, "flavorsUsage", usage);
     statusTotals(cq, "flavorsReservation", reserved);
   }
-  for (const [key, n] of usage) {
-    const [flavor, resource] = key.split("\0") as [string, string];
-    if (isGpuResource(resource, gpu)) (flavorOf(flavor).resources[resource] ??= emptyResource()).kueueUsage = n;
-  }
-  for (const [key, n] of reserved) {
-    const [flavor, resource] = key.split("\0") as [string, string];
-    if (isGpuResource(resource, gpu)) (flavorOf(flavor).resources[resource] ??= emptyResource()).kueueReserved = n;
-  }
-  for (const f of flavors.values()) {
-    if (f.missing) continue;
-    for (const node of nodes) {
-      if (!selectsNode(f.nodeLabels, node.labels)) continue;
-      f.nodes++;
-      for (const [resource, n] of Object.entries(node.allocatable)) {
-        if (n > 0 || f.resources[resource]) (f.resources[resource] ??= emptyResource()).physical += n;
-      }
-      for (const [resource, n] of Object.entries(node.allocated)) if (n > 0) (f.resources[resource] ??= emptyResource()).inUse += n;
+  for (const [totals, field] of [
+    [usage, "kueueUsage"],
+    [reserved, "kueueReserved"],
+  ] as const) {
+    for (const [key, n] of totals) {
+      const [flavor, resource] = key.split("\0") as [string, string];
+      if (isGpuResource(resource, gpu)) flavors.resource(flavor, resource)[field] = n;
     }
   }
-  return { flavors: [...flavors.values()].sort((a, b) => cmp(a.name, b.name)).map(canonicalFlavor) };
+  for (const f of flavors.byName.values()) if (!f.missing) addNodes(f, nodes);
+  return { flavors: [...flavors.byName.values()].sort((a, b) => cmp(a.name, b.name)).map(canonicalFlavor) };
 }
 
 /** The flavor with its keys (and those of its resources) in sorted order, and its lists sorted. */

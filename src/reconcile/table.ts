@@ -155,7 +155,10 @@ export function kueueTable(kueue: KueueLedger): string {
       flagsOf(e.quota > e.physical),
     ]);
   });
-  return table([["KUEUE FLAVOR", "RESOURCE", "QUOTA", "PHYSICAL", "IN USE", "KUEUE USAGE", "KUEUE RESERVED", "NODES", "CLUSTERQUEUES", "NODE LABELS", "FLAGS"], ...rows]);
+  return table([
+    ["KUEUE FLAVOR", "RESOURCE", "QUOTA", "PHYSICAL", "IN USE", "KUEUE USAGE", "KUEUE RESERVED", "NODES", "CLUSTERQUEUES", "NODE LABELS", "FLAGS"],
+    ...rows,
+  ]);
 }
 
 /** The plan for `-o json`: the ledger writes without their texts (the ledger itself is there, once). */

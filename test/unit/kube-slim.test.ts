@@ -137,7 +137,10 @@ describe("nodes and namespaces trimmed", () => {
     assert.equal(n.status.images, undefined);
   });
   it("a node keeps only the labels asked for (the Kueue flavors' keys), none by default", () => {
-    const labelled = { ...typedNode(new Date(NOW.getTime())), metadata: { name: "gpu-1", uid: "u", labels: { "nvidia.com/gpu.product": "H100", "kubernetes.io/hostname": "gpu-1" } } };
+    const labelled = {
+      ...typedNode(new Date(NOW.getTime())),
+      metadata: { name: "gpu-1", uid: "u", labels: { "nvidia.com/gpu.product": "H100", "kubernetes.io/hostname": "gpu-1" } },
+    };
     const cases: Array<[string, ReadonlySet<string> | undefined, unknown]> = [
       ["no keys asked for", undefined, undefined],
       ["the flavor's key", new Set(["nvidia.com/gpu.product"]), { "nvidia.com/gpu.product": "H100" }],

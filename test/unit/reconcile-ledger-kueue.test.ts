@@ -15,6 +15,7 @@ import { readStored, shardLedger, type StoredConfigMap } from "../../src/reconci
 import { registerLedgerMetrics } from "../../src/reconcile/metrics.js";
 import { ledgerTable } from "../../src/reconcile/table.js";
 import { gpuPod, node, nodeLease } from "../fixtures/cluster.js";
+import { clusterQueue, flavor } from "../fixtures/kueue.js";
 
 const T0 = new Date("2026-11-29T12:00:00Z");
 const policy = defaultPolicy();
@@ -23,35 +24,6 @@ const PRODUCT = "nvidia.com/gpu.product";
 function labelled(name: string, labels: Record<string, string>, gpus: Record<string, string>): KubeObject {
   const n = node(name, gpus);
   return { ...n, metadata: { ...(n.metadata as object), labels } };
-}
-
-export function flavor(name: string, nodeLabels?: Record<string, string>): KubeObject {
-  return { apiVersion: "kueue.x-k8s.io/v1beta2", kind: "ResourceFlavor", metadata: { name }, spec: nodeLabels ? { nodeLabels } : {} };
-}
-
-type Quota = { nominalQuota: string | number; borrowingLimit?: string; lendingLimit?: string };
-export function clusterQueue(
-  name: string,
-  flavors: Record<string, Record<string, Quota>>,
-  opts: { cohort?: string; usage?: Record<string, Record<string, string>>; reserved?: Record<string, Record<string, string>> } = {},
-): KubeObject {
-  const status = (m: Record<string, Record<string, string>> | undefined) =>
-    Object.entries(m ?? {}).map(([f, per]) => ({ name: f, resources: Object.entries(per).map(([r, total]) => ({ name: r, total, borrowed: "0" })) }));
-  return {
-    apiVersion: "kueue.x-k8s.io/v1beta2",
-    kind: "ClusterQueue",
-    metadata: { name },
-    spec: {
-      ...(opts.cohort ? { cohortName: opts.cohort } : {}),
-      resourceGroups: [
-        {
-          coveredResources: [...new Set(Object.values(flavors).flatMap((q) => Object.keys(q)))],
-          flavors: Object.entries(flavors).map(([f, q]) => ({ name: f, resources: Object.entries(q).map(([r, v]) => ({ name: r, ...v })) })),
-        },
-      ],
-    },
-    status: { flavorsUsage: status(opts.usage), flavorsReservation: status(opts.reserved) },
-  };
 }
 
 const NODES = [
@@ -69,7 +41,14 @@ const PODS = [
 
 function section(kueue: KueueObjects | undefined, extra: Partial<LedgerInput> = {}) {
   return buildLedger(
-    { nodes: NODES, nodeLeases: NODES.map((n) => nodeLease(String((n.metadata as { name: string }).name), T0)), pods: PODS, jobs: new Set(), ...(kueue ? { kueue } : {}), ...extra },
+    {
+      nodes: NODES,
+      nodeLeases: NODES.map((n) => nodeLease(String((n.metadata as { name: string }).name), T0)),
+      pods: PODS,
+      jobs: new Set(),
+      ...(kueue ? { kueue } : {}),
+      ...extra,
+    },
     T0,
     policy,
   ).kueue;
@@ -121,7 +100,10 @@ describe("ledger per Kueue ResourceFlavor", () => {
     },
     {
       name: "a flavor without nodeLabels selects every node",
-      kueue: { resourceFlavors: [flavor("default-flavor")], clusterQueues: [clusterQueue("any", { "default-flavor": { "nvidia.com/gpu": { nominalQuota: 40 } } })] },
+      kueue: {
+        resourceFlavors: [flavor("default-flavor")],
+        clusterQueues: [clusterQueue("any", { "default-flavor": { "nvidia.com/gpu": { nominalQuota: 40 } } })],
+      },
       flavor: "default-flavor",
       resource: "nvidia.com/gpu",
       want: { quota: 40, physical: 24, inUse: 11, kueueUsage: 0, kueueReserved: 0 },
@@ -131,7 +113,9 @@ describe("ledger per Kueue ResourceFlavor", () => {
       name: "a MIG flavor: the policy's nvidia.com/mig-* resources are GPUs",
       kueue: {
         resourceFlavors: [flavor("mig-1g", { [PRODUCT]: "A100-SXM4-40GB-MIG-1g.5gb" })],
-        clusterQueues: [clusterQueue("team-mig", { "mig-1g": { "nvidia.com/mig-1g.5gb": { nominalQuota: "7" } } }, { usage: { "mig-1g": { "nvidia.com/mig-1g.5gb": "2" } } })],
+        clusterQueues: [
+          clusterQueue("team-mig", { "mig-1g": { "nvidia.com/mig-1g.5gb": { nominalQuota: "7" } } }, { usage: { "mig-1g": { "nvidia.com/mig-1g.5gb": "2" } } }),
+        ],
       },
       flavor: "mig-1g",
       resource: "nvidia.com/mig-1g.5gb",
@@ -223,25 +207,43 @@ describe("ledger per Kueue ResourceFlavor", () => {
 
   it("a flavor a ClusterQueue names that does not exist is listed missing, with no nodes", () => {
     const k = section({ resourceFlavors: [], clusterQueues: [clusterQueue("team-a", { ghost: { "nvidia.com/gpu": { nominalQuota: "8" } } })] });
-    assert.deepEqual(k!.flavors.map((f) => [f.name, f.missing, f.nodes, f.resources["nvidia.com/gpu"]?.physical]), [["ghost", true, 0, 0]]);
+    assert.deepEqual(
+      k!.flavors.map((f) => [f.name, f.missing, f.nodes, f.resources["nvidia.com/gpu"]?.physical]),
+      [["ghost", true, 0, 0]],
+    );
   });
 
   it("malformed objects count as absent, never throw", () => {
     const k = kueueLedger(
       {
         resourceFlavors: [{ metadata: {} }, { metadata: { name: "x" }, spec: { nodeLabels: "nope" } }],
-        clusterQueues: [{ metadata: { name: "q" }, spec: { resourceGroups: "nope" } }, { metadata: { name: "r" }, spec: { resourceGroups: [{ flavors: [{ name: "x", resources: [{ name: "nvidia.com/gpu", nominalQuota: "lots" }] }] }] } }],
+        clusterQueues: [
+          { metadata: { name: "q" }, spec: { resourceGroups: "nope" } },
+          { metadata: { name: "r" }, spec: { resourceGroups: [{ flavors: [{ name: "x", resources: [{ name: "nvidia.com/gpu", nominalQuota: "lots" }] }] }] } },
+        ],
       },
       [],
       policy.gpu.resources,
     );
-    assert.deepEqual(figures(k.flavors.find((f) => f.name === "x")!.resources["nvidia.com/gpu"]), { quota: 0, physical: 0, inUse: 0, kueueUsage: 0, kueueReserved: 0 });
+    assert.deepEqual(figures(k.flavors.find((f) => f.name === "x")!.resources["nvidia.com/gpu"]), {
+      quota: 0,
+      physical: 0,
+      inUse: 0,
+      kueueUsage: 0,
+      kueueReserved: 0,
+    });
   });
 
   it("stored in the index and read back; printed by `quartermaster ledger`; exported as a gauge", async () => {
     const kueue = {
       resourceFlavors: [flavor("h100", { [PRODUCT]: "H100-SXM5-80GB" }), flavor("b200", { [PRODUCT]: "B200" })],
-      clusterQueues: [clusterQueue("team-a", { h100: { "nvidia.com/gpu": { nominalQuota: "16" } }, b200: { "nvidia.com/gpu": { nominalQuota: "8" } } }, { usage: { h100: { "nvidia.com/gpu": "8" } } })],
+      clusterQueues: [
+        clusterQueue(
+          "team-a",
+          { h100: { "nvidia.com/gpu": { nominalQuota: "16" } }, b200: { "nvidia.com/gpu": { nominalQuota: "8" } } },
+          { usage: { h100: { "nvidia.com/gpu": "8" } } },
+        ),
+      ],
     };
     const l = buildLedger({ nodes: NODES, nodeLeases: [], pods: PODS, jobs: new Set(), kueue }, T0, policy);
     const { index, shards } = shardLedger(l, 512 * 1024);

@@ -209,7 +209,9 @@ describe("reconcile pass: Kueue's flavors in the ledger", () => {
   const flavor = { metadata: { name: "a100" }, spec: { nodeLabels: { "nvidia.com/gpu.product": "A100-SXM4-80GB" } } };
   const queue = {
     metadata: { name: "team-a" },
-    spec: { resourceGroups: [{ coveredResources: ["nvidia.com/gpu"], flavors: [{ name: "a100", resources: [{ name: "nvidia.com/gpu", nominalQuota: "16" }] }] }] },
+    spec: {
+      resourceGroups: [{ coveredResources: ["nvidia.com/gpu"], flavors: [{ name: "a100", resources: [{ name: "nvidia.com/gpu", nominalQuota: "16" }] }] }],
+    },
   };
   /** A node with many labels: the pass must keep only those a flavor names. */
   const labelledNode = (): KubeObject => {
@@ -217,22 +219,23 @@ describe("reconcile pass: Kueue's flavors in the ledger", () => {
     n.metadata.labels = { "nvidia.com/gpu.product": "A100-SXM4-80GB", "kubernetes.io/hostname": "gpu-1", "topology.kubernetes.io/zone": "z1" };
     return n;
   };
-  const cases: Array<{ name: string; listKueue?: () => Promise<unknown>; want: { flavors?: string[]; physical?: number; problem?: RegExp; keep?: string[] } }> = [
-    {
-      name: "Kueue served: the section per flavor, and the node listing keeps only the flavors' label keys",
-      listKueue: async () => ({ resourceFlavors: [flavor], clusterQueues: [queue] }),
-      want: { flavors: ["a100"], physical: 8, keep: ["nvidia.com/gpu.product"] },
-    },
-    { name: "Kueue not installed (404 → undefined): no section, no problem", listKueue: async () => undefined, want: {} },
-    { name: "a reader without Kueue listing at all: no section", want: {} },
-    {
-      name: "listing refused (403, RBAC not yet updated): a problem, no section, the pass goes on",
-      listKueue: async () => {
-        throw Object.assign(new Error("HTTP 403: forbidden"), { code: 403 });
+  const cases: Array<{ name: string; listKueue?: () => Promise<unknown>; want: { flavors?: string[]; physical?: number; problem?: RegExp; keep?: string[] } }> =
+    [
+      {
+        name: "Kueue served: the section per flavor, and the node listing keeps only the flavors' label keys",
+        listKueue: async () => ({ resourceFlavors: [flavor], clusterQueues: [queue] }),
+        want: { flavors: ["a100"], physical: 8, keep: ["nvidia.com/gpu.product"] },
       },
-      want: { problem: /Kueue's ResourceFlavors and ClusterQueues could not be listed \(HTTP 403: forbidden\)/ },
-    },
-  ];
+      { name: "Kueue not installed (404 → undefined): no section, no problem", listKueue: async () => undefined, want: {} },
+      { name: "a reader without Kueue listing at all: no section", want: {} },
+      {
+        name: "listing refused (403, RBAC not yet updated): a problem, no section, the pass goes on",
+        listKueue: async () => {
+          throw Object.assign(new Error("HTTP 403: forbidden"), { code: 403 });
+        },
+        want: { problem: /Kueue's ResourceFlavors and ClusterQueues could not be listed \(HTTP 403: forbidden\)/ },
+      },
+    ];
   for (const c of cases) {
     it(c.name, async () => {
       const fc = fakeCluster({ jobs: [{ kind, job: tf() }], pods: [replica(0, true)], nodes: [labelledNode()], nodeLeases: [nodeLease("gpu-1", NOW)] });
