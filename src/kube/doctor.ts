@@ -343,13 +343,18 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     }
   })();
 
-  // Kueue (src/doctor/kueue.ts): its flavors and queues, the nodes and namespaces they are judged against. A 404
-  // of Kueue's API means it is not installed: nothing to check.
+  // Kueue (src/doctor/kueue.ts): its flavors and queues, the nodes and namespaces they are judged against. Kueue's
+  // group absent from discovery (or a 404 of its API) means it is not installed: nothing to check.
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const apis = kc.makeApiClient(k8s.ApisApi);
   const kueue = (async (): Promise<KueueSnapshot> => {
     const list = async (plural: string): Promise<KubeObject[]> =>
       raw<{ items?: KubeObject[] }>(await custom.listClusterCustomObject({ group: KUEUE_GROUP, version: KUEUE_VERSION, plural })).items ?? [];
     try {
+      // Discovery first (every authenticated user may read it): a user without Kueue's list rights on a cluster
+      // without Kueue gets 403 from the list itself, and that must not read as "not checked".
+      const groups = (await apis.getAPIVersions()).groups ?? [];
+      if (!groups.some((g) => g.name === KUEUE_GROUP)) return "absent";
       const resourceFlavors = await list("resourceflavors");
       const [clusterQueues, localQueues, nodes, namespaces] = await Promise.all([
         list("clusterqueues"),
