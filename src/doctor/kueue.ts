@@ -73,10 +73,8 @@ export function checkKueueQuota(state: KueueState, policy: Pick<Policy, "gpu">):
         if (r.quota > 0) within++;
         continue;
       }
-      const queues = r.quotas
-        .filter((q) => q.nominalQuota > 0)
-        .map((q) => `${q.clusterQueue} (${q.nominalQuota})`)
-        .join(", ");
+      const holding = r.quotas.filter((q) => q.nominalQuota > 0);
+      const queues = holding.map((q) => `${q.clusterQueue} (${q.nominalQuota})`).join(", ");
       const labels =
         Object.entries(f.nodeLabels)
           .map(([k, v]) => `${k}=${v}`)
@@ -89,7 +87,7 @@ export function checkKueueQuota(state: KueueState, policy: Pick<Policy, "gpu">):
         severity: "warning",
         subject: `ResourceFlavor ${f.name}`,
         message:
-          `ClusterQueue${r.quotas.length === 1 ? "" : "s"} ${queues} give${r.quotas.length === 1 ? "s" : ""} flavor ${f.name} a nominal quota of ${r.quota} ${resource}, ` +
+          `ClusterQueue${holding.length === 1 ? "" : "s"} ${queues} give${holding.length === 1 ? "s" : ""} flavor ${f.name} a nominal quota of ${r.quota} ${resource}, ` +
           `but ${nodes}: Kueue admits jobs up to the quota whose pods no node can take (admitted, quota held, pods Pending)`,
         fix: f.missing
           ? `create ResourceFlavor ${f.name} or remove it from the ClusterQueues`

@@ -11,11 +11,15 @@
  *   in use 0, usage 0; `quartermaster ledger` prints the rows, the over-quota one flagged;
  * - `quartermaster doctor -o json` warns about flavor a100 (kueue-quota), naming the ClusterQueue, the resource,
  *   the quota and the physical count, and not about h100; and, Quartermaster's webhooks not being installed here,
- *   that Kueue mutates the training kinds at CREATE while jobs.mutate is not registered (kueue-webhooks).
+ *   that Kueue mutates the training kinds at CREATE while jobs.mutate is not registered (kueue-webhooks);
+ * - with `--policy` allowing only H100s in the (opted-in) namespace, `doctor` warns that flavor a100, which its
+ *   LocalQueue's ClusterQueue admits into, contradicts the allow-list (kueue-flavors), and not about h100.
  *
  * Skips, saying why, when QM_KUEUE_BIN is unset.
  */
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { runCli } from "../../src/cli/commands.js";
 import type { DoctorReport } from "../../src/doctor/index.js";
@@ -113,7 +117,8 @@ describe("the ledger per Kueue flavor and doctor's over-quota check, through the
     nodes = await startVirtualNodes(cp, CLUSTER);
     await installKueueCrds(cp);
     kueue = await startKueue(cp, bins.bin);
-    await createNamespace(cp, NS);
+    // Opted in: Quartermaster's webhooks would serve it, so doctor judges its flavors against the allow-lists.
+    await createNamespace(cp, NS, { "quartermaster.dev/enabled": "true" });
     await createNamespace(cp, OWN);
     for (const f of FLAVORS) await createResourceFlavor(cp, f);
     await createClusterQueue(
@@ -200,5 +205,24 @@ describe("the ledger per Kueue flavor and doctor's over-quota check, through the
       kueueFindings.join("\n"),
     );
     assert.ok(doctor.code >= 1);
+    assert.ok(!kueueFindings.some((f) => f.startsWith("warning kueue-flavors")), kueueFindings.join("\n"));
+
+    // A policy that allows only H100s in the namespace: the a100 flavor its LocalQueue feeds contradicts it.
+    const policyFile = join(cp.dir, "h100-only-policy.yaml");
+    writeFileSync(policyFile, `namespaces:\n  - pattern: ${NS}\n    limits:\n      allowedAccelerators: [${H100_NODE.labels[PRODUCT]}]\n`);
+    const strict = JSON.parse(
+      (await cli(["doctor", "-o", "json", "--namespace", OWN, "--policy", policyFile, "--kubeconfig", cp.kubeconfig])).stdout,
+    ) as DoctorReport;
+    const flavorFindings = strict.findings.filter((f) => f.check === "kueue-flavors" && f.severity !== "ok");
+    assert.deepEqual(
+      flavorFindings.map((f) => f.subject),
+      ["ResourceFlavor a100"],
+    );
+    assert.match(
+      flavorFindings[0]!.message,
+      new RegExp(
+        `^LocalQueue ${NS}/${LOCAL_QUEUE} feeds ClusterQueue ${CLUSTER_QUEUE}, which admits into flavor a100 .*accelerator A100-SXM4-40GB is not allowed in namespace ${NS}`,
+      ),
+    );
   });
 });
