@@ -5,6 +5,7 @@
  */
 import type { Policy } from "../policy/types.js";
 import { checkConfinement } from "./confinement.js";
+import { checkKueue } from "./kueue.js";
 import { checkLedger } from "./ledger.js";
 import { checkAccess } from "./rbac.js";
 import { checkReconciler, schedulePeriodSeconds } from "./reconciler.js";
@@ -23,8 +24,8 @@ export function exitCode(findings: readonly DoctorFinding[]): 0 | 1 | 2 {
   return w === "critical" ? 2 : w === "warning" ? 1 : 0;
 }
 
-/** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC, confinement). */
-export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "jobKinds" | "gpu" | "webhook">): DoctorReport {
+/** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC, confinement, Kueue). */
+export function diagnose(snapshot: DoctorSnapshot, policy: Policy): DoctorReport {
   const cronJob = isUnreadable(snapshot.reconciler) ? undefined : snapshot.reconciler.cronJob;
   const findings = [
     ...checkWebhooks(snapshot, policy),
@@ -37,6 +38,7 @@ export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "jobKind
     }),
     ...checkAccess(snapshot.access),
     ...checkConfinement(snapshot.confinement, policy, snapshot.namespace),
+    ...checkKueue(snapshot.kueue, snapshot.webhookConfigurations, policy, snapshot.namespace),
   ];
   return report(findings);
 }

@@ -112,6 +112,8 @@ export function requiredAccess(
   need(reconciler, ["list"], { group: "", resource: "nodes", ifDenied: "warning", why: "the ledger's node inventory" });
   need(reconciler, ["list"], { group: "resource.k8s.io", resource: "resourceslices", ifDenied: "warning", why: "the ledger's DRA devices per node" });
   need(reconciler, ["list"], { group: "resource.k8s.io", resource: "resourceclaims", ifDenied: "warning", why: "the ledger's DRA allocations" });
+  for (const resource of ["resourceflavors", "clusterqueues"])
+    need(reconciler, ["list"], { group: "kueue.x-k8s.io", resource, ifDenied: "warning", why: "the ledger per Kueue ResourceFlavor" });
   // The job controller (src/kube/job-controller.ts, src/kube/watch.ts) for kinds Quartermaster runs (Caffe2Job
   // by default; any kind may be marked so): informers, replica pods, the restart counter and the status.
   // Patches of a job and its status come with adoption and the job controller: not for kinds whose pods the

@@ -7,6 +7,7 @@
 
 import type { KubeObject } from "../core/kube.js";
 import type { LabelSelector } from "../core/selector.js";
+import type { NamespaceInfo } from "../core/scope.js";
 export type Severity = "ok" | "info" | "warning" | "critical";
 
 /** Ordered by how loud they are; the exit code is the loudest finding's. */
@@ -32,7 +33,10 @@ export type CheckName =
   | "reconciler"
   | "ledger"
   | "rbac"
-  | "confinement";
+  | "confinement"
+  | "kueue-quota"
+  | "kueue-webhooks"
+  | "kueue-flavors";
 
 export interface DoctorFinding {
   check: CheckName;
@@ -174,7 +178,25 @@ export interface DoctorSnapshot {
   access: AccessCheck[] | Unreadable;
   /** The reconciler's ValidatingAdmissionPolicy and binding (src/doctor/confinement.ts); absent: not read. */
   confinement?: ConfinementState | Unreadable;
+  /** Kueue's objects and webhooks (src/doctor/kueue.ts); absent: not read. */
+  kueue?: KueueSnapshot;
 }
+
+/** What the doctor reads of Kueue: its objects, the nodes and namespaces, and its webhook configurations. */
+export interface KueueState {
+  resourceFlavors: KubeObject[];
+  clusterQueues: KubeObject[];
+  localQueues: KubeObject[];
+  /** Every node (labels and status.allocatable are read). */
+  nodes: KubeObject[];
+  /** Every namespace: a LocalQueue's namespace is judged only when Quartermaster's webhooks serve it. */
+  namespaces: NamespaceInfo[];
+  /** Kueue's Mutating- and ValidatingWebhookConfigurations ({@link isKueueConfiguration}). */
+  webhookConfigurations: WebhookConfiguration[];
+}
+
+/** "absent": Kueue's API is not served (404), nothing to check. */
+export type KueueSnapshot = KueueState | "absent" | Unreadable;
 
 /** The reconciler's confinement policy and binding as read (absent: not installed). */
 export interface ConfinementState {

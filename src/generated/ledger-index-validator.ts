@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","required":["counts","generatedAt","namespaces","shards","totals","version"],"properties":{"counts":{"type":"object","required":["jobs","nodes","pendingGpuPods","podsHoldingDevices","staleNodes"],"properties":{"inactiveNodes":{"type":"integer","minimum":0},"jobs":{"type":"integer","minimum":0},"nodes":{"type":"integer","minimum":0},"pendingGpuPods":{"type":"integer","minimum":0},"podsHoldingDevices":{"type":"integer","minimum":0},"staleNodes":{"type":"integer","minimum":0}}},"generatedAt":{"type":"string","minLength":1},"namespaces":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"}}}}},"shards":{"type":"array","items":{"type":"object","required":["name","sha256"],"properties":{"name":{"type":"string","pattern":"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"}}}},"totals":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","unavailable"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"dra":{"type":"object","required":["allocated","capacity"],"properties":{"allocated":{"type":"number"},"capacity":{"type":"number"}}},"free":{"type":"number"},"unavailable":{"type":"number"}}}},"version":{"const":1}}};
+const schema11 = {"type":"object","required":["counts","generatedAt","namespaces","shards","totals","version"],"properties":{"counts":{"type":"object","required":["jobs","nodes","pendingGpuPods","podsHoldingDevices","staleNodes"],"properties":{"inactiveNodes":{"type":"integer","minimum":0},"jobs":{"type":"integer","minimum":0},"nodes":{"type":"integer","minimum":0},"pendingGpuPods":{"type":"integer","minimum":0},"podsHoldingDevices":{"type":"integer","minimum":0},"staleNodes":{"type":"integer","minimum":0}}},"generatedAt":{"type":"string","minLength":1},"kueue":{"type":"object","required":["flavors"],"properties":{"flavors":{"type":"array","items":{"type":"object","required":["clusterQueues","name","nodeLabels","nodes","resources"],"properties":{"clusterQueues":{"type":"array","items":{"type":"string"}},"missing":{"type":"boolean"},"name":{"type":"string"},"nodeLabels":{"type":"object","additionalProperties":{"type":"string"}},"nodes":{"type":"integer","minimum":0},"resources":{"type":"object","additionalProperties":{"type":"object","required":["inUse","kueueReserved","kueueUsage","physical","quota","quotas"],"properties":{"borrowingLimit":{"type":"number"},"inUse":{"type":"number"},"kueueReserved":{"type":"number"},"kueueUsage":{"type":"number"},"physical":{"type":"number"},"quota":{"type":"number"},"quotas":{"type":"array","items":{"type":"object","required":["clusterQueue","nominalQuota"],"properties":{"borrowingLimit":{"type":"number"},"clusterQueue":{"type":"string"},"cohort":{"type":"string"},"lendingLimit":{"type":"number"},"nominalQuota":{"type":"number"}}}},"unlimitedBorrowing":{"type":"boolean"}}}}}}}}},"namespaces":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"}}}}},"shards":{"type":"array","items":{"type":"object","required":["name","sha256"],"properties":{"name":{"type":"string","pattern":"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"}}}},"totals":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","unavailable"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"dra":{"type":"object","required":["allocated","capacity"],"properties":{"allocated":{"type":"number"},"capacity":{"type":"number"}}},"free":{"type":"number"},"unavailable":{"type":"number"}}}},"version":{"const":1}}};
 const func2 = runtime0.default;
 const pattern0 = new RegExp("^quartermaster-ledger-(0|[1-9][0-9]{0,3})$", "u");
 const pattern1 = new RegExp("^[0-9a-f]{64}$", "u");
@@ -313,17 +313,11 @@ vErrors.push(err25);
 errors++;
 }
 }
-if(data.namespaces !== undefined){
-let data8 = data.namespaces;
+if(data.kueue !== undefined){
+let data8 = data.kueue;
 if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
-for(const key0 in data8){
-let data9 = data8[key0];
-if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
-for(const key1 in data9){
-let data10 = data9[key1];
-if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
-if(data10.allocated === undefined){
-const err26 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+if(data8.flavors === undefined){
+const err26 = {instancePath:instancePath+"/kueue",schemaPath:"#/properties/kueue/required",keyword:"required",params:{missingProperty: "flavors"},message:"must have required property '"+"flavors"+"'"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -332,8 +326,15 @@ vErrors.push(err26);
 }
 errors++;
 }
-if(data10.gpuSeconds === undefined){
-const err27 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "gpuSeconds"},message:"must have required property '"+"gpuSeconds"+"'"};
+if(data8.flavors !== undefined){
+let data9 = data8.flavors;
+if(Array.isArray(data9)){
+const len0 = data9.length;
+for(let i0=0; i0<len0; i0++){
+let data10 = data9[i0];
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+if(data10.clusterQueues === undefined){
+const err27 = {instancePath:instancePath+"/kueue/flavors/" + i0,schemaPath:"#/properties/kueue/properties/flavors/items/required",keyword:"required",params:{missingProperty: "clusterQueues"},message:"must have required property '"+"clusterQueues"+"'"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -342,10 +343,8 @@ vErrors.push(err27);
 }
 errors++;
 }
-if(data10.allocated !== undefined){
-let data11 = data10.allocated;
-if(!((typeof data11 == "number") && (isFinite(data11)))){
-const err28 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data10.name === undefined){
+const err28 = {instancePath:instancePath+"/kueue/flavors/" + i0,schemaPath:"#/properties/kueue/properties/flavors/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -354,11 +353,8 @@ vErrors.push(err28);
 }
 errors++;
 }
-}
-if(data10.gpuSeconds !== undefined){
-let data12 = data10.gpuSeconds;
-if(!((typeof data12 == "number") && (isFinite(data12)))){
-const err29 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/gpuSeconds",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/gpuSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data10.nodeLabels === undefined){
+const err29 = {instancePath:instancePath+"/kueue/flavors/" + i0,schemaPath:"#/properties/kueue/properties/flavors/items/required",keyword:"required",params:{missingProperty: "nodeLabels"},message:"must have required property '"+"nodeLabels"+"'"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -367,10 +363,8 @@ vErrors.push(err29);
 }
 errors++;
 }
-}
-}
-else {
-const err30 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data10.nodes === undefined){
+const err30 = {instancePath:instancePath+"/kueue/flavors/" + i0,schemaPath:"#/properties/kueue/properties/flavors/items/required",keyword:"required",params:{missingProperty: "nodes"},message:"must have required property '"+"nodes"+"'"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -379,10 +373,8 @@ vErrors.push(err30);
 }
 errors++;
 }
-}
-}
-else {
-const err31 = {instancePath:instancePath+"/namespaces/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data10.resources === undefined){
+const err31 = {instancePath:instancePath+"/kueue/flavors/" + i0,schemaPath:"#/properties/kueue/properties/flavors/items/required",keyword:"required",params:{missingProperty: "resources"},message:"must have required property '"+"resources"+"'"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -391,10 +383,13 @@ vErrors.push(err31);
 }
 errors++;
 }
-}
-}
-else {
-const err32 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data10.clusterQueues !== undefined){
+let data11 = data10.clusterQueues;
+if(Array.isArray(data11)){
+const len1 = data11.length;
+for(let i1=0; i1<len1; i1++){
+if(typeof data11[i1] !== "string"){
+const err32 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/clusterQueues/" + i1,schemaPath:"#/properties/kueue/properties/flavors/items/properties/clusterQueues/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -404,15 +399,9 @@ vErrors.push(err32);
 errors++;
 }
 }
-if(data.shards !== undefined){
-let data13 = data.shards;
-if(Array.isArray(data13)){
-const len0 = data13.length;
-for(let i0=0; i0<len0; i0++){
-let data14 = data13[i0];
-if(data14 && typeof data14 == "object" && !Array.isArray(data14)){
-if(data14.name === undefined){
-const err33 = {instancePath:instancePath+"/shards/" + i0,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+}
+else {
+const err33 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/clusterQueues",schemaPath:"#/properties/kueue/properties/flavors/items/properties/clusterQueues/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -421,8 +410,10 @@ vErrors.push(err33);
 }
 errors++;
 }
-if(data14.sha256 === undefined){
-const err34 = {instancePath:instancePath+"/shards/" + i0,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "sha256"},message:"must have required property '"+"sha256"+"'"};
+}
+if(data10.missing !== undefined){
+if(typeof data10.missing !== "boolean"){
+const err34 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/missing",schemaPath:"#/properties/kueue/properties/flavors/items/properties/missing/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -431,11 +422,10 @@ vErrors.push(err34);
 }
 errors++;
 }
-if(data14.name !== undefined){
-let data15 = data14.name;
-if(typeof data15 === "string"){
-if(!pattern0.test(data15)){
-const err35 = {instancePath:instancePath+"/shards/" + i0+"/name",schemaPath:"#/properties/shards/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},message:"must match pattern \""+"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"+"\""};
+}
+if(data10.name !== undefined){
+if(typeof data10.name !== "string"){
+const err35 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/name",schemaPath:"#/properties/kueue/properties/flavors/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -445,8 +435,12 @@ vErrors.push(err35);
 errors++;
 }
 }
-else {
-const err36 = {instancePath:instancePath+"/shards/" + i0+"/name",schemaPath:"#/properties/shards/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data10.nodeLabels !== undefined){
+let data15 = data10.nodeLabels;
+if(data15 && typeof data15 == "object" && !Array.isArray(data15)){
+for(const key0 in data15){
+if(typeof data15[key0] !== "string"){
+const err36 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/nodeLabels/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/kueue/properties/flavors/items/properties/nodeLabels/additionalProperties/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -456,11 +450,9 @@ vErrors.push(err36);
 errors++;
 }
 }
-if(data14.sha256 !== undefined){
-let data16 = data14.sha256;
-if(typeof data16 === "string"){
-if(!pattern1.test(data16)){
-const err37 = {instancePath:instancePath+"/shards/" + i0+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{64}$"},message:"must match pattern \""+"^[0-9a-f]{64}$"+"\""};
+}
+else {
+const err37 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/nodeLabels",schemaPath:"#/properties/kueue/properties/flavors/items/properties/nodeLabels/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -470,8 +462,10 @@ vErrors.push(err37);
 errors++;
 }
 }
-else {
-const err38 = {instancePath:instancePath+"/shards/" + i0+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data10.nodes !== undefined){
+let data17 = data10.nodes;
+if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
+const err38 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/nodes",schemaPath:"#/properties/kueue/properties/flavors/items/properties/nodes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -480,10 +474,9 @@ vErrors.push(err38);
 }
 errors++;
 }
-}
-}
-else {
-const err39 = {instancePath:instancePath+"/shards/" + i0,schemaPath:"#/properties/shards/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data17 == "number") && (isFinite(data17))){
+if(data17 < 0 || isNaN(data17)){
+const err39 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/nodes",schemaPath:"#/properties/kueue/properties/flavors/items/properties/nodes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -494,8 +487,14 @@ errors++;
 }
 }
 }
-else {
-const err40 = {instancePath:instancePath+"/shards",schemaPath:"#/properties/shards/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data10.resources !== undefined){
+let data18 = data10.resources;
+if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
+for(const key1 in data18){
+let data19 = data18[key1];
+if(data19 && typeof data19 == "object" && !Array.isArray(data19)){
+if(data19.inUse === undefined){
+const err40 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "inUse"},message:"must have required property '"+"inUse"+"'"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -504,15 +503,8 @@ vErrors.push(err40);
 }
 errors++;
 }
-}
-if(data.totals !== undefined){
-let data17 = data.totals;
-if(data17 && typeof data17 == "object" && !Array.isArray(data17)){
-for(const key2 in data17){
-let data18 = data17[key2];
-if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
-if(data18.allocatable === undefined){
-const err41 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocatable"},message:"must have required property '"+"allocatable"+"'"};
+if(data19.kueueReserved === undefined){
+const err41 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "kueueReserved"},message:"must have required property '"+"kueueReserved"+"'"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -521,8 +513,8 @@ vErrors.push(err41);
 }
 errors++;
 }
-if(data18.allocated === undefined){
-const err42 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+if(data19.kueueUsage === undefined){
+const err42 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "kueueUsage"},message:"must have required property '"+"kueueUsage"+"'"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -531,8 +523,8 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(data18.capacity === undefined){
-const err43 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+if(data19.physical === undefined){
+const err43 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "physical"},message:"must have required property '"+"physical"+"'"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -541,8 +533,8 @@ vErrors.push(err43);
 }
 errors++;
 }
-if(data18.free === undefined){
-const err44 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "free"},message:"must have required property '"+"free"+"'"};
+if(data19.quota === undefined){
+const err44 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "quota"},message:"must have required property '"+"quota"+"'"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -551,8 +543,8 @@ vErrors.push(err44);
 }
 errors++;
 }
-if(data18.unavailable === undefined){
-const err45 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "unavailable"},message:"must have required property '"+"unavailable"+"'"};
+if(data19.quotas === undefined){
+const err45 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "quotas"},message:"must have required property '"+"quotas"+"'"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -561,10 +553,10 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(data18.allocatable !== undefined){
-let data19 = data18.allocatable;
-if(!((typeof data19 == "number") && (isFinite(data19)))){
-const err46 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocatable",schemaPath:"#/properties/totals/additionalProperties/properties/allocatable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data19.borrowingLimit !== undefined){
+let data20 = data19.borrowingLimit;
+if(!((typeof data20 == "number") && (isFinite(data20)))){
+const err46 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/borrowingLimit",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/borrowingLimit/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -574,10 +566,10 @@ vErrors.push(err46);
 errors++;
 }
 }
-if(data18.allocated !== undefined){
-let data20 = data18.allocated;
-if(!((typeof data20 == "number") && (isFinite(data20)))){
-const err47 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data19.inUse !== undefined){
+let data21 = data19.inUse;
+if(!((typeof data21 == "number") && (isFinite(data21)))){
+const err47 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/inUse",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/inUse/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -587,10 +579,10 @@ vErrors.push(err47);
 errors++;
 }
 }
-if(data18.capacity !== undefined){
-let data21 = data18.capacity;
-if(!((typeof data21 == "number") && (isFinite(data21)))){
-const err48 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data19.kueueReserved !== undefined){
+let data22 = data19.kueueReserved;
+if(!((typeof data22 == "number") && (isFinite(data22)))){
+const err48 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/kueueReserved",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/kueueReserved/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -600,11 +592,10 @@ vErrors.push(err48);
 errors++;
 }
 }
-if(data18.dra !== undefined){
-let data22 = data18.dra;
-if(data22 && typeof data22 == "object" && !Array.isArray(data22)){
-if(data22.allocated === undefined){
-const err49 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+if(data19.kueueUsage !== undefined){
+let data23 = data19.kueueUsage;
+if(!((typeof data23 == "number") && (isFinite(data23)))){
+const err49 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/kueueUsage",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/kueueUsage/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -613,8 +604,11 @@ vErrors.push(err49);
 }
 errors++;
 }
-if(data22.capacity === undefined){
-const err50 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+}
+if(data19.physical !== undefined){
+let data24 = data19.physical;
+if(!((typeof data24 == "number") && (isFinite(data24)))){
+const err50 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/physical",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/physical/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -623,10 +617,11 @@ vErrors.push(err50);
 }
 errors++;
 }
-if(data22.allocated !== undefined){
-let data23 = data22.allocated;
-if(!((typeof data23 == "number") && (isFinite(data23)))){
-const err51 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data19.quota !== undefined){
+let data25 = data19.quota;
+if(!((typeof data25 == "number") && (isFinite(data25)))){
+const err51 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/quota",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/quota/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -636,10 +631,15 @@ vErrors.push(err51);
 errors++;
 }
 }
-if(data22.capacity !== undefined){
-let data24 = data22.capacity;
-if(!((typeof data24 == "number") && (isFinite(data24)))){
-const err52 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data19.quotas !== undefined){
+let data26 = data19.quotas;
+if(Array.isArray(data26)){
+const len2 = data26.length;
+for(let i2=0; i2<len2; i2++){
+let data27 = data26[i2];
+if(data27 && typeof data27 == "object" && !Array.isArray(data27)){
+if(data27.clusterQueue === undefined){
+const err52 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/quotas/" + i2,schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/quotas/items/required",keyword:"required",params:{missingProperty: "clusterQueue"},message:"must have required property '"+"clusterQueue"+"'"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -648,10 +648,8 @@ vErrors.push(err52);
 }
 errors++;
 }
-}
-}
-else {
-const err53 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data27.nominalQuota === undefined){
+const err53 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/quotas/" + i2,schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/quotas/items/required",keyword:"required",params:{missingProperty: "nominalQuota"},message:"must have required property '"+"nominalQuota"+"'"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -660,11 +658,10 @@ vErrors.push(err53);
 }
 errors++;
 }
-}
-if(data18.free !== undefined){
-let data25 = data18.free;
-if(!((typeof data25 == "number") && (isFinite(data25)))){
-const err54 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/totals/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data27.borrowingLimit !== undefined){
+let data28 = data27.borrowingLimit;
+if(!((typeof data28 == "number") && (isFinite(data28)))){
+const err54 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/quotas/" + i2+"/borrowingLimit",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/quotas/items/properties/borrowingLimit/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -674,10 +671,9 @@ vErrors.push(err54);
 errors++;
 }
 }
-if(data18.unavailable !== undefined){
-let data26 = data18.unavailable;
-if(!((typeof data26 == "number") && (isFinite(data26)))){
-const err55 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/unavailable",schemaPath:"#/properties/totals/additionalProperties/properties/unavailable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data27.clusterQueue !== undefined){
+if(typeof data27.clusterQueue !== "string"){
+const err55 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/quotas/" + i2+"/clusterQueue",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/quotas/items/properties/clusterQueue/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -687,9 +683,9 @@ vErrors.push(err55);
 errors++;
 }
 }
-}
-else {
-const err56 = {instancePath:instancePath+"/totals/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data27.cohort !== undefined){
+if(typeof data27.cohort !== "string"){
+const err56 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/quotas/" + i2+"/cohort",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/quotas/items/properties/cohort/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -699,9 +695,10 @@ vErrors.push(err56);
 errors++;
 }
 }
-}
-else {
-const err57 = {instancePath:instancePath+"/totals",schemaPath:"#/properties/totals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data27.lendingLimit !== undefined){
+let data31 = data27.lendingLimit;
+if(!((typeof data31 == "number") && (isFinite(data31)))){
+const err57 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/quotas/" + i2+"/lendingLimit",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/quotas/items/properties/lendingLimit/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -711,9 +708,10 @@ vErrors.push(err57);
 errors++;
 }
 }
-if(data.version !== undefined){
-if(1 !== data.version){
-const err58 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+if(data27.nominalQuota !== undefined){
+let data32 = data27.nominalQuota;
+if(!((typeof data32 == "number") && (isFinite(data32)))){
+const err58 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/quotas/" + i2+"/nominalQuota",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/quotas/items/properties/nominalQuota/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -725,12 +723,518 @@ errors++;
 }
 }
 else {
-const err59 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err59 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/quotas/" + i2,schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/quotas/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err59];
 }
 else {
 vErrors.push(err59);
+}
+errors++;
+}
+}
+}
+else {
+const err60 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/quotas",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/quotas/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+}
+if(data19.unlimitedBorrowing !== undefined){
+if(typeof data19.unlimitedBorrowing !== "boolean"){
+const err61 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/unlimitedBorrowing",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/properties/unlimitedBorrowing/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
+}
+errors++;
+}
+}
+}
+else {
+const err62 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err62];
+}
+else {
+vErrors.push(err62);
+}
+errors++;
+}
+}
+}
+else {
+const err63 = {instancePath:instancePath+"/kueue/flavors/" + i0+"/resources",schemaPath:"#/properties/kueue/properties/flavors/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err63];
+}
+else {
+vErrors.push(err63);
+}
+errors++;
+}
+}
+}
+else {
+const err64 = {instancePath:instancePath+"/kueue/flavors/" + i0,schemaPath:"#/properties/kueue/properties/flavors/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err64];
+}
+else {
+vErrors.push(err64);
+}
+errors++;
+}
+}
+}
+else {
+const err65 = {instancePath:instancePath+"/kueue/flavors",schemaPath:"#/properties/kueue/properties/flavors/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err65];
+}
+else {
+vErrors.push(err65);
+}
+errors++;
+}
+}
+}
+else {
+const err66 = {instancePath:instancePath+"/kueue",schemaPath:"#/properties/kueue/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err66];
+}
+else {
+vErrors.push(err66);
+}
+errors++;
+}
+}
+if(data.namespaces !== undefined){
+let data34 = data.namespaces;
+if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
+for(const key2 in data34){
+let data35 = data34[key2];
+if(data35 && typeof data35 == "object" && !Array.isArray(data35)){
+for(const key3 in data35){
+let data36 = data35[key3];
+if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
+if(data36.allocated === undefined){
+const err67 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+if(vErrors === null){
+vErrors = [err67];
+}
+else {
+vErrors.push(err67);
+}
+errors++;
+}
+if(data36.gpuSeconds === undefined){
+const err68 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "gpuSeconds"},message:"must have required property '"+"gpuSeconds"+"'"};
+if(vErrors === null){
+vErrors = [err68];
+}
+else {
+vErrors.push(err68);
+}
+errors++;
+}
+if(data36.allocated !== undefined){
+let data37 = data36.allocated;
+if(!((typeof data37 == "number") && (isFinite(data37)))){
+const err69 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err69];
+}
+else {
+vErrors.push(err69);
+}
+errors++;
+}
+}
+if(data36.gpuSeconds !== undefined){
+let data38 = data36.gpuSeconds;
+if(!((typeof data38 == "number") && (isFinite(data38)))){
+const err70 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/gpuSeconds",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/gpuSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err70];
+}
+else {
+vErrors.push(err70);
+}
+errors++;
+}
+}
+}
+else {
+const err71 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err71];
+}
+else {
+vErrors.push(err71);
+}
+errors++;
+}
+}
+}
+else {
+const err72 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err72];
+}
+else {
+vErrors.push(err72);
+}
+errors++;
+}
+}
+}
+else {
+const err73 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
+}
+errors++;
+}
+}
+if(data.shards !== undefined){
+let data39 = data.shards;
+if(Array.isArray(data39)){
+const len3 = data39.length;
+for(let i3=0; i3<len3; i3++){
+let data40 = data39[i3];
+if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
+if(data40.name === undefined){
+const err74 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err74];
+}
+else {
+vErrors.push(err74);
+}
+errors++;
+}
+if(data40.sha256 === undefined){
+const err75 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "sha256"},message:"must have required property '"+"sha256"+"'"};
+if(vErrors === null){
+vErrors = [err75];
+}
+else {
+vErrors.push(err75);
+}
+errors++;
+}
+if(data40.name !== undefined){
+let data41 = data40.name;
+if(typeof data41 === "string"){
+if(!pattern0.test(data41)){
+const err76 = {instancePath:instancePath+"/shards/" + i3+"/name",schemaPath:"#/properties/shards/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},message:"must match pattern \""+"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"+"\""};
+if(vErrors === null){
+vErrors = [err76];
+}
+else {
+vErrors.push(err76);
+}
+errors++;
+}
+}
+else {
+const err77 = {instancePath:instancePath+"/shards/" + i3+"/name",schemaPath:"#/properties/shards/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err77];
+}
+else {
+vErrors.push(err77);
+}
+errors++;
+}
+}
+if(data40.sha256 !== undefined){
+let data42 = data40.sha256;
+if(typeof data42 === "string"){
+if(!pattern1.test(data42)){
+const err78 = {instancePath:instancePath+"/shards/" + i3+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{64}$"},message:"must match pattern \""+"^[0-9a-f]{64}$"+"\""};
+if(vErrors === null){
+vErrors = [err78];
+}
+else {
+vErrors.push(err78);
+}
+errors++;
+}
+}
+else {
+const err79 = {instancePath:instancePath+"/shards/" + i3+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err79];
+}
+else {
+vErrors.push(err79);
+}
+errors++;
+}
+}
+}
+else {
+const err80 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err80];
+}
+else {
+vErrors.push(err80);
+}
+errors++;
+}
+}
+}
+else {
+const err81 = {instancePath:instancePath+"/shards",schemaPath:"#/properties/shards/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err81];
+}
+else {
+vErrors.push(err81);
+}
+errors++;
+}
+}
+if(data.totals !== undefined){
+let data43 = data.totals;
+if(data43 && typeof data43 == "object" && !Array.isArray(data43)){
+for(const key4 in data43){
+let data44 = data43[key4];
+if(data44 && typeof data44 == "object" && !Array.isArray(data44)){
+if(data44.allocatable === undefined){
+const err82 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocatable"},message:"must have required property '"+"allocatable"+"'"};
+if(vErrors === null){
+vErrors = [err82];
+}
+else {
+vErrors.push(err82);
+}
+errors++;
+}
+if(data44.allocated === undefined){
+const err83 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+if(vErrors === null){
+vErrors = [err83];
+}
+else {
+vErrors.push(err83);
+}
+errors++;
+}
+if(data44.capacity === undefined){
+const err84 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+if(vErrors === null){
+vErrors = [err84];
+}
+else {
+vErrors.push(err84);
+}
+errors++;
+}
+if(data44.free === undefined){
+const err85 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "free"},message:"must have required property '"+"free"+"'"};
+if(vErrors === null){
+vErrors = [err85];
+}
+else {
+vErrors.push(err85);
+}
+errors++;
+}
+if(data44.unavailable === undefined){
+const err86 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "unavailable"},message:"must have required property '"+"unavailable"+"'"};
+if(vErrors === null){
+vErrors = [err86];
+}
+else {
+vErrors.push(err86);
+}
+errors++;
+}
+if(data44.allocatable !== undefined){
+let data45 = data44.allocatable;
+if(!((typeof data45 == "number") && (isFinite(data45)))){
+const err87 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocatable",schemaPath:"#/properties/totals/additionalProperties/properties/allocatable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err87];
+}
+else {
+vErrors.push(err87);
+}
+errors++;
+}
+}
+if(data44.allocated !== undefined){
+let data46 = data44.allocated;
+if(!((typeof data46 == "number") && (isFinite(data46)))){
+const err88 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err88];
+}
+else {
+vErrors.push(err88);
+}
+errors++;
+}
+}
+if(data44.capacity !== undefined){
+let data47 = data44.capacity;
+if(!((typeof data47 == "number") && (isFinite(data47)))){
+const err89 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err89];
+}
+else {
+vErrors.push(err89);
+}
+errors++;
+}
+}
+if(data44.dra !== undefined){
+let data48 = data44.dra;
+if(data48 && typeof data48 == "object" && !Array.isArray(data48)){
+if(data48.allocated === undefined){
+const err90 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+if(vErrors === null){
+vErrors = [err90];
+}
+else {
+vErrors.push(err90);
+}
+errors++;
+}
+if(data48.capacity === undefined){
+const err91 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+if(vErrors === null){
+vErrors = [err91];
+}
+else {
+vErrors.push(err91);
+}
+errors++;
+}
+if(data48.allocated !== undefined){
+let data49 = data48.allocated;
+if(!((typeof data49 == "number") && (isFinite(data49)))){
+const err92 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err92];
+}
+else {
+vErrors.push(err92);
+}
+errors++;
+}
+}
+if(data48.capacity !== undefined){
+let data50 = data48.capacity;
+if(!((typeof data50 == "number") && (isFinite(data50)))){
+const err93 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err93];
+}
+else {
+vErrors.push(err93);
+}
+errors++;
+}
+}
+}
+else {
+const err94 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err94];
+}
+else {
+vErrors.push(err94);
+}
+errors++;
+}
+}
+if(data44.free !== undefined){
+let data51 = data44.free;
+if(!((typeof data51 == "number") && (isFinite(data51)))){
+const err95 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/totals/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err95];
+}
+else {
+vErrors.push(err95);
+}
+errors++;
+}
+}
+if(data44.unavailable !== undefined){
+let data52 = data44.unavailable;
+if(!((typeof data52 == "number") && (isFinite(data52)))){
+const err96 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/unavailable",schemaPath:"#/properties/totals/additionalProperties/properties/unavailable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err96];
+}
+else {
+vErrors.push(err96);
+}
+errors++;
+}
+}
+}
+else {
+const err97 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err97];
+}
+else {
+vErrors.push(err97);
+}
+errors++;
+}
+}
+}
+else {
+const err98 = {instancePath:instancePath+"/totals",schemaPath:"#/properties/totals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err98];
+}
+else {
+vErrors.push(err98);
+}
+errors++;
+}
+}
+if(data.version !== undefined){
+if(1 !== data.version){
+const err99 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err99];
+}
+else {
+vErrors.push(err99);
+}
+errors++;
+}
+}
+}
+else {
+const err100 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err100];
+}
+else {
+vErrors.push(err100);
 }
 errors++;
 }

@@ -11,6 +11,7 @@ import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import type { NamespaceInfo } from "../core/scope.js";
 import { RECONCILER_FIELD_MANAGER } from "../reconcile/claim.js";
+import { KUEUE_GROUP, KUEUE_VERSION, type KueueObjects } from "../reconcile/ledger-kueue.js";
 import { kubeClient, statusOf } from "./client.js";
 
 export const PAGE_SIZE = 500;
@@ -26,8 +27,11 @@ export interface ClusterReader {
   listPods(labelSelector?: string): Promise<KubeObject[]>;
   /** Services across namespaces, trimmed to their metadata. */
   listServices(labelSelector?: string): Promise<KubeObject[]>;
-  /** Nodes, trimmed to name, status capacity/allocatable and the Ready condition's heartbeat. */
-  listNodes(): Promise<KubeObject[]>;
+  /**
+   * Nodes, trimmed to name, status capacity/allocatable and the Ready condition's heartbeat, and of their labels
+   * only those named in `keepLabels` (the Kueue flavors' nodeLabels; none by default).
+   */
+  listNodes(keepLabels?: ReadonlySet<string>): Promise<KubeObject[]>;
   /** The Leases of `kube-node-lease` (one per node, renewed by its kubelet). */
   listNodeLeases(): Promise<KubeObject[]>;
   /** ConfigMaps of a namespace carrying `labelSelector`. */
@@ -39,6 +43,11 @@ export interface ClusterReader {
   listResourceSlices?(): Promise<KubeObject[]>;
   /** ResourceClaims of every namespace (`resource.k8s.io/v1`), trimmed; `[]` on a cluster without the API (404). */
   listResourceClaims?(): Promise<KubeObject[]>;
+  /**
+   * Kueue's ResourceFlavors and ClusterQueues (`kueue.x-k8s.io/v1beta2`, cluster-scoped), for the ledger's
+   * section per flavor; undefined when Kueue is not installed (404). Optional: a reader without it has no Kueue.
+   */
+  listKueue?(): Promise<KueueObjects | undefined>;
 }
 
 export interface ClusterWriter {
@@ -262,16 +271,19 @@ export function slimResourceClaim(o: object): KubeObject {
   };
 }
 
-export function slimNode(o: object): KubeObject {
+export function slimNode(o: object, keepLabels?: ReadonlySet<string>): KubeObject {
   const n = asV1Node(o);
   const ready = (n.status?.conditions ?? []).find((c) => c?.type === "Ready");
   const conditions = ready
     ? { conditions: [{ type: "Ready", status: ready.status, ...(ready.lastHeartbeatTime ? { lastHeartbeatTime: iso(ready.lastHeartbeatTime) } : {}) }] }
     : {};
+  // Only the labels asked for: a node's dozens of labels, at thousands of nodes, would be megabytes kept for nothing.
+  const all = n.metadata?.labels;
+  const kept = keepLabels?.size && all ? Object.entries(all).filter(([k]) => keepLabels.has(k)) : [];
   return {
     apiVersion: "v1",
     kind: "Node",
-    metadata: { name: n.metadata?.name, uid: n.metadata?.uid },
+    metadata: { name: n.metadata?.name, uid: n.metadata?.uid, ...(kept.length > 0 ? { labels: Object.fromEntries(kept) } : {}) },
     status: { capacity: n.status?.capacity ?? {}, allocatable: n.status?.allocatable ?? {}, ...conditions },
   };
 }
@@ -391,8 +403,11 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       } while (cont);
       return out;
     },
-    async listNodes() {
-      return paged(async (cont) => await core.listNode({ limit: PAGE_SIZE, _continue: cont }), slimNode);
+    async listNodes(keepLabels) {
+      return paged(
+        async (cont) => await core.listNode({ limit: PAGE_SIZE, _continue: cont }),
+        (o) => slimNode(o, keepLabels),
+      );
     },
     async listNodeLeases() {
       return paged(
@@ -408,6 +423,22 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     },
     async listResourceClaims() {
       return draList("resourceclaims", slimResourceClaim);
+    },
+    async listKueue() {
+      // Kueue's API: a 404 of the first list means Kueue is not installed (no section, no error).
+      const list = (plural: string) =>
+        paged(
+          async (cont) =>
+            (await custom.listClusterCustomObject({ group: KUEUE_GROUP, version: KUEUE_VERSION, plural, limit: PAGE_SIZE, _continue: cont })) as Page,
+          raw,
+        );
+      try {
+        const [resourceFlavors, clusterQueues] = await Promise.all([list("resourceflavors"), list("clusterqueues")]);
+        return { resourceFlavors, clusterQueues };
+      } catch (err) {
+        if (statusOf(err) === 404) return undefined;
+        throw err;
+      }
     },
     async listConfigMaps(namespace, labelSelector) {
       return paged(async (cont) => await core.listNamespacedConfigMap({ namespace, labelSelector, limit: PAGE_SIZE, _continue: cont }), raw);

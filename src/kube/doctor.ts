@@ -11,7 +11,10 @@
 import { connect as tlsConnect, type DetailedPeerCertificate } from "node:tls";
 import { errorMessage } from "../core/errors.js";
 import type { KubeObject } from "../core/kube.js";
+import { isKueueConfiguration } from "../doctor/kueue.js";
 import { requiredAccess } from "../doctor/rbac.js";
+import { slimNamespace } from "./cluster.js";
+import { KUEUE_GROUP, KUEUE_VERSION } from "../reconcile/ledger-kueue.js";
 import { RECONCILER_NAME } from "../doctor/reconciler.js";
 import { protectedNamespaceNames } from "../doctor/webhooks.js";
 import {
@@ -20,6 +23,7 @@ import {
   type CertificateEvidence,
   type ConfinementState,
   type CronJob,
+  type KueueSnapshot,
   type DoctorSnapshot,
   type Job,
   type LedgerState,
@@ -141,12 +145,15 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
 
   // Webhook configurations first: an apiserver that does not answer at all ends the run here.
   let webhookConfigurations: WebhookConfiguration[] | Unreadable;
+  let kueueWebhooks: WebhookConfiguration[] = [];
   try {
     const [mutating, validating] = await Promise.all([admission.listMutatingWebhookConfiguration(), admission.listValidatingWebhookConfiguration()]);
-    webhookConfigurations = [
+    const all = [
       ...raw<WebhookConfiguration[]>(mutating.items).map((c) => ({ ...c, kind: "MutatingWebhookConfiguration" as const })),
       ...raw<WebhookConfiguration[]>(validating.items).map((c) => ({ ...c, kind: "ValidatingWebhookConfiguration" as const })),
-    ].filter(isQuartermasters);
+    ];
+    webhookConfigurations = all.filter(isQuartermasters);
+    kueueWebhooks = all.filter(isKueueConfiguration);
   } catch (err) {
     if (status(err) === undefined) throw new ClusterUnreachableError(describeError(err), { cause: err });
     webhookConfigurations = unreadable(err);
@@ -336,11 +343,37 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     }
   })();
 
+  // Kueue (src/doctor/kueue.ts): its flavors and queues, the nodes and namespaces they are judged against. Kueue's
+  // group absent from discovery (or a 404 of its API) means it is not installed: nothing to check.
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const apis = kc.makeApiClient(k8s.ApisApi);
+  const kueue = (async (): Promise<KueueSnapshot> => {
+    const list = async (plural: string): Promise<KubeObject[]> =>
+      raw<{ items?: KubeObject[] }>(await custom.listClusterCustomObject({ group: KUEUE_GROUP, version: KUEUE_VERSION, plural })).items ?? [];
+    try {
+      // Discovery first (every authenticated user may read it): a user without Kueue's list rights on a cluster
+      // without Kueue gets 403 from the list itself, and that must not read as "not checked".
+      const groups = (await apis.getAPIVersions()).groups ?? [];
+      if (!groups.some((g) => g.name === KUEUE_GROUP)) return "absent";
+      const resourceFlavors = await list("resourceflavors");
+      const [clusterQueues, localQueues, nodes, namespaces] = await Promise.all([
+        list("clusterqueues"),
+        list("localqueues"),
+        core.listNode().then((l) => raw<KubeObject[]>(l.items)),
+        core.listNamespace().then((l) => l.items.map(slimNamespace)),
+      ]);
+      return { resourceFlavors, clusterQueues, localQueues, nodes, namespaces, webhookConfigurations: kueueWebhooks };
+    } catch (err) {
+      if (status(err) === 404) return "absent";
+      return unreadable(err);
+    }
+  })();
+
   const ledger = opts.readLedger
     ? opts.readLedger().catch((err: unknown): LedgerState => ({ unread: describeError(err) }))
     : Promise.resolve<LedgerState>({ unread: "this doctor has no ledger reader (run `quartermaster ledger` to see it)" });
 
-  const [sc, ns, rec, acc, led, conf] = await Promise.all([servicesAndCertificates, protectedNamespaces, reconciler, access, ledger, confinement]);
+  const [sc, ns, rec, acc, led, conf, kq] = await Promise.all([servicesAndCertificates, protectedNamespaces, reconciler, access, ledger, confinement, kueue]);
   // Keys for every hook, so a target that was never read shows up as such.
   for (const h of hooks) {
     const key = targetKey(h);
@@ -357,5 +390,6 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     ledger: led,
     access: acc,
     confinement: conf,
+    kueue: kq,
   };
 }

@@ -19,6 +19,7 @@ import type { DeleteAction } from "../reconcile/finished.js";
 import { planPass, type Plan, type Snapshot } from "../reconcile/plan.js";
 import type { CreateServiceAction } from "../reconcile/services.js";
 import { namespaceScope } from "../core/scope.js";
+import { flavorLabelKeys } from "../reconcile/ledger-kueue.js";
 import type { Expectations } from "../reconcile/expectations.js";
 import type { Cluster } from "./cluster.js";
 import { applyJobControllers, describeControllerPlan } from "./job-controller.js";
@@ -67,17 +68,39 @@ export async function snapshot(cluster: Cluster, policy: Policy, namespace: stri
     }
     for (const job of list) jobs.push({ kind, job });
   }
+  // Kueue first: its flavors name the node labels the listing keeps. Its absence (404) is no error; a failure
+  // (RBAC not yet granting the lists) costs the ledger its Kueue section, never the pass.
+  let kueue: Snapshot["kueue"];
+  let kueueProblem: string | undefined;
+  try {
+    kueue = await cluster.listKueue?.();
+  } catch (err) {
+    kueueProblem = `Kueue's ResourceFlavors and ClusterQueues could not be listed (${errorMessage(err)}): the ledger has no section per flavor this pass`;
+    log.warn({ err }, "reconcile: cannot list Kueue's flavors and queues");
+  }
   const [namespaces, pods, services, nodes, nodeLeases, ledger, resourceSlices, resourceClaims] = await Promise.all([
     cluster.listNamespaces(),
     cluster.listPods(),
     cluster.listServices(),
-    cluster.listNodes(),
+    cluster.listNodes(kueue ? flavorLabelKeys(kueue.resourceFlavors) : undefined),
     cluster.listNodeLeases(),
     readLedgerConfigMaps(cluster, namespace),
     cluster.listResourceSlices?.() ?? Promise.resolve([]),
     cluster.listResourceClaims?.() ?? Promise.resolve([]),
   ]);
-  return { namespaces, jobs, pods, services, nodes, nodeLeases, ledger, resourceSlices, resourceClaims };
+  return {
+    namespaces,
+    jobs,
+    pods,
+    services,
+    nodes,
+    nodeLeases,
+    ledger,
+    resourceSlices,
+    resourceClaims,
+    ...(kueue ? { kueue } : {}),
+    ...(kueueProblem ? { kueueProblem } : {}),
+  };
 }
 
 const describeAction = (a: Action): string => `${a.verb} ${a.kind} ${a.namespace}/${a.name}`;

@@ -62,6 +62,51 @@ const PENDING = {
   properties: { createdAt: str, job: str, message: str, name: str, namespace: str, pendingSeconds: num, reason: str, resources: counts, uid: str },
 } as const;
 
+/** One ClusterQueue's quota of a resource in a flavor (src/reconcile/ledger-kueue.ts). */
+const KUEUE_QUOTA = {
+  type: "object",
+  required: ["clusterQueue", "nominalQuota"],
+  properties: { borrowingLimit: num, clusterQueue: str, cohort: str, lendingLimit: num, nominalQuota: num },
+} as const;
+
+const KUEUE_RESOURCE = {
+  type: "object",
+  required: ["inUse", "kueueReserved", "kueueUsage", "physical", "quota", "quotas"],
+  properties: {
+    borrowingLimit: num,
+    inUse: num,
+    kueueReserved: num,
+    kueueUsage: num,
+    physical: num,
+    quota: num,
+    quotas: { type: "array", items: KUEUE_QUOTA },
+    unlimitedBorrowing: bool,
+  },
+} as const;
+
+/** The Kueue section (optional: absent where Kueue's API is not served, and in ledgers written before it). */
+const KUEUE = {
+  type: "object",
+  required: ["flavors"],
+  properties: {
+    flavors: {
+      type: "array",
+      items: {
+        type: "object",
+        required: ["clusterQueues", "name", "nodeLabels", "nodes", "resources"],
+        properties: {
+          clusterQueues: { type: "array", items: str },
+          missing: bool,
+          name: str,
+          nodeLabels: { type: "object", additionalProperties: str },
+          nodes: int,
+          resources: { type: "object", additionalProperties: KUEUE_RESOURCE },
+        },
+      },
+    },
+  },
+} as const;
+
 /** The ledger's own ConfigMap names: the index and numbered shards (a shard number has at most four digits). */
 export const SHARD_NAME_PATTERN = "^quartermaster-ledger-(0|[1-9][0-9]{0,3})$";
 
@@ -77,6 +122,7 @@ export const LEDGER_INDEX_SCHEMA = {
       properties: { inactiveNodes: int, jobs: int, nodes: int, pendingGpuPods: int, podsHoldingDevices: int, staleNodes: int },
     },
     generatedAt: { type: "string", minLength: 1 },
+    kueue: KUEUE,
     namespaces: USAGE_MAP,
     shards: {
       type: "array",

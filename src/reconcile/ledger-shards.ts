@@ -21,6 +21,7 @@ import { createHash } from "node:crypto";
 import generatedIndexValidator from "../generated/ledger-index-validator.js";
 import generatedShardValidator from "../generated/ledger-shard-validator.js";
 import { describeSchemaErrors } from "../core/schema.js";
+import type { KueueLedger } from "./ledger-kueue.js";
 import { LEDGER_VERSION, type Ledger, type NodeEntry, type PendingGpuPod, type ResourceTotals, type Usage } from "./ledger.js";
 
 export const LEDGER_INDEX_NAME = "quartermaster-ledger";
@@ -67,6 +68,8 @@ export interface LedgerIndex {
   /** `inactiveNodes` (nodes listing a GPU resource with zero allocatable) is absent from ledgers written before it. */
   counts: { inactiveNodes?: number; jobs: number; nodes: number; pendingGpuPods: number; podsHoldingDevices: number; staleNodes: number };
   generatedAt: string;
+  /** Per Kueue ResourceFlavor, where Kueue's API is served (small: one entry per flavor, so kept in the index). */
+  kueue?: KueueLedger;
   namespaces: Record<string, Record<string, Usage>>;
   shards: Array<{ name: string; sha256: string }>;
   totals: Record<string, ResourceTotals>;
@@ -174,6 +177,7 @@ export function shardLedger(ledger: Ledger, budget: number): { index: StoredText
         staleNodes: ledger.nodes.filter((n) => n.stale).length,
       },
       generatedAt: ledger.generatedAt,
+      ...(ledger.kueue ? { kueue: ledger.kueue } : {}),
       namespaces: ledger.namespaces,
       shards: shards.map((s) => ({ name: s.name, sha256: s.sha256 })),
       totals: ledger.totals,
@@ -227,6 +231,7 @@ export function assembleLedger(
   const ledger: Ledger = {
     generatedAt: idx.generatedAt,
     jobs: {},
+    ...(idx.kueue ? { kueue: idx.kueue } : {}),
     namespaces: idx.namespaces,
     nodes: [],
     pending: [],

@@ -37,6 +37,7 @@ import type { Policy } from "../policy/types.js";
 import { parseQuantity, toNumber } from "../core/quantity.js";
 import { effectivePodGpus } from "../core/gpu.js";
 import { pendingPodDraGpus, readDra, type DraLedger } from "./ledger-dra.js";
+import { kueueLedger, nodeLabelsOf, type KueueLedger, type KueueNode, type KueueObjects } from "./ledger-kueue.js";
 
 export const LEDGER_VERSION = 1;
 
@@ -113,6 +114,8 @@ export interface ResourceTotals {
 export interface Ledger {
   generatedAt: string;
   jobs: Record<string, Record<string, Usage>>;
+  /** Per Kueue ResourceFlavor (src/reconcile/ledger-kueue.ts); present only where Kueue's API is served. */
+  kueue?: KueueLedger;
   namespaces: Record<string, Record<string, Usage>>;
   nodes: NodeEntry[];
   pending: PendingGpuPod[];
@@ -135,6 +138,11 @@ export interface LedgerInput {
   resourceClaims?: readonly KubeObject[];
   /** The ledger of the previous pass, if it could be read. */
   previous?: Ledger;
+  /**
+   * Kueue's ResourceFlavors and ClusterQueues, when its API is served (absent: no Kueue section). The nodes then
+   * carry the labels the flavors' nodeLabels name.
+   */
+  kueue?: KueueObjects;
 }
 
 interface PodShape {
@@ -461,17 +469,35 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
     for (const [r, u] of Object.entries(per)) addUsage(acc.jobs, key, r, 0, u.gpuSeconds);
   }
   const totals = settleNodes(acc.nodes.values());
+  const kueue = input.kueue ? kueueLedger(input.kueue, kueueNodes(input.nodes, acc.nodes), policy.gpu.resources) : undefined;
   const usage = (m: Map<string, Record<string, Usage>>) => Object.fromEntries([...m.keys()].sort().map((k) => [k, sortedRecord(m.get(k)!)]));
   const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
   return {
     generatedAt: now.toISOString(),
     jobs: usage(acc.jobs),
+    ...(kueue ? { kueue } : {}),
     namespaces: usage(acc.namespaces),
     nodes: [...acc.nodes.values()].sort(byName),
     pending: acc.pending.sort((a, b) => (a.namespace === b.namespace ? byName(a, b) : a.namespace < b.namespace ? -1 : 1)),
     totals,
     version: LEDGER_VERSION,
   };
+}
+
+/** The listed nodes with their labels and the ledger's figures, for the Kueue section (a node the API no longer lists has no labels: left out). */
+function kueueNodes(nodes: readonly KubeObject[], entries: ReadonlyMap<string, NodeEntry>): KueueNode[] {
+  return nodes.flatMap((n) => {
+    const name = (n.metadata as { name?: string } | undefined)?.name;
+    const e = name ? entries.get(name) : undefined;
+    if (!name || !e) return [];
+    const allocatable: Record<string, number> = {};
+    const allocated: Record<string, number> = {};
+    for (const [r, f] of Object.entries(e.resources)) {
+      allocatable[r] = f.allocatable;
+      allocated[r] = f.allocated;
+    }
+    return [{ name, labels: nodeLabelsOf(n), allocatable, allocated }];
+  });
 }
 
 /** The cluster's GPUs of one resource in all, for the validating webhook's capacity check. */

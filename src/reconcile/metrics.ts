@@ -209,6 +209,29 @@ function registerLedgerTimestamps(registers: Registry[], read: LedgerRead): void
   });
 }
 
+/** The figures of a Kueue flavor's resource exported as `kind` (src/reconcile/ledger-kueue.ts). */
+const KUEUE_KINDS = { quota: "quota", physical: "physical", in_use: "inUse", kueue_usage: "kueueUsage", kueue_reserved: "kueueReserved" } as const;
+
+/** Per Kueue ResourceFlavor and GPU resource: quota, physical GPUs of its nodes, in use there, Kueue's usage and reservation. */
+function registerKueueFlavors(registers: Registry[], read: LedgerRead): void {
+  new Gauge({
+    name: "quartermaster_kueue_flavor_gpus",
+    help:
+      "Per Kueue ResourceFlavor and GPU resource, from the device ledger's index: kind quota (nominal quota summed over the ClusterQueues listing the flavor), " +
+      "physical (allocatable on the nodes its nodeLabels select), in_use (allocated on those nodes), kueue_usage and kueue_reserved (ClusterQueue status flavorsUsage and flavorsReservation). " +
+      "No series where Kueue is not installed.",
+    labelNames: ["flavor", "resource", "kind"] as const,
+    registers,
+    collect() {
+      this.reset();
+      const flavors = read()?.index.kueue?.flavors ?? [];
+      for (const f of flavors)
+        for (const [resource, r] of Object.entries(f.resources))
+          for (const [kind, field] of Object.entries(KUEUE_KINDS)) this.set({ flavor: f.name, resource, kind }, r[field]);
+    },
+  });
+}
+
 /**
  * Gauges of the device ledger, computed at scrape time from the index `read()` returns. While there is none
  * (not read yet, missing, or failing its checksum) `quartermaster_ledger_present` is 0, the labelled series
@@ -221,6 +244,7 @@ export function registerLedgerMetrics(registry: Registry, read: LedgerRead, opts
   registerLedgerCounts(registers, read);
   registerNamespaceUsage(registers, read, opts.namespaceCap ?? NAMESPACE_LABEL_CAP);
   registerLedgerTimestamps(registers, read);
+  registerKueueFlavors(registers, read);
 }
 
 /** What one reconcile pass did, as the loop reports it to {@link ReconcilerMetrics}. */

@@ -30,6 +30,7 @@ import { jobShape, TRAINING_OPERATOR_MANAGER } from "../topology/shape.js";
 import { claim, controllerUid, type ClaimAction } from "./claim.js";
 import { capDeletions, planFinishedJob, type DeleteAction } from "./finished.js";
 import { buildLedger, type Ledger } from "./ledger.js";
+import type { KueueObjects } from "./ledger-kueue.js";
 import { planLedgerWrites, readStored, shardLedger, type LedgerWrite, type StoredConfigMap } from "./ledger-shards.js";
 import { decideJob, type Decision, type InFlight } from "./job-controller.js";
 import { planReplicaServices, serviceKeys, type CreateServiceAction } from "./services.js";
@@ -51,6 +52,10 @@ export interface Snapshot {
   resourceClaims?: KubeObject[];
   /** The ledger's ConfigMaps as read, by name. */
   ledger: ReadonlyMap<string, StoredConfigMap>;
+  /** Kueue's ResourceFlavors and ClusterQueues, when its API is served (the nodes then carry the flavors' label keys). */
+  kueue?: KueueObjects;
+  /** Why Kueue's objects could not be listed (reported as a problem; the ledger goes without its Kueue section). */
+  kueueProblem?: string;
 }
 
 /** A job the pass does nothing for, and why. */
@@ -248,12 +253,13 @@ function planLedger(
       previous: stored.ledger,
       ...(snapshot.resourceSlices ? { resourceSlices: snapshot.resourceSlices } : {}),
       ...(snapshot.resourceClaims ? { resourceClaims: snapshot.resourceClaims } : {}),
+      ...(snapshot.kueue ? { kueue: snapshot.kueue } : {}),
     },
     now,
     policy,
   );
   const ledgerWrites = planLedgerWrites(shardLedger(ledger, policy.reconciler.ledgerShardBytes), snapshot.ledger);
-  const problems = stored.index || stored.corrupt.length > 0 ? stored.problems : [];
+  const problems = [...(stored.index || stored.corrupt.length > 0 ? stored.problems : []), ...(snapshot.kueueProblem ? [snapshot.kueueProblem] : [])];
   return { ledger, ledgerWrites, ledgerCorrupt: stored.corrupt, problems };
 }
 

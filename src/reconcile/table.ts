@@ -5,6 +5,7 @@
  * (`quartermaster ledger`). Columns padded to their widest cell; the last column is never padded.
  */
 import type { Ledger } from "./ledger.js";
+import { describeQuota, type KueueLedger } from "./ledger-kueue.js";
 import type { Plan } from "./plan.js";
 
 export function table(rows: readonly string[][]): string {
@@ -101,6 +102,7 @@ export function ledgerTable(ledger: Ledger): string {
   };
   usage("NAMESPACE", ledger.namespaces);
   usage("JOB", ledger.jobs);
+  if (ledger.kueue) out.push("", kueueTable(ledger.kueue));
   if (ledger.pending.length > 0) {
     out.push(
       "",
@@ -118,6 +120,45 @@ export function ledgerTable(ledger: Ledger): string {
     );
   }
   return out.join("\n");
+}
+
+/**
+ * The ledger's Kueue section: per ResourceFlavor and GPU resource, Kueue's nominal quota (with what its
+ * ClusterQueues may borrow) beside the GPUs of the nodes its nodeLabels select, those in use there, and Kueue's
+ * own usage and reservation. A flavor without GPU figures gets one row, so a flavor selecting no node shows.
+ */
+export function kueueTable(kueue: KueueLedger): string {
+  if (kueue.flavors.length === 0) return "Kueue: no ResourceFlavors or ClusterQueues";
+  const labels = (l: Record<string, string>): string =>
+    Object.entries(l)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(",") || "(every node)";
+  const rows = kueue.flavors.flatMap((f) => {
+    const common = (resource: string): string[] => [f.name, resource];
+    const tail = [String(f.nodes), f.clusterQueues.join(",") || "-", labels(f.nodeLabels)];
+    const resources = Object.entries(f.resources);
+    const flagsOf = (over: boolean): string =>
+      flags([
+        [f.missing === true, "flavor-missing"],
+        [!f.missing && f.nodes === 0, "no-nodes"],
+        [over, "quota-over-physical"],
+      ]);
+    if (resources.length === 0) return [[...common("-"), "-", "-", "-", "-", "-", ...tail, flagsOf(false)]];
+    return resources.map(([r, e]) => [
+      ...common(r),
+      describeQuota(e),
+      String(e.physical),
+      String(e.inUse),
+      String(e.kueueUsage),
+      String(e.kueueReserved),
+      ...tail,
+      flagsOf(e.quota > e.physical),
+    ]);
+  });
+  return table([
+    ["KUEUE FLAVOR", "RESOURCE", "QUOTA", "PHYSICAL", "IN USE", "KUEUE USAGE", "KUEUE RESERVED", "NODES", "CLUSTERQUEUES", "NODE LABELS", "FLAGS"],
+    ...rows,
+  ]);
 }
 
 /** The plan for `-o json`: the ledger writes without their texts (the ledger itself is there, once). */

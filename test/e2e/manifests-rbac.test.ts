@@ -72,11 +72,14 @@ const ADOPTED = jobKinds.filter((k) => labelScheme(k).claimed);
 
 /** Calls whose targets depend on the file: the webhook's one reader (src/kube/jobs.ts) reads more than jobs. */
 const METHODS_IN: Record<string, typeof METHODS> = {
-  // The reconcile pass lists jobs and, for the device ledger, DRA's ResourceSlices and ResourceClaims.
+  // The reconcile pass lists jobs and, for the device ledger, DRA's ResourceSlices and ResourceClaims and Kueue's
+  // ResourceFlavors and ClusterQueues.
   "src/kube/cluster.ts": {
     "CustomObjectsApi.listClusterCustomObject": [
       ...JOBS("list").map((t) => ({ ...t, cluster: true as const })),
       { verb: "list", group: "resource.k8s.io", resources: ["resourceslices", "resourceclaims"], cluster: true as const },
+      // The ledger's section per Kueue ResourceFlavor (src/reconcile/ledger-kueue.ts).
+      { verb: "list", group: "kueue.x-k8s.io", resources: ["resourceflavors", "clusterqueues"], cluster: true as const },
     ],
   },
   "src/kube/jobs.ts": {

@@ -136,6 +136,18 @@ describe("nodes and namespaces trimmed", () => {
     assert.deepEqual(n.status.conditions, [{ type: "Ready", status: "True", lastHeartbeatTime: new Date(NOW.getTime() - 10_000).toISOString() }]);
     assert.equal(n.status.images, undefined);
   });
+  it("a node keeps only the labels asked for (the Kueue flavors' keys), none by default", () => {
+    const labelled = {
+      ...typedNode(new Date(NOW.getTime())),
+      metadata: { name: "gpu-1", uid: "u", labels: { "nvidia.com/gpu.product": "H100", "kubernetes.io/hostname": "gpu-1" } },
+    };
+    const cases: Array<[string, ReadonlySet<string> | undefined, unknown]> = [
+      ["no keys asked for", undefined, undefined],
+      ["the flavor's key", new Set(["nvidia.com/gpu.product"]), { "nvidia.com/gpu.product": "H100" }],
+      ["a key the node lacks", new Set(["pool"]), undefined],
+    ];
+    for (const [name, keep, want] of cases) assert.deepEqual((slimNode(labelled, keep) as any).metadata.labels, want, name);
+  });
   it("the ledger over a trimmed node without a Lease: a fresh heartbeat → not stale; an old one → stale", () => {
     const stale = (ago: number) =>
       buildLedger({ nodes: [slimNode(typedNode(new Date(NOW.getTime() - ago)))], nodeLeases: [], pods: [], jobs: new Set() }, NOW, defaultPolicy()).nodes[0]!

@@ -204,3 +204,60 @@ describe("reconcile pass", () => {
     assert.deepEqual(report.plan.ledger.jobs, { "team-a/mnist": { "nvidia.com/gpu": { allocated: 4, gpuSeconds: 0 } } });
   });
 });
+
+describe("reconcile pass: Kueue's flavors in the ledger", () => {
+  const flavor = { metadata: { name: "a100" }, spec: { nodeLabels: { "nvidia.com/gpu.product": "A100-SXM4-80GB" } } };
+  const queue = {
+    metadata: { name: "team-a" },
+    spec: {
+      resourceGroups: [{ coveredResources: ["nvidia.com/gpu"], flavors: [{ name: "a100", resources: [{ name: "nvidia.com/gpu", nominalQuota: "16" }] }] }],
+    },
+  };
+  /** A node with many labels: the pass must keep only those a flavor names. */
+  const labelledNode = (): KubeObject => {
+    const n = node("gpu-1", { "nvidia.com/gpu": "8" }) as Record<string, any>;
+    n.metadata.labels = { "nvidia.com/gpu.product": "A100-SXM4-80GB", "kubernetes.io/hostname": "gpu-1", "topology.kubernetes.io/zone": "z1" };
+    return n;
+  };
+  const cases: Array<{ name: string; listKueue?: () => Promise<unknown>; want: { flavors?: string[]; physical?: number; problem?: RegExp; keep?: string[] } }> =
+    [
+      {
+        name: "Kueue served: the section per flavor, and the node listing keeps only the flavors' label keys",
+        listKueue: async () => ({ resourceFlavors: [flavor], clusterQueues: [queue] }),
+        want: { flavors: ["a100"], physical: 8, keep: ["nvidia.com/gpu.product"] },
+      },
+      { name: "Kueue not installed (404 → undefined): no section, no problem", listKueue: async () => undefined, want: {} },
+      { name: "a reader without Kueue listing at all: no section", want: {} },
+      {
+        name: "listing refused (403, RBAC not yet updated): a problem, no section, the pass goes on",
+        listKueue: async () => {
+          throw Object.assign(new Error("HTTP 403: forbidden"), { code: 403 });
+        },
+        want: { problem: /Kueue's ResourceFlavors and ClusterQueues could not be listed \(HTTP 403: forbidden\)/ },
+      },
+    ];
+  for (const c of cases) {
+    it(c.name, async () => {
+      const fc = fakeCluster({ jobs: [{ kind, job: tf() }], pods: [replica(0, true)], nodes: [labelledNode()], nodeLeases: [nodeLease("gpu-1", NOW)] });
+      let kept: string[] | undefined;
+      const list = fc.listNodes.bind(fc);
+      fc.listNodes = async (keep?: ReadonlySet<string>) => {
+        kept = keep ? [...keep] : undefined;
+        return list();
+      };
+      if (c.listKueue) (fc as unknown as { listKueue: unknown }).listKueue = c.listKueue;
+      const report = await pass(fc);
+      assert.deepEqual(report.failed, []);
+      const k = report.plan.ledger.kueue;
+      assert.deepEqual(
+        k?.flavors.map((f) => f.name),
+        c.want.flavors,
+      );
+      if (c.want.physical !== undefined) assert.equal(k?.flavors[0]?.resources["nvidia.com/gpu"]?.physical, c.want.physical);
+      assert.deepEqual(kept, c.want.keep);
+      const problems = report.plan.problems.filter((p) => /Kueue/.test(p));
+      if (c.want.problem) assert.match(problems.join("\n"), c.want.problem);
+      else assert.deepEqual(problems, []);
+    });
+  }
+});

@@ -58,7 +58,7 @@ export function registerDoctor(program: Command, deps: CliDeps): void {
     .description(
       `Check an installation for what would stop admissions or go stale: webhooks and their endpoints, caBundle
 against the served certificate, certificate expiry, namespace selectors, side effects, timeouts, the
-reconciler's last pass, the ledger, RBAC (docs/operations.md).`,
+reconciler's last pass, the ledger, RBAC, and with Kueue its quotas, webhooks and flavors (docs/operations.md).`,
     )
     .addOption(outputOption("doctor"))
     .addOption(new Option("--namespace <name>", "Quartermaster's namespace").default("quartermaster", "quartermaster"))
