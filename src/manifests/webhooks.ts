@@ -269,8 +269,9 @@ const WEBHOOK_COMMENTS: Readonly<Record<string, string>> = {
     " placement, rather than every training pod being refused (the validating webhooks fail closed, so limits\n" +
     " still hold). IfNeeded: the mutations are idempotent and a later mutating webhook may change the pod.",
   "jobs.mutate.quartermaster.dev":
-    " Ignore, Never: fills the policy's run-policy defaults (TTL, cleanPodPolicy, deadlines) where a new job\n" +
-    " leaves them unset; a job created during an outage keeps upstream's defaults.",
+    " Ignore: fills the policy's run-policy defaults (TTL, cleanPodPolicy, deadlines) where a new job leaves them\n" +
+    " unset (a job created during an outage keeps upstream's defaults), and outfits the pod templates of jobs,\n" +
+    " batch Jobs and JobSets queued in Kueue. IfNeeded: Kueue's webhook may add the queue name after this one ran.",
   "pods.validate.quartermaster.dev":
     " Fail: platform limits are the point; a pod that skipped them could hold GPUs it may not have. Also\n" +
     " in-place resizes (pods/resize), so cpu/memory limits cannot be raised after creation.",

@@ -117,11 +117,14 @@ function setIn(root: unknown, path: ReadonlyArray<string | number>, value: unkno
 const getIn = (root: unknown, path: ReadonlyArray<string | number>): unknown =>
   path.reduce<unknown>((o, k) => (typeof k === "number" ? (Array.isArray(o) ? o[k] : undefined) : isMap(o) ? o[k] : undefined), root);
 
+/** An object where a pod spec belongs: the apiserver's schema validation has checked the rest. */
+const isPodSpec = (v: unknown): v is V1PodSpec => isMap(v);
+
 /** The pod specs of the templates of a batch Job or JobSet (what `/mutate/jobs` prices and reads claims for). */
 export const workloadTemplateSpecs = (obj: KubeObject, kind: QueuedWorkloadKind): V1PodSpec[] =>
   kind.templatePaths(obj).flatMap((p) => {
     const spec = getIn(obj, [...p, "spec"]);
-    return isMap(spec) ? [spec as unknown as V1PodSpec] : [];
+    return isPodSpec(spec) ? [spec] : [];
   });
 
 /**
