@@ -60,8 +60,9 @@ function deepEqual(a: unknown, b: unknown): boolean {
 function mergeMap(base: unknown, patch: unknown): unknown {
   if (!isObj(patch)) return patch === undefined ? base : patch;
   const out: Obj = { ...objOr(base) };
-  for (const [k, v] of Object.entries(patch)) if (v === null) delete out[k];
-  else out[k] = v;
+  for (const [k, v] of Object.entries(patch))
+    if (v === null) delete out[k];
+    else out[k] = v;
   return out;
 }
 
@@ -70,8 +71,9 @@ function mergeStruct(base: unknown, patch: unknown): unknown {
   if (patch === undefined) return base;
   if (!isObj(patch) || !isObj(base)) return structuredClone(patch);
   const out: Obj = { ...base };
-  for (const [k, v] of Object.entries(patch)) if (v === null) delete out[k];
-  else out[k] = mergeStruct(base[k], v);
+  for (const [k, v] of Object.entries(patch))
+    if (v === null) delete out[k];
+    else out[k] = mergeStruct(base[k], v);
   return out;
 }
 
@@ -97,7 +99,7 @@ const patchesOf = (job: KubeObject): Patch[] => {
 function podPatchOf(patch: Patch, name: string): Obj | undefined {
   const rjobs = objOr(objOr(objOr(patch.trainingRuntimeSpec).template).spec).replicatedJobs;
   if (!Array.isArray(rjobs)) return undefined;
-  const r = rjobs.find((x) => isObj(x) && x.name === name);
+  const r: unknown = (rjobs as unknown[]).find((x) => isObj(x) && x.name === name);
   return r === undefined ? undefined : objOr(objOr(objOr(objOr(r).template).spec).template);
 }
 
@@ -107,19 +109,19 @@ function applyPodPatch(template: V1PodTemplateSpec, pp: Obj): V1PodTemplateSpec 
   const ps = objOr(pp.spec);
   const meta: Obj = { ...objOr(template.metadata) };
   for (const f of ["labels", "annotations"]) if (pm[f] !== undefined) meta[f] = mergeMap(meta[f], pm[f]);
-  const spec: Obj = { ...objOr(template.spec) };
-  if (ps.nodeSelector !== undefined) spec.nodeSelector = mergeMap(spec.nodeSelector, ps.nodeSelector);
-  if (ps.affinity !== undefined) spec.affinity = mergeStruct(spec.affinity, ps.affinity);
-  if (ps.tolerations !== undefined) spec.tolerations = structuredClone(ps.tolerations);
-  for (const k of ["nodeSelector", "affinity", "tolerations"]) if (spec[k] === null) delete spec[k];
-  return { ...template, metadata: meta, spec: spec as unknown as V1PodSpec };
+  const spec: V1PodSpec = { ...template.spec! };
+  if (ps.nodeSelector !== undefined) spec.nodeSelector = mergeMap(spec.nodeSelector, ps.nodeSelector) as V1PodSpec["nodeSelector"];
+  if (ps.affinity !== undefined) spec.affinity = mergeStruct(spec.affinity, ps.affinity) as V1PodSpec["affinity"];
+  if (ps.tolerations !== undefined) spec.tolerations = structuredClone(ps.tolerations) as V1PodSpec["tolerations"];
+  for (const k of ["nodeSelector", "affinity", "tolerations"] as const) if (spec[k] === null) delete spec[k];
+  return { ...template, metadata: meta, spec };
 }
 
 /** resourcesPerNode merged into the runtime container's resources, limits and requests key by key (MergeResourceRequirements). */
 function mergeResources(base: unknown, perNode: unknown): V1Container["resources"] {
   const out: Obj = { ...objOr(base) };
   for (const [k, v] of Object.entries(objOr(perNode))) out[k] = k === "limits" || k === "requests" ? mergeMap(out[k], v) : v;
-  return out as V1Container["resources"];
+  return out;
 }
 
 export interface TrainerNode {
@@ -181,6 +183,34 @@ const withoutTime = (p: unknown): unknown => {
 };
 
 /**
+ * The template's metadata with the mutations record Quartermaster's patch already carries, so that a second pass
+ * records the same (the patch itself is set aside when the template is built).
+ */
+function withOwnRecord(job: KubeObject, node: TrainerNode): V1PodTemplateSpec["metadata"] {
+  const own = patchesOf(job).find((p) => isObj(p) && p.manager === QM_RUNTIME_PATCH_MANAGER);
+  const record = objOr(objOr((own && podPatchOf(own, node.name))?.metadata).annotations)[ANNOTATION_MUTATIONS];
+  const meta = node.template.metadata;
+  return typeof record === "string" ? { ...meta, annotations: { ...meta?.annotations, [ANNOTATION_MUTATIONS]: record } } : meta;
+}
+
+/** The node container's resources after the mutations, when they differ from before; and what resourcesPerNode cannot remove. */
+function resourcesChange(node: TrainerNode, after: V1PodTemplateSpec): { now: unknown; warnings: string[] } | undefined {
+  if (node.container === undefined) return undefined;
+  const before = node.template.spec!.containers[node.container]!.resources;
+  const now = after.spec!.containers[node.container]!.resources;
+  if (deepEqual(before, now)) return undefined;
+  const dropped = (f: "limits" | "requests"): string[] => Object.keys(objOr(objOr(before)[f])).filter((k) => !Object.hasOwn(objOr(objOr(now)[f]), k));
+  const gone = [...dropped("limits"), ...dropped("requests")];
+  const warnings =
+    gone.length === 0
+      ? []
+      : [
+          `quartermaster: ${gone.join(", ")} of the runtime's ${TRAINER.node} container cannot be removed through resourcesPerNode (Trainer merges it into the runtime's): fix the runtime`,
+        ];
+  return { now, warnings };
+}
+
+/**
  * A queued TrainJob (`kind`'s shape `trainjob`, a queue name) outfitted against its `runtime` (see the module
  * comment); any other job, or one with nothing to change, comes back as the very same reference.
  */
@@ -189,10 +219,7 @@ export function outfitQueuedTrainJob(job: KubeObject, kind: JobKind, runtime: Ku
   if (queueNameOf(job) === undefined || jobShape(kind).name !== "trainjob" || !isObj(job.spec)) return unchanged;
   const node = trainerNodeTemplate(job, runtime, QM_RUNTIME_PATCH_MANAGER);
   if (!node) return unchanged;
-  // The record Quartermaster's patch already carries, so that a second pass records the same (see the module comment).
-  const own = patchesOf(job).find((p) => isObj(p) && p.manager === QM_RUNTIME_PATCH_MANAGER);
-  const record = objOr(objOr((own && podPatchOf(own, node.name))?.metadata).annotations)[ANNOTATION_MUTATIONS];
-  const meta = typeof record === "string" ? { ...node.template.metadata, annotations: { ...node.template.metadata?.annotations, [ANNOTATION_MUTATIONS]: record } } : node.template.metadata;
+  const meta = withOwnRecord(job, node);
   const pod: Pod = { ...(meta ? { metadata: meta } : {}), spec: node.template.spec! };
   const out = mutatePod(pod, { policy: ctx.policy, namespace: ctx.namespace, ...(ctx.claims ? { claims: ctx.claims } : {}) }, KUEUE_READ_MUTATIONS);
   if (out.pod === pod) return unchanged;
@@ -202,19 +229,11 @@ export function outfitQueuedTrainJob(job: KubeObject, kind: JobKind, runtime: Ku
   const warnings = out.warnings.map((w) => `${w} (queued TrainJob: its ${node.name} pods)`);
 
   // Resources: the node container's, into resourcesPerNode, when they are not what the pods would get anyway.
-  if (node.container !== undefined) {
-    const before = node.template.spec!.containers[node.container]!.resources;
-    const now = after.spec!.containers[node.container]!.resources;
-    if (!deepEqual(before, now)) {
-      spec.trainer = { ...objOr(spec.trainer), resourcesPerNode: now };
-      applied.push({ templateField: "spec.trainer.resourcesPerNode", mutations: out.applied.filter((m) => m === "resources") });
-      const dropped = (f: "limits" | "requests"): string[] => Object.keys(objOr(objOr(before)[f])).filter((k) => !Object.hasOwn(objOr(objOr(now)[f]), k));
-      const gone = [...dropped("limits"), ...dropped("requests")];
-      if (gone.length > 0)
-        warnings.push(
-          `quartermaster: ${gone.join(", ")} of the runtime's ${TRAINER.node} container cannot be removed through resourcesPerNode (Trainer merges it into the runtime's): fix the runtime`,
-        );
-    }
+  const resources = resourcesChange(node, after);
+  if (resources) {
+    spec.trainer = { ...objOr(spec.trainer), resourcesPerNode: resources.now };
+    applied.push({ templateField: "spec.trainer.resourcesPerNode", mutations: out.applied.filter((m) => m === "resources") });
+    warnings.push(...resources.warnings);
   }
 
   // Placement and the record: Quartermaster's runtime patch, in place when there is one, else appended.
@@ -228,7 +247,7 @@ export function outfitQueuedTrainJob(job: KubeObject, kind: JobKind, runtime: Ku
     spec.runtimePatches = next;
     applied.push({
       templateField: `spec.runtimePatches[${at >= 0 ? at : patches.length}]`,
-      mutations: out.applied.filter((m) => m !== "resources" || !applied.some((a) => a.templateField === "spec.trainer.resourcesPerNode")),
+      mutations: out.applied.filter((m) => m !== "resources" || !resources),
     });
   }
   if (applied.length === 0) return unchanged;
