@@ -6,7 +6,8 @@
  * Jobs would be refused, where a v1 job's pods are renamed by `/mutate/pods`); and, for a job queued in Kueue
  * (label `kueue.x-k8s.io/queue-name`), its pod templates outfitted with the pod mutations whose result Kueue
  * reads (`src/mutate/job-templates.ts`: resources, GPU tolerations, accelerator and interruptible placement), so
- * flavor assignment and quota see what the pods will ask for; the same for a queued batch Job or JobSet (sent
+ * flavor assignment and quota see what the pods will ask for (a queued TrainJob through its runtime, read as
+ * /validate/jobs reads it: `src/mutate/trainjob-outfit.ts`); the same for a queued batch Job or JobSet (sent
  * here by the `workloads.mutate` webhook, whose match condition passes only objects with a queue name: nothing
  * else of Quartermaster's applies to them). A job without a queue name keeps its templates as written (the reason
  * is in that module). The DRA claims the templates name are read as the pod webhook reads a
