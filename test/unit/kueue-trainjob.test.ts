@@ -134,7 +134,9 @@ const CASES: Case[] = [
     name: "accelerator annotation in a user's runtime patch: required affinity on the product, its toleration; the user's tolerations kept (SMP replaces the list)",
     job: tj({
       resources: { limits: { "nvidia.com/gpu": "4" }, requests: { "nvidia.com/gpu": "4", cpu: "8", memory: "64Gi" } },
-      patches: [userPatch({ metadata: { annotations: { [ANNOTATION_ACCELERATOR]: "H100-SXM5-80GB" } }, spec: { tolerations: [{ key: "team", operator: "Exists" }] } })],
+      patches: [
+        userPatch({ metadata: { annotations: { [ANNOTATION_ACCELERATOR]: "H100-SXM5-80GB" } }, spec: { tolerations: [{ key: "team", operator: "Exists" }] } }),
+      ],
     }),
     changed: true,
     check(job, pod) {
@@ -142,8 +144,14 @@ const CASES: Case[] = [
       assert.deepEqual(terms, [{ matchExpressions: [{ key: "nvidia.com/gpu.product", operator: "In", values: ["H100-SXM5-80GB"] }, OFF_INTERRUPTIBLE] }]);
       const tol = qmPodOf(job)!.spec.tolerations as V1Toleration[];
       assert.deepEqual(tol[0], { key: "team", operator: "Exists" });
-      assert.ok(tol.some((t) => t.key === "nvidia.com/gpu"), "GPU toleration");
-      assert.ok(tol.some((t) => t.key === "nvidia.com/gpu.product" && t.value === "H100-SXM5-80GB"), "product toleration");
+      assert.ok(
+        tol.some((t) => t.key === "nvidia.com/gpu"),
+        "GPU toleration",
+      );
+      assert.ok(
+        tol.some((t) => t.key === "nvidia.com/gpu.product" && t.value === "H100-SXM5-80GB"),
+        "product toleration",
+      );
       // Its memory limit from the request: resourcesPerNode rewritten; its cpu/memory requests kept.
       assert.deepEqual((job as Obj).spec.trainer.resourcesPerNode.requests, { "nvidia.com/gpu": "4", cpu: "8", memory: "64Gi" });
       assert.equal((job as Obj).spec.runtimePatches[0].manager, "example.com/user", "the user's patch stays first");
@@ -154,7 +162,10 @@ const CASES: Case[] = [
     job: tj({ resources: { limits: { "nvidia.com/gpu": "1" } }, patches: [userPatch({ metadata: { annotations: { [ANNOTATION_INTERRUPTIBLE]: "true" } } })] }),
     changed: true,
     check(_job, pod) {
-      assert.ok((pod.spec.tolerations as V1Toleration[]).some((t) => t.key === "x/interruptible"), "interruptible toleration");
+      assert.ok(
+        (pod.spec.tolerations as V1Toleration[]).some((t) => t.key === "x/interruptible"),
+        "interruptible toleration",
+      );
       assert.deepEqual(pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms, [
         { matchExpressions: [{ key: "x/interruptible", operator: "In", values: ["true"] }] },
       ]);
@@ -211,7 +222,10 @@ describe("outfitQueuedTrainJob", () => {
     edited.spec.runtimePatches.unshift(userPatch({ metadata: { annotations: { [ANNOTATION_ACCELERATOR]: "A100-SXM4-80GB" } } }));
     const again = outfitQueuedTrainJob(deepFreeze(edited), TJ, torch, { policy, namespace: "team-a" }).job as Obj;
     assert.equal(again.spec.runtimePatches.filter((p: Obj) => p.manager === QM_RUNTIME_PATCH_MANAGER).length, 1);
-    assert.ok((qmPodOf(again)!.spec.tolerations as V1Toleration[]).some((t) => t.value === "A100-SXM4-80GB"), "A100 toleration");
+    assert.ok(
+      (qmPodOf(again)!.spec.tolerations as V1Toleration[]).some((t) => t.value === "A100-SXM4-80GB"),
+      "A100 toleration",
+    );
   });
 
   it("trainerNodeTemplate follows strategic merge patch: tolerations replaced, nodeSelector merged, resourcesPerNode merged key by key", () => {
@@ -292,7 +306,10 @@ describe("/mutate/jobs on a queued TrainJob, then /mutate/pods on its trainer po
     assert.deepEqual(out.spec.trainer.resourcesPerNode, { limits: { "nvidia.com/gpu": "4" } });
     assert.equal(out.spec.runtimePatches, undefined);
     const warnings = res.review.response?.warnings ?? [];
-    assert.ok(warnings.some((w) => w.startsWith("quartermaster: not outfitted for Kueue: the TrainJob's runtime could not be read")), warnings.join("\n"));
+    assert.ok(
+      warnings.some((w) => w.startsWith("quartermaster: not outfitted for Kueue: the TrainJob's runtime could not be read")),
+      warnings.join("\n"),
+    );
   });
 
   it("runtime not found: unchanged beyond the rename, with a warning", async () => {
@@ -301,13 +318,19 @@ describe("/mutate/jobs on a queued TrainJob, then /mutate/pods on its trainer po
     const res = await hooks["/mutate/jobs"]!.admit(create(job));
     assert.equal(res.review.response?.patch, undefined);
     const warnings = res.review.response?.warnings ?? [];
-    assert.ok(warnings.some((w) => w.startsWith("quartermaster: not outfitted for Kueue")), warnings.join("\n"));
+    assert.ok(
+      warnings.some((w) => w.startsWith("quartermaster: not outfitted for Kueue")),
+      warnings.join("\n"),
+    );
   });
 });
 
 describe("kueueAdmissionOnly with Quartermaster's runtime patch present", () => {
   const outfitted = outfitQueuedTrainJob(
-    tj({ resources: { limits: { "nvidia.com/gpu": "4" } }, patches: [userPatch({ metadata: { annotations: { [ANNOTATION_ACCELERATOR]: "H100-SXM5-80GB" } } })] }),
+    tj({
+      resources: { limits: { "nvidia.com/gpu": "4" } },
+      patches: [userPatch({ metadata: { annotations: { [ANNOTATION_ACCELERATOR]: "H100-SXM5-80GB" } } })],
+    }),
     TJ,
     torch,
     { policy, namespace: "team-a" },
@@ -317,7 +340,14 @@ describe("kueueAdmissionOnly with Quartermaster's runtime patch present", () => 
   created.spec.runtimePatches.push({ manager: KUEUE_RUNTIME_PATCH_MANAGER, trainingRuntimeSpec: { template: { spec: {} } } });
   const kueuePatched: Obj = structuredClone(created);
   kueuePatched.spec.runtimePatches[2].trainingRuntimeSpec.template.spec.replicatedJobs = [
-    { name: "node", template: { spec: { template: { metadata: { labels: { "kueue.x-k8s.io/podset": "node" } }, spec: { nodeSelector: { "nvidia.com/gpu.product": "H100-SXM5-80GB" } } } } } },
+    {
+      name: "node",
+      template: {
+        spec: {
+          template: { metadata: { labels: { "kueue.x-k8s.io/podset": "node" } }, spec: { nodeSelector: { "nvidia.com/gpu.product": "H100-SXM5-80GB" } } },
+        },
+      },
+    },
   ];
   const unsuspended: Obj = structuredClone(kueuePatched);
   unsuspended.spec.suspend = false;
@@ -328,7 +358,8 @@ describe("kueueAdmissionOnly with Quartermaster's runtime patch present", () => 
     assert.deepEqual(a.templates[0]!.nodeSelector, { "nvidia.com/gpu.product": "H100-SXM5-80GB" });
     assert.match(a.templates[0]!.templateField, /^spec\.runtimePatches\[2\]\./);
   });
-  it("then suspend=false is Kueue's admission", () => assert.equal(kueueAdmissionOnly(kueuePatched as KubeObject, unsuspended as KubeObject, TJ)?.unsuspended, true));
+  it("then suspend=false is Kueue's admission", () =>
+    assert.equal(kueueAdmissionOnly(kueuePatched as KubeObject, unsuspended as KubeObject, TJ)?.unsuspended, true));
   it("a change to Quartermaster's patch in the same UPDATE is not", () => {
     const tampered: Obj = structuredClone(unsuspended);
     tampered.spec.runtimePatches[1].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.tolerations = [];
