@@ -6,7 +6,8 @@
  * Jobs would be refused, where a v1 job's pods are renamed by `/mutate/pods`); and, for a job queued in Kueue
  * (label `kueue.x-k8s.io/queue-name`), its pod templates outfitted with the pod mutations whose result Kueue
  * reads (`src/mutate/job-templates.ts`: resources, GPU tolerations, accelerator and interruptible placement), so
- * flavor assignment and quota see what the pods will ask for; the same for a queued batch Job or JobSet (sent
+ * flavor assignment and quota see what the pods will ask for (a queued TrainJob through its runtime, read as
+ * /validate/jobs reads it: `src/mutate/trainjob-outfit.ts`); the same for a queued batch Job or JobSet (sent
  * here by the `workloads.mutate` webhook, whose match condition passes only objects with a queue name: nothing
  * else of Quartermaster's applies to them). A job without a queue name keeps its templates as written (the reason
  * is in that module). The DRA claims the templates name are read as the pod webhook reads a
@@ -25,6 +26,8 @@ import { effectiveJobDefaults, fillJobDefaults } from "../src/mutate/job-default
 import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";
 import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates, outfitQueuedWorkloadTemplates, workloadTemplateSpecs } from "../src/mutate/job-templates.js";
 import { renameTrainJobBareGpu } from "../src/mutate/trainjob-resources.js";
+import { outfitQueuedTrainJob, QM_RUNTIME_PATCH_MANAGER, trainerNodeTemplate } from "../src/mutate/trainjob-outfit.js";
+import { readRuntime, type JobReadResult } from "../src/topology/lookup.js";
 import type { JobKind } from "../src/policy/types.js";
 import { jobShape } from "../src/topology/shape.js";
 import type { WebhookDeps } from "./deps.js";
@@ -68,9 +71,38 @@ export function mutateJobs(deps: WebhookDeps): Webhook {
         const outfitted = outfitQueuedJobTemplates(renamed.job, kind!, { policy, namespace, claims: claims.known });
         return { object: outfitted.job, warnings: [...out.warnings, ...renamed.warnings, ...unread, ...outfitted.warnings] };
       };
+      if (kind && jobShape(kind).layout === "runtime" && queueNameOf(request.object) !== undefined) return mutateQueuedTrainJob(kind);
       const specs = queuedTemplates(request.object, request.kind.group, request.kind.kind);
       const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
       return claims instanceof Promise ? claims.then(decide) : decide(claims);
+
+      /**
+       * A queued TrainJob: its runtime read (the reader, cache and bound of /validate/jobs), its trainer pods'
+       * template built and outfitted (`src/mutate/trainjob-outfit.ts`); a runtime that cannot be read leaves
+       * the pods' placement to /mutate/pods, with a warning.
+       */
+      function mutateQueuedTrainJob(k: JobKind): MutationResult | Promise<MutationResult> {
+        const out = fillJobDefaults(request.object, k, effectiveJobDefaults(policy, namespace));
+        const renamed = renameTrainJobBareGpu(out.job, k, policy.gpu.resourceName);
+        const early = [...out.warnings, ...renamed.warnings];
+        const withRuntime = (read: JobReadResult): MutationResult | Promise<MutationResult> => {
+          if (read.kind !== "found")
+            return {
+              object: renamed.job,
+              warnings: [...early, `quartermaster: not outfitted for Kueue: the TrainJob's runtime could not be read (${read.reason})`],
+            };
+          const node = trainerNodeTemplate(renamed.job, read.job, QM_RUNTIME_PATCH_MANAGER);
+          const outfit = (claims: ClaimsRead): MutationResult => {
+            const unread = claims.failures.map((f) => `quartermaster: GPUs of the job's claims not known, no GPU tolerations or placement for them: ${f}`);
+            const outfitted = outfitQueuedTrainJob(renamed.job, k, read.job, { policy, namespace, claims: claims.known });
+            return { object: outfitted.job, warnings: [...early, ...unread, ...outfitted.warnings] };
+          };
+          const claims = readClaims(node?.template.spec ? [node.template.spec] : [], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+          return claims instanceof Promise ? claims.then(outfit) : outfit(claims);
+        };
+        const read = readRuntime(renamed.job, k, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+        return read instanceof Promise ? read.then(withRuntime) : withRuntime(read);
+      }
     },
   });
 }

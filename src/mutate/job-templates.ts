@@ -21,10 +21,9 @@
  * Which kinds: the replica templates of the Kubeflow v1 kinds (and Caffe2Job's one pool, though Kueue has no
  * integration for it), and the templates of a queued batch Job or JobSet (`QUEUED_WORKLOAD_KINDS`,
  * src/core/job-shapes.ts; {@link outfitQueuedWorkloadTemplates}), whose pods `/mutate/pods` outfits like any GPU
- * pod's and which Kueue admits from their templates all the same. Not a TrainJob's: its pod templates are its runtime's (an administrator's object), the
- * TrainJob only carries `resourcesPerNode` (whose bare `gpu` `trainjob-resources.ts` renames) and
- * `runtimePatches`; defaulting requests into resourcesPerNode would replace the runtime container's own, and
- * placement would have to go into a runtime patch of Quartermaster's (left for later, see README).
+ * pod's and which Kueue admits from their templates all the same. Not a TrainJob's: its pod templates are its
+ * runtime's (an administrator's object); a queued TrainJob is outfitted through `resourcesPerNode` and a runtime
+ * patch of Quartermaster's instead (`./trainjob-outfit.ts`).
  *
  * Pure and copy-on-write: a job with nothing to change comes back as the very same reference, and running it
  * again on its own output changes nothing (each mutation is idempotent).
