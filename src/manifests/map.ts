@@ -76,8 +76,10 @@ const annotationOf = (key: string): string => `object.metadata.?annotations[?${c
 
 /** A function of strings written out as CEL concatenation with `args` (CEL expressions) in place: one source for label shapes. */
 function template(fn: (...args: string[]) => string, args: readonly string[]): string {
-  const marks = args.map((_, i) => `\u0000${i}\u0000`);
-  const parts = fn(...marks).split(/\u0000(\d+)\u0000/);
+  // Markers no label or name holds stand for the arguments, then the text is cut at them.
+  const mark = "\u{10FFFF}";
+  const marks = args.map((_, i) => `${mark}${i}${mark}`);
+  const parts = fn(...marks).split(new RegExp(`${mark}(\\d+)${mark}`, "u"));
   const out: string[] = [];
   parts.forEach((p, i) => {
     if (i % 2 === 0) {
@@ -220,7 +222,7 @@ function resourceVariables(policy: Policy): Variable[] {
   const defaulted = (r: string, l: string): string => {
     const limitOk = (n: string): string => `('${n}' in ${l} && ${nonZero(`${l}['${n}']`)})`;
     const cond = (n: "cpu" | "memory"): string => `(!('${n}' in ${r}) && (${limitOk(n)} || ${nonZeroStatic(defaults[n])}))`;
-    const val = (n: "cpu" | "memory"): string => (nonZeroStatic(defaults[n]) ? `(${limitOk(n)} ? ${l}['${n}'] : ${celString(defaults[n]!)})` : `${l}['${n}']`);
+    const val = (n: "cpu" | "memory"): string => (nonZeroStatic(defaults[n]) ? `(${limitOk(n)} ? ${l}['${n}'] : ${celString(defaults[n])})` : `${l}['${n}']`);
     return (
       `(!(${cond("cpu")} || ${cond("memory")}) ? ${r} : ` +
       mapOf(`(${keysOf(r)} + (${cond("cpu")} ? ['cpu'] : []) + (${cond("memory")} ? ['memory'] : []))`, `k in ${r} ? ${r}[k] : k == 'cpu' ? ${val("cpu")} : ${val("memory")}`) +
@@ -360,14 +362,17 @@ export function withinBoundsExpression(policy: Pick<Policy, "gpu">): string {
 
 /**
  * The reduced mode's extra match condition on the pods.mutate webhook: the pods the policy does not fully outfit.
- * Pods of a job (its labels: training labels and cluster spec), TensorFlow TrainJob pods (their JobSet's
- * TF_CONFIG), and pods outside {@link withinBoundsExpression}. The webhook runs its whole pipeline on them; what
+ * Pods of a job (its labels, or a job as controller: training labels and cluster spec), TensorFlow TrainJob pods
+ * (their JobSet's TF_CONFIG), and pods outside {@link withinBoundsExpression}. The webhook runs its whole pipeline on them; what
  * the policy already did is a no-op for it (idempotence).
  */
 export function reducedModeExpression(policy: Pick<Policy, "jobKinds" | "gpu">): string {
   const labelled = (label: string): string => `${celString(label)} in object.metadata.?labels.orValue({})`;
   const labels = schemesOf(policy.jobKinds).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
-  return [...labels, labelled(JOBSET_LABELS.jobSetName), `!(${withinBoundsExpression(policy)})`].join(" ||\n");
+  // A pod's job is found by its controller first (src/topology/resolve.ts jobRef): a job kind, or a batch Job (JobSet).
+  const kinds = strings([...new Set([...policy.jobKinds.map((k) => k.kind), "Job"])]);
+  const owned = `object.metadata.?ownerReferences.orValue([]).exists(o, o.?controller.orValue(false) && o.kind in ${kinds})`;
+  return [...labels, labelled(JOBSET_LABELS.jobSetName), owned, `!(${withinBoundsExpression(policy)})`].join(" ||\n");
 }
 
 /** What the policy does not do, and whether `policy` makes it matter. */

@@ -31,6 +31,7 @@ import { jobShape } from "../topology/shape.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
+import { reducedModeExpression, REDUCED_MODE_CONDITION } from "./map.js";
 
 export const WEBHOOK_CONFIGURATION_NAME = "quartermaster";
 export const WEBHOOK_SERVICE_NAME = "quartermaster-webhook";
@@ -201,6 +202,9 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
   const namespace = opts.namespace ?? DEFAULT_NAMESPACE;
   const selector = namespaceSelector(namespaceScope(namespace));
   const trainingPods: MatchCondition[] = [{ name: "training-pods-only", expression: trainingPodExpression(policy, { bounded: true }) }];
+  // Reduced mode: the pods the exported MutatingAdmissionPolicy outfits do not reach /mutate/pods (src/manifests/map.ts).
+  const podMutation: MatchCondition[] =
+    policy.webhook.podMutation === "reduced" ? [...trainingPods, { name: REDUCED_MODE_CONDITION, expression: reducedModeExpression(policy) }] : trainingPods;
   const hook = (name: string, path: string, failurePolicy: "Ignore" | "Fail", rules: RuleWithOperations[], extra: Partial<RenderedWebhook> = {}): RenderedWebhook => ({
     name,
     admissionReviewVersions: ["v1"],
@@ -219,7 +223,7 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
     kind: "MutatingWebhookConfiguration",
     metadata: { name: WEBHOOK_CONFIGURATION_NAME },
     webhooks: [
-      hook("pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore", [podRule(["CREATE"], "pods")], { reinvocationPolicy: "IfNeeded", matchConditions: trainingPods }),
+      hook("pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore", [podRule(["CREATE"], "pods")], { reinvocationPolicy: "IfNeeded", matchConditions: podMutation }),
       hook("jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", jobRules(policy, ["CREATE"]), { reinvocationPolicy: "IfNeeded" }),
     ],
   };
