@@ -4,6 +4,7 @@
  * 1 warnings, 2 critical) and the two output forms (a table like `reconcile --dry-run`, or JSON).
  */
 import type { Policy } from "../policy/types.js";
+import { checkMutatingPolicy } from "./admission-policy.js";
 import { checkConfinement } from "./confinement.js";
 import { checkLedger } from "./ledger.js";
 import { checkAccess } from "./rbac.js";
@@ -24,7 +25,7 @@ export function exitCode(findings: readonly DoctorFinding[]): 0 | 1 | 2 {
 }
 
 /** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC, confinement). */
-export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "jobKinds" | "gpu" | "webhook">): DoctorReport {
+export function diagnose(snapshot: DoctorSnapshot, policy: Policy): DoctorReport {
   const cronJob = isUnreadable(snapshot.reconciler) ? undefined : snapshot.reconciler.cronJob;
   const findings = [
     ...checkWebhooks(snapshot, policy),
@@ -37,6 +38,7 @@ export function diagnose(snapshot: DoctorSnapshot, policy: Pick<Policy, "jobKind
     }),
     ...checkAccess(snapshot.access),
     ...checkConfinement(snapshot.confinement, policy, snapshot.namespace),
+    ...checkMutatingPolicy(snapshot.mutatingPolicy, policy, snapshot.namespace),
   ];
   return report(findings);
 }

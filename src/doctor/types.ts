@@ -32,7 +32,8 @@ export type CheckName =
   | "reconciler"
   | "ledger"
   | "rbac"
-  | "confinement";
+  | "confinement"
+  | "mutating-policy";
 
 export interface DoctorFinding {
   check: CheckName;
@@ -174,6 +175,14 @@ export interface DoctorSnapshot {
   access: AccessCheck[] | Unreadable;
   /** The reconciler's ValidatingAdmissionPolicy and binding (src/doctor/confinement.ts); absent: not read. */
   confinement?: ConfinementState | Unreadable;
+  /** The exported MutatingAdmissionPolicy and binding (src/doctor/admission-policy.ts); absent: not read. */
+  mutatingPolicy?: MutatingPolicyState | Unreadable;
+}
+
+/** The exported MutatingAdmissionPolicy and its binding as read (absent: not installed). */
+export interface MutatingPolicyState {
+  policy?: KubeObject;
+  binding?: KubeObject;
 }
 
 /** The reconciler's confinement policy and binding as read (absent: not installed). */

@@ -121,8 +121,18 @@ const REQUIRED = "object.spec.?affinity.?nodeAffinity.?requiredDuringSchedulingI
 const same = (e: string, r: string): string => `(${e}.?key.orValue('') == ${r}[0] && ${e}.?operator.orValue('') == ${r}[1] && ${e}.?values.orValue([]) == ${r}.slice(2, size(${r})))`;
 const exprsOf = (t: string): string => `${t}.?matchExpressions.orValue([])`;
 const fieldsOf = (t: string): string => `${t}.?matchFields.orValue([])`;
-const term = (exprs: string, fields: string, reqs: string): string =>
-  `${TERM_TYPE}{matchExpressions: ${exprs} + ${reqs}.map(r, ${TERM_TYPE}.matchExpressions{key: r[0], operator: r[1], values: r.slice(2, size(r))}), matchFields: ${fields}}`;
+/**
+ * A term of the existing requirements `exprs` and fields `fields` (each copied field by field: the object the
+ * apiserver hands a second mutation holds typed values a JSON patch cannot carry) and the new requirements `reqs`.
+ */
+const term = (exprs: string, fields: string, reqs: string): string => {
+  const copy = (list: string, type: string): string =>
+    `${list}.map(e, ${TERM_TYPE}.${type}{key: e.key, operator: e.operator, values: e.?values.orValue([]).map(v, string(v))})`;
+  return (
+    `${TERM_TYPE}{matchExpressions: ${copy(exprs, "matchExpressions")} + ${reqs}.map(r, ${TERM_TYPE}.matchExpressions{key: r[0], operator: r[1], values: r.slice(2, size(r))}), ` +
+    `matchFields: ${copy(fields, "matchFields")}}`
+  );
+};
 
 const patch = (op: string, path: string, value?: string): string => `JSONPatch{op: '${op}', path: ${path}${value === undefined ? "" : `, value: ${value}`}}`;
 
