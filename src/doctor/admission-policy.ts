@@ -28,7 +28,9 @@ export function decisiveMutations(policy: KubeObject): string[] {
     ...list(constraints.resourceRules).map((r) => `rule ${JSON.stringify(r)}`),
     ...list(spec.matchConditions).map((c) => `match ${String(obj(c).name)}: ${String(obj(c).expression)}`),
     ...list(spec.variables).map((v) => `variable ${String(obj(v).name)}: ${String(obj(v).expression)}`),
-    ...list(spec.mutations).map((m) => `mutation ${String(obj(m).patchType)}: ${String(obj(obj(m).jsonPatch).expression ?? obj(obj(m).applyConfiguration).expression)}`),
+    ...list(spec.mutations).map(
+      (m) => `mutation ${String(obj(m).patchType)}: ${String(obj(obj(m).jsonPatch).expression ?? obj(obj(m).applyConfiguration).expression)}`,
+    ),
   ];
 }
 
@@ -38,31 +40,51 @@ export function checkMutatingPolicy(state: MutatingPolicyState | Unreadable | un
   if (state === undefined) return [];
   const reduced = policy.webhook.podMutation === "reduced";
   const subject = `MutatingAdmissionPolicy ${MAP_NAME}`;
-  const finding = (severity: DoctorFinding["severity"], message: string, fix = ""): DoctorFinding[] => [{ check: "mutating-policy", severity, subject, message, fix }];
+  const finding = (severity: DoctorFinding["severity"], message: string, fix = ""): DoctorFinding[] => [
+    { check: "mutating-policy", severity, subject, message, fix },
+  ];
   if (isUnreadable(state)) {
     return reduced
-      ? finding("critical", `cannot read it (${state.error}); webhook.podMutation is reduced, so GPU pods without a job rely on it`, "Kubernetes >= 1.36 serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicies; check the doctor's access to them")
+      ? finding(
+          "critical",
+          `cannot read it (${state.error}); webhook.podMutation is reduced, so GPU pods without a job rely on it`,
+          "Kubernetes >= 1.36 serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicies; check the doctor's access to them",
+        )
       : [];
   }
   if (!state.policy) {
     return reduced
-      ? finding("critical", "not installed, but webhook.podMutation is reduced: GPU pods without a job reach neither it nor the webhook, and are not outfitted", APPLY)
+      ? finding(
+          "critical",
+          "not installed, but webhook.podMutation is reduced: GPU pods without a job reach neither it nor the webhook, and are not outfitted",
+          APPLY,
+        )
       : [];
   }
-  const [want, have] = [decisiveMutations(renderMutatingAdmissionPolicy(policy, { namespace }).policy as KubeObject), decisiveMutations(state.policy)];
+  const [want, have] = [decisiveMutations(renderMutatingAdmissionPolicy(policy, { namespace }).policy), decisiveMutations(state.policy)];
   const missing = want.filter((l) => !have.includes(l));
   const extra = have.filter((l) => !want.includes(l));
   const severity = reduced ? "critical" : "warning";
   if (missing.length > 0 || extra.length > 0) {
     const diff = [...missing.map((l) => `missing: ${l}`), ...extra.map((l) => `not rendered: ${l}`)];
     const first = diff[0]!.length > 160 ? `${diff[0]!.slice(0, 157)}...` : diff[0]!;
-    return finding(severity, `differs from what the policy in force renders (${diff.length} difference${diff.length === 1 ? "" : "s"}; first: ${first}): pods are outfitted by other rules than the webhook's`, APPLY);
+    return finding(
+      severity,
+      `differs from what the policy in force renders (${diff.length} difference${diff.length === 1 ? "" : "s"}; first: ${first}): pods are outfitted by other rules than the webhook's`,
+      APPLY,
+    );
   }
   if (!state.binding || obj(state.binding.spec).policyName !== MAP_NAME) {
-    return reduced ? finding("critical", "installed but not bound: it outfits nothing, and the reduced webhook leaves GPU pods without a job as they come", APPLY) : finding("warning", "installed but not bound: it outfits nothing", APPLY);
+    return reduced
+      ? finding("critical", "installed but not bound: it outfits nothing, and the reduced webhook leaves GPU pods without a job as they come", APPLY)
+      : finding("warning", "installed but not bound: it outfits nothing", APPLY);
   }
   if (!reduced) {
-    return finding("warning", "installed and current while webhook.podMutation is full: the webhook still sees every training pod (redundant work, no harm)", "set webhook.podMutation: reduced in the policy and apply the webhook configuration it renders (`quartermaster manifests webhooks`)");
+    return finding(
+      "warning",
+      "installed and current while webhook.podMutation is full: the webhook still sees every training pod (redundant work, no harm)",
+      "set webhook.podMutation: reduced in the policy and apply the webhook configuration it renders (`quartermaster manifests webhooks`)",
+    );
   }
   return finding("ok", "bound and current: GPU pods without a job are outfitted by the apiserver, the reduced webhook keeps the rest");
 }

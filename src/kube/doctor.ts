@@ -343,10 +343,12 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const mutatingPolicy = (async (): Promise<MutatingPolicyState | Unreadable> => {
     const read = (plural: string): Promise<KubeObject | undefined> =>
-      (custom.getClusterCustomObject({ group: "admissionregistration.k8s.io", version: "v1", plural, name: MAP_NAME }) as Promise<KubeObject>).catch((err: unknown) => {
-        if (status(err) === 404) return undefined;
-        throw err;
-      });
+      (custom.getClusterCustomObject({ group: "admissionregistration.k8s.io", version: "v1", plural, name: MAP_NAME }) as Promise<KubeObject>).catch(
+        (err: unknown) => {
+          if (status(err) === 404) return undefined;
+          throw err;
+        },
+      );
     try {
       const [policy, binding] = await Promise.all([read("mutatingadmissionpolicies"), read("mutatingadmissionpolicybindings")]);
       return { ...(policy ? { policy } : {}), ...(binding ? { binding } : {}) };
@@ -359,7 +361,15 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     ? opts.readLedger().catch((err: unknown): LedgerState => ({ unread: describeError(err) }))
     : Promise.resolve<LedgerState>({ unread: "this doctor has no ledger reader (run `quartermaster ledger` to see it)" });
 
-  const [sc, ns, rec, acc, led, conf, map] = await Promise.all([servicesAndCertificates, protectedNamespaces, reconciler, access, ledger, confinement, mutatingPolicy]);
+  const [sc, ns, rec, acc, led, conf, map] = await Promise.all([
+    servicesAndCertificates,
+    protectedNamespaces,
+    reconciler,
+    access,
+    ledger,
+    confinement,
+    mutatingPolicy,
+  ]);
   // Keys for every hook, so a target that was never read shows up as such.
   for (const h of hooks) {
     const key = targetKey(h);

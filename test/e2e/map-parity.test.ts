@@ -123,7 +123,8 @@ describe("the exported MutatingAdmissionPolicy + the reduced pods webhook agains
       .map((d) => d.toJS() as Obj)
       .find((c) => c.kind === "MutatingWebhookConfiguration")!;
     mutating.webhooks = mutating.webhooks.filter((h: Obj) => h.name === "pods.mutate.quartermaster.dev");
-    for (const h of mutating.webhooks) h.clientConfig = { url: `https://127.0.0.1:${wh.port}${h.clientConfig.service.path}`, caBundle: Buffer.from(wh.caPem).toString("base64") };
+    for (const h of mutating.webhooks)
+      h.clientConfig = { url: `https://127.0.0.1:${wh.port}${h.clientConfig.service.path}`, caBundle: Buffer.from(wh.caPem).toString("base64") };
     return mutating;
   }
 
@@ -136,7 +137,10 @@ describe("the exported MutatingAdmissionPolicy + the reduced pods webhook agains
     reducedPolicy = join(cp.dir, "map-policy-reduced.yaml");
     writeFileSync(reducedPolicy, `${MAP_POLICY_YAML}webhook: {podMutation: reduced}\n`);
     // The jobs the pods belong to, so the webhook finds them (cluster spec) in both runs.
-    const jobs = [mapJob(NS), ...(CORPUS_SKIP ? [] : corpusJobs().map(({ job }) => ({ ...job, metadata: { name: (job.metadata as Obj).name, namespace: NS } })))];
+    const jobs = [
+      mapJob(NS),
+      ...(CORPUS_SKIP ? [] : corpusJobs().map(({ job }) => ({ ...job, metadata: { name: (job.metadata as Obj).name, namespace: NS } }))),
+    ];
     for (const job of jobs) await cp.kubectl(["apply", "-f", "-"], JSON.stringify(job));
     wh = await webhookProcess({ kubeconfig: cp.kubeconfig, policy: fullPolicy });
     await wh.start();
@@ -163,7 +167,15 @@ describe("the exported MutatingAdmissionPolicy + the reduced pods webhook agains
     // failurePolicy Fail here, so a CEL or patch error shows as a refusal (and a difference) instead of a pod
     // silently left as it came.
     const applied = await cp.kubectl(["apply", "-f", "-"], r.stdout.replace("failurePolicy: Ignore", "failurePolicy: Fail"));
-    assert.equal(applied.code, 0, applied.stderr.split("\n").filter((l) => !l.startsWith(" | ")).join("\n").slice(0, 4000));
+    assert.equal(
+      applied.code,
+      0,
+      applied.stderr
+        .split("\n")
+        .filter((l) => !l.startsWith(" | "))
+        .join("\n")
+        .slice(0, 4000),
+    );
     const narrowed = await cp.kubectl(["apply", "-f", "-"], JSON.stringify(await mutatingConfig(reducedPolicy)));
     assert.equal(narrowed.code, 0, narrowed.stderr);
     // In effect once a GPU pod without a job is outfitted and the webhook never sees it.
@@ -191,7 +203,11 @@ describe("the exported MutatingAdmissionPolicy + the reduced pods webhook agains
         `${cases.filter((c) => byPolicy.get(c.id)!.status !== 201).length} refused by the apiserver (in both runs alike)`,
     );
     if (problems.length > 0) writeFileSync(join(tmpdir(), "map-parity-differences.txt"), problems.join("\n\n"));
-    assert.deepEqual(problems.length, 0, `${problems.length} of ${cases.length} differ (all in ${join(tmpdir(), "map-parity-differences.txt")}):\n${problems.slice(0, 3).join("\n")}`);
+    assert.deepEqual(
+      problems.length,
+      0,
+      `${problems.length} of ${cases.length} differ (all in ${join(tmpdir(), "map-parity-differences.txt")}):\n${problems.slice(0, 3).join("\n")}`,
+    );
   }
 
   it("corpus pods: the same stored pods", { skip: CORPUS_SKIP }, (t) => {
