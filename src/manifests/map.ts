@@ -382,7 +382,7 @@ export function reducedModeExpression(policy: Pick<Policy, "jobKinds" | "gpu">):
   // A pod's job is found by its controller first (src/topology/resolve.ts jobRef): a job kind, or a batch Job (JobSet).
   const kinds = strings([...new Set([...policy.jobKinds.map((k) => k.kind), "Job"])]);
   const owned = `object.metadata.?ownerReferences.orValue([]).exists(o, o.?controller.orValue(false) && o.kind in ${kinds})`;
-  return [...labels, labelled(JOBSET_LABELS.jobSetName), owned, `!(${withinBoundsExpression(policy)})`].join(" ||\n");
+  return [...new Set([...labels, labelled(JOBSET_LABELS.jobSetName)]), owned, `!(${withinBoundsExpression(policy)})`].join(" ||\n");
 }
 
 /** What the policy does not do, and whether `policy` makes it matter. */
