@@ -17,6 +17,12 @@ type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {});
 const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
+/** JSON with object keys sorted: the apiserver writes a rule's fields in its own order. */
+const canonical = (v: unknown): string =>
+  JSON.stringify(v, (_k, x: unknown) =>
+    x !== null && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : 1))) : x,
+  );
+
 /** What decides the mutations, as text lines in order: compared between the cluster's and the render. */
 export function decisiveMutations(policy: KubeObject): string[] {
   const spec = obj(policy.spec);
@@ -24,8 +30,8 @@ export function decisiveMutations(policy: KubeObject): string[] {
   return [
     `failurePolicy ${String(spec.failurePolicy ?? "Fail")}`,
     `reinvocationPolicy ${String(spec.reinvocationPolicy ?? "Never")}`,
-    `namespaceSelector ${JSON.stringify(constraints.namespaceSelector ?? {})}`,
-    ...list(constraints.resourceRules).map((r) => `rule ${JSON.stringify(r)}`),
+    `namespaceSelector ${canonical(constraints.namespaceSelector ?? {})}`,
+    ...list(constraints.resourceRules).map((r) => `rule ${canonical(r)}`),
     ...list(spec.matchConditions).map((c) => `match ${String(obj(c).name)}: ${String(obj(c).expression)}`),
     ...list(spec.variables).map((v) => `variable ${String(obj(v).name)}: ${String(obj(v).expression)}`),
     ...list(spec.mutations).map(
