@@ -27,7 +27,6 @@
  * policy knows GPU device classes (their GPUs are in other objects). Everything else stays with /mutate/pods:
  * {@link unexpressedMutations} lists it, the YAML header and `export-map`'s stderr say so.
  */
-import { MAX_REVIEW_COST } from "../admission/cost.js";
 import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION, ANNOTATION_INTERRUPTIBLE, ANNOTATION_MUTATIONS } from "../core/keys.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../core/gpu.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
@@ -35,14 +34,13 @@ import { GFD, unpartitionedRequirements } from "../mutate/accelerator.js";
 import { POD_MUTATIONS } from "../mutate/index.js";
 import { nonZero as nonZeroQuantity } from "../mutate/resources.js";
 import type { NodeSelectorRequirement, Policy, Toleration } from "../policy/types.js";
-import { JOBSET_LABELS } from "../topology/jobset.js";
-import { schemesOf } from "../topology/label-scheme.js";
-import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, HAS_CLAIMS, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "./webhooks.js";
+import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, limitsOf, requestsOf, trainingPodExpression, withinBoundsExpression, type MatchCondition } from "./webhooks.js";
 import { yamlStream } from "./yaml.js";
 
 export const MAP_NAME = "quartermaster-pod-outfit";
-/** The name of the reduced mode's match condition on the pods.mutate webhook. */
-export const REDUCED_MODE_CONDITION = "not-outfitted-by-the-admission-policy";
+// Which pods the policy outfits and which the reduced webhook keeps live with the webhook configurations (they render
+// the reduced mode): src/manifests/webhooks.ts.
+export { REDUCED_MODE_CONDITION, reducedModeExpression, withinBoundsExpression } from "./webhooks.js";
 
 /** The pipeline's mutations the policy carries, by name (src/mutate/index.ts). */
 export const EXPRESSED_MUTATIONS = ["resources", "gpu-tolerations", "accelerator", "interruptible"] as const;
@@ -353,37 +351,6 @@ export function mapSpec(policy: Policy): { variables: Variable[]; mutations: Arr
 }
 
 // ---- which pods ----------------------------------------------------------------------------------------------
-
-/**
- * The pods the policy outfits, beyond being training pods: within the webhooks' match-condition bounds (64
- * containers, 32 resource entries each: the CEL cost is bounded) and surely under the webhook's cost bound
- * (src/admission/cost.ts: items × (mutations + distinct GPU names), the entries standing in for the names; a pod
- * over it the webhook admits unchanged), and, when the policy knows GPU device classes, naming no ResourceClaims.
- */
-export function withinBoundsExpression(policy: Pick<Policy, "gpu">): string {
-  const entries = `([0] + ${ALL_CONTAINERS}.map(c, size(${requestsOf("c")}) + size(${limitsOf("c")}))).sum()`;
-  return [
-    `size(${ALL_CONTAINERS}) <= ${CONDITION_MAX_CONTAINERS}`,
-    `${ALL_CONTAINERS}.all(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) <= ${CONDITION_MAX_RESOURCES})`,
-    `(1 + size(${ALL_CONTAINERS}) + ${entries}) * (${POD_MUTATIONS.length} + ${entries}) <= ${MAX_REVIEW_COST}`,
-    ...(policy.gpu.deviceClasses.length > 0 ? [`!(${HAS_CLAIMS})`] : []),
-  ].join(" &&\n");
-}
-
-/**
- * The reduced mode's extra match condition on the pods.mutate webhook: the pods the policy does not fully outfit.
- * Pods of a job (its labels, or a job as controller: training labels and cluster spec), TensorFlow TrainJob pods
- * (their JobSet's TF_CONFIG), and pods outside {@link withinBoundsExpression}. The webhook runs its whole pipeline on them; what
- * the policy already did is a no-op for it (idempotence).
- */
-export function reducedModeExpression(policy: Pick<Policy, "jobKinds" | "gpu">): string {
-  const labelled = (label: string): string => `${celString(label)} in object.metadata.?labels.orValue({})`;
-  const labels = schemesOf(policy.jobKinds).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
-  // A pod's job is found by its controller first (src/topology/resolve.ts jobRef): a job kind, or a batch Job (JobSet).
-  const kinds = strings([...new Set([...policy.jobKinds.map((k) => k.kind), "Job"])]);
-  const owned = `object.metadata.?ownerReferences.orValue([]).exists(o, o.?controller.orValue(false) && o.kind in ${kinds})`;
-  return [...new Set([...labels, labelled(JOBSET_LABELS.jobSetName)]), owned, `!(${withinBoundsExpression(policy)})`].join(" ||\n");
-}
 
 /** What the policy does not do, and whether `policy` makes it matter. */
 export function unexpressedMutations(policy: Policy): UnexpressedMutation[] {

@@ -31,7 +31,9 @@ import { jobShape } from "../topology/shape.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
-import { reducedModeExpression, REDUCED_MODE_CONDITION } from "./map.js";
+import { MAX_REVIEW_COST } from "../admission/cost.js";
+import { POD_MUTATIONS } from "../mutate/index.js";
+import { JOBSET_LABELS } from "../topology/jobset.js";
 
 export const WEBHOOK_CONFIGURATION_NAME = "quartermaster";
 export const WEBHOOK_SERVICE_NAME = "quartermaster-webhook";
@@ -167,6 +169,42 @@ export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">, 
   // webhook reads them and decides (src/core/dra.ts); the condition can only see that there are some.
   const claims = policy.gpu.deviceClasses.length > 0 ? [HAS_CLAIMS] : [];
   return [...labels, ...(opts.bounded ? [`size${ALL_CONTAINERS} > ${CONDITION_MAX_CONTAINERS}`] : []), gpu, ...claims].join(" ||\n");
+}
+
+// ---- the reduced mode (src/manifests/map.ts) ---------------------------------------------------------------
+
+/** The name of the reduced mode's match condition on the pods.mutate webhook. */
+export const REDUCED_MODE_CONDITION = "not-outfitted-by-the-admission-policy";
+
+/**
+ * The pods the policy outfits, beyond being training pods: within the webhooks' match-condition bounds (64
+ * containers, 32 resource entries each: the CEL cost is bounded) and surely under the webhook's cost bound
+ * (src/admission/cost.ts: items × (mutations + distinct GPU names), the entries standing in for the names; a pod
+ * over it the webhook admits unchanged), and, when the policy knows GPU device classes, naming no ResourceClaims.
+ */
+export function withinBoundsExpression(policy: Pick<Policy, "gpu">): string {
+  const entries = `([0] + ${ALL_CONTAINERS}.map(c, size(${requestsOf("c")}) + size(${limitsOf("c")}))).sum()`;
+  return [
+    `size(${ALL_CONTAINERS}) <= ${CONDITION_MAX_CONTAINERS}`,
+    `${ALL_CONTAINERS}.all(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) <= ${CONDITION_MAX_RESOURCES})`,
+    `(1 + size(${ALL_CONTAINERS}) + ${entries}) * (${POD_MUTATIONS.length} + ${entries}) <= ${MAX_REVIEW_COST}`,
+    ...(policy.gpu.deviceClasses.length > 0 ? [`!(${HAS_CLAIMS})`] : []),
+  ].join(" &&\n");
+}
+
+/**
+ * The reduced mode's extra match condition on the pods.mutate webhook: the pods the policy does not fully outfit.
+ * Pods of a job (its labels, or a job as controller: training labels and cluster spec), TensorFlow TrainJob pods
+ * (their JobSet's TF_CONFIG), and pods outside {@link withinBoundsExpression}. The webhook runs its whole pipeline on them; what
+ * the policy already did is a no-op for it (idempotence).
+ */
+export function reducedModeExpression(policy: Pick<Policy, "jobKinds" | "gpu">): string {
+  const labelled = (label: string): string => `${celString(label)} in object.metadata.?labels.orValue({})`;
+  const labels = schemesOf(policy.jobKinds).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
+  // A pod's job is found by its controller first (src/topology/resolve.ts jobRef): a job kind, or a batch Job (JobSet).
+  const kinds = `[${[...new Set([...policy.jobKinds.map((k) => k.kind), "Job"])].map(celString).join(", ")}]`;
+  const owned = `object.metadata.?ownerReferences.orValue([]).exists(o, o.?controller.orValue(false) && o.kind in ${kinds})`;
+  return [...new Set([...labels, labelled(JOBSET_LABELS.jobSetName)]), owned, `!(${withinBoundsExpression(policy)})`].join(" ||\n");
 }
 
 // ---- the configurations ---------------------------------------------------------------------------------
