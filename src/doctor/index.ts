@@ -4,6 +4,7 @@
  * 1 warnings, 2 critical) and the two output forms (a table like `reconcile --dry-run`, or JSON).
  */
 import type { Policy } from "../policy/types.js";
+import { checkMutatingPolicy } from "./admission-policy.js";
 import { checkConfinement } from "./confinement.js";
 import { checkKueue } from "./kueue.js";
 import { checkLedger } from "./ledger.js";
@@ -24,7 +25,7 @@ export function exitCode(findings: readonly DoctorFinding[]): 0 | 1 | 2 {
   return w === "critical" ? 2 : w === "warning" ? 1 : 0;
 }
 
-/** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC, confinement, Kueue). */
+/** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC, confinement, Kueue, the exported MutatingAdmissionPolicy). */
 export function diagnose(snapshot: DoctorSnapshot, policy: Policy): DoctorReport {
   const cronJob = isUnreadable(snapshot.reconciler) ? undefined : snapshot.reconciler.cronJob;
   const findings = [
@@ -39,6 +40,7 @@ export function diagnose(snapshot: DoctorSnapshot, policy: Policy): DoctorReport
     ...checkAccess(snapshot.access),
     ...checkConfinement(snapshot.confinement, policy, snapshot.namespace),
     ...checkKueue(snapshot.kueue, snapshot.webhookConfigurations, policy, snapshot.namespace),
+    ...checkMutatingPolicy(snapshot.mutatingPolicy, policy, snapshot.namespace),
   ];
   return report(findings);
 }

@@ -29,16 +29,9 @@ export function requiredAccess(
 ): AccessRequirement[] {
   const webhook = `${namespace}/${WEBHOOK_SERVICE_ACCOUNT}`;
   const reconciler = `${namespace}/${RECONCILER_SERVICE_ACCOUNT}`;
-  // Without the job GET a pod gets no cluster spec (warn), or is refused (deny).
-  const lookup: Severity = policy.clusterSpec.onJobLookupFailure === "deny" ? "critical" : "warning";
   const kinds = [...new Map(policy.jobKinds.map((k) => [`${k.group}/${k.plural}`, k])).values()];
   const out: AccessRequirement[] = [];
-  /** `verbs` on one resource, for `serviceAccount`: `namespace` "" (or absent) is every namespace. */
-  const need = (
-    serviceAccount: string,
-    verbs: string[],
-    r: { group: string; resource: string; namespace?: string; ifDenied: Severity; why: string; name?: string },
-  ): void => {
+  const need: Need = (serviceAccount, verbs, r) => {
     for (const verb of verbs)
       out.push({
         serviceAccount,
@@ -51,44 +44,7 @@ export function requiredAccess(
         why: r.why,
       });
   };
-  // src/kube/jobs.ts (job lookup) and src/kube/capacity.ts (the ledger index, read in the background).
-  for (const k of kinds) need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: lookup, why: `job lookup for ${k.kind} pods` });
-  // A TrainJob's runtime (`readRuntime` in src/topology/lookup.ts), read by /validate/jobs.
-  for (const k of kinds.filter((k) => jobShape(k).layout === "runtime"))
-    for (const runtime of TRAINER.runtimeKinds)
-      need(webhook, ["get"], {
-        group: TRAINER.group,
-        resource: runtimeKind({ kind: runtime, apiGroup: TRAINER.group }).plural,
-        ifDenied: lookup,
-        why: `the runtime of ${k.kind}s`,
-      });
-  // A TensorFlow TrainJob pod's JobSet, for its TF_CONFIG (webhooks/mutate-pods.ts).
-  if (kinds.some((k) => jobShape(k).layout === "runtime"))
-    need(webhook, ["get"], {
-      group: JOBSET_KIND.group,
-      resource: JOBSET_KIND.plural,
-      ifDenied: "warning",
-      why: "TF_CONFIG for TensorFlow TrainJob pods (their JobSet)",
-    });
-  // The ResourceClaims and templates pods and job replicas name (src/admission/claims.ts): without them, GPUs
-  // asked for through DRA cannot be counted and such pods are refused (/validate/pods fails closed).
-  if ((policy.gpu?.deviceClasses.length ?? 0) > 0)
-    for (const k of [RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE])
-      need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: "critical", why: `GPUs asked for through ${k.kind}s (DRA)` });
-  // Kueue (src/admission/queue.ts): a queued job's LocalQueue, ClusterQueue and flavors, read at CREATE for
-  // queue-capacity; without them the rule is skipped with a warning. Harmless where Kueue is not installed.
-  for (const k of [LOCAL_QUEUE, CLUSTER_QUEUE, RESOURCE_FLAVOR])
-    need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `queue-capacity for queued jobs (Kueue ${k.kind}s)` });
-  // src/kube/events.ts: an Event on a job whose Kueue admission UPDATE /validate/jobs refused.
-  need(webhook, ["create"], { group: "", resource: "events", ifDenied: "warning", why: "an Event on a job whose Kueue admission is refused" });
-  need(webhook, ["get"], {
-    group: "",
-    resource: "configmaps",
-    namespace,
-    ifDenied: "warning",
-    why: "the capacity rule reads the ledger index",
-    name: LEDGER_INDEX_NAME,
-  });
+  webhookAccess(need, policy, kinds, webhook, namespace);
   // src/kube/cluster.ts, ledger.ts, lease.ts: one reconcile pass.
   for (const k of kinds)
     need(reconciler, ["get", "list", "delete"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `adopt for and clean up ${k.kind}s` });
@@ -221,5 +177,62 @@ export function checkAccess(access: AccessCheck[] | Unreadable): DoctorFinding[]
       message: parts.join("; "),
       fix: `apply the Roles and bindings of manifests/base/rbac.yaml, reconciler.yaml, reconciler-ledger-rbac.yaml and reconciler-policyreports-rbac.yaml (kubectl apply -k manifests/base)${excess.length > 0 ? "; remove other grants bound to it" : ""}`,
     };
+  });
+}
+
+/** One permission (`verbs` on one resource) that `serviceAccount` needs; `namespace` "" (or absent) is every namespace. */
+type Need = (
+  serviceAccount: string,
+  verbs: string[],
+  r: { group: string; resource: string; namespace?: string; ifDenied: Severity; why: string; name?: string },
+) => void;
+
+/** The webhook's permissions: its reads on the admission path and in the background, and its Events. */
+function webhookAccess(
+  need: Need,
+  policy: Pick<Policy, "jobKinds" | "clusterSpec"> & { gpu?: Pick<Policy["gpu"], "deviceClasses"> },
+  kinds: Policy["jobKinds"],
+  webhook: string,
+  namespace: string,
+): void {
+  // Without the job GET a pod gets no cluster spec (warn), or is refused (deny).
+  const lookup: Severity = policy.clusterSpec.onJobLookupFailure === "deny" ? "critical" : "warning";
+  // src/kube/jobs.ts (job lookup) and src/kube/capacity.ts (the ledger index, read in the background).
+  for (const k of kinds) need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: lookup, why: `job lookup for ${k.kind} pods` });
+  // A TrainJob's runtime (`readRuntime` in src/topology/lookup.ts), read by /validate/jobs.
+  for (const k of kinds.filter((k) => jobShape(k).layout === "runtime"))
+    for (const runtime of TRAINER.runtimeKinds)
+      need(webhook, ["get"], {
+        group: TRAINER.group,
+        resource: runtimeKind({ kind: runtime, apiGroup: TRAINER.group }).plural,
+        ifDenied: lookup,
+        why: `the runtime of ${k.kind}s`,
+      });
+  // A TensorFlow TrainJob pod's JobSet, for its TF_CONFIG (webhooks/mutate-pods.ts).
+  if (kinds.some((k) => jobShape(k).layout === "runtime"))
+    need(webhook, ["get"], {
+      group: JOBSET_KIND.group,
+      resource: JOBSET_KIND.plural,
+      ifDenied: "warning",
+      why: "TF_CONFIG for TensorFlow TrainJob pods (their JobSet)",
+    });
+  // The ResourceClaims and templates pods and job replicas name (src/admission/claims.ts): without them, GPUs
+  // asked for through DRA cannot be counted and such pods are refused (/validate/pods fails closed).
+  if ((policy.gpu?.deviceClasses.length ?? 0) > 0)
+    for (const k of [RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE])
+      need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: "critical", why: `GPUs asked for through ${k.kind}s (DRA)` });
+  // Kueue (src/admission/queue.ts): a queued job's LocalQueue, ClusterQueue and flavors, read at CREATE for
+  // queue-capacity; without them the rule is skipped with a warning. Harmless where Kueue is not installed.
+  for (const k of [LOCAL_QUEUE, CLUSTER_QUEUE, RESOURCE_FLAVOR])
+    need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `queue-capacity for queued jobs (Kueue ${k.kind}s)` });
+  // src/kube/events.ts: an Event on a job whose Kueue admission UPDATE /validate/jobs refused.
+  need(webhook, ["create"], { group: "", resource: "events", ifDenied: "warning", why: "an Event on a job whose Kueue admission is refused" });
+  need(webhook, ["get"], {
+    group: "",
+    resource: "configmaps",
+    namespace,
+    ifDenied: "warning",
+    why: "the capacity rule reads the ledger index",
+    name: LEDGER_INDEX_NAME,
   });
 }

@@ -36,7 +36,8 @@ export type CheckName =
   | "confinement"
   | "kueue-quota"
   | "kueue-webhooks"
-  | "kueue-flavors";
+  | "kueue-flavors"
+  | "mutating-policy";
 
 export interface DoctorFinding {
   check: CheckName;
@@ -180,6 +181,14 @@ export interface DoctorSnapshot {
   confinement?: ConfinementState | Unreadable;
   /** Kueue's objects and webhooks (src/doctor/kueue.ts); absent: not read. */
   kueue?: KueueSnapshot;
+  /** The exported MutatingAdmissionPolicy and binding (src/doctor/admission-policy.ts); absent: not read. */
+  mutatingPolicy?: MutatingPolicyState | Unreadable;
+}
+
+/** The exported MutatingAdmissionPolicy and its binding as read (absent: not installed). */
+export interface MutatingPolicyState {
+  policy?: KubeObject;
+  binding?: KubeObject;
 }
 
 /** What the doctor reads of Kueue: its objects, the nodes and namespaces, and its webhook configurations. */

@@ -22,6 +22,7 @@ import {
   type AccessCheck,
   type CertificateEvidence,
   type ConfinementState,
+  type MutatingPolicyState,
   type CronJob,
   type KueueSnapshot,
   type DoctorSnapshot,
@@ -32,6 +33,7 @@ import {
   type WebhookConfiguration,
 } from "../doctor/types.js";
 import { CONFINEMENT_POLICY_NAME } from "../manifests/confinement.js";
+import { MAP_NAME } from "../manifests/map.js";
 import type { Policy } from "../policy/types.js";
 import { kubeClient } from "./client.js";
 
@@ -369,11 +371,38 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     }
   })();
 
+  // The exported MutatingAdmissionPolicy (src/doctor/admission-policy.ts), read by path: this client has no typed
+  // API for admissionregistration.k8s.io/v1 MutatingAdmissionPolicies. A 404 is "not installed".
+  const mutatingPolicy = (async (): Promise<MutatingPolicyState | Unreadable> => {
+    const read = (plural: string): Promise<KubeObject | undefined> =>
+      (custom.getClusterCustomObject({ group: "admissionregistration.k8s.io", version: "v1", plural, name: MAP_NAME }) as Promise<KubeObject>).catch(
+        (err: unknown) => {
+          if (status(err) === 404) return undefined;
+          throw err;
+        },
+      );
+    try {
+      const [policy, binding] = await Promise.all([read("mutatingadmissionpolicies"), read("mutatingadmissionpolicybindings")]);
+      return { ...(policy ? { policy } : {}), ...(binding ? { binding } : {}) };
+    } catch (err) {
+      return unreadable(err);
+    }
+  })();
+
   const ledger = opts.readLedger
     ? opts.readLedger().catch((err: unknown): LedgerState => ({ unread: describeError(err) }))
     : Promise.resolve<LedgerState>({ unread: "this doctor has no ledger reader (run `quartermaster ledger` to see it)" });
 
-  const [sc, ns, rec, acc, led, conf, kq] = await Promise.all([servicesAndCertificates, protectedNamespaces, reconciler, access, ledger, confinement, kueue]);
+  const [sc, ns, rec, acc, led, conf, kq, map] = await Promise.all([
+    servicesAndCertificates,
+    protectedNamespaces,
+    reconciler,
+    access,
+    ledger,
+    confinement,
+    kueue,
+    mutatingPolicy,
+  ]);
   // Keys for every hook, so a target that was never read shows up as such.
   for (const h of hooks) {
     const key = targetKey(h);
@@ -391,5 +420,6 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     access: acc,
     confinement: conf,
     kueue: kq,
+    mutatingPolicy: map,
   };
 }

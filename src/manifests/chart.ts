@@ -15,6 +15,9 @@ export const CHART_WEBHOOK_TEMPLATE = "charts/quartermaster/templates/webhook-co
 export const CHART_LEDGER_RBAC_TEMPLATE = "charts/quartermaster/templates/reconciler-ledger-rbac.yaml";
 export const CHART_POLICY_REPORTS_RBAC_TEMPLATE = "charts/quartermaster/templates/reconciler-policyreports-rbac.yaml";
 export const CHART_CONFINEMENT_TEMPLATE = "charts/quartermaster/templates/reconciler-confinement.yaml";
+export const CHART_MAP_TEMPLATE = "charts/quartermaster/templates/mutating-admission-policy.yaml";
+/** The chart's switch for the reduced mode: the policy value itself, so the webhook's policy and its configuration agree. */
+const REDUCED_MODE = `{{- if eq (dig "webhook" "podMutation" "full" .Values.policy) "reduced" }}`;
 export const CHART_PROMETHEUS_RULE_TEMPLATE = "charts/quartermaster/templates/prometheusrule.yaml";
 export const PROMETHEUS_RULE_MANIFEST = "manifests/overlays/monitoring/prometheusrule.yaml";
 export const DASHBOARD_MANIFEST = "manifests/overlays/monitoring/quartermaster-dashboard.json";
@@ -49,9 +52,27 @@ function dropLeadingComments(yaml: string): string {
 }
 
 export async function chartWebhookTemplate(): Promise<string> {
-  const yaml = await webhookConfigurationsYaml(defaultPolicy(), { namespace: NAMESPACE_PLACEHOLDER });
-  const body = withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)), `include "quartermaster.webhookAnnotations" .`);
-  return HEADER("the built-in policy (src/manifests/webhooks.ts), as manifests/base/webhook-configurations.yaml") + body.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE);
+  const render = async (podMutation: "full" | "reduced"): Promise<string> => {
+    const policy = defaultPolicy();
+    const yaml = await webhookConfigurationsYaml({ ...policy, webhook: { ...policy.webhook, podMutation } }, { namespace: NAMESPACE_PLACEHOLDER });
+    return withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)), `include "quartermaster.webhookAnnotations" .`).replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE);
+  };
+  // policy.webhook.podMutation=reduced: the pods webhook's extra match condition (src/manifests/map.ts reducedModeExpression).
+  return (
+    HEADER("the built-in policy (src/manifests/webhooks.ts), as manifests/base/webhook-configurations.yaml") +
+    `${REDUCED_MODE}\n${await render("reduced")}{{- else }}\n${await render("full")}{{- end }}\n`
+  );
+}
+
+/** The exported MutatingAdmissionPolicy of the built-in policy, when policy.webhook.podMutation is reduced. */
+export async function chartMutatingAdmissionPolicyTemplate(): Promise<string> {
+  const { mutatingAdmissionPolicyYaml } = await import("./map.js");
+  const yaml = await mutatingAdmissionPolicyYaml(defaultPolicy(), { namespace: NAMESPACE_PLACEHOLDER });
+  const body = withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)));
+  return (
+    HEADER("the built-in policy's pod mutations (src/manifests/map.ts), as manifests/overlays/mutating-admission-policy") +
+    `${REDUCED_MODE}\n${body.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE)}{{- end }}\n`
+  );
 }
 
 /** The PolicyReports grant (cluster-scoped: only the binding's subject names the release namespace). */

@@ -36,6 +36,9 @@ import { KUEUE_QUEUE_NAME } from "../admission/kueue.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
+import { MAX_REVIEW_COST } from "../admission/cost.js";
+import { POD_MUTATIONS } from "../mutate/index.js";
+import { JOBSET_LABELS } from "../topology/jobset.js";
 
 export const WEBHOOK_CONFIGURATION_NAME = "quartermaster";
 export const WEBHOOK_SERVICE_NAME = "quartermaster-webhook";
@@ -174,6 +177,42 @@ export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">, 
   return [...labels, ...(opts.bounded ? [`size${ALL_CONTAINERS} > ${CONDITION_MAX_CONTAINERS}`] : []), gpu, ...claims].join(" ||\n");
 }
 
+// ---- the reduced mode (src/manifests/map.ts) ---------------------------------------------------------------
+
+/** The name of the reduced mode's match condition on the pods.mutate webhook. */
+export const REDUCED_MODE_CONDITION = "not-outfitted-by-the-admission-policy";
+
+/**
+ * The pods the policy outfits, beyond being training pods: within the webhooks' match-condition bounds (64
+ * containers, 32 resource entries each: the CEL cost is bounded) and surely under the webhook's cost bound
+ * (src/admission/cost.ts: items × (mutations + distinct GPU names), the entries standing in for the names; a pod
+ * over it the webhook admits unchanged), and, when the policy knows GPU device classes, naming no ResourceClaims.
+ */
+export function withinBoundsExpression(policy: Pick<Policy, "gpu">): string {
+  const entries = `([0] + ${ALL_CONTAINERS}.map(c, size(${requestsOf("c")}) + size(${limitsOf("c")}))).sum()`;
+  return [
+    `size(${ALL_CONTAINERS}) <= ${CONDITION_MAX_CONTAINERS}`,
+    `${ALL_CONTAINERS}.all(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) <= ${CONDITION_MAX_RESOURCES})`,
+    `(1 + size(${ALL_CONTAINERS}) + ${entries}) * (${POD_MUTATIONS.length} + ${entries}) <= ${MAX_REVIEW_COST}`,
+    ...(policy.gpu.deviceClasses.length > 0 ? [`!(${HAS_CLAIMS})`] : []),
+  ].join(" &&\n");
+}
+
+/**
+ * The reduced mode's extra match condition on the pods.mutate webhook: the pods the policy does not fully outfit.
+ * Pods of a job (its labels, or a job as controller: training labels and cluster spec), TensorFlow TrainJob pods
+ * (their JobSet's TF_CONFIG), and pods outside {@link withinBoundsExpression}. The webhook runs its whole pipeline on them; what
+ * the policy already did is a no-op for it (idempotence).
+ */
+export function reducedModeExpression(policy: Pick<Policy, "jobKinds" | "gpu">): string {
+  const labelled = (label: string): string => `${celString(label)} in object.metadata.?labels.orValue({})`;
+  const labels = schemesOf(policy.jobKinds).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
+  // A pod's job is found by its controller first (src/topology/resolve.ts jobRef): a job kind, or a batch Job (JobSet).
+  const kinds = `[${[...new Set([...policy.jobKinds.map((k) => k.kind), "Job"])].map(celString).join(", ")}]`;
+  const owned = `object.metadata.?ownerReferences.orValue([]).exists(o, o.?controller.orValue(false) && o.kind in ${kinds})`;
+  return [...new Set([...labels, labelled(JOBSET_LABELS.jobSetName)]), owned, `!(${withinBoundsExpression(policy)})`].join(" ||\n");
+}
+
 // ---- the configurations ---------------------------------------------------------------------------------
 
 /** Rules for `operations` on every job kind (`subresource` appended to each plural), one rule per group and version. */
@@ -222,6 +261,9 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
   const selector = namespaceSelector(namespaceScope(namespace));
   const jobsOrQueued: MatchCondition[] = [{ name: "training-jobs-or-queued", expression: JOBS_OR_QUEUED_EXPRESSION }];
   const trainingPods: MatchCondition[] = [{ name: "training-pods-only", expression: trainingPodExpression(policy, { bounded: true }) }];
+  // Reduced mode: the pods the exported MutatingAdmissionPolicy outfits do not reach /mutate/pods (src/manifests/map.ts).
+  const podMutation: MatchCondition[] =
+    policy.webhook.podMutation === "reduced" ? [...trainingPods, { name: REDUCED_MODE_CONDITION, expression: reducedModeExpression(policy) }] : trainingPods;
   const hook = (name: string, path: string, failurePolicy: "Ignore" | "Fail", rules: RuleWithOperations[], extra: Partial<RenderedWebhook> = {}): RenderedWebhook => ({
     name,
     admissionReviewVersions: ["v1"],
@@ -240,7 +282,7 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
     kind: "MutatingWebhookConfiguration",
     metadata: { name: WEBHOOK_CONFIGURATION_NAME },
     webhooks: [
-      hook("pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore", [podRule(["CREATE"], "pods")], { reinvocationPolicy: "IfNeeded", matchConditions: trainingPods }),
+      hook("pods.mutate.quartermaster.dev", "/mutate/pods", "Ignore", [podRule(["CREATE"], "pods")], { reinvocationPolicy: "IfNeeded", matchConditions: podMutation }),
       hook("jobs.mutate.quartermaster.dev", "/mutate/jobs", "Ignore", [...jobRules(policy, ["CREATE"]), ...workloadRules(["CREATE"])], {
         reinvocationPolicy: "IfNeeded",
         matchConditions: jobsOrQueued,

@@ -7,7 +7,7 @@
  * 5. accelerator: needs the GPU limits;
  * 6. interruptible.
  * Each mutation that changes the pod adds one warning and its name to `quartermaster.dev/mutations`
- * (a set: running the pipeline again on its own output changes nothing).
+ * (a set, kept in the pipeline's order: running the pipeline again on its own output changes nothing).
  */
 import { withKey } from "../core/copy.js";
 import { ANNOTATION_MUTATIONS } from "../core/keys.js";
@@ -55,7 +55,10 @@ function recorded(pod: Pod, names: readonly string[]): Pod {
     const before = set.size;
     for (const n of names) set.add(n);
     if (set.size === before) return pod;
-    value = [...set].join(",");
+    // The pipeline's names in its order, then any others as they were: the same value whether the names came in
+    // one run or from the exported MutatingAdmissionPolicy first and the webhook after (src/manifests/map.ts).
+    const known = POD_MUTATIONS.map((m) => m.name);
+    value = [...known.filter((k) => set.has(k)), ...[...set].filter((s) => !known.includes(s))].join(",");
   }
   const annotations = withKey(pod.metadata?.annotations, ANNOTATION_MUTATIONS, value);
   return withKey(pod, "metadata", withKey(pod.metadata, "annotations", annotations));

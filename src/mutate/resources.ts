@@ -20,7 +20,8 @@ import { isExtendedResource } from "../core/gpu.js";
 
 type ResourceMap = Record<string, string>;
 
-function nonZero(value: string | undefined): value is string {
+/** A quantity that parses and is not zero: what a default may write (also decided by src/manifests/map.ts). */
+export function nonZero(value: string | undefined): value is string {
   if (value === undefined) return false;
   const q = parseQuantity(value);
   return q !== undefined && !isZero(q);

@@ -157,6 +157,8 @@ export const DESCRIPTIONS: Record<string, string> = {
   "reconciler.allowedTemplates.serviceAccounts":
     "ServiceAccounts a template may name (`serviceAccountName`, or the deprecated `serviceAccount`) besides `default`, which is always allowed (as is leaving it unset): `<name>` in any namespace, `<namespace>/<name>` in that namespace only.",
   webhook: "The admission webhooks.",
+  "webhook.podMutation":
+    "`full`: the pods webhook outfits every training pod. `reduced`: GPU pods that need no lookup are outfitted by the MutatingAdmissionPolicy `quartermaster policy export-map` prints (apply it too), and only pods of a job (cluster spec), pods naming ResourceClaims and wide pods reach the webhook (an extra match condition). `doctor` checks the policy in the cluster against this one.",
   "webhook.timeoutSeconds": "The `timeoutSeconds` the webhook configurations use; the latency histogram's buckets reach up to it and `doctor` warns above it.",
 };
 

@@ -313,6 +313,7 @@ export const POLICY_SCHEMA = {
       default: {},
       properties: {
         timeoutSeconds: { type: "integer", minimum: 1, maximum: 30, default: 5 },
+        podMutation: { enum: ["full", "reduced"], default: "full" },
       },
     },
   },

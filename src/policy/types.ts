@@ -208,5 +208,11 @@ export interface Policy {
   webhook: {
     /** The timeoutSeconds the webhook configurations use; metrics buckets reach up to it. */
     timeoutSeconds: number;
+    /**
+     * `full`: /mutate/pods outfits every training pod. `reduced`: the pods the exported MutatingAdmissionPolicy
+     * outfits (`policy export-map`) never reach it; it keeps pods of a job (cluster spec), pods naming
+     * ResourceClaims and wide pods (src/manifests/map.ts reducedModeExpression).
+     */
+    podMutation: "full" | "reduced";
   };
 }

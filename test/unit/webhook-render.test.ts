@@ -123,7 +123,7 @@ describe("webhook configurations render", () => {
   });
 
   it("timeouts come from policy.webhook.timeoutSeconds", () => {
-    assert.deepEqual(new Set(hooks({ ...policy, webhook: { timeoutSeconds: 3 } }).map((h) => h.timeoutSeconds)), new Set([3]));
+    assert.deepEqual(new Set(hooks({ ...policy, webhook: { ...policy.webhook, timeoutSeconds: 3 } }).map((h) => h.timeoutSeconds)), new Set([3]));
   });
 
   const resources = (h: RenderedWebhook, op: string) =>

@@ -1,6 +1,6 @@
 /**
  * @module
- * `quartermaster policy check|defaults|export-vap`: a policy file checked (every problem listed), the
+ * `quartermaster policy check|defaults|export-vap|export-map`: a policy file checked (every problem listed), the
  * built-in policy printed, and the pod limits exported as a ValidatingAdmissionPolicy and its binding
  * (src/manifests/vap.ts) with, on stderr, each `/validate/pods` rule the policy uses that the export cannot
  * express, so nobody drops the webhook unaware.
@@ -38,6 +38,17 @@ async function exportVapCommand(opts: ExportVapOptions, _args: readonly string[]
   return 0;
 }
 
+async function exportMapCommand(opts: ExportVapOptions, _args: readonly string[], io: CliIo): Promise<number> {
+  const policy = await loadPolicyOrReport(opts.policy, io);
+  if (!policy) return 1;
+  const { unexpressedMutations, mutatingAdmissionPolicyYaml } = await import("../../manifests/map.js");
+  io.stdout((await mutatingAdmissionPolicyYaml(policy, { namespace: opts.namespace })).trimEnd());
+  for (const u of unexpressedMutations(policy).filter((m) => m.active)) {
+    io.stderr(`quartermaster: not in the exported policy (left to /mutate/pods): ${u.mutation}: ${u.why}`);
+  }
+  return 0;
+}
+
 export function registerPolicy(program: Command, deps: CliDeps): void {
   const policy = deps.group(program, "policy", "check and print policies");
   const check = policy
@@ -60,4 +71,17 @@ the rules it cannot express are listed in it, and on stderr when the policy uses
     .addOption(policyOption())
     .addOption(renderNamespaceOption("Quartermaster's namespace (the scope's own)"));
   deps.action(exportVap, exportVapCommand);
+
+  const exportMap = policy
+    .command("export-map")
+    .summary("print the pod mutations that need no lookup as a MutatingAdmissionPolicy and its binding")
+    .description(
+      `Print the pod mutations of /mutate/pods that need no lookup (resources, GPU tolerations, accelerator and partition
+placement, interruptible placement) as a MutatingAdmissionPolicy and its binding (Kubernetes >= 1.36); what it
+leaves to the webhook is listed in it and on stderr. Pair it with the webhook's reduced mode (webhook.podMutation:
+reduced in the policy, or manifests/overlays/mutating-admission-policy).`,
+    )
+    .addOption(policyOption())
+    .addOption(renderNamespaceOption("Quartermaster's namespace (the scope's own)"));
+  deps.action(exportMap, exportMapCommand);
 }
