@@ -10,7 +10,7 @@
  * without a job must have been outfitted with no webhook call.
  */
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -213,8 +213,16 @@ describe("the exported MutatingAdmissionPolicy + the reduced pods webhook agains
 
   it("the overlay's MutatingAdmissionPolicy and binding (manifests/overlays/mutating-admission-policy) pass the apiserver's validation", async () => {
     // kubernetes-models has no schema for admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (GA in 1.36):
-    // the rendered-manifests suite leaves their schema to this server-side dry run.
-    const r = await cp.kubectl(["apply", "--dry-run=server", "-f", join(ROOT, MAP_MANIFEST)]);
+    // the rendered-manifests suite leaves their schema to this server-side dry run. Renamed, so it is a create
+    // (validated in full) whatever an earlier test installed under the same name.
+    const docs = parseAllDocuments(readFileSync(join(ROOT, MAP_MANIFEST), "utf8")).map((d) => d.toJS() as Record<string, any>);
+    assert.deepEqual(
+      docs.map((d) => d.kind),
+      ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"],
+    );
+    for (const d of docs) d.metadata.name = "qm-overlay-schema-check";
+    docs[1]!.spec.policyName = "qm-overlay-schema-check";
+    const r = await cp.kubectl(["create", "--dry-run=server", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: docs }));
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /mutatingadmissionpolicy\.admissionregistration\.k8s\.io\/\S+ created \(server dry run\)/);
     assert.match(r.stdout, /mutatingadmissionpolicybinding\.admissionregistration\.k8s\.io\/\S+ created \(server dry run\)/);
