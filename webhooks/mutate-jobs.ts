@@ -8,8 +8,8 @@
  * reads (`src/mutate/job-templates.ts`: resources, GPU tolerations, accelerator and interruptible placement), so
  * flavor assignment and quota see what the pods will ask for (a queued TrainJob through its runtime, read as
  * /validate/jobs reads it: `src/mutate/trainjob-outfit.ts`); the same for a queued batch Job or JobSet (sent
- * here by the `workloads.mutate` webhook, whose match condition passes only objects with a queue name: nothing
- * else of Quartermaster's applies to them). A job without a queue name keeps its templates as written (the reason
+ * here by `jobs.mutate`, whose match condition `training-jobs-or-queued` passes a batch Job or JobSet only when
+ * it has a queue name: nothing else of Quartermaster's applies to them). A job without a queue name keeps its templates as written (the reason
  * is in that module). The DRA claims the templates name are read as the pod webhook reads a
  * pod's (the only I/O). Fails open (a failing rule admits the job unchanged, with a warning). UPDATEs are not
  * sent here and pass through if they are: a job is never mutated after it was created (Kueue's admission
