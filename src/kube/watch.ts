@@ -1,15 +1,20 @@
 /**
  * @module
- * The resident job controller (`quartermaster reconcile --watch`): Quartermaster as the controller of the kinds
- * it runs (`jobKinds[].controller`), reacting within moments instead of at the next scheduled pass.
+ * The resident reconciler (`quartermaster reconcile --watch`): every action with a clock acted on when it is due,
+ * not at the next scheduled pass. For the kinds Quartermaster runs (`jobKinds[].controller`) it is their job
+ * controller; for the operators' kinds, the finished-job hygiene (CleanPodPolicy at once, the TTL to the second).
  *
- * - Informers (@kubernetes/client-node `makeInformer`: list, then watch, the cache kept by the library) on the
- *   controlled kinds' jobs, pods, Services and namespaces. A job's change queues the job; a pod's or Service's
- *   change queues the job named by its controller reference.
+ * - Informers on every job kind, pods, Services and namespaces, holding trimmed objects (`./informer.ts`: paged
+ *   LISTs, trimmed watch events, pods as the planners read them): a job's change queues the job; a pod's or
+ *   Service's change queues the job named by its controller reference, and a job's own objects are found by an
+ *   index on that reference. A kind whose CRD is not installed is looked for again every 30 s.
+ * - An operator's job is synced for nothing until it finishes; then its CleanPodPolicy is applied, and it is
+ *   queued again for the moment its TTL runs out.
  * - A work queue (`src/reconcile/queue.ts`: one worker per key at a time, failures retried with exponential
  *   backoff, delays for deadlines and TTLs) and `reconciler.concurrency` workers. Each key is one job's sync:
- *   the pure decision (`src/reconcile/job-controller.ts`) over the cached job, pods and Services, applied by
- *   `src/kube/job-controller.ts`; a finished job's CleanPodPolicy and TTL (`src/reconcile/finished.ts`).
+ *   for a kind Quartermaster runs, the pure decision (`src/reconcile/job-controller.ts`) over the cached job,
+ *   pods and Services, applied by `src/kube/job-controller.ts` (its active deadline and backoff included); for
+ *   every kind, a finished job's CleanPodPolicy and TTL (`src/reconcile/finished.ts`).
  * - Expectations (`src/reconcile/expectations.ts`) shared by every sync and pass of the process: a cache
  *   that has not caught up with the controller's own creates never makes it create twice.
  * - One deletion budget (`src/reconcile/budget.ts`): `reconciler.maxDeletionsPerPass` per `resyncSeconds`
@@ -23,26 +28,31 @@
  *   clock, and releases the Lease when it stops, so a standby takes over at once (or, after a crash, once
  *   the Lease has expired).
  */
-import type { Informer as ClientInformer, KubernetesListObject, KubernetesObject, ObjectCache, V1OwnerReference } from "@kubernetes/client-node";
+import type { Informer as ClientInformer, KubernetesObject, V1OwnerReference } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { asKubeObject } from "../core/boundary.js";
 import { errorMessage } from "../core/errors.js";
 import { quartermasterControls, type JobKind, type Policy } from "../policy/types.js";
 import { Expectations } from "../reconcile/expectations.js";
 import { DeletionBudget } from "../reconcile/budget.js";
-import { finishedAt, planFinishedJob, readRunPolicy } from "../reconcile/finished.js";
+import { finishedAt, planFinishedJob, readRunPolicy, type DeleteAction } from "../reconcile/finished.js";
+import type { KubeObject } from "../core/kube.js";
 import { decideJob } from "../reconcile/job-controller.js";
-import { capControllerDeletes, managedElsewhere } from "../reconcile/plan.js";
+import { capControllerDeletes, managedElsewhere, type ControllerPlan } from "../reconcile/plan.js";
 import { WorkQueue } from "../reconcile/queue.js";
 import { namespaceScope, scopeIndex } from "../core/scope.js";
 import { objectWrite, type SyncResult, type WatchMetrics } from "../reconcile/metrics.js";
-import { kubeClient } from "./client.js";
-import { connectCluster, slimNamespace, slimPod, slimService, type Cluster } from "./cluster.js";
+import { kubeClient, statusOf } from "./client.js";
+import { connectCluster, PAGE_SIZE, slimNamespace, slimPod, slimService, type Cluster, type OwnerFieldsCache } from "./cluster.js";
+import { slimJob, trimmedInformer, type ListPage } from "./informer.js";
 import { applyJobControllers } from "./job-controller.js";
 import { acquireLease, type HeldLease } from "./lease.js";
 import { runPass } from "./pass.js";
 
 export const LEASE_NAME = "quartermaster-reconciler";
+
+/** How long after a TTL runs out its job is synced (the TTL ends strictly after completionTime + ttl). */
+const TTL_SLACK_MS = 250;
 
 export interface WatchOptions {
   kubeconfig?: string;
@@ -67,9 +77,6 @@ export interface Watcher {
   /** Stops acting, waits for the work in flight, stops the informers and releases the Lease. */
   stop(): Promise<void>;
 }
-
-/** client-node's informer with its cache (what `makeInformer` returns). */
-type Informer<T extends KubernetesObject> = ClientInformer<T> & ObjectCache<T>;
 
 const VERBS = ["add", "update", "delete"] as const;
 
@@ -112,7 +119,12 @@ const keyOf = (kindIndex: number, namespace: string | undefined, name: string | 
 export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const { policy, log, metrics } = opts;
   const now = opts.now ?? ((): Date => new Date());
-  const kinds = policy.jobKinds.filter(quartermasterControls);
+  // Every kind: the ones Quartermaster runs get the whole job controller, the operators' kinds their finished-job
+  // hygiene (CleanPodPolicy, TTL) on time. A kind whose CRD is not installed waits (its informer retries).
+  const kinds = policy.jobKinds;
+  const controls = kinds.map(quartermasterControls);
+  // The managedFields trimmed pods share (src/kube/cluster.ts slimPod): one map for the process's cache.
+  const ownerFields: OwnerFieldsCache = new Map();
   const { k8s, kc } = await kubeClient(opts.kubeconfig);
   const cluster: Cluster = await connectCluster(opts.kubeconfig);
   const core = kc.makeApiClient(k8s.CoreV1Api);
@@ -125,15 +137,33 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const scope = namespaceScope(opts.namespace);
   let stopped = false;
 
-  const informer = <T extends KubernetesObject>(path: string, list: () => Promise<KubernetesListObject<T>>): Informer<T> => k8s.makeInformer(kc, path, list);
-  const pods = informer("/api/v1/pods", () => core.listPodForAllNamespaces());
-  const services = informer("/api/v1/services", () => core.listServiceForAllNamespaces());
-  const namespaces = informer("/api/v1/namespaces", () => core.listNamespace());
+  const pods = trimmedInformer(k8s, kc, {
+    path: "/api/v1/pods",
+    page: (cont) => core.listPodForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
+    trim: (o) => {
+      if (ownerFields.size > 4096) ownerFields.clear(); // one entry per job: bounded, sharing starts over
+      return slimPod(o, ownerFields);
+    },
+    indexByController: true,
+  });
+  const services = trimmedInformer(k8s, kc, {
+    path: "/api/v1/services",
+    page: (cont) => core.listServiceForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
+    trim: slimService,
+    indexByController: true,
+  });
+  const namespaces = trimmedInformer(k8s, kc, {
+    path: "/api/v1/namespaces",
+    page: (cont) => core.listNamespace({ limit: PAGE_SIZE, _continue: cont }),
+    trim: (o) => ({ metadata: { ...slimNamespace(o) } }),
+  });
   const jobs = kinds.map((k) =>
-    informer(
-      `/apis/${k.group}/${k.version}/${k.plural}`,
-      () => custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural }) as Promise<KubernetesListObject<KubernetesObject>>,
-    ),
+    trimmedInformer(k8s, kc, {
+      path: `/apis/${k.group}/${k.version}/${k.plural}`,
+      page: async (cont) =>
+        (await custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural, limit: PAGE_SIZE, _continue: cont })) as ListPage,
+      trim: slimJob,
+    }),
   );
   const all = [pods, services, namespaces, ...jobs];
 
@@ -154,12 +184,17 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const dependents: ReadonlyArray<ClientInformer<KubernetesObject>> = [pods, services];
   for (const inf of dependents) for (const verb of VERBS) inf.on(verb, byOwner);
   for (const inf of all) {
+    let absent = false;
     inf.on("error", (err: unknown) => {
       if (stopped) return;
-      log.warn({ err: errorMessage(err) }, "watch: informer stopped; restarting in 2 s");
+      // A job kind whose CRD is not installed: looked for again every 30 s, said once.
+      const missing = statusOf(err) === 404;
+      if (!missing) log.warn({ err: errorMessage(err) }, "watch: informer stopped; restarting in 2 s");
+      else if (!absent) log.info({ path: inf.watchPath }, "watch: not served (CRD not installed?); looking again every 30 s");
+      absent = missing;
       setTimeout(
         () => void (stopped ? undefined : inf.start().catch((e: unknown) => log.warn({ err: errorMessage(e) }, "watch: informer restart failed"))),
-        2000,
+        missing ? 30_000 : 2000,
       ).unref();
     });
   }
@@ -246,65 +281,80 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   };
 
   // --- One job.
-  const sync = async (key: string): Promise<SyncResult> => {
-    const [i, ns, name] = key.split("\0") as [string, string, string];
-    const kind: JobKind = kinds[Number(i)]!;
-    const raw = jobs[Number(i)]!.get(name, ns);
-    if (!raw) return "ok";
-    const job = asKubeObject(raw);
-    if (!inScope(ns).inScope || managedElsewhere(job, kind)) return "ok";
-    const uid = String((job.metadata as { uid?: string }).uid);
-    const owned = (o: KubernetesObject): boolean => (o.metadata?.ownerReferences ?? []).some((r) => r.controller === true && r.uid === uid);
-    const ownPods = pods
-      .list(ns)
-      .filter(owned)
-      .map((p) => slimPod(p));
-    const ownServices = services.list(ns).filter(owned).map(slimService);
-    const at = now();
-    const inFlight = expectations.observeJob(uid, ownPods, ownServices, at);
-    const decided = decideJob({
+  /** The job controller's decision for a job of a kind Quartermaster runs. */
+  const controllerPlan = (job: KubeObject, kind: JobKind, uid: string, own: { pods: KubeObject[]; services: KubeObject[] }, at: Date): ControllerPlan => {
+    const inFlight = expectations.observeJob(uid, own.pods, own.services, at);
+    const decision = decideJob({
       job,
       kind,
-      pods: ownPods,
-      services: ownServices,
+      pods: own.pods,
+      services: own.services,
       now: at,
       clusterDomain: policy.clusterSpec.clusterDomain,
       allowedTemplates: policy.reconciler.allowedTemplates,
       inFlight,
     });
-    for (const p of decided.problems) log.warn({ problem: p }, "watch: cannot act");
-    const rv = (job.metadata as { resourceVersion?: string }).resourceVersion;
-    // The controller's deletes and a finished job's (CleanPodPolicy, TTL, as a pass does them) share the
-    // process's deletion budget; what does not fit waits for the window to turn.
-    const fin = planFinishedJob({ job, kind, pods: ownPods, services: ownServices, now: at, policy });
-    const capped = capControllerDeletes(
-      fin.actions,
-      [{ kind, namespace: ns, name, uid, ...(rv ? { resourceVersion: rv } : {}), decision: decided }],
-      budget.available(at),
-    );
-    budget.take(capped.actions.length + capped.controller[0]!.decision.deletes.length, at);
-    if (capped.deferred.length > 0) {
-      log.info({ job: `${kind.kind} ${ns}/${name}`, deferred: capped.deferred.length }, "watch: deletion budget spent; the rest waits");
-      queue.addAfter(key, budget.msUntilRefill(at) + 100);
-    }
-    const decision = capped.controller[0]!.decision;
-    const report = await applyJobControllers({ cluster, plans: capped.controller, expectations, now, log, width: 1, events: policy.reconciler.events });
-    for (const a of report.applied) countWrite(a);
-    let retry = report.failed.length > 0 || report.skipped.some((s) => s.why.includes("changed since it was listed"));
-    for (const d of capped.actions) {
+    for (const p of decision.problems) log.warn({ problem: p }, "watch: cannot act");
+    const { namespace, name, resourceVersion: rv } = job.metadata as { namespace: string; name: string; resourceVersion?: string };
+    return { kind, namespace, name, uid, ...(rv ? { resourceVersion: rv } : {}), decision };
+  };
+  /** Sends the deletes (uid preconditions); whether any failed. */
+  const deleteAll = async (actions: readonly DeleteAction[]): Promise<boolean> => {
+    let failed = false;
+    for (const d of actions) {
       try {
         if ((await cluster.delete(d)) === "deleted") metrics?.object("delete", d.kind);
         log.info({ job: d.job, action: `delete ${d.kind}`, namespace: d.namespace, name: d.name, reason: d.reason }, "watch: delete");
       } catch (err) {
-        retry = true;
+        failed = true;
         log.error({ err: errorMessage(err), action: `delete ${d.kind} ${d.namespace}/${d.name}` }, "watch: delete failed");
       }
     }
-    if (decision.requeueAfterMs !== undefined) queue.addAfter(key, decision.requeueAfterMs + 100);
-    const { finished, completionTime } = finishedAt(job, kind);
+    return failed;
+  };
+  /** A finished job with a TTL is synced again just after it runs out (strictly after, as upstream). */
+  const requeueAtTtl = (key: string, job: KubeObject, kind: JobKind, completionTime: Date | undefined, at: Date): void => {
     const rp = readRunPolicy(job, kind);
-    if (finished && completionTime && !("problems" in rp) && rp.ttl !== undefined)
-      queue.addAfter(key, completionTime.getTime() + rp.ttl * 1000 - at.getTime() + 1000);
+    if (completionTime && !("problems" in rp) && rp.ttl !== undefined && !rp.suspended)
+      queue.addAfter(key, completionTime.getTime() + rp.ttl * 1000 - at.getTime() + TTL_SLACK_MS);
+  };
+
+  const sync = async (key: string): Promise<SyncResult> => {
+    const [i, ns, name] = key.split("\0") as [string, string, string];
+    const kind: JobKind = kinds[Number(i)]!;
+    const runs = controls[Number(i)]!;
+    const raw = jobs[Number(i)]!.get(name, ns);
+    if (!raw) return "ok";
+    const job = asKubeObject(raw);
+    if (!inScope(ns).inScope || managedElsewhere(job, kind)) return "ok";
+    const { finished, completionTime } = finishedAt(job, kind);
+    // An operator's job has nothing on a clock here until it finishes (its pods' every change lands here).
+    if (!runs && !finished) return "ok";
+    const uid = String((job.metadata as { uid?: string }).uid);
+    const ownPods = pods.byController(uid);
+    const ownServices = services.byController(uid);
+    const at = now();
+    const controller = runs ? [controllerPlan(job, kind, uid, { pods: ownPods, services: ownServices }, at)] : [];
+    // The controller's deletes and a finished job's (CleanPodPolicy, TTL, as a pass does them) share the
+    // process's deletion budget; what does not fit waits for the window to turn.
+    const fin = planFinishedJob({ job, kind, pods: ownPods, services: ownServices, now: at, policy });
+    for (const p of fin.problems) log.warn({ problem: p }, "watch: cannot act");
+    const capped = capControllerDeletes(fin.actions, controller, budget.available(at));
+    budget.take(capped.actions.length + capped.controller.reduce((n, p) => n + p.decision.deletes.length, 0), at);
+    if (capped.deferred.length > 0) {
+      log.info({ job: `${kind.kind} ${ns}/${name}`, deferred: capped.deferred.length }, "watch: deletion budget spent; the rest waits");
+      queue.addAfter(key, budget.msUntilRefill(at) + 100);
+    }
+    let retry = false;
+    if (runs) {
+      const report = await applyJobControllers({ cluster, plans: capped.controller, expectations, now, log, width: 1, events: policy.reconciler.events });
+      for (const a of report.applied) countWrite(a);
+      retry = report.failed.length > 0 || report.skipped.some((s) => s.why.includes("changed since it was listed"));
+      const requeueAfterMs = capped.controller[0]!.decision.requeueAfterMs;
+      if (requeueAfterMs !== undefined) queue.addAfter(key, requeueAfterMs + 100);
+    }
+    if (await deleteAll(capped.actions)) retry = true;
+    if (finished) requeueAtTtl(key, job, kind, completionTime, at);
     if (retry) {
       stats.retries++;
       queue.addRateLimited(key);
@@ -323,7 +373,9 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
           stats.syncs++;
           const started = performance.now();
           try {
-            metrics?.sync(await lock.read(() => sync(key)), (performance.now() - started) / 1000);
+            // The sync first: `metrics?.sync(await …)` would skip it, arguments and all, without metrics.
+            const result = await lock.read(() => sync(key));
+            metrics?.sync(result, (performance.now() - started) / 1000);
           } catch (err) {
             metrics?.sync("error", (performance.now() - started) / 1000);
             throw err;

@@ -8,6 +8,9 @@
  * Timers are passed in (tests run them by hand).
  */
 
+/** The longest delay Node's setTimeout honours. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export interface Timers {
   setTimeout(fn: () => void, ms: number): unknown;
   clearTimeout(handle: unknown): void;
@@ -76,6 +79,9 @@ export class WorkQueue {
   addAfter(key: string, ms: number): void {
     if (this.shut) return;
     if (ms <= 0) return this.add(key);
+    // A timer longer than 2^31-1 ms (~24.8 days, a long TTL) fires at once in Node: wait the longest one
+    // can, and let the key's sync ask again for the rest.
+    ms = Math.min(ms, MAX_TIMER_MS);
     const due = this.now() + ms;
     const pending = this.waiting.get(key);
     if (pending && pending.due <= due) return;

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { WorkQueue, type Timers } from "../../src/reconcile/queue.js";
+import { MAX_TIMER_MS, WorkQueue, type Timers } from "../../src/reconcile/queue.js";
 
 /** Timers run by hand: `advance(ms)` fires what is due, in order. */
 function manualTimers(): Timers & { advance(ms: number): void; pending(): number[] } {
@@ -74,6 +74,17 @@ describe("work queue", () => {
     t.advance(49);
     assert.equal(q.length, 0);
     t.advance(1);
+    assert.equal(q.length, 1);
+  });
+
+  it("a delay longer than a Node timer can wait (a 30-day TTL) waits the longest one can, never fires at once", () => {
+    const t = manualTimers();
+    const q = new WorkQueue({ timers: t });
+    q.addAfter("ttl", 30 * 86_400_000);
+    assert.deepEqual(t.pending(), [MAX_TIMER_MS]);
+    t.advance(86_400_000);
+    assert.equal(q.length, 0, "not due after a day");
+    t.advance(MAX_TIMER_MS);
     assert.equal(q.length, 1);
   });
 

@@ -230,8 +230,9 @@ export function registerReconcile(program: Command, deps: CliDeps): void {
 the protected ones or --namespace); one at a time cluster-wide (a Lease in --namespace). Give exactly one of
 --once, --schedule and --watch. --dry-run (with --once) prints the plan and what it skips and why, and changes
 nothing (logs go to stderr). With --schedule or --watch, metrics over HTTP on --metrics-port (/metrics, /healthz,
-/readyz). With --watch, the resident job controller for the kinds Quartermaster runs (Caffe2Job by default):
-informers, a work queue, a full pass every --resync-seconds, one instance acting under the Lease.`,
+/readyz). With --watch, the resident reconciler: informers on every job kind, the job controller for the kinds
+Quartermaster runs (Caffe2Job by default), CleanPodPolicy and TTL on time for every kind, a full pass every
+--resync-seconds, one instance acting under the Lease.`,
     )
     .addOption(new Option("--once", "one pass, then exit (the CronJob)"))
     .addOption(new Option("--schedule <cron>", "run passes on this cron schedule (resident)"))
@@ -244,7 +245,7 @@ informers, a work queue, a full pass every --resync-seconds, one instance acting
     .addOption(
       integerOption("--metrics-port <port>", withDefault("with --schedule or --watch: metrics port (0: off)", String(RECONCILER_METRICS_PORT)), { max: 65535 }),
     )
-    .addOption(new Option("--watch", "the resident job controller (informers, work queue, Lease)"))
+    .addOption(new Option("--watch", "the resident reconciler (informers, work queue, Lease): TTLs and CleanPodPolicy on time"))
     .addOption(integerOption("--lease-seconds <seconds>", withDefault("with --watch: the Lease's duration", String(LEASE_SECONDS)), { min: 2, max: 3600 }))
     .addOption(
       integerOption("--resync-seconds <seconds>", withDefault("with --watch: seconds between full passes", String(RESYNC_SECONDS)), { min: 1, max: 86400 }),

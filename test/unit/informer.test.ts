@@ -1,0 +1,139 @@
+/**
+ * Trimmed informers (`src/kube/informer.ts`): client-node's ListWatch fed by a paged, trimmed LIST and trimmed
+ * watch events, with an index by controller uid. The watch is a stand-in that hands events to the test.
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import * as k8s from "@kubernetes/client-node";
+import { slimPod } from "../../src/kube/cluster.js";
+import { slimJob, trimmedInformer, type ListPage } from "../../src/kube/informer.js";
+
+type Obj = Record<string, any>;
+type Handler = (phase: string, obj: object) => void;
+
+const pod = (name: string, rv: string, owner?: string, extra: Obj = {}): Obj => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: {
+    name,
+    namespace: "ns",
+    uid: `uid-${name}`,
+    resourceVersion: rv,
+    managedFields: [{ manager: "kubelet", operation: "Update", fieldsV1: { "f:status": {} } }],
+    annotations: { big: "x".repeat(1000) },
+    ...(owner ? { ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", name: owner, uid: owner, controller: true }] } : {}),
+  },
+  spec: { containers: [{ name: "c", image: "i", env: [{ name: "A", value: "1" }] }], volumes: [{ name: "v", emptyDir: {} }] },
+  status: { phase: "Running", podIP: "10.0.0.1" },
+  ...extra,
+});
+
+/** The informer over `pages` with a watch the test drives; `queries` records the watch's query parameters. */
+function setUp(pages: ListPage[]) {
+  const asked: Array<string | undefined> = [];
+  const queries: Obj[] = [];
+  let handler: Handler | undefined;
+  class FakeWatch extends k8s.Watch {
+    override watch(_path: string, qp: Obj, cb: Handler): Promise<AbortController> {
+      queries.push(qp);
+      handler = cb;
+      return Promise.resolve(new AbortController());
+    }
+  }
+  const kc = new k8s.KubeConfig();
+  const informer = trimmedInformer({ ...k8s, Watch: FakeWatch }, kc, {
+    path: "/api/v1/pods",
+    page: (cont) => {
+      asked.push(cont);
+      return Promise.resolve(pages[asked.length - 1]!);
+    },
+    trim: (o) => slimPod(o),
+    indexByController: true,
+  });
+  const send = (phase: string, obj: object): void => handler!(phase, obj);
+  return { informer, asked, queries, send };
+}
+
+const names = (objs: readonly { metadata?: { name?: string } }[]): string[] => objs.map((o) => o.metadata!.name!).sort();
+
+describe("trimmed informer", () => {
+  it("lists page by page, caches trimmed objects with their resourceVersion, and watches from the list's", async () => {
+    const { informer, asked, queries } = setUp([
+      { metadata: { resourceVersion: "100", _continue: "c1" }, items: [pod("a", "90", "job-1"), pod("b", "91", "job-1")] },
+      { metadata: { resourceVersion: "100" }, items: [pod("c", "95", "job-2")] },
+    ]);
+    await informer.start();
+    assert.deepEqual(asked, [undefined, "c1"]);
+    assert.deepEqual(names(informer.list()), ["a", "b", "c"]);
+    const a = informer.get("a", "ns") as Obj;
+    assert.equal(a.metadata.resourceVersion, "90");
+    assert.equal(a.metadata.managedFields, undefined, "managedFields trimmed");
+    assert.equal(a.metadata.annotations, undefined, "annotations trimmed");
+    assert.equal(a.spec.volumes, undefined, "volumes trimmed");
+    assert.equal(a.status.phase, "Running");
+    assert.equal(queries[0]!.resourceVersion, "100");
+    assert.equal(queries[0]!.allowWatchBookmarks, true);
+  });
+
+  it("trims watch events, tells an update by its resourceVersion, and passes bookmarks through", async () => {
+    const { informer, send } = setUp([{ metadata: { resourceVersion: "1" }, items: [] }]);
+    const seen: string[] = [];
+    informer.on("add", (o) => seen.push(`add ${(o as Obj).metadata.name}`));
+    informer.on("update", (o) => seen.push(`update ${(o as Obj).metadata.name}`));
+    await informer.start();
+    send("ADDED", pod("a", "2"));
+    send("MODIFIED", pod("a", "2"));
+    send("MODIFIED", pod("a", "3", undefined, { status: { phase: "Succeeded" } }));
+    send("BOOKMARK", { kind: "Pod", metadata: { resourceVersion: "9" } });
+    assert.deepEqual(seen, ["add a", "update a"], "the repeat of rv 2 is no update");
+    const a = informer.get("a", "ns") as Obj;
+    assert.equal(a.status.phase, "Succeeded");
+    assert.equal(a.metadata.managedFields, undefined);
+    assert.equal(informer.latestResourceVersion(), "9");
+  });
+
+  it("indexes by controller uid through adoption, release and deletion", async () => {
+    const { informer, send } = setUp([{ metadata: { resourceVersion: "1" }, items: [pod("a", "1", "job-1"), pod("b", "1")] }]);
+    await informer.start();
+    assert.deepEqual(names(informer.byController("job-1")), ["a"]);
+    send("MODIFIED", pod("b", "2", "job-1")); // adopted
+    assert.deepEqual(names(informer.byController("job-1")), ["a", "b"]);
+    send("MODIFIED", pod("a", "2", "job-2")); // moved to another controller
+    assert.deepEqual(names(informer.byController("job-1")), ["b"]);
+    assert.deepEqual(names(informer.byController("job-2")), ["a"]);
+    send("MODIFIED", pod("b", "3")); // released
+    assert.deepEqual(informer.byController("job-1"), []);
+    send("DELETED", pod("a", "4", "job-2"));
+    assert.deepEqual(informer.byController("job-2"), []);
+    assert.deepEqual(informer.byController("nobody"), []);
+  });
+});
+
+describe("slimJob", () => {
+  it("drops managedFields and kubectl's last-applied copy, keeps spec, status and other annotations", () => {
+    const job = {
+      apiVersion: "kubeflow.org/v1",
+      kind: "PyTorchJob",
+      metadata: {
+        name: "j",
+        namespace: "ns",
+        uid: "u",
+        resourceVersion: "7",
+        managedFields: [{ manager: "kubectl" }],
+        annotations: { "kubectl.kubernetes.io/last-applied-configuration": "{...}", "quartermaster.dev/ttl-seconds-after-finished": "60" },
+      },
+      spec: { runPolicy: { ttlSecondsAfterFinished: 60 } },
+      status: { conditions: [{ type: "Succeeded", status: "True" }] },
+    };
+    assert.deepEqual(slimJob(job), {
+      apiVersion: "kubeflow.org/v1",
+      kind: "PyTorchJob",
+      metadata: { name: "j", namespace: "ns", uid: "u", resourceVersion: "7", annotations: { "quartermaster.dev/ttl-seconds-after-finished": "60" } },
+      spec: { runPolicy: { ttlSecondsAfterFinished: 60 } },
+      status: { conditions: [{ type: "Succeeded", status: "True" }] },
+    });
+    assert.deepEqual(slimJob({ metadata: { name: "x", annotations: { "kubectl.kubernetes.io/last-applied-configuration": "{}" } } }), {
+      metadata: { name: "x" },
+    });
+  });
+});
