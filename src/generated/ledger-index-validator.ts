@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","required":["counts","generatedAt","namespaces","shards","totals","version"],"properties":{"counts":{"type":"object","required":["jobs","nodes","pendingGpuPods","podsHoldingDevices","staleNodes"],"properties":{"inactiveNodes":{"type":"integer","minimum":0},"jobs":{"type":"integer","minimum":0},"nodes":{"type":"integer","minimum":0},"pendingGpuPods":{"type":"integer","minimum":0},"podsHoldingDevices":{"type":"integer","minimum":0},"staleNodes":{"type":"integer","minimum":0}}},"generatedAt":{"type":"string","minLength":1},"kueue":{"type":"object","required":["flavors"],"properties":{"flavors":{"type":"array","items":{"type":"object","required":["clusterQueues","name","nodeLabels","nodes","resources"],"properties":{"clusterQueues":{"type":"array","items":{"type":"string"}},"missing":{"type":"boolean"},"name":{"type":"string"},"nodeLabels":{"type":"object","additionalProperties":{"type":"string"}},"nodes":{"type":"integer","minimum":0},"resources":{"type":"object","additionalProperties":{"type":"object","required":["inUse","kueueReserved","kueueUsage","physical","quota","quotas"],"properties":{"borrowingLimit":{"type":"number"},"inUse":{"type":"number"},"kueueReserved":{"type":"number"},"kueueUsage":{"type":"number"},"physical":{"type":"number"},"quota":{"type":"number"},"quotas":{"type":"array","items":{"type":"object","required":["clusterQueue","nominalQuota"],"properties":{"borrowingLimit":{"type":"number"},"clusterQueue":{"type":"string"},"cohort":{"type":"string"},"lendingLimit":{"type":"number"},"nominalQuota":{"type":"number"}}}},"unlimitedBorrowing":{"type":"boolean"}}}}}}}}},"namespaces":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"}}}}},"shards":{"type":"array","items":{"type":"object","required":["name","sha256"],"properties":{"name":{"type":"string","pattern":"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"}}}},"totals":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","unavailable"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"dra":{"type":"object","required":["allocated","capacity"],"properties":{"allocated":{"type":"number"},"capacity":{"type":"number"}}},"free":{"type":"number"},"unavailable":{"type":"number"}}}},"version":{"const":1}}};
+const schema11 = {"type":"object","required":["counts","generatedAt","namespaces","shards","totals","version"],"properties":{"counts":{"type":"object","required":["jobs","nodes","pendingGpuPods","podsHoldingDevices","staleNodes"],"properties":{"inactiveNodes":{"type":"integer","minimum":0},"jobs":{"type":"integer","minimum":0},"nodes":{"type":"integer","minimum":0},"pendingGpuPods":{"type":"integer","minimum":0},"podsHoldingDevices":{"type":"integer","minimum":0},"staleNodes":{"type":"integer","minimum":0}}},"generatedAt":{"type":"string","minLength":1},"kueue":{"type":"object","required":["flavors"],"properties":{"flavors":{"type":"array","items":{"type":"object","required":["clusterQueues","name","nodeLabels","nodes","resources"],"properties":{"clusterQueues":{"type":"array","items":{"type":"string"}},"missing":{"type":"boolean"},"name":{"type":"string"},"nodeLabels":{"type":"object","additionalProperties":{"type":"string"}},"nodes":{"type":"integer","minimum":0},"resources":{"type":"object","additionalProperties":{"type":"object","required":["inUse","kueueReserved","kueueUsage","physical","quota","quotas"],"properties":{"borrowingLimit":{"type":"number"},"inUse":{"type":"number"},"kueueReserved":{"type":"number"},"kueueUsage":{"type":"number"},"physical":{"type":"number"},"quota":{"type":"number"},"quotas":{"type":"array","items":{"type":"object","required":["clusterQueue","nominalQuota"],"properties":{"borrowingLimit":{"type":"number"},"clusterQueue":{"type":"string"},"cohort":{"type":"string"},"lendingLimit":{"type":"number"},"nominalQuota":{"type":"number"}}}},"unlimitedBorrowing":{"type":"boolean"}}}}}}}}},"namespaces":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"},"since":{"type":"string"}}}}},"shards":{"type":"array","items":{"type":"object","required":["name","sha256"],"properties":{"name":{"type":"string","pattern":"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"}}}},"totals":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","unavailable"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"dra":{"type":"object","required":["allocated","capacity"],"properties":{"allocated":{"type":"number"},"capacity":{"type":"number"}}},"free":{"type":"number"},"unavailable":{"type":"number"}}}},"version":{"const":1}}};
 const func2 = runtime0.default;
 const pattern0 = new RegExp("^quartermaster-ledger-(0|[1-9][0-9]{0,3})$", "u");
 const pattern1 = new RegExp("^[0-9a-f]{64}$", "u");
@@ -872,9 +872,9 @@ vErrors.push(err70);
 errors++;
 }
 }
-}
-else {
-const err71 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data36.since !== undefined){
+if(typeof data36.since !== "string"){
+const err71 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/since",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/since/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -886,7 +886,7 @@ errors++;
 }
 }
 else {
-const err72 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err72 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -898,7 +898,7 @@ errors++;
 }
 }
 else {
-const err73 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err73 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -908,15 +908,9 @@ vErrors.push(err73);
 errors++;
 }
 }
-if(data.shards !== undefined){
-let data39 = data.shards;
-if(Array.isArray(data39)){
-const len3 = data39.length;
-for(let i3=0; i3<len3; i3++){
-let data40 = data39[i3];
-if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
-if(data40.name === undefined){
-const err74 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+}
+else {
+const err74 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -925,8 +919,16 @@ vErrors.push(err74);
 }
 errors++;
 }
-if(data40.sha256 === undefined){
-const err75 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "sha256"},message:"must have required property '"+"sha256"+"'"};
+}
+if(data.shards !== undefined){
+let data40 = data.shards;
+if(Array.isArray(data40)){
+const len3 = data40.length;
+for(let i3=0; i3<len3; i3++){
+let data41 = data40[i3];
+if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
+if(data41.name === undefined){
+const err75 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -935,11 +937,8 @@ vErrors.push(err75);
 }
 errors++;
 }
-if(data40.name !== undefined){
-let data41 = data40.name;
-if(typeof data41 === "string"){
-if(!pattern0.test(data41)){
-const err76 = {instancePath:instancePath+"/shards/" + i3+"/name",schemaPath:"#/properties/shards/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},message:"must match pattern \""+"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"+"\""};
+if(data41.sha256 === undefined){
+const err76 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "sha256"},message:"must have required property '"+"sha256"+"'"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -948,9 +947,11 @@ vErrors.push(err76);
 }
 errors++;
 }
-}
-else {
-const err77 = {instancePath:instancePath+"/shards/" + i3+"/name",schemaPath:"#/properties/shards/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data41.name !== undefined){
+let data42 = data41.name;
+if(typeof data42 === "string"){
+if(!pattern0.test(data42)){
+const err77 = {instancePath:instancePath+"/shards/" + i3+"/name",schemaPath:"#/properties/shards/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},message:"must match pattern \""+"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"+"\""};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -960,11 +961,8 @@ vErrors.push(err77);
 errors++;
 }
 }
-if(data40.sha256 !== undefined){
-let data42 = data40.sha256;
-if(typeof data42 === "string"){
-if(!pattern1.test(data42)){
-const err78 = {instancePath:instancePath+"/shards/" + i3+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{64}$"},message:"must match pattern \""+"^[0-9a-f]{64}$"+"\""};
+else {
+const err78 = {instancePath:instancePath+"/shards/" + i3+"/name",schemaPath:"#/properties/shards/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -974,8 +972,11 @@ vErrors.push(err78);
 errors++;
 }
 }
-else {
-const err79 = {instancePath:instancePath+"/shards/" + i3+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data41.sha256 !== undefined){
+let data43 = data41.sha256;
+if(typeof data43 === "string"){
+if(!pattern1.test(data43)){
+const err79 = {instancePath:instancePath+"/shards/" + i3+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{64}$"},message:"must match pattern \""+"^[0-9a-f]{64}$"+"\""};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -985,9 +986,8 @@ vErrors.push(err79);
 errors++;
 }
 }
-}
 else {
-const err80 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err80 = {instancePath:instancePath+"/shards/" + i3+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -999,7 +999,7 @@ errors++;
 }
 }
 else {
-const err81 = {instancePath:instancePath+"/shards",schemaPath:"#/properties/shards/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err81 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1009,14 +1009,9 @@ vErrors.push(err81);
 errors++;
 }
 }
-if(data.totals !== undefined){
-let data43 = data.totals;
-if(data43 && typeof data43 == "object" && !Array.isArray(data43)){
-for(const key4 in data43){
-let data44 = data43[key4];
-if(data44 && typeof data44 == "object" && !Array.isArray(data44)){
-if(data44.allocatable === undefined){
-const err82 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocatable"},message:"must have required property '"+"allocatable"+"'"};
+}
+else {
+const err82 = {instancePath:instancePath+"/shards",schemaPath:"#/properties/shards/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1025,8 +1020,15 @@ vErrors.push(err82);
 }
 errors++;
 }
-if(data44.allocated === undefined){
-const err83 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+}
+if(data.totals !== undefined){
+let data44 = data.totals;
+if(data44 && typeof data44 == "object" && !Array.isArray(data44)){
+for(const key4 in data44){
+let data45 = data44[key4];
+if(data45 && typeof data45 == "object" && !Array.isArray(data45)){
+if(data45.allocatable === undefined){
+const err83 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocatable"},message:"must have required property '"+"allocatable"+"'"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1035,8 +1037,8 @@ vErrors.push(err83);
 }
 errors++;
 }
-if(data44.capacity === undefined){
-const err84 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+if(data45.allocated === undefined){
+const err84 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1045,8 +1047,8 @@ vErrors.push(err84);
 }
 errors++;
 }
-if(data44.free === undefined){
-const err85 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "free"},message:"must have required property '"+"free"+"'"};
+if(data45.capacity === undefined){
+const err85 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1055,8 +1057,8 @@ vErrors.push(err85);
 }
 errors++;
 }
-if(data44.unavailable === undefined){
-const err86 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "unavailable"},message:"must have required property '"+"unavailable"+"'"};
+if(data45.free === undefined){
+const err86 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "free"},message:"must have required property '"+"free"+"'"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1065,10 +1067,8 @@ vErrors.push(err86);
 }
 errors++;
 }
-if(data44.allocatable !== undefined){
-let data45 = data44.allocatable;
-if(!((typeof data45 == "number") && (isFinite(data45)))){
-const err87 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocatable",schemaPath:"#/properties/totals/additionalProperties/properties/allocatable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data45.unavailable === undefined){
+const err87 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "unavailable"},message:"must have required property '"+"unavailable"+"'"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1077,11 +1077,10 @@ vErrors.push(err87);
 }
 errors++;
 }
-}
-if(data44.allocated !== undefined){
-let data46 = data44.allocated;
+if(data45.allocatable !== undefined){
+let data46 = data45.allocatable;
 if(!((typeof data46 == "number") && (isFinite(data46)))){
-const err88 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err88 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocatable",schemaPath:"#/properties/totals/additionalProperties/properties/allocatable/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1091,10 +1090,10 @@ vErrors.push(err88);
 errors++;
 }
 }
-if(data44.capacity !== undefined){
-let data47 = data44.capacity;
+if(data45.allocated !== undefined){
+let data47 = data45.allocated;
 if(!((typeof data47 == "number") && (isFinite(data47)))){
-const err89 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err89 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1104,11 +1103,10 @@ vErrors.push(err89);
 errors++;
 }
 }
-if(data44.dra !== undefined){
-let data48 = data44.dra;
-if(data48 && typeof data48 == "object" && !Array.isArray(data48)){
-if(data48.allocated === undefined){
-const err90 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+if(data45.capacity !== undefined){
+let data48 = data45.capacity;
+if(!((typeof data48 == "number") && (isFinite(data48)))){
+const err90 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1117,8 +1115,12 @@ vErrors.push(err90);
 }
 errors++;
 }
-if(data48.capacity === undefined){
-const err91 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+}
+if(data45.dra !== undefined){
+let data49 = data45.dra;
+if(data49 && typeof data49 == "object" && !Array.isArray(data49)){
+if(data49.allocated === undefined){
+const err91 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1127,10 +1129,8 @@ vErrors.push(err91);
 }
 errors++;
 }
-if(data48.allocated !== undefined){
-let data49 = data48.allocated;
-if(!((typeof data49 == "number") && (isFinite(data49)))){
-const err92 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data49.capacity === undefined){
+const err92 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1139,11 +1139,10 @@ vErrors.push(err92);
 }
 errors++;
 }
-}
-if(data48.capacity !== undefined){
-let data50 = data48.capacity;
+if(data49.allocated !== undefined){
+let data50 = data49.allocated;
 if(!((typeof data50 == "number") && (isFinite(data50)))){
-const err93 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err93 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1153,9 +1152,10 @@ vErrors.push(err93);
 errors++;
 }
 }
-}
-else {
-const err94 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data49.capacity !== undefined){
+let data51 = data49.capacity;
+if(!((typeof data51 == "number") && (isFinite(data51)))){
+const err94 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -1165,10 +1165,9 @@ vErrors.push(err94);
 errors++;
 }
 }
-if(data44.free !== undefined){
-let data51 = data44.free;
-if(!((typeof data51 == "number") && (isFinite(data51)))){
-const err95 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/totals/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+else {
+const err95 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -1178,10 +1177,10 @@ vErrors.push(err95);
 errors++;
 }
 }
-if(data44.unavailable !== undefined){
-let data52 = data44.unavailable;
+if(data45.free !== undefined){
+let data52 = data45.free;
 if(!((typeof data52 == "number") && (isFinite(data52)))){
-const err96 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/unavailable",schemaPath:"#/properties/totals/additionalProperties/properties/unavailable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err96 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/totals/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -1191,9 +1190,10 @@ vErrors.push(err96);
 errors++;
 }
 }
-}
-else {
-const err97 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data45.unavailable !== undefined){
+let data53 = data45.unavailable;
+if(!((typeof data53 == "number") && (isFinite(data53)))){
+const err97 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/unavailable",schemaPath:"#/properties/totals/additionalProperties/properties/unavailable/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1205,7 +1205,7 @@ errors++;
 }
 }
 else {
-const err98 = {instancePath:instancePath+"/totals",schemaPath:"#/properties/totals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err98 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1215,9 +1215,9 @@ vErrors.push(err98);
 errors++;
 }
 }
-if(data.version !== undefined){
-if(1 !== data.version){
-const err99 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+}
+else {
+const err99 = {instancePath:instancePath+"/totals",schemaPath:"#/properties/totals/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1227,14 +1227,26 @@ vErrors.push(err99);
 errors++;
 }
 }
-}
-else {
-const err100 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.version !== undefined){
+if(1 !== data.version){
+const err100 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err100];
 }
 else {
 vErrors.push(err100);
+}
+errors++;
+}
+}
+}
+else {
+const err101 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err101];
+}
+else {
+vErrors.push(err101);
 }
 errors++;
 }

@@ -3,7 +3,7 @@
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","required":["jobs","nodes","of","pending","shard","version"],"properties":{"jobs":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"}}}}},"nodes":{"type":"array","items":{"type":"object","required":["name","pods","resources","stale"],"properties":{"leaseRenewTime":{"type":"string"},"missing":{"type":"boolean"},"name":{"type":"string"},"pods":{"type":"array","items":{"type":"object","required":["name","namespace","resources","uid"],"properties":{"job":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"resources":{"type":"object","additionalProperties":{"type":"number"}},"uid":{"type":"string"}}}},"resources":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","inactive","overCommitted"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"dra":{"type":"object","required":["allocated","capacity"],"properties":{"allocated":{"type":"number"},"capacity":{"type":"number"}}},"free":{"type":"number"},"inactive":{"type":"boolean"},"overCommitted":{"type":"boolean"}}}},"stale":{"type":"boolean"},"staleReason":{"type":"string"}}}},"of":{"type":"integer","minimum":1},"pending":{"type":"array","items":{"type":"object","required":["createdAt","name","namespace","pendingSeconds","reason","resources","uid"],"properties":{"createdAt":{"type":"string"},"job":{"type":"string"},"message":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"pendingSeconds":{"type":"number"},"reason":{"type":"string"},"resources":{"type":"object","additionalProperties":{"type":"number"}},"uid":{"type":"string"}}}},"shard":{"type":"integer","minimum":0},"version":{"const":1}}};
+const schema11 = {"type":"object","required":["jobs","nodes","of","pending","shard","version"],"properties":{"jobs":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"},"since":{"type":"string"}}}}},"nodes":{"type":"array","items":{"type":"object","required":["name","pods","resources","stale"],"properties":{"leaseRenewTime":{"type":"string"},"missing":{"type":"boolean"},"name":{"type":"string"},"pods":{"type":"array","items":{"type":"object","required":["name","namespace","resources","uid"],"properties":{"job":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"resources":{"type":"object","additionalProperties":{"type":"number"}},"uid":{"type":"string"}}}},"resources":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","inactive","overCommitted"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"dra":{"type":"object","required":["allocated","capacity"],"properties":{"allocated":{"type":"number"},"capacity":{"type":"number"}}},"free":{"type":"number"},"inactive":{"type":"boolean"},"overCommitted":{"type":"boolean"}}}},"stale":{"type":"boolean"},"staleReason":{"type":"string"}}}},"of":{"type":"integer","minimum":1},"pending":{"type":"array","items":{"type":"object","required":["createdAt","name","namespace","pendingSeconds","reason","resources","uid"],"properties":{"createdAt":{"type":"string"},"job":{"type":"string"},"message":{"type":"string"},"name":{"type":"string"},"namespace":{"type":"string"},"pendingSeconds":{"type":"number"},"reason":{"type":"string"},"resources":{"type":"object","additionalProperties":{"type":"number"}},"uid":{"type":"string"}}}},"shard":{"type":"integer","minimum":0},"version":{"const":1}}};
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 let vErrors = null;
@@ -124,9 +124,9 @@ vErrors.push(err9);
 errors++;
 }
 }
-}
-else {
-const err10 = {instancePath:instancePath+"/jobs/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/jobs/additionalProperties/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data2.since !== undefined){
+if(typeof data2.since !== "string"){
+const err10 = {instancePath:instancePath+"/jobs/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1")+"/since",schemaPath:"#/properties/jobs/additionalProperties/additionalProperties/properties/since/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -138,7 +138,7 @@ errors++;
 }
 }
 else {
-const err11 = {instancePath:instancePath+"/jobs/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/jobs/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err11 = {instancePath:instancePath+"/jobs/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key1.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/jobs/additionalProperties/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -150,7 +150,7 @@ errors++;
 }
 }
 else {
-const err12 = {instancePath:instancePath+"/jobs",schemaPath:"#/properties/jobs/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err12 = {instancePath:instancePath+"/jobs/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/jobs/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -160,15 +160,9 @@ vErrors.push(err12);
 errors++;
 }
 }
-if(data.nodes !== undefined){
-let data5 = data.nodes;
-if(Array.isArray(data5)){
-const len0 = data5.length;
-for(let i0=0; i0<len0; i0++){
-let data6 = data5[i0];
-if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
-if(data6.name === undefined){
-const err13 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+}
+else {
+const err13 = {instancePath:instancePath+"/jobs",schemaPath:"#/properties/jobs/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -177,8 +171,16 @@ vErrors.push(err13);
 }
 errors++;
 }
-if(data6.pods === undefined){
-const err14 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/required",keyword:"required",params:{missingProperty: "pods"},message:"must have required property '"+"pods"+"'"};
+}
+if(data.nodes !== undefined){
+let data6 = data.nodes;
+if(Array.isArray(data6)){
+const len0 = data6.length;
+for(let i0=0; i0<len0; i0++){
+let data7 = data6[i0];
+if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
+if(data7.name === undefined){
+const err14 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -187,8 +189,8 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(data6.resources === undefined){
-const err15 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/required",keyword:"required",params:{missingProperty: "resources"},message:"must have required property '"+"resources"+"'"};
+if(data7.pods === undefined){
+const err15 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/required",keyword:"required",params:{missingProperty: "pods"},message:"must have required property '"+"pods"+"'"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -197,8 +199,8 @@ vErrors.push(err15);
 }
 errors++;
 }
-if(data6.stale === undefined){
-const err16 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/required",keyword:"required",params:{missingProperty: "stale"},message:"must have required property '"+"stale"+"'"};
+if(data7.resources === undefined){
+const err16 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/required",keyword:"required",params:{missingProperty: "resources"},message:"must have required property '"+"resources"+"'"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -207,9 +209,8 @@ vErrors.push(err16);
 }
 errors++;
 }
-if(data6.leaseRenewTime !== undefined){
-if(typeof data6.leaseRenewTime !== "string"){
-const err17 = {instancePath:instancePath+"/nodes/" + i0+"/leaseRenewTime",schemaPath:"#/properties/nodes/items/properties/leaseRenewTime/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data7.stale === undefined){
+const err17 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/required",keyword:"required",params:{missingProperty: "stale"},message:"must have required property '"+"stale"+"'"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -218,10 +219,9 @@ vErrors.push(err17);
 }
 errors++;
 }
-}
-if(data6.missing !== undefined){
-if(typeof data6.missing !== "boolean"){
-const err18 = {instancePath:instancePath+"/nodes/" + i0+"/missing",schemaPath:"#/properties/nodes/items/properties/missing/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data7.leaseRenewTime !== undefined){
+if(typeof data7.leaseRenewTime !== "string"){
+const err18 = {instancePath:instancePath+"/nodes/" + i0+"/leaseRenewTime",schemaPath:"#/properties/nodes/items/properties/leaseRenewTime/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -231,9 +231,9 @@ vErrors.push(err18);
 errors++;
 }
 }
-if(data6.name !== undefined){
-if(typeof data6.name !== "string"){
-const err19 = {instancePath:instancePath+"/nodes/" + i0+"/name",schemaPath:"#/properties/nodes/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data7.missing !== undefined){
+if(typeof data7.missing !== "boolean"){
+const err19 = {instancePath:instancePath+"/nodes/" + i0+"/missing",schemaPath:"#/properties/nodes/items/properties/missing/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -243,15 +243,9 @@ vErrors.push(err19);
 errors++;
 }
 }
-if(data6.pods !== undefined){
-let data10 = data6.pods;
-if(Array.isArray(data10)){
-const len1 = data10.length;
-for(let i1=0; i1<len1; i1++){
-let data11 = data10[i1];
-if(data11 && typeof data11 == "object" && !Array.isArray(data11)){
-if(data11.name === undefined){
-const err20 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1,schemaPath:"#/properties/nodes/items/properties/pods/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(data7.name !== undefined){
+if(typeof data7.name !== "string"){
+const err20 = {instancePath:instancePath+"/nodes/" + i0+"/name",schemaPath:"#/properties/nodes/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -260,8 +254,16 @@ vErrors.push(err20);
 }
 errors++;
 }
-if(data11.namespace === undefined){
-const err21 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1,schemaPath:"#/properties/nodes/items/properties/pods/items/required",keyword:"required",params:{missingProperty: "namespace"},message:"must have required property '"+"namespace"+"'"};
+}
+if(data7.pods !== undefined){
+let data11 = data7.pods;
+if(Array.isArray(data11)){
+const len1 = data11.length;
+for(let i1=0; i1<len1; i1++){
+let data12 = data11[i1];
+if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
+if(data12.name === undefined){
+const err21 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1,schemaPath:"#/properties/nodes/items/properties/pods/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -270,8 +272,8 @@ vErrors.push(err21);
 }
 errors++;
 }
-if(data11.resources === undefined){
-const err22 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1,schemaPath:"#/properties/nodes/items/properties/pods/items/required",keyword:"required",params:{missingProperty: "resources"},message:"must have required property '"+"resources"+"'"};
+if(data12.namespace === undefined){
+const err22 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1,schemaPath:"#/properties/nodes/items/properties/pods/items/required",keyword:"required",params:{missingProperty: "namespace"},message:"must have required property '"+"namespace"+"'"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -280,8 +282,8 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(data11.uid === undefined){
-const err23 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1,schemaPath:"#/properties/nodes/items/properties/pods/items/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
+if(data12.resources === undefined){
+const err23 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1,schemaPath:"#/properties/nodes/items/properties/pods/items/required",keyword:"required",params:{missingProperty: "resources"},message:"must have required property '"+"resources"+"'"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -290,9 +292,8 @@ vErrors.push(err23);
 }
 errors++;
 }
-if(data11.job !== undefined){
-if(typeof data11.job !== "string"){
-const err24 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/job",schemaPath:"#/properties/nodes/items/properties/pods/items/properties/job/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data12.uid === undefined){
+const err24 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1,schemaPath:"#/properties/nodes/items/properties/pods/items/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -301,10 +302,9 @@ vErrors.push(err24);
 }
 errors++;
 }
-}
-if(data11.name !== undefined){
-if(typeof data11.name !== "string"){
-const err25 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/name",schemaPath:"#/properties/nodes/items/properties/pods/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data12.job !== undefined){
+if(typeof data12.job !== "string"){
+const err25 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/job",schemaPath:"#/properties/nodes/items/properties/pods/items/properties/job/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -314,9 +314,9 @@ vErrors.push(err25);
 errors++;
 }
 }
-if(data11.namespace !== undefined){
-if(typeof data11.namespace !== "string"){
-const err26 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/namespace",schemaPath:"#/properties/nodes/items/properties/pods/items/properties/namespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data12.name !== undefined){
+if(typeof data12.name !== "string"){
+const err26 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/name",schemaPath:"#/properties/nodes/items/properties/pods/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -326,13 +326,9 @@ vErrors.push(err26);
 errors++;
 }
 }
-if(data11.resources !== undefined){
-let data15 = data11.resources;
-if(data15 && typeof data15 == "object" && !Array.isArray(data15)){
-for(const key2 in data15){
-let data16 = data15[key2];
-if(!((typeof data16 == "number") && (isFinite(data16)))){
-const err27 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/resources/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/pods/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data12.namespace !== undefined){
+if(typeof data12.namespace !== "string"){
+const err27 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/namespace",schemaPath:"#/properties/nodes/items/properties/pods/items/properties/namespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -342,9 +338,13 @@ vErrors.push(err27);
 errors++;
 }
 }
-}
-else {
-const err28 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/resources",schemaPath:"#/properties/nodes/items/properties/pods/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data12.resources !== undefined){
+let data16 = data12.resources;
+if(data16 && typeof data16 == "object" && !Array.isArray(data16)){
+for(const key2 in data16){
+let data17 = data16[key2];
+if(!((typeof data17 == "number") && (isFinite(data17)))){
+const err28 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/resources/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/pods/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -354,9 +354,9 @@ vErrors.push(err28);
 errors++;
 }
 }
-if(data11.uid !== undefined){
-if(typeof data11.uid !== "string"){
-const err29 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/uid",schemaPath:"#/properties/nodes/items/properties/pods/items/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err29 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/resources",schemaPath:"#/properties/nodes/items/properties/pods/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -366,9 +366,9 @@ vErrors.push(err29);
 errors++;
 }
 }
-}
-else {
-const err30 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1,schemaPath:"#/properties/nodes/items/properties/pods/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data12.uid !== undefined){
+if(typeof data12.uid !== "string"){
+const err30 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1+"/uid",schemaPath:"#/properties/nodes/items/properties/pods/items/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -380,7 +380,7 @@ errors++;
 }
 }
 else {
-const err31 = {instancePath:instancePath+"/nodes/" + i0+"/pods",schemaPath:"#/properties/nodes/items/properties/pods/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err31 = {instancePath:instancePath+"/nodes/" + i0+"/pods/" + i1,schemaPath:"#/properties/nodes/items/properties/pods/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -390,14 +390,9 @@ vErrors.push(err31);
 errors++;
 }
 }
-if(data6.resources !== undefined){
-let data18 = data6.resources;
-if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
-for(const key3 in data18){
-let data19 = data18[key3];
-if(data19 && typeof data19 == "object" && !Array.isArray(data19)){
-if(data19.allocatable === undefined){
-const err32 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "allocatable"},message:"must have required property '"+"allocatable"+"'"};
+}
+else {
+const err32 = {instancePath:instancePath+"/nodes/" + i0+"/pods",schemaPath:"#/properties/nodes/items/properties/pods/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -406,8 +401,15 @@ vErrors.push(err32);
 }
 errors++;
 }
-if(data19.allocated === undefined){
-const err33 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+}
+if(data7.resources !== undefined){
+let data19 = data7.resources;
+if(data19 && typeof data19 == "object" && !Array.isArray(data19)){
+for(const key3 in data19){
+let data20 = data19[key3];
+if(data20 && typeof data20 == "object" && !Array.isArray(data20)){
+if(data20.allocatable === undefined){
+const err33 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "allocatable"},message:"must have required property '"+"allocatable"+"'"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -416,8 +418,8 @@ vErrors.push(err33);
 }
 errors++;
 }
-if(data19.capacity === undefined){
-const err34 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+if(data20.allocated === undefined){
+const err34 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -426,8 +428,8 @@ vErrors.push(err34);
 }
 errors++;
 }
-if(data19.free === undefined){
-const err35 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "free"},message:"must have required property '"+"free"+"'"};
+if(data20.capacity === undefined){
+const err35 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -436,8 +438,8 @@ vErrors.push(err35);
 }
 errors++;
 }
-if(data19.inactive === undefined){
-const err36 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "inactive"},message:"must have required property '"+"inactive"+"'"};
+if(data20.free === undefined){
+const err36 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "free"},message:"must have required property '"+"free"+"'"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -446,8 +448,8 @@ vErrors.push(err36);
 }
 errors++;
 }
-if(data19.overCommitted === undefined){
-const err37 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "overCommitted"},message:"must have required property '"+"overCommitted"+"'"};
+if(data20.inactive === undefined){
+const err37 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "inactive"},message:"must have required property '"+"inactive"+"'"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -456,10 +458,8 @@ vErrors.push(err37);
 }
 errors++;
 }
-if(data19.allocatable !== undefined){
-let data20 = data19.allocatable;
-if(!((typeof data20 == "number") && (isFinite(data20)))){
-const err38 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocatable",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/allocatable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data20.overCommitted === undefined){
+const err38 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/required",keyword:"required",params:{missingProperty: "overCommitted"},message:"must have required property '"+"overCommitted"+"'"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -468,11 +468,10 @@ vErrors.push(err38);
 }
 errors++;
 }
-}
-if(data19.allocated !== undefined){
-let data21 = data19.allocated;
+if(data20.allocatable !== undefined){
+let data21 = data20.allocatable;
 if(!((typeof data21 == "number") && (isFinite(data21)))){
-const err39 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err39 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocatable",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/allocatable/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -482,10 +481,10 @@ vErrors.push(err39);
 errors++;
 }
 }
-if(data19.capacity !== undefined){
-let data22 = data19.capacity;
+if(data20.allocated !== undefined){
+let data22 = data20.allocated;
 if(!((typeof data22 == "number") && (isFinite(data22)))){
-const err40 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/capacity",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err40 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -495,11 +494,10 @@ vErrors.push(err40);
 errors++;
 }
 }
-if(data19.dra !== undefined){
-let data23 = data19.dra;
-if(data23 && typeof data23 == "object" && !Array.isArray(data23)){
-if(data23.allocated === undefined){
-const err41 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+if(data20.capacity !== undefined){
+let data23 = data20.capacity;
+if(!((typeof data23 == "number") && (isFinite(data23)))){
+const err41 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/capacity",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -508,8 +506,12 @@ vErrors.push(err41);
 }
 errors++;
 }
-if(data23.capacity === undefined){
-const err42 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+}
+if(data20.dra !== undefined){
+let data24 = data20.dra;
+if(data24 && typeof data24 == "object" && !Array.isArray(data24)){
+if(data24.allocated === undefined){
+const err42 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -518,10 +520,8 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(data23.allocated !== undefined){
-let data24 = data23.allocated;
-if(!((typeof data24 == "number") && (isFinite(data24)))){
-const err43 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/allocated",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data24.capacity === undefined){
+const err43 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -530,11 +530,10 @@ vErrors.push(err43);
 }
 errors++;
 }
-}
-if(data23.capacity !== undefined){
-let data25 = data23.capacity;
+if(data24.allocated !== undefined){
+let data25 = data24.allocated;
 if(!((typeof data25 == "number") && (isFinite(data25)))){
-const err44 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/capacity",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+const err44 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/allocated",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -544,9 +543,10 @@ vErrors.push(err44);
 errors++;
 }
 }
-}
-else {
-const err45 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data24.capacity !== undefined){
+let data26 = data24.capacity;
+if(!((typeof data26 == "number") && (isFinite(data26)))){
+const err45 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/capacity",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -556,10 +556,9 @@ vErrors.push(err45);
 errors++;
 }
 }
-if(data19.free !== undefined){
-let data26 = data19.free;
-if(!((typeof data26 == "number") && (isFinite(data26)))){
-const err46 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+else {
+const err46 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/dra/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -569,9 +568,10 @@ vErrors.push(err46);
 errors++;
 }
 }
-if(data19.inactive !== undefined){
-if(typeof data19.inactive !== "boolean"){
-const err47 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/inactive",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/inactive/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data20.free !== undefined){
+let data27 = data20.free;
+if(!((typeof data27 == "number") && (isFinite(data27)))){
+const err47 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -581,9 +581,9 @@ vErrors.push(err47);
 errors++;
 }
 }
-if(data19.overCommitted !== undefined){
-if(typeof data19.overCommitted !== "boolean"){
-const err48 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/overCommitted",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/overCommitted/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data20.inactive !== undefined){
+if(typeof data20.inactive !== "boolean"){
+const err48 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/inactive",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/inactive/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -593,9 +593,9 @@ vErrors.push(err48);
 errors++;
 }
 }
-}
-else {
-const err49 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data20.overCommitted !== undefined){
+if(typeof data20.overCommitted !== "boolean"){
+const err49 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/overCommitted",schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/properties/overCommitted/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -607,7 +607,7 @@ errors++;
 }
 }
 else {
-const err50 = {instancePath:instancePath+"/nodes/" + i0+"/resources",schemaPath:"#/properties/nodes/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err50 = {instancePath:instancePath+"/nodes/" + i0+"/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/nodes/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -617,9 +617,9 @@ vErrors.push(err50);
 errors++;
 }
 }
-if(data6.stale !== undefined){
-if(typeof data6.stale !== "boolean"){
-const err51 = {instancePath:instancePath+"/nodes/" + i0+"/stale",schemaPath:"#/properties/nodes/items/properties/stale/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+else {
+const err51 = {instancePath:instancePath+"/nodes/" + i0+"/resources",schemaPath:"#/properties/nodes/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -629,9 +629,9 @@ vErrors.push(err51);
 errors++;
 }
 }
-if(data6.staleReason !== undefined){
-if(typeof data6.staleReason !== "string"){
-const err52 = {instancePath:instancePath+"/nodes/" + i0+"/staleReason",schemaPath:"#/properties/nodes/items/properties/staleReason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data7.stale !== undefined){
+if(typeof data7.stale !== "boolean"){
+const err52 = {instancePath:instancePath+"/nodes/" + i0+"/stale",schemaPath:"#/properties/nodes/items/properties/stale/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -641,9 +641,9 @@ vErrors.push(err52);
 errors++;
 }
 }
-}
-else {
-const err53 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data7.staleReason !== undefined){
+if(typeof data7.staleReason !== "string"){
+const err53 = {instancePath:instancePath+"/nodes/" + i0+"/staleReason",schemaPath:"#/properties/nodes/items/properties/staleReason/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -655,7 +655,7 @@ errors++;
 }
 }
 else {
-const err54 = {instancePath:instancePath+"/nodes",schemaPath:"#/properties/nodes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err54 = {instancePath:instancePath+"/nodes/" + i0,schemaPath:"#/properties/nodes/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -665,10 +665,9 @@ vErrors.push(err54);
 errors++;
 }
 }
-if(data.of !== undefined){
-let data31 = data.of;
-if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-const err55 = {instancePath:instancePath+"/of",schemaPath:"#/properties/of/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err55 = {instancePath:instancePath+"/nodes",schemaPath:"#/properties/nodes/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -677,9 +676,11 @@ vErrors.push(err55);
 }
 errors++;
 }
-if((typeof data31 == "number") && (isFinite(data31))){
-if(data31 < 1 || isNaN(data31)){
-const err56 = {instancePath:instancePath+"/of",schemaPath:"#/properties/of/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data.of !== undefined){
+let data32 = data.of;
+if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
+const err56 = {instancePath:instancePath+"/of",schemaPath:"#/properties/of/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -688,17 +689,9 @@ vErrors.push(err56);
 }
 errors++;
 }
-}
-}
-if(data.pending !== undefined){
-let data32 = data.pending;
-if(Array.isArray(data32)){
-const len2 = data32.length;
-for(let i2=0; i2<len2; i2++){
-let data33 = data32[i2];
-if(data33 && typeof data33 == "object" && !Array.isArray(data33)){
-if(data33.createdAt === undefined){
-const err57 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if((typeof data32 == "number") && (isFinite(data32))){
+if(data32 < 1 || isNaN(data32)){
+const err57 = {instancePath:instancePath+"/of",schemaPath:"#/properties/of/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -707,8 +700,17 @@ vErrors.push(err57);
 }
 errors++;
 }
-if(data33.name === undefined){
-const err58 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+}
+}
+if(data.pending !== undefined){
+let data33 = data.pending;
+if(Array.isArray(data33)){
+const len2 = data33.length;
+for(let i2=0; i2<len2; i2++){
+let data34 = data33[i2];
+if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
+if(data34.createdAt === undefined){
+const err58 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -717,8 +719,8 @@ vErrors.push(err58);
 }
 errors++;
 }
-if(data33.namespace === undefined){
-const err59 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "namespace"},message:"must have required property '"+"namespace"+"'"};
+if(data34.name === undefined){
+const err59 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -727,8 +729,8 @@ vErrors.push(err59);
 }
 errors++;
 }
-if(data33.pendingSeconds === undefined){
-const err60 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "pendingSeconds"},message:"must have required property '"+"pendingSeconds"+"'"};
+if(data34.namespace === undefined){
+const err60 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "namespace"},message:"must have required property '"+"namespace"+"'"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -737,8 +739,8 @@ vErrors.push(err60);
 }
 errors++;
 }
-if(data33.reason === undefined){
-const err61 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "reason"},message:"must have required property '"+"reason"+"'"};
+if(data34.pendingSeconds === undefined){
+const err61 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "pendingSeconds"},message:"must have required property '"+"pendingSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -747,8 +749,8 @@ vErrors.push(err61);
 }
 errors++;
 }
-if(data33.resources === undefined){
-const err62 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "resources"},message:"must have required property '"+"resources"+"'"};
+if(data34.reason === undefined){
+const err62 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "reason"},message:"must have required property '"+"reason"+"'"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -757,8 +759,8 @@ vErrors.push(err62);
 }
 errors++;
 }
-if(data33.uid === undefined){
-const err63 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
+if(data34.resources === undefined){
+const err63 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "resources"},message:"must have required property '"+"resources"+"'"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -767,9 +769,8 @@ vErrors.push(err63);
 }
 errors++;
 }
-if(data33.createdAt !== undefined){
-if(typeof data33.createdAt !== "string"){
-const err64 = {instancePath:instancePath+"/pending/" + i2+"/createdAt",schemaPath:"#/properties/pending/items/properties/createdAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34.uid === undefined){
+const err64 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -778,10 +779,9 @@ vErrors.push(err64);
 }
 errors++;
 }
-}
-if(data33.job !== undefined){
-if(typeof data33.job !== "string"){
-const err65 = {instancePath:instancePath+"/pending/" + i2+"/job",schemaPath:"#/properties/pending/items/properties/job/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34.createdAt !== undefined){
+if(typeof data34.createdAt !== "string"){
+const err65 = {instancePath:instancePath+"/pending/" + i2+"/createdAt",schemaPath:"#/properties/pending/items/properties/createdAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -791,9 +791,9 @@ vErrors.push(err65);
 errors++;
 }
 }
-if(data33.message !== undefined){
-if(typeof data33.message !== "string"){
-const err66 = {instancePath:instancePath+"/pending/" + i2+"/message",schemaPath:"#/properties/pending/items/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34.job !== undefined){
+if(typeof data34.job !== "string"){
+const err66 = {instancePath:instancePath+"/pending/" + i2+"/job",schemaPath:"#/properties/pending/items/properties/job/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -803,9 +803,9 @@ vErrors.push(err66);
 errors++;
 }
 }
-if(data33.name !== undefined){
-if(typeof data33.name !== "string"){
-const err67 = {instancePath:instancePath+"/pending/" + i2+"/name",schemaPath:"#/properties/pending/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34.message !== undefined){
+if(typeof data34.message !== "string"){
+const err67 = {instancePath:instancePath+"/pending/" + i2+"/message",schemaPath:"#/properties/pending/items/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -815,9 +815,9 @@ vErrors.push(err67);
 errors++;
 }
 }
-if(data33.namespace !== undefined){
-if(typeof data33.namespace !== "string"){
-const err68 = {instancePath:instancePath+"/pending/" + i2+"/namespace",schemaPath:"#/properties/pending/items/properties/namespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34.name !== undefined){
+if(typeof data34.name !== "string"){
+const err68 = {instancePath:instancePath+"/pending/" + i2+"/name",schemaPath:"#/properties/pending/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -827,10 +827,9 @@ vErrors.push(err68);
 errors++;
 }
 }
-if(data33.pendingSeconds !== undefined){
-let data39 = data33.pendingSeconds;
-if(!((typeof data39 == "number") && (isFinite(data39)))){
-const err69 = {instancePath:instancePath+"/pending/" + i2+"/pendingSeconds",schemaPath:"#/properties/pending/items/properties/pendingSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data34.namespace !== undefined){
+if(typeof data34.namespace !== "string"){
+const err69 = {instancePath:instancePath+"/pending/" + i2+"/namespace",schemaPath:"#/properties/pending/items/properties/namespace/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -840,9 +839,10 @@ vErrors.push(err69);
 errors++;
 }
 }
-if(data33.reason !== undefined){
-if(typeof data33.reason !== "string"){
-const err70 = {instancePath:instancePath+"/pending/" + i2+"/reason",schemaPath:"#/properties/pending/items/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data34.pendingSeconds !== undefined){
+let data40 = data34.pendingSeconds;
+if(!((typeof data40 == "number") && (isFinite(data40)))){
+const err70 = {instancePath:instancePath+"/pending/" + i2+"/pendingSeconds",schemaPath:"#/properties/pending/items/properties/pendingSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -852,13 +852,9 @@ vErrors.push(err70);
 errors++;
 }
 }
-if(data33.resources !== undefined){
-let data41 = data33.resources;
-if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
-for(const key4 in data41){
-let data42 = data41[key4];
-if(!((typeof data42 == "number") && (isFinite(data42)))){
-const err71 = {instancePath:instancePath+"/pending/" + i2+"/resources/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/pending/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data34.reason !== undefined){
+if(typeof data34.reason !== "string"){
+const err71 = {instancePath:instancePath+"/pending/" + i2+"/reason",schemaPath:"#/properties/pending/items/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -868,9 +864,13 @@ vErrors.push(err71);
 errors++;
 }
 }
-}
-else {
-const err72 = {instancePath:instancePath+"/pending/" + i2+"/resources",schemaPath:"#/properties/pending/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data34.resources !== undefined){
+let data42 = data34.resources;
+if(data42 && typeof data42 == "object" && !Array.isArray(data42)){
+for(const key4 in data42){
+let data43 = data42[key4];
+if(!((typeof data43 == "number") && (isFinite(data43)))){
+const err72 = {instancePath:instancePath+"/pending/" + i2+"/resources/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/pending/items/properties/resources/additionalProperties/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -880,9 +880,9 @@ vErrors.push(err72);
 errors++;
 }
 }
-if(data33.uid !== undefined){
-if(typeof data33.uid !== "string"){
-const err73 = {instancePath:instancePath+"/pending/" + i2+"/uid",schemaPath:"#/properties/pending/items/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err73 = {instancePath:instancePath+"/pending/" + i2+"/resources",schemaPath:"#/properties/pending/items/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -892,9 +892,9 @@ vErrors.push(err73);
 errors++;
 }
 }
-}
-else {
-const err74 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data34.uid !== undefined){
+if(typeof data34.uid !== "string"){
+const err74 = {instancePath:instancePath+"/pending/" + i2+"/uid",schemaPath:"#/properties/pending/items/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -906,7 +906,7 @@ errors++;
 }
 }
 else {
-const err75 = {instancePath:instancePath+"/pending",schemaPath:"#/properties/pending/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err75 = {instancePath:instancePath+"/pending/" + i2,schemaPath:"#/properties/pending/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -916,10 +916,9 @@ vErrors.push(err75);
 errors++;
 }
 }
-if(data.shard !== undefined){
-let data44 = data.shard;
-if(!(((typeof data44 == "number") && (!(data44 % 1) && !isNaN(data44))) && (isFinite(data44)))){
-const err76 = {instancePath:instancePath+"/shard",schemaPath:"#/properties/shard/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err76 = {instancePath:instancePath+"/pending",schemaPath:"#/properties/pending/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -928,9 +927,11 @@ vErrors.push(err76);
 }
 errors++;
 }
-if((typeof data44 == "number") && (isFinite(data44))){
-if(data44 < 0 || isNaN(data44)){
-const err77 = {instancePath:instancePath+"/shard",schemaPath:"#/properties/shard/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data.shard !== undefined){
+let data45 = data.shard;
+if(!(((typeof data45 == "number") && (!(data45 % 1) && !isNaN(data45))) && (isFinite(data45)))){
+const err77 = {instancePath:instancePath+"/shard",schemaPath:"#/properties/shard/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -939,11 +940,9 @@ vErrors.push(err77);
 }
 errors++;
 }
-}
-}
-if(data.version !== undefined){
-if(1 !== data.version){
-const err78 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+if((typeof data45 == "number") && (isFinite(data45))){
+if(data45 < 0 || isNaN(data45)){
+const err78 = {instancePath:instancePath+"/shard",schemaPath:"#/properties/shard/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -954,13 +953,26 @@ errors++;
 }
 }
 }
-else {
-const err79 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.version !== undefined){
+if(1 !== data.version){
+const err79 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err79];
 }
 else {
 vErrors.push(err79);
+}
+errors++;
+}
+}
+}
+else {
+const err80 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err80];
+}
+else {
+vErrors.push(err80);
 }
 errors++;
 }

@@ -14,7 +14,7 @@ const str = { type: "string" } as const;
 const bool = { type: "boolean" } as const;
 const counts = { type: "object", additionalProperties: num } as const;
 
-const USAGE = { type: "object", required: ["allocated", "gpuSeconds"], properties: { allocated: num, gpuSeconds: num } } as const;
+const USAGE = { type: "object", required: ["allocated", "gpuSeconds"], properties: { allocated: num, gpuSeconds: num, since: str } } as const;
 /** `{ <namespace or job>: { <resource>: Usage } }` */
 const USAGE_MAP = { type: "object", additionalProperties: { type: "object", additionalProperties: USAGE } } as const;
 

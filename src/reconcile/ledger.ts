@@ -71,6 +71,7 @@ export interface PodHolding {
 }
 
 export interface NodeEntry {
+  /** A stale node's last Lease renewal (absent on a healthy node: it would change every pass). */
   leaseRenewTime?: string;
   /** The node object is gone but pods are still bound to it. */
   missing?: boolean;
@@ -98,6 +99,31 @@ export interface PendingGpuPod {
 export interface Usage {
   allocated: number;
   gpuSeconds: number;
+  /**
+   * A job's usage only: the time `gpuSeconds` was accrued to, when later than the ledger's `generatedAt` is not
+   * where it stands. The same pods have held `allocated` since, so at time t the job's total is
+   * `gpuSeconds + allocated × (t − since)` ({@link gpuSecondsAt}). Kept while the job's holdings do not change,
+   * so its shard's text does not either: a pass over a steady cluster rewrites no shard.
+   */
+  since?: string;
+}
+
+/** A usage's GPU-seconds at `at` (ISO time), accruing from its `since` when it has one. */
+export function gpuSecondsAt(u: Usage, at: string): number {
+  if (u.since === undefined) return u.gpuSeconds;
+  const ms = Date.parse(at) - Date.parse(u.since);
+  return Number.isFinite(ms) && ms > 0 ? u.gpuSeconds + (u.allocated * ms) / 1000 : u.gpuSeconds;
+}
+
+/** The ledger with every job's GPU-seconds brought to `generatedAt` (no `since`): what a reader shows. */
+export function settledUsage(ledger: Ledger): Ledger {
+  const jobs = Object.fromEntries(
+    Object.entries(ledger.jobs).map(([k, per]) => [
+      k,
+      Object.fromEntries(Object.entries(per).map(([r, u]) => [r, { allocated: u.allocated, gpuSeconds: gpuSecondsAt(u, ledger.generatedAt) }])),
+    ]),
+  );
+  return { ...ledger, jobs };
 }
 
 export interface ResourceTotals {
@@ -269,8 +295,10 @@ function nodeEntries(input: LedgerInput, nowMs: number, policy: Policy, dra: Dra
     if (!name) continue;
     const renew = renewals.get(name);
     const staleReason = staleness(n, renew, renewals.has(name), nowMs, policy.reconciler.leaseGracePeriodSeconds);
+    // The renewal is recorded only on a stale node, where it explains why: on a healthy one it moves every 10 s,
+    // and would rewrite the node's shard every pass for nothing (a converged pass writes the index alone).
     const entry: NodeEntry = {
-      ...(renew ? { leaseRenewTime: renew } : {}),
+      ...(renew && staleReason ? { leaseRenewTime: renew } : {}),
       name,
       pods: [],
       resources: {},
@@ -320,6 +348,8 @@ interface PodAccounts {
   namespaces: Map<string, Record<string, Usage>>;
   jobs: Map<string, Record<string, Usage>>;
   pending: PendingGpuPod[];
+  /** `<job>\0<resource>` of the jobs with a holder that did not hold the resource at the previous ledger. */
+  newHolders: Set<string>;
 }
 
 /** What charging one pod needs, built once per ledger. */
@@ -401,7 +431,9 @@ function chargePod(ch: Charging, pod: PodShape): void {
     e.allocated += requested.get(r) ?? 0;
     const seconds = before?.resources[r] ? ch.elapsed * n : 0;
     addUsage(ch.acc.namespaces, m.namespace, r, n, seconds);
-    if (job) addUsage(ch.acc.jobs, job, r, n, seconds);
+    if (!job) continue;
+    addUsage(ch.acc.jobs, job, r, n, seconds);
+    if (before?.resources[r] !== n) ch.acc.newHolders.add(`${job}\0${r}`);
   }
 }
 
@@ -457,7 +489,7 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
   const nowMs = now.getTime();
   const previous = input.previous;
   const dra = readDra(input.resourceSlices ?? [], input.resourceClaims ?? [], input.pods, policy.gpu.deviceClasses);
-  const acc: PodAccounts = { nodes: nodeEntries(input, nowMs, policy, dra), namespaces: new Map(), jobs: new Map(), pending: [] };
+  const acc: PodAccounts = { nodes: nodeEntries(input, nowMs, policy, dra), namespaces: new Map(), jobs: new Map(), pending: [], newHolders: new Set() };
   // A namespace's GPU-seconds carry over whether or not it still holds devices.
   for (const [ns, per] of Object.entries(previous?.namespaces ?? {}))
     for (const [r, u] of Object.entries(per)) addUsage(acc.namespaces, ns, r, 0, u.gpuSeconds);
@@ -466,8 +498,9 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
   // Job totals carry over while the job exists or still holds devices.
   for (const [key, per] of Object.entries(previous?.jobs ?? {})) {
     if (!input.jobs.has(key) && !acc.jobs.has(key)) continue;
-    for (const [r, u] of Object.entries(per)) addUsage(acc.jobs, key, r, 0, u.gpuSeconds);
+    for (const [r, u] of Object.entries(per)) addUsage(acc.jobs, key, r, 0, gpuSecondsAt(u, previous!.generatedAt));
   }
+  stampJobs(acc, previous, now.toISOString());
   const totals = settleNodes(acc.nodes.values());
   const kueue = input.kueue ? kueueLedger(input.kueue, kueueNodes(input.nodes, acc.nodes), policy.gpu.resources) : undefined;
   const usage = (m: Map<string, Record<string, Usage>>) => Object.fromEntries([...m.keys()].sort().map((k) => [k, sortedRecord(m.get(k)!)]));
@@ -482,6 +515,26 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
     totals,
     version: LEDGER_VERSION,
   };
+}
+
+/**
+ * Every job usage with devices held gets its `since` ({@link Usage}): a job whose holders of a resource all held
+ * it at the previous ledger, and as many (`allocated` unchanged), accrued exactly `allocated × elapsed` since, so
+ * its previous entry is kept as it was (equal in value to the one just computed, and its shard's text unchanged);
+ * any other is settled now (`since` = now). An entry holding nothing accrues nothing and needs no `since`.
+ */
+function stampJobs(acc: PodAccounts, previous: Ledger | undefined, now: string): void {
+  for (const [key, per] of acc.jobs) {
+    const before = previous?.jobs[key];
+    for (const [r, u] of Object.entries(per)) {
+      if (u.allocated === 0) continue;
+      const b = before?.[r];
+      const steady = b !== undefined && b.allocated === u.allocated && !acc.newHolders.has(`${key}\0${r}`);
+      per[r] = steady
+        ? { allocated: b.allocated, gpuSeconds: b.gpuSeconds, since: b.since ?? previous!.generatedAt }
+        : { allocated: u.allocated, gpuSeconds: u.gpuSeconds, since: now };
+    }
+  }
 }
 
 /** The listed nodes with their labels and the ledger's figures, for the Kueue section (a node the API no longer lists has no labels: left out). */

@@ -4,7 +4,7 @@
  * why) and the device ledger
  * (`quartermaster ledger`). Columns padded to their widest cell; the last column is never padded.
  */
-import type { Ledger } from "./ledger.js";
+import { gpuSecondsAt, type Ledger } from "./ledger.js";
 import { describeQuota, type KueueLedger } from "./ledger-kueue.js";
 import type { Plan } from "./plan.js";
 
@@ -97,7 +97,9 @@ export function ledgerTable(ledger: Ledger): string {
   if (nodeRows.length > 0)
     out.push("", table([["NODE", "RESOURCE", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE", "PODS", ...sourceHeads, "FLAGS"], ...nodeRows]));
   const usage = (title: string, m: Ledger["namespaces"]) => {
-    const rows = Object.entries(m).flatMap(([k, per]) => Object.entries(per).map(([r, u]) => [k, r, String(u.allocated), u.gpuSeconds.toFixed(0)]));
+    const rows = Object.entries(m).flatMap(([k, per]) =>
+      Object.entries(per).map(([r, u]) => [k, r, String(u.allocated), gpuSecondsAt(u, ledger.generatedAt).toFixed(0)]),
+    );
     if (rows.length > 0) out.push("", table([[title, "RESOURCE", "ALLOCATED", "GPU-SECONDS"], ...rows]));
   };
   usage("NAMESPACE", ledger.namespaces);

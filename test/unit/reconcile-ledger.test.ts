@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
-import { buildLedger, type Ledger, type LedgerInput } from "../../src/reconcile/ledger.js";
+import { buildLedger, gpuSecondsAt, settledUsage, type Ledger, type LedgerInput } from "../../src/reconcile/ledger.js";
 import {
   assembleLedger,
   canonicalJson,
@@ -117,6 +117,9 @@ describe("device ledger: stale nodes (Lease renewTime older than the grace perio
       });
       assert.equal(l.nodes[0]!.stale, stale);
       assert.equal(l.nodes[0]!.staleReason, reason);
+      // The renewal is kept only where it explains staleness (on a healthy node it would rewrite a shard every pass).
+      const renewal = (leases[0]?.spec as { renewTime?: string } | undefined)?.renewTime;
+      assert.equal(l.nodes[0]!.leaseRenewTime, stale ? renewal : undefined);
       assert.equal(res(l, "a")!.free, stale ? 0 : 6);
       assert.equal(l.totals["nvidia.com/gpu"]!.unavailable, stale ? 8 : 0);
     });
@@ -144,6 +147,9 @@ describe("device ledger: stale nodes (Lease renewTime older than the grace perio
       });
       assert.equal(l.nodes[0]!.stale, stale);
       assert.equal(l.nodes[0]!.staleReason, reason);
+      // The renewal is kept only where it explains staleness (on a healthy node it would rewrite a shard every pass).
+      const renewal = (leases[0]?.spec as { renewTime?: string } | undefined)?.renewTime;
+      assert.equal(l.nodes[0]!.leaseRenewTime, stale ? renewal : undefined);
       assert.equal(res(l, "a")!.free, stale ? 0 : 6);
     });
   }
@@ -198,7 +204,7 @@ describe("device ledger: totals per namespace and job, GPU-seconds between passe
       "team-a": { "nvidia.com/gpu": { allocated: 2, gpuSeconds: 0 } },
       "team-b": { "nvidia.com/gpu": { allocated: 1, gpuSeconds: 0 } },
     });
-    assert.deepEqual(first.jobs, { "team-a/mnist": { "nvidia.com/gpu": { allocated: 2, gpuSeconds: 0 } } });
+    assert.deepEqual(first.jobs, { "team-a/mnist": { "nvidia.com/gpu": { allocated: 2, gpuSeconds: 0, since: first.generatedAt } } });
   });
 
   it("60 s later: pods present in both passes accrue count × seconds; new and recreated pods accrue nothing", () => {
@@ -218,16 +224,48 @@ describe("device ledger: totals per namespace and job, GPU-seconds between passe
     );
     assert.deepEqual(second.namespaces["team-a"], { "nvidia.com/gpu": { allocated: 6, gpuSeconds: 120 } });
     assert.deepEqual(second.namespaces["team-b"], { "nvidia.com/gpu": { allocated: 1, gpuSeconds: 0 } });
-    assert.deepEqual(second.jobs["team-a/mnist"], { "nvidia.com/gpu": { allocated: 6, gpuSeconds: 120 } });
+    assert.deepEqual(settledUsage(second).jobs["team-a/mnist"], { "nvidia.com/gpu": { allocated: 6, gpuSeconds: 120 } });
 
     // Cumulative: a third pass adds to what the second carried.
     const third = ledger({ nodes, nodeLeases: leases(at(90)), pods: [], jobs: new Set(["team-a/mnist"]), previous: second }, at(90));
     assert.deepEqual(third.namespaces["team-a"], { "nvidia.com/gpu": { allocated: 0, gpuSeconds: 120 } });
-    assert.deepEqual(third.jobs["team-a/mnist"], { "nvidia.com/gpu": { allocated: 0, gpuSeconds: 120 } });
+    assert.deepEqual(third.jobs["team-a/mnist"], { "nvidia.com/gpu": { allocated: 0, gpuSeconds: 120 } }, "holding nothing: no since");
     // The job gone and holding nothing: its row goes; the namespace keeps the seconds.
     const fourth = ledger({ nodes, nodeLeases: leases(at(95)), pods: [], jobs: new Set(), previous: third }, at(95));
     assert.deepEqual(fourth.jobs, {});
     assert.equal(fourth.namespaces["team-a"]!["nvidia.com/gpu"]!.gpuSeconds, 120);
+  });
+
+  it("a steady job keeps its stored entry (and its shard's bytes) pass after pass; its GPU-seconds still accrue", () => {
+    const pods = [
+      gpuPod("p1", { node: "a", gpus: { "nvidia.com/gpu": 2 }, job: "mnist" }),
+      gpuPod("p2", { node: "a", gpus: { "nvidia.com/gpu": 1 }, job: "mnist" }),
+    ];
+    const jobs = new Set(["team-a/mnist"]);
+    const one = ledger({ nodes, nodeLeases: leases(T0), pods, jobs }, T0);
+    const two = ledger({ nodes, nodeLeases: leases(at(60)), pods, jobs, previous: one }, at(60));
+    const three = ledger({ nodes, nodeLeases: leases(at(90)), pods, jobs, previous: two }, at(90));
+    // Accrual is kept lazily from the first pass on: the entries of the second and third are the first's, byte for byte.
+    assert.deepEqual(two.jobs["team-a/mnist"], { "nvidia.com/gpu": { allocated: 3, gpuSeconds: 0, since: T0.toISOString() } });
+    assert.deepEqual(two.jobs, one.jobs);
+    assert.deepEqual(three.jobs, two.jobs);
+    const shardTexts = (l: Ledger) => shardLedger(l, 16384).shards.map((x) => x.text);
+    assert.deepEqual(shardTexts(three), shardTexts(two), "no shard to rewrite");
+    // What a reader sees: the same GPU-seconds the eager sum gives (3 GPUs × 90 s), and the namespace's agree.
+    assert.equal(gpuSecondsAt(three.jobs["team-a/mnist"]!["nvidia.com/gpu"]!, three.generatedAt), 270);
+    assert.equal(three.namespaces["team-a"]!["nvidia.com/gpu"]!.gpuSeconds, 270);
+    assert.deepEqual(settledUsage(three).jobs["team-a/mnist"], { "nvidia.com/gpu": { allocated: 3, gpuSeconds: 270 } });
+    // A holder more: settled into a plain entry again, its total carried (270 + 3 × 30), the newcomer accruing nothing.
+    const more = [...pods, gpuPod("p3", { node: "a", gpus: { "nvidia.com/gpu": 4 }, job: "mnist" })];
+    const four = ledger({ nodes, nodeLeases: leases(at(120)), pods: more, jobs, previous: three }, at(120));
+    assert.deepEqual(four.jobs["team-a/mnist"], { "nvidia.com/gpu": { allocated: 7, gpuSeconds: 360, since: four.generatedAt } });
+    // A pod gone: the same (allocated differs from the stored entry).
+    const five = ledger({ nodes, nodeLeases: leases(at(150)), pods: more.slice(1), jobs, previous: four }, at(150));
+    assert.deepEqual(five.jobs["team-a/mnist"], { "nvidia.com/gpu": { allocated: 5, gpuSeconds: 360 + 5 * 30, since: five.generatedAt } });
+    // A pod replaced by another of the same size (allocated equal, holder new): settled, the newcomer accruing nothing.
+    const swapped = [more[1]!, gpuPod("p4", { node: "a", gpus: { "nvidia.com/gpu": 4 }, job: "mnist" })];
+    const six = ledger({ nodes, nodeLeases: leases(at(180)), pods: swapped, jobs, previous: five }, at(180));
+    assert.deepEqual(six.jobs["team-a/mnist"], { "nvidia.com/gpu": { allocated: 5, gpuSeconds: 510 + 1 * 30, since: six.generatedAt } });
   });
 
   it("a previous ledger from the future (clock skew) accrues nothing", () => {

@@ -201,7 +201,7 @@ describe("reconcile pass", () => {
     const c = cluster(tf(), [replica(0, true), replica(1, true)]);
     const report = await pass(c);
     assert.deepEqual(report.plan.ledger.totals["nvidia.com/gpu"], { capacity: 8, allocatable: 8, unavailable: 0, allocated: 4, free: 4 });
-    assert.deepEqual(report.plan.ledger.jobs, { "team-a/mnist": { "nvidia.com/gpu": { allocated: 4, gpuSeconds: 0 } } });
+    assert.deepEqual(report.plan.ledger.jobs, { "team-a/mnist": { "nvidia.com/gpu": { allocated: 4, gpuSeconds: 0, since: report.plan.ledger.generatedAt } } });
   });
 });
 

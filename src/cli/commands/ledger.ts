@@ -13,14 +13,20 @@ type LedgerOptions = { output: TableOrJson; namespace?: string; kubeconfig?: str
 
 async function ledgerCommand(opts: LedgerOptions, _args: readonly string[], io: CliIo): Promise<number> {
   const namespace = await ownNamespace(opts.namespace);
-  const [{ readClusterLedger }, { ledgerTable }] = await Promise.all([import("../../kube/ledger.js"), import("../../reconcile/table.js")]);
+  const [{ readClusterLedger }, { ledgerTable }, { settledUsage }] = await Promise.all([
+    import("../../kube/ledger.js"),
+    import("../../reconcile/table.js"),
+    import("../../reconcile/ledger.js"),
+  ]);
   const read = await readClusterLedger(opts.kubeconfig, namespace);
   for (const p of read.problems) io.stderr(`quartermaster: ${p}`);
   if (!read.ledger) {
     io.stderr(`quartermaster: no readable device ledger in namespace ${namespace}; the reconciler writes one each pass`);
     return 1;
   }
-  io.stdout(opts.output === "json" ? JSON.stringify({ ...read.ledger, corrupt: read.corrupt }, null, 2) : ledgerTable(read.ledger));
+  // Every job's GPU-seconds as of the ledger's time (a steady job's are stored as of an earlier one, see Usage.since).
+  const ledger = settledUsage(read.ledger);
+  io.stdout(opts.output === "json" ? JSON.stringify({ ...ledger, corrupt: read.corrupt }, null, 2) : ledgerTable(ledger));
   return read.corrupt.length > 0 ? 1 : 0;
 }
 
