@@ -34,7 +34,8 @@
  * manifests/overlays/mutating-admission-policy installs them; and `map-only`, the policy alone with no webhook
  * configuration, for GPU pods of no job (measured with `gpu` pods only: without the webhook a job's pod gets no
  * cluster spec).
- * `--pprof DIR` writes kube-apiserver's CPU profile of each measured run. Per variant and run: CPU per pod by
+ * `--pprof DIR` writes kube-apiserver's CPU profile of each measured run (bench/pprof-admission.ts splits one by
+ * admission stage). Per variant and run: CPU per pod by
  * process, the webhook's bytes read and written per pod, the TLS connections it accepted (how often
  * the apiserver reconnects), its V8 garbage collections, and the reviews every webhook process of the bench
  * received (`/mutate/pods`, `/validate/pods`, from their metrics), so a variant that must not call a webhook is seen
