@@ -112,6 +112,11 @@ export async function startControlPlane(
      * (e.g. `job-controller`, which JobSet needs: its Jobs' pods are made by it); implies `controllerManager`.
      */
     controllers?: string[];
+    /**
+     * More kube-controller-manager flags (e.g. a short `--node-monitor-grace-period` for
+     * `node-lifecycle-controller`); implies `controllerManager`.
+     */
+    controllerManagerArgs?: string[];
     /** Also run kube-scheduler (default profile, leader election off). */
     scheduler?: boolean;
     /** More kube-apiserver flags. */
@@ -264,7 +269,7 @@ export async function startControlPlane(
 
     const kubeconfig = join(dir, "kubeconfig");
     writeFileSync(kubeconfig, kubeconfigYaml(`https://127.0.0.1:${apiPort}`, tls), { mode: 0o600 });
-    if (opts.controllerManager || opts.controllers?.length) {
+    if (opts.controllerManager || opts.controllers?.length || opts.controllerManagerArgs?.length) {
       run("kube-controller-manager", [
         `--kubeconfig=${kubeconfig}`,
         `--authentication-kubeconfig=${kubeconfig}`,
@@ -272,6 +277,7 @@ export async function startControlPlane(
         "--leader-elect=false",
         "--secure-port=0",
         `--controllers=${["garbage-collector-controller", "namespace-controller", ...(opts.controllers ?? [])].join(",")}`,
+        ...(opts.controllerManagerArgs ?? []),
       ]);
     }
     if (opts.scheduler) {
