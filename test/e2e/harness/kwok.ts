@@ -27,8 +27,8 @@
  * CREATE: the apiserver keeps a Node's status on create, as the kubelet's registration relies on) and waits
  * for kwok to make them Ready. {@link stopNodeLease} makes one node stale the way a dead kubelet does: its
  * Lease is taken over by another holder with a day-long duration, which kwok respects (kwok
- * `pkg/kwok/controllers/node_lease_controller.go`, tryAcquireOrRenew), so the Lease's renewTime stops moving
- * and kwok stops touching the node and its pods; kube-controller-manager's `node-lifecycle-controller`, when
+ * `pkg/kwok/controllers/node_lease_controller.go`, tryAcquireOrRenew), so after that one write the Lease's
+ * renewTime stops moving and kwok stops touching the node and its pods; kube-controller-manager's `node-lifecycle-controller`, when
  * it runs, then marks the node's Ready condition Unknown after its `--node-monitor-grace-period`.
  * {@link resumeNodeLease} hands it back.
  *
@@ -107,7 +107,7 @@ export function stagesYaml(): string {
 
 /**
  * Starts kwok with the committed Stages (written with the options into cp.dir/kwok.yaml); resolves once it
- * has started its controllers (its log says so), throws if it exits first or within 90 s.
+ * has loaded them and is about to watch nodes (its log says so), throws if it exits first or within 90 s.
  */
 export async function startKwok(cp: ControlPlane, bin: string, o: KwokOptions = {}): Promise<Controller> {
   const config = join(cp.dir, "kwok.yaml");
@@ -133,8 +133,10 @@ export async function startKwok(cp: ControlPlane, bin: string, o: KwokOptions = 
     ],
     // Its HOME-relative default config (~/.kwok/kwok.yaml) must not join in.
     env: { HOME: cp.dir },
-    ready: /Starting|started/i,
-    notReady: "did not start its controllers",
+    // kwok logs no line once its controllers run; this one follows loading the config and the clients.
+    // That it manages nodes shows when they are Ready (kwokNodes waits for that).
+    ready: /"msg":"Watch nodes"/,
+    notReady: "did not start",
     webhookPort: 0,
   });
 }
@@ -194,13 +196,21 @@ export async function kwokNodes(
 
 const LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
 
+/** metav1.MicroTime wants six fractional digits. */
+const microTime = (d: Date): string => d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+
 /**
- * Stops the renewal of node `name`'s Lease: another holder with a day-long duration takes it over, its
- * renewTime left at kwok's last renewal. kwok leaves the node (and its pods) alone from then on.
+ * Stops the renewal of node `name`'s Lease: another holder with a day-long duration takes it over, renewing
+ * it one last time (renewTime now), and nothing renews it again. kwok leaves the node (and its pods) alone
+ * from then on. The last renewal is needed: kube-controller-manager v1.37's node-lifecycle-controller (feature
+ * NodeControllerLeaseCircuitBreaker, kubernetes `pkg/controller/nodelifecycle/node_lifecycle_controller.go`)
+ * remembers a node's Lease only when its renewTime advances, and refuses to mark the node Unknown while the
+ * live Lease's resourceVersion differs from the one it remembers, so a takeover that kept the renewTime would
+ * leave the node Ready for ever.
  */
 export async function stopNodeLease(cp: ControlPlane, name: string): Promise<Obj> {
   const lease = await must(`lease of ${name}`, cp.api("GET", `${LEASES}/${name}`));
-  lease.spec = { ...lease.spec, holderIdentity: STALE_HOLDER, leaseDurationSeconds: 86_400 };
+  lease.spec = { ...lease.spec, holderIdentity: STALE_HOLDER, leaseDurationSeconds: 86_400, renewTime: microTime(new Date()) };
   return must(`taking over the lease of ${name}`, cp.api("PUT", `${LEASES}/${name}`, lease));
 }
 
