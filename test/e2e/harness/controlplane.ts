@@ -119,6 +119,8 @@ export async function startControlPlane(
     controllerManagerArgs?: string[];
     /** Also run kube-scheduler (default profile, leader election off). */
     scheduler?: boolean;
+    /** More kube-scheduler flags (e.g. `--kube-api-qps`: its default 50 binds at most ~50 pods a second). */
+    schedulerArgs?: string[];
     /** More kube-apiserver flags. */
     apiserverArgs?: string[];
   } = {},
@@ -288,6 +290,7 @@ export async function startControlPlane(
         `--authorization-kubeconfig=${kubeconfig}`,
         "--leader-elect=false",
         "--secure-port=0",
+        ...(opts.schedulerArgs ?? []),
       ]);
     }
 
