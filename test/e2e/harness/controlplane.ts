@@ -112,13 +112,15 @@ export async function startControlPlane(
      * (e.g. `job-controller`, which JobSet needs: its Jobs' pods are made by it); implies `controllerManager`.
      */
     controllers?: string[];
+    /**
+     * More kube-controller-manager flags (e.g. a short `--node-monitor-grace-period` for
+     * `node-lifecycle-controller`); implies `controllerManager`.
+     */
+    controllerManagerArgs?: string[];
     /** Also run kube-scheduler (default profile, leader election off). */
     scheduler?: boolean;
-    /**
-     * The scheduler's client QPS (its default, 50, binds at most ~50 pods a second; a scale benchmark
-     * raises it). Burst is twice this.
-     */
-    schedulerQps?: number;
+    /** More kube-scheduler flags (e.g. `--kube-api-qps`: its default 50 binds at most ~50 pods a second). */
+    schedulerArgs?: string[];
     /** More kube-apiserver flags. */
     apiserverArgs?: string[];
   } = {},
@@ -269,7 +271,7 @@ export async function startControlPlane(
 
     const kubeconfig = join(dir, "kubeconfig");
     writeFileSync(kubeconfig, kubeconfigYaml(`https://127.0.0.1:${apiPort}`, tls), { mode: 0o600 });
-    if (opts.controllerManager || opts.controllers?.length) {
+    if (opts.controllerManager || opts.controllers?.length || opts.controllerManagerArgs?.length) {
       run("kube-controller-manager", [
         `--kubeconfig=${kubeconfig}`,
         `--authentication-kubeconfig=${kubeconfig}`,
@@ -277,28 +279,18 @@ export async function startControlPlane(
         "--leader-elect=false",
         "--secure-port=0",
         `--controllers=${["garbage-collector-controller", "namespace-controller", ...(opts.controllers ?? [])].join(",")}`,
+        ...(opts.controllerManagerArgs ?? []),
       ]);
     }
     if (opts.scheduler) {
       if (!existsSync(join(bins, "kube-scheduler"))) throw new Error(`QM_K8S_BIN_DIR=${bins} has no kube-scheduler: run test/e2e/controlplane/build.sh`);
-      // A configuration file only for a QPS of its own: with --config the scheduler ignores its deprecated flags.
-      const config = join(dir, "kube-scheduler.yaml");
-      if (opts.schedulerQps)
-        writeFileSync(
-          config,
-          [
-            "apiVersion: kubescheduler.config.k8s.io/v1",
-            "kind: KubeSchedulerConfiguration",
-            `clientConnection: {kubeconfig: ${JSON.stringify(kubeconfig)}, qps: ${opts.schedulerQps}, burst: ${opts.schedulerQps * 2}}`,
-            "leaderElection: {leaderElect: false}",
-            "",
-          ].join("\n"),
-        );
       run("kube-scheduler", [
-        ...(opts.schedulerQps ? [`--config=${config}`] : [`--kubeconfig=${kubeconfig}`, "--leader-elect=false"]),
+        `--kubeconfig=${kubeconfig}`,
         `--authentication-kubeconfig=${kubeconfig}`,
         `--authorization-kubeconfig=${kubeconfig}`,
+        "--leader-elect=false",
         "--secure-port=0",
+        ...(opts.schedulerArgs ?? []),
       ]);
     }
 
