@@ -136,6 +136,18 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const stats = { syncs: 0, retries: 0, passes: 0 };
   const scope = namespaceScope(opts.namespace);
   let stopped = false;
+  // Deletes sent whose object the caches still hold, by uid: a sync before the informer sees the deletion (its
+  // pods' and the garbage collector's events queue the job at once) must not send, and count, them again.
+  const deleting = new Map<string, number>();
+  const DELETING_MS = 30_000;
+  const notYetDeleted = (d: DeleteAction, atMs: number): boolean => {
+    const sent = deleting.get(d.uid);
+    if (sent === undefined) return true;
+    if (atMs - sent < DELETING_MS) return false;
+    deleting.delete(d.uid); // the informer never said: look again
+    return true;
+  };
+  const forgetDeleted = (o: KubernetesObject): void => void (o.metadata?.uid && deleting.delete(o.metadata.uid));
 
   const pods = trimmedInformer(k8s, kc, {
     path: "/api/v1/pods",
@@ -181,6 +193,9 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     const i = kinds.findIndex((k) => k.kind === ref.kind && k.group === group);
     if (i >= 0) queue.add(keyOf(i, o.metadata?.namespace, ref.name));
   };
+  pods.on("delete", forgetDeleted);
+  services.on("delete", forgetDeleted);
+  for (const inf of jobs) inf.on("delete", forgetDeleted);
   const dependents: ReadonlyArray<ClientInformer<KubernetesObject>> = [pods, services];
   for (const inf of dependents) for (const verb of VERBS) inf.on(verb, byOwner);
   for (const inf of all) {
@@ -315,8 +330,10 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   /** A finished job with a TTL is synced again just after it runs out (strictly after, as upstream). */
   const requeueAtTtl = (key: string, job: KubeObject, kind: JobKind, completionTime: Date | undefined, at: Date): void => {
     const rp = readRunPolicy(job, kind);
-    if (completionTime && !("problems" in rp) && rp.ttl !== undefined && !rp.suspended)
-      queue.addAfter(key, completionTime.getTime() + rp.ttl * 1000 - at.getTime() + TTL_SLACK_MS);
+    if (!completionTime || "problems" in rp || rp.ttl === undefined || rp.suspended) return;
+    // Only while it is ahead: once it has run out, the delete was planned now (or deferred, and queued for then).
+    const ms = completionTime.getTime() + rp.ttl * 1000 - at.getTime();
+    if (ms >= 0) queue.addAfter(key, ms + TTL_SLACK_MS);
   };
 
   const sync = async (key: string): Promise<SyncResult> => {
@@ -339,7 +356,8 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     // process's deletion budget; what does not fit waits for the window to turn.
     const fin = planFinishedJob({ job, kind, pods: ownPods, services: ownServices, now: at, policy });
     for (const p of fin.problems) log.warn({ problem: p }, "watch: cannot act");
-    const capped = capControllerDeletes(fin.actions, controller, budget.available(at));
+    const pending = fin.actions.filter((d) => notYetDeleted(d, at.getTime()));
+    const capped = capControllerDeletes(pending, controller, budget.available(at));
     budget.take(capped.actions.length + capped.controller.reduce((n, p) => n + p.decision.deletes.length, 0), at);
     if (capped.deferred.length > 0) {
       log.info({ job: `${kind.kind} ${ns}/${name}`, deferred: capped.deferred.length }, "watch: deletion budget spent; the rest waits");
@@ -353,6 +371,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
       const requeueAfterMs = capped.controller[0]!.decision.requeueAfterMs;
       if (requeueAfterMs !== undefined) queue.addAfter(key, requeueAfterMs + 100);
     }
+    for (const d of capped.actions) deleting.set(d.uid, at.getTime());
     if (await deleteAll(capped.actions)) retry = true;
     if (finished) requeueAtTtl(key, job, kind, completionTime, at);
     if (retry) {

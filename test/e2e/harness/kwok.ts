@@ -120,13 +120,15 @@ export function stagesYaml(): string {
  */
 export async function startKwok(cp: ControlPlane, bin: string, o: KwokOptions = {}): Promise<Controller> {
   const config = join(cp.dir, "kwok.yaml");
-  const options: Obj = {};
-  if (o.podParallelism) options.podPlayStageParallelism = o.podParallelism;
-  if (o.nodeParallelism) options.nodePlayStageParallelism = o.nodeParallelism;
-  if (o.leaseParallelism) options.nodeLeaseParallelism = o.leaseParallelism;
+  // A configuration given sets every parallelism (kwok fills no default into it: an unset one is 0, and kwok
+  // refuses to start): kwok's own defaults, 4, where the caller says nothing.
+  const given = o.podParallelism !== undefined || o.nodeParallelism !== undefined || o.leaseParallelism !== undefined;
+  const options: Obj = given
+    ? { podPlayStageParallelism: o.podParallelism ?? 4, nodePlayStageParallelism: o.nodeParallelism ?? 4, nodeLeaseParallelism: o.leaseParallelism ?? 4 }
+    : {};
   const docs = [stagesYaml(), ...(o.extraStages ?? [])];
   // kwok `pkg/apis/config/v1alpha1/kwok_configuration_types.go`: KwokConfigurationOptions.
-  if (Object.keys(options).length > 0) docs.push(`apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: ${JSON.stringify(options)}\n`);
+  if (given) docs.push(`apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: ${JSON.stringify(options)}\n`);
   writeFileSync(config, docs.join("---\n"));
   return startGoController(cp, {
     name: "kwok",
