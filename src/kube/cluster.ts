@@ -1,7 +1,7 @@
 /**
  * @module
- * The reconciler's window on the cluster, through @kubernetes/client-node (imported on first use):
- * paged LISTs (500 a page, as Gatekeeper's audit does), deletes with a uid precondition, strategic-merge
+ * The reconciler's window on the cluster, through @kubernetes/client-node (imported on first use) and, for
+ * the LISTs of many objects, plain JSON over `./rest.ts`: paged LISTs (500 a page, as Gatekeeper's audit does), deletes with a uid precondition, strategic-merge
  * patches, ConfigMap writes with a resourceVersion precondition and Events. Counts its API
  * calls for the pass summary. Errors keep their HTTP status in `code`.
  */
@@ -13,6 +13,7 @@ import type { NamespaceInfo } from "../core/scope.js";
 import { RECONCILER_FIELD_MANAGER } from "../reconcile/claim.js";
 import { KUEUE_GROUP, KUEUE_VERSION, type KueueObjects } from "../reconcile/ledger-kueue.js";
 import { kubeClient, statusOf } from "./client.js";
+import { restClient } from "./rest.js";
 
 export const PAGE_SIZE = 500;
 
@@ -335,6 +336,17 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     } while (cont);
     return out;
   };
+  // The LISTs of many objects (pods, Services, nodes, their Leases) are read as plain JSON where the kubeconfig
+  // allows (./rest.ts): client-node turns every page into typed models first (Date fields, a class per
+  // nested object), which took longer than the LIST itself at a few thousand pods (bench/scale.ts). Where it
+  // does not (an exec plugin, say), client-node reads them.
+  const rest = await restClient(kubeconfig).catch(() => undefined);
+  const plainPage =
+    (path: string, labelSelector?: string) =>
+    async (cont: string | undefined): Promise<Page> => {
+      const q = new URLSearchParams({ limit: String(PAGE_SIZE), ...(labelSelector ? { labelSelector } : {}), ...(cont ? { continue: cont } : {}) });
+      return (await rest!.get(`${path}?${q}`)) ?? {};
+    };
   // client-node returns typed objects with Date fields; the planner reads raw JSON, so round-trip to it.
   const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;
 
@@ -385,12 +397,19 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     async listPods(labelSelector) {
       const owners: OwnerFieldsCache = new Map();
       return paged(
-        async (cont) => await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont }),
+        rest
+          ? plainPage("/api/v1/pods", labelSelector)
+          : async (cont) => await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont }),
         (p) => slimPod(p, owners),
       );
     },
     async listServices(labelSelector) {
-      return paged(async (cont) => await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont }), slimService);
+      return paged(
+        rest
+          ? plainPage("/api/v1/services", labelSelector)
+          : async (cont) => await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont }),
+        slimService,
+      );
     },
     async listNamespaces() {
       const out: NamespaceInfo[] = [];
@@ -404,14 +423,15 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
       return out;
     },
     async listNodes(keepLabels) {
-      return paged(
-        async (cont) => await core.listNode({ limit: PAGE_SIZE, _continue: cont }),
-        (o) => slimNode(o, keepLabels),
+      return paged(rest ? plainPage("/api/v1/nodes") : async (cont) => await core.listNode({ limit: PAGE_SIZE, _continue: cont }), (o) =>
+        slimNode(o, keepLabels),
       );
     },
     async listNodeLeases() {
       return paged(
-        async (cont) => await coordination.listNamespacedLease({ namespace: "kube-node-lease", limit: PAGE_SIZE, _continue: cont }),
+        rest
+          ? plainPage("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
+          : async (cont) => await coordination.listNamespacedLease({ namespace: "kube-node-lease", limit: PAGE_SIZE, _continue: cont }),
         (item) => {
           const l = asV1Lease(item);
           return { metadata: { name: l.metadata?.name }, spec: { ...(l.spec?.renewTime ? { renewTime: iso(l.spec.renewTime) } : {}) } };
