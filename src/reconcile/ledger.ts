@@ -424,16 +424,28 @@ function chargePod(ch: Charging, pod: PodShape): void {
       ? { name: m.name, namespace: m.namespace, resources: held, uid: m.uid }
       : { job, name: m.name, namespace: m.namespace, resources: held, uid: m.uid },
   );
-  const before = ch.prevHoldings.get(m.uid);
-  for (const r in held) {
-    const n = held[r]!;
+  chargeHolding(ch, node, { namespace: m.namespace, uid: m.uid, job, held, requested });
+}
+
+/**
+ * A bound pod's devices charged to its node, namespace and job: GPU-seconds for what it already held at the
+ * previous ledger; a job's holder that did not hold as many then is noted (`newHolders`).
+ */
+function chargeHolding(
+  ch: Charging,
+  node: NodeEntry,
+  pod: { namespace: string; uid: string; job: string | undefined; held: Record<string, number>; requested: ReadonlyMap<string, number> },
+): void {
+  const before = ch.prevHoldings.get(pod.uid);
+  for (const r in pod.held) {
+    const n = pod.held[r]!;
     const e = (node.resources[r] ??= emptyResource(0, 0));
-    e.allocated += requested.get(r) ?? 0;
+    e.allocated += pod.requested.get(r) ?? 0;
     const seconds = before?.resources[r] ? ch.elapsed * n : 0;
-    addUsage(ch.acc.namespaces, m.namespace, r, n, seconds);
-    if (!job) continue;
-    addUsage(ch.acc.jobs, job, r, n, seconds);
-    if (before?.resources[r] !== n) ch.acc.newHolders.add(`${job}\0${r}`);
+    addUsage(ch.acc.namespaces, pod.namespace, r, n, seconds);
+    if (!pod.job) continue;
+    addUsage(ch.acc.jobs, pod.job, r, n, seconds);
+    if (before?.resources[r] !== n) ch.acc.newHolders.add(`${pod.job}\0${r}`);
   }
 }
 
