@@ -43,6 +43,7 @@ import { WorkQueue } from "../reconcile/queue.js";
 import { namespaceScope, scopeIndex } from "../core/scope.js";
 import { objectWrite, type SyncResult, type WatchMetrics } from "../reconcile/metrics.js";
 import { kubeClient, statusOf } from "./client.js";
+import { restClient } from "./rest.js";
 import { connectCluster, PAGE_SIZE, slimNamespace, slimPod, slimService, type Cluster, type OwnerFieldsCache } from "./cluster.js";
 import { slimJob, trimmedInformer, type ListPage } from "./informer.js";
 import { applyJobControllers } from "./job-controller.js";
@@ -129,6 +130,13 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const cluster: Cluster = await connectCluster(opts.kubeconfig);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  // The big LISTs as plain JSON where the kubeconfig allows (./rest.ts; as the pass reads them, ./cluster.ts):
+  // client-node's typed models of 50,000 pods are garbage the process's peak memory pays for.
+  const rest = await restClient(opts.kubeconfig).catch(() => undefined);
+  const plainPage =
+    (path: string) =>
+    async (cont: string | undefined): Promise<ListPage> =>
+      (await rest!.get(`${path}?${new URLSearchParams({ limit: String(PAGE_SIZE), ...(cont ? { continue: cont } : {}) })}`)) ?? {};
   const queue = new WorkQueue();
   const expectations = new Expectations();
   const budget = new DeletionBudget(policy.reconciler.maxDeletionsPerPass, opts.resyncSeconds * 1000);
@@ -151,7 +159,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
 
   const pods = trimmedInformer(k8s, kc, {
     path: "/api/v1/pods",
-    page: (cont) => core.listPodForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
+    page: rest ? plainPage("/api/v1/pods") : (cont) => core.listPodForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
     trim: (o) => {
       if (ownerFields.size > 4096) ownerFields.clear(); // one entry per job: bounded, sharing starts over
       return slimPod(o, ownerFields);
@@ -160,7 +168,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   });
   const services = trimmedInformer(k8s, kc, {
     path: "/api/v1/services",
-    page: (cont) => core.listServiceForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
+    page: rest ? plainPage("/api/v1/services") : (cont) => core.listServiceForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
     trim: slimService,
     indexByController: true,
   });
