@@ -189,18 +189,21 @@ interface NodeShape {
   status?: { capacity?: Record<string, string>; allocatable?: Record<string, string>; conditions?: Array<{ type?: string; lastHeartbeatTime?: string }> };
 }
 
-/** Why the node is stale, or undefined when it is not (see the module comment). */
+/**
+ * Why the node is stale, or undefined when it is not (see the module comment). It names the time of the last
+ * renewal or heartbeat, not an age: the reason stays the same pass after pass, and so does the node's shard.
+ */
 export function staleness(node: NodeShape, leaseRenewTime: string | undefined, hasLease: boolean, nowMs: number, graceSeconds: number): string | undefined {
   const graceMs = graceSeconds * 1000;
   const renewMs = leaseRenewTime ? Date.parse(leaseRenewTime) : NaN;
   if (hasLease && Number.isFinite(renewMs)) {
-    return nowMs - renewMs > graceMs ? `Lease last renewed ${Math.round((nowMs - renewMs) / 1000)}s ago (grace ${graceSeconds}s)` : undefined;
+    return nowMs - renewMs > graceMs ? `Lease last renewed at ${leaseRenewTime} (grace ${graceSeconds}s)` : undefined;
   }
   const beat = node.status?.conditions?.find((c) => c?.type === "Ready")?.lastHeartbeatTime;
   const beatMs = typeof beat === "string" ? Date.parse(beat) : NaN;
   const lease = hasLease ? "Lease in kube-node-lease without a renewTime" : "no Lease in kube-node-lease";
   if (!Number.isFinite(beatMs)) return `${lease} and no Ready heartbeat`;
-  return nowMs - beatMs > graceMs ? `${lease}; Ready heartbeat ${Math.round((nowMs - beatMs) / 1000)}s ago (grace ${graceSeconds}s)` : undefined;
+  return nowMs - beatMs > graceMs ? `${lease}; last Ready heartbeat at ${beat} (grace ${graceSeconds}s)` : undefined;
 }
 
 /** Whole devices of a node status map (`"8"`); unparsable values count as 0. */

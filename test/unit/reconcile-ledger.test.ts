@@ -105,7 +105,7 @@ describe("device ledger: stale nodes (Lease renewTime older than the grace perio
   const cases: Array<[string, KubeObject[], boolean, string | undefined]> = [
     ["renewed 5 s ago → fresh", [nodeLease("a", at(-5))], false, undefined],
     ["renewed exactly 40 s ago → not yet stale (strictly older)", [nodeLease("a", at(-40))], false, undefined],
-    ["renewed 41 s ago → stale", [nodeLease("a", at(-41))], true, "Lease last renewed 41s ago (grace 40s)"],
+    ["renewed 41 s ago → stale", [nodeLease("a", at(-41))], true, `Lease last renewed at ${at(-41).toISOString()} (grace 40s)`],
     ["no Lease and no Ready condition → stale", [], true, "no Lease in kube-node-lease and no Ready heartbeat"],
   ];
   for (const [name, leases, stale, reason] of cases) {
@@ -124,6 +124,13 @@ describe("device ledger: stale nodes (Lease renewTime older than the grace perio
       assert.equal(l.totals["nvidia.com/gpu"]!.unavailable, stale ? 8 : 0);
     });
   }
+  it("a stale node's entry is the same a pass later (its reason names the renewal's time, not an age)", () => {
+    const input = { nodes: [node("a", { "nvidia.com/gpu": "8" })], nodeLeases: [nodeLease("a", at(-100))], pods: [] };
+    const one = ledger(input, T0);
+    const two = ledger({ ...input, previous: one }, at(30));
+    assert.equal(one.nodes[0]!.stale, true);
+    assert.deepEqual(two.nodes, one.nodes);
+  });
   // A node's Ready condition as its kubelet writes it (status.conditions[type=Ready].lastHeartbeatTime).
   const withHeartbeat = (n: KubeObject, beat: Date | undefined): KubeObject => {
     const copy = structuredClone(n) as any;
@@ -133,9 +140,21 @@ describe("device ledger: stale nodes (Lease renewTime older than the grace perio
   const heartbeatCases: Array<[string, Date | undefined, KubeObject[], boolean, string | undefined]> = [
     ["no Lease, Ready heartbeat 10 s ago → fresh (free GPUs count)", at(-10), [], false, undefined],
     ["no Lease, Ready heartbeat exactly 40 s ago → fresh", at(-40), [], false, undefined],
-    ["no Lease, Ready heartbeat 41 s ago → stale", at(-41), [], true, "no Lease in kube-node-lease; Ready heartbeat 41s ago (grace 40s)"],
+    [
+      "no Lease, Ready heartbeat 41 s ago → stale",
+      at(-41),
+      [],
+      true,
+      `no Lease in kube-node-lease; last Ready heartbeat at ${at(-41).toISOString()} (grace 40s)`,
+    ],
     ["no Lease, a Ready condition without a heartbeat → stale", undefined, [], true, "no Lease in kube-node-lease and no Ready heartbeat"],
-    ["a Lease renewed 41 s ago decides, whatever the heartbeat says", at(-1), [nodeLease("a", at(-41))], true, "Lease last renewed 41s ago (grace 40s)"],
+    [
+      "a Lease renewed 41 s ago decides, whatever the heartbeat says",
+      at(-1),
+      [nodeLease("a", at(-41))],
+      true,
+      `Lease last renewed at ${at(-41).toISOString()} (grace 40s)`,
+    ],
     ["a Lease renewed 5 s ago decides, an old heartbeat notwithstanding", at(-3600), [nodeLease("a", at(-5))], false, undefined],
   ];
   for (const [name, beat, leases, stale, reason] of heartbeatCases) {
