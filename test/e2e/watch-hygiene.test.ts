@@ -194,6 +194,52 @@ describe("reconcile --watch: finished-job hygiene on time for every kind an oper
     );
   });
 
+  it("a namespace that did not opt in: its finished job past its TTL, and the job's running pod, are never touched", async () => {
+    const OUT = "team-outside";
+    assert.equal((await cp.api("POST", "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: OUT } })).status, 201);
+    const path = `/apis/kubeflow.org/v1/namespaces/${OUT}/pytorchjobs`;
+    const job = await cp.api("POST", path, {
+      apiVersion: "kubeflow.org/v1",
+      kind: "PyTorchJob",
+      metadata: { name: "outside" },
+      spec: {
+        runPolicy: { ttlSecondsAfterFinished: 0, cleanPodPolicy: "All" },
+        pytorchReplicaSpecs: { Worker: { replicas: 1, template: { spec: { containers: [{ name: "main", image: "t:1" }] } } } },
+      },
+    });
+    assert.equal(job.status, 201, JSON.stringify(job.body));
+    const pod = await cp.api("POST", `/api/v1/namespaces/${OUT}/pods`, {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: {
+        name: "outside-worker-0",
+        ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", name: "outside", uid: job.body.metadata.uid, controller: true }],
+      },
+      spec: { containers: [{ name: "main", image: "t:1" }] },
+    });
+    assert.equal(pod.status, 201, JSON.stringify(pod.body));
+    const t = new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
+    const done = await cp.api(
+      "PATCH",
+      `${path}/outside/status`,
+      {
+        status: {
+          conditions: [{ type: "Succeeded", status: "True", reason: "JobSucceeded", message: "done", lastUpdateTime: t, lastTransitionTime: t }],
+          completionTime: t,
+        },
+      },
+      { "content-type": "application/merge-patch+json" },
+    );
+    assert.equal(done.status, 200, JSON.stringify(done.body));
+    await sleep(4000);
+    assert.ok(await exists(`${path}/outside`), "the job stays");
+    assert.ok(await exists(`/api/v1/namespaces/${OUT}/pods/outside-worker-0`), "its pod stays");
+    assert.deepEqual(
+      lines.filter((l) => l.namespace === OUT),
+      [],
+    );
+  });
+
   it("a kind whose CRD is not installed (TrainJob here) is said once and holds nothing back", () => {
     const absent = lines.filter((l) => String(l.msg).includes("not served"));
     assert.deepEqual(
