@@ -13,7 +13,7 @@ import type { NamespaceInfo } from "../core/scope.js";
 import { RECONCILER_FIELD_MANAGER } from "../reconcile/claim.js";
 import { KUEUE_GROUP, KUEUE_VERSION, type KueueObjects } from "../reconcile/ledger-kueue.js";
 import { kubeClient, statusOf } from "./client.js";
-import { restClient } from "./rest.js";
+import { restClient, type RestClient } from "./rest.js";
 
 export const PAGE_SIZE = 500;
 
@@ -299,7 +299,19 @@ function iso(t: unknown): string {
   return t instanceof Date ? t.toISOString() : String(t);
 }
 
-type Page = { items?: object[]; metadata?: { _continue?: string; continue?: string } };
+type Page = { items?: object[]; metadata?: { resourceVersion?: string; _continue?: string; continue?: string } };
+
+/**
+ * One page of a LIST of `path` as plain JSON through `rest` (./rest.ts), from `cont` (undefined: the first):
+ * how the reconciler reads the collections of many objects (pods, Services, nodes, Leases), here and in the
+ * resident reconciler's informers.
+ */
+export const plainListPage =
+  (rest: RestClient, path: string, labelSelector?: string) =>
+  async (cont: string | undefined): Promise<Page> => {
+    const q = new URLSearchParams({ limit: String(PAGE_SIZE), ...(labelSelector ? { labelSelector } : {}), ...(cont ? { continue: cont } : {}) });
+    return (await rest.get(`${path}?${q}`)) ?? {};
+  };
 
 export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
   const { k8s, kc } = await kubeClient(kubeconfig);
@@ -341,12 +353,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
   // nested object), which took longer than the LIST itself at a few thousand pods (bench/scale.ts). Where it
   // does not (an exec plugin, say), client-node reads them.
   const rest = await restClient(kubeconfig).catch(() => undefined);
-  const plainPage =
-    (path: string, labelSelector?: string) =>
-    async (cont: string | undefined): Promise<Page> => {
-      const q = new URLSearchParams({ limit: String(PAGE_SIZE), ...(labelSelector ? { labelSelector } : {}), ...(cont ? { continue: cont } : {}) });
-      return (await rest!.get(`${path}?${q}`)) ?? {};
-    };
+  const plainPage = (path: string, labelSelector?: string) => plainListPage(rest!, path, labelSelector);
   // client-node returns typed objects with Date fields; the planner reads raw JSON, so round-trip to it.
   const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;
 

@@ -44,7 +44,7 @@ import { namespaceScope, scopeIndex } from "../core/scope.js";
 import { objectWrite, type SyncResult, type WatchMetrics } from "../reconcile/metrics.js";
 import { kubeClient, statusOf } from "./client.js";
 import { restClient } from "./rest.js";
-import { connectCluster, PAGE_SIZE, slimNamespace, slimPod, slimService, type Cluster, type OwnerFieldsCache } from "./cluster.js";
+import { connectCluster, PAGE_SIZE, plainListPage, slimNamespace, slimPod, slimService, type Cluster, type OwnerFieldsCache } from "./cluster.js";
 import { slimJob, trimmedInformer, type ListPage } from "./informer.js";
 import { applyJobControllers } from "./job-controller.js";
 import { acquireLease, type HeldLease } from "./lease.js";
@@ -133,10 +133,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   // The big LISTs as plain JSON where the kubeconfig allows (./rest.ts; as the pass reads them, ./cluster.ts):
   // client-node's typed models of 50,000 pods are garbage the process's peak memory pays for.
   const rest = await restClient(opts.kubeconfig).catch(() => undefined);
-  const plainPage =
-    (path: string) =>
-    async (cont: string | undefined): Promise<ListPage> =>
-      (await rest!.get(`${path}?${new URLSearchParams({ limit: String(PAGE_SIZE), ...(cont ? { continue: cont } : {}) })}`)) ?? {};
+  const plainPage = (path: string) => plainListPage(rest!, path);
   const queue = new WorkQueue();
   const expectations = new Expectations();
   const budget = new DeletionBudget(policy.reconciler.maxDeletionsPerPass, opts.resyncSeconds * 1000);
