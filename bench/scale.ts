@@ -232,6 +232,8 @@ interface PassRun {
   cpuMs: number;
   peakRssMiB: number;
   failed: number;
+  /** The ledger entries that moved in the shards the pass rewrote (the pass summary's count and first few). */
+  ledgerChanged?: { entries: number; sample: string[] };
 }
 
 /** `quartermaster reconcile` as it ships (bin/quartermaster.js), with its own resource usage at exit. */
@@ -306,6 +308,7 @@ async function reconcileOnce(kubeconfig: string): Promise<PassRun> {
     cpuMs: Math.round(rusage.userCpuMs + rusage.systemCpuMs),
     peakRssMiB: Math.round(rusage.maxRssKiB / 1024),
     failed: Object.values(summary.failed as Record<string, number>).reduce((a, b) => a + b, 0),
+    ...(summary.ledger.changedEntries ? { ledgerChanged: { entries: summary.ledger.changedEntries, sample: summary.ledger.changedSample } } : {}),
   };
 }
 
@@ -501,7 +504,8 @@ async function main(): Promise<void> {
     const converged = median(convergedRuns, (r) => r.durationMs);
     const bare = median(bareRuns, (r) => r.ms);
     log(
-      `converged passes ${convergedRuns.map((r) => r.durationMs).join("/")} ms (${JSON.stringify(converged.writesByKind)}); ` +
+      `converged passes ${convergedRuns.map((r) => r.durationMs).join("/")} ms (${JSON.stringify(converged.writesByKind)}` +
+        `${convergedRuns.map((r) => (r.ledgerChanged ? `; ledger moved: ${JSON.stringify(r.ledgerChanged)}` : "")).join("")}); ` +
         `bare LISTs ${bareRuns.map((r) => r.ms).join("/")} ms, ${bare.objects} objects`,
     );
 

@@ -44,6 +44,11 @@ export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
   readonly watchPath: string;
   /** The cached objects whose controller reference has this uid. */
   byController(uid: string): T[];
+  /**
+   * Whether the cache holds a whole LIST (client-go's `HasSynced`): true once a LIST succeeded, false again
+   * while the last one failed (a 404: the kind's CRD is gone). Kept current by the watch in between.
+   */
+  synced(): boolean;
 };
 
 const WATCHED_PHASES: ReadonlySet<string> = new Set(["ADDED", "MODIFIED", "DELETED"]);
@@ -64,6 +69,10 @@ const cacheKey = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ""
 /** A `ListWatch` over `opts.path` that caches `opts.trim`'s objects; not started (call `start()`). */
 export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, kc: KubeConfig, opts: TrimmedInformerOptions<T>): TrimmedInformer<T> {
   const { trim } = opts;
+  // `synced()`: false from the start of a LIST; true once ListWatch has put its items in the cache, which it does
+  // right before it opens the watch (so the watch's start says so, not the LIST's return).
+  let listed = false;
+  let fresh = false;
   class TrimmingWatch extends k8s.Watch {
     override watch(
       path: string,
@@ -71,6 +80,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       callback: (phase: string, apiObj: object, watchObj?: object) => void,
       done: (err: unknown) => void,
     ): Promise<AbortController> {
+      if (fresh) [listed, fresh] = [true, false];
       // Bookmarks keep the resourceVersion current on a quiet watch, so a reconnect resumes instead of relisting.
       return super.watch(
         path,
@@ -84,12 +94,14 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     const items: T[] = [];
     let resourceVersion: string | undefined;
     let cont: string | undefined;
+    listed = false;
     do {
       const page = await opts.page(cont);
       resourceVersion ??= page.metadata?.resourceVersion;
       for (const o of page.items ?? []) items.push(trimmed(o, trim));
       cont = page.metadata?._continue ?? page.metadata?.continue;
     } while (cont);
+    fresh = true;
     return { apiVersion: "v1", kind: "List", metadata: { ...(resourceVersion ? { resourceVersion } : {}) }, items };
   };
   const informer = new k8s.ListWatch<T>(opts.path, new TrimmingWatch(kc), list, false);
@@ -130,7 +142,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     }
     return out;
   };
-  return Object.assign(informer, { byController, watchPath: opts.path });
+  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => listed });
 }
 
 /**

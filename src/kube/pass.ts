@@ -103,6 +103,12 @@ export async function snapshot(cluster: Cluster, policy: Policy, namespace: stri
   };
 }
 
+/** What moved in the shards the plan rewrites: how many entries, and the first few (a steady ledger rewrites none). */
+function ledgerChanges(plan: Plan): { changedEntries?: number; changedSample?: string[] } {
+  const changed = plan.ledgerWrites.flatMap((w) => (w.verb === "replace" ? (w.changed ?? []) : []));
+  return changed.length > 0 ? { changedEntries: changed.length, changedSample: changed.slice(0, 8) } : {};
+}
+
 const describeAction = (a: Action): string => `${a.verb} ${a.kind} ${a.namespace}/${a.name}`;
 
 function tally(items: readonly string[]): Record<string, number> {
@@ -285,7 +291,12 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
       deferred: plan.deferred.length,
       skippedJobs: plan.skipped.length,
       events: report.events,
-      ledger: { shardsWritten: report.ledger?.written.length ?? 0, corrupt: plan.ledgerCorrupt, devices: plan.ledger.totals },
+      ledger: {
+        shardsWritten: report.ledger?.written.length ?? 0,
+        ...ledgerChanges(plan),
+        corrupt: plan.ledgerCorrupt,
+        devices: plan.ledger.totals,
+      },
       apiCalls: report.apiCalls,
       durationMs: report.durationMs,
     },

@@ -274,7 +274,16 @@ export interface StoredConfigMap {
 }
 
 export type LedgerWrite =
-  | { verb: "create" | "replace"; name: string; key: string; text: string; sha256: string; resourceVersion?: string }
+  | {
+      verb: "create" | "replace";
+      name: string;
+      key: string;
+      text: string;
+      sha256: string;
+      resourceVersion?: string;
+      /** A shard's replace: why, as the entries whose text changed ({@link shardChanges}). */
+      changed?: string[];
+    }
   | { verb: "delete"; name: string; uid: string };
 
 /**
@@ -289,7 +298,8 @@ export function planLedgerWrites(next: { index: StoredText; shards: StoredText[]
     const have = stored.get(s.name);
     if (!have) out.push({ verb: "create", name: s.name, key, text: s.text, sha256: s.sha256 });
     else if (always || have.text === undefined || sha256(have.text) !== s.sha256 || have.sha256 !== s.sha256) {
-      out.push({ verb: "replace", name: s.name, key, text: s.text, sha256: s.sha256, resourceVersion: have.resourceVersion });
+      const changed = always ? undefined : shardChanges(have.text, s.text);
+      out.push({ verb: "replace", name: s.name, key, text: s.text, sha256: s.sha256, resourceVersion: have.resourceVersion, ...(changed ? { changed } : {}) });
     }
   };
   for (const s of next.shards) put(s, SHARD_KEY, false);
@@ -298,6 +308,31 @@ export function planLedgerWrites(next: { index: StoredText; shards: StoredText[]
   for (const cm of [...stored.values()].sort((a, b) => (a.name < b.name ? -1 : 1)))
     if (!keep.has(cm.name) && isShardName(cm.name)) out.push({ verb: "delete", name: cm.name, uid: cm.uid });
   return out;
+}
+
+/** A shard's entries by key (`node/<name>`, `pending/<namespace>/<name>`, `job/<key>`, as `shardLedger` hashes them) and their text. */
+function shardEntries(text: string | undefined): Map<string, string> | undefined {
+  const shard = text === undefined ? undefined : parse<Partial<LedgerShard>>(text);
+  if (!shard || typeof shard !== "object") return undefined;
+  const out = new Map<string, string>();
+  for (const n of Array.isArray(shard.nodes) ? shard.nodes : []) out.set(`node/${n?.name}`, JSON.stringify(n));
+  for (const p of Array.isArray(shard.pending) ? shard.pending : []) out.set(`pending/${p?.namespace}/${p?.name}`, JSON.stringify(p));
+  for (const [k, v] of Object.entries(shard.jobs ?? {})) out.set(`job/${k}`, JSON.stringify(v));
+  return out;
+}
+
+/**
+ * Why a shard is rewritten: the keys of the entries added, removed or changed between the stored text and the
+ * new one, sorted; `["(unreadable)"]` when the stored text is no shard (corrupt), `[]` when only the layout
+ * fields moved (`of`: the shard count changed). The pass names them in its summary, so a ledger that is
+ * rewritten pass after pass says what keeps moving.
+ */
+export function shardChanges(before: string | undefined, after: string): string[] {
+  const was = shardEntries(before);
+  const now = shardEntries(after) ?? new Map<string, string>();
+  if (!was) return ["(unreadable)"];
+  const keys = new Set([...was.keys(), ...now.keys()]);
+  return [...keys].filter((k) => was.get(k) !== now.get(k)).sort();
 }
 
 /** Reads the ledger back from its ConfigMaps as listed. */

@@ -29,14 +29,16 @@ const pod = (name: string, rv: string, owner?: string, extra: Obj = {}): Obj => 
 });
 
 /** The informer over `pages` with a watch the test drives; `queries` records the watch's query parameters. */
-function setUp(pages: ListPage[]) {
+function setUp(pages: Array<ListPage | Error>) {
   const asked: Array<string | undefined> = [];
   const queries: Obj[] = [];
   let handler: Handler | undefined;
+  let done: ((err: unknown) => void) | undefined;
   class FakeWatch extends k8s.Watch {
-    override watch(_path: string, qp: Obj, cb: Handler): Promise<AbortController> {
+    override watch(_path: string, qp: Obj, cb: Handler, end: (err: unknown) => void): Promise<AbortController> {
       queries.push(qp);
       handler = cb;
+      done = end;
       return Promise.resolve(new AbortController());
     }
   }
@@ -45,13 +47,16 @@ function setUp(pages: ListPage[]) {
     path: "/api/v1/pods",
     page: (cont) => {
       asked.push(cont);
-      return Promise.resolve(pages[asked.length - 1]!);
+      const page = pages[asked.length - 1]!;
+      return page instanceof Error ? Promise.reject(page) : Promise.resolve(page);
     },
     trim: (o) => slimPod(o),
     indexByController: true,
   });
   const send = (phase: string, obj: object): void => handler!(phase, obj);
-  return { informer, asked, queries, send };
+  /** Ends the watch as the apiserver would (410 Gone: ListWatch lists again). */
+  const end = (err: unknown): Promise<void> => Promise.resolve(done!(err));
+  return { informer, asked, queries, send, end };
 }
 
 const names = (objs: readonly { metadata?: { name?: string } }[]): string[] => objs.map((o) => o.metadata!.name!).sort();
@@ -90,6 +95,29 @@ describe("trimmed informer", () => {
     assert.equal(a.status.phase, "Succeeded");
     assert.equal(a.metadata.managedFields, undefined);
     assert.equal(informer.latestResourceVersion(), "9");
+  });
+
+  it("synced(): false until a LIST's items are in the cache, false while a relist fails, true again after one succeeds", async () => {
+    const gone = Object.assign(new Error("Gone"), { statusCode: 410 });
+    const notFound = Object.assign(new Error("Not Found"), { code: 404 });
+    const { informer, end } = setUp([
+      { metadata: { resourceVersion: "1" }, items: [pod("a", "1")] },
+      notFound,
+      { metadata: { resourceVersion: "5" }, items: [pod("a", "1"), pod("b", "4")] },
+    ]);
+    const errors: unknown[] = [];
+    informer.on("error", (e) => errors.push(e));
+    assert.equal(informer.synced(), false, "before the first LIST");
+    await informer.start();
+    assert.equal(informer.synced(), true);
+    assert.deepEqual(names(informer.list()), ["a"]);
+    await end(gone);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(errors, [notFound], "the relist failed");
+    assert.equal(informer.synced(), false, "a cache whose relist failed is not whole");
+    await informer.start();
+    assert.equal(informer.synced(), true);
+    assert.deepEqual(names(informer.list()), ["a", "b"]);
   });
 
   it("indexes by controller uid through adoption, release and deletion", async () => {

@@ -9,6 +9,7 @@ import {
   LEDGER_INDEX_NAME,
   MAX_LEDGER_SHARDS,
   planLedgerWrites,
+  shardChanges,
   readStored,
   sha256,
   shardLedger,
@@ -388,6 +389,36 @@ describe("ledger shards", () => {
       ["replace", "replace"],
     );
     assert.equal(writes[1]!.name, LEDGER_INDEX_NAME);
+    assert.deepEqual(writes[0]!.verb === "replace" && writes[0]!.changed, ["node/zz-new"], "the shard's rewrite names what moved");
+  });
+
+  it("a rewritten shard names every entry that moved: added, removed, changed; none for the index", () => {
+    const before = bigLedger(40, 2);
+    const [first, second] = [before.nodes[0]!, before.nodes[1]!];
+    const cases: Array<{ name: string; edit: (l: typeof before) => void; want: string[] }> = [
+      { name: "a node gone", edit: (l) => void l.nodes.splice(0, 1), want: [`node/${first.name}`] },
+      { name: "a node goes stale", edit: (l) => Object.assign(l.nodes[1]!, { stale: true, staleReason: "no Lease" }), want: [`node/${second.name}`] },
+      {
+        name: "a job's GPU-seconds",
+        edit: (l) => void (l.jobs["team/x"] = { "nvidia.com/gpu": { allocated: 1, gpuSeconds: 5, since: "2026-01-01T00:00:00.000Z" } }),
+        want: ["job/team/x"],
+      },
+    ];
+    for (const c of cases) {
+      const after = structuredClone(before);
+      c.edit(after);
+      const writes = planLedgerWrites(shardLedger(after, 16384), storedOf(before, 16384));
+      const changed = writes.flatMap((w) => (w.verb === "replace" && w.name !== LEDGER_INDEX_NAME ? (w.changed ?? []) : []));
+      assert.deepEqual(changed, c.want, c.name);
+      const index = writes.find((w) => w.name === LEDGER_INDEX_NAME);
+      assert.ok(index && index.verb === "replace" && index.changed === undefined, `${c.name}: the index carries no entries`);
+    }
+  });
+
+  it("shardChanges: a stored text that is no shard is named unreadable; equal texts change nothing", () => {
+    const { shards } = shardLedger(small, 524288);
+    assert.deepEqual(shardChanges("{not json", shards[0]!.text), ["(unreadable)"]);
+    assert.deepEqual(shardChanges(shards[0]!.text, shards[0]!.text), []);
   });
 
   const tamper = (mutate: (m: Map<string, StoredConfigMap>) => void) => {

@@ -90,6 +90,33 @@ describe("reconcile pass", () => {
     assert.deepEqual(writes(c, mark), [`replace ConfigMap quartermaster/${LEDGER_INDEX_NAME}`]);
   });
 
+  it("a pass changes nothing it read (the resident reconciler hands it its informers' cached objects)", async () => {
+    const deepFreeze = <T>(o: T): T => {
+      if (o && typeof o === "object" && !Object.isFrozen(o)) {
+        for (const v of Object.values(o)) deepFreeze(v);
+        Object.freeze(o);
+      }
+      return o;
+    };
+    const cases: Array<{ name: string; job: KubeObject; pods: KubeObject[] }> = [
+      { name: "orphans adopted, Services created, the ledger written", job: tf(), pods: [replica(0, false), replica(1, false)] },
+      { name: "a finished job past its TTL cleaned up", job: tf({ finishedAgo: 120, ttl: 60 }), pods: [replica(0, true), replica(1, true)] },
+    ];
+    for (const c of cases) {
+      const plain = cluster(c.job, c.pods);
+      const frozen = cluster(c.job, c.pods);
+      for (const read of ["listPods", "listServices", "listJobs", "listNamespaces", "listNodes", "listNodeLeases"] as const) {
+        const list = (frozen[read] as (...a: unknown[]) => Promise<unknown>).bind(frozen);
+        (frozen as unknown as Record<string, unknown>)[read] = async (...a: unknown[]) => deepFreeze(await list(...a));
+      }
+      const want = await pass(plain);
+      const got = await pass(frozen); // a write to a frozen object throws (ES modules are strict)
+      assert.deepEqual(got.failed, [], c.name);
+      assert.deepEqual(writes(frozen), writes(plain), c.name);
+      assert.ok(want.applied.length > 0, `${c.name}: the pass acted`);
+    }
+  });
+
   const refusals: Array<[string, (j: KubeObject) => KubeObject | undefined, RegExp]> = [
     [
       "the job was replaced (another uid)",
