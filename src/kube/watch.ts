@@ -44,7 +44,7 @@ import { namespaceScope, scopeIndex } from "../core/scope.js";
 import { objectWrite, type SyncResult, type WatchMetrics } from "../reconcile/metrics.js";
 import { kubeClient, statusOf } from "./client.js";
 import { restClient } from "./rest.js";
-import { connectCluster, PAGE_SIZE, plainListPage, slimNamespace, slimPod, slimService, type Cluster, type OwnerFieldsCache } from "./cluster.js";
+import { connectCluster, PAGE_SIZE, plainListPage, slimNamespace, slimPod, slimService, type Cluster, type SharedParts } from "./cluster.js";
 import { slimJob, trimmedInformer, type ListPage, type TrimmedInformer } from "./informer.js";
 import { applyJobControllers } from "./job-controller.js";
 import { acquireLease, type HeldLease } from "./lease.js";
@@ -158,8 +158,8 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   // hygiene (CleanPodPolicy, TTL) on time. A kind whose CRD is not installed waits (its informer retries).
   const kinds = policy.jobKinds;
   const controls = kinds.map(quartermasterControls);
-  // The managedFields trimmed pods share (src/kube/cluster.ts slimPod): one map for the process's cache.
-  const ownerFields: OwnerFieldsCache = new Map();
+  // The parts trimmed pods share (src/kube/cluster.ts slimPod): one map for the process's cache.
+  const sharedParts: SharedParts = new Map();
   const { k8s, kc } = await kubeClient(opts.kubeconfig);
   const cluster: Cluster = await connectCluster(opts.kubeconfig);
   const core = kc.makeApiClient(k8s.CoreV1Api);
@@ -192,8 +192,8 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     path: "/api/v1/pods",
     page: rest ? plainPage("/api/v1/pods") : (cont) => core.listPodForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
     trim: (o) => {
-      if (ownerFields.size > 4096) ownerFields.clear(); // one entry per job: bounded, sharing starts over
-      return slimPod(o, ownerFields);
+      if (sharedParts.size > 16_384) sharedParts.clear(); // a few entries per job: bounded, sharing starts over
+      return slimPod(o, sharedParts);
     },
     indexByController: true,
   });

@@ -105,6 +105,20 @@ describe("trimmed pods and services", () => {
     const [a, b] = [slimPod(pods[0]!, cache) as any, slimPod(pods[3]!, cache) as any];
     assert.equal(a.metadata.managedFields, b.metadata.managedFields, "the pods of a job share one trimmed managedFields");
     assert.ok(Object.isFrozen(a.metadata.managedFields[0].fieldsV1["f:metadata"]), "shared, so frozen");
+    for (const [part, of] of [
+      ["owner references", (x: any) => x.metadata.ownerReferences],
+      ["containers", (x: any) => x.spec.containers],
+      ["container statuses", (x: any) => x.status.containerStatuses],
+    ] as const) {
+      assert.ok(of(a) !== undefined, `${part}: the case has them`);
+      assert.equal(of(a), of(b), `${part}: equal, so shared`);
+      assert.ok(Object.isFrozen(of(a)) && Object.isFrozen(of(a)[0]), `${part}: shared, so frozen`);
+    }
+    const other = structuredClone(pods[3]!) as any;
+    other.spec.containers[0].resources = { limits: { "nvidia.com/gpu": "4" } };
+    const c = slimPod(other, cache) as any;
+    assert.notEqual(c.spec.containers, a.spec.containers, "other resources: a copy of its own");
+    assert.deepEqual(c.spec.containers[0].resources, { limits: { "nvidia.com/gpu": "4" } });
     for (const gone of [p.metadata.annotations, p.spec.volumes, p.spec.containers[0].env]) assert.equal(gone, undefined);
     // Container statuses keep only what the job controller reads: name, restartCount, the terminated exit code.
     for (const s of p.status.containerStatuses)
