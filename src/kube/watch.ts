@@ -268,6 +268,8 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
       await lock.write(async () => {
         stats.passes++;
         const started = performance.now();
+        // A delete whose event the informer missed, of a job never synced again, is forgotten here at the latest.
+        for (const [uid, sent] of deleting) if (now().getTime() - sent >= DELETING_MS) deleting.delete(uid);
         try {
           const report = await runPass({
             cluster: passReads,
