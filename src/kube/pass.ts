@@ -40,6 +40,8 @@ export interface PassReport {
   events: number;
   apiCalls: number;
   durationMs: number;
+  /** The process's CPU time over the pass (user + system), in ms: the pass's own, without the CLI's start. */
+  cpuMs: number;
 }
 
 export interface PassOptions {
@@ -134,6 +136,7 @@ async function inParallel<T>(items: readonly T[], width: number, fn: (item: T) =
 export async function runPass(opts: PassOptions): Promise<PassReport> {
   const { cluster, policy, log } = opts;
   const started = performance.now();
+  const cpuBefore = process.cpuUsage();
   const snap = await snapshot(cluster, policy, opts.namespace, log);
   const now = opts.now();
   const inFlight = opts.expectations?.observe(snap.pods, snap.services, now);
@@ -141,7 +144,7 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
     ...(inFlight ? { inFlight } : {}),
     ...(opts.maxDeletions !== undefined ? { maxDeletions: opts.maxDeletions } : {}),
   });
-  const report: PassReport = { plan, applied: [], skipped: [], failed: [], events: 0, apiCalls: 0, durationMs: 0 };
+  const report: PassReport = { plan, applied: [], skipped: [], failed: [], events: 0, apiCalls: 0, durationMs: 0, cpuMs: 0 };
   for (const p of plan.problems) log.warn({ problem: p }, "reconcile: cannot act");
   const outcomes: JobEventOutcome[] = [];
 
@@ -278,6 +281,8 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
   }
   report.apiCalls = cluster.calls;
   report.durationMs = Math.round(performance.now() - started);
+  const cpu = process.cpuUsage(cpuBefore);
+  report.cpuMs = Math.round((cpu.user + cpu.system) / 1000);
   log.info(
     {
       dryRun: opts.dryRun,
@@ -299,6 +304,7 @@ export async function runPass(opts: PassOptions): Promise<PassReport> {
       },
       apiCalls: report.apiCalls,
       durationMs: report.durationMs,
+      cpuMs: report.cpuMs,
     },
     "reconcile pass",
   );
