@@ -37,6 +37,8 @@ export interface TrimmedInformerOptions<T extends KubernetesObject> {
   trim: (o: object) => T;
   /** Index the cached objects by their controller's uid (`byController`). */
   indexByController?: boolean;
+  /** Called as each LIST starts, with its number (1: the first; more: a relist, after a 410 or a restart). */
+  onList?: (n: number) => void;
 }
 
 export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
@@ -49,6 +51,11 @@ export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
    * while the last one failed (a 404: the kind's CRD is gone). Kept current by the watch in between.
    */
   synced(): boolean;
+  /**
+   * Resolves with `synced()` once no LIST is in flight (at once when none is), or after `ms` at the latest: a
+   * relist (the watch's resourceVersion expired, 410) is waited for; a failed LIST is not.
+   */
+  whenSynced(ms: number): Promise<boolean>;
 };
 
 const WATCHED_PHASES: ReadonlySet<string> = new Set(["ADDED", "MODIFIED", "DELETED"]);
@@ -69,10 +76,17 @@ const cacheKey = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ""
 /** A `ListWatch` over `opts.path` that caches `opts.trim`'s objects; not started (call `start()`). */
 export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, kc: KubeConfig, opts: TrimmedInformerOptions<T>): TrimmedInformer<T> {
   const { trim } = opts;
-  // `synced()`: false from the start of a LIST; true once ListWatch has put its items in the cache, which it does
-  // right before it opens the watch (so the watch's start says so, not the LIST's return).
-  let listed = false;
+  // The LIST's state: `listing` from its start; `synced` once ListWatch has put its items in the cache, which it
+  // does right before it opens the watch (so the watch's start says so, not the LIST's return); `failed` when
+  // it threw. `whenSynced` waiters hear of every change.
+  let state: "listing" | "synced" | "failed" = "listing";
   let fresh = false;
+  let lists = 0;
+  const waiters = new Set<() => void>();
+  const enter = (next: typeof state): void => {
+    state = next;
+    for (const w of [...waiters]) w();
+  };
   class TrimmingWatch extends k8s.Watch {
     override watch(
       path: string,
@@ -80,7 +94,10 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       callback: (phase: string, apiObj: object, watchObj?: object) => void,
       done: (err: unknown) => void,
     ): Promise<AbortController> {
-      if (fresh) [listed, fresh] = [true, false];
+      if (fresh) {
+        fresh = false;
+        enter("synced");
+      }
       // Bookmarks keep the resourceVersion current on a quiet watch, so a reconnect resumes instead of relisting.
       return super.watch(
         path,
@@ -94,13 +111,19 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     const items: T[] = [];
     let resourceVersion: string | undefined;
     let cont: string | undefined;
-    listed = false;
-    do {
-      const page = await opts.page(cont);
-      resourceVersion ??= page.metadata?.resourceVersion;
-      for (const o of page.items ?? []) items.push(trimmed(o, trim));
-      cont = page.metadata?._continue ?? page.metadata?.continue;
-    } while (cont);
+    enter("listing");
+    opts.onList?.(++lists);
+    try {
+      do {
+        const page = await opts.page(cont);
+        resourceVersion ??= page.metadata?.resourceVersion;
+        for (const o of page.items ?? []) items.push(trimmed(o, trim));
+        cont = page.metadata?._continue ?? page.metadata?.continue;
+      } while (cont);
+    } catch (err) {
+      enter("failed");
+      throw err;
+    }
     fresh = true;
     return { apiVersion: "v1", kind: "List", metadata: { ...(resourceVersion ? { resourceVersion } : {}) }, items };
   };
@@ -142,7 +165,22 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     }
     return out;
   };
-  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => listed });
+  const whenSynced = (ms: number): Promise<boolean> =>
+    new Promise((resolve) => {
+      const check = (): void => {
+        if (state === "listing") return;
+        waiters.delete(check);
+        clearTimeout(timer);
+        resolve(state === "synced");
+      };
+      const timer = setTimeout(() => {
+        waiters.delete(check);
+        resolve(state === "synced");
+      }, ms).unref();
+      waiters.add(check);
+      check();
+    });
+  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => state === "synced", whenSynced });
 }
 
 /**

@@ -28,13 +28,13 @@ import { runPass } from "../../src/kube/pass.js";
 import { silentLogger } from "../../src/log.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { KueueFlavor } from "../../src/reconcile/ledger-kueue.js";
-import { A100_MIG_DISABLED, CPU_NODE, H100_NO_MIG, NVIDIA_GPU_TAINT, clusterNode, type ClusterNode } from "../fixtures/nodes.js";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import {
   QUEUE_LABEL,
   createClusterQueue,
   createLocalQueue,
   createResourceFlavor,
+  gpuFlavorCluster,
   hasCondition,
   installKueueCrds,
   kueueBin,
@@ -42,7 +42,6 @@ import {
   waitQueuesActive,
   workloadFor,
   type Controller,
-  type Flavor,
 } from "./harness/kueue.js";
 import { startVirtualNodes, type VirtualNodes } from "./harness/nodes.js";
 import { JOB_CONTROLLER } from "./harness/trainer.js";
@@ -58,14 +57,7 @@ const CLUSTER_QUEUE = "gpu-cluster-queue";
 const LOCAL_QUEUE = "training";
 const PRODUCT = "nvidia.com/gpu.product";
 const GPU = "nvidia.com/gpu";
-const A100_NODE = clusterNode(A100_MIG_DISABLED, { name: "a100-node", zone: "zone-a", taints: [NVIDIA_GPU_TAINT], cpu: 96, memoryGi: 1024 });
-const H100_NODE = clusterNode(H100_NO_MIG, { name: "h100-node", zone: "zone-a", taints: [NVIDIA_GPU_TAINT], cpu: 256, memoryGi: 2048 });
-const CLUSTER: readonly ClusterNode[] = [A100_NODE, H100_NODE, clusterNode(CPU_NODE, { name: "cpu-node", zone: "zone-a", cpu: 512, memoryGi: 4096 })];
-const GPU_TOLERATION = { key: NVIDIA_GPU_TAINT.key, operator: "Exists", effect: NVIDIA_GPU_TAINT.effect };
-const FLAVORS: Flavor[] = [
-  { name: "a100", nodeLabels: { [PRODUCT]: A100_NODE.labels[PRODUCT]! }, tolerations: [GPU_TOLERATION] },
-  { name: "h100", nodeLabels: { [PRODUCT]: H100_NODE.labels[PRODUCT]! }, tolerations: [GPU_TOLERATION] },
-];
+const { a100: A100_NODE, h100: H100_NODE, nodes: CLUSTER, flavors: FLAVORS } = gpuFlavorCluster();
 /** a100's quota is twice its node's GPUs; h100's matches. */
 const QUOTA: Record<string, Record<string, number | string>> = {
   a100: { [GPU]: 16, cpu: 64, memory: "512Gi" },

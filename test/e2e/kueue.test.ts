@@ -27,7 +27,6 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { A100_MIG_DISABLED, CPU_NODE, H100_NO_MIG, NVIDIA_GPU_TAINT, clusterNode, type ClusterNode } from "../fixtures/nodes.js";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import {
   KUEUE_API,
@@ -35,6 +34,7 @@ import {
   createClusterQueue,
   createLocalQueue,
   createResourceFlavor,
+  gpuFlavorCluster,
   hasCondition,
   installKueueCrds,
   kueueBin,
@@ -58,15 +58,7 @@ const CLUSTER_QUEUE = "gpu-cluster-queue";
 const LOCAL_QUEUE = "training";
 const PRODUCT = "nvidia.com/gpu.product";
 const GPU = "nvidia.com/gpu";
-/** The H100 node has more cpu and memory: least-allocated scoring prefers it for any pod allowed there. */
-const A100_NODE = clusterNode(A100_MIG_DISABLED, { name: "a100-node", zone: "zone-a", taints: [NVIDIA_GPU_TAINT], cpu: 96, memoryGi: 1024 });
-const H100_NODE = clusterNode(H100_NO_MIG, { name: "h100-node", zone: "zone-a", taints: [NVIDIA_GPU_TAINT], cpu: 256, memoryGi: 2048 });
-const CLUSTER: readonly ClusterNode[] = [A100_NODE, H100_NODE, clusterNode(CPU_NODE, { name: "cpu-node", zone: "zone-a", cpu: 512, memoryGi: 4096 })];
-const GPU_TOLERATION = { key: NVIDIA_GPU_TAINT.key, operator: "Exists", effect: NVIDIA_GPU_TAINT.effect };
-const FLAVORS: Flavor[] = [
-  { name: "a100", nodeLabels: { [PRODUCT]: A100_NODE.labels[PRODUCT]! }, tolerations: [GPU_TOLERATION] },
-  { name: "h100", nodeLabels: { [PRODUCT]: H100_NODE.labels[PRODUCT]! }, tolerations: [GPU_TOLERATION] },
-];
+const { a100: A100_NODE, h100: H100_NODE, nodes: CLUSTER, toleration: GPU_TOLERATION, flavors: FLAVORS } = gpuFlavorCluster();
 const NODE_OF: Record<string, string> = { a100: A100_NODE.name, h100: H100_NODE.name };
 const QUOTA = { [GPU]: 8, cpu: 64, memory: "512Gi" };
 const PODS = 2;

@@ -29,7 +29,7 @@ const pod = (name: string, rv: string, owner?: string, extra: Obj = {}): Obj => 
 });
 
 /** The informer over `pages` with a watch the test drives; `queries` records the watch's query parameters. */
-function setUp(pages: Array<ListPage | Error>) {
+function setUp(pages: Array<ListPage | Error | Promise<ListPage>>) {
   const asked: Array<string | undefined> = [];
   const queries: Obj[] = [];
   let handler: Handler | undefined;
@@ -48,7 +48,7 @@ function setUp(pages: Array<ListPage | Error>) {
     page: (cont) => {
       asked.push(cont);
       const page = pages[asked.length - 1]!;
-      return page instanceof Error ? Promise.reject(page) : Promise.resolve(page);
+      return page instanceof Error ? Promise.reject(page) : page instanceof Promise ? page : Promise.resolve(page);
     },
     trim: (o) => slimPod(o),
     indexByController: true,
@@ -118,6 +118,32 @@ describe("trimmed informer", () => {
     await informer.start();
     assert.equal(informer.synced(), true);
     assert.deepEqual(names(informer.list()), ["a", "b"]);
+  });
+
+  it("whenSynced(): waits for a relist in flight; answers at once when synced or when the LIST failed; gives up after its time", async (t) => {
+    let release!: (p: ListPage) => void;
+    const slow = new Promise<ListPage>((r) => (release = r));
+    const gone = Object.assign(new Error("Gone"), { statusCode: 410 });
+    const { informer, end } = setUp([{ metadata: { resourceVersion: "1" }, items: [pod("a", "1")] }, slow, new Error("boom")]);
+    informer.on("error", () => undefined);
+    // whenSynced's timer does not hold the process open (a stopping reconciler exits): this test does.
+    const alive = setInterval(() => undefined, 1000);
+    t.after(() => clearInterval(alive));
+    await informer.start();
+    assert.equal(await informer.whenSynced(10), true, "synced: at once");
+    void end(gone); // the relist starts and waits on `slow`
+    await new Promise((r) => setImmediate(r));
+    assert.equal(informer.synced(), false);
+    assert.equal(await informer.whenSynced(20), false, "still listing after 20 ms: gives up");
+    const waiting = informer.whenSynced(5000);
+    release({ metadata: { resourceVersion: "7" }, items: [pod("a", "1"), pod("b", "6")] });
+    assert.equal(await waiting, true, "the relist ended: synced");
+    assert.deepEqual(names(informer.list()), ["a", "b"]);
+    void end(gone); // the next relist fails
+    await new Promise((r) => setImmediate(r));
+    const started = Date.now();
+    assert.equal(await informer.whenSynced(5000), false, "a failed LIST is not waited for");
+    assert.ok(Date.now() - started < 1000);
   });
 
   it("indexes by controller uid through adoption, release and deletion", async () => {

@@ -34,6 +34,7 @@
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
+import { A100_MIG_DISABLED, CPU_NODE, H100_NO_MIG, NVIDIA_GPU_TAINT, clusterNode, type ClusterNode } from "../../fixtures/nodes.js";
 import { freePort, type ControlPlane } from "./controlplane.js";
 import { servingPair, startGoController, type Controller } from "./go-controller.js";
 import { applyServerSide, ensureNamespace, goModuleDir, webhooksByUrl } from "./trainer.js";
@@ -219,6 +220,34 @@ export interface Flavor {
 }
 
 /** A ResourceFlavor. */
+/**
+ * The e2e Kueue suites' cluster: an A100 and an H100 node with the GPU taint (the H100 node with more cpu and
+ * memory, so least-allocated scoring prefers it for any pod allowed there) and a CPU node, in one zone; one
+ * flavor per GPU product whose tolerations let admitted pods onto its tainted node.
+ */
+export function gpuFlavorCluster(): {
+  a100: ClusterNode;
+  h100: ClusterNode;
+  nodes: readonly ClusterNode[];
+  toleration: { key: string; operator: "Exists"; effect: string };
+  flavors: Flavor[];
+} {
+  const product = "nvidia.com/gpu.product";
+  const a100 = clusterNode(A100_MIG_DISABLED, { name: "a100-node", zone: "zone-a", taints: [NVIDIA_GPU_TAINT], cpu: 96, memoryGi: 1024 });
+  const h100 = clusterNode(H100_NO_MIG, { name: "h100-node", zone: "zone-a", taints: [NVIDIA_GPU_TAINT], cpu: 256, memoryGi: 2048 });
+  const toleration = { key: NVIDIA_GPU_TAINT.key, operator: "Exists" as const, effect: NVIDIA_GPU_TAINT.effect };
+  return {
+    a100,
+    h100,
+    nodes: [a100, h100, clusterNode(CPU_NODE, { name: "cpu-node", zone: "zone-a", cpu: 512, memoryGi: 4096 })],
+    toleration,
+    flavors: [
+      { name: "a100", nodeLabels: { [product]: a100.labels[product]! }, tolerations: [toleration] },
+      { name: "h100", nodeLabels: { [product]: h100.labels[product]! }, tolerations: [toleration] },
+    ],
+  };
+}
+
 export const createResourceFlavor = (cp: ControlPlane, f: Flavor): Promise<Obj> =>
   create(cp, `${KUEUE_API}/resourceflavors`, {
     apiVersion: "kueue.x-k8s.io/v1beta2",
