@@ -18,7 +18,7 @@
  * watch protocol stay client-node's.
  */
 import type { KubeConfig, KubernetesListObject, KubernetesObject, ListWatch } from "@kubernetes/client-node";
-import type { kubeClient } from "./client.js";
+import { statusOf, type kubeClient } from "./client.js";
 
 type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
 
@@ -37,8 +37,8 @@ export interface TrimmedInformerOptions<T extends KubernetesObject> {
   trim: (o: object) => T;
   /** Index the cached objects by their controller's uid (`byController`). */
   indexByController?: boolean;
-  /** Called as each LIST starts, with its number (1: the first; more: a relist, after a 410 or a restart). */
-  onList?: (n: number) => void;
+  /** Called as a relist starts (the watch's resourceVersion expired, 410): not for the first LIST, nor a kind still gone. */
+  onRelist?: () => void;
 }
 
 export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
@@ -47,16 +47,14 @@ export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
   /** The cached objects whose controller reference has this uid. */
   byController(uid: string): T[];
   /**
-   * Whether the cache holds a whole LIST (client-go's `HasSynced`): true once a LIST succeeded, false again
-   * while the last one failed (a 404: the kind's CRD is gone). Kept current by the watch in between.
+   * Whether the cache holds a whole LIST (client-go's `HasSynced`): true once a LIST's items are in the cache,
+   * and while a relist runs; false before the first and after a 404 (the kind's CRD is gone) until a LIST succeeds.
    */
   synced(): boolean;
-  /**
-   * Resolves with `synced()` once no LIST is in flight (at once when none is), or after `ms` at the latest: a
-   * relist (the watch's resourceVersion expired, 410) is waited for; a failed LIST is not.
-   */
-  whenSynced(ms: number): Promise<boolean>;
 };
+
+/** A watch's timeout, at least (client-go's reflector: `minWatchTimeout` 5 min, times 1-2 at random). */
+const WATCH_TIMEOUT_S = 300;
 
 const WATCHED_PHASES: ReadonlySet<string> = new Set(["ADDED", "MODIFIED", "DELETED"]);
 
@@ -76,17 +74,15 @@ const cacheKey = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ""
 /** A `ListWatch` over `opts.path` that caches `opts.trim`'s objects; not started (call `start()`). */
 export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, kc: KubeConfig, opts: TrimmedInformerOptions<T>): TrimmedInformer<T> {
   const { trim } = opts;
-  // The LIST's state: `listing` from its start; `synced` once ListWatch has put its items in the cache, which it
-  // does right before it opens the watch (so the watch's start says so, not the LIST's return); `failed` when
-  // it threw. `whenSynced` waiters hear of every change.
-  let state: "listing" | "synced" | "failed" = "listing";
+  // client-go's HasSynced: true once a LIST's items are in the cache (ListWatch puts them there right before it
+  // opens the watch, so the watch's start says so, not the LIST's return), and it stays true while a relist runs
+  // or after one failed for a passing reason: the cache keeps the last LIST's objects, kept current by the watch
+  // until it broke. False again when the kind is gone (a 404 from a LIST or the watch: its CRD was removed),
+  // until a LIST succeeds.
+  let hasSynced = false;
+  let gone = false;
   let fresh = false;
-  let lists = 0;
-  const waiters = new Set<() => void>();
-  const enter = (next: typeof state): void => {
-    state = next;
-    for (const w of [...waiters]) w();
-  };
+  const noteGone = (err: unknown): void => void (statusOf(err) === 404 && (gone = true));
   class TrimmingWatch extends k8s.Watch {
     override watch(
       path: string,
@@ -94,16 +90,18 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       callback: (phase: string, apiObj: object, watchObj?: object) => void,
       done: (err: unknown) => void,
     ): Promise<AbortController> {
-      if (fresh) {
-        fresh = false;
-        enter("synced");
-      }
+      if (fresh) [fresh, hasSynced, gone] = [false, true, false];
       // Bookmarks keep the resourceVersion current on a quiet watch, so a reconnect resumes instead of relisting.
+      // A timeout of 5-10 minutes, as client-go's reflector asks: a watch that silently stopped delivering is
+      // replaced (resuming from its resourceVersion) instead of leaving the cache behind for good.
       return super.watch(
         path,
-        { ...queryParams, allowWatchBookmarks: true },
+        { ...queryParams, allowWatchBookmarks: true, timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())) },
         (phase, obj: object, wo?: object) => callback(phase, WATCHED_PHASES.has(phase) ? trimmed(obj, trim) : obj, wo),
-        done,
+        (err: unknown) => {
+          noteGone(err);
+          done(err);
+        },
       );
     }
   }
@@ -111,8 +109,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     const items: T[] = [];
     let resourceVersion: string | undefined;
     let cont: string | undefined;
-    enter("listing");
-    opts.onList?.(++lists);
+    if (hasSynced && !gone) opts.onRelist?.();
     try {
       do {
         const page = await opts.page(cont);
@@ -121,7 +118,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
         cont = page.metadata?._continue ?? page.metadata?.continue;
       } while (cont);
     } catch (err) {
-      enter("failed");
+      noteGone(err);
       throw err;
     }
     fresh = true;
@@ -165,22 +162,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     }
     return out;
   };
-  const whenSynced = (ms: number): Promise<boolean> =>
-    new Promise((resolve) => {
-      const check = (): void => {
-        if (state === "listing") return;
-        waiters.delete(check);
-        clearTimeout(timer);
-        resolve(state === "synced");
-      };
-      const timer = setTimeout(() => {
-        waiters.delete(check);
-        resolve(state === "synced");
-      }, ms).unref();
-      waiters.add(check);
-      check();
-    });
-  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => state === "synced", whenSynced });
+  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => hasSynced && !gone });
 }
 
 /**

@@ -40,7 +40,10 @@ export interface PassReport {
   events: number;
   apiCalls: number;
   durationMs: number;
-  /** The process's CPU time over the pass (user + system), in ms: the pass's own, without the CLI's start. */
+  /**
+   * The process's CPU time while the pass ran (user + system), in ms: with `--once` the pass's own, the CLI's
+   * start apart; resident (`--watch`), the informers' events handled meanwhile count too.
+   */
   cpuMs: number;
 }
 

@@ -52,9 +52,6 @@ import { runPass } from "./pass.js";
 
 export const LEASE_NAME = "quartermaster-reconciler";
 
-/** How long a full pass waits for a cache being listed again before it reads that kind from the apiserver. */
-const RELIST_WAIT_MS = 120_000;
-
 /** How long after a TTL runs out its job is synced (the TTL ends strictly after completionTime + ttl). */
 const TTL_SLACK_MS = 250;
 
@@ -121,10 +118,12 @@ class PassLock {
  * The cluster as the resident reconciler's full pass reads it: pods, Services, namespaces and jobs from the
  * informers' caches (the objects the syncs read, trimmed alike), as client-go's controllers resync from their
  * informers; a second LIST of every pod beside the caches doubled the process's peak memory (bench/scale.ts).
- * The pass waits for a relist in flight (`RELIST_WAIT_MS` at most); a cache still without a whole LIST then (a
- * kind whose CRD is missing, a LIST that keeps failing) is read from the apiserver instead. Nodes, their Leases, the ledger's ConfigMaps, DRA and Kueue are listed fresh each pass, and every
- * write keeps its precondition (a claim's fresh read of the job, a delete's uid, a ledger write's
- * resourceVersion), so a cache a moment behind costs a skipped write, never a wrong one.
+ * During a relist the cache still holds the last LIST, kept current until its watch broke (seconds); a cache
+ * that never held a whole LIST, or whose kind is gone (404), is read from the apiserver. Nodes, their Leases,
+ * the ledger's ConfigMaps, DRA and Kueue are listed fresh each pass. Every write keeps its precondition (a
+ * claim's fresh read of the job, a delete's uid, a ledger write's resourceVersion), so a cache seconds behind
+ * costs a skipped write, not a wrong one; the ledger it writes is as of the cache, and the next pass's
+ * corrects it.
  */
 function readingCaches(
   cluster: Cluster,
@@ -191,15 +190,12 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   };
   const forgetDeleted = (o: KubernetesObject): void => void (o.metadata?.uid && deleting.delete(o.metadata.uid));
 
-  // A relist (the watch's resourceVersion expired, 410 Gone, or a restart) is no error, but at 50,000 pods it is
-  // seconds of LISTing: said, so it can be seen.
-  const relisted =
-    (path: string) =>
-    (n: number): void =>
-      void (n > 1 && log.info({ path, list: n }, "watch: listing again"));
+  // A relist (the watch's resourceVersion expired, 410 Gone) is no error, but at 50,000 pods it is seconds of
+  // LISTing: said, so it can be seen.
+  const relisted = (path: string) => (): void => log.info({ path }, "watch: listing again");
   const pods = trimmedInformer(k8s, kc, {
     path: "/api/v1/pods",
-    onList: relisted("/api/v1/pods"),
+    onRelist: relisted("/api/v1/pods"),
     page: rest ? plainPage("/api/v1/pods") : (cont) => core.listPodForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
     trim: (o) => {
       if (sharedParts.size > 16_384) sharedParts.clear(); // a few entries per job: bounded, sharing starts over
@@ -209,21 +205,21 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   });
   const services = trimmedInformer(k8s, kc, {
     path: "/api/v1/services",
-    onList: relisted("/api/v1/services"),
+    onRelist: relisted("/api/v1/services"),
     page: rest ? plainPage("/api/v1/services") : (cont) => core.listServiceForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
     trim: slimService,
     indexByController: true,
   });
   const namespaces = trimmedInformer(k8s, kc, {
     path: "/api/v1/namespaces",
-    onList: relisted("/api/v1/namespaces"),
+    onRelist: relisted("/api/v1/namespaces"),
     page: (cont) => core.listNamespace({ limit: PAGE_SIZE, _continue: cont }),
     trim: (o) => ({ metadata: { ...slimNamespace(o) } }),
   });
   const jobs = kinds.map((k) =>
     trimmedInformer(k8s, kc, {
       path: `/apis/${k.group}/${k.version}/${k.plural}`,
-      onList: relisted(`/apis/${k.group}/${k.version}/${k.plural}`),
+      onRelist: relisted(`/apis/${k.group}/${k.version}/${k.plural}`),
       page: async (cont) =>
         (await custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural, limit: PAGE_SIZE, _continue: cont })) as ListPage,
       trim: slimJob,
@@ -275,12 +271,11 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const leading = (): boolean => held !== undefined && now().getTime() - renewedAt < opts.leaseSeconds * 1000;
   const enqueueAll = (): void => jobs.forEach((inf, i) => inf.list().forEach((o) => queue.add(keyOf(i, o.metadata?.namespace, o.metadata?.name))));
   let passTimer: ReturnType<typeof setTimeout> | undefined;
+  let passing = false;
   const fullPass = async (): Promise<void> => {
-    if (stopped || !leading()) return;
-    // The pass reads the caches (readingCaches): a relist in flight is waited for, before the syncs are held
-    // back, rather than LISTed again beside it (which at 50,000 pods doubled the process's memory).
-    await Promise.all(all.map((i) => i.whenSynced(RELIST_WAIT_MS)));
-    if (stopped || !leading()) return;
+    // One pass at a time: taking the Lease again while one runs (it lapsed meanwhile) starts no second chain.
+    if (stopped || !leading() || passing) return;
+    passing = true;
     try {
       await lock.write(async () => {
         stats.passes++;
@@ -308,6 +303,8 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
       });
     } catch (err) {
       log.error({ err: errorMessage(err) }, "watch: full pass failed");
+    } finally {
+      passing = false;
     }
     if (!stopped) (passTimer = setTimeout(() => void fullPass(), opts.resyncSeconds * 1000)).unref();
   };

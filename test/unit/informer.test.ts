@@ -29,7 +29,7 @@ const pod = (name: string, rv: string, owner?: string, extra: Obj = {}): Obj => 
 });
 
 /** The informer over `pages` with a watch the test drives; `queries` records the watch's query parameters. */
-function setUp(pages: Array<ListPage | Error | Promise<ListPage>>) {
+function setUp(pages: Array<ListPage | Error | Promise<ListPage>>, extra: { onRelist?: () => void } = {}) {
   const asked: Array<string | undefined> = [];
   const queries: Obj[] = [];
   let handler: Handler | undefined;
@@ -52,6 +52,7 @@ function setUp(pages: Array<ListPage | Error | Promise<ListPage>>) {
     },
     trim: (o) => slimPod(o),
     indexByController: true,
+    ...extra,
   });
   const send = (phase: string, obj: object): void => handler!(phase, obj);
   /** Ends the watch as the apiserver would (410 Gone: ListWatch lists again). */
@@ -120,30 +121,46 @@ describe("trimmed informer", () => {
     assert.deepEqual(names(informer.list()), ["a", "b"]);
   });
 
-  it("whenSynced(): waits for a relist in flight; answers at once when synced or when the LIST failed; gives up after its time", async (t) => {
+  it("synced() stays true while a relist runs and after one that fails for a passing reason; onRelist says each relist", async () => {
     let release!: (p: ListPage) => void;
     const slow = new Promise<ListPage>((r) => (release = r));
     const gone = Object.assign(new Error("Gone"), { statusCode: 410 });
-    const { informer, end } = setUp([{ metadata: { resourceVersion: "1" }, items: [pod("a", "1")] }, slow, new Error("boom")]);
+    const unavailable = Object.assign(new Error("Service Unavailable"), { code: 503 });
+    const relists: string[] = [];
+    const { informer, end } = setUp([{ metadata: { resourceVersion: "1" }, items: [pod("a", "1")] }, slow, unavailable], {
+      onRelist: () => relists.push(`relist with ${names(informer.list()).join(",")}`),
+    });
     informer.on("error", () => undefined);
-    // whenSynced's timer does not hold the process open (a stopping reconciler exits): this test does.
-    const alive = setInterval(() => undefined, 1000);
-    t.after(() => clearInterval(alive));
     await informer.start();
-    assert.equal(await informer.whenSynced(10), true, "synced: at once");
+    assert.deepEqual(relists, [], "the first LIST is no relist");
     void end(gone); // the relist starts and waits on `slow`
     await new Promise((r) => setImmediate(r));
-    assert.equal(informer.synced(), false);
-    assert.equal(await informer.whenSynced(20), false, "still listing after 20 ms: gives up");
-    const waiting = informer.whenSynced(5000);
+    assert.equal(informer.synced(), true, "relisting: the cache still holds the last LIST");
+    assert.deepEqual(names(informer.list()), ["a"]);
     release({ metadata: { resourceVersion: "7" }, items: [pod("a", "1"), pod("b", "6")] });
-    assert.equal(await waiting, true, "the relist ended: synced");
-    assert.deepEqual(names(informer.list()), ["a", "b"]);
-    void end(gone); // the next relist fails
     await new Promise((r) => setImmediate(r));
-    const started = Date.now();
-    assert.equal(await informer.whenSynced(5000), false, "a failed LIST is not waited for");
-    assert.ok(Date.now() - started < 1000);
+    assert.deepEqual(names(informer.list()), ["a", "b"]);
+    void end(gone); // the next relist fails with a 503
+    await new Promise((r) => setImmediate(r));
+    assert.equal(informer.synced(), true, "a passing failure: the cache is still whole");
+    assert.deepEqual(relists, ["relist with a", "relist with a,b"]);
+  });
+
+  it("synced() is false once the watch says the kind is gone (404)", async () => {
+    const notFound = Object.assign(new Error("Not Found"), { code: 404 });
+    const { informer, end } = setUp([{ metadata: { resourceVersion: "1" }, items: [pod("a", "1")] }]);
+    informer.on("error", () => undefined);
+    await informer.start();
+    assert.equal(informer.synced(), true);
+    await end(notFound);
+    assert.equal(informer.synced(), false);
+  });
+
+  it("watches ask for a timeout of 5 to 10 minutes (a silent watch is replaced)", async () => {
+    const { informer, queries } = setUp([{ metadata: { resourceVersion: "1" }, items: [] }]);
+    await informer.start();
+    const t = Number(queries[0]!.timeoutSeconds);
+    assert.ok(t >= 300 && t <= 600, `timeoutSeconds ${t}`);
   });
 
   it("indexes by controller uid through adoption, release and deletion", async () => {
