@@ -34,18 +34,21 @@ describe("reconcile --watch: finished-job hygiene on time for every kind an oper
   let watcher: Watcher;
   const lines: Obj[] = [];
 
-  before(async () => {
-    ({ cp, sa } = await reconcilerCluster(NS));
-    const log = pino({ level: "info" }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-    watcher = await startWatch({
+  /** A resident reconciler as the reconciler's ServiceAccount, logging into `lines`. */
+  const watch = (holder: string, resyncSeconds: number): Promise<Watcher> =>
+    startWatch({
       kubeconfig: sa.kubeconfig,
       policy: defaultPolicy(),
-      log,
+      log: pino({ level: "info" }, { write: (s: string) => void lines.push(JSON.parse(s)) }),
       namespace: "quartermaster",
-      holder: "w-1",
+      holder,
       leaseSeconds: 15,
-      resyncSeconds: 3600,
+      resyncSeconds,
     });
+
+  before(async () => {
+    ({ cp, sa } = await reconcilerCluster(NS));
+    watcher = await watch("w-1", 3600);
     for (let i = 0; i < 50 && !watcher.leading(); i++) await sleep(100);
     assert.ok(watcher.leading(), "the only instance takes the Lease");
   });
@@ -269,16 +272,7 @@ describe("reconcile --watch: finished-job hygiene on time for every kind an oper
     };
     // The suite's watcher hands the Lease over; this one makes a full pass every second.
     await watcher.stop();
-    const log = pino({ level: "info" }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-    watcher = await startWatch({
-      kubeconfig: sa.kubeconfig,
-      policy: defaultPolicy(),
-      log,
-      namespace: "quartermaster",
-      holder: "w-2",
-      leaseSeconds: 15,
-      resyncSeconds: 1,
-    });
+    watcher = await watch("w-2", 1);
     const passes = async (n: number): Promise<void> => {
       for (let i = 0; i < 200 && watcher.stats.passes < n; i++) await sleep(50);
       assert.ok(watcher.stats.passes >= n, `${watcher.stats.passes} passes, waited for ${n}`);
