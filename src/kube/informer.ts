@@ -37,8 +37,8 @@ export interface TrimmedInformerOptions<T extends KubernetesObject> {
   trim: (o: object) => T;
   /** Index the cached objects by their controller's uid (`byController`). */
   indexByController?: boolean;
-  /** Called as a relist starts (the watch's resourceVersion expired, 410): not for the first LIST, nor a kind still gone. */
-  onRelist?: () => void;
+  /** Called with `path` as a relist starts (the watch's resourceVersion expired, 410): not for the first LIST, nor a kind still gone. */
+  onRelist?: (path: string) => void;
 }
 
 export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
@@ -109,7 +109,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     const items: T[] = [];
     let resourceVersion: string | undefined;
     let cont: string | undefined;
-    if (hasSynced && !gone) opts.onRelist?.();
+    if (hasSynced && !gone) opts.onRelist?.(opts.path);
     try {
       do {
         const page = await opts.page(cont);

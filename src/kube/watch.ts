@@ -192,10 +192,10 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
 
   // A relist (the watch's resourceVersion expired, 410 Gone) is no error, but at 50,000 pods it is seconds of
   // LISTing: said, so it can be seen.
-  const relisted = (path: string) => (): void => log.info({ path }, "watch: listing again");
+  const relisted = (path: string): void => log.info({ path }, "watch: listing again");
   const pods = trimmedInformer(k8s, kc, {
     path: "/api/v1/pods",
-    onRelist: relisted("/api/v1/pods"),
+    onRelist: relisted,
     page: rest ? plainPage("/api/v1/pods") : (cont) => core.listPodForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
     trim: (o) => {
       if (sharedParts.size > 16_384) sharedParts.clear(); // a few entries per job: bounded, sharing starts over
@@ -205,21 +205,21 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   });
   const services = trimmedInformer(k8s, kc, {
     path: "/api/v1/services",
-    onRelist: relisted("/api/v1/services"),
+    onRelist: relisted,
     page: rest ? plainPage("/api/v1/services") : (cont) => core.listServiceForAllNamespaces({ limit: PAGE_SIZE, _continue: cont }),
     trim: slimService,
     indexByController: true,
   });
   const namespaces = trimmedInformer(k8s, kc, {
     path: "/api/v1/namespaces",
-    onRelist: relisted("/api/v1/namespaces"),
+    onRelist: relisted,
     page: (cont) => core.listNamespace({ limit: PAGE_SIZE, _continue: cont }),
     trim: (o) => ({ metadata: { ...slimNamespace(o) } }),
   });
   const jobs = kinds.map((k) =>
     trimmedInformer(k8s, kc, {
       path: `/apis/${k.group}/${k.version}/${k.plural}`,
-      onRelist: relisted(`/apis/${k.group}/${k.version}/${k.plural}`),
+      onRelist: relisted,
       page: async (cont) =>
         (await custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural, limit: PAGE_SIZE, _continue: cont })) as ListPage,
       trim: slimJob,
