@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"},{"kind":"TrainJob","group":"trainer.kubeflow.org","version":"v1alpha1","plural":"trainjobs","framework":"trainer"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2","trainer"]},"controller":{"enum":["operator","quartermaster"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}},"deviceClasses":{"type":"array","default":[{"name":"gpu.nvidia.com","resourceName":"nvidia.com/gpu"},{"name":"mig.nvidia.com","resourceName":"nvidia.com/mig-{profile}"},{"name":"gpu.amd.com","resourceName":"amd.com/gpu"}],"items":{"type":"object","additionalProperties":false,"required":["name","resourceName"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$","maxLength":253},"resourceName":{"type":"string","minLength":1}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false},"allowedTemplates":{"type":"object","additionalProperties":false,"default":{},"properties":{"privileged":{"type":"boolean","default":false},"hostNamespaces":{"type":"boolean","default":false},"serviceAccounts":{"type":"array","default":[],"items":{"type":"string","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}}}}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5},"podMutation":{"enum":["full","reduced"],"default":"full"}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"},{"kind":"TrainJob","group":"trainer.kubeflow.org","version":"v1alpha1","plural":"trainjobs","framework":"trainer"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2","trainer"]},"controller":{"enum":["operator","quartermaster"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}},"deviceClasses":{"type":"array","default":[{"name":"gpu.nvidia.com","resourceName":"nvidia.com/gpu"},{"name":"mig.nvidia.com","resourceName":"nvidia.com/mig-{profile}"},{"name":"gpu.amd.com","resourceName":"amd.com/gpu"}],"items":{"type":"object","additionalProperties":false,"required":["name","resourceName"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$","maxLength":253},"resourceName":{"type":"string","minLength":1}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]},"gpu-unknown":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]},"gpu-unknown":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false},"allowedTemplates":{"type":"object","additionalProperties":false,"default":{},"properties":{"privileged":{"type":"boolean","default":false},"hostNamespaces":{"type":"boolean","default":false},"serviceAccounts":{"type":"array","default":[],"items":{"type":"string","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}}}}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5},"podMutation":{"enum":["full","reduced"],"default":"full"}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
@@ -3096,9 +3096,10 @@ vErrors.push(err234);
 errors++;
 }
 }
-}
-else {
-const err235 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data130["gpu-unknown"] !== undefined){
+let data144 = data130["gpu-unknown"];
+if(!(((data144 === "deny") || (data144 === "warn")) || (data144 === "audit"))){
+const err235 = {instancePath:instancePath+"/enforcement/rules/gpu-unknown",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-unknown/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-unknown"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err235];
 }
@@ -3107,14 +3108,10 @@ vErrors.push(err235);
 }
 errors++;
 }
-let data144 = data128.namespaces;
-if(Array.isArray(data144)){
-const len19 = data144.length;
-for(let i19=0; i19<len19; i19++){
-let data145 = data144[i19];
-if(data145 && typeof data145 == "object" && !Array.isArray(data145)){
-if(data145.pattern === undefined){
-const err236 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+}
+}
+else {
+const err236 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -3123,9 +3120,14 @@ vErrors.push(err236);
 }
 errors++;
 }
-for(const key34 in data145){
-if(!(((key34 === "pattern") || (key34 === "mode")) || (key34 === "rules"))){
-const err237 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
+let data145 = data128.namespaces;
+if(Array.isArray(data145)){
+const len19 = data145.length;
+for(let i19=0; i19<len19; i19++){
+let data146 = data145[i19];
+if(data146 && typeof data146 == "object" && !Array.isArray(data146)){
+if(data146.pattern === undefined){
+const err237 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -3134,12 +3136,9 @@ vErrors.push(err237);
 }
 errors++;
 }
-}
-if(data145.pattern !== undefined){
-let data146 = data145.pattern;
-if(typeof data146 === "string"){
-if(func3(data146) < 1){
-const err238 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key34 in data146){
+if(!(((key34 === "pattern") || (key34 === "mode")) || (key34 === "rules"))){
+const err238 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -3149,8 +3148,11 @@ vErrors.push(err238);
 errors++;
 }
 }
-else {
-const err239 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data146.pattern !== undefined){
+let data147 = data146.pattern;
+if(typeof data147 === "string"){
+if(func3(data147) < 1){
+const err239 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err239];
 }
@@ -3160,10 +3162,8 @@ vErrors.push(err239);
 errors++;
 }
 }
-if(data145.mode !== undefined){
-let data147 = data145.mode;
-if(!(((data147 === "deny") || (data147 === "warn")) || (data147 === "audit"))){
-const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
+else {
+const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err240];
 }
@@ -3173,12 +3173,10 @@ vErrors.push(err240);
 errors++;
 }
 }
-if(data145.rules !== undefined){
-let data148 = data145.rules;
-if(data148 && typeof data148 == "object" && !Array.isArray(data148)){
-for(const key35 in data148){
-if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key35))){
-const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
+if(data146.mode !== undefined){
+let data148 = data146.mode;
+if(!(((data148 === "deny") || (data148 === "warn")) || (data148 === "audit"))){
+const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err241];
 }
@@ -3188,10 +3186,12 @@ vErrors.push(err241);
 errors++;
 }
 }
-if(data148["container-limits"] !== undefined){
-let data149 = data148["container-limits"];
-if(!(((data149 === "deny") || (data149 === "warn")) || (data149 === "audit"))){
-const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
+if(data146.rules !== undefined){
+let data149 = data146.rules;
+if(data149 && typeof data149 == "object" && !Array.isArray(data149)){
+for(const key35 in data149){
+if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key35))){
+const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err242];
 }
@@ -3201,10 +3201,10 @@ vErrors.push(err242);
 errors++;
 }
 }
-if(data148["extended-resources"] !== undefined){
-let data150 = data148["extended-resources"];
+if(data149["container-limits"] !== undefined){
+let data150 = data149["container-limits"];
 if(!(((data150 === "deny") || (data150 === "warn")) || (data150 === "audit"))){
-const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
+const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err243];
 }
@@ -3214,10 +3214,10 @@ vErrors.push(err243);
 errors++;
 }
 }
-if(data148["gpu-mig-mixing"] !== undefined){
-let data151 = data148["gpu-mig-mixing"];
+if(data149["extended-resources"] !== undefined){
+let data151 = data149["extended-resources"];
 if(!(((data151 === "deny") || (data151 === "warn")) || (data151 === "audit"))){
-const err244 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
+const err244 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err244];
 }
@@ -3227,10 +3227,10 @@ vErrors.push(err244);
 errors++;
 }
 }
-if(data148["pod-gpus"] !== undefined){
-let data152 = data148["pod-gpus"];
+if(data149["gpu-mig-mixing"] !== undefined){
+let data152 = data149["gpu-mig-mixing"];
 if(!(((data152 === "deny") || (data152 === "warn")) || (data152 === "audit"))){
-const err245 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
+const err245 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err245];
 }
@@ -3240,10 +3240,10 @@ vErrors.push(err245);
 errors++;
 }
 }
-if(data148.quantity !== undefined){
-let data153 = data148.quantity;
+if(data149["pod-gpus"] !== undefined){
+let data153 = data149["pod-gpus"];
 if(!(((data153 === "deny") || (data153 === "warn")) || (data153 === "audit"))){
-const err246 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
+const err246 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err246];
 }
@@ -3253,10 +3253,10 @@ vErrors.push(err246);
 errors++;
 }
 }
-if(data148["accelerator-allowed"] !== undefined){
-let data154 = data148["accelerator-allowed"];
+if(data149.quantity !== undefined){
+let data154 = data149.quantity;
 if(!(((data154 === "deny") || (data154 === "warn")) || (data154 === "audit"))){
-const err247 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
+const err247 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err247];
 }
@@ -3266,10 +3266,10 @@ vErrors.push(err247);
 errors++;
 }
 }
-if(data148["job-name"] !== undefined){
-let data155 = data148["job-name"];
+if(data149["accelerator-allowed"] !== undefined){
+let data155 = data149["accelerator-allowed"];
 if(!(((data155 === "deny") || (data155 === "warn")) || (data155 === "audit"))){
-const err248 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
+const err248 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err248];
 }
@@ -3279,10 +3279,10 @@ vErrors.push(err248);
 errors++;
 }
 }
-if(data148["job-shape"] !== undefined){
-let data156 = data148["job-shape"];
+if(data149["job-name"] !== undefined){
+let data156 = data149["job-name"];
 if(!(((data156 === "deny") || (data156 === "warn")) || (data156 === "audit"))){
-const err249 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
+const err249 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err249];
 }
@@ -3292,10 +3292,10 @@ vErrors.push(err249);
 errors++;
 }
 }
-if(data148["job-replicas"] !== undefined){
-let data157 = data148["job-replicas"];
+if(data149["job-shape"] !== undefined){
+let data157 = data149["job-shape"];
 if(!(((data157 === "deny") || (data157 === "warn")) || (data157 === "audit"))){
-const err250 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
+const err250 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err250];
 }
@@ -3305,10 +3305,10 @@ vErrors.push(err250);
 errors++;
 }
 }
-if(data148["job-gpus"] !== undefined){
-let data158 = data148["job-gpus"];
+if(data149["job-replicas"] !== undefined){
+let data158 = data149["job-replicas"];
 if(!(((data158 === "deny") || (data158 === "warn")) || (data158 === "audit"))){
-const err251 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
+const err251 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err251];
 }
@@ -3318,10 +3318,10 @@ vErrors.push(err251);
 errors++;
 }
 }
-if(data148["run-policy"] !== undefined){
-let data159 = data148["run-policy"];
+if(data149["job-gpus"] !== undefined){
+let data159 = data149["job-gpus"];
 if(!(((data159 === "deny") || (data159 === "warn")) || (data159 === "audit"))){
-const err252 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
+const err252 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err252];
 }
@@ -3331,10 +3331,10 @@ vErrors.push(err252);
 errors++;
 }
 }
-if(data148.capacity !== undefined){
-let data160 = data148.capacity;
+if(data149["run-policy"] !== undefined){
+let data160 = data149["run-policy"];
 if(!(((data160 === "deny") || (data160 === "warn")) || (data160 === "audit"))){
-const err253 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
+const err253 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err253];
 }
@@ -3344,10 +3344,10 @@ vErrors.push(err253);
 errors++;
 }
 }
-if(data148["queue-capacity"] !== undefined){
-let data161 = data148["queue-capacity"];
+if(data149.capacity !== undefined){
+let data161 = data149.capacity;
 if(!(((data161 === "deny") || (data161 === "warn")) || (data161 === "audit"))){
-const err254 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/queue-capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/queue-capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["queue-capacity"].enum},message:"must be equal to one of the allowed values"};
+const err254 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err254];
 }
@@ -3357,9 +3357,10 @@ vErrors.push(err254);
 errors++;
 }
 }
-}
-else {
-const err255 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data149["queue-capacity"] !== undefined){
+let data162 = data149["queue-capacity"];
+if(!(((data162 === "deny") || (data162 === "warn")) || (data162 === "audit"))){
+const err255 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/queue-capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/queue-capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["queue-capacity"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err255];
 }
@@ -3369,9 +3370,10 @@ vErrors.push(err255);
 errors++;
 }
 }
-}
-else {
-const err256 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data149["gpu-unknown"] !== undefined){
+let data163 = data149["gpu-unknown"];
+if(!(((data163 === "deny") || (data163 === "warn")) || (data163 === "audit"))){
+const err256 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-unknown",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-unknown/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-unknown"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err256];
 }
@@ -3383,7 +3385,7 @@ errors++;
 }
 }
 else {
-const err257 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err257 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err257];
 }
@@ -3393,8 +3395,9 @@ vErrors.push(err257);
 errors++;
 }
 }
+}
 else {
-const err258 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err258 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err258];
 }
@@ -3403,41 +3406,10 @@ vErrors.push(err258);
 }
 errors++;
 }
-let data162 = data.reconciler;
-if(data162 && typeof data162 == "object" && !Array.isArray(data162)){
-if(data162.maxDeletionsPerPass === undefined){
-data162.maxDeletionsPerPass = 100;
 }
-if(data162.leaseGracePeriodSeconds === undefined){
-data162.leaseGracePeriodSeconds = 40;
 }
-if(data162.passLeaseSeconds === undefined){
-data162.passLeaseSeconds = 600;
-}
-if(data162.perReplicaServices === undefined){
-data162.perReplicaServices = true;
-}
-if(data162.events === undefined){
-data162.events = true;
-}
-if(data162.pendingGpuPodSeconds === undefined){
-data162.pendingGpuPodSeconds = 300;
-}
-if(data162.ledgerShardBytes === undefined){
-data162.ledgerShardBytes = 524288;
-}
-if(data162.concurrency === undefined){
-data162.concurrency = 8;
-}
-if(data162.policyReports === undefined){
-data162.policyReports = false;
-}
-if(data162.allowedTemplates === undefined){
-data162.allowedTemplates = {};
-}
-for(const key36 in data162){
-if(!(func2.call(schema11.properties.reconciler.properties, key36))){
-const err259 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
+else {
+const err259 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err259];
 }
@@ -3447,9 +3419,8 @@ vErrors.push(err259);
 errors++;
 }
 }
-let data163 = data162.maxDeletionsPerPass;
-if(!(((typeof data163 == "number") && (!(data163 % 1) && !isNaN(data163))) && (isFinite(data163)))){
-const err260 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err260 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err260];
 }
@@ -3458,9 +3429,41 @@ vErrors.push(err260);
 }
 errors++;
 }
-if((typeof data163 == "number") && (isFinite(data163))){
-if(data163 < 1 || isNaN(data163)){
-const err261 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+let data164 = data.reconciler;
+if(data164 && typeof data164 == "object" && !Array.isArray(data164)){
+if(data164.maxDeletionsPerPass === undefined){
+data164.maxDeletionsPerPass = 100;
+}
+if(data164.leaseGracePeriodSeconds === undefined){
+data164.leaseGracePeriodSeconds = 40;
+}
+if(data164.passLeaseSeconds === undefined){
+data164.passLeaseSeconds = 600;
+}
+if(data164.perReplicaServices === undefined){
+data164.perReplicaServices = true;
+}
+if(data164.events === undefined){
+data164.events = true;
+}
+if(data164.pendingGpuPodSeconds === undefined){
+data164.pendingGpuPodSeconds = 300;
+}
+if(data164.ledgerShardBytes === undefined){
+data164.ledgerShardBytes = 524288;
+}
+if(data164.concurrency === undefined){
+data164.concurrency = 8;
+}
+if(data164.policyReports === undefined){
+data164.policyReports = false;
+}
+if(data164.allowedTemplates === undefined){
+data164.allowedTemplates = {};
+}
+for(const key36 in data164){
+if(!(func2.call(schema11.properties.reconciler.properties, key36))){
+const err261 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err261];
 }
@@ -3470,9 +3473,9 @@ vErrors.push(err261);
 errors++;
 }
 }
-let data164 = data162.leaseGracePeriodSeconds;
-if(!(((typeof data164 == "number") && (!(data164 % 1) && !isNaN(data164))) && (isFinite(data164)))){
-const err262 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data165 = data164.maxDeletionsPerPass;
+if(!(((typeof data165 == "number") && (!(data165 % 1) && !isNaN(data165))) && (isFinite(data165)))){
+const err262 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err262];
 }
@@ -3481,9 +3484,9 @@ vErrors.push(err262);
 }
 errors++;
 }
-if((typeof data164 == "number") && (isFinite(data164))){
-if(data164 < 1 || isNaN(data164)){
-const err263 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data165 == "number") && (isFinite(data165))){
+if(data165 < 1 || isNaN(data165)){
+const err263 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err263];
 }
@@ -3493,9 +3496,9 @@ vErrors.push(err263);
 errors++;
 }
 }
-let data165 = data162.passLeaseSeconds;
-if(!(((typeof data165 == "number") && (!(data165 % 1) && !isNaN(data165))) && (isFinite(data165)))){
-const err264 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data166 = data164.leaseGracePeriodSeconds;
+if(!(((typeof data166 == "number") && (!(data166 % 1) && !isNaN(data166))) && (isFinite(data166)))){
+const err264 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err264];
 }
@@ -3504,9 +3507,9 @@ vErrors.push(err264);
 }
 errors++;
 }
-if((typeof data165 == "number") && (isFinite(data165))){
-if(data165 > 86400 || isNaN(data165)){
-const err265 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if((typeof data166 == "number") && (isFinite(data166))){
+if(data166 < 1 || isNaN(data166)){
+const err265 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err265];
 }
@@ -3515,8 +3518,10 @@ vErrors.push(err265);
 }
 errors++;
 }
-if(data165 < 10 || isNaN(data165)){
-const err266 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+}
+let data167 = data164.passLeaseSeconds;
+if(!(((typeof data167 == "number") && (!(data167 % 1) && !isNaN(data167))) && (isFinite(data167)))){
+const err266 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err266];
 }
@@ -3525,9 +3530,9 @@ vErrors.push(err266);
 }
 errors++;
 }
-}
-if(typeof data162.perReplicaServices !== "boolean"){
-const err267 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data167 == "number") && (isFinite(data167))){
+if(data167 > 86400 || isNaN(data167)){
+const err267 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err267];
 }
@@ -3536,8 +3541,8 @@ vErrors.push(err267);
 }
 errors++;
 }
-if(typeof data162.events !== "boolean"){
-const err268 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data167 < 10 || isNaN(data167)){
+const err268 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
 if(vErrors === null){
 vErrors = [err268];
 }
@@ -3546,9 +3551,9 @@ vErrors.push(err268);
 }
 errors++;
 }
-let data168 = data162.pendingGpuPodSeconds;
-if(!(((typeof data168 == "number") && (!(data168 % 1) && !isNaN(data168))) && (isFinite(data168)))){
-const err269 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(typeof data164.perReplicaServices !== "boolean"){
+const err269 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err269];
 }
@@ -3557,9 +3562,8 @@ vErrors.push(err269);
 }
 errors++;
 }
-if((typeof data168 == "number") && (isFinite(data168))){
-if(data168 < 0 || isNaN(data168)){
-const err270 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(typeof data164.events !== "boolean"){
+const err270 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err270];
 }
@@ -3568,10 +3572,9 @@ vErrors.push(err270);
 }
 errors++;
 }
-}
-let data169 = data162.ledgerShardBytes;
-if(!(((typeof data169 == "number") && (!(data169 % 1) && !isNaN(data169))) && (isFinite(data169)))){
-const err271 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data170 = data164.pendingGpuPodSeconds;
+if(!(((typeof data170 == "number") && (!(data170 % 1) && !isNaN(data170))) && (isFinite(data170)))){
+const err271 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err271];
 }
@@ -3580,9 +3583,9 @@ vErrors.push(err271);
 }
 errors++;
 }
-if((typeof data169 == "number") && (isFinite(data169))){
-if(data169 > 921600 || isNaN(data169)){
-const err272 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+if((typeof data170 == "number") && (isFinite(data170))){
+if(data170 < 0 || isNaN(data170)){
+const err272 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err272];
 }
@@ -3591,8 +3594,10 @@ vErrors.push(err272);
 }
 errors++;
 }
-if(data169 < 16384 || isNaN(data169)){
-const err273 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+}
+let data171 = data164.ledgerShardBytes;
+if(!(((typeof data171 == "number") && (!(data171 % 1) && !isNaN(data171))) && (isFinite(data171)))){
+const err273 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err273];
 }
@@ -3601,10 +3606,9 @@ vErrors.push(err273);
 }
 errors++;
 }
-}
-let data170 = data162.concurrency;
-if(!(((typeof data170 == "number") && (!(data170 % 1) && !isNaN(data170))) && (isFinite(data170)))){
-const err274 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data171 == "number") && (isFinite(data171))){
+if(data171 > 921600 || isNaN(data171)){
+const err274 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
 if(vErrors === null){
 vErrors = [err274];
 }
@@ -3613,9 +3617,8 @@ vErrors.push(err274);
 }
 errors++;
 }
-if((typeof data170 == "number") && (isFinite(data170))){
-if(data170 > 64 || isNaN(data170)){
-const err275 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+if(data171 < 16384 || isNaN(data171)){
+const err275 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
 if(vErrors === null){
 vErrors = [err275];
 }
@@ -3624,8 +3627,10 @@ vErrors.push(err275);
 }
 errors++;
 }
-if(data170 < 1 || isNaN(data170)){
-const err276 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data172 = data164.concurrency;
+if(!(((typeof data172 == "number") && (!(data172 % 1) && !isNaN(data172))) && (isFinite(data172)))){
+const err276 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err276];
 }
@@ -3634,9 +3639,9 @@ vErrors.push(err276);
 }
 errors++;
 }
-}
-if(typeof data162.policyReports !== "boolean"){
-const err277 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data172 == "number") && (isFinite(data172))){
+if(data172 > 64 || isNaN(data172)){
+const err277 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
 if(vErrors === null){
 vErrors = [err277];
 }
@@ -3645,20 +3650,8 @@ vErrors.push(err277);
 }
 errors++;
 }
-let data172 = data162.allowedTemplates;
-if(data172 && typeof data172 == "object" && !Array.isArray(data172)){
-if(data172.privileged === undefined){
-data172.privileged = false;
-}
-if(data172.hostNamespaces === undefined){
-data172.hostNamespaces = false;
-}
-if(data172.serviceAccounts === undefined){
-data172.serviceAccounts = [];
-}
-for(const key37 in data172){
-if(!(((key37 === "privileged") || (key37 === "hostNamespaces")) || (key37 === "serviceAccounts"))){
-const err278 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key37},message:"must NOT have additional properties"};
+if(data172 < 1 || isNaN(data172)){
+const err278 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err278];
 }
@@ -3668,8 +3661,8 @@ vErrors.push(err278);
 errors++;
 }
 }
-if(typeof data172.privileged !== "boolean"){
-const err279 = {instancePath:instancePath+"/reconciler/allowedTemplates/privileged",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/privileged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(typeof data164.policyReports !== "boolean"){
+const err279 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err279];
 }
@@ -3678,8 +3671,20 @@ vErrors.push(err279);
 }
 errors++;
 }
-if(typeof data172.hostNamespaces !== "boolean"){
-const err280 = {instancePath:instancePath+"/reconciler/allowedTemplates/hostNamespaces",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/hostNamespaces/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+let data174 = data164.allowedTemplates;
+if(data174 && typeof data174 == "object" && !Array.isArray(data174)){
+if(data174.privileged === undefined){
+data174.privileged = false;
+}
+if(data174.hostNamespaces === undefined){
+data174.hostNamespaces = false;
+}
+if(data174.serviceAccounts === undefined){
+data174.serviceAccounts = [];
+}
+for(const key37 in data174){
+if(!(((key37 === "privileged") || (key37 === "hostNamespaces")) || (key37 === "serviceAccounts"))){
+const err280 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key37},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err280];
 }
@@ -3688,14 +3693,9 @@ vErrors.push(err280);
 }
 errors++;
 }
-let data175 = data172.serviceAccounts;
-if(Array.isArray(data175)){
-const len20 = data175.length;
-for(let i20=0; i20<len20; i20++){
-let data176 = data175[i20];
-if(typeof data176 === "string"){
-if(!pattern11.test(data176)){
-const err281 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
+}
+if(typeof data174.privileged !== "boolean"){
+const err281 = {instancePath:instancePath+"/reconciler/allowedTemplates/privileged",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/privileged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err281];
 }
@@ -3704,9 +3704,8 @@ vErrors.push(err281);
 }
 errors++;
 }
-}
-else {
-const err282 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data174.hostNamespaces !== "boolean"){
+const err282 = {instancePath:instancePath+"/reconciler/allowedTemplates/hostNamespaces",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/hostNamespaces/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err282];
 }
@@ -3715,10 +3714,14 @@ vErrors.push(err282);
 }
 errors++;
 }
-}
-}
-else {
-const err283 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+let data177 = data174.serviceAccounts;
+if(Array.isArray(data177)){
+const len20 = data177.length;
+for(let i20=0; i20<len20; i20++){
+let data178 = data177[i20];
+if(typeof data178 === "string"){
+if(!pattern11.test(data178)){
+const err283 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err283];
 }
@@ -3729,7 +3732,7 @@ errors++;
 }
 }
 else {
-const err284 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err284 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err284];
 }
@@ -3739,8 +3742,9 @@ vErrors.push(err284);
 errors++;
 }
 }
+}
 else {
-const err285 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err285 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err285];
 }
@@ -3749,17 +3753,9 @@ vErrors.push(err285);
 }
 errors++;
 }
-let data177 = data.webhook;
-if(data177 && typeof data177 == "object" && !Array.isArray(data177)){
-if(data177.timeoutSeconds === undefined){
-data177.timeoutSeconds = 5;
 }
-if(data177.podMutation === undefined){
-data177.podMutation = "full";
-}
-for(const key38 in data177){
-if(!((key38 === "timeoutSeconds") || (key38 === "podMutation"))){
-const err286 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key38},message:"must NOT have additional properties"};
+else {
+const err286 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err286];
 }
@@ -3769,9 +3765,8 @@ vErrors.push(err286);
 errors++;
 }
 }
-let data178 = data177.timeoutSeconds;
-if(!(((typeof data178 == "number") && (!(data178 % 1) && !isNaN(data178))) && (isFinite(data178)))){
-const err287 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err287 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err287];
 }
@@ -3780,9 +3775,17 @@ vErrors.push(err287);
 }
 errors++;
 }
-if((typeof data178 == "number") && (isFinite(data178))){
-if(data178 > 30 || isNaN(data178)){
-const err288 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+let data179 = data.webhook;
+if(data179 && typeof data179 == "object" && !Array.isArray(data179)){
+if(data179.timeoutSeconds === undefined){
+data179.timeoutSeconds = 5;
+}
+if(data179.podMutation === undefined){
+data179.podMutation = "full";
+}
+for(const key38 in data179){
+if(!((key38 === "timeoutSeconds") || (key38 === "podMutation"))){
+const err288 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key38},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err288];
 }
@@ -3791,8 +3794,10 @@ vErrors.push(err288);
 }
 errors++;
 }
-if(data178 < 1 || isNaN(data178)){
-const err289 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data180 = data179.timeoutSeconds;
+if(!(((typeof data180 == "number") && (!(data180 % 1) && !isNaN(data180))) && (isFinite(data180)))){
+const err289 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err289];
 }
@@ -3801,10 +3806,9 @@ vErrors.push(err289);
 }
 errors++;
 }
-}
-let data179 = data177.podMutation;
-if(!((data179 === "full") || (data179 === "reduced"))){
-const err290 = {instancePath:instancePath+"/webhook/podMutation",schemaPath:"#/properties/webhook/properties/podMutation/enum",keyword:"enum",params:{allowedValues: schema11.properties.webhook.properties.podMutation.enum},message:"must be equal to one of the allowed values"};
+if((typeof data180 == "number") && (isFinite(data180))){
+if(data180 > 30 || isNaN(data180)){
+const err290 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
 if(vErrors === null){
 vErrors = [err290];
 }
@@ -3813,9 +3817,8 @@ vErrors.push(err290);
 }
 errors++;
 }
-}
-else {
-const err291 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data180 < 1 || isNaN(data180)){
+const err291 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err291];
 }
@@ -3825,13 +3828,36 @@ vErrors.push(err291);
 errors++;
 }
 }
-else {
-const err292 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data181 = data179.podMutation;
+if(!((data181 === "full") || (data181 === "reduced"))){
+const err292 = {instancePath:instancePath+"/webhook/podMutation",schemaPath:"#/properties/webhook/properties/podMutation/enum",keyword:"enum",params:{allowedValues: schema11.properties.webhook.properties.podMutation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err292];
 }
 else {
 vErrors.push(err292);
+}
+errors++;
+}
+}
+else {
+const err293 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err293];
+}
+else {
+vErrors.push(err293);
+}
+errors++;
+}
+}
+else {
+const err294 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err294];
+}
+else {
+vErrors.push(err294);
 }
 errors++;
 }

@@ -109,6 +109,13 @@ export const RULES: readonly RuleInfo[] = [
     description:
       "A TrainJob whose runtime (`spec.runtimeRef`) cannot be read while `clusterSpec.onJobLookupFailure` is `deny` (with `warn` it is checked on its own numNodes × resourcesPerNode, with a warning). Always denies.",
   },
+  {
+    name: "gpu-unknown",
+    webhooks: BOTH,
+    configurable: true,
+    description:
+      "Under a GPU cap, what cannot be counted is refused at its field, never counted as nothing: a ResourceClaim or ResourceClaimTemplate not found or not readable, a DRA request whose device count nothing bounds, a GPU-looking resource name or DeviceClass the policy does not list. Set it to `warn` to admit such objects counted without the unknown part.",
+  },
   { name: "review-cost", webhooks: BOTH, configurable: false, description: "An object too large to check within the cost bound. Always denies." },
 ];
 
