@@ -6,6 +6,8 @@
  * one above: the next upward import fails CI with the name of the rule it broke, `<folder>-not-above`.
  */
 const LAYERS = [
+  // What a GPU is, per vendor, as data (src/vendors/index.ts): below everything that counts GPUs.
+  { name: "vendors", paths: ["src/vendors/"] },
   // The shared vocabulary: Kubernetes object types, keys, quantities, selectors, scope, what counts as a GPU.
   // The generated ajv validators import nothing of ours (their generator, generate.ts, is a build script).
   { name: "core", paths: ["src/core/", "src/generated/[a-z-]+-validator\\.ts$"] },

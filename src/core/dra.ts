@@ -23,6 +23,8 @@ import type { V1PodSpec } from "@kubernetes/client-node";
 export interface GpuDeviceClass {
   readonly name: string;
   readonly resourceName: string;
+  /** The extended-resource name the cluster's DeviceClass serves (its `spec.extendedResourceName`), when it sets one. */
+  readonly extendedResourceName?: string;
 }
 
 /** The spec of a ResourceClaim, or of a ResourceClaimTemplate's claim (`spec.spec`), as far as it is read here. */

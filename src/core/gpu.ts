@@ -5,11 +5,17 @@
  * webhooks' match conditions and the exported ValidatingAdmissionPolicy are generated from
  * {@link gpuResourcePatterns} and bounded by {@link CONDITION_MAX_CONTAINERS} / {@link CONDITION_MAX_RESOURCES}).
  * A GPU resource is a resource name that one of the policy's `gpu.resources` patterns matches (a glob:
- * `nvidia.com/mig-*`); a bare `gpu` is the shorthand the mutation renames to `gpu.resourceName`.
+ * `nvidia.com/mig-*`). Three more names are GPUs and count as the resource they stand for ({@link countedAs}):
+ * - a bare `gpu`, the shorthand `/mutate/pods` renames to `gpu.resourceName` (a job's templates keep it until
+ *   their pods are made, so the job's caps count it as that resource);
+ * - `deviceclass.resource.kubernetes.io/<class>`, the extended-resource name Kubernetes gives every DeviceClass
+ *   (DRA's extended-resource support), for a class of `gpu.deviceClasses`: as that class's resource;
+ * - a class's `extendedResourceName` (the DeviceClass's `spec.extendedResourceName`), the same way.
  * The policy's entries are read structurally (a `pattern` each), so this module imports nothing above it.
  */
 import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
-import { podClaimGpuNanos, type DraCapacity, type GpuDeviceClass, type ResolvedClaims } from "./dra.js";
+import { BARE_GPU, implicitDeviceClass } from "../vendors/index.js";
+import { gpuDeviceClass, podClaimGpuNanos, type DraCapacity, type GpuDeviceClass, type ResolvedClaims } from "./dra.js";
 import { matchesGlob } from "./glob.js";
 import { nanoToNumber, parseQuantity } from "./quantity.js";
 
@@ -22,6 +28,45 @@ export interface GpuPattern {
 export interface GpuSettings {
   readonly resourceName: string;
   readonly resources: readonly GpuPattern[];
+}
+
+/** What counting a pod's GPUs reads of the policy: its GPU resource, patterns and DeviceClasses. */
+export interface GpuCatalog extends GpuSettings {
+  readonly deviceClasses: readonly GpuDeviceClass[];
+}
+
+// The name each resource name counts as, per (frozen) catalog: a pod's few names recur in every pod.
+const countedNames = new WeakMap<GpuCatalog, Map<string, string | null>>();
+
+/** A DRA class's resource for a request that pins no partition profile (`nvidia.com/mig-{profile}` → `nvidia.com/mig-any`). */
+const classResource = (c: GpuDeviceClass): string => c.resourceName.replace("{profile}", "any");
+
+function countedAsUncached(name: string, gpu: GpuCatalog): string | undefined {
+  if (name === BARE_GPU) return gpu.resourceName;
+  const implicit = implicitDeviceClass(name);
+  if (implicit !== undefined) {
+    const cls = gpuDeviceClass(implicit, gpu.deviceClasses);
+    return cls ? classResource(cls) : undefined;
+  }
+  const served = gpu.deviceClasses.find((c) => c.extendedResourceName === name);
+  if (served && !isGpuResource(name, gpu.resources)) return classResource(served);
+  return isGpuResource(name, gpu.resources) ? name : undefined;
+}
+
+/**
+ * The GPU resource a container's resource name counts as: itself for a `gpu.resources` name, the policy's
+ * `gpu.resourceName` for a bare `gpu`, a GPU DeviceClass's resource for its extended-resource names; undefined for
+ * anything else (which is no GPU, or a GPU the policy does not know: see `looksLikeGpu` in src/vendors).
+ */
+export function countedAs(name: string, gpu: GpuCatalog): string | undefined {
+  let known = countedNames.get(gpu);
+  if (!known) countedNames.set(gpu, (known = new Map()));
+  let v = known.get(name);
+  if (v === undefined) {
+    v = countedAsUncached(name, gpu) ?? null;
+    if (known.size < 1024) known.set(name, v);
+  }
+  return v ?? undefined;
 }
 
 // Resource names are few and recur in every pod: remember the matching policy entries per name, per
@@ -47,10 +92,26 @@ export function isGpuResource(name: string, gpu: readonly GpuPattern[]): boolean
   return gpuResourcesFor(name, gpu).length > 0;
 }
 
-/** The resource names that are GPU requests: a bare `gpu` (renamed by the mutation), the policy's GPU resource and every pattern. */
-export function gpuResourcePatterns(policy: { gpu: GpuSettings }): string[] {
-  return [...new Set(["gpu", policy.gpu.resourceName, ...policy.gpu.resources.map((r) => r.pattern)])];
+/**
+ * The resource names that are GPU requests, as globs for the webhooks' match conditions: a bare `gpu` (renamed by
+ * the mutation), the policy's GPU resource, every pattern, every DeviceClass's extended-resource names (any
+ * `deviceclass.resource.kubernetes.io/*`: the webhook reads which class it names) and the GPU-looking names a
+ * policy may not list (`*gpu*`: the webhook refuses those under a cap, rule `gpu-unknown`).
+ */
+export function gpuResourcePatterns(policy: { gpu: GpuCatalog }): string[] {
+  return [
+    ...new Set([
+      BARE_GPU,
+      policy.gpu.resourceName,
+      ...policy.gpu.resources.map((r) => r.pattern),
+      ...policy.gpu.deviceClasses.flatMap((c) => (c.extendedResourceName ? [c.extendedResourceName] : [])),
+      ...GPU_LOOKING_PATTERNS,
+    ]),
+  ];
 }
+
+/** Globs that catch what `looksLikeGpu` (src/vendors) calls a GPU, for the match conditions (a superset: the webhook decides). */
+export const GPU_LOOKING_PATTERNS: readonly string[] = ["deviceclass.resource.kubernetes.io/*", "*gpu*", "*mig*"];
 
 /** Kubernetes' IsExtendedResourceName: a domain-prefixed name outside kubernetes.io, not `requests.*`. */
 export function isExtendedResource(name: string): boolean {
@@ -70,14 +131,18 @@ function gpuNanos(c: V1Container, name: string): bigint {
   return v && v.nano > 0n ? v.nano : 0n;
 }
 
-/** The pod's effective request of each GPU resource in nano-units (exact; 1 GPU = 10⁹). */
-export function effectivePodGpuNanos(spec: V1PodSpec, gpu: readonly GpuPattern[]): Map<string, bigint> {
+/**
+ * The pod's effective request of each GPU resource in nano-units (exact; 1 GPU = 10⁹), under the name each
+ * resource counts as ({@link countedAs}: a bare `gpu` as `gpu.resourceName`, a DeviceClass's extended-resource
+ * name as its class's resource). Two names counted as one resource add up (init containers' maxima too: never less).
+ */
+export function effectivePodGpuNanos(spec: V1PodSpec, gpu: GpuCatalog): Map<string, bigint> {
   // Runs for every pod of the cluster in each reconcile pass (the device ledger): no intermediate sets.
   const names: string[] = [];
   for (const list of [spec.initContainers, spec.containers]) {
     for (const c of list ?? []) {
       for (const side of [c.resources?.requests, c.resources?.limits]) {
-        for (const n in side ?? {}) if (!names.includes(n) && isGpuResource(n, gpu)) names.push(n);
+        for (const n in side ?? {}) if (!names.includes(n) && countedAs(n, gpu) !== undefined) names.push(n);
       }
     }
   }
@@ -94,7 +159,8 @@ export function effectivePodGpuNanos(spec: V1PodSpec, gpu: readonly GpuPattern[]
     }
     let regular = sidecars;
     for (const c of spec.containers ?? []) regular += gpuNanos(c, name);
-    out.set(name, regular > initMax ? regular : initMax);
+    const as = countedAs(name, gpu)!;
+    out.set(as, (out.get(as) ?? 0n) + (regular > initMax ? regular : initMax));
   }
   return out;
 }
@@ -105,20 +171,15 @@ export function effectivePodGpuNanos(spec: V1PodSpec, gpu: readonly GpuPattern[]
  * through Dynamic Resource Allocation counts as its extended-resource twin. Claims made for an extended-resource
  * request are already counted by that request and are not added again.
  */
-export function podGpuDemandNanos(
-  spec: V1PodSpec,
-  gpu: { readonly resources: readonly GpuPattern[]; readonly deviceClasses: readonly GpuDeviceClass[] },
-  claims?: ResolvedClaims,
-  capacity?: DraCapacity,
-): Map<string, bigint> {
-  const out = effectivePodGpuNanos(spec, gpu.resources);
+export function podGpuDemandNanos(spec: V1PodSpec, gpu: GpuCatalog, claims?: ResolvedClaims, capacity?: DraCapacity): Map<string, bigint> {
+  const out = effectivePodGpuNanos(spec, gpu);
   if (!claims || claims.size === 0) return out;
   for (const [name, nano] of podClaimGpuNanos(spec, claims, gpu.deviceClasses, capacity)) out.set(name, (out.get(name) ?? 0n) + nano);
   return out;
 }
 
 /** The pod's effective request of each GPU resource in units, for accounting and display (may round). */
-export function effectivePodGpus(spec: V1PodSpec, gpu: readonly GpuPattern[]): Map<string, number> {
+export function effectivePodGpus(spec: V1PodSpec, gpu: GpuCatalog): Map<string, number> {
   const out = new Map<string, number>();
   for (const [name, nano] of effectivePodGpuNanos(spec, gpu)) out.set(name, nanoToNumber(nano));
   return out;

@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"},{"kind":"TrainJob","group":"trainer.kubeflow.org","version":"v1alpha1","plural":"trainjobs","framework":"trainer"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2","trainer"]},"controller":{"enum":["operator","quartermaster"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}},"deviceClasses":{"type":"array","default":[{"name":"gpu.nvidia.com","resourceName":"nvidia.com/gpu"},{"name":"mig.nvidia.com","resourceName":"nvidia.com/mig-{profile}"},{"name":"gpu.amd.com","resourceName":"amd.com/gpu"}],"items":{"type":"object","additionalProperties":false,"required":["name","resourceName"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$","maxLength":253},"resourceName":{"type":"string","minLength":1}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]},"gpu-unknown":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]},"gpu-unknown":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false},"allowedTemplates":{"type":"object","additionalProperties":false,"default":{},"properties":{"privileged":{"type":"boolean","default":false},"hostNamespaces":{"type":"boolean","default":false},"serviceAccounts":{"type":"array","default":[],"items":{"type":"string","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}}}}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5},"podMutation":{"enum":["full","reduced"],"default":"full"}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"},{"kind":"TrainJob","group":"trainer.kubeflow.org","version":"v1alpha1","plural":"trainjobs","framework":"trainer"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2","trainer"]},"controller":{"enum":["operator","quartermaster"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}},"deviceClasses":{"type":"array","default":[{"name":"gpu.nvidia.com","resourceName":"nvidia.com/gpu"},{"name":"mig.nvidia.com","resourceName":"nvidia.com/mig-{profile}"},{"name":"gpu.amd.com","resourceName":"amd.com/gpu"}],"items":{"type":"object","additionalProperties":false,"required":["name","resourceName"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$","maxLength":253},"resourceName":{"type":"string","minLength":1},"extendedResourceName":{"type":"string","minLength":1}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]},"gpu-unknown":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]},"gpu-unknown":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false},"allowedTemplates":{"type":"object","additionalProperties":false,"default":{},"properties":{"privileged":{"type":"boolean","default":false},"hostNamespaces":{"type":"boolean","default":false},"serviceAccounts":{"type":"array","default":[],"items":{"type":"string","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}}}}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5},"podMutation":{"enum":["full","reduced"],"default":"full"}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
@@ -701,7 +701,7 @@ vErrors.push(err50);
 errors++;
 }
 for(const key6 in data27){
-if(!((key6 === "name") || (key6 === "resourceName"))){
+if(!(((key6 === "name") || (key6 === "resourceName")) || (key6 === "extendedResourceName"))){
 const err51 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3,schemaPath:"#/properties/gpu/properties/deviceClasses/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err51];
@@ -772,9 +772,11 @@ vErrors.push(err56);
 errors++;
 }
 }
-}
-else {
-const err57 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3,schemaPath:"#/properties/gpu/properties/deviceClasses/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data27.extendedResourceName !== undefined){
+let data30 = data27.extendedResourceName;
+if(typeof data30 === "string"){
+if(func3(data30) < 1){
+const err57 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3+"/extendedResourceName",schemaPath:"#/properties/gpu/properties/deviceClasses/items/properties/extendedResourceName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err57];
 }
@@ -784,9 +786,8 @@ vErrors.push(err57);
 errors++;
 }
 }
-}
 else {
-const err58 = {instancePath:instancePath+"/gpu/deviceClasses",schemaPath:"#/properties/gpu/properties/deviceClasses/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err58 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3+"/extendedResourceName",schemaPath:"#/properties/gpu/properties/deviceClasses/items/properties/extendedResourceName/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err58];
 }
@@ -796,8 +797,9 @@ vErrors.push(err58);
 errors++;
 }
 }
+}
 else {
-const err59 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err59 = {instancePath:instancePath+"/gpu/deviceClasses/" + i3,schemaPath:"#/properties/gpu/properties/deviceClasses/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err59];
 }
@@ -806,20 +808,10 @@ vErrors.push(err59);
 }
 errors++;
 }
-let data30 = data.accelerator;
-if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
-if(data30.nodeLabel === undefined){
-data30.nodeLabel = "nvidia.com/gpu.product";
 }
-if(data30.migProducts === undefined){
-data30.migProducts = [];
 }
-if(data30.addTolerations === undefined){
-data30.addTolerations = false;
-}
-for(const key7 in data30){
-if(!(((((key7 === "nodeLabel") || (key7 === "partitionNodeLabel")) || (key7 === "migProducts")) || (key7 === "addTolerations")) || (key7 === "unpartitionedRequirement"))){
-const err60 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+else {
+const err60 = {instancePath:instancePath+"/gpu/deviceClasses",schemaPath:"#/properties/gpu/properties/deviceClasses/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err60];
 }
@@ -829,10 +821,8 @@ vErrors.push(err60);
 errors++;
 }
 }
-let data31 = data30.nodeLabel;
-if(typeof data31 === "string"){
-if(func3(data31) < 1){
-const err61 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+else {
+const err61 = {instancePath:instancePath+"/gpu",schemaPath:"#/properties/gpu/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err61];
 }
@@ -841,9 +831,20 @@ vErrors.push(err61);
 }
 errors++;
 }
+let data31 = data.accelerator;
+if(data31 && typeof data31 == "object" && !Array.isArray(data31)){
+if(data31.nodeLabel === undefined){
+data31.nodeLabel = "nvidia.com/gpu.product";
 }
-else {
-const err62 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data31.migProducts === undefined){
+data31.migProducts = [];
+}
+if(data31.addTolerations === undefined){
+data31.addTolerations = false;
+}
+for(const key7 in data31){
+if(!(((((key7 === "nodeLabel") || (key7 === "partitionNodeLabel")) || (key7 === "migProducts")) || (key7 === "addTolerations")) || (key7 === "unpartitionedRequirement"))){
+const err62 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err62];
 }
@@ -852,11 +853,11 @@ vErrors.push(err62);
 }
 errors++;
 }
-if(data30.partitionNodeLabel !== undefined){
-let data32 = data30.partitionNodeLabel;
+}
+let data32 = data31.nodeLabel;
 if(typeof data32 === "string"){
 if(func3(data32) < 1){
-const err63 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+const err63 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err63];
 }
@@ -867,7 +868,7 @@ errors++;
 }
 }
 else {
-const err64 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err64 = {instancePath:instancePath+"/accelerator/nodeLabel",schemaPath:"#/properties/accelerator/properties/nodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err64];
 }
@@ -876,15 +877,11 @@ vErrors.push(err64);
 }
 errors++;
 }
-}
-let data33 = data30.migProducts;
-if(Array.isArray(data33)){
-const len4 = data33.length;
-for(let i4=0; i4<len4; i4++){
-let data34 = data33[i4];
-if(typeof data34 === "string"){
-if(func3(data34) < 1){
-const err65 = {instancePath:instancePath+"/accelerator/migProducts/" + i4,schemaPath:"#/properties/accelerator/properties/migProducts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data31.partitionNodeLabel !== undefined){
+let data33 = data31.partitionNodeLabel;
+if(typeof data33 === "string"){
+if(func3(data33) < 1){
+const err65 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err65];
 }
@@ -895,7 +892,7 @@ errors++;
 }
 }
 else {
-const err66 = {instancePath:instancePath+"/accelerator/migProducts/" + i4,schemaPath:"#/properties/accelerator/properties/migProducts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err66 = {instancePath:instancePath+"/accelerator/partitionNodeLabel",schemaPath:"#/properties/accelerator/properties/partitionNodeLabel/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -905,9 +902,14 @@ vErrors.push(err66);
 errors++;
 }
 }
-}
-else {
-const err67 = {instancePath:instancePath+"/accelerator/migProducts",schemaPath:"#/properties/accelerator/properties/migProducts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+let data34 = data31.migProducts;
+if(Array.isArray(data34)){
+const len4 = data34.length;
+for(let i4=0; i4<len4; i4++){
+let data35 = data34[i4];
+if(typeof data35 === "string"){
+if(func3(data35) < 1){
+const err67 = {instancePath:instancePath+"/accelerator/migProducts/" + i4,schemaPath:"#/properties/accelerator/properties/migProducts/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -916,8 +918,9 @@ vErrors.push(err67);
 }
 errors++;
 }
-if(typeof data30.addTolerations !== "boolean"){
-const err68 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+else {
+const err68 = {instancePath:instancePath+"/accelerator/migProducts/" + i4,schemaPath:"#/properties/accelerator/properties/migProducts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -926,11 +929,10 @@ vErrors.push(err68);
 }
 errors++;
 }
-if(data30.unpartitionedRequirement !== undefined){
-let data36 = data30.unpartitionedRequirement;
-if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
-if(data36.key === undefined){
-const err69 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+}
+else {
+const err69 = {instancePath:instancePath+"/accelerator/migProducts",schemaPath:"#/properties/accelerator/properties/migProducts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -939,8 +941,8 @@ vErrors.push(err69);
 }
 errors++;
 }
-if(data36.operator === undefined){
-const err70 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+if(typeof data31.addTolerations !== "boolean"){
+const err70 = {instancePath:instancePath+"/accelerator/addTolerations",schemaPath:"#/properties/accelerator/properties/addTolerations/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -949,9 +951,11 @@ vErrors.push(err70);
 }
 errors++;
 }
-for(const key8 in data36){
-if(!(((key8 === "key") || (key8 === "operator")) || (key8 === "values"))){
-const err71 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+if(data31.unpartitionedRequirement !== undefined){
+let data37 = data31.unpartitionedRequirement;
+if(data37 && typeof data37 == "object" && !Array.isArray(data37)){
+if(data37.key === undefined){
+const err71 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -960,12 +964,8 @@ vErrors.push(err71);
 }
 errors++;
 }
-}
-if(data36.key !== undefined){
-let data37 = data36.key;
-if(typeof data37 === "string"){
-if(func3(data37) < 1){
-const err72 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data37.operator === undefined){
+const err72 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -974,9 +974,9 @@ vErrors.push(err72);
 }
 errors++;
 }
-}
-else {
-const err73 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key8 in data37){
+if(!(((key8 === "key") || (key8 === "operator")) || (key8 === "values"))){
+const err73 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -986,10 +986,11 @@ vErrors.push(err73);
 errors++;
 }
 }
-if(data36.operator !== undefined){
-let data38 = data36.operator;
-if(!((((((data38 === "In") || (data38 === "NotIn")) || (data38 === "Exists")) || (data38 === "DoesNotExist")) || (data38 === "Gt")) || (data38 === "Lt"))){
-const err74 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+if(data37.key !== undefined){
+let data38 = data37.key;
+if(typeof data38 === "string"){
+if(func3(data38) < 1){
+const err74 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -999,13 +1000,8 @@ vErrors.push(err74);
 errors++;
 }
 }
-if(data36.values !== undefined){
-let data39 = data36.values;
-if(Array.isArray(data39)){
-const len5 = data39.length;
-for(let i5=0; i5<len5; i5++){
-if(typeof data39[i5] !== "string"){
-const err75 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i5,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err75 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/key",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -1015,9 +1011,10 @@ vErrors.push(err75);
 errors++;
 }
 }
-}
-else {
-const err76 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data37.operator !== undefined){
+let data39 = data37.operator;
+if(!((((((data39 === "In") || (data39 === "NotIn")) || (data39 === "Exists")) || (data39 === "DoesNotExist")) || (data39 === "Gt")) || (data39 === "Lt"))){
+const err76 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/operator",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.accelerator.properties.unpartitionedRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -1027,9 +1024,13 @@ vErrors.push(err76);
 errors++;
 }
 }
-}
-else {
-const err77 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data37.values !== undefined){
+let data40 = data37.values;
+if(Array.isArray(data40)){
+const len5 = data40.length;
+for(let i5=0; i5<len5; i5++){
+if(typeof data40[i5] !== "string"){
+const err77 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values/" + i5,schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -1041,7 +1042,7 @@ errors++;
 }
 }
 else {
-const err78 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err78 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement/values",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -1050,14 +1051,10 @@ vErrors.push(err78);
 }
 errors++;
 }
-let data41 = data.interruptible;
-if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
-if(data41.tolerations === undefined){
-data41.tolerations = [];
 }
-for(const key9 in data41){
-if(!(((key9 === "tolerations") || (key9 === "nodeRequirement")) || (key9 === "nonInterruptibleNodeRequirement"))){
-const err79 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+}
+else {
+const err79 = {instancePath:instancePath+"/accelerator/unpartitionedRequirement",schemaPath:"#/properties/accelerator/properties/unpartitionedRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -1067,15 +1064,9 @@ vErrors.push(err79);
 errors++;
 }
 }
-let data42 = data41.tolerations;
-if(Array.isArray(data42)){
-const len6 = data42.length;
-for(let i6=0; i6<len6; i6++){
-let data43 = data42[i6];
-if(data43 && typeof data43 == "object" && !Array.isArray(data43)){
-for(const key10 in data43){
-if(!(((((key10 === "key") || (key10 === "operator")) || (key10 === "value")) || (key10 === "effect")) || (key10 === "tolerationSeconds"))){
-const err80 = {instancePath:instancePath+"/interruptible/tolerations/" + i6,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+}
+else {
+const err80 = {instancePath:instancePath+"/accelerator",schemaPath:"#/properties/accelerator/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -1084,10 +1075,14 @@ vErrors.push(err80);
 }
 errors++;
 }
+let data42 = data.interruptible;
+if(data42 && typeof data42 == "object" && !Array.isArray(data42)){
+if(data42.tolerations === undefined){
+data42.tolerations = [];
 }
-if(data43.key !== undefined){
-if(typeof data43.key !== "string"){
-const err81 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key9 in data42){
+if(!(((key9 === "tolerations") || (key9 === "nodeRequirement")) || (key9 === "nonInterruptibleNodeRequirement"))){
+const err81 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1097,10 +1092,15 @@ vErrors.push(err81);
 errors++;
 }
 }
-if(data43.operator !== undefined){
-let data45 = data43.operator;
-if(!((data45 === "Exists") || (data45 === "Equal"))){
-const err82 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
+let data43 = data42.tolerations;
+if(Array.isArray(data43)){
+const len6 = data43.length;
+for(let i6=0; i6<len6; i6++){
+let data44 = data43[i6];
+if(data44 && typeof data44 == "object" && !Array.isArray(data44)){
+for(const key10 in data44){
+if(!(((((key10 === "key") || (key10 === "operator")) || (key10 === "value")) || (key10 === "effect")) || (key10 === "tolerationSeconds"))){
+const err82 = {instancePath:instancePath+"/interruptible/tolerations/" + i6,schemaPath:"#/properties/interruptible/properties/tolerations/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1110,9 +1110,9 @@ vErrors.push(err82);
 errors++;
 }
 }
-if(data43.value !== undefined){
-if(typeof data43.value !== "string"){
-const err83 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data44.key !== undefined){
+if(typeof data44.key !== "string"){
+const err83 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/key",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1122,10 +1122,10 @@ vErrors.push(err83);
 errors++;
 }
 }
-if(data43.effect !== undefined){
-let data47 = data43.effect;
-if(!(((data47 === "NoSchedule") || (data47 === "PreferNoSchedule")) || (data47 === "NoExecute"))){
-const err84 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
+if(data44.operator !== undefined){
+let data46 = data44.operator;
+if(!((data46 === "Exists") || (data46 === "Equal"))){
+const err84 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/operator",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1135,10 +1135,9 @@ vErrors.push(err84);
 errors++;
 }
 }
-if(data43.tolerationSeconds !== undefined){
-let data48 = data43.tolerationSeconds;
-if(!(((typeof data48 == "number") && (!(data48 % 1) && !isNaN(data48))) && (isFinite(data48)))){
-const err85 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data44.value !== undefined){
+if(typeof data44.value !== "string"){
+const err85 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/value",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1148,9 +1147,10 @@ vErrors.push(err85);
 errors++;
 }
 }
-}
-else {
-const err86 = {instancePath:instancePath+"/interruptible/tolerations/" + i6,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data44.effect !== undefined){
+let data48 = data44.effect;
+if(!(((data48 === "NoSchedule") || (data48 === "PreferNoSchedule")) || (data48 === "NoExecute"))){
+const err86 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/effect",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/effect/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.tolerations.items.properties.effect.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1160,9 +1160,10 @@ vErrors.push(err86);
 errors++;
 }
 }
-}
-else {
-const err87 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data44.tolerationSeconds !== undefined){
+let data49 = data44.tolerationSeconds;
+if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
+const err87 = {instancePath:instancePath+"/interruptible/tolerations/" + i6+"/tolerationSeconds",schemaPath:"#/properties/interruptible/properties/tolerations/items/properties/tolerationSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1171,11 +1172,10 @@ vErrors.push(err87);
 }
 errors++;
 }
-if(data41.nodeRequirement !== undefined){
-let data49 = data41.nodeRequirement;
-if(data49 && typeof data49 == "object" && !Array.isArray(data49)){
-if(data49.key === undefined){
-const err88 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+}
+else {
+const err88 = {instancePath:instancePath+"/interruptible/tolerations/" + i6,schemaPath:"#/properties/interruptible/properties/tolerations/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1184,8 +1184,10 @@ vErrors.push(err88);
 }
 errors++;
 }
-if(data49.operator === undefined){
-const err89 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+}
+}
+else {
+const err89 = {instancePath:instancePath+"/interruptible/tolerations",schemaPath:"#/properties/interruptible/properties/tolerations/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1194,9 +1196,11 @@ vErrors.push(err89);
 }
 errors++;
 }
-for(const key11 in data49){
-if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
-const err90 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+if(data42.nodeRequirement !== undefined){
+let data50 = data42.nodeRequirement;
+if(data50 && typeof data50 == "object" && !Array.isArray(data50)){
+if(data50.key === undefined){
+const err90 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1205,12 +1209,8 @@ vErrors.push(err90);
 }
 errors++;
 }
-}
-if(data49.key !== undefined){
-let data50 = data49.key;
-if(typeof data50 === "string"){
-if(func3(data50) < 1){
-const err91 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data50.operator === undefined){
+const err91 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1219,9 +1219,9 @@ vErrors.push(err91);
 }
 errors++;
 }
-}
-else {
-const err92 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key11 in data50){
+if(!(((key11 === "key") || (key11 === "operator")) || (key11 === "values"))){
+const err92 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1231,10 +1231,11 @@ vErrors.push(err92);
 errors++;
 }
 }
-if(data49.operator !== undefined){
-let data51 = data49.operator;
-if(!((((((data51 === "In") || (data51 === "NotIn")) || (data51 === "Exists")) || (data51 === "DoesNotExist")) || (data51 === "Gt")) || (data51 === "Lt"))){
-const err93 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+if(data50.key !== undefined){
+let data51 = data50.key;
+if(typeof data51 === "string"){
+if(func3(data51) < 1){
+const err93 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1244,13 +1245,8 @@ vErrors.push(err93);
 errors++;
 }
 }
-if(data49.values !== undefined){
-let data52 = data49.values;
-if(Array.isArray(data52)){
-const len7 = data52.length;
-for(let i7=0; i7<len7; i7++){
-if(typeof data52[i7] !== "string"){
-const err94 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i7,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err94 = {instancePath:instancePath+"/interruptible/nodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -1260,9 +1256,10 @@ vErrors.push(err94);
 errors++;
 }
 }
-}
-else {
-const err95 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data50.operator !== undefined){
+let data52 = data50.operator;
+if(!((((((data52 === "In") || (data52 === "NotIn")) || (data52 === "Exists")) || (data52 === "DoesNotExist")) || (data52 === "Gt")) || (data52 === "Lt"))){
+const err95 = {instancePath:instancePath+"/interruptible/nodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -1272,9 +1269,13 @@ vErrors.push(err95);
 errors++;
 }
 }
-}
-else {
-const err96 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data50.values !== undefined){
+let data53 = data50.values;
+if(Array.isArray(data53)){
+const len7 = data53.length;
+for(let i7=0; i7<len7; i7++){
+if(typeof data53[i7] !== "string"){
+const err96 = {instancePath:instancePath+"/interruptible/nodeRequirement/values/" + i7,schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -1284,11 +1285,9 @@ vErrors.push(err96);
 errors++;
 }
 }
-if(data41.nonInterruptibleNodeRequirement !== undefined){
-let data54 = data41.nonInterruptibleNodeRequirement;
-if(data54 && typeof data54 == "object" && !Array.isArray(data54)){
-if(data54.key === undefined){
-const err97 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+}
+else {
+const err97 = {instancePath:instancePath+"/interruptible/nodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1297,8 +1296,10 @@ vErrors.push(err97);
 }
 errors++;
 }
-if(data54.operator === undefined){
-const err98 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
+}
+}
+else {
+const err98 = {instancePath:instancePath+"/interruptible/nodeRequirement",schemaPath:"#/properties/interruptible/properties/nodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1307,9 +1308,12 @@ vErrors.push(err98);
 }
 errors++;
 }
-for(const key12 in data54){
-if(!(((key12 === "key") || (key12 === "operator")) || (key12 === "values"))){
-const err99 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+}
+if(data42.nonInterruptibleNodeRequirement !== undefined){
+let data55 = data42.nonInterruptibleNodeRequirement;
+if(data55 && typeof data55 == "object" && !Array.isArray(data55)){
+if(data55.key === undefined){
+const err99 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1318,12 +1322,8 @@ vErrors.push(err99);
 }
 errors++;
 }
-}
-if(data54.key !== undefined){
-let data55 = data54.key;
-if(typeof data55 === "string"){
-if(func3(data55) < 1){
-const err100 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data55.operator === undefined){
+const err100 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/required",keyword:"required",params:{missingProperty: "operator"},message:"must have required property '"+"operator"+"'"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1332,9 +1332,9 @@ vErrors.push(err100);
 }
 errors++;
 }
-}
-else {
-const err101 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key12 in data55){
+if(!(((key12 === "key") || (key12 === "operator")) || (key12 === "values"))){
+const err101 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -1344,10 +1344,11 @@ vErrors.push(err101);
 errors++;
 }
 }
-if(data54.operator !== undefined){
-let data56 = data54.operator;
-if(!((((((data56 === "In") || (data56 === "NotIn")) || (data56 === "Exists")) || (data56 === "DoesNotExist")) || (data56 === "Gt")) || (data56 === "Lt"))){
-const err102 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
+if(data55.key !== undefined){
+let data56 = data55.key;
+if(typeof data56 === "string"){
+if(func3(data56) < 1){
+const err102 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -1357,13 +1358,8 @@ vErrors.push(err102);
 errors++;
 }
 }
-if(data54.values !== undefined){
-let data57 = data54.values;
-if(Array.isArray(data57)){
-const len8 = data57.length;
-for(let i8=0; i8<len8; i8++){
-if(typeof data57[i8] !== "string"){
-const err103 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i8,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err103 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/key",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -1373,9 +1369,10 @@ vErrors.push(err103);
 errors++;
 }
 }
-}
-else {
-const err104 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data55.operator !== undefined){
+let data57 = data55.operator;
+if(!((((((data57 === "In") || (data57 === "NotIn")) || (data57 === "Exists")) || (data57 === "DoesNotExist")) || (data57 === "Gt")) || (data57 === "Lt"))){
+const err104 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/operator",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/operator/enum",keyword:"enum",params:{allowedValues: schema11.properties.interruptible.properties.nonInterruptibleNodeRequirement.properties.operator.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -1385,9 +1382,13 @@ vErrors.push(err104);
 errors++;
 }
 }
-}
-else {
-const err105 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data55.values !== undefined){
+let data58 = data55.values;
+if(Array.isArray(data58)){
+const len8 = data58.length;
+for(let i8=0; i8<len8; i8++){
+if(typeof data58[i8] !== "string"){
+const err105 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values/" + i8,schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -1399,7 +1400,7 @@ errors++;
 }
 }
 else {
-const err106 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err106 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement/values",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/properties/values/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -1408,17 +1409,10 @@ vErrors.push(err106);
 }
 errors++;
 }
-let data59 = data.resources;
-if(data59 && typeof data59 == "object" && !Array.isArray(data59)){
-if(data59.defaultRequests === undefined){
-data59.defaultRequests = {"cpu":"1","memory":"1Gi"};
 }
-if(data59.limitsFromRequests === undefined){
-data59.limitsFromRequests = [];
 }
-for(const key13 in data59){
-if(!((key13 === "defaultRequests") || (key13 === "limitsFromRequests"))){
-const err107 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+else {
+const err107 = {instancePath:instancePath+"/interruptible/nonInterruptibleNodeRequirement",schemaPath:"#/properties/interruptible/properties/nonInterruptibleNodeRequirement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -1428,11 +1422,9 @@ vErrors.push(err107);
 errors++;
 }
 }
-let data60 = data59.defaultRequests;
-if(data60 && typeof data60 == "object" && !Array.isArray(data60)){
-for(const key14 in data60){
-if(!((key14 === "cpu") || (key14 === "memory"))){
-const err108 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
+}
+else {
+const err108 = {instancePath:instancePath+"/interruptible",schemaPath:"#/properties/interruptible/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -1441,12 +1433,17 @@ vErrors.push(err108);
 }
 errors++;
 }
+let data60 = data.resources;
+if(data60 && typeof data60 == "object" && !Array.isArray(data60)){
+if(data60.defaultRequests === undefined){
+data60.defaultRequests = {"cpu":"1","memory":"1Gi"};
 }
-if(data60.cpu !== undefined){
-let data61 = data60.cpu;
-if(typeof data61 === "string"){
-if(!pattern5.test(data61)){
-const err109 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if(data60.limitsFromRequests === undefined){
+data60.limitsFromRequests = [];
+}
+for(const key13 in data60){
+if(!((key13 === "defaultRequests") || (key13 === "limitsFromRequests"))){
+const err109 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -1456,8 +1453,11 @@ vErrors.push(err109);
 errors++;
 }
 }
-else {
-const err110 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data61 = data60.defaultRequests;
+if(data61 && typeof data61 == "object" && !Array.isArray(data61)){
+for(const key14 in data61){
+if(!((key14 === "cpu") || (key14 === "memory"))){
+const err110 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -1467,11 +1467,11 @@ vErrors.push(err110);
 errors++;
 }
 }
-if(data60.memory !== undefined){
-let data62 = data60.memory;
+if(data61.cpu !== undefined){
+let data62 = data61.cpu;
 if(typeof data62 === "string"){
 if(!pattern5.test(data62)){
-const err111 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+const err111 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -1482,7 +1482,7 @@ errors++;
 }
 }
 else {
-const err112 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err112 = {instancePath:instancePath+"/resources/defaultRequests/cpu",schemaPath:"#/properties/resources/properties/defaultRequests/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -1492,9 +1492,11 @@ vErrors.push(err112);
 errors++;
 }
 }
-}
-else {
-const err113 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data61.memory !== undefined){
+let data63 = data61.memory;
+if(typeof data63 === "string"){
+if(!pattern5.test(data63)){
+const err113 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -1503,12 +1505,9 @@ vErrors.push(err113);
 }
 errors++;
 }
-let data63 = data59.limitsFromRequests;
-if(Array.isArray(data63)){
-const len9 = data63.length;
-for(let i9=0; i9<len9; i9++){
-if(typeof data63[i9] !== "string"){
-const err114 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i9,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err114 = {instancePath:instancePath+"/resources/defaultRequests/memory",schemaPath:"#/properties/resources/properties/defaultRequests/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -1520,7 +1519,7 @@ errors++;
 }
 }
 else {
-const err115 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err115 = {instancePath:instancePath+"/resources/defaultRequests",schemaPath:"#/properties/resources/properties/defaultRequests/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -1529,9 +1528,12 @@ vErrors.push(err115);
 }
 errors++;
 }
-}
-else {
-const err116 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data64 = data60.limitsFromRequests;
+if(Array.isArray(data64)){
+const len9 = data64.length;
+for(let i9=0; i9<len9; i9++){
+if(typeof data64[i9] !== "string"){
+const err116 = {instancePath:instancePath+"/resources/limitsFromRequests/" + i9,schemaPath:"#/properties/resources/properties/limitsFromRequests/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -1540,23 +1542,10 @@ vErrors.push(err116);
 }
 errors++;
 }
-let data65 = data.limits;
-if(data65 && typeof data65 == "object" && !Array.isArray(data65)){
-if(data65.container === undefined){
-data65.container = {};
 }
-if(data65.pod === undefined){
-data65.pod = {};
 }
-if(data65.job === undefined){
-data65.job = {};
-}
-if(data65.runPolicy === undefined){
-data65.runPolicy = {};
-}
-for(const key15 in data65){
-if(!((((((key15 === "container") || (key15 === "pod")) || (key15 === "job")) || (key15 === "runPolicy")) || (key15 === "allowedAccelerators")) || (key15 === "allowedPartitions"))){
-const err117 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
+else {
+const err117 = {instancePath:instancePath+"/resources/limitsFromRequests",schemaPath:"#/properties/resources/properties/limitsFromRequests/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -1566,11 +1555,8 @@ vErrors.push(err117);
 errors++;
 }
 }
-let data66 = data65.container;
-if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
-for(const key16 in data66){
-if(!(((key16 === "cpu") || (key16 === "memory")) || (key16 === "gpus"))){
-const err118 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties"};
+else {
+const err118 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -1579,12 +1565,23 @@ vErrors.push(err118);
 }
 errors++;
 }
+let data66 = data.limits;
+if(data66 && typeof data66 == "object" && !Array.isArray(data66)){
+if(data66.container === undefined){
+data66.container = {};
 }
-if(data66.cpu !== undefined){
-let data67 = data66.cpu;
-if(typeof data67 === "string"){
-if(!pattern5.test(data67)){
-const err119 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+if(data66.pod === undefined){
+data66.pod = {};
+}
+if(data66.job === undefined){
+data66.job = {};
+}
+if(data66.runPolicy === undefined){
+data66.runPolicy = {};
+}
+for(const key15 in data66){
+if(!((((((key15 === "container") || (key15 === "pod")) || (key15 === "job")) || (key15 === "runPolicy")) || (key15 === "allowedAccelerators")) || (key15 === "allowedPartitions"))){
+const err119 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -1594,8 +1591,11 @@ vErrors.push(err119);
 errors++;
 }
 }
-else {
-const err120 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+let data67 = data66.container;
+if(data67 && typeof data67 == "object" && !Array.isArray(data67)){
+for(const key16 in data67){
+if(!(((key16 === "cpu") || (key16 === "memory")) || (key16 === "gpus"))){
+const err120 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -1605,11 +1605,11 @@ vErrors.push(err120);
 errors++;
 }
 }
-if(data66.memory !== undefined){
-let data68 = data66.memory;
+if(data67.cpu !== undefined){
+let data68 = data67.cpu;
 if(typeof data68 === "string"){
 if(!pattern5.test(data68)){
-const err121 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+const err121 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -1620,7 +1620,7 @@ errors++;
 }
 }
 else {
-const err122 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err122 = {instancePath:instancePath+"/limits/container/cpu",schemaPath:"#/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -1630,13 +1630,11 @@ vErrors.push(err122);
 errors++;
 }
 }
-if(data66.gpus !== undefined){
-let data69 = data66.gpus;
-if(data69 && typeof data69 == "object" && !Array.isArray(data69)){
-for(const key17 in data69){
-let data70 = data69[key17];
-if(!(((typeof data70 == "number") && (!(data70 % 1) && !isNaN(data70))) && (isFinite(data70)))){
-const err123 = {instancePath:instancePath+"/limits/container/gpus/" + key17.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data67.memory !== undefined){
+let data69 = data67.memory;
+if(typeof data69 === "string"){
+if(!pattern5.test(data69)){
+const err123 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -1645,9 +1643,9 @@ vErrors.push(err123);
 }
 errors++;
 }
-if((typeof data70 == "number") && (isFinite(data70))){
-if(data70 < 0 || isNaN(data70)){
-const err124 = {instancePath:instancePath+"/limits/container/gpus/" + key17.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+else {
+const err124 = {instancePath:instancePath+"/limits/container/memory",schemaPath:"#/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -1657,10 +1655,13 @@ vErrors.push(err124);
 errors++;
 }
 }
-}
-}
-else {
-const err125 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data67.gpus !== undefined){
+let data70 = data67.gpus;
+if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
+for(const key17 in data70){
+let data71 = data70[key17];
+if(!(((typeof data71 == "number") && (!(data71 % 1) && !isNaN(data71))) && (isFinite(data71)))){
+const err125 = {instancePath:instancePath+"/limits/container/gpus/" + key17.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -1669,10 +1670,9 @@ vErrors.push(err125);
 }
 errors++;
 }
-}
-}
-else {
-const err126 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data71 == "number") && (isFinite(data71))){
+if(data71 < 0 || isNaN(data71)){
+const err126 = {instancePath:instancePath+"/limits/container/gpus/" + key17.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -1681,11 +1681,11 @@ vErrors.push(err126);
 }
 errors++;
 }
-let data71 = data65.pod;
-if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
-for(const key18 in data71){
-if(!(key18 === "gpus")){
-const err127 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
+}
+}
+}
+else {
+const err127 = {instancePath:instancePath+"/limits/container/gpus",schemaPath:"#/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -1695,10 +1695,9 @@ vErrors.push(err127);
 errors++;
 }
 }
-if(data71.gpus !== undefined){
-let data72 = data71.gpus;
-if(!(((typeof data72 == "number") && (!(data72 % 1) && !isNaN(data72))) && (isFinite(data72)))){
-const err128 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err128 = {instancePath:instancePath+"/limits/container",schemaPath:"#/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -1707,9 +1706,11 @@ vErrors.push(err128);
 }
 errors++;
 }
-if((typeof data72 == "number") && (isFinite(data72))){
-if(data72 < 0 || isNaN(data72)){
-const err129 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+let data72 = data66.pod;
+if(data72 && typeof data72 == "object" && !Array.isArray(data72)){
+for(const key18 in data72){
+if(!(key18 === "gpus")){
+const err129 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key18},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -1719,10 +1720,10 @@ vErrors.push(err129);
 errors++;
 }
 }
-}
-}
-else {
-const err130 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data72.gpus !== undefined){
+let data73 = data72.gpus;
+if(!(((typeof data73 == "number") && (!(data73 % 1) && !isNaN(data73))) && (isFinite(data73)))){
+const err130 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -1731,11 +1732,9 @@ vErrors.push(err130);
 }
 errors++;
 }
-let data73 = data65.job;
-if(data73 && typeof data73 == "object" && !Array.isArray(data73)){
-for(const key19 in data73){
-if(!((key19 === "gpus") || (key19 === "replicas"))){
-const err131 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key19},message:"must NOT have additional properties"};
+if((typeof data73 == "number") && (isFinite(data73))){
+if(data73 < 0 || isNaN(data73)){
+const err131 = {instancePath:instancePath+"/limits/pod/gpus",schemaPath:"#/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -1745,10 +1744,10 @@ vErrors.push(err131);
 errors++;
 }
 }
-if(data73.gpus !== undefined){
-let data74 = data73.gpus;
-if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
-const err132 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err132 = {instancePath:instancePath+"/limits/pod",schemaPath:"#/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -1757,9 +1756,11 @@ vErrors.push(err132);
 }
 errors++;
 }
-if((typeof data74 == "number") && (isFinite(data74))){
-if(data74 < 0 || isNaN(data74)){
-const err133 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+let data74 = data66.job;
+if(data74 && typeof data74 == "object" && !Array.isArray(data74)){
+for(const key19 in data74){
+if(!((key19 === "gpus") || (key19 === "replicas"))){
+const err133 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key19},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -1769,14 +1770,10 @@ vErrors.push(err133);
 errors++;
 }
 }
-}
-if(data73.replicas !== undefined){
-let data75 = data73.replicas;
-if(data75 && typeof data75 == "object" && !Array.isArray(data75)){
-for(const key20 in data75){
-let data76 = data75[key20];
-if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
-const err134 = {instancePath:instancePath+"/limits/job/replicas/" + key20.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data74.gpus !== undefined){
+let data75 = data74.gpus;
+if(!(((typeof data75 == "number") && (!(data75 % 1) && !isNaN(data75))) && (isFinite(data75)))){
+const err134 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -1785,9 +1782,9 @@ vErrors.push(err134);
 }
 errors++;
 }
-if((typeof data76 == "number") && (isFinite(data76))){
-if(data76 < 0 || isNaN(data76)){
-const err135 = {instancePath:instancePath+"/limits/job/replicas/" + key20.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data75 == "number") && (isFinite(data75))){
+if(data75 < 0 || isNaN(data75)){
+const err135 = {instancePath:instancePath+"/limits/job/gpus",schemaPath:"#/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -1798,9 +1795,13 @@ errors++;
 }
 }
 }
-}
-else {
-const err136 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data74.replicas !== undefined){
+let data76 = data74.replicas;
+if(data76 && typeof data76 == "object" && !Array.isArray(data76)){
+for(const key20 in data76){
+let data77 = data76[key20];
+if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
+const err136 = {instancePath:instancePath+"/limits/job/replicas/" + key20.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -1809,10 +1810,9 @@ vErrors.push(err136);
 }
 errors++;
 }
-}
-}
-else {
-const err137 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data77 == "number") && (isFinite(data77))){
+if(data77 < 0 || isNaN(data77)){
+const err137 = {instancePath:instancePath+"/limits/job/replicas/" + key20.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -1821,11 +1821,11 @@ vErrors.push(err137);
 }
 errors++;
 }
-let data77 = data65.runPolicy;
-if(data77 && typeof data77 == "object" && !Array.isArray(data77)){
-for(const key21 in data77){
-if(!((((((key21 === "requireTtlSecondsAfterFinished") || (key21 === "maxTtlSecondsAfterFinished")) || (key21 === "maxActiveDeadlineSeconds")) || (key21 === "maxBackoffLimit")) || (key21 === "allowedCleanPodPolicies")) || (key21 === "allowedRestartPolicies"))){
-const err138 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
+}
+}
+}
+else {
+const err138 = {instancePath:instancePath+"/limits/job/replicas",schemaPath:"#/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -1835,9 +1835,9 @@ vErrors.push(err138);
 errors++;
 }
 }
-if(data77.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data77.requireTtlSecondsAfterFinished !== "boolean"){
-const err139 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+else {
+const err139 = {instancePath:instancePath+"/limits/job",schemaPath:"#/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -1846,11 +1846,11 @@ vErrors.push(err139);
 }
 errors++;
 }
-}
-if(data77.maxTtlSecondsAfterFinished !== undefined){
-let data79 = data77.maxTtlSecondsAfterFinished;
-if(!(((typeof data79 == "number") && (!(data79 % 1) && !isNaN(data79))) && (isFinite(data79)))){
-const err140 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data78 = data66.runPolicy;
+if(data78 && typeof data78 == "object" && !Array.isArray(data78)){
+for(const key21 in data78){
+if(!((((((key21 === "requireTtlSecondsAfterFinished") || (key21 === "maxTtlSecondsAfterFinished")) || (key21 === "maxActiveDeadlineSeconds")) || (key21 === "maxBackoffLimit")) || (key21 === "allowedCleanPodPolicies")) || (key21 === "allowedRestartPolicies"))){
+const err140 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key21},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -1859,9 +1859,10 @@ vErrors.push(err140);
 }
 errors++;
 }
-if((typeof data79 == "number") && (isFinite(data79))){
-if(data79 < 0 || isNaN(data79)){
-const err141 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data78.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data78.requireTtlSecondsAfterFinished !== "boolean"){
+const err141 = {instancePath:instancePath+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -1871,11 +1872,10 @@ vErrors.push(err141);
 errors++;
 }
 }
-}
-if(data77.maxActiveDeadlineSeconds !== undefined){
-let data80 = data77.maxActiveDeadlineSeconds;
+if(data78.maxTtlSecondsAfterFinished !== undefined){
+let data80 = data78.maxTtlSecondsAfterFinished;
 if(!(((typeof data80 == "number") && (!(data80 % 1) && !isNaN(data80))) && (isFinite(data80)))){
-const err142 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err142 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -1886,7 +1886,7 @@ errors++;
 }
 if((typeof data80 == "number") && (isFinite(data80))){
 if(data80 < 0 || isNaN(data80)){
-const err143 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err143 = {instancePath:instancePath+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -1897,10 +1897,10 @@ errors++;
 }
 }
 }
-if(data77.maxBackoffLimit !== undefined){
-let data81 = data77.maxBackoffLimit;
+if(data78.maxActiveDeadlineSeconds !== undefined){
+let data81 = data78.maxActiveDeadlineSeconds;
 if(!(((typeof data81 == "number") && (!(data81 % 1) && !isNaN(data81))) && (isFinite(data81)))){
-const err144 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err144 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -1911,7 +1911,7 @@ errors++;
 }
 if((typeof data81 == "number") && (isFinite(data81))){
 if(data81 < 0 || isNaN(data81)){
-const err145 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err145 = {instancePath:instancePath+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -1922,14 +1922,10 @@ errors++;
 }
 }
 }
-if(data77.allowedCleanPodPolicies !== undefined){
-let data82 = data77.allowedCleanPodPolicies;
-if(Array.isArray(data82)){
-const len10 = data82.length;
-for(let i10=0; i10<len10; i10++){
-let data83 = data82[i10];
-if(!(((data83 === "All") || (data83 === "Running")) || (data83 === "None"))){
-const err146 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i10,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if(data78.maxBackoffLimit !== undefined){
+let data82 = data78.maxBackoffLimit;
+if(!(((typeof data82 == "number") && (!(data82 % 1) && !isNaN(data82))) && (isFinite(data82)))){
+const err146 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -1938,10 +1934,9 @@ vErrors.push(err146);
 }
 errors++;
 }
-}
-}
-else {
-const err147 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if((typeof data82 == "number") && (isFinite(data82))){
+if(data82 < 0 || isNaN(data82)){
+const err147 = {instancePath:instancePath+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -1951,14 +1946,15 @@ vErrors.push(err147);
 errors++;
 }
 }
-if(data77.allowedRestartPolicies !== undefined){
-let data84 = data77.allowedRestartPolicies;
-if(Array.isArray(data84)){
-const len11 = data84.length;
-for(let i11=0; i11<len11; i11++){
-let data85 = data84[i11];
-if(!((((data85 === "Always") || (data85 === "OnFailure")) || (data85 === "Never")) || (data85 === "ExitCode"))){
-const err148 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i11,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+}
+if(data78.allowedCleanPodPolicies !== undefined){
+let data83 = data78.allowedCleanPodPolicies;
+if(Array.isArray(data83)){
+const len10 = data83.length;
+for(let i10=0; i10<len10; i10++){
+let data84 = data83[i10];
+if(!(((data84 === "All") || (data84 === "Running")) || (data84 === "None"))){
+const err148 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies/" + i10,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -1970,7 +1966,7 @@ errors++;
 }
 }
 else {
-const err149 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err149 = {instancePath:instancePath+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -1980,9 +1976,14 @@ vErrors.push(err149);
 errors++;
 }
 }
-}
-else {
-const err150 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data78.allowedRestartPolicies !== undefined){
+let data85 = data78.allowedRestartPolicies;
+if(Array.isArray(data85)){
+const len11 = data85.length;
+for(let i11=0; i11<len11; i11++){
+let data86 = data85[i11];
+if(!((((data86 === "Always") || (data86 === "OnFailure")) || (data86 === "Never")) || (data86 === "ExitCode"))){
+const err150 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies/" + i11,schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -1991,13 +1992,10 @@ vErrors.push(err150);
 }
 errors++;
 }
-if(data65.allowedAccelerators !== undefined){
-let data86 = data65.allowedAccelerators;
-if(Array.isArray(data86)){
-const len12 = data86.length;
-for(let i12=0; i12<len12; i12++){
-if(typeof data86[i12] !== "string"){
-const err151 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i12,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+else {
+const err151 = {instancePath:instancePath+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -2009,7 +2007,7 @@ errors++;
 }
 }
 else {
-const err152 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err152 = {instancePath:instancePath+"/limits/runPolicy",schemaPath:"#/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -2018,14 +2016,13 @@ vErrors.push(err152);
 }
 errors++;
 }
-}
-if(data65.allowedPartitions !== undefined){
-let data88 = data65.allowedPartitions;
-if(Array.isArray(data88)){
-const len13 = data88.length;
-for(let i13=0; i13<len13; i13++){
-if(typeof data88[i13] !== "string"){
-const err153 = {instancePath:instancePath+"/limits/allowedPartitions/" + i13,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data66.allowedAccelerators !== undefined){
+let data87 = data66.allowedAccelerators;
+if(Array.isArray(data87)){
+const len12 = data87.length;
+for(let i12=0; i12<len12; i12++){
+if(typeof data87[i12] !== "string"){
+const err153 = {instancePath:instancePath+"/limits/allowedAccelerators/" + i12,schemaPath:"#/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -2037,7 +2034,7 @@ errors++;
 }
 }
 else {
-const err154 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err154 = {instancePath:instancePath+"/limits/allowedAccelerators",schemaPath:"#/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -2047,9 +2044,13 @@ vErrors.push(err154);
 errors++;
 }
 }
-}
-else {
-const err155 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data66.allowedPartitions !== undefined){
+let data89 = data66.allowedPartitions;
+if(Array.isArray(data89)){
+const len13 = data89.length;
+for(let i13=0; i13<len13; i13++){
+if(typeof data89[i13] !== "string"){
+const err155 = {instancePath:instancePath+"/limits/allowedPartitions/" + i13,schemaPath:"#/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -2058,11 +2059,10 @@ vErrors.push(err155);
 }
 errors++;
 }
-let data90 = data.jobDefaults;
-if(data90 && typeof data90 == "object" && !Array.isArray(data90)){
-for(const key22 in data90){
-if(!((((key22 === "ttlSecondsAfterFinished") || (key22 === "cleanPodPolicy")) || (key22 === "activeDeadlineSeconds")) || (key22 === "backoffLimit"))){
-const err156 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
+}
+}
+else {
+const err156 = {instancePath:instancePath+"/limits/allowedPartitions",schemaPath:"#/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -2072,10 +2072,9 @@ vErrors.push(err156);
 errors++;
 }
 }
-if(data90.ttlSecondsAfterFinished !== undefined){
-let data91 = data90.ttlSecondsAfterFinished;
-if(!(((typeof data91 == "number") && (!(data91 % 1) && !isNaN(data91))) && (isFinite(data91)))){
-const err157 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err157 = {instancePath:instancePath+"/limits",schemaPath:"#/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -2084,9 +2083,11 @@ vErrors.push(err157);
 }
 errors++;
 }
-if((typeof data91 == "number") && (isFinite(data91))){
-if(data91 < 0 || isNaN(data91)){
-const err158 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+let data91 = data.jobDefaults;
+if(data91 && typeof data91 == "object" && !Array.isArray(data91)){
+for(const key22 in data91){
+if(!((((key22 === "ttlSecondsAfterFinished") || (key22 === "cleanPodPolicy")) || (key22 === "activeDeadlineSeconds")) || (key22 === "backoffLimit"))){
+const err158 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key22},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -2096,11 +2097,10 @@ vErrors.push(err158);
 errors++;
 }
 }
-}
-if(data90.cleanPodPolicy !== undefined){
-let data92 = data90.cleanPodPolicy;
-if(!(((data92 === "All") || (data92 === "Running")) || (data92 === "None"))){
-const err159 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+if(data91.ttlSecondsAfterFinished !== undefined){
+let data92 = data91.ttlSecondsAfterFinished;
+if(!(((typeof data92 == "number") && (!(data92 % 1) && !isNaN(data92))) && (isFinite(data92)))){
+const err159 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -2109,11 +2109,9 @@ vErrors.push(err159);
 }
 errors++;
 }
-}
-if(data90.activeDeadlineSeconds !== undefined){
-let data93 = data90.activeDeadlineSeconds;
-if(!(((typeof data93 == "number") && (!(data93 % 1) && !isNaN(data93))) && (isFinite(data93)))){
-const err160 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data92 == "number") && (isFinite(data92))){
+if(data92 < 0 || isNaN(data92)){
+const err160 = {instancePath:instancePath+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -2122,9 +2120,12 @@ vErrors.push(err160);
 }
 errors++;
 }
-if((typeof data93 == "number") && (isFinite(data93))){
-if(data93 < 1 || isNaN(data93)){
-const err161 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data91.cleanPodPolicy !== undefined){
+let data93 = data91.cleanPodPolicy;
+if(!(((data93 === "All") || (data93 === "Running")) || (data93 === "None"))){
+const err161 = {instancePath:instancePath+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -2134,11 +2135,10 @@ vErrors.push(err161);
 errors++;
 }
 }
-}
-if(data90.backoffLimit !== undefined){
-let data94 = data90.backoffLimit;
+if(data91.activeDeadlineSeconds !== undefined){
+let data94 = data91.activeDeadlineSeconds;
 if(!(((typeof data94 == "number") && (!(data94 % 1) && !isNaN(data94))) && (isFinite(data94)))){
-const err162 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err162 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -2148,8 +2148,8 @@ vErrors.push(err162);
 errors++;
 }
 if((typeof data94 == "number") && (isFinite(data94))){
-if(data94 < 0 || isNaN(data94)){
-const err163 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data94 < 1 || isNaN(data94)){
+const err163 = {instancePath:instancePath+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -2160,9 +2160,10 @@ errors++;
 }
 }
 }
-}
-else {
-const err164 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data91.backoffLimit !== undefined){
+let data95 = data91.backoffLimit;
+if(!(((typeof data95 == "number") && (!(data95 % 1) && !isNaN(data95))) && (isFinite(data95)))){
+const err164 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -2171,17 +2172,9 @@ vErrors.push(err164);
 }
 errors++;
 }
-let data95 = data.namespaces;
-if(Array.isArray(data95)){
-const len14 = data95.length;
-for(let i14=0; i14<len14; i14++){
-let data96 = data95[i14];
-if(data96 && typeof data96 == "object" && !Array.isArray(data96)){
-if(data96.limits === undefined){
-data96.limits = {};
-}
-if(data96.pattern === undefined){
-const err165 = {instancePath:instancePath+"/namespaces/" + i14,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+if((typeof data95 == "number") && (isFinite(data95))){
+if(data95 < 0 || isNaN(data95)){
+const err165 = {instancePath:instancePath+"/jobDefaults/backoffLimit",schemaPath:"#/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -2190,9 +2183,11 @@ vErrors.push(err165);
 }
 errors++;
 }
-for(const key23 in data96){
-if(!(((key23 === "pattern") || (key23 === "limits")) || (key23 === "jobDefaults"))){
-const err166 = {instancePath:instancePath+"/namespaces/" + i14,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
+}
+}
+}
+else {
+const err166 = {instancePath:instancePath+"/jobDefaults",schemaPath:"#/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -2201,12 +2196,17 @@ vErrors.push(err166);
 }
 errors++;
 }
+let data96 = data.namespaces;
+if(Array.isArray(data96)){
+const len14 = data96.length;
+for(let i14=0; i14<len14; i14++){
+let data97 = data96[i14];
+if(data97 && typeof data97 == "object" && !Array.isArray(data97)){
+if(data97.limits === undefined){
+data97.limits = {};
 }
-if(data96.pattern !== undefined){
-let data97 = data96.pattern;
-if(typeof data97 === "string"){
-if(func3(data97) < 1){
-const err167 = {instancePath:instancePath+"/namespaces/" + i14+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data97.pattern === undefined){
+const err167 = {instancePath:instancePath+"/namespaces/" + i14,schemaPath:"#/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -2215,9 +2215,9 @@ vErrors.push(err167);
 }
 errors++;
 }
-}
-else {
-const err168 = {instancePath:instancePath+"/namespaces/" + i14+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key23 in data97){
+if(!(((key23 === "pattern") || (key23 === "limits")) || (key23 === "jobDefaults"))){
+const err168 = {instancePath:instancePath+"/namespaces/" + i14,schemaPath:"#/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key23},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -2227,11 +2227,11 @@ vErrors.push(err168);
 errors++;
 }
 }
-let data98 = data96.limits;
-if(data98 && typeof data98 == "object" && !Array.isArray(data98)){
-for(const key24 in data98){
-if(!((((((key24 === "container") || (key24 === "pod")) || (key24 === "job")) || (key24 === "runPolicy")) || (key24 === "allowedAccelerators")) || (key24 === "allowedPartitions"))){
-const err169 = {instancePath:instancePath+"/namespaces/" + i14+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
+if(data97.pattern !== undefined){
+let data98 = data97.pattern;
+if(typeof data98 === "string"){
+if(func3(data98) < 1){
+const err169 = {instancePath:instancePath+"/namespaces/" + i14+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -2241,12 +2241,8 @@ vErrors.push(err169);
 errors++;
 }
 }
-if(data98.container !== undefined){
-let data99 = data98.container;
-if(data99 && typeof data99 == "object" && !Array.isArray(data99)){
-for(const key25 in data99){
-if(!(((key25 === "cpu") || (key25 === "memory")) || (key25 === "gpus"))){
-const err170 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key25},message:"must NOT have additional properties"};
+else {
+const err170 = {instancePath:instancePath+"/namespaces/" + i14+"/pattern",schemaPath:"#/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -2256,11 +2252,11 @@ vErrors.push(err170);
 errors++;
 }
 }
-if(data99.cpu !== undefined){
-let data100 = data99.cpu;
-if(typeof data100 === "string"){
-if(!pattern5.test(data100)){
-const err171 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+let data99 = data97.limits;
+if(data99 && typeof data99 == "object" && !Array.isArray(data99)){
+for(const key24 in data99){
+if(!((((((key24 === "container") || (key24 === "pod")) || (key24 === "job")) || (key24 === "runPolicy")) || (key24 === "allowedAccelerators")) || (key24 === "allowedPartitions"))){
+const err171 = {instancePath:instancePath+"/namespaces/" + i14+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key24},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -2270,8 +2266,12 @@ vErrors.push(err171);
 errors++;
 }
 }
-else {
-const err172 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data99.container !== undefined){
+let data100 = data99.container;
+if(data100 && typeof data100 == "object" && !Array.isArray(data100)){
+for(const key25 in data100){
+if(!(((key25 === "cpu") || (key25 === "memory")) || (key25 === "gpus"))){
+const err172 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key25},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -2281,11 +2281,11 @@ vErrors.push(err172);
 errors++;
 }
 }
-if(data99.memory !== undefined){
-let data101 = data99.memory;
+if(data100.cpu !== undefined){
+let data101 = data100.cpu;
 if(typeof data101 === "string"){
 if(!pattern5.test(data101)){
-const err173 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
+const err173 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -2296,7 +2296,7 @@ errors++;
 }
 }
 else {
-const err174 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err174 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/cpu",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/cpu/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -2306,13 +2306,11 @@ vErrors.push(err174);
 errors++;
 }
 }
-if(data99.gpus !== undefined){
-let data102 = data99.gpus;
-if(data102 && typeof data102 == "object" && !Array.isArray(data102)){
-for(const key26 in data102){
-let data103 = data102[key26];
-if(!(((typeof data103 == "number") && (!(data103 % 1) && !isNaN(data103))) && (isFinite(data103)))){
-const err175 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/gpus/" + key26.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data100.memory !== undefined){
+let data102 = data100.memory;
+if(typeof data102 === "string"){
+if(!pattern5.test(data102)){
+const err175 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/pattern",keyword:"pattern",params:{pattern: "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},message:"must match pattern \""+"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"+"\""};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -2321,9 +2319,9 @@ vErrors.push(err175);
 }
 errors++;
 }
-if((typeof data103 == "number") && (isFinite(data103))){
-if(data103 < 0 || isNaN(data103)){
-const err176 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/gpus/" + key26.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+else {
+const err176 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/memory",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/memory/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -2333,10 +2331,13 @@ vErrors.push(err176);
 errors++;
 }
 }
-}
-}
-else {
-const err177 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data100.gpus !== undefined){
+let data103 = data100.gpus;
+if(data103 && typeof data103 == "object" && !Array.isArray(data103)){
+for(const key26 in data103){
+let data104 = data103[key26];
+if(!(((typeof data104 == "number") && (!(data104 % 1) && !isNaN(data104))) && (isFinite(data104)))){
+const err177 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/gpus/" + key26.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -2345,10 +2346,9 @@ vErrors.push(err177);
 }
 errors++;
 }
-}
-}
-else {
-const err178 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data104 == "number") && (isFinite(data104))){
+if(data104 < 0 || isNaN(data104)){
+const err178 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/gpus/" + key26.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -2358,12 +2358,10 @@ vErrors.push(err178);
 errors++;
 }
 }
-if(data98.pod !== undefined){
-let data104 = data98.pod;
-if(data104 && typeof data104 == "object" && !Array.isArray(data104)){
-for(const key27 in data104){
-if(!(key27 === "gpus")){
-const err179 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
+}
+}
+else {
+const err179 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/properties/gpus/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -2373,10 +2371,9 @@ vErrors.push(err179);
 errors++;
 }
 }
-if(data104.gpus !== undefined){
-let data105 = data104.gpus;
-if(!(((typeof data105 == "number") && (!(data105 % 1) && !isNaN(data105))) && (isFinite(data105)))){
-const err180 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err180 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/container",schemaPath:"#/properties/namespaces/items/properties/limits/properties/container/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -2385,9 +2382,13 @@ vErrors.push(err180);
 }
 errors++;
 }
-if((typeof data105 == "number") && (isFinite(data105))){
-if(data105 < 0 || isNaN(data105)){
-const err181 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data99.pod !== undefined){
+let data105 = data99.pod;
+if(data105 && typeof data105 == "object" && !Array.isArray(data105)){
+for(const key27 in data105){
+if(!(key27 === "gpus")){
+const err181 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key27},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -2397,10 +2398,10 @@ vErrors.push(err181);
 errors++;
 }
 }
-}
-}
-else {
-const err182 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data105.gpus !== undefined){
+let data106 = data105.gpus;
+if(!(((typeof data106 == "number") && (!(data106 % 1) && !isNaN(data106))) && (isFinite(data106)))){
+const err182 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -2409,13 +2410,9 @@ vErrors.push(err182);
 }
 errors++;
 }
-}
-if(data98.job !== undefined){
-let data106 = data98.job;
-if(data106 && typeof data106 == "object" && !Array.isArray(data106)){
-for(const key28 in data106){
-if(!((key28 === "gpus") || (key28 === "replicas"))){
-const err183 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key28},message:"must NOT have additional properties"};
+if((typeof data106 == "number") && (isFinite(data106))){
+if(data106 < 0 || isNaN(data106)){
+const err183 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -2425,10 +2422,10 @@ vErrors.push(err183);
 errors++;
 }
 }
-if(data106.gpus !== undefined){
-let data107 = data106.gpus;
-if(!(((typeof data107 == "number") && (!(data107 % 1) && !isNaN(data107))) && (isFinite(data107)))){
-const err184 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err184 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/pod",schemaPath:"#/properties/namespaces/items/properties/limits/properties/pod/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -2437,9 +2434,13 @@ vErrors.push(err184);
 }
 errors++;
 }
-if((typeof data107 == "number") && (isFinite(data107))){
-if(data107 < 0 || isNaN(data107)){
-const err185 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data99.job !== undefined){
+let data107 = data99.job;
+if(data107 && typeof data107 == "object" && !Array.isArray(data107)){
+for(const key28 in data107){
+if(!((key28 === "gpus") || (key28 === "replicas"))){
+const err185 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key28},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -2449,14 +2450,10 @@ vErrors.push(err185);
 errors++;
 }
 }
-}
-if(data106.replicas !== undefined){
-let data108 = data106.replicas;
-if(data108 && typeof data108 == "object" && !Array.isArray(data108)){
-for(const key29 in data108){
-let data109 = data108[key29];
-if(!(((typeof data109 == "number") && (!(data109 % 1) && !isNaN(data109))) && (isFinite(data109)))){
-const err186 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/replicas/" + key29.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data107.gpus !== undefined){
+let data108 = data107.gpus;
+if(!(((typeof data108 == "number") && (!(data108 % 1) && !isNaN(data108))) && (isFinite(data108)))){
+const err186 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -2465,9 +2462,9 @@ vErrors.push(err186);
 }
 errors++;
 }
-if((typeof data109 == "number") && (isFinite(data109))){
-if(data109 < 0 || isNaN(data109)){
-const err187 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/replicas/" + key29.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if((typeof data108 == "number") && (isFinite(data108))){
+if(data108 < 0 || isNaN(data108)){
+const err187 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/gpus",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/gpus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -2478,9 +2475,13 @@ errors++;
 }
 }
 }
-}
-else {
-const err188 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data107.replicas !== undefined){
+let data109 = data107.replicas;
+if(data109 && typeof data109 == "object" && !Array.isArray(data109)){
+for(const key29 in data109){
+let data110 = data109[key29];
+if(!(((typeof data110 == "number") && (!(data110 % 1) && !isNaN(data110))) && (isFinite(data110)))){
+const err188 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/replicas/" + key29.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -2489,10 +2490,9 @@ vErrors.push(err188);
 }
 errors++;
 }
-}
-}
-else {
-const err189 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data110 == "number") && (isFinite(data110))){
+if(data110 < 0 || isNaN(data110)){
+const err189 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/replicas/" + key29.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -2502,12 +2502,10 @@ vErrors.push(err189);
 errors++;
 }
 }
-if(data98.runPolicy !== undefined){
-let data110 = data98.runPolicy;
-if(data110 && typeof data110 == "object" && !Array.isArray(data110)){
-for(const key30 in data110){
-if(!((((((key30 === "requireTtlSecondsAfterFinished") || (key30 === "maxTtlSecondsAfterFinished")) || (key30 === "maxActiveDeadlineSeconds")) || (key30 === "maxBackoffLimit")) || (key30 === "allowedCleanPodPolicies")) || (key30 === "allowedRestartPolicies"))){
-const err190 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
+}
+}
+else {
+const err190 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job/replicas",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/properties/replicas/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -2517,9 +2515,9 @@ vErrors.push(err190);
 errors++;
 }
 }
-if(data110.requireTtlSecondsAfterFinished !== undefined){
-if(typeof data110.requireTtlSecondsAfterFinished !== "boolean"){
-const err191 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+else {
+const err191 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/job",schemaPath:"#/properties/namespaces/items/properties/limits/properties/job/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -2529,10 +2527,12 @@ vErrors.push(err191);
 errors++;
 }
 }
-if(data110.maxTtlSecondsAfterFinished !== undefined){
-let data112 = data110.maxTtlSecondsAfterFinished;
-if(!(((typeof data112 == "number") && (!(data112 % 1) && !isNaN(data112))) && (isFinite(data112)))){
-const err192 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data99.runPolicy !== undefined){
+let data111 = data99.runPolicy;
+if(data111 && typeof data111 == "object" && !Array.isArray(data111)){
+for(const key30 in data111){
+if(!((((((key30 === "requireTtlSecondsAfterFinished") || (key30 === "maxTtlSecondsAfterFinished")) || (key30 === "maxActiveDeadlineSeconds")) || (key30 === "maxBackoffLimit")) || (key30 === "allowedCleanPodPolicies")) || (key30 === "allowedRestartPolicies"))){
+const err192 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key30},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -2541,9 +2541,10 @@ vErrors.push(err192);
 }
 errors++;
 }
-if((typeof data112 == "number") && (isFinite(data112))){
-if(data112 < 0 || isNaN(data112)){
-const err193 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data111.requireTtlSecondsAfterFinished !== undefined){
+if(typeof data111.requireTtlSecondsAfterFinished !== "boolean"){
+const err193 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/requireTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/requireTtlSecondsAfterFinished/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -2553,11 +2554,10 @@ vErrors.push(err193);
 errors++;
 }
 }
-}
-if(data110.maxActiveDeadlineSeconds !== undefined){
-let data113 = data110.maxActiveDeadlineSeconds;
+if(data111.maxTtlSecondsAfterFinished !== undefined){
+let data113 = data111.maxTtlSecondsAfterFinished;
 if(!(((typeof data113 == "number") && (!(data113 % 1) && !isNaN(data113))) && (isFinite(data113)))){
-const err194 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err194 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -2568,7 +2568,7 @@ errors++;
 }
 if((typeof data113 == "number") && (isFinite(data113))){
 if(data113 < 0 || isNaN(data113)){
-const err195 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err195 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxTtlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxTtlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -2579,10 +2579,10 @@ errors++;
 }
 }
 }
-if(data110.maxBackoffLimit !== undefined){
-let data114 = data110.maxBackoffLimit;
+if(data111.maxActiveDeadlineSeconds !== undefined){
+let data114 = data111.maxActiveDeadlineSeconds;
 if(!(((typeof data114 == "number") && (!(data114 % 1) && !isNaN(data114))) && (isFinite(data114)))){
-const err196 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err196 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -2593,7 +2593,7 @@ errors++;
 }
 if((typeof data114 == "number") && (isFinite(data114))){
 if(data114 < 0 || isNaN(data114)){
-const err197 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err197 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxActiveDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxActiveDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -2604,14 +2604,10 @@ errors++;
 }
 }
 }
-if(data110.allowedCleanPodPolicies !== undefined){
-let data115 = data110.allowedCleanPodPolicies;
-if(Array.isArray(data115)){
-const len15 = data115.length;
-for(let i15=0; i15<len15; i15++){
-let data116 = data115[i15];
-if(!(((data116 === "All") || (data116 === "Running")) || (data116 === "None"))){
-const err198 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedCleanPodPolicies/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
+if(data111.maxBackoffLimit !== undefined){
+let data115 = data111.maxBackoffLimit;
+if(!(((typeof data115 == "number") && (!(data115 % 1) && !isNaN(data115))) && (isFinite(data115)))){
+const err198 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -2620,10 +2616,9 @@ vErrors.push(err198);
 }
 errors++;
 }
-}
-}
-else {
-const err199 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if((typeof data115 == "number") && (isFinite(data115))){
+if(data115 < 0 || isNaN(data115)){
+const err199 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/maxBackoffLimit",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/maxBackoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -2633,14 +2628,15 @@ vErrors.push(err199);
 errors++;
 }
 }
-if(data110.allowedRestartPolicies !== undefined){
-let data117 = data110.allowedRestartPolicies;
-if(Array.isArray(data117)){
-const len16 = data117.length;
-for(let i16=0; i16<len16; i16++){
-let data118 = data117[i16];
-if(!((((data118 === "Always") || (data118 === "OnFailure")) || (data118 === "Never")) || (data118 === "ExitCode"))){
-const err200 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedRestartPolicies/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
+}
+if(data111.allowedCleanPodPolicies !== undefined){
+let data116 = data111.allowedCleanPodPolicies;
+if(Array.isArray(data116)){
+const len15 = data116.length;
+for(let i15=0; i15<len15; i15++){
+let data117 = data116[i15];
+if(!(((data117 === "All") || (data117 === "Running")) || (data117 === "None"))){
+const err200 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedCleanPodPolicies/" + i15,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedCleanPodPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -2652,7 +2648,7 @@ errors++;
 }
 }
 else {
-const err201 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err201 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedCleanPodPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedCleanPodPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -2662,9 +2658,14 @@ vErrors.push(err201);
 errors++;
 }
 }
-}
-else {
-const err202 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data111.allowedRestartPolicies !== undefined){
+let data118 = data111.allowedRestartPolicies;
+if(Array.isArray(data118)){
+const len16 = data118.length;
+for(let i16=0; i16<len16; i16++){
+let data119 = data118[i16];
+if(!((((data119 === "Always") || (data119 === "OnFailure")) || (data119 === "Never")) || (data119 === "ExitCode"))){
+const err202 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedRestartPolicies/" + i16,schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/items/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.limits.properties.runPolicy.properties.allowedRestartPolicies.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -2674,13 +2675,9 @@ vErrors.push(err202);
 errors++;
 }
 }
-if(data98.allowedAccelerators !== undefined){
-let data119 = data98.allowedAccelerators;
-if(Array.isArray(data119)){
-const len17 = data119.length;
-for(let i17=0; i17<len17; i17++){
-if(typeof data119[i17] !== "string"){
-const err203 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedAccelerators/" + i17,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err203 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy/allowedRestartPolicies",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/properties/allowedRestartPolicies/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -2692,7 +2689,7 @@ errors++;
 }
 }
 else {
-const err204 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err204 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/runPolicy",schemaPath:"#/properties/namespaces/items/properties/limits/properties/runPolicy/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -2702,13 +2699,13 @@ vErrors.push(err204);
 errors++;
 }
 }
-if(data98.allowedPartitions !== undefined){
-let data121 = data98.allowedPartitions;
-if(Array.isArray(data121)){
-const len18 = data121.length;
-for(let i18=0; i18<len18; i18++){
-if(typeof data121[i18] !== "string"){
-const err205 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedPartitions/" + i18,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data99.allowedAccelerators !== undefined){
+let data120 = data99.allowedAccelerators;
+if(Array.isArray(data120)){
+const len17 = data120.length;
+for(let i17=0; i17<len17; i17++){
+if(typeof data120[i17] !== "string"){
+const err205 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedAccelerators/" + i17,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -2720,7 +2717,7 @@ errors++;
 }
 }
 else {
-const err206 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err206 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedAccelerators",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedAccelerators/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -2730,9 +2727,13 @@ vErrors.push(err206);
 errors++;
 }
 }
-}
-else {
-const err207 = {instancePath:instancePath+"/namespaces/" + i14+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data99.allowedPartitions !== undefined){
+let data122 = data99.allowedPartitions;
+if(Array.isArray(data122)){
+const len18 = data122.length;
+for(let i18=0; i18<len18; i18++){
+if(typeof data122[i18] !== "string"){
+const err207 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedPartitions/" + i18,schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -2741,12 +2742,10 @@ vErrors.push(err207);
 }
 errors++;
 }
-if(data96.jobDefaults !== undefined){
-let data123 = data96.jobDefaults;
-if(data123 && typeof data123 == "object" && !Array.isArray(data123)){
-for(const key31 in data123){
-if(!((((key31 === "ttlSecondsAfterFinished") || (key31 === "cleanPodPolicy")) || (key31 === "activeDeadlineSeconds")) || (key31 === "backoffLimit"))){
-const err208 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
+}
+}
+else {
+const err208 = {instancePath:instancePath+"/namespaces/" + i14+"/limits/allowedPartitions",schemaPath:"#/properties/namespaces/items/properties/limits/properties/allowedPartitions/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -2756,10 +2755,9 @@ vErrors.push(err208);
 errors++;
 }
 }
-if(data123.ttlSecondsAfterFinished !== undefined){
-let data124 = data123.ttlSecondsAfterFinished;
-if(!(((typeof data124 == "number") && (!(data124 % 1) && !isNaN(data124))) && (isFinite(data124)))){
-const err209 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err209 = {instancePath:instancePath+"/namespaces/" + i14+"/limits",schemaPath:"#/properties/namespaces/items/properties/limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -2768,9 +2766,12 @@ vErrors.push(err209);
 }
 errors++;
 }
-if((typeof data124 == "number") && (isFinite(data124))){
-if(data124 < 0 || isNaN(data124)){
-const err210 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data97.jobDefaults !== undefined){
+let data124 = data97.jobDefaults;
+if(data124 && typeof data124 == "object" && !Array.isArray(data124)){
+for(const key31 in data124){
+if(!((((key31 === "ttlSecondsAfterFinished") || (key31 === "cleanPodPolicy")) || (key31 === "activeDeadlineSeconds")) || (key31 === "backoffLimit"))){
+const err210 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key31},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -2780,11 +2781,10 @@ vErrors.push(err210);
 errors++;
 }
 }
-}
-if(data123.cleanPodPolicy !== undefined){
-let data125 = data123.cleanPodPolicy;
-if(!(((data125 === "All") || (data125 === "Running")) || (data125 === "None"))){
-const err211 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
+if(data124.ttlSecondsAfterFinished !== undefined){
+let data125 = data124.ttlSecondsAfterFinished;
+if(!(((typeof data125 == "number") && (!(data125 % 1) && !isNaN(data125))) && (isFinite(data125)))){
+const err211 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -2793,11 +2793,9 @@ vErrors.push(err211);
 }
 errors++;
 }
-}
-if(data123.activeDeadlineSeconds !== undefined){
-let data126 = data123.activeDeadlineSeconds;
-if(!(((typeof data126 == "number") && (!(data126 % 1) && !isNaN(data126))) && (isFinite(data126)))){
-const err212 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data125 == "number") && (isFinite(data125))){
+if(data125 < 0 || isNaN(data125)){
+const err212 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/ttlSecondsAfterFinished",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/ttlSecondsAfterFinished/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -2806,9 +2804,12 @@ vErrors.push(err212);
 }
 errors++;
 }
-if((typeof data126 == "number") && (isFinite(data126))){
-if(data126 < 1 || isNaN(data126)){
-const err213 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data124.cleanPodPolicy !== undefined){
+let data126 = data124.cleanPodPolicy;
+if(!(((data126 === "All") || (data126 === "Running")) || (data126 === "None"))){
+const err213 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/cleanPodPolicy",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/cleanPodPolicy/enum",keyword:"enum",params:{allowedValues: schema11.properties.namespaces.items.properties.jobDefaults.properties.cleanPodPolicy.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -2818,11 +2819,10 @@ vErrors.push(err213);
 errors++;
 }
 }
-}
-if(data123.backoffLimit !== undefined){
-let data127 = data123.backoffLimit;
+if(data124.activeDeadlineSeconds !== undefined){
+let data127 = data124.activeDeadlineSeconds;
 if(!(((typeof data127 == "number") && (!(data127 % 1) && !isNaN(data127))) && (isFinite(data127)))){
-const err214 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err214 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -2832,8 +2832,8 @@ vErrors.push(err214);
 errors++;
 }
 if((typeof data127 == "number") && (isFinite(data127))){
-if(data127 < 0 || isNaN(data127)){
-const err215 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data127 < 1 || isNaN(data127)){
+const err215 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/activeDeadlineSeconds",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/activeDeadlineSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -2844,9 +2844,10 @@ errors++;
 }
 }
 }
-}
-else {
-const err216 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data124.backoffLimit !== undefined){
+let data128 = data124.backoffLimit;
+if(!(((typeof data128 == "number") && (!(data128 % 1) && !isNaN(data128))) && (isFinite(data128)))){
+const err216 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -2855,10 +2856,9 @@ vErrors.push(err216);
 }
 errors++;
 }
-}
-}
-else {
-const err217 = {instancePath:instancePath+"/namespaces/" + i14,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data128 == "number") && (isFinite(data128))){
+if(data128 < 0 || isNaN(data128)){
+const err217 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults/backoffLimit",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/properties/backoffLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -2869,8 +2869,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err218 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err218 = {instancePath:instancePath+"/namespaces/" + i14+"/jobDefaults",schemaPath:"#/properties/namespaces/items/properties/jobDefaults/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -2879,20 +2880,10 @@ vErrors.push(err218);
 }
 errors++;
 }
-let data128 = data.enforcement;
-if(data128 && typeof data128 == "object" && !Array.isArray(data128)){
-if(data128.mode === undefined){
-data128.mode = "deny";
 }
-if(data128.rules === undefined){
-data128.rules = {};
 }
-if(data128.namespaces === undefined){
-data128.namespaces = [];
-}
-for(const key32 in data128){
-if(!(((key32 === "mode") || (key32 === "rules")) || (key32 === "namespaces"))){
-const err219 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
+else {
+const err219 = {instancePath:instancePath+"/namespaces/" + i14,schemaPath:"#/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -2902,9 +2893,9 @@ vErrors.push(err219);
 errors++;
 }
 }
-let data129 = data128.mode;
-if(!(((data129 === "deny") || (data129 === "warn")) || (data129 === "audit"))){
-const err220 = {instancePath:instancePath+"/enforcement/mode",schemaPath:"#/properties/enforcement/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.mode.enum},message:"must be equal to one of the allowed values"};
+}
+else {
+const err220 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -2913,11 +2904,20 @@ vErrors.push(err220);
 }
 errors++;
 }
-let data130 = data128.rules;
-if(data130 && typeof data130 == "object" && !Array.isArray(data130)){
-for(const key33 in data130){
-if(!(func2.call(schema11.properties.enforcement.properties.rules.properties, key33))){
-const err221 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key33},message:"must NOT have additional properties"};
+let data129 = data.enforcement;
+if(data129 && typeof data129 == "object" && !Array.isArray(data129)){
+if(data129.mode === undefined){
+data129.mode = "deny";
+}
+if(data129.rules === undefined){
+data129.rules = {};
+}
+if(data129.namespaces === undefined){
+data129.namespaces = [];
+}
+for(const key32 in data129){
+if(!(((key32 === "mode") || (key32 === "rules")) || (key32 === "namespaces"))){
+const err221 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key32},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -2927,10 +2927,9 @@ vErrors.push(err221);
 errors++;
 }
 }
-if(data130["container-limits"] !== undefined){
-let data131 = data130["container-limits"];
-if(!(((data131 === "deny") || (data131 === "warn")) || (data131 === "audit"))){
-const err222 = {instancePath:instancePath+"/enforcement/rules/container-limits",schemaPath:"#/properties/enforcement/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
+let data130 = data129.mode;
+if(!(((data130 === "deny") || (data130 === "warn")) || (data130 === "audit"))){
+const err222 = {instancePath:instancePath+"/enforcement/mode",schemaPath:"#/properties/enforcement/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -2939,11 +2938,11 @@ vErrors.push(err222);
 }
 errors++;
 }
-}
-if(data130["extended-resources"] !== undefined){
-let data132 = data130["extended-resources"];
-if(!(((data132 === "deny") || (data132 === "warn")) || (data132 === "audit"))){
-const err223 = {instancePath:instancePath+"/enforcement/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
+let data131 = data129.rules;
+if(data131 && typeof data131 == "object" && !Array.isArray(data131)){
+for(const key33 in data131){
+if(!(func2.call(schema11.properties.enforcement.properties.rules.properties, key33))){
+const err223 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key33},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -2953,10 +2952,10 @@ vErrors.push(err223);
 errors++;
 }
 }
-if(data130["gpu-mig-mixing"] !== undefined){
-let data133 = data130["gpu-mig-mixing"];
-if(!(((data133 === "deny") || (data133 === "warn")) || (data133 === "audit"))){
-const err224 = {instancePath:instancePath+"/enforcement/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
+if(data131["container-limits"] !== undefined){
+let data132 = data131["container-limits"];
+if(!(((data132 === "deny") || (data132 === "warn")) || (data132 === "audit"))){
+const err224 = {instancePath:instancePath+"/enforcement/rules/container-limits",schemaPath:"#/properties/enforcement/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -2966,10 +2965,10 @@ vErrors.push(err224);
 errors++;
 }
 }
-if(data130["pod-gpus"] !== undefined){
-let data134 = data130["pod-gpus"];
-if(!(((data134 === "deny") || (data134 === "warn")) || (data134 === "audit"))){
-const err225 = {instancePath:instancePath+"/enforcement/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
+if(data131["extended-resources"] !== undefined){
+let data133 = data131["extended-resources"];
+if(!(((data133 === "deny") || (data133 === "warn")) || (data133 === "audit"))){
+const err225 = {instancePath:instancePath+"/enforcement/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -2979,10 +2978,10 @@ vErrors.push(err225);
 errors++;
 }
 }
-if(data130.quantity !== undefined){
-let data135 = data130.quantity;
-if(!(((data135 === "deny") || (data135 === "warn")) || (data135 === "audit"))){
-const err226 = {instancePath:instancePath+"/enforcement/rules/quantity",schemaPath:"#/properties/enforcement/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
+if(data131["gpu-mig-mixing"] !== undefined){
+let data134 = data131["gpu-mig-mixing"];
+if(!(((data134 === "deny") || (data134 === "warn")) || (data134 === "audit"))){
+const err226 = {instancePath:instancePath+"/enforcement/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -2992,10 +2991,10 @@ vErrors.push(err226);
 errors++;
 }
 }
-if(data130["accelerator-allowed"] !== undefined){
-let data136 = data130["accelerator-allowed"];
-if(!(((data136 === "deny") || (data136 === "warn")) || (data136 === "audit"))){
-const err227 = {instancePath:instancePath+"/enforcement/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
+if(data131["pod-gpus"] !== undefined){
+let data135 = data131["pod-gpus"];
+if(!(((data135 === "deny") || (data135 === "warn")) || (data135 === "audit"))){
+const err227 = {instancePath:instancePath+"/enforcement/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -3005,10 +3004,10 @@ vErrors.push(err227);
 errors++;
 }
 }
-if(data130["job-name"] !== undefined){
-let data137 = data130["job-name"];
-if(!(((data137 === "deny") || (data137 === "warn")) || (data137 === "audit"))){
-const err228 = {instancePath:instancePath+"/enforcement/rules/job-name",schemaPath:"#/properties/enforcement/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
+if(data131.quantity !== undefined){
+let data136 = data131.quantity;
+if(!(((data136 === "deny") || (data136 === "warn")) || (data136 === "audit"))){
+const err228 = {instancePath:instancePath+"/enforcement/rules/quantity",schemaPath:"#/properties/enforcement/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -3018,10 +3017,10 @@ vErrors.push(err228);
 errors++;
 }
 }
-if(data130["job-shape"] !== undefined){
-let data138 = data130["job-shape"];
-if(!(((data138 === "deny") || (data138 === "warn")) || (data138 === "audit"))){
-const err229 = {instancePath:instancePath+"/enforcement/rules/job-shape",schemaPath:"#/properties/enforcement/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
+if(data131["accelerator-allowed"] !== undefined){
+let data137 = data131["accelerator-allowed"];
+if(!(((data137 === "deny") || (data137 === "warn")) || (data137 === "audit"))){
+const err229 = {instancePath:instancePath+"/enforcement/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err229];
 }
@@ -3031,10 +3030,10 @@ vErrors.push(err229);
 errors++;
 }
 }
-if(data130["job-replicas"] !== undefined){
-let data139 = data130["job-replicas"];
-if(!(((data139 === "deny") || (data139 === "warn")) || (data139 === "audit"))){
-const err230 = {instancePath:instancePath+"/enforcement/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
+if(data131["job-name"] !== undefined){
+let data138 = data131["job-name"];
+if(!(((data138 === "deny") || (data138 === "warn")) || (data138 === "audit"))){
+const err230 = {instancePath:instancePath+"/enforcement/rules/job-name",schemaPath:"#/properties/enforcement/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err230];
 }
@@ -3044,10 +3043,10 @@ vErrors.push(err230);
 errors++;
 }
 }
-if(data130["job-gpus"] !== undefined){
-let data140 = data130["job-gpus"];
-if(!(((data140 === "deny") || (data140 === "warn")) || (data140 === "audit"))){
-const err231 = {instancePath:instancePath+"/enforcement/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
+if(data131["job-shape"] !== undefined){
+let data139 = data131["job-shape"];
+if(!(((data139 === "deny") || (data139 === "warn")) || (data139 === "audit"))){
+const err231 = {instancePath:instancePath+"/enforcement/rules/job-shape",schemaPath:"#/properties/enforcement/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -3057,10 +3056,10 @@ vErrors.push(err231);
 errors++;
 }
 }
-if(data130["run-policy"] !== undefined){
-let data141 = data130["run-policy"];
-if(!(((data141 === "deny") || (data141 === "warn")) || (data141 === "audit"))){
-const err232 = {instancePath:instancePath+"/enforcement/rules/run-policy",schemaPath:"#/properties/enforcement/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
+if(data131["job-replicas"] !== undefined){
+let data140 = data131["job-replicas"];
+if(!(((data140 === "deny") || (data140 === "warn")) || (data140 === "audit"))){
+const err232 = {instancePath:instancePath+"/enforcement/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err232];
 }
@@ -3070,10 +3069,10 @@ vErrors.push(err232);
 errors++;
 }
 }
-if(data130.capacity !== undefined){
-let data142 = data130.capacity;
-if(!(((data142 === "deny") || (data142 === "warn")) || (data142 === "audit"))){
-const err233 = {instancePath:instancePath+"/enforcement/rules/capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
+if(data131["job-gpus"] !== undefined){
+let data141 = data131["job-gpus"];
+if(!(((data141 === "deny") || (data141 === "warn")) || (data141 === "audit"))){
+const err233 = {instancePath:instancePath+"/enforcement/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err233];
 }
@@ -3083,10 +3082,10 @@ vErrors.push(err233);
 errors++;
 }
 }
-if(data130["queue-capacity"] !== undefined){
-let data143 = data130["queue-capacity"];
-if(!(((data143 === "deny") || (data143 === "warn")) || (data143 === "audit"))){
-const err234 = {instancePath:instancePath+"/enforcement/rules/queue-capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/queue-capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["queue-capacity"].enum},message:"must be equal to one of the allowed values"};
+if(data131["run-policy"] !== undefined){
+let data142 = data131["run-policy"];
+if(!(((data142 === "deny") || (data142 === "warn")) || (data142 === "audit"))){
+const err234 = {instancePath:instancePath+"/enforcement/rules/run-policy",schemaPath:"#/properties/enforcement/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err234];
 }
@@ -3096,10 +3095,10 @@ vErrors.push(err234);
 errors++;
 }
 }
-if(data130["gpu-unknown"] !== undefined){
-let data144 = data130["gpu-unknown"];
-if(!(((data144 === "deny") || (data144 === "warn")) || (data144 === "audit"))){
-const err235 = {instancePath:instancePath+"/enforcement/rules/gpu-unknown",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-unknown/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-unknown"].enum},message:"must be equal to one of the allowed values"};
+if(data131.capacity !== undefined){
+let data143 = data131.capacity;
+if(!(((data143 === "deny") || (data143 === "warn")) || (data143 === "audit"))){
+const err235 = {instancePath:instancePath+"/enforcement/rules/capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err235];
 }
@@ -3109,9 +3108,10 @@ vErrors.push(err235);
 errors++;
 }
 }
-}
-else {
-const err236 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data131["queue-capacity"] !== undefined){
+let data144 = data131["queue-capacity"];
+if(!(((data144 === "deny") || (data144 === "warn")) || (data144 === "audit"))){
+const err236 = {instancePath:instancePath+"/enforcement/rules/queue-capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/queue-capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["queue-capacity"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -3120,14 +3120,11 @@ vErrors.push(err236);
 }
 errors++;
 }
-let data145 = data128.namespaces;
-if(Array.isArray(data145)){
-const len19 = data145.length;
-for(let i19=0; i19<len19; i19++){
-let data146 = data145[i19];
-if(data146 && typeof data146 == "object" && !Array.isArray(data146)){
-if(data146.pattern === undefined){
-const err237 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+}
+if(data131["gpu-unknown"] !== undefined){
+let data145 = data131["gpu-unknown"];
+if(!(((data145 === "deny") || (data145 === "warn")) || (data145 === "audit"))){
+const err237 = {instancePath:instancePath+"/enforcement/rules/gpu-unknown",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-unknown/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-unknown"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -3136,9 +3133,10 @@ vErrors.push(err237);
 }
 errors++;
 }
-for(const key34 in data146){
-if(!(((key34 === "pattern") || (key34 === "mode")) || (key34 === "rules"))){
-const err238 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
+}
+}
+else {
+const err238 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -3147,12 +3145,14 @@ vErrors.push(err238);
 }
 errors++;
 }
-}
-if(data146.pattern !== undefined){
-let data147 = data146.pattern;
-if(typeof data147 === "string"){
-if(func3(data147) < 1){
-const err239 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+let data146 = data129.namespaces;
+if(Array.isArray(data146)){
+const len19 = data146.length;
+for(let i19=0; i19<len19; i19++){
+let data147 = data146[i19];
+if(data147 && typeof data147 == "object" && !Array.isArray(data147)){
+if(data147.pattern === undefined){
+const err239 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err239];
 }
@@ -3161,9 +3161,9 @@ vErrors.push(err239);
 }
 errors++;
 }
-}
-else {
-const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key34 in data147){
+if(!(((key34 === "pattern") || (key34 === "mode")) || (key34 === "rules"))){
+const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err240];
 }
@@ -3173,10 +3173,11 @@ vErrors.push(err240);
 errors++;
 }
 }
-if(data146.mode !== undefined){
-let data148 = data146.mode;
-if(!(((data148 === "deny") || (data148 === "warn")) || (data148 === "audit"))){
-const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
+if(data147.pattern !== undefined){
+let data148 = data147.pattern;
+if(typeof data148 === "string"){
+if(func3(data148) < 1){
+const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err241];
 }
@@ -3186,12 +3187,8 @@ vErrors.push(err241);
 errors++;
 }
 }
-if(data146.rules !== undefined){
-let data149 = data146.rules;
-if(data149 && typeof data149 == "object" && !Array.isArray(data149)){
-for(const key35 in data149){
-if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key35))){
-const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
+else {
+const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err242];
 }
@@ -3201,10 +3198,10 @@ vErrors.push(err242);
 errors++;
 }
 }
-if(data149["container-limits"] !== undefined){
-let data150 = data149["container-limits"];
-if(!(((data150 === "deny") || (data150 === "warn")) || (data150 === "audit"))){
-const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
+if(data147.mode !== undefined){
+let data149 = data147.mode;
+if(!(((data149 === "deny") || (data149 === "warn")) || (data149 === "audit"))){
+const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err243];
 }
@@ -3214,10 +3211,12 @@ vErrors.push(err243);
 errors++;
 }
 }
-if(data149["extended-resources"] !== undefined){
-let data151 = data149["extended-resources"];
-if(!(((data151 === "deny") || (data151 === "warn")) || (data151 === "audit"))){
-const err244 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
+if(data147.rules !== undefined){
+let data150 = data147.rules;
+if(data150 && typeof data150 == "object" && !Array.isArray(data150)){
+for(const key35 in data150){
+if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key35))){
+const err244 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err244];
 }
@@ -3227,10 +3226,10 @@ vErrors.push(err244);
 errors++;
 }
 }
-if(data149["gpu-mig-mixing"] !== undefined){
-let data152 = data149["gpu-mig-mixing"];
-if(!(((data152 === "deny") || (data152 === "warn")) || (data152 === "audit"))){
-const err245 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
+if(data150["container-limits"] !== undefined){
+let data151 = data150["container-limits"];
+if(!(((data151 === "deny") || (data151 === "warn")) || (data151 === "audit"))){
+const err245 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err245];
 }
@@ -3240,10 +3239,10 @@ vErrors.push(err245);
 errors++;
 }
 }
-if(data149["pod-gpus"] !== undefined){
-let data153 = data149["pod-gpus"];
-if(!(((data153 === "deny") || (data153 === "warn")) || (data153 === "audit"))){
-const err246 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
+if(data150["extended-resources"] !== undefined){
+let data152 = data150["extended-resources"];
+if(!(((data152 === "deny") || (data152 === "warn")) || (data152 === "audit"))){
+const err246 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err246];
 }
@@ -3253,10 +3252,10 @@ vErrors.push(err246);
 errors++;
 }
 }
-if(data149.quantity !== undefined){
-let data154 = data149.quantity;
-if(!(((data154 === "deny") || (data154 === "warn")) || (data154 === "audit"))){
-const err247 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
+if(data150["gpu-mig-mixing"] !== undefined){
+let data153 = data150["gpu-mig-mixing"];
+if(!(((data153 === "deny") || (data153 === "warn")) || (data153 === "audit"))){
+const err247 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err247];
 }
@@ -3266,10 +3265,10 @@ vErrors.push(err247);
 errors++;
 }
 }
-if(data149["accelerator-allowed"] !== undefined){
-let data155 = data149["accelerator-allowed"];
-if(!(((data155 === "deny") || (data155 === "warn")) || (data155 === "audit"))){
-const err248 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
+if(data150["pod-gpus"] !== undefined){
+let data154 = data150["pod-gpus"];
+if(!(((data154 === "deny") || (data154 === "warn")) || (data154 === "audit"))){
+const err248 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err248];
 }
@@ -3279,10 +3278,10 @@ vErrors.push(err248);
 errors++;
 }
 }
-if(data149["job-name"] !== undefined){
-let data156 = data149["job-name"];
-if(!(((data156 === "deny") || (data156 === "warn")) || (data156 === "audit"))){
-const err249 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
+if(data150.quantity !== undefined){
+let data155 = data150.quantity;
+if(!(((data155 === "deny") || (data155 === "warn")) || (data155 === "audit"))){
+const err249 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err249];
 }
@@ -3292,10 +3291,10 @@ vErrors.push(err249);
 errors++;
 }
 }
-if(data149["job-shape"] !== undefined){
-let data157 = data149["job-shape"];
-if(!(((data157 === "deny") || (data157 === "warn")) || (data157 === "audit"))){
-const err250 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
+if(data150["accelerator-allowed"] !== undefined){
+let data156 = data150["accelerator-allowed"];
+if(!(((data156 === "deny") || (data156 === "warn")) || (data156 === "audit"))){
+const err250 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err250];
 }
@@ -3305,10 +3304,10 @@ vErrors.push(err250);
 errors++;
 }
 }
-if(data149["job-replicas"] !== undefined){
-let data158 = data149["job-replicas"];
-if(!(((data158 === "deny") || (data158 === "warn")) || (data158 === "audit"))){
-const err251 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
+if(data150["job-name"] !== undefined){
+let data157 = data150["job-name"];
+if(!(((data157 === "deny") || (data157 === "warn")) || (data157 === "audit"))){
+const err251 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err251];
 }
@@ -3318,10 +3317,10 @@ vErrors.push(err251);
 errors++;
 }
 }
-if(data149["job-gpus"] !== undefined){
-let data159 = data149["job-gpus"];
-if(!(((data159 === "deny") || (data159 === "warn")) || (data159 === "audit"))){
-const err252 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
+if(data150["job-shape"] !== undefined){
+let data158 = data150["job-shape"];
+if(!(((data158 === "deny") || (data158 === "warn")) || (data158 === "audit"))){
+const err252 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err252];
 }
@@ -3331,10 +3330,10 @@ vErrors.push(err252);
 errors++;
 }
 }
-if(data149["run-policy"] !== undefined){
-let data160 = data149["run-policy"];
-if(!(((data160 === "deny") || (data160 === "warn")) || (data160 === "audit"))){
-const err253 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
+if(data150["job-replicas"] !== undefined){
+let data159 = data150["job-replicas"];
+if(!(((data159 === "deny") || (data159 === "warn")) || (data159 === "audit"))){
+const err253 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err253];
 }
@@ -3344,10 +3343,10 @@ vErrors.push(err253);
 errors++;
 }
 }
-if(data149.capacity !== undefined){
-let data161 = data149.capacity;
-if(!(((data161 === "deny") || (data161 === "warn")) || (data161 === "audit"))){
-const err254 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
+if(data150["job-gpus"] !== undefined){
+let data160 = data150["job-gpus"];
+if(!(((data160 === "deny") || (data160 === "warn")) || (data160 === "audit"))){
+const err254 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err254];
 }
@@ -3357,10 +3356,10 @@ vErrors.push(err254);
 errors++;
 }
 }
-if(data149["queue-capacity"] !== undefined){
-let data162 = data149["queue-capacity"];
-if(!(((data162 === "deny") || (data162 === "warn")) || (data162 === "audit"))){
-const err255 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/queue-capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/queue-capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["queue-capacity"].enum},message:"must be equal to one of the allowed values"};
+if(data150["run-policy"] !== undefined){
+let data161 = data150["run-policy"];
+if(!(((data161 === "deny") || (data161 === "warn")) || (data161 === "audit"))){
+const err255 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err255];
 }
@@ -3370,10 +3369,10 @@ vErrors.push(err255);
 errors++;
 }
 }
-if(data149["gpu-unknown"] !== undefined){
-let data163 = data149["gpu-unknown"];
-if(!(((data163 === "deny") || (data163 === "warn")) || (data163 === "audit"))){
-const err256 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-unknown",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-unknown/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-unknown"].enum},message:"must be equal to one of the allowed values"};
+if(data150.capacity !== undefined){
+let data162 = data150.capacity;
+if(!(((data162 === "deny") || (data162 === "warn")) || (data162 === "audit"))){
+const err256 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err256];
 }
@@ -3383,9 +3382,10 @@ vErrors.push(err256);
 errors++;
 }
 }
-}
-else {
-const err257 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data150["queue-capacity"] !== undefined){
+let data163 = data150["queue-capacity"];
+if(!(((data163 === "deny") || (data163 === "warn")) || (data163 === "audit"))){
+const err257 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/queue-capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/queue-capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["queue-capacity"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err257];
 }
@@ -3395,9 +3395,10 @@ vErrors.push(err257);
 errors++;
 }
 }
-}
-else {
-const err258 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data150["gpu-unknown"] !== undefined){
+let data164 = data150["gpu-unknown"];
+if(!(((data164 === "deny") || (data164 === "warn")) || (data164 === "audit"))){
+const err258 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-unknown",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-unknown/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-unknown"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err258];
 }
@@ -3409,7 +3410,7 @@ errors++;
 }
 }
 else {
-const err259 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err259 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err259];
 }
@@ -3419,8 +3420,9 @@ vErrors.push(err259);
 errors++;
 }
 }
+}
 else {
-const err260 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err260 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err260];
 }
@@ -3429,41 +3431,10 @@ vErrors.push(err260);
 }
 errors++;
 }
-let data164 = data.reconciler;
-if(data164 && typeof data164 == "object" && !Array.isArray(data164)){
-if(data164.maxDeletionsPerPass === undefined){
-data164.maxDeletionsPerPass = 100;
 }
-if(data164.leaseGracePeriodSeconds === undefined){
-data164.leaseGracePeriodSeconds = 40;
 }
-if(data164.passLeaseSeconds === undefined){
-data164.passLeaseSeconds = 600;
-}
-if(data164.perReplicaServices === undefined){
-data164.perReplicaServices = true;
-}
-if(data164.events === undefined){
-data164.events = true;
-}
-if(data164.pendingGpuPodSeconds === undefined){
-data164.pendingGpuPodSeconds = 300;
-}
-if(data164.ledgerShardBytes === undefined){
-data164.ledgerShardBytes = 524288;
-}
-if(data164.concurrency === undefined){
-data164.concurrency = 8;
-}
-if(data164.policyReports === undefined){
-data164.policyReports = false;
-}
-if(data164.allowedTemplates === undefined){
-data164.allowedTemplates = {};
-}
-for(const key36 in data164){
-if(!(func2.call(schema11.properties.reconciler.properties, key36))){
-const err261 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
+else {
+const err261 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err261];
 }
@@ -3473,9 +3444,8 @@ vErrors.push(err261);
 errors++;
 }
 }
-let data165 = data164.maxDeletionsPerPass;
-if(!(((typeof data165 == "number") && (!(data165 % 1) && !isNaN(data165))) && (isFinite(data165)))){
-const err262 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err262 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err262];
 }
@@ -3484,9 +3454,41 @@ vErrors.push(err262);
 }
 errors++;
 }
-if((typeof data165 == "number") && (isFinite(data165))){
-if(data165 < 1 || isNaN(data165)){
-const err263 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+let data165 = data.reconciler;
+if(data165 && typeof data165 == "object" && !Array.isArray(data165)){
+if(data165.maxDeletionsPerPass === undefined){
+data165.maxDeletionsPerPass = 100;
+}
+if(data165.leaseGracePeriodSeconds === undefined){
+data165.leaseGracePeriodSeconds = 40;
+}
+if(data165.passLeaseSeconds === undefined){
+data165.passLeaseSeconds = 600;
+}
+if(data165.perReplicaServices === undefined){
+data165.perReplicaServices = true;
+}
+if(data165.events === undefined){
+data165.events = true;
+}
+if(data165.pendingGpuPodSeconds === undefined){
+data165.pendingGpuPodSeconds = 300;
+}
+if(data165.ledgerShardBytes === undefined){
+data165.ledgerShardBytes = 524288;
+}
+if(data165.concurrency === undefined){
+data165.concurrency = 8;
+}
+if(data165.policyReports === undefined){
+data165.policyReports = false;
+}
+if(data165.allowedTemplates === undefined){
+data165.allowedTemplates = {};
+}
+for(const key36 in data165){
+if(!(func2.call(schema11.properties.reconciler.properties, key36))){
+const err263 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err263];
 }
@@ -3496,9 +3498,9 @@ vErrors.push(err263);
 errors++;
 }
 }
-let data166 = data164.leaseGracePeriodSeconds;
+let data166 = data165.maxDeletionsPerPass;
 if(!(((typeof data166 == "number") && (!(data166 % 1) && !isNaN(data166))) && (isFinite(data166)))){
-const err264 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err264 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err264];
 }
@@ -3509,7 +3511,7 @@ errors++;
 }
 if((typeof data166 == "number") && (isFinite(data166))){
 if(data166 < 1 || isNaN(data166)){
-const err265 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err265 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err265];
 }
@@ -3519,9 +3521,9 @@ vErrors.push(err265);
 errors++;
 }
 }
-let data167 = data164.passLeaseSeconds;
+let data167 = data165.leaseGracePeriodSeconds;
 if(!(((typeof data167 == "number") && (!(data167 % 1) && !isNaN(data167))) && (isFinite(data167)))){
-const err266 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err266 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err266];
 }
@@ -3531,8 +3533,8 @@ vErrors.push(err266);
 errors++;
 }
 if((typeof data167 == "number") && (isFinite(data167))){
-if(data167 > 86400 || isNaN(data167)){
-const err267 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if(data167 < 1 || isNaN(data167)){
+const err267 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err267];
 }
@@ -3541,8 +3543,10 @@ vErrors.push(err267);
 }
 errors++;
 }
-if(data167 < 10 || isNaN(data167)){
-const err268 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+}
+let data168 = data165.passLeaseSeconds;
+if(!(((typeof data168 == "number") && (!(data168 % 1) && !isNaN(data168))) && (isFinite(data168)))){
+const err268 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err268];
 }
@@ -3551,9 +3555,9 @@ vErrors.push(err268);
 }
 errors++;
 }
-}
-if(typeof data164.perReplicaServices !== "boolean"){
-const err269 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data168 == "number") && (isFinite(data168))){
+if(data168 > 86400 || isNaN(data168)){
+const err269 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err269];
 }
@@ -3562,8 +3566,8 @@ vErrors.push(err269);
 }
 errors++;
 }
-if(typeof data164.events !== "boolean"){
-const err270 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data168 < 10 || isNaN(data168)){
+const err270 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
 if(vErrors === null){
 vErrors = [err270];
 }
@@ -3572,9 +3576,9 @@ vErrors.push(err270);
 }
 errors++;
 }
-let data170 = data164.pendingGpuPodSeconds;
-if(!(((typeof data170 == "number") && (!(data170 % 1) && !isNaN(data170))) && (isFinite(data170)))){
-const err271 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(typeof data165.perReplicaServices !== "boolean"){
+const err271 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err271];
 }
@@ -3583,9 +3587,8 @@ vErrors.push(err271);
 }
 errors++;
 }
-if((typeof data170 == "number") && (isFinite(data170))){
-if(data170 < 0 || isNaN(data170)){
-const err272 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(typeof data165.events !== "boolean"){
+const err272 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err272];
 }
@@ -3594,10 +3597,9 @@ vErrors.push(err272);
 }
 errors++;
 }
-}
-let data171 = data164.ledgerShardBytes;
+let data171 = data165.pendingGpuPodSeconds;
 if(!(((typeof data171 == "number") && (!(data171 % 1) && !isNaN(data171))) && (isFinite(data171)))){
-const err273 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err273 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err273];
 }
@@ -3607,8 +3609,8 @@ vErrors.push(err273);
 errors++;
 }
 if((typeof data171 == "number") && (isFinite(data171))){
-if(data171 > 921600 || isNaN(data171)){
-const err274 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+if(data171 < 0 || isNaN(data171)){
+const err274 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err274];
 }
@@ -3617,8 +3619,10 @@ vErrors.push(err274);
 }
 errors++;
 }
-if(data171 < 16384 || isNaN(data171)){
-const err275 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+}
+let data172 = data165.ledgerShardBytes;
+if(!(((typeof data172 == "number") && (!(data172 % 1) && !isNaN(data172))) && (isFinite(data172)))){
+const err275 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err275];
 }
@@ -3627,10 +3631,9 @@ vErrors.push(err275);
 }
 errors++;
 }
-}
-let data172 = data164.concurrency;
-if(!(((typeof data172 == "number") && (!(data172 % 1) && !isNaN(data172))) && (isFinite(data172)))){
-const err276 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data172 == "number") && (isFinite(data172))){
+if(data172 > 921600 || isNaN(data172)){
+const err276 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
 if(vErrors === null){
 vErrors = [err276];
 }
@@ -3639,9 +3642,8 @@ vErrors.push(err276);
 }
 errors++;
 }
-if((typeof data172 == "number") && (isFinite(data172))){
-if(data172 > 64 || isNaN(data172)){
-const err277 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+if(data172 < 16384 || isNaN(data172)){
+const err277 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
 if(vErrors === null){
 vErrors = [err277];
 }
@@ -3650,8 +3652,10 @@ vErrors.push(err277);
 }
 errors++;
 }
-if(data172 < 1 || isNaN(data172)){
-const err278 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data173 = data165.concurrency;
+if(!(((typeof data173 == "number") && (!(data173 % 1) && !isNaN(data173))) && (isFinite(data173)))){
+const err278 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err278];
 }
@@ -3660,9 +3664,9 @@ vErrors.push(err278);
 }
 errors++;
 }
-}
-if(typeof data164.policyReports !== "boolean"){
-const err279 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data173 == "number") && (isFinite(data173))){
+if(data173 > 64 || isNaN(data173)){
+const err279 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
 if(vErrors === null){
 vErrors = [err279];
 }
@@ -3671,20 +3675,8 @@ vErrors.push(err279);
 }
 errors++;
 }
-let data174 = data164.allowedTemplates;
-if(data174 && typeof data174 == "object" && !Array.isArray(data174)){
-if(data174.privileged === undefined){
-data174.privileged = false;
-}
-if(data174.hostNamespaces === undefined){
-data174.hostNamespaces = false;
-}
-if(data174.serviceAccounts === undefined){
-data174.serviceAccounts = [];
-}
-for(const key37 in data174){
-if(!(((key37 === "privileged") || (key37 === "hostNamespaces")) || (key37 === "serviceAccounts"))){
-const err280 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key37},message:"must NOT have additional properties"};
+if(data173 < 1 || isNaN(data173)){
+const err280 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err280];
 }
@@ -3694,8 +3686,8 @@ vErrors.push(err280);
 errors++;
 }
 }
-if(typeof data174.privileged !== "boolean"){
-const err281 = {instancePath:instancePath+"/reconciler/allowedTemplates/privileged",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/privileged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(typeof data165.policyReports !== "boolean"){
+const err281 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err281];
 }
@@ -3704,8 +3696,20 @@ vErrors.push(err281);
 }
 errors++;
 }
-if(typeof data174.hostNamespaces !== "boolean"){
-const err282 = {instancePath:instancePath+"/reconciler/allowedTemplates/hostNamespaces",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/hostNamespaces/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+let data175 = data165.allowedTemplates;
+if(data175 && typeof data175 == "object" && !Array.isArray(data175)){
+if(data175.privileged === undefined){
+data175.privileged = false;
+}
+if(data175.hostNamespaces === undefined){
+data175.hostNamespaces = false;
+}
+if(data175.serviceAccounts === undefined){
+data175.serviceAccounts = [];
+}
+for(const key37 in data175){
+if(!(((key37 === "privileged") || (key37 === "hostNamespaces")) || (key37 === "serviceAccounts"))){
+const err282 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key37},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err282];
 }
@@ -3714,14 +3718,9 @@ vErrors.push(err282);
 }
 errors++;
 }
-let data177 = data174.serviceAccounts;
-if(Array.isArray(data177)){
-const len20 = data177.length;
-for(let i20=0; i20<len20; i20++){
-let data178 = data177[i20];
-if(typeof data178 === "string"){
-if(!pattern11.test(data178)){
-const err283 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
+}
+if(typeof data175.privileged !== "boolean"){
+const err283 = {instancePath:instancePath+"/reconciler/allowedTemplates/privileged",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/privileged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err283];
 }
@@ -3730,9 +3729,8 @@ vErrors.push(err283);
 }
 errors++;
 }
-}
-else {
-const err284 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data175.hostNamespaces !== "boolean"){
+const err284 = {instancePath:instancePath+"/reconciler/allowedTemplates/hostNamespaces",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/hostNamespaces/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err284];
 }
@@ -3741,10 +3739,14 @@ vErrors.push(err284);
 }
 errors++;
 }
-}
-}
-else {
-const err285 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+let data178 = data175.serviceAccounts;
+if(Array.isArray(data178)){
+const len20 = data178.length;
+for(let i20=0; i20<len20; i20++){
+let data179 = data178[i20];
+if(typeof data179 === "string"){
+if(!pattern11.test(data179)){
+const err285 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err285];
 }
@@ -3755,7 +3757,7 @@ errors++;
 }
 }
 else {
-const err286 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err286 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err286];
 }
@@ -3765,8 +3767,9 @@ vErrors.push(err286);
 errors++;
 }
 }
+}
 else {
-const err287 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err287 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err287];
 }
@@ -3775,17 +3778,9 @@ vErrors.push(err287);
 }
 errors++;
 }
-let data179 = data.webhook;
-if(data179 && typeof data179 == "object" && !Array.isArray(data179)){
-if(data179.timeoutSeconds === undefined){
-data179.timeoutSeconds = 5;
 }
-if(data179.podMutation === undefined){
-data179.podMutation = "full";
-}
-for(const key38 in data179){
-if(!((key38 === "timeoutSeconds") || (key38 === "podMutation"))){
-const err288 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key38},message:"must NOT have additional properties"};
+else {
+const err288 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err288];
 }
@@ -3795,9 +3790,8 @@ vErrors.push(err288);
 errors++;
 }
 }
-let data180 = data179.timeoutSeconds;
-if(!(((typeof data180 == "number") && (!(data180 % 1) && !isNaN(data180))) && (isFinite(data180)))){
-const err289 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err289 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err289];
 }
@@ -3806,9 +3800,17 @@ vErrors.push(err289);
 }
 errors++;
 }
-if((typeof data180 == "number") && (isFinite(data180))){
-if(data180 > 30 || isNaN(data180)){
-const err290 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+let data180 = data.webhook;
+if(data180 && typeof data180 == "object" && !Array.isArray(data180)){
+if(data180.timeoutSeconds === undefined){
+data180.timeoutSeconds = 5;
+}
+if(data180.podMutation === undefined){
+data180.podMutation = "full";
+}
+for(const key38 in data180){
+if(!((key38 === "timeoutSeconds") || (key38 === "podMutation"))){
+const err290 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key38},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err290];
 }
@@ -3817,8 +3819,10 @@ vErrors.push(err290);
 }
 errors++;
 }
-if(data180 < 1 || isNaN(data180)){
-const err291 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data181 = data180.timeoutSeconds;
+if(!(((typeof data181 == "number") && (!(data181 % 1) && !isNaN(data181))) && (isFinite(data181)))){
+const err291 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err291];
 }
@@ -3827,10 +3831,9 @@ vErrors.push(err291);
 }
 errors++;
 }
-}
-let data181 = data179.podMutation;
-if(!((data181 === "full") || (data181 === "reduced"))){
-const err292 = {instancePath:instancePath+"/webhook/podMutation",schemaPath:"#/properties/webhook/properties/podMutation/enum",keyword:"enum",params:{allowedValues: schema11.properties.webhook.properties.podMutation.enum},message:"must be equal to one of the allowed values"};
+if((typeof data181 == "number") && (isFinite(data181))){
+if(data181 > 30 || isNaN(data181)){
+const err292 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
 if(vErrors === null){
 vErrors = [err292];
 }
@@ -3839,9 +3842,8 @@ vErrors.push(err292);
 }
 errors++;
 }
-}
-else {
-const err293 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data181 < 1 || isNaN(data181)){
+const err293 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err293];
 }
@@ -3851,13 +3853,36 @@ vErrors.push(err293);
 errors++;
 }
 }
-else {
-const err294 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data182 = data180.podMutation;
+if(!((data182 === "full") || (data182 === "reduced"))){
+const err294 = {instancePath:instancePath+"/webhook/podMutation",schemaPath:"#/properties/webhook/properties/podMutation/enum",keyword:"enum",params:{allowedValues: schema11.properties.webhook.properties.podMutation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err294];
 }
 else {
 vErrors.push(err294);
+}
+errors++;
+}
+}
+else {
+const err295 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err295];
+}
+else {
+vErrors.push(err295);
+}
+errors++;
+}
+}
+else {
+const err296 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err296];
+}
+else {
+vErrors.push(err296);
 }
 errors++;
 }

@@ -60,6 +60,8 @@ export const DESCRIPTIONS: Record<string, string> = {
     "Products and MIG profiles that a request's CEL selectors pin (`device.attributes['gpu.nvidia.com'].productName == '…'`, `.profile in [...]`) are checked against `allowedAccelerators` / `allowedPartitions` (a `productName` with spaces matches the label value with dashes); a selector that tests them any other way is refused while a list is set. " +
     "Claims and templates are also checked when they are created (`/validate/claims`). Empty: claims are not read and pods naming them are not sent to the webhooks for it.",
   "gpu.deviceClasses[].name": "The DeviceClass name, e.g. `gpu.nvidia.com` (NVIDIA's DRA driver), `mig.nvidia.com`, `gpu.amd.com` (AMD's).",
+  "gpu.deviceClasses[].extendedResourceName":
+    "The extended-resource name the cluster's DeviceClass serves (its `spec.extendedResourceName`, DRA's extended-resource support), when it sets one that is not already in `gpu.resources`: a container asking for it counts as this class's resource. Every class's implicit name, `deviceclass.resource.kubernetes.io/<class>`, counts so without being listed. `quartermaster doctor` compares both with the cluster's DeviceClasses.",
   "gpu.deviceClasses[].resourceName":
     "The resource name its devices count as, e.g. `nvidia.com/gpu`; `{profile}` is replaced by the MIG profile the request's selectors pin (`nvidia.com/mig-{profile}` → `nvidia.com/mig-1g.10gb`), or `any` when none is pinned.",
   accelerator:

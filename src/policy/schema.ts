@@ -4,6 +4,7 @@
  * the built-in behaviour and `{}` is a complete policy.
  */
 
+import { defaultDeviceClasses, defaultGpuResources } from "../vendors/index.js";
 import { CONFIGURABLE_RULES, ENFORCEMENT_MODES } from "./rules.js";
 
 const toleration = {
@@ -145,11 +146,8 @@ export const POLICY_SCHEMA = {
         resourceName: { type: "string", minLength: 1, default: "nvidia.com/gpu" },
         resources: {
           type: "array",
-          default: [
-            { pattern: "nvidia.com/gpu", tolerations: [] },
-            { pattern: "nvidia.com/mig-*", tolerations: [{ key: "nvidia.com/gpu", operator: "Exists", effect: "NoSchedule" }] },
-            { pattern: "amd.com/gpu", tolerations: [] },
-          ],
+          // Every vendor's resources (src/vendors/).
+          default: defaultGpuResources(),
           items: {
             type: "object",
             additionalProperties: false,
@@ -162,11 +160,7 @@ export const POLICY_SCHEMA = {
         },
         deviceClasses: {
           type: "array",
-          default: [
-            { name: "gpu.nvidia.com", resourceName: "nvidia.com/gpu" },
-            { name: "mig.nvidia.com", resourceName: "nvidia.com/mig-{profile}" },
-            { name: "gpu.amd.com", resourceName: "amd.com/gpu" },
-          ],
+          default: defaultDeviceClasses(),
           items: {
             type: "object",
             additionalProperties: false,
@@ -174,6 +168,7 @@ export const POLICY_SCHEMA = {
             properties: {
               name: { type: "string", pattern: "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", maxLength: 253 },
               resourceName: { type: "string", minLength: 1 },
+              extendedResourceName: { type: "string", minLength: 1 },
             },
           },
         },

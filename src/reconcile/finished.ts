@@ -120,7 +120,7 @@ function holdsGpus(pod: KubeObject, policy: Policy): boolean {
   const p = pod as PodShape;
   const phase = p.status?.phase;
   if (!p.spec?.nodeName || phase === "Succeeded" || phase === "Failed") return false;
-  for (const n of effectivePodGpus(p.spec, policy.gpu.resources).values()) if (n > 0) return true;
+  for (const n of effectivePodGpus(p.spec, policy.gpu).values()) if (n > 0) return true;
   return false;
 }
 

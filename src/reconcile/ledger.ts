@@ -394,7 +394,7 @@ function accountPods(input: LedgerInput, acc: PodAccounts, nowMs: number, policy
  * the node from the claims, see addDraAllocations), as written while pending.
  */
 function podGpus(ch: Charging, pod: PodShape, uid: string, nodeName: string | undefined): { requested: Map<string, number>; all: Map<string, number> } {
-  const requested = effectivePodGpus(pod.spec ?? ({} as V1PodSpec), ch.policy.gpu.resources);
+  const requested = effectivePodGpus(pod.spec ?? ({} as V1PodSpec), ch.policy.gpu);
   let claimed: Map<string, number> | undefined;
   if (nodeName) claimed = ch.dra.byPod.get(uid);
   else if (ch.dra.claimSpecs.size > 0) claimed = pendingPodDraGpus(pod as KubeObject, ch.dra, ch.policy.gpu.deviceClasses);

@@ -68,7 +68,7 @@ export function jobPodSets(job: KubeObject, kind: JobKind, ctx: ValidationContex
       return {
         name: r.type,
         count: replicasOf(r.spec),
-        gpus: spec ? effectivePodGpuNanos(spec, ctx.policy.gpu.resources) : new Map<string, bigint>(),
+        gpus: spec ? effectivePodGpuNanos(spec, ctx.policy.gpu) : new Map<string, bigint>(),
         spec,
         field: (resource: string) => map(resourceField(spec, `${r.templateField}.spec`, resource)),
       };

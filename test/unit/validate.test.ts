@@ -186,7 +186,7 @@ describe("effectivePodGpus", () => {
     ],
   ];
   for (const [name, pod, want] of cases)
-    it(`${name} → ${want}`, () => assert.equal(effectivePodGpus(pod.spec!, ctx().policy.gpu.resources).get("nvidia.com/gpu"), want));
+    it(`${name} → ${want}`, () => assert.equal(effectivePodGpus(pod.spec!, ctx().policy.gpu).get("nvidia.com/gpu"), want));
 });
 
 describe("validateJob", () => {

@@ -226,7 +226,7 @@ describe("renderValidatingAdmissionPolicy: CEL per rule kind", () => {
     {
       name: "training pods: in requests and limits when a GPU pattern may name a non-extended resource",
       policy: { gpu: { resources: [{ pattern: "*/gpu" }] } },
-      has: ["].exists(m, m.exists(r, r == 'gpu' || r == 'nvidia.com/gpu' || r.endsWith('/gpu'))"],
+      has: ["].exists(m, m.exists(r, r == 'gpu' || r == 'nvidia.com/gpu' || r.endsWith('/gpu') || "],
     },
   ];
   for (const c of training) {
