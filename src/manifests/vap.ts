@@ -436,6 +436,11 @@ export function unexpressedRules(policy: Policy): UnexpressedRule[] {
   return [
     ...byMode,
     {
+      rule: "gpu-unknown",
+      why: "a GPU-looking resource name the policy does not count (e.g. example.com/gpu) is refused under a GPU cap by the webhook only",
+      active: all.some((l) => Object.keys(l.container.gpus ?? {}).length > 0 || l.pod.gpus !== undefined || l.job.gpus !== undefined),
+    },
+    {
       rule: "accelerator-allowed",
       why: "allowedAccelerators / allowedPartitions (annotations, node selectors, affinity, MIG resources) are checked by the webhook only",
       active: all.some((l) => l.allowedAccelerators !== undefined || l.allowedPartitions !== undefined),

@@ -137,6 +137,8 @@ export function globCondition(v: string, pattern: string): string {
     if (suffix === "") return prefix === "" ? "true" : `${v}.startsWith(${celString(prefix)})`;
     if (prefix === "") return `${v}.endsWith(${celString(suffix)})`;
   }
+  // `*x*`: a substring, cheaper in the apiserver's CEL cost than a regular expression.
+  if (parts.length === 3 && parts[0] === "" && parts[2] === "") return `${v}.contains(${celString(parts[1]!)})`;
   return `${v}.matches(${celString(`^${parts.map(re2Quote).join(".*")}$`)})`;
 }
 

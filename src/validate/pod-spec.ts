@@ -8,12 +8,17 @@
  * - gpu-mig-mixing: no container asks for whole GPUs and MIG slices at once;
  * - pod-gpus: the pod's effective GPU request (Kubernetes' rule: the larger of the sum over containers and
  *   native sidecars, and each regular init container plus the sidecars started before it) at most the
- *   per-pod limit.
+ *   per-pod limit;
+ * - gpu-unknown: under a GPU cap, a resource name that looks like a GPU (src/vendors `looksLikeGpu`) but that the
+ *   policy does not count is refused: counted as nothing, it would pass every cap.
+ * A bare `gpu` and a DeviceClass's extended-resource names are held to the caps of the resource they count as
+ * (src/core/gpu.ts `countedAs`).
  */
 import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
 import { matchesGlob } from "../core/glob.js";
 import { resolveClaims } from "../core/dra.js";
-import { isExtendedResource, isGpuResource, podGpuDemandNanos } from "../core/gpu.js";
+import { countedAs, isExtendedResource, podGpuDemandNanos } from "../core/gpu.js";
+import { looksLikeGpu } from "../vendors/index.js";
 import {
   checkQuantity,
   compareQuantities,
@@ -75,11 +80,12 @@ function entryRules(
 ): void {
   const { name, side } = at;
   const field = `${at.path}.resources.${side}[${name}]`;
-  const bound = containerMax(name, ctx);
+  const gpu = countedAs(name, ctx.policy.gpu);
+  const bound = containerMax(gpu ?? name, ctx);
   // Where a limit applies (a container cap, or a GPU count that pod, job and capacity limits sum), a value
   // that cannot be compared exactly (unparseable, too long, out of range, not a string/number, negative)
   // is a violation, never a silent pass. Elsewhere Quartermaster has no say: the apiserver judges it.
-  const counted = bound !== undefined || isGpuResource(name, ctx.policy.gpu.resources);
+  const counted = bound !== undefined || gpu !== undefined;
   const checked = checkQuantity(raw);
   if (!checked.ok) {
     if (counted) out.violations.push({ rule: "quantity", field, message: checked.message });
@@ -103,7 +109,7 @@ function entryRules(
   } else if (bound && side === "limits" && nearLimit(value.nano, bound.max.nano)) {
     out.warnings.push(`quartermaster: ${field} ${String(raw)} is near the per-container limit of ${bound.text}`);
   }
-  if ((isExtendedResource(name) || isGpuResource(name, ctx.policy.gpu.resources)) && !isInteger(value)) {
+  if ((isExtendedResource(name) || gpu !== undefined) && !isInteger(value)) {
     out.violations.push({ rule: "extended-resources", field, message: `${String(raw)} must be a whole number: ${name} cannot be shared` });
   }
 }
@@ -132,7 +138,11 @@ function extendedPairRules(path: string, requests: Record<string, unknown>, limi
 
 /** No container asks for whole GPUs and MIG slices at once. */
 function migMixingRule(path: string, requests: Record<string, unknown>, limits: Record<string, unknown>, ctx: ValidationContext, out: Findings): void {
-  const names = new Set([...Object.keys(requests), ...Object.keys(limits)].filter((n) => isGpuResource(n, ctx.policy.gpu.resources)));
+  const names = new Set<string>();
+  for (const n of [...Object.keys(requests), ...Object.keys(limits)]) {
+    const gpu = countedAs(n, ctx.policy.gpu);
+    if (gpu !== undefined) names.add(gpu);
+  }
   const mig = [...names].filter((n) => n.startsWith("nvidia.com/mig-"));
   if (names.has("nvidia.com/gpu") && mig.length > 0) {
     out.violations.push({
@@ -143,8 +153,31 @@ function migMixingRule(path: string, requests: Record<string, unknown>, limits: 
   }
 }
 
+/** Whether any GPU cap applies in the namespace: per container, per pod or per job. */
+export function gpuCapApplies(ctx: ValidationContext): boolean {
+  return Object.keys(ctx.limits.container.gpus ?? {}).length > 0 || ctx.limits.pod.gpus !== undefined || ctx.limits.job.gpus !== undefined;
+}
+
+/** gpu-unknown: each GPU-looking resource name the policy does not count, once per container, where a GPU cap applies. */
+function unknownGpuRule(path: string, requests: Record<string, unknown>, limits: Record<string, unknown>, ctx: ValidationContext, out: Findings): void {
+  for (const [side, names] of [
+    ["limits", Object.keys(limits)],
+    ["requests", Object.keys(requests).filter((n) => !Object.hasOwn(limits, n))],
+  ] as const) {
+    for (const name of names) {
+      if (countedAs(name, ctx.policy.gpu) !== undefined || !looksLikeGpu(name)) continue;
+      out.violations.push({
+        rule: "gpu-unknown",
+        field: `${path}.resources.${side}[${name}]`,
+        message: `${name} looks like a GPU but the policy does not count it, so it cannot be held to the GPU limits; ask for ${ctx.policy.gpu.resourceName}, or have the platform add ${name} to gpu.resources (a DeviceClass's name to gpu.deviceClasses)`,
+      });
+    }
+  }
+}
+
 function containerRules(all: Located[], ctx: ValidationContext): Findings {
   const out: Findings = { violations: [], warnings: [] };
+  const capped = gpuCapApplies(ctx);
   for (const { c, path } of all) {
     const requests: Record<string, unknown> = c.resources?.requests ?? {};
     const limits: Record<string, unknown> = c.resources?.limits ?? {};
@@ -153,6 +186,7 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
     }
     extendedPairRules(path, requests, limits, out);
     migMixingRule(path, requests, limits, ctx, out);
+    if (capped) unknownGpuRule(path, requests, limits, ctx, out);
   }
   return out;
 }

@@ -87,10 +87,11 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
     await cp?.stop();
   });
 
-  it("with the built-in render, a pod requesting example.com/gpu does not reach the webhook", async () => {
+  it("with the built-in render, a GPU-looking example.com/gpu reaches the webhook (gpu-unknown under a cap), example.com/tpu-v5-shared does not", async () => {
     await applyRender(undefined);
     await settle("team-in", (n) => pod(n, "nvidia.com/gpu"));
-    assert.equal((await reachesWebhook("team-in", pod(unique("ex-builtin"), "example.com/gpu"))).seen, false);
+    assert.equal((await reachesWebhook("team-in", pod(unique("ex-builtin"), "example.com/gpu"))).seen, true);
+    assert.equal((await reachesWebhook("team-in", pod(unique("tpu-builtin"), "example.com/tpu-v5-shared"))).seen, false);
   });
 
   it("with the policy's render, it does, and so does a resource matching a pattern with a star inside", async () => {
@@ -102,8 +103,8 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
     assert.equal((await reachesWebhook("team-in", pod(unique("tpu-no"), "example.com/tpu-v5"))).seen, false);
   });
 
-  it("amd.com/gpu, dropped from this policy, no longer reaches it; a pod with no GPU and no job labels never does", async () => {
-    assert.equal((await reachesWebhook("team-in", pod(unique("amd"), "amd.com/gpu"))).seen, false);
+  it("amd.com/gpu, dropped from this policy, still reaches it (it looks like a GPU); a pod with no GPU and no job labels never does", async () => {
+    assert.equal((await reachesWebhook("team-in", pod(unique("amd"), "amd.com/gpu"))).seen, true);
     assert.equal((await reachesWebhook("team-in", pod(unique("cpu")))).seen, false);
   });
 
