@@ -9,7 +9,7 @@
  */
 import type { V1Toleration } from "@kubernetes/client-node";
 import { claimGpuResourceNames, isMalformedList, resourceNames, withTolerations } from "./pod.js";
-import { gpuResourcesFor } from "../core/gpu.js";
+import { countedAs, gpuResourcesFor } from "../core/gpu.js";
 import type { Mutation } from "./types.js";
 import type { Pod } from "../core/kube.js";
 
@@ -17,7 +17,9 @@ function wanted(pod: Pod, ctx: Parameters<Mutation["mutate"]>[1]): V1Toleration[
   const out: V1Toleration[] = [];
   // A GPU asked for through a claim (DRA) needs the same tolerations as its extended-resource twin.
   const names = [...new Set([...resourceNames(pod, ["containers", "initContainers"]), ...claimGpuResourceNames(pod, ctx.policy.gpu, ctx.claims)])].sort();
-  for (const name of names) {
+  // A bare `gpu` and a DeviceClass's extended-resource names land on the nodes of the resource they count as.
+  const counted = [...new Set(names.map((n) => countedAs(n, ctx.policy.gpu) ?? n))].sort();
+  for (const name of counted) {
     const matches = gpuResourcesFor(name, ctx.policy.gpu.resources);
     if (matches.length === 0) continue;
     out.push({ key: name, operator: "Exists", effect: "NoSchedule" });

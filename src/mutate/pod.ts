@@ -5,7 +5,7 @@
  */
 import type { V1Container, V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
 import { copyOf, withKey } from "../core/copy.js";
-import { isGpuResource } from "../core/gpu.js";
+import { countedAs } from "../core/gpu.js";
 import { podGpuClaims, resolveClaims, type KnownClaims } from "../core/dra.js";
 import type { Policy } from "../policy/types.js";
 import type { Pod } from "../core/kube.js";
@@ -51,7 +51,7 @@ export function resourceNames(pod: Pod, lists: readonly ContainerList[], sides: 
 export function hasGpuLimit(pod: Pod, gpu: Policy["gpu"], claims?: KnownClaims): boolean {
   for (const c of pod.spec?.containers ?? []) {
     const limits = c?.resources?.limits;
-    if (limits) for (const name of Object.keys(limits)) if (isGpuResource(name, gpu.resources)) return true;
+    if (limits) for (const name of Object.keys(limits)) if (countedAs(name, gpu) !== undefined) return true;
   }
   if (!claims) return false;
   const gpuClaims = new Set(podGpuClaims(pod.spec, resolveClaims(pod.spec, claims), gpu.deviceClasses).map((c) => c.claim));

@@ -17,7 +17,8 @@ import { validatePod } from "../../src/validate/pod.js";
 import type { ValidationContext } from "../../src/validate/types.js";
 import { looksLikeGpu } from "../../src/vendors/index.js";
 import { job, kindOf } from "../fixtures/jobs.js";
-import { container, testPod } from "../fixtures/pods.js";
+import { container, ctx as mutationCtx, testPod } from "../fixtures/pods.js";
+import { mutatePod } from "../../src/mutate/index.js";
 import { deepFreeze } from "../fixtures/reviews.js";
 
 const capped = checkPolicy(
@@ -156,4 +157,17 @@ describe("the webhooks' match condition sends such pods (finding 2: skipped befo
     ["a GPU-looking name", "r.contains('gpu')"],
   ];
   for (const [name, cel] of cases) it(`${name}: ${cel}`, () => assert.ok(text.includes(cel), text));
+});
+
+describe("outfitting: a DeviceClass's extended-resource name lands like its resource (finding 2)", () => {
+  const pod = testPod({ spec: { containers: [container({ limits: { "deviceclass.resource.kubernetes.io/gpu.nvidia.com": "1" } })] } });
+  it("gets the nvidia.com/gpu toleration, and mutating again changes nothing", () => {
+    const once = mutatePod(deepFreeze(pod), mutationCtx());
+    assert.deepEqual(
+      (once.pod.spec?.tolerations ?? []).map((t) => t.key),
+      ["nvidia.com/gpu"],
+    );
+    const twice = mutatePod(deepFreeze(once.pod), mutationCtx());
+    assert.deepEqual(twice.applied, []);
+  });
 });
