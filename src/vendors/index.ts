@@ -31,8 +31,10 @@ export function implicitDeviceClass(resourceName: string): string | undefined {
 }
 
 /** The policy's default GPU resources, with the whole GPU's toleration for a partition's. */
-export function defaultGpuResources(): { pattern: string; tolerations: { key: string; operator: "Exists"; effect: "NoSchedule" }[] }[] {
-  return VENDORS.flatMap((v) =>
+export function defaultGpuResources(
+  vendors: readonly GpuVendor[] = VENDORS,
+): { pattern: string; tolerations: { key: string; operator: "Exists"; effect: "NoSchedule" }[] }[] {
+  return vendors.flatMap((v) =>
     v.resources.map((r) => ({
       pattern: r.pattern,
       tolerations: r.partitionOf ? [{ key: r.partitionOf, operator: "Exists" as const, effect: "NoSchedule" as const }] : [],
@@ -41,8 +43,8 @@ export function defaultGpuResources(): { pattern: string; tolerations: { key: st
 }
 
 /** The policy's default GPU DeviceClasses. */
-export function defaultDeviceClasses(): { name: string; resourceName: string }[] {
-  return VENDORS.flatMap((v) => v.deviceClasses.map((c) => ({ name: c.name, resourceName: c.resourceName })));
+export function defaultDeviceClasses(vendors: readonly GpuVendor[] = VENDORS): { name: string; resourceName: string }[] {
+  return vendors.flatMap((v) => v.deviceClasses.map((c) => ({ name: c.name, resourceName: c.resourceName })));
 }
 
 // A word of a name: split on the characters resource and DeviceClass names are made of.
@@ -54,8 +56,8 @@ const WORDS = /[./_-]+/;
  * `vfio.gpu.nvidia.com`, `deviceclass.resource.kubernetes.io/gpu.example.com`). A heuristic on purpose: it decides
  * only which names the policy must list before a pod under a GPU cap may ask for them, never what is counted.
  */
-export function looksLikeGpu(name: string): boolean {
+export function looksLikeGpu(name: string, vendors: readonly GpuVendor[] = VENDORS): boolean {
   const lower = name.toLowerCase();
-  if (VENDORS.some((v) => v.resources.some((r) => r.pattern === lower) || v.deviceClasses.some((c) => c.name === lower))) return true;
+  if (vendors.some((v) => v.resources.some((r) => r.pattern === lower) || v.deviceClasses.some((c) => c.name === lower))) return true;
   return lower.split(WORDS).some((w) => w === "mig" || /^v?gpus?\d*$/.test(w));
 }
