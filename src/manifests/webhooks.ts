@@ -33,7 +33,7 @@ import { schemesOf } from "../topology/label-scheme.js";
 import { jobShape } from "../topology/shape.js";
 import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
 import { KUEUE_QUEUE_NAME } from "../admission/kueue.js";
-import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_REPLICATED_JOBS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
 import { MAX_REVIEW_COST } from "../admission/cost.js";
@@ -244,6 +244,41 @@ export const JOBS_OR_QUEUED_EXPRESSION = [
   ...["labels", "annotations"].map((m) => `${celString(KUEUE_QUEUE_NAME)} in object.metadata.?${m}.orValue({})`),
 ].join(" ||\n");
 
+/**
+ * `jobs.validate`'s match condition `training-jobs-or-gpu-workloads`: a training job (any resource but the batch
+ * Jobs and JobSets of `QUEUED_WORKLOAD_KINDS`), or a batch Job or JobSet one of whose pod templates asks for a GPU:
+ * a container or init container naming a GPU resource pattern of the policy in its requests or limits, or, when
+ * the policy knows GPU device classes, a template naming ResourceClaims (the webhook reads them). Bounded as the
+ * pod condition is ({@link trainingPodExpression}): a template wider than {@link CONDITION_MAX_CONTAINERS}
+ * containers or {@link CONDITION_MAX_RESOURCES} entries in one, or a JobSet of more than
+ * {@link CONDITION_MAX_REPLICATED_JOBS} replicated Jobs or {@link CONDITION_MAX_CONTAINERS} containers over all its
+ * templates, is sent on unwalked, and the webhook's guard makes the same test exactly (`gpuWorkloadGuard` in
+ * src/admission/guards.ts). Every other batch Job and JobSet (a CronJob's, a JobSet's without GPUs) never reaches
+ * Quartermaster.
+ */
+export function gpuWorkloadExpression(policy: Pick<Policy, "gpu">): string {
+  const isGpu = gpuResourcePatterns(policy).map((p) => globCondition("r", p)).join(" || ");
+  const containersAt = (spec: string): string => `(${spec}.?initContainers.orValue([]) + ${spec}.?containers.orValue([]))`;
+  const claims = (spec: string): string[] => (policy.gpu.deviceClasses.length > 0 ? [`size(${spec}.?resourceClaims.orValue([])) > 0`] : []);
+  const walk = (spec: string): string =>
+    `${containersAt(spec)}.exists(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES} || [${requestsOf("c")}, ${limitsOf("c")}].exists(m, m.exists(r, ${isGpu})))`;
+  const job = "object.spec.?template.?spec";
+  const rjobs = "object.spec.?replicatedJobs.orValue([])";
+  const rjob = "j.?template.?spec.?template.?spec";
+  const jobAsks = [`size${containersAt(job)} > ${CONDITION_MAX_CONTAINERS}`, ...claims(job), walk(job)].join(" || ");
+  const jobSetAsks = [
+    `size(${rjobs}) > ${CONDITION_MAX_REPLICATED_JOBS}`,
+    `([0] + ${rjobs}.map(j, size${containersAt(rjob)})).sum() > ${CONDITION_MAX_CONTAINERS}`,
+    `${rjobs}.exists(j, ${[...claims(rjob), walk(rjob)].join(" || ")})`,
+  ].join(" ||\n  ");
+  const workloads = QUEUED_WORKLOAD_KINDS.map((k) => celString(`${k.group}/${k.plural}`)).join(", ");
+  return [
+    `!(request.resource.group + '/' + request.resource.resource in [${workloads}])`,
+    `(request.resource.resource == 'jobs' && (${jobAsks}))`,
+    `(request.resource.resource == 'jobsets' && (\n  ${jobSetAsks}))`,
+  ].join(" ||\n");
+}
+
 /** ResourceClaims and ResourceClaimTemplates (DRA, `resource.k8s.io/v1`, served from Kubernetes 1.34): their specs are immutable. */
 const claimRule: RuleWithOperations = {
   apiGroups: ["resource.k8s.io"],
@@ -261,6 +296,7 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
   const selector = namespaceSelector(namespaceScope(namespace));
   const jobsOrQueued: MatchCondition[] = [{ name: "training-jobs-or-queued", expression: JOBS_OR_QUEUED_EXPRESSION }];
   const trainingPods: MatchCondition[] = [{ name: "training-pods-only", expression: trainingPodExpression(policy, { bounded: true }) }];
+  const gpuWorkloads: MatchCondition[] = [{ name: "training-jobs-or-gpu-workloads", expression: gpuWorkloadExpression(policy) }];
   // Reduced mode: the pods the exported MutatingAdmissionPolicy outfits do not reach /mutate/pods (src/manifests/map.ts).
   const podMutation: MatchCondition[] =
     policy.webhook.podMutation === "reduced" ? [...trainingPods, { name: REDUCED_MODE_CONDITION, expression: reducedModeExpression(policy) }] : trainingPods;
@@ -295,9 +331,13 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
     metadata: { name: WEBHOOK_CONFIGURATION_NAME },
     webhooks: [
       hook("pods.validate.quartermaster.dev", "/validate/pods", "Fail", [podRule(["CREATE"], "pods"), podRule(["UPDATE"], "pods/resize")], { matchConditions: trainingPods }),
-      hook("jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale")], {
-        sideEffects: "NoneOnDryRun",
-      }),
+      hook(
+        "jobs.validate.quartermaster.dev",
+        "/validate/jobs",
+        "Fail",
+        [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale"), ...workloadRules(["CREATE", "UPDATE"])],
+        { sideEffects: "NoneOnDryRun", matchConditions: gpuWorkloads },
+      ),
       ...(policy.gpu.deviceClasses.length > 0 ? [hook("claims.validate.quartermaster.dev", "/validate/claims", "Fail", [claimRule])] : []),
     ],
   };

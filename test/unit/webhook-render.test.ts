@@ -15,6 +15,7 @@ import {
   ALL_CONTAINERS,
   celString,
   globCondition,
+  gpuWorkloadExpression,
   limitsOf,
   renderWebhookConfigurations,
   requestsOf,
@@ -141,12 +142,14 @@ describe("webhook configurations render", () => {
     assert.deepEqual(resources(hook(policy, "jobs.mutate.quartermaster.dev"), "UPDATE"), []);
   });
 
-  it("jobs.validate: CREATE/UPDATE of every job kind and UPDATE of each /scale", () => {
+  it("jobs.validate: CREATE/UPDATE of every job kind and of batch Jobs and JobSets, and UPDATE of each /scale", () => {
     const h = hook(policy, "jobs.validate.quartermaster.dev");
-    assert.deepEqual(resources(h, "CREATE"), kinds());
-    // TrainJob's CRD has no scale subresource (only status): no /scale rule for it.
+    // Batch Jobs and JobSets make GPU pods too (issue 45 finding 8): judged with the GPU rules, when they ask for GPUs.
+    const workloads = ["batch/v1/jobs", "jobset.x-k8s.io/v1alpha2/jobsets"];
+    assert.deepEqual(resources(h, "CREATE"), [...kinds(), ...workloads].sort());
+    // TrainJob's CRD has no scale subresource (only status): no /scale rule for it; nor for Jobs and JobSets.
     const scaled = kinds("/scale").filter((r) => !r.endsWith("/trainjobs/scale"));
-    assert.deepEqual(resources(h, "UPDATE"), [...kinds(), ...scaled].sort());
+    assert.deepEqual(resources(h, "UPDATE"), [...kinds(), ...scaled, ...workloads].sort());
   });
 
   it("pods.validate: CREATE of pods and UPDATE of pods/resize; pods.mutate: CREATE only", () => {
@@ -188,12 +191,14 @@ describe("webhook configurations render", () => {
     );
   });
 
-  it("the pod webhooks share one training-pods-only condition, bounded; jobs.mutate passes training jobs and queued objects; jobs.validate has none", () => {
+  it("the pod webhooks share one training-pods-only condition, bounded; jobs.mutate passes training jobs and queued objects; jobs.validate training jobs and GPU workloads", () => {
     const expression = trainingPodExpression(policy, { bounded: true });
     for (const h of hooks(policy)) {
       if (h.name.startsWith("pods.")) assert.deepEqual(h.matchConditions, [{ name: "training-pods-only", expression }]);
       else if (h.name === "jobs.mutate.quartermaster.dev")
         assert.deepEqual(h.matchConditions, [{ name: "training-jobs-or-queued", expression: JOBS_OR_QUEUED_EXPRESSION }]);
+      else if (h.name === "jobs.validate.quartermaster.dev")
+        assert.deepEqual(h.matchConditions, [{ name: "training-jobs-or-gpu-workloads", expression: gpuWorkloadExpression(policy) }]);
       else assert.equal(h.matchConditions, undefined);
     }
   });
