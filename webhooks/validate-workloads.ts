@@ -14,8 +14,9 @@
  * it and writing its flavors' node labels into the templates), and so is the JobSet controller's resume of the
  * Jobs it made: an UPDATE that carries only that (`kueueWorkloadAdmissionOnly`, src/admission/kueue.ts) of an
  * object with a queue name or a JobSet as its controller is refused only for the node labels written
- * (`kueueAdmissionFindings`, issue 33: never strand an admitted job), every other violation a warning. The
- * object was judged at its CREATE, and a queued one again when Kueue resumed it.
+ * (`kueueAdmissionFindings`, issue 33: never strand an admitted job), every other violation a warning; such a
+ * refusal writes the same Warning Event on the object as a training job's (`kueueAdmissionRefusedEvent`). The
+ * object was judged at its CREATE.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
@@ -25,8 +26,10 @@ import type { ValidationResult } from "../src/admission/handler.js";
 import { kueueWorkloadAdmissionOnly, queueNameOf } from "../src/admission/kueue.js";
 import type { AdmissionRequest } from "../src/admission/types.js";
 import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";
+import { errorMessage } from "../src/core/errors.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { workloadTemplateSpecs } from "../src/mutate/job-templates.js";
+import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
 import { controlledByJobSet } from "../src/topology/workload.js";
 import { claimReadFindings } from "../src/validate/claims.js";
 import { enforce } from "../src/validate/enforcement.js";
@@ -57,6 +60,14 @@ export interface WorkloadValidation {
 
 export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
   const { policy } = deps;
+  // A writer is not to throw; if one does, the answer is the same and the log says why.
+  const writeEvent = (event: KubeObject): void => {
+    try {
+      deps.events?.write(event);
+    } catch (err) {
+      deps.log.warn({ err: errorMessage(err) }, "Event not written");
+    }
+  };
   const operations = jobGuard(QUEUED_WORKLOAD_KINDS, ["CREATE", "UPDATE"]);
   const gpuGuards = new Map(QUEUED_WORKLOAD_KINDS.map((k) => [k, gpuWorkloadGuard(policy, k)]));
   return {
@@ -91,11 +102,14 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
         const admission = resumedBy ? kueueWorkloadAdmissionOnly(old, request.object, kind) : undefined;
         const found = admission ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
         const result = enforce(merge(unread, found), policy.enforcement, namespace);
-        if (admission && result.violations.length > 0)
+        if (admission && result.violations.length > 0) {
           deps.log.warn(
             { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: result.violations.map((v) => v.message) },
             "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
           );
+          // As for a training job: an Event on the object, off the admission path, never on a dry run.
+          if (request.dryRun !== true) writeEvent(kueueAdmissionRefusedEvent(request.object, kind, result.violations, deps.now()));
+        }
         return result;
       };
       const specs: V1PodSpec[] = [...workloadTemplateSpecs(request.object, kind), ...(request.oldObject ? workloadTemplateSpecs(request.oldObject, kind) : [])];

@@ -22,7 +22,10 @@
  *   `training-jobs-or-queued` keeps every unqueued batch Job and JobSet away from Quartermaster.
  * - `pods.validate` (`/validate/pods`, CREATE of training pods and their in-place `pods/resize`): `Fail` —
  *   platform limits are the point; the selectors bound who waits on an outage.
- * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`): `Fail`.
+ * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`, and CREATE/UPDATE
+ *   of batch Jobs and JobSets, which make GPU pods too): `Fail`. Its match condition `training-jobs-or-gpu-workloads`
+ *   ({@link gpuWorkloadExpression}) passes every training job and only the batch Jobs and JobSets whose templates
+ *   ask for GPUs (or name ResourceClaims).
  * - `claims.validate` (`/validate/claims`, CREATE of ResourceClaims and ResourceClaimTemplates, when the policy
  *   names GPU device classes): `Fail`, as for pods: a claim over the limits could hold GPUs a pod may not have.
  */
@@ -359,6 +362,7 @@ const WEBHOOK_COMMENTS: Readonly<Record<string, string>> = {
     " in-place resizes (pods/resize), so cpu/memory limits cannot be raised after creation.",
   "jobs.validate.quartermaster.dev":
     " Fail, as for pods: a job over its limits must not start, nor be scaled past them (the /scale subresource).\n" +
+    " Batch Jobs and JobSets too, only those whose pod templates ask for GPUs (matchConditions), with the GPU rules.\n" +
     " NoneOnDryRun: when it refuses Kueue's admission of a job it writes an Event on the job, never on a dry run.",
   "claims.validate.quartermaster.dev":
     " Fail, as for pods: a ResourceClaim or ResourceClaimTemplate (DRA, resource.k8s.io/v1) asking for more GPU\n" +
@@ -375,6 +379,8 @@ export const GENERATED_HEADER = [
   " - pod webhooks see only training pods (matchConditions): pods with their job's labels (Kubeflow's",
   "   job-name label, caffe2-operator's group_name and caffe2_job_key) or a request for one of the policy's",
   "   GPU resources (gpu.resources patterns), or one naming ResourceClaims (DRA; the webhook reads them);",
+  " - jobs.validate sees every training job, and only the batch Jobs and JobSets whose pod templates ask for GPUs",
+  "   the same way (matchConditions): it holds them to the per-job GPU cap too;",
   " - a timeout of a few seconds (policy webhook.timeoutSeconds); the apiserver's default of 10 s would stall",
   "   every pod create on an outage.",
   " The caBundle is filled in by cert-manager's CA injector or `quartermaster certs install`.",

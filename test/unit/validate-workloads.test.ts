@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { gpuWorkloadGuard } from "../../src/admission/guards.js";
+import { admitObjects } from "../../src/cli/admit.js";
 import { KUEUE_QUEUE_NAME, kueueWorkloadAdmissionOnly } from "../../src/admission/kueue.js";
 import { STAND_IN_NAMES, StandInUndecided } from "../../src/admission/stand-in.js";
 import { QUEUED_WORKLOAD_KINDS } from "../../src/core/job-shapes.js";
@@ -451,5 +452,61 @@ describe("gpuWorkloadGuard (the match condition's test, exactly)", () => {
     assert.match(guard(JOB_KIND, job(standIn(2000, ["cpu"])))!, /ask for no GPU/);
     assert.throws(() => guard(JOB_KIND, job(standIn(2000, null))), StandInUndecided);
     assert.throws(() => guard(JOBSET_KIND, { ...jobSet([]), spec: { replicatedJobs: standIn(5000, ["nvidia.com/gpu"]) } }), StandInUndecided);
+  });
+});
+
+describe("a refused Kueue admission of a batch Job", () => {
+  const run = (dryRun: boolean) => {
+    const written: KubeObject[] = [];
+    const policy = checkPolicy(ALLOW_A100, "workloads");
+    const hooks = createWebhooks({
+      policy,
+      log: capturingLogger().log,
+      jobs: fakeJobReader(),
+      now: () => new Date(0),
+      events: { write: (e) => void written.push(e) },
+    });
+    const old = batchJob({ parallelism: 4, suspend: true }, { gpus: 8, labels: QUEUED });
+    const r = hooks["/validate/jobs"]!.admit(
+      review({
+        kind: { group: "batch", version: "v1", kind: "Job" },
+        resource: { group: "batch", version: "v1", resource: "jobs" },
+        operation: "UPDATE",
+        namespace: "team-a",
+        name: "train",
+        dryRun,
+        object: deepFreeze(resumed(old, H100)),
+        oldObject: deepFreeze(clone(old)),
+      }),
+    );
+    return { r: r as Exclude<typeof r, Promise<unknown>>, written };
+  };
+  it("writes a KueueAdmissionRefused Event on the Job, as for a training job", () => {
+    const { r, written } = run(false);
+    assert.equal(r.outcome, "denied");
+    assert.deepEqual(
+      written.map((e) => [e.reason, (e.involvedObject as Obj).apiVersion, (e.involvedObject as Obj).kind, (e.involvedObject as Obj).name]),
+      [["KueueAdmissionRefused", "batch/v1", "Job", "train"]],
+    );
+  });
+  it("none on a dry run", () => assert.deepEqual(run(true).written, []));
+});
+
+describe("quartermaster admit (offline) on batch Jobs and JobSets", () => {
+  const admitted = async (policy: Obj, object: Obj) =>
+    (await admitObjects([{ source: "in.yaml#1", object: object as KubeObject }], { policy: checkPolicy(policy, "workloads") }))[0]!;
+  it("judges the object whole, as /validate/jobs does: job-gpus at spec.parallelism", async () => {
+    const r = await admitted(CAPPED, batchJob({ parallelism: 16 }, { gpus: 8 }));
+    assert.deepEqual(
+      r.violations.map((v) => `${v.rule} ${v.field}`),
+      ["job-gpus spec.parallelism"],
+    );
+  });
+  it("a template's violation found by both the job and the pod rules is reported once", async () => {
+    const r = await admitted({ limits: { container: { gpus: { "nvidia.com/gpu": 4 } } } }, jobSet([{ name: "node", gpus: 8 }]));
+    assert.deepEqual(
+      r.violations.map((v) => `${v.rule} ${v.field}`),
+      ["container-limits spec.replicatedJobs[0].template.spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"],
+    );
   });
 });

@@ -23,7 +23,7 @@ import {
   trainingPodExpression,
   type RenderedWebhook,
 } from "../../src/manifests/webhooks.js";
-import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../../src/core/gpu.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_REPLICATED_JOBS, CONDITION_MAX_RESOURCES } from "../../src/core/gpu.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { Policy } from "../../src/policy/types.js";
 import { namespaceScope, namespaceSelector } from "../../src/core/scope.js";
@@ -306,5 +306,43 @@ describe("glob patterns in CEL", () => {
 
   it("celString refuses a lone surrogate", () => {
     assert.throws(() => celString("\ud800"), /lone surrogate/);
+  });
+});
+
+// Its meaning is checked against kube-apiserver's CEL (k8s.io/apiserver v0.37.2's environment) outside the unit
+// suite; here, its form: every literal well formed, the policy's patterns in both walks, the bounds before them.
+describe("training-jobs-or-gpu-workloads expression (jobs.validate)", () => {
+  it("passes every training job, and a batch Job or JobSet only by its templates", () => {
+    const e = gpuWorkloadExpression(policy);
+    assert.doesNotThrow(() => lexCel(e));
+    assert.ok(e.startsWith("!(request.resource.group + '/' + request.resource.resource in ['batch/jobs', 'jobset.x-k8s.io/jobsets']) ||"), e);
+    assert.ok(e.includes("request.resource.resource == 'jobs' && ("));
+    assert.ok(e.includes("request.resource.resource == 'jobsets' && ("));
+  });
+
+  it("each GPU pattern of the policy is tested in a Job's template and in every replicated Job's", () => {
+    const e = gpuWorkloadExpression(withPatterns("nvidia.com/gpu", "intel.com/gpu"));
+    for (const p of ["nvidia.com/gpu", "intel.com/gpu"]) assert.equal(e.split(globCondition("r", p)).length - 1, 2, p);
+    assert.ok(e.includes("object.spec.?template.?spec.?containers.orValue([])"));
+    assert.ok(e.includes("object.spec.?replicatedJobs.orValue([]).exists(j, "));
+    assert.ok(e.includes("j.?template.?spec.?template.?spec.?containers.orValue([])"));
+  });
+
+  it("bounded: replicated Jobs, containers over all templates and entries per container are counted before the walk", () => {
+    const e = gpuWorkloadExpression(policy);
+    const walk = e.indexOf("object.spec.?replicatedJobs.orValue([]).exists(j, ");
+    for (const bound of [`size(object.spec.?replicatedJobs.orValue([])) > ${CONDITION_MAX_REPLICATED_JOBS}`, `.sum() > ${CONDITION_MAX_CONTAINERS}`])
+      assert.ok(e.includes(bound) && e.indexOf(bound) < walk, bound);
+    assert.ok(
+      e.includes(
+        `size(object.spec.?template.?spec.?initContainers.orValue([]) + object.spec.?template.?spec.?containers.orValue([])) > ${CONDITION_MAX_CONTAINERS}`,
+      ),
+    );
+    assert.equal(e.split(`.exists(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES} || `).length - 1, 2);
+  });
+
+  it("names ResourceClaims only when the policy knows GPU device classes", () => {
+    assert.match(gpuWorkloadExpression(policy), /resourceClaims/);
+    assert.doesNotMatch(gpuWorkloadExpression({ ...policy, gpu: { ...policy.gpu, deviceClasses: [] } }), /resourceClaims/);
   });
 });
