@@ -36,6 +36,9 @@
  * reader and within the same time bound as the runtime, in parallel with it) and is refused when the ClusterQueue
  * can never admit it (src/validate/queue-capacity.ts). A queue that cannot be read is a warning, never a refusal.
  * A job without a queue name reads nothing.
+ *
+ * Batch Jobs and JobSets that ask for GPUs are judged here too, with the GPU rules only (job-gpus on the pods
+ * they run at once, capacity, the pod-spec and claim rules on their templates): webhooks/validate-workloads.ts.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
@@ -62,6 +65,7 @@ import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
 import type { JobKind } from "../src/policy/types.js";
 import type { WebhookDeps } from "./deps.js";
+import { validateWorkloads, workloadKindOf } from "./validate-workloads.js";
 
 /** Passes the job rules make over each replica template (see `src/admission/cost.ts`). */
 export const VALIDATE_JOB_PASSES = 8;
@@ -84,10 +88,18 @@ export function validateJobs(deps: WebhookDeps): Webhook {
     if (shape.layout === "runtime") return isObject(job) ? shape.replicas(job, kind).map((r) => r.spec.template?.spec) : [];
     return jobTemplateSpecs(job, REPLICA_SPECS_FIELD[kind.framework], shape.layout === "single");
   };
+  // Batch Jobs and JobSets: the GPU rules only (webhooks/validate-workloads.ts).
+  const workloads = validateWorkloads(deps);
+  const jobsGuard = jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] });
   return validatingWebhook({
     name: "validate-jobs",
-    guard: jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] }),
+    guard(request) {
+      const workload = jobKindOf(request, policy.jobKinds) ? undefined : workloadKindOf(request);
+      return workload ? workloads.guard(request, workload) : jobsGuard(request);
+    },
     cost(request) {
+      const workload = jobKindOf(request, policy.jobKinds) ? undefined : workloadKindOf(request);
+      if (workload) return workloads.cost(request, workload);
       const kind = jobKindOf(request, policy.jobKinds)!;
       // A Scale carries no templates; the job it scales is priced once it has been read. Kueue's admission is
       // priced on the new object alone (see the module comment).
@@ -98,6 +110,8 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       return specsCost(specs, VALIDATE_JOB_PASSES + (queued ? QUEUE_CAPACITY_PASSES : 0), policy.gpu.resources);
     },
     validate(request) {
+      const workload = jobKindOf(request, policy.jobKinds) ? undefined : workloadKindOf(request);
+      if (workload) return workloads.validate(request, workload);
       const kind = jobKindOf(request, policy.jobKinds)!;
       const readRuntimeOf = (job: KubeObject, k: JobKind, ns: string): RuntimeRead | Promise<RuntimeRead> => {
         if (jobShape(k).layout !== "runtime") return NO_RUNTIME;

@@ -6,6 +6,7 @@
  */
 import { matchesGlob } from "../core/glob.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
+import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { Policy } from "../policy/types.js";
 import { schemesOf } from "../topology/label-scheme.js";
 import type { Guard } from "./handler.js";
@@ -116,5 +117,41 @@ export function jobGuard(kinds: readonly KindRef[], operations: readonly Operati
   return (req) => {
     if (!jobKindOf(req, kinds)) return `kind ${req.kind.group}/${req.kind.kind} is not a configured job kind`;
     return operationSkip(req, operations, subresources);
+  };
+}
+
+/**
+ * A batch Job or JobSet (`QUEUED_WORKLOAD_KINDS`) is `/validate/jobs`' business only when one of its pod templates
+ * names a GPU resource pattern of the policy (requests or limits of a container or init container) or, when the
+ * policy knows GPU device classes, names ResourceClaims: the match condition's test (`gpuWorkloadExpression`
+ * in src/manifests/webhooks.ts), made exactly, so an object it sent on unwalked (wider than its bounds) that asks
+ * for no GPU is skipped before the cost bound, and nothing reaches a Job or JobSet that asks for none. On a
+ * document with stand-ins it reads a container list's resource names, and throws StandInUndecided where they do
+ * not decide (or the JobSet's replicatedJobs are a stand-in: their templates are not there to read).
+ */
+export function gpuWorkloadGuard(policy: Pick<Policy, "jobKinds" | "gpu">, kind: QueuedWorkloadKind): Guard {
+  const patterns = gpuResourcePatterns(policy);
+  const isGpu = (name: string): boolean => patterns.some((p) => matchesGlob(p, name));
+  const anyGpu = (m: unknown): boolean => isObj(m) && Object.keys(m).some(isGpu);
+  const claims = policy.gpu.deviceClasses.length > 0;
+  const asks = (spec: unknown): boolean => {
+    if (!isObj(spec)) return false;
+    if (claims && Array.isArray(spec.resourceClaims) && spec.resourceClaims.length > 0) return true;
+    return [spec.initContainers, spec.containers].some((l) => {
+      if (!Array.isArray(l)) return false;
+      const names = standInNames(l);
+      if (names === null) throw new StandInUndecided("too many resource names in a container list");
+      if (names) return names.some(isGpu);
+      return l.some((c) => isObj(c) && isObj(c.resources) && (anyGpu(c.resources.requests) || anyGpu(c.resources.limits)));
+    });
+  };
+  return (req) => {
+    const obj = req.object;
+    if (!isObj(obj)) return undefined;
+    if (isObj(obj.spec) && standInNames(obj.spec.replicatedJobs) !== undefined) throw new StandInUndecided("a JobSet's replicatedJobs");
+    const at = (path: Array<string | number>): unknown =>
+      path.reduce<unknown>((v, k) => (typeof k === "number" ? (Array.isArray(v) ? v[k] : undefined) : isObj(v) ? v[k] : undefined), obj);
+    if (kind.templatePaths(obj).some((p) => asks(at([...p, "spec"])))) return undefined;
+    return `a ${kind.kind} whose pod templates ask for no GPU resource and name no ResourceClaims`;
   };
 }

@@ -18,6 +18,7 @@
  * The flavor's name is in the Workload (`status.admission.podSetAssignments[].flavors`), not in the job: the
  * job only carries the node labels Kueue wrote, which is what {@link KueueAdmission} reports.
  */
+import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import { jobShape } from "../topology/shape.js";
@@ -119,14 +120,36 @@ function withoutServerFields(o: KubeObject): Obj {
   return { ...rest, metadata: meta };
 }
 
-/** A copy of `o` with `value` at `path` (dot-separated, every step an object); `o` is not changed. */
-function setAt(o: Obj, path: readonly string[], value: unknown): Obj {
-  const [head, ...tail] = path;
-  if (head === undefined) return o;
-  return { ...o, [head]: tail.length === 0 ? value : setAt(objOr(o[head]), tail, value) };
+/** A copy of `o` with `value` at `path` (keys of objects, indices of arrays); `o` is not changed. */
+function setAt(o: Obj, path: ReadonlyArray<string | number>, value: unknown): Obj {
+  return setIn(o, path, value) as Obj;
 }
 
-const suspendOf = (job: KubeObject, kind: JobKind): unknown => jobShape(kind).runPolicy(job).fields.suspend?.value;
+function setIn(o: unknown, path: ReadonlyArray<string | number>, value: unknown): unknown {
+  const [head, ...tail] = path;
+  if (head === undefined) return value;
+  if (typeof head === "number") {
+    // An index into an array (a JobSet's replicatedJobs); not an array there: the path is not in `o`, left as it is.
+    if (!Array.isArray(o)) return o;
+    const copy = [...(o as unknown[])];
+    copy[head] = setIn(copy[head], tail, value);
+    return copy;
+  }
+  const obj = objOr(o);
+  return { ...obj, [head]: setIn(obj[head], tail, value) };
+}
+
+/** Where a kind keeps `suspend` and its pod templates, as {@link admissionOnly} compares them. */
+interface AdmissionLayout {
+  /** The path of `suspend` (dot-separated); none: the kind cannot be suspended. */
+  suspendField: string | undefined;
+  /** A TrainJob: its templates are its runtime's, Kueue's additions are in its runtime patch. */
+  trainJob: boolean;
+  /** The object's pod templates, each with a name that is the same in the old and new object. */
+  templates(obj: KubeObject): Array<{ type: string; templateField: string; path: Array<string | number>; template: unknown }>;
+}
+
+const valueAt = (o: unknown, path: readonly string[]): unknown => path.reduce<unknown>((v, k) => objOr(v)[k], o);
 
 /**
  * Whether the UPDATE `old` → `now` of a job of `kind` carries Kueue's admission and nothing else: `suspend`
@@ -136,15 +159,46 @@ const suspendOf = (job: KubeObject, kind: JobKind): unknown => jobShape(kind).ru
  */
 export function kueueAdmissionOnly(old: KubeObject, now: KubeObject, kind: JobKind): KueueAdmission | undefined {
   const shape = jobShape(kind);
-  const suspendField = shape.runPolicy(now).at("suspend");
+  return admissionOnly(old, now, {
+    suspendField: shape.runPolicy(now).at("suspend"),
+    trainJob: shape.layout === "runtime",
+    templates: (obj) =>
+      shape.replicas(obj, kind).map((r) => ({ type: r.type, templateField: r.templateField, path: r.templateField.split("."), template: r.spec.template })),
+  });
+}
+
+/**
+ * The same for a batch Job or a JobSet (kueue `pkg/controller/jobs/job`, `pkg/controller/jobs/jobset`
+ * RunWithPodSetsInfo: `spec.suspend` set to false, each pod template merged as for a training job), or the JobSet
+ * controller's resume of the Jobs it made, which carries the same additions from the JobSet's templates
+ * (kubernetes-sigs/jobset `pkg/controllers/jobset_controller.go` resumeJob). The kind's pod templates are where
+ * its `templatePaths` say.
+ */
+export function kueueWorkloadAdmissionOnly(old: KubeObject, now: KubeObject, kind: QueuedWorkloadKind): KueueAdmission | undefined {
+  const fieldOf = (path: ReadonlyArray<string | number>): string => path.map((k, i) => (typeof k === "number" ? `[${k}]` : i === 0 ? k : `.${k}`)).join("");
+  return admissionOnly(old, now, {
+    suspendField: "spec.suspend",
+    trainJob: false,
+    templates: (obj) =>
+      kind.templatePaths(obj).map((path) => ({
+        type: fieldOf(path),
+        templateField: fieldOf(path),
+        path,
+        template: path.reduce<unknown>((v, k) => (typeof k === "number" ? (Array.isArray(v) ? v[k] : undefined) : objOr(v)[k]), obj),
+      })),
+  });
+}
+
+function admissionOnly(old: KubeObject, now: KubeObject, layout: AdmissionLayout): KueueAdmission | undefined {
+  const suspendField = layout.suspendField;
   if (suspendField === undefined) return undefined;
-  const [before, after] = [suspendOf(old, kind), suspendOf(now, kind)];
+  const path = suspendField.split(".");
+  const [before, after] = [valueAt(old, path), valueAt(now, path)];
   const unsuspended = before === true && after === false;
-  const trainJob = shape.layout === "runtime";
+  const trainJob = layout.trainJob;
   // Not suspended before: no admission to carry (Kueue's later UPDATEs, e.g. a stop, set suspend true).
   if (!unsuspended && !(trainJob && before === true && after === true)) return undefined;
   // Both objects with suspend as it was before: what is left to differ must be the templates' additions.
-  const path = suspendField.split(".");
   let a = setAt(withoutServerFields(old), path, before);
   let b = setAt(withoutServerFields(now), path, before);
   const templates: TemplateAdmission[] = [];
@@ -155,15 +209,15 @@ export function kueueAdmissionOnly(old: KubeObject, now: KubeObject, kind: JobKi
     a = patches.old;
     b = patches.now;
   } else {
-    for (const r of shape.replicas(now, kind)) {
-      const oldReplica = shape.replicas(old, kind).find((o) => o.type === r.type);
+    const olds = layout.templates(old);
+    for (const r of layout.templates(now)) {
+      const oldReplica = olds.find((o) => o.type === r.type);
       if (!oldReplica) return undefined;
-      const t = templateAdmission(oldReplica.spec.template, r.spec.template, r.templateField);
+      const t = templateAdmission(oldReplica.template, r.template, r.templateField);
       if (!t) return undefined;
       templates.push(t);
-      const at = r.templateField.split(".");
-      a = setAt(a, at, null);
-      b = setAt(b, at, null);
+      a = setAt(a, r.path, null);
+      b = setAt(b, r.path, null);
     }
   }
   if (!deepEqual(a, b)) return undefined;

@@ -7,7 +7,8 @@
  * - a training job among the inputs is what a pod's job lookup finds (the webhook reads it from the
  *   apiserver, after its own mutation; here it is the outfitted job from the inputs);
  * - a pod template anywhere in another object (Deployment, StatefulSet, Job, CronJob, JobSet, ...) is admitted
- *   as the pod it stamps out, and the outfitted pod is written back into the template;
+ *   as the pod it stamps out, and the outfitted pod is written back into the template; a batch Job or JobSet is
+ *   also judged whole by `/validate/jobs` (job-gpus on the pods it runs at once), as the apiserver sends it;
  * - with `pods`, every replica of a training job is also admitted as the training operator would create it
  *   (name `<job>-<type>-<index>`, replica labels, controller ownerReference), so its cluster spec shows.
  *
@@ -33,6 +34,7 @@ import { manifestValue, parseManifestDocuments } from "./manifest-yaml.js";
 import { silentLogger } from "../log.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import { SYSTEM_NAMESPACES } from "../core/scope.js";
+import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
 import { labelScheme } from "../topology/label-scheme.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import type { JobReader } from "../topology/types.js";
@@ -410,11 +412,22 @@ async function admitJob(input: InputObject, d: Described, kind: JobKind, { run, 
   return admitted;
 }
 
-/** An object holding pod templates: each admitted as the pod it stamps out, the outfitted pod written back. */
-async function admitTemplates(input: InputObject, d: Described, templates: ReturnType<typeof templatesIn>, run: Pipeline): Promise<Admitted> {
+/**
+ * An object holding pod templates: each admitted as the pod it stamps out, the outfitted pod written back.
+ * `whole`: what `/validate/jobs` said of the object itself (a batch Job or JobSet), reported first; a template's
+ * violation it already reported at the same field and rule is not repeated.
+ */
+async function admitTemplates(
+  input: InputObject,
+  d: Described,
+  templates: ReturnType<typeof templatesIn>,
+  run: Pipeline,
+  whole: { warnings: string[]; violations: Finding[] } = { warnings: [], violations: [] },
+): Promise<Admitted> {
   const object = structuredClone(input.object);
-  const warnings: string[] = [];
-  const violations: Finding[] = [];
+  const warnings: string[] = [...whole.warnings];
+  const violations: Finding[] = [...whole.violations];
+  const reported = new Set(whole.violations.map((v) => `${v.rule} ${v.field}`));
   for (const { path, template } of templates) {
     const tmeta = (isRecord(template.metadata) ? template.metadata : {}) as Meta & Record<string, unknown>;
     const pod: KubeObject = {
@@ -426,7 +439,7 @@ async function admitTemplates(input: InputObject, d: Described, templates: Retur
     const p = await run.run(pod, POD_KIND, POD_RESOURCE, d.namespace, POD_PATHS);
     const at = fieldPath(path);
     warnings.push(...p.warnings.map((w) => (templates.length > 1 ? `${at}: ${w}` : w)));
-    violations.push(...p.violations.map((v) => ({ ...v, field: v.field ? `${at}.${v.field}` : at })));
+    violations.push(...p.violations.map((v) => ({ ...v, field: v.field ? `${at}.${v.field}` : at })).filter((v) => !reported.has(`${v.rule} ${v.field}`)));
     if (p.object !== pod) {
       const { name, namespace, ...rest } = metaOf(p.object) as Meta & Record<string, unknown>;
       const metadata = { ...rest, ...("name" in tmeta ? { name } : {}), ...("namespace" in tmeta ? { namespace } : {}) };
@@ -454,7 +467,14 @@ async function admitOther(input: InputObject, d: Described, run: Pipeline): Prom
   }
   const templates = templatesIn(input.object);
   if (templates.length === 0) return skipped(`${d.kind} is no pod, pod template or training job`);
-  return admitTemplates(input, d, templates, run);
+  // A batch Job or JobSet is also judged whole, as /validate/jobs judges it (job-gpus on the pods it runs at once).
+  const workload = QUEUED_WORKLOAD_KINDS.find((k) => input.object.apiVersion === `${k.group}/${k.version}` && input.object.kind === k.kind);
+  if (!workload) return admitTemplates(input, d, templates, run);
+  const gvk = { group: workload.group, version: workload.version, kind: workload.kind };
+  const whole = await run.run(input.object, gvk, { group: workload.group, version: workload.version, resource: workload.plural }, d.namespace, {
+    validate: JOB_PATHS.validate,
+  });
+  return admitTemplates(input, d, templates, run, whole);
 }
 
 /**

@@ -195,3 +195,12 @@ export function effectivePodGpus(spec: V1PodSpec, gpu: GpuCatalog): Map<string, 
  */
 export const CONDITION_MAX_CONTAINERS = 64;
 export const CONDITION_MAX_RESOURCES = 32;
+
+/**
+ * How much of a JobSet the `jobs.validate` webhook's match condition walks (src/manifests/webhooks.ts
+ * `gpuWorkloadExpression`): at most this many replicated Jobs and {@link CONDITION_MAX_CONTAINERS} containers over
+ * all their templates, each within {@link CONDITION_MAX_RESOURCES}, so the condition's work is the pod condition's
+ * at most. A wider JobSet is sent on unwalked, and the webhook's guard decides (src/admission/guards.ts
+ * `gpuWorkloadGuard`). Trainer's runtimes have at most four (initializers, launcher, node).
+ */
+export const CONDITION_MAX_REPLICATED_JOBS = 16;

@@ -22,7 +22,10 @@
  *   `training-jobs-or-queued` keeps every unqueued batch Job and JobSet away from Quartermaster.
  * - `pods.validate` (`/validate/pods`, CREATE of training pods and their in-place `pods/resize`): `Fail` —
  *   platform limits are the point; the selectors bound who waits on an outage.
- * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`): `Fail`.
+ * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`, and CREATE/UPDATE
+ *   of batch Jobs and JobSets, which make GPU pods too): `Fail`. Its match condition `training-jobs-or-gpu-workloads`
+ *   ({@link gpuWorkloadExpression}) passes every training job and only the batch Jobs and JobSets whose templates
+ *   ask for GPUs (or name ResourceClaims).
  * - `claims.validate` (`/validate/claims`, CREATE of ResourceClaims and ResourceClaimTemplates, when the policy
  *   names GPU device classes): `Fail`, as for pods: a claim over the limits could hold GPUs a pod may not have.
  */
@@ -33,7 +36,7 @@ import { schemesOf } from "../topology/label-scheme.js";
 import { jobShape } from "../topology/shape.js";
 import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
 import { KUEUE_QUEUE_NAME } from "../admission/kueue.js";
-import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_REPLICATED_JOBS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
 import { MAX_REVIEW_COST } from "../admission/cost.js";
@@ -246,6 +249,41 @@ export const JOBS_OR_QUEUED_EXPRESSION = [
   ...["labels", "annotations"].map((m) => `${celString(KUEUE_QUEUE_NAME)} in object.metadata.?${m}.orValue({})`),
 ].join(" ||\n");
 
+/**
+ * `jobs.validate`'s match condition `training-jobs-or-gpu-workloads`: a training job (any resource but the batch
+ * Jobs and JobSets of `QUEUED_WORKLOAD_KINDS`), or a batch Job or JobSet one of whose pod templates asks for a GPU:
+ * a container or init container naming a GPU resource pattern of the policy in its requests or limits, or, when
+ * the policy knows GPU device classes, a template naming ResourceClaims (the webhook reads them). Bounded as the
+ * pod condition is ({@link trainingPodExpression}): a template wider than {@link CONDITION_MAX_CONTAINERS}
+ * containers or {@link CONDITION_MAX_RESOURCES} entries in one, or a JobSet of more than
+ * {@link CONDITION_MAX_REPLICATED_JOBS} replicated Jobs or {@link CONDITION_MAX_CONTAINERS} containers over all its
+ * templates, is sent on unwalked, and the webhook's guard makes the same test exactly (`gpuWorkloadGuard` in
+ * src/admission/guards.ts). Every other batch Job and JobSet (a CronJob's, a JobSet's without GPUs) never reaches
+ * Quartermaster.
+ */
+export function gpuWorkloadExpression(policy: Pick<Policy, "gpu">): string {
+  const isGpu = gpuResourcePatterns(policy).map((p) => globCondition("r", p)).join(" || ");
+  const containersAt = (spec: string): string => `(${spec}.?initContainers.orValue([]) + ${spec}.?containers.orValue([]))`;
+  const claims = (spec: string): string[] => (policy.gpu.deviceClasses.length > 0 ? [`size(${spec}.?resourceClaims.orValue([])) > 0`] : []);
+  const walk = (spec: string): string =>
+    `${containersAt(spec)}.exists(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES} || [${requestsOf("c")}, ${limitsOf("c")}].exists(m, m.exists(r, ${isGpu})))`;
+  const job = "object.spec.?template.?spec";
+  const rjobs = "object.spec.?replicatedJobs.orValue([])";
+  const rjob = "j.?template.?spec.?template.?spec";
+  const jobAsks = [`size${containersAt(job)} > ${CONDITION_MAX_CONTAINERS}`, ...claims(job), walk(job)].join(" || ");
+  const jobSetAsks = [
+    `size(${rjobs}) > ${CONDITION_MAX_REPLICATED_JOBS}`,
+    `([0] + ${rjobs}.map(j, size${containersAt(rjob)})).sum() > ${CONDITION_MAX_CONTAINERS}`,
+    `${rjobs}.exists(j, ${[...claims(rjob), walk(rjob)].join(" || ")})`,
+  ].join(" ||\n  ");
+  const workloads = QUEUED_WORKLOAD_KINDS.map((k) => celString(`${k.group}/${k.plural}`)).join(", ");
+  return [
+    `!(request.resource.group + '/' + request.resource.resource in [${workloads}])`,
+    `(request.resource.resource == 'jobs' && (${jobAsks}))`,
+    `(request.resource.resource == 'jobsets' && (\n  ${jobSetAsks}))`,
+  ].join(" ||\n");
+}
+
 /** ResourceClaims and ResourceClaimTemplates (DRA, `resource.k8s.io/v1`, served from Kubernetes 1.34): their specs are immutable. */
 const claimRule: RuleWithOperations = {
   apiGroups: ["resource.k8s.io"],
@@ -263,6 +301,7 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
   const selector = namespaceSelector(namespaceScope(namespace));
   const jobsOrQueued: MatchCondition[] = [{ name: "training-jobs-or-queued", expression: JOBS_OR_QUEUED_EXPRESSION }];
   const trainingPods: MatchCondition[] = [{ name: "training-pods-only", expression: trainingPodExpression(policy, { bounded: true }) }];
+  const gpuWorkloads: MatchCondition[] = [{ name: "training-jobs-or-gpu-workloads", expression: gpuWorkloadExpression(policy) }];
   // Reduced mode: the pods the exported MutatingAdmissionPolicy outfits do not reach /mutate/pods (src/manifests/map.ts).
   const podMutation: MatchCondition[] =
     policy.webhook.podMutation === "reduced" ? [...trainingPods, { name: REDUCED_MODE_CONDITION, expression: reducedModeExpression(policy) }] : trainingPods;
@@ -297,9 +336,13 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
     metadata: { name: WEBHOOK_CONFIGURATION_NAME },
     webhooks: [
       hook("pods.validate.quartermaster.dev", "/validate/pods", "Fail", [podRule(["CREATE"], "pods"), podRule(["UPDATE"], "pods/resize")], { matchConditions: trainingPods }),
-      hook("jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale")], {
-        sideEffects: "NoneOnDryRun",
-      }),
+      hook(
+        "jobs.validate.quartermaster.dev",
+        "/validate/jobs",
+        "Fail",
+        [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale"), ...workloadRules(["CREATE", "UPDATE"])],
+        { sideEffects: "NoneOnDryRun", matchConditions: gpuWorkloads },
+      ),
       ...(policy.gpu.deviceClasses.length > 0 ? [hook("claims.validate.quartermaster.dev", "/validate/claims", "Fail", [claimRule])] : []),
     ],
   };
@@ -321,6 +364,7 @@ const WEBHOOK_COMMENTS: Readonly<Record<string, string>> = {
     " in-place resizes (pods/resize), so cpu/memory limits cannot be raised after creation.",
   "jobs.validate.quartermaster.dev":
     " Fail, as for pods: a job over its limits must not start, nor be scaled past them (the /scale subresource).\n" +
+    " Batch Jobs and JobSets too, only those whose pod templates ask for GPUs (matchConditions), with the GPU rules.\n" +
     " NoneOnDryRun: when it refuses Kueue's admission of a job it writes an Event on the job, never on a dry run.",
   "claims.validate.quartermaster.dev":
     " Fail, as for pods: a ResourceClaim or ResourceClaimTemplate (DRA, resource.k8s.io/v1) asking for more GPU\n" +
@@ -337,6 +381,8 @@ export const GENERATED_HEADER = [
   " - pod webhooks see only training pods (matchConditions): pods with their job's labels (Kubeflow's",
   "   job-name label, caffe2-operator's group_name and caffe2_job_key) or a request for one of the policy's",
   "   GPU resources (gpu.resources patterns), or one naming ResourceClaims (DRA; the webhook reads them);",
+  " - jobs.validate sees every training job, and only the batch Jobs and JobSets whose pod templates ask for GPUs",
+  "   the same way (matchConditions): it holds them to the per-job GPU cap too;",
   " - a timeout of a few seconds (policy webhook.timeoutSeconds); the apiserver's default of 10 s would stall",
   "   every pod create on an outage.",
   " The caBundle is filled in by cert-manager's CA injector or `quartermaster certs install`.",

@@ -74,7 +74,13 @@ export const RULES: readonly RuleInfo[] = [
     description:
       "Replicas summed over replica types at most 10000 per job (`MAX_JOB_REPLICAS`), whatever the policy says: a hard ceiling (upstream has none). Always denies.",
   },
-  { name: "job-gpus", webhooks: JOBS, configurable: true, description: "Replicas × GPUs per pod, summed over replica types, at most `limits.job.gpus`." },
+  {
+    name: "job-gpus",
+    webhooks: JOBS,
+    configurable: true,
+    description:
+      "Replicas × GPUs per pod, summed over replica types, at most `limits.job.gpus`; for a batch Job or JobSet that asks for GPUs, the pods it runs at once (a Job's parallelism bounded by completions; a JobSet's replicas × each Job's) × GPUs per pod.",
+  },
   {
     name: "run-policy",
     webhooks: JOBS,

@@ -91,7 +91,7 @@ const MAX_MESSAGE = 1024;
  */
 export function kueueAdmissionRefusedEvent(
   job: KubeObject,
-  kind: JobKind,
+  kind: Pick<JobKind, "group" | "version" | "kind">,
   violations: ReadonlyArray<{ field: string; message: string }>,
   now: Date,
 ): KubeObject {

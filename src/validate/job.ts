@@ -497,7 +497,14 @@ export function validateCapacity(
   capacity: ClusterCapacity | undefined,
   runtime?: KubeObject,
 ): Findings {
-  const wanted = jobGpuNanosByResource(job, kind, ctx, runtime);
+  return capacityFindings(jobGpuNanosByResource(job, kind, ctx, runtime), capacity);
+}
+
+/**
+ * capacity on GPUs already counted: `wanted`, each resource's GPUs in all (nano-units), against the cluster's
+ * (`validateCapacity`; batch Jobs and JobSets, src/validate/workload.ts).
+ */
+export function capacityFindings(wanted: ReadonlyMap<string, bigint>, capacity: ClusterCapacity | undefined): Findings {
   if (wanted.size === 0) return { violations: [], warnings: [] };
   if (!capacity) return { violations: [], warnings: ["quartermaster: cluster capacity not checked: no GPU device ledger yet"] };
   const violations: Finding[] = [];

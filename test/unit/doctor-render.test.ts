@@ -78,9 +78,9 @@ const cases: Case[] = [
     want: [],
   },
   {
-    name: "a GPU pattern added to the policy, configurations not re-applied → both pod webhooks",
+    name: "a GPU pattern added to the policy, configurations not re-applied → both pod webhooks and jobs.validate (its GPU-workload condition)",
     policy: withGpu("intel.com/gpu"),
-    want: [`warning ${MUTATE}`, `warning ${PODS}`],
+    want: [`warning ${MUTATE}`, `warning ${PODS}`, `warning ${JOBS}`],
     message: /matchConditions training-pods-only differ from the policy's/,
   },
   {

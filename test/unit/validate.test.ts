@@ -185,8 +185,7 @@ describe("effectivePodGpus", () => {
       5,
     ],
   ];
-  for (const [name, pod, want] of cases)
-    it(`${name} → ${want}`, () => assert.equal(effectivePodGpus(pod.spec!, ctx().policy.gpu).get("nvidia.com/gpu"), want));
+  for (const [name, pod, want] of cases) it(`${name} → ${want}`, () => assert.equal(effectivePodGpus(pod.spec!, ctx().policy.gpu).get("nvidia.com/gpu"), want));
 });
 
 describe("validateJob", () => {

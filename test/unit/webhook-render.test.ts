@@ -15,6 +15,7 @@ import {
   ALL_CONTAINERS,
   celString,
   globCondition,
+  gpuWorkloadExpression,
   limitsOf,
   renderWebhookConfigurations,
   requestsOf,
@@ -22,7 +23,7 @@ import {
   trainingPodExpression,
   type RenderedWebhook,
 } from "../../src/manifests/webhooks.js";
-import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../../src/core/gpu.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_REPLICATED_JOBS, CONDITION_MAX_RESOURCES } from "../../src/core/gpu.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { Policy } from "../../src/policy/types.js";
 import { namespaceScope, namespaceSelector } from "../../src/core/scope.js";
@@ -141,12 +142,14 @@ describe("webhook configurations render", () => {
     assert.deepEqual(resources(hook(policy, "jobs.mutate.quartermaster.dev"), "UPDATE"), []);
   });
 
-  it("jobs.validate: CREATE/UPDATE of every job kind and UPDATE of each /scale", () => {
+  it("jobs.validate: CREATE/UPDATE of every job kind and of batch Jobs and JobSets, and UPDATE of each /scale", () => {
     const h = hook(policy, "jobs.validate.quartermaster.dev");
-    assert.deepEqual(resources(h, "CREATE"), kinds());
-    // TrainJob's CRD has no scale subresource (only status): no /scale rule for it.
+    // Batch Jobs and JobSets make GPU pods too (issue 45 finding 8): judged with the GPU rules, when they ask for GPUs.
+    const workloads = ["batch/v1/jobs", "jobset.x-k8s.io/v1alpha2/jobsets"];
+    assert.deepEqual(resources(h, "CREATE"), [...kinds(), ...workloads].sort());
+    // TrainJob's CRD has no scale subresource (only status): no /scale rule for it; nor for Jobs and JobSets.
     const scaled = kinds("/scale").filter((r) => !r.endsWith("/trainjobs/scale"));
-    assert.deepEqual(resources(h, "UPDATE"), [...kinds(), ...scaled].sort());
+    assert.deepEqual(resources(h, "UPDATE"), [...kinds(), ...scaled, ...workloads].sort());
   });
 
   it("pods.validate: CREATE of pods and UPDATE of pods/resize; pods.mutate: CREATE only", () => {
@@ -188,12 +191,14 @@ describe("webhook configurations render", () => {
     );
   });
 
-  it("the pod webhooks share one training-pods-only condition, bounded; jobs.mutate passes training jobs and queued objects; jobs.validate has none", () => {
+  it("the pod webhooks share one training-pods-only condition, bounded; jobs.mutate passes training jobs and queued objects; jobs.validate training jobs and GPU workloads", () => {
     const expression = trainingPodExpression(policy, { bounded: true });
     for (const h of hooks(policy)) {
       if (h.name.startsWith("pods.")) assert.deepEqual(h.matchConditions, [{ name: "training-pods-only", expression }]);
       else if (h.name === "jobs.mutate.quartermaster.dev")
         assert.deepEqual(h.matchConditions, [{ name: "training-jobs-or-queued", expression: JOBS_OR_QUEUED_EXPRESSION }]);
+      else if (h.name === "jobs.validate.quartermaster.dev")
+        assert.deepEqual(h.matchConditions, [{ name: "training-jobs-or-gpu-workloads", expression: gpuWorkloadExpression(policy) }]);
       else assert.equal(h.matchConditions, undefined);
     }
   });
@@ -301,5 +306,43 @@ describe("glob patterns in CEL", () => {
 
   it("celString refuses a lone surrogate", () => {
     assert.throws(() => celString("\ud800"), /lone surrogate/);
+  });
+});
+
+// Its meaning is checked against kube-apiserver's CEL (k8s.io/apiserver v0.37.2's environment) outside the unit
+// suite; here, its form: every literal well formed, the policy's patterns in both walks, the bounds before them.
+describe("training-jobs-or-gpu-workloads expression (jobs.validate)", () => {
+  it("passes every training job, and a batch Job or JobSet only by its templates", () => {
+    const e = gpuWorkloadExpression(policy);
+    assert.doesNotThrow(() => lexCel(e));
+    assert.ok(e.startsWith("!(request.resource.group + '/' + request.resource.resource in ['batch/jobs', 'jobset.x-k8s.io/jobsets']) ||"), e);
+    assert.ok(e.includes("request.resource.resource == 'jobs' && ("));
+    assert.ok(e.includes("request.resource.resource == 'jobsets' && ("));
+  });
+
+  it("each GPU pattern of the policy is tested in a Job's template and in every replicated Job's", () => {
+    const e = gpuWorkloadExpression(withPatterns("nvidia.com/gpu", "intel.com/gpu"));
+    for (const p of ["nvidia.com/gpu", "intel.com/gpu"]) assert.equal(e.split(globCondition("r", p)).length - 1, 2, p);
+    assert.ok(e.includes("object.spec.?template.?spec.?containers.orValue([])"));
+    assert.ok(e.includes("object.spec.?replicatedJobs.orValue([]).exists(j, "));
+    assert.ok(e.includes("j.?template.?spec.?template.?spec.?containers.orValue([])"));
+  });
+
+  it("bounded: replicated Jobs, containers over all templates and entries per container are counted before the walk", () => {
+    const e = gpuWorkloadExpression(policy);
+    const walk = e.indexOf("object.spec.?replicatedJobs.orValue([]).exists(j, ");
+    for (const bound of [`size(object.spec.?replicatedJobs.orValue([])) > ${CONDITION_MAX_REPLICATED_JOBS}`, `.sum() > ${CONDITION_MAX_CONTAINERS}`])
+      assert.ok(e.includes(bound) && e.indexOf(bound) < walk, bound);
+    assert.ok(
+      e.includes(
+        `size(object.spec.?template.?spec.?initContainers.orValue([]) + object.spec.?template.?spec.?containers.orValue([])) > ${CONDITION_MAX_CONTAINERS}`,
+      ),
+    );
+    assert.equal(e.split(`.exists(c, size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES} || `).length - 1, 2);
+  });
+
+  it("names ResourceClaims only when the policy knows GPU device classes", () => {
+    assert.match(gpuWorkloadExpression(policy), /resourceClaims/);
+    assert.doesNotMatch(gpuWorkloadExpression({ ...policy, gpu: { ...policy.gpu, deviceClasses: [] } }), /resourceClaims/);
   });
 });
