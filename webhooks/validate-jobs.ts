@@ -52,7 +52,6 @@ import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup
 import { jobShape } from "../src/topology/shape.js";
 import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
 import { enforce } from "../src/validate/enforcement.js";
-import { claimReadFindings } from "../src/validate/claims.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
 import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
@@ -106,7 +105,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         return read instanceof Promise ? read.then(onRead) : onRead(read);
       };
       const namespace = request.namespace ?? "";
-      const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
+      const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), draCapacity: deps.capacity?.draCapacity?.() };
       // A queued job's LocalQueue, ClusterQueue and GPU flavors (`queue-capacity`), within the job lookup's bound.
       const readQueueOf = (job: KubeObject, ns: string): QueueRead | Promise<QueueRead> =>
         readQueue({
@@ -139,7 +138,8 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const read = readJob({ kind, namespace, name, jobs: deps.jobs, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
-      const decide = (runtime: RuntimeRead, { known, failures }: ClaimsRead, queue: QueueRead): ValidationResult => {
+      // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
+      const decide = (runtime: RuntimeRead, { known }: ClaimsRead, queue: QueueRead): ValidationResult => {
         const withClaims = { ...ctx, claims: known };
         const check = (job: KubeObject) =>
           merge(
@@ -149,21 +149,12 @@ export function validateJobs(deps: WebhookDeps): Webhook {
           );
         const now = check(request.object);
         const update = request.operation === "UPDATE" && request.oldObject !== undefined;
-        // A claim template that could not be read is handled like a job that cannot be (`clusterSpec.onJobLookupFailure`).
-        const unread = claimReadFindings({
-          failures,
-          onFailure: policy.clusterSpec.onJobLookupFailure,
-          rule: "job-gpus",
-          field: "spec",
-          subject: "job",
-          update,
-        });
         const worse = update ? newOrWorse(now, check(request.oldObject!)) : now;
         const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
         const found = admission ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
         const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-        const result = enforce(merge(unread, found, capacityOfQueue), policy.enforcement, namespace);
+        const result = enforce(merge(found, capacityOfQueue), policy.enforcement, namespace);
         if (admission && result.violations.length > 0) {
           deps.log.warn(
             { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: result.violations.map((v) => v.message) },
