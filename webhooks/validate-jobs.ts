@@ -7,7 +7,8 @@
  * a Scale whose `metadata.resourceVersion` is not the job's current one is denied with 409 Conflict, so the
  * client reads again and retries (issue 29: within the cache's window, a scale was checked against the job
  * before its per-worker GPUs were raised). A Scale without a resourceVersion (an unconditional update) is
- * checked against the fresh job. Fails closed: a job that
+ * checked against the fresh job; the DRA claims its templates name are read as at CREATE, so a scaled template's
+ * claim devices count toward job-gpus. Fails closed: a job that
  * cannot be read denies the scaling. An UPDATE is refused only for what it makes worse. A job too large
  * to check within the cost bound is denied. The rules live in `src/validate/`.
  *
@@ -120,7 +121,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         jobShape(k).layout === "runtime" || jobPodSets(job, k, ctx).some((p) => [...p.gpus.values()].some((n) => n > 0n));
       if (request.subResource === "scale") {
         const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
-        const decide = (read: JobReadResult): ValidationResult => {
+        const decide = (read: JobReadResult): ValidationResult | Promise<ValidationResult> => {
           if (read.kind !== "found")
             return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
           const conflict = staleScale(request.object, read.job);
@@ -133,7 +134,15 @@ export function validateJobs(deps: WebhookDeps): Webhook {
               warnings: [],
               costBound: cost,
             };
-          return enforce(validateScale({ scale: request.object, job: read.job, kind, ctx, capacity: deps.capacity?.current() }), policy.enforcement, namespace);
+          // The claims its templates name count as at CREATE: a template's devices times the new replica count.
+          const judge = ({ known }: ClaimsRead): ValidationResult =>
+            enforce(
+              validateScale({ scale: request.object, job: read.job, kind, ctx: { ...ctx, claims: known }, capacity: deps.capacity?.current() }),
+              policy.enforcement,
+              namespace,
+            );
+          const claims = readClaims(templates(read.job, kind) as V1PodSpec[], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+          return claims instanceof Promise ? claims.then(judge) : judge(claims);
         };
         const read = readJob({ kind, namespace, name, jobs: deps.jobs, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);

@@ -14,6 +14,7 @@ import type { KubeObject, ObjectKind } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { capturingLogger } from "../fixtures/https.js";
+import { scaleReview } from "../fixtures/array-work.js";
 import { deepFreeze, review } from "../fixtures/reviews.js";
 
 const NS = "team-a";
@@ -26,15 +27,21 @@ const nicTemplate: KubeObject = {
   spec: { spec: { devices: { requests: [{ name: "nic", exactly: { deviceClassName: "nic.example.com", count: 8 } }] } } },
 };
 
-/** A reader whose DRA reads fail as `failure` says (or find nothing, or find a NIC template), and that has `jobs`. */
-function reader(failure: "forbidden" | "absent" | "nic", jobs: KubeObject[] = []) {
+/** A template of 8 NVIDIA GPUs. */
+const gpuTemplate: KubeObject = {
+  ...nicTemplate,
+  spec: { spec: { devices: { requests: [{ name: "gpu", exactly: { deviceClassName: "gpu.nvidia.com", count: 8 } }] } } },
+};
+
+/** A reader whose DRA reads fail as `failure` says (or find nothing, a NIC template, an 8-GPU one), and that has `jobs`. */
+function reader(failure: "forbidden" | "absent" | "nic" | "gpu8", jobs: KubeObject[] = []) {
   const asked: string[] = [];
   return {
     asked,
     get(kind: ObjectKind, namespace: string, name: string): Promise<KubeObject | undefined> {
       asked.push(`${kind.plural}/${namespace}/${name}`);
       if (kind.group === "resource.k8s.io") {
-        if (failure === "nic") return Promise.resolve(nicTemplate);
+        if (failure === "nic" || failure === "gpu8") return Promise.resolve(failure === "nic" ? nicTemplate : gpuTemplate);
         return failure === "forbidden"
           ? Promise.reject(new Error(`HTTP 403: ${kind.plural}.resource.k8s.io "${name}" is forbidden`))
           : Promise.resolve(undefined);
@@ -289,5 +296,23 @@ describe("claims that do not exist or cannot be read: unknown, refused under a G
       const warnings = (response.warnings ?? []).join("\n");
       if (tc.warning) assert.match(warnings, tc.warning);
       else assert.doesNotMatch(warnings, /could not be read|not known|not found|gpu-unknown/);
+    });
+});
+
+describe("a scaled job counts the claims its templates name (kubectl scale)", () => {
+  // One Worker of one 8-GPU claim template: 8 GPUs, at the job cap. Scaled to 16: 128.
+  const train: KubeObject = deepFreeze({ ...claimJob, metadata: { name: "train", namespace: NS } });
+  const cases: Array<{ name: string; replicas: number; allowed: boolean; message?: RegExp }> = [
+    { name: "scaled to 16 Workers of 8 GPUs under a job cap of 8 → refused (job-gpus)", replicas: 16, allowed: false, message: /128/ },
+    { name: "scaled to 1 → allowed", replicas: 1, allowed: true },
+  ];
+  for (const tc of cases)
+    it(tc.name, async () => {
+      const jobs = reader("gpu8", [train]);
+      const hooks = createWebhooks({ policy: policies.capped, log: capturingLogger().log, jobs, now: () => new Date() });
+      const response = (await hooks["/validate/jobs"]!.admit(scaleReview(tc.replicas))).review.response!;
+      assert.equal(response.allowed, tc.allowed, JSON.stringify(response.status));
+      assert.ok(jobs.asked.includes(`resourceclaimtemplates/${NS}/eight-gpus`), `the template was read: ${jobs.asked.join(", ")}`);
+      if (tc.message) assert.match(response.status?.message ?? "", tc.message);
     });
 });
