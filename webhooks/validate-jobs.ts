@@ -17,7 +17,8 @@
  * replicated Jobs are its replicas; a runtime that cannot be read is handled as a failed job lookup
  * (`clusterSpec.onJobLookupFailure`: `deny` refuses it, rule `job-runtime`; `warn` checks the TrainJob's own
  * numNodes × resourcesPerNode and says so). It is priced on its own part; its runtime's templates are an
- * administrator's (a ClusterTrainingRuntime) or its namespace's.
+ * administrator's (a ClusterTrainingRuntime) or its namespace's. The DRA claims those templates name are read
+ * once the runtime is, with the TrainJob's own, so their devices count (and one not found is `gpu-unknown`).
  *
  * Kueue's admission (issue 33): an UPDATE that only carries it (`kueueAdmissionOnly`, src/admission/kueue.ts:
  * suspend true → false, the flavors' node labels, tolerations, pod labels and annotations added to the templates)
@@ -175,8 +176,17 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         return result;
       };
       const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
-      const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
       const runtime = readRuntimeOf(request.object, kind, namespace);
+      // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once).
+      const claimsWith = (r: RuntimeRead): ClaimsRead | Promise<ClaimsRead> => {
+        const fromRuntime = r.object
+          ? jobShape(kind)
+              .replicas(request.object, kind, r.object)
+              .map((x) => x.spec.template?.spec)
+          : [];
+        return readClaims([...specs, ...(fromRuntime as V1PodSpec[])], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+      };
+      const claims = runtime instanceof Promise ? runtime.then(claimsWith) : claimsWith(runtime);
       const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
       const queue = queued && asksForGpus(request.object, kind) ? readQueueOf(request.object, namespace) : NO_QUEUE;
       // No runtime to read (a v1 kind), no claims, not queued: decided at once.

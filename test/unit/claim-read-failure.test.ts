@@ -16,6 +16,7 @@ import { createWebhooks } from "../../webhooks/index.js";
 import { capturingLogger } from "../fixtures/https.js";
 import { scaleReview } from "../fixtures/array-work.js";
 import { deepFreeze, review } from "../fixtures/reviews.js";
+import { trainJob, upstream } from "../fixtures/trainer-v2.js";
 
 const NS = "team-a";
 
@@ -314,5 +315,46 @@ describe("a scaled job counts the claims its templates name (kubectl scale)", ()
       assert.equal(response.allowed, tc.allowed, JSON.stringify(response.status));
       assert.ok(jobs.asked.includes(`resourceclaimtemplates/${NS}/eight-gpus`), `the template was read: ${jobs.asked.join(", ")}`);
       if (tc.message) assert.match(response.status?.message ?? "", tc.message);
+    });
+});
+
+describe("a TrainJob counts the claims its runtime's templates name", () => {
+  // The upstream torch-distributed runtime, its `node` pods each naming one 8-GPU claim template.
+  const runtime = (() => {
+    const r = structuredClone(upstream("torch_distributed.yaml")) as {
+      spec: {
+        template: {
+          spec: {
+            replicatedJobs: Array<{ template: { spec: { template: { spec: Record<string, unknown> & { containers: Array<Record<string, unknown>> } } } } }>;
+          };
+        };
+      };
+    };
+    const pod = r.spec.template.spec.replicatedJobs[0]!.template.spec.template.spec;
+    pod.resourceClaims = [{ name: "gpus", resourceClaimTemplateName: "eight-gpus" }];
+    pod.containers[0]!.resources = { claims: [{ name: "gpus" }] };
+    return deepFreeze(r as unknown as KubeObject);
+  })();
+  const tjReview = (object: KubeObject) =>
+    review({
+      kind: { group: "trainer.kubeflow.org", version: "v1alpha1", kind: "TrainJob" },
+      resource: { group: "trainer.kubeflow.org", version: "v1alpha1", resource: "trainjobs" },
+      operation: "CREATE",
+      namespace: NS,
+      object,
+    });
+  const jobCap = checkPolicy({ limits: { job: { gpus: 8 } } }, "job-cap");
+  const cases: Array<{ name: string; numNodes: number; allowed: boolean; rule?: RegExp }> = [
+    { name: "4 nodes of one 8-GPU claim each under a job cap of 8 → refused (job-gpus: 32)", numNodes: 4, allowed: false, rule: /32/ },
+    { name: "1 node → allowed", numNodes: 1, allowed: true },
+  ];
+  for (const tc of cases)
+    it(tc.name, async () => {
+      const jobs = reader("gpu8", [runtime]);
+      const hooks = createWebhooks({ policy: jobCap, log: capturingLogger().log, jobs, now: () => new Date() });
+      const response = (await hooks["/validate/jobs"]!.admit(tjReview(trainJob(`tj${tc.numNodes}`, { numNodes: tc.numNodes })))).review.response!;
+      assert.equal(response.allowed, tc.allowed, JSON.stringify(response.status));
+      assert.ok(jobs.asked.includes(`resourceclaimtemplates/${NS}/eight-gpus`), `the template was read: ${jobs.asked.join(", ")}`);
+      if (tc.rule) assert.match(response.status?.message ?? "", tc.rule);
     });
 });
