@@ -14,6 +14,9 @@ import { enforce } from "../../src/validate/enforcement.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import { validatePod } from "../../src/validate/pod.js";
 import type { Findings } from "../../src/validate/types.js";
+import { createWebhooks } from "../../webhooks/index.js";
+import { capturingLogger } from "../fixtures/https.js";
+import { review } from "../fixtures/reviews.js";
 
 const NS = "team-a";
 type Limits = Record<string, unknown>;
@@ -317,4 +320,44 @@ describe("pinnedValues: the attribute read through an index, and what cannot be 
     { name: "!= through an index: open", expr: "device.attributes['gpu.nvidia.com']['productName'] != 'A100'", values: [], open: true },
   ];
   for (const c of cases) it(c.name, () => assert.deepEqual(pinnedValues(c.expr, "productName"), { values: c.values, open: c.open }));
+});
+
+describe("/validate/claims: a claim template of an unlisted GPU-looking DeviceClass at its CREATE", () => {
+  const template = (deviceClassName: string) => ({
+    apiVersion: "resource.k8s.io/v1",
+    kind: "ResourceClaimTemplate",
+    metadata: { name: "t", namespace: NS },
+    spec: { spec: claimSpec(exactly(deviceClassName, 64)) },
+  });
+  const cases: { name: string; limits: Limits; deviceClassName: string; allowed: boolean; field?: string }[] = [
+    {
+      name: "vfio.gpu.nvidia.com, pod cap 8 → refused at the request",
+      limits: POD_CAP,
+      deviceClassName: "vfio.gpu.nvidia.com",
+      allowed: false,
+      field: "spec.spec.devices.requests[0].exactly",
+    },
+    { name: "vfio.gpu.nvidia.com, no GPU cap → allowed", limits: NO_CAP, deviceClassName: "vfio.gpu.nvidia.com", allowed: true },
+    { name: "nic.example.com, pod cap 8 → allowed", limits: POD_CAP, deviceClassName: "nic.example.com", allowed: true },
+  ];
+  for (const c of cases)
+    it(c.name, async () => {
+      const jobs = { get: () => Promise.resolve(undefined) };
+      const hooks = createWebhooks({ policy: policyOf(c.limits), log: capturingLogger().log, jobs, now: () => new Date() });
+      const body = review({
+        kind: { group: "resource.k8s.io", version: "v1", kind: "ResourceClaimTemplate" },
+        resource: { group: "resource.k8s.io", version: "v1", resource: "resourceclaimtemplates" },
+        operation: "CREATE",
+        namespace: NS,
+        object: template(c.deviceClassName),
+      });
+      const response = (await hooks["/validate/claims"]!.admit(body)).review.response!;
+      assert.equal(response.allowed, c.allowed, JSON.stringify(response.status));
+      const causes = (response.status?.details?.causes ?? []) as Array<{ field?: string; message?: string }>;
+      if (c.field)
+        assert.deepEqual(
+          causes.map((x) => x.field),
+          [c.field],
+        );
+    });
 });
