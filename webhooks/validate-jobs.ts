@@ -7,7 +7,8 @@
  * a Scale whose `metadata.resourceVersion` is not the job's current one is denied with 409 Conflict, so the
  * client reads again and retries (issue 29: within the cache's window, a scale was checked against the job
  * before its per-worker GPUs were raised). A Scale without a resourceVersion (an unconditional update) is
- * checked against the fresh job. Fails closed: a job that
+ * checked against the fresh job; the DRA claims its templates name are read as at CREATE, so a scaled template's
+ * claim devices count toward job-gpus. Fails closed: a job that
  * cannot be read denies the scaling. An UPDATE is refused only for what it makes worse. A job too large
  * to check within the cost bound is denied. The rules live in `src/validate/`.
  *
@@ -16,7 +17,8 @@
  * replicated Jobs are its replicas; a runtime that cannot be read is handled as a failed job lookup
  * (`clusterSpec.onJobLookupFailure`: `deny` refuses it, rule `job-runtime`; `warn` checks the TrainJob's own
  * numNodes × resourcesPerNode and says so). It is priced on its own part; its runtime's templates are an
- * administrator's (a ClusterTrainingRuntime) or its namespace's.
+ * administrator's (a ClusterTrainingRuntime) or its namespace's. The DRA claims those templates name are read
+ * once the runtime is, with the TrainJob's own, so their devices count (and one not found is `gpu-unknown`).
  *
  * Kueue's admission (issue 33): an UPDATE that only carries it (`kueueAdmissionOnly`, src/admission/kueue.ts:
  * suspend true → false, the flavors' node labels, tolerations, pod labels and annotations added to the templates)
@@ -55,7 +57,6 @@ import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup
 import { jobShape } from "../src/topology/shape.js";
 import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
 import { enforce } from "../src/validate/enforcement.js";
-import { claimReadFindings } from "../src/validate/claims.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
 import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
@@ -120,7 +121,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         return read instanceof Promise ? read.then(onRead) : onRead(read);
       };
       const namespace = request.namespace ?? "";
-      const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
+      const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), draCapacity: deps.capacity?.draCapacity?.() };
       // A queued job's LocalQueue, ClusterQueue and GPU flavors (`queue-capacity`), within the job lookup's bound.
       const readQueueOf = (job: KubeObject, ns: string): QueueRead | Promise<QueueRead> =>
         readQueue({
@@ -135,7 +136,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         jobShape(k).layout === "runtime" || jobPodSets(job, k, ctx).some((p) => [...p.gpus.values()].some((n) => n > 0n));
       if (request.subResource === "scale") {
         const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
-        const decide = (read: JobReadResult): ValidationResult => {
+        const decide = (read: JobReadResult): ValidationResult | Promise<ValidationResult> => {
           if (read.kind !== "found")
             return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
           const conflict = staleScale(request.object, read.job);
@@ -148,12 +149,21 @@ export function validateJobs(deps: WebhookDeps): Webhook {
               warnings: [],
               costBound: cost,
             };
-          return enforce(validateScale({ scale: request.object, job: read.job, kind, ctx, capacity: deps.capacity?.current() }), policy.enforcement, namespace);
+          // The claims its templates name count as at CREATE: a template's devices times the new replica count.
+          const judge = ({ known }: ClaimsRead): ValidationResult =>
+            enforce(
+              validateScale({ scale: request.object, job: read.job, kind, ctx: { ...ctx, claims: known }, capacity: deps.capacity?.current() }),
+              policy.enforcement,
+              namespace,
+            );
+          const claims = readClaims(templates(read.job, kind) as V1PodSpec[], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+          return claims instanceof Promise ? claims.then(judge) : judge(claims);
         };
         const read = readJob({ kind, namespace, name, jobs: deps.jobs, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
-      const decide = (runtime: RuntimeRead, { known, failures }: ClaimsRead, queue: QueueRead): ValidationResult => {
+      // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
+      const decide = (runtime: RuntimeRead, { known }: ClaimsRead, queue: QueueRead): ValidationResult => {
         const withClaims = { ...ctx, claims: known };
         const check = (job: KubeObject) =>
           merge(
@@ -163,21 +173,12 @@ export function validateJobs(deps: WebhookDeps): Webhook {
           );
         const now = check(request.object);
         const update = request.operation === "UPDATE" && request.oldObject !== undefined;
-        // A claim template that could not be read is handled like a job that cannot be (`clusterSpec.onJobLookupFailure`).
-        const unread = claimReadFindings({
-          failures,
-          onFailure: policy.clusterSpec.onJobLookupFailure,
-          rule: "job-gpus",
-          field: "spec",
-          subject: "job",
-          update,
-        });
         const worse = update ? newOrWorse(now, check(request.oldObject!)) : now;
         const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
         const found = admission ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
         const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-        const result = enforce(merge(unread, found, capacityOfQueue), policy.enforcement, namespace);
+        const result = enforce(merge(found, capacityOfQueue), policy.enforcement, namespace);
         if (admission && result.violations.length > 0) {
           deps.log.warn(
             { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: result.violations.map((v) => v.message) },
@@ -189,8 +190,17 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         return result;
       };
       const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
-      const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
       const runtime = readRuntimeOf(request.object, kind, namespace);
+      // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once).
+      const claimsWith = (r: RuntimeRead): ClaimsRead | Promise<ClaimsRead> => {
+        const fromRuntime = r.object
+          ? jobShape(kind)
+              .replicas(request.object, kind, r.object)
+              .map((x) => x.spec.template?.spec)
+          : [];
+        return readClaims([...specs, ...(fromRuntime as V1PodSpec[])], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+      };
+      const claims = runtime instanceof Promise ? runtime.then(claimsWith) : claimsWith(runtime);
       const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
       const queue = queued && asksForGpus(request.object, kind) ? readQueueOf(request.object, namespace) : NO_QUEUE;
       // No runtime to read (a v1 kind), no claims, not queued: decided at once.

@@ -14,9 +14,7 @@ import { validatingWebhook, type ValidationResult, type Webhook } from "../src/a
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
 import { effectiveLimits } from "../src/validate/limits.js";
-import { claimReadFindings } from "../src/validate/claims.js";
 import { validatePod } from "../src/validate/pod.js";
-import { merge } from "../src/validate/types.js";
 import type { WebhookDeps } from "./deps.js";
 
 /** Passes the pod rules make over the containers (see `src/admission/cost.ts`), counting both pods of a resize. */
@@ -35,22 +33,14 @@ export function validatePods(deps: WebhookDeps): Webhook {
     validate(request) {
       const pod = request.object as V1Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
-      const decide = ({ known, failures }: ClaimsRead): ValidationResult => {
+      // A claim that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
+      const decide = ({ known }: ClaimsRead): ValidationResult => {
         const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), claims: known, draCapacity: deps.capacity?.draCapacity?.() };
         const now = validatePod(pod, ctx);
         const resize = request.subResource === "resize" && request.oldObject !== undefined;
-        // A claim that could not be read is handled like a job that cannot be (`clusterSpec.onJobLookupFailure`).
-        const unread = claimReadFindings({
-          failures,
-          onFailure: policy.clusterSpec.onJobLookupFailure,
-          rule: "pod-gpus",
-          field: "spec.resourceClaims",
-          subject: "pod",
-          update: resize,
-        });
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
         const found = resize ? newOrWorse(now, validatePod(request.oldObject!, ctx)) : now;
-        return enforce(merge(unread, found), policy.enforcement, namespace);
+        return enforce(found, policy.enforcement, namespace);
       };
       const claims = readClaims([pod.spec], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
       return claims instanceof Promise ? claims.then(decide) : decide(claims);

@@ -15,7 +15,7 @@ export const RESOURCE_CLAIM_TEMPLATE: ObjectKind = { kind: "ResourceClaimTemplat
 
 export interface ClaimsRead {
   known: KnownClaims;
-  /** Reads that failed (not an absence: an error or a timeout), one sentence each. */
+  /** Reads that failed (not an absence: an error or a timeout), one sentence each; by name in `known.unreadable`. */
   failures: string[];
 }
 
@@ -37,16 +37,26 @@ export function readClaims(
     }
   }
   if (claims.size === 0 && templates.size === 0) return NOTHING;
-  const known = { claims: new Map<string, ClaimSpec | undefined>(), templates: new Map<string, ClaimSpec | undefined>() };
+  const unreadable = { claims: new Map<string, string>(), templates: new Map<string, string>() };
+  const known = { claims: new Map<string, ClaimSpec | undefined>(), templates: new Map<string, ClaimSpec | undefined>(), unreadable };
   const failures: string[] = [];
   const reads = [
-    ...[...claims].map((name) => ({ name, kind: RESOURCE_CLAIM, into: known.claims, as: "ResourceClaim" as const })),
-    ...[...templates].map((name) => ({ name, kind: RESOURCE_CLAIM_TEMPLATE, into: known.templates, as: "ResourceClaimTemplate" as const })),
+    ...[...claims].map((name) => ({ name, kind: RESOURCE_CLAIM, into: known.claims, failed: unreadable.claims, as: "ResourceClaim" as const })),
+    ...[...templates].map((name) => ({
+      name,
+      kind: RESOURCE_CLAIM_TEMPLATE,
+      into: known.templates,
+      failed: unreadable.templates,
+      as: "ResourceClaimTemplate" as const,
+    })),
   ].map(async (r) => {
     const read = await readJob({ kind: r.kind, namespace, name: r.name, jobs: reader, timeoutMs });
     if (read.kind === "found") r.into.set(r.name, claimSpecOf(read.job, r.as));
     else if (read.kind === "missing") r.into.set(r.name, undefined);
-    else failures.push(read.reason);
+    else {
+      r.failed.set(r.name, read.reason);
+      failures.push(read.reason);
+    }
   });
   return Promise.all(reads).then(() => ({ known, failures }));
 }

@@ -14,10 +14,15 @@
  * - `exactly` with `allocationMode: All`: every matching device on the node, which only the cluster's capacity
  *   bounds: counted as the largest node's capacity of that class when it is known ({@link DraCapacity}), and
  *   reported as unbounded otherwise (the rules refuse it where a cap applies);
- * - `firstAvailable`: one of the alternatives, the scheduler's choice: counted as the largest.
+ * - `firstAvailable`: one of the alternatives, the first that fits on the node the scheduler tries (kubernetes
+ *   `pkg/scheduler/framework/plugins/dynamicresources`, the allocator's sub-request loop): counted as the largest,
+ *   and every GPU alternative kept ({@link GpuRequest.alternatives}) so the rules judge each on its own.
+ * A request of a class the policy does not list but whose name looks like a GPU's ({@link unlistedGpuClasses},
+ * `looksLikeGpu` in src/vendors) is not counted here: the rules refuse it under a GPU cap (`gpu-unknown`).
  * Everything here reads untyped JSON that reached a webhook: it never throws, and what it cannot read counts 0.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
+import { looksLikeGpu } from "../vendors/index.js";
 
 /** A policy `gpu.deviceClasses` entry: a DeviceClass whose devices are GPUs, and the resource name it stands for. */
 export interface GpuDeviceClass {
@@ -64,6 +69,17 @@ export interface GpuRequest {
   readonly profiles: readonly string[];
   /** Selectors that test the product or profile in a way that could select any value (`!=`, `matches`, …). */
   readonly openSelectors: readonly string[];
+  /**
+   * For a `firstAvailable` request: every GPU alternative, this one (the largest, which the totals count) among
+   * them. The scheduler takes the first that fits, so each is judged on its own by the per-container caps and
+   * the allow-lists. Absent for an `exactly` request.
+   */
+  readonly alternatives?: readonly GpuRequest[];
+}
+
+/** The alternatives of a request to judge one by one: its `firstAvailable` GPU alternatives, or itself. */
+export function alternativesOf(gpu: GpuRequest): readonly GpuRequest[] {
+  return gpu.alternatives ?? [gpu];
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -79,15 +95,43 @@ export function gpuDeviceClass(deviceClassName: string, classes: readonly GpuDev
 const LITERAL = String.raw`'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"`;
 const unquote = (lit: string): string => lit.slice(1, -1).replace(/\\(.)/g, "$1");
 
+// An index `[...]` right after a name, `]` or `)` (not a list literal after `in`), with what it holds.
+const INDEX = /(?<=[\w\])])\s*\[([^[\]]*)\]/g;
+const IDENTIFIER = /^[A-Za-z_]\w*$/;
+
 /**
- * The values a selector pins `attribute` to: `… .attribute == 'v'` (either side) and `… .attribute in ['a', 'b']`.
+ * The expression with each field read through an index written as a field (`x['productName']` and
+ * `x["productName"]` → `x.productName`), and whether some index could not be read so (`x[k]`,
+ * `x['product' + 'Name']`, an escape in the key): such an index may read any attribute.
+ */
+function fieldsAsSelections(expression: string): { text: string; dynamic: boolean } {
+  let dynamic = false;
+  const literal = new RegExp(String.raw`^\s*(${LITERAL})\s*$`);
+  const text = expression.replace(INDEX, (whole, inside: string, offset: number) => {
+    if (/(?:^|[^\w.])in\s*$/.test(expression.slice(0, offset))) return whole; // `in [...]`: a list
+    const lit = literal.exec(inside)?.[1];
+    if (lit === undefined || lit.includes("\\")) {
+      dynamic = true;
+      return whole;
+    }
+    const key = unquote(lit);
+    return IDENTIFIER.test(key) ? `.${key}` : whole; // a domain (`['gpu.nvidia.com']`) stays an index
+  });
+  return { text, dynamic };
+}
+
+/**
+ * The values a selector pins `attribute` to: `… .attribute == 'v'` (either side) and `… .attribute in ['a', 'b']`,
+ * the attribute written as a field (`.productName`) or as an index (`['productName']`, `["productName"]`).
  * Hand-written over the expression text: no CEL parser for JavaScript reads the Kubernetes CEL dialect, and only
- * these two shapes can be checked against an allow-list; any other test of the attribute is reported open.
+ * these two shapes can be checked against an allow-list; any other test of the attribute is reported open, and
+ * so is an index that cannot be read as a name (`[k]`, a concatenation), which may read any attribute.
  */
 export function pinnedValues(expression: string, attribute: string): { values: string[]; open: boolean } {
+  const { text: expr, dynamic } = fieldsAsSelections(expression);
   const attr = String.raw`\.${attribute}\b`;
   const values: string[] = [];
-  let rest = expression;
+  let rest = expr;
   const patterns = [
     new RegExp(String.raw`${attr}\s*==\s*(${LITERAL})`, "g"),
     new RegExp(String.raw`(${LITERAL})\s*==\s*[\w.\[\]'"]*${attr}`, "g"),
@@ -100,8 +144,8 @@ export function pinnedValues(expression: string, attribute: string): { values: s
     });
   }
   // A disjunction, a negation or a conditional around a pinned value can select any value after all.
-  const loose = values.length > 0 && /\|\||!|\?/.test(expression);
-  return { values, open: loose || new RegExp(attr).test(rest) };
+  const loose = values.length > 0 && /\|\||!|\?/.test(expr);
+  return { values, open: dynamic || loose || new RegExp(attr).test(rest) };
 }
 
 interface Alternative {
@@ -141,8 +185,8 @@ function gpuRequest(alt: Alternative, where: { request: string; field: string },
 
 /**
  * The GPU requests of a claim spec: one per device request whose class is a GPU class (for `firstAvailable`, the
- * alternative that can be given the most devices; a GPU alternative counts even when a CPU one is listed first).
- * Requests of other classes are not GPUs and are left out.
+ * alternative that can be given the most devices, with every GPU alternative in `alternatives`; a GPU alternative
+ * counts even when a CPU one is listed first). Requests of other classes are not GPUs and are left out.
  */
 export function claimGpuRequests(spec: ClaimSpec | undefined, classes: readonly GpuDeviceClass[], capacity?: DraCapacity): GpuRequest[] {
   const out: GpuRequest[] = [];
@@ -156,16 +200,49 @@ export function claimGpuRequests(spec: ClaimSpec | undefined, classes: readonly 
       if (alt && cls) out.push(gpuRequest(alt, { request: name, field: `devices.requests[${i}].exactly` }, cls, capacity));
       return;
     }
-    let best: GpuRequest | undefined;
+    const alternatives: GpuRequest[] = [];
     listOf(r.firstAvailable).forEach((sub, j) => {
       if (!isRecord(sub)) return;
       const alt = alternative(sub);
       const cls = alt && gpuDeviceClass(alt.deviceClassName, classes);
-      if (!alt || !cls) return;
-      const req = gpuRequest(alt, { request: `${name}/${text(sub.name) ?? j}`, field: `devices.requests[${i}].firstAvailable[${j}]` }, cls, capacity);
-      if (!best || (best.count !== undefined && (req.count === undefined || req.count > best.count))) best = req;
+      if (alt && cls)
+        alternatives.push(gpuRequest(alt, { request: `${name}/${text(sub.name) ?? j}`, field: `devices.requests[${i}].firstAvailable[${j}]` }, cls, capacity));
     });
-    if (best) out.push(best);
+    let best: GpuRequest | undefined;
+    for (const req of alternatives) if (!best || (best.count !== undefined && (req.count === undefined || req.count > best.count))) best = req;
+    if (best) out.push({ ...best, alternatives });
+  });
+  return out;
+}
+
+/** A device request (or `firstAvailable` alternative) of a class the policy does not list, whose name looks like a GPU's. */
+export interface UnlistedGpuClass {
+  /** The request's name in the claim (`<request>/<sub-request>` for an alternative). */
+  readonly request: string;
+  /** Field path inside the claim spec, e.g. `devices.requests[0].exactly`. */
+  readonly field: string;
+  readonly deviceClassName: string;
+}
+
+/**
+ * The requests of a claim spec whose DeviceClass is not among `classes` but looks like a GPU's (`looksLikeGpu` in
+ * src/vendors: `vfio.gpu.nvidia.com`, `gpu.example.com`): devices nothing here counts, which the rules must not
+ * take for none.
+ */
+export function unlistedGpuClasses(spec: ClaimSpec | undefined, classes: readonly GpuDeviceClass[]): UnlistedGpuClass[] {
+  const out: UnlistedGpuClass[] = [];
+  if (!isRecord(spec) || !isRecord(spec.devices)) return out;
+  const check = (v: unknown, request: string, field: string): void => {
+    const cls = isRecord(v) ? text(v.deviceClassName) : undefined;
+    if (cls !== undefined && !gpuDeviceClass(cls, classes) && looksLikeGpu(cls)) out.push({ request, field, deviceClassName: cls });
+  };
+  listOf(spec.devices.requests).forEach((r, i) => {
+    if (!isRecord(r)) return;
+    const name = text(r.name) ?? String(i);
+    if (isRecord(r.exactly)) check(r.exactly, name, `devices.requests[${i}].exactly`);
+    listOf(r.firstAvailable).forEach((sub, j) =>
+      check(sub, `${name}/${(isRecord(sub) ? text(sub.name) : undefined) ?? j}`, `devices.requests[${i}].firstAvailable[${j}]`),
+    );
   });
   return out;
 }
@@ -243,6 +320,8 @@ export interface KnownClaims {
   readonly claims: ReadonlyMap<string, ClaimSpec | undefined>;
   /** ResourceClaimTemplates by name: their claim spec (`spec.spec`). */
   readonly templates: ReadonlyMap<string, ClaimSpec | undefined>;
+  /** The names whose read failed (an error or a timeout, not an absence), with why: their devices are unknown. */
+  readonly unreadable?: { readonly claims: ReadonlyMap<string, string>; readonly templates: ReadonlyMap<string, string> };
 }
 
 /** The claim spec of a ResourceClaim (`spec`) or a ResourceClaimTemplate (`spec.spec`) object. */

@@ -6,6 +6,7 @@
 import type { Policy } from "../policy/types.js";
 import { checkMutatingPolicy } from "./admission-policy.js";
 import { checkConfinement } from "./confinement.js";
+import { checkDeviceClasses } from "./device-classes.js";
 import { checkKueue } from "./kueue.js";
 import { checkLedger } from "./ledger.js";
 import { checkAccess } from "./rbac.js";
@@ -25,7 +26,7 @@ export function exitCode(findings: readonly DoctorFinding[]): 0 | 1 | 2 {
   return w === "critical" ? 2 : w === "warning" ? 1 : 0;
 }
 
-/** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC, confinement, Kueue, the exported MutatingAdmissionPolicy). */
+/** Every finding for `snapshot`, in a fixed order (webhooks, certificates, selectors, reconciler, ledger, RBAC, confinement, Kueue, the exported MutatingAdmissionPolicy, DeviceClasses). */
 export function diagnose(snapshot: DoctorSnapshot, policy: Policy): DoctorReport {
   const cronJob = isUnreadable(snapshot.reconciler) ? undefined : snapshot.reconciler.cronJob;
   const findings = [
@@ -41,6 +42,7 @@ export function diagnose(snapshot: DoctorSnapshot, policy: Policy): DoctorReport
     ...checkConfinement(snapshot.confinement, policy, snapshot.namespace),
     ...checkKueue(snapshot.kueue, snapshot.webhookConfigurations, policy, snapshot.namespace),
     ...checkMutatingPolicy(snapshot.mutatingPolicy, policy, snapshot.namespace),
+    ...checkDeviceClasses(snapshot.deviceClasses, policy),
   ];
   return report(findings);
 }

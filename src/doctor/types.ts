@@ -37,7 +37,8 @@ export type CheckName =
   | "kueue-quota"
   | "kueue-webhooks"
   | "kueue-flavors"
-  | "mutating-policy";
+  | "mutating-policy"
+  | "device-classes";
 
 export interface DoctorFinding {
   check: CheckName;
@@ -183,7 +184,12 @@ export interface DoctorSnapshot {
   kueue?: KueueSnapshot;
   /** The exported MutatingAdmissionPolicy and binding (src/doctor/admission-policy.ts); absent: not read. */
   mutatingPolicy?: MutatingPolicyState | Unreadable;
+  /** The cluster's DeviceClasses (src/doctor/device-classes.ts); absent: not read. */
+  deviceClasses?: DeviceClassesState;
 }
+
+/** The cluster's DeviceClasses (`resource.k8s.io/v1`) as read; "absent" when the API is not served (404). */
+export type DeviceClassesState = KubeObject[] | "absent" | Unreadable;
 
 /** The exported MutatingAdmissionPolicy and its binding as read (absent: not installed). */
 export interface MutatingPolicyState {

@@ -4,7 +4,7 @@
  * src/doctor: Quartermaster's webhook configurations, the Services they name with their EndpointSlices,
  * the certificates each target presents (a TLS handshake with URL targets; the serving Secret mounted by
  * the Deployment behind a Service, which needs no port-forward), the protected namespaces' labels, the
- * reconciler's CronJob and Jobs, and SubjectAccessReviews for what each ServiceAccount needs.
+ * reconciler's CronJob and Jobs, the DeviceClasses, and SubjectAccessReviews for what each ServiceAccount needs.
  * Everything is read-only. A part that cannot be read becomes a "not checked" finding; an apiserver
  * that cannot be reached at all throws ClusterUnreachableError.
  */
@@ -24,6 +24,7 @@ import {
   type ConfinementState,
   type MutatingPolicyState,
   type CronJob,
+  type DeviceClassesState,
   type KueueSnapshot,
   type DoctorSnapshot,
   type Job,
@@ -389,11 +390,23 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     }
   })();
 
+  // The cluster's DeviceClasses (src/doctor/device-classes.ts), against the policy's gpu section. A 404 (no
+  // resource.k8s.io/v1: before Kubernetes 1.34, or DRA off) is "absent": nothing to check.
+  const deviceClasses = (async (): Promise<DeviceClassesState> => {
+    try {
+      const list: unknown = await custom.listClusterCustomObject({ group: "resource.k8s.io", version: "v1", plural: "deviceclasses" });
+      return raw<{ items?: KubeObject[] }>(list).items ?? [];
+    } catch (err) {
+      if (status(err) === 404) return "absent";
+      return unreadable(err);
+    }
+  })();
+
   const ledger = opts.readLedger
     ? opts.readLedger().catch((err: unknown): LedgerState => ({ unread: describeError(err) }))
     : Promise.resolve<LedgerState>({ unread: "this doctor has no ledger reader (run `quartermaster ledger` to see it)" });
 
-  const [sc, ns, rec, acc, led, conf, kq, map] = await Promise.all([
+  const [sc, ns, rec, acc, led, conf, kq, map, dcs] = await Promise.all([
     servicesAndCertificates,
     protectedNamespaces,
     reconciler,
@@ -402,6 +415,7 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     confinement,
     kueue,
     mutatingPolicy,
+    deviceClasses,
   ]);
   // Keys for every hook, so a target that was never read shows up as such.
   for (const h of hooks) {
@@ -421,5 +435,6 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     confinement: conf,
     kueue: kq,
     mutatingPolicy: map,
+    deviceClasses: dcs,
   };
 }

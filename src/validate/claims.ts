@@ -3,18 +3,37 @@
  * The platform's limits on GPUs asked for through Dynamic Resource Allocation, under the same rule names as the
  * same request written as an extended resource, so enforcement modes and reports treat both alike:
  * - container-limits: the devices of the claims (or the claim requests) a container names in
- *   `resources.claims`, per resource name, at most the per-container cap;
- * - pod-gpus: a claim request with `allocationMode: All` whose devices no known capacity bounds cannot be held
- *   to a per-pod or per-job cap, and is refused where one applies (the counted total itself is checked with
- *   the containers' requests in `pod-spec.ts`);
+ *   `resources.claims`, per resource name, at most the per-container cap; each `firstAvailable` alternative is
+ *   held to the cap of its own resource (the scheduler takes the first that fits, not the largest);
  * - accelerator-allowed: products (`productName`) and MIG profiles (`profile`) a request's CEL selectors pin
- *   must be among `allowedAccelerators` / `allowedPartitions`; a selector that tests them any other way (`!=`,
- *   `matches`, a disjunction) could select any and is refused while a list is set.
+ *   must be among `allowedAccelerators` / `allowedPartitions`, for every `firstAvailable` alternative; a
+ *   selector that tests them any other way (`!=`, `matches`, a disjunction, an index that is not a name) could
+ *   select any and is refused while a list is set. A request with no product selector is not refused, as a
+ *   pod asking for `nvidia.com/gpu` without an accelerator annotation or node selection is not
+ *   (src/validate/accelerator.ts): the allow-lists judge what is asked for;
+ * - gpu-unknown (issue 45, "unknown is not zero"): under a GPU cap (a per-container GPU cap, `limits.pod.gpus`
+ *   or `limits.job.gpus`), what cannot be counted is refused at its field: a ResourceClaim or
+ *   ResourceClaimTemplate that does not exist yet (created after the pod, it would never be counted) or could
+ *   not be read, a request with `allocationMode: All` whose devices no known capacity bounds, and a request of
+ *   a DeviceClass the policy does not list but that looks like a GPU's (`looksLikeGpu`, src/vendors). Where no
+ *   GPU cap applies, a claim that is absent or unreadable is a warning (nothing would be counted against). The
+ *   rule's mode is the policy's (`enforcement`: `gpu-unknown: warn` admits, counted without the unknown part).
+ * The counted total itself is checked with the containers' requests in `pod-spec.ts` (pod-gpus, job-gpus).
  * The same rules judge a ResourceClaim or ResourceClaimTemplate at its own CREATE ({@link validateClaimObject}),
  * as if one container of one pod asked for all of it.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { claimGpuRequests, claimReferences, podGpuClaims, resolveClaims, type ClaimSpec, type GpuRequest, type PodGpuClaim } from "../core/dra.js";
+import {
+  alternativesOf,
+  claimGpuRequests,
+  podGpuClaims,
+  resolveClaims,
+  unlistedGpuClasses,
+  type ClaimSpec,
+  type GpuRequest,
+  type PodGpuClaim,
+  type UnlistedGpuClass,
+} from "../core/dra.js";
 import { containerMax } from "./pod-spec.js";
 import type { Findings, ValidationContext } from "./types.js";
 
@@ -41,21 +60,57 @@ function acceleratorRules(gpu: GpuRequest, field: string, what: string, ctx: Val
   }
 }
 
-/** Whether some cap would count these devices: per container, per pod or per job. */
-function capApplies(resourceName: string, ctx: ValidationContext): boolean {
-  return containerMax(resourceName, ctx) !== undefined || ctx.limits.pod.gpus !== undefined || ctx.limits.job.gpus !== undefined;
+/**
+ * Whether some GPU cap applies in the namespace: a per-container GPU cap, `limits.pod.gpus` or `limits.job.gpus`.
+ * Under one, what cannot be counted is refused (`gpu-unknown`); without one there is nothing to count against.
+ */
+export function gpuCapApplies(ctx: ValidationContext): boolean {
+  return Object.keys(ctx.limits.container.gpus ?? {}).length > 0 || ctx.limits.pod.gpus !== undefined || ctx.limits.job.gpus !== undefined;
 }
 
+/** `allocationMode: All` with no known capacity: a count nothing bounds, refused under a GPU cap (`gpu-unknown`). */
 function unboundedRule(gpu: GpuRequest, field: string, what: string, ctx: ValidationContext, out: Findings): void {
-  if (gpu.count !== undefined || !capApplies(gpu.resourceName, ctx)) return;
+  if (gpu.count !== undefined || !gpuCapApplies(ctx)) return;
   out.violations.push({
-    rule: "pod-gpus",
+    rule: "gpu-unknown",
     field,
-    message: `${what} asks for every ${gpu.deviceClassName} device of a node (allocationMode: All), which no known capacity bounds, so it cannot be held to the GPU limits; ask for an exact count`,
+    message: `${what} asks for every ${gpu.deviceClassName} device of a node (allocationMode: All), and no known capacity bounds how many, so it cannot be held to the GPU limits; ask for an exact count`,
   });
 }
 
-const describe = (c: PodGpuClaim): string => `claim ${c.claim} (${c.source}, request ${c.gpu.request})`;
+/** The rules every GPU request of a claim is held to, each `firstAvailable` alternative on its own. */
+function requestRules(gpu: GpuRequest, field: (alt: GpuRequest) => string, what: (alt: GpuRequest) => string, ctx: ValidationContext, out: Findings): void {
+  for (const alt of alternativesOf(gpu)) {
+    acceleratorRules(alt, field(alt), what(alt), ctx, out);
+    unboundedRule(alt, field(alt), what(alt), ctx, out);
+  }
+}
+
+/** A request of a GPU-looking DeviceClass the policy does not list: refused under a GPU cap (`gpu-unknown`). */
+function unlistedRule(u: UnlistedGpuClass, field: string, what: string, ctx: ValidationContext, out: Findings): void {
+  if (!gpuCapApplies(ctx)) return;
+  out.violations.push({
+    rule: "gpu-unknown",
+    field,
+    message: `${what} asks for devices of DeviceClass ${u.deviceClassName}, which looks like a GPU class but is not in the policy's gpu.deviceClasses, so they cannot be counted against the GPU limits; add it to gpu.deviceClasses with the resource it stands for`,
+  });
+}
+
+/**
+ * Per resource name, the most devices the requests can be given of it: per request, its largest alternative of
+ * that resource (any alternative may be the one given), summed over the requests.
+ */
+function mostPerResource(gpus: readonly GpuRequest[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const gpu of gpus) {
+    const most = new Map<string, number>();
+    for (const alt of alternativesOf(gpu)) most.set(alt.resourceName, Math.max(most.get(alt.resourceName) ?? 0, alt.count ?? 0));
+    for (const [resourceName, n] of most) out.set(resourceName, (out.get(resourceName) ?? 0) + n);
+  }
+  return out;
+}
+
+const describe = (c: PodGpuClaim, alt: GpuRequest): string => `claim ${c.claim} (${c.source}, request ${alt.request})`;
 
 /** The claim requests one container entry of `resources.claims` names: the whole claim, or one request of it. */
 function named(entry: unknown, claims: readonly PodGpuClaim[]): PodGpuClaim[] {
@@ -64,15 +119,76 @@ function named(entry: unknown, claims: readonly PodGpuClaim[]): PodGpuClaim[] {
   return claims.filter((c) => c.claim === entry.name && (request === undefined || c.gpu.request.split("/")[0] === request));
 }
 
+/** What is known of one `spec.resourceClaims` entry's claim or template. */
+type Lookup = { kind: "found"; spec: ClaimSpec } | { kind: "missing" } | { kind: "unreadable"; reason: string } | { kind: "unread" };
+
+function lookup(ref: { claim?: string; template?: string }, known: NonNullable<ValidationContext["claims"]>): Lookup {
+  const [name, map, failed] =
+    ref.claim !== undefined ? [ref.claim, known.claims, known.unreadable?.claims] : [ref.template!, known.templates, known.unreadable?.templates];
+  if (map.has(name)) {
+    const spec = map.get(name);
+    return spec === undefined ? { kind: "missing" } : { kind: "found", spec };
+  }
+  const reason = failed?.get(name);
+  return reason !== undefined ? { kind: "unreadable", reason } : { kind: "unread" };
+}
+
+/**
+ * gpu-unknown for the claims a pod spec names that are not known: absent, unreadable or not looked up (under a
+ * GPU cap a violation at `spec.resourceClaims[i]`, else a warning for the first two), and for the requests of
+ * known claims whose DeviceClass looks like a GPU's but the policy does not list.
+ */
+function unknownClaims(spec: V1PodSpec, path: string, ctx: ValidationContext, out: Findings): void {
+  const known = ctx.claims!;
+  const capped = gpuCapApplies(ctx);
+  // A pod's spec is at `spec`; a job's templates are deeper.
+  const subject = path === "spec" ? "pod" : "job";
+  const entries: unknown[] = Array.isArray(spec.resourceClaims) ? spec.resourceClaims : [];
+  entries.forEach((entry, i) => {
+    if (!isRecord(entry) || typeof entry.name !== "string") return;
+    const claim = typeof entry.resourceClaimName === "string" ? entry.resourceClaimName : undefined;
+    const template = claim === undefined && typeof entry.resourceClaimTemplateName === "string" ? entry.resourceClaimTemplateName : undefined;
+    if (claim === undefined && template === undefined) return;
+    const kind = claim !== undefined ? "ResourceClaim" : "ResourceClaimTemplate";
+    const name = (claim ?? template)!;
+    const what = `${kind} ${name} (claim ${entry.name})`;
+    const field = `${path}.resourceClaims[${i}]`;
+    const found = lookup({ ...(claim !== undefined ? { claim } : { template }) }, known);
+    const uncounted = "so the GPUs it asks for cannot be counted against the GPU limits";
+    if (found.kind === "found") {
+      for (const u of unlistedGpuClasses(found.spec, ctx.policy.gpu.deviceClasses))
+        unlistedRule(u, field, `claim ${entry.name} (${kind}/${name}, request ${u.request})`, ctx, out);
+    } else if (found.kind === "missing") {
+      if (capped)
+        out.violations.push({ rule: "gpu-unknown", field, message: `${what} does not exist, ${uncounted}: create ${kind} ${name} before the ${subject}` });
+      else out.warnings.push(`quartermaster: ${what} was not found: its devices are not counted here; it is checked when it is created`);
+    } else if (found.kind === "unreadable") {
+      if (capped)
+        out.violations.push({
+          rule: "gpu-unknown",
+          field,
+          message: `${what} could not be read (${found.reason}), ${uncounted}: retry; if it persists, check that the webhook may get ${kind === "ResourceClaim" ? "resourceclaims" : "resourceclaimtemplates"}.resource.k8s.io (manifests/base/rbac.yaml)`,
+        });
+      else out.warnings.push(`quartermaster: ${what} could not be read, its GPUs not counted: ${found.reason}`);
+    } else if (capped) {
+      out.violations.push({ rule: "gpu-unknown", field, message: `${what} was not read with the ${subject}, ${uncounted}` });
+    }
+  });
+}
+
 /** The DRA rules for the pod spec at `path`. */
 export function validatePodClaims(spec: V1PodSpec | undefined, path: string, ctx: ValidationContext): Findings {
   const out: Findings = { violations: [], warnings: [] };
   if (!spec || !ctx.claims) return out;
   const claims = podGpuClaims(spec, resolveClaims(spec, ctx.claims), ctx.policy.gpu.deviceClasses, ctx.draCapacity);
   for (const c of claims) {
-    const field = `${path}.resourceClaims[${c.index}]`;
-    acceleratorRules(c.gpu, field, describe(c), ctx, out);
-    unboundedRule(c.gpu, field, describe(c), ctx, out);
+    requestRules(
+      c.gpu,
+      () => `${path}.resourceClaims[${c.index}]`,
+      (alt) => describe(c, alt),
+      ctx,
+      out,
+    );
   }
   for (const [list, containers] of [
     ["initContainers", spec.initContainers],
@@ -80,9 +196,7 @@ export function validatePodClaims(spec: V1PodSpec | undefined, path: string, ctx
   ] as const) {
     (Array.isArray(containers) ? containers : []).forEach((container, i) => {
       const entries: unknown[] = Array.isArray(container?.resources?.claims) ? container.resources.claims : [];
-      const perResource = new Map<string, number>();
-      for (const entry of entries)
-        for (const c of named(entry, claims)) perResource.set(c.gpu.resourceName, (perResource.get(c.gpu.resourceName) ?? 0) + (c.gpu.count ?? 0));
+      const perResource = mostPerResource(entries.flatMap((entry) => named(entry, claims).map((c) => c.gpu)));
       for (const [resourceName, count] of perResource) {
         const bound = containerMax(resourceName, ctx);
         if (bound && BigInt(count) * 1_000_000_000n > bound.max.nano) {
@@ -96,14 +210,7 @@ export function validatePodClaims(spec: V1PodSpec | undefined, path: string, ctx
       }
     });
   }
-  for (const ref of claimReferences(spec)) {
-    const name = ref.claim ?? ref.template;
-    const map = ref.claim !== undefined ? ctx.claims.claims : ctx.claims.templates;
-    if (name !== undefined && map.has(name) && map.get(name) === undefined) {
-      const kind = ref.claim !== undefined ? "ResourceClaim" : "ResourceClaimTemplate";
-      out.warnings.push(`quartermaster: ${kind} ${name} (claim ${ref.name}) was not found: its devices are not counted here; it is checked when it is created`);
-    }
-  }
+  unknownClaims(spec, path, ctx, out);
   return out;
 }
 
@@ -115,17 +222,16 @@ export function validatePodClaims(spec: V1PodSpec | undefined, path: string, ctx
 export function validateClaimObject(spec: ClaimSpec | undefined, path: string, ctx: ValidationContext): Findings {
   const out: Findings = { violations: [], warnings: [] };
   const requests = claimGpuRequests(spec, ctx.policy.gpu.deviceClasses, ctx.draCapacity);
-  const perResource = new Map<string, number>();
-  let total = 0;
-  for (const gpu of requests) {
-    const field = `${path}.${gpu.field}`;
-    const what = `request ${gpu.request}`;
-    acceleratorRules(gpu, field, what, ctx, out);
-    unboundedRule(gpu, field, what, ctx, out);
-    perResource.set(gpu.resourceName, (perResource.get(gpu.resourceName) ?? 0) + (gpu.count ?? 0));
-    total += gpu.count ?? 0;
-  }
-  for (const [resourceName, count] of perResource) {
+  for (const gpu of requests)
+    requestRules(
+      gpu,
+      (alt) => `${path}.${alt.field}`,
+      (alt) => `request ${alt.request}`,
+      ctx,
+      out,
+    );
+  for (const u of unlistedGpuClasses(spec, ctx.policy.gpu.deviceClasses)) unlistedRule(u, `${path}.${u.field}`, `request ${u.request}`, ctx, out);
+  for (const [resourceName, count] of mostPerResource(requests)) {
     const bound = containerMax(resourceName, ctx);
     if (bound && BigInt(count) * 1_000_000_000n > bound.max.nano)
       out.violations.push({
@@ -135,6 +241,7 @@ export function validateClaimObject(spec: ClaimSpec | undefined, path: string, c
         value: count,
       });
   }
+  const total = requests.reduce((n, gpu) => n + (gpu.count ?? 0), 0);
   const podMax = ctx.limits.pod.gpus;
   if (podMax !== undefined && total > podMax)
     out.violations.push({
@@ -144,35 +251,4 @@ export function validateClaimObject(spec: ClaimSpec | undefined, path: string, c
       value: total,
     });
   return out;
-}
-
-/** What counting a subject's GPUs has to say about claims that could not be read. */
-export interface ClaimReadFailures {
-  /** One sentence per failed read (an error or a timeout; an absent claim is not a failure). */
-  failures: readonly string[];
-  /** `clusterSpec.onJobLookupFailure`: the same choice as for a job that cannot be read. */
-  onFailure: "warn" | "deny";
-  /** The rule that would count the GPUs (`pod-gpus`, `job-gpus`) and where. */
-  rule: string;
-  field: string;
-  /** "pod" or "job", for the message. */
-  subject: string;
-  /** An UPDATE, which a failed read cannot make worse: warned of, never refused. */
-  update?: boolean;
-}
-
-/**
- * Claims that could not be read are handled like a job that cannot be read (`clusterSpec.onJobLookupFailure`):
- * `deny` refuses the subject under the rule that would have counted their GPUs (so its enforcement mode
- * applies); `warn` (the default) admits it, counted without them, and says so. Failing closed regardless
- * would refuse every claim-naming pod in an opted-in namespace while the reader lacks RBAC (an upgrade
- * without the new ClusterRole) or the apiserver is slow; the claim itself is still held to the caps at its
- * own CREATE (`validateClaimObject`).
- */
-export function claimReadFindings(r: ClaimReadFailures): Findings {
-  const deny = r.onFailure === "deny" && !r.update;
-  return {
-    violations: deny ? r.failures.map((f) => ({ rule: r.rule, field: r.field, message: `cannot count the ${r.subject}'s GPUs: ${f}` })) : [],
-    warnings: deny ? [] : r.failures.map((f) => `quartermaster: the ${r.subject}'s GPUs counted without a claim that could not be read: ${f}`),
-  };
 }

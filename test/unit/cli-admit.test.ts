@@ -237,8 +237,20 @@ describe("admitObjects: the real webhooks, offline", () => {
       },
     },
     {
-      name: "DRA: a claim template not among the inputs counts nothing, and says so",
+      name: "DRA: a claim template not among the inputs is unknown, refused under a GPU cap (gpu-unknown), never counted as nothing",
       policy: LIMITS,
+      objects: [draPod("big", "elsewhere")],
+      check: ([r]) => {
+        assert.deepEqual([r!.allowed, r!.deniedRules], [false, ["gpu-unknown"]]);
+        assert.ok(
+          r!.violations.some((v) => v.field === "spec.resourceClaims[0]" && /create ResourceClaimTemplate elsewhere before the pod/.test(v.message)),
+          JSON.stringify(r!.violations),
+        );
+      },
+    },
+    {
+      name: "DRA: a claim template not among the inputs, no GPU cap: admitted, and says so",
+      policy: checkPolicy({}, "test"),
       objects: [draPod("big", "elsewhere")],
       check: ([r]) => {
         assert.deepEqual([r!.allowed, r!.deniedRules], [true, []]);
