@@ -22,7 +22,8 @@
  *   `training-jobs-or-queued` keeps every unqueued batch Job and JobSet away from Quartermaster.
  * - `pods.validate` (`/validate/pods`, CREATE of training pods and their in-place `pods/resize`): `Fail` —
  *   platform limits are the point; the selectors bound who waits on an outage.
- * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`): `Fail`.
+ * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`, and CREATE/UPDATE of
+ *   the Trainer's TrainingRuntimes and ClusterTrainingRuntimes when the policy has a Trainer job kind): `Fail`.
  * - `claims.validate` (`/validate/claims`, CREATE of ResourceClaims and ResourceClaimTemplates, when the policy
  *   names GPU device classes): `Fail`, as for pods: a claim over the limits could hold GPUs a pod may not have.
  */
@@ -31,7 +32,7 @@ import type { Policy } from "../policy/types.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import { schemesOf } from "../topology/label-scheme.js";
 import { jobShape } from "../topology/shape.js";
-import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
+import { QUEUED_WORKLOAD_KINDS, TRAINER_RUNTIME_KINDS } from "../core/job-shapes.js";
 import { KUEUE_QUEUE_NAME } from "../admission/kueue.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Document } from "yaml";
@@ -50,7 +51,7 @@ export interface RuleWithOperations {
   apiVersions: string[];
   operations: string[];
   resources: string[];
-  scope: "Namespaced";
+  scope: "Namespaced" | "Cluster";
 }
 
 export interface MatchCondition {
@@ -253,6 +254,15 @@ const claimRule: RuleWithOperations = {
   scope: "Namespaced",
 };
 
+/**
+ * The Trainer's runtimes, checked by `jobs.validate` when the policy has a Trainer job kind (issue 45): a
+ * ClusterTrainingRuntime is cluster-scoped (the namespaceSelector does not apply to it), a TrainingRuntime namespaced.
+ */
+const runtimeRules = (policy: Pick<Policy, "jobKinds">): RuleWithOperations[] =>
+  policy.jobKinds.some((k) => k.framework === "trainer")
+    ? TRAINER_RUNTIME_KINDS.map((k) => ({ apiGroups: [k.group], apiVersions: [k.version], operations: ["CREATE", "UPDATE"], resources: [k.plural], scope: k.scope }))
+    : [];
+
 const podRule = (operations: string[], resource: string): RuleWithOperations => ({ apiGroups: [""], apiVersions: ["v1"], operations, resources: [resource], scope: "Namespaced" });
 
 /** Both webhook configurations for `policy`, Mutating first. */
@@ -295,7 +305,7 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
     metadata: { name: WEBHOOK_CONFIGURATION_NAME },
     webhooks: [
       hook("pods.validate.quartermaster.dev", "/validate/pods", "Fail", [podRule(["CREATE"], "pods"), podRule(["UPDATE"], "pods/resize")], { matchConditions: trainingPods }),
-      hook("jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale")], {
+      hook("jobs.validate.quartermaster.dev", "/validate/jobs", "Fail", [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale"), ...runtimeRules(policy)], {
         sideEffects: "NoneOnDryRun",
       }),
       ...(policy.gpu.deviceClasses.length > 0 ? [hook("claims.validate.quartermaster.dev", "/validate/claims", "Fail", [claimRule])] : []),
@@ -318,7 +328,8 @@ const WEBHOOK_COMMENTS: Readonly<Record<string, string>> = {
     " Fail: platform limits are the point; a pod that skipped them could hold GPUs it may not have. Also\n" +
     " in-place resizes (pods/resize), so cpu/memory limits cannot be raised after creation.",
   "jobs.validate.quartermaster.dev":
-    " Fail, as for pods: a job over its limits must not start, nor be scaled past them (the /scale subresource).\n" +
+    " Fail, as for pods: a job over its limits must not start, nor be scaled past them (the /scale subresource);\n" +
+    " nor a Trainer runtime whose pods would ask for more GPUs than a pod may have (CREATE and UPDATE).\n" +
     " NoneOnDryRun: when it refuses Kueue's admission of a job it writes an Event on the job, never on a dry run.",
   "claims.validate.quartermaster.dev":
     " Fail, as for pods: a ResourceClaim or ResourceClaimTemplate (DRA, resource.k8s.io/v1) asking for more GPU\n" +

@@ -141,12 +141,21 @@ describe("webhook configurations render", () => {
     assert.deepEqual(resources(hook(policy, "jobs.mutate.quartermaster.dev"), "UPDATE"), []);
   });
 
-  it("jobs.validate: CREATE/UPDATE of every job kind and UPDATE of each /scale", () => {
+  it("jobs.validate: CREATE/UPDATE of every job kind and of the Trainer's runtimes, UPDATE of each /scale", () => {
     const h = hook(policy, "jobs.validate.quartermaster.dev");
-    assert.deepEqual(resources(h, "CREATE"), kinds());
+    // The Trainer's runtimes are checked themselves (issue 45), the ClusterTrainingRuntime cluster-scoped.
+    const runtimes = ["trainer.kubeflow.org/v1alpha1/clustertrainingruntimes", "trainer.kubeflow.org/v1alpha1/trainingruntimes"];
+    assert.deepEqual(resources(h, "CREATE"), [...kinds(), ...runtimes].sort());
     // TrainJob's CRD has no scale subresource (only status): no /scale rule for it.
     const scaled = kinds("/scale").filter((r) => !r.endsWith("/trainjobs/scale"));
-    assert.deepEqual(resources(h, "UPDATE"), [...kinds(), ...scaled].sort());
+    assert.deepEqual(resources(h, "UPDATE"), [...kinds(), ...scaled, ...runtimes].sort());
+    assert.deepEqual(
+      h.rules.filter((r) => r.resources.includes("clustertrainingruntimes")).map((r) => r.scope),
+      ["Cluster"],
+    );
+    // Without a Trainer job kind, no runtime rule.
+    const noTrainer = { ...policy, jobKinds: policy.jobKinds.filter((k) => k.framework !== "trainer") };
+    assert.ok(!resources(hook(noTrainer, "jobs.validate.quartermaster.dev"), "CREATE").some((r) => r.includes("runtimes")));
   });
 
   it("pods.validate: CREATE of pods and UPDATE of pods/resize; pods.mutate: CREATE only", () => {
