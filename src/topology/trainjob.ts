@@ -280,10 +280,37 @@ function readPatches(job: KubeObject, skipManager: string | undefined): { entrie
       for (const list of ["containers", "initContainers", "volumes", "tolerations", "imagePullSecrets", "schedulingGates"])
         if (podSpec[list] !== undefined && podSpec[list] !== null && !Array.isArray(podSpec[list]))
           odd(`${rat}.template.spec.template.spec.${list}`, "is not a list");
-      entries.push({ name: r.name, patch: objOr(r.template) });
+      entries.push({ name: r.name, patch: withoutUnknownFields(objOr(r.template)) });
     });
   });
   return { entries, unknowns };
+}
+
+/**
+ * A replicated Job's template patch without the fields v2.3.0's patch types lack ({@link NOT_IN_V230}): counted as
+ * v2.3.0 would (its CRD prunes them), while the caps report them as unknown. Copies only what it changes.
+ */
+function withoutUnknownFields(template: Obj): Obj {
+  const jobSpec = objOr(template.spec);
+  const podTemplate = objOr(jobSpec.template);
+  const podSpec = objOr(podTemplate.spec);
+  const jobDrop = ["parallelism", "completions"].filter((f) => jobSpec[f] !== undefined);
+  const podDrop = ["resourceClaims", "overhead", "ephemeralContainers"].filter((f) => podSpec[f] !== undefined);
+  const lists = ["containers", "initContainers"].filter(
+    (l) => Array.isArray(podSpec[l]) && (podSpec[l] as unknown[]).some((c) => isObj(c) && c.resources !== undefined),
+  );
+  if (jobDrop.length === 0 && podDrop.length === 0 && lists.length === 0) return template;
+  const spec: Obj = { ...podSpec };
+  for (const f of podDrop) delete spec[f];
+  for (const l of lists)
+    spec[l] = (podSpec[l] as unknown[]).map((c) => {
+      if (!isObj(c)) return c;
+      const { resources: _resources, ...rest } = c;
+      return rest;
+    });
+  const js: Obj = { ...jobSpec, template: { ...podTemplate, spec } };
+  for (const f of jobDrop) delete js[f];
+  return { ...template, spec: js };
 }
 
 // ---- the model ---------------------------------------------------------------------------------------------------
