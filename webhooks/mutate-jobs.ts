@@ -28,6 +28,7 @@ import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates, outfitQueuedWorkloadTem
 import { renameTrainJobBareGpu } from "../src/mutate/trainjob-resources.js";
 import { outfitQueuedTrainJob, QM_RUNTIME_PATCH_MANAGER, trainerNodeTemplate } from "../src/mutate/trainjob-outfit.js";
 import { readRuntime, type JobReadResult } from "../src/topology/lookup.js";
+import { MAX_RUNTIME_PATCHES, runtimePatchCount } from "../src/topology/trainjob.js";
 import type { JobKind } from "../src/policy/types.js";
 import { jobShape } from "../src/topology/shape.js";
 import type { WebhookDeps } from "./deps.js";
@@ -85,6 +86,15 @@ export function mutateJobs(deps: WebhookDeps): Webhook {
         const out = fillJobDefaults(request.object, k, effectiveJobDefaults(policy, namespace));
         const renamed = renameTrainJobBareGpu(out.job, k, policy.gpu.resourceName);
         const early = [...out.warnings, ...renamed.warnings];
+        // More runtime patches than Trainer's CRD admits (it and /validate/jobs refuse the TrainJob): nothing merged.
+        if (runtimePatchCount(renamed.job) > MAX_RUNTIME_PATCHES)
+          return {
+            object: renamed.job,
+            warnings: [
+              ...early,
+              `quartermaster: not outfitted for Kueue: more than ${MAX_RUNTIME_PATCHES} spec.runtimePatches (Trainer's CRD admits ${MAX_RUNTIME_PATCHES})`,
+            ],
+          };
         const withRuntime = (read: JobReadResult): MutationResult | Promise<MutationResult> => {
           if (read.kind !== "found")
             return {

@@ -12,11 +12,20 @@
  * to check within the cost bound is denied. The rules live in `src/validate/`.
  *
  * A TrainJob (Kubeflow Trainer v2) is checked against its runtime (`spec.runtimeRef`, read through the same
- * reader, cache and time bound as the pod webhook's job lookup: `readRuntime` in src/topology/lookup.ts), whose
- * replicated Jobs are its replicas; a runtime that cannot be read is handled as a failed job lookup
+ * reader and time bound as the pod webhook's job lookup: `readRuntime` in src/topology/lookup.ts), its pods as
+ * Trainer v2.3.0 will make them (THE model, `trainJobModel` in src/topology/trainjob.ts, which Kueue's pod sets and
+ * `/mutate/jobs` read too); a runtime that cannot be read is handled as a failed job lookup
  * (`clusterSpec.onJobLookupFailure`: `deny` refuses it, rule `job-runtime`; `warn` checks the TrainJob's own
- * numNodes × resourcesPerNode and says so). It is priced on its own part; its runtime's templates are an
- * administrator's (a ClusterTrainingRuntime) or its namespace's.
+ * numNodes × resourcesPerNode and says so). Issue 45: on CREATE and on an unsuspend (`spec.suspend` true → false
+ * or unset) the runtime is read fresh, bypassing the cache (`clusterSpec.jobCacheTtlMs`), as a `/scale` reads its
+ * job; and an unsuspend is judged like a CREATE, every violation counting (old and new would both be judged
+ * against the same current runtime, so new-or-worse would let an edited runtime through), Kueue's admission of a
+ * TrainJob included. Issue 46: a TrainJob with more runtime patches than Trainer's CRD admits (16) is refused
+ * (`review-cost`, at `spec.runtimePatches`) before anything merges them; it is priced on its own part and its
+ * patches before the runtime is read, and with the runtime's templates once it has been.
+ *
+ * The Trainer's runtimes (TrainingRuntime, ClusterTrainingRuntime) are checked here too, at CREATE and UPDATE,
+ * when the policy has a Trainer job kind (`./validate-runtimes.ts`).
  *
  * Kueue's admission (issue 33): an UPDATE that only carries it (`kueueAdmissionOnly`, src/admission/kueue.ts:
  * suspend true → false, the flavors' node labels, tolerations, pod labels and annotations added to the templates)

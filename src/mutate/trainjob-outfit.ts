@@ -9,10 +9,11 @@
  * mergeRuntimePatches; `pkg/util/trainingruntime` MergeResourceRequirements). So what `/mutate/pods` would give the
  * pods, and Kueue reads, must be written there:
  *
- * - {@link trainerNodeTemplate}: the trainer Job's pod template as the pods will have it, as far as Kueue and
- *   {@link KUEUE_READ_MUTATIONS} read it: the `node` container's resources, tolerations, affinity,
- *   nodeSelector and the template's labels and annotations (where a TrainJob's placement annotations live: a
- *   runtime patch's pod metadata, or the runtime's template);
+ * - {@link trainerNodeTemplate}: the trainer Job's pod template as the pods will have it, taken from the one model
+ *   of what Trainer builds (`trainJobModel`, src/topology/trainjob.ts, which the caps and Kueue's pod sets read
+ *   too, so the outfit and the caps cannot disagree; issue 45): the `node` container's resources, tolerations,
+ *   affinity, nodeSelector and the template's labels and annotations (where a TrainJob's placement annotations
+ *   live: a runtime patch's pod metadata, or the runtime's template);
  * - {@link outfitQueuedTrainJob}: that template run through {@link KUEUE_READ_MUTATIONS} (the very objects of
  *   `POD_MUTATIONS`, by `mutatePod`), and what changed written back: tolerations, affinity, nodeSelector and the
  *   `quartermaster.dev/mutations` record into Quartermaster's own runtime patch (manager
