@@ -60,7 +60,7 @@ function countedAsUncached(name: string, gpu: GpuCatalog): string | undefined {
  */
 export function countedAs(name: string, gpu: GpuCatalog): string | undefined {
   let known = countedNames.get(gpu);
-  if (!known) countedNames.set(gpu, (known = new Map()));
+  if (!known) countedNames.set(gpu, (known = new Map<string, string | null>()));
   let v = known.get(name);
   if (v === undefined) {
     v = countedAsUncached(name, gpu) ?? null;
