@@ -114,7 +114,10 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       const old = request.oldObject && !admission ? templates(request.oldObject, kind) : [];
       const specs = request.subResource ? [] : [...templates(request.object, kind), ...old];
       const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
-      return specsCost(specs, VALIDATE_JOB_PASSES + (queued ? QUEUE_CAPACITY_PASSES : 0), policy.gpu.resources);
+      const cost = specsCost(specs, VALIDATE_JOB_PASSES + (queued ? QUEUE_CAPACITY_PASSES : 0), policy.gpu.resources);
+      // Over the bound with more runtime patches than Trainer's CRD admits: pointed there (issue 46).
+      const patches = jobShape(kind).layout === "runtime" ? runtimePatchCount(request.object) : 0;
+      return cost.over && patches > MAX_RUNTIME_PATCHES ? { ...cost, at: { field: "spec.runtimePatches", why: tooManyPatchesWhy(patches) } } : cost;
     },
     validate(request) {
       const runtimeKind = runtimeKindOf(request, policy);
@@ -251,11 +254,12 @@ function tooManyPatches(job: KubeObject, kind: JobKind): ValidationResult | unde
   if (jobShape(kind).layout !== "runtime") return undefined;
   const n = runtimePatchCount(job);
   if (n <= MAX_RUNTIME_PATCHES) return undefined;
-  const message =
-    `${n} runtime patches, over the ${MAX_RUNTIME_PATCHES} Trainer v2.3.0's TrainJob CRD admits (kubeflow/trainer ` +
-    `pkg/apis/trainer/v1alpha1/trainjob_types.go, MaxItems=16): not checked; keep at most ${MAX_RUNTIME_PATCHES} entries, one per manager`;
-  return { violations: [{ rule: "review-cost", field: "spec.runtimePatches", message }], warnings: [] };
+  return { violations: [{ rule: "review-cost", field: "spec.runtimePatches", message: tooManyPatchesWhy(n) }], warnings: [] };
 }
+
+const tooManyPatchesWhy = (n: number): string =>
+  `${n} runtime patches, over the ${MAX_RUNTIME_PATCHES} Trainer v2.3.0's TrainJob CRD admits (kubeflow/trainer ` +
+  `pkg/apis/trainer/v1alpha1/trainjob_types.go, MaxItems=16): not checked; keep at most ${MAX_RUNTIME_PATCHES} entries, one per manager`;
 
 /**
  * A TrainJob priced with its runtime's templates (each object's own part and patches, `perObject`, and the runtime's

@@ -496,5 +496,8 @@ export function trainJobPricedSpecs(job: KubeObject): unknown[] {
     const rjobs = objOr(objOr(objOr(objOr(p).trainingRuntimeSpec).template).spec).replicatedJobs;
     if (Array.isArray(rjobs)) for (const r of rjobs) out.push(objOr(objOr(objOr(objOr(r).template).spec).template).spec);
   }
+  // Past the CRD's limit each patch is one item, never looked into: its length alone (a stand-in array's too,
+  // `src/admission/stand-in.ts`) can pass the bound, and a TrainJob of thousands of patches is answered at once.
+  for (let i = MAX_RUNTIME_PATCHES; i < patches.length; i++) out.push(undefined);
   return out;
 }

@@ -429,6 +429,7 @@ describe("/validate/jobs: the runtime read fresh, unsuspend judged like CREATE, 
   const admit = async (policy: Policy, reader: ReturnType<typeof fakeJobReader>, body: unknown) => {
     const res = await createWebhooks({ policy, log: capturingLogger().log, jobs: reader, now: () => new Date() })["/validate/jobs"]!.admit(body);
     return {
+      decidedBy: res.decidedBy?.kind,
       allowed: res.review.response?.allowed,
       causes: (res.review.response?.status?.details?.causes ?? []).map((c: { field?: string; message?: string }) => c.field),
       message: res.review.response?.status?.message ?? "",
@@ -473,7 +474,7 @@ describe("/validate/jobs: the runtime read fresh, unsuspend judged like CREATE, 
     assert.equal(out.allowed, true, out.message);
   });
 
-  it("5,000 runtime patches: answered in under 50 ms", async () => {
+  it("5,000 runtime patches: answered in under 50 ms by the cost bound (their count alone), at spec.runtimePatches", async () => {
     const runtimePatches = Array.from({ length: 5000 }, (_, i) =>
       patch(`example.io/m${i}`, "node", { spec: { tolerations: Array.from({ length: 20 }, (_, k) => ({ key: `t${k}`, operator: "Exists" })) } }),
     );
@@ -484,6 +485,9 @@ describe("/validate/jobs: the runtime read fresh, unsuspend judged like CREATE, 
     const out = await admit(cap16, reader, body);
     const ms = performance.now() - start;
     assert.equal(out.allowed, false);
+    assert.deepEqual(out.causes, ["spec.runtimePatches"]);
+    assert.match(out.message, /5000 runtime patches, over the 16/);
+    assert.equal(out.decidedBy, "cost-bound");
     assert.ok(ms < 50, `took ${ms.toFixed(1)} ms`);
   });
 
