@@ -28,6 +28,7 @@ import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates, outfitQueuedWorkloadTem
 import { renameTrainJobBareGpu } from "../src/mutate/trainjob-resources.js";
 import { outfitQueuedTrainJob, QM_RUNTIME_PATCH_MANAGER, trainerNodeTemplate } from "../src/mutate/trainjob-outfit.js";
 import { readRuntime, type JobReadResult } from "../src/topology/lookup.js";
+import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/topology/trainjob.js";
 import type { JobKind } from "../src/policy/types.js";
 import { jobShape } from "../src/topology/shape.js";
 import type { WebhookDeps } from "./deps.js";
@@ -55,7 +56,16 @@ export function mutateJobs(deps: WebhookDeps): Webhook {
     name: "mutate-jobs",
     guard: jobGuard([...policy.jobKinds, ...QUEUED_WORKLOAD_KINDS], ["CREATE"]),
     // A queued job's templates get one pass per mutation; a job over the bound is admitted unchanged, with a warning.
-    cost: (request) => specsCost(queuedTemplates(request.object, request.kind.group, request.kind.kind), KUEUE_READ_MUTATIONS.length, policy.gpu.resources),
+    // A TrainJob's runtime patches are priced too (past Trainer's CRD limit of 16 by their count alone: issue 46).
+    cost: (request) => {
+      const kind = jobKindOf(request.kind.group, request.kind.kind);
+      const patches = kind && jobShape(kind).layout === "runtime" ? trainJobPricedSpecs(request.object) : [];
+      return specsCost(
+        [...queuedTemplates(request.object, request.kind.group, request.kind.kind), ...patches],
+        KUEUE_READ_MUTATIONS.length,
+        policy.gpu.resources,
+      );
+    },
     mutate(request) {
       const namespace = request.namespace ?? "";
       const kind = jobKindOf(request.kind.group, request.kind.kind);
@@ -85,6 +95,15 @@ export function mutateJobs(deps: WebhookDeps): Webhook {
         const out = fillJobDefaults(request.object, k, effectiveJobDefaults(policy, namespace));
         const renamed = renameTrainJobBareGpu(out.job, k, policy.gpu.resourceName);
         const early = [...out.warnings, ...renamed.warnings];
+        // More runtime patches than Trainer's CRD admits (it and /validate/jobs refuse the TrainJob): nothing merged.
+        if (runtimePatchCount(renamed.job) > MAX_RUNTIME_PATCHES)
+          return {
+            object: renamed.job,
+            warnings: [
+              ...early,
+              `quartermaster: not outfitted for Kueue: more than ${MAX_RUNTIME_PATCHES} spec.runtimePatches (Trainer's CRD admits ${MAX_RUNTIME_PATCHES})`,
+            ],
+          };
         const withRuntime = (read: JobReadResult): MutationResult | Promise<MutationResult> => {
           if (read.kind !== "found")
             return {

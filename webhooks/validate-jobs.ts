@@ -13,12 +13,22 @@
  * to check within the cost bound is denied. The rules live in `src/validate/`.
  *
  * A TrainJob (Kubeflow Trainer v2) is checked against its runtime (`spec.runtimeRef`, read through the same
- * reader, cache and time bound as the pod webhook's job lookup: `readRuntime` in src/topology/lookup.ts), whose
- * replicated Jobs are its replicas; a runtime that cannot be read is handled as a failed job lookup
+ * reader and time bound as the pod webhook's job lookup: `readRuntime` in src/topology/lookup.ts), its pods as
+ * Trainer v2.3.0 will make them (THE model, `trainJobModel` in src/topology/trainjob.ts, which Kueue's pod sets and
+ * `/mutate/jobs` read too); a runtime that cannot be read is handled as a failed job lookup
  * (`clusterSpec.onJobLookupFailure`: `deny` refuses it, rule `job-runtime`; `warn` checks the TrainJob's own
- * numNodes × resourcesPerNode and says so). It is priced on its own part; its runtime's templates are an
- * administrator's (a ClusterTrainingRuntime) or its namespace's. The DRA claims those templates name are read
- * once the runtime is, with the TrainJob's own, so their devices count (and one not found is `gpu-unknown`).
+ * numNodes × resourcesPerNode and says so). Issue 45: on CREATE and on an unsuspend (`spec.suspend` true → false
+ * or unset) the runtime is read fresh, bypassing the cache (`clusterSpec.jobCacheTtlMs`), as a `/scale` reads its
+ * job; and an unsuspend is judged like a CREATE, every violation counting (old and new would both be judged
+ * against the same current runtime, so new-or-worse would let an edited runtime through), Kueue's admission of a
+ * TrainJob included. Issue 46: a TrainJob with more runtime patches than Trainer's CRD admits (16) is refused
+ * (`review-cost`, at `spec.runtimePatches`) before anything merges them; it is priced on its own part and its
+ * patches before the runtime is read, and with the runtime's templates once it has been.
+ *
+ * The Trainer's runtimes (TrainingRuntime, ClusterTrainingRuntime) are checked here too, at CREATE and UPDATE,
+ * when the policy has a Trainer job kind (`./validate-runtimes.ts`).
+ * The DRA claims a TrainJob's runtime templates name are read once the runtime is, with the TrainJob's own, so
+ * their devices count (and one not found is `gpu-unknown`).
  *
  * Kueue's admission (issue 33): an UPDATE that only carries it (`kueueAdmissionOnly`, src/admission/kueue.ts:
  * suspend true → false, the flavors' node labels, tolerations, pod labels and annotations added to the templates)
@@ -55,6 +65,7 @@ import { errorMessage } from "../src/core/errors.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup.js";
 import { jobShape } from "../src/topology/shape.js";
+import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/topology/trainjob.js";
 import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
@@ -67,6 +78,10 @@ import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
 import type { JobKind } from "../src/policy/types.js";
 import type { WebhookDeps } from "./deps.js";
 import { validateWorkloads, workloadKindOf } from "./validate-workloads.js";
+import type { AdmissionRequest } from "../src/admission/types.js";
+import { runtimeCost, runtimeKindOf, validateRuntimeReview } from "./validate-runtimes.js";
+import { runtimePodSpecs } from "../src/validate/runtime.js";
+import { TRAINER_RUNTIME_KINDS } from "../src/core/job-shapes.js";
 
 /** Passes the job rules make over each replica template (see `src/admission/cost.ts`). */
 export const VALIDATE_JOB_PASSES = 8;
@@ -85,21 +100,27 @@ export function validateJobs(deps: WebhookDeps): Webhook {
   };
   const templates = (job: unknown, kind: JobKind): unknown[] => {
     const shape = jobShape(kind);
-    // A TrainJob is priced on its own part (its `node` Job); its runtime's templates are an administrator's.
-    if (shape.layout === "runtime") return isObject(job) ? shape.replicas(job, kind).map((r) => r.spec.template?.spec) : [];
+    // A TrainJob is priced on its own part (its `node` Job) and its runtime patches (at most the CRD's 16) before
+    // its runtime is read; with the runtime's templates too once it has been (`runtimeCost` below).
+    if (shape.layout === "runtime") return isObject(job) ? [...shape.replicas(job, kind).map((r) => r.spec.template?.spec), ...trainJobPricedSpecs(job)] : [];
     return jobTemplateSpecs(job, REPLICA_SPECS_FIELD[kind.framework], shape.layout === "single");
   };
   // Batch Jobs and JobSets: the GPU rules only (webhooks/validate-workloads.ts).
   const workloads = validateWorkloads(deps);
-  const jobsGuard = jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] });
+  const jobsOnly = jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] });
+  const runtimeOnly = jobGuard(TRAINER_RUNTIME_KINDS, ["CREATE", "UPDATE"]);
+  const workloadOf = (request: AdmissionRequest) => (jobKindOf(request, policy.jobKinds) ? undefined : workloadKindOf(request));
   return validatingWebhook({
     name: "validate-jobs",
+    // A Trainer runtime (TrainingRuntime, ClusterTrainingRuntime) too, checked itself (`./validate-runtimes.ts`).
     guard(request) {
-      const workload = jobKindOf(request, policy.jobKinds) ? undefined : workloadKindOf(request);
-      return workload ? workloads.guard(request, workload) : jobsGuard(request);
+      if (runtimeKindOf(request, policy) && !request.subResource) return runtimeOnly(request);
+      const workload = workloadOf(request);
+      return workload ? workloads.guard(request, workload) : jobsOnly(request);
     },
     cost(request) {
-      const workload = jobKindOf(request, policy.jobKinds) ? undefined : workloadKindOf(request);
+      if (runtimeKindOf(request, policy)) return runtimeCost(request, VALIDATE_JOB_PASSES, policy);
+      const workload = workloadOf(request);
       if (workload) return workloads.cost(request, workload);
       const kind = jobKindOf(request, policy.jobKinds)!;
       // A Scale carries no templates; the job it scales is priced once it has been read. Kueue's admission is
@@ -108,15 +129,20 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       const old = request.oldObject && !admission ? templates(request.oldObject, kind) : [];
       const specs = request.subResource ? [] : [...templates(request.object, kind), ...old];
       const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
-      return specsCost(specs, VALIDATE_JOB_PASSES + (queued ? QUEUE_CAPACITY_PASSES : 0), policy.gpu.resources);
+      const cost = specsCost(specs, VALIDATE_JOB_PASSES + (queued ? QUEUE_CAPACITY_PASSES : 0), policy.gpu.resources);
+      // Over the bound with more runtime patches than Trainer's CRD admits: pointed there (issue 46).
+      const patches = jobShape(kind).layout === "runtime" ? runtimePatchCount(request.object) : 0;
+      return cost.over && patches > MAX_RUNTIME_PATCHES ? { ...cost, at: { field: "spec.runtimePatches", why: tooManyPatchesWhy(patches) } } : cost;
     },
     validate(request) {
-      const workload = jobKindOf(request, policy.jobKinds) ? undefined : workloadKindOf(request);
+      const runtimeKind = runtimeKindOf(request, policy);
+      if (runtimeKind) return validateRuntimeReview(request, runtimeKind, policy);
+      const workload = workloadOf(request);
       if (workload) return workloads.validate(request, workload);
       const kind = jobKindOf(request, policy.jobKinds)!;
-      const readRuntimeOf = (job: KubeObject, k: JobKind, ns: string): RuntimeRead | Promise<RuntimeRead> => {
+      const readRuntimeOf = (job: KubeObject, k: JobKind, ns: string, fresh: boolean): RuntimeRead | Promise<RuntimeRead> => {
         if (jobShape(k).layout !== "runtime") return NO_RUNTIME;
-        const read = readRuntime(job, k, ns, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
+        const read = readRuntime(job, k, ns, deps.jobs, { timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh });
         const onRead = (r: JobReadResult): RuntimeRead => runtimeRead(r, policy.clusterSpec.onJobLookupFailure);
         return read instanceof Promise ? read.then(onRead) : onRead(read);
       };
@@ -162,8 +188,24 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const read = readJob({ kind, namespace, name, jobs: deps.jobs, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
         return read instanceof Promise ? read.then(decide) : decide(read);
       }
+      // More runtime patches than Trainer's CRD admits: refused before anything merges them (issue 46).
+      const overCrd = tooManyPatches(request.object, kind);
+      if (overCrd) return overCrd;
+      // A TrainJob unsuspended (spec.suspend true → false or unset): its pods are about to be made from the runtime
+      // as it is now, so it is judged like a CREATE, against a runtime read fresh (issue 45).
+      const { unsuspend, fresh: freshRuntime } = trainJobMode(request, kind);
       // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
       const decide = (runtime: RuntimeRead, { known }: ClaimsRead, queue: QueueRead): ValidationResult => {
+        // The runtime's templates priced with the TrainJob's, before the model merges them (issue 46).
+        const objects = [request.object, ...(request.oldObject && !unsuspend ? [request.oldObject] : [])];
+        const overBound = runtime.object
+          ? runtimeTooCostly(
+              objects.map((o) => templates(o, kind)),
+              runtime.object,
+              policy,
+            )
+          : undefined;
+        if (overBound) return overBound;
         const withClaims = { ...ctx, claims: known };
         const check = (job: KubeObject) =>
           merge(
@@ -173,9 +215,11 @@ export function validateJobs(deps: WebhookDeps): Webhook {
           );
         const now = check(request.object);
         const update = request.operation === "UPDATE" && request.oldObject !== undefined;
-        const worse = update ? newOrWorse(now, check(request.oldObject!)) : now;
+        // An unsuspended TrainJob: every violation, as at CREATE (its old and new objects would both be judged
+        // against the same current runtime, so nothing would look worse), Kueue's admission included.
+        const worse = update && !unsuspend ? newOrWorse(now, check(request.oldObject!)) : now;
         const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
-        const found = admission ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
+        const found = admission && !unsuspend ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
         const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
         const result = enforce(merge(found, capacityOfQueue), policy.enforcement, namespace);
@@ -190,7 +234,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         return result;
       };
       const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
-      const runtime = readRuntimeOf(request.object, kind, namespace);
+      const runtime = readRuntimeOf(request.object, kind, namespace, freshRuntime);
       // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once).
       const claimsWith = (r: RuntimeRead): ClaimsRead | Promise<ClaimsRead> => {
         const fromRuntime = r.object
@@ -229,6 +273,50 @@ export function runtimeRead(read: JobReadResult, onFailure: "warn" | "deny"): Ru
   if (onFailure === "deny")
     return { findings: { violations: [{ rule: "job-runtime", field: "spec.runtimeRef", message: `${why}: cannot check the job` }], warnings: [] } };
   return { findings: { violations: [], warnings: [`quartermaster: ${why}; checked without the runtime's templates`] } };
+}
+
+/** A TrainJob with more runtime patches than Trainer v2.3.0's CRD admits, refused before any merge (issue 46). */
+function tooManyPatches(job: KubeObject, kind: JobKind): ValidationResult | undefined {
+  if (jobShape(kind).layout !== "runtime") return undefined;
+  const n = runtimePatchCount(job);
+  if (n <= MAX_RUNTIME_PATCHES) return undefined;
+  return { violations: [{ rule: "review-cost", field: "spec.runtimePatches", message: tooManyPatchesWhy(n) }], warnings: [] };
+}
+
+const tooManyPatchesWhy = (n: number): string =>
+  `${n} runtime patches, over the ${MAX_RUNTIME_PATCHES} Trainer v2.3.0's TrainJob CRD admits (kubeflow/trainer ` +
+  `pkg/apis/trainer/v1alpha1/trainjob_types.go, MaxItems=16): not checked; keep at most ${MAX_RUNTIME_PATCHES} entries, one per manager`;
+
+/**
+ * A TrainJob priced with its runtime's templates (each object's own part and patches, `perObject`, and the runtime's
+ * Jobs once per object checked), denied when over the bound; undefined within it.
+ */
+function runtimeTooCostly(perObject: unknown[][], runtime: KubeObject, policy: WebhookDeps["policy"]): ValidationResult | undefined {
+  const runtimeSpecs = runtimePodSpecs(runtime).map((s) => s.spec);
+  const cost = specsCost(
+    perObject.flatMap((own) => [...own, ...runtimeSpecs]),
+    VALIDATE_JOB_PASSES,
+    policy.gpu.resources,
+  );
+  if (!cost.over) return undefined;
+  const message = `the TrainJob with its runtime's templates: ${explainCost(cost)}; split the workload or ask the platform team`;
+  return { violations: [{ rule: "review-cost", field: "spec.runtimeRef", message }], warnings: [], costBound: cost };
+}
+
+/**
+ * How a TrainJob's review reads its runtime and judges it (issue 45): on CREATE and on an unsuspend the runtime is
+ * read fresh, and an unsuspend is judged like a CREATE. Other kinds: neither.
+ */
+function trainJobMode(request: AdmissionRequest & { object: KubeObject }, kind: JobKind): { unsuspend: boolean; fresh: boolean } {
+  if (jobShape(kind).layout !== "runtime") return { unsuspend: false, fresh: false };
+  const unsuspend = request.operation === "UPDATE" && isObject(request.oldObject) && isUnsuspend(request.oldObject, request.object);
+  return { unsuspend, fresh: unsuspend || request.operation === "CREATE" };
+}
+
+/** spec.suspend true → false or unset: the TrainJob's pods are about to be made. */
+export function isUnsuspend(old: KubeObject, now: KubeObject): boolean {
+  const suspended = (o: KubeObject): boolean => (o.spec as { suspend?: unknown } | undefined)?.suspend === true;
+  return suspended(old) && !suspended(now);
 }
 
 const isObject = (v: unknown): v is KubeObject => typeof v === "object" && v !== null && !Array.isArray(v);

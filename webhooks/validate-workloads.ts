@@ -31,7 +31,6 @@ import type { KubeObject } from "../src/core/kube.js";
 import { workloadTemplateSpecs } from "../src/mutate/job-templates.js";
 import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
 import { controlledByJobSet } from "../src/topology/workload.js";
-import { claimReadFindings } from "../src/validate/claims.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
@@ -81,27 +80,20 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
     validate(request, kind) {
       const namespace = request.namespace ?? "";
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
-      const decide = ({ known, failures }: ClaimsRead): ValidationResult => {
+      // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
+      const decide = ({ known }: ClaimsRead): ValidationResult => {
         const withClaims = { ...ctx, claims: known };
         const check = (obj: KubeObject) =>
           merge(validateWorkload(obj, kind, withClaims), validateWorkloadCapacity(obj, kind, withClaims, deps.capacity?.current()));
         const now = check(request.object);
         const old = request.operation === "UPDATE" ? request.oldObject : undefined;
         const unsuspend = old !== undefined && old !== null && suspended(old) && !suspended(request.object);
-        const unread = claimReadFindings({
-          failures,
-          onFailure: policy.clusterSpec.onJobLookupFailure,
-          rule: "job-gpus",
-          field: "spec",
-          subject: "job",
-          update: Boolean(old) && !unsuspend,
-        });
         // An unsuspend is judged as a CREATE: its pods are made now.
         const worse = old && !unsuspend ? newOrWorse(now, check(old)) : now;
         const resumedBy = old && (queueNameOf(request.object) !== undefined || controlledByJobSet(request.object));
         const admission = resumedBy ? kueueWorkloadAdmissionOnly(old, request.object, kind) : undefined;
         const found = admission ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
-        const result = enforce(merge(unread, found), policy.enforcement, namespace);
+        const result = enforce(found, policy.enforcement, namespace);
         if (admission && result.violations.length > 0) {
           deps.log.warn(
             { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: result.violations.map((v) => v.message) },

@@ -42,6 +42,11 @@ export interface ReviewCost {
   over: boolean;
   /** True when counting stopped at the bound (then the true cost is higher still). */
   partial: boolean;
+  /**
+   * Where the denial points and why, when one field made the object too large (a TrainJob's runtimePatches past
+   * Trainer's CRD limit): the field, and a sentence naming the fix. Absent: `spec`, "split the workload".
+   */
+  at?: { field: string; why: string };
 }
 
 const CONTAINER_LISTS = ["initContainers", "containers", "ephemeralContainers"] as const;

@@ -219,7 +219,11 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
     guard: spec.guard,
     ...(spec.cost ? { cost: spec.cost } : {}),
     tooCostly(request, cost) {
-      const violation: Violation = { rule: "review-cost", field: "spec", message: `${explainCost(cost)}; split the workload or ask the platform team` };
+      const violation: Violation = {
+        rule: "review-cost",
+        field: cost.at?.field ?? "spec",
+        message: cost.at ? `${cost.at.why} (${explainCost(cost)})` : `${explainCost(cost)}; split the workload or ask the platform team`,
+      };
       return result(request, denied(request.uid, [violation]), {
         outcome: "denied",
         deniedRules: [violation.rule],

@@ -43,6 +43,15 @@ export const TRAINER = Object.freeze({
   runtimeKinds: ["ClusterTrainingRuntime", "TrainingRuntime"] as readonly string[],
 });
 
+/**
+ * The Trainer's runtime kinds as resources (`/validate/runtimes` checks them itself, issue 45): the cluster-scoped
+ * ClusterTrainingRuntime and the namespaced TrainingRuntime, `trainer.kubeflow.org/v1alpha1`.
+ */
+export const TRAINER_RUNTIME_KINDS = Object.freeze([
+  { group: TRAINER.group, version: TRAINER.version, kind: "ClusterTrainingRuntime", plural: "clustertrainingruntimes", scope: "Cluster" },
+  { group: TRAINER.group, version: TRAINER.version, kind: "TrainingRuntime", plural: "trainingruntimes", scope: "Namespaced" },
+] as const);
+
 /** JobSet (`jobset.x-k8s.io`, sigs.k8s.io/jobset v0.12.0) labels on the pods of a JobSet, hence of a TrainJob. */
 export const JOBSET_LABELS = Object.freeze({
   jobsetName: "jobset.sigs.k8s.io/jobset-name",

@@ -25,7 +25,8 @@
  * - `jobs.validate` (`/validate/jobs`, CREATE/UPDATE of every job kind and UPDATE of its `/scale`, and CREATE/UPDATE
  *   of batch Jobs and JobSets, which make GPU pods too): `Fail`. Its match condition `training-jobs-or-gpu-workloads`
  *   ({@link gpuWorkloadExpression}) passes every training job and only the batch Jobs and JobSets whose templates
- *   ask for GPUs (or name ResourceClaims).
+ *   ask for GPUs (or name ResourceClaims); and CREATE/UPDATE of the
+ *   Trainer's TrainingRuntimes and ClusterTrainingRuntimes when the policy has a Trainer job kind.
  * - `claims.validate` (`/validate/claims`, CREATE of ResourceClaims and ResourceClaimTemplates, when the policy
  *   names GPU device classes): `Fail`, as for pods: a claim over the limits could hold GPUs a pod may not have.
  */
@@ -34,7 +35,7 @@ import type { Policy } from "../policy/types.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import { schemesOf } from "../topology/label-scheme.js";
 import { jobShape } from "../topology/shape.js";
-import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
+import { QUEUED_WORKLOAD_KINDS, TRAINER_RUNTIME_KINDS } from "../core/job-shapes.js";
 import { KUEUE_QUEUE_NAME } from "../admission/kueue.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_REPLICATED_JOBS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import type { Document } from "yaml";
@@ -53,7 +54,7 @@ export interface RuleWithOperations {
   apiVersions: string[];
   operations: string[];
   resources: string[];
-  scope: "Namespaced";
+  scope: "Namespaced" | "Cluster";
 }
 
 export interface MatchCondition {
@@ -293,6 +294,15 @@ const claimRule: RuleWithOperations = {
   scope: "Namespaced",
 };
 
+/**
+ * The Trainer's runtimes, checked by `jobs.validate` when the policy has a Trainer job kind (issue 45): a
+ * ClusterTrainingRuntime is cluster-scoped (the namespaceSelector does not apply to it), a TrainingRuntime namespaced.
+ */
+const runtimeRules = (policy: Pick<Policy, "jobKinds">): RuleWithOperations[] =>
+  policy.jobKinds.some((k) => k.framework === "trainer")
+    ? TRAINER_RUNTIME_KINDS.map((k) => ({ apiGroups: [k.group], apiVersions: [k.version], operations: ["CREATE", "UPDATE"], resources: [k.plural], scope: k.scope }))
+    : [];
+
 const podRule = (operations: string[], resource: string): RuleWithOperations => ({ apiGroups: [""], apiVersions: ["v1"], operations, resources: [resource], scope: "Namespaced" });
 
 /** Both webhook configurations for `policy`, Mutating first. */
@@ -340,7 +350,7 @@ export function renderWebhookConfigurations(policy: WebhookPolicy, opts: RenderO
         "jobs.validate.quartermaster.dev",
         "/validate/jobs",
         "Fail",
-        [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale"), ...workloadRules(["CREATE", "UPDATE"])],
+        [...jobRules(policy, ["CREATE", "UPDATE"]), ...jobRules(policy, ["UPDATE"], "/scale"), ...workloadRules(["CREATE", "UPDATE"]), ...runtimeRules(policy)],
         { sideEffects: "NoneOnDryRun", matchConditions: gpuWorkloads },
       ),
       ...(policy.gpu.deviceClasses.length > 0 ? [hook("claims.validate.quartermaster.dev", "/validate/claims", "Fail", [claimRule])] : []),
@@ -364,7 +374,8 @@ const WEBHOOK_COMMENTS: Readonly<Record<string, string>> = {
     " in-place resizes (pods/resize), so cpu/memory limits cannot be raised after creation.",
   "jobs.validate.quartermaster.dev":
     " Fail, as for pods: a job over its limits must not start, nor be scaled past them (the /scale subresource).\n" +
-    " Batch Jobs and JobSets too, only those whose pod templates ask for GPUs (matchConditions), with the GPU rules.\n" +
+    " Batch Jobs and JobSets too, only those whose pod templates ask for GPUs (matchConditions), with the GPU rules;\n" +
+    " and Trainer runtimes whose pods would ask for more GPUs than a pod may have (CREATE and UPDATE).\n" +
     " NoneOnDryRun: when it refuses Kueue's admission of a job it writes an Event on the job, never on a dry run.",
   "claims.validate.quartermaster.dev":
     " Fail, as for pods: a ResourceClaim or ResourceClaimTemplate (DRA, resource.k8s.io/v1) asking for more GPU\n" +

@@ -9,10 +9,11 @@
  * mergeRuntimePatches; `pkg/util/trainingruntime` MergeResourceRequirements). So what `/mutate/pods` would give the
  * pods, and Kueue reads, must be written there:
  *
- * - {@link trainerNodeTemplate}: the trainer Job's pod template as the pods will have it, as far as Kueue and
- *   {@link KUEUE_READ_MUTATIONS} read it: the `node` container's resources, tolerations, affinity,
- *   nodeSelector and the template's labels and annotations (where a TrainJob's placement annotations live: a
- *   runtime patch's pod metadata, or the runtime's template);
+ * - {@link trainerNodeTemplate}: the trainer Job's pod template as the pods will have it, taken from the one model
+ *   of what Trainer builds (`trainJobModel`, src/topology/trainjob.ts, which the caps and Kueue's pod sets read
+ *   too, so the outfit and the caps cannot disagree; issue 45): the `node` container's resources, tolerations,
+ *   affinity, nodeSelector and the template's labels and annotations (where a TrainJob's placement annotations
+ *   live: a runtime patch's pod metadata, or the runtime's template);
  * - {@link outfitQueuedTrainJob}: that template run through {@link KUEUE_READ_MUTATIONS} (the very objects of
  *   `POD_MUTATIONS`, by `mutatePod`), and what changed written back: tolerations, affinity, nodeSelector and the
  *   `quartermaster.dev/mutations` record into Quartermaster's own runtime patch (manager
@@ -30,7 +31,7 @@
  * result again changes nothing (Quartermaster's patch is set aside when the template is built, so it is
  * recomputed to the same value; its `time`, which Trainer's defaulting webhook sets, is ignored).
  */
-import type { V1Container, V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
+import type { V1PodTemplateSpec } from "@kubernetes/client-node";
 import { queueNameOf } from "../admission/kueue.js";
 import type { KnownClaims } from "../core/dra.js";
 import { TRAINER } from "../core/job-shapes.js";
@@ -38,6 +39,7 @@ import { ANNOTATION_MUTATIONS } from "../core/keys.js";
 import type { KubeObject, Pod } from "../core/kube.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import { jobShape } from "../topology/shape.js";
+import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobModel } from "../topology/trainjob.js";
 import { mutatePod } from "./index.js";
 import { KUEUE_READ_MUTATIONS, type TemplatesResult } from "./job-templates.js";
 
@@ -56,39 +58,6 @@ function deepEqual(a: unknown, b: unknown): boolean {
   return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && deepEqual(a[k], b[k]));
 }
 
-/** A map merged with a patch's (a null value deletes the key), as strategic merge patch merges one. */
-function mergeMap(base: unknown, patch: unknown): unknown {
-  if (!isObj(patch)) return patch === undefined ? base : patch;
-  const out: Obj = { ...objOr(base) };
-  for (const [k, v] of Object.entries(patch))
-    if (v === null) delete out[k];
-    else out[k] = v;
-  return out;
-}
-
-/** A struct merged field by field (lists and scalars replaced), as strategic merge patch merges `affinity`. */
-function mergeStruct(base: unknown, patch: unknown): unknown {
-  if (patch === undefined) return base;
-  if (!isObj(patch) || !isObj(base)) return structuredClone(patch);
-  const out: Obj = { ...base };
-  for (const [k, v] of Object.entries(patch))
-    if (v === null) delete out[k];
-    else out[k] = mergeStruct(base[k], v);
-  return out;
-}
-
-const rjobsOf = (runtime: KubeObject): Obj[] => {
-  const r = objOr(objOr(objOr(runtime.spec).template).spec).replicatedJobs;
-  return Array.isArray(r) ? r.filter(isObj) : [];
-};
-
-/** The runtime's trainer Job: the one labelled `trainjob-ancestor-step: trainer` (Trainer's resourcesPerNode target), else `node`. */
-function trainerJobOf(runtime: KubeObject): Obj | undefined {
-  const rjobs = rjobsOf(runtime);
-  const labelled = rjobs.find((r) => objOr(objOr(objOr(r.template).metadata).labels)[TRAINER.ancestorLabel] === TRAINER.ancestorTrainer);
-  return labelled ?? rjobs.find((r) => r.name === TRAINER.node);
-}
-
 type Patch = Obj;
 const patchesOf = (job: KubeObject): Patch[] => {
   const p = objOr(job.spec).runtimePatches;
@@ -103,27 +72,6 @@ function podPatchOf(patch: Patch, name: string): Obj | undefined {
   return r === undefined ? undefined : objOr(objOr(objOr(objOr(r).template).spec).template);
 }
 
-/** `template` with one runtime patch's pod template laid over it (the fields Kueue and the mutations read). */
-function applyPodPatch(template: V1PodTemplateSpec, pp: Obj): V1PodTemplateSpec {
-  const pm = objOr(pp.metadata);
-  const ps = objOr(pp.spec);
-  const meta: Obj = { ...objOr(template.metadata) };
-  for (const f of ["labels", "annotations"]) if (pm[f] !== undefined) meta[f] = mergeMap(meta[f], pm[f]);
-  const spec: V1PodSpec = { ...template.spec! };
-  if (ps.nodeSelector !== undefined) spec.nodeSelector = mergeMap(spec.nodeSelector, ps.nodeSelector) as V1PodSpec["nodeSelector"];
-  if (ps.affinity !== undefined) spec.affinity = mergeStruct(spec.affinity, ps.affinity) as V1PodSpec["affinity"];
-  if (ps.tolerations !== undefined) spec.tolerations = structuredClone(ps.tolerations) as V1PodSpec["tolerations"];
-  for (const k of ["nodeSelector", "affinity", "tolerations"] as const) if (spec[k] === null) delete spec[k];
-  return { ...template, metadata: meta, spec };
-}
-
-/** resourcesPerNode merged into the runtime container's resources, limits and requests key by key (MergeResourceRequirements). */
-function mergeResources(base: unknown, perNode: unknown): V1Container["resources"] {
-  const out: Obj = { ...objOr(base) };
-  for (const [k, v] of Object.entries(objOr(perNode))) out[k] = k === "limits" || k === "requests" ? mergeMap(out[k], v) : v;
-  return out;
-}
-
 export interface TrainerNode {
   /** The replicated Job's name (what runtime patches address). */
   name: string;
@@ -133,28 +81,21 @@ export interface TrainerNode {
 }
 
 /**
- * The TrainJob's trainer Job pod template as Trainer v2.3.0 makes its pods (see the module comment): the
- * runtime's, every runtime patch except those of `skipManager` laid over it in order, and resourcesPerNode merged
- * into the `node` container. Undefined when the runtime has no trainer Job.
+ * The TrainJob's trainer Job pod template as Trainer v2.3.0 makes its pods: THE model's (`trainJobModel`,
+ * src/topology/trainjob.ts, which the caps and Kueue's pod sets read too), every runtime patch except those of
+ * `skipManager` laid over it in order, resourcesPerNode merged into the `node` container. The trainer Job is the
+ * first one labelled `trainjob-ancestor-step: trainer`, else the one named `node`. Undefined when the runtime
+ * has neither, or when the TrainJob carries more runtime patches than Trainer's CRD admits (refused by
+ * `/validate/jobs` before any merge).
  */
 export function trainerNodeTemplate(job: KubeObject, runtime: KubeObject, skipManager?: string): TrainerNode | undefined {
-  const rjob = trainerJobOf(runtime);
-  if (!rjob || typeof rjob.name !== "string") return undefined;
-  let template = structuredClone(objOr(objOr(objOr(rjob.template).spec).template)) as V1PodTemplateSpec;
-  if (!isObj(template.spec)) return undefined;
-  for (const p of patchesOf(job)) {
-    if (!isObj(p) || (skipManager !== undefined && p.manager === skipManager)) continue;
-    const pp = podPatchOf(p, rjob.name);
-    if (pp) template = applyPodPatch(template, pp);
-  }
-  const containers = template.spec!.containers;
+  if (runtimePatchCount(job) > MAX_RUNTIME_PATCHES) return undefined;
+  const { replicas } = trainJobModel(job, runtime, skipManager);
+  const rjob = replicas.find((r) => r.trainer) ?? replicas.find((r) => r.type === TRAINER.node);
+  if (!rjob || !isObj(rjob.template.spec)) return undefined;
+  const containers = rjob.template.spec.containers;
   const i = Array.isArray(containers) ? containers.findIndex((c) => isObj(c) && c.name === TRAINER.node) : -1;
-  const perNode = objOr(objOr(job.spec).trainer).resourcesPerNode;
-  if (i >= 0 && perNode !== undefined) {
-    const c = containers[i]!;
-    containers[i] = { ...c, resources: mergeResources(c.resources, perNode) };
-  }
-  return { name: rjob.name, template, container: i >= 0 ? i : undefined };
+  return { name: rjob.type, template: rjob.template, container: i >= 0 ? i : undefined };
 }
 
 type Ctx = { policy: Policy; namespace: string; claims?: KnownClaims };

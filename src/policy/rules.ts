@@ -120,9 +120,15 @@ export const RULES: readonly RuleInfo[] = [
     webhooks: BOTH,
     configurable: true,
     description:
-      "Under a GPU cap, what cannot be counted is refused at its field, never counted as nothing: a ResourceClaim or ResourceClaimTemplate not found or not readable, a DRA request whose device count nothing bounds, a GPU-looking resource name or DeviceClass the policy does not list. Set it to `warn` to admit such objects counted without the unknown part.",
+      "Under a GPU cap, what cannot be counted is refused at its field, never counted as nothing: a ResourceClaim or ResourceClaimTemplate not found or not readable, a DRA request whose device count nothing bounds, a GPU-looking resource name or DeviceClass the policy does not list, a TrainJob runtime patch Trainer v2.3.0 cannot hold or a patch field it lacks that would change GPUs or pod counts. Set it to `warn` to admit such objects counted without the unknown part.",
   },
-  { name: "review-cost", webhooks: BOTH, configurable: false, description: "An object too large to check within the cost bound. Always denies." },
+  {
+    name: "review-cost",
+    webhooks: BOTH,
+    configurable: false,
+    description:
+      "An object too large to check within the cost bound (a TrainJob priced with its runtime's templates), or a TrainJob with more runtime patches than Trainer's CRD admits (16). Always denies.",
+  },
 ];
 
 export const RULE_NAMES: readonly string[] = RULES.map((r) => r.name);

@@ -168,12 +168,20 @@ export function runtimeKind(ref: { kind: string; apiGroup: string }): JobKind {
 /**
  * A TrainJob's runtime (`spec.runtimeRef`: a ClusterTrainingRuntime, cluster-scoped, read with namespace "", or
  * a TrainingRuntime in the TrainJob's namespace), through the same reader, cache and bound as the job lookups.
- * `missing` when the TrainJob names none, or a kind that is no Trainer runtime.
+ * `missing` when the TrainJob names none, or a kind that is no Trainer runtime. With `fresh`, the cache is bypassed
+ * (`/validate/jobs` on a TrainJob's CREATE and unsuspend: issue 45, a runtime edited within the cache's window).
  */
-export function readRuntime(job: KubeObject, kind: JobKind, namespace: string, jobs: JobReader, timeoutMs: number): JobReadResult | Promise<JobReadResult> {
+export function readRuntime(
+  job: KubeObject,
+  kind: JobKind,
+  namespace: string,
+  jobs: JobReader,
+  bound: number | { timeoutMs: number; fresh: boolean },
+): JobReadResult | Promise<JobReadResult> {
+  const { timeoutMs, fresh } = typeof bound === "number" ? { timeoutMs: bound, fresh: false } : bound;
   const ref = jobShape(kind).runtimeRef?.(job);
   if (!ref) return { kind: "missing", reason: "spec.runtimeRef names no runtime" };
   if (ref.apiGroup !== TRAINER.group || !TRAINER.runtimeKinds.includes(ref.kind))
     return { kind: "missing", reason: `spec.runtimeRef: ${ref.apiGroup}/${ref.kind} is not a Trainer runtime kind (${TRAINER.runtimeKinds.join(", ")})` };
-  return readJob({ kind: runtimeKind(ref), namespace: ref.kind === "ClusterTrainingRuntime" ? "" : namespace, name: ref.name, jobs, timeoutMs });
+  return readJob({ kind: runtimeKind(ref), namespace: ref.kind === "ClusterTrainingRuntime" ? "" : namespace, name: ref.name, jobs, timeoutMs, fresh });
 }

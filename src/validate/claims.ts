@@ -34,7 +34,7 @@ import {
   type PodGpuClaim,
   type UnlistedGpuClass,
 } from "../core/dra.js";
-import { containerMax } from "./pod-spec.js";
+import { containerMax, gpuCapApplies } from "./pod-spec.js";
 import type { Findings, ValidationContext } from "./types.js";
 
 const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -58,14 +58,6 @@ function acceleratorRules(gpu: GpuRequest, field: string, what: string, ctx: Val
       `${what} has a selector that may select any accelerator or partition (${gpu.openSelectors.join("; ")}); namespace ${ctx.namespace} allows only the listed ones (pin them with == or in [...])`,
     );
   }
-}
-
-/**
- * Whether some GPU cap applies in the namespace: a per-container GPU cap, `limits.pod.gpus` or `limits.job.gpus`.
- * Under one, what cannot be counted is refused (`gpu-unknown`); without one there is nothing to count against.
- */
-export function gpuCapApplies(ctx: ValidationContext): boolean {
-  return Object.keys(ctx.limits.container.gpus ?? {}).length > 0 || ctx.limits.pod.gpus !== undefined || ctx.limits.job.gpus !== undefined;
 }
 
 /** `allocationMode: All` with no known capacity: a count nothing bounds, refused under a GPU cap (`gpu-unknown`). */

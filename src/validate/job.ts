@@ -28,10 +28,12 @@ import { quartermasterControls, type CleanPodPolicy, type Framework, type JobKin
 import { replicasOf } from "../topology/resolve.js";
 import { jobShape, type JobReplica, type ReplicaSpec, type RunPolicyField, type RunPolicyView } from "../topology/shape.js";
 import { MAX_JOB_REPLICAS, jobReplicaTotal } from "../topology/ceiling.js";
+import { trainJobModel } from "../topology/trainjob.js";
+import { isGpuResource } from "../core/gpu.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
 import { validateAccelerators } from "./accelerator.js";
 import { validatePodClaims } from "./claims.js";
-import { podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
+import { gpuCapApplies, podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
 
 const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
@@ -293,6 +295,7 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtim
     }
     gpus += BigInt(n) * podGpuNanos((spec.template?.spec ?? {}) as V1PodSpec, ctx);
   }
+  violations.push(...unknownGpus(job, kind, ctx, runtime, gpus));
   const max = ctx.limits.job.gpus;
   if (max !== undefined) {
     const shown = formatNano(gpus);
@@ -306,6 +309,29 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtim
     else if (nearLimit(gpus, nanoOfUnits(max))) warnings.push(`quartermaster: the job requests ${shown} of the ${max} GPUs allowed per job`);
   }
   return { violations, warnings };
+}
+
+/** Whether a value the model could not read names a GPU resource (in a limits or requests map) or DRA claims. */
+function namesGpus(v: unknown, ctx: ValidationContext): boolean {
+  if (Array.isArray(v)) return v.length > 0;
+  if (typeof v !== "object" || v === null) return false;
+  const o = v as Record<string, unknown>;
+  if (Array.isArray(o.claims) && o.claims.length > 0) return true;
+  return [o.limits, o.requests].some(
+    (side) => typeof side === "object" && side !== null && Object.keys(side).some((r) => isGpuResource(r, ctx.policy.gpu.resources)),
+  );
+}
+
+/**
+ * gpu-unknown for a TrainJob: what the Trainer v2.3.0 model (`src/topology/trainjob.ts`) cannot read is not
+ * counted as nothing. Under a GPU cap, refused at its field when the job asks for GPUs as counted or the unread
+ * value itself names GPUs; never for a TrainJob that asks for none.
+ */
+function unknownGpus(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime: KubeObject | undefined, counted: bigint): Finding[] {
+  if (jobShape(kind).layout !== "runtime" || !gpuCapApplies(ctx)) return [];
+  return trainJobModel(job, runtime)
+    .unknowns.filter((u) => counted > 0n || namesGpus(u.value, ctx))
+    .map((u) => ({ rule: "gpu-unknown", field: u.field, message: `${u.message} (under the namespace's GPU caps what cannot be counted is refused)` }));
 }
 
 /**

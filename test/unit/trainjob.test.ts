@@ -61,7 +61,7 @@ describe("TrainJob shape: replicas resolved against the runtime", () => {
       runtime: deepspeed,
       want: [
         ["node", 3, "spec.trainer.numNodes"],
-        ["launcher", 1, "(ClusterTrainingRuntime deepspeed-distributed).spec.template.spec.replicatedJobs[1].replicas"],
+        ["launcher", 1, "(ClusterTrainingRuntime deepspeed-distributed).spec.mlPolicy.numNodes"],
       ],
     },
     { name: "no runtime: the TrainJob's node Job alone", job: trainJob("n", { numNodes: 5 }), want: [["node", 5, "spec.trainer.numNodes"]] },
@@ -75,7 +75,7 @@ describe("TrainJob shape: replicas resolved against the runtime", () => {
       ),
     );
 
-  it("resourcesPerNode replaces the node container's resources; runtimePatches lay pod fields over the template", () => {
+  it("resourcesPerNode merged into the node container's resources; runtimePatches lay pod fields over the template", () => {
     const [node] = trainJobReplicas(upstream("02-runtime-patches.yaml"), torch);
     const spec = node!.template.spec!;
     assert.deepEqual(spec.containers[0]!.resources, { requests: { cpu: "2", memory: "4Gi" }, limits: { cpu: "4", memory: "8Gi" } });

@@ -142,14 +142,23 @@ describe("webhook configurations render", () => {
     assert.deepEqual(resources(hook(policy, "jobs.mutate.quartermaster.dev"), "UPDATE"), []);
   });
 
-  it("jobs.validate: CREATE/UPDATE of every job kind and of batch Jobs and JobSets, and UPDATE of each /scale", () => {
+  it("jobs.validate: CREATE/UPDATE of every job kind, of batch Jobs and JobSets and of the Trainer's runtimes, and UPDATE of each /scale", () => {
     const h = hook(policy, "jobs.validate.quartermaster.dev");
     // Batch Jobs and JobSets make GPU pods too (issue 45 finding 8): judged with the GPU rules, when they ask for GPUs.
     const workloads = ["batch/v1/jobs", "jobset.x-k8s.io/v1alpha2/jobsets"];
-    assert.deepEqual(resources(h, "CREATE"), [...kinds(), ...workloads].sort());
+    // The Trainer's runtimes are checked themselves (issue 45), the ClusterTrainingRuntime cluster-scoped.
+    const runtimes = ["trainer.kubeflow.org/v1alpha1/clustertrainingruntimes", "trainer.kubeflow.org/v1alpha1/trainingruntimes"];
+    assert.deepEqual(resources(h, "CREATE"), [...kinds(), ...workloads, ...runtimes].sort());
     // TrainJob's CRD has no scale subresource (only status): no /scale rule for it; nor for Jobs and JobSets.
     const scaled = kinds("/scale").filter((r) => !r.endsWith("/trainjobs/scale"));
-    assert.deepEqual(resources(h, "UPDATE"), [...kinds(), ...scaled, ...workloads].sort());
+    assert.deepEqual(resources(h, "UPDATE"), [...kinds(), ...scaled, ...workloads, ...runtimes].sort());
+    assert.deepEqual(
+      h.rules.filter((r) => r.resources.includes("clustertrainingruntimes")).map((r) => r.scope),
+      ["Cluster"],
+    );
+    // Without a Trainer job kind, no runtime rule.
+    const noTrainer = { ...policy, jobKinds: policy.jobKinds.filter((k) => k.framework !== "trainer") };
+    assert.ok(!resources(hook(noTrainer, "jobs.validate.quartermaster.dev"), "CREATE").some((r) => r.includes("runtimes")));
   });
 
   it("pods.validate: CREATE of pods and UPDATE of pods/resize; pods.mutate: CREATE only", () => {

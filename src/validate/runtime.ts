@@ -1,0 +1,41 @@
+/**
+ * @module
+ * A Kubeflow Trainer v2 runtime (TrainingRuntime, ClusterTrainingRuntime) checked itself, at its CREATE and UPDATE
+ * (`/validate/runtimes`, issue 45): the pod template of each of its replicated Jobs against the per-container and
+ * per-pod caps (`validatePodSpec`: container-limits, pod-gpus, quantity, extended-resources, gpu-mig-mixing), so a
+ * runtime whose trainer nodes ask for more GPUs per pod than any pod may have is refused before a TrainJob names
+ * it. A TrainJob on it is still judged at its own CREATE and unsuspend, against the runtime read fresh
+ * (`webhooks/validate-jobs.ts`): the per-job cap depends on each TrainJob's numNodes.
+ *
+ * Which limits: a ClusterTrainingRuntime is cluster-scoped and serves every namespace, so it is held to the
+ * policy's top-level `limits` (a namespace override may loosen or tighten them for its own TrainJobs, which are
+ * checked there); a TrainingRuntime serves its own namespace only, so it is held to that namespace's effective
+ * limits, as its TrainJobs are.
+ */
+import type { V1PodSpec } from "@kubernetes/client-node";
+import type { KubeObject } from "../core/kube.js";
+import { validatePodSpec } from "./pod-spec.js";
+import { merge, type Findings, type ValidationContext } from "./types.js";
+
+type Obj = Record<string, unknown>;
+const objOr = (v: unknown): Obj => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Obj) : {});
+
+/** The runtime's replicated Jobs' pod specs, with their field paths. */
+export function runtimePodSpecs(runtime: KubeObject): Array<{ spec: unknown; field: string }> {
+  const rjobs = objOr(objOr(objOr(runtime.spec).template).spec).replicatedJobs;
+  if (!Array.isArray(rjobs)) return [];
+  return rjobs.map((r, i) => ({
+    spec: objOr(objOr(objOr(objOr(r).template).spec).template).spec,
+    field: `spec.template.spec.replicatedJobs[${i}].template.spec.template.spec`,
+  }));
+}
+
+/** The pod-spec rules on every replicated Job's pod template of `runtime`, under `ctx`'s limits. */
+export function validateRuntime(runtime: KubeObject, ctx: ValidationContext): Findings {
+  return merge(
+    { violations: [], warnings: [] },
+    ...runtimePodSpecs(runtime).map(({ spec, field }) =>
+      typeof spec === "object" && spec !== null ? validatePodSpec(spec as V1PodSpec, field, ctx) : { violations: [], warnings: [] },
+    ),
+  );
+}
