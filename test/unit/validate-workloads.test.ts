@@ -362,7 +362,10 @@ describe("the GPU rules alone (validateWorkload)", () => {
   it("a Job that asks for no GPU gets no finding, even past the guard (a claim that is not a GPU's, cpu over the container cap)", () => {
     const job = batchJob({ parallelism: 1000 });
     ((job.spec as { template: { spec: Obj } }).template.spec as Obj).resourceClaims = [{ name: "nic", resourceClaimTemplateName: "sriov" }];
-    assert.deepEqual(validateWorkload(job as KubeObject, JOB_KIND, ctx), { violations: [], warnings: [] });
+    // The template as the webhook reads it (a claim never read would be unknown, and refused under a cap: gpu-unknown).
+    const nic = { devices: { requests: [{ name: "nic", exactly: { deviceClassName: "sriov.example.com" } }] } };
+    const withClaims = { ...ctx, claims: { claims: new Map(), templates: new Map([["sriov", nic]]) } };
+    assert.deepEqual(validateWorkload(job as KubeObject, JOB_KIND, withClaims), { violations: [], warnings: [] });
   });
   it("the training-job rules never apply (no job-name, job-shape, job-replicas, run-policy on a GPU Job)", () => {
     const job = batchJob({ parallelism: 2, backoffLimit: 6 }, { gpus: 8 });
