@@ -17,8 +17,7 @@ import type { KubeObject } from "../src/core/kube.js";
 import type { Policy } from "../src/policy/types.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
-import { effectiveLimits } from "../src/validate/limits.js";
-import { runtimePodSpecs, validateRuntime } from "../src/validate/runtime.js";
+import { runtimeContext, runtimePodSpecs, validateRuntime } from "../src/validate/runtime.js";
 
 /** The Trainer runtime kind of the request, when it is one and the policy has a Trainer job kind. */
 export function runtimeKindOf(request: AdmissionRequest, policy: Pick<Policy, "jobKinds">): (typeof TRAINER_RUNTIME_KINDS)[number] | undefined {
@@ -39,9 +38,8 @@ export function validateRuntimeReview(
   policy: Policy,
 ): ValidationResult {
   // A ClusterTrainingRuntime serves every namespace: the policy's own limits; a TrainingRuntime its namespace's.
-  const namespace = kind.scope === "Cluster" ? "" : (request.namespace ?? "");
-  const ctx = { policy, namespace, limits: kind.scope === "Cluster" ? policy.limits : effectiveLimits(policy, namespace) };
+  const ctx = runtimeContext(policy, kind.scope, request.namespace ?? "");
   const now = validateRuntime(request.object, ctx);
   const found = request.operation === "UPDATE" && request.oldObject ? newOrWorse(now, validateRuntime(request.oldObject, ctx)) : now;
-  return enforce(found, policy.enforcement, namespace);
+  return enforce(found, policy.enforcement, ctx.namespace);
 }

@@ -7,6 +7,7 @@ import type { Policy } from "../policy/types.js";
 import { checkMutatingPolicy } from "./admission-policy.js";
 import { checkConfinement } from "./confinement.js";
 import { checkDeviceClasses } from "./device-classes.js";
+import { checkRuntimes } from "./runtimes.js";
 import { checkKueue } from "./kueue.js";
 import { checkLedger } from "./ledger.js";
 import { checkAccess } from "./rbac.js";
@@ -43,6 +44,7 @@ export function diagnose(snapshot: DoctorSnapshot, policy: Policy): DoctorReport
     ...checkKueue(snapshot.kueue, snapshot.webhookConfigurations, policy, snapshot.namespace),
     ...checkMutatingPolicy(snapshot.mutatingPolicy, policy, snapshot.namespace),
     ...checkDeviceClasses(snapshot.deviceClasses, policy),
+    ...checkRuntimes(snapshot.runtimes, policy),
   ];
   return report(findings);
 }

@@ -38,7 +38,8 @@ export type CheckName =
   | "kueue-webhooks"
   | "kueue-flavors"
   | "mutating-policy"
-  | "device-classes";
+  | "device-classes"
+  | "trainer-runtimes";
 
 export interface DoctorFinding {
   check: CheckName;
@@ -186,10 +187,15 @@ export interface DoctorSnapshot {
   mutatingPolicy?: MutatingPolicyState | Unreadable;
   /** The cluster's DeviceClasses (src/doctor/device-classes.ts); absent: not read. */
   deviceClasses?: DeviceClassesState;
+  /** The cluster's Trainer runtimes (src/doctor/runtimes.ts); absent: not read. */
+  runtimes?: RuntimesState;
 }
 
 /** The cluster's DeviceClasses (`resource.k8s.io/v1`) as read; "absent" when the API is not served (404). */
 export type DeviceClassesState = KubeObject[] | "absent" | Unreadable;
+
+/** The cluster's ClusterTrainingRuntimes and TrainingRuntimes as read (absent: no Trainer CRDs). */
+export type RuntimesState = KubeObject[] | "absent" | Unreadable;
 
 /** The exported MutatingAdmissionPolicy and its binding as read (absent: not installed). */
 export interface MutatingPolicyState {

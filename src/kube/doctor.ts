@@ -25,6 +25,7 @@ import {
   type MutatingPolicyState,
   type CronJob,
   type DeviceClassesState,
+  type RuntimesState,
   type KueueSnapshot,
   type DoctorSnapshot,
   type Job,
@@ -34,6 +35,7 @@ import {
   type WebhookConfiguration,
 } from "../doctor/types.js";
 import { CONFINEMENT_POLICY_NAME } from "../manifests/confinement.js";
+import { TRAINER_RUNTIME_KINDS } from "../core/job-shapes.js";
 import { MAP_NAME } from "../manifests/map.js";
 import type { Policy } from "../policy/types.js";
 import { kubeClient } from "./client.js";
@@ -402,11 +404,27 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     }
   })();
 
+  // The Trainer's runtimes (src/doctor/runtimes.ts), against the GPU caps. A 404 (no Trainer CRDs) is "absent".
+  const runtimes = (async (): Promise<RuntimesState> => {
+    try {
+      const lists = await Promise.all(
+        TRAINER_RUNTIME_KINDS.map(async (k) => {
+          const list: unknown = await custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural });
+          return (raw<{ items?: KubeObject[] }>(list).items ?? []).map((o) => ({ ...o, kind: k.kind }));
+        }),
+      );
+      return lists.flat();
+    } catch (err) {
+      if (status(err) === 404) return "absent";
+      return unreadable(err);
+    }
+  })();
+
   const ledger = opts.readLedger
     ? opts.readLedger().catch((err: unknown): LedgerState => ({ unread: describeError(err) }))
     : Promise.resolve<LedgerState>({ unread: "this doctor has no ledger reader (run `quartermaster ledger` to see it)" });
 
-  const [sc, ns, rec, acc, led, conf, kq, map, dcs] = await Promise.all([
+  const [sc, ns, rec, acc, led, conf, kq, map, dcs, rts] = await Promise.all([
     servicesAndCertificates,
     protectedNamespaces,
     reconciler,
@@ -416,6 +434,7 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     kueue,
     mutatingPolicy,
     deviceClasses,
+    runtimes,
   ]);
   // Keys for every hook, so a target that was never read shows up as such.
   for (const h of hooks) {
@@ -436,5 +455,6 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     kueue: kq,
     mutatingPolicy: map,
     deviceClasses: dcs,
+    runtimes: rts,
   };
 }

@@ -14,8 +14,16 @@
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
+import type { Policy } from "../policy/types.js";
+import { effectiveLimits } from "./limits.js";
 import { validatePodSpec } from "./pod-spec.js";
 import { merge, type Findings, type ValidationContext } from "./types.js";
+
+/** The limits a runtime is held to: a ClusterTrainingRuntime (scope `Cluster`) the policy's own, a TrainingRuntime its namespace's. */
+export function runtimeContext(policy: Policy, scope: "Cluster" | "Namespaced", namespace: string): ValidationContext {
+  const ns = scope === "Cluster" ? "" : namespace;
+  return { policy, namespace: ns, limits: scope === "Cluster" ? policy.limits : effectiveLimits(policy, ns) };
+}
 
 type Obj = Record<string, unknown>;
 const objOr = (v: unknown): Obj => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Obj) : {});
