@@ -41,7 +41,8 @@
  * so a job admitted at CREATE is not refused by the cost bound for being checked twice. The refusal is logged, and
  * a Warning Event on the job says the same (reason `KueueAdmissionRefused`, `kueueAdmissionRefusedEvent` in
  * src/reconcile/events.ts), written through `deps.events` in the background (src/kube/events.ts): never delaying
- * or changing the answer, never on a dry run (the webhook's sideEffects is NoneOnDryRun).
+ * or changing the answer, never on a dry run (the webhook's sideEffects is NoneOnDryRun), and only once the job has
+ * been read fresh with the review's uid (`./refusal-event.ts`: a review is what its caller says).
  *
  * Kueue's queues (issue 33, rule `queue-capacity`): at CREATE, a job that carries a queue name and asks for GPUs
  * has its LocalQueue, ClusterQueue and the queue's GPU flavors read (src/admission/queue.ts, through the same
@@ -61,7 +62,6 @@ import { NO_QUEUE, readQueue, type QueueRead } from "../src/admission/queue.js";
 import { isGpuResource } from "../src/core/gpu.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { CONFLICT } from "../src/admission/response.js";
-import { errorMessage } from "../src/core/errors.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup.js";
 import { jobShape } from "../src/topology/shape.js";
@@ -70,13 +70,13 @@ import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
-import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
 import { jobPodSets, queueCapacityFindings } from "../src/validate/queue-capacity.js";
 import { merge, type Findings } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
 import type { JobKind } from "../src/policy/types.js";
 import type { WebhookDeps } from "./deps.js";
+import { refusalEventWriter } from "./refusal-event.js";
 import { validateWorkloads, workloadKindOf } from "./validate-workloads.js";
 import type { AdmissionRequest } from "../src/admission/types.js";
 import { runtimeCost, runtimeKindOf, validateRuntimeReview } from "./validate-runtimes.js";
@@ -91,13 +91,7 @@ const QUEUE_CAPACITY_PASSES = 1;
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
   // A writer is not to throw; if one does, the answer is the same and the log says why.
-  const writeEvent = (event: KubeObject): void => {
-    try {
-      deps.events?.write(event);
-    } catch (err) {
-      deps.log.warn({ err: errorMessage(err) }, "Event not written");
-    }
-  };
+  const writeEvent = refusalEventWriter(deps);
   const templates = (job: unknown, kind: JobKind): unknown[] => {
     const shape = jobShape(kind);
     // A TrainJob is priced on its own part (its `node` Job) and its runtime patches (at most the CRD's 16) before
@@ -229,7 +223,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
             "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
           );
           // Off the admission path: the writer returns at once and never throws. Not for a dry run (sideEffects NoneOnDryRun).
-          if (request.dryRun !== true) writeEvent(kueueAdmissionRefusedEvent(request.object, kind, result.violations, deps.now()));
+          void writeEvent({ object: request.object, kind, namespace, violations: result.violations, dryRun: request.dryRun });
         }
         return result;
       };

@@ -26,10 +26,8 @@ import type { ValidationResult } from "../src/admission/handler.js";
 import { kueueWorkloadAdmissionOnly, queueNameOf } from "../src/admission/kueue.js";
 import type { AdmissionRequest } from "../src/admission/types.js";
 import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";
-import { errorMessage } from "../src/core/errors.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { workloadTemplateSpecs } from "../src/mutate/job-templates.js";
-import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
 import { controlledByJobSet } from "../src/topology/workload.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
@@ -38,6 +36,7 @@ import { effectiveLimits } from "../src/validate/limits.js";
 import { merge } from "../src/validate/types.js";
 import { validateWorkload, validateWorkloadCapacity } from "../src/validate/workload.js";
 import type { WebhookDeps } from "./deps.js";
+import { refusalEventWriter } from "./refusal-event.js";
 
 /** Passes the GPU rules make over each template (see `src/admission/cost.ts`). */
 const VALIDATE_WORKLOAD_PASSES = 8;
@@ -60,13 +59,7 @@ export interface WorkloadValidation {
 export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
   const { policy } = deps;
   // A writer is not to throw; if one does, the answer is the same and the log says why.
-  const writeEvent = (event: KubeObject): void => {
-    try {
-      deps.events?.write(event);
-    } catch (err) {
-      deps.log.warn({ err: errorMessage(err) }, "Event not written");
-    }
-  };
+  const writeEvent = refusalEventWriter(deps);
   const operations = jobGuard(QUEUED_WORKLOAD_KINDS, ["CREATE", "UPDATE"]);
   const gpuGuards = new Map(QUEUED_WORKLOAD_KINDS.map((k) => [k, gpuWorkloadGuard(policy, k)]));
   return {
@@ -100,7 +93,7 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
             "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
           );
           // As for a training job: an Event on the object, off the admission path, never on a dry run.
-          if (request.dryRun !== true) writeEvent(kueueAdmissionRefusedEvent(request.object, kind, result.violations, deps.now()));
+          void writeEvent({ object: request.object, kind, namespace, violations: result.violations, dryRun: request.dryRun });
         }
         return result;
       };

@@ -62,13 +62,19 @@ function fakeWriter(fail = false): EventWriter & { written: KubeObject[] } {
 
 const allowA100 = { limits: { allowedAccelerators: ["A100-SXM4-80GB"] } };
 
-async function update(now: Obj, events: EventWriter, o: { dryRun?: boolean; old?: Obj } = {}) {
+/** The refusal's Event is written after the answer, once the job has been read fresh: let that happen. */
+const settled = async (): Promise<void> => {
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+};
+
+async function update(now: Obj, events: EventWriter, o: { dryRun?: boolean; old?: Obj; stored?: Obj[] } = {}) {
   const kind = kindOf("PyTorchJob");
   const { log, lines } = capturingLogger();
   const hooks = createWebhooks({
     policy: checkPolicy(allowA100, "kueue"),
     log,
-    jobs: fakeJobReader(),
+    // The job as the cluster has it (a review's object is only what its caller says).
+    jobs: fakeJobReader((o.stored ?? [o.old ?? queued()]) as KubeObject[]),
     events,
     now: () => new Date("2026-11-29T16:00:00.123Z"),
   });
@@ -84,6 +90,7 @@ async function update(now: Obj, events: EventWriter, o: { dryRun?: boolean; old?
       dryRun: o.dryRun ?? false,
     }),
   );
+  await settled();
   return { response: res.review.response!, lines };
 }
 
@@ -137,6 +144,25 @@ describe("/validate/jobs: an Event on the job when Kueue's admission is refused"
   it("a dry run → refused the same, no Event (sideEffects NoneOnDryRun)", async () => {
     const events = fakeWriter();
     const { response } = await update(admitted(queued(), "H100-SXM5-80GB"), events, { dryRun: true });
+    assert.equal(response.allowed, false);
+    assert.deepEqual(events.written, []);
+  });
+
+  // Issue 46, finding 5: an unauthenticated caller could have the webhook write an Event of its choosing into any
+  // namespace. The Event is written only for an object the cluster has, with the review's uid.
+  it("a review of a job the cluster does not have (spoofed) → refused the same, no Event", async () => {
+    const events = fakeWriter();
+    const { response, lines } = await update(admitted(queued(), "H100-SXM5-80GB"), events, { stored: [] });
+    assert.equal(response.allowed, false);
+    assert.deepEqual(events.written, []);
+    assert.ok(lines.some((l) => /Event not written: PyTorchJob team-a\/bert not found/.test(JSON.stringify(l))));
+  });
+
+  it("a review whose uid is not the stored job's → no Event", async () => {
+    const events = fakeWriter();
+    const other = structuredClone(queued());
+    (other.metadata as Obj).uid = "uid-someone-else";
+    const { response } = await update(admitted(queued(), "H100-SXM5-80GB"), events, { stored: [other] });
     assert.equal(response.allowed, false);
     assert.deepEqual(events.written, []);
   });

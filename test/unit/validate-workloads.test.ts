@@ -42,6 +42,7 @@ function batchJob(spec: Obj, o: { gpus?: number | string; labels?: Record<string
     metadata: {
       name: "train",
       namespace: "team-a",
+      uid: "uid-train",
       ...(o.labels ? { labels: o.labels } : {}),
       ...(o.owner ? { ownerReferences: [{ apiVersion: "jobset.x-k8s.io/v1alpha2", kind: "JobSet", name: o.owner, uid: "js", controller: true }] } : {}),
     },
@@ -459,17 +460,21 @@ describe("gpuWorkloadGuard (the match condition's test, exactly)", () => {
 });
 
 describe("a refused Kueue admission of a batch Job", () => {
-  const run = (dryRun: boolean) => {
+  // The Event is written after the answer, once the Job has been read fresh with the review's uid (issue 46).
+  const settled = async (): Promise<void> => {
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  };
+  const run = async (dryRun: boolean, stored?: KubeObject[]) => {
     const written: KubeObject[] = [];
+    const old = batchJob({ parallelism: 4, suspend: true }, { gpus: 8, labels: QUEUED });
     const policy = checkPolicy(ALLOW_A100, "workloads");
     const hooks = createWebhooks({
       policy,
       log: capturingLogger().log,
-      jobs: fakeJobReader(),
+      jobs: fakeJobReader(stored ?? [old as KubeObject]),
       now: () => new Date(0),
       events: { write: (e) => void written.push(e) },
     });
-    const old = batchJob({ parallelism: 4, suspend: true }, { gpus: 8, labels: QUEUED });
     const r = hooks["/validate/jobs"]!.admit(
       review({
         kind: { group: "batch", version: "v1", kind: "Job" },
@@ -482,17 +487,19 @@ describe("a refused Kueue admission of a batch Job", () => {
         oldObject: deepFreeze(clone(old)),
       }),
     );
+    await settled();
     return { r: r as Exclude<typeof r, Promise<unknown>>, written };
   };
-  it("writes a KueueAdmissionRefused Event on the Job, as for a training job", () => {
-    const { r, written } = run(false);
+  it("writes a KueueAdmissionRefused Event on the Job, as for a training job", async () => {
+    const { r, written } = await run(false);
     assert.equal(r.outcome, "denied");
     assert.deepEqual(
       written.map((e) => [e.reason, (e.involvedObject as Obj).apiVersion, (e.involvedObject as Obj).kind, (e.involvedObject as Obj).name]),
       [["KueueAdmissionRefused", "batch/v1", "Job", "train"]],
     );
   });
-  it("none on a dry run", () => assert.deepEqual(run(true).written, []));
+  it("none on a dry run", async () => assert.deepEqual((await run(true)).written, []));
+  it("none for a Job the cluster does not have (a spoofed review)", async () => assert.deepEqual((await run(false, [])).written, []));
 });
 
 describe("quartermaster admit (offline) on batch Jobs and JobSets", () => {

@@ -1,0 +1,50 @@
+/**
+ * @module
+ * The Warning Event on a job whose Kueue admission `/validate/jobs` refused (reason `KueueAdmissionRefused`,
+ * `kueueAdmissionRefusedEvent` in src/reconcile/events.ts), for the training jobs and the batch Jobs and JobSets
+ * alike. Written only for a real refusal (issue 46, finding 5): a review is what its caller says, and anyone who can
+ * reach the webhook's port could otherwise have the webhook's identity write an Event of their choosing into any
+ * namespace, kube-system included. So the object is read fresh first, and the Event is written only when it exists
+ * under the review's name with the review's uid. Off the admission path: the answer is sent at once, the read and
+ * the write follow; nothing here throws, and the log says why an Event was not written. Never on a dry run (the
+ * webhook's sideEffects is NoneOnDryRun).
+ */
+import { errorMessage } from "../src/core/errors.js";
+import type { KubeObject, ObjectKind } from "../src/core/kube.js";
+import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
+import { readJob, type JobReadResult } from "../src/topology/lookup.js";
+import type { WebhookDeps } from "./deps.js";
+
+export interface RefusedAdmission {
+  object: KubeObject;
+  kind: ObjectKind;
+  namespace: string;
+  violations: ReadonlyArray<{ field: string; message: string }>;
+  dryRun?: boolean | undefined;
+}
+
+/** A writer of the refusal Event for `deps`; returns at once. Resolves (for tests) when the Event was written or skipped. */
+export function refusalEventWriter(deps: WebhookDeps): (r: RefusedAdmission) => Promise<void> {
+  return async (r) => {
+    if (r.dryRun === true || !deps.events) return;
+    const meta = (r.object.metadata ?? {}) as { name?: unknown; uid?: unknown };
+    const name = typeof meta.name === "string" ? meta.name : "";
+    const uid = typeof meta.uid === "string" ? meta.uid : undefined;
+    const skip = (why: string): void => deps.log.warn({ job: `${r.namespace}/${name}`, kind: r.kind.kind }, `KueueAdmissionRefused Event not written: ${why}`);
+    if (name === "" || uid === undefined) return skip("the review's object has no name or uid");
+    let read: JobReadResult;
+    try {
+      read = await readJob({ kind: r.kind, namespace: r.namespace, name, jobs: deps.jobs, timeoutMs: deps.policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
+    } catch (err) {
+      return skip(errorMessage(err));
+    }
+    if (read.kind !== "found") return skip(read.reason);
+    const stored = (read.job.metadata as { uid?: unknown } | undefined)?.uid;
+    if (stored !== uid) return skip(`the stored ${r.kind.kind} has uid ${String(stored)}, the review's ${uid}`);
+    try {
+      deps.events.write(kueueAdmissionRefusedEvent(r.object, r.kind, r.violations, deps.now()));
+    } catch (err) {
+      skip(errorMessage(err));
+    }
+  };
+}
