@@ -72,7 +72,7 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
     },
     validate(request, kind) {
       const namespace = request.namespace ?? "";
-      const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace) };
+      const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), draCapacity: deps.capacity?.draCapacity?.() };
       // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
       const decide = ({ known }: ClaimsRead): ValidationResult => {
         const withClaims = { ...ctx, claims: known };
