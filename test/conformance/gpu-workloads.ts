@@ -208,11 +208,13 @@ export interface Runtime {
   nodeLayout: Layout;
   others: Array<{ name: string; replicas: number; parallelism: number; gpus: number }>;
   spec: Obj;
+  /** Installed with upstream's default runtimes: not created by the suite. */
+  preinstalled?: boolean;
 }
 
 const ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step";
 
-function runtime(o: Omit<Runtime, "spec">): Runtime {
+function runtime(o: Omit<Runtime, "spec" | "preinstalled">): Runtime {
   const trainerJob = {
     name: o.trainerJob,
     template: {
@@ -240,13 +242,18 @@ function runtime(o: Omit<Runtime, "spec">): Runtime {
   return {
     ...o,
     spec: {
-      mlPolicy: { numNodes: o.numNodes, torch: { numProcPerNode: "auto" } },
+      mlPolicy: { numNodes: o.numNodes, torch: {} },
       template: { spec: { replicatedJobs: [...others, trainerJob] } },
     },
   };
 }
 
 export const RUNTIMES: Runtime[] = [
+  // Upstream's own (installed with the default runtimes, not by the suite): 1 node, no resources.
+  {
+    ...runtime({ name: "torch-distributed", cluster: true, trainerJob: "node", numNodes: 1, nodeGpus: 0, nodeLayout: "main", others: [] }),
+    preinstalled: true,
+  },
   runtime({ name: "qm-torch-cpu", cluster: true, trainerJob: "node", numNodes: 1, nodeGpus: 0, nodeLayout: "main", others: [] }),
   runtime({ name: "qm-torch-2gpu", cluster: true, trainerJob: "node", numNodes: 2, nodeGpus: 2, nodeLayout: "main", others: [] }),
   runtime({ name: "qm-torch-sidecar", cluster: false, trainerJob: "node", numNodes: 1, nodeGpus: 1, nodeLayout: "sidecar", others: [] }),
@@ -288,9 +295,14 @@ function perNode(p: PerNode, n: number): Obj | undefined {
   }
 }
 
-/** A runtime patch variant: what `spec.runtimePatches` changes in the trainer Job's pod template. */
-type Patch = "none" | "annotations" | "node-gpus" | "add-container";
-const PATCHES: readonly Patch[] = ["none", "annotations", "node-gpus", "add-container"];
+/**
+ * A runtime patch variant: what `spec.runtimePatches` changes in the trainer Job's pod template. Trainer v2.3's
+ * CRD lets a patch set a container's env, volume mounts and security context, not its resources: `node-gpus`
+ * writes resources all the same, which the apiserver prunes (the patch then changes nothing; a model reading the
+ * patch's resources would over-count).
+ */
+type Patch = "none" | "annotations" | "node-gpus" | "node-selector";
+const PATCHES: readonly Patch[] = ["none", "annotations", "node-gpus", "node-selector"];
 
 function runtimePatch(p: Patch, rt: Runtime, n: number): Obj[] | undefined {
   if (p === "none") return undefined;
@@ -299,7 +311,7 @@ function runtimePatch(p: Patch, rt: Runtime, n: number): Obj[] | undefined {
       ? { metadata: { annotations: { "example.com/note": "patched" } } }
       : p === "node-gpus"
         ? { spec: { containers: [{ name: "node", resources: { limits: { [GPU]: String(n) } } }] } }
-        : { spec: { containers: [{ name: "node" }, { name: "profiler", image: IMAGE, resources: { limits: { [GPU]: "1" } } }] } };
+        : { spec: { nodeSelector: { "kubernetes.io/os": "linux" } } };
   return [
     {
       manager: "qm-conformance.example.com/differential",
@@ -313,7 +325,7 @@ function trainJobs(r: ReturnType<typeof rng>, count: number): Workload[] {
   for (let i = 0; i < count; i++) {
     const rt = RUNTIMES[i % RUNTIMES.length]!;
     const pn = PER_NODE[Math.floor(i / RUNTIMES.length) % PER_NODE.length]!;
-    const patch = PATCHES[Math.floor(i / (RUNTIMES.length * PER_NODE.length)) % PATCHES.length]!;
+    const patch = PATCHES[i % PATCHES.length]!;
     // numNodes set on odd rows, from the runtime's mlPolicy on even ones.
     const numNodes = i % 2 === 1 ? r.int(1, 3) : undefined;
     const resourcesPerNode = perNode(pn, r.int(1, 4));
@@ -410,7 +422,9 @@ function jobSets(r: ReturnType<typeof rng>, count: number): Workload[] {
     const shape: string[] = [];
     for (let j = 0; j < nJobs; j++) {
       const layout = LAYOUTS[(i + j) % LAYOUTS.length]!;
-      const [parallelism, completions, indexed] = JOB_SHAPES[(i * 3 + j) % JOB_SHAPES.length]!;
+      // JobSet makes its Jobs Indexed, which needs completions: left out, they are the parallelism.
+      const [parallelism, given, indexed] = JOB_SHAPES[(i * 3 + j) % JOB_SHAPES.length]!;
+      const completions = given ?? parallelism ?? 1;
       const replicas = r.int(1, 2);
       pods += replicas * jobPods(parallelism, completions);
       shape.push(`rj${j}: ${replicas}× ${layout} p=${parallelism ?? "-"} c=${completions ?? "-"}`);
@@ -514,7 +528,7 @@ function draWorkloads(count: number): { workloads: Workload[]; templates: Prereq
 
 /** The runtimes as objects to create: ClusterTrainingRuntimes cluster-wide, TrainingRuntimes in the namespace. */
 export function runtimeObjects(): Prerequisite[] {
-  return RUNTIMES.map((rt) => ({
+  return RUNTIMES.filter((rt) => !rt.preinstalled).map((rt) => ({
     plural: rt.cluster ? "clustertrainingruntimes" : "trainingruntimes",
     group: TRAINER,
     ...(rt.cluster ? { cluster: true } : {}),
