@@ -8,7 +8,10 @@
  * untainted, each publishing a ResourceSlice of {@link DEVICES_PER_NODE} devices of DeviceClass
  * `gpu.nvidia.com` through a stand-in driver, as `test/e2e/dra.test.ts` does), the training operator v1.9.4
  * (QM_OPERATOR_BIN), JobSet v0.12.0 (QM_JOBSET_BIN) and Trainer v2.3.0 (QM_TRAINER_BIN) with their webhooks,
- * and Quartermaster's webhooks as its manifests install them (`startOwnWebhook`).
+ * and Quartermaster's webhooks as its manifests install them (`startOwnWebhook`), restarted after one
+ * `reconcile --once` has written the device ledger (whose per-node device counts bound `allocationMode: All`, as
+ * in a cluster where the reconciler runs). Six of the nodes are tainted and kept for the pods whose claim takes
+ * every device of a node, so each finds a whole node.
  *
  * 1. Audit, namespace {@link NS}: the policy caps a job at 0 GPUs there with `enforcement.mode: audit`, so every
  *    GPU workload is admitted with a `job-gpus` audit violation on its `/validate/jobs` admission line whose
@@ -46,7 +49,7 @@ import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplan
 import { startVirtualNodes, type VirtualNodes } from "../e2e/harness/nodes.js";
 import { installOperatorCrds, startOperator } from "../e2e/harness/operator.js";
 import { JOB_CONTROLLER, installDefaultRuntimes, installTrainerCrds, startJobSet, startTrainer, type Controller } from "../e2e/harness/trainer.js";
-import { createNamespace, startOwnWebhook, waitForPodWebhook, type WebhookProcess } from "../e2e/harness/webhook.js";
+import { cli, createNamespace, startOwnWebhook, waitForPodWebhook, type WebhookProcess } from "../e2e/harness/webhook.js";
 import type { ClusterNode } from "../fixtures/nodes.js";
 import {
   BATCH_JOB_NAME,
@@ -54,6 +57,7 @@ import {
   GPU,
   JOBSET_NAME,
   JOB_NAME_V1,
+  WHOLE_NODE,
   generate,
   jobPods,
   podSpec,
@@ -108,14 +112,17 @@ const runs = (w: { kind: string }): boolean => {
   return Boolean(BINS.operator);
 };
 
+/** Nodes kept for pods whose claim takes every device of a node (`WHOLE_NODE`): one per such pod, and a spare. */
+const WHOLE_NODES = 6;
 const NODES: ClusterNode[] = Array.from({ length: NODE_COUNT }, (_, i) => {
   const name = `gpu-${String(i).padStart(2, "0")}`;
+  const whole = i < WHOLE_NODES;
   return {
     name,
-    labels: { "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64" },
+    labels: { "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", ...(whole ? { [WHOLE_NODE]: "true" } : {}) },
     allocatable: { [GPU]: 1000, "nvidia.com/mig-1g.5gb": 1000 },
     offers: { migProfiles: [], fullGpus: 1000 },
-    taints: [],
+    taints: whole ? [{ key: WHOLE_NODE, value: "true", effect: "NoSchedule" }] : [],
     cpu: 10_000,
     memoryGi: 100_000,
     pods: 1000,
@@ -227,6 +234,15 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
         });
         assert.equal(r.status, 201, JSON.stringify(r.body));
       }
+      // The device ledger, as the reconciler writes it in a cluster that runs Quartermaster: the webhook reads from
+      // it the largest node's device count per DeviceClass, which bounds a claim of `allocationMode: All`. Written
+      // once before any workload; the webhook restarted so that it reads it now rather than in a minute.
+      const reconciler = await cp.serviceAccount("quartermaster", "quartermaster-reconciler");
+      const pass = await cli(["reconcile", "--once", "--kubeconfig", reconciler.kubeconfig]);
+      assert.equal(pass.code, 0, pass.stderr);
+      await wh.stop();
+      await wh.start();
+      await waitForPodWebhook(cp, wh, NS);
       console.log(`gpu-differential: stack up in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     } catch (err) {
       await stop();
@@ -417,6 +433,8 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
       if (row.predicted !== undefined && row.model !== row.predicted)
         modelDiffers.push(`${row.w.kind} ${row.w.name} [${row.w.shape}]: webhook ${row.predicted}, in-process model ${row.model}`);
     }
+    const modelled = [...rows.values()].filter((r) => r.model !== undefined).length;
+    console.log(`gpu-differential: the in-process model (jobGpuNanosByResource) agrees with the webhook on ${modelled - modelDiffers.length} of ${modelled}`);
     if (modelDiffers.length)
       console.log(`gpu-differential: the in-process model differs from the webhook's prediction on ${modelDiffers.length}:\n  ${modelDiffers.join("\n  ")}`);
 
@@ -544,7 +562,7 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
       group: "trainer.kubeflow.org/v1alpha1",
       pods: numNodes,
       podLabel: JOBSET_NAME,
-      shape: `${runtime} ${numNodes} × ${per || "the runtime's 2"}`,
+      shape: `${runtime} ${numNodes} × ${per || "the runtime's GPUs"}`,
       body: {
         apiVersion: "trainer.kubeflow.org/v1alpha1",
         kind: "TrainJob",
@@ -575,7 +593,7 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
     // the runtime's GPUs), and numNodes on a trainer Job not named `node` (1 GPU each).
     const cpuOnly = trainJob("deny-tj-cpu-merge", 5, 0);
     cpuOnly.body.spec.trainer.resourcesPerNode = { limits: { cpu: "1" } };
-    out.push({ w: { ...cpuOnly, shape: "qm-torch-2gpu 5 × the runtime's 2, resourcesPerNode cpu only" }, over: true });
+    out.push({ w: { ...cpuOnly, shape: "qm-torch-2gpu 5 × the runtime's GPUs, resourcesPerNode cpu only" }, over: true });
     out.push({ w: trainJob("deny-tj-renamed", 9, 0, "qm-torch-renamed"), over: true });
     return out.filter((c) => runs(c.w));
   };

@@ -476,6 +476,17 @@ function claimSpec(c: ClaimShape): Obj {
 const claimLabel = (c: ClaimShape): string =>
   "exact" in c ? `exact ${c.exact}` : "all" in c ? "All" : "two" in c ? `two ${c.two.join("+")}` : `firstAvailable ${c.firstAvailable.join(",")}`;
 
+/**
+ * Where a pod whose claim takes every device of a node (`allocationMode: All`) goes: nodes kept for such pods
+ * (the suite taints and labels them), so no other pod's devices are ever on them and every All claim finds a
+ * whole node.
+ */
+export const WHOLE_NODE = "qm-diff.example.com/whole-node";
+const WHOLE_NODE_PLACEMENT: Obj = {
+  nodeSelector: { [WHOLE_NODE]: "true" },
+  tolerations: [{ key: WHOLE_NODE, operator: "Exists", effect: "NoSchedule" }],
+};
+
 /** DRA rows: a claim template each, a batch Job or a PyTorchJob whose pods use it (with a container GPU too on some). */
 function draWorkloads(count: number): { workloads: Workload[]; templates: Prerequisite[] } {
   const workloads: Workload[] = [];
@@ -493,6 +504,7 @@ function draWorkloads(count: number): { workloads: Workload[]; templates: Prereq
     // All takes a whole node's devices: one pod only; the others two.
     const replicas = "all" in c ? 1 : 2;
     const pod = (main: string): Obj => ({
+      ...("all" in c ? WHOLE_NODE_PLACEMENT : {}),
       containers: [{ name: main, image: IMAGE, resources: { claims: [{ name: "gpus" }], ...(withContainerGpu ? { limits: { [GPU]: "1" } } : {}) } }],
       resourceClaims: [{ name: "gpus", resourceClaimTemplateName: name }],
     });
