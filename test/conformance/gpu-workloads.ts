@@ -326,8 +326,9 @@ function trainJobs(r: ReturnType<typeof rng>, count: number): Workload[] {
     const rt = RUNTIMES[i % RUNTIMES.length]!;
     const pn = PER_NODE[Math.floor(i / RUNTIMES.length) % PER_NODE.length]!;
     const patch = PATCHES[i % PATCHES.length]!;
-    // numNodes set on odd rows, from the runtime's mlPolicy on even ones.
-    const numNodes = i % 2 === 1 ? r.int(1, 3) : undefined;
+    // numNodes set on every other pass over the runtimes, from the runtime's mlPolicy on the others: each
+    // runtime gets both.
+    const numNodes = Math.floor(i / RUNTIMES.length) % 2 === 1 ? r.int(1, 3) : undefined;
     const resourcesPerNode = perNode(pn, r.int(1, 4));
     const patches = runtimePatch(patch, rt, r.int(1, 3));
     const name = `tj-${String(i).padStart(3, "0")}`;
