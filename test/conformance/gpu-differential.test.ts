@@ -27,8 +27,9 @@
  *    once). The test prints a table by kind and every mismatch (name, kind, shape, predicted, actual, why),
  *    and asserts there are none.
  * 2. Deny, namespace {@link DENY_NS}: caps of 8 GPUs a container, a pod and a job under `enforcement.mode: deny`;
- *    a few workloads of each kind over the job cap (each pod under the pod cap) must get no pod (refused at
- *    CREATE, or their children refused), while one under the cap of each kind gets its pods.
+ *    a few workloads of each kind over the job cap (each pod under the pod cap; the red team's TrainJob shapes;
+ *    pods naming a claim template created just after their workload) must get no pod (refused at CREATE, or
+ *    their children refused), while one under the cap of each kind gets its pods.
  *
  * Skips, saying why, when QM_OPERATOR_BIN, QM_JOBSET_BIN or QM_TRAINER_BIN is unset (a fresh clone's `npm test`
  * never needs them). For development: QM_DIFF_PARTIAL=1 runs the kinds whose controllers are given, QM_DIFF_KINDS (a
@@ -84,6 +85,8 @@ const SEED = Number(env.QM_DIFF_SEED ?? 45);
 const NS = "qm-diff";
 const DENY_NS = "qm-diff-deny";
 const DENY_CAP = 8;
+/** A claim template created after the workloads that name it (deny part). */
+const LATE_TEMPLATE = "late-six";
 const DEVICES_PER_NODE = 32;
 const NODE_COUNT = 24;
 /** The pods' wait ends when nothing changed for this long. */
@@ -160,6 +163,30 @@ interface Row {
   actual: number;
   /** Claims allocated / named by its pods. */
   claims: { named: number; allocated: number };
+}
+
+/**
+ * The devices of the driver allocated to the claims `pods` name (by template: `status.resourceClaimStatuses`;
+ * directly: `spec.resourceClaims[].resourceClaimName`), each claim once; `claims` by name.
+ */
+function claimDevices(pods: Obj[], claims: Map<string, Obj>): { named: number; allocated: number; devices: number } {
+  const out = { named: 0, allocated: 0, devices: 0 };
+  const seen = new Set<string>();
+  for (const pod of pods) {
+    const names = [
+      ...((pod.status?.resourceClaimStatuses ?? []) as Obj[]).map((x) => x.resourceClaimName as string | undefined),
+      ...((pod.spec.resourceClaims ?? []) as Obj[]).map((x) => x.resourceClaimName as string | undefined),
+    ];
+    for (const name of names) {
+      if (!name || seen.has(name)) continue;
+      seen.add(name);
+      out.named++;
+      const results = ((claims.get(name)?.status?.allocation?.devices?.results ?? []) as Obj[]).filter((d) => d.driver === DEVICE_CLASS);
+      if (results.length) out.allocated++;
+      out.devices += results.length;
+    }
+  }
+  return out;
 }
 
 /** The GPUs in a job-gpus message ("the job requests 12 GPUs in all, ..."). */
@@ -367,27 +394,9 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
     for (const row of rows.values()) {
       const pods = by.get(row.w.name) ?? [];
       row.pods = pods.length;
-      const seen = new Set<string>();
-      for (const pod of pods) {
-        row.actual += podGpus(pod);
-        for (const s of (pod.status?.resourceClaimStatuses ?? []) as Obj[]) {
-          if (!s.resourceClaimName || seen.has(s.resourceClaimName)) continue;
-          seen.add(s.resourceClaimName);
-          row.claims.named++;
-          const results = ((claims.get(s.resourceClaimName)?.status?.allocation?.devices?.results ?? []) as Obj[]).filter((d) => d.driver === DEVICE_CLASS);
-          if (results.length) row.claims.allocated++;
-          row.actual += results.length;
-        }
-        // Claims named directly (resourceClaimName in the pod spec).
-        for (const rc of (pod.spec.resourceClaims ?? []) as Obj[]) {
-          if (!rc.resourceClaimName || seen.has(rc.resourceClaimName)) continue;
-          seen.add(rc.resourceClaimName);
-          row.claims.named++;
-          const results = ((claims.get(rc.resourceClaimName)?.status?.allocation?.devices?.results ?? []) as Obj[]).filter((d) => d.driver === DEVICE_CLASS);
-          if (results.length) row.claims.allocated++;
-          row.actual += results.length;
-        }
-      }
+      const c = claimDevices(pods, claims);
+      row.actual = pods.reduce((n, p) => n + podGpus(p), 0) + c.devices;
+      row.claims = { named: c.named, allocated: c.allocated };
     }
 
     // Predicted: the /validate/jobs admission line of the workload's own kind and name (its CREATE).
@@ -595,6 +604,39 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
     cpuOnly.body.spec.trainer.resourcesPerNode = { limits: { cpu: "1" } };
     out.push({ w: { ...cpuOnly, shape: "qm-torch-2gpu 5 × the runtime's GPUs, resourcesPerNode cpu only" }, over: true });
     out.push({ w: trainJob("deny-tj-renamed", 9, 0, "qm-torch-renamed"), over: true });
+    // Claims created later: the pods name a ResourceClaimTemplate that does not exist yet at the workload's
+    // CREATE ({@link LATE_TEMPLATE}, 6 devices, made right after): 2 pods × 6 = 12.
+    const late = (main: string): Obj => ({
+      restartPolicy: "Never",
+      containers: [{ name: main, image: "registry.invalid/train:1", resources: { claims: [{ name: "gpus" }] } }],
+      resourceClaims: [{ name: "gpus", resourceClaimTemplateName: LATE_TEMPLATE }],
+    });
+    out.push({
+      w: {
+        ...v1("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", "pytorch", 2, 0, "deny-late-pt"),
+        shape: `2 × a template of 6 made after the job`,
+        body: {
+          apiVersion: "kubeflow.org/v1",
+          kind: "PyTorchJob",
+          metadata: { name: "deny-late-pt" },
+          spec: { pytorchReplicaSpecs: { Worker: { replicas: 2, restartPolicy: "Never", template: { spec: late("pytorch") } } } },
+        },
+      },
+      over: true,
+    });
+    out.push({
+      w: {
+        ...batch("deny-late-bj", 2, 0),
+        shape: `2 × a template of 6 made after the job`,
+        body: {
+          apiVersion: "batch/v1",
+          kind: "Job",
+          metadata: { name: "deny-late-bj" },
+          spec: { parallelism: 2, completions: 2, template: { spec: late("main") } },
+        },
+      },
+      over: true,
+    });
     return out.filter((c) => runs(c.w));
   };
 
@@ -606,6 +648,13 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
       prerequisites,
       cases.map((c) => c.w),
     );
+    const lateTemplate = await cp.api("POST", path("resource.k8s.io/v1", "resourceclaimtemplates", DENY_NS), {
+      apiVersion: "resource.k8s.io/v1",
+      kind: "ResourceClaimTemplate",
+      metadata: { name: LATE_TEMPLATE },
+      spec: { spec: { devices: { requests: [{ name: "gpu", exactly: { deviceClassName: DEVICE_CLASS, count: 6 } }] } } },
+    });
+    assert.equal(lateTemplate.status, 201, JSON.stringify(lateTemplate.body));
     // Under-cap ones get their pods; then a settle period in which an over-cap one would get its first.
     const deadline = performance.now() + 120_000;
     for (;;) {
@@ -615,12 +664,13 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
     }
     await sleep(5000);
     const by = await podsByWorkload(DENY_NS);
+    const claims = new Map<string, Obj>((await list(cp, `/apis/resource.k8s.io/v1/namespaces/${DENY_NS}/resourceclaims`)).map((c) => [c.metadata.name, c]));
     const failures: string[] = [];
     const record: string[] = [];
     for (const c of cases) {
       const r = created.get(c.w.name)!;
       const pods = by.get(c.w.name) ?? [];
-      const gpus = pods.reduce((s, p) => s + podGpus(p), 0);
+      const gpus = pods.reduce((s, p) => s + podGpus(p), 0) + claimDevices(pods, claims).devices;
       record.push(
         `${c.w.kind} ${c.w.name} [${c.w.shape}]: CREATE ${r.status}${r.message ? ` (${r.message.slice(0, 140)})` : ""}, ${pods.length} pods, ${gpus} GPUs`,
       );
