@@ -20,6 +20,8 @@ export interface Violation {
   /** Field path in the object, e.g. `spec.containers[0].resources.limits[nvidia.com/gpu]`. */
   field: string;
   message: string;
+  /** The value the rule compared, where it compares a count (GPUs, replicas): logged with audited violations, not sent. */
+  value?: number;
 }
 
 export function allowed(uid: string): AdmissionResponse {

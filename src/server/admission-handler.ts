@@ -105,7 +105,9 @@ function logAdmission(log: Logger, webhook: Pick<Webhook, "name" | "failureMode"
     warnings: result.warnings,
     deniedRules: result.deniedRules.length > 0 ? result.deniedRules : undefined,
     // Violations admitted under warn or audit (src/validate/enforcement.ts), each with its rule and field.
-    admittedViolations: admitted.length > 0 ? admitted.map((v) => ({ rule: v.rule, mode: v.mode, field: v.field, message: v.message })) : undefined,
+    // With the value the rule compared (a count: GPUs, replicas), where it has one: what an audit is for.
+    admittedViolations:
+      admitted.length > 0 ? admitted.map((v) => ({ rule: v.rule, mode: v.mode, field: v.field, message: v.message, value: v.value })) : undefined,
     skipReason: result.skipReason || undefined,
     err: result.error,
     durationMs: Math.round(seconds * 1e6) / 1e3,

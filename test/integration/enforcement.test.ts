@@ -50,7 +50,9 @@ describe("/validate/pods under enforcement modes, over HTTPS", () => {
     assert.equal(res.allowed, true);
     assert.deepEqual(res.warnings, [`quartermaster: container-limits (warn): ${FIELD}: 8 exceeds the per-containe…`]);
     const line = t.lines.find((l) => l.uid === "m-warn");
-    assert.deepEqual(line?.admittedViolations, [{ rule: "container-limits", mode: "warn", field: FIELD, message: "8 exceeds the per-container limit of 4" }]);
+    assert.deepEqual(line?.admittedViolations, [
+      { rule: "container-limits", mode: "warn", field: FIELD, message: "8 exceeds the per-container limit of 4", value: 8 },
+    ]);
   });
 
   it("audit → allowed without a warning; logged at warn level with rule and field; counted", async () => {
@@ -59,7 +61,9 @@ describe("/validate/pods under enforcement modes, over HTTPS", () => {
     const line = t.lines.find((l) => l.uid === "m-audit");
     assert.equal(line?.level, 40);
     assert.equal(line?.msg, "admission: policy violations admitted (audit)");
-    assert.deepEqual(line?.admittedViolations, [{ rule: "container-limits", mode: "audit", field: FIELD, message: "8 exceeds the per-container limit of 4" }]);
+    assert.deepEqual(line?.admittedViolations, [
+      { rule: "container-limits", mode: "audit", field: FIELD, message: "8 exceeds the per-container limit of 4", value: 8 },
+    ]);
     const metrics = (await plain(t.metricsPort, "/metrics")).text;
     for (const mode of ["deny", "warn", "audit"]) {
       assert.match(metrics, new RegExp(`quartermaster_policy_violations_total\\{webhook="validate-pods",rule="container-limits",mode="${mode}"\\} 1`));
