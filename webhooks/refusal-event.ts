@@ -19,13 +19,22 @@ export interface RefusedAdmission {
   object: KubeObject;
   kind: ObjectKind;
   namespace: string;
+  /** The review's name (`request.name`). */
+  name?: string | undefined;
   violations: ReadonlyArray<{ field: string; message: string }>;
   dryRun?: boolean | undefined;
 }
 
-/** A writer of the refusal Event for `deps`; returns at once. Resolves (for tests) when the Event was written or skipped. */
-export function refusalEventWriter(deps: WebhookDeps): (r: RefusedAdmission) => Promise<void> {
+/**
+ * Reports a refused Kueue admission for `deps`: the log line at once, then the Event (see the module comment).
+ * Returns at once; the promise (for tests) settles when the Event was written or skipped.
+ */
+export function kueueRefusalReporter(deps: WebhookDeps): (r: RefusedAdmission) => Promise<void> {
   return async (r) => {
+    deps.log.warn(
+      { job: `${r.namespace}/${r.name ?? ""}`, kind: r.kind.kind, violations: r.violations.map((v) => v.message) },
+      "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
+    );
     if (r.dryRun === true || !deps.events) return;
     const meta = (r.object.metadata ?? {}) as { name?: unknown; uid?: unknown };
     const name = typeof meta.name === "string" ? meta.name : "";

@@ -76,7 +76,7 @@ import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
 import type { JobKind } from "../src/policy/types.js";
 import type { WebhookDeps } from "./deps.js";
-import { refusalEventWriter } from "./refusal-event.js";
+import { kueueRefusalReporter } from "./refusal-event.js";
 import { validateWorkloads, workloadKindOf } from "./validate-workloads.js";
 import type { AdmissionRequest } from "../src/admission/types.js";
 import { runtimeCost, runtimeKindOf, validateRuntimeReview } from "./validate-runtimes.js";
@@ -91,7 +91,7 @@ const QUEUE_CAPACITY_PASSES = 1;
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
   // A writer is not to throw; if one does, the answer is the same and the log says why.
-  const writeEvent = refusalEventWriter(deps);
+  const reportRefusal = kueueRefusalReporter(deps);
   const templates = (job: unknown, kind: JobKind): unknown[] => {
     const shape = jobShape(kind);
     // A TrainJob is priced on its own part (its `node` Job) and its runtime patches (at most the CRD's 16) before
@@ -217,14 +217,9 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
         const result = enforce(merge(found, capacityOfQueue), policy.enforcement, namespace);
-        if (admission && result.violations.length > 0) {
-          deps.log.warn(
-            { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: result.violations.map((v) => v.message) },
-            "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
-          );
-          // Off the admission path: the writer returns at once and never throws. Not for a dry run (sideEffects NoneOnDryRun).
-          void writeEvent({ object: request.object, kind, namespace, violations: result.violations, dryRun: request.dryRun });
-        }
+        // Logged at once; an Event on the object off the admission path, never on a dry run (./refusal-event.ts).
+        if (admission && result.violations.length > 0)
+          void reportRefusal({ object: request.object, kind, namespace, name: request.name, violations: result.violations, dryRun: request.dryRun });
         return result;
       };
       const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];

@@ -36,7 +36,7 @@ import { effectiveLimits } from "../src/validate/limits.js";
 import { merge } from "../src/validate/types.js";
 import { validateWorkload, validateWorkloadCapacity } from "../src/validate/workload.js";
 import type { WebhookDeps } from "./deps.js";
-import { refusalEventWriter } from "./refusal-event.js";
+import { kueueRefusalReporter } from "./refusal-event.js";
 
 /** Passes the GPU rules make over each template (see `src/admission/cost.ts`). */
 const VALIDATE_WORKLOAD_PASSES = 8;
@@ -59,7 +59,7 @@ export interface WorkloadValidation {
 export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
   const { policy } = deps;
   // A writer is not to throw; if one does, the answer is the same and the log says why.
-  const writeEvent = refusalEventWriter(deps);
+  const reportRefusal = kueueRefusalReporter(deps);
   const operations = jobGuard(QUEUED_WORKLOAD_KINDS, ["CREATE", "UPDATE"]);
   const gpuGuards = new Map(QUEUED_WORKLOAD_KINDS.map((k) => [k, gpuWorkloadGuard(policy, k)]));
   return {
@@ -87,14 +87,9 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
         const admission = resumedBy ? kueueWorkloadAdmissionOnly(old, request.object, kind) : undefined;
         const found = admission ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
         const result = enforce(found, policy.enforcement, namespace);
-        if (admission && result.violations.length > 0) {
-          deps.log.warn(
-            { job: `${namespace}/${request.name ?? ""}`, kind: kind.kind, violations: result.violations.map((v) => v.message) },
-            "Kueue's admission of a job refused: the node labels it wrote select what the policy does not allow",
-          );
-          // As for a training job: an Event on the object, off the admission path, never on a dry run.
-          void writeEvent({ object: request.object, kind, namespace, violations: result.violations, dryRun: request.dryRun });
-        }
+        // Logged at once; an Event on the object off the admission path, never on a dry run (./refusal-event.ts).
+        if (admission && result.violations.length > 0)
+          void reportRefusal({ object: request.object, kind, namespace, name: request.name, violations: result.violations, dryRun: request.dryRun });
         return result;
       };
       const specs: V1PodSpec[] = [...workloadTemplateSpecs(request.object, kind), ...(request.oldObject ? workloadTemplateSpecs(request.oldObject, kind) : [])];

@@ -16,7 +16,7 @@ import { gpuDeviceClass } from "../core/dra.js";
 import { isGpuResource } from "../core/gpu.js";
 import type { Policy } from "../policy/types.js";
 import { looksLikeGpu } from "../vendors/index.js";
-import { isUnreadable, type DeviceClassesState, type DoctorFinding } from "./types.js";
+import { findingsOf, isUnreadable, type DeviceClassesState, type DoctorFinding } from "./types.js";
 
 type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {});
@@ -26,13 +26,7 @@ const FIX_CLASS = "add it to the policy's gpu.deviceClasses with the resource it
 
 export function checkDeviceClasses(state: DeviceClassesState | undefined, policy: Pick<Policy, "gpu">): DoctorFinding[] {
   if (state === undefined || state === "absent") return [];
-  const finding = (severity: DoctorFinding["severity"], subject: string, message: string, fix = ""): DoctorFinding => ({
-    check: "device-classes",
-    severity,
-    subject,
-    message,
-    fix,
-  });
+  const finding = findingsOf("device-classes");
   if (isUnreadable(state))
     return [
       finding(

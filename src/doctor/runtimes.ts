@@ -10,20 +10,14 @@
 import type { KubeObject } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
 import { runtimeContext, validateRuntime } from "../validate/runtime.js";
-import { isUnreadable, type DoctorFinding, type RuntimesState } from "./types.js";
+import { findingsOf, isUnreadable, type DoctorFinding, type RuntimesState } from "./types.js";
 
 type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {});
 
 export function checkRuntimes(state: RuntimesState | undefined, policy: Policy): DoctorFinding[] {
   if (state === undefined || state === "absent") return [];
-  const finding = (severity: DoctorFinding["severity"], subject: string, message: string, fix = ""): DoctorFinding => ({
-    check: "trainer-runtimes",
-    severity,
-    subject,
-    message,
-    fix,
-  });
+  const finding = findingsOf("trainer-runtimes");
   if (isUnreadable(state))
     return [
       finding(

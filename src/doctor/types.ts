@@ -51,6 +51,11 @@ export interface DoctorFinding {
   fix: string;
 }
 
+/** A maker of `check`'s findings: `finding(severity, subject, message, fix)`. */
+export function findingsOf(check: CheckName): (severity: Severity, subject: string, message: string, fix?: string) => DoctorFinding {
+  return (severity, subject, message, fix = "") => ({ check, severity, subject, message, fix });
+}
+
 /** A part of the cluster that could not be read, with the reason (HTTP status and message). */
 export interface Unreadable {
   error: string;
