@@ -157,6 +157,8 @@ interface Row {
   createError?: string;
   predicted?: number;
   predictionLine?: string;
+  /** The webhook recorded part of the workload as uncountable (gpu-unknown): refused under any cap, whatever the count. */
+  unbounded?: string;
   /** The pure model's count in-process (src/validate/job.ts jobGpuNanosByResource) on the stored object. */
   model?: number;
   pods: number;
@@ -407,10 +409,23 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
         .admissions(row.w.name)
         .filter((l) => l.webhook === "validate-jobs" && l.kind === kind && l.operation === "CREATE" && l.dryRun !== true && l.namespace === NS);
       const line = lines.at(-1);
-      if (!line) continue;
-      const audit = ((line.admittedViolations ?? []) as Obj[]).find((v) => v.rule === "job-gpus");
+      if (!line) {
+        // A batch Job or JobSet whose templates ask for no GPU is not sent to /validate/jobs at all (the webhook's
+        // match condition, `training-jobs-or-gpu-workloads`): that is Quartermaster's prediction of 0.
+        if (kind === "Job" || kind === "JobSet") {
+          row.predicted = 0;
+          row.predictionLine = "not sent: the match condition saw no GPU";
+        }
+        continue;
+      }
+      const admitted = (line.admittedViolations ?? []) as Obj[];
+      const audit = admitted.find((v) => v.rule === "job-gpus");
       row.predicted = audit ? gpusOf(audit) : 0;
       row.predictionLine = audit ? String(audit.message) : `outcome ${String(line.outcome)}, no job-gpus violation`;
+      // Unknown is not zero: what the webhook could not count (an allocationMode All claim with no known capacity)
+      // is recorded as gpu-unknown, which a cap refuses whatever the count: an unbounded prediction.
+      const unknown = admitted.find((v) => v.rule === "gpu-unknown");
+      if (unknown) row.unbounded = String(unknown.message);
     }
 
     // Cross-check: the pure model in-process, on the object as stored (after /mutate/jobs), with the runtime
@@ -452,12 +467,33 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
     const mismatches: string[] = [];
     const downstream: string[] = [];
     const bounded: string[] = [];
+    const unbounded: string[] = [];
     const byKind = new Map<
       string,
-      { workloads: number; pods: number; predicted: number; actual: number; mismatches: number; noPrediction: number; refused: number; bounded: number }
+      {
+        workloads: number;
+        pods: number;
+        predicted: number;
+        actual: number;
+        mismatches: number;
+        noPrediction: number;
+        refused: number;
+        bounded: number;
+        unbounded: number;
+      }
     >();
     for (const row of rows.values()) {
-      const k = byKind.get(row.w.kind) ?? { workloads: 0, pods: 0, predicted: 0, actual: 0, mismatches: 0, noPrediction: 0, refused: 0, bounded: 0 };
+      const k = byKind.get(row.w.kind) ?? {
+        workloads: 0,
+        pods: 0,
+        predicted: 0,
+        actual: 0,
+        mismatches: 0,
+        noPrediction: 0,
+        refused: 0,
+        bounded: 0,
+        unbounded: 0,
+      };
       byKind.set(row.w.kind, k);
       k.workloads++;
       k.pods += row.pods;
@@ -474,6 +510,10 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
         downstream.push(
           `${row.w.kind} ${row.w.name} [${row.w.shape}]: predicted ${row.predicted}, actual ${row.actual} (${row.pods}/${row.w.pods} pods): ${refused.get(row.w.name)}`,
         );
+      } else if (row.unbounded !== undefined && row.predicted < row.actual) {
+        // Not a mismatch: the part the webhook could not count is refused under a cap (gpu-unknown); listed apart.
+        k.unbounded++;
+        unbounded.push(`${row.w.kind} ${row.w.name} [${row.w.shape}]: counted ${row.predicted} + unknown, actual ${row.actual}: ${row.unbounded}`);
       } else if (row.predicted > row.actual && row.w.shape.includes("firstAvailable")) {
         // Not a mismatch: a cap counts the largest alternative of a firstAvailable request (any may be given when
         // the earlier ones do not fit), the scheduler gave the first that fit. Listed apart; an under-count is not.
@@ -490,11 +530,11 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
       }
     }
     const table = [
-      "| kind | workloads | pods | predicted GPUs | actual GPUs | mismatches | of which no prediction | children refused by the apiserver | firstAvailable bounded |",
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+      "| kind | workloads | pods | predicted GPUs | actual GPUs | mismatches | of which no prediction | children refused by the apiserver | firstAvailable bounded | unknown (gpu-unknown) |",
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
       ...[...byKind].map(
         ([kind, k]) =>
-          `| ${kind} | ${k.workloads} | ${k.pods} | ${k.predicted} | ${k.actual} | ${k.mismatches} | ${k.noPrediction} | ${k.refused} | ${k.bounded} |`,
+          `| ${kind} | ${k.workloads} | ${k.pods} | ${k.predicted} | ${k.actual} | ${k.mismatches} | ${k.noPrediction} | ${k.refused} | ${k.bounded} | ${k.unbounded} |`,
       ),
     ];
     const total = [...byKind.values()].reduce(
@@ -507,10 +547,11 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
         n: s.n + k.noPrediction,
         r: s.r + k.refused,
         b: s.b + k.bounded,
+        u: s.u + k.unbounded,
       }),
-      { w: 0, p: 0, pr: 0, a: 0, m: 0, n: 0, r: 0, b: 0 },
+      { w: 0, p: 0, pr: 0, a: 0, m: 0, n: 0, r: 0, b: 0, u: 0 },
     );
-    table.push(`| all | ${total.w} | ${total.p} | ${total.pr} | ${total.a} | ${total.m} | ${total.n} | ${total.r} | ${total.b} |`);
+    table.push(`| all | ${total.w} | ${total.p} | ${total.pr} | ${total.a} | ${total.m} | ${total.n} | ${total.r} | ${total.b} | ${total.u} |`);
     console.log(`gpu-differential: seed ${SEED}\n${table.join("\n")}`);
     if (downstream.length)
       console.log(
