@@ -157,9 +157,17 @@ function indexOf(list: unknown[], key: string, indexes: Indexes): Map<unknown, n
   return index;
 }
 
+/**
+ * Keys a merge never walks into: JSON.parse makes an own `"__proto__"` key of a review's text, and `target[k]` of it
+ * would be Object.prototype itself, which the merge would then write into for the whole process (a TrainJob is the
+ * caller's text: without `--client-ca`, anyone who reaches the port). No Kubernetes field has these names.
+ */
+const UNSAFE_KEYS: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
+
 /** `patch` merged into `target` (a private copy), in place. Nulls are no-ops: a typed patch has none. */
 function mergeInto(target: Obj, patch: Obj, schema: Schema, indexes: Indexes): void {
   for (const k of Object.keys(patch)) {
+    if (UNSAFE_KEYS.has(k)) continue;
     const v = patch[k];
     if (v === null || v === undefined) continue;
     const key = schema.lists?.[k];

@@ -302,6 +302,20 @@ describe("trainJobModel: what Trainer v2.3.0 makes of a TrainJob and its runtime
     assert.equal(JSON.stringify([rt, job]), before);
   });
 
+  it("a patch with a __proto__ key (a review's text through JSON.parse) changes no object but its own", () => {
+    const rt = gpuNode(1);
+    const job = JSON.parse(
+      JSON.stringify(onRuntime(rt, { numNodes: 1 }, { runtimePatches: [patch("example.io/a", "node", { spec: { nodeSelector: { a: "b" } } })] })).replace(
+        '"nodeSelector"',
+        '"__proto__":{"polluted":"yes","spec":{"x":1}},"constructor":{"prototype":{"polluted":"yes"}},"nodeSelector"',
+      ),
+    ) as KubeObject;
+    assert.ok(JSON.stringify(job).includes("__proto__"));
+    trainJobReplicas(job, rt);
+    assert.equal(({} as Record<string, unknown>).polluted, undefined);
+    assert.equal((Object.prototype as unknown as Record<string, unknown>).spec, undefined);
+  });
+
   it("5,000 runtime patches merge in linear time (issue 46: the hand-made merge held the event loop 26 s)", () => {
     const rt = gpuNode(1);
     const runtimePatches = Array.from({ length: 5000 }, (_, i) =>
