@@ -16,6 +16,8 @@ import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
 import { effectiveLimits } from "./limits.js";
+import { countedAs } from "../core/gpu.js";
+import { looksLikeGpu } from "../vendors/index.js";
 import { validatePodSpec } from "./pod-spec.js";
 import { merge, type Findings, type ValidationContext } from "./types.js";
 
@@ -38,12 +40,28 @@ export function runtimePodSpecs(runtime: KubeObject): Array<{ spec: unknown; fie
   }));
 }
 
-/** The pod-spec rules on every replicated Job's pod template of `runtime`, under `ctx`'s limits. */
+/** Rules about GPUs whatever their field; others (container-limits, quantity, extended-resources) only at a GPU's entry. */
+const GPU_RULES: ReadonlySet<string> = new Set(["pod-gpus", "gpu-unknown", "gpu-mig-mixing"]);
+
+/** The resource name a finding's field ends in (`...resources.limits[nvidia.com/gpu]`), if any. */
+const entryName = (field: string): string | undefined => /\.resources\.(?:limits|requests)\[([^\]]+)\]$/.exec(field)?.[1];
+
+/**
+ * The GPU rules on every replicated Job's pod template of `runtime`, under `ctx`'s limits: a runtime is held to the
+ * GPU limits only (its cpu and memory are its administrator's, and a cluster-scoped one meets no namespace's
+ * override), and a template that asks for no GPU meets none of them, so a CPU-only runtime is never refused.
+ */
 export function validateRuntime(runtime: KubeObject, ctx: ValidationContext): Findings {
-  return merge(
+  const found = merge(
     { violations: [], warnings: [] },
     ...runtimePodSpecs(runtime).map(({ spec, field }) =>
       typeof spec === "object" && spec !== null ? validatePodSpec(spec as V1PodSpec, field, ctx) : { violations: [], warnings: [] },
     ),
   );
+  const aboutGpus = (f: { rule: string; field: string }): boolean => {
+    if (GPU_RULES.has(f.rule)) return true;
+    const name = entryName(f.field);
+    return name !== undefined && (countedAs(name, ctx.policy.gpu) !== undefined || looksLikeGpu(name));
+  };
+  return { violations: found.violations.filter(aboutGpus), warnings: found.warnings.filter((w) => !/\[(cpu|memory)\]/.test(w)) };
 }

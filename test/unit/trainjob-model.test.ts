@@ -524,8 +524,11 @@ describe("/validate/jobs: the runtime read fresh, unsuspend judged like CREATE, 
       object,
       oldObject: oldObject ?? null,
     });
-  // Top-level: 4 GPUs per pod; team-a may have 8.
-  const podCaps = checkPolicy({ limits: { pod: { gpus: 4 } }, namespaces: [{ pattern: "team-a", limits: { pod: { gpus: 8 } } }] }, "pod-caps");
+  // Top-level: 4 GPUs per pod, 4 cpu and 16Gi a container; team-a may have 8 GPUs.
+  const podCaps = checkPolicy(
+    { limits: { container: { cpu: "4", memory: "16Gi" }, pod: { gpus: 4 } }, namespaces: [{ pattern: "team-a", limits: { pod: { gpus: 8 } } }] },
+    "pod-caps",
+  );
   const rtCases: Array<{ name: string; body: unknown; allowed: boolean; causes?: string[] }> = [
     {
       name: "a ClusterTrainingRuntime of 8 GPUs per pod over the top-level per-pod cap of 4 → denied at its node template",
@@ -538,6 +541,14 @@ describe("/validate/jobs: the runtime read fresh, unsuspend judged like CREATE, 
       name: "a TrainingRuntime of 8 in team-a, whose own per-pod cap is 8 → allowed (its namespace's limits)",
       body: runtimeReview(
         runtime("ns", [{ name: "node", trainer: true, containers: [{ name: "node", resources: { limits: { [GPU]: "8" } } }] }], null, "TrainingRuntime"),
+      ),
+      allowed: true,
+    },
+    {
+      // Review finding: the cpu and memory caps are for pods, a runtime is held to the GPU limits alone.
+      name: "a CPU-only ClusterTrainingRuntime of 32 cpu and 128Gi, over the container caps → allowed (GPU limits only)",
+      body: runtimeReview(
+        runtime("cpu-only", [{ name: "node", trainer: true, containers: [{ name: "node", resources: { limits: { cpu: "32", memory: "128Gi" } } }] }]),
       ),
       allowed: true,
     },
