@@ -28,7 +28,7 @@ import type { AdmissionRequest } from "../src/admission/types.js";
 import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { workloadTemplateSpecs } from "../src/mutate/job-templates.js";
-import { controlledByJobSet } from "../src/topology/workload.js";
+import { controlledByJobSet, controlledByTrainJob } from "../src/topology/workload.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
@@ -56,6 +56,23 @@ export interface WorkloadValidation {
   validate(request: AdmissionRequest & { object: KubeObject }, kind: QueuedWorkloadKind): ValidationResult | Promise<ValidationResult>;
 }
 
+/** What a Job's or JobSet's GPUs depend on: its templates and counts (a Job's parallelism and completions; a JobSet's replicated Jobs whole). */
+function demandOf(o: KubeObject, kind: QueuedWorkloadKind): string {
+  const spec = (o.spec ?? {}) as Record<string, unknown>;
+  return JSON.stringify(kind.kind === "JobSet" ? [spec.replicatedJobs] : [spec.template, spec.parallelism, spec.completions]) ?? "";
+}
+
+/**
+ * An UPDATE that changes nothing the object's GPUs depend on and does not unsuspend it: its GPUs are what they were,
+ * so it is neither checked nor priced (review finding: a JobSet admitted at CREATE, priced again with its old object,
+ * could never be updated after: not labelled, not preempted by Kueue, not freed of a finalizer to be deleted).
+ */
+function demandUnchanged(request: AdmissionRequest & { object: KubeObject }, kind: QueuedWorkloadKind): boolean {
+  const old = request.operation === "UPDATE" ? request.oldObject : undefined;
+  if (!old || (suspended(old) && !suspended(request.object))) return false;
+  return demandOf(old, kind) === demandOf(request.object, kind);
+}
+
 export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
   const { policy } = deps;
   // A writer is not to throw; if one does, the answer is the same and the log says why.
@@ -65,12 +82,16 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
   return {
     guard: (request, kind) => allGuards(operations, gpuGuards.get(kind)!)(request),
     cost(request, kind) {
+      // An UPDATE that changes nothing its GPUs depend on is not checked (validate below): priced at nothing.
+      if (demandUnchanged(request, kind)) return specsCost([], VALIDATE_WORKLOAD_PASSES, policy.gpu.resources);
       // Kueue's admission is priced on the new object alone, as a training job's (webhooks/validate-jobs.ts).
       const admission = request.oldObject ? kueueWorkloadAdmissionOnly(request.oldObject, request.object, kind) : undefined;
       const old = request.oldObject && !admission ? workloadTemplateSpecs(request.oldObject, kind) : [];
       return specsCost([...workloadTemplateSpecs(request.object, kind), ...old], VALIDATE_WORKLOAD_PASSES, policy.gpu.resources);
     },
     validate(request, kind) {
+      // Nothing its GPUs depend on changed (a label, a finalizer, Kueue's preemption, deletion): nothing can be worse.
+      if (demandUnchanged(request, kind)) return { violations: [], warnings: [] };
       const namespace = request.namespace ?? "";
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), draCapacity: deps.capacity?.draCapacity?.() };
       // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
@@ -80,8 +101,9 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
           merge(validateWorkload(obj, kind, withClaims), validateWorkloadCapacity(obj, kind, withClaims, deps.capacity?.current()));
         const now = check(request.object);
         const old = request.operation === "UPDATE" ? request.oldObject : undefined;
-        const unsuspend = old !== undefined && old !== null && suspended(old) && !suspended(request.object);
-        // An unsuspend is judged as a CREATE: its pods are made now.
+        // An unsuspend is judged as a CREATE: its pods are made now. Not Trainer's resume of a TrainJob's JobSet: the
+        // TrainJob was judged whole at its own unsuspend (src/topology/workload.ts controlledByTrainJob).
+        const unsuspend = old !== undefined && old !== null && suspended(old) && !suspended(request.object) && !controlledByTrainJob(request.object);
         const worse = old && !unsuspend ? newOrWorse(now, check(old)) : now;
         const resumedBy = old && (queueNameOf(request.object) !== undefined || controlledByJobSet(request.object));
         const admission = resumedBy ? kueueWorkloadAdmissionOnly(old, request.object, kind) : undefined;

@@ -131,13 +131,26 @@ export function workloadShape(kind: Pick<QueuedWorkloadKind, "group" | "kind">):
   return shape;
 }
 
-/** Whether the object's controller is a JobSet (a Job the JobSet controller made, and resumes). */
-export function controlledByJobSet(obj: KubeObject): boolean {
+/** Whether `obj`'s controller (its ownerReference with `controller: true`) is of `kind` in API group `group`. */
+function controlledBy(obj: KubeObject, kind: string, group: string): boolean {
   const refs = objOr(obj.metadata).ownerReferences;
   return (
     Array.isArray(refs) &&
-    refs.some(
-      (r) => isObj(r) && r.controller === true && r.kind === "JobSet" && typeof r.apiVersion === "string" && r.apiVersion.startsWith("jobset.x-k8s.io/"),
-    )
+    refs.some((r) => isObj(r) && r.controller === true && r.kind === kind && typeof r.apiVersion === "string" && r.apiVersion.startsWith(`${group}/`))
   );
+}
+
+/**
+ * A JobSet Trainer made for a TrainJob (its controller): the TrainJob was judged whole, against its runtime read
+ * fresh, at its own CREATE and unsuspend (webhooks/validate-jobs.ts), so Trainer's resume of the JobSet is its
+ * consequence, judged for what it makes worse, never refused for what the TrainJob already had (that would strand
+ * a TrainJob Kueue admitted: its quota held, its JobSet never running).
+ */
+export function controlledByTrainJob(obj: KubeObject): boolean {
+  return controlledBy(obj, "TrainJob", "trainer.kubeflow.org");
+}
+
+/** Whether the object's controller is a JobSet (a Job the JobSet controller made, and resumes). */
+export function controlledByJobSet(obj: KubeObject): boolean {
+  return controlledBy(obj, "JobSet", "jobset.x-k8s.io");
 }

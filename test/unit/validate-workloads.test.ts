@@ -520,3 +520,44 @@ describe("quartermaster admit (offline) on batch Jobs and JobSets", () => {
     );
   });
 });
+
+describe("UPDATEs of batch Jobs and JobSets a controller or a user makes every day (review findings)", () => {
+  /** A JobSet Trainer made for a TrainJob: its controller. */
+  const ofTrainJob = (o: Obj): Obj => {
+    const c = clone(o);
+    (c.metadata as Obj).ownerReferences = [{ apiVersion: "trainer.kubeflow.org/v1alpha1", kind: "TrainJob", name: "train", uid: "tj", controller: true }];
+    return c;
+  };
+  // 2 × 8 pods × 4 GPUs: 64, over the job cap of 32 (lowered since the TrainJob was admitted, say).
+  const big = jobSet([{ name: "node", replicas: 2, parallelism: 8, completions: 8, gpus: 4 }]);
+
+  it("Trainer's resume of a TrainJob's JobSet over the cap → admitted (the TrainJob was judged whole at its own unsuspend)", () => {
+    const old = suspended(ofTrainJob(big));
+    assert.equal(admit({ object: resumed(old), oldObject: old }).outcome, "allowed");
+  });
+  it("the same resume of a JobSet no TrainJob controls → denied (judged as a CREATE)", () => {
+    const old = suspended(big);
+    assert.equal(admit({ object: resumed(old), oldObject: old }).outcome, "denied");
+  });
+
+  // 16 replicated Jobs of 40 containers: within the cost bound alone, over it priced with the old object too.
+  const wide = jobSet(Array.from({ length: 16 }, (_, i) => ({ name: `r${i}`, parallelism: 1, completions: 1, gpus: 1 })));
+  for (const r of (wide.spec as { replicatedJobs: Array<{ template: { spec: { template: { spec: { containers: Obj[] } } } } }> }).replicatedJobs) {
+    const containers = r.template.spec.template.spec.containers;
+    for (let i = 1; i < 40; i++) containers.push({ name: `c${i}`, image: "x" });
+  }
+  it("a wide JobSet is admitted at CREATE", () => assert.equal(admit({ object: wide }).outcome, "allowed"));
+  for (const [name, change] of [
+    ["a label", (o: Obj) => void ((o.metadata as Obj).labels = { team: "a" })],
+    ["Kueue's preemption (suspend: true)", (o: Obj) => void ((o.spec as Obj).suspend = true)],
+    ["a finalizer removed on deletion", (o: Obj) => void ((o.metadata as Obj).deletionTimestamp = "2026-12-04T00:00:00Z")],
+  ] as const) {
+    it(`then ${name} → admitted, neither priced nor checked again (its GPUs did not change)`, () => {
+      const now = clone(wide);
+      change(now);
+      const r = admit({ object: now, oldObject: wide });
+      assert.equal(r.outcome, "allowed");
+      assert.notEqual(r.decidedBy, "cost-bound");
+    });
+  }
+});
