@@ -132,7 +132,9 @@ describe("enforcement modes and PolicyReports against a real kube-apiserver", ()
     ]);
     const line = (await wh.awaitAdmissions("warned", 2)).find((l) => l.webhook === "validate-pods");
     assert.equal(line?.outcome, "allowed");
-    assert.deepEqual(line?.admittedViolations, [{ rule: "container-limits", mode: "warn", field: FIELD, message: "8 exceeds the per-container limit of 4", value: 8 }]);
+    assert.deepEqual(line?.admittedViolations, [
+      { rule: "container-limits", mode: "warn", field: FIELD, message: "8 exceeds the per-container limit of 4", value: 8 },
+    ]);
 
     const denied = await create("team-p", gpuPod("refused", 8));
     assert.notEqual(denied.code, 0);
