@@ -4,8 +4,7 @@
  * the skip reason), or undefined. The webhook configurations already scope what the apiserver sends;
  * these make the handlers safe even under a broader configuration.
  */
-import { matchesGlob } from "../core/glob.js";
-import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, sentAsGpu } from "../core/gpu.js";
 import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { Policy } from "../policy/types.js";
 import { schemesOf } from "../topology/label-scheme.js";
@@ -54,8 +53,7 @@ const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !
  */
 export function unwalkedPodGuard(policy: Pick<Policy, "jobKinds" | "gpu">): Guard {
   const groups = schemesOf(policy.jobKinds).map((s) => s.podLabels);
-  const patterns = gpuResourcePatterns(policy);
-  const isGpu = (name: string): boolean => patterns.some((p) => matchesGlob(p, name));
+  const isGpu = (name: string): boolean => sentAsGpu(name, policy.gpu);
   const anyGpu = (m: unknown): boolean => isObj(m) && Object.keys(m).some(isGpu);
   return (req) => {
     const pod = req.object;
@@ -130,8 +128,7 @@ export function jobGuard(kinds: readonly KindRef[], operations: readonly Operati
  * not decide (or the JobSet's replicatedJobs are a stand-in: their templates are not there to read).
  */
 export function gpuWorkloadGuard(policy: Pick<Policy, "jobKinds" | "gpu">, kind: QueuedWorkloadKind): Guard {
-  const patterns = gpuResourcePatterns(policy);
-  const isGpu = (name: string): boolean => patterns.some((p) => matchesGlob(p, name));
+  const isGpu = (name: string): boolean => sentAsGpu(name, policy.gpu);
   const anyGpu = (m: unknown): boolean => isObj(m) && Object.keys(m).some(isGpu);
   const claims = policy.gpu.deviceClasses.length > 0;
   const asks = (spec: unknown): boolean => {

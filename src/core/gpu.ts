@@ -14,7 +14,7 @@
  * The policy's entries are read structurally (a `pattern` each), so this module imports nothing above it.
  */
 import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
-import { BARE_GPU, implicitDeviceClass } from "../vendors/index.js";
+import { BARE_GPU, IMPLICIT_DEVICE_CLASS_PREFIX, implicitDeviceClass, looksLikeGpu } from "../vendors/index.js";
 import { gpuDeviceClass, podClaimGpuNanos, type DraCapacity, type GpuDeviceClass, type ResolvedClaims } from "./dra.js";
 import { matchesGlob } from "./glob.js";
 import { nanoToNumber, parseQuantity } from "./quantity.js";
@@ -93,10 +93,11 @@ export function isGpuResource(name: string, gpu: readonly GpuPattern[]): boolean
 }
 
 /**
- * The resource names that are GPU requests, as globs for the webhooks' match conditions: a bare `gpu` (renamed by
- * the mutation), the policy's GPU resource, every pattern, every DeviceClass's extended-resource names (any
- * `deviceclass.resource.kubernetes.io/*`: the webhook reads which class it names) and the GPU-looking names a
- * policy may not list (`*gpu*`: the webhook refuses those under a cap, rule `gpu-unknown`).
+ * The resource names {@link countedAs} counts, as globs for the webhooks' match conditions and the guards that stand
+ * in for them: a bare `gpu` (renamed by the mutation), the policy's GPU resource, every pattern, and every GPU
+ * DeviceClass's extended-resource names (`deviceclass.resource.kubernetes.io/<class>`, its `extendedResourceName`).
+ * The conditions also send the GPU-looking names a policy may not list (`GPU_WORD_RE2` in src/vendors), which the
+ * webhook refuses under a cap (rule `gpu-unknown`): see {@link sentAsGpu}.
  */
 export function gpuResourcePatterns(policy: { gpu: GpuCatalog }): string[] {
   return [
@@ -104,14 +105,19 @@ export function gpuResourcePatterns(policy: { gpu: GpuCatalog }): string[] {
       BARE_GPU,
       policy.gpu.resourceName,
       ...policy.gpu.resources.map((r) => r.pattern),
-      ...policy.gpu.deviceClasses.flatMap((c) => (c.extendedResourceName ? [c.extendedResourceName] : [])),
-      ...GPU_LOOKING_PATTERNS,
+      ...policy.gpu.deviceClasses.flatMap((c) => [`${IMPLICIT_DEVICE_CLASS_PREFIX}${c.name}`, ...(c.extendedResourceName ? [c.extendedResourceName] : [])]),
     ]),
   ];
 }
 
-/** Globs that catch what `looksLikeGpu` (src/vendors) calls a GPU, for the match conditions (a superset: the webhook decides). */
-export const GPU_LOOKING_PATTERNS: readonly string[] = ["deviceclass.resource.kubernetes.io/*", "*gpu*", "*mig*"];
+/**
+ * Whether a resource name makes the webhooks' match conditions send a pod or job (`gpuCondition` in
+ * src/manifests/webhooks.ts renders the same test): a name counted as a GPU, or a GPU-looking one. No other name:
+ * a pod that asks for neither never meets the webhooks (their cpu and memory caps included).
+ */
+export function sentAsGpu(name: string, gpu: GpuCatalog): boolean {
+  return countedAs(name, gpu) !== undefined || looksLikeGpu(name);
+}
 
 /** Kubernetes' IsExtendedResourceName: a domain-prefixed name outside kubernetes.io, not `requests.*`. */
 export function isExtendedResource(name: string): boolean {

@@ -51,7 +51,8 @@
  */
 import { MAX_REVIEW_COST } from "../admission/cost.js";
 import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, HAS_CLAIMS, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "./webhooks.js";
-import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, GPU_LOOKING_PATTERNS, gpuResourcePatterns } from "../core/gpu.js";
+import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
+import { IMPLICIT_DEVICE_CLASS_PREFIX } from "../vendors/index.js";
 import { isGpuResource } from "../core/gpu.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import type { LabelSelector } from "../core/selector.js";
@@ -409,7 +410,7 @@ export const BEYOND_BOUNDS_CONDITION = "beyond-the-policy-bounds";
 export function trainingExpression(policy: Policy): string {
   // A bare `gpu` is no valid container resource name (the apiserver refuses it before admission), so it does not
   // make the GPU resources non-extended; it stays in the test, as in the webhooks'.
-  return trainingPodExpression(policy, { limitsOnly: gpuResourcePatterns(policy).every((p) => p === "gpu" || GPU_LOOKING_PATTERNS.includes(p) || namesExtendedResources(p)) });
+  return trainingPodExpression(policy, { limitsOnly: gpuResourcePatterns(policy).every((p) => p === "gpu" || p.startsWith(IMPLICIT_DEVICE_CLASS_PREFIX) || namesExtendedResources(p)) });
 }
 
 /** The rules of `/validate/pods` the exported policy does not express, and whether `policy` uses each. */

@@ -38,6 +38,7 @@ import { jobShape } from "../topology/shape.js";
 import { QUEUED_WORKLOAD_KINDS, TRAINER_RUNTIME_KINDS } from "../core/job-shapes.js";
 import { KUEUE_QUEUE_NAME } from "../admission/kueue.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_REPLICATED_JOBS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
+import { GPU_WORD_RE2 } from "../vendors/index.js";
 import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
 import { MAX_REVIEW_COST } from "../admission/cost.js";
@@ -146,6 +147,15 @@ export function globCondition(v: string, pattern: string): string {
   return `${v}.matches(${celString(`^${parts.map(re2Quote).join(".*")}$`)})`;
 }
 
+/**
+ * True in CEL when resource name `r` makes a pod or job one the webhooks see: a name the policy counts as a GPU
+ * (`gpuResourcePatterns`) or one that looks like a GPU's (`GPU_WORD_RE2`, src/vendors: refused under a cap as
+ * `gpu-unknown`, never counted as nothing). The guards standing in for the conditions test the same (`sentAsGpu`).
+ */
+export function gpuCondition(policy: Pick<Policy, "gpu">): string {
+  return [...gpuResourcePatterns(policy).map((p) => globCondition("r", p)), `r.matches(${celString(GPU_WORD_RE2)})`].join(" || ");
+}
+
 // A pod's containers and init containers as one list, and each side of a container's resources as a map (empty
 // when absent): CEL optionals, in the admission CEL environment of every apiserver that has matchConditions.
 export const ALL_CONTAINERS = "(object.spec.?initContainers.orValue([]) + object.spec.?containers.orValue([]))";
@@ -170,7 +180,7 @@ export const limitsOf = (c: string): string => `${c}.?resources.?limits.orValue(
  * expression tested each GPU pattern four times (containers and init containers, limits and requests).
  */
 export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">, opts: { limitsOnly?: boolean; bounded?: boolean } = {}): string {
-  const isGpu = gpuResourcePatterns(policy).map((p) => globCondition("r", p)).join(" || ");
+  const isGpu = gpuCondition(policy);
   const labelled = (label: string): string => `${celString(label)} in object.metadata.?labels.orValue({})`;
   const labels = schemesOf(policy.jobKinds).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
   const wide = opts.bounded ? `size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES} || ` : "";
@@ -263,7 +273,7 @@ export const JOBS_OR_QUEUED_EXPRESSION = [
  * Quartermaster.
  */
 export function gpuWorkloadExpression(policy: Pick<Policy, "gpu">): string {
-  const isGpu = gpuResourcePatterns(policy).map((p) => globCondition("r", p)).join(" || ");
+  const isGpu = gpuCondition(policy);
   const containersAt = (spec: string): string => `(${spec}.?initContainers.orValue([]) + ${spec}.?containers.orValue([]))`;
   const claims = (spec: string): string[] => (policy.gpu.deviceClasses.length > 0 ? [`size(${spec}.?resourceClaims.orValue([])) > 0`] : []);
   const walk = (spec: string): string =>

@@ -15,8 +15,7 @@
  * whose templates asks for a GPU gets no finding at all but those of the claim rules on the GPU claims it names.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { matchesGlob } from "../core/glob.js";
-import { gpuResourcePatterns } from "../core/gpu.js";
+import { sentAsGpu } from "../core/gpu.js";
 import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
@@ -34,8 +33,7 @@ const podSpecOf = (p: WorkloadPods): V1PodSpec => (isObj(p.template?.spec) ? p.t
 
 /** Whether a pod spec names one of the policy's GPU resources (any container, requests or limits) or is given GPUs through its claims. */
 function asksForGpus(spec: V1PodSpec, ctx: ValidationContext): boolean {
-  const patterns = gpuResourcePatterns(ctx.policy);
-  const named = (m: unknown): boolean => isObj(m) && Object.keys(m).some((r) => patterns.some((p) => matchesGlob(p, r)));
+  const named = (m: unknown): boolean => isObj(m) && Object.keys(m).some((r) => sentAsGpu(r, ctx.policy.gpu));
   const containers = [spec.initContainers, spec.containers].flatMap((l) => (Array.isArray(l) ? (l as unknown[]) : []));
   if (containers.some((c) => isObj(c) && isObj(c.resources) && (named(c.resources.requests) || named(c.resources.limits)))) return true;
   return [...podGpuDemand(spec, ctx).values()].some((n) => n > 0n);

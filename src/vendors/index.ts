@@ -47,8 +47,12 @@ export function defaultDeviceClasses(vendors: readonly GpuVendor[] = VENDORS): {
   return vendors.flatMap((v) => v.deviceClasses.map((c) => ({ name: c.name, resourceName: c.resourceName })));
 }
 
-// A word of a name: split on the characters resource and DeviceClass names are made of.
-const WORDS = /[./_-]+/;
+/**
+ * A word `gpu`, `gpus`, `vgpu`, `gpu0`… or `mig` in a name, words split on `.`, `/`, `_` and `-`: as RE2 for the
+ * webhooks' CEL match conditions (`matches()`, case-insensitive) and as a JavaScript RegExp here, one pattern for both.
+ */
+export const GPU_WORD_RE2 = "(?i)(^|[./_-])(mig|v?gpus?[0-9]*)([./_-]|$)";
+const GPU_WORD = /(^|[./_-])(mig|v?gpus?[0-9]*)([./_-]|$)/i;
 
 /**
  * True for a resource name or DeviceClass name that looks like a GPU: one of a vendor's own resource names or
@@ -59,5 +63,5 @@ const WORDS = /[./_-]+/;
 export function looksLikeGpu(name: string, vendors: readonly GpuVendor[] = VENDORS): boolean {
   const lower = name.toLowerCase();
   if (vendors.some((v) => v.resources.some((r) => r.pattern === lower) || v.deviceClasses.some((c) => c.name === lower))) return true;
-  return lower.split(WORDS).some((w) => w === "mig" || /^v?gpus?\d*$/.test(w));
+  return GPU_WORD.test(lower);
 }

@@ -92,6 +92,9 @@ describe("webhook scope and match conditions through a real kube-apiserver", () 
     await settle("team-in", (n) => pod(n, "nvidia.com/gpu"));
     assert.equal((await reachesWebhook("team-in", pod(unique("ex-builtin"), "example.com/gpu"))).seen, true);
     assert.equal((await reachesWebhook("team-in", pod(unique("tpu-builtin"), "example.com/tpu-v5-shared"))).seen, false);
+    // A name that only contains "mig" or "gpu" is no GPU: such a pod never meets the webhooks (nor their cpu caps).
+    assert.equal((await reachesWebhook("team-in", pod(unique("mig-builtin"), "example.com/migration-slot"))).seen, false);
+    assert.equal((await reachesWebhook("team-in", pod(unique("nic-builtin"), "deviceclass.resource.kubernetes.io/nic.example.com"))).seen, false);
   });
 
   it("with the policy's render, it does, and so does a resource matching a pattern with a star inside", async () => {

@@ -7,7 +7,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { countedAs, effectivePodGpuNanos } from "../../src/core/gpu.js";
+import { countedAs, effectivePodGpuNanos, sentAsGpu } from "../../src/core/gpu.js";
+import { QUEUED_WORKLOAD_KINDS } from "../../src/core/job-shapes.js";
+import { validateWorkload } from "../../src/validate/workload.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { trainingPodExpression } from "../../src/manifests/webhooks.js";
 import { checkPolicy } from "../../src/policy/load.js";
@@ -152,9 +154,9 @@ describe("the pod caps count DRA's extended-resource names (finding 2)", () => {
 describe("the webhooks' match condition sends such pods (finding 2: skipped before)", () => {
   const text = trainingPodExpression(capped);
   const cases: Array<[string, string]> = [
-    ["any DeviceClass's implicit name", "r.startsWith('deviceclass.resource.kubernetes.io/')"],
+    ["a GPU DeviceClass's implicit name", "r == 'deviceclass.resource.kubernetes.io/gpu.nvidia.com'"],
     ["a class's extendedResourceName", "r == 'example.com/dra-gpu'"],
-    ["a GPU-looking name", "r.contains('gpu')"],
+    ["a GPU-looking name (a word gpu or mig)", "r.matches('(?i)(^|[./_-])(mig|v?gpus?[0-9]*)([./_-]|$)')"],
   ];
   for (const [name, cel] of cases) it(`${name}: ${cel}`, () => assert.ok(text.includes(cel), text));
 });
@@ -169,5 +171,37 @@ describe("outfitting: a DeviceClass's extended-resource name lands like its reso
     );
     const twice = mutatePod(deepFreeze(once.pod), mutationCtx());
     assert.deepEqual(twice.applied, []);
+  });
+});
+
+describe("cluster safety: a name that merely contains gpu or mig is no GPU (review finding)", () => {
+  const cases: Array<[string, boolean]> = [
+    ["example.com/migration-slot", false],
+    ["example.com/gpumem", false],
+    ["deviceclass.resource.kubernetes.io/nic.example.com", false],
+    ["deviceclass.resource.kubernetes.io/gpu.nvidia.com", true],
+    ["example.com/gpu", true],
+    ["nvidia.com/mig-1g.10gb", true],
+    ["gpu", true],
+  ];
+  for (const [name, want] of cases) it(`sentAsGpu(${name}) → ${want}`, () => assert.equal(sentAsGpu(name, capped.gpu), want));
+
+  it("a batch Job asking for example.com/migration-slot and 64 cpu, under a 4-cpu cap, meets no rule", () => {
+    const policy = checkPolicy({ limits: { container: { cpu: "4" }, job: { gpus: 8 } } }, "safety");
+    const ctx = { policy, namespace: "team-a", limits: effectiveLimits(policy, "team-a") };
+    const job = {
+      apiVersion: "batch/v1",
+      kind: "Job",
+      metadata: { name: "etl", namespace: "team-a" },
+      spec: { template: { spec: { containers: [{ name: "m", image: "x", resources: { limits: { "example.com/migration-slot": "1", cpu: "64" } } }] } } },
+    } as KubeObject;
+    assert.deepEqual(
+      validateWorkload(
+        job,
+        QUEUED_WORKLOAD_KINDS.find((k) => k.kind === "Job")!,
+        ctx,
+      ),
+      { violations: [], warnings: [] },
+    );
   });
 });

@@ -225,7 +225,7 @@ describe("training-pods-only expression", () => {
       name: "a pattern added to the policy reaches the CEL",
       patterns: ["nvidia.com/gpu", "intel.com/gpu"],
       has: ["r == 'intel.com/gpu'"],
-      hasNot: ["amd.com"],
+      hasNot: ["r == 'amd.com/gpu'"],
     },
     { name: "a suffix pattern", patterns: ["*/gpu"], has: ["r.endsWith('/gpu')"], hasNot: [] },
     { name: "a pattern with a star inside", patterns: ["example.com/gpu-*-shared"], has: ["r.matches('^example\\\\.com/gpu-.*-shared$')"], hasNot: [] },
