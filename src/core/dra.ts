@@ -108,7 +108,11 @@ function fieldsAsSelections(expression: string): { text: string; dynamic: boolea
   let dynamic = false;
   const literal = new RegExp(String.raw`^\s*(${LITERAL})\s*$`);
   const text = expression.replace(INDEX, (whole, inside: string, offset: number) => {
-    if (/(?:^|[^\w.])in\s*$/.test(expression.slice(0, offset))) return whole; // `in [...]`: a list
+    // `in [...]`: a list. Tested on the 32 characters before the bracket (the whole text before it made long selectors
+    // quadratic); a cut-off start is marked with a word character, so a window that begins at `in` is read as an
+    // index, which at worst is read as open (refused while an allow-list is set), never as a pin.
+    const start = Math.max(0, offset - 32);
+    if (/(?:^|[^\w.])in\s*$/.test((start > 0 ? "x" : "") + expression.slice(start, offset))) return whole;
     const lit = literal.exec(inside)?.[1];
     if (lit === undefined || lit.includes("\\")) {
       dynamic = true;

@@ -320,6 +320,25 @@ describe("pinnedValues: the attribute read through an index, and what cannot be 
     { name: "!= through an index: open", expr: "device.attributes['gpu.nvidia.com']['productName'] != 'A100'", values: [], open: true },
   ];
   for (const c of cases) it(c.name, () => assert.deepEqual(pinnedValues(c.expr, "productName"), { values: c.values, open: c.open }));
+
+  it("a list far after its `in` (past the 32 characters looked at) is still read as the list it is", () => {
+    const expr = `device.attributes['gpu.nvidia.com'].productName in${" ".repeat(40)}['A100', 'H100']`;
+    assert.deepEqual(pinnedValues(expr, "productName"), { values: ["A100", "H100"], open: false });
+  });
+
+  it("linear in the selector's length (review finding: 10 KiB of indexes took 4.5 ms, growing with the square)", () => {
+    const term = "device.attributes['a.b']['c'] == 1 && ";
+    const time = (n: number): number => {
+      const expr = term.repeat(n) + "device.attributes['gpu.nvidia.com']['productName'] == 'H100'";
+      const t = performance.now();
+      for (let i = 0; i < 5; i++) pinnedValues(expr, "productName");
+      return performance.now() - t;
+    };
+    time(500); // warm up
+    const small = time(2_000);
+    const large = time(16_000); // 8× the text, ~600 KiB
+    assert.ok(large < small * 8 * 3, `2,000 terms ${small.toFixed(1)} ms, 16,000 terms ${large.toFixed(1)} ms: not linear`);
+  });
 });
 
 describe("/validate/claims: a claim template of an unlisted GPU-looking DeviceClass at its CREATE", () => {
