@@ -47,7 +47,7 @@ import { effectiveLimits } from "../../src/validate/limits.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { parse } from "yaml";
 import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
-import { startVirtualNodes, type VirtualNodes } from "../e2e/harness/nodes.js";
+import { publishDevices, startVirtualNodes, type VirtualNodes } from "../e2e/harness/nodes.js";
 import { installOperatorCrds, startOperator } from "../e2e/harness/operator.js";
 import { JOB_CONTROLLER, installDefaultRuntimes, installTrainerCrds, startJobSet, startTrainer, type Controller } from "../e2e/harness/trainer.js";
 import { cli, createNamespace, startOwnWebhook, waitForPodWebhook, type WebhookProcess } from "../e2e/harness/webhook.js";
@@ -240,33 +240,10 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
       await waitForPodWebhook(cp, wh, NS);
       // DRA: the DeviceClass, the virtual nodes and their devices (a stand-in driver's ResourceSlices).
       nodes = await startVirtualNodes(cp, NODES);
-      const dc = await cp.api("POST", "/apis/resource.k8s.io/v1/deviceclasses", {
-        apiVersion: "resource.k8s.io/v1",
-        kind: "DeviceClass",
-        metadata: { name: DEVICE_CLASS },
-        spec: { selectors: [{ cel: { expression: `device.driver == '${DEVICE_CLASS}'` } }] },
-      });
-      assert.equal(dc.status, 201, JSON.stringify(dc.body));
-      for (const n of NODES) {
-        const r = await cp.api("POST", "/apis/resource.k8s.io/v1/resourceslices", {
-          apiVersion: "resource.k8s.io/v1",
-          kind: "ResourceSlice",
-          metadata: { name: `${n.name}-gpus` },
-          spec: {
-            driver: DEVICE_CLASS,
-            nodeName: n.name,
-            pool: { name: n.name, generation: 1, resourceSliceCount: 1 },
-            devices: Array.from({ length: DEVICES_PER_NODE }, (_, i) => ({
-              name: `gpu-${i}`,
-              attributes: { productName: { string: "NVIDIA H100 80GB HBM3" } },
-            })),
-          },
-        });
-        assert.equal(r.status, 201, JSON.stringify(r.body));
-      }
-      // The device ledger, as the reconciler writes it in a cluster that runs Quartermaster: the webhook reads from
-      // it the largest node's device count per DeviceClass, which bounds a claim of `allocationMode: All`. Written
-      // once before any workload; the webhook restarted so that it reads it now rather than in a minute.
+      await publishDevices(cp, { driver: DEVICE_CLASS, nodes: NODES.map((n) => n.name), perNode: DEVICES_PER_NODE, product: () => "NVIDIA H100 80GB HBM3" });
+      // The device ledger, as the reconciler writes it in a cluster that runs Quartermaster (the capacity rule reads
+      // it; a claim of `allocationMode: All` stays uncounted, gpu-unknown: the webhook has no per-class capacity).
+      // Written once before any workload; the webhook restarted so that it reads it now rather than in a minute.
       const reconciler = await cp.serviceAccount("quartermaster", "quartermaster-reconciler");
       const pass = await cli(["reconcile", "--once", "--kubeconfig", reconciler.kubeconfig]);
       assert.equal(pass.code, 0, pass.stderr);

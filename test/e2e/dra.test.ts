@@ -22,7 +22,7 @@ import { after, before, describe, it } from "node:test";
 import { ANNOTATION_ACCELERATOR } from "../../src/core/keys.js";
 import { A100_MIG_DISABLED, H100_NO_MIG, NVIDIA_GPU_TAINT, clusterNode } from "../fixtures/nodes.js";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
-import { startVirtualNodes, type VirtualNodes } from "./harness/nodes.js";
+import { publishDevices, startVirtualNodes, type VirtualNodes } from "./harness/nodes.js";
 import { cli, createNamespace, installKubeflowCrds, startOwnWebhook, type WebhookProcess } from "./harness/webhook.js";
 
 const WITH = "dra-placed";
@@ -160,28 +160,7 @@ describe("DRA: GPUs through ResourceClaims, outfitted and limited like extended 
     await createNamespace(cp, WITH, { "quartermaster.dev/enabled": "true" });
     await createNamespace(cp, "dra-strict", { "quartermaster.dev/enabled": "true" });
     await createNamespace(cp, WITHOUT);
-    const deviceClass = {
-      apiVersion: "resource.k8s.io/v1",
-      kind: "DeviceClass",
-      metadata: { name: DRIVER },
-      spec: { selectors: [{ cel: { expression: `device.driver == '${DRIVER}'` } }] },
-    };
-    assert.equal((await cp.api("POST", "/apis/resource.k8s.io/v1/deviceclasses", deviceClass)).status, 201);
-    for (const n of NODES) {
-      const slice = {
-        apiVersion: "resource.k8s.io/v1",
-        kind: "ResourceSlice",
-        metadata: { name: `${n.name}-gpus` },
-        spec: {
-          driver: DRIVER,
-          nodeName: n.name,
-          pool: { name: n.name, generation: 1, resourceSliceCount: 1 },
-          devices: Array.from({ length: PER_NODE }, (_, i) => ({ name: `gpu-${i}`, attributes: { productName: { string: PRODUCT[n.name] } } })),
-        },
-      };
-      const r = await cp.api("POST", "/apis/resource.k8s.io/v1/resourceslices", slice);
-      assert.equal(r.status, 201, JSON.stringify(r.body));
-    }
+    await publishDevices(cp, { driver: DRIVER, nodes: NODES.map((n) => n.name), perNode: PER_NODE, product: (node) => PRODUCT[node]! });
     const own = await startOwnWebhook(cp, POLICY);
     wh = own.wh;
     const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own.configs }));

@@ -105,3 +105,35 @@ export async function startVirtualNodes(cp: ControlPlane, nodes: readonly Cluste
   timer.unref();
   return { names: nodes.map((n) => n.name), stop: () => clearInterval(timer) };
 }
+
+/**
+ * A stand-in DRA driver for virtual nodes: the DeviceClass `driver` (selecting the driver's devices) and, for each
+ * node, one ResourceSlice of `perNode` devices `gpu-<i>` whose `productName` is `product(node)`. No kubelet plugin is
+ * needed for kube-scheduler to allocate them.
+ */
+export async function publishDevices(
+  cp: ControlPlane,
+  o: { driver: string; nodes: readonly string[]; perNode: number; product: (node: string) => string },
+): Promise<void> {
+  const dc = await cp.api("POST", "/apis/resource.k8s.io/v1/deviceclasses", {
+    apiVersion: "resource.k8s.io/v1",
+    kind: "DeviceClass",
+    metadata: { name: o.driver },
+    spec: { selectors: [{ cel: { expression: `device.driver == '${o.driver}'` } }] },
+  });
+  if (dc.status !== 201) throw new Error(`DeviceClass ${o.driver}: ${dc.status} ${JSON.stringify(dc.body)}`);
+  for (const node of o.nodes) {
+    const r = await cp.api("POST", "/apis/resource.k8s.io/v1/resourceslices", {
+      apiVersion: "resource.k8s.io/v1",
+      kind: "ResourceSlice",
+      metadata: { name: `${node}-gpus` },
+      spec: {
+        driver: o.driver,
+        nodeName: node,
+        pool: { name: node, generation: 1, resourceSliceCount: 1 },
+        devices: Array.from({ length: o.perNode }, (_, i) => ({ name: `gpu-${i}`, attributes: { productName: { string: o.product(node) } } })),
+      },
+    });
+    if (r.status !== 201) throw new Error(`ResourceSlice of ${node}: ${r.status} ${JSON.stringify(r.body)}`);
+  }
+}
