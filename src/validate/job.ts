@@ -33,15 +33,10 @@ import { isGpuResource } from "../core/gpu.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
 import { validateAccelerators } from "./accelerator.js";
 import { validatePodClaims } from "./claims.js";
-import { gpuCapApplies, podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
+import { gpuCapApplies, nearLimit, podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
 
 const DNS_1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
-
-/** Near-limit warnings at 90 %: value × 10 ≥ max × 9, in exact integers. */
-function nearLimit(value: bigint, max: bigint): boolean {
-  return max > 0n && value * 10n >= max * 9n;
-}
 
 /** Upstream's int32 fields (replicas, backoffLimit, ttlSecondsAfterFinished); activeDeadlineSeconds is int64. */
 const INT32_MAX = 2 ** 31 - 1;

@@ -35,7 +35,7 @@ import {
 import type { Findings, ValidationContext } from "./types.js";
 
 /** Near-limit warnings at 90 %: value × 10 ≥ max × 9, in exact integers. */
-function nearLimit(value: bigint, max: bigint): boolean {
+export function nearLimit(value: bigint, max: bigint): boolean {
   return max > 0n && value * 10n >= max * 9n;
 }
 

@@ -23,7 +23,7 @@ import { workloadShape, type WorkloadPods } from "../topology/workload.js";
 import { validateAccelerators } from "./accelerator.js";
 import { validatePodClaims } from "./claims.js";
 import { capacityFindings, type ClusterCapacity } from "./job.js";
-import { podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
+import { nearLimit, podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
 import { merge, none, type Finding, type Findings, type ValidationContext } from "./types.js";
 
 type Obj = Record<string, unknown>;
@@ -38,9 +38,6 @@ function asksForGpus(spec: V1PodSpec, ctx: ValidationContext): boolean {
   if (containers.some((c) => isObj(c) && isObj(c.resources) && (named(c.resources.requests) || named(c.resources.limits)))) return true;
   return [...podGpuDemand(spec, ctx).values()].some((n) => n > 0n);
 }
-
-/** Near-limit warnings at 90 %: value × 10 ≥ max × 9, in exact integers. */
-const nearLimit = (value: bigint, max: bigint): boolean => max > 0n && value * 10n >= max * 9n;
 
 /** The GPUs each resource the object runs at once, in nano-units: pods at once × the template's demand, summed. */
 export function workloadGpuNanosByResource(obj: KubeObject, kind: QueuedWorkloadKind, ctx: ValidationContext): Map<string, bigint> {
