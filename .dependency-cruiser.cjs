@@ -11,6 +11,9 @@ const LAYERS = [
   // The shared vocabulary: Kubernetes object types, keys, quantities, selectors, scope, what counts as a GPU.
   // The generated ajv validators import nothing of ours (their generator, generate.ts, is a build script).
   { name: "core", paths: ["src/core/", "src/generated/[a-z-]+-validator\\.ts$"] },
+  // Certificate arithmetic and the plans of \`certs ensure\`/\`certs generate\` (node:crypto only; the Secret and
+  // webhook I/O is src/kube/certs.ts): the doctor's checks share it.
+  { name: "certs", paths: ["src/certs/"] },
   { name: "policy", paths: ["src/policy/"] },
   { name: "topology", paths: ["src/topology/"] },
   { name: "admission", paths: ["src/admission/"] },
@@ -23,7 +26,6 @@ const LAYERS = [
   { name: "migrate", paths: ["src/migrate/"] },
   { name: "doctor", paths: ["src/doctor/"] },
   // I/O from here up.
-  { name: "certs", paths: ["src/certs/"] },
   { name: "kube", paths: ["src/kube/"] },
   { name: "server", paths: ["src/server/"] },
   // Entry points and composition roots.

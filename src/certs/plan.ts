@@ -12,8 +12,11 @@
  *   still one it issued, because webhook pods keep presenting the old certificate until their Secret
  *   volume catches up (about a minute) and they reload it.
  */
-import { X509Certificate, createPrivateKey } from "node:crypto";
+import { X509Certificate } from "node:crypto";
 import { BACKDATE_MS } from "./generate.js";
+import { issuedBy, keyMatches, parseCertificate as parse, splitPem, subjectAltNames } from "./x509.js";
+
+export { splitPem } from "./x509.js";
 
 export interface KeyPairPem {
   certPem: string;
@@ -34,34 +37,11 @@ export interface RenewalPolicy {
 
 export type CertDecision = { action: "keep"; reason: string } | { action: "replace"; reason: string };
 
-const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
-
-/** The certificates in a PEM bundle, in order; text around and between them is ignored. */
-export function splitPem(bundle: string): string[] {
-  return (bundle.match(PEM_CERT) ?? []).map((pem) => `${pem}\n`);
-}
-
-function parse(pem: string): X509Certificate | undefined {
-  try {
-    return new X509Certificate(pem);
-  } catch {
-    return undefined;
-  }
-}
-
 const day = (d: Date): string => d.toISOString().replace(/\.\d+Z$/, "Z");
 
 /** When a certificate was issued: its notBefore plus the back-dating `generate` applies. */
 export function issuedAt(cert: X509Certificate): Date {
   return new Date(new Date(cert.validFrom).getTime() + BACKDATE_MS);
-}
-
-function keyMatches(cert: X509Certificate, keyPem: string): boolean {
-  try {
-    return cert.checkPrivateKey(createPrivateKey(keyPem));
-  } catch {
-    return false;
-  }
 }
 
 /**
@@ -93,11 +73,6 @@ export function decideCa(ca: KeyPairPem | undefined, policy: Pick<RenewalPolicy,
   return { action: "keep", reason: `the CA is valid until ${day(notAfter)}` };
 }
 
-/** The SANs of a certificate as "DNS:x" / "IP Address:y" strings. */
-function sans(cert: X509Certificate): Set<string> {
-  return new Set((cert.subjectAltName ?? "").split(/,\s*/).filter(Boolean));
-}
-
 /**
  * Keep the serving certificate, or issue a new one under `caPem`: missing, unreadable, key mismatch, not
  * issued by the current CA, a wanted SAN missing, expired or due for renewal.
@@ -108,9 +83,8 @@ export function decideServing(serving: KeyPairPem | undefined, caPem: string, po
   if (!cert) return { action: "replace", reason: "the serving certificate does not parse" };
   if (!keyMatches(cert, serving.keyPem)) return { action: "replace", reason: "the serving key does not match its certificate" };
   const ca = parse(caPem);
-  if (!ca || !cert.checkIssued(ca) || !cert.verify(ca.publicKey))
-    return { action: "replace", reason: "the serving certificate was not issued by the current CA" };
-  const have = sans(cert);
+  if (!ca || !issuedBy(cert, ca)) return { action: "replace", reason: "the serving certificate was not issued by the current CA" };
+  const have = new Set(subjectAltNames(cert));
   const missing = [...policy.dnsNames.map((d) => `DNS:${d}`), ...policy.ips.map((ip) => `IP Address:${ip}`)].filter((s) => !have.has(s));
   if (missing.length > 0) return { action: "replace", reason: `the serving certificate lacks ${missing.join(", ")}` };
   const notAfter = new Date(cert.validTo);
@@ -152,7 +126,7 @@ export function decideBundle(
     const drop = (reason: string): void => void dropped.push({ subject: cert.subject, fingerprint: cert.fingerprint256, reason });
     if (!cert.ca) drop("not a CA");
     else if (new Date(cert.validTo).getTime() <= now.getTime()) drop(`expired at ${day(new Date(cert.validTo))}`);
-    else if (serving && serving.checkIssued(cert) && serving.verify(cert.publicKey)) kept.push(cert);
+    else if (serving && issuedBy(serving, cert)) kept.push(cert);
     else if (now.getTime() < overlapEnds) kept.push(cert);
     else drop(`replaced, and the overlap ended at ${day(new Date(overlapEnds))}`);
   }

@@ -4,32 +4,17 @@
  * bundle, check that a served chain leads to a CA in a webhook's caBundle, that it names the host the
  * apiserver dials, that a Secret's key belongs to its certificate, and how many days are left.
  */
-import { createPrivateKey, createPublicKey, X509Certificate } from "node:crypto";
+import type { X509Certificate } from "node:crypto";
+import { issuedBy, subjectAltNames } from "../certs/x509.js";
 import type { Severity } from "./types.js";
 
-const PEM_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
-
-/** Every certificate in a PEM bundle; throws if there is none or one does not parse. */
-export function parsePemBundle(pem: string): X509Certificate[] {
-  const blocks = pem.match(PEM_BLOCK) ?? [];
-  if (blocks.length === 0) throw new Error("no PEM certificate in it");
-  return blocks.map((b, i) => {
-    try {
-      return new X509Certificate(b);
-    } catch (err) {
-      throw new Error(`certificate ${i + 1} does not parse: ${(err as Error).message}`);
-    }
-  });
-}
+// The PEM and key arithmetic is shared with `certs ensure` (src/certs/x509.ts); re-exported for the doctor's checks.
+export { keyMatches, parsePemBundle } from "../certs/x509.js";
 
 /** The CN of a certificate's subject (else the whole subject), for messages. */
 export function commonName(cert: X509Certificate): string {
   const cn = cert.subject.split("\n").find((l) => l.startsWith("CN="));
   return cn ? cn.slice(3) : cert.subject.replace(/\n/g, ", ");
-}
-
-function issued(child: X509Certificate, parent: X509Certificate): boolean {
-  return child.checkIssued(parent) && child.verify(parent.publicKey);
 }
 
 /**
@@ -45,9 +30,9 @@ export function chainsTo(
   if (!current) return { ok: false, reason: "no certificate presented" };
   const rest = chain.slice(1);
   for (let depth = 0; depth < 8; depth++) {
-    const root = roots.find((r) => issued(current!, r));
+    const root = roots.find((r) => issuedBy(current!, r));
     if (root) return { ok: true, root };
-    const next = rest.find((c) => c !== current && issued(current!, c));
+    const next = rest.find((c) => c !== current && issuedBy(current!, c));
     if (!next) break;
     current = next;
   }
@@ -68,17 +53,11 @@ export function coversHost(cert: X509Certificate, host: string): boolean {
 
 /** The DNS and IP names a certificate carries, for messages. */
 export function altNames(cert: X509Certificate): string {
-  return (cert.subjectAltName ?? "(none)").replace(/DNS:|IP Address:/g, "");
-}
-
-/** Whether a PEM private key belongs to the certificate. */
-export function keyMatches(cert: X509Certificate, keyPem: string): boolean {
-  try {
-    const pub = createPublicKey(createPrivateKey(keyPem)).export({ type: "spki", format: "der" });
-    return pub.equals(cert.publicKey.export({ type: "spki", format: "der" }));
-  } catch {
-    return false;
-  }
+  return (
+    subjectAltNames(cert)
+      .map((name) => name.replace(/^(DNS|IP Address):/, ""))
+      .join(", ") || "(none)"
+  );
 }
 
 export function daysLeft(cert: X509Certificate, now: Date): number {
