@@ -23,6 +23,7 @@
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { looksLikeGpu } from "../vendors/index.js";
+import { isObject } from "./object.js";
 
 /** A policy `gpu.deviceClasses` entry: a DeviceClass whose devices are GPUs, and the resource name it stands for. */
 export interface GpuDeviceClass {
@@ -82,7 +83,6 @@ export function alternativesOf(gpu: GpuRequest): readonly GpuRequest[] {
   return gpu.alternatives ?? [gpu];
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 const listOf = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const text = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 
@@ -163,7 +163,7 @@ function alternative(v: Record<string, unknown>): Alternative | undefined {
   const deviceClassName = text(v.deviceClassName);
   if (deviceClassName === undefined) return undefined;
   const selectors = listOf(v.selectors)
-    .map((s) => (isRecord(s) && isRecord(s.cel) ? text(s.cel.expression) : undefined))
+    .map((s) => (isObject(s) && isObject(s.cel) ? text(s.cel.expression) : undefined))
     .filter((s): s is string => s !== undefined);
   const raw = v.count;
   const count = typeof raw === "number" && Number.isSafeInteger(raw) && raw > 0 ? raw : 1;
@@ -194,11 +194,11 @@ function gpuRequest(alt: Alternative, where: { request: string; field: string },
  */
 export function claimGpuRequests(spec: ClaimSpec | undefined, classes: readonly GpuDeviceClass[], capacity?: DraCapacity): GpuRequest[] {
   const out: GpuRequest[] = [];
-  if (!isRecord(spec) || !isRecord(spec.devices)) return out;
+  if (!isObject(spec) || !isObject(spec.devices)) return out;
   listOf(spec.devices.requests).forEach((r, i) => {
-    if (!isRecord(r)) return;
+    if (!isObject(r)) return;
     const name = text(r.name) ?? String(i);
-    if (isRecord(r.exactly)) {
+    if (isObject(r.exactly)) {
       const alt = alternative(r.exactly);
       const cls = alt && gpuDeviceClass(alt.deviceClassName, classes);
       if (alt && cls) out.push(gpuRequest(alt, { request: name, field: `devices.requests[${i}].exactly` }, cls, capacity));
@@ -206,7 +206,7 @@ export function claimGpuRequests(spec: ClaimSpec | undefined, classes: readonly 
     }
     const alternatives: GpuRequest[] = [];
     listOf(r.firstAvailable).forEach((sub, j) => {
-      if (!isRecord(sub)) return;
+      if (!isObject(sub)) return;
       const alt = alternative(sub);
       const cls = alt && gpuDeviceClass(alt.deviceClassName, classes);
       if (alt && cls)
@@ -235,17 +235,17 @@ export interface UnlistedGpuClass {
  */
 export function unlistedGpuClasses(spec: ClaimSpec | undefined, classes: readonly GpuDeviceClass[]): UnlistedGpuClass[] {
   const out: UnlistedGpuClass[] = [];
-  if (!isRecord(spec) || !isRecord(spec.devices)) return out;
+  if (!isObject(spec) || !isObject(spec.devices)) return out;
   const check = (v: unknown, request: string, field: string): void => {
-    const cls = isRecord(v) ? text(v.deviceClassName) : undefined;
+    const cls = isObject(v) ? text(v.deviceClassName) : undefined;
     if (cls !== undefined && !gpuDeviceClass(cls, classes) && looksLikeGpu(cls)) out.push({ request, field, deviceClassName: cls });
   };
   listOf(spec.devices.requests).forEach((r, i) => {
-    if (!isRecord(r)) return;
+    if (!isObject(r)) return;
     const name = text(r.name) ?? String(i);
-    if (isRecord(r.exactly)) check(r.exactly, name, `devices.requests[${i}].exactly`);
+    if (isObject(r.exactly)) check(r.exactly, name, `devices.requests[${i}].exactly`);
     listOf(r.firstAvailable).forEach((sub, j) =>
-      check(sub, `${name}/${(isRecord(sub) ? text(sub.name) : undefined) ?? j}`, `devices.requests[${i}].firstAvailable[${j}]`),
+      check(sub, `${name}/${(isObject(sub) ? text(sub.name) : undefined) ?? j}`, `devices.requests[${i}].firstAvailable[${j}]`),
     );
   });
   return out;
@@ -275,7 +275,7 @@ export function podGpuClaims(
   const out: PodGpuClaim[] = [];
   if (!claims || claims.size === 0 || !spec) return out;
   listOf(spec.resourceClaims).forEach((entry, index) => {
-    const claim = isRecord(entry) ? text(entry.name) : undefined;
+    const claim = isObject(entry) ? text(entry.name) : undefined;
     const resolved = claim === undefined ? undefined : claims.get(claim);
     if (claim === undefined || !resolved || resolved.forExtendedResource) return;
     for (const gpu of claimGpuRequests(resolved.spec, classes, capacity)) out.push({ claim, index, source: resolved.source, gpu });
@@ -306,7 +306,7 @@ export function hasResourceClaims(spec: V1PodSpec | undefined): boolean {
 export function claimReferences(spec: V1PodSpec | undefined): { name: string; claim?: string; template?: string }[] {
   const out: { name: string; claim?: string; template?: string }[] = [];
   for (const entry of listOf(spec?.resourceClaims)) {
-    if (!isRecord(entry)) continue;
+    if (!isObject(entry)) continue;
     const name = text(entry.name);
     if (name === undefined) continue;
     const claim = text(entry.resourceClaimName);
@@ -330,14 +330,14 @@ export interface KnownClaims {
 
 /** The claim spec of a ResourceClaim (`spec`) or a ResourceClaimTemplate (`spec.spec`) object. */
 export function claimSpecOf(object: unknown, kind: "ResourceClaim" | "ResourceClaimTemplate"): ClaimSpec | undefined {
-  const spec = isRecord(object) ? object.spec : undefined;
-  const inner = kind === "ResourceClaimTemplate" && isRecord(spec) ? spec.spec : spec;
-  return isRecord(inner) ? inner : undefined;
+  const spec = isObject(object) ? object.spec : undefined;
+  const inner = kind === "ResourceClaimTemplate" && isObject(spec) ? spec.spec : spec;
+  return isObject(inner) ? inner : undefined;
 }
 
 /** Claims the scheduler made for the pod's extended-resource requests (`status.extendedResourceClaimStatus`, 1.34+). */
 export function extendedResourceClaimNames(status: unknown): Set<string> {
-  const s = isRecord(status) && isRecord(status.extendedResourceClaimStatus) ? text(status.extendedResourceClaimStatus.resourceClaimName) : undefined;
+  const s = isObject(status) && isObject(status.extendedResourceClaimStatus) ? text(status.extendedResourceClaimStatus.resourceClaimName) : undefined;
   return new Set(s === undefined ? [] : [s]);
 }
 

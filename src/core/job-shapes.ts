@@ -6,6 +6,7 @@
  * caffe2-operator's Caffe2Job is `pool` (one replica pool under `spec.replicaSpecs`), Kubeflow Trainer v2's
  * TrainJob (framework `trainer`) is `trainjob` (replicas from its runtime's JobSet template).
  */
+import { isObject } from "./object.js";
 
 export type JobShapeName = "replica-map" | "pool" | "trainjob";
 
@@ -86,8 +87,8 @@ export interface QueuedWorkloadKind {
 }
 
 const objectAt = (o: unknown, key: string): Record<string, unknown> | undefined => {
-  const v = typeof o === "object" && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>)[key] : undefined;
-  return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  const v = isObject(o) ? o[key] : undefined;
+  return isObject(v) ? v : undefined;
 };
 
 /**

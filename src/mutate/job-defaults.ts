@@ -34,6 +34,7 @@ import { matchesGlob } from "../core/glob.js";
 import { ANNOTATION_TTL_AFTER_FINISHED } from "../core/job-shapes.js";
 import type { JobDefaults, JobKind, Policy } from "../policy/types.js";
 import { jobShape } from "../topology/shape.js";
+import { isObject } from "../core/object.js";
 
 /** The fields filled, in the order they are filled and warned about. */
 export const JOB_DEFAULT_FIELDS = ["ttlSecondsAfterFinished", "cleanPodPolicy", "activeDeadlineSeconds", "backoffLimit"] as const;
@@ -57,8 +58,6 @@ export function hasRunPolicy(kind: JobKind): boolean {
   return jobShape(kind).name === "replica-map";
 }
 
-const isMap = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-
 /** `job` with every default of `defaults` that its `spec.runPolicy` leaves unset filled in. */
 export function fillJobDefaults(job: KubeObject, kind: JobKind, defaults: JobDefaults): JobDefaultsResult {
   const unchanged: JobDefaultsResult = { job, filled: [], warnings: [] };
@@ -66,9 +65,9 @@ export function fillJobDefaults(job: KubeObject, kind: JobKind, defaults: JobDef
   if (!hasRunPolicy(kind)) return unchanged;
   const spec = job.spec;
   // A job without a spec object, or whose runPolicy is not an object, is the CRD's to refuse: nothing to fill into.
-  if (!isMap(spec)) return unchanged;
+  if (!isObject(spec)) return unchanged;
   const current = spec.runPolicy;
-  if (current != null && !isMap(current)) return unchanged;
+  if (current != null && !isObject(current)) return unchanged;
   let runPolicy = current;
   const filled: string[] = [];
   for (const field of JOB_DEFAULT_FIELDS) {
@@ -87,21 +86,21 @@ export function fillJobDefaults(job: KubeObject, kind: JobKind, defaults: JobDef
 
 /** The TrainJob's TTL annotation's value set (a string: annotations are), or undefined. */
 const ttlAnnotation = (job: KubeObject): unknown =>
-  isMap(job.metadata) && isMap(job.metadata.annotations) ? job.metadata.annotations[ANNOTATION_TTL_AFTER_FINISHED] : undefined;
+  isObject(job.metadata) && isObject(job.metadata.annotations) ? job.metadata.annotations[ANNOTATION_TTL_AFTER_FINISHED] : undefined;
 
 /** A TrainJob's defaults (see the module's comment): the TTL as an annotation, activeDeadlineSeconds in its spec. */
 function fillTrainJobDefaults(job: KubeObject, defaults: JobDefaults): JobDefaultsResult {
   const unchanged: JobDefaultsResult = { job, filled: [], warnings: [] };
   const spec = job.spec;
-  if (!isMap(spec)) return unchanged;
+  if (!isObject(spec)) return unchanged;
   let out = job;
   const filled: string[] = [];
   const warnings: string[] = [];
   const ttl = defaults.ttlSecondsAfterFinished;
-  if (ttl !== undefined && ttlAnnotation(job) == null && (job.metadata == null || isMap(job.metadata))) {
+  if (ttl !== undefined && ttlAnnotation(job) == null && (job.metadata == null || isObject(job.metadata))) {
     const metadata = job.metadata ?? {};
     const annotations = metadata.annotations;
-    if (annotations == null || isMap(annotations)) {
+    if (annotations == null || isObject(annotations)) {
       out = withKey(out, "metadata", withKey(metadata, "annotations", withKey(annotations ?? {}, ANNOTATION_TTL_AFTER_FINISHED, String(ttl))));
       filled.push(`ttlSecondsAfterFinished=${ttl}`);
       warnings.push(`quartermaster: set metadata.annotations["${ANNOTATION_TTL_AFTER_FINISHED}"]=${ttl} (platform default ttlSecondsAfterFinished)`);

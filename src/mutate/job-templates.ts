@@ -38,6 +38,7 @@ import type { JobKind, Policy } from "../policy/types.js";
 import { jobShape, REPLICA_SPECS_FIELD } from "../topology/shape.js";
 import { mutatePod, POD_MUTATIONS } from "./index.js";
 import type { Mutation } from "./types.js";
+import { isObject } from "../core/object.js";
 
 /** The pod mutations whose result Kueue reads (requests, node selection, tolerations), by name in `POD_MUTATIONS`. */
 export const KUEUE_READ_MUTATION_NAMES: readonly string[] = ["resources", "gpu-tolerations", "accelerator", "interruptible"];
@@ -53,8 +54,6 @@ export interface TemplatesResult {
   warnings: string[];
 }
 
-const isMap = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-
 type Ctx = { policy: Policy; namespace: string; claims?: KnownClaims };
 
 /**
@@ -63,7 +62,7 @@ type Ctx = { policy: Policy; namespace: string; claims?: KnownClaims };
  * or nothing changed.
  */
 function outfitTemplate(template: unknown, ctx: Ctx): { template: V1PodTemplateSpec; mutations: string[]; warnings: string[] } | undefined {
-  if (!isMap(template) || !isMap(template.spec)) return undefined;
+  if (!isObject(template) || !isObject(template.spec)) return undefined;
   const t = template as V1PodTemplateSpec;
   const spec = t.spec as V1PodSpec;
   const pod: Pod = { ...(t.metadata ? { metadata: t.metadata } : {}), spec };
@@ -78,10 +77,10 @@ function outfitTemplate(template: unknown, ctx: Ctx): { template: V1PodTemplateS
 export function outfitQueuedJobTemplates(job: KubeObject, kind: JobKind, ctx: Ctx): TemplatesResult {
   const unchanged: TemplatesResult = { job, applied: [], warnings: [] };
   const shape = jobShape(kind);
-  if (queueNameOf(job) === undefined || shape.layout === "runtime" || !isMap(job.spec)) return unchanged;
+  if (queueNameOf(job) === undefined || shape.layout === "runtime" || !isObject(job.spec)) return unchanged;
   const field = REPLICA_SPECS_FIELD[kind.framework];
   const specs = job.spec[field];
-  if (!isMap(specs)) return unchanged;
+  if (!isObject(specs)) return unchanged;
   let nextSpecs = specs;
   const applied: TemplatesResult["applied"] = [];
   const warnings: string[] = [];
@@ -109,15 +108,15 @@ function setIn(root: unknown, path: ReadonlyArray<string | number>, value: unkno
     arr[key] = setIn(arr[key], rest, value);
     return arr;
   }
-  const obj = isMap(root) ? root : {};
+  const obj = isObject(root) ? root : {};
   return withKey(obj, key, setIn(obj[key], rest, value));
 }
 
 const getIn = (root: unknown, path: ReadonlyArray<string | number>): unknown =>
-  path.reduce<unknown>((o, k) => (typeof k === "number" ? (Array.isArray(o) ? o[k] : undefined) : isMap(o) ? o[k] : undefined), root);
+  path.reduce<unknown>((o, k) => (typeof k === "number" ? (Array.isArray(o) ? o[k] : undefined) : isObject(o) ? o[k] : undefined), root);
 
 /** An object where a pod spec belongs: the apiserver's schema validation has checked the rest. */
-const isPodSpec = (v: unknown): v is V1PodSpec => isMap(v);
+const isPodSpec = (v: unknown): v is V1PodSpec => isObject(v);
 
 /** The pod specs of the templates of a batch Job or JobSet (what `/mutate/jobs` prices and reads claims for). */
 export const workloadTemplateSpecs = (obj: KubeObject, kind: QueuedWorkloadKind): V1PodSpec[] =>

@@ -42,34 +42,33 @@ import { jobShape } from "../topology/shape.js";
 import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobModel } from "../topology/trainjob.js";
 import { mutatePod } from "./index.js";
 import { KUEUE_READ_MUTATIONS, type TemplatesResult } from "./job-templates.js";
+import { isObject, objectOr } from "../core/object.js";
 
 /** The manager of Quartermaster's runtime patch (Trainer's webhook wants a domain-prefixed path). */
 export const QM_RUNTIME_PATCH_MANAGER = "quartermaster.dev/webhook";
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-const objOr = (v: unknown): Obj => (isObj(v) ? v : {});
 
 function deepEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (Array.isArray(a)) return Array.isArray(b) && a.length === b.length && a.every((x, i) => deepEqual(x, b[i]));
-  if (!isObj(a) || !isObj(b)) return false;
+  if (!isObject(a) || !isObject(b)) return false;
   const ka = Object.keys(a);
   return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && deepEqual(a[k], b[k]));
 }
 
 type Patch = Obj;
 const patchesOf = (job: KubeObject): Patch[] => {
-  const p = objOr(job.spec).runtimePatches;
+  const p = objectOr(job.spec).runtimePatches;
   return Array.isArray(p) ? (p as Patch[]) : [];
 };
 
 /** A runtime patch's pod template for the replicated Job `name`. */
 function podPatchOf(patch: Patch, name: string): Obj | undefined {
-  const rjobs = objOr(objOr(objOr(patch.trainingRuntimeSpec).template).spec).replicatedJobs;
+  const rjobs = objectOr(objectOr(objectOr(patch.trainingRuntimeSpec).template).spec).replicatedJobs;
   if (!Array.isArray(rjobs)) return undefined;
-  const r: unknown = (rjobs as unknown[]).find((x) => isObj(x) && x.name === name);
-  return r === undefined ? undefined : objOr(objOr(objOr(objOr(r).template).spec).template);
+  const r: unknown = (rjobs as unknown[]).find((x) => isObject(x) && x.name === name);
+  return r === undefined ? undefined : objectOr(objectOr(objectOr(objectOr(r).template).spec).template);
 }
 
 export interface TrainerNode {
@@ -92,9 +91,9 @@ export function trainerNodeTemplate(job: KubeObject, runtime: KubeObject, skipMa
   if (runtimePatchCount(job) > MAX_RUNTIME_PATCHES) return undefined;
   const { replicas } = trainJobModel(job, runtime, skipManager);
   const rjob = replicas.find((r) => r.trainer) ?? replicas.find((r) => r.type === TRAINER.node);
-  if (!rjob || !isObj(rjob.template.spec)) return undefined;
+  if (!rjob || !isObject(rjob.template.spec)) return undefined;
   const containers = rjob.template.spec.containers;
-  const i = Array.isArray(containers) ? containers.findIndex((c) => isObj(c) && c.name === TRAINER.node) : -1;
+  const i = Array.isArray(containers) ? containers.findIndex((c) => isObject(c) && c.name === TRAINER.node) : -1;
   return { name: rjob.type, template: rjob.template, container: i >= 0 ? i : undefined };
 }
 
@@ -103,9 +102,9 @@ type Ctx = { policy: Policy; namespace: string; claims?: KnownClaims };
 /** Quartermaster's runtime patch for the trainer Job `name`: the pod fields of `after` that differ from `before`. */
 function qmPatch(name: string, before: V1PodTemplateSpec, after: V1PodTemplateSpec): Patch | undefined {
   const spec: Obj = {};
-  const [bs, as] = [objOr(before.spec), objOr(after.spec)];
+  const [bs, as] = [objectOr(before.spec), objectOr(after.spec)];
   for (const f of ["tolerations", "affinity", "nodeSelector"]) if (!deepEqual(bs[f], as[f]) && as[f] !== undefined) spec[f] = as[f];
-  const [ba, aa] = [objOr(objOr(before.metadata).annotations), objOr(objOr(after.metadata).annotations)];
+  const [ba, aa] = [objectOr(objectOr(before.metadata).annotations), objectOr(objectOr(after.metadata).annotations)];
   const annotations = Object.fromEntries(Object.entries(aa).filter(([k, v]) => ba[k] !== v));
   if (Object.keys(spec).length === 0 && Object.keys(annotations).length === 0) return undefined;
   const pod: Obj = {};
@@ -118,7 +117,7 @@ function qmPatch(name: string, before: V1PodTemplateSpec, after: V1PodTemplateSp
 }
 
 const withoutTime = (p: unknown): unknown => {
-  if (!isObj(p)) return p;
+  if (!isObject(p)) return p;
   const { time: _time, ...rest } = p;
   return rest;
 };
@@ -128,8 +127,8 @@ const withoutTime = (p: unknown): unknown => {
  * records the same (the patch itself is set aside when the template is built).
  */
 function withOwnRecord(job: KubeObject, node: TrainerNode): V1PodTemplateSpec["metadata"] {
-  const own = patchesOf(job).find((p) => isObj(p) && p.manager === QM_RUNTIME_PATCH_MANAGER);
-  const record = objOr(objOr((own && podPatchOf(own, node.name))?.metadata).annotations)[ANNOTATION_MUTATIONS];
+  const own = patchesOf(job).find((p) => isObject(p) && p.manager === QM_RUNTIME_PATCH_MANAGER);
+  const record = objectOr(objectOr((own && podPatchOf(own, node.name))?.metadata).annotations)[ANNOTATION_MUTATIONS];
   const meta = node.template.metadata;
   return typeof record === "string" ? { ...meta, annotations: { ...meta?.annotations, [ANNOTATION_MUTATIONS]: record } } : meta;
 }
@@ -140,7 +139,8 @@ function resourcesChange(node: TrainerNode, after: V1PodTemplateSpec): { now: un
   const before = node.template.spec!.containers[node.container]!.resources;
   const now = after.spec!.containers[node.container]!.resources;
   if (deepEqual(before, now)) return undefined;
-  const dropped = (f: "limits" | "requests"): string[] => Object.keys(objOr(objOr(before)[f])).filter((k) => !Object.hasOwn(objOr(objOr(now)[f]), k));
+  const dropped = (f: "limits" | "requests"): string[] =>
+    Object.keys(objectOr(objectOr(before)[f])).filter((k) => !Object.hasOwn(objectOr(objectOr(now)[f]), k));
   const gone = [...dropped("limits"), ...dropped("requests")];
   const warnings =
     gone.length === 0
@@ -157,7 +157,7 @@ function resourcesChange(node: TrainerNode, after: V1PodTemplateSpec): { now: un
  */
 export function outfitQueuedTrainJob(job: KubeObject, kind: JobKind, runtime: KubeObject, ctx: Ctx): TemplatesResult {
   const unchanged: TemplatesResult = { job, applied: [], warnings: [] };
-  if (queueNameOf(job) === undefined || jobShape(kind).name !== "trainjob" || !isObj(job.spec)) return unchanged;
+  if (queueNameOf(job) === undefined || jobShape(kind).name !== "trainjob" || !isObject(job.spec)) return unchanged;
   const node = trainerNodeTemplate(job, runtime, QM_RUNTIME_PATCH_MANAGER);
   if (!node) return unchanged;
   const meta = withOwnRecord(job, node);
@@ -172,7 +172,7 @@ export function outfitQueuedTrainJob(job: KubeObject, kind: JobKind, runtime: Ku
   // Resources: the node container's, into resourcesPerNode, when they are not what the pods would get anyway.
   const resources = resourcesChange(node, after);
   if (resources) {
-    spec.trainer = { ...objOr(spec.trainer), resourcesPerNode: resources.now };
+    spec.trainer = { ...objectOr(spec.trainer), resourcesPerNode: resources.now };
     applied.push({ templateField: "spec.trainer.resourcesPerNode", mutations: out.applied.filter((m) => m === "resources") });
     warnings.push(...resources.warnings);
   }
@@ -180,10 +180,10 @@ export function outfitQueuedTrainJob(job: KubeObject, kind: JobKind, runtime: Ku
   // Placement and the record: Quartermaster's runtime patch, in place when there is one, else appended.
   const patch = qmPatch(node.name, node.template, after);
   const patches = patchesOf(job);
-  const at = patches.findIndex((p) => isObj(p) && p.manager === QM_RUNTIME_PATCH_MANAGER);
+  const at = patches.findIndex((p) => isObject(p) && p.manager === QM_RUNTIME_PATCH_MANAGER);
   if (patch && !deepEqual(withoutTime(patches[at]), patch)) {
     const next = [...patches];
-    if (at >= 0) next[at] = { ...patch, ...(isObj(patches[at]) && patches[at].time !== undefined ? { time: patches[at].time } : {}) };
+    if (at >= 0) next[at] = { ...patch, ...(isObject(patches[at]) && patches[at].time !== undefined ? { time: patches[at].time } : {}) };
     else next.push(patch);
     spec.runtimePatches = next;
     applied.push({

@@ -18,17 +18,16 @@ import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import { jobShape } from "../topology/shape.js";
 import { withBareGpuRenamed } from "./resources.js";
-
-const isMap = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+import { isObject } from "../core/object.js";
 
 /** `job` (of `kind`) with a bare `gpu` in a TrainJob's resourcesPerNode renamed to `gpuName`, and a warning saying so. */
 export function renameTrainJobBareGpu(job: KubeObject, kind: JobKind, gpuName: string): { job: KubeObject; warnings: string[] } {
   const unchanged = { job, warnings: [] };
   if (jobShape(kind).name !== "trainjob") return unchanged;
   const spec = job.spec;
-  const trainer = isMap(spec) ? spec.trainer : undefined;
-  const resources = isMap(trainer) ? trainer.resourcesPerNode : undefined;
-  if (!isMap(spec) || !isMap(trainer) || !isMap(resources)) return unchanged;
+  const trainer = isObject(spec) ? spec.trainer : undefined;
+  const resources = isObject(trainer) ? trainer.resourcesPerNode : undefined;
+  if (!isObject(spec) || !isObject(trainer) || !isObject(resources)) return unchanged;
   const renamed = withBareGpuRenamed(resources, gpuName);
   if (renamed === resources) return unchanged;
   return {

@@ -12,6 +12,7 @@ import { MAX_PATTERN_LENGTH } from "../core/glob.js";
 import { checkQuantity } from "../core/quantity.js";
 import { CONFIGURABLE_RULES, RULE_NAMES } from "./rules.js";
 import type { Enforcement, JobDefaults, Policy, RunPolicyLimits } from "./types.js";
+import { isObject } from "../core/object.js";
 
 const validatePolicy = compiledValidator<Policy>(generatedPolicyValidator);
 
@@ -74,8 +75,6 @@ function ruleNameProblem(line: string): string {
   return `${m[1]}.${m[2]}: ${JSON.stringify(m[2])} ${why}; rules: ${CONFIGURABLE_RULES.join(", ")}`;
 }
 
-type Doc = Record<string, unknown>;
-const isObject = (v: unknown): v is Doc => typeof v === "object" && v !== null && !Array.isArray(v);
 const entriesOf = (v: unknown): Array<[string, unknown]> => (isObject(v) ? Object.entries(v) : []);
 
 /**

@@ -19,6 +19,7 @@ import { ANNOTATION_TTL_AFTER_FINISHED, shapeNameOf, TRAINER, type JobShapeName 
 import type { KubeObject } from "../core/kube.js";
 import type { Framework, JobKind } from "../policy/types.js";
 import { runtimeRefOf, trainJobReplicas } from "./trainjob.js";
+import { isObject, objectOr } from "../core/object.js";
 
 /** The field of the job spec holding the replica specs (replica-map and pool shapes). */
 export const REPLICA_SPECS_FIELD: Record<Framework, string> = {
@@ -119,9 +120,6 @@ export interface JobShape {
   singleReplicaStatus: boolean;
 }
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-const objOr = (v: unknown): Obj => (isObj(v) ? v : {});
 
 /** Upstream `GenGeneralName`: `<job>-<lower type>-<index>` with `/` replaced by `-`. */
 export function replicaName(job: string, type: string, index: number): string {
@@ -129,8 +127,8 @@ export function replicaName(job: string, type: string, index: number): string {
 }
 
 function runPolicyOfSpec(job: KubeObject): RunPolicyView {
-  const raw = objOr(job.spec).runPolicy;
-  const rp = isObj(raw) ? raw : {};
+  const raw = objectOr(job.spec).runPolicy;
+  const rp = isObject(raw) ? raw : {};
   const fields: RunPolicyView["fields"] = {};
   for (const f of ["ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit", "cleanPodPolicy", "suspend"] as const)
     if (rp[f] !== undefined) fields[f] = { value: rp[f], field: `spec.runPolicy.${f}` };
@@ -139,7 +137,7 @@ function runPolicyOfSpec(job: KubeObject): RunPolicyView {
 
 function v1Replicas(job: KubeObject, kind: JobKind, single: boolean): JobReplica[] {
   const field = REPLICA_SPECS_FIELD[kind.framework];
-  const specs = objOr(job.spec)[field];
+  const specs = objectOr(job.spec)[field];
   if (!specs || typeof specs !== "object") return [];
   const entries: Array<[string, ReplicaSpec]> = single
     ? [["Worker", specs as ReplicaSpec]]
@@ -155,12 +153,12 @@ const v1Common = {
   runPolicy: runPolicyOfSpec,
   finishedConditions: ["Succeeded", "Failed"],
   completionTime: (job: KubeObject): string | undefined => {
-    const t = objOr(job.status).completionTime;
+    const t = objectOr(job.status).completionTime;
     return typeof t === "string" ? t : undefined;
   },
   jobGpusField: (): string => "spec",
   managedElsewhere(job: KubeObject): string | undefined {
-    const by = objOr(objOr(job.spec).runPolicy).managedBy;
+    const by = objectOr(objectOr(job.spec).runPolicy).managedBy;
     if (by === undefined || by === null || by === "" || by === TRAINING_OPERATOR_MANAGER) return undefined;
     return `spec.runPolicy.managedBy is ${JSON.stringify(by)}: another controller manages this job`;
   },
@@ -244,16 +242,16 @@ const TRAINJOB: JobShape = {
   restartPolicyFromTemplate: false,
   v1Shape: false,
   runPolicy(job) {
-    const spec = objOr(job.spec);
+    const spec = objectOr(job.spec);
     const fields: RunPolicyView["fields"] = {};
-    const ttl = objOr(objOr(job.metadata).annotations)[ANNOTATION_TTL_AFTER_FINISHED];
+    const ttl = objectOr(objectOr(job.metadata).annotations)[ANNOTATION_TTL_AFTER_FINISHED];
     if (ttl !== undefined)
       fields.ttlSecondsAfterFinished = { value: typeof ttl === "string" ? annotationCount(ttl) : ttl, field: TRAINJOB_FIELDS.ttlSecondsAfterFinished! };
     for (const f of ["activeDeadlineSeconds", "suspend"] as const) if (spec[f] !== undefined) fields[f] = { value: spec[f], field: TRAINJOB_FIELDS[f]! };
     return { fields, at: (f) => TRAINJOB_FIELDS[f] };
   },
   jobGpusField(job) {
-    const trainer = objOr(objOr(job.spec).trainer);
+    const trainer = objectOr(objectOr(job.spec).trainer);
     return trainer.numNodes !== undefined
       ? "spec.trainer.numNodes"
       : trainer.resourcesPerNode !== undefined
@@ -262,14 +260,14 @@ const TRAINJOB: JobShape = {
   },
   finishedConditions: TRAINER.finishedConditions,
   completionTime(job) {
-    const conditions = objOr(job.status).conditions;
+    const conditions = objectOr(job.status).conditions;
     if (!Array.isArray(conditions)) return undefined;
-    const done = (conditions as unknown[]).find((c) => isObj(c) && TRAINER.finishedConditions.includes(String(c.type)) && c.status === "True");
-    const t = isObj(done) ? done.lastTransitionTime : undefined;
+    const done = (conditions as unknown[]).find((c) => isObject(c) && TRAINER.finishedConditions.includes(String(c.type)) && c.status === "True");
+    const t = isObject(done) ? done.lastTransitionTime : undefined;
     return typeof t === "string" ? t : undefined;
   },
   managedElsewhere(job) {
-    const by = objOr(job.spec).managedBy;
+    const by = objectOr(job.spec).managedBy;
     if (by === undefined || by === null || by === "" || by === TRAINER.controllerName) return undefined;
     return `spec.managedBy is ${JSON.stringify(by)}: another controller manages this TrainJob`;
   },

@@ -60,10 +60,9 @@
 import type { V1Container, V1PodTemplateSpec } from "@kubernetes/client-node";
 import { TRAINER } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
+import { isObject, objectOr } from "../core/object.js";
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-const objOr = (v: unknown): Obj => (isObj(v) ? v : {});
 
 /**
  * The most `spec.runtimePatches` entries Trainer v2.3.0's CRD admits (`trainjob_types.go`:
@@ -105,7 +104,7 @@ export interface TrainJobModel {
 
 /** Where a TrainJob's runtime is: `spec.runtimeRef`, defaults as the CRD's (ClusterTrainingRuntime, trainer.kubeflow.org). */
 export function runtimeRefOf(job: KubeObject): { kind: string; name: string; apiGroup: string } | undefined {
-  const ref = objOr(objOr(job.spec).runtimeRef);
+  const ref = objectOr(objectOr(job.spec).runtimeRef);
   if (typeof ref.name !== "string" || ref.name === "") return undefined;
   return {
     name: ref.name,
@@ -114,7 +113,7 @@ export function runtimeRefOf(job: KubeObject): { kind: string; name: string; api
   };
 }
 
-const trainerOf = (job: KubeObject): Obj => objOr(objOr(job.spec).trainer);
+const trainerOf = (job: KubeObject): Obj => objectOr(objectOr(job.spec).trainer);
 
 // ---- strategic merge patch, in place and linear ----------------------------------------------------------------
 
@@ -150,7 +149,7 @@ function indexOf(list: unknown[], key: string, indexes: Indexes): Map<unknown, n
     index = new Map();
     for (let i = 0; i < list.length; i++) {
       const item = list[i];
-      if (isObj(item) && item[key] !== undefined && !index.has(item[key])) index.set(item[key], i);
+      if (isObject(item) && item[key] !== undefined && !index.has(item[key])) index.set(item[key], i);
     }
     indexes.set(list, index);
   }
@@ -174,8 +173,8 @@ function mergeInto(target: Obj, patch: Obj, schema: Schema, indexes: Indexes): v
     if (key !== undefined && Array.isArray(v)) {
       if (!Array.isArray(target[k])) target[k] = [];
       mergeList(target[k] as unknown[], v, key, schema.items?.[k] ?? {}, indexes);
-    } else if (isObj(v)) {
-      if (!isObj(target[k])) target[k] = {};
+    } else if (isObject(v)) {
+      if (!isObject(target[k])) target[k] = {};
       mergeInto(target[k] as Obj, v, schema.fields?.[k] ?? {}, indexes);
     } else target[k] = Array.isArray(v) ? structuredClone(v) : v;
   }
@@ -185,12 +184,12 @@ function mergeInto(target: Obj, patch: Obj, schema: Schema, indexes: Indexes): v
 function mergeList(list: unknown[], items: unknown[], key: string, schema: Schema, indexes: Indexes): void {
   const index = indexOf(list, key, indexes);
   for (const item of items) {
-    if (!isObj(item)) {
+    if (!isObject(item)) {
       list.push(structuredClone(item));
       continue;
     }
     const at = index.get(item[key]);
-    if (at !== undefined && isObj(list[at])) {
+    if (at !== undefined && isObject(list[at])) {
       mergeInto(list[at], item, schema, indexes);
       continue;
     }
@@ -203,15 +202,15 @@ function mergeList(list: unknown[], items: unknown[], key: string, schema: Schem
 
 /** resourcesPerNode merged into a container's resources (MergeResourceRequirements: limits and requests key by key). */
 export function mergeResources(base: unknown, perNode: unknown): V1Container["resources"] {
-  const out: Obj = structuredClone(objOr(base));
-  for (const [k, v] of Object.entries(objOr(perNode))) {
+  const out: Obj = structuredClone(objectOr(base));
+  for (const [k, v] of Object.entries(objectOr(perNode))) {
     if (v === null || v === undefined) continue;
-    if ((k === "limits" || k === "requests") && isObj(v)) out[k] = { ...objOr(out[k]), ...v };
+    if ((k === "limits" || k === "requests") && isObject(v)) out[k] = { ...objectOr(out[k]), ...v };
     else if (k === "claims" && Array.isArray(v)) {
       // Claims merge by name (resourceRequirementsPatchMeta). Upstream then writes only limits and requests into
       // the JobSet; the runtime's claims are kept here, so a claim's GPUs are counted rather than dropped.
       const claims = Array.isArray(out.claims) ? [...(out.claims as unknown[])] : [];
-      for (const c of v) if (!claims.some((x) => isObj(x) && isObj(c) && x.name === c.name)) claims.push(structuredClone(c));
+      for (const c of v) if (!claims.some((x) => isObject(x) && isObject(c) && x.name === c.name)) claims.push(structuredClone(c));
       out.claims = claims;
     }
   }
@@ -243,32 +242,32 @@ interface JobPatch {
 function readPatches(job: KubeObject, skipManager: string | undefined): { entries: JobPatch[]; unknowns: TrainJobUnknown[] } {
   const entries: JobPatch[] = [];
   const unknowns: TrainJobUnknown[] = [];
-  const raw = objOr(job.spec).runtimePatches;
+  const raw = objectOr(job.spec).runtimePatches;
   if (raw === undefined || raw === null) return { entries, unknowns };
   if (!Array.isArray(raw))
     return { entries, unknowns: [{ field: "spec.runtimePatches", message: `is not a list: cannot tell what it does to the pods; ${FIX_SHAPE}` }] };
   const odd = (field: string, what: string): void => void unknowns.push({ field, message: `${what}: cannot tell what it does to the pods; ${FIX_SHAPE}` });
   raw.forEach((p, i) => {
     const at = `spec.runtimePatches[${i}]`;
-    if (!isObj(p)) return odd(at, "is not an object");
+    if (!isObject(p)) return odd(at, "is not an object");
     if (skipManager !== undefined && p.manager === skipManager) return;
-    const spec = objOr(objOr(p.trainingRuntimeSpec).template).spec;
+    const spec = objectOr(objectOr(p.trainingRuntimeSpec).template).spec;
     if (spec === undefined || spec === null) return;
-    if (!isObj(spec)) return odd(`${at}.trainingRuntimeSpec.template.spec`, "is not an object");
+    if (!isObject(spec)) return odd(`${at}.trainingRuntimeSpec.template.spec`, "is not an object");
     const rjobs = spec.replicatedJobs;
     if (rjobs === undefined || rjobs === null) return;
     if (!Array.isArray(rjobs)) return odd(`${at}.trainingRuntimeSpec.template.spec.replicatedJobs`, "is not a list");
     rjobs.forEach((r, j) => {
       const rat = `${at}.trainingRuntimeSpec.template.spec.replicatedJobs[${j}]`;
-      if (!isObj(r) || typeof r.name !== "string") return odd(rat, "is not a replicated Job patch with a name");
-      const jobSpec = objOr(objOr(r.template).spec);
-      const podSpec = objOr(objOr(jobSpec.template).spec);
+      if (!isObject(r) || typeof r.name !== "string") return odd(rat, "is not a replicated Job patch with a name");
+      const jobSpec = objectOr(objectOr(r.template).spec);
+      const podSpec = objectOr(objectOr(jobSpec.template).spec);
       const where = { job: [r, `${rat}`], jobSpec: [jobSpec, `${rat}.template.spec`], podSpec: [podSpec, `${rat}.template.spec.template.spec`] } as const;
       for (const { at: level, field } of NOT_IN_V230) {
         if (level === "container") {
           for (const list of ["containers", "initContainers"])
             (Array.isArray(podSpec[list]) ? (podSpec[list] as unknown[]) : []).forEach((c, k) => {
-              if (isObj(c) && c[field] !== undefined && c[field] !== null)
+              if (isObject(c) && c[field] !== undefined && c[field] !== null)
                 unknowns.push({
                   field: `${rat}.template.spec.template.spec.${list}[${k}].${field}`,
                   message: `Trainer v2.3.0's runtime patches carry no ${field} (its CRD prunes it): cannot tell what this Trainer does with it; ${FIX_FIELD}`,
@@ -288,7 +287,7 @@ function readPatches(job: KubeObject, skipManager: string | undefined): { entrie
       for (const list of ["containers", "initContainers", "volumes", "tolerations", "imagePullSecrets", "schedulingGates"])
         if (podSpec[list] !== undefined && podSpec[list] !== null && !Array.isArray(podSpec[list]))
           odd(`${rat}.template.spec.template.spec.${list}`, "is not a list");
-      entries.push({ name: r.name, patch: withoutUnknownFields(objOr(r.template)) });
+      entries.push({ name: r.name, patch: withoutUnknownFields(objectOr(r.template)) });
     });
   });
   return { entries, unknowns };
@@ -299,20 +298,20 @@ function readPatches(job: KubeObject, skipManager: string | undefined): { entrie
  * v2.3.0 would (its CRD prunes them), while the caps report them as unknown. Copies only what it changes.
  */
 function withoutUnknownFields(template: Obj): Obj {
-  const jobSpec = objOr(template.spec);
-  const podTemplate = objOr(jobSpec.template);
-  const podSpec = objOr(podTemplate.spec);
+  const jobSpec = objectOr(template.spec);
+  const podTemplate = objectOr(jobSpec.template);
+  const podSpec = objectOr(podTemplate.spec);
   const jobDrop = ["parallelism", "completions"].filter((f) => jobSpec[f] !== undefined);
   const podDrop = ["resourceClaims", "overhead", "ephemeralContainers"].filter((f) => podSpec[f] !== undefined);
   const lists = ["containers", "initContainers"].filter(
-    (l) => Array.isArray(podSpec[l]) && (podSpec[l] as unknown[]).some((c) => isObj(c) && c.resources !== undefined),
+    (l) => Array.isArray(podSpec[l]) && (podSpec[l] as unknown[]).some((c) => isObject(c) && c.resources !== undefined),
   );
   if (jobDrop.length === 0 && podDrop.length === 0 && lists.length === 0) return template;
   const spec: Obj = { ...podSpec };
   for (const f of podDrop) delete spec[f];
   for (const l of lists)
     spec[l] = (podSpec[l] as unknown[]).map((c) => {
-      if (!isObj(c)) return c;
+      if (!isObject(c)) return c;
       const { resources: _resources, ...rest } = c;
       return rest;
     });
@@ -324,7 +323,7 @@ function withoutUnknownFields(template: Obj): Obj {
 // ---- the model ---------------------------------------------------------------------------------------------------
 
 function runtimeName(runtime: KubeObject): string {
-  const m = objOr(runtime.metadata);
+  const m = objectOr(runtime.metadata);
   return `(${typeof runtime.kind === "string" ? runtime.kind : "ClusterTrainingRuntime"} ${String(m.name ?? "")})`;
 }
 
@@ -332,13 +331,13 @@ function runtimeName(runtime: KubeObject): string {
 function resourcesMapper(templateField: string, containerIndex: number | undefined, perNode: unknown): (field: string) => string {
   if (containerIndex === undefined) return (f) => f;
   const prefix = `${templateField}.spec.containers[${containerIndex}].resources`;
-  const own = objOr(perNode);
+  const own = objectOr(perNode);
   return (f) => {
     if (f === prefix) return "spec.trainer.resourcesPerNode";
     if (!f.startsWith(`${prefix}.`)) return f;
     const rest = f.slice(prefix.length);
     const m = /^\.(limits|requests)\[([^\]]+)\]/.exec(rest);
-    if (m) return Object.hasOwn(objOr(own[m[1]!]), m[2]!) ? `spec.trainer.resourcesPerNode${rest}` : f;
+    if (m) return Object.hasOwn(objectOr(own[m[1]!]), m[2]!) ? `spec.trainer.resourcesPerNode${rest}` : f;
     const side = /^\.(limits|requests)$/.exec(rest);
     return side && own[side[1]!] !== undefined ? `spec.trainer.resourcesPerNode${rest}` : f;
   };
@@ -382,11 +381,11 @@ function withoutRuntime(job: KubeObject): TrainJobModel {
  */
 export function trainJobModel(job: KubeObject, runtime: KubeObject | undefined, skipManager?: string): TrainJobModel {
   if (!runtime) return withoutRuntime(job);
-  const raw = objOr(objOr(objOr(runtime.spec).template).spec).replicatedJobs;
+  const raw = objectOr(objectOr(objectOr(runtime.spec).template).spec).replicatedJobs;
   if (!Array.isArray(raw)) return { replicas: [], unknowns: [] };
   const name = runtimeName(runtime);
   // 1. The runtime's Jobs copied once, every patch merged in, in order (mergeRuntimePatches).
-  const rjobs: Obj[] = raw.map((r) => structuredClone(objOr(r)));
+  const rjobs: Obj[] = raw.map((r) => structuredClone(objectOr(r)));
   const byName = new Map<unknown, number>();
   rjobs.forEach((r, i) => {
     if (!byName.has(r.name)) byName.set(r.name, i);
@@ -397,18 +396,18 @@ export function trainJobModel(job: KubeObject, runtime: KubeObject | undefined, 
     const at = byName.get(target);
     if (at === undefined) continue; // Trainer's webhook refuses a patch of a Job the runtime has not.
     const r = rjobs[at]!;
-    if (!isObj(r.template)) r.template = {};
+    if (!isObject(r.template)) r.template = {};
     mergeInto(r.template as Obj, patch, JOB_TEMPLATE, indexes);
   }
   // 2.–5. Which Job is the trainer, resourcesPerNode, counts.
-  const mlPolicy = objOr(runtime.spec).mlPolicy;
-  const policy = isObj(mlPolicy) ? mlPolicy : undefined;
-  const mpi = policy && isObj(policy.mpi) ? policy.mpi : undefined;
+  const mlPolicy = objectOr(runtime.spec).mlPolicy;
+  const policy = isObject(mlPolicy) ? mlPolicy : undefined;
+  const mpi = policy && isObject(policy.mpi) ? policy.mpi : undefined;
   const launcherAsNode = mpi?.runLauncherAsNode === true;
-  const byAncestor = !mpi || isObj(policy?.torch) || isObj(policy?.jax) || isObj(policy?.xgboost);
+  const byAncestor = !mpi || isObject(policy?.torch) || isObject(policy?.jax) || isObject(policy?.xgboost);
   const t = trainerOf(job);
   const perNode = t.resourcesPerNode;
-  if (perNode !== undefined && perNode !== null && !isObj(perNode))
+  if (perNode !== undefined && perNode !== null && !isObject(perNode))
     unknowns.push({ field: "spec.trainer.resourcesPerNode", message: "is not an object: cannot tell the trainer's resources; write limits and requests maps" });
   const ctx: Policies = { name, policy, mpi, launcherAsNode, byAncestor, numNodes: t.numNodes, perNode, firstTrainer: true, firstNode: true };
   return { replicas: rjobs.map((r, i) => resolveJob(r, i, ctx)), unknowns };
@@ -429,7 +428,7 @@ interface Policies {
 
 /** One Job's pod count and field (rules 2, 4 and 5 of the module comment). */
 function podsOf(r: Obj, at: string, type: string, trainer: boolean, ctx: Policies): { count: unknown; field: string } {
-  const jobSpec = objOr(objOr(r.template).spec);
+  const jobSpec = objectOr(objectOr(r.template).spec);
   let count: unknown;
   let field: string;
   if (trainer && ctx.policy) [count, field] = [countOf(ctx.policy.numNodes, 1, true), `${ctx.name}.spec.mlPolicy.numNodes`];
@@ -450,9 +449,10 @@ function podsOf(r: Obj, at: string, type: string, trainer: boolean, ctx: Policie
 
 /** resourcesPerNode merged into the first `node` container of `template` when it applies (rule 3); its index. */
 function applyPerNode(template: V1PodTemplateSpec, type: string, trainer: boolean, ctx: Policies): number | undefined {
-  const spec = objOr(template.spec);
-  if (!isObj(ctx.perNode) || !((trainer && ctx.policy) || (ctx.launcherAsNode && type === TRAINER.node)) || !Array.isArray(spec.containers)) return undefined;
-  const k = (spec.containers as unknown[]).findIndex((c) => isObj(c) && c.name === TRAINER.node);
+  const spec = objectOr(template.spec);
+  if (!isObject(ctx.perNode) || !((trainer && ctx.policy) || (ctx.launcherAsNode && type === TRAINER.node)) || !Array.isArray(spec.containers))
+    return undefined;
+  const k = (spec.containers as unknown[]).findIndex((c) => isObject(c) && c.name === TRAINER.node);
   if (k < 0) return undefined;
   const c = spec.containers[k] as Obj;
   c.resources = mergeResources(c.resources, ctx.perNode);
@@ -462,9 +462,9 @@ function applyPerNode(template: V1PodTemplateSpec, type: string, trainer: boolea
 function resolveJob(r: Obj, i: number, ctx: Policies): TrainJobReplica {
   const at = `${ctx.name}.spec.template.spec.replicatedJobs[${i}]`;
   const type = typeof r.name === "string" ? r.name : `replicatedJobs[${i}]`;
-  const jobTemplate = objOr(r.template);
-  const trainer = objOr(objOr(jobTemplate.metadata).labels)[TRAINER.ancestorLabel] === TRAINER.ancestorTrainer;
-  const template = objOr(objOr(jobTemplate.spec).template) as V1PodTemplateSpec;
+  const jobTemplate = objectOr(r.template);
+  const trainer = objectOr(objectOr(jobTemplate.metadata).labels)[TRAINER.ancestorLabel] === TRAINER.ancestorTrainer;
+  const template = objectOr(objectOr(jobTemplate.spec).template) as V1PodTemplateSpec;
   const templateField = `${at}.template.spec.template`;
   const { count, field } = podsOf(r, at, type, trainer, ctx);
   const perNodeContainer = applyPerNode(template, type, trainer, ctx);
@@ -487,7 +487,7 @@ export function trainJobReplicas(job: KubeObject, runtime: KubeObject | undefine
 
 /** How many runtime patches the TrainJob carries (a list's length; 0 when it has none or it is no list). */
 export function runtimePatchCount(job: KubeObject): number {
-  const p = objOr(job.spec).runtimePatches;
+  const p = objectOr(job.spec).runtimePatches;
   return Array.isArray(p) ? p.length : 0;
 }
 
@@ -498,11 +498,11 @@ export function runtimePatchCount(job: KubeObject): number {
  */
 export function trainJobPricedSpecs(job: KubeObject): unknown[] {
   const out: unknown[] = [];
-  const patches = objOr(job.spec).runtimePatches;
+  const patches = objectOr(job.spec).runtimePatches;
   if (!Array.isArray(patches)) return out;
   for (const p of patches.slice(0, MAX_RUNTIME_PATCHES)) {
-    const rjobs = objOr(objOr(objOr(objOr(p).trainingRuntimeSpec).template).spec).replicatedJobs;
-    if (Array.isArray(rjobs)) for (const r of rjobs) out.push(objOr(objOr(objOr(objOr(r).template).spec).template).spec);
+    const rjobs = objectOr(objectOr(objectOr(objectOr(p).trainingRuntimeSpec).template).spec).replicatedJobs;
+    if (Array.isArray(rjobs)) for (const r of rjobs) out.push(objectOr(objectOr(objectOr(objectOr(r).template).spec).template).spec);
   }
   // Past the CRD's limit each patch is one item, never looked into: its length alone (a stand-in array's too,
   // `src/admission/stand-in.ts`) can pass the bound, and a TrainJob of thousands of patches is answered at once.

@@ -31,10 +31,8 @@
 import type { V1PodTemplateSpec } from "@kubernetes/client-node";
 import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
+import { isObject, objectOr } from "../core/object.js";
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-const objOr = (v: unknown): Obj => (isObj(v) ? v : {});
 
 /** How many pods of one template run at once, as an exact count, with the field that bounds it. */
 export type PodsAtOnce = { pods: bigint; field: string } | { problem: string; field: string };
@@ -72,7 +70,7 @@ function countProblem(v: unknown): string | undefined {
  * parallelism (default 1) bounded by completions when set, reported at whichever bounds it.
  */
 export function jobPodsAtOnce(jobSpec: unknown, at: string): PodsAtOnce {
-  const spec = objOr(jobSpec);
+  const spec = objectOr(jobSpec);
   const parallelismField = `${at}.parallelism`;
   const completionsField = `${at}.completions`;
   const parallelism = spec.parallelism ?? 1;
@@ -91,8 +89,8 @@ const BATCH_JOB: WorkloadShape = {
   suspendField: "spec.suspend",
   jobGpusField: (pods) => (pods.length === 1 ? pods[0]!.count.field : "spec"),
   pods(obj) {
-    const spec = objOr(obj.spec);
-    if (!isObj(spec.template)) return [];
+    const spec = objectOr(obj.spec);
+    if (!isObject(spec.template)) return [];
     return [{ name: "template", template: spec.template, templateField: "spec.template", count: jobPodsAtOnce(spec, "spec") }];
   },
 };
@@ -101,12 +99,12 @@ const JOBSET: WorkloadShape = {
   suspendField: "spec.suspend",
   jobGpusField: () => "spec.replicatedJobs",
   pods(obj) {
-    const rjobs = objOr(obj.spec).replicatedJobs;
+    const rjobs = objectOr(obj.spec).replicatedJobs;
     if (!Array.isArray(rjobs)) return [];
     return rjobs.flatMap((raw, i): WorkloadPods[] => {
-      const rjob = objOr(raw);
-      const jobSpec = objOr(objOr(rjob.template).spec);
-      if (!isObj(jobSpec.template)) return [];
+      const rjob = objectOr(raw);
+      const jobSpec = objectOr(objectOr(rjob.template).spec);
+      if (!isObject(jobSpec.template)) return [];
       const at = `spec.replicatedJobs[${i}]`;
       const name = typeof rjob.name === "string" ? rjob.name : `replicatedJobs[${i}]`;
       const replicas = rjob.replicas ?? 1;
@@ -133,10 +131,10 @@ export function workloadShape(kind: Pick<QueuedWorkloadKind, "group" | "kind">):
 
 /** Whether `obj`'s controller (its ownerReference with `controller: true`) is of `kind` in API group `group`. */
 function controlledBy(obj: KubeObject, kind: string, group: string): boolean {
-  const refs = objOr(obj.metadata).ownerReferences;
+  const refs = objectOr(obj.metadata).ownerReferences;
   return (
     Array.isArray(refs) &&
-    refs.some((r) => isObj(r) && r.controller === true && r.kind === kind && typeof r.apiVersion === "string" && r.apiVersion.startsWith(`${group}/`))
+    refs.some((r) => isObject(r) && r.controller === true && r.kind === kind && typeof r.apiVersion === "string" && r.apiVersion.startsWith(`${group}/`))
   );
 }
 

@@ -39,6 +39,7 @@ import type { JobKind } from "../policy/types.js";
 import { replicasOf } from "../topology/resolve.js";
 import { jobShape } from "../topology/shape.js";
 import type { Finding, Findings, ValidationContext } from "./types.js";
+import { objectOr } from "../core/object.js";
 
 /** One of Kueue's pod sets of a job: a replica type, its pods, and what each asks for. */
 export interface PodSet {
@@ -52,11 +53,9 @@ export interface PodSet {
 }
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-const objOr = (v: unknown): Obj => (isObj(v) ? v : {});
 const arrayOr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const strings = (v: unknown): Record<string, string> =>
-  Object.fromEntries(Object.entries(objOr(v)).filter((e): e is [string, string] => typeof e[1] === "string"));
+  Object.fromEntries(Object.entries(objectOr(v)).filter((e): e is [string, string] => typeof e[1] === "string"));
 
 /** The job's pod sets as Kueue builds them: one per replica (a TrainJob's: its runtime's replicated Jobs). */
 export function jobPodSets(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime?: KubeObject): PodSet[] {
@@ -100,17 +99,17 @@ const nanoOf = (v: unknown): bigint | undefined => {
 };
 
 function groupsOf(clusterQueue: KubeObject): Group[] {
-  return arrayOr(objOr(clusterQueue.spec).resourceGroups).map((g) => ({
-    covered: arrayOr(objOr(g).coveredResources).filter((r): r is string => typeof r === "string"),
-    flavors: arrayOr(objOr(g).flavors).map((f) => {
+  return arrayOr(objectOr(clusterQueue.spec).resourceGroups).map((g) => ({
+    covered: arrayOr(objectOr(g).coveredResources).filter((r): r is string => typeof r === "string"),
+    flavors: arrayOr(objectOr(g).flavors).map((f) => {
       const quota = new Map<string, { nominal: bigint; borrowingLimit?: bigint }>();
-      for (const r of arrayOr(objOr(f).resources)) {
-        const name = objOr(r).name;
+      for (const r of arrayOr(objectOr(f).resources)) {
+        const name = objectOr(r).name;
         if (typeof name !== "string") continue;
-        const borrowingLimit = nanoOf(objOr(r).borrowingLimit);
-        quota.set(name, { nominal: nanoOf(objOr(r).nominalQuota) ?? 0n, ...(borrowingLimit === undefined ? {} : { borrowingLimit }) });
+        const borrowingLimit = nanoOf(objectOr(r).borrowingLimit);
+        quota.set(name, { nominal: nanoOf(objectOr(r).nominalQuota) ?? 0n, ...(borrowingLimit === undefined ? {} : { borrowingLimit }) });
       }
-      return { name: String(objOr(f).name ?? ""), quota };
+      return { name: String(objectOr(f).name ?? ""), quota };
     }),
   }));
 }
@@ -134,9 +133,9 @@ function limitOf(quota: { nominal: bigint; borrowingLimit?: bigint } | undefined
 /** Why the flavor cannot take the pod set's pods, or undefined when it can (or it cannot be told). */
 function misfit(spec: V1PodSpec | undefined, flavor: KubeObject | undefined, keys: ReadonlySet<string>): string | undefined {
   if (!flavor) return undefined;
-  const fspec = objOr(flavor.spec);
-  const tolerations = [...arrayOr(spec?.tolerations), ...arrayOr(fspec.tolerations)].map(objOr);
-  for (const taint of arrayOr(fspec.nodeTaints).map(objOr)) {
+  const fspec = objectOr(flavor.spec);
+  const tolerations = [...arrayOr(spec?.tolerations), ...arrayOr(fspec.tolerations)].map(objectOr);
+  for (const taint of arrayOr(fspec.nodeTaints).map(objectOr)) {
     if (taint.effect !== "NoSchedule" && taint.effect !== "NoExecute") continue;
     if (!tolerations.some((t) => tolerates(t, taint)))
       return `untolerated taint ${String(taint.key)}${taint.value ? `=${String(taint.value)}` : ""}:${String(taint.effect)}`;
@@ -144,9 +143,9 @@ function misfit(spec: V1PodSpec | undefined, flavor: KubeObject | undefined, key
   const labels = strings(fspec.nodeLabels);
   for (const [k, v] of Object.entries(spec?.nodeSelector ?? {}))
     if (keys.has(k) && labels[k] !== v) return `its nodeLabels do not match nodeSelector ${k}=${v}`;
-  const terms = arrayOr(objOr(objOr(objOr(spec?.affinity).nodeAffinity).requiredDuringSchedulingIgnoredDuringExecution).nodeSelectorTerms);
+  const terms = arrayOr(objectOr(objectOr(objectOr(spec?.affinity).nodeAffinity).requiredDuringSchedulingIgnoredDuringExecution).nodeSelectorTerms);
   const cut = terms.map((t) =>
-    arrayOr(objOr(t).matchExpressions)
+    arrayOr(objectOr(t).matchExpressions)
       .map((e) => e as V1NodeSelectorRequirement)
       .filter((e) => keys.has(e.key)),
   );
@@ -203,7 +202,7 @@ const describe = (flavor: string, l: Limit): string => `${flavor} ${l.most === u
 
 /** The field naming the job's queue: its label, or the older annotation. */
 function queueField(job: KubeObject): string {
-  const labels = objOr(objOr(job.metadata).labels);
+  const labels = objectOr(objectOr(job.metadata).labels);
   return `metadata.${typeof labels[KUEUE_QUEUE_NAME] === "string" && labels[KUEUE_QUEUE_NAME] !== "" ? "labels" : "annotations"}[${KUEUE_QUEUE_NAME}]`;
 }
 
@@ -215,8 +214,8 @@ export function queueCapacityFindings(job: KubeObject, podSets: readonly PodSet[
   if (read.kind === "none") return { violations: [], warnings: [] };
   if (read.kind === "unavailable") return { violations: [], warnings: [`quartermaster: queue ${read.queue} not checked: ${read.reason}`] };
   const cq = read.clusterQueue;
-  const cqName = String(objOr(cq.metadata).name ?? "");
-  const cohortName = objOr(cq.spec).cohortName;
+  const cqName = String(objectOr(cq.metadata).name ?? "");
+  const cohortName = objectOr(cq.spec).cohortName;
   const cohort = typeof cohortName === "string" && cohortName !== "" ? cohortName : undefined;
   const groups = groupsOf(cq);
   const where = `ClusterQueue ${cqName} (queue ${read.queue})`;
@@ -254,7 +253,7 @@ interface ResourceCheck {
 
 function resourceViolations({ job, resource, asking, group, cohort, where, flavors }: ResourceCheck): Finding[] {
   // The label keys Kueue matches a pod set's node selection on: those the group's flavors' nodeLabels use.
-  const keys = new Set(group.flavors.flatMap((f) => Object.keys(strings(objOr(flavors.get(f.name)?.spec).nodeLabels))));
+  const keys = new Set(group.flavors.flatMap((f) => Object.keys(strings(objectOr(flavors.get(f.name)?.spec).nodeLabels))));
   const out: Finding[] = [];
   const usable = new Map<string, Limit>();
   let total = 0n;

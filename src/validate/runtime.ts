@@ -20,6 +20,7 @@ import { countedAs } from "../core/gpu.js";
 import { looksLikeGpu } from "../vendors/index.js";
 import { validatePodSpec } from "./pod-spec.js";
 import { merge, type Findings, type ValidationContext } from "./types.js";
+import { objectOr } from "../core/object.js";
 
 /** The limits a runtime is held to: a ClusterTrainingRuntime (scope `Cluster`) the policy's own, a TrainingRuntime its namespace's. */
 export function runtimeContext(policy: Policy, scope: "Cluster" | "Namespaced", namespace: string): ValidationContext {
@@ -27,15 +28,13 @@ export function runtimeContext(policy: Policy, scope: "Cluster" | "Namespaced", 
   return { policy, namespace: ns, limits: scope === "Cluster" ? policy.limits : effectiveLimits(policy, ns) };
 }
 
-type Obj = Record<string, unknown>;
-const objOr = (v: unknown): Obj => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Obj) : {});
 
 /** The runtime's replicated Jobs' pod specs, with their field paths. */
 export function runtimePodSpecs(runtime: KubeObject): Array<{ spec: unknown; field: string }> {
-  const rjobs = objOr(objOr(objOr(runtime.spec).template).spec).replicatedJobs;
+  const rjobs = objectOr(objectOr(objectOr(runtime.spec).template).spec).replicatedJobs;
   if (!Array.isArray(rjobs)) return [];
   return rjobs.map((r, i) => ({
-    spec: objOr(objOr(objOr(objOr(r).template).spec).template).spec,
+    spec: objectOr(objectOr(objectOr(objectOr(r).template).spec).template).spec,
     field: `spec.template.spec.replicatedJobs[${i}].template.spec.template.spec`,
   }));
 }

@@ -17,6 +17,7 @@ import type { Framework, JobKind } from "../policy/types.js";
 import { REPLICA_SPECS_FIELD } from "../topology/resolve.js";
 import { newOrWorse, validateCapacity, validateJob, type ClusterCapacity } from "./job.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
+import { isObject } from "../core/object.js";
 
 /** The replica type each kind's upstream scale subresource sets (`specReplicasPath`). */
 export const SCALE_REPLICA_TYPE: Readonly<Partial<Record<Framework, string>>> = Object.freeze({ pytorch: "Worker", paddle: "Worker", jax: "Worker" });
@@ -24,13 +25,9 @@ export const SCALE_REPLICA_TYPE: Readonly<Partial<Record<Framework, string>>> = 
 /** The Scale's field the violations point at. */
 export const SCALE_FIELD = "spec.replicas";
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /** `spec.replicas` of a Scale object: a non-negative whole number, else undefined. */
 export function scaleReplicas(scale: KubeObject): number | undefined {
-  const n = isRecord(scale.spec) ? scale.spec.replicas : undefined;
+  const n = isObject(scale.spec) ? scale.spec.replicas : undefined;
   return typeof n === "number" && Number.isSafeInteger(n) && n >= 0 ? n : undefined;
 }
 
@@ -45,10 +42,10 @@ export function scaledJob(job: KubeObject, kind: JobKind, replicas: number): Kub
   const type = SCALE_REPLICA_TYPE[kind.framework];
   const field = REPLICA_SPECS_FIELD[kind.framework];
   const spec = job.spec;
-  if (type === undefined || !isRecord(spec) || !isRecord(spec[field])) return undefined;
+  if (type === undefined || !isObject(spec) || !isObject(spec[field])) return undefined;
   const specs = spec[field];
   const replica = specs[type];
-  if (!isRecord(replica)) return undefined;
+  if (!isObject(replica)) return undefined;
   return { ...job, spec: { ...spec, [field]: { ...specs, [type]: { ...replica, replicas } } } };
 }
 
@@ -75,7 +72,7 @@ export function validateScale({ scale, job, kind, ctx, capacity }: ScaleInput): 
   const replicas = scaleReplicas(scale);
   if (replicas === undefined) {
     return {
-      violations: [violation("job-scale", `${JSON.stringify(isRecord(scale.spec) ? scale.spec.replicas : undefined)} is not a whole number of replicas`)],
+      violations: [violation("job-scale", `${JSON.stringify(isObject(scale.spec) ? scale.spec.replicas : undefined)} is not a whole number of replicas`)],
       warnings: [],
     };
   }

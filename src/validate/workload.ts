@@ -25,17 +25,16 @@ import { validatePodClaims } from "./claims.js";
 import { capacityFindings, type ClusterCapacity } from "./job.js";
 import { nearLimit, podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
 import { merge, none, type Finding, type Findings, type ValidationContext } from "./types.js";
+import { isObject } from "../core/object.js";
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
-const podSpecOf = (p: WorkloadPods): V1PodSpec => (isObj(p.template?.spec) ? p.template.spec : {}) as V1PodSpec;
+const podSpecOf = (p: WorkloadPods): V1PodSpec => (isObject(p.template?.spec) ? p.template.spec : {}) as V1PodSpec;
 
 /** Whether a pod spec names one of the policy's GPU resources (any container, requests or limits) or is given GPUs through its claims. */
 function asksForGpus(spec: V1PodSpec, ctx: ValidationContext): boolean {
-  const named = (m: unknown): boolean => isObj(m) && Object.keys(m).some((r) => sentAsGpu(r, ctx.policy.gpu));
+  const named = (m: unknown): boolean => isObject(m) && Object.keys(m).some((r) => sentAsGpu(r, ctx.policy.gpu));
   const containers = [spec.initContainers, spec.containers].flatMap((l) => (Array.isArray(l) ? (l as unknown[]) : []));
-  if (containers.some((c) => isObj(c) && isObj(c.resources) && (named(c.resources.requests) || named(c.resources.limits)))) return true;
+  if (containers.some((c) => isObject(c) && isObject(c.resources) && (named(c.resources.requests) || named(c.resources.limits)))) return true;
   return [...podGpuDemand(spec, ctx).values()].some((n) => n > 0n);
 }
 
