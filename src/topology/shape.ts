@@ -120,7 +120,6 @@ export interface JobShape {
   singleReplicaStatus: boolean;
 }
 
-
 /** Upstream `GenGeneralName`: `<job>-<lower type>-<index>` with `/` replaced by `-`. */
 export function replicaName(job: string, type: string, index: number): string {
   return `${job}-${type.toLowerCase()}-${index}`.replace(/\//g, "-");

@@ -33,7 +33,6 @@ import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
 import { isObject, objectOr } from "../core/object.js";
 
-
 /** How many pods of one template run at once, as an exact count, with the field that bounds it. */
 export type PodsAtOnce = { pods: bigint; field: string } | { problem: string; field: string };
 

@@ -28,7 +28,6 @@ export function runtimeContext(policy: Policy, scope: "Cluster" | "Namespaced", 
   return { policy, namespace: ns, limits: scope === "Cluster" ? policy.limits : effectiveLimits(policy, ns) };
 }
 
-
 /** The runtime's replicated Jobs' pod specs, with their field paths. */
 export function runtimePodSpecs(runtime: KubeObject): Array<{ spec: unknown; field: string }> {
   const rjobs = objectOr(objectOr(objectOr(runtime.spec).template).spec).replicatedJobs;

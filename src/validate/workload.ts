@@ -27,7 +27,6 @@ import { nearLimit, podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spe
 import { merge, none, type Finding, type Findings, type ValidationContext } from "./types.js";
 import { isObject } from "../core/object.js";
 
-
 const podSpecOf = (p: WorkloadPods): V1PodSpec => (isObject(p.template?.spec) ? p.template.spec : {}) as V1PodSpec;
 
 /** Whether a pod spec names one of the policy's GPU resources (any container, requests or limits) or is given GPUs through its claims. */

@@ -161,7 +161,14 @@ describe("/validate/jobs with node shapes: training jobs and workloads", () => {
     return { ...p, enforcement: { ...p.enforcement, rules } };
   };
   const cases: Array<[string, string, KubeObject, Record<string, "deny" | "warn">, boolean, RegExp | undefined]> = [
-    ["PyTorchJob of 16 per pod: admitted with a warning", "/validate/jobs", pytorch(16), {}, true, /no-node-shape \(warn\): spec.pytorchReplicaSpecs.Worker.template: 16 nvidia.com\/gpu per Worker pod/],
+    [
+      "PyTorchJob of 16 per pod: admitted with a warning",
+      "/validate/jobs",
+      pytorch(16),
+      {},
+      true,
+      /no-node-shape \(warn\): spec.pytorchReplicaSpecs.Worker.template: 16 nvidia.com\/gpu per Worker pod/,
+    ],
     [
       "PyTorchJob of 16 per pod, rule set to deny: refused",
       "/validate/jobs",
