@@ -54,17 +54,15 @@
  * the same etcd size. A warm-up of --warmup pods precedes each measured run and is not counted.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { Agent } from "node:https";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { parseAllDocuments } from "yaml";
 import { MAP_NAME } from "../src/manifests/map.js";
 import { binDir, freePort, startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
 import {
   applyOwnManifests,
-  cli,
   createNamespace,
   installKubeflowCrds,
   renderWebhookConfigurations,
@@ -73,6 +71,7 @@ import {
   type WebhookProcess,
 } from "../test/e2e/harness/webhook.js";
 import { apiserverProfile, childPid, cpuSeconds, createPod as createApiPod } from "./lib/apiserver.js";
+import { exportedMap, withPodMutationConditions } from "./lib/map-route.js";
 import { summarize, table, type Summary } from "./lib/stats.js";
 
 const { values } = parseArgs({
@@ -500,47 +499,6 @@ if (variantNames.includes("before") && !values.before) throw new Error("--varian
 interface Calls {
   mutate: number;
   validate: number;
-}
-
-/**
- * The built-in policy in the reduced mode, written to `dir`; the MutatingAdmissionPolicy and binding
- * `quartermaster policy export-map` prints for it; and the pods webhook's match conditions that
- * `quartermaster manifests webhooks` renders for it (the reduced mode's extra condition after the others).
- */
-async function exportedMap(dir: string): Promise<{ policyFile: string; objects: Obj[]; reducedConditions: Obj[] }> {
-  const policyFile = join(dir, "bench-policy-reduced.yaml");
-  writeFileSync(policyFile, "webhook: {podMutation: reduced}\n");
-  const exported = await cli(["policy", "export-map", "--policy", policyFile]);
-  if (exported.code !== 0) throw new Error(`policy export-map: ${exported.stderr}`);
-  const objects = parseAllDocuments(exported.stdout)
-    .map((d) => d.toJS() as Obj | null)
-    .filter((o): o is Obj => o !== null);
-  const rendered = await cli(["manifests", "webhooks", "--policy", policyFile]);
-  if (rendered.code !== 0) throw new Error(`manifests webhooks: ${rendered.stderr}`);
-  const mutating = parseAllDocuments(rendered.stdout)
-    .map((d) => d.toJS() as Obj | null)
-    .find((c) => c?.kind === "MutatingWebhookConfiguration");
-  const hook = (mutating?.webhooks as Obj[] | undefined)?.find((h) => h.name === POD_MUTATE_HOOK);
-  if (!hook?.matchConditions) throw new Error(`manifests webhooks --policy (reduced) rendered no ${POD_MUTATE_HOOK} match conditions`);
-  return { policyFile, objects, reducedConditions: hook.matchConditions as Obj[] };
-}
-
-const POD_MUTATE_HOOK = "pods.mutate.quartermaster.dev";
-
-/**
- * The configurations with the pods webhook's match conditions replaced by `reduced` (its reduced mode). The rest is
- * manifests/base's, and so must the conditions `reduced` keeps be: the mode is the one difference.
- */
-function withPodMutationConditions(configs: Obj[], reduced: Obj[]): Obj[] {
-  const copy = structuredClone(configs);
-  const hook = copy.flatMap((c) => c.webhooks as Obj[]).find((h) => h.name === POD_MUTATE_HOOK);
-  if (!hook) throw new Error(`manifests/base has no ${POD_MUTATE_HOOK}`);
-  const text = (conditions: Obj[]): string => JSON.stringify(conditions.map((c) => [c.name, c.expression]));
-  const kept = reduced.slice(0, -1);
-  if (text(kept) !== text(hook.matchConditions as Obj[]))
-    throw new Error(`the reduced mode's conditions do not extend manifests/base's (run npm run generate?): ${text(kept).slice(0, 300)}`);
-  hook.matchConditions = structuredClone(reduced);
-  return copy;
 }
 
 /**

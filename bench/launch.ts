@@ -1,0 +1,411 @@
+/**
+ * bench/launch: how long a big job takes to get all its pods, with and without Quartermaster (issue 51). What a
+ * user feels is not one admission's latency but the launch: the controllers create a job's pods as fast as they
+ * can, each CREATE goes through the admission chain, and the job runs once the last pod is bound.
+ *
+ *   npm run bench:launch -- [--pods 1000] [--reps 2] [--kinds trainjob,pytorchjob,jobset]
+ *                           [--variants none,webhooks,map-reduced] [--json FILE]
+ *
+ * Needs QM_K8S_BIN_DIR, QM_KWOK_BIN, QM_TRAINER_BIN, QM_JOBSET_BIN and QM_OPERATOR_BIN (the builds under
+ * test/e2e/). One control plane (kube-apiserver, etcd, kube-controller-manager's job-controller and garbage
+ * collector, kube-scheduler) with kwok keeping ceil(pods / 8) × 1.1 untainted 8-GPU H100 nodes Ready, and the real
+ * controllers: JobSet v0.12.0, Trainer v2.3.0 with its default runtimes, the training operator v1.9.4. kube-
+ * controller-manager and kube-scheduler run with `--kube-api-qps 500 --kube-api-burst 1000` (their defaults, 20 and
+ * 50, would make the launch a measure of client throttling); the operators keep their own defaults.
+ *
+ * Workloads of `--pods` pods, one GPU each: a TrainJob (torch-distributed, numNodes = pods), a PyTorchJob
+ * (1 Master + pods − 1 Workers) and a JobSet (one replicated Job of parallelism = completions = pods). Variants:
+ * `none` (no Quartermaster webhook configuration), `webhooks` (manifests/base's, the server as its ServiceAccount),
+ * `map-reduced` (the exported MutatingAdmissionPolicy with the pods webhook in its reduced mode, Kubernetes >= 1.36).
+ * Each rep runs every kind under every variant, the variants' order rotated by one each rep so that drift favours
+ * none. For each run: from the workload's CREATE to all its pods created (a watch sees them) and to all bound
+ * (`spec.nodeName`); the apiserver's admission time over the run (its `apiserver_admission_step_admission_duration_seconds`
+ * histogram for pods, mutating and validating: count and p99 bucket); kube-apiserver's and the webhook's CPU per pod.
+ * The workload is then deleted and its pods waited out, so every run starts from the same cluster.
+ *
+ * Prints one table per kind (median over reps of each variant, and its ratio to `none` in the same run).
+ */
+import { request } from "node:https";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
+import { kwokBin, kwokNodes, startKwok } from "../test/e2e/harness/kwok.js";
+import { installOperatorCrds, operatorBin, startOperator } from "../test/e2e/harness/operator.js";
+import {
+  JOB_CONTROLLER,
+  installDefaultRuntimes,
+  installTrainerCrds,
+  startJobSet,
+  startTrainer,
+  trainerBins,
+  type Controller,
+} from "../test/e2e/harness/trainer.js";
+import { applyOwnManifests, createNamespace, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "../test/e2e/harness/webhook.js";
+import { clusterNode, H100_NO_MIG } from "../test/fixtures/nodes.js";
+import { childPid, cpuSeconds } from "./lib/apiserver.js";
+import { exportedMap, withPodMutationConditions } from "./lib/map-route.js";
+import { summarize, table } from "./lib/stats.js";
+
+const { values } = parseArgs({
+  options: {
+    pods: { type: "string", default: "1000" },
+    reps: { type: "string", default: "2" },
+    kinds: { type: "string", default: "trainjob,pytorchjob,jobset" },
+    variants: { type: "string", default: "none,webhooks,map-reduced" },
+    json: { type: "string" },
+  },
+});
+const PODS = Number(values.pods);
+const REPS = Number(values.reps);
+const KIND_NAMES = values.kinds.split(",");
+const VARIANT_NAMES = values.variants.split(",") as Variant[];
+const NS = "launch";
+const GPUS_PER_NODE = 8;
+const RUN_TIMEOUT_MS = 20 * 60_000;
+
+type Obj = Record<string, any>;
+type Variant = "none" | "webhooks" | "map-reduced";
+const log = (msg: string): void => void process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** A workload kind: its object for a run, where it is created, and the label that selects its pods. */
+interface LaunchKind {
+  name: string;
+  plural: string;
+  apiPath: string;
+  body(name: string): Obj;
+  selector(name: string): string;
+}
+
+const gpuLimits = { limits: { "nvidia.com/gpu": "1", cpu: "1", memory: "1Gi" } };
+
+const KINDS: Record<string, LaunchKind> = {
+  trainjob: {
+    name: "TrainJob",
+    plural: "trainjobs",
+    apiPath: `/apis/trainer.kubeflow.org/v1alpha1/namespaces/${NS}/trainjobs`,
+    body: (name) => ({
+      apiVersion: "trainer.kubeflow.org/v1alpha1",
+      kind: "TrainJob",
+      metadata: { name },
+      spec: { runtimeRef: { name: "torch-distributed" }, trainer: { numNodes: PODS, resourcesPerNode: gpuLimits } },
+    }),
+    selector: (name) => `jobset.sigs.k8s.io/jobset-name=${name}`,
+  },
+  pytorchjob: {
+    name: "PyTorchJob",
+    plural: "pytorchjobs",
+    apiPath: `/apis/kubeflow.org/v1/namespaces/${NS}/pytorchjobs`,
+    body: (name) => {
+      const template = { spec: { containers: [{ name: "pytorch", image: "registry.invalid/train:1", resources: gpuLimits }] } };
+      return {
+        apiVersion: "kubeflow.org/v1",
+        kind: "PyTorchJob",
+        metadata: { name },
+        spec: {
+          pytorchReplicaSpecs: {
+            Master: { replicas: 1, restartPolicy: "Never", template },
+            Worker: { replicas: PODS - 1, restartPolicy: "Never", template },
+          },
+        },
+      };
+    },
+    selector: (name) => `training.kubeflow.org/job-name=${name}`,
+  },
+  jobset: {
+    name: "JobSet",
+    plural: "jobsets",
+    apiPath: `/apis/jobset.x-k8s.io/v1alpha2/namespaces/${NS}/jobsets`,
+    body: (name) => ({
+      apiVersion: "jobset.x-k8s.io/v1alpha2",
+      kind: "JobSet",
+      metadata: { name },
+      spec: {
+        replicatedJobs: [
+          {
+            name: "w",
+            replicas: 1,
+            template: {
+              spec: {
+                parallelism: PODS,
+                completions: PODS,
+                backoffLimit: 0,
+                template: { spec: { restartPolicy: "Never", containers: [{ name: "c", image: "registry.invalid/train:1", resources: gpuLimits }] } },
+              },
+            },
+          },
+        ],
+      },
+    }),
+    selector: (name) => `jobset.sigs.k8s.io/jobset-name=${name}`,
+  },
+};
+
+/**
+ * Watches the pods `selector` selects in {@link NS}, from now: resolves with when the `count`-th was first seen and
+ * when the `count`-th was first seen bound, in ms since `t0` (performance.now()).
+ */
+function watchLaunch(cp: ControlPlane, selector: string, count: number, t0: number): { done: Promise<{ createdMs: number; boundMs: number }>; stop(): void } {
+  const seen = new Set<string>();
+  const bound = new Set<string>();
+  let createdMs = NaN;
+  let stop = (): void => undefined;
+  const done = new Promise<{ createdMs: number; boundMs: number }>((resolve, reject) => {
+    const url = new URL(`${cp.apiUrl}/api/v1/namespaces/${NS}/pods?watch=1&allowWatchBookmarks=false&labelSelector=${encodeURIComponent(selector)}`);
+    const req = request(url, { ca: cp.tls.ca, cert: cp.tls.cert, key: cp.tls.key, method: "GET" }, (res) => {
+      let buf = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        buf += chunk;
+        for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          if (!line) continue;
+          const ev = JSON.parse(line) as { type: string; object: Obj };
+          if (ev.type === "ERROR") return reject(new Error(`pod watch: ${line.slice(0, 300)}`));
+          const name = ev.object.metadata?.name as string;
+          if (ev.type === "DELETED") continue;
+          seen.add(name);
+          if (seen.size === count && Number.isNaN(createdMs)) createdMs = performance.now() - t0;
+          if (ev.object.spec?.nodeName) bound.add(name);
+          if (bound.size === count) {
+            req.destroy();
+            return resolve({ createdMs, boundMs: performance.now() - t0 });
+          }
+        }
+      });
+      res.on("error", reject);
+    });
+    req.on("error", (err) => (seen.size < count || bound.size < count ? reject(err) : undefined));
+    req.end();
+    const timer = setTimeout(() => {
+      req.destroy();
+      reject(new Error(`${selector}: ${seen.size} created, ${bound.size} bound of ${count} after ${RUN_TIMEOUT_MS / 1000} s`));
+    }, RUN_TIMEOUT_MS);
+    stop = () => {
+      clearTimeout(timer);
+      req.destroy();
+    };
+  });
+  return { done: done.finally(() => stop()), stop: () => stop() };
+}
+
+/** The apiserver's admission histogram for pod CREATEs, by step type: bucket counts (cumulative) by upper bound. */
+type Histograms = Map<string, Map<number, number>>;
+
+async function admissionHistograms(cp: ControlPlane): Promise<Histograms> {
+  const r = await cp.api("GET", "/metrics");
+  const text = typeof r.body === "string" ? r.body : JSON.stringify(r.body);
+  const out: Histograms = new Map();
+  // apiserver_admission_step_admission_duration_seconds_bucket{le="0.005",operation="CREATE",rejected="false",type="admit"} 12
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("apiserver_admission_step_admission_duration_seconds_bucket{")) continue;
+    const labels = Object.fromEntries([...line.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!]));
+    if (labels.operation !== "CREATE" || labels.rejected !== "false") continue;
+    const le = labels.le === "+Inf" ? Infinity : Number(labels.le);
+    const m = out.get(labels.type!) ?? new Map<number, number>();
+    m.set(le, (m.get(le) ?? 0) + Number(line.slice(line.lastIndexOf(" ") + 1)));
+    out.set(labels.type!, m);
+  }
+  return out;
+}
+
+/** Count and p99 bucket of what happened between two readings, per step type. */
+function histogramDelta(before: Histograms, after: Histograms): Record<string, { count: number; p99: string }> {
+  const out: Record<string, { count: number; p99: string }> = {};
+  for (const [type, buckets] of after) {
+    const was = before.get(type) ?? new Map<number, number>();
+    const les = [...buckets.keys()].sort((a, b) => a - b);
+    const delta = les.map((le) => [le, buckets.get(le)! - (was.get(le) ?? 0)] as const);
+    const total = delta.at(-1)?.[1] ?? 0;
+    const p99 = delta.find(([, n]) => n >= total * 0.99)?.[0];
+    out[type] = { count: total, p99: p99 === undefined ? "-" : p99 === Infinity ? "+Inf" : `≤${p99 * 1000} ms` };
+  }
+  return out;
+}
+
+interface Served {
+  configs: Obj[];
+  wh?: WebhookProcess;
+}
+
+/** Applies a variant's configurations (and removes the others'); waits until a probe pod shows it in force. */
+async function applyVariant(cp: ControlPlane, variant: Variant, served: Record<Variant, Served>, all: Obj[]): Promise<void> {
+  const mine = new Set(served[variant].configs.map((c) => `${c.kind}/${c.metadata.name}`));
+  for (const c of all) {
+    if (mine.has(`${c.kind}/${c.metadata.name}`)) continue;
+    await cp.kubectl(["delete", "--ignore-not-found", `${c.kind}.${String(c.apiVersion).split("/")[0]}`, c.metadata.name]);
+  }
+  if (served[variant].configs.length > 0) {
+    const applied = await cp.kubectl(
+      ["apply", "--server-side", "--force-conflicts", "-f", "-"],
+      JSON.stringify({ apiVersion: "v1", kind: "List", items: served[variant].configs }),
+    );
+    if (applied.code !== 0) throw new Error(`apply ${variant}: ${applied.stderr}`);
+  }
+  // A configuration takes effect a moment later: dry-run GPU pods until they come back outfitted or not.
+  const outfitted = variant !== "none";
+  let probes = 0;
+  await cp.until(`variant ${variant} in force`, async () => {
+    const r = await cp.api("POST", `/api/v1/namespaces/${NS}/pods?dryRun=All`, {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: `probe-${variant}-${++probes}` },
+      spec: { containers: [{ name: "c", image: "registry.invalid/probe:1", resources: { limits: { "nvidia.com/gpu": "1" } } }] },
+    });
+    return (r.body?.metadata?.annotations?.["quartermaster.dev/mutations"] !== undefined) === outfitted;
+  });
+  await sleep(2_000);
+}
+
+async function waitGone(cp: ControlPlane, kind: LaunchKind, name: string): Promise<void> {
+  await cp.api("DELETE", `${kind.apiPath}/${name}`, { kind: "DeleteOptions", apiVersion: "v1", propagationPolicy: "Background" });
+  await cp.until(
+    `${kind.name} ${name}'s pods gone`,
+    async () => {
+      const r = await cp.api("GET", `/api/v1/namespaces/${NS}/pods?limit=1`);
+      return (r.body?.items ?? []).length === 0;
+    },
+    10 * 60_000,
+    500,
+  );
+}
+
+interface Run {
+  kind: string;
+  variant: Variant;
+  rep: number;
+  createdS: number;
+  boundS: number;
+  apiserverCpuMsPerPod: number;
+  webhookCpuMsPerPod: number;
+  admission: Record<string, { count: number; p99: string }>;
+}
+
+async function main(): Promise<void> {
+  const kwok = kwokBin();
+  const trainer = trainerBins();
+  const operator = operatorBin();
+  if ("skip" in kwok || "skip" in trainer || !operator)
+    throw new Error("bench:launch needs QM_KWOK_BIN, QM_TRAINER_BIN, QM_JOBSET_BIN and QM_OPERATOR_BIN (test/e2e/*/build.sh)");
+  const qps = ["--kube-api-qps=500", "--kube-api-burst=1000"];
+  const cp = await startControlPlane({ controllers: [JOB_CONTROLLER], controllerManagerArgs: qps, scheduler: true, schedulerArgs: qps });
+  const started: Array<{ stop(): Promise<void> }> = [];
+  try {
+    started.push(await startKwok(cp, kwok.bin, { podParallelism: 16, nodeParallelism: 8 }));
+    const nodeCount = Math.ceil((PODS / GPUS_PER_NODE) * 1.1);
+    const nodes = Array.from({ length: nodeCount }, (_, i) =>
+      clusterNode(H100_NO_MIG, { name: `gpu-${String(i).padStart(4, "0")}`, zone: `zone-${i % 3}`, taints: [], cpu: 192, memoryGi: 2048 }),
+    );
+    const ready = await kwokNodes(cp, nodes, { concurrency: 16 });
+    log(`${nodeCount} kwok nodes Ready in ${(ready.readyMs / 1000).toFixed(1)} s`);
+    await installTrainerCrds(cp);
+    await installOperatorCrds(cp);
+    const ctl: Controller[] = [await startJobSet(cp, trainer.jobset), await startTrainer(cp, trainer.trainer), await startOperator(cp, operator)];
+    started.push(...ctl);
+    await installDefaultRuntimes(cp);
+    await createNamespace(cp, NS, { "quartermaster.dev/enabled": "true" });
+
+    // Quartermaster: the full server, and (map-reduced) a second one in the reduced mode beside the exported policy.
+    await applyOwnManifests(cp);
+    const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
+    const policyFile = join(cp.dir, "policy.yaml");
+    writeFileSync(policyFile, "{}\n");
+    const full = await webhookProcess({ kubeconfig: sa.kubeconfig, policy: policyFile });
+    await full.start();
+    started.push({ stop: () => full.stop() });
+    const fullConfigs = await renderWebhookConfigurations(cp, full.port, full.caPem);
+    const served: Record<Variant, Served> = { none: { configs: [] }, webhooks: { configs: fullConfigs, wh: full }, "map-reduced": { configs: [] } };
+    if (VARIANT_NAMES.includes("map-reduced")) {
+      const map = await exportedMap(cp.dir);
+      const reduced = await webhookProcess({ kubeconfig: sa.kubeconfig, policy: map.policyFile });
+      await reduced.start();
+      started.push({ stop: () => reduced.stop() });
+      const configs = await renderWebhookConfigurations(cp, reduced.port, reduced.caPem);
+      served["map-reduced"] = { configs: [...withPodMutationConditions(configs, map.reducedConditions), ...map.objects], wh: reduced };
+    }
+    const all = Object.values(served).flatMap((s) => s.configs);
+    const apiserverPid = childPid("kube-apiserver");
+
+    const runs: Run[] = [];
+    let serial = 0;
+    for (let rep = 0; rep < REPS; rep++) {
+      for (const kindName of KIND_NAMES) {
+        const kind = KINDS[kindName];
+        if (!kind) throw new Error(`unknown kind ${kindName} (${Object.keys(KINDS).join(", ")})`);
+        const order = VARIANT_NAMES.map((_, i) => VARIANT_NAMES[(i + rep) % VARIANT_NAMES.length]!);
+        for (const variant of order) {
+          await applyVariant(cp, variant, served, all);
+          const name = `${kindName}-${++serial}`;
+          const whPid = served[variant].wh?.pid();
+          const cpu0 = { api: cpuSeconds(apiserverPid), wh: whPid ? cpuSeconds(whPid) : 0 };
+          const h0 = await admissionHistograms(cp);
+          const t0 = performance.now();
+          const watch = watchLaunch(cp, kind.selector(name), PODS, t0);
+          const created = await cp.api("POST", kind.apiPath, kind.body(name));
+          if (created.status !== 201) {
+            watch.stop();
+            throw new Error(`${kind.name} ${name} (${variant}): ${created.status} ${JSON.stringify(created.body).slice(0, 500)}`);
+          }
+          const { createdMs, boundMs } = await watch.done;
+          const run: Run = {
+            kind: kind.name,
+            variant,
+            rep,
+            createdS: createdMs / 1000,
+            boundS: boundMs / 1000,
+            apiserverCpuMsPerPod: ((cpuSeconds(apiserverPid) - cpu0.api) * 1000) / PODS,
+            webhookCpuMsPerPod: whPid ? ((cpuSeconds(whPid) - cpu0.wh) * 1000) / PODS : 0,
+            admission: histogramDelta(h0, await admissionHistograms(cp)),
+          };
+          runs.push(run);
+          log(
+            `${kind.name} × ${PODS} (${variant}, rep ${rep + 1}): all created ${run.createdS.toFixed(1)} s, all bound ${run.boundS.toFixed(1)} s; ` +
+              `apiserver ${run.apiserverCpuMsPerPod.toFixed(2)} ms/pod, webhook ${run.webhookCpuMsPerPod.toFixed(2)} ms/pod`,
+          );
+          await waitGone(cp, kind, name);
+        }
+      }
+    }
+    report(runs);
+    if (values.json) writeFileSync(values.json, JSON.stringify({ pods: PODS, reps: REPS, runs }, null, 2));
+  } finally {
+    for (const s of started.reverse()) await s.stop().catch(() => undefined);
+    await cp.stop();
+  }
+}
+
+function report(runs: Run[]): void {
+  for (const kindName of KIND_NAMES) {
+    const kind = KINDS[kindName]!.name;
+    const median = (variant: Variant, f: (r: Run) => number): number => summarize(runs.filter((r) => r.kind === kind && r.variant === variant).map(f)).p50;
+    const baseCreated = median("none", (r) => r.createdS);
+    const baseBound = median("none", (r) => r.boundS);
+    const rows = VARIANT_NAMES.map((v) => {
+      const created = median(v, (r) => r.createdS);
+      const bound = median(v, (r) => r.boundS);
+      const last = runs.filter((r) => r.kind === kind && r.variant === v).at(-1);
+      return [
+        v,
+        created.toFixed(1),
+        VARIANT_NAMES.includes("none") ? `${(created / baseCreated).toFixed(2)}×` : "-",
+        bound.toFixed(1),
+        VARIANT_NAMES.includes("none") ? `${(bound / baseBound).toFixed(2)}×` : "-",
+        median(v, (r) => r.apiserverCpuMsPerPod).toFixed(2),
+        median(v, (r) => r.webhookCpuMsPerPod).toFixed(2),
+        last?.admission.admit?.p99 ?? "-",
+        last?.admission.validate?.p99 ?? "-",
+      ];
+    });
+    console.log(`\n${kind} of ${PODS} pods, median of ${REPS} rep(s):`);
+    console.log(
+      table(
+        ["variant", "all created s", "vs none", "all bound s", "vs none", "apiserver ms/pod", "webhook ms/pod", "admit p99 (last)", "validate p99 (last)"],
+        rows,
+      ),
+    );
+  }
+}
+
+await main();
