@@ -52,8 +52,10 @@ import { guardConnections, type Guard, type GuardOptions } from "./connections.j
 export const KEEP_ALIVE_TIMEOUT_MS = 95_000;
 /**
  * From the first byte of a request (or the connection's opening) to the end of its headers. The apiserver
- * writes a request's headers at once; 20 s only ever cuts a client that trickles them (or opens a
- * connection and sends nothing), each of which would otherwise hold a connection slot and its TLS buffers.
+ * writes a request's headers at once; 20 s only ever cuts a client that trickles them, which would otherwise
+ * hold a connection slot and its TLS buffers. Node also times a connection's first request from the
+ * connection's start: one that has sent nothing at all is not cut here (`bound`, issue 52), but by the guard's
+ * sweep past the client's reuse window.
  * Node 20 times a request from its first byte, so this may be shorter than the keep-alive timeout: an idle
  * keep-alive connection is not cut by it (checked with node 20: only a request under way is timed).
  */

@@ -288,8 +288,9 @@ describe("a bound never cuts a keep-alive connection under its client (issue 52)
   }
   function keepAlive(localAddress: string): Promise<TLSSocket> {
     return new Promise((resolve, reject) => {
+      // node:tls passes localAddress on to net (its ConnectionOptions type leaves it out).
       const s = tlsConnectRaw(
-        { host: "127.0.0.1", port: t.port, ca: t.files.certs.ca.certPem, servername: "localhost", ALPNProtocols: ["http/1.1"], localAddress },
+        { host: "127.0.0.1", port: t.port, ca: t.files.certs.ca.certPem, servername: "localhost", ALPNProtocols: ["http/1.1"], ...{ localAddress } },
         () => resolve(s),
       );
       s.once("error", reject);

@@ -121,10 +121,7 @@ describe("connection guard: who makes room at a full bound", () => {
     r.tick(10);
     r.open("10.0.0.1");
     assert.equal(r.gone(apiserver), false);
-    assert.deepEqual(
-      tenant.map(r.gone),
-      [true, false, false],
-    );
+    assert.deepEqual(tenant.map(r.gone), [true, false, false]);
   });
 
   it("with no handshake pending, the connection longest without an admission request goes", () => {
@@ -140,10 +137,7 @@ describe("connection guard: who makes room at a full bound", () => {
     r.tick(1_000);
     // b served nothing: it goes, though a was opened first.
     r.open("10.0.0.5");
-    assert.deepEqual(
-      [a, b, c, d].map(r.gone),
-      [false, true, false, false],
-    );
+    assert.deepEqual([a, b, c, d].map(r.gone), [false, true, false, false]);
   });
 
   it("health checks and other requests do not count as use", () => {
@@ -185,10 +179,7 @@ describe("connection guard: who makes room at a full bound", () => {
     const t2 = r.open("10.0.0.1");
     r.tick(5);
     const t3 = r.open("10.0.0.1");
-    assert.deepEqual(
-      [other, t1, t2, t3].map(r.gone),
-      [false, true, false, false],
-    );
+    assert.deepEqual([other, t1, t2, t3].map(r.gone), [false, true, false, false]);
     assert.deepEqual(r.shed, ["per_source"]);
   });
 
@@ -305,10 +296,16 @@ describe("connection guard: never closes a connection its client may be reusing 
     const first = [r.open("10.0.0.1"), r.open("10.0.0.2")];
     r.tick(10);
     [r.open("10.0.0.3"), r.open("10.0.0.4")];
-    assert.deepEqual(first.map((s) => s.destroyed), [false, false]);
+    assert.deepEqual(
+      first.map((s) => s.destroyed),
+      [false, false],
+    );
     r.tick(10);
     r.open("10.0.0.5");
-    assert.deepEqual(first.map((s) => s.destroyed), [true, false]);
+    assert.deepEqual(
+      first.map((s) => s.destroyed),
+      [true, false],
+    );
   });
 
   it("with --client-ca, a connection whose certificate verified (the apiserver) is never a bound's victim", () => {
