@@ -22,6 +22,28 @@
  * authenticated: a small pool). A sweep closes connections that have served no admission request for
  * `idleMs`, whatever else they sent.
  *
+ * Closing a connection the client may still reuse races its next request (issue 52): an HTTP/1.1 client
+ * that writes a POST into a keep-alive connection as the server closes it gets EOF or a reset, and Go's
+ * http.Transport (the apiserver's webhook client) retries no POST, so a fail-closed webhook refuses the
+ * pod. The apiserver keeps idle connections for 90 s (client-go's transport: Go's IdleConnTimeout) and may
+ * take any of them at any moment, including spares it dialled and never used. So the guard closes at once
+ * only what no client can be reusing:
+ *
+ * - a connection whose handshake is not done (no request can be on it yet);
+ * - an idle one that has received nothing since its last answer (or its handshake) for longer than `idleMs`,
+ *   past the client's reuse window, measured from the handshake (where the client's idle clock starts),
+ *   never from the TCP accept;
+ * - (the sweep runs after the event loop's poll phase, so bytes that came in while the loop was busy are
+ *   read, and count, before it decides.)
+ *
+ * Any other connection a bound picks is retired instead: it no longer counts against the bounds, and is
+ * told before it goes. HTTP/2: a GOAWAY (`session.close()`), the streams under way finish and the client
+ * opens new ones elsewhere. HTTP/1.1 has no way to tell an idle client, so its next answer carries
+ * `Connection: close` (the client knows, and Node closes the connection after it); one that sends nothing
+ * more is closed by the sweep past the reuse window. Retired connections are bounded too (as many as `max`):
+ * only a flood past twice the bound closes the oldest of them. A connection whose client certificate
+ * verified (`--client-ca`: the apiserver's identity) is never picked.
+ *
  * Victims are found by a scan of the open connections. Only a connection arriving at a full bound scans,
  * the bounds are ~1,000, and a scan is some microseconds: an index ordered by last use would cost every
  * request an update to save that.
@@ -29,7 +51,7 @@
 import type { Socket } from "node:net";
 
 /** Why the guard closed a connection (the `reason` label of `quartermaster_connections_shed_total`). */
-export type ShedReason = "per_source" | "handshaking" | "capacity" | "idle";
+export type ShedReason = "per_source" | "handshaking" | "capacity" | "idle" | "retired";
 
 export interface ConnectionLimits {
   /** Open connections at most. */
@@ -38,7 +60,11 @@ export interface ConnectionLimits {
   readonly perSource: number;
   /** Connections whose TLS handshake is not done, at most (plain HTTP has none). */
   readonly handshaking: number;
-  /** A connection with nothing in flight that has served no admission request (or opened) this long ago is closed. */
+  /**
+   * A connection with nothing in flight that has served no admission request (or finished its handshake)
+   * this long ago, and received nothing since its last answer, is closed. Longer than the clients' idle reuse
+   * window (the apiserver's: 90 s), so a client never writes into one as it goes.
+   */
   readonly idleMs: number;
 }
 
@@ -49,16 +75,33 @@ export interface ConnectionCounts {
 }
 
 export interface ConnectionGuard {
-  /** Connections open now, by state. */
+  /** Connections open now, by state (retired ones not counted). */
   counts(): ConnectionCounts;
+  /**
+   * True when `socket`'s connection is open, has nothing in flight and has received no byte since its last
+   * answer (or its handshake): a keep-alive connection at rest, which a header timeout must not cut (the
+   * client may write into it at any moment); false for one where a request has begun.
+   */
+  quiet(socket: { readonly remoteAddress?: string; readonly remotePort?: number }): boolean;
   /** Stops the idle sweep (the server is closing). */
   stop(): void;
 }
 
+/** The raw socket as the guard reads it (`bytesRead`: whether anything came in since the last answer). */
+export type GuardedSocket = Pick<Socket, "remoteAddress" | "remotePort" | "bytesRead" | "destroy" | "once">;
+/** A TLS socket at the end of its handshake: the protocol ALPN chose, and whether a client certificate verified. */
+export type SecureSocket = GuardedSocket & { readonly alpnProtocol?: string | false | null; readonly authorized?: boolean };
+/** An HTTP/2 session, as far as the guard closes it: `close()` sends a GOAWAY and lets its streams finish. */
+export interface SessionLike {
+  readonly socket: { readonly remoteAddress?: string; readonly remotePort?: number } | null;
+  close(): void;
+}
+
 /** What the guard needs of a server: the raw accepts, handshakes, and requests of both protocols. */
 export interface GuardedServer {
-  on(event: "connection", listener: (socket: Socket) => void): unknown;
-  on(event: "secureConnection", listener: (socket: Socket) => void): unknown;
+  on(event: "connection", listener: (socket: GuardedSocket) => void): unknown;
+  on(event: "secureConnection", listener: (socket: SecureSocket) => void): unknown;
+  on(event: "session", listener: (session: SessionLike) => void): unknown;
   on(event: "request", listener: (req: RequestLike, res: ResponseLike) => void): unknown;
 }
 
@@ -70,6 +113,9 @@ export interface RequestLike {
 }
 export interface ResponseLike {
   once(event: "close", listener: () => void): unknown;
+  /** HTTP/1.1 only (an HTTP/2 response has no connection header). */
+  setHeader?(name: string, value: string): unknown;
+  readonly headersSent?: boolean;
 }
 
 export interface GuardOptions {
@@ -87,14 +133,24 @@ export interface GuardOptions {
 }
 
 interface Connection {
-  readonly socket: Socket;
+  readonly socket: GuardedSocket;
   readonly key: string;
   readonly source: string;
   readonly opened: number;
   secure: boolean;
+  /** Its client certificate verified (`--client-ca`): the apiserver's identity, never a bound's victim. */
+  verified: boolean;
+  /** Its HTTP/2 session, when ALPN chose h2. */
+  session?: SessionLike;
+  /** HTTP/2 by ALPN (its session may not be known yet). */
+  h2: boolean;
   inFlight: number;
-  /** When it last served an admission request (its opening, before one). */
+  /** When it last served an admission request (its handshake, before one). */
   lastUse: number;
+  /** The raw socket's `bytesRead` when its last answer ended (or its handshake did): more since, a request has begun. */
+  restBytes: number;
+  /** Picked by a bound: no longer counted, told before it goes (see the module comment). */
+  retired: boolean;
   closed: boolean;
 }
 
@@ -105,6 +161,8 @@ function keyOf(address: string | undefined, port: number | undefined): string {
 export interface Guard extends ConnectionGuard {
   /** Closes connections idle past `idleMs` (the timer's work, callable from tests). */
   sweep(): void;
+  /** Whether a bound retired `socket`'s connection (out of the counts, to be told before it goes). */
+  retired(socket: { readonly remoteAddress?: string; readonly remotePort?: number }): boolean;
 }
 
 /** Puts the guard on `server`. Set no `maxConnections` on it: that would refuse at accept, before the guard sees a thing. */
@@ -113,25 +171,74 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
   const now = opts.now ?? ((): number => performance.now());
   const open = new Map<string, Connection>();
   const bySource = new Map<string, Set<Connection>>();
+  /** Retired connections, oldest first (a Map keeps insertion order). */
+  const retired = new Map<string, Connection>();
   let handshaking = 0;
 
+  /**
+   * Closes `c` now: only for one no client can be reusing (see the module comment). An HTTP/2 session gets
+   * its GOAWAY all the same (`close()` ends the connection once its streams, if any, are done).
+   */
   function close(c: Connection, reason: ShedReason): void {
     forget(c);
-    c.socket.destroy();
+    if (c.session) c.session.close();
+    else c.socket.destroy();
     opts.onShed?.(reason);
   }
 
-  function forget(c: Connection): void {
-    if (c.closed) return;
-    c.closed = true;
-    open.delete(c.key);
+  /** Received nothing since its last answer, and nothing in flight. */
+  function atRest(c: Connection): boolean {
+    return c.inFlight === 0 && c.socket.bytesRead === c.restBytes;
+  }
+
+  /** Past the client's reuse window: closing it races nothing. */
+  function stale(c: Connection, t: number): boolean {
+    return atRest(c) && c.lastUse < t - limits.idleMs;
+  }
+
+  /** Takes `c` out of the bounds and tells its client before it goes (see the module comment). */
+  function retire(c: Connection, reason: ShedReason): void {
+    if (!c.secure || stale(c, now())) return close(c, reason);
+    uncount(c);
+    c.retired = true;
+    retired.set(c.key, c);
+    opts.onShed?.(reason);
+    // HTTP/2: a GOAWAY now; the session closes once its streams are done.
+    if (c.h2) c.session?.close();
+    // HTTP/1.1: its next answer says `Connection: close` (the request listener); idle, the sweep closes it.
+    if (retired.size > limits.max) {
+      const [oldest] = retired.values();
+      if (oldest) close(oldest, "retired");
+    }
+  }
+
+  /** Out of the bounds' counts (retired or closed). */
+  function uncount(c: Connection): void {
+    if (c.retired || c.closed) return;
+    if (open.get(c.key) === c) open.delete(c.key);
     const peers = bySource.get(c.source);
     peers?.delete(c);
     if (peers?.size === 0) bySource.delete(c.source);
     if (!c.secure) handshaking--;
   }
 
-  /** The connection to close to make room among `candidates` (never `except`), or undefined when all are busy. */
+  function forget(c: Connection): void {
+    if (c.closed) return;
+    uncount(c);
+    c.closed = true;
+    if (retired.get(c.key) === c) retired.delete(c.key);
+  }
+
+  /** The open or retired connection at this address and port. */
+  function find(address: string | undefined, port: number | undefined): Connection | undefined {
+    const key = keyOf(address, port);
+    return open.get(key) ?? retired.get(key);
+  }
+
+  /**
+   * The connection to close to make room among `candidates` (never `except`), or undefined when all are
+   * busy or the apiserver's.
+   */
   function victim(candidates: Iterable<Connection>, except: Connection, handshakingOnly = false): Connection | undefined {
     let oldestHandshaking: Connection | undefined;
     let longestIdle: Connection | undefined;
@@ -139,7 +246,7 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
       if (c === except) continue;
       if (!c.secure) {
         if (!oldestHandshaking || c.opened < oldestHandshaking.opened) oldestHandshaking = c;
-      } else if (!handshakingOnly && c.inFlight === 0 && (!longestIdle || c.lastUse < longestIdle.lastUse)) {
+      } else if (!handshakingOnly && !c.verified && c.inFlight === 0 && (!longestIdle || c.lastUse < longestIdle.lastUse)) {
         longestIdle = c;
       }
     }
@@ -168,11 +275,12 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
     return top.flatMap((peers) => [...peers]);
   }
 
-  /** Makes room for `c` under one bound; false when `c` itself had to go. */
+  /** Makes room for `c` under one bound; false when `c` itself had to go (it is still in its handshake). */
   function makeRoom(over: boolean, candidates: Iterable<Connection>, c: Connection, reason: ShedReason, handshakingOnly = false): boolean {
     if (!over) return true;
     const v = (reason === "per_source" ? undefined : victim(heaviest(handshakingOnly), c, handshakingOnly)) ?? victim(candidates, c, handshakingOnly);
-    close(v ?? c, reason);
+    if (v) retire(v, reason);
+    else close(c, reason);
     return v !== undefined;
   }
 
@@ -180,7 +288,20 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
     const source = socket.remoteAddress ?? "?";
     const key = keyOf(socket.remoteAddress, socket.remotePort);
     const t = now();
-    const c: Connection = { socket, key, source, opened: t, secure: !opts.tls, inFlight: 0, lastUse: t, closed: false };
+    const c: Connection = {
+      socket,
+      key,
+      source,
+      opened: t,
+      secure: !opts.tls,
+      verified: false,
+      h2: false,
+      inFlight: 0,
+      lastUse: t,
+      restBytes: socket.bytesRead,
+      retired: false,
+      closed: false,
+    };
     open.set(key, c);
     let peers = bySource.get(source);
     if (!peers) bySource.set(source, (peers = new Set()));
@@ -194,34 +315,51 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
 
   if (opts.tls) {
     server.on("secureConnection", (tlsSocket) => {
-      const c = open.get(keyOf(tlsSocket.remoteAddress, tlsSocket.remotePort));
+      const c = find(tlsSocket.remoteAddress, tlsSocket.remotePort);
       if (!c || c.secure) return;
       c.secure = true;
-      handshaking--;
+      if (!c.retired) handshaking--;
+      c.verified = tlsSocket.authorized === true;
+      c.h2 = tlsSocket.alpnProtocol === "h2";
+      // The client's idle clock starts when its connection is ready, not at our accept.
+      c.lastUse = now();
+      c.restBytes = c.socket.bytesRead;
       // The TLS socket may close without its raw socket saying so at once.
       tlsSocket.once("close", () => forget(c));
     });
   }
 
+  server.on("session", (session) => {
+    const c = find(session.socket?.remoteAddress, session.socket?.remotePort);
+    if (!c) return;
+    c.session = session;
+    c.h2 = true;
+    if (c.retired) session.close();
+  });
+
   server.on("request", (req, res) => {
-    const c = open.get(keyOf(req.socket?.remoteAddress, req.socket?.remotePort));
+    const c = find(req.socket?.remoteAddress, req.socket?.remotePort);
     if (!c) return;
     const use = opts.isUse(req);
     c.inFlight++;
     if (use) c.lastUse = now();
+    // A retired HTTP/1.1 connection is told with this answer, and Node closes it after.
+    if (c.retired && !c.h2 && res.setHeader && !res.headersSent) res.setHeader("Connection", "close");
     res.once("close", () => {
       c.inFlight--;
       if (use) c.lastUse = now();
+      if (c.inFlight === 0) c.restBytes = c.socket.bytesRead;
     });
   });
 
   function sweep(): void {
-    const cutoff = now() - limits.idleMs;
-    for (const c of [...open.values()]) if (c.secure && c.inFlight === 0 && c.lastUse < cutoff) close(c, "idle");
+    const t = now();
+    for (const c of [...open.values(), ...retired.values()]) if (c.secure && stale(c, t)) close(c, c.retired ? "retired" : "idle");
   }
 
   const sweepMs = opts.sweepMs ?? 2_000;
-  const timer = sweepMs > 0 ? setInterval(sweep, sweepMs) : undefined;
+  // After the poll phase (setImmediate): what came in while the loop was busy is read before the sweep decides.
+  const timer = sweepMs > 0 ? setInterval(() => setImmediate(sweep), sweepMs) : undefined;
   timer?.unref();
 
   return {
@@ -230,8 +368,15 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
       for (const c of open.values()) if (c.secure && c.inFlight > 0) active++;
       return { handshaking, idle: open.size - handshaking - active, active };
     },
+    quiet(socket) {
+      const c = find(socket.remoteAddress, socket.remotePort);
+      return c !== undefined && c.secure && atRest(c);
+    },
     stop() {
       if (timer) clearInterval(timer);
+    },
+    retired(socket) {
+      return retired.has(keyOf(socket.remoteAddress, socket.remotePort));
     },
     sweep,
   };

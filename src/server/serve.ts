@@ -52,8 +52,10 @@ import { guardConnections, type Guard, type GuardOptions } from "./connections.j
 export const KEEP_ALIVE_TIMEOUT_MS = 95_000;
 /**
  * From the first byte of a request (or the connection's opening) to the end of its headers. The apiserver
- * writes a request's headers at once; 20 s only ever cuts a client that trickles them (or opens a
- * connection and sends nothing), each of which would otherwise hold a connection slot and its TLS buffers.
+ * writes a request's headers at once; 20 s only ever cuts a client that trickles them, which would otherwise
+ * hold a connection slot and its TLS buffers. Node also times a connection's first request from the
+ * connection's start: one that has sent nothing at all is not cut here (`bound`, issue 52), but by the guard's
+ * sweep past the client's reuse window.
  * Node 20 times a request from its first byte, so this may be shorter than the keep-alive timeout: an idle
  * keep-alive connection is not cut by it (checked with node 20: only a request under way is timed).
  */
@@ -206,10 +208,19 @@ function bound(server: WebhookServer, listener: RequestListener, guard: Omit<Gua
   http1.connectionsCheckingInterval = CONNECTIONS_CHECK_MS;
   server.on("checkContinue", listener.checkContinue);
   server.on("checkExpectation", answerExpectation);
-  server.on("clientError", answerClientError);
   // Every kind of server is an EventEmitter, and an emitter's `on` takes each event GuardedServer names.
   const events: EventEmitter = server;
-  return guardConnections(events, guard);
+  const guarded = guardConnections(events, guard);
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex & { remoteAddress?: string; remotePort?: number }) => {
+    // Node times a connection's first request from the connection's start, so an idle connection that has
+    // sent nothing yet (one the apiserver dialled as a spare and keeps for up to 90 s) "times out" after
+    // HEADERS_TIMEOUT_MS, and a POST it writes as we cut it gets EOF (issue 52). One that received nothing
+    // since its handshake or last answer is at rest, not slow: it stays, for the guard's sweep to close past
+    // the client's reuse window. Node no longer times it; its next request is timed afresh.
+    if (err.code === "ERR_HTTP_REQUEST_TIMEOUT" && guarded.quiet(socket)) return;
+    answerClientError(err, socket);
+  });
+  return guarded;
 }
 
 /** The metrics port's guard: every request is use (Prometheus and the kubelet's probes). */
@@ -473,8 +484,14 @@ function serveHttp2(server: Http2SecureServer, { sessions, sockets }: Http2Track
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
   });
-  // No 'timeout' listener: a session idle this long is destroyed (node:http2's default for the event).
+  // A session idle this long gets a GOAWAY (`close()`), not node:http2's default for the event (a destroy, no
+  // GOAWAY: a request the client sends as the connection drops would get EOF, issue 52). The same event comes
+  // for the server's HTTP/1.1 connections (a socket): those are idle keep-alive ones, destroyed as Node would.
   server.setTimeout(KEEP_ALIVE_TIMEOUT_MS);
+  server.on("timeout", (idle: ServerHttp2Session | Duplex) => {
+    if ("goaway" in idle) idle.close();
+    else idle.destroy();
+  });
   server.on("session", (session: ServerHttp2Session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));

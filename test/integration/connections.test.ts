@@ -205,7 +205,9 @@ describe("room for the apiserver whatever other clients do", () => {
           call(t.port, { path: "/validate/pods", headers: { "content-type": "application/json" }, body: reviewText, ca, agent: idle }).catch(() => undefined),
         ),
       );
-      assert.ok((await openCount(t)) <= 20);
+      // The bound (20) plus as many retired ones, told before they go (issue 52: an idle keep-alive
+      // connection is not cut under its client).
+      assert.ok((await openCount(t)) <= 40);
       // The apiserver's calls: fresh connections and a kept one, interleaved with more abuse.
       const apiserver = new Agent({ keepAlive: true, maxSockets: 2, ca });
       agents.push(apiserver);
@@ -244,6 +246,76 @@ describe("--client-ca: unauthenticated connections have a short deadline", () =>
       agent.destroy();
     } finally {
       await t.server.close();
+    }
+  });
+});
+
+/**
+ * Issue 52, through the real listener: a keep-alive client (as the apiserver's Go transport) writes its next
+ * request into an idle connection at the moment a bound picks that connection. Cut there, the client got EOF
+ * or a reset with no answer, and Go retries no POST; now the request is answered, with `Connection: close`.
+ */
+describe("a bound never cuts a keep-alive connection under its client (issue 52)", () => {
+  let t: TestServer;
+  before(async () => {
+    t = await startTestServer(webhooks(), { maxConnections: 20, maxConnectionsPerSource: 2 });
+  });
+  after(() => t.server.close());
+
+  /** One raw HTTP/1.1 exchange on `s`: the answer's head, or how the connection ended without one. */
+  function exchange(s: TLSSocket): Promise<string> {
+    return new Promise((resolve) => {
+      // Closed under it already: what the client gets writing into it (EOF, or a reset).
+      if (s.destroyed || s.readableEnded) return resolve("EOF");
+      let got = "";
+      const onData = (d: Buffer): void => {
+        got += d.toString();
+        const head = got.indexOf("\r\n\r\n");
+        const length = Number(/content-length: (\d+)/i.exec(got)?.[1] ?? -1);
+        if (head >= 0 && length >= 0 && got.length >= head + 4 + length) done(got.slice(0, head));
+      };
+      const done = (r: string): void => {
+        s.off("data", onData);
+        resolve(r);
+      };
+      s.on("data", onData);
+      s.once("error", (e: NodeJS.ErrnoException) => done(`error ${e.code}`));
+      s.once("close", () => done(got ? got : "EOF"));
+      s.write(
+        `POST /validate/pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(reviewText)}\r\n\r\n${reviewText}`,
+      );
+    });
+  }
+  function keepAlive(localAddress: string): Promise<TLSSocket> {
+    return new Promise((resolve, reject) => {
+      // node:tls passes localAddress on to net (its ConnectionOptions type leaves it out).
+      const s = tlsConnectRaw(
+        { host: "127.0.0.1", port: t.port, ca: t.files.certs.ca.certPem, servername: "localhost", ALPNProtocols: ["http/1.1"], ...{ localAddress } },
+        () => resolve(s),
+      );
+      s.once("error", reject);
+    });
+  }
+
+  it("the per-source bound picks an idle connection as its client writes into it: the request is answered, and told to close", async () => {
+    const [a, b] = [await keepAlive("127.0.6.1"), await keepAlive("127.0.6.1")];
+    try {
+      assert.match(await exchange(a), /^HTTP\/1.1 200/);
+      assert.match(await exchange(b), /^HTTP\/1.1 200/);
+      // A third connection from the same address: the bound (2) picks a, the longest idle. Its client has
+      // not heard of that, and sends its next request on it at once.
+      const c = await keepAlive("127.0.6.1");
+      const head = await exchange(a);
+      assert.match(head, /^HTTP\/1.1 200/, `the request on the picked connection got ${head}`);
+      assert.match(head, /\r\nConnection: close/i);
+      await closedBy(a);
+      assert.match(await exchange(b), /^HTTP\/1.1 200/);
+      c.destroy();
+      const shed = await t.metrics.registry.getSingleMetricAsString("quartermaster_connections_shed_total");
+      assert.match(shed, /reason="per_source"\} 1/);
+    } finally {
+      a.destroy();
+      b.destroy();
     }
   });
 });

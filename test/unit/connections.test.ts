@@ -9,6 +9,10 @@ import { guardConnections, type ConnectionLimits, type GuardedServer, type ShedR
 
 class FakeSocket extends EventEmitter {
   destroyed = false;
+  /** Raw bytes received so far: a request's bytes arrive before its 'request' event. */
+  bytesRead = 0;
+  authorized = false;
+  alpnProtocol: string | false = "http/1.1";
   constructor(
     readonly remoteAddress: string,
     readonly remotePort: number,
@@ -52,11 +56,21 @@ function rig(limits: Partial<ConnectionLimits> = {}, tls = true) {
     secure(s: FakeSocket) {
       server.emit("secureConnection", s);
     },
-    /** A request on `s`; returns its end. */
+    /** A request on `s` (its bytes counted first); returns its end. */
     request(s: FakeSocket, method = "POST", url = "/mutate/pods"): () => void {
-      const res = new EventEmitter();
+      return rigged.answered(s, method, url).end;
+    },
+    /** A request on `s`: its end, and the headers the guard set on its answer. */
+    answered(s: FakeSocket, method = "POST", url = "/mutate/pods") {
+      s.bytesRead += 300;
+      const headers: Record<string, string> = {};
+      const res = Object.assign(new EventEmitter(), { headersSent: false, setHeader: (k: string, v: string) => (headers[k.toLowerCase()] = v) });
       server.emit("request", { method, url, socket: s }, res);
-      return () => res.emit("close");
+      return { end: () => res.emit("close"), headers };
+    },
+    /** Closed, or retired (out of the bounds, told before it goes): either way the bound's victim. */
+    gone(s: FakeSocket): boolean {
+      return s.destroyed || guard.retired(s);
     },
     /** One request, answered at once. */
     use(s: FakeSocket, method = "POST", url = "/mutate/pods") {
@@ -106,11 +120,8 @@ describe("connection guard: who makes room at a full bound", () => {
     const tenant = [r.open("10.0.0.1"), r.open("10.0.0.1"), r.open("10.0.0.1")];
     r.tick(10);
     r.open("10.0.0.1");
-    assert.equal(apiserver.destroyed, false);
-    assert.deepEqual(
-      tenant.map((s) => s.destroyed),
-      [true, false, false],
-    );
+    assert.equal(r.gone(apiserver), false);
+    assert.deepEqual(tenant.map(r.gone), [true, false, false]);
   });
 
   it("with no handshake pending, the connection longest without an admission request goes", () => {
@@ -126,10 +137,7 @@ describe("connection guard: who makes room at a full bound", () => {
     r.tick(1_000);
     // b served nothing: it goes, though a was opened first.
     r.open("10.0.0.5");
-    assert.deepEqual(
-      [a, b, c, d].map((s) => s.destroyed),
-      [false, true, false, false],
-    );
+    assert.deepEqual([a, b, c, d].map(r.gone), [false, true, false, false]);
   });
 
   it("health checks and other requests do not count as use", () => {
@@ -145,8 +153,8 @@ describe("connection guard: who makes room at a full bound", () => {
     for (const o of others) r.use(o);
     r.tick(1_000);
     r.open("10.0.0.5");
-    assert.equal(prober.destroyed, true, "the prober's requests kept nothing");
-    assert.equal(apiserver.destroyed, false);
+    assert.equal(r.gone(prober), true, "the prober's requests kept nothing");
+    assert.equal(r.gone(apiserver), false);
   });
 
   it("a connection with a request in flight is never closed; when all are busy the newcomer is", () => {
@@ -156,10 +164,10 @@ describe("connection guard: who makes room at a full bound", () => {
     const endA = r.request(a);
     r.request(b);
     const c = r.open("10.0.0.3");
-    assert.deepEqual([a.destroyed, b.destroyed, c.destroyed], [false, false, true]);
+    assert.deepEqual([r.gone(a), r.gone(b), r.gone(c)], [false, false, true]);
     endA();
     const d = r.open("10.0.0.4");
-    assert.deepEqual([a.destroyed, b.destroyed, d.destroyed], [true, false, false], "once a's request ended, a is idle and makes room");
+    assert.deepEqual([r.gone(a), r.gone(b), r.gone(d)], [true, false, false], "once a's request ended, a is idle and makes room");
     assert.deepEqual(r.shed, ["capacity", "capacity"]);
   });
 
@@ -171,10 +179,7 @@ describe("connection guard: who makes room at a full bound", () => {
     const t2 = r.open("10.0.0.1");
     r.tick(5);
     const t3 = r.open("10.0.0.1");
-    assert.deepEqual(
-      [other, t1, t2, t3].map((s) => s.destroyed),
-      [false, true, false, false],
-    );
+    assert.deepEqual([other, t1, t2, t3].map(r.gone), [false, true, false, false]);
     assert.deepEqual(r.shed, ["per_source"]);
   });
 
@@ -246,5 +251,133 @@ describe("connection guard: the idle sweep", () => {
     r.tick(200_000);
     r.guard.sweep();
     assert.equal(s.destroyed, false);
+  });
+});
+
+/**
+ * Issue 52: a client (the apiserver's Go transport) may write a request into any idle keep-alive connection
+ * it holds, for up to 90 s; a server that closes such a connection under it gives it EOF, and Go retries no
+ * POST. So nothing the client may still reuse is closed without telling it first.
+ */
+describe("connection guard: never closes a connection its client may be reusing (issue 52)", () => {
+  it("a bound's idle victim is retired, not cut: out of the counts, and its next answer says Connection: close", () => {
+    const r = rig({ max: 2, perSource: 2 });
+    const apiserver = r.open("10.0.0.1");
+    r.use(apiserver);
+    r.tick(1_000);
+    const other = r.open("10.0.0.2");
+    r.use(other);
+    r.open("10.0.0.3");
+    assert.equal(apiserver.destroyed, false, "not cut under a client that may be writing into it");
+    assert.equal(r.guard.retired(apiserver), true);
+    assert.deepEqual(r.guard.counts(), { handshaking: 0, idle: 2, active: 0 });
+    const { end, headers } = r.answered(apiserver);
+    assert.equal(headers.connection, "close", "the client is told with the answer");
+    end();
+    assert.equal(r.answered(other).headers.connection, undefined, "a connection not retired is kept alive");
+    assert.deepEqual(r.shed, ["capacity"]);
+  });
+
+  it("a retired connection that sends nothing more is closed by the sweep once past the reuse window", () => {
+    const r = rig({ max: 1, perSource: 1 });
+    const a = r.open("10.0.0.1");
+    r.open("10.0.0.2");
+    r.tick(94_000);
+    r.guard.sweep();
+    assert.equal(a.destroyed, false);
+    r.tick(2_000);
+    r.guard.sweep();
+    assert.equal(a.destroyed, true);
+    assert.deepEqual(r.shed, ["capacity", "idle", "retired"], "the newcomer, idle as long, goes with it");
+  });
+
+  it("retired connections are bounded too: past max of them, the oldest retired one is closed", () => {
+    const r = rig({ max: 2, perSource: 2 });
+    const first = [r.open("10.0.0.1"), r.open("10.0.0.2")];
+    r.tick(10);
+    [r.open("10.0.0.3"), r.open("10.0.0.4")];
+    assert.deepEqual(
+      first.map((s) => s.destroyed),
+      [false, false],
+    );
+    r.tick(10);
+    r.open("10.0.0.5");
+    assert.deepEqual(
+      first.map((s) => s.destroyed),
+      [true, false],
+    );
+  });
+
+  it("with --client-ca, a connection whose certificate verified (the apiserver) is never a bound's victim", () => {
+    const r = rig({ max: 2, perSource: 2 });
+    const apiserver = r.open("10.0.0.1", false);
+    apiserver.authorized = true;
+    r.secure(apiserver);
+    r.tick(1_000);
+    const other = r.open("10.0.0.2");
+    r.tick(1_000);
+    r.open("10.0.0.3");
+    assert.deepEqual([r.gone(apiserver), r.gone(other)], [false, true], "the younger, unverified one goes though the apiserver idled longer");
+  });
+
+  it("HTTP/2: a bound's victim gets a GOAWAY (session.close()), never a cut", () => {
+    const server = new EventEmitter();
+    let goaways = 0;
+    const guard = guardConnections(server as unknown as GuardedServer, {
+      limits: { max: 1, perSource: 1, handshaking: 1, idleMs: 95_000 },
+      tls: true,
+      isUse: () => true,
+      now: () => 0,
+      sweepMs: 0,
+    });
+    const s = new FakeSocket("10.0.0.1", 1);
+    s.alpnProtocol = "h2";
+    server.emit("connection", s);
+    server.emit("session", { socket: s, close: () => goaways++ });
+    server.emit("secureConnection", s);
+    server.emit("connection", new FakeSocket("10.0.0.2", 2));
+    assert.deepEqual([s.destroyed, goaways, guard.retired(s)], [false, 1, true]);
+  });
+
+  const sweepCases: Array<{ name: string; run(r: ReturnType<typeof rig>, s: FakeSocket): void; closed: boolean }> = [
+    {
+      name: "a request's bytes arrived (its 'request' event not yet emitted) as it passed the idle time",
+      run: (r, s) => {
+        r.secure(s);
+        r.tick(96_000);
+        s.bytesRead += 120;
+      },
+      closed: false,
+    },
+    {
+      name: "accepted 96 s ago, its handshake done 2 s later (the client's idle clock starts there)",
+      run: (r, s) => {
+        r.tick(2_000);
+        r.secure(s);
+        r.tick(94_000);
+      },
+      closed: false,
+    },
+  ];
+  for (const c of sweepCases) {
+    it(`sweep: ${c.name}: ${c.closed ? "closed" : "kept"}`, () => {
+      const r = rig();
+      const s = r.open("10.0.0.1", false);
+      c.run(r, s);
+      r.guard.sweep();
+      assert.equal(s.destroyed, c.closed);
+    });
+  }
+
+  it("quiet: at rest after its handshake or last answer; not once a request's bytes came in", () => {
+    const r = rig();
+    const s = r.open("10.0.0.1");
+    assert.equal(r.guard.quiet(s), true, "a spare connection that has sent nothing yet");
+    const end = r.request(s);
+    assert.equal(r.guard.quiet(s), false, "a request in flight");
+    end();
+    assert.equal(r.guard.quiet(s), true, "between requests");
+    s.bytesRead += 40;
+    assert.equal(r.guard.quiet(s), false, "a request under way (its headers not all in)");
   });
 });
