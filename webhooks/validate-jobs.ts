@@ -101,6 +101,18 @@ export function validateJobs(deps: WebhookDeps): Webhook {
     if (shape.layout === "runtime") return isObject(job) ? [...shape.replicas(job, kind).map((r) => r.spec.template?.spec), ...trainJobPricedSpecs(job)] : [];
     return jobTemplateSpecs(job, REPLICA_SPECS_FIELD[kind.framework], shape.layout === "single");
   };
+  /** Where each of {@link templates} is, for a refusal's field (`readClaims`). */
+  const templateFields = (job: unknown, kind: JobKind): string[] => {
+    const shape = jobShape(kind);
+    if (shape.layout === "runtime")
+      return isObject(job)
+        ? [...shape.replicas(job, kind).map((r) => `${r.templateField}.spec`), ...trainJobPricedSpecs(job).map(() => "spec.runtimePatches")]
+        : [];
+    const field = REPLICA_SPECS_FIELD[kind.framework];
+    const replicas = isObject(job) && isObject(job.spec) ? job.spec[field] : undefined;
+    if (!isObject(replicas)) return [];
+    return shape.layout === "single" ? [`spec.${field}.template.spec`] : Object.keys(replicas).map((type) => `spec.${field}.${type}.template.spec`);
+  };
   // Batch Jobs and JobSets: the GPU rules only (webhooks/validate-workloads.ts).
   const workloads = validateWorkloads({ ...deps, reads: pool });
   const jobsOnly = jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] });
@@ -181,7 +193,9 @@ export function validateJobs(deps: WebhookDeps): Webhook {
                     policy.enforcement,
                     namespace,
                   );
-            const claims = readClaims(templates(read.job, kind) as V1PodSpec[], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs);
+            const claims = readClaims(templates(read.job, kind) as V1PodSpec[], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, {
+              fields: templateFields(read.job, kind),
+            });
             return claims instanceof Promise ? claims.then(judge) : judge(claims);
           };
           const read = readJob({ kind, namespace, name, jobs: reader, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
@@ -233,12 +247,14 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         const runtime = readRuntimeOf(request.object, kind, namespace, freshRuntime);
         // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once).
         const claimsWith = (r: RuntimeRead): ClaimsRead | Promise<ClaimsRead> => {
-          const fromRuntime = r.object
-            ? jobShape(kind)
-                .replicas(request.object, kind, r.object)
-                .map((x) => x.spec.template?.spec)
-            : [];
-          return readClaims([...specs, ...(fromRuntime as V1PodSpec[])], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs);
+          const replicas = r.object ? jobShape(kind).replicas(request.object, kind, r.object) : [];
+          const fromRuntime = replicas.map((x) => x.spec.template?.spec) as V1PodSpec[];
+          const fields = [
+            ...templateFields(request.object, kind),
+            ...(request.oldObject ? templateFields(request.oldObject, kind) : []),
+            ...replicas.map((x) => `${x.templateField}.spec`),
+          ];
+          return readClaims([...specs, ...fromRuntime], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, { fields });
         };
         const claims = runtime instanceof Promise ? runtime.then(claimsWith) : claimsWith(runtime);
         const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;

@@ -27,7 +27,7 @@ import { kueueWorkloadAdmissionOnly, queueNameOf } from "../src/admission/kueue.
 import type { AdmissionRequest } from "../src/admission/types.js";
 import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";
 import type { KubeObject } from "../src/core/kube.js";
-import { workloadTemplateSpecs } from "../src/mutate/job-templates.js";
+import { workloadTemplateFields, workloadTemplateSpecs } from "../src/mutate/job-templates.js";
 import { controlledByJobSet, controlledByTrainJob } from "../src/topology/workload.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
@@ -120,7 +120,8 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
       const specs: V1PodSpec[] = [...workloadTemplateSpecs(request.object, kind), ...(request.oldObject ? workloadTemplateSpecs(request.oldObject, kind) : [])];
       const timeoutMs = policy.clusterSpec.jobLookupTimeoutMs;
       return withReviewReads(pool, timeoutMs, (reader) => {
-        const claims = readClaims(specs, namespace, reader, timeoutMs);
+        const fields = [...workloadTemplateFields(request.object, kind), ...(request.oldObject ? workloadTemplateFields(request.oldObject, kind) : [])];
+        const claims = readClaims(specs, namespace, reader, timeoutMs, { fields });
         return claims instanceof Promise ? claims.then(decide) : decide(claims);
       });
     },

@@ -3,8 +3,9 @@
  * The reads reviews make, scheduled fairly over the webhook's one shared client (issue 46 finding 2: one review
  * naming 20,000 claims made 20,005 GETs on it over 18–21 s, and another tenant's pod lost its TF_CONFIG). Each
  * review reads through its own {@link ReviewReads}: its reads wait in its own queue, at most `perReview` of them in
- * flight; the pool runs at most `global` reads at once, taking the next from each review with one waiting in turn
- * (round-robin), so a review that asks for many reads waits for its own, and another review's few go first.
+ * flight; the pool runs at most `global` reads at once, taking the next from the review with one waiting that has
+ * asked for the fewest (in turn among equals), so a review that asks for many reads waits for its own, and another
+ * review's few go first.
  *
  * What is not read is shed, never guessed: a read still waiting when its review's time bound runs out, or asked
  * for while the review's own queue (`perReviewQueued`) or the pool's (`maxQueued`) is full, is rejected with
@@ -66,6 +67,8 @@ interface Item {
 interface Queue {
   items: Item[];
   active: number;
+  /** Reads started so far. */
+  started: number;
   closed: boolean;
   /** Whether it is in the ring (has items waiting). */
   ringed: boolean;
@@ -81,16 +84,25 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
   let active = 0;
   let queued = 0;
 
+  /**
+   * The review to take a read from: of those with one waiting and a free slot, the one that has asked for the
+   * fewest (started and waiting), in ring order from the cursor on a tie. A review of a few reads goes before
+   * reviews of many, however many of those came first; among reviews of many, each takes its turn.
+   */
   function nextReady(): Queue | undefined {
+    let best: Queue | undefined;
+    let bestAt = 0;
     for (let n = 0; n < ring.length; n++) {
       const i = (cursor + n) % ring.length;
       const q = ring[i]!;
-      if (q.active < o.perReview) {
-        cursor = i + 1;
-        return q;
+      if (q.active >= o.perReview) continue;
+      if (best === undefined || q.started + q.items.length < best.started + best.items.length) {
+        best = q;
+        bestAt = i;
       }
     }
-    return undefined;
+    if (best) cursor = bestAt + 1;
+    return best;
   }
 
   function unring(q: Queue): void {
@@ -109,6 +121,7 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
       queued--;
       if (q.items.length === 0) unring(q);
       q.active++;
+      q.started++;
       active++;
       let p: Promise<KubeObject | undefined>;
       try {
@@ -134,7 +147,7 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
   return {
     load: () => ({ active, queued, reviews: ring.length }),
     review(timeoutMs) {
-      const q: Queue = { items: [], active: 0, closed: false, ringed: false };
+      const q: Queue = { items: [], active: 0, started: 0, closed: false, ringed: false };
       const close = (why: string): void => {
         if (q.closed) return;
         q.closed = true;
@@ -148,7 +161,6 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
         if (queued >= o.maxQueued) return Promise.reject(new ReadShed(`${what}: not read, the webhook had ${queued} reads waiting (its own backlog)`));
         // Set on the first read: a review that reads nothing arms no timer.
         q.timer ??= setTimeout(() => close(`not read within the review's ${timeoutMs} ms: the webhook's reads were backed up`), timeoutMs);
-        q.timer.unref?.();
         return new Promise((resolve, reject) => {
           q.items.push({ run, resolve, reject });
           queued++;
