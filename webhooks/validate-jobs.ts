@@ -90,10 +90,10 @@ const QUEUE_CAPACITY_PASSES = 1;
 
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
-  // One pool for this webhook's reviews and its batch Jobs' and JobSets' (`./validate-workloads.ts`).
+  // One pool for this webhook's reviews, its batch Jobs' and JobSets' (`./validate-workloads.ts`) and its Events' reads.
   const pool = readsOf(deps);
   // A writer is not to throw; if one does, the answer is the same and the log says why.
-  const reportRefusal = kueueRefusalReporter(deps);
+  const reportRefusal = kueueRefusalReporter({ ...deps, reads: pool });
   const templates = (job: unknown, kind: JobKind): unknown[] => {
     const shape = jobShape(kind);
     // A TrainJob is priced on its own part (its `node` Job) and its runtime patches (at most the CRD's 16) before
