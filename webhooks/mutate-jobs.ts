@@ -17,7 +17,8 @@
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { MAX_CLAIM_NAMES, readClaims, type ClaimsRead } from "../src/admission/claims.js";
-import { specsCost } from "../src/admission/cost.js";
+import { describeCost, specsCost } from "../src/admission/cost.js";
+import { runtimePodSpecs } from "../src/validate/runtime.js";
 import { jobGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
 import { queueNameOf } from "../src/admission/kueue.js";
@@ -116,6 +117,19 @@ export function mutateJobs(deps: WebhookDeps): Webhook {
               return {
                 object: renamed.job,
                 warnings: [...early, `quartermaster: not outfitted for Kueue: the TrainJob's runtime could not be read (${read.reason})`],
+              };
+            // The runtime's templates priced with the TrainJob's patches before anything merges them (issue 46 finding
+            // 4, found again by bench:abuse's senders: a queued TrainJob on a 20,000-container runtime held /mutate/jobs
+            // 230–560 ms); over the bound, left to /validate/jobs, which refuses it.
+            const cost = specsCost(
+              [...trainJobPricedSpecs(renamed.job), ...runtimePodSpecs(read.job).map((r) => r.spec)],
+              KUEUE_READ_MUTATIONS.length,
+              policy.gpu.resources,
+            );
+            if (cost.over)
+              return {
+                object: renamed.job,
+                warnings: [...early, `quartermaster: not outfitted for Kueue: with its runtime's templates, ${describeCost(cost)}`],
               };
             const node = trainerNodeTemplate(renamed.job, read.job, QM_RUNTIME_PATCH_MANAGER);
             const outfit = (claims: ClaimsRead): MutationResult => {
