@@ -123,12 +123,8 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
       q.active++;
       q.started++;
       active++;
-      let p: Promise<KubeObject | undefined>;
-      try {
-        p = item.run();
-      } catch (err) {
-        p = Promise.reject(err);
-      }
+      // A reader that throws at once fails the read as one that rejects does.
+      const p = new Promise<KubeObject | undefined>((resolve) => resolve(item.run()));
       p.then(item.resolve, item.reject).finally(() => {
         q.active--;
         active--;
