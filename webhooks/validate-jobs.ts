@@ -163,7 +163,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
             job,
             namespace: ns,
             isGpu: (r) => isGpuResource(r, policy.gpu.resources),
-            reader: reader,
+            reader,
             timeoutMs: policy.clusterSpec.jobLookupTimeoutMs,
           });
         // A TrainJob's GPUs may be its runtime's: asked for as read. A v1 job without any GPU has nothing to check.

@@ -186,6 +186,33 @@ describe("distinct claim names per review: refused past MAX_CLAIM_NAMES at the f
       message: /140 distinct/,
     },
     {
+      name: "a queued batch Job naming 129 claims → refused at spec.template.spec.resourceClaims, nothing read",
+      path: "/validate/jobs",
+      body: review({
+        kind: { group: "batch", version: "v1", kind: "Job" },
+        resource: { group: "batch", version: "v1", resource: "jobs" },
+        operation: "CREATE",
+        namespace: NS,
+        object: deepFreeze({
+          apiVersion: "batch/v1",
+          kind: "Job",
+          metadata: { name: "batch", namespace: NS, labels: { "kueue.x-k8s.io/queue-name": "q" } },
+          spec: {
+            template: {
+              spec: {
+                resourceClaims: names("claim", MAX_CLAIM_NAMES + 1).map((c, i) => ({ name: `c${i}`, resourceClaimName: c })),
+                containers: [{ name: "c", image: "x", resources: { claims: [{ name: "c0" }], limits: { "nvidia.com/gpu": 1 } } }],
+              },
+            },
+          },
+        }),
+      }),
+      allowed: false,
+      reads: 0,
+      field: "spec.template.spec.resourceClaims",
+      message: /129 distinct/,
+    },
+    {
       name: "a pod naming 20,000 claims through /mutate/pods → admitted unchanged with a warning, nothing read",
       path: "/mutate/pods",
       body: podReview(podNaming("wide-m", names("claim", 20_000))),
