@@ -5,6 +5,9 @@
  *   npm run bench:abuse -- --soak [--soak-seconds 60]    (abusive connections: bench/abuse-soak.ts)
  *   npm run bench:abuse -- --only-deep [--deep-seconds 15 --deep-senders 4 --baseline-seconds 5 --small-clients 2]
  *                                                         (deeply nested bodies: bench/abuse-deep.ts)
+ *   npm run bench:abuse -- --only-senders [--senders-seconds 5 --senders 4 --baseline-seconds 5 --small-clients 2]
+ *                                                         (runtime patches, wide runtimes, 20,000 claim names, Event
+ *                                                          spoofing; other tenants' p99 beside them: bench/abuse-senders.ts)
  *
  * For each size n, a pod of n containers (each needing its resources defaulted) is posted to
  * `/mutate/pods` and, 20 ms later, a small `/validate/pods` review: prints the time to answer each,
@@ -40,6 +43,7 @@ import { createWebhooks } from "../webhooks/index.js";
 import { reviewOf, widePod } from "../test/fixtures/array-work.js";
 import { serveSoak, soak } from "./abuse-soak.js";
 import { deep } from "./abuse-deep.js";
+import { abuseSenders, serveSenders } from "./abuse-senders.js";
 
 const { values } = parseArgs({
   options: {
@@ -52,6 +56,9 @@ const { values } = parseArgs({
     "deep-senders": { type: "string", default: "4" },
     "baseline-seconds": { type: "string", default: "5" },
     "small-clients": { type: "string", default: "2" },
+    "only-senders": { type: "boolean", default: false },
+    "senders-seconds": { type: "string", default: "5" },
+    senders: { type: "string", default: "4" },
     serve: { type: "string" },
     cert: { type: "string" },
     key: { type: "string" },
@@ -80,6 +87,7 @@ const quadraticResources: Mutation = {
 
 async function serve(mode: string, certFile: string, keyFile: string): Promise<void> {
   if (mode === "soak") return serveSoak(certFile, keyFile);
+  if (mode === "senders") return serveSenders(certFile, keyFile);
   const policy = defaultPolicy();
   const deps = { policy, log: silentLogger(), jobs: { get: async () => undefined }, now: () => new Date() };
   const webhooks: Record<string, Webhook> = createWebhooks(deps);
@@ -163,6 +171,19 @@ async function drive(): Promise<void> {
   writeFileSync(key, certs.keyPem);
   const ca = certs.ca.certPem;
   if (values.soak) return soak(import.meta.filename, cert, key, ca, Number(values["soak-seconds"]));
+  if (values["only-senders"]) {
+    return abuseSenders({
+      script: import.meta.filename,
+      cert,
+      key,
+      ca,
+      dir,
+      baselineSeconds: Number(values["baseline-seconds"]),
+      sendersSeconds: Number(values["senders-seconds"]),
+      senders: Number(values.senders),
+      smallClients: Number(values["small-clients"]),
+    });
+  }
   if (values["only-deep"]) {
     return deep({
       script: import.meta.filename,

@@ -7,6 +7,7 @@ import type { Policy } from "../src/policy/types.js";
 import type { JobReader } from "../src/topology/types.js";
 import type { CapacitySource } from "../src/kube/capacity.js";
 import type { EventWriter } from "../src/kube/events.js";
+import { readPool, type ReadPool } from "../src/admission/read-pool.js";
 
 export interface WebhookDeps {
   policy: Policy;
@@ -20,6 +21,32 @@ export interface WebhookDeps {
    * written (the `admit` command, tests that do not look).
    */
   events?: EventWriter;
+  /**
+   * The reads reviews make through `jobs`, each review in its own queue, served in turn (src/admission/read-pool.ts).
+   * `createWebhooks` makes one for all the webhooks when none is given; a webhook built alone makes its own.
+   */
+  reads?: ReadPool;
   /** Wall clock, injectable for tests. */
   now: () => Date;
+}
+
+/** The read pool of `deps`, or a new one over its reader. */
+export const readsOf = (deps: WebhookDeps): ReadPool => deps.reads ?? readPool(deps.jobs);
+
+/**
+ * Runs `work` with one review's reader of `pool` (its reads bounded by the job lookup's time), released when
+ * `work` has its answer: whatever of the review still waits is then shed.
+ */
+export function withReviewReads<T>(pool: ReadPool, timeoutMs: number, work: (reader: JobReader) => T | Promise<T>): T | Promise<T> {
+  const reads = pool.review(timeoutMs);
+  let out: T | Promise<T>;
+  try {
+    out = work(reads);
+  } catch (err) {
+    reads.release();
+    throw err;
+  }
+  if (out instanceof Promise) return out.finally(() => reads.release());
+  reads.release();
+  return out;
 }

@@ -4,7 +4,7 @@
  * map, or call one webhook's `admit(review)` directly.
  */
 import type { Webhook } from "../src/admission/handler.js";
-import type { WebhookDeps } from "./deps.js";
+import { readsOf, type WebhookDeps } from "./deps.js";
 import { mutateJobs } from "./mutate-jobs.js";
 import { mutatePods } from "./mutate-pods.js";
 import { validateClaims } from "./validate-claims.js";
@@ -13,7 +13,9 @@ import { validatePods } from "./validate-pods.js";
 
 export type { WebhookDeps } from "./deps.js";
 
-export function createWebhooks(deps: WebhookDeps): Record<string, Webhook> {
+export function createWebhooks(given: WebhookDeps): Record<string, Webhook> {
+  // One read pool for every webhook: reviews of all of them take turns on the one client (issue 46).
+  const deps = { ...given, reads: readsOf(given) };
   return {
     "/mutate/pods": mutatePods(deps),
     "/mutate/jobs": mutateJobs(deps),

@@ -6,7 +6,7 @@
  * denial when the policy's `clusterSpec.onJobLookupFailure` is `deny`.
  */
 import { specsCost } from "../src/admission/cost.js";
-import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { MAX_CLAIM_NAMES, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
 import type { AdmissionRequest } from "../src/admission/types.js";
@@ -15,10 +15,12 @@ import { ClusterSpecMemo } from "../src/mutate/frameworks.js";
 import { mutatePod, POD_MUTATIONS, type Pod } from "../src/mutate/index.js";
 import { JOBSET_KIND, tfJobSetRef } from "../src/topology/jobset.js";
 import { lookupTopology, readJob, type JobReadResult, type TopologyResult } from "../src/topology/lookup.js";
-import type { WebhookDeps } from "./deps.js";
+import type { JobReader } from "../src/topology/types.js";
+import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 
 export function mutatePods(deps: WebhookDeps): Webhook {
   const { policy } = deps;
+  const pool = readsOf(deps);
   // This webhook's cluster-spec work per job object: the pods of one job share it (issue 29, item 3).
   const clusterSpecs = new ClusterSpecMemo();
   function outfit(request: AdmissionRequest & { object: KubeObject }, namespace: string, found: TopologyResult, claims: ClaimsRead): MutationResult {
@@ -38,6 +40,7 @@ export function mutatePods(deps: WebhookDeps): Webhook {
     });
     const warnings = [
       ...(found.kind === "failed" ? [`quartermaster: no cluster spec: ${found.reason}`] : []),
+      ...(claims.tooMany ? [`quartermaster: the pod's claims not read: ${claims.tooMany.names} names, over the ${MAX_CLAIM_NAMES} one review may read`] : []),
       ...claims.failures.map((f) => `quartermaster: GPUs of the pod's claims not known, no GPU tolerations or placement for them: ${f}`),
       ...out.warnings,
     ];
@@ -64,25 +67,28 @@ export function mutatePods(deps: WebhookDeps): Webhook {
     // One pass per mutation; a pod over the bound is admitted unchanged, with a warning saying so.
     cost: (request) => specsCost([request.object.spec], POD_MUTATIONS.length, policy.gpu.resources),
     mutate(request) {
-      const pod = request.object as Pod;
-      const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
-      // A TensorFlow TrainJob's pod: its JobSet (the pod's owner is a batch Job, which lookupTopology passes by).
-      const jobSetRef = tfJobSetRef(pod, namespace);
-      if (jobSetRef) {
-        const read = readJob({
-          kind: JOBSET_KIND,
-          namespace: jobSetRef.namespace,
-          name: jobSetRef.name,
-          jobs: deps.jobs,
-          timeoutMs: policy.clusterSpec.jobLookupTimeoutMs,
-        });
-        return read instanceof Promise ? read.then((r) => outfitJobSetPod(request, namespace, r)) : outfitJobSetPod(request, namespace, read);
-      }
-      const found = lookupTopology(pod, namespace, policy, deps.jobs);
-      const claims = readClaims([pod.spec], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
-      // A cached job answers at once, and a pod without claims reads none; only a read from the apiserver makes this asynchronous.
-      if (!(found instanceof Promise) && !(claims instanceof Promise)) return outfit(request, namespace, found, claims);
-      return Promise.all([found, claims]).then(([f, c]) => outfit(request, namespace, f, c));
+      return withReviewReads(pool, policy.clusterSpec.jobLookupTimeoutMs, (reader) => outfitPod(request, reader));
     },
   });
+  function outfitPod(request: AdmissionRequest & { object: KubeObject }, reader: JobReader): MutationResult | Promise<MutationResult> {
+    const pod = request.object as Pod;
+    const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
+    // A TensorFlow TrainJob's pod: its JobSet (the pod's owner is a batch Job, which lookupTopology passes by).
+    const jobSetRef = tfJobSetRef(pod, namespace);
+    if (jobSetRef) {
+      const read = readJob({
+        kind: JOBSET_KIND,
+        namespace: jobSetRef.namespace,
+        name: jobSetRef.name,
+        jobs: reader,
+        timeoutMs: policy.clusterSpec.jobLookupTimeoutMs,
+      });
+      return read instanceof Promise ? read.then((r) => outfitJobSetPod(request, namespace, r)) : outfitJobSetPod(request, namespace, read);
+    }
+    const found = lookupTopology(pod, namespace, policy, reader);
+    const claims = readClaims([pod.spec], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, { fields: ["spec"] });
+    // A cached job answers at once, and a pod without claims reads none; only a read from the apiserver makes this asynchronous.
+    if (!(found instanceof Promise) && !(claims instanceof Promise)) return outfit(request, namespace, found, claims);
+    return Promise.all([found, claims]).then(([f, c]) => outfit(request, namespace, f, c));
+  }
 }

@@ -13,7 +13,7 @@ import { errorMessage } from "../src/core/errors.js";
 import type { KubeObject, ObjectKind } from "../src/core/kube.js";
 import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
 import { readJob, type JobReadResult } from "../src/topology/lookup.js";
-import type { WebhookDeps } from "./deps.js";
+import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 
 export interface RefusedAdmission {
   object: KubeObject;
@@ -30,6 +30,9 @@ export interface RefusedAdmission {
  * Returns at once; the promise (for tests) settles when the Event was written or skipped.
  */
 export function kueueRefusalReporter(deps: WebhookDeps): (r: RefusedAdmission) => Promise<void> {
+  // The fresh read takes its turn in the webhook's read pool as a review of its own (issue 46: a caller sending many
+  // refusals makes many reads, and they are not to queue other reviews' reads; shed, the Event is not written).
+  const pool = readsOf(deps);
   return async (r) => {
     deps.log.warn(
       { job: `${r.namespace}/${r.name ?? ""}`, kind: r.kind.kind, violations: r.violations.map((v) => v.message) },
@@ -43,7 +46,8 @@ export function kueueRefusalReporter(deps: WebhookDeps): (r: RefusedAdmission) =
     if (name === "" || uid === undefined) return skip("the review's object has no name or uid");
     let read: JobReadResult;
     try {
-      read = await readJob({ kind: r.kind, namespace: r.namespace, name, jobs: deps.jobs, timeoutMs: deps.policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
+      const timeoutMs = deps.policy.clusterSpec.jobLookupTimeoutMs;
+      read = await withReviewReads(pool, timeoutMs, (jobs) => readJob({ kind: r.kind, namespace: r.namespace, name, jobs, timeoutMs, fresh: true }));
     } catch (err) {
       return skip(errorMessage(err));
     }

@@ -54,7 +54,7 @@
  * they run at once, capacity, the pod-spec and claim rules on their templates): webhooks/validate-workloads.ts.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { claimNamesRefusal, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { kueueAdmissionOnly, queueNameOf } from "../src/admission/kueue.js";
@@ -75,7 +75,7 @@ import { merge, type Findings } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
 import type { JobKind } from "../src/policy/types.js";
-import type { WebhookDeps } from "./deps.js";
+import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 import { kueueRefusalReporter } from "./refusal-event.js";
 import { validateWorkloads, workloadKindOf } from "./validate-workloads.js";
 import type { AdmissionRequest } from "../src/admission/types.js";
@@ -90,8 +90,10 @@ const QUEUE_CAPACITY_PASSES = 1;
 
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
+  // One pool for this webhook's reviews, its batch Jobs' and JobSets' (`./validate-workloads.ts`) and its Events' reads.
+  const pool = readsOf(deps);
   // A writer is not to throw; if one does, the answer is the same and the log says why.
-  const reportRefusal = kueueRefusalReporter(deps);
+  const reportRefusal = kueueRefusalReporter({ ...deps, reads: pool });
   const templates = (job: unknown, kind: JobKind): unknown[] => {
     const shape = jobShape(kind);
     // A TrainJob is priced on its own part (its `node` Job) and its runtime patches (at most the CRD's 16) before
@@ -99,8 +101,20 @@ export function validateJobs(deps: WebhookDeps): Webhook {
     if (shape.layout === "runtime") return isObject(job) ? [...shape.replicas(job, kind).map((r) => r.spec.template?.spec), ...trainJobPricedSpecs(job)] : [];
     return jobTemplateSpecs(job, REPLICA_SPECS_FIELD[kind.framework], shape.layout === "single");
   };
+  /** Where each of {@link templates} is, for a refusal's field (`readClaims`). */
+  const templateFields = (job: unknown, kind: JobKind): string[] => {
+    const shape = jobShape(kind);
+    if (shape.layout === "runtime")
+      return isObject(job)
+        ? [...shape.replicas(job, kind).map((r) => `${r.templateField}.spec`), ...trainJobPricedSpecs(job).map(() => "spec.runtimePatches")]
+        : [];
+    const field = REPLICA_SPECS_FIELD[kind.framework];
+    const replicas = isObject(job) && isObject(job.spec) ? job.spec[field] : undefined;
+    if (!isObject(replicas)) return [];
+    return shape.layout === "single" ? [`spec.${field}.template.spec`] : Object.keys(replicas).map((type) => `spec.${field}.${type}.template.spec`);
+  };
   // Batch Jobs and JobSets: the GPU rules only (webhooks/validate-workloads.ts).
-  const workloads = validateWorkloads(deps);
+  const workloads = validateWorkloads({ ...deps, reads: pool });
   const jobsOnly = jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] });
   const runtimeOnly = jobGuard(TRAINER_RUNTIME_KINDS, ["CREATE", "UPDATE"]);
   const workloadOf = (request: AdmissionRequest) => (jobKindOf(request, policy.jobKinds) ? undefined : workloadKindOf(request));
@@ -133,112 +147,122 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       if (runtimeKind) return validateRuntimeReview(request, runtimeKind, policy);
       const workload = workloadOf(request);
       if (workload) return workloads.validate(request, workload);
-      const kind = jobKindOf(request, policy.jobKinds)!;
-      const readRuntimeOf = (job: KubeObject, k: JobKind, ns: string, fresh: boolean): RuntimeRead | Promise<RuntimeRead> => {
-        if (jobShape(k).layout !== "runtime") return NO_RUNTIME;
-        const read = readRuntime(job, k, ns, deps.jobs, { timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh });
-        const onRead = (r: JobReadResult): RuntimeRead => runtimeRead(r, policy.clusterSpec.onJobLookupFailure);
-        return read instanceof Promise ? read.then(onRead) : onRead(read);
-      };
-      const namespace = request.namespace ?? "";
-      const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), draCapacity: deps.capacity?.draCapacity?.() };
-      // A queued job's LocalQueue, ClusterQueue and GPU flavors (`queue-capacity`), within the job lookup's bound.
-      const readQueueOf = (job: KubeObject, ns: string): QueueRead | Promise<QueueRead> =>
-        readQueue({
-          job,
-          namespace: ns,
-          isGpu: (r) => isGpuResource(r, policy.gpu.resources),
-          reader: deps.jobs,
-          timeoutMs: policy.clusterSpec.jobLookupTimeoutMs,
-        });
-      // A TrainJob's GPUs may be its runtime's: asked for as read. A v1 job without any GPU has nothing to check.
-      const asksForGpus = (job: KubeObject, k: JobKind): boolean =>
-        jobShape(k).layout === "runtime" || jobPodSets(job, k, ctx).some((p) => [...p.gpus.values()].some((n) => n > 0n));
-      if (request.subResource === "scale") {
-        const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
-        const decide = (read: JobReadResult): ValidationResult | Promise<ValidationResult> => {
-          if (read.kind !== "found")
-            return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
-          const conflict = staleScale(request.object, read.job);
-          if (conflict) return { violations: [{ rule: "job-scale", field: "metadata.resourceVersion", message: conflict }], warnings: [], status: CONFLICT };
-          const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
-          // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
-          if (cost.over)
-            return {
-              violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }],
-              warnings: [],
-              costBound: cost,
-            };
-          // The claims its templates name count as at CREATE: a template's devices times the new replica count.
-          const judge = ({ known }: ClaimsRead): ValidationResult =>
-            enforce(
-              validateScale({ scale: request.object, job: read.job, kind, ctx: { ...ctx, claims: known }, capacity: deps.capacity?.current() }),
-              policy.enforcement,
-              namespace,
-            );
-          const claims = readClaims(templates(read.job, kind) as V1PodSpec[], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
-          return claims instanceof Promise ? claims.then(judge) : judge(claims);
+      return withReviewReads(pool, policy.clusterSpec.jobLookupTimeoutMs, (reader) => {
+        const kind = jobKindOf(request, policy.jobKinds)!;
+        const readRuntimeOf = (job: KubeObject, k: JobKind, ns: string, fresh: boolean): RuntimeRead | Promise<RuntimeRead> => {
+          if (jobShape(k).layout !== "runtime") return NO_RUNTIME;
+          const read = readRuntime(job, k, ns, reader, { timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh });
+          const onRead = (r: JobReadResult): RuntimeRead => runtimeRead(r, policy.clusterSpec.onJobLookupFailure);
+          return read instanceof Promise ? read.then(onRead) : onRead(read);
         };
-        const read = readJob({ kind, namespace, name, jobs: deps.jobs, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
-        return read instanceof Promise ? read.then(decide) : decide(read);
-      }
-      // More runtime patches than Trainer's CRD admits: refused before anything merges them (issue 46).
-      const overCrd = tooManyPatches(request.object, kind);
-      if (overCrd) return overCrd;
-      // A TrainJob unsuspended (spec.suspend true → false or unset): its pods are about to be made from the runtime
-      // as it is now, so it is judged like a CREATE, against a runtime read fresh (issue 45).
-      const { unsuspend, fresh: freshRuntime } = trainJobMode(request, kind);
-      // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
-      const decide = (runtime: RuntimeRead, { known }: ClaimsRead, queue: QueueRead): ValidationResult => {
-        // The runtime's templates priced with the TrainJob's, before the model merges them (issue 46).
-        const objects = [request.object, ...(request.oldObject && !unsuspend ? [request.oldObject] : [])];
-        const overBound = runtime.object
-          ? runtimeTooCostly(
-              objects.map((o) => templates(o, kind)),
-              runtime.object,
-              policy,
-            )
-          : undefined;
-        if (overBound) return overBound;
-        const withClaims = { ...ctx, claims: known };
-        const check = (job: KubeObject) =>
-          merge(
-            validateJob(job, kind, withClaims, runtime.object),
-            validateCapacity(job, kind, withClaims, deps.capacity?.current(), runtime.object),
-            runtime.findings,
-          );
-        const now = check(request.object);
-        const update = request.operation === "UPDATE" && request.oldObject !== undefined;
-        // An unsuspended TrainJob: every violation, as at CREATE (its old and new objects would both be judged
-        // against the same current runtime, so nothing would look worse), Kueue's admission included.
-        const worse = update && !unsuspend ? newOrWorse(now, check(request.oldObject!)) : now;
-        const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
-        const found = admission && !unsuspend ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
-        const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
-        // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-        const result = enforce(merge(found, capacityOfQueue), policy.enforcement, namespace);
-        // Logged at once; an Event on the object off the admission path, never on a dry run (./refusal-event.ts).
-        if (admission && result.violations.length > 0)
-          void reportRefusal({ object: request.object, kind, namespace, name: request.name, violations: result.violations, dryRun: request.dryRun });
-        return result;
-      };
-      const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
-      const runtime = readRuntimeOf(request.object, kind, namespace, freshRuntime);
-      // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once).
-      const claimsWith = (r: RuntimeRead): ClaimsRead | Promise<ClaimsRead> => {
-        const fromRuntime = r.object
-          ? jobShape(kind)
-              .replicas(request.object, kind, r.object)
-              .map((x) => x.spec.template?.spec)
-          : [];
-        return readClaims([...specs, ...(fromRuntime as V1PodSpec[])], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
-      };
-      const claims = runtime instanceof Promise ? runtime.then(claimsWith) : claimsWith(runtime);
-      const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
-      const queue = queued && asksForGpus(request.object, kind) ? readQueueOf(request.object, namespace) : NO_QUEUE;
-      // No runtime to read (a v1 kind), no claims, not queued: decided at once.
-      if (!(runtime instanceof Promise) && !(claims instanceof Promise) && !(queue instanceof Promise)) return decide(runtime, claims, queue);
-      return Promise.all([runtime, claims, queue]).then(([r, c, q]) => decide(r, c, q));
+        const namespace = request.namespace ?? "";
+        const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), draCapacity: deps.capacity?.draCapacity?.() };
+        // A queued job's LocalQueue, ClusterQueue and GPU flavors (`queue-capacity`), within the job lookup's bound.
+        const readQueueOf = (job: KubeObject, ns: string): QueueRead | Promise<QueueRead> =>
+          readQueue({
+            job,
+            namespace: ns,
+            isGpu: (r) => isGpuResource(r, policy.gpu.resources),
+            reader,
+            timeoutMs: policy.clusterSpec.jobLookupTimeoutMs,
+          });
+        // A TrainJob's GPUs may be its runtime's: asked for as read. A v1 job without any GPU has nothing to check.
+        const asksForGpus = (job: KubeObject, k: JobKind): boolean =>
+          jobShape(k).layout === "runtime" || jobPodSets(job, k, ctx).some((p) => [...p.gpus.values()].some((n) => n > 0n));
+        if (request.subResource === "scale") {
+          const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
+          const decide = (read: JobReadResult): ValidationResult | Promise<ValidationResult> => {
+            if (read.kind !== "found")
+              return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
+            const conflict = staleScale(request.object, read.job);
+            if (conflict) return { violations: [{ rule: "job-scale", field: "metadata.resourceVersion", message: conflict }], warnings: [], status: CONFLICT };
+            const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
+            // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
+            if (cost.over)
+              return {
+                violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }],
+                warnings: [],
+                costBound: cost,
+              };
+            // The claims its templates name count as at CREATE: a template's devices times the new replica count.
+            const judge = ({ known, tooMany }: ClaimsRead): ValidationResult =>
+              tooMany
+                ? { violations: [claimNamesRefusal(tooMany)], warnings: [] }
+                : enforce(
+                    validateScale({ scale: request.object, job: read.job, kind, ctx: { ...ctx, claims: known }, capacity: deps.capacity?.current() }),
+                    policy.enforcement,
+                    namespace,
+                  );
+            const claims = readClaims(templates(read.job, kind) as V1PodSpec[], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, {
+              fields: templateFields(read.job, kind),
+            });
+            return claims instanceof Promise ? claims.then(judge) : judge(claims);
+          };
+          const read = readJob({ kind, namespace, name, jobs: reader, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
+          return read instanceof Promise ? read.then(decide) : decide(read);
+        }
+        // More runtime patches than Trainer's CRD admits: refused before anything merges them (issue 46).
+        const overCrd = tooManyPatches(request.object, kind);
+        if (overCrd) return overCrd;
+        // A TrainJob unsuspended (spec.suspend true → false or unset): its pods are about to be made from the runtime
+        // as it is now, so it is judged like a CREATE, against a runtime read fresh (issue 45).
+        const { unsuspend, fresh: freshRuntime } = trainJobMode(request, kind);
+        // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
+        const decide = (runtime: RuntimeRead, { known, tooMany }: ClaimsRead, queue: QueueRead): ValidationResult => {
+          // More claim names than one review may make the webhook read: refused before any claim read (issue 46).
+          if (tooMany) return { violations: [claimNamesRefusal(tooMany)], warnings: [] };
+          // The runtime's templates priced with the TrainJob's, before the model merges them (issue 46).
+          const objects = [request.object, ...(request.oldObject && !unsuspend ? [request.oldObject] : [])];
+          const overBound = runtime.object
+            ? runtimeTooCostly(
+                objects.map((o) => templates(o, kind)),
+                runtime.object,
+                policy,
+              )
+            : undefined;
+          if (overBound) return overBound;
+          const withClaims = { ...ctx, claims: known };
+          const check = (job: KubeObject) =>
+            merge(
+              validateJob(job, kind, withClaims, runtime.object),
+              validateCapacity(job, kind, withClaims, deps.capacity?.current(), runtime.object),
+              runtime.findings,
+            );
+          const now = check(request.object);
+          const update = request.operation === "UPDATE" && request.oldObject !== undefined;
+          // An unsuspended TrainJob: every violation, as at CREATE (its old and new objects would both be judged
+          // against the same current runtime, so nothing would look worse), Kueue's admission included.
+          const worse = update && !unsuspend ? newOrWorse(now, check(request.oldObject!)) : now;
+          const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
+          const found = admission && !unsuspend ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
+          const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
+          // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
+          const result = enforce(merge(found, capacityOfQueue), policy.enforcement, namespace);
+          // Logged at once; an Event on the object off the admission path, never on a dry run (./refusal-event.ts).
+          if (admission && result.violations.length > 0)
+            void reportRefusal({ object: request.object, kind, namespace, name: request.name, violations: result.violations, dryRun: request.dryRun });
+          return result;
+        };
+        const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
+        const runtime = readRuntimeOf(request.object, kind, namespace, freshRuntime);
+        // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once).
+        const claimsWith = (r: RuntimeRead): ClaimsRead | Promise<ClaimsRead> => {
+          const replicas = r.object ? jobShape(kind).replicas(request.object, kind, r.object) : [];
+          const fromRuntime = replicas.map((x) => x.spec.template?.spec) as V1PodSpec[];
+          const fields = [
+            ...templateFields(request.object, kind),
+            ...(request.oldObject ? templateFields(request.oldObject, kind) : []),
+            ...replicas.map((x) => `${x.templateField}.spec`),
+          ];
+          return readClaims([...specs, ...fromRuntime], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, { fields });
+        };
+        const claims = runtime instanceof Promise ? runtime.then(claimsWith) : claimsWith(runtime);
+        const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
+        const queue = queued && asksForGpus(request.object, kind) ? readQueueOf(request.object, namespace) : NO_QUEUE;
+        // No runtime to read (a v1 kind), no claims, not queued: decided at once.
+        if (!(runtime instanceof Promise) && !(claims instanceof Promise) && !(queue instanceof Promise)) return decide(runtime, claims, queue);
+        return Promise.all([runtime, claims, queue]).then(([r, c, q]) => decide(r, c, q));
+      });
     },
   });
 }

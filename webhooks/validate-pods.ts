@@ -9,19 +9,20 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { specsCost } from "../src/admission/cost.js";
 import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
-import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { claimNamesRefusal, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { validatePod } from "../src/validate/pod.js";
-import type { WebhookDeps } from "./deps.js";
+import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 
 /** Passes the pod rules make over the containers (see `src/admission/cost.ts`), counting both pods of a resize. */
 export const VALIDATE_POD_PASSES = 4;
 
 export function validatePods(deps: WebhookDeps): Webhook {
   const { policy } = deps;
+  const pool = readsOf(deps);
   return validatingWebhook({
     name: "validate-pods",
     guard: allGuards(podGuard(["CREATE"], { resize: ["UPDATE"] }), unwalkedPodGuard(policy)),
@@ -34,7 +35,9 @@ export function validatePods(deps: WebhookDeps): Webhook {
       const pod = request.object as V1Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
       // A claim that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
-      const decide = ({ known }: ClaimsRead): ValidationResult => {
+      const decide = ({ known, tooMany }: ClaimsRead): ValidationResult => {
+        // More claim names than one review may make the webhook read: refused before any read (issue 46).
+        if (tooMany) return { violations: [claimNamesRefusal(tooMany)], warnings: [] };
         const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), claims: known, draCapacity: deps.capacity?.draCapacity?.() };
         const now = validatePod(pod, ctx);
         const resize = request.subResource === "resize" && request.oldObject !== undefined;
@@ -42,8 +45,11 @@ export function validatePods(deps: WebhookDeps): Webhook {
         const found = resize ? newOrWorse(now, validatePod(request.oldObject!, ctx)) : now;
         return enforce(found, policy.enforcement, namespace);
       };
-      const claims = readClaims([pod.spec], namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
-      return claims instanceof Promise ? claims.then(decide) : decide(claims);
+      const timeoutMs = policy.clusterSpec.jobLookupTimeoutMs;
+      return withReviewReads(pool, timeoutMs, (reader) => {
+        const claims = readClaims([pod.spec], namespace, reader, timeoutMs, { fields: ["spec"] });
+        return claims instanceof Promise ? claims.then(decide) : decide(claims);
+      });
     },
   });
 }

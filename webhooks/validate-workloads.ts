@@ -19,7 +19,7 @@
  * object was judged at its CREATE.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { claimNamesRefusal, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { specsCost, type ReviewCost } from "../src/admission/cost.js";
 import { allGuards, gpuWorkloadGuard, jobGuard } from "../src/admission/guards.js";
 import type { ValidationResult } from "../src/admission/handler.js";
@@ -27,7 +27,7 @@ import { kueueWorkloadAdmissionOnly, queueNameOf } from "../src/admission/kueue.
 import type { AdmissionRequest } from "../src/admission/types.js";
 import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";
 import type { KubeObject } from "../src/core/kube.js";
-import { workloadTemplateSpecs } from "../src/mutate/job-templates.js";
+import { workloadTemplateFields, workloadTemplateSpecs } from "../src/mutate/job-templates.js";
 import { controlledByJobSet, controlledByTrainJob } from "../src/topology/workload.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
@@ -35,7 +35,7 @@ import { kueueAdmissionFindings } from "../src/validate/kueue.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { merge } from "../src/validate/types.js";
 import { validateWorkload, validateWorkloadCapacity } from "../src/validate/workload.js";
-import type { WebhookDeps } from "./deps.js";
+import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 import { kueueRefusalReporter } from "./refusal-event.js";
 
 /** Passes the GPU rules make over each template (see `src/admission/cost.ts`). */
@@ -75,6 +75,7 @@ function demandUnchanged(request: AdmissionRequest & { object: KubeObject }, kin
 
 export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
   const { policy } = deps;
+  const pool = readsOf(deps);
   // A writer is not to throw; if one does, the answer is the same and the log says why.
   const reportRefusal = kueueRefusalReporter(deps);
   const operations = jobGuard(QUEUED_WORKLOAD_KINDS, ["CREATE", "UPDATE"]);
@@ -95,7 +96,9 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
       const namespace = request.namespace ?? "";
       const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), draCapacity: deps.capacity?.draCapacity?.() };
       // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
-      const decide = ({ known }: ClaimsRead): ValidationResult => {
+      const decide = ({ known, tooMany }: ClaimsRead): ValidationResult => {
+        // More claim names than one review may make the webhook read: refused before any read (issue 46).
+        if (tooMany) return { violations: [claimNamesRefusal(tooMany)], warnings: [] };
         const withClaims = { ...ctx, claims: known };
         const check = (obj: KubeObject) =>
           merge(validateWorkload(obj, kind, withClaims), validateWorkloadCapacity(obj, kind, withClaims, deps.capacity?.current()));
@@ -115,8 +118,12 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
         return result;
       };
       const specs: V1PodSpec[] = [...workloadTemplateSpecs(request.object, kind), ...(request.oldObject ? workloadTemplateSpecs(request.oldObject, kind) : [])];
-      const claims = readClaims(specs, namespace, deps.jobs, policy.clusterSpec.jobLookupTimeoutMs);
-      return claims instanceof Promise ? claims.then(decide) : decide(claims);
+      const timeoutMs = policy.clusterSpec.jobLookupTimeoutMs;
+      return withReviewReads(pool, timeoutMs, (reader) => {
+        const fields = [...workloadTemplateFields(request.object, kind), ...(request.oldObject ? workloadTemplateFields(request.oldObject, kind) : [])];
+        const claims = readClaims(specs, namespace, reader, timeoutMs, { fields });
+        return claims instanceof Promise ? claims.then(decide) : decide(claims);
+      });
     },
   };
 }

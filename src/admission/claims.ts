@@ -3,37 +3,72 @@
  * Reading the ResourceClaims and ResourceClaimTemplates that pods name (DRA), through the same cached,
  * single-flight reader and timeout as the job lookup (src/topology/lookup.ts), so the rules and mutations can
  * count the GPUs a pod asks for through them. A pod without claims costs nothing here (no promise, no read).
+ *
+ * Each distinct name is one read, so a review may name at most {@link MAX_CLAIM_NAMES} (issue 46 finding 2: 20,000
+ * names made 20,005 GETs on the webhook's one client); past it nothing is read and the review is refused at the
+ * field ({@link claimNamesRefusal}). The reads go through the review's own queue of the webhook's read pool
+ * (`read-pool.ts`), so they cost that review and not another; a read shed there is unknown, as any failed read.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { claimReferences, claimSpecOf, type ClaimSpec, type KnownClaims } from "../core/dra.js";
 import type { ObjectKind } from "../core/kube.js";
 import { readJob } from "../topology/lookup.js";
 import type { JobReader } from "../topology/types.js";
+import type { Violation } from "./response.js";
 
 export const RESOURCE_CLAIM: ObjectKind = { kind: "ResourceClaim", group: "resource.k8s.io", version: "v1", plural: "resourceclaims" };
 export const RESOURCE_CLAIM_TEMPLATE: ObjectKind = { kind: "ResourceClaimTemplate", group: "resource.k8s.io", version: "v1", plural: "resourceclaimtemplates" };
 
+/**
+ * The distinct ResourceClaim and ResourceClaimTemplate names one review may make the webhook read. Kubernetes sets
+ * no bound on a pod's `spec.resourceClaims` (k8s.io/kubernetes pkg/apis/core/validation/validation.go,
+ * validatePodResourceClaims, checks each entry's name only; v1.37.2), so this is the webhook's own: a training pod
+ * names a claim per kind of device (GPUs, NICs), at most one per device of a node (8 GPUs and 8 NICs: 16), and one
+ * claim holds up to 32 requests (k8s.io/api resource/v1 DeviceRequestsMaxSize); 128 leaves 8× that for a job's
+ * templates, old object and runtime together, and bounds a review's reads at 16 rounds of its 8 in flight.
+ */
+export const MAX_CLAIM_NAMES = 128;
+
 export interface ClaimsRead {
   known: KnownClaims;
-  /** Reads that failed (not an absence: an error or a timeout), one sentence each; by name in `known.unreadable`. */
+  /** Reads that failed (not an absence: an error, a timeout, shed), one sentence each; by name in `known.unreadable`. */
   failures: string[];
+  /** More than the names one review may make the webhook read: nothing was read (see {@link claimNamesRefusal}). */
+  tooMany?: { names: number; field: string };
 }
 
 const NOTHING: ClaimsRead = Object.freeze({ known: { claims: new Map(), templates: new Map() }, failures: [] });
 
-/** The claims and templates the pod specs name, read in `namespace`; at once (no read) when they name none. */
+export interface ReadClaimsOptions {
+  /** Where each spec is (`spec`, `spec.template.spec`...), for the refusal's field; unknown: the refusal is at `spec`. */
+  fields?: readonly (string | undefined)[];
+  /** The most distinct names read; default {@link MAX_CLAIM_NAMES}. */
+  max?: number;
+}
+
+/**
+ * The claims and templates the pod specs name, read in `namespace` through `reader` (a review's reader of the
+ * read pool); at once (no read) when they name none, or more than `max` distinct names (`tooMany`).
+ */
 export function readClaims(
   specs: readonly (V1PodSpec | undefined)[],
   namespace: string,
   reader: JobReader,
   timeoutMs: number,
+  options: ReadClaimsOptions = {},
 ): ClaimsRead | Promise<ClaimsRead> {
+  const max = options.max ?? MAX_CLAIM_NAMES;
   const claims = new Set<string>();
   const templates = new Set<string>();
-  for (const spec of specs) {
-    for (const ref of claimReferences(spec)) {
+  for (let i = 0; i < specs.length; i++) {
+    for (const ref of claimReferences(specs[i])) {
       if (ref.claim !== undefined) claims.add(ref.claim);
       else if (ref.template !== undefined) templates.add(ref.template);
+      if (claims.size + templates.size > max) {
+        // Counted to the end (linear, no read) for the message; refused at the spec where the bound was passed.
+        const names = distinctNames(specs);
+        return { ...NOTHING, tooMany: { names, field: options.fields?.[i] !== undefined ? `${options.fields[i]}.resourceClaims` : "spec" } };
+      }
     }
   }
   if (claims.size === 0 && templates.size === 0) return NOTHING;
@@ -59,4 +94,25 @@ export function readClaims(
     }
   });
   return Promise.all(reads).then(() => ({ known, failures }));
+}
+
+function distinctNames(specs: readonly (V1PodSpec | undefined)[]): number {
+  const names = new Set<string>();
+  for (const spec of specs)
+    for (const ref of claimReferences(spec)) {
+      if (ref.claim !== undefined) names.add(`c/${ref.claim}`);
+      else if (ref.template !== undefined) names.add(`t/${ref.template}`);
+    }
+  return names.size;
+}
+
+/** The refusal of a review naming more claims than {@link MAX_CLAIM_NAMES}: at its field, with the fix. */
+export function claimNamesRefusal(tooMany: NonNullable<ClaimsRead["tooMany"]>, max = MAX_CLAIM_NAMES): Violation {
+  return {
+    rule: "review-cost",
+    field: tooMany.field,
+    message:
+      `${tooMany.names} distinct ResourceClaims and ResourceClaimTemplates named, over the ${max} one review may make the webhook read: ` +
+      `not checked; name at most ${max} (one claim may hold up to 32 device requests: put a pod's devices in fewer claims)`,
+  };
 }

@@ -125,6 +125,14 @@ export const workloadTemplateSpecs = (obj: KubeObject, kind: QueuedWorkloadKind)
     return isPodSpec(spec) ? [spec] : [];
   });
 
+/** Where each of {@link workloadTemplateSpecs} is (`spec.template.spec`, `spec.replicatedJobs[0].template.spec.template.spec`). */
+export const workloadTemplateFields = (obj: KubeObject, kind: QueuedWorkloadKind): string[] =>
+  kind
+    .templatePaths(obj)
+    .flatMap((p) =>
+      isPodSpec(getIn(obj, [...p, "spec"])) ? [`${p.map((k, i) => (typeof k === "number" ? `[${k}]` : i === 0 ? k : `.${k}`)).join("")}.spec`] : [],
+    );
+
 /**
  * The pod templates of a queued batch Job or JobSet (`QUEUED_WORKLOAD_KINDS`, src/core/job-shapes.ts) outfitted
  * with {@link KUEUE_READ_MUTATIONS}, as a queued training job's are; an object without a queue name is returned

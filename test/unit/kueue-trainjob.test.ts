@@ -325,6 +325,39 @@ describe("/mutate/jobs on a queued TrainJob, then /mutate/pods on its trainer po
   });
 });
 
+describe("/mutate/jobs prices a queued TrainJob's runtime templates before outfitting (issue 46, bench:abuse)", () => {
+  const wide = (containers: number): KubeObject => {
+    const r = structuredClone(torch) as unknown as {
+      spec: { template: { spec: { replicatedJobs: Array<{ template: { spec: { template: { spec: Obj } } } }> } } };
+    };
+    r.spec.template.spec.replicatedJobs[0]!.template.spec.template.spec.containers = Array.from({ length: containers }, (_, i) => ({
+      name: `c${i}`,
+      image: "x",
+      resources: { limits: { "nvidia.com/gpu": "1" } },
+    }));
+    return deepFreeze(r as unknown as KubeObject);
+  };
+  const cases: Array<{ name: string; containers: number; outfitted: boolean }> = [
+    {
+      name: "a runtime of 20,000 containers → not outfitted, a warning naming the bound (before: all merged and outfitted)",
+      containers: 20_000,
+      outfitted: false,
+    },
+    { name: "a runtime of 4 containers → outfitted", containers: 4, outfitted: true },
+  ];
+  for (const c of cases)
+    it(c.name, async () => {
+      const hooks = createWebhooks({ policy, log: capturingLogger().log, jobs: runtimeReader([wide(c.containers)]), now: () => new Date() });
+      const res = await hooks["/mutate/jobs"]!.admit(create(tj({ resources: { limits: { "nvidia.com/gpu": "1" } } })));
+      assert.notEqual(res.outcome, "error", String(res.error));
+      const job = applyPatch(tj(), b64(res)) as Obj;
+      assert.equal(qmPatchOf(job as KubeObject) !== undefined, c.outfitted);
+      const warnings = (res.review.response?.warnings ?? []).join("\n");
+      if (c.outfitted) assert.doesNotMatch(warnings, /too large to check/);
+      else assert.match(warnings, /not outfitted for Kueue: with its runtime's templates, too large to check/);
+    });
+});
+
 describe("kueueAdmissionOnly with Quartermaster's runtime patch present", () => {
   const outfitted = outfitQueuedTrainJob(
     tj({
