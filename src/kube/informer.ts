@@ -39,6 +39,8 @@ export interface TrimmedInformerOptions<T extends KubernetesObject> {
   indexByController?: boolean;
   /** Called with `path` as a relist starts (the watch's resourceVersion expired, 410): not for the first LIST, nor a kind still gone. */
   onRelist?: (path: string) => void;
+  /** Reads one page of the LIST of one namespace's objects (`reread`). */
+  namespacePage?: (namespace: string, cont: string | undefined) => Promise<ListPage>;
 }
 
 export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
@@ -51,6 +53,15 @@ export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
    * and while a relist runs; false before the first and after a 404 (the kind's CRD is gone) until a LIST succeeds.
    */
   synced(): boolean;
+  /**
+   * Reads the objects of `namespace` again (a paged LIST, trimmed page by page) and puts in the cache those
+   * whose cached object `stale` holds for, whatever their resourceVersion (ListWatch keeps an object of the
+   * same version as it is); the objects put. Needs `namespacePage`. For a projection that depends on more
+   * than the object (`./projection.ts`: a job whose namespace opted in, cached as its stub until now).
+   */
+  reread(namespace: string, stale: (cached: T) => boolean): Promise<T[]>;
+  /** Trims the cached objects of `namespace` again (a namespace that opted out: its jobs to their stubs). */
+  retrim(namespace: string): void;
 };
 
 /** A watch's timeout, at least (client-go's reflector: `minWatchTimeout` 5 min, times 1-2 at random). */
@@ -137,17 +148,17 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     keys?.delete(key);
     if (keys?.size === 0) byUid.delete(was);
   };
+  const index = (o: T): void => {
+    const key = cacheKey(o);
+    unindex(key);
+    const uid = controllerUid(o);
+    if (uid === undefined) return;
+    uidOf.set(key, uid);
+    const keys = byUid.get(uid);
+    if (keys) keys.add(key);
+    else byUid.set(uid, new Set([key]));
+  };
   if (opts.indexByController) {
-    const index = (o: T): void => {
-      const key = cacheKey(o);
-      unindex(key);
-      const uid = controllerUid(o);
-      if (uid === undefined) return;
-      uidOf.set(key, uid);
-      const keys = byUid.get(uid);
-      if (keys) keys.add(key);
-      else byUid.set(uid, new Set([key]));
-    };
     // Registered first, so the index is current when any later handler of the same event runs.
     informer.on("add", index);
     informer.on("update", index);
@@ -162,7 +173,46 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     }
     return out;
   };
-  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => hasSynced && !gone });
+  /**
+   * ListWatch's cache, by namespace then name. client-node's ListWatch (src/cache.ts) has no way to replace an
+   * object by one of the same resourceVersion (its addOrUpdateObject keeps the one it has), which a projection
+   * that changes with the namespace's scope needs; its map is reached here, and nowhere else, checked.
+   */
+  const cache = (): Map<string, Map<string, T>> => {
+    const objects = (informer as unknown as { objects?: unknown }).objects;
+    if (!(objects instanceof Map)) throw new Error("client-node's ListWatch keeps no `objects` map any more: see src/kube/informer.ts");
+    return objects as Map<string, Map<string, T>>;
+  };
+  const put = (o: T): void => {
+    cache()
+      .get(o.metadata?.namespace ?? "")
+      ?.set(o.metadata?.name ?? "", o);
+    if (opts.indexByController) index(o);
+  };
+  const reread = async (namespace: string, stale: (cached: T) => boolean): Promise<T[]> => {
+    if (!opts.namespacePage) throw new Error(`${opts.path}: no namespacePage to read namespace ${namespace} again`);
+    const out: T[] = [];
+    let cont: string | undefined;
+    do {
+      const page = await opts.namespacePage(namespace, cont);
+      for (const o of page.items ?? []) {
+        const name = (o as KubernetesObject).metadata?.name;
+        const cached = name === undefined ? undefined : informer.get(name, namespace);
+        // Only what the cache still holds, stale: an object deleted meanwhile stays deleted, and one the
+        // watch has brought since (trimmed as it is now) is as new as this read.
+        if (cached === undefined || !stale(cached)) continue;
+        const t = trimmed(o, trim);
+        put(t);
+        out.push(t);
+      }
+      cont = page.metadata?._continue ?? page.metadata?.continue;
+    } while (cont);
+    return out;
+  };
+  const retrim = (namespace: string): void => {
+    for (const o of [...(cache().get(namespace)?.values() ?? [])]) put(trimmed(o, trim));
+  };
+  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => hasSynced && !gone, reread, retrim });
 }
 
 /**
