@@ -38,7 +38,7 @@ export function jobStub(o: object): KubernetesObject {
     ...(kind !== undefined ? { kind } : {}),
     metadata: { name: m.name, namespace: m.namespace, uid: m.uid },
     [STUB]: true,
-  } as Stub;
+  };
   return stub;
 }
 
@@ -53,7 +53,7 @@ export function isJobStub(o: object | undefined): boolean {
  * gone): `isJobStub` says it must be read again.
  */
 export function projectJob(o: object, inScope: (namespace: string) => boolean): KubernetesObject {
-  if (isJobStub(o)) return o as KubernetesObject;
+  if (isJobStub(o)) return o;
   const ns = (o as KubernetesObject).metadata?.namespace;
   return ns !== undefined && inScope(ns) ? slimJob(o) : jobStub(o);
 }
