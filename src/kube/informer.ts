@@ -39,6 +39,11 @@ export interface TrimmedInformerOptions<T extends KubernetesObject> {
   indexByController?: boolean;
   /** Called with `path` as a relist starts (the watch's resourceVersion expired, 410): not for the first LIST, nor a kind still gone. */
   onRelist?: (path: string) => void;
+  /**
+   * List as a watch-list (`sendInitialEvents`, Kubernetes 1.32+ by default): objects trimmed one by one as they
+   * arrive instead of a page at a time, for objects that may be large (jobs); `page` where the server has none.
+   */
+  streamList?: boolean;
   /** Reads one page of the LIST of one namespace's objects (`reread`). */
   namespacePage?: (namespace: string, cont: string | undefined) => Promise<ListPage>;
 }
@@ -66,6 +71,9 @@ export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
 
 /** A watch's timeout, at least (client-go's reflector: `minWatchTimeout` 5 min, times 1-2 at random). */
 const WATCH_TIMEOUT_S = 300;
+
+/** The annotation of the bookmark that ends a watch-list's initial events (k8s.io/apimachinery metav1.InitialEventsAnnotationKey). */
+const INITIAL_EVENTS_END = "k8s.io/initial-events-end";
 
 const WATCHED_PHASES: ReadonlySet<string> = new Set(["ADDED", "MODIFIED", "DELETED"]);
 
@@ -116,25 +124,86 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       );
     }
   }
+  // A watch-list (`sendInitialEvents`) until the server refuses one: it has no WatchList (Kubernetes < 1.32, or
+  // the feature gate off), and says so with 400 or 422 (apimachinery's ValidateListOptions).
+  let streaming = opts.streamList === true;
   const list = async (): Promise<KubernetesListObject<T>> => {
-    const items: T[] = [];
-    let resourceVersion: string | undefined;
-    let cont: string | undefined;
     if (hasSynced && !gone) opts.onRelist?.(opts.path);
+    let listed: { items: T[]; resourceVersion?: string } | undefined;
     try {
-      do {
-        const page = await opts.page(cont);
-        resourceVersion ??= page.metadata?.resourceVersion;
-        for (const o of page.items ?? []) items.push(trimmed(o, trim));
-        cont = page.metadata?._continue ?? page.metadata?.continue;
-      } while (cont);
+      if (streaming) {
+        listed = await streamList().catch((err: unknown) => {
+          const code = statusOf(err) ?? (err as { statusCode?: unknown } | null)?.statusCode;
+          if (code !== 400 && code !== 422) throw err;
+          streaming = false;
+          return undefined;
+        });
+      }
+      listed ??= await pagedList();
     } catch (err) {
       noteGone(err);
       throw err;
     }
     fresh = true;
+    const { items, resourceVersion } = listed;
     return { apiVersion: "v1", kind: "List", metadata: { ...(resourceVersion ? { resourceVersion } : {}) }, items };
   };
+  /** The LIST page by page, each page trimmed before the next is read. */
+  const pagedList = async (): Promise<{ items: T[]; resourceVersion?: string }> => {
+    const items: T[] = [];
+    let resourceVersion: string | undefined;
+    let cont: string | undefined;
+    do {
+      const page = await opts.page(cont);
+      resourceVersion ??= page.metadata?.resourceVersion;
+      for (const o of page.items ?? []) items.push(trimmed(o, trim));
+      cont = page.metadata?._continue ?? page.metadata?.continue;
+    } while (cont);
+    return { items, ...(resourceVersion ? { resourceVersion } : {}) };
+  };
+  /**
+   * The LIST as a watch-list (KEP-3157, client-go's reflector with WatchListClient): the apiserver sends every
+   * object as an ADDED event, one line each, then a bookmark annotated `k8s.io/initial-events-end`, whose
+   * resourceVersion the watch resumes from. Each object is trimmed as its line is parsed, so one object at a
+   * time is alive whole, never a page of them.
+   */
+  const streamList = (): Promise<{ items: T[]; resourceVersion?: string }> =>
+    new Promise((resolve, reject) => {
+      const items: T[] = [];
+      let settled = false;
+      let request: AbortController | undefined;
+      const finish = (err: unknown, resourceVersion?: string): void => {
+        if (settled) return;
+        settled = true;
+        request?.abort();
+        if (err) reject(err as Error);
+        else resolve({ items, ...(resourceVersion ? { resourceVersion } : {}) });
+      };
+      const query = { sendInitialEvents: true, resourceVersionMatch: "NotOlderThan", allowWatchBookmarks: true };
+      new k8s.Watch(kc)
+        .watch(
+          opts.path,
+          query,
+          (phase: string, obj: object) => {
+            if (settled) return;
+            const m = (obj as KubernetesObject).metadata;
+            if (phase === "ADDED") items.push(trimmed(obj, trim));
+            else if (phase === "BOOKMARK" && m?.annotations?.[INITIAL_EVENTS_END] === "true") finish(undefined, m.resourceVersion);
+            else if (phase === "ERROR") {
+              const status = obj as { code?: number; message?: string };
+              finish(Object.assign(new Error(`${opts.path}: ${status.message ?? "watch-list failed"}`), { code: status.code }));
+            }
+          },
+          (err: unknown) => finish(err ?? new Error(`${opts.path}: the watch-list ended before its initial events did`)),
+        )
+        .then(
+          (c) => {
+            request = c;
+            if (settled) c.abort();
+          },
+          (err: unknown) => finish(err),
+        );
+    });
   const informer = new k8s.ListWatch<T>(opts.path, new TrimmingWatch(kc), list, false);
 
   // controller uid → cache keys, and each key's uid (an update may change the controller: adoption, release).

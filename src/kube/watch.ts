@@ -257,6 +257,8 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
           _continue: cont,
         })) as ListPage,
       trim: (o) => projectJob(o, scoped),
+      // A job may be as large as etcd takes: listed one object at a time where the apiserver can.
+      streamList: true,
     }),
   );
   const all = [pods, services, namespaces, ...jobs];
