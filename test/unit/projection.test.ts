@@ -24,6 +24,7 @@ const NOW = new Date("2026-11-22T12:00:00Z");
 const policy = defaultPolicy();
 /** What the stub of any job may weigh, as JSON (`src/kube/projection.ts` says so). */
 const STUB_BYTES = 512;
+const names = (objs: readonly { metadata?: { name?: string } }[]): string[] => objs.map((o) => o.metadata!.name!).sort();
 const bytes = (o: unknown): number => Buffer.byteLength(JSON.stringify(o));
 
 /** A job of `kind` of about `size` bytes: a large env var in its template, managedFields, a status. */
@@ -253,4 +254,71 @@ describe("the planners decide the same from the cached jobs as from the jobs", (
       assert.ok(full.skipped.length + full.claims.length + full.actions.length + full.controller.length > 0, "the case plans something");
     });
   }
+});
+
+/** A job informer listing as a watch-list; `serve` plays the apiserver's answer to it. */
+function streamingInformer(serve: (cb: (phase: string, obj: object) => void, done: (err: unknown) => void) => void) {
+  const queries: Obj[] = [];
+  let paged = 0;
+  class FakeWatch extends k8s.Watch {
+    override watch(_path: string, qp: Obj, cb: (phase: string, obj: object) => void, done: (err: unknown) => void): Promise<AbortController> {
+      queries.push(qp);
+      if (qp.sendInitialEvents === true) setImmediate(() => serve(cb, done));
+      return Promise.resolve(new AbortController());
+    }
+  }
+  const informer = trimmedInformer({ ...k8s, Watch: FakeWatch }, new k8s.KubeConfig(), {
+    path: "/apis/kubeflow.org/v1/tfjobs",
+    page: async () => {
+      paged++;
+      return { metadata: { resourceVersion: "50" }, items: [bigJob("TFJob", "paged", "other", MiB, "49")] };
+    },
+    trim: (o) => projectJob(o, (ns) => ns === "team-a"),
+    streamList: true,
+  });
+  return { informer, queries, paged: () => paged };
+}
+
+const endOfInitialEvents = (rv: string): Obj => ({ kind: "TFJob", metadata: { resourceVersion: rv, annotations: { "k8s.io/initial-events-end": "true" } } });
+
+describe("the job informer's watch-list", () => {
+  it("lists one event at a time, each job trimmed as it arrives, and watches from the bookmark that ends them", async () => {
+    const { informer, queries, paged } = streamingInformer((cb) => {
+      cb("ADDED", bigJob("TFJob", "o1", "other", MiB, "3"));
+      cb("ADDED", bigJob("TFJob", "a1", "team-a", 1000, "4"));
+      cb("BOOKMARK", endOfInitialEvents("20"));
+      cb("ADDED", bigJob("TFJob", "late", "other", MiB, "21")); // after the end: the watch's, not the list's
+    });
+    await informer.start();
+    assert.equal(paged(), 0);
+    assert.deepEqual(queries[0], { sendInitialEvents: true, resourceVersionMatch: "NotOlderThan", allowWatchBookmarks: true });
+    assert.equal(queries[1]!.resourceVersion, "20");
+    assert.deepEqual(names(informer.list()), ["a1", "o1"]);
+    assert.ok(largest(informer.list(), "other") < STUB_BYTES);
+    assert.equal((informer.get("o1", "other") as Obj).metadata.resourceVersion, "3");
+    assert.ok(informer.synced());
+  });
+
+  it("where the apiserver has no watch-list (it refuses sendInitialEvents): paged LISTs, from then on", async () => {
+    const { informer, queries, paged } = streamingInformer((_cb, done) => done(Object.assign(new Error("Unprocessable Entity"), { statusCode: 422 })));
+    await informer.start();
+    assert.equal(paged(), 1);
+    assert.deepEqual(names(informer.list()), ["paged"]);
+    assert.ok(largest(informer.list(), "other") < STUB_BYTES);
+    assert.equal(queries.at(-1)!.resourceVersion, "50");
+  });
+
+  it("a watch-list that ends before its initial events did is an error (the informer starts again), not a short list", async () => {
+    const { informer, paged } = streamingInformer((cb, done) => {
+      cb("ADDED", bigJob("TFJob", "o1", "other", 10, "3"));
+      done(null);
+    });
+    const errors: unknown[] = [];
+    informer.on("error", (e) => errors.push(e));
+    await informer.start();
+    assert.equal(errors.length, 1);
+    assert.equal(paged(), 0);
+    assert.equal(informer.synced(), false);
+    assert.deepEqual(informer.list(), []);
+  });
 });
