@@ -8,11 +8,13 @@
  * objects instead:
  *
  * - the LIST is paged (`limit` + `continue`, as client-go's reflector pages its initial list) and each page is
- *   trimmed before the next is read, so the full objects of one page at most are alive at once;
+ *   trimmed before the next is read, so the full objects of one page at most are alive at once; or, for objects
+ *   that may be large (`streamList`: jobs), a watch-list, so one object at most is;
  * - every watch event's object is trimmed before the cache sees it (a `Watch` subclass wraps the callback);
  * - the trimmed object keeps `metadata.resourceVersion`, which `ListWatch` reads to resume the watch and to tell
  *   an update from a repeat;
- * - an index by controller uid (optional): a job's pods or Services without scanning its namespace.
+ * - an index by controller uid (optional): a job's pods or Services without scanning its namespace;
+ * - `reread` and `retrim`, for a trim that depends on the namespace's scope (`./projection.ts`).
  *
  * Written here because client-node offers no transform hook (client-go's `SetTransform`); the cache and the
  * watch protocol stay client-node's.

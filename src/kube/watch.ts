@@ -5,7 +5,8 @@
  * controller; for the operators' kinds, the finished-job hygiene (CleanPodPolicy at once, the TTL to the second).
  *
  * - Informers on every job kind, pods, Services and namespaces, holding trimmed objects (`./informer.ts`: paged
- *   LISTs, trimmed watch events, pods as the planners read them): a job's change queues the job; a pod's or
+ *   LISTs or watch-lists, trimmed watch events, pods as the planners read them, a job out of scope as its stub,
+ *   `./projection.ts`): a job's change queues the job; a pod's or
  *   Service's change queues the job named by its controller reference, and a job's own objects are found by an
  *   index on that reference. A kind whose CRD is not installed is looked for again every 30 s.
  * - An operator's job is synced for nothing until it finishes; then its CleanPodPolicy is applied, and it is
