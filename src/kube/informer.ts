@@ -178,7 +178,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
         if (settled) return;
         settled = true;
         request?.abort();
-        if (err) reject(err as Error);
+        if (err) reject(err instanceof Error ? err : new Error(String(err)));
         else resolve({ items, ...(resourceVersion ? { resourceVersion } : {}) });
       };
       const query = { sendInitialEvents: true, resourceVersionMatch: "NotOlderThan", allowWatchBookmarks: true };
