@@ -135,7 +135,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     try {
       if (streaming) {
         listed = await streamList().catch((err: unknown) => {
-          const code = statusOf(err) ?? (err as { statusCode?: unknown } | null)?.statusCode;
+          const code = statusOf(err);
           if (code !== 400 && code !== 422) throw err;
           streaming = false;
           return undefined;
@@ -178,7 +178,11 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
         if (settled) return;
         settled = true;
         request?.abort();
-        if (err) reject(err instanceof Error ? err : new Error(String(err)));
+        // client-node's Watch says the HTTP status in `statusCode`; the callers read `code` (./client.ts statusOf),
+        // as for a LIST: a 404 is a kind not served, a 422 a server without watch-lists.
+        const code = (err as { statusCode?: unknown } | null)?.statusCode;
+        if (err)
+          reject(Object.assign(err instanceof Error ? err : new Error(String(err)), typeof code === "number" && statusOf(err) === undefined ? { code } : {}));
         else resolve({ items, ...(resourceVersion ? { resourceVersion } : {}) });
       };
       const query = { sendInitialEvents: true, resourceVersionMatch: "NotOlderThan", allowWatchBookmarks: true };

@@ -321,4 +321,17 @@ describe("the job informer's watch-list", () => {
     assert.equal(informer.synced(), false);
     assert.deepEqual(informer.list(), []);
   });
+
+  it("a kind not served (404 from the watch-list) is said as a LIST's would be: code 404, not synced", async () => {
+    const { informer, paged } = streamingInformer((_cb, done) => done(Object.assign(new Error("Not Found"), { statusCode: 404 })));
+    const errors: unknown[] = [];
+    informer.on("error", (e) => errors.push(e));
+    await informer.start();
+    assert.deepEqual(
+      errors.map((e) => (e as { code?: number }).code),
+      [404],
+    );
+    assert.equal(paged(), 0);
+    assert.equal(informer.synced(), false);
+  });
 });
