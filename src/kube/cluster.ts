@@ -16,12 +16,21 @@ import { kubeClient, statusOf } from "./client.js";
 import { restClient, type RestClient } from "./rest.js";
 
 export const PAGE_SIZE = 500;
+/**
+ * The page of a LIST of jobs: a job may be as large as etcd takes (1.5 MiB by default, `--max-request-bytes`),
+ * and a page's objects are all parsed before the first is trimmed, so a page of 25 is at most ~40 MiB of JSON
+ * (500 were 750 MiB: a restart past the manifests' 1 GiB limit). 10,000 jobs: 400 requests.
+ */
+export const JOB_PAGE_SIZE = 25;
 
 export interface ClusterReader {
   /** Every namespace, trimmed to name and labels (the scope is decided from them). */
   listNamespaces(): Promise<NamespaceInfo[]>;
-  /** Every object of a job kind in the cluster; undefined when the kind's CRD is not installed. */
-  listJobs(kind: JobKind): Promise<KubeObject[] | undefined>;
+  /**
+   * Every object of a job kind in the cluster, each as `project` keeps it (`./projection.ts`; default: whole);
+   * undefined when the kind's CRD is not installed.
+   */
+  listJobs(kind: JobKind, project?: (o: object) => KubeObject): Promise<KubeObject[] | undefined>;
   /** A job read fresh from the apiserver (no cache), or undefined when it is gone. */
   getJob(kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined>;
   /** Pods across namespaces (all of them without a selector), trimmed to the fields the reconciler reads. */
@@ -388,7 +397,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
     get calls() {
       return calls;
     },
-    async listJobs(kind) {
+    async listJobs(kind, project = asKubeObject) {
       try {
         return await paged(
           async (cont) =>
@@ -396,10 +405,10 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
               group: kind.group,
               version: kind.version,
               plural: kind.plural,
-              limit: PAGE_SIZE,
+              limit: JOB_PAGE_SIZE,
               _continue: cont,
             })) as Page,
-          asKubeObject,
+          project,
         );
       } catch (err) {
         if (statusOf(err) === 404) return undefined;

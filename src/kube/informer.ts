@@ -8,11 +8,13 @@
  * objects instead:
  *
  * - the LIST is paged (`limit` + `continue`, as client-go's reflector pages its initial list) and each page is
- *   trimmed before the next is read, so the full objects of one page at most are alive at once;
+ *   trimmed before the next is read, so the full objects of one page at most are alive at once; or, for objects
+ *   that may be large (`streamList`: jobs), a watch-list, so one object at most is;
  * - every watch event's object is trimmed before the cache sees it (a `Watch` subclass wraps the callback);
  * - the trimmed object keeps `metadata.resourceVersion`, which `ListWatch` reads to resume the watch and to tell
  *   an update from a repeat;
- * - an index by controller uid (optional): a job's pods or Services without scanning its namespace.
+ * - an index by controller uid (optional): a job's pods or Services without scanning its namespace;
+ * - `reread` and `retrim`, for a trim that depends on the namespace's scope (`./projection.ts`).
  *
  * Written here because client-node offers no transform hook (client-go's `SetTransform`); the cache and the
  * watch protocol stay client-node's.
@@ -39,6 +41,13 @@ export interface TrimmedInformerOptions<T extends KubernetesObject> {
   indexByController?: boolean;
   /** Called with `path` as a relist starts (the watch's resourceVersion expired, 410): not for the first LIST, nor a kind still gone. */
   onRelist?: (path: string) => void;
+  /**
+   * List as a watch-list (`sendInitialEvents`, Kubernetes 1.32+ by default): objects trimmed one by one as they
+   * arrive instead of a page at a time, for objects that may be large (jobs); `page` where the server has none.
+   */
+  streamList?: boolean;
+  /** Reads one page of the LIST of one namespace's objects (`reread`). */
+  namespacePage?: (namespace: string, cont: string | undefined) => Promise<ListPage>;
 }
 
 export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
@@ -51,10 +60,22 @@ export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
    * and while a relist runs; false before the first and after a 404 (the kind's CRD is gone) until a LIST succeeds.
    */
   synced(): boolean;
+  /**
+   * Reads the objects of `namespace` again (a paged LIST, trimmed page by page) and puts in the cache those
+   * whose cached object `stale` holds for, whatever their resourceVersion (ListWatch keeps an object of the
+   * same version as it is); the objects put. Needs `namespacePage`. For a projection that depends on more
+   * than the object (`./projection.ts`: a job whose namespace opted in, cached as its stub until now).
+   */
+  reread(namespace: string, stale: (cached: T) => boolean): Promise<T[]>;
+  /** Trims the cached objects of `namespace` again (a namespace that opted out: its jobs to their stubs). */
+  retrim(namespace: string): void;
 };
 
 /** A watch's timeout, at least (client-go's reflector: `minWatchTimeout` 5 min, times 1-2 at random). */
 const WATCH_TIMEOUT_S = 300;
+
+/** The annotation of the bookmark that ends a watch-list's initial events (k8s.io/apimachinery metav1.InitialEventsAnnotationKey). */
+const INITIAL_EVENTS_END = "k8s.io/initial-events-end";
 
 const WATCHED_PHASES: ReadonlySet<string> = new Set(["ADDED", "MODIFIED", "DELETED"]);
 
@@ -105,25 +126,90 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       );
     }
   }
+  // A watch-list (`sendInitialEvents`) until the server refuses one: it has no WatchList (Kubernetes < 1.32, or
+  // the feature gate off), and says so with 400 or 422 (apimachinery's ValidateListOptions).
+  let streaming = opts.streamList === true;
   const list = async (): Promise<KubernetesListObject<T>> => {
-    const items: T[] = [];
-    let resourceVersion: string | undefined;
-    let cont: string | undefined;
     if (hasSynced && !gone) opts.onRelist?.(opts.path);
+    let listed: { items: T[]; resourceVersion?: string } | undefined;
     try {
-      do {
-        const page = await opts.page(cont);
-        resourceVersion ??= page.metadata?.resourceVersion;
-        for (const o of page.items ?? []) items.push(trimmed(o, trim));
-        cont = page.metadata?._continue ?? page.metadata?.continue;
-      } while (cont);
+      if (streaming) {
+        listed = await streamList().catch((err: unknown) => {
+          const code = statusOf(err);
+          if (code !== 400 && code !== 422) throw err;
+          streaming = false;
+          return undefined;
+        });
+      }
+      listed ??= await pagedList();
     } catch (err) {
       noteGone(err);
       throw err;
     }
     fresh = true;
+    const { items, resourceVersion } = listed;
     return { apiVersion: "v1", kind: "List", metadata: { ...(resourceVersion ? { resourceVersion } : {}) }, items };
   };
+  /** The LIST page by page, each page trimmed before the next is read. */
+  const pagedList = async (): Promise<{ items: T[]; resourceVersion?: string }> => {
+    const items: T[] = [];
+    let resourceVersion: string | undefined;
+    let cont: string | undefined;
+    do {
+      const page = await opts.page(cont);
+      resourceVersion ??= page.metadata?.resourceVersion;
+      for (const o of page.items ?? []) items.push(trimmed(o, trim));
+      cont = page.metadata?._continue ?? page.metadata?.continue;
+    } while (cont);
+    return { items, ...(resourceVersion ? { resourceVersion } : {}) };
+  };
+  /**
+   * The LIST as a watch-list (KEP-3157, client-go's reflector with WatchListClient): the apiserver sends every
+   * object as an ADDED event, one line each, then a bookmark annotated `k8s.io/initial-events-end`, whose
+   * resourceVersion the watch resumes from. Each object is trimmed as its line is parsed, so one object at a
+   * time is alive whole, never a page of them.
+   */
+  const streamList = (): Promise<{ items: T[]; resourceVersion?: string }> =>
+    new Promise((resolve, reject) => {
+      const items: T[] = [];
+      let settled = false;
+      let request: AbortController | undefined;
+      const finish = (err: unknown, resourceVersion?: string): void => {
+        if (settled) return;
+        settled = true;
+        request?.abort();
+        // client-node's Watch says the HTTP status in `statusCode`; the callers read `code` (./client.ts statusOf),
+        // as for a LIST: a 404 is a kind not served, a 422 a server without watch-lists.
+        const code = (err as { statusCode?: unknown } | null)?.statusCode;
+        if (err)
+          reject(Object.assign(err instanceof Error ? err : new Error(String(err)), typeof code === "number" && statusOf(err) === undefined ? { code } : {}));
+        else resolve({ items, ...(resourceVersion ? { resourceVersion } : {}) });
+      };
+      const query = { sendInitialEvents: true, resourceVersionMatch: "NotOlderThan", allowWatchBookmarks: true };
+      new k8s.Watch(kc)
+        .watch(
+          opts.path,
+          query,
+          (phase: string, obj: object) => {
+            if (settled) return;
+            const m = (obj as KubernetesObject).metadata;
+            if (phase === "ADDED") items.push(trimmed(obj, trim));
+            else if (phase === "BOOKMARK" && m?.annotations?.[INITIAL_EVENTS_END] === "true") finish(undefined, m.resourceVersion);
+            else if (phase === "ERROR") {
+              const status = obj as { code?: number; message?: string };
+              finish(Object.assign(new Error(`${opts.path}: ${status.message ?? "watch-list failed"}`), { code: status.code }));
+            }
+          },
+          (err: unknown) => finish(err ?? new Error(`${opts.path}: the watch-list ended before its initial events did`)),
+        )
+        .then(
+          (c) => {
+            request = c;
+            if (settled) c.abort();
+          },
+          (err: unknown) => finish(err),
+        );
+    });
   const informer = new k8s.ListWatch<T>(opts.path, new TrimmingWatch(kc), list, false);
 
   // controller uid → cache keys, and each key's uid (an update may change the controller: adoption, release).
@@ -137,17 +223,17 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     keys?.delete(key);
     if (keys?.size === 0) byUid.delete(was);
   };
+  const index = (o: T): void => {
+    const key = cacheKey(o);
+    unindex(key);
+    const uid = controllerUid(o);
+    if (uid === undefined) return;
+    uidOf.set(key, uid);
+    const keys = byUid.get(uid);
+    if (keys) keys.add(key);
+    else byUid.set(uid, new Set([key]));
+  };
   if (opts.indexByController) {
-    const index = (o: T): void => {
-      const key = cacheKey(o);
-      unindex(key);
-      const uid = controllerUid(o);
-      if (uid === undefined) return;
-      uidOf.set(key, uid);
-      const keys = byUid.get(uid);
-      if (keys) keys.add(key);
-      else byUid.set(uid, new Set([key]));
-    };
     // Registered first, so the index is current when any later handler of the same event runs.
     informer.on("add", index);
     informer.on("update", index);
@@ -162,7 +248,46 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     }
     return out;
   };
-  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => hasSynced && !gone });
+  /**
+   * ListWatch's cache, by namespace then name. client-node's ListWatch (src/cache.ts) has no way to replace an
+   * object by one of the same resourceVersion (its addOrUpdateObject keeps the one it has), which a projection
+   * that changes with the namespace's scope needs; its map is reached here, and nowhere else, checked.
+   */
+  const cache = (): Map<string, Map<string, T>> => {
+    const objects = (informer as unknown as { objects?: unknown }).objects;
+    if (!(objects instanceof Map)) throw new Error("client-node's ListWatch keeps no `objects` map any more: see src/kube/informer.ts");
+    return objects as Map<string, Map<string, T>>;
+  };
+  const put = (o: T): void => {
+    cache()
+      .get(o.metadata?.namespace ?? "")
+      ?.set(o.metadata?.name ?? "", o);
+    if (opts.indexByController) index(o);
+  };
+  const reread = async (namespace: string, stale: (cached: T) => boolean): Promise<T[]> => {
+    if (!opts.namespacePage) throw new Error(`${opts.path}: no namespacePage to read namespace ${namespace} again`);
+    const out: T[] = [];
+    let cont: string | undefined;
+    do {
+      const page = await opts.namespacePage(namespace, cont);
+      for (const o of page.items ?? []) {
+        const name = (o as KubernetesObject).metadata?.name;
+        const cached = name === undefined ? undefined : informer.get(name, namespace);
+        // Only what the cache still holds, stale: an object deleted meanwhile stays deleted, and one the
+        // watch has brought since (trimmed as it is now) is as new as this read.
+        if (cached === undefined || !stale(cached)) continue;
+        const t = trimmed(o, trim);
+        put(t);
+        out.push(t);
+      }
+      cont = page.metadata?._continue ?? page.metadata?.continue;
+    } while (cont);
+    return out;
+  };
+  const retrim = (namespace: string): void => {
+    for (const o of [...(cache().get(namespace)?.values() ?? [])]) put(trimmed(o, trim));
+  };
+  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => hasSynced && !gone, reread, retrim });
 }
 
 /**

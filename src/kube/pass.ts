@@ -18,10 +18,12 @@ import { jobEvents, type EventReason, type JobEventOutcome } from "../reconcile/
 import type { DeleteAction } from "../reconcile/finished.js";
 import { planPass, type Plan, type Snapshot } from "../reconcile/plan.js";
 import type { CreateServiceAction } from "../reconcile/services.js";
-import { namespaceScope } from "../core/scope.js";
+import { namespaceScope, scopeIndex } from "../core/scope.js";
+import { asKubeObject } from "../core/boundary.js";
 import { flavorLabelKeys } from "../reconcile/ledger-kueue.js";
 import type { Expectations } from "../reconcile/expectations.js";
 import type { Cluster } from "./cluster.js";
+import { projectJob } from "./projection.js";
 import { applyJobControllers, describeControllerPlan } from "./job-controller.js";
 import { applyLedgerWrites, readLedgerConfigMaps, type LedgerWriteReport } from "./ledger.js";
 import type { PolicyReportClient, ReportSyncResult } from "./policy-reports.js";
@@ -64,9 +66,14 @@ export interface PassOptions {
 }
 
 export async function snapshot(cluster: Cluster, policy: Policy, namespace: string, log: Logger): Promise<Snapshot> {
+  // The namespaces first: a job outside the scope is kept as its stub (./projection.ts), page by page, so the
+  // pass holds no tenant's job of a namespace that never opted in. The plan decides the scope from the same list.
+  const namespaces = await cluster.listNamespaces();
+  const scoped = scopeIndex(namespaceScope(namespace), namespaces);
+  const project = (o: object): KubeObject => asKubeObject(projectJob(o, (ns) => scoped(ns).inScope));
   const jobs: Snapshot["jobs"] = [];
   for (const kind of policy.jobKinds) {
-    const list = await cluster.listJobs(kind);
+    const list = await cluster.listJobs(kind, project);
     if (list === undefined) {
       log.info({ kind: `${kind.group}/${kind.kind}` }, "job kind not installed (no CRD); skipped");
       continue;
@@ -83,8 +90,7 @@ export async function snapshot(cluster: Cluster, policy: Policy, namespace: stri
     kueueProblem = `Kueue's ResourceFlavors and ClusterQueues could not be listed (${errorMessage(err)}): the ledger has no section per flavor this pass`;
     log.warn({ err }, "reconcile: cannot list Kueue's flavors and queues");
   }
-  const [namespaces, pods, services, nodes, nodeLeases, ledger, resourceSlices, resourceClaims] = await Promise.all([
-    cluster.listNamespaces(),
+  const [pods, services, nodes, nodeLeases, ledger, resourceSlices, resourceClaims] = await Promise.all([
     cluster.listPods(),
     cluster.listServices(),
     cluster.listNodes(kueue ? flavorLabelKeys(kueue.resourceFlavors) : undefined),

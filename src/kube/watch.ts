@@ -5,7 +5,8 @@
  * controller; for the operators' kinds, the finished-job hygiene (CleanPodPolicy at once, the TTL to the second).
  *
  * - Informers on every job kind, pods, Services and namespaces, holding trimmed objects (`./informer.ts`: paged
- *   LISTs, trimmed watch events, pods as the planners read them): a job's change queues the job; a pod's or
+ *   LISTs or watch-lists, trimmed watch events, pods as the planners read them, a job out of scope as its stub,
+ *   `./projection.ts`): a job's change queues the job; a pod's or
  *   Service's change queues the job named by its controller reference, and a job's own objects are found by an
  *   index on that reference. A kind whose CRD is not installed is looked for again every 30 s.
  * - An operator's job is synced for nothing until it finishes; then its CleanPodPolicy is applied, and it is
@@ -44,11 +45,12 @@ import { namespaceScope, scopeIndex } from "../core/scope.js";
 import { objectWrite, type SyncResult, type WatchMetrics } from "../reconcile/metrics.js";
 import { kubeClient, statusOf } from "./client.js";
 import { restClient } from "./rest.js";
-import { connectCluster, PAGE_SIZE, plainListPage, slimNamespace, slimPod, slimService, type Cluster, type SharedParts } from "./cluster.js";
+import { connectCluster, JOB_PAGE_SIZE, PAGE_SIZE, plainListPage, slimNamespace, slimPod, slimService, type Cluster, type SharedParts } from "./cluster.js";
 import { slimJob, trimmedInformer, type ListPage, type TrimmedInformer } from "./informer.js";
 import { applyJobControllers } from "./job-controller.js";
 import { acquireLease, type HeldLease } from "./lease.js";
 import { runPass } from "./pass.js";
+import { isJobStub, projectJob } from "./projection.js";
 
 export const LEASE_NAME = "quartermaster-reconciler";
 
@@ -116,7 +118,7 @@ class PassLock {
 
 /**
  * The cluster as the resident reconciler's full pass reads it: pods, Services, namespaces and jobs from the
- * informers' caches (the objects the syncs read, trimmed alike), as client-go's controllers resync from their
+ * informers' caches (the objects the syncs read, trimmed alike: a job out of scope as its stub), as client-go's controllers resync from their
  * informers; a second LIST of every pod beside the caches doubled the process's peak memory (bench/scale.ts).
  * During a relist the cache still holds the last LIST, kept current until its watch broke (seconds); a cache
  * that never held a whole LIST, or whose kind is gone (404), is read from the apiserver. Nodes, their Leases,
@@ -133,8 +135,27 @@ function readingCaches(
     namespaces: TrimmedInformer<KubernetesObject>;
     jobs: ReadonlyMap<JobKind, TrimmedInformer<KubernetesObject>>;
   },
+  scope: { inScope: (namespace: string) => boolean; rereading: () => Promise<unknown> },
 ): Cluster {
   const { pods, services, namespaces, jobs } = caches;
+  /**
+   * The cached jobs as the planners read them: a stub in a namespace that has opted in since it was cached
+   * (./projection.ts) is read again first; one whose reread failed, fresh from the apiserver, one by one.
+   */
+  const cachedJobs = async (kind: JobKind, inf: TrimmedInformer<KubernetesObject>): Promise<KubeObject[]> => {
+    const pending = (): boolean => inf.list().some((o) => isJobStub(o) && scope.inScope(o.metadata?.namespace ?? ""));
+    if (pending()) await scope.rereading();
+    const out: KubeObject[] = [];
+    for (const o of inf.list()) {
+      const { namespace = "", name = "" } = o.metadata ?? {};
+      if (!isJobStub(o) || !scope.inScope(namespace)) out.push(asKubeObject(o));
+      else {
+        const fresh = await cluster.getJob(kind, namespace, name);
+        if (fresh) out.push(asKubeObject(slimJob(fresh)));
+      }
+    }
+    return out;
+  };
   return {
     ...cluster,
     get calls() {
@@ -143,9 +164,9 @@ function readingCaches(
     listPods: async (selector) => (selector === undefined && pods.synced() ? [...pods.list()] : cluster.listPods(selector)),
     listServices: async (selector) => (selector === undefined && services.synced() ? [...services.list()] : cluster.listServices(selector)),
     listNamespaces: async () => (namespaces.synced() ? namespaces.list().map(slimNamespace) : cluster.listNamespaces()),
-    listJobs: async (kind) => {
+    listJobs: async (kind, project) => {
       const inf = jobs.get(kind);
-      return inf?.synced() ? inf.list().map(asKubeObject) : cluster.listJobs(kind);
+      return inf?.synced() ? cachedJobs(kind, inf) : cluster.listJobs(kind, project);
     },
   };
 }
@@ -216,21 +237,74 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     page: (cont) => core.listNamespace({ limit: PAGE_SIZE, _continue: cont }),
     trim: (o) => ({ metadata: { ...slimNamespace(o) } }),
   });
+  let verdict: ReturnType<typeof scopeIndex> | undefined;
+  const inScope = (ns: string): { inScope: boolean; why?: string } => (verdict ??= scopeIndex(scope, namespaces.list().map(slimNamespace)))(ns);
+  const scoped = (ns: string): boolean => inScope(ns).inScope;
+  // A job out of scope is cached as its stub (./projection.ts), decided as it arrives: the namespaces' cache
+  // is synced before the jobs' first LIST, and a namespace that opts in later has its jobs read again.
   const jobs = kinds.map((k) =>
     trimmedInformer(k8s, kc, {
       path: `/apis/${k.group}/${k.version}/${k.plural}`,
       onRelist: relisted,
       page: async (cont) =>
-        (await custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural, limit: PAGE_SIZE, _continue: cont })) as ListPage,
-      trim: slimJob,
+        (await custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural, limit: JOB_PAGE_SIZE, _continue: cont })) as ListPage,
+      namespacePage: async (namespace, cont) =>
+        (await custom.listNamespacedCustomObject({
+          group: k.group,
+          version: k.version,
+          plural: k.plural,
+          namespace,
+          limit: JOB_PAGE_SIZE,
+          _continue: cont,
+        })) as ListPage,
+      trim: (o) => projectJob(o, scoped),
+      // A job may be as large as etcd takes: listed one object at a time where the apiserver can.
+      streamList: true,
     }),
   );
   const all = [pods, services, namespaces, ...jobs];
-  const passReads = readingCaches(cluster, { pods, services, namespaces, jobs: new Map(kinds.map((k, i) => [k, jobs[i]!])) });
 
-  let verdict: ReturnType<typeof scopeIndex> | undefined;
-  const inScope = (ns: string): { inScope: boolean; why?: string } => (verdict ??= scopeIndex(scope, namespaces.list().map(slimNamespace)))(ns);
-  for (const verb of VERBS) namespaces.on(verb, () => (verdict = undefined));
+  // --- Namespaces opting in and out: their cached jobs read again, or trimmed to their stubs.
+  const wasInScope = new Set<string>();
+  const rereads = new Map<string, Promise<void>>();
+  const reread = (ns: string): Promise<void> => {
+    const running = rereads.get(ns);
+    if (running) return running;
+    const p = (async (): Promise<void> => {
+      for (let attempt = 0; !stopped && scoped(ns); attempt++) {
+        try {
+          const read = await Promise.all(jobs.map((inf) => (inf.synced() ? inf.reread(ns, isJobStub) : Promise.resolve([]))));
+          read.forEach((objs, i) => objs.forEach((o) => queue.add(keyOf(i, ns, o.metadata?.name))));
+          return;
+        } catch (err) {
+          log.warn({ err: errorMessage(err), namespace: ns }, "watch: cannot read the jobs of a namespace that opted in; trying again");
+          await new Promise((r) => setTimeout(r, Math.min(30_000, 1000 * 2 ** attempt)).unref());
+        }
+      }
+    })().finally(() => rereads.delete(ns));
+    rereads.set(ns, p);
+    return p;
+  };
+  const scopeChanged = (o: KubernetesObject): void => {
+    verdict = undefined;
+    const ns = o.metadata?.name;
+    if (ns === undefined) return;
+    const now = scoped(ns);
+    if (now === wasInScope.has(ns)) return;
+    if (now) {
+      wasInScope.add(ns);
+      void reread(ns);
+    } else {
+      wasInScope.delete(ns);
+      for (const inf of jobs) inf.retrim(ns);
+    }
+  };
+  for (const verb of VERBS) namespaces.on(verb, scopeChanged);
+  const passReads = readingCaches(
+    cluster,
+    { pods, services, namespaces, jobs: new Map(kinds.map((k, i) => [k, jobs[i]!])) },
+    { inScope: scoped, rereading: () => Promise.all(rereads.values()) },
+  );
 
   jobs.forEach((inf, i) => {
     for (const verb of VERBS) inf.on(verb, (o) => queue.add(keyOf(i, o.metadata?.namespace, o.metadata?.name)));
@@ -262,7 +336,9 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
       ).unref();
     });
   }
-  await Promise.all(all.map((i) => i.start()));
+  // The namespaces first: the jobs' projection reads their scope.
+  await namespaces.start();
+  await Promise.all(all.filter((i) => i !== namespaces).map((i) => i.start()));
   log.info({ kinds: kinds.map((k) => k.kind), holder: opts.holder }, "watch: caches synced");
 
   // --- The Lease.
@@ -399,7 +475,14 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     const raw = jobs[Number(i)]!.get(name, ns);
     if (!raw) return "ok";
     const job = asKubeObject(raw);
-    if (!inScope(ns).inScope || managedElsewhere(job, kind)) return "ok";
+    if (!inScope(ns).inScope) return "ok";
+    // Its namespace opted in since the job was cached as its stub: synced once it has been read again.
+    if (isJobStub(raw)) {
+      void reread(ns);
+      queue.addAfter(key, 1000);
+      return "ok";
+    }
+    if (managedElsewhere(job, kind)) return "ok";
     const { finished, completionTime } = finishedAt(job, kind);
     // An operator's job has nothing on a clock here until it finishes (its pods' every change lands here).
     if (!runs && !finished) return "ok";

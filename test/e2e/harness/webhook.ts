@@ -24,8 +24,8 @@ export interface CliRun {
 }
 
 /** Starts the CLI; the caller may kill it. */
-export function spawnCli(args: string[]): CliRun {
-  const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+export function spawnCli(args: string[], nodeArgs: string[] = []): CliRun {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", CLI, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
   const out = { stdout: "", stderr: "" };
   child.stdout!.on("data", (c: Buffer) => (out.stdout += c.toString()));
   child.stderr!.on("data", (c: Buffer) => (out.stderr += c.toString()));
