@@ -18,7 +18,8 @@
  * watch protocol stay client-node's.
  */
 import type { KubeConfig, KubernetesListObject, KubernetesObject, ListWatch } from "@kubernetes/client-node";
-import { statusOf, type kubeClient } from "./client.js";
+import { RequestTimeoutError } from "../core/errors.js";
+import { RESIDENT_REQUEST_TIMEOUT_MS, statusOf, type kubeClient } from "./client.js";
 
 type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
 
@@ -39,6 +40,8 @@ export interface TrimmedInformerOptions<T extends KubernetesObject> {
   indexByController?: boolean;
   /** Called with `path` as a relist starts (the watch's resourceVersion expired, 410): not for the first LIST, nor a kind still gone. */
   onRelist?: (path: string) => void;
+  /** How long a watch may take to answer (its headers), in ms; default ./client.ts RESIDENT_REQUEST_TIMEOUT_MS, 0 for none. */
+  firstResponseMs?: number;
 }
 
 export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
@@ -94,7 +97,10 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       // Bookmarks keep the resourceVersion current on a quiet watch, so a reconnect resumes instead of relisting.
       // A timeout of 5-10 minutes, as client-go's reflector asks: a watch that silently stopped delivering is
       // replaced (resuming from its resourceVersion) instead of leaving the cache behind for good.
-      return super.watch(
+      // client-node's Watch waits for the response with no deadline (its own timeout signal is overwritten in
+      // @kubernetes/client-node src/watch.ts): a silent apiserver would stall this informer for good. Past the
+      // deadline the watch fails (the informer's error handler starts it again) and a late answer is dropped.
+      const started = super.watch(
         path,
         { ...queryParams, allowWatchBookmarks: true, timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())) },
         (phase, obj: object, wo?: object) => callback(phase, WATCHED_PHASES.has(phase) ? trimmed(obj, trim) : obj, wo),
@@ -103,6 +109,21 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
           done(err);
         },
       );
+      const ms = opts.firstResponseMs ?? RESIDENT_REQUEST_TIMEOUT_MS;
+      if (ms <= 0) return started;
+      let timer: NodeJS.Timeout | undefined;
+      let late = false;
+      const deadline = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          late = true;
+          reject(new RequestTimeoutError(kc.getCurrentCluster()?.server ?? "(no server)", ms));
+        }, ms).unref();
+      });
+      void started.then(
+        (c) => late && c.abort(),
+        () => undefined,
+      );
+      return Promise.race([started, deadline]).finally(() => clearTimeout(timer));
     }
   }
   const list = async (): Promise<KubernetesListObject<T>> => {
