@@ -95,23 +95,71 @@ type Meta = { name?: string; generateName?: string; namespace?: string; uid?: st
 const metaOf = (o: KubeObject): Meta => o.metadata ?? {};
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-/** Reads the objects in `paths` (files, or directories: their .yaml, .yml and .json files): multi-document YAML, `List`s unpacked. */
-export async function readInputs(paths: readonly string[], cwd: string): Promise<InputObject[]> {
+/** What a file system error means, in words (never an errno alone). */
+const READ_PROBLEMS: Readonly<Record<string, string>> = {
+  ENOENT: "no such file",
+  EACCES: "permission denied",
+  EPERM: "permission denied",
+  EISDIR: "is a directory",
+  ENOTDIR: "a part of the path is not a directory",
+};
+
+/** `cannot read -f x.yaml: no such file`. */
+function cannotRead(flag: string | undefined, path: string, err: unknown): InputError {
+  const code = (err as { code?: unknown } | null)?.code;
+  const what = (typeof code === "string" && READ_PROBLEMS[code]) || errorMessage(err);
+  return new InputError(`cannot read ${flag ? `${flag} ` : ""}${path}: ${what}`);
+}
+
+export interface ReadInputsOptions {
+  /** The flag that named the paths, for messages (`-f`). */
+  flag?: string;
+  /** Standard input, read when a path is `-` (kubectl's `-f -`). */
+  stdin?: () => Promise<string>;
+  /** Told about a file of a directory that holds no Kubernetes objects, which is then skipped; without it, that is an error. */
+  onSkip?: (message: string) => void;
+}
+
+/**
+ * Reads the objects in `paths` (files, `-` for stdin, or directories: their .yaml, .yml and .json files):
+ * multi-document YAML, `List`s unpacked.
+ */
+export async function readInputs(paths: readonly string[], cwd: string, opts: ReadInputsOptions = {}): Promise<InputObject[]> {
   const out: InputObject[] = [];
   for (const p of paths) {
+    if (p === "-" && opts.stdin) {
+      out.push(...parseObjects(await opts.stdin(), "(stdin)"));
+      continue;
+    }
     const full = resolve(cwd, p);
     let files = [p];
+    let inDirectory = false;
     try {
       if ((await stat(full)).isDirectory()) {
+        inDirectory = true;
         files = (await readdir(full))
           .filter((f) => [".yaml", ".yml", ".json"].includes(extname(f)))
           .sort()
           .map((f) => join(p, f));
       }
     } catch (err) {
-      throw new InputError(`${p}: cannot read: ${errorMessage(err)}`);
+      throw cannotRead(opts.flag, p, err);
     }
-    for (const file of files) out.push(...parseObjects(await readText(resolve(cwd, file), file), file));
+    for (const file of files) {
+      let text: string;
+      try {
+        text = await readFile(resolve(cwd, file), "utf8");
+      } catch (err) {
+        throw cannotRead(opts.flag, file, err);
+      }
+      try {
+        out.push(...parseObjects(text, file));
+      } catch (err) {
+        // One stray file (a values.yaml, a kustomization) among a directory's manifests: said, skipped.
+        if (!(inDirectory && opts.onSkip && err instanceof InputError)) throw err;
+        opts.onSkip(`${err.message}; skipped`);
+      }
+    }
   }
   return out;
 }
@@ -121,14 +169,6 @@ export class InputError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "InputError";
-  }
-}
-
-async function readText(file: string, name: string): Promise<string> {
-  try {
-    return await readFile(file, "utf8");
-  } catch (err) {
-    throw new InputError(`${name}: cannot read: ${errorMessage(err)}`);
   }
 }
 
@@ -555,7 +595,11 @@ export async function admitCommand(opts: AdmitCliOptions, io: CliIo): Promise<nu
   if (files.length === 0) throw new UsageError("admit: give the objects with -f FILE (a file or a directory; repeatable)");
   const output = opts.output;
   const policy = await loadPolicy(opts.policy, io.cwd);
-  const inputs = await readInputs(files, io.cwd);
+  const inputs = await readInputs(files, io.cwd, {
+    flag: "-f",
+    ...(io.stdin ? { stdin: io.stdin } : {}),
+    onSkip: (message) => io.stderr(`quartermaster: warning: ${message}`),
+  });
   if (inputs.length === 0) throw new InputError(`admit: no objects in ${files.join(", ")}`);
   const results = await admitObjects(inputs, { policy, namespace: opts.namespace, pods: opts.pods === true });
   // YAML 1.1 quoting (`"yes"`, `"on"`, `"0777"`), so kubectl reads back the strings that were written.

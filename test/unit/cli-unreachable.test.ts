@@ -32,8 +32,7 @@ const kubeconfig = (name: string, server: string): string => {
   return file;
 };
 
-const listen = (s: Server | TcpServer): Promise<number> =>
-  new Promise((ok) => s.listen(0, "127.0.0.1", () => ok((s.address() as { port: number }).port)));
+const listen = (s: Server | TcpServer): Promise<number> => new Promise((ok) => s.listen(0, "127.0.0.1", () => ok((s.address() as { port: number }).port)));
 
 const sockets = new Set<Socket>();
 const track = (s: Server | TcpServer): Server | TcpServer => s.on("connection", (c: Socket) => void sockets.add(c));
@@ -50,7 +49,15 @@ const stalling = track(
 const forbidding = track(
   createHttpServer((_req, res) => {
     res.writeHead(403, { "content-type": "application/json" });
-    res.end(JSON.stringify({ kind: "Status", status: "Failure", message: 'configmaps is forbidden: User "alice" cannot list resource "configmaps"', reason: "Forbidden", code: 403 }));
+    res.end(
+      JSON.stringify({
+        kind: "Status",
+        status: "Failure",
+        message: 'configmaps is forbidden: User "alice" cannot list resource "configmaps"',
+        reason: "Forbidden",
+        code: 403,
+      }),
+    );
   }),
 );
 
@@ -68,8 +75,18 @@ before(async () => {
   writeFileSync(malformed, "apiVersion: v1\nclusters:\n  - name: c\n   cluster: {server: x\n");
   const timeout = "did not answer within 1s (--request-timeout); is the cluster reachable?";
   cases.push(
-    { name: "no kubeconfig", kubeconfig: () => undefined, says: /no kubeconfig: set KUBECONFIG, pass --kubeconfig, or run in a cluster/, docs: "no kubeconfig: set KUBECONFIG" },
-    { name: "an empty kubeconfig", kubeconfig: () => empty, says: new RegExp(`kubeconfig ${empty} is empty: write one there`), docs: "is empty: write one there" },
+    {
+      name: "no kubeconfig",
+      kubeconfig: () => undefined,
+      says: /no kubeconfig: set KUBECONFIG, pass --kubeconfig, or run in a cluster/,
+      docs: "no kubeconfig: set KUBECONFIG",
+    },
+    {
+      name: "an empty kubeconfig",
+      kubeconfig: () => empty,
+      says: new RegExp(`kubeconfig ${empty} is empty: write one there`),
+      docs: "is empty: write one there",
+    },
     {
       name: "a malformed kubeconfig",
       kubeconfig: () => malformed,
@@ -94,7 +111,12 @@ before(async () => {
       says: new RegExp(`the API server at http://127.0.0.1:${stallPort} ${timeout.replace(/[()?]/g, "\\$&")}`),
       docs: "(--request-timeout); is the cluster reachable?",
     },
-    { name: "a 403", kubeconfig: () => kubeconfig("forbid", `http://127.0.0.1:${forbidPort}`), says: /configmaps is forbidden: User "alice"/, docs: "is forbidden" },
+    {
+      name: "a 403",
+      kubeconfig: () => kubeconfig("forbid", `http://127.0.0.1:${forbidPort}`),
+      says: /configmaps is forbidden: User "alice"/,
+      docs: "is forbidden",
+    },
   );
 });
 
@@ -120,8 +142,9 @@ describe("cluster commands against a missing or broken cluster (--request-timeou
     process.env.HOME = dir;
   });
   after(() => {
-    for (const [k, v] of Object.entries(env)) if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+    for (const [k, v] of Object.entries(env))
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
   });
 
   it("every case, every command: ends within 3 s, non-zero, with the message", async () => {
