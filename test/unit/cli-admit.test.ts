@@ -387,7 +387,7 @@ describe("quartermaster admit", () => {
       "apiVersion: v1\nkind: Pod\nmetadata: {name: from-stdin}\nspec: {containers: [{name: c, image: x}]}\n",
     );
     assert.equal(r.code, 0, r.stderr);
-    assert.equal((JSON.parse(r.stdout) as { items: KubeObject[] }).items[0]!.metadata?.name, "from-stdin");
+    assert.equal(((JSON.parse(r.stdout) as { items: KubeObject[] }).items[0]!.metadata as { name?: string }).name, "from-stdin");
   });
 
   it("a directory with one file that holds no Kubernetes object: that file reported and skipped, the rest admitted", async () => {
@@ -398,7 +398,7 @@ describe("quartermaster admit", () => {
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stderr, /^quartermaster: warning: .*a-values\.yaml.*: missing apiVersion; skipped$/m);
     assert.deepEqual(
-      (JSON.parse(r.stdout) as { items: KubeObject[] }).items.map((o) => o.metadata?.name),
+      (JSON.parse(r.stdout) as { items: KubeObject[] }).items.map((o) => (o.metadata as { name?: string }).name),
       ["kept"],
     );
   });
