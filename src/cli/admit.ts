@@ -580,6 +580,48 @@ export function reportLines(results: readonly Admitted[]): string[] {
   return lines;
 }
 
+/** The workload kinds every cluster serves, with their one apiVersion (k8s.io/api). */
+const BUILT_IN_KINDS: ReadonlyArray<{ apiVersion: string; kind: string }> = [
+  ...["Pod", "PodTemplate", "ReplicationController", "ConfigMap", "Secret", "Service", "Namespace"].map((kind) => ({ apiVersion: "v1", kind })),
+  ...["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"].map((kind) => ({ apiVersion: "apps/v1", kind })),
+  ...["Job", "CronJob"].map((kind) => ({ apiVersion: "batch/v1", kind })),
+];
+
+/**
+ * Edit distance of two short names, for "did you mean": hand-written because it is ten lines over kind names
+ * and no dependency of the project offers one.
+ */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/**
+ * What is wrong with an object's apiVersion and kind, as the apiserver would refuse it: a kind that is a typo of
+ * a known one (`Deploymnet`), or a known kind under another apiVersion (`apps/v1` `Pod`). Undefined when nothing
+ * is, or the kind is simply one Quartermaster does not admit (a ConfigMap, a CRD of another project).
+ */
+export function kindProblem(object: KubeObject, jobKinds: ReadonlyArray<{ group: string; version: string; kind: string }>): string | undefined {
+  const known = [
+    ...BUILT_IN_KINDS,
+    ...jobKinds.map((k) => ({ apiVersion: `${k.group}/${k.version}`, kind: k.kind })),
+    ...QUEUED_WORKLOAD_KINDS.map((k) => ({ apiVersion: `${k.group}/${k.version}`, kind: k.kind })),
+  ];
+  const { apiVersion, kind } = object as { apiVersion: string; kind: string };
+  const same = known.filter((k) => k.kind === kind);
+  if (same.length > 0)
+    return same.some((k) => k.apiVersion === apiVersion)
+      ? undefined
+      : `apiVersion ${apiVersion} has no kind ${kind} (${kind} is ${[...new Set(same.map((k) => k.apiVersion))].join(" or ")}): fix apiVersion or kind`;
+  const near = known.find((k) => k.apiVersion === apiVersion && editDistance(k.kind.toLowerCase(), kind.toLowerCase()) <= 2);
+  return near ? `unknown kind ${kind} in ${apiVersion}: did you mean ${near.kind}?` : undefined;
+}
+
 /** The flags of `admit` as commander parses them (src/cli/commands/admit.ts). */
 export type AdmitCliOptions = {
   filename?: string[];
@@ -587,6 +629,8 @@ export type AdmitCliOptions = {
   output: "yaml" | "json" | "patch";
   namespace: string;
   pods?: true;
+  /** Unknown kinds and apiVersion/kind mismatches fail the run (exit 1) instead of being warned about. */
+  strict?: true;
 };
 
 /** `admit -f FILE...`: the outfitted objects (or patches) on stdout, the report on stderr; exit 1 when anything is denied. */
@@ -601,6 +645,11 @@ export async function admitCommand(opts: AdmitCliOptions, io: CliIo): Promise<nu
     onSkip: (message) => io.stderr(`quartermaster: warning: ${message}`),
   });
   if (inputs.length === 0) throw new InputError(`admit: no objects in ${files.join(", ")}`);
+  const kindProblems = inputs.flatMap((i) => {
+    const problem = kindProblem(i.object, policy.jobKinds);
+    return problem ? [`${i.source}: ${problem}`] : [];
+  });
+  for (const p of kindProblems) io.stderr(`quartermaster: ${opts.strict ? "" : "warning: "}${p}`);
   const results = await admitObjects(inputs, { policy, namespace: opts.namespace, pods: opts.pods === true });
   // YAML 1.1 quoting (`"yes"`, `"on"`, `"0777"`), so kubectl reads back the strings that were written.
   if (output === "yaml") io.stdout(results.map((a) => stringify(a.object, { lineWidth: 0, version: "1.1" }).trimEnd()).join("\n---\n"));
@@ -614,5 +663,5 @@ export async function admitCommand(opts: AdmitCliOptions, io: CliIo): Promise<nu
       ),
     );
   for (const line of reportLines(results)) io.stderr(line);
-  return results.some((a) => !a.allowed) ? 1 : 0;
+  return results.some((a) => !a.allowed) || (opts.strict && kindProblems.length > 0) ? 1 : 0;
 }

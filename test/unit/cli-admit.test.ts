@@ -403,6 +403,35 @@ describe("quartermaster admit", () => {
     );
   });
 
+  const kinds = join(dir, "kinds.yaml");
+  writeFileSync(
+    kinds,
+    "apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: d}\nspec: {template: {spec: {containers: [{name: c, image: x}]}}}\n---\n" +
+      "apiVersion: apps/v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: x}]}\n",
+  );
+  const kindCases: Array<[string, string[], number, RegExp]> = [
+    [
+      "a mistyped kind: warned",
+      ["admit", "-f", kinds],
+      0,
+      /^quartermaster: warning: .*kinds\.yaml#1: unknown kind Deploymnet in apps\/v1: did you mean Deployment\?$/m,
+    ],
+    [
+      "apps/v1 with kind Pod: warned",
+      ["admit", "-f", kinds],
+      0,
+      /^quartermaster: warning: .*kinds\.yaml#2: apiVersion apps\/v1 has no kind Pod \(Pod is v1\): fix apiVersion or kind$/m,
+    ],
+    ["--strict: the same, exit 1", ["admit", "--strict", "-f", kinds], 1, /^quartermaster: .*kinds\.yaml#1: unknown kind Deploymnet/m],
+  ];
+  for (const [name, args, code, message] of kindCases) {
+    it(`${name} (exit ${code})`, async () => {
+      const r = await cli(args);
+      assert.equal(r.code, code, r.stderr);
+      assert.match(r.stderr, message);
+    });
+  }
+
   for (const [name, args, code, message] of errors) {
     it(`${name}: exit ${code}`, async () => {
       const r = await cli(args);
