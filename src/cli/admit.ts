@@ -255,7 +255,8 @@ function review(object: KubeObject, kind: GroupVersionKind, resource: GroupVersi
 /** What one webhook said, in the terms of the report. */
 function heard(r: WebhookResult, warnings: string[], violations: Finding[]): void {
   const response = r.review.response;
-  warnings.push(...(response?.warnings ?? []));
+  // Whole, not cut to the 120 characters an AdmissionResponse's warnings are held to: a terminal has room.
+  for (const w of r.warningTexts ?? response?.warnings ?? []) if (!warnings.includes(w)) warnings.push(w);
   if (r.outcome === "denied")
     violations.push(...r.policyViolations.filter((v) => v.mode === "deny").map((v) => ({ rule: v.rule, field: v.field, message: v.message })));
   else if (response && !response.allowed) violations.push({ rule: "webhook-error", field: "", message: response.status?.message ?? "refused" });

@@ -424,6 +424,19 @@ describe("quartermaster admit", () => {
     ],
     ["--strict: the same, exit 1", ["admit", "--strict", "-f", kinds], 1, /^quartermaster: .*kinds\.yaml#1: unknown kind Deploymnet/m],
   ];
+  it("warnings whole, not cut at the 120 characters of an AdmissionResponse", async () => {
+    const pod = join(dir, "long-warning.yaml");
+    writeFileSync(
+      pod,
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {training.kubeflow.org/job-name: missing-job-with-a-long-name}\n" +
+        "spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}\n",
+    );
+    const r = await cli(["admit", "-f", pod, "-o", "patch"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /warning: quartermaster: no cluster spec: job default\/missing-job-with-a-long-name \(TFJob or .* or Caffe2Job\) not found$/m);
+    assert.doesNotMatch(r.stderr, /…/);
+  });
+
   for (const [name, args, code, message] of kindCases) {
     it(`${name} (exit ${code})`, async () => {
       const r = await cli(args);
