@@ -13,6 +13,11 @@ const code = await runCli(process.argv.slice(2), {
   stdout: (line) => process.stdout.write(`${line}\n`),
   stderr: (line) => process.stderr.write(`${line}\n`),
   cwd: process.cwd(),
+  stdin: async () => {
+    const chunks: Buffer[] = [];
+    for await (const c of process.stdin) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString("utf8");
+  },
   shutdown,
 });
 process.exitCode = code;

@@ -26,6 +26,11 @@ export interface WebhookResult {
   outcome: Outcome;
   patchOps: number;
   warnings: number;
+  /**
+   * The warnings whole, before the response's cut to 120 characters and ten warnings (the apiserver asks for
+   * it; src/admission/response.ts): for `quartermaster admit`, which prints them in full.
+   */
+  warningTexts?: readonly string[];
   /** Rules that produced violations, once each. */
   deniedRules: string[];
   /** Every policy violation a validating webhook found, with its enforcement mode (denied ones too). */
@@ -198,10 +203,15 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
     finish(request, out) {
       if (out.deny) {
         const response = withWarnings(denied(request.uid, [out.deny]), out.warnings);
-        return result(request, response, { outcome: "denied", deniedRules: [out.deny.rule], policyViolations: [{ ...out.deny, mode: "deny" }] });
+        return result(request, response, {
+          outcome: "denied",
+          deniedRules: [out.deny.rule],
+          policyViolations: [{ ...out.deny, mode: "deny" }],
+          warningTexts: out.warnings,
+        });
       }
       const { response, ops } = patched(request.uid, request.object, out.object);
-      return result(request, withWarnings(response, out.warnings), { outcome: ops > 0 ? "patched" : "allowed", patchOps: ops });
+      return result(request, withWarnings(response, out.warnings), { outcome: ops > 0 ? "patched" : "allowed", patchOps: ops, warningTexts: out.warnings });
     },
     failed(request, error) {
       const what = request.kind.kind === "Pod" ? "pod" : request.kind.kind;
@@ -235,7 +245,7 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
     finish(request, out) {
       const policyViolations: PolicyViolation[] = [...out.violations.map((v): PolicyViolation => ({ ...v, mode: "deny" })), ...(out.waived ?? [])];
       if (out.violations.length === 0) {
-        return result(request, withWarnings(allowed(request.uid), out.warnings), { outcome: "allowed", policyViolations });
+        return result(request, withWarnings(allowed(request.uid), out.warnings), { outcome: "allowed", policyViolations, warningTexts: out.warnings });
       }
       const deniedRules = [...new Set(out.violations.map((v) => v.rule))];
       const n = out.violations.length;
@@ -247,6 +257,7 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
         outcome: "denied",
         deniedRules,
         policyViolations,
+        warningTexts: out.warnings,
         ...(out.costBound ? { decidedBy: { kind: "cost-bound", cost: out.costBound } } : {}),
       });
     },

@@ -95,23 +95,71 @@ type Meta = { name?: string; generateName?: string; namespace?: string; uid?: st
 const metaOf = (o: KubeObject): Meta => o.metadata ?? {};
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-/** Reads the objects in `paths` (files, or directories: their .yaml, .yml and .json files): multi-document YAML, `List`s unpacked. */
-export async function readInputs(paths: readonly string[], cwd: string): Promise<InputObject[]> {
+/** What a file system error means, in words (never an errno alone). */
+const READ_PROBLEMS: Readonly<Record<string, string>> = {
+  ENOENT: "no such file",
+  EACCES: "permission denied",
+  EPERM: "permission denied",
+  EISDIR: "is a directory",
+  ENOTDIR: "a part of the path is not a directory",
+};
+
+/** `cannot read -f x.yaml: no such file`. */
+function cannotRead(flag: string | undefined, path: string, err: unknown): InputError {
+  const code = (err as { code?: unknown } | null)?.code;
+  const what = (typeof code === "string" && READ_PROBLEMS[code]) || errorMessage(err);
+  return new InputError(`cannot read ${flag ? `${flag} ` : ""}${path}: ${what}`);
+}
+
+export interface ReadInputsOptions {
+  /** The flag that named the paths, for messages (`-f`). */
+  flag?: string;
+  /** Standard input, read when a path is `-` (kubectl's `-f -`). */
+  stdin?: () => Promise<string>;
+  /** Told about a file of a directory that holds no Kubernetes objects, which is then skipped; without it, that is an error. */
+  onSkip?: (message: string) => void;
+}
+
+/**
+ * Reads the objects in `paths` (files, `-` for stdin, or directories: their .yaml, .yml and .json files):
+ * multi-document YAML, `List`s unpacked.
+ */
+export async function readInputs(paths: readonly string[], cwd: string, opts: ReadInputsOptions = {}): Promise<InputObject[]> {
   const out: InputObject[] = [];
   for (const p of paths) {
+    if (p === "-" && opts.stdin) {
+      out.push(...parseObjects(await opts.stdin(), "(stdin)"));
+      continue;
+    }
     const full = resolve(cwd, p);
     let files = [p];
+    let inDirectory = false;
     try {
       if ((await stat(full)).isDirectory()) {
+        inDirectory = true;
         files = (await readdir(full))
           .filter((f) => [".yaml", ".yml", ".json"].includes(extname(f)))
           .sort()
           .map((f) => join(p, f));
       }
     } catch (err) {
-      throw new InputError(`${p}: cannot read: ${errorMessage(err)}`);
+      throw cannotRead(opts.flag, p, err);
     }
-    for (const file of files) out.push(...parseObjects(await readText(resolve(cwd, file), file), file));
+    for (const file of files) {
+      let text: string;
+      try {
+        text = await readFile(resolve(cwd, file), "utf8");
+      } catch (err) {
+        throw cannotRead(opts.flag, file, err);
+      }
+      try {
+        out.push(...parseObjects(text, file));
+      } catch (err) {
+        // One stray file (a values.yaml, a kustomization) among a directory's manifests: said, skipped.
+        if (!(inDirectory && opts.onSkip && err instanceof InputError)) throw err;
+        opts.onSkip(`${err.message}; skipped`);
+      }
+    }
   }
   return out;
 }
@@ -121,14 +169,6 @@ export class InputError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "InputError";
-  }
-}
-
-async function readText(file: string, name: string): Promise<string> {
-  try {
-    return await readFile(file, "utf8");
-  } catch (err) {
-    throw new InputError(`${name}: cannot read: ${errorMessage(err)}`);
   }
 }
 
@@ -215,7 +255,8 @@ function review(object: KubeObject, kind: GroupVersionKind, resource: GroupVersi
 /** What one webhook said, in the terms of the report. */
 function heard(r: WebhookResult, warnings: string[], violations: Finding[]): void {
   const response = r.review.response;
-  warnings.push(...(response?.warnings ?? []));
+  // Whole, not cut to the 120 characters an AdmissionResponse's warnings are held to: a terminal has room.
+  for (const w of r.warningTexts ?? response?.warnings ?? []) if (!warnings.includes(w)) warnings.push(w);
   if (r.outcome === "denied")
     violations.push(...r.policyViolations.filter((v) => v.mode === "deny").map((v) => ({ rule: v.rule, field: v.field, message: v.message })));
   else if (response && !response.allowed) violations.push({ rule: "webhook-error", field: "", message: response.status?.message ?? "refused" });
@@ -540,6 +581,48 @@ export function reportLines(results: readonly Admitted[]): string[] {
   return lines;
 }
 
+/** The workload kinds every cluster serves, with their one apiVersion (k8s.io/api). */
+const BUILT_IN_KINDS: ReadonlyArray<{ apiVersion: string; kind: string }> = [
+  ...["Pod", "PodTemplate", "ReplicationController", "ConfigMap", "Secret", "Service", "Namespace"].map((kind) => ({ apiVersion: "v1", kind })),
+  ...["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"].map((kind) => ({ apiVersion: "apps/v1", kind })),
+  ...["Job", "CronJob"].map((kind) => ({ apiVersion: "batch/v1", kind })),
+];
+
+/**
+ * Edit distance of two short names, for "did you mean": hand-written because it is ten lines over kind names
+ * and no dependency of the project offers one.
+ */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/**
+ * What is wrong with an object's apiVersion and kind, as the apiserver would refuse it: a kind that is a typo of
+ * a known one (`Deploymnet`), or a known kind under another apiVersion (`apps/v1` `Pod`). Undefined when nothing
+ * is, or the kind is simply one Quartermaster does not admit (a ConfigMap, a CRD of another project).
+ */
+export function kindProblem(object: KubeObject, jobKinds: ReadonlyArray<{ group: string; version: string; kind: string }>): string | undefined {
+  const known = [
+    ...BUILT_IN_KINDS,
+    ...jobKinds.map((k) => ({ apiVersion: `${k.group}/${k.version}`, kind: k.kind })),
+    ...QUEUED_WORKLOAD_KINDS.map((k) => ({ apiVersion: `${k.group}/${k.version}`, kind: k.kind })),
+  ];
+  const { apiVersion, kind } = object as { apiVersion: string; kind: string };
+  const same = known.filter((k) => k.kind === kind);
+  if (same.length > 0)
+    return same.some((k) => k.apiVersion === apiVersion)
+      ? undefined
+      : `apiVersion ${apiVersion} has no kind ${kind} (${kind} is ${[...new Set(same.map((k) => k.apiVersion))].join(" or ")}): fix apiVersion or kind`;
+  const near = known.find((k) => k.apiVersion === apiVersion && editDistance(k.kind.toLowerCase(), kind.toLowerCase()) <= 2);
+  return near ? `unknown kind ${kind} in ${apiVersion}: did you mean ${near.kind}?` : undefined;
+}
+
 /** The flags of `admit` as commander parses them (src/cli/commands/admit.ts). */
 export type AdmitCliOptions = {
   filename?: string[];
@@ -547,6 +630,8 @@ export type AdmitCliOptions = {
   output: "yaml" | "json" | "patch";
   namespace: string;
   pods?: true;
+  /** Unknown kinds and apiVersion/kind mismatches fail the run (exit 1) instead of being warned about. */
+  strict?: true;
 };
 
 /** `admit -f FILE...`: the outfitted objects (or patches) on stdout, the report on stderr; exit 1 when anything is denied. */
@@ -555,8 +640,17 @@ export async function admitCommand(opts: AdmitCliOptions, io: CliIo): Promise<nu
   if (files.length === 0) throw new UsageError("admit: give the objects with -f FILE (a file or a directory; repeatable)");
   const output = opts.output;
   const policy = await loadPolicy(opts.policy, io.cwd);
-  const inputs = await readInputs(files, io.cwd);
+  const inputs = await readInputs(files, io.cwd, {
+    flag: "-f",
+    ...(io.stdin ? { stdin: io.stdin } : {}),
+    onSkip: (message) => io.stderr(`quartermaster: warning: ${message}`),
+  });
   if (inputs.length === 0) throw new InputError(`admit: no objects in ${files.join(", ")}`);
+  const kindProblems = inputs.flatMap((i) => {
+    const problem = kindProblem(i.object, policy.jobKinds);
+    return problem ? [`${i.source}: ${problem}`] : [];
+  });
+  for (const p of kindProblems) io.stderr(`quartermaster: ${opts.strict ? "" : "warning: "}${p}`);
   const results = await admitObjects(inputs, { policy, namespace: opts.namespace, pods: opts.pods === true });
   // YAML 1.1 quoting (`"yes"`, `"on"`, `"0777"`), so kubectl reads back the strings that were written.
   if (output === "yaml") io.stdout(results.map((a) => stringify(a.object, { lineWidth: 0, version: "1.1" }).trimEnd()).join("\n---\n"));
@@ -570,5 +664,5 @@ export async function admitCommand(opts: AdmitCliOptions, io: CliIo): Promise<nu
       ),
     );
   for (const line of reportLines(results)) io.stderr(line);
-  return results.some((a) => !a.allowed) ? 1 : 0;
+  return results.some((a) => !a.allowed) || (opts.strict && kindProblems.length > 0) ? 1 : 0;
 }

@@ -15,6 +15,7 @@
  */
 import { InvalidArgumentError, Option } from "commander";
 import type { LevelWithSilent } from "pino";
+import { formatDuration } from "../core/errors.js";
 import { LOG_LEVELS } from "../log.js";
 
 /** The largest value an integer flag takes unless told otherwise. */
@@ -95,4 +96,48 @@ export function outputOption(command: string, applied = true): Option {
 /** `--namespace <name>` with help-only default `shown`: undefined when not given. */
 export function namespaceOption(description: string, shown: string): Option {
   return new Option("--namespace <name>", withDefault(description, shown));
+}
+
+/** The deadline of each request of an interactive command (doctor, ledger, audit, certs, reconcile --once), as --request-timeout's default. */
+export const INTERACTIVE_REQUEST_TIMEOUT_MS = 30_000;
+
+const DURATION_UNITS: Readonly<Record<string, number>> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 };
+
+/**
+ * The parser of a duration flag as kubectl reads --request-timeout: a Go duration (`30s`, `1m`, `1m30s`,
+ * `500ms`) or a bare number of seconds (`0` for none), in ms. Hand-written: Go's `time.ParseDuration`
+ * syntax is five lines here and no npm package reads exactly it.
+ */
+export function duration(flag: string): (value: string) => number {
+  return (value) => {
+    const bad = (): never => {
+      throw new InvalidArgumentError(`${flag} must be a duration such as 30s, 1m or 500ms (0 for none), got ${value}`);
+    };
+    if (INTEGER.test(value) && !value.startsWith("-")) return Number(value) * 1000;
+    if (!/^(\d+(\.\d+)?(h|ms|m|s))+$/.test(value)) return bad();
+    let ms = 0;
+    for (const m of value.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s)/g)) ms += Number(m[1]) * DURATION_UNITS[m[2]!]!;
+    return Number.isSafeInteger(Math.round(ms)) ? Math.round(ms) : bad();
+  };
+}
+
+/**
+ * `--request-timeout <duration>`, kubectl's flag: how long each request to the apiserver may take, its
+ * credentials and body included. Undefined when not given: the command applies `shown`.
+ */
+export function requestTimeoutOption(shown = "30s"): Option {
+  return new Option(
+    "--request-timeout <duration>",
+    withDefault("how long each request to the API server may take (30s, 1m, 500ms; 0 for no limit)", shown),
+  ).argParser(duration("--request-timeout"));
+}
+
+/**
+ * What a command that reads the cluster says on stderr before it waits: what for, and for how long at most,
+ * so a slow apiserver is never a silent terminal (`quartermaster: ledger: reading ... (each request up to 30s,
+ * --request-timeout)`).
+ */
+export function waitingLine(command: string, what: string, timeoutMs: number): string {
+  const bound = timeoutMs > 0 ? `each request up to ${formatDuration(timeoutMs)}, --request-timeout` : "no time limit, --request-timeout 0";
+  return `quartermaster: ${command}: ${what} (${bound})`;
 }

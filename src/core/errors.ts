@@ -194,3 +194,54 @@ export class NoKubeconfigError extends ClusterConnectionError {
     this.name = "NoKubeconfigError";
   }
 }
+
+/** `ms` as kubectl writes a duration: `30s`, `1m`, `1m30s`, `500ms`. */
+export function formatDuration(ms: number): string {
+  if (ms < 1000) return `${ms}ms`;
+  const parts: string[] = [];
+  let s = ms / 1000;
+  for (const [unit, size] of [
+    ["h", 3600],
+    ["m", 60],
+  ] as const) {
+    const n = Math.floor(s / size);
+    if (n > 0) parts.push(`${n}${unit}`);
+    s -= n * size;
+  }
+  if (s > 0 || parts.length === 0) parts.push(`${Math.round(s * 1000) / 1000}s`);
+  return parts.join("");
+}
+
+/**
+ * A request to the apiserver (or the kubeconfig's exec credential plugin) that did not end within
+ * --request-timeout: a dead, silent or stalled server. Says where, how long, and what to do.
+ */
+export class RequestTimeoutError extends ClusterConnectionError {
+  readonly timeoutMs: number;
+
+  constructor(server: string, timeoutMs: number, what = `the API server at ${server}`) {
+    super(server, undefined);
+    this.message = `${what} did not answer within ${formatDuration(timeoutMs)} (--request-timeout); is the cluster reachable? Check the kubeconfig's server and that the apiserver is up, or pass a longer --request-timeout`;
+    this.name = "RequestTimeoutError";
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * A kubeconfig file that exists but cannot be used: empty, or not YAML a kubeconfig is made of. Names the
+ * file and what the parser said (client-node would throw `Cannot read properties of undefined (reading
+ * 'clusters')` or a parser excerpt with no file name).
+ */
+export class KubeconfigInvalidError extends ClusterConnectionError {
+  readonly file: string;
+
+  constructor(file: string, problem: "empty" | { parser: string }) {
+    super("(no kubeconfig)", undefined);
+    this.message =
+      problem === "empty"
+        ? `kubeconfig ${file} is empty: write one there (kind, minikube or your cloud's CLI do; or kubectl config view --raw > ${file} from a working setup), or pass --kubeconfig with another file`
+        : `kubeconfig ${file} is not a valid kubeconfig: ${problem.parser.trim().replace(/\s*\n\s*/g, "\n  ")}\nfix the file, or pass --kubeconfig with another one`;
+    this.name = "KubeconfigInvalidError";
+    this.file = file;
+  }
+}

@@ -12,6 +12,8 @@ import { kubeClient, statusOf } from "./client.js";
 
 export interface CertStoreOptions {
   kubeconfig?: string;
+  /** The deadline of each request in ms (--request-timeout); 0 for none. Default: ./client.ts RESIDENT_REQUEST_TIMEOUT_MS. */
+  requestTimeoutMs?: number;
   /** Namespace of the Secrets. */
   namespace: string;
   /** Names of the MutatingWebhookConfigurations and ValidatingWebhookConfigurations to keep trusting the CA. */
@@ -23,7 +25,7 @@ const b64 = (s: string): string => Buffer.from(s).toString("base64");
 const unb64 = (s: string | undefined): string => (s ? Buffer.from(s, "base64").toString("utf8") : "");
 
 export async function connectCertStore(opts: CertStoreOptions): Promise<CertStore> {
-  const { k8s, kc } = await kubeClient(opts.kubeconfig);
+  const { k8s, kc } = await kubeClient(opts.kubeconfig, opts);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const admission = kc.makeApiClient(k8s.AdmissionregistrationV1Api);
   const strategicMerge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.StrategicMergePatch);

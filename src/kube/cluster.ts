@@ -12,7 +12,7 @@ import type { JobKind } from "../policy/types.js";
 import type { NamespaceInfo } from "../core/scope.js";
 import { RECONCILER_FIELD_MANAGER } from "../reconcile/claim.js";
 import { KUEUE_GROUP, KUEUE_VERSION, type KueueObjects } from "../reconcile/ledger-kueue.js";
-import { kubeClient, statusOf } from "./client.js";
+import { kubeClient, statusOf, type KubeClientOptions } from "./client.js";
 import { restClient, type RestClient } from "./rest.js";
 
 export const PAGE_SIZE = 500;
@@ -336,8 +336,8 @@ export const plainListPage =
     return (await rest.get(`${path}?${q}`)) ?? {};
   };
 
-export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
-  const { k8s, kc } = await kubeClient(kubeconfig);
+export async function connectCluster(kubeconfig?: string, opts: KubeClientOptions = {}): Promise<Cluster> {
+  const { k8s, kc } = await kubeClient(kubeconfig, opts);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const coordination = kc.makeApiClient(k8s.CoordinationV1Api);
@@ -375,7 +375,7 @@ export async function connectCluster(kubeconfig?: string): Promise<Cluster> {
   // allows (./rest.ts): client-node turns every page into typed models first (Date fields, a class per
   // nested object), which took longer than the LIST itself at a few thousand pods (bench/scale.ts). Where it
   // does not (an exec plugin, say), client-node reads them.
-  const rest = await restClient(kubeconfig).catch(() => undefined);
+  const rest = await restClient(kubeconfig, opts).catch(() => undefined);
   const plainPage = (path: string, labelSelector?: string) => plainListPage(rest!, path, labelSelector);
   // client-node returns typed objects with Date fields; the planner reads raw JSON, so round-trip to it.
   const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;

@@ -52,6 +52,8 @@ export class ClusterUnreachableError extends Error {
 
 export interface DoctorReadOptions {
   kubeconfig?: string;
+  /** The deadline of each request in ms (--request-timeout); 0 for none. Default: ./client.ts RESIDENT_REQUEST_TIMEOUT_MS. */
+  requestTimeoutMs?: number;
   /** Quartermaster's namespace. */
   namespace: string;
   policy: Pick<Policy, "jobKinds" | "clusterSpec" | "reconciler">;
@@ -138,7 +140,7 @@ export function handshake(url: string, timeoutMs: number): Promise<CertificateEv
 
 /** Reads everything the checks need. Throws ClusterUnreachableError when the apiserver does not answer. */
 export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<DoctorSnapshot> {
-  const { k8s, kc } = await kubeClient(opts.kubeconfig);
+  const { k8s, kc } = await kubeClient(opts.kubeconfig, opts);
   const admission = kc.makeApiClient(k8s.AdmissionregistrationV1Api);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);

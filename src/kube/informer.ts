@@ -20,7 +20,8 @@
  * watch protocol stay client-node's.
  */
 import type { KubeConfig, KubernetesListObject, KubernetesObject, ListWatch } from "@kubernetes/client-node";
-import { statusOf, type kubeClient } from "./client.js";
+import { RequestTimeoutError } from "../core/errors.js";
+import { RESIDENT_REQUEST_TIMEOUT_MS, statusOf, type kubeClient } from "./client.js";
 
 type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
 
@@ -48,6 +49,8 @@ export interface TrimmedInformerOptions<T extends KubernetesObject> {
   streamList?: boolean;
   /** Reads one page of the LIST of one namespace's objects (`reread`). */
   namespacePage?: (namespace: string, cont: string | undefined) => Promise<ListPage>;
+  /** How long a watch may take to answer (its headers), in ms; default ./client.ts RESIDENT_REQUEST_TIMEOUT_MS, 0 for none. */
+  firstResponseMs?: number;
 }
 
 export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
@@ -115,7 +118,10 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       // Bookmarks keep the resourceVersion current on a quiet watch, so a reconnect resumes instead of relisting.
       // A timeout of 5-10 minutes, as client-go's reflector asks: a watch that silently stopped delivering is
       // replaced (resuming from its resourceVersion) instead of leaving the cache behind for good.
-      return super.watch(
+      // client-node's Watch waits for the response with no deadline (its own timeout signal is overwritten in
+      // @kubernetes/client-node src/watch.ts): a silent apiserver would stall this informer for good. Past the
+      // deadline the watch fails (the informer's error handler starts it again) and a late answer is dropped.
+      const started = super.watch(
         path,
         { ...queryParams, allowWatchBookmarks: true, timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())) },
         (phase, obj: object, wo?: object) => callback(phase, WATCHED_PHASES.has(phase) ? trimmed(obj, trim) : obj, wo),
@@ -124,6 +130,21 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
           done(err);
         },
       );
+      const ms = opts.firstResponseMs ?? RESIDENT_REQUEST_TIMEOUT_MS;
+      if (ms <= 0) return started;
+      let timer: NodeJS.Timeout | undefined;
+      let late = false;
+      const deadline = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          late = true;
+          reject(new RequestTimeoutError(kc.getCurrentCluster()?.server ?? "(no server)", ms));
+        }, ms).unref();
+      });
+      void started.then(
+        (c) => late && c.abort(),
+        () => undefined,
+      );
+      return Promise.race([started, deadline]).finally(() => clearTimeout(timer));
     }
   }
   // A watch-list (`sendInitialEvents`) until the server refuses one: it has no WatchList (Kubernetes < 1.32, or
@@ -186,6 +207,9 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
         else resolve({ items, ...(resourceVersion ? { resourceVersion } : {}) });
       };
       const query = { sendInitialEvents: true, resourceVersionMatch: "NotOlderThan", allowWatchBookmarks: true };
+      // The same first-response deadline as every watch here (TrimmingWatch): a server that never answers fails.
+      const ms = opts.firstResponseMs ?? RESIDENT_REQUEST_TIMEOUT_MS;
+      const timer = ms > 0 ? setTimeout(() => finish(new RequestTimeoutError(kc.getCurrentCluster()?.server ?? "(no server)", ms)), ms).unref() : undefined;
       new k8s.Watch(kc)
         .watch(
           opts.path,
@@ -204,10 +228,14 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
         )
         .then(
           (c) => {
+            clearTimeout(timer);
             request = c;
             if (settled) c.abort();
           },
-          (err: unknown) => finish(err),
+          (err: unknown) => {
+            clearTimeout(timer);
+            finish(err);
+          },
         );
     });
   const informer = new k8s.ListWatch<T>(opts.path, new TrimmingWatch(kc), list, false);

@@ -12,6 +12,8 @@ export interface HeldLease {
 
 export interface LeaseOptions {
   kubeconfig?: string;
+  /** The deadline of each request in ms (--request-timeout); 0 for none. Default: ./client.ts RESIDENT_REQUEST_TIMEOUT_MS. */
+  requestTimeoutMs?: number;
   namespace: string;
   name: string;
   holder: string;
@@ -21,7 +23,7 @@ export interface LeaseOptions {
 
 /** Takes the Lease, or reports who holds it. */
 export async function acquireLease(opts: LeaseOptions): Promise<{ held: HeldLease } | { busy: Extract<LeaseDecision, { take: false }> }> {
-  const { k8s, kc } = await kubeClient(opts.kubeconfig);
+  const { k8s, kc } = await kubeClient(opts.kubeconfig, opts);
   const api = kc.makeApiClient(k8s.CoordinationV1Api);
   const { namespace, name } = opts;
 

@@ -16,6 +16,7 @@ import {
   type ReadLedger,
   type StoredConfigMap,
 } from "../reconcile/ledger-shards.js";
+import type { KubeClientOptions } from "./client.js";
 import type { ClusterReader, ClusterWriter } from "./cluster.js";
 
 export const LEDGER_LABEL = "quartermaster.dev/ledger";
@@ -48,9 +49,9 @@ export async function readLedgerConfigMaps(cluster: Pick<ClusterReader, "listCon
 }
 
 /** The ledger as stored in `namespace`, checksums verified (for `quartermaster ledger` and `doctor`). */
-export async function readClusterLedger(kubeconfig: string | undefined, namespace: string): Promise<ReadLedger> {
+export async function readClusterLedger(kubeconfig: string | undefined, namespace: string, opts: KubeClientOptions = {}): Promise<ReadLedger> {
   const { connectCluster } = await import("./cluster.js");
-  return readStored(await readLedgerConfigMaps(await connectCluster(kubeconfig), namespace));
+  return readStored(await readLedgerConfigMaps(await connectCluster(kubeconfig, opts), namespace));
 }
 
 export interface LedgerWriteReport {

@@ -20,7 +20,7 @@ import {
 } from "../reconcile/policy-reports.js";
 import { namespaceScope, scopeIndex, type NamespaceInfo } from "../core/scope.js";
 import { auditObjects, type AuditEntry, type AuditTarget } from "../reconcile/audit.js";
-import { kubeClient, statusOf } from "./client.js";
+import { kubeClient, statusOf, type KubeClientOptions } from "./client.js";
 import { PAGE_SIZE, slimNamespace } from "./cluster.js";
 
 const GROUP = "wgpolicyk8s.io";
@@ -43,8 +43,8 @@ export interface PolicyReportClient {
 
 type Page = { items?: unknown[]; metadata?: { _continue?: string; continue?: string } };
 
-export async function connectPolicyReports(kubeconfig?: string): Promise<PolicyReportClient> {
-  const { k8s, kc } = await kubeClient(kubeconfig);
+export async function connectPolicyReports(kubeconfig?: string, opts: KubeClientOptions = {}): Promise<PolicyReportClient> {
+  const { k8s, kc } = await kubeClient(kubeconfig, opts);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;

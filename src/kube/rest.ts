@@ -18,10 +18,13 @@ import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { isIPv6 } from "node:net";
 import { dirname, isAbsolute, join } from "node:path";
 import { parse } from "yaml";
-import { NoKubeconfigError } from "../core/errors.js";
+import { ClusterConnectionError, KubeconfigInvalidError, NoKubeconfigError, RequestTimeoutError, errorMessage } from "../core/errors.js";
 import { kubeconfigSource, SERVICE_ACCOUNT_DIR } from "./client.js";
 
-/** A request that has not answered in this time is abandoned (the admission path has its own, shorter bound). */
+/**
+ * A request that has not answered in this time is abandoned, unless the caller names its own deadline (the
+ * CLI's --request-timeout; the admission path has its own, shorter bound).
+ */
 const REQUEST_TIMEOUT_MS = 10_000;
 
 export interface RestClient {
@@ -61,9 +64,23 @@ interface KubeconfigFile {
   users?: Named<{ user?: Record<string, unknown> }>;
 }
 
+/** The kubeconfig at `file`, parsed; an empty or malformed one named (as ./client.ts does for client-node). */
+async function readKubeconfig(file: string): Promise<KubeconfigFile> {
+  const text = await readFile(file, "utf8");
+  if (text.trim() === "") throw new KubeconfigInvalidError(file, "empty");
+  let config: KubeconfigFile;
+  try {
+    config = parse(text) as KubeconfigFile;
+  } catch (err) {
+    throw new KubeconfigInvalidError(file, { parser: errorMessage(err) });
+  }
+  if (typeof config !== "object" || config === null) throw new KubeconfigInvalidError(file, { parser: "not a YAML mapping" });
+  return config;
+}
+
 /** The connection a kubeconfig file describes; undefined when it needs what only client-node does. */
 async function fromKubeconfig(file: string): Promise<Target | undefined> {
-  const config = parse(await readFile(file, "utf8")) as KubeconfigFile;
+  const config = await readKubeconfig(file);
   const context = config.contexts?.find((c) => c.name === config["current-context"])?.context;
   const cluster = config.clusters?.find((c) => c.name === context?.cluster)?.cluster;
   const user = config.users?.find((u) => u.name === context?.user)?.user ?? {};
@@ -105,17 +122,17 @@ async function inCluster(): Promise<Target> {
  * A client for the kubeconfig `file`, else the one client-node's `loadFromDefault` would load; undefined
  * when that configuration needs client-node (see the module comment).
  */
-export async function restClient(file: string | undefined): Promise<RestClient | undefined> {
+export async function restClient(file: string | undefined, opts: { requestTimeoutMs?: number } = {}): Promise<RestClient | undefined> {
   const source = kubeconfigSource(file);
   let target: Target | undefined;
   if ("inCluster" in source) target = await inCluster();
   else if ("file" in source) target = await fromKubeconfig(source.file);
   else if (source.env.length > 1) return undefined;
   else target = await fromKubeconfig(source.env[0]!);
-  return target && client(target);
+  return target && client(target, opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS);
 }
 
-function client(t: Target): RestClient {
+function client(t: Target, requestTimeoutMs: number): RestClient {
   const https = t.server.protocol === "https:";
   const agent = https
     ? new HttpsAgent({ keepAlive: true, maxSockets: 16, ca: t.ca, cert: t.cert, key: t.key, rejectUnauthorized: !t.insecure, servername: t.servername })
@@ -125,6 +142,11 @@ function client(t: Target): RestClient {
   const send = async (method: "GET" | "POST", path: string, body: unknown, timeoutMs: number): Promise<unknown> => {
     const token = await t.token?.();
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const server = t.server.origin;
+    const expired = new RequestTimeoutError(server, timeoutMs);
+    let timedOut = false;
+    /** A failure without an HTTP answer, as the client-node path reports it (./client.ts). */
+    const fail = (err: unknown): Error => (timedOut ? expired : new ClusterConnectionError(server, err));
     return new Promise((resolve, reject) => {
       const req = (https ? httpsRequest : httpRequest)(
         {
@@ -144,7 +166,7 @@ function client(t: Target): RestClient {
         (res) => {
           const chunks: Buffer[] = [];
           res.on("data", (c: Buffer) => chunks.push(c));
-          res.on("error", reject);
+          res.on("error", (err) => reject(fail(err)));
           res.on("end", () => {
             const status = res.statusCode ?? 0;
             const text = Buffer.concat(chunks).toString("utf8");
@@ -166,13 +188,22 @@ function client(t: Target): RestClient {
           });
         },
       );
-      req.on("timeout", () => req.destroy(new Error(`${method} ${path}: no answer in ${timeoutMs} ms`)));
-      req.on("error", reject);
+      // One deadline for the whole request, body included (the socket's `timeout` above is an idle one).
+      const expire = (): void => {
+        timedOut = true;
+        req.destroy(expired);
+      };
+      if (timeoutMs > 0) {
+        const deadline = setTimeout(expire, timeoutMs).unref();
+        req.on("close", () => clearTimeout(deadline));
+      }
+      req.on("timeout", expire);
+      req.on("error", (err) => reject(fail(err)));
       req.end(payload);
     });
   };
   return {
-    get: (path) => send("GET", path, undefined, REQUEST_TIMEOUT_MS),
-    post: (path, body, timeoutMs = REQUEST_TIMEOUT_MS) => send("POST", path, body, timeoutMs),
+    get: (path) => send("GET", path, undefined, requestTimeoutMs),
+    post: (path, body, timeoutMs = requestTimeoutMs) => send("POST", path, body, timeoutMs),
   };
 }

@@ -59,6 +59,8 @@ const TTL_SLACK_MS = 250;
 
 export interface WatchOptions {
   kubeconfig?: string;
+  /** The deadline of each request (a LIST page, a Lease write) in ms; default ./client.ts RESIDENT_REQUEST_TIMEOUT_MS. */
+  requestTimeoutMs?: number;
   policy: Policy;
   log: Logger;
   /** Quartermaster's namespace (its Lease and ledger). */
@@ -183,13 +185,14 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   const controls = kinds.map(quartermasterControls);
   // The parts trimmed pods share (src/kube/cluster.ts slimPod): one map for the process's cache.
   const sharedParts: SharedParts = new Map();
-  const { k8s, kc } = await kubeClient(opts.kubeconfig);
-  const cluster: Cluster = await connectCluster(opts.kubeconfig);
+  const timeouts = opts.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: opts.requestTimeoutMs };
+  const { k8s, kc } = await kubeClient(opts.kubeconfig, timeouts);
+  const cluster: Cluster = await connectCluster(opts.kubeconfig, timeouts);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   // The big LISTs as plain JSON where the kubeconfig allows (./rest.ts; as the pass reads them, ./cluster.ts):
   // client-node's typed models of 50,000 pods are garbage the process's peak memory pays for.
-  const rest = await restClient(opts.kubeconfig).catch(() => undefined);
+  const rest = await restClient(opts.kubeconfig, timeouts).catch(() => undefined);
   const plainPage = (path: string) => plainListPage(rest!, path);
   const queue = new WorkQueue();
   const expectations = new Expectations();
@@ -391,6 +394,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     try {
       const r = await acquireLease({
         kubeconfig: opts.kubeconfig,
+        ...timeouts,
         namespace: opts.namespace,
         name: LEASE_NAME,
         holder: opts.holder,

@@ -21,6 +21,7 @@
  *   container `tensorflow` is named `node` in every replicatedJob (Trainer requires it of its trainer replicatedJob).
  */
 import type { V1EnvVar, V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
+import { ANNOTATION_TTL_AFTER_FINISHED } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
 import { MIGRATE_MANAGER, TRAINER_API, type Migration, type NotCarried } from "./types.js";
 
@@ -125,8 +126,11 @@ function metadataOf(job: KubeObject, name: string): Obj {
   return out;
 }
 
-/** `spec.runPolicy` (training-operator `pkg/apis/kubeflow.org/v1/common_types.go` RunPolicy) → TrainJob spec fields. */
-function runPolicy(spec: Obj, out: Obj, t: Table): void {
+/**
+ * `spec.runPolicy` (training-operator `pkg/apis/kubeflow.org/v1/common_types.go` RunPolicy) → TrainJob spec
+ * fields, and the TTL → Quartermaster's annotation on `meta` (the TrainJob's metadata).
+ */
+function runPolicy(spec: Obj, out: Obj, t: Table, meta: Obj): void {
   const rp = spec.runPolicy;
   if (!isObj(rp)) return;
   for (const [k, v] of Object.entries(rp)) {
@@ -147,7 +151,10 @@ function runPolicy(spec: Obj, out: Obj, t: Table): void {
         t.add(field, "no TrainJob meaning: the JobSet's Jobs own the pods (finished pods stay until the TrainJob is deleted)", v);
         break;
       case "ttlSecondsAfterFinished":
-        t.add(field, "Trainer v2 has no TTL (kubeflow/trainer#2899): delete finished TrainJobs otherwise", v);
+        // Trainer v2 has no TTL (kubeflow/trainer#2899); Quartermaster's reconciler keeps it from this annotation.
+        if (typeof v === "number" && Number.isInteger(v) && v >= 0)
+          meta.annotations = { ...(isObj(meta.annotations) ? meta.annotations : {}), [ANNOTATION_TTL_AFTER_FINISHED]: String(v) };
+        else t.add(field, "not a number of seconds: Trainer v2 has no TTL (kubeflow/trainer#2899)", v);
         break;
       case "backoffLimit":
         t.add(field, "no TrainJob field: the runtime's JobSet failurePolicy.maxRestarts (or its Jobs' backoffLimit) decides", v);
@@ -343,8 +350,9 @@ function migrateSingleTemplate(job: KubeObject, info: KindInfo, name: string, t:
   const spec: Obj = { runtimeRef: { apiGroup: "trainer.kubeflow.org", kind: "ClusterTrainingRuntime", name: info.runtime }, trainer };
   const patches = runtimePatch("node", carried);
   if (patches.length) spec.runtimePatches = patches;
-  runPolicy((job.spec ?? {}) as Obj, spec, t);
-  return { objects: [{ apiVersion: TRAINER_API, kind: "TrainJob", metadata: metadataOf(job, name), spec }], notCarried: t.rows };
+  const metadata = metadataOf(job, name);
+  runPolicy((job.spec ?? {}) as Obj, spec, t, metadata);
+  return { objects: [{ apiVersion: TRAINER_API, kind: "TrainJob", metadata, spec }], notCarried: t.rows };
 }
 
 const TF_ORDER = ["chief", "master", "worker", "ps", "evaluator"];
@@ -435,8 +443,9 @@ function migrateTensorflow(job: KubeObject, info: KindInfo, name: string, t: Tab
     runtimeRef: { apiGroup: "trainer.kubeflow.org", kind: "TrainingRuntime", name: runtimeName },
     trainer: { numNodes: trainerCount },
   };
-  runPolicy(spec, trainJobSpec, t);
-  return { objects: [runtime, { apiVersion: TRAINER_API, kind: "TrainJob", metadata: metadataOf(job, name), spec: trainJobSpec }], notCarried: t.rows };
+  const metadata = metadataOf(job, name);
+  runPolicy(spec, trainJobSpec, t, metadata);
+  return { objects: [runtime, { apiVersion: TRAINER_API, kind: "TrainJob", metadata, spec: trainJobSpec }], notCarried: t.rows };
 }
 
 /** Whether `obj` is a v1 job `migrate` takes. */

@@ -329,10 +329,11 @@ describe("reading inputs", () => {
 });
 
 describe("quartermaster admit", () => {
-  async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  async function cli(args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
     const out: string[] = [];
     const err: string[] = [];
-    const code = await runCli(args, { stdout: (l) => out.push(l), stderr: (l) => err.push(l), cwd: ROOT, shutdown: new Promise(() => undefined) });
+    const io = { stdout: (l: string) => out.push(l), stderr: (l: string) => err.push(l), cwd: ROOT, shutdown: new Promise<string>(() => undefined) };
+    const code = await runCli(args, stdin === undefined ? io : { ...io, stdin: () => Promise.resolve(stdin) });
     return { code, stdout: out.join("\n"), stderr: err.join("\n") };
   }
   const dir = mkdtempSync(join(tmpdir(), "qm-admit-cli-"));
@@ -377,9 +378,73 @@ describe("quartermaster admit", () => {
   const errors: Array<[string, string[], number, RegExp]> = [
     ["no -f", ["admit"], 2, /admit: give the objects with -f FILE/],
     ["an unknown output", ["admit", "-f", "examples/gpu-pod.yaml", "-o", "table"], 2, /-o must be yaml, json or patch/],
-    ["a missing file", ["admit", "-f", "nonexistent.yaml"], 1, /nonexistent\.yaml: cannot read: ENOENT/],
+    ["a missing file", ["admit", "-f", "nonexistent.yaml"], 1, /^quartermaster: cannot read -f nonexistent\.yaml: no such file$/],
     ["an invalid policy", ["admit", "-f", "examples/gpu-pod.yaml", "--policy", "examples/gpu-pod.yaml"], 1, /invalid policy/],
   ];
+  it("-f - reads standard input (kubectl's -f -), not a file named -", async () => {
+    const r = await cli(
+      ["admit", "-f", "-", "-o", "json"],
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: from-stdin}\nspec: {containers: [{name: c, image: x}]}\n",
+    );
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(((JSON.parse(r.stdout) as { items: KubeObject[] }).items[0]!.metadata as { name?: string }).name, "from-stdin");
+  });
+
+  it("a directory with one file that holds no Kubernetes object: that file reported and skipped, the rest admitted", async () => {
+    const d = mkdtempSync(join(tmpdir(), "qm-admit-dir-"));
+    writeFileSync(join(d, "a-values.yaml"), "replicas: 3\nimage: x\n");
+    writeFileSync(join(d, "b-pod.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: kept}\nspec: {containers: [{name: c, image: x}]}\n");
+    const r = await cli(["admit", "-f", d, "-o", "json"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /^quartermaster: warning: .*a-values\.yaml.*: missing apiVersion; skipped$/m);
+    assert.deepEqual(
+      (JSON.parse(r.stdout) as { items: KubeObject[] }).items.map((o) => (o.metadata as { name?: string }).name),
+      ["kept"],
+    );
+  });
+
+  const kinds = join(dir, "kinds.yaml");
+  writeFileSync(
+    kinds,
+    "apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: d}\nspec: {template: {spec: {containers: [{name: c, image: x}]}}}\n---\n" +
+      "apiVersion: apps/v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: x}]}\n",
+  );
+  const kindCases: Array<[string, string[], number, RegExp]> = [
+    [
+      "a mistyped kind: warned",
+      ["admit", "-f", kinds],
+      0,
+      /^quartermaster: warning: .*kinds\.yaml#1: unknown kind Deploymnet in apps\/v1: did you mean Deployment\?$/m,
+    ],
+    [
+      "apps/v1 with kind Pod: warned",
+      ["admit", "-f", kinds],
+      0,
+      /^quartermaster: warning: .*kinds\.yaml#2: apiVersion apps\/v1 has no kind Pod \(Pod is v1\): fix apiVersion or kind$/m,
+    ],
+    ["--strict: the same, exit 1", ["admit", "--strict", "-f", kinds], 1, /^quartermaster: .*kinds\.yaml#1: unknown kind Deploymnet/m],
+  ];
+  it("warnings whole, not cut at the 120 characters of an AdmissionResponse", async () => {
+    const pod = join(dir, "long-warning.yaml");
+    writeFileSync(
+      pod,
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {training.kubeflow.org/job-name: missing-job-with-a-long-name}\n" +
+        "spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}\n",
+    );
+    const r = await cli(["admit", "-f", pod, "-o", "patch"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /warning: quartermaster: no cluster spec: job default\/missing-job-with-a-long-name \(TFJob or .* or Caffe2Job\) not found$/m);
+    assert.doesNotMatch(r.stderr, /…/);
+  });
+
+  for (const [name, args, code, message] of kindCases) {
+    it(`${name} (exit ${code})`, async () => {
+      const r = await cli(args);
+      assert.equal(r.code, code, r.stderr);
+      assert.match(r.stderr, message);
+    });
+  }
+
   for (const [name, args, code, message] of errors) {
     it(`${name}: exit ${code}`, async () => {
       const r = await cli(args);

@@ -216,7 +216,6 @@ const CASES: Case[] = [
       "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].env[PET_NNODES]",
       "spec.pytorchReplicaSpecs.Master.template.spec.hostIPC",
       MASTER_PORT_ROW,
-      "spec.runPolicy.ttlSecondsAfterFinished",
       "spec.runPolicy.backoffLimit",
       "spec.runPolicy.schedulingPolicy",
     ],
@@ -488,4 +487,34 @@ describe("quartermaster migrate (command)", () => {
     assert.match(pod.stderr, /v1 Pod is not a v1 TFJob/);
     assert.equal((await cli(["migrate"])).code, 2);
   });
+});
+
+describe("migrate: the TTL", () => {
+  const job = (runPolicy: Record<string, unknown>): KubeObject => ({
+    apiVersion: "kubeflow.org/v1",
+    kind: "PyTorchJob",
+    metadata: { name: "j", namespace: "n", annotations: { team: "a" } },
+    spec: { runPolicy, pytorchReplicaSpecs: { Master: { replicas: 1, template: { spec: { containers: [{ name: "pytorch", image: "x" }] } } } } },
+  });
+  const cases: Array<[string, Record<string, unknown>, Record<string, string>, string[]]> = [
+    [
+      "a TTL → Quartermaster's annotation, the job's own kept",
+      { ttlSecondsAfterFinished: 60 },
+      { team: "a", "quartermaster.dev/ttl-seconds-after-finished": "60" },
+      [],
+    ],
+    ["0 → deleted at once, still carried", { ttlSecondsAfterFinished: 0 }, { team: "a", "quartermaster.dev/ttl-seconds-after-finished": "0" }, []],
+    ["not a number → not carried, said", { ttlSecondsAfterFinished: "1h" }, { team: "a" }, ["spec.runPolicy.ttlSecondsAfterFinished"]],
+  ];
+  for (const [name, runPolicy, annotations, notCarried] of cases) {
+    it(name, () => {
+      const m = migrate(job(runPolicy));
+      const trainJob = m.objects.find((o) => o.kind === "TrainJob")!;
+      assert.deepEqual((trainJob.metadata as { annotations?: unknown }).annotations, annotations);
+      assert.deepEqual(
+        m.notCarried.map((r) => r.field).filter((f) => f.includes("ttl")),
+        notCarried,
+      );
+    });
+  }
 });

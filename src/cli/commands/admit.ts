@@ -32,6 +32,7 @@ job among the inputs is what its pods' job lookup finds. Assumes the namespace i
         .default("yaml", "yaml"),
     )
     .addOption(new Option("-n, --namespace <name>", "namespace of objects that name none").default("default", "default"))
+    .addOption(new Option("--strict", "an unknown kind or an apiVersion/kind mismatch fails the run (exit 1); a warning otherwise"))
     .addOption(new Option("--pods", "also admit every replica pod of each training job, as the training operator creates them"))
     .addHelpText(
       "after",

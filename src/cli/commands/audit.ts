@@ -8,7 +8,7 @@
 import { Option, type Command } from "commander";
 import { createLogger } from "../../log.js";
 import type { CliDeps } from "../deps.js";
-import { kubeconfigOption, outputOption, policyOption, type TableOrJson } from "../flags.js";
+import { INTERACTIVE_REQUEST_TIMEOUT_MS, kubeconfigOption, outputOption, policyOption, requestTimeoutOption, waitingLine, type TableOrJson } from "../flags.js";
 import type { CliIo } from "../io.js";
 import { loadPolicyOrReport, ownNamespace } from "../policy-file.js";
 
@@ -18,6 +18,7 @@ type AuditOptions = {
   namespace?: string;
   policy?: string;
   kubeconfig?: string;
+  requestTimeout?: number;
 };
 
 /** The audit, printed; resolves to the exit code. */
@@ -29,10 +30,12 @@ async function auditCommand(opts: AuditOptions, _args: readonly string[], io: Cl
     import("../../reconcile/audit.js"),
   ]);
   const own = await ownNamespace();
+  const requestTimeoutMs = opts.requestTimeout ?? INTERACTIVE_REQUEST_TIMEOUT_MS;
+  io.stderr(waitingLine("audit", "reading pods and training jobs from the cluster", requestTimeoutMs));
   // stdout carries the result: logs (job kinds not installed) go to stderr.
   const log = createLogger("warn", 2);
   const result = await auditCluster({
-    client: await connectPolicyReports(opts.kubeconfig),
+    client: await connectPolicyReports(opts.kubeconfig, { requestTimeoutMs }),
     policy,
     ownNamespace: own,
     log,
@@ -58,6 +61,7 @@ policy: every violation with its rule, mode and field. (reconciler.policyReports
     .addOption(new Option("--namespace <name>", "only this namespace"))
     .addOption(policyOption())
     .addOption(kubeconfigOption())
+    .addOption(requestTimeoutOption())
     .addHelpText("after", "\nExit codes: 0 nothing breaks a deny rule, 1 something does (or the cluster cannot be read), 2 usage.");
   deps.action(cmd, auditCommand);
 }

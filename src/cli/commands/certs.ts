@@ -14,7 +14,7 @@ import { UsageError } from "../../core/errors.js";
 import { DNS_1123_LABEL, DNS_SAN } from "../../core/names.js";
 import { writeCertificates } from "../cert-files.js";
 import type { CliDeps } from "../deps.js";
-import { collect, integerOption, kubeconfigOption, oneOf, withDefault } from "../flags.js";
+import { INTERACTIVE_REQUEST_TIMEOUT_MS, collect, integerOption, kubeconfigOption, oneOf, requestTimeoutOption, withDefault } from "../flags.js";
 import type { CliIo } from "../io.js";
 
 const CERTS_DEFAULTS = { secret: "quartermaster-webhook-tls", caSecret: "quartermaster-webhook-ca", webhookConfiguration: "quartermaster" };
@@ -39,9 +39,10 @@ type EnsureOptions = SanOptions & {
   keyType: KeyType;
   dryRun?: true;
   kubeconfig?: string;
+  requestTimeout?: number;
 };
 
-type InstallOptions = { ca?: string; webhookConfiguration?: string[]; kubeconfig?: string };
+type InstallOptions = { ca?: string; webhookConfiguration?: string[]; kubeconfig?: string; requestTimeout?: number };
 
 /** The value of a required flag, else a usage error. */
 function required(command: string, flag: string, value: string | undefined): string {
@@ -105,7 +106,13 @@ async function certsEnsureCommand(opts: EnsureOptions, _args: readonly string[],
   if (opts.caRenewBeforeDays >= opts.caDays) throw new UsageError("certs ensure: --ca-renew-before-days must be less than --ca-days");
   const configs = opts.webhookConfiguration ?? [CERTS_DEFAULTS.webhookConfiguration];
   const [{ ensureCertificates }, { connectCertStore }] = await Promise.all([import("../../certs/ensure.js"), import("../../kube/certs.js")]);
-  const store = await connectCertStore({ kubeconfig: opts.kubeconfig, namespace, mutating: configs, validating: configs });
+  const store = await connectCertStore({
+    kubeconfig: opts.kubeconfig,
+    requestTimeoutMs: opts.requestTimeout ?? INTERACTIVE_REQUEST_TIMEOUT_MS,
+    namespace,
+    mutating: configs,
+    validating: configs,
+  });
   const day = 86400_000;
   const dryRun = opts.dryRun === true;
   const steps = await ensureCertificates(store, {
@@ -139,7 +146,13 @@ async function certsInstallCommand(opts: InstallOptions, _args: readonly string[
   const pems = splitPem(bundle);
   if (pems.length === 0) throw new UsageError(`certs install: ${file} holds no PEM certificate`);
   const configs = opts.webhookConfiguration ?? [CERTS_DEFAULTS.webhookConfiguration];
-  const store = await connectCertStore({ kubeconfig: opts.kubeconfig, namespace: "", mutating: configs, validating: configs });
+  const store = await connectCertStore({
+    kubeconfig: opts.kubeconfig,
+    requestTimeoutMs: opts.requestTimeout ?? INTERACTIVE_REQUEST_TIMEOUT_MS,
+    namespace: "",
+    mutating: configs,
+    validating: configs,
+  });
   for (const config of await store.readWebhookConfigurations()) {
     const stale = config.webhooks.filter((w) => !sameBundle(w.caBundle, pems)).map((w) => w.name);
     if (stale.length > 0) await store.writeCaBundle(config, stale, pems.join(""));
@@ -217,6 +230,7 @@ them (a replaced CA stays in the bundle for the overlap). Run it as a Job and a 
     keyTypeOption("certs ensure"),
     new Option("--dry-run", "say what would change, change nothing"),
     kubeconfigOption(),
+    requestTimeoutOption(),
   ]);
   deps.action(ensure, certsEnsureCommand);
 
@@ -224,6 +238,6 @@ them (a replaced CA stays in the bundle for the overlap). Run it as a Job and a 
     .command("install")
     .summary("write a CA bundle into every webhook of the webhook configurations")
     .description("Write the CA bundle in --ca into every webhook of the webhook configurations.");
-  addOptions(install, [new Option("--ca <file>", "CA bundle (PEM, required)"), webhookConfigurationOption(), kubeconfigOption()]);
+  addOptions(install, [new Option("--ca <file>", "CA bundle (PEM, required)"), webhookConfigurationOption(), kubeconfigOption(), requestTimeoutOption()]);
   deps.action(install, certsInstallCommand);
 }

@@ -8,11 +8,11 @@ import { Option, type Command } from "commander";
 import { PolicyError, UsageError, errorMessage } from "../../core/errors.js";
 import type { Policy } from "../../policy/types.js";
 import type { CliDeps } from "../deps.js";
-import { kubeconfigOption, outputOption, policyOption, type TableOrJson } from "../flags.js";
+import { INTERACTIVE_REQUEST_TIMEOUT_MS, kubeconfigOption, outputOption, policyOption, requestTimeoutOption, waitingLine, type TableOrJson } from "../flags.js";
 import type { CliIo } from "../io.js";
 import { loadPolicy } from "../policy-file.js";
 
-type DoctorOptions = { output: TableOrJson; namespace: string; policy?: string; kubeconfig?: string };
+type DoctorOptions = { output: TableOrJson; namespace: string; policy?: string; kubeconfig?: string; requestTimeout?: number };
 
 /** The policy to check the installation against; its problems are a usage error (exit 2). */
 async function doctorPolicy(file: string | undefined, cwd: string): Promise<Policy> {
@@ -31,16 +31,19 @@ async function doctorCommand(opts: DoctorOptions, _args: readonly string[], io: 
     import("../../doctor/index.js"),
   ]);
   const { kubeconfig, namespace } = opts;
+  const requestTimeoutMs = opts.requestTimeout ?? INTERACTIVE_REQUEST_TIMEOUT_MS;
+  io.stderr(waitingLine("doctor", `reading the installation in namespace ${namespace} from the cluster`, requestTimeoutMs));
   let report;
   try {
     const snapshot = await readDoctorSnapshot({
       kubeconfig,
+      requestTimeoutMs,
       namespace,
       policy,
       now: () => new Date(),
       readLedger: async () => {
         const [{ readClusterLedger }, { ledgerState }] = await Promise.all([import("../../kube/ledger.js"), import("../../doctor/ledger.js")]);
-        return ledgerState(await readClusterLedger(kubeconfig, namespace));
+        return ledgerState(await readClusterLedger(kubeconfig, namespace, { requestTimeoutMs }));
       },
     });
     report = diagnose(snapshot, policy);
@@ -64,6 +67,7 @@ reconciler's last pass, the ledger, RBAC, and with Kueue its quotas, webhooks an
     .addOption(new Option("--namespace <name>", "Quartermaster's namespace").default("quartermaster", "quartermaster"))
     .addOption(policyOption())
     .addOption(kubeconfigOption())
+    .addOption(requestTimeoutOption())
     .addHelpText("after", "\nExit codes: 0 healthy, 1 warnings, 2 critical.");
   deps.action(cmd, doctorCommand);
 }

@@ -5,11 +5,19 @@
  */
 import type { Command } from "commander";
 import type { CliDeps } from "../deps.js";
-import { kubeconfigOption, namespaceOption, outputOption, type TableOrJson } from "../flags.js";
+import {
+  INTERACTIVE_REQUEST_TIMEOUT_MS,
+  kubeconfigOption,
+  namespaceOption,
+  outputOption,
+  requestTimeoutOption,
+  waitingLine,
+  type TableOrJson,
+} from "../flags.js";
 import type { CliIo } from "../io.js";
 import { ownNamespace } from "../policy-file.js";
 
-type LedgerOptions = { output: TableOrJson; namespace?: string; kubeconfig?: string };
+type LedgerOptions = { output: TableOrJson; namespace?: string; kubeconfig?: string; requestTimeout?: number };
 
 async function ledgerCommand(opts: LedgerOptions, _args: readonly string[], io: CliIo): Promise<number> {
   const namespace = await ownNamespace(opts.namespace);
@@ -18,7 +26,9 @@ async function ledgerCommand(opts: LedgerOptions, _args: readonly string[], io: 
     import("../../reconcile/table.js"),
     import("../../reconcile/ledger.js"),
   ]);
-  const read = await readClusterLedger(opts.kubeconfig, namespace);
+  const requestTimeoutMs = opts.requestTimeout ?? INTERACTIVE_REQUEST_TIMEOUT_MS;
+  io.stderr(waitingLine("ledger", `reading the device ledger in namespace ${namespace} from the cluster`, requestTimeoutMs));
+  const read = await readClusterLedger(opts.kubeconfig, namespace, { requestTimeoutMs });
   for (const p of read.problems) io.stderr(`quartermaster: ${p}`);
   if (!read.ledger) {
     io.stderr(`quartermaster: no readable device ledger in namespace ${namespace}; the reconciler writes one each pass`);
@@ -37,6 +47,7 @@ export function registerLedger(program: Command, deps: CliDeps): void {
     .description("Print the GPU device ledger the reconciler keeps in --namespace (checksums verified). Exit 1 if absent or corrupt.")
     .addOption(outputOption("ledger"))
     .addOption(namespaceOption("where the ledger is", "the pod's own, else quartermaster"))
-    .addOption(kubeconfigOption());
+    .addOption(kubeconfigOption())
+    .addOption(requestTimeoutOption());
   deps.action(cmd, ledgerCommand);
 }

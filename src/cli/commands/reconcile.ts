@@ -12,7 +12,17 @@ import { createLogger, flushLog, type Logger } from "../../log.js";
 import type { Policy } from "../../policy/types.js";
 import type { PassOutcome } from "../../reconcile/loop.js";
 import type { CliDeps } from "../deps.js";
-import { integerOption, kubeconfigOption, logLevelOption, outputOption, policyOption, withDefault, type TableOrJson } from "../flags.js";
+import {
+  INTERACTIVE_REQUEST_TIMEOUT_MS,
+  integerOption,
+  kubeconfigOption,
+  logLevelOption,
+  outputOption,
+  policyOption,
+  requestTimeoutOption,
+  withDefault,
+  type TableOrJson,
+} from "../flags.js";
 import type { CliIo } from "../io.js";
 import { loadPolicyOrReport, ownNamespace } from "../policy-file.js";
 
@@ -28,6 +38,7 @@ type ReconcileOptions = {
   output?: TableOrJson;
   policy?: string;
   kubeconfig?: string;
+  requestTimeout?: number;
   namespace?: string;
   logLevel: LevelWithSilent;
   metricsPort?: number;
@@ -79,12 +90,14 @@ interface PassContext {
   /** Quartermaster's namespace (the Lease's). */
   namespace: string;
   kubeconfig?: string;
+  /** Each request's deadline; undefined: the client's resident default (src/kube/client.ts). */
+  requestTimeoutMs?: number;
   mode: PassMode;
   io: CliIo;
 }
 
 /** One pass under the Lease (a dry run only reads, so it takes none): its actions, or that the Lease was busy. */
-async function leasedPass({ policy, log, namespace, kubeconfig, mode, io }: PassContext): Promise<() => Promise<PassOutcome>> {
+async function leasedPass({ policy, log, namespace, kubeconfig, requestTimeoutMs, mode, io }: PassContext): Promise<() => Promise<PassOutcome>> {
   const [{ connectCluster }, { runPass }, { planTable, planJson }, { acquireLease }, { hostname }] = await Promise.all([
     import("../../kube/cluster.js"),
     import("../../kube/pass.js"),
@@ -95,7 +108,8 @@ async function leasedPass({ policy, log, namespace, kubeconfig, mode, io }: Pass
   const holder = `${hostname()}-${process.pid}`;
   const { dryRun } = mode;
   return async () => {
-    const cluster = await connectCluster(kubeconfig);
+    const timeouts = requestTimeoutMs === undefined ? {} : { requestTimeoutMs };
+    const cluster = await connectCluster(kubeconfig, timeouts);
     if (dryRun) {
       const report = await runPass({ cluster, policy, log, now: () => new Date(), dryRun, namespace });
       io.stdout(mode.output === "json" ? JSON.stringify(planJson(report.plan), null, 2) : planTable(report.plan));
@@ -103,6 +117,7 @@ async function leasedPass({ policy, log, namespace, kubeconfig, mode, io }: Pass
     }
     const lease = await acquireLease({
       kubeconfig,
+      ...timeouts,
       namespace,
       name: "quartermaster-reconciler",
       holder,
@@ -114,7 +129,9 @@ async function leasedPass({ policy, log, namespace, kubeconfig, mode, io }: Pass
       return { leaseBusy: true };
     }
     try {
-      const policyReports = policy.reconciler.policyReports ? await (await import("../../kube/policy-reports.js")).connectPolicyReports(kubeconfig) : undefined;
+      const policyReports = policy.reconciler.policyReports
+        ? await (await import("../../kube/policy-reports.js")).connectPolicyReports(kubeconfig, timeouts)
+        : undefined;
       return { actions: await runPass({ cluster, policy, log, now: () => new Date(), dryRun, namespace, policyReports }) };
     } finally {
       await lease.held.release();
@@ -163,7 +180,9 @@ async function reconcileCommand(opts: ReconcileOptions, _args: readonly string[]
   if (!policy) return 1;
   // With --dry-run stdout carries the plan, so the logs go to stderr.
   const log = createLogger(opts.logLevel, mode.dryRun ? 2 : 1);
-  const ctx: PassContext = { policy, log, namespace: await ownNamespace(opts.namespace), kubeconfig: opts.kubeconfig, mode, io };
+  // --once is interactive (30 s a request by default); --schedule is resident and keeps the client's default.
+  const requestTimeoutMs = opts.requestTimeout ?? (cron ? undefined : INTERACTIVE_REQUEST_TIMEOUT_MS);
+  const ctx: PassContext = { policy, log, namespace: await ownNamespace(opts.namespace), kubeconfig: opts.kubeconfig, requestTimeoutMs, mode, io };
   const pass = await leasedPass(ctx);
   if (!cron || mode.schedule === undefined) return runOnce(pass, log);
   return runOnSchedule(cron, mode.schedule, pass, ctx);
@@ -196,6 +215,7 @@ async function watchCommand(opts: ReconcileOptions, io: CliIo): Promise<number> 
   try {
     watcher = await startWatch({
       kubeconfig: opts.kubeconfig,
+      ...(opts.requestTimeout !== undefined ? { requestTimeoutMs: opts.requestTimeout } : {}),
       policy,
       log,
       namespace,
@@ -240,6 +260,7 @@ Quartermaster runs (Caffe2Job by default), CleanPodPolicy and TTL on time for ev
     .addOption(outputOption("reconcile", false))
     .addOption(policyOption())
     .addOption(kubeconfigOption())
+    .addOption(requestTimeoutOption("30s with --once, 60s with --schedule or --watch"))
     .addOption(new Option("--namespace <name>", withDefault("Quartermaster's namespace (the Lease)", "the pod's own, else quartermaster")))
     .addOption(logLevelOption())
     .addOption(
