@@ -14,7 +14,7 @@ import type { V1PodSpec } from "@kubernetes/client-node";
 import { effectivePodGpus } from "../core/gpu.js";
 import type { KubeObject } from "../core/kube.js";
 import { isObject, objectOr } from "../core/object.js";
-import { conditionOf, conditionText, countOf, duration, nameOf, objectRef, secondsSince } from "./read.js";
+import { conditionOf, conditionText, countOf, duration, nameOf, objectRef, objectsIn, secondsSince } from "./read.js";
 import type { ExplainEvidence, EvidenceItem, Finding } from "./types.js";
 
 /** Kueue's messages and reasons for a workload no capacity will ever admit (kueue `pkg/scheduler`, `pkg/workload`). */
@@ -43,34 +43,33 @@ interface FlavorQuota {
   borrowed: number;
 }
 
+/** What the ClusterQueue has reserved of `resource`, per flavor (`status.flavorsReservation`, else `flavorsUsage`). */
+function reservedByFlavor(cq: KubeObject, resource: string): Map<string, { total: number; borrowed: number }> {
+  const status = objectOr(cq.status);
+  const out = new Map<string, { total: number; borrowed: number }>();
+  for (const f of objectsIn(status.flavorsReservation ?? status.flavorsUsage))
+    for (const r of objectsIn(f.resources))
+      if (r.name === resource) out.set(String(f.name), { total: countOf(r.total) ?? 0, borrowed: countOf(r.borrowed) ?? 0 });
+  return out;
+}
+
 /** The ClusterQueue's quota of `resource` per flavor, with what is reserved in each. */
 export function flavorQuotas(cq: KubeObject, resource: string): FlavorQuota[] {
   const spec = objectOr(cq.spec);
   const inCohort = typeof spec.cohort === "string" || typeof spec.cohortName === "string";
-  const reservedBy = new Map<string, { total: number; borrowed: number }>();
-  const status = objectOr(cq.status);
-  const usage = Array.isArray(status.flavorsReservation) ? status.flavorsReservation : status.flavorsUsage;
-  for (const f of Array.isArray(usage) ? (usage as unknown[]) : []) {
-    if (!isObject(f)) continue;
-    for (const r of Array.isArray(f.resources) ? (f.resources as unknown[]) : [])
-      if (isObject(r) && r.name === resource) reservedBy.set(String(f.name), { total: countOf(r.total) ?? 0, borrowed: countOf(r.borrowed) ?? 0 });
-  }
+  const reservedBy = reservedByFlavor(cq, resource);
   const out: FlavorQuota[] = [];
-  for (const g of Array.isArray(spec.resourceGroups) ? (spec.resourceGroups as unknown[]) : []) {
-    for (const f of isObject(g) && Array.isArray(g.flavors) ? (g.flavors as unknown[]) : []) {
-      if (!isObject(f)) continue;
-      for (const r of Array.isArray(f.resources) ? (f.resources as unknown[]) : []) {
-        if (!isObject(r) || r.name !== resource) continue;
-        const limit = countOf(r.borrowingLimit);
-        const used = reservedBy.get(String(f.name)) ?? { total: 0, borrowed: 0 };
-        out.push({
-          flavor: String(f.name),
-          nominal: countOf(r.nominalQuota) ?? 0,
-          ...(limit !== undefined ? { borrowingLimit: limit } : inCohort ? {} : { borrowingLimit: 0 }),
-          reserved: used.total,
-          borrowed: used.borrowed,
-        });
-      }
+  for (const f of objectsIn(spec.resourceGroups).flatMap((g) => objectsIn(g.flavors))) {
+    for (const r of objectsIn(f.resources).filter((x) => x.name === resource)) {
+      const limit = countOf(r.borrowingLimit);
+      const used = reservedBy.get(String(f.name)) ?? { total: 0, borrowed: 0 };
+      out.push({
+        flavor: String(f.name),
+        nominal: countOf(r.nominalQuota) ?? 0,
+        ...(limit !== undefined ? { borrowingLimit: limit } : inCohort ? {} : { borrowingLimit: 0 }),
+        reserved: used.total,
+        borrowed: used.borrowed,
+      });
     }
   }
   return out;
@@ -158,30 +157,9 @@ function quotaEvidence(ev: ExplainEvidence, cqName: string): EvidenceItem[] {
   return out;
 }
 
-/**
- * The queue findings of the job: `inadmissible` or `queued`, or nothing when Kueue does not hold it (no queue
- * name, or quota reserved and admitted).
- */
-export function queueFinding(ev: ExplainEvidence, suspended: boolean, now: Date): Finding | undefined {
-  const queue = queueNameOfJob(ev.job);
-  if (!queue && !ev.workload) return undefined;
-  const inadmissible = never(ev, queue ?? "", now);
-  if (inadmissible) return inadmissible;
-  const wl = ev.workload;
-  const admitted = wl !== undefined && conditionOf(wl, "Admitted")?.status === "True";
-  if (admitted || (!wl && !suspended)) return undefined;
-  const cqName = String(objectOr(ev.localQueue?.spec).clusterQueue ?? "");
+/** Kueue's own account of a waiting workload: its conditions, its position and its requeue state. */
+function waitEvidence(ev: ExplainEvidence, wl: KubeObject, queue: string, cqName: string, now: Date): EvidenceItem[] {
   const evidence: EvidenceItem[] = [];
-  if (!wl) {
-    evidence.push({ object: objectRef(ev.job, ev.kind.kind), text: `suspended with kueue.x-k8s.io/queue-name=${queue}, and no Workload for it yet` });
-    return {
-      reason: "queued",
-      summary: `suspended for LocalQueue ${queue}; Kueue has made no Workload for it yet`,
-      evidence,
-      next: `check that Kueue manages ${ev.kind.kind} (its integrations in the kueue-manager-config) and that kueue-controller-manager is running`,
-    };
-  }
-  const reserved = conditionOf(wl, "QuotaReserved");
   for (const type of ["QuotaReserved", "Admitted", "Evicted"]) {
     const c = conditionOf(wl, type);
     if (c && (type !== "Evicted" || c.status === "True")) evidence.push({ object: objectRef(wl, "Workload"), text: conditionText(c, now) });
@@ -199,18 +177,52 @@ export function queueFinding(ev: ExplainEvidence, suspended: boolean, now: Date)
       text: `requeued ${String(requeue.count ?? 0)} time(s)${typeof requeue.requeueAt === "string" ? `, next at ${requeue.requeueAt}${wait === undefined ? "" : ` (${duration(wait)} ago)`}` : ""}`,
     });
   }
-  evidence.push(...quotaEvidence(ev, cqName));
-  const holding = reserved?.status === "True";
-  const since = secondsSince(reserved?.lastTransitionTime ?? objectOr(wl.metadata).creationTimestamp, now);
+  return evidence;
+}
+
+function noWorkloadYet(ev: ExplainEvidence, queue: string): Finding {
   return {
     reason: "queued",
-    summary: holding
-      ? `quota reserved in ClusterQueue ${cqName}, waiting for admission checks`
-      : `waiting in LocalQueue ${queue} (ClusterQueue ${cqName}) for quota${since !== undefined ? ` for ${duration(since)}` : ""}${ev.position?.inClusterQueue !== undefined ? `, position ${ev.position.inClusterQueue}` : ""}`,
-    evidence,
-    next: holding
-      ? `see the Workload's admissionChecks (kubectl get workload -n ${ev.ref.namespace} ${nameOf(wl)} -o yaml)`
-      : `wait for the workloads ahead to finish, or free quota in ClusterQueue ${cqName}: raise its nominalQuota or borrowingLimit, lower the job's GPUs, or give it a higher WorkloadPriorityClass`,
+    summary: `suspended for LocalQueue ${queue}; Kueue has made no Workload for it yet`,
+    evidence: [{ object: objectRef(ev.job, ev.kind.kind), text: `suspended with kueue.x-k8s.io/queue-name=${queue}, and no Workload for it yet` }],
+    next: `check that Kueue manages ${ev.kind.kind} (its integrations in the kueue-manager-config) and that kueue-controller-manager is running`,
+  };
+}
+
+/**
+ * The queue findings of the job: `inadmissible` or `queued`, or nothing when Kueue does not hold it (no queue
+ * name, or quota reserved and admitted).
+ */
+export function queueFinding(ev: ExplainEvidence, suspended: boolean, now: Date): Finding | undefined {
+  const queue = queueNameOfJob(ev.job);
+  if (!queue && !ev.workload) return undefined;
+  const inadmissible = never(ev, queue ?? "", now);
+  if (inadmissible) return inadmissible;
+  const wl = ev.workload;
+  const admitted = wl !== undefined && conditionOf(wl, "Admitted")?.status === "True";
+  if (admitted || (!wl && !suspended)) return undefined;
+  const cqName = String(objectOr(ev.localQueue?.spec).clusterQueue ?? "");
+  if (!wl) return noWorkloadYet(ev, queue ?? "");
+  const reserved = conditionOf(wl, "QuotaReserved");
+  const holding = reserved?.status === "True";
+  // Evicted with its quota still reserved: a phantom reservation (verdict.ts), not a wait in the queue.
+  if (holding && conditionOf(wl, "Evicted")?.status === "True") return undefined;
+  const evidence = [...waitEvidence(ev, wl, queue ?? "", cqName, now), ...quotaEvidence(ev, cqName)];
+  return { reason: "queued", ...waitWords(ev, wl, queue ?? "", holding, now), evidence };
+}
+
+function waitWords(ev: ExplainEvidence, wl: KubeObject, queue: string, holding: boolean, now: Date): { summary: string; next: string } {
+  const cqName = String(objectOr(ev.localQueue?.spec).clusterQueue ?? "");
+  if (holding)
+    return {
+      summary: `quota reserved in ClusterQueue ${cqName}, waiting for admission checks`,
+      next: `see the Workload's admissionChecks (kubectl get workload -n ${ev.ref.namespace} ${nameOf(wl)} -o yaml)`,
+    };
+  const since = secondsSince(conditionOf(wl, "QuotaReserved")?.lastTransitionTime ?? objectOr(wl.metadata).creationTimestamp, now);
+  const position = ev.position?.inClusterQueue;
+  return {
+    summary: `waiting in LocalQueue ${queue} (ClusterQueue ${cqName}) for quota${since !== undefined ? ` for ${duration(since)}` : ""}${position !== undefined ? `, position ${position}` : ""}`,
+    next: `wait for the workloads ahead to finish, or free quota in ClusterQueue ${cqName}: raise its nominalQuota or borrowingLimit, lower the job's GPUs, or give it a higher WorkloadPriorityClass`,
   };
 }
 

@@ -98,3 +98,8 @@ export function countOf(v: unknown): number | undefined {
   const n = Number(m[1]);
   return m[2] === "m" ? n / 1000 : m[2] === "k" ? n * 1000 : m[2] === "Ki" ? n * 1024 : n;
 }
+
+/** The JSON objects of a list field (an absent or mistyped list is empty). */
+export function objectsIn(v: unknown): Array<Record<string, unknown>> {
+  return Array.isArray(v) ? (v as unknown[]).filter(isObject) : [];
+}

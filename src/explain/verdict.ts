@@ -118,36 +118,34 @@ function warned(ev: ExplainEvidence): Finding | undefined {
   };
 }
 
-function controllerFindings(ev: ExplainEvidence, job: KubeObject, active: KubeObject[], events: EventView[], now: Date): Finding[] {
-  const out: Finding[] = [];
+function noController(ev: ExplainEvidence, job: KubeObject, active: KubeObject[], now: Date): Finding | undefined {
   const jobRef = objectRef(job, ev.kind.kind);
   const c = ev.kind.controller;
   const wl = ev.workload;
   const startedAt = wl ? conditionOf(wl, "Admitted")?.lastTransitionTime : metaOf(job).creationTimestamp;
-  const waited = secondsSince(startedAt, now) ?? 0;
-  if (
-    active.length === 0 &&
-    (!ev.kind.served ||
-      c.state === "not-running" ||
-      c.state === "absent" ||
-      (c.state === "unknown" && conditionsOf(job).length === 0 && waited >= ev.settings.graceSeconds))
-  ) {
-    const evidence: EvidenceItem[] = [{ object: jobRef, text: `${wl ? "admitted by Kueue" : "not suspended"}${forHow(startedAt, now)}, and no pods` }];
-    if (!ev.kind.served) evidence.push({ object: `CRD ${ev.kind.plural}.${ev.kind.group}`, text: `${ev.kind.group}/${ev.kind.version} is not served` });
-    if (c.state !== "unknown" || c.detail) evidence.push({ object: `controller ${c.name}`, text: c.detail ?? c.state });
-    if (c.state === "unknown" && conditionsOf(job).length === 0)
-      evidence.push({ object: jobRef, text: "status.conditions is empty: no controller has written the job's status" });
-    out.push({
-      reason: "no-controller",
-      summary: !ev.kind.served
-        ? `${ev.kind.kind}'s CRD is not served`
-        : `${ev.kind.kind}'s controller (${c.name}) is ${c.state === "unknown" ? "not acting on it" : c.state}`,
-      evidence,
-      next: !ev.kind.served
-        ? `install the CRD of ${ev.kind.plural}.${ev.kind.group} (version ${ev.kind.version}) and its controller`
-        : `install or restart ${c.name} (kubectl get deploy -A | grep ${c.name}; its logs say why it does not run)`,
-    });
-  }
+  const silent = c.state === "unknown" && conditionsOf(job).length === 0 && (secondsSince(startedAt, now) ?? 0) >= ev.settings.graceSeconds;
+  if (active.length > 0 || (ev.kind.served && c.state !== "not-running" && c.state !== "absent" && !silent)) return undefined;
+  const evidence: EvidenceItem[] = [{ object: jobRef, text: `${wl ? "admitted by Kueue" : "not suspended"}${forHow(startedAt, now)}, and no pods` }];
+  if (!ev.kind.served) evidence.push({ object: `CRD ${ev.kind.plural}.${ev.kind.group}`, text: `${ev.kind.group}/${ev.kind.version} is not served` });
+  if (c.state !== "unknown" || c.detail) evidence.push({ object: `controller ${c.name}`, text: c.detail ?? c.state });
+  if (silent) evidence.push({ object: jobRef, text: "status.conditions is empty: no controller has written the job's status" });
+  return !ev.kind.served
+    ? {
+        reason: "no-controller",
+        summary: `${ev.kind.kind}'s CRD is not served`,
+        evidence,
+        next: `install the CRD of ${ev.kind.plural}.${ev.kind.group} (version ${ev.kind.version}) and its controller`,
+      }
+    : {
+        reason: "no-controller",
+        summary: `${ev.kind.kind}'s controller (${c.name}) is ${c.state === "unknown" ? "not acting on it" : c.state}`,
+        evidence,
+        next: `install or restart ${c.name} (kubectl get deploy -A | grep ${c.name}; its logs say why it does not run)`,
+      };
+}
+
+function controllerError(ev: ExplainEvidence, job: KubeObject, active: KubeObject[], events: EventView[], now: Date): Finding | undefined {
+  const jobRef = objectRef(job, ev.kind.kind);
   const bad = conditionsOf(job).filter(
     (x) => x.status === "True" && !ev.kind.finishedConditions.includes(x.type) && /error|fail|invalid|backoff/i.test(`${x.type} ${x.reason ?? ""}`),
   );
@@ -162,7 +160,7 @@ function controllerFindings(ev: ExplainEvidence, job: KubeObject, active: KubeOb
   );
   const expected = expectedPods(ev);
   if ((bad.length > 0 || warnings.length > 0) && (expected === undefined || active.length < expected)) {
-    out.push({
+    return {
       reason: "controller-error",
       summary: `${ev.kind.kind}'s controller reports an error: ${bad[0] ? `${bad[0].type}: ${bad[0].message ?? bad[0].reason}` : `${warnings[0]!.reason}: ${warnings[0]!.message}`}`,
       evidence: [
@@ -170,9 +168,9 @@ function controllerFindings(ev: ExplainEvidence, job: KubeObject, active: KubeOb
         ...warnings.slice(0, MAX_PODS_QUOTED).map((e) => ({ object: jobRef, text: `Event ${e.reason} (${e.source || "?"}, ×${e.count}): ${e.message}` })),
       ],
       next: "fix what the message names in the job (or the quota/webhook that refused its pods); the controller retries by itself",
-    });
+    };
   }
-  return out;
+  return undefined;
 }
 
 function phantom(ev: ExplainEvidence, job: KubeObject, active: KubeObject[], now: Date): Finding | undefined {
@@ -241,82 +239,93 @@ function shapes(
   return out;
 }
 
-/** Why one pending pod is not placed, from the nodes, the ledger, its claims and the scheduler's condition. */
-function judgePod(ev: ExplainEvidence, pod: KubeObject, ledger: Map<string, NodeEntry>, now: Date): PodJudgement | undefined {
-  const spec = podSpec(pod);
-  const ref = objectRef(pod, "Pod");
-  const sched = conditionOf(pod, "PodScheduled");
-  const schedItem: EvidenceItem[] = sched && sched.status !== "True" ? [{ object: ref, text: conditionText(sched, now) }] : [];
-  const nodesByName = new Map(ev.nodes.map((n) => [nameOf(n), n]));
-  if (spec.nodeName) {
-    const why = staleness(nodesByName.get(spec.nodeName), ledger.get(spec.nodeName));
-    if (!why || (phaseOf(pod) === "Running" && !ledger.get(spec.nodeName)?.stale)) return undefined;
-    return {
-      cause: "stale-node",
-      items: [{ object: ref, text: `${phaseOf(pod)} on node ${spec.nodeName}, which is stale: ${why}` }],
-      next: `drain node ${spec.nodeName} or bring its kubelet back; delete the pod so its controller recreates it elsewhere (kubectl delete pod -n ${ev.ref.namespace} ${nameOf(pod)})`,
-    };
-  }
-  if (phaseOf(pod) !== "Pending") return undefined;
-  const matching = ev.nodes.filter((n) => nodeMatches(spec, n));
-  if (ev.nodes.length > 0 && matching.length === 0) {
-    const keys = [
-      ...Object.keys(spec.nodeSelector ?? {}),
-      ...(spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? []).flatMap((t) =>
-        (t.matchExpressions ?? []).map((r) => r.key),
-      ),
-    ];
-    const seen = [...new Set(keys)].map((k) => {
-      const values = new Map<string, number>();
-      for (const n of ev.nodes) {
-        const v = labelsOf(n)[k];
-        if (v !== undefined) values.set(v, (values.get(v) ?? 0) + 1);
-      }
-      return `${k}: ${values.size === 0 ? "on no node" : [...values].map(([v, c]) => `${v} (${c})`).join(", ")}`;
-    });
-    return {
-      cause: "no-matching-node",
-      items: [
-        { object: ref, text: `requires ${describePlacement(spec)}; none of ${ev.nodes.length} nodes matches` },
-        ...seen.map((s) => ({ object: "Nodes", text: `labels ${s}` })),
-        ...schedItem,
-      ],
-      next: "change the job's nodeSelector/affinity (or quartermaster.dev/accelerator, gpu-partition annotations) to labels some node has, or label nodes to match",
-    };
-  }
-  const tolerated = matching.filter((n) => untoleratedTaints(spec, n).length === 0);
-  if (matching.length > 0 && tolerated.length === 0) {
-    const taints = new Map<string, string[]>();
-    for (const n of matching) for (const t of untoleratedTaints(spec, n)) taints.set(taintText(t), [...(taints.get(taintText(t)) ?? []), nameOf(n)]);
-    return {
-      cause: "untolerated-taint",
-      items: [
-        { object: ref, text: `every one of the ${matching.length} node(s) it may go to has a taint it does not tolerate` },
-        ...[...taints].map(([t, ns]) => ({
-          object: `Nodes ${ns.slice(0, 3).join(", ")}${ns.length > 3 ? ` and ${ns.length - 3} more` : ""}`,
-          text: `taint ${t}`,
-        })),
-        ...schedItem,
-      ],
-      next: `add a toleration for ${[...taints.keys()].join(", ")} to the job's pod template (or set the policy's gpu tolerations for it), or remove the taint from the nodes`,
-    };
-  }
-  const fresh = tolerated.filter((n) => !staleness(n, ledger.get(nameOf(n))));
-  if (tolerated.length > 0 && fresh.length === 0)
-    return {
-      cause: "stale-node",
-      items: tolerated
-        .slice(0, MAX_PODS_QUOTED)
-        .map((n) => ({ object: `Node ${nameOf(n)}`, text: `the only kind of node it may go to, stale: ${staleness(n, ledger.get(nameOf(n)))}` })),
-      next: `bring the nodes back (kubelet, node lease) or add healthy nodes of that shape`,
-    };
-  const asks = effectivePodGpus(spec, ev.settings.gpu);
-  for (const [resource, ask] of asks) {
-    if (!(ask > 0)) continue;
-    if (fresh.some((n) => freeOn(n, ledger.get(nameOf(n)), resource).free >= ask)) continue;
+/** What the judges of one pod share: the pod, its spec, the nodes by name, the ledger, the scheduler's condition. */
+interface PodContext {
+  ev: ExplainEvidence;
+  pod: KubeObject;
+  spec: V1PodSpec;
+  ref: string;
+  ledger: Map<string, NodeEntry>;
+  nodesByName: Map<string, KubeObject>;
+  /** The PodScheduled condition when it is not True, as evidence (empty otherwise). */
+  schedItem: EvidenceItem[];
+}
+
+/** A pod bound to a node that went stale (its lease, its Ready condition, or gone). */
+function judgeBound(c: PodContext): PodJudgement | undefined {
+  const at = c.spec.nodeName!;
+  const why = staleness(c.nodesByName.get(at), c.ledger.get(at));
+  // A running pod's node counts only when the ledger says stale: a Ready=Unknown blip is the kubelet's to settle.
+  if (!why || (phaseOf(c.pod) === "Running" && !c.ledger.get(at)?.stale)) return undefined;
+  return {
+    cause: "stale-node",
+    items: [{ object: c.ref, text: `${phaseOf(c.pod)} on node ${at}, which is stale: ${why}` }],
+    next: `drain node ${at} or bring its kubelet back; delete the pod so its controller recreates it elsewhere (kubectl delete pod -n ${c.ev.ref.namespace} ${nameOf(c.pod)})`,
+  };
+}
+
+/** The values each label the pod's placement names has on the nodes (`key: A100 (3), H100 (2)`). */
+function labelValues(spec: V1PodSpec, nodes: readonly KubeObject[]): string[] {
+  const terms = spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? [];
+  const keys = new Set([...Object.keys(spec.nodeSelector ?? {}), ...terms.flatMap((t) => (t.matchExpressions ?? []).map((r) => r.key))]);
+  return [...keys].map((k) => {
+    const values = new Map<string, number>();
+    for (const n of nodes) {
+      const v = labelsOf(n)[k];
+      if (v !== undefined) values.set(v, (values.get(v) ?? 0) + 1);
+    }
+    return `${k}: ${values.size === 0 ? "on no node" : [...values].map(([v, n]) => `${v} (${n})`).join(", ")}`;
+  });
+}
+
+function judgePlacement(c: PodContext, matching: KubeObject[]): PodJudgement | undefined {
+  if (c.ev.nodes.length === 0 || matching.length > 0) return undefined;
+  return {
+    cause: "no-matching-node",
+    items: [
+      { object: c.ref, text: `requires ${describePlacement(c.spec)}; none of ${c.ev.nodes.length} nodes matches` },
+      ...labelValues(c.spec, c.ev.nodes).map((t) => ({ object: "Nodes", text: `labels ${t}` })),
+      ...c.schedItem,
+    ],
+    next: "change the job's nodeSelector/affinity (or quartermaster.dev/accelerator, gpu-partition annotations) to labels some node has, or label nodes to match",
+  };
+}
+
+function judgeTaints(c: PodContext, matching: KubeObject[], tolerated: KubeObject[]): PodJudgement | undefined {
+  if (matching.length === 0 || tolerated.length > 0) return undefined;
+  const taints = new Map<string, string[]>();
+  for (const n of matching) for (const t of untoleratedTaints(c.spec, n)) taints.set(taintText(t), [...(taints.get(taintText(t)) ?? []), nameOf(n)]);
+  const nodes = (ns: string[]): string => `Nodes ${ns.slice(0, 3).join(", ")}${ns.length > 3 ? ` and ${ns.length - 3} more` : ""}`;
+  return {
+    cause: "untolerated-taint",
+    items: [
+      { object: c.ref, text: `every one of the ${matching.length} node(s) it may go to has a taint it does not tolerate` },
+      ...[...taints].map(([t, ns]) => ({ object: nodes(ns), text: `taint ${t}` })),
+      ...c.schedItem,
+    ],
+    next: `add a toleration for ${[...taints.keys()].join(", ")} to the job's pod template (or set the policy's gpu tolerations for it), or remove the taint from the nodes`,
+  };
+}
+
+function judgeStale(c: PodContext, tolerated: KubeObject[], fresh: KubeObject[]): PodJudgement | undefined {
+  if (tolerated.length === 0 || fresh.length > 0) return undefined;
+  return {
+    cause: "stale-node",
+    items: tolerated
+      .slice(0, MAX_PODS_QUOTED)
+      .map((n) => ({ object: `Node ${nameOf(n)}`, text: `the only kind of node it may go to, stale: ${staleness(n, c.ledger.get(nameOf(n)))}` })),
+    next: "bring the nodes back (kubelet, node lease) or add healthy nodes of that shape",
+  };
+}
+
+/** No node the pod may use has a block of free GPUs as large as its ask: the largest free block per shape. */
+function judgeGpus(c: PodContext, fresh: KubeObject[]): PodJudgement | undefined {
+  const { ev, ledger } = c;
+  for (const [resource, ask] of effectivePodGpus(c.spec, ev.settings.gpu)) {
+    if (!(ask > 0) || fresh.some((n) => freeOn(n, ledger.get(nameOf(n)), resource).free >= ask)) continue;
     const near = shapes(fresh, ledger, resource, ev.settings.acceleratorLabel);
     const all = shapes(ev.nodes, ledger, resource, ev.settings.acceleratorLabel);
-    const items: EvidenceItem[] = [{ object: ref, text: `asks ${ask} ${resource} per pod (placement: ${describePlacement(spec)})` }];
+    const items: EvidenceItem[] = [{ object: c.ref, text: `asks ${ask} ${resource} per pod (placement: ${describePlacement(c.spec)})` }];
     for (const [shape, s] of near)
       items.push({
         object: `Nodes (${shape})`,
@@ -326,33 +335,63 @@ function judgePod(ev: ExplainEvidence, pod: KubeObject, ledger: Map<string, Node
       if (!near.has(shape)) items.push({ object: `Nodes (${shape})`, text: `largest free block ${s.free} on ${s.node}, outside its placement` });
     if (all.size === 0) items.push({ object: "Nodes", text: `no node has ${resource}` });
     const max = Math.max(0, ...[...all.values()].map((s) => s.free));
-    return {
-      cause: "no-gpu-shape",
-      items: [...items, ...schedItem],
-      next:
-        all.size === 0
-          ? `ask for a GPU resource the cluster has (kubectl get nodes -o json | jq '.items[].status.allocatable'), or add nodes with ${resource}`
-          : max >= ask
-            ? `widen its placement (accelerator/partition) to the shape that has ${ask} free, or wait for GPUs to free up on its own shape`
-            : `ask at most ${Math.max(...[...all.values()].map((s) => s.free))} ${resource} per pod (more pods with fewer GPUs), or wait for running jobs to free a node`,
-    };
-  }
-  const dra = judgeClaims(ev, pod, schedItem);
-  if (dra) return dra;
-  const msg = `${sched?.reason ?? ""} ${sched?.message ?? ""}`;
-  if (sched?.status === "False" && sched.reason === "Unschedulable") {
-    const cause: PodCause = /untolerated taint/i.test(msg)
-      ? "untolerated-taint"
-      : /node affinity|node selector/i.test(msg)
-        ? "no-matching-node"
-        : /claim|device/i.test(msg)
-          ? "dra-unsatisfiable"
-          : /Insufficient/i.test(msg)
-            ? "no-gpu-shape"
-            : "pending";
-    return { cause, items: schedItem, next: "the scheduler's message says what filtered the nodes out; see `kubectl describe pod`" };
+    const next =
+      all.size === 0
+        ? `ask for a GPU resource the cluster has, or add nodes with ${resource}`
+        : max >= ask
+          ? `widen its placement (accelerator/partition) to the shape that has ${ask} free, or wait for GPUs to free up on its own shape`
+          : `ask at most ${max} ${resource} per pod (more pods with fewer GPUs), or wait for running jobs to free a node`;
+    return { cause: "no-gpu-shape", items: [...items, ...c.schedItem], next };
   }
   return undefined;
+}
+
+/** What kube-scheduler's PodScheduled message says, when the nodes and the ledger showed nothing. */
+function judgeScheduler(c: PodContext, sched: ReturnType<typeof conditionOf>): PodJudgement | undefined {
+  if (sched?.status !== "False" || sched.reason !== "Unschedulable") return undefined;
+  const msg = sched.message ?? "";
+  const cause: PodCause = /untolerated taint/i.test(msg)
+    ? "untolerated-taint"
+    : /node affinity|node selector/i.test(msg)
+      ? "no-matching-node"
+      : /claim|device/i.test(msg)
+        ? "dra-unsatisfiable"
+        : /Insufficient/i.test(msg)
+          ? "no-gpu-shape"
+          : "pending";
+  return { cause, items: c.schedItem, next: "the scheduler's message says what filtered the nodes out; see `kubectl describe pod`" };
+}
+
+/**
+ * Why one pod is not placed, in the scheduler's filter order: node selector and affinity, taints, stale nodes,
+ * free GPUs, DRA claims; then the scheduler's own message.
+ */
+function judgePod(ev: ExplainEvidence, pod: KubeObject, ledger: Map<string, NodeEntry>, now: Date): PodJudgement | undefined {
+  const spec = podSpec(pod);
+  const sched = conditionOf(pod, "PodScheduled");
+  const ref = objectRef(pod, "Pod");
+  const c: PodContext = {
+    ev,
+    pod,
+    spec,
+    ref,
+    ledger,
+    nodesByName: new Map(ev.nodes.map((n) => [nameOf(n), n])),
+    schedItem: sched && sched.status !== "True" ? [{ object: ref, text: conditionText(sched, now) }] : [],
+  };
+  if (spec.nodeName) return judgeBound(c);
+  if (phaseOf(pod) !== "Pending") return undefined;
+  const matching = ev.nodes.filter((n) => nodeMatches(spec, n));
+  const tolerated = matching.filter((n) => untoleratedTaints(spec, n).length === 0);
+  const fresh = tolerated.filter((n) => !staleness(n, ledger.get(nameOf(n))));
+  return (
+    judgePlacement(c, matching) ??
+    judgeTaints(c, matching, tolerated) ??
+    judgeStale(c, tolerated, fresh) ??
+    judgeGpus(c, fresh) ??
+    judgeClaims(ev, pod, c.schedItem) ??
+    judgeScheduler(c, sched)
+  );
 }
 
 function judgeClaims(ev: ExplainEvidence, pod: KubeObject, schedItem: EvidenceItem[]): PodJudgement | undefined {
@@ -400,7 +439,7 @@ function podFindings(ev: ExplainEvidence, active: KubeObject[], now: Date): Find
     if (!j) continue;
     const g = by.get(j.cause) ?? { pods: 0, items: [], next: new Set<string>() };
     g.pods += 1;
-    if (g.pods <= MAX_PODS_QUOTED) g.items.push(...j.items);
+    if (g.pods <= MAX_PODS_QUOTED) for (const i of j.items) if (!g.items.some((x) => x.object === i.object && x.text === i.text)) g.items.push(i);
     g.next.add(j.next);
     by.set(j.cause, g);
   }
@@ -497,7 +536,10 @@ export function explainJob(ev: ExplainEvidence, now: Date): Verdict {
   add(refused(ev, job, events));
   const queue = queueFinding(ev, suspended, now);
   add(queue);
-  if (!queue && !suspended) for (const f of controllerFindings(ev, job, active, events, now)) add(f);
+  if (!queue && !suspended) {
+    add(noController(ev, job, active, now));
+    add(controllerError(ev, job, active, events, now));
+  }
   add(phantom(ev, job, active, now));
   for (const f of podFindings(ev, active, now)) add(f);
   add(gang(ev, active, now));
