@@ -73,19 +73,27 @@ export async function readExplainEvidence(o: ExplainReadOptions): Promise<Explai
     get("/apis/kueue.x-k8s.io/v1beta1").then((r) => r !== undefined),
     controllerState(kind, get),
   ]);
-  const job = served ? ((await get(`${apiBase(kind.group, kind.version)}/namespaces/${enc(ns)}/${kind.plural}/${enc(name)}`)) as KubeObject | undefined) : undefined;
+  const job = served
+    ? ((await get(`${apiBase(kind.group, kind.version)}/namespaces/${enc(ns)}/${kind.plural}/${enc(name)}`)) as KubeObject | undefined)
+    : undefined;
   const uid = String(objectOr(job?.metadata).uid ?? "");
   const [pods, jobEvents, report, workloads, nodes, ledgerMaps] = await Promise.all([
     job ? get(`/api/v1/namespaces/${enc(ns)}/pods?${ls(podSelector(kind, name, job))}`).then(itemsOf) : Promise.resolve([]),
-    job ? get(`/api/v1/namespaces/${enc(ns)}/events?fieldSelector=${enc(`involvedObject.name=${name}`)}&limit=${LIST_LIMIT}`).then(itemsOf) : Promise.resolve([]),
+    job
+      ? get(`/api/v1/namespaces/${enc(ns)}/events?fieldSelector=${enc(`involvedObject.name=${name}`)}&limit=${LIST_LIMIT}`).then(itemsOf)
+      : Promise.resolve([]),
     job ? get(`/apis/${POLICY_REPORT_API_VERSION}/namespaces/${enc(ns)}/policyreports/${POLICY_REPORT_NAME}`) : Promise.resolve(undefined),
-    job && uid && kueueServed ? get(`/apis/kueue.x-k8s.io/v1beta1/namespaces/${enc(ns)}/workloads?${ls(`kueue.x-k8s.io/job-uid=${uid}`)}`).then(itemsOf) : Promise.resolve([]),
+    job && uid && kueueServed
+      ? get(`/apis/kueue.x-k8s.io/v1beta1/namespaces/${enc(ns)}/workloads?${ls(`kueue.x-k8s.io/job-uid=${uid}`)}`).then(itemsOf)
+      : Promise.resolve([]),
     job ? get(`/api/v1/nodes?limit=${LIST_LIMIT}`).then(itemsOf) : Promise.resolve([]),
     job ? get(`/api/v1/namespaces/${enc(o.ledgerNamespace)}/configmaps?${ls(`${LEDGER_LABEL}=true`)}`).then(itemsOf) : Promise.resolve([]),
   ]);
   const notRunning = pods.filter((p) => objectOr(p.status).phase !== "Running").slice(0, POD_EVENTS);
   const podEvents = await Promise.all(
-    notRunning.map((p) => get(`/api/v1/namespaces/${enc(ns)}/events?fieldSelector=${enc(`involvedObject.name=${String(objectOr(p.metadata).name)}`)}&limit=50`).then(itemsOf)),
+    notRunning.map((p) =>
+      get(`/api/v1/namespaces/${enc(ns)}/events?fieldSelector=${enc(`involvedObject.name=${String(objectOr(p.metadata).name)}`)}&limit=50`).then(itemsOf),
+    ),
   );
   const workload = workloads[0];
   const queues = await readQueues(get, ns, job, workload, kueueServed);
@@ -125,7 +133,8 @@ async function controllerState(kind: KnownKind, get: Get): Promise<{ name: strin
   const list = await get(`/apis/apps/v1/deployments?fieldSelector=${enc(`metadata.name=${kind.deployment}`)}&limit=10`);
   if (list === undefined) return { name: kind.deployment, state: "unknown" };
   const found = itemsOf(list);
-  if (found.length === 0) return { name: kind.deployment, state: "absent", detail: `no Deployment ${kind.deployment} in any namespace (${kind.controllerName})` };
+  if (found.length === 0)
+    return { name: kind.deployment, state: "absent", detail: `no Deployment ${kind.deployment} in any namespace (${kind.controllerName})` };
   const d = found[0]!;
   const ready = Number(objectOr(d.status).readyReplicas ?? 0);
   const want = Number(objectOr(d.spec).replicas ?? 1);

@@ -22,7 +22,8 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
   seen.push(req.url!);
   const path = req.url!.split("?")[0]!;
   const body = objects[path];
-  if (body === undefined) return void res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ kind: "Status", code: 404, message: "not found" }));
+  if (body === undefined)
+    return void res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ kind: "Status", code: 404, message: "not found" }));
   res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
 }
 
@@ -48,7 +49,12 @@ after(() => server.close());
 async function explain(...args: string[]): Promise<{ code: number; out: string; err: string }> {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runCli(["explain", ...args, "--kubeconfig", kubeconfig], { stdout: (l) => out.push(l), stderr: (l) => err.push(l), cwd: dir, shutdown: new Promise(() => {}) });
+  const code = await runCli(["explain", ...args, "--kubeconfig", kubeconfig], {
+    stdout: (l) => out.push(l),
+    stderr: (l) => err.push(l),
+    cwd: dir,
+    shutdown: new Promise(() => {}),
+  });
   return { code, out: out.join("\n"), err: err.join("\n") };
 }
 
@@ -71,8 +77,14 @@ describe("quartermaster explain", () => {
     const r = await explain("PYTORCHJOB/llm", "-n", "team-a");
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, /^PyTorchJob\/llm: RUNNING: running: 2 pod\(s\)/);
-    assert.ok(seen.some((u) => u.startsWith(`${PODS}?labelSelector=${encodeURIComponent("training.kubeflow.org/job-name=llm")}&limit=500`)), seen.join("\n"));
-    assert.ok(seen.every((u) => !u.includes("/pods?") || u.includes("limit=")), "every list is bounded");
+    assert.ok(
+      seen.some((u) => u.startsWith(`${PODS}?labelSelector=${encodeURIComponent("training.kubeflow.org/job-name=llm")}&limit=500`)),
+      seen.join("\n"),
+    );
+    assert.ok(
+      seen.every((u) => !u.includes("/pods?") || u.includes("limit=")),
+      "every list is bounded",
+    );
   });
 
   it("pods asking 8 GPUs on nodes of 4 → no-gpu-shape with the largest free block, exit 1", async () => {
@@ -85,9 +97,16 @@ describe("quartermaster explain", () => {
   });
 
   it("suspended in a full queue → queued with Kueue's position from the visibility API (-o json)", async () => {
-    const wl = workload({ conditions: [{ type: "QuotaReserved", status: "False", reason: "Pending", message: "insufficient unused quota", lastTransitionTime: new Date().toISOString() }] });
+    const wl = workload({
+      conditions: [
+        { type: "QuotaReserved", status: "False", reason: "Pending", message: "insufficient unused quota", lastTransitionTime: new Date().toISOString() },
+      ],
+    });
     objects = base({
-      [JOB]: { ...job({ suspend: true, queue: "gpu", conditions: [] }), metadata: { name: "llm", namespace: "team-a", uid: "uid-llm", labels: { "kueue.x-k8s.io/queue-name": "gpu" } } },
+      [JOB]: {
+        ...job({ suspend: true, queue: "gpu", conditions: [] }),
+        metadata: { name: "llm", namespace: "team-a", uid: "uid-llm", labels: { "kueue.x-k8s.io/queue-name": "gpu" } },
+      },
       [PODS]: list([]),
       "/apis/kueue.x-k8s.io/v1beta1": { kind: "APIResourceList" },
       "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/workloads": list([wl]),
@@ -102,9 +121,15 @@ describe("quartermaster explain", () => {
     assert.equal(r.code, 1, r.err);
     const v = JSON.parse(r.out) as { reason: string; evidence: Array<{ text: string }>; next: string };
     assert.equal(v.reason, "queued");
-    assert.ok(v.evidence.some((e) => e.text === "position 4 in ClusterQueue gpu-cq, 2 in LocalQueue gpu"), JSON.stringify(v.evidence));
+    assert.ok(
+      v.evidence.some((e) => e.text === "position 4 in ClusterQueue gpu-cq, 2 in LocalQueue gpu"),
+      JSON.stringify(v.evidence),
+    );
     assert.ok(v.evidence.some((e) => /nominal 16, reserved 16, free 0/.test(e.text)));
-    assert.ok(seen.some((u) => u.includes(`labelSelector=${encodeURIComponent("kueue.x-k8s.io/job-uid=uid-llm")}`)), seen.join("\n"));
+    assert.ok(
+      seen.some((u) => u.includes(`labelSelector=${encodeURIComponent("kueue.x-k8s.io/job-uid=uid-llm")}`)),
+      seen.join("\n"),
+    );
   });
 
   it("no pods and no training-operator Deployment → no-controller (-o yaml)", async () => {

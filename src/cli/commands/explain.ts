@@ -34,7 +34,14 @@ async function explainCommand(opts: ExplainOptions, args: readonly string[], io:
     io.stderr("quartermaster: explain reads the API with a plain client: this kubeconfig needs an exec or auth-provider plugin it does not run");
     return 1;
   }
-  const read = await readExplainEvidence({ rest, policy, kind, namespace: opts.namespace, name: target.slice(slash + 1), ledgerNamespace: opts.ledgerNamespace });
+  const read = await readExplainEvidence({
+    rest,
+    policy,
+    kind,
+    namespace: opts.namespace,
+    name: target.slice(slash + 1),
+    ledgerNamespace: opts.ledgerNamespace,
+  });
   for (const p of read.problems) io.stderr(`quartermaster: ${p}`);
   const verdict = explainJob(read.evidence, new Date());
   if (opts.output === "json") io.stdout(JSON.stringify(verdict, null, 2));
