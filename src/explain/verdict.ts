@@ -82,9 +82,12 @@ function finished(ev: ExplainEvidence, job: KubeObject, now: Date): Finding | un
   };
 }
 
-function refused(ev: ExplainEvidence, job: KubeObject, events: EventView[]): Finding | undefined {
+function refused(ev: ExplainEvidence, job: KubeObject, events: EventView[], stillHeld: boolean): Finding | undefined {
   const jobUid = uidOf(job);
-  const denial = events.find((e) => e.reason === KUEUE_ADMISSION_REFUSED && e.kind === ev.kind.kind && e.name === ev.ref.name && (!e.uid || e.uid === jobUid));
+  // A refusal Event outlives the refusal (Events are kept an hour): it counts while the job is still held back.
+  const denial = !stillHeld
+    ? undefined
+    : events.find((e) => e.reason === KUEUE_ADMISSION_REFUSED && e.kind === ev.kind.kind && e.name === ev.ref.name && (!e.uid || e.uid === jobUid));
   const deny = ev.policyResults.filter((r) => r.result === "fail" && (r.mode ?? "deny") === "deny");
   if (!denial && deny.length === 0) return undefined;
   const evidence: EvidenceItem[] = [];
@@ -533,7 +536,7 @@ export function explainJob(ev: ExplainEvidence, now: Date): Verdict {
   const suspended = suspendedOf(job);
   const found: Finding[] = [];
   const add = (f: Finding | undefined): void => void (f && found.push(f));
-  add(refused(ev, job, events));
+  add(refused(ev, job, events, suspended || active.length === 0));
   const queue = queueFinding(ev, suspended, now);
   add(queue);
   if (!queue && !suspended) {

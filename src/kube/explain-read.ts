@@ -67,6 +67,13 @@ export async function readExplainEvidence(o: ExplainReadOptions): Promise<Explai
     }
   };
   const { kind, namespace: ns, name } = o;
+  /** A list's items; a list cut at the limit is said so (the verdict then rests on the first page). */
+  const page =
+    (what: string) =>
+    (list: unknown): KubeObject[] => {
+      if (objectOr(objectOr(list).metadata).continue) problems.push(`${what}: only the first ${LIST_LIMIT} were read`);
+      return itemsOf(list);
+    };
   const ls = (sel: string): string => `labelSelector=${enc(sel)}&limit=${LIST_LIMIT}`;
   const [served, kueueServed, controller] = await Promise.all([
     get(apiBase(kind.group, kind.version)).then((r) => r !== undefined),
@@ -78,7 +85,7 @@ export async function readExplainEvidence(o: ExplainReadOptions): Promise<Explai
     : undefined;
   const uid = String(objectOr(job?.metadata).uid ?? "");
   const [pods, jobEvents, report, workloads, nodes, ledgerMaps] = await Promise.all([
-    job ? get(`/api/v1/namespaces/${enc(ns)}/pods?${ls(podSelector(kind, name, job))}`).then(itemsOf) : Promise.resolve([]),
+    job ? get(`/api/v1/namespaces/${enc(ns)}/pods?${ls(podSelector(kind, name, job))}`).then(page("pods")) : Promise.resolve([]),
     job
       ? get(`/api/v1/namespaces/${enc(ns)}/events?fieldSelector=${enc(`involvedObject.name=${name}`)}&limit=${LIST_LIMIT}`).then(itemsOf)
       : Promise.resolve([]),
@@ -86,7 +93,7 @@ export async function readExplainEvidence(o: ExplainReadOptions): Promise<Explai
     job && uid && kueueServed
       ? get(`/apis/kueue.x-k8s.io/v1beta1/namespaces/${enc(ns)}/workloads?${ls(`kueue.x-k8s.io/job-uid=${uid}`)}`).then(itemsOf)
       : Promise.resolve([]),
-    job ? get(`/api/v1/nodes?limit=${LIST_LIMIT}`).then(itemsOf) : Promise.resolve([]),
+    job ? get(`/api/v1/nodes?limit=${LIST_LIMIT}`).then(page("nodes")) : Promise.resolve([]),
     job ? get(`/api/v1/namespaces/${enc(o.ledgerNamespace)}/configmaps?${ls(`${LEDGER_LABEL}=true`)}`).then(itemsOf) : Promise.resolve([]),
   ]);
   const notRunning = pods.filter((p) => objectOr(p.status).phase !== "Running").slice(0, POD_EVENTS);

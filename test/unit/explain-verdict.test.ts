@@ -93,6 +93,16 @@ const CASES: Case[] = [
     fixed: { given: evidence(runningWithQueue), reason: "running" },
   },
   {
+    name: "a refusal Event left from before the job was fixed, the job now running → running",
+    given: evidence({
+      ...runningWithQueue,
+      events: [event("KueueAdmissionRefused", "Quartermaster refused Kueue's admission of the job: spec: too many GPUs", { source: "quartermaster-webhook" })],
+    }),
+    reason: "running",
+    evidence: /2 of 2 pods Running/,
+    next: /nothing/,
+  },
+  {
     name: "asks 16 GPUs of a ClusterQueue of 8 outside any cohort → inadmissible",
     given: evidence({
       job: queuedJob,
