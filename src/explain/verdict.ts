@@ -219,6 +219,11 @@ interface PodJudgement {
   next: string;
 }
 
+type Shapes = Map<string, { free: number; node: string; nodes: number; ledger: boolean }>;
+
+/** {@link shapes} per node list (the same arrays recur for every pod of a placement) and resource, for one verdict. */
+type ShapesMemo = WeakMap<readonly KubeObject[], Map<string, Shapes>>;
+
 /** Free GPUs of `resource` per shape (accelerator × resource) among `nodes`: the largest block, its node, and the node count. */
 function shapes(
   nodes: KubeObject[],
@@ -242,6 +247,17 @@ function shapes(
   return out;
 }
 
+function shapesOf(memo: ShapesMemo, nodes: readonly KubeObject[], ledger: Map<string, NodeEntry>, resource: string, acceleratorLabel: string): Shapes {
+  let byResource = memo.get(nodes);
+  if (!byResource) {
+    byResource = new Map<string, Shapes>();
+    memo.set(nodes, byResource);
+  }
+  let out = byResource.get(resource);
+  if (!out) byResource.set(resource, (out = shapes(nodes as KubeObject[], ledger, resource, acceleratorLabel)));
+  return out;
+}
+
 /** What the judges of one pod share: the pod, its spec, the nodes by name, the ledger, the scheduler's condition. */
 interface PodContext {
   ev: ExplainEvidence;
@@ -250,6 +266,7 @@ interface PodContext {
   ref: string;
   ledger: Map<string, NodeEntry>;
   nodesByName: Map<string, KubeObject>;
+  shapes: ShapesMemo;
   /** The PodScheduled condition when it is not True, as evidence (empty otherwise). */
   schedItem: EvidenceItem[];
 }
@@ -326,8 +343,8 @@ function judgeGpus(c: PodContext, fresh: KubeObject[]): PodJudgement | undefined
   const { ev, ledger } = c;
   for (const [resource, ask] of effectivePodGpus(c.spec, ev.settings.gpu)) {
     if (!(ask > 0) || fresh.some((n) => freeOn(n, ledger.get(nameOf(n)), resource).free >= ask)) continue;
-    const near = shapes(fresh, ledger, resource, ev.settings.acceleratorLabel);
-    const all = shapes(ev.nodes, ledger, resource, ev.settings.acceleratorLabel);
+    const near = shapesOf(c.shapes, fresh, ledger, resource, ev.settings.acceleratorLabel);
+    const all = shapesOf(c.shapes, ev.nodes, ledger, resource, ev.settings.acceleratorLabel);
     const items: EvidenceItem[] = [{ object: c.ref, text: `asks ${ask} ${resource} per pod (placement: ${describePlacement(c.spec)})` }];
     for (const [shape, s] of near)
       items.push({
@@ -369,7 +386,29 @@ function judgeScheduler(c: PodContext, sched: ReturnType<typeof conditionOf>): P
  * Why one pod is not placed, in the scheduler's filter order: node selector and affinity, taints, stale nodes,
  * free GPUs, DRA claims; then the scheduler's own message.
  */
-function judgePod(ev: ExplainEvidence, pod: KubeObject, ledger: Map<string, NodeEntry>, now: Date): PodJudgement | undefined {
+/** What every pod of the job is judged against, made once: the ledger and nodes by name, and the nodes each placement leaves. */
+interface NodeView {
+  ledger: Map<string, NodeEntry>;
+  nodesByName: Map<string, KubeObject>;
+  /** By placement (nodeSelector, node affinity, tolerations): a job's pods share a few, so each is filtered once. */
+  filtered: Map<string, { matching: KubeObject[]; tolerated: KubeObject[]; fresh: KubeObject[] }>;
+  shapes: ShapesMemo;
+}
+
+function nodesFor(ev: ExplainEvidence, view: NodeView, spec: V1PodSpec): { matching: KubeObject[]; tolerated: KubeObject[]; fresh: KubeObject[] } {
+  const key = JSON.stringify([spec.nodeSelector, spec.affinity?.nodeAffinity, spec.tolerations]);
+  let f = view.filtered.get(key);
+  if (!f) {
+    const matching = ev.nodes.filter((n) => nodeMatches(spec, n));
+    const tolerated = matching.filter((n) => untoleratedTaints(spec, n).length === 0);
+    f = { matching, tolerated, fresh: tolerated.filter((n) => !staleness(n, view.ledger.get(nameOf(n)))) };
+    view.filtered.set(key, f);
+  }
+  return f;
+}
+
+function judgePod(ev: ExplainEvidence, pod: KubeObject, view: NodeView, now: Date): PodJudgement | undefined {
+  const { ledger } = view;
   const spec = podSpec(pod);
   const sched = conditionOf(pod, "PodScheduled");
   const ref = objectRef(pod, "Pod");
@@ -379,14 +418,13 @@ function judgePod(ev: ExplainEvidence, pod: KubeObject, ledger: Map<string, Node
     spec,
     ref,
     ledger,
-    nodesByName: new Map(ev.nodes.map((n) => [nameOf(n), n])),
+    nodesByName: view.nodesByName,
+    shapes: view.shapes,
     schedItem: sched && sched.status !== "True" ? [{ object: ref, text: conditionText(sched, now) }] : [],
   };
   if (spec.nodeName) return judgeBound(c);
   if (phaseOf(pod) !== "Pending") return undefined;
-  const matching = ev.nodes.filter((n) => nodeMatches(spec, n));
-  const tolerated = matching.filter((n) => untoleratedTaints(spec, n).length === 0);
-  const fresh = tolerated.filter((n) => !staleness(n, ledger.get(nameOf(n))));
+  const { matching, tolerated, fresh } = nodesFor(ev, view, spec);
   return (
     judgePlacement(c, matching) ??
     judgeTaints(c, matching, tolerated) ??
@@ -435,10 +473,15 @@ function judgeClaims(ev: ExplainEvidence, pod: KubeObject, schedItem: EvidenceIt
 }
 
 function podFindings(ev: ExplainEvidence, active: KubeObject[], now: Date): Finding[] {
-  const ledger = new Map((ev.ledger?.nodes ?? []).map((n) => [n.name, n]));
+  const view: NodeView = {
+    ledger: new Map((ev.ledger?.nodes ?? []).map((n) => [n.name, n])),
+    nodesByName: new Map(ev.nodes.map((n) => [nameOf(n), n])),
+    filtered: new Map(),
+    shapes: new WeakMap(),
+  };
   const by = new Map<PodCause, { pods: number; items: EvidenceItem[]; next: Set<string> }>();
   for (const pod of active) {
-    const j = judgePod(ev, pod, ledger, now);
+    const j = judgePod(ev, pod, view, now);
     if (!j) continue;
     const g = by.get(j.cause) ?? { pods: 0, items: [], next: new Set<string>() };
     g.pods += 1;
