@@ -25,6 +25,8 @@ const LAYERS = [
   // \`quartermaster migrate\`: v1 training jobs rendered as Trainer v2 TrainJobs (pure).
   { name: "migrate", paths: ["src/migrate/"] },
   { name: "doctor", paths: ["src/doctor/"] },
+  // \`quartermaster explain\`: why a job is not running, a pure verdict over an evidence snapshot (issue 49).
+  { name: "explain", paths: ["src/explain/"] },
   // I/O from here up.
   { name: "kube", paths: ["src/kube/"] },
   { name: "server", paths: ["src/server/"] },
@@ -36,15 +38,21 @@ const anyOf = (paths) => `^(${paths.join("|")})`;
 
 const layerRules = LAYERS.slice(0, -1).map((layer, i) => ({
   name: `${layer.name}-not-above`,
-  comment: `${layer.name} imports only from itself and ${LAYERS.slice(0, i).map((l) => l.name).join(", ") || "nothing of ours"}; ` +
-    `it may not import ${LAYERS.slice(i + 1).map((l) => l.name).join(", ")} (docs/architecture.md, "Layers")`,
+  comment:
+    `${layer.name} imports only from itself and ${
+      LAYERS.slice(0, i)
+        .map((l) => l.name)
+        .join(", ") || "nothing of ours"
+    }; ` +
+    `it may not import ${LAYERS.slice(i + 1)
+      .map((l) => l.name)
+      .join(", ")} (docs/architecture.md, "Layers")`,
   severity: "error",
   from: { path: anyOf(layer.paths) },
   to: { path: anyOf(LAYERS.slice(i + 1).flatMap((l) => l.paths)) },
 }));
 
 module.exports = {
-
   forbidden: [
     ...layerRules,
     {

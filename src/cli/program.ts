@@ -18,6 +18,7 @@ import { registerAudit } from "./commands/audit.js";
 import { registerCerts } from "./commands/certs.js";
 import { registerDev } from "./commands/dev.js";
 import { registerDoctor } from "./commands/doctor.js";
+import { registerExplain } from "./commands/explain.js";
 import { registerLedger } from "./commands/ledger.js";
 import { registerManifests } from "./commands/manifests.js";
 import { registerMigrate } from "./commands/migrate.js";
@@ -43,6 +44,7 @@ const COMMAND_MODULES: ReadonlyArray<(program: Command, deps: CliDeps) => void> 
   registerReconcile,
   registerLedger,
   registerDoctor,
+  registerExplain,
   registerManifests,
   registerMigrate,
   registerCerts,
