@@ -227,5 +227,7 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
       }),
     }),
   };
+  // policyRenders may be absent: Helm drops a null value (values.yaml's `~`) before checking the schema.
+  schema.required = schema.required.filter((k) => k !== "policyRenders");
   return JSON.stringify(schema, null, 2) + "\n";
 }
