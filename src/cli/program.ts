@@ -26,6 +26,7 @@ import { registerPolicy } from "./commands/policy.js";
 import { registerReconcile } from "./commands/reconcile.js";
 import { registerServe } from "./commands/serve.js";
 import { registerTest } from "./commands/test.js";
+import { registerVersion } from "./commands/version.js";
 import type { CliDeps, CommandRun } from "./deps.js";
 import type { CliIo } from "./io.js";
 
@@ -50,6 +51,7 @@ const COMMAND_MODULES: ReadonlyArray<(program: Command, deps: CliDeps) => void> 
   registerCerts,
   registerAdmit,
   registerTest,
+  registerVersion,
 ];
 
 /** Wide enough for the flag descriptions, fixed so help reads the same in a terminal, a pipe and a test. */

@@ -7,6 +7,7 @@
  * templates would read as an action quoted. Pure text functions; src/manifests/generate.ts writes them.
  */
 import { defaultPolicy } from "../policy/load.js";
+import type { Policy } from "../policy/types.js";
 import { reconcilerConfinementYaml } from "./confinement.js";
 import { ledgerRbacYaml, policyReportsRbacYaml } from "./rbac.js";
 import { webhookConfigurationsYaml } from "./webhooks.js";
@@ -22,6 +23,19 @@ export const CHART_PROMETHEUS_RULE_TEMPLATE = "charts/quartermaster/templates/pr
 export const PROMETHEUS_RULE_MANIFEST = "manifests/overlays/monitoring/prometheusrule.yaml";
 export const DASHBOARD_MANIFEST = "manifests/overlays/monitoring/quartermaster-dashboard.json";
 export const CHART_DASHBOARD = "charts/quartermaster/dashboards/quartermaster-dashboard.json";
+
+/**
+ * The chart's switch for renders of the policy in values (quartermaster.policyRenders in _helpers.tpl): true when
+ * values carry `policyRenders` made for that policy; the render fails when the policy changes what the webhook
+ * configurations or the confinement match (gpu, jobKinds, webhook) and they are missing or made for another policy.
+ */
+const USE_POLICY_RENDERS = `{{- if include "quartermaster.policyRenders" . }}`;
+
+/** Each object of `policyRenders.<key>` with the chart's labels (and `annotations`, a template expression). */
+function renderedObjects(key: string, annotations?: string): string {
+  const args = annotations ? `(dict "root" $ "object" . "annotations" (${annotations}))` : `(dict "root" $ "object" .)`;
+  return `{{- range .Values.policyRenders.${key} }}\n---\n{{ include "quartermaster.renderedObject" ${args} }}\n{{- end }}\n`;
+}
 
 /** A valid namespace name no real render contains; replaced by the release's namespace. */
 const NAMESPACE_PLACEHOLDER = "qm-chart-release-namespace";
@@ -58,9 +72,11 @@ export async function chartWebhookTemplate(): Promise<string> {
     return withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)), `include "quartermaster.webhookAnnotations" .`).replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE);
   };
   // policy.webhook.podMutation=reduced: the pods webhook's extra match condition (src/manifests/map.ts reducedModeExpression).
+  // A policy in values that changes what they match brings their render (policyRenders, {@link chartPolicyValues}).
   return (
     HEADER("the built-in policy (src/manifests/webhooks.ts), as manifests/base/webhook-configurations.yaml") +
-    `${REDUCED_MODE}\n${await render("reduced")}{{- else }}\n${await render("full")}{{- end }}\n`
+    `${USE_POLICY_RENDERS}\n${renderedObjects("webhookConfigurations", `include "quartermaster.webhookAnnotations" $`)}` +
+    `${REDUCED_MODE.replace("{{- if", "{{- else if")}\n${await render("reduced")}{{- else }}\n${await render("full")}{{- end }}\n`
   );
 }
 
@@ -89,8 +105,9 @@ export async function chartConfinementTemplate(): Promise<string> {
   return (
     HEADER("src/core/scope.ts and the built-in policy's job kinds, as manifests/base/reconciler-confinement.yaml") +
     "{{- if .Values.reconciler.confinement.enabled }}\n" +
+    `${USE_POLICY_RENDERS}\n${renderedObjects("confinement")}{{- else }}\n` +
     body.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE) +
-    "{{- end }}\n"
+    "{{- end }}\n{{- end }}\n"
   );
 }
 
@@ -112,6 +129,40 @@ export function chartPrometheusRuleTemplate(prometheusRuleYaml: string): string 
     body +
     "{{- end }}\n"
   );
+}
+
+/** The sections of a policy that decide the webhook configurations' rules and matchConditions and the confinement's rules. */
+export const RENDER_SECTIONS = ["gpu", "jobKinds", "webhook"] as const;
+
+/** `policyRenders` in the chart's values: the objects the chart cannot render itself, and the policy they are for. */
+export interface ChartPolicyRenders {
+  /** The policy's {@link RENDER_SECTIONS} as written: the chart compares them with the policy in values. */
+  forPolicy: Record<string, unknown>;
+  /** The namespace they were rendered for: the chart refuses another release namespace. */
+  namespace: string;
+  webhookConfigurations: object[];
+  confinement: object[];
+}
+
+/**
+ * The chart values for a policy file (`quartermaster manifests chart-values`): the policy as written (`raw`, so
+ * Helm's copy of its render sections is the very data it was rendered from) and its renders. The chart cannot
+ * render these itself: the matchConditions are CEL built from the policy's GPU globs and job kinds' label schemes
+ * (src/manifests/webhooks.ts), which Go templates would have to reimplement and keep in step.
+ */
+export async function chartPolicyValues(raw: Record<string, unknown>, policy: Policy, namespace: string): Promise<{ policy: Record<string, unknown>; policyRenders: ChartPolicyRenders }> {
+  const { renderWebhookConfigurations } = await import("./webhooks.js");
+  const { renderReconcilerConfinement } = await import("./confinement.js");
+  const forPolicy = Object.fromEntries(RENDER_SECTIONS.filter((k) => k in raw).map((k) => [k, raw[k]]));
+  return {
+    policy: raw,
+    policyRenders: {
+      forPolicy,
+      namespace,
+      webhookConfigurations: renderWebhookConfigurations(policy, { namespace }),
+      confinement: renderReconcilerConfinement(policy, namespace),
+    },
+  };
 }
 
 export const CHART_VALUES_SCHEMA = "charts/quartermaster/values.schema.json";
@@ -150,6 +201,13 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
       image: obj({ repository: str, tag: str, pullPolicy: { enum: ["Always", "IfNotPresent", "Never"] } }),
       namespace: obj({ create: { type: "boolean" } }),
       policy,
+      // `quartermaster manifests chart-values`: null unless the policy changes what the webhooks match.
+      policyRenders: {
+        anyOf: [
+          { type: "null" },
+          obj({ forPolicy: { type: "object" }, namespace: str, webhookConfigurations: { type: "array", items: { type: "object" } }, confinement: { type: "array", items: { type: "object" } } }),
+        ],
+      },
       webhook: obj({
         replicas: { type: "integer", minimum: 1 },
         resources,
@@ -169,5 +227,7 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
       }),
     }),
   };
+  // policyRenders may be absent: Helm drops a null value (values.yaml's `~`) before checking the schema.
+  schema.required = schema.required.filter((k) => k !== "policyRenders");
   return JSON.stringify(schema, null, 2) + "\n";
 }

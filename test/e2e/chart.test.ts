@@ -20,11 +20,12 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { parseAllDocuments, parse as parseYaml } from "yaml";
+import { parseAllDocuments, parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { runCli } from "../../src/cli/commands.js";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { assertDryRunAccepted, installMinimalCrds } from "./harness/crds.js";
 import { ROOT } from "./harness/webhook.js";
@@ -313,6 +314,102 @@ describe("the Helm chart", { skip: HELM ? false : "QM_HELM_BIN is unset (QM_HELM
     assert.equal(uninstall.code, 0, uninstall.stderr);
     for (const kind of ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]) {
       assert.equal((await cp.api("GET", `/apis/admissionregistration.k8s.io/v1/${kind}/quartermaster`)).status, 404, kind);
+    }
+  });
+
+  // The chart follows the policy in values (issue 47): a policy changing gpu.resources and jobKinds through install,
+  // upgrade and rollback; after each step `doctor --policy <the policy in force>` finds the webhook configurations
+  // and the confinement as that policy renders them. An upgrade whose renders are missing or stale is refused
+  // and leaves the cluster as it was (test/integration/chart-policy.test.ts has the render table).
+  it("helm install, upgrade and rollback with a policy changing gpu.resources and jobKinds: doctor finds the webhooks as the policy in force renders them", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "qm-chart-policy-"));
+    try {
+      const kube = ["--kubeconfig", cp.kubeconfig, "-n", NS, "--no-hooks"];
+      const custom = {
+        gpu: { resources: [{ pattern: "nvidia.com/gpu" }, { pattern: "intel.com/gpu" }] },
+        jobKinds: [
+          { kind: "PyTorchJob", group: "kubeflow.org", version: "v1", plural: "pytorchjobs", framework: "pytorch" },
+          { kind: "JAXJob", group: "kubeflow.org", version: "v1", plural: "jaxjobs", framework: "jax" },
+        ],
+      };
+      const changed = {
+        gpu: { resources: [...custom.gpu.resources, { pattern: "amd.com/gpu" }] },
+        jobKinds: [...custom.jobKinds, { kind: "TFJob", group: "kubeflow.org", version: "v1", plural: "tfjobs", framework: "tensorflow" }],
+      };
+      const policyFile = (name: string, policy: Obj): string => {
+        const f = join(dir, `${name}.yaml`);
+        writeFileSync(f, stringifyYaml(policy));
+        return f;
+      };
+      const files = { custom: policyFile("custom", custom), changed: policyFile("changed", changed) };
+      const cli = async (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
+        const out: string[] = [];
+        const err: string[] = [];
+        const code = await runCli(args, { stdout: (l) => out.push(l), stderr: (l) => err.push(l), cwd: ROOT, shutdown: new Promise(() => undefined) });
+        return { code, stdout: out.join("\n"), stderr: err.join("\n") };
+      };
+      const chartValues = async (name: keyof typeof files): Promise<string> => {
+        const r = await cli(["manifests", "chart-values", "--policy", files[name], "--namespace", NS]);
+        assert.equal(r.code, 0, r.stderr);
+        const f = join(dir, `${name}-values.yaml`);
+        writeFileSync(f, r.stdout);
+        return f;
+      };
+      /** doctor's findings on the webhook configurations and the confinement that are not ok, against `policy`. */
+      const disagreements = async (step: string, policy?: keyof typeof files): Promise<void> => {
+        const r = await cli(["doctor", "-o", "json", "--namespace", NS, "--kubeconfig", cp.kubeconfig, ...(policy ? ["--policy", files[policy]] : [])]);
+        const report = JSON.parse(r.stdout) as { findings: Array<{ check: string; severity: string; subject: string; message: string }> };
+        const checks = ["webhook-configuration", "webhook-render", "confinement"];
+        const loud = report.findings.filter((f) => checks.includes(f.check) && f.severity !== "ok").map((f) => `${f.check} ${f.subject}: ${f.message}`);
+        assert.deepEqual(loud, [], step);
+        assert.ok(
+          report.findings.some((f) => f.check === "webhook-render" && f.severity === "ok"),
+          `${step}: doctor compared the renders`,
+        );
+      };
+      const revision = async (): Promise<number> => {
+        const r = await helm(["status", "quartermaster", "--kubeconfig", cp.kubeconfig, "-n", NS, "-o", "json"]);
+        return (JSON.parse(r.stdout) as { version: number }).version;
+      };
+
+      assert.equal((await helm(["install", "quartermaster", CHART, ...kube])).code, 0, "install with the built-in policy");
+      const builtIn = await revision();
+      await disagreements("install, built-in policy");
+
+      const refused = await helm(["upgrade", "quartermaster", CHART, ...kube, "--set-json", `policy=${JSON.stringify(custom)}`]);
+      assert.notEqual(refused.code, 0, "an upgrade to the custom policy without its renders is refused");
+      assert.match(refused.stderr, /quartermaster manifests chart-values --policy my-policy\.yaml --namespace quartermaster/);
+      assert.equal(await revision(), builtIn, "and leaves the release as it was");
+      await disagreements("after the refused upgrade, built-in policy");
+
+      const customValues = await chartValues("custom");
+      const up = await helm(["upgrade", "quartermaster", CHART, ...kube, "-f", customValues]);
+      assert.equal(up.code, 0, up.stderr);
+      const customRevision = await revision();
+      await disagreements("upgrade with chart-values of the custom policy", "custom");
+      const mwc = await cp.api("GET", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/quartermaster");
+      assert.match(JSON.stringify(mwc.body.webhooks), /intel\.com\/gpu/);
+
+      const stale = await helm(["upgrade", "quartermaster", CHART, ...kube, "-f", customValues, "--set-json", `policy=${JSON.stringify(changed)}`]);
+      assert.notEqual(stale.code, 0, "an upgrade changing the policy with the previous renders is refused");
+      assert.match(stale.stderr, /rendered for another policy/);
+      await disagreements("after the refused stale upgrade, custom policy", "custom");
+
+      const up2 = await helm(["upgrade", "quartermaster", CHART, ...kube, "-f", await chartValues("changed")]);
+      assert.equal(up2.code, 0, up2.stderr);
+      await disagreements("upgrade with chart-values of the changed policy", "changed");
+
+      assert.equal((await helm(["rollback", "quartermaster", String(customRevision), "--kubeconfig", cp.kubeconfig, "-n", NS, "--no-hooks"])).code, 0);
+      await disagreements("rollback to the custom policy's revision", "custom");
+      assert.equal((await helm(["rollback", "quartermaster", String(builtIn), "--kubeconfig", cp.kubeconfig, "-n", NS, "--no-hooks"])).code, 0);
+      await disagreements("rollback to the install, built-in policy");
+
+      assert.equal((await helm(["uninstall", "quartermaster", "--kubeconfig", cp.kubeconfig, "-n", NS, "--no-hooks"])).code, 0);
+      for (const kind of ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]) {
+        assert.equal((await cp.api("GET", `/apis/admissionregistration.k8s.io/v1/${kind}/quartermaster`)).status, 404, kind);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -56,11 +56,13 @@ describe("quartermaster <command> --help", () => {
     assert.match(none.stderr, /Usage: quartermaster/);
   });
 
-  it("--version and -V print the package's version", async () => {
+  it("--version and -V print the package's version, then the commit and build date", async () => {
     const { version } = JSON.parse(readFileSync(resolve(ROOT, "package.json"), "utf8")) as { version: string };
     for (const flag of ["--version", "-V"]) {
       const r = await cli([flag]);
-      assert.deepEqual([r.code, r.stdout], [0, version]);
+      assert.equal(r.code, 0);
+      assert.match(r.stdout, /^\S+ \(commit \S+, built \S+\)$/);
+      assert.equal(r.stdout.split(" ")[0], version);
     }
   });
 });

@@ -53,3 +53,44 @@ is a NetworkPolicyPeer and is kept as it is. values.schema.json refuses an empty
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+"true" when values carry policyRenders made for the policy in values (the webhook configurations and the
+reconciler's confinement are then rendered from them), "" when the policy leaves what they match as the built-in
+policy has it (gpu, jobKinds and webhook other than podMutation unset: the generated templates apply). Otherwise
+the render fails, saying what to pass: these objects' CEL comes from the policy's GPU patterns and job kinds
+(src/manifests/webhooks.ts), which `quartermaster manifests chart-values` renders and the chart cannot.
+*/}}
+{{- define "quartermaster.policyRenders" -}}
+{{- $policy := .Values.policy | default dict -}}
+{{- $renders := .Values.policyRenders -}}
+{{- $webhook := omit ($policy.webhook | default dict) "podMutation" -}}
+{{- $how := printf "quartermaster manifests chart-values --policy my-policy.yaml --namespace %s > qm-values.yaml, then pass -f qm-values.yaml (docs/install.md, \"A policy of your own\")" .Release.Namespace -}}
+{{- if $renders -}}
+{{- if ne (toJson ($renders.forPolicy | default dict)) (toJson (pick $policy "gpu" "jobKinds" "webhook")) -}}
+{{- fail (printf "policyRenders were rendered for another policy than the one in values (its gpu, jobKinds or webhook differ): the webhook configurations would disagree with the policy. Render them again: %s" $how) -}}
+{{- end -}}
+{{- if ne $renders.namespace .Release.Namespace -}}
+{{- fail (printf "policyRenders were rendered for namespace %s, the release is in %s: render them again: %s" $renders.namespace .Release.Namespace $how) -}}
+{{- end -}}
+true
+{{- else if or (hasKey $policy "gpu") (hasKey $policy "jobKinds") $webhook -}}
+{{- fail (printf "the policy in values sets gpu, jobKinds or webhook.timeoutSeconds, which change what the webhook configurations and the reconciler's confinement match, and values carry no policyRenders for it: %s" $how) -}}
+{{- end -}}
+{{- end }}
+
+{{/* An object of policyRenders (.object) with the chart's labels (of .root) and .annotations (YAML lines, or none). */}}
+{{- define "quartermaster.renderedObject" -}}
+{{- $o := .object -}}
+apiVersion: {{ $o.apiVersion }}
+kind: {{ $o.kind }}
+metadata:
+  name: {{ $o.metadata.name }}
+  labels:
+    {{- include "quartermaster.labels" .root | nindent 4 }}
+  {{- with .annotations }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+{{ toYaml (omit $o "apiVersion" "kind" "metadata") }}
+{{- end }}
