@@ -208,8 +208,10 @@ function stageBase(work: string, cache: string): void {
     rmSync(join(base, dir), { recursive: true, force: true });
   }
   const docs = join(base, "usr/share/doc");
-  for (const pkg of readdirSync(docs)) {
-    for (const f of readdirSync(join(docs, pkg))) if (f !== "copyright") rmSync(join(docs, pkg, f), { recursive: true });
+  for (const pkg of readdirSync(docs, { withFileTypes: true })) {
+    // libgcc-s1's and libstdc++6's are links to gcc-12-base's directory, a package not installed here.
+    if (!pkg.isDirectory()) rmSync(join(docs, pkg.name));
+    else for (const f of readdirSync(join(docs, pkg.name))) if (f !== "copyright") rmSync(join(docs, pkg.name, f), { recursive: true });
   }
   // update-ca-certificates (ca-certificates, sbin/update-ca-certificates) concatenates the certificates
   // /etc/ca-certificates.conf selects, all of mozilla/ by default, in that file's (sorted) order.
