@@ -294,12 +294,15 @@ interface CycloneDx {
 }
 
 /**
- * The SBOM: `npm sbom` of the production install, made reproducible (its serial number, random, and its
+ * The SBOM: `npm sbom` of the production dependencies, made reproducible (its serial number, random, and its
  * timestamp, the time of the run, become functions of the image digest and SOURCE_DATE_EPOCH), with Node.js and
  * the Debian packages added as components.
  */
 function sbom(app: string, epoch: number, imageDigest: string): string {
-  const raw = run("npm", ["sbom", "--sbom-format", "cyclonedx", "--omit", "dev", "--sbom-type", "application"], { cwd: app });
+  // From the lockfile: npm sbom of the installed tree reports the omitted dev dependencies as missing (npm 11).
+  // `npm ci --omit=dev` installed exactly the lockfile's production tree, so the two agree.
+  const args = ["sbom", "--sbom-format", "cyclonedx", "--omit", "dev", "--sbom-type", "application", "--package-lock-only"];
+  const raw = run("npm", args, { cwd: app });
   const doc = JSON.parse(raw) as CycloneDx;
   const h = createHash("sha256").update(imageDigest).digest("hex");
   doc.serialNumber = `urn:uuid:${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
