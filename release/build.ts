@@ -76,20 +76,21 @@ function tarFlags(epoch: number): string[] {
 }
 
 /**
- * Tars DIR's top-level entries (sorted, no leading ./) into OUT, owned by root; USER_OWNED (top-level entries of
- * DIR) follow, owned by the non-root user (its home).
+ * Tars DIR's top-level entries (sorted, no leading ./) into OUT, owned by root, but HOME (the non-root user's,
+ * appended owned by that user) and TMP (appended with its mode 1777 kept, which --mode would lose).
  */
-function tarDir(dir: string, out: string, epoch: number, userOwned: string[] = []): void {
-  const owned = new Set(userOwned);
+function tarDir(dir: string, out: string, epoch: number, special: { home?: string; tmp?: string } = {}): void {
+  const skip = new Set([special.home, special.tmp]);
   const rootEntries = readdirSync(dir)
-    .filter((e) => !owned.has(e))
+    .filter((e) => !skip.has(e))
     .sort();
   run("tar", ["-C", dir, ...tarFlags(epoch), "-cf", out, "--", ...rootEntries]);
-  if (userOwned.length > 0) {
-    const flags = tarFlags(epoch).map((f) =>
-      f === "--owner=0" ? `--owner=${USER.uid}` : f === "--group=0" ? `--group=${USER.gid}` : f,
-    );
-    run("tar", ["-C", dir, ...flags, "-rf", out, "--", ...userOwned.sort()]);
+  if (special.home) {
+    const flags = tarFlags(epoch).map((f) => (f === "--owner=0" ? `--owner=${USER.uid}` : f === "--group=0" ? `--group=${USER.gid}` : f));
+    run("tar", ["-C", dir, ...flags, "-rf", out, "--", special.home]);
+  }
+  if (special.tmp) {
+    run("tar", ["-C", dir, ...tarFlags(epoch).filter((f) => !f.startsWith("--mode")), "-rf", out, "--", special.tmp]);
   }
 }
 
@@ -203,8 +204,8 @@ function stageBase(work: string, cache: string): void {
   const base = join(work, "rootfs-base");
   mkdirSync(base);
   for (const p of DEBIAN) run("dpkg-deb", ["-x", debFile(cache, p), base]);
-  // Documentation other than licences, the CA update hook (a shell script) and its config: nothing runs them.
-  for (const dir of ["usr/share/man", "usr/share/lintian", "usr/share/gdb", "usr/sbin", "etc/ca-certificates", "usr/share/info"]) {
+  // Documentation other than licences, gdb's and python's helpers, the CA update hook (a shell script) and its config: nothing runs them.
+  for (const dir of ["usr/share/gcc", "usr/share/man", "usr/share/lintian", "usr/share/gdb", "usr/sbin", "etc/ca-certificates", "usr/share/info"]) {
     rmSync(join(base, dir), { recursive: true, force: true });
   }
   const docs = join(base, "usr/share/doc");
@@ -241,8 +242,7 @@ function assembleImage(work: string, epoch: number, version: string): { manifest
     const dir = join(work, roots[layer.name]!);
     if (layer.name === "base") {
       chmodSync(join(dir, "tmp"), 0o1777);
-      // /tmp keeps its sticky bit (the --mode option only adds and removes bits, it keeps this one).
-      tarDir(dir, tar, epoch, ["home"]);
+      tarDir(dir, tar, epoch, { home: "home", tmp: "tmp" });
     } else tarDir(dir, tar, epoch);
     diffIds.push(`sha256:${sha256File(tar)}`);
     const gz = gzip(tar);
