@@ -20,19 +20,7 @@
  */
 import { execFileSync, type ExecFileSyncOptions } from "node:child_process";
 import { createHash } from "node:crypto";
-import {
-  chmodSync,
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from "node:fs";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { DEBIAN, LAYERS, NODE, RUNTIME, USER, type DebianPackage } from "./image.js";
@@ -116,7 +104,8 @@ function sourceDateEpoch(): number {
 
 function cacheDir(): string {
   const base = process.env.XDG_CACHE_HOME && process.env.XDG_CACHE_HOME !== "" ? process.env.XDG_CACHE_HOME : join(homedir(), ".cache");
-  const dir = process.env.QM_RELEASE_CACHE && process.env.QM_RELEASE_CACHE !== "" ? process.env.QM_RELEASE_CACHE : join(base, "quartermaster", "release-inputs");
+  const dir =
+    process.env.QM_RELEASE_CACHE && process.env.QM_RELEASE_CACHE !== "" ? process.env.QM_RELEASE_CACHE : join(base, "quartermaster", "release-inputs");
   mkdirSync(dir, { recursive: true });
   return dir;
 }
@@ -223,7 +212,10 @@ function stageBase(work: string, cache: string): void {
     .map((f) => readFileSync(join(mozilla, f), "utf8"));
   mkdirSync(join(base, "etc/ssl/certs"), { recursive: true });
   writeFileSync(join(base, "etc/ssl/certs/ca-certificates.crt"), pems.map((p) => (p.endsWith("\n") ? p : `${p}\n`)).join(""));
-  writeFileSync(join(base, "etc/passwd"), `root:x:0:0:root:/root:/sbin/nologin\n${USER.name}:x:${USER.uid}:${USER.gid}:${USER.name}:${USER.home}:/sbin/nologin\n`);
+  writeFileSync(
+    join(base, "etc/passwd"),
+    `root:x:0:0:root:/root:/sbin/nologin\n${USER.name}:x:${USER.uid}:${USER.gid}:${USER.name}:${USER.home}:/sbin/nologin\n`,
+  );
   writeFileSync(join(base, "etc/group"), `root:x:0:\n${USER.name}:x:${USER.gid}:\n`);
   mkdirSync(join(base, "tmp"));
   mkdirSync(join(base, USER.home), { recursive: true });
@@ -343,7 +335,8 @@ function helmBin(): string {
 function chart(work: string, out: string, epoch: number, version: string, imageDigest: string): string {
   const src = join(work, "src", "charts", "quartermaster");
   const values = join(src, "values.yaml");
-  const repository = process.env.QM_RELEASE_IMAGE_REPOSITORY && process.env.QM_RELEASE_IMAGE_REPOSITORY !== "" ? process.env.QM_RELEASE_IMAGE_REPOSITORY : "quartermaster";
+  const repository =
+    process.env.QM_RELEASE_IMAGE_REPOSITORY && process.env.QM_RELEASE_IMAGE_REPOSITORY !== "" ? process.env.QM_RELEASE_IMAGE_REPOSITORY : "quartermaster";
   const text = readFileSync(values, "utf8");
   const pinned = text.replace(
     /^image:\n {2}repository: .*\n {2}tag: .*\n {2}digest: .*\n/m,

@@ -67,10 +67,7 @@ export const RUNTIME = {
   entrypoint: ["/nodejs/bin/node", "/app/bin/quartermaster.js"],
   cmd: ["serve", "--port=8443", "--tls-cert=/etc/quartermaster/tls/tls.crt", "--tls-key=/etc/quartermaster/tls/tls.key"],
   exposedPorts: ["8443/tcp"],
-  env: [
-    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-  ],
+  env: ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"],
 } as const;
 
 /**
