@@ -131,19 +131,20 @@ function buildSources(work: string): { commit: string; version: string } {
 }
 
 /** WORK/app: package.json, production dependencies, dist/ and bin/, as the Dockerfile copies them to /app. */
-function stageApp(work: string): string {
+function stageApp(work: string): void {
   const src = join(work, "src");
   const app = join(work, "rootfs-deps", "app");
   mkdirSync(app, { recursive: true });
   for (const f of ["package.json", "package-lock.json"]) cpSync(join(src, f), join(app, f));
   log("npm ci --omit=dev --ignore-scripts");
   run("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: app });
+  // The Dockerfile copies node_modules alone from its deps stage, and package.json from the sources.
+  for (const f of ["package.json", "package-lock.json"]) rmSync(join(app, f), { force: true });
   const appLayer = join(work, "rootfs-app", "app");
   mkdirSync(appLayer, { recursive: true });
   cpSync(join(src, "dist"), join(appLayer, "dist"), { recursive: true });
   cpSync(join(src, "bin"), join(appLayer, "bin"), { recursive: true });
   cpSync(join(src, "package.json"), join(appLayer, "package.json"));
-  return app;
 }
 
 /** Node.js from the npm registry into WORK/rootfs-nodejs/nodejs/bin/node. */
@@ -290,11 +291,11 @@ interface CycloneDx {
  * timestamp, the time of the run, become functions of the image digest and SOURCE_DATE_EPOCH), with Node.js and
  * the Debian packages added as components.
  */
-function sbom(app: string, epoch: number, imageDigest: string): string {
+function sbom(src: string, epoch: number, imageDigest: string): string {
   // From the lockfile: npm sbom of the installed tree reports the omitted dev dependencies as missing (npm 11).
   // `npm ci --omit=dev` installed exactly the lockfile's production tree, so the two agree.
   const args = ["sbom", "--sbom-format", "cyclonedx", "--omit", "dev", "--sbom-type", "application", "--package-lock-only"];
-  const raw = run("npm", args, { cwd: app });
+  const raw = run("npm", args, { cwd: src });
   const doc = JSON.parse(raw) as CycloneDx;
   const h = createHash("sha256").update(imageDigest).digest("hex");
   doc.serialNumber = `urn:uuid:${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
@@ -367,7 +368,7 @@ function main(): void {
   try {
     const { commit, version } = buildSources(work);
     log(`quartermaster ${version} at ${commit}, SOURCE_DATE_EPOCH=${epoch}`);
-    const app = stageApp(work);
+    stageApp(work);
     stageNode(work, cache);
     stageBase(work, cache);
     const { manifest, layout } = assembleImage(work, epoch, version);
@@ -377,7 +378,7 @@ function main(): void {
     const layoutFiles = ["blobs", "index.json", "oci-layout"];
     run("tar", ["-C", layout, ...tarFlags(epoch), "-cf", join(out, image), "--", ...layoutFiles]);
     const sbomName = `quartermaster-${version}.cdx.json`;
-    writeFileSync(join(out, sbomName), sbom(app, epoch, manifest.digest));
+    writeFileSync(join(out, sbomName), sbom(join(work, "src"), epoch, manifest.digest));
     const chartName = chart(work, out, epoch, version, manifest.digest);
     const release = {
       version,

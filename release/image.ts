@@ -99,7 +99,7 @@ export const LAYERS: readonly LayerSpec[] = [
 export interface DockerfileStage {
   from: string;
   workdir: string | undefined;
-  /** COPY destinations, resolved against WORKDIR, without a trailing slash. */
+  /** The paths COPY creates, resolved against WORKDIR (a source copied into a directory: that directory/its name). */
   copies: string[];
   user: string | undefined;
   entrypoint: string[] | undefined;
@@ -130,7 +130,12 @@ export function parseFinalStage(text: string): DockerfileStage {
     if (instr === "WORKDIR") stage.workdir = resolvePath(stage.workdir ?? "/", rest);
     else if (instr === "COPY") {
       const args = rest.split(/\s+/).filter((a) => !a.startsWith("--"));
-      stage.copies.push(resolvePath(stage.workdir ?? "/", args[args.length - 1]!));
+      const dest = args[args.length - 1]!;
+      // `COPY a b ./` puts a and b in the directory; `COPY dir ./dir` names the destination itself.
+      const intoDir = dest.endsWith("/") || dest === ".";
+      for (const source of intoDir ? args.slice(0, -1) : [dest]) {
+        stage.copies.push(resolvePath(stage.workdir ?? "/", intoDir ? `${dest}/${source.split("/").pop()!}` : source));
+      }
     } else if (instr === "USER") stage.user = rest;
     else if (instr === "ENTRYPOINT") stage.entrypoint = execForm(rest);
     else if (instr === "CMD") stage.cmd = execForm(rest);
