@@ -148,7 +148,7 @@ export function parseFinalStage(text: string): DockerfileStage {
 function execForm(rest: string): string[] {
   const parsed: unknown = JSON.parse(rest);
   if (!Array.isArray(parsed) || !parsed.every((a) => typeof a === "string")) throw new Error(`not exec form: ${rest}`);
-  return parsed as string[];
+  return parsed;
 }
 
 function resolvePath(base: string, p: string): string {
