@@ -11,12 +11,14 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
+import { chownSync, mkdtempSync, readFileSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { APP_FILES, RUNTIME, USER, parseFinalStage } from "../../release/image.js";
 import { ROOT } from "../fixtures/manifests.js";
+import { startControlPlane, freePort, type ControlPlane } from "./harness/controlplane.js";
+import { applyOwnManifests, cli, createNamespace, renderWebhookConfigurations } from "./harness/webhook.js";
 
 const has = (cmd: string): boolean => spawnSync("sh", ["-c", `command -v ${cmd}`]).status === 0;
 const missing = ["git", "tar", "gzip", "apt-get", "dpkg-deb", "npm"].filter((c) => !has(c));
@@ -43,6 +45,13 @@ describe("the release build", { skip }, () => {
   let registry: ChildProcess | undefined;
   let registryHost: string;
   let release: { version: string; image: { archive: string; digest: string }; chart: string };
+  let cp: ControlPlane | undefined;
+  let server: ChildProcess | undefined;
+  const asRoot = process.getuid?.() === 0;
+  /** The image's environment, for a process chrooted into its root filesystem. */
+  const imageEnv = (): Record<string, string> => Object.fromEntries(RUNTIME.env.map((e) => e.split("=", 2) as [string, string]));
+  /** chroot's arguments that run the image's entry point with ARGS as its user. */
+  const inImage = (rootfs: string, args: string[]): string[] => [`--userspec=${USER.uid}:${USER.gid}`, rootfs, ...RUNTIME.entrypoint, ...args];
 
   const blob = (d: Descriptor): Buffer => readFileSync(join(layout, "blobs", "sha256", d.digest.replace(/^sha256:/, "")));
 
@@ -69,8 +78,10 @@ describe("the release build", { skip }, () => {
     });
   });
 
-  after(() => {
+  after(async () => {
     registry?.kill();
+    server?.kill();
+    await cp?.stop();
     if (scratch) rmSync(scratch, { recursive: true, force: true });
   });
 
@@ -151,6 +162,68 @@ describe("the release build", { skip }, () => {
       ]).toString();
       assert.match(whoami, /^65532 \d+/);
       assert.deepEqual(APP_FILES.map((f) => f.path).sort(), ["bin", "dist", "node_modules", "package.json"]);
+    },
+  );
+  it(
+    "its server, chrooted as the non-root user, outfits a GPU pod for the e2e kube-apiserver; doctor runs from the image",
+    { skip: asRoot ? false : "chroot needs root" },
+    async () => {
+      const root = join(scratch, "rootfs");
+      cp = await startControlPlane();
+      await applyOwnManifests(cp);
+      await createNamespace(cp, "team-a", { "quartermaster.dev/enabled": "true" });
+      const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
+      // Inside the image's root filesystem, owned by its user: the serving pair and the kubeconfig.
+      const etc = join(root, "etc", "quartermaster");
+      const gen = await cli([
+        "certs",
+        "generate",
+        "--service",
+        "quartermaster-webhook",
+        "--namespace",
+        "quartermaster",
+        "--out",
+        join(etc, "tls"),
+        "--ip",
+        "127.0.0.1",
+      ]);
+      assert.equal(gen.code, 0, gen.stderr);
+      writeFileSync(join(etc, "kubeconfig"), readFileSync(sa.kubeconfig));
+      for (const f of ["", "tls", "tls/tls.crt", "tls/tls.key", "kubeconfig"]) chownSync(join(etc, f), USER.uid, USER.gid);
+      const port = await freePort();
+      const args = ["serve", "--host", "127.0.0.1", "--port", String(port), "--metrics-port", "0", "--tls-cert", "/etc/quartermaster/tls/tls.crt"];
+      args.push("--tls-key", "/etc/quartermaster/tls/tls.key", "--kubeconfig", "/etc/quartermaster/kubeconfig");
+      const proc = spawn("chroot", inImage(root, args), { env: imageEnv(), stdio: ["ignore", "pipe", "pipe"] });
+      server = proc;
+      let log = "";
+      proc.stdout.on("data", (d: Buffer) => (log += d.toString()));
+      proc.stderr.on("data", (d: Buffer) => (log += d.toString()));
+      const caPem = readFileSync(join(etc, "tls", "ca.crt"), "utf8");
+      const configs = await renderWebhookConfigurations(cp, port, caPem);
+      const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: configs }));
+      assert.equal(applied.code, 0, applied.stderr);
+      let n = 0;
+      let pod: { metadata: { annotations?: Record<string, string> } } | undefined;
+      const api = cp;
+      await api.until(
+        "a GPU pod outfitted by the image's server",
+        async () => {
+          const r = await api.api("POST", "/api/v1/namespaces/team-a/pods", {
+            apiVersion: "v1",
+            kind: "Pod",
+            metadata: { name: `gpu-${++n}` },
+            spec: { containers: [{ name: "c", image: "registry.invalid/train:1", resources: { limits: { "nvidia.com/gpu": "1" } } }] },
+          });
+          pod = r.body as typeof pod;
+          return r.status === 201 && pod?.metadata.annotations?.["quartermaster.dev/mutations"] !== undefined;
+        },
+        60_000,
+      );
+      assert.match(pod!.metadata.annotations!["quartermaster.dev/mutations"]!, /gpu-tolerations/, log);
+      // doctor, run from the image with the same credentials: it reads the install and reports as JSON.
+      const doctor = spawnSync("chroot", inImage(root, ["doctor", "-o", "json", "--kubeconfig", "/etc/quartermaster/kubeconfig"]), { env: imageEnv() });
+      const report = JSON.parse(doctor.stdout.toString()) as { findings?: unknown[] };
+      assert.ok(Array.isArray(report.findings), `${doctor.stdout.toString()}\n${doctor.stderr.toString()}`);
     },
   );
 });
