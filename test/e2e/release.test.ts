@@ -46,6 +46,7 @@ describe("the release build", { skip }, () => {
   let registryHost: string;
   let release: { version: string; image: { archive: string; digest: string }; chart: string };
   let cp: ControlPlane | undefined;
+  let cp2: ControlPlane | undefined;
   let server: ChildProcess | undefined;
   const asRoot = process.getuid?.() === 0;
   /** The image's environment, for a process chrooted into its root filesystem. */
@@ -82,6 +83,7 @@ describe("the release build", { skip }, () => {
     registry?.kill();
     server?.kill();
     await cp?.stop();
+    await cp2?.stop();
     if (scratch) rmSync(scratch, { recursive: true, force: true });
   });
 
@@ -224,6 +226,39 @@ describe("the release build", { skip }, () => {
       const doctor = spawnSync("chroot", inImage(root, ["doctor", "-o", "json", "--kubeconfig", "/etc/quartermaster/kubeconfig"]), { env: imageEnv() });
       const report = JSON.parse(doctor.stdout.toString()) as { findings?: unknown[] };
       assert.ok(Array.isArray(report.findings), `${doctor.stdout.toString()}\n${doctor.stderr.toString()}`);
+    },
+  );
+  it(
+    "helm install from oci:// on the e2e control plane runs the pushed image by digest; helm uninstall leaves no webhook configuration",
+    { skip: process.env.QM_HELM_BIN ? false : "QM_HELM_BIN is unset (test/e2e/helm/build.sh)" },
+    async () => {
+      const helm = process.env.QM_HELM_BIN!;
+      cp2 = await startControlPlane();
+      await createNamespace(cp2, "quartermaster", { "quartermaster.dev/enabled": "false" });
+      const kube = ["--kubeconfig", cp2.kubeconfig, "-n", "quartermaster", "--no-hooks"];
+      const repository = `${registryHost}/quartermaster`;
+      run(helm, [
+        "install",
+        "quartermaster",
+        `oci://${registryHost}/charts/quartermaster`,
+        "--version",
+        release.version,
+        "--plain-http",
+        ...kube,
+        "--set",
+        `image.repository=${repository}`,
+        "--set",
+        "webhook.networkPolicy.apiserverFrom={0.0.0.0/0}",
+      ]);
+      const deployment = await cp2.api("GET", "/apis/apps/v1/namespaces/quartermaster/deployments/quartermaster-webhook");
+      const image = (deployment.body as { spec: { template: { spec: { containers: Array<{ image: string }> } } } }).spec.template.spec.containers[0]!.image;
+      assert.equal(image, `${repository}:${release.version}@${release.image.digest}`);
+      // The reference the cluster would pull resolves, in the registry, to the released digest.
+      assert.equal(run(crane, ["digest", image, "--insecure"]).trim(), release.image.digest);
+      run(helm, ["uninstall", "quartermaster", ...kube]);
+      for (const kind of ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]) {
+        assert.equal((await cp2.api("GET", `/apis/admissionregistration.k8s.io/v1/${kind}/quartermaster`)).status, 404, kind);
+      }
     },
   );
 });
