@@ -2,8 +2,10 @@
  * End to end: the release build (`npm run release`, release/build.ts) run twice gives the same bytes (SHA256SUMS
  * equal), its image agrees with the Dockerfile (same files under /app, entry point, user), go-containerregistry
  * accepts it (pushed with crane to `crane registry serve` on 127.0.0.1, then `crane validate`), the chart goes to
- * the same registry with `helm push` and comes back from oci:// pinning the image's digest, and the image's root
- * filesystem runs its CLI as the non-root user under chroot.
+ * the same registry with `helm push` and comes back from oci:// pinning the image's digest, the image's root
+ * filesystem runs its CLI and its server as the non-root user under chroot (the e2e kube-apiserver sends it the
+ * admission review of a GPU pod, which comes back outfitted; `doctor` runs from the image against that cluster),
+ * and `helm install` from oci:// on a second control plane names the pushed image by digest.
  *
  * Needs the tools the build needs (git, GNU tar, gzip, apt-get and dpkg-deb with bookworm lists, npm) and crane
  * (QM_CRANE_BIN, or Go to build it: test/e2e/crane/build.sh); skipped with the reason when one is missing.
