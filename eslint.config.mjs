@@ -9,7 +9,7 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
-    files: ["src/**/*.ts", "webhooks/**/*.ts"],
+    files: ["src/**/*.ts", "webhooks/**/*.ts", "release/**/*.ts"],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {
       // A promise nobody awaits loses its error: every one is awaited, returned, or marked `void` on purpose.

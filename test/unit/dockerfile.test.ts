@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
+import { APP_FILES, NODE, RUNTIME, parseFinalStage } from "../../release/image.js";
 import { ROOT } from "../fixtures/manifests.js";
 
 /** Node.js lines and their end of life (github.com/nodejs/Release, schedule.json). Odd majors are never LTS. */
@@ -38,4 +39,29 @@ describe("the image's Node.js", () => {
     const min = /^>=(\d+)/.exec(engines);
     assert.ok(min && majors[0]! >= Number(min[1]), `engines ${engines}`);
   });
+});
+
+/**
+ * The release build (release/build.ts) assembles the image without Docker from release/image.ts: its runtime
+ * settings and /app contents must be the Dockerfile's final stage. test/e2e/release.test.ts checks the built image
+ * the same way.
+ */
+describe("the released image agrees with the Dockerfile", () => {
+  const stage = parseFinalStage(readFileSync(join(ROOT, "Dockerfile"), "utf8"));
+  const cases: Array<{ name: string; dockerfile: unknown; release: unknown }> = [
+    { name: "user", dockerfile: stage.user, release: RUNTIME.user },
+    { name: "entry point", dockerfile: stage.entrypoint, release: RUNTIME.entrypoint },
+    { name: "command", dockerfile: stage.cmd, release: RUNTIME.cmd },
+    { name: "working directory", dockerfile: stage.workdir, release: RUNTIME.workdir },
+    { name: "exposed ports", dockerfile: stage.expose, release: RUNTIME.exposedPorts },
+    {
+      name: "files under /app",
+      dockerfile: stage.copies.filter((c) => c.startsWith("/app/")).sort(),
+      release: APP_FILES.map((f) => `/app/${f.path}`).sort(),
+    },
+    { name: "Node.js major", dockerfile: /^gcr\.io\/distroless\/nodejs(\d+)-/.exec(stage.from)?.[1], release: NODE.version.split(".")[0] },
+  ];
+  for (const c of cases) {
+    it(c.name, () => assert.deepEqual(c.release, c.dockerfile));
+  }
 });

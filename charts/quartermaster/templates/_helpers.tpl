@@ -9,7 +9,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 
 {{- define "quartermaster.image" -}}
+{{- if .Values.image.digest -}}
+{{ printf "%s:%s@%s" .Values.image.repository .Values.image.tag .Values.image.digest | quote }}
+{{- else -}}
 {{ printf "%s:%s" .Values.image.repository .Values.image.tag | quote }}
+{{- end }}
 {{- end }}
 
 {{/* The policy's ConfigMap: named by a hash of its content, as kustomize's configMapGenerator does. */}}
