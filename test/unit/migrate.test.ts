@@ -1,6 +1,6 @@
 /**
  * `quartermaster migrate` (src/migrate/): v1 jobs in (the training-operator v1.9.4 module's own examples, the
- * shared corpus' real manifests, and inline cases for each rule) → the expected TrainJob fields and the exact
+ * corpus' real manifests (test/fixtures/corpus), and inline cases for each rule) → the expected TrainJob fields and the exact
  * not-carried table; every output valid against the upstream Trainer v2.3.0 CRD schemas; and the conformance
  * of the environment: a migrated PyTorchJob's pods get the v1 operator's env (src/mutate/frameworks.ts), names
  * and values, hostnames aside (and the differences the table lists), as Trainer's torch plugin sets it
