@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"type":"object","required":["counts","generatedAt","namespaces","shards","totals","version"],"properties":{"counts":{"type":"object","required":["jobs","nodes","pendingGpuPods","podsHoldingDevices","staleNodes"],"properties":{"inactiveNodes":{"type":"integer","minimum":0},"jobs":{"type":"integer","minimum":0},"nodes":{"type":"integer","minimum":0},"pendingGpuPods":{"type":"integer","minimum":0},"podsHoldingDevices":{"type":"integer","minimum":0},"staleNodes":{"type":"integer","minimum":0}}},"generatedAt":{"type":"string","minLength":1},"kueue":{"type":"object","required":["flavors"],"properties":{"flavors":{"type":"array","items":{"type":"object","required":["clusterQueues","name","nodeLabels","nodes","resources"],"properties":{"clusterQueues":{"type":"array","items":{"type":"string"}},"missing":{"type":"boolean"},"name":{"type":"string"},"nodeLabels":{"type":"object","additionalProperties":{"type":"string"}},"nodes":{"type":"integer","minimum":0},"resources":{"type":"object","additionalProperties":{"type":"object","required":["inUse","kueueReserved","kueueUsage","physical","quota","quotas"],"properties":{"borrowingLimit":{"type":"number"},"inUse":{"type":"number"},"kueueReserved":{"type":"number"},"kueueUsage":{"type":"number"},"physical":{"type":"number"},"quota":{"type":"number"},"quotas":{"type":"array","items":{"type":"object","required":["clusterQueue","nominalQuota"],"properties":{"borrowingLimit":{"type":"number"},"clusterQueue":{"type":"string"},"cohort":{"type":"string"},"lendingLimit":{"type":"number"},"nominalQuota":{"type":"number"}}}},"unlimitedBorrowing":{"type":"boolean"}}}}}}}}},"namespaces":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"},"since":{"type":"string"}}}}},"shards":{"type":"array","items":{"type":"object","required":["name","sha256"],"properties":{"name":{"type":"string","pattern":"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"}}}},"totals":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","unavailable"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"dra":{"type":"object","required":["allocated","capacity"],"properties":{"allocated":{"type":"number"},"capacity":{"type":"number"}}},"free":{"type":"number"},"unavailable":{"type":"number"}}}},"version":{"const":1}}};
+const schema11 = {"type":"object","required":["counts","generatedAt","namespaces","shards","totals","version"],"properties":{"counts":{"type":"object","required":["jobs","nodes","pendingGpuPods","podsHoldingDevices","staleNodes"],"properties":{"inactiveNodes":{"type":"integer","minimum":0},"jobs":{"type":"integer","minimum":0},"nodes":{"type":"integer","minimum":0},"pendingGpuPods":{"type":"integer","minimum":0},"podsHoldingDevices":{"type":"integer","minimum":0},"staleNodes":{"type":"integer","minimum":0}}},"generatedAt":{"type":"string","minLength":1},"kueue":{"type":"object","required":["flavors"],"properties":{"flavors":{"type":"array","items":{"type":"object","required":["clusterQueues","name","nodeLabels","nodes","resources"],"properties":{"clusterQueues":{"type":"array","items":{"type":"string"}},"missing":{"type":"boolean"},"name":{"type":"string"},"nodeLabels":{"type":"object","additionalProperties":{"type":"string"}},"nodes":{"type":"integer","minimum":0},"resources":{"type":"object","additionalProperties":{"type":"object","required":["inUse","kueueReserved","kueueUsage","physical","quota","quotas"],"properties":{"borrowingLimit":{"type":"number"},"inUse":{"type":"number"},"kueueReserved":{"type":"number"},"kueueUsage":{"type":"number"},"physical":{"type":"number"},"quota":{"type":"number"},"quotas":{"type":"array","items":{"type":"object","required":["clusterQueue","nominalQuota"],"properties":{"borrowingLimit":{"type":"number"},"clusterQueue":{"type":"string"},"cohort":{"type":"string"},"lendingLimit":{"type":"number"},"nominalQuota":{"type":"number"}}}},"unlimitedBorrowing":{"type":"boolean"}}}}}}}}},"largest":{"type":"object","required":["deviceClasses","resources"],"properties":{"deviceClasses":{"type":"object","additionalProperties":{"type":"integer","minimum":0}},"resources":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"namespaces":{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"object","required":["allocated","gpuSeconds"],"properties":{"allocated":{"type":"number"},"gpuSeconds":{"type":"number"},"since":{"type":"string"}}}}},"shards":{"type":"array","items":{"type":"object","required":["name","sha256"],"properties":{"name":{"type":"string","pattern":"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},"sha256":{"type":"string","pattern":"^[0-9a-f]{64}$"}}}},"totals":{"type":"object","additionalProperties":{"type":"object","required":["allocatable","allocated","capacity","free","unavailable"],"properties":{"allocatable":{"type":"number"},"allocated":{"type":"number"},"capacity":{"type":"number"},"dra":{"type":"object","required":["allocated","capacity"],"properties":{"allocated":{"type":"number"},"capacity":{"type":"number"}}},"free":{"type":"number"},"unavailable":{"type":"number"}}}},"version":{"const":1}}};
 const func2 = runtime0.default;
 const pattern0 = new RegExp("^quartermaster-ledger-(0|[1-9][0-9]{0,3})$", "u");
 const pattern1 = new RegExp("^[0-9a-f]{64}$", "u");
@@ -817,17 +817,11 @@ vErrors.push(err66);
 errors++;
 }
 }
-if(data.namespaces !== undefined){
-let data34 = data.namespaces;
+if(data.largest !== undefined){
+let data34 = data.largest;
 if(data34 && typeof data34 == "object" && !Array.isArray(data34)){
-for(const key2 in data34){
-let data35 = data34[key2];
-if(data35 && typeof data35 == "object" && !Array.isArray(data35)){
-for(const key3 in data35){
-let data36 = data35[key3];
-if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
-if(data36.allocated === undefined){
-const err67 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+if(data34.deviceClasses === undefined){
+const err67 = {instancePath:instancePath+"/largest",schemaPath:"#/properties/largest/required",keyword:"required",params:{missingProperty: "deviceClasses"},message:"must have required property '"+"deviceClasses"+"'"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -836,8 +830,8 @@ vErrors.push(err67);
 }
 errors++;
 }
-if(data36.gpuSeconds === undefined){
-const err68 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "gpuSeconds"},message:"must have required property '"+"gpuSeconds"+"'"};
+if(data34.resources === undefined){
+const err68 = {instancePath:instancePath+"/largest",schemaPath:"#/properties/largest/required",keyword:"required",params:{missingProperty: "resources"},message:"must have required property '"+"resources"+"'"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -846,10 +840,13 @@ vErrors.push(err68);
 }
 errors++;
 }
-if(data36.allocated !== undefined){
-let data37 = data36.allocated;
-if(!((typeof data37 == "number") && (isFinite(data37)))){
-const err69 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data34.deviceClasses !== undefined){
+let data35 = data34.deviceClasses;
+if(data35 && typeof data35 == "object" && !Array.isArray(data35)){
+for(const key2 in data35){
+let data36 = data35[key2];
+if(!(((typeof data36 == "number") && (!(data36 % 1) && !isNaN(data36))) && (isFinite(data36)))){
+const err69 = {instancePath:instancePath+"/largest/deviceClasses/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/largest/properties/deviceClasses/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -858,11 +855,9 @@ vErrors.push(err69);
 }
 errors++;
 }
-}
-if(data36.gpuSeconds !== undefined){
-let data38 = data36.gpuSeconds;
-if(!((typeof data38 == "number") && (isFinite(data38)))){
-const err70 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/gpuSeconds",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/gpuSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if((typeof data36 == "number") && (isFinite(data36))){
+if(data36 < 0 || isNaN(data36)){
+const err70 = {instancePath:instancePath+"/largest/deviceClasses/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/largest/properties/deviceClasses/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -872,9 +867,10 @@ vErrors.push(err70);
 errors++;
 }
 }
-if(data36.since !== undefined){
-if(typeof data36.since !== "string"){
-const err71 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1")+"/since",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/since/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+}
+else {
+const err71 = {instancePath:instancePath+"/largest/deviceClasses",schemaPath:"#/properties/largest/properties/deviceClasses/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -884,9 +880,13 @@ vErrors.push(err71);
 errors++;
 }
 }
-}
-else {
-const err72 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data34.resources !== undefined){
+let data37 = data34.resources;
+if(data37 && typeof data37 == "object" && !Array.isArray(data37)){
+for(const key3 in data37){
+let data38 = data37[key3];
+if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
+const err72 = {instancePath:instancePath+"/largest/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/largest/properties/resources/additionalProperties/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -895,10 +895,9 @@ vErrors.push(err72);
 }
 errors++;
 }
-}
-}
-else {
-const err73 = {instancePath:instancePath+"/namespaces/" + key2.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data38 == "number") && (isFinite(data38))){
+if(data38 < 0 || isNaN(data38)){
+const err73 = {instancePath:instancePath+"/largest/resources/" + key3.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/largest/properties/resources/additionalProperties/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -909,8 +908,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err74 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err74 = {instancePath:instancePath+"/largest/resources",schemaPath:"#/properties/largest/properties/resources/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -920,15 +920,9 @@ vErrors.push(err74);
 errors++;
 }
 }
-if(data.shards !== undefined){
-let data40 = data.shards;
-if(Array.isArray(data40)){
-const len3 = data40.length;
-for(let i3=0; i3<len3; i3++){
-let data41 = data40[i3];
-if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
-if(data41.name === undefined){
-const err75 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+}
+else {
+const err75 = {instancePath:instancePath+"/largest",schemaPath:"#/properties/largest/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -937,8 +931,18 @@ vErrors.push(err75);
 }
 errors++;
 }
-if(data41.sha256 === undefined){
-const err76 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "sha256"},message:"must have required property '"+"sha256"+"'"};
+}
+if(data.namespaces !== undefined){
+let data39 = data.namespaces;
+if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
+for(const key4 in data39){
+let data40 = data39[key4];
+if(data40 && typeof data40 == "object" && !Array.isArray(data40)){
+for(const key5 in data40){
+let data41 = data40[key5];
+if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
+if(data41.allocated === undefined){
+const err76 = {instancePath:instancePath+"/namespaces/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key5.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -947,11 +951,8 @@ vErrors.push(err76);
 }
 errors++;
 }
-if(data41.name !== undefined){
-let data42 = data41.name;
-if(typeof data42 === "string"){
-if(!pattern0.test(data42)){
-const err77 = {instancePath:instancePath+"/shards/" + i3+"/name",schemaPath:"#/properties/shards/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},message:"must match pattern \""+"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"+"\""};
+if(data41.gpuSeconds === undefined){
+const err77 = {instancePath:instancePath+"/namespaces/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key5.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/required",keyword:"required",params:{missingProperty: "gpuSeconds"},message:"must have required property '"+"gpuSeconds"+"'"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -960,9 +961,10 @@ vErrors.push(err77);
 }
 errors++;
 }
-}
-else {
-const err78 = {instancePath:instancePath+"/shards/" + i3+"/name",schemaPath:"#/properties/shards/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data41.allocated !== undefined){
+let data42 = data41.allocated;
+if(!((typeof data42 == "number") && (isFinite(data42)))){
+const err78 = {instancePath:instancePath+"/namespaces/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key5.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -972,11 +974,10 @@ vErrors.push(err78);
 errors++;
 }
 }
-if(data41.sha256 !== undefined){
-let data43 = data41.sha256;
-if(typeof data43 === "string"){
-if(!pattern1.test(data43)){
-const err79 = {instancePath:instancePath+"/shards/" + i3+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{64}$"},message:"must match pattern \""+"^[0-9a-f]{64}$"+"\""};
+if(data41.gpuSeconds !== undefined){
+let data43 = data41.gpuSeconds;
+if(!((typeof data43 == "number") && (isFinite(data43)))){
+const err79 = {instancePath:instancePath+"/namespaces/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key5.replace(/~/g, "~0").replace(/\//g, "~1")+"/gpuSeconds",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/gpuSeconds/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -986,8 +987,9 @@ vErrors.push(err79);
 errors++;
 }
 }
-else {
-const err80 = {instancePath:instancePath+"/shards/" + i3+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data41.since !== undefined){
+if(typeof data41.since !== "string"){
+const err80 = {instancePath:instancePath+"/namespaces/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key5.replace(/~/g, "~0").replace(/\//g, "~1")+"/since",schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/properties/since/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -999,7 +1001,7 @@ errors++;
 }
 }
 else {
-const err81 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err81 = {instancePath:instancePath+"/namespaces/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + key5.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -1011,7 +1013,7 @@ errors++;
 }
 }
 else {
-const err82 = {instancePath:instancePath+"/shards",schemaPath:"#/properties/shards/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err82 = {instancePath:instancePath+"/namespaces/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/namespaces/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err82];
 }
@@ -1021,14 +1023,9 @@ vErrors.push(err82);
 errors++;
 }
 }
-if(data.totals !== undefined){
-let data44 = data.totals;
-if(data44 && typeof data44 == "object" && !Array.isArray(data44)){
-for(const key4 in data44){
-let data45 = data44[key4];
-if(data45 && typeof data45 == "object" && !Array.isArray(data45)){
-if(data45.allocatable === undefined){
-const err83 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocatable"},message:"must have required property '"+"allocatable"+"'"};
+}
+else {
+const err83 = {instancePath:instancePath+"/namespaces",schemaPath:"#/properties/namespaces/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err83];
 }
@@ -1037,8 +1034,16 @@ vErrors.push(err83);
 }
 errors++;
 }
-if(data45.allocated === undefined){
-const err84 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+}
+if(data.shards !== undefined){
+let data45 = data.shards;
+if(Array.isArray(data45)){
+const len3 = data45.length;
+for(let i3=0; i3<len3; i3++){
+let data46 = data45[i3];
+if(data46 && typeof data46 == "object" && !Array.isArray(data46)){
+if(data46.name === undefined){
+const err84 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
 if(vErrors === null){
 vErrors = [err84];
 }
@@ -1047,8 +1052,8 @@ vErrors.push(err84);
 }
 errors++;
 }
-if(data45.capacity === undefined){
-const err85 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+if(data46.sha256 === undefined){
+const err85 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/required",keyword:"required",params:{missingProperty: "sha256"},message:"must have required property '"+"sha256"+"'"};
 if(vErrors === null){
 vErrors = [err85];
 }
@@ -1057,8 +1062,11 @@ vErrors.push(err85);
 }
 errors++;
 }
-if(data45.free === undefined){
-const err86 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "free"},message:"must have required property '"+"free"+"'"};
+if(data46.name !== undefined){
+let data47 = data46.name;
+if(typeof data47 === "string"){
+if(!pattern0.test(data47)){
+const err86 = {instancePath:instancePath+"/shards/" + i3+"/name",schemaPath:"#/properties/shards/items/properties/name/pattern",keyword:"pattern",params:{pattern: "^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"},message:"must match pattern \""+"^quartermaster-ledger-(0|[1-9][0-9]{0,3})$"+"\""};
 if(vErrors === null){
 vErrors = [err86];
 }
@@ -1067,8 +1075,9 @@ vErrors.push(err86);
 }
 errors++;
 }
-if(data45.unavailable === undefined){
-const err87 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "unavailable"},message:"must have required property '"+"unavailable"+"'"};
+}
+else {
+const err87 = {instancePath:instancePath+"/shards/" + i3+"/name",schemaPath:"#/properties/shards/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err87];
 }
@@ -1077,10 +1086,12 @@ vErrors.push(err87);
 }
 errors++;
 }
-if(data45.allocatable !== undefined){
-let data46 = data45.allocatable;
-if(!((typeof data46 == "number") && (isFinite(data46)))){
-const err88 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocatable",schemaPath:"#/properties/totals/additionalProperties/properties/allocatable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data46.sha256 !== undefined){
+let data48 = data46.sha256;
+if(typeof data48 === "string"){
+if(!pattern1.test(data48)){
+const err88 = {instancePath:instancePath+"/shards/" + i3+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{64}$"},message:"must match pattern \""+"^[0-9a-f]{64}$"+"\""};
 if(vErrors === null){
 vErrors = [err88];
 }
@@ -1090,10 +1101,8 @@ vErrors.push(err88);
 errors++;
 }
 }
-if(data45.allocated !== undefined){
-let data47 = data45.allocated;
-if(!((typeof data47 == "number") && (isFinite(data47)))){
-const err89 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+else {
+const err89 = {instancePath:instancePath+"/shards/" + i3+"/sha256",schemaPath:"#/properties/shards/items/properties/sha256/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err89];
 }
@@ -1103,10 +1112,9 @@ vErrors.push(err89);
 errors++;
 }
 }
-if(data45.capacity !== undefined){
-let data48 = data45.capacity;
-if(!((typeof data48 == "number") && (isFinite(data48)))){
-const err90 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+else {
+const err90 = {instancePath:instancePath+"/shards/" + i3,schemaPath:"#/properties/shards/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err90];
 }
@@ -1116,11 +1124,9 @@ vErrors.push(err90);
 errors++;
 }
 }
-if(data45.dra !== undefined){
-let data49 = data45.dra;
-if(data49 && typeof data49 == "object" && !Array.isArray(data49)){
-if(data49.allocated === undefined){
-const err91 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
+}
+else {
+const err91 = {instancePath:instancePath+"/shards",schemaPath:"#/properties/shards/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err91];
 }
@@ -1129,8 +1135,15 @@ vErrors.push(err91);
 }
 errors++;
 }
-if(data49.capacity === undefined){
-const err92 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
+}
+if(data.totals !== undefined){
+let data49 = data.totals;
+if(data49 && typeof data49 == "object" && !Array.isArray(data49)){
+for(const key6 in data49){
+let data50 = data49[key6];
+if(data50 && typeof data50 == "object" && !Array.isArray(data50)){
+if(data50.allocatable === undefined){
+const err92 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocatable"},message:"must have required property '"+"allocatable"+"'"};
 if(vErrors === null){
 vErrors = [err92];
 }
@@ -1139,10 +1152,8 @@ vErrors.push(err92);
 }
 errors++;
 }
-if(data49.allocated !== undefined){
-let data50 = data49.allocated;
-if(!((typeof data50 == "number") && (isFinite(data50)))){
-const err93 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data50.allocated === undefined){
+const err93 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err93];
 }
@@ -1151,11 +1162,8 @@ vErrors.push(err93);
 }
 errors++;
 }
-}
-if(data49.capacity !== undefined){
-let data51 = data49.capacity;
-if(!((typeof data51 == "number") && (isFinite(data51)))){
-const err94 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data50.capacity === undefined){
+const err94 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
 if(vErrors === null){
 vErrors = [err94];
 }
@@ -1164,10 +1172,8 @@ vErrors.push(err94);
 }
 errors++;
 }
-}
-}
-else {
-const err95 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data50.free === undefined){
+const err95 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "free"},message:"must have required property '"+"free"+"'"};
 if(vErrors === null){
 vErrors = [err95];
 }
@@ -1176,11 +1182,8 @@ vErrors.push(err95);
 }
 errors++;
 }
-}
-if(data45.free !== undefined){
-let data52 = data45.free;
-if(!((typeof data52 == "number") && (isFinite(data52)))){
-const err96 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/totals/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data50.unavailable === undefined){
+const err96 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/required",keyword:"required",params:{missingProperty: "unavailable"},message:"must have required property '"+"unavailable"+"'"};
 if(vErrors === null){
 vErrors = [err96];
 }
@@ -1189,11 +1192,10 @@ vErrors.push(err96);
 }
 errors++;
 }
-}
-if(data45.unavailable !== undefined){
-let data53 = data45.unavailable;
-if(!((typeof data53 == "number") && (isFinite(data53)))){
-const err97 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1")+"/unavailable",schemaPath:"#/properties/totals/additionalProperties/properties/unavailable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data50.allocatable !== undefined){
+let data51 = data50.allocatable;
+if(!((typeof data51 == "number") && (isFinite(data51)))){
+const err97 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocatable",schemaPath:"#/properties/totals/additionalProperties/properties/allocatable/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -1203,9 +1205,10 @@ vErrors.push(err97);
 errors++;
 }
 }
-}
-else {
-const err98 = {instancePath:instancePath+"/totals/" + key4.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data50.allocated !== undefined){
+let data52 = data50.allocated;
+if(!((typeof data52 == "number") && (isFinite(data52)))){
+const err98 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1")+"/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -1215,9 +1218,10 @@ vErrors.push(err98);
 errors++;
 }
 }
-}
-else {
-const err99 = {instancePath:instancePath+"/totals",schemaPath:"#/properties/totals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data50.capacity !== undefined){
+let data53 = data50.capacity;
+if(!((typeof data53 == "number") && (isFinite(data53)))){
+const err99 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1")+"/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -1227,9 +1231,11 @@ vErrors.push(err99);
 errors++;
 }
 }
-if(data.version !== undefined){
-if(1 !== data.version){
-const err100 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+if(data50.dra !== undefined){
+let data54 = data50.dra;
+if(data54 && typeof data54 == "object" && !Array.isArray(data54)){
+if(data54.allocated === undefined){
+const err100 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "allocated"},message:"must have required property '"+"allocated"+"'"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -1238,15 +1244,124 @@ vErrors.push(err100);
 }
 errors++;
 }
-}
-}
-else {
-const err101 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data54.capacity === undefined){
+const err101 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/required",keyword:"required",params:{missingProperty: "capacity"},message:"must have required property '"+"capacity"+"'"};
 if(vErrors === null){
 vErrors = [err101];
 }
 else {
 vErrors.push(err101);
+}
+errors++;
+}
+if(data54.allocated !== undefined){
+let data55 = data54.allocated;
+if(!((typeof data55 == "number") && (isFinite(data55)))){
+const err102 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/allocated",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/allocated/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err102];
+}
+else {
+vErrors.push(err102);
+}
+errors++;
+}
+}
+if(data54.capacity !== undefined){
+let data56 = data54.capacity;
+if(!((typeof data56 == "number") && (isFinite(data56)))){
+const err103 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra/capacity",schemaPath:"#/properties/totals/additionalProperties/properties/dra/properties/capacity/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err103];
+}
+else {
+vErrors.push(err103);
+}
+errors++;
+}
+}
+}
+else {
+const err104 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1")+"/dra",schemaPath:"#/properties/totals/additionalProperties/properties/dra/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err104];
+}
+else {
+vErrors.push(err104);
+}
+errors++;
+}
+}
+if(data50.free !== undefined){
+let data57 = data50.free;
+if(!((typeof data57 == "number") && (isFinite(data57)))){
+const err105 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1")+"/free",schemaPath:"#/properties/totals/additionalProperties/properties/free/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err105];
+}
+else {
+vErrors.push(err105);
+}
+errors++;
+}
+}
+if(data50.unavailable !== undefined){
+let data58 = data50.unavailable;
+if(!((typeof data58 == "number") && (isFinite(data58)))){
+const err106 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1")+"/unavailable",schemaPath:"#/properties/totals/additionalProperties/properties/unavailable/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err106];
+}
+else {
+vErrors.push(err106);
+}
+errors++;
+}
+}
+}
+else {
+const err107 = {instancePath:instancePath+"/totals/" + key6.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/totals/additionalProperties/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err107];
+}
+else {
+vErrors.push(err107);
+}
+errors++;
+}
+}
+}
+else {
+const err108 = {instancePath:instancePath+"/totals",schemaPath:"#/properties/totals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err108];
+}
+else {
+vErrors.push(err108);
+}
+errors++;
+}
+}
+if(data.version !== undefined){
+if(1 !== data.version){
+const err109 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/const",keyword:"const",params:{allowedValue: 1},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err109];
+}
+else {
+vErrors.push(err109);
+}
+errors++;
+}
+}
+}
+else {
+const err110 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err110];
+}
+else {
+vErrors.push(err110);
 }
 errors++;
 }

@@ -4,7 +4,7 @@ import runtime0 from "ajv/dist/runtime/ucs2length.js";
 
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"},{"kind":"TrainJob","group":"trainer.kubeflow.org","version":"v1alpha1","plural":"trainjobs","framework":"trainer"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2","trainer"]},"controller":{"enum":["operator","quartermaster"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}},"deviceClasses":{"type":"array","default":[{"name":"gpu.nvidia.com","resourceName":"nvidia.com/gpu"},{"name":"mig.nvidia.com","resourceName":"nvidia.com/mig-{profile}"},{"name":"gpu.amd.com","resourceName":"amd.com/gpu"}],"items":{"type":"object","additionalProperties":false,"required":["name","resourceName"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$","maxLength":253},"resourceName":{"type":"string","minLength":1},"extendedResourceName":{"type":"string","minLength":1}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]},"gpu-unknown":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]},"gpu-unknown":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false},"allowedTemplates":{"type":"object","additionalProperties":false,"default":{},"properties":{"privileged":{"type":"boolean","default":false},"hostNamespaces":{"type":"boolean","default":false},"serviceAccounts":{"type":"array","default":[],"items":{"type":"string","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}}}}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5},"podMutation":{"enum":["full","reduced"],"default":"full"}}}}};
+const schema11 = {"$id":"https://quartermaster.dev/schemas/policy.json","title":"Quartermaster policy","type":"object","additionalProperties":false,"properties":{"jobKinds":{"type":"array","minItems":1,"default":[{"kind":"TFJob","group":"kubeflow.org","version":"v1","plural":"tfjobs","framework":"tensorflow"},{"kind":"PyTorchJob","group":"kubeflow.org","version":"v1","plural":"pytorchjobs","framework":"pytorch"},{"kind":"MXJob","group":"kubeflow.org","version":"v1","plural":"mxjobs","framework":"mxnet"},{"kind":"XGBoostJob","group":"kubeflow.org","version":"v1","plural":"xgboostjobs","framework":"xgboost"},{"kind":"PaddleJob","group":"kubeflow.org","version":"v1","plural":"paddlejobs","framework":"paddle"},{"kind":"JAXJob","group":"kubeflow.org","version":"v1","plural":"jaxjobs","framework":"jax"},{"kind":"Caffe2Job","group":"kubeflow.org","version":"v1alpha1","plural":"caffe2jobs","framework":"caffe2"},{"kind":"TrainJob","group":"trainer.kubeflow.org","version":"v1alpha1","plural":"trainjobs","framework":"trainer"}],"items":{"type":"object","additionalProperties":false,"required":["kind","group","version","plural","framework"],"properties":{"kind":{"type":"string","pattern":"^[A-Z][A-Za-z0-9]*$"},"group":{"type":"string","minLength":1},"version":{"type":"string","pattern":"^v[0-9]+((alpha|beta)[0-9]+)?$"},"plural":{"type":"string","pattern":"^[a-z][a-z0-9]*$"},"framework":{"enum":["tensorflow","pytorch","mxnet","xgboost","paddle","jax","caffe2","trainer"]},"controller":{"enum":["operator","quartermaster"]}}}},"clusterSpec":{"type":"object","additionalProperties":false,"default":{},"properties":{"enabled":{"type":"boolean","default":true},"clusterDomain":{"type":"string","default":"","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$"},"onJobLookupFailure":{"enum":["warn","deny"],"default":"warn"},"jobLookupTimeoutMs":{"type":"integer","minimum":50,"maximum":10000,"default":1500},"jobCacheTtlMs":{"type":"integer","minimum":0,"maximum":600000,"default":5000}}},"gpu":{"type":"object","additionalProperties":false,"default":{},"properties":{"resourceName":{"type":"string","minLength":1,"default":"nvidia.com/gpu"},"resources":{"type":"array","default":[{"pattern":"nvidia.com/gpu","tolerations":[]},{"pattern":"nvidia.com/mig-*","tolerations":[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]},{"pattern":"amd.com/gpu","tolerations":[]}],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]}}}},"deviceClasses":{"type":"array","default":[{"name":"gpu.nvidia.com","resourceName":"nvidia.com/gpu"},{"name":"mig.nvidia.com","resourceName":"nvidia.com/mig-{profile}"},{"name":"gpu.amd.com","resourceName":"amd.com/gpu"}],"items":{"type":"object","additionalProperties":false,"required":["name","resourceName"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$","maxLength":253},"resourceName":{"type":"string","minLength":1},"extendedResourceName":{"type":"string","minLength":1}}}}}},"accelerator":{"type":"object","additionalProperties":false,"default":{},"properties":{"nodeLabel":{"type":"string","minLength":1,"default":"nvidia.com/gpu.product"},"partitionNodeLabel":{"type":"string","minLength":1},"migProducts":{"type":"array","items":{"type":"string","minLength":1},"default":[]},"addTolerations":{"type":"boolean","default":false},"unpartitionedRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"interruptible":{"type":"object","additionalProperties":false,"default":{},"properties":{"tolerations":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"key":{"type":"string"},"operator":{"enum":["Exists","Equal"]},"value":{"type":"string"},"effect":{"enum":["NoSchedule","PreferNoSchedule","NoExecute"]},"tolerationSeconds":{"type":"integer"}}},"default":[]},"nodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}},"nonInterruptibleNodeRequirement":{"type":"object","additionalProperties":false,"required":["key","operator"],"properties":{"key":{"type":"string","minLength":1},"operator":{"enum":["In","NotIn","Exists","DoesNotExist","Gt","Lt"]},"values":{"type":"array","items":{"type":"string"}}}}}},"resources":{"type":"object","additionalProperties":false,"default":{},"properties":{"defaultRequests":{"type":"object","additionalProperties":false,"default":{"cpu":"1","memory":"1Gi"},"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"}}},"limitsFromRequests":{"type":"array","items":{"type":"string"},"default":[]}}},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}},"default":{}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}},"default":{}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}},"default":{}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"default":{},"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"limits":{"type":"object","additionalProperties":false,"default":{},"properties":{"container":{"type":"object","additionalProperties":false,"properties":{"cpu":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"memory":{"type":"string","pattern":"^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"},"gpus":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"pod":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0}}},"job":{"type":"object","additionalProperties":false,"properties":{"gpus":{"type":"integer","minimum":0},"replicas":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}},"runPolicy":{"type":"object","additionalProperties":false,"properties":{"requireTtlSecondsAfterFinished":{"type":"boolean"},"maxTtlSecondsAfterFinished":{"type":"integer","minimum":0},"maxActiveDeadlineSeconds":{"type":"integer","minimum":0},"maxBackoffLimit":{"type":"integer","minimum":0},"allowedCleanPodPolicies":{"type":"array","items":{"enum":["All","Running","None"]}},"allowedRestartPolicies":{"type":"array","items":{"enum":["Always","OnFailure","Never","ExitCode"]}}}},"allowedAccelerators":{"type":"array","items":{"type":"string"}},"allowedPartitions":{"type":"array","items":{"type":"string"}}}},"jobDefaults":{"type":"object","additionalProperties":false,"properties":{"ttlSecondsAfterFinished":{"type":"integer","minimum":0},"cleanPodPolicy":{"enum":["All","Running","None"]},"activeDeadlineSeconds":{"type":"integer","minimum":1},"backoffLimit":{"type":"integer","minimum":0}}}}}},"enforcement":{"type":"object","additionalProperties":false,"default":{},"properties":{"mode":{"enum":["deny","warn","audit"],"default":"deny"},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"no-node-shape":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]},"gpu-unknown":{"enum":["deny","warn","audit"]}},"default":{}},"namespaces":{"type":"array","default":[],"items":{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{"pattern":{"type":"string","minLength":1},"mode":{"enum":["deny","warn","audit"]},"rules":{"type":"object","additionalProperties":false,"properties":{"container-limits":{"enum":["deny","warn","audit"]},"extended-resources":{"enum":["deny","warn","audit"]},"gpu-mig-mixing":{"enum":["deny","warn","audit"]},"pod-gpus":{"enum":["deny","warn","audit"]},"quantity":{"enum":["deny","warn","audit"]},"accelerator-allowed":{"enum":["deny","warn","audit"]},"job-name":{"enum":["deny","warn","audit"]},"job-shape":{"enum":["deny","warn","audit"]},"job-replicas":{"enum":["deny","warn","audit"]},"job-gpus":{"enum":["deny","warn","audit"]},"run-policy":{"enum":["deny","warn","audit"]},"capacity":{"enum":["deny","warn","audit"]},"no-node-shape":{"enum":["deny","warn","audit"]},"queue-capacity":{"enum":["deny","warn","audit"]},"gpu-unknown":{"enum":["deny","warn","audit"]}}}}}}}},"reconciler":{"type":"object","additionalProperties":false,"default":{},"properties":{"maxDeletionsPerPass":{"type":"integer","minimum":1,"default":100},"leaseGracePeriodSeconds":{"type":"integer","minimum":1,"default":40},"passLeaseSeconds":{"type":"integer","minimum":10,"maximum":86400,"default":600},"perReplicaServices":{"type":"boolean","default":true},"events":{"type":"boolean","default":true},"pendingGpuPodSeconds":{"type":"integer","minimum":0,"default":300},"ledgerShardBytes":{"type":"integer","minimum":16384,"maximum":921600,"default":524288},"concurrency":{"type":"integer","minimum":1,"maximum":64,"default":8},"policyReports":{"type":"boolean","default":false},"allowedTemplates":{"type":"object","additionalProperties":false,"default":{},"properties":{"privileged":{"type":"boolean","default":false},"hostNamespaces":{"type":"boolean","default":false},"serviceAccounts":{"type":"array","default":[],"items":{"type":"string","pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}}}}}},"webhook":{"type":"object","additionalProperties":false,"default":{},"properties":{"timeoutSeconds":{"type":"integer","minimum":1,"maximum":30,"default":5},"podMutation":{"enum":["full","reduced"],"default":"full"}}}}};
 const func2 = Object.prototype.hasOwnProperty;
 const func3 = runtime0.default;
 const pattern0 = new RegExp("^[A-Z][A-Za-z0-9]*$", "u");
@@ -3108,10 +3108,10 @@ vErrors.push(err235);
 errors++;
 }
 }
-if(data131["queue-capacity"] !== undefined){
-let data144 = data131["queue-capacity"];
+if(data131["no-node-shape"] !== undefined){
+let data144 = data131["no-node-shape"];
 if(!(((data144 === "deny") || (data144 === "warn")) || (data144 === "audit"))){
-const err236 = {instancePath:instancePath+"/enforcement/rules/queue-capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/queue-capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["queue-capacity"].enum},message:"must be equal to one of the allowed values"};
+const err236 = {instancePath:instancePath+"/enforcement/rules/no-node-shape",schemaPath:"#/properties/enforcement/properties/rules/properties/no-node-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["no-node-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -3121,10 +3121,10 @@ vErrors.push(err236);
 errors++;
 }
 }
-if(data131["gpu-unknown"] !== undefined){
-let data145 = data131["gpu-unknown"];
+if(data131["queue-capacity"] !== undefined){
+let data145 = data131["queue-capacity"];
 if(!(((data145 === "deny") || (data145 === "warn")) || (data145 === "audit"))){
-const err237 = {instancePath:instancePath+"/enforcement/rules/gpu-unknown",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-unknown/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-unknown"].enum},message:"must be equal to one of the allowed values"};
+const err237 = {instancePath:instancePath+"/enforcement/rules/queue-capacity",schemaPath:"#/properties/enforcement/properties/rules/properties/queue-capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["queue-capacity"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -3134,9 +3134,10 @@ vErrors.push(err237);
 errors++;
 }
 }
-}
-else {
-const err238 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data131["gpu-unknown"] !== undefined){
+let data146 = data131["gpu-unknown"];
+if(!(((data146 === "deny") || (data146 === "warn")) || (data146 === "audit"))){
+const err238 = {instancePath:instancePath+"/enforcement/rules/gpu-unknown",schemaPath:"#/properties/enforcement/properties/rules/properties/gpu-unknown/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.rules.properties["gpu-unknown"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -3145,14 +3146,10 @@ vErrors.push(err238);
 }
 errors++;
 }
-let data146 = data129.namespaces;
-if(Array.isArray(data146)){
-const len19 = data146.length;
-for(let i19=0; i19<len19; i19++){
-let data147 = data146[i19];
-if(data147 && typeof data147 == "object" && !Array.isArray(data147)){
-if(data147.pattern === undefined){
-const err239 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
+}
+}
+else {
+const err239 = {instancePath:instancePath+"/enforcement/rules",schemaPath:"#/properties/enforcement/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err239];
 }
@@ -3161,9 +3158,14 @@ vErrors.push(err239);
 }
 errors++;
 }
-for(const key34 in data147){
-if(!(((key34 === "pattern") || (key34 === "mode")) || (key34 === "rules"))){
-const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
+let data147 = data129.namespaces;
+if(Array.isArray(data147)){
+const len19 = data147.length;
+for(let i19=0; i19<len19; i19++){
+let data148 = data147[i19];
+if(data148 && typeof data148 == "object" && !Array.isArray(data148)){
+if(data148.pattern === undefined){
+const err240 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/required",keyword:"required",params:{missingProperty: "pattern"},message:"must have required property '"+"pattern"+"'"};
 if(vErrors === null){
 vErrors = [err240];
 }
@@ -3172,12 +3174,9 @@ vErrors.push(err240);
 }
 errors++;
 }
-}
-if(data147.pattern !== undefined){
-let data148 = data147.pattern;
-if(typeof data148 === "string"){
-if(func3(data148) < 1){
-const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+for(const key34 in data148){
+if(!(((key34 === "pattern") || (key34 === "mode")) || (key34 === "rules"))){
+const err241 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key34},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err241];
 }
@@ -3187,8 +3186,11 @@ vErrors.push(err241);
 errors++;
 }
 }
-else {
-const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data148.pattern !== undefined){
+let data149 = data148.pattern;
+if(typeof data149 === "string"){
+if(func3(data149) < 1){
+const err242 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err242];
 }
@@ -3198,10 +3200,8 @@ vErrors.push(err242);
 errors++;
 }
 }
-if(data147.mode !== undefined){
-let data149 = data147.mode;
-if(!(((data149 === "deny") || (data149 === "warn")) || (data149 === "audit"))){
-const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
+else {
+const err243 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/pattern",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/pattern/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err243];
 }
@@ -3211,12 +3211,10 @@ vErrors.push(err243);
 errors++;
 }
 }
-if(data147.rules !== undefined){
-let data150 = data147.rules;
-if(data150 && typeof data150 == "object" && !Array.isArray(data150)){
-for(const key35 in data150){
-if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key35))){
-const err244 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
+if(data148.mode !== undefined){
+let data150 = data148.mode;
+if(!(((data150 === "deny") || (data150 === "warn")) || (data150 === "audit"))){
+const err244 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/mode",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/mode/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.mode.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err244];
 }
@@ -3226,10 +3224,12 @@ vErrors.push(err244);
 errors++;
 }
 }
-if(data150["container-limits"] !== undefined){
-let data151 = data150["container-limits"];
-if(!(((data151 === "deny") || (data151 === "warn")) || (data151 === "audit"))){
-const err245 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
+if(data148.rules !== undefined){
+let data151 = data148.rules;
+if(data151 && typeof data151 == "object" && !Array.isArray(data151)){
+for(const key35 in data151){
+if(!(func2.call(schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties, key35))){
+const err245 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key35},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err245];
 }
@@ -3239,10 +3239,10 @@ vErrors.push(err245);
 errors++;
 }
 }
-if(data150["extended-resources"] !== undefined){
-let data152 = data150["extended-resources"];
+if(data151["container-limits"] !== undefined){
+let data152 = data151["container-limits"];
 if(!(((data152 === "deny") || (data152 === "warn")) || (data152 === "audit"))){
-const err246 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
+const err246 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/container-limits",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/container-limits/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["container-limits"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err246];
 }
@@ -3252,10 +3252,10 @@ vErrors.push(err246);
 errors++;
 }
 }
-if(data150["gpu-mig-mixing"] !== undefined){
-let data153 = data150["gpu-mig-mixing"];
+if(data151["extended-resources"] !== undefined){
+let data153 = data151["extended-resources"];
 if(!(((data153 === "deny") || (data153 === "warn")) || (data153 === "audit"))){
-const err247 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
+const err247 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/extended-resources",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/extended-resources/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["extended-resources"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err247];
 }
@@ -3265,10 +3265,10 @@ vErrors.push(err247);
 errors++;
 }
 }
-if(data150["pod-gpus"] !== undefined){
-let data154 = data150["pod-gpus"];
+if(data151["gpu-mig-mixing"] !== undefined){
+let data154 = data151["gpu-mig-mixing"];
 if(!(((data154 === "deny") || (data154 === "warn")) || (data154 === "audit"))){
-const err248 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
+const err248 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-mig-mixing",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-mig-mixing/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-mig-mixing"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err248];
 }
@@ -3278,10 +3278,10 @@ vErrors.push(err248);
 errors++;
 }
 }
-if(data150.quantity !== undefined){
-let data155 = data150.quantity;
+if(data151["pod-gpus"] !== undefined){
+let data155 = data151["pod-gpus"];
 if(!(((data155 === "deny") || (data155 === "warn")) || (data155 === "audit"))){
-const err249 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
+const err249 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/pod-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/pod-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["pod-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err249];
 }
@@ -3291,10 +3291,10 @@ vErrors.push(err249);
 errors++;
 }
 }
-if(data150["accelerator-allowed"] !== undefined){
-let data156 = data150["accelerator-allowed"];
+if(data151.quantity !== undefined){
+let data156 = data151.quantity;
 if(!(((data156 === "deny") || (data156 === "warn")) || (data156 === "audit"))){
-const err250 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
+const err250 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/quantity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/quantity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.quantity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err250];
 }
@@ -3304,10 +3304,10 @@ vErrors.push(err250);
 errors++;
 }
 }
-if(data150["job-name"] !== undefined){
-let data157 = data150["job-name"];
+if(data151["accelerator-allowed"] !== undefined){
+let data157 = data151["accelerator-allowed"];
 if(!(((data157 === "deny") || (data157 === "warn")) || (data157 === "audit"))){
-const err251 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
+const err251 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/accelerator-allowed",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/accelerator-allowed/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["accelerator-allowed"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err251];
 }
@@ -3317,10 +3317,10 @@ vErrors.push(err251);
 errors++;
 }
 }
-if(data150["job-shape"] !== undefined){
-let data158 = data150["job-shape"];
+if(data151["job-name"] !== undefined){
+let data158 = data151["job-name"];
 if(!(((data158 === "deny") || (data158 === "warn")) || (data158 === "audit"))){
-const err252 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
+const err252 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-name",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-name/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-name"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err252];
 }
@@ -3330,10 +3330,10 @@ vErrors.push(err252);
 errors++;
 }
 }
-if(data150["job-replicas"] !== undefined){
-let data159 = data150["job-replicas"];
+if(data151["job-shape"] !== undefined){
+let data159 = data151["job-shape"];
 if(!(((data159 === "deny") || (data159 === "warn")) || (data159 === "audit"))){
-const err253 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
+const err253 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err253];
 }
@@ -3343,10 +3343,10 @@ vErrors.push(err253);
 errors++;
 }
 }
-if(data150["job-gpus"] !== undefined){
-let data160 = data150["job-gpus"];
+if(data151["job-replicas"] !== undefined){
+let data160 = data151["job-replicas"];
 if(!(((data160 === "deny") || (data160 === "warn")) || (data160 === "audit"))){
-const err254 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
+const err254 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-replicas",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-replicas/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-replicas"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err254];
 }
@@ -3356,10 +3356,10 @@ vErrors.push(err254);
 errors++;
 }
 }
-if(data150["run-policy"] !== undefined){
-let data161 = data150["run-policy"];
+if(data151["job-gpus"] !== undefined){
+let data161 = data151["job-gpus"];
 if(!(((data161 === "deny") || (data161 === "warn")) || (data161 === "audit"))){
-const err255 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
+const err255 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/job-gpus",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/job-gpus/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["job-gpus"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err255];
 }
@@ -3369,10 +3369,10 @@ vErrors.push(err255);
 errors++;
 }
 }
-if(data150.capacity !== undefined){
-let data162 = data150.capacity;
+if(data151["run-policy"] !== undefined){
+let data162 = data151["run-policy"];
 if(!(((data162 === "deny") || (data162 === "warn")) || (data162 === "audit"))){
-const err256 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
+const err256 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/run-policy",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/run-policy/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["run-policy"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err256];
 }
@@ -3382,10 +3382,10 @@ vErrors.push(err256);
 errors++;
 }
 }
-if(data150["queue-capacity"] !== undefined){
-let data163 = data150["queue-capacity"];
+if(data151.capacity !== undefined){
+let data163 = data151.capacity;
 if(!(((data163 === "deny") || (data163 === "warn")) || (data163 === "audit"))){
-const err257 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/queue-capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/queue-capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["queue-capacity"].enum},message:"must be equal to one of the allowed values"};
+const err257 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties.capacity.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err257];
 }
@@ -3395,10 +3395,10 @@ vErrors.push(err257);
 errors++;
 }
 }
-if(data150["gpu-unknown"] !== undefined){
-let data164 = data150["gpu-unknown"];
+if(data151["no-node-shape"] !== undefined){
+let data164 = data151["no-node-shape"];
 if(!(((data164 === "deny") || (data164 === "warn")) || (data164 === "audit"))){
-const err258 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-unknown",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-unknown/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-unknown"].enum},message:"must be equal to one of the allowed values"};
+const err258 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/no-node-shape",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/no-node-shape/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["no-node-shape"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err258];
 }
@@ -3408,9 +3408,10 @@ vErrors.push(err258);
 errors++;
 }
 }
-}
-else {
-const err259 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data151["queue-capacity"] !== undefined){
+let data165 = data151["queue-capacity"];
+if(!(((data165 === "deny") || (data165 === "warn")) || (data165 === "audit"))){
+const err259 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/queue-capacity",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/queue-capacity/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["queue-capacity"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err259];
 }
@@ -3420,9 +3421,10 @@ vErrors.push(err259);
 errors++;
 }
 }
-}
-else {
-const err260 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data151["gpu-unknown"] !== undefined){
+let data166 = data151["gpu-unknown"];
+if(!(((data166 === "deny") || (data166 === "warn")) || (data166 === "audit"))){
+const err260 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules/gpu-unknown",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/properties/gpu-unknown/enum",keyword:"enum",params:{allowedValues: schema11.properties.enforcement.properties.namespaces.items.properties.rules.properties["gpu-unknown"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err260];
 }
@@ -3434,7 +3436,7 @@ errors++;
 }
 }
 else {
-const err261 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err261 = {instancePath:instancePath+"/enforcement/namespaces/" + i19+"/rules",schemaPath:"#/properties/enforcement/properties/namespaces/items/properties/rules/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err261];
 }
@@ -3444,8 +3446,9 @@ vErrors.push(err261);
 errors++;
 }
 }
+}
 else {
-const err262 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err262 = {instancePath:instancePath+"/enforcement/namespaces/" + i19,schemaPath:"#/properties/enforcement/properties/namespaces/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err262];
 }
@@ -3454,41 +3457,10 @@ vErrors.push(err262);
 }
 errors++;
 }
-let data165 = data.reconciler;
-if(data165 && typeof data165 == "object" && !Array.isArray(data165)){
-if(data165.maxDeletionsPerPass === undefined){
-data165.maxDeletionsPerPass = 100;
 }
-if(data165.leaseGracePeriodSeconds === undefined){
-data165.leaseGracePeriodSeconds = 40;
 }
-if(data165.passLeaseSeconds === undefined){
-data165.passLeaseSeconds = 600;
-}
-if(data165.perReplicaServices === undefined){
-data165.perReplicaServices = true;
-}
-if(data165.events === undefined){
-data165.events = true;
-}
-if(data165.pendingGpuPodSeconds === undefined){
-data165.pendingGpuPodSeconds = 300;
-}
-if(data165.ledgerShardBytes === undefined){
-data165.ledgerShardBytes = 524288;
-}
-if(data165.concurrency === undefined){
-data165.concurrency = 8;
-}
-if(data165.policyReports === undefined){
-data165.policyReports = false;
-}
-if(data165.allowedTemplates === undefined){
-data165.allowedTemplates = {};
-}
-for(const key36 in data165){
-if(!(func2.call(schema11.properties.reconciler.properties, key36))){
-const err263 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
+else {
+const err263 = {instancePath:instancePath+"/enforcement/namespaces",schemaPath:"#/properties/enforcement/properties/namespaces/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err263];
 }
@@ -3498,9 +3470,8 @@ vErrors.push(err263);
 errors++;
 }
 }
-let data166 = data165.maxDeletionsPerPass;
-if(!(((typeof data166 == "number") && (!(data166 % 1) && !isNaN(data166))) && (isFinite(data166)))){
-const err264 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err264 = {instancePath:instancePath+"/enforcement",schemaPath:"#/properties/enforcement/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err264];
 }
@@ -3509,9 +3480,41 @@ vErrors.push(err264);
 }
 errors++;
 }
-if((typeof data166 == "number") && (isFinite(data166))){
-if(data166 < 1 || isNaN(data166)){
-const err265 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+let data167 = data.reconciler;
+if(data167 && typeof data167 == "object" && !Array.isArray(data167)){
+if(data167.maxDeletionsPerPass === undefined){
+data167.maxDeletionsPerPass = 100;
+}
+if(data167.leaseGracePeriodSeconds === undefined){
+data167.leaseGracePeriodSeconds = 40;
+}
+if(data167.passLeaseSeconds === undefined){
+data167.passLeaseSeconds = 600;
+}
+if(data167.perReplicaServices === undefined){
+data167.perReplicaServices = true;
+}
+if(data167.events === undefined){
+data167.events = true;
+}
+if(data167.pendingGpuPodSeconds === undefined){
+data167.pendingGpuPodSeconds = 300;
+}
+if(data167.ledgerShardBytes === undefined){
+data167.ledgerShardBytes = 524288;
+}
+if(data167.concurrency === undefined){
+data167.concurrency = 8;
+}
+if(data167.policyReports === undefined){
+data167.policyReports = false;
+}
+if(data167.allowedTemplates === undefined){
+data167.allowedTemplates = {};
+}
+for(const key36 in data167){
+if(!(func2.call(schema11.properties.reconciler.properties, key36))){
+const err265 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key36},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err265];
 }
@@ -3521,9 +3524,9 @@ vErrors.push(err265);
 errors++;
 }
 }
-let data167 = data165.leaseGracePeriodSeconds;
-if(!(((typeof data167 == "number") && (!(data167 % 1) && !isNaN(data167))) && (isFinite(data167)))){
-const err266 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data168 = data167.maxDeletionsPerPass;
+if(!(((typeof data168 == "number") && (!(data168 % 1) && !isNaN(data168))) && (isFinite(data168)))){
+const err266 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err266];
 }
@@ -3532,9 +3535,9 @@ vErrors.push(err266);
 }
 errors++;
 }
-if((typeof data167 == "number") && (isFinite(data167))){
-if(data167 < 1 || isNaN(data167)){
-const err267 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data168 == "number") && (isFinite(data168))){
+if(data168 < 1 || isNaN(data168)){
+const err267 = {instancePath:instancePath+"/reconciler/maxDeletionsPerPass",schemaPath:"#/properties/reconciler/properties/maxDeletionsPerPass/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err267];
 }
@@ -3544,9 +3547,9 @@ vErrors.push(err267);
 errors++;
 }
 }
-let data168 = data165.passLeaseSeconds;
-if(!(((typeof data168 == "number") && (!(data168 % 1) && !isNaN(data168))) && (isFinite(data168)))){
-const err268 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data169 = data167.leaseGracePeriodSeconds;
+if(!(((typeof data169 == "number") && (!(data169 % 1) && !isNaN(data169))) && (isFinite(data169)))){
+const err268 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err268];
 }
@@ -3555,9 +3558,9 @@ vErrors.push(err268);
 }
 errors++;
 }
-if((typeof data168 == "number") && (isFinite(data168))){
-if(data168 > 86400 || isNaN(data168)){
-const err269 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if((typeof data169 == "number") && (isFinite(data169))){
+if(data169 < 1 || isNaN(data169)){
+const err269 = {instancePath:instancePath+"/reconciler/leaseGracePeriodSeconds",schemaPath:"#/properties/reconciler/properties/leaseGracePeriodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err269];
 }
@@ -3566,8 +3569,10 @@ vErrors.push(err269);
 }
 errors++;
 }
-if(data168 < 10 || isNaN(data168)){
-const err270 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+}
+let data170 = data167.passLeaseSeconds;
+if(!(((typeof data170 == "number") && (!(data170 % 1) && !isNaN(data170))) && (isFinite(data170)))){
+const err270 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err270];
 }
@@ -3576,9 +3581,9 @@ vErrors.push(err270);
 }
 errors++;
 }
-}
-if(typeof data165.perReplicaServices !== "boolean"){
-const err271 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data170 == "number") && (isFinite(data170))){
+if(data170 > 86400 || isNaN(data170)){
+const err271 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err271];
 }
@@ -3587,8 +3592,8 @@ vErrors.push(err271);
 }
 errors++;
 }
-if(typeof data165.events !== "boolean"){
-const err272 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data170 < 10 || isNaN(data170)){
+const err272 = {instancePath:instancePath+"/reconciler/passLeaseSeconds",schemaPath:"#/properties/reconciler/properties/passLeaseSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
 if(vErrors === null){
 vErrors = [err272];
 }
@@ -3597,9 +3602,9 @@ vErrors.push(err272);
 }
 errors++;
 }
-let data171 = data165.pendingGpuPodSeconds;
-if(!(((typeof data171 == "number") && (!(data171 % 1) && !isNaN(data171))) && (isFinite(data171)))){
-const err273 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(typeof data167.perReplicaServices !== "boolean"){
+const err273 = {instancePath:instancePath+"/reconciler/perReplicaServices",schemaPath:"#/properties/reconciler/properties/perReplicaServices/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err273];
 }
@@ -3608,9 +3613,8 @@ vErrors.push(err273);
 }
 errors++;
 }
-if((typeof data171 == "number") && (isFinite(data171))){
-if(data171 < 0 || isNaN(data171)){
-const err274 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(typeof data167.events !== "boolean"){
+const err274 = {instancePath:instancePath+"/reconciler/events",schemaPath:"#/properties/reconciler/properties/events/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err274];
 }
@@ -3619,10 +3623,9 @@ vErrors.push(err274);
 }
 errors++;
 }
-}
-let data172 = data165.ledgerShardBytes;
-if(!(((typeof data172 == "number") && (!(data172 % 1) && !isNaN(data172))) && (isFinite(data172)))){
-const err275 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+let data173 = data167.pendingGpuPodSeconds;
+if(!(((typeof data173 == "number") && (!(data173 % 1) && !isNaN(data173))) && (isFinite(data173)))){
+const err275 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err275];
 }
@@ -3631,9 +3634,9 @@ vErrors.push(err275);
 }
 errors++;
 }
-if((typeof data172 == "number") && (isFinite(data172))){
-if(data172 > 921600 || isNaN(data172)){
-const err276 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
+if((typeof data173 == "number") && (isFinite(data173))){
+if(data173 < 0 || isNaN(data173)){
+const err276 = {instancePath:instancePath+"/reconciler/pendingGpuPodSeconds",schemaPath:"#/properties/reconciler/properties/pendingGpuPodSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err276];
 }
@@ -3642,8 +3645,10 @@ vErrors.push(err276);
 }
 errors++;
 }
-if(data172 < 16384 || isNaN(data172)){
-const err277 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
+}
+let data174 = data167.ledgerShardBytes;
+if(!(((typeof data174 == "number") && (!(data174 % 1) && !isNaN(data174))) && (isFinite(data174)))){
+const err277 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err277];
 }
@@ -3652,10 +3657,9 @@ vErrors.push(err277);
 }
 errors++;
 }
-}
-let data173 = data165.concurrency;
-if(!(((typeof data173 == "number") && (!(data173 % 1) && !isNaN(data173))) && (isFinite(data173)))){
-const err278 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data174 == "number") && (isFinite(data174))){
+if(data174 > 921600 || isNaN(data174)){
+const err278 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 921600},message:"must be <= 921600"};
 if(vErrors === null){
 vErrors = [err278];
 }
@@ -3664,9 +3668,8 @@ vErrors.push(err278);
 }
 errors++;
 }
-if((typeof data173 == "number") && (isFinite(data173))){
-if(data173 > 64 || isNaN(data173)){
-const err279 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
+if(data174 < 16384 || isNaN(data174)){
+const err279 = {instancePath:instancePath+"/reconciler/ledgerShardBytes",schemaPath:"#/properties/reconciler/properties/ledgerShardBytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 16384},message:"must be >= 16384"};
 if(vErrors === null){
 vErrors = [err279];
 }
@@ -3675,8 +3678,10 @@ vErrors.push(err279);
 }
 errors++;
 }
-if(data173 < 1 || isNaN(data173)){
-const err280 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data175 = data167.concurrency;
+if(!(((typeof data175 == "number") && (!(data175 % 1) && !isNaN(data175))) && (isFinite(data175)))){
+const err280 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err280];
 }
@@ -3685,9 +3690,9 @@ vErrors.push(err280);
 }
 errors++;
 }
-}
-if(typeof data165.policyReports !== "boolean"){
-const err281 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if((typeof data175 == "number") && (isFinite(data175))){
+if(data175 > 64 || isNaN(data175)){
+const err281 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/maximum",keyword:"maximum",params:{comparison: "<=", limit: 64},message:"must be <= 64"};
 if(vErrors === null){
 vErrors = [err281];
 }
@@ -3696,20 +3701,8 @@ vErrors.push(err281);
 }
 errors++;
 }
-let data175 = data165.allowedTemplates;
-if(data175 && typeof data175 == "object" && !Array.isArray(data175)){
-if(data175.privileged === undefined){
-data175.privileged = false;
-}
-if(data175.hostNamespaces === undefined){
-data175.hostNamespaces = false;
-}
-if(data175.serviceAccounts === undefined){
-data175.serviceAccounts = [];
-}
-for(const key37 in data175){
-if(!(((key37 === "privileged") || (key37 === "hostNamespaces")) || (key37 === "serviceAccounts"))){
-const err282 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key37},message:"must NOT have additional properties"};
+if(data175 < 1 || isNaN(data175)){
+const err282 = {instancePath:instancePath+"/reconciler/concurrency",schemaPath:"#/properties/reconciler/properties/concurrency/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err282];
 }
@@ -3719,8 +3712,8 @@ vErrors.push(err282);
 errors++;
 }
 }
-if(typeof data175.privileged !== "boolean"){
-const err283 = {instancePath:instancePath+"/reconciler/allowedTemplates/privileged",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/privileged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(typeof data167.policyReports !== "boolean"){
+const err283 = {instancePath:instancePath+"/reconciler/policyReports",schemaPath:"#/properties/reconciler/properties/policyReports/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err283];
 }
@@ -3729,8 +3722,20 @@ vErrors.push(err283);
 }
 errors++;
 }
-if(typeof data175.hostNamespaces !== "boolean"){
-const err284 = {instancePath:instancePath+"/reconciler/allowedTemplates/hostNamespaces",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/hostNamespaces/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+let data177 = data167.allowedTemplates;
+if(data177 && typeof data177 == "object" && !Array.isArray(data177)){
+if(data177.privileged === undefined){
+data177.privileged = false;
+}
+if(data177.hostNamespaces === undefined){
+data177.hostNamespaces = false;
+}
+if(data177.serviceAccounts === undefined){
+data177.serviceAccounts = [];
+}
+for(const key37 in data177){
+if(!(((key37 === "privileged") || (key37 === "hostNamespaces")) || (key37 === "serviceAccounts"))){
+const err284 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key37},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err284];
 }
@@ -3739,14 +3744,9 @@ vErrors.push(err284);
 }
 errors++;
 }
-let data178 = data175.serviceAccounts;
-if(Array.isArray(data178)){
-const len20 = data178.length;
-for(let i20=0; i20<len20; i20++){
-let data179 = data178[i20];
-if(typeof data179 === "string"){
-if(!pattern11.test(data179)){
-const err285 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
+}
+if(typeof data177.privileged !== "boolean"){
+const err285 = {instancePath:instancePath+"/reconciler/allowedTemplates/privileged",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/privileged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err285];
 }
@@ -3755,9 +3755,8 @@ vErrors.push(err285);
 }
 errors++;
 }
-}
-else {
-const err286 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(typeof data177.hostNamespaces !== "boolean"){
+const err286 = {instancePath:instancePath+"/reconciler/allowedTemplates/hostNamespaces",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/hostNamespaces/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err286];
 }
@@ -3766,10 +3765,14 @@ vErrors.push(err286);
 }
 errors++;
 }
-}
-}
-else {
-const err287 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/type",keyword:"type",params:{type: "array"},message:"must be array"};
+let data180 = data177.serviceAccounts;
+if(Array.isArray(data180)){
+const len20 = data180.length;
+for(let i20=0; i20<len20; i20++){
+let data181 = data180[i20];
+if(typeof data181 === "string"){
+if(!pattern11.test(data181)){
+const err287 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/pattern",keyword:"pattern",params:{pattern: "^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},message:"must match pattern \""+"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"+"\""};
 if(vErrors === null){
 vErrors = [err287];
 }
@@ -3780,7 +3783,7 @@ errors++;
 }
 }
 else {
-const err288 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err288 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts/" + i20,schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err288];
 }
@@ -3790,8 +3793,9 @@ vErrors.push(err288);
 errors++;
 }
 }
+}
 else {
-const err289 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err289 = {instancePath:instancePath+"/reconciler/allowedTemplates/serviceAccounts",schemaPath:"#/properties/reconciler/properties/allowedTemplates/properties/serviceAccounts/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err289];
 }
@@ -3800,17 +3804,9 @@ vErrors.push(err289);
 }
 errors++;
 }
-let data180 = data.webhook;
-if(data180 && typeof data180 == "object" && !Array.isArray(data180)){
-if(data180.timeoutSeconds === undefined){
-data180.timeoutSeconds = 5;
 }
-if(data180.podMutation === undefined){
-data180.podMutation = "full";
-}
-for(const key38 in data180){
-if(!((key38 === "timeoutSeconds") || (key38 === "podMutation"))){
-const err290 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key38},message:"must NOT have additional properties"};
+else {
+const err290 = {instancePath:instancePath+"/reconciler/allowedTemplates",schemaPath:"#/properties/reconciler/properties/allowedTemplates/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err290];
 }
@@ -3820,9 +3816,8 @@ vErrors.push(err290);
 errors++;
 }
 }
-let data181 = data180.timeoutSeconds;
-if(!(((typeof data181 == "number") && (!(data181 % 1) && !isNaN(data181))) && (isFinite(data181)))){
-const err291 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err291 = {instancePath:instancePath+"/reconciler",schemaPath:"#/properties/reconciler/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err291];
 }
@@ -3831,9 +3826,17 @@ vErrors.push(err291);
 }
 errors++;
 }
-if((typeof data181 == "number") && (isFinite(data181))){
-if(data181 > 30 || isNaN(data181)){
-const err292 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
+let data182 = data.webhook;
+if(data182 && typeof data182 == "object" && !Array.isArray(data182)){
+if(data182.timeoutSeconds === undefined){
+data182.timeoutSeconds = 5;
+}
+if(data182.podMutation === undefined){
+data182.podMutation = "full";
+}
+for(const key38 in data182){
+if(!((key38 === "timeoutSeconds") || (key38 === "podMutation"))){
+const err292 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key38},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err292];
 }
@@ -3842,8 +3845,10 @@ vErrors.push(err292);
 }
 errors++;
 }
-if(data181 < 1 || isNaN(data181)){
-const err293 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+let data183 = data182.timeoutSeconds;
+if(!(((typeof data183 == "number") && (!(data183 % 1) && !isNaN(data183))) && (isFinite(data183)))){
+const err293 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err293];
 }
@@ -3852,10 +3857,9 @@ vErrors.push(err293);
 }
 errors++;
 }
-}
-let data182 = data180.podMutation;
-if(!((data182 === "full") || (data182 === "reduced"))){
-const err294 = {instancePath:instancePath+"/webhook/podMutation",schemaPath:"#/properties/webhook/properties/podMutation/enum",keyword:"enum",params:{allowedValues: schema11.properties.webhook.properties.podMutation.enum},message:"must be equal to one of the allowed values"};
+if((typeof data183 == "number") && (isFinite(data183))){
+if(data183 > 30 || isNaN(data183)){
+const err294 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 30},message:"must be <= 30"};
 if(vErrors === null){
 vErrors = [err294];
 }
@@ -3864,9 +3868,8 @@ vErrors.push(err294);
 }
 errors++;
 }
-}
-else {
-const err295 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data183 < 1 || isNaN(data183)){
+const err295 = {instancePath:instancePath+"/webhook/timeoutSeconds",schemaPath:"#/properties/webhook/properties/timeoutSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err295];
 }
@@ -3876,13 +3879,36 @@ vErrors.push(err295);
 errors++;
 }
 }
-else {
-const err296 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data184 = data182.podMutation;
+if(!((data184 === "full") || (data184 === "reduced"))){
+const err296 = {instancePath:instancePath+"/webhook/podMutation",schemaPath:"#/properties/webhook/properties/podMutation/enum",keyword:"enum",params:{allowedValues: schema11.properties.webhook.properties.podMutation.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err296];
 }
 else {
 vErrors.push(err296);
+}
+errors++;
+}
+}
+else {
+const err297 = {instancePath:instancePath+"/webhook",schemaPath:"#/properties/webhook/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err297];
+}
+else {
+vErrors.push(err297);
+}
+errors++;
+}
+}
+else {
+const err298 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err298];
+}
+else {
+vErrors.push(err298);
 }
 errors++;
 }

@@ -38,15 +38,37 @@ export function indexOfData(data: Record<string, string> | undefined): LedgerInd
   return "why" in read ? undefined : read.index;
 }
 
-/** The capacity an index gives: allocatable per resource over all nodes. */
-export function capacityOf(index: LedgerIndex): ClusterCapacity {
-  return { total: (resource) => index.totals[resource]?.allocatable };
+/**
+ * How old the ledger may be for what one node offers to be trusted: three of the reconciler's default passes
+ * (every 5 minutes, manifests/base/reconciler.yaml). An older index still gives totals (the `capacity` rule, which
+ * only refuses what the whole cluster could never hold), but its node shapes are not used: `no-node-shape` is
+ * skipped (fail open) and a DRA request for `All` devices is unknown again (src/core/dra.ts).
+ */
+export const NODE_SHAPES_MAX_AGE_MS = 15 * 60_000;
+
+/** Whether the index's node shapes can be trusted at `nowMs`. */
+function shapesFresh(index: LedgerIndex, nowMs: number): boolean {
+  const at = Date.parse(index.generatedAt);
+  return index.largest !== undefined && Number.isFinite(at) && nowMs - at <= NODE_SHAPES_MAX_AGE_MS && at - nowMs <= NODE_SHAPES_MAX_AGE_MS;
+}
+
+/** The capacity an index gives: allocatable per resource over all nodes, and per node while the index is fresh. */
+export function capacityOf(index: LedgerIndex, now: () => number = Date.now): ClusterCapacity {
+  return {
+    total: (resource) => index.totals[resource]?.allocatable,
+    largestNode: (resource) => (shapesFresh(index, now()) ? (index.largest?.resources[resource] ?? 0) : undefined),
+  };
+}
+
+/** The most devices one node publishes per DeviceClass, while the index is fresh; undefined otherwise. */
+export function draCapacityOf(index: LedgerIndex, now: () => number = Date.now): DraCapacity | undefined {
+  return shapesFresh(index, now()) ? new Map(Object.entries(index.largest?.deviceClasses ?? {})) : undefined;
 }
 
 /** The capacity an index ConfigMap's data gives. Undefined for a corrupt index. */
-export function capacityOfIndex(data: Record<string, string> | undefined): ClusterCapacity | undefined {
+export function capacityOfIndex(data: Record<string, string> | undefined, now: () => number = Date.now): ClusterCapacity | undefined {
   const index = indexOfData(data);
-  return index && capacityOf(index);
+  return index && capacityOf(index, now);
 }
 
 export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; intervalMs: number; log: Logger; now?: () => number }): LedgerCapacity {
@@ -86,7 +108,7 @@ export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; i
           { configMap: `${opts.namespace}/${LEDGER_INDEX_NAME}` },
           "device ledger index fails its checksum or shape; capacity check skipped until the reconciler rewrites it",
         );
-      capacity = index && capacityOf(index);
+      capacity = index && capacityOf(index, now);
       reading = index && { index, readAt: now() };
     } catch (err) {
       opts.log.warn({ err: errorMessage(err) }, "could not read the device ledger; keeping the last capacity");
@@ -94,5 +116,11 @@ export function ledgerCapacity(opts: { kubeconfig?: string; namespace: string; i
   };
   const timer = setInterval(() => void refresh(), opts.intervalMs);
   timer.unref();
-  return { current: () => capacity, reading: () => reading, refresh, stop: () => clearInterval(timer) };
+  return {
+    current: () => capacity,
+    draCapacity: () => (reading ? draCapacityOf(reading.index, now) : undefined),
+    reading: () => reading,
+    refresh,
+    stop: () => clearInterval(timer),
+  };
 }

@@ -21,6 +21,12 @@ export interface RuleInfo {
    * webhooks fail closed), whatever the policy's enforcement says.
    */
   configurable: boolean;
+  /**
+   * A rule that starts milder than the policy's `enforcement.mode`: the mode it has when neither `enforcement.rules`
+   * nor a namespace entry names it, unless the policy's mode is milder still (a rule whose verdict rests on an
+   * estimate, such as the ledger's node shapes, warns until a team chooses to deny).
+   */
+  defaultMode?: "warn" | "audit";
 }
 
 const BOTH = ["validate-pods", "validate-jobs"] as const;
@@ -93,6 +99,14 @@ export const RULES: readonly RuleInfo[] = [
     webhooks: JOBS,
     configurable: true,
     description: "The job asks for no more GPUs than the whole cluster has (the device ledger's totals).",
+  },
+  {
+    name: "no-node-shape",
+    webhooks: JOBS,
+    configurable: true,
+    defaultMode: "warn",
+    description:
+      "A pod of the job asks for more of a GPU resource than the one node with the most of it offers (the device ledger's largest healthy node), so it could never be scheduled. Skipped while the ledger is missing or older than 15 minutes. `warn` unless set.",
   },
   {
     name: "queue-capacity",

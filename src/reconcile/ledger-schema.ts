@@ -123,6 +123,11 @@ export const LEDGER_INDEX_SCHEMA = {
     },
     generatedAt: { type: "string", minLength: 1 },
     kueue: KUEUE,
+    largest: {
+      type: "object",
+      required: ["deviceClasses", "resources"],
+      properties: { deviceClasses: { type: "object", additionalProperties: int }, resources: { type: "object", additionalProperties: int } },
+    },
     namespaces: USAGE_MAP,
     shards: {
       type: "array",

@@ -22,7 +22,7 @@ import generatedIndexValidator from "../generated/ledger-index-validator.js";
 import generatedShardValidator from "../generated/ledger-shard-validator.js";
 import { describeSchemaErrors } from "../core/schema.js";
 import type { KueueLedger } from "./ledger-kueue.js";
-import { LEDGER_VERSION, type Ledger, type NodeEntry, type PendingGpuPod, type ResourceTotals, type Usage } from "./ledger.js";
+import { LEDGER_VERSION, type LargestNode, type Ledger, type NodeEntry, type PendingGpuPod, type ResourceTotals, type Usage } from "./ledger.js";
 
 export const LEDGER_INDEX_NAME = "quartermaster-ledger";
 export const shardName = (i: number): string => `${LEDGER_INDEX_NAME}-${i}`;
@@ -70,6 +70,8 @@ export interface LedgerIndex {
   generatedAt: string;
   /** Per Kueue ResourceFlavor, where Kueue's API is served (small: one entry per flavor, so kept in the index). */
   kueue?: KueueLedger;
+  /** Absent from indexes written before it: readers then know no node shapes (the webhooks skip `no-node-shape`). */
+  largest?: LargestNode;
   namespaces: Record<string, Record<string, Usage>>;
   shards: Array<{ name: string; sha256: string }>;
   totals: Record<string, ResourceTotals>;
@@ -178,6 +180,7 @@ export function shardLedger(ledger: Ledger, budget: number): { index: StoredText
       },
       generatedAt: ledger.generatedAt,
       ...(ledger.kueue ? { kueue: ledger.kueue } : {}),
+      ...(ledger.largest ? { largest: ledger.largest } : {}),
       namespaces: ledger.namespaces,
       shards: shards.map((s) => ({ name: s.name, sha256: s.sha256 })),
       totals: ledger.totals,
@@ -232,6 +235,7 @@ export function assembleLedger(
     generatedAt: idx.generatedAt,
     jobs: {},
     ...(idx.kueue ? { kueue: idx.kueue } : {}),
+    ...(idx.largest ? { largest: idx.largest } : {}),
     namespaces: idx.namespaces,
     nodes: [],
     pending: [],

@@ -137,11 +137,25 @@ export interface ResourceTotals {
   unavailable: number;
 }
 
+/**
+ * The most one node offers, for the webhooks (kept in the index, which they read): a pod asking for more of a
+ * resource than any one node has can never be scheduled (rule `no-node-shape`), and a DRA request for `All`
+ * devices of a class is counted as the largest node's devices of that class (src/core/dra.ts `DraCapacity`).
+ */
+export interface LargestNode {
+  /** Per GPU resource, the largest allocatable of one node that is not stale. */
+  resources: Record<string, number>;
+  /** Per DeviceClass (named by its driver, as the policy's `gpu.deviceClasses` are), the most GPU devices one node's ResourceSlices publish. */
+  deviceClasses: Record<string, number>;
+}
+
 export interface Ledger {
   generatedAt: string;
   jobs: Record<string, Record<string, Usage>>;
   /** Per Kueue ResourceFlavor (src/reconcile/ledger-kueue.ts); present only where Kueue's API is served. */
   kueue?: KueueLedger;
+  /** Absent from ledgers written before it (and from a ledger read back without its index's). */
+  largest?: LargestNode;
   namespaces: Record<string, Record<string, Usage>>;
   nodes: NodeEntry[];
   pending: PendingGpuPod[];
@@ -500,6 +514,16 @@ function settleNodes(nodes: Iterable<NodeEntry>): Record<string, ResourceTotals>
   return sortedRecord(totals);
 }
 
+/** The most one healthy node offers per GPU resource, and the most devices per DeviceClass ({@link LargestNode}). */
+export function largestNode(nodes: Iterable<NodeEntry>, classCapacity: ReadonlyMap<string, number>): LargestNode {
+  const resources: Record<string, number> = {};
+  for (const node of nodes) {
+    if (node.stale) continue;
+    for (const [r, e] of Object.entries(node.resources)) resources[r] = Math.max(resources[r] ?? 0, Math.floor(e.allocatable));
+  }
+  return { deviceClasses: sortedRecord(Object.fromEntries(classCapacity)), resources: sortedRecord(resources) };
+}
+
 export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledger {
   const nowMs = now.getTime();
   const previous = input.previous;
@@ -517,6 +541,7 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
   }
   stampJobs(acc, previous, now.toISOString());
   const totals = settleNodes(acc.nodes.values());
+  const largest = largestNode(acc.nodes.values(), dra.classCapacity);
   const kueue = input.kueue ? kueueLedger(input.kueue, kueueNodes(input.nodes, acc.nodes), policy.gpu.resources) : undefined;
   const usage = (m: Map<string, Record<string, Usage>>) => Object.fromEntries([...m.keys()].sort().map((k) => [k, sortedRecord(m.get(k)!)]));
   const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
@@ -524,6 +549,7 @@ export function buildLedger(input: LedgerInput, now: Date, policy: Policy): Ledg
     generatedAt: now.toISOString(),
     jobs: usage(acc.jobs),
     ...(kueue ? { kueue } : {}),
+    largest,
     namespaces: usage(acc.namespaces),
     nodes: [...acc.nodes.values()].sort(byName),
     pending: acc.pending.sort((a, b) => (a.namespace === b.namespace ? byName(a, b) : a.namespace < b.namespace ? -1 : 1)),

@@ -7,6 +7,8 @@
  *    `rules[R]`, else its `mode` (an entry that says nothing about R is passed over);
  * 2. `enforcement.rules[R]`;
  * 3. `enforcement.mode` (default `deny`).
+ * A rule with a milder default (`no-node-shape`: `warn`) takes it in place of a blanket mode (1's `mode`, 3) that is
+ * stricter; only its own name in `rules` makes it deny.
  * So a namespace entry beats the cluster-wide setting, and within one scope a rule's own mode beats the
  * blanket one. The rules that say an object could not be checked (`job-scale`, `review-cost`) always deny.
  *
@@ -15,19 +17,27 @@
  */
 import { matchesGlob } from "../core/glob.js";
 import type { Enforcement, EnforcementMode } from "../policy/types.js";
-import { CONFIGURABLE_RULES } from "../policy/rules.js";
+import { CONFIGURABLE_RULES, RULES } from "../policy/rules.js";
 import type { Finding, Findings } from "./types.js";
 
 const CONFIGURABLE = new Set(CONFIGURABLE_RULES);
+const DEFAULT_MODES = new Map(RULES.flatMap((r) => (r.defaultMode ? [[r.name, r.defaultMode] as const] : [])));
+const STRICTNESS: Readonly<Record<EnforcementMode, number>> = { audit: 0, warn: 1, deny: 2 };
+
+/** A blanket mode as it applies to `rule`: no stricter than the rule's own default (`RuleInfo.defaultMode`). */
+function blanket(mode: EnforcementMode, rule: string): EnforcementMode {
+  const mild = DEFAULT_MODES.get(rule);
+  return mild !== undefined && STRICTNESS[mild] < STRICTNESS[mode] ? mild : mode;
+}
 
 /** The mode of `rule` in `namespace`. */
 export function modeOf(enforcement: Enforcement, rule: string, namespace: string): EnforcementMode {
   if (!CONFIGURABLE.has(rule)) return "deny";
   for (const entry of enforcement.namespaces) {
-    const mode = entry.rules?.[rule] ?? entry.mode;
+    const mode = entry.rules?.[rule] ?? (entry.mode === undefined ? undefined : blanket(entry.mode, rule));
     if (mode !== undefined && matchesGlob(entry.pattern, namespace)) return mode;
   }
-  return enforcement.rules[rule] ?? enforcement.mode;
+  return enforcement.rules[rule] ?? blanket(enforcement.mode, rule);
 }
 
 /** A violation the policy lets through (`warn` or `audit`). */

@@ -501,9 +501,12 @@ export function jobGpusByResource(job: KubeObject, kind: JobKind, ctx: Validatio
   return out;
 }
 
-/** What the cluster has of a GPU resource in all (from the device ledger). */
+/** What the cluster has of a GPU resource (from the device ledger). */
 export interface ClusterCapacity {
+  /** In all, over every node. */
   total(resource: string): number | undefined;
+  /** On the one node that has the most of it (0: no node has it); undefined while the ledger's node shapes are not known or stale. */
+  largestNode?(resource: string): number | undefined;
 }
 
 /**
@@ -518,7 +521,45 @@ export function validateCapacity(
   capacity: ClusterCapacity | undefined,
   runtime?: KubeObject,
 ): Findings {
-  return capacityFindings(jobGpuNanosByResource(job, kind, ctx, runtime), capacity);
+  const shapes = replicasOf_(job, kind, runtime).map((r) => ({
+    name: r.type,
+    field: r.templateField,
+    demand: podGpuDemand((r.spec.template?.spec ?? {}) as V1PodSpec, ctx),
+  }));
+  return merge(capacityFindings(jobGpuNanosByResource(job, kind, ctx, runtime), capacity), nodeShapeFindings(shapes, capacity));
+}
+
+/** One pod template of a job or workload: its name for messages, where it is written, and what one pod asks for per GPU resource (nano-units). */
+export interface PodDemand {
+  name: string;
+  field: string;
+  demand: ReadonlyMap<string, bigint>;
+}
+
+/**
+ * no-node-shape: a pod that asks for more of a GPU resource than the one node with the most of it offers can never
+ * be scheduled (8 GPUs per node, 16 per pod), whatever the queue or the cluster's total says. Judged on the device
+ * ledger's largest healthy node per resource while the ledger is fresh; skipped (fail open) without one, as the
+ * scheduler is the real judge and an old ledger may miss a node that joined since. `warn` by default.
+ */
+export function nodeShapeFindings(pods: readonly PodDemand[], capacity: ClusterCapacity | undefined): Findings {
+  const violations: Finding[] = [];
+  for (const pod of pods) {
+    for (const [resource, n] of pod.demand) {
+      const largest = capacity?.largestNode?.(resource);
+      if (largest === undefined || n === 0n || n <= nanoOfUnits(BigInt(Math.max(0, Math.floor(largest))))) continue;
+      violations.push({
+        rule: "no-node-shape",
+        field: pod.field,
+        message:
+          largest === 0
+            ? `${formatNano(n)} ${resource} per ${pod.name} pod, and no node has ${resource}: it would never be scheduled`
+            : `${formatNano(n)} ${resource} per ${pod.name} pod, over the largest node's ${largest}: it would never be scheduled (use more pods of at most ${largest})`,
+        value: nanoToNumber(n),
+      });
+    }
+  }
+  return { violations, warnings: [] };
 }
 
 /**

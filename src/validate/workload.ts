@@ -22,7 +22,7 @@ import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
 import { workloadShape, type WorkloadPods } from "../topology/workload.js";
 import { validateAccelerators } from "./accelerator.js";
 import { validatePodClaims } from "./claims.js";
-import { capacityFindings, type ClusterCapacity } from "./job.js";
+import { capacityFindings, nodeShapeFindings, type ClusterCapacity } from "./job.js";
 import { nearLimit, podGpuDemand, podGpuNanos, validatePodSpec } from "./pod-spec.js";
 import { merge, none, type Finding, type Findings, type ValidationContext } from "./types.js";
 import { isObject } from "../core/object.js";
@@ -103,5 +103,8 @@ export function validateWorkload(obj: KubeObject, kind: QueuedWorkloadKind, ctx:
 /** capacity: the GPUs the object runs at once, per resource, no more than the whole cluster has (`capacityFindings`). */
 export function validateWorkloadCapacity(obj: KubeObject, kind: QueuedWorkloadKind, ctx: ValidationContext, capacity: ClusterCapacity | undefined): Findings {
   const wanted = new Map([...workloadGpuNanosByResource(obj, kind, ctx)].filter(([, n]) => n > 0n));
-  return capacityFindings(wanted, capacity);
+  const shapes = workloadShape(kind)
+    .pods(obj)
+    .map((p) => ({ name: p.name, field: p.templateField, demand: podGpuDemand(podSpecOf(p), ctx) }));
+  return merge(capacityFindings(wanted, capacity), nodeShapeFindings(shapes, capacity));
 }
