@@ -593,7 +593,7 @@ try {
       });
       continue;
     }
-    // warn: no line per admission (a production server logs at info; see the README's Benchmarks note).
+    // warn: no line per admission (a production server logs at info; see docs/benchmarks.md).
     const nodeArgs = values.profile ? ["--cpu-prof", `--cpu-prof-dir=${values.profile}`, `--cpu-prof-name=${name}-\${pid}.cpuprofile`] : [];
     nodeArgs.push(...values["node-flags"].split(" ").filter(Boolean));
     // The built package, as the image runs it.

@@ -4,7 +4,7 @@
  * response. A webhook built here is a plain function of the review (its result at once, or a promise when
  * a rule needs I/O), so the HTTPS server mounts it and a serverless adapter can host the very same function.
  *
- * Failure modes, documented in the README and the manifests:
+ * Failure modes, documented in docs/http.md and the manifests:
  * - mutating webhooks fail open: a rule that throws lets the pod through unchanged, with a warning;
  * - validating webhooks fail closed: a rule that throws denies the request with the error's message.
  */

@@ -54,7 +54,7 @@ rules:
 /**
  * The operator-served layouts, with upper-case replica types and every `replicas` set: the webhooks are registered
  * here, and Quartermaster's validation refuses lower-case types and an unset Master `replicas` for some kinds
- * (stricter than upstream: README, "Validation parity"). services.test.ts, without webhooks, covers both.
+ * (stricter than upstream: docs/testing.md, "Validation parity"). services.test.ts, without webhooks, covers both.
  */
 const ADMITTED = LAYOUTS.filter((l) => l.served).map((l) => ({ ...l, lowerCaseTypes: false, unsetReplicas: false }));
 const cases = jobCases(NS, ADMITTED);

@@ -27,8 +27,8 @@
  *   of addresses per type, which pod each names, ports), same task type and index, same `environment` field.
  *   Each side's own entry `cluster[task.type][task.index]` must be the pod itself.
  *
- * Part 2, {@link MIGRATIONS}: a PyTorchJob (examples/pytorchjob.yaml) and a TFJob (the shared corpus' Kueue sample
- * TFJob; that case skips, saying why, without the corpus) through `quartermaster migrate -f` (the CLI, as a
+ * Part 2, {@link MIGRATIONS}: a PyTorchJob (examples/pytorchjob.yaml) and a TFJob (the corpus' Kueue sample
+ * TFJob; that case skips, saying why, when QM_CORPUS_DIR names a directory without it) through `quartermaster migrate -f` (the CLI, as a
  * process). The original is created in `tfconf-v1`, the objects migrate printed in `tfconf-v2` (their namespace
  * set to it, nothing else changed). Pods are paired by rank: PyTorch v1 Master 0, Worker i is i + 1, v2 the node's
  * completion index; TF the task (type, index) as in part 1. The distributed env of a pod is every env var of its
@@ -434,7 +434,7 @@ describe("TF_CONFIG on Trainer v2 TrainJob pods and migrated jobs' env, against 
   }
 
   for (const m of MIGRATIONS) {
-    const skip = existsSync(m.file) ? false : `${m.file} is not there (the shared corpus: set QM_CORPUS_DIR; CI has it)`;
+    const skip = existsSync(m.file) ? false : `${m.file} is not there (QM_CORPUS_DIR names a directory without it; unset, test/fixtures/corpus is read)`;
     it(`migrate, ${m.title}: the migrated job's pods carry the original's distributed env`, { skip }, async () => {
       const { stdout, stderr, objects, original } = migrated.get(m.file)!;
       // The table: on stderr, and the same as the `# ` comment block heading the YAML.

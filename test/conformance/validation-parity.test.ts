@@ -21,7 +21,7 @@
  * Quartermaster `spec.tfReplicaSpecs.Worker`). Every field the operator names must be one Quartermaster names.
  *
  * Where Quartermaster is deliberately stricter the case is listed in STRICTER below with the field it
- * refuses and why (also in README.md, "Validation parity"); such a case must still
+ * refuses and why (also in docs/testing.md, "Validation parity"); such a case must still
  * be accepted by the operator, so the list cannot go stale silently.
  */
 import assert from "node:assert/strict";

@@ -1,5 +1,5 @@
 /**
- * Every real manifest and AdmissionReview of the shared corpus through the webhooks: the guarantees
+ * Every real manifest and AdmissionReview of the corpus (test/fixtures/corpus) through the webhooks: the guarantees
  * that hold for any input (patch applies, re-mutation is a no-op, default policy admits real jobs).
  */
 import assert from "node:assert/strict";

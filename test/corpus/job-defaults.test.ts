@@ -1,5 +1,5 @@
 /**
- * Every training job of the shared corpus through `/mutate/jobs` with every default configured: the patch
+ * Every training job of the corpus (test/fixtures/corpus) through `/mutate/jobs` with every default configured: the patch
  * applies, fills exactly the runPolicy fields the manifest leaves unset (what it sets is kept), the warnings
  * name each (a job queued in Kueue also gets its templates outfitted, `kueue.test.ts`), mutating the result again gives no patch, `/validate/jobs` admits the result, an UPDATE is
  * never patched, and Caffe2Job is left alone.

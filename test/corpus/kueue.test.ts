@@ -1,5 +1,5 @@
 /**
- * Issue 33 over the shared corpus: every Kubeflow v1 training job, given the label `kueue.x-k8s.io/queue-name`,
+ * Issue 33 over the corpus (test/fixtures/corpus): every Kubeflow v1 training job, given the label `kueue.x-k8s.io/queue-name`,
  * through `/mutate/jobs` at CREATE: the patch applies, mutating the result again gives no patch, and every pod
  * the training operator would make from the result gets no further change to its resources, affinity,
  * nodeSelector or tolerations from `/mutate/pods`. Then Kueue's admission of it (suspend true → false, a flavor's

@@ -19,7 +19,7 @@
  *
  * The nodes carry Karpenter's capacity-type label with both values (`on-demand`, `spot`), the flavors name it,
  * and the policy's interruptible placement uses it: a flavor can only tell spot nodes from the others by a label
- * both carry (a ResourceFlavor's nodeLabels cannot say NotIn), see README "With Kueue".
+ * both carry (a ResourceFlavor's nodeLabels cannot say NotIn), see docs/admission.md, "With Kueue: queued jobs".
  *
  * Every wait is bounded (cp.until); nothing asserts on elapsed time. Skips, saying why, when QM_KUEUE_BIN is unset.
  */

@@ -122,7 +122,7 @@ describe("doctor: RBAC requirements against manifests/base", () => {
   }
 });
 
-describe("examples/install (the README's install overlay)", () => {
+describe("examples/install (the install overlay of README.md and docs/deploy.md)", () => {
   /** Renders a copy of examples/install beside it (its relative paths hold) with network-sources.yaml edited. */
   const renderCopy = (edit: (sources: string) => string) => {
     const dir = mkdtempSync(join(ROOT, "examples/.test-"));

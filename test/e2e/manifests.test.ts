@@ -108,7 +108,7 @@ describe("rendered manifests", () => {
           const args: string[] = spec ? containersOf(spec).flatMap((c) => c.args ?? []) : [];
           if (args[0] === "certs" && args[1] === "ensure") for (const f of ["secret", "ca-secret"]) secrets.add(flag(args, f)!);
         }
-        // Without a certificate manager (base, resident-reconciler), the README's manual step creates it.
+        // Without a certificate manager (base, resident-reconciler), the manual step of docs/deploy.md ("Install") creates it.
         const managed = v.objects.some((o) => o.kind === "Certificate" || (o.kind === "CronJob" && o.metadata.name === "quartermaster-certs"));
         if (!managed) secrets.add("quartermaster-webhook-tls");
         const missing: string[] = [];

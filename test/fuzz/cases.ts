@@ -1,6 +1,6 @@
 /**
  * Generators (fast-check) of admission requests for the fuzz suite: AdmissionReviews built from the
- * shared corpus and then damaged at random (values replaced, removed or retyped at every level of the
+ * corpus (test/fixtures/corpus) and then damaged at random (values replaced, removed or retyped at every level of the
  * envelope and the object, unicode and `/` `~` `__proto__` keys, huge arrays, deep nesting), and raw
  * bodies that are truncated, corrupted or not JSON at all. Every case is plain data, so fast-check can
  * shrink a failure to a small reproduction.
@@ -507,7 +507,7 @@ export interface Corpus {
 }
 
 /**
- * The shared corpus, or, on a clone without it (CORPUS_SKIP), a small built-in sample: one job of every
+ * The corpus, or, when QM_CORPUS_DIR names a directory without it (CORPUS_SKIP), a small built-in sample: one job of every
  * default kind with a GPU container, unpacked into pods the same way, plus a bare GPU pod.
  */
 export function loadCorpus(): Corpus {

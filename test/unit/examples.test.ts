@@ -1,5 +1,5 @@
 /**
- * The files in examples/ that README.md and docs/operations.md use do what those documents say: the GPU pod is
+ * The files in examples/ that README.md, docs/deploy.md and docs/operations.md use do what those documents say: the GPU pod is
  * outfitted (warnings, the mutations annotation) and allowed; the PyTorchJob passes /validate/jobs and its
  * replica pods get PyTorch's distributed environment; the install overlay's policy is valid. (That the install
  * overlay renders with the image replaced is checked with kubectl in test/e2e/manifests-render.test.ts.)

@@ -1,7 +1,7 @@
 /**
- * `quartermaster migrate` (src/migrate/): v1 jobs in (the training-operator v1.9.4 module's own examples, the
- * shared corpus' real manifests, and inline cases for each rule) → the expected TrainJob fields and the exact
- * not-carried table; every output valid against the upstream Trainer v2.3.0 CRD schemas; and the conformance
+ * `quartermaster migrate` (src/migrate/): v1 jobs in (the training-operator v1.9.4 module's own examples, kept in
+ * test/fixtures/training-operator-v1.9.4; the corpus' real manifests, test/fixtures/corpus; and inline cases for
+ * each rule) → the expected TrainJob fields and the exact not-carried table; every output valid against the upstream Trainer v2.3.0 CRD schemas; and the conformance
  * of the environment: a migrated PyTorchJob's pods get the v1 operator's env (src/mutate/frameworks.ts), names
  * and values, hostnames aside (and the differences the table lists), as Trainer's torch plugin sets it
  * (src/migrate/torch-env.ts); a migrated TFJob's pods get the v1 TF_CONFIG, hostnames aside
@@ -23,12 +23,13 @@ import { clusterSpec } from "../../src/mutate/frameworks.js";
 import { jobSetTfConfig } from "../../src/mutate/jobset-tf-config.js";
 import { replicaSpecs, replicasOf } from "../../src/topology/resolve.js";
 import { CORPUS_DIR } from "../fixtures/corpus.js";
-import { goModuleDir, TRAINER, TRAINING_OPERATOR } from "../fixtures/gomod.js";
+import { goModuleDir, TRAINER } from "../fixtures/gomod.js";
 import { kindOf, topology } from "../fixtures/jobs.js";
 import { jobSetPod } from "../fixtures/jobsets.js";
 import { ROOT } from "../fixtures/manifests.js";
 
-const operatorDir = goModuleDir(TRAINING_OPERATOR);
+/** The five examples of github.com/kubeflow/training-operator@v1.9.4 these cases read, copied unchanged. */
+const OPERATOR_EXAMPLES = join(ROOT, "test/fixtures/training-operator-v1.9.4/examples");
 const trainerDir = goModuleDir(TRAINER);
 
 type Obj = Record<string, unknown>;
@@ -37,8 +38,7 @@ type Obj = Record<string, unknown>;
 type Source = { example: string } | { corpus: string } | { inline: KubeObject };
 
 function load(src: Source): KubeObject | undefined {
-  const path =
-    "example" in src ? operatorDir && join(operatorDir, "examples", src.example) : "corpus" in src ? join(CORPUS_DIR, "manifests", src.corpus) : undefined;
+  const path = "example" in src ? join(OPERATOR_EXAMPLES, src.example) : "corpus" in src ? join(CORPUS_DIR, "manifests", src.corpus) : undefined;
   if ("inline" in src) return src.inline;
   if (!path || !existsSync(path)) return undefined;
   const docs = parseAllDocuments(readFileSync(path, "utf8")).map((d) => d.toJS() as KubeObject);

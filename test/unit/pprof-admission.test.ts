@@ -1,7 +1,7 @@
 /**
  * bench/pprof-admission.ts: samples of `go tool pprof -traces` go to the admission stage they ran in (the first
- * marker below the MutatingAdmissionPolicy plugin, or the webhook plugins); the README's profile figures for
- * issue 35 come from it.
+ * marker below the MutatingAdmissionPolicy plugin, or the webhook plugins); the profile figures for
+ * issue 35 in docs/benchmarks.md come from it.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
