@@ -198,7 +198,8 @@ export function chartValuesSchema(policySchema: Record<string, unknown>): string
     $schema: "https://json-schema.org/draft/2020-12/schema",
     title: "Values of the Quartermaster chart (charts/quartermaster/README.md)",
     ...obj({
-      image: obj({ repository: str, tag: str, pullPolicy: { enum: ["Always", "IfNotPresent", "Never"] } }),
+      // `digest` (release/build.ts pins the released chart to its image): the reference becomes repository@digest.
+      image: obj({ repository: str, tag: str, digest: { type: "string", pattern: "^(sha256:[0-9a-f]{64})?$" }, pullPolicy: { enum: ["Always", "IfNotPresent", "Never"] } }),
       namespace: obj({ create: { type: "boolean" } }),
       policy,
       // `quartermaster manifests chart-values`: null unless the policy changes what the webhooks match.

@@ -90,7 +90,8 @@ before(async () => {
     {
       name: "a malformed kubeconfig",
       kubeconfig: () => malformed,
-      says: new RegExp(`kubeconfig ${malformed} is not a valid kubeconfig: bad indentation .*\\(4:4\\)`),
+      // client-node's js-yaml ("bad indentation … (4:4)") or, for explain's plain client (src/kube/rest.ts), yaml's words.
+      says: new RegExp(`kubeconfig ${malformed} is not a valid kubeconfig: (bad indentation .*\\(4:4\\)|.* at line 4, column 1:)`),
       docs: "is not a valid kubeconfig:",
     },
     {
@@ -132,6 +133,7 @@ const COMMANDS: string[][] = [
   ["audit"],
   ["reconcile", "--once", "--dry-run"],
   ["certs", "ensure", "--service", "quartermaster", "--namespace", "quartermaster", "--dry-run"],
+  ["explain", "job/train"],
 ];
 
 describe("cluster commands against a missing or broken cluster (--request-timeout 1s)", () => {

@@ -8,12 +8,12 @@
 import { Option, type Command } from "commander";
 import { UsageError } from "../../core/errors.js";
 import type { CliDeps } from "../deps.js";
-import { kubeconfigOption, oneOf, policyOption } from "../flags.js";
+import { INTERACTIVE_REQUEST_TIMEOUT_MS, kubeconfigOption, oneOf, policyOption, requestTimeoutOption, waitingLine } from "../flags.js";
 import type { CliIo } from "../io.js";
 import { loadPolicy } from "../policy-file.js";
 
 type Output = "table" | "json" | "yaml";
-type ExplainOptions = { output: Output; namespace: string; ledgerNamespace: string; policy?: string; kubeconfig?: string };
+type ExplainOptions = { output: Output; namespace: string; ledgerNamespace: string; policy?: string; kubeconfig?: string; requestTimeout?: number };
 
 async function explainCommand(opts: ExplainOptions, args: readonly string[], io: CliIo): Promise<number> {
   const target = args[0] ?? "";
@@ -29,11 +29,13 @@ async function explainCommand(opts: ExplainOptions, args: readonly string[], io:
   ]);
   const kind = resolveKind(target.slice(0, slash), knownKinds(policy));
   if ("problem" in kind) throw new UsageError(`explain: ${kind.problem}`);
-  const rest = await restClient(opts.kubeconfig);
+  const requestTimeoutMs = opts.requestTimeout ?? INTERACTIVE_REQUEST_TIMEOUT_MS;
+  const rest = await restClient(opts.kubeconfig, { requestTimeoutMs });
   if (!rest) {
     io.stderr("quartermaster: explain reads the API with a plain client: this kubeconfig needs an exec or auth-provider plugin it does not run");
     return 1;
   }
+  io.stderr(waitingLine("explain", `reading ${target} in namespace ${opts.namespace} and its pods, nodes and queue from the cluster`, requestTimeoutMs));
   const read = await readExplainEvidence({
     rest,
     policy,
@@ -70,6 +72,7 @@ the API (docs/explain.md). Kinds: the policy's job kinds, batch Job, JobSet and 
     .addOption(new Option("--ledger-namespace <name>", "where the device ledger is").default("quartermaster", "quartermaster"))
     .addOption(policyOption())
     .addOption(kubeconfigOption())
+    .addOption(requestTimeoutOption())
     .addHelpText("after", "\nExit codes: 0 running or finished, 1 held back or not found, 2 usage.");
   deps.action(cmd, explainCommand);
 }
