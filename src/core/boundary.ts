@@ -15,7 +15,7 @@
  * - ajv's standalone validators (src/generated/*-validator.ts, `// @ts-nocheck`): generated from the JSON
  *   Schema that the named TypeScript type describes, so a `true` answer narrows the data to that type.
  */
-import type { V1Lease, V1Namespace, V1Node, V1Pod, V1Service } from "@kubernetes/client-node";
+import type { V1Lease, V1Namespace, V1Node, V1Pod, V1PodSpec, V1Service, V1Taint } from "@kubernetes/client-node";
 import type { ValidateFunction } from "ajv";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
@@ -32,6 +32,19 @@ export function asKubeObject(x: object): KubeObject {
 /** An apiserver Pod (client-node's, or raw JSON) read through client-node's `V1Pod`: both describe the same JSON. */
 export function asV1Pod(o: object): V1Pod {
   return o;
+}
+
+/**
+ * A pod spec read from an untyped object (a pod's, a template's) through client-node's `V1PodSpec`, as
+ * `asV1Pod`: the readers of a spec (src/core/gpu.ts) check each field they use, `containers` included.
+ */
+export function asV1PodSpec(o: object): V1PodSpec {
+  return o as V1PodSpec;
+}
+
+/** A node's taint from an untyped Node (each field checked where it is compared: src/explain/nodes.ts). */
+export function asV1Taint(o: object): V1Taint {
+  return o as V1Taint;
 }
 
 /** An apiserver Service read through client-node's `V1Service` (as `asV1Pod`). */

@@ -10,8 +10,8 @@
  * the maximum capacity or no flavor matches, or the job asks more of a GPU resource than the ClusterQueue could
  * ever give (nominal quota plus its borrowing limit, in the flavor that has most).
  */
-import type { V1PodSpec } from "@kubernetes/client-node";
 import { effectivePodGpus } from "../core/gpu.js";
+import { asV1PodSpec } from "../core/boundary.js";
 import type { KubeObject } from "../core/kube.js";
 import { isObject, objectOr } from "../core/object.js";
 import { conditionOf, conditionText, countOf, duration, nameOf, objectRef, objectsIn, secondsSince } from "./read.js";
@@ -28,7 +28,7 @@ export function workloadAsk(workload: KubeObject, ev: ExplainEvidence): Map<stri
   for (const ps of Array.isArray(sets) ? (sets as unknown[]) : []) {
     if (!isObject(ps)) continue;
     const count = typeof ps.count === "number" ? ps.count : 1;
-    const spec = objectOr(objectOr(ps.template).spec) as unknown as V1PodSpec;
+    const spec = asV1PodSpec(objectOr(objectOr(ps.template).spec));
     for (const [r, n] of effectivePodGpus(spec, ev.settings.gpu)) out.set(r, (out.get(r) ?? 0) + n * count);
   }
   return out;

@@ -7,6 +7,7 @@
  * `explain` must say which filter emptied the list, which the scheduler's own Event gives only as a count.
  */
 import type { V1NodeSelectorRequirement, V1PodSpec, V1Taint, V1Toleration } from "@kubernetes/client-node";
+import { asV1Taint } from "../core/boundary.js";
 import type { KubeObject } from "../core/kube.js";
 import { isObject, objectOr } from "../core/object.js";
 import type { NodeEntry } from "../reconcile/ledger.js";
@@ -71,7 +72,7 @@ function tolerates(t: V1Toleration, taint: V1Taint): boolean {
 /** The node's NoSchedule/NoExecute taints (a cordoned node's too) that none of the pod's tolerations tolerates. */
 export function untoleratedTaints(spec: V1PodSpec, node: KubeObject): V1Taint[] {
   const nodeSpec = objectOr(node.spec);
-  const taints: V1Taint[] = (Array.isArray(nodeSpec.taints) ? (nodeSpec.taints as unknown[]) : []).filter(isObject) as unknown as V1Taint[];
+  const taints: V1Taint[] = (Array.isArray(nodeSpec.taints) ? (nodeSpec.taints as unknown[]) : []).filter(isObject).map(asV1Taint);
   if (nodeSpec.unschedulable === true) taints.push({ key: "node.kubernetes.io/unschedulable", effect: "NoSchedule" });
   return taints.filter((taint) => taint.effect !== "PreferNoSchedule" && !(spec.tolerations ?? []).some((t) => tolerates(t, taint)));
 }

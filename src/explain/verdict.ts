@@ -7,6 +7,7 @@
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { effectivePodGpus } from "../core/gpu.js";
 import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
+import { asV1PodSpec } from "../core/boundary.js";
 import type { KubeObject } from "../core/kube.js";
 import { isObject, objectOr } from "../core/object.js";
 import { KUEUE_ADMISSION_REFUSED, WEBHOOK_EVENT_SOURCE } from "../reconcile/events.js";
@@ -34,7 +35,7 @@ import { REASONS, type EvidenceItem, type ExplainEvidence, type Finding, type Re
 /** Most pods quoted per reason: a 1,000-pod job's verdict names a few and counts the rest. */
 const MAX_PODS_QUOTED = 5;
 
-const podSpec = (pod: KubeObject): V1PodSpec => objectOr(pod.spec) as unknown as V1PodSpec;
+const podSpec = (pod: KubeObject): V1PodSpec => asV1PodSpec(objectOr(pod.spec));
 const phaseOf = (pod: KubeObject): string => String(objectOr(pod.status).phase ?? "Pending");
 const isActive = (pod: KubeObject): boolean => !["Succeeded", "Failed"].includes(phaseOf(pod)) && metaOf(pod).deletionTimestamp === undefined;
 

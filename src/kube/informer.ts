@@ -282,7 +282,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
    * that changes with the namespace's scope needs; its map is reached here, and nowhere else, checked.
    */
   const cache = (): Map<string, Map<string, T>> => {
-    const objects = (informer as unknown as { objects?: unknown }).objects;
+    const objects: unknown = Reflect.get(informer, "objects");
     if (!(objects instanceof Map)) throw new Error("client-node's ListWatch keeps no `objects` map any more: see src/kube/informer.ts");
     return objects as Map<string, Map<string, T>>;
   };
