@@ -16,6 +16,7 @@ import { after, before, describe, it } from "node:test";
 import { parseAllDocuments } from "yaml";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import { cli, createNamespace, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
+import { webhookCalls } from "./harness/webhook-calls.js";
 import { manyViolationsPod, VAP_POLICY_YAML, widePod } from "../fixtures/vap-pods.js";
 
 type Obj = Record<string, any>;
@@ -23,15 +24,6 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 const SECONDS = Number(process.env.QM_KEEPALIVE_SECONDS ?? 50);
 
 /** Sums the samples of `metric` whose labels contain every one of `labels`. */
-function sum(text: string, metric: string, labels: string[] = []): number {
-  let total = 0;
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(`${metric}{`) && !line.startsWith(`${metric} `)) continue;
-    if (labels.every((l) => line.includes(l))) total += Number(line.slice(line.lastIndexOf(" ") + 1));
-  }
-  return total;
-}
-
 describe("the apiserver's keep-alive connections to the webhook (issue 52)", () => {
   let cp: ControlPlane;
   let wh: WebhookProcess;
@@ -92,11 +84,9 @@ describe("the apiserver's keep-alive connections to the webhook (issue 52)", () 
       }
       round++;
     }
-    const metrics = String((await cp.api("GET", "/metrics")).body);
-    const name = 'name="pods.validate.quartermaster.dev"';
-    const unanswered = sum(metrics, "apiserver_admission_webhook_request_total", [name, 'code="0"']);
-    const callErrors = sum(metrics, "apiserver_admission_webhook_rejection_count", [name, 'error_type="calling_webhook_error"']);
-    const calls = sum(metrics, "apiserver_admission_webhook_request_total", [name]);
+    const counts = webhookCalls(String((await cp.api("GET", "/metrics")).body));
+    const name = "pods.validate.quartermaster.dev";
+    const [unanswered, callErrors, calls] = [counts.unanswered[name] ?? 0, counts.callErrors[name] ?? 0, counts.calls];
     const ours = await fetch(`http://127.0.0.1:${wh.metricsPort()}/metrics`).then((r) => r.text());
     const shed = ours
       .split("\n")

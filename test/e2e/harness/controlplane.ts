@@ -13,6 +13,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createCertificateAuthority, issueCertificate } from "../../../src/certs/generate.js";
+import { recordWebhookCalls } from "./webhook-calls.js";
 
 export interface ControlPlane {
   dir: string;
@@ -160,10 +161,16 @@ export async function startControlPlane(
     return child;
   };
   let stopped = false;
+  /** The admin caller once the apiserver has answered, for the webhook-call counts read as it stops. */
+  let metricsOf: (() => Promise<string>) | undefined;
   const stop = async (): Promise<void> => {
     if (stopped) return;
     stopped = true;
     process.off("exit", killAll);
+    if (metricsOf && process.env.QM_E2E_WEBHOOK_LOG) {
+      const text = await metricsOf().catch(() => undefined);
+      if (text !== undefined) recordWebhookCalls(text);
+    }
     // Reverse order: controllers, apiserver, then etcd.
     for (const { child } of [...children].reverse()) {
       if (child.exitCode !== null || child.signalCode !== null) continue;
@@ -268,6 +275,7 @@ export async function startControlPlane(
       if (performance.now() > deadline) throw new Error(`kube-apiserver not ready after 90 s:\n${tail(join(dir, "kube-apiserver.log"))}`);
       await sleep(100);
     }
+    metricsOf = async () => String((await api("GET", "/metrics")).body);
 
     const kubeconfig = join(dir, "kubeconfig");
     writeFileSync(kubeconfig, kubeconfigYaml(`https://127.0.0.1:${apiPort}`, tls), { mode: 0o600 });
