@@ -121,11 +121,17 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       // client-node's Watch waits for the response with no deadline (its own timeout signal is overwritten in
       // @kubernetes/client-node src/watch.ts): a silent apiserver would stall this informer for good. Past the
       // deadline the watch fails (the informer's error handler starts it again) and a late answer is dropped.
+      // Past the deadline the watch ends through `done` (ListWatch's ERROR handlers restart it), never by a
+      // rejection: ListWatch awaits this promise inside its own done handler, which nobody awaits, so a rejection
+      // would be unhandled and end the process. A late answer is aborted and its own end ignored (its `done` would
+      // make ListWatch stop the newer watch).
+      let late = false;
       const started = super.watch(
         path,
         { ...queryParams, allowWatchBookmarks: true, timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())) },
         (phase, obj: object, wo?: object) => callback(phase, WATCHED_PHASES.has(phase) ? trimmed(obj, trim) : obj, wo),
         (err: unknown) => {
+          if (late) return;
           noteGone(err);
           done(err);
         },
@@ -133,11 +139,11 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       const ms = opts.firstResponseMs ?? RESIDENT_REQUEST_TIMEOUT_MS;
       if (ms <= 0) return started;
       let timer: NodeJS.Timeout | undefined;
-      let late = false;
-      const deadline = new Promise<never>((_, reject) => {
+      const deadline = new Promise<AbortController>((resolve) => {
         timer = setTimeout(() => {
           late = true;
-          reject(new RequestTimeoutError(kc.getCurrentCluster()?.server ?? "(no server)", ms));
+          done(new RequestTimeoutError(kc.getCurrentCluster()?.server ?? "(no server)", ms));
+          resolve(new AbortController());
         }, ms).unref();
       });
       void started.then(
@@ -198,6 +204,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       const finish = (err: unknown, resourceVersion?: string): void => {
         if (settled) return;
         settled = true;
+        clearTimeout(timer);
         request?.abort();
         // client-node's Watch says the HTTP status in `statusCode`; the callers read `code` (./client.ts statusOf),
         // as for a LIST: a 404 is a kind not served, a 422 a server without watch-lists.
@@ -206,16 +213,29 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
           reject(Object.assign(err instanceof Error ? err : new Error(String(err)), typeof code === "number" && statusOf(err) === undefined ? { code } : {}));
         else resolve({ items, ...(resourceVersion ? { resourceVersion } : {}) });
       };
-      const query = { sendInitialEvents: true, resourceVersionMatch: "NotOlderThan", allowWatchBookmarks: true };
-      // The same first-response deadline as every watch here (TrimmingWatch): a server that never answers fails.
+      const query = {
+        sendInitialEvents: true,
+        resourceVersionMatch: "NotOlderThan",
+        allowWatchBookmarks: true,
+        timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())),
+      };
+      // The same deadline as every watch's first answer (TrimmingWatch), and then between two events until the
+      // initial-events bookmark: a server that never answers, or stops half-way, fails the LIST (ListWatch's ERROR
+      // handlers start it again) instead of holding the informer for the watch's whole timeout.
       const ms = opts.firstResponseMs ?? RESIDENT_REQUEST_TIMEOUT_MS;
-      const timer = ms > 0 ? setTimeout(() => finish(new RequestTimeoutError(kc.getCurrentCluster()?.server ?? "(no server)", ms)), ms).unref() : undefined;
+      let timer: NodeJS.Timeout | undefined;
+      const arm = (): void => {
+        clearTimeout(timer);
+        if (ms > 0 && !settled) timer = setTimeout(() => finish(new RequestTimeoutError(kc.getCurrentCluster()?.server ?? "(no server)", ms)), ms).unref();
+      };
+      arm();
       new k8s.Watch(kc)
         .watch(
           opts.path,
           query,
           (phase: string, obj: object) => {
             if (settled) return;
+            arm();
             const m = (obj as KubernetesObject).metadata;
             if (phase === "ADDED") items.push(trimmed(obj, trim));
             else if (phase === "BOOKMARK" && m?.annotations?.[INITIAL_EVENTS_END] === "true") finish(undefined, m.resourceVersion);
@@ -228,14 +248,11 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
         )
         .then(
           (c) => {
-            clearTimeout(timer);
             request = c;
             if (settled) c.abort();
+            else arm();
           },
-          (err: unknown) => {
-            clearTimeout(timer);
-            finish(err);
-          },
+          (err: unknown) => finish(err),
         );
     });
   const informer = new k8s.ListWatch<T>(opts.path, new TrimmingWatch(kc), list, false);

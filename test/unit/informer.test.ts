@@ -163,6 +163,44 @@ describe("trimmed informer", () => {
     assert.ok(t >= 300 && t <= 600, `timeoutSeconds ${t}`);
   });
 
+  it("a watch that does not answer within firstResponseMs ends through the error handlers, never as a rejection", async () => {
+    // ListWatch awaits watch() inside its done handler, which nobody awaits: a rejection there ends the process.
+    let answer: ((c: AbortController) => void) | undefined;
+    class SilentWatch extends k8s.Watch {
+      override watch(): Promise<AbortController> {
+        return new Promise((r) => (answer = r));
+      }
+    }
+    const informer = trimmedInformer({ ...k8s, Watch: SilentWatch }, new k8s.KubeConfig(), {
+      path: "/api/v1/pods",
+      page: () => Promise.resolve({ metadata: { resourceVersion: "1" }, items: [pod("a", "1")] }),
+      trim: (o) => slimPod(o),
+      firstResponseMs: 30,
+    });
+    const errors: unknown[] = [];
+    informer.on("error", (err) => errors.push(err));
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown): void => void unhandled.push(err);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      // The deadline's timer is unref'd (it must not hold a process open); here nothing else would.
+      const hold = setTimeout(() => undefined, 5000);
+      await informer.start();
+      clearTimeout(hold);
+      await new Promise((r) => setTimeout(r, 60));
+      assert.equal(errors.length, 1);
+      assert.match(String(errors[0]), /did not answer within/);
+      const late = new AbortController();
+      answer!(late);
+      await new Promise((r) => setImmediate(r));
+      assert.ok(late.signal.aborted, "the late answer is aborted");
+      assert.deepEqual(unhandled, []);
+      assert.deepEqual(names(informer.list()), ["a"], "the cache keeps the LIST");
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
   it("indexes by controller uid through adoption, release and deletion", async () => {
     const { informer, send } = setUp([{ metadata: { resourceVersion: "1" }, items: [pod("a", "1", "job-1"), pod("b", "1")] }]);
     await informer.start();

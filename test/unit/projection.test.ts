@@ -291,12 +291,43 @@ describe("the job informer's watch-list", () => {
     });
     await informer.start();
     assert.equal(paged(), 0);
-    assert.deepEqual(queries[0], { sendInitialEvents: true, resourceVersionMatch: "NotOlderThan", allowWatchBookmarks: true });
+    const { timeoutSeconds, ...query } = queries[0]!;
+    assert.deepEqual(query, { sendInitialEvents: true, resourceVersionMatch: "NotOlderThan", allowWatchBookmarks: true });
+    assert.ok(Number(timeoutSeconds) >= 300 && Number(timeoutSeconds) <= 600, `timeoutSeconds ${String(timeoutSeconds)}`);
     assert.equal(queries[1]!.resourceVersion, "20");
     assert.deepEqual(names(informer.list()), ["a1", "o1"]);
     assert.ok(largest(informer.list(), "other") < STUB_BYTES);
     assert.equal((informer.get("o1", "other") as Obj).metadata.resourceVersion, "3");
     assert.ok(informer.synced());
+  });
+
+  it("a watch-list that stops half-way fails the LIST after firstResponseMs without an event (the informer starts it again)", async () => {
+    const errors: unknown[] = [];
+    const queries: Obj[] = [];
+    class StallingWatch extends k8s.Watch {
+      override watch(_path: string, qp: Obj, cb: (phase: string, obj: object) => void): Promise<AbortController> {
+        queries.push(qp);
+        if (qp.sendInitialEvents === true) setImmediate(() => cb("ADDED", bigJob("TFJob", "o1", "other", 1000, "3"))); // then nothing
+        return Promise.resolve(new AbortController());
+      }
+    }
+    const informer = trimmedInformer({ ...k8s, Watch: StallingWatch }, new k8s.KubeConfig(), {
+      path: "/apis/kubeflow.org/v1/tfjobs",
+      page: () => Promise.reject(new Error("no paged LIST here")),
+      trim: (o) => projectJob(o, () => true),
+      streamList: true,
+      firstResponseMs: 40,
+    });
+    informer.on("error", (err) => errors.push(err));
+    const started = performance.now();
+    const hold = setTimeout(() => undefined, 5000); // the deadline's timer is unref'd
+    await informer.start();
+    clearTimeout(hold);
+    assert.ok(performance.now() - started < 1000);
+    assert.equal(errors.length, 1);
+    assert.match(String(errors[0]), /did not answer within/);
+    assert.equal(queries.length, 1, "no watch opened on a half LIST");
+    assert.equal(informer.synced(), false);
   });
 
   it("where the apiserver has no watch-list (it refuses sendInitialEvents): paged LISTs, from then on", async () => {
