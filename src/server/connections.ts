@@ -206,10 +206,23 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
     // HTTP/2: a GOAWAY now; the session closes once its streams are done.
     if (c.h2) c.session?.close();
     // HTTP/1.1: its next answer says `Connection: close` (the request listener); idle, the sweep closes it.
-    if (retired.size > limits.max) {
-      const [oldest] = retired.values();
-      if (oldest) close(oldest, "retired");
+  }
+
+  /**
+   * Whether `v` can be retired now: the retired connections are bounded too (`limits.max`), and a full set makes
+   * room only by closing one past its client's reuse window, never one that may have a request on its way or in
+   * flight (issue 52). When none is, the newcomer is shed instead: it has no request yet.
+   */
+  function canRetire(v: Connection): boolean {
+    if (!v.secure || stale(v, now()) || retired.size < limits.max) return true;
+    const t = now();
+    for (const r of retired.values()) {
+      if (stale(r, t)) {
+        close(r, "retired");
+        return true;
+      }
     }
+    return false;
   }
 
   /** Out of the bounds' counts (retired or closed). */
@@ -279,9 +292,12 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
   function makeRoom(over: boolean, candidates: Iterable<Connection>, c: Connection, reason: ShedReason, handshakingOnly = false): boolean {
     if (!over) return true;
     const v = (reason === "per_source" ? undefined : victim(heaviest(handshakingOnly), c, handshakingOnly)) ?? victim(candidates, c, handshakingOnly);
-    if (v) retire(v, reason);
-    else close(c, reason);
-    return v !== undefined;
+    if (v && canRetire(v)) {
+      retire(v, reason);
+      return true;
+    }
+    close(c, reason);
+    return false;
   }
 
   server.on("connection", (socket) => {

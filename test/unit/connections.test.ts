@@ -291,20 +291,42 @@ describe("connection guard: never closes a connection its client may be reusing 
     assert.deepEqual(r.shed, ["capacity", "idle", "retired"], "the newcomer, idle as long, goes with it");
   });
 
-  it("retired connections are bounded too: past max of them, the oldest retired one is closed", () => {
+  it("retired connections are bounded too: with max of them waiting, a newcomer is shed, not a retired one cut", () => {
     const r = rig({ max: 2, perSource: 2 });
     const first = [r.open("10.0.0.1"), r.open("10.0.0.2")];
     r.tick(10);
-    [r.open("10.0.0.3"), r.open("10.0.0.4")];
+    const second = [r.open("10.0.0.3"), r.open("10.0.0.4")];
     assert.deepEqual(
-      first.map((s) => s.destroyed),
-      [false, false],
+      first.map((s) => [s.destroyed, r.guard.retired(s)]),
+      [
+        [false, true],
+        [false, true],
+      ],
     );
     r.tick(10);
-    r.open("10.0.0.5");
+    // A request arrives on a retired connection (it is answered with Connection: close): never cut.
+    const inFlight = r.answered(first[0]!);
+    const newcomer = r.open("10.0.0.5");
+    assert.equal(newcomer.destroyed, true, "the newcomer has no request yet: it goes");
     assert.deepEqual(
-      first.map((s) => s.destroyed),
-      [true, false],
+      [...first, ...second].map((s) => s.destroyed),
+      [false, false, false, false],
+    );
+    assert.equal(inFlight.headers.connection, "close");
+    inFlight.end();
+    // Past the clients' reuse window a retired connection at rest can go, and makes room for a busy one's retiring.
+    r.tick(95_001);
+    for (const s of second) r.request(s)();
+    const later = r.open("10.0.0.6");
+    assert.equal(later.destroyed, false);
+    assert.deepEqual(
+      [...first, ...second].map((s) => [s.destroyed, r.guard.retired(s)]),
+      [
+        [true, false],
+        [false, true],
+        [false, true],
+        [false, false],
+      ],
     );
   });
 
