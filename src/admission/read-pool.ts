@@ -8,7 +8,8 @@
  * review's few go first.
  *
  * What is not read is shed, never guessed: a read still waiting when its review's time bound runs out, or asked
- * for while the review's own queue (`perReviewQueued`) or the pool's (`maxQueued`) is full, is rejected with
+ * for while the review's own queue (`perReviewQueued`) or the pool's (`maxQueued`, which a review that has asked
+ * for fewer than `perReview` reads may pass) is full, is rejected with
  * {@link ReadShed}. Through `readJob` (src/topology/lookup.ts) that is a failed read, which the rules count as
  * unknown, not as absent or zero (src/validate/claims.ts, gpu-unknown).
  *
@@ -154,7 +155,11 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
         if (q.closed) return Promise.reject(new ReadShed(`${what}: not read, the review's ${timeoutMs} ms for reads had passed`));
         if (q.items.length >= o.perReviewQueued)
           return Promise.reject(new ReadShed(`${what}: not read, the review already had ${q.items.length} reads waiting`));
-        if (queued >= o.maxQueued) return Promise.reject(new ReadShed(`${what}: not read, the webhook had ${queued} reads waiting (its own backlog)`));
+        // A full pool sheds the reads of the reviews that asked for many, never a light review's first few (a
+        // job lookup, a runtime, a claim or two): otherwise one tenant's reviews naming many claims would fill it
+        // and every other review's reads would be shed, unknown. The overshoot is at most `perReview` a review.
+        if (queued >= o.maxQueued && q.started + q.items.length >= o.perReview)
+          return Promise.reject(new ReadShed(`${what}: not read, the webhook had ${queued} reads waiting (its own backlog)`));
         // Set on the first read: a review that reads nothing arms no timer.
         q.timer ??= setTimeout(() => close(`not read within the review's ${timeoutMs} ms: the webhook's reads were backed up`), timeoutMs);
         return new Promise((resolve, reject) => {

@@ -267,8 +267,9 @@ describe("reads per review bounded, reviews served in turn", () => {
     const pool = readPool(api.reader);
     const wide = [{ resourceClaims: names("wide", 20_000).map((c, i) => ({ name: `c${i}`, resourceClaimName: c })), containers: [] }];
     const one = [{ resourceClaims: [{ name: "c0", resourceClaimName: "one" }], containers: [] }];
-    const bigRead = readClaims(wide, NS, pool.review(60_000), 60_000, { max: Infinity });
-    const smallRead = await readClaims(one, NS, pool.review(60_000), 60_000);
+    const reviews = [pool.review(60_000), pool.review(60_000)];
+    const bigRead = readClaims(wide, NS, reviews[0]!, 60_000, { max: Infinity });
+    const smallRead = await readClaims(one, NS, reviews[1]!, 60_000);
     assert.equal(smallRead.failures.length, 0);
     const at = api.stats.servedAt.get("one")!;
     assert.ok(at <= 16, `served ${at}th`);
@@ -280,6 +281,7 @@ describe("reads per review bounded, reviews served in turn", () => {
     assert.match(done.failures[0]!, /not read, the review already had 512 reads waiting/);
     // The wide review's 8, and the small one's.
     assert.ok(api.stats.maxInFlight <= 9, `${api.stats.maxInFlight} in flight`);
+    for (const r of reviews) r.release(); // as the handler does once it answers: their 60 s timers end
   });
 });
 
@@ -305,6 +307,24 @@ describe("a read the webhook's own backlog did not make is unknown, not zero", (
     assert.match(why(q), /not read within the review's 30 ms/);
     assert.match(why(t), /not read within the review's 30 ms/);
     void first; // never answered: the stalled apiserver
+  });
+
+  it("pool: reviews naming many claims fill the backlog, and another review's job lookup is still read (not shed)", async () => {
+    const api = fifoApiserver(1, true);
+    const pool = readPool(api.reader, { global: 1, perReview: 2, perReviewQueued: 4, maxQueued: 8 });
+    const kind = { kind: "ResourceClaim", group: "resource.k8s.io", version: "v1", plural: "resourceclaims" };
+    const heavy = [pool.review(500), pool.review(500), pool.review(500)];
+    const flood = heavy.flatMap((r, i) => Array.from({ length: 5 }, (_, j) => r.get(kind, NS, `c-${i}-${j}`)));
+    for (const p of flood) p.catch(() => undefined);
+    assert.ok(pool.load().queued >= 8, `backlog ${pool.load().queued}`);
+    const light = pool.review(500);
+    const lookup = light.get({ kind: "PyTorchJob", group: "kubeflow.org", version: "v1", plural: "pytorchjobs" }, NS, "llm");
+    const more = heavy[0]!.get(kind, NS, "one-more");
+    const [l, m] = await Promise.allSettled([Promise.race([lookup, new Promise((r) => setTimeout(() => r("queued"), 20))]), more]);
+    assert.equal(m.status, "rejected", "the heavy review's next read is shed");
+    assert.ok(m.status === "rejected" && m.reason instanceof ReadShed);
+    assert.notEqual(l.status, "rejected", "the light review's read waits its turn instead");
+    for (const r of [...heavy, light]) r.release();
   });
 
   it("a pod capped at 8 GPUs whose claim read is shed behind a stalled backlog → refused (gpu-unknown) at spec.resourceClaims[0]", async () => {
