@@ -128,6 +128,8 @@ const METHODS: Record<string, (Target & { cluster?: true }) | Array<Target & { c
   "CoordinationV1Api.replaceNamespacedLease": coordination("update", "leases"),
   "CustomObjectsApi.getNamespacedCustomObject": JOBS("get"),
   "CustomObjectsApi.listClusterCustomObject": [...JOBS("list").map((t) => ({ ...t, cluster: true as const })), { ...policyReports("list"), cluster: true }],
+  // The resident reconciler reads one namespace's jobs again when it opts in (src/kube/projection.ts).
+  "CustomObjectsApi.listNamespacedCustomObject": JOBS("list"),
   // Adoption's patches (a job's status, its finalizers): only kinds whose pods the reconciler adopts.
   "CustomObjectsApi.patchNamespacedCustomObject": JOBS("patch", ADOPTED),
   "CustomObjectsApi.patchNamespacedCustomObjectStatus": JOBS("patch", ADOPTED).map((t) => ({ ...t, resources: t.resources.map((r) => `${r}/status`) })),
