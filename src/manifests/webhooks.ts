@@ -91,7 +91,7 @@ export interface RenderOptions {
   caBundle?: string;
 }
 
-export type WebhookPolicy = Pick<Policy, "jobKinds" | "gpu" | "webhook">;
+export type WebhookPolicy = Pick<Policy, "jobKinds" | "gpu" | "webhook" | "kindShapes">;
 
 /** Why each webhook is there, for `doctor` when one is missing (by webhook name). */
 export const WEBHOOK_PURPOSE: Readonly<Record<string, string>> = {
@@ -307,8 +307,8 @@ const claimRule: RuleWithOperations = {
  * The Trainer's runtimes, checked by `jobs.validate` when the policy has a Trainer job kind (issue 45): a
  * ClusterTrainingRuntime is cluster-scoped (the namespaceSelector does not apply to it), a TrainingRuntime namespaced.
  */
-const runtimeRules = (policy: Pick<Policy, "jobKinds">): RuleWithOperations[] =>
-  policy.jobKinds.some((k) => k.framework === "trainer")
+const runtimeRules = (policy: Pick<Policy, "jobKinds" | "kindShapes">): RuleWithOperations[] =>
+  policy.jobKinds.some((k) => jobShape(k, policy.kindShapes).layout === "runtime")
     ? TRAINER_RUNTIME_KINDS.map((k) => ({ apiGroups: [k.group], apiVersions: [k.version], operations: ["CREATE", "UPDATE"], resources: [k.plural], scope: k.scope }))
     : [];
 
