@@ -32,9 +32,11 @@ export function frameworkNames(shapes: readonly KindShape[] = KIND_SHAPES): stri
   return shapes.flatMap((s) => Object.keys(s.frameworks));
 }
 
-/** Whether `framework` is one of the built-in frameworks. */
+const BUILT_IN: ReadonlySet<string> = new Set(frameworkNames());
+
+/** Whether `framework` is one of the built-in frameworks (those of {@link KIND_SHAPES}). */
 export function isBuiltInFramework(framework: string): framework is Framework {
-  return frameworkNames().includes(framework);
+  return BUILT_IN.has(framework);
 }
 
 function entryOf(framework: string, shapes: readonly KindShape[]): { shape: KindShape; framework: KindFramework } {

@@ -334,8 +334,9 @@ export function replicaLabels(job: KubeObject, kind: JobKind, type: string, inde
   const m = meta(job);
   const fixed = labelScheme(kind).replicaLabels?.(job, index);
   if (fixed) return fixed;
+  const operator = operatorName(kind);
   const labels: Record<string, string> = {
-    [LABEL_OPERATOR_NAME]: operatorName(kind) ?? "",
+    ...(operator !== undefined ? { [LABEL_OPERATOR_NAME]: operator } : {}),
     [LABEL_JOB_NAME]: String(m.name).replaceAll("/", "-"),
     [LABEL_REPLICA_TYPE]: type.toLowerCase(),
     [LABEL_REPLICA_INDEX]: String(index),
