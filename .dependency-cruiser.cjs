@@ -11,6 +11,9 @@ const LAYERS = [
   // The shared vocabulary: Kubernetes object types, keys, quantities, selectors, scope, what counts as a GPU.
   // The generated ajv validators import nothing of ours (their generator, generate.ts, is a build script).
   { name: "core", paths: ["src/core/", "src/generated/[a-z-]+-validator\\.ts$"] },
+  // The shapes of the training-job kinds, one adapter each (src/kinds/index.ts: KIND_SHAPES and the lookups):
+  // model data like vendors, below the policy (whose schema lists their frameworks) and everything that reads jobs.
+  { name: "kinds", paths: ["src/kinds/"] },
   // Certificate arithmetic and the plans of \`certs ensure\`/\`certs generate\` (node:crypto only; the Secret and
   // webhook I/O is src/kube/certs.ts): the doctor's checks share it.
   { name: "certs", paths: ["src/certs/"] },

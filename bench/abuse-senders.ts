@@ -39,7 +39,7 @@ import { silentLogger } from "../src/log.js";
 import { checkPolicy } from "../src/policy/load.js";
 import { createAdmissionMetrics } from "../src/server/metrics.js";
 import { startServer } from "../src/server/serve.js";
-import { MAX_RUNTIME_PATCHES } from "../src/topology/trainjob.js";
+import { MAX_RUNTIME_PATCHES } from "../src/kinds/trainjob-runtime.js";
 import { createWebhooks } from "../webhooks/index.js";
 import { reviewOf } from "../test/fixtures/array-work.js";
 import { perNode, trainJob, upstream } from "../test/fixtures/trainer-v2.js";

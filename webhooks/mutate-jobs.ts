@@ -29,9 +29,9 @@ import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates, outfitQueuedWorkloadTem
 import { renameTrainJobBareGpu } from "../src/mutate/trainjob-resources.js";
 import { outfitQueuedTrainJob, QM_RUNTIME_PATCH_MANAGER, trainerNodeTemplate } from "../src/mutate/trainjob-outfit.js";
 import { readRuntime, type JobReadResult } from "../src/topology/lookup.js";
-import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/topology/trainjob.js";
+import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/kinds/trainjob-runtime.js";
 import type { JobKind } from "../src/policy/types.js";
-import { jobShape } from "../src/topology/shape.js";
+import { jobShape } from "../src/kinds/index.js";
 import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 
 export function mutateJobs(deps: WebhookDeps): Webhook {

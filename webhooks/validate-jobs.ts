@@ -14,7 +14,7 @@
  *
  * A TrainJob (Kubeflow Trainer v2) is checked against its runtime (`spec.runtimeRef`, read through the same
  * reader and time bound as the pod webhook's job lookup: `readRuntime` in src/topology/lookup.ts), its pods as
- * Trainer v2.3.0 will make them (THE model, `trainJobModel` in src/topology/trainjob.ts, which Kueue's pod sets and
+ * Trainer v2.3.0 will make them (THE model, `trainJobModel` in src/kinds/trainjob-runtime.ts, which Kueue's pod sets and
  * `/mutate/jobs` read too); a runtime that cannot be read is handled as a failed job lookup
  * (`clusterSpec.onJobLookupFailure`: `deny` refuses it, rule `job-runtime`; `warn` checks the TrainJob's own
  * numNodes × resourcesPerNode and says so). Issue 45: on CREATE and on an unsuspend (`spec.suspend` true → false
@@ -64,9 +64,8 @@ import { validatingWebhook, type ValidationResult, type Webhook } from "../src/a
 import { CONFLICT } from "../src/admission/response.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup.js";
-import { jobShape } from "../src/topology/shape.js";
-import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/topology/trainjob.js";
-import { REPLICA_SPECS_FIELD } from "../src/topology/resolve.js";
+import { jobShape, replicaSpecsField } from "../src/kinds/index.js";
+import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/kinds/trainjob-runtime.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
@@ -99,7 +98,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
     // A TrainJob is priced on its own part (its `node` Job) and its runtime patches (at most the CRD's 16) before
     // its runtime is read; with the runtime's templates too once it has been (`runtimeCost` below).
     if (shape.layout === "runtime") return isObject(job) ? [...shape.replicas(job, kind).map((r) => r.spec.template?.spec), ...trainJobPricedSpecs(job)] : [];
-    return jobTemplateSpecs(job, REPLICA_SPECS_FIELD[kind.framework], shape.layout === "single");
+    return jobTemplateSpecs(job, replicaSpecsField(kind), shape.layout === "single");
   };
   /** Where each of {@link templates} is, for a refusal's field (`readClaims`). */
   const templateFields = (job: unknown, kind: JobKind): string[] => {
@@ -108,7 +107,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       return isObject(job)
         ? [...shape.replicas(job, kind).map((r) => `${r.templateField}.spec`), ...trainJobPricedSpecs(job).map(() => "spec.runtimePatches")]
         : [];
-    const field = REPLICA_SPECS_FIELD[kind.framework];
+    const field = replicaSpecsField(kind);
     const replicas = isObject(job) && isObject(job.spec) ? job.spec[field] : undefined;
     if (!isObject(replicas)) return [];
     return shape.layout === "single" ? [`spec.${field}.template.spec`] : Object.keys(replicas).map((type) => `spec.${field}.${type}.template.spec`);

@@ -7,7 +7,7 @@
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, sentAsGpu } from "../core/gpu.js";
 import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { Policy } from "../policy/types.js";
-import { schemesOf } from "../topology/label-scheme.js";
+import { schemesOf } from "../kinds/index.js";
 import type { Guard } from "./handler.js";
 import { standInNames, StandInUndecided } from "./stand-in.js";
 import type { AdmissionRequest, Operation } from "./types.js";
@@ -51,8 +51,8 @@ const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !
  * On a document parsed off-thread a long container list is a stand-in (`stand-in.ts`): its length and the
  * resource names of its containers decide the same; where they cannot, the guard throws StandInUndecided.
  */
-export function unwalkedPodGuard(policy: Pick<Policy, "jobKinds" | "gpu">): Guard {
-  const groups = schemesOf(policy.jobKinds).map((s) => s.podLabels);
+export function unwalkedPodGuard(policy: Pick<Policy, "jobKinds" | "gpu" | "kindShapes">): Guard {
+  const groups = schemesOf(policy.jobKinds, policy.kindShapes).map((s) => s.podLabels);
   const isGpu = (name: string): boolean => sentAsGpu(name, policy.gpu);
   const anyGpu = (m: unknown): boolean => isObj(m) && Object.keys(m).some(isGpu);
   return (req) => {

@@ -21,7 +21,7 @@
 import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
-import { jobShape } from "../topology/shape.js";
+import { jobShape } from "../kinds/index.js";
 
 /** The label (and older annotation) naming a job's LocalQueue (kueue `pkg/controller/constants/constants.go`). */
 export const KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name";

@@ -35,7 +35,7 @@ import { silentLogger } from "../log.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import { SYSTEM_NAMESPACES } from "../core/scope.js";
 import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
-import { labelScheme } from "../topology/label-scheme.js";
+import { labelScheme } from "../kinds/index.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import type { JobReader } from "../topology/types.js";
 import type { CliIo } from "./io.js";

@@ -1,32 +1,10 @@
 /**
  * @module
- * The shapes a training-job kind can have, and what the bottom of the house must know of each (the rest of the
- * descriptor, which reads replica specs and pods, is `src/topology/shape.ts`). A job kind's `framework` says its
- * shape: Kubeflow v1's six frameworks are `replica-map` (`spec.<framework>ReplicaSpecs`, a map of replica types),
- * caffe2-operator's Caffe2Job is `pool` (one replica pool under `spec.replicaSpecs`), Kubeflow Trainer v2's
- * TrainJob (framework `trainer`) is `trainjob` (replicas from its runtime's JobSet template).
+ * Constants of the job-kind APIs that the bottom of the house needs (Kubeflow Trainer v2's, JobSet's), and the
+ * kinds Kueue queues that are not training jobs. The shapes of the training-job kinds and their lookups are the
+ * kinds registry's (`src/kinds/index.ts`).
  */
 import { isObject } from "./object.js";
-
-export type JobShapeName = "replica-map" | "pool" | "trainjob";
-
-/** Frameworks whose kinds are not shaped like Kubeflow v1's; every other framework is `replica-map`. */
-const SHAPES: Readonly<Record<string, JobShapeName>> = Object.freeze({ caffe2: "pool", trainer: "trainjob" });
-
-/** The shape of a kind of `framework`. */
-export function shapeNameOf(framework: string): JobShapeName {
-  return Object.hasOwn(SHAPES, framework) ? SHAPES[framework]! : "replica-map";
-}
-
-/**
- * Who runs a kind's jobs when `jobKinds[].controller` is unset: Quartermaster for `pool` (caffe2-operator is
- * archived), the operator (training-operator, Trainer v2's controller manager) for every other shape.
- */
-export const DEFAULT_CONTROLLER: Readonly<Record<JobShapeName, "operator" | "quartermaster">> = Object.freeze({
-  "replica-map": "operator",
-  pool: "quartermaster",
-  trainjob: "operator",
-});
 
 /** Kubeflow Trainer v2 (`trainer.kubeflow.org`), as its v2.3.0 API and constants spell it. */
 export const TRAINER = Object.freeze({

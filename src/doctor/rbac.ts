@@ -13,9 +13,8 @@ import { LEDGER_INDEX_NAME, shardName } from "../reconcile/ledger-shards.js";
 import type { AccessCheck, DoctorFinding, Severity } from "./types.js";
 import { isUnreadable, worst, type Unreadable } from "./types.js";
 import { TRAINER } from "../core/job-shapes.js";
-import { labelScheme } from "../topology/label-scheme.js";
+import { jobShape, labelScheme } from "../kinds/index.js";
 import { runtimeKind } from "../topology/lookup.js";
-import { jobShape } from "../topology/shape.js";
 
 export const WEBHOOK_SERVICE_ACCOUNT = "quartermaster-webhook";
 export const RECONCILER_SERVICE_ACCOUNT = "quartermaster-reconciler";

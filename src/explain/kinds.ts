@@ -4,9 +4,9 @@
  * queues that make GPU pods), each with the conditions that mean it finished and the Deployment of the controller
  * that runs it, as the upstream manifests name it, so the reader can say whether that controller is there.
  */
-import { DEFAULT_CONTROLLER, QUEUED_WORKLOAD_KINDS, shapeNameOf, TRAINER } from "../core/job-shapes.js";
+import { QUEUED_WORKLOAD_KINDS, TRAINER } from "../core/job-shapes.js";
 import type { JobKind, Policy } from "../policy/types.js";
-import { jobShape } from "../topology/shape.js";
+import { controllerOf as runBy, jobShape } from "../kinds/index.js";
 
 export interface KnownKind {
   kind: string;
@@ -26,7 +26,7 @@ export interface KnownKind {
 }
 
 function controllerOf(kind: JobKind): { deployment: string; controllerName: string } {
-  const by = kind.controller ?? DEFAULT_CONTROLLER[shapeNameOf(kind.framework)];
+  const by = runBy(kind);
   if (by === "quartermaster") return { deployment: "quartermaster-reconciler", controllerName: "Quartermaster's job controller (reconcile --watch)" };
   if (kind.framework === "trainer") return { deployment: "kubeflow-trainer-controller-manager", controllerName: "the Kubeflow Trainer controller" };
   return { deployment: "training-operator", controllerName: "the Kubeflow training-operator" };

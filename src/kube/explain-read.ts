@@ -15,7 +15,7 @@ import type { ControllerState, ExplainEvidence, PendingPosition, PolicyResult } 
 import type { Policy } from "../policy/types.js";
 import { isLedgerConfigMapName, readStored, type StoredConfigMap } from "../reconcile/ledger-shards.js";
 import { POLICY_REPORT_API_VERSION, POLICY_REPORT_NAME } from "../reconcile/policy-reports.js";
-import { labelScheme } from "../topology/label-scheme.js";
+import { labelScheme } from "../kinds/index.js";
 import { LEDGER_LABEL, toStored } from "./ledger.js";
 import type { RestClient } from "./rest.js";
 

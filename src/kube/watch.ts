@@ -182,7 +182,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   // Every kind: the ones Quartermaster runs get the whole job controller, the operators' kinds their finished-job
   // hygiene (CleanPodPolicy, TTL) on time. A kind whose CRD is not installed waits (its informer retries).
   const kinds = policy.jobKinds;
-  const controls = kinds.map(quartermasterControls);
+  const controls = kinds.map((k) => quartermasterControls(k));
   // The parts trimmed pods share (src/kube/cluster.ts slimPod): one map for the process's cache.
   const sharedParts: SharedParts = new Map();
   const timeouts = opts.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: opts.requestTimeoutMs };

@@ -33,8 +33,7 @@
 import type { LabelSelector } from "../core/selector.js";
 import type { Policy } from "../policy/types.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
-import { schemesOf } from "../topology/label-scheme.js";
-import { jobShape } from "../topology/shape.js";
+import { jobShape, schemesOf } from "../kinds/index.js";
 import { QUEUED_WORKLOAD_KINDS, TRAINER_RUNTIME_KINDS } from "../core/job-shapes.js";
 import { KUEUE_QUEUE_NAME } from "../admission/kueue.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_REPLICATED_JOBS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
@@ -92,7 +91,7 @@ export interface RenderOptions {
   caBundle?: string;
 }
 
-export type WebhookPolicy = Pick<Policy, "jobKinds" | "gpu" | "webhook">;
+export type WebhookPolicy = Pick<Policy, "jobKinds" | "gpu" | "webhook" | "kindShapes">;
 
 /** Why each webhook is there, for `doctor` when one is missing (by webhook name). */
 export const WEBHOOK_PURPOSE: Readonly<Record<string, string>> = {
@@ -179,10 +178,10 @@ export const limitsOf = (c: string): string => `${c}.?resources.?limits.orValue(
  * profiles the two pod webhooks' conditions took 14 % of the apiserver's CPU, 6 % of it planning, when the
  * expression tested each GPU pattern four times (containers and init containers, limits and requests).
  */
-export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu">, opts: { limitsOnly?: boolean; bounded?: boolean } = {}): string {
+export function trainingPodExpression(policy: Pick<Policy, "jobKinds" | "gpu" | "kindShapes">, opts: { limitsOnly?: boolean; bounded?: boolean } = {}): string {
   const isGpu = gpuCondition(policy);
   const labelled = (label: string): string => `${celString(label)} in object.metadata.?labels.orValue({})`;
-  const labels = schemesOf(policy.jobKinds).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
+  const labels = schemesOf(policy.jobKinds, policy.kindShapes).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
   const wide = opts.bounded ? `size(${requestsOf("c")}) + size(${limitsOf("c")}) > ${CONDITION_MAX_RESOURCES} || ` : "";
   const gpu = opts.limitsOnly
     ? `${ALL_CONTAINERS}.exists(c, ${wide}${limitsOf("c")}.exists(r, ${isGpu}))`
@@ -220,9 +219,9 @@ export function withinBoundsExpression(policy: Pick<Policy, "gpu">): string {
  * (their JobSet's TF_CONFIG), and pods outside {@link withinBoundsExpression}. The webhook runs its whole pipeline on them; what
  * the policy already did is a no-op for it (idempotence).
  */
-export function reducedModeExpression(policy: Pick<Policy, "jobKinds" | "gpu">): string {
+export function reducedModeExpression(policy: Pick<Policy, "jobKinds" | "gpu" | "kindShapes">): string {
   const labelled = (label: string): string => `${celString(label)} in object.metadata.?labels.orValue({})`;
-  const labels = schemesOf(policy.jobKinds).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
+  const labels = schemesOf(policy.jobKinds, policy.kindShapes).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
   // A pod's job is found by its controller first (src/topology/resolve.ts jobRef): a job kind, or a batch Job (JobSet).
   const kinds = `[${[...new Set([...policy.jobKinds.map((k) => k.kind), "Job"])].map(celString).join(", ")}]`;
   const owned = `object.metadata.?ownerReferences.orValue([]).exists(o, o.?controller.orValue(false) && o.kind in ${kinds})`;
@@ -232,11 +231,11 @@ export function reducedModeExpression(policy: Pick<Policy, "jobKinds" | "gpu">):
 // ---- the configurations ---------------------------------------------------------------------------------
 
 /** Rules for `operations` on every job kind (`subresource` appended to each plural), one rule per group and version. */
-function jobRules(policy: Pick<Policy, "jobKinds">, operations: string[], subresource = ""): RuleWithOperations[] {
+function jobRules(policy: Pick<Policy, "jobKinds" | "kindShapes">, operations: string[], subresource = ""): RuleWithOperations[] {
   const byGroupVersion = new Map<string, { group: string; version: string; plurals: string[] }>();
   for (const k of policy.jobKinds) {
     // A kind without a scale subresource (TrainJob's CRD has only status) gets no /scale rule.
-    if (subresource === "/scale" && !jobShape(k).scaleSubresource) continue;
+    if (subresource === "/scale" && !jobShape(k, policy.kindShapes).scaleSubresource) continue;
     const key = `${k.group}/${k.version}`;
     const entry = byGroupVersion.get(key) ?? { group: k.group, version: k.version, plurals: [] };
     const resource = `${k.plural}${subresource}`;
@@ -308,8 +307,8 @@ const claimRule: RuleWithOperations = {
  * The Trainer's runtimes, checked by `jobs.validate` when the policy has a Trainer job kind (issue 45): a
  * ClusterTrainingRuntime is cluster-scoped (the namespaceSelector does not apply to it), a TrainingRuntime namespaced.
  */
-const runtimeRules = (policy: Pick<Policy, "jobKinds">): RuleWithOperations[] =>
-  policy.jobKinds.some((k) => k.framework === "trainer")
+const runtimeRules = (policy: Pick<Policy, "jobKinds" | "kindShapes">): RuleWithOperations[] =>
+  policy.jobKinds.some((k) => jobShape(k, policy.kindShapes).layout === "runtime")
     ? TRAINER_RUNTIME_KINDS.map((k) => ({ apiGroups: [k.group], apiVersions: [k.version], operations: ["CREATE", "UPDATE"], resources: [k.plural], scope: k.scope }))
     : [];
 

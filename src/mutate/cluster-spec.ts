@@ -9,9 +9,9 @@ import type { V1Container, V1EnvVar } from "@kubernetes/client-node";
 import { withKey } from "../core/copy.js";
 import { overCeiling } from "../topology/ceiling.js";
 import type { Topology } from "../topology/types.js";
-import { clusterSpec, type ClusterSpecMemo, type ClusterSpecResult } from "./frameworks.js";
+import { clusterSpec, type ClusterSpecResult } from "./frameworks.js";
 import { isEntry, isMalformedList, mapContainers } from "./pod.js";
-import type { Mutation } from "./types.js";
+import type { Mutation, MutationContext } from "./types.js";
 
 // Up to this many variables a container's env is searched directly; a longer one is indexed once.
 const SCANNED_ENV = 32;
@@ -42,11 +42,13 @@ export function withEnv(c: V1Container, vars: readonly V1EnvVar[]): V1Container 
 // entries of a WeakMap alive until a full GC, so every admission's topology and spec were promoted to
 // the old generation (~250 KB per scavenge under load, a third of the server's GC time; bench/admission).
 let last: { topology: Topology; namespace: string; clusterDomain: string; spec: ClusterSpecResult } | undefined;
-function specFor(topology: Topology, namespace: string, clusterDomain: string, memo: ClusterSpecMemo | undefined): ClusterSpecResult {
+function specFor(topology: Topology, ctx: MutationContext): ClusterSpecResult {
+  const { namespace, clusterSpecs: memo } = ctx;
+  const clusterDomain = ctx.policy.clusterSpec.clusterDomain;
   if (last?.topology !== topology || last.namespace !== namespace || last.clusterDomain !== clusterDomain) {
     // A job over the replica ceiling gets no cluster spec: listing its replicas in every pod's answer is
     // what the ceiling is there to prevent (a 2^31−1-replica job would exhaust the heap).
-    const over = overCeiling(topology.job, topology.kind);
+    const over = overCeiling(topology.job, topology.kind, ctx.policy.kindShapes);
     last = { topology, namespace, clusterDomain, spec: over ? { skip: over } : clusterSpec(topology, namespace, clusterDomain, memo) };
   }
   return last.spec;
@@ -56,7 +58,7 @@ export const injectClusterSpec: Mutation = {
   name: "cluster-spec",
   mutate(pod, ctx) {
     if (!ctx.topology || !ctx.policy.clusterSpec.enabled) return pod;
-    const spec = specFor(ctx.topology, ctx.namespace, ctx.policy.clusterSpec.clusterDomain, ctx.clusterSpecs);
+    const spec = specFor(ctx.topology, ctx);
     if ("skip" in spec) return pod;
     if (spec.target === "all") return mapContainers(pod, ["containers"], (c) => withEnv(c, spec.env));
     const target = spec.target.container;
@@ -77,7 +79,7 @@ export const injectClusterSpec: Mutation = {
   },
   advise(pod, ctx) {
     if (!ctx.topology || !ctx.policy.clusterSpec.enabled) return [];
-    const spec = specFor(ctx.topology, ctx.namespace, ctx.policy.clusterSpec.clusterDomain, ctx.clusterSpecs);
+    const spec = specFor(ctx.topology, ctx);
     if ("skip" in spec) return [`quartermaster: no cluster spec: ${spec.skip}`];
     const containers = pod.spec?.containers ?? [];
     if (spec.target !== "all" && !containers.some((c) => c?.name === (spec.target as { container: string }).container)) {

@@ -12,10 +12,8 @@
  */
 import type { V1EnvVar, V1PodTemplateSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
-import type { Framework } from "../policy/types.js";
-import { caffe2RuntimeId } from "../topology/label-scheme.js";
+import { caffe2RuntimeId, type Framework, isBuiltInFramework, jobShape, replicaName } from "../kinds/index.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
-import { jobShape, replicaName } from "../topology/shape.js";
 import type { Topology } from "../topology/types.js";
 
 export interface ClusterSpec {
@@ -44,6 +42,16 @@ export const FRAMEWORKS: Record<Framework, FrameworkInfo> = {
   // Trainer v2's trainer container (`pkg/constants` Node); the Trainer writes its own env and JobSet its Service.
   trainer: { container: "node", portName: "", port: 0 },
 };
+
+const NO_FRAMEWORK: FrameworkInfo = Object.freeze({ container: "", portName: "", port: 0 });
+
+/**
+ * The framework facts of `framework`: none (no default container, no port) for a framework that is not built in
+ * (a kind shape added to the registry brings its label scheme and replica field, not a cluster spec).
+ */
+export function frameworkInfo(framework: string): FrameworkInfo {
+  return isBuiltInFramework(framework) ? FRAMEWORKS[framework] : NO_FRAMEWORK;
+}
 
 type Spec = Record<string, unknown>;
 
@@ -109,12 +117,12 @@ export { replicaName };
 
 /**
  * The name of replica `index` of type `type` of a job: its pod's and its Service's, as the controller that runs
- * it names them (`objectName` of the kind's shape, `src/topology/shape.ts`). Kubeflow kinds: `<job>-<type>-<index>`
+ * it names them (`objectName` of the kind's shape, `src/kinds/`). Kubeflow kinds: `<job>-<type>-<index>`
  * (GenGeneralName on the job's name). Caffe2: on the `<namespace>/<job>` key (caffe2-operator's genGeneralName),
  * so `<namespace>-<job>-worker-<index>`. TrainJob: JobSet's `<job>-<replicatedJob>-0-<index>`. The one function
  * the job controller, the cluster spec and the webhook's name checks (`src/validate/job.ts`) use.
  */
-export function replicaObjectName(framework: Framework, namespace: string, job: string, type: string, index: number): string {
+export function replicaObjectName(framework: string, namespace: string, job: string, type: string, index: number): string {
   return jobShape({ framework }).objectName(namespace, job, type, index);
 }
 
@@ -358,7 +366,7 @@ function prepareJob(topology: Topology, namespace: string): Job {
     namespace: meta.namespace ?? namespace,
     spec: (topology.job.spec ?? {}) as Spec,
     specs: replicaSpecs(topology.job, topology.kind),
-    info: FRAMEWORKS[topology.kind.framework],
+    info: frameworkInfo(topology.kind.framework),
     parts: new Map(),
   };
 }
@@ -368,6 +376,8 @@ function prepareJob(topology: Topology, namespace: string): Job {
  * once per job object (see {@link ClusterSpecMemo}); without, every call does it all.
  */
 export function clusterSpec(topology: Topology, namespace: string, clusterDomain: string, memo?: ClusterSpecMemo): ClusterSpecResult {
+  // A framework without a cluster spec here (a kind shape added to the registry): nothing to prepare.
+  if (!isBuiltInFramework(topology.kind.framework)) return { skip: `no cluster spec for framework ${JSON.stringify(topology.kind.framework)}` };
   const job = memo ? memo.job(topology, namespace, clusterDomain) : prepareJob(topology, namespace);
   switch (topology.kind.framework) {
     case "tensorflow":
@@ -391,6 +401,7 @@ export function clusterSpec(topology: Topology, namespace: string, clusterDomain
 
 /** Whether the pod at `topology` gets `job-role: master` (each controller's IsMasterRole). */
 export function isMasterRole(topology: Topology): boolean {
+  if (!isBuiltInFramework(topology.kind.framework)) return false;
   const rt = topology.replicaType.toLowerCase();
   const types = replicaSpecs(topology.job, topology.kind).map(([t]) => t.toLowerCase());
   switch (topology.kind.framework) {
@@ -405,8 +416,7 @@ export function isMasterRole(topology: Topology): boolean {
       return rt === "master";
     case "jax":
       return topology.index === 0;
-    case "caffe2":
-    case "trainer":
+    default:
       return false;
   }
 }

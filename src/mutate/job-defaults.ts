@@ -33,7 +33,7 @@ import { withKey } from "../core/copy.js";
 import { matchesGlob } from "../core/glob.js";
 import { ANNOTATION_TTL_AFTER_FINISHED } from "../core/job-shapes.js";
 import type { JobDefaults, JobKind, Policy } from "../policy/types.js";
-import { jobShape } from "../topology/shape.js";
+import { jobShape } from "../kinds/index.js";
 import { isObject } from "../core/object.js";
 
 /** The fields filled, in the order they are filled and warned about. */

@@ -35,7 +35,7 @@ import type { KnownClaims } from "../core/dra.js";
 import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { KubeObject, Pod } from "../core/kube.js";
 import type { JobKind, Policy } from "../policy/types.js";
-import { jobShape, REPLICA_SPECS_FIELD } from "../topology/shape.js";
+import { jobShape, replicaSpecsField } from "../kinds/index.js";
 import { mutatePod, POD_MUTATIONS } from "./index.js";
 import type { Mutation } from "./types.js";
 import { isObject } from "../core/object.js";
@@ -78,7 +78,7 @@ export function outfitQueuedJobTemplates(job: KubeObject, kind: JobKind, ctx: Ct
   const unchanged: TemplatesResult = { job, applied: [], warnings: [] };
   const shape = jobShape(kind);
   if (queueNameOf(job) === undefined || shape.layout === "runtime" || !isObject(job.spec)) return unchanged;
-  const field = REPLICA_SPECS_FIELD[kind.framework];
+  const field = replicaSpecsField(kind);
   const specs = job.spec[field];
   if (!isObject(specs)) return unchanged;
   let nextSpecs = specs;

@@ -7,18 +7,17 @@
  */
 import { copyOf, withKey } from "../core/copy.js";
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../core/keys.js";
-import { OPERATOR_NAMES } from "../topology/label-scheme.js";
-import { jobShape } from "../topology/shape.js";
+import { jobShape, operatorName } from "../kinds/index.js";
 import { isMasterRole } from "./frameworks.js";
 import type { Mutation } from "./types.js";
 
 export const addTrainingLabels: Mutation = {
   name: "training-labels",
-  mutate(pod, { topology }) {
-    if (!topology || !jobShape(topology.kind).kubeflowPodLabels) return pod;
+  mutate(pod, { topology, policy }) {
+    if (!topology || !jobShape(topology.kind, policy.kindShapes).kubeflowPodLabels) return pod;
     const jobName = String((topology.job.metadata as { name?: string } | undefined)?.name ?? "").replace(/\//g, "-");
     const wanted: Record<string, string> = {};
-    const operator = OPERATOR_NAMES[topology.kind.framework];
+    const operator = operatorName(topology.kind, policy.kindShapes);
     if (operator) wanted[LABEL_OPERATOR_NAME] = operator;
     wanted[LABEL_JOB_NAME] = jobName;
     wanted[LABEL_REPLICA_TYPE] = topology.replicaType.toLowerCase();

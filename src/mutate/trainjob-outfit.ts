@@ -10,7 +10,7 @@
  * pods, and Kueue reads, must be written there:
  *
  * - {@link trainerNodeTemplate}: the trainer Job's pod template as the pods will have it, taken from the one model
- *   of what Trainer builds (`trainJobModel`, src/topology/trainjob.ts, which the caps and Kueue's pod sets read
+ *   of what Trainer builds (`trainJobModel`, src/kinds/trainjob-runtime.ts, which the caps and Kueue's pod sets read
  *   too, so the outfit and the caps cannot disagree; issue 45): the `node` container's resources, tolerations,
  *   affinity, nodeSelector and the template's labels and annotations (where a TrainJob's placement annotations
  *   live: a runtime patch's pod metadata, or the runtime's template);
@@ -38,8 +38,8 @@ import { TRAINER } from "../core/job-shapes.js";
 import { ANNOTATION_MUTATIONS } from "../core/keys.js";
 import type { KubeObject, Pod } from "../core/kube.js";
 import type { JobKind, Policy } from "../policy/types.js";
-import { jobShape } from "../topology/shape.js";
-import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobModel } from "../topology/trainjob.js";
+import { jobShape } from "../kinds/index.js";
+import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobModel } from "../kinds/trainjob-runtime.js";
 import { mutatePod } from "./index.js";
 import { KUEUE_READ_MUTATIONS, type TemplatesResult } from "./job-templates.js";
 import { isObject, objectOr } from "../core/object.js";
@@ -81,7 +81,7 @@ export interface TrainerNode {
 
 /**
  * The TrainJob's trainer Job pod template as Trainer v2.3.0 makes its pods: THE model's (`trainJobModel`,
- * src/topology/trainjob.ts, which the caps and Kueue's pod sets read too), every runtime patch except those of
+ * src/kinds/trainjob-runtime.ts, which the caps and Kueue's pod sets read too), every runtime patch except those of
  * `skipManager` laid over it in order, resourcesPerNode merged into the `node` container. The trainer Job is the
  * first one labelled `trainjob-ancestor-step: trainer`, else the one named `node`. Undefined when the runtime
  * has neither, or when the TrainJob carries more runtime patches than Trainer's CRD admits (refused by

@@ -16,7 +16,7 @@
 import { withKey } from "../core/copy.js";
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
-import { jobShape } from "../topology/shape.js";
+import { jobShape } from "../kinds/index.js";
 import { withBareGpuRenamed } from "./resources.js";
 import { isObject } from "../core/object.js";
 

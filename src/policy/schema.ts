@@ -4,6 +4,7 @@
  * the built-in behaviour and `{}` is a complete policy.
  */
 
+import { frameworkNames } from "../kinds/index.js";
 import { defaultDeviceClasses, defaultGpuResources } from "../vendors/index.js";
 import { CONFIGURABLE_RULES, ENFORCEMENT_MODES } from "./rules.js";
 
@@ -121,7 +122,8 @@ export const POLICY_SCHEMA = {
           group: { type: "string", minLength: 1 },
           version: { type: "string", pattern: "^v[0-9]+((alpha|beta)[0-9]+)?$" },
           plural: { type: "string", pattern: "^[a-z][a-z0-9]*$" },
-          framework: { enum: ["tensorflow", "pytorch", "mxnet", "xgboost", "paddle", "jax", "caffe2", "trainer"] },
+          // The kinds registry's frameworks (src/kinds/index.ts), compiled into the validator by `npm run generate`.
+          framework: { enum: frameworkNames() },
           controller: { enum: ["operator", "quartermaster"] },
         },
       },

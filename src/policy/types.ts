@@ -5,12 +5,11 @@
  */
 
 import type { EnforcementMode } from "./rules.js";
-import { DEFAULT_CONTROLLER, shapeNameOf } from "../core/job-shapes.js";
+import { controllerOf, type KindShape } from "../kinds/index.js";
 
 export type { EnforcementMode } from "./rules.js";
 
-/** `trainer`: Kubeflow Trainer v2's TrainJob, whose framework is its runtime's (`src/core/job-shapes.ts`). */
-export type Framework = "tensorflow" | "pytorch" | "mxnet" | "xgboost" | "paddle" | "jax" | "caffe2" | "trainer";
+export type { Framework } from "../kinds/index.js";
 
 /** A training-job kind the webhooks and the reconciler know. */
 export interface JobKind {
@@ -18,19 +17,20 @@ export interface JobKind {
   group: string;
   version: string;
   plural: string;
-  framework: Framework;
+  /** One of the frameworks of the kinds registry (`src/kinds/index.ts`): it says the kind's shape. */
+  framework: string;
   /**
    * Who creates the job's pods and Services and writes its status: its operator, or Quartermaster's job
    * controller (`src/reconcile/job-controller.ts`) for kinds that have none. Unset: Quartermaster for
-   * Caffe2Job (caffe2-operator is archived), the operator for every other framework (the shape's default,
-   * `DEFAULT_CONTROLLER` in `src/core/job-shapes.ts`).
+   * Caffe2Job (caffe2-operator is archived), the operator for every other framework (the shape's
+   * `defaultController`, `src/kinds/`).
    */
   controller?: "operator" | "quartermaster";
 }
 
 /** Whether Quartermaster is the controller of `kind`'s jobs (see {@link JobKind.controller}). */
-export function quartermasterControls(kind: JobKind): boolean {
-  return (kind.controller ?? DEFAULT_CONTROLLER[shapeNameOf(kind.framework)]) === "quartermaster";
+export function quartermasterControls(kind: JobKind, shapes?: readonly KindShape[]): boolean {
+  return controllerOf(kind, shapes) === "quartermaster";
 }
 
 export interface Toleration {
@@ -139,6 +139,12 @@ export interface AllowedTemplates {
 
 export interface Policy {
   jobKinds: JobKind[];
+  /**
+   * The kinds registry the policy's kinds are looked up in; absent: the built-in one (`KIND_SHAPES`,
+   * `src/kinds/index.ts`). Set by code only (the schema has no such field, a policy file cannot), to try a shape
+   * that is not built in (test/unit/kind-registry.test.ts).
+   */
+  kindShapes?: readonly KindShape[];
   clusterSpec: {
     enabled: boolean;
     /** Appended to service host names, e.g. `cluster.local`; empty keeps upstream's short names. */

@@ -13,7 +13,7 @@
  * | F   | none                             | object being deleted                         | nothing             |
  * | G   | none                             | match                                        | adopt               |
  *
- * The selector is the kind's label scheme (`src/topology/label-scheme.ts`): Kubeflow's `{operator-name,
+ * The selector is the kind's label scheme (the kinds registry, `src/kinds/`): Kubeflow's `{operator-name,
  * job-name}`, caffe2-operator's `{group_name, caffe2_job_key, runtime_id}`. DECIDE: act only when certain.
  * Adoption needs the full selector (an orphan with only a job-name label could belong to a TFJob or a
  * PyTorchJob of the same name); release needs a real mismatch — the scheme's key label (job-name,
@@ -26,7 +26,7 @@
  */
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
-import { labelScheme } from "../topology/label-scheme.js";
+import { labelScheme } from "../kinds/index.js";
 import { meta, type Meta } from "./meta.js";
 
 export interface ClaimAction {

@@ -28,7 +28,7 @@ import type { CleanPodPolicy, JobKind, Policy } from "../policy/types.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { effectivePodGpus } from "../core/gpu.js";
 import { meta } from "./meta.js";
-import { jobShape } from "../topology/shape.js";
+import { jobShape } from "../kinds/index.js";
 
 /** Where a caller gives no kind: a Kubeflow v1 kind's shape. */
 const V1: Pick<JobKind, "framework"> = { framework: "pytorch" };
@@ -84,7 +84,7 @@ const CLEAN_POD_POLICIES: readonly string[] = ["All", "Running", "None"];
 
 /**
  * The job's run policy as the reconciler reads it, where its kind's shape keeps it (v1: `spec.runPolicy`;
- * TrainJob: the TTL annotation and `spec.suspend`, `src/topology/shape.ts`), or the problems that keep it from
+ * TrainJob: the TTL annotation and `spec.suspend`, `src/kinds/`), or the problems that keep it from
  * acting. Without `kind`, as a v1 kind.
  */
 export function readRunPolicy(

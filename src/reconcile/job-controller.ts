@@ -55,7 +55,7 @@
  * rule above is level-based), and a restart counts in the annotation only when its delete is sent.
  *
  * Names and labels: Kubeflow kinds as upstream (`<job>-<type>-<index>`, GenLabels, job-role). Caffe2Job with
- * caffe2-operator's labels (`src/topology/label-scheme.ts`) and named `<namespace>-<job>-worker-<index>`: the
+ * caffe2-operator's labels (the kinds registry, `src/kinds/`) and named `<namespace>-<job>-worker-<index>`: the
  * very hosts caffe2-operator writes into CAFFE2_CONFIG (`pkg/controller/config.go`: genGeneralName of the
  * `<namespace>/<job>` key). caffe2-operator created no Services, so those hosts never resolved; here each pod
  * has a headless Service of its name, so they do, byte for byte unchanged. Its status keeps the Caffe2Job
@@ -72,10 +72,9 @@ import type { V1Container, V1EnvVar } from "@kubernetes/client-node";
 import { isDeepStrictEqual } from "node:util";
 import type { KubeObject } from "../core/kube.js";
 import { LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE } from "../core/keys.js";
-import { clusterSpec, ClusterSpecMemo, FRAMEWORKS, isMasterRole, replicaObjectName as nameOfReplica } from "../mutate/frameworks.js";
-import type { AllowedTemplates, Framework, JobKind } from "../policy/types.js";
-import { labelScheme, OPERATOR_NAMES } from "../topology/label-scheme.js";
-import { jobShape } from "../topology/shape.js";
+import { clusterSpec, ClusterSpecMemo, frameworkInfo, isMasterRole, replicaObjectName as nameOfReplica } from "../mutate/frameworks.js";
+import type { AllowedTemplates, JobKind } from "../policy/types.js";
+import { jobShape, labelScheme, operatorName } from "../kinds/index.js";
 import { MAX_JOB_REPLICAS } from "../topology/ceiling.js";
 import { replicaSpecs, replicasOf, type ReplicaSpec } from "../topology/resolve.js";
 import type { DeleteAction } from "./finished.js";
@@ -114,7 +113,7 @@ export const NO_EXIT_CODE = 0xbeef;
 export type RestartPolicy = "Always" | "OnFailure" | "Never" | "ExitCode";
 
 /** Upstream's default restart policy per framework (training-operator `*_defaults.go`; caffe2: the template's, else Never). */
-const DEFAULT_RESTART: Record<Framework, RestartPolicy> = {
+const DEFAULT_RESTART: Readonly<Partial<Record<string, RestartPolicy>>> = {
   tensorflow: "Never",
   pytorch: "OnFailure",
   mxnet: "Never",
@@ -314,7 +313,8 @@ function readReplicas(job: KubeObject, kind: JobKind): Replica[] | { problems: s
     const fromTemplate = jobShape(kind).restartPolicyFromTemplate ? spec.template?.spec?.restartPolicy : undefined;
     const restartPolicy = (own ??
       (fromTemplate !== undefined && RESTART_POLICIES.includes(fromTemplate) ? fromTemplate : undefined) ??
-      DEFAULT_RESTART[kind.framework]) as RestartPolicy;
+      DEFAULT_RESTART[kind.framework] ??
+      "Never") as RestartPolicy;
     out.push({ type, rt: type.toLowerCase(), spec, replicas: replicasOf(spec), restartPolicy });
   }
   if (out.length === 0) problems.push(`no replica specs (${jobShape(kind).specsHint})`);
@@ -334,8 +334,9 @@ export function replicaLabels(job: KubeObject, kind: JobKind, type: string, inde
   const m = meta(job);
   const fixed = labelScheme(kind).replicaLabels?.(job, index);
   if (fixed) return fixed;
+  const operator = operatorName(kind);
   const labels: Record<string, string> = {
-    [LABEL_OPERATOR_NAME]: OPERATOR_NAMES[kind.framework]!,
+    ...(operator !== undefined ? { [LABEL_OPERATOR_NAME]: operator } : {}),
     [LABEL_JOB_NAME]: String(m.name).replaceAll("/", "-"),
     [LABEL_REPLICA_TYPE]: type.toLowerCase(),
     [LABEL_REPLICA_INDEX]: String(index),
@@ -417,7 +418,7 @@ export function podFor(pod: PodInput): { body: KubeObject; overwroteRestartPolic
  */
 export function serviceFor(job: KubeObject, kind: JobKind, r: Replica, index: number): KubeObject {
   const m = meta(job);
-  const info = FRAMEWORKS[kind.framework];
+  const info = frameworkInfo(kind.framework);
   const labels = replicaLabels(job, kind, r.type, index);
   delete labels[LABEL_JOB_ROLE];
   const containers = (r.spec.template?.spec?.containers ?? []) as Array<{ name?: string; ports?: Array<{ name?: string; containerPort?: number }> }>;
@@ -445,7 +446,7 @@ export function exitCodeOf(pod: KubeObject, kind: JobKind): number {
   let code = NO_EXIT_CODE;
   for (const s of (pod as PodShape).status?.containerStatuses ?? []) {
     const t = s.state?.terminated;
-    if (s.name === FRAMEWORKS[kind.framework].container && t && typeof t.exitCode === "number") code = t.exitCode;
+    if (s.name === frameworkInfo(kind.framework).container && t && typeof t.exitCode === "number") code = t.exitCode;
   }
   // A Caffe2 template need not name its container `caffe2` (caffe2-operator never read exit codes): its single
   // container's code stands when no container has the default name.

@@ -29,10 +29,8 @@
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
-import { LABEL_JOB_NAME } from "../core/keys.js";
 import { isGpuResource } from "../core/gpu.js";
-import { JOBSET_LABELS } from "../core/job-shapes.js";
-import { CAFFE2_LABELS } from "../topology/label-scheme.js";
+import { labelSchemes, type LabelScheme } from "../kinds/index.js";
 import type { Policy } from "../policy/types.js";
 import { parseQuantity, toNumber } from "../core/quantity.js";
 import { effectivePodGpus } from "../core/gpu.js";
@@ -227,11 +225,12 @@ function amount(v: string | undefined): number {
 }
 
 /**
- * The job a pod belongs to: its controller when that is a configured job kind, else the key label of its
- * label scheme (Kubeflow's job-name, caffe2-operator's caffe2_job_key).
+ * The job a pod belongs to: its controller when that is a configured job kind, else the key label of a label
+ * scheme of the kinds registry (Kubeflow's job-name, caffe2-operator's caffe2_job_key), else, for a scheme whose
+ * pods are another controller's (JobSet's jobset-name), the job it names when that job exists.
  * `seen` remembers the key per controller uid: a job's pods share one string instead of building their own.
  */
-function jobOf(pod: PodShape, ch: Pick<Charging, "jobKinds" | "jobKeys" | "trainJobs">): string | undefined {
+function jobOf(pod: PodShape, ch: Pick<Charging, "jobKinds" | "jobKeys" | "trainJobs" | "schemes">): string | undefined {
   const kinds = ch.jobKinds;
   const seen = ch.jobKeys;
   const m = pod.metadata ?? {};
@@ -242,16 +241,25 @@ function jobOf(pod: PodShape, ch: Pick<Charging, "jobKinds" | "jobKeys" | "train
     if (key === undefined) seen.set(cacheKey, (key = `${m.namespace}/${owner.name}`));
     return key;
   }
-  const label = m.labels?.[LABEL_JOB_NAME];
-  if (label) return `${m.namespace}/${label}`;
-  // caffe2-operator's scheme names the job by `caffe2_job_key: <namespace>-<name>`.
-  const key = m.labels?.[CAFFE2_LABELS.jobKey];
-  if (key && key.startsWith(`${m.namespace}-`)) return `${m.namespace}/${key.slice(String(m.namespace).length + 1)}`;
+  return m.labels ? jobOfLabels(m.labels, String(m.namespace), ch) : undefined;
+}
+
+/** The job a pod's labels name, by the label schemes (see {@link jobOf}). */
+function jobOfLabels(labels: Record<string, string>, namespace: string, ch: Pick<Charging, "trainJobs" | "schemes">): string | undefined {
+  // A claimed scheme's key label names the job (caffe2-operator's `caffe2_job_key: <namespace>-<name>`, read back).
+  for (const s of ch.schemes) {
+    const value = s.claimed ? labels[s.key.label] : undefined;
+    const job = value ? (s.jobOfKey ? s.jobOfKey(namespace, value) : `${namespace}/${value}`) : undefined;
+    if (job) return job;
+  }
   // A JobSet's pod (its controller a batch Job): the TrainJob its `jobset-name` names, when that TrainJob exists
   // (the Trainer names the JobSet it owns after the TrainJob; a JobSet of no TrainJob is no training job's).
-  const jobset = ch.trainJobs?.size ? m.labels?.[JOBSET_LABELS.jobsetName] : undefined;
-  const trainJob = jobset ? `${m.namespace}/${jobset}` : undefined;
-  return trainJob && ch.trainJobs!.has(trainJob) ? trainJob : undefined;
+  if (!ch.trainJobs?.size) return undefined;
+  for (const s of ch.schemes) {
+    const value = s.claimed ? undefined : labels[s.key.label];
+    if (value && ch.trainJobs.has(`${namespace}/${value}`)) return `${namespace}/${value}`;
+  }
+  return undefined;
 }
 
 function nonZero(m: Map<string, number>): Record<string, number> | undefined {
@@ -382,6 +390,8 @@ interface Charging {
   jobKeys: Map<string, string>;
   /** `<namespace>/<name>` of the TrainJobs that exist (the jobs of trainjob-shaped kinds), when any kind is. */
   trainJobs?: ReadonlySet<string>;
+  /** The label schemes of the policy's kinds registry, in its order (Kubeflow's, caffe2-operator's, JobSet's, ...). */
+  schemes: readonly LabelScheme[];
   dra: DraLedger;
 }
 
@@ -397,6 +407,7 @@ function accountPods(input: LedgerInput, acc: PodAccounts, nowMs: number, policy
     prevHoldings,
     jobKinds: new Set(policy.jobKinds.map((k) => k.kind)),
     jobKeys: new Map(),
+    schemes: labelSchemes(policy.kindShapes),
     ...(input.trainJobs ? { trainJobs: input.trainJobs } : {}),
     dra,
   };

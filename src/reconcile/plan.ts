@@ -25,8 +25,7 @@
 import type { KubeObject } from "../core/kube.js";
 import { quartermasterControls, type JobKind, type Policy } from "../policy/types.js";
 import { scopeIndex, type NamespaceInfo, type NamespaceScope } from "../core/scope.js";
-import { KEY_LABELS, labelScheme } from "../topology/label-scheme.js";
-import { jobShape, TRAINING_OPERATOR_MANAGER } from "../topology/shape.js";
+import { jobShape, KEY_LABELS, labelScheme, TRAINING_OPERATOR_MANAGER } from "../kinds/index.js";
 import { claim, controllerUid, type ClaimAction } from "./claim.js";
 import { capDeletions, planFinishedJob, type DeleteAction } from "./finished.js";
 import { buildLedger, type Ledger } from "./ledger.js";
@@ -142,7 +141,7 @@ function candidateIndex(objects: readonly KubeObject[]): { byController: Index; 
 /**
  * Why the job is left to another controller, or undefined when it is its operator's (and ours): v1
  * `spec.runPolicy.managedBy` other than `kubeflow.org/training-operator`, TrainJob `spec.managedBy` other than
- * `trainer.kubeflow.org/trainjob-controller` (the kind's shape, `src/topology/shape.ts`). Without `kind`, as a v1 kind.
+ * `trainer.kubeflow.org/trainjob-controller` (the kind's shape, `src/kinds/`). Without `kind`, as a v1 kind.
  */
 export function managedElsewhere(job: KubeObject, kind: Pick<JobKind, "framework"> = { framework: "pytorch" }): string | undefined {
   return jobShape(kind).managedElsewhere(job);

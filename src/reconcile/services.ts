@@ -54,9 +54,9 @@
  * (Caffe2Job) still gets none.
  */
 import type { KubeObject } from "../core/kube.js";
-import { FRAMEWORKS, replicaName } from "../mutate/frameworks.js";
+import { frameworkInfo, replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
-import { labelScheme } from "../topology/label-scheme.js";
+import { labelScheme } from "../kinds/index.js";
 import { replicaSpecs, replicasOf, type ReplicaSpec } from "../topology/resolve.js";
 import { controllerUid, RECONCILER_FIELD_MANAGER } from "./claim.js";
 import { finishedAt } from "./finished.js";
@@ -148,7 +148,7 @@ interface Port {
  * per name; undefined when the spec has no container of the default name (upstream: "failed to find the port").
  */
 export function servicePorts(spec: ReplicaSpec, kind: Pick<JobKind, "framework">): Array<{ name?: string; port: number }> | undefined {
-  const info = FRAMEWORKS[kind.framework];
+  const info = frameworkInfo(kind.framework);
   const containers = (spec.template?.spec?.containers ?? []) as Array<{ name?: string; ports?: Port[] }>;
   const container = containers.find((c) => c.name === info.container);
   if (!container) return undefined;

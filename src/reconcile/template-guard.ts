@@ -25,7 +25,7 @@
  */
 import type { KubeObject } from "../core/kube.js";
 import type { AllowedTemplates, JobKind } from "../policy/types.js";
-import { jobShape } from "../topology/shape.js";
+import { jobShape } from "../kinds/index.js";
 
 /** What the policy allows when it says nothing (`reconciler.allowedTemplates`'s schema defaults). */
 export const DEFAULT_ALLOWED_TEMPLATES: Readonly<AllowedTemplates> = Object.freeze({

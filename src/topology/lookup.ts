@@ -9,7 +9,7 @@ import type { Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
 import { TRAINER } from "../core/job-shapes.js";
 import { jobRef, replicaOf } from "./resolve.js";
-import { jobShape } from "./shape.js";
+import { jobShape } from "../kinds/index.js";
 import type { KubeObject, ObjectKind } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import type { JobReader, JobRef, Topology } from "./types.js";
@@ -86,7 +86,7 @@ function topologyOf(pod: Pod, ref: JobRef, found: Found): TopologyResult {
     return { kind: "failed", reason: `job ${ref.namespace}/${ref.name} (${ref.candidates.map((k) => k.kind).join(" or ")}) not found` };
   }
   const kind = ref.candidates[found.index]!;
-  const replica = replicaOf(pod, found.job, kind);
+  const replica = replicaOf(pod, found.job, kind, ref.shapes);
   if ("problem" in replica) return { kind: "failed", reason: `${kind.kind} ${ref.name}: ${replica.problem}` };
   return { kind: "found", topology: { job: found.job, kind, ...replica } };
 }

@@ -4,6 +4,7 @@
  * from the policy, and the pod's replica type and index.
  */
 import type { KubeObject, ObjectKind } from "../core/kube.js";
+import type { KindShape } from "../kinds/index.js";
 import type { JobKind } from "../policy/types.js";
 
 export interface Topology {
@@ -44,4 +45,6 @@ export interface JobRef {
   name: string;
   /** How the reference was found, for messages. */
   via: "ownerReference" | "label" | "jobset";
+  /** The registry the candidates are looked up in (the policy's `kindShapes`); absent: the built-in one. */
+  shapes?: readonly KindShape[];
 }

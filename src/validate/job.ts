@@ -23,12 +23,12 @@
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
-import { FRAMEWORKS, replicaObjectName } from "../mutate/frameworks.js";
-import { quartermasterControls, type CleanPodPolicy, type Framework, type JobKind, type RunPolicyLimits } from "../policy/types.js";
+import { frameworkInfo } from "../mutate/frameworks.js";
+import { quartermasterControls, type CleanPodPolicy, type JobKind, type RunPolicyLimits } from "../policy/types.js";
 import { replicasOf } from "../topology/resolve.js";
-import { jobShape, type JobReplica, type ReplicaSpec, type RunPolicyField, type RunPolicyView } from "../topology/shape.js";
+import { jobShape, type JobReplica, type JobShape, type KindShape, type ReplicaSpec, type RunPolicyField, type RunPolicyView } from "../kinds/index.js";
 import { MAX_JOB_REPLICAS, jobReplicaTotal } from "../topology/ceiling.js";
-import { trainJobModel } from "../topology/trainjob.js";
+import { trainJobModel } from "../kinds/trainjob-runtime.js";
 import { isGpuResource } from "../core/gpu.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
 import { validateAccelerators } from "./accelerator.js";
@@ -60,7 +60,7 @@ type Spec = Record<string, unknown>;
  * defaulting would camel-case `worker`, but its webhook refuses the job first. TF (and MXNet, gone from the
  * operator since v1.9) accept any name there; Caffe2 has no webhook.
  */
-export const REPLICA_TYPES: Partial<Record<Framework, readonly string[]>> = {
+export const REPLICA_TYPES: Readonly<Partial<Record<string, readonly string[]>>> = {
   pytorch: ["Master", "Worker"],
   xgboost: ["Master", "Worker"],
   paddle: ["Master", "Worker"],
@@ -73,14 +73,14 @@ export const REPLICA_TYPES: Partial<Record<Framework, readonly string[]>> = {
  * v1.8.1 CRD has no such field: the apiserver prunes it before any webhook sees the job.
  */
 export const MANAGED_BY: readonly string[] = ["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"];
-const MANAGED_BY_CHECKED: readonly Framework[] = ["tensorflow", "pytorch", "xgboost", "paddle"];
+const MANAGED_BY_CHECKED: readonly string[] = ["tensorflow", "pytorch", "xgboost", "paddle"];
 
-/** The job's replicas with their field paths (its shape's, `src/topology/shape.ts`); `runtime`: a TrainJob's. */
-function replicasOf_(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined): JobReplica[] {
-  return jobShape(kind).replicas(job, kind, runtime);
+/** The job's replicas with their field paths (its shape's, `src/kinds/`); `runtime`: a TrainJob's. */
+function replicasOf_(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined, shapes: readonly KindShape[] | undefined): JobReplica[] {
+  return jobShape(kind, shapes).replicas(job, kind, runtime);
 }
 
-function names(job: KubeObject, kind: JobKind, namespace: string, runtime: KubeObject | undefined): Findings {
+function names(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime: KubeObject | undefined): Findings {
   const violations: Finding[] = [];
   const m = (job.metadata ?? {}) as { name?: string; namespace?: string };
   const name = String(m.name ?? "");
@@ -92,13 +92,15 @@ function names(job: KubeObject, kind: JobKind, namespace: string, runtime: KubeO
     });
     return { violations, warnings: [] };
   }
-  const ns = m.namespace || namespace;
-  const hints = jobShape(kind).nameHints;
-  for (const { type, spec } of replicasOf_(job, kind, runtime)) {
+  const ns = m.namespace || ctx.namespace;
+  const described = jobShape(kind, ctx.policy.kindShapes);
+  const hints = described.nameHints;
+  for (const { type, spec } of replicasOf_(job, kind, runtime, ctx.policy.kindShapes)) {
     const n = replicasOf(spec);
     if (n === 0) continue;
     // The longest name is the last index's; all differ only in the index, so its form stands for all.
-    const longest = replicaObjectName(kind.framework, ns, name, type, n - 1);
+    // replicaObjectName (src/mutate/frameworks.ts), asked of the shape in the policy's registry.
+    const longest = described.objectName(ns, name, type, n - 1);
     if (longest.length > 63) {
       violations.push({
         rule: "job-name",
@@ -120,6 +122,7 @@ function names(job: KubeObject, kind: JobKind, namespace: string, runtime: KubeO
 interface ShapeInput {
   job: KubeObject;
   kind: JobKind;
+  described: JobShape;
   specs: ReadonlyArray<readonly [string, ReplicaSpec]>;
   /** A replica type's path, set or not. */
   pathOf: (type: string) => string;
@@ -129,13 +132,14 @@ interface ShapeInput {
   viaScale: boolean;
 }
 
-function shape(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined, viaScale: boolean): Findings {
-  const described = jobShape(kind);
-  const replicas = replicasOf_(job, kind, runtime);
+function shape(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined, viaScale: boolean, shapes: readonly KindShape[] | undefined): Findings {
+  const described = jobShape(kind, shapes);
+  const replicas = replicasOf_(job, kind, runtime, shapes);
   const field = described.specsField(kind);
   const input: ShapeInput = {
     job,
     kind,
+    described,
     specs: replicas.map((r) => [r.type, r.spec] as const),
     pathOf: (type) => replicas.find((r) => r.type === type)?.path ?? `${field}.${type}`,
     field,
@@ -160,10 +164,10 @@ function shape(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined, 
 }
 
 /** Every replica template has containers, each with an image, and one named as the framework expects. */
-function containerShape({ kind, specs, pathOf }: ShapeInput): Finding[] {
+function containerShape({ kind, described, specs, pathOf }: ShapeInput): Finding[] {
   const violations: Finding[] = [];
-  const container = FRAMEWORKS[kind.framework].container;
-  const namedContainer = jobShape(kind).namedContainer;
+  const container = frameworkInfo(kind.framework).container;
+  const namedContainer = described.namedContainer;
   for (const [type, spec] of specs) {
     const path = pathOf(type);
     const containers = (spec.template?.spec?.containers ?? []) as Array<{ name?: string; image?: string }>;
@@ -271,7 +275,7 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtim
   const warnings: string[] = [];
   const caps = ctx.limits.job.replicas ?? {};
   let gpus = 0n;
-  for (const { type, spec, replicasField } of replicasOf_(job, kind, runtime)) {
+  for (const { type, spec, replicasField } of replicasOf_(job, kind, runtime, ctx.policy.kindShapes)) {
     // `replicas: "3"` would count as the default 1 and slip under every cap: refused instead.
     const problem = spec?.replicas === undefined ? undefined : countProblem(spec.replicas);
     if (problem) {
@@ -297,7 +301,7 @@ function capacity(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtim
     if (gpus > nanoOfUnits(max))
       violations.push({
         rule: "job-gpus",
-        field: jobShape(kind).jobGpusField(job),
+        field: jobShape(kind, ctx.policy.kindShapes).jobGpusField(job),
         message: `the job requests ${shown} GPUs in all, over the per-job limit of ${max}`,
         value: nanoToNumber(gpus),
       });
@@ -318,12 +322,12 @@ function namesGpus(v: unknown, ctx: ValidationContext): boolean {
 }
 
 /**
- * gpu-unknown for a TrainJob: what the Trainer v2.3.0 model (`src/topology/trainjob.ts`) cannot read is not
+ * gpu-unknown for a TrainJob: what the Trainer v2.3.0 model (`src/kinds/trainjob-runtime.ts`) cannot read is not
  * counted as nothing. Under a GPU cap, refused at its field when the job asks for GPUs as counted or the unread
  * value itself names GPUs; never for a TrainJob that asks for none.
  */
 function unknownGpus(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime: KubeObject | undefined, counted: bigint): Finding[] {
-  if (jobShape(kind).layout !== "runtime" || !gpuCapApplies(ctx)) return [];
+  if (jobShape(kind, ctx.policy.kindShapes).layout !== "runtime" || !gpuCapApplies(ctx)) return [];
   return trainJobModel(job, runtime)
     .unknowns.filter((u) => counted > 0n || namesGpus(u.value, ctx))
     .map((u) => ({ rule: "gpu-unknown", field: u.field, message: `${u.message} (under the namespace's GPU caps what cannot be counted is refused)` }));
@@ -333,9 +337,9 @@ function unknownGpus(job: KubeObject, kind: JobKind, ctx: ValidationContext, run
  * job-replica-ceiling: replicas summed over the replica types at most {@link MAX_JOB_REPLICAS}, whatever the
  * policy says (not configurable; always denies). One violation per replica spec, at its `replicas` field.
  */
-function ceiling(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined): Findings {
-  const replicas = replicasOf_(job, kind, runtime);
-  const total = runtime ? replicas.reduce((n, r) => n + replicasOf(r.spec), 0) : jobReplicaTotal(job, kind);
+function ceiling(job: KubeObject, kind: JobKind, runtime: KubeObject | undefined, shapes: readonly KindShape[] | undefined): Findings {
+  const replicas = replicasOf_(job, kind, runtime, shapes);
+  const total = runtime ? replicas.reduce((n, r) => n + replicasOf(r.spec), 0) : jobReplicaTotal(job, kind, shapes);
   if (total <= MAX_JOB_REPLICAS) return { violations: [], warnings: [] };
   const violations: Finding[] = replicas.map(({ spec, replicasField }) => ({
     rule: "job-replica-ceiling",
@@ -354,6 +358,8 @@ interface RunPolicyInput {
   controls: boolean;
   view: RunPolicyView;
   lim: RunPolicyLimits;
+  /** The registry the kind is looked up in (the policy's). */
+  shapes: readonly KindShape[] | undefined;
 }
 
 /** A count field's bounds: at most `max` (`what` it counts), in `range`, at least `min` for a kind Quartermaster runs. */
@@ -371,12 +377,13 @@ function runPolicy(job: KubeObject, kind: JobKind, ctx: ValidationContext): Find
   // unknown fields): what its job controller cannot read is refused here, or the job would sit undone with
   // a log line only (src/reconcile/job-controller.ts readRunPolicy, readReplicas). DECIDE: stricter than
   // caffe2-operator, which read none of them.
-  const controls = quartermasterControls(kind);
+  const shapes = ctx.policy.kindShapes;
+  const controls = quartermasterControls(kind, shapes);
   // The run policy where the kind's shape keeps it (v1: `spec.runPolicy`; TrainJob: `spec.activeDeadlineSeconds`
-  // and Quartermaster's TTL annotation, `src/topology/shape.ts`).
-  const view = jobShape(kind).runPolicy(job);
+  // and Quartermaster's TTL annotation, `src/kinds/`).
+  const view = jobShape(kind, shapes).runPolicy(job);
   const lim = ctx.limits.runPolicy;
-  const input: RunPolicyInput = { controls, view, lim };
+  const input: RunPolicyInput = { controls, view, lim, shapes };
   const violations = [
     ...runPolicyObject(input),
     ...ttlRequired(input),
@@ -446,12 +453,13 @@ function cleanPodPolicyAllowed({ view, lim }: RunPolicyInput): Finding[] {
 }
 
 /** Each replica's restartPolicy is one the policy allows (and, for a kind Quartermaster runs, one it can read). */
-function restartPoliciesAllowed(job: KubeObject, kind: JobKind, { controls, lim }: RunPolicyInput): Finding[] {
+function restartPoliciesAllowed(job: KubeObject, kind: JobKind, { controls, lim, shapes }: RunPolicyInput): Finding[] {
   const violations: Finding[] = [];
-  const fromTemplates = jobShape(kind).restartPolicyFromTemplate;
+  const described = jobShape(kind, shapes);
+  const fromTemplates = described.restartPolicyFromTemplate;
   // A TrainJob has no replica restartPolicy of its own (its Jobs' pods restart as the runtime's template says,
   // which the Trainer's webhook checks): only the replica specs of the v1 shapes are read.
-  for (const { spec: s, path } of jobShape(kind).v1Shape ? replicasOf_(job, kind, undefined) : []) {
+  for (const { spec: s, path } of described.v1Shape ? replicasOf_(job, kind, undefined, shapes) : []) {
     // Caffe2's pods restart as the template says unless the replica spec says otherwise (caffe2-operator
     // used the template as is; Quartermaster's job controller reads it the same way): that one is checked.
     const own = s.restartPolicy !== undefined;
@@ -470,7 +478,7 @@ function restartPoliciesAllowed(job: KubeObject, kind: JobKind, { controls, lim 
 
 function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime: KubeObject | undefined): Findings {
   return merge(
-    ...replicasOf_(job, kind, runtime).flatMap(({ spec, templateField: base, mapField }) => {
+    ...replicasOf_(job, kind, runtime, ctx.policy.kindShapes).flatMap(({ spec, templateField: base, mapField }) => {
       const podSpec = spec.template?.spec;
       const found = merge(
         validatePodSpec(podSpec, `${base}.spec`, ctx),
@@ -487,7 +495,7 @@ function templates(job: KubeObject, kind: JobKind, ctx: ValidationContext, runti
 
 export function jobGpuNanosByResource(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime?: KubeObject): Map<string, bigint> {
   const out = new Map<string, bigint>();
-  for (const { spec } of replicasOf_(job, kind, runtime)) {
+  for (const { spec } of replicasOf_(job, kind, runtime, ctx.policy.kindShapes)) {
     const n = BigInt(replicasOf(spec));
     for (const [name, per] of podGpuDemand((spec.template?.spec ?? {}) as V1PodSpec, ctx)) out.set(name, (out.get(name) ?? 0n) + n * per);
   }
@@ -521,7 +529,7 @@ export function validateCapacity(
   capacity: ClusterCapacity | undefined,
   runtime?: KubeObject,
 ): Findings {
-  const shapes = replicasOf_(job, kind, runtime).map((r) => ({
+  const shapes = replicasOf_(job, kind, runtime, ctx.policy.kindShapes).map((r) => ({
     name: r.type,
     field: r.templateField,
     demand: podGpuDemand((r.spec.template?.spec ?? {}) as V1PodSpec, ctx),
@@ -588,15 +596,15 @@ export function capacityFindings(wanted: ReadonlyMap<string, bigint>, capacity: 
 
 /**
  * Every job rule on `job`. `runtime`: a TrainJob's (Cluster)TrainingRuntime, whose replicated Jobs are the
- * TrainJob's replicas (`src/topology/trainjob.ts`); without it a TrainJob is checked as its `node` Job alone.
+ * TrainJob's replicas (`src/kinds/trainjob-runtime.ts`); without it a TrainJob is checked as its `node` Job alone.
  * `viaScale`: the job as a `/scale` UPDATE leaves it (the rules upstream's webhook applies to the whole job only
  * are left out).
  */
 export function validateJob(job: KubeObject, kind: JobKind, ctx: ValidationContext, runtime?: KubeObject, viaScale = false): Findings {
   return merge(
-    names(job, kind, ctx.namespace, runtime),
-    shape(job, kind, runtime, viaScale),
-    ceiling(job, kind, runtime),
+    names(job, kind, ctx, runtime),
+    shape(job, kind, runtime, viaScale, ctx.policy.kindShapes),
+    ceiling(job, kind, runtime, ctx.policy.kindShapes),
     capacity(job, kind, ctx, runtime),
     runPolicy(job, kind, ctx),
     templates(job, kind, ctx, runtime),

@@ -37,7 +37,7 @@ import type { KubeObject } from "../core/kube.js";
 import { formatNano, parseQuantity } from "../core/quantity.js";
 import type { JobKind } from "../policy/types.js";
 import { replicasOf } from "../topology/resolve.js";
-import { jobShape } from "../topology/shape.js";
+import { jobShape } from "../kinds/index.js";
 import type { Finding, Findings, ValidationContext } from "./types.js";
 import { objectOr } from "../core/object.js";
 

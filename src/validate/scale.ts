@@ -13,14 +13,14 @@
  * subresource for the other kinds.
  */
 import type { KubeObject } from "../core/kube.js";
-import type { Framework, JobKind } from "../policy/types.js";
-import { REPLICA_SPECS_FIELD } from "../topology/resolve.js";
+import type { JobKind } from "../policy/types.js";
+import { replicaSpecsField } from "../kinds/index.js";
 import { newOrWorse, validateCapacity, validateJob, type ClusterCapacity } from "./job.js";
 import { merge, type Finding, type Findings, type ValidationContext } from "./types.js";
 import { isObject } from "../core/object.js";
 
 /** The replica type each kind's upstream scale subresource sets (`specReplicasPath`). */
-export const SCALE_REPLICA_TYPE: Readonly<Partial<Record<Framework, string>>> = Object.freeze({ pytorch: "Worker", paddle: "Worker", jax: "Worker" });
+export const SCALE_REPLICA_TYPE: Readonly<Partial<Record<string, string>>> = Object.freeze({ pytorch: "Worker", paddle: "Worker", jax: "Worker" });
 
 /** The Scale's field the violations point at. */
 export const SCALE_FIELD = "spec.replicas";
@@ -34,13 +34,13 @@ export function scaleReplicas(scale: KubeObject): number | undefined {
 /** The path of the field a kind's scale subresource sets, e.g. `spec.pytorchReplicaSpecs.Worker.replicas`. */
 export function scaledField(kind: JobKind): string | undefined {
   const type = SCALE_REPLICA_TYPE[kind.framework];
-  return type === undefined ? undefined : `spec.${REPLICA_SPECS_FIELD[kind.framework]}.${type}.replicas`;
+  return type === undefined ? undefined : `spec.${replicaSpecsField(kind)}.${type}.replicas`;
 }
 
 /** The job with its scaled replica type at `replicas` (copying only the path to it); undefined when the job has no such replica type. */
 export function scaledJob(job: KubeObject, kind: JobKind, replicas: number): KubeObject | undefined {
   const type = SCALE_REPLICA_TYPE[kind.framework];
-  const field = REPLICA_SPECS_FIELD[kind.framework];
+  const field = replicaSpecsField(kind);
   const spec = job.spec;
   if (type === undefined || !isObject(spec) || !isObject(spec[field])) return undefined;
   const specs = spec[field];

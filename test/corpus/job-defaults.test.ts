@@ -11,7 +11,7 @@ import { applyPatch } from "../../src/admission/patch.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { JOB_DEFAULT_FIELDS } from "../../src/mutate/job-defaults.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { REPLICA_SPECS_FIELD } from "../../src/topology/shape.js";
+import { replicaSpecsField } from "../../src/kinds/index.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { CORPUS_SKIP, corpusObjects } from "../fixtures/corpus.js";
 import { capturingLogger } from "../fixtures/https.js";
@@ -75,7 +75,7 @@ describe("corpus jobs through /mutate/jobs", { skip: CORPUS_SKIP }, () => {
           want.map((f) => `quartermaster: set spec.runPolicy.${f}=${defaults[f]} (platform default)`),
         );
         // Nothing but spec.runPolicy changed (and a queued job's replica templates).
-        const field = REPLICA_SPECS_FIELD[kindOf(object)!.framework];
+        const field = replicaSpecsField(kindOf(object)!);
         const rest = (j: KubeObject) => ({ ...j, spec: { ...(j.spec as object), runPolicy: null, ...(queued ? { [field]: null } : {}) } });
         assert.deepEqual(rest(mutated), rest(object));
       }

@@ -13,7 +13,7 @@ import { KUEUE_QUEUE_NAME, kueueAdmissionOnly } from "../../src/admission/kueue.
 import { applyPatch } from "../../src/admission/patch.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { jobShape } from "../../src/topology/shape.js";
+import { jobShape } from "../../src/kinds/index.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { CORPUS_SKIP, corpusJobs, corpusObjects, corpusPods } from "../fixtures/corpus.js";
 import { capturingLogger } from "../fixtures/https.js";

@@ -25,7 +25,7 @@ import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../../src/admission
 import { TRAINER } from "../../src/core/job-shapes.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { JOBSET_KIND } from "../../src/topology/jobset.js";
-import { labelScheme } from "../../src/topology/label-scheme.js";
+import { labelScheme } from "../../src/kinds/index.js";
 import { runtimeKind } from "../../src/topology/lookup.js";
 import { ROOT, podSpec, render, variants, type Manifest } from "../fixtures/manifests.js";
 

@@ -18,7 +18,7 @@ import { fakeJobReader, job, topology } from "../fixtures/jobs.js";
 import { testPod, container } from "../fixtures/pods.js";
 import { deepFreeze } from "../fixtures/reviews.js";
 import { CORPUS_SKIP, corpusJobs, corpusPods } from "../fixtures/corpus.js";
-import { REPLICA_SPECS_FIELD } from "../../src/topology/resolve.js";
+import { replicaSpecsField } from "../../src/kinds/index.js";
 import { silentLogger } from "../../src/log.js";
 
 /** `items` behind a Proxy that counts reads of its elements. */
@@ -214,7 +214,7 @@ describe("specsCost", () => {
     let most = 0;
     for (const p of corpusPods()) most = Math.max(most, specsCost([p.pod.spec], 6, gpu).cost);
     for (const j of corpusJobs()) {
-      const specs = jobTemplateSpecs(j.job, REPLICA_SPECS_FIELD[j.kind.framework], j.kind.framework === "caffe2");
+      const specs = jobTemplateSpecs(j.job, replicaSpecsField(j.kind), j.kind.framework === "caffe2");
       most = Math.max(most, specsCost([...specs, ...specs], 8, gpu).cost);
     }
     assert.ok(most > 0 && most * 10 < MAX_REVIEW_COST, `most expensive: ${most}`);

@@ -1,5 +1,5 @@
 /**
- * Each job kind's label scheme (src/topology/label-scheme.ts): Kubeflow's for the six Kubeflow kinds,
+ * Each job kind's label scheme (src/kinds/): Kubeflow's for the six Kubeflow kinds,
  * caffe2-operator's for Caffe2Job, and what reads it (claim selector, replica lookup, Caffe2's RUN_ID).
  */
 import assert from "node:assert/strict";
@@ -8,7 +8,7 @@ import { clusterSpec } from "../../src/mutate/frameworks.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { buildLedger } from "../../src/reconcile/ledger.js";
 import { claimSelector } from "../../src/reconcile/claim.js";
-import { caffe2RuntimeId, KEY_LABELS, labelScheme } from "../../src/topology/label-scheme.js";
+import { caffe2RuntimeId, KEY_LABELS, labelScheme } from "../../src/kinds/index.js";
 import { replicaOf } from "../../src/topology/resolve.js";
 import { gpuPod, node, nodeLease } from "../fixtures/cluster.js";
 import { job, kindOf, topology } from "../fixtures/jobs.js";

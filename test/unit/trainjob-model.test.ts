@@ -1,6 +1,6 @@
 /**
  * Issue 45 findings 4 and 5, issue 46 finding 1: ONE model of the pods Kubeflow Trainer v2.3.0 makes of a TrainJob
- * and its runtime (src/topology/trainjob.ts trainJobModel), read by the caps, Kueue's pod sets and the Kueue
+ * and its runtime (src/kinds/trainjob-runtime.ts trainJobModel), read by the caps, Kueue's pod sets and the Kueue
  * outfitter alike; the runtime read fresh on a TrainJob's CREATE and unsuspend, an unsuspend judged like a CREATE;
  * the runtimes checked themselves; runtime patches over the CRD's limit refused before any merge, the merge linear.
  * Upstream rules: kubeflow/trainer v2.3.0 pkg/runtime/core/trainingruntime.go (newRuntimeInfo,
@@ -13,7 +13,7 @@ import { effectivePodGpuNanos } from "../../src/core/gpu.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { trainerNodeTemplate } from "../../src/mutate/trainjob-outfit.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { trainJobReplicas } from "../../src/topology/trainjob.js";
+import { trainJobReplicas } from "../../src/kinds/trainjob-runtime.js";
 import { validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import { jobPodSets } from "../../src/validate/queue-capacity.js";

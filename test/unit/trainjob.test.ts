@@ -1,6 +1,6 @@
 /**
  * Kubeflow Trainer v2's TrainJob as one entry of the job-kind vocabulary (issue 32): its shape (replicas from
- * the runtime's JobSet template, src/topology/trainjob.ts and shape.ts), `/validate/jobs` against the same caps
+ * the runtime's JobSet template, src/kinds/trainjob-runtime.ts and trainjob.ts), `/validate/jobs` against the same caps
  * as v1 jobs with field paths into the TrainJob, `/mutate/jobs` job defaults, and the reconciler's decisions
  * (finished TrainJobs deleted only with a TTL someone set, uid preconditions, managedBy, ledger attribution).
  * Inputs: Trainer v2.3.0's own default runtimes and examples (test/fixtures/trainer-v2/).
@@ -17,11 +17,10 @@ import { quartermasterControls, type JobDefaults } from "../../src/policy/types.
 import { finishedAt, planFinishedJob } from "../../src/reconcile/finished.js";
 import { buildLedger } from "../../src/reconcile/ledger.js";
 import { managedElsewhere, planPass } from "../../src/reconcile/plan.js";
-import { labelScheme } from "../../src/topology/label-scheme.js";
+import { jobShape, labelScheme } from "../../src/kinds/index.js";
 import { lookupTopology, readRuntime, runtimeKind } from "../../src/topology/lookup.js";
 import { jobRef, replicaOf, replicaSpecs } from "../../src/topology/resolve.js";
-import { jobShape } from "../../src/topology/shape.js";
-import { trainJobReplicas } from "../../src/topology/trainjob.js";
+import { trainJobReplicas } from "../../src/kinds/trainjob-runtime.js";
 import { validateCapacity, validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import type { Findings } from "../../src/validate/types.js";

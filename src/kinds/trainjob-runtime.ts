@@ -1,7 +1,7 @@
 /**
  * @module
  * THE model of what Kubeflow Trainer v2.3.0 makes of a TrainJob and its runtime (pure): the pod template and the
- * pod count of every replicated Job of the JobSet it will create. The caps (`shape.ts` → `src/validate/job.ts`),
+ * pod count of every replicated Job of the JobSet it will create. The caps (`trainjob.ts` → `src/validate/job.ts`),
  * Kueue's pod sets (`jobPodSets`, `src/validate/queue-capacity.ts`) and the Kueue outfitter
  * (`src/mutate/trainjob-outfit.ts` trainerNodeTemplate) all read it, so they cannot disagree (issue 45).
  *
