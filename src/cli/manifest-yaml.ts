@@ -11,7 +11,21 @@
  *   larger than {@link MAX_EXPANDED_BYTES} is refused before it is built (99 aliases of a 1 MB node would be
  *   ~100 MB; nested ones exponentially more), while many small aliases are fine, as they are for kubectl.
  */
-import { isAlias, isCollection, isDocument, isPair, isScalar, LineCounter, parseAllDocuments, type Document, type Node } from "yaml";
+import {
+  Composer,
+  isAlias,
+  isCollection,
+  isDocument,
+  isPair,
+  isScalar,
+  LineCounter,
+  Parser,
+  type Document,
+  type DocumentOptions,
+  type Node,
+  type ParseOptions,
+  type SchemaOptions,
+} from "yaml";
 
 /** The most a document may expand to through its aliases: the apiserver's request body limit (3 MiB). */
 export const MAX_EXPANDED_BYTES = 3 * 1024 * 1024;
@@ -19,17 +33,28 @@ export const MAX_EXPANDED_BYTES = 3 * 1024 * 1024;
 /** Tags of the YAML 1.1 schema that go-yaml v2 does not apply to untyped values: sexagesimal numbers, timestamps. */
 const notGoYamlV2 = (t: { tag: string; format?: string }): boolean => t.format === "TIME" || t.tag === "tag:yaml.org,2002:timestamp";
 
+const OPTIONS: ParseOptions & DocumentOptions & SchemaOptions = {
+  uniqueKeys: true,
+  prettyErrors: false,
+  version: "1.1",
+  merge: true,
+  customTags: (tags) => tags.filter((t) => !notGoYamlV2(t as { tag: string; format?: string })),
+};
+
 /** Every document of `text`, parsed as kubectl parses manifests (YAML 1.1, merge keys); lines in `lineCounter`. */
 export function parseManifestDocuments(text: string, lineCounter: LineCounter): Array<Document.Parsed> {
-  const docs = parseAllDocuments(text, {
-    lineCounter,
-    uniqueKeys: true,
-    prettyErrors: false,
-    version: "1.1",
-    merge: true,
-    customTags: (tags) => tags.filter((t) => !notGoYamlV2(t as { tag: string; format?: string })),
-  });
-  return Array.isArray(docs) ? docs : [];
+  return [...manifestDocuments(text, lineCounter)];
+}
+
+/**
+ * The documents of `text` one at a time, as {@link parseManifestDocuments} reads them (what the yaml package's
+ * parseAllDocuments does, without holding every document's syntax tree at once: a 50 MB file's trees take
+ * gigabytes). A document comes with every error of its own, as there: the composer hands one over only when the
+ * next begins or the text ends.
+ */
+export function* manifestDocuments(text: string, lineCounter: LineCounter): Generator<Document.Parsed> {
+  const composer = new Composer(OPTIONS);
+  yield* composer.compose(new Parser(lineCounter.addNewLine).parse(text));
 }
 
 /** A document whose aliases expand it past {@link MAX_EXPANDED_BYTES}, or an alias of a node within itself. */
