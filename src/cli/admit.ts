@@ -20,7 +20,7 @@
  * matches the webhook configurations' matchConditions. Protected namespaces are never in scope, so objects
  * there are reported as not admitted.
  */
-import { readdir, readFile, stat } from "node:fs/promises";
+import { open, readdir, stat, type FileHandle } from "node:fs/promises";
 import { extname, join, resolve } from "node:path";
 import { deserialize, serialize } from "node:v8";
 import { LineCounter, stringify, type Document } from "yaml";
@@ -31,7 +31,7 @@ import type { AdmissionReview } from "../admission/types.js";
 import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
 import type { GroupVersionKind, GroupVersionResource, KubeObject, ObjectKind } from "../core/kube.js";
 import { UsageError, errorMessage } from "../core/errors.js";
-import { manifestDocuments, manifestValue } from "./manifest-yaml.js";
+import { manifestDocumentReader, manifestValue } from "./manifest-yaml.js";
 import { silentLogger } from "../log.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import { SYSTEM_NAMESPACES } from "../core/scope.js";
@@ -109,8 +109,11 @@ const READ_PROBLEMS: Readonly<Record<string, string>> = {
 function cannotRead(flag: string | undefined, path: string, err: unknown): InputError {
   const code = (err as { code?: unknown } | null)?.code;
   const what = (typeof code === "string" && READ_PROBLEMS[code]) || errorMessage(err);
-  return new InputError(`cannot read ${flag ? `${flag} ` : ""}${path}: ${what}`);
+  return new Unreadable(`cannot read ${flag ? `${flag} ` : ""}${path}: ${what}`);
 }
+
+/** How much of a file is read and parsed at a time. */
+const PIECE_BYTES = 1 << 20;
 
 export interface ReadInputsOptions {
   /** The flag that named the paths, for messages (`-f`). */
@@ -188,18 +191,20 @@ export async function readInputs(paths: readonly string[], cwd: string, opts: Re
       throw cannotRead(opts.flag, p, err);
     }
     for (const file of files) {
-      let text: string;
+      let handle: FileHandle;
       try {
-        text = await readFile(resolve(cwd, file), "utf8");
+        handle = await open(resolve(cwd, file), "r");
       } catch (err) {
         throw cannotRead(opts.flag, file, err);
       }
       try {
-        for (const o of parseObjects(text, file, opts.onDocument, opts.hold)) out.push(o);
+        for (const o of await readObjects(handle, file, opts)) out.push(o);
       } catch (err) {
         // One stray file (a values.yaml, a kustomization) among a directory's manifests: said, skipped.
-        if (!(inDirectory && opts.onSkip && err instanceof InputError)) throw err;
+        if (!(inDirectory && opts.onSkip && err instanceof InputError) || err instanceof Unreadable) throw err;
         opts.onSkip(`${err.message}; skipped`);
+      } finally {
+        await handle.close();
       }
     }
   }
@@ -214,22 +219,78 @@ export class InputError extends Error {
   }
 }
 
+/** A file that cannot be read (never skipped as a stray file of a directory). */
+class Unreadable extends InputError {}
+
+/**
+ * The objects of the file open in `handle`, read and parsed {@link PIECE_BYTES} at a time (a 50 MB file's text is
+ * never held whole), as {@link parseObjects} reads its whole text.
+ */
+async function readObjects(handle: FileHandle, name: string, opts: ReadInputsOptions): Promise<InputObject[]> {
+  let size = 0;
+  try {
+    size = (await handle.stat()).size;
+  } catch (err) {
+    throw cannotRead(opts.flag, name, err);
+  }
+  const { onDocument } = opts;
+  const reader = objectReader(name, opts.hold ?? false, onDocument && ((done, objects) => onDocument(name, Math.min(done, size), size, objects)));
+  // As readFile(…, "utf8") decodes: a byte order mark is kept (the YAML lexer reads it), a piece may end mid-character.
+  const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+  const buffer = Buffer.allocUnsafe(PIECE_BYTES);
+  for (;;) {
+    let bytesRead: number;
+    try {
+      ({ bytesRead } = await handle.read(buffer, 0, PIECE_BYTES, null));
+    } catch (err) {
+      throw cannotRead(opts.flag, name, err);
+    }
+    if (bytesRead === 0) break;
+    reader.push(decoder.decode(buffer.subarray(0, bytesRead), { stream: true }));
+  }
+  reader.push(decoder.decode());
+  return reader.end();
+}
+
 /**
  * The objects in one file's text; `name` is used in `source` and messages. Documents are read one at a time, each
  * syntax tree dropped once its object is built.
  */
 export function parseObjects(text: string, name: string, onDocument?: ParseProgress, hold = false): InputObject[] {
+  const reader = objectReader(name, hold, onDocument && ((done, objects) => onDocument(name, done, text.length, objects)));
+  reader.push(text);
+  return reader.end();
+}
+
+/**
+ * The objects of one file's text given in pieces: `push` each, then `end` for them all. `onDocument` is told after
+ * each document, with the characters read up to its end and the objects so far.
+ */
+export function objectReader(
+  name: string,
+  hold = false,
+  onDocument?: (done: number, objects: number) => void,
+): { push(piece: string): void; end(): InputObject[] } {
   const lineCounter = new LineCounter();
+  // As kubectl reads it (YAML 1.1, merge keys, aliases bounded by expanded size): manifest-yaml.ts.
+  const documents = manifestDocumentReader(lineCounter);
   const out: InputObject[] = [];
   let i = 0;
-  // As kubectl reads it (YAML 1.1, merge keys, aliases bounded by expanded size): manifest-yaml.ts.
-  for (const doc of manifestDocuments(text, lineCounter)) {
-    const before = out.length;
-    addDocument(doc, `${name}#${++i}`, lineCounter, out);
-    if (hold) for (let j = before; j < out.length; j++) out[j] = new HeldInput(out[j]!);
-    onDocument?.(name, doc.range[2], text.length, out.length);
-  }
-  return out;
+  const add = (docs: Iterable<Document.Parsed>): void => {
+    for (const doc of docs) {
+      const before = out.length;
+      addDocument(doc, `${name}#${++i}`, lineCounter, out);
+      if (hold) for (let j = before; j < out.length; j++) out[j] = new HeldInput(out[j]!);
+      onDocument?.(doc.range[2], out.length);
+    }
+  };
+  return {
+    push: (piece) => add(documents.push(piece)),
+    end: () => {
+      add(documents.end());
+      return out;
+    },
+  };
 }
 
 /** The object (or a List's objects) of one document onto `out`; an empty document adds nothing. */
