@@ -162,7 +162,10 @@ export const headOf = (input: InputObject): KubeObject => (input instanceof Held
 /** The input with its object built, once. */
 const taken = (input: InputObject): InputObject => (input instanceof HeldInput ? { source: input.source, object: input.object } : input);
 
-/** After each document of `name`: `done` of its `total` characters read, `objects` found in it so far. */
+/**
+ * After each document of `name`: read up to `done` of `total` (a file's bytes, counted in characters read, so
+ * about; stdin's characters), `objects` found in it so far.
+ */
 export type ParseProgress = (name: string, done: number, total: number, objects: number) => void;
 
 /**
