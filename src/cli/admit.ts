@@ -20,9 +20,10 @@
  * matches the webhook configurations' matchConditions. Protected namespaces are never in scope, so objects
  * there are reported as not admitted.
  */
-import { readdir, readFile, stat } from "node:fs/promises";
+import { open, readdir, stat, type FileHandle } from "node:fs/promises";
 import { extname, join, resolve } from "node:path";
-import { LineCounter, stringify } from "yaml";
+import { deserialize, serialize } from "node:v8";
+import { LineCounter, stringify, type Document } from "yaml";
 import { createWebhooks } from "../../webhooks/index.js";
 import type { WebhookResult } from "../admission/handler.js";
 import { applyPatch, createPatch, type PatchOperation } from "../admission/patch.js";
@@ -30,7 +31,7 @@ import type { AdmissionReview } from "../admission/types.js";
 import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
 import type { GroupVersionKind, GroupVersionResource, KubeObject, ObjectKind } from "../core/kube.js";
 import { UsageError, errorMessage } from "../core/errors.js";
-import { manifestValue, parseManifestDocuments } from "./manifest-yaml.js";
+import { manifestDocumentReader, manifestValue } from "./manifest-yaml.js";
 import { silentLogger } from "../log.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import { SYSTEM_NAMESPACES } from "../core/scope.js";
@@ -108,8 +109,11 @@ const READ_PROBLEMS: Readonly<Record<string, string>> = {
 function cannotRead(flag: string | undefined, path: string, err: unknown): InputError {
   const code = (err as { code?: unknown } | null)?.code;
   const what = (typeof code === "string" && READ_PROBLEMS[code]) || errorMessage(err);
-  return new InputError(`cannot read ${flag ? `${flag} ` : ""}${path}: ${what}`);
+  return new Unreadable(`cannot read ${flag ? `${flag} ` : ""}${path}: ${what}`);
 }
+
+/** How much of a file is read and parsed at a time. */
+const PIECE_BYTES = 1 << 20;
 
 export interface ReadInputsOptions {
   /** The flag that named the paths, for messages (`-f`). */
@@ -118,7 +122,51 @@ export interface ReadInputsOptions {
   stdin?: () => Promise<string>;
   /** Told about a file of a directory that holds no Kubernetes objects, which is then skipped; without it, that is an error. */
   onSkip?: (message: string) => void;
+  /** Told after each document of a file (or stdin) is read: see {@link ParseProgress}. */
+  onDocument?: ParseProgress;
+  /** Each object held compactly until {@link admitEach} takes it ({@link HeldInput}), as `admit` reads them. */
+  hold?: boolean;
 }
+
+/**
+ * An input held as the bytes of `v8.serialize` (what a structured clone keeps: NaN, -0, shared nodes, Buffers)
+ * until its turn, and `head`, what is read of every input before then. Its `object` is a new copy at each read.
+ * A 50 MB file's objects take ~200 MB as objects (and keep the file's text alive through their strings), ~40 MB so.
+ */
+export class HeldInput implements InputObject {
+  readonly source: string;
+  /** apiVersion, kind, and metadata's name, generateName and namespace (strings of their own, not of the text). */
+  readonly head: KubeObject;
+  readonly #bytes: Buffer;
+
+  constructor({ source, object }: InputObject) {
+    this.source = source;
+    const { name, generateName, namespace } = metaOf(object);
+    this.head = JSON.parse(JSON.stringify({ apiVersion: object.apiVersion, kind: object.kind, metadata: { name, generateName, namespace } })) as KubeObject;
+    this.#bytes = serialize(object);
+  }
+
+  get object(): KubeObject {
+    return deserialize(this.#bytes) as KubeObject;
+  }
+}
+
+/** `a` with its `original` built again from `held` at each read. */
+const withHeldOriginal = (a: Admitted, held: HeldInput): Admitted => {
+  const { original: _, ...rest } = a;
+  return Object.defineProperty(rest, "original", { get: () => held.object, enumerable: true }) as Admitted;
+};
+
+/** What the first pass reads of an input: apiVersion, kind, metadata's names and namespace. */
+export const headOf = (input: InputObject): KubeObject => (input instanceof HeldInput ? input.head : input.object);
+/** The input with its object built, once. */
+const taken = (input: InputObject): InputObject => (input instanceof HeldInput ? { source: input.source, object: input.object } : input);
+
+/**
+ * After each document of `name`: read up to `done` of `total` (a file's bytes, counted in characters read, so
+ * about; stdin's characters), `objects` found in it so far.
+ */
+export type ParseProgress = (name: string, done: number, total: number, objects: number) => void;
 
 /**
  * Reads the objects in `paths` (files, `-` for stdin, or directories: their .yaml, .yml and .json files):
@@ -128,7 +176,7 @@ export async function readInputs(paths: readonly string[], cwd: string, opts: Re
   const out: InputObject[] = [];
   for (const p of paths) {
     if (p === "-" && opts.stdin) {
-      out.push(...parseObjects(await opts.stdin(), "(stdin)"));
+      for (const o of parseObjects(await opts.stdin(), "(stdin)", opts.onDocument, opts.hold)) out.push(o);
       continue;
     }
     const full = resolve(cwd, p);
@@ -146,18 +194,20 @@ export async function readInputs(paths: readonly string[], cwd: string, opts: Re
       throw cannotRead(opts.flag, p, err);
     }
     for (const file of files) {
-      let text: string;
+      let handle: FileHandle;
       try {
-        text = await readFile(resolve(cwd, file), "utf8");
+        handle = await open(resolve(cwd, file), "r");
       } catch (err) {
         throw cannotRead(opts.flag, file, err);
       }
       try {
-        out.push(...parseObjects(text, file));
+        for (const o of await readObjects(handle, file, opts)) out.push(o);
       } catch (err) {
         // One stray file (a values.yaml, a kustomization) among a directory's manifests: said, skipped.
-        if (!(inDirectory && opts.onSkip && err instanceof InputError)) throw err;
+        if (!(inDirectory && opts.onSkip && err instanceof InputError) || err instanceof Unreadable) throw err;
         opts.onSkip(`${err.message}; skipped`);
+      } finally {
+        await handle.close();
       }
     }
   }
@@ -172,39 +222,105 @@ export class InputError extends Error {
   }
 }
 
-/** The objects in one file's text; `name` is used in `source` and messages. */
-export function parseObjects(text: string, name: string): InputObject[] {
+/** A file that cannot be read (never skipped as a stray file of a directory). */
+class Unreadable extends InputError {}
+
+/**
+ * The objects of the file open in `handle`, read and parsed {@link PIECE_BYTES} at a time (a 50 MB file's text is
+ * never held whole), as {@link parseObjects} reads its whole text.
+ */
+async function readObjects(handle: FileHandle, name: string, opts: ReadInputsOptions): Promise<InputObject[]> {
+  let size = 0;
+  try {
+    size = (await handle.stat()).size;
+  } catch (err) {
+    throw cannotRead(opts.flag, name, err);
+  }
+  const { onDocument } = opts;
+  const reader = objectReader(name, opts.hold ?? false, onDocument && ((done, objects) => onDocument(name, Math.min(done, size), size, objects)));
+  // As readFile(…, "utf8") decodes: a byte order mark is kept (the YAML lexer reads it), a piece may end mid-character.
+  const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+  const buffer = Buffer.allocUnsafe(PIECE_BYTES);
+  for (;;) {
+    let bytesRead: number;
+    try {
+      ({ bytesRead } = await handle.read(buffer, 0, PIECE_BYTES, null));
+    } catch (err) {
+      throw cannotRead(opts.flag, name, err);
+    }
+    if (bytesRead === 0) break;
+    reader.push(decoder.decode(buffer.subarray(0, bytesRead), { stream: true }));
+  }
+  reader.push(decoder.decode());
+  return reader.end();
+}
+
+/**
+ * The objects in one file's text; `name` is used in `source` and messages. Documents are read one at a time, each
+ * syntax tree dropped once its object is built.
+ */
+export function parseObjects(text: string, name: string, onDocument?: ParseProgress, hold = false): InputObject[] {
+  const reader = objectReader(name, hold, onDocument && ((done, objects) => onDocument(name, done, text.length, objects)));
+  reader.push(text);
+  return reader.end();
+}
+
+/**
+ * The objects of one file's text given in pieces: `push` each, then `end` for them all. `onDocument` is told after
+ * each document, with the characters read up to its end and the objects so far.
+ */
+export function objectReader(
+  name: string,
+  hold = false,
+  onDocument?: (done: number, objects: number) => void,
+): { push(piece: string): void; end(): InputObject[] } {
   const lineCounter = new LineCounter();
   // As kubectl reads it (YAML 1.1, merge keys, aliases bounded by expanded size): manifest-yaml.ts.
-  const docs = parseManifestDocuments(text, lineCounter);
+  const documents = manifestDocumentReader(lineCounter);
   const out: InputObject[] = [];
-  docs.forEach((doc, i) => {
-    const where = `${name}#${i + 1}`;
-    if (doc.errors.length > 0)
-      throw new InputError(`${where}: line ${lineCounter.linePos(doc.errors[0]!.pos[0]).line}: ${doc.errors[0]!.message.split("\n")[0]}`);
-    let value: unknown;
-    try {
-      value = manifestValue(doc);
-    } catch (err) {
-      throw new InputError(`${where}: ${errorMessage(err)}`);
+  let i = 0;
+  const add = (docs: Iterable<Document.Parsed>): void => {
+    for (const doc of docs) {
+      const before = out.length;
+      addDocument(doc, `${name}#${++i}`, lineCounter, out);
+      if (hold) for (let j = before; j < out.length; j++) out[j] = new HeldInput(out[j]!);
+      onDocument?.(doc.range[2], out.length);
     }
-    if (value === null || value === undefined) return; // an empty document (a trailing ---)
-    const check = (o: unknown, at: string): KubeObject => {
-      if (!isRecord(o)) throw new InputError(`${at}: not a Kubernetes object (a mapping with apiVersion and kind)`);
-      for (const f of ["apiVersion", "kind"]) if (typeof o[f] !== "string" || !o[f]) throw new InputError(`${at}: missing ${f}`);
-      if (o.metadata !== undefined && !isRecord(o.metadata)) throw new InputError(`${at}: metadata must be a mapping`);
-      return o;
-    };
-    const object = check(value, where);
-    if (object.kind === "List" || (String(object.kind).endsWith("List") && Array.isArray(object.items))) {
-      (Array.isArray(object.items) ? object.items : []).forEach((item, j) =>
-        out.push({ source: `${where}.${j + 1}`, object: check(item, `${where}.items[${j}]`) }),
-      );
-    } else {
-      out.push({ source: where, object });
-    }
-  });
-  return out;
+  };
+  return {
+    push: (piece) => add(documents.push(piece)),
+    end: () => {
+      add(documents.end());
+      return out;
+    },
+  };
+}
+
+/** The object (or a List's objects) of one document onto `out`; an empty document adds nothing. */
+function addDocument(doc: Document.Parsed, where: string, lineCounter: LineCounter, out: InputObject[]): void {
+  if (doc.errors.length > 0)
+    throw new InputError(`${where}: line ${lineCounter.linePos(doc.errors[0]!.pos[0]).line}: ${doc.errors[0]!.message.split("\n")[0]}`);
+  let value: unknown;
+  try {
+    value = manifestValue(doc);
+  } catch (err) {
+    throw new InputError(`${where}: ${errorMessage(err)}`);
+  }
+  if (value === null || value === undefined) return; // an empty document (a trailing ---)
+  const check = (o: unknown, at: string): KubeObject => {
+    if (!isRecord(o)) throw new InputError(`${at}: not a Kubernetes object (a mapping with apiVersion and kind)`);
+    for (const f of ["apiVersion", "kind"]) if (typeof o[f] !== "string" || !o[f]) throw new InputError(`${at}: missing ${f}`);
+    if (o.metadata !== undefined && !isRecord(o.metadata)) throw new InputError(`${at}: metadata must be a mapping`);
+    return o;
+  };
+  const object = check(value, where);
+  if (object.kind === "List" || (String(object.kind).endsWith("List") && Array.isArray(object.items))) {
+    (Array.isArray(object.items) ? object.items : []).forEach((item, j) =>
+      out.push({ source: `${where}.${j + 1}`, object: check(item, `${where}.items[${j}]`) }),
+    );
+  } else {
+    out.push({ source: where, object });
+  }
 }
 
 function groupVersion(apiVersion: unknown): { group: string; version: string } {
@@ -524,35 +640,62 @@ async function admitOther(input: InputObject, d: Described, run: Pipeline): Prom
  * the webhooks find them in the cluster, and are themselves judged as at their CREATE.
  */
 export async function admitObjects(inputs: readonly InputObject[], opts: AdmitOptions): Promise<Admitted[]> {
+  const all: Admitted[] = [];
+  for await (const a of admitEach([...inputs], opts)) all.push(a);
+  return all;
+}
+
+/**
+ * {@link admitObjects} one result at a time, in the same order and with the same results: the training jobs are
+ * admitted first (and held until their turn; the outfitted jobs are held anyway, for the pods' lookups), every
+ * other input only when the result before it has been taken. It takes the inputs out of `given` (left empty) and
+ * lets go of each once its results are taken, so a caller that writes each result out holds at the end no more
+ * than the jobs. `onInput` is told after each input is admitted.
+ */
+export async function* admitEach(given: InputObject[], opts: AdmitOptions, onInput?: () => void): AsyncGenerator<Admitted> {
+  const inputs = given.splice(0);
   const jobs = offlineJobs();
   const run = pipeline(opts, jobs);
   const offline: Offline = { run, jobs, opts };
   const defaultNamespace = opts.namespace ?? "default";
   const results = new Map<InputObject, Admitted[]>();
 
+  const namespaceOf = (input: InputObject): string => metaOf(headOf(input)).namespace ?? defaultNamespace;
   const describe = (input: InputObject): Described => ({
     source: input.source,
     kind: String(input.object.kind),
-    namespace: metaOf(input.object).namespace ?? defaultNamespace,
+    namespace: namespaceOf(input),
     name: metaOf(input.object).name ?? metaOf(input.object).generateName ?? "",
     original: input.object,
   });
 
   // The claims and templates among the inputs are what the pods' and jobs' claim lookups find (DRA).
   for (const input of inputs) {
-    const claim = claimKindOf(input.object);
-    if (claim) jobs.add(claim, describe(input).namespace, input.object);
+    const claim = claimKindOf(headOf(input));
+    if (claim) jobs.add(claim, namespaceOf(input), input.object);
   }
-  for (const input of inputs) {
-    const kind = jobKindOf(input.object, opts.policy);
-    const d = describe(input);
-    if (!kind || SYSTEM_NAMESPACES.includes(d.namespace)) continue;
-    results.set(input, await admitJob(input, d, kind, offline));
+  for (const raw of inputs) {
+    const kind = jobKindOf(headOf(raw), opts.policy);
+    if (!kind || SYSTEM_NAMESPACES.includes(namespaceOf(raw))) continue;
+    const input = taken(raw);
+    const admitted = await admitJob(input, describe(input), kind, offline);
+    // Held until its turn without the job as given: a held input builds it again when asked.
+    results.set(raw, raw instanceof HeldInput ? admitted.map((a) => (a.original === input.object ? withHeldOriginal(a, raw) : a)) : admitted);
+    onInput?.();
   }
-  for (const input of inputs) {
-    if (!results.has(input)) results.set(input, [await admitOther(input, describe(input), run)]);
+  // In input order, each let go of once taken: the rest kept reversed, the next one popped off the end.
+  inputs.reverse();
+  for (let raw = inputs.pop(); raw; raw = inputs.pop()) {
+    const held = results.get(raw);
+    if (held) {
+      yield* held;
+      continue;
+    }
+    const input = taken(raw);
+    const admitted = await admitOther(input, describe(input), run);
+    onInput?.();
+    yield admitted;
   }
-  return inputs.flatMap((i) => results.get(i) ?? []);
 }
 
 /** `Pod team-a/gpu-smoke (examples/gpu-pod.yaml#1)`. */
@@ -562,23 +705,37 @@ export function describeAdmitted(a: Admitted): string {
 
 /** The report for people: one line per object, then its warnings and violations, indented. */
 export function reportLines(results: readonly Admitted[]): string[] {
+  const report = reporter();
+  for (const a of results) report.add(a);
+  return report.lines();
+}
+
+/** {@link reportLines} built one result at a time (the lines kept, not the results). */
+function reporter(): { add(a: Admitted): void; lines(): string[]; denied(): number } {
   const lines: string[] = [];
-  for (const a of results) {
-    const verdict = a.skipped
-      ? `not admitted: ${a.skipped}`
-      : a.allowed
-        ? `allowed${a.patch.length > 0 ? `, outfitted (${a.patch.length} patch operation${a.patch.length === 1 ? "" : "s"})` : ", unchanged"}`
-        : `DENIED by ${a.deniedRules.join(", ")}`;
-    lines.push(`${describeAdmitted(a)}: ${verdict}`);
-    for (const w of a.warnings) lines.push(`  warning: ${w}`);
-    for (const v of a.violations) lines.push(`  violation [${v.rule}] ${v.field || "(object)"}: ${v.message}`);
-  }
-  const denied = results.filter((a) => !a.allowed).length;
-  const skipped = results.filter((a) => a.skipped).length;
-  lines.push(
-    `${results.length} object${results.length === 1 ? "" : "s"}: ${results.length - denied - skipped} allowed, ${denied} denied${skipped ? `, ${skipped} not admitted` : ""}`,
-  );
-  return lines;
+  let count = 0;
+  let denied = 0;
+  let skipped = 0;
+  return {
+    add(a) {
+      count++;
+      if (!a.allowed) denied++;
+      if (a.skipped) skipped++;
+      const verdict = a.skipped
+        ? `not admitted: ${a.skipped}`
+        : a.allowed
+          ? `allowed${a.patch.length > 0 ? `, outfitted (${a.patch.length} patch operation${a.patch.length === 1 ? "" : "s"})` : ", unchanged"}`
+          : `DENIED by ${a.deniedRules.join(", ")}`;
+      lines.push(`${describeAdmitted(a)}: ${verdict}`);
+      for (const w of a.warnings) lines.push(`  warning: ${w}`);
+      for (const v of a.violations) lines.push(`  violation [${v.rule}] ${v.field || "(object)"}: ${v.message}`);
+    },
+    lines: () => [
+      ...lines,
+      `${count} object${count === 1 ? "" : "s"}: ${count - denied - skipped} allowed, ${denied} denied${skipped ? `, ${skipped} not admitted` : ""}`,
+    ],
+    denied: () => denied,
+  };
 }
 
 /** The workload kinds every cluster serves, with their one apiVersion (k8s.io/api). */
@@ -634,35 +791,123 @@ export type AdmitCliOptions = {
   strict?: true;
 };
 
-/** `admit -f FILE...`: the outfitted objects (or patches) on stdout, the report on stderr; exit 1 when anything is denied. */
-export async function admitCommand(opts: AdmitCliOptions, io: CliIo): Promise<number> {
+/**
+ * When `admit` tells its progress on stderr: while it reads a file (or stdin) of at least `minBytes`, and while it
+ * admits at least `minObjects` objects or objects read from that many bytes; at most one line per `everyMs`
+ * (by `now`, milliseconds), the first `everyMs` after the start, so a run that ends sooner says nothing.
+ */
+export interface ProgressOptions {
+  minBytes: number;
+  minObjects: number;
+  everyMs: number;
+  now: () => number;
+}
+
+export const PROGRESS: ProgressOptions = { minBytes: 4 * 1024 * 1024, minObjects: 10_000, everyMs: 2000, now: () => performance.now() };
+
+const count = (n: number): string => n.toLocaleString("en-US");
+const percent = (done: number, total: number): string => `${Math.floor((100 * done) / Math.max(total, 1))}%`;
+
+/** A line at most every `everyMs`: `tick(line)` writes the line (made only then) when its time has come. */
+function throttle(p: ProgressOptions, write: (line: string) => void): (line: () => string) => void {
+  let next = p.now() + p.everyMs;
+  return (line) => {
+    const now = p.now();
+    if (now < next) return;
+    next = now + p.everyMs;
+    write(`quartermaster: admit: ${line()}`);
+  };
+}
+
+/**
+ * Writes the lines `JSON.stringify(items, null, 2)` would write for an array nested `depth` levels deep (its items
+ * indented by 2 × (depth + 1) spaces) after `key` (`  "items": `), one item at a time: `add` each, then `end`.
+ * Holds one item back, to know whether a comma follows it.
+ */
+function jsonArrayLines(write: (line: string) => void, depth: number, key = ""): { add(item: unknown): void; end(): void } {
+  const indent = " ".repeat(2 * (depth + 1));
+  let held: string | undefined;
+  return {
+    add(item) {
+      write(held === undefined ? `${key}[` : `${held},`);
+      held = indent + JSON.stringify(item, null, 2).replaceAll("\n", `\n${indent}`);
+    },
+    end() {
+      if (held === undefined) write(`${key}[]`);
+      else write(`${held}\n${" ".repeat(2 * depth)}]`);
+    },
+  };
+}
+
+/** Each result onto `report` and, as `-o` says, onto stdout (`write`) as soon as it comes. */
+async function writeResults(
+  output: AdmitCliOptions["output"],
+  results: AsyncIterable<Admitted>,
+  write: (line: string) => void,
+  report: ReturnType<typeof reporter>,
+): Promise<void> {
+  if (output === "yaml") {
+    let first = true;
+    for await (const a of results) {
+      report.add(a);
+      if (!first) write("---");
+      first = false;
+      // YAML 1.1 quoting (`"yes"`, `"on"`, `"0777"`), so kubectl reads back the strings that were written.
+      write(stringify(a.object, { lineWidth: 0, version: "1.1" }).trimEnd());
+    }
+    return;
+  }
+  // JSON.stringify of a List (`json`) or of an array of patches (`patch`), written an item at a time.
+  if (output === "json") ["{", '  "apiVersion": "v1",', '  "kind": "List",'].forEach(write);
+  const items = output === "json" ? jsonArrayLines(write, 1, '  "items": ') : jsonArrayLines(write, 0);
+  for await (const a of results) {
+    report.add(a);
+    items.add(output === "json" ? a.object : { object: `${a.kind} ${a.namespace}/${a.name}`, source: a.source, patch: a.patch });
+  }
+  items.end();
+  if (output === "json") write("}");
+}
+
+/**
+ * `admit -f FILE...`: the outfitted objects (or patches) on stdout, the report on stderr; exit 1 when anything is
+ * denied. Each object is written as soon as it is admitted (the output is what one write of them all would be);
+ * large inputs get progress lines on stderr ({@link PROGRESS}).
+ */
+export async function admitCommand(opts: AdmitCliOptions, io: CliIo, progress: ProgressOptions = PROGRESS): Promise<number> {
   const files = opts.filename ?? [];
   if (files.length === 0) throw new UsageError("admit: give the objects with -f FILE (a file or a directory; repeatable)");
   const output = opts.output;
   const policy = await loadPolicy(opts.policy, io.cwd);
+  const tell = throttle(progress, (line) => io.stderr(line));
+  let largeFile = false;
   const inputs = await readInputs(files, io.cwd, {
     flag: "-f",
     ...(io.stdin ? { stdin: io.stdin } : {}),
     onSkip: (message) => io.stderr(`quartermaster: warning: ${message}`),
+    hold: true,
+    onDocument: (name, done, total, objects) => {
+      if (total < progress.minBytes) return;
+      largeFile = true;
+      tell(() => `reading ${name}: ${percent(done, total)} of ${(total / 1024 / 1024).toFixed(0)} MB, ${count(objects)} objects`);
+    },
   });
   if (inputs.length === 0) throw new InputError(`admit: no objects in ${files.join(", ")}`);
   const kindProblems = inputs.flatMap((i) => {
-    const problem = kindProblem(i.object, policy.jobKinds);
+    const problem = kindProblem(headOf(i), policy.jobKinds);
     return problem ? [`${i.source}: ${problem}`] : [];
   });
   for (const p of kindProblems) io.stderr(`quartermaster: ${opts.strict ? "" : "warning: "}${p}`);
-  const results = await admitObjects(inputs, { policy, namespace: opts.namespace, pods: opts.pods === true });
-  // YAML 1.1 quoting (`"yes"`, `"on"`, `"0777"`), so kubectl reads back the strings that were written.
-  if (output === "yaml") io.stdout(results.map((a) => stringify(a.object, { lineWidth: 0, version: "1.1" }).trimEnd()).join("\n---\n"));
-  else if (output === "json") io.stdout(JSON.stringify({ apiVersion: "v1", kind: "List", items: results.map((a) => a.object) }, null, 2));
-  else
-    io.stdout(
-      JSON.stringify(
-        results.map((a) => ({ object: `${a.kind} ${a.namespace}/${a.name}`, source: a.source, patch: a.patch })),
-        null,
-        2,
-      ),
-    );
-  for (const line of reportLines(results)) io.stderr(line);
-  return results.some((a) => !a.allowed) || (opts.strict && kindProblems.length > 0) ? 1 : 0;
+  const total = inputs.length;
+  const large = largeFile || total >= progress.minObjects;
+  let admitted = 0;
+  const onInput = (): void => {
+    admitted++;
+    if (large) tell(() => `${count(admitted)} of ${count(total)} objects (${percent(admitted, total)})`);
+  };
+  const report = reporter();
+  // Given away: admitEach lets go of each input once it is written out.
+  const results = admitEach(inputs, { policy, namespace: opts.namespace, pods: opts.pods === true }, onInput);
+  await writeResults(output, results, (line) => io.stdout(line), report);
+  for (const line of report.lines()) io.stderr(line);
+  return report.denied() > 0 || (opts.strict && kindProblems.length > 0) ? 1 : 0;
 }

@@ -11,7 +11,21 @@
  *   larger than {@link MAX_EXPANDED_BYTES} is refused before it is built (99 aliases of a 1 MB node would be
  *   ~100 MB; nested ones exponentially more), while many small aliases are fine, as they are for kubectl.
  */
-import { isAlias, isCollection, isDocument, isPair, isScalar, LineCounter, parseAllDocuments, type Document, type Node } from "yaml";
+import {
+  Composer,
+  isAlias,
+  isCollection,
+  isDocument,
+  isPair,
+  isScalar,
+  LineCounter,
+  Parser,
+  type Document,
+  type DocumentOptions,
+  type Node,
+  type ParseOptions,
+  type SchemaOptions,
+} from "yaml";
 
 /** The most a document may expand to through its aliases: the apiserver's request body limit (3 MiB). */
 export const MAX_EXPANDED_BYTES = 3 * 1024 * 1024;
@@ -19,17 +33,61 @@ export const MAX_EXPANDED_BYTES = 3 * 1024 * 1024;
 /** Tags of the YAML 1.1 schema that go-yaml v2 does not apply to untyped values: sexagesimal numbers, timestamps. */
 const notGoYamlV2 = (t: { tag: string; format?: string }): boolean => t.format === "TIME" || t.tag === "tag:yaml.org,2002:timestamp";
 
+/** The yaml package's options for a manifest (with a LineCounter, what parseAllDocuments would be given). */
+export const MANIFEST_OPTIONS: ParseOptions & DocumentOptions & SchemaOptions = {
+  uniqueKeys: true,
+  prettyErrors: false,
+  version: "1.1",
+  merge: true,
+  customTags: (tags) => tags.filter((t) => !notGoYamlV2(t as { tag: string; format?: string })),
+};
+
 /** Every document of `text`, parsed as kubectl parses manifests (YAML 1.1, merge keys); lines in `lineCounter`. */
 export function parseManifestDocuments(text: string, lineCounter: LineCounter): Array<Document.Parsed> {
-  const docs = parseAllDocuments(text, {
-    lineCounter,
-    uniqueKeys: true,
-    prettyErrors: false,
-    version: "1.1",
-    merge: true,
-    customTags: (tags) => tags.filter((t) => !notGoYamlV2(t as { tag: string; format?: string })),
+  return [...manifestDocuments(text, lineCounter)];
+}
+
+/**
+ * The documents of `text` one at a time, as {@link parseManifestDocuments} reads them (what the yaml package's
+ * parseAllDocuments does, without holding every document's syntax tree at once: a 50 MB file's trees take
+ * gigabytes). A document comes with every error of its own, as there: the composer hands one over only when the
+ * next begins or the text ends.
+ */
+export function* manifestDocuments(text: string, lineCounter: LineCounter): Generator<Document.Parsed> {
+  const reader = manifestDocumentReader(lineCounter);
+  yield* reader.push(text);
+  yield* reader.end();
+}
+
+/**
+ * {@link manifestDocuments} of a text given in pieces (a file read a megabyte at a time: the whole text is never
+ * held): `push` each piece in order, then `end`; each hands over the documents complete so far. The yaml package's
+ * own streaming (its Parser's `incomplete`, as its CLI reads stdin), given whole lines only: its lexer misreads a
+ * flow collection or a scalar cut mid-line (test/unit/cli-manifest-pieces.test.ts), so the rest of a line waits for
+ * the next piece. Positions, and lines in `lineCounter`, are the whole text's.
+ */
+export function manifestDocumentReader(lineCounter: LineCounter): { push(piece: string): Generator<Document.Parsed>; end(): Generator<Document.Parsed> } {
+  // A call that yields no token leaves the parser at offset 0, and the next would count line 1 again.
+  let last = -1;
+  const parser = new Parser((offset) => {
+    if (offset > last) lineCounter.addNewLine(offset);
+    last = offset;
   });
-  return Array.isArray(docs) ? docs : [];
+  const composer = new Composer(MANIFEST_OPTIONS);
+  let rest = "";
+  return {
+    *push(piece) {
+      const text = rest + piece;
+      const lines = text.lastIndexOf("\n") + 1;
+      rest = text.slice(lines);
+      if (lines > 0) for (const token of parser.parse(text.slice(0, lines), true)) yield* composer.next(token);
+    },
+    *end() {
+      for (const token of parser.parse(rest, false)) yield* composer.next(token);
+      rest = "";
+      yield* composer.end();
+    },
+  };
 }
 
 /** A document whose aliases expand it past {@link MAX_EXPANDED_BYTES}, or an alias of a node within itself. */
