@@ -23,14 +23,14 @@ import { clusterSpec } from "../../src/mutate/frameworks.js";
 import { jobSetTfConfig } from "../../src/mutate/jobset-tf-config.js";
 import { replicaSpecs, replicasOf } from "../../src/topology/resolve.js";
 import { CORPUS_DIR } from "../fixtures/corpus.js";
-import { goModuleDir, TRAINER } from "../fixtures/gomod.js";
 import { kindOf, topology } from "../fixtures/jobs.js";
 import { jobSetPod } from "../fixtures/jobsets.js";
 import { ROOT } from "../fixtures/manifests.js";
 
 /** The five examples of github.com/kubeflow/training-operator@v1.9.4 these cases read, copied unchanged. */
 const OPERATOR_EXAMPLES = join(ROOT, "test/fixtures/training-operator-v1.9.4/examples");
-const trainerDir = goModuleDir(TRAINER);
+/** Trainer v2.3.0's CRDs, copied from kubeflow/trainer (test/fixtures/trainer-v2.3.0/README.md). */
+const trainerDir = join(import.meta.dirname, "../fixtures/trainer-v2.3.0");
 
 type Obj = Record<string, unknown>;
 
@@ -241,15 +241,14 @@ const CASES: Case[] = [
   },
 ];
 
-function crd(file: string): ((doc: unknown) => string[]) | undefined {
-  if (!trainerDir) return undefined;
+function crd(file: string): (doc: unknown) => string[] {
   const c = parse(readFileSync(join(trainerDir, "manifests/base/crds", file), "utf8")) as {
     spec: { versions: Array<{ schema: { openAPIV3Schema: object } }> };
   };
   const validate = new Ajv({ strict: false, validateFormats: false, allErrors: true }).compile(c.spec.versions[0]!.schema.openAPIV3Schema);
   return (doc) => (validate(doc) ? [] : (validate.errors ?? []).map((e) => `${e.instancePath} ${e.message ?? ""}`));
 }
-let validators: Record<string, ((doc: unknown) => string[]) | undefined> | undefined;
+let validators: Record<string, (doc: unknown) => string[]> | undefined;
 const validatorFor = (kind: string): ((doc: unknown) => string[]) | undefined => {
   validators ??= { TrainJob: crd("trainer.kubeflow.org_trainjobs.yaml"), TrainingRuntime: crd("trainer.kubeflow.org_trainingruntimes.yaml") };
   return validators[kind];
