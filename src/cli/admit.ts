@@ -31,11 +31,11 @@ import type { AdmissionReview } from "../admission/types.js";
 import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
 import type { GroupVersionKind, GroupVersionResource, KubeObject, ObjectKind } from "../core/kube.js";
 import { UsageError, errorMessage } from "../core/errors.js";
-import { manifestDocumentReader, manifestValue } from "./manifest-yaml.js";
+import { manifestDocumentReader, manifestValue, MAX_EXPANDED_BYTES } from "./manifest-yaml.js";
 import { silentLogger } from "../log.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import { SYSTEM_NAMESPACES } from "../core/scope.js";
-import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
+import { QUEUED_WORKLOAD_KINDS, TRAINER } from "../core/job-shapes.js";
 import { labelScheme } from "../kinds/index.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import type { JobReader } from "../topology/types.js";
@@ -314,13 +314,30 @@ function addDocument(doc: Document.Parsed, where: string, lineCounter: LineCount
     return o;
   };
   const object = check(value, where);
+  // The apiserver refuses a request body over 3 MiB (413); kubectl sends a List's items one by one. Measured as
+  // JSON only for a document whose text is over 1 MiB: YAML's text is never much smaller than the JSON of it.
+  const big = doc.range[2] - doc.range[0] > OBJECT_CHECK_FROM_BYTES;
+  const sized = (o: KubeObject, at: string): KubeObject => (big ? withinRequestLimit(o, at) : o);
   if (object.kind === "List" || (String(object.kind).endsWith("List") && Array.isArray(object.items))) {
     (Array.isArray(object.items) ? object.items : []).forEach((item, j) =>
-      out.push({ source: `${where}.${j + 1}`, object: check(item, `${where}.items[${j}]`) }),
+      out.push({ source: `${where}.${j + 1}`, object: sized(check(item, `${where}.items[${j}]`), `${where}.items[${j}]`) }),
     );
   } else {
-    out.push({ source: where, object });
+    out.push({ source: where, object: sized(object, where) });
   }
+}
+
+/** Documents longer than this (text) have each object's JSON size checked against {@link MAX_EXPANDED_BYTES}. */
+const OBJECT_CHECK_FROM_BYTES = 1024 * 1024;
+
+/** `o`, unless its JSON is over the apiserver's request limit: then refused as the apiserver would (413). */
+function withinRequestLimit(o: KubeObject, at: string): KubeObject {
+  const bytes = Buffer.byteLength(JSON.stringify(o));
+  if (bytes <= MAX_EXPANDED_BYTES) return o;
+  const name = metaOf(o).name ?? metaOf(o).generateName ?? "";
+  throw new InputError(
+    `${at}: ${String(o.kind)} ${name} is ${bytes} bytes as JSON, over the apiserver's request limit of ${MAX_EXPANDED_BYTES} bytes (3 MiB): the apiserver would refuse it (413 Request Entity Too Large); make it smaller or split it`,
+  );
 }
 
 function groupVersion(apiVersion: unknown): { group: string; version: string } {
@@ -448,6 +465,16 @@ const CLAIM_PATHS = { validate: "/validate/claims" };
 function claimKindOf(object: KubeObject): ObjectKind | undefined {
   if (object.apiVersion !== "resource.k8s.io/v1") return undefined;
   return [RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE].find((k) => k.kind === object.kind);
+}
+
+/**
+ * A Trainer runtime among the inputs (ClusterTrainingRuntime, cluster-scoped: read with namespace "", or
+ * TrainingRuntime), as a TrainJob's runtime lookup asks for it (src/topology/lookup.ts `readRuntime`).
+ */
+function runtimeKindOf(object: KubeObject): { kind: ObjectKind; clusterScoped: boolean } | undefined {
+  if (object.apiVersion !== `${TRAINER.group}/${TRAINER.version}` || !TRAINER.runtimeKinds.includes(String(object.kind))) return undefined;
+  const kind = String(object.kind);
+  return { kind: { kind, group: TRAINER.group, version: TRAINER.version, plural: `${kind.toLowerCase()}s` }, clusterScoped: kind === "ClusterTrainingRuntime" };
 }
 
 /** Every pod template in `object` (a mapping under `template` with `spec.containers`), with its path. */
@@ -669,10 +696,13 @@ export async function* admitEach(given: InputObject[], opts: AdmitOptions, onInp
     original: input.object,
   });
 
-  // The claims and templates among the inputs are what the pods' and jobs' claim lookups find (DRA).
+  // The claims and templates among the inputs are what the pods' and jobs' claim lookups find (DRA), and the
+  // Trainer runtimes what the TrainJobs' runtime lookups find: objects given together are resolved together.
   for (const input of inputs) {
     const claim = claimKindOf(headOf(input));
     if (claim) jobs.add(claim, namespaceOf(input), input.object);
+    const runtime = runtimeKindOf(headOf(input));
+    if (runtime) jobs.add(runtime.kind, runtime.clusterScoped ? "" : namespaceOf(input), input.object);
   }
   for (const raw of inputs) {
     const kind = jobKindOf(headOf(raw), opts.policy);

@@ -58,6 +58,44 @@ const claimTemplate = (name: string, count: number): KubeObject => ({
 });
 
 /** A pod whose one container uses the claim made from `template`. */
+/** A ClusterTrainingRuntime whose trainer Job (`node`) asks for `gpus` a node. */
+const trainingRuntime = (name: string, gpus: number): KubeObject => ({
+  apiVersion: "trainer.kubeflow.org/v1alpha1",
+  kind: "ClusterTrainingRuntime",
+  metadata: { name },
+  spec: {
+    mlPolicy: { numNodes: 1 },
+    template: {
+      spec: {
+        replicatedJobs: [
+          {
+            name: "node",
+            replicas: 1,
+            template: {
+              metadata: { labels: { "trainer.kubeflow.org/trainjob-ancestor-step": "trainer" } },
+              spec: {
+                template: {
+                  spec: {
+                    restartPolicy: "Never",
+                    containers: [{ name: "node", image: "trainer:1", resources: { limits: { "nvidia.com/gpu": String(gpus) } } }],
+                  },
+                },
+              },
+            },
+          },
+        ],
+      },
+    },
+  },
+});
+
+const trainJob = (name: string, runtime: string, numNodes: number): KubeObject => ({
+  apiVersion: "trainer.kubeflow.org/v1alpha1",
+  kind: "TrainJob",
+  metadata: { name, namespace: "team-a" },
+  spec: { runtimeRef: { name: runtime }, trainer: { numNodes } },
+});
+
 const draPod = (name: string, template: string): KubeObject => ({
   apiVersion: "v1",
   kind: "Pod",
@@ -261,6 +299,30 @@ describe("admitObjects: the real webhooks, offline", () => {
       },
     },
     {
+      name: "Trainer: a TrainJob's ClusterTrainingRuntime among the inputs is what its runtime lookup finds (4 GPUs a node × 3 nodes over a cap of 8)",
+      policy: checkPolicy({ limits: { job: { gpus: 8 } } }, "test"),
+      objects: [trainingRuntime("four-a-node", 4), trainJob("llm", "four-a-node", 3)],
+      check: (results) => {
+        const tj = results.find((r) => r.kind === "TrainJob")!;
+        assert.deepEqual([tj.allowed, tj.deniedRules], [false, ["job-gpus"]]);
+        assert.ok(!tj.warnings.some((w) => /could not be read/.test(w)), JSON.stringify(tj.warnings));
+        assert.ok(
+          tj.violations.some((v) => /12 GPUs/.test(v.message)),
+          JSON.stringify(tj.violations),
+        );
+      },
+    },
+    {
+      name: "Trainer: a TrainJob whose runtime is not among the inputs says it could not be read",
+      policy: checkPolicy({ limits: { job: { gpus: 8 } } }, "test"),
+      objects: [trainJob("llm", "elsewhere", 3)],
+      check: ([r]) =>
+        assert.ok(
+          r!.warnings.some((w) => /runtime could not be read \(ClusterTrainingRuntime \/elsewhere not found\)/.test(w)),
+          JSON.stringify(r!.warnings),
+        ),
+    },
+    {
       name: "not admitted: a ConfigMap, and anything in a protected namespace",
       objects: [
         { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c" } },
@@ -315,6 +377,21 @@ describe("reading inputs", () => {
     ["a List item without apiVersion", "apiVersion: v1\nkind: List\nitems: [{kind: Pod}]\n", /^x\.yaml#1\.items\[0\]: missing apiVersion/],
   ];
   for (const [name, text, message] of bad) it(name, () => assert.throws(() => parseObjects(text, "x.yaml"), { name: "InputError", message }));
+
+  // The apiserver refuses a body over 3 MiB (413 Request Entity Too Large); kubectl sends a List's items one by one.
+  const bigPod = (name: string, bytes: number): string =>
+    `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"${name}","annotations":{"blob":"${"x".repeat(bytes)}"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`;
+  it("one object over the apiserver's 3 MiB request limit is refused as the apiserver would, naming it", () =>
+    assert.throws(() => parseObjects(bigPod("huge", 3 * 1024 * 1024), "x.json"), {
+      name: "InputError",
+      message:
+        /^x\.json#1: Pod huge is 314\d{4} bytes as JSON, over the apiserver's request limit of 3145728 bytes \(3 MiB\): the apiserver would refuse it \(413/,
+    }));
+  it("a List of 3 MiB in all whose items are each under the limit is read (kubectl sends them one by one)", () => {
+    const list = `{"apiVersion":"v1","kind":"List","items":[${bigPod("a", 1_200_000)},${bigPod("b", 1_200_000)},${bigPod("c", 1_200_000)}]}`;
+    assert.equal(parseObjects(list, "x.json").length, 3);
+  });
+  it("a pod just under the limit is read", () => assert.equal(parseObjects(bigPod("fits", 3 * 1024 * 1024 - 200), "x.json").length, 1));
 
   it("a directory: its YAML and JSON files in name order", async () => {
     const dir = mkdtempSync(join(tmpdir(), "qm-admit-"));
