@@ -22,11 +22,12 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { Agent, request } from "node:https";
+import { Agent } from "node:https";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { MAX_NESTING, nestedDeeperThan, OFFLOAD_BYTES } from "../src/server/parse.js";
 import { reviewOf } from "../test/fixtures/array-work.js";
+import { postReview } from "./lib/post.js";
 import { summarize, table } from "./lib/stats.js";
 
 export interface DeepOptions {
@@ -43,7 +44,6 @@ export interface DeepOptions {
   smallClients: number;
 }
 
-const SERVERNAME = "qm.bench.svc";
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const clamp = (v: number, lo: number, hi: number): number => (Number.isFinite(v) ? Math.min(hi, Math.max(lo, v)) : lo);
 const fmt = (ms: number): string => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
@@ -79,32 +79,6 @@ async function startServerChild(o: DeepOptions): Promise<Server> {
   return { proc, port: port!, ask: (line) => (proc.stdin!.write(`${line}\n`), next()) };
 }
 
-function post(port: number, ca: string, path: string, body: string, agent: Agent | false): Promise<{ ms: number; status: string }> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        host: "127.0.0.1",
-        port,
-        path,
-        method: "POST",
-        agent,
-        ca,
-        servername: SERVERNAME,
-        timeout: 30_000,
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        res.resume();
-        res.on("end", () => resolve({ ms: performance.now() - started, status: String(res.statusCode) }));
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error("timeout")));
-    req.on("error", (err: NodeJS.ErrnoException) => resolve({ ms: performance.now() - started, status: err.code ?? err.message }));
-    req.end(body);
-  });
-}
-
 const tally = (statuses: readonly string[]): string => {
   const m = new Map<string, number>();
   for (const s of statuses) m.set(s, (m.get(s) ?? 0) + 1);
@@ -121,7 +95,7 @@ async function smallStream(port: number, ca: string, clients: number, stop: Prom
     Array.from({ length: clients }, async (_, c) => {
       const agent = new Agent({ keepAlive: true, maxSockets: 1 });
       for (let i = 0; !stopped; i++) {
-        const r = await post(port, ca, (i + c) % 2 === 0 ? "/validate/pods" : "/mutate/pods", small, agent);
+        const r = await postReview(port, ca, (i + c) % 2 === 0 ? "/validate/pods" : "/mutate/pods", small, agent);
         ms.push(r.ms);
         statuses.push(r.status);
         await sleep(5);
@@ -163,8 +137,8 @@ export async function deep(o: DeepOptions): Promise<void> {
   let senders_: ChildProcess | undefined;
   try {
     const one = new Agent({ keepAlive: true, maxSockets: 1 });
-    for (let i = 0; i < 10; i++) await post(server.port, o.ca, "/validate/pods", small, one); // warm: TLS, JIT
-    await post(server.port, o.ca, "/validate/pods", bodies[1]!.body, one); // the worker is started at listen; this warms its JIT
+    for (let i = 0; i < 10; i++) await postReview(server.port, o.ca, "/validate/pods", small, one); // warm: TLS, JIT
+    await postReview(server.port, o.ca, "/validate/pods", bodies[1]!.body, one); // the worker is started at listen; this warms its JIT
 
     // 1. One deep body at a time.
     const rows: Array<Array<string | number>> = [];
@@ -174,7 +148,7 @@ export async function deep(o: DeepOptions): Promise<void> {
       const ms: number[] = [];
       const statuses: string[] = [];
       for (let i = 0; i < b.reps; i++) {
-        const r = await post(server.port, o.ca, i % 2 === 0 ? "/validate/pods" : "/mutate/pods", b.body, one);
+        const r = await postReview(server.port, o.ca, i % 2 === 0 ? "/validate/pods" : "/mutate/pods", b.body, one);
         ms.push(r.ms);
         statuses.push(r.status);
         if (r.status !== b.want) wrong++;

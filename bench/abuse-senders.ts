@@ -28,7 +28,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { Agent, request } from "node:https";
+import { Agent } from "node:https";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { createInterface } from "node:readline";
@@ -43,6 +43,7 @@ import { MAX_RUNTIME_PATCHES } from "../src/kinds/trainjob-runtime.js";
 import { createWebhooks } from "../webhooks/index.js";
 import { reviewOf } from "../test/fixtures/array-work.js";
 import { perNode, trainJob, upstream } from "../test/fixtures/trainer-v2.js";
+import { postReview } from "./lib/post.js";
 import { summarize, table } from "./lib/stats.js";
 
 export interface SendersOptions {
@@ -59,7 +60,6 @@ export interface SendersOptions {
   smallClients: number;
 }
 
-const SERVERNAME = "qm.bench.svc";
 const NS = "team-a";
 /** The target: each sender answered within this. */
 const ANSWER_MS = 50;
@@ -292,48 +292,25 @@ interface Answer {
   answer: string;
 }
 
-function post(port: number, ca: string, path: string, body: string, agent: Agent): Promise<Answer> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        host: "127.0.0.1",
-        port,
-        path,
-        method: "POST",
-        agent,
-        ca,
-        servername: SERVERNAME,
-        timeout: 30_000,
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => {
-          const ms = performance.now() - started;
-          let answer = "?";
-          try {
-            const r = (
-              JSON.parse(Buffer.concat(chunks).toString()) as {
-                response?: { allowed?: boolean; warnings?: string[]; status?: { details?: { causes?: Array<{ field?: string; reason?: string }> } } };
-              }
-            ).response;
-            const cause = r?.status?.details?.causes?.[0];
-            answer = r?.allowed
-              ? `allowed${r.warnings?.length ? `, ${r.warnings.length} warning${r.warnings.length > 1 ? "s" : ""}` : ""}`
-              : `refused at ${cause?.field ?? "?"} (${cause?.reason ?? "?"})`;
-          } catch {
-            answer = "not JSON";
-          }
-          resolve({ ms, status: String(res.statusCode), answer });
-        });
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error("timeout")));
-    req.on("error", (err: NodeJS.ErrnoException) => resolve({ ms: performance.now() - started, status: err.code ?? err.message, answer: "" }));
-    req.end(body);
-  });
+/** One review, and what it was answered: "allowed", "allowed, N warnings", or "refused at <field> (<reason>)". */
+async function post(port: number, ca: string, path: string, body: string, agent: Agent): Promise<Answer> {
+  const p = await postReview(port, ca, path, body, agent, true);
+  if (p.body === undefined) return { ms: p.ms, status: p.status, answer: "" };
+  let answer = "?";
+  try {
+    const r = (
+      JSON.parse(p.body.toString()) as {
+        response?: { allowed?: boolean; warnings?: string[]; status?: { details?: { causes?: Array<{ field?: string; reason?: string }> } } };
+      }
+    ).response;
+    const cause = r?.status?.details?.causes?.[0];
+    answer = r?.allowed
+      ? `allowed${r.warnings?.length ? `, ${r.warnings.length} warning${r.warnings.length > 1 ? "s" : ""}` : ""}`
+      : `refused at ${cause?.field ?? "?"} (${cause?.reason ?? "?"})`;
+  } catch {
+    answer = "not JSON";
+  }
+  return { ms: p.ms, status: p.status, answer };
 }
 
 const small = (path: string, pod: KubeObject, uid: string): { path: string; body: string } => ({ path, body: JSON.stringify(reviewOf(pod, { uid })) });

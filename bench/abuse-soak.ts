@@ -39,9 +39,9 @@ import { silentLogger } from "../src/log.js";
 import { defaultPolicy } from "../src/policy/load.js";
 import { createWebhooks } from "../webhooks/index.js";
 import { reviewOf } from "../test/fixtures/array-work.js";
+import { SERVERNAME } from "./lib/post.js";
 
 /** The name the bench certificate carries (bench/abuse.ts issues it for service qm in namespace bench). */
-const SERVERNAME = "qm.bench.svc";
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** The server side: the default bounds, HTTP/2 offered, a metrics port. */

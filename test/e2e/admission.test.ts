@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
-import { ROOT, createNamespace, installKubeflowCrds, cli, renderBase, type WebhookProcess, startOwnWebhook } from "./harness/webhook.js";
+import { ROOT, createNamespace, installKubeflowCrds, renderBase, servingPair, type WebhookProcess, startOwnWebhook } from "./harness/webhook.js";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 let seq = 0;
@@ -299,22 +299,7 @@ describe("admission through a real kube-apiserver", () => {
     const workers = Array.from({ length: 4 }, worker);
     await sleep(1000);
     const before = wh.lines.filter((l) => l.msg === "tls: serving key pair reloaded").length;
-    const rotated = await cli([
-      "certs",
-      "generate",
-      "--service",
-      "quartermaster-webhook",
-      "--namespace",
-      "quartermaster",
-      "--out",
-      wh.certDir,
-      "--ip",
-      "127.0.0.1",
-      "--ca-cert",
-      join(wh.certDir, "ca.crt"),
-      "--ca-key",
-      join(wh.certDir, "ca.key"),
-    ]);
+    const rotated = await servingPair(wh.certDir, ["--ca-cert", join(wh.certDir, "ca.crt"), "--ca-key", join(wh.certDir, "ca.key")]);
     assert.equal(rotated.code, 0, rotated.stderr);
     await until("the server to reload its key pair", async () => wh.lines.filter((l) => l.msg === "tls: serving key pair reloaded").length > before, 15_000);
     await sleep(1500);

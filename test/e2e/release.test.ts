@@ -20,7 +20,7 @@ import { after, before, describe, it } from "node:test";
 import { APP_FILES, RUNTIME, USER, parseFinalStage } from "../../release/image.js";
 import { ROOT } from "../fixtures/manifests.js";
 import { startControlPlane, freePort, type ControlPlane } from "./harness/controlplane.js";
-import { applyOwnManifests, cli, createNamespace, renderWebhookConfigurations } from "./harness/webhook.js";
+import { applyOwnManifests, createNamespace, renderWebhookConfigurations, servingPair } from "./harness/webhook.js";
 
 const has = (cmd: string): boolean => spawnSync("sh", ["-c", `command -v ${cmd}`]).status === 0;
 const missing = ["git", "tar", "gzip", "apt-get", "dpkg-deb", "npm"].filter((c) => !has(c));
@@ -179,18 +179,7 @@ describe("the release build", { skip }, () => {
       const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
       // Inside the image's root filesystem, owned by its user: the serving pair and the kubeconfig.
       const etc = join(root, "etc", "quartermaster");
-      const gen = await cli([
-        "certs",
-        "generate",
-        "--service",
-        "quartermaster-webhook",
-        "--namespace",
-        "quartermaster",
-        "--out",
-        join(etc, "tls"),
-        "--ip",
-        "127.0.0.1",
-      ]);
+      const gen = await servingPair(join(etc, "tls"));
       assert.equal(gen.code, 0, gen.stderr);
       writeFileSync(join(etc, "kubeconfig"), readFileSync(sa.kubeconfig));
       for (const f of ["", "tls", "tls/tls.crt", "tls/tls.key", "kubeconfig"]) chownSync(join(etc, f), USER.uid, USER.gid);

@@ -96,21 +96,14 @@ export interface WebhookProcessOptions {
   builtRoot?: string;
 }
 
+/** `certs generate` of the webhook's serving pair for 127.0.0.1 into `out` (and its CA, unless `extra` names one). */
+export function servingPair(out: string, extra: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+  return cli(["certs", "generate", "--service", "quartermaster-webhook", "--namespace", "quartermaster", "--out", out, "--ip", "127.0.0.1", ...extra]);
+}
+
 export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<WebhookProcess> {
   const certDir = mkdtempSync(join(tmpdir(), "qm-e2e-webhook-"));
-  const gen = await cli([
-    "certs",
-    "generate",
-    "--service",
-    "quartermaster-webhook",
-    "--namespace",
-    "quartermaster",
-    "--out",
-    certDir,
-    "--ip",
-    "127.0.0.1",
-    ...(opts.keyType ? ["--key-type", opts.keyType] : []),
-  ]);
+  const gen = await servingPair(certDir, opts.keyType ? ["--key-type", opts.keyType] : []);
   if (gen.code !== 0) throw new Error(`certs generate failed: ${gen.stderr}`);
   const port = await freePort();
   const lines: Array<Record<string, unknown>> = [];
