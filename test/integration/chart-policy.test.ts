@@ -84,125 +84,132 @@ function disagreements(objects: Obj[], namespace = NS): string[] {
   return out;
 }
 
-describe("the chart follows the policy in values", { skip: HELM ? false : "QM_HELM_BIN is unset (source /tmp/qm-env.sh or test/e2e/helm/build.sh)" }, () => {
-  let dir = "";
-  let n = 0;
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), "qm-chart-policy-"));
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
-
-  /** `helm template` with these values files (objects), in `namespace`. */
-  async function render(values: Obj[], namespace = NS): Promise<{ code: number; objects: Obj[]; stderr: string }> {
-    const files = values.map((v) => {
-      const f = join(dir, `values-${n++}.yaml`);
-      writeFileSync(f, stringify(v, { aliasDuplicateObjects: false }));
-      return ["-f", f];
+describe(
+  "the chart follows the policy in values",
+  { skip: HELM ? false : "QM_HELM_BIN is unset: point it at a helm binary, or build one with test/e2e/helm/build.sh" },
+  () => {
+    let dir = "";
+    let n = 0;
+    before(() => {
+      dir = mkdtempSync(join(tmpdir(), "qm-chart-policy-"));
     });
-    const r = await helm(["template", "quartermaster", CHART, "-n", namespace, ...BASE, ...files.flat()]);
-    const objects =
-      r.code === 0
-        ? parseAllDocuments(r.stdout)
-            .map((d) => d.toJS() as Obj | null)
-            .filter((o): o is Obj => o !== null)
-        : [];
-    return { code: r.code, objects, stderr: r.stderr };
-  }
+    after(() => rmSync(dir, { recursive: true, force: true }));
 
-  const refusals: Array<{ name: string; values: () => Promise<Obj[]>; namespace?: string; says: RegExp }> = [
-    {
-      name: "gpu.resources without policyRenders",
-      values: async () => [{ policy: { gpu: CUSTOM.gpu } }],
-      says: /sets gpu, jobKinds or webhook.timeoutSeconds/,
-    },
-    { name: "jobKinds without policyRenders", values: async () => [{ policy: { jobKinds: CUSTOM.jobKinds } }], says: /no policyRenders/ },
-    { name: "webhook.timeoutSeconds without policyRenders", values: async () => [{ policy: { webhook: { timeoutSeconds: 3 } } }], says: /no policyRenders/ },
-    {
-      name: "policyRenders of the previous policy after the policy changed",
-      values: async () => [await chartValues(CUSTOM), { policy: CHANGED }],
-      says: /rendered for another policy/,
-    },
-    {
-      name: "policyRenders with podMutation changed afterwards",
-      values: async () => [await chartValues(CUSTOM), { policy: { webhook: { podMutation: "reduced" } } }],
-      says: /rendered for another policy/,
-    },
-    {
-      name: "policyRenders for another namespace",
-      values: async () => [await chartValues(CUSTOM, "elsewhere")],
-      says: /rendered for namespace elsewhere, the release is in quartermaster/,
-    },
-  ];
-  for (const c of refusals) {
-    it(`refuses to render: ${c.name}, naming the command that makes the values`, async () => {
-      const r = await render(await c.values(), c.namespace);
-      assert.notEqual(r.code, 0, "the render must fail");
-      assert.match(r.stderr, c.says);
-      assert.match(r.stderr, /quartermaster manifests chart-values --policy my-policy\.yaml --namespace quartermaster > qm-values\.yaml/);
-    });
-  }
-
-  const agreeing: Array<{ name: string; values: () => Promise<Obj[]>; namespace?: string; matches?: RegExp }> = [
-    { name: "the default values (built-in policy)", values: async () => [] },
-    { name: "a policy that only changes limits", values: async () => [{ policy: { limits: { pod: { gpus: 4 } } } }] },
-    { name: "podMutation reduced alone (the generated template's reduced branch)", values: async () => [{ policy: { webhook: { podMutation: "reduced" } } }] },
-    { name: "custom gpu.resources and jobKinds with their chart-values", values: async () => [await chartValues(CUSTOM)], matches: /intel\.com\/gpu/ },
-    {
-      name: "chart-values plus a limits change (limits do not change what is matched)",
-      values: async () => [await chartValues(CUSTOM), { policy: { limits: { pod: { gpus: 4 } } } }],
-    },
-    {
-      name: "custom policy in reduced mode with its chart-values",
-      values: async () => [await chartValues({ ...CUSTOM, webhook: { podMutation: "reduced" } })],
-    },
-    { name: "custom policy in another namespace", values: async () => [await chartValues(CUSTOM, "gpu-admission")], namespace: "gpu-admission" },
-  ];
-  for (const c of agreeing) {
-    it(`renders configurations that agree with the mounted policy: ${c.name}`, async () => {
-      const r = await render(await c.values(), c.namespace);
-      assert.equal(r.code, 0, r.stderr);
-      assert.deepEqual(disagreements(r.objects, c.namespace), []);
-      if (c.matches) assert.match(JSON.stringify(r.objects.filter((o) => /WebhookConfiguration$/.test(o.kind))), c.matches);
-    });
-  }
-
-  it("the values `quartermaster manifests chart-values --policy F` prints render an agreeing install", async () => {
-    const policyFile = join(dir, "my-policy.yaml");
-    writeFileSync(policyFile, `# a policy file as a user writes it\n${stringify(CUSTOM)}`);
-    const printed = await new Promise<string>((done, fail) =>
-      execFile(
-        process.execPath,
-        ["--import", "tsx", join(ROOT, "webhooks/cli.ts"), "manifests", "chart-values", "--policy", policyFile],
-        { cwd: ROOT, timeout: 60_000 },
-        (err, stdout, stderr) => (err ? fail(new Error(`${err.message}: ${stderr}`)) : done(stdout)),
-      ),
-    );
-    const valuesFile = join(dir, "qm-values.yaml");
-    writeFileSync(valuesFile, printed);
-    const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...BASE, "-f", valuesFile]);
-    assert.equal(r.code, 0, r.stderr);
-    const objects = parseAllDocuments(r.stdout)
-      .map((d) => d.toJS() as Obj | null)
-      .filter((o): o is Obj => o !== null);
-    assert.deepEqual(disagreements(objects), []);
-    assert.match(r.stdout, /intel\.com\/gpu/);
-  });
-
-  it("install, upgrades and rollback: each revision is refused or agrees with its policy", async () => {
-    // Helm keeps each revision's values; `helm rollback` re-applies a stored revision, so its render is this one.
-    const steps: Array<{ step: string; values: Obj[]; refused: boolean }> = [
-      { step: "install, built-in policy", values: [], refused: false },
-      { step: "upgrade to the custom policy without its renders", values: [{ policy: CUSTOM }], refused: true },
-      { step: "upgrade with chart-values of the custom policy", values: [await chartValues(CUSTOM)], refused: false },
-      { step: "upgrade, policy changed, stale renders kept (--reuse-values)", values: [await chartValues(CUSTOM), { policy: CHANGED }], refused: true },
-      { step: "upgrade with chart-values of the changed policy", values: [await chartValues(CHANGED)], refused: false },
-      { step: "rollback to the custom policy's revision", values: [await chartValues(CUSTOM)], refused: false },
-      { step: "rollback to the install", values: [], refused: false },
-    ];
-    for (const s of steps) {
-      const r = await render(s.values);
-      assert.equal(r.code !== 0, s.refused, `${s.step}: ${r.stderr}`);
-      if (!s.refused) assert.deepEqual(disagreements(r.objects), [], s.step);
+    /** `helm template` with these values files (objects), in `namespace`. */
+    async function render(values: Obj[], namespace = NS): Promise<{ code: number; objects: Obj[]; stderr: string }> {
+      const files = values.map((v) => {
+        const f = join(dir, `values-${n++}.yaml`);
+        writeFileSync(f, stringify(v, { aliasDuplicateObjects: false }));
+        return ["-f", f];
+      });
+      const r = await helm(["template", "quartermaster", CHART, "-n", namespace, ...BASE, ...files.flat()]);
+      const objects =
+        r.code === 0
+          ? parseAllDocuments(r.stdout)
+              .map((d) => d.toJS() as Obj | null)
+              .filter((o): o is Obj => o !== null)
+          : [];
+      return { code: r.code, objects, stderr: r.stderr };
     }
-  });
-});
+
+    const refusals: Array<{ name: string; values: () => Promise<Obj[]>; namespace?: string; says: RegExp }> = [
+      {
+        name: "gpu.resources without policyRenders",
+        values: async () => [{ policy: { gpu: CUSTOM.gpu } }],
+        says: /sets gpu, jobKinds or webhook.timeoutSeconds/,
+      },
+      { name: "jobKinds without policyRenders", values: async () => [{ policy: { jobKinds: CUSTOM.jobKinds } }], says: /no policyRenders/ },
+      { name: "webhook.timeoutSeconds without policyRenders", values: async () => [{ policy: { webhook: { timeoutSeconds: 3 } } }], says: /no policyRenders/ },
+      {
+        name: "policyRenders of the previous policy after the policy changed",
+        values: async () => [await chartValues(CUSTOM), { policy: CHANGED }],
+        says: /rendered for another policy/,
+      },
+      {
+        name: "policyRenders with podMutation changed afterwards",
+        values: async () => [await chartValues(CUSTOM), { policy: { webhook: { podMutation: "reduced" } } }],
+        says: /rendered for another policy/,
+      },
+      {
+        name: "policyRenders for another namespace",
+        values: async () => [await chartValues(CUSTOM, "elsewhere")],
+        says: /rendered for namespace elsewhere, the release is in quartermaster/,
+      },
+    ];
+    for (const c of refusals) {
+      it(`refuses to render: ${c.name}, naming the command that makes the values`, async () => {
+        const r = await render(await c.values(), c.namespace);
+        assert.notEqual(r.code, 0, "the render must fail");
+        assert.match(r.stderr, c.says);
+        assert.match(r.stderr, /quartermaster manifests chart-values --policy my-policy\.yaml --namespace quartermaster > qm-values\.yaml/);
+      });
+    }
+
+    const agreeing: Array<{ name: string; values: () => Promise<Obj[]>; namespace?: string; matches?: RegExp }> = [
+      { name: "the default values (built-in policy)", values: async () => [] },
+      { name: "a policy that only changes limits", values: async () => [{ policy: { limits: { pod: { gpus: 4 } } } }] },
+      {
+        name: "podMutation reduced alone (the generated template's reduced branch)",
+        values: async () => [{ policy: { webhook: { podMutation: "reduced" } } }],
+      },
+      { name: "custom gpu.resources and jobKinds with their chart-values", values: async () => [await chartValues(CUSTOM)], matches: /intel\.com\/gpu/ },
+      {
+        name: "chart-values plus a limits change (limits do not change what is matched)",
+        values: async () => [await chartValues(CUSTOM), { policy: { limits: { pod: { gpus: 4 } } } }],
+      },
+      {
+        name: "custom policy in reduced mode with its chart-values",
+        values: async () => [await chartValues({ ...CUSTOM, webhook: { podMutation: "reduced" } })],
+      },
+      { name: "custom policy in another namespace", values: async () => [await chartValues(CUSTOM, "gpu-admission")], namespace: "gpu-admission" },
+    ];
+    for (const c of agreeing) {
+      it(`renders configurations that agree with the mounted policy: ${c.name}`, async () => {
+        const r = await render(await c.values(), c.namespace);
+        assert.equal(r.code, 0, r.stderr);
+        assert.deepEqual(disagreements(r.objects, c.namespace), []);
+        if (c.matches) assert.match(JSON.stringify(r.objects.filter((o) => /WebhookConfiguration$/.test(o.kind))), c.matches);
+      });
+    }
+
+    it("the values `quartermaster manifests chart-values --policy F` prints render an agreeing install", async () => {
+      const policyFile = join(dir, "my-policy.yaml");
+      writeFileSync(policyFile, `# a policy file as a user writes it\n${stringify(CUSTOM)}`);
+      const printed = await new Promise<string>((done, fail) =>
+        execFile(
+          process.execPath,
+          ["--import", "tsx", join(ROOT, "webhooks/cli.ts"), "manifests", "chart-values", "--policy", policyFile],
+          { cwd: ROOT, timeout: 60_000 },
+          (err, stdout, stderr) => (err ? fail(new Error(`${err.message}: ${stderr}`)) : done(stdout)),
+        ),
+      );
+      const valuesFile = join(dir, "qm-values.yaml");
+      writeFileSync(valuesFile, printed);
+      const r = await helm(["template", "quartermaster", CHART, "-n", NS, ...BASE, "-f", valuesFile]);
+      assert.equal(r.code, 0, r.stderr);
+      const objects = parseAllDocuments(r.stdout)
+        .map((d) => d.toJS() as Obj | null)
+        .filter((o): o is Obj => o !== null);
+      assert.deepEqual(disagreements(objects), []);
+      assert.match(r.stdout, /intel\.com\/gpu/);
+    });
+
+    it("install, upgrades and rollback: each revision is refused or agrees with its policy", async () => {
+      // Helm keeps each revision's values; `helm rollback` re-applies a stored revision, so its render is this one.
+      const steps: Array<{ step: string; values: Obj[]; refused: boolean }> = [
+        { step: "install, built-in policy", values: [], refused: false },
+        { step: "upgrade to the custom policy without its renders", values: [{ policy: CUSTOM }], refused: true },
+        { step: "upgrade with chart-values of the custom policy", values: [await chartValues(CUSTOM)], refused: false },
+        { step: "upgrade, policy changed, stale renders kept (--reuse-values)", values: [await chartValues(CUSTOM), { policy: CHANGED }], refused: true },
+        { step: "upgrade with chart-values of the changed policy", values: [await chartValues(CHANGED)], refused: false },
+        { step: "rollback to the custom policy's revision", values: [await chartValues(CUSTOM)], refused: false },
+        { step: "rollback to the install", values: [], refused: false },
+      ];
+      for (const s of steps) {
+        const r = await render(s.values);
+        assert.equal(r.code !== 0, s.refused, `${s.step}: ${r.stderr}`);
+        if (!s.refused) assert.deepEqual(disagreements(r.objects), [], s.step);
+      }
+    });
+  },
+);
