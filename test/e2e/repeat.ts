@@ -6,10 +6,10 @@
  *   npm run test:e2e:repeat -- [--runs 5] [files…]   the suite N times in a row
  *   node --import tsx test/e2e/repeat.ts --log FILE    one run's log, as .ci/run writes it
  *
- * Exit 1 when a run fails a test or a suite has more failed calls than it makes on purpose (`ON_PURPOSE`).
+ * Each run's TAP output is kept beside its log (run-N.tap). Exit 1 when a run fails a test or a suite has more failed calls than it makes on purpose (`ON_PURPOSE`).
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -81,6 +81,7 @@ if (values.log !== undefined) {
       maxBuffer: 256 * 1024 * 1024,
     });
     const minutes = ((performance.now() - started) / 60_000).toFixed(1);
+    writeFileSync(join(dir, `run-${run}.tap`), `${r.stdout.toString()}${r.stderr.toString()}`);
     const ok = summarize(`run ${run}/${runs}: exit ${r.status}, ${minutes} min`, readLog(log));
     if (r.status !== 0) {
       const out = `${r.stdout.toString()}${r.stderr.toString()}`;
