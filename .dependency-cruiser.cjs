@@ -1,75 +1,92 @@
 /**
- * Which way imports run in src/ (docs/architecture.md, "Layers"), checked by dependency-cruiser in `npm test`
- * (`npm run lint:deps`; test/unit/layers.test.ts shows an upward import failing).
+ * Which module may import which (docs/architecture.md, "Layers"), checked by dependency-cruiser in `npm test`
+ * (`npm run lint:deps`; test/unit/layers.test.ts shows each kind of forbidden edge failing).
  *
- * The folders, bottom first. A module may import from its own folder and from folders below it, never from
- * one above: the next upward import fails CI with the name of the rule it broke, `<folder>-not-above`.
+ * The rooms, each with the rooms it may import (besides itself); any other edge between our modules fails CI with
+ * the rule `<room>-imports` naming what it may import. Siblings never import each other: admission, mutate and
+ * validate (the webhooks' decisions) share only what lies below them; reconcile, manifests, migrate and explain (what
+ * is built over those decisions) likewise. Every file in src/, webhooks/, bin/ and the test and bench helpers has a
+ * room; a new folder needs one here.
  */
-const LAYERS = [
+const BOTTOM = ["vendors", "core", "certs"];
+const MODEL = ["kinds", "policy", "kueue", "membership", "ledger"];
+const DECISIONS = ["admission", "mutate", "validate"];
+const VIEWS = ["reconcile", "manifests", "migrate", "explain"];
+
+const ROOMS = {
   // What a GPU is, per vendor, as data (src/vendors/index.ts): below everything that counts GPUs.
-  { name: "vendors", paths: ["src/vendors/"] },
-  // The shared vocabulary: Kubernetes object types, keys, quantities, selectors, scope, what counts as a GPU.
-  // The generated ajv validators import nothing of ours (their generator, generate.ts, is a build script).
-  { name: "core", paths: ["src/core/", "src/generated/[a-z-]+-validator\\.ts$"] },
-  // The shapes of the training-job kinds, one adapter each (src/kinds/index.ts: KIND_SHAPES and the lookups):
-  // model data like vendors, below the policy (whose schema lists their frameworks) and everything that reads jobs.
-  { name: "kinds", paths: ["src/kinds/"] },
-  // Certificate arithmetic and the plans of \`certs ensure\`/\`certs generate\` (node:crypto only; the Secret and
-  // webhook I/O is src/kube/certs.ts): the doctor's checks share it.
-  { name: "certs", paths: ["src/certs/"] },
-  { name: "policy", paths: ["src/policy/"] },
-  { name: "topology", paths: ["src/topology/"] },
-  { name: "admission", paths: ["src/admission/"] },
-  { name: "mutate", paths: ["src/mutate/"] },
-  { name: "validate", paths: ["src/validate/"] },
-  { name: "reconcile", paths: ["src/reconcile/"] },
-  // Renders: webhook configurations, RBAC, the chart's templates, CEL.
-  { name: "manifests", paths: ["src/manifests/"] },
-  // \`quartermaster migrate\`: v1 training jobs rendered as Trainer v2 TrainJobs (pure).
-  { name: "migrate", paths: ["src/migrate/"] },
-  { name: "doctor", paths: ["src/doctor/"] },
-  // \`quartermaster explain\`: why a job is not running, a pure verdict over an evidence snapshot (issue 49).
-  { name: "explain", paths: ["src/explain/"] },
-  // I/O from here up.
-  { name: "kube", paths: ["src/kube/"] },
-  { name: "server", paths: ["src/server/"] },
-  // Entry points and composition roots.
-  { name: "cli", paths: ["src/cli/", "src/log\\.ts$", "src/generated/generate\\.ts$"] },
-];
+  vendors: { paths: ["src/vendors/"], may: [] },
+  // The shared vocabulary: Kubernetes object types, keys, quantities, selectors, scope, what counts as a GPU,
+  // violations. The generated ajv validators import nothing of ours (their generator, generate.ts, is a build script).
+  core: { paths: ["src/core/", "src/generated/[a-z-]+-validator\\.ts$"], may: ["vendors"] },
+  // Certificate arithmetic and the plans of `certs ensure`/`certs generate` (node:crypto only; the Secret and webhook
+  // I/O is src/kube/certs.ts): the doctor's checks share it.
+  certs: { paths: ["src/certs/"], may: [] },
+  // The model: the shapes of the training-job kinds and their frameworks (src/kinds), the policy, Kueue's queues and
+  // admission as a job carries it (src/kueue), which job a pod belongs to (src/membership), the GPU ledger's contents
+  // and format (src/ledger). Pure.
+  kinds: { paths: ["src/kinds/"], may: ["core", "vendors"] },
+  policy: { paths: ["src/policy/"], may: ["core", "vendors", "kinds"] },
+  kueue: { paths: ["src/kueue/"], may: ["core", "kinds", "policy"] },
+  membership: { paths: ["src/topology/"], may: ["core", "vendors", "kinds", "policy"] },
+  ledger: { paths: ["src/ledger/"], may: ["core", "vendors", "kinds", "policy", "kueue"] },
+  // The webhooks' decisions, pure, siblings: a review's reads and answer (admission), the pod and job mutations
+  // (mutate), the rules (validate).
+  admission: { paths: ["src/admission/"], may: [...BOTTOM, ...MODEL] },
+  mutate: { paths: ["src/mutate/"], may: [...BOTTOM, ...MODEL] },
+  validate: { paths: ["src/validate/"], may: [...BOTTOM, ...MODEL] },
+  // Built over the decisions, pure, siblings: the reconciler's plans, the rendered manifests (webhook configurations,
+  // RBAC, the chart, CEL), `migrate`, and `explain`'s verdict.
+  reconcile: { paths: ["src/reconcile/"], may: [...BOTTOM, ...MODEL, ...DECISIONS] },
+  manifests: { paths: ["src/manifests/"], may: [...BOTTOM, ...MODEL, ...DECISIONS] },
+  migrate: { paths: ["src/migrate/"], may: [...BOTTOM, ...MODEL, ...DECISIONS] },
+  explain: { paths: ["src/explain/"], may: [...BOTTOM, ...MODEL, ...DECISIONS] },
+  // `doctor` compares the cluster with what the manifests render and the rules decide: above both.
+  doctor: { paths: ["src/doctor/"], may: [...BOTTOM, ...MODEL, ...DECISIONS, "manifests"] },
+  // I/O from here up. The Kubernetes API client and the drivers that run the pure plans against it.
+  kube: { paths: ["src/kube/"], may: [...BOTTOM, ...MODEL, ...DECISIONS, ...VIEWS, "doctor"] },
+  // The HTTPS and metrics listeners: requests to the decisions, and the ledger's gauges (src/reconcile/metrics.ts).
+  server: { paths: ["src/server/"], may: [...BOTTOM, ...MODEL, ...DECISIONS, "reconcile"] },
+  // The wiring of each webhook (webhooks/): which rules, which reads, which answer.
+  webhooks: { paths: ["webhooks/"], may: [...BOTTOM, ...MODEL, ...DECISIONS, ...VIEWS, "kube", "server"] },
+  // Entry points and composition roots: the commands (src/cli, with the process entry point src/cli/main.ts), the
+  // logger, the generator, bin/.
+  cli: {
+    paths: ["src/cli/", "src/log\\.ts$", "src/generated/generate\\.ts$", "bin/"],
+    may: [...BOTTOM, ...MODEL, ...DECISIONS, ...VIEWS, "doctor", "kube", "server", "webhooks"],
+  },
+  // Tests' and benchmarks' helpers use anything (their own imports are checked for circles).
+  harness: { paths: ["test/", "bench/"], may: null },
+};
 
 const anyOf = (paths) => `^(${paths.join("|")})`;
+const OURS = "^(src|webhooks|bin|test|bench)/";
 
-const layerRules = LAYERS.slice(0, -1).map((layer, i) => ({
-  name: `${layer.name}-not-above`,
-  comment:
-    `${layer.name} imports only from itself and ${
-      LAYERS.slice(0, i)
-        .map((l) => l.name)
-        .join(", ") || "nothing of ours"
-    }; ` +
-    `it may not import ${LAYERS.slice(i + 1)
-      .map((l) => l.name)
-      .join(", ")} (docs/architecture.md, "Layers")`,
-  severity: "error",
-  from: { path: anyOf(layer.paths) },
-  to: { path: anyOf(LAYERS.slice(i + 1).flatMap((l) => l.paths)) },
-}));
+const roomRules = Object.entries(ROOMS)
+  .filter(([, room]) => room.may !== null)
+  .map(([name, room]) => ({
+    name: `${name}-imports`,
+    comment: `${name} may import ${room.may.join(", ") || "nothing of ours"} (docs/architecture.md, "Layers")`,
+    severity: "error",
+    from: { path: anyOf(room.paths) },
+    to: { path: OURS, pathNot: anyOf([...room.paths, ...room.may.flatMap((m) => ROOMS[m].paths)]) },
+  }));
 
 module.exports = {
   forbidden: [
-    ...layerRules,
+    ...roomRules,
     {
       name: "no-circular",
       comment: "no two modules import each other, directly or through others",
       severity: "error",
-      from: { path: "^src/" },
+      from: { path: OURS },
       to: { circular: true },
     },
     {
       name: "every-module-in-a-layer",
-      comment: "a new folder or a file at the top of src/ needs a place in LAYERS (.dependency-cruiser.cjs)",
+      comment: "a new folder or a file at the top of src/ needs a room in ROOMS (.dependency-cruiser.cjs)",
       severity: "error",
-      from: { path: "^src/", pathNot: anyOf(LAYERS.flatMap((l) => l.paths)) },
+      from: { path: OURS, pathNot: anyOf(Object.values(ROOMS).flatMap((r) => r.paths)) },
       to: {},
     },
   ],

@@ -32,7 +32,7 @@ import { Agent } from "node:https";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { createInterface } from "node:readline";
-import { KUEUE_QUEUE_NAME } from "../src/admission/kueue.js";
+import { KUEUE_QUEUE_NAME } from "../src/kueue/admission.js";
 import type { KubeObject, ObjectKind } from "../src/core/kube.js";
 import { cachedJobReader, jobPath } from "../src/kube/jobs.js";
 import { silentLogger } from "../src/log.js";

@@ -8,7 +8,7 @@
  * ratio to the baseline measured in the same run: the admission metrics alone, no ledger.
  */
 import { parseArgs } from "node:util";
-import type { LedgerIndex } from "../src/reconcile/ledger-shards.js";
+import type { LedgerIndex } from "../src/ledger/shards.js";
 import { createAdmissionMetrics } from "../src/server/metrics.js";
 import { NAMESPACE_LABEL_CAP, registerLedgerMetrics } from "../src/reconcile/metrics.js";
 

@@ -44,7 +44,7 @@ const { values } = parseArgs({
 const minutes = Number(values.minutes);
 const rotateEveryMs = Number(values["rotate-every"]) * 60_000;
 const connections = Number(values.connections);
-if (!existsSync(join(ROOT, "dist/webhooks/cli.js"))) throw new Error("dist/ is missing: run `npm run build` (npm run bench:soak does)");
+if (!existsSync(join(ROOT, "dist/src/cli/main.js"))) throw new Error("dist/ is missing: run `npm run build` (npm run bench:soak does)");
 
 const dir = mkdtempSync(join(tmpdir(), "qm-soak-"));
 const certFile = join(dir, "tls.crt");

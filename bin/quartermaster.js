@@ -1,3 +1,3 @@
 #!/usr/bin/env node
 // Package entry point: runs the compiled CLI (built by `npm run build`, which `npm ci` runs via `prepare`).
-await import("../dist/webhooks/cli.js");
+await import("../dist/src/cli/main.js");

@@ -1,6 +1,6 @@
 /**
  * @module
- * What every webhook is built from. Passed in by the composition root (`webhooks/cli.ts`) or a test.
+ * What every webhook is built from. Passed in by the composition root (`src/cli/main.ts`) or a test.
  */
 import type { Logger } from "pino";
 import type { Policy } from "../src/policy/types.js";

@@ -21,7 +21,7 @@ import { describeCost, specsCost } from "../src/admission/cost.js";
 import { runtimePodSpecs } from "../src/validate/runtime.js";
 import { jobGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
-import { queueNameOf } from "../src/admission/kueue.js";
+import { queueNameOf } from "../src/kueue/admission.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { effectiveJobDefaults, fillJobDefaults } from "../src/mutate/job-defaults.js";
 import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";

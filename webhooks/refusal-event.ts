@@ -11,7 +11,7 @@
  */
 import { errorMessage } from "../src/core/errors.js";
 import type { KubeObject, ObjectKind } from "../src/core/kube.js";
-import { kueueAdmissionRefusedEvent } from "../src/reconcile/events.js";
+import { kueueAdmissionRefusedEvent } from "../src/admission/events.js";
 import { readJob, type JobReadResult } from "../src/topology/lookup.js";
 import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 

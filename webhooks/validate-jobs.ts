@@ -30,7 +30,7 @@
  * The DRA claims a TrainJob's runtime templates name are read once the runtime is, with the TrainJob's own, so
  * their devices count (and one not found is `gpu-unknown`).
  *
- * Kueue's admission (issue 33): an UPDATE that only carries it (`kueueAdmissionOnly`, src/admission/kueue.ts:
+ * Kueue's admission (issue 33): an UPDATE that only carries it (`kueueAdmissionOnly`, src/kueue/admission.ts:
  * suspend true → false, the flavors' node labels, tolerations, pod labels and annotations added to the templates)
  * is never refused for what the job already had: a lowered cap, a capacity that shrank, a rule that changed since
  * CREATE would otherwise strand a job Kueue has admitted and charged to quota, its pods never made
@@ -57,8 +57,9 @@ import type { V1PodSpec } from "@kubernetes/client-node";
 import { claimNamesRefusal, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
-import { kueueAdmissionOnly, queueNameOf } from "../src/admission/kueue.js";
-import { NO_QUEUE, readQueue, type QueueRead } from "../src/admission/queue.js";
+import { kueueAdmissionOnly, queueNameOf } from "../src/kueue/admission.js";
+import { readQueue } from "../src/admission/queue.js";
+import { NO_QUEUE, type QueueRead } from "../src/kueue/queues.js";
 import { isGpuResource } from "../src/core/gpu.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { CONFLICT } from "../src/admission/response.js";

@@ -12,7 +12,7 @@
  * (`spec.suspend` true → false), judged as a CREATE: a suspended Job runs no pods, and it is when it is resumed
  * that its GPUs are taken. Kueue's admission is such an unsuspend (it admits a queued Job or JobSet by resuming
  * it and writing its flavors' node labels into the templates), and so is the JobSet controller's resume of the
- * Jobs it made: an UPDATE that carries only that (`kueueWorkloadAdmissionOnly`, src/admission/kueue.ts) of an
+ * Jobs it made: an UPDATE that carries only that (`kueueWorkloadAdmissionOnly`, src/kueue/admission.ts) of an
  * object with a queue name or a JobSet as its controller is refused only for the node labels written
  * (`kueueAdmissionFindings`, issue 33: never strand an admitted job), every other violation a warning; such a
  * refusal writes the same Warning Event on the object as a training job's (`kueueAdmissionRefusedEvent`). The
@@ -23,7 +23,7 @@ import { claimNamesRefusal, readClaims, type ClaimsRead } from "../src/admission
 import { specsCost, type ReviewCost } from "../src/admission/cost.js";
 import { allGuards, gpuWorkloadGuard, jobGuard } from "../src/admission/guards.js";
 import type { ValidationResult } from "../src/admission/handler.js";
-import { kueueWorkloadAdmissionOnly, queueNameOf } from "../src/admission/kueue.js";
+import { kueueWorkloadAdmissionOnly, queueNameOf } from "../src/kueue/admission.js";
 import type { AdmissionRequest } from "../src/admission/types.js";
 import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";
 import type { KubeObject } from "../src/core/kube.js";

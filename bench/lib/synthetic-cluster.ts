@@ -4,7 +4,7 @@
 import type { KubeObject } from "../../src/core/kube.js";
 import { DEFAULT_JOB_KINDS } from "../../src/policy/schema.js";
 import type { JobKind, Policy } from "../../src/policy/types.js";
-import { shardLedger, type StoredConfigMap } from "../../src/reconcile/ledger-shards.js";
+import { shardLedger, type StoredConfigMap } from "../../src/ledger/shards.js";
 import { LABEL_NAMESPACE_OPT_IN } from "../../src/core/keys.js";
 import { planPass, type Snapshot } from "../../src/reconcile/plan.js";
 import { namespaceScope } from "../../src/core/scope.js";

@@ -10,55 +10,11 @@
  */
 import { errorMessage } from "../core/errors.js";
 import type { KubeObject, ObjectKind } from "../core/kube.js";
+import { objectOr } from "../core/object.js";
+import { CLUSTER_QUEUE, LOCAL_QUEUE, NO_QUEUE, RESOURCE_FLAVOR, flavorNamesFor, type QueueRead } from "../kueue/queues.js";
 import { readJob } from "../topology/lookup.js";
 import type { JobReader } from "../topology/types.js";
-import { queueNameOf } from "./kueue.js";
-
-const KUEUE_GROUP = "kueue.x-k8s.io";
-/** Kueue v0.17.0's storage version (kueue `apis/kueue/v1beta2`). */
-const KUEUE_VERSION = "v1beta2";
-
-export const LOCAL_QUEUE: ObjectKind = { kind: "LocalQueue", group: KUEUE_GROUP, version: KUEUE_VERSION, plural: "localqueues" };
-export const CLUSTER_QUEUE: ObjectKind = { kind: "ClusterQueue", group: KUEUE_GROUP, version: KUEUE_VERSION, plural: "clusterqueues" };
-export const RESOURCE_FLAVOR: ObjectKind = { kind: "ResourceFlavor", group: KUEUE_GROUP, version: KUEUE_VERSION, plural: "resourceflavors" };
-
-/** What was read for a queued job. */
-export type QueueRead =
-  /** Not queued (or not asked): nothing read. */
-  | { kind: "none" }
-  /** The LocalQueue or ClusterQueue does not exist, names none, or could not be read: never a refusal. */
-  | { kind: "unavailable"; queue: string; reason: string }
-  | {
-      kind: "found";
-      /** The LocalQueue's name. */
-      queue: string;
-      clusterQueue: KubeObject;
-      /** The ResourceFlavors read, by name; undefined: it does not exist. */
-      flavors: ReadonlyMap<string, KubeObject | undefined>;
-      /** Flavors that could not be read (an error or the time bound, not an absence), one sentence each. */
-      unread: readonly string[];
-    };
-
-export const NO_QUEUE: QueueRead = Object.freeze({ kind: "none" });
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-const objOr = (v: unknown): Obj => (isObj(v) ? v : {});
-const arrayOr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
-
-/** The names of the flavors of the ClusterQueue's resource groups that cover a GPU resource. */
-export function flavorNamesFor(clusterQueue: KubeObject, isGpu: (resource: string) => boolean): string[] {
-  const names = new Set<string>();
-  for (const group of arrayOr(objOr(clusterQueue.spec).resourceGroups)) {
-    const covered = arrayOr(objOr(group).coveredResources);
-    if (!covered.some((r) => typeof r === "string" && isGpu(r))) continue;
-    for (const f of arrayOr(objOr(group).flavors)) {
-      const name = objOr(f).name;
-      if (typeof name === "string" && name !== "") names.add(name);
-    }
-  }
-  return [...names];
-}
+import { queueNameOf } from "../kueue/admission.js";
 
 export interface ReadQueueOptions {
   job: KubeObject;
@@ -88,7 +44,7 @@ async function readChain(queue: string, opts: ReadQueueOptions): Promise<QueueRe
 
   const lq = await read(LOCAL_QUEUE, opts.namespace, queue);
   if (lq.kind !== "found") return unavailable(lq.kind === "missing" ? `LocalQueue ${opts.namespace}/${queue} not found` : lq.reason);
-  const cqName = objOr(lq.job.spec).clusterQueue;
+  const cqName = objectOr(lq.job.spec).clusterQueue;
   if (typeof cqName !== "string" || cqName === "") return unavailable(`LocalQueue ${opts.namespace}/${queue} names no ClusterQueue`);
   const cq = await read(CLUSTER_QUEUE, "", cqName);
   if (cq.kind !== "found")

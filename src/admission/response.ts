@@ -6,23 +6,15 @@
 import { errorMessage } from "../core/errors.js";
 import { withKey } from "../core/copy.js";
 import { diff, encodePatch } from "./patch.js";
+import type { Violation } from "../core/violation.js";
 import type { AdmissionResponse, StatusCause } from "./types.js";
+
+export type { Violation };
 
 /** The apiserver asks for warnings of at most 120 characters ("Limit warnings to 120 characters if possible"). */
 export const MAX_WARNING_LENGTH = 120;
 /** Past about ten warnings kubectl output becomes noise; the apiserver truncates hard at 4096 runes in all. */
 export const MAX_WARNINGS = 10;
-
-/** A field-level reason for a denial, as `details.causes[]` carries it. */
-export interface Violation {
-  /** The rule that found it (a policy rule name); used for metrics and logs, not sent to the client. */
-  rule: string;
-  /** Field path in the object, e.g. `spec.containers[0].resources.limits[nvidia.com/gpu]`. */
-  field: string;
-  message: string;
-  /** The value the rule compared, where it compares a count (GPUs, replicas): logged with audited violations, not sent. */
-  value?: number;
-}
 
 export function allowed(uid: string): AdmissionResponse {
   return { uid, allowed: true };

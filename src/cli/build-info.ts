@@ -1,7 +1,7 @@
 /**
  * @module
  * Which build this is: the commit and build date, from `build-info.json` written by `npm run build`
- * (webhooks/build-info.ts: the commit from `QM_BUILD_COMMIT` or git, the date from `SOURCE_DATE_EPOCH` so a
+ * (src/cli/write-build-info.ts: the commit from `QM_BUILD_COMMIT` or git, the date from `SOURCE_DATE_EPOCH` so a
  * release rebuilt from the same commit is byte-identical, else the clock), or, in a checkout running from
  * source, the commit from git. Git is asked only in the package's own checkout (its root has `.git`, so an
  * installed package never reports the commit of the project around it), with a time limit: a missing, slow or

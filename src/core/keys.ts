@@ -15,3 +15,7 @@ export const LABEL_OPERATOR_NAME = "training.kubeflow.org/operator-name";
 export const LABEL_REPLICA_TYPE = "training.kubeflow.org/replica-type";
 export const LABEL_REPLICA_INDEX = "training.kubeflow.org/replica-index";
 export const LABEL_JOB_ROLE = "training.kubeflow.org/job-role";
+
+/** The PolicyReport the reconciler keeps per namespace (wg-policy-prototypes, `wgpolicyk8s.io/v1alpha2`). */
+export const POLICY_REPORT_API_VERSION = "wgpolicyk8s.io/v1alpha2";
+export const POLICY_REPORT_NAME = "quartermaster";

@@ -19,7 +19,7 @@
  */
 import { inScope, namespaceScope } from "../core/scope.js";
 import type { Policy } from "../policy/types.js";
-import { clusterQueueQuotas, flavorLabels, kueueLedger, kueueNodesFromObjects } from "../reconcile/ledger-kueue.js";
+import { clusterQueueQuotas, flavorLabels, kueueLedger, kueueNodesFromObjects } from "../ledger/kueue-quota.js";
 import { validateAccelerators } from "../validate/accelerator.js";
 import { effectiveLimits } from "../validate/limits.js";
 import {

@@ -4,7 +4,7 @@
  * (no older than three reconcile periods, or an hour when the period is unknown).
  */
 import { humanAge } from "./reconciler.js";
-import type { ReadLedger } from "../reconcile/ledger-shards.js";
+import type { ReadLedger } from "../ledger/shards.js";
 import type { DoctorFinding, LedgerState } from "./types.js";
 
 export const LEDGER_STALE_PERIODS = 3;

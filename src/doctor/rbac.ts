@@ -6,10 +6,10 @@
  * the cluster's real authorizer rather than from reading Roles.
  */
 import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
-import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../admission/queue.js";
+import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../kueue/queues.js";
 import type { Policy } from "../policy/types.js";
 import { JOBSET_KIND } from "../topology/jobset.js";
-import { LEDGER_INDEX_NAME, shardName } from "../reconcile/ledger-shards.js";
+import { LEDGER_INDEX_NAME, shardName } from "../ledger/shards.js";
 import type { AccessCheck, DoctorFinding, Severity } from "./types.js";
 import { isUnreadable, worst, type Unreadable } from "./types.js";
 import { TRAINER } from "../core/job-shapes.js";

@@ -10,7 +10,7 @@ import type { V1NodeSelectorRequirement, V1PodSpec, V1Taint, V1Toleration } from
 import { asV1Taint } from "../core/boundary.js";
 import type { KubeObject } from "../core/kube.js";
 import { isObject, objectOr } from "../core/object.js";
-import type { NodeEntry } from "../reconcile/ledger.js";
+import type { NodeEntry } from "../ledger/compute.js";
 import { labelsOf, nameOf } from "./read.js";
 
 function requirementMatches(r: V1NodeSelectorRequirement, value: string | undefined): boolean {

@@ -7,7 +7,7 @@
 import type { GpuCatalog } from "../core/gpu.js";
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
-import type { NodeEntry } from "../reconcile/ledger.js";
+import type { NodeEntry } from "../ledger/compute.js";
 
 /**
  * The main reasons, in the order a verdict picks its main one: the first that holds is the verdict, the others

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ADMISSION_REVIEW_REQUEST_SCHEMA } from "../admission/schema.js";
 import { POLICY_SCHEMA } from "../policy/schema.js";
-import { LEDGER_INDEX_SCHEMA, LEDGER_SHARD_SCHEMA } from "../reconcile/ledger-schema.js";
+import { LEDGER_INDEX_SCHEMA, LEDGER_SHARD_SCHEMA } from "../ledger/schema.js";
 
 // ajv/dist/standalone is CommonJS with `exports.default`: under ESM the function sits on `default`.
 const standaloneCode = ((standalone as unknown as { default?: unknown }).default ?? standalone) as (

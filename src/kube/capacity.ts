@@ -9,7 +9,7 @@
 import type { Logger } from "pino";
 import type { DraCapacity } from "../core/dra.js";
 import { errorMessage } from "../core/errors.js";
-import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, readIndex, type LedgerIndex } from "../reconcile/ledger-shards.js";
+import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, readIndex, type LedgerIndex } from "../ledger/shards.js";
 import type { LedgerReading } from "../reconcile/metrics.js";
 import type { ClusterCapacity } from "../validate/job.js";
 import { kubeClient, statusOf } from "./client.js";

@@ -11,7 +11,8 @@ import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import type { NamespaceInfo } from "../core/scope.js";
 import { RECONCILER_FIELD_MANAGER } from "../reconcile/claim.js";
-import { KUEUE_GROUP, KUEUE_VERSION, type KueueObjects } from "../reconcile/ledger-kueue.js";
+import type { KueueObjects } from "../ledger/kueue-quota.js";
+import { KUEUE_GROUP, KUEUE_VERSION } from "../kueue/queues.js";
 import { kubeClient, statusOf, type KubeClientOptions } from "./client.js";
 import { restClient, type RestClient } from "./rest.js";
 
@@ -252,7 +253,7 @@ export function slimPod(o: object, cache: SharedParts = new Map()): KubeObject {
 const plain = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
 const rec = (v: unknown): Record<string, unknown> => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
 
-/** A ResourceSlice trimmed to driver, node, pool and its devices' names and attributes (src/reconcile/ledger-dra.ts). */
+/** A ResourceSlice trimmed to driver, node, pool and its devices' names and attributes (src/ledger/dra-usage.ts). */
 export function slimResourceSlice(o: object): KubeObject {
   const x = rec(plain(o));
   const spec = rec(x.spec);

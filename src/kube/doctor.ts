@@ -14,7 +14,7 @@ import type { KubeObject } from "../core/kube.js";
 import { isKueueConfiguration } from "../doctor/kueue.js";
 import { requiredAccess } from "../doctor/rbac.js";
 import { slimNamespace } from "./cluster.js";
-import { KUEUE_GROUP, KUEUE_VERSION } from "../reconcile/ledger-kueue.js";
+import { KUEUE_GROUP, KUEUE_VERSION } from "../kueue/queues.js";
 import { RECONCILER_NAME } from "../doctor/reconciler.js";
 import { protectedNamespaceNames } from "../doctor/webhooks.js";
 import {

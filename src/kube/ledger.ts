@@ -2,7 +2,7 @@
  * @module
  * The device ledger's ConfigMaps in Quartermaster's namespace: read them (the reconciler, `quartermaster
  * ledger`, the webhook's capacity check, `doctor`) and write a pass's changes with resourceVersion
- * preconditions. The layout and checksums are decided in `src/reconcile/ledger-shards.ts`.
+ * preconditions. The layout and checksums are decided in `src/ledger/shards.ts`.
  */
 import type { KubeObject } from "../core/kube.js";
 import {
@@ -15,7 +15,7 @@ import {
   type LedgerWrite,
   type ReadLedger,
   type StoredConfigMap,
-} from "../reconcile/ledger-shards.js";
+} from "../ledger/shards.js";
 import type { KubeClientOptions } from "./client.js";
 import type { ClusterReader, ClusterWriter } from "./cluster.js";
 

@@ -20,7 +20,7 @@ import { planPass, type Plan, type Snapshot } from "../reconcile/plan.js";
 import type { CreateServiceAction } from "../reconcile/services.js";
 import { namespaceScope, scopeIndex } from "../core/scope.js";
 import { asKubeObject } from "../core/boundary.js";
-import { flavorLabelKeys } from "../reconcile/ledger-kueue.js";
+import { flavorLabelKeys } from "../ledger/kueue-quota.js";
 import type { Expectations } from "../reconcile/expectations.js";
 import type { Cluster } from "./cluster.js";
 import { projectJob } from "./projection.js";

@@ -7,12 +7,12 @@
  */
 import type { Logger } from "pino";
 import type { KubeObject } from "../core/kube.js";
+import { POLICY_REPORT_NAME } from "../core/keys.js";
 import { errorMessage } from "../core/errors.js";
 import type { Policy } from "../policy/types.js";
 import {
   fieldManagers,
   planPolicyReports,
-  POLICY_REPORT_NAME,
   REPORT_FIELD_MANAGER,
   type ExistingReport,
   type PolicyReport,

@@ -115,7 +115,7 @@ export async function chartLedgerRbacTemplate(): Promise<string> {
   const yaml = await ledgerRbacYaml(NAMESPACE_PLACEHOLDER);
   const body = withChartMetadata(escapeGoTemplate(dropLeadingComments(yaml)));
   const namespaced = body.replace(/^(metadata:\n {2}name: [^\n]+\n)/gm, `$1  namespace: ${RELEASE_NAMESPACE}\n`);
-  return HEADER("src/reconcile/ledger-shards.ts, as manifests/base/reconciler-ledger-rbac.yaml") + namespaced.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE);
+  return HEADER("src/ledger/shards.ts, as manifests/base/reconciler-ledger-rbac.yaml") + namespaced.replaceAll(NAMESPACE_PLACEHOLDER, RELEASE_NAMESPACE);
 }
 
 /** The monitoring overlay's PrometheusRule, its alert templates quoted for Go templates, in the release's namespace. */

@@ -30,7 +30,8 @@
 import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION, ANNOTATION_INTERRUPTIBLE, ANNOTATION_MUTATIONS } from "../core/keys.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES } from "../core/gpu.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
-import { GFD, unpartitionedRequirements } from "../mutate/accelerator.js";
+import { unpartitionedRequirements } from "../mutate/accelerator.js";
+import { GFD } from "../vendors/nvidia.js";
 import { POD_MUTATIONS } from "../mutate/index.js";
 import { nonZero as nonZeroQuantity } from "../mutate/resources.js";
 import type { NodeSelectorRequirement, Policy, Toleration } from "../policy/types.js";

@@ -35,7 +35,7 @@ import type { Policy } from "../policy/types.js";
 import { namespaceScope, namespaceSelector } from "../core/scope.js";
 import { jobShape, schemesOf } from "../kinds/index.js";
 import { QUEUED_WORKLOAD_KINDS, TRAINER_RUNTIME_KINDS } from "../core/job-shapes.js";
-import { KUEUE_QUEUE_NAME } from "../admission/kueue.js";
+import { KUEUE_QUEUE_NAME } from "../kueue/admission.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_REPLICATED_JOBS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import { GPU_WORD_RE2 } from "../vendors/index.js";
 import type { Document } from "yaml";

@@ -26,6 +26,7 @@
  * cross product: each existing term ANDed with each alternative. A term that already holds every
  * expression of some alternative implies it and is kept as it is, which makes a second run a no-op.
  */
+import { GFD } from "../vendors/nvidia.js";
 import type { V1NodeSelector, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Toleration } from "@kubernetes/client-node";
 import { copyOf, withKey } from "../core/copy.js";
 import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION } from "../core/keys.js";
@@ -36,18 +37,6 @@ import type { Pod } from "../core/kube.js";
 
 const MIG_RESOURCE = "nvidia.com/mig-";
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
-
-/** GPU feature discovery's labels (NVIDIA/k8s-device-plugin, internal/lm). */
-export const GFD = {
-  product: "nvidia.com/gpu.product",
-  replicas: "nvidia.com/gpu.replicas",
-  slicesGi: "nvidia.com/gpu.slices.gi",
-  migStrategy: "nvidia.com/mig.strategy",
-  /** `nvidia.com/mig-<profile>.<attribute>`, the mixed strategy's per-profile labels. */
-  migLabel: (profile: string, attribute: string): string => `nvidia.com/mig-${profile}.${attribute}`,
-  /** The single strategy's product value, e.g. `A100-SXM4-40GB-MIG-1g.5gb`. */
-  migProduct: (product: string, profile: string): string => `${product}-MIG-${profile}`,
-} as const;
 
 export function isLabelValue(v: string): boolean {
   return v.length <= 63 && LABEL_VALUE.test(v);

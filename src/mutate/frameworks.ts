@@ -12,7 +12,8 @@
  */
 import type { V1EnvVar, V1PodTemplateSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
-import { caffe2RuntimeId, type Framework, isBuiltInFramework, jobShape, replicaName } from "../kinds/index.js";
+import { frameworkInfo, type FrameworkInfo } from "../kinds/frameworks.js";
+import { caffe2RuntimeId, isBuiltInFramework, jobShape, replicaName } from "../kinds/index.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import type { Topology } from "../topology/types.js";
 
@@ -23,35 +24,6 @@ export interface ClusterSpec {
 }
 
 export type ClusterSpecResult = ClusterSpec | { skip: string };
-
-interface FrameworkInfo {
-  container: string;
-  portName: string;
-  port: number;
-}
-
-/** Default container, port name and port per framework (training-operator `*_types.go` constants). */
-export const FRAMEWORKS: Record<Framework, FrameworkInfo> = {
-  tensorflow: { container: "tensorflow", portName: "tfjob-port", port: 2222 },
-  pytorch: { container: "pytorch", portName: "pytorchjob-port", port: 23456 },
-  mxnet: { container: "mxnet", portName: "mxjob-port", port: 9091 },
-  xgboost: { container: "xgboost", portName: "xgboostjob-port", port: 9999 },
-  paddle: { container: "paddle", portName: "master", port: 36543 },
-  jax: { container: "jax", portName: "jaxjob-port", port: 6666 },
-  caffe2: { container: "caffe2", portName: "caffe2-port", port: 2222 },
-  // Trainer v2's trainer container (`pkg/constants` Node); the Trainer writes its own env and JobSet its Service.
-  trainer: { container: "node", portName: "", port: 0 },
-};
-
-const NO_FRAMEWORK: FrameworkInfo = Object.freeze({ container: "", portName: "", port: 0 });
-
-/**
- * The framework facts of `framework`: none (no default container, no port) for a framework that is not built in
- * (a kind shape added to the registry brings its label scheme and replica field, not a cluster spec).
- */
-export function frameworkInfo(framework: string): FrameworkInfo {
-  return isBuiltInFramework(framework) ? FRAMEWORKS[framework] : NO_FRAMEWORK;
-}
 
 type Spec = Record<string, unknown>;
 

@@ -11,7 +11,7 @@
  * returns the very pod when it has nothing to do); it still gets the cluster-spec env and Kubeflow labels,
  * which depend on the pod's index and Kueue does not read.
  *
- * Which jobs: only those carrying a queue name (`src/admission/kueue.ts` queueNameOf). DECIDE: a job without one
+ * Which jobs: only those carrying a queue name (`src/kueue/admission.ts` queueNameOf). DECIDE: a job without one
  * is left byte-identical to what its author wrote (beyond `jobDefaults`), and its pods are outfitted at CREATE
  * as before: nothing reads its templates for a decision, and `kubectl get -o yaml`, GitOps diffs and the
  * training operator's own validation then see the job as written. A queued job's templates must say what its
@@ -29,7 +29,7 @@
  * again on its own output changes nothing (each mutation is idempotent).
  */
 import type { V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
-import { queueNameOf } from "../admission/kueue.js";
+import { queueNameOf } from "../kueue/admission.js";
 import { withKey } from "../core/copy.js";
 import type { KnownClaims } from "../core/dra.js";
 import type { QueuedWorkloadKind } from "../core/job-shapes.js";

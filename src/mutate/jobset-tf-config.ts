@@ -39,7 +39,8 @@ import type { KubeObject, Pod } from "../core/kube.js";
 import { isTfJobSet, jobSetPlace } from "../topology/jobset.js";
 import { MAX_JOB_REPLICAS } from "../topology/ceiling.js";
 import { withEnv } from "./cluster-spec.js";
-import { FRAMEWORKS, goJson, TF_DISTRIBUTED_TYPES, tfConfigJson } from "./frameworks.js";
+import { FRAMEWORKS } from "../kinds/frameworks.js";
+import { goJson, TF_DISTRIBUTED_TYPES, tfConfigJson } from "./frameworks.js";
 import { mapContainers } from "./pod.js";
 import type { Mutation } from "./types.js";
 

@@ -32,7 +32,7 @@
  * recomputed to the same value; its `time`, which Trainer's defaulting webhook sets, is ignored).
  */
 import type { V1PodTemplateSpec } from "@kubernetes/client-node";
-import { queueNameOf } from "../admission/kueue.js";
+import { queueNameOf } from "../kueue/admission.js";
 import type { KnownClaims } from "../core/dra.js";
 import { TRAINER } from "../core/job-shapes.js";
 import { ANNOTATION_MUTATIONS } from "../core/keys.js";

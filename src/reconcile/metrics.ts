@@ -5,7 +5,7 @@
  * controller's syncs (`reconcile --watch`). The admission server's own metrics are in src/server/metrics.ts.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { LedgerIndex } from "./ledger-shards.js";
+import type { LedgerIndex } from "../ledger/shards.js";
 
 /** The device ledger's index as the webhook last read it, and when (Unix ms). */
 export interface LedgerReading {
@@ -209,7 +209,7 @@ function registerLedgerTimestamps(registers: Registry[], read: LedgerRead): void
   });
 }
 
-/** The figures of a Kueue flavor's resource exported as `kind` (src/reconcile/ledger-kueue.ts). */
+/** The figures of a Kueue flavor's resource exported as `kind` (src/ledger/kueue-quota.ts). */
 const KUEUE_KINDS = { quota: "quota", physical: "physical", in_use: "inUse", kueue_usage: "kueueUsage", kueue_reserved: "kueueReserved" } as const;
 
 /** Per Kueue ResourceFlavor and GPU resource: quota, physical GPUs of its nodes, in use there, Kueue's usage and reservation. */

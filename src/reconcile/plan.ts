@@ -28,9 +28,9 @@ import { scopeIndex, type NamespaceInfo, type NamespaceScope } from "../core/sco
 import { jobShape, KEY_LABELS, labelScheme, TRAINING_OPERATOR_MANAGER } from "../kinds/index.js";
 import { claim, controllerUid, type ClaimAction } from "./claim.js";
 import { capDeletions, planFinishedJob, type DeleteAction } from "./finished.js";
-import { buildLedger, type Ledger } from "./ledger.js";
-import type { KueueObjects } from "./ledger-kueue.js";
-import { planLedgerWrites, readStored, shardLedger, type LedgerWrite, type StoredConfigMap } from "./ledger-shards.js";
+import { buildLedger, type Ledger } from "../ledger/compute.js";
+import type { KueueObjects } from "../ledger/kueue-quota.js";
+import { planLedgerWrites, readStored, shardLedger, type LedgerWrite, type StoredConfigMap } from "../ledger/shards.js";
 import { decideJob, type Decision, type InFlight } from "./job-controller.js";
 import { planReplicaServices, serviceKeys, type CreateServiceAction } from "./services.js";
 

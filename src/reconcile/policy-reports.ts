@@ -17,11 +17,10 @@
  *   object, or no longer in scope) loses its report.
  */
 import type { KubeObject } from "../core/kube.js";
+import { POLICY_REPORT_API_VERSION, POLICY_REPORT_NAME } from "../core/keys.js";
 import type { AuditEntry } from "./audit.js";
 import { RECONCILER_FIELD_MANAGER } from "./claim.js";
 
-export const POLICY_REPORT_API_VERSION = "wgpolicyk8s.io/v1alpha2";
-export const POLICY_REPORT_NAME = "quartermaster";
 export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
 export const MANAGED_BY = "quartermaster";
 /** The label selector of Quartermaster's reports. */

@@ -54,7 +54,8 @@
  * (Caffe2Job) still gets none.
  */
 import type { KubeObject } from "../core/kube.js";
-import { frameworkInfo, replicaName } from "../mutate/frameworks.js";
+import { frameworkInfo } from "../kinds/frameworks.js";
+import { replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { labelScheme } from "../kinds/index.js";
 import { replicaSpecs, replicasOf, type ReplicaSpec } from "../topology/resolve.js";

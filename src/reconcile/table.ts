@@ -4,8 +4,8 @@
  * why) and the device ledger
  * (`quartermaster ledger`). Columns padded to their widest cell; the last column is never padded.
  */
-import { gpuSecondsAt, type Ledger } from "./ledger.js";
-import { describeQuota, type KueueLedger } from "./ledger-kueue.js";
+import { gpuSecondsAt, type Ledger } from "../ledger/compute.js";
+import { describeQuota, type KueueLedger } from "../ledger/kueue-quota.js";
 import type { Plan } from "./plan.js";
 
 export function table(rows: readonly string[][]): string {

@@ -16,7 +16,7 @@
  */
 import type { V1NodeSelectorRequirement, V1ObjectMeta, V1PodSpec } from "@kubernetes/client-node";
 import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION } from "../core/keys.js";
-import { GFD } from "../mutate/accelerator.js";
+import { GFD } from "../vendors/nvidia.js";
 import type { Findings, ValidationContext } from "./types.js";
 
 const MIG_RESOURCE = "nvidia.com/mig-";

@@ -23,7 +23,7 @@
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
-import { frameworkInfo } from "../mutate/frameworks.js";
+import { frameworkInfo } from "../kinds/frameworks.js";
 import { quartermasterControls, type CleanPodPolicy, type JobKind, type RunPolicyLimits } from "../policy/types.js";
 import { replicasOf } from "../topology/resolve.js";
 import { jobShape, type JobReplica, type JobShape, type KindShape, type ReplicaSpec, type RunPolicyField, type RunPolicyView } from "../kinds/index.js";

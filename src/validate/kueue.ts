@@ -1,11 +1,11 @@
 /**
  * @module
- * What a job UPDATE that only carries Kueue's admission (`src/admission/kueue.ts` kueueAdmissionOnly) may be
+ * What a job UPDATE that only carries Kueue's admission (`src/kueue/admission.ts` kueueAdmissionOnly) may be
  * refused for (issue 33, "never strand an admitted job"): only what the node labels Kueue wrote select, never
  * what the job already had at CREATE. `/validate/jobs` (webhooks/validate-jobs.ts) applies it to the violations
  * `newOrWorse` kept.
  */
-import type { KueueAdmission } from "../admission/kueue.js";
+import type { KueueAdmission } from "../kueue/admission.js";
 import type { Findings } from "./types.js";
 
 /**

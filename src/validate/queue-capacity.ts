@@ -30,8 +30,8 @@
  * to `warn` or `audit` there.
  */
 import type { V1NodeSelectorRequirement, V1PodSpec, V1Toleration } from "@kubernetes/client-node";
-import type { QueueRead } from "../admission/queue.js";
-import { KUEUE_QUEUE_NAME } from "../admission/kueue.js";
+import type { QueueRead } from "../kueue/queues.js";
+import { KUEUE_QUEUE_NAME } from "../kueue/admission.js";
 import { effectivePodGpuNanos } from "../core/gpu.js";
 import type { KubeObject } from "../core/kube.js";
 import { formatNano, parseQuantity } from "../core/quantity.js";

@@ -3,11 +3,11 @@
  * Validation rules: pure functions from an object and a context to violations (each with its field path)
  * and warnings. Rules never throw for policy; the handler turns violations into one 403 with every cause.
  */
-import type { Violation } from "../admission/response.js";
+import type { Violation } from "../core/violation.js";
 import type { DraCapacity, KnownClaims } from "../core/dra.js";
 import type { Limits, Policy } from "../policy/types.js";
 
-export type { Violation } from "../admission/response.js";
+export type { Violation } from "../core/violation.js";
 
 /** A violation with the measured value, so an UPDATE can tell "still over" from "worse". */
 export interface Finding extends Violation {

@@ -6,6 +6,18 @@
  */
 import type { GpuVendor } from "./types.js";
 
+/** GPU feature discovery's labels (NVIDIA/k8s-device-plugin, internal/lm). */
+export const GFD = {
+  product: "nvidia.com/gpu.product",
+  replicas: "nvidia.com/gpu.replicas",
+  slicesGi: "nvidia.com/gpu.slices.gi",
+  migStrategy: "nvidia.com/mig.strategy",
+  /** `nvidia.com/mig-<profile>.<attribute>`, the mixed strategy's per-profile labels. */
+  migLabel: (profile: string, attribute: string): string => `nvidia.com/mig-${profile}.${attribute}`,
+  /** The single strategy's product value, e.g. `A100-SXM4-40GB-MIG-1g.5gb`. */
+  migProduct: (product: string, profile: string): string => `${product}-MIG-${profile}`,
+} as const;
+
 export const NVIDIA: GpuVendor = {
   name: "NVIDIA",
   domain: "nvidia.com",
@@ -15,5 +27,5 @@ export const NVIDIA: GpuVendor = {
     { name: "mig.nvidia.com", resourceName: "nvidia.com/mig-{profile}" },
   ],
   draAttributes: { product: "productName", profile: "profile" },
-  productNodeLabel: "nvidia.com/gpu.product",
+  productNodeLabel: GFD.product,
 };

@@ -40,7 +40,7 @@ import { parse, parseAllDocuments } from "yaml";
 import { readClusterLedger } from "../../src/kube/ledger.js";
 import { startWatch, type Watcher } from "../../src/kube/watch.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { settledUsage, type Ledger } from "../../src/reconcile/ledger.js";
+import { settledUsage, type Ledger } from "../../src/ledger/compute.js";
 import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
 import { EXIT_CODE, kwokBin, kwokNodes, podOutcome, resumeNodeLease, startKwok, stopNodeLease, type Controller } from "../e2e/harness/kwok.js";
 import { installOperatorCrds, operatorBin, startOperator, type Operator } from "../e2e/harness/operator.js";

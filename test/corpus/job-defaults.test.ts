@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { queueNameOf } from "../../src/admission/kueue.js";
+import { queueNameOf } from "../../src/kueue/admission.js";
 import { applyPatch } from "../../src/admission/patch.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { JOB_DEFAULT_FIELDS } from "../../src/mutate/job-defaults.js";

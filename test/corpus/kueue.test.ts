@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { KUEUE_QUEUE_NAME, kueueAdmissionOnly } from "../../src/admission/kueue.js";
+import { KUEUE_QUEUE_NAME, kueueAdmissionOnly } from "../../src/kueue/admission.js";
 import { applyPatch } from "../../src/admission/patch.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";

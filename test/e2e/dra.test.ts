@@ -335,7 +335,7 @@ describe("DRA: GPUs through ResourceClaims, outfitted and limited like extended 
       );
       assert.equal(f?.dra?.allocated ?? 0, draByNode.get(node) ?? 0, `${node}: DRA devices allocated`);
       assert.equal(f?.dra?.capacity, PER_NODE, `${node}: DRA devices published`);
-      // allocated: the bound pods' container requests plus the claims' devices (src/reconcile/ledger.ts).
+      // allocated: the bound pods' container requests plus the claims' devices (src/ledger/compute.ts).
       assert.equal(f?.allocated ?? 0, (extByNode.get(node) ?? 0) + (draByNode.get(node) ?? 0), `${node}: GPUs allocated both ways`);
     }
     const total = ledger.totals["nvidia.com/gpu"];

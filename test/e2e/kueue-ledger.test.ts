@@ -27,7 +27,7 @@ import { connectCluster } from "../../src/kube/cluster.js";
 import { runPass } from "../../src/kube/pass.js";
 import { silentLogger } from "../../src/log.js";
 import { defaultPolicy } from "../../src/policy/load.js";
-import type { KueueFlavor } from "../../src/reconcile/ledger-kueue.js";
+import type { KueueFlavor } from "../../src/ledger/kueue-quota.js";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import {
   QUEUE_LABEL,

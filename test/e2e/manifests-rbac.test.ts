@@ -21,7 +21,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { describe, it } from "node:test";
 import { COMMANDS } from "../../src/cli/command-list.js";
 import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../../src/admission/claims.js";
-import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../../src/admission/queue.js";
+import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../../src/kueue/queues.js";
 import { TRAINER } from "../../src/core/job-shapes.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { JOBSET_KIND } from "../../src/topology/jobset.js";
@@ -78,7 +78,7 @@ const METHODS_IN: Record<string, typeof METHODS> = {
     "CustomObjectsApi.listClusterCustomObject": [
       ...JOBS("list").map((t) => ({ ...t, cluster: true as const })),
       { verb: "list", group: "resource.k8s.io", resources: ["resourceslices", "resourceclaims"], cluster: true as const },
-      // The ledger's section per Kueue ResourceFlavor (src/reconcile/ledger-kueue.ts).
+      // The ledger's section per Kueue ResourceFlavor (src/ledger/kueue-quota.ts).
       { verb: "list", group: "kueue.x-k8s.io", resources: ["resourceflavors", "clusterqueues"], cluster: true as const },
     ],
   },

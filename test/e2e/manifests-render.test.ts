@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { requiredAccess } from "../../src/doctor/rbac.js";
 import { defaultPolicy } from "../../src/policy/load.js";
-import { ledgerConfigMapNames } from "../../src/reconcile/ledger-shards.js";
+import { ledgerConfigMapNames } from "../../src/ledger/shards.js";
 import { ROOT, render, variants } from "../fixtures/manifests.js";
 
 const NS = "quartermaster";

@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { MAX_LEDGER_SHARDS } from "../../src/reconcile/ledger-shards.js";
+import { MAX_LEDGER_SHARDS } from "../../src/ledger/shards.js";
 import type { ControlPlane } from "./harness/controlplane.js";
 import { cli, createNamespace, reconcilerCluster } from "./harness/webhook.js";
 

@@ -178,7 +178,7 @@ describe(
       const printed = await new Promise<string>((done, fail) =>
         execFile(
           process.execPath,
-          ["--import", "tsx", join(ROOT, "webhooks/cli.ts"), "manifests", "chart-values", "--policy", policyFile],
+          ["--import", "tsx", join(ROOT, "src/cli/main.ts"), "manifests", "chart-values", "--policy", policyFile],
           { cwd: ROOT, timeout: 60_000 },
           (err, stdout, stderr) => (err ? fail(new Error(`${err.message}: ${stderr}`)) : done(stdout)),
         ),

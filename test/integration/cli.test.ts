@@ -12,7 +12,7 @@ import { call, makeCerts, postJson } from "../fixtures/https.js";
 import { review } from "../fixtures/reviews.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
-const CLI = join(ROOT, "webhooks/cli.ts");
+const CLI = join(ROOT, "src/cli/main.ts");
 
 interface Run {
   code: number | null;

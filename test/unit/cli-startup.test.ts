@@ -1,5 +1,5 @@
 /**
- * What every command loads before it runs: the modules webhooks/cli.ts reaches through static imports (a
+ * What every command loads before it runs: the modules src/cli/main.ts reaches through static imports (a
  * command's own modules come through `import()` when it runs). Heavy or command-specific modules must stay off
  * this path, so `serve` is ready fast: the Kubernetes client (~1.5 s to import), the YAML parser, ajv's compiler,
  * the certificate libraries, and `admit`/`test` with everything they pull in.
@@ -37,8 +37,8 @@ function startPath(entry: string): { files: Set<string>; packages: Set<string> }
   return { files: new Set([...files].map((f) => relative(ROOT, f))), packages };
 }
 
-describe("the start path of every command (webhooks/cli.ts, static imports)", () => {
-  const { files, packages } = startPath("webhooks/cli.ts");
+describe("the start path of every command (src/cli/main.ts, static imports)", () => {
+  const { files, packages } = startPath("src/cli/main.ts");
 
   it("the scanner follows imports (so the checks below can fail)", () => {
     assert.ok(files.has("src/cli/commands.ts") && files.has("src/cli/program.ts"), [...files].join(", "));

@@ -29,7 +29,7 @@ import { renderWebhookConfigurations, trainingPodExpression } from "../../src/ma
 import { mutatePod } from "../../src/mutate/index.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import type { JobKind, Policy } from "../../src/policy/types.js";
-import { buildLedger } from "../../src/reconcile/ledger.js";
+import { buildLedger } from "../../src/ledger/compute.js";
 import { lookupTopology } from "../../src/topology/lookup.js";
 import { validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/core/kube.js";
 import { slimNamespace, slimNode, slimPod, slimService } from "../../src/kube/cluster.js";
-import { buildLedger } from "../../src/reconcile/ledger.js";
+import { buildLedger } from "../../src/ledger/compute.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { planPass } from "../../src/reconcile/plan.js";
 import { gpuPod, node, nodeLease, SCOPE, snapshotOf } from "../fixtures/cluster.js";

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { KUEUE_QUEUE_NAME, KUEUE_RUNTIME_PATCH_MANAGER, kueueAdmissionOnly, queueNameOf } from "../../src/admission/kueue.js";
+import { KUEUE_QUEUE_NAME, KUEUE_RUNTIME_PATCH_MANAGER, kueueAdmissionOnly, queueNameOf } from "../../src/kueue/admission.js";
 import { ANNOTATION_ACCELERATOR } from "../../src/core/keys.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";

@@ -7,11 +7,11 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { KUEUE_QUEUE_NAME } from "../../src/admission/kueue.js";
+import { KUEUE_QUEUE_NAME } from "../../src/kueue/admission.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { backgroundEventWriter, type EventWriter } from "../../src/kube/events.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { KUEUE_ADMISSION_REFUSED, WEBHOOK_EVENT_SOURCE } from "../../src/reconcile/events.js";
+import { KUEUE_ADMISSION_REFUSED, WEBHOOK_EVENT_SOURCE } from "../../src/admission/events.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { capturingLogger } from "../fixtures/https.js";
 import { fakeJobReader, kindOf } from "../fixtures/jobs.js";

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { KUEUE_QUEUE_NAME } from "../../src/admission/kueue.js";
+import { KUEUE_QUEUE_NAME } from "../../src/kueue/admission.js";
 import { applyPatch } from "../../src/admission/patch.js";
 import { ANNOTATION_ACCELERATOR, ANNOTATION_GPU_PARTITION, ANNOTATION_INTERRUPTIBLE } from "../../src/core/keys.js";
 import type { KubeObject } from "../../src/core/kube.js";

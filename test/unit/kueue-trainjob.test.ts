@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Container, V1PodSpec, V1Toleration } from "@kubernetes/client-node";
-import { KUEUE_QUEUE_NAME, KUEUE_RUNTIME_PATCH_MANAGER, kueueAdmissionOnly } from "../../src/admission/kueue.js";
+import { KUEUE_QUEUE_NAME, KUEUE_RUNTIME_PATCH_MANAGER, kueueAdmissionOnly } from "../../src/kueue/admission.js";
 import { applyPatch } from "../../src/admission/patch.js";
 import { ANNOTATION_ACCELERATOR, ANNOTATION_INTERRUPTIBLE, ANNOTATION_MUTATIONS } from "../../src/core/keys.js";
 import type { KubeObject } from "../../src/core/kube.js";

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { clusterSpec } from "../../src/mutate/frameworks.js";
 import { defaultPolicy } from "../../src/policy/load.js";
-import { buildLedger } from "../../src/reconcile/ledger.js";
+import { buildLedger } from "../../src/ledger/compute.js";
 import { claimSelector } from "../../src/reconcile/claim.js";
 import { caffe2RuntimeId, KEY_LABELS, labelScheme } from "../../src/kinds/index.js";
 import { replicaOf } from "../../src/topology/resolve.js";

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { readLedgerConfigMaps } from "../../src/kube/ledger.js";
 import { generatedManifests } from "../../src/manifests/generate.js";
-import { isLedgerConfigMapName, ledgerConfigMapNames, MAX_LEDGER_SHARDS, shardName } from "../../src/reconcile/ledger-shards.js";
+import { isLedgerConfigMapName, ledgerConfigMapNames, MAX_LEDGER_SHARDS, shardName } from "../../src/ledger/shards.js";
 import { ROOT } from "../fixtures/manifests.js";
 
 describe("generated manifests", () => {

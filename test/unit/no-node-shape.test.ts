@@ -12,8 +12,8 @@ import { capacityOf, draCapacityOf, NODE_SHAPES_MAX_AGE_MS, type CapacitySource 
 import { silentLogger } from "../../src/log.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { Policy } from "../../src/policy/types.js";
-import { buildLedger, largestNode, type NodeEntry } from "../../src/reconcile/ledger.js";
-import { readIndex, shardLedger } from "../../src/reconcile/ledger-shards.js";
+import { buildLedger, largestNode, type NodeEntry } from "../../src/ledger/compute.js";
+import { readIndex, shardLedger } from "../../src/ledger/shards.js";
 import { modeOf } from "../../src/validate/enforcement.js";
 import { nodeShapeFindings, type ClusterCapacity } from "../../src/validate/job.js";
 import { createWebhooks } from "../../webhooks/index.js";

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { KUEUE_QUEUE_NAME } from "../../src/admission/kueue.js";
+import { KUEUE_QUEUE_NAME } from "../../src/kueue/admission.js";
 import { readQueue } from "../../src/admission/queue.js";
 import type { KubeObject, ObjectKind } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";

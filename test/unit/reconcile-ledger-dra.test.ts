@@ -2,12 +2,12 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/core/kube.js";
 import { defaultPolicy } from "../../src/policy/load.js";
-import { buildLedger, type Ledger, type LedgerInput } from "../../src/reconcile/ledger.js";
-import { canonicalJson, CHECKSUM_KEY, INDEX_KEY, shardLedger, readStored } from "../../src/reconcile/ledger-shards.js";
+import { buildLedger, type Ledger, type LedgerInput } from "../../src/ledger/compute.js";
+import { canonicalJson, CHECKSUM_KEY, INDEX_KEY, shardLedger, readStored } from "../../src/ledger/shards.js";
 import { capacityOf, indexOfData } from "../../src/kube/capacity.js";
 import { createAdmissionMetrics } from "../../src/server/metrics.js";
 import { ledgerTable } from "../../src/reconcile/table.js";
-import { deviceResource } from "../../src/reconcile/ledger-dra.js";
+import { deviceResource } from "../../src/ledger/dra-usage.js";
 import { gpuPod, node, nodeLease } from "../fixtures/cluster.js";
 
 const T0 = new Date("2026-11-22T12:00:00Z");

@@ -1,5 +1,5 @@
 /**
- * The device ledger's section per Kueue ResourceFlavor (src/reconcile/ledger-kueue.ts): quotas summed over the
+ * The device ledger's section per Kueue ResourceFlavor (src/ledger/kueue-quota.ts): quotas summed over the
  * ClusterQueues that list a flavor, the GPUs of the nodes its nodeLabels select, those in use there and Kueue's
  * own usage, as tables of named cases through `buildLedger`; then the section stored in the index and read back,
  * the table and the gauge.
@@ -9,9 +9,9 @@ import { describe, it } from "node:test";
 import { Registry } from "prom-client";
 import type { KubeObject } from "../../src/core/kube.js";
 import { defaultPolicy } from "../../src/policy/load.js";
-import { buildLedger, type LedgerInput } from "../../src/reconcile/ledger.js";
-import { kueueLedger, type KueueFlavorResource, type KueueObjects } from "../../src/reconcile/ledger-kueue.js";
-import { readStored, shardLedger, type StoredConfigMap } from "../../src/reconcile/ledger-shards.js";
+import { buildLedger, type LedgerInput } from "../../src/ledger/compute.js";
+import { kueueLedger, type KueueFlavorResource, type KueueObjects } from "../../src/ledger/kueue-quota.js";
+import { readStored, shardLedger, type StoredConfigMap } from "../../src/ledger/shards.js";
 import { registerLedgerMetrics } from "../../src/reconcile/metrics.js";
 import { ledgerTable } from "../../src/reconcile/table.js";
 import { gpuPod, node, nodeLease } from "../fixtures/cluster.js";

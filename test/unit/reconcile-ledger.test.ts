@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
-import { buildLedger, gpuSecondsAt, settledUsage, type Ledger, type LedgerInput } from "../../src/reconcile/ledger.js";
+import { buildLedger, gpuSecondsAt, settledUsage, type Ledger, type LedgerInput } from "../../src/ledger/compute.js";
 import {
   assembleLedger,
   canonicalJson,
@@ -15,7 +15,7 @@ import {
   shardLedger,
   shardName,
   type StoredConfigMap,
-} from "../../src/reconcile/ledger-shards.js";
+} from "../../src/ledger/shards.js";
 import { ledgerState } from "../../src/doctor/ledger.js";
 import { capacityOfIndex } from "../../src/kube/capacity.js";
 import { gpuPod, node, nodeLease } from "../fixtures/cluster.js";

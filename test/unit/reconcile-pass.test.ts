@@ -8,7 +8,7 @@ import type { KubeObject } from "../../src/core/kube.js";
 import { runPass } from "../../src/kube/pass.js";
 import { silentLogger } from "../../src/log.js";
 import { defaultPolicy } from "../../src/policy/load.js";
-import { LEDGER_INDEX_NAME, shardName } from "../../src/reconcile/ledger-shards.js";
+import { LEDGER_INDEX_NAME, shardName } from "../../src/ledger/shards.js";
 import { fakeCluster, gpuPod, node, nodeLease, type FakeCluster } from "../fixtures/cluster.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 

@@ -8,7 +8,7 @@ import type { KubeObject } from "../../src/core/kube.js";
 import { runPass } from "../../src/kube/pass.js";
 import { silentLogger } from "../../src/log.js";
 import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
-import { LEDGER_INDEX_NAME, sha256, shardName } from "../../src/reconcile/ledger-shards.js";
+import { LEDGER_INDEX_NAME, sha256, shardName } from "../../src/ledger/shards.js";
 import { planPass, type Plan } from "../../src/reconcile/plan.js";
 import { planTable } from "../../src/reconcile/table.js";
 import type { NamespaceInfo } from "../../src/core/scope.js";

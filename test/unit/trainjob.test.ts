@@ -15,7 +15,7 @@ import { fillJobDefaults } from "../../src/mutate/job-defaults.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { quartermasterControls, type JobDefaults } from "../../src/policy/types.js";
 import { finishedAt, planFinishedJob } from "../../src/reconcile/finished.js";
-import { buildLedger } from "../../src/reconcile/ledger.js";
+import { buildLedger } from "../../src/ledger/compute.js";
 import { managedElsewhere, planPass } from "../../src/reconcile/plan.js";
 import { jobShape, labelScheme } from "../../src/kinds/index.js";
 import { lookupTopology, readRuntime, runtimeKind } from "../../src/topology/lookup.js";

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { gpuWorkloadGuard } from "../../src/admission/guards.js";
 import { admitObjects } from "../../src/cli/admit.js";
-import { KUEUE_QUEUE_NAME, kueueWorkloadAdmissionOnly } from "../../src/admission/kueue.js";
+import { KUEUE_QUEUE_NAME, kueueWorkloadAdmissionOnly } from "../../src/kueue/admission.js";
 import { STAND_IN_NAMES, StandInUndecided } from "../../src/admission/stand-in.js";
 import { QUEUED_WORKLOAD_KINDS } from "../../src/core/job-shapes.js";
 import type { KubeObject } from "../../src/core/kube.js";

@@ -24,7 +24,7 @@ async function ledgerCommand(opts: LedgerOptions, _args: readonly string[], io: 
   const [{ readClusterLedger }, { ledgerTable }, { settledUsage }] = await Promise.all([
     import("../../kube/ledger.js"),
     import("../../reconcile/table.js"),
-    import("../../reconcile/ledger.js"),
+    import("../../ledger/compute.js"),
   ]);
   const requestTimeoutMs = opts.requestTimeout ?? INTERACTIVE_REQUEST_TIMEOUT_MS;
   io.stderr(waitingLine("ledger", `reading the device ledger in namespace ${namespace} from the cluster`, requestTimeoutMs));

@@ -12,7 +12,7 @@ import type { ControlPlane } from "./controlplane.js";
 import { freePort } from "./controlplane.js";
 
 export const ROOT = resolve(import.meta.dirname, "../../..");
-const CLI = join(ROOT, "webhooks/cli.ts");
+const CLI = join(ROOT, "src/cli/main.ts");
 
 export interface CliRun {
   child: ChildProcess;
@@ -112,7 +112,7 @@ export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<
 
   const builtRoot = opts.builtRoot ?? ROOT;
   const entry = opts.built ? [join(builtRoot, "bin/quartermaster.js")] : ["--import", "tsx", CLI];
-  if (opts.built && !existsSync(join(builtRoot, "dist/webhooks/cli.js")))
+  if (opts.built && !existsSync(join(builtRoot, "dist/src/cli/main.js")))
     throw new Error(`webhookProcess({ built: true }): run \`npm run build\` in ${builtRoot} first`);
   const start = async (): Promise<void> => {
     const proc = spawn(

@@ -10,7 +10,7 @@
  *   whose text does not match its checksum, or whose checksum is not the one the index recorded (a pass killed
  *   between writing shards and the index), is corrupt: the ledger is rebuilt from cluster state, and the
  *   GPU-seconds of the jobs in that shard start again from zero, said in a warning. A text whose checksum is
- *   right but whose shape is wrong (`ledger-schema.ts`, checked by generated ajv validators) is corrupt too: a
+ *   right but whose shape is wrong (`schema.ts`, checked by generated ajv validators) is corrupt too: a
  *   pass reports it, rebuilds it and goes on.
  * - The ledger deletes only ConfigMaps of its own names: the numbered shards `quartermaster-ledger-<n>`, n below
  *   the shard maximum, that the current layout no longer uses. Anything else carrying its label is left alone.
@@ -21,8 +21,8 @@ import { createHash } from "node:crypto";
 import generatedIndexValidator from "../generated/ledger-index-validator.js";
 import generatedShardValidator from "../generated/ledger-shard-validator.js";
 import { describeSchemaErrors } from "../core/schema.js";
-import type { KueueLedger } from "./ledger-kueue.js";
-import { LEDGER_VERSION, type LargestNode, type Ledger, type NodeEntry, type PendingGpuPod, type ResourceTotals, type Usage } from "./ledger.js";
+import type { KueueLedger } from "./kueue-quota.js";
+import { LEDGER_VERSION, type LargestNode, type Ledger, type NodeEntry, type PendingGpuPod, type ResourceTotals, type Usage } from "./compute.js";
 
 export const LEDGER_INDEX_NAME = "quartermaster-ledger";
 export const shardName = (i: number): string => `${LEDGER_INDEX_NAME}-${i}`;
@@ -63,7 +63,7 @@ function shapeError(validate: ValidateFunction, value: unknown): string | undefi
   return validate(value) ? undefined : (describeSchemaErrors(validate.errors)[0] ?? "does not match the schema");
 }
 
-// Keys in sorted order, as in ledger.ts: `JSON.stringify` gives the canonical bytes.
+// Keys in sorted order, as in compute.ts: `JSON.stringify` gives the canonical bytes.
 export interface LedgerIndex {
   /** `inactiveNodes` (nodes listing a GPU resource with zero allocatable) is absent from ledgers written before it. */
   counts: { inactiveNodes?: number; jobs: number; nodes: number; pendingGpuPods: number; podsHoldingDevices: number; staleNodes: number };

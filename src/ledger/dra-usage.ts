@@ -15,7 +15,7 @@
  *   resource: NVIDIA's driver publishes its MIG devices under driver `gpu.nvidia.com` with a `profile`.
  *   A driver that is no GPU class publishes no GPUs.
  * - No double counting: a node whose `status.allocatable` lists the same resource name keeps the larger of the
- *   two counts (a device plugin and a DRA driver advertising the same GPUs), never their sum (src/reconcile/ledger.ts).
+ *   two counts (a device plugin and a DRA driver advertising the same GPUs), never their sum (src/ledger/compute.ts).
  *
  * Allocation, from ResourceClaims:
  * - Each device of `status.allocation.devices.results` (`{driver, pool, device}`) whose device is a GPU counts

@@ -26,10 +26,6 @@ import type { KubeObject } from "../core/kube.js";
 import { isGpuResource, type GpuPattern } from "../core/gpu.js";
 import { parseQuantity, toNumber } from "../core/quantity.js";
 
-/** Kueue's API group and the version read (the CRDs' storage version in v0.17.0). */
-export const KUEUE_GROUP = "kueue.x-k8s.io";
-export const KUEUE_VERSION = "v1beta2";
-
 /** One ClusterQueue's quota of one resource in one flavor. Keys in sorted order (canonical JSON). */
 export interface KueueQuota {
   borrowingLimit?: number;

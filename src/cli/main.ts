@@ -3,7 +3,7 @@
  * The process entry point of `quartermaster`: wires argv, stdio and signals to the commands.
  * Nothing else in the project touches `process`.
  */
-import { runCli } from "../src/cli/commands.js";
+import { runCli } from "./commands.js";
 
 const shutdown = new Promise<string>((resolve) => {
   for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve(signal));

@@ -18,7 +18,7 @@
  * - Allocations per namespace and per job, and GPU-seconds accrued between passes: only for pods holding the
  *   resource in both passes (by uid), for the time between the two ledgers, at the current count. Totals
  *   carry over from the previous ledger, so they are cumulative.
- * - GPUs of Dynamic Resource Allocation (ResourceSlices and ResourceClaims, read in src/reconcile/ledger-dra.ts,
+ * - GPUs of Dynamic Resource Allocation (ResourceSlices and ResourceClaims, read in src/ledger/dra-usage.ts,
  *   whose module comment gives the rules) count under the resource name of their device class, next to the
  *   device plugin's: a resource entry (and its totals) carries `dra: {allocated, capacity}` when DRA devices
  *   are part of it, and only then, so a cluster without DRA gets the ledger it always had. Where a node lists
@@ -34,8 +34,8 @@ import { labelSchemes, type LabelScheme } from "../kinds/index.js";
 import type { Policy } from "../policy/types.js";
 import { parseQuantity, toNumber } from "../core/quantity.js";
 import { effectivePodGpus } from "../core/gpu.js";
-import { pendingPodDraGpus, readDra, type DraLedger } from "./ledger-dra.js";
-import { kueueLedger, nodeLabelsOf, type KueueLedger, type KueueNode, type KueueObjects } from "./ledger-kueue.js";
+import { pendingPodDraGpus, readDra, type DraLedger } from "./dra-usage.js";
+import { kueueLedger, nodeLabelsOf, type KueueLedger, type KueueNode, type KueueObjects } from "./kueue-quota.js";
 
 export const LEDGER_VERSION = 1;
 
@@ -150,7 +150,7 @@ export interface LargestNode {
 export interface Ledger {
   generatedAt: string;
   jobs: Record<string, Record<string, Usage>>;
-  /** Per Kueue ResourceFlavor (src/reconcile/ledger-kueue.ts); present only where Kueue's API is served. */
+  /** Per Kueue ResourceFlavor (src/ledger/kueue-quota.ts); present only where Kueue's API is served. */
   kueue?: KueueLedger;
   /** Absent from ledgers written before it (and from a ledger read back without its index's). */
   largest?: LargestNode;

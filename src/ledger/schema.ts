@@ -1,12 +1,12 @@
 /**
  * @module
  * JSON Schemas of the device ledger as stored: the index ConfigMap's `index.json` and each shard's `shard.json`
- * (`src/reconcile/ledger-shards.ts`). A stored text whose checksum is right but whose shape is not (edited by
+ * (`src/ledger/shards.ts`). A stored text whose checksum is right but whose shape is not (edited by
  * hand, written by another version) is treated exactly like a corrupt one: reported and rebuilt, never trusted.
  * `src/generated/ledger-index-validator.ts` and `ledger-shard-validator.ts` are generated from these
  * (`npm run generate`). Extra keys are allowed; every key the reader uses must be there with its type.
  */
-import { LEDGER_VERSION } from "./ledger.js";
+import { LEDGER_VERSION } from "./compute.js";
 
 const num = { type: "number" } as const;
 const int = { type: "integer", minimum: 0 } as const;
@@ -18,7 +18,7 @@ const USAGE = { type: "object", required: ["allocated", "gpuSeconds"], propertie
 /** `{ <namespace or job>: { <resource>: Usage } }` */
 const USAGE_MAP = { type: "object", additionalProperties: { type: "object", additionalProperties: USAGE } } as const;
 
-/** The DRA part of a resource's figures (optional: present only where DRA devices are, see ledger.ts). */
+/** The DRA part of a resource's figures (optional: present only where DRA devices are, see compute.ts). */
 const DRA_FIGURES = { type: "object", required: ["allocated", "capacity"], properties: { allocated: num, capacity: num } } as const;
 
 const TOTALS = {
@@ -62,7 +62,7 @@ const PENDING = {
   properties: { createdAt: str, job: str, message: str, name: str, namespace: str, pendingSeconds: num, reason: str, resources: counts, uid: str },
 } as const;
 
-/** One ClusterQueue's quota of a resource in a flavor (src/reconcile/ledger-kueue.ts). */
+/** One ClusterQueue's quota of a resource in a flavor (src/ledger/kueue-quota.ts). */
 const KUEUE_QUOTA = {
   type: "object",
   required: ["clusterQueue", "nominalQuota"],
