@@ -7,7 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { admitObjects, readInputs, type Admitted } from "../../src/cli/admit.js";
+import { admitObjects, type Admitted } from "../../src/cli/admit.js";
+import { readInputs } from "../../src/cli/admit-input.js";
 import { contains } from "../../src/cli/policy-test.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { parsePolicy } from "../../src/policy/parse.js";

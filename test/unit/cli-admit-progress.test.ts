@@ -9,7 +9,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, it } from "node:test";
-import { admitCommand, PROGRESS, type AdmitCliOptions, type ProgressOptions } from "../../src/cli/admit.js";
+import { admitCommand, PROGRESS, type AdmitCliOptions, type ProgressOptions } from "../../src/cli/admit-command.js";
 import { runCli } from "../../src/cli/commands.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");

@@ -1,5 +1,5 @@
 /**
- * `admit` reads a file a megabyte at a time (src/cli/admit.ts readObjects, src/cli/manifest-yaml.ts
+ * `admit` reads a file a megabyte at a time (src/cli/admit-input.ts readObjects, src/cli/manifest-yaml.ts
  * manifestDocumentReader): whatever the pieces, every document, value, error and error line is what the yaml
  * package's parseAllDocuments finds in the whole text with the same options, and the objects (or the error) are
  * what parseObjects makes of the whole text. Over the corpus, the fixtures' YAML and texts made to trip a reader
@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { LineCounter, parseAllDocuments, type Document } from "yaml";
-import { objectReader, parseObjects } from "../../src/cli/admit.js";
+import { objectReader, parseObjects } from "../../src/cli/admit-input.js";
 import { manifestDocumentReader, manifestValue, MANIFEST_OPTIONS } from "../../src/cli/manifest-yaml.js";
 import { errorMessage } from "../../src/core/errors.js";
 import { REPO_CORPUS_DIR } from "../fixtures/corpus.js";

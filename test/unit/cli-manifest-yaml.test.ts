@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { LineCounter } from "yaml";
-import { parseObjects } from "../../src/cli/admit.js";
+import { parseObjects } from "../../src/cli/admit-input.js";
 import { runCli } from "../../src/cli/commands.js";
 import { expandedSize, MAX_EXPANDED_BYTES, parseManifestDocuments } from "../../src/cli/manifest-yaml.js";
 import { parseTests } from "../../src/cli/policy-test.js";

@@ -4,13 +4,13 @@
  * imported when the command runs: it brings the webhooks and the YAML parser).
  */
 import { Option, type Command } from "commander";
-import type { AdmitCliOptions } from "../admit.js";
+import type { AdmitCliOptions } from "../admit-command.js";
 import type { CliDeps } from "../deps.js";
 import { oneOf, policyOption } from "../flags.js";
 import type { CliIo } from "../io.js";
 
 async function admitFilesCommand(opts: AdmitCliOptions, _args: readonly string[], io: CliIo): Promise<number> {
-  const { admitCommand } = await import("../admit.js");
+  const { admitCommand } = await import("../admit-command.js");
   return admitCommand(opts, io);
 }
 

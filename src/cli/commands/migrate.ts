@@ -25,7 +25,7 @@ async function migrateCommand(values: MigrateOptions, _args: readonly string[], 
     import("node:fs/promises"),
     import("node:path"),
     import("yaml"),
-    import("../admit.js"),
+    import("../admit-input.js"),
     import("../../migrate/migrate.js"),
     import("../../migrate/render.js"),
   ]);
