@@ -126,6 +126,53 @@ function covered(hook: WebhookEntry, operation: string, kinds: ReadonlyArray<{ g
 /** The kinds' names for messages (`kubeflow.org/pytorchjobs, ...`). */
 const kindList = (keys: Iterable<string>): string => [...keys].sort().join(", ");
 
+type Found = { config: WebhookConfiguration; hook: WebhookEntry };
+type KindKey = { group: string; plural: string };
+
+/** What is wrong with /mutate/jobs beside Kueue's mutating webhooks: absent, missing kinds, or not reinvoked. */
+function mutateFindings(mutate: Found | undefined, managed: ReadonlySet<string>, kueueNames: readonly string[], kinds: readonly KindKey[]): DoctorFinding[] {
+  const out: DoctorFinding[] = [];
+  if (!mutate) {
+    out.push({
+      check: "kueue-webhooks",
+      severity: "warning",
+      subject: JOBS_MUTATE,
+      message:
+        `Kueue mutates ${kindList(managed)} at CREATE (${kueueNames.join(", ")}) but Quartermaster's ${JOBS_MUTATE} is not registered: ` +
+        "queued jobs' pod templates are not outfitted, so Kueue charges quota and picks flavors from requests and placement the pods will not have",
+      fix: APPLY_FIX,
+    });
+  } else {
+    const missing = [...managed].filter((k) => !covered(mutate.hook, "CREATE", kinds).has(k));
+    if (missing.length > 0)
+      out.push({
+        check: "kueue-webhooks",
+        severity: "warning",
+        subject: JOBS_MUTATE,
+        message:
+          `Kueue mutates ${kindList(missing)} at CREATE but ${mutate.config.metadata.name}'s ${JOBS_MUTATE} does not match their CREATE: ` +
+          "those queued jobs are admitted by Kueue from templates Quartermaster never outfitted",
+        fix: APPLY_FIX,
+      });
+    const reinvoked = mutate.hook.reinvocationPolicy === "IfNeeded";
+    // The apiserver calls mutating configurations in the order of their names.
+    const first = kueueNames.some((k) => mutate.config.metadata.name < k);
+    if (!reinvoked)
+      out.push({
+        check: "kueue-webhooks",
+        severity: first ? "warning" : "info",
+        subject: JOBS_MUTATE,
+        message: first
+          ? `${mutate.config.metadata.name} is called before Kueue's ${kueueNames.join(", ")} (configurations run in name order) and ${JOBS_MUTATE} is not reinvoked ` +
+            `(reinvocationPolicy ${mutate.hook.reinvocationPolicy ?? "Never"}): a job that gets its queue name from Kueue's LocalQueue defaulting is never outfitted`
+          : `${JOBS_MUTATE} is not reinvoked (reinvocationPolicy ${mutate.hook.reinvocationPolicy ?? "Never"}); it sees Kueue's changes only because ` +
+            `${mutate.config.metadata.name} sorts after ${kueueNames.join(", ")}: renaming either configuration breaks it`,
+        fix: `set reinvocationPolicy: IfNeeded on ${JOBS_MUTATE} (${APPLY_FIX})`,
+      });
+  }
+  return out;
+}
+
 /**
  * Kueue's and Quartermaster's webhooks on the job kinds of the policy: `jobs.mutate` present, covering every kind
  * Kueue mutates at CREATE, reinvoked (IfNeeded) or called after Kueue's; `jobs.validate` matching UPDATE of them.
@@ -166,44 +213,7 @@ export function checkKueueWebhooks(
   const out: DoctorFinding[] = [];
   const kueueNames = [...kueueConfigNames].sort();
   const mutate = find("MutatingWebhookConfiguration", JOBS_MUTATE);
-  if (!mutate) {
-    out.push({
-      check: "kueue-webhooks",
-      severity: "warning",
-      subject: JOBS_MUTATE,
-      message:
-        `Kueue mutates ${kindList(managed)} at CREATE (${kueueNames.join(", ")}) but Quartermaster's ${JOBS_MUTATE} is not registered: ` +
-        "queued jobs' pod templates are not outfitted, so Kueue charges quota and picks flavors from requests and placement the pods will not have",
-      fix: APPLY_FIX,
-    });
-  } else {
-    const missing = [...managed].filter((k) => !covered(mutate.hook, "CREATE", kinds).has(k));
-    if (missing.length > 0)
-      out.push({
-        check: "kueue-webhooks",
-        severity: "warning",
-        subject: JOBS_MUTATE,
-        message:
-          `Kueue mutates ${kindList(missing)} at CREATE but ${mutate.config.metadata.name}'s ${JOBS_MUTATE} does not match their CREATE: ` +
-          "those queued jobs are admitted by Kueue from templates Quartermaster never outfitted",
-        fix: APPLY_FIX,
-      });
-    const reinvoked = mutate.hook.reinvocationPolicy === "IfNeeded";
-    // The apiserver calls mutating configurations in the order of their names.
-    const first = kueueNames.some((k) => mutate.config.metadata.name < k);
-    if (!reinvoked)
-      out.push({
-        check: "kueue-webhooks",
-        severity: first ? "warning" : "info",
-        subject: JOBS_MUTATE,
-        message: first
-          ? `${mutate.config.metadata.name} is called before Kueue's ${kueueNames.join(", ")} (configurations run in name order) and ${JOBS_MUTATE} is not reinvoked ` +
-            `(reinvocationPolicy ${mutate.hook.reinvocationPolicy ?? "Never"}): a job that gets its queue name from Kueue's LocalQueue defaulting is never outfitted`
-          : `${JOBS_MUTATE} is not reinvoked (reinvocationPolicy ${mutate.hook.reinvocationPolicy ?? "Never"}); it sees Kueue's changes only because ` +
-            `${mutate.config.metadata.name} sorts after ${kueueNames.join(", ")}: renaming either configuration breaks it`,
-        fix: `set reinvocationPolicy: IfNeeded on ${JOBS_MUTATE} (${APPLY_FIX})`,
-      });
-  }
+  out.push(...mutateFindings(mutate, managed, kueueNames, kinds));
   const validate = find("ValidatingWebhookConfiguration", JOBS_VALIDATE);
   if (validate) {
     const unchecked = [...managed].filter((k) => !covered(validate.hook, "UPDATE", kinds).has(k));

@@ -44,92 +44,9 @@ export function requiredAccess(
       });
   };
   webhookAccess(need, policy, kinds, webhook, namespace);
-  // src/kube/cluster.ts, ledger.ts, lease.ts: one reconcile pass.
-  for (const k of kinds)
-    need(reconciler, ["get", "list", "delete"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `adopt for and clean up ${k.kind}s` });
-  // Adoption and per-replica Services set blockOwnerDeletion on their ownerReference to the job, which the
-  // OwnerReferencesPermissionEnforcement admission plugin allows only with update on the job's finalizers.
-  for (const k of kinds.filter((k) => labelScheme(k).claimed))
-    need(reconciler, ["update"], {
-      group: k.group,
-      resource: `${k.plural}/finalizers`,
-      ifDenied: "warning",
-      why: `adoption with blockOwnerDeletion for ${k.kind}s`,
-    });
-  need(reconciler, ["list"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the namespace scope of a pass" });
-  need(reconciler, ["list", "patch", "delete"], { group: "", resource: "pods", ifDenied: "warning", why: "adoption, CleanPodPolicy, the ledger" });
-  need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], {
-    group: "",
-    resource: "services",
-    ifDenied: "warning",
-    why: "per-replica Services, adoption",
-  });
-  need(reconciler, ["list"], { group: "", resource: "nodes", ifDenied: "warning", why: "the ledger's node inventory" });
-  need(reconciler, ["list"], { group: "resource.k8s.io", resource: "resourceslices", ifDenied: "warning", why: "the ledger's DRA devices per node" });
-  need(reconciler, ["list"], { group: "resource.k8s.io", resource: "resourceclaims", ifDenied: "warning", why: "the ledger's DRA allocations" });
-  for (const resource of ["resourceflavors", "clusterqueues"])
-    need(reconciler, ["list"], { group: "kueue.x-k8s.io", resource, ifDenied: "warning", why: "the ledger per Kueue ResourceFlavor" });
-  // The job controller (src/kube/job-controller.ts, src/kube/watch.ts) for kinds Quartermaster runs (Caffe2Job
-  // by default; any kind may be marked so): informers, replica pods, the restart counter and the status.
-  // Patches of a job and its status come with adoption and the job controller: not for kinds whose pods the
-  // reconciler never adopts (a TrainJob's pods belong to its JobSet's Jobs; the Trainer writes its status).
-  for (const k of kinds)
-    need(reconciler, labelScheme(k).claimed ? ["watch", "patch"] : ["watch"], {
-      group: k.group,
-      resource: k.plural,
-      ifDenied: "warning",
-      why: `the job controller for ${k.kind}s (informers, restart counter)`,
-    });
-  for (const k of kinds.filter((k) => labelScheme(k).claimed))
-    need(reconciler, ["patch"], { group: k.group, resource: `${k.plural}/status`, ifDenied: "warning", why: `the job controller writes ${k.kind}s' status` });
-  need(reconciler, ["watch"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the job controller's namespace informer (reconcile --watch)" });
-  need(reconciler, ["watch", "create"], { group: "", resource: "pods", ifDenied: "warning", why: "the job controller creates replica pods and watches them" });
-  need(reconciler, ["watch"], { group: "", resource: "services", ifDenied: "warning", why: "the job controller's Service informer (reconcile --watch)" });
-  need(reconciler, ["list"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the scope: a pass writes only in namespaces that opted in" });
-  if (policy.reconciler.events) need(reconciler, ["create"], { group: "", resource: "events", ifDenied: "warning", why: "Events on jobs" });
-  need(reconciler, ["get", "create", "update"], { group: "coordination.k8s.io", resource: "leases", namespace, ifDenied: "warning", why: "the pass Lease" });
-  need(reconciler, ["list", "create"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the ledger's ConfigMaps" });
-  // Update and delete are granted by name (manifests/base/reconciler-ledger-rbac.yaml): the index and a shard stand for all.
-  for (const name of [LEDGER_INDEX_NAME, shardName(0)])
-    need(reconciler, ["update", "delete"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the ledger's ConfigMaps", name: name });
-  need(reconciler, ["list"], {
-    group: "coordination.k8s.io",
-    resource: "leases",
-    namespace: "kube-node-lease",
-    ifDenied: "warning",
-    why: "node staleness in the ledger",
-  });
-  // src/kube/policy-reports.ts, for reconciler.policyReports (manifests/base/reconciler-policyreports-rbac.yaml, always
-  // installed, so checked whether the policy turns the reports on or not: turning them on needs no RBAC change).
-  need(reconciler, ["list", "create"], {
-    group: "wgpolicyk8s.io",
-    resource: "policyreports",
-    ifDenied: "warning",
-    why: "PolicyReports (reconciler.policyReports)",
-  });
-  need(reconciler, ["update", "delete"], {
-    group: "wgpolicyk8s.io",
-    resource: "policyreports",
-    ifDenied: "warning",
-    why: "PolicyReports (reconciler.policyReports)",
-    name: "quartermaster",
-  });
-  // Least privilege the design relies on: the reconciler never changes the policy the webhook enforces (an
-  // install from before the ledger's grant was by name could). The policy ConfigMap's name is hashed; any
-  // name outside the ledger's answers the same.
-  for (const verb of ["update", "patch", "delete"]) {
-    out.push({
-      serviceAccount: reconciler,
-      verb,
-      group: "",
-      resource: "configmaps",
-      namespace,
-      name: "quartermaster-policy",
-      ifDenied: "warning",
-      why: "the webhook's policy ConfigMap",
-      mustNot: true,
-    });
-  }
+  reconcilerPassAccess(need, policy, kinds, reconciler);
+  jobControllerAccess(need, kinds, reconciler);
+  reconcilerStoreAccess(need, policy, reconciler, namespace, out);
   return out;
 }
 
@@ -180,11 +97,110 @@ export function checkAccess(access: AccessCheck[] | Unreadable): DoctorFinding[]
 }
 
 /** One permission (`verbs` on one resource) that `serviceAccount` needs; `namespace` "" (or absent) is every namespace. */
+
 type Need = (
   serviceAccount: string,
   verbs: string[],
   r: { group: string; resource: string; namespace?: string; ifDenied: Severity; why: string; name?: string },
 ) => void;
+
+/** One reconcile pass: adoption, clean-up, the ledger's reads (src/kube/cluster.ts, ledger.ts, lease.ts). */
+function reconcilerPassAccess(need: Need, policy: Pick<Policy, "reconciler">, kinds: Policy["jobKinds"], reconciler: string): void {
+  // src/kube/cluster.ts, ledger.ts, lease.ts: one reconcile pass.
+  for (const k of kinds)
+    need(reconciler, ["get", "list", "delete"], { group: k.group, resource: k.plural, ifDenied: "warning", why: `adopt for and clean up ${k.kind}s` });
+  // Adoption and per-replica Services set blockOwnerDeletion on their ownerReference to the job, which the
+  // OwnerReferencesPermissionEnforcement admission plugin allows only with update on the job's finalizers.
+  for (const k of kinds.filter((k) => labelScheme(k).claimed))
+    need(reconciler, ["update"], {
+      group: k.group,
+      resource: `${k.plural}/finalizers`,
+      ifDenied: "warning",
+      why: `adoption with blockOwnerDeletion for ${k.kind}s`,
+    });
+  need(reconciler, ["list"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the namespace scope of a pass" });
+  need(reconciler, ["list", "patch", "delete"], { group: "", resource: "pods", ifDenied: "warning", why: "adoption, CleanPodPolicy, the ledger" });
+  need(reconciler, policy.reconciler.perReplicaServices ? ["list", "create", "patch", "delete"] : ["list", "patch", "delete"], {
+    group: "",
+    resource: "services",
+    ifDenied: "warning",
+    why: "per-replica Services, adoption",
+  });
+  need(reconciler, ["list"], { group: "", resource: "nodes", ifDenied: "warning", why: "the ledger's node inventory" });
+  need(reconciler, ["list"], { group: "resource.k8s.io", resource: "resourceslices", ifDenied: "warning", why: "the ledger's DRA devices per node" });
+  need(reconciler, ["list"], { group: "resource.k8s.io", resource: "resourceclaims", ifDenied: "warning", why: "the ledger's DRA allocations" });
+  for (const resource of ["resourceflavors", "clusterqueues"])
+    need(reconciler, ["list"], { group: "kueue.x-k8s.io", resource, ifDenied: "warning", why: "the ledger per Kueue ResourceFlavor" });
+}
+
+/** The job controller and `reconcile --watch`'s informers. */
+function jobControllerAccess(need: Need, kinds: Policy["jobKinds"], reconciler: string): void {
+  // The job controller (src/kube/job-controller.ts, src/kube/watch.ts) for kinds Quartermaster runs (Caffe2Job
+  // by default; any kind may be marked so): informers, replica pods, the restart counter and the status.
+  // Patches of a job and its status come with adoption and the job controller: not for kinds whose pods the
+  // reconciler never adopts (a TrainJob's pods belong to its JobSet's Jobs; the Trainer writes its status).
+  for (const k of kinds)
+    need(reconciler, labelScheme(k).claimed ? ["watch", "patch"] : ["watch"], {
+      group: k.group,
+      resource: k.plural,
+      ifDenied: "warning",
+      why: `the job controller for ${k.kind}s (informers, restart counter)`,
+    });
+  for (const k of kinds.filter((k) => labelScheme(k).claimed))
+    need(reconciler, ["patch"], { group: k.group, resource: `${k.plural}/status`, ifDenied: "warning", why: `the job controller writes ${k.kind}s' status` });
+  need(reconciler, ["watch"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the job controller's namespace informer (reconcile --watch)" });
+  need(reconciler, ["watch", "create"], { group: "", resource: "pods", ifDenied: "warning", why: "the job controller creates replica pods and watches them" });
+  need(reconciler, ["watch"], { group: "", resource: "services", ifDenied: "warning", why: "the job controller's Service informer (reconcile --watch)" });
+}
+
+/** What the reconciler writes in its own namespace and elsewhere (scope, Events, Lease, ledger, PolicyReports), and what it must not. */
+function reconcilerStoreAccess(need: Need, policy: Pick<Policy, "reconciler">, reconciler: string, namespace: string, out: AccessRequirement[]): void {
+  need(reconciler, ["list"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the scope: a pass writes only in namespaces that opted in" });
+  if (policy.reconciler.events) need(reconciler, ["create"], { group: "", resource: "events", ifDenied: "warning", why: "Events on jobs" });
+  need(reconciler, ["get", "create", "update"], { group: "coordination.k8s.io", resource: "leases", namespace, ifDenied: "warning", why: "the pass Lease" });
+  need(reconciler, ["list", "create"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the ledger's ConfigMaps" });
+  // Update and delete are granted by name (manifests/base/reconciler-ledger-rbac.yaml): the index and a shard stand for all.
+  for (const name of [LEDGER_INDEX_NAME, shardName(0)])
+    need(reconciler, ["update", "delete"], { group: "", resource: "configmaps", namespace, ifDenied: "warning", why: "the ledger's ConfigMaps", name: name });
+  need(reconciler, ["list"], {
+    group: "coordination.k8s.io",
+    resource: "leases",
+    namespace: "kube-node-lease",
+    ifDenied: "warning",
+    why: "node staleness in the ledger",
+  });
+  // src/kube/policy-reports.ts, for reconciler.policyReports (manifests/base/reconciler-policyreports-rbac.yaml, always
+  // installed, so checked whether the policy turns the reports on or not: turning them on needs no RBAC change).
+  need(reconciler, ["list", "create"], {
+    group: "wgpolicyk8s.io",
+    resource: "policyreports",
+    ifDenied: "warning",
+    why: "PolicyReports (reconciler.policyReports)",
+  });
+  need(reconciler, ["update", "delete"], {
+    group: "wgpolicyk8s.io",
+    resource: "policyreports",
+    ifDenied: "warning",
+    why: "PolicyReports (reconciler.policyReports)",
+    name: "quartermaster",
+  });
+  // Least privilege the design relies on: the reconciler never changes the policy the webhook enforces (an
+  // install from before the ledger's grant was by name could). The policy ConfigMap's name is hashed; any
+  // name outside the ledger's answers the same.
+  for (const verb of ["update", "patch", "delete"]) {
+    out.push({
+      serviceAccount: reconciler,
+      verb,
+      group: "",
+      resource: "configmaps",
+      namespace,
+      name: "quartermaster-policy",
+      ifDenied: "warning",
+      why: "the webhook's policy ConfigMap",
+      mustNot: true,
+    });
+  }
+}
 
 /** The webhook's permissions: its reads on the admission path and in the background, and its Events. */
 function webhookAccess(

@@ -52,6 +52,60 @@ export function createAdmissionMetrics(opts: {
   if (opts.processMetrics) collectDefaultMetrics({ register: registry });
   if (opts.ledger) registerLedgerMetrics(registry, opts.ledger);
   const registers = [registry];
+  const { lookups, duration, patches, patchOps, denials, warnings, violations, errors, parsedAgain } = admissionInstruments(registers, opts.timeoutSeconds);
+  const tls = tlsInstruments(registers, now);
+  const { connections, shed, track: trackOpen } = connectionInstruments(registers);
+
+  return {
+    registry,
+    connectionOpened(protocol) {
+      connections.inc({ protocol });
+    },
+    connectionShed(port, reason) {
+      shed.inc({ port, reason });
+    },
+    trackConnections(counts) {
+      trackOpen(counts);
+    },
+    observe(webhook, r, seconds) {
+      duration.observe({ webhook, operation: r.request.operation, outcome: r.outcome }, seconds);
+      if (r.patchOps > 0) {
+        patches.inc({ webhook });
+        patchOps.inc({ webhook }, r.patchOps);
+      }
+      for (const rule of r.deniedRules) denials.inc({ webhook, rule });
+      for (const v of r.policyViolations) violations.inc({ webhook, rule: v.rule, mode: v.mode });
+      if (r.warnings > 0) warnings.inc({ webhook }, r.warnings);
+      if (r.outcome === "error") errors.inc({ webhook, type: "rule" });
+    },
+    rejected(webhook, status) {
+      errors.inc({ webhook, type: String(status) });
+    },
+    parsedAgain(webhook) {
+      parsedAgain.inc({ webhook });
+    },
+    certificateLoaded(notAfter) {
+      tls.loaded(notAfter);
+    },
+    certificateReloadFailed(reason) {
+      tls.reloads.inc({ result: reason });
+    },
+    jobLookup(result, seconds) {
+      lookups.observe({ result }, seconds);
+    },
+  };
+}
+
+/** How one job lookup on the admission path was answered (the `result` label of the lookup histogram). */
+export type JobLookupResult = "hit" | "fetched" | "not_found" | "error" | "timeout";
+
+/** Buckets for job lookups: a cache hit is microseconds, an apiserver GET milliseconds, up to the lookup timeout. */
+export const JOB_LOOKUP_BUCKETS = [0.00001, 0.0001, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+type Registers = Registry[];
+
+/** The admission path's instruments: lookups, durations, patches, verdicts, errors. */
+function admissionInstruments(registers: Registers, timeoutSeconds: number) {
   const lookups = new Histogram({
     name: "quartermaster_job_lookup_duration_seconds",
     help: "Job lookups on the admission path by result: hit (answered from the cache), fetched (read from the apiserver), not_found, error, timeout.",
@@ -63,7 +117,7 @@ export function createAdmissionMetrics(opts: {
     name: "quartermaster_admission_duration_seconds",
     help: "Time from request body received to response written, by webhook, operation and outcome.",
     labelNames: ["webhook", "operation", "outcome"] as const,
-    buckets: latencyBuckets(opts.timeoutSeconds),
+    buckets: latencyBuckets(timeoutSeconds),
     registers,
   });
   const patches = new Counter({
@@ -108,6 +162,11 @@ export function createAdmissionMetrics(opts: {
     labelNames: ["webhook"] as const,
     registers,
   });
+  return { lookups, duration, patches, patchOps, denials, warnings, violations, errors, parsedAgain };
+}
+
+/** The serving certificate: its expiry (a timestamp, and days left at scrape time) and its reloads. */
+function tlsInstruments(registers: Registers, now: () => number) {
   const certExpiry = new Gauge({
     name: "quartermaster_tls_certificate_expiry_timestamp_seconds",
     help: "notAfter of the serving certificate in use, as a Unix timestamp.",
@@ -131,6 +190,18 @@ export function createAdmissionMetrics(opts: {
     registers,
   });
 
+  return {
+    reloads: certReloads,
+    loaded: (notAfter: Date): void => {
+      certExpiry.set(notAfter.getTime() / 1000);
+      notAfterMs = notAfter.getTime();
+      certReloads.inc({ result: "ok" });
+    },
+  };
+}
+
+/** The webhook port's connections: handshakes by protocol, sheds by reason, open ones by state. */
+function connectionInstruments(registers: Registers) {
   const connections = new Counter({
     name: "quartermaster_tls_connections_total",
     help: "TLS connections (handshakes) on the webhook port, by the protocol ALPN settled on: h2 or http/1.1.",
@@ -157,49 +228,10 @@ export function createAdmissionMetrics(opts: {
   });
 
   return {
-    registry,
-    connectionOpened(protocol) {
-      connections.inc({ protocol });
-    },
-    connectionShed(port, reason) {
-      shed.inc({ port, reason });
-    },
-    trackConnections(counts) {
+    connections,
+    shed,
+    track: (counts: () => ConnectionCounts): void => {
       connectionCounts = counts;
-    },
-    observe(webhook, r, seconds) {
-      duration.observe({ webhook, operation: r.request.operation, outcome: r.outcome }, seconds);
-      if (r.patchOps > 0) {
-        patches.inc({ webhook });
-        patchOps.inc({ webhook }, r.patchOps);
-      }
-      for (const rule of r.deniedRules) denials.inc({ webhook, rule });
-      for (const v of r.policyViolations) violations.inc({ webhook, rule: v.rule, mode: v.mode });
-      if (r.warnings > 0) warnings.inc({ webhook }, r.warnings);
-      if (r.outcome === "error") errors.inc({ webhook, type: "rule" });
-    },
-    rejected(webhook, status) {
-      errors.inc({ webhook, type: String(status) });
-    },
-    parsedAgain(webhook) {
-      parsedAgain.inc({ webhook });
-    },
-    certificateLoaded(notAfter) {
-      certExpiry.set(notAfter.getTime() / 1000);
-      notAfterMs = notAfter.getTime();
-      certReloads.inc({ result: "ok" });
-    },
-    certificateReloadFailed(reason) {
-      certReloads.inc({ result: reason });
-    },
-    jobLookup(result, seconds) {
-      lookups.observe({ result }, seconds);
     },
   };
 }
-
-/** How one job lookup on the admission path was answered (the `result` label of the lookup histogram). */
-export type JobLookupResult = "hit" | "fetched" | "not_found" | "error" | "timeout";
-
-/** Buckets for job lookups: a cache hit is microseconds, an apiserver GET milliseconds, up to the lookup timeout. */
-export const JOB_LOOKUP_BUCKETS = [0.00001, 0.0001, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
