@@ -357,6 +357,46 @@ function migrateSingleTemplate(job: KubeObject, info: KindInfo, name: string, t:
 
 const TF_ORDER = ["chief", "master", "worker", "ps", "evaluator"];
 
+/** One replica type of a TFJob as an Indexed Job of the runtime (its TF container named as Trainer's trainer). */
+function tfReplicatedJob({ rt, s, type, info, t, trainerType }: { rt: string; s: Obj; type: string; info: KindInfo; t: Table; trainerType: string }) {
+  let renamed = false;
+  const n = replicasOf(s);
+  const { metadata, spec: podSpec, ...rest } = structuredClone((s.template ?? {}) as V1PodTemplateSpec);
+  // v1's TF container is named `node`, Trainer's trainer container: its TrainingRuntime webhook refuses a runtime
+  // whose trainer replicatedJob has no container `node` (kubeflow/trainer pkg/webhooks/trainingruntime_webhook.go),
+  // and TF_CONFIG goes to `node` (src/mutate/jobset-tf-config.ts). Renamed in every replicatedJob, for one name.
+  const containers = podSpec?.containers ?? [];
+  if (!containers.some((c) => c.name === TRAINER_CONTAINER)) {
+    const tf = containers.find((c) => c.name === info.container);
+    if (tf) {
+      tf.name = TRAINER_CONTAINER;
+      renamed = true;
+    }
+  }
+  const template: V1PodTemplateSpec & { spec: V1PodSpec } = {
+    metadata: { ...metadata, labels: { ...metadata?.labels, [FRAMEWORK_LABEL]: "tensorflow" } },
+    spec: podSpec ?? { containers: [] },
+    ...rest,
+  };
+  const rp = s.restartPolicy;
+  if (template.spec.restartPolicy === undefined) {
+    if (rp === "OnFailure" || rp === "Never") template.spec.restartPolicy = rp;
+    else {
+      if (rp !== undefined) t.add(`spec.${info.field}.${type}.restartPolicy`, "an Indexed Job's pods restart Never or OnFailure (Never is used)", rp);
+      template.spec.restartPolicy = "Never";
+    }
+  }
+  const replicatedJob = {
+    name: rt,
+    replicas: 1,
+    template: {
+      ...(rt === trainerType ? { metadata: { labels: { [ANCESTOR]: "trainer" } } } : {}),
+      spec: { parallelism: n, completions: n, completionMode: "Indexed", template },
+    },
+  };
+  return { replicatedJob, renamed };
+}
+
 /** A TFJob: its own TrainingRuntime (a replicatedJob per replica type) and a TrainJob on it. */
 function migrateTensorflow(job: KubeObject, info: KindInfo, name: string, t: Table): Migration {
   const specs = replicaSpecs(job, info, t)
@@ -370,43 +410,9 @@ function migrateTensorflow(job: KubeObject, info: KindInfo, name: string, t: Tab
   if (!live.length) throw new Error(`TFJob ${name}: no replicas`);
   const trainerType = (live.find(([rt]) => rt === "worker") ?? live[0]!)[0];
   const spec = (job.spec ?? {}) as Obj;
-  let renamed = false;
-  const rjobs = live.map(([rt, s, type]) => {
-    const n = replicasOf(s);
-    const { metadata, spec: podSpec, ...rest } = structuredClone((s.template ?? {}) as V1PodTemplateSpec);
-    // v1's TF container is named `node`, Trainer's trainer container: its TrainingRuntime webhook refuses a runtime
-    // whose trainer replicatedJob has no container `node` (kubeflow/trainer pkg/webhooks/trainingruntime_webhook.go),
-    // and TF_CONFIG goes to `node` (src/mutate/jobset-tf-config.ts). Renamed in every replicatedJob, for one name.
-    const containers = podSpec?.containers ?? [];
-    if (!containers.some((c) => c.name === TRAINER_CONTAINER)) {
-      const tf = containers.find((c) => c.name === info.container);
-      if (tf) {
-        tf.name = TRAINER_CONTAINER;
-        renamed = true;
-      }
-    }
-    const template: V1PodTemplateSpec & { spec: V1PodSpec } = {
-      metadata: { ...metadata, labels: { ...metadata?.labels, [FRAMEWORK_LABEL]: "tensorflow" } },
-      spec: podSpec ?? { containers: [] },
-      ...rest,
-    };
-    const rp = s.restartPolicy;
-    if (template.spec.restartPolicy === undefined) {
-      if (rp === "OnFailure" || rp === "Never") template.spec.restartPolicy = rp;
-      else {
-        if (rp !== undefined) t.add(`spec.${info.field}.${type}.restartPolicy`, "an Indexed Job's pods restart Never or OnFailure (Never is used)", rp);
-        template.spec.restartPolicy = "Never";
-      }
-    }
-    return {
-      name: rt,
-      replicas: 1,
-      template: {
-        ...(rt === trainerType ? { metadata: { labels: { [ANCESTOR]: "trainer" } } } : {}),
-        spec: { parallelism: n, completions: n, completionMode: "Indexed", template },
-      },
-    };
-  });
+  const made = live.map(([rt, s, type]) => tfReplicatedJob({ rt, s, type, info, t, trainerType }));
+  const rjobs = made.map((m) => m.replicatedJob);
+  const renamed = made.some((m) => m.renamed);
   if (renamed) {
     t.add(
       `spec.${info.field}: container ${info.container}`,
