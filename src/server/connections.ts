@@ -165,44 +165,49 @@ export interface Guard extends ConnectionGuard {
   retired(socket: { readonly remoteAddress?: string; readonly remotePort?: number }): boolean;
 }
 
-/** Puts the guard on `server`. Set no `maxConnections` on it: that would refuse at accept, before the guard sees a thing. */
-export function guardConnections(server: GuardedServer, opts: GuardOptions): Guard {
-  const { limits } = opts;
-  const now = opts.now ?? ((): number => performance.now());
-  const open = new Map<string, Connection>();
-  const bySource = new Map<string, Set<Connection>>();
+/** The guard's connections and bounds (see the module comment); the server's events drive it (guardConnections). */
+class ConnectionTable {
+  readonly open = new Map<string, Connection>();
+  readonly bySource = new Map<string, Set<Connection>>();
   /** Retired connections, oldest first (a Map keeps insertion order). */
-  const retired = new Map<string, Connection>();
-  let handshaking = 0;
+  readonly retired = new Map<string, Connection>();
+  handshaking = 0;
+  readonly limits: ConnectionLimits;
+  readonly now: () => number;
+
+  constructor(readonly opts: GuardOptions) {
+    this.limits = opts.limits;
+    this.now = opts.now ?? ((): number => performance.now());
+  }
 
   /**
    * Closes `c` now: only for one no client can be reusing (see the module comment). An HTTP/2 session gets
    * its GOAWAY all the same (`close()` ends the connection once its streams, if any, are done).
    */
-  function close(c: Connection, reason: ShedReason): void {
-    forget(c);
+  close(c: Connection, reason: ShedReason): void {
+    this.forget(c);
     if (c.session) c.session.close();
     else c.socket.destroy();
-    opts.onShed?.(reason);
+    this.opts.onShed?.(reason);
   }
 
   /** Received nothing since its last answer, and nothing in flight. */
-  function atRest(c: Connection): boolean {
+  atRest(c: Connection): boolean {
     return c.inFlight === 0 && c.socket.bytesRead === c.restBytes;
   }
 
   /** Past the client's reuse window: closing it races nothing. */
-  function stale(c: Connection, t: number): boolean {
-    return atRest(c) && c.lastUse < t - limits.idleMs;
+  stale(c: Connection, t: number): boolean {
+    return this.atRest(c) && c.lastUse < t - this.limits.idleMs;
   }
 
   /** Takes `c` out of the bounds and tells its client before it goes (see the module comment). */
-  function retire(c: Connection, reason: ShedReason): void {
-    if (!c.secure || stale(c, now())) return close(c, reason);
-    uncount(c);
+  retire(c: Connection, reason: ShedReason): void {
+    if (!c.secure || this.stale(c, this.now())) return this.close(c, reason);
+    this.uncount(c);
     c.retired = true;
-    retired.set(c.key, c);
-    opts.onShed?.(reason);
+    this.retired.set(c.key, c);
+    this.opts.onShed?.(reason);
     // HTTP/2: a GOAWAY now; the session closes once its streams are done.
     if (c.h2) c.session?.close();
     // HTTP/1.1: its next answer says `Connection: close` (the request listener); idle, the sweep closes it.
@@ -213,12 +218,12 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
    * room only by closing one past its client's reuse window, never one that may have a request on its way or in
    * flight (issue 52). When none is, the newcomer is shed instead: it has no request yet.
    */
-  function canRetire(v: Connection): boolean {
-    if (!v.secure || stale(v, now()) || retired.size < limits.max) return true;
-    const t = now();
-    for (const r of retired.values()) {
-      if (stale(r, t)) {
-        close(r, "retired");
+  canRetire(v: Connection): boolean {
+    if (!v.secure || this.stale(v, this.now()) || this.retired.size < this.limits.max) return true;
+    const t = this.now();
+    for (const r of this.retired.values()) {
+      if (this.stale(r, t)) {
+        this.close(r, "retired");
         return true;
       }
     }
@@ -226,33 +231,33 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
   }
 
   /** Out of the bounds' counts (retired or closed). */
-  function uncount(c: Connection): void {
+  uncount(c: Connection): void {
     if (c.retired || c.closed) return;
-    if (open.get(c.key) === c) open.delete(c.key);
-    const peers = bySource.get(c.source);
+    if (this.open.get(c.key) === c) this.open.delete(c.key);
+    const peers = this.bySource.get(c.source);
     peers?.delete(c);
-    if (peers?.size === 0) bySource.delete(c.source);
-    if (!c.secure) handshaking--;
+    if (peers?.size === 0) this.bySource.delete(c.source);
+    if (!c.secure) this.handshaking--;
   }
 
-  function forget(c: Connection): void {
+  forget(c: Connection): void {
     if (c.closed) return;
-    uncount(c);
+    this.uncount(c);
     c.closed = true;
-    if (retired.get(c.key) === c) retired.delete(c.key);
+    if (this.retired.get(c.key) === c) this.retired.delete(c.key);
   }
 
   /** The open or retired connection at this address and port. */
-  function find(address: string | undefined, port: number | undefined): Connection | undefined {
+  find(address: string | undefined, port: number | undefined): Connection | undefined {
     const key = keyOf(address, port);
-    return open.get(key) ?? retired.get(key);
+    return this.open.get(key) ?? this.retired.get(key);
   }
 
   /**
    * The connection to close to make room among `candidates` (never `except`), or undefined when all are
    * busy or the apiserver's.
    */
-  function victim(candidates: Iterable<Connection>, except: Connection, handshakingOnly = false): Connection | undefined {
+  victim(candidates: Iterable<Connection>, except: Connection, handshakingOnly = false): Connection | undefined {
     let oldestHandshaking: Connection | undefined;
     let longestIdle: Connection | undefined;
     for (const c of candidates) {
@@ -271,10 +276,10 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
    * a flood from a few addresses churns its own connections and not the apiserver's: without this, 700
    * connections rotating through a 200-slot handshake pool cut everyone's handshakes after ~60 ms.
    */
-  function heaviest(handshakingOnly: boolean): Connection[] {
+  heaviest(handshakingOnly: boolean): Connection[] {
     let top: Set<Connection>[] = [];
     let most = 0;
-    for (const peers of bySource.values()) {
+    for (const peers of this.bySource.values()) {
       let n = peers.size;
       if (handshakingOnly) {
         n = 0;
@@ -289,27 +294,29 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
   }
 
   /** Makes room for `c` under one bound; false when `c` itself had to go (it is still in its handshake). */
-  function makeRoom(over: boolean, candidates: Iterable<Connection>, c: Connection, reason: ShedReason, handshakingOnly = false): boolean {
+  makeRoom(over: boolean, candidates: Iterable<Connection>, c: Connection, reason: ShedReason, handshakingOnly = false): boolean {
     if (!over) return true;
-    const v = (reason === "per_source" ? undefined : victim(heaviest(handshakingOnly), c, handshakingOnly)) ?? victim(candidates, c, handshakingOnly);
-    if (v && canRetire(v)) {
-      retire(v, reason);
+    const v =
+      (reason === "per_source" ? undefined : this.victim(this.heaviest(handshakingOnly), c, handshakingOnly)) ?? this.victim(candidates, c, handshakingOnly);
+    if (v && this.canRetire(v)) {
+      this.retire(v, reason);
       return true;
     }
-    close(c, reason);
+    this.close(c, reason);
     return false;
   }
 
-  server.on("connection", (socket) => {
+  /** A new connection: counted, then each bound makes room for it (or it goes). */
+  accept(socket: GuardedSocket): void {
     const source = socket.remoteAddress ?? "?";
     const key = keyOf(socket.remoteAddress, socket.remotePort);
-    const t = now();
+    const t = this.now();
     const c: Connection = {
       socket,
       key,
       source,
       opened: t,
-      secure: !opts.tls,
+      secure: !this.opts.tls,
       verified: false,
       h2: false,
       inFlight: 0,
@@ -318,35 +325,52 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
       retired: false,
       closed: false,
     };
-    open.set(key, c);
-    let peers = bySource.get(source);
-    if (!peers) bySource.set(source, (peers = new Set()));
+    this.open.set(key, c);
+    let peers = this.bySource.get(source);
+    if (!peers) this.bySource.set(source, (peers = new Set()));
     peers.add(c);
-    if (!c.secure) handshaking++;
-    socket.once("close", () => forget(c));
-    if (!makeRoom(peers.size > limits.perSource, peers, c, "per_source")) return;
-    if (!makeRoom(handshaking > limits.handshaking, open.values(), c, "handshaking", true)) return;
-    makeRoom(open.size > limits.max, open.values(), c, "capacity");
-  });
-
-  if (opts.tls) {
-    server.on("secureConnection", (tlsSocket) => {
-      const c = find(tlsSocket.remoteAddress, tlsSocket.remotePort);
-      if (!c || c.secure) return;
-      c.secure = true;
-      if (!c.retired) handshaking--;
-      c.verified = tlsSocket.authorized === true;
-      c.h2 = tlsSocket.alpnProtocol === "h2";
-      // The client's idle clock starts when its connection is ready, not at our accept.
-      c.lastUse = now();
-      c.restBytes = c.socket.bytesRead;
-      // The TLS socket may close without its raw socket saying so at once.
-      tlsSocket.once("close", () => forget(c));
-    });
+    if (!c.secure) this.handshaking++;
+    socket.once("close", () => this.forget(c));
+    if (!this.makeRoom(peers.size > this.limits.perSource, peers, c, "per_source")) return;
+    if (!this.makeRoom(this.handshaking > this.limits.handshaking, this.open.values(), c, "handshaking", true)) return;
+    this.makeRoom(this.open.size > this.limits.max, this.open.values(), c, "capacity");
   }
 
+  /** Its TLS handshake is done. */
+  secured(tlsSocket: SecureSocket): void {
+    const c = this.find(tlsSocket.remoteAddress, tlsSocket.remotePort);
+    if (!c || c.secure) return;
+    c.secure = true;
+    if (!c.retired) this.handshaking--;
+    c.verified = tlsSocket.authorized === true;
+    c.h2 = tlsSocket.alpnProtocol === "h2";
+    // The client's idle clock starts when its connection is ready, not at our accept.
+    c.lastUse = this.now();
+    c.restBytes = c.socket.bytesRead;
+    // The TLS socket may close without its raw socket saying so at once.
+    tlsSocket.once("close", () => this.forget(c));
+  }
+
+  /** Closes connections at rest past the reuse window. */
+  sweep(): void {
+    const t = this.now();
+    for (const c of [...this.open.values(), ...this.retired.values()]) if (c.secure && this.stale(c, t)) this.close(c, c.retired ? "retired" : "idle");
+  }
+
+  counts(): ConnectionCounts {
+    let active = 0;
+    for (const c of this.open.values()) if (c.secure && c.inFlight > 0) active++;
+    return { handshaking: this.handshaking, idle: this.open.size - this.handshaking - active, active };
+  }
+}
+
+/** Puts the guard on `server`. Set no `maxConnections` on it: that would refuse at accept, before the guard sees a thing. */
+export function guardConnections(server: GuardedServer, opts: GuardOptions): Guard {
+  const table = new ConnectionTable(opts);
+  server.on("connection", (socket) => table.accept(socket));
+  if (opts.tls) server.on("secureConnection", (tlsSocket) => table.secured(tlsSocket));
   server.on("session", (session) => {
-    const c = find(session.socket?.remoteAddress, session.socket?.remotePort);
+    const c = table.find(session.socket?.remoteAddress, session.socket?.remotePort);
     if (!c) return;
     c.session = session;
     c.h2 = true;
@@ -354,46 +378,37 @@ export function guardConnections(server: GuardedServer, opts: GuardOptions): Gua
   });
 
   server.on("request", (req, res) => {
-    const c = find(req.socket?.remoteAddress, req.socket?.remotePort);
+    const c = table.find(req.socket?.remoteAddress, req.socket?.remotePort);
     if (!c) return;
     const use = opts.isUse(req);
     c.inFlight++;
-    if (use) c.lastUse = now();
+    if (use) c.lastUse = table.now();
     // A retired HTTP/1.1 connection is told with this answer, and Node closes it after.
     if (c.retired && !c.h2 && res.setHeader && !res.headersSent) res.setHeader("Connection", "close");
     res.once("close", () => {
       c.inFlight--;
-      if (use) c.lastUse = now();
+      if (use) c.lastUse = table.now();
       if (c.inFlight === 0) c.restBytes = c.socket.bytesRead;
     });
   });
 
-  function sweep(): void {
-    const t = now();
-    for (const c of [...open.values(), ...retired.values()]) if (c.secure && stale(c, t)) close(c, c.retired ? "retired" : "idle");
-  }
-
   const sweepMs = opts.sweepMs ?? 2_000;
   // After the poll phase (setImmediate): what came in while the loop was busy is read before the sweep decides.
-  const timer = sweepMs > 0 ? setInterval(() => setImmediate(sweep), sweepMs) : undefined;
+  const timer = sweepMs > 0 ? setInterval(() => setImmediate(() => table.sweep()), sweepMs) : undefined;
   timer?.unref();
 
   return {
-    counts() {
-      let active = 0;
-      for (const c of open.values()) if (c.secure && c.inFlight > 0) active++;
-      return { handshaking, idle: open.size - handshaking - active, active };
-    },
+    counts: () => table.counts(),
     quiet(socket) {
-      const c = find(socket.remoteAddress, socket.remotePort);
-      return c !== undefined && c.secure && atRest(c);
+      const c = table.find(socket.remoteAddress, socket.remotePort);
+      return c !== undefined && c.secure && table.atRest(c);
     },
     stop() {
       if (timer) clearInterval(timer);
     },
     retired(socket) {
-      return retired.has(keyOf(socket.remoteAddress, socket.remotePort));
+      return table.retired.has(keyOf(socket.remoteAddress, socket.remotePort));
     },
-    sweep,
+    sweep: () => table.sweep(),
   };
 }
