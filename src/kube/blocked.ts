@@ -17,7 +17,7 @@ import { objectOr } from "../core/object.js";
 import { DEFAULT_BOUNDS, eventObject, jobGpus, planTick, type BlockedBounds, type JobTrack, type TickJob } from "../explain/blocked.js";
 import { cachedEvidence, nodeEntriesFromCaches } from "../explain/cached.js";
 import { knownKinds, type KnownKind } from "../explain/kinds.js";
-import { explainJob } from "../explain/verdict.js";
+import { explainJob, verdictMemo } from "../explain/verdict.js";
 import type { Policy } from "../policy/types.js";
 import type { BlockedMetrics } from "../reconcile/metrics.js";
 import { managedElsewhere } from "../reconcile/plan.js";
@@ -121,6 +121,8 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
   const jobsNow = (nowDate: Date, nodeList: KubeObject[], ledger: ReturnType<typeof nodeEntriesFromCaches>): TickJob[] => {
     const out: TickJob[] = [];
     const ledgerAt = { generatedAt: nowDate.toISOString(), nodes: ledger };
+    // One memo a tick: the nodes filtered once per placement and counted once, for every job.
+    const memo = verdictMemo();
     opts.jobs.forEach((inf, i) => {
       const kind = kinds[i];
       if (!kind) return;
@@ -131,7 +133,7 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
         if (managedElsewhere(job, kind.jobKind)) continue;
         const uid = String(raw.metadata?.uid ?? "");
         const pods = opts.pods.byController(uid);
-        const verdict = explainJob(cachedEvidence({ kind: kind.known, job, pods }, nodeList, ledgerAt, settings), nowDate);
+        const verdict = explainJob(cachedEvidence({ kind: kind.known, job, pods }, nodeList, ledgerAt, settings), nowDate, memo);
         out.push({
           uid,
           namespace: ns,

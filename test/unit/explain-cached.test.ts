@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/core/kube.js";
 import { cachedEvidence, nodeEntriesFromCaches } from "../../src/explain/cached.js";
 import { knownKinds } from "../../src/explain/kinds.js";
-import { explainJob } from "../../src/explain/verdict.js";
+import { explainJob, verdictMemo } from "../../src/explain/verdict.js";
 import { slimPod } from "../../src/kube/cluster.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { NOW, job, node, pod } from "../fixtures/explain.js";
@@ -79,6 +79,24 @@ describe("explain from the reconciler's caches", () => {
     const [entry] = nodeEntriesFromCaches([node("gpu-a")], pods, policy.gpu);
     assert.deepEqual(entry!.resources["nvidia.com/gpu"], { allocatable: 8, allocated: 5, capacity: 8, free: 3, inactive: false, overCommitted: false });
     assert.deepEqual(Object.keys(entry!.resources), ["nvidia.com/gpu"], "cpu is no GPU");
+  });
+});
+
+describe("a verdict memo shared by a tick's verdicts", () => {
+  it("gives each job the verdict it gets alone, keyed by the nodes and the ledger it was given", () => {
+    const nodes = [node("gpu-a"), node("gpu-b", { taints: [taint] })];
+    const full = { generatedAt: NOW.toISOString(), nodes: nodeEntriesFromCaches(nodes, [slimPod(pod({ name: "o", node: "gpu-a", gpus: 8 }))], policy.gpu) };
+    const empty = { generatedAt: NOW.toISOString(), nodes: nodeEntriesFromCaches(nodes, [], policy.gpu) };
+    const memo = verdictMemo();
+    const pods = [slimPod(pendingPod("llm-worker-0"))];
+    const ev = (ledger: typeof full) => cachedEvidence({ kind: pytorch, job: job({ replicas: 1 }), pods }, nodes, ledger, settings);
+    const alone = [explainJob(ev(full), NOW), explainJob(ev(empty), NOW)];
+    const shared = [explainJob(ev(full), NOW, memo), explainJob(ev(empty), NOW, memo), explainJob(ev(full), NOW, memo)];
+    assert.deepEqual(
+      alone.map((v) => v.reason),
+      ["no-gpu-shape", "pending"],
+    );
+    assert.deepEqual(shared, [...alone, alone[0]]);
   });
 });
 
