@@ -189,11 +189,28 @@ function noWorkloadYet(ev: ExplainEvidence, queue: string): Finding {
   };
 }
 
+/** A job suspended for a queue, judged without Kueue's objects (not read): queued, never inadmissible. */
+function unreadQueue(ev: ExplainEvidence, queue: string): Finding {
+  return {
+    reason: "queued",
+    summary: `suspended for LocalQueue ${queue}`,
+    evidence: [{ object: objectRef(ev.job, ev.kind.kind), text: `suspended with kueue.x-k8s.io/queue-name=${queue} (Kueue's Workload and queues not read)` }],
+    next: `quartermaster explain ${ev.kind.kind.toLowerCase()}/${ev.ref.name} -n ${ev.ref.namespace} reads its Workload, position and quota; wait, or free quota in its ClusterQueue`,
+  };
+}
+
 /**
  * The queue findings of the job: `inadmissible` or `queued`, or nothing when Kueue does not hold it (no queue
  * name, or quota reserved and admitted).
  */
 export function queueFinding(ev: ExplainEvidence, suspended: boolean, now: Date): Finding | undefined {
+  if (!ev.unread?.includes("kueue")) return queueFindingRead(ev, suspended, now);
+  const queue = queueNameOfJob(ev.job);
+  return queue && suspended ? unreadQueue(ev, queue) : undefined;
+}
+
+/** {@link queueFinding} with Kueue's objects read. */
+function queueFindingRead(ev: ExplainEvidence, suspended: boolean, now: Date): Finding | undefined {
   const queue = queueNameOfJob(ev.job);
   if (!queue && !ev.workload) return undefined;
   const inadmissible = never(ev, queue ?? "", now);

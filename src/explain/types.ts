@@ -108,7 +108,19 @@ export interface ExplainEvidence {
   claims: KubeObject[];
   slices: KubeObject[];
   settings: ExplainSettings;
+  /**
+   * What the source did not read at all (the resident reconciler's caches, src/explain/cached.ts): the verdict
+   * draws no conclusion from its absence. Absent: everything above was read (`quartermaster explain`).
+   */
+  unread?: readonly Unread[];
 }
+
+/**
+ * Evidence a source may not have: Kueue's objects (Workload, queues), Events, PolicyReports, DRA's claims and
+ * slices, the controllers' Deployments. Only `kueue` changes a verdict (a queue name with no queue read is not
+ * `inadmissible`); the others only leave out the reasons that rest on them.
+ */
+export type Unread = "kueue" | "events" | "policy-reports" | "dra" | "controllers";
 
 /** One piece of evidence: the object it is about and what it says (numbers and messages quoted). */
 export interface EvidenceItem {

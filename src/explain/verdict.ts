@@ -268,8 +268,24 @@ interface PodContext {
   ledger: Map<string, NodeEntry>;
   nodesByName: Map<string, KubeObject>;
   shapes: ShapesMemo;
+  maxFree: MaxFreeMemo;
   /** The PodScheduled condition when it is not True, as evidence (empty otherwise). */
   schedItem: EvidenceItem[];
+}
+
+/** The most GPUs of a resource free on one node of a node list, per list (the same arrays recur) and resource. */
+type MaxFreeMemo = WeakMap<readonly KubeObject[], Map<string, number>>;
+
+function maxFreeOf(c: PodContext, nodes: readonly KubeObject[], resource: string): number {
+  let byResource = c.maxFree.get(nodes);
+  if (!byResource) c.maxFree.set(nodes, (byResource = new Map<string, number>()));
+  let most = byResource.get(resource);
+  if (most === undefined) {
+    most = 0;
+    for (const n of nodes) most = Math.max(most, freeOn(n, c.ledger.get(nameOf(n)), resource).free);
+    byResource.set(resource, most);
+  }
+  return most;
 }
 
 /** A pod bound to a node that went stale (its lease, its Ready condition, or gone). */
@@ -343,7 +359,7 @@ function judgeStale(c: PodContext, tolerated: KubeObject[], fresh: KubeObject[])
 function judgeGpus(c: PodContext, fresh: KubeObject[]): PodJudgement | undefined {
   const { ev, ledger } = c;
   for (const [resource, ask] of effectivePodGpus(c.spec, ev.settings.gpu)) {
-    if (!(ask > 0) || fresh.some((n) => freeOn(n, ledger.get(nameOf(n)), resource).free >= ask)) continue;
+    if (!(ask > 0) || maxFreeOf(c, fresh, resource) >= ask) continue;
     const near = shapesOf(c.shapes, fresh, ledger, resource, ev.settings.acceleratorLabel);
     const all = shapesOf(c.shapes, ev.nodes, ledger, resource, ev.settings.acceleratorLabel);
     const items: EvidenceItem[] = [{ object: c.ref, text: `asks ${ask} ${resource} per pod (placement: ${describePlacement(c.spec)})` }];
@@ -394,6 +410,40 @@ interface NodeView {
   /** By placement (nodeSelector, node affinity, tolerations): a job's pods share a few, so each is filtered once. */
   filtered: Map<string, { matching: KubeObject[]; tolerated: KubeObject[]; fresh: KubeObject[] }>;
   shapes: ShapesMemo;
+  maxFree: MaxFreeMemo;
+}
+
+/**
+ * What verdicts on many jobs over the same nodes and ledger share (the resident reconciler's tick,
+ * src/kube/blocked.ts): each node list filtered once per placement, and its free GPUs counted once, instead of
+ * once per job. Keyed by the identity of the evidence's node and ledger arrays: give a new memo (or new arrays)
+ * when they change.
+ */
+export interface VerdictMemo {
+  readonly views: WeakMap<readonly KubeObject[], WeakMap<object, NodeView>>;
+}
+
+export const verdictMemo = (): VerdictMemo => ({ views: new WeakMap() });
+
+const NO_LEDGER: readonly NodeEntry[] = [];
+
+function nodeView(ev: ExplainEvidence, memo: VerdictMemo): NodeView {
+  let byLedger = memo.views.get(ev.nodes);
+  if (!byLedger) memo.views.set(ev.nodes, (byLedger = new WeakMap<object, NodeView>()));
+  const key = ev.ledger?.nodes ?? NO_LEDGER;
+  let view = byLedger.get(key);
+  if (!view)
+    byLedger.set(
+      key,
+      (view = {
+        ledger: new Map((ev.ledger?.nodes ?? []).map((n) => [n.name, n])),
+        nodesByName: new Map(ev.nodes.map((n) => [nameOf(n), n])),
+        filtered: new Map(),
+        shapes: new WeakMap(),
+        maxFree: new WeakMap(),
+      }),
+    );
+  return view;
 }
 
 function nodesFor(ev: ExplainEvidence, view: NodeView, spec: V1PodSpec): { matching: KubeObject[]; tolerated: KubeObject[]; fresh: KubeObject[] } {
@@ -421,6 +471,7 @@ function judgePod(ev: ExplainEvidence, pod: KubeObject, view: NodeView, now: Dat
     ledger,
     nodesByName: view.nodesByName,
     shapes: view.shapes,
+    maxFree: view.maxFree,
     schedItem: sched && sched.status !== "True" ? [{ object: ref, text: conditionText(sched, now) }] : [],
   };
   if (spec.nodeName) return judgeBound(c);
@@ -473,13 +524,8 @@ function judgeClaims(ev: ExplainEvidence, pod: KubeObject, schedItem: EvidenceIt
   };
 }
 
-function podFindings(ev: ExplainEvidence, active: KubeObject[], now: Date): Finding[] {
-  const view: NodeView = {
-    ledger: new Map((ev.ledger?.nodes ?? []).map((n) => [n.name, n])),
-    nodesByName: new Map(ev.nodes.map((n) => [nameOf(n), n])),
-    filtered: new Map(),
-    shapes: new WeakMap(),
-  };
+function podFindings(ev: ExplainEvidence, active: KubeObject[], now: Date, memo: VerdictMemo): Finding[] {
+  const view = nodeView(ev, memo);
   const by = new Map<PodCause, { pods: number; items: EvidenceItem[]; next: Set<string> }>();
   for (const pod of active) {
     const j = judgePod(ev, pod, view, now);
@@ -555,8 +601,8 @@ function pendingFallback(ev: ExplainEvidence, active: KubeObject[], expected: nu
   };
 }
 
-/** The verdict on the job in `ev` at `now`. */
-export function explainJob(ev: ExplainEvidence, now: Date): Verdict {
+/** The verdict on the job in `ev` at `now`; `memo` shares the node work between verdicts over the same nodes. */
+export function explainJob(ev: ExplainEvidence, now: Date, memo: VerdictMemo = verdictMemo()): Verdict {
   const name = `${ev.kind.kind}/${ev.ref.name}`;
   const job = ev.job;
   if (!job) {
@@ -588,7 +634,7 @@ export function explainJob(ev: ExplainEvidence, now: Date): Verdict {
     add(controllerError(ev, job, active, events, now));
   }
   add(phantom(ev, job, active, now));
-  for (const f of podFindings(ev, active, now)) add(f);
+  for (const f of podFindings(ev, active, now, memo)) add(f);
   add(gang(ev, active, now));
   add(warned(ev));
   add(running(ev, active));

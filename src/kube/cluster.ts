@@ -209,6 +209,22 @@ function podClaimStatus(status: V1PodStatus | undefined): Record<string, unknown
   };
 }
 
+/**
+ * Where an unbound pod may go (nodeSelector, required node affinity, tolerations): what the resident reconciler's
+ * verdict on a pending job reads (src/kube/blocked.ts, kube-scheduler's filters in src/explain/nodes.ts). Dropped
+ * once the pod is bound, shared between a job's pods: a few hundred bytes per placement, not per pod.
+ */
+function podPlacement(spec: Partial<V1PodSpec>, cache: SharedParts): Record<string, unknown> {
+  if (spec.nodeName) return {};
+  const required = spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution;
+  const placement = {
+    ...(spec.nodeSelector ? { nodeSelector: spec.nodeSelector } : {}),
+    ...(required ? { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: required } } } : {}),
+    ...(spec.tolerations?.length ? { tolerations: spec.tolerations } : {}),
+  };
+  return Object.keys(placement).length === 0 ? {} : shared(cache, "placement", plain(placement));
+}
+
 export function slimPod(o: object, cache: SharedParts = new Map()): KubeObject {
   const p = asV1Pod(o);
   const spec: Partial<V1PodSpec> = p.spec ?? {};
@@ -228,6 +244,7 @@ export function slimPod(o: object, cache: SharedParts = new Map()): KubeObject {
       containers: shared(cache, "containers", (spec.containers ?? []).map(container)),
       ...(spec.initContainers ? { initContainers: shared(cache, "init", spec.initContainers.map(container)) } : {}),
       ...podClaims(spec),
+      ...podPlacement(spec, cache),
     },
     status: {
       ...(p.status?.phase ? { phase: p.status.phase } : {}),

@@ -20,6 +20,15 @@ export interface EventWriter {
   write(event: KubeObject): void;
 }
 
+/** The bounded writer, which says whether it took the Event. */
+export interface BoundedEventWriter extends EventWriter {
+  /**
+   * False when `event` was dropped (`maxInFlight` writes outstanding); true when it is being sent, or the same
+   * Event was within `dedupeMs`.
+   */
+  write(event: KubeObject): boolean;
+}
+
 export interface EventWriterOptions {
   kubeconfig?: string;
   log: Logger;
@@ -54,7 +63,7 @@ export function createEventWriter(opts: EventWriterOptions): EventWriter {
 }
 
 /** A writer over `post` (the apiserver's, or a test's), with the bounds of the module comment. */
-export function backgroundEventWriter(post: () => Promise<Post>, opts: Omit<EventWriterOptions, "kubeconfig">): EventWriter {
+export function backgroundEventWriter(post: () => Promise<Post>, opts: Omit<EventWriterOptions, "kubeconfig">): BoundedEventWriter {
   const now = opts.now ?? Date.now;
   const timeoutMs = opts.timeoutMs ?? 5000;
   const maxInFlight = opts.maxInFlight ?? 16;
@@ -80,8 +89,11 @@ export function backgroundEventWriter(post: () => Promise<Post>, opts: Omit<Even
       const key = `${o.uid ?? `${o.namespace}/${o.name}`}\0${String(event.reason)}\0${String(event.message)}`;
       const t = now();
       for (const [k, at] of recent) if (t - at >= dedupeMs) recent.delete(k);
-      if (recent.has(key)) return;
-      if (inFlight >= maxInFlight) return failure(`more than ${maxInFlight} Events in flight`, event);
+      if (recent.has(key)) return true;
+      if (inFlight >= maxInFlight) {
+        failure(`more than ${maxInFlight} Events in flight`, event);
+        return false;
+      }
       recent.set(key, t);
       inFlight++;
       // Every step is caught: nothing here reaches the admission answer.
@@ -92,6 +104,7 @@ export function backgroundEventWriter(post: () => Promise<Post>, opts: Omit<Even
           failure(errorMessage(err), event);
         })
         .finally(() => inFlight--);
+      return true;
     },
   };
 }

@@ -48,6 +48,7 @@ import { restClient } from "./rest.js";
 import { connectCluster, JOB_PAGE_SIZE, PAGE_SIZE, plainListPage, slimNamespace, slimPod, slimService, type Cluster, type SharedParts } from "./cluster.js";
 import { slimJob, trimmedInformer, type ListPage, type TrimmedInformer } from "./informer.js";
 import { applyJobControllers } from "./job-controller.js";
+import { startBlocked, type BlockedSettings } from "./blocked.js";
 import { acquireLease, type HeldLease } from "./lease.js";
 import { runPass } from "./pass.js";
 import { isJobStub, projectJob } from "./projection.js";
@@ -73,6 +74,8 @@ export interface WatchOptions {
   now?: () => Date;
   /** Prometheus metrics (`createWatchMetrics`): queue depth, syncs, durations, the Lease, objects written. */
   metrics?: WatchMetrics;
+  /** The verdicts on jobs (./blocked.ts): how often, and the bounds on their Events; defaults there. */
+  blocked?: BlockedSettings;
 }
 
 export interface Watcher {
@@ -553,6 +556,22 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
   };
   const workers = Array.from({ length: policy.reconciler.concurrency }, worker);
   metrics?.source({ queueDepth: () => queue.length, leading });
+  // Why each job is not running (issue 49): verdicts from the caches, Events on the jobs, metrics (./blocked.ts).
+  const blocked = startBlocked({
+    ...opts.blocked,
+    k8s,
+    kc,
+    ...(rest ? { plainPage } : {}),
+    log,
+    policy,
+    now,
+    leading,
+    jobs,
+    pods,
+    inScope: scoped,
+    post: (ns, event) => cluster.createEvent(ns, event),
+    ...(metrics ? { metrics: metrics.blocked } : {}),
+  });
 
   return {
     leading,
@@ -562,6 +581,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
       clearInterval(renewTimer);
       if (passTimer) clearTimeout(passTimer);
       queue.shutDown();
+      await blocked.stop();
       await Promise.all(workers);
       await lock.write(() => Promise.resolve());
       await renewing;

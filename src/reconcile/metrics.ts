@@ -330,8 +330,60 @@ export interface WatchSource {
   leading(): boolean;
 }
 
+/**
+ * Why jobs are not running, as the resident reconciler's verdicts say (src/explain/blocked.ts, src/kube/blocked.ts):
+ * the jobs held back per namespace, kind and main reason, GPU-minutes spent blocked, and the Events written.
+ */
+export interface BlockedMetrics {
+  /** Replaces every series of `quartermaster_jobs_blocked` with these. */
+  jobs(rows: ReadonlyArray<{ namespace: string; kind: string; reason: string; jobs: number }>): void;
+  gpuMinutes(rows: ReadonlyArray<{ reason: string; resource: string; minutes: number }>): void;
+  event(type: "Warning" | "Normal", result: BlockedEventResult, n?: number): void;
+}
+
+/** An Event of the verdicts: sent, dropped by the writer's bound on writes in flight, or left for a later tick. */
+export type BlockedEventResult = "sent" | "dropped" | "deferred";
+
+function blockedMetrics(registers: Registry[]): BlockedMetrics {
+  const jobs = new Gauge({
+    name: "quartermaster_jobs_blocked",
+    help:
+      "Jobs held back, by namespace, kind and main reason of the resident reconciler's verdict (the reasons of `quartermaster explain`; " +
+      'pending: no cause found). Running and finished jobs are not counted; at most 500 namespaces by name, the rest as namespace="other". ' +
+      "Only the instance holding the Lease exports series.",
+    labelNames: ["namespace", "kind", "reason"] as const,
+    registers,
+  });
+  const minutes = new Counter({
+    name: "quartermaster_blocked_gpu_minutes_total",
+    help: "GPU-minutes of jobs held back, by the main reason they were held back for and GPU resource: the GPUs each job asks × the minutes between two verdicts.",
+    labelNames: ["reason", "resource"] as const,
+    registers,
+  });
+  const events = new Counter({
+    name: "quartermaster_blocked_events_total",
+    help: "Events of the verdicts on jobs (Warning QuartermasterBlocked, Normal QuartermasterRunning), by result: sent, dropped (too many in flight), deferred (over the per-tick bound; later).",
+    labelNames: ["type", "result"] as const,
+    registers,
+  });
+  return {
+    jobs(rows) {
+      jobs.reset();
+      for (const r of rows) jobs.set({ namespace: r.namespace, kind: r.kind, reason: r.reason }, r.jobs);
+    },
+    gpuMinutes(rows) {
+      for (const r of rows) if (r.minutes > 0) minutes.inc({ reason: r.reason, resource: r.resource }, r.minutes);
+    },
+    event(type, result, n = 1) {
+      if (n > 0) events.inc({ type, result }, n);
+    },
+  };
+}
+
 export interface WatchMetrics {
   readonly registry: Registry;
+  /** The verdicts on jobs (`quartermaster_jobs_blocked`, ...). */
+  readonly blocked: BlockedMetrics;
   /** Binds the gauges read at scrape time (the work queue, the Lease) once the controller runs. */
   source(source: WatchSource): void;
   sync(result: SyncResult, seconds: number): void;
@@ -412,6 +464,7 @@ export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): Wat
   for (const result of ["ok", "requeued", "error"]) syncs.inc({ result }, 0);
   return {
     registry,
+    blocked: blockedMetrics(registers),
     source(s) {
       bound = s;
     },

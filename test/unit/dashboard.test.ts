@@ -86,7 +86,7 @@ describe("monitoring overlay: Grafana dashboard", () => {
     assert.deepEqual(problems(dashboard, await registeredMetricNames()), []);
   });
 
-  it("shows the ledger, the job lookups and the reconciler's passes", () => {
+  it("shows the ledger, the job lookups, the reconciler's passes and the jobs blocked by reason", () => {
     const read = new Set(queries(dashboard).flatMap((q) => check(q.expr).metrics));
     for (const want of [
       "quartermaster_ledger_gpus",
@@ -98,6 +98,8 @@ describe("monitoring overlay: Grafana dashboard", () => {
       "quartermaster_reconcile_pass_duration_seconds_bucket",
       "quartermaster_reconcile_actions_total",
       "quartermaster_reconcile_last_success_timestamp_seconds",
+      "quartermaster_jobs_blocked",
+      "quartermaster_blocked_gpu_minutes_total",
     ])
       assert.ok(read.has(want), want);
   });

@@ -1,0 +1,210 @@
+/**
+ * @module
+ * The resident reconciler's verdicts on its jobs (issue 49, "the same verdict where users look"): every
+ * `tickSeconds` while this instance holds the Lease, `explain`'s verdict (src/explain/verdict.ts) on every job it
+ * caches in a namespace that opted in, from its caches alone (src/explain/cached.ts: the jobs and pods of
+ * ./watch.ts's informers and a node informer of its own; no read per job), turned by src/explain/blocked.ts into
+ * Events on the jobs (through ./events.ts's bounded writer), `quartermaster_jobs_blocked` and
+ * `quartermaster_blocked_gpu_minutes_total`. A standby keeps its node cache warm and exports no series; the
+ * instance that takes the Lease starts from nothing (its first Events may repeat the last holder's).
+ */
+import type { KubeConfig, KubernetesObject } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import { asKubeObject } from "../core/boundary.js";
+import { errorMessage } from "../core/errors.js";
+import type { KubeObject } from "../core/kube.js";
+import { objectOr } from "../core/object.js";
+import { DEFAULT_BOUNDS, eventObject, jobGpus, planTick, type BlockedBounds, type JobTrack, type TickJob } from "../explain/blocked.js";
+import { cachedEvidence, nodeEntriesFromCaches } from "../explain/cached.js";
+import { knownKinds, type KnownKind } from "../explain/kinds.js";
+import { explainJob, verdictMemo } from "../explain/verdict.js";
+import type { Policy } from "../policy/types.js";
+import type { BlockedMetrics } from "../reconcile/metrics.js";
+import { managedElsewhere } from "../reconcile/plan.js";
+import { statusOf, type kubeClient } from "./client.js";
+import { backgroundEventWriter } from "./events.js";
+import { trimmedInformer, type ListPage } from "./informer.js";
+import { isJobStub } from "./projection.js";
+
+type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
+
+/** Seconds between verdicts by default. */
+export const BLOCKED_TICK_SECONDS = 15;
+/** Seconds a pending state lasts before the verdict counts it (a reservation with no pods, a job with no status). */
+const GRACE_SECONDS = 120;
+
+export interface BlockedSettings {
+  tickSeconds?: number;
+  bounds?: Partial<BlockedBounds>;
+}
+
+export interface BlockedOptions extends BlockedSettings {
+  k8s: ClientModule;
+  kc: KubeConfig;
+  /** A page of a plain LIST of `path` (./cluster.ts plainListPage), where the kubeconfig allows; else client-node's. */
+  plainPage?: (path: string) => (cont: string | undefined) => Promise<ListPage>;
+  log: Logger;
+  policy: Policy;
+  now: () => Date;
+  leading: () => boolean;
+  /** ./watch.ts's job informers, one per `policy.jobKinds` entry, in its order. */
+  jobs: ReadonlyArray<{ list(): readonly KubernetesObject[] }>;
+  pods: { list(): readonly KubeObject[]; byController(uid: string): KubeObject[] };
+  inScope: (namespace: string) => boolean;
+  /** Creates an Event (./cluster.ts createEvent). */
+  post: (namespace: string, event: KubeObject) => Promise<unknown>;
+  metrics?: BlockedMetrics;
+}
+
+export interface BlockedTracker {
+  /** One verdict round now, as the timer runs it (its Events are sent in the background). */
+  tick(): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * A Node as the verdict reads it: name, labels, taints and cordon, allocatable, the Ready condition. Kept whole
+ * in labels: a pod's nodeSelector may name any of them.
+ */
+export function verdictNode(o: object): KubeObject {
+  const n = o as { metadata?: Record<string, unknown>; spec?: Record<string, unknown>; status?: Record<string, unknown> };
+  const conditions = Array.isArray(n.status?.conditions) ? (n.status.conditions as Array<Record<string, unknown>>) : [];
+  const ready = conditions.find((c) => c?.type === "Ready");
+  return {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: { name: n.metadata?.name, uid: n.metadata?.uid, ...(n.metadata?.labels ? { labels: n.metadata.labels } : {}) },
+    spec: {
+      ...(Array.isArray(n.spec?.taints) && n.spec.taints.length > 0 ? { taints: n.spec.taints } : {}),
+      ...(n.spec?.unschedulable === true ? { unschedulable: true } : {}),
+    },
+    status: {
+      allocatable: objectOr(n.status?.allocatable),
+      ...(ready ? { conditions: [{ type: "Ready", status: ready.status, ...(ready.reason ? { reason: ready.reason } : {}) }] } : {}),
+    },
+  };
+}
+
+export function startBlocked(opts: BlockedOptions): BlockedTracker {
+  const { policy, log, metrics } = opts;
+  const bounds: BlockedBounds = { ...DEFAULT_BOUNDS, ...opts.bounds };
+  const known: KnownKind[] = knownKinds(policy);
+  const kinds = policy.jobKinds.map((k) => ({ jobKind: k, known: known.find((x) => x.jobKind === k)! }));
+  const settings = { gpu: policy.gpu, acceleratorLabel: policy.accelerator.nodeLabel, graceSeconds: GRACE_SECONDS };
+  const nodes = trimmedInformer<KubeObject>(opts.k8s, opts.kc, {
+    path: "/api/v1/nodes",
+    page: opts.plainPage
+      ? opts.plainPage("/api/v1/nodes")
+      : async (cont) => opts.kc.makeApiClient(opts.k8s.CoreV1Api).listNode({ limit: 500, _continue: cont }),
+    trim: verdictNode,
+  });
+  let stopped = false;
+  let said403 = false;
+  nodes.on("error", (err: unknown) => {
+    if (stopped) return;
+    const refused = statusOf(err) === 403;
+    if (!refused || !said403) log.warn({ err: errorMessage(err) }, "blocked: node informer stopped; restarting (verdicts wait for it)");
+    said403 ||= refused;
+    setTimeout(() => void (stopped ? undefined : nodes.start().catch(() => undefined)), refused ? 30_000 : 2000).unref();
+  });
+  void nodes.start().catch(() => undefined);
+
+  const writer = backgroundEventWriter(() => Promise.resolve((namespace: string, event: KubeObject) => opts.post(namespace, event)), {
+    log,
+    maxInFlight: bounds.perTick,
+    now: () => opts.now().getTime(),
+  });
+  let tracks = new Map<string, JobTrack>();
+  let lastMs: number | undefined;
+  let cleared = true;
+
+  const jobsNow = (nowDate: Date, nodeList: KubeObject[], ledger: ReturnType<typeof nodeEntriesFromCaches>): TickJob[] => {
+    const out: TickJob[] = [];
+    const ledgerAt = { generatedAt: nowDate.toISOString(), nodes: ledger };
+    // One memo a tick: the nodes filtered once per placement and counted once, for every job.
+    const memo = verdictMemo();
+    opts.jobs.forEach((inf, i) => {
+      const kind = kinds[i];
+      if (!kind) return;
+      for (const raw of inf.list()) {
+        const ns = raw.metadata?.namespace ?? "";
+        if (isJobStub(raw) || !opts.inScope(ns)) continue;
+        const job = asKubeObject(raw);
+        if (managedElsewhere(job, kind.jobKind)) continue;
+        const uid = String(raw.metadata?.uid ?? "");
+        const pods = opts.pods.byController(uid);
+        const verdict = explainJob(cachedEvidence({ kind: kind.known, job, pods }, nodeList, ledgerAt, settings), nowDate, memo);
+        out.push({
+          uid,
+          namespace: ns,
+          name: raw.metadata?.name ?? "",
+          kind: kind.jobKind,
+          verdict,
+          gpus: jobGpus(job, kind.jobKind, pods, policy.gpu),
+        });
+      }
+    });
+    return out;
+  };
+
+  const tick = (): void => {
+    if (stopped) return;
+    if (!opts.leading()) {
+      // A standby says nothing: its series would be the old holder's, and the new one starts over.
+      if (!cleared) [tracks, lastMs, cleared] = [new Map<string, JobTrack>(), undefined, true];
+      metrics?.jobs([]);
+      return;
+    }
+    if (!nodes.synced()) return;
+    const started = performance.now();
+    const nowDate = opts.now();
+    const nowMs = nowDate.getTime();
+    const nodeList = [...nodes.list()];
+    const jobs = jobsNow(nowDate, nodeList, nodeEntriesFromCaches(nodeList, opts.pods.list(), policy.gpu));
+    const plan = planTick({ previous: tracks, jobs, nowMs, lastMs, bounds });
+    let sent = 0;
+    for (const a of plan.announce) {
+      const ok = writer.write(eventObject(a.job, a.event, nowDate));
+      metrics?.event(a.event.type, ok ? "sent" : "dropped");
+      if (!ok) continue;
+      plan.tracks.set(a.job.uid, a.track);
+      sent++;
+      log.info({ job: `${a.job.kind.kind} ${a.job.namespace}/${a.job.name}`, event: a.event.reason, reason: a.job.verdict.reason }, "blocked: event");
+    }
+    if (plan.deferred > 0) metrics?.event("Warning", "deferred", plan.deferred);
+    [tracks, lastMs, cleared] = [plan.tracks, nowMs, false];
+    metrics?.jobs(plan.gauge);
+    metrics?.gpuMinutes(plan.gpuMinutes);
+    log.debug(
+      {
+        jobs: jobs.length,
+        blocked: plan.gauge.reduce((n, r) => n + r.jobs, 0),
+        events: sent,
+        deferred: plan.deferred,
+        ms: Math.round(performance.now() - started),
+      },
+      "blocked: verdicts",
+    );
+  };
+  const timer = setInterval(
+    () => {
+      try {
+        tick();
+      } catch (err) {
+        log.error({ err: errorMessage(err) }, "blocked: verdicts failed");
+      }
+    },
+    (opts.tickSeconds ?? BLOCKED_TICK_SECONDS) * 1000,
+  );
+  timer.unref();
+
+  return {
+    tick,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      metrics?.jobs([]);
+      await nodes.stop().catch(() => undefined);
+    },
+  };
+}
