@@ -6,7 +6,7 @@
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 
-/** The webhook's Events (the reconciler's are {@link EVENT_SOURCE}'s). */
+/** The webhook's Events (the reconciler's are `quartermaster-reconciler`'s). */
 export const WEBHOOK_EVENT_SOURCE = "quartermaster-webhook";
 /** The reason of the Event on a job whose Kueue admission UPDATE `/validate/jobs` refused (issue 33). */
 export const KUEUE_ADMISSION_REFUSED = "KueueAdmissionRefused";

@@ -19,3 +19,6 @@ export const LABEL_JOB_ROLE = "training.kubeflow.org/job-role";
 /** The PolicyReport the reconciler keeps per namespace (wg-policy-prototypes, `wgpolicyk8s.io/v1alpha2`). */
 export const POLICY_REPORT_API_VERSION = "wgpolicyk8s.io/v1alpha2";
 export const POLICY_REPORT_NAME = "quartermaster";
+
+/** The `source.component` of the reconciler's Events (src/reconcile/events.ts, src/explain/blocked.ts). */
+export const RECONCILER_EVENT_SOURCE = "quartermaster-reconciler";

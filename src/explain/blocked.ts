@@ -28,7 +28,7 @@ import { asV1PodSpec } from "../core/boundary.js";
 import type { KubeObject } from "../core/kube.js";
 import { objectOr } from "../core/object.js";
 import type { JobKind } from "../policy/types.js";
-import { EVENT_SOURCE } from "../reconcile/events.js";
+import { RECONCILER_EVENT_SOURCE as EVENT_SOURCE } from "../core/keys.js";
 import { replicaSpecs, replicasOf } from "../topology/resolve.js";
 import { duration } from "./read.js";
 import type { Reason, Verdict } from "./types.js";

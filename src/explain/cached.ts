@@ -21,7 +21,7 @@ import { effectivePodGpus, isGpuResource, type GpuCatalog } from "../core/gpu.js
 import { asV1PodSpec } from "../core/boundary.js";
 import type { KubeObject } from "../core/kube.js";
 import { objectOr } from "../core/object.js";
-import type { NodeEntry, ResourceEntry } from "../reconcile/ledger.js";
+import type { NodeEntry, ResourceEntry } from "../ledger/compute.js";
 import type { KnownKind } from "./kinds.js";
 import { nameOf } from "./read.js";
 import type { ExplainEvidence, ExplainSettings, Unread } from "./types.js";
@@ -35,7 +35,7 @@ const holds = (pod: KubeObject): boolean => {
 };
 
 /**
- * Each node's GPUs as the device ledger counts them (src/reconcile/ledger.ts): allocatable, and allocated the
+ * Each node's GPUs as the device ledger counts them (src/ledger/compute.ts): allocatable, and allocated the
  * effective requests of the pods bound to it that are neither Succeeded nor Failed; one entry per node, the
  * GPU resources its allocatable lists. Extended resources only (DRA's devices are not in the caches).
  */

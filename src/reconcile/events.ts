@@ -6,6 +6,7 @@
  * `eventTime` (the form `kubectl describe` and every dashboard show).
  */
 import type { KubeObject } from "../core/kube.js";
+import { RECONCILER_EVENT_SOURCE as EVENT_SOURCE } from "../core/keys.js";
 import type { JobKind } from "../policy/types.js";
 
 export type EventReason =
@@ -34,7 +35,6 @@ const VERBS: Record<EventReason, string> = {
 };
 
 const MAX_NAMES = 10;
-export const EVENT_SOURCE = "quartermaster-reconciler";
 
 export function jobEvents(outcomes: readonly JobEventOutcome[], now: Date): KubeObject[] {
   const groups = new Map<string, JobEventOutcome[]>();
