@@ -165,6 +165,8 @@ const IMPLICIT: Array<{ sa: string; verb: string; group: string; resource: strin
     { group: "", resource: "pods" },
     { group: "", resource: "services" },
     { group: "", resource: "namespaces" },
+    // The node informer behind the reconciler's verdicts on blocked jobs (src/kube/blocked.ts, issue 49).
+    { group: "", resource: "nodes" },
   ].map((r) => ({
     sa: "quartermaster-reconciler",
     verb: "watch",
