@@ -33,8 +33,12 @@ export interface ClusterReader {
   listJobs(kind: JobKind, project?: (o: object) => KubeObject): Promise<KubeObject[] | undefined>;
   /** A job read fresh from the apiserver (no cache), or undefined when it is gone. */
   getJob(kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined>;
-  /** Pods across namespaces (all of them without a selector), trimmed to the fields the reconciler reads. */
-  listPods(labelSelector?: string): Promise<KubeObject[]>;
+  /**
+   * Pods across namespaces (all of them without a selector), trimmed to the fields the reconciler reads.
+   * `whole`, when given, sees each pod as listed (plain JSON) before it is trimmed: how a pass keeps more of
+   * some (the PolicyReports' audit, `./pass.ts`) without a second LIST.
+   */
+  listPods(labelSelector?: string, whole?: (pod: KubeObject) => void): Promise<KubeObject[]>;
   /** Services across namespaces, trimmed to their metadata. */
   listServices(labelSelector?: string): Promise<KubeObject[]>;
   /**
@@ -424,13 +428,16 @@ export async function connectCluster(kubeconfig?: string, opts: KubeClientOption
         throw err;
       }
     },
-    async listPods(labelSelector) {
+    async listPods(labelSelector, whole) {
       const owners: SharedParts = new Map();
       return paged(
         rest
           ? plainPage("/api/v1/pods", labelSelector)
           : async (cont) => await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont }),
-        (p) => slimPod(p, owners),
+        (p) => {
+          whole?.(rest ? asKubeObject(p) : raw(p));
+          return slimPod(p, owners);
+        },
       );
     },
     async listServices(labelSelector) {

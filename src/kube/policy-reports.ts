@@ -195,6 +195,20 @@ export async function auditCluster(opts: AuditOptions): Promise<{ entries: Audit
   return { entries: auditObjects(policy, targets, (ns) => wanted.has(ns)), namespaces };
 }
 
+/** What a pass listed (src/kube/pass.ts): its namespaces, its pods of the namespaces in scope whole, its jobs. */
+export interface AuditListing {
+  namespaces: readonly NamespaceInfo[];
+  pods: readonly KubeObject[];
+  jobs: ReadonlyArray<{ kind: Policy["jobKinds"][number]; job: KubeObject }>;
+}
+
+/** The audit of what a pass listed, over the same scope (Quartermaster's namespace never in it): no read of its own. */
+export function auditListed(policy: Policy, ownNamespace: string, listed: AuditListing): AuditEntry[] {
+  const verdict = scopeIndex(namespaceScope(ownNamespace), listed.namespaces);
+  const targets: AuditTarget[] = [...listed.pods.map((object) => ({ object })), ...listed.jobs.map(({ kind, job }) => ({ object: job, jobKind: kind }))];
+  return auditObjects(policy, targets, (ns) => verdict(ns).inScope);
+}
+
 export interface ReportSyncResult {
   /** False when the PolicyReport CRD is not installed (nothing read or written). */
   installed: boolean;
@@ -207,9 +221,23 @@ export interface ReportSyncResult {
 /**
  * One pass's PolicyReports: the audit, then each report rewritten from it and Quartermaster's reports of
  * namespaces with nothing left deleted. Without the CRD: one log line, nothing else. A failure is filed in
- * the result and logged; it never stops the other reports.
+ * the result and logged; it never stops the other reports. The audit here lists what it reads (`auditCluster`);
+ * a reconcile pass audits its own snapshot instead (`writePolicyReports`, src/kube/pass.ts).
  */
 export async function syncPolicyReports(opts: AuditOptions & { client: PolicyReportClient; now: () => Date }): Promise<ReportSyncResult> {
+  return writePolicyReports({ ...opts, audit: async () => (await auditCluster(opts)).entries });
+}
+
+export interface ReportWriteOptions {
+  client: Pick<PolicyReportClient, "listReports" | "putReport" | "deleteReport">;
+  log: Logger;
+  now: () => Date;
+  /** The audit the reports say (asked only when the PolicyReport CRD is installed). */
+  audit: () => Promise<AuditEntry[]>;
+}
+
+/** The PolicyReports of `opts.audit`'s entries: `syncPolicyReports` over an audit made elsewhere. */
+export async function writePolicyReports(opts: ReportWriteOptions): Promise<ReportSyncResult> {
   const { client, log } = opts;
   const result: ReportSyncResult = { installed: false, written: [], deleted: [], failed: [] };
   const existing = await client.listReports();
@@ -218,30 +246,12 @@ export async function syncPolicyReports(opts: AuditOptions & { client: PolicyRep
     return result;
   }
   result.installed = true;
-  const { entries } = await auditCluster(opts);
+  const entries = await opts.audit();
   const plan = planPolicyReports(entries, existing, opts.now());
   result.plan = plan;
   for (const s of plan.skipped) log.warn({ namespace: s.namespace }, `policy reports: ${s.why}`);
-  for (const p of plan.put) {
-    const id = `${p.report.metadata.namespace}/${p.report.metadata.name}`;
-    try {
-      const r = await client.putReport(p.report, p.resourceVersion);
-      if (r === "conflict") result.failed.push({ report: id, error: "changed since it was read (409); rewritten at the next pass" });
-      else result.written.push(id);
-    } catch (err) {
-      result.failed.push({ report: id, error: errorMessage(err) });
-    }
-  }
-  for (const d of plan.delete) {
-    const id = `${d.namespace}/${d.name}`;
-    try {
-      const r = await client.deleteReport(d.namespace, d.name, d.resourceVersion);
-      if (r === "changed") result.failed.push({ report: id, error: "changed since it was read (409); deleted at the next pass" });
-      else result.deleted.push(id);
-    } catch (err) {
-      result.failed.push({ report: id, error: errorMessage(err) });
-    }
-  }
+  await putReports(client, plan, result);
+  await deleteReports(client, plan, result);
   for (const f of result.failed) log.error({ report: f.report, error: f.error }, "policy reports: write failed");
   log.info(
     {
@@ -254,4 +264,30 @@ export async function syncPolicyReports(opts: AuditOptions & { client: PolicyRep
     "policy reports",
   );
   return result;
+}
+
+async function putReports(client: Pick<PolicyReportClient, "putReport">, plan: ReportPlan, result: ReportSyncResult): Promise<void> {
+  for (const p of plan.put) {
+    const id = `${p.report.metadata.namespace}/${p.report.metadata.name}`;
+    try {
+      const r = await client.putReport(p.report, p.resourceVersion);
+      if (r === "conflict") result.failed.push({ report: id, error: "changed since it was read (409); rewritten at the next pass" });
+      else result.written.push(id);
+    } catch (err) {
+      result.failed.push({ report: id, error: errorMessage(err) });
+    }
+  }
+}
+
+async function deleteReports(client: Pick<PolicyReportClient, "deleteReport">, plan: ReportPlan, result: ReportSyncResult): Promise<void> {
+  for (const d of plan.delete) {
+    const id = `${d.namespace}/${d.name}`;
+    try {
+      const r = await client.deleteReport(d.namespace, d.name, d.resourceVersion);
+      if (r === "changed") result.failed.push({ report: id, error: "changed since it was read (409); deleted at the next pass" });
+      else result.deleted.push(id);
+    } catch (err) {
+      result.failed.push({ report: id, error: errorMessage(err) });
+    }
+  }
 }

@@ -163,7 +163,9 @@ function readingCaches(
     get calls() {
       return cluster.calls;
     },
-    listPods: async (selector) => (selector === undefined && pods.synced() ? [...pods.list()] : cluster.listPods(selector)),
+    // The cache holds trimmed pods: a reader of whole ones (`whole`) is answered from the apiserver.
+    listPods: async (selector, whole) =>
+      selector === undefined && whole === undefined && pods.synced() ? [...pods.list()] : cluster.listPods(selector, whole),
     listServices: async (selector) => (selector === undefined && services.synced() ? [...services.list()] : cluster.listServices(selector)),
     listNamespaces: async () => (namespaces.synced() ? namespaces.list().map(slimNamespace) : cluster.listNamespaces()),
     listJobs: async (kind, project) => {
