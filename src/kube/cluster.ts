@@ -34,8 +34,12 @@ export interface ClusterReader {
   listJobs(kind: JobKind, project?: (o: object) => KubeObject): Promise<KubeObject[] | undefined>;
   /** A job read fresh from the apiserver (no cache), or undefined when it is gone. */
   getJob(kind: JobKind, namespace: string, name: string): Promise<KubeObject | undefined>;
-  /** Pods across namespaces (all of them without a selector), trimmed to the fields the reconciler reads. */
-  listPods(labelSelector?: string): Promise<KubeObject[]>;
+  /**
+   * Pods across namespaces (all of them without a selector), trimmed to the fields the reconciler reads.
+   * `whole`, when given, sees each pod as listed (plain JSON) before it is trimmed: how a pass keeps more of
+   * some (the PolicyReports' audit, `./pass.ts`) without a second LIST.
+   */
+  listPods(labelSelector?: string, whole?: (pod: KubeObject) => void): Promise<KubeObject[]>;
   /** Services across namespaces, trimmed to their metadata. */
   listServices(labelSelector?: string): Promise<KubeObject[]>;
   /**
@@ -354,105 +358,106 @@ export const plainListPage =
     return (await rest.get(`${path}?${q}`)) ?? {};
   };
 
+type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
+
+/** What the cluster's calls share: client-node's APIs, the plain-JSON client where the kubeconfig allows, the call count. */
+interface ClusterConn {
+  k8s: ClientModule;
+  core: InstanceType<ClientModule["CoreV1Api"]>;
+  custom: InstanceType<ClientModule["CustomObjectsApi"]>;
+  coordination: InstanceType<ClientModule["CoordinationV1Api"]>;
+  rest: RestClient | undefined;
+  calls: number;
+}
+
 export async function connectCluster(kubeconfig?: string, opts: KubeClientOptions = {}): Promise<Cluster> {
   const { k8s, kc } = await kubeClient(kubeconfig, opts);
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-  const coordination = kc.makeApiClient(k8s.CoordinationV1Api);
-  const strategicMerge = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.StrategicMergePatch);
-  const mergePatch = k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch);
-  /** A merge patch of a job (or its status), 409 and 404 answered, not thrown. */
-  const patchJob = async (status: boolean, kind: JobKind, namespace: string, name: string, body: object): Promise<"patched" | "conflict" | "gone"> => {
-    calls++;
-    const target = { group: kind.group, version: kind.version, plural: kind.plural, namespace, name, body };
-    try {
-      if (status) await custom.patchNamespacedCustomObjectStatus(target, mergePatch);
-      else await custom.patchNamespacedCustomObject(target, mergePatch);
-      return "patched";
-    } catch (err) {
-      if (statusOf(err) === 409) return "conflict";
-      if (statusOf(err) === 404) return "gone";
-      throw err;
-    }
-  };
-  let calls = 0;
-
-  /** Every page of a LIST, each item passed through `shape` as it arrives. */
-  const paged = async (fetchPage: (cont: string | undefined) => Promise<Page>, shape: (item: object) => KubeObject): Promise<KubeObject[]> => {
-    const out: KubeObject[] = [];
-    let cont: string | undefined;
-    do {
-      calls++;
-      const page = await fetchPage(cont);
-      for (const item of page.items ?? []) out.push(shape(item));
-      cont = page.metadata?._continue ?? page.metadata?.continue;
-    } while (cont);
-    return out;
-  };
   // The LISTs of many objects (pods, Services, nodes, their Leases) are read as plain JSON where the kubeconfig
   // allows (./rest.ts): client-node turns every page into typed models first (Date fields, a class per
   // nested object), which took longer than the LIST itself at a few thousand pods (bench/scale.ts). Where it
   // does not (an exec plugin, say), client-node reads them.
   const rest = await restClient(kubeconfig, opts).catch(() => undefined);
-  const plainPage = (path: string, labelSelector?: string) => plainListPage(rest!, path, labelSelector);
-  // client-node returns typed objects with Date fields; the planner reads raw JSON, so round-trip to it.
-  const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;
-
-  // Dynamic Resource Allocation (`resource.k8s.io/v1`): a cluster without the API has no DRA, not an error.
-  const draList = async (plural: string, shape: (o: object) => KubeObject): Promise<KubeObject[]> => {
-    try {
-      return await paged(
-        async (cont) => (await custom.listClusterCustomObject({ group: "resource.k8s.io", version: "v1", plural, limit: PAGE_SIZE, _continue: cont })) as Page,
-        (item) => shape(item),
-      );
-    } catch (err) {
-      if (statusOf(err) === 404) return [];
-      throw err;
-    }
+  const conn: ClusterConn = {
+    k8s,
+    core: kc.makeApiClient(k8s.CoreV1Api),
+    custom: kc.makeApiClient(k8s.CustomObjectsApi),
+    coordination: kc.makeApiClient(k8s.CoordinationV1Api),
+    rest,
+    calls: 0,
   };
-
-  const cluster: Cluster = {
+  return {
     get calls() {
-      return calls;
+      return conn.calls;
     },
-    async listJobs(kind, project = asKubeObject) {
-      try {
-        return await paged(
-          async (cont) =>
-            (await custom.listClusterCustomObject({
-              group: kind.group,
-              version: kind.version,
-              plural: kind.plural,
-              limit: JOB_PAGE_SIZE,
-              _continue: cont,
-            })) as Page,
-          project,
-        );
-      } catch (err) {
-        if (statusOf(err) === 404) return undefined;
-        throw err;
-      }
-    },
+    ...clusterReads(conn),
+    ...clusterWrites(conn),
+  };
+}
+
+/** Every page of a LIST, each item passed through `shape` as it arrives; a call counted per page. */
+async function paged(conn: ClusterConn, fetchPage: (cont: string | undefined) => Promise<Page>, shape: (item: object) => KubeObject): Promise<KubeObject[]> {
+  const out: KubeObject[] = [];
+  let cont: string | undefined;
+  do {
+    conn.calls++;
+    const page = await fetchPage(cont);
+    for (const item of page.items ?? []) out.push(shape(item));
+    cont = page.metadata?._continue ?? page.metadata?.continue;
+  } while (cont);
+  return out;
+}
+
+// client-node returns typed objects with Date fields; the planner reads raw JSON, so round-trip to it.
+const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;
+
+/** `fn`'s answer, or `absent` when the API is not served (404). */
+async function unlessNotServed<T, A>(fn: () => Promise<T>, absent: A): Promise<T | A> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (statusOf(err) === 404) return absent;
+    throw err;
+  }
+}
+
+/** Every object of a cluster-scoped LIST of a custom resource (or of one across namespaces). */
+const customList =
+  (conn: ClusterConn, group: string, version: string, plural: string, limit = PAGE_SIZE) =>
+  async (cont: string | undefined): Promise<Page> =>
+    (await conn.custom.listClusterCustomObject({ group, version, plural, limit, _continue: cont })) as Page;
+
+function clusterReads(conn: ClusterConn): ClusterReader {
+  const { core, custom, coordination, rest } = conn;
+  const plainPage = (path: string, labelSelector?: string) => plainListPage(rest!, path, labelSelector);
+  // Dynamic Resource Allocation (`resource.k8s.io/v1`): a cluster without the API has no DRA, not an error.
+  const draList = (plural: string, shape: (o: object) => KubeObject): Promise<KubeObject[]> =>
+    unlessNotServed(() => paged(conn, customList(conn, "resource.k8s.io", "v1", plural), (item) => shape(item)), []);
+  return {
+    listJobs: (kind, project = asKubeObject) =>
+      unlessNotServed(() => paged(conn, customList(conn, kind.group, kind.version, kind.plural, JOB_PAGE_SIZE), project), undefined),
     async getJob(kind, namespace, name) {
-      calls++;
-      try {
-        return (await custom.getNamespacedCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, namespace, name })) as KubeObject;
-      } catch (err) {
-        if (statusOf(err) === 404) return undefined;
-        throw err;
-      }
+      conn.calls++;
+      return unlessNotServed(
+        async () => (await custom.getNamespacedCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, namespace, name })) as KubeObject,
+        undefined,
+      );
     },
-    async listPods(labelSelector) {
+    async listPods(labelSelector, whole) {
       const owners: SharedParts = new Map();
       return paged(
+        conn,
         rest
           ? plainPage("/api/v1/pods", labelSelector)
           : async (cont) => await core.listPodForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont }),
-        (p) => slimPod(p, owners),
+        (p) => {
+          whole?.(rest ? asKubeObject(p) : raw(p));
+          return slimPod(p, owners);
+        },
       );
     },
     async listServices(labelSelector) {
       return paged(
+        conn,
         rest
           ? plainPage("/api/v1/services", labelSelector)
           : async (cont) => await core.listServiceForAllNamespaces({ labelSelector, limit: PAGE_SIZE, _continue: cont }),
@@ -463,7 +468,7 @@ export async function connectCluster(kubeconfig?: string, opts: KubeClientOption
       const out: NamespaceInfo[] = [];
       let cont: string | undefined;
       do {
-        calls++;
+        conn.calls++;
         const page = (await core.listNamespace({ limit: PAGE_SIZE, _continue: cont })) as Page;
         for (const item of page.items ?? []) out.push(slimNamespace(item));
         cont = page.metadata?._continue ?? page.metadata?.continue;
@@ -471,119 +476,148 @@ export async function connectCluster(kubeconfig?: string, opts: KubeClientOption
       return out;
     },
     async listNodes(keepLabels) {
-      return paged(rest ? plainPage("/api/v1/nodes") : async (cont) => await core.listNode({ limit: PAGE_SIZE, _continue: cont }), (o) =>
+      return paged(conn, rest ? plainPage("/api/v1/nodes") : async (cont) => await core.listNode({ limit: PAGE_SIZE, _continue: cont }), (o) =>
         slimNode(o, keepLabels),
       );
     },
     async listNodeLeases() {
       return paged(
+        conn,
         rest
           ? plainPage("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
           : async (cont) => await coordination.listNamespacedLease({ namespace: "kube-node-lease", limit: PAGE_SIZE, _continue: cont }),
-        (item) => {
-          const l = asV1Lease(item);
-          return { metadata: { name: l.metadata?.name }, spec: { ...(l.spec?.renewTime ? { renewTime: iso(l.spec.renewTime) } : {}) } };
-        },
+        slimNodeLease,
       );
     },
-    async listResourceSlices() {
-      return draList("resourceslices", slimResourceSlice);
-    },
-    async listResourceClaims() {
-      return draList("resourceclaims", slimResourceClaim);
-    },
-    async listKueue() {
-      // Kueue's API: a 404 of the first list means Kueue is not installed (no section, no error).
-      const list = (plural: string) =>
-        paged(
-          async (cont) =>
-            (await custom.listClusterCustomObject({ group: KUEUE_GROUP, version: KUEUE_VERSION, plural, limit: PAGE_SIZE, _continue: cont })) as Page,
-          raw,
-        );
-      try {
-        const [resourceFlavors, clusterQueues] = await Promise.all([list("resourceflavors"), list("clusterqueues")]);
-        return { resourceFlavors, clusterQueues };
-      } catch (err) {
-        if (statusOf(err) === 404) return undefined;
-        throw err;
-      }
-    },
+    listResourceSlices: () => draList("resourceslices", slimResourceSlice),
+    listResourceClaims: () => draList("resourceclaims", slimResourceClaim),
+    listKueue: () => listKueue(conn),
     async listConfigMaps(namespace, labelSelector) {
-      return paged(async (cont) => await core.listNamespacedConfigMap({ namespace, labelSelector, limit: PAGE_SIZE, _continue: cont }), raw);
-    },
-    async createService(namespace, body) {
-      calls++;
-      try {
-        await core.createNamespacedService({ namespace, body: body, fieldManager: RECONCILER_FIELD_MANAGER });
-        return "created";
-      } catch (err) {
-        if (statusOf(err) === 409) return "exists";
-        throw err;
-      }
-    },
-    async createPod(namespace, body) {
-      calls++;
-      try {
-        await core.createNamespacedPod({ namespace, body: body });
-        return "created";
-      } catch (err) {
-        if (statusOf(err) === 409) return "exists";
-        throw err;
-      }
-    },
-    patchJobStatus: (kind, namespace, name, status, resourceVersion) =>
-      patchJob(true, kind, namespace, name, { ...(resourceVersion ? { metadata: { resourceVersion } } : {}), status }),
-    patchJobAnnotations: (kind, namespace, name, annotations, resourceVersion) =>
-      patchJob(false, kind, namespace, name, { metadata: { ...(resourceVersion ? { resourceVersion } : {}), annotations } }),
-    async patch(t, patch) {
-      calls++;
-      const body = JSON.parse(patch) as object;
-      try {
-        // The field manager records in the pod's managedFields that the reconciler set its controller reference.
-        const fieldManager = RECONCILER_FIELD_MANAGER;
-        if (t.kind === "Pod") await core.patchNamespacedPod({ name: t.name, namespace: t.namespace, body, fieldManager }, strategicMerge);
-        else await core.patchNamespacedService({ name: t.name, namespace: t.namespace, body, fieldManager }, strategicMerge);
-        return "patched";
-      } catch (err) {
-        if (statusOf(err) === 404) return "gone";
-        if (statusOf(err) === 422) return "invalid";
-        throw err;
-      }
-    },
-    async putConfigMap(namespace, body, resourceVersion) {
-      calls++;
-      const name = String((body.metadata as { name?: string }).name);
-      try {
-        if (resourceVersion === undefined) await core.createNamespacedConfigMap({ namespace, body: body });
-        else await core.replaceNamespacedConfigMap({ name, namespace, body: { ...body, metadata: { ...(body.metadata as object), resourceVersion } } });
-        return "written";
-      } catch (err) {
-        if (statusOf(err) === 409) return "conflict";
-        throw err;
-      }
-    },
-    async createEvent(namespace, body) {
-      calls++;
-      await core.createNamespacedEvent({ namespace, body: body as never });
-    },
-    async delete(t) {
-      calls++;
-      const body = { preconditions: { uid: t.uid }, propagationPolicy: "Background" };
-      try {
-        if (t.kind === "Pod") await core.deleteNamespacedPod({ name: t.name, namespace: t.namespace, body });
-        else if (t.kind === "Service") await core.deleteNamespacedService({ name: t.name, namespace: t.namespace, body });
-        else if (t.kind === "ConfigMap") await core.deleteNamespacedConfigMap({ name: t.name, namespace: t.namespace, body });
-        else {
-          const k = t.jobKind!;
-          await custom.deleteNamespacedCustomObject({ group: k.group, version: k.version, plural: k.plural, namespace: t.namespace, name: t.name, body });
-        }
-        return "deleted";
-      } catch (err) {
-        if (statusOf(err) === 404) return "gone";
-        if (statusOf(err) === 409) return "changed";
-        throw err;
-      }
+      return paged(conn, async (cont) => await core.listNamespacedConfigMap({ namespace, labelSelector, limit: PAGE_SIZE, _continue: cont }), raw);
     },
   };
-  return cluster;
+}
+
+/** A node's Lease trimmed to its name and renewTime. */
+function slimNodeLease(item: object): KubeObject {
+  const l = asV1Lease(item);
+  return { metadata: { name: l.metadata?.name }, spec: { ...(l.spec?.renewTime ? { renewTime: iso(l.spec.renewTime) } : {}) } };
+}
+
+/** Kueue's API: a 404 of the first list means Kueue is not installed (no section, no error). */
+async function listKueue(conn: ClusterConn): Promise<KueueObjects | undefined> {
+  const list = (plural: string) => paged(conn, customList(conn, KUEUE_GROUP, KUEUE_VERSION, plural), raw);
+  return unlessNotServed(async () => {
+    const [resourceFlavors, clusterQueues] = await Promise.all([list("resourceflavors"), list("clusterqueues")]);
+    return { resourceFlavors, clusterQueues };
+  }, undefined);
+}
+
+/** A merge patch of a job (or its status), 409 and 404 answered, not thrown. */
+async function patchJob(
+  conn: ClusterConn,
+  status: boolean,
+  target: { kind: JobKind; namespace: string; name: string },
+  body: object,
+): Promise<"patched" | "conflict" | "gone"> {
+  conn.calls++;
+  const { kind, namespace, name } = target;
+  const mergePatch = conn.k8s.setHeaderOptions("Content-Type", conn.k8s.PatchStrategy.MergePatch);
+  const request = { group: kind.group, version: kind.version, plural: kind.plural, namespace, name, body };
+  try {
+    if (status) await conn.custom.patchNamespacedCustomObjectStatus(request, mergePatch);
+    else await conn.custom.patchNamespacedCustomObject(request, mergePatch);
+    return "patched";
+  } catch (err) {
+    if (statusOf(err) === 409) return "conflict";
+    if (statusOf(err) === 404) return "gone";
+    throw err;
+  }
+}
+
+/** A create answered "created", or "exists" on 409 (AlreadyExists counts as done). */
+async function created(conn: ClusterConn, create: () => Promise<unknown>): Promise<"created" | "exists"> {
+  conn.calls++;
+  try {
+    await create();
+    return "created";
+  } catch (err) {
+    if (statusOf(err) === 409) return "exists";
+    throw err;
+  }
+}
+
+function clusterWrites(conn: ClusterConn): ClusterWriter & ClusterCreator & ClusterController {
+  const { core } = conn;
+  return {
+    createService: (namespace, body) => created(conn, () => core.createNamespacedService({ namespace, body: body, fieldManager: RECONCILER_FIELD_MANAGER })),
+    createPod: (namespace, body) => created(conn, () => core.createNamespacedPod({ namespace, body: body })),
+    patchJobStatus: (kind, namespace, name, status, resourceVersion) =>
+      patchJob(conn, true, { kind, namespace, name }, { ...(resourceVersion ? { metadata: { resourceVersion } } : {}), status }),
+    patchJobAnnotations: (kind, namespace, name, annotations, resourceVersion) =>
+      patchJob(conn, false, { kind, namespace, name }, { metadata: { ...(resourceVersion ? { resourceVersion } : {}), annotations } }),
+    patch: (t, patch) => patchObject(conn, t, patch),
+    putConfigMap: (namespace, body, resourceVersion) => putConfigMap(conn, namespace, body, resourceVersion),
+    async createEvent(namespace, body) {
+      conn.calls++;
+      await core.createNamespacedEvent({ namespace, body: body as never });
+    },
+    delete: (t) => deleteObject(conn, t),
+  };
+}
+
+async function patchObject(
+  conn: ClusterConn,
+  t: { kind: "Pod" | "Service"; namespace: string; name: string },
+  patch: string,
+): Promise<"patched" | "gone" | "invalid"> {
+  conn.calls++;
+  const { core } = conn;
+  const strategicMerge = conn.k8s.setHeaderOptions("Content-Type", conn.k8s.PatchStrategy.StrategicMergePatch);
+  const body = JSON.parse(patch) as object;
+  try {
+    // The field manager records in the pod's managedFields that the reconciler set its controller reference.
+    const fieldManager = RECONCILER_FIELD_MANAGER;
+    if (t.kind === "Pod") await core.patchNamespacedPod({ name: t.name, namespace: t.namespace, body, fieldManager }, strategicMerge);
+    else await core.patchNamespacedService({ name: t.name, namespace: t.namespace, body, fieldManager }, strategicMerge);
+    return "patched";
+  } catch (err) {
+    if (statusOf(err) === 404) return "gone";
+    if (statusOf(err) === 422) return "invalid";
+    throw err;
+  }
+}
+
+async function putConfigMap(conn: ClusterConn, namespace: string, body: KubeObject, resourceVersion?: string): Promise<"written" | "conflict"> {
+  conn.calls++;
+  const { core } = conn;
+  const name = String((body.metadata as { name?: string }).name);
+  try {
+    if (resourceVersion === undefined) await core.createNamespacedConfigMap({ namespace, body: body });
+    else await core.replaceNamespacedConfigMap({ name, namespace, body: { ...body, metadata: { ...(body.metadata as object), resourceVersion } } });
+    return "written";
+  } catch (err) {
+    if (statusOf(err) === 409) return "conflict";
+    throw err;
+  }
+}
+
+async function deleteObject(conn: ClusterConn, t: Parameters<ClusterWriter["delete"]>[0]): Promise<"deleted" | "gone" | "changed"> {
+  conn.calls++;
+  const { core, custom } = conn;
+  const body = { preconditions: { uid: t.uid }, propagationPolicy: "Background" };
+  try {
+    if (t.kind === "Pod") await core.deleteNamespacedPod({ name: t.name, namespace: t.namespace, body });
+    else if (t.kind === "Service") await core.deleteNamespacedService({ name: t.name, namespace: t.namespace, body });
+    else if (t.kind === "ConfigMap") await core.deleteNamespacedConfigMap({ name: t.name, namespace: t.namespace, body });
+    else {
+      const k = t.jobKind!;
+      await custom.deleteNamespacedCustomObject({ group: k.group, version: k.version, plural: k.plural, namespace: t.namespace, name: t.name, body });
+    }
+    return "deleted";
+  } catch (err) {
+    if (statusOf(err) === 404) return "gone";
+    if (statusOf(err) === 409) return "changed";
+    throw err;
+  }
 }

@@ -138,305 +138,52 @@ export function handshake(url: string, timeoutMs: number): Promise<CertificateEv
   });
 }
 
+type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
+
+/** The client-node APIs the doctor reads through. */
+interface DoctorApis {
+  admission: InstanceType<ClientModule["AdmissionregistrationV1Api"]>;
+  core: InstanceType<ClientModule["CoreV1Api"]>;
+  discovery: InstanceType<ClientModule["DiscoveryV1Api"]>;
+  apps: InstanceType<ClientModule["AppsV1Api"]>;
+  batch: InstanceType<ClientModule["BatchV1Api"]>;
+  authz: InstanceType<ClientModule["AuthorizationV1Api"]>;
+  custom: InstanceType<ClientModule["CustomObjectsApi"]>;
+  apis: InstanceType<ClientModule["ApisApi"]>;
+}
+
+type Hook = NonNullable<WebhookConfiguration["webhooks"]>[number];
+
 /** Reads everything the checks need. Throws ClusterUnreachableError when the apiserver does not answer. */
 export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<DoctorSnapshot> {
   const { k8s, kc } = await kubeClient(opts.kubeconfig, opts);
-  const admission = kc.makeApiClient(k8s.AdmissionregistrationV1Api);
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
-  const apps = kc.makeApiClient(k8s.AppsV1Api);
-  const batch = kc.makeApiClient(k8s.BatchV1Api);
-  const authz = kc.makeApiClient(k8s.AuthorizationV1Api);
+  const api: DoctorApis = {
+    admission: kc.makeApiClient(k8s.AdmissionregistrationV1Api),
+    core: kc.makeApiClient(k8s.CoreV1Api),
+    discovery: kc.makeApiClient(k8s.DiscoveryV1Api),
+    apps: kc.makeApiClient(k8s.AppsV1Api),
+    batch: kc.makeApiClient(k8s.BatchV1Api),
+    authz: kc.makeApiClient(k8s.AuthorizationV1Api),
+    custom: kc.makeApiClient(k8s.CustomObjectsApi),
+    apis: kc.makeApiClient(k8s.ApisApi),
+  };
   const { namespace } = opts;
-  const timeoutMs = opts.handshakeTimeoutMs ?? 3000;
-
   // Webhook configurations first: an apiserver that does not answer at all ends the run here.
-  let webhookConfigurations: WebhookConfiguration[] | Unreadable;
-  let kueueWebhooks: WebhookConfiguration[] = [];
-  try {
-    const [mutating, validating] = await Promise.all([admission.listMutatingWebhookConfiguration(), admission.listValidatingWebhookConfiguration()]);
-    const all = [
-      ...raw<WebhookConfiguration[]>(mutating.items).map((c) => ({ ...c, kind: "MutatingWebhookConfiguration" as const })),
-      ...raw<WebhookConfiguration[]>(validating.items).map((c) => ({ ...c, kind: "ValidatingWebhookConfiguration" as const })),
-    ];
-    webhookConfigurations = all.filter(isQuartermasters);
-    kueueWebhooks = all.filter(isKueueConfiguration);
-  } catch (err) {
-    if (status(err) === undefined) throw new ClusterUnreachableError(describeError(err), { cause: err });
-    webhookConfigurations = unreadable(err);
-  }
+  const { webhookConfigurations, kueueWebhooks } = await readWebhookConfigurations(api);
   const hooks = Array.isArray(webhookConfigurations) ? webhookConfigurations.flatMap((c) => c.webhooks ?? []) : [];
-  const serviceRefs = new Map(
-    hooks.flatMap((h) =>
-      h.clientConfig.service ? [[`${h.clientConfig.service.namespace}/${h.clientConfig.service.name}`, h.clientConfig.service] as const] : [],
-    ),
-  );
-  const urls = [...new Set(hooks.flatMap((h) => (h.clientConfig.url ? [h.clientConfig.url] : [])))];
-
-  const readService = async (ns: string, name: string): Promise<ServiceState | Unreadable> => {
-    try {
-      const [service, slices] = await Promise.all([
-        core.readNamespacedService({ namespace: ns, name }).then(
-          (s) => raw<ServiceState["service"]>(s),
-          (err: unknown) => {
-            if (status(err) === 404) return undefined;
-            throw err;
-          },
-        ),
-        discovery.listNamespacedEndpointSlice({ namespace: ns, labelSelector: `kubernetes.io/service-name=${name}` }),
-      ]);
-      return { service, endpointSlices: raw<ServiceState["endpointSlices"]>(slices.items) };
-    } catch (err) {
-      return unreadable(err);
-    }
-  };
-
-  /** Names of the Secrets mounted by the Deployments whose pods `selector` selects; an evidence entry when they cannot be listed. */
-  const mountedSecretNames = async (ns: string, selector: Record<string, string>): Promise<Set<string> | CertificateEvidence> => {
-    const names = new Set<string>();
-    try {
-      const deployments = await apps.listNamespacedDeployment({ namespace: ns });
-      for (const d of deployments.items) {
-        const labels = d.spec?.template.metadata?.labels ?? {};
-        if (!Object.entries(selector).every(([k, v]) => labels[k] === v)) continue;
-        for (const v of d.spec?.template.spec?.volumes ?? []) {
-          if (v.secret?.secretName) names.add(v.secret.secretName);
-          for (const p of v.projected?.sources ?? []) if (p.secret?.name) names.add(p.secret.name);
-        }
-      }
-      return names;
-    } catch (err) {
-      return { source: "secret", secret: `${ns}/(Deployments)`, error: `cannot list Deployments: ${describeError(err)}` };
-    }
-  };
-
-  /** The serving certificate in Secret `ns/name`, undefined for a Secret without a tls.crt (mounted for another reason). */
-  const servingSecret = async (ns: string, name: string): Promise<CertificateEvidence | undefined> => {
-    const secret = `${ns}/${name}`;
-    try {
-      const s = await core.readNamespacedSecret({ namespace: ns, name });
-      const crt = s.data?.["tls.crt"];
-      if (!crt) return undefined;
-      const key = s.data?.["tls.key"];
-      return {
-        source: "secret",
-        secret,
-        certPem: Buffer.from(crt, "base64").toString("utf8"),
-        ...(key ? { keyPem: Buffer.from(key, "base64").toString("utf8") } : {}),
-      };
-    } catch (err) {
-      return { source: "secret", secret, error: status(err) === 404 ? "the Secret does not exist" : describeError(err) };
-    }
-  };
-
-  /** The serving Secrets of the Deployments whose pods the Service selects (else the default name). */
-  const servingSecrets = async (ns: string, state: ServiceState | Unreadable): Promise<CertificateEvidence[]> => {
-    const selector = "service" in state ? state.service?.spec?.selector : undefined;
-    const mounted = selector && Object.keys(selector).length > 0 ? await mountedSecretNames(ns, selector) : new Set<string>();
-    if (!(mounted instanceof Set)) return [mounted];
-    const names = mounted.size > 0 ? mounted : new Set([DEFAULT_SERVING_SECRET]);
-    const out: CertificateEvidence[] = [];
-    for (const name of names) {
-      const found = await servingSecret(ns, name);
-      if (found) out.push(found);
-    }
-    if (out.length === 0) out.push({ source: "secret", secret: `${ns}/${[...names].join(",")}`, error: "no mounted Secret holds a tls.crt" });
-    return out;
-  };
-
-  const servicesAndCertificates = (async () => {
-    const services: Record<string, ServiceState | Unreadable> = {};
-    const certificates: Record<string, CertificateEvidence[]> = {};
-    await Promise.all([
-      ...[...serviceRefs].map(async ([key, ref]) => {
-        services[key] = await readService(ref.namespace, ref.name);
-        certificates[`service:${key}`] = await servingSecrets(ref.namespace, services[key]);
-      }),
-      ...urls.map(async (url) => {
-        certificates[`url:${url}`] = [await handshake(url, timeoutMs)];
-      }),
-    ]);
-    return { services, certificates };
-  })();
-
-  const protectedNamespaces = (async () => {
-    const out: Record<string, Record<string, string>> = {};
-    await Promise.all(
-      protectedNamespaceNames(namespace).map(async (name) => {
-        try {
-          out[name] = (await core.readNamespace({ name })).metadata?.labels ?? {};
-        } catch {
-          // Absent (or unreadable): judge the selector against the label every namespace carries.
-          out[name] = { "kubernetes.io/metadata.name": name };
-        }
-      }),
-    );
-    return out;
-  })();
-
-  const reconciler = (async (): Promise<DoctorSnapshot["reconciler"]> => {
-    try {
-      const cronJob = await batch.readNamespacedCronJob({ namespace, name: RECONCILER_NAME }).then(
-        (c) => raw<CronJob>(c),
-        (err: unknown) => {
-          if (status(err) === 404) return undefined;
-          throw err;
-        },
-      );
-      const jobs = cronJob ? raw<Job[]>((await batch.listNamespacedJob({ namespace })).items) : [];
-      if (cronJob) return { cronJob, jobs };
-      // No CronJob: the resident-reconciler overlay runs passes in a Deployment of the same name.
-      const resident = await apps.readNamespacedDeployment({ namespace, name: RECONCILER_NAME }).then(
-        (d) => ({ replicas: d.spec?.replicas ?? 1, readyReplicas: d.status?.readyReplicas ?? 0 }),
-        (err: unknown) => {
-          if (status(err) === 404) return undefined;
-          throw err;
-        },
-      );
-      return { cronJob, jobs, ...(resident ? { resident } : {}) };
-    } catch (err) {
-      return unreadable(err);
-    }
-  })();
-
-  const access = (async (): Promise<AccessCheck[] | Unreadable> => {
-    try {
-      return await Promise.all(
-        requiredAccess(opts.policy, namespace).map(async (req) => {
-          const [saNamespace, saName] = req.serviceAccount.split("/") as [string, string];
-          const review = await authz.createSubjectAccessReview({
-            body: {
-              apiVersion: "authorization.k8s.io/v1",
-              kind: "SubjectAccessReview",
-              spec: {
-                user: `system:serviceaccount:${saNamespace}:${saName}`,
-                groups: ["system:serviceaccounts", `system:serviceaccounts:${saNamespace}`, "system:authenticated"],
-                // `tfjobs/finalizers` is resource tfjobs, subresource finalizers.
-                resourceAttributes: {
-                  verb: req.verb,
-                  group: req.group,
-                  resource: req.resource.split("/")[0]!,
-                  ...(req.resource.includes("/") ? { subresource: req.resource.split("/")[1]! } : {}),
-                  namespace: req.namespace,
-                  ...(req.name ? { name: req.name } : {}),
-                },
-              },
-            },
-          });
-          return { ...req, allowed: review.status?.allowed === true };
-        }),
-      );
-    } catch (err) {
-      return { error: `cannot create subjectaccessreviews: ${describeError(err)}` };
-    }
-  })();
-
-  // The reconciler's confinement (src/doctor/confinement.ts): a 404 of either object is "not installed"; a 404 of
-  // the API itself (Kubernetes < 1.30) reads as the policy not being there, which is what it means.
-  const confinement = (async (): Promise<ConfinementState | Unreadable> => {
-    const absentOn404 = <T>(p: Promise<T>): Promise<T | undefined> =>
-      p.catch((err: unknown) => {
-        if (status(err) === 404) return undefined;
-        throw err;
-      });
-    try {
-      const [policy, binding] = await Promise.all([
-        absentOn404(admission.readValidatingAdmissionPolicy({ name: CONFINEMENT_POLICY_NAME })),
-        absentOn404(admission.readValidatingAdmissionPolicyBinding({ name: CONFINEMENT_POLICY_NAME })),
-      ]);
-      return { ...(policy ? { policy: raw<KubeObject>(policy) } : {}), ...(binding ? { binding: raw<KubeObject>(binding) } : {}) };
-    } catch (err) {
-      return unreadable(err);
-    }
-  })();
-
-  // Kueue (src/doctor/kueue.ts): its flavors and queues, the nodes and namespaces they are judged against. Kueue's
-  // group absent from discovery (or a 404 of its API) means it is not installed: nothing to check.
-  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-  const apis = kc.makeApiClient(k8s.ApisApi);
-  const kueue = (async (): Promise<KueueSnapshot> => {
-    const list = async (plural: string): Promise<KubeObject[]> =>
-      raw<{ items?: KubeObject[] }>(await custom.listClusterCustomObject({ group: KUEUE_GROUP, version: KUEUE_VERSION, plural })).items ?? [];
-    try {
-      // Discovery first (every authenticated user may read it): a user without Kueue's list rights on a cluster
-      // without Kueue gets 403 from the list itself, and that must not read as "not checked".
-      const groups = (await apis.getAPIVersions()).groups ?? [];
-      if (!groups.some((g) => g.name === KUEUE_GROUP)) return "absent";
-      const resourceFlavors = await list("resourceflavors");
-      const [clusterQueues, localQueues, nodes, namespaces] = await Promise.all([
-        list("clusterqueues"),
-        list("localqueues"),
-        core.listNode().then((l) => raw<KubeObject[]>(l.items)),
-        core.listNamespace().then((l) => l.items.map(slimNamespace)),
-      ]);
-      return { resourceFlavors, clusterQueues, localQueues, nodes, namespaces, webhookConfigurations: kueueWebhooks };
-    } catch (err) {
-      if (status(err) === 404) return "absent";
-      return unreadable(err);
-    }
-  })();
-
-  // The exported MutatingAdmissionPolicy (src/doctor/admission-policy.ts), read by path: this client has no typed
-  // API for admissionregistration.k8s.io/v1 MutatingAdmissionPolicies. A 404 is "not installed".
-  const mutatingPolicy = (async (): Promise<MutatingPolicyState | Unreadable> => {
-    const read = (plural: string): Promise<KubeObject | undefined> =>
-      (custom.getClusterCustomObject({ group: "admissionregistration.k8s.io", version: "v1", plural, name: MAP_NAME }) as Promise<KubeObject>).catch(
-        (err: unknown) => {
-          if (status(err) === 404) return undefined;
-          throw err;
-        },
-      );
-    try {
-      const [policy, binding] = await Promise.all([read("mutatingadmissionpolicies"), read("mutatingadmissionpolicybindings")]);
-      return { ...(policy ? { policy } : {}), ...(binding ? { binding } : {}) };
-    } catch (err) {
-      return unreadable(err);
-    }
-  })();
-
-  // The cluster's DeviceClasses (src/doctor/device-classes.ts), against the policy's gpu section. A 404 (no
-  // resource.k8s.io/v1: before Kubernetes 1.34, or DRA off) is "absent": nothing to check.
-  const deviceClasses = (async (): Promise<DeviceClassesState> => {
-    try {
-      const list: unknown = await custom.listClusterCustomObject({ group: "resource.k8s.io", version: "v1", plural: "deviceclasses" });
-      return raw<{ items?: KubeObject[] }>(list).items ?? [];
-    } catch (err) {
-      if (status(err) === 404) return "absent";
-      return unreadable(err);
-    }
-  })();
-
-  // The Trainer's runtimes (src/doctor/runtimes.ts), against the GPU caps. A 404 (no Trainer CRDs) is "absent".
-  const runtimes = (async (): Promise<RuntimesState> => {
-    try {
-      const lists = await Promise.all(
-        TRAINER_RUNTIME_KINDS.map(async (k) => {
-          const list: unknown = await custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural });
-          return (raw<{ items?: KubeObject[] }>(list).items ?? []).map((o) => ({ ...o, kind: k.kind }));
-        }),
-      );
-      return lists.flat();
-    } catch (err) {
-      if (status(err) === 404) return "absent";
-      return unreadable(err);
-    }
-  })();
-
-  const ledger = opts.readLedger
-    ? opts.readLedger().catch((err: unknown): LedgerState => ({ unread: describeError(err) }))
-    : Promise.resolve<LedgerState>({ unread: "this doctor has no ledger reader (run `quartermaster ledger` to see it)" });
-
   const [sc, ns, rec, acc, led, conf, kq, map, dcs, rts] = await Promise.all([
-    servicesAndCertificates,
-    protectedNamespaces,
-    reconciler,
-    access,
-    ledger,
-    confinement,
-    kueue,
-    mutatingPolicy,
-    deviceClasses,
-    runtimes,
+    readServicesAndCertificates(api, hooks, opts.handshakeTimeoutMs ?? 3000),
+    readProtectedNamespaces(api, namespace),
+    readReconciler(api, namespace),
+    readAccess(api, opts.policy, namespace),
+    opts.readLedger
+      ? opts.readLedger().catch((err: unknown): LedgerState => ({ unread: describeError(err) }))
+      : Promise.resolve<LedgerState>({ unread: "this doctor has no ledger reader (run `quartermaster ledger` to see it)" }),
+    readConfinement(api),
+    readKueue(api, kueueWebhooks),
+    readMutatingPolicy(api),
+    readDeviceClasses(api),
+    readRuntimes(api),
   ]);
   // Keys for every hook, so a target that was never read shows up as such.
   for (const h of hooks) {
@@ -459,4 +206,277 @@ export async function readDoctorSnapshot(opts: DoctorReadOptions): Promise<Docto
     deviceClasses: dcs,
     runtimes: rts,
   };
+}
+
+/** Quartermaster's webhook configurations, and Kueue's (for its checks); throws ClusterUnreachableError without an answer. */
+async function readWebhookConfigurations(
+  api: DoctorApis,
+): Promise<{ webhookConfigurations: WebhookConfiguration[] | Unreadable; kueueWebhooks: WebhookConfiguration[] }> {
+  try {
+    const [mutating, validating] = await Promise.all([api.admission.listMutatingWebhookConfiguration(), api.admission.listValidatingWebhookConfiguration()]);
+    const all = [
+      ...raw<WebhookConfiguration[]>(mutating.items).map((c) => ({ ...c, kind: "MutatingWebhookConfiguration" as const })),
+      ...raw<WebhookConfiguration[]>(validating.items).map((c) => ({ ...c, kind: "ValidatingWebhookConfiguration" as const })),
+    ];
+    return { webhookConfigurations: all.filter(isQuartermasters), kueueWebhooks: all.filter(isKueueConfiguration) };
+  } catch (err) {
+    if (status(err) === undefined) throw new ClusterUnreachableError(describeError(err), { cause: err });
+    return { webhookConfigurations: unreadable(err), kueueWebhooks: [] };
+  }
+}
+
+/** The webhooks' Services (with their EndpointSlices) and serving certificates, by Secret or by TLS handshake with a URL. */
+async function readServicesAndCertificates(
+  api: DoctorApis,
+  hooks: readonly Hook[],
+  timeoutMs: number,
+): Promise<{ services: Record<string, ServiceState | Unreadable>; certificates: Record<string, CertificateEvidence[]> }> {
+  const serviceRefs = new Map(
+    hooks.flatMap((h) =>
+      h.clientConfig.service ? [[`${h.clientConfig.service.namespace}/${h.clientConfig.service.name}`, h.clientConfig.service] as const] : [],
+    ),
+  );
+  const urls = [...new Set(hooks.flatMap((h) => (h.clientConfig.url ? [h.clientConfig.url] : [])))];
+  const services: Record<string, ServiceState | Unreadable> = {};
+  const certificates: Record<string, CertificateEvidence[]> = {};
+  await Promise.all([
+    ...[...serviceRefs].map(async ([key, ref]) => {
+      services[key] = await readService(api, ref.namespace, ref.name);
+      certificates[`service:${key}`] = await servingSecrets(api, ref.namespace, services[key]);
+    }),
+    ...urls.map(async (url) => {
+      certificates[`url:${url}`] = [await handshake(url, timeoutMs)];
+    }),
+  ]);
+  return { services, certificates };
+}
+
+async function readService(api: DoctorApis, ns: string, name: string): Promise<ServiceState | Unreadable> {
+  try {
+    const [service, slices] = await Promise.all([
+      api.core.readNamespacedService({ namespace: ns, name }).then(
+        (s) => raw<ServiceState["service"]>(s),
+        (err: unknown) => {
+          if (status(err) === 404) return undefined;
+          throw err;
+        },
+      ),
+      api.discovery.listNamespacedEndpointSlice({ namespace: ns, labelSelector: `kubernetes.io/service-name=${name}` }),
+    ]);
+    return { service, endpointSlices: raw<ServiceState["endpointSlices"]>(slices.items) };
+  } catch (err) {
+    return unreadable(err);
+  }
+}
+
+/** Names of the Secrets mounted by the Deployments whose pods `selector` selects; an evidence entry when they cannot be listed. */
+async function mountedSecretNames(api: DoctorApis, ns: string, selector: Record<string, string>): Promise<Set<string> | CertificateEvidence> {
+  const names = new Set<string>();
+  try {
+    const deployments = await api.apps.listNamespacedDeployment({ namespace: ns });
+    for (const d of deployments.items) {
+      const labels = d.spec?.template.metadata?.labels ?? {};
+      if (!Object.entries(selector).every(([k, v]) => labels[k] === v)) continue;
+      for (const v of d.spec?.template.spec?.volumes ?? []) {
+        if (v.secret?.secretName) names.add(v.secret.secretName);
+        for (const p of v.projected?.sources ?? []) if (p.secret?.name) names.add(p.secret.name);
+      }
+    }
+    return names;
+  } catch (err) {
+    return { source: "secret", secret: `${ns}/(Deployments)`, error: `cannot list Deployments: ${describeError(err)}` };
+  }
+}
+
+/** The serving certificate in Secret `ns/name`, undefined for a Secret without a tls.crt (mounted for another reason). */
+async function servingSecret(api: DoctorApis, ns: string, name: string): Promise<CertificateEvidence | undefined> {
+  const secret = `${ns}/${name}`;
+  try {
+    const s = await api.core.readNamespacedSecret({ namespace: ns, name });
+    const crt = s.data?.["tls.crt"];
+    if (!crt) return undefined;
+    const key = s.data?.["tls.key"];
+    return {
+      source: "secret",
+      secret,
+      certPem: Buffer.from(crt, "base64").toString("utf8"),
+      ...(key ? { keyPem: Buffer.from(key, "base64").toString("utf8") } : {}),
+    };
+  } catch (err) {
+    return { source: "secret", secret, error: status(err) === 404 ? "the Secret does not exist" : describeError(err) };
+  }
+}
+
+/** The serving Secrets of the Deployments whose pods the Service selects (else the default name). */
+async function servingSecrets(api: DoctorApis, ns: string, state: ServiceState | Unreadable): Promise<CertificateEvidence[]> {
+  const selector = "service" in state ? state.service?.spec?.selector : undefined;
+  const mounted = selector && Object.keys(selector).length > 0 ? await mountedSecretNames(api, ns, selector) : new Set<string>();
+  if (!(mounted instanceof Set)) return [mounted];
+  const names = mounted.size > 0 ? mounted : new Set([DEFAULT_SERVING_SECRET]);
+  const out: CertificateEvidence[] = [];
+  for (const name of names) {
+    const found = await servingSecret(api, ns, name);
+    if (found) out.push(found);
+  }
+  if (out.length === 0) out.push({ source: "secret", secret: `${ns}/${[...names].join(",")}`, error: "no mounted Secret holds a tls.crt" });
+  return out;
+}
+
+async function readProtectedNamespaces(api: DoctorApis, namespace: string): Promise<Record<string, Record<string, string>>> {
+  const out: Record<string, Record<string, string>> = {};
+  await Promise.all(
+    protectedNamespaceNames(namespace).map(async (name) => {
+      try {
+        out[name] = (await api.core.readNamespace({ name })).metadata?.labels ?? {};
+      } catch {
+        // Absent (or unreadable): judge the selector against the label every namespace carries.
+        out[name] = { "kubernetes.io/metadata.name": name };
+      }
+    }),
+  );
+  return out;
+}
+
+/** `p`'s answer, or undefined on 404. */
+const absentOn404 = <T>(p: Promise<T>): Promise<T | undefined> =>
+  p.catch((err: unknown) => {
+    if (status(err) === 404) return undefined;
+    throw err;
+  });
+
+async function readReconciler(api: DoctorApis, namespace: string): Promise<DoctorSnapshot["reconciler"]> {
+  try {
+    const cronJob = await absentOn404(api.batch.readNamespacedCronJob({ namespace, name: RECONCILER_NAME }).then((c) => raw<CronJob>(c)));
+    const jobs = cronJob ? raw<Job[]>((await api.batch.listNamespacedJob({ namespace })).items) : [];
+    if (cronJob) return { cronJob, jobs };
+    // No CronJob: the resident-reconciler overlay runs passes in a Deployment of the same name.
+    const resident = await absentOn404(
+      api.apps
+        .readNamespacedDeployment({ namespace, name: RECONCILER_NAME })
+        .then((d) => ({ replicas: d.spec?.replicas ?? 1, readyReplicas: d.status?.readyReplicas ?? 0 })),
+    );
+    return { cronJob, jobs, ...(resident ? { resident } : {}) };
+  } catch (err) {
+    return unreadable(err);
+  }
+}
+
+async function readAccess(api: DoctorApis, policy: DoctorReadOptions["policy"], namespace: string): Promise<AccessCheck[] | Unreadable> {
+  try {
+    return await Promise.all(
+      requiredAccess(policy, namespace).map(async (req) => {
+        const [saNamespace, saName] = req.serviceAccount.split("/") as [string, string];
+        const review = await api.authz.createSubjectAccessReview({
+          body: {
+            apiVersion: "authorization.k8s.io/v1",
+            kind: "SubjectAccessReview",
+            spec: {
+              user: `system:serviceaccount:${saNamespace}:${saName}`,
+              groups: ["system:serviceaccounts", `system:serviceaccounts:${saNamespace}`, "system:authenticated"],
+              // `tfjobs/finalizers` is resource tfjobs, subresource finalizers.
+              resourceAttributes: {
+                verb: req.verb,
+                group: req.group,
+                resource: req.resource.split("/")[0]!,
+                ...(req.resource.includes("/") ? { subresource: req.resource.split("/")[1]! } : {}),
+                namespace: req.namespace,
+                ...(req.name ? { name: req.name } : {}),
+              },
+            },
+          },
+        });
+        return { ...req, allowed: review.status?.allowed === true };
+      }),
+    );
+  } catch (err) {
+    return { error: `cannot create subjectaccessreviews: ${describeError(err)}` };
+  }
+}
+
+/**
+ * The reconciler's confinement (src/doctor/confinement.ts): a 404 of either object is "not installed"; a 404 of
+ * the API itself (Kubernetes < 1.30) reads as the policy not being there, which is what it means.
+ */
+async function readConfinement(api: DoctorApis): Promise<ConfinementState | Unreadable> {
+  try {
+    const [policy, binding] = await Promise.all([
+      absentOn404(api.admission.readValidatingAdmissionPolicy({ name: CONFINEMENT_POLICY_NAME })),
+      absentOn404(api.admission.readValidatingAdmissionPolicyBinding({ name: CONFINEMENT_POLICY_NAME })),
+    ]);
+    return { ...(policy ? { policy: raw<KubeObject>(policy) } : {}), ...(binding ? { binding: raw<KubeObject>(binding) } : {}) };
+  } catch (err) {
+    return unreadable(err);
+  }
+}
+
+/**
+ * Kueue (src/doctor/kueue.ts): its flavors and queues, the nodes and namespaces they are judged against. Kueue's
+ * group absent from discovery (or a 404 of its API) means it is not installed: nothing to check.
+ */
+async function readKueue(api: DoctorApis, kueueWebhooks: WebhookConfiguration[]): Promise<KueueSnapshot> {
+  const { core, custom } = api;
+  const list = async (plural: string): Promise<KubeObject[]> =>
+    raw<{ items?: KubeObject[] }>(await custom.listClusterCustomObject({ group: KUEUE_GROUP, version: KUEUE_VERSION, plural })).items ?? [];
+  try {
+    // Discovery first (every authenticated user may read it): a user without Kueue's list rights on a cluster
+    // without Kueue gets 403 from the list itself, and that must not read as "not checked".
+    const groups = (await api.apis.getAPIVersions()).groups ?? [];
+    if (!groups.some((g) => g.name === KUEUE_GROUP)) return "absent";
+    const resourceFlavors = await list("resourceflavors");
+    const [clusterQueues, localQueues, nodes, namespaces] = await Promise.all([
+      list("clusterqueues"),
+      list("localqueues"),
+      core.listNode().then((l) => raw<KubeObject[]>(l.items)),
+      core.listNamespace().then((l) => l.items.map(slimNamespace)),
+    ]);
+    return { resourceFlavors, clusterQueues, localQueues, nodes, namespaces, webhookConfigurations: kueueWebhooks };
+  } catch (err) {
+    if (status(err) === 404) return "absent";
+    return unreadable(err);
+  }
+}
+
+/**
+ * The exported MutatingAdmissionPolicy (src/doctor/admission-policy.ts), read by path: this client has no typed
+ * API for admissionregistration.k8s.io/v1 MutatingAdmissionPolicies. A 404 is "not installed".
+ */
+async function readMutatingPolicy(api: DoctorApis): Promise<MutatingPolicyState | Unreadable> {
+  const read = (plural: string): Promise<KubeObject | undefined> =>
+    absentOn404(api.custom.getClusterCustomObject({ group: "admissionregistration.k8s.io", version: "v1", plural, name: MAP_NAME }) as Promise<KubeObject>);
+  try {
+    const [policy, binding] = await Promise.all([read("mutatingadmissionpolicies"), read("mutatingadmissionpolicybindings")]);
+    return { ...(policy ? { policy } : {}), ...(binding ? { binding } : {}) };
+  } catch (err) {
+    return unreadable(err);
+  }
+}
+
+/**
+ * The cluster's DeviceClasses (src/doctor/device-classes.ts), against the policy's gpu section. A 404 (no
+ * resource.k8s.io/v1: before Kubernetes 1.34, or DRA off) is "absent": nothing to check.
+ */
+async function readDeviceClasses(api: DoctorApis): Promise<DeviceClassesState> {
+  try {
+    const list: unknown = await api.custom.listClusterCustomObject({ group: "resource.k8s.io", version: "v1", plural: "deviceclasses" });
+    return raw<{ items?: KubeObject[] }>(list).items ?? [];
+  } catch (err) {
+    if (status(err) === 404) return "absent";
+    return unreadable(err);
+  }
+}
+
+/** The Trainer's runtimes (src/doctor/runtimes.ts), against the GPU caps. A 404 (no Trainer CRDs) is "absent". */
+async function readRuntimes(api: DoctorApis): Promise<RuntimesState> {
+  try {
+    const lists = await Promise.all(
+      TRAINER_RUNTIME_KINDS.map(async (k) => {
+        const list: unknown = await api.custom.listClusterCustomObject({ group: k.group, version: k.version, plural: k.plural });
+        return (raw<{ items?: KubeObject[] }>(list).items ?? []).map((o) => ({ ...o, kind: k.kind }));
+      }),
+    );
+    return lists.flat();
+  } catch (err) {
+    if (status(err) === 404) return "absent";
+    return unreadable(err);
+  }
 }

@@ -95,18 +95,37 @@ function trimmed<T extends KubernetesObject>(o: object, trim: (o: object) => T):
 const controllerUid = (o: KubernetesObject): string | undefined => o.metadata?.ownerReferences?.find((r) => r.controller === true)?.uid;
 const cacheKey = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}`;
 
-/** A `ListWatch` over `opts.path` that caches `opts.trim`'s objects; not started (call `start()`). */
-export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, kc: KubeConfig, opts: TrimmedInformerOptions<T>): TrimmedInformer<T> {
-  const { trim } = opts;
-  // client-go's HasSynced: true once a LIST's items are in the cache (ListWatch puts them there right before it
-  // opens the watch, so the watch's start says so, not the LIST's return), and it stays true while a relist runs
-  // or after one failed for a passing reason: the cache keeps the last LIST's objects, kept current by the watch
-  // until it broke. False again when the kind is gone (a 404 from a LIST or the watch: its CRD was removed),
-  // until a LIST succeeds.
-  let hasSynced = false;
-  let gone = false;
-  let fresh = false;
-  const noteGone = (err: unknown): void => void (statusOf(err) === 404 && (gone = true));
+/**
+ * Whether the cache holds a whole LIST, as client-go's HasSynced: true once a LIST's items are in the cache
+ * (ListWatch puts them there right before it opens the watch, so the watch's start says so, not the LIST's
+ * return), and it stays true while a relist runs or after one failed for a passing reason: the cache keeps the
+ * last LIST's objects, kept current by the watch until it broke. False again when the kind is gone (a 404 from a
+ * LIST or the watch: its CRD was removed), until a LIST succeeds.
+ */
+interface SyncState {
+  hasSynced: boolean;
+  gone: boolean;
+  /** A LIST returned; the next watch's start puts its items in the cache. */
+  fresh: boolean;
+}
+
+const noteGone = (state: SyncState, err: unknown): void => void (statusOf(err) === 404 && (state.gone = true));
+
+/** The deadline of a watch's first answer (and of a watch-list's events) in ms, or undefined for none. */
+const deadlineMs = (opts: TrimmedInformerOptions<KubernetesObject>): number | undefined => {
+  const ms = opts.firstResponseMs ?? RESIDENT_REQUEST_TIMEOUT_MS;
+  return ms > 0 ? ms : undefined;
+};
+
+const timeoutError = (kc: KubeConfig, ms: number): RequestTimeoutError => new RequestTimeoutError(kc.getCurrentCluster()?.server ?? "(no server)", ms);
+
+/** client-node's `Watch`, each watched object trimmed before the cache sees it, with bookmarks, a timeout and a deadline. */
+function trimmingWatch<T extends KubernetesObject>(
+  k8s: ClientModule,
+  kc: KubeConfig,
+  opts: TrimmedInformerOptions<T>,
+  state: SyncState,
+): InstanceType<ClientModule["Watch"]> {
   class TrimmingWatch extends k8s.Watch {
     override watch(
       path: string,
@@ -114,149 +133,177 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
       callback: (phase: string, apiObj: object, watchObj?: object) => void,
       done: (err: unknown) => void,
     ): Promise<AbortController> {
-      if (fresh) [fresh, hasSynced, gone] = [false, true, false];
+      if (state.fresh) [state.fresh, state.hasSynced, state.gone] = [false, true, false];
       // Bookmarks keep the resourceVersion current on a quiet watch, so a reconnect resumes instead of relisting.
       // A timeout of 5-10 minutes, as client-go's reflector asks: a watch that silently stopped delivering is
       // replaced (resuming from its resourceVersion) instead of leaving the cache behind for good.
-      // client-node's Watch waits for the response with no deadline (its own timeout signal is overwritten in
-      // @kubernetes/client-node src/watch.ts): a silent apiserver would stall this informer for good. Past the
-      // deadline the watch fails (the informer's error handler starts it again) and a late answer is dropped.
-      // Past the deadline the watch ends through `done` (ListWatch's ERROR handlers restart it), never by a
-      // rejection: ListWatch awaits this promise inside its own done handler, which nobody awaits, so a rejection
-      // would be unhandled and end the process. A late answer is aborted and its own end ignored (its `done` would
-      // make ListWatch stop the newer watch).
       let late = false;
       const started = super.watch(
         path,
         { ...queryParams, allowWatchBookmarks: true, timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())) },
-        (phase, obj: object, wo?: object) => callback(phase, WATCHED_PHASES.has(phase) ? trimmed(obj, trim) : obj, wo),
+        (phase, obj: object, wo?: object) => callback(phase, WATCHED_PHASES.has(phase) ? trimmed(obj, opts.trim) : obj, wo),
         (err: unknown) => {
           if (late) return;
-          noteGone(err);
+          noteGone(state, err);
           done(err);
         },
       );
-      const ms = opts.firstResponseMs ?? RESIDENT_REQUEST_TIMEOUT_MS;
-      if (ms <= 0) return started;
-      let timer: NodeJS.Timeout | undefined;
-      const deadline = new Promise<AbortController>((resolve) => {
-        timer = setTimeout(() => {
-          late = true;
-          done(new RequestTimeoutError(kc.getCurrentCluster()?.server ?? "(no server)", ms));
-          resolve(new AbortController());
-        }, ms).unref();
+      const ms = deadlineMs(opts);
+      if (ms === undefined) return started;
+      return withDeadline(started, ms, () => {
+        late = true;
+        done(timeoutError(kc, ms));
       });
-      void started.then(
-        (c) => late && c.abort(),
-        () => undefined,
-      );
-      return Promise.race([started, deadline]).finally(() => clearTimeout(timer));
     }
   }
-  // A watch-list (`sendInitialEvents`) until the server refuses one: it has no WatchList (Kubernetes < 1.32, or
-  // the feature gate off), and says so with 400 or 422 (apimachinery's ValidateListOptions).
+  return new TrimmingWatch(kc);
+}
+
+/**
+ * client-node's Watch waits for the response with no deadline (its own timeout signal is overwritten in
+ * @kubernetes/client-node src/watch.ts): a silent apiserver would stall an informer for good. Past the deadline
+ * the watch ends through `expire` (which calls the watch's `done`: ListWatch's ERROR handlers restart it), never
+ * by a rejection: ListWatch awaits this promise inside its own done handler, which nobody awaits, so a rejection
+ * would be unhandled and end the process. A late answer is aborted and its own end ignored (its `done` would make
+ * ListWatch stop the newer watch).
+ */
+function withDeadline(started: Promise<AbortController>, ms: number, expire: () => void): Promise<AbortController> {
+  let late = false;
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<AbortController>((resolve) => {
+    timer = setTimeout(() => {
+      late = true;
+      expire();
+      resolve(new AbortController());
+    }, ms).unref();
+  });
+  void started.then(
+    (c) => late && c.abort(),
+    () => undefined,
+  );
+  return Promise.race([started, deadline]).finally(() => clearTimeout(timer));
+}
+
+type Listed<T> = { items: T[]; resourceVersion?: string };
+
+/** The LIST page by page, each page trimmed before the next is read. */
+async function pagedList<T extends KubernetesObject>(opts: TrimmedInformerOptions<T>): Promise<Listed<T>> {
+  const items: T[] = [];
+  let resourceVersion: string | undefined;
+  let cont: string | undefined;
+  do {
+    const page = await opts.page(cont);
+    resourceVersion ??= page.metadata?.resourceVersion;
+    for (const o of page.items ?? []) items.push(trimmed(o, opts.trim));
+    cont = page.metadata?._continue ?? page.metadata?.continue;
+  } while (cont);
+  return { items, ...(resourceVersion ? { resourceVersion } : {}) };
+}
+
+/**
+ * The LIST as a watch-list (KEP-3157, client-go's reflector with WatchListClient): the apiserver sends every
+ * object as an ADDED event, one line each, then a bookmark annotated `k8s.io/initial-events-end`, whose
+ * resourceVersion the watch resumes from. Each object is trimmed as its line is parsed, so one object at a
+ * time is alive whole, never a page of them.
+ */
+function streamList<T extends KubernetesObject>(k8s: ClientModule, kc: KubeConfig, opts: TrimmedInformerOptions<T>): Promise<Listed<T>> {
+  return new Promise((resolve, reject) => {
+    const items: T[] = [];
+    let settled = false;
+    let request: AbortController | undefined;
+    const finish = (err: unknown, resourceVersion?: string): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      request?.abort();
+      if (err) reject(withStatusCode(err));
+      else resolve({ items, ...(resourceVersion ? { resourceVersion } : {}) });
+    };
+    const query = {
+      sendInitialEvents: true,
+      resourceVersionMatch: "NotOlderThan",
+      allowWatchBookmarks: true,
+      timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())),
+    };
+    // The same deadline as every watch's first answer (trimmingWatch), and then between two events until the
+    // initial-events bookmark: a server that never answers, or stops half-way, fails the LIST (ListWatch's ERROR
+    // handlers start it again) instead of holding the informer for the watch's whole timeout.
+    const ms = deadlineMs(opts);
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (): void => {
+      clearTimeout(timer);
+      if (ms !== undefined && !settled) timer = setTimeout(() => finish(timeoutError(kc, ms)), ms).unref();
+    };
+    arm();
+    const onEvent = (phase: string, obj: object): void => {
+      if (settled) return;
+      arm();
+      const m = (obj as KubernetesObject).metadata;
+      if (phase === "ADDED") items.push(trimmed(obj, opts.trim));
+      else if (phase === "BOOKMARK" && m?.annotations?.[INITIAL_EVENTS_END] === "true") finish(undefined, m.resourceVersion);
+      else if (phase === "ERROR") {
+        const status = obj as { code?: number; message?: string };
+        finish(Object.assign(new Error(`${opts.path}: ${status.message ?? "watch-list failed"}`), { code: status.code }));
+      }
+    };
+    new k8s.Watch(kc)
+      .watch(opts.path, query, onEvent, (err: unknown) => finish(err ?? new Error(`${opts.path}: the watch-list ended before its initial events did`)))
+      .then(
+        (c) => {
+          request = c;
+          if (settled) c.abort();
+          else arm();
+        },
+        (err: unknown) => finish(err),
+      );
+  });
+}
+
+/**
+ * client-node's Watch says the HTTP status in `statusCode`; the callers read `code` (./client.ts statusOf), as
+ * for a LIST: a 404 is a kind not served, a 422 a server without watch-lists.
+ */
+function withStatusCode(err: unknown): Error {
+  const code = (err as { statusCode?: unknown } | null)?.statusCode;
+  return Object.assign(err instanceof Error ? err : new Error(String(err)), typeof code === "number" && statusOf(err) === undefined ? { code } : {});
+}
+
+/**
+ * ListWatch's list function: a watch-list until the server refuses one (it has no WatchList: Kubernetes < 1.32,
+ * or the feature gate off, and says so with 400 or 422, apimachinery's ValidateListOptions), else paged.
+ */
+function listFunction<T extends KubernetesObject>(
+  k8s: ClientModule,
+  kc: KubeConfig,
+  opts: TrimmedInformerOptions<T>,
+  state: SyncState,
+): () => Promise<KubernetesListObject<T>> {
   let streaming = opts.streamList === true;
-  const list = async (): Promise<KubernetesListObject<T>> => {
-    if (hasSynced && !gone) opts.onRelist?.(opts.path);
-    let listed: { items: T[]; resourceVersion?: string } | undefined;
+  return async () => {
+    if (state.hasSynced && !state.gone) opts.onRelist?.(opts.path);
+    let listed: Listed<T> | undefined;
     try {
       if (streaming) {
-        listed = await streamList().catch((err: unknown) => {
+        listed = await streamList(k8s, kc, opts).catch((err: unknown) => {
           const code = statusOf(err);
           if (code !== 400 && code !== 422) throw err;
           streaming = false;
           return undefined;
         });
       }
-      listed ??= await pagedList();
+      listed ??= await pagedList(opts);
     } catch (err) {
-      noteGone(err);
+      noteGone(state, err);
       throw err;
     }
-    fresh = true;
+    state.fresh = true;
     const { items, resourceVersion } = listed;
     return { apiVersion: "v1", kind: "List", metadata: { ...(resourceVersion ? { resourceVersion } : {}) }, items };
   };
-  /** The LIST page by page, each page trimmed before the next is read. */
-  const pagedList = async (): Promise<{ items: T[]; resourceVersion?: string }> => {
-    const items: T[] = [];
-    let resourceVersion: string | undefined;
-    let cont: string | undefined;
-    do {
-      const page = await opts.page(cont);
-      resourceVersion ??= page.metadata?.resourceVersion;
-      for (const o of page.items ?? []) items.push(trimmed(o, trim));
-      cont = page.metadata?._continue ?? page.metadata?.continue;
-    } while (cont);
-    return { items, ...(resourceVersion ? { resourceVersion } : {}) };
-  };
-  /**
-   * The LIST as a watch-list (KEP-3157, client-go's reflector with WatchListClient): the apiserver sends every
-   * object as an ADDED event, one line each, then a bookmark annotated `k8s.io/initial-events-end`, whose
-   * resourceVersion the watch resumes from. Each object is trimmed as its line is parsed, so one object at a
-   * time is alive whole, never a page of them.
-   */
-  const streamList = (): Promise<{ items: T[]; resourceVersion?: string }> =>
-    new Promise((resolve, reject) => {
-      const items: T[] = [];
-      let settled = false;
-      let request: AbortController | undefined;
-      const finish = (err: unknown, resourceVersion?: string): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        request?.abort();
-        // client-node's Watch says the HTTP status in `statusCode`; the callers read `code` (./client.ts statusOf),
-        // as for a LIST: a 404 is a kind not served, a 422 a server without watch-lists.
-        const code = (err as { statusCode?: unknown } | null)?.statusCode;
-        if (err)
-          reject(Object.assign(err instanceof Error ? err : new Error(String(err)), typeof code === "number" && statusOf(err) === undefined ? { code } : {}));
-        else resolve({ items, ...(resourceVersion ? { resourceVersion } : {}) });
-      };
-      const query = {
-        sendInitialEvents: true,
-        resourceVersionMatch: "NotOlderThan",
-        allowWatchBookmarks: true,
-        timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())),
-      };
-      // The same deadline as every watch's first answer (TrimmingWatch), and then between two events until the
-      // initial-events bookmark: a server that never answers, or stops half-way, fails the LIST (ListWatch's ERROR
-      // handlers start it again) instead of holding the informer for the watch's whole timeout.
-      const ms = opts.firstResponseMs ?? RESIDENT_REQUEST_TIMEOUT_MS;
-      let timer: NodeJS.Timeout | undefined;
-      const arm = (): void => {
-        clearTimeout(timer);
-        if (ms > 0 && !settled) timer = setTimeout(() => finish(new RequestTimeoutError(kc.getCurrentCluster()?.server ?? "(no server)", ms)), ms).unref();
-      };
-      arm();
-      new k8s.Watch(kc)
-        .watch(
-          opts.path,
-          query,
-          (phase: string, obj: object) => {
-            if (settled) return;
-            arm();
-            const m = (obj as KubernetesObject).metadata;
-            if (phase === "ADDED") items.push(trimmed(obj, trim));
-            else if (phase === "BOOKMARK" && m?.annotations?.[INITIAL_EVENTS_END] === "true") finish(undefined, m.resourceVersion);
-            else if (phase === "ERROR") {
-              const status = obj as { code?: number; message?: string };
-              finish(Object.assign(new Error(`${opts.path}: ${status.message ?? "watch-list failed"}`), { code: status.code }));
-            }
-          },
-          (err: unknown) => finish(err ?? new Error(`${opts.path}: the watch-list ended before its initial events did`)),
-        )
-        .then(
-          (c) => {
-            request = c;
-            if (settled) c.abort();
-            else arm();
-          },
-          (err: unknown) => finish(err),
-        );
-    });
-  const informer = new k8s.ListWatch<T>(opts.path, new TrimmingWatch(kc), list, false);
+}
 
+/** An index of the informer's cache by controller uid, kept by its events; `index` puts one object in it. */
+function controllerIndex<T extends KubernetesObject>(informer: ListWatch<T>): { index: (o: T) => void; byController: (uid: string) => T[] } {
   // controller uid → cache keys, and each key's uid (an update may change the controller: adoption, release).
   const byUid = new Map<string, Set<string>>();
   const uidOf = new Map<string, string>();
@@ -278,12 +325,10 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     if (keys) keys.add(key);
     else byUid.set(uid, new Set([key]));
   };
-  if (opts.indexByController) {
-    // Registered first, so the index is current when any later handler of the same event runs.
-    informer.on("add", index);
-    informer.on("update", index);
-    informer.on("delete", (o) => unindex(cacheKey(o)));
-  }
+  // Registered first, so the index is current when any later handler of the same event runs.
+  informer.on("add", index);
+  informer.on("update", index);
+  informer.on("delete", (o) => unindex(cacheKey(o)));
   const byController = (uid: string): T[] => {
     const out: T[] = [];
     for (const key of byUid.get(uid) ?? []) {
@@ -293,21 +338,31 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     }
     return out;
   };
-  /**
-   * ListWatch's cache, by namespace then name. client-node's ListWatch (src/cache.ts) has no way to replace an
-   * object by one of the same resourceVersion (its addOrUpdateObject keeps the one it has), which a projection
-   * that changes with the namespace's scope needs; its map is reached here, and nowhere else, checked.
-   */
-  const cache = (): Map<string, Map<string, T>> => {
-    const objects: unknown = Reflect.get(informer, "objects");
-    if (!(objects instanceof Map)) throw new Error("client-node's ListWatch keeps no `objects` map any more: see src/kube/informer.ts");
-    return objects as Map<string, Map<string, T>>;
-  };
+  return { index, byController };
+}
+
+/**
+ * ListWatch's cache, by namespace then name. client-node's ListWatch (src/cache.ts) has no way to replace an
+ * object by one of the same resourceVersion (its addOrUpdateObject keeps the one it has), which a projection
+ * that changes with the namespace's scope needs; its map is reached here, and nowhere else, checked.
+ */
+function cacheOf<T extends KubernetesObject>(informer: ListWatch<T>): Map<string, Map<string, T>> {
+  const objects: unknown = Reflect.get(informer, "objects");
+  if (!(objects instanceof Map)) throw new Error("client-node's ListWatch keeps no `objects` map any more: see src/kube/informer.ts");
+  return objects as Map<string, Map<string, T>>;
+}
+
+/** `reread` and `retrim` of a TrimmedInformer: objects put in the cache directly (and in the index, `index`). */
+function projectionOps<T extends KubernetesObject>(
+  informer: ListWatch<T>,
+  opts: TrimmedInformerOptions<T>,
+  index: ((o: T) => void) | undefined,
+): Pick<TrimmedInformer<T>, "reread" | "retrim"> {
   const put = (o: T): void => {
-    cache()
+    cacheOf(informer)
       .get(o.metadata?.namespace ?? "")
       ?.set(o.metadata?.name ?? "", o);
-    if (opts.indexByController) index(o);
+    index?.(o);
   };
   const reread = async (namespace: string, stale: (cached: T) => boolean): Promise<T[]> => {
     if (!opts.namespacePage) throw new Error(`${opts.path}: no namespacePage to read namespace ${namespace} again`);
@@ -321,7 +376,7 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
         // Only what the cache still holds, stale: an object deleted meanwhile stays deleted, and one the
         // watch has brought since (trimmed as it is now) is as new as this read.
         if (cached === undefined || !stale(cached)) continue;
-        const t = trimmed(o, trim);
+        const t = trimmed(o, opts.trim);
         put(t);
         out.push(t);
       }
@@ -330,9 +385,20 @@ export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, k
     return out;
   };
   const retrim = (namespace: string): void => {
-    for (const o of [...(cache().get(namespace)?.values() ?? [])]) put(trimmed(o, trim));
+    for (const o of [...(cacheOf(informer).get(namespace)?.values() ?? [])]) put(trimmed(o, opts.trim));
   };
-  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => hasSynced && !gone, reread, retrim });
+  return { reread, retrim };
+}
+
+/** A `ListWatch` over `opts.path` that caches `opts.trim`'s objects; not started (call `start()`). */
+export function trimmedInformer<T extends KubernetesObject>(k8s: ClientModule, kc: KubeConfig, opts: TrimmedInformerOptions<T>): TrimmedInformer<T> {
+  const state: SyncState = { hasSynced: false, gone: false, fresh: false };
+  const informer = new k8s.ListWatch<T>(opts.path, trimmingWatch(k8s, kc, opts, state), listFunction(k8s, kc, opts, state), false);
+  const indexed = opts.indexByController ? controllerIndex(informer) : undefined;
+  const { reread, retrim } = projectionOps(informer, opts, indexed?.index);
+  // Without the index, byController finds nothing (as before: nothing was ever indexed).
+  const byController = indexed?.byController ?? ((): T[] => []);
+  return Object.assign(informer, { byController, watchPath: opts.path, synced: () => state.hasSynced && !state.gone, reread, retrim });
 }
 
 /**

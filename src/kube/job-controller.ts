@@ -50,113 +50,24 @@ async function inParallel<T>(items: readonly T[], width: number, fn: (item: T) =
 
 const VERB: Record<"Pod" | "Service", string> = { Pod: "pod", Service: "service" };
 
+/** One job's application: the options, the report filed into, the plan, and the Events its writes earn. */
+interface JobApply {
+  opts: ApplyControllerOptions;
+  report: ControllerReport;
+  plan: ControllerPlan;
+  jobId: string;
+  events: JobEvent[];
+}
+
 export async function applyJobControllers(opts: ApplyControllerOptions): Promise<ControllerReport> {
-  const { cluster, expectations, log } = opts;
   const report: ControllerReport = { applied: [], skipped: [], failed: [], events: 0 };
-
-  const one = async (plan: ControllerPlan): Promise<void> => {
-    const { decision: d, kind, namespace, name, uid } = plan;
-    const jobId = `${kind.kind} ${namespace}/${name}`;
-    const events: JobEvent[] = [];
-    let resourceVersion = plan.resourceVersion;
-    let deletes = d.deletes;
-
-    if (d.restarts !== undefined) {
-      const action = `patch ${kind.kind} ${namespace}/${name} (${ANNOTATION_RESTARTS}=${d.restarts})`;
-      try {
-        const r = await cluster.patchJobAnnotations(kind, namespace, name, { [ANNOTATION_RESTARTS]: String(d.restarts) }, resourceVersion);
-        if (r === "patched") {
-          report.applied.push(action);
-          resourceVersion = undefined; // changed by this patch: the status patch goes without a precondition
-        } else {
-          report.skipped.push({ action, why: r === "gone" ? "the job is gone" : "the job changed since it was listed; restarts wait for the next pass" });
-          deletes = [];
-          if (r === "gone") return;
-        }
-      } catch (err) {
-        report.failed.push({ action, error: errorMessage(err) });
-        deletes = [];
-      }
-    }
-
-    await Promise.all(
-      deletes.map(async (x) => {
-        const key = `${x.kind}/${x.name}`;
-        const action = `delete ${x.kind} ${x.namespace}/${x.name}`;
-        expectations?.expectDelete(uid, x.namespace, key, x.uid, opts.now());
-        try {
-          const r = await cluster.delete(x);
-          if (r === "changed") {
-            expectations?.forget(uid, key);
-            report.skipped.push({ action, why: "the object was replaced (uid changed)" });
-            return;
-          }
-          report.applied.push(action);
-          if (r === "deleted")
-            events.push({ type: "Normal", reason: `SuccessfulDelete${x.kind}`, message: `Deleted ${VERB[x.kind as "Pod" | "Service"]}: ${x.name}` });
-          log.info({ job: jobId, action, reason: x.reason }, "job controller: delete");
-        } catch (err) {
-          expectations?.forget(uid, key);
-          report.failed.push({ action, error: errorMessage(err) });
-          events.push({ type: "Warning", reason: `FailedDelete${x.kind}`, message: `Error deleting: ${errorMessage(err)}` });
-        }
-      }),
-    );
-
-    await Promise.all(
-      d.creates.map(async (c) => {
-        const key = `${c.kind}/${c.name}`;
-        const action = `create ${c.kind} ${c.namespace}/${c.name}`;
-        expectations?.expectCreate(uid, c.namespace, key, opts.now());
-        log.info({ job: jobId, action, reason: c.reason }, "job controller: create");
-        try {
-          const r = c.kind === "Pod" ? await cluster.createPod(c.namespace, c.body) : await cluster.createService(c.namespace, c.body);
-          if (r === "exists") {
-            report.skipped.push({ action, why: "already exists (409)" });
-            return;
-          }
-          report.applied.push(action);
-          events.push({ type: "Normal", reason: `SuccessfulCreate${c.kind}`, message: `Created ${VERB[c.kind]}: ${c.name}` });
-        } catch (err) {
-          // Nothing will appear: the next pass may create it again.
-          expectations?.forget(uid, key);
-          report.failed.push({ action, error: errorMessage(err) });
-          events.push({ type: "Warning", reason: `FailedCreate${c.kind}`, message: `Error creating: ${errorMessage(err)}` });
-        }
-      }),
-    );
-
-    if (d.status) {
-      const action = `patch ${kind.kind}/status ${namespace}/${name}`;
-      try {
-        const r = await cluster.patchJobStatus(kind, namespace, name, d.status, resourceVersion);
-        if (r === "patched") report.applied.push(action);
-        else report.skipped.push({ action, why: r === "gone" ? "the job is gone" : "the job changed since it was listed; the next pass writes its status" });
-      } catch (err) {
-        report.failed.push({ action, error: errorMessage(err) });
-      }
-    }
-
-    if (!opts.events) return;
-    const at = opts.now();
-    for (const e of [...events, ...d.events]) {
-      try {
-        await cluster.createEvent(namespace, jobEvent({ namespace, name, uid }, kind, e, at));
-        report.events++;
-      } catch (err) {
-        // An Event is a courtesy: its failure is logged, never the pass's.
-        log.warn({ err, job: jobId, reason: e.reason }, "job controller: could not record an Event");
-      }
-    }
-  };
-
   // Per-job isolation: an exception applying one job is recorded for it, and the other jobs still proceed.
   const isolated = async (plan: ControllerPlan): Promise<void> => {
     try {
-      await one(plan);
+      await applyOne(opts, report, plan);
     } catch (err) {
       report.failed.push({ action: `apply ${plan.kind.kind} ${plan.namespace}/${plan.name}`, error: errorMessage(err) });
-      log.error({ err, job: `${plan.kind.kind} ${plan.namespace}/${plan.name}` }, "job controller: applying this job failed; the other jobs go on");
+      opts.log.error({ err, job: `${plan.kind.kind} ${plan.namespace}/${plan.name}` }, "job controller: applying this job failed; the other jobs go on");
     }
   };
   await inParallel(
@@ -165,6 +76,115 @@ export async function applyJobControllers(opts: ApplyControllerOptions): Promise
     isolated,
   );
   return report;
+}
+
+/** One job, in upstream's order: restart counter, deletes, creates, status, Events. */
+async function applyOne(opts: ApplyControllerOptions, report: ControllerReport, plan: ControllerPlan): Promise<void> {
+  const { decision: d, kind, namespace, name } = plan;
+  const job: JobApply = { opts, report, plan, jobId: `${kind.kind} ${namespace}/${name}`, events: [] };
+  let resourceVersion = plan.resourceVersion;
+  let deletes = d.deletes;
+  if (d.restarts !== undefined) {
+    const r = await countRestarts(job, d.restarts);
+    if (r === "patched")
+      resourceVersion = undefined; // changed by this patch: the status patch goes without a precondition
+    else deletes = [];
+    if (r === "gone") return;
+  }
+  await Promise.all(deletes.map((x) => deleteOne(job, x)));
+  await Promise.all(d.creates.map((c) => createOne(job, c)));
+  if (d.status) await patchStatus(job, d.status, resourceVersion);
+  if (opts.events) await recordEvents(job);
+}
+
+/** The restart counter: a merge patch of the job's annotation, its resourceVersion the precondition. */
+async function countRestarts(job: JobApply, restarts: number): Promise<"patched" | "conflict" | "gone" | "failed"> {
+  const { cluster } = job.opts;
+  const { kind, namespace, name } = job.plan;
+  const action = `patch ${kind.kind} ${namespace}/${name} (${ANNOTATION_RESTARTS}=${restarts})`;
+  try {
+    const r = await cluster.patchJobAnnotations(kind, namespace, name, { [ANNOTATION_RESTARTS]: String(restarts) }, job.plan.resourceVersion);
+    if (r === "patched") job.report.applied.push(action);
+    else job.report.skipped.push({ action, why: r === "gone" ? "the job is gone" : "the job changed since it was listed; restarts wait for the next pass" });
+    return r;
+  } catch (err) {
+    job.report.failed.push({ action, error: errorMessage(err) });
+    return "failed";
+  }
+}
+
+async function deleteOne(job: JobApply, x: ControllerPlan["decision"]["deletes"][number]): Promise<void> {
+  const { cluster, expectations, log } = job.opts;
+  const { uid } = job.plan;
+  const key = `${x.kind}/${x.name}`;
+  const action = `delete ${x.kind} ${x.namespace}/${x.name}`;
+  expectations?.expectDelete(uid, x.namespace, key, x.uid, job.opts.now());
+  try {
+    const r = await cluster.delete(x);
+    if (r === "changed") {
+      expectations?.forget(uid, key);
+      job.report.skipped.push({ action, why: "the object was replaced (uid changed)" });
+      return;
+    }
+    job.report.applied.push(action);
+    if (r === "deleted")
+      job.events.push({ type: "Normal", reason: `SuccessfulDelete${x.kind}`, message: `Deleted ${VERB[x.kind as "Pod" | "Service"]}: ${x.name}` });
+    log.info({ job: job.jobId, action, reason: x.reason }, "job controller: delete");
+  } catch (err) {
+    expectations?.forget(uid, key);
+    job.report.failed.push({ action, error: errorMessage(err) });
+    job.events.push({ type: "Warning", reason: `FailedDelete${x.kind}`, message: `Error deleting: ${errorMessage(err)}` });
+  }
+}
+
+async function createOne(job: JobApply, c: ControllerPlan["decision"]["creates"][number]): Promise<void> {
+  const { cluster, expectations, log } = job.opts;
+  const { uid } = job.plan;
+  const key = `${c.kind}/${c.name}`;
+  const action = `create ${c.kind} ${c.namespace}/${c.name}`;
+  expectations?.expectCreate(uid, c.namespace, key, job.opts.now());
+  log.info({ job: job.jobId, action, reason: c.reason }, "job controller: create");
+  try {
+    const r = c.kind === "Pod" ? await cluster.createPod(c.namespace, c.body) : await cluster.createService(c.namespace, c.body);
+    if (r === "exists") {
+      job.report.skipped.push({ action, why: "already exists (409)" });
+      return;
+    }
+    job.report.applied.push(action);
+    job.events.push({ type: "Normal", reason: `SuccessfulCreate${c.kind}`, message: `Created ${VERB[c.kind]}: ${c.name}` });
+  } catch (err) {
+    // Nothing will appear: the next pass may create it again.
+    expectations?.forget(uid, key);
+    job.report.failed.push({ action, error: errorMessage(err) });
+    job.events.push({ type: "Warning", reason: `FailedCreate${c.kind}`, message: `Error creating: ${errorMessage(err)}` });
+  }
+}
+
+async function patchStatus(job: JobApply, status: Record<string, unknown>, resourceVersion: string | undefined): Promise<void> {
+  const { kind, namespace, name } = job.plan;
+  const action = `patch ${kind.kind}/status ${namespace}/${name}`;
+  try {
+    const r = await job.opts.cluster.patchJobStatus(kind, namespace, name, status, resourceVersion);
+    if (r === "patched") job.report.applied.push(action);
+    else job.report.skipped.push({ action, why: r === "gone" ? "the job is gone" : "the job changed since it was listed; the next pass writes its status" });
+  } catch (err) {
+    job.report.failed.push({ action, error: errorMessage(err) });
+  }
+}
+
+async function recordEvents(job: JobApply): Promise<void> {
+  const { cluster, log } = job.opts;
+  const { kind, namespace, name, uid } = job.plan;
+  const at = job.opts.now();
+  for (const e of [...job.events, ...job.plan.decision.events]) {
+    try {
+      await cluster.createEvent(namespace, jobEvent({ namespace, name, uid }, kind, e, at));
+      job.report.events++;
+    } catch (err) {
+      // An Event is a courtesy: its failure is logged, never the pass's.
+      log.warn({ err, job: job.jobId, reason: e.reason }, "job controller: could not record an Event");
+    }
+  }
 }
 
 /** Describes a plan's actions the way the pass summary tallies them (`verb Kind namespace/name`). */

@@ -43,120 +43,143 @@ export interface PolicyReportClient {
 
 type Page = { items?: unknown[]; metadata?: { _continue?: string; continue?: string } };
 
+type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
+
+/** The two client-node APIs the PolicyReport client calls. */
+interface ReportApis {
+  core: InstanceType<ClientModule["CoreV1Api"]>;
+  custom: InstanceType<ClientModule["CustomObjectsApi"]>;
+}
+
+// client-node returns typed objects with Date fields; the audit reads raw JSON, so round-trip to it.
+const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;
+
+/** Every page of a LIST, as plain JSON. */
+async function paged(fetchPage: (cont: string | undefined) => Promise<Page>): Promise<KubeObject[]> {
+  const out: KubeObject[] = [];
+  let cont: string | undefined;
+  do {
+    const page = await fetchPage(cont);
+    for (const item of page.items ?? []) out.push(raw(item));
+    cont = page.metadata?._continue ?? page.metadata?.continue;
+  } while (cont);
+  return out;
+}
+
+/** `fn`'s answer, or undefined when the API is not served (404: its CRD is not installed). */
+async function unlessNotServed<T>(fn: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (statusOf(err) === 404) return undefined;
+    throw err;
+  }
+}
+
 export async function connectPolicyReports(kubeconfig?: string, opts: KubeClientOptions = {}): Promise<PolicyReportClient> {
   const { k8s, kc } = await kubeClient(kubeconfig, opts);
-  const core = kc.makeApiClient(k8s.CoreV1Api);
-  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-  const raw = (x: unknown): KubeObject => JSON.parse(JSON.stringify(x)) as KubeObject;
-  const paged = async (fetchPage: (cont: string | undefined) => Promise<Page>): Promise<KubeObject[]> => {
-    const out: KubeObject[] = [];
-    let cont: string | undefined;
-    do {
-      const page = await fetchPage(cont);
-      for (const item of page.items ?? []) out.push(raw(item));
-      cont = page.metadata?._continue ?? page.metadata?.continue;
-    } while (cont);
-    return out;
-  };
+  const apis: ReportApis = { core: kc.makeApiClient(k8s.CoreV1Api), custom: kc.makeApiClient(k8s.CustomObjectsApi) };
   return {
     async listNamespaces() {
-      return (await paged(async (cont) => (await core.listNamespace({ limit: PAGE_SIZE, _continue: cont })) as Page)).map(slimNamespace);
+      return (await paged(async (cont) => (await apis.core.listNamespace({ limit: PAGE_SIZE, _continue: cont })) as Page)).map(slimNamespace);
     },
     listPods(namespace) {
-      return paged(async (cont) => await core.listNamespacedPod({ namespace, limit: PAGE_SIZE, _continue: cont }));
+      return paged(async (cont) => await apis.core.listNamespacedPod({ namespace, limit: PAGE_SIZE, _continue: cont }));
     },
-    async listJobs(kind) {
-      try {
-        return await paged(
-          async (cont) =>
-            (await custom.listClusterCustomObject({
-              group: kind.group,
-              version: kind.version,
-              plural: kind.plural,
-              limit: PAGE_SIZE,
-              _continue: cont,
-            })) as Page,
-        );
-      } catch (err) {
-        if (statusOf(err) === 404) return undefined;
-        throw err;
-      }
-    },
-    async listReports() {
-      try {
-        const items = await paged(
-          async (cont) =>
-            (await custom.listClusterCustomObject({
-              group: GROUP,
-              version: VERSION,
-              plural: PLURAL,
-              fieldSelector: `metadata.name=${POLICY_REPORT_NAME}`,
-              limit: PAGE_SIZE,
-              _continue: cont,
-            })) as Page,
-        );
-        return items.map((r) => {
-          const m = (r.metadata ?? {}) as {
-            name?: string;
-            namespace?: string;
-            labels?: Record<string, string>;
-            managedFields?: unknown;
-            resourceVersion?: string;
-          };
-          return {
-            namespace: String(m.namespace),
-            name: String(m.name),
-            labels: m.labels ?? {},
-            managers: fieldManagers(m.managedFields),
-            ...(m.resourceVersion ? { resourceVersion: m.resourceVersion } : {}),
-          };
-        });
-      } catch (err) {
-        if (statusOf(err) === 404) return undefined;
-        throw err;
-      }
-    },
-    async putReport(report, resourceVersion) {
-      const { namespace, name } = report.metadata;
-      try {
-        // The field manager is how a report whose label a tenant removed is still known as Quartermaster's.
-        const fieldManager = REPORT_FIELD_MANAGER;
-        if (resourceVersion === undefined)
-          await custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, body: report, fieldManager });
-        else
-          await custom.replaceNamespacedCustomObject({
-            group: GROUP,
-            version: VERSION,
-            plural: PLURAL,
-            namespace,
-            name,
-            body: { ...report, metadata: { ...report.metadata, resourceVersion } },
-            fieldManager,
-          });
-        return "written";
-      } catch (err) {
-        if (statusOf(err) === 409) return "conflict";
-        throw err;
-      }
-    },
-    async deleteReport(namespace, name, resourceVersion) {
-      try {
-        await custom.deleteNamespacedCustomObject({
+    listJobs: (kind) => listJobs(apis, kind),
+    listReports: () => listReports(apis),
+    putReport: (report, resourceVersion) => putReport(apis, report, resourceVersion),
+    deleteReport: (namespace, name, resourceVersion) => deleteReport(apis, namespace, name, resourceVersion),
+  };
+}
+
+function listJobs({ custom }: ReportApis, kind: Policy["jobKinds"][number]): Promise<KubeObject[] | undefined> {
+  return unlessNotServed(() =>
+    paged(
+      async (cont) =>
+        (await custom.listClusterCustomObject({
+          group: kind.group,
+          version: kind.version,
+          plural: kind.plural,
+          limit: PAGE_SIZE,
+          _continue: cont,
+        })) as Page,
+    ),
+  );
+}
+
+async function listReports({ custom }: ReportApis): Promise<ExistingReport[] | undefined> {
+  const items = await unlessNotServed(() =>
+    paged(
+      async (cont) =>
+        (await custom.listClusterCustomObject({
           group: GROUP,
           version: VERSION,
           plural: PLURAL,
-          namespace,
-          name,
-          body: resourceVersion ? { preconditions: { resourceVersion } } : {},
-        });
-        return "deleted";
-      } catch (err) {
-        if (statusOf(err) === 404) return "gone";
-        if (statusOf(err) === 409) return "changed";
-        throw err;
-      }
-    },
-  };
+          fieldSelector: `metadata.name=${POLICY_REPORT_NAME}`,
+          limit: PAGE_SIZE,
+          _continue: cont,
+        })) as Page,
+    ),
+  );
+  return items?.map((r) => {
+    const m = (r.metadata ?? {}) as {
+      name?: string;
+      namespace?: string;
+      labels?: Record<string, string>;
+      managedFields?: unknown;
+      resourceVersion?: string;
+    };
+    return {
+      namespace: String(m.namespace),
+      name: String(m.name),
+      labels: m.labels ?? {},
+      managers: fieldManagers(m.managedFields),
+      ...(m.resourceVersion ? { resourceVersion: m.resourceVersion } : {}),
+    };
+  });
+}
+
+async function putReport({ custom }: ReportApis, report: PolicyReport, resourceVersion?: string): Promise<"written" | "conflict"> {
+  const { namespace, name } = report.metadata;
+  try {
+    // The field manager is how a report whose label a tenant removed is still known as Quartermaster's.
+    const fieldManager = REPORT_FIELD_MANAGER;
+    if (resourceVersion === undefined)
+      await custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, body: report, fieldManager });
+    else
+      await custom.replaceNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: PLURAL,
+        namespace,
+        name,
+        body: { ...report, metadata: { ...report.metadata, resourceVersion } },
+        fieldManager,
+      });
+    return "written";
+  } catch (err) {
+    if (statusOf(err) === 409) return "conflict";
+    throw err;
+  }
+}
+
+async function deleteReport({ custom }: ReportApis, namespace: string, name: string, resourceVersion?: string): Promise<"deleted" | "gone" | "changed"> {
+  try {
+    await custom.deleteNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      plural: PLURAL,
+      namespace,
+      name,
+      body: resourceVersion ? { preconditions: { resourceVersion } } : {},
+    });
+    return "deleted";
+  } catch (err) {
+    if (statusOf(err) === 404) return "gone";
+    if (statusOf(err) === 409) return "changed";
+    throw err;
+  }
 }
 
 export interface AuditOptions {
@@ -195,6 +218,20 @@ export async function auditCluster(opts: AuditOptions): Promise<{ entries: Audit
   return { entries: auditObjects(policy, targets, (ns) => wanted.has(ns)), namespaces };
 }
 
+/** What a pass listed (src/kube/pass.ts): its namespaces, its pods of the namespaces in scope whole, its jobs. */
+export interface AuditListing {
+  namespaces: readonly NamespaceInfo[];
+  pods: readonly KubeObject[];
+  jobs: ReadonlyArray<{ kind: Policy["jobKinds"][number]; job: KubeObject }>;
+}
+
+/** The audit of what a pass listed, over the same scope (Quartermaster's namespace never in it): no read of its own. */
+export function auditListed(policy: Policy, ownNamespace: string, listed: AuditListing): AuditEntry[] {
+  const verdict = scopeIndex(namespaceScope(ownNamespace), listed.namespaces);
+  const targets: AuditTarget[] = [...listed.pods.map((object) => ({ object })), ...listed.jobs.map(({ kind, job }) => ({ object: job, jobKind: kind }))];
+  return auditObjects(policy, targets, (ns) => verdict(ns).inScope);
+}
+
 export interface ReportSyncResult {
   /** False when the PolicyReport CRD is not installed (nothing read or written). */
   installed: boolean;
@@ -207,9 +244,23 @@ export interface ReportSyncResult {
 /**
  * One pass's PolicyReports: the audit, then each report rewritten from it and Quartermaster's reports of
  * namespaces with nothing left deleted. Without the CRD: one log line, nothing else. A failure is filed in
- * the result and logged; it never stops the other reports.
+ * the result and logged; it never stops the other reports. The audit here lists what it reads (`auditCluster`);
+ * a reconcile pass audits its own snapshot instead (`writePolicyReports`, src/kube/pass.ts).
  */
 export async function syncPolicyReports(opts: AuditOptions & { client: PolicyReportClient; now: () => Date }): Promise<ReportSyncResult> {
+  return writePolicyReports({ ...opts, audit: async () => (await auditCluster(opts)).entries });
+}
+
+export interface ReportWriteOptions {
+  client: Pick<PolicyReportClient, "listReports" | "putReport" | "deleteReport">;
+  log: Logger;
+  now: () => Date;
+  /** The audit the reports say (asked only when the PolicyReport CRD is installed). */
+  audit: () => Promise<AuditEntry[]>;
+}
+
+/** The PolicyReports of `opts.audit`'s entries: `syncPolicyReports` over an audit made elsewhere. */
+export async function writePolicyReports(opts: ReportWriteOptions): Promise<ReportSyncResult> {
   const { client, log } = opts;
   const result: ReportSyncResult = { installed: false, written: [], deleted: [], failed: [] };
   const existing = await client.listReports();
@@ -218,30 +269,12 @@ export async function syncPolicyReports(opts: AuditOptions & { client: PolicyRep
     return result;
   }
   result.installed = true;
-  const { entries } = await auditCluster(opts);
+  const entries = await opts.audit();
   const plan = planPolicyReports(entries, existing, opts.now());
   result.plan = plan;
   for (const s of plan.skipped) log.warn({ namespace: s.namespace }, `policy reports: ${s.why}`);
-  for (const p of plan.put) {
-    const id = `${p.report.metadata.namespace}/${p.report.metadata.name}`;
-    try {
-      const r = await client.putReport(p.report, p.resourceVersion);
-      if (r === "conflict") result.failed.push({ report: id, error: "changed since it was read (409); rewritten at the next pass" });
-      else result.written.push(id);
-    } catch (err) {
-      result.failed.push({ report: id, error: errorMessage(err) });
-    }
-  }
-  for (const d of plan.delete) {
-    const id = `${d.namespace}/${d.name}`;
-    try {
-      const r = await client.deleteReport(d.namespace, d.name, d.resourceVersion);
-      if (r === "changed") result.failed.push({ report: id, error: "changed since it was read (409); deleted at the next pass" });
-      else result.deleted.push(id);
-    } catch (err) {
-      result.failed.push({ report: id, error: errorMessage(err) });
-    }
-  }
+  await putReports(client, plan, result);
+  await deleteReports(client, plan, result);
   for (const f of result.failed) log.error({ report: f.report, error: f.error }, "policy reports: write failed");
   log.info(
     {
@@ -254,4 +287,30 @@ export async function syncPolicyReports(opts: AuditOptions & { client: PolicyRep
     "policy reports",
   );
   return result;
+}
+
+async function putReports(client: Pick<PolicyReportClient, "putReport">, plan: ReportPlan, result: ReportSyncResult): Promise<void> {
+  for (const p of plan.put) {
+    const id = `${p.report.metadata.namespace}/${p.report.metadata.name}`;
+    try {
+      const r = await client.putReport(p.report, p.resourceVersion);
+      if (r === "conflict") result.failed.push({ report: id, error: "changed since it was read (409); rewritten at the next pass" });
+      else result.written.push(id);
+    } catch (err) {
+      result.failed.push({ report: id, error: errorMessage(err) });
+    }
+  }
+}
+
+async function deleteReports(client: Pick<PolicyReportClient, "deleteReport">, plan: ReportPlan, result: ReportSyncResult): Promise<void> {
+  for (const d of plan.delete) {
+    const id = `${d.namespace}/${d.name}`;
+    try {
+      const r = await client.deleteReport(d.namespace, d.name, d.resourceVersion);
+      if (r === "changed") result.failed.push({ report: id, error: "changed since it was read (409); deleted at the next pass" });
+      else result.deleted.push(id);
+    } catch (err) {
+      result.failed.push({ report: id, error: errorMessage(err) });
+    }
+  }
 }
