@@ -4,6 +4,7 @@
  * binding `quartermaster policy export-map` prints for the built-in policy in the reduced mode, with the pods
  * webhook's reduced-mode match conditions, as manifests/overlays/mutating-admission-policy installs them.
  */
+import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -50,4 +51,20 @@ export function withPodMutationConditions(configs: Obj[], reduced: Obj[]): Obj[]
     throw new Error(`the reduced mode's conditions do not extend manifests/base's (run npm run generate?): ${text(kept).slice(0, 300)}`);
   hook.matchConditions = structuredClone(reduced);
   return copy;
+}
+
+/**
+ * The MutatingAdmissionPolicy and binding the checkout in `root` (an older Quartermaster, its dependencies
+ * installed) exports for the policy in `policyFile`: the `map-only-before` variant measures it against today's in
+ * the same run.
+ */
+export function exportedMapFrom(root: string, policyFile: string): Obj[] {
+  const out = execFileSync(process.execPath, ["--import", "tsx", join(root, "webhooks/cli.ts"), "policy", "export-map", "--policy", policyFile], {
+    cwd: root,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  return parseAllDocuments(out)
+    .map((d) => d.toJS() as Obj | null)
+    .filter((o): o is Obj => o !== null);
 }

@@ -10,17 +10,19 @@
  * names and order); the CEL restates the algorithms of src/mutate, step for step, and test/e2e/map-parity.test.ts
  * compares the pods the apiserver stores with the policy and with the webhook.
  *
- * Expressed, as JSON patches, in the pipeline's order (src/mutate/index.ts), each recording its name in
- * `quartermaster.dev/mutations` when it changes the pod (in pipeline order, as the webhook records them):
+ * Expressed as one mutation, one JSON patch list carrying the pipeline's steps in its order (src/mutate/index.ts),
+ * the name of each step that changes the pod recorded in `quartermaster.dev/mutations` (in pipeline order, as the
+ * webhook records them):
  * - resources: bare `gpu` renamed, extended resources paired, cpu/memory requests defaulted, limitsFromRequests;
  * - gpu-tolerations: per GPU resource name, sorted, its `Exists` toleration and the pattern's extra ones;
  * - accelerator: `quartermaster.dev/accelerator` and `quartermaster.dev/gpu-partition` as required node affinity
  *   (GFD's mixed and single strategies, or `partitionNodeLabel`; `none`), tolerations when the policy asks;
  * - interruptible: tolerations and the node requirement, or the non-interruptible requirement.
- * The mutations apply one after the other, each to the previous one's output (and the apiserver's defaulting), as
- * the pipeline's do. Existing values are compared as the webhook compares them (tolerations field by field with
- * `Equal` as the default operator; requirements by key, operator and values), so a second run changes nothing:
- * the policy is reinvoked (`IfNeeded`) after the webhook's cluster spec, and is then a no-op.
+ * The steps see each other's output as the pipeline's do, computed in the variables rather than applied in turn (one
+ * mutation is one round trip of the pod in the apiserver, not four: {@link mapSpec}). Existing values are compared as
+ * the webhook compares them (tolerations field by field with `Equal` as the default operator; requirements by key,
+ * operator and values), so a second run changes nothing: the policy is reinvoked (`IfNeeded`) after the webhook's
+ * cluster spec, and is then a no-op ({@link UNCHANGED}).
  *
  * Which pods: the webhooks' training pods (the same condition), within the bounds where the CEL's cost is bounded
  * and the webhook would not refuse the work ({@link withinBoundsExpression}), and not naming ResourceClaims when the
@@ -117,62 +119,64 @@ const existingKey = (e: string): string =>
 const req = (r: Pick<NodeSelectorRequirement, "key" | "values"> & { operator: string }): string => strings([r.key, r.operator, ...(r.values ?? [])]);
 const TERM_TYPE = "Object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
 const REQUIRED = "object.spec.?affinity.?nodeAffinity.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms.orValue([])";
-const same = (e: string, r: string): string => `(${e}.?key.orValue('') == ${r}[0] && ${e}.?operator.orValue('') == ${r}[1] && ${e}.?values.orValue([]) == ${r}.slice(2, size(${r})))`;
-const exprsOf = (t: string): string => `${t}.?matchExpressions.orValue([])`;
-const fieldsOf = (t: string): string => `${t}.?matchFields.orValue([])`;
+/** A requirement of the pod (typed, from the apiserver) as the same tuple: key, operator, values as strings. */
+const reqTupleOf = (e: string): string => `[${e}.?key.orValue(''), ${e}.?operator.orValue('')] + ${e}.?values.orValue([]).map(v, string(v))`;
 /**
- * A term of the existing requirements `exprs` and fields `fields` (each copied field by field: the object the
- * apiserver hands a second mutation holds typed values a JSON patch cannot carry) and the new requirements `reqs`.
+ * The pod's required node-selector terms as data the steps can work on and hand on to each other: each term a pair
+ * [its matchExpressions, its matchFields], each a list of requirement tuples (so two requirements are the same when
+ * the tuples are equal, as src/mutate/pod.ts sameRequirement compares them: key, operator, values).
  */
-const term = (exprs: string, fields: string, reqs: string): string => {
-  const copy = (list: string, type: string): string =>
-    `${list}.map(e, ${TERM_TYPE}.${type}{key: e.key, operator: e.operator, values: e.?values.orValue([]).map(v, string(v))})`;
-  return (
-    `${TERM_TYPE}{matchExpressions: ${copy(exprs, "matchExpressions")} + ${reqs}.map(r, ${TERM_TYPE}.matchExpressions{key: r[0], operator: r[1], values: r.slice(2, size(r))}), ` +
-    `matchFields: ${copy(fields, "matchFields")}}`
-  );
+const TERMS = `${REQUIRED}.map(t, [t.?matchExpressions.orValue([]).map(e, ${reqTupleOf("e")}), t.?matchFields.orValue([]).map(e, ${reqTupleOf("e")})])`;
+/** Terms (as above) back to the pod's type, for the patch (every value a string: nothing typed is carried over). */
+const termObjects = (terms: string): string => {
+  const reqs = (list: string, type: string): string => `${list}.map(r, ${TERM_TYPE}.${type}{key: r[0], operator: r[1], values: r.slice(2, size(r))})`;
+  return `${terms}.map(t, ${TERM_TYPE}{matchExpressions: ${reqs("t[0]", "matchExpressions")}, matchFields: ${reqs("t[1]", "matchFields")}})`;
 };
 
 const patch = (op: string, path: string, value?: string): string => `JSONPatch{op: '${op}', path: ${path}${value === undefined ? "" : `, value: ${value}`}}`;
 
 interface Step {
   variables: Variable[];
-  /** CEL for the step's JSON patches (JSONPatch and Object values exist only in a mutation's expression). */
-  patches: string;
-  /** CEL that is true when the step changes the pod. */
+  /** CEL that is true when the step changes the pod (`false`: this policy never makes it). */
   changed: string;
 }
 
 /**
  * One ANDed-alternatives change (src/mutate/accelerator.ts withRequiredNodeAlternatives, of which
- * src/mutate/pod.ts withRequiredNodeRequirements is the one-alternative case): the variable `<p>Alts` (the non-empty
- * alternatives), whether the required terms change, and the patch replacing them. `alts` undefined: never any.
+ * src/mutate/pod.ts withRequiredNodeRequirements is the one-alternative case) on `before`, the terms (as {@link TERMS})
+ * the earlier steps leave: the variables `<p>Alts` (the non-empty alternatives), `<p>AffinityChanged` and `<p>Terms`
+ * (the terms after this step, `before` when it changes nothing). `alts` undefined: never any.
  */
-function affinityStep(p: string, alts: string | undefined): Step {
-  if (alts === undefined) return { variables: [], patches: "[]", changed: "false" };
+function affinityStep(p: string, alts: string | undefined, before: string): Step & { terms: string } {
+  if (alts === undefined) return { variables: [], changed: "false", terms: before };
   const A = `variables.${p}Alts`;
-  const keep = (t: string): string =>
-    `((size(${exprsOf(t)}) == 0 && size(${fieldsOf(t)}) == 0) || ${A}.exists(a, a.all(r, ${exprsOf(t)}.exists(e, ${same("e", "r")}))))`;
-  const terms =
-    `size(${REQUIRED}) == 0 ? ${A}.map(a, ${term("[]", "[]", "a")}) :\n` +
-    `${REQUIRED}.map(t, ${keep("t")} ? [${term(exprsOf("t"), fieldsOf("t"), "[]")}] : ${A}.map(a, ${term(exprsOf("t"), fieldsOf("t"), `a.filter(r, !${exprsOf("t")}.exists(e, ${same("e", "r")}))`)})).flatten()`;
+  // A term stays as it is when it is empty (in a pod that has terms) or already holds all of some alternative.
+  const keep = (t: string): string => `((size(${t}[0]) == 0 && size(${t}[1]) == 0) || ${A}.exists(a, a.all(r, r in ${t}[0])))`;
+  const changed = `variables.${p}AffinityChanged`;
   return {
     variables: [
       { name: `${p}Alts`, expression: `(${alts}).filter(a, size(a) > 0)` },
-      { name: `${p}AffinityChanged`, expression: `size(${A}) > 0 && (size(${REQUIRED}) == 0 || ${REQUIRED}.exists(t, !${keep("t")}))` },
+      { name: `${p}AffinityChanged`, expression: `size(${A}) > 0 && (size(${before}) == 0 || ${before}.exists(t, !${keep("t")}))` },
+      {
+        name: `${p}Terms`,
+        expression:
+          `!${changed} ? ${before} :\n` +
+          `size(${before}) == 0 ? ${A}.map(a, [a, a.filter(r, false)]) :\n` +
+          `${before}.map(t, ${keep("t")} ? [t] : ${A}.map(a, [t[0] + a.filter(r, !(r in t[0])), t[1]])).flatten()`,
+      },
     ],
-    changed: `variables.${p}AffinityChanged`,
-    patches:
-      `(!variables.${p}AffinityChanged ? [] :\n` +
-      `(object.spec.?affinity.hasValue() ? [] : [${patch("add", "'/spec/affinity'", "{}")}]) +\n` +
-      `(object.spec.?affinity.?nodeAffinity.hasValue() ? [] : [${patch("add", "'/spec/affinity/nodeAffinity'", "{}")}]) +\n` +
-      `[${patch("add", "'/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution'", `Object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution{nodeSelectorTerms: ${terms}}`)}])`,
+    changed,
+    terms: `variables.${p}Terms`,
   };
 }
 
-/** One tolerations change (src/mutate/pod.ts withTolerations): `wanted` a CEL list of toleration tuples, undefined when never any. */
-function tolerationStep(p: string, wanted: string | undefined): Step {
-  if (wanted === undefined) return { variables: [], patches: "[]", changed: "false" };
+/**
+ * One tolerations change (src/mutate/pod.ts withTolerations): `wanted` a CEL list of toleration tuples, undefined when
+ * never any; `seen` the canonical keys of the tolerations the pod has once the earlier steps' are added. The variables
+ * `<p>TolerationsAdded` (what this step appends) and `<p>Seen` (`seen` with them).
+ */
+function tolerationStep(p: string, wanted: string | undefined, seen: string): Step & { added?: string; seen: string } {
+  if (wanted === undefined) return { variables: [], changed: "false", seen };
   const W = `variables.${p}Wanted`;
   const K = `variables.${p}WantedKeys`;
   const added = `variables.${p}TolerationsAdded`;
@@ -180,31 +184,40 @@ function tolerationStep(p: string, wanted: string | undefined): Step {
     variables: [
       { name: `${p}Wanted`, expression: wanted },
       { name: `${p}WantedKeys`, expression: `${W}.map(t, ${tupleKey("t")})` },
-      { name: `${p}TolerationsAdded`, expression: `${W}.transformList(i, t, ${K}.indexOf(${K}[i]) == i && !(${K}[i] in variables.tolerationKeys), t)` },
+      { name: `${p}TolerationsAdded`, expression: `${W}.transformList(i, t, ${K}.indexOf(${K}[i]) == i && !(${K}[i] in ${seen}), t)` },
+      { name: `${p}Seen`, expression: `${seen} + ${added}.map(t, ${tupleKey("t")})` },
     ],
     changed: `size(${added}) > 0`,
-    patches:
-      `(size(${added}) == 0 ? [] :\n` +
-      `(object.spec.?tolerations.hasValue() ? [] : [${patch("add", "'/spec/tolerations'", "[]")}]) +\n` +
-      `${added}.map(t, ${patch(
-        "add",
-        "'/spec/tolerations/-'",
-        "t[4] == '' ? Object.spec.tolerations{key: t[0], operator: t[1], value: t[2], effect: t[3]} : Object.spec.tolerations{key: t[0], operator: t[1], value: t[2], effect: t[3], tolerationSeconds: int(t[4])}",
-      )}))`,
+    added,
+    seen: `variables.${p}Seen`,
   };
 }
 
-/** The patches recording `name` in `quartermaster.dev/mutations`, as src/mutate/index.ts `recorded` (pipeline order). */
-function recordPatches(name: string): string {
+/**
+ * The patches recording `variables.applied` (the names of the steps that changed the pod, in pipeline order) in
+ * `quartermaster.dev/mutations`, as src/mutate/index.ts `recorded` (the pipeline's names in its order, then others).
+ */
+function recordPatches(): string {
+  const N = "variables.applied";
   const known = strings(POD_MUTATIONS.map((m) => m.name));
   const cur = annotationOf(ANNOTATION_MUTATIONS);
   const set = `${cur}.orValue('').split(',').map(s, s.trim()).filter(s, s != '').distinct()`;
-  const value = `!${cur}.hasValue() ? ${celString(name)} : (${known}.filter(k, k in ${set} || k == ${celString(name)}) + ${set}.filter(s, !(s in ${known}))).join(',')`;
+  const value = `!${cur}.hasValue() ? ${N}.join(',') : (${known}.filter(k, k in ${set} || k in ${N}) + ${set}.filter(s, !(s in ${known}))).join(',')`;
   return (
     `(object.metadata.?annotations.hasValue() ? [] : [${patch("add", "'/metadata/annotations'", "{}")}]) +\n` +
-    `(${cur}.hasValue() && ${celString(name)} in ${set} ? [] : [${patch("add", celString(`/metadata/annotations/${pointerKey(ANNOTATION_MUTATIONS)}`), value)}])`
+    `(${cur}.hasValue() && ${N}.all(n, n in ${set}) ? [] : [${patch("add", celString(`/metadata/annotations/${pointerKey(ANNOTATION_MUTATIONS)}`), value)}])`
   );
 }
+
+/**
+ * What the mutation answers for a pod it changes nothing on: one JSON Patch `test` that fails. The apiserver applies
+ * a mutation's patch list, even an empty one, as a round trip of the whole pod (k8s.io/apiserver
+ * pkg/admission/plugin/policy/mutating/patch/json_patch.go: encode the pod, evanphx/json-patch's Apply parses and
+ * re-serializes it, then a strict decode back into a Pod); a failed `test` ends Apply before the re-serializing and
+ * the patcher returns the pod as it was, without the decode. The path is a top-level member no Pod has, so the test
+ * always fails (a missing member against a value: ErrTestFailed).
+ */
+export const UNCHANGED = `[${patch("test", celString(`/${pointerKey("quartermaster.dev/unchanged")}`), "true")}]`;
 
 interface Variable {
   name: string;
@@ -262,10 +275,18 @@ function resourceVariables(policy: Policy): Variable[] {
 }
 
 /**
- * The policy's variables (in evaluation order; every mutation evaluates them again on the object as it then is) and
- * its mutations, each a JSON patch expression, in the pipeline's order.
+ * The policy's variables (in evaluation order) and its one mutation: a single JSON patch list carrying every step's
+ * operations, in the pipeline's order. One mutation, because the apiserver applies each mutation as a round trip of
+ * the whole pod and evaluates the variables again for each (docs/benchmarks.md, issue 51). So no step sees another's
+ * output on the object: each later step is computed from what the earlier ones will have produced (the resources
+ * step's requests and limits `r3`/`l3` for the GPU names and limits; the tolerations the earlier steps add counted as
+ * existing, `<p>Seen`; the required node terms the accelerator step writes being what the interruptible step extends,
+ * `accTerms`), `/spec/tolerations`, `/spec/affinity` and the record each written once, and the record holds exactly the
+ * names of the steps that changed the pod, in pipeline order. The apiserver's defaulting between two mutations does
+ * not come into it: it only copies limits to missing requests, which no later step reads (`gpuNames` takes both,
+ * `gpuLimit` the limits). A pod the policy changes nothing on gets {@link UNCHANGED}.
  */
-export function mapSpec(policy: Policy): { variables: Variable[]; mutations: Array<{ name: string; expression: string }> } {
+export function mapSpec(policy: Policy): { variables: Variable[]; steps: string[]; mutations: Array<{ name: string; expression: string }> } {
   const NL = policy.accelerator.nodeLabel;
   const pnl = policy.accelerator.partitionNodeLabel;
   const dev = "variables.accDevice";
@@ -300,15 +321,28 @@ export function mapSpec(policy: Policy): { variables: Variable[]; mutations: Arr
       .map((r) => ` + (${globCondition("n", r.pattern)} ? ${list(r.tolerations.map(tuple))} : [])`)
       .join("") +
     `).flatten()`;
-  const gpuTolerations = tolerationStep("gpu", wantedGpu);
-  const accAffinity = affinityStep("acc", accAlts);
-  const accToleration = tolerationStep("acc", accTolerations);
+  // Each step on what the earlier ones leave: tolerations by their keys, required terms as data.
+  const gpuTolerations = tolerationStep("gpu", wantedGpu, "variables.tolerationKeys");
+  const accAffinity = affinityStep("acc", accAlts, "variables.requiredTerms");
+  const accToleration = tolerationStep("acc", accTolerations, gpuTolerations.seen);
   const intReq = (r: NodeSelectorRequirement | undefined): string => (r ? `[[${req(r)}]]` : "[]");
   const intAffinity = affinityStep(
     "int",
     nodeRequirement || nonInterruptibleNodeRequirement ? `variables.interruptible ? ${intReq(nodeRequirement)} : ${intReq(nonInterruptibleNodeRequirement)}` : undefined,
+    accAffinity.terms,
   );
-  const intToleration = tolerationStep("int", iTolerations.length > 0 ? `variables.interruptible ? ${list(iTolerations.map(tuple))} : []` : undefined);
+  const intToleration = tolerationStep("int", iTolerations.length > 0 ? `variables.interruptible ? ${list(iTolerations.map(tuple))} : []` : undefined, accToleration.seen);
+  const or = (...c: string[]): string => c.filter((x) => x !== "false").join(" || ") || "false";
+  const stepChanged: Record<(typeof EXPRESSED_MUTATIONS)[number], string> = {
+    resources: "variables.resourcesChanged",
+    "gpu-tolerations": gpuTolerations.changed,
+    accelerator: or(accAffinity.changed, accToleration.changed),
+    interruptible: or(intAffinity.changed, intToleration.changed),
+  };
+  // A step the policy never makes happen (no interruptible settings, say) is left out.
+  const steps = EXPRESSED_MUTATIONS.filter((name) => stepChanged[name] !== "false");
+  const added = [gpuTolerations, accToleration, intToleration].flatMap((s) => (s.added ? [s.added] : []));
+  const affinityChanged = or(accAffinity.changed, intAffinity.changed);
   const variables: Variable[] = [
     { name: "nInit", expression: "size(object.spec.?initContainers.orValue([]))" },
     { name: "all", expression: ALL_CONTAINERS },
@@ -325,30 +359,43 @@ export function mapSpec(policy: Policy): { variables: Variable[]; mutations: Arr
     { name: "accPartitionAsked", expression: `${annotationOf(ANNOTATION_GPU_PARTITION)}.orValue('').trim()` },
     { name: "accPartition", expression: `${validPartition} ? variables.accPartitionAsked : ''` },
     { name: "accProducts", expression: `${bases}.map(b, ${template((b, p) => GFD.migProduct(b, p), ["b", part])}).filter(x, ${isLabelValue("x")})` },
+    { name: "requiredTerms", expression: TERMS },
     ...accAffinity.variables,
     ...accToleration.variables,
     // interruptible
     { name: "interruptible", expression: `${annotationOf(ANNOTATION_INTERRUPTIBLE)}.orValue('').trim().lowerAscii() == 'true'` },
     ...intAffinity.variables,
     ...intToleration.variables,
+    // The names of the steps that change the pod, in pipeline order (the record), and every toleration they add.
+    { name: "applied", expression: steps.map((name) => `(${stepChanged[name]} ? [${celString(name)}] : [])`).join(" + ") },
+    { name: "tolerationsAdded", expression: added.join(" + ") },
   ];
   const resources =
-    `variables.all.transformList(i, c, variables.r3[i] != variables.r0[i] || variables.l3[i] != variables.l0[i],\n` +
+    `(!variables.resourcesChanged ? [] : variables.all.transformList(i, c, variables.r3[i] != variables.r0[i] || variables.l3[i] != variables.l0[i],\n` +
     `  (has(c.resources) ? [] : [${patch("add", `${containerPath("i")} + '/resources'`, "{}")}]) +\n` +
     `  (variables.r3[i] == variables.r0[i] ? [] : [${patch("add", `${containerPath("i")} + '/resources/requests'`, "variables.r3[i]")}]) +\n` +
-    `  (variables.l3[i] == variables.l0[i] ? [] : [${patch("add", `${containerPath("i")} + '/resources/limits'`, "variables.l3[i]")}])).flatten()`;
-  const steps: Record<(typeof EXPRESSED_MUTATIONS)[number], [string, string]> = {
-    resources: ["variables.resourcesChanged", resources],
-    "gpu-tolerations": [gpuTolerations.changed, gpuTolerations.patches],
-    accelerator: [`${accAffinity.changed} || ${accToleration.changed}`, `${accAffinity.patches} + ${accToleration.patches}`],
-    interruptible: [`${intAffinity.changed} || ${intToleration.changed}`, `${intAffinity.patches} + ${intToleration.patches}`],
-  };
-  // A step the policy never makes happen (no interruptible settings, say) is left out.
-  const mutations = EXPRESSED_MUTATIONS.filter((name) => steps[name][0] !== "false || false").map((name) => {
-    const [when, patches] = steps[name];
-    return { name, expression: `!(${when}) ? [] :\n${patches} +\n${recordPatches(name)}` };
-  });
-  return { variables, mutations };
+    `  (variables.l3[i] == variables.l0[i] ? [] : [${patch("add", `${containerPath("i")} + '/resources/limits'`, "variables.l3[i]")}])).flatten())`;
+  const tolerations =
+    `(size(variables.tolerationsAdded) == 0 ? [] :\n` +
+    `(object.spec.?tolerations.hasValue() ? [] : [${patch("add", "'/spec/tolerations'", "[]")}]) +\n` +
+    `variables.tolerationsAdded.map(t, ${patch(
+      "add",
+      "'/spec/tolerations/-'",
+      "t[4] == '' ? Object.spec.tolerations{key: t[0], operator: t[1], value: t[2], effect: t[3]} : Object.spec.tolerations{key: t[0], operator: t[1], value: t[2], effect: t[3], tolerationSeconds: int(t[4])}",
+    )}))`;
+  const affinity =
+    affinityChanged === "false"
+      ? "[]"
+      : `(!(${affinityChanged}) ? [] :\n` +
+        `(object.spec.?affinity.hasValue() ? [] : [${patch("add", "'/spec/affinity'", "{}")}]) +\n` +
+        `(object.spec.?affinity.?nodeAffinity.hasValue() ? [] : [${patch("add", "'/spec/affinity/nodeAffinity'", "{}")}]) +\n` +
+        `[${patch(
+          "add",
+          "'/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution'",
+          `Object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution{nodeSelectorTerms: ${termObjects(intAffinity.terms)}}`,
+        )}])`;
+  const expression = `size(variables.applied) == 0 ? ${UNCHANGED} :\n${resources} +\n${tolerations} +\n${affinity} +\n${recordPatches()}`;
+  return { variables, steps, mutations: [{ name: "outfit", expression }] };
 }
 
 // ---- which pods ----------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import { startControlPlane, type ControlPlane } from "./harness/controlplane.js"
 import { cli, createNamespace, installKubeflowCrds, ROOT, webhookProcess, type WebhookProcess } from "./harness/webhook.js";
 import { MAP_MANIFEST } from "../../src/manifests/generate.js";
 import { CORPUS_SKIP, corpusJobs, corpusPods } from "../fixtures/corpus.js";
-import { generatedMapPods, MAP_POLICY_YAML, mapJob } from "../fixtures/map-pods.js";
+import { generatedMapPods, interactionMapPods, MAP_POLICY_YAML, mapJob } from "../fixtures/map-pods.js";
 import { MAP_NAME } from "../../src/manifests/map.js";
 
 type Obj = Record<string, any>;
@@ -80,7 +80,8 @@ describe("the exported MutatingAdmissionPolicy + the reduced pods webhook agains
   const reached = new Map<string, number>();
   const corpus = CORPUS_SKIP ? [] : corpusCases();
   const generated: Case[] = generatedMapPods(420).map((g) => ({ id: g.name, kind: g.kind, pod: g.pod }));
-  const all = [...corpus, ...generated];
+  const interactions: Case[] = interactionMapPods().map((g) => ({ id: g.name, kind: g.kind, pod: g.pod }));
+  const all = [...corpus, ...generated, ...interactions];
   let seq = 0;
 
   const createDry = async (pod: Obj): Promise<Stored> => {
@@ -250,5 +251,25 @@ describe("the exported MutatingAdmissionPolicy + the reduced pods webhook agains
       assert.match(byPolicy.get(c.id)!.text, /"name": "MASTER_ADDR"/, `${c.id} has no cluster spec`);
       assert.match(byPolicy.get(c.id)!.text, /"quartermaster.dev\/mutations": "[^"]*cluster-spec/, c.id);
     }
+  });
+  it(`${interactions.length} pods where the steps meet (tolerations and required terms from several steps, none there before): the same stored pods`, (t) => {
+    compare(interactions, t);
+    for (const c of interactions) assert.ok(byPolicy.get(c.id)!.annotated, `${c.id} not outfitted`);
+  });
+
+  it("the policy applied again to the pods it outfitted changes nothing (it is reinvoked IfNeeded)", async (t) => {
+    // GPU pods of no job: only the policy touches them. Their stored pods sent again, as they came back (the
+    // apiserver sets the status and metadata again), must come back the same.
+    const outfitted = [...generated, ...interactions].filter((c) => c.kind === "gpu" && byPolicy.get(c.id)!.annotated);
+    assert.ok(outfitted.length >= 150, `only ${outfitted.length}`);
+    const changed: string[] = [];
+    for (const c of outfitted) {
+      const first = byPolicy.get(c.id)!;
+      const { status: _status, ...again } = JSON.parse(first.text) as Obj;
+      const second = await createDry(again);
+      if (second.status !== 201 || second.text !== first.text) changed.push(`${c.id}:\n${lineDiff(first.text, second.text)}`);
+    }
+    t.diagnostic(`${outfitted.length} outfitted pods sent again, ${changed.length} changed`);
+    assert.equal(changed.length, 0, changed.slice(0, 3).join("\n"));
   });
 });
