@@ -1,6 +1,6 @@
 /**
  * @module
- * Reading what Kueue (sigs.k8s.io/kueue v0.17.0, API `kueue.x-k8s.io/v1beta2`) would admit a queued job into:
+ * Reading what Kueue (sigs.k8s.io/kueue v0.19.2, API `kueue.x-k8s.io/v1beta2`) would admit a queued job into:
  * its LocalQueue (in the job's namespace), that queue's ClusterQueue, and the ResourceFlavors of the ClusterQueue's
  * resource groups that cover a GPU resource. Through the webhook's one cached, single-flight
  * reader (`readJob` in src/topology/lookup.ts, as TrainJob runtimes and DRA claims are read), all within one time

@@ -70,7 +70,7 @@ const objectAt = (o: unknown, key: string): Record<string, unknown> | undefined 
 };
 
 /**
- * The kinds of {@link QueuedWorkloadKind}, as Kueue v0.17.0 integrates them (kueue `pkg/controller/jobs/job`,
+ * The kinds of {@link QueuedWorkloadKind}, as Kueue v0.19.2 integrates them (kueue `pkg/controller/jobs/job`,
  * `pkg/controller/jobs/jobset`): batch/v1 Job (`spec.template`) and JobSet v1alpha2 (each
  * `spec.replicatedJobs[i].template.spec.template`). A plain pod is queued from itself: `/mutate/pods` outfits it
  * at CREATE, before Kueue's controller reads it.

@@ -23,5 +23,5 @@ export const SUPPORTED_VERSIONS: SupportedVersions = {
   trainingOperator: "v1.9.4",
   trainer: "v2.3.0",
   jobset: "v0.12.0",
-  kueue: "v0.17.0",
+  kueue: "v0.19.2",
 };

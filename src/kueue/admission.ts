@@ -1,6 +1,6 @@
 /**
  * @module
- * Kueue (sigs.k8s.io/kueue v0.17.0) as the admission webhooks meet it, pure:
+ * Kueue (sigs.k8s.io/kueue v0.19.2) as the admission webhooks meet it, pure:
  * - {@link queueNameOf}: whether a job is queued: the label `kueue.x-k8s.io/queue-name` (kueue
  *   `pkg/controller/constants/constants.go` QueueLabel), or the older annotation of the same key;
  * - {@link kueueAdmissionOnly}: whether a job UPDATE carries Kueue's admission and nothing else.

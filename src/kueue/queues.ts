@@ -1,6 +1,6 @@
 /**
  * @module
- * Kueue's queue objects as Quartermaster names them (sigs.k8s.io/kueue v0.17.0, API `kueue.x-k8s.io/v1beta2`), and
+ * Kueue's queue objects as Quartermaster names them (sigs.k8s.io/kueue v0.19.2, API `kueue.x-k8s.io/v1beta2`), and
  * what the webhook read of a queued job's queue ({@link QueueRead}): one vocabulary for the admission reads
  * (src/admission/queue.ts), the decision on them (src/validate/queue-capacity.ts), the ledger's quotas
  * (src/ledger/kueue-quota.ts) and the API client. Pure.
@@ -10,7 +10,7 @@ import { objectOr } from "../core/object.js";
 
 /** Kueue's API group. */
 export const KUEUE_GROUP = "kueue.x-k8s.io";
-/** Kueue v0.17.0's storage version (kueue `apis/kueue/v1beta2`). */
+/** Kueue v0.19.2's storage version (kueue `apis/kueue/v1beta2`). */
 export const KUEUE_VERSION = "v1beta2";
 
 export const LOCAL_QUEUE: ObjectKind = { kind: "LocalQueue", group: KUEUE_GROUP, version: KUEUE_VERSION, plural: "localqueues" };

@@ -1,6 +1,6 @@
 /**
  * @module
- * The device ledger per Kueue ResourceFlavor, pure (issue 33). Kueue (sigs.k8s.io/kueue v0.17.0, API
+ * The device ledger per Kueue ResourceFlavor, pure (issue 33). Kueue (sigs.k8s.io/kueue v0.19.2, API
  * `kueue.x-k8s.io/v1beta2`) admits jobs against quotas it keeps per ResourceFlavor; nothing in Kueue relates
  * those quotas to the GPUs the flavor's nodes really have. For each flavor this puts side by side:
  *

@@ -1,7 +1,7 @@
 /**
  * @module
  * A queued job's pod templates outfitted at CREATE (issue 33), by `/mutate/jobs`: Kueue (sigs.k8s.io/kueue
- * v0.17.0) decides a job's flavor and charges its quota from the job's pod templates (kueue
+ * v0.19.2) decides a job's flavor and charges its quota from the job's pod templates (kueue
  * `pkg/controller/jobs/kubeflow/kubeflowjob/kubeflowjob_controller.go` PodSets), never from its pods. What
  * `/mutate/pods` would give each pod later and Kueue reads is therefore given to the templates first:
  * {@link KUEUE_READ_MUTATIONS}, the very `Mutation` objects of `POD_MUTATIONS` (resource renames and defaults,

@@ -1,7 +1,7 @@
 /**
  * @module
  * A queued Kubeflow Trainer v2 TrainJob outfitted at CREATE (issue 33), by `/mutate/jobs`, as a queued v1 job's
- * templates are (`./job-templates.ts`). Kueue v0.17.0 computes a TrainJob's pod sets from the JobSet Trainer
+ * templates are (`./job-templates.ts`). Kueue v0.19.2 computes a TrainJob's pod sets from the JobSet Trainer
  * would build for it (kueue `pkg/controller/jobs/trainjob/trainjob_controller.go` getChildJobSet → Trainer's
  * RuntimeInfo), and Trainer v2.3.0 builds it from the runtime's template, every `spec.runtimePatches` entry (any
  * manager) laid over it in order by strategic merge patch, and `spec.trainer.resourcesPerNode` merged into the

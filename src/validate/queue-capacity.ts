@@ -4,7 +4,7 @@
  * `src/admission/queue.ts` read (pure). Kueue would hold such a job as inadmissible forever; refused (or warned, by
  * the rule's enforcement mode) at CREATE instead, naming the queue, the flavors and their quota.
  *
- * What Kueue does (sigs.k8s.io/kueue v0.17.0 `pkg/scheduler/flavorassigner/flavorassigner.go`): each pod set (one
+ * What Kueue does (sigs.k8s.io/kueue v0.19.2 `pkg/scheduler/flavorassigner/flavorassigner.go`): each pod set (one
  * per replica type, `replicas` pods of the template's requests) gets, per resource, a flavor of the ClusterQueue's
  * resource group covering that resource (`findFlavorForPodSets`; no group: "resource ... unavailable in
  * ClusterQueue", never admitted). A flavor is tried only when it fits the template (`checkFlavorForPodSets`): every

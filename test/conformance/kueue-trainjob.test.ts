@@ -1,5 +1,5 @@
 /**
- * Issue 33, a queued Kubeflow Trainer v2 TrainJob through the real Kueue v0.17.0, Trainer v2.3.0, JobSet v0.12.0,
+ * Issue 33, a queued Kubeflow Trainer v2 TrainJob through the real Kueue v0.19.2, Trainer v2.3.0, JobSet v0.12.0,
  * kube-scheduler and kube-controller-manager's job-controller, with Quartermaster's webhooks registered as its
  * manifests install them. Two GPU flavors, `a100` (tried first) and `h100`, both with the GPU taint as
  * `nodeTaints`; a TrainJob on torch-distributed, 2 nodes × a bare `gpu: 4`, its pods annotated for H100 placement
@@ -86,7 +86,7 @@ const trainJob = (name: string): Obj => ({
   },
 });
 
-describe("Kueue v0.17.0 and Trainer v2.3.0 with Quartermaster's webhooks: a queued TrainJob", { skip: SKIP }, () => {
+describe("Kueue v0.19.2 and Trainer v2.3.0 with Quartermaster's webhooks: a queued TrainJob", { skip: SKIP }, () => {
   let cp: ControlPlane;
   let nodes: VirtualNodes | undefined;
   const ctl: Controller[] = [];

@@ -1,6 +1,6 @@
 /**
  * Issue 33 with the Kubeflow v1 kinds: the real training operator v1.9.4 (QM_OPERATOR_BIN), the real Kueue
- * v0.17.0 (QM_KUEUE_BIN), kube-scheduler, and Quartermaster's webhooks registered as its manifests install them
+ * v0.19.2 (QM_KUEUE_BIN), kube-scheduler, and Quartermaster's webhooks registered as its manifests install them
  * (`jobs.validate` with `failurePolicy: Fail` included, so Kueue's unsuspend UPDATE goes through it).
  *
  * One job of each framework the operator serves (TFJob, PyTorchJob, JAXJob, XGBoostJob, PaddleJob), queued with
@@ -111,7 +111,7 @@ function job(kind: string): Obj {
   };
 }
 
-describe("Kueue v0.17.0 queues the training operator's v1 jobs, Quartermaster outfits and admits them", { skip: SKIP }, () => {
+describe("Kueue v0.19.2 queues the training operator's v1 jobs, Quartermaster outfits and admits them", { skip: SKIP }, () => {
   let cp: ControlPlane;
   let nodes: VirtualNodes | undefined;
   let kueue: Controller | undefined;

@@ -1,5 +1,5 @@
 /**
- * The ledger per ResourceFlavor and `doctor`'s over-quota check through the real Kueue v0.17.0 (QM_KUEUE_BIN;
+ * The ledger per ResourceFlavor and `doctor`'s over-quota check through the real Kueue v0.19.2 (QM_KUEUE_BIN;
  * issue 33), on the e2e control plane with kube-scheduler and the job-controller over virtual GPU nodes (an A100
  * and an H100 node of 8 GPUs each, a CPU node; `./harness/nodes.ts`).
  *

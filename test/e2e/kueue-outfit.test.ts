@@ -1,5 +1,5 @@
 /**
- * Issue 33's acceptance through the real Kueue v0.17.0, the real kube-scheduler and kube-controller-manager's
+ * Issue 33's acceptance through the real Kueue v0.19.2, the real kube-scheduler and kube-controller-manager's
  * job-controller, with Quartermaster's webhooks registered as its manifests install them: a mix of 42 queued
  * batch Jobs, written as users write them (a bare `gpu`, no cpu/memory requests, placement by Quartermaster's
  * annotations only), over five ResourceFlavors (whole A100, A100 MIG 1g.5gb, on-demand H100, spot H100, CPU).
@@ -203,7 +203,7 @@ function slots(flavor: string): number {
   return Math.floor(Number(QUOTA[flavor]!.cpu) / 2); // the cpu default, 2 per pod
 }
 
-describe("Kueue v0.17.0 with Quartermaster's webhooks: a queued mix over five flavors", { skip: SKIP }, () => {
+describe("Kueue v0.19.2 with Quartermaster's webhooks: a queued mix over five flavors", { skip: SKIP }, () => {
   let cp: ControlPlane;
   let nodes: VirtualNodes | undefined;
   let kueue: Controller | undefined;

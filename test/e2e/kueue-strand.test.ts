@@ -1,5 +1,5 @@
 /**
- * Issue 33 through the real Kueue v0.17.0 (QM_KUEUE_BIN, `./harness/kueue.ts`) and Quartermaster's webhooks as
+ * Issue 33 through the real Kueue v0.19.2 (QM_KUEUE_BIN, `./harness/kueue.ts`) and Quartermaster's webhooks as
  * its manifests install them (`startOwnWebhook`: the server runs as its ServiceAccount, so the base's RBAC is what
  * lets it read Kueue's queues and write Events), both registered on the e2e control plane:
  *

@@ -1,5 +1,5 @@
 /**
- * The real Kueue v0.17.0 (QM_KUEUE_BIN, `test/e2e/kueue/build.sh`; issue 33) on the e2e control plane with
+ * The real Kueue v0.19.2 (QM_KUEUE_BIN, `test/e2e/kueue/build.sh`; issue 33) on the e2e control plane with
  * kube-scheduler and kube-controller-manager's job-controller, over virtual GPU nodes (`./harness/nodes.ts`:
  * an A100 and an H100 node with GPU feature discovery's labels and the GPU taint, and a CPU node; no kubelet,
  * so bound pods stay Pending unless the test writes their status). Kueue runs with its own webhooks served
@@ -89,7 +89,7 @@ const queuedJob = (name: string): Obj => ({
   },
 });
 
-describe("Kueue v0.17.0 admits queued batch Jobs into flavors, kube-scheduler places them", { skip: SKIP }, () => {
+describe("Kueue v0.19.2 admits queued batch Jobs into flavors, kube-scheduler places them", { skip: SKIP }, () => {
   let cp: ControlPlane;
   let nodes: VirtualNodes | undefined;
   let kueue: Controller | undefined;

@@ -137,7 +137,7 @@ describe("quartermaster version", () => {
       /^training-operator: +v1\.9\.4$/m,
       /^trainer: +v2\.3\.0$/m,
       /^jobset: +v0\.12\.0$/m,
-      /^kueue: +v0\.17\.0$/m,
+      /^kueue: +v0\.19\.2$/m,
     ])
       assert.match(r.stdout, line);
   });

@@ -1,6 +1,6 @@
 /**
  * @module
- * The real Kueue controller manager (sigs.k8s.io/kueue v0.17.0, `cmd/kueue`, built by
+ * The real Kueue controller manager (sigs.k8s.io/kueue v0.19.2, `cmd/kueue`, built by
  * `test/e2e/kueue/build.sh`, QM_KUEUE_BIN) against the e2e control plane of `./controlplane.ts`, as in a real
  * install: its CRDs (kueue `config/components/crd/bases`, from the Go module cache, server-side apply), the
  * binary with its webhooks served on 127.0.0.1 and registered by URL (kueue `config/components/webhook`,
@@ -42,7 +42,7 @@ import { applyServerSide, ensureNamespace, goModuleDir, webhooksByUrl } from "./
 export type { Controller } from "./go-controller.js";
 
 export const KUEUE_MODULE = "sigs.k8s.io/kueue";
-/** Kueue's API (the CRDs' storage version in v0.17.0). */
+/** Kueue's API (the CRDs' storage version in v0.19.2). */
 export const KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2";
 /** The label that puts a job in a LocalQueue. */
 export const QUEUE_LABEL = "kueue.x-k8s.io/queue-name";

@@ -11,6 +11,6 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/go-tool.sh"
-KUEUE_VERSION=v0.17.0                # sigs.k8s.io/kueue in kueue-bin/go.mod
+KUEUE_VERSION=v0.19.2                # sigs.k8s.io/kueue in kueue-bin/go.mod
 ROOT=${QM_KUEUE_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quartermaster}
 build_go_tool kueue "$KUEUE_VERSION" "$HERE/kueue-bin" sigs.k8s.io/kueue sigs.k8s.io/kueue/cmd/kueue "$ROOT/kueue-$KUEUE_VERSION"
