@@ -28,7 +28,7 @@ const ROOMS = {
   kinds: { paths: ["src/kinds/"], may: ["core", "vendors"] },
   policy: { paths: ["src/policy/"], may: ["core", "vendors", "kinds"] },
   kueue: { paths: ["src/kueue/"], may: ["core", "kinds", "policy"] },
-  membership: { paths: ["src/topology/"], may: ["core", "vendors", "kinds", "policy"] },
+  membership: { paths: ["src/membership/"], may: ["core", "vendors", "kinds", "policy"] },
   ledger: { paths: ["src/ledger/"], may: ["core", "vendors", "kinds", "policy", "kueue"] },
   // The webhooks' decisions, pure, siblings: a review's reads and answer (admission), the pod and job mutations
   // (mutate), the rules (validate).

@@ -19,8 +19,8 @@ import { createPatch } from "../src/admission/patch.js";
 import { defaultPolicy } from "../src/policy/load.js";
 import { DEFAULT_JOB_KINDS } from "../src/policy/schema.js";
 import type { JobKind } from "../src/policy/types.js";
-import { MAX_JOB_REPLICAS } from "../src/topology/ceiling.js";
-import type { JobReader } from "../src/topology/types.js";
+import { MAX_JOB_REPLICAS } from "../src/membership/ceiling.js";
+import type { JobReader } from "../src/membership/types.js";
 import { mutatePods } from "../webhooks/mutate-pods.js";
 import { review } from "../test/fixtures/reviews.js";
 

@@ -28,7 +28,7 @@ import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-
 import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates, outfitQueuedWorkloadTemplates, workloadTemplateSpecs } from "../src/mutate/job-templates.js";
 import { renameTrainJobBareGpu } from "../src/mutate/trainjob-resources.js";
 import { outfitQueuedTrainJob, QM_RUNTIME_PATCH_MANAGER, trainerNodeTemplate } from "../src/mutate/trainjob-outfit.js";
-import { readRuntime, type JobReadResult } from "../src/topology/lookup.js";
+import { readRuntime, type JobReadResult } from "../src/membership/lookup.js";
 import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/kinds/trainjob-runtime.js";
 import type { JobKind } from "../src/policy/types.js";
 import { jobShape } from "../src/kinds/index.js";

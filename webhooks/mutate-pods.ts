@@ -13,9 +13,9 @@ import type { AdmissionRequest } from "../src/admission/types.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { ClusterSpecMemo } from "../src/mutate/frameworks.js";
 import { mutatePod, POD_MUTATIONS, type Pod } from "../src/mutate/index.js";
-import { JOBSET_KIND, tfJobSetRef } from "../src/topology/jobset.js";
-import { lookupTopology, readJob, type JobReadResult, type TopologyResult } from "../src/topology/lookup.js";
-import type { JobReader } from "../src/topology/types.js";
+import { JOBSET_KIND, tfJobSetRef } from "../src/membership/jobset.js";
+import { lookupTopology, readJob, type JobReadResult, type TopologyResult } from "../src/membership/lookup.js";
+import type { JobReader } from "../src/membership/types.js";
 import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 
 export function mutatePods(deps: WebhookDeps): Webhook {

@@ -12,7 +12,7 @@
 import { errorMessage } from "../src/core/errors.js";
 import type { KubeObject, ObjectKind } from "../src/core/kube.js";
 import { kueueAdmissionRefusedEvent } from "../src/admission/events.js";
-import { readJob, type JobReadResult } from "../src/topology/lookup.js";
+import { readJob, type JobReadResult } from "../src/membership/lookup.js";
 import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 
 export interface RefusedAdmission {

@@ -13,7 +13,7 @@
  * to check within the cost bound is denied. The rules live in `src/validate/`.
  *
  * A TrainJob (Kubeflow Trainer v2) is checked against its runtime (`spec.runtimeRef`, read through the same
- * reader and time bound as the pod webhook's job lookup: `readRuntime` in src/topology/lookup.ts), its pods as
+ * reader and time bound as the pod webhook's job lookup: `readRuntime` in src/membership/lookup.ts), its pods as
  * Trainer v2.3.0 will make them (THE model, `trainJobModel` in src/kinds/trainjob-runtime.ts, which Kueue's pod sets and
  * `/mutate/jobs` read too); a runtime that cannot be read is handled as a failed job lookup
  * (`clusterSpec.onJobLookupFailure`: `deny` refuses it, rule `job-runtime`; `warn` checks the TrainJob's own
@@ -64,7 +64,7 @@ import { isGpuResource } from "../src/core/gpu.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { CONFLICT } from "../src/admission/response.js";
 import type { KubeObject } from "../src/core/kube.js";
-import { readJob, readRuntime, type JobReadResult } from "../src/topology/lookup.js";
+import { readJob, readRuntime, type JobReadResult } from "../src/membership/lookup.js";
 import { jobShape, replicaSpecsField } from "../src/kinds/index.js";
 import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/kinds/trainjob-runtime.js";
 import { enforce } from "../src/validate/enforcement.js";

@@ -28,7 +28,7 @@ import type { AdmissionRequest } from "../src/admission/types.js";
 import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { workloadTemplateFields, workloadTemplateSpecs } from "../src/mutate/job-templates.js";
-import { controlledByJobSet, controlledByTrainJob } from "../src/topology/workload.js";
+import { controlledByJobSet, controlledByTrainJob } from "../src/membership/workload.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
@@ -105,7 +105,7 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
         const now = check(request.object);
         const old = request.operation === "UPDATE" ? request.oldObject : undefined;
         // An unsuspend is judged as a CREATE: its pods are made now. Not Trainer's resume of a TrainJob's JobSet: the
-        // TrainJob was judged whole at its own unsuspend (src/topology/workload.ts controlledByTrainJob).
+        // TrainJob was judged whole at its own unsuspend (src/membership/workload.ts controlledByTrainJob).
         const unsuspend = old !== undefined && old !== null && suspended(old) && !suspended(request.object) && !controlledByTrainJob(request.object);
         const worse = old && !unsuspend ? newOrWorse(now, check(old)) : now;
         const resumedBy = old && (queueNameOf(request.object) !== undefined || controlledByJobSet(request.object));

@@ -1,7 +1,7 @@
 /**
  * @module
  * Reading the ResourceClaims and ResourceClaimTemplates that pods name (DRA), through the same cached,
- * single-flight reader and timeout as the job lookup (src/topology/lookup.ts), so the rules and mutations can
+ * single-flight reader and timeout as the job lookup (src/membership/lookup.ts), so the rules and mutations can
  * count the GPUs a pod asks for through them. A pod without claims costs nothing here (no promise, no read).
  *
  * Each distinct name is one read, so a review may name at most {@link MAX_CLAIM_NAMES} (issue 46 finding 2: 20,000
@@ -12,8 +12,8 @@
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { claimReferences, claimSpecOf, type ClaimSpec, type KnownClaims } from "../core/dra.js";
 import type { ObjectKind } from "../core/kube.js";
-import { readJob } from "../topology/lookup.js";
-import type { JobReader } from "../topology/types.js";
+import { readJob } from "../membership/lookup.js";
+import type { JobReader } from "../membership/types.js";
 import type { Violation } from "./response.js";
 
 export const RESOURCE_CLAIM: ObjectKind = { kind: "ResourceClaim", group: "resource.k8s.io", version: "v1", plural: "resourceclaims" };

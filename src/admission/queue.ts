@@ -3,7 +3,7 @@
  * Reading what Kueue (sigs.k8s.io/kueue v0.19.2, API `kueue.x-k8s.io/v1beta2`) would admit a queued job into:
  * its LocalQueue (in the job's namespace), that queue's ClusterQueue, and the ResourceFlavors of the ClusterQueue's
  * resource groups that cover a GPU resource. Through the webhook's one cached, single-flight
- * reader (`readJob` in src/topology/lookup.ts, as TrainJob runtimes and DRA claims are read), all within one time
+ * reader (`readJob` in src/membership/lookup.ts, as TrainJob runtimes and DRA claims are read), all within one time
  * bound (`clusterSpec.jobLookupTimeoutMs`) for the whole chain, not one per read. A job without a queue name
  * costs nothing here (no promise, no read); the webhook does not ask for a job that asks for no GPU. The decision on what was read is
  * `src/validate/queue-capacity.ts`.
@@ -12,8 +12,8 @@ import { errorMessage } from "../core/errors.js";
 import type { KubeObject, ObjectKind } from "../core/kube.js";
 import { objectOr } from "../core/object.js";
 import { CLUSTER_QUEUE, LOCAL_QUEUE, NO_QUEUE, RESOURCE_FLAVOR, flavorNamesFor, type QueueRead } from "../kueue/queues.js";
-import { readJob } from "../topology/lookup.js";
-import type { JobReader } from "../topology/types.js";
+import { readJob } from "../membership/lookup.js";
+import type { JobReader } from "../membership/types.js";
 import { queueNameOf } from "../kueue/admission.js";
 
 export interface ReadQueueOptions {

@@ -10,14 +10,14 @@
  * What is not read is shed, never guessed: a read still waiting when its review's time bound runs out, or asked
  * for while the review's own queue (`perReviewQueued`) or the pool's (`maxQueued`, which a review that has asked
  * for fewer than `perReview` reads may pass) is full, is rejected with
- * {@link ReadShed}. Through `readJob` (src/topology/lookup.ts) that is a failed read, which the rules count as
+ * {@link ReadShed}. Through `readJob` (src/membership/lookup.ts) that is a failed read, which the rules count as
  * unknown, not as absent or zero (src/validate/claims.ts, gpu-unknown).
  *
  * Hand-written: p-limit and p-queue (the well-kept limiters) bound one queue; none keeps a queue per caller served
  * in turn with a per-caller bound, which is the point here. Cached answers (`peek`) do not queue.
  */
 import type { KubeObject, ObjectKind } from "../core/kube.js";
-import type { JobReader } from "../topology/types.js";
+import type { JobReader } from "../membership/types.js";
 
 export interface ReadPoolOptions {
   /** Reads in flight at once over all reviews. */

@@ -32,8 +32,8 @@ import type { JobKind, Policy } from "../policy/types.js";
 import { SYSTEM_NAMESPACES } from "../core/scope.js";
 import { QUEUED_WORKLOAD_KINDS, TRAINER } from "../core/job-shapes.js";
 import { labelScheme } from "../kinds/index.js";
-import { replicaSpecs, replicasOf } from "../topology/resolve.js";
-import type { JobReader } from "../topology/types.js";
+import { replicaSpecs, replicasOf } from "../membership/resolve.js";
+import type { JobReader } from "../membership/types.js";
 
 export interface Finding {
   rule: string;
@@ -221,7 +221,7 @@ function claimKindOf(object: KubeObject): ObjectKind | undefined {
 
 /**
  * A Trainer runtime among the inputs (ClusterTrainingRuntime, cluster-scoped: read with namespace "", or
- * TrainingRuntime), as a TrainJob's runtime lookup asks for it (src/topology/lookup.ts `readRuntime`).
+ * TrainingRuntime), as a TrainJob's runtime lookup asks for it (src/membership/lookup.ts `readRuntime`).
  */
 function runtimeKindOf(object: KubeObject): { kind: ObjectKind; clusterScoped: boolean } | undefined {
   if (object.apiVersion !== `${TRAINER.group}/${TRAINER.version}` || !TRAINER.runtimeKinds.includes(String(object.kind))) return undefined;

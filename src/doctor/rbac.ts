@@ -8,13 +8,13 @@
 import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
 import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../kueue/queues.js";
 import type { Policy } from "../policy/types.js";
-import { JOBSET_KIND } from "../topology/jobset.js";
+import { JOBSET_KIND } from "../membership/jobset.js";
 import { LEDGER_INDEX_NAME, shardName } from "../ledger/shards.js";
 import type { AccessCheck, DoctorFinding, Severity } from "./types.js";
 import { isUnreadable, worst, type Unreadable } from "./types.js";
 import { TRAINER } from "../core/job-shapes.js";
 import { jobShape, labelScheme } from "../kinds/index.js";
-import { runtimeKind } from "../topology/lookup.js";
+import { runtimeKind } from "../membership/lookup.js";
 
 export const WEBHOOK_SERVICE_ACCOUNT = "quartermaster-webhook";
 export const RECONCILER_SERVICE_ACCOUNT = "quartermaster-reconciler";
@@ -214,7 +214,7 @@ function webhookAccess(
   const lookup: Severity = policy.clusterSpec.onJobLookupFailure === "deny" ? "critical" : "warning";
   // src/kube/jobs.ts (job lookup) and src/kube/capacity.ts (the ledger index, read in the background).
   for (const k of kinds) need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: lookup, why: `job lookup for ${k.kind} pods` });
-  // A TrainJob's runtime (`readRuntime` in src/topology/lookup.ts), read by /validate/jobs.
+  // A TrainJob's runtime (`readRuntime` in src/membership/lookup.ts), read by /validate/jobs.
   for (const k of kinds.filter((k) => jobShape(k).layout === "runtime"))
     for (const runtime of TRAINER.runtimeKinds)
       need(webhook, ["get"], {

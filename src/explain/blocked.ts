@@ -29,7 +29,7 @@ import type { KubeObject } from "../core/kube.js";
 import { objectOr } from "../core/object.js";
 import type { JobKind } from "../policy/types.js";
 import { RECONCILER_EVENT_SOURCE as EVENT_SOURCE } from "../core/keys.js";
-import { replicaSpecs, replicasOf } from "../topology/resolve.js";
+import { replicaSpecs, replicasOf } from "../membership/resolve.js";
 import { duration } from "./read.js";
 import type { Reason, Verdict } from "./types.js";
 import { isBlocked } from "./verdict.js";

@@ -9,7 +9,7 @@
  * decisions that must see the job as it is now (`/scale`).
  */
 import type { KubeObject, ObjectKind } from "../core/kube.js";
-import type { JobReader } from "../topology/types.js";
+import type { JobReader } from "../membership/types.js";
 import { kubeClient, statusOf } from "./client.js";
 import { restClient } from "./rest.js";
 
@@ -40,7 +40,7 @@ type GetObject = (kind: ObjectKind, namespace: string, name: string) => Promise<
 
 /**
  * The job's API path (names and namespaces are DNS labels, so nothing to escape; encoded all the same). Namespace
- * "": a cluster-scoped object (a TrainJob's ClusterTrainingRuntime, `readRuntime` in src/topology/lookup.ts).
+ * "": a cluster-scoped object (a TrainJob's ClusterTrainingRuntime, `readRuntime` in src/membership/lookup.ts).
  */
 export function jobPath(kind: ObjectKind, namespace: string, name: string): string {
   const ns = namespace === "" ? "" : `/namespaces/${encodeURIComponent(namespace)}`;

@@ -42,7 +42,7 @@ import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
 import { MAX_REVIEW_COST } from "../admission/cost.js";
 import { POD_MUTATIONS } from "../mutate/index.js";
-import { JOBSET_LABELS } from "../topology/jobset.js";
+import { JOBSET_LABELS } from "../membership/jobset.js";
 
 export const WEBHOOK_CONFIGURATION_NAME = "quartermaster";
 export const WEBHOOK_SERVICE_NAME = "quartermaster-webhook";
@@ -222,7 +222,7 @@ export function withinBoundsExpression(policy: Pick<Policy, "gpu">): string {
 export function reducedModeExpression(policy: Pick<Policy, "jobKinds" | "gpu" | "kindShapes">): string {
   const labelled = (label: string): string => `${celString(label)} in object.metadata.?labels.orValue({})`;
   const labels = schemesOf(policy.jobKinds, policy.kindShapes).map(({ podLabels: l }) => (l.length === 1 ? labelled(l[0]!) : `(${l.map(labelled).join(" && ")})`));
-  // A pod's job is found by its controller first (src/topology/resolve.ts jobRef): a job kind, or a batch Job (JobSet).
+  // A pod's job is found by its controller first (src/membership/resolve.ts jobRef): a job kind, or a batch Job (JobSet).
   const kinds = `[${[...new Set([...policy.jobKinds.map((k) => k.kind), "Job"])].map(celString).join(", ")}]`;
   const owned = `object.metadata.?ownerReferences.orValue([]).exists(o, o.?controller.orValue(false) && o.kind in ${kinds})`;
   return [...new Set([...labels, labelled(JOBSET_LABELS.jobSetName)]), owned, `!(${withinBoundsExpression(policy)})`].join(" ||\n");

@@ -7,8 +7,8 @@
  */
 import type { V1Container, V1EnvVar } from "@kubernetes/client-node";
 import { withKey } from "../core/copy.js";
-import { overCeiling } from "../topology/ceiling.js";
-import type { Topology } from "../topology/types.js";
+import { overCeiling } from "../membership/ceiling.js";
+import type { Topology } from "../membership/types.js";
 import { clusterSpec, type ClusterSpecResult } from "./frameworks.js";
 import { isEntry, isMalformedList, mapContainers } from "./pod.js";
 import type { Mutation, MutationContext } from "./types.js";

@@ -14,8 +14,8 @@ import type { V1EnvVar, V1PodTemplateSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { frameworkInfo, type FrameworkInfo } from "../kinds/frameworks.js";
 import { caffe2RuntimeId, isBuiltInFramework, jobShape, replicaName } from "../kinds/index.js";
-import { replicaSpecs, replicasOf } from "../topology/resolve.js";
-import type { Topology } from "../topology/types.js";
+import { replicaSpecs, replicasOf } from "../membership/resolve.js";
+import type { Topology } from "../membership/types.js";
 
 export interface ClusterSpec {
   /** `tensorflow`: only the first container with that name; `all`: every container. */

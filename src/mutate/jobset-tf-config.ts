@@ -36,8 +36,8 @@
  */
 import type { V1Container } from "@kubernetes/client-node";
 import type { KubeObject, Pod } from "../core/kube.js";
-import { isTfJobSet, jobSetPlace } from "../topology/jobset.js";
-import { MAX_JOB_REPLICAS } from "../topology/ceiling.js";
+import { isTfJobSet, jobSetPlace } from "../membership/jobset.js";
+import { MAX_JOB_REPLICAS } from "../membership/ceiling.js";
 import { withEnv } from "./cluster-spec.js";
 import { FRAMEWORKS } from "../kinds/frameworks.js";
 import { goJson, TF_DISTRIBUTED_TYPES, tfConfigJson } from "./frameworks.js";

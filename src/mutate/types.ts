@@ -7,7 +7,7 @@
 import type { KnownClaims } from "../core/dra.js";
 import type { KubeObject, Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
-import type { Topology } from "../topology/types.js";
+import type { Topology } from "../membership/types.js";
 import type { ClusterSpecMemo } from "./frameworks.js";
 
 export interface MutationContext {
@@ -15,7 +15,7 @@ export interface MutationContext {
   namespace: string;
   /** The pod's place in its training job, when it has one and the job could be read. */
   topology?: Topology;
-  /** The pod's JobSet, read when the pod is a TensorFlow TrainJob's (src/topology/jobset.ts tfJobSetRef). */
+  /** The pod's JobSet, read when the pod is a TensorFlow TrainJob's (src/membership/jobset.ts tfJobSetRef). */
   jobSet?: KubeObject;
   /**
    * The per-job cluster-spec work, done once per job object (the pod webhook owns one per instance).

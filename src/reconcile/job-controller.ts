@@ -72,7 +72,7 @@ import type { KubeObject } from "../core/kube.js";
 import { ClusterSpecMemo } from "../mutate/frameworks.js";
 import type { AllowedTemplates, JobKind } from "../policy/types.js";
 import { jobShape, labelScheme } from "../kinds/index.js";
-import { MAX_JOB_REPLICAS } from "../topology/ceiling.js";
+import { MAX_JOB_REPLICAS } from "../membership/ceiling.js";
 import type { DeleteAction } from "./finished.js";
 import { meta, type Meta } from "./meta.js";
 import { DEFAULT_ALLOWED_TEMPLATES, describeViolations, jobTemplateViolations } from "./template-guard.js";
@@ -121,7 +121,7 @@ const FAILURES_THAT_DELETE = ["it has reached the specified backoff limit", "it 
  */
 export const MAX_CREATES_PER_DECISION = 500;
 
-/** The condition and Event reason of a job over `MAX_JOB_REPLICAS` (`src/topology/ceiling.ts`). */
+/** The condition and Event reason of a job over `MAX_JOB_REPLICAS` (`src/membership/ceiling.ts`). */
 export const REASON_TOO_MANY_REPLICAS = "TooManyReplicas";
 
 /**

@@ -11,8 +11,8 @@ import { frameworkInfo } from "../kinds/frameworks.js";
 import { clusterSpec, ClusterSpecMemo, isMasterRole, replicaObjectName as nameOfReplica } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { jobShape, labelScheme, operatorName } from "../kinds/index.js";
-import { MAX_JOB_REPLICAS } from "../topology/ceiling.js";
-import { replicaSpecs, replicasOf, type ReplicaSpec } from "../topology/resolve.js";
+import { MAX_JOB_REPLICAS } from "../membership/ceiling.js";
+import { replicaSpecs, replicasOf, type ReplicaSpec } from "../membership/resolve.js";
 import { meta } from "./meta.js";
 
 /** Exit code upstream uses when the default container has not terminated (`pod.go` ReconcilePods). */

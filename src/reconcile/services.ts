@@ -58,7 +58,7 @@ import { frameworkInfo } from "../kinds/frameworks.js";
 import { replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { labelScheme } from "../kinds/index.js";
-import { replicaSpecs, replicasOf, type ReplicaSpec } from "../topology/resolve.js";
+import { replicaSpecs, replicasOf, type ReplicaSpec } from "../membership/resolve.js";
 import { controllerUid, RECONCILER_FIELD_MANAGER } from "./claim.js";
 import { finishedAt } from "./finished.js";
 import type { Meta } from "./meta.js";

@@ -36,7 +36,7 @@ import { effectivePodGpuNanos } from "../core/gpu.js";
 import type { KubeObject } from "../core/kube.js";
 import { formatNano, parseQuantity } from "../core/quantity.js";
 import type { JobKind } from "../policy/types.js";
-import { replicasOf } from "../topology/resolve.js";
+import { replicasOf } from "../membership/resolve.js";
 import { jobShape } from "../kinds/index.js";
 import type { Finding, Findings, ValidationContext } from "./types.js";
 import { objectOr } from "../core/object.js";

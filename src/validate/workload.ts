@@ -5,7 +5,7 @@
  * capped at 32 GPUs is not capped as the JobSet it becomes, nor a 16 × 8-GPU batch Job at all).
  * - the pod-spec rules (`pod-spec.ts`: container-limits, extended-resources, gpu-mig-mixing, pod-gpus, quantity),
  *   accelerator-allowed (`accelerator.ts`) and the DRA claim rules (`claims.ts`) on every pod template;
- * - job-gpus: the pods the object can run at once (src/topology/workload.ts, from upstream's controllers) × each
+ * - job-gpus: the pods the object can run at once (src/membership/workload.ts, from upstream's controllers) × each
  *   template's effective GPU request (`podGpuNanos`), summed, at most `limits.job.gpus`; a count that cannot be
  *   read is `gpu-unknown` at its field, never counted as nothing;
  * - capacity: those GPUs, per resource, no more than the whole cluster has ({@link validateWorkloadCapacity}).
@@ -19,7 +19,7 @@ import { sentAsGpu } from "../core/gpu.js";
 import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
 import { formatNano, nanoOfUnits, nanoToNumber } from "../core/quantity.js";
-import { workloadShape, type WorkloadPods } from "../topology/workload.js";
+import { workloadShape, type WorkloadPods } from "../membership/workload.js";
 import { validateAccelerators } from "./accelerator.js";
 import { validatePodClaims } from "./claims.js";
 import { capacityFindings, nodeShapeFindings, type ClusterCapacity } from "./job.js";

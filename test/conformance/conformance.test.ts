@@ -15,7 +15,7 @@ import { applyPatch } from "../../src/admission/patch.js";
 import type { KubeObject } from "../../src/core/kube.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { JobKind, Policy } from "../../src/policy/types.js";
-import type { JobReader } from "../../src/topology/types.js";
+import type { JobReader } from "../../src/membership/types.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
 import { installOperatorCrds, operatorBin, startOperator, type Operator } from "../e2e/harness/operator.js";

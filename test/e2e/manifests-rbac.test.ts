@@ -24,9 +24,9 @@ import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../../src/admission/cla
 import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../../src/kueue/queues.js";
 import { TRAINER } from "../../src/core/job-shapes.js";
 import { defaultPolicy } from "../../src/policy/load.js";
-import { JOBSET_KIND } from "../../src/topology/jobset.js";
+import { JOBSET_KIND } from "../../src/membership/jobset.js";
 import { labelScheme } from "../../src/kinds/index.js";
-import { runtimeKind } from "../../src/topology/lookup.js";
+import { runtimeKind } from "../../src/membership/lookup.js";
 import { ROOT, podSpec, render, variants, type Manifest } from "../fixtures/manifests.js";
 
 const OWN = "quartermaster";

@@ -11,7 +11,7 @@ import type { AdmissionReview } from "../../src/admission/types.js";
 import { mutatePod, type Pod } from "../../src/mutate/index.js";
 import { mapContainers, withTolerations } from "../../src/mutate/pod.js";
 import { defaultPolicy } from "../../src/policy/load.js";
-import type { Topology } from "../../src/topology/types.js";
+import type { Topology } from "../../src/membership/types.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { countArrayWork, reviewOf, wideJob, widePod } from "../fixtures/array-work.js";
 import { fakeJobReader, job, topology } from "../fixtures/jobs.js";

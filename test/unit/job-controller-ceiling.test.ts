@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/core/kube.js";
 import type { JobKind } from "../../src/policy/types.js";
 import { decideJob, MAX_CREATES_PER_DECISION, REASON_TOO_MANY_REPLICAS } from "../../src/reconcile/job-controller.js";
-import { MAX_JOB_REPLICAS } from "../../src/topology/ceiling.js";
+import { MAX_JOB_REPLICAS } from "../../src/membership/ceiling.js";
 import { ClusterSpecMemo } from "../../src/mutate/frameworks.js";
 import { caffe2JobObject } from "../fixtures/jobs.js";
 

@@ -14,7 +14,7 @@ import { defaultPolicy } from "../../src/policy/load.js";
 import type { AllowedTemplates, JobKind, Policy } from "../../src/policy/types.js";
 import { decideJob, REASON_TEMPLATE_ALLOWED, REASON_TEMPLATE_REFUSED, REASON_TOO_MANY_REPLICAS } from "../../src/reconcile/job-controller.js";
 import { DEFAULT_ALLOWED_TEMPLATES, jobTemplateViolations, templateViolations, type Violation } from "../../src/reconcile/template-guard.js";
-import { MAX_JOB_REPLICAS } from "../../src/topology/ceiling.js";
+import { MAX_JOB_REPLICAS } from "../../src/membership/ceiling.js";
 import { fakeCluster } from "../fixtures/cluster.js";
 import { caffe2JobObject } from "../fixtures/jobs.js";
 

@@ -13,7 +13,7 @@ import { mutatePod } from "../../src/mutate/index.js";
 import { injectJobSetTfConfig, jobSetTfConfig } from "../../src/mutate/jobset-tf-config.js";
 import { applyPatch } from "../../src/admission/patch.js";
 import { defaultPolicy } from "../../src/policy/load.js";
-import { tfJobSetRef } from "../../src/topology/jobset.js";
+import { tfJobSetRef } from "../../src/membership/jobset.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { capturingLogger } from "../fixtures/https.js";
 import { fakeJobReader, job, topology } from "../fixtures/jobs.js";

@@ -30,7 +30,7 @@ import { mutatePod } from "../../src/mutate/index.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import type { JobKind, Policy } from "../../src/policy/types.js";
 import { buildLedger } from "../../src/ledger/compute.js";
-import { lookupTopology } from "../../src/topology/lookup.js";
+import { lookupTopology } from "../../src/membership/lookup.js";
 import { validateJob } from "../../src/validate/job.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import { node, nodeLease } from "../fixtures/cluster.js";

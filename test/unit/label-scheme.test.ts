@@ -9,7 +9,7 @@ import { defaultPolicy } from "../../src/policy/load.js";
 import { buildLedger } from "../../src/ledger/compute.js";
 import { claimSelector } from "../../src/reconcile/claim.js";
 import { caffe2RuntimeId, KEY_LABELS, labelScheme } from "../../src/kinds/index.js";
-import { replicaOf } from "../../src/topology/resolve.js";
+import { replicaOf } from "../../src/membership/resolve.js";
 import { gpuPod, node, nodeLease } from "../fixtures/cluster.js";
 import { job, kindOf, topology } from "../fixtures/jobs.js";
 

@@ -16,8 +16,8 @@ import { startLoop } from "../../src/reconcile/loop.js";
 import { createAdmissionMetrics, type JobLookupResult } from "../../src/server/metrics.js";
 import { actionType, capNamespaces, createReconcilerMetrics, NAMESPACE_LABEL_CAP } from "../../src/reconcile/metrics.js";
 import { silentLogger } from "../../src/log.js";
-import { lookupTopology, readJob } from "../../src/topology/lookup.js";
-import type { JobReader } from "../../src/topology/types.js";
+import { lookupTopology, readJob } from "../../src/membership/lookup.js";
+import type { JobReader } from "../../src/membership/types.js";
 import { job, kindOf } from "../fixtures/jobs.js";
 
 /** `name{labels} value` lines of one metric family (labels sorted as prom-client writes them). */

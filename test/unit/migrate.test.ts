@@ -21,7 +21,7 @@ import { trainerTorchEnv } from "../../src/migrate/torch-env.js";
 import type { Migration } from "../../src/migrate/types.js";
 import { clusterSpec } from "../../src/mutate/frameworks.js";
 import { jobSetTfConfig } from "../../src/mutate/jobset-tf-config.js";
-import { replicaSpecs, replicasOf } from "../../src/topology/resolve.js";
+import { replicaSpecs, replicasOf } from "../../src/membership/resolve.js";
 import { CORPUS_DIR } from "../fixtures/corpus.js";
 import { kindOf, topology } from "../fixtures/jobs.js";
 import { jobSetPod } from "../fixtures/jobsets.js";

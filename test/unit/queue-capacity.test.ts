@@ -10,7 +10,7 @@ import { KUEUE_QUEUE_NAME } from "../../src/kueue/admission.js";
 import { readQueue } from "../../src/admission/queue.js";
 import type { KubeObject, ObjectKind } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import type { JobReader } from "../../src/topology/types.js";
+import type { JobReader } from "../../src/membership/types.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { capturingLogger } from "../fixtures/https.js";
 import { kindOf } from "../fixtures/jobs.js";

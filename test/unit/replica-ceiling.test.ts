@@ -1,5 +1,5 @@
 /**
- * Issue 29 item 3: the hard ceiling on replicas per job (`src/topology/ceiling.ts`), independent of the
+ * Issue 29 item 3: the hard ceiling on replicas per job (`src/membership/ceiling.ts`), independent of the
  * policy: the job rule `job-replica-ceiling` (always denies, one violation per replica spec at its
  * `replicas` field), and what the pod mutation does for a pod of a job over it.
  */
@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy } from "../../src/policy/load.js";
-import { MAX_JOB_REPLICAS } from "../../src/topology/ceiling.js";
+import { MAX_JOB_REPLICAS } from "../../src/membership/ceiling.js";
 import { enforce } from "../../src/validate/enforcement.js";
 import { newOrWorse, validateJob } from "../../src/validate/job.js";
 import { validateScale } from "../../src/validate/scale.js";

@@ -3,8 +3,8 @@ import { describe, it } from "node:test";
 import type { V1Pod } from "@kubernetes/client-node";
 import { cachedJobReader } from "../../src/kube/jobs.js";
 import { defaultPolicy, checkPolicy } from "../../src/policy/load.js";
-import { lookupTopology } from "../../src/topology/lookup.js";
-import { jobRef, replicaOf } from "../../src/topology/resolve.js";
+import { lookupTopology } from "../../src/membership/lookup.js";
+import { jobRef, replicaOf } from "../../src/membership/resolve.js";
 import { fakeJobReader, job, kindOf } from "../fixtures/jobs.js";
 import { deepFreeze } from "../fixtures/reviews.js";
 

@@ -1,7 +1,7 @@
 /**
  * Issue 45, finding 8: every kind that makes GPU pods is a job to the caps. `/validate/jobs` judges batch Jobs
  * and JobSets with the GPU rules (src/validate/workload.ts): job-gpus on the pods they run at once
- * (src/topology/workload.ts: a Job's parallelism bounded by completions; a JobSet's replicas × each Job's),
+ * (src/membership/workload.ts: a Job's parallelism bounded by completions; a JobSet's replicas × each Job's),
  * capacity, the pod-spec rules on every template; never the training-job rules, and nothing at all for one
  * that asks for no GPU. An unsuspend is judged as a CREATE; Kueue's admission (and the JobSet controller's resume
  * of its Jobs) only for the node labels it wrote.
@@ -17,7 +17,7 @@ import type { KubeObject } from "../../src/core/kube.js";
 import { checkPolicy, defaultPolicy } from "../../src/policy/load.js";
 import { effectiveLimits } from "../../src/validate/limits.js";
 import { validateWorkload } from "../../src/validate/workload.js";
-import { jobPodsAtOnce } from "../../src/topology/workload.js";
+import { jobPodsAtOnce } from "../../src/membership/workload.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { capturingLogger } from "../fixtures/https.js";
 import { fakeJobReader } from "../fixtures/jobs.js";
@@ -176,7 +176,7 @@ describe("/validate/jobs on batch Jobs and JobSets", () => {
       warning: /runs 32 of the 32 GPUs allowed per job at once/,
     },
     {
-      name: "podReplacementPolicy TerminatingOrFailed counts the pods at once, not their replacements (see src/topology/workload.ts)",
+      name: "podReplacementPolicy TerminatingOrFailed counts the pods at once, not their replacements (see src/membership/workload.ts)",
       object: batchJob({ parallelism: 4, completions: 4, podReplacementPolicy: "TerminatingOrFailed" }, { gpus: 8 }),
       denied: [],
     },
