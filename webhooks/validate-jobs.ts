@@ -54,7 +54,7 @@
  * they run at once, capacity, the pod-spec and claim rules on their templates): webhooks/validate-workloads.ts.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { claimNamesRefusal, readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { kueueAdmissionOnly, queueNameOf } from "../src/admission/kueue.js";
@@ -186,7 +186,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
             // The claims its templates name count as at CREATE: a template's devices times the new replica count.
             const judge = ({ known, tooMany }: ClaimsRead): ValidationResult =>
               tooMany
-                ? { violations: [claimNamesRefusal(tooMany)], warnings: [] }
+                ? claimNamesDenial(tooMany)
                 : enforce(
                     validateScale({ scale: request.object, job: read.job, kind, ctx: { ...ctx, claims: known }, capacity: deps.capacity?.current() }),
                     policy.enforcement,
@@ -225,7 +225,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
           // Over the bound with its runtime: refused, its claims never read.
           if (overBound) return overBound;
           // More claim names than one review may make the webhook read: refused before any claim read (issue 46).
-          if (tooMany) return { violations: [claimNamesRefusal(tooMany)], warnings: [] };
+          if (tooMany) return claimNamesDenial(tooMany);
           const withClaims = { ...ctx, claims: known };
           const check = (job: KubeObject) =>
             merge(
