@@ -4,7 +4,10 @@
  * showed on the main thread, each pinned here by what the webhook does, not by time:
  * - a TrainJob on a runtime of 20,000 containers: the runtime was modelled (its claims found) before it was priced;
  * - and read whole (1.5 MiB, parsed on the event loop) on every CREATE, to judge it as it is now: now its metadata
- *   alone is read when a copy is at hand, and the copy answered when its uid and resourceVersion are the object's.
+ *   alone is read when a copy is at hand, and the copy answered when its uid and resourceVersion are the object's
+ *   (against a real kube-apiserver: test/e2e/fresh-metadata.test.ts).
+ * The third, a pod naming 20,000 claims parsed again on the event loop, is pinned where large bodies are
+ * (test/integration/large-body.test.ts: the claim-name bound decided from the worker's stand-in).
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
