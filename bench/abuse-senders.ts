@@ -5,7 +5,8 @@
  *
  * The server is the current one with default bounds (`bench/abuse.ts --serve senders`), in a child process of its
  * own, reading through the real cached reader (src/kube/jobs.ts) from a stand-in apiserver in that process: each
- * GET answers after 1 ms, at most 16 at once (the rest wait in order), and parses the stored JSON as a client would.
+ * GET answers after 1 ms, at most 16 at once (the rest wait in order), and parses the stored JSON as a client would;
+ * a GET for the metadata alone (a fresh read with a copy at hand) answers the object's metadata, as the apiserver does.
  * It has the upstream torch-distributed ClusterTrainingRuntime, a "wide" one of 20,000 containers, a PyTorchJob
  * team-a/bert (uid uid-bert), and a one-NIC ResourceClaim under any name. Events are counted, not written.
  *
@@ -34,7 +35,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { createInterface } from "node:readline";
 import { KUEUE_QUEUE_NAME } from "../src/kueue/admission.js";
 import type { KubeObject, ObjectKind } from "../src/core/kube.js";
-import { cachedJobReader, jobPath } from "../src/kube/jobs.js";
+import { cachedJobReader, jobPath, type GetObject } from "../src/kube/jobs.js";
 import { silentLogger } from "../src/log.js";
 import { checkPolicy } from "../src/policy/load.js";
 import { createAdmissionMetrics } from "../src/server/metrics.js";
@@ -58,6 +59,8 @@ export interface SendersOptions {
   sendersSeconds: number;
   senders: number;
   smallClients: number;
+  /** Write a CPU profile of the server child (`node --cpu-prof`) into this directory; it is then let exit on its own. */
+  serverCpuProf?: string;
 }
 
 const NS = "team-a";
@@ -121,16 +124,25 @@ function admittedOnH100(job: Obj): Obj {
   return j;
 }
 
-/** The stand-in apiserver: stored objects by API path, as JSON; GETs after 1 ms, at most 16 at once, in order. */
+/**
+ * The stand-in apiserver: stored objects by API path, as JSON; GETs after 1 ms, at most 16 at once, in order. As a
+ * real apiserver, it answers a GET for the metadata alone (`Accept: ...;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`,
+ * `getMetadata` in src/kube/rest.ts) with a PartialObjectMetadata: the object's metadata, read without its body.
+ */
 function standInApiserver() {
-  const stored = new Map<string, string>();
-  const put = (kind: ObjectKind, namespace: string, o: KubeObject): void =>
-    void stored.set(jobPath(kind, namespace, String((o.metadata as Obj).name)), JSON.stringify(o));
+  const stored = new Map<string, { text: string; meta: string }>();
+  let version = 0;
+  const put = (kind: ObjectKind, namespace: string, o: KubeObject): void => {
+    const m = o.metadata as Obj;
+    const metadata = { ...m, uid: m.uid ?? `uid-${String(m.name)}`, resourceVersion: m.resourceVersion ?? String(++version) };
+    const meta = JSON.stringify({ apiVersion: "meta.k8s.io/v1", kind: "PartialObjectMetadata", metadata });
+    stored.set(jobPath(kind, namespace, String(m.name)), { text: JSON.stringify({ ...o, metadata }), meta });
+  };
   const runtimeKind: ObjectKind = { kind: "ClusterTrainingRuntime", group: "trainer.kubeflow.org", version: "v1alpha1", plural: "clustertrainingruntimes" };
   put(runtimeKind, "", upstream("torch_distributed.yaml"));
   put(runtimeKind, "", wideRuntime(20_000));
   put({ kind: "PyTorchJob", group: "kubeflow.org", version: "v1", plural: "pytorchjobs" }, NS, queuedPyTorchJob("bert", "uid-bert") as KubeObject);
-  const counts = { gets: 0, inFlight: 0, maxInFlight: 0 };
+  const counts = { gets: 0, metadataGets: 0, inFlight: 0, maxInFlight: 0 };
   const waiting: Array<() => void> = [];
   let running = 0;
   const next = (): void => {
@@ -140,18 +152,25 @@ function standInApiserver() {
       setTimeout(() => (running--, go(), next()), 1);
     }
   };
-  const get = (kind: ObjectKind, namespace: string, name: string): Promise<KubeObject | undefined> => {
-    counts.gets++;
+  const read = (kind: ObjectKind, namespace: string, name: string, metadataOnly: boolean): Promise<KubeObject | undefined> => {
+    if (metadataOnly) counts.metadataGets++;
+    else counts.gets++;
     counts.maxInFlight = Math.max(counts.maxInFlight, ++counts.inFlight);
     return new Promise((resolve) => {
       waiting.push(() => {
         counts.inFlight--;
-        const text = kind.plural === "resourceclaims" ? JSON.stringify(nicClaim(name)) : stored.get(jobPath(kind, namespace, name));
+        const claim = kind.plural === "resourceclaims" ? JSON.stringify(nicClaim(name)) : undefined;
+        const found = stored.get(jobPath(kind, namespace, name));
+        const text = claim ?? (metadataOnly ? found?.meta : found?.text);
+        // Parsed as the client would (src/kube/rest.ts parses the answer's text).
         resolve(text === undefined ? undefined : (JSON.parse(text) as KubeObject));
       });
       next();
     });
   };
+  const get: GetObject = Object.assign((kind: ObjectKind, namespace: string, name: string) => read(kind, namespace, name, false), {
+    metadata: (kind: ObjectKind, namespace: string, name: string) => read(kind, namespace, name, true),
+  });
   return { get, counts };
 }
 
@@ -160,14 +179,17 @@ export async function serveSenders(certFile: string, keyFile: string): Promise<v
   const api = standInApiserver();
   const jobs = cachedJobReader(() => Promise.resolve(api.get), { ttlMs: policy.clusterSpec.jobCacheTtlMs });
   let events = 0;
+  let parsedAgain = 0;
   const webhooks = createWebhooks({ policy, log: silentLogger(), jobs, events: { write: () => void events++ }, now: () => new Date() });
+  const metrics = createAdmissionMetrics({ timeoutSeconds: 10 });
   const server = await startServer({
     host: "127.0.0.1",
     port: 0,
     certFile,
     keyFile,
     webhooks,
-    metrics: createAdmissionMetrics({ timeoutSeconds: 10 }),
+    // Bodies parsed in the worker and then again on the event loop (a stand-in document did not decide them).
+    metrics: { ...metrics, parsedAgain: (webhook) => (parsedAgain++, metrics.parsedAgain(webhook)) },
     log: silentLogger(),
   });
   const loop = monitorEventLoopDelay({ resolution: 5 });
@@ -177,13 +199,17 @@ export async function serveSenders(certFile: string, keyFile: string): Promise<v
     if (line === "reset") {
       loop.reset();
       api.counts.gets = 0;
+      api.counts.metadataGets = 0;
       api.counts.maxInFlight = api.counts.inFlight;
       events = 0;
+      parsedAgain = 0;
       process.stdout.write("{}\n");
     }
-    if (line === "stall") process.stdout.write(`${JSON.stringify({ stallMs: loop.max / 1e6, ...api.counts, events })}\n`);
+    if (line === "stall") process.stdout.write(`${JSON.stringify({ stallMs: loop.max / 1e6, ...api.counts, events, parsedAgain })}\n`);
   }
   await server.close();
+  // Exits even with a handle left (a --cpu-prof profile is written at exit).
+  process.exit(0);
 }
 
 // ---- the bodies ---------------------------------------------------------------------------------------------------
@@ -276,7 +302,8 @@ interface Server {
 }
 
 async function startServerChild(o: SendersOptions): Promise<Server> {
-  const proc = spawn(process.execPath, ["--import", "tsx", o.script, "--serve", "senders", "--cert", o.cert, "--key", o.key], {
+  const prof = o.serverCpuProf ? ["--cpu-prof", "--cpu-prof-dir", o.serverCpuProf] : [];
+  const proc = spawn(process.execPath, [...prof, "--import", "tsx", o.script, "--serve", "senders", "--cert", o.cert, "--key", o.key], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   const lines = createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
@@ -401,14 +428,17 @@ export async function abuseSenders(o: SendersOptions): Promise<void> {
         fmt(sum.p50),
         fmt(sum.max),
         ok ? "yes" : "NO",
-        after.gets!,
+        `${after.gets!} (${after.metadataGets!})`,
+        after.parsedAgain!,
         after.events!,
         fmt(after.stallMs!),
       ]);
     }
     one.destroy();
     console.log(`1. each sender alone (after one warm-up send; the ${ANSWER_MS} ms target on p50):`);
-    console.log(table(["sender", "path", "body", "answers", "p50", "max", `≤ ${ANSWER_MS} ms`, "GETs", "Events", "longest server stall"], rows));
+    console.log(
+      table(["sender", "path", "body", "answers", "p50", "max", `≤ ${ANSWER_MS} ms`, "GETs", "parsed again", "Events", "longest server stall"], rows),
+    );
 
     // 2. Other tenants' small reviews alone, then beside the senders.
     await server.ask("reset");
@@ -438,10 +468,30 @@ export async function abuseSenders(o: SendersOptions): Promise<void> {
     );
     console.log(
       table(
-        ["phase", "small reviews", "statuses", "p50", "p99", "max", "GETs", "Events", "longest server stall"],
+        ["phase", "small reviews", "statuses", "p50", "p99", "max", "GETs (metadata only)", "Events", "longest server stall"],
         [
-          ["quiet", a.count, tally(alone.statuses), fmt(a.p50), fmt(a.p99), fmt(a.max), quiet.gets!, quiet.events!, fmt(quiet.stallMs!)],
-          [`beside ${senderCount} senders`, u.count, tally(under.statuses), fmt(u.p50), fmt(u.p99), fmt(u.max), busy.gets!, busy.events!, fmt(busy.stallMs!)],
+          [
+            "quiet",
+            a.count,
+            tally(alone.statuses),
+            fmt(a.p50),
+            fmt(a.p99),
+            fmt(a.max),
+            `${quiet.gets!} (${quiet.metadataGets!})`,
+            quiet.events!,
+            fmt(quiet.stallMs!),
+          ],
+          [
+            `beside ${senderCount} senders`,
+            u.count,
+            tally(under.statuses),
+            fmt(u.p50),
+            fmt(u.p99),
+            fmt(u.max),
+            `${busy.gets!} (${busy.metadataGets!})`,
+            busy.events!,
+            fmt(busy.stallMs!),
+          ],
           ["ratio", "", "", `${(u.p50 / a.p50).toFixed(2)}×`, `${ratio.toFixed(2)}× (target ≤ ${P99_RATIO}×)`, `${(u.max / a.max).toFixed(2)}×`, "", "", ""],
         ],
       ),
@@ -469,6 +519,8 @@ export async function abuseSenders(o: SendersOptions): Promise<void> {
   } finally {
     if (sendersProc && sendersProc.exitCode === null) process.kill(sendersProc.pid!);
     server.proc.stdin!.end();
+    // With a profile to write, the server is given 10 s to exit on its own.
+    if (o.serverCpuProf && server.proc.exitCode === null) await Promise.race([new Promise((r) => server.proc.once("exit", r)), sleep(10_000)]);
     if (server.proc.exitCode === null) process.kill(server.proc.pid!);
   }
 }

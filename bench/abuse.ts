@@ -6,6 +6,7 @@
  *   npm run bench:abuse -- --only-deep [--deep-seconds 15 --deep-senders 4 --baseline-seconds 5 --small-clients 2]
  *                                                         (deeply nested bodies: bench/abuse-deep.ts)
  *   npm run bench:abuse -- --only-senders [--senders-seconds 5 --senders 4 --baseline-seconds 5 --small-clients 2]
+ *                                                         [--server-cpu-prof DIR]
  *                                                         (runtime patches, wide runtimes, 20,000 claim names, Event
  *                                                          spoofing; other tenants' p99 beside them: bench/abuse-senders.ts)
  *
@@ -59,6 +60,7 @@ const { values } = parseArgs({
     "only-senders": { type: "boolean", default: false },
     "senders-seconds": { type: "string", default: "5" },
     senders: { type: "string", default: "4" },
+    "server-cpu-prof": { type: "string" },
     serve: { type: "string" },
     cert: { type: "string" },
     key: { type: "string" },
@@ -182,6 +184,7 @@ async function drive(): Promise<void> {
       sendersSeconds: Number(values["senders-seconds"]),
       senders: Number(values.senders),
       smallClients: Number(values["small-clients"]),
+      ...(values["server-cpu-prof"] ? { serverCpuProf: values["server-cpu-prof"] } : {}),
     });
   }
   if (values["only-deep"]) {

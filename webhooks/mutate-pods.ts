@@ -40,7 +40,6 @@ export function mutatePods(deps: WebhookDeps): Webhook {
     });
     const warnings = [
       ...(found.kind === "failed" ? [`quartermaster: no cluster spec: ${found.reason}`] : []),
-      ...(claims.tooMany ? [`quartermaster: the pod's claims not read: ${claims.tooMany.names} names, over the ${MAX_CLAIM_NAMES} one review may read`] : []),
       ...claims.failures.map((f) => `quartermaster: GPUs of the pod's claims not known, no GPU tolerations or placement for them: ${f}`),
       ...out.warnings,
     ];
@@ -85,8 +84,18 @@ export function mutatePods(deps: WebhookDeps): Webhook {
       });
       return read instanceof Promise ? read.then((r) => outfitJobSetPod(request, namespace, r)) : outfitJobSetPod(request, namespace, read);
     }
-    const found = lookupTopology(pod, namespace, policy, reader);
     const claims = readClaims([pod.spec], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, { fields: ["spec"] });
+    // More claim names than one review may read: admitted unchanged at once, its job not read either (the claim-name
+    // bound decides it, a large body's from its stand-in document; /validate/pods refuses such a pod).
+    if (!(claims instanceof Promise) && claims.tooMany)
+      return {
+        object: request.object,
+        warnings: [
+          `quartermaster: admitted unchanged, the pod's claims not read: ${claims.tooMany.names} names, over the ${MAX_CLAIM_NAMES} one review may read`,
+        ],
+        tooManyClaims: true,
+      };
+    const found = lookupTopology(pod, namespace, policy, reader);
     // A cached job answers at once, and a pod without claims reads none; only a read from the apiserver makes this asynchronous.
     if (!(found instanceof Promise) && !(claims instanceof Promise)) return outfit(request, namespace, found, claims);
     return Promise.all([found, claims]).then(([f, c]) => outfit(request, namespace, f, c));

@@ -54,7 +54,7 @@
  * they run at once, capacity, the pod-spec and claim rules on their templates): webhooks/validate-workloads.ts.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { claimNamesRefusal, readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { kueueAdmissionOnly, queueNameOf } from "../src/kueue/admission.js";
@@ -187,7 +187,7 @@ export function validateJobs(deps: WebhookDeps): Webhook {
             // The claims its templates name count as at CREATE: a template's devices times the new replica count.
             const judge = ({ known, tooMany }: ClaimsRead): ValidationResult =>
               tooMany
-                ? { violations: [claimNamesRefusal(tooMany)], warnings: [] }
+                ? claimNamesDenial(tooMany)
                 : enforce(
                     validateScale({ scale: request.object, job: read.job, kind, ctx: { ...ctx, claims: known }, capacity: deps.capacity?.current() }),
                     policy.enforcement,
@@ -207,20 +207,26 @@ export function validateJobs(deps: WebhookDeps): Webhook {
         // A TrainJob unsuspended (spec.suspend true → false or unset): its pods are about to be made from the runtime
         // as it is now, so it is judged like a CREATE, against a runtime read fresh (issue 45).
         const { unsuspend, fresh: freshRuntime } = trainJobMode(request, kind);
-        // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
-        const decide = (runtime: RuntimeRead, { known, tooMany }: ClaimsRead, queue: QueueRead): ValidationResult => {
-          // More claim names than one review may make the webhook read: refused before any claim read (issue 46).
-          if (tooMany) return { violations: [claimNamesRefusal(tooMany)], warnings: [] };
-          // The runtime's templates priced with the TrainJob's, before the model merges them (issue 46).
+        // The runtime's templates priced with the TrainJob's as soon as it is read, before the model merges them or
+        // their claims are read (issue 46: a 20,000-container runtime was modelled, ~200 ms, to find its claims, and
+        // only then refused for its cost).
+        const priced = (runtime: RuntimeRead): PricedRuntime => {
           const objects = [request.object, ...(request.oldObject && !unsuspend ? [request.oldObject] : [])];
-          const overBound = runtime.object
-            ? runtimeTooCostly(
-                objects.map((o) => templates(o, kind)),
-                runtime.object,
-                policy,
-              )
-            : undefined;
+          return {
+            runtime,
+            overBound: runtimeTooCostly(
+              objects.map((o) => templates(o, kind)),
+              runtime.object,
+              policy,
+            ),
+          };
+        };
+        // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
+        const decide = ({ runtime, overBound }: PricedRuntime, { known, tooMany }: ClaimsRead, queue: QueueRead): ValidationResult => {
+          // Over the bound with its runtime: refused, its claims never read.
           if (overBound) return overBound;
+          // More claim names than one review may make the webhook read: refused before any claim read (issue 46).
+          if (tooMany) return claimNamesDenial(tooMany);
           const withClaims = { ...ctx, claims: known };
           const check = (job: KubeObject) =>
             merge(
@@ -244,9 +250,12 @@ export function validateJobs(deps: WebhookDeps): Webhook {
           return result;
         };
         const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
-        const runtime = readRuntimeOf(request.object, kind, namespace, freshRuntime);
-        // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once).
-        const claimsWith = (r: RuntimeRead): ClaimsRead | Promise<ClaimsRead> => {
+        const read = readRuntimeOf(request.object, kind, namespace, freshRuntime);
+        const runtime = read instanceof Promise ? read.then(priced) : priced(read);
+        // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once),
+        // unless the runtime made the review too costly to check.
+        const claimsWith = ({ runtime: r, overBound }: PricedRuntime): ClaimsRead | Promise<ClaimsRead> => {
+          if (overBound) return NO_CLAIMS;
           const replicas = r.object ? jobShape(kind).replicas(request.object, kind, r.object) : [];
           const fromRuntime = replicas.map((x) => x.spec.template?.spec) as V1PodSpec[];
           const fields = [
@@ -275,6 +284,15 @@ interface RuntimeRead {
 
 const NO_RUNTIME: RuntimeRead = Object.freeze({ findings: { violations: [], warnings: [] } });
 
+/** A runtime read and, when the TrainJob with its runtime's templates is over the cost bound, the refusal. */
+interface PricedRuntime {
+  runtime: RuntimeRead;
+  overBound: ValidationResult | undefined;
+}
+
+/** No claims read: the review is refused for its cost before any (`PricedRuntime`). */
+const NO_CLAIMS: ClaimsRead = Object.freeze({ known: { claims: new Map(), templates: new Map() }, failures: [] });
+
 /**
  * A TrainJob's runtime read, or the same failure handling as the pod webhook's job lookup
  * (`clusterSpec.onJobLookupFailure`): `deny` refuses the TrainJob (rule `job-runtime`, at `spec.runtimeRef`),
@@ -302,9 +320,10 @@ const tooManyPatchesWhy = (n: number): string =>
 
 /**
  * A TrainJob priced with its runtime's templates (each object's own part and patches, `perObject`, and the runtime's
- * Jobs once per object checked), denied when over the bound; undefined within it.
+ * Jobs once per object checked), denied when over the bound; undefined within it, or without a runtime.
  */
-function runtimeTooCostly(perObject: unknown[][], runtime: KubeObject, policy: WebhookDeps["policy"]): ValidationResult | undefined {
+function runtimeTooCostly(perObject: unknown[][], runtime: KubeObject | undefined, policy: WebhookDeps["policy"]): ValidationResult | undefined {
+  if (!runtime) return undefined;
   const runtimeSpecs = runtimePodSpecs(runtime).map((s) => s.spec);
   const cost = specsCost(
     perObject.flatMap((own) => [...own, ...runtimeSpecs]),

@@ -9,7 +9,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { specsCost } from "../src/admission/cost.js";
 import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
-import { claimNamesRefusal, readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
@@ -37,7 +37,7 @@ export function validatePods(deps: WebhookDeps): Webhook {
       // A claim that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
       const decide = ({ known, tooMany }: ClaimsRead): ValidationResult => {
         // More claim names than one review may make the webhook read: refused before any read (issue 46).
-        if (tooMany) return { violations: [claimNamesRefusal(tooMany)], warnings: [] };
+        if (tooMany) return claimNamesDenial(tooMany);
         const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), claims: known, draCapacity: deps.capacity?.draCapacity?.() };
         const now = validatePod(pod, ctx);
         const resize = request.subResource === "resize" && request.oldObject !== undefined;

@@ -19,7 +19,7 @@
  * object was judged at its CREATE.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { claimNamesRefusal, readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { specsCost, type ReviewCost } from "../src/admission/cost.js";
 import { allGuards, gpuWorkloadGuard, jobGuard } from "../src/admission/guards.js";
 import type { ValidationResult } from "../src/admission/handler.js";
@@ -98,7 +98,7 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
       // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
       const decide = ({ known, tooMany }: ClaimsRead): ValidationResult => {
         // More claim names than one review may make the webhook read: refused before any read (issue 46).
-        if (tooMany) return { violations: [claimNamesRefusal(tooMany)], warnings: [] };
+        if (tooMany) return claimNamesDenial(tooMany);
         const withClaims = { ...ctx, claims: known };
         const check = (obj: KubeObject) =>
           merge(validateWorkload(obj, kind, withClaims), validateWorkloadCapacity(obj, kind, withClaims, deps.capacity?.current()));

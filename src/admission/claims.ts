@@ -14,7 +14,9 @@ import { claimReferences, claimSpecOf, type ClaimSpec, type KnownClaims } from "
 import type { ObjectKind } from "../core/kube.js";
 import { readJob } from "../membership/lookup.js";
 import type { JobReader } from "../membership/types.js";
+import type { ValidationResult } from "./handler.js";
 import type { Violation } from "./response.js";
+import { standInClaims, StandInUndecided } from "./stand-in.js";
 
 export const RESOURCE_CLAIM: ObjectKind = { kind: "ResourceClaim", group: "resource.k8s.io", version: "v1", plural: "resourceclaims" };
 export const RESOURCE_CLAIM_TEMPLATE: ObjectKind = { kind: "ResourceClaimTemplate", group: "resource.k8s.io", version: "v1", plural: "resourceclaimtemplates" };
@@ -60,17 +62,37 @@ export function readClaims(
   const max = options.max ?? MAX_CLAIM_NAMES;
   const claims = new Set<string>();
   const templates = new Set<string>();
+  // Counted to the end (linear, no read) for the message; refused at the spec where the bound was passed.
+  const over = (i: number): ClaimsRead => ({
+    ...NOTHING,
+    tooMany: { names: distinctNames(specs), field: options.fields?.[i] !== undefined ? `${options.fields[i]}.resourceClaims` : "spec" },
+  });
+  let standIns = false;
   for (let i = 0; i < specs.length; i++) {
+    // A stand-in list (a large body parsed off-thread, `stand-in.ts`): the names it carries decide the bound.
+    const standIn = standInClaims(listOf(specs[i]));
+    if (standIn !== undefined) {
+      standIns = true;
+      if (standIn === null) throw new StandInUndecided("a resourceClaims list that carries no claim names");
+      if (standIn.names === null) {
+        // More distinct names than the worker keeps: over the bound here when they alone are more than it.
+        if (standIn.count > max) return over(i);
+        throw new StandInUndecided("claim names the worker did not keep, within the bound");
+      }
+      for (const key of standIn.names) {
+        (key.startsWith("c/") ? claims : templates).add(key.slice(2));
+        if (claims.size + templates.size > max) return over(i);
+      }
+      continue;
+    }
     for (const ref of claimReferences(specs[i])) {
       if (ref.claim !== undefined) claims.add(ref.claim);
       else if (ref.template !== undefined) templates.add(ref.template);
-      if (claims.size + templates.size > max) {
-        // Counted to the end (linear, no read) for the message; refused at the spec where the bound was passed.
-        const names = distinctNames(specs);
-        return { ...NOTHING, tooMany: { names, field: options.fields?.[i] !== undefined ? `${options.fields[i]}.resourceClaims` : "spec" } };
-      }
+      if (claims.size + templates.size > max) return over(i);
     }
   }
+  // Within the bound, the claims are read and the rules look into the list: not from a stand-in.
+  if (standIns) throw new StandInUndecided("claims within the bound, named by a stand-in list");
   if (claims.size === 0 && templates.size === 0) return NOTHING;
   const unreadable = { claims: new Map<string, string>(), templates: new Map<string, string>() };
   const known = { claims: new Map<string, ClaimSpec | undefined>(), templates: new Map<string, ClaimSpec | undefined>(), unreadable };
@@ -96,14 +118,45 @@ export function readClaims(
   return Promise.all(reads).then(() => ({ known, failures }));
 }
 
+/**
+ * The distinct names the specs make the webhook read, ResourceClaims and ResourceClaimTemplates apart. A stand-in
+ * list counts by the names it carries, or by its count when it is the only list naming any (else StandInUndecided).
+ */
 function distinctNames(specs: readonly (V1PodSpec | undefined)[]): number {
   const names = new Set<string>();
-  for (const spec of specs)
-    for (const ref of claimReferences(spec)) {
+  let countOnly: number | undefined;
+  let lists = 0;
+  for (const spec of specs) {
+    const standIn = standInClaims(listOf(spec));
+    if (standIn === null) throw new StandInUndecided("a resourceClaims list that carries no claim names");
+    if (standIn !== undefined) {
+      if (standIn.count > 0) lists++;
+      if (standIn.names === null) countOnly = standIn.count;
+      else for (const key of standIn.names) names.add(key);
+      continue;
+    }
+    const refs = claimReferences(spec);
+    if (refs.some((r) => r.claim !== undefined || r.template !== undefined)) lists++;
+    for (const ref of refs) {
       if (ref.claim !== undefined) names.add(`c/${ref.claim}`);
       else if (ref.template !== undefined) names.add(`t/${ref.template}`);
     }
-  return names.size;
+  }
+  if (countOnly === undefined) return names.size;
+  if (lists > 1) throw new StandInUndecided("distinct claim names across lists, one of them a stand-in without its names");
+  return countOnly;
+}
+
+/** A pod spec's `resourceClaims`, as it came. */
+const listOf = (spec: V1PodSpec | undefined): unknown =>
+  typeof spec === "object" && spec !== null ? (spec as { resourceClaims?: unknown }).resourceClaims : undefined;
+
+/**
+ * A validating webhook's answer to a review naming more claims than {@link MAX_CLAIM_NAMES}: the refusal alone, marked
+ * as decided by the names (`tooManyClaims`), so the server answers a large body from its stand-in document.
+ */
+export function claimNamesDenial(tooMany: NonNullable<ClaimsRead["tooMany"]>): ValidationResult {
+  return { violations: [claimNamesRefusal(tooMany)], warnings: [], tooManyClaims: true };
 }
 
 /** The refusal of a review naming more claims than {@link MAX_CLAIM_NAMES}: at its field, with the fix. */

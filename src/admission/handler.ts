@@ -39,9 +39,10 @@ export interface WebhookResult {
   skipReason?: string;
   /**
    * Set when the answer was decided before any rule looked inside the object: by a guard's skip (or a
-   * request with no object), or by the cost bound (the mutating webhook's skip, the validating webhook's
-   * denial). These read a list's length and resource names only, so they decide a document with stand-in
-   * arrays (`stand-in.ts`) exactly; the server answers a large body from them (`server/app.ts`).
+   * request with no object), by the cost bound (the mutating webhook's skip, the validating webhook's
+   * denial), or by the claim-name bound (`claims.ts`: the object left unchanged, or denied). These read a
+   * list's length, resource names and claim names only, so they decide a document with stand-in arrays
+   * (`stand-in.ts`) exactly; the server answers a large body from them (`server/app.ts`).
    */
   decidedBy?: Decision;
   /** What a rule threw, for `error`. */
@@ -49,7 +50,7 @@ export interface WebhookResult {
 }
 
 /** What decided an answer before the rules ran (see {@link WebhookResult.decidedBy}). */
-export type Decision = { kind: "guard"; reason: string } | { kind: "no-object" } | { kind: "cost-bound"; cost: ReviewCost };
+export type Decision = { kind: "guard"; reason: string } | { kind: "no-object" } | { kind: "cost-bound"; cost: ReviewCost } | { kind: "claim-names" };
 
 export interface Webhook {
   readonly name: string;
@@ -74,6 +75,8 @@ export interface MutationResult {
   warnings: readonly string[];
   /** Set when the policy says to refuse the object instead (e.g. its job could not be read). */
   deny?: Violation;
+  /** Set when the object was left unchanged for naming more claims than one review may read ({@link Decision} claim-names). */
+  tooManyClaims?: boolean;
 }
 
 /** A violation as admitted or denied under its rule's enforcement mode (src/validate/enforcement.ts). */
@@ -91,6 +94,11 @@ export interface ValidationResult {
   status?: DenialStatus;
   /** Set when `violations` is a `review-cost` denial: the rule priced what it would check and found it over the bound. */
   costBound?: ReviewCost;
+  /**
+   * Set when `violations` is the claim-name bound's denial alone (`claims.ts`, `claimNamesDenial`): decided from the
+   * names the object makes the webhook read, before any read or rule, so exactly on a document with stand-ins too.
+   */
+  tooManyClaims?: boolean;
 }
 
 /** Prices a review before its rules run (see `cost.ts`); over the bound, the rules are not run. */
@@ -211,7 +219,12 @@ export function mutatingWebhook(spec: MutatingWebhookSpec): Webhook {
         });
       }
       const { response, ops } = patched(request.uid, request.object, out.object);
-      return result(request, withWarnings(response, out.warnings), { outcome: ops > 0 ? "patched" : "allowed", patchOps: ops, warningTexts: out.warnings });
+      return result(request, withWarnings(response, out.warnings), {
+        outcome: ops > 0 ? "patched" : "allowed",
+        patchOps: ops,
+        warningTexts: out.warnings,
+        ...(out.tooManyClaims && ops === 0 ? { decidedBy: { kind: "claim-names" } } : {}),
+      });
     },
     failed(request, error) {
       const what = request.kind.kind === "Pod" ? "pod" : request.kind.kind;
@@ -258,7 +271,7 @@ export function validatingWebhook(spec: ValidatingWebhookSpec): Webhook {
         deniedRules,
         policyViolations,
         warningTexts: out.warnings,
-        ...(out.costBound ? { decidedBy: { kind: "cost-bound", cost: out.costBound } } : {}),
+        ...(out.costBound ? { decidedBy: { kind: "cost-bound", cost: out.costBound } } : out.tooManyClaims ? { decidedBy: { kind: "claim-names" } } : {}),
       });
     },
     failed(request, error) {

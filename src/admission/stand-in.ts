@@ -16,6 +16,31 @@
 export const STAND_IN_NAMES = "resourceNames";
 
 /**
+ * The property of a stand-in array holding the claims its elements name as a pod's `resourceClaims` entries
+ * (`{count, names}`: the distinct `c/<ResourceClaim>` and `t/<ResourceClaimTemplate>`, the names null when more than
+ * the worker keeps), for the claim-name bound (`claims.ts`): a pod naming 20,000 claims is refused from it.
+ */
+export const STAND_IN_CLAIMS = "claimNames";
+
+/** What a stand-in array carries of the claims its elements name (see {@link STAND_IN_CLAIMS}). */
+export interface StandInClaims {
+  /** Distinct names, ResourceClaims and ResourceClaimTemplates apart. */
+  count: number;
+  /** Those names as `c/<name>` and `t/<name>`; null when more than the worker keeps. */
+  names: readonly string[] | null;
+}
+
+/**
+ * For a stand-in array, the claims its elements name (null: it does not say); undefined for any other value (a real
+ * array).
+ */
+export function standInClaims(list: unknown): StandInClaims | null | undefined {
+  if (standInNames(list) === undefined) return undefined;
+  const c = (list as unknown[] & Record<typeof STAND_IN_CLAIMS, unknown>)[STAND_IN_CLAIMS];
+  return typeof c === "object" && c !== null && typeof (c as StandInClaims).count === "number" ? (c as StandInClaims) : null;
+}
+
+/**
  * For a stand-in array, the distinct resource names its elements requested or limited (null: more than the
  * worker keeps); undefined for any other value (a real array).
  */

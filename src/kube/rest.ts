@@ -30,9 +30,23 @@ const REQUEST_TIMEOUT_MS = 10_000;
 export interface RestClient {
   /** The JSON object at `path` (e.g. `/api/v1/namespaces/q/configmaps/x`); undefined when it does not exist (404). */
   get(path: string): Promise<unknown>;
+  /**
+   * The object's metadata alone (a `meta.k8s.io/v1` PartialObjectMetadata: uid, resourceVersion, labels...), which the
+   * apiserver serves for every resource, custom ones too, when asked for it by `Accept`; undefined on 404.
+   */
+  getMetadata(path: string): Promise<unknown>;
   /** Creates `body` at the collection `path` (e.g. `/api/v1/namespaces/q/events`); the created object. Any non-2xx rejects. */
   post(path: string, body: unknown, timeoutMs?: number): Promise<unknown>;
 }
+
+const JSON_ONLY = "application/json";
+
+/**
+ * The apiserver's metadata-only form of an object (k8s.io/apiserver pkg/endpoints/handlers/response.go,
+ * transformObject: `as=PartialObjectMetadata;g=meta.k8s.io;v=v1`), for custom resources too; plain JSON after it,
+ * for a server that would not serve it (then the whole object comes back, which has the same metadata).
+ */
+export const METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
 
 /** A failed GET; `code` is the HTTP status, where client-node puts it (see `statusOf`). */
 export class RestError extends Error {
@@ -139,7 +153,7 @@ function client(t: Target, requestTimeoutMs: number): RestClient {
     : new HttpAgent({ keepAlive: true, maxSockets: 16 });
   const prefix = t.server.pathname.replace(/\/$/, "");
   /** One request. A GET answered 404 resolves to undefined (no such object); any other non-2xx rejects. */
-  const send = async (method: "GET" | "POST", path: string, body: unknown, timeoutMs: number): Promise<unknown> => {
+  const send = async (method: "GET" | "POST", path: string, body: unknown, timeoutMs: number, accept = JSON_ONLY): Promise<unknown> => {
     const token = await t.token?.();
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     const server = t.server.origin;
@@ -158,7 +172,7 @@ function client(t: Target, requestTimeoutMs: number): RestClient {
           agent,
           timeout: timeoutMs,
           headers: {
-            accept: "application/json",
+            accept,
             ...(payload ? { "content-type": "application/json", "content-length": String(payload.length) } : {}),
             ...(token ? { authorization: `Bearer ${token}` } : {}),
           },
@@ -204,6 +218,7 @@ function client(t: Target, requestTimeoutMs: number): RestClient {
   };
   return {
     get: (path) => send("GET", path, undefined, requestTimeoutMs),
+    getMetadata: (path) => send("GET", path, undefined, requestTimeoutMs, METADATA_ONLY),
     post: (path, body, timeoutMs = requestTimeoutMs) => send("POST", path, body, timeoutMs),
   };
 }

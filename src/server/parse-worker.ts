@@ -16,6 +16,8 @@ export interface WorkerParseOptions {
   maxDepth: number;
   /** The stand-in's property holding its elements' resource names (`admission/stand-in.ts`, STAND_IN_NAMES). */
   namesKey: string;
+  /** The stand-in's property holding the claims its elements name, as pod `resourceClaims` entries (STAND_IN_CLAIMS). */
+  claimsKey: string;
 }
 
 /** The worker's reply to one body. */
@@ -55,9 +57,26 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
+ * The distinct ResourceClaims and ResourceClaimTemplates the elements of `list` name, as a pod's `resourceClaims`
+ * entries do (`claimReferences` in core/dra.ts: an object with a string `name`, its string `resourceClaimName`
+ * before its string `resourceClaimTemplateName`), each as `c/<name>` or `t/<name>`: their count, and the names
+ * themselves when at most `maxItems` (else null).
+ */
+export function claimNamesOf(list: readonly unknown[], maxItems: number): { count: number; names: string[] | null } {
+  const keys = new Set<string>();
+  for (let i = 0; i < list.length; i++) {
+    const e = list[i];
+    if (!isPlainObject(e) || typeof e.name !== "string") continue;
+    if (typeof e.resourceClaimName === "string") keys.add(`c/${e.resourceClaimName}`);
+    else if (typeof e.resourceClaimTemplateName === "string") keys.add(`t/${e.resourceClaimTemplateName}`);
+  }
+  return { count: keys.size, names: keys.size <= maxItems ? [...keys] : null };
+}
+
+/**
  * The stand-in of a long array: holes of its length (it crosses the thread boundary as its length), and
  * the distinct resource names its elements request or limit (at most `maxItems` of them, else null), for
- * the guards (`admission/stand-in.ts`).
+ * the guards, and the distinct claims its elements name, for the claim-name bound (`admission/stand-in.ts`).
  */
 export function standIn(list: readonly unknown[], options: WorkerParseOptions): unknown[] {
   const out: unknown[] = new Array(list.length);
@@ -80,6 +99,7 @@ export function standIn(list: readonly unknown[], options: WorkerParseOptions): 
     }
   }
   Reflect.set(out, options.namesKey, kept ? [...names] : null);
+  Reflect.set(out, options.claimsKey, claimNamesOf(list, options.maxItems));
   return out;
 }
 
@@ -149,7 +169,7 @@ export function parseBody(id: number, body: ArrayBuffer, options: WorkerParseOpt
  * {@link WorkerParseOptions} from `workerData.parse`.
  */
 export function workerSource(): string {
-  const functions = [nestedDeeperThan, isLongArray, isPlainObject, standIn, stubLongArrays, parseBody];
+  const functions = [nestedDeeperThan, isLongArray, isPlainObject, claimNamesOf, standIn, stubLongArrays, parseBody];
   return `
 // esbuild's keepNames helper, should tsx have put one in the functions' text.
 var __name = (fn) => fn;

@@ -34,7 +34,7 @@
  */
 import { Worker } from "node:worker_threads";
 import type { Logger } from "pino";
-import { STAND_IN_NAMES } from "../admission/stand-in.js";
+import { STAND_IN_CLAIMS, STAND_IN_NAMES } from "../admission/stand-in.js";
 import { nestedDeeperThan, workerSource, type ParseReply, type WorkerParseOptions } from "./parse-worker.js";
 
 /** Arrays and objects nested deeper than this refuse the body (Kubernetes objects nest a few dozen levels). */
@@ -110,7 +110,7 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
   };
 
   const start = (): Worker => {
-    const parse: WorkerParseOptions = { maxItems, maxDepth: MAX_NESTING, namesKey: STAND_IN_NAMES };
+    const parse: WorkerParseOptions = { maxItems, maxDepth: MAX_NESTING, namesKey: STAND_IN_NAMES, claimsKey: STAND_IN_CLAIMS };
     const w = new Worker(source, { eval: true, workerData: { parse } });
     // A parked worker must not keep the process alive.
     w.unref();

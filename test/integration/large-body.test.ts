@@ -40,6 +40,32 @@ function twoTypeJob(worker: number, master: number) {
   return job as unknown as ReturnType<typeof wideJob>;
 }
 
+/** A pod naming `entries` ResourceClaims, `distinct` of them distinct (issue 46); `pad` bytes of annotation to be large. */
+function namingClaims(entries: number, distinct: number, pad = 0) {
+  return {
+    ...plainPod(),
+    metadata: { name: "claims", namespace: "team-a", ...(pad > 0 ? { annotations: { "example.com/blob": "x".repeat(pad) } } : {}) },
+    spec: {
+      resourceClaims: Array.from({ length: entries }, (_, i) => ({ name: `c${i}`, resourceClaimName: `claim-${i % distinct}` })),
+      containers: [{ name: "c", image: "x", resources: { claims: [{ name: "c0" }] } }],
+    },
+  };
+}
+
+/** A PyTorchJob whose Master and Worker templates name `master` and `worker` distinct claims (their names apart). */
+function jobNamingClaims(master: number, worker: number) {
+  const job = structuredClone(gpuJob(1, 1)) as { spec: { pytorchReplicaSpecs: Record<string, { template: { spec: Record<string, unknown> } }> } };
+  const types = job.spec.pytorchReplicaSpecs;
+  types.Master = structuredClone(types.Worker!);
+  for (const [type, n] of [
+    ["Master", master],
+    ["Worker", worker],
+  ] as const)
+    types[type]!.template.spec.resourceClaims = Array.from({ length: n }, (_, i) => ({ name: `c${i}`, resourceClaimName: `${type}-${i}` }));
+  return job as unknown as ReturnType<typeof gpuJob>;
+}
+const PYTORCHJOB = { resource: "pytorchjobs", kind: { group: "kubeflow.org", version: "v1", kind: "PyTorchJob" } };
+
 /**
  * Large reviews, each with the paths it goes to and whether the body is parsed again on the main thread
  * (`parsedAgain`, default false): only when the worker's document, its long arrays stand-ins, cannot decide.
@@ -144,6 +170,36 @@ const CASES: Array<{ name: string; paths: string[]; body: () => string; parsedAg
     body: () => JSON.stringify(review({ uid: "deep", object: { ...bigAnnotation, deep: "DEEP" } })).replace('"DEEP"', `${"[".repeat(5000)}${"]".repeat(5000)}`),
   },
   { name: "not JSON", paths: ["/validate/pods"], body: () => `{"apiVersion": ${" ".repeat(OFFLOAD_BYTES)} nope}` },
+  // Issue 46: more claim names than one review may read, decided from the names the stand-in carries (refused by
+  // /validate/pods, admitted unchanged by /mutate/pods); within the bound, the claims are read: parsed again.
+  {
+    name: "a pod naming 20,000 distinct claims (over the claim-name bound: the stand-in's count decides)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(namingClaims(20_000, 20_000), { uid: "claims-20k" })),
+  },
+  {
+    name: "a pod naming 200 distinct claims in 300 entries (over the bound: the stand-in's names decide)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(namingClaims(300, 200, 300_000), { uid: "claims-200" })),
+  },
+  {
+    name: "a pod naming 100 distinct claims in 20,000 entries (within the bound: parsed again, the claims read)",
+    paths: POD_PATHS,
+    body: () => JSON.stringify(reviewOf(namingClaims(20_000, 100), { uid: "claims-100" })),
+    parsedAgain: true,
+  },
+  {
+    name: "a PyTorchJob whose Worker names 20,000 claims (over the bound at the Worker template; /mutate/jobs parsed again)",
+    paths: ["/validate/jobs", "/mutate/jobs"],
+    body: () => JSON.stringify(reviewOf(jobNamingClaims(0, 20_000), { uid: "job-claims", ...PYTORCHJOB })),
+    parsedAgain: ["/mutate/jobs"],
+  },
+  {
+    name: "a PyTorchJob whose Master and Worker name 5,000 claims each (the count across two stand-ins: parsed again)",
+    paths: ["/validate/jobs"],
+    body: () => JSON.stringify(reviewOf(jobNamingClaims(5_000, 5_000), { uid: "job-claims-2", ...PYTORCHJOB })),
+    parsedAgain: true,
+  },
 ];
 
 const post = (t: TestServer, path: string, body: string) =>

@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 import { runInNewContext } from "node:vm";
 import { parseBody, workerSource, type ParseReply, type WorkerParseOptions } from "../../src/server/parse-worker.js";
 
-const options: WorkerParseOptions = { maxItems: 4, maxDepth: 10, namesKey: "resourceNames" };
+const options: WorkerParseOptions = { maxItems: 4, maxDepth: 10, namesKey: "resourceNames", claimsKey: "claimNames" };
 
 function script(): (id: number, body: ArrayBuffer) => ParseReply {
   let onMessage: ((m: { id: number; body: ArrayBuffer }) => void) | undefined;
@@ -34,10 +34,21 @@ function script(): (id: number, body: ArrayBuffer) => ParseReply {
 /** A value with each array as its length, stand-in names and elements (holes as null), comparable across contexts. */
 function plain(v: unknown): unknown {
   if (Array.isArray(v))
-    return { length: v.length, names: plain((v as unknown as Record<string, unknown>).resourceNames), items: Array.from(v, (x) => plain(x ?? null)) };
+    return {
+      length: v.length,
+      names: plain((v as unknown as Record<string, unknown>).resourceNames),
+      claims: plain((v as unknown as Record<string, unknown>).claimNames),
+      items: Array.from(v, (x) => plain(x ?? null)),
+    };
   if (typeof v === "object" && v !== null) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)]));
   return v;
 }
+
+/** A pod's resourceClaims entries naming these claims (`t:<name>`: a template), and one entry naming neither. */
+const claimEntries = (names: string[]): unknown[] => [
+  ...names.map((n, i) => (n.startsWith("t:") ? { name: `e${i}`, resourceClaimTemplateName: n.slice(2) } : { name: `e${i}`, resourceClaimName: n })),
+  { name: "neither" },
+];
 
 const bytes = (text: string): ArrayBuffer => new TextEncoder().encode(text).buffer as ArrayBuffer;
 
@@ -46,6 +57,8 @@ describe("the parser worker's script", () => {
   const cases = [
     JSON.stringify({ spec: { containers: Array.from({ length: 6 }, (_, i) => ({ name: `c${i}`, resources: { limits: { "nvidia.com/gpu": "1" } } })) } }),
     JSON.stringify({ spec: { containers: [{ name: "a" }] } }),
+    JSON.stringify({ spec: { resourceClaims: claimEntries(["a", "b", "a", "t:x", "b", "c"]) } }),
+    JSON.stringify({ spec: { resourceClaims: claimEntries(["a", "b", "c", "d", "t:a", "e"]) } }),
     JSON.stringify([1, 2, 3, 4, 5, 6]),
     "[".repeat(12) + "]".repeat(12),
     "{nope",
@@ -64,4 +77,14 @@ describe("the parser worker's script", () => {
     assert.equal(0 in r.value.spec.containers, false);
     assert.deepEqual([...((r.value.spec.containers as unknown as Record<string, string[]>).resourceNames ?? [])], ["nvidia.com/gpu"]);
   });
+  const claimCases = [
+    { name: "distinct claims and templates, in order, with their count", text: cases[2]!, want: { count: 4, names: ["c/a", "c/b", "t/x", "c/c"] } },
+    { name: "more distinct than the worker keeps: the count, no names", text: cases[3]!, want: { count: 6, names: null } },
+  ];
+  for (const tc of claimCases)
+    it(`stubs a long resourceClaims list with the claims it names: ${tc.name}`, () => {
+      const r = run(10, bytes(tc.text)) as { ok: true; value: { spec: { resourceClaims: unknown[] } } };
+      const claims = (r.value.spec.resourceClaims as unknown as Record<string, { count: number; names: string[] | null }>).claimNames!;
+      assert.deepEqual({ count: claims.count, names: claims.names && [...claims.names] }, tc.want);
+    });
 });
