@@ -65,13 +65,14 @@ import { validatingWebhook, type ValidationResult, type Webhook } from "../src/a
 import { CONFLICT } from "../src/admission/response.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { readJob, readRuntime, type JobReadResult } from "../src/membership/lookup.js";
+import type { JobReader } from "../src/membership/types.js";
 import { jobShape, replicaSpecsField } from "../src/kinds/index.js";
 import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/kinds/trainjob-runtime.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
 import { kueueAdmissionFindings } from "../src/validate/kueue.js";
 import { jobPodSets, queueCapacityFindings } from "../src/validate/queue-capacity.js";
-import { merge, type Findings } from "../src/validate/types.js";
+import { merge, type Findings, type ValidationContext } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
 import type { JobKind } from "../src/policy/types.js";
@@ -94,25 +95,6 @@ export function validateJobs(deps: WebhookDeps): Webhook {
   const pool = readsOf(deps);
   // A writer is not to throw; if one does, the answer is the same and the log says why.
   const reportRefusal = kueueRefusalReporter({ ...deps, reads: pool });
-  const templates = (job: unknown, kind: JobKind): unknown[] => {
-    const shape = jobShape(kind);
-    // A TrainJob is priced on its own part (its `node` Job) and its runtime patches (at most the CRD's 16) before
-    // its runtime is read; with the runtime's templates too once it has been (`runtimeCost` below).
-    if (shape.layout === "runtime") return isObject(job) ? [...shape.replicas(job, kind).map((r) => r.spec.template?.spec), ...trainJobPricedSpecs(job)] : [];
-    return jobTemplateSpecs(job, replicaSpecsField(kind), shape.layout === "single");
-  };
-  /** Where each of {@link templates} is, for a refusal's field (`readClaims`). */
-  const templateFields = (job: unknown, kind: JobKind): string[] => {
-    const shape = jobShape(kind);
-    if (shape.layout === "runtime")
-      return isObject(job)
-        ? [...shape.replicas(job, kind).map((r) => `${r.templateField}.spec`), ...trainJobPricedSpecs(job).map(() => "spec.runtimePatches")]
-        : [];
-    const field = replicaSpecsField(kind);
-    const replicas = isObject(job) && isObject(job.spec) ? job.spec[field] : undefined;
-    if (!isObject(replicas)) return [];
-    return shape.layout === "single" ? [`spec.${field}.template.spec`] : Object.keys(replicas).map((type) => `spec.${field}.${type}.template.spec`);
-  };
   // Batch Jobs and JobSets: the GPU rules only (webhooks/validate-workloads.ts).
   const workloads = validateWorkloads({ ...deps, reads: pool });
   const jobsOnly = jobGuard(policy.jobKinds, ["CREATE", "UPDATE"], { scale: ["UPDATE"] });
@@ -149,131 +131,190 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       if (workload) return workloads.validate(request, workload);
       return withReviewReads(pool, policy.clusterSpec.jobLookupTimeoutMs, (reader) => {
         const kind = jobKindOf(request, policy.jobKinds)!;
-        const readRuntimeOf = (job: KubeObject, k: JobKind, ns: string, fresh: boolean): RuntimeRead | Promise<RuntimeRead> => {
-          if (jobShape(k).layout !== "runtime") return NO_RUNTIME;
-          const read = readRuntime(job, k, ns, reader, { timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh });
-          const onRead = (r: JobReadResult): RuntimeRead => runtimeRead(r, policy.clusterSpec.onJobLookupFailure);
-          return read instanceof Promise ? read.then(onRead) : onRead(read);
-        };
         const namespace = request.namespace ?? "";
         const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), draCapacity: deps.capacity?.draCapacity?.() };
-        // A queued job's LocalQueue, ClusterQueue and GPU flavors (`queue-capacity`), within the job lookup's bound.
-        const readQueueOf = (job: KubeObject, ns: string): QueueRead | Promise<QueueRead> =>
-          readQueue({
-            job,
-            namespace: ns,
-            isGpu: (r) => isGpuResource(r, policy.gpu.resources),
-            reader,
-            timeoutMs: policy.clusterSpec.jobLookupTimeoutMs,
-          });
-        // A TrainJob's GPUs may be its runtime's: asked for as read. A v1 job without any GPU has nothing to check.
-        const asksForGpus = (job: KubeObject, k: JobKind): boolean =>
-          jobShape(k).layout === "runtime" || jobPodSets(job, k, ctx).some((p) => [...p.gpus.values()].some((n) => n > 0n));
-        if (request.subResource === "scale") {
-          const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
-          const decide = (read: JobReadResult): ValidationResult | Promise<ValidationResult> => {
-            if (read.kind !== "found")
-              return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
-            const conflict = staleScale(request.object, read.job);
-            if (conflict) return { violations: [{ rule: "job-scale", field: "metadata.resourceVersion", message: conflict }], warnings: [], status: CONFLICT };
-            const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
-            // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
-            if (cost.over)
-              return {
-                violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }],
-                warnings: [],
-                costBound: cost,
-              };
-            // The claims its templates name count as at CREATE: a template's devices times the new replica count.
-            const judge = ({ known, tooMany }: ClaimsRead): ValidationResult =>
-              tooMany
-                ? claimNamesDenial(tooMany)
-                : enforce(
-                    validateScale({ scale: request.object, job: read.job, kind, ctx: { ...ctx, claims: known }, capacity: deps.capacity?.current() }),
-                    policy.enforcement,
-                    namespace,
-                  );
-            const claims = readClaims(templates(read.job, kind) as V1PodSpec[], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, {
-              fields: templateFields(read.job, kind),
-            });
-            return claims instanceof Promise ? claims.then(judge) : judge(claims);
-          };
-          const read = readJob({ kind, namespace, name, jobs: reader, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
-          return read instanceof Promise ? read.then(decide) : decide(read);
-        }
-        // More runtime patches than Trainer's CRD admits: refused before anything merges them (issue 46).
-        const overCrd = tooManyPatches(request.object, kind);
-        if (overCrd) return overCrd;
-        // A TrainJob unsuspended (spec.suspend true → false or unset): its pods are about to be made from the runtime
-        // as it is now, so it is judged like a CREATE, against a runtime read fresh (issue 45).
-        const { unsuspend, fresh: freshRuntime } = trainJobMode(request, kind);
-        // The runtime's templates priced with the TrainJob's as soon as it is read, before the model merges them or
-        // their claims are read (issue 46: a 20,000-container runtime was modelled, ~200 ms, to find its claims, and
-        // only then refused for its cost).
-        const priced = (runtime: RuntimeRead): PricedRuntime => {
-          const objects = [request.object, ...(request.oldObject && !unsuspend ? [request.oldObject] : [])];
-          return {
-            runtime,
-            overBound: runtimeTooCostly(
-              objects.map((o) => templates(o, kind)),
-              runtime.object,
-              policy,
-            ),
-          };
-        };
-        // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
-        const decide = ({ runtime, overBound }: PricedRuntime, { known, tooMany }: ClaimsRead, queue: QueueRead): ValidationResult => {
-          // Over the bound with its runtime: refused, its claims never read.
-          if (overBound) return overBound;
-          // More claim names than one review may make the webhook read: refused before any claim read (issue 46).
-          if (tooMany) return claimNamesDenial(tooMany);
-          const withClaims = { ...ctx, claims: known };
-          const check = (job: KubeObject) =>
-            merge(
-              validateJob(job, kind, withClaims, runtime.object),
-              validateCapacity(job, kind, withClaims, deps.capacity?.current(), runtime.object),
-              runtime.findings,
-            );
-          const now = check(request.object);
-          const update = request.operation === "UPDATE" && request.oldObject !== undefined;
-          // An unsuspended TrainJob: every violation, as at CREATE (its old and new objects would both be judged
-          // against the same current runtime, so nothing would look worse), Kueue's admission included.
-          const worse = update && !unsuspend ? newOrWorse(now, check(request.oldObject!)) : now;
-          const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
-          const found = admission && !unsuspend ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
-          const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
-          // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-          const result = enforce(merge(found, capacityOfQueue), policy.enforcement, namespace);
-          // Logged at once; an Event on the object off the admission path, never on a dry run (./refusal-event.ts).
-          if (admission && result.violations.length > 0)
-            void reportRefusal({ object: request.object, kind, namespace, name: request.name, violations: result.violations, dryRun: request.dryRun });
-          return result;
-        };
-        const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
-        const read = readRuntimeOf(request.object, kind, namespace, freshRuntime);
-        const runtime = read instanceof Promise ? read.then(priced) : priced(read);
-        // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once),
-        // unless the runtime made the review too costly to check.
-        const claimsWith = ({ runtime: r, overBound }: PricedRuntime): ClaimsRead | Promise<ClaimsRead> => {
-          if (overBound) return NO_CLAIMS;
-          const replicas = r.object ? jobShape(kind).replicas(request.object, kind, r.object) : [];
-          const fromRuntime = replicas.map((x) => x.spec.template?.spec) as V1PodSpec[];
-          const fields = [
-            ...templateFields(request.object, kind),
-            ...(request.oldObject ? templateFields(request.oldObject, kind) : []),
-            ...replicas.map((x) => `${x.templateField}.spec`),
-          ];
-          return readClaims([...specs, ...fromRuntime], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, { fields });
-        };
-        const claims = runtime instanceof Promise ? runtime.then(claimsWith) : claimsWith(runtime);
-        const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
-        const queue = queued && asksForGpus(request.object, kind) ? readQueueOf(request.object, namespace) : NO_QUEUE;
-        // No runtime to read (a v1 kind), no claims, not queued: decided at once.
-        if (!(runtime instanceof Promise) && !(claims instanceof Promise) && !(queue instanceof Promise)) return decide(runtime, claims, queue);
-        return Promise.all([runtime, claims, queue]).then(([r, c, q]) => decide(r, c, q));
+        const review: JobReview = { request, kind, namespace, reader, ctx, deps, templates, templateFields, reportRefusal };
+        return request.subResource === "scale" ? scaleReview(review) : jobReview(review);
       });
     },
   });
+}
+
+/** The templates a job is priced on (a TrainJob: its own part and its runtime patches). */
+function templates(job: unknown, kind: JobKind): unknown[] {
+  const shape = jobShape(kind);
+  // A TrainJob is priced on its own part (its `node` Job) and its runtime patches (at most the CRD's 16) before
+  // its runtime is read; with the runtime's templates too once it has been (`runtimeCost` below).
+  if (shape.layout === "runtime") return isObject(job) ? [...shape.replicas(job, kind).map((r) => r.spec.template?.spec), ...trainJobPricedSpecs(job)] : [];
+  return jobTemplateSpecs(job, replicaSpecsField(kind), shape.layout === "single");
+}
+
+/** Where each of {@link templates} is, for a refusal's field (`readClaims`). */
+function templateFields(job: unknown, kind: JobKind): string[] {
+  const shape = jobShape(kind);
+  if (shape.layout === "runtime")
+    return isObject(job)
+      ? [...shape.replicas(job, kind).map((r) => `${r.templateField}.spec`), ...trainJobPricedSpecs(job).map(() => "spec.runtimePatches")]
+      : [];
+  const field = replicaSpecsField(kind);
+  const replicas = isObject(job) && isObject(job.spec) ? job.spec[field] : undefined;
+  if (!isObject(replicas)) return [];
+  return shape.layout === "single" ? [`spec.${field}.template.spec`] : Object.keys(replicas).map((type) => `spec.${field}.${type}.template.spec`);
+}
+
+/** One review of a training job, with what its checks read through and price with. */
+interface JobReview {
+  request: AdmissionRequest & { object: KubeObject };
+  kind: JobKind;
+  namespace: string;
+  reader: JobReader;
+  ctx: ValidationContext;
+  deps: WebhookDeps;
+  /** The templates a job is priced on (a TrainJob: its own part and runtime patches). */
+  templates: (job: unknown, kind: JobKind) => unknown[];
+  /** Where each of `templates` is, for a refusal's field. */
+  templateFields: (job: unknown, kind: JobKind) => string[];
+  reportRefusal: ReturnType<typeof kueueRefusalReporter>;
+}
+
+/** A job's `/scale`: the job read fresh, its templates priced, the claims they name read, the scaling judged. */
+function scaleReview(r: JobReview): ValidationResult | Promise<ValidationResult> {
+  const { request, kind, namespace, reader, ctx, deps, templates, templateFields } = r;
+  const { policy } = deps;
+  const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
+  const decide = (read: JobReadResult): ValidationResult | Promise<ValidationResult> => {
+    if (read.kind !== "found")
+      return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
+    const conflict = staleScale(request.object, read.job);
+    if (conflict) return { violations: [{ rule: "job-scale", field: "metadata.resourceVersion", message: conflict }], warnings: [], status: CONFLICT };
+    const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
+    // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
+    if (cost.over)
+      return {
+        violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }],
+        warnings: [],
+        costBound: cost,
+      };
+    // The claims its templates name count as at CREATE: a template's devices times the new replica count.
+    const judge = ({ known, tooMany }: ClaimsRead): ValidationResult =>
+      tooMany
+        ? claimNamesDenial(tooMany)
+        : enforce(
+            validateScale({ scale: request.object, job: read.job, kind, ctx: { ...ctx, claims: known }, capacity: deps.capacity?.current() }),
+            policy.enforcement,
+            namespace,
+          );
+    const claims = readClaims(templates(read.job, kind) as V1PodSpec[], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, {
+      fields: templateFields(read.job, kind),
+    });
+    return claims instanceof Promise ? claims.then(judge) : judge(claims);
+  };
+  const read = readJob({ kind, namespace, name, jobs: reader, timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh: true });
+  return read instanceof Promise ? read.then(decide) : decide(read);
+}
+
+/** A TrainJob's runtime, read fresh on CREATE and on an unsuspend (issue 45), or failed as `onJobLookupFailure` says. */
+function readRuntimeOf(r: JobReview, job: KubeObject, fresh: boolean): RuntimeRead | Promise<RuntimeRead> {
+  const { kind, namespace, reader, deps } = r;
+  const { policy } = deps;
+  if (jobShape(kind).layout !== "runtime") return NO_RUNTIME;
+  const read = readRuntime(job, kind, namespace, reader, { timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, fresh });
+  const onRead = (x: JobReadResult): RuntimeRead => runtimeRead(x, policy.clusterSpec.onJobLookupFailure);
+  return read instanceof Promise ? read.then(onRead) : onRead(read);
+}
+
+/** A queued job's LocalQueue, ClusterQueue and GPU flavors (`queue-capacity`), within the job lookup's bound. */
+function readQueueOf(r: JobReview, job: KubeObject): QueueRead | Promise<QueueRead> {
+  const { policy } = r.deps;
+  return readQueue({
+    job,
+    namespace: r.namespace,
+    isGpu: (x) => isGpuResource(x, policy.gpu.resources),
+    reader: r.reader,
+    timeoutMs: policy.clusterSpec.jobLookupTimeoutMs,
+  });
+}
+
+/** A TrainJob's GPUs may be its runtime's: asked for as read. A v1 job without any GPU has nothing to check. */
+function asksForGpus(r: JobReview, job: KubeObject): boolean {
+  return jobShape(r.kind).layout === "runtime" || jobPodSets(job, r.kind, r.ctx).some((p) => [...p.gpus.values()].some((n) => n > 0n));
+}
+
+/** A job's CREATE or UPDATE: its runtime (a TrainJob), the claims its templates name and its queue read, then judged. */
+function jobReview(r: JobReview): ValidationResult | Promise<ValidationResult> {
+  const { request, kind, namespace, reader, ctx, deps, templates, templateFields } = r;
+  const { policy } = deps;
+  const { reportRefusal } = r;
+  // More runtime patches than Trainer's CRD admits: refused before anything merges them (issue 46).
+  const overCrd = tooManyPatches(request.object, kind);
+  if (overCrd) return overCrd;
+  // A TrainJob unsuspended (spec.suspend true → false or unset): its pods are about to be made from the runtime
+  // as it is now, so it is judged like a CREATE, against a runtime read fresh (issue 45).
+  const { unsuspend, fresh: freshRuntime } = trainJobMode(request, kind);
+  // The runtime's templates priced with the TrainJob's as soon as it is read, before the model merges them or
+  // their claims are read (issue 46: a 20,000-container runtime was modelled, ~200 ms, to find its claims, and
+  // only then refused for its cost).
+  const priced = (runtime: RuntimeRead): PricedRuntime => {
+    const objects = [request.object, ...(request.oldObject && !unsuspend ? [request.oldObject] : [])];
+    return {
+      runtime,
+      overBound: runtimeTooCostly(
+        objects.map((o) => templates(o, kind)),
+        runtime.object,
+        policy,
+      ),
+    };
+  };
+  // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
+  const decide = ({ runtime, overBound }: PricedRuntime, { known, tooMany }: ClaimsRead, queue: QueueRead): ValidationResult => {
+    // Over the bound with its runtime: refused, its claims never read.
+    if (overBound) return overBound;
+    // More claim names than one review may make the webhook read: refused before any claim read (issue 46).
+    if (tooMany) return claimNamesDenial(tooMany);
+    const withClaims = { ...ctx, claims: known };
+    const check = (job: KubeObject) =>
+      merge(
+        validateJob(job, kind, withClaims, runtime.object),
+        validateCapacity(job, kind, withClaims, deps.capacity?.current(), runtime.object),
+        runtime.findings,
+      );
+    const now = check(request.object);
+    const update = request.operation === "UPDATE" && request.oldObject !== undefined;
+    // An unsuspended TrainJob: every violation, as at CREATE (its old and new objects would both be judged
+    // against the same current runtime, so nothing would look worse), Kueue's admission included.
+    const worse = update && !unsuspend ? newOrWorse(now, check(request.oldObject!)) : now;
+    const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
+    const found = admission && !unsuspend ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
+    const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
+    // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
+    const result = enforce(merge(found, capacityOfQueue), policy.enforcement, namespace);
+    // Logged at once; an Event on the object off the admission path, never on a dry run (./refusal-event.ts).
+    if (admission && result.violations.length > 0)
+      void reportRefusal({ object: request.object, kind, namespace, name: request.name, violations: result.violations, dryRun: request.dryRun });
+    return result;
+  };
+  const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
+  const read = readRuntimeOf(r, request.object, freshRuntime);
+  const runtime = read instanceof Promise ? read.then(priced) : priced(read);
+  // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once),
+  // unless the runtime made the review too costly to check.
+  const claimsWith = ({ runtime: rt, overBound }: PricedRuntime): ClaimsRead | Promise<ClaimsRead> => {
+    if (overBound) return NO_CLAIMS;
+    const replicas = rt.object ? jobShape(kind).replicas(request.object, kind, rt.object) : [];
+    const fromRuntime = replicas.map((x) => x.spec.template?.spec) as V1PodSpec[];
+    const fields = [
+      ...templateFields(request.object, kind),
+      ...(request.oldObject ? templateFields(request.oldObject, kind) : []),
+      ...replicas.map((x) => `${x.templateField}.spec`),
+    ];
+    return readClaims([...specs, ...fromRuntime], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, { fields });
+  };
+  const claims = runtime instanceof Promise ? runtime.then(claimsWith) : claimsWith(runtime);
+  const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
+  const queue = queued && asksForGpus(r, request.object) ? readQueueOf(r, request.object) : NO_QUEUE;
+  // No runtime to read (a v1 kind), no claims, not queued: decided at once.
+  if (!(runtime instanceof Promise) && !(claims instanceof Promise) && !(queue instanceof Promise)) return decide(runtime, claims, queue);
+  return Promise.all([runtime, claims, queue]).then(([r, c, q]) => decide(r, c, q));
 }
 
 /** A TrainJob's runtime as the rules get it: the object, or why not and what that means for the review. */
