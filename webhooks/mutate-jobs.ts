@@ -29,6 +29,8 @@ import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates, outfitQueuedWorkloadTem
 import { renameTrainJobBareGpu } from "../src/mutate/trainjob-resources.js";
 import { outfitQueuedTrainJob, QM_RUNTIME_PATCH_MANAGER, trainerNodeTemplate } from "../src/mutate/trainjob-outfit.js";
 import { readRuntime, type JobReadResult } from "../src/membership/lookup.js";
+import type { JobReader } from "../src/membership/types.js";
+import type { AdmissionRequest } from "../src/admission/types.js";
 import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/kinds/trainjob-runtime.js";
 import type { JobKind } from "../src/policy/types.js";
 import { jobShape } from "../src/kinds/index.js";
@@ -37,11 +39,6 @@ import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 export function mutateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
   const pool = readsOf(deps);
-  /** Warnings for the claims not read: failed, shed, or more names than one review may read (issue 46). */
-  const unreadClaims = (claims: ClaimsRead): string[] => [
-    ...(claims.tooMany ? [`quartermaster: the job's claims not read: ${claims.tooMany.names} names, over the ${MAX_CLAIM_NAMES} one review may read`] : []),
-    ...claims.failures.map((f) => `quartermaster: GPUs of the job's claims not known, no GPU tolerations or placement for them: ${f}`),
-  ];
   const jobKindOf = (group: string, kind: string): JobKind | undefined => policy.jobKinds.find((k) => k.group === group && k.kind === kind);
   const workloadKindOf = (group: string, kind: string): QueuedWorkloadKind | undefined =>
     QUEUED_WORKLOAD_KINDS.find((k) => k.group === group && k.kind === kind);
@@ -89,63 +86,81 @@ export function mutateJobs(deps: WebhookDeps): Webhook {
           const outfitted = outfitQueuedJobTemplates(renamed.job, kind!, { policy, namespace, claims: claims.known });
           return { object: outfitted.job, warnings: [...out.warnings, ...renamed.warnings, ...unread, ...outfitted.warnings] };
         };
-        if (kind && jobShape(kind).layout === "runtime" && queueNameOf(request.object) !== undefined) return mutateQueuedTrainJob(kind);
+        if (kind && jobShape(kind).layout === "runtime" && queueNameOf(request.object) !== undefined)
+          return mutateQueuedTrainJob({ request, k: kind, namespace, reader, policy });
         const specs = queuedTemplates(request.object, request.kind.group, request.kind.kind);
         const claims = readClaims(specs, namespace, reader, policy.clusterSpec.jobLookupTimeoutMs);
         return claims instanceof Promise ? claims.then(decide) : decide(claims);
-
-        /**
-         * A queued TrainJob: its runtime read (the reader, cache and bound of /validate/jobs), its trainer pods'
-         * template built and outfitted (`src/mutate/trainjob-outfit.ts`); a runtime that cannot be read leaves
-         * the pods' placement to /mutate/pods, with a warning.
-         */
-        function mutateQueuedTrainJob(k: JobKind): MutationResult | Promise<MutationResult> {
-          const out = fillJobDefaults(request.object, k, effectiveJobDefaults(policy, namespace));
-          const renamed = renameTrainJobBareGpu(out.job, k, policy.gpu.resourceName);
-          const early = [...out.warnings, ...renamed.warnings];
-          // More runtime patches than Trainer's CRD admits (it and /validate/jobs refuse the TrainJob): nothing merged.
-          if (runtimePatchCount(renamed.job) > MAX_RUNTIME_PATCHES)
-            return {
-              object: renamed.job,
-              warnings: [
-                ...early,
-                `quartermaster: not outfitted for Kueue: more than ${MAX_RUNTIME_PATCHES} spec.runtimePatches (Trainer's CRD admits ${MAX_RUNTIME_PATCHES})`,
-              ],
-            };
-          const withRuntime = (read: JobReadResult): MutationResult | Promise<MutationResult> => {
-            if (read.kind !== "found")
-              return {
-                object: renamed.job,
-                warnings: [...early, `quartermaster: not outfitted for Kueue: the TrainJob's runtime could not be read (${read.reason})`],
-              };
-            // The runtime's templates priced with the TrainJob's patches before anything merges them (issue 46 finding
-            // 4, found again by bench:abuse's senders: a queued TrainJob on a 20,000-container runtime held /mutate/jobs
-            // 230–560 ms); over the bound, left to /validate/jobs, which refuses it.
-            const cost = specsCost(
-              [...trainJobPricedSpecs(renamed.job), ...runtimePodSpecs(read.job).map((r) => r.spec)],
-              KUEUE_READ_MUTATIONS.length,
-              policy.gpu.resources,
-            );
-            if (cost.over)
-              return {
-                object: renamed.job,
-                warnings: [...early, `quartermaster: not outfitted for Kueue: with its runtime's templates, ${describeCost(cost)}`],
-              };
-            const node = trainerNodeTemplate(renamed.job, read.job, QM_RUNTIME_PATCH_MANAGER);
-            const outfit = (claims: ClaimsRead): MutationResult => {
-              const unread = unreadClaims(claims);
-              const outfitted = outfitQueuedTrainJob(renamed.job, k, read.job, { policy, namespace, claims: claims.known });
-              return { object: outfitted.job, warnings: [...early, ...unread, ...outfitted.warnings] };
-            };
-            const claims = readClaims(node?.template.spec ? [node.template.spec] : [], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs);
-            return claims instanceof Promise ? claims.then(outfit) : outfit(claims);
-          };
-          const read = readRuntime(renamed.job, k, namespace, reader, policy.clusterSpec.jobLookupTimeoutMs);
-          return read instanceof Promise ? read.then(withRuntime) : withRuntime(read);
-        }
       });
     },
   });
+}
+
+/** A queued TrainJob's review, as mutateQueuedTrainJob reads it. */
+interface QueuedTrainJob {
+  request: AdmissionRequest & { object: KubeObject };
+  k: JobKind;
+  namespace: string;
+  reader: JobReader;
+  policy: WebhookDeps["policy"];
+}
+
+/** Warnings for the claims not read: failed, shed, or more names than one review may read (issue 46). */
+function unreadClaims(claims: ClaimsRead): string[] {
+  return [
+    ...(claims.tooMany ? [`quartermaster: the job's claims not read: ${claims.tooMany.names} names, over the ${MAX_CLAIM_NAMES} one review may read`] : []),
+    ...claims.failures.map((f) => `quartermaster: GPUs of the job's claims not known, no GPU tolerations or placement for them: ${f}`),
+  ];
+}
+
+/**
+ * A queued TrainJob: its runtime read (the reader, cache and bound of /validate/jobs), its trainer pods'
+ * template built and outfitted (`src/mutate/trainjob-outfit.ts`); a runtime that cannot be read leaves
+ * the pods' placement to /mutate/pods, with a warning.
+ */
+function mutateQueuedTrainJob({ request, k, namespace, reader, policy }: QueuedTrainJob): MutationResult | Promise<MutationResult> {
+  const out = fillJobDefaults(request.object, k, effectiveJobDefaults(policy, namespace));
+  const renamed = renameTrainJobBareGpu(out.job, k, policy.gpu.resourceName);
+  const early = [...out.warnings, ...renamed.warnings];
+  // More runtime patches than Trainer's CRD admits (it and /validate/jobs refuse the TrainJob): nothing merged.
+  if (runtimePatchCount(renamed.job) > MAX_RUNTIME_PATCHES)
+    return {
+      object: renamed.job,
+      warnings: [
+        ...early,
+        `quartermaster: not outfitted for Kueue: more than ${MAX_RUNTIME_PATCHES} spec.runtimePatches (Trainer's CRD admits ${MAX_RUNTIME_PATCHES})`,
+      ],
+    };
+  const withRuntime = (read: JobReadResult): MutationResult | Promise<MutationResult> => {
+    if (read.kind !== "found")
+      return {
+        object: renamed.job,
+        warnings: [...early, `quartermaster: not outfitted for Kueue: the TrainJob's runtime could not be read (${read.reason})`],
+      };
+    // The runtime's templates priced with the TrainJob's patches before anything merges them (issue 46 finding
+    // 4, found again by bench:abuse's senders: a queued TrainJob on a 20,000-container runtime held /mutate/jobs
+    // 230–560 ms); over the bound, left to /validate/jobs, which refuses it.
+    const cost = specsCost(
+      [...trainJobPricedSpecs(renamed.job), ...runtimePodSpecs(read.job).map((r) => r.spec)],
+      KUEUE_READ_MUTATIONS.length,
+      policy.gpu.resources,
+    );
+    if (cost.over)
+      return {
+        object: renamed.job,
+        warnings: [...early, `quartermaster: not outfitted for Kueue: with its runtime's templates, ${describeCost(cost)}`],
+      };
+    const node = trainerNodeTemplate(renamed.job, read.job, QM_RUNTIME_PATCH_MANAGER);
+    const outfit = (claims: ClaimsRead): MutationResult => {
+      const unread = unreadClaims(claims);
+      const outfitted = outfitQueuedTrainJob(renamed.job, k, read.job, { policy, namespace, claims: claims.known });
+      return { object: outfitted.job, warnings: [...early, ...unread, ...outfitted.warnings] };
+    };
+    const claims = readClaims(node?.template.spec ? [node.template.spec] : [], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs);
+    return claims instanceof Promise ? claims.then(outfit) : outfit(claims);
+  };
+  const read = readRuntime(renamed.job, k, namespace, reader, policy.clusterSpec.jobLookupTimeoutMs);
+  return read instanceof Promise ? read.then(withRuntime) : withRuntime(read);
 }
 
 const isPodSpec = (v: unknown): v is V1PodSpec => typeof v === "object" && v !== null && !Array.isArray(v);
