@@ -76,6 +76,25 @@ interface Queue {
   timer?: NodeJS.Timeout;
 }
 
+/**
+ * The review to take a read from: of those with one waiting and a free slot, the one that has asked for the fewest
+ * (started and waiting), in ring order from `from` on a tie; its index, or -1. A review of a few reads goes before
+ * reviews of many, however many of those came first; among reviews of many, each takes its turn.
+ */
+function fewestFirst(ring: readonly Queue[], from: number, perReview: number): number {
+  let best = -1;
+  for (let n = 0; n < ring.length; n++) {
+    const i = (from + n) % ring.length;
+    const q = ring[i]!;
+    if (q.active >= perReview) continue;
+    if (best < 0 || q.started + q.items.length < ring[best]!.started + ring[best]!.items.length) best = i;
+  }
+  return best;
+}
+
+/** A read, named in a shed read's message: `PyTorchJob team-a/bert`. */
+const what = (kind: ObjectKind, namespace: string, name: string): string => `${kind.kind} ${namespace === "" ? "" : `${namespace}/`}${name}`;
+
 /** A fair pool of reads over `reader` (the webhook's one cached client). */
 export function readPool(reader: JobReader, options: ReadPoolOptions = {}): ReadPool {
   const o = { ...READ_POOL_DEFAULTS, ...options };
@@ -85,25 +104,11 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
   let active = 0;
   let queued = 0;
 
-  /**
-   * The review to take a read from: of those with one waiting and a free slot, the one that has asked for the
-   * fewest (started and waiting), in ring order from the cursor on a tie. A review of a few reads goes before
-   * reviews of many, however many of those came first; among reviews of many, each takes its turn.
-   */
   function nextReady(): Queue | undefined {
-    let best: Queue | undefined;
-    let bestAt = 0;
-    for (let n = 0; n < ring.length; n++) {
-      const i = (cursor + n) % ring.length;
-      const q = ring[i]!;
-      if (q.active >= o.perReview) continue;
-      if (best === undefined || q.started + q.items.length < best.started + best.items.length) {
-        best = q;
-        bestAt = i;
-      }
-    }
-    if (best) cursor = bestAt + 1;
-    return best;
+    const i = fewestFirst(ring, cursor, o.perReview);
+    if (i < 0) return undefined;
+    cursor = i + 1;
+    return ring[i];
   }
 
   function unring(q: Queue): void {
@@ -172,7 +177,6 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
           pump();
         });
       };
-      const what = (kind: ObjectKind, namespace: string, name: string): string => `${kind.kind} ${namespace === "" ? "" : `${namespace}/`}${name}`;
       return {
         ...(reader.observeLookup ? { observeLookup: reader.observeLookup } : {}),
         ...(reader.clock ? { clock: reader.clock } : {}),
