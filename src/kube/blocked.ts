@@ -17,14 +17,15 @@ import { objectOr } from "../core/object.js";
 import { DEFAULT_BOUNDS, eventObject, jobGpus, planTick, type BlockedBounds, type JobTrack, type TickJob } from "../explain/blocked.js";
 import { cachedEvidence, nodeEntriesFromCaches } from "../explain/cached.js";
 import { knownKinds, type KnownKind } from "../explain/kinds.js";
+import type { ExplainSettings } from "../explain/types.js";
 import { explainJob } from "../explain/verdict.js";
 import { verdictMemo } from "../explain/pods.js";
-import type { Policy } from "../policy/types.js";
+import type { JobKind, Policy } from "../policy/types.js";
 import type { BlockedMetrics } from "../reconcile/metrics.js";
 import { managedElsewhere } from "../reconcile/plan.js";
 import { statusOf, type kubeClient } from "./client.js";
 import { backgroundEventWriter } from "./events.js";
-import { trimmedInformer, type ListPage } from "./informer.js";
+import { trimmedInformer, type ListPage, type TrimmedInformer } from "./informer.js";
 import { isJobStub } from "./projection.js";
 
 type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
@@ -86,12 +87,9 @@ export function verdictNode(o: object): KubeObject {
   };
 }
 
-export function startBlocked(opts: BlockedOptions): BlockedTracker {
-  const { policy, log, metrics } = opts;
-  const bounds: BlockedBounds = { ...DEFAULT_BOUNDS, ...opts.bounds };
-  const known: KnownKind[] = knownKinds(policy);
-  const kinds = policy.jobKinds.map((k) => ({ jobKind: k, known: known.find((x) => x.jobKind === k)! }));
-  const settings = { gpu: policy.gpu, acceleratorLabel: policy.accelerator.nodeLabel, graceSeconds: GRACE_SECONDS };
+/** The nodes as the verdicts read them, restarted after an error (every 30 s while the watch is refused, said once). */
+function nodeCache(opts: BlockedOptions, stopped: () => boolean): TrimmedInformer<KubeObject> {
+  const { log } = opts;
   const nodes = trimmedInformer<KubeObject>(opts.k8s, opts.kc, {
     path: "/api/v1/nodes",
     page: opts.plainPage
@@ -99,16 +97,61 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
       : async (cont) => opts.kc.makeApiClient(opts.k8s.CoreV1Api).listNode({ limit: 500, _continue: cont }),
     trim: verdictNode,
   });
-  let stopped = false;
   let said403 = false;
   nodes.on("error", (err: unknown) => {
-    if (stopped) return;
+    if (stopped()) return;
     const refused = statusOf(err) === 403;
     if (!refused || !said403) log.warn({ err: errorMessage(err) }, "blocked: node informer stopped; restarting (verdicts wait for it)");
     said403 ||= refused;
-    setTimeout(() => void (stopped ? undefined : nodes.start().catch(() => undefined)), refused ? 30_000 : 2000).unref();
+    setTimeout(() => void (stopped() ? undefined : nodes.start().catch(() => undefined)), refused ? 30_000 : 2000).unref();
   });
   void nodes.start().catch(() => undefined);
+  return nodes;
+}
+
+/** Every cached job of an opted-in namespace, with its verdict now and the GPUs it asks for. */
+function tickJobs(
+  opts: BlockedOptions,
+  kinds: ReadonlyArray<{ jobKind: JobKind; known: KnownKind }>,
+  settings: ExplainSettings,
+  { nowDate, nodeList, ledger }: { nowDate: Date; nodeList: KubeObject[]; ledger: ReturnType<typeof nodeEntriesFromCaches> },
+): TickJob[] {
+  const out: TickJob[] = [];
+  const ledgerAt = { generatedAt: nowDate.toISOString(), nodes: ledger };
+  // One memo a tick: the nodes filtered once per placement and counted once, for every job.
+  const memo = verdictMemo();
+  opts.jobs.forEach((inf, i) => {
+    const kind = kinds[i];
+    if (!kind) return;
+    for (const raw of inf.list()) {
+      const ns = raw.metadata?.namespace ?? "";
+      if (isJobStub(raw) || !opts.inScope(ns)) continue;
+      const job = asKubeObject(raw);
+      if (managedElsewhere(job, kind.jobKind)) continue;
+      const uid = String(raw.metadata?.uid ?? "");
+      const pods = opts.pods.byController(uid);
+      const verdict = explainJob(cachedEvidence({ kind: kind.known, job, pods }, nodeList, ledgerAt, settings), nowDate, memo);
+      out.push({
+        uid,
+        namespace: ns,
+        name: raw.metadata?.name ?? "",
+        kind: kind.jobKind,
+        verdict,
+        gpus: jobGpus(job, kind.jobKind, pods, opts.policy.gpu),
+      });
+    }
+  });
+  return out;
+}
+
+export function startBlocked(opts: BlockedOptions): BlockedTracker {
+  const { policy, log, metrics } = opts;
+  const bounds: BlockedBounds = { ...DEFAULT_BOUNDS, ...opts.bounds };
+  const known: KnownKind[] = knownKinds(policy);
+  const kinds = policy.jobKinds.map((k) => ({ jobKind: k, known: known.find((x) => x.jobKind === k)! }));
+  const settings = { gpu: policy.gpu, acceleratorLabel: policy.accelerator.nodeLabel, graceSeconds: GRACE_SECONDS };
+  let stopped = false;
+  const nodes = nodeCache(opts, () => stopped);
 
   const writer = backgroundEventWriter(() => Promise.resolve((namespace: string, event: KubeObject) => opts.post(namespace, event)), {
     log,
@@ -118,35 +161,6 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
   let tracks = new Map<string, JobTrack>();
   let lastMs: number | undefined;
   let cleared = true;
-
-  const jobsNow = (nowDate: Date, nodeList: KubeObject[], ledger: ReturnType<typeof nodeEntriesFromCaches>): TickJob[] => {
-    const out: TickJob[] = [];
-    const ledgerAt = { generatedAt: nowDate.toISOString(), nodes: ledger };
-    // One memo a tick: the nodes filtered once per placement and counted once, for every job.
-    const memo = verdictMemo();
-    opts.jobs.forEach((inf, i) => {
-      const kind = kinds[i];
-      if (!kind) return;
-      for (const raw of inf.list()) {
-        const ns = raw.metadata?.namespace ?? "";
-        if (isJobStub(raw) || !opts.inScope(ns)) continue;
-        const job = asKubeObject(raw);
-        if (managedElsewhere(job, kind.jobKind)) continue;
-        const uid = String(raw.metadata?.uid ?? "");
-        const pods = opts.pods.byController(uid);
-        const verdict = explainJob(cachedEvidence({ kind: kind.known, job, pods }, nodeList, ledgerAt, settings), nowDate, memo);
-        out.push({
-          uid,
-          namespace: ns,
-          name: raw.metadata?.name ?? "",
-          kind: kind.jobKind,
-          verdict,
-          gpus: jobGpus(job, kind.jobKind, pods, policy.gpu),
-        });
-      }
-    });
-    return out;
-  };
 
   const tick = (): void => {
     if (stopped) return;
@@ -161,7 +175,7 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
     const nowDate = opts.now();
     const nowMs = nowDate.getTime();
     const nodeList = [...nodes.list()];
-    const jobs = jobsNow(nowDate, nodeList, nodeEntriesFromCaches(nodeList, opts.pods.list(), policy.gpu));
+    const jobs = tickJobs(opts, kinds, settings, { nowDate, nodeList, ledger: nodeEntriesFromCaches(nodeList, opts.pods.list(), policy.gpu) });
     const plan = planTick({ previous: tracks, jobs, nowMs, lastMs, bounds });
     let sent = 0;
     for (const a of plan.announce) {
