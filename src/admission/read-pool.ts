@@ -106,8 +106,7 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
 
   function nextReady(): Queue | undefined {
     const i = fewestFirst(ring, cursor, o.perReview);
-    if (i < 0) return undefined;
-    cursor = i + 1;
+    if (i >= 0) cursor = i + 1;
     return ring[i];
   }
 

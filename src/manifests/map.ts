@@ -274,19 +274,8 @@ function resourceVariables(policy: Policy): Variable[] {
   ];
 }
 
-/**
- * The policy's variables (in evaluation order) and its one mutation: a single JSON patch list carrying every step's
- * operations, in the pipeline's order. One mutation, because the apiserver applies each mutation as a round trip of
- * the whole pod and evaluates the variables again for each (docs/benchmarks.md, issue 51). So no step sees another's
- * output on the object: each later step is computed from what the earlier ones will have produced (the resources
- * step's requests and limits `r3`/`l3` for the GPU names and limits; the tolerations the earlier steps add counted as
- * existing, `<p>Seen`; the required node terms the accelerator step writes being what the interruptible step extends,
- * `accTerms`), `/spec/tolerations`, `/spec/affinity` and the record each written once, and the record holds exactly the
- * names of the steps that changed the pod, in pipeline order. The apiserver's defaulting between two mutations does
- * not come into it: it only copies limits to missing requests, which no later step reads (`gpuNames` takes both,
- * `gpuLimit` the limits). A pod the policy changes nothing on gets {@link UNCHANGED}.
- */
-export function mapSpec(policy: Policy): { variables: Variable[]; steps: string[]; mutations: Array<{ name: string; expression: string }> } {
+/** The accelerator step's CEL: the partition asked and whether it is valid, the MIG products, the node terms and tolerations. */
+function acceleratorCel(policy: Policy): { part: string; validPartition: string; bases: string; accAlts: string; accTolerations: string | undefined } {
   const NL = policy.accelerator.nodeLabel;
   const pnl = policy.accelerator.partitionNodeLabel;
   const dev = "variables.accDevice";
@@ -313,6 +302,52 @@ export function mapSpec(policy: Policy): { variables: Variable[]; steps: string[
     ? undefined
     : `!variables.gpuLimit ? [] : (${dev} == '' ? [] : [[${celString(NL)}, 'Equal', ${dev}, 'NoSchedule', '']])` +
       (pnl ? ` + (${part} == '' || ${part} == 'none' ? [] : [[${celString(pnl)}, 'Equal', ${part}, 'NoSchedule', '']])` : "");
+  return { part, validPartition, bases, accAlts, accTolerations };
+}
+
+/** The one mutation's patches: resources, every toleration added, the required node affinity, and the record. */
+function outfitExpression(affinityChanged: string, terms: string): string {
+  const resources =
+    `(!variables.resourcesChanged ? [] : variables.all.transformList(i, c, variables.r3[i] != variables.r0[i] || variables.l3[i] != variables.l0[i],\n` +
+    `  (has(c.resources) ? [] : [${patch("add", `${containerPath("i")} + '/resources'`, "{}")}]) +\n` +
+    `  (variables.r3[i] == variables.r0[i] ? [] : [${patch("add", `${containerPath("i")} + '/resources/requests'`, "variables.r3[i]")}]) +\n` +
+    `  (variables.l3[i] == variables.l0[i] ? [] : [${patch("add", `${containerPath("i")} + '/resources/limits'`, "variables.l3[i]")}])).flatten())`;
+  const tolerations =
+    `(size(variables.tolerationsAdded) == 0 ? [] :\n` +
+    `(object.spec.?tolerations.hasValue() ? [] : [${patch("add", "'/spec/tolerations'", "[]")}]) +\n` +
+    `variables.tolerationsAdded.map(t, ${patch(
+      "add",
+      "'/spec/tolerations/-'",
+      "t[4] == '' ? Object.spec.tolerations{key: t[0], operator: t[1], value: t[2], effect: t[3]} : Object.spec.tolerations{key: t[0], operator: t[1], value: t[2], effect: t[3], tolerationSeconds: int(t[4])}",
+    )}))`;
+  const affinity =
+    affinityChanged === "false"
+      ? "[]"
+      : `(!(${affinityChanged}) ? [] :\n` +
+        `(object.spec.?affinity.hasValue() ? [] : [${patch("add", "'/spec/affinity'", "{}")}]) +\n` +
+        `(object.spec.?affinity.?nodeAffinity.hasValue() ? [] : [${patch("add", "'/spec/affinity/nodeAffinity'", "{}")}]) +\n` +
+        `[${patch(
+          "add",
+          "'/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution'",
+          `Object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution{nodeSelectorTerms: ${termObjects(terms)}}`,
+        )}])`;
+  return `size(variables.applied) == 0 ? ${UNCHANGED} :\n${resources} +\n${tolerations} +\n${affinity} +\n${recordPatches()}`;
+}
+
+/**
+ * The policy's variables (in evaluation order) and its one mutation: a single JSON patch list carrying every step's
+ * operations, in the pipeline's order. One mutation, because the apiserver applies each mutation as a round trip of
+ * the whole pod and evaluates the variables again for each (docs/benchmarks.md, issue 51). So no step sees another's
+ * output on the object: each later step is computed from what the earlier ones will have produced (the resources
+ * step's requests and limits `r3`/`l3` for the GPU names and limits; the tolerations the earlier steps add counted as
+ * existing, `<p>Seen`; the required node terms the accelerator step writes being what the interruptible step extends,
+ * `accTerms`), `/spec/tolerations`, `/spec/affinity` and the record each written once, and the record holds exactly the
+ * names of the steps that changed the pod, in pipeline order. The apiserver's defaulting between two mutations does
+ * not come into it: it only copies limits to missing requests, which no later step reads (`gpuNames` takes both,
+ * `gpuLimit` the limits). A pod the policy changes nothing on gets {@link UNCHANGED}.
+ */
+export function mapSpec(policy: Policy): { variables: Variable[]; steps: string[]; mutations: Array<{ name: string; expression: string }> } {
+  const { part, validPartition, bases, accAlts, accTolerations } = acceleratorCel(policy);
   const { tolerations: iTolerations, nodeRequirement, nonInterruptibleNodeRequirement } = policy.interruptible;
   const wantedGpu =
     `variables.gpuNames.map(n, [[string(n), 'Exists', '', 'NoSchedule', '']]` +
@@ -370,31 +405,7 @@ export function mapSpec(policy: Policy): { variables: Variable[]; steps: string[
     { name: "applied", expression: steps.map((name) => `(${stepChanged[name]} ? [${celString(name)}] : [])`).join(" + ") },
     { name: "tolerationsAdded", expression: added.join(" + ") },
   ];
-  const resources =
-    `(!variables.resourcesChanged ? [] : variables.all.transformList(i, c, variables.r3[i] != variables.r0[i] || variables.l3[i] != variables.l0[i],\n` +
-    `  (has(c.resources) ? [] : [${patch("add", `${containerPath("i")} + '/resources'`, "{}")}]) +\n` +
-    `  (variables.r3[i] == variables.r0[i] ? [] : [${patch("add", `${containerPath("i")} + '/resources/requests'`, "variables.r3[i]")}]) +\n` +
-    `  (variables.l3[i] == variables.l0[i] ? [] : [${patch("add", `${containerPath("i")} + '/resources/limits'`, "variables.l3[i]")}])).flatten())`;
-  const tolerations =
-    `(size(variables.tolerationsAdded) == 0 ? [] :\n` +
-    `(object.spec.?tolerations.hasValue() ? [] : [${patch("add", "'/spec/tolerations'", "[]")}]) +\n` +
-    `variables.tolerationsAdded.map(t, ${patch(
-      "add",
-      "'/spec/tolerations/-'",
-      "t[4] == '' ? Object.spec.tolerations{key: t[0], operator: t[1], value: t[2], effect: t[3]} : Object.spec.tolerations{key: t[0], operator: t[1], value: t[2], effect: t[3], tolerationSeconds: int(t[4])}",
-    )}))`;
-  const affinity =
-    affinityChanged === "false"
-      ? "[]"
-      : `(!(${affinityChanged}) ? [] :\n` +
-        `(object.spec.?affinity.hasValue() ? [] : [${patch("add", "'/spec/affinity'", "{}")}]) +\n` +
-        `(object.spec.?affinity.?nodeAffinity.hasValue() ? [] : [${patch("add", "'/spec/affinity/nodeAffinity'", "{}")}]) +\n` +
-        `[${patch(
-          "add",
-          "'/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution'",
-          `Object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution{nodeSelectorTerms: ${termObjects(intAffinity.terms)}}`,
-        )}])`;
-  const expression = `size(variables.applied) == 0 ? ${UNCHANGED} :\n${resources} +\n${tolerations} +\n${affinity} +\n${recordPatches()}`;
+  const expression = outfitExpression(affinityChanged, intAffinity.terms);
   return { variables, steps, mutations: [{ name: "outfit", expression }] };
 }
 
