@@ -1,6 +1,6 @@
 /**
  * Which module may import which (docs/architecture.md, "Layers"), checked by dependency-cruiser in `npm test`
- * (`npm run lint:deps`; test/unit/layers.test.ts shows each kind of forbidden edge failing).
+ * (`npm run lint:deps`; test/unit/project/layers.test.ts shows each kind of forbidden edge failing).
  *
  * The rooms, each with the rooms it may import (besides itself); any other edge between our modules fails CI with
  * the rule `<room>-imports` naming what it may import. Siblings never import each other: admission, mutate and

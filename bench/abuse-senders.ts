@@ -99,7 +99,7 @@ const nicClaim = (name: string): KubeObject => ({
   spec: { devices: { requests: [{ name: "nic", exactly: { deviceClassName: "nic.example.com", count: 1 } }] } },
 });
 
-/** A queued, suspended PyTorchJob (Master and one Worker, 8 GPUs each), as in test/unit/kueue-event.test.ts. */
+/** A queued, suspended PyTorchJob (Master and one Worker, 8 GPUs each), as in test/unit/kueue/kueue-event.test.ts. */
 function queuedPyTorchJob(name: string, uid: string): Obj {
   const template = (): Obj => ({
     spec: { containers: [{ name: "pytorch", image: "img", resources: { limits: { "nvidia.com/gpu": "8" }, requests: { "nvidia.com/gpu": "8" } } }] },

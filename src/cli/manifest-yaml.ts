@@ -63,7 +63,7 @@ export function* manifestDocuments(text: string, lineCounter: LineCounter): Gene
  * {@link manifestDocuments} of a text given in pieces (a file read a megabyte at a time: the whole text is never
  * held): `push` each piece in order, then `end`; each hands over the documents complete so far. The yaml package's
  * own streaming (its Parser's `incomplete`, as its CLI reads stdin), given whole lines only: its lexer misreads a
- * flow collection or a scalar cut mid-line (test/unit/cli-manifest-pieces.test.ts), so the rest of a line waits for
+ * flow collection or a scalar cut mid-line (test/unit/cli/cli-manifest-pieces.test.ts), so the rest of a line waits for
  * the next piece. Positions, and lines in `lineCounter`, are the whole text's.
  */
 export function manifestDocumentReader(lineCounter: LineCounter): { push(piece: string): Generator<Document.Parsed>; end(): Generator<Document.Parsed> } {

@@ -9,7 +9,7 @@
  *
  * The command modules import their heavy modules (the Kubernetes client, @peculiar/x509, yaml, ajv) with
  * `import()` when they run, so composing the program loads none of them and `serve` starts fast
- * (test/unit/cli-startup.test.ts).
+ * (test/unit/project/cli-startup.test.ts).
  */
 import { Command, CommanderError, type Option, type OptionValues } from "commander";
 import { UsageError, errorMessage } from "../core/errors.js";

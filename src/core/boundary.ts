@@ -2,7 +2,7 @@
  * @module
  * The type boundary: where a value is given a type the compiler cannot check because two types describe the
  * same runtime value from two sides that do not know each other. These conversions live here, each with the
- * reason it is sound, and this is the one module of src/ allowed `as unknown as` (test/unit/no-any.test.ts;
+ * reason it is sound, and this is the one module of src/ allowed `as unknown as` (test/unit/project/no-any.test.ts;
  * src/cli/ is exempt there until its rewrite lands). Plain single `as` casts elsewhere are not collected here.
  *
  * - Kubernetes objects: client-node's `V1*` classes and our `KubeObject` (`Record<string, unknown>`,

@@ -1,7 +1,7 @@
 /**
  * @module
  * The versions Quartermaster supports and is tested against, as data: `quartermaster version` prints them, and
- * test/unit/version.test.ts holds them to the versions CI builds (test/e2e/<tool>/build.sh) and README's
+ * test/unit/project/version.test.ts holds them to the versions CI builds (test/e2e/<tool>/build.sh) and README's
  * "Supported versions", so the three cannot drift apart.
  */
 

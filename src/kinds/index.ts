@@ -8,7 +8,7 @@
  * Trainer v2's TrainJob (framework `trainer`) is `trainjob` (replicas from its runtime's JobSet template).
  *
  * Every lookup takes the registry as its last parameter, the built-in {@link KIND_SHAPES} by default; a policy
- * may carry another (`Policy.kindShapes`, set by code, never by a policy file: test/unit/kind-registry.test.ts
+ * may carry another (`Policy.kindShapes`, set by code, never by a policy file: test/unit/kinds/kind-registry.test.ts
  * adds a test-only shape that way). The policy schema's `framework` enum is {@link frameworkNames} of the
  * built-in registry (`npm run generate` compiles it into the validator).
  */

@@ -15,7 +15,7 @@
  * skipped and the ledger counts its `namespace/name` (`src/reconcile/plan.ts`: the scope is decided before
  * anything else of the job is read), and a sync returns before reading it (`src/kube/watch.ts`). So a tenant
  * whose namespace never opted in cannot grow the reconciler with its jobs, whatever their size: 1,000 TFJobs
- * of 1 MiB each cost ~0.3 MiB of cache (test/unit/projection.test.ts, test/e2e/reconcile-memory.test.ts).
+ * of 1 MiB each cost ~0.3 MiB of cache (test/unit/kube/projection.test.ts, test/e2e/reconcile-memory.test.ts).
  *
  * Namespaces opt in and out while the reconciler runs: a job cached as a stub whose namespace opts in is read
  * again (`TrimmedInformer.reread`, a LIST of that namespace), and one whose namespace opts out is trimmed to

@@ -16,7 +16,7 @@
  *   run-policy defaults once, at creation (a job created during an outage keeps upstream's defaults), and outfits
  *   the pod templates of a job queued in Kueue; reinvoked because Kueue's own mutating webhook (ordered before
  *   this configuration by name) may add the queue-name label after this one ran (kueue LocalQueueDefaulting),
- *   and every change it makes is idempotent (test/unit/kueue-outfit.test.ts). It also takes the CREATE of batch
+ *   and every change it makes is idempotent (test/unit/kueue/kueue-outfit.test.ts). It also takes the CREATE of batch
  *   Jobs and JobSets, whose pod templates it outfits when they are queued in Kueue, so Kueue admits them by what
  *   their pods will ask for (`QUEUED_WORKLOAD_KINDS`, src/core/job-shapes.ts); its match condition
  *   `training-jobs-or-queued` keeps every unqueued batch Job and JobSet away from Quartermaster.

@@ -5,7 +5,7 @@
  * EnforceMLPolicy): the TrainJob's `trainer.env`, then PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (a fieldRef to
  * the completion index, resolved here), PET_MASTER_ADDR `<job>-node-0-0.<job>`, PET_MASTER_PORT 29500 (upserted
  * in that order). `auto` without a GPU in resourcesPerNode becomes the CPU count (at least 1). Used to show that a
- * migrated PyTorchJob's pods get the environment the v1 operator gave the original (test/unit/migrate.test.ts).
+ * migrated PyTorchJob's pods get the environment the v1 operator gave the original (test/unit/migrate/migrate.test.ts).
  */
 import type { V1EnvVar } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";

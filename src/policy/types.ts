@@ -1,7 +1,7 @@
 /**
  * @module
  * The policy document, as the rest of the code sees it after schema validation and defaults
- * (`src/policy/schema.ts` is the JSON Schema; `test/unit/policy.test.ts` keeps the two in step).
+ * (`src/policy/schema.ts` is the JSON Schema; `test/unit/policy/policy.test.ts` keeps the two in step).
  */
 
 import type { EnforcementMode } from "./rules.js";
@@ -142,7 +142,7 @@ export interface Policy {
   /**
    * The kinds registry the policy's kinds are looked up in; absent: the built-in one (`KIND_SHAPES`,
    * `src/kinds/index.ts`). Set by code only (the schema has no such field, a policy file cannot), to try a shape
-   * that is not built in (test/unit/kind-registry.test.ts).
+   * that is not built in (test/unit/kinds/kind-registry.test.ts).
    */
   kindShapes?: readonly KindShape[];
   clusterSpec: {

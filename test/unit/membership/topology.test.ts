@@ -1,0 +1,158 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { V1Pod } from "@kubernetes/client-node";
+import { cachedJobReader } from "../../../src/kube/jobs.js";
+import { defaultPolicy, checkPolicy } from "../../../src/policy/load.js";
+import { lookupTopology } from "../../../src/membership/lookup.js";
+import { jobRef, replicaOf } from "../../../src/membership/resolve.js";
+import { fakeJobReader, job, kindOf } from "../../fixtures/jobs.js";
+import { deepFreeze } from "../../fixtures/reviews.js";
+
+const policy = defaultPolicy();
+const mnist = job("TFJob", "mnist", "team-a", { Chief: 1, Worker: 2, PS: 1 });
+const owner = { apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "mnist", uid: "uid-mnist", controller: true };
+const pod = (o: { name?: string; labels?: Record<string, string>; owners?: unknown[] } = {}): V1Pod =>
+  deepFreeze({
+    metadata: { name: o.name ?? "mnist-worker-1", namespace: "team-a", labels: o.labels, ownerReferences: o.owners as never },
+    spec: { containers: [] },
+  });
+
+describe("jobRef", () => {
+  it("controller ownerReference of a configured kind → that kind only", () => {
+    assert.deepEqual(jobRef(pod({ owners: [owner] }), "team-a", policy), {
+      candidates: [kindOf("TFJob")],
+      namespace: "team-a",
+      name: "mnist",
+      via: "ownerReference",
+    });
+  });
+  it("a controller of another kind (a ReplicaSet) → none, even with a job-name label", () => {
+    const rs = { apiVersion: "apps/v1", kind: "ReplicaSet", name: "x", uid: "u", controller: true };
+    assert.equal(jobRef(pod({ owners: [rs], labels: { "training.kubeflow.org/job-name": "mnist" } }), "team-a", policy), undefined);
+  });
+  it("no owner, job-name and operator-name labels → the operator's kind", () => {
+    const r = jobRef(
+      pod({ labels: { "training.kubeflow.org/job-name": "pt", "training.kubeflow.org/operator-name": "pytorchjob-controller" } }),
+      "team-a",
+      policy,
+    );
+    assert.deepEqual(
+      r?.candidates.map((k) => k.kind),
+      ["PyTorchJob"],
+    );
+  });
+  it("no owner, job-name label only → every configured kind", () => {
+    assert.equal(jobRef(pod({ labels: { "training.kubeflow.org/job-name": "x" } }), "team-a", policy)?.candidates.length, 7);
+  });
+  it("neither → none", () => assert.equal(jobRef(pod(), "team-a", policy), undefined));
+});
+
+describe("replicaOf", () => {
+  const cases: Array<[string, V1Pod, unknown]> = [
+    [
+      "labels",
+      pod({ name: "whatever", labels: { "training.kubeflow.org/replica-type": "ps", "training.kubeflow.org/replica-index": "0" } }),
+      { replicaType: "PS", index: 0 },
+    ],
+    ["name <job>-<type>-<index>", pod({ name: "mnist-worker-1" }), { replicaType: "Worker", index: 1 }],
+    ["index beyond replicas", pod({ name: "mnist-worker-2" }), { problem: "replica index 2 is beyond the 2 Worker replicas" }],
+    ["unknown type", pod({ name: "mnist-evaluator-0" }), { problem: "the job has no replica type evaluator" }],
+    ["unrecognisable name", pod({ name: "random" }), { problem: "the pod has no replica-type/replica-index labels and its name is not <job>-<type>-<index>" }],
+  ];
+  for (const [name, p, want] of cases) it(`${name} → ${JSON.stringify(want)}`, () => assert.deepEqual(replicaOf(p, mnist, kindOf("TFJob")), want));
+});
+
+describe("lookupTopology", () => {
+  it("found through the owner → topology", async () => {
+    const r = await lookupTopology(pod({ owners: [owner] }), "team-a", policy, fakeJobReader([mnist]));
+    assert.equal(r.kind, "found");
+    assert.deepEqual(r.kind === "found" && [r.topology.replicaType, r.topology.index, r.topology.kind.kind], ["Worker", 1, "TFJob"]);
+  });
+  it("not a training pod → none, and no read", async () => {
+    const reader = fakeJobReader([mnist]);
+    assert.deepEqual(await lookupTopology(pod(), "team-a", policy, reader), { kind: "none" });
+    assert.equal(reader.reads, 0);
+  });
+  it("job missing → failed, naming it", async () => {
+    assert.deepEqual(await lookupTopology(pod({ owners: [owner] }), "team-a", policy, fakeJobReader()), {
+      kind: "failed",
+      reason: "job team-a/mnist (TFJob) not found",
+    });
+  });
+  it("apiserver error → failed with the error", async () => {
+    const r = await lookupTopology(pod({ owners: [owner] }), "team-a", policy, { get: async () => Promise.reject(new Error("connect ECONNREFUSED")) });
+    assert.deepEqual(r, { kind: "failed", reason: "reading job team-a/mnist failed: connect ECONNREFUSED" });
+  });
+  it("a slow apiserver → failed at the lookup timeout, well inside the webhook's", async () => {
+    const fast = checkPolicy({ clusterSpec: { jobLookupTimeoutMs: 100 } }, "t");
+    const started = performance.now();
+    const r = await lookupTopology(pod({ owners: [owner] }), "team-a", fast, { get: () => new Promise(() => undefined) });
+    const took = performance.now() - started;
+    assert.deepEqual(r, { kind: "failed", reason: "reading job team-a/mnist timed out after 100 ms" });
+    assert.ok(took >= 90 && took < 1000, `took ${took} ms`);
+  });
+});
+
+describe("cachedJobReader", () => {
+  const kind = kindOf("TFJob");
+  it("concurrent reads of one job share one request; the cache expires after its TTL", async () => {
+    let t = 0;
+    let calls = 0;
+    const reader = cachedJobReader(
+      async () => async () => {
+        calls++;
+        return mnist;
+      },
+      { ttlMs: 1000, now: () => t },
+    );
+    const [a, b] = await Promise.all([reader.get(kind, "team-a", "mnist"), reader.get(kind, "team-a", "mnist")]);
+    assert.equal(a, mnist);
+    assert.equal(b, mnist);
+    assert.equal(calls, 1);
+    t = 999;
+    await reader.get(kind, "team-a", "mnist");
+    assert.equal(calls, 1);
+    t = 1000;
+    await reader.get(kind, "team-a", "mnist");
+    assert.equal(calls, 2);
+  });
+  it("failures are not cached", async () => {
+    let calls = 0;
+    const reader = cachedJobReader(
+      async () => async () => {
+        calls++;
+        if (calls === 1) throw new Error("boom");
+        return mnist;
+      },
+      { ttlMs: 60_000 },
+    );
+    await assert.rejects(reader.get(kind, "team-a", "mnist"), /boom/);
+    assert.equal(await reader.get(kind, "team-a", "mnist"), mnist);
+  });
+  it("a client that fails to load is retried on the next read", async () => {
+    let loads = 0;
+    const reader = cachedJobReader(
+      async () => {
+        loads++;
+        if (loads === 1) throw new Error("no kubeconfig");
+        return async () => mnist;
+      },
+      { ttlMs: 0 },
+    );
+    await reader.warm();
+    assert.equal(await reader.get(kind, "team-a", "mnist"), mnist);
+    assert.equal(loads, 2);
+  });
+  it("the cache is bounded", async () => {
+    let calls = 0;
+    const reader = cachedJobReader(
+      async () => async () => {
+        calls++;
+        return mnist;
+      },
+      { ttlMs: 60_000, maxEntries: 2 },
+    );
+    for (const n of ["a", "b", "c", "a"]) await reader.get(kind, "ns", n);
+    assert.equal(calls, 4, "a was evicted when c came in");
+  });
+});
