@@ -15,6 +15,7 @@
  * sent here and pass through if they are: a job is never mutated after it was created (Kueue's admission
  * UPDATE included).
  */
+import { isObject } from "../src/core/object.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { MAX_CLAIM_NAMES, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { describeCost, specsCost } from "../src/admission/cost.js";
@@ -163,4 +164,4 @@ function mutateQueuedTrainJob({ request, k, namespace, reader, policy }: QueuedT
   return read instanceof Promise ? read.then(withRuntime) : withRuntime(read);
 }
 
-const isPodSpec = (v: unknown): v is V1PodSpec => typeof v === "object" && v !== null && !Array.isArray(v);
+const isPodSpec = (v: unknown): v is V1PodSpec => isObject(v);

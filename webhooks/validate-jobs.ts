@@ -53,6 +53,7 @@
  * Batch Jobs and JobSets that ask for GPUs are judged here too, with the GPU rules only (job-gpus on the pods
  * they run at once, capacity, the pod-spec and claim rules on their templates): webhooks/validate-workloads.ts.
  */
+import { isObject } from "../src/core/object.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
@@ -391,8 +392,6 @@ export function isUnsuspend(old: KubeObject, now: KubeObject): boolean {
   const suspended = (o: KubeObject): boolean => (o.spec as { suspend?: unknown } | undefined)?.suspend === true;
   return suspended(old) && !suspended(now);
 }
-
-const isObject = (v: unknown): v is KubeObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 const resourceVersionOf = (o: KubeObject): string | undefined => {
   const rv = (o.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;

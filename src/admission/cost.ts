@@ -24,6 +24,7 @@
  * very answer while the bound is passed by adding a list's length, and throws StandInUndecided when it would
  * have to look inside a stand-in (its entries could pass the bound at another count).
  */
+import { isObject } from "../core/object.js";
 import { isGpuResource } from "../core/gpu.js";
 import type { GpuResource } from "../policy/types.js";
 import { standInNames, StandInUndecided } from "./stand-in.js";
@@ -51,10 +52,6 @@ export interface ReviewCost {
 
 const CONTAINER_LISTS = ["initContainers", "containers", "ephemeralContainers"] as const;
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /**
  * The cost of running `rules` rules over the given pod specs (anything, as it arrived: what is not
  * a pod spec counts nothing). `gpu` is the policy's GPU patterns.
@@ -69,7 +66,7 @@ export function specsCost(specs: Iterable<unknown>, rules: number, gpu: readonly
   for (const spec of specs) {
     // Each pod spec (a job's replica type) is an item of its own: some rules run once per replica type.
     if (++items > limit) return over();
-    if (!isRecord(spec)) continue;
+    if (!isObject(spec)) continue;
     for (const list of CONTAINER_LISTS) {
       const containers = spec[list];
       if (!Array.isArray(containers)) continue;
@@ -79,10 +76,10 @@ export function specsCost(specs: Iterable<unknown>, rules: number, gpu: readonly
       // containers' entries would add is unknown, and so is the count at which the bound is passed.
       if (standInNames(containers) !== undefined) throw new StandInUndecided("resource entries of a container list within the bound");
       for (const c of containers) {
-        const resources = isRecord(c) ? c.resources : undefined;
-        if (!isRecord(resources)) continue;
+        const resources = isObject(c) ? c.resources : undefined;
+        if (!isObject(resources)) continue;
         for (const side of [resources.requests, resources.limits]) {
-          if (!isRecord(side)) continue;
+          if (!isObject(side)) continue;
           for (const name in side) {
             if (!Object.hasOwn(side, name)) continue;
             if (++items > limit) return over();
@@ -100,10 +97,10 @@ export function specsCost(specs: Iterable<unknown>, rules: number, gpu: readonly
 
 /** The pod specs of a job's replica templates (`spec.<anything>.<type>.template.spec`, or Caffe2's `spec.replicaSpecs.template.spec`). */
 export function jobTemplateSpecs(job: unknown, replicaSpecsField: string, single: boolean): unknown[] {
-  if (!isRecord(job) || !isRecord(job.spec)) return [];
+  if (!isObject(job) || !isObject(job.spec)) return [];
   const field = job.spec[replicaSpecsField];
-  if (!isRecord(field)) return [];
-  const specsOf = (replica: unknown): unknown => (isRecord(replica) && isRecord(replica.template) ? replica.template.spec : undefined);
+  if (!isObject(field)) return [];
+  const specsOf = (replica: unknown): unknown => (isObject(replica) && isObject(replica.template) ? replica.template.spec : undefined);
   if (single) return [specsOf(field)];
   const out: unknown[] = [];
   for (const type in field) if (Object.hasOwn(field, type)) out.push(specsOf(field[type]));

@@ -4,6 +4,7 @@
  * the skip reason), or undefined. The webhook configurations already scope what the apiserver sends;
  * these make the handlers safe even under a broader configuration.
  */
+import { isObject } from "../core/object.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, sentAsGpu } from "../core/gpu.js";
 import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { Policy } from "../policy/types.js";
@@ -35,7 +36,6 @@ export function podGuard(operations: readonly Operation[], subresources: Subreso
 }
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
  * The rest of the pod webhooks' `training-pods-only` match condition (`trainingPodExpression` in
@@ -54,15 +54,15 @@ const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !
 export function unwalkedPodGuard(policy: Pick<Policy, "jobKinds" | "gpu" | "kindShapes">): Guard {
   const groups = schemesOf(policy.jobKinds, policy.kindShapes).map((s) => s.podLabels);
   const isGpu = (name: string): boolean => sentAsGpu(name, policy.gpu);
-  const anyGpu = (m: unknown): boolean => isObj(m) && Object.keys(m).some(isGpu);
+  const anyGpu = (m: unknown): boolean => isObject(m) && Object.keys(m).some(isGpu);
   return (req) => {
     const pod = req.object;
-    const labels = isObj(pod?.metadata) ? pod.metadata.labels : undefined;
-    if (isObj(labels) && groups.some((g) => g.every((l) => Object.hasOwn(labels, l)))) return undefined;
-    const spec = isObj(pod?.spec) ? pod.spec : {};
+    const labels = isObject(pod?.metadata) ? pod.metadata.labels : undefined;
+    if (isObject(labels) && groups.some((g) => g.every((l) => Object.hasOwn(labels, l)))) return undefined;
+    const spec = isObject(pod?.spec) ? pod.spec : {};
     const lists = [spec.initContainers, spec.containers].filter((l): l is unknown[] => Array.isArray(l));
-    const size = (m: unknown): number => (isObj(m) ? Object.keys(m).length : 0);
-    const resourcesOf = (c: unknown): Obj => (isObj(c) && isObj(c.resources) ? c.resources : {});
+    const size = (m: unknown): number => (isObject(m) ? Object.keys(m).length : 0);
+    const resourcesOf = (c: unknown): Obj => (isObject(c) && isObject(c.resources) ? c.resources : {});
     const count = lists.reduce((n, l) => n + l.length, 0);
     // A stand-in list (a large body parsed off-thread, `stand-in.ts`) keeps its length and its resource names only.
     if (count <= CONDITION_MAX_CONTAINERS && lists.some((l) => standInNames(l) !== undefined))
@@ -129,25 +129,25 @@ export function jobGuard(kinds: readonly KindRef[], operations: readonly Operati
  */
 export function gpuWorkloadGuard(policy: Pick<Policy, "jobKinds" | "gpu">, kind: QueuedWorkloadKind): Guard {
   const isGpu = (name: string): boolean => sentAsGpu(name, policy.gpu);
-  const anyGpu = (m: unknown): boolean => isObj(m) && Object.keys(m).some(isGpu);
+  const anyGpu = (m: unknown): boolean => isObject(m) && Object.keys(m).some(isGpu);
   const claims = policy.gpu.deviceClasses.length > 0;
   const asks = (spec: unknown): boolean => {
-    if (!isObj(spec)) return false;
+    if (!isObject(spec)) return false;
     if (claims && Array.isArray(spec.resourceClaims) && spec.resourceClaims.length > 0) return true;
     return [spec.initContainers, spec.containers].some((l) => {
       if (!Array.isArray(l)) return false;
       const names = standInNames(l);
       if (names === null) throw new StandInUndecided("too many resource names in a container list");
       if (names) return names.some(isGpu);
-      return l.some((c) => isObj(c) && isObj(c.resources) && (anyGpu(c.resources.requests) || anyGpu(c.resources.limits)));
+      return l.some((c) => isObject(c) && isObject(c.resources) && (anyGpu(c.resources.requests) || anyGpu(c.resources.limits)));
     });
   };
   return (req) => {
     const obj = req.object;
-    if (!isObj(obj)) return undefined;
-    if (isObj(obj.spec) && standInNames(obj.spec.replicatedJobs) !== undefined) throw new StandInUndecided("a JobSet's replicatedJobs");
+    if (!isObject(obj)) return undefined;
+    if (isObject(obj.spec) && standInNames(obj.spec.replicatedJobs) !== undefined) throw new StandInUndecided("a JobSet's replicatedJobs");
     const at = (path: Array<string | number>): unknown =>
-      path.reduce<unknown>((v, k) => (typeof k === "number" ? (Array.isArray(v) ? v[k] : undefined) : isObj(v) ? v[k] : undefined), obj);
+      path.reduce<unknown>((v, k) => (typeof k === "number" ? (Array.isArray(v) ? v[k] : undefined) : isObject(v) ? v[k] : undefined), obj);
     if (kind.templatePaths(obj).some((p) => asks(at([...p, "spec"])))) return undefined;
     return `a ${kind.kind} whose pod templates ask for no GPU resource and name no ResourceClaims`;
   };

@@ -20,6 +20,7 @@
  * matches the webhook configurations' matchConditions. Protected namespaces are never in scope, so objects
  * there are reported as not admitted.
  */
+import { isObject } from "../core/object.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import type { WebhookResult } from "../admission/handler.js";
 import { applyPatch, createPatch, type PatchOperation } from "../admission/patch.js";
@@ -81,7 +82,6 @@ export const MAX_PODS_PER_REPLICA_TYPE = 16;
 
 type Meta = { name?: string; generateName?: string; namespace?: string; uid?: string; labels?: Record<string, string> };
 const metaOf = (o: KubeObject): Meta => o.metadata ?? {};
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** `a` with its `original` built again from `held` at each read. */
 const withHeldOriginal = (a: Admitted, held: HeldInput): Admitted => {
@@ -164,11 +164,11 @@ export function apiserverPodDefaults(pod: KubeObject): KubeObject {
   type Container = { resources?: { limits?: Record<string, unknown>; requests?: Record<string, unknown> } };
   const spec = pod.spec as { containers?: Container[]; initContainers?: Container[] } | undefined;
   const needs = (c: Container): boolean => Object.keys(c.resources?.limits ?? {}).some((k) => c.resources?.requests?.[k] === undefined);
-  if (![...(spec?.containers ?? []), ...(spec?.initContainers ?? [])].some((c) => isRecord(c) && needs(c))) return pod;
+  if (![...(spec?.containers ?? []), ...(spec?.initContainers ?? [])].some((c) => isObject(c) && needs(c))) return pod;
   const out = structuredClone(pod);
   const s = out.spec as { containers?: Container[]; initContainers?: Container[] };
   for (const c of [...(s.containers ?? []), ...(s.initContainers ?? [])]) {
-    if (!isRecord(c) || !needs(c)) continue;
+    if (!isObject(c) || !needs(c)) continue;
     const resources = c.resources!;
     resources.requests = { ...(resources.requests ?? {}) };
     for (const [k, v] of Object.entries(resources.limits ?? {})) if (resources.requests[k] === undefined) resources.requests[k] = v;
@@ -234,9 +234,9 @@ export function templatesIn(object: KubeObject): Array<{ path: Array<string | nu
   const found: Array<{ path: Array<string | number>; template: Record<string, unknown> }> = [];
   const visit = (node: unknown, path: Array<string | number>): void => {
     if (Array.isArray(node)) return node.forEach((v, i) => visit(v, [...path, i]));
-    if (!isRecord(node)) return;
+    if (!isObject(node)) return;
     const t = node.template;
-    if (isRecord(t) && isRecord(t.spec) && Array.isArray(t.spec.containers)) {
+    if (isObject(t) && isObject(t.spec) && Array.isArray(t.spec.containers)) {
       found.push({ path: [...path, "template"], template: t });
       return;
     }
@@ -264,7 +264,7 @@ export function replicaPods(job: KubeObject, kind: JobKind, namespace: string): 
   const scheme = labelScheme(kind);
   const pods: KubeObject[] = [];
   for (const [type, spec] of replicaSpecs(job, kind)) {
-    const template = (isRecord(spec.template) ? spec.template : {}) as { metadata?: Meta & Record<string, unknown>; spec?: KubeObject };
+    const template = (isObject(spec.template) ? spec.template : {}) as { metadata?: Meta & Record<string, unknown>; spec?: KubeObject };
     for (let i = 0; i < Math.min(MAX_PODS_PER_REPLICA_TYPE, replicasOf(spec)); i++) {
       pods.push({
         apiVersion: "v1",
@@ -365,7 +365,7 @@ async function admitTemplates(
   const violations: Finding[] = [...whole.violations];
   const reported = new Set(whole.violations.map((v) => `${v.rule} ${v.field}`));
   for (const { path, template } of templates) {
-    const tmeta = (isRecord(template.metadata) ? template.metadata : {}) as Meta & Record<string, unknown>;
+    const tmeta = (isObject(template.metadata) ? template.metadata : {}) as Meta & Record<string, unknown>;
     const pod: KubeObject = {
       apiVersion: "v1",
       kind: "Pod",

@@ -18,6 +18,7 @@
  * The flavor's name is in the Workload (`status.admission.podSetAssignments[].flavors`), not in the job: the
  * job only carries the node labels Kueue wrote, which is what {@link KueueAdmission} reports.
  */
+import { isObject } from "../core/object.js";
 import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
@@ -29,8 +30,7 @@ export const KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name";
 export const KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager";
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-const objOr = (v: unknown): Obj => (isObj(v) ? v : {});
+const objOr = (v: unknown): Obj => (isObject(v) ? v : {});
 
 /** The job's queue name (label first, then the older annotation), or undefined when it carries none. */
 export function queueNameOf(job: KubeObject): string | undefined {
@@ -64,7 +64,7 @@ const SERVER_METADATA = ["resourceVersion", "generation", "managedFields"] as co
 function deepEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (Array.isArray(a)) return Array.isArray(b) && a.length === b.length && a.every((x, i) => deepEqual(x, b[i]));
-  if (!isObj(a) || !isObj(b)) return false;
+  if (!isObject(a) || !isObject(b)) return false;
   const ka = Object.keys(a);
   if (ka.length !== Object.keys(b).length) return false;
   return ka.every((k) => Object.hasOwn(b, k) && deepEqual(a[k], b[k]));
@@ -73,7 +73,7 @@ function deepEqual(a: unknown, b: unknown): boolean {
 /** `now` minus the keys it added to `before` (undefined when a key of `before` is gone or changed). */
 function addedEntries(before: unknown, now: unknown): { rest: unknown; added: Obj } | undefined {
   if (now === undefined) return before === undefined ? { rest: undefined, added: {} } : undefined;
-  if (!isObj(now) || (before !== undefined && !isObj(before))) return deepEqual(before, now) ? { rest: now, added: {} } : undefined;
+  if (!isObject(now) || (before !== undefined && !isObject(before))) return deepEqual(before, now) ? { rest: now, added: {} } : undefined;
   const old = objOr(before);
   const added: Obj = {};
   for (const [k, v] of Object.entries(old)) if (!Object.hasOwn(now, k) || !deepEqual(now[k], v)) return undefined;
@@ -97,9 +97,9 @@ function appended(before: unknown, now: unknown): number | undefined {
  */
 function templateAdmission(before: unknown, now: unknown, templateField: string): TemplateAdmission | undefined {
   if (before === undefined && now === undefined) return { templateField, nodeSelector: {}, tolerations: 0 };
-  if (!isObj(before) || !isObj(now)) return undefined;
+  if (!isObject(before) || !isObject(now)) return undefined;
   const [bm, nm, bs, ns] = [before.metadata, now.metadata, before.spec, now.spec];
-  if ((bm !== undefined && !isObj(bm)) || (nm !== undefined && !isObj(nm)) || !isObj(bs) || !isObj(ns)) return undefined;
+  if ((bm !== undefined && !isObject(bm)) || (nm !== undefined && !isObject(nm)) || !isObject(bs) || !isObject(ns)) return undefined;
   for (const f of ["labels", "annotations"]) if (!addedEntries(objOr(bm)[f], objOr(nm)[f])) return undefined;
   const nodeSelector = addedEntries(bs.nodeSelector, ns.nodeSelector);
   const tolerations = appended(bs.tolerations, ns.tolerations);
@@ -238,7 +238,7 @@ function kueuePatch(old: Obj, now: Obj): { templates: TemplateAdmission[]; old: 
     return { kueue: list[index], others: list.filter((_, i) => i !== index), index };
   };
   const [a, b] = [split(old), split(now)];
-  if (b.kueue !== undefined && !isObj(b.kueue)) return undefined;
+  if (b.kueue !== undefined && !isObject(b.kueue)) return undefined;
   const rjobs = (p: unknown): unknown[] => {
     const r = objOr(objOr(objOr(objOr(p).trainingRuntimeSpec).template).spec).replicatedJobs;
     return Array.isArray(r) ? r : [];

@@ -33,11 +33,11 @@
  *   `status.resourceClaimStatuses`) count their GPU requests as written (src/core/dra.ts), `All` as the largest
  *   node's devices of the class.
  */
+import { isObject } from "../core/object.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { claimGpuRequests, claimReferences, extendedResourceClaimNames, type ClaimSpec, type GpuDeviceClass } from "../core/dra.js";
 
-const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 const listOf = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const text = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
 
@@ -65,9 +65,9 @@ const vendorOf = (name: string): string => name.slice(name.indexOf(".") + 1);
 
 /** A device's string attribute `profile` (bare, or qualified by a domain: `<domain>/profile`). */
 function profileOf(device: Record<string, unknown>): string | undefined {
-  const attrs = isRecord(device.attributes) ? device.attributes : {};
+  const attrs = isObject(device.attributes) ? device.attributes : {};
   for (const [k, v] of Object.entries(attrs)) {
-    if ((k === "profile" || k.endsWith("/profile")) && isRecord(v) && text(v.string)) return text(v.string);
+    if ((k === "profile" || k.endsWith("/profile")) && isObject(v) && text(v.string)) return text(v.string);
   }
   return undefined;
 }
@@ -93,14 +93,14 @@ function bump<K>(m: Map<K, Map<string, number>>, key: K, resource: string, n: nu
 
 /** The node an allocation's `nodeSelector` names: `metadata.name` (matchFields) or `kubernetes.io/hostname`, one value. */
 function selectedNode(selector: unknown): string | undefined {
-  for (const term of listOf(isRecord(selector) ? selector.nodeSelectorTerms : undefined)) {
-    if (!isRecord(term)) continue;
+  for (const term of listOf(isObject(selector) ? selector.nodeSelectorTerms : undefined)) {
+    if (!isObject(term)) continue;
     for (const [list, key] of [
       [term.matchFields, "metadata.name"],
       [term.matchExpressions, "kubernetes.io/hostname"],
     ] as const) {
       for (const r of listOf(list)) {
-        if (isRecord(r) && r.key === key && r.operator === "In" && listOf(r.values).length === 1) return text(listOf(r.values)[0]);
+        if (isObject(r) && r.key === key && r.operator === "In" && listOf(r.values).length === 1) return text(listOf(r.values)[0]);
       }
     }
   }
@@ -116,14 +116,14 @@ interface Slice {
 }
 
 function readSlice(o: KubeObject): Slice | undefined {
-  const spec = isRecord(o.spec) ? o.spec : {};
-  const pool = isRecord(spec.pool) ? spec.pool : {};
+  const spec = isObject(o.spec) ? o.spec : {};
+  const pool = isObject(spec.pool) ? spec.pool : {};
   const driver = text(spec.driver);
   const name = text(pool.name);
   const node = text(spec.nodeName);
   if (!driver || !name || !node) return undefined;
   const generation = typeof pool.generation === "number" && Number.isFinite(pool.generation) ? pool.generation : 0;
-  return { driver, pool: name, generation, node, devices: listOf(spec.devices).filter(isRecord) };
+  return { driver, pool: name, generation, node, devices: listOf(spec.devices).filter(isObject) };
 }
 
 /** Where each device of the newest node-local pools is, and what it counts as. */
@@ -165,7 +165,7 @@ function readSlices(slices: readonly KubeObject[], classes: readonly GpuDeviceCl
 /** The GPU devices a claim's allocation holds, per resource, each counted on its node into `out.allocated`. */
 function allocatedDevices(allocation: Record<string, unknown>, index: DeviceIndex, classes: readonly GpuDeviceClass[], out: DraLedger): Map<string, number> {
   const held = new Map<string, number>();
-  const results = listOf(isRecord(allocation.devices) ? allocation.devices.results : undefined).filter(isRecord);
+  const results = listOf(isObject(allocation.devices) ? allocation.devices.results : undefined).filter(isObject);
   const fallbackNode = selectedNode(allocation.nodeSelector);
   for (const r of results) {
     const driver = text(r.driver);
@@ -185,7 +185,7 @@ function allocatedDevices(allocation: Record<string, unknown>, index: DeviceInde
 /** The uids of the pods a claim is reserved for, sorted. */
 function reservedPods(status: Record<string, unknown>): string[] {
   return listOf(status.reservedFor)
-    .filter(isRecord)
+    .filter(isObject)
     .filter((r) => r.resource === "pods" && (r.apiGroup === undefined || r.apiGroup === "") && text(r.uid))
     .map((r) => String(r.uid))
     .sort();
@@ -217,9 +217,9 @@ export function readDra(
     const m = (c.metadata ?? {}) as { name?: string; namespace?: string; annotations?: Record<string, string> };
     const key = `${m.namespace}/${m.name}`;
     if (m.annotations?.[EXTENDED_RESOURCE_CLAIM_ANNOTATION] === "true") out.extendedClaims.add(key);
-    out.claimSpecs.set(key, isRecord(c.spec) ? c.spec : undefined);
-    const status = isRecord(c.status) ? c.status : {};
-    if (out.extendedClaims.has(key) || !isRecord(status.allocation)) continue;
+    out.claimSpecs.set(key, isObject(c.spec) ? c.spec : undefined);
+    const status = isObject(c.status) ? c.status : {};
+    if (out.extendedClaims.has(key) || !isObject(status.allocation)) continue;
     const held = allocatedDevices(status.allocation, index, classes, out);
     const holder = reservedPods(status)[0];
     if (holder !== undefined) for (const [resource, n] of held) bump(out.byPod, holder, resource, n);
@@ -232,9 +232,9 @@ export function pendingPodDraGpus(pod: KubeObject, dra: DraLedger, classes: read
   const out = new Map<string, number>();
   const m = (pod.metadata ?? {}) as { namespace?: string };
   const statuses = new Map<string, string>();
-  const status = isRecord(pod.status) ? pod.status : {};
+  const status = isObject(pod.status) ? pod.status : {};
   for (const s of listOf(status.resourceClaimStatuses)) {
-    if (isRecord(s) && text(s.name) && text(s.resourceClaimName)) statuses.set(String(s.name), String(s.resourceClaimName));
+    if (isObject(s) && text(s.name) && text(s.resourceClaimName)) statuses.set(String(s.name), String(s.resourceClaimName));
   }
   for (const ref of claimReferences(pod.spec as V1PodSpec | undefined)) {
     const name = ref.claim ?? statuses.get(ref.name);

@@ -22,6 +22,7 @@
  * (Kueue keeps such a ClusterQueue inactive). Objects are read structurally: a field of the wrong shape counts
  * as absent, never throws.
  */
+import { isObject } from "../core/object.js";
 import type { KubeObject } from "../core/kube.js";
 import { isGpuResource, type GpuPattern } from "../core/gpu.js";
 import { parseQuantity, toNumber } from "../core/quantity.js";
@@ -86,8 +87,7 @@ export interface KueueNode {
 }
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-const objOr = (v: unknown): Obj => (isObj(v) ? v : {});
+const objOr = (v: unknown): Obj => (isObject(v) ? v : {});
 const listOr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const str = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
 const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);

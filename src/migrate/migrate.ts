@@ -20,6 +20,7 @@
  *   TrainJob referring to it. Worker (else the first type) is the Trainer's replicatedJob (`numNodes`). The v1
  *   container `tensorflow` is named `node` in every replicatedJob (Trainer requires it of its trainer replicatedJob).
  */
+import { isObject } from "../core/object.js";
 import type { V1EnvVar, V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
 import { ANNOTATION_TTL_AFTER_FINISHED } from "../core/job-shapes.js";
 import type { KubeObject } from "../core/kube.js";
@@ -89,7 +90,6 @@ const POD_PATCH_FIELDS = [
 const CONTAINER_PATCH_FIELDS = ["volumeMounts", "securityContext"] as const;
 const TRAINER_CONTAINER_FIELDS = ["name", "image", "command", "args", "env", "resources", ...CONTAINER_PATCH_FIELDS];
 
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 const short = (v: unknown): string => {
   const s = typeof v === "string" ? v : JSON.stringify(v);
   return s.length > 60 ? `${s.slice(0, 57)}...` : s;
@@ -99,7 +99,7 @@ const replicasOf = (spec: Obj): number => (typeof spec.replicas === "number" && 
 /** Stable JSON (sorted keys), to tell two templates apart. */
 function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
-  if (isObj(v))
+  if (isObject(v))
     return `{${Object.keys(v)
       .sort()
       .map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`)
@@ -118,8 +118,8 @@ function metadataOf(job: KubeObject, name: string): Obj {
   const m = (job.metadata ?? {}) as Obj;
   const out: Obj = { name };
   if (typeof m.namespace === "string") out.namespace = m.namespace;
-  if (isObj(m.labels) && Object.keys(m.labels).length) out.labels = { ...m.labels };
-  if (isObj(m.annotations)) {
+  if (isObject(m.labels) && Object.keys(m.labels).length) out.labels = { ...m.labels };
+  if (isObject(m.annotations)) {
     const a = Object.fromEntries(Object.entries(m.annotations).filter(([k]) => k !== "kubectl.kubernetes.io/last-applied-configuration"));
     if (Object.keys(a).length) out.annotations = a;
   }
@@ -132,7 +132,7 @@ function metadataOf(job: KubeObject, name: string): Obj {
  */
 function runPolicy(spec: Obj, out: Obj, t: Table, meta: Obj): void {
   const rp = spec.runPolicy;
-  if (!isObj(rp)) return;
+  if (!isObject(rp)) return;
   for (const [k, v] of Object.entries(rp)) {
     const field = `spec.runPolicy.${k}`;
     switch (k) {
@@ -153,7 +153,7 @@ function runPolicy(spec: Obj, out: Obj, t: Table, meta: Obj): void {
       case "ttlSecondsAfterFinished":
         // Trainer v2 has no TTL (kubeflow/trainer#2899); Quartermaster's reconciler keeps it from this annotation.
         if (typeof v === "number" && Number.isInteger(v) && v >= 0)
-          meta.annotations = { ...(isObj(meta.annotations) ? meta.annotations : {}), [ANNOTATION_TTL_AFTER_FINISHED]: String(v) };
+          meta.annotations = { ...(isObject(meta.annotations) ? meta.annotations : {}), [ANNOTATION_TTL_AFTER_FINISHED]: String(v) };
         else t.add(field, "not a number of seconds: Trainer v2 has no TTL (kubeflow/trainer#2899)", v);
         break;
       case "backoffLimit":
@@ -171,10 +171,10 @@ function runPolicy(spec: Obj, out: Obj, t: Table, meta: Obj): void {
 /** The replica specs of the job, as `[type, spec]`, with types outside the kind's set put in the table. */
 function replicaSpecs(job: KubeObject, info: KindInfo, t: Table): Array<[string, Obj]> {
   const field = ((job.spec ?? {}) as Obj)[info.field];
-  if (!isObj(field)) return [];
+  if (!isObject(field)) return [];
   const out: Array<[string, Obj]> = [];
   for (const [type, spec] of Object.entries(field)) {
-    if (!isObj(spec)) continue;
+    if (!isObject(spec)) continue;
     const known = info.types.find((k) => k.toLowerCase() === type.toLowerCase());
     if (!known) {
       t.add(
@@ -201,7 +201,7 @@ interface Carried {
 function carryTemplate(path: string, template: V1PodTemplateSpec | undefined, info: KindInfo, t: Table, reservedEnv: readonly string[]): Carried {
   const carried: Carried = { trainer: {}, podPatch: {}, containerPatch: {}, templateMeta: {} };
   const meta = (template?.metadata ?? {}) as Obj;
-  for (const k of ["labels", "annotations"]) if (isObj(meta[k]) && Object.keys(meta[k]).length) carried.templateMeta[k] = meta[k];
+  for (const k of ["labels", "annotations"]) if (isObject(meta[k]) && Object.keys(meta[k]).length) carried.templateMeta[k] = meta[k];
   for (const k of Object.keys(meta)) if (k !== "labels" && k !== "annotations") t.add(`${path}.metadata.${k}`, "not a pod template patch field", meta[k]);
   const pod = (template?.spec ?? { containers: [] }) as V1PodSpec & Obj;
   const containers = pod.containers ?? [];
@@ -293,7 +293,7 @@ function pytorchExtras(job: KubeObject, name: string, specs: Array<[string, Obj]
   const env = [...((trainer.env as V1EnvVar[] | undefined) ?? [])];
   const nodes = specs.reduce((n, [, s]) => n + replicasOf(s), 0);
   const nprocInt = nprocPerNode(spec.nprocPerNode, trainer, t);
-  if (isObj(spec.elasticPolicy))
+  if (isObject(spec.elasticPolicy))
     t.add("spec.elasticPolicy", "no elastic training on a TrainJob: PET_NNODES is numNodes, PET_RDZV_* are not set", spec.elasticPolicy);
   setEnv(env, { name: "PYTHONUNBUFFERED", value: "1" });
   const master = specs.find(([type]) => type === "Master");

@@ -23,6 +23,7 @@
  * the namespace. A value that is not exactly `true` (e.g. the string "true", which a CRD keeping unknown
  * fields would store) is not a violation: the apiserver refuses such a pod at create.
  */
+import { isObject } from "../core/object.js";
 import type { KubeObject } from "../core/kube.js";
 import type { AllowedTemplates, JobKind } from "../policy/types.js";
 import { jobShape } from "../kinds/index.js";
@@ -41,9 +42,6 @@ export interface Violation {
   what: string;
 }
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-
 const HOST_NAMESPACES = ["hostNetwork", "hostPID", "hostIPC"] as const;
 
 /** Whether the ServiceAccount `name` may be used in `namespace`: `default`, `<name>` or `<namespace>/<name>` listed. */
@@ -58,7 +56,7 @@ export function serviceAccountAllowed(name: string, namespace: string, allowed: 
  */
 export function templateViolations(template: unknown, namespace: string, allowed: AllowedTemplates, at = "template"): Violation[] {
   const out: Violation[] = [];
-  const spec = isObj(template) && isObj(template.spec) ? template.spec : undefined;
+  const spec = isObject(template) && isObject(template.spec) ? template.spec : undefined;
   if (!spec) return out;
   if (!allowed.hostNamespaces) {
     for (const f of HOST_NAMESPACES) {
@@ -80,7 +78,7 @@ export function templateViolations(template: unknown, namespace: string, allowed
       const cs = spec[list];
       if (!Array.isArray(cs)) continue;
       cs.forEach((c, i) => {
-        if (isObj(c) && isObj(c.securityContext) && c.securityContext.privileged === true) {
+        if (isObject(c) && isObject(c.securityContext) && c.securityContext.privileged === true) {
           const name = typeof c.name === "string" ? ` ${JSON.stringify(c.name)}` : "";
           out.push({
             path: `${at}.spec.${list}[${i}].securityContext.privileged`,

@@ -22,6 +22,7 @@
  * The same rules judge a ResourceClaim or ResourceClaimTemplate at its own CREATE ({@link validateClaimObject}),
  * as if one container of one pod asked for all of it.
  */
+import { isObject } from "../core/object.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
 import {
   alternativesOf,
@@ -36,8 +37,6 @@ import {
 } from "../core/dra.js";
 import { containerMax, gpuCapApplies } from "./pod-spec.js";
 import type { Findings, ValidationContext } from "./types.js";
-
-const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /** A GFD label value writes the product with dashes where NVML's name (the DRA `productName`) has spaces. */
 const asLabelValue = (product: string): string => product.trim().replace(/\s+/g, "-");
@@ -106,7 +105,7 @@ const describe = (c: PodGpuClaim, alt: GpuRequest): string => `claim ${c.claim} 
 
 /** The claim requests one container entry of `resources.claims` names: the whole claim, or one request of it. */
 function named(entry: unknown, claims: readonly PodGpuClaim[]): PodGpuClaim[] {
-  if (!isRecord(entry) || typeof entry.name !== "string") return [];
+  if (!isObject(entry) || typeof entry.name !== "string") return [];
   const request = typeof entry.request === "string" ? entry.request : undefined;
   return claims.filter((c) => c.claim === entry.name && (request === undefined || c.gpu.request.split("/")[0] === request));
 }
@@ -137,7 +136,7 @@ function unknownClaims(spec: V1PodSpec, path: string, ctx: ValidationContext, ou
   const subject = path === "spec" ? "pod" : "job";
   const entries: unknown[] = Array.isArray(spec.resourceClaims) ? spec.resourceClaims : [];
   entries.forEach((entry, i) => {
-    if (!isRecord(entry) || typeof entry.name !== "string") return;
+    if (!isObject(entry) || typeof entry.name !== "string") return;
     const claim = typeof entry.resourceClaimName === "string" ? entry.resourceClaimName : undefined;
     const template = claim === undefined && typeof entry.resourceClaimTemplateName === "string" ? entry.resourceClaimTemplateName : undefined;
     if (claim === undefined && template === undefined) return;
