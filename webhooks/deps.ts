@@ -5,8 +5,8 @@
 import type { Logger } from "pino";
 import type { Policy } from "../src/policy/types.js";
 import type { JobReader } from "../src/membership/types.js";
-import type { CapacitySource } from "../src/kube/capacity.js";
-import type { EventWriter } from "../src/kube/events.js";
+import type { CapacitySource } from "../src/validate/job.js";
+import type { EventWriter } from "../src/admission/events.js";
 import { readPool, type ReadPool } from "../src/admission/read-pool.js";
 
 export interface WebhookDeps {

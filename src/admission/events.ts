@@ -48,3 +48,9 @@ export function kueueAdmissionRefusedEvent(
     count: 1,
   };
 }
+
+/** How the webhooks write an Event (implemented by src/kube/events.ts): declared here, by the webhook that writes. */
+export interface EventWriter {
+  /** Writes `event` (a core/v1 Event with `metadata.namespace`) in the background; never throws. */
+  write(event: KubeObject): void;
+}

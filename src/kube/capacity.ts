@@ -11,16 +11,9 @@ import type { DraCapacity } from "../core/dra.js";
 import { errorMessage } from "../core/errors.js";
 import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, readIndex, type LedgerIndex } from "../ledger/shards.js";
 import type { LedgerReading } from "../reconcile/metrics.js";
-import type { ClusterCapacity } from "../validate/job.js";
+import type { CapacitySource, ClusterCapacity } from "../validate/job.js";
 import { kubeClient, statusOf } from "./client.js";
 import { restClient } from "./rest.js";
-
-export interface CapacitySource {
-  /** The capacity as last read, or undefined while there is none. */
-  current(): ClusterCapacity | undefined;
-  /** The largest node's device count per DeviceClass (DRA), when known: bounds `allocationMode: All`. */
-  draCapacity?(): DraCapacity | undefined;
-}
 
 export interface LedgerCapacity extends CapacitySource {
   /** Reads the index now; resolves when done (errors are logged, not thrown). */

@@ -9,16 +9,14 @@
  * first at once, then at most one line per `logEveryMs` with the count since). A plain POST (`rest.ts`, which
  * keeps client-node out of the webhook process), or client-node's CoreV1Api for a kubeconfig only it handles.
  */
+import type { EventWriter } from "../admission/events.js";
 import type { Logger } from "pino";
 import { errorMessage } from "../core/errors.js";
 import type { KubeObject } from "../core/kube.js";
 import { kubeClient } from "./client.js";
 import { restClient } from "./rest.js";
 
-export interface EventWriter {
-  /** Writes `event` (a core/v1 Event with `metadata.namespace`) in the background; never throws. */
-  write(event: KubeObject): void;
-}
+export type { EventWriter };
 
 /** The bounded writer, which says whether it took the Event. */
 export interface BoundedEventWriter extends EventWriter {

@@ -22,6 +22,7 @@
  * Deprecated fields are warnings, not denials.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
+import type { DraCapacity } from "../core/dra.js";
 import type { KubeObject } from "../core/kube.js";
 import { frameworkInfo } from "../kinds/frameworks.js";
 import { quartermasterControls, type CleanPodPolicy, type JobKind, type RunPolicyLimits } from "../policy/types.js";
@@ -510,6 +511,17 @@ export function jobGpusByResource(job: KubeObject, kind: JobKind, ctx: Validatio
 }
 
 /** What the cluster has of a GPU resource (from the device ledger). */
+/**
+ * Where the rules' capacity comes from (implemented by src/kube/capacity.ts from the device ledger's index): declared
+ * here, by the rules that read it, not by the client that reads the ConfigMaps.
+ */
+export interface CapacitySource {
+  /** The capacity as last read, or undefined while there is none. */
+  current(): ClusterCapacity | undefined;
+  /** The largest node's device count per DeviceClass (DRA), when known: bounds `allocationMode: All`. */
+  draCapacity?(): DraCapacity | undefined;
+}
+
 export interface ClusterCapacity {
   /** In all, over every node. */
   total(resource: string): number | undefined;

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../../src/core/kube.js";
-import type { CapacitySource } from "../../../src/kube/capacity.js";
+import type { CapacitySource } from "../../../src/validate/job.js";
 import { silentLogger } from "../../../src/log.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
 import { createWebhooks } from "../../../webhooks/index.js";
