@@ -19,22 +19,10 @@ import { ANNOTATION_ACCELERATOR } from "../../src/core/keys.js";
 import { QM_RUNTIME_PATCH_MANAGER } from "../../src/mutate/trainjob-outfit.js";
 import { A100_MIG_DISABLED, H100_NO_MIG, NVIDIA_GPU_TAINT, clusterNode, type ClusterNode } from "../fixtures/nodes.js";
 import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
-import {
-  KUEUE_API,
-  QUEUE_LABEL,
-  createClusterQueue,
-  createLocalQueue,
-  createResourceFlavor,
-  hasCondition,
-  installKueueCrds,
-  kueueBin,
-  startKueue,
-  waitQueuesActive,
-  type Flavor,
-} from "../e2e/harness/kueue.js";
+import { createQueues, type Flavor, hasCondition, installKueueCrds, KUEUE_API, kueueBin, QUEUE_LABEL, startKueue } from "../e2e/harness/kueue.js";
 import { startVirtualNodes, type VirtualNodes } from "../e2e/harness/nodes.js";
 import { JOB_CONTROLLER, installDefaultRuntimes, installTrainerCrds, startJobSet, startTrainer, trainerBins, type Controller } from "../e2e/harness/trainer.js";
-import { createNamespace, startOwnWebhook, type WebhookProcess } from "../e2e/harness/webhook.js";
+import { createNamespace, registerOwnWebhook, type WebhookProcess } from "../e2e/harness/webhook.js";
 
 type Obj = Record<string, any>;
 const kueue = kueueBin();
@@ -106,18 +94,8 @@ describe("Kueue v0.19.2 and Trainer v2.3.0 with Quartermaster's webhooks: a queu
     await installKueueCrds(cp);
     ctl.push(await startKueue(cp, kueue.bin));
     await createNamespace(cp, NS, { "quartermaster.dev/enabled": "true" });
-    const own = await startOwnWebhook(cp, POLICY);
-    wh = own.wh;
-    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own.configs }));
-    assert.equal(applied.code, 0, applied.stderr);
-    for (const f of FLAVORS) await createResourceFlavor(cp, f);
-    await createClusterQueue(
-      cp,
-      CLUSTER_QUEUE,
-      FLAVORS.map((f) => ({ flavor: f.name, quota: QUOTA })),
-    );
-    await createLocalQueue(cp, NS, LOCAL_QUEUE, CLUSTER_QUEUE);
-    await waitQueuesActive(cp, CLUSTER_QUEUE, [{ namespace: NS, name: LOCAL_QUEUE }]);
+    wh = await registerOwnWebhook(cp, POLICY);
+    await createQueues(cp, { namespace: NS, flavors: FLAVORS, clusterQueue: CLUSTER_QUEUE, localQueue: LOCAL_QUEUE, quota: () => QUOTA });
     let probe = 0;
     await cp.until("Quartermaster's jobs.mutate to outfit a queued TrainJob", async () => {
       const r = await cp.api("POST", `${TJ_API}/namespaces/${NS}/trainjobs?dryRun=All`, trainJob(`probe-${++probe}`));

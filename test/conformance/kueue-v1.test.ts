@@ -23,24 +23,21 @@ import { ANNOTATION_ACCELERATOR } from "../../src/core/keys.js";
 import { A100_MIG_DISABLED, CPU_NODE, H100_NO_MIG, NVIDIA_GPU_TAINT, clusterNode, type ClusterNode } from "../fixtures/nodes.js";
 import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
 import {
-  KUEUE_API,
-  QUEUE_LABEL,
-  createClusterQueue,
-  createLocalQueue,
-  createResourceFlavor,
+  type Controller,
+  createQueues,
+  type Flavor,
   hasCondition,
   installKueueCrds,
+  KUEUE_API,
   kueueBin,
+  QUEUE_LABEL,
   startKueue,
   succeedPods,
-  waitQueuesActive,
   workloadFor,
-  type Controller,
-  type Flavor,
 } from "../e2e/harness/kueue.js";
 import { startVirtualNodes, type VirtualNodes } from "../e2e/harness/nodes.js";
 import { installOperatorCrds, operatorBin, startOperator, type Operator } from "../e2e/harness/operator.js";
-import { createNamespace, startOwnWebhook, type WebhookProcess } from "../e2e/harness/webhook.js";
+import { createNamespace, registerOwnWebhook, type WebhookProcess } from "../e2e/harness/webhook.js";
 import { FRAMEWORK_CASES, type Obj } from "./operator-jobs.js";
 
 const kueueBins = kueueBin();
@@ -128,18 +125,8 @@ describe("Kueue v0.19.2 queues the training operator's v1 jobs, Quartermaster ou
     v1 = await startOperator(cp, operator);
     kueue = await startKueue(cp, kueueBins.bin);
     await createNamespace(cp, NS, { "quartermaster.dev/enabled": "true" });
-    const own = await startOwnWebhook(cp, POLICY);
-    wh = own.wh;
-    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own.configs }));
-    assert.equal(applied.code, 0, applied.stderr);
-    for (const f of FLAVORS) await createResourceFlavor(cp, f);
-    await createClusterQueue(
-      cp,
-      CLUSTER_QUEUE,
-      FLAVORS.map((f) => ({ flavor: f.name, quota: QUOTA })),
-    );
-    await createLocalQueue(cp, NS, LOCAL_QUEUE, CLUSTER_QUEUE);
-    await waitQueuesActive(cp, CLUSTER_QUEUE, [{ namespace: NS, name: LOCAL_QUEUE }]);
+    wh = await registerOwnWebhook(cp, POLICY);
+    await createQueues(cp, { namespace: NS, flavors: FLAVORS, clusterQueue: CLUSTER_QUEUE, localQueue: LOCAL_QUEUE, quota: () => QUOTA });
     let probe = 0;
     await cp.until("Quartermaster's jobs.mutate to outfit a queued job", async () => {
       const j = job("TFJob");

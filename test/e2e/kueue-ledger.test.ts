@@ -30,18 +30,15 @@ import { defaultPolicy } from "../../src/policy/load.js";
 import type { KueueFlavor } from "../../src/ledger/kueue-quota.js";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import {
-  QUEUE_LABEL,
-  createClusterQueue,
-  createLocalQueue,
-  createResourceFlavor,
+  type Controller,
+  createQueues,
   gpuFlavorCluster,
   hasCondition,
   installKueueCrds,
   kueueBin,
+  QUEUE_LABEL,
   startKueue,
-  waitQueuesActive,
   workloadFor,
-  type Controller,
 } from "./harness/kueue.js";
 import { startVirtualNodes, type VirtualNodes } from "./harness/nodes.js";
 import { JOB_CONTROLLER } from "./harness/trainer.js";
@@ -112,14 +109,7 @@ describe("the ledger per Kueue flavor and doctor's over-quota check, through the
     // Opted in: Quartermaster's webhooks would serve it, so doctor judges its flavors against the allow-lists.
     await createNamespace(cp, NS, { "quartermaster.dev/enabled": "true" });
     await createNamespace(cp, OWN);
-    for (const f of FLAVORS) await createResourceFlavor(cp, f);
-    await createClusterQueue(
-      cp,
-      CLUSTER_QUEUE,
-      FLAVORS.map((f) => ({ flavor: f.name, quota: QUOTA[f.name]! })),
-    );
-    await createLocalQueue(cp, NS, LOCAL_QUEUE, CLUSTER_QUEUE);
-    await waitQueuesActive(cp, CLUSTER_QUEUE, [{ namespace: NS, name: LOCAL_QUEUE }]);
+    await createQueues(cp, { namespace: NS, flavors: FLAVORS, clusterQueue: CLUSTER_QUEUE, localQueue: LOCAL_QUEUE, quota: (f) => QUOTA[f.name]! });
   });
   after(async () => {
     nodes?.stop();

@@ -39,23 +39,20 @@ import {
 } from "../fixtures/nodes.js";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import {
-  KUEUE_API,
-  QUEUE_LABEL,
-  createClusterQueue,
-  createLocalQueue,
-  createResourceFlavor,
+  type Controller,
+  createQueues,
+  type Flavor,
   hasCondition,
   installKueueCrds,
+  KUEUE_API,
   kueueBin,
+  QUEUE_LABEL,
   startKueue,
   succeedPods,
-  waitQueuesActive,
-  type Controller,
-  type Flavor,
 } from "./harness/kueue.js";
 import { startVirtualNodes, type VirtualNodes } from "./harness/nodes.js";
 import { JOB_CONTROLLER } from "./harness/trainer.js";
-import { createNamespace, startOwnWebhook, type WebhookProcess } from "./harness/webhook.js";
+import { createNamespace, registerOwnWebhook, type WebhookProcess } from "./harness/webhook.js";
 
 type Obj = Record<string, any>;
 const bins = kueueBin();
@@ -218,20 +215,15 @@ describe("Kueue v0.19.2 with Quartermaster's webhooks: a queued mix over five fl
     await installKueueCrds(cp);
     kueue = await startKueue(cp, bins.bin);
     await createNamespace(cp, NS, { "quartermaster.dev/enabled": "true" });
-    const own = await startOwnWebhook(cp, POLICY);
-    wh = own.wh;
-    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own.configs }));
-    assert.equal(applied.code, 0, applied.stderr);
-    for (const f of FLAVORS) await createResourceFlavor(cp, f);
-    await createClusterQueue(
-      cp,
-      CLUSTER_QUEUE,
-      FLAVORS.map((f) => ({ flavor: f.name, quota: QUOTA[f.name]! })),
-      {},
-      "StrictFIFO",
-    );
-    await createLocalQueue(cp, NS, LOCAL_QUEUE, CLUSTER_QUEUE);
-    await waitQueuesActive(cp, CLUSTER_QUEUE, [{ namespace: NS, name: LOCAL_QUEUE }]);
+    wh = await registerOwnWebhook(cp, POLICY);
+    await createQueues(cp, {
+      namespace: NS,
+      flavors: FLAVORS,
+      clusterQueue: CLUSTER_QUEUE,
+      localQueue: LOCAL_QUEUE,
+      quota: (f) => QUOTA[f.name]!,
+      queueingStrategy: "StrictFIFO",
+    });
     // Quartermaster's jobs.mutate in effect for queued batch Jobs (its configuration was just applied).
     let probe = 0;
     await cp.until("Quartermaster's jobs.mutate to outfit a queued batch Job", async () => {

@@ -18,20 +18,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
-import {
-  QUEUE_LABEL,
-  createClusterQueue,
-  createLocalQueue,
-  createResourceFlavor,
-  hasCondition,
-  installKueueCrds,
-  kueueBin,
-  startKueue,
-  waitQueuesActive,
-  workloadFor,
-  type Controller,
-} from "./harness/kueue.js";
-import { createNamespace, installKubeflowCrds, startOwnWebhook, type WebhookProcess } from "./harness/webhook.js";
+import { type Controller, createQueues, hasCondition, installKueueCrds, kueueBin, QUEUE_LABEL, startKueue, workloadFor } from "./harness/kueue.js";
+import { createNamespace, installKubeflowCrds, registerOwnWebhook, type WebhookProcess } from "./harness/webhook.js";
 
 type Obj = Record<string, any>;
 const bins = kueueBin();
@@ -75,14 +63,14 @@ describe("Kueue's admission refused by Quartermaster: an Event on the job; a job
     await installKueueCrds(cp);
     kueue = await startKueue(cp, bins.bin);
     await createNamespace(cp, NS, { "quartermaster.dev/enabled": "true" });
-    await createResourceFlavor(cp, { name: "h100", nodeLabels: { [PRODUCT]: H100 } });
-    await createClusterQueue(cp, CLUSTER_QUEUE, [{ flavor: "h100", quota: { [GPU]: 8, cpu: 64, memory: "512Gi" } }]);
-    await createLocalQueue(cp, NS, LOCAL_QUEUE, CLUSTER_QUEUE);
-    await waitQueuesActive(cp, CLUSTER_QUEUE, [{ namespace: NS, name: LOCAL_QUEUE }]);
-    const own = await startOwnWebhook(cp, POLICY);
-    wh = own.wh;
-    const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own.configs }));
-    assert.equal(applied.code, 0, applied.stderr);
+    await createQueues(cp, {
+      namespace: NS,
+      flavors: [{ name: "h100", nodeLabels: { [PRODUCT]: H100 } }],
+      clusterQueue: CLUSTER_QUEUE,
+      localQueue: LOCAL_QUEUE,
+      quota: () => ({ [GPU]: 8, cpu: 64, memory: "512Gi" }),
+    });
+    wh = await registerOwnWebhook(cp, POLICY);
   });
   after(async () => {
     await wh?.stop();

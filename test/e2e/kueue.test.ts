@@ -29,21 +29,18 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { startControlPlane, type ControlPlane } from "./harness/controlplane.js";
 import {
-  KUEUE_API,
-  QUEUE_LABEL,
-  createClusterQueue,
-  createLocalQueue,
-  createResourceFlavor,
+  type Controller,
+  createQueues,
+  type Flavor,
   gpuFlavorCluster,
   hasCondition,
   installKueueCrds,
+  KUEUE_API,
   kueueBin,
+  QUEUE_LABEL,
   startKueue,
   succeedPods,
-  waitQueuesActive,
   workloadFor,
-  type Controller,
-  type Flavor,
 } from "./harness/kueue.js";
 import { startVirtualNodes, type VirtualNodes } from "./harness/nodes.js";
 import { JOB_CONTROLLER } from "./harness/trainer.js";
@@ -102,14 +99,7 @@ describe("Kueue v0.19.2 admits queued batch Jobs into flavors, kube-scheduler pl
     await installKueueCrds(cp);
     kueue = await startKueue(cp, bins.bin);
     await createNamespace(cp, NS);
-    for (const f of FLAVORS) await createResourceFlavor(cp, f);
-    await createClusterQueue(
-      cp,
-      CLUSTER_QUEUE,
-      FLAVORS.map((f) => ({ flavor: f.name, quota: QUOTA })),
-    );
-    await createLocalQueue(cp, NS, LOCAL_QUEUE, CLUSTER_QUEUE);
-    await waitQueuesActive(cp, CLUSTER_QUEUE, [{ namespace: NS, name: LOCAL_QUEUE }]);
+    await createQueues(cp, { namespace: NS, flavors: FLAVORS, clusterQueue: CLUSTER_QUEUE, localQueue: LOCAL_QUEUE, quota: () => QUOTA });
   });
   after(async () => {
     nodes?.stop();

@@ -306,6 +306,34 @@ export const createLocalQueue = (cp: ControlPlane, namespace: string, name: stri
     spec: { clusterQueue },
   });
 
+/**
+ * The queues every Kueue suite starts from: `flavors` as ResourceFlavors, one ClusterQueue over them (each flavor's
+ * quota `quota(flavor)`, tried in order, `queueingStrategy` as {@link createClusterQueue}), one LocalQueue in
+ * `namespace` feeding it, and both Active.
+ */
+export async function createQueues(
+  cp: ControlPlane,
+  o: {
+    namespace: string;
+    flavors: readonly Flavor[];
+    clusterQueue: string;
+    localQueue: string;
+    quota: (flavor: Flavor) => FlavorQuota["quota"];
+    queueingStrategy?: "BestEffortFIFO" | "StrictFIFO";
+  },
+): Promise<void> {
+  for (const f of o.flavors) await createResourceFlavor(cp, f);
+  await createClusterQueue(
+    cp,
+    o.clusterQueue,
+    o.flavors.map((f) => ({ flavor: f.name, quota: o.quota(f) })),
+    {},
+    o.queueingStrategy,
+  );
+  await createLocalQueue(cp, o.namespace, o.localQueue, o.clusterQueue);
+  await waitQueuesActive(cp, o.clusterQueue, [{ namespace: o.namespace, name: o.localQueue }]);
+}
+
 /** Whether `obj`'s status has condition `type` True. */
 export const hasCondition = (obj: Obj | undefined, type: string): boolean =>
   (obj?.status?.conditions ?? []).some((c: Obj) => c.type === type && c.status === "True");

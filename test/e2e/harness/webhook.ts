@@ -244,6 +244,14 @@ export async function startOwnWebhook(
   return { wh, sa, configs: await renderWebhookConfigurations(cp, wh.port, wh.caPem) };
 }
 
+/** {@link startOwnWebhook}, and its webhook configurations applied: every hook registered. */
+export async function registerOwnWebhook(cp: ControlPlane, policy: string): Promise<WebhookProcess> {
+  const own = await startOwnWebhook(cp, policy);
+  const applied = await cp.kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: own.configs }));
+  if (applied.code !== 0) throw new Error(`applying Quartermaster's webhook configurations: ${applied.stderr}`);
+  return own.wh;
+}
+
 /**
  * Waits until Quartermaster's pod webhook is called for GPU pods in `namespace` (a webhook configuration takes
  * effect asynchronously): dry-run GPU pods until the server logs one.
