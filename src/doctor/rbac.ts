@@ -151,6 +151,12 @@ function jobControllerAccess(need: Need, kinds: Policy["jobKinds"], reconciler: 
   need(reconciler, ["watch"], { group: "", resource: "namespaces", ifDenied: "warning", why: "the job controller's namespace informer (reconcile --watch)" });
   need(reconciler, ["watch", "create"], { group: "", resource: "pods", ifDenied: "warning", why: "the job controller creates replica pods and watches them" });
   need(reconciler, ["watch"], { group: "", resource: "services", ifDenied: "warning", why: "the job controller's Service informer (reconcile --watch)" });
+  need(reconciler, ["watch"], {
+    group: "",
+    resource: "nodes",
+    ifDenied: "warning",
+    why: "the verdicts on blocked jobs: the node informer (reconcile --watch)",
+  });
 }
 
 /** What the reconciler writes in its own namespace and elsewhere (scope, Events, Lease, ledger, PolicyReports), and what it must not. */

@@ -255,7 +255,10 @@ function kubeFilesOf(command: string): string[] {
 function callsIn(file: string): { calls: Call[]; unknown: string[] } {
   const text = readFileSync(file, "utf8");
   const rel = relative(ROOT, file);
-  const receivers = new Map([...text.matchAll(/(?:const|let)\s+(\w+)\s*=\s*\w+\.makeApiClient\((?:\w+\.)?(\w+)\)/g)].map((m) => [m[1]!, m[2]!]));
+  // `const core = kc.makeApiClient(k8s.CoreV1Api)`, or a property of an object of clients (`core: kc.makeApiClient(…)`).
+  const receivers = new Map(
+    [...text.matchAll(/(?:(?:const|let)\s+(\w+)\s*=|(\w+)\s*:)\s*\w+\.makeApiClient\((?:\w+\.)?(\w+)\)/g)].map((m) => [(m[1] ?? m[2])!, m[3]!]),
+  );
   const calls: Call[] = [];
   const unknown: string[] = [];
   if (receivers.size === 0) return { calls, unknown };
