@@ -27,7 +27,7 @@
  * Bounded: 127.0.0.1 only; seconds capped at 120 per phase, senders at 16 (each at most 10,000 bodies); stops only
  * the two children it started, by their PIDs.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { Agent } from "node:https";
 import { join } from "node:path";
@@ -61,7 +61,22 @@ export interface SendersOptions {
   smallClients: number;
   /** Write a CPU profile of the server child (`node --cpu-prof`) into this directory; it is then let exit on its own. */
   serverCpuProf?: string;
+  /**
+   * Keep the load generator off the server's CPU (`--pin`, Linux with taskset and two or more CPUs): the server child
+   * (main thread, parse worker and the stand-in apiserver) on CPU 0 alone; this driver (the small clients, whose times
+   * are measured) on CPU 1; the senders on CPU 1 at nice 19, so their TLS and JSON work neither takes the server's CPU
+   * nor delays the measuring client. Both phases run so. What is left beside the senders is what their reviews cost
+   * the server itself: the tenant's share of admission, which is what the target is about.
+   */
+  pin?: boolean;
 }
+
+/** The command that starts `argv` on `cpu` (and at `nice`), or `argv` unchanged without pinning. */
+const pinned = (pin: boolean | undefined, cpu: number, argv: string[], nice = 0): [string, string[]] => {
+  if (!pin) return [argv[0]!, argv.slice(1)];
+  const niced = nice ? ["nice", "-n", String(nice)] : [];
+  return ["taskset", ["-c", String(cpu), ...niced, ...argv]];
+};
 
 const NS = "team-a";
 /** The target: each sender answered within this. */
@@ -303,9 +318,8 @@ interface Server {
 
 async function startServerChild(o: SendersOptions): Promise<Server> {
   const prof = o.serverCpuProf ? ["--cpu-prof", "--cpu-prof-dir", o.serverCpuProf] : [];
-  const proc = spawn(process.execPath, [...prof, "--import", "tsx", o.script, "--serve", "senders", "--cert", o.cert, "--key", o.key], {
-    stdio: ["pipe", "pipe", "inherit"],
-  });
+  const [cmd, args] = pinned(o.pin, 0, [process.execPath, ...prof, "--import", "tsx", o.script, "--serve", "senders", "--cert", o.cert, "--key", o.key]);
+  const proc = spawn(cmd, args, { stdio: ["pipe", "pipe", "inherit"] });
   const lines = createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
   const next = async (): Promise<Record<string, number>> => JSON.parse(String((await lines.next()).value)) as Record<string, number>;
   const { port } = await next();
@@ -397,7 +411,10 @@ export async function abuseSenders(o: SendersOptions): Promise<void> {
     return { name: s.name, path: s.path, file };
   });
 
+  // taskset execs its command, so each child's PID is the process stopped below.
+  if (o.pin) execFileSync("taskset", ["-p", "-c", "1", String(process.pid)], { stdio: "ignore" });
   const server = await startServerChild(o);
+  console.log(o.pin ? "pinned: server CPU 0; this driver CPU 1; senders CPU 1 at nice 19" : "not pinned: the three processes share every CPU");
   let sendersProc: ChildProcess | undefined;
   let failed = 0;
   try {
@@ -447,9 +464,8 @@ export async function abuseSenders(o: SendersOptions): Promise<void> {
 
     await server.ask("reset");
     const cfg = { port: server.port, caFile, bodies: files, senders: senderCount, seconds: sendersSeconds, maxPerSender: 10_000 };
-    const child = spawn(process.execPath, [join(import.meta.dirname, "lib", "abuse-senders.mjs"), JSON.stringify(cfg)], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
+    const [cmd, args] = pinned(o.pin, 1, [process.execPath, join(import.meta.dirname, "lib", "abuse-senders.mjs"), JSON.stringify(cfg)], 19);
+    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "inherit"] });
     sendersProc = child;
     const out = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
     if ((await out.next()).value !== "ready") throw new Error("senders did not start");

@@ -6,7 +6,7 @@
  *   npm run bench:abuse -- --only-deep [--deep-seconds 15 --deep-senders 4 --baseline-seconds 5 --small-clients 2]
  *                                                         (deeply nested bodies: bench/abuse-deep.ts)
  *   npm run bench:abuse -- --only-senders [--senders-seconds 5 --senders 4 --baseline-seconds 5 --small-clients 2]
- *                                                         [--server-cpu-prof DIR]
+ *                                                         [--server-cpu-prof DIR] [--pin]
  *                                                         (runtime patches, wide runtimes, 20,000 claim names, Event
  *                                                          spoofing; other tenants' p99 beside them: bench/abuse-senders.ts)
  *
@@ -61,6 +61,7 @@ const { values } = parseArgs({
     "senders-seconds": { type: "string", default: "5" },
     senders: { type: "string", default: "4" },
     "server-cpu-prof": { type: "string" },
+    pin: { type: "boolean", default: false },
     serve: { type: "string" },
     cert: { type: "string" },
     key: { type: "string" },
@@ -185,6 +186,7 @@ async function drive(): Promise<void> {
       senders: Number(values.senders),
       smallClients: Number(values["small-clients"]),
       ...(values["server-cpu-prof"] ? { serverCpuProf: values["server-cpu-prof"] } : {}),
+      pin: values.pin,
     });
   }
   if (values["only-deep"]) {
