@@ -64,7 +64,7 @@ export interface SendersOptions {
   /**
    * Keep the load generator off the server's CPU (`--pin`, Linux with taskset and two or more CPUs): the server child
    * (main thread, parse worker and the stand-in apiserver) on CPU 0 alone; this driver (the small clients, whose times
-   * are measured) on CPU 1; the senders on CPU 1 at nice 19, so their TLS and JSON work neither takes the server's CPU
+   * are measured) on CPU 1; the senders on CPU 1 at nice 10 (a tenth of the driver's share when both are runnable), so their TLS and JSON work neither takes the server's CPU
    * nor delays the measuring client. Both phases run so. What is left beside the senders is what their reviews cost
    * the server itself: the tenant's share of admission, which is what the target is about.
    */
@@ -209,6 +209,14 @@ export async function serveSenders(certFile: string, keyFile: string): Promise<v
   });
   const loop = monitorEventLoopDelay({ resolution: 5 });
   loop.enable();
+  // Other tenants' small reviews timed inside the server, from the request's headers read to its answer's last byte:
+  // the time the server itself spent on them, whatever the machine did to the clients.
+  let smallMs: number[] = [];
+  server.server.on("request", (req: { headers: Record<string, unknown> }, res: { once(e: "finish", f: () => void): void }) => {
+    if (req.headers[SMALL_HEADER] === undefined) return;
+    const started = performance.now();
+    res.once("finish", () => smallMs.push(performance.now() - started));
+  });
   process.stdout.write(`${JSON.stringify({ port: server.port })}\n`);
   for await (const line of createInterface({ input: process.stdin })) {
     if (line === "reset") {
@@ -218,9 +226,14 @@ export async function serveSenders(certFile: string, keyFile: string): Promise<v
       api.counts.maxInFlight = api.counts.inFlight;
       events = 0;
       parsedAgain = 0;
+      smallMs = [];
       process.stdout.write("{}\n");
     }
-    if (line === "stall") process.stdout.write(`${JSON.stringify({ stallMs: loop.max / 1e6, ...api.counts, events, parsedAgain })}\n`);
+    if (line === "stall") {
+      const inServer = summarize(smallMs);
+      const answer = { stallMs: loop.max / 1e6, ...api.counts, events, parsedAgain, smallP50: inServer.p50, smallP99: inServer.p99 };
+      process.stdout.write(`${JSON.stringify(answer)}\n`);
+    }
   }
   await server.close();
   // Exits even with a handle left (a --cpu-prof profile is written at exit).
@@ -334,8 +347,11 @@ interface Answer {
 }
 
 /** One review, and what it was answered: "allowed", "allowed, N warnings", or "refused at <field> (<reason>)". */
-async function post(port: number, ca: string, path: string, body: string, agent: Agent): Promise<Answer> {
-  const p = await postReview(port, ca, path, body, agent, true);
+/** The header that marks other tenants' small reviews, so the server child times them apart from the senders'. */
+const SMALL_HEADER = "x-bench-small";
+
+async function post(port: number, ca: string, path: string, body: string, agent: Agent, headers: Record<string, string> = {}): Promise<Answer> {
+  const p = await postReview(port, ca, path, body, agent, true, headers);
   if (p.body === undefined) return { ms: p.ms, status: p.status, answer: "" };
   let answer = "?";
   try {
@@ -380,7 +396,7 @@ async function smallStream(port: number, ca: string, clients: number, stop: Prom
             : kind === 1
               ? small("/mutate/pods", SMALL_POD, `s${c}-${i}`)
               : small("/validate/pods", { ...podNaming("one-claim", [`${tag}-${c}-${i}`]), metadata: { name: "one-claim", namespace: NS } }, `s${c}-${i}`);
-        const a = await post(port, ca, r.path, r.body, agent);
+        const a = await post(port, ca, r.path, r.body, agent, { [SMALL_HEADER]: "1" });
         ms.push(a.ms);
         statuses.push(a.answer.startsWith("allowed") ? a.status : `${a.status} ${a.answer}`);
         await sleep(5);
@@ -414,7 +430,7 @@ export async function abuseSenders(o: SendersOptions): Promise<void> {
   // taskset execs its command, so each child's PID is the process stopped below.
   if (o.pin) execFileSync("taskset", ["-p", "-c", "1", String(process.pid)], { stdio: "ignore" });
   const server = await startServerChild(o);
-  console.log(o.pin ? "pinned: server CPU 0; this driver CPU 1; senders CPU 1 at nice 19" : "not pinned: the three processes share every CPU");
+  console.log(o.pin ? "pinned: server CPU 0; this driver CPU 1; senders CPU 1 at nice 10" : "not pinned: the three processes share every CPU");
   let sendersProc: ChildProcess | undefined;
   let failed = 0;
   try {
@@ -464,7 +480,7 @@ export async function abuseSenders(o: SendersOptions): Promise<void> {
 
     await server.ask("reset");
     const cfg = { port: server.port, caFile, bodies: files, senders: senderCount, seconds: sendersSeconds, maxPerSender: 10_000 };
-    const [cmd, args] = pinned(o.pin, 1, [process.execPath, join(import.meta.dirname, "lib", "abuse-senders.mjs"), JSON.stringify(cfg)], 19);
+    const [cmd, args] = pinned(o.pin, 1, [process.execPath, join(import.meta.dirname, "lib", "abuse-senders.mjs"), JSON.stringify(cfg)], 10);
     const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "inherit"] });
     sendersProc = child;
     const out = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
@@ -511,6 +527,10 @@ export async function abuseSenders(o: SendersOptions): Promise<void> {
           ["ratio", "", "", `${(u.p50 / a.p50).toFixed(2)}×`, `${ratio.toFixed(2)}× (target ≤ ${P99_RATIO}×)`, `${(u.max / a.max).toFixed(2)}×`, "", "", ""],
         ],
       ),
+    );
+    console.log(
+      `inside the server (headers read → last byte written): p50 ${fmt(quiet.smallP50!)} → ${fmt(busy.smallP50!)}, ` +
+        `p99 ${fmt(quiet.smallP99!)} → ${fmt(busy.smallP99!)} (${(busy.smallP99! / quiet.smallP99!).toFixed(2)}×)`,
     );
     const senderRows = Object.entries(sent.byName).map(([name, r]) => {
       const s = summarize(r.ms);

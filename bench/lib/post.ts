@@ -16,7 +16,15 @@ export interface Posted {
   body?: Buffer;
 }
 
-export function postReview(port: number, ca: string, path: string, body: string, agent: Agent | false, read = false): Promise<Posted> {
+export function postReview(
+  port: number,
+  ca: string,
+  path: string,
+  body: string,
+  agent: Agent | false,
+  read = false,
+  headers: Record<string, string> = {},
+): Promise<Posted> {
   const started = performance.now();
   return new Promise((resolve) => {
     const req = request(
@@ -29,7 +37,7 @@ export function postReview(port: number, ca: string, path: string, body: string,
         ca,
         servername: SERVERNAME,
         timeout: 30_000,
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+        headers: { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
       },
       (res) => {
         const chunks: Buffer[] = [];
