@@ -165,13 +165,33 @@ function stageNode(work: string, cache: string): void {
   renameSync(join(unpacked, "package", "LICENSE"), join(dest, "LICENSE"));
 }
 
+/** Whether this build has already run `apt-get update` (once at most). */
+let aptUpdated = false;
+
+/**
+ * `apt-get download` of the pinned version. A machine whose apt lists are older than the pin (a fresh one: its image's
+ * lists name the versions of its build day) gets one `apt-get update`, as root only, and one more try.
+ */
+function download(cache: string, p: DebianPackage): void {
+  const args = ["download", "-q", "-o", "APT::Sandbox::User=root", `${p.name}=${p.version}`];
+  try {
+    run("apt-get", args, { cwd: cache });
+  } catch (err) {
+    if (aptUpdated || process.getuid?.() !== 0) throw err;
+    aptUpdated = true;
+    log(`${p.name}=${p.version} is not in the apt lists: apt-get update`);
+    run("apt-get", ["update", "-qq"]);
+    run("apt-get", args, { cwd: cache });
+  }
+}
+
 function debFile(cache: string, p: DebianPackage): string {
   // apt-get download names files NAME_VERSION_ARCH.deb with the version's ':' escaped as %3a.
   const path = join(cache, `${p.name}_${p.version.replace(/:/g, "%3a")}_${p.arch}.deb`);
   if (!existsSync(path)) {
     log(`apt-get download ${p.name}=${p.version}`);
     try {
-      run("apt-get", ["download", "-q", "-o", "APT::Sandbox::User=root", `${p.name}=${p.version}`], { cwd: cache });
+      download(cache, p);
     } catch {
       const policy = run("apt-cache", ["policy", p.name]);
       throw new Error(
