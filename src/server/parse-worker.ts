@@ -18,6 +18,33 @@ export interface WorkerParseOptions {
   namesKey: string;
   /** The stand-in's property holding the claims its elements name, as pod `resourceClaims` entries (STAND_IN_CLAIMS). */
   claimsKey: string;
+  /** How many nice steps the worker thread runs below the process ({@link lowerThreadPriority}); 0 leaves it as the process's. */
+  nice: number;
+}
+
+/**
+ * Lowers this thread's scheduling priority by `nice` steps below the process's (Linux: `setpriority(PRIO_PROCESS, tid)`
+ * names one thread; its id is /proc/thread-self's last part, read by the calling thread itself). The worker parses
+ * only large bodies, sent by the few tenants whose reviews are large: where it and the event loop want the same CPU,
+ * the event loop (every other tenant's small review) goes first, and the large body waits, a cost to the tenant who
+ * sent it (issue 46). Nowhere else (no /proc, or not permitted): nothing, and the worker runs as before. Returns the
+ * nice value set.
+ */
+export function lowerThreadPriority(
+  nice: number,
+  readlink: (path: string) => string,
+  os: { getPriority(id: number): number; setPriority(id: number, nice: number): void },
+): number | undefined {
+  if (!(nice > 0)) return undefined;
+  try {
+    const tid = Number(readlink("/proc/thread-self").split("/").pop());
+    if (!Number.isInteger(tid) || tid <= 0) return undefined;
+    const lowered = Math.min(19, os.getPriority(tid) + nice);
+    os.setPriority(tid, lowered);
+    return lowered;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The worker's reply to one body. */
@@ -169,13 +196,14 @@ export function parseBody(id: number, body: ArrayBuffer, options: WorkerParseOpt
  * {@link WorkerParseOptions} from `workerData.parse`.
  */
 export function workerSource(): string {
-  const functions = [nestedDeeperThan, isLongArray, isPlainObject, claimNamesOf, standIn, stubLongArrays, parseBody];
+  const functions = [nestedDeeperThan, isLongArray, isPlainObject, claimNamesOf, standIn, stubLongArrays, parseBody, lowerThreadPriority];
   return `
 // esbuild's keepNames helper, should tsx have put one in the functions' text.
 var __name = (fn) => fn;
 const { parentPort, workerData } = require("node:worker_threads");
 ${functions.map((f) => f.toString()).join("\n")}
 const options = workerData.parse;
+lowerThreadPriority(options.nice, require("node:fs").readlinkSync, require("node:os"));
 const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 parentPort.on("message", ({ id, body }) => parentPort.postMessage(parseBody(id, body, options, decoder)));
 `;

@@ -56,6 +56,12 @@ export const OFFLOAD_BYTES = 256 * 1024;
 /** Arrays longer than this come back from the worker as stand-ins (length only). */
 export const STUB_ITEMS = 256;
 
+/**
+ * The parse worker's nice value: below the event loop (CFS gives a nice-10 thread about a tenth of a nice-0 thread's
+ * share when both are runnable), so large bodies never take the CPU from small reviews (`lowerThreadPriority`).
+ */
+export const WORKER_NICE = 10;
+
 export interface ParsedBody {
   value: unknown;
   /** True when some long array is a stand-in (holes with the original length; `admission/stand-in.ts`). */
@@ -93,6 +99,8 @@ export interface BodyParserOptions {
   /** The worker's code (tests swap it); default {@link WORKER_SOURCE}. */
   workerSource?: string;
   stubItems?: number;
+  /** The worker thread's nice value (tests); {@link WORKER_NICE} by default, 0 to leave it as the process's. */
+  workerNice?: number;
 }
 
 export function createBodyParser(opts: BodyParserOptions): BodyParser {
@@ -110,7 +118,13 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
   };
 
   const start = (): Worker => {
-    const parse: WorkerParseOptions = { maxItems, maxDepth: MAX_NESTING, namesKey: STAND_IN_NAMES, claimsKey: STAND_IN_CLAIMS };
+    const parse: WorkerParseOptions = {
+      maxItems,
+      maxDepth: MAX_NESTING,
+      namesKey: STAND_IN_NAMES,
+      claimsKey: STAND_IN_CLAIMS,
+      nice: opts.workerNice ?? WORKER_NICE,
+    };
     const w = new Worker(source, { eval: true, workerData: { parse } });
     // A parked worker must not keep the process alive.
     w.unref();

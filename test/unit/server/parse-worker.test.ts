@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 import { runInNewContext } from "node:vm";
 import { parseBody, workerSource, type ParseReply, type WorkerParseOptions } from "../../../src/server/parse-worker.js";
 
-const options: WorkerParseOptions = { maxItems: 4, maxDepth: 10, namesKey: "resourceNames", claimsKey: "claimNames" };
+const options: WorkerParseOptions = { maxItems: 4, maxDepth: 10, namesKey: "resourceNames", claimsKey: "claimNames", nice: 0 };
 
 function script(): (id: number, body: ArrayBuffer) => ParseReply {
   let onMessage: ((m: { id: number; body: ArrayBuffer }) => void) | undefined;
