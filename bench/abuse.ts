@@ -32,7 +32,7 @@ import { withKey } from "../src/core/copy.js";
 import { generateCertificates } from "../src/certs/generate.js";
 import { mutatingWebhook, type Webhook } from "../src/admission/handler.js";
 import { podGuard } from "../src/admission/guards.js";
-import { MAX_REVIEW_COST, specsCost } from "../src/admission/cost.js";
+import { MAX_REVIEW_COST, specsCost } from "../src/core/cost.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { createAdmissionMetrics } from "../src/server/metrics.js";
 import { startServer } from "../src/server/serve.js";

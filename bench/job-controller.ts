@@ -14,7 +14,7 @@
  */
 import { parseArgs } from "node:util";
 import { pino } from "pino";
-import { startWatch } from "../src/kube/watch.js";
+import { startWatch } from "../src/run/watch.js";
 import { defaultPolicy } from "../src/policy/load.js";
 import type { ControlPlane } from "../test/e2e/harness/controlplane.js";
 import { reconcilerCluster } from "../test/e2e/harness/webhook.js";

@@ -15,7 +15,7 @@
 import { parseArgs } from "node:util";
 import type { KubeObject } from "../src/core/kube.js";
 import { connectCluster } from "../src/kube/cluster.js";
-import { runPass } from "../src/kube/pass.js";
+import { runPass } from "../src/run/pass.js";
 import { silentLogger } from "../src/log.js";
 import { defaultPolicy } from "../src/policy/load.js";
 import { planPass } from "../src/reconcile/plan.js";

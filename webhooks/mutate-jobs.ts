@@ -18,7 +18,7 @@
 import { isObject } from "../src/core/object.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { MAX_CLAIM_NAMES, readClaims, type ClaimsRead } from "../src/admission/claims.js";
-import { describeCost, specsCost } from "../src/admission/cost.js";
+import { describeCost, specsCost } from "../src/core/cost.js";
 import { runtimePodSpecs } from "../src/validate/runtime.js";
 import { jobGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";

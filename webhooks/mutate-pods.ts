@@ -1,11 +1,11 @@
 /**
  * @module
  * `POST /mutate/pods`: outfits training pods on CREATE. Fails open: a failing rule, or a pod over the
- * cost bound of `src/admission/cost.ts`, admits the pod unchanged, with a warning. The pod's job is read first (the only I/O), then the pure mutations in
+ * cost bound of `src/core/cost.ts`, admits the pod unchanged, with a warning. The pod's job is read first (the only I/O), then the pure mutations in
  * `src/mutate/` run. A job that cannot be read means no cluster spec and a warning saying why, or a
  * denial when the policy's `clusterSpec.onJobLookupFailure` is `deny`.
  */
-import { specsCost } from "../src/admission/cost.js";
+import { specsCost } from "../src/core/cost.js";
 import { MAX_CLAIM_NAMES, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";

@@ -53,10 +53,9 @@
  * Batch Jobs and JobSets that ask for GPUs are judged here too, with the GPU rules only (job-gpus on the pods
  * they run at once, capacity, the pod-spec and claim rules on their templates): webhooks/validate-workloads.ts.
  */
-import { isObject } from "../src/core/object.js";
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
-import { explainCost, jobTemplateSpecs, specsCost } from "../src/admission/cost.js";
+import { explainCost, specsCost } from "../src/core/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { kueueAdmissionOnly, queueNameOf } from "../src/kueue/admission.js";
 import { readQueue } from "../src/admission/queue.js";
@@ -67,13 +66,10 @@ import { CONFLICT } from "../src/admission/response.js";
 import type { KubeObject } from "../src/core/kube.js";
 import { readJob, readRuntime, type JobReadResult } from "../src/membership/lookup.js";
 import type { JobReader } from "../src/membership/types.js";
-import { jobShape, replicaSpecsField } from "../src/kinds/index.js";
-import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/kinds/trainjob-runtime.js";
+import { jobShape } from "../src/kinds/index.js";
+import { MAX_RUNTIME_PATCHES, runtimePatchCount } from "../src/kinds/trainjob-runtime.js";
 import { enforce } from "../src/validate/enforcement.js";
-import { newOrWorse, validateCapacity, validateJob } from "../src/validate/job.js";
-import { kueueAdmissionFindings } from "../src/validate/kueue.js";
-import { jobPodSets, queueCapacityFindings } from "../src/validate/queue-capacity.js";
-import { merge, type Findings, type ValidationContext } from "../src/validate/types.js";
+import type { ValidationContext } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
 import type { JobKind } from "../src/policy/types.js";
@@ -82,13 +78,23 @@ import { kueueRefusalReporter } from "./refusal-event.js";
 import { validateWorkloads, workloadKindOf } from "./validate-workloads.js";
 import type { AdmissionRequest } from "../src/admission/types.js";
 import { runtimeCost, runtimeKindOf, validateRuntimeReview } from "./validate-runtimes.js";
-import { runtimePodSpecs } from "../src/validate/runtime.js";
 import { TRAINER_RUNTIME_KINDS } from "../src/core/job-shapes.js";
-
-/** Passes the job rules make over each replica template (see `src/admission/cost.ts`). */
-export const VALIDATE_JOB_PASSES = 8;
-/** One more for a queued job's CREATE: its pod sets against its ClusterQueue (`queue-capacity`). */
-const QUEUE_CAPACITY_PASSES = 1;
+import {
+  asksForGpus,
+  judgeJob,
+  NO_RUNTIME,
+  pricedTemplates as templates,
+  QUEUE_CAPACITY_PASSES,
+  runtimeRead,
+  runtimeTooCostly,
+  staleScale,
+  templateFields,
+  tooManyPatches,
+  tooManyPatchesWhy,
+  trainJobMode,
+  VALIDATE_JOB_PASSES,
+  type RuntimeRead,
+} from "../src/validate/job-review.js";
 
 export function validateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
@@ -139,28 +145,6 @@ export function validateJobs(deps: WebhookDeps): Webhook {
       });
     },
   });
-}
-
-/** The templates a job is priced on (a TrainJob: its own part and its runtime patches). */
-function templates(job: unknown, kind: JobKind): unknown[] {
-  const shape = jobShape(kind);
-  // A TrainJob is priced on its own part (its `node` Job) and its runtime patches (at most the CRD's 16) before
-  // its runtime is read; with the runtime's templates too once it has been (`runtimeCost` below).
-  if (shape.layout === "runtime") return isObject(job) ? [...shape.replicas(job, kind).map((r) => r.spec.template?.spec), ...trainJobPricedSpecs(job)] : [];
-  return jobTemplateSpecs(job, replicaSpecsField(kind), shape.layout === "single");
-}
-
-/** Where each of {@link templates} is, for a refusal's field (`readClaims`). */
-function templateFields(job: unknown, kind: JobKind): string[] {
-  const shape = jobShape(kind);
-  if (shape.layout === "runtime")
-    return isObject(job)
-      ? [...shape.replicas(job, kind).map((r) => `${r.templateField}.spec`), ...trainJobPricedSpecs(job).map(() => "spec.runtimePatches")]
-      : [];
-  const field = replicaSpecsField(kind);
-  const replicas = isObject(job) && isObject(job.spec) ? job.spec[field] : undefined;
-  if (!isObject(replicas)) return [];
-  return shape.layout === "single" ? [`spec.${field}.template.spec`] : Object.keys(replicas).map((type) => `spec.${field}.${type}.template.spec`);
 }
 
 /** One review of a training job, with what its checks read through and price with. */
@@ -236,11 +220,6 @@ function readQueueOf(r: JobReview, job: KubeObject): QueueRead | Promise<QueueRe
   });
 }
 
-/** A TrainJob's GPUs may be its runtime's: asked for as read. A v1 job without any GPU has nothing to check. */
-function asksForGpus(r: JobReview, job: KubeObject): boolean {
-  return jobShape(r.kind).layout === "runtime" || jobPodSets(job, r.kind, r.ctx).some((p) => [...p.gpus.values()].some((n) => n > 0n));
-}
-
 /** A job's CREATE or UPDATE: its runtime (a TrainJob), the claims its templates name and its queue read, then judged. */
 function jobReview(r: JobReview): ValidationResult | Promise<ValidationResult> {
   const { request, kind, namespace, reader, ctx, deps, templates, templateFields } = r;
@@ -272,25 +251,20 @@ function jobReview(r: JobReview): ValidationResult | Promise<ValidationResult> {
     if (overBound) return overBound;
     // More claim names than one review may make the webhook read: refused before any claim read (issue 46).
     if (tooMany) return claimNamesDenial(tooMany);
-    const withClaims = { ...ctx, claims: known };
-    const check = (job: KubeObject) =>
-      merge(
-        validateJob(job, kind, withClaims, runtime.object),
-        validateCapacity(job, kind, withClaims, deps.capacity?.current(), runtime.object),
-        runtime.findings,
-      );
-    const now = check(request.object);
-    const update = request.operation === "UPDATE" && request.oldObject !== undefined;
-    // An unsuspended TrainJob: every violation, as at CREATE (its old and new objects would both be judged
-    // against the same current runtime, so nothing would look worse), Kueue's admission included.
-    const worse = update && !unsuspend ? newOrWorse(now, check(request.oldObject!)) : now;
-    const admission = update ? kueueAdmissionOnly(request.oldObject!, request.object, kind) : undefined;
-    const found = admission && !unsuspend ? kueueAdmissionFindings(worse, admission, queueNameOf(request.object)) : worse;
-    const capacityOfQueue = queueCapacityFindings(request.object, jobPodSets(request.object, kind, ctx, runtime.object), queue);
-    // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
-    const result = enforce(merge(found, capacityOfQueue), policy.enforcement, namespace);
+    const { result, kueueAdmission } = judgeJob({
+      request,
+      kind,
+      ctx,
+      claims: known,
+      capacity: deps.capacity?.current(),
+      runtime,
+      queue,
+      unsuspend,
+      enforcement: policy.enforcement,
+      namespace,
+    });
     // Logged at once; an Event on the object off the admission path, never on a dry run (./refusal-event.ts).
-    if (admission && result.violations.length > 0)
+    if (kueueAdmission && result.violations.length > 0)
       void reportRefusal({ object: request.object, kind, namespace, name: request.name, violations: result.violations, dryRun: request.dryRun });
     return result;
   };
@@ -312,19 +286,11 @@ function jobReview(r: JobReview): ValidationResult | Promise<ValidationResult> {
   };
   const claims = runtime instanceof Promise ? runtime.then(claimsWith) : claimsWith(runtime);
   const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
-  const queue = queued && asksForGpus(r, request.object) ? readQueueOf(r, request.object) : NO_QUEUE;
+  const queue = queued && asksForGpus(r.kind, r.ctx, request.object) ? readQueueOf(r, request.object) : NO_QUEUE;
   // No runtime to read (a v1 kind), no claims, not queued: decided at once.
   if (!(runtime instanceof Promise) && !(claims instanceof Promise) && !(queue instanceof Promise)) return decide(runtime, claims, queue);
   return Promise.all([runtime, claims, queue]).then(([r, c, q]) => decide(r, c, q));
 }
-
-/** A TrainJob's runtime as the rules get it: the object, or why not and what that means for the review. */
-interface RuntimeRead {
-  object?: KubeObject;
-  findings: Findings;
-}
-
-const NO_RUNTIME: RuntimeRead = Object.freeze({ findings: { violations: [], warnings: [] } });
 
 /** A runtime read and, when the TrainJob with its runtime's templates is over the cost bound, the refusal. */
 interface PricedRuntime {
@@ -334,78 +300,3 @@ interface PricedRuntime {
 
 /** No claims read: the review is refused for its cost before any (`PricedRuntime`). */
 const NO_CLAIMS: ClaimsRead = Object.freeze({ known: { claims: new Map(), templates: new Map() }, failures: [] });
-
-/**
- * A TrainJob's runtime read, or the same failure handling as the pod webhook's job lookup
- * (`clusterSpec.onJobLookupFailure`): `deny` refuses the TrainJob (rule `job-runtime`, at `spec.runtimeRef`),
- * `warn` checks the TrainJob on its own part (numNodes × resourcesPerNode) and says so in a warning.
- */
-export function runtimeRead(read: JobReadResult, onFailure: "warn" | "deny"): RuntimeRead {
-  if (read.kind === "found") return { object: read.job, findings: { violations: [], warnings: [] } };
-  const why = `the TrainJob's runtime could not be read (${read.reason})`;
-  if (onFailure === "deny")
-    return { findings: { violations: [{ rule: "job-runtime", field: "spec.runtimeRef", message: `${why}: cannot check the job` }], warnings: [] } };
-  return { findings: { violations: [], warnings: [`quartermaster: ${why}; checked without the runtime's templates`] } };
-}
-
-/** A TrainJob with more runtime patches than Trainer v2.3.0's CRD admits, refused before any merge (issue 46). */
-function tooManyPatches(job: KubeObject, kind: JobKind): ValidationResult | undefined {
-  if (jobShape(kind).layout !== "runtime") return undefined;
-  const n = runtimePatchCount(job);
-  if (n <= MAX_RUNTIME_PATCHES) return undefined;
-  return { violations: [{ rule: "review-cost", field: "spec.runtimePatches", message: tooManyPatchesWhy(n) }], warnings: [] };
-}
-
-const tooManyPatchesWhy = (n: number): string =>
-  `${n} runtime patches, over the ${MAX_RUNTIME_PATCHES} Trainer v2.3.0's TrainJob CRD admits (kubeflow/trainer ` +
-  `pkg/apis/trainer/v1alpha1/trainjob_types.go, MaxItems=16): not checked; keep at most ${MAX_RUNTIME_PATCHES} entries, one per manager`;
-
-/**
- * A TrainJob priced with its runtime's templates (each object's own part and patches, `perObject`, and the runtime's
- * Jobs once per object checked), denied when over the bound; undefined within it, or without a runtime.
- */
-function runtimeTooCostly(perObject: unknown[][], runtime: KubeObject | undefined, policy: WebhookDeps["policy"]): ValidationResult | undefined {
-  if (!runtime) return undefined;
-  const runtimeSpecs = runtimePodSpecs(runtime).map((s) => s.spec);
-  const cost = specsCost(
-    perObject.flatMap((own) => [...own, ...runtimeSpecs]),
-    VALIDATE_JOB_PASSES,
-    policy.gpu.resources,
-  );
-  if (!cost.over) return undefined;
-  const message = `the TrainJob with its runtime's templates: ${explainCost(cost)}; split the workload or ask the platform team`;
-  return { violations: [{ rule: "review-cost", field: "spec.runtimeRef", message }], warnings: [], costBound: cost };
-}
-
-/**
- * How a TrainJob's review reads its runtime and judges it (issue 45): on CREATE and on an unsuspend the runtime is
- * read fresh, and an unsuspend is judged like a CREATE. Other kinds: neither.
- */
-function trainJobMode(request: AdmissionRequest & { object: KubeObject }, kind: JobKind): { unsuspend: boolean; fresh: boolean } {
-  if (jobShape(kind).layout !== "runtime") return { unsuspend: false, fresh: false };
-  const unsuspend = request.operation === "UPDATE" && isObject(request.oldObject) && isUnsuspend(request.oldObject, request.object);
-  return { unsuspend, fresh: unsuspend || request.operation === "CREATE" };
-}
-
-/** spec.suspend true → false or unset: the TrainJob's pods are about to be made. */
-export function isUnsuspend(old: KubeObject, now: KubeObject): boolean {
-  const suspended = (o: KubeObject): boolean => (o.spec as { suspend?: unknown } | undefined)?.suspend === true;
-  return suspended(old) && !suspended(now);
-}
-
-const resourceVersionOf = (o: KubeObject): string | undefined => {
-  const rv = (o.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
-  return typeof rv === "string" && rv !== "" ? rv : undefined;
-};
-
-/**
- * Why a Scale is not of the job as it is now, or undefined: its `metadata.resourceVersion` (the job's,
- * which the apiserver copies into the Scale) differs from the freshly read job's. Without one the update is
- * unconditional and the fresh job is what it applies to.
- */
-export function staleScale(scale: KubeObject, job: KubeObject): string | undefined {
-  const asked = resourceVersionOf(scale);
-  const current = resourceVersionOf(job);
-  if (asked === undefined || asked === current) return undefined;
-  return `the Scale is of resourceVersion ${asked} but the job's current one is ${current ?? "unknown"}: the job changed; read it again and retry`;
-}

@@ -7,7 +7,7 @@
  * to check within the cost bound is denied. The rules themselves live in `src/validate/`.
  */
 import type { V1Pod } from "@kubernetes/client-node";
-import { specsCost } from "../src/admission/cost.js";
+import { specsCost } from "../src/core/cost.js";
 import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
 import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
@@ -17,7 +17,7 @@ import { effectiveLimits } from "../src/validate/limits.js";
 import { validatePod } from "../src/validate/pod.js";
 import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 
-/** Passes the pod rules make over the containers (see `src/admission/cost.ts`), counting both pods of a resize. */
+/** Passes the pod rules make over the containers (see `src/core/cost.ts`), counting both pods of a resize. */
 export const VALIDATE_POD_PASSES = 4;
 
 export function validatePods(deps: WebhookDeps): Webhook {

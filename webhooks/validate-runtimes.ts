@@ -5,10 +5,10 @@
  * src/manifests/webhooks.ts): its replicated Jobs' pod templates against the per-container and per-pod caps
  * (`src/validate/runtime.ts`, which says which limits each kind is held to and why). An UPDATE is refused only for
  * what it makes worse, as a job's is (a runtime over a cap lowered later can still be relabelled). Priced as a job
- * is (`src/admission/cost.ts`). Fails closed, with the jobs webhook.
+ * is (`src/core/cost.ts`). Fails closed, with the jobs webhook.
  */
-import type { ReviewCost } from "../src/admission/cost.js";
-import { specsCost } from "../src/admission/cost.js";
+import type { ReviewCost } from "../src/core/cost.js";
+import { specsCost } from "../src/core/cost.js";
 import { jobKindOf } from "../src/admission/guards.js";
 import type { ValidationResult } from "../src/admission/handler.js";
 import type { AdmissionRequest } from "../src/admission/types.js";

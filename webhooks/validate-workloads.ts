@@ -20,7 +20,7 @@
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
-import { specsCost, type ReviewCost } from "../src/admission/cost.js";
+import { specsCost, type ReviewCost } from "../src/core/cost.js";
 import { allGuards, gpuWorkloadGuard, jobGuard } from "../src/admission/guards.js";
 import type { ValidationResult } from "../src/admission/handler.js";
 import { kueueWorkloadAdmissionOnly, queueNameOf } from "../src/kueue/admission.js";
@@ -38,7 +38,7 @@ import { validateWorkload, validateWorkloadCapacity } from "../src/validate/work
 import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 import { kueueRefusalReporter } from "./refusal-event.js";
 
-/** Passes the GPU rules make over each template (see `src/admission/cost.ts`). */
+/** Passes the GPU rules make over each template (see `src/core/cost.ts`). */
 const VALIDATE_WORKLOAD_PASSES = 8;
 
 /** The batch Job or JobSet kind a request is about (none for a subresource: neither kind has `scale`). */

@@ -16,7 +16,7 @@ import { readJob } from "../membership/lookup.js";
 import type { JobReader } from "../membership/types.js";
 import type { ValidationResult } from "./handler.js";
 import type { Violation } from "./response.js";
-import { standInClaims, StandInUndecided } from "./stand-in.js";
+import { standInClaims, StandInUndecided } from "../core/stand-in.js";
 
 export const RESOURCE_CLAIM: ObjectKind = { kind: "ResourceClaim", group: "resource.k8s.io", version: "v1", plural: "resourceclaims" };
 export const RESOURCE_CLAIM_TEMPLATE: ObjectKind = { kind: "ResourceClaimTemplate", group: "resource.k8s.io", version: "v1", plural: "resourceclaimtemplates" };

@@ -10,7 +10,7 @@ import type { QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { Policy } from "../policy/types.js";
 import { schemesOf } from "../kinds/index.js";
 import type { Guard } from "./handler.js";
-import { standInNames, StandInUndecided } from "./stand-in.js";
+import { standInNames, StandInUndecided } from "../core/stand-in.js";
 import type { AdmissionRequest, Operation } from "./types.js";
 
 /** The subresources a webhook handles, with the operations it handles on each (e.g. `{ resize: ["UPDATE"] }`). */

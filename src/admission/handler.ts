@@ -9,9 +9,9 @@
  * - validating webhooks fail closed: a rule that throws denies the request with the error's message.
  */
 import { errorMessage } from "../core/errors.js";
-import { describeCost, explainCost, type ReviewCost } from "./cost.js";
+import { describeCost, explainCost, type ReviewCost } from "../core/cost.js";
 import { decodeReview, encodeReview } from "./review.js";
-import { StandInUndecided } from "./stand-in.js";
+import { StandInUndecided } from "../core/stand-in.js";
 import { allowed, denied, errored, patched, withWarnings, type DenialStatus, type Violation } from "./response.js";
 import type { AdmissionRequest, AdmissionResponse, AdmissionReview } from "./types.js";
 import type { KubeObject } from "../core/kube.js";

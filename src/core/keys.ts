@@ -22,3 +22,11 @@ export const POLICY_REPORT_NAME = "quartermaster";
 
 /** The `source.component` of the reconciler's Events (src/reconcile/events.ts, src/explain/blocked.ts). */
 export const RECONCILER_EVENT_SOURCE = "quartermaster-reconciler";
+
+/**
+ * The field manager of the reconciler's writes (adoption and release patches, Service creates), sent as the
+ * `fieldManager` parameter: the apiserver then records in the object's managedFields that this manager set the
+ * job's controller reference of a pod it adopted (`src/reconcile/services.ts` reads that record). Without it the
+ * apiserver derives a name from the client's user agent.
+ */
+export const RECONCILER_FIELD_MANAGER = "quartermaster-reconciler";

@@ -2,7 +2,7 @@
  * @module
  * What each ServiceAccount must be allowed to do for the code to work, and the findings when RBAC says
  * otherwise. The list mirrors the API calls in src/kube: keep it in step when a call is added there.
- * The doctor asks the apiserver with SubjectAccessReviews (src/kube/doctor.ts), so the answer comes from
+ * The doctor asks the apiserver with SubjectAccessReviews (src/run/doctor.ts), so the answer comes from
  * the cluster's real authorizer rather than from reading Roles.
  */
 import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
@@ -135,7 +135,7 @@ function reconcilerPassAccess(need: Need, policy: Pick<Policy, "reconciler">, ki
 
 /** The job controller and `reconcile --watch`'s informers. */
 function jobControllerAccess(need: Need, kinds: Policy["jobKinds"], reconciler: string): void {
-  // The job controller (src/kube/job-controller.ts, src/kube/watch.ts) for kinds Quartermaster runs (Caffe2Job
+  // The job controller (src/run/job-controller.ts, src/run/watch.ts) for kinds Quartermaster runs (Caffe2Job
   // by default; any kind may be marked so): informers, replica pods, the restart counter and the status.
   // Patches of a job and its status come with adoption and the job controller: not for kinds whose pods the
   // reconciler never adopts (a TrainJob's pods belong to its JobSet's Jobs; the Trainer writes its status).
@@ -175,7 +175,7 @@ function reconcilerStoreAccess(need: Need, policy: Pick<Policy, "reconciler">, r
     ifDenied: "warning",
     why: "node staleness in the ledger",
   });
-  // src/kube/policy-reports.ts, for reconciler.policyReports (manifests/base/reconciler-policyreports-rbac.yaml, always
+  // src/run/policy-reports.ts, for reconciler.policyReports (manifests/base/reconciler-policyreports-rbac.yaml, always
   // installed, so checked whether the policy turns the reports on or not: turning them on needs no RBAC change).
   need(reconciler, ["list", "create"], {
     group: "wgpolicyk8s.io",
@@ -218,7 +218,7 @@ function webhookAccess(
 ): void {
   // Without the job GET a pod gets no cluster spec (warn), or is refused (deny).
   const lookup: Severity = policy.clusterSpec.onJobLookupFailure === "deny" ? "critical" : "warning";
-  // src/kube/jobs.ts (job lookup) and src/kube/capacity.ts (the ledger index, read in the background).
+  // src/kube/jobs.ts (job lookup) and src/run/capacity.ts (the ledger index, read in the background).
   for (const k of kinds) need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: lookup, why: `job lookup for ${k.kind} pods` });
   // A TrainJob's runtime (`readRuntime` in src/membership/lookup.ts), read by /validate/jobs.
   for (const k of kinds.filter((k) => jobShape(k).layout === "runtime"))

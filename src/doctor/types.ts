@@ -2,7 +2,7 @@
  * @module
  * What `quartermaster doctor` reads from the cluster (a plain snapshot, API objects as JSON) and what it
  * reports (findings). The checks in this folder are pure functions of a snapshot and the time; only
- * `src/kube/doctor.ts` talks to the cluster.
+ * `src/run/doctor.ts` talks to the cluster.
  */
 
 import type { KubeObject } from "../core/kube.js";

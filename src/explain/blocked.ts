@@ -3,7 +3,7 @@
  * The resident reconciler's verdicts, as what it writes and exports (issue 49, "the same verdict where users
  * look"): per tick, from each job's verdict (./verdict.ts over ./cached.ts's evidence) and what the previous
  * ticks saw, the Events to write on jobs, the gauge of jobs per main reason and the GPU-minutes spent blocked.
- * Pure: src/kube/blocked.ts runs it on a timer and does the writing.
+ * Pure: src/run/blocked.ts runs it on a timer and does the writing.
  *
  * Events (on the job, source `quartermaster-reconciler`):
  *

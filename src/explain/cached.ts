@@ -1,8 +1,8 @@
 /**
  * @module
  * The evidence of a verdict (./types.ts) as the resident reconciler holds it (issue 49, "the same verdict where
- * users look"): the job and its pods from its informers (src/kube/watch.ts), the nodes from its node informer
- * (src/kube/blocked.ts), and each node's free GPUs counted from the cached pods bound to it, as the device ledger
+ * users look"): the job and its pods from its informers (src/run/watch.ts), the nodes from its node informer
+ * (src/run/blocked.ts), and each node's free GPUs counted from the cached pods bound to it, as the device ledger
  * counts them. No read per job. What its caches do not hold is named in `unread`, and the verdict gives the
  * reasons that rest on it only in the forms the pods and the job still show:
  *

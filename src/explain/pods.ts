@@ -239,7 +239,7 @@ interface NodeView {
 
 /**
  * What verdicts on many jobs over the same nodes and ledger share (the resident reconciler's tick,
- * src/kube/blocked.ts): each node list filtered once per placement, and its free GPUs counted once, instead of
+ * src/run/blocked.ts): each node list filtered once per placement, and its free GPUs counted once, instead of
  * once per job. Keyed by the identity of the evidence's node and ledger arrays: give a new memo (or new arrays)
  * when they change.
  */

@@ -1,7 +1,7 @@
 /**
  * @module
  * `quartermaster explain` (issue 49): the evidence snapshot one job is judged on, and the verdict. The snapshot is
- * what the API (src/kube/explain-read.ts) or a cache gives; the verdict (./verdict.ts) is a pure function of it and
+ * what the API (src/run/explain-read.ts) or a cache gives; the verdict (./verdict.ts) is a pure function of it and
  * the time, so every reason is a table test and the same verdict can be computed from either source.
  */
 import type { GpuCatalog } from "../core/gpu.js";

@@ -492,7 +492,7 @@ export function runtimePatchCount(job: KubeObject): number {
 }
 
 /**
- * The pod specs a TrainJob's review prices for its runtime patches (`src/admission/cost.ts`): each patch's per-Job
+ * The pod specs a TrainJob's review prices for its runtime patches (`src/core/cost.ts`): each patch's per-Job
  * pod spec patches, of at most {@link MAX_RUNTIME_PATCHES} patches (more are refused before anything reads them).
  * The runtime's own Jobs are priced once it has been read (`webhooks/validate-jobs.ts`).
  */
@@ -505,7 +505,7 @@ export function trainJobPricedSpecs(job: KubeObject): unknown[] {
     if (Array.isArray(rjobs)) for (const r of rjobs) out.push(objectOr(objectOr(objectOr(objectOr(r).template).spec).template).spec);
   }
   // Past the CRD's limit each patch is one item, never looked into: its length alone (a stand-in array's too,
-  // `src/admission/stand-in.ts`) can pass the bound, and a TrainJob of thousands of patches is answered at once.
+  // `src/core/stand-in.ts`) can pass the bound, and a TrainJob of thousands of patches is answered at once.
   for (let i = MAX_RUNTIME_PATCHES; i < patches.length; i++) out.push(undefined);
   return out;
 }

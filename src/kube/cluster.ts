@@ -10,7 +10,7 @@ import { asKubeObject, asV1Lease, asV1Namespace, asV1Node, asV1Pod, asV1Service 
 import type { KubeObject } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
 import type { NamespaceInfo } from "../core/scope.js";
-import { RECONCILER_FIELD_MANAGER } from "../reconcile/claim.js";
+import { RECONCILER_FIELD_MANAGER } from "../core/keys.js";
 import type { KueueObjects } from "../ledger/kueue-quota.js";
 import { KUEUE_GROUP, KUEUE_VERSION } from "../kueue/queues.js";
 import { kubeClient, statusOf, type KubeClientOptions } from "./client.js";
@@ -89,7 +89,7 @@ export interface ClusterCreator {
   createService(namespace: string, body: KubeObject): Promise<"created" | "exists">;
 }
 
-/** The writes of Quartermaster's job controller (src/kube/job-controller.ts), for kinds without an operator. */
+/** The writes of Quartermaster's job controller (src/run/job-controller.ts), for kinds without an operator. */
 export interface ClusterController {
   /** Creates a Pod; resolves "created", or "exists" (409 AlreadyExists). */
   createPod(namespace: string, body: KubeObject): Promise<"created" | "exists">;
@@ -215,7 +215,7 @@ function podClaimStatus(status: V1PodStatus | undefined): Record<string, unknown
 
 /**
  * Where an unbound pod may go (nodeSelector, required node affinity, tolerations): what the resident reconciler's
- * verdict on a pending job reads (src/kube/blocked.ts, kube-scheduler's filters in src/explain/nodes.ts). Dropped
+ * verdict on a pending job reads (src/run/blocked.ts, kube-scheduler's filters in src/explain/nodes.ts). Dropped
  * once the pod is bound, shared between a job's pods: a few hundred bytes per placement, not per pod.
  */
 function podPlacement(spec: Partial<V1PodSpec>, cache: SharedParts): Record<string, unknown> {

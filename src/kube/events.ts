@@ -2,24 +2,24 @@
  * @module
  * The webhook server's one write: a core/v1 Event on a job (issue 33, an Event on a job whose Kueue admission
  * UPDATE was refused), shaped by `kueueAdmissionRefusedEvent` in src/reconcile/events.ts. Fire and forget, off the
- * admission path: {@link EventWriter.write} returns at once, never throws and never delays or changes the
+ * admission path: {@link BoundedEventWriter.write} returns at once, never throws and never delays or changes the
  * admission answer. Each POST is bounded by `timeoutMs`; at most `maxInFlight` are outstanding (more are dropped
  * and counted); the same Event (object, reason, message) is written once per `dedupeMs` (Kueue retries a refused
  * UPDATE with back-off: the job gets one Event per refusal, not a flood); failures are logged rate-limited (the
  * first at once, then at most one line per `logEveryMs` with the count since). A plain POST (`rest.ts`, which
  * keeps client-node out of the webhook process), or client-node's CoreV1Api for a kubeconfig only it handles.
  */
-import type { EventWriter } from "../admission/events.js";
 import type { Logger } from "pino";
 import { errorMessage } from "../core/errors.js";
 import type { KubeObject } from "../core/kube.js";
 import { kubeClient } from "./client.js";
 import { restClient } from "./rest.js";
 
-export type { EventWriter };
-
-/** The bounded writer, which says whether it took the Event. */
-export interface BoundedEventWriter extends EventWriter {
+/**
+ * The bounded writer, which says whether it took the Event. It implements `EventWriter`, declared by its user
+ * (src/admission/events.ts), by shape: the client sits below the decisions and does not import them.
+ */
+export interface BoundedEventWriter {
   /**
    * False when `event` was dropped (`maxInFlight` writes outstanding); true when it is being sent, or the same
    * Event was within `dedupeMs`.
@@ -49,7 +49,7 @@ async function connect(kubeconfig: string | undefined): Promise<Post> {
 }
 
 /** The server's writer, connecting on first use. */
-export function createEventWriter(opts: EventWriterOptions): EventWriter {
+export function createEventWriter(opts: EventWriterOptions): BoundedEventWriter {
   let post: Promise<Post> | undefined;
   return backgroundEventWriter(() => {
     post ??= connect(opts.kubeconfig).catch((err: unknown) => {

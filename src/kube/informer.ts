@@ -1,6 +1,6 @@
 /**
  * @module
- * Informers whose caches hold trimmed objects, for the resident reconciler (`src/kube/watch.ts`).
+ * Informers whose caches hold trimmed objects, for the resident reconciler (`src/run/watch.ts`).
  *
  * client-node's `makeInformer` keeps every object as the apiserver sent it and lists in one request: at 50,000
  * pods that is one response of hundreds of megabytes and a cache of full pods (managedFields, every env var and

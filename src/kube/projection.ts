@@ -1,6 +1,6 @@
 /**
  * @module
- * What the resident reconciler's caches keep of each object, in one place (`src/kube/watch.ts` feeds its
+ * What the resident reconciler's caches keep of each object, in one place (`src/run/watch.ts` feeds its
  * informers through these; `src/kube/informer.ts` adds each object's resourceVersion back):
  *
  * | kind      | kept                                                                                   | size kept          |
@@ -13,7 +13,7 @@
  *
  * Why a job out of scope keeps nothing but its name: the planners never read more of it. A pass lists it as
  * skipped and the ledger counts its `namespace/name` (`src/reconcile/plan.ts`: the scope is decided before
- * anything else of the job is read), and a sync returns before reading it (`src/kube/watch.ts`). So a tenant
+ * anything else of the job is read), and a sync returns before reading it (`src/run/watch.ts`). So a tenant
  * whose namespace never opted in cannot grow the reconciler with its jobs, whatever their size: 1,000 TFJobs
  * of 1 MiB each cost ~0.3 MiB of cache (test/unit/kube/projection.test.ts, test/e2e/reconcile-memory.test.ts).
  *

@@ -10,7 +10,7 @@
  *
  * What is expressed, with the webhook's verdict, field paths and messages (one `messageExpression` builds the
  * same `N policy violations: <field>: <message>; …` text the webhook returns):
- * - review-cost: the webhook's cost bound (src/admission/cost.ts), counted the same way, so a pod the webhook
+ * - review-cost: the webhook's cost bound (src/core/cost.ts), counted the same way, so a pod the webhook
  *   refuses as too large to check is refused here with the same words. It is checked first, and every other
  *   rule runs only under it, which also bounds the CEL runtime cost (the apiserver's per-expression limit and
  *   per-policy budget) whatever the pod: under the bound a pod has at most 2,500 containers and entries, and
@@ -49,7 +49,7 @@
  * container its index are in the CEL environment new expressions may use from 1.33 (`ext.TwoVarComprehensions`
  * is introduced at 1.32 and the apiserver compiles new expressions for its previous minor version).
  */
-import { MAX_REVIEW_COST } from "../admission/cost.js";
+import { MAX_REVIEW_COST } from "../core/cost.js";
 import { ALL_CONTAINERS, celString, DEFAULT_NAMESPACE, globCondition, HAS_CLAIMS, limitsOf, requestsOf, trainingPodExpression, type MatchCondition } from "./webhooks.js";
 import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_RESOURCES, gpuResourcePatterns } from "../core/gpu.js";
 import { IMPLICIT_DEVICE_CLASS_PREFIX } from "../vendors/index.js";
@@ -234,7 +234,7 @@ export function vapVariables(policy: Policy): Variable[] {
     { name: "training", expression: trainingExpression(policy) },
     { name: "nInit", expression: "has(object.spec.initContainers) ? size(object.spec.initContainers) : 0" },
     { name: "all", expression: "(has(object.spec.initContainers) ? object.spec.initContainers : []) + (has(object.spec.containers) ? object.spec.containers : [])" },
-    // review-cost, as src/admission/cost.ts counts: the pod spec, each container, each resource entry; passes are
+    // review-cost, as src/core/cost.ts counts: the pod spec, each container, each resource entry; passes are
     // the rules plus the distinct GPU resource names. Counting stops past the bound, at the entry or list it was in.
     { name: "entries", expression: `variables.all.map(c, size(${R("c")}) + size(${L("c")}))` },
     { name: "items", expression: `1 + size(variables.all) + ${sum("variables.entries")}` },

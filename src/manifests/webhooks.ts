@@ -40,7 +40,7 @@ import { CONDITION_MAX_CONTAINERS, CONDITION_MAX_REPLICATED_JOBS, CONDITION_MAX_
 import { GPU_WORD_RE2 } from "../vendors/index.js";
 import type { Document } from "yaml";
 import { yamlStream } from "./yaml.js";
-import { MAX_REVIEW_COST } from "../admission/cost.js";
+import { MAX_REVIEW_COST } from "../core/cost.js";
 import { POD_MUTATIONS } from "../mutate/index.js";
 import { JOBSET_LABELS } from "../membership/jobset.js";
 
@@ -200,7 +200,7 @@ export const REDUCED_MODE_CONDITION = "not-outfitted-by-the-admission-policy";
 /**
  * The pods the policy outfits, beyond being training pods: within the webhooks' match-condition bounds (64
  * containers, 32 resource entries each: the CEL cost is bounded) and surely under the webhook's cost bound
- * (src/admission/cost.ts: items × (mutations + distinct GPU names), the entries standing in for the names; a pod
+ * (src/core/cost.ts: items × (mutations + distinct GPU names), the entries standing in for the names; a pod
  * over it the webhook admits unchanged), and, when the policy knows GPU device classes, naming no ResourceClaims.
  */
 export function withinBoundsExpression(policy: Pick<Policy, "gpu">): string {

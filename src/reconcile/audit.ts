@@ -2,7 +2,7 @@
  * @module
  * The audit of what already runs: existing pods and training jobs held to the policy's validation rules, as
  * `/validate/pods` and `/validate/jobs` would hold them on CREATE, each violation with its rule's mode in
- * the namespace (src/validate/enforcement.ts). Pure: the caller lists the objects (src/kube/policy-reports.ts)
+ * the namespace (src/validate/enforcement.ts). Pure: the caller lists the objects (src/run/policy-reports.ts)
  * and decides the scope. Finished pods (Succeeded, Failed) and jobs, and objects being deleted, are left out:
  * they hold nothing any more. `capacity` is not evaluated (it needs the device ledger at admission time).
  */

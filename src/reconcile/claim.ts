@@ -53,14 +53,6 @@ export interface Claimed {
   actions: ClaimAction[];
 }
 
-/**
- * The field manager of the reconciler's writes (adoption and release patches, Service creates), sent as the
- * `fieldManager` parameter: the apiserver then records in the object's managedFields that this manager set the
- * job's controller reference of a pod it adopted (`src/reconcile/services.ts` reads that record). Without it the
- * apiserver derives a name from the client's user agent.
- */
-export const RECONCILER_FIELD_MANAGER = "quartermaster-reconciler";
-
 /** The labels an object must carry to belong to the job (the kind's label scheme: upstream `GenLabels` / `genLabels`). */
 export function claimSelector(job: KubeObject, kind: JobKind): Record<string, string> {
   return labelScheme(kind).selector(job);

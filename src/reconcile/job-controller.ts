@@ -3,7 +3,7 @@
  * Quartermaster as the controller of a training job whose kind has no operator (Caffe2Job by default:
  * kubeflow/caffe2-operator is archived; any kind the policy marks `controller: quartermaster`). Pure:
  * `(job, its pods and Services, the clock, what is still in flight) → creates, deletes, status, Events`.
- * The I/O is `src/kube/job-controller.ts`; finished jobs (CleanPodPolicy, TTL) stay with `finished.ts`, as
+ * The I/O is `src/run/job-controller.ts`; finished jobs (CleanPodPolicy, TTL) stay with `finished.ts`, as
  * for every other kind.
  *
  * The rules are the Kubeflow common job controller's, training-operator v1.8.1

@@ -331,7 +331,7 @@ export interface WatchSource {
 }
 
 /**
- * Why jobs are not running, as the resident reconciler's verdicts say (src/explain/blocked.ts, src/kube/blocked.ts):
+ * Why jobs are not running, as the resident reconciler's verdicts say (src/explain/blocked.ts, src/run/blocked.ts):
  * the jobs held back per namespace, kind and main reason, GPU-minutes spent blocked, and the Events written.
  */
 export interface BlockedMetrics {
@@ -453,7 +453,7 @@ function watchCounters(registers: Registry[]) {
   return { syncs, duration, passes, objects };
 }
 
-/** Metrics of `quartermaster reconcile --watch` (src/kube/watch.ts), on a registry of their own. */
+/** Metrics of `quartermaster reconcile --watch` (src/run/watch.ts), on a registry of their own. */
 export function createWatchMetrics(opts: { processMetrics?: boolean } = {}): WatchMetrics {
   const registry = new Registry();
   if (opts.processMetrics) collectDefaultMetrics({ register: registry });

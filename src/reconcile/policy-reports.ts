@@ -2,7 +2,7 @@
  * @module
  * PolicyReports (`wgpolicyk8s.io/v1alpha2`, the format of kubernetes-sigs/wg-policy-prototypes that
  * policy-reporter reads for Kyverno and Gatekeeper): one per opted-in namespace, built from an audit
- * (src/reconcile/audit.ts), and the plan that brings the cluster's reports to it. Pure; src/kube/policy-reports.ts
+ * (src/reconcile/audit.ts), and the plan that brings the cluster's reports to it. Pure; src/run/policy-reports.ts
  * reads and writes.
  *
  * - One result per violation: `policy` the webhook, `rule` the rule, `result` `fail` (mode deny or audit; the
@@ -17,9 +17,8 @@
  *   object, or no longer in scope) loses its report.
  */
 import type { KubeObject } from "../core/kube.js";
-import { POLICY_REPORT_API_VERSION, POLICY_REPORT_NAME } from "../core/keys.js";
+import { POLICY_REPORT_API_VERSION, POLICY_REPORT_NAME, RECONCILER_FIELD_MANAGER } from "../core/keys.js";
 import type { AuditEntry } from "./audit.js";
-import { RECONCILER_FIELD_MANAGER } from "./claim.js";
 
 export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
 export const MANAGED_BY = "quartermaster";

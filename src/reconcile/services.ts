@@ -59,7 +59,8 @@ import { replicaName } from "../mutate/frameworks.js";
 import type { JobKind } from "../policy/types.js";
 import { labelScheme } from "../kinds/index.js";
 import { replicaSpecs, replicasOf, type ReplicaSpec } from "../membership/resolve.js";
-import { controllerUid, RECONCILER_FIELD_MANAGER } from "./claim.js";
+import { controllerUid } from "./claim.js";
+import { RECONCILER_FIELD_MANAGER } from "../core/keys.js";
 import { finishedAt } from "./finished.js";
 import type { Meta } from "./meta.js";
 

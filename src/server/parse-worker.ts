@@ -14,7 +14,7 @@
 export interface WorkerParseOptions {
   maxItems: number;
   maxDepth: number;
-  /** The stand-in's property holding its elements' resource names (`admission/stand-in.ts`, STAND_IN_NAMES). */
+  /** The stand-in's property holding its elements' resource names (`core/stand-in.ts`, STAND_IN_NAMES). */
   namesKey: string;
   /** The stand-in's property holding the claims its elements name, as pod `resourceClaims` entries (STAND_IN_CLAIMS). */
   claimsKey: string;
@@ -103,7 +103,7 @@ export function claimNamesOf(list: readonly unknown[], maxItems: number): { coun
 /**
  * The stand-in of a long array: holes of its length (it crosses the thread boundary as its length), and
  * the distinct resource names its elements request or limit (at most `maxItems` of them, else null), for
- * the guards, and the distinct claims its elements name, for the claim-name bound (`admission/stand-in.ts`).
+ * the guards, and the distinct claims its elements name, for the claim-name bound (`core/stand-in.ts`).
  */
 export function standIn(list: readonly unknown[], options: WorkerParseOptions): unknown[] {
   const out: unknown[] = new Array(list.length);

@@ -1,7 +1,7 @@
 /**
  * @module
  * Large request bodies are parsed off the event loop. JSON.parse of a 3 MiB review of 40,000 containers
- * holds the loop for 30–90 ms on these machines, although the cost bound (`admission/cost.ts`) then
+ * holds the loop for 30–90 ms on these machines, although the cost bound (`core/cost.ts`) then
  * answers it in ~1 ms; every review behind it waits that long.
  *
  * Bodies of at least {@link OFFLOAD_BYTES} go to one worker thread, kept once started (~10 MiB of RSS).
@@ -11,7 +11,7 @@
  * parsing it (measured on a 3.1 MiB / 40k-container review: parse 34–80 ms, deserialize 80–170 ms). So the
  * worker sends the document back with every array longer than {@link STUB_ITEMS} replaced by an empty
  * stand-in of the same length, which crosses as its length and the few resource names its elements carry
- * (`admission/stand-in.ts`). The cost bound prices a container list by its length before looking inside,
+ * (`core/stand-in.ts`). The cost bound prices a container list by its length before looking inside,
  * so a review that is over the bound because of a long array gets the very answer it would get in-thread;
  * so does a wide pod the guards skip (no job label: they read the list's length and resource names only).
  * Any other answer from a stand-in document is thrown away and the body parsed again on the main thread
@@ -34,7 +34,7 @@
  */
 import { Worker } from "node:worker_threads";
 import type { Logger } from "pino";
-import { STAND_IN_CLAIMS, STAND_IN_NAMES } from "../admission/stand-in.js";
+import { STAND_IN_CLAIMS, STAND_IN_NAMES } from "../core/stand-in.js";
 import { nestedDeeperThan, workerSource, type ParseReply, type WorkerParseOptions } from "./parse-worker.js";
 
 /** Arrays and objects nested deeper than this refuse the body (Kubernetes objects nest a few dozen levels). */
@@ -45,7 +45,7 @@ export { nestedDeeperThan };
 /**
  * The worker's code: parse, replace every array longer than the stub bound by a stand-in (`new Array(length)`,
  * holes only, so it crosses the thread boundary as its length, plus the resource names its elements carry:
- * see `admission/stand-in.ts`), send back. Written as functions in `parse-worker.ts`, which tsc checks, and
+ * see `core/stand-in.ts`), send back. Written as functions in `parse-worker.ts`, which tsc checks, and
  * run as a script of their text, so the same code runs from source (tsx) and built.
  */
 export const WORKER_SOURCE = workerSource();
@@ -64,7 +64,7 @@ export const WORKER_NICE = 10;
 
 export interface ParsedBody {
   value: unknown;
-  /** True when some long array is a stand-in (holes with the original length; `admission/stand-in.ts`). */
+  /** True when some long array is a stand-in (holes with the original length; `core/stand-in.ts`). */
   stubbed: boolean;
 }
 

@@ -512,7 +512,7 @@ export function jobGpusByResource(job: KubeObject, kind: JobKind, ctx: Validatio
 
 /** What the cluster has of a GPU resource (from the device ledger). */
 /**
- * Where the rules' capacity comes from (implemented by src/kube/capacity.ts from the device ledger's index): declared
+ * Where the rules' capacity comes from (implemented by src/run/capacity.ts from the device ledger's index): declared
  * here, by the rules that read it, not by the client that reads the ConfigMaps.
  */
 export interface CapacitySource {

@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { parse } from "yaml";
 import { connectCluster } from "../../src/kube/cluster.js";
-import { runPass, type PassReport } from "../../src/kube/pass.js";
+import { runPass, type PassReport } from "../../src/run/pass.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
 import { installOperatorCrds, operatorBin, startOperator, type Operator } from "../e2e/harness/operator.js";

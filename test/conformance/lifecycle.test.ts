@@ -38,7 +38,7 @@ import { after, before, describe, it } from "node:test";
 import { pino } from "pino";
 import { parse, parseAllDocuments } from "yaml";
 import { readClusterLedger } from "../../src/kube/ledger.js";
-import { startWatch, type Watcher } from "../../src/kube/watch.js";
+import { startWatch, type Watcher } from "../../src/run/watch.js";
 import { checkPolicy } from "../../src/policy/load.js";
 import { settledUsage, type Ledger } from "../../src/ledger/compute.js";
 import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";

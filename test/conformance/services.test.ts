@@ -2,7 +2,7 @@
  * Differential conformance of the per-replica Services (issue 17 item 3) with the real Kubeflow training
  * operator v1.9.4 (QM_OPERATOR_BIN) on the e2e control plane: for jobs of the five frameworks it serves (every
  * layout of `operator-jobs.ts`) the operator creates its pods and Services. The reconciler's snapshot of the
- * cluster (`src/kube/pass.ts`, as a pass reads it) then goes through the Service planner
+ * cluster (`src/run/pass.ts`, as a pass reads it) then goes through the Service planner
  * (`planReplicaServices`) for each job as though the operator did not serve it (its status left out, no
  * Service there, and its pods as though the reconciler had adopted them: their managedFields say the reconciler
  * set the job's controller reference), and each planned Service, defaulted by the apiserver (a dry-run create), must equal the
@@ -16,10 +16,10 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { KubeObject } from "../../src/core/kube.js";
 import { connectCluster } from "../../src/kube/cluster.js";
-import { snapshot } from "../../src/kube/pass.js";
+import { snapshot } from "../../src/run/pass.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { Snapshot } from "../../src/reconcile/plan.js";
-import { RECONCILER_FIELD_MANAGER } from "../../src/reconcile/claim.js";
+import { RECONCILER_FIELD_MANAGER } from "../../src/core/keys.js";
 import { planReplicaServices } from "../../src/reconcile/services.js";
 import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
 import { installOperatorCrds, operatorBin, startOperator, type Operator } from "../e2e/harness/operator.js";

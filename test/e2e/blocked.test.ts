@@ -16,7 +16,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { pino } from "pino";
-import { startWatch, type Watcher } from "../../src/kube/watch.js";
+import { startWatch, type Watcher } from "../../src/run/watch.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { createWatchMetrics } from "../../src/reconcile/metrics.js";
 import type { ClusterNode } from "../fixtures/nodes.js";

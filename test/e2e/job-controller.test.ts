@@ -7,8 +7,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { connectCluster } from "../../src/kube/cluster.js";
-import { runPass } from "../../src/kube/pass.js";
-import { startWatch, type Watcher } from "../../src/kube/watch.js";
+import { runPass } from "../../src/run/pass.js";
+import { startWatch, type Watcher } from "../../src/run/watch.js";
 import { pino } from "pino";
 import { silentLogger } from "../../src/log.js";
 import { defaultPolicy } from "../../src/policy/load.js";

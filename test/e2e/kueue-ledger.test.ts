@@ -24,7 +24,7 @@ import { after, before, describe, it } from "node:test";
 import { runCli } from "../../src/cli/commands.js";
 import type { DoctorReport } from "../../src/doctor/index.js";
 import { connectCluster } from "../../src/kube/cluster.js";
-import { runPass } from "../../src/kube/pass.js";
+import { runPass } from "../../src/run/pass.js";
 import { silentLogger } from "../../src/log.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import type { KueueFlavor } from "../../src/ledger/kueue-quota.js";

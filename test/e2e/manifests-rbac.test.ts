@@ -65,7 +65,7 @@ const policyReports = (verb: string): Target => g("wgpolicyk8s.io")(verb, "polic
 
 /**
  * client-node `Api.method` → what RBAC must allow. `cluster: true`: a cluster-wide call (all namespaces or a
- * cluster-scoped kind). CustomObjectsApi serves the job kinds and PolicyReports (src/kube/policy-reports.ts)
+ * cluster-scoped kind). CustomObjectsApi serves the job kinds and PolicyReports (src/run/policy-reports.ts)
  * alike: a method both use maps to both.
  */
 const ADOPTED = jobKinds.filter((k) => labelScheme(k).claimed);
@@ -159,13 +159,13 @@ const IMPLICIT: Array<{ sa: string; verb: string; group: string; resource: strin
     resource: `${k.plural}/finalizers`,
     why: "blockOwnerDeletion under OwnerReferencesPermissionEnforcement",
   })),
-  // `reconcile --watch` (src/kube/watch.ts): client-node's makeInformer lists and watches; the scan sees makeApiClient calls only.
+  // `reconcile --watch` (src/run/watch.ts): client-node's makeInformer lists and watches; the scan sees makeApiClient calls only.
   ...[
     ...jobKinds.map((k) => ({ group: k.group, resource: k.plural })),
     { group: "", resource: "pods" },
     { group: "", resource: "services" },
     { group: "", resource: "namespaces" },
-    // The node informer behind the reconciler's verdicts on blocked jobs (src/kube/blocked.ts, issue 49).
+    // The node informer behind the reconciler's verdicts on blocked jobs (src/run/blocked.ts, issue 49).
     { group: "", resource: "nodes" },
   ].map((r) => ({
     sa: "quartermaster-reconciler",
@@ -340,7 +340,7 @@ describe("RBAC grants exactly the API calls the code makes", () => {
       kubeFilesOf("certs ensure").map((f) => relative(ROOT, f)),
       ["src/kube/certs.ts", "src/kube/client.ts"],
     );
-    const lease = callsIn(join(ROOT, "src/kube/lease.ts")).calls.find((c) => c.resource === "leases");
+    const lease = callsIn(join(ROOT, "src/run/lease.ts")).calls.find((c) => c.resource === "leases");
     assert.equal(lease?.ns, OWN);
   });
 

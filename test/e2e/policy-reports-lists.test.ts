@@ -1,6 +1,6 @@
 /**
  * End to end (issue 50): one listing per pass. With `reconciler.policyReports` the PolicyReports are planned
- * over the pass's own snapshot (its namespaces, jobs and pods, src/kube/pass.ts), so a pass with them makes the
+ * over the pass's own snapshot (its namespaces, jobs and pods, src/run/pass.ts), so a pass with them makes the
  * same LISTs as one without: counted by the apiserver itself (`apiserver_request_total`, as
  * test/e2e/watch-hygiene.test.ts counts them), resource by resource; the only read more is the PolicyReports'
  * own (which reports exist). The reports are still written from that snapshot: the violating pod and job.

@@ -63,7 +63,7 @@ const generated: Case[] = generatedPods(240).map((g) => ({ id: g.name, namespace
 // The first 100 again in the namespace where container-limits warns and pod-gpus audits (gpu-mig-mixing
 // warns everywhere but in team-a): the policy must admit what the webhook only warns about or records.
 const moded: Case[] = generated.slice(0, 100).map((c) => ({ id: `${c.id} in ${VAP_MODE_NAMESPACE}`, namespace: VAP_MODE_NAMESPACE, pod: c.pod }));
-// Cost bound (src/admission/cost.ts, 10,000; 4 rule passes + 1 per distinct GPU name): 250 containers of 3
+// Cost bound (src/core/cost.ts, 10,000; 4 rule passes + 1 per distinct GPU name): 250 containers of 3
 // resources are 1 + 250 + 1,500 = 1,751 items × 5 passes, under it; 300 are 2,101 × 5, over; 450 pass 2,500
 // items, where counting stops.
 const large: Case[] = [

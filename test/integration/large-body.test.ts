@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { checkPolicy } from "../../src/policy/load.js";
 import { silentLogger } from "../../src/log.js";
-import { standInNames } from "../../src/admission/stand-in.js";
+import { standInNames } from "../../src/core/stand-in.js";
 import { LABEL_JOB_NAME } from "../../src/core/keys.js";
 import { createBodyParser, OFFLOAD_BYTES, WORKER_SOURCE, type BodyParser } from "../../src/server/parse.js";
 import { createWebhooks } from "../../webhooks/index.js";
@@ -262,7 +262,7 @@ describe("large bodies parsed in a worker", () => {
     assert.equal(parsed.stubbed, true);
     assert.equal(containers.length, 1000);
     assert.equal(0 in containers, false);
-    // It carries the distinct resource names of its elements, for the guards (admission/stand-in.ts).
+    // It carries the distinct resource names of its elements, for the guards (core/stand-in.ts).
     assert.deepEqual(standInNames(containers), ["nvidia.com/gpu"]);
     const names = await parser.parse(Buffer.from(JSON.stringify(reviewOf(widePod({ containers: 300, gpu: false, distinctResources: true })))));
     assert.equal(

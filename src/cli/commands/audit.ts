@@ -26,7 +26,7 @@ async function auditCommand(opts: AuditOptions, _args: readonly string[], io: Cl
   const policy = await loadPolicyOrReport(opts.policy, io);
   if (!policy) return 1;
   const [{ connectPolicyReports, auditCluster }, { auditTable }] = await Promise.all([
-    import("../../kube/policy-reports.js"),
+    import("../../run/policy-reports.js"),
     import("../../reconcile/audit.js"),
   ]);
   const own = await ownNamespace();

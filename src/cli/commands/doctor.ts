@@ -27,7 +27,7 @@ async function doctorPolicy(file: string | undefined, cwd: string): Promise<Poli
 async function doctorCommand(opts: DoctorOptions, _args: readonly string[], io: CliIo): Promise<number> {
   const policy = await doctorPolicy(opts.policy, io.cwd);
   const [{ readDoctorSnapshot }, { diagnose, unreachable, findingsTable }] = await Promise.all([
-    import("../../kube/doctor.js"),
+    import("../../run/doctor.js"),
     import("../../doctor/index.js"),
   ]);
   const { kubeconfig, namespace } = opts;

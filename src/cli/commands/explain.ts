@@ -1,7 +1,7 @@
 /**
  * @module
  * `quartermaster explain <kind>/<name>`: why a job is not running (issue 49). Reads the job's evidence from the
- * API (src/kube/explain-read.ts) and prints the verdict (src/explain/verdict.ts): one main reason, the evidence,
+ * API (src/run/explain-read.ts) and prints the verdict (src/explain/verdict.ts): one main reason, the evidence,
  * the next step, and the other reasons that hold. Exit 0 when the job runs or has finished, 1 when it is held
  * back (or not found), 2 for a usage error (an unknown kind).
  */
@@ -25,7 +25,7 @@ async function explainCommand(opts: ExplainOptions, args: readonly string[], io:
     import("../../explain/verdict.js"),
     import("../../explain/format.js"),
     import("../../kube/rest.js"),
-    import("../../kube/explain-read.js"),
+    import("../../run/explain-read.js"),
   ]);
   const kind = resolveKind(target.slice(0, slash), knownKinds(policy));
   if ("problem" in kind) throw new UsageError(`explain: ${kind.problem}`);

@@ -100,9 +100,9 @@ interface PassContext {
 async function leasedPass({ policy, log, namespace, kubeconfig, requestTimeoutMs, mode, io }: PassContext): Promise<() => Promise<PassOutcome>> {
   const [{ connectCluster }, { runPass }, { planTable, planJson }, { acquireLease }, { hostname }] = await Promise.all([
     import("../../kube/cluster.js"),
-    import("../../kube/pass.js"),
+    import("../../run/pass.js"),
     import("../../reconcile/table.js"),
-    import("../../kube/lease.js"),
+    import("../../run/lease.js"),
     import("node:os"),
   ]);
   const holder = `${hostname()}-${process.pid}`;
@@ -130,7 +130,7 @@ async function leasedPass({ policy, log, namespace, kubeconfig, requestTimeoutMs
     }
     try {
       const policyReports = policy.reconciler.policyReports
-        ? await (await import("../../kube/policy-reports.js")).connectPolicyReports(kubeconfig, timeouts)
+        ? await (await import("../../run/policy-reports.js")).connectPolicyReports(kubeconfig, timeouts)
         : undefined;
       return { actions: await runPass({ cluster, policy, log, now: () => new Date(), dryRun, namespace, policyReports }) };
     } finally {
@@ -188,7 +188,7 @@ async function reconcileCommand(opts: ReconcileOptions, _args: readonly string[]
   return runOnSchedule(cron, mode.schedule, pass, ctx);
 }
 
-/** `reconcile --watch`: the resident job controller (src/kube/watch.ts) until a signal. */
+/** `reconcile --watch`: the resident job controller (src/run/watch.ts) until a signal. */
 async function watchCommand(opts: ReconcileOptions, io: CliIo): Promise<number> {
   const others = { once: opts.once, schedule: opts.schedule, "dry-run": opts.dryRun, output: opts.output };
   for (const [flag, value] of Object.entries(others)) {
@@ -202,7 +202,7 @@ async function watchCommand(opts: ReconcileOptions, io: CliIo): Promise<number> 
   const log = createLogger(opts.logLevel, 1);
   const namespace = await ownNamespace(opts.namespace);
   const [{ startWatch }, { hostname }, { createWatchMetrics }, { startMetricsServer }] = await Promise.all([
-    import("../../kube/watch.js"),
+    import("../../run/watch.js"),
     import("node:os"),
     import("../../reconcile/metrics.js"),
     import("../../server/serve.js"),

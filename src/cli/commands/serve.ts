@@ -136,7 +136,7 @@ export async function runServer(flags: ServerSettings, io: CliIo): Promise<numbe
   ]);
   const capacity =
     flags.ledgerRefreshSeconds > 0
-      ? (await import("../../kube/capacity.js")).ledgerCapacity({
+      ? (await import("../../run/capacity.js")).ledgerCapacity({
           kubeconfig: flags.kubeconfig,
           namespace: await ownNamespace(flags.namespace),
           intervalMs: flags.ledgerRefreshSeconds * 1000,

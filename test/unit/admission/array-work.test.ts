@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Container } from "@kubernetes/client-node";
-import { MAX_REVIEW_COST, jobTemplateSpecs, specsCost } from "../../../src/admission/cost.js";
+import { MAX_REVIEW_COST, jobTemplateSpecs, specsCost } from "../../../src/core/cost.js";
 import type { AdmissionReview } from "../../../src/admission/types.js";
 import { mutatePod, type Pod } from "../../../src/mutate/index.js";
 import { mapContainers, withTolerations } from "../../../src/mutate/pod.js";

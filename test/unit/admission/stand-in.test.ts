@@ -1,13 +1,13 @@
 /**
- * Stand-in arrays (`src/admission/stand-in.ts`): what the worker sends back for a long array of a large body.
+ * Stand-in arrays (`src/core/stand-in.ts`): what the worker sends back for a long array of a large body.
  * The guard and the cost bound decide from a stand-in's length and resource names exactly what they decide from
  * the whole list, or throw StandInUndecided (the server then parses the body again on the main thread).
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { specsCost } from "../../../src/admission/cost.js";
+import { specsCost } from "../../../src/core/cost.js";
 import { unwalkedPodGuard } from "../../../src/admission/guards.js";
-import { STAND_IN_NAMES, standInNames, StandInUndecided } from "../../../src/admission/stand-in.js";
+import { STAND_IN_NAMES, standInNames, StandInUndecided } from "../../../src/core/stand-in.js";
 import type { AdmissionRequest } from "../../../src/admission/types.js";
 import { CONDITION_MAX_CONTAINERS } from "../../../src/core/gpu.js";
 import { checkPolicy } from "../../../src/policy/load.js";

@@ -1,6 +1,6 @@
 /**
  * `quartermaster explain` against a fake API (a 127.0.0.1 HTTP server answering canned objects by path): the
- * reads it makes (src/kube/explain-read.ts) and the verdict it prints, for a running job, one pending for GPUs,
+ * reads it makes (src/run/explain-read.ts) and the verdict it prints, for a running job, one pending for GPUs,
  * one waiting in a Kueue queue and one whose controller is absent; and its usage errors.
  */
 import assert from "node:assert/strict";

@@ -25,7 +25,7 @@ function policyWithoutDra(): ReturnType<typeof defaultPolicy> {
   return { ...p, gpu: { ...p.gpu, deviceClasses: [] } };
 }
 
-// A healthy installation as the doctor sees it (what src/kube/doctor.ts reads), from real certificates.
+// A healthy installation as the doctor sees it (what src/run/doctor.ts reads), from real certificates.
 const NOW = new Date("2026-06-01T12:00:00Z");
 const NS = "quartermaster";
 const b64 = (s: string): string => Buffer.from(s).toString("base64");

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { issueCertificate } from "../../../src/certs/generate.js";
 import { createJobReader } from "../../../src/kube/jobs.js";
-import { ledgerCapacity } from "../../../src/kube/capacity.js";
+import { ledgerCapacity } from "../../../src/run/capacity.js";
 import { RestError, restClient } from "../../../src/kube/rest.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
 import { capturingLogger, makeCerts } from "../../fixtures/https.js";

@@ -10,7 +10,7 @@ import * as k8s from "@kubernetes/client-node";
 import type { KubeObject } from "../../../src/core/kube.js";
 import { scopeIndex, type NamespaceInfo } from "../../../src/core/scope.js";
 import { trimmedInformer, type ListPage } from "../../../src/kube/informer.js";
-import { snapshot } from "../../../src/kube/pass.js";
+import { snapshot } from "../../../src/run/pass.js";
 import { isJobStub, projectJob } from "../../../src/kube/projection.js";
 import { silentLogger } from "../../../src/log.js";
 import { defaultPolicy } from "../../../src/policy/load.js";

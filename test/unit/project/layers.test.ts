@@ -112,6 +112,16 @@ describe("the layer check (.dependency-cruiser.cjs)", () => {
       want: ["ledger-imports: src/ledger/compute.ts → src/kube/client.ts"],
     },
     {
+      name: "the API client imports a reconciler plan (the client sits below the decisions; drivers are src/run)",
+      files: { "src/kube/cluster.ts": 'import { x } from "../reconcile/plan.ts";\nexport const y = x;\n', "src/reconcile/plan.ts": "export const x = 1;\n" },
+      want: ["kube-imports: src/kube/cluster.ts → src/reconcile/plan.ts"],
+    },
+    {
+      name: "the API client imports a driver",
+      files: { "src/kube/cluster.ts": 'import { x } from "../run/pass.ts";\nexport const y = x;\n', "src/run/pass.ts": "export const x = 1;\n" },
+      want: ["kube-imports: src/kube/cluster.ts → src/run/pass.ts"],
+    },
+    {
       name: "two modules of one folder import each other",
       files: {
         "src/cli/a.ts": 'import { b } from "./b.ts";\nexport const a = b;\n',

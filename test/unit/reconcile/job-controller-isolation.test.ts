@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../../src/core/kube.js";
-import { applyJobControllers } from "../../../src/kube/job-controller.js";
+import { applyJobControllers } from "../../../src/run/job-controller.js";
 import { silentLogger } from "../../../src/log.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
 import type { JobKind } from "../../../src/policy/types.js";

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../../src/core/kube.js";
-import { runPass } from "../../../src/kube/pass.js";
+import { runPass } from "../../../src/run/pass.js";
 import { silentLogger } from "../../../src/log.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
 import type { AllowedTemplates, JobKind, Policy } from "../../../src/policy/types.js";

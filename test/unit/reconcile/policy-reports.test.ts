@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../../src/core/kube.js";
-import { syncPolicyReports, type PolicyReportClient } from "../../../src/kube/policy-reports.js";
+import { syncPolicyReports, type PolicyReportClient } from "../../../src/run/policy-reports.js";
 import { checkPolicy } from "../../../src/policy/load.js";
 import {
   buildPolicyReport,

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Registry } from "prom-client";
-import { capacityOf, indexOfData } from "../../../src/kube/capacity.js";
+import { capacityOf, indexOfData } from "../../../src/run/capacity.js";
 import { cachedJobReader } from "../../../src/kube/jobs.js";
 import { checkPolicy, defaultPolicy } from "../../../src/policy/load.js";
 import { CHECKSUM_KEY, INDEX_KEY, sha256, shardLedger, type LedgerIndex } from "../../../src/ledger/shards.js";

@@ -1,5 +1,5 @@
 /**
- * The resident job controller's metrics (`createWatchMetrics`, fed by src/kube/watch.ts): queue depth and
+ * The resident job controller's metrics (`createWatchMetrics`, fed by src/run/watch.ts): queue depth and
  * Lease read at scrape time, syncs by result and their duration, full passes, objects written by verb and
  * kind; and its metrics port's readiness (ready once the caches have synced). Each case fails when the series
  * it names is missing or miscounted.

@@ -24,7 +24,7 @@ import { trainJobReplicas } from "../../../src/kinds/trainjob-runtime.js";
 import { validateCapacity, validateJob } from "../../../src/validate/job.js";
 import { effectiveLimits } from "../../../src/validate/limits.js";
 import type { Findings } from "../../../src/validate/types.js";
-import { runtimeRead } from "../../../webhooks/validate-jobs.js";
+import { runtimeRead } from "../../../src/validate/job-review.js";
 import { createWebhooks } from "../../../webhooks/index.js";
 import { applyPatch } from "../../../src/admission/patch.js";
 import { capturingLogger } from "../../fixtures/https.js";

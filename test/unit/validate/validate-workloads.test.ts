@@ -11,7 +11,7 @@ import { describe, it } from "node:test";
 import { gpuWorkloadGuard } from "../../../src/admission/guards.js";
 import { admitObjects } from "../../../src/cli/admit.js";
 import { KUEUE_QUEUE_NAME, kueueWorkloadAdmissionOnly } from "../../../src/kueue/admission.js";
-import { STAND_IN_NAMES, StandInUndecided } from "../../../src/admission/stand-in.js";
+import { STAND_IN_NAMES, StandInUndecided } from "../../../src/core/stand-in.js";
 import { QUEUED_WORKLOAD_KINDS } from "../../../src/core/job-shapes.js";
 import type { KubeObject } from "../../../src/core/kube.js";
 import { checkPolicy, defaultPolicy } from "../../../src/policy/load.js";

@@ -20,8 +20,8 @@ import {
 } from "../reconcile/policy-reports.js";
 import { namespaceScope, scopeIndex, type NamespaceInfo } from "../core/scope.js";
 import { auditObjects, type AuditEntry, type AuditTarget } from "../reconcile/audit.js";
-import { kubeClient, statusOf, type KubeClientOptions } from "./client.js";
-import { PAGE_SIZE, slimNamespace } from "./cluster.js";
+import { kubeClient, statusOf, type KubeClientOptions } from "../kube/client.js";
+import { PAGE_SIZE, slimNamespace } from "../kube/cluster.js";
 
 const GROUP = "wgpolicyk8s.io";
 const VERSION = "v1alpha2";
@@ -218,7 +218,7 @@ export async function auditCluster(opts: AuditOptions): Promise<{ entries: Audit
   return { entries: auditObjects(policy, targets, (ns) => wanted.has(ns)), namespaces };
 }
 
-/** What a pass listed (src/kube/pass.ts): its namespaces, its pods of the namespaces in scope whole, its jobs. */
+/** What a pass listed (src/run/pass.ts): its namespaces, its pods of the namespaces in scope whole, its jobs. */
 export interface AuditListing {
   namespaces: readonly NamespaceInfo[];
   pods: readonly KubeObject[];
@@ -245,7 +245,7 @@ export interface ReportSyncResult {
  * One pass's PolicyReports: the audit, then each report rewritten from it and Quartermaster's reports of
  * namespaces with nothing left deleted. Without the CRD: one log line, nothing else. A failure is filed in
  * the result and logged; it never stops the other reports. The audit here lists what it reads (`auditCluster`);
- * a reconcile pass audits its own snapshot instead (`writePolicyReports`, src/kube/pass.ts).
+ * a reconcile pass audits its own snapshot instead (`writePolicyReports`, src/run/pass.ts).
  */
 export async function syncPolicyReports(opts: AuditOptions & { client: PolicyReportClient; now: () => Date }): Promise<ReportSyncResult> {
   return writePolicyReports({ ...opts, audit: async () => (await auditCluster(opts)).entries });

@@ -13,7 +13,7 @@ import { errorMessage } from "../core/errors.js";
 import type { KubeObject } from "../core/kube.js";
 import { isKueueConfiguration } from "../doctor/kueue.js";
 import { requiredAccess } from "../doctor/rbac.js";
-import { slimNamespace } from "./cluster.js";
+import { slimNamespace } from "../kube/cluster.js";
 import { KUEUE_GROUP, KUEUE_VERSION } from "../kueue/queues.js";
 import { RECONCILER_NAME } from "../doctor/reconciler.js";
 import { protectedNamespaceNames } from "../doctor/webhooks.js";
@@ -38,7 +38,7 @@ import { CONFINEMENT_POLICY_NAME } from "../manifests/confinement.js";
 import { TRAINER_RUNTIME_KINDS } from "../core/job-shapes.js";
 import { MAP_NAME } from "../manifests/map.js";
 import type { Policy } from "../policy/types.js";
-import { kubeClient } from "./client.js";
+import { kubeClient } from "../kube/client.js";
 
 /** The Secret manifests/base mounts into the webhook pods; read when no Deployment names one. */
 export const DEFAULT_SERVING_SECRET = "quartermaster-webhook-tls";
@@ -52,7 +52,7 @@ export class ClusterUnreachableError extends Error {
 
 export interface DoctorReadOptions {
   kubeconfig?: string;
-  /** The deadline of each request in ms (--request-timeout); 0 for none. Default: ./client.ts RESIDENT_REQUEST_TIMEOUT_MS. */
+  /** The deadline of each request in ms (--request-timeout); 0 for none. Default: ../kube/client.ts RESIDENT_REQUEST_TIMEOUT_MS. */
   requestTimeoutMs?: number;
   /** Quartermaster's namespace. */
   namespace: string;

@@ -12,8 +12,8 @@ import { errorMessage } from "../core/errors.js";
 import { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, readIndex, type LedgerIndex } from "../ledger/shards.js";
 import type { LedgerReading } from "../reconcile/metrics.js";
 import type { CapacitySource, ClusterCapacity } from "../validate/job.js";
-import { kubeClient, statusOf } from "./client.js";
-import { restClient } from "./rest.js";
+import { kubeClient, statusOf } from "../kube/client.js";
+import { restClient } from "../kube/rest.js";
 
 export interface LedgerCapacity extends CapacitySource {
   /** Reads the index now; resolves when done (errors are logged, not thrown). */

@@ -5,7 +5,7 @@
  * the webhooks serve, every other job listed as skipped) → apply, `reconciler.concurrency` calls in flight. Claims first (a fresh GET of the job before its first adoption,
  * refusing a job that is being deleted or was replaced), then Services, then uid-preconditioned deletes (pods and
  * Services before jobs), then the Events that say so on each job,
- * then the ledger. The job controller's decisions (kinds Quartermaster runs, `src/kube/job-controller.ts`) are
+ * then the ledger. The job controller's decisions (kinds Quartermaster runs, `src/run/job-controller.ts`) are
  * applied after the claims. NotFound counts as done, a failed precondition as skipped, and one failure does not stop the
  * others. Ends with one summary log line.
  */
@@ -22,10 +22,10 @@ import { namespaceScope, scopeIndex } from "../core/scope.js";
 import { asKubeObject } from "../core/boundary.js";
 import { flavorLabelKeys } from "../ledger/kueue-quota.js";
 import type { Expectations } from "../reconcile/expectations.js";
-import type { Cluster } from "./cluster.js";
-import { projectJob } from "./projection.js";
+import type { Cluster } from "../kube/cluster.js";
+import { projectJob } from "../kube/projection.js";
 import { applyJobControllers, describeControllerPlan } from "./job-controller.js";
-import { applyLedgerWrites, readLedgerConfigMaps, type LedgerWriteReport } from "./ledger.js";
+import { applyLedgerWrites, readLedgerConfigMaps, type LedgerWriteReport } from "../kube/ledger.js";
 import type { PolicyReportClient, ReportSyncResult } from "./policy-reports.js";
 import type { AuditEntry } from "../reconcile/audit.js";
 
@@ -38,7 +38,7 @@ export interface PassReport {
   skipped: Array<{ action: string; why: string }>;
   failed: Array<{ action: string; error: string }>;
   ledger?: LedgerWriteReport;
-  /** The PolicyReports written, with `reconciler.policyReports` (src/kube/policy-reports.ts). */
+  /** The PolicyReports written, with `reconciler.policyReports` (src/run/policy-reports.ts). */
   policyReports?: ReportSyncResult;
   events: number;
   apiCalls: number;
@@ -73,7 +73,7 @@ export interface PassSnapshot extends Snapshot {
 }
 
 export async function snapshot(cluster: Cluster, policy: Policy, namespace: string, log: Logger, opts: { wholePods?: boolean } = {}): Promise<PassSnapshot> {
-  // The namespaces first: a job outside the scope is kept as its stub (./projection.ts), page by page, so the
+  // The namespaces first: a job outside the scope is kept as its stub (../kube/projection.ts), page by page, so the
   // pass holds no tenant's job of a namespace that never opted in. The plan decides the scope from the same list.
   const namespaces = await cluster.listNamespaces();
   const scoped = scopeIndex(namespaceScope(namespace), namespaces);

@@ -12,11 +12,11 @@ import type { Expectations } from "../reconcile/expectations.js";
 import type { DeleteAction } from "../reconcile/finished.js";
 import { objectWrite, type WatchMetrics } from "../reconcile/metrics.js";
 import type { WorkQueue } from "../reconcile/queue.js";
-import type { Cluster } from "./cluster.js";
+import type { Cluster } from "../kube/cluster.js";
 
 export interface WatchOptions {
   kubeconfig?: string;
-  /** The deadline of each request (a LIST page, a Lease write) in ms; default ./client.ts RESIDENT_REQUEST_TIMEOUT_MS. */
+  /** The deadline of each request (a LIST page, a Lease write) in ms; default ../kube/client.ts RESIDENT_REQUEST_TIMEOUT_MS. */
   requestTimeoutMs?: number;
   policy: Policy;
   log: Logger;

@@ -4,7 +4,7 @@
  * already there, or a replace whose resourceVersion is stale, means another instance won the race.
  */
 import { decideLease, type LeaseDecision } from "../reconcile/lease.js";
-import { kubeClient, statusOf } from "./client.js";
+import { kubeClient, statusOf } from "../kube/client.js";
 
 export interface HeldLease {
   release(): Promise<void>;
@@ -12,7 +12,7 @@ export interface HeldLease {
 
 export interface LeaseOptions {
   kubeconfig?: string;
-  /** The deadline of each request in ms (--request-timeout); 0 for none. Default: ./client.ts RESIDENT_REQUEST_TIMEOUT_MS. */
+  /** The deadline of each request in ms (--request-timeout); 0 for none. Default: ../kube/client.ts RESIDENT_REQUEST_TIMEOUT_MS. */
   requestTimeoutMs?: number;
   namespace: string;
   name: string;

@@ -18,7 +18,7 @@ import { errorMessage } from "../core/errors.js";
 import type { Expectations } from "../reconcile/expectations.js";
 import { ANNOTATION_RESTARTS, jobEvent, type JobEvent } from "../reconcile/job-controller.js";
 import type { ControllerPlan } from "../reconcile/plan.js";
-import type { Cluster } from "./cluster.js";
+import type { Cluster } from "../kube/cluster.js";
 
 export interface ControllerReport {
   applied: string[];

@@ -1,7 +1,7 @@
 /**
  * @module
  * The evidence `quartermaster explain` judges a job on (src/explain/types.ts), read from the API with bounded
- * GETs through the plain client (./rest.ts): the kind's API group (served or not) and its controller's Deployment,
+ * GETs through the plain client (../kube/rest.ts): the kind's API group (served or not) and its controller's Deployment,
  * the job, its pods by label, Events about the job and a few of its pods, Quartermaster's PolicyReport in the
  * namespace, Kueue's Workload of the job (by Kueue's `kueue.x-k8s.io/job-uid` label), its LocalQueue and
  * ClusterQueue and its position from Kueue's visibility API, the nodes, the device ledger's ConfigMaps, and the
@@ -16,8 +16,8 @@ import type { Policy } from "../policy/types.js";
 import { isLedgerConfigMapName, readStored, type StoredConfigMap } from "../ledger/shards.js";
 import { POLICY_REPORT_API_VERSION, POLICY_REPORT_NAME } from "../core/keys.js";
 import { labelScheme } from "../kinds/index.js";
-import { LEDGER_LABEL, toStored } from "./ledger.js";
-import type { RestClient } from "./rest.js";
+import { LEDGER_LABEL, toStored } from "../kube/ledger.js";
+import type { RestClient } from "../kube/rest.js";
 
 /** Most objects one list reads (a page): the verdict needs a sample, not every object of a large cluster. */
 export const LIST_LIMIT = 500;

@@ -4,9 +4,9 @@
  * not at the next scheduled pass. For the kinds Quartermaster runs (`jobKinds[].controller`) it is their job
  * controller; for the operators' kinds, the finished-job hygiene (CleanPodPolicy at once, the TTL to the second).
  *
- * - Informers on every job kind, pods, Services and namespaces, holding trimmed objects (`./informer.ts`: paged
+ * - Informers on every job kind, pods, Services and namespaces, holding trimmed objects (`../kube/informer.ts`: paged
  *   LISTs or watch-lists, trimmed watch events, pods as the planners read them, a job out of scope as its stub,
- *   `./projection.ts`): a job's change queues the job; a pod's or
+ *   `../kube/projection.ts`): a job's change queues the job; a pod's or
  *   Service's change queues the job named by its controller reference, and a job's own objects are found by an
  *   index on that reference. A kind whose CRD is not installed is looked for again every 30 s.
  * - An operator's job is synced for nothing until it finishes; then its CleanPodPolicy is applied, and it is
@@ -14,14 +14,14 @@
  * - A work queue (`src/reconcile/queue.ts`: one worker per key at a time, failures retried with exponential
  *   backoff, delays for deadlines and TTLs) and `reconciler.concurrency` workers. Each key is one job's sync:
  *   for a kind Quartermaster runs, the pure decision (`src/reconcile/job-controller.ts`) over the cached job,
- *   pods and Services, applied by `src/kube/job-controller.ts` (its active deadline and backoff included); for
+ *   pods and Services, applied by `src/run/job-controller.ts` (its active deadline and backoff included); for
  *   every kind, a finished job's CleanPodPolicy and TTL (`src/reconcile/finished.ts`).
  * - Expectations (`src/reconcile/expectations.ts`) shared by every sync and pass of the process: a cache
  *   that has not caught up with the controller's own creates never makes it create twice.
  * - One deletion budget (`src/reconcile/budget.ts`): `reconciler.maxDeletionsPerPass` per `resyncSeconds`
  *   for the syncs and full passes together; a sync whose deletes do not fit does what fits and is queued again
  *   for when the window turns.
- * - A full reconcile pass (`src/kube/pass.ts`: adoption, release, the ledger, every kind) right after taking
+ * - A full reconcile pass (`src/run/pass.ts`: adoption, release, the ledger, every kind) right after taking
  *   the lead and every `resyncSeconds` as a safety net; syncs wait while it runs.
  * - A Lease (`quartermaster-reconciler` in Quartermaster's namespace, the one `--once` passes take) so one
  *   instance acts: every instance keeps its caches warm, only the holder works the queue. It renews every
@@ -36,9 +36,9 @@ import { quartermasterControls } from "../policy/types.js";
 import { Expectations } from "../reconcile/expectations.js";
 import { DeletionBudget } from "../reconcile/budget.js";
 import { WorkQueue } from "../reconcile/queue.js";
-import { kubeClient } from "./client.js";
-import { restClient } from "./rest.js";
-import { connectCluster, plainListPage } from "./cluster.js";
+import { kubeClient } from "../kube/client.js";
+import { restClient } from "../kube/rest.js";
+import { connectCluster, plainListPage } from "../kube/cluster.js";
 import { startBlocked } from "./blocked.js";
 import { readingCaches, startCaches, watchCaches } from "./watch-caches.js";
 import { PassLock, type WatchContext, type WatchOptions } from "./watch-context.js";

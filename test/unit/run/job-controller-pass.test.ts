@@ -1,5 +1,5 @@
 /**
- * The job controller inside a reconcile pass (`src/kube/pass.ts` → `src/kube/job-controller.ts`) over the
+ * The job controller inside a reconcile pass (`src/run/pass.ts` → `src/run/job-controller.ts`) over the
  * in-memory cluster: which kinds it runs (`jobKinds[].controller`), the order and preconditions of its
  * writes, the Events upstream's pod and service control write, and the expectations that keep a lagging
  * listing from creating a pod twice. The real apiserver: test/e2e/job-controller.test.ts.
@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { KubeObject } from "../../../src/core/kube.js";
-import { runPass } from "../../../src/kube/pass.js";
+import { runPass } from "../../../src/run/pass.js";
 import { silentLogger } from "../../../src/log.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
 import { quartermasterControls, type JobKind, type Policy } from "../../../src/policy/types.js";

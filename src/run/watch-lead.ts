@@ -6,7 +6,7 @@
  * job queued; then a full pass every `resyncSeconds`, syncs waiting while it runs.
  */
 import { errorMessage } from "../core/errors.js";
-import type { Cluster } from "./cluster.js";
+import type { Cluster } from "../kube/cluster.js";
 import { acquireLease, type HeldLease } from "./lease.js";
 import { runPass } from "./pass.js";
 import type { WatchCaches } from "./watch-caches.js";

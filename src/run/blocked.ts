@@ -4,7 +4,7 @@
  * `tickSeconds` while this instance holds the Lease, `explain`'s verdict (src/explain/verdict.ts) on every job it
  * caches in a namespace that opted in, from its caches alone (src/explain/cached.ts: the jobs and pods of
  * ./watch.ts's informers and a node informer of its own; no read per job), turned by src/explain/blocked.ts into
- * Events on the jobs (through ./events.ts's bounded writer), `quartermaster_jobs_blocked` and
+ * Events on the jobs (through ../kube/events.ts's bounded writer), `quartermaster_jobs_blocked` and
  * `quartermaster_blocked_gpu_minutes_total`. A standby keeps its node cache warm and exports no series; the
  * instance that takes the Lease starts from nothing (its first Events may repeat the last holder's).
  */
@@ -23,10 +23,10 @@ import { verdictMemo } from "../explain/pods.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import type { BlockedMetrics } from "../reconcile/metrics.js";
 import { managedElsewhere } from "../reconcile/plan.js";
-import { statusOf, type kubeClient } from "./client.js";
-import { backgroundEventWriter } from "./events.js";
-import { trimmedInformer, type ListPage, type TrimmedInformer } from "./informer.js";
-import { isJobStub } from "./projection.js";
+import { statusOf, type kubeClient } from "../kube/client.js";
+import { backgroundEventWriter } from "../kube/events.js";
+import { trimmedInformer, type ListPage, type TrimmedInformer } from "../kube/informer.js";
+import { isJobStub } from "../kube/projection.js";
 
 type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
 
@@ -43,7 +43,7 @@ export interface BlockedSettings {
 export interface BlockedOptions extends BlockedSettings {
   k8s: ClientModule;
   kc: KubeConfig;
-  /** A page of a plain LIST of `path` (./cluster.ts plainListPage), where the kubeconfig allows; else client-node's. */
+  /** A page of a plain LIST of `path` (../kube/cluster.ts plainListPage), where the kubeconfig allows; else client-node's. */
   plainPage?: (path: string) => (cont: string | undefined) => Promise<ListPage>;
   log: Logger;
   policy: Policy;
@@ -53,7 +53,7 @@ export interface BlockedOptions extends BlockedSettings {
   jobs: ReadonlyArray<{ list(): readonly KubernetesObject[] }>;
   pods: { list(): readonly KubeObject[]; byController(uid: string): KubeObject[] };
   inScope: (namespace: string) => boolean;
-  /** Creates an Event (./cluster.ts createEvent). */
+  /** Creates an Event (../kube/cluster.ts createEvent). */
   post: (namespace: string, event: KubeObject) => Promise<unknown>;
   metrics?: BlockedMetrics;
 }

@@ -14,7 +14,7 @@ import { decideJob } from "../reconcile/job-controller.js";
 import type { SyncResult } from "../reconcile/metrics.js";
 import { capControllerDeletes, managedElsewhere, type ControllerPlan } from "../reconcile/plan.js";
 import { applyJobControllers } from "./job-controller.js";
-import { isJobStub } from "./projection.js";
+import { isJobStub } from "../kube/projection.js";
 import type { WatchCaches } from "./watch-caches.js";
 import { countWrite, notYetDeleted, type WatchContext } from "./watch-context.js";
 

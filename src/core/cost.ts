@@ -24,9 +24,8 @@
  * very answer while the bound is passed by adding a list's length, and throws StandInUndecided when it would
  * have to look inside a stand-in (its entries could pass the bound at another count).
  */
-import { isObject } from "../core/object.js";
-import { isGpuResource } from "../core/gpu.js";
-import type { GpuResource } from "../policy/types.js";
+import { isObject } from "./object.js";
+import { isGpuResource, type GpuPattern } from "./gpu.js";
 import { standInNames, StandInUndecided } from "./stand-in.js";
 
 /** Reviews priced above this are answered without running the rules. */
@@ -56,7 +55,7 @@ const CONTAINER_LISTS = ["initContainers", "containers", "ephemeralContainers"] 
  * The cost of running `rules` rules over the given pod specs (anything, as it arrived: what is not
  * a pod spec counts nothing). `gpu` is the policy's GPU patterns.
  */
-export function specsCost(specs: Iterable<unknown>, rules: number, gpu: readonly GpuResource[], max = MAX_REVIEW_COST): ReviewCost {
+export function specsCost(specs: Iterable<unknown>, rules: number, gpu: readonly GpuPattern[], max = MAX_REVIEW_COST): ReviewCost {
   const perPass = Math.max(1, rules);
   // Items allowed before any GPU name is counted: past this the cost is over whatever the names are.
   const limit = Math.floor(max / perPass);

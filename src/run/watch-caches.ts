@@ -1,7 +1,7 @@
 /**
  * @module
  * The resident reconciler's caches (`./watch.ts`): informers on pods, Services, namespaces and every job kind,
- * holding trimmed objects (`./informer.ts`, `./projection.ts`); the namespaces' scope and its changes (a job
+ * holding trimmed objects (`../kube/informer.ts`, `../kube/projection.ts`); the namespaces' scope and its changes (a job
  * cached as its stub read again when its namespace opts in, trimmed to its stub when it opts out); the events
  * that queue a job; and the cluster as a full pass reads it from these caches (`readingCaches`).
  */
@@ -11,11 +11,11 @@ import { errorMessage } from "../core/errors.js";
 import type { KubeObject } from "../core/kube.js";
 import { namespaceScope, scopeIndex } from "../core/scope.js";
 import type { JobKind } from "../policy/types.js";
-import { statusOf, type kubeClient } from "./client.js";
-import { JOB_PAGE_SIZE, PAGE_SIZE, plainListPage, slimNamespace, slimPod, slimService, type Cluster, type SharedParts } from "./cluster.js";
-import { slimJob, trimmedInformer, type ListPage, type TrimmedInformer } from "./informer.js";
-import { isJobStub, projectJob } from "./projection.js";
-import type { RestClient } from "./rest.js";
+import { statusOf, type kubeClient } from "../kube/client.js";
+import { JOB_PAGE_SIZE, PAGE_SIZE, plainListPage, slimNamespace, slimPod, slimService, type Cluster, type SharedParts } from "../kube/cluster.js";
+import { slimJob, trimmedInformer, type ListPage, type TrimmedInformer } from "../kube/informer.js";
+import { isJobStub, projectJob } from "../kube/projection.js";
+import type { RestClient } from "../kube/rest.js";
 import { keyOf, type WatchContext } from "./watch-context.js";
 
 const VERBS = ["add", "update", "delete"] as const;
@@ -72,7 +72,7 @@ export async function startCaches(caches: WatchCaches): Promise<void> {
 
 function baseInformers(ctx: WatchContext, { k8s, kc, rest }: CacheClient): Pick<WatchCaches, "pods" | "services" | "namespaces"> {
   const core = kc.makeApiClient(k8s.CoreV1Api);
-  // The big LISTs as plain JSON where the kubeconfig allows (./rest.ts; as the pass reads them, ./cluster.ts):
+  // The big LISTs as plain JSON where the kubeconfig allows (../kube/rest.ts; as the pass reads them, ../kube/cluster.ts):
   // client-node's typed models of 50,000 pods are garbage the process's peak memory pays for.
   const plainPage = (path: string) => plainListPage(rest!, path);
   // The parts trimmed pods share (src/kube/cluster.ts slimPod): one map for the process's cache.
@@ -125,7 +125,7 @@ function namespaceScopeOf(
 }
 
 /**
- * A job out of scope is cached as its stub (./projection.ts), decided as it arrives: the namespaces' cache is
+ * A job out of scope is cached as its stub (../kube/projection.ts), decided as it arrives: the namespaces' cache is
  * synced before the jobs' first LIST, and a namespace that opts in later has its jobs read again.
  */
 function jobInformers(ctx: WatchContext, { k8s, kc }: CacheClient, scoped: (ns: string) => boolean): Array<TrimmedInformer<KubernetesObject>> {
@@ -281,7 +281,7 @@ export function readingCaches(cluster: Cluster, kinds: readonly JobKind[], cache
 
 /**
  * The cached jobs as the planners read them: a stub in a namespace that has opted in since it was cached
- * (./projection.ts) is read again first; one whose reread failed, fresh from the apiserver, one by one.
+ * (../kube/projection.ts) is read again first; one whose reread failed, fresh from the apiserver, one by one.
  */
 async function cachedJobs(cluster: Cluster, caches: WatchCaches, kind: JobKind, inf: TrimmedInformer<KubernetesObject>): Promise<KubeObject[]> {
   const scoped = (ns: string): boolean => caches.inScope(ns).inScope;
