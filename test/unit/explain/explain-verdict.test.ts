@@ -302,6 +302,28 @@ const TWO_CAUSES: Case[] = [
     also: ["phantom-reservation"],
   },
   {
+    name: "1 of 2 running, the other Unschedulable for Insufficient cpu on nodes with free GPUs and other nodes' selectors → gang-partial, not no-gpu-shape or no-matching-node",
+    given: evidence({
+      pods: [
+        pod({ name: "llm-worker-0", node: "gpu-a1", gpus: 1 }),
+        pod({
+          name: "llm-worker-1",
+          phase: "Pending",
+          gpus: 1,
+          scheduled: {
+            reason: "Unschedulable",
+            message: "0/5 nodes are available: 1 Insufficient cpu, 4 node(s) didn't match Pod's node affinity/selector. preemption: 0/5 nodes are available",
+          },
+        }),
+      ],
+      ledger: { generatedAt: ago(30), nodes: [ledgerNode("gpu-a1", 7), ledgerNode("gpu-a2", 8)] },
+    }),
+    reason: "gang-partial",
+    evidence: /2 pods expected, 1 running/,
+    next: /waits for all its pods/,
+    also: ["pending"],
+  },
+  {
     name: "1 of 2 running, the other fits no free block → no-gpu-shape first, gang-partial also",
     given: evidence({
       pods: [pod({ name: "llm-worker-0", node: "gpu-a1" }), pod({ name: "llm-worker-1", phase: "Pending" })],
