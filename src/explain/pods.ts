@@ -229,6 +229,18 @@ function judgeScheduler(c: PodContext, sched: ReturnType<typeof conditionOf>): P
           : shortGpu || (!nodesRead && /Insufficient/i.test(msg))
             ? "no-gpu-shape"
             : "pending";
+  if (cause === "no-gpu-shape") {
+    // The nodes showed enough (allocatable without a ledger is an upper bound): the ask, beside the scheduler's count.
+    const asks = [...effectivePodGpus(c.spec, c.ev.settings.gpu)].map(([r, n]) => ({
+      object: c.ref,
+      text: `asks ${n} ${r} per pod (placement: ${describePlacement(c.spec)}); kube-scheduler finds no node with that many free${c.ledger.size === 0 ? " (no device ledger read: free GPUs per node unknown here)" : ""}`,
+    }));
+    return {
+      cause,
+      items: [...asks, ...c.schedItem],
+      next: "ask fewer GPUs per pod, or wait for running jobs on its nodes to free a whole block (or add a node of its shape)",
+    };
+  }
   return { cause, items: c.schedItem, next: "the scheduler's message says what filtered the nodes out; see `kubectl describe pod`" };
 }
 
