@@ -18,8 +18,9 @@ import { conditionOf, conditionText, countOf, duration, nameOf, objectRef, objec
 import type { ExplainEvidence, EvidenceItem, Finding } from "./types.js";
 
 /** Kueue's messages and reasons for a workload no capacity will ever admit (kueue `pkg/scheduler`, `pkg/workload`). */
+/** "resource memory unavailable in ClusterQueue": the ClusterQueue covers no quota of a resource the pods ask (kueue `pkg/scheduler/flavorassigner`). */
 const NEVER =
-  /maximum capacity|doesn't exist|does not exist|not found|is inactive|ExceedsMaxQuota|NoMatchingFlavor|Inadmissible|couldn't find|untolerated|doesn't match/i;
+  /maximum capacity|doesn't exist|does not exist|not found|is inactive|ExceedsMaxQuota|NoMatchingFlavor|Inadmissible|couldn't find|untolerated|doesn't match|unavailable in ClusterQueue/i;
 
 /** GPUs the workload asks in all, per resource: each pod set's count times its pod's GPUs. */
 export function workloadAsk(workload: KubeObject, ev: ExplainEvidence): Map<string, number> {

@@ -7,7 +7,7 @@
  * Pure, beside ./verdict.ts, which weighs them with the job's other reasons.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { effectivePodGpus } from "../core/gpu.js";
+import { effectivePodGpus, isGpuResource } from "../core/gpu.js";
 import { asV1PodSpec } from "../core/boundary.js";
 import type { KubeObject } from "../core/kube.js";
 import { isObject, objectOr } from "../core/object.js";
@@ -207,19 +207,40 @@ function judgeGpus(c: PodContext, fresh: KubeObject[]): PodJudgement | undefined
   return undefined;
 }
 
-/** What kube-scheduler's PodScheduled message says, when the nodes and the ledger showed nothing. */
+/**
+ * What kube-scheduler's PodScheduled message says, when the nodes and the ledger showed nothing. Its counts are
+ * over every node ("4 node(s) didn't match Pod's node affinity/selector" names the nodes outside the pod's
+ * placement, not a placement that matches none): with the nodes read, taints and placement were judged above,
+ * and only what the nodes do not show counts here: claims, and a GPU resource the scheduler found short (the
+ * ledger lagging). `Insufficient cpu` or `memory` is no GPU shape: the pod stays `pending`, the message quoted.
+ */
 function judgeScheduler(c: PodContext, sched: ReturnType<typeof conditionOf>): PodJudgement | undefined {
   if (sched?.status !== "False" || sched.reason !== "Unschedulable") return undefined;
   const msg = sched.message ?? "";
-  const cause: PodCause = /untolerated taint/i.test(msg)
-    ? "untolerated-taint"
-    : /node affinity|node selector/i.test(msg)
-      ? "no-matching-node"
-      : /claim|device/i.test(msg)
-        ? "dra-unsatisfiable"
-        : /Insufficient/i.test(msg)
-          ? "no-gpu-shape"
-          : "pending";
+  const nodesRead = c.ev.nodes.length > 0;
+  const shortGpu = [...msg.matchAll(/Insufficient (\S+?)[,.]?(?:\s|$)/gi)].some((m) => isGpuResource(m[1]!, c.ev.settings.gpu.resources));
+  const cause: PodCause =
+    !nodesRead && /untolerated taint/i.test(msg)
+      ? "untolerated-taint"
+      : !nodesRead && /node affinity|node selector/i.test(msg)
+        ? "no-matching-node"
+        : /claim|device/i.test(msg)
+          ? "dra-unsatisfiable"
+          : shortGpu || (!nodesRead && /Insufficient/i.test(msg))
+            ? "no-gpu-shape"
+            : "pending";
+  if (cause === "no-gpu-shape") {
+    // The nodes showed enough (allocatable without a ledger is an upper bound): the ask, beside the scheduler's count.
+    const asks = [...effectivePodGpus(c.spec, c.ev.settings.gpu)].map(([r, n]) => ({
+      object: c.ref,
+      text: `asks ${n} ${r} per pod (placement: ${describePlacement(c.spec)}); kube-scheduler finds no node with that many free${c.ledger.size === 0 ? " (no device ledger read: free GPUs per node unknown here)" : ""}`,
+    }));
+    return {
+      cause,
+      items: [...asks, ...c.schedItem],
+      next: "ask fewer GPUs per pod, or wait for running jobs on its nodes to free a whole block (or add a node of its shape)",
+    };
+  }
   return { cause, items: c.schedItem, next: "the scheduler's message says what filtered the nodes out; see `kubectl describe pod`" };
 }
 

@@ -31,7 +31,7 @@ import { isJobStub } from "../kube/projection.js";
 type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
 
 /** Seconds between verdicts by default. */
-export const BLOCKED_TICK_SECONDS = 15;
+export const BLOCKED_TICK_SECONDS = 10;
 /** Seconds a pending state lasts before the verdict counts it (a reservation with no pods, a job with no status). */
 const GRACE_SECONDS = 120;
 

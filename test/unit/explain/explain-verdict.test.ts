@@ -126,6 +126,19 @@ const CASES: Case[] = [
     },
   },
   {
+    name: "Kueue says a resource the pods ask is unavailable in the ClusterQueue (not covered) → inadmissible, not queued",
+    given: evidence({
+      job: queuedJob,
+      pods: [],
+      workload: workload({ conditions: waiting("couldn't assign flavors to pod set master: resource memory unavailable in ClusterQueue") }),
+      localQueue,
+      clusterQueue: clusterQueue(16, 0),
+    }),
+    reason: "inadmissible",
+    evidence: /QuotaReserved=False \(Pending\): couldn't assign flavors to pod set master: resource memory unavailable in ClusterQueue/,
+    next: /Kueue then reconsiders the workload by itself/,
+  },
+  {
     name: "the job's LocalQueue does not exist → inadmissible",
     given: evidence({ job: queuedJob, pods: [] }),
     reason: "inadmissible",
@@ -300,6 +313,47 @@ const TWO_CAUSES: Case[] = [
     evidence: /0 of 1 ready/,
     next: /install or restart training-operator/,
     also: ["phantom-reservation"],
+  },
+  {
+    name: "no device ledger, the nodes' allocatable enough, kube-scheduler says Insufficient nvidia.com/gpu → no-gpu-shape, with the ask",
+    given: evidence({
+      pods: [
+        pod({
+          name: "llm-worker-0",
+          phase: "Pending",
+          scheduled: {
+            reason: "Unschedulable",
+            message: "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector.",
+          },
+        }),
+      ],
+      ledger: undefined,
+    }),
+    reason: "no-gpu-shape",
+    evidence: /asks 8 nvidia\.com\/gpu per pod .*kube-scheduler finds no node with that many free \(no device ledger read/,
+    next: /ask fewer GPUs per pod/,
+  },
+  {
+    name: "1 of 2 running, the other Unschedulable for Insufficient cpu on nodes with free GPUs and other nodes' selectors → gang-partial, not no-gpu-shape or no-matching-node",
+    given: evidence({
+      pods: [
+        pod({ name: "llm-worker-0", node: "gpu-a1", gpus: 1 }),
+        pod({
+          name: "llm-worker-1",
+          phase: "Pending",
+          gpus: 1,
+          scheduled: {
+            reason: "Unschedulable",
+            message: "0/5 nodes are available: 1 Insufficient cpu, 4 node(s) didn't match Pod's node affinity/selector. preemption: 0/5 nodes are available",
+          },
+        }),
+      ],
+      ledger: { generatedAt: ago(30), nodes: [ledgerNode("gpu-a1", 7), ledgerNode("gpu-a2", 8)] },
+    }),
+    reason: "gang-partial",
+    evidence: /2 pods expected, 1 running/,
+    next: /waits for all its pods/,
+    also: ["pending"],
   },
   {
     name: "1 of 2 running, the other fits no free block → no-gpu-shape first, gang-partial also",
