@@ -14,6 +14,8 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY webhooks ./webhooks
+# The `serve` bundle `npm run build` writes (release/bundle.ts: the cold start).
+COPY release/bundle.ts ./release/bundle.ts
 RUN npm run build
 
 FROM node:24-bookworm-slim AS deps

@@ -33,6 +33,7 @@ import { generateCertificates } from "../src/certs/generate.js";
 import { startJobApi } from "./lib/job-api.js";
 import { jobReview } from "./lib/job-review.js";
 import { podReview } from "./lib/pod-review.js";
+import { nodeFlagList, serveArgs } from "./lib/serve-args.js";
 import { UNBATCHED_TURNS_ENV } from "../src/server/turn.js";
 
 const ROOT = resolve(import.meta.dirname, "..");
@@ -208,27 +209,16 @@ const medianRow = (rows: Row[]): Row => rows.find((r) => r.rps === median(rows.m
 const floorArgs =
   (answerFile?: string) =>
   (port: number): string[] => [join(ROOT, "bench/lib/floor.mjs"), certFile, keyFile, String(port), ...(answerFile ? [answerFile] : [])];
-const qmArgs = (port: number): string[] => [
-  ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : []),
-  ...values["node-flags"].split(" ").filter(Boolean),
-  join(ROOT, "bin/quartermaster.js"),
-  "serve",
-  "--host",
-  "127.0.0.1",
-  "--port",
-  String(port),
-  "--tls-cert",
-  certFile,
-  "--tls-key",
-  keyFile,
-  "--metrics-port",
-  "0",
-  "--log-level",
-  values["log-level"],
-  "--kubeconfig",
-  join(dir, "kubeconfig"),
-  ...(values.policy ? ["--policy", values.policy] : []),
-];
+const qmArgs = (port: number): string[] =>
+  serveArgs({
+    root: ROOT,
+    port,
+    certFile,
+    keyFile,
+    kubeconfig: join(dir, "kubeconfig"),
+    nodeFlags: [...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : []), ...nodeFlagList(values["node-flags"])],
+    serveFlags: ["--log-level", values["log-level"], ...(values.policy ? ["--policy", values.policy] : [])],
+  });
 const floor = await start("floor", floorArgs(), "/");
 const qm = await start("quartermaster", qmArgs, "/readyz");
 // Quartermaster's answer to this review, for a second floor that sends an answer of the same size.

@@ -3,16 +3,18 @@
  * a bare `node:https` server (bench/lib/floor.mjs: parses the body, answers a constant), in pairs (issue 51: a
  * serverless-style start, where the first review waits for the process).
  *
- *   npm run bench:cold-start [-- --pairs 10] [--node-flags "--max-semi-space-size=32"] [--node BIN] [--compile-cache DIR]
+ *   npm run bench:cold-start [-- --pairs 10] [--node-flags "--max-semi-space-size=32"] [--node BIN] [--compile-cache DIR] [--baseline DIR]
  *
  * Each pair starts the floor, then Quartermaster (the built package, `bin/quartermaster.js serve` as the image runs
  * it, with a kubeconfig for a stand-in apiserver so its job lookups have somewhere to go), each on a fresh port,
  * each measured alone: POSTs of the operator-made training pod's review every 2 ms from the spawn until one is
- * answered 200. Prints each pair, the medians and the ratio of medians (the target: ≤ 1.3×). Bounded: 127.0.0.1
+ * answered 200. Prints each pair, the medians (with two stages: spawn to the "serving" line on stdout, and from
+ * there to the first answer) and the ratio of medians (the target: ≤ 1.3×). `--baseline DIR` measures another
+ * built checkout (main, say) in the same run, between the floor and this one. Bounded: 127.0.0.1
  * only, at most 50 pairs, 15 s per start; stops only the processes it started, by their PIDs.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync, writeSync } from "node:fs";
 import { request } from "node:https";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -21,6 +23,7 @@ import { parseArgs } from "node:util";
 import { generateCertificates } from "../src/certs/generate.js";
 import { startJobApi } from "./lib/job-api.js";
 import { podReview } from "./lib/pod-review.js";
+import { nodeFlagList, serveArgs } from "./lib/serve-args.js";
 import { summarize } from "./lib/stats.js";
 
 const ROOT = resolve(import.meta.dirname, "..");
@@ -32,6 +35,8 @@ const { values } = parseArgs({
     node: { type: "string" },
     /** A V8 compile cache directory for Quartermaster (NODE_COMPILE_CACHE, Node 22.1 and later), filled by a first start. */
     "compile-cache": { type: "string" },
+    /** Another built checkout of Quartermaster (main, say) measured in the same pairs, between the floor and this one. */
+    baseline: { type: "string" },
   },
 });
 const pairs = Math.min(50, Math.max(1, Number(values.pairs) || 10));
@@ -71,20 +76,34 @@ function post(port: number): Promise<number> {
   });
 }
 
-/** Milliseconds from spawning `args` to its first 200 on `/mutate/pods`. */
-async function coldStart(name: string, args: (port: number) => string[]): Promise<number> {
+/** One start: milliseconds from the spawn to the process's "serving" line on stdout, and to its first 200. */
+interface Start {
+  listening: number;
+  answered: number;
+}
+
+/** Milliseconds from spawning `args` to its "serving" line (it listens) and to its first 200 on `/mutate/pods`. */
+async function coldStart(name: string, args: (port: number) => string[]): Promise<Start> {
   const port = await freePort();
   const log = join(dir, `${name}.log`);
   const out = openSync(log, "w");
   const t0 = performance.now();
   const env =
     name.startsWith("quartermaster") && values["compile-cache"] ? { ...process.env, NODE_COMPILE_CACHE: resolve(values["compile-cache"]) } : process.env;
-  const child: ChildProcess = spawn(values.node ?? process.execPath, args(port), { cwd: ROOT, stdio: ["ignore", out, out], env });
+  const child: ChildProcess = spawn(values.node ?? process.execPath, args(port), { cwd: ROOT, stdio: ["ignore", "pipe", out], env });
+  let listening: number | undefined;
+  child.stdout!.on("data", (chunk: Buffer) => {
+    listening ??= chunk.toString().includes("serving ") ? performance.now() - t0 : undefined;
+    writeSync(out, chunk);
+  });
   try {
     for (;;) {
       if (performance.now() - t0 > 15_000) throw new Error(`${name} did not answer within 15 s: ${readFileSync(log, "utf8")}`);
       if (child.exitCode !== null) throw new Error(`${name} exited: ${readFileSync(log, "utf8")}`);
-      if ((await post(port)) === 200) return performance.now() - t0;
+      if ((await post(port)) === 200) {
+        const answered = performance.now() - t0;
+        return { answered, listening: listening ?? answered };
+      }
       await new Promise((r) => setTimeout(r, 2));
     }
   } finally {
@@ -94,36 +113,39 @@ async function coldStart(name: string, args: (port: number) => string[]): Promis
 }
 
 const floorArgs = (port: number): string[] => [join(ROOT, "bench/lib/floor.mjs"), certFile, keyFile, String(port)];
-const qmArgs = (port: number): string[] => [
-  ...values["node-flags"].split(" ").filter(Boolean),
-  join(ROOT, "bin/quartermaster.js"),
-  "serve",
-  "--host",
-  "127.0.0.1",
-  "--port",
-  String(port),
-  "--tls-cert",
-  certFile,
-  "--tls-key",
-  keyFile,
-  "--metrics-port",
-  "0",
-  "--kubeconfig",
-  join(dir, "kubeconfig"),
-];
+const qmArgs =
+  (root: string) =>
+  (port: number): string[] =>
+    serveArgs({ root, port, certFile, keyFile, kubeconfig: join(dir, "kubeconfig"), nodeFlags: nodeFlagList(values["node-flags"]) });
 
-if (values["compile-cache"]) await coldStart("quartermaster-fills-the-cache", qmArgs);
-const floor: number[] = [];
-const qm: number[] = [];
-console.log(`cold start to the first answered /mutate/pods, ${pairs} pairs (floor, then Quartermaster)`);
+const baseline = values.baseline ? resolve(values.baseline) : undefined;
+if (values["compile-cache"]) await coldStart("quartermaster-fills-the-cache", qmArgs(ROOT));
+const floor: Start[] = [];
+const before: Start[] = [];
+const qm: Start[] = [];
+const ratio = (a: number, b: number): string => `${(a / b).toFixed(2)}×`;
+console.log(
+  `cold start to the first answered /mutate/pods, ${pairs} ${baseline ? "triples (floor, baseline, Quartermaster)" : "pairs (floor, then Quartermaster)"}, node ${values.node ?? process.version}`,
+);
 for (let i = 0; i < pairs; i++) {
   floor.push(await coldStart(`floor-${i}`, floorArgs));
-  qm.push(await coldStart(`quartermaster-${i}`, qmArgs));
-  console.log(`  pair ${i + 1}: floor ${floor[i]!.toFixed(0)} ms, quartermaster ${qm[i]!.toFixed(0)} ms (${(qm[i]! / floor[i]!).toFixed(2)}×)`);
+  if (baseline) before.push(await coldStart(`baseline-${i}`, qmArgs(baseline)));
+  qm.push(await coldStart(`quartermaster-${i}`, qmArgs(ROOT)));
+  const b = baseline ? `, baseline ${before[i]!.answered.toFixed(0)} ms (${ratio(before[i]!.answered, floor[i]!.answered)})` : "";
+  console.log(
+    `  ${i + 1}: floor ${floor[i]!.answered.toFixed(0)} ms${b}, quartermaster ${qm[i]!.answered.toFixed(0)} ms (${ratio(qm[i]!.answered, floor[i]!.answered)})`,
+  );
 }
-const f = summarize(floor);
-const q = summarize(qm);
-console.log(`floor:         median ${f.p50.toFixed(0)} ms (min ${f.min.toFixed(0)}, max ${f.max.toFixed(0)})`);
-console.log(`quartermaster: median ${q.p50.toFixed(0)} ms (min ${q.min.toFixed(0)}, max ${q.max.toFixed(0)})`);
-console.log(`ratio of medians: ${(q.p50 / f.p50).toFixed(2)}× (target ≤ 1.3×); logs in ${dir}`);
+const f = summarize(floor.map((s) => s.answered));
+/** The medians of a server's starts, with its two stages: spawn to listening, listening to the first answer. */
+const line = (name: string, starts: Start[]): string => {
+  const s = summarize(starts.map((x) => x.answered));
+  const listen = summarize(starts.map((x) => x.listening)).p50;
+  const first = summarize(starts.map((x) => x.answered - x.listening)).p50;
+  return `${name.padEnd(15)}median ${s.p50.toFixed(0)} ms (min ${s.min.toFixed(0)}, max ${s.max.toFixed(0)}; spawn to listening ${listen.toFixed(0)}, listening to the first answer ${first.toFixed(0)}): ${ratio(s.p50, f.p50)}`;
+};
+console.log(line("floor:", floor));
+if (baseline) console.log(`${line("baseline:", before)} (${baseline})`);
+console.log(line("quartermaster:", qm));
+console.log(`ratio of medians: ${ratio(summarize(qm.map((s) => s.answered)).p50, f.p50)} (target ≤ 1.3×); logs in ${dir}`);
 jobApi.close();

@@ -126,6 +126,10 @@ function buildSources(work: string): { commit: string; version: string } {
   symlinkSync(join(ROOT, "node_modules"), join(src, "node_modules"));
   log("npm run build (tsc -p tsconfig.build.json)");
   run(process.execPath, [join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.build.json"], { cwd: src });
+  // The `serve` bundle bin/quartermaster.js runs (release/bundle.ts: the cold start); esbuild's output is the same
+  // bytes for the same sources in any directory.
+  log("serve bundle (release/bundle.ts, esbuild)");
+  run(process.execPath, ["--import", "tsx", join(src, "release", "bundle.ts"), src], { cwd: src });
   const version = (JSON.parse(readFileSync(join(src, "package.json"), "utf8")) as { version: string }).version;
   return { commit, version };
 }

@@ -5,10 +5,10 @@
  * answers it in ~1 ms; every review behind it waits that long.
  *
  * Bodies of at least {@link OFFLOAD_BYTES} go to one worker thread, kept once started (~10 MiB of RSS).
- * The server starts it right after it listens (`warm`, off the readiness path), so the first large body
- * does not wait ~20 ms for a thread to boot; without that it starts on the first such body. Sending the
- * parsed document back whole would not help: its structured clone costs the main thread about as much as
- * parsing it (measured on a 3.1 MiB / 40k-container review: parse 34–80 ms, deserialize 80–170 ms). So the
+ * The server starts it a second after it listens (`warm`, off the readiness path and off the first answers: serve.ts
+ * WARM_BODY_PARSER_AFTER_MS), so a large body after that does not wait ~20 ms for a thread to boot; one before that
+ * starts it itself. Sending the parsed document back whole would not help: its structured clone costs the main
+ * thread about as much as parsing it (measured on a 3.1 MiB / 40k-container review: parse 34–80 ms, deserialize 80–170 ms). So the
  * worker sends the document back with every array longer than {@link STUB_ITEMS} replaced by an empty
  * stand-in of the same length, which crosses as its length and the few resource names its elements carry
  * (`core/stand-in.ts`). The cost bound prices a container list by its length before looking inside,

@@ -282,11 +282,20 @@ describe("large bodies parsed in a worker", () => {
 });
 
 describe("the worker started eagerly", () => {
-  const immediate = () => new Promise((r) => setImmediate(r));
-  const CASES: Array<{ name: string; opts: { warmBodyParser?: boolean; offloadBytes?: number }; running: boolean }> = [
-    { name: "by default: started right after listening, before any large body", opts: { warmBodyParser: true }, running: true },
+  const immediate = () => new Promise((r) => setTimeout(r, 5));
+  const CASES: Array<{ name: string; opts: { warmBodyParser?: boolean; warmBodyParserAfterMs?: number; offloadBytes?: number }; running: boolean }> = [
+    {
+      name: "warmBodyParserAfterMs 0: started right after listening, before any large body",
+      opts: { warmBodyParser: true, warmBodyParserAfterMs: 0 },
+      running: true,
+    },
+    { name: "by default: not yet started at the first answer (it starts 1 s after listening)", opts: { warmBodyParser: true }, running: false },
     { name: "warmBodyParser false: started by the first large body only", opts: { warmBodyParser: false }, running: false },
-    { name: "offloading off (offloadBytes Infinity): never started", opts: { warmBodyParser: true, offloadBytes: Infinity }, running: false },
+    {
+      name: "offloading off (offloadBytes Infinity): never started",
+      opts: { warmBodyParser: true, warmBodyParserAfterMs: 0, offloadBytes: Infinity },
+      running: false,
+    },
   ];
   for (const c of CASES) {
     it(c.name, async () => {

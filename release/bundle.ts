@@ -1,0 +1,60 @@
+/**
+ * The `serve` bundle (issue 51, cold start): src/cli/main.ts and what it imports, dependencies included, bundled by
+ * esbuild into dist/src/bundle/ (main.mjs plus chunks: every `import()` of a command's modules stays a chunk of its
+ * own, loaded when that command runs). bin/quartermaster.js runs it for `serve`, so a starting webhook reads a few
+ * files instead of ~140 (yaml, prom-client, pino, commander, dist/ itself), where most of its start went in
+ * module resolution and loading. Written by `npm run build` and by the release (release/build.ts).
+ *
+ * - @kubernetes/client-node stays outside: `serve` never loads it to answer (src/kube/rest.ts reads jobs), and it is
+ *   loaded off the start path when a kubeconfig needs it; the package's node_modules still holds it.
+ * - The output directory sits at the depth of dist/src/cli, so the paths src/cli/build-info.ts makes from
+ *   `import.meta.url` (dist/build-info.json, the package root) are the same from a chunk.
+ * - esbuild's output depends on its inputs only (chunk names are content hashes; module paths relative to the root,
+ *   symlinks kept): two builds of one commit, in any directories, are the same bytes, as the release requires.
+ *
+ *   node --import tsx release/bundle.ts [ROOT]
+ */
+import { rmSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+
+/** Where the bundle goes, relative to the package root; bin/quartermaster.js names the same file. */
+export const BUNDLE_DIR = "dist/src/bundle";
+export const BUNDLE_ENTRY = `${BUNDLE_DIR}/main.mjs`;
+
+/** The packages left to node_modules. */
+export const BUNDLE_EXTERNAL = ["@kubernetes/client-node"];
+
+/** Bundles `root`/src/cli/main.ts into `root`/dist/src/bundle/ (replacing what was there). */
+export async function bundleServe(root: string): Promise<void> {
+  const outdir = join(root, BUNDLE_DIR);
+  rmSync(outdir, { recursive: true, force: true });
+  await build({
+    absWorkingDir: root,
+    entryPoints: { main: "src/cli/main.ts" },
+    outdir,
+    outExtension: { ".js": ".mjs" },
+    bundle: true,
+    splitting: true,
+    format: "esm",
+    platform: "node",
+    target: "node20.6",
+    external: BUNDLE_EXTERNAL,
+    // Paths as seen from the root (node_modules/x), not where a symlinked node_modules really is: the output holds
+    // module paths, and the release builds in a fresh temporary directory whose node_modules is a symlink.
+    preserveSymlinks: true,
+    // CommonJS dependencies (prom-client, pino, yaml's CJS build) call `require` for Node's own modules.
+    banner: { js: 'import { createRequire as __qmCreateRequire } from "node:module";\nconst require = __qmCreateRequire(import.meta.url);' },
+    // Whitespace and syntax only: names stay (stack traces, `err.name`), the files are about a third smaller to read and parse.
+    minifyWhitespace: true,
+    minifySyntax: true,
+    keepNames: true,
+    legalComments: "eof",
+    logLevel: "warning",
+  });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  await bundleServe(resolve(process.argv[2] ?? join(import.meta.dirname, "..")));
+}
