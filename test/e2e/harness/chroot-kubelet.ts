@@ -291,6 +291,13 @@ export async function startChrootKubelet(cp: ControlPlane, o: ChrootKubeletOptio
     await endpointSlices();
   };
 
+  // Also when the test process exits without stop(): no pod left running, no address left on lo.
+  const onExit = (): void => {
+    for (const run of pods.values()) if (run.exitCode === null) run.proc?.kill("SIGKILL");
+    for (const ip of addresses.splice(0)) spawnSync("ip", ["addr", "del", `${ip}/32`, "dev", "lo"]);
+  };
+  process.on("exit", onExit);
+
   const loop = (async () => {
     while (!stopped) {
       try {
@@ -314,7 +321,8 @@ export async function startChrootKubelet(cp: ControlPlane, o: ChrootKubeletOptio
         const exited = await Promise.race([new Promise((r) => run.proc!.once("exit", () => r(true))), sleep(10_000).then(() => false)]);
         if (!exited) run.proc.kill("SIGKILL");
       }
-      for (const ip of addresses) spawnSync("ip", ["addr", "del", `${ip}/32`, "dev", "lo"]);
+      onExit();
+      process.off("exit", onExit);
     },
   };
 }
