@@ -7,6 +7,10 @@
  * admission review of a GPU pod, which comes back outfitted; `doctor` runs from the image against that cluster),
  * and `helm install` from oci:// on a second control plane names the pushed image by digest.
  *
+ * With QM_COSIGN_BIN (test/e2e/cosign/build.sh), cosign signs the pushed image by digest with a throwaway key,
+ * offline (`--tlog-upload=false`), and `cosign verify --insecure-ignore-tlog` accepts it and refuses another key
+ * and an image the key never signed.
+ *
  * Needs the tools the build needs (git, GNU tar, gzip, apt-get and dpkg-deb with bookworm lists, npm) and crane
  * (QM_CRANE_BIN, or Go to build it: test/e2e/crane/build.sh); skipped with the reason when one is missing.
  * Slow (two builds: about a minute warm, a few cold); CI runs it with the e2e suite.
@@ -132,6 +136,38 @@ describe("the release build", { skip }, () => {
     assert.equal(run(crane, ["digest", ref, "--insecure"]).trim(), release.image.digest);
     assert.match(run(crane, ["validate", "--remote", ref, "--insecure"]), /^PASS/m);
   });
+
+  it(
+    "cosign signs the pushed image by digest with a key, offline (no transparency log), and verify fails for another key or image",
+    { skip: process.env.QM_COSIGN_BIN ? false : "QM_COSIGN_BIN is unset (test/e2e/cosign/build.sh; not built by .ci/run: docs/release.md, Signatures)" },
+    () => {
+      const cosign = process.env.QM_COSIGN_BIN!;
+      const keys = join(scratch, "keys");
+      mkdirSync(keys);
+      const env = { COSIGN_PASSWORD: "release-test", HOME: scratch };
+      const sh = (args: string[], extra: Record<string, string> = {}): ReturnType<typeof spawnSync> =>
+        spawnSync(cosign, args, { cwd: keys, env: { ...process.env, ...env, ...extra } });
+      for (const prefix of ["cosign", "other"]) assert.equal(sh(["generate-key-pair", "--output-key-prefix", prefix]).status, 0);
+      // The release's image, by the digest release.json names (as pushed by the test above).
+      const ref = `${registryHost}/quartermaster@${release.image.digest}`;
+      const signed = sh(["sign", "--key", "cosign.key", "--tlog-upload=false", "--allow-http-registry", "--yes", ref]);
+      assert.equal(signed.status, 0, signed.stderr.toString());
+      const verify = (key: string, target: string): ReturnType<typeof spawnSync> =>
+        sh(["verify", "--key", key, "--insecure-ignore-tlog", "--allow-http-registry", target], { COSIGN_PASSWORD: "" });
+      const ok = verify("cosign.pub", ref);
+      assert.equal(ok.status, 0, ok.stderr.toString());
+      const claims = JSON.parse(ok.stdout.toString()) as Array<{ critical: { image: { "docker-manifest-digest": string } } }>;
+      assert.equal(claims[0]!.critical.image["docker-manifest-digest"], release.image.digest);
+      // Another key does not verify it; nor does the key verify an image it did not sign.
+      assert.notEqual(verify("other.pub", ref).status, 0, "verified with another key");
+      const unsigned = `${registryHost}/quartermaster-unsigned:1`;
+      run(crane, ["copy", `${registryHost}/quartermaster:${release.version}`, unsigned, "--insecure"]);
+      run(crane, ["mutate", unsigned, "--label", "tampered=1", "--insecure"]);
+      const tampered = verify("cosign.pub", unsigned);
+      assert.notEqual(tampered.status, 0, "verified an image the key never signed");
+      assert.match(tampered.stderr.toString(), /no (matching )?signatures/);
+    },
+  );
 
   it("the chart goes to the registry with helm push and comes back from oci:// pinned to the image's digest", () => {
     const helm = process.env.QM_HELM_BIN;

@@ -1,6 +1,7 @@
 /**
  * The Grafana dashboard of the monitoring overlay against the code: every query (panel targets and template
- * variables) parses as PromQL with the Prometheus project's own grammar (@prometheus-io/lezer-promql), and
+ * variables) parses as PromQL with the Prometheus project's own grammar (@prometheus-io/lezer-promql;
+ * test/fixtures/dashboard.ts), and
  * every metric it names is one the code registers (collected from the registries src/server/metrics.ts and src/reconcile/metrics.ts
  * builds). The ConfigMap that carries it has the label Grafana's dashboard sidecar looks for.
  */
@@ -8,64 +9,14 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, it } from "node:test";
-import { parser } from "@prometheus-io/lezer-promql";
 import { parse } from "yaml";
+import { check, queries, type Dashboard } from "../../fixtures/dashboard.js";
 import { registeredMetricNames } from "../../fixtures/metric-names.js";
 
 const OVERLAY = join(resolve(import.meta.dirname, "../../.."), "manifests/overlays/monitoring");
 const FILE = "quartermaster-dashboard.json";
 
-interface Panel {
-  title: string;
-  type: string;
-  targets?: Array<{ expr: string; refId: string }>;
-  panels?: Panel[];
-}
-interface Dashboard {
-  uid: string;
-  panels: Panel[];
-  templating: { list: Array<{ name: string; type: string; query?: string | { query: string } }> };
-}
-
 const dashboard = JSON.parse(readFileSync(join(OVERLAY, FILE), "utf8")) as Dashboard;
-
-/** Grafana's interval variables become a duration PromQL accepts; other variables sit inside label matchers' strings. */
-function substitute(expr: string): string {
-  return expr.replace(/\$__(rate_interval|interval|range)\b|\$\{__(rate_interval|interval|range)\}/g, "5m");
-}
-
-/** Syntax errors and the metric names of an expression's selectors. */
-export function check(expr: string): { errors: string[]; metrics: string[] } {
-  const text = substitute(expr);
-  const errors: string[] = [];
-  const metrics: string[] = [];
-  parser.parse(text).iterate({
-    enter(node) {
-      if (node.type.isError) errors.push(`at ${node.from}: ${JSON.stringify(text.slice(Math.max(0, node.from - 10), node.to + 10))}`);
-      if (node.name === "Identifier" && node.node.parent?.name === "VectorSelector") metrics.push(text.slice(node.from, node.to));
-    },
-  });
-  return { errors, metrics };
-}
-
-/** Every query of the dashboard, named by where it is. */
-function queries(d: Dashboard): Array<{ where: string; expr: string }> {
-  const out: Array<{ where: string; expr: string }> = [];
-  const walk = (panels: Panel[]): void => {
-    for (const p of panels) {
-      for (const t of p.targets ?? []) out.push({ where: `panel "${p.title}" ${t.refId}`, expr: t.expr });
-      if (p.panels) walk(p.panels);
-    }
-  };
-  walk(d.panels);
-  for (const v of d.templating.list.filter((v) => v.type === "query")) {
-    const q = typeof v.query === "string" ? v.query : v.query!.query;
-    // label_values(selector, label) / query_result(expr): the PromQL inside.
-    const m = /^\s*(?:label_values|query_result)\((.*?)(?:,\s*\w+)?\)\s*$/.exec(q);
-    out.push({ where: `variable $${v.name}`, expr: m ? m[1]! : q });
-  }
-  return out;
-}
 
 /** What is wrong with a dashboard's queries against `registered`. */
 function problems(d: Dashboard, registered: Set<string>): string[] {
