@@ -230,7 +230,7 @@ function importsOf(code: string, fromDir: string): string[] {
   return specs.map((s) => resolve(fromDir, s.replace(/\.js$/, ".ts"))).filter((f) => existsSync(f));
 }
 
-/** The src/kube files a command's code reaches. */
+/** The src/kube and src/run files a command's code reaches (the client, and the drivers that call it). */
 function kubeFilesOf(command: string): string[] {
   const fns = commandFunctions();
   const entry = entryFunctions().get(command);
@@ -247,7 +247,7 @@ function kubeFilesOf(command: string): string[] {
     files.add(f);
     queue.push(...importsOf(readFileSync(f, "utf8"), dirname(f)));
   }
-  return [...files].filter((f) => relative(ROOT, f).startsWith("src/kube/")).sort();
+  return [...files].filter((f) => /^src\/(kube|run)\//.test(relative(ROOT, f))).sort();
 }
 
 // ---- 3. the calls in a src/kube file ------------------------------------------------------------------
