@@ -15,82 +15,49 @@
  * sent here and pass through if they are: a job is never mutated after it was created (Kueue's admission
  * UPDATE included).
  */
-import { isObject } from "../src/core/object.js";
-import type { V1PodSpec } from "@kubernetes/client-node";
-import { MAX_CLAIM_NAMES, readClaims, type ClaimsRead } from "../src/admission/claims.js";
-import { describeCost, specsCost } from "../src/core/cost.js";
-import { runtimePodSpecs } from "../src/validate/runtime.js";
+import { readClaims, unreadClaimWarnings, type ClaimsRead } from "../src/admission/claims.js";
 import { jobGuard } from "../src/admission/guards.js";
 import { mutatingWebhook, type MutationResult, type Webhook } from "../src/admission/handler.js";
-import { queueNameOf } from "../src/kueue/admission.js";
+import type { AdmissionRequest } from "../src/admission/types.js";
+import { QUEUED_WORKLOAD_KINDS } from "../src/core/job-shapes.js";
 import type { KubeObject } from "../src/core/kube.js";
-import { effectiveJobDefaults, fillJobDefaults } from "../src/mutate/job-defaults.js";
-import { QUEUED_WORKLOAD_KINDS, type QueuedWorkloadKind } from "../src/core/job-shapes.js";
-import { KUEUE_READ_MUTATIONS, outfitQueuedJobTemplates, outfitQueuedWorkloadTemplates, workloadTemplateSpecs } from "../src/mutate/job-templates.js";
-import { renameTrainJobBareGpu } from "../src/mutate/trainjob-resources.js";
-import { outfitQueuedTrainJob, QM_RUNTIME_PATCH_MANAGER, trainerNodeTemplate } from "../src/mutate/trainjob-outfit.js";
 import { readRuntime, type JobReadResult } from "../src/membership/lookup.js";
 import type { JobReader } from "../src/membership/types.js";
-import type { AdmissionRequest } from "../src/admission/types.js";
-import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../src/kinds/trainjob-runtime.js";
 import type { JobKind } from "../src/policy/types.js";
-import { jobShape } from "../src/kinds/index.js";
+import {
+  isQueuedTrainJob,
+  mutateJobsCost,
+  mutateJobWithClaims,
+  outfitTrainJobWithClaims,
+  queuedTemplateSpecs,
+  queuedTrainJobRuntime,
+  queuedTrainJobStart,
+  type MutatedKind,
+} from "../src/mutate/job-review.js";
 import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 
 export function mutateJobs(deps: WebhookDeps): Webhook {
   const { policy } = deps;
   const pool = readsOf(deps);
-  const jobKindOf = (group: string, kind: string): JobKind | undefined => policy.jobKinds.find((k) => k.group === group && k.kind === kind);
-  const workloadKindOf = (group: string, kind: string): QueuedWorkloadKind | undefined =>
-    QUEUED_WORKLOAD_KINDS.find((k) => k.group === group && k.kind === kind);
-  const templatesOf = (spec: unknown): V1PodSpec[] => (isPodSpec(spec) ? [spec] : []);
-  /** The pod templates outfitted for a queued job or workload (none for any other, and none of a TrainJob's: its runtime's). */
-  const queuedTemplates = (obj: KubeObject, group: string, kindName: string): V1PodSpec[] => {
-    if (queueNameOf(obj) === undefined) return [];
-    const kind = jobKindOf(group, kindName);
-    if (kind)
-      return jobShape(kind).layout === "runtime"
-        ? []
-        : jobShape(kind)
-            .replicas(obj, kind)
-            .flatMap((r) => templatesOf(r.spec.template?.spec));
-    const workload = workloadKindOf(group, kindName);
-    return workload ? workloadTemplateSpecs(obj, workload) : [];
+  const timeoutMs = policy.clusterSpec.jobLookupTimeoutMs;
+  /** The configured training-job kind of the request, else the queued batch Job or JobSet kind (the guard admits no other). */
+  const kindOf = (request: AdmissionRequest): MutatedKind => {
+    const job = policy.jobKinds.find((k) => k.group === request.kind.group && k.kind === request.kind.kind);
+    return job ? { job } : { workload: QUEUED_WORKLOAD_KINDS.find((k) => k.group === request.kind.group && k.kind === request.kind.kind)! };
   };
   return mutatingWebhook({
     name: "mutate-jobs",
     guard: jobGuard([...policy.jobKinds, ...QUEUED_WORKLOAD_KINDS], ["CREATE"]),
-    // A queued job's templates get one pass per mutation; a job over the bound is admitted unchanged, with a warning.
-    // A TrainJob's runtime patches are priced too (past Trainer's CRD limit of 16 by their count alone: issue 46).
-    cost: (request) => {
-      const kind = jobKindOf(request.kind.group, request.kind.kind);
-      const patches = kind && jobShape(kind).layout === "runtime" ? trainJobPricedSpecs(request.object) : [];
-      return specsCost(
-        [...queuedTemplates(request.object, request.kind.group, request.kind.kind), ...patches],
-        KUEUE_READ_MUTATIONS.length,
-        policy.gpu.resources,
-      );
-    },
+    // A job over the bound is admitted unchanged, with a warning.
+    cost: (request) => mutateJobsCost(request.object, kindOf(request), policy),
     mutate(request) {
-      return withReviewReads(pool, policy.clusterSpec.jobLookupTimeoutMs, (reader) => {
+      return withReviewReads(pool, timeoutMs, (reader) => {
         const namespace = request.namespace ?? "";
-        const kind = jobKindOf(request.kind.group, request.kind.kind);
-        const workload = kind ? undefined : workloadKindOf(request.kind.group, request.kind.kind)!;
-        const decide = (claims: ClaimsRead): MutationResult => {
-          const unread = unreadClaims(claims);
-          if (workload) {
-            const outfitted = outfitQueuedWorkloadTemplates(request.object, workload, { policy, namespace, claims: claims.known });
-            return { object: outfitted.job, warnings: [...unread, ...outfitted.warnings] };
-          }
-          const out = fillJobDefaults(request.object, kind!, effectiveJobDefaults(policy, namespace));
-          const renamed = renameTrainJobBareGpu(out.job, kind!, policy.gpu.resourceName);
-          const outfitted = outfitQueuedJobTemplates(renamed.job, kind!, { policy, namespace, claims: claims.known });
-          return { object: outfitted.job, warnings: [...out.warnings, ...renamed.warnings, ...unread, ...outfitted.warnings] };
-        };
-        if (kind && jobShape(kind).layout === "runtime" && queueNameOf(request.object) !== undefined)
-          return mutateQueuedTrainJob({ request, k: kind, namespace, reader, policy });
-        const specs = queuedTemplates(request.object, request.kind.group, request.kind.kind);
-        const claims = readClaims(specs, namespace, reader, policy.clusterSpec.jobLookupTimeoutMs);
+        const kind = kindOf(request);
+        if (isQueuedTrainJob(request.object, kind)) return mutateQueuedTrainJob({ request, kind: kind.job, namespace, reader, deps });
+        const decide = (claims: ClaimsRead): MutationResult =>
+          mutateJobWithClaims(request.object, kind, { policy, namespace, claims: claims.known }, unreadClaimWarnings(claims));
+        const claims = readClaims(queuedTemplateSpecs(request.object, kind), namespace, reader, timeoutMs);
         return claims instanceof Promise ? claims.then(decide) : decide(claims);
       });
     },
@@ -100,68 +67,28 @@ export function mutateJobs(deps: WebhookDeps): Webhook {
 /** A queued TrainJob's review, as mutateQueuedTrainJob reads it. */
 interface QueuedTrainJob {
   request: AdmissionRequest & { object: KubeObject };
-  k: JobKind;
+  kind: JobKind;
   namespace: string;
   reader: JobReader;
-  policy: WebhookDeps["policy"];
-}
-
-/** Warnings for the claims not read: failed, shed, or more names than one review may read (issue 46). */
-function unreadClaims(claims: ClaimsRead): string[] {
-  return [
-    ...(claims.tooMany ? [`quartermaster: the job's claims not read: ${claims.tooMany.names} names, over the ${MAX_CLAIM_NAMES} one review may read`] : []),
-    ...claims.failures.map((f) => `quartermaster: GPUs of the job's claims not known, no GPU tolerations or placement for them: ${f}`),
-  ];
+  deps: WebhookDeps;
 }
 
 /**
- * A queued TrainJob: its runtime read (the reader, cache and bound of /validate/jobs), its trainer pods'
- * template built and outfitted (`src/mutate/trainjob-outfit.ts`); a runtime that cannot be read leaves
- * the pods' placement to /mutate/pods, with a warning.
+ * A queued TrainJob: its runtime read (the reader, cache and bound of /validate/jobs), then the claims its trainer
+ * nodes' template names; each step's decision is src/mutate/job-review.ts's.
  */
-function mutateQueuedTrainJob({ request, k, namespace, reader, policy }: QueuedTrainJob): MutationResult | Promise<MutationResult> {
-  const out = fillJobDefaults(request.object, k, effectiveJobDefaults(policy, namespace));
-  const renamed = renameTrainJobBareGpu(out.job, k, policy.gpu.resourceName);
-  const early = [...out.warnings, ...renamed.warnings];
-  // More runtime patches than Trainer's CRD admits (it and /validate/jobs refuse the TrainJob): nothing merged.
-  if (runtimePatchCount(renamed.job) > MAX_RUNTIME_PATCHES)
-    return {
-      object: renamed.job,
-      warnings: [
-        ...early,
-        `quartermaster: not outfitted for Kueue: more than ${MAX_RUNTIME_PATCHES} spec.runtimePatches (Trainer's CRD admits ${MAX_RUNTIME_PATCHES})`,
-      ],
-    };
+function mutateQueuedTrainJob({ request, kind, namespace, reader, deps: { policy } }: QueuedTrainJob): MutationResult | Promise<MutationResult> {
+  const timeoutMs = policy.clusterSpec.jobLookupTimeoutMs;
+  const start = queuedTrainJobStart(request.object, kind, policy, namespace);
+  if (start.done) return { object: start.object, warnings: start.warnings };
   const withRuntime = (read: JobReadResult): MutationResult | Promise<MutationResult> => {
-    if (read.kind !== "found")
-      return {
-        object: renamed.job,
-        warnings: [...early, `quartermaster: not outfitted for Kueue: the TrainJob's runtime could not be read (${read.reason})`],
-      };
-    // The runtime's templates priced with the TrainJob's patches before anything merges them (issue 46 finding
-    // 4, found again by bench:abuse's senders: a queued TrainJob on a 20,000-container runtime held /mutate/jobs
-    // 230–560 ms); over the bound, left to /validate/jobs, which refuses it.
-    const cost = specsCost(
-      [...trainJobPricedSpecs(renamed.job), ...runtimePodSpecs(read.job).map((r) => r.spec)],
-      KUEUE_READ_MUTATIONS.length,
-      policy.gpu.resources,
-    );
-    if (cost.over)
-      return {
-        object: renamed.job,
-        warnings: [...early, `quartermaster: not outfitted for Kueue: with its runtime's templates, ${describeCost(cost)}`],
-      };
-    const node = trainerNodeTemplate(renamed.job, read.job, QM_RUNTIME_PATCH_MANAGER);
-    const outfit = (claims: ClaimsRead): MutationResult => {
-      const unread = unreadClaims(claims);
-      const outfitted = outfitQueuedTrainJob(renamed.job, k, read.job, { policy, namespace, claims: claims.known });
-      return { object: outfitted.job, warnings: [...early, ...unread, ...outfitted.warnings] };
-    };
-    const claims = readClaims(node?.template.spec ? [node.template.spec] : [], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs);
+    const step = queuedTrainJobRuntime(start, read, policy);
+    if ("done" in step) return step.done;
+    const outfit = (claims: ClaimsRead): MutationResult =>
+      outfitTrainJobWithClaims(start, kind, step.runtime, { policy, namespace, claims: claims.known }, unreadClaimWarnings(claims));
+    const claims = readClaims(step.node?.spec ? [step.node.spec] : [], namespace, reader, timeoutMs);
     return claims instanceof Promise ? claims.then(outfit) : outfit(claims);
   };
-  const read = readRuntime(renamed.job, k, namespace, reader, policy.clusterSpec.jobLookupTimeoutMs);
+  const read = readRuntime(start.object, kind, namespace, reader, timeoutMs);
   return read instanceof Promise ? read.then(withRuntime) : withRuntime(read);
 }
-
-const isPodSpec = (v: unknown): v is V1PodSpec => isObject(v);

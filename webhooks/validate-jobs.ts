@@ -26,7 +26,7 @@
  * patches before the runtime is read, and with the runtime's templates once it has been.
  *
  * The Trainer's runtimes (TrainingRuntime, ClusterTrainingRuntime) are checked here too, at CREATE and UPDATE,
- * when the policy has a Trainer job kind (`./validate-runtimes.ts`).
+ * when the policy has a Trainer job kind (`src/validate/runtime.ts`).
  * The DRA claims a TrainJob's runtime templates name are read once the runtime is, with the TrainJob's own, so
  * their devices count (and one not found is `gpu-unknown`).
  *
@@ -57,7 +57,7 @@ import type { V1PodSpec } from "@kubernetes/client-node";
 import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
 import { explainCost, specsCost } from "../src/core/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
-import { kueueAdmissionOnly, queueNameOf } from "../src/kueue/admission.js";
+import { queueNameOf } from "../src/kueue/admission.js";
 import { readQueue } from "../src/admission/queue.js";
 import { NO_QUEUE, type QueueRead } from "../src/kueue/queues.js";
 import { isGpuResource } from "../src/core/gpu.js";
@@ -67,7 +67,6 @@ import type { KubeObject } from "../src/core/kube.js";
 import { readJob, readRuntime, type JobReadResult } from "../src/membership/lookup.js";
 import type { JobReader } from "../src/membership/types.js";
 import { jobShape } from "../src/kinds/index.js";
-import { MAX_RUNTIME_PATCHES, runtimePatchCount } from "../src/kinds/trainjob-runtime.js";
 import { enforce } from "../src/validate/enforcement.js";
 import type { ValidationContext } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
@@ -77,20 +76,20 @@ import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 import { kueueRefusalReporter } from "./refusal-event.js";
 import { validateWorkloads, workloadKindOf } from "./validate-workloads.js";
 import type { AdmissionRequest } from "../src/admission/types.js";
-import { runtimeCost, runtimeKindOf, validateRuntimeReview } from "./validate-runtimes.js";
+import { runtimeReviewCost, validateRuntimeReview } from "../src/validate/runtime.js";
+import type { Policy } from "../src/policy/types.js";
 import { TRAINER_RUNTIME_KINDS } from "../src/core/job-shapes.js";
 import {
   asksForGpus,
   judgeJob,
+  jobReviewCost,
   NO_RUNTIME,
   pricedTemplates as templates,
-  QUEUE_CAPACITY_PASSES,
   runtimeRead,
   runtimeTooCostly,
   staleScale,
   templateFields,
   tooManyPatches,
-  tooManyPatchesWhy,
   trainJobMode,
   VALIDATE_JOB_PASSES,
   type RuntimeRead,
@@ -109,31 +108,21 @@ export function validateJobs(deps: WebhookDeps): Webhook {
   const workloadOf = (request: AdmissionRequest) => (jobKindOf(request, policy.jobKinds) ? undefined : workloadKindOf(request));
   return validatingWebhook({
     name: "validate-jobs",
-    // A Trainer runtime (TrainingRuntime, ClusterTrainingRuntime) too, checked itself (`./validate-runtimes.ts`).
+    // A Trainer runtime (TrainingRuntime, ClusterTrainingRuntime) too, checked itself (`src/validate/runtime.ts`).
     guard(request) {
       if (runtimeKindOf(request, policy) && !request.subResource) return runtimeOnly(request);
       const workload = workloadOf(request);
       return workload ? workloads.guard(request, workload) : jobsOnly(request);
     },
     cost(request) {
-      if (runtimeKindOf(request, policy)) return runtimeCost(request, VALIDATE_JOB_PASSES, policy);
+      if (runtimeKindOf(request, policy)) return runtimeReviewCost(request, VALIDATE_JOB_PASSES, policy);
       const workload = workloadOf(request);
       if (workload) return workloads.cost(request, workload);
-      const kind = jobKindOf(request, policy.jobKinds)!;
-      // A Scale carries no templates; the job it scales is priced once it has been read. Kueue's admission is
-      // priced on the new object alone (see the module comment).
-      const admission = request.oldObject && !request.subResource ? kueueAdmissionOnly(request.oldObject, request.object, kind) : undefined;
-      const old = request.oldObject && !admission ? templates(request.oldObject, kind) : [];
-      const specs = request.subResource ? [] : [...templates(request.object, kind), ...old];
-      const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;
-      const cost = specsCost(specs, VALIDATE_JOB_PASSES + (queued ? QUEUE_CAPACITY_PASSES : 0), policy.gpu.resources);
-      // Over the bound with more runtime patches than Trainer's CRD admits: pointed there (issue 46).
-      const patches = jobShape(kind).layout === "runtime" ? runtimePatchCount(request.object) : 0;
-      return cost.over && patches > MAX_RUNTIME_PATCHES ? { ...cost, at: { field: "spec.runtimePatches", why: tooManyPatchesWhy(patches) } } : cost;
+      return jobReviewCost(request, jobKindOf(request, policy.jobKinds)!, policy);
     },
     validate(request) {
       const runtimeKind = runtimeKindOf(request, policy);
-      if (runtimeKind) return validateRuntimeReview(request, runtimeKind, policy);
+      if (runtimeKind) return validateRuntimeReview(request, runtimeKind.scope, policy);
       const workload = workloadOf(request);
       if (workload) return workloads.validate(request, workload);
       return withReviewReads(pool, policy.clusterSpec.jobLookupTimeoutMs, (reader) => {
@@ -300,3 +289,9 @@ interface PricedRuntime {
 
 /** No claims read: the review is refused for its cost before any (`PricedRuntime`). */
 const NO_CLAIMS: ClaimsRead = Object.freeze({ known: { claims: new Map(), templates: new Map() }, failures: [] });
+
+/** The Trainer runtime kind of the request, when it is one and the policy has a Trainer job kind. */
+function runtimeKindOf(request: AdmissionRequest, policy: Pick<Policy, "jobKinds">): (typeof TRAINER_RUNTIME_KINDS)[number] | undefined {
+  if (!policy.jobKinds.some((k) => k.framework === "trainer")) return undefined;
+  return jobKindOf(request, TRAINER_RUNTIME_KINDS);
+}

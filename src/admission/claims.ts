@@ -169,3 +169,11 @@ export function claimNamesRefusal(tooMany: NonNullable<ClaimsRead["tooMany"]>, m
       `not checked; name at most ${max} (one claim may hold up to 32 device requests: put a pod's devices in fewer claims)`,
   };
 }
+
+/** A mutating webhook's warnings for the claims not read: failed, shed, or more names than one review may read (issue 46). */
+export function unreadClaimWarnings(claims: ClaimsRead, max = MAX_CLAIM_NAMES): string[] {
+  return [
+    ...(claims.tooMany ? [`quartermaster: the job's claims not read: ${claims.tooMany.names} names, over the ${max} one review may read`] : []),
+    ...claims.failures.map((f) => `quartermaster: GPUs of the job's claims not known, no GPU tolerations or placement for them: ${f}`),
+  ];
+}

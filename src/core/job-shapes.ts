@@ -4,6 +4,8 @@
  * kinds Kueue queues that are not training jobs. The shapes of the training-job kinds and their lookups are the
  * kinds registry's (`src/kinds/index.ts`).
  */
+import type { V1PodSpec } from "@kubernetes/client-node";
+import type { KubeObject } from "./kube.js";
 import { isObject } from "./object.js";
 
 /** Kubeflow Trainer v2 (`trainer.kubeflow.org`), as its v2.3.0 API and constants spell it. */
@@ -97,3 +99,25 @@ export const QUEUED_WORKLOAD_KINDS: readonly QueuedWorkloadKind[] = Object.freez
     },
   },
 ]);
+
+/** The value at `path` in `root` (undefined where a step is missing). */
+export const getIn = (root: unknown, path: ReadonlyArray<string | number>): unknown =>
+  path.reduce<unknown>((o, k) => (typeof k === "number" ? (Array.isArray(o) ? o[k] : undefined) : isObject(o) ? o[k] : undefined), root);
+
+/** An object where a pod spec belongs: the apiserver's schema validation has checked the rest. */
+const isPodSpec = (v: unknown): v is V1PodSpec => isObject(v);
+
+/** The pod specs of the templates of a batch Job or JobSet (what `/mutate/jobs` and `/validate/jobs` price and read claims for). */
+export const workloadTemplateSpecs = (obj: KubeObject, kind: QueuedWorkloadKind): V1PodSpec[] =>
+  kind.templatePaths(obj).flatMap((p) => {
+    const spec = getIn(obj, [...p, "spec"]);
+    return isPodSpec(spec) ? [spec] : [];
+  });
+
+/** Where each of {@link workloadTemplateSpecs} is (`spec.template.spec`, `spec.replicatedJobs[0].template.spec.template.spec`). */
+export const workloadTemplateFields = (obj: KubeObject, kind: QueuedWorkloadKind): string[] =>
+  kind
+    .templatePaths(obj)
+    .flatMap((p) =>
+      isPodSpec(getIn(obj, [...p, "spec"])) ? [`${p.map((k, i) => (typeof k === "number" ? `[${k}]` : i === 0 ? k : `.${k}`)).join("")}.spec`] : [],
+    );

@@ -485,6 +485,16 @@ export function trainJobReplicas(job: KubeObject, runtime: KubeObject | undefine
   return trainJobModel(job, runtime).replicas;
 }
 
+/** The runtime's replicated Jobs' pod specs, with their field paths. */
+export function runtimePodSpecs(runtime: KubeObject): Array<{ spec: unknown; field: string }> {
+  const rjobs = objectOr(objectOr(objectOr(runtime.spec).template).spec).replicatedJobs;
+  if (!Array.isArray(rjobs)) return [];
+  return rjobs.map((r, i) => ({
+    spec: objectOr(objectOr(objectOr(objectOr(r).template).spec).template).spec,
+    field: `spec.template.spec.replicatedJobs[${i}].template.spec.template.spec`,
+  }));
+}
+
 /** How many runtime patches the TrainJob carries (a list's length; 0 when it has none or it is no list). */
 export function runtimePatchCount(job: KubeObject): number {
   const p = objectOr(job.spec).runtimePatches;

@@ -32,7 +32,7 @@ import type { V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
 import { queueNameOf } from "../kueue/admission.js";
 import { withKey } from "../core/copy.js";
 import type { KnownClaims } from "../core/dra.js";
-import type { QueuedWorkloadKind } from "../core/job-shapes.js";
+import { getIn, type QueuedWorkloadKind } from "../core/job-shapes.js";
 import type { KubeObject, Pod } from "../core/kube.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import { jobShape, replicaSpecsField } from "../kinds/index.js";
@@ -111,27 +111,6 @@ function setIn(root: unknown, path: ReadonlyArray<string | number>, value: unkno
   const obj = isObject(root) ? root : {};
   return withKey(obj, key, setIn(obj[key], rest, value));
 }
-
-const getIn = (root: unknown, path: ReadonlyArray<string | number>): unknown =>
-  path.reduce<unknown>((o, k) => (typeof k === "number" ? (Array.isArray(o) ? o[k] : undefined) : isObject(o) ? o[k] : undefined), root);
-
-/** An object where a pod spec belongs: the apiserver's schema validation has checked the rest. */
-const isPodSpec = (v: unknown): v is V1PodSpec => isObject(v);
-
-/** The pod specs of the templates of a batch Job or JobSet (what `/mutate/jobs` prices and reads claims for). */
-export const workloadTemplateSpecs = (obj: KubeObject, kind: QueuedWorkloadKind): V1PodSpec[] =>
-  kind.templatePaths(obj).flatMap((p) => {
-    const spec = getIn(obj, [...p, "spec"]);
-    return isPodSpec(spec) ? [spec] : [];
-  });
-
-/** Where each of {@link workloadTemplateSpecs} is (`spec.template.spec`, `spec.replicatedJobs[0].template.spec.template.spec`). */
-export const workloadTemplateFields = (obj: KubeObject, kind: QueuedWorkloadKind): string[] =>
-  kind
-    .templatePaths(obj)
-    .flatMap((p) =>
-      isPodSpec(getIn(obj, [...p, "spec"])) ? [`${p.map((k, i) => (typeof k === "number" ? `[${k}]` : i === 0 ? k : `.${k}`)).join("")}.spec`] : [],
-    );
 
 /**
  * The pod templates of a queued batch Job or JobSet (`QUEUED_WORKLOAD_KINDS`, src/core/job-shapes.ts) outfitted

@@ -12,9 +12,8 @@ import { isObject } from "../core/object.js";
 import { explainCost, jobTemplateSpecs, specsCost, type ReviewCost } from "../core/cost.js";
 import type { JobReadResult } from "../membership/lookup.js";
 import { jobShape, replicaSpecsField } from "../kinds/index.js";
-import { MAX_RUNTIME_PATCHES, runtimePatchCount, trainJobPricedSpecs } from "../kinds/trainjob-runtime.js";
+import { MAX_RUNTIME_PATCHES, runtimePatchCount, runtimePodSpecs, trainJobPricedSpecs } from "../kinds/trainjob-runtime.js";
 import type { JobKind, Policy } from "../policy/types.js";
-import { runtimePodSpecs } from "./runtime.js";
 import { merge, type Findings, type ValidationContext } from "./types.js";
 import { enforce, type EnforcedFindings } from "./enforcement.js";
 import { newOrWorse, validateCapacity, validateJob } from "./job.js";
@@ -37,6 +36,23 @@ export type CostDenial = Findings & { costBound: ReviewCost };
 export const VALIDATE_JOB_PASSES = 8;
 /** One more for a queued job's CREATE: its pod sets against its ClusterQueue (`queue-capacity`). */
 export const QUEUE_CAPACITY_PASSES = 1;
+
+/**
+ * A training job's review priced: its templates (and the old object's, but for Kueue's admission, priced on the new
+ * object alone), one pass more for a queued CREATE (`queue-capacity`); a Scale carries no templates (the job it
+ * scales is priced once it has been read). Over the bound with more runtime patches than Trainer's CRD admits, the
+ * price points there (issue 46).
+ */
+export function jobReviewCost(review: ReviewedJob & { subResource?: string }, kind: JobKind, policy: Pick<Policy, "gpu">): ReviewCost {
+  const oldObject = isObject(review.oldObject) ? (review.oldObject as KubeObject) : undefined;
+  const admission = oldObject && !review.subResource ? kueueAdmissionOnly(oldObject, review.object, kind) : undefined;
+  const old = oldObject && !admission ? pricedTemplates(oldObject, kind) : [];
+  const specs = review.subResource ? [] : [...pricedTemplates(review.object, kind), ...old];
+  const queued = review.operation === "CREATE" && queueNameOf(review.object) !== undefined;
+  const cost = specsCost(specs, VALIDATE_JOB_PASSES + (queued ? QUEUE_CAPACITY_PASSES : 0), policy.gpu.resources);
+  const patches = jobShape(kind).layout === "runtime" ? runtimePatchCount(review.object) : 0;
+  return cost.over && patches > MAX_RUNTIME_PATCHES ? { ...cost, at: { field: "spec.runtimePatches", why: tooManyPatchesWhy(patches) } } : cost;
+}
 
 /** The templates a job is priced on (a TrainJob: its own part and its runtime patches). */
 export function pricedTemplates(job: unknown, kind: JobKind): unknown[] {

@@ -20,22 +20,15 @@ import { countedAs } from "../core/gpu.js";
 import { looksLikeGpu } from "../vendors/index.js";
 import { validatePodSpec } from "./pod-spec.js";
 import { merge, type Findings, type ValidationContext } from "./types.js";
-import { objectOr } from "../core/object.js";
+import { runtimePodSpecs } from "../kinds/trainjob-runtime.js";
+import { specsCost, type ReviewCost } from "../core/cost.js";
+import { enforce, type EnforcedFindings } from "./enforcement.js";
+import { newOrWorse } from "./job.js";
 
 /** The limits a runtime is held to: a ClusterTrainingRuntime (scope `Cluster`) the policy's own, a TrainingRuntime its namespace's. */
 export function runtimeContext(policy: Policy, scope: "Cluster" | "Namespaced", namespace: string): ValidationContext {
   const ns = scope === "Cluster" ? "" : namespace;
   return { policy, namespace: ns, limits: scope === "Cluster" ? policy.limits : effectiveLimits(policy, ns) };
-}
-
-/** The runtime's replicated Jobs' pod specs, with their field paths. */
-export function runtimePodSpecs(runtime: KubeObject): Array<{ spec: unknown; field: string }> {
-  const rjobs = objectOr(objectOr(objectOr(runtime.spec).template).spec).replicatedJobs;
-  if (!Array.isArray(rjobs)) return [];
-  return rjobs.map((r, i) => ({
-    spec: objectOr(objectOr(objectOr(objectOr(r).template).spec).template).spec,
-    field: `spec.template.spec.replicatedJobs[${i}].template.spec.template.spec`,
-  }));
 }
 
 /** Rules about GPUs whatever their field; others (container-limits, quantity, extended-resources) only at a GPU's entry. */
@@ -62,4 +55,27 @@ export function validateRuntime(runtime: KubeObject, ctx: ValidationContext): Fi
     return name !== undefined && (countedAs(name, ctx.policy.gpu) !== undefined || looksLikeGpu(name));
   };
   return { violations: found.violations.filter(aboutGpus), warnings: found.warnings.filter((w) => !/\[(cpu|memory)\]/.test(w)) };
+}
+
+/** A runtime's review as these decisions read it (an AdmissionRequest is one). */
+export interface ReviewedRuntime {
+  operation: string;
+  object: KubeObject;
+  oldObject?: KubeObject | null;
+  namespace?: string;
+}
+
+/** A runtime's review priced: its pod templates (and the old object's), `passes` rule passes each. */
+export function runtimeReviewCost(review: ReviewedRuntime, passes: number, policy: Pick<Policy, "gpu">): ReviewCost {
+  const specs = [review.object, ...(review.oldObject ? [review.oldObject] : [])].flatMap((o) => runtimePodSpecs(o).map((s) => s.spec));
+  return specsCost(specs, passes, policy.gpu.resources);
+}
+
+/** A runtime's review decided: an UPDATE refused only for what it makes worse, as a job's is. */
+export function validateRuntimeReview(review: ReviewedRuntime, scope: "Cluster" | "Namespaced", policy: Policy): EnforcedFindings {
+  // A ClusterTrainingRuntime serves every namespace: the policy's own limits; a TrainingRuntime its namespace's.
+  const ctx = runtimeContext(policy, scope, review.namespace ?? "");
+  const now = validateRuntime(review.object, ctx);
+  const found = review.operation === "UPDATE" && review.oldObject ? newOrWorse(now, validateRuntime(review.oldObject, ctx)) : now;
+  return enforce(found, policy.enforcement, ctx.namespace);
 }
