@@ -55,7 +55,6 @@
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
 import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
-import { explainCost, specsCost } from "../src/core/cost.js";
 import { jobGuard, jobKindOf } from "../src/admission/guards.js";
 import { queueNameOf } from "../src/kueue/admission.js";
 import { readQueue } from "../src/admission/queue.js";
@@ -70,7 +69,7 @@ import { jobShape } from "../src/kinds/index.js";
 import { enforce } from "../src/validate/enforcement.js";
 import type { ValidationContext } from "../src/validate/types.js";
 import { effectiveLimits } from "../src/validate/limits.js";
-import { SCALE_FIELD, validateScale } from "../src/validate/scale.js";
+import { validateScale } from "../src/validate/scale.js";
 import type { JobKind } from "../src/policy/types.js";
 import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 import { kueueRefusalReporter } from "./refusal-event.js";
@@ -82,12 +81,12 @@ import { TRAINER_RUNTIME_KINDS } from "../src/core/job-shapes.js";
 import {
   asksForGpus,
   judgeJob,
+  scaleRead,
   jobReviewCost,
   NO_RUNTIME,
   pricedTemplates as templates,
   runtimeRead,
   runtimeTooCostly,
-  staleScale,
   templateFields,
   tooManyPatches,
   trainJobMode,
@@ -157,29 +156,23 @@ function scaleReview(r: JobReview): ValidationResult | Promise<ValidationResult>
   const { policy } = deps;
   const name = request.name ?? String((request.object.metadata as { name?: unknown } | undefined)?.name ?? "");
   const decide = (read: JobReadResult): ValidationResult | Promise<ValidationResult> => {
-    if (read.kind !== "found")
-      return { violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] };
-    const conflict = staleScale(request.object, read.job);
-    if (conflict) return { violations: [{ rule: "job-scale", field: "metadata.resourceVersion", message: conflict }], warnings: [], status: CONFLICT };
-    const cost = specsCost([...templates(read.job, kind), ...templates(read.job, kind)], VALIDATE_JOB_PASSES, policy.gpu.resources);
-    // The stored job is checked twice (scaled and as it is): priced as an UPDATE would be.
-    if (cost.over)
-      return {
-        violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${namespace}/${name}: ${explainCost(cost)}` }],
-        warnings: [],
-        costBound: cost,
-      };
+    const step = scaleRead(request.object, read, kind, policy, `${namespace}/${name}`);
+    if ("refused" in step) {
+      const { conflict, ...result } = step.refused;
+      return conflict ? { ...result, status: CONFLICT } : result;
+    }
+    const job = step.job;
     // The claims its templates name count as at CREATE: a template's devices times the new replica count.
     const judge = ({ known, tooMany }: ClaimsRead): ValidationResult =>
       tooMany
         ? claimNamesDenial(tooMany)
         : enforce(
-            validateScale({ scale: request.object, job: read.job, kind, ctx: { ...ctx, claims: known }, capacity: deps.capacity?.current() }),
+            validateScale({ scale: request.object, job: job, kind, ctx: { ...ctx, claims: known }, capacity: deps.capacity?.current() }),
             policy.enforcement,
             namespace,
           );
-    const claims = readClaims(templates(read.job, kind) as V1PodSpec[], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, {
-      fields: templateFields(read.job, kind),
+    const claims = readClaims(templates(job, kind) as V1PodSpec[], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, {
+      fields: templateFields(job, kind),
     });
     return claims instanceof Promise ? claims.then(judge) : judge(claims);
   };

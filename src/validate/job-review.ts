@@ -21,6 +21,7 @@ import { kueueAdmissionFindings } from "./kueue.js";
 import { jobPodSets, queueCapacityFindings } from "./queue-capacity.js";
 import { kueueAdmissionOnly, queueNameOf } from "../kueue/admission.js";
 import type { QueueRead } from "../kueue/queues.js";
+import { SCALE_FIELD } from "./scale.js";
 
 /** A job's review as these decisions read it (an AdmissionRequest is one). */
 export interface ReviewedJob {
@@ -162,6 +163,36 @@ export function staleScale(scale: KubeObject, job: KubeObject): string | undefin
   const current = resourceVersionOf(job);
   if (asked === undefined || asked === current) return undefined;
   return `the Scale is of resourceVersion ${asked} but the job's current one is ${current ?? "unknown"}: the job changed; read it again and retry`;
+}
+
+/** A `/scale` refused before its claims are read; `conflict`: the answer is 409 (read the job again and retry). */
+export type ScaleRefusal = Findings & { conflict?: true; costBound?: ReviewCost };
+
+/**
+ * A job's `/scale` with the job it scales read fresh: refused when the job could not be read, when the Scale is
+ * stale, or when the stored job, checked twice (scaled and as it is, as an UPDATE would be), is over the cost bound;
+ * otherwise the job, and the claims its templates name are read next.
+ */
+export function scaleRead(
+  scale: KubeObject,
+  read: JobReadResult,
+  kind: JobKind,
+  policy: Pick<Policy, "gpu">,
+  where: string,
+): { refused: ScaleRefusal } | { job: KubeObject } {
+  const refused = (r: ScaleRefusal) => ({ refused: r });
+  if (read.kind !== "found")
+    return refused({ violations: [{ rule: "job-scale", field: SCALE_FIELD, message: `cannot check the scaling: ${read.reason}` }], warnings: [] });
+  const conflict = staleScale(scale, read.job);
+  if (conflict) return refused({ violations: [{ rule: "job-scale", field: "metadata.resourceVersion", message: conflict }], warnings: [], conflict: true });
+  const templates = pricedTemplates(read.job, kind);
+  const cost = specsCost([...templates, ...templates], VALIDATE_JOB_PASSES, policy.gpu.resources);
+  if (!cost.over) return { job: read.job };
+  return refused({
+    violations: [{ rule: "review-cost", field: SCALE_FIELD, message: `${kind.kind} ${where}: ${explainCost(cost)}` }],
+    warnings: [],
+    costBound: cost,
+  });
 }
 
 /** What a job's CREATE or UPDATE is judged with once its runtime, claims and queue are read. */

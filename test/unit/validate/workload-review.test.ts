@@ -55,7 +55,7 @@ describe("batch workload reviews, decided without the webhook", () => {
     { name: "CREATE within the cap", review: create(job({ parallelism: 2, gpus: 4 })), unchanged: false, refused: [] },
     {
       name: "UPDATE that only labels an over-cap Job: not checked",
-      review: update(OVER, { ...OVER, metadata: { ...OVER.metadata, labels: { team: "a" } } }),
+      review: update(OVER, { ...OVER, metadata: { ...(OVER.metadata as object), labels: { team: "a" } } }),
       unchanged: true,
       refused: [],
     },
@@ -97,7 +97,7 @@ describe("batch workload reviews, decided without the webhook", () => {
 
   it("an UPDATE that cannot change the GPUs is priced at nothing; a CREATE at its templates", () => {
     const big = job({ parallelism: 4, gpus: 4 });
-    assert.equal(workloadReviewCost(update(big, { ...big, metadata: { ...big.metadata, labels: { a: "b" } } }), JOB, policy).items, 0);
+    assert.equal(workloadReviewCost(update(big, { ...big, metadata: { ...(big.metadata as object), labels: { a: "b" } } }), JOB, policy).items, 0);
     assert.ok(workloadReviewCost(create(big), JOB, policy).items > 0);
     // An UPDATE that changes them is priced on both objects.
     assert.equal(workloadReviewCost(update(big, job({ parallelism: 2, gpus: 4 })), JOB, policy).items, 2 * workloadReviewCost(create(big), JOB, policy).items);
