@@ -147,6 +147,7 @@ async function createOne(job: JobApply, c: ControllerPlan["decision"]["creates"]
   try {
     const r = c.kind === "Pod" ? await cluster.createPod(c.namespace, c.body) : await cluster.createService(c.namespace, c.body);
     if (r === "exists") {
+      log.info({ job: job.jobId, action }, "job controller: create found it existing (409)");
       job.report.skipped.push({ action, why: "already exists (409)" });
       return;
     }
@@ -155,6 +156,7 @@ async function createOne(job: JobApply, c: ControllerPlan["decision"]["creates"]
   } catch (err) {
     // Nothing will appear: the next pass may create it again.
     expectations?.forget(uid, key);
+    log.warn({ job: job.jobId, action, err: errorMessage(err) }, "job controller: create failed");
     job.report.failed.push({ action, error: errorMessage(err) });
     job.events.push({ type: "Warning", reason: `FailedCreate${c.kind}`, message: `Error creating: ${errorMessage(err)}` });
   }

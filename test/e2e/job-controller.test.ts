@@ -418,18 +418,37 @@ describe("job controller: resident (reconcile --watch) with two instances and on
     await start(first); // back as a standby
   });
 
-  it("a burst of 500 jobs: every missing pod created once, and at most one create call per pod", async () => {
+  it("a burst of 500 jobs: every missing pod created once, a create sent again only after a failed one or a change of leader", async () => {
     const t0 = performance.now();
     await createJobs("burst", 500, 32);
     await cp.until("500 pods", async () => (await countPods("burst")) === 500, 300_000, 500);
     const seconds = (performance.now() - t0) / 1000;
     const calls = [...createCalls("Pod")].filter(([a]) => a.includes("-burst-"));
     assert.equal(calls.length, 500);
+    // A second create call for a pod is waste unless the first failed (nothing was created: the apiserver shed it
+    // or it timed out) or the Lease changed hands between them (the new leader's caches may not show the pod yet;
+    // its create then finds it, 409). Anything else means the expectations let a lagging cache create again.
+    const twice = new Set(calls.filter(([, n]) => n > 1).map(([a]) => a));
+    const explained = (action: string): boolean => {
+      const sent = lines.filter((l) => l.msg === "job controller: create" && l.action === action);
+      return sent
+        .slice(1)
+        .every((next, i) =>
+          lines
+            .filter((l) => l.time >= sent[i]!.time && l.time <= next.time)
+            .some((l) => (l.msg === "job controller: create failed" && l.action === action) || (/took the lease/.test(l.msg) && l.instance === next.instance)),
+        );
+    };
+    const evidence = lines
+      .filter((l) => (String(l.msg).startsWith("job controller: create") && twice.has(l.action)) || /lease/.test(String(l.msg)))
+      .map((l) => `${l.time} ${l.instance} ${l.msg}${l.action ? ` ${l.action}` : ""}${l.err ? `: ${l.err}` : ""}`)
+      .slice(-60);
     assert.deepEqual(
-      calls.filter(([, n]) => n > 1),
+      calls.filter(([a, n]) => n > 1 && !explained(a)),
       [],
-      "at most one create per missing pod",
+      `at most one create per missing pod but after a failed one or a change of leader:\n${evidence.join("\n")}`,
     );
+    if (twice.size > 0) console.log(`# burst: ${twice.size} pods' create sent again after a failure or a change of leader:\n# ${evidence.join("\n# ")}`);
     const svcCalls = [...createCalls("Service")].filter(([a]) => a.includes("-burst-"));
     assert.deepEqual(
       svcCalls.filter(([, n]) => n > 1),
