@@ -605,13 +605,16 @@ async function main(): Promise<void> {
       const watcherLoop = (async () => {
         let tick = 0;
         for (;;) {
+          // Only the jobs created before the listing began can be missing from it: one created while the LIST ran
+          // is not gone (under load a LIST takes seconds, and such a job was counted deleted before its TTL).
+          const listed = created.length;
           const present = new Set(
             (await listAll(api, `/apis/kubeflow.org/v1/pytorchjobs?labelSelector=${encodeURIComponent(label)}`)).map(
               (j) => `${j.metadata.namespace}/${j.metadata.name}`,
             ),
           );
           const now = Date.now();
-          for (const key of created) if (!present.has(key) && !gone.has(key)) gone.set(key, now);
+          for (const key of created.slice(0, listed)) if (!present.has(key) && !gone.has(key)) gone.set(key, now);
           if (!arriving && created.every((k) => gone.has(k) || (expiry.has(k) && now > expiry.get(k)! + grace))) return;
           if (onTick && tick++ % 4 === 0) await onTick(now);
           await sleep(250);
