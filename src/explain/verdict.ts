@@ -156,6 +156,23 @@ function controllerError(ev: ExplainEvidence, job: KubeObject, active: KubeObjec
   return undefined;
 }
 
+/**
+ * Pods deleted but not gone, that are not finished: within their grace period (`deletionTimestamp` still ahead)
+ * they still hold their devices, and Kueue rightly keeps their quota; past it (a finalizer, a kubelet gone) they
+ * hold nothing but the reservation.
+ */
+function terminating(pods: readonly KubeObject[], now: Date): { within: KubeObject[]; past: KubeObject[] } {
+  const within: KubeObject[] = [];
+  const past: KubeObject[] = [];
+  for (const p of pods) {
+    const at = metaOf(p).deletionTimestamp;
+    if (at === undefined || ["Succeeded", "Failed"].includes(phaseOf(p))) continue;
+    const t = typeof at === "string" ? Date.parse(at) : NaN;
+    (Number.isNaN(t) || t > now.getTime() ? within : past).push(p);
+  }
+  return { within, past };
+}
+
 function phantom(ev: ExplainEvidence, job: KubeObject, active: KubeObject[], now: Date): Finding | undefined {
   const wl = ev.workload;
   if (!wl || active.length > 0) return undefined;
@@ -163,18 +180,40 @@ function phantom(ev: ExplainEvidence, job: KubeObject, active: KubeObject[], now
   if (reserved?.status !== "True") return undefined;
   const age = secondsSince(reserved.lastTransitionTime, now) ?? 0;
   const evicted = conditionOf(wl, "Evicted");
-  if (age < ev.settings.graceSeconds && evicted?.status !== "True") return undefined;
-  const evidence: EvidenceItem[] = [
-    { object: objectRef(wl, "Workload"), text: `${reservationText(wl)}${forHow(reserved.lastTransitionTime, now)}, and the job has no pods` },
-  ];
-  if (evicted?.status === "True") evidence.push({ object: objectRef(wl, "Workload"), text: conditionText(evicted, now) });
+  const wasEvicted = evicted?.status === "True";
+  if (age < ev.settings.graceSeconds && !wasEvicted) return undefined;
+  const dying = terminating(ev.pods, now);
+  if (dying.within.length > 0) return undefined;
+  const wlRef = objectRef(wl, "Workload");
+  const podsText =
+    dying.past.length === 0
+      ? "the job has no pods"
+      : `the job's only pods are ${dying.past.length} terminating past their deletion time (${dying.past
+          .slice(0, MAX_PODS_QUOTED)
+          .map((p) => `${nameOf(p)} since ${String(metaOf(p).deletionTimestamp)}${finalizersText(p)}`)
+          .join(", ")})`;
+  const evidence: EvidenceItem[] = [{ object: wlRef, text: `${reservationText(wl)}${forHow(reserved.lastTransitionTime, now)}, and ${podsText}` }];
+  if (wasEvicted) evidence.push({ object: wlRef, text: conditionText(evicted, now) });
   if (suspendedOf(job)) evidence.push({ object: objectRef(job, ev.kind.kind), text: "spec.suspend is true" });
+  const noPods = dying.past.length === 0 ? "no pods" : "only pods stuck terminating";
   return {
     reason: "phantom-reservation",
-    summary: `quota reserved with no pods for ${duration(age)}`,
+    summary: wasEvicted
+      ? `quota still reserved ${duration(secondsSince(evicted.lastTransitionTime, now) ?? 0)} after Kueue evicted the workload${evicted.reason ? ` (${evicted.reason})` : ""}, with ${noPods} (reserved ${duration(age)} in all)`
+      : `quota reserved with ${noPods} for ${duration(age)}`,
     evidence,
-    next: `the reservation blocks other jobs' quota (kubernetes-sigs/kueue#14811): if the job should run, see why its controller makes no pods; else delete the job (or kubectl delete workload -n ${ev.ref.namespace} ${nameOf(wl)}) to release it`,
+    next: `the reservation blocks other jobs' quota (kubernetes-sigs/kueue#14811): ${
+      wasEvicted
+        ? `Kueue releases it once the job's controller reports no active replicas (see why ${ev.kind.controller.name} does not update the job's status${dying.past.length > 0 ? ", or what keeps the terminating pods" : ""})`
+        : "if the job should run, see why its controller makes no pods"
+    }; else delete the job (or kubectl delete workload -n ${ev.ref.namespace} ${nameOf(wl)}) to release it`,
   };
+}
+
+/** ` (finalizers a, b)` of a pod, or empty. */
+function finalizersText(p: KubeObject): string {
+  const f = metaOf(p).finalizers;
+  return Array.isArray(f) && f.length > 0 ? ` (finalizers ${f.join(", ")})` : "";
 }
 
 function gang(ev: ExplainEvidence, active: KubeObject[], now: Date): Finding | undefined {

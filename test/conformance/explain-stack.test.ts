@@ -19,11 +19,18 @@
  * runs: here the operator is a process, so the test keeps a Deployment `kubeflow/training-operator` whose status
  * says what the process does) and no-controller (which stops the operator) run last, alone.
  *
- * Not produced here, and why (docs/explain.md, "On the live stack"): `warned` (its evidence is the PolicyReport of
- * a reconciler pass, and a warned job whose pods run is `running`); `phantom-reservation` (Kueue v0.19.2 releases
- * a reservation once the job's pods are gone; holding one needs the 120 s grace with a controller that makes no
- * pods, which the no-controller scenario shows only in `explain`'s `also` after that long); `not-found`,
- * `finished`, `pending` (no cause to remove). Skips, saying why, without the binaries.
+ * phantom-reservation: Kueue v0.19.2 keeps an evicted workload's quota until the job is no longer active, which for
+ * a Kubeflow job is the operator's word (KubeflowJob.IsActive reads `status.replicaStatuses[].active`); the
+ * operator v1.9.4 deletes a suspended job's pods and writes active 0 at once, terminating or not, so a pod kept by
+ * a finalizer does not hold the reservation here. What holds it is an operator that does not report: a
+ * ValidatingAdmissionPolicy refuses its writes of the job's status while the Workload is deactivated
+ * (`spec.active: false`), as in kubernetes-sigs/kueue#14811 where no controller reconciled after the suspend. The
+ * reconciler's caches hold no Workloads: its Event says `queued`, as for inadmissible.
+ *
+ * Not produced here, and why (docs/explain.md, "On the live stack"): `warned` (a warning never holds a job back: a
+ * warned job whose pods run is `running`, so `warned` leads only for a job held by something `explain` cannot see,
+ * and removing the warning would not start it; its evidence is also the PolicyReport of a reconciler pass);
+ * `not-found`, `finished`, `pending` (no cause to remove). Skips, saying why, without the binaries.
  */
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
@@ -92,6 +99,7 @@ const NODES: ClusterNode[] = [
   node("refused-h", { pool: "refused", product: H100 }),
   node("ctlerr-1", { pool: "ctlerr" }),
   node("noctl-1", { pool: "noctl" }),
+  node("phantom-1", { pool: "phantom" }),
 ];
 
 interface Pod {
@@ -100,6 +108,8 @@ interface Pod {
   cpu?: string;
   claim?: string;
   nodeName?: string;
+  /** terminationGracePeriodSeconds (kwok removes a deleted pod at a random moment of it). */
+  grace?: number;
 }
 /** A PyTorchJob: Master 1 and `workers` Workers (each template `pod`, the Master's `master` if given). */
 function pytorchJob(name: string, o: { pod: Pod; master?: Pod; workers?: number; queue?: string }): Obj {
@@ -107,6 +117,7 @@ function pytorchJob(name: string, o: { pod: Pod; master?: Pod; workers?: number;
     spec: {
       nodeSelector: { [POOL]: p.pool },
       ...(p.nodeName ? { nodeName: p.nodeName } : {}),
+      ...(p.grace !== undefined ? { terminationGracePeriodSeconds: p.grace } : {}),
       containers: [
         {
           name: "pytorch",
@@ -154,6 +165,8 @@ interface Scenario {
   next: Reason;
   /** The Event after removal: `QuartermasterRunning`, a Blocked of the next reason, or none. */
   nextEvent?: { reason: string; message: RegExp };
+  /** `explain` still names the reason this long after it first did (a state that lasts, not one passing by). */
+  holdsMs?: number;
   /** When the cause began, if not when setup returned (ms since the epoch). */
   causeAt?: (c: Ctx) => Promise<number>;
   /** Runs after every other scenario, alone (it stops a controller they need). */
@@ -209,6 +222,52 @@ async function operatorDeployment(cp: ControlPlane, ready: number): Promise<void
   await must(
     "Deployment training-operator status",
     cp.api("PATCH", `${path}/training-operator/status`, { status: { replicas: 1, readyReplicas: ready, availableReplicas: ready, updatedReplicas: 1 } }, MERGE),
+  );
+}
+
+/** A ValidatingAdmissionPolicy (and its binding) refusing every write of PyTorchJob status in `c.ns`. */
+const STATUS_REFUSED = "qm-e2e-pytorchjob-status-refused";
+const ADMISSION = "/apis/admissionregistration.k8s.io/v1";
+async function refuseStatusWrites(c: Ctx, job: string): Promise<void> {
+  await must(
+    "ValidatingAdmissionPolicy",
+    c.cp.api("POST", `${ADMISSION}/validatingadmissionpolicies`, {
+      apiVersion: "admissionregistration.k8s.io/v1",
+      kind: "ValidatingAdmissionPolicy",
+      metadata: { name: STATUS_REFUSED },
+      spec: {
+        failurePolicy: "Fail",
+        matchConstraints: {
+          namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": c.ns } },
+          resourceRules: [{ apiGroups: ["kubeflow.org"], apiVersions: ["*"], operations: ["UPDATE"], resources: ["pytorchjobs/status"] }],
+        },
+        validations: [{ expression: "false", message: `${STATUS_REFUSED}: the job's status is not written` }],
+      },
+    }),
+  );
+  await must(
+    "ValidatingAdmissionPolicyBinding",
+    c.cp.api("POST", `${ADMISSION}/validatingadmissionpolicybindings`, {
+      apiVersion: "admissionregistration.k8s.io/v1",
+      kind: "ValidatingAdmissionPolicyBinding",
+      metadata: { name: STATUS_REFUSED },
+      spec: { policyName: STATUS_REFUSED, validationActions: ["Deny"] },
+    }),
+  );
+  // The apiserver loads policies asynchronously: in force once a dry-run write of the job's status is refused.
+  await c.cp.until(
+    "the status writes refused",
+    async () => {
+      const r = await c.cp.api(
+        "PATCH",
+        `/apis/kubeflow.org/v1/namespaces/${c.ns}/pytorchjobs/${job}/status?dryRun=All`,
+        { status: { lastReconcileTime: new Date().toISOString() } },
+        MERGE,
+      );
+      return r.status >= 400 && JSON.stringify(r.body).includes(STATUS_REFUSED);
+    },
+    30_000,
+    250,
   );
 }
 
@@ -431,6 +490,59 @@ const SCENARIOS: Scenario[] = [
     // cause is removed; the Event of this reason is the webhook's.
   },
   {
+    name: "deactivated in Kueue while the operator's status writes are refused → phantom-reservation (evicted, quota still reserved, no pods); the writes allowed and the Workload active again → running",
+    ns: "ex-phantom",
+    job: "phantom",
+    // Kueue v0.19.2 releases an evicted workload's quota once the job is no longer active, and for a Kubeflow job
+    // that is the operator's word: KubeflowJob.IsActive reads status.replicaStatuses[].active. The operator deletes
+    // the pods of the job Kueue suspends, but cannot write that none is active (a stand-in for an operator that
+    // stops reporting, as in kubernetes-sigs/kueue#14811): the reservation stays, with no pods.
+    setup: async (c) => {
+      await createQueues(c.cp, {
+        namespace: c.ns,
+        flavors: [{ name: "fl-phantom", nodeLabels: { [POOL]: "phantom" } }],
+        clusterQueue: "cq-phantom",
+        localQueue: "lq-phantom",
+        quota: () => QUOTA,
+      });
+      await createJob(c, pytorchJob("phantom", { pod: { pool: "phantom", gpus: 2, grace: 5 }, queue: "lq-phantom" }));
+      await c.cp.until(
+        "the operator's status: Master active",
+        async () => (await c.cp.api("GET", `/apis/kubeflow.org/v1/namespaces/${c.ns}/pytorchjobs/phantom`)).body.status?.replicaStatuses?.Master?.active === 1,
+        60_000,
+        500,
+      );
+      await refuseStatusWrites(c, "phantom");
+      const wl = await workloadFor(c.cp, c.ns, "PyTorchJob", "phantom");
+      assert.ok(wl, "phantom's Workload");
+      await must(
+        "deactivate the Workload",
+        c.cp.api("PATCH", `${KUEUE_API}/namespaces/${c.ns}/workloads/${wl.metadata.name}`, { spec: { active: false } }, MERGE),
+      );
+    },
+    reason: "phantom-reservation",
+    evidence: [
+      /2 nvidia\.com\/gpu in flavor fl-phantom.* reserved in ClusterQueue cq-phantom for (\d+m)?\d+s, and the job has no pods/,
+      /^quota still reserved \d+s after Kueue evicted the workload \(Deactivated\), with no pods/,
+      /Evicted=True \(Deactivated\)/,
+      /spec\.suspend is true/,
+    ],
+    holdsMs: 15_000,
+    event: { reason: "QuartermasterBlocked", message: /^queued: suspended for LocalQueue lq-phantom/ },
+    remove: async (c) => {
+      await must("delete the binding", c.cp.api("DELETE", `${ADMISSION}/validatingadmissionpolicybindings/${STATUS_REFUSED}`));
+      await must("delete the policy", c.cp.api("DELETE", `${ADMISSION}/validatingadmissionpolicies/${STATUS_REFUSED}`));
+      const wl = await workloadFor(c.cp, c.ns, "PyTorchJob", "phantom");
+      assert.ok(wl, "phantom's Workload");
+      await must(
+        "activate the Workload",
+        c.cp.api("PATCH", `${KUEUE_API}/namespaces/${c.ns}/workloads/${wl.metadata.name}`, { spec: { active: true } }, MERGE),
+      );
+    },
+    next: "running",
+    nextEvent: { reason: "QuartermasterRunning", message: /blocked before \(queued/ },
+  },
+  {
     name: "pods refused by a ResourceQuota → controller-error (FailedCreate); the quota deleted → running",
     ns: "ex-ctlerr",
     job: "ctlerr",
@@ -596,6 +708,7 @@ describe("explain on the live stack: every reason, its evidence, its Event, and 
     await s.setup(c);
     let caused = Date.now();
     const v = await waitVerdict(s.ns, s.job, s.reason, 60_000, s.also);
+    const named = Date.now();
     if (s.causeAt) caused = await s.causeAt(c);
     const all = text(v);
     for (const re of s.evidence) assert.match(all, re, `${s.ns}/${s.job} evidence`);
@@ -604,12 +717,18 @@ describe("explain on the live stack: every reason, its evidence, its Event, and 
         v.also.some((f) => f.reason === s.also),
         `also ${s.also}: ${v.also.map((f) => f.reason).join(", ")}`,
       );
-    if ("none" in s.event) timings.push(`${s.reason}: explain in ${Date.now() - caused} ms; no Event expected (${s.event.none})`);
+    if ("none" in s.event) timings.push(`${s.reason}: explain in ${named - caused} ms; no Event expected (${s.event.none})`);
     else {
       const e = await waitEvent(s.ns, s.job, s.event, EVENT_MS + 5_000);
       const ms = Date.parse(e.lastTimestamp ?? e.metadata.creationTimestamp) - caused;
-      timings.push(`${s.reason}: Event ${e.reason} ${ms} ms after the cause: ${String(e.message).slice(0, 100)}`);
+      timings.push(`${s.reason}: explain in ${named - caused} ms; Event ${e.reason} ${ms} ms after the cause: ${String(e.message).slice(0, 100)}`);
       assert.ok(ms <= EVENT_MS, `${s.ns}/${s.job}: the Event came ${ms} ms after the cause`);
+    }
+    if (s.holdsMs) {
+      await new Promise((r) => setTimeout(r, Math.max(0, named + s.holdsMs! - Date.now())));
+      const still = await explain(s.ns, s.job);
+      assert.equal(still.reason, s.reason, `${s.ns}/${s.job}: ${s.holdsMs} ms after, explain says ${still.reason}: ${text(still)}`);
+      timings.push(`${s.reason}: still held ${Date.now() - named} ms after explain first named it: ${still.summary}`);
     }
     const removed = Date.now();
     await s.remove(c);
@@ -630,13 +749,14 @@ describe("explain on the live stack: every reason, its evidence, its Event, and 
 
   it("covers every reason with a cause the issue names, and two scenarios of two causes", () => {
     const covered = new Set(SCENARIOS.map((s) => s.reason));
-    const notProduced = ["not-found", "finished", "pending", "warned", "phantom-reservation", "running"];
+    const notProduced = ["not-found", "finished", "pending", "warned", "running"];
     const causes = [
       "refused",
       "inadmissible",
       "queued",
       "no-controller",
       "controller-error",
+      "phantom-reservation",
       "stale-node",
       "untolerated-taint",
       "no-matching-node",

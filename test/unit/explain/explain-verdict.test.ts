@@ -16,6 +16,8 @@ interface Case {
   /** A pattern some evidence item (`object: text`) matches. */
   evidence: RegExp;
   next: RegExp;
+  /** A pattern the summary matches. */
+  summary?: RegExp;
   also?: Reason[];
   /** The same job with the cause removed, and the reason it then gets. */
   fixed?: { given: ExplainEvidence; reason: Reason };
@@ -40,6 +42,22 @@ const runningWithQueue = {
   workload: workload({ conditions: admitted(600), admission: true }),
   localQueue,
   clusterQueue: clusterQueue(16, 16),
+};
+/** Admitted 10 minutes ago, evicted 40 s ago (deactivated), the quota still reserved: Kueue waits for the job's controller. */
+const evictedHolding = (): unknown[] => [
+  ...admitted(600),
+  { type: "Evicted", status: "True", reason: "Deactivated", message: "The workload is deactivated", lastTransitionTime: ago(40) },
+];
+const evictedJob = {
+  job: job({ suspend: true, queue: "gpu" }),
+  workload: workload({ conditions: evictedHolding(), admission: true }),
+  localQueue,
+  clusterQueue: clusterQueue(16, 16),
+};
+/** A pod deleted `deletedAgo` seconds before its deletion time (negative: its grace period still running). */
+const deleted = (name: string, deletionAgo: number, finalizers?: string[]): ReturnType<typeof pod> => {
+  const p = pod({ name, node: "gpu-a1" });
+  return { ...p, metadata: { ...(p.metadata as object), deletionTimestamp: ago(deletionAgo), ...(finalizers ? { finalizers } : {}) } };
 };
 const taint = { key: "dedicated", value: "inference", effect: "NoSchedule" };
 const claim = (allocated: boolean): Record<string, unknown> => ({
@@ -197,6 +215,30 @@ const CASES: Case[] = [
     evidence: /16 nvidia.com\/gpu in flavor a100 reserved in ClusterQueue gpu-cq for 10m00s, and the job has no pods/,
     next: /kubectl delete workload -n team-a pytorchjob-llm-1a2b3/,
     fixed: { given: evidence(runningWithQueue), reason: "running" },
+  },
+  {
+    name: "evicted (deactivated) 40 s ago, quota still reserved, the pods gone → phantom-reservation at once, counted from the eviction",
+    given: evidence({ ...evictedJob, pods: [] }),
+    reason: "phantom-reservation",
+    summary: /^quota still reserved 40s after Kueue evicted the workload \(Deactivated\), with no pods \(reserved 10m00s in all\)$/,
+    evidence: /Workload team-a\/pytorchjob-llm-1a2b3: Evicted=True \(Deactivated\): The workload is deactivated, for 40s/,
+    next: /Kueue releases it once the job's controller reports no active replicas/,
+    fixed: { given: evidence(runningWithQueue), reason: "running" },
+  },
+  {
+    name: "evicted, quota still reserved, the only pod terminating past its deletion time (a finalizer) → phantom-reservation, naming the pod",
+    given: evidence({ ...evictedJob, pods: [deleted("llm-worker-0", 120, ["example.com/keep"])] }),
+    reason: "phantom-reservation",
+    summary: /with only pods stuck terminating/,
+    evidence: /the job's only pods are 1 terminating past their deletion time \(llm-worker-0 since .* \(finalizers example\.com\/keep\)\)/,
+    next: /what keeps the terminating pods/,
+  },
+  {
+    name: "evicted, quota still reserved, a pod terminating within its grace period → not a phantom reservation (the pod still holds its GPUs)",
+    given: evidence({ ...evictedJob, pods: [deleted("llm-worker-0", -20), deleted("llm-worker-1", 30)] }),
+    reason: "pending",
+    evidence: /0 active pod\(s\) of 2/,
+    next: /wait a little/,
   },
   {
     name: "a pod on a node the ledger marks stale → stale-node",
@@ -380,6 +422,7 @@ describe("explainJob", () => {
         `no evidence matches ${tc.evidence}:\n${lines(v).join("\n")}`,
       );
       assert.match(v.next, tc.next);
+      if (tc.summary) assert.match(v.summary, tc.summary);
       if (tc.also)
         assert.deepEqual(
           v.also.map((f) => f.reason),
