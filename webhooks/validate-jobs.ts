@@ -80,6 +80,7 @@ import type { Policy } from "../src/policy/types.js";
 import { TRAINER_RUNTIME_KINDS } from "../src/core/job-shapes.js";
 import {
   asksForGpus,
+  claimSources,
   judgeJob,
   scaleRead,
   jobReviewCost,
@@ -204,7 +205,7 @@ function readQueueOf(r: JobReview, job: KubeObject): QueueRead | Promise<QueueRe
 
 /** A job's CREATE or UPDATE: its runtime (a TrainJob), the claims its templates name and its queue read, then judged. */
 function jobReview(r: JobReview): ValidationResult | Promise<ValidationResult> {
-  const { request, kind, namespace, reader, ctx, deps, templates, templateFields } = r;
+  const { request, kind, namespace, reader, ctx, deps, templates } = r;
   const { policy } = deps;
   const { reportRefusal } = r;
   // More runtime patches than Trainer's CRD admits: refused before anything merges them (issue 46).
@@ -250,21 +251,14 @@ function jobReview(r: JobReview): ValidationResult | Promise<ValidationResult> {
       void reportRefusal({ object: request.object, kind, namespace, name: request.name, violations: result.violations, dryRun: request.dryRun });
     return result;
   };
-  const specs = [...templates(request.object, kind), ...(request.oldObject ? templates(request.oldObject, kind) : [])] as V1PodSpec[];
   const read = readRuntimeOf(r, request.object, freshRuntime);
   const runtime = read instanceof Promise ? read.then(priced) : priced(read);
   // A TrainJob's runtime templates may name claims too: read once the runtime is (a v1 kind has none, at once),
-  // unless the runtime made the review too costly to check.
+  // unless the runtime made the review too costly to check. Which specs, and where: `claimSources`.
   const claimsWith = ({ runtime: rt, overBound }: PricedRuntime): ClaimsRead | Promise<ClaimsRead> => {
     if (overBound) return NO_CLAIMS;
-    const replicas = rt.object ? jobShape(kind).replicas(request.object, kind, rt.object) : [];
-    const fromRuntime = replicas.map((x) => x.spec.template?.spec) as V1PodSpec[];
-    const fields = [
-      ...templateFields(request.object, kind),
-      ...(request.oldObject ? templateFields(request.oldObject, kind) : []),
-      ...replicas.map((x) => `${x.templateField}.spec`),
-    ];
-    return readClaims([...specs, ...fromRuntime], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, { fields });
+    const { specs, fields } = claimSources(request, kind, rt.object);
+    return readClaims(specs, namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, { fields });
   };
   const claims = runtime instanceof Promise ? runtime.then(claimsWith) : claimsWith(runtime);
   const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;

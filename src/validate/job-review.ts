@@ -1,12 +1,14 @@
 /**
  * @module
  * The decisions of `POST /validate/jobs` (webhooks/validate-jobs.ts holds its wiring: which rules, which reads,
- * which answer): what a training job's review is priced on and where each priced template is, the TrainJob's runtime
- * as the rules get it (or the failure `clusterSpec.onJobLookupFailure` makes of it), the refusals before any rule
- * runs (more runtime patches than Trainer's CRD admits, a TrainJob over the cost bound with its runtime's
- * templates), how a TrainJob's runtime is read and judged (issue 45: CREATE and unsuspend), and a stale Scale.
+ * which answer): what a training job's review is priced on and where each priced template is, which pod specs its
+ * DRA claims are read from, the TrainJob's runtime as the rules get it (or the failure
+ * `clusterSpec.onJobLookupFailure` makes of it), the refusals before any rule runs (more runtime patches than
+ * Trainer's CRD admits, a TrainJob over the cost bound with its runtime's templates), how a TrainJob's runtime is
+ * read and judged (issue 45: CREATE and unsuspend), and a stale Scale.
  * Pure: the reads are the webhook's.
  */
+import type { V1PodSpec } from "@kubernetes/client-node";
 import type { KubeObject } from "../core/kube.js";
 import { isObject } from "../core/object.js";
 import { explainCost, jobTemplateSpecs, specsCost, type ReviewCost } from "../core/cost.js";
@@ -75,6 +77,29 @@ export function templateFields(job: unknown, kind: JobKind): string[] {
   const replicas = isObject(job) && isObject(job.spec) ? job.spec[field] : undefined;
   if (!isObject(replicas)) return [];
   return shape.layout === "single" ? [`spec.${field}.template.spec`] : Object.keys(replicas).map((type) => `spec.${field}.${type}.template.spec`);
+}
+
+/** The pod specs a job's review reads DRA claims from, and where each is (`readClaims`'s `fields`, index for index). */
+export interface ClaimSources {
+  specs: (V1PodSpec | undefined)[];
+  fields: string[];
+}
+
+/**
+ * Where a job's CREATE or UPDATE reads the DRA claims it names: the templates it is priced on (`pricedTemplates`: a
+ * TrainJob's own part and runtime patches) of the object, then of the old object when there is one; then, for a
+ * TrainJob whose runtime was read (`runtime`), the pods Trainer will make of the new object and that runtime (so the
+ * claims the runtime's templates name count too). A v1 kind (it has no runtime), or a TrainJob without its runtime
+ * (not read, `onJobLookupFailure: warn`): the templates alone. Pure: the webhook reads the claims (`readClaims`).
+ */
+export function claimSources(request: ReviewedJob, kind: JobKind, runtime: KubeObject | undefined): ClaimSources {
+  const objects = [request.object, ...(request.oldObject ? [request.oldObject] : [])];
+  const shape = jobShape(kind);
+  const replicas = runtime && shape.layout === "runtime" ? shape.replicas(request.object, kind, runtime) : [];
+  return {
+    specs: [...objects.flatMap((o) => pricedTemplates(o, kind)), ...replicas.map((x) => x.spec.template?.spec)] as (V1PodSpec | undefined)[],
+    fields: [...objects.flatMap((o) => templateFields(o, kind)), ...replicas.map((x) => `${x.templateField}.spec`)],
+  };
 }
 
 /** A TrainJob's GPUs may be its runtime's: asked for as read. A v1 job without any GPU has nothing to check. */
