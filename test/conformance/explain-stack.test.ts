@@ -40,7 +40,7 @@ import { runCli } from "../../src/cli/commands.js";
 import type { Reason, Verdict } from "../../src/explain/types.js";
 import type { ClusterNode } from "../fixtures/nodes.js";
 import { startControlPlane, type ControlPlane } from "../e2e/harness/controlplane.js";
-import { createQueues, installKueueCrds, KUEUE_API, kueueBin, QUEUE_LABEL, startKueue, workloadFor } from "../e2e/harness/kueue.js";
+import { createQueues, type Flavor, installKueueCrds, KUEUE_API, kueueBin, QUEUE_LABEL, startKueue, workloadFor } from "../e2e/harness/kueue.js";
 import { kwokBin, kwokNodes, resumeNodeLease, startKwok, stopNodeLease, type Controller } from "../e2e/harness/kwok.js";
 import { installOperatorCrds, operatorBin, startOperator } from "../e2e/harness/operator.js";
 import { JOB_CONTROLLER } from "../e2e/harness/trainer.js";
@@ -183,6 +183,13 @@ async function must(what: string, r: Promise<{ status: number; body: any }>, ok 
 const createJob = (c: Ctx, job: Obj): Promise<any> =>
   must(`PyTorchJob ${job.metadata.name}`, c.cp.api("POST", `/apis/kubeflow.org/v1/namespaces/${c.ns}/pytorchjobs`, job));
 const patchNode = (c: Ctx, name: string, body: Obj): Promise<any> => must(`node ${name}`, c.cp.api("PATCH", `/api/v1/nodes/${name}`, body, MERGE));
+/**
+ * A scenario's queues (`createQueues`, all Active): ClusterQueue `cq-<pool>` with {@link QUOTA} of one flavor,
+ * LocalQueue `lq-<pool>` in the scenario's namespace; the flavor is ResourceFlavor `fl-<pool>` on the pool's nodes
+ * unless `flavor` is given.
+ */
+const queueFor = (c: Ctx, pool: string, flavor: Flavor = { name: `fl-${pool}`, nodeLabels: { [POOL]: pool } }): Promise<void> =>
+  createQueues(c.cp, { namespace: c.ns, flavors: [flavor], clusterQueue: `cq-${pool}`, localQueue: `lq-${pool}`, quota: () => QUOTA });
 
 /** A ResourceSlice of `count` devices of {@link DRIVER} on `node`. */
 const slice = (c: Ctx, nodeName: string, count: number): Promise<any> =>
@@ -413,13 +420,7 @@ const SCENARIOS: Scenario[] = [
     ns: "ex-queued",
     job: "second",
     setup: async (c) => {
-      await createQueues(c.cp, {
-        namespace: c.ns,
-        flavors: [{ name: "fl-queued", nodeLabels: { [POOL]: "queued" } }],
-        clusterQueue: "cq-queued",
-        localQueue: "lq-queued",
-        quota: () => QUOTA,
-      });
+      await queueFor(c, "queued");
       await createJob(c, pytorchJob("first", { pod: { pool: "queued", gpus: 8 }, queue: "lq-queued" }));
       await c.cp.until("first admitted", async () => (await workloadFor(c.cp, c.ns, "PyTorchJob", "first"))?.status?.admission !== undefined, 60_000, 500);
       await createJob(c, pytorchJob("second", { pod: { pool: "queued", gpus: 8 }, queue: "lq-queued" }));
@@ -441,14 +442,7 @@ const SCENARIOS: Scenario[] = [
     reason: "inadmissible",
     evidence: [/LocalQueue ex-inadm\/lq-inadm: not found/, /create LocalQueue lq-inadm in ex-inadm/],
     event: { reason: "QuartermasterBlocked", message: /^queued: suspended for LocalQueue lq-inadm/ },
-    remove: (c) =>
-      createQueues(c.cp, {
-        namespace: c.ns,
-        flavors: [{ name: "fl-inadm", nodeLabels: { [POOL]: "inadm" } }],
-        clusterQueue: "cq-inadm",
-        localQueue: "lq-inadm",
-        quota: () => QUOTA,
-      }),
+    remove: (c) => queueFor(c, "inadm"),
     next: "running",
     nextEvent: { reason: "QuartermasterRunning", message: /blocked before \(queued/ },
   },
@@ -466,13 +460,7 @@ const SCENARIOS: Scenario[] = [
           spec: { nodeLabels: { [PRODUCT]: A100, [POOL]: "refused" } },
         }),
       );
-      await createQueues(c.cp, {
-        namespace: c.ns,
-        flavors: [{ name: "fl-h100r", nodeLabels: { [PRODUCT]: H100, [POOL]: "refused" } }],
-        clusterQueue: "cq-refused",
-        localQueue: "lq-refused",
-        quota: () => QUOTA,
-      });
+      await queueFor(c, "refused", { name: "fl-h100r", nodeLabels: { [PRODUCT]: H100, [POOL]: "refused" } });
       await createJob(c, pytorchJob("refused", { pod: { pool: "refused", gpus: 1 }, queue: "lq-refused" }));
     },
     reason: "refused",
@@ -500,13 +488,7 @@ const SCENARIOS: Scenario[] = [
     // the pods of the job Kueue suspends, but cannot write that none is active (a stand-in for an operator that
     // stops reporting, as in kubernetes-sigs/kueue#14811): the reservation stays, with no pods.
     setup: async (c) => {
-      await createQueues(c.cp, {
-        namespace: c.ns,
-        flavors: [{ name: "fl-phantom", nodeLabels: { [POOL]: "phantom" } }],
-        clusterQueue: "cq-phantom",
-        localQueue: "lq-phantom",
-        quota: () => QUOTA,
-      });
+      await queueFor(c, "phantom");
       await createJob(c, pytorchJob("phantom", { pod: { pool: "phantom", gpus: 2, grace: 5 }, queue: "lq-phantom" }));
       await c.cp.until(
         "the operator's status: Master active",
