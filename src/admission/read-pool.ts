@@ -14,7 +14,8 @@
  * unknown, not as absent or zero (src/validate/claims.ts, gpu-unknown).
  *
  * Hand-written: p-limit and p-queue (the well-kept limiters) bound one queue; none keeps a queue per caller served
- * in turn with a per-caller bound, which is the point here. Cached answers (`peek`) do not queue.
+ * in turn with a per-caller bound, which is the point here. Cached answers (`peek`) do not queue, nor do the reader's
+ * background re-reads of them (refresh-ahead, src/kube/jobs.ts).
  */
 import type { KubeObject, ObjectKind } from "../core/kube.js";
 import type { JobReader } from "../membership/types.js";
@@ -45,6 +46,16 @@ export class ReadShed extends Error {
     super(message);
     this.name = "ReadShed";
   }
+}
+
+/** What a review's reader passes straight to the shared one: its cached answers and their measuring (none of it queues). */
+function passedThrough(reader: JobReader): Pick<JobReader, "observeLookup" | "clock" | "peek" | "refreshing"> {
+  return {
+    ...(reader.observeLookup ? { observeLookup: reader.observeLookup } : {}),
+    ...(reader.clock ? { clock: reader.clock } : {}),
+    ...(reader.peek ? { peek: reader.peek.bind(reader) } : {}),
+    ...(reader.refreshing ? { refreshing: reader.refreshing.bind(reader) } : {}),
+  };
 }
 
 /** A reader for one review; release it when the review has its answer (what still waits is then shed). */
@@ -177,9 +188,7 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
         });
       };
       return {
-        ...(reader.observeLookup ? { observeLookup: reader.observeLookup } : {}),
-        ...(reader.clock ? { clock: reader.clock } : {}),
-        ...(reader.peek ? { peek: reader.peek.bind(reader) } : {}),
+        ...passedThrough(reader),
         get: (kind, namespace, name) => enqueue(() => reader.get(kind, namespace, name), what(kind, namespace, name)),
         fresh: (kind, namespace, name) => enqueue(() => (reader.fresh ?? reader.get).call(reader, kind, namespace, name), what(kind, namespace, name)),
         release: () => close("not read: the review had been answered"),

@@ -3,9 +3,20 @@
  * Reading training jobs from the apiserver for the admission path: a plain GET (`rest.ts`, which keeps
  * @kubernetes/client-node and its ~70 MiB out of the webhook process), or client-node's CustomObjectsApi
  * for a kubeconfig only client-node handles. The client is set up on first use, and `warm()` lets the
- * server do that right after it starts listening. Answers are cached for a short TTL
- * and concurrent reads of the same job share one request (as LimitRanger's live lookups do), so a
- * job's replicas created together cost one GET. `fresh` bypasses the cache (and refreshes it), for
+ * server do that right after it starts listening. Answers are cached for a short TTL (`ttlMs`, the policy's
+ * `clusterSpec.jobCacheTtlMs`) and concurrent reads of the same job share one request (as LimitRanger's live lookups
+ * do), so a job's replicas created together cost one GET. A copy is never answered once it is `ttlMs` old (counted
+ * from when its read began), so what a read answers is at most `ttlMs` stale.
+ *
+ * Refresh-ahead (issue 51, as Caffeine's refreshAfterWrite): a copy read past its refresh point (`refreshAfterMs`,
+ * half the TTL by default) is still answered at once, and its job is re-read in the background, one read at a time
+ * shared like any other; the new answer replaces the copy when it comes. A launch's pods then keep finding the job
+ * in the cache instead of all waiting on one GET to the loaded apiserver each time the copy expires. A failed
+ * re-read leaves the copy to its TTL (never past it), and the next read past the refresh point tries again. `peek`
+ * starts these re-reads too, since admission answers most lookups through it; they do not queue in the read pool
+ * (src/admission/read-pool.ts): no review waits on them, and there is at most one in flight per job.
+ *
+ * `fresh` bypasses the cache (and refreshes it), for
  * decisions that must see the job as it is now (`/scale`, a TrainJob's runtime on CREATE): with a copy at hand it
  * reads the object's metadata alone first, and answers the copy when its uid and resourceVersion are the object's
  * now (issue 46), else reads it whole.
@@ -18,7 +29,15 @@ import { restClient, type RestClient } from "./rest.js";
 export interface JobReaderOptions {
   /** Path of a kubeconfig; default: in-cluster service account, else $KUBECONFIG / ~/.kube/config. */
   kubeconfig?: string;
+  /** How long an answer is reused, counted from when its read began; 0 reads every time. */
   ttlMs: number;
+  /**
+   * Age past which a read of a cached answer also re-reads the job in the background (refresh-ahead), so the copy is
+   * replaced before it expires; default half of `ttlMs`, which leaves the re-read the other half to come back (a
+   * launch's loaded apiserver took 0.47 s on average, issue 51) for at most twice the GETs of a job read all the time.
+   * At or past `ttlMs`: no refresh-ahead.
+   */
+  refreshAfterMs?: number;
   /** Upper bound on cached jobs (oldest dropped first). */
   maxEntries?: number;
   now?: () => number;
@@ -38,6 +57,8 @@ interface Entry {
   settled?: { job: KubeObject | undefined };
   /** The object the entry before this one held, while this one is in flight: what a `fresh` read may find unchanged. */
   known?: KubeObject;
+  /** The background re-read of this settled entry (refresh-ahead), while in flight: it replaces this entry once read. */
+  next?: Entry;
 }
 
 /** One object by API path; undefined when it does not exist. */
@@ -88,70 +109,135 @@ async function connectClientNode(kubeconfig: string | undefined): Promise<GetObj
   };
 }
 
+/** A job as the cache files it (`key`) and reads it. */
+interface Ref {
+  key: string;
+  kind: ObjectKind;
+  namespace: string;
+  name: string;
+}
+
+function refOf(kind: ObjectKind, namespace: string, name: string): Ref {
+  return { key: `${kind.group}/${kind.kind}/${namespace}/${name}`, kind, namespace, name };
+}
+
+/** How a read reads: told the client and the object last read, if any. */
+type Read = (get: GetObject, known: KubeObject | undefined) => Promise<KubeObject | undefined>;
+
+/** The plain read: the whole object. */
+const readWhole =
+  (ref: Ref): Read =>
+  (get) =>
+    get(ref.kind, ref.namespace, ref.name);
+
+/**
+ * A `fresh` read with a copy at hand (settled, however old) and a client that reads metadata alone reads that first:
+ * the same uid and resourceVersion are the very object as it is now (the apiserver changes the resourceVersion on
+ * every write), so the copy is answered; else the object is read whole. Issue 46: a 1.5 MiB runtime read and parsed
+ * whole on every TrainJob CREATE held the event loop every tenant's reviews share.
+ */
+const readUnlessUnchanged =
+  (ref: Ref): Read =>
+  (get, known) => {
+    const version = known && versionOf(known);
+    if (!get.metadata || !version) return get(ref.kind, ref.namespace, ref.name);
+    return get
+      .metadata(ref.kind, ref.namespace, ref.name)
+      .then((meta) => (meta === undefined ? undefined : versionOf(meta) === version ? known : get(ref.kind, ref.namespace, ref.name)));
+  };
+
+/** The client, set up on first use; one that failed to load is tried again on the next read. */
+function lazyClient(getObject: () => Promise<GetObject>): () => Promise<GetObject> {
+  let client: Promise<GetObject> | undefined;
+  return () =>
+    (client ??= getObject().catch((err: unknown) => {
+      client = undefined;
+      throw err;
+    }));
+}
+
 /** A cached, single-flight job reader over `getObject` (the apiserver's unless a test passes its own). */
 export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobReaderOptions): WarmJobReader {
   const now = opts.now ?? Date.now;
   const max = opts.maxEntries ?? 10_000;
+  const refreshAfter = opts.refreshAfterMs ?? opts.ttlMs / 2;
   const cache = new Map<string, Entry>();
-  let client: Promise<GetObject> | undefined;
-  const load = (): Promise<GetObject> => {
-    client ??= getObject().catch((err: unknown) => {
-      client = undefined; // retry on the next read
-      throw err;
-    });
-    return client;
+  const load = lazyClient(getObject);
+  /** The key's entry and its age (Infinity: none). */
+  const lookup = (key: string): { hit: Entry | undefined; age: number } => {
+    const hit = cache.get(key);
+    return { hit, age: hit ? now() - hit.at : Infinity };
   };
   return {
     ...(opts.observe ? { observeLookup: opts.observe } : {}),
-    async warm() {
-      await load().then(
+    warm: () =>
+      load().then(
         () => undefined,
         () => undefined,
-      );
-    },
+      ),
     peek(kind, namespace, name) {
-      const hit = cache.get(`${kind.group}/${kind.kind}/${namespace}/${name}`);
-      return hit?.settled && now() - hit.at < opts.ttlMs ? hit.settled.job : null;
+      const ref = refOf(kind, namespace, name);
+      const { hit, age } = lookup(ref.key);
+      if (!hit?.settled || age >= opts.ttlMs) return null;
+      refreshAhead(ref, hit, age);
+      return hit.settled.job;
+    },
+    refreshing(kind, namespace, name) {
+      const { hit, age } = lookup(refOf(kind, namespace, name).key);
+      return hit?.next !== undefined && age < opts.ttlMs;
     },
     get(kind, namespace, name) {
-      const key = `${kind.group}/${kind.kind}/${namespace}/${name}`;
-      const hit = cache.get(key);
-      if (hit && now() - hit.at < opts.ttlMs) return hit.value;
-      return fetch(key, kind, namespace, name);
+      const ref = refOf(kind, namespace, name);
+      const { hit, age } = lookup(ref.key);
+      if (hit && age < opts.ttlMs) {
+        refreshAhead(ref, hit, age);
+        return hit.value;
+      }
+      // Expired while its re-read was in flight: wait on that read rather than start another (single flight).
+      if (hit?.next) return install(ref.key, hit.next).value;
+      return fetch(ref, readWhole(ref));
     },
-    // Never shares a read already in flight (it may have started before the change being checked). With a copy at
-    // hand (settled, however old) and a client that reads metadata alone, that is read first: the same uid and
-    // resourceVersion are the very object as it is now (the apiserver changes the resourceVersion on every write),
-    // so the copy is answered; else the object is read whole. Issue 46: a 1.5 MiB runtime read and parsed whole on
-    // every TrainJob CREATE held the event loop every tenant's reviews share.
+    // Never shares a read already in flight (it may have started before the change being checked), a background
+    // re-read included.
     fresh(kind, namespace, name) {
-      return fetch(`${kind.group}/${kind.kind}/${namespace}/${name}`, kind, namespace, name, (get, known) => {
-        const version = known && versionOf(known);
-        if (!get.metadata || !version) return get(kind, namespace, name);
-        return get
-          .metadata(kind, namespace, name)
-          .then((meta) => (meta === undefined ? undefined : versionOf(meta) === version ? known : get(kind, namespace, name)));
-      });
+      const ref = refOf(kind, namespace, name);
+      return fetch(ref, readUnlessUnchanged(ref));
     },
   };
 
-  /**
-   * One read (a GET unless `read` says otherwise, which is told the object last read, if any), cached under `key`
-   * from now on (failures are not).
-   */
-  function fetch(
-    key: string,
-    kind: ObjectKind,
-    namespace: string,
-    name: string,
-    read: (get: GetObject, known: KubeObject | undefined) => Promise<KubeObject | undefined> = (get) => get(kind, namespace, name),
-  ): Promise<KubeObject | undefined> {
-    const before = cache.get(key);
+  /** One read, cached from now on (failures are not); `read` is told the object last read, if any. */
+  function fetch(ref: Ref, read: Read): Promise<KubeObject | undefined> {
+    const before = cache.get(ref.key);
     const known = before?.settled ? before.settled.job : before?.known;
+    return install(ref.key, begin(ref.key, known, read)).value;
+  }
+
+  /**
+   * Refresh-ahead: a settled copy read at `age` past the refresh point, with no re-read of it in flight, has its job
+   * re-read in the background. The re-read replaces the copy only if the copy is still the key's entry: a `fresh`
+   * read begun since is newer, and an evicted key stays evicted. A failure just clears the way for the next try:
+   * the copy keeps its own `at`, so it still expires on time.
+   */
+  function refreshAhead(ref: Ref, hit: Entry, age: number): void {
+    if (!hit.settled || hit.next || age < refreshAfter) return;
+    const next = begin(ref.key, hit.settled.job, readWhole(ref));
+    hit.next = next;
+    next.value.then(
+      () => {
+        delete hit.next;
+        if (cache.get(ref.key) === hit) install(ref.key, next);
+      },
+      () => delete hit.next, // handled here: a background read's failure is no one's to report
+    );
+  }
+
+  /**
+   * An entry for a read begun now, not yet in the cache. `at` is when the read began, not when it answered: the
+   * object may have changed any time after the request left, so the copy's age (and the TTL) count from then.
+   */
+  function begin(key: string, known: KubeObject | undefined, read: Read): Entry {
     const value = load().then((get) => read(get, known));
     const entry: Entry = { at: now(), value, ...(known ? { known } : {}) };
-    cache.delete(key);
-    cache.set(key, entry);
     value.then(
       (job) => {
         entry.settled = { job };
@@ -159,8 +245,15 @@ export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobRe
       },
       () => cache.get(key) === entry && cache.delete(key), // failures are not cached
     );
+    return entry;
+  }
+
+  /** Makes `entry` the key's (the newest, last to be evicted), dropping the oldest key past `maxEntries`. */
+  function install(key: string, entry: Entry): Entry {
+    cache.delete(key);
+    cache.set(key, entry);
     if (cache.size > max) cache.delete(cache.keys().next().value!);
-    return value;
+    return entry;
   }
 }
 

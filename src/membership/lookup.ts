@@ -38,6 +38,15 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * How a lookup answered from the cache is counted: `hit_refreshing` when a copy it used is being re-read in the
+ * background (refresh-ahead, src/kube/jobs.ts), else `hit`. Asked only when someone is counting.
+ */
+function hitOf(jobs: JobReader, kinds: readonly ObjectKind[], namespace: string, name: string): LookupResult {
+  if (!jobs.observeLookup || !jobs.refreshing) return "hit";
+  return kinds.some((k) => jobs.refreshing!(k, namespace, name)) ? "hit_refreshing" : "hit";
+}
+
 type Found = { job: KubeObject; index: number } | undefined;
 
 const NO_JOB: TopologyResult = Object.freeze({ kind: "none" });
@@ -101,7 +110,7 @@ export function lookupTopology(pod: Pod, namespace: string, policy: Policy, jobs
   const done = timer(jobs);
   const peeked = peekCandidates(ref, jobs);
   if (peeked) {
-    done("hit");
+    done(hitOf(jobs, ref.candidates, ref.namespace, ref.name));
     return topologyOf(pod, ref, peeked.found);
   }
   const what = `reading job ${ref.namespace}/${ref.name}`;
@@ -137,7 +146,7 @@ export function readJob(opts: ReadJobOptions): JobReadResult | Promise<JobReadRe
   const done = timer(jobs);
   const peeked = opts.fresh ? null : jobs.peek?.(kind, namespace, name);
   if (peeked !== null && peeked !== undefined) {
-    done("hit");
+    done(hitOf(jobs, [kind], namespace, name));
     return answer(peeked);
   }
   let read: Promise<KubeObject | undefined>;

@@ -20,9 +20,15 @@ export interface JobReader {
   get(kind: ObjectKind, namespace: string, name: string): Promise<KubeObject | undefined>;
   /**
    * The answer already at hand, without waiting: the job, `undefined` for a known absence, or `null` when
-   * it is not cached (then call `get`). Lets the common case skip timers and promises.
+   * it is not cached (then call `get`). Lets the common case skip timers and promises. A caching reader may
+   * start a background re-read of a copy it answers here (refresh-ahead, src/kube/jobs.ts), never waited on.
    */
   peek?(kind: ObjectKind, namespace: string, name: string): KubeObject | undefined | null;
+  /**
+   * Whether the job's cached copy is being re-read in the background (refresh-ahead) while it is answered, so
+   * the lookup histogram can tell such hits (`hit_refreshing`) from plain ones. Absent: never.
+   */
+  refreshing?(kind: ObjectKind, namespace: string, name: string): boolean;
   /**
    * The job as it is now: a read that bypasses any cache (its answer then refreshes the cache). A reader
    * that caches must have it; for one that does not, `get` is already fresh and this may be left out.
@@ -33,7 +39,7 @@ export interface JobReader {
    * Told of every lookup `lookup.ts` makes through this reader: how it was answered and how long it took
    * (seconds). The server passes its metrics here; absent, nothing is measured.
    */
-  observeLookup?: (result: "hit" | "fetched" | "not_found" | "error" | "timeout", seconds: number) => void;
+  observeLookup?: (result: "hit" | "hit_refreshing" | "fetched" | "not_found" | "error" | "timeout", seconds: number) => void;
   /** The clock lookups are timed with (seconds, monotonic); default `performance.now() / 1000`. */
   clock?: () => number;
 }

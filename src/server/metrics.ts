@@ -97,7 +97,7 @@ export function createAdmissionMetrics(opts: {
 }
 
 /** How one job lookup on the admission path was answered (the `result` label of the lookup histogram). */
-export type JobLookupResult = "hit" | "fetched" | "not_found" | "error" | "timeout";
+export type JobLookupResult = "hit" | "hit_refreshing" | "fetched" | "not_found" | "error" | "timeout";
 
 /** Buckets for job lookups: a cache hit is microseconds, an apiserver GET milliseconds, up to the lookup timeout. */
 export const JOB_LOOKUP_BUCKETS = [0.00001, 0.0001, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
@@ -108,7 +108,7 @@ type Registers = Registry[];
 function admissionInstruments(registers: Registers, timeoutSeconds: number) {
   const lookups = new Histogram({
     name: "quartermaster_job_lookup_duration_seconds",
-    help: "Job lookups on the admission path by result: hit (answered from the cache), fetched (read from the apiserver), not_found, error, timeout.",
+    help: "Job lookups on the admission path by result: hit (answered from the cache), hit_refreshing (from the cache while the copy is re-read in the background), fetched (read from the apiserver), not_found, error, timeout.",
     labelNames: ["result"] as const,
     buckets: JOB_LOOKUP_BUCKETS,
     registers,

@@ -103,7 +103,8 @@ describe("cachedJobReader", () => {
         calls++;
         return mnist;
       },
-      { ttlMs: 1000, now: () => t },
+      // The TTL alone: refresh-ahead off (it is test/unit/kube/refresh-ahead.test.ts's).
+      { ttlMs: 1000, refreshAfterMs: 1000, now: () => t },
     );
     const [a, b] = await Promise.all([reader.get(kind, "team-a", "mnist"), reader.get(kind, "team-a", "mnist")]);
     assert.equal(a, mnist);

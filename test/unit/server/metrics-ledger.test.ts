@@ -9,6 +9,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import type { Registry } from "prom-client";
 import { capacityOf, indexOfData } from "../../../src/run/capacity.js";
 import { cachedJobReader } from "../../../src/kube/jobs.js";
+import { readPool } from "../../../src/admission/read-pool.js";
 import { checkPolicy, defaultPolicy } from "../../../src/policy/load.js";
 import { CHECKSUM_KEY, INDEX_KEY, sha256, shardLedger, type LedgerIndex } from "../../../src/ledger/shards.js";
 import type { Ledger } from "../../../src/ledger/compute.js";
@@ -268,6 +269,28 @@ describe("metrics: job lookups on the admission path", () => {
     await readJob({ kind: kindOf("TFJob"), namespace: "team-a", name: "gone", jobs: reader, timeoutMs: 1000 });
     await readJob({ kind: kindOf("TFJob"), namespace: "team-a", name: "boom", jobs: reader, timeoutMs: 1000 });
     assert.deepEqual(await counts(metrics), { fetched: 1, hit: 1, not_found: 1, error: 1 });
+  });
+
+  it("refresh-ahead: a lookup answered from a copy being re-read in the background is hit_refreshing; once re-read, hit", async () => {
+    const metrics = createAdmissionMetrics({ timeoutSeconds: 5 });
+    let now = 0;
+    let answer: (job: typeof mnist) => void = () => undefined;
+    let gets = 0;
+    const get = () => (++gets === 1 ? Promise.resolve(mnist) : new Promise<typeof mnist>((r) => (answer = r)));
+    const cached = cachedJobReader(async () => get, { ttlMs: 1000, now: () => now, observe: (r, s) => metrics.jobLookup(r, s) });
+    // Through a review's reads, as the webhooks read: the pool must pass `refreshing` on with `peek`.
+    const reader = readPool(cached).review(1000);
+    const read = () => readJob({ kind: kindOf("TFJob"), namespace: "team-a", name: "mnist", jobs: reader, timeoutMs: 1000 });
+    await lookupTopology(pod, "team-a", policy, reader); // fetched
+    await lookupTopology(pod, "team-a", policy, reader); // hit: before the refresh point
+    now = 600;
+    await lookupTopology(pod, "team-a", policy, reader); // hit_refreshing: the copy, its re-read begun
+    await read(); // hit_refreshing, through readJob
+    answer(mnist);
+    await new Promise((r) => setImmediate(r));
+    await lookupTopology(pod, "team-a", policy, reader); // hit: the new copy
+    reader.release();
+    assert.deepEqual({ gets, counts: await counts(metrics) }, { gets: 2, counts: { fetched: 1, hit: 2, hit_refreshing: 2 } });
   });
 
   it("a reader without an observer measures nothing and answers as before", async () => {
