@@ -6,9 +6,11 @@
  * quota, what is reserved in it, how much may be borrowed) are read from the ClusterQueue, so the verdict holds
  * whether or not Kueue's `UnadmittedWorkloadsObservability` gate is on.
  *
- * Never admissible: the LocalQueue or ClusterQueue does not exist or is inactive, Kueue says the request exceeds
- * the maximum capacity or no flavor matches, or the job asks more of a GPU resource than the ClusterQueue could
- * ever give (nominal quota plus its borrowing limit, in the flavor that has most).
+ * Never admissible: the LocalQueue or ClusterQueue does not exist or is inactive, the Workload is deactivated
+ * (`spec.active: false`, by hand or by Kueue when the requeuing backoff limit is reached: Kueue admits it no more
+ * until it is reactivated), Kueue says the request exceeds the maximum capacity or no flavor matches, or the job
+ * asks more of a GPU resource than the ClusterQueue could ever give (nominal quota plus its borrowing limit, in the
+ * flavor that has most).
  */
 import { effectivePodGpus } from "../core/gpu.js";
 import { asV1PodSpec } from "../core/boundary.js";
@@ -121,6 +123,8 @@ function never(ev: ExplainEvidence, queue: string, now: Date): Finding | undefin
       next: next(`fix ClusterQueue ${cqName} (${active.message ?? active.reason ?? "see its Active condition"}), e.g. create the ResourceFlavors it names`),
     };
   if (!ev.workload) return undefined;
+  const deactivated = deactivatedFinding(ev.workload, now);
+  if (deactivated) return deactivated;
   const reserved = conditionOf(ev.workload, "QuotaReserved");
   if (reserved && reserved.status !== "True" && NEVER.test(`${reserved.reason ?? ""} ${reserved.message ?? ""}`))
     return {
@@ -146,6 +150,33 @@ function never(ev: ExplainEvidence, queue: string, now: Date): Finding | undefin
       };
   }
   return undefined;
+}
+
+/**
+ * A Workload with `spec.active: false`: Kueue evicts it (Evicted, reason `InactiveWorkload` in v1beta1,
+ * `Deactivated` in v1beta2) and never admits it again until `spec.active` is true (kueue
+ * `pkg/controller/core/workload_controller.go`; the requeuing backoff limit of `waitForPodsReady` sets it false).
+ * Judged once its quota is released; before that it is a phantom reservation.
+ */
+function deactivatedFinding(wl: KubeObject, now: Date): Finding | undefined {
+  // Still holding its quota: the phantom reservation (verdict.ts) is what blocks others first.
+  if (objectOr(wl.spec).active !== false || conditionOf(wl, "QuotaReserved")?.status === "True") return undefined;
+  const ref = objectRef(wl, "Workload");
+  const evidence: EvidenceItem[] = [{ object: ref, text: "spec.active: false" }];
+  for (const type of ["Evicted", "Requeued"]) {
+    const c = conditionOf(wl, type);
+    if (c) evidence.push({ object: ref, text: conditionText(c, now) });
+  }
+  const count = objectOr(objectOr(wl.status).requeueState).count;
+  if (typeof count === "number") evidence.push({ object: ref, text: `requeued ${count} time(s) before it was deactivated` });
+  return {
+    reason: "inadmissible",
+    summary: `its Workload ${nameOf(wl)} is deactivated (spec.active: false); Kueue admits it no more until it is reactivated`,
+    evidence,
+    next:
+      `fix what made it fail (pods not ready in time under waitForPodsReady, a rejected admission check), then reactivate it: ` +
+      `kubectl patch workload -n ${String(objectOr(wl.metadata).namespace ?? "")} ${nameOf(wl)} --type=merge -p '{"spec":{"active":true}}'`,
+  };
 }
 
 function quotaEvidence(ev: ExplainEvidence, cqName: string): EvidenceItem[] {

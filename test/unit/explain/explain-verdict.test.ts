@@ -157,6 +157,49 @@ const CASES: Case[] = [
     next: /Kueue then reconsiders the workload by itself/,
   },
   {
+    name: "its Workload deactivated by the requeuing backoff limit → inadmissible, with the patch that reactivates it",
+    given: evidence({
+      job: queuedJob,
+      pods: [],
+      workload: workload({
+        active: false,
+        conditions: [
+          ...waiting("The workload has no reservation", "NoReservation"),
+          { type: "Evicted", status: "True", reason: "Deactivated", message: "The workload is deactivated", lastTransitionTime: ago(90) },
+          { type: "Requeued", status: "False", reason: "Deactivated", message: "The workload is deactivated", lastTransitionTime: ago(90) },
+        ],
+        requeue: { count: 4 },
+      }),
+      localQueue,
+      clusterQueue: clusterQueue(16, 0),
+    }),
+    reason: "inadmissible",
+    summary: /Workload pytorchjob-llm-1a2b3 is deactivated/,
+    evidence: /Evicted=True \(Deactivated\): The workload is deactivated/,
+    next: /kubectl patch workload -n team-a pytorchjob-llm-1a2b3 --type=merge -p '\{"spec":\{"active":true\}\}'/,
+    fixed: {
+      given: evidence({
+        job: queuedJob,
+        pods: [],
+        workload: workload({ active: true, conditions: waiting("couldn't assign flavors to pod set worker: insufficient unused quota") }),
+        localQueue,
+        clusterQueue: clusterQueue(16, 16),
+      }),
+      reason: "queued",
+    },
+  },
+  {
+    name: "deactivated while its quota is still reserved, no pods → phantom-reservation first (the quota others wait for)",
+    given: evidence({
+      ...evictedJob,
+      pods: [],
+      workload: workload({ active: false, conditions: evictedHolding(), admission: true }),
+    }),
+    reason: "phantom-reservation",
+    evidence: /Evicted=True \(Deactivated\)/,
+    next: /Kueue releases it/,
+  },
+  {
     name: "the job's LocalQueue does not exist → inadmissible",
     given: evidence({ job: queuedJob, pods: [] }),
     reason: "inadmissible",
