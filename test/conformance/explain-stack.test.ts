@@ -656,12 +656,15 @@ describe("explain on the live stack: every reason, its evidence, its Event, and 
     return JSON.parse(out.join("\n")) as Verdict;
   };
   const text = (v: Verdict): string => [v.summary, ...v.evidence.map((e) => `${e.object}: ${e.text}`), v.next].join("\n");
-  const waitVerdict = async (ns: string, job: string, reason: Reason, ms: number, also?: Reason): Promise<Verdict> => {
+  // Until the reason and, where given, every piece of evidence: Kueue writes a ClusterQueue's reservation into its
+  // status a moment after the Workload's admission, so the numbers may lag the reason on a busy machine.
+  const waitVerdict = async (ns: string, job: string, reason: Reason, ms: number, also?: Reason, evidence: RegExp[] = []): Promise<Verdict> => {
     let v: Verdict | undefined;
     try {
       await cp.until(
-        `${ns}/${job}: explain says ${reason}${also ? `, ${also} also` : ""}`,
-        async () => (v = await explain(ns, job)).reason === reason && (!also || v.also.some((f) => f.reason === also)),
+        `${ns}/${job}: explain says ${reason}${also ? `, ${also} also` : ""}${evidence.length > 0 ? `, with ${evidence.join(", ")}` : ""}`,
+        async () =>
+          (v = await explain(ns, job)).reason === reason && (!also || v.also.some((f) => f.reason === also)) && evidence.every((re) => re.test(text(v!))),
         ms,
         1500,
       );
@@ -691,7 +694,7 @@ describe("explain on the live stack: every reason, its evidence, its Event, and 
     const c: Ctx = { cp, ns: s.ns };
     await s.setup(c);
     let caused = Date.now();
-    const v = await waitVerdict(s.ns, s.job, s.reason, 60_000, s.also);
+    const v = await waitVerdict(s.ns, s.job, s.reason, 60_000, s.also, s.evidence);
     const named = Date.now();
     if (s.causeAt) caused = await s.causeAt(c);
     const all = text(v);
