@@ -157,6 +157,13 @@ function jobControllerAccess(need: Need, kinds: Policy["jobKinds"], reconciler: 
     ifDenied: "warning",
     why: "the verdicts on blocked jobs: the node informer (reconcile --watch)",
   });
+  for (const resource of ["workloads", "localqueues", "clusterqueues"])
+    need(reconciler, ["list", "watch"], {
+      group: "kueue.x-k8s.io",
+      resource,
+      ifDenied: "warning",
+      why: "the verdicts on blocked jobs: Kueue's Workloads and queues (reconcile --watch)",
+    });
 }
 
 /** What the reconciler writes in its own namespace and elsewhere (scope, Events, Lease, ledger, PolicyReports), and what it must not. */

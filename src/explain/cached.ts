@@ -6,8 +6,8 @@
  * counts them. No read per job. What its caches do not hold is named in `unread`, and the verdict gives the
  * reasons that rest on it only in the forms the pods and the job still show:
  *
- * - Kueue's Workload and queues (`kueue`): a job suspended for a queue is `queued`, never `inadmissible` or a
- *   `phantom-reservation`;
+ * - Kueue's Workload and queues (`kueue`), unless the caller's Kueue caches (src/run/blocked-kueue.ts) give them:
+ *   without them, a job suspended for a queue is `queued`, never `inadmissible` or a `phantom-reservation`;
  * - Events and PolicyReports (`events`, `policy-reports`): no `refused` and no `warned`; `controller-error`
  *   only from the job's own conditions;
  * - ResourceClaims and ResourceSlices (`dra`): `dra-unsatisfiable` only from kube-scheduler's PodScheduled message;
@@ -77,7 +77,11 @@ export interface CachedJob {
   job: KubeObject;
   /** The pods the job controls (the pods informer's index by controller uid). */
   pods: KubeObject[];
+  /** Kueue's Workload and queues of the job, when the caches hold them (absent: not known, judged without). */
+  kueue?: { kueueServed: boolean; workload?: KubeObject; localQueue?: KubeObject; clusterQueue?: KubeObject };
 }
+
+const UNREAD_BESIDES_KUEUE: readonly Unread[] = UNREAD_FROM_CACHES.filter((u) => u !== "kueue");
 
 /** The evidence of one cached job: nothing read, everything from the caches; `unread` says what is missing. */
 export function cachedEvidence(
@@ -106,11 +110,12 @@ export function cachedEvidence(
     events: [],
     policyResults: [],
     kueueServed: false,
+    ...c.kueue,
     nodes,
     ledger,
     claims: [],
     slices: [],
     settings,
-    unread: UNREAD_FROM_CACHES,
+    unread: c.kueue ? UNREAD_BESIDES_KUEUE : UNREAD_FROM_CACHES,
   };
 }

@@ -3,7 +3,8 @@
  * The resident reconciler's verdicts on its jobs (issue 49, "the same verdict where users look"): every
  * `tickSeconds` while this instance holds the Lease, `explain`'s verdict (src/explain/verdict.ts) on every job it
  * caches in a namespace that opted in, from its caches alone (src/explain/cached.ts: the jobs and pods of
- * ./watch.ts's informers and a node informer of its own; no read per job), turned by src/explain/blocked.ts into
+ * ./watch.ts's informers, a node informer of its own, and Kueue's Workloads and queues (./blocked-kueue.ts); no
+ * read per job), turned by src/explain/blocked.ts into
  * Events on the jobs (through ../kube/events.ts's bounded writer), `quartermaster_jobs_blocked` and
  * `quartermaster_blocked_gpu_minutes_total`. A standby keeps its node cache warm and exports no series; the
  * instance that takes the Lease starts from nothing (its first Events may repeat the last holder's).
@@ -23,10 +24,11 @@ import { verdictMemo } from "../explain/pods.js";
 import type { JobKind, Policy } from "../policy/types.js";
 import type { BlockedMetrics } from "../reconcile/metrics.js";
 import { managedElsewhere } from "../reconcile/plan.js";
-import { statusOf, type kubeClient } from "../kube/client.js";
+import type { kubeClient } from "../kube/client.js";
 import { backgroundEventWriter } from "../kube/events.js";
 import { trimmedInformer, type ListPage, type TrimmedInformer } from "../kube/informer.js";
 import { isJobStub } from "../kube/projection.js";
+import { restartOnError, startKueueCaches, type KueueCaches } from "./blocked-kueue.js";
 
 type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
 
@@ -89,7 +91,6 @@ export function verdictNode(o: object): KubeObject {
 
 /** The nodes as the verdicts read them, restarted after an error (every 30 s while the watch is refused, said once). */
 function nodeCache(opts: BlockedOptions, stopped: () => boolean): TrimmedInformer<KubeObject> {
-  const { log } = opts;
   const nodes = trimmedInformer<KubeObject>(opts.k8s, opts.kc, {
     path: "/api/v1/nodes",
     page: opts.plainPage
@@ -97,14 +98,7 @@ function nodeCache(opts: BlockedOptions, stopped: () => boolean): TrimmedInforme
       : async (cont) => opts.kc.makeApiClient(opts.k8s.CoreV1Api).listNode({ limit: 500, _continue: cont }),
     trim: verdictNode,
   });
-  let said403 = false;
-  nodes.on("error", (err: unknown) => {
-    if (stopped()) return;
-    const refused = statusOf(err) === 403;
-    if (!refused || !said403) log.warn({ err: errorMessage(err) }, "blocked: node informer stopped; restarting (verdicts wait for it)");
-    said403 ||= refused;
-    setTimeout(() => void (stopped() ? undefined : nodes.start().catch(() => undefined)), refused ? 30_000 : 2000).unref();
-  });
+  restartOnError(nodes, opts.log, "node", stopped);
   void nodes.start().catch(() => undefined);
   return nodes;
 }
@@ -114,7 +108,7 @@ function tickJobs(
   opts: BlockedOptions,
   kinds: ReadonlyArray<{ jobKind: JobKind; known: KnownKind }>,
   settings: ExplainSettings,
-  { nowDate, nodeList, ledger }: { nowDate: Date; nodeList: KubeObject[]; ledger: ReturnType<typeof nodeEntriesFromCaches> },
+  { nowDate, nodeList, ledger, kueue }: { nowDate: Date; nodeList: KubeObject[]; ledger: ReturnType<typeof nodeEntriesFromCaches>; kueue: KueueCaches },
 ): TickJob[] {
   const out: TickJob[] = [];
   const ledgerAt = { generatedAt: nowDate.toISOString(), nodes: ledger };
@@ -130,7 +124,12 @@ function tickJobs(
       if (managedElsewhere(job, kind.jobKind)) continue;
       const uid = String(raw.metadata?.uid ?? "");
       const pods = opts.pods.byController(uid);
-      const verdict = explainJob(cachedEvidence({ kind: kind.known, job, pods }, nodeList, ledgerAt, settings), nowDate, memo);
+      const queued = kueue.view(job);
+      const verdict = explainJob(
+        cachedEvidence({ kind: kind.known, job, pods, ...(queued ? { kueue: queued } : {}) }, nodeList, ledgerAt, settings),
+        nowDate,
+        memo,
+      );
       out.push({
         uid,
         namespace: ns,
@@ -152,6 +151,7 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
   const settings = { gpu: policy.gpu, acceleratorLabel: policy.accelerator.nodeLabel, graceSeconds: GRACE_SECONDS };
   let stopped = false;
   const nodes = nodeCache(opts, () => stopped);
+  const kueue = startKueueCaches({ ...opts, gpu: policy.gpu });
 
   const writer = backgroundEventWriter(() => Promise.resolve((namespace: string, event: KubeObject) => opts.post(namespace, event)), {
     log,
@@ -175,7 +175,8 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
     const nowDate = opts.now();
     const nowMs = nowDate.getTime();
     const nodeList = [...nodes.list()];
-    const jobs = tickJobs(opts, kinds, settings, { nowDate, nodeList, ledger: nodeEntriesFromCaches(nodeList, opts.pods.list(), policy.gpu) });
+    const ledger = nodeEntriesFromCaches(nodeList, opts.pods.list(), policy.gpu);
+    const jobs = tickJobs(opts, kinds, settings, { nowDate, nodeList, ledger, kueue });
     const plan = planTick({ previous: tracks, jobs, nowMs, lastMs, bounds });
     let sent = 0;
     for (const a of plan.announce) {
@@ -219,7 +220,7 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
       stopped = true;
       clearInterval(timer);
       metrics?.jobs([]);
-      await nodes.stop().catch(() => undefined);
+      await Promise.all([nodes.stop().catch(() => undefined), kueue.stop()]);
     },
   };
 }

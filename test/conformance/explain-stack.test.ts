@@ -25,7 +25,7 @@
  * a finalizer does not hold the reservation here. What holds it is an operator that does not report: a
  * ValidatingAdmissionPolicy refuses its writes of the job's status while the Workload is deactivated
  * (`spec.active: false`), as in kubernetes-sigs/kueue#14811 where no controller reconciled after the suspend. The
- * reconciler's caches hold no Workloads: its Event says `queued`, as for inadmissible.
+ * reconciler caches Kueue's Workloads and queues (src/run/blocked-kueue.ts): its Events name the same reasons.
  *
  * Not produced here, and why (docs/explain.md, "On the live stack"): `warned` (a warning never holds a job back: a
  * warned job whose pods run is `running`, so `warned` leads only for a job held by something `explain` cannot see,
@@ -427,13 +427,13 @@ const SCENARIOS: Scenario[] = [
     },
     reason: "queued",
     evidence: [/waiting in LocalQueue lq-queued \(ClusterQueue cq-queued\)/, /flavor fl-queued: nvidia\.com\/gpu nominal 8, reserved 8/],
-    event: { reason: "QuartermasterBlocked", message: /^queued: suspended for LocalQueue lq-queued/ },
+    event: { reason: "QuartermasterBlocked", message: /^queued: waiting in LocalQueue lq-queued \(ClusterQueue cq-queued\) for quota/ },
     remove: (c) => must("delete first", c.cp.api("DELETE", `/apis/kubeflow.org/v1/namespaces/${c.ns}/pytorchjobs/first`)),
     next: "running",
     nextEvent: { reason: "QuartermasterRunning", message: /blocked before \(queued/ },
   },
   {
-    name: "a LocalQueue that does not exist → inadmissible (the reconciler, without Kueue's objects, says queued); created → running",
+    name: "a LocalQueue that does not exist → inadmissible; created → running",
     ns: "ex-inadm",
     job: "inadm",
     setup: async (c) => {
@@ -441,10 +441,10 @@ const SCENARIOS: Scenario[] = [
     },
     reason: "inadmissible",
     evidence: [/LocalQueue ex-inadm\/lq-inadm: not found/, /create LocalQueue lq-inadm in ex-inadm/],
-    event: { reason: "QuartermasterBlocked", message: /^queued: suspended for LocalQueue lq-inadm/ },
+    event: { reason: "QuartermasterBlocked", message: /^inadmissible: LocalQueue ex-inadm\/lq-inadm does not exist/ },
     remove: (c) => queueFor(c, "inadm"),
     next: "running",
-    nextEvent: { reason: "QuartermasterRunning", message: /blocked before \(queued/ },
+    nextEvent: { reason: "QuartermasterRunning", message: /blocked before \(inadmissible/ },
   },
   {
     name: "Kueue admits into an H100 flavor the namespace's policy does not allow → refused; the queue moved to A100 → running",
@@ -512,7 +512,7 @@ const SCENARIOS: Scenario[] = [
       /spec\.suspend is true/,
     ],
     holdsMs: 15_000,
-    event: { reason: "QuartermasterBlocked", message: /^queued: suspended for LocalQueue lq-phantom/ },
+    event: { reason: "QuartermasterBlocked", message: /^phantom-reservation: quota still reserved/ },
     remove: async (c) => {
       await must("delete the binding", c.cp.api("DELETE", `${ADMISSION}/validatingadmissionpolicybindings/${STATUS_REFUSED}`));
       await must("delete the policy", c.cp.api("DELETE", `${ADMISSION}/validatingadmissionpolicies/${STATUS_REFUSED}`));
@@ -524,7 +524,7 @@ const SCENARIOS: Scenario[] = [
       );
     },
     next: "running",
-    nextEvent: { reason: "QuartermasterRunning", message: /blocked before \(queued/ },
+    nextEvent: { reason: "QuartermasterRunning", message: /blocked before \(phantom-reservation/ },
   },
   {
     name: "pods refused by a ResourceQuota → controller-error (FailedCreate); the quota deleted → running",

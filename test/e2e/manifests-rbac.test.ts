@@ -167,6 +167,8 @@ const IMPLICIT: Array<{ sa: string; verb: string; group: string; resource: strin
     { group: "", resource: "namespaces" },
     // The node informer behind the reconciler's verdicts on blocked jobs (src/run/blocked.ts, issue 49).
     { group: "", resource: "nodes" },
+    // Kueue's Workloads and queues behind the same verdicts (src/run/blocked-kueue.ts).
+    ...["workloads", "localqueues", "clusterqueues"].map((resource) => ({ group: "kueue.x-k8s.io", resource })),
   ].map((r) => ({
     sa: "quartermaster-reconciler",
     verb: "watch",
