@@ -143,6 +143,16 @@ function tickJobs(
   return out;
 }
 
+/** Each job whose verdict changed since the last tick, at debug (what an Event's absence is explained by). */
+function logChanges(log: Logger, tracks: ReadonlyMap<string, JobTrack>, jobs: readonly TickJob[]): void {
+  if (!log.isLevelEnabled("debug")) return;
+  for (const j of jobs) {
+    const was = tracks.get(j.uid)?.reason;
+    if (was !== j.verdict.reason)
+      log.debug({ job: `${j.kind.kind} ${j.namespace}/${j.name}`, reason: j.verdict.reason, was, summary: j.verdict.summary }, "blocked: verdict changed");
+  }
+}
+
 export function startBlocked(opts: BlockedOptions): BlockedTracker {
   const { policy, log, metrics } = opts;
   const bounds: BlockedBounds = { ...DEFAULT_BOUNDS, ...opts.bounds };
@@ -178,6 +188,7 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
     const ledger = nodeEntriesFromCaches(nodeList, opts.pods.list(), policy.gpu);
     const jobs = tickJobs(opts, kinds, settings, { nowDate, nodeList, ledger, kueue });
     const plan = planTick({ previous: tracks, jobs, nowMs, lastMs, bounds });
+    logChanges(log, tracks, jobs);
     let sent = 0;
     for (const a of plan.announce) {
       const ok = writer.write(eventObject(a.job, a.event, nowDate));

@@ -627,6 +627,9 @@ describe("explain on the live stack: every reason, its evidence, its Event, and 
       "quartermaster",
       "--metrics-port",
       "0",
+      // Each job's change of verdict is logged (src/run/blocked.ts): what a missing Event's failure quotes.
+      "--log-level",
+      "debug",
     ]);
     await cp.until("the reconciler to lead", () => /took the lease/.test(reconciler!.stdout + reconciler!.stderr), 60_000, 250);
     console.log(`explain-stack: stack up in ${((performance.now() - started) / 1000).toFixed(1)} s`);
@@ -677,16 +680,23 @@ describe("explain on the live stack: every reason, its evidence, its Event, and 
     ((await cp.api("GET", `/api/v1/namespaces/${ns}/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${job}`)}`)).body.items ?? []) as Obj[];
   const waitEvent = async (ns: string, job: string, e: { reason: string; message: RegExp }, ms: number, after = 0): Promise<Obj> => {
     let found: Obj | undefined;
-    await cp.until(
-      `${ns}/${job}: Event ${e.reason} ${e.message}; reconciler log tail:\n${(reconciler?.stdout ?? "").split("\n").slice(-8).join("\n")}`,
-      async () =>
-        !!(found = (await events(ns, job)).find(
-          (x) =>
-            x.reason === e.reason && e.message.test(x.message) && Date.parse(x.lastTimestamp ?? x.eventTime ?? x.metadata.creationTimestamp) >= after - 1000,
-        )),
-      ms,
-      500,
-    );
+    try {
+      await cp.until(
+        `${ns}/${job}: Event ${e.reason} ${e.message}`,
+        async () =>
+          !!(found = (await events(ns, job)).find(
+            (x) =>
+              x.reason === e.reason && e.message.test(x.message) && Date.parse(x.lastTimestamp ?? x.eventTime ?? x.metadata.creationTimestamp) >= after - 1000,
+          )),
+        ms,
+        500,
+      );
+    } catch (err) {
+      // What the reconciler said of the job by then (its verdict changes are logged at debug), and the Events there.
+      const lines = (reconciler?.stdout ?? "").split("\n").filter((l) => l.includes(` ${ns}/`));
+      const seen = (await events(ns, job)).map((x) => `${x.reason}: ${String(x.message).slice(0, 160)}`);
+      throw new Error(`${(err as Error).message.split("\n")[0]}\nthe reconciler on it:\n${lines.slice(-12).join("\n")}\nits Events:\n${seen.join("\n")}`);
+    }
     return found!;
   };
 
