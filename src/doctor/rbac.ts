@@ -157,6 +157,18 @@ function jobControllerAccess(need: Need, kinds: Policy["jobKinds"], reconciler: 
     ifDenied: "warning",
     why: "the verdicts on blocked jobs: the node informer (reconcile --watch)",
   });
+  need(reconciler, ["list"], {
+    group: "",
+    resource: "events",
+    ifDenied: "warning",
+    why: "the verdicts on blocked jobs: the Events on a job (reconcile --watch)",
+  });
+  need(reconciler, ["list"], {
+    group: "apps",
+    resource: "deployments",
+    ifDenied: "warning",
+    why: "the verdicts on blocked jobs: whether a job's controller runs (reconcile --watch)",
+  });
   for (const resource of ["workloads", "localqueues", "clusterqueues"])
     need(reconciler, ["list", "watch"], {
       group: "kueue.x-k8s.io",

@@ -9,10 +9,10 @@
  * - Kueue's Workload and queues (`kueue`), unless the caller's Kueue caches (src/run/blocked-kueue.ts) give them:
  *   without them, a job suspended for a queue is `queued`, never `inadmissible` or a `phantom-reservation`;
  * - Events and PolicyReports (`events`, `policy-reports`): no `refused` and no `warned`; `controller-error`
- *   only from the job's own conditions;
+ *   only from the job's own conditions, unless the job's Events were read for it (`read`);
  * - ResourceClaims and ResourceSlices (`dra`): `dra-unsatisfiable` only from kube-scheduler's PodScheduled message;
  * - the controllers' Deployments (`controllers`): `no-controller` only for a job with no pods and no status
- *   after the grace period.
+ *   after the grace period, unless its controller's state was read for it (`read`).
  *
  * Node staleness is the Node's Ready condition (kube-controller-manager's node-lifecycle-controller turns it
  * Unknown once the node's Lease lapses), not the Leases themselves. Pure.
@@ -24,7 +24,7 @@ import { objectOr } from "../core/object.js";
 import type { NodeEntry, ResourceEntry } from "../ledger/compute.js";
 import type { KnownKind } from "./kinds.js";
 import { nameOf } from "./read.js";
-import type { ExplainEvidence, ExplainSettings, Unread } from "./types.js";
+import type { ExplainEvidence, ExplainSettings, KindFacts, Unread } from "./types.js";
 
 /** What the resident reconciler's caches do not hold. */
 export const UNREAD_FROM_CACHES: readonly Unread[] = ["kueue", "events", "policy-reports", "dra", "controllers"];
@@ -79,9 +79,19 @@ export interface CachedJob {
   pods: KubeObject[];
   /** Kueue's Workload and queues of the job, when the caches hold them (absent: not known, judged without). */
   kueue?: { kueueServed: boolean; workload?: KubeObject; localQueue?: KubeObject; clusterQueue?: KubeObject };
+  /** Read for this job beyond the caches (src/run/blocked-follow-up.ts): its Events, its controller's state; each when read. */
+  read?: { events?: KubeObject[]; controller?: KindFacts["controller"] };
 }
 
-const UNREAD_BESIDES_KUEUE: readonly Unread[] = UNREAD_FROM_CACHES.filter((u) => u !== "kueue");
+/** What the caches leave unread for this job, less what was given besides. */
+function unreadOf(c: CachedJob): readonly Unread[] {
+  const given = new Set<Unread>([
+    ...(c.kueue ? (["kueue"] as const) : []),
+    ...(c.read?.events ? (["events"] as const) : []),
+    ...(c.read?.controller ? (["controllers"] as const) : []),
+  ]);
+  return given.size === 0 ? UNREAD_FROM_CACHES : UNREAD_FROM_CACHES.filter((u) => !given.has(u));
+}
 
 /** The evidence of one cached job: nothing read, everything from the caches; `unread` says what is missing. */
 export function cachedEvidence(
@@ -104,10 +114,10 @@ export function cachedEvidence(
       ...(kind.jobKind ? { jobKind: kind.jobKind } : {}),
       // Its informer lists it: served.
       served: true,
-      controller: { name: kind.deployment ?? kind.controllerName, state: "unknown" },
+      controller: c.read?.controller ?? { name: kind.deployment ?? kind.controllerName, state: "unknown" },
     },
     pods: c.pods,
-    events: [],
+    events: c.read?.events ?? [],
     policyResults: [],
     kueueServed: false,
     ...c.kueue,
@@ -116,6 +126,6 @@ export function cachedEvidence(
     claims: [],
     slices: [],
     settings,
-    unread: c.kueue ? UNREAD_BESIDES_KUEUE : UNREAD_FROM_CACHES,
+    unread: unreadOf(c),
   };
 }

@@ -15,7 +15,7 @@ import { asKubeObject } from "../core/boundary.js";
 import { errorMessage } from "../core/errors.js";
 import type { KubeObject } from "../core/kube.js";
 import { objectOr } from "../core/object.js";
-import { DEFAULT_BOUNDS, eventObject, jobGpus, planTick, type BlockedBounds, type JobTrack, type TickJob } from "../explain/blocked.js";
+import { DEFAULT_BOUNDS, eventObject, jobGpus, planTick, type BlockedBounds, type JobTrack, type TickJob, type TickPlan } from "../explain/blocked.js";
 import { cachedEvidence, nodeEntriesFromCaches } from "../explain/cached.js";
 import { knownKinds, type KnownKind } from "../explain/kinds.js";
 import type { ExplainSettings } from "../explain/types.js";
@@ -29,6 +29,7 @@ import { backgroundEventWriter } from "../kube/events.js";
 import { trimmedInformer, type ListPage, type TrimmedInformer } from "../kube/informer.js";
 import { isJobStub } from "../kube/projection.js";
 import { restartOnError, startKueueCaches, type KueueCaches } from "./blocked-kueue.js";
+import { FOLLOW_UP_REASONS, FollowUps, type FollowUp } from "./blocked-follow-up.js";
 
 type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
 
@@ -57,12 +58,14 @@ export interface BlockedOptions extends BlockedSettings {
   inScope: (namespace: string) => boolean;
   /** Creates an Event (../kube/cluster.ts createEvent). */
   post: (namespace: string, event: KubeObject) => Promise<unknown>;
+  /** A GET through the plain client (../kube/rest.ts): what the caches lack, read for the jobs that need it (./blocked-follow-up.ts); none without. */
+  get?: (path: string) => Promise<unknown>;
   metrics?: BlockedMetrics;
 }
 
 export interface BlockedTracker {
-  /** One verdict round now, as the timer runs it (its Events are sent in the background). */
-  tick(): void;
+  /** One verdict round now, as the timer runs it (its Events are sent in the background); none while one runs. */
+  tick(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -103,15 +106,22 @@ function nodeCache(opts: BlockedOptions, stopped: () => boolean): TrimmedInforme
   return nodes;
 }
 
-/** Every cached job of an opted-in namespace, with its verdict now and the GPUs it asks for. */
+/** A job of this tick: its verdict from the caches, and the verdict again with what was read for it besides. */
+interface TickEntry {
+  job: TickJob;
+  known: KnownKind;
+  judge(read?: FollowUp): TickJob["verdict"];
+}
+
+/** Every cached job of an opted-in namespace, with its verdict now (with what was read for it) and the GPUs it asks for. */
 function tickJobs(
   opts: BlockedOptions,
   kinds: ReadonlyArray<{ jobKind: JobKind; known: KnownKind }>,
   settings: ExplainSettings,
-  { nowDate, nodeList, ledger, kueue }: { nowDate: Date; nodeList: KubeObject[]; ledger: ReturnType<typeof nodeEntriesFromCaches>; kueue: KueueCaches },
-): TickJob[] {
-  const out: TickJob[] = [];
-  const ledgerAt = { generatedAt: nowDate.toISOString(), nodes: ledger };
+  at: { nowDate: Date; nodeList: KubeObject[]; ledger: ReturnType<typeof nodeEntriesFromCaches>; kueue: KueueCaches; follow?: FollowUps },
+): TickEntry[] {
+  const out: TickEntry[] = [];
+  const ledgerAt = { generatedAt: at.nowDate.toISOString(), nodes: at.ledger };
   // One memo a tick: the nodes filtered once per placement and counted once, for every job.
   const memo = verdictMemo();
   opts.jobs.forEach((inf, i) => {
@@ -124,23 +134,38 @@ function tickJobs(
       if (managedElsewhere(job, kind.jobKind)) continue;
       const uid = String(raw.metadata?.uid ?? "");
       const pods = opts.pods.byController(uid);
-      const queued = kueue.view(job);
-      const verdict = explainJob(
-        cachedEvidence({ kind: kind.known, job, pods, ...(queued ? { kueue: queued } : {}) }, nodeList, ledgerAt, settings),
-        nowDate,
-        memo,
-      );
-      out.push({
+      const queued = at.kueue.view(job);
+      const judge = (read?: FollowUp): TickJob["verdict"] =>
+        explainJob(
+          cachedEvidence({ kind: kind.known, job, pods, ...(queued ? { kueue: queued } : {}), ...(read ? { read } : {}) }, at.nodeList, ledgerAt, settings),
+          at.nowDate,
+          memo,
+        );
+      const tickJob: TickJob = {
         uid,
         namespace: ns,
         name: raw.metadata?.name ?? "",
         kind: kind.jobKind,
-        verdict,
+        verdict: judge(at.follow?.get(uid)),
         gpus: jobGpus(job, kind.jobKind, pods, opts.policy.gpu),
-      });
+      };
+      out.push({ job: tickJob, known: kind.known, judge });
     }
   });
   return out;
+}
+
+/**
+ * The jobs whose verdict the caches cannot settle, read (./blocked-follow-up.ts, bounded) and judged again with
+ * what was read.
+ */
+async function followUp(entries: readonly TickEntry[], follow: FollowUps): Promise<void> {
+  const wanting = entries.filter((e) => FOLLOW_UP_REASONS.has(e.job.verdict.reason));
+  const read = new Set(await follow.refresh(wanting.map((e) => ({ uid: e.job.uid, namespace: e.job.namespace, kind: e.known }))));
+  for (const e of wanting) {
+    const got = read.has(e.job.uid) ? follow.get(e.job.uid) : undefined;
+    if (got) e.job.verdict = e.judge(got);
+  }
 }
 
 /** Each job whose verdict changed since the last tick, at debug (what an Event's absence is explained by). */
@@ -153,6 +178,21 @@ function logChanges(log: Logger, tracks: ReadonlyMap<string, JobTrack>, jobs: re
   }
 }
 
+/** The plan's Events to the writer (a job whose Event the writer refused is said again at a later tick); how many it took. */
+function announce(plan: TickPlan, to: { write: (e: KubeObject) => boolean; log: Logger; metrics?: BlockedMetrics }, nowDate: Date): number {
+  let sent = 0;
+  for (const a of plan.announce) {
+    const ok = to.write(eventObject(a.job, a.event, nowDate));
+    to.metrics?.event(a.event.type, ok ? "sent" : "dropped");
+    if (!ok) continue;
+    plan.tracks.set(a.job.uid, a.track);
+    sent++;
+    to.log.info({ job: `${a.job.kind.kind} ${a.job.namespace}/${a.job.name}`, event: a.event.reason, reason: a.job.verdict.reason }, "blocked: event");
+  }
+  if (plan.deferred > 0) to.metrics?.event("Warning", "deferred", plan.deferred);
+  return sent;
+}
+
 export function startBlocked(opts: BlockedOptions): BlockedTracker {
   const { policy, log, metrics } = opts;
   const bounds: BlockedBounds = { ...DEFAULT_BOUNDS, ...opts.bounds };
@@ -162,6 +202,7 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
   let stopped = false;
   const nodes = nodeCache(opts, () => stopped);
   const kueue = startKueueCaches({ ...opts, gpu: policy.gpu });
+  const follow = opts.get ? new FollowUps({ get: opts.get, now: () => opts.now().getTime() }) : undefined;
 
   const writer = backgroundEventWriter(() => Promise.resolve((namespace: string, event: KubeObject) => opts.post(namespace, event)), {
     log,
@@ -172,8 +213,9 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
   let lastMs: number | undefined;
   let cleared = true;
 
-  const tick = (): void => {
-    if (stopped) return;
+  let ticking = false;
+  const tick = async (): Promise<void> => {
+    if (stopped || ticking) return;
     if (!opts.leading()) {
       // A standby says nothing: its series would be the old holder's, and the new one starts over.
       if (!cleared) [tracks, lastMs, cleared] = [new Map<string, JobTrack>(), undefined, true];
@@ -181,24 +223,26 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
       return;
     }
     if (!nodes.synced()) return;
+    ticking = true;
+    try {
+      await judgeAndAnnounce();
+    } finally {
+      ticking = false;
+    }
+  };
+  const judgeAndAnnounce = async (): Promise<void> => {
     const started = performance.now();
     const nowDate = opts.now();
     const nowMs = nowDate.getTime();
     const nodeList = [...nodes.list()];
     const ledger = nodeEntriesFromCaches(nodeList, opts.pods.list(), policy.gpu);
-    const jobs = tickJobs(opts, kinds, settings, { nowDate, nodeList, ledger, kueue });
+    const entries = tickJobs(opts, kinds, settings, { nowDate, nodeList, ledger, kueue, ...(follow ? { follow } : {}) });
+    if (follow) await followUp(entries, follow);
+    if (stopped || !opts.leading()) return;
+    const jobs = entries.map((e) => e.job);
     const plan = planTick({ previous: tracks, jobs, nowMs, lastMs, bounds });
     logChanges(log, tracks, jobs);
-    let sent = 0;
-    for (const a of plan.announce) {
-      const ok = writer.write(eventObject(a.job, a.event, nowDate));
-      metrics?.event(a.event.type, ok ? "sent" : "dropped");
-      if (!ok) continue;
-      plan.tracks.set(a.job.uid, a.track);
-      sent++;
-      log.info({ job: `${a.job.kind.kind} ${a.job.namespace}/${a.job.name}`, event: a.event.reason, reason: a.job.verdict.reason }, "blocked: event");
-    }
-    if (plan.deferred > 0) metrics?.event("Warning", "deferred", plan.deferred);
+    const sent = announce(plan, { write: (e) => writer.write(e), log, ...(metrics ? { metrics } : {}) }, nowDate);
     [tracks, lastMs, cleared] = [plan.tracks, nowMs, false];
     metrics?.jobs(plan.gauge);
     metrics?.gpuMinutes(plan.gpuMinutes);
@@ -214,13 +258,7 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
     );
   };
   const timer = setInterval(
-    () => {
-      try {
-        tick();
-      } catch (err) {
-        log.error({ err: errorMessage(err) }, "blocked: verdicts failed");
-      }
-    },
+    () => void tick().catch((err: unknown) => log.error({ err: errorMessage(err) }, "blocked: verdicts failed")),
     (opts.tickSeconds ?? BLOCKED_TICK_SECONDS) * 1000,
   );
   timer.unref();

@@ -78,7 +78,7 @@ export async function readExplainEvidence(o: ExplainReadOptions): Promise<Explai
   const [served, kueueServed, controller] = await Promise.all([
     get(apiBase(kind.group, kind.version)).then((r) => r !== undefined),
     get("/apis/kueue.x-k8s.io/v1beta1").then((r) => r !== undefined),
-    controllerState(kind, get),
+    readControllerState(kind, get),
   ]);
   const job = served
     ? ((await get(`${apiBase(kind.group, kind.version)}/namespaces/${enc(ns)}/${kind.plural}/${enc(name)}`)) as KubeObject | undefined)
@@ -132,10 +132,11 @@ export async function readExplainEvidence(o: ExplainReadOptions): Promise<Explai
   return { evidence, problems };
 }
 
-type Get = (path: string) => Promise<unknown>;
+/** A GET of `path`: its object, or undefined when there is none or the read failed. */
+export type Get = (path: string) => Promise<unknown>;
 
-/** The controller's Deployment, found by name in any namespace (one GET with a field selector). */
-async function controllerState(kind: KnownKind, get: Get): Promise<{ name: string; state: ControllerState; detail?: string }> {
+/** The controller's Deployment, found by name in any namespace (one GET with a field selector); unknown when the read failed. */
+export async function readControllerState(kind: KnownKind, get: Get): Promise<{ name: string; state: ControllerState; detail?: string }> {
   if (!kind.deployment) return { name: kind.controllerName, state: "unknown" };
   const list = await get(`/apis/apps/v1/deployments?fieldSelector=${enc(`metadata.name=${kind.deployment}`)}&limit=10`);
   if (list === undefined) return { name: kind.deployment, state: "unknown" };

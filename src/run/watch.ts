@@ -92,7 +92,7 @@ export async function startWatch(opts: WatchOptions): Promise<Watcher> {
     ...opts.blocked,
     k8s,
     kc,
-    ...(rest ? { plainPage: (path: string) => plainListPage(rest, path) } : {}),
+    ...(rest ? { plainPage: (path: string) => plainListPage(rest, path), get: (path: string) => rest.get(path) } : {}),
     log,
     policy,
     now: ctx.now,

@@ -550,9 +550,12 @@ const SCENARIOS: Scenario[] = [
     },
     reason: "controller-error",
     evidence: [/Event FailedCreate\w* \(/, /exceeded quota|forbidden/],
-    event: { none: "the reconciler's caches hold no Events, and the operator writes no error condition for a pod it could not create" },
+    // The operator writes no error condition for a pod it could not create: the reconciler reads the job's Events
+    // (src/run/blocked-follow-up.ts).
+    event: { reason: "QuartermasterBlocked", message: /^controller-error: PyTorchJob's controller reports an error: FailedCreate/ },
     remove: (c) => must("delete ResourceQuota", c.cp.api("DELETE", `/api/v1/namespaces/${c.ns}/resourcequotas/no-pods`)),
     next: "running",
+    nextEvent: { reason: "QuartermasterRunning", message: /blocked before \(controller-error/ },
   },
   {
     name: "the training operator stopped → no-controller (its Deployment 0 of 1 ready); started again → running",
@@ -567,12 +570,14 @@ const SCENARIOS: Scenario[] = [
     },
     reason: "no-controller",
     evidence: [/controller training-operator: Deployment kubeflow\/training-operator: 0 of 1 ready/, /install or restart training-operator/],
-    event: { none: "the reconciler's caches hold no Deployments: a job with no pods and no status counts only after the 120 s grace" },
+    // The reconciler reads the controller's Deployment for a job with no pods (src/run/blocked-follow-up.ts).
+    event: { reason: "QuartermasterBlocked", message: /^no-controller: / },
     remove: async (c) => {
       operator = await startOperator(c.cp, opBin);
       await operatorDeployment(c.cp, 1);
     },
     next: "running",
+    nextEvent: { reason: "QuartermasterRunning", message: /blocked before \(no-controller/ },
   },
 ];
 

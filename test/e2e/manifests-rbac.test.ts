@@ -175,6 +175,11 @@ const IMPLICIT: Array<{ sa: string; verb: string; group: string; resource: strin
     ...r,
     why: "informers of reconcile --watch (makeInformer: list, then watch)",
   })),
+  // The reads for blocked jobs the caches cannot explain (src/run/blocked-follow-up.ts): paths built per job and kind.
+  ...[
+    { group: "", resource: "events" },
+    { group: "apps", resource: "deployments" },
+  ].map((r) => ({ sa: "quartermaster-reconciler", verb: "list", ...r, why: "the follow-up reads of reconcile --watch's verdicts" })),
 ];
 
 /** Namespaced calls without a namespace literal: in Quartermaster's own namespace, else in any namespace. */
