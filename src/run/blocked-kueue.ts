@@ -140,7 +140,9 @@ export function restartOnError<T extends KubernetesObject>(inf: TrimmedInformer<
     if (stopped()) return;
     const status = statusOf(err);
     const lasting = status === 403 || status === 404;
-    if (!lasting || !said) log.warn({ err: errorMessage(err), status }, `blocked: ${what} informer stopped; restarting (verdicts judge without it meanwhile)`);
+    if (status === 404 && !said) log.info({ what }, "blocked: not served (CRD not installed?); looking again every 30 s, verdicts judge without it meanwhile");
+    else if (!lasting || !said)
+      log.warn({ err: errorMessage(err), status }, `blocked: ${what} informer stopped; restarting (verdicts judge without it meanwhile)`);
     said ||= lasting;
     setTimeout(() => void (stopped() ? undefined : inf.start().catch(() => undefined)), lasting ? 30_000 : 2000).unref();
   });

@@ -112,8 +112,8 @@ export async function webhookProcess(opts: WebhookProcessOptions = {}): Promise<
 
   const builtRoot = opts.builtRoot ?? ROOT;
   const entry = opts.built ? [join(builtRoot, "bin/quartermaster.js")] : ["--import", "tsx", CLI];
-  if (opts.built && !existsSync(join(builtRoot, "dist/src/cli/main.js")))
-    throw new Error(`webhookProcess({ built: true }): run \`npm run build\` in ${builtRoot} first`);
+  // The built entry moved (dist/webhooks/cli.js before issue 50, dist/src/cli/main.js since): an older checkout is built when dist/ is there.
+  if (opts.built && !existsSync(join(builtRoot, "dist"))) throw new Error(`webhookProcess({ built: true }): run \`npm run build\` in ${builtRoot} first`);
   const start = async (): Promise<void> => {
     const proc = spawn(
       process.execPath,
