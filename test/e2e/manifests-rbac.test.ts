@@ -180,6 +180,14 @@ const IMPLICIT: Array<{ sa: string; verb: string; group: string; resource: strin
     { group: "", resource: "events" },
     { group: "apps", resource: "deployments" },
   ].map((r) => ({ sa: "quartermaster-reconciler", verb: "list", ...r, why: "the follow-up reads of reconcile --watch's verdicts" })),
+  // The LISTs of the Kueue informers (src/run/blocked-kueue.ts): paths built per plural.
+  ...["workloads", "localqueues"].map((resource) => ({
+    sa: "quartermaster-reconciler",
+    verb: "list",
+    group: "kueue.x-k8s.io",
+    resource,
+    why: "the Kueue informers of reconcile --watch's verdicts (list, then watch)",
+  })),
 ];
 
 /** Namespaced calls without a namespace literal: in Quartermaster's own namespace, else in any namespace. */
