@@ -178,19 +178,66 @@ function logChanges(log: Logger, tracks: ReadonlyMap<string, JobTrack>, jobs: re
   }
 }
 
-/** The plan's Events to the writer (a job whose Event the writer refused is said again at a later tick); how many it took. */
-function announce(plan: TickPlan, to: { write: (e: KubeObject) => boolean; log: Logger; metrics?: BlockedMetrics }, nowDate: Date): number {
-  let sent = 0;
-  for (const a of plan.announce) {
-    const ok = to.write(eventObject(a.job, a.event, nowDate));
-    to.metrics?.event(a.event.type, ok ? "sent" : "dropped");
-    if (!ok) continue;
-    plan.tracks.set(a.job.uid, a.track);
-    sent++;
-    to.log.info({ job: `${a.job.kind.kind} ${a.job.namespace}/${a.job.name}`, event: a.event.reason, reason: a.job.verdict.reason }, "blocked: event");
+/**
+ * The Events handed to the writer, so that one whose POST fails is said again: the writer takes an Event at once
+ * and posts it in the background, and the plan counts it said; a failed POST (a busy apiserver's timeout) puts the
+ * job's track back to what it was before that Event, so the next tick decides again, instead of the job staying
+ * silent until the 50-minute refresh.
+ */
+export class Announcements {
+  /** By job uid: the announcement its track held before the Event in flight. */
+  private readonly before = new Map<string, Pick<JobTrack, "announced" | "announcedAt">>();
+  private readonly failed = new Set<string>();
+
+  /** `post`, noting a failure by the job's uid, and forgetting the track kept for a success. */
+  posting(post: (namespace: string, event: KubeObject) => Promise<unknown>): (namespace: string, event: KubeObject) => Promise<unknown> {
+    return async (namespace, event) => {
+      const uid = String(objectOr(event.involvedObject).uid ?? "");
+      try {
+        const r = await post(namespace, event);
+        this.before.delete(uid);
+        return r;
+      } catch (err) {
+        this.failed.add(uid);
+        throw err;
+      }
+    };
   }
-  if (plan.deferred > 0) to.metrics?.event("Warning", "deferred", plan.deferred);
-  return sent;
+
+  /** The plan's Events to the writer, each job's track before it kept; how many the writer took. */
+  announce(plan: TickPlan, to: { write: (e: KubeObject) => boolean; log: Logger; metrics?: BlockedMetrics }, nowDate: Date): number {
+    let sent = 0;
+    for (const a of plan.announce) {
+      const ok = to.write(eventObject(a.job, a.event, nowDate));
+      to.metrics?.event(a.event.type, ok ? "sent" : "dropped");
+      if (!ok) continue;
+      const was = plan.tracks.get(a.job.uid);
+      this.before.set(a.job.uid, was?.announced !== undefined ? { announced: was.announced, announcedAt: was.announcedAt! } : {});
+      plan.tracks.set(a.job.uid, a.track);
+      sent++;
+      to.log.info({ job: `${a.job.kind.kind} ${a.job.namespace}/${a.job.name}`, event: a.event.reason, reason: a.job.verdict.reason }, "blocked: event");
+    }
+    if (plan.deferred > 0) to.metrics?.event("Warning", "deferred", plan.deferred);
+    return sent;
+  }
+
+  /** `tracks` with the announcement of each job whose Event failed undone (its reason and since kept); how many. */
+  undoFailed(tracks: Map<string, JobTrack>): number {
+    let undone = 0;
+    for (const uid of this.failed) {
+      const t = tracks.get(uid);
+      const b = this.before.get(uid);
+      if (t && b) {
+        tracks.set(uid, { reason: t.reason, since: t.since, ...b });
+        undone++;
+      }
+      this.before.delete(uid);
+    }
+    this.failed.clear();
+    // Events the writer took without posting (the same one within its dedupe window) leave theirs: bounded by the jobs.
+    if (this.before.size > 2 * tracks.size + 64) for (const uid of this.before.keys()) if (!tracks.has(uid)) this.before.delete(uid);
+    return undone;
+  }
 }
 
 export function startBlocked(opts: BlockedOptions): BlockedTracker {
@@ -204,7 +251,8 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
   const kueue = startKueueCaches({ ...opts, gpu: policy.gpu });
   const follow = opts.get ? new FollowUps({ get: opts.get, now: () => opts.now().getTime() }) : undefined;
 
-  const writer = backgroundEventWriter(() => Promise.resolve((namespace: string, event: KubeObject) => opts.post(namespace, event)), {
+  const said = new Announcements();
+  const writer = backgroundEventWriter(() => Promise.resolve(said.posting(opts.post)), {
     log,
     maxInFlight: bounds.perTick,
     now: () => opts.now().getTime(),
@@ -240,9 +288,10 @@ export function startBlocked(opts: BlockedOptions): BlockedTracker {
     if (follow) await followUp(entries, follow);
     if (stopped || !opts.leading()) return;
     const jobs = entries.map((e) => e.job);
+    said.undoFailed(tracks);
     const plan = planTick({ previous: tracks, jobs, nowMs, lastMs, bounds });
     logChanges(log, tracks, jobs);
-    const sent = announce(plan, { write: (e) => writer.write(e), log, ...(metrics ? { metrics } : {}) }, nowDate);
+    const sent = said.announce(plan, { write: (e) => writer.write(e), log, ...(metrics ? { metrics } : {}) }, nowDate);
     [tracks, lastMs, cleared] = [plan.tracks, nowMs, false];
     metrics?.jobs(plan.gauge);
     metrics?.gpuMinutes(plan.gpuMinutes);
