@@ -26,14 +26,17 @@ const tickJob = (reason: Reason): TickJob => ({
   gpus: new Map(),
 });
 
-/** A reconciler's ticks over one job, its Events posted through `post` (awaited, as the writer would). */
-function ticker(post: (e: KubeObject) => Promise<void>) {
+/** A reconciler's ticks over one job, its Events posted (awaited, as the writer would) and refused while `failing`. */
+function ticker() {
   const said = new Announcements();
-  const posting = said.posting(async (_ns, e) => post(e));
+  const posting = said.posting(async (_ns: string, _e: KubeObject) => {
+    if (t.failing) throw new Error("the server was unable to return a response in the time allotted");
+  });
   let tracks = new Map<string, JobTrack>();
   let lastMs: number | undefined;
   const sent: string[] = [];
-  return {
+  const t = {
+    failing: false,
     sent,
     async tick(reason: Reason, at: number): Promise<void> {
       said.undoFailed(tracks);
@@ -55,18 +58,17 @@ function ticker(post: (e: KubeObject) => Promise<void>) {
       [tracks, lastMs] = [plan.tracks, at];
     },
   };
+  return t;
 }
 
 describe("blocked: an Event whose POST failed", () => {
   it("is said again at the next tick", async () => {
-    let fail = true;
-    const t = ticker(async () => {
-      if (fail) throw new Error("the server was unable to return a response in the time allotted");
-    });
+    const t = ticker();
+    t.failing = true;
     await t.tick("stale-node", T0);
     await t.tick("stale-node", T0 + 10_000);
     assert.deepEqual(t.sent, ["QuartermasterBlocked"], "settled: said once");
-    fail = false;
+    t.failing = false;
     await t.tick("stale-node", T0 + 20_000);
     assert.deepEqual(t.sent, ["QuartermasterBlocked", "QuartermasterBlocked"], "the failed one said again");
     await t.tick("stale-node", T0 + 30_000);
@@ -74,22 +76,19 @@ describe("blocked: an Event whose POST failed", () => {
   });
 
   it("a Normal Event that failed is said again too", async () => {
-    let fail = false;
-    const t = ticker(async () => {
-      if (fail) throw new Error("connection reset");
-    });
+    const t = ticker();
     await t.tick("stale-node", T0);
     await t.tick("stale-node", T0 + 10_000);
-    fail = true;
+    t.failing = true;
     await t.tick("running", T0 + 80_000);
-    fail = false;
+    t.failing = false;
     await t.tick("running", T0 + 90_000);
     await t.tick("running", T0 + 100_000);
     assert.deepEqual(t.sent, ["QuartermasterBlocked", "QuartermasterRunning", "QuartermasterRunning"]);
   });
 
   it("an Event that went through is not said again", async () => {
-    const t = ticker(async () => undefined);
+    const t = ticker();
     for (let i = 0; i < 6; i++) await t.tick("untolerated-taint", T0 + i * 10_000);
     assert.deepEqual(t.sent, ["QuartermasterBlocked"]);
   });
