@@ -23,8 +23,9 @@ import { effectivePodGpus, type GpuCatalog } from "../core/gpu.js";
 import type { KubeObject } from "../core/kube.js";
 import { isObject, objectOr } from "../core/object.js";
 import { KUEUE_GROUP } from "../kueue/queues.js";
-import { statusOf, type kubeClient } from "../kube/client.js";
+import type { kubeClient } from "../kube/client.js";
 import { trimmedInformer, type ListPage, type TrimmedInformer } from "../kube/informer.js";
+import { restartOnError } from "./informer-restart.js";
 
 type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
 
@@ -130,41 +131,29 @@ export function slimQueue(o: object): KubeObject {
 
 const isStub = (o: KubernetesObject): boolean => !("spec" in o);
 
-/**
- * An informer that stops is started again: in 2 s, or every 30 s when its API is not served or refused (said
- * once). `what` names it in the log.
- */
-export function restartOnError<T extends KubernetesObject>(inf: TrimmedInformer<T>, log: Logger, what: string, stopped: () => boolean): void {
-  let said = false;
-  inf.on("error", (err: unknown) => {
-    if (stopped()) return;
-    const status = statusOf(err);
-    const lasting = status === 403 || status === 404;
-    if (status === 404 && !said) log.info({ what }, "blocked: not served (CRD not installed?); looking again every 30 s, verdicts judge without it meanwhile");
-    else if (!lasting || !said)
-      log.warn({ err: errorMessage(err), status }, `blocked: ${what} informer stopped; restarting (verdicts judge without it meanwhile)`);
-    said ||= lasting;
-    setTimeout(() => void (stopped() ? undefined : inf.start().catch(() => undefined)), lasting ? 30_000 : 2000).unref();
-  });
-}
+/** What the verdicts do while a cache they read is down, said in its informer's restart lines. */
+export const JUDGED_WITHOUT = "verdicts judge without it meanwhile";
 
 export function startKueueCaches(opts: KueueCacheOptions): KueueCaches {
   const { k8s, kc, log } = opts;
   let stopped = false;
-  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  let customApi: InstanceType<ClientModule["CustomObjectsApi"]> | undefined;
+  const custom = () => (customApi ??= kc.makeApiClient(k8s.CustomObjectsApi));
   const informer = (plural: string, trim: (o: object) => KubeObject, byController = false): TrimmedInformer<KubeObject> => {
     const path = `/apis/${KUEUE_GROUP}/${VERSION}/${plural}`;
     const inf = trimmedInformer<KubeObject>(k8s, kc, {
       path,
       page: opts.plainPage
         ? opts.plainPage(path)
-        : async (cont) => (await custom.listClusterCustomObject({ group: KUEUE_GROUP, version: VERSION, plural, limit: PAGE, _continue: cont })) as ListPage,
-      namespacePage: async (namespace, cont) =>
-        (await custom.listNamespacedCustomObject({ group: KUEUE_GROUP, version: VERSION, plural, namespace, limit: PAGE, _continue: cont })) as ListPage,
+        : async (cont) => (await custom().listClusterCustomObject({ group: KUEUE_GROUP, version: VERSION, plural, limit: PAGE, _continue: cont })) as ListPage,
+      namespacePage: opts.plainPage
+        ? async (namespace, cont) => opts.plainPage!(`/apis/${KUEUE_GROUP}/${VERSION}/namespaces/${namespace}/${plural}`)(cont)
+        : async (namespace, cont) =>
+            (await custom().listNamespacedCustomObject({ group: KUEUE_GROUP, version: VERSION, plural, namespace, limit: PAGE, _continue: cont })) as ListPage,
       trim,
       indexByController: byController,
     });
-    restartOnError(inf, log, plural, () => stopped);
+    restartOnError(inf, { log, prefix: "blocked", stopped: () => stopped, meanwhile: JUDGED_WITHOUT });
     void inf.start().catch(() => undefined);
     return inf;
   };

@@ -28,7 +28,8 @@ import type { kubeClient } from "../kube/client.js";
 import { backgroundEventWriter } from "../kube/events.js";
 import { trimmedInformer, type ListPage, type TrimmedInformer } from "../kube/informer.js";
 import { isJobStub } from "../kube/projection.js";
-import { restartOnError, startKueueCaches, type KueueCaches } from "./blocked-kueue.js";
+import { JUDGED_WITHOUT, startKueueCaches, type KueueCaches } from "./blocked-kueue.js";
+import { restartOnError } from "./informer-restart.js";
 import { FOLLOW_UP_REASONS, FollowUps, type FollowUp } from "./blocked-follow-up.js";
 
 type ClientModule = Awaited<ReturnType<typeof kubeClient>>["k8s"];
@@ -101,7 +102,7 @@ function nodeCache(opts: BlockedOptions, stopped: () => boolean): TrimmedInforme
       : async (cont) => opts.kc.makeApiClient(opts.k8s.CoreV1Api).listNode({ limit: 500, _continue: cont }),
     trim: verdictNode,
   });
-  restartOnError(nodes, opts.log, "node", stopped);
+  restartOnError(nodes, { log: opts.log, prefix: "blocked", stopped, meanwhile: JUDGED_WITHOUT });
   void nodes.start().catch(() => undefined);
   return nodes;
 }

@@ -11,11 +11,12 @@ import { errorMessage } from "../core/errors.js";
 import type { KubeObject } from "../core/kube.js";
 import { namespaceScope, scopeIndex } from "../core/scope.js";
 import type { JobKind } from "../policy/types.js";
-import { statusOf, type kubeClient } from "../kube/client.js";
+import type { kubeClient } from "../kube/client.js";
 import { JOB_PAGE_SIZE, PAGE_SIZE, plainListPage, slimNamespace, slimPod, slimService, type Cluster, type SharedParts } from "../kube/cluster.js";
 import { slimJob, trimmedInformer, type ListPage, type TrimmedInformer } from "../kube/informer.js";
 import { isJobStub, projectJob } from "../kube/projection.js";
 import type { RestClient } from "../kube/rest.js";
+import { restartOnError } from "./informer-restart.js";
 import { keyOf, type WatchContext } from "./watch-context.js";
 
 const VERBS = ["add", "update", "delete"] as const;
@@ -60,7 +61,7 @@ export function watchCaches(ctx: WatchContext, client: CacheClient): WatchCaches
   };
   trackScopeChanges(caches, scope.changed, rereads.reread);
   queueJobsOnEvents(ctx, caches);
-  restartOnErrors(ctx, caches.all);
+  for (const inf of caches.all) restartOnError(inf, { log: ctx.log, prefix: "watch", stopped: () => ctx.stopped });
   return caches;
 }
 
@@ -230,24 +231,6 @@ function queueJobsOnEvents(ctx: WatchContext, caches: WatchCaches): void {
 }
 
 /** An informer that stops is started again: in 2 s, or every 30 s for a kind whose CRD is not installed (said once). */
-function restartOnErrors(ctx: WatchContext, all: ReadonlyArray<TrimmedInformer<KubernetesObject>>): void {
-  const { log } = ctx;
-  for (const inf of all) {
-    let absent = false;
-    inf.on("error", (err: unknown) => {
-      if (ctx.stopped) return;
-      const missing = statusOf(err) === 404;
-      if (!missing) log.warn({ err: errorMessage(err) }, "watch: informer stopped; restarting in 2 s");
-      else if (!absent) log.info({ path: inf.watchPath }, "watch: not served (CRD not installed?); looking again every 30 s");
-      absent = missing;
-      setTimeout(
-        () => void (ctx.stopped ? undefined : inf.start().catch((e: unknown) => log.warn({ err: errorMessage(e) }, "watch: informer restart failed"))),
-        missing ? 30_000 : 2000,
-      ).unref();
-    });
-  }
-}
-
 /**
  * The cluster as the resident reconciler's full pass reads it: pods, Services, namespaces and jobs from the
  * informers' caches (the objects the syncs read, trimmed alike: a job out of scope as its stub), as client-go's controllers resync from their

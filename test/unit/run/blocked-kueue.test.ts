@@ -5,12 +5,15 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import * as k8s from "@kubernetes/client-node";
+import { pino } from "pino";
+import type { ListPage } from "../../../src/kube/informer.js";
 import type { KubeObject } from "../../../src/core/kube.js";
 import { cachedEvidence, nodeEntriesFromCaches, type CachedJob } from "../../../src/explain/cached.js";
 import { knownKinds } from "../../../src/explain/kinds.js";
 import { explainJob } from "../../../src/explain/verdict.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
-import { slimQueue, slimWorkload } from "../../../src/run/blocked-kueue.js";
+import { slimQueue, slimWorkload, startKueueCaches } from "../../../src/run/blocked-kueue.js";
 import { NOW, ago, clusterQueue, job, localQueue, node, workload } from "../../fixtures/explain.js";
 
 const policy = defaultPolicy();
@@ -137,5 +140,70 @@ describe("slimWorkload", () => {
         metadata: { name: "w", namespace: "other", uid: "u", ownerReferences: [{ uid: "j", controller: true }] },
       },
     );
+  });
+});
+
+describe("startKueueCaches: a Workload cached as a stub", () => {
+  /** The three caches over a stand-in LIST by path and a watch that says nothing; which paths were read. */
+  function caches(byPath: Record<string, object[]>, optedIn: Set<string>) {
+    class QuietWatch extends k8s.Watch {
+      override watch(): Promise<AbortController> {
+        return Promise.resolve(new AbortController());
+      }
+    }
+    const read: string[] = [];
+    const started = startKueueCaches({
+      k8s: { ...k8s, Watch: QuietWatch },
+      kc: new k8s.KubeConfig(),
+      plainPage: (path) => async () => {
+        read.push(path);
+        return { metadata: { resourceVersion: "10" }, items: structuredClone(byPath[path] ?? []) } as ListPage;
+      },
+      log: pino({ level: "silent" }),
+      gpu: policy.gpu,
+      inScope: (ns) => optedIn.has(ns),
+    });
+    return { started, read };
+  }
+  const base = workload({ conditions: waiting("couldn't assign flavors to pod set worker: insufficient quota") });
+  const owned: KubeObject = {
+    ...base,
+    metadata: {
+      ...(base.metadata as object),
+      uid: "uid-w",
+      ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "PyTorchJob", name: "llm", uid: "uid-llm", controller: true }],
+    },
+  };
+  const lists = {
+    "/apis/kueue.x-k8s.io/v1beta1/workloads": [owned],
+    "/apis/kueue.x-k8s.io/v1beta1/namespaces/team-a/workloads": [owned],
+    "/apis/kueue.x-k8s.io/v1beta1/localqueues": [localQueue],
+    "/apis/kueue.x-k8s.io/v1beta1/clusterqueues": [clusterQueue(8, 8)],
+  };
+  const until = async (ok: () => boolean, what: string): Promise<void> => {
+    for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(ok(), what);
+  };
+
+  it("is unread until its namespace opts in; then read again once, and the verdict sees it whole", async () => {
+    const optedIn = new Set<string>();
+    const { started, read } = caches(lists, optedIn);
+    try {
+      const unowned = { ...queued, metadata: { ...(queued.metadata as object), uid: "uid-none" } };
+      await until(() => started.view(unowned) !== undefined, "the three caches sync");
+      // Cached while its namespace had not opted in: a stub, which the verdict must not read as "no Workload".
+      assert.equal(started.view(queued), undefined, "a stub is not a Workload the verdict may judge");
+      await new Promise((r) => setTimeout(r, 20));
+      assert.equal(started.view(queued), undefined, "read again, still out of scope: still a stub");
+      optedIn.add("team-a");
+      assert.equal(started.view(queued), undefined, "opted in: read again");
+      assert.equal(started.view(queued), undefined, "still being read");
+      await until(() => started.view(queued) !== undefined, "read again");
+      assert.equal(read.filter((p) => p.includes("/namespaces/team-a/workloads")).length, 2, "one namespaced LIST per opt-in seen, not one per view");
+      assert.deepEqual(started.view(queued)!.workload, slimWorkload(owned, policy.gpu, all));
+      assert.equal(verdict(started.view(queued)).reason, "inadmissible");
+    } finally {
+      await started.stop();
+    }
   });
 });
