@@ -83,6 +83,8 @@ interface Start {
 }
 
 /** Milliseconds from spawning `args` to its "serving" line (it listens) and to its first 200 on `/mutate/pods`. */
+const profiling = values["node-flags"].includes("--cpu-prof");
+
 async function coldStart(name: string, args: (port: number) => string[]): Promise<Start> {
   const port = await freePort();
   const log = join(dir, `${name}.log`);
@@ -107,7 +109,8 @@ async function coldStart(name: string, args: (port: number) => string[]): Promis
       await new Promise((r) => setTimeout(r, 2));
     }
   } finally {
-    child.kill("SIGKILL");
+    // A profiled start is stopped as a Pod is, so node writes its --cpu-prof on the way out.
+    child.kill(profiling ? "SIGTERM" : "SIGKILL");
     await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(undefined) : child.once("exit", r)));
   }
 }
