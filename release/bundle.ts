@@ -41,8 +41,8 @@ export async function bundleServe(root: string): Promise<void> {
     platform: "node",
     target: "node20.6",
     external: BUNDLE_EXTERNAL,
-    // prom-client's exemplars' tracing API, never used here: a stand-in that says so (./no-otel.cjs).
-    alias: { "@opentelemetry/api": "./release/no-otel.cjs" },
+    // prom-client's exemplars' tracing API, never used here: a stand-in that says so (./no-otel.ts).
+    alias: { "@opentelemetry/api": "./release/no-otel.ts" },
     // Paths as seen from the root (node_modules/x), not where a symlinked node_modules really is: the output holds
     // module paths, and the release builds in a fresh temporary directory whose node_modules is a symlink.
     preserveSymlinks: true,
