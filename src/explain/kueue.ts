@@ -16,6 +16,7 @@ import { effectivePodGpus } from "../core/gpu.js";
 import { asV1PodSpec } from "../core/boundary.js";
 import type { KubeObject } from "../core/kube.js";
 import { isObject, objectOr } from "../core/object.js";
+import { queueNameOf } from "../kueue/admission.js";
 import { conditionOf, conditionText, countOf, duration, nameOf, objectRef, objectsIn, secondsSince } from "./read.js";
 import type { ExplainEvidence, EvidenceItem, Finding } from "./types.js";
 
@@ -82,11 +83,7 @@ const quotaText = (q: FlavorQuota, resource: string): string =>
   `flavor ${q.flavor}: ${resource} nominal ${q.nominal}, reserved ${q.reserved}${q.borrowed ? ` (borrowed ${q.borrowed})` : ""}, ` +
   `free ${Math.max(0, q.nominal - q.reserved)}; borrowing ${q.borrowingLimit === undefined ? "unlimited within the cohort" : q.borrowingLimit === 0 ? "none" : `up to ${q.borrowingLimit}`}`;
 
-const queueNameOfJob = (job: KubeObject | undefined): string | undefined => {
-  const m = objectOr(job?.metadata);
-  const v = objectOr(m.labels)["kueue.x-k8s.io/queue-name"] ?? objectOr(m.annotations)["kueue.x-k8s.io/queue-name"];
-  return typeof v === "string" && v !== "" ? v : undefined;
-};
+const queueNameOfJob = (job: KubeObject | undefined): string | undefined => (job ? queueNameOf(job) : undefined);
 
 /** Why the queue will never admit the job, or undefined. */
 function never(ev: ExplainEvidence, queue: string, now: Date): Finding | undefined {

@@ -60,7 +60,8 @@ export type TrimmedInformer<T extends KubernetesObject> = ListWatch<T> & {
   byController(uid: string): T[];
   /**
    * Whether the cache holds a whole LIST (client-go's `HasSynced`): true once a LIST's items are in the cache,
-   * and while a relist runs; false before the first and after a 404 (the kind's CRD is gone) until a LIST succeeds.
+   * and while a relist runs; false before the first, and after a 404 (the kind's CRD is gone) or a 403 (the LIST or
+   * watch not granted) until a LIST succeeds or a watch opens again.
    */
   synced(): boolean;
   /**
@@ -99,8 +100,10 @@ const cacheKey = (o: KubernetesObject): string => `${o.metadata?.namespace ?? ""
  * Whether the cache holds a whole LIST, as client-go's HasSynced: true once a LIST's items are in the cache
  * (ListWatch puts them there right before it opens the watch, so the watch's start says so, not the LIST's
  * return), and it stays true while a relist runs or after one failed for a passing reason: the cache keeps the
- * last LIST's objects, kept current by the watch until it broke. False again when the kind is gone (a 404 from a
- * LIST or the watch: its CRD was removed), until a LIST succeeds.
+ * last LIST's objects, kept current by the watch until it broke. False again when the kind is gone or refused (a
+ * 404 from a LIST or the watch: its CRD was removed; a 403: the Role lost its grant), until a LIST succeeds or a
+ * watch opens again (resuming from the cache's resourceVersion, it brings the cache current): a cache that no
+ * watch can keep current is not read as if it were.
  */
 interface SyncState {
   hasSynced: boolean;
@@ -109,7 +112,10 @@ interface SyncState {
   fresh: boolean;
 }
 
-const noteGone = (state: SyncState, err: unknown): void => void (statusOf(err) === 404 && (state.gone = true));
+const noteGone = (state: SyncState, err: unknown): void => {
+  const status = statusOf(err);
+  if (status === 404 || status === 403) state.gone = true;
+};
 
 /** The deadline of a watch's first answer (and of a watch-list's events) in ms, or undefined for none. */
 const deadlineMs = (opts: TrimmedInformerOptions<KubernetesObject>): number | undefined => {
@@ -138,15 +144,25 @@ function trimmingWatch<T extends KubernetesObject>(
       // A timeout of 5-10 minutes, as client-go's reflector asks: a watch that silently stopped delivering is
       // replaced (resuming from its resourceVersion) instead of leaving the cache behind for good.
       let late = false;
+      let ended = false;
       const started = super.watch(
         path,
         { ...queryParams, allowWatchBookmarks: true, timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())) },
         (phase, obj: object, wo?: object) => callback(phase, WATCHED_PHASES.has(phase) ? trimmed(obj, opts.trim) : obj, wo),
         (err: unknown) => {
           if (late) return;
-          noteGone(state, err);
-          done(err);
+          ended = true;
+          // The watch says a refusal's status in `statusCode`; the callers, and noteGone, read `code`.
+          const e = err === null || err === undefined ? err : withStatusCode(err);
+          noteGone(state, e);
+          done(e);
         },
+      );
+      // Open (a 200: client-node's watch resolves after its answer's status, having called `done` for any other):
+      // the kind is served and readable again.
+      void started.then(
+        () => void (!ended && !late && (state.gone = false)),
+        () => undefined,
       );
       const ms = deadlineMs(opts);
       if (ms === undefined) return started;

@@ -42,6 +42,13 @@ export function queueNameOf(job: KubeObject): string | undefined {
   return undefined;
 }
 
+/** The LocalQueue a job waits in: its Workload's `spec.queueName` once Kueue made one, else the job's own {@link queueNameOf}. */
+export function waitingQueueOf(job: KubeObject | undefined, workload: KubeObject | undefined): string | undefined {
+  const named = objOr(workload?.spec).queueName;
+  if (typeof named === "string" && named !== "") return named;
+  return job ? queueNameOf(job) : undefined;
+}
+
 /** What a Kueue admission wrote into one pod template. */
 export interface TemplateAdmission {
   /** The template's path, e.g. `spec.pytorchReplicaSpecs.Worker.template` (a TrainJob's: its runtime patch's). */

@@ -21,8 +21,14 @@ import { readControllerState } from "./explain-read.js";
 /** The cached verdicts that a job's Events or its controller's Deployment may change. */
 export const FOLLOW_UP_REASONS: ReadonlySet<Reason> = new Set<Reason>(["pending", "no-controller", "controller-error"]);
 
-/** Events on a job read at most (the newest the apiserver gives first are enough to name a controller's error). */
-const EVENTS_LIMIT = 100;
+/**
+ * The Events on a job read: its Warnings only (all the verdict reads: a controller's error, Kueue's refusal),
+ * selected by the apiserver, so that the Normal ones of a big job (a SuccessfulCreate per pod) never crowd them
+ * out; 100 a page, at most 4 pages (a LIST gives them in name order, `<job>.<hex time>`: oldest first). A job with
+ * more Warnings than that keeps the 400 read, each a real one, and its error is named by them.
+ */
+const EVENTS_PAGE = 100;
+const EVENTS_PAGES = 4;
 
 /** What was read for one job: each part present only when its read succeeded. */
 export interface FollowUp {
@@ -102,10 +108,19 @@ export class FollowUps {
   }
 
   private async readEvents(j: FollowUpJob): Promise<KubeObject[] | undefined> {
-    const selector = encodeURIComponent(`involvedObject.uid=${j.uid}`);
+    const selector = encodeURIComponent(`involvedObject.uid=${j.uid},type=Warning`);
+    const base = `/api/v1/namespaces/${encodeURIComponent(j.namespace)}/events?fieldSelector=${selector}&limit=${EVENTS_PAGE}`;
+    const events: KubeObject[] = [];
     try {
-      const list = objectOr(await this.o.get(`/api/v1/namespaces/${encodeURIComponent(j.namespace)}/events?fieldSelector=${selector}&limit=${EVENTS_LIMIT}`));
-      return Array.isArray(list.items) ? (list.items as unknown[]).filter(isObject) : [];
+      let next: string | undefined;
+      for (let page = 0; page < EVENTS_PAGES; page++) {
+        const list = objectOr(await this.o.get(next ? `${base}&continue=${encodeURIComponent(next)}` : base));
+        if (Array.isArray(list.items)) events.push(...(list.items as unknown[]).filter(isObject));
+        const cont = objectOr(list.metadata).continue;
+        if (typeof cont !== "string" || cont === "") break;
+        next = cont;
+      }
+      return events;
     } catch {
       return undefined;
     }

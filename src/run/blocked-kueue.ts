@@ -22,6 +22,7 @@ import { errorMessage } from "../core/errors.js";
 import { effectivePodGpus, type GpuCatalog } from "../core/gpu.js";
 import type { KubeObject } from "../core/kube.js";
 import { isObject, objectOr } from "../core/object.js";
+import { waitingQueueOf } from "../kueue/admission.js";
 import { KUEUE_GROUP } from "../kueue/queues.js";
 import type { kubeClient } from "../kube/client.js";
 import { trimmedInformer, type ListPage, type TrimmedInformer } from "../kube/informer.js";
@@ -153,8 +154,7 @@ export function startKueueCaches(opts: KueueCacheOptions): KueueCaches {
       trim,
       indexByController: byController,
     });
-    restartOnError(inf, { log, prefix: "blocked", stopped: () => stopped, meanwhile: JUDGED_WITHOUT });
-    void inf.start().catch(() => undefined);
+    restartOnError(inf, { log, prefix: "blocked", stopped: () => stopped, meanwhile: JUDGED_WITHOUT }).start();
     return inf;
   };
   const workloads = informer("workloads", (o) => slimWorkload(o, opts.gpu, opts.inScope), true);
@@ -181,8 +181,7 @@ export function startKueueCaches(opts: KueueCacheOptions): KueueCaches {
         reread(ns);
         return undefined;
       }
-      const labels = objectOr(meta.labels);
-      const queue = String(objectOr(workload?.spec).queueName ?? labels["kueue.x-k8s.io/queue-name"] ?? "");
+      const queue = waitingQueueOf(job, workload);
       const localQueue = queue ? localQueues.get(queue, ns) : undefined;
       const cq = String(objectOr(localQueue?.spec).clusterQueue ?? "");
       const clusterQueue = cq ? clusterQueues.get(cq) : undefined;

@@ -102,15 +102,16 @@ function nodeCache(opts: BlockedOptions, stopped: () => boolean): TrimmedInforme
       : async (cont) => opts.kc.makeApiClient(opts.k8s.CoreV1Api).listNode({ limit: 500, _continue: cont }),
     trim: verdictNode,
   });
-  restartOnError(nodes, { log: opts.log, prefix: "blocked", stopped, meanwhile: JUDGED_WITHOUT });
-  void nodes.start().catch(() => undefined);
+  restartOnError(nodes, { log: opts.log, prefix: "blocked", stopped, meanwhile: JUDGED_WITHOUT }).start();
   return nodes;
 }
 
 /** A job of this tick: its verdict from the caches, and the verdict again with what was read for it besides. */
-interface TickEntry {
+export interface TickEntry {
   job: TickJob;
   known: KnownKind;
+  /** The verdict from the caches alone: whether the job wants a follow-up read is decided from it, not from a read's. */
+  cached: TickJob["verdict"];
   judge(read?: FollowUp): TickJob["verdict"];
 }
 
@@ -142,15 +143,17 @@ function tickJobs(
           at.nowDate,
           memo,
         );
+      const cached = judge();
+      const read = at.follow?.get(uid);
       const tickJob: TickJob = {
         uid,
         namespace: ns,
         name: raw.metadata?.name ?? "",
         kind: kind.jobKind,
-        verdict: judge(at.follow?.get(uid)),
+        verdict: read ? judge(read) : cached,
         gpus: jobGpus(job, kind.jobKind, pods, opts.policy.gpu),
       };
-      out.push({ job: tickJob, known: kind.known, judge });
+      out.push({ job: tickJob, known: kind.known, cached, judge });
     }
   });
   return out;
@@ -158,14 +161,20 @@ function tickJobs(
 
 /**
  * The jobs whose verdict the caches cannot settle, read (./blocked-follow-up.ts, bounded) and judged again with
- * what was read.
+ * what was read. Which jobs those are is decided from the caches' verdict: a read that turned a job's verdict
+ * into one that wants no read (an Event saying Kueue's admission was refused) keeps it, instead of the job
+ * flapping between the read's verdict and the caches' every other tick. A job the caches settle is judged
+ * by them alone (its earlier read is dropped).
  */
-async function followUp(entries: readonly TickEntry[], follow: FollowUps): Promise<void> {
-  const wanting = entries.filter((e) => FOLLOW_UP_REASONS.has(e.job.verdict.reason));
+export async function followUp(entries: readonly TickEntry[], follow: FollowUps): Promise<void> {
+  const wanting = entries.filter((e) => FOLLOW_UP_REASONS.has(e.cached.reason));
   const read = new Set(await follow.refresh(wanting.map((e) => ({ uid: e.job.uid, namespace: e.job.namespace, kind: e.known }))));
-  for (const e of wanting) {
-    const got = read.has(e.job.uid) ? follow.get(e.job.uid) : undefined;
-    if (got) e.job.verdict = e.judge(got);
+  for (const e of entries) {
+    if (!FOLLOW_UP_REASONS.has(e.cached.reason)) e.job.verdict = e.cached;
+    else if (read.has(e.job.uid)) {
+      const got = follow.get(e.job.uid);
+      if (got) e.job.verdict = e.judge(got);
+    }
   }
 }
 

@@ -13,6 +13,7 @@ import { isObject, objectOr } from "../core/object.js";
 import type { KnownKind } from "../explain/kinds.js";
 import type { ControllerState, ExplainEvidence, PendingPosition, PolicyResult } from "../explain/types.js";
 import type { Policy } from "../policy/types.js";
+import { waitingQueueOf } from "../kueue/admission.js";
 import { isLedgerConfigMapName, readStored, type StoredConfigMap } from "../ledger/shards.js";
 import { POLICY_REPORT_API_VERSION, POLICY_REPORT_NAME } from "../core/keys.js";
 import { labelScheme } from "../kinds/index.js";
@@ -160,8 +161,7 @@ async function readQueues(
   workload: KubeObject | undefined,
   served: boolean,
 ): Promise<{ localQueue?: KubeObject; clusterQueue?: KubeObject; position?: PendingPosition }> {
-  const labels = objectOr(objectOr(job?.metadata).labels);
-  const queue = String(objectOr(workload?.spec).queueName ?? labels["kueue.x-k8s.io/queue-name"] ?? "");
+  const queue = waitingQueueOf(job, workload);
   if (!served || !queue) return {};
   const localQueue = (await get(`/apis/kueue.x-k8s.io/v1beta1/namespaces/${enc(ns)}/localqueues/${enc(queue)}`)) as KubeObject | undefined;
   const cq = String(objectOr(localQueue?.spec).clusterQueue ?? "");

@@ -21,14 +21,27 @@ export interface RestartOptions {
  * The one restart policy of the reconciler's informers. An API that is not served (404: its CRD is not
  * installed) or refused (403: not granted) is a lasting state: said once, at info and warn, and looked at again
  * every 30 s, so a cluster without Kueue, or a Role without its grant, is neither a log line every 2 s nor a
- * cache given up for good. Any other error (a broken watch, an apiserver restart) is said each time and the
- * informer starts again in 2 s. While it is down its cache is not synced, and its readers judge without it.
+ * cache given up for good; once the informer holds a cache again, the next such state is said again. Any other
+ * error (a broken watch, an apiserver restart) is said each time and the informer starts again in 2 s; so does a
+ * start that fails before any request (client-node's watch throws when the kubeconfig's credentials cannot be
+ * read). While it is down its cache is not synced (../kube/informer.ts), and its readers judge without it.
  */
-export function restartOnError<T extends KubernetesObject>(inf: TrimmedInformer<T>, opts: RestartOptions): void {
+export function restartOnError<T extends KubernetesObject>(inf: TrimmedInformer<T>, opts: RestartOptions): { start: () => void } {
   const { log, prefix, stopped } = opts;
   const meanwhile = opts.meanwhile === undefined ? "" : `; ${opts.meanwhile}`;
   const path = inf.watchPath;
   let saidLasting: number | undefined;
+  const start = (): void => {
+    if (stopped()) return;
+    inf.start().then(
+      () => void (inf.synced() && (saidLasting = undefined)),
+      (err: unknown) => {
+        if (stopped()) return;
+        log.warn({ path, err: errorMessage(err) }, `${prefix}: informer did not start; trying again in 2 s${meanwhile}`);
+        setTimeout(start, RESTART_AFTER_MS.passing).unref();
+      },
+    );
+  };
   inf.on("error", (err: unknown) => {
     if (stopped()) return;
     const status = statusOf(err);
@@ -38,8 +51,7 @@ export function restartOnError<T extends KubernetesObject>(inf: TrimmedInformer<
     else if (saidLasting !== status)
       log.warn({ path, err: errorMessage(err) }, `${prefix}: watch refused (403: not granted?); looking again every 30 s${meanwhile}`);
     saidLasting = lasting ? status : undefined;
-    const restart = (): void =>
-      void (stopped() ? undefined : inf.start().catch((e: unknown) => log.debug({ path, err: errorMessage(e) }, `${prefix}: informer restart failed`)));
-    setTimeout(restart, lasting ? RESTART_AFTER_MS.lasting : RESTART_AFTER_MS.passing).unref();
+    setTimeout(start, lasting ? RESTART_AFTER_MS.lasting : RESTART_AFTER_MS.passing).unref();
   });
+  return { start };
 }

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { KUEUE_QUEUE_NAME, KUEUE_RUNTIME_PATCH_MANAGER, kueueAdmissionOnly, queueNameOf } from "../../../src/kueue/admission.js";
+import { KUEUE_QUEUE_NAME, KUEUE_RUNTIME_PATCH_MANAGER, kueueAdmissionOnly, queueNameOf, waitingQueueOf } from "../../../src/kueue/admission.js";
 import { ANNOTATION_ACCELERATOR } from "../../../src/core/keys.js";
 import type { KubeObject } from "../../../src/core/kube.js";
 import { checkPolicy } from "../../../src/policy/load.js";
@@ -74,6 +74,19 @@ describe("queueNameOf", () => {
     ["no metadata", {}, undefined],
   ];
   for (const [name, job, want] of cases) it(name, () => assert.equal(queueNameOf(job), want));
+});
+
+describe("waitingQueueOf: the queue a job waits in", () => {
+  const labelled: KubeObject = { metadata: { labels: { [KUEUE_QUEUE_NAME]: "team" } } };
+  const cases: Array<[string, KubeObject | undefined, KubeObject | undefined, string | undefined]> = [
+    ["its Workload's queueName first", labelled, { spec: { queueName: "moved" } }, "moved"],
+    ["no Workload yet: the job's label", labelled, undefined, "team"],
+    ["no Workload yet: the job's older annotation", { metadata: { annotations: { [KUEUE_QUEUE_NAME]: "old" } } }, undefined, "old"],
+    ["a Workload without queueName: the job's", labelled, { spec: {} }, "team"],
+    ["neither", { metadata: {} }, undefined, undefined],
+    ["no job read, its Workload's", undefined, { spec: { queueName: "w" } }, "w"],
+  ];
+  for (const [name, job, workload, want] of cases) it(name, () => assert.equal(waitingQueueOf(job, workload), want));
 });
 
 describe("kueueAdmissionOnly (v1 kinds)", () => {

@@ -11,6 +11,8 @@ import { cachedEvidence, nodeEntriesFromCaches } from "../../../src/explain/cach
 import { knownKinds } from "../../../src/explain/kinds.js";
 import { explainJob } from "../../../src/explain/verdict.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
+import { followUp, type TickEntry } from "../../../src/run/blocked.js";
+import type { TickJob } from "../../../src/explain/blocked.js";
 import { FollowUps, type FollowUp } from "../../../src/run/blocked-follow-up.js";
 import { NOW, event, job, node } from "../../fixtures/explain.js";
 
@@ -51,7 +53,7 @@ describe("FollowUps", () => {
     assert.equal(a.calls.filter((c) => c.includes("/events")).length, 8);
     assert.match(
       a.calls.find((c) => c.includes("/events"))!,
-      /namespaces\/team-a\/events\?fieldSelector=involvedObject\.uid%3Du0&limit=100/,
+      /namespaces\/team-a\/events\?fieldSelector=involvedObject\.uid%3Du0%2Ctype%3DWarning&limit=100/,
     );
   });
 
@@ -88,6 +90,28 @@ describe("FollowUps", () => {
     await f.refresh(jobsOf(2));
     assert.ok(Date.now() - started < 2000);
     assert.deepEqual(f.get("u0"), {});
+  });
+
+  it("follows a LIST's continue for the job's Warnings, at most 4 pages: the newest (last) one is read", async () => {
+    for (const pages of [2, 6]) {
+      const asked: string[] = [];
+      const get = async (path: string): Promise<unknown> => {
+        if (path.includes("/deployments")) return deployment(1);
+        asked.push(path);
+        const n = asked.length;
+        return {
+          metadata: n < pages ? { continue: `page-${n + 1}` } : {},
+          items: [event(n === pages ? "FailedCreatePod" : "BackOff", `warning of page ${n}`)],
+        };
+      };
+      const f = new FollowUps({ get, now: () => 0, perTick: 8 });
+      await f.refresh(jobsOf(1));
+      const read = f.get("u0")!.events!;
+      assert.equal(asked.length, Math.min(pages, 4), `${pages} pages: ${asked.length} read`);
+      assert.match(asked[1]!, /&continue=page-2$/);
+      assert.equal(read.length, Math.min(pages, 4));
+      if (pages === 2) assert.equal((read.at(-1) as { reason?: string }).reason, "FailedCreatePod", "the last page's Warning is read");
+    }
   });
 
   it("forgets a job no longer wanting reads", async () => {
@@ -132,4 +156,44 @@ describe("the cached verdict with what was read", () => {
       assert.equal(v.reason, c.reason, JSON.stringify(v));
       if (c.summary) assert.match(v.summary, c.summary);
     });
+});
+
+describe("followUp: which jobs keep their reads", () => {
+  it("a read that turns the verdict into one wanting no read (refused) keeps it: no flap back to pending", async () => {
+    let now = 0;
+    const a = api({ events: { items: [event("KueueAdmissionRefused", "refused")] }, deployments: deployment(1) });
+    const f = new FollowUps({ get: a.get, now: () => now, perTick: 8, everyMs: 9000 });
+    const pending = { reason: "pending", summary: "cached" } as TickJob["verdict"];
+    const refused = { reason: "refused", summary: "read" } as TickJob["verdict"];
+    /** The tick's entry as tickJobs makes it: the verdict with the job's read so far, else the caches'. */
+    const entry = (): TickEntry => {
+      const judge = (read?: FollowUp): TickJob["verdict"] => (read ? refused : pending);
+      const job = { uid: "u0", namespace: "team-a", name: "llm", verdict: judge(f.get("u0")) } as TickJob;
+      return { job, known: pytorch, cached: pending, judge };
+    };
+    const reasons: string[] = [];
+    for (const at of [0, 1000, 2000, 12_000]) {
+      now = at;
+      const e = entry();
+      await followUp([e], f);
+      reasons.push(e.job.verdict.reason);
+    }
+    assert.deepEqual(reasons, ["refused", "refused", "refused", "refused"]);
+  });
+
+  it("a job the caches settle is judged by them alone, its read dropped", async () => {
+    const a = api({ events: { items: [] }, deployments: deployment(1) });
+    const f = new FollowUps({ get: a.get, now: () => 0, perTick: 8 });
+    await f.refresh(jobsOf(1));
+    const running = { reason: "running", summary: "cached" } as TickJob["verdict"];
+    const e: TickEntry = {
+      job: { uid: "u0", namespace: "team-a", name: "llm", verdict: { reason: "pending", summary: "old read" } } as TickJob,
+      known: pytorch,
+      cached: running,
+      judge: () => ({ reason: "pending", summary: "with the old read" }) as TickJob["verdict"],
+    };
+    await followUp([e], f);
+    assert.equal(e.job.verdict.reason, "running");
+    assert.equal(f.get("u0"), undefined);
+  });
 });

@@ -185,6 +185,18 @@ describe("startKueueCaches: a Workload cached as a stub", () => {
     assert.ok(ok(), what);
   };
 
+  it("a job naming its queue by the older annotation, no Workload yet: its LocalQueue is found, so queued, not inadmissible", async () => {
+    const { started } = caches({ ...lists, "/apis/kueue.x-k8s.io/v1beta1/workloads": [] }, new Set(["team-a"]));
+    const annotated: KubeObject = { ...queued, metadata: { ...(queued.metadata as object), labels: {}, annotations: { "kueue.x-k8s.io/queue-name": "gpu" } } };
+    try {
+      await until(() => started.view(annotated) !== undefined, "the three caches sync");
+      assert.deepEqual(started.view(annotated)!.localQueue, slimQueue(localQueue));
+      assert.equal(verdict(started.view(annotated), annotated).reason, "queued");
+    } finally {
+      await started.stop();
+    }
+  });
+
   it("is unread until its namespace opts in; then read again once, and the verdict sees it whole", async () => {
     const optedIn = new Set<string>();
     const { started, read } = caches(lists, optedIn);
