@@ -243,12 +243,14 @@ describe("reconcile --watch: finished-job hygiene on time for every kind an oper
     );
   });
 
-  it("a kind whose CRD is not installed (TrainJob here) is said once and holds nothing back", () => {
+  it("a kind whose CRD is not installed (TrainJob here, and Kueue's three) is said once each and holds nothing back", () => {
     const absent = lines.filter((l) => String(l.msg).includes("not served"));
-    assert.deepEqual(
-      absent.map((l) => l.path),
-      ["/apis/trainer.kubeflow.org/v1alpha1/trainjobs"],
-    );
+    assert.deepEqual(absent.map((l) => l.path).sort(), [
+      "/apis/kueue.x-k8s.io/v1beta1/clusterqueues",
+      "/apis/kueue.x-k8s.io/v1beta1/localqueues",
+      "/apis/kueue.x-k8s.io/v1beta1/workloads",
+      "/apis/trainer.kubeflow.org/v1alpha1/trainjobs",
+    ]);
     assert.equal(lines.filter((l) => l.level >= 50).length, 0, JSON.stringify(lines.filter((l) => l.level >= 50)));
     assert.deepEqual(
       lines.filter((l) => String(l.msg).startsWith("reconcile: release")),
