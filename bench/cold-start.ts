@@ -82,9 +82,10 @@ interface Start {
   answered: number;
 }
 
-/** Milliseconds from spawning `args` to its "serving" line (it listens) and to its first 200 on `/mutate/pods`. */
+/** With `--node-flags "--cpu-prof ..."`: each start is stopped with SIGTERM, so node writes its profile. */
 const profiling = values["node-flags"].includes("--cpu-prof");
 
+/** Milliseconds from spawning `args` to its "serving" line (it listens) and to its first 200 on `/mutate/pods`. */
 async function coldStart(name: string, args: (port: number) => string[]): Promise<Start> {
   const port = await freePort();
   const log = join(dir, `${name}.log`);

@@ -5,7 +5,7 @@ import { statusOf } from "../kube/client.js";
 import type { TrimmedInformer } from "../kube/informer.js";
 
 /** How long an informer waits before it starts again: briefly after a passing error, slowly after a lasting one. */
-export const RESTART_AFTER_MS = { passing: 2000, lasting: 30_000 } as const;
+const RESTART_AFTER_MS = { passing: 2000, lasting: 30_000 } as const;
 
 export interface RestartOptions {
   readonly log: Logger;
