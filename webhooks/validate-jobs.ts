@@ -174,6 +174,7 @@ function scaleReview(r: JobReview): ValidationResult | Promise<ValidationResult>
           );
     const claims = readClaims(templates(job, kind) as V1PodSpec[], namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, {
       fields: templateFields(job, kind),
+      fresh: true,
     });
     return claims instanceof Promise ? claims.then(judge) : judge(claims);
   };
@@ -258,7 +259,7 @@ function jobReview(r: JobReview): ValidationResult | Promise<ValidationResult> {
   const claimsWith = ({ runtime: rt, overBound }: PricedRuntime): ClaimsRead | Promise<ClaimsRead> => {
     if (overBound) return NO_CLAIMS;
     const { specs, fields } = claimSources(request, kind, rt.object);
-    return readClaims(specs, namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, { fields });
+    return readClaims(specs, namespace, reader, policy.clusterSpec.jobLookupTimeoutMs, { fields, fresh: true });
   };
   const claims = runtime instanceof Promise ? runtime.then(claimsWith) : claimsWith(runtime);
   const queued = request.operation === "CREATE" && queueNameOf(request.object) !== undefined;

@@ -5,6 +5,11 @@
  * admission. Fails closed (a failing rule denies with its error). A resize is held to the same rules as
  * a CREATE; as for any update, only what it makes worse than the pod before is refused. A pod too large
  * to check within the cost bound is denied. The rules themselves live in `src/validate/`.
+ *
+ * A pod that names ResourceClaims, made by a job (its controller: a training job, a batch Job, a JobSet's Job), where
+ * a per-job GPU cap applies, is also judged with its job: the job's GPUs counted with the claims and templates as they
+ * are now (`src/validate/pod-job.ts`), read past the cache. The reads: the job (cached), then each claim's metadata
+ * (its whole object only when it changed).
  */
 import type { V1Pod } from "@kubernetes/client-node";
 import { specsCost } from "../src/core/cost.js";
@@ -15,10 +20,38 @@ import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
 import { effectiveLimits } from "../src/validate/limits.js";
 import { validatePod } from "../src/validate/pod.js";
+import { readPodJob } from "../src/admission/pod-job.js";
+import { hasResourceClaims } from "../src/core/dra.js";
+import { ownerTemplateSpecs } from "../src/membership/owner.js";
+import type { JobReader } from "../src/membership/types.js";
+import type { Policy } from "../src/policy/types.js";
+import { podJobFindings, type PodJob } from "../src/validate/pod-job.js";
+import { merge } from "../src/validate/types.js";
 import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 
 /** Passes the pod rules make over the containers (see `src/core/cost.ts`), counting both pods of a resize. */
 export const VALIDATE_POD_PASSES = 4;
+
+/**
+ * A DRA pod judged with the job it counts against: the job read (`readPodJob`), then the claims the pod and the job's
+ * templates name, each as it is now (`fresh`: a template created again within the cache's window must not pass).
+ */
+async function judgedWithJob(
+  pod: V1Pod,
+  namespace: string,
+  policy: Policy,
+  reader: JobReader,
+  decide: (claims: ClaimsRead, job?: PodJob) => ValidationResult,
+): Promise<ValidationResult> {
+  const timeoutMs = policy.clusterSpec.jobLookupTimeoutMs;
+  const read = await readPodJob(pod, namespace, policy, reader, timeoutMs);
+  // No job: the pod's own claims, through the cache, as for any pod (its caps are its claims' own CREATE's too).
+  if (read.kind === "none") return decide(await readClaims([pod.spec], namespace, reader, timeoutMs, { fields: ["spec"] }));
+  const job: PodJob | undefined = read.kind === "found" ? read : read.kind === "failed" ? { failed: read.reason } : undefined;
+  const templates = read.kind === "found" ? ownerTemplateSpecs(read.job, read.owner, policy) : [];
+  const fields = ["spec", ...templates.map(() => undefined)];
+  return decide(await readClaims([pod.spec, ...templates], namespace, reader, timeoutMs, { fields, fresh: true }), job);
+}
 
 export function validatePods(deps: WebhookDeps): Webhook {
   const { policy } = deps;
@@ -34,21 +67,24 @@ export function validatePods(deps: WebhookDeps): Webhook {
     validate(request) {
       const pod = request.object as V1Pod;
       const namespace = request.namespace ?? pod.metadata?.namespace ?? "";
+      const limits = effectiveLimits(policy, namespace);
+      const resize = request.subResource === "resize" && request.oldObject !== undefined;
       // A claim that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
-      const decide = ({ known, tooMany }: ClaimsRead): ValidationResult => {
+      const decide = ({ known, tooMany }: ClaimsRead, job?: PodJob): ValidationResult => {
         // More claim names than one review may make the webhook read: refused before any read (issue 46).
         if (tooMany) return claimNamesDenial(tooMany);
-        const ctx = { policy, namespace, limits: effectiveLimits(policy, namespace), claims: known, draCapacity: deps.capacity?.draCapacity?.() };
-        const now = validatePod(pod, ctx);
-        const resize = request.subResource === "resize" && request.oldObject !== undefined;
+        const ctx = { policy, namespace, limits, claims: known, draCapacity: deps.capacity?.draCapacity?.() };
+        const now = merge(validatePod(pod, ctx), podJobFindings(pod.spec, job, ctx));
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
         const found = resize ? newOrWorse(now, validatePod(request.oldObject!, ctx)) : now;
         return enforce(found, policy.enforcement, namespace);
       };
       const timeoutMs = policy.clusterSpec.jobLookupTimeoutMs;
       return withReviewReads(pool, timeoutMs, (reader) => {
+        // A DRA pod's CREATE under a job cap: its job, then its claims and the job's read as they are now (src/validate/pod-job.ts).
+        if (!resize && limits.job.gpus !== undefined && hasResourceClaims(pod.spec)) return judgedWithJob(pod, namespace, policy, reader, decide);
         const claims = readClaims([pod.spec], namespace, reader, timeoutMs, { fields: ["spec"] });
-        return claims instanceof Promise ? claims.then(decide) : decide(claims);
+        return claims instanceof Promise ? claims.then((c) => decide(c)) : decide(claims);
       });
     },
   });

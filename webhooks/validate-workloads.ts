@@ -65,7 +65,7 @@ export function validateWorkloads(deps: WebhookDeps): WorkloadValidation {
       return withReviewReads(pool, timeoutMs, (reader) => {
         // A claim template that does not exist or could not be read is judged with the claims (src/validate/claims.ts, gpu-unknown).
         const { specs, fields } = workloadReviewTemplates(request, kind);
-        const claims = readClaims(specs, namespace, reader, timeoutMs, { fields });
+        const claims = readClaims(specs, namespace, reader, timeoutMs, { fields, fresh: true });
         return claims instanceof Promise ? claims.then(decide) : decide(claims);
       });
     },

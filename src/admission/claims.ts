@@ -46,6 +46,11 @@ export interface ReadClaimsOptions {
   fields?: readonly (string | undefined)[];
   /** The most distinct names read; default {@link MAX_CLAIM_NAMES}. */
   max?: number;
+  /**
+   * Read each as it is now, past the reader's cache (its uid and resourceVersion checked when a copy is at hand):
+   * for a decision a claim replaced within the cache's window must not pass (`src/admission/pod-job.ts`).
+   */
+  fresh?: boolean;
 }
 
 /**
@@ -107,7 +112,7 @@ export function readClaims(
       as: "ResourceClaimTemplate" as const,
     })),
   ].map(async (r) => {
-    const read = await readJob({ kind: r.kind, namespace, name: r.name, jobs: reader, timeoutMs });
+    const read = await readJob({ kind: r.kind, namespace, name: r.name, jobs: reader, timeoutMs, fresh: options.fresh === true });
     if (read.kind === "found") r.into.set(r.name, claimSpecOf(read.job, r.as));
     else if (read.kind === "missing") r.into.set(r.name, undefined);
     else {
