@@ -10,7 +10,9 @@
  *   native sidecars, and each regular init container plus the sidecars started before it) at most the
  *   per-pod limit;
  * - gpu-unknown: under a GPU cap, a resource name that looks like a GPU (src/vendors `looksLikeGpu`) but that the
- *   policy does not count is refused: counted as nothing, it would pass every cap.
+ *   policy does not count is refused: counted as nothing, it would pass every cap; so is a container setting a
+ *   vendor's visible-devices variable (`NVIDIA_VISIBLE_DEVICES=all`) to expose devices, or from a source the
+ *   webhook cannot read: the runtime would give it GPUs its resources do not ask for.
  * A bare `gpu` and a DeviceClass's extended-resource names are held to the caps of the resource they count as
  * (src/core/gpu.ts `countedAs`).
  */
@@ -18,7 +20,7 @@ import type { V1Container, V1PodSpec } from "@kubernetes/client-node";
 import { matchesGlob } from "../core/glob.js";
 import { resolveClaims } from "../core/dra.js";
 import { countedAs, isExtendedResource, podGpuDemandNanos } from "../core/gpu.js";
-import { looksLikeGpu } from "../vendors/index.js";
+import { VENDORS, looksLikeGpu } from "../vendors/index.js";
 import {
   checkQuantity,
   compareQuantities,
@@ -175,6 +177,37 @@ function unknownGpuRule(path: string, requests: Record<string, unknown>, limits:
   }
 }
 
+/** The vendors' visible-devices variables (`NVIDIA_VISIBLE_DEVICES`...), by name. */
+const VISIBLE_DEVICES = new Map(
+  VENDORS.flatMap((v) => (v.visibleDevicesEnv ? [[v.visibleDevicesEnv.name, { vendor: v, ...v.visibleDevicesEnv }] as const] : [])),
+);
+
+/**
+ * gpu-unknown: a container's `env` entry naming a vendor's visible-devices variable with a value that exposes devices
+ * (or a `valueFrom` the webhook cannot read). The container runtime would give it those GPUs whatever its resources
+ * say, and the device plugin's own value can be overridden by it. An image's `ENV` or an `envFrom` source is not in
+ * the pod spec: the nodes' runtime setting closes those (docs/policy.md, gpu-unknown).
+ */
+function visibleDevicesRule(c: V1Container, path: string, out: Findings): void {
+  const env: unknown = c.env;
+  if (!Array.isArray(env)) return;
+  env.forEach((e: unknown, j) => {
+    if (typeof e !== "object" || e === null) return;
+    const { name, value, valueFrom } = e as { name?: unknown; value?: unknown; valueFrom?: unknown };
+    const known = typeof name === "string" ? VISIBLE_DEVICES.get(name) : undefined;
+    if (!known) return;
+    const text = valueFrom !== undefined ? undefined : typeof value === "string" ? value.trim().toLowerCase() : "";
+    if (text !== undefined && known.none.includes(text)) return;
+    const setTo = text === undefined ? `${known.name} from valueFrom (not readable here)` : `${known.name}=${String(value)}`;
+    const resource = known.vendor.resources[0]!.pattern;
+    out.violations.push({
+      rule: "gpu-unknown",
+      field: `${path}.env[${j}]`,
+      message: `${setTo} asks ${known.vendor.name}'s container runtime for GPUs outside the container's resources, so they cannot be held to the GPU limits; remove it and ask for ${resource} (its device plugin sets ${known.name} to the GPUs it allocates)`,
+    });
+  });
+}
+
 function containerRules(all: Located[], ctx: ValidationContext): Findings {
   const out: Findings = { violations: [], warnings: [] };
   const capped = gpuCapApplies(ctx);
@@ -186,7 +219,10 @@ function containerRules(all: Located[], ctx: ValidationContext): Findings {
     }
     extendedPairRules(path, requests, limits, out);
     migMixingRule(path, requests, limits, ctx, out);
-    if (capped) unknownGpuRule(path, requests, limits, ctx, out);
+    if (capped) {
+      unknownGpuRule(path, requests, limits, ctx, out);
+      visibleDevicesRule(c, path, out);
+    }
   }
   return out;
 }

@@ -12,4 +12,7 @@ export const AMD: GpuVendor = {
   deviceClasses: [{ name: "gpu.amd.com", resourceName: "amd.com/gpu" }],
   draAttributes: { product: "productName" },
   productNodeLabel: "amd.com/gpu.product-name",
+  // ROCm/container-toolkit (amd-container-runtime): `AMD_VISIBLE_DEVICES` (`all`, indices, ranges) exposes those GPUs;
+  // `none` or empty none.
+  visibleDevicesEnv: { name: "AMD_VISIBLE_DEVICES", none: ["none", ""] },
 };

@@ -28,4 +28,8 @@ export const NVIDIA: GpuVendor = {
   ],
   draAttributes: { product: "productName", profile: "profile" },
   productNodeLabel: GFD.product,
+  // NVIDIA/nvidia-container-toolkit internal/config/image/cuda_image.go (`VisibleDevicesFromEnvVar`): `void`, `none`
+  // or empty expose no GPU; `all`, indices or UUIDs expose those. Accepted from unprivileged containers unless the
+  // node's toolkit sets `accept-nvidia-visible-devices-envvar-when-unprivileged = false`.
+  visibleDevicesEnv: { name: "NVIDIA_VISIBLE_DEVICES", none: ["void", "none", ""] },
 };

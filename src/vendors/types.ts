@@ -31,4 +31,11 @@ export interface GpuVendor {
   readonly draAttributes: { readonly product: string; readonly profile?: string };
   /** The node label that names the product (GPU feature discovery or the vendor's labeller). */
   readonly productNodeLabel: string;
+  /**
+   * The environment variable the vendor's container runtime reads to expose devices to a container, whatever the
+   * container's resources say (where the node's runtime accepts it from unprivileged containers), and the values
+   * that expose none. Its device plugin sets it for the devices it allocated; set in a pod spec, it asks for devices
+   * no cap can count.
+   */
+  readonly visibleDevicesEnv?: { readonly name: string; readonly none: readonly string[] };
 }
