@@ -11,14 +11,15 @@
  * are now (`src/validate/pod-job.ts`), read past the cache. The reads: the job (cached), then each claim's metadata
  * (its whole object only when it changed).
  */
-import type { V1Pod } from "@kubernetes/client-node";
+import type { V1Pod, V1PodSpec } from "@kubernetes/client-node";
 import { specsCost } from "../src/core/cost.js";
 import { allGuards, podGuard, unwalkedPodGuard } from "../src/admission/guards.js";
-import { claimNamesDenial, readClaims, type ClaimsRead } from "../src/admission/claims.js";
+import { claimNames, claimNamesDenial, readClaims, withDeviceClasses, type ClaimsRead, type ReadClaimsOptions } from "../src/admission/claims.js";
 import { validatingWebhook, type ValidationResult, type Webhook } from "../src/admission/handler.js";
 import { enforce } from "../src/validate/enforcement.js";
 import { newOrWorse } from "../src/validate/job.js";
 import { effectiveLimits } from "../src/validate/limits.js";
+import { gpuCapApplies } from "../src/validate/pod-spec.js";
 import { validatePod } from "../src/validate/pod.js";
 import { readPodJob } from "../src/admission/pod-job.js";
 import { hasResourceClaims } from "../src/core/dra.js";
@@ -32,6 +33,9 @@ import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 /** Passes the pod rules make over the containers (see `src/core/cost.ts`), counting both pods of a resize. */
 export const VALIDATE_POD_PASSES = 4;
 
+/** Reads the claims some pod specs name (and under a GPU cap the DeviceClasses they name that the policy does not list). */
+type ReadClaims = (specs: (V1PodSpec | undefined)[], options: ReadClaimsOptions) => ClaimsRead | Promise<ClaimsRead>;
+
 /**
  * A DRA pod judged with the job it counts against: the job read (`readPodJob`), then the claims the pod and the job's
  * templates name, each as it is now (`fresh`: a template created again within the cache's window must not pass).
@@ -41,16 +45,14 @@ async function judgedWithJob(
   namespace: string,
   policy: Policy,
   reader: JobReader,
-  decide: (claims: ClaimsRead, job?: PodJob) => ValidationResult,
-): Promise<ValidationResult> {
-  const timeoutMs = policy.clusterSpec.jobLookupTimeoutMs;
-  const read = await readPodJob(pod, namespace, policy, reader, timeoutMs);
+  read: ReadClaims,
+): Promise<{ claims: ClaimsRead; job?: PodJob }> {
+  const owner = await readPodJob(pod, namespace, policy, reader, policy.clusterSpec.jobLookupTimeoutMs);
   // No job: the pod's own claims, through the cache, as for any pod (its caps are its claims' own CREATE's too).
-  if (read.kind === "none") return decide(await readClaims([pod.spec], namespace, reader, timeoutMs, { fields: ["spec"] }));
-  const job: PodJob | undefined = read.kind === "found" ? read : read.kind === "failed" ? { failed: read.reason } : undefined;
-  const templates = read.kind === "found" ? ownerTemplateSpecs(read.job, read.owner, policy) : [];
-  const fields = ["spec", ...templates.map(() => undefined)];
-  return decide(await readClaims([pod.spec, ...templates], namespace, reader, timeoutMs, { fields, fresh: true }), job);
+  if (owner.kind === "none") return { claims: await read([pod.spec], { fields: ["spec"] }) };
+  const job: PodJob = owner.kind === "found" ? owner : { failed: owner.reason };
+  const templates = owner.kind === "found" ? ownerTemplateSpecs(owner.job, owner.owner, policy) : [];
+  return { claims: await read([pod.spec, ...templates], { fields: ["spec", ...templates.map(() => undefined)], fresh: true }), job };
 }
 
 export function validatePods(deps: WebhookDeps): Webhook {
@@ -80,10 +82,23 @@ export function validatePods(deps: WebhookDeps): Webhook {
         return enforce(found, policy.enforcement, namespace);
       };
       const timeoutMs = policy.clusterSpec.jobLookupTimeoutMs;
+      // Under a GPU cap, the DeviceClasses the claims name that the policy does not list are read too (what they select).
+      const capped = gpuCapApplies({ policy, namespace, limits });
       return withReviewReads(pool, timeoutMs, (reader) => {
+        const read: ReadClaims = (specs, options) => {
+          const claims = readClaims(specs, namespace, reader, timeoutMs, options);
+          if (!capped) return claims;
+          const classes = (c: ClaimsRead) => withDeviceClasses(c, policy.gpu.deviceClasses, reader, timeoutMs);
+          return claims instanceof Promise ? claims.then(classes) : classes(claims);
+        };
         // A DRA pod's CREATE under a job cap: its job, then its claims and the job's read as they are now (src/validate/pod-job.ts).
-        if (!resize && limits.job.gpus !== undefined && hasResourceClaims(pod.spec)) return judgedWithJob(pod, namespace, policy, reader, decide);
-        const claims = readClaims([pod.spec], namespace, reader, timeoutMs, { fields: ["spec"] });
+        if (!resize && limits.job.gpus !== undefined && hasResourceClaims(pod.spec)) {
+          // The claim-name bound first, at once: a pod over it is refused before any read (from a stand-in too).
+          const names = claimNames([pod.spec], { fields: ["spec"] });
+          if ("tooMany" in names) return claimNamesDenial(names.tooMany);
+          return judgedWithJob(pod, namespace, policy, reader, read).then(({ claims, job }) => decide(claims, job));
+        }
+        const claims = read([pod.spec], { fields: ["spec"] });
         return claims instanceof Promise ? claims.then((c) => decide(c)) : decide(claims);
       });
     },

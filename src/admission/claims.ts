@@ -10,7 +10,16 @@
  * (`read-pool.ts`), so they cost that review and not another; a read shed there is unknown, as any failed read.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { claimReferences, claimSpecOf, type ClaimSpec, type KnownClaims } from "../core/dra.js";
+import {
+  claimReferences,
+  claimSpecOf,
+  classSelectsGpus,
+  classesToRead,
+  type ClaimSpec,
+  type DeviceClassRead,
+  type GpuDeviceClass,
+  type KnownClaims,
+} from "../core/dra.js";
 import type { ObjectKind } from "../core/kube.js";
 import { readJob } from "../membership/lookup.js";
 import type { JobReader } from "../membership/types.js";
@@ -20,6 +29,15 @@ import { standInClaims, StandInUndecided } from "../core/stand-in.js";
 
 export const RESOURCE_CLAIM: ObjectKind = { kind: "ResourceClaim", group: "resource.k8s.io", version: "v1", plural: "resourceclaims" };
 export const RESOURCE_CLAIM_TEMPLATE: ObjectKind = { kind: "ResourceClaimTemplate", group: "resource.k8s.io", version: "v1", plural: "resourceclaimtemplates" };
+export const DEVICE_CLASS: ObjectKind = { kind: "DeviceClass", group: "resource.k8s.io", version: "v1", plural: "deviceclasses" };
+
+/**
+ * The DeviceClasses one review reads at most (cluster-scoped, through the cache): those its claims name that the
+ * policy does not list. A claim holds up to 32 requests of up to 8 alternatives, each naming a class, but a cluster
+ * has a few classes (one per kind of device and driver); past this bound the rest are not read, hence unknown
+ * (refused under a GPU cap with the claims rules' `gpu-unknown`).
+ */
+export const MAX_DEVICE_CLASS_READS = 16;
 
 /**
  * The distinct ResourceClaim and ResourceClaimTemplate names one review may make the webhook read. Kubernetes sets
@@ -54,22 +72,19 @@ export interface ReadClaimsOptions {
 }
 
 /**
- * The claims and templates the pod specs name, read in `namespace` through `reader` (a review's reader of the
- * read pool); at once (no read) when they name none, or more than `max` distinct names (`tooMany`).
+ * The distinct claim and template names the pod specs name, or `tooMany` past `options.max` (decided without a read,
+ * from a stand-in list's names or count too); throws StandInUndecided where a stand-in list cannot decide it, or names
+ * claims within the bound (those are read: the body is parsed again).
  */
-export function readClaims(
+export function claimNames(
   specs: readonly (V1PodSpec | undefined)[],
-  namespace: string,
-  reader: JobReader,
-  timeoutMs: number,
   options: ReadClaimsOptions = {},
-): ClaimsRead | Promise<ClaimsRead> {
+): { claims: Set<string>; templates: Set<string> } | { tooMany: NonNullable<ClaimsRead["tooMany"]> } {
   const max = options.max ?? MAX_CLAIM_NAMES;
   const claims = new Set<string>();
   const templates = new Set<string>();
   // Counted to the end (linear, no read) for the message; refused at the spec where the bound was passed.
-  const over = (i: number): ClaimsRead => ({
-    ...NOTHING,
+  const over = (i: number) => ({
     tooMany: { names: distinctNames(specs), field: options.fields?.[i] !== undefined ? `${options.fields[i]}.resourceClaims` : "spec" },
   });
   let standIns = false;
@@ -98,6 +113,23 @@ export function readClaims(
   }
   // Within the bound, the claims are read and the rules look into the list: not from a stand-in.
   if (standIns) throw new StandInUndecided("claims within the bound, named by a stand-in list");
+  return { claims, templates };
+}
+
+/**
+ * The claims and templates the pod specs name, read in `namespace` through `reader` (a review's reader of the
+ * read pool); at once (no read) when they name none, or more than `max` distinct names (`tooMany`).
+ */
+export function readClaims(
+  specs: readonly (V1PodSpec | undefined)[],
+  namespace: string,
+  reader: JobReader,
+  timeoutMs: number,
+  options: ReadClaimsOptions = {},
+): ClaimsRead | Promise<ClaimsRead> {
+  const names = claimNames(specs, options);
+  if ("tooMany" in names) return { ...NOTHING, tooMany: names.tooMany };
+  const { claims, templates } = names;
   if (claims.size === 0 && templates.size === 0) return NOTHING;
   const unreadable = { claims: new Map<string, string>(), templates: new Map<string, string>() };
   const known = { claims: new Map<string, ClaimSpec | undefined>(), templates: new Map<string, ClaimSpec | undefined>(), unreadable };
@@ -181,4 +213,48 @@ export function unreadClaimWarnings(claims: ClaimsRead, max = MAX_CLAIM_NAMES): 
     ...(claims.tooMany ? [`quartermaster: the job's claims not read: ${claims.tooMany.names} names, over the ${max} one review may read`] : []),
     ...claims.failures.map((f) => `quartermaster: GPUs of the job's claims not known, no GPU tolerations or placement for them: ${f}`),
   ];
+}
+
+/**
+ * The DeviceClasses the claim specs name that the policy does not list and whose names do not look like a GPU's
+ * (`classesToRead`), read through `reader` (cluster-scoped, cached): what each selects (`classSelectsGpus`), or that
+ * it is absent or unreadable. At most {@link MAX_DEVICE_CLASS_READS}; the rest are left out (unknown to the rules).
+ * At once (no read) when there are none.
+ */
+export function readDeviceClasses(
+  specs: readonly (ClaimSpec | undefined)[],
+  classes: readonly GpuDeviceClass[],
+  reader: JobReader,
+  timeoutMs: number,
+): ReadonlyMap<string, DeviceClassRead> | Promise<ReadonlyMap<string, DeviceClassRead>> {
+  const names = [...new Set(specs.flatMap((spec) => classesToRead(spec, classes)))].slice(0, MAX_DEVICE_CLASS_READS);
+  const out = new Map<string, DeviceClassRead>();
+  if (names.length === 0) return out;
+  const reads = names.map(async (name) => {
+    const read = await readJob({ kind: DEVICE_CLASS, namespace: "", name, jobs: reader, timeoutMs });
+    const gpu = read.kind === "found" ? classSelectsGpus(read.job, classes) : undefined;
+    out.set(
+      name,
+      read.kind === "found"
+        ? { kind: "found", ...(gpu ? { gpu } : {}) }
+        : read.kind === "missing"
+          ? { kind: "missing" }
+          : { kind: "unreadable", reason: read.reason },
+    );
+  });
+  return Promise.all(reads).then(() => out);
+}
+
+/** `read` with the DeviceClasses its claims and templates name read too ({@link readDeviceClasses}). */
+export function withDeviceClasses(
+  read: ClaimsRead,
+  classes: readonly GpuDeviceClass[],
+  reader: JobReader,
+  timeoutMs: number,
+): ClaimsRead | Promise<ClaimsRead> {
+  if (read.tooMany) return read;
+  const specs = [...read.known.claims.values(), ...read.known.templates.values()];
+  const add = (deviceClasses: ReadonlyMap<string, DeviceClassRead>): ClaimsRead => ({ ...read, known: { ...read.known, deviceClasses } });
+  const classesRead = readDeviceClasses(specs, classes, reader, timeoutMs);
+  return classesRead instanceof Promise ? classesRead.then(add) : add(classesRead);
 }

@@ -18,7 +18,8 @@
  *   `pkg/scheduler/framework/plugins/dynamicresources`, the allocator's sub-request loop): counted as the largest,
  *   and every GPU alternative kept ({@link GpuRequest.alternatives}) so the rules judge each on its own.
  * A request of a class the policy does not list but whose name looks like a GPU's ({@link unlistedGpuClasses},
- * `looksLikeGpu` in src/vendors) is not counted here: the rules refuse it under a GPU cap (`gpu-unknown`).
+ * `looksLikeGpu` in src/vendors), or whose DeviceClass object may select GPUs or is not known (read by the webhooks
+ * under a GPU cap, {@link classSelectsGpus}), is not counted here: the rules refuse it under a GPU cap (`gpu-unknown`).
  * Everything here reads untyped JSON that reached a webhook: it never throws, and what it cannot read counts 0.
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
@@ -219,35 +220,105 @@ export function claimGpuRequests(spec: ClaimSpec | undefined, classes: readonly 
   return out;
 }
 
-/** A device request (or `firstAvailable` alternative) of a class the policy does not list, whose name looks like a GPU's. */
+/**
+ * A DeviceClass the policy does not list, as a webhook read it (cluster-scoped, `resource.k8s.io/v1`): `gpu` says why
+ * its devices may be GPUs ({@link classSelectsGpus}), absent when they are not; or the class is not there, or could
+ * not be read.
+ */
+export type DeviceClassRead = { kind: "found"; gpu?: string } | { kind: "missing" } | { kind: "unreadable"; reason: string };
+
+/**
+ * Why a DeviceClass object may select GPU devices, or undefined when it selects none: its `extendedResourceName` looks
+ * like a GPU's; it has no selectors (it selects every device of every driver, GPUs included); or a string in its CEL
+ * selectors names a listed GPU class or a driver or attribute domain that looks like a GPU's (`device.driver ==
+ * "gpu.nvidia.com"`, `device.attributes["gpu.nvidia.com"]`). Red team: an administrator's class `fast` selecting
+ * NVIDIA's driver, not listed in `gpu.deviceClasses`, counted 0 GPUs under every cap.
+ */
+export function classSelectsGpus(object: unknown, classes: readonly GpuDeviceClass[]): string | undefined {
+  const spec = isObject(object) && isObject(object.spec) ? object.spec : {};
+  const extended = text(spec.extendedResourceName);
+  if (extended !== undefined && looksLikeGpu(extended)) return `its extendedResourceName ${extended} is a GPU's`;
+  const selectors = listOf(spec.selectors);
+  if (selectors.length === 0) return "it has no selectors, so it selects every device, GPUs included";
+  for (const sel of selectors) {
+    const expression = isObject(sel) && isObject(sel.cel) ? text(sel.cel.expression) : undefined;
+    for (const lit of (expression ?? "").match(new RegExp(LITERAL, "g")) ?? []) {
+      const value = unquote(lit);
+      if (gpuDeviceClass(value, classes) || looksLikeGpu(value)) return `its selector names ${value}`;
+    }
+  }
+  return undefined;
+}
+
+/** A request (or `firstAvailable` alternative) of a DeviceClass the policy does not list whose devices may be GPUs, or are not known. */
 export interface UnlistedGpuClass {
   /** The request's name in the claim (`<request>/<sub-request>` for an alternative). */
   readonly request: string;
   /** Field path inside the claim spec, e.g. `devices.requests[0].exactly`. */
   readonly field: string;
   readonly deviceClassName: string;
+  /** Why it is refused under a GPU cap: `looks like a GPU class`, or what its object says, or that it is not known. */
+  readonly why: string;
 }
 
-/**
- * The requests of a claim spec whose DeviceClass is not among `classes` but looks like a GPU's (`looksLikeGpu` in
- * src/vendors: `vfio.gpu.nvidia.com`, `gpu.example.com`): devices nothing here counts, which the rules must not
- * take for none.
- */
-export function unlistedGpuClasses(spec: ClaimSpec | undefined, classes: readonly GpuDeviceClass[]): UnlistedGpuClass[] {
-  const out: UnlistedGpuClass[] = [];
+/** Each request (and `firstAvailable` alternative) of a claim spec with its DeviceClass name and field. */
+function requestClasses(spec: ClaimSpec | undefined): { request: string; field: string; deviceClassName: string }[] {
+  const out: { request: string; field: string; deviceClassName: string }[] = [];
   if (!isObject(spec) || !isObject(spec.devices)) return out;
-  const check = (v: unknown, request: string, field: string): void => {
+  const add = (v: unknown, request: string, field: string): void => {
     const cls = isObject(v) ? text(v.deviceClassName) : undefined;
-    if (cls !== undefined && !gpuDeviceClass(cls, classes) && looksLikeGpu(cls)) out.push({ request, field, deviceClassName: cls });
+    if (cls !== undefined) out.push({ request, field, deviceClassName: cls });
   };
   listOf(spec.devices.requests).forEach((r, i) => {
     if (!isObject(r)) return;
     const name = text(r.name) ?? String(i);
-    if (isObject(r.exactly)) check(r.exactly, name, `devices.requests[${i}].exactly`);
+    if (isObject(r.exactly)) add(r.exactly, name, `devices.requests[${i}].exactly`);
     listOf(r.firstAvailable).forEach((sub, j) =>
-      check(sub, `${name}/${(isObject(sub) ? text(sub.name) : undefined) ?? j}`, `devices.requests[${i}].firstAvailable[${j}]`),
+      add(sub, `${name}/${(isObject(sub) ? text(sub.name) : undefined) ?? j}`, `devices.requests[${i}].firstAvailable[${j}]`),
     );
   });
+  return out;
+}
+
+/**
+ * The DeviceClasses a claim spec names that the policy does not list and whose names do not look like a GPU's: the
+ * ones whose objects a webhook reads under a GPU cap to know whether they select GPUs ({@link classSelectsGpus}).
+ */
+export function classesToRead(spec: ClaimSpec | undefined, classes: readonly GpuDeviceClass[]): string[] {
+  return [...new Set(requestClasses(spec).map((r) => r.deviceClassName))].filter((c) => !gpuDeviceClass(c, classes) && !looksLikeGpu(c));
+}
+
+/**
+ * The requests of a claim spec whose DeviceClass is not among `classes` but may give GPUs: its name looks like a GPU
+ * class's (`looksLikeGpu` in src/vendors: `vfio.gpu.nvidia.com`, `gpu.example.com`), or, given the classes read
+ * (`read`), its object selects GPUs or is not known (absent, unreadable, or not read): devices nothing here counts,
+ * which the rules must not take for none. Without `read` a class whose name does not look like a GPU's is not one.
+ */
+export function unlistedGpuClasses(
+  spec: ClaimSpec | undefined,
+  classes: readonly GpuDeviceClass[],
+  read?: ReadonlyMap<string, DeviceClassRead>,
+): UnlistedGpuClass[] {
+  const out: UnlistedGpuClass[] = [];
+  for (const r of requestClasses(spec)) {
+    const cls = r.deviceClassName;
+    if (gpuDeviceClass(cls, classes)) continue;
+    if (looksLikeGpu(cls)) {
+      out.push({ ...r, why: "looks like a GPU class" });
+      continue;
+    }
+    if (!read) continue;
+    const got = read.get(cls);
+    const why =
+      got === undefined
+        ? "was not read (more DeviceClasses than one review reads), so what it selects is not known"
+        : got.kind === "missing"
+          ? "does not exist, so what it selects is not known"
+          : got.kind === "unreadable"
+            ? `could not be read (${got.reason}), so what it selects is not known`
+            : got.gpu && `may select GPUs (${got.gpu})`;
+    if (why) out.push({ ...r, why });
+  }
   return out;
 }
 
@@ -326,6 +397,8 @@ export interface KnownClaims {
   readonly templates: ReadonlyMap<string, ClaimSpec | undefined>;
   /** The names whose read failed (an error or a timeout, not an absence), with why: their devices are unknown. */
   readonly unreadable?: { readonly claims: ReadonlyMap<string, string>; readonly templates: ReadonlyMap<string, string> };
+  /** The unlisted DeviceClasses the claims name, as read (under a GPU cap: {@link classesToRead}); absent: not read. */
+  readonly deviceClasses?: ReadonlyMap<string, DeviceClassRead>;
 }
 
 /** The claim spec of a ResourceClaim (`spec`) or a ResourceClaimTemplate (`spec.spec`) object. */

@@ -4,15 +4,16 @@
  * `gpu` section? Issue 45 finding 7: a GPU class the policy does not list counts nothing, so under a GPU cap the
  * webhooks refuse pods and claims asking for it (rule `gpu-unknown`), and without one its devices pass uncounted.
  * Two findings per class, each a warning:
- * - a class whose name looks like a GPU's (`looksLikeGpu`, src/vendors: `vfio.gpu.nvidia.com`, `gpu.example.com`)
- *   that is not in `gpu.deviceClasses`;
+ * - a class whose name looks like a GPU's (`looksLikeGpu`, src/vendors: `vfio.gpu.nvidia.com`, `gpu.example.com`),
+ *   or whose object may select GPUs (`classSelectsGpus`: a selector naming a GPU driver, no selectors), that is not in
+ *   `gpu.deviceClasses`;
  * - a class whose `spec.extendedResourceName` (DRA's extended-resource support: a container asking for that
  *   resource is given the class's devices) is neither a `gpu.resources` name nor a listed class's
  *   `extendedResourceName`, when the class or the name is a GPU's (listed, or looking like one): such a
  *   container's GPUs are not counted as the class's. Another class's extended resource (a NIC's) is info.
  * No DeviceClass API (404: before Kubernetes 1.34, or DRA off) means nothing to check.
  */
-import { gpuDeviceClass } from "../core/dra.js";
+import { classSelectsGpus, gpuDeviceClass } from "../core/dra.js";
 import { isGpuResource } from "../core/gpu.js";
 import type { Policy } from "../policy/types.js";
 import { looksLikeGpu } from "../vendors/index.js";
@@ -44,12 +45,14 @@ export function checkDeviceClasses(state: DeviceClassesState | undefined, policy
     if (name === undefined) continue;
     const subject = `DeviceClass ${name}`;
     const listed = gpuDeviceClass(name, deviceClasses) !== undefined;
-    if (!listed && looksLikeGpu(name))
+    // Its name, or its object (src/core/dra.ts classSelectsGpus: what the webhooks read under a GPU cap).
+    const selects = listed || looksLikeGpu(name) ? undefined : classSelectsGpus(dc, deviceClasses);
+    if (!listed && (looksLikeGpu(name) || selects))
       out.push(
         finding(
           "warning",
           subject,
-          "looks like a GPU class but is not in the policy's gpu.deviceClasses: its devices are not counted, and under a GPU cap pods and claims asking for them are refused (gpu-unknown)",
+          `${selects ? `may select GPUs (${selects})` : "looks like a GPU class"} but is not in the policy's gpu.deviceClasses: its devices are not counted, and under a GPU cap pods and claims asking for them are refused (gpu-unknown)`,
           FIX_CLASS,
         ),
       );

@@ -5,7 +5,7 @@
  * The doctor asks the apiserver with SubjectAccessReviews (src/run/doctor.ts), so the answer comes from
  * the cluster's real authorizer rather than from reading Roles.
  */
-import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
+import { DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../admission/claims.js";
 import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../kueue/queues.js";
 import type { Policy } from "../policy/types.js";
 import { JOBSET_KIND } from "../membership/jobset.js";
@@ -258,9 +258,21 @@ function webhookAccess(
     });
   // The ResourceClaims and templates pods and job replicas name (src/admission/claims.ts): without them, GPUs
   // asked for through DRA cannot be counted and such pods are refused (/validate/pods fails closed).
-  if ((policy.gpu?.deviceClasses.length ?? 0) > 0)
+  if ((policy.gpu?.deviceClasses.length ?? 0) > 0) {
     for (const k of [RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE])
       need(webhook, ["get"], { group: k.group, resource: k.plural, ifDenied: "critical", why: `GPUs asked for through ${k.kind}s (DRA)` });
+    // Under a GPU cap, the DeviceClasses claims name that the policy does not list (what they select); unreadable,
+    // claims of them are refused (gpu-unknown), NICs included.
+    need(webhook, ["get"], {
+      group: DEVICE_CLASS.group,
+      resource: DEVICE_CLASS.plural,
+      ifDenied: "critical",
+      why: "claims of DeviceClasses the policy does not list (whether they select GPUs)",
+    });
+    // A DRA pod's batch Job (and that Job's JobSet, above), judged again with its claims (src/admission/pod-job.ts);
+    // unreadable, such pods are refused under a per-job GPU cap (gpu-unknown).
+    need(webhook, ["get"], { group: "batch", resource: "jobs", ifDenied: "critical", why: "the job of a DRA pod of a batch Job, under a per-job GPU cap" });
+  }
   // Kueue (src/admission/queue.ts): a queued job's LocalQueue, ClusterQueue and flavors, read at CREATE for
   // queue-capacity; without them the rule is skipped with a warning. Harmless where Kueue is not installed.
   for (const k of [LOCAL_QUEUE, CLUSTER_QUEUE, RESOURCE_FLAVOR])

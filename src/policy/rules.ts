@@ -82,10 +82,10 @@ export const RULES: readonly RuleInfo[] = [
   },
   {
     name: "job-gpus",
-    webhooks: JOBS,
+    webhooks: BOTH,
     configurable: true,
     description:
-      "Replicas × GPUs per pod, summed over replica types, at most `limits.job.gpus`; for a batch Job or JobSet that asks for GPUs, the pods it runs at once (a Job's parallelism bounded by completions; a JobSet's replicas × each Job's) × GPUs per pod.",
+      "Replicas × GPUs per pod, summed over replica types, at most `limits.job.gpus`; for a batch Job or JobSet that asks for GPUs, the pods it runs at once (a Job's parallelism bounded by completions; a JobSet's replicas × each Job's) × GPUs per pod. Also at the CREATE of a pod that names ResourceClaims and is made by a job (its controller: a training job, a batch Job, a JobSet's Job): the job judged again with its claims and claim templates read as they are now, so a template deleted and created again asking more after the job's admission cannot pass the cap through the pods made from it (refused at the pod's `spec.resourceClaims`; its job unreadable: `gpu-unknown`). Stricter than judging the job once: a DRA job over a `job.gpus` lowered since its admission gets no new pods.",
   },
   {
     name: "run-policy",
@@ -134,7 +134,7 @@ export const RULES: readonly RuleInfo[] = [
     webhooks: BOTH,
     configurable: true,
     description:
-      "Under a GPU cap, what cannot be counted is refused at its field, never counted as nothing: a ResourceClaim or ResourceClaimTemplate not found or not readable, a DRA request whose device count nothing bounds, a GPU-looking resource name or DeviceClass the policy does not list, a TrainJob runtime patch Trainer v2.3.0 cannot hold or a patch field it lacks that would change GPUs or pod counts. Set it to `warn` to admit such objects counted without the unknown part.",
+      "Under a GPU cap, what cannot be counted is refused at its field, never counted as nothing: a ResourceClaim or ResourceClaimTemplate not found or not readable, a DRA request whose device count nothing bounds, a GPU-looking resource name or DeviceClass the policy does not list, a DeviceClass the policy does not list whose object (read under a GPU cap) may select GPUs (a selector naming a GPU driver or attribute domain, no selectors at all, a GPU `extendedResourceName`) or that does not exist or cannot be read, a container setting a vendor's visible-devices variable (`NVIDIA_VISIBLE_DEVICES`, `AMD_VISIBLE_DEVICES`) to anything but a value that exposes no device (`void`, `none`, empty) or from a `valueFrom` (the container runtime would give it those GPUs whatever its resources say; an image's `ENV` and `envFrom` are not in the pod spec: set the NVIDIA Container Toolkit's `accept-nvidia-visible-devices-envvar-when-unprivileged = false` on GPU nodes, as the GPU Operator does, to close those), a TrainJob runtime patch Trainer v2.3.0 cannot hold or a patch field it lacks that would change GPUs or pod counts. Set it to `warn` to admit such objects counted without the unknown part.",
   },
   {
     name: "review-cost",

@@ -15,7 +15,8 @@
  *   or `limits.job.gpus`), what cannot be counted is refused at its field: a ResourceClaim or
  *   ResourceClaimTemplate that does not exist yet (created after the pod, it would never be counted) or could
  *   not be read, a request with `allocationMode: All` whose devices no known capacity bounds, and a request of
- *   a DeviceClass the policy does not list but that looks like a GPU's (`looksLikeGpu`, src/vendors). Where no
+ *   a DeviceClass the policy does not list but that looks like a GPU's (`looksLikeGpu`, src/vendors) or whose object,
+ *   read by the webhook, may select GPUs or is not known (`classSelectsGpus`, src/core/dra.ts). Where no
  *   GPU cap applies, a claim that is absent or unreadable is a warning (nothing would be counted against). The
  *   rule's mode is the policy's (`enforcement`: `gpu-unknown: warn` admits, counted without the unknown part).
  * The counted total itself is checked with the containers' requests in `pod-spec.ts` (pod-gpus, job-gpus).
@@ -77,13 +78,16 @@ function requestRules(gpu: GpuRequest, field: (alt: GpuRequest) => string, what:
   }
 }
 
-/** A request of a GPU-looking DeviceClass the policy does not list: refused under a GPU cap (`gpu-unknown`). */
+/**
+ * A request of a DeviceClass the policy does not list whose devices may be GPUs (its name, or its object as read) or
+ * are not known: refused under a GPU cap (`gpu-unknown`).
+ */
 function unlistedRule(u: UnlistedGpuClass, field: string, what: string, ctx: ValidationContext, out: Findings): void {
   if (!gpuCapApplies(ctx)) return;
   out.violations.push({
     rule: "gpu-unknown",
     field,
-    message: `${what} asks for devices of DeviceClass ${u.deviceClassName}, which looks like a GPU class but is not in the policy's gpu.deviceClasses, so they cannot be counted against the GPU limits; add it to gpu.deviceClasses with the resource it stands for`,
+    message: `${what} asks for devices of DeviceClass ${u.deviceClassName}, which ${u.why} and is not in the policy's gpu.deviceClasses, so they cannot be counted against the GPU limits; have the platform add it to gpu.deviceClasses with the resource it stands for (or narrow its selectors to devices that are no GPUs)`,
   });
 }
 
@@ -147,7 +151,7 @@ function unknownClaims(spec: V1PodSpec, path: string, ctx: ValidationContext, ou
     const found = lookup({ ...(claim !== undefined ? { claim } : { template }) }, known);
     const uncounted = "so the GPUs it asks for cannot be counted against the GPU limits";
     if (found.kind === "found") {
-      for (const u of unlistedGpuClasses(found.spec, ctx.policy.gpu.deviceClasses))
+      for (const u of unlistedGpuClasses(found.spec, ctx.policy.gpu.deviceClasses, known.deviceClasses))
         unlistedRule(u, field, `claim ${entry.name} (${kind}/${name}, request ${u.request})`, ctx, out);
     } else if (found.kind === "missing") {
       if (capped)
@@ -221,7 +225,8 @@ export function validateClaimObject(spec: ClaimSpec | undefined, path: string, c
       ctx,
       out,
     );
-  for (const u of unlistedGpuClasses(spec, ctx.policy.gpu.deviceClasses)) unlistedRule(u, `${path}.${u.field}`, `request ${u.request}`, ctx, out);
+  for (const u of unlistedGpuClasses(spec, ctx.policy.gpu.deviceClasses, ctx.claims?.deviceClasses))
+    unlistedRule(u, `${path}.${u.field}`, `request ${u.request}`, ctx, out);
   for (const [resourceName, count] of mostPerResource(requests)) {
     const bound = containerMax(resourceName, ctx);
     if (bound && BigInt(count) * 1_000_000_000n > bound.max.nano)

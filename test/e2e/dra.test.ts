@@ -8,7 +8,8 @@
  *   its claim's devices and binds it; without Quartermaster the same pod stays Pending on the GPU taint;
  * - a selector pinning a product places the pod on that product's node;
  * - the caps refuse the same requests written as claims: a claim over the per-container cap at its own CREATE,
- *   a pod whose claims sum over the per-pod cap, a product outside `allowedAccelerators`.
+ *   a pod whose claims sum over the per-pod cap, a product outside `allowedAccelerators`, a claim of an
+ *   administrator's DeviceClass that selects the GPU driver but is not listed in `gpu.deviceClasses`.
  * - a held-out table of GPU requests written both ways (extended resources and claims, templates, `All`,
  *   `firstAvailable`, product pins, a restricted namespace) gets the same verdicts and placements (PARITY);
  * - one reconcile pass as the reconciler's ServiceAccount: the ledger's DRA devices per node equal the devices
@@ -238,6 +239,29 @@ describe("DRA: GPUs through ResourceClaims, outfitted and limited like extended 
     const wide = await create(WITH, "pods", draPod("eight", ["four-a", "four-b"]));
     assert.equal(wide.status, 403, JSON.stringify(wide.body));
     assert.match(wide.body.message, /8 GPUs, over the per-pod limit of 6/);
+    // An administrator's DeviceClass selecting the GPU driver's devices, not listed in gpu.deviceClasses (red team:
+    // counted as 0 GPUs): read by the webhook (its RBAC's get on deviceclasses) and refused; a NIC class's claim is not.
+    const deviceClass = (name: string, driver: string) => ({
+      apiVersion: "resource.k8s.io/v1",
+      kind: "DeviceClass",
+      metadata: { name },
+      spec: { selectors: [{ cel: { expression: `device.driver == "${driver}"` } }] },
+    });
+    for (const [name, driver] of [
+      ["fast", DRIVER],
+      ["nic.example.com", "nic.example.com"],
+    ] as const)
+      assert.equal((await cp.api("POST", "/apis/resource.k8s.io/v1/deviceclasses", deviceClass(name, driver))).status, 201);
+    const ofClass = (name: string, deviceClassName: string) => ({
+      apiVersion: "resource.k8s.io/v1",
+      kind: "ResourceClaim",
+      metadata: { name },
+      spec: { devices: { requests: [{ name: "dev", exactly: { deviceClassName, count: 1 } }] } },
+    });
+    const fast = await create(WITH, "resourceclaims", ofClass("fast-one", "fast"), "resource.k8s.io/v1");
+    assert.equal(fast.status, 403, JSON.stringify(fast.body));
+    assert.match(fast.body.message, /DeviceClass fast, which may select GPUs \(its selector names gpu\.nvidia\.com\)/);
+    assert.equal((await create(WITH, "resourceclaims", ofClass("nic-one", "nic.example.com"), "resource.k8s.io/v1")).status, 201);
     // A product the namespace may not use, pinned by the claim's selector.
     const a100 = await create("dra-strict", "resourceclaims", claim("a100", 1, PRODUCT.a100), "resource.k8s.io/v1");
     assert.equal(a100.status, 403, JSON.stringify(a100.body));

@@ -20,9 +20,9 @@ import { readdirSync, readFileSync, existsSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { describe, it } from "node:test";
 import { COMMANDS } from "../../src/cli/command-list.js";
-import { RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../../src/admission/claims.js";
+import { DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE } from "../../src/admission/claims.js";
 import { CLUSTER_QUEUE, LOCAL_QUEUE, RESOURCE_FLAVOR } from "../../src/kueue/queues.js";
-import { TRAINER } from "../../src/core/job-shapes.js";
+import { QUEUED_WORKLOAD_KINDS, TRAINER } from "../../src/core/job-shapes.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { JOBSET_KIND } from "../../src/membership/jobset.js";
 import { labelScheme } from "../../src/kinds/index.js";
@@ -40,19 +40,22 @@ const JOBS = (verb: string, kinds: ReadonlyArray<{ group: string; plural: string
 /**
  * What the webhook's one reader (src/kube/jobs.ts, `get` of any namespaced or cluster-scoped object) reads
  * besides the job kinds: a TrainJob's runtimes, a TensorFlow TrainJob pod's JobSet, the ResourceClaims and
- * templates pods name (DRA), a queued job's Kueue LocalQueue, ClusterQueue and ResourceFlavors (src/admission/queue.ts).
+ * templates pods name (DRA) and the DeviceClasses they name that the policy does not list, a DRA pod's batch Job
+ * (src/admission/pod-job.ts), a queued job's Kueue LocalQueue, ClusterQueue and ResourceFlavors (src/admission/queue.ts).
  */
 const READ_TOO = [
   ...TRAINER.runtimeKinds.map((kind) => runtimeKind({ kind, apiGroup: TRAINER.group })),
   JOBSET_KIND,
+  QUEUED_WORKLOAD_KINDS[0]!,
   RESOURCE_CLAIM,
   RESOURCE_CLAIM_TEMPLATE,
+  DEVICE_CLASS,
   LOCAL_QUEUE,
   CLUSTER_QUEUE,
   RESOURCE_FLAVOR,
 ];
 /** Those of {@link READ_TOO} that are cluster-scoped (read with namespace "", `getClusterCustomObject`). */
-const CLUSTER_SCOPED = new Set(["ClusterTrainingRuntime", CLUSTER_QUEUE.kind, RESOURCE_FLAVOR.kind]);
+const CLUSTER_SCOPED = new Set(["ClusterTrainingRuntime", CLUSTER_QUEUE.kind, RESOURCE_FLAVOR.kind, DEVICE_CLASS.kind]);
 const core = (verb: string, resource: string): Target => ({ verb, group: "", resources: [resource] });
 const g =
   (group: string) =>

@@ -28,6 +28,14 @@ const nicTemplate: KubeObject = {
   spec: { spec: { devices: { requests: [{ name: "nic", exactly: { deviceClassName: "nic.example.com", count: 8 } }] } } },
 };
 
+/** The administrator's DeviceClass of the NIC template: it selects the NIC driver's devices. */
+const nicClass: KubeObject = {
+  apiVersion: "resource.k8s.io/v1",
+  kind: "DeviceClass",
+  metadata: { name: "nic.example.com" },
+  spec: { selectors: [{ cel: { expression: 'device.driver == "nic.example.com"' } }] },
+};
+
 /** A template of 8 NVIDIA GPUs. */
 const gpuTemplate: KubeObject = {
   ...nicTemplate,
@@ -41,6 +49,7 @@ function reader(failure: "forbidden" | "absent" | "nic" | "gpu8", jobs: KubeObje
     asked,
     get(kind: ObjectKind, namespace: string, name: string): Promise<KubeObject | undefined> {
       asked.push(`${kind.plural}/${namespace}/${name}`);
+      if (kind.plural === "deviceclasses") return Promise.resolve(name === "nic.example.com" ? nicClass : undefined);
       if (kind.group === "resource.k8s.io") {
         if (failure === "nic" || failure === "gpu8") return Promise.resolve(failure === "nic" ? nicTemplate : gpuTemplate);
         return failure === "forbidden"

@@ -80,6 +80,18 @@ describe("doctor device-classes: the cluster's DeviceClasses against the policy"
       want: ["info device-classes DeviceClass nic.example.com"],
     },
     { name: "a NIC class with none → ok", state: [deviceClass("nic.example.com")], want: ["ok device-classes DeviceClasses"] },
+    {
+      name: "an administrator's class `fast` selecting NVIDIA's driver, not listed → warning",
+      state: [{ ...deviceClass("fast"), spec: { selectors: [{ cel: { expression: `device.driver == "gpu.nvidia.com"` } }] } }],
+      want: ["warning device-classes DeviceClass fast"],
+      message: /may select GPUs \(its selector names gpu\.nvidia\.com\) but is not in the policy's gpu\.deviceClasses/,
+    },
+    {
+      name: "a class without selectors (every device, GPUs included) → warning",
+      state: [{ ...deviceClass("everything"), spec: {} }],
+      want: ["warning device-classes DeviceClass everything"],
+      message: /no selectors/,
+    },
     { name: "no DeviceClass API (404) → nothing", state: "absent", want: [] },
     { name: "not read → nothing", state: undefined, want: [] },
     {

@@ -250,7 +250,9 @@ describe("doctor: RBAC", () => {
       ...["trainjobs", "clustertrainingruntimes", "trainingruntimes"].map((p) => `quartermaster-webhook get ${p}.trainer.kubeflow.org`),
       // A TensorFlow TrainJob pod's JobSet (its TF_CONFIG), and the ResourceClaims and templates pods name (DRA).
       "quartermaster-webhook get jobsets.jobset.x-k8s.io",
-      ...["resourceclaims", "resourceclaimtemplates"].map((p) => `quartermaster-webhook get ${p}.resource.k8s.io`),
+      ...["resourceclaims", "resourceclaimtemplates", "deviceclasses"].map((p) => `quartermaster-webhook get ${p}.resource.k8s.io`),
+      // A DRA pod's batch Job, judged again with its claims under a per-job GPU cap.
+      "quartermaster-webhook get jobs.batch",
       // A queued job's Kueue LocalQueue, ClusterQueue and flavors (queue-capacity), and the Event on a job whose Kueue admission is refused.
       ...["localqueues", "clusterqueues", "resourceflavors"].map((p) => `quartermaster-webhook get ${p}.kueue.x-k8s.io`),
       "quartermaster-webhook create events",

@@ -231,7 +231,16 @@ describe("a ResourceClaimTemplate created again after its job's admission: the j
     },
     {
       name: "a pod its claims give no GPU (a NIC template): nothing of the job's counted",
-      setup: (s) => (s.put("resourceclaimtemplates", template("gpus", 8, "nic.example.com")), podOf(s.put("tfjobs", tfJob(64)))),
+      setup: (s) => {
+        s.put("deviceclasses", {
+          apiVersion: "resource.k8s.io/v1",
+          kind: "DeviceClass",
+          metadata: { name: "nic.example.com" },
+          spec: { selectors: [{ cel: { expression: 'device.driver == "nic.example.com"' } }] },
+        });
+        s.put("resourceclaimtemplates", template("gpus", 8, "nic.example.com"));
+        return podOf(s.put("tfjobs", tfJob(64)));
+      },
       allowed: true,
     },
     {

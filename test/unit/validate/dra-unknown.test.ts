@@ -341,27 +341,97 @@ describe("pinnedValues: the attribute read through an index, and what cannot be 
   });
 });
 
-describe("/validate/claims: a claim template of an unlisted GPU-looking DeviceClass at its CREATE", () => {
+describe("/validate/claims: a claim template of an unlisted DeviceClass at its CREATE (its name, or its object as read)", () => {
   const template = (deviceClassName: string) => ({
     apiVersion: "resource.k8s.io/v1",
     kind: "ResourceClaimTemplate",
     metadata: { name: "t", namespace: NS },
     spec: { spec: claimSpec(exactly(deviceClassName, 64)) },
   });
-  const cases: { name: string; limits: Limits; deviceClassName: string; allowed: boolean; field?: string }[] = [
+  const deviceClass = (name: string, spec: Record<string, unknown>) => ({ apiVersion: "resource.k8s.io/v1", kind: "DeviceClass", metadata: { name }, spec });
+  /** The cluster's DeviceClasses (an administrator's): a NIC class, and classes that select GPUs without being listed. */
+  const CLASSES = new Map(
+    [
+      deviceClass("nic.example.com", { selectors: [sel(`device.driver == "nic.example.com"`)] }),
+      deviceClass("fast", { selectors: [sel(`device.driver == "gpu.nvidia.com"`)] }),
+      deviceClass("h100s", { selectors: [sel(`device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"`)] }),
+      deviceClass("any", {}),
+      deviceClass("accel", { extendedResourceName: "nvidia.com/gpu", selectors: [sel(`device.driver == "accel.example.com"`)] }),
+    ].map((c) => [c.metadata.name, c]),
+  );
+  const cases: { name: string; limits: Limits; deviceClassName: string; allowed: boolean; field?: string; message?: RegExp; reads?: number }[] = [
     {
-      name: "vfio.gpu.nvidia.com, pod cap 8 → refused at the request",
+      name: "vfio.gpu.nvidia.com (its name looks like a GPU class's), pod cap 8 → refused at the request, nothing read",
       limits: POD_CAP,
       deviceClassName: "vfio.gpu.nvidia.com",
       allowed: false,
       field: "spec.spec.devices.requests[0].exactly",
+      message: /DeviceClass vfio\.gpu\.nvidia\.com, which looks like a GPU class/,
+      reads: 0,
     },
     { name: "vfio.gpu.nvidia.com, no GPU cap → allowed", limits: NO_CAP, deviceClassName: "vfio.gpu.nvidia.com", allowed: true },
-    { name: "nic.example.com, pod cap 8 → allowed", limits: POD_CAP, deviceClassName: "nic.example.com", allowed: true },
+    {
+      name: "nic.example.com (selects its NIC driver), pod cap 8 → allowed, the class read once",
+      limits: POD_CAP,
+      deviceClassName: "nic.example.com",
+      allowed: true,
+      reads: 1,
+    },
+    {
+      name: "fast, an administrator's class selecting NVIDIA's driver, pod cap 8 → refused",
+      limits: POD_CAP,
+      deviceClassName: "fast",
+      allowed: false,
+      field: "spec.spec.devices.requests[0].exactly",
+      message: /DeviceClass fast, which may select GPUs \(its selector names gpu\.nvidia\.com\).*add it to gpu\.deviceClasses/,
+    },
+    {
+      name: "h100s, selecting by NVIDIA's attributes → refused",
+      limits: POD_CAP,
+      deviceClassName: "h100s",
+      allowed: false,
+      message: /its selector names gpu\.nvidia\.com/,
+    },
+    {
+      name: "any, a class without selectors (every device) → refused",
+      limits: POD_CAP,
+      deviceClassName: "any",
+      allowed: false,
+      message: /no selectors, so it selects every device/,
+    },
+    {
+      name: "accel, serving nvidia.com/gpu as its extended resource → refused",
+      limits: POD_CAP,
+      deviceClassName: "accel",
+      allowed: false,
+      message: /extendedResourceName nvidia\.com\/gpu/,
+    },
+    {
+      name: "a class that does not exist → refused (not known)",
+      limits: POD_CAP,
+      deviceClassName: "later.example.com",
+      allowed: false,
+      message: /does not exist, so what it selects is not known/,
+    },
+    {
+      name: "a class that cannot be read → refused (not known)",
+      limits: POD_CAP,
+      deviceClassName: "forbidden.example.com",
+      allowed: false,
+      message: /could not be read \(.*403/,
+    },
+    { name: "fast, no GPU cap → allowed, nothing read", limits: NO_CAP, deviceClassName: "fast", allowed: true, reads: 0 },
   ];
   for (const c of cases)
     it(c.name, async () => {
-      const jobs = { get: () => Promise.resolve(undefined) };
+      const asked: string[] = [];
+      const jobs = {
+        get: (kind: { plural: string }, namespace: string, name: string) => {
+          asked.push(`${kind.plural}/${namespace}/${name}`);
+          if (name === "forbidden.example.com") return Promise.reject(new Error(`HTTP 403: deviceclasses "${name}" is forbidden`));
+          return Promise.resolve(kind.plural === "deviceclasses" && namespace === "" ? CLASSES.get(name) : undefined);
+        },
+      };
       const hooks = createWebhooks({ policy: policyOf(c.limits), log: capturingLogger().log, jobs, now: () => new Date() });
       const body = review({
         kind: { group: "resource.k8s.io", version: "v1", kind: "ResourceClaimTemplate" },
@@ -378,5 +448,50 @@ describe("/validate/claims: a claim template of an unlisted GPU-looking DeviceCl
           causes.map((x) => x.field),
           [c.field],
         );
+      if (c.message) assert.match(causes.map((x) => x.message).join("\n"), c.message);
+      if (c.reads !== undefined) assert.equal(asked.length, c.reads, asked.join(", "));
+    });
+});
+
+describe("/validate/pods: a pod's claim of an unlisted DeviceClass that selects GPUs (the claim made before its namespace opted in)", () => {
+  const claim = { apiVersion: "resource.k8s.io/v1", kind: "ResourceClaim", metadata: { name: "c", namespace: NS }, spec: claimSpec(exactly("fast", 64)) };
+  const fast = {
+    apiVersion: "resource.k8s.io/v1",
+    kind: "DeviceClass",
+    metadata: { name: "fast" },
+    spec: { selectors: [sel(`device.driver == "gpu.nvidia.com"`)] },
+  };
+  const pod = {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: "p", namespace: NS },
+    spec: { resourceClaims: [{ name: "g", resourceClaimName: "c" }], containers: [{ name: "c", image: "x", resources: { claims: [{ name: "g" }] } }] },
+  };
+  for (const [name, limits, allowed] of [
+    ["pod cap 8 → refused at the pod's claim", POD_CAP, false],
+    ["no GPU cap → allowed", NO_CAP, true],
+  ] as const)
+    it(name, async () => {
+      const jobs = {
+        get: (kind: { plural: string }, _ns: string, n: string) =>
+          Promise.resolve(kind.plural === "deviceclasses" ? (n === "fast" ? fast : undefined) : kind.plural === "resourceclaims" ? claim : undefined),
+      };
+      const hooks = createWebhooks({ policy: policyOf(limits), log: capturingLogger().log, jobs, now: () => new Date() });
+      const body = review({
+        kind: { group: "", version: "v1", kind: "Pod" },
+        resource: { group: "", version: "v1", resource: "pods" },
+        operation: "CREATE",
+        namespace: NS,
+        object: pod,
+      });
+      const response = (await hooks["/validate/pods"]!.admit(body)).review.response!;
+      assert.equal(response.allowed, allowed, JSON.stringify(response.status));
+      if (!allowed) {
+        const causes = (response.status?.details?.causes ?? []) as Array<{ field?: string; message?: string }>;
+        assert.ok(
+          causes.some((x) => x.field === "spec.resourceClaims[0]" && /DeviceClass fast, which may select GPUs/.test(x.message ?? "")),
+          JSON.stringify(causes),
+        );
+      }
     });
 });
