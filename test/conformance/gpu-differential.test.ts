@@ -28,8 +28,9 @@
  *    and asserts there are none.
  * 2. Deny, namespace {@link DENY_NS}: caps of 8 GPUs a container, a pod and a job under `enforcement.mode: deny`;
  *    a few workloads of each kind over the job cap (each pod under the pod cap; the red team's TrainJob shapes;
- *    pods naming a claim template created just after their workload) must get no pod (refused at CREATE, or
- *    their children refused), while one under the cap of each kind gets its pods.
+ *    pods naming a claim template created just after their workload; a suspended PyTorchJob whose template is
+ *    created again asking more, then resumed) must get no pod (refused at CREATE, or their children refused),
+ *    while one under the cap of each kind gets its pods.
  *
  * Skips, saying why, when QM_OPERATOR_BIN, QM_JOBSET_BIN or QM_TRAINER_BIN is unset (a fresh clone's `npm test`
  * never needs them). For development: QM_DIFF_PARTIAL=1 runs the kinds whose controllers are given, QM_DIFF_KINDS (a
@@ -87,6 +88,8 @@ const DENY_NS = "qm-diff-deny";
 const DENY_CAP = 8;
 /** A claim template created after the workloads that name it (deny part). */
 const LATE_TEMPLATE = "late-six";
+/** A template of 2 devices at the workloads' CREATE, deleted and created again asking 6 after it (red team). */
+const SWAP_TEMPLATE = "swap-two";
 const DEVICES_PER_NODE = 32;
 const NODE_COUNT = 24;
 /** The pods' wait ends when nothing changed for this long. */
@@ -666,12 +669,52 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
       },
       over: true,
     });
+    // A template created again asking more after its job's admission (red team): a suspended PyTorchJob of 4 Workers
+    // × a 2-device template (8: the cap) admitted, the template created again asking 6, the job resumed: the
+    // operator's pods (4 × 6 = 24) are refused at their CREATE.
+    const swapped = v1("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", "pytorch", 4, 0, "deny-swap-pt");
+    out.push({
+      w: {
+        ...swapped,
+        shape: "4 × a template of 2, created again asking 6 while the job is suspended",
+        body: {
+          apiVersion: "kubeflow.org/v1",
+          kind: "PyTorchJob",
+          metadata: { name: "deny-swap-pt" },
+          spec: {
+            runPolicy: { cleanPodPolicy: "None", suspend: true },
+            pytorchReplicaSpecs: {
+              Worker: {
+                replicas: 4,
+                restartPolicy: "Never",
+                template: {
+                  spec: {
+                    containers: [{ name: "pytorch", image: "registry.invalid/train:1", resources: { claims: [{ name: "gpus" }] } }],
+                    resourceClaims: [{ name: "gpus", resourceClaimTemplateName: SWAP_TEMPLATE }],
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+      over: true,
+    });
     return out.filter((c) => runs(c.w));
   };
+
+  const swapTemplate = (count: number) => ({
+    apiVersion: "resource.k8s.io/v1",
+    kind: "ResourceClaimTemplate",
+    metadata: { name: SWAP_TEMPLATE },
+    spec: { spec: { devices: { requests: [{ name: "gpu", exactly: { deviceClassName: DEVICE_CLASS, count } }] } } },
+  });
 
   it(`deny: no workload over the job cap of ${DENY_CAP} GPUs gets a pod; the same kinds under it do`, { timeout: 300_000 }, async () => {
     const cases = denyCases();
     const prerequisites = set.prerequisites.filter((p) => p.body.kind === "TrainingRuntime" || p.body.kind === "ResourceClaimTemplate");
+    const swap = cases.some((c) => c.w.name === "deny-swap-pt");
+    if (swap) assert.equal((await cp.api("POST", path("resource.k8s.io/v1", "resourceclaimtemplates", DENY_NS), swapTemplate(2))).status, 201);
     const created = await createAll(
       DENY_NS,
       prerequisites,
@@ -684,6 +727,23 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
       spec: { spec: { devices: { requests: [{ name: "gpu", exactly: { deviceClassName: DEVICE_CLASS, count: 6 } }] } } },
     });
     assert.equal(lateTemplate.status, 201, JSON.stringify(lateTemplate.body));
+    if (swap) {
+      // The suspended job was admitted at the cap; its template created again asking 6 (its own CREATE within the
+      // per-pod cap), then the job resumed (an UPDATE that makes nothing worse): its pods are where it is caught.
+      assert.equal(created.get("deny-swap-pt")?.status, 201, created.get("deny-swap-pt")?.message);
+      const templates = path("resource.k8s.io/v1", "resourceclaimtemplates", DENY_NS);
+      assert.equal((await cp.api("DELETE", `${templates}/${SWAP_TEMPLATE}`)).status, 200);
+      assert.equal((await cp.api("POST", templates, swapTemplate(6))).status, 201);
+      const resumed = await cp.api(
+        "PATCH",
+        `${path("kubeflow.org/v1", "pytorchjobs", DENY_NS)}/deny-swap-pt`,
+        { spec: { runPolicy: { suspend: false } } },
+        {
+          "Content-Type": "application/merge-patch+json",
+        },
+      );
+      assert.equal(resumed.status, 200, JSON.stringify(resumed.body));
+    }
     // Under-cap ones get their pods; then a settle period in which an over-cap one would get its first.
     const deadline = performance.now() + 120_000;
     for (;;) {
