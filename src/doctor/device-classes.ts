@@ -25,6 +25,13 @@ const str = (v: unknown): string | undefined => (typeof v === "string" && v !== 
 
 const FIX_CLASS = "add it to the policy's gpu.deviceClasses with the resource it stands for (name, resourceName), and roll the webhook";
 
+/** Why an unlisted class may be a GPU class: its name, or its object (`classSelectsGpus`: what the webhooks read under a GPU cap). */
+function unlistedGpu(name: string, dc: unknown, deviceClasses: Policy["gpu"]["deviceClasses"]): string | undefined {
+  if (looksLikeGpu(name)) return "looks like a GPU class";
+  const selects = classSelectsGpus(dc, deviceClasses);
+  return selects && `may select GPUs (${selects})`;
+}
+
 export function checkDeviceClasses(state: DeviceClassesState | undefined, policy: Pick<Policy, "gpu">): DoctorFinding[] {
   if (state === undefined || state === "absent") return [];
   const finding = findingsOf("device-classes");
@@ -45,14 +52,13 @@ export function checkDeviceClasses(state: DeviceClassesState | undefined, policy
     if (name === undefined) continue;
     const subject = `DeviceClass ${name}`;
     const listed = gpuDeviceClass(name, deviceClasses) !== undefined;
-    // Its name, or its object (src/core/dra.ts classSelectsGpus: what the webhooks read under a GPU cap).
-    const selects = listed || looksLikeGpu(name) ? undefined : classSelectsGpus(dc, deviceClasses);
-    if (!listed && (looksLikeGpu(name) || selects))
+    const why = listed ? undefined : unlistedGpu(name, dc, deviceClasses);
+    if (why)
       out.push(
         finding(
           "warning",
           subject,
-          `${selects ? `may select GPUs (${selects})` : "looks like a GPU class"} but is not in the policy's gpu.deviceClasses: its devices are not counted, and under a GPU cap pods and claims asking for them are refused (gpu-unknown)`,
+          `${why} but is not in the policy's gpu.deviceClasses: its devices are not counted, and under a GPU cap pods and claims asking for them are refused (gpu-unknown)`,
           FIX_CLASS,
         ),
       );
