@@ -242,6 +242,12 @@ export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobRe
       (job) => {
         entry.settled = { job };
         delete entry.known;
+        // A newer read of the key in flight with no copy to compare (begun while this one was in flight, with none
+        // settled): it gets this one, for the `fresh` reads begun after it. Else, under a launch's concurrent fresh
+        // reads (a DRA pod's claims, src/admission/pod-job.ts), the key's entry is always one in flight without a
+        // copy, and every fresh read reads the object whole (bench:dra-pods: 1.0 whole GET a review, none of metadata).
+        const current = cache.get(key);
+        if (job && current && current !== entry && !current.settled && !current.known) current.known = job;
       },
       () => cache.get(key) === entry && cache.delete(key), // failures are not cached
     );

@@ -105,3 +105,32 @@ describe("cachedJobReader.fresh", () => {
     assert.equal(gets, 2);
   });
 });
+
+describe("cachedJobReader.fresh under concurrency (a launch's DRA pods reading their claim template)", () => {
+  it("fresh reads begun after the first answer compare metadata against it, even while others are in flight", async () => {
+    const counts = { whole: 0, metadata: 0 };
+    const stored = deepFreeze({ ...stale, metadata: { ...(stale.metadata as object), uid: "u-1" } });
+    const pending: Array<() => void> = [];
+    // Every read answers only when the test says (the apiserver's latency), in order.
+    const later = <T>(v: T): Promise<T> => new Promise((r) => pending.push(() => r(v)));
+    const get = Object.assign(async () => (counts.whole++, later(stored)), {
+      metadata: async () => (counts.metadata++, later({ metadata: stored.metadata } as KubeObject)),
+    });
+    const reader = cachedJobReader(async () => get, { ttlMs: 5000, now: () => 0 });
+    const kind = kindOf("PyTorchJob");
+    const read = () => reader.fresh!(kind, "team-a", "train");
+    const settle = async () => {
+      await new Promise((r) => setImmediate(r));
+      pending.shift()!();
+      await new Promise((r) => setImmediate(r));
+    };
+    // Two begun together (no copy yet: both whole), the first answers while the second is in flight; then three
+    // more begun: each finds the second in flight, now with the first's answer to compare: metadata alone.
+    const first = [read(), read()];
+    await settle();
+    const next = [read(), read(), read()];
+    while (pending.length > 0) await settle();
+    for (const answer of await Promise.all([...first, ...next])) assert.equal(answer, stored);
+    assert.deepEqual(counts, { whole: 2, metadata: 3 });
+  });
+});
