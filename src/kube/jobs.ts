@@ -55,7 +55,12 @@ interface Entry {
   value: Promise<KubeObject | undefined>;
   /** Set once `value` has resolved. */
   settled?: { job: KubeObject | undefined };
-  /** The object the entry before this one held, while this one is in flight: what a `fresh` read may find unchanged. */
+  /**
+   * The object the entry before this one held, while this one is in flight: what a `fresh` read may find unchanged.
+   * Given by an older read that settles meanwhile, when there was none: else, under a launch's concurrent fresh reads
+   * (a DRA pod's claims, src/admission/pod-job.ts), the key's entry is always one in flight without a copy, and every
+   * fresh read reads the object whole (bench:dra-pods: 1.0 whole GET a review, none of metadata alone).
+   */
   known?: KubeObject;
   /** The background re-read of this settled entry (refresh-ahead), while in flight: it replaces this entry once read. */
   next?: Entry;
@@ -242,10 +247,7 @@ export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobRe
       (job) => {
         entry.settled = { job };
         delete entry.known;
-        // A newer read of the key in flight with no copy to compare (begun while this one was in flight, with none
-        // settled): it gets this one, for the `fresh` reads begun after it. Else, under a launch's concurrent fresh
-        // reads (a DRA pod's claims, src/admission/pod-job.ts), the key's entry is always one in flight without a
-        // copy, and every fresh read reads the object whole (bench:dra-pods: 1.0 whole GET a review, none of metadata).
+        // A newer read of the key in flight with no copy gets this answer, for the fresh reads begun after it (`known`).
         const current = cache.get(key);
         if (job && current && current !== entry && !current.settled && !current.known) current.known = job;
       },
