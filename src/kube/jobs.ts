@@ -151,6 +151,13 @@ const readUnlessUnchanged =
       .then((meta) => (meta === undefined ? undefined : versionOf(meta) === version ? known : get(ref.kind, ref.namespace, ref.name)));
   };
 
+/** A read's answer: its entry settles, and the key's newer read in flight with no copy gets it (`Entry.known`). */
+function settle(entry: Entry, job: KubeObject | undefined, current: Entry | undefined): void {
+  entry.settled = { job };
+  delete entry.known;
+  if (job && current && current !== entry && !current.settled && !current.known) current.known = job;
+}
+
 /** The client, set up on first use; one that failed to load is tried again on the next read. */
 function lazyClient(getObject: () => Promise<GetObject>): () => Promise<GetObject> {
   let client: Promise<GetObject> | undefined;
@@ -244,13 +251,7 @@ export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobRe
     const value = load().then((get) => read(get, known));
     const entry: Entry = { at: now(), value, ...(known ? { known } : {}) };
     value.then(
-      (job) => {
-        entry.settled = { job };
-        delete entry.known;
-        // A newer read of the key in flight with no copy gets this answer, for the fresh reads begun after it (`known`).
-        const current = cache.get(key);
-        if (job && current && current !== entry && !current.settled && !current.known) current.known = job;
-      },
+      (job) => settle(entry, job, cache.get(key)),
       () => cache.get(key) === entry && cache.delete(key), // failures are not cached
     );
     return entry;
