@@ -78,14 +78,8 @@ const podNaming = (pod: string, claims: readonly string[]): KubeObject =>
       containers: [{ name: "c", image: "x", resources: { claims: [{ name: "c0" }] } }],
     },
   });
-const podReview = (object: KubeObject) =>
-  review({
-    kind: { group: "", version: "v1", kind: "Pod" },
-    resource: { group: "", version: "v1", resource: "pods" },
-    operation: "CREATE",
-    namespace: NS,
-    object,
-  });
+/** A pod's CREATE (`review`'s defaults) in {@link NS}. */
+const podReview = (object: KubeObject) => review({ namespace: NS, object: object });
 const names = (prefix: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
 
 const uncapped = checkPolicy({}, "uncapped");

@@ -107,14 +107,8 @@ const podOf = (owner: KubeObject | undefined, name = "p", claim = "gpus"): KubeO
   spec: draSpec(claim),
 });
 
-const podReview = (pod: KubeObject) =>
-  review({
-    kind: { group: "", version: "v1", kind: "Pod" },
-    resource: { group: "", version: "v1", resource: "pods" },
-    operation: "CREATE",
-    namespace: NS,
-    object: pod,
-  });
+/** A pod's CREATE (`review`'s defaults) in {@link NS}. */
+const podReview = (pod: KubeObject) => review({ namespace: NS, object: pod });
 
 const policyOf = (limits: object, extra: object = {}): Policy => checkPolicy({ limits, ...extra }, "claim-swap");
 const CAPPED = policyOf({ pod: { gpus: 8 }, job: { gpus: 8 } });

@@ -477,13 +477,7 @@ describe("/validate/pods: a pod's claim of an unlisted DeviceClass that selects 
           Promise.resolve(kind.plural === "deviceclasses" ? (n === "fast" ? fast : undefined) : kind.plural === "resourceclaims" ? claim : undefined),
       };
       const hooks = createWebhooks({ policy: policyOf(limits), log: capturingLogger().log, jobs, now: () => new Date() });
-      const body = review({
-        kind: { group: "", version: "v1", kind: "Pod" },
-        resource: { group: "", version: "v1", resource: "pods" },
-        operation: "CREATE",
-        namespace: NS,
-        object: pod,
-      });
+      const body = review({ namespace: NS, object: pod }); // a pod's CREATE: review's defaults
       const response = (await hooks["/validate/pods"]!.admit(body)).review.response!;
       assert.equal(response.allowed, allowed, JSON.stringify(response.status));
       if (!allowed) {
