@@ -771,4 +771,58 @@ describe("GPU differential conformance: Quartermaster's predicted GPUs per workl
     console.log(`gpu-differential: deny:\n  ${record.join("\n  ")}`);
     assert.deepEqual(failures, [], `deny: ${failures.length} failures:\n  ${failures.join("\n  ")}\n${failures.length ? logs() : ""}`);
   });
+
+  it("deny: a running JobSet's template created again asking more: its Job's replacement pod refused, naming the JobSet", { timeout: 180_000 }, async (t) => {
+    if (!runs({ kind: "JobSet" })) return t.skip("JobSet not run here (QM_JOBSET_BIN, QM_DIFF_KINDS)");
+    const templates = path("resource.k8s.io/v1", "resourceclaimtemplates", DENY_NS);
+    const template = (count: number) => ({ ...swapTemplate(count), metadata: { name: "swap-js" } });
+    assert.equal((await cp.api("POST", templates, template(2))).status, 201);
+    const made = await cp.api("POST", path("jobset.x-k8s.io/v1alpha2", "jobsets", DENY_NS), {
+      apiVersion: "jobset.x-k8s.io/v1alpha2",
+      kind: "JobSet",
+      metadata: { name: "swap-js" },
+      spec: {
+        replicatedJobs: [
+          {
+            name: "w",
+            replicas: 1,
+            template: {
+              spec: {
+                parallelism: 4,
+                completions: 4,
+                backoffLimit: 100,
+                template: {
+                  spec: {
+                    restartPolicy: "Never",
+                    containers: [{ name: "main", image: "registry.invalid/train:1", resources: { claims: [{ name: "gpus" }] } }],
+                    resourceClaims: [{ name: "gpus", resourceClaimTemplateName: "swap-js" }],
+                  },
+                },
+              },
+            },
+          },
+        ],
+      },
+    });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    const pods = async (): Promise<string[]> =>
+      (await list(cp, `/api/v1/namespaces/${DENY_NS}/pods?labelSelector=${JOBSET_NAME}%3Dswap-js`))
+        .filter((p) => !p.metadata.deletionTimestamp)
+        .map((p) => p.metadata.name);
+    await cp.until("the JobSet's 4 pods (4 × 2 GPUs: the cap)", async () => (await pods()).length === 4, 60_000, 500);
+    // The template created again asking 6 (within the per-pod cap), then one pod deleted: the Job controller's
+    // replacement (the JobSet now 4 × 6 = 24) is refused at its CREATE, the Job's FailedCreate Event says why.
+    assert.equal((await cp.api("DELETE", `${templates}/swap-js`)).status, 200);
+    assert.equal((await cp.api("POST", templates, template(6))).status, 201);
+    const before = await pods();
+    assert.equal((await cp.api("DELETE", `/api/v1/namespaces/${DENY_NS}/pods/${before[0]}`, { gracePeriodSeconds: 0 })).status, 200);
+    const refusals = async () =>
+      (await list(cp, `/api/v1/namespaces/${DENY_NS}/events?fieldSelector=reason%3DFailedCreate`)).filter((e) => e.involvedObject.name === "swap-js-w-0");
+    await cp.until("the Job's FailedCreate Event", async () => (await refusals()).length > 0, 90_000, 500);
+    assert.match(
+      (await refusals()).map((e) => e.message).join("\n"),
+      /JobSet qm-diff-deny\/swap-js \(the controller of Job qm-diff-deny\/swap-js-w-0\): the JobSet runs 24 GPUs at once in all \(w: 4 pods × 6\), over the per-job limit of 8/,
+    );
+    assert.deepEqual((await pods()).sort(), before.slice(1).sort());
+  });
 });
