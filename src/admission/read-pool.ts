@@ -160,6 +160,8 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
     load: () => ({ active, queued, reviews: ring.length }),
     review(timeoutMs) {
       const q: Queue = { items: [], active: 0, started: 0, closed: false, ringed: false };
+      // The review's question is asked now: a fresh read begun after this answers it (`JobReader.fresh`'s `since`).
+      const since = reader.began?.();
       const close = (why: string): void => {
         if (q.closed) return;
         q.closed = true;
@@ -190,7 +192,8 @@ export function readPool(reader: JobReader, options: ReadPoolOptions = {}): Read
       return {
         ...passedThrough(reader),
         get: (kind, namespace, name) => enqueue(() => reader.get(kind, namespace, name), what(kind, namespace, name)),
-        fresh: (kind, namespace, name) => enqueue(() => (reader.fresh ?? reader.get).call(reader, kind, namespace, name), what(kind, namespace, name)),
+        fresh: (kind, namespace, name) =>
+          enqueue(() => (reader.fresh ? reader.fresh(kind, namespace, name, since) : reader.get(kind, namespace, name)), what(kind, namespace, name)),
         release: () => close("not read: the review had been answered"),
       };
     },

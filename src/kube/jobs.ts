@@ -52,6 +52,8 @@ export interface WarmJobReader extends JobReader {
 
 interface Entry {
   at: number;
+  /** When its read began on the monotonic clock (`began()`), for `fresh`'s `since`. */
+  began: number;
   value: Promise<KubeObject | undefined>;
   /** Set once `value` has resolved. */
   settled?: { job: KubeObject | undefined };
@@ -209,12 +211,15 @@ export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobRe
       if (hit?.next) return install(ref.key, hit.next).value;
       return fetch(ref, readWhole(ref));
     },
-    // Never shares a read already in flight (it may have started before the change being checked), a background
-    // re-read included.
-    fresh(kind, namespace, name) {
+    // Never shares a read begun before the caller's `since` (it may have started before the change being checked), a
+    // background re-read included; one begun after it, in flight or done, answers.
+    fresh(kind, namespace, name, since) {
       const ref = refOf(kind, namespace, name);
+      const current = since === undefined ? undefined : cache.get(ref.key);
+      if (current && current.began > since!) return current.value;
       return fetch(ref, readUnlessUnchanged(ref));
     },
+    began: () => performance.now(),
   };
 
   /** One read, cached from now on (failures are not); `read` is told the object last read, if any. */
@@ -249,7 +254,7 @@ export function cachedJobReader(getObject: () => Promise<GetObject>, opts: JobRe
    */
   function begin(key: string, known: KubeObject | undefined, read: Read): Entry {
     const value = load().then((get) => read(get, known));
-    const entry: Entry = { at: now(), value, ...(known ? { known } : {}) };
+    const entry: Entry = { at: now(), began: performance.now(), value, ...(known ? { known } : {}) };
     value.then(
       (job) => settle(entry, job, cache.get(key)),
       () => cache.get(key) === entry && cache.delete(key), // failures are not cached

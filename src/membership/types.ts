@@ -33,8 +33,13 @@ export interface JobReader {
    * The job as it is now: a read that bypasses any cache (its answer then refreshes the cache). A reader
    * that caches must have it; for one that does not, `get` is already fresh and this may be left out.
    * `/scale` admission reads through it (issue 29: a scale checked against a cached job).
+   * `since` (the reader's {@link began} clock): a read of the object begun after that moment answers too, in flight or
+   * done: begun after the caller's question, it sees the object at least as new as one begun for it (a launch's DRA
+   * pods, each judged with its claim template as it is now, share the reads begun after they arrived).
    */
-  fresh?(kind: ObjectKind, namespace: string, name: string): Promise<KubeObject | undefined>;
+  fresh?(kind: ObjectKind, namespace: string, name: string, since?: number): Promise<KubeObject | undefined>;
+  /** The reader's clock for `fresh`'s `since` (monotonic, milliseconds); absent: `since` is not understood. */
+  began?(): number;
   /**
    * Told of every lookup `lookup.ts` makes through this reader: how it was answered and how long it took
    * (seconds). The server passes its metrics here; absent, nothing is measured.

@@ -53,10 +53,19 @@ export function capacityOf(index: LedgerIndex, now: () => number = Date.now): Cl
   };
 }
 
-/** The most devices one node publishes per DeviceClass, while the index is fresh; undefined otherwise. */
+/**
+ * The most devices one node publishes per DeviceClass, while the index is fresh; undefined otherwise. One map per
+ * index: the rules keep what they read of a claim per capacity object (`claimGpuRequests`, src/core/dra.ts), so a new
+ * map per review would have them read every claim again.
+ */
 export function draCapacityOf(index: LedgerIndex, now: () => number = Date.now): DraCapacity | undefined {
-  return shapesFresh(index, now()) ? new Map(Object.entries(index.largest?.deviceClasses ?? {})) : undefined;
+  if (!shapesFresh(index, now())) return undefined;
+  let map = draCapacities.get(index);
+  if (!map) draCapacities.set(index, (map = new Map(Object.entries(index.largest?.deviceClasses ?? {}))));
+  return map;
 }
+
+const draCapacities = new WeakMap<LedgerIndex, DraCapacity>();
 
 /** The capacity an index ConfigMap's data gives. Undefined for a corrupt index. */
 export function capacityOfIndex(data: Record<string, string> | undefined, now: () => number = Date.now): ClusterCapacity | undefined {

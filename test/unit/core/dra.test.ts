@@ -145,3 +145,19 @@ describe("podClaimGpuNanos: a pod's GPUs through its claims", () => {
     ]);
   });
 });
+
+describe("claimGpuRequests keeps its answer per claim spec (bench:dra-pods)", () => {
+  const classes = [{ name: "gpu.nvidia.com", resourceName: "nvidia.com/gpu" }];
+  const spec = { devices: { requests: [{ name: "gpu", exactly: { deviceClassName: "gpu.nvidia.com", allocationMode: "All" } }] } };
+  it("the same spec, classes and capacity: the same answer, read once; another capacity or classes: read again", () => {
+    const capacity = new Map([["gpu.nvidia.com", 8]]);
+    const first = claimGpuRequests(spec, classes, capacity);
+    assert.equal(claimGpuRequests(spec, classes, capacity), first, "kept");
+    assert.equal(first[0]!.count, 8);
+    assert.ok(Object.isFrozen(first), "shared answers cannot be changed by a caller");
+    const larger = claimGpuRequests(spec, classes, new Map([["gpu.nvidia.com", 16]]));
+    assert.notEqual(larger, first);
+    assert.equal(larger[0]!.count, 16, "read with the new capacity");
+    assert.equal(claimGpuRequests(spec, [...classes], undefined)[0]!.count, undefined, "other classes, no capacity: read again");
+  });
+});

@@ -134,3 +134,43 @@ describe("cachedJobReader.fresh under concurrency (a launch's DRA pods reading t
     assert.deepEqual(counts, { whole: 2, metadata: 3 });
   });
 });
+
+describe("cachedJobReader.fresh with `since`: a read begun after the caller's question answers it", () => {
+  it("shares a read begun after `since` (in flight or done), never one begun before it", async () => {
+    let reads = 0;
+    let version = 1;
+    const pending: Array<() => void> = [];
+    const get = async () => {
+      reads++;
+      const v = version;
+      return new Promise<KubeObject>((r) =>
+        pending.push(() => r(deepFreeze({ ...stale, metadata: { name: "train", uid: "u-1", resourceVersion: String(v) } }))),
+      );
+    };
+    const reader = cachedJobReader(async () => get, { ttlMs: 5000, now: () => 0 });
+    const kind = kindOf("PyTorchJob");
+    const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    // A read in flight, begun before review A's question: A does not share it (the change may have come between).
+    const early = reader.fresh!(kind, "team-a", "train");
+    await wait(2);
+    const sinceA = reader.began!();
+    await wait(2);
+    version = 2; // the change, after A's question
+    const a = reader.fresh!(kind, "team-a", "train", sinceA);
+    await wait(2);
+    assert.equal(reads, 2, "A reads again: the read in flight began before its question");
+    // Review B asked before A's read began: it shares A's read, in flight; review C asked after it began: a read of its own.
+    const sinceC = reader.began!();
+    const b = reader.fresh!(kind, "team-a", "train", sinceA);
+    const c = reader.fresh!(kind, "team-a", "train", sinceC);
+    await wait(1);
+    assert.equal(reads, 3, "B shares A's read; C reads again");
+    while (pending.length > 0) pending.shift()!();
+    const [ve, va, vb, vc] = (await Promise.all([early, a, b, c])).map((o) => (o!.metadata as { resourceVersion: string }).resourceVersion);
+    assert.deepEqual([ve, va, vb, vc], ["1", "2", "2", "2"]);
+    // Done reads answer too: D asked before C's read began gets its answer with no read.
+    const d = await reader.fresh!(kind, "team-a", "train", sinceA);
+    assert.equal((d!.metadata as { resourceVersion: string }).resourceVersion, "2");
+    assert.equal(reads, 3);
+  });
+});

@@ -82,6 +82,12 @@ describe("capacity from the index: node shapes only while fresh", () => {
       assert.equal(cap.largestNode?.("nvidia.com/gpu"), perNode);
       if (perNode !== undefined) assert.equal(cap.largestNode?.("amd.com/gpu"), 0);
       assert.equal(draCapacityOf(idx, () => NOW)?.get("gpu.nvidia.com"), perClass);
+      // One map per index (the rules keep what they read of a claim per capacity object).
+      if (draCapacityOf(idx, () => NOW))
+        assert.equal(
+          draCapacityOf(idx, () => NOW),
+          draCapacityOf(idx, () => NOW),
+        );
     });
   }
 });
