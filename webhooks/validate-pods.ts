@@ -26,7 +26,7 @@ import { hasResourceClaims } from "../src/core/dra.js";
 import { ownerTemplateSpecs } from "../src/membership/owner.js";
 import type { JobReader } from "../src/membership/types.js";
 import type { Policy } from "../src/policy/types.js";
-import { podJobFindings, type PodJob } from "../src/validate/pod-job.js";
+import { keptJobFindings, podJobFindings, type PodJob } from "../src/validate/pod-job.js";
 import { merge } from "../src/validate/types.js";
 import { readsOf, withReviewReads, type WebhookDeps } from "./deps.js";
 
@@ -58,6 +58,8 @@ async function judgedWithJob(
 export function validatePods(deps: WebhookDeps): Webhook {
   const { policy } = deps;
   const pool = readsOf(deps);
+  // A DRA job's findings, judged once for its launch's pods (src/validate/pod-job.ts).
+  const kept = keptJobFindings();
   return validatingWebhook({
     name: "validate-pods",
     guard: allGuards(podGuard(["CREATE"], { resize: ["UPDATE"] }), unwalkedPodGuard(policy)),
@@ -76,7 +78,7 @@ export function validatePods(deps: WebhookDeps): Webhook {
         // More claim names than one review may make the webhook read: refused before any read (issue 46).
         if (tooMany) return claimNamesDenial(tooMany);
         const ctx = { policy, namespace, limits, claims: known, draCapacity: deps.capacity?.draCapacity?.() };
-        const now = merge(validatePod(pod, ctx), podJobFindings(pod.spec, job, ctx));
+        const now = merge(validatePod(pod, ctx), podJobFindings(pod.spec, job, ctx, kept));
         // Each violation then denies, warns or is recorded, by its rule's mode in the namespace.
         const found = resize ? newOrWorse(now, validatePod(request.oldObject!, ctx)) : now;
         return enforce(found, policy.enforcement, namespace);

@@ -15,9 +15,10 @@
  * what they ask).
  */
 import type { V1PodSpec } from "@kubernetes/client-node";
-import { podClaimGpuNanos, resolveClaims } from "../core/dra.js";
+import { claimReferences, podClaimGpuNanos, resolveClaims } from "../core/dra.js";
 import type { KubeObject } from "../core/kube.js";
-import type { CapOwnerKind } from "../membership/owner.js";
+import { ownerTemplateSpecs, type CapOwnerKind } from "../membership/owner.js";
+import type { Policy } from "../policy/types.js";
 import { validateJob } from "./job.js";
 import { none, type Finding, type Findings, type ValidationContext } from "./types.js";
 import { validateWorkload } from "./workload.js";
@@ -39,9 +40,10 @@ export function gpusThroughClaims(spec: V1PodSpec | undefined, ctx: ValidationCo
 
 /**
  * The job's claim-dependent findings, at the pod's claims (`ctx.claims`: those of the pod and of the job's templates,
- * read as they are now). Nothing without a job cap, without a job, or for a pod its claims give no GPU.
+ * read as they are now). Nothing without a job cap, without a job, or for a pod its claims give no GPU. `kept`: the
+ * job's findings kept across reviews ({@link KeptJobFindings}).
  */
-export function podJobFindings(spec: V1PodSpec | undefined, job: PodJob | undefined, ctx: ValidationContext): Findings {
+export function podJobFindings(spec: V1PodSpec | undefined, job: PodJob | undefined, ctx: ValidationContext, kept?: KeptJobFindings): Findings {
   const max = ctx.limits.job.gpus;
   if (max === undefined || !job || !gpusThroughClaims(spec, ctx)) return none();
   if ("failed" in job)
@@ -57,8 +59,13 @@ export function podJobFindings(spec: V1PodSpec | undefined, job: PodJob | undefi
       ],
       warnings: [],
     };
+  return { violations: jobFindings(job, ctx, kept), warnings: [] };
+}
+
+/** A job's claim-dependent findings (the job judged again with `ctx.claims`), at the pod's claims. */
+function judgeJob(job: Extract<PodJob, { job: unknown }>, ctx: ValidationContext): Finding[] {
   const found = "training" in job.owner ? validateJob(job.job, job.owner.training, ctx) : validateWorkload(job.job, job.owner.workload, ctx);
-  const violations = found.violations
+  return found.violations
     .filter((v) => CLAIM_DEPENDENT.has(v.rule))
     .map((v): Finding => ({
       ...v,
@@ -68,5 +75,58 @@ export function podJobFindings(spec: V1PodSpec | undefined, job: PodJob | undefi
         `A claim or claim template it names was replaced since the job was admitted (or the limit lowered): ` +
         `restore it, or delete the job and submit it again to have it judged whole`,
     }));
-  return { violations, warnings: [] };
+}
+
+/** What a job's findings were made with, and them. */
+interface Kept {
+  /** The job as the messages name it (a JobSet through one of its Jobs). */
+  what: string;
+  policy: Policy;
+  namespace: string;
+  capacity: ValidationContext["draCapacity"];
+  claims: readonly unknown[];
+  violations: Finding[];
+}
+
+/**
+ * A job's claim-dependent findings kept per job object, with the policy, namespace, DRA capacity and claims (what was
+ * read of each claim and template its templates name) they were made with. A launch's pods are judged with one cached
+ * job and the same claim objects (a fresh read answers the copy it has when the object is unchanged), so the job is
+ * judged once, not once a pod (bench:dra-pods); a job the reader's cache drops is dropped here (a WeakMap).
+ */
+export type KeptJobFindings = WeakMap<KubeObject, Kept>;
+
+export const keptJobFindings = (): KeptJobFindings => new WeakMap();
+
+/** What the job's findings depend on of `ctx.claims`: for each claim and template its templates name, what was read. */
+function claimsNamed(job: Extract<PodJob, { job: unknown }>, ctx: ValidationContext): unknown[] {
+  const known = ctx.claims;
+  if (!known) return [];
+  const out: unknown[] = known.deviceClasses?.size ? [known.deviceClasses] : [];
+  for (const spec of ownerTemplateSpecs(job.job, job.owner, ctx.policy))
+    for (const ref of claimReferences(spec)) {
+      const [map, failed, name] =
+        ref.claim !== undefined ? [known.claims, known.unreadable?.claims, ref.claim] : [known.templates, known.unreadable?.templates, ref.template];
+      if (name !== undefined) out.push(name, map.has(name), map.get(name), failed?.get(name));
+    }
+  return out;
+}
+
+function jobFindings(job: Extract<PodJob, { job: unknown }>, ctx: ValidationContext, kept: KeptJobFindings | undefined): Finding[] {
+  if (!kept) return judgeJob(job, ctx);
+  const claims = claimsNamed(job, ctx);
+  const was = kept.get(job.job);
+  if (
+    was &&
+    was.what === job.what &&
+    was.policy === ctx.policy &&
+    was.namespace === ctx.namespace &&
+    was.capacity === ctx.draCapacity &&
+    was.claims.length === claims.length &&
+    was.claims.every((c, i) => c === claims[i])
+  )
+    return was.violations;
+  const violations = judgeJob(job, ctx);
+  kept.set(job.job, { what: job.what, policy: ctx.policy, namespace: ctx.namespace, capacity: ctx.draCapacity, claims, violations });
+  return violations;
 }

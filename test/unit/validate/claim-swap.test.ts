@@ -10,6 +10,9 @@ import { describe, it } from "node:test";
 import type { KubeObject, ObjectKind } from "../../../src/core/kube.js";
 import { cachedJobReader, type GetObject } from "../../../src/kube/jobs.js";
 import { readPodJob } from "../../../src/admission/pod-job.js";
+import { claimSpecOf } from "../../../src/core/dra.js";
+import { effectiveLimits } from "../../../src/validate/limits.js";
+import { keptJobFindings, podJobFindings } from "../../../src/validate/pod-job.js";
 import { checkPolicy } from "../../../src/policy/load.js";
 import type { Policy } from "../../../src/policy/types.js";
 import { createWebhooks } from "../../../webhooks/index.js";
@@ -317,5 +320,34 @@ describe("readPodJob: the job a pod counts against, by its controllers", () => {
       assert.equal((await readPodJob(pod as never, NS, CAPPED, reader(store), 1000)).kind, "none", owner.kind);
     }
     assert.deepEqual(store.asked, []);
+  });
+});
+
+describe("podJobFindings keeps a job's findings for its launch's pods, and judges it again when what it depends on changes", () => {
+  const policy = CAPPED;
+  const ctxWith = (count: number | "same", known?: Map<string, unknown>) => ({
+    policy,
+    namespace: NS,
+    limits: effectiveLimits(policy, NS),
+    claims: { claims: new Map(), templates: (known ?? new Map([["gpus", claimSpecOf(template("gpus", count as number), "ResourceClaimTemplate")]])) as never },
+  });
+  const job = { job: tfJob(8), owner: { training: policy.jobKinds.find((k) => k.kind === "TFJob")! }, what: "TFJob team-a/tf" };
+  const spec = draSpec("gpus") as never;
+
+  it("the same job, claim objects, policy and namespace: the findings kept; a claim object created again: judged again", () => {
+    const kept = keptJobFindings();
+    const one = ctxWith(1);
+    const first = podJobFindings(spec, job, one, kept).violations;
+    assert.deepEqual(first, []);
+    // Another pod of the launch: the same claim object (a fresh read answers its copy when unchanged).
+    assert.equal(podJobFindings(spec, job, ctxWith("same", one.claims.templates as never), kept).violations, first, "kept: the same array");
+    // The template created again asking 8: another object, the job judged again.
+    const swapped = podJobFindings(spec, job, ctxWith(8), kept).violations;
+    assert.deepEqual(
+      swapped.map((v) => v.rule),
+      ["job-gpus"],
+    );
+    // Another namespace's limits, or another Job of a JobSet (its name in the message): not the kept findings.
+    assert.notEqual(podJobFindings(spec, { ...job, what: "another" }, ctxWith(8), kept).violations, swapped);
   });
 });
