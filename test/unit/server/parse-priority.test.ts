@@ -58,10 +58,12 @@ describe("the parse worker's thread on Linux", { skip: !existsSync("/proc/thread
     { name: `runs ${WORKER_NICE} nice steps below the process by default`, workerNice: undefined, want: 1 },
     { name: "runs as the process does with workerNice 0", workerNice: 0, want: 0 },
   ]) {
-    it(c.name, async () => {
+    it(c.name, async (t) => {
       // Relative to this process's own nice value (the tests may run under `nice`).
       const own = threadNices()[0]!;
       const lowered = Math.min(19, own + WORKER_NICE);
+      // Under `nice -n 19` (or close to it) a lowered thread and the process's own are at the same, lowest, priority.
+      if (lowered === own) return t.skip(`this process already runs at nice ${own}: a thread ${WORKER_NICE} steps below cannot be told from it`);
       const before = threadNices().filter((n) => n === lowered).length;
       const parser = createBodyParser({ log: silentLogger(), ...(c.workerNice === undefined ? {} : { workerNice: c.workerNice }) });
       try {
