@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import type { V1Pod } from "@kubernetes/client-node";
 import type { ClaimSpec, KnownClaims } from "../../../src/core/dra.js";
 import { pinnedValues } from "../../../src/core/dra.js";
+import { MAX_DEVICE_CLASS_READS } from "../../../src/admission/claims.js";
 import { checkPolicy } from "../../../src/policy/load.js";
 import { validateClaimObject } from "../../../src/validate/claims.js";
 import { enforce } from "../../../src/validate/enforcement.js";
@@ -451,6 +452,44 @@ describe("/validate/claims: a claim template of an unlisted DeviceClass at its C
       if (c.message) assert.match(causes.map((x) => x.message).join("\n"), c.message);
       if (c.reads !== undefined) assert.equal(asked.length, c.reads, asked.join(", "));
     });
+  it(`past ${MAX_DEVICE_CLASS_READS} unlisted classes in one review: the rest not read, and under a GPU cap refused (unknown, not zero)`, async () => {
+    // 17 NIC classes, each selecting its own driver: every one read would pass; the 17th is never read.
+    const names = Array.from({ length: MAX_DEVICE_CLASS_READS + 1 }, (_, i) => `nic-${i}.example.com`);
+    const nics = new Map(names.map((n) => [n, deviceClass(n, { selectors: [sel(`device.driver == "${n}"`)] })]));
+    const asked: string[] = [];
+    const jobs = {
+      get: (kind: { plural: string }, _ns: string, name: string) => {
+        asked.push(name);
+        return Promise.resolve(kind.plural === "deviceclasses" ? nics.get(name) : undefined);
+      },
+    };
+    const body = () =>
+      review({
+        kind: { group: "resource.k8s.io", version: "v1", kind: "ResourceClaimTemplate" },
+        resource: { group: "resource.k8s.io", version: "v1", resource: "resourceclaimtemplates" },
+        operation: "CREATE",
+        namespace: NS,
+        object: { ...template("unused"), spec: { spec: claimSpec(...names.map((n) => exactly(n, 1))) } },
+      });
+    const admit = async (limits: Limits) => {
+      asked.length = 0;
+      const hooks = createWebhooks({ policy: policyOf(limits), log: capturingLogger().log, jobs, now: () => new Date() });
+      return (await hooks["/validate/claims"]!.admit(body())).review.response!;
+    };
+    const capped = await admit(POD_CAP);
+    assert.equal(capped.allowed, false);
+    assert.deepEqual(asked, names.slice(0, MAX_DEVICE_CLASS_READS), "the first 16 read, each once, and no more");
+    const causes = (capped.status?.details?.causes ?? []) as Array<{ field?: string; message?: string }>;
+    assert.deepEqual(
+      causes.map((x) => x.field),
+      [`spec.spec.devices.requests[${MAX_DEVICE_CLASS_READS}].exactly`],
+    );
+    assert.match(causes[0]!.message ?? "", /DeviceClass nic-16\.example\.com.*was not read \(more DeviceClasses than one review reads\)/);
+    // Without a GPU cap nothing is read, and nothing refused.
+    const uncapped = await admit(NO_CAP);
+    assert.equal(uncapped.allowed, true);
+    assert.deepEqual(asked, []);
+  });
 });
 
 describe("/validate/pods: a pod's claim of an unlisted DeviceClass that selects GPUs (the claim made before its namespace opted in)", () => {
