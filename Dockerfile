@@ -14,8 +14,9 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY webhooks ./webhooks
-# The `serve` bundle `npm run build` writes (release/bundle.ts: the cold start).
-COPY release/bundle.ts ./release/bundle.ts
+# The `serve` bundle `npm run build` writes (release/bundle.ts: the cold start), with the stand-ins it puts in place
+# of modules serve never runs (test/unit/project/bundle.test.ts checks this list against what the bundle reads).
+COPY release/bundle.ts release/no-otel.ts release/no-pushgateway.ts ./release/
 RUN npm run build
 
 FROM node:24-bookworm-slim AS deps

@@ -17,7 +17,7 @@
 import { rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
+import { build, type Plugin } from "esbuild";
 
 /** Where the bundle goes, relative to the package root; bin/quartermaster.js names the same file. */
 export const BUNDLE_DIR = "dist/src/bundle";
@@ -26,11 +26,26 @@ export const BUNDLE_ENTRY = `${BUNDLE_DIR}/main.mjs`;
 /** The packages left to node_modules. */
 export const BUNDLE_EXTERNAL = ["@kubernetes/client-node"];
 
-/** Bundles `root`/src/cli/main.ts into `root`/dist/src/bundle/ (replacing what was there). */
-export async function bundleServe(root: string): Promise<void> {
-  const outdir = join(root, BUNDLE_DIR);
+/**
+ * Modules of dependencies that `serve` never runs, replaced by stand-ins that say so when used (esbuild's `alias`
+ * takes package names only, so a plugin for a file inside one): prom-client's Pushgateway (./no-pushgateway.ts).
+ */
+const standIns = (root: string): Plugin => ({
+  name: "quartermaster-stand-ins",
+  setup(b) {
+    b.onResolve({ filter: /^\.\/lib\/pushgateway$/ }, (args) =>
+      /[\\/]prom-client[\\/]index\.js$/.test(args.importer) ? { path: join(root, "release/no-pushgateway.ts") } : undefined,
+    );
+  },
+});
+
+/**
+ * Bundles `root`/src/cli/main.ts into `root`/dist/src/bundle/, or `outdir` (replacing what was there). Returns the
+ * files it read, relative to `root` (what a build of the bundle needs: the Dockerfile's build stage copies them).
+ */
+export async function bundleServe(root: string, outdir = join(root, BUNDLE_DIR)): Promise<string[]> {
   rmSync(outdir, { recursive: true, force: true });
-  await build({
+  const result = await build({
     absWorkingDir: root,
     entryPoints: { main: "src/cli/main.ts" },
     outdir,
@@ -43,6 +58,7 @@ export async function bundleServe(root: string): Promise<void> {
     external: BUNDLE_EXTERNAL,
     // prom-client's exemplars' tracing API, never used here: a stand-in that says so (./no-otel.ts).
     alias: { "@opentelemetry/api": "./release/no-otel.ts" },
+    plugins: [standIns(root)],
     // Paths as seen from the root (node_modules/x), not where a symlinked node_modules really is: the output holds
     // module paths, and the release builds in a fresh temporary directory whose node_modules is a symlink.
     preserveSymlinks: true,
@@ -56,7 +72,9 @@ export async function bundleServe(root: string): Promise<void> {
     minifySyntax: true,
     legalComments: "eof",
     logLevel: "warning",
+    metafile: true,
   });
+  return Object.keys(result.metafile.inputs);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

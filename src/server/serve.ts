@@ -18,7 +18,7 @@
  */
 import { createServer as createPlainServer, type Server as PlainServer } from "node:http";
 import { createServer, type Server } from "node:https";
-import { constants as h2constants, createSecureServer, type Http2SecureServer, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
+import type { Http2SecureServer, ServerHttp2Session, ServerHttp2Stream } from "node:http2";
 import { readFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import type { EventEmitter } from "node:events";
@@ -349,7 +349,7 @@ async function createTlsServer(serving: Serving): Promise<WebhookPort> {
     handshakeTimeout: opts.handshakeTimeoutMs ?? (clientCa ? HANDSHAKE_TIMEOUT_CLIENT_CA_MS : HANDSHAKE_TIMEOUT_MS),
     ...(clientCa ? { requestCert: true, rejectUnauthorized: true } : {}),
   };
-  const https = createHttpsServer(serving, tlsOptions);
+  const https = await createHttpsServer(serving, tlsOptions);
   const watcher = watchServingKeyPair(serving, { https, initial, clientCa });
   return { server: https, watcher };
 }
@@ -362,17 +362,22 @@ function logCertificateValidity({ opts, now }: Serving, initial: KeyPair): void 
     opts.log.warn({ notBefore: initial.notBefore.toISOString() }, "tls: the serving certificate is not valid yet");
 }
 
-/** The TLS server: HTTPS (HTTP/1.1 only), or HTTP/2 with HTTP/1.1 when `http2` is set. */
-function createHttpsServer({ opts, listener, h2 }: Serving, tlsOptions: TlsOptions): (Http2SecureServer & Http1Fallback) | Server {
+/**
+ * The TLS server: HTTPS (HTTP/1.1 only), or HTTP/2 with HTTP/1.1 when `http2` is set. `node:http2` is imported only
+ * then: loading it (its core, compat layer and nghttp2 bindings) took ~4 ms of a cold start that does not use it.
+ */
+async function createHttpsServer({ opts, listener, h2 }: Serving, tlsOptions: TlsOptions): Promise<(Http2SecureServer & Http1Fallback) | Server> {
   const { log, metrics } = opts;
-  const https: (Http2SecureServer & Http1Fallback) | Server =
-    opts.http2 !== true
-      ? createServer({ ...SERVER_OPTIONS, ...tlsOptions }, listener)
-      : (createSecureServer(
-          { ...tlsOptions, allowHTTP1: true, settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES } },
-          asHttp2CompatListener(listener),
-        ) as Http2SecureServer & Http1Fallback);
-  if (opts.http2 === true) serveHttp2(https as Http2SecureServer, h2);
+  let https: (Http2SecureServer & Http1Fallback) | Server;
+  if (opts.http2 !== true) https = createServer({ ...SERVER_OPTIONS, ...tlsOptions }, listener);
+  else {
+    const http2 = await import("node:http2");
+    https = http2.createSecureServer(
+      { ...tlsOptions, allowHTTP1: true, settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS, maxHeaderListSize: MAX_HEADER_LIST_BYTES } },
+      asHttp2CompatListener(listener),
+    ) as Http2SecureServer & Http1Fallback;
+    serveHttp2(https, h2, http2.constants.NGHTTP2_CANCEL);
+  }
   https.on("tlsClientError", (err) => log.debug({ err }, "tls handshake failed"));
   // How often clients (the apiserver) open connections: each is a handshake, the dearest part of a call.
   https.on("secureConnection", (socket: { alpnProtocol?: string | false }) => metrics.connectionOpened(socket.alpnProtocol === "h2" ? "h2" : "http/1.1"));
@@ -490,7 +495,7 @@ interface Http2Tracking {
  * connections are), a stream cut once it has been open the request timeout, sessions and connections
  * tracked for the drain.
  */
-function serveHttp2(server: Http2SecureServer, { sessions, sockets }: Http2Tracking): void {
+function serveHttp2(server: Http2SecureServer, { sessions, sockets }: Http2Tracking, cancel: number): void {
   server.on("secureConnection", (socket: Duplex) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
@@ -510,7 +515,7 @@ function serveHttp2(server: Http2SecureServer, { sessions, sockets }: Http2Track
   // HTTP/1.1's request timeout, per stream: from its opening, the headers, body and answer within it. One
   // timer per stream, cleared when it closes, so an idle server has none.
   server.on("stream", (stream: ServerHttp2Stream) => {
-    const timer = setTimeout(() => stream.close(h2constants.NGHTTP2_CANCEL), REQUEST_TIMEOUT_MS);
+    const timer = setTimeout(() => stream.close(cancel), REQUEST_TIMEOUT_MS);
     timer.unref();
     stream.once("close", () => clearTimeout(timer));
   });
