@@ -55,24 +55,17 @@
  * No kubelet or scheduler: pods stay Pending. Pods are deleted between runs so every run starts from
  * the same etcd size. A warm-up of --warmup pods precedes each measured run and is not counted.
  */
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { Agent } from "node:https";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { MAP_NAME } from "../src/manifests/map.js";
-import { binDir, freePort, startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
-import {
-  applyOwnManifests,
-  createNamespace,
-  installKubeflowCrds,
-  renderWebhookConfigurations,
-  ROOT,
-  webhookProcess,
-  type WebhookProcess,
-} from "../test/e2e/harness/webhook.js";
+import { binDir, startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
+import { applyOwnManifests, createNamespace, installKubeflowCrds, renderWebhookConfigurations, webhookProcess } from "../test/e2e/harness/webhook.js";
 import { apiserverProfile, childPid, cpuSeconds, createPod as createApiPod } from "./lib/apiserver.js";
+import { floorProcess } from "./lib/floor-process.js";
 import { exportedMap, exportedMapFrom, withPodMutationConditions } from "./lib/map-route.js";
 import { summarize, table, type Summary } from "./lib/stats.js";
 
@@ -519,47 +512,6 @@ for (const v of ["map-only-before", "map-reduced-before"])
 interface Calls {
   mutate: number;
   validate: number;
-}
-
-/**
- * The floor webhook (`lib/floor-webhook.mjs`) serving `certs`' pair, as its own process; with `upstream`, a
- * Quartermaster server it learns its answers from.
- */
-async function floorProcess(certs: WebhookProcess, upstream?: WebhookProcess): Promise<Served & { port: number }> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      join(ROOT, "bench/lib/floor-webhook.mjs"),
-      join(certs.certDir, "tls.crt"),
-      join(certs.certDir, "tls.key"),
-      String(port),
-      "0",
-      ...(upstream ? [String(upstream.port), join(upstream.certDir, "ca.crt")] : []),
-    ],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  process.on("exit", () => child.kill("SIGKILL")); // never outlive a bench that failed
-  const metricsPort = await new Promise<number>((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (c: Buffer) => {
-      out += c.toString();
-      const m = /metrics http:\/\/[^ ]*:(\d+)/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    child.once("exit", (code) => reject(new Error(`floor webhook exited ${code}`)));
-  });
-  return {
-    port,
-    pid: () => (child.exitCode === null && child.signalCode === null ? child.pid : undefined),
-    metricsPort: () => metricsPort,
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await exited;
-    },
-  };
 }
 
 const cp = await startControlPlane();

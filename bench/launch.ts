@@ -4,7 +4,7 @@
  * can, each CREATE goes through the admission chain, and the job runs once the last pod is bound.
  *
  *   npm run bench:launch -- [--pods 1000] [--reps 2] [--kinds trainjob,pytorchjob,jobset]
- *                           [--variants none,webhooks,map-reduced] [--json FILE]
+ *                           [--variants none,webhooks,map-reduced] [--json FILE] [--webhook-cpu-prof DIR]
  *
  * Needs QM_K8S_BIN_DIR, QM_KWOK_BIN, QM_TRAINER_BIN, QM_JOBSET_BIN and QM_OPERATOR_BIN (the builds under
  * test/e2e/). One control plane (kube-apiserver, etcd, kube-controller-manager's job-controller and garbage
@@ -18,7 +18,9 @@
  * `none` (no Quartermaster webhook configuration), `webhooks` (manifests/base's, the server as its ServiceAccount),
  * `webhooks-h2` (the same from a server run with `--http2`: the apiserver multiplexes its calls over one HTTP/2
  * connection instead of opening an HTTP/1.1 connection per concurrent call), `map-reduced` (the exported
- * MutatingAdmissionPolicy with the pods webhook in its reduced mode, Kubernetes >= 1.36). The webhook servers run
+ * MutatingAdmissionPolicy with the pods webhook in its reduced mode, Kubernetes >= 1.36), `floor` (bare node:https,
+ * lib/floor-webhook.mjs, registered as Quartermaster's webhooks and answering every review allowed: what any
+ * webhook with these configurations costs a launch, the bound of what Quartermaster can reach). The webhook servers run
  * the built package (`npm run bench:launch` builds first), as the image does. Each rep runs every kind under every variant, the variants' order rotated by one each rep so that drift favours
  * none. For each run: from the workload's CREATE to all its pods created (a watch sees them) and to all bound
  * (`spec.nodeName`); the apiserver's admission time over the run (the p99 bucket of its
@@ -33,7 +35,7 @@
 import type { ClientRequest } from "node:http";
 import { request } from "node:https";
 import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { startControlPlane, type ControlPlane } from "../test/e2e/harness/controlplane.js";
 import { kwokBin, kwokNodes, startKwok } from "../test/e2e/harness/kwok.js";
@@ -50,6 +52,7 @@ import {
 import { applyOwnManifests, createNamespace, renderWebhookConfigurations, webhookProcess, type WebhookProcess } from "../test/e2e/harness/webhook.js";
 import { clusterNode, H100_NO_MIG } from "../test/fixtures/nodes.js";
 import { childPid, cpuSeconds } from "./lib/apiserver.js";
+import { floorProcess } from "./lib/floor-process.js";
 import { exportedMap, withPodMutationConditions } from "./lib/map-route.js";
 import { table } from "./lib/stats.js";
 
@@ -60,6 +63,8 @@ const { values } = parseArgs({
     kinds: { type: "string", default: "trainjob,pytorchjob,jobset" },
     variants: { type: "string", default: "none,webhooks,map-reduced" },
     json: { type: "string" },
+    /** Write the `webhooks` variant's server CPU profile (`node --cpu-prof`) into this directory. */
+    "webhook-cpu-prof": { type: "string" },
   },
 });
 const PODS = Number(values.pods);
@@ -71,7 +76,7 @@ const GPUS_PER_NODE = 8;
 const RUN_TIMEOUT_MS = 20 * 60_000;
 
 type Obj = Record<string, any>;
-type Variant = "none" | "webhooks" | "webhooks-h2" | "map-reduced";
+type Variant = "none" | "webhooks" | "webhooks-h2" | "map-reduced" | "floor";
 const log = (msg: string): void => void process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -312,16 +317,26 @@ const POD_MUTATE = "webhook:pods.mutate.quartermaster.dev";
 const POD_VALIDATE = "webhook:pods.validate.quartermaster.dev";
 
 /** TLS connections a webhook process has accepted (`quartermaster_tls_connections_total`, all protocols). */
-async function tlsConnections(wh: WebhookProcess | undefined): Promise<number> {
-  const port = wh?.metricsPort();
-  if (!port) return 0;
-  const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text());
-  return [...text.matchAll(/^quartermaster_tls_connections_total\{[^}]*\} (\S+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+async function tlsConnections(wh: Served["wh"]): Promise<number> {
+  return sumOf(await metricsText(wh), "quartermaster_tls_connections_total");
 }
+
+/** A webhook process's Prometheus text ("" with none). */
+async function metricsText(wh: Served["wh"]): Promise<string> {
+  const port = wh?.metricsPort();
+  return port ? fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text()) : "";
+}
+
+/** The sum of a counter's series in Prometheus text. */
+const sumOf = (text: string, name: string): number =>
+  [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "gm"))].reduce((n, m) => n + Number(m[1]), 0);
+
+/** Reviews a webhook process has answered (its admission histogram's count). */
+const admissions = (text: string): number => sumOf(text, "quartermaster_admission_duration_seconds_count");
 
 interface Served {
   configs: Obj[];
-  wh?: WebhookProcess;
+  wh?: Pick<WebhookProcess, "pid" | "metricsPort">;
 }
 
 /** Applies a variant's configurations (and removes the others'); waits until a probe pod shows it in force. */
@@ -338,8 +353,11 @@ async function applyVariant(cp: ControlPlane, variant: Variant, served: Record<V
     );
     if (applied.code !== 0) throw new Error(`apply ${variant}: ${applied.stderr}`);
   }
-  // A configuration takes effect a moment later: dry-run GPU pods until they come back outfitted or not.
-  const outfitted = variant !== "none";
+  // A configuration takes effect a moment later: dry-run GPU pods until they come back outfitted or not (the floor,
+  // which outfits nothing: until it has answered one).
+  const outfitted = variant !== "none" && variant !== "floor";
+  const floorAnswers = async (): Promise<number> => (variant === "floor" ? admissions(await metricsText(served.floor.wh)) : 0);
+  const answered0 = await floorAnswers();
   let probes = 0;
   await cp.until(`variant ${variant} in force`, async () => {
     const r = await cp.api("POST", `/api/v1/namespaces/${NS}/pods?dryRun=All`, {
@@ -348,6 +366,7 @@ async function applyVariant(cp: ControlPlane, variant: Variant, served: Record<V
       metadata: { name: `probe-${variant}-${++probes}` },
       spec: { containers: [{ name: "c", image: "registry.invalid/probe:1", resources: { limits: { "nvidia.com/gpu": "1" } } }] },
     });
+    if (variant === "floor") return (await floorAnswers()) > answered0;
     return (r.body?.metadata?.annotations?.["quartermaster.dev/mutations"] !== undefined) === outfitted;
   });
   await sleep(2_000);
@@ -419,7 +438,13 @@ async function main(): Promise<void> {
     const sa = await cp.serviceAccount("quartermaster", "quartermaster-webhook");
     const policyFile = join(cp.dir, "policy.yaml");
     writeFileSync(policyFile, "{}\n");
-    const full = await webhookProcess({ kubeconfig: sa.kubeconfig, policy: policyFile, built: true });
+    const cpuProf = values["webhook-cpu-prof"];
+    const full = await webhookProcess({
+      kubeconfig: sa.kubeconfig,
+      policy: policyFile,
+      built: true,
+      ...(cpuProf ? { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${resolve(cpuProf)}`] } : {}),
+    });
     await full.start();
     started.push({ stop: () => full.stop() });
     const fullConfigs = await renderWebhookConfigurations(cp, full.port, full.caPem);
@@ -428,7 +453,14 @@ async function main(): Promise<void> {
       webhooks: { configs: fullConfigs, wh: full },
       "webhooks-h2": { configs: [] },
       "map-reduced": { configs: [] },
+      floor: { configs: [] },
     };
+    if (VARIANT_NAMES.includes("floor")) {
+      // The floor of any webhook: bare node:https answering every review allowed, registered as Quartermaster's.
+      const floor = await floorProcess(full);
+      started.push({ stop: () => floor.stop() });
+      served.floor = { configs: await renderWebhookConfigurations(cp, floor.port, full.caPem), wh: floor };
+    }
     if (VARIANT_NAMES.includes("webhooks-h2")) {
       const h2 = await webhookProcess({ kubeconfig: sa.kubeconfig, policy: policyFile, built: true, args: ["--http2"] });
       await h2.start();
