@@ -76,6 +76,38 @@ describe("nestedDeeperThan (issue 29, item 5)", () => {
       { numRuns: 2000, seed: 51 },
     );
   });
+  it("reads each byte a bounded number of times, whatever the strings hold (escaped quotes, runs of backslashes)", () => {
+    // Counted, not timed: element reads through the proxy, and the bytes each indexOf passes over.
+    const count = (text: string): { reads: number; length: number; over: boolean } => {
+      const bytes = Buffer.from(text);
+      let reads = 0;
+      const counted = new Proxy(bytes, {
+        get(target, prop) {
+          if (prop === "indexOf")
+            return (value: number, from: number) => {
+              const at = target.indexOf(value, from);
+              reads += (at < 0 ? target.length : at + 1) - from;
+              return at;
+            };
+          if (typeof prop === "string" && /^\d+$/.test(prop)) reads++;
+          return Reflect.get(target, prop) as unknown;
+        },
+      });
+      const over = nestedDeeperThan(counted as Uint8Array, MAX_NESTING);
+      return { reads, length: bytes.length, over };
+    };
+    const BODIES: Array<[string, string]> = [
+      ["5,000 escaped quotes in one string", `["${'\\"'.repeat(5_000)}"]`],
+      ["runs of backslashes before every quote", `["${`${"\\\\".repeat(50)}\\"`.repeat(100)}"]`],
+      ["5,000 one-byte strings", `[${Array(5_000).fill('"a"').join(",")}]`],
+      ["an unterminated string of escapes", `["${"\\\\".repeat(5_000)}`],
+    ];
+    for (const [name, text] of BODIES) {
+      const c = count(text);
+      assert.equal(c.over, false, name);
+      assert.ok(c.reads <= 3 * c.length, `${name}: ${c.reads} reads for ${c.length} bytes`);
+    }
+  });
   it("a 7 MB body of 3.5M arrays stops at the first level past the bound", () => {
     // Counted, not timed: every byte the scan reads goes through the proxy.
     const bytes = Buffer.from(deep(3_500_000));
