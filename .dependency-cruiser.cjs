@@ -26,7 +26,8 @@ const ROOMS = {
   // admission as a job carries it (src/kueue), which job a pod belongs to (src/membership), the GPU ledger's contents
   // and format (src/ledger). Pure.
   kinds: { paths: ["src/kinds/"], may: ["core", "vendors"] },
-  policy: { paths: ["src/policy/"], may: ["core", "vendors", "kinds"] },
+  // The built-in policy, generated from the schema's defaults (src/generated/default-policy.ts), is the policy's.
+  policy: { paths: ["src/policy/", "src/generated/default-policy\\.ts$"], may: ["core", "vendors", "kinds"] },
   kueue: { paths: ["src/kueue/"], may: ["core", "kinds", "policy"] },
   membership: { paths: ["src/membership/"], may: ["core", "vendors", "kinds", "policy"] },
   ledger: { paths: ["src/ledger/"], may: ["core", "vendors", "kinds", "policy", "kueue"] },

@@ -16,7 +16,7 @@ COPY src ./src
 COPY webhooks ./webhooks
 # The `serve` bundle `npm run build` writes (release/bundle.ts: the cold start), with the stand-ins it puts in place
 # of modules serve never runs (test/unit/project/bundle.test.ts checks this list against what the bundle reads).
-COPY release/bundle.ts release/no-otel.ts release/no-pushgateway.ts ./release/
+COPY release/bundle.ts release/no-otel.ts release/no-pushgateway.ts release/node-http.ts ./release/
 RUN npm run build
 
 FROM node:24-bookworm-slim AS deps

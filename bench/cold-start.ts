@@ -110,8 +110,9 @@ async function coldStart(name: string, args: (port: number) => string[]): Promis
       await new Promise((r) => setTimeout(r, 2));
     }
   } finally {
-    // A profiled start is stopped as a Pod is, so node writes its --cpu-prof on the way out.
-    child.kill(profiling ? "SIGTERM" : "SIGKILL");
+    // A profiled start, and the one filling the compile cache, are stopped as a Pod is, so node writes its --cpu-prof
+    // or its NODE_COMPILE_CACHE on the way out (a killed process writes neither).
+    child.kill(profiling || name.endsWith("fills-the-cache") ? "SIGTERM" : "SIGKILL");
     await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(undefined) : child.once("exit", r)));
   }
 }

@@ -27,14 +27,18 @@ export const BUNDLE_ENTRY = `${BUNDLE_DIR}/main.mjs`;
 export const BUNDLE_EXTERNAL = ["@kubernetes/client-node"];
 
 /**
- * Modules of dependencies that `serve` never runs, replaced by stand-ins that say so when used (esbuild's `alias`
- * takes package names only, so a plugin for a file inside one): prom-client's Pushgateway (./no-pushgateway.ts).
+ * Modules replaced by stand-ins (esbuild's `alias` takes package names only, so a plugin): prom-client's Pushgateway,
+ * which `serve` never runs, by one that says so when used (./no-pushgateway.ts); and `node:http` as our own modules
+ * import it, by the same module loaded with `require` (./node-http.ts: on Node.js 22+ the ESM import loads undici).
  */
 const standIns = (root: string): Plugin => ({
   name: "quartermaster-stand-ins",
   setup(b) {
     b.onResolve({ filter: /^\.\/lib\/pushgateway$/ }, (args) =>
       /[\\/]prom-client[\\/]index\.js$/.test(args.importer) ? { path: join(root, "release/no-pushgateway.ts") } : undefined,
+    );
+    b.onResolve({ filter: /^(node:)?http$/ }, (args) =>
+      args.kind === "import-statement" && !args.importer.endsWith("node-http.ts") ? { path: join(root, "release/node-http.ts") } : undefined,
     );
   },
 });

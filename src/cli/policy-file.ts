@@ -9,7 +9,7 @@ import { resolve } from "node:path";
 import { InvalidArgumentError, Option } from "commander";
 import { errorMessage, PolicyError } from "../core/errors.js";
 import { isNamespaceName } from "../core/names.js";
-import { defaultPolicy } from "../policy/load.js";
+import { defaultPolicy } from "../policy/default.js";
 import type { Policy } from "../policy/types.js";
 import type { CliIo } from "./io.js";
 

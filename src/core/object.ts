@@ -13,3 +13,12 @@ export function isObject(v: unknown): v is Record<string, unknown> {
 export function objectOr(v: unknown): Record<string, unknown> {
   return isObject(v) ? v : {};
 }
+
+/** `value`, and every object and array under it, frozen; returned for chaining. */
+export function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object") {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

@@ -15,6 +15,7 @@ import type { KueueObjects } from "../ledger/kueue-quota.js";
 import { KUEUE_GROUP, KUEUE_VERSION } from "../kueue/queues.js";
 import { kubeClient, statusOf, type KubeClientOptions } from "./client.js";
 import { restClient, type RestClient } from "./rest.js";
+import { deepFreeze } from "../core/object.js";
 
 export const PAGE_SIZE = 500;
 /**
@@ -185,14 +186,6 @@ function slimOwnerFields(managed: unknown, cache: SharedParts): readonly Record<
     });
   }
   return out.length === 0 ? undefined : shared(cache, "managed", out);
-}
-
-function deepFreeze<T>(o: T): T {
-  if (o && typeof o === "object") {
-    for (const v of Object.values(o)) deepFreeze(v);
-    Object.freeze(o);
-  }
-  return o;
 }
 
 function containerStatus(c: V1ContainerStatus | undefined): Record<string, unknown> {

@@ -17,7 +17,6 @@ import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { isIPv6 } from "node:net";
 import { dirname, isAbsolute, join } from "node:path";
-import { parse } from "yaml";
 import { ClusterConnectionError, KubeconfigInvalidError, NoKubeconfigError, RequestTimeoutError, errorMessage } from "../core/errors.js";
 import { kubeconfigSource, SERVICE_ACCOUNT_DIR } from "./client.js";
 
@@ -83,6 +82,9 @@ async function readKubeconfig(file: string): Promise<KubeconfigFile> {
   const text = await readFile(file, "utf8");
   if (text.trim() === "") throw new KubeconfigInvalidError(file, "empty");
   let config: KubeconfigFile;
+  // yaml is imported here, not at the top: a server in a cluster reads its ServiceAccount and never a kubeconfig,
+  // and ~160 KB of parser compiled at every start was ~5 % of `serve`'s cold start (bench/cold-start.ts).
+  const { parse } = await import("yaml");
   try {
     config = parse(text) as KubeconfigFile;
   } catch (err) {

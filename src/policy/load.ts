@@ -12,14 +12,12 @@ import { MAX_PATTERN_LENGTH } from "../core/glob.js";
 import { checkQuantity } from "../core/quantity.js";
 import { CONFIGURABLE_RULES, RULE_NAMES } from "./rules.js";
 import type { Enforcement, JobDefaults, Policy, RunPolicyLimits } from "./types.js";
-import { isObject } from "../core/object.js";
+import { deepFreeze, isObject } from "../core/object.js";
 
 const validatePolicy = compiledValidator<Policy>(generatedPolicyValidator);
 
-/** The built-in policy: the schema's defaults. */
-export function defaultPolicy(): Policy {
-  return checkPolicy({}, "(built-in defaults)");
-}
+/** The built-in policy (./default.ts: generated from checking an empty document here). */
+export { defaultPolicy } from "./default.js";
 
 /**
  * Fields that existed once and are gone, with what to do instead. A policy still using one is refused with
@@ -200,14 +198,6 @@ function crossFieldProblems(policy: Policy): string[] {
     else seen.set(id, i);
   });
   return problems;
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === "object") {
-    for (const v of Object.values(value)) deepFreeze(v);
-    Object.freeze(value);
-  }
-  return value;
 }
 
 /** Problems with the enforcement section a schema cannot see, each with its path. */

@@ -7,7 +7,7 @@
  */
 import type { Command } from "commander";
 import { UsageError } from "../../core/errors.js";
-import { defaultPolicy } from "../../policy/load.js";
+import { defaultPolicy } from "../../policy/default.js";
 import type { CliDeps, NoFlags } from "../deps.js";
 import { policyOption } from "../flags.js";
 import type { CliIo } from "../io.js";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { defaultPolicy } from "../../../src/policy/load.js";
+import { checkPolicy, defaultPolicy } from "../../../src/policy/load.js";
 import { parsePolicy } from "../../../src/policy/parse.js";
 import { DEFAULT_JOB_KINDS } from "../../../src/policy/schema.js";
 import { policyProblems } from "../../fixtures/policies.js";
@@ -208,6 +208,16 @@ describe("generated validators", () => {
       const committed = readFileSync(join(import.meta.dirname, "../../../src/generated", g.file), "utf8");
       assert.equal(committed, generateValidator(g.schema, g.options), `src/generated/${g.file} is stale: run npm run generate`);
     }
+  });
+  it("the committed built-in policy is the schema's defaults (npm run generate)", async () => {
+    const { readFileSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const { DEFAULT_POLICY_FILE, defaultPolicySource } = await import("../../../src/generated/generate.js");
+    const committed = readFileSync(join(import.meta.dirname, "../../../src/generated", DEFAULT_POLICY_FILE), "utf8");
+    assert.equal(committed, defaultPolicySource(), `src/generated/${DEFAULT_POLICY_FILE} is stale: run npm run generate`);
+    assert.deepEqual(defaultPolicy(), checkPolicy({}, "(test)"));
+    assert.ok(Object.isFrozen(defaultPolicy().limits), "the built-in policy is frozen, as a checked one is");
+    assert.notEqual(defaultPolicy(), defaultPolicy(), "each caller gets a copy of its own");
   });
 });
 

@@ -7,11 +7,14 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { spawn } from "node:child_process";
+import { basename, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import { bundleServe } from "../../../release/bundle.js";
 
 const ROOT = resolve(import.meta.dirname, "../../..");
+const MODULE_LOG = join(ROOT, "test/fixtures/module-log/register.mjs");
 
 describe("the serve bundle leaves out what serve never runs", () => {
   const out = mkdtempSync(join(tmpdir(), "qm-bundle-"));
@@ -34,6 +37,8 @@ describe("the serve bundle leaves out what serve never runs", () => {
     },
     { name: "node:http2: imported only when serving HTTP/2", absent: /from\s*"node:http2"|__require\("(node:)?http2"\)/, present: /import\("node:http2"\)/ },
     { name: "@opentelemetry/api: its stand-in", absent: /node_modules\/@opentelemetry\/api/, present: /exemplars are off in Quartermaster/ },
+    // On Node.js 22+ an ESM import of node:http reads its lazy WebSocket exports, which load undici (~35 ms a start).
+    { name: "node:http: required, never imported as ESM", absent: /from\s*"(node:)?http"|import\("(node:)?http"\)/, present: /\("node:http"\)/ },
   ];
   for (const c of CASES)
     it(c.name, () => {
@@ -41,6 +46,38 @@ describe("the serve bundle leaves out what serve never runs", () => {
       assert.doesNotMatch(text, c.absent);
       if (c.present) assert.match(text, c.present);
     });
+
+  it("serve starts without loading yaml or the policy's validator (a kubeconfig and --policy need them, not a start)", async () => {
+    const log = join(out, "modules.log");
+    const child = spawn(
+      process.execPath,
+      ["--import", MODULE_LOG, join(out, "main.mjs"), "serve", "--plain-http", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"],
+      {
+        env: { PATH: process.env.PATH, HOME: out, QM_MODULE_LOG: log },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    try {
+      let stdout = "";
+      await new Promise<void>((resolve, reject) => {
+        child.stdout!.on("data", (d: Buffer) => {
+          stdout += d.toString();
+          if (stdout.includes("serving ")) resolve();
+        });
+        child.once("exit", (code) => reject(new Error(`serve exited (${code}) before serving: ${stdout}`)));
+      });
+    } finally {
+      child.kill("SIGTERM");
+    }
+    const chunks = readFileSync(log, "utf8")
+      .split("\n")
+      .filter((url) => url.startsWith("file:") && url.endsWith(".mjs") && !url.includes("module-log"))
+      .map((url) => fileURLToPath(url));
+    assert.ok(chunks.length > 5, `the log names the bundle's chunks: ${chunks.join(", ")}`);
+    const loaded = (marker: RegExp) => chunks.filter((f) => marker.test(readFileSync(f, "utf8"))).map((f) => basename(f));
+    assert.deepEqual(loaded(/"node_modules\/yaml\//), [], "yaml (~160 KB) is not loaded by a start without a kubeconfig");
+    assert.deepEqual(loaded(/function checkPolicy\(/), [], "the policy's checker and validator are not loaded without --policy");
+  });
 
   it("the Dockerfile's build stage copies every file of release/ the bundle reads (its stand-ins), and the script", () => {
     const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8");
