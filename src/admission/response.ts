@@ -5,7 +5,7 @@
  */
 import { errorMessage } from "../core/errors.js";
 import { withKey } from "../core/copy.js";
-import { diff, encodePatch } from "./patch.js";
+import { diff, encodePatch } from "./diff.js";
 import type { Violation } from "../core/violation.js";
 import type { AdmissionResponse, StatusCause } from "./types.js";
 

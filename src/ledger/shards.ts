@@ -22,14 +22,10 @@ import generatedIndexValidator from "../generated/ledger-index-validator.js";
 import generatedShardValidator from "../generated/ledger-shard-validator.js";
 import { describeSchemaErrors } from "../core/schema.js";
 import type { KueueLedger } from "./kueue-quota.js";
+import { INDEX_KEY, LEDGER_INDEX_NAME, SHARD_KEY, shardName } from "./names.js";
 import { LEDGER_VERSION, type LargestNode, type Ledger, type NodeEntry, type PendingGpuPod, type ResourceTotals, type Usage } from "./compute.js";
 
-export const LEDGER_INDEX_NAME = "quartermaster-ledger";
-export const shardName = (i: number): string => `${LEDGER_INDEX_NAME}-${i}`;
-/** Keys of the ConfigMaps' `data`. */
-export const INDEX_KEY = "index.json";
-export const SHARD_KEY = "shard.json";
-export const CHECKSUM_KEY = "sha256";
+export { CHECKSUM_KEY, INDEX_KEY, LEDGER_INDEX_NAME, SHARD_KEY, shardName } from "./names.js";
 /**
  * Most shards a ledger is split into (a power of two). The reconciler's RBAC names every ledger ConfigMap
  * (`resourceNames`: the index and shards 0 … MAX_LEDGER_SHARDS-1, manifests/base/reconciler-ledger-rbac.yaml,

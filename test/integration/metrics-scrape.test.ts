@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { indexOfData } from "../../src/run/capacity.js";
+import { indexOfData } from "../../src/run/ledger-index.js";
 import { cachedJobReader } from "../../src/kube/jobs.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { CHECKSUM_KEY, INDEX_KEY, shardLedger } from "../../src/ledger/shards.js";

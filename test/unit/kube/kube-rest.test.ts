@@ -14,12 +14,17 @@ import { after, before, describe, it } from "node:test";
 import { issueCertificate } from "../../../src/certs/generate.js";
 import { createJobReader } from "../../../src/kube/jobs.js";
 import { ledgerCapacity } from "../../../src/run/capacity.js";
+import type { Ledger } from "../../../src/ledger/compute.js";
+import { CHECKSUM_KEY, INDEX_KEY, shardLedger } from "../../../src/ledger/shards.js";
 import { RestError, restClient } from "../../../src/kube/rest.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
 import { capturingLogger, makeCerts } from "../../fixtures/https.js";
 
 const dir = mkdtempSync(join(tmpdir(), "qm-rest-"));
 const seen: Array<{ path: string; auth?: string; clientCert?: string; method?: string; body?: string; type?: string }> = [];
+
+/** The data of the ledger index ConfigMap in namespace `ledgered`; undefined: not there (404). */
+let ledgerIndexData: Record<string, string> | undefined;
 
 function handler(req: IncomingMessage, res: ServerResponse): void {
   if (req.method === "POST") {
@@ -44,6 +49,8 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
   if (req.url === "/api/v1/namespaces/quartermaster/configmaps/forbidden")
     return send(403, { kind: "Status", code: 403, message: 'configmaps "forbidden" is forbidden' });
   if (req.url === "/api/v1/namespaces/quartermaster/configmaps/empty") return send(200, { kind: "ConfigMap" });
+  if (req.url === "/api/v1/namespaces/ledgered/configmaps/quartermaster-ledger" && ledgerIndexData)
+    return send(200, { kind: "ConfigMap", data: ledgerIndexData });
   send(404, { kind: "Status", code: 404, message: "not found" });
 }
 
@@ -158,6 +165,51 @@ describe("restClient", () => {
 });
 
 describe("readers over restClient", () => {
+  it("the ledger capacity: a good index gives capacity (its code loaded on first read), a corrupt one is warned and none, a gone one none", async () => {
+    const ledger = {
+      generatedAt: new Date().toISOString(),
+      jobs: {},
+      namespaces: {},
+      nodes: [
+        {
+          name: "n1",
+          pods: [],
+          resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 0, capacity: 8, free: 8, inactive: false, overCommitted: false } },
+          stale: false,
+        },
+      ],
+      pending: [],
+      totals: { "nvidia.com/gpu": { allocatable: 8, allocated: 0, capacity: 8, free: 8, unavailable: 0 } },
+      version: 1,
+    } as unknown as Ledger;
+    const { index } = shardLedger(ledger, 900_000);
+    const { log, lines } = capturingLogger();
+    const cap = ledgerCapacity({ kubeconfig: file, namespace: "ledgered", intervalMs: 3_600_000, log });
+    try {
+      ledgerIndexData = { [INDEX_KEY]: index.text, [CHECKSUM_KEY]: index.sha256 };
+      await cap.refresh();
+      assert.equal(cap.current()?.total("nvidia.com/gpu"), 8);
+      assert.equal(cap.reading()?.index.counts.nodes, 1);
+      ledgerIndexData = { [INDEX_KEY]: index.text.replace('"nodes":1', '"nodes":2'), [CHECKSUM_KEY]: index.sha256 };
+      await cap.refresh();
+      assert.equal(cap.current(), undefined, "a corrupt index: no capacity");
+      assert.ok(
+        lines.some((l) => String(l.msg).includes("fails its checksum")),
+        JSON.stringify(lines),
+      );
+      ledgerIndexData = { [INDEX_KEY]: index.text, [CHECKSUM_KEY]: index.sha256 };
+      await cap.refresh();
+      assert.equal(cap.current()?.total("nvidia.com/gpu"), 8, "read again");
+      ledgerIndexData = undefined;
+      await cap.refresh();
+      assert.equal(cap.current(), undefined, "the index is gone: no capacity");
+      assert.equal(cap.reading(), undefined);
+    } finally {
+      cap.stop();
+      ledgerIndexData = undefined;
+    }
+  });
+
   let file: string;
   before(() => {
     file = kubeconfig("readers.yaml", `{server: "http://127.0.0.1:${port(plain)}"}`, "{token: r}");

@@ -4,7 +4,7 @@ import type { KubeObject } from "../../../src/core/kube.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
 import { buildLedger, type Ledger, type LedgerInput } from "../../../src/ledger/compute.js";
 import { canonicalJson, CHECKSUM_KEY, INDEX_KEY, shardLedger, readStored } from "../../../src/ledger/shards.js";
-import { capacityOf, indexOfData } from "../../../src/run/capacity.js";
+import { capacityOf, indexOfData } from "../../../src/run/ledger-index.js";
 import { createAdmissionMetrics } from "../../../src/server/metrics.js";
 import { ledgerTable } from "../../../src/reconcile/table.js";
 import { deviceResource } from "../../../src/ledger/dra-usage.js";

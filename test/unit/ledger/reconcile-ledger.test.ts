@@ -17,7 +17,7 @@ import {
   type StoredConfigMap,
 } from "../../../src/ledger/shards.js";
 import { ledgerState } from "../../../src/doctor/ledger.js";
-import { capacityOfIndex } from "../../../src/run/capacity.js";
+import { capacityOfIndex } from "../../../src/run/ledger-index.js";
 import { gpuPod, node, nodeLease } from "../../fixtures/cluster.js";
 
 const T0 = new Date("2026-11-22T12:00:00Z");

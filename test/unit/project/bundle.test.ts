@@ -47,7 +47,7 @@ describe("the serve bundle leaves out what serve never runs", () => {
       if (c.present) assert.match(text, c.present);
     });
 
-  it("serve starts without loading yaml or the policy's validator (a kubeconfig and --policy need them, not a start)", async () => {
+  it("serve starts without loading yaml, the policy's validator or the ledger's (a kubeconfig, --policy and a ledger index need them, not a start)", async () => {
     const log = join(out, "modules.log");
     const child = spawn(
       process.execPath,
@@ -77,6 +77,8 @@ describe("the serve bundle leaves out what serve never runs", () => {
     const loaded = (marker: RegExp) => chunks.filter((f) => marker.test(readFileSync(f, "utf8"))).map((f) => basename(f));
     assert.deepEqual(loaded(/"node_modules\/yaml\//), [], "yaml (~160 KB) is not loaded by a start without a kubeconfig");
     assert.deepEqual(loaded(/function checkPolicy\(/), [], "the policy's checker and validator are not loaded without --policy");
+    assert.deepEqual(loaded(/function readIndex\(/), [], "the ledger's index validator and model wait for a first index (src/run/ledger-index.ts)");
+    assert.deepEqual(loaded(/"node_modules\/fast-json-patch\//), [], "fast-json-patch applies patches for admit and the tests; serve only makes them");
   });
 
   it("the Dockerfile's build stage copies every file of release/ the bundle reads (its stand-ins), and the script", () => {

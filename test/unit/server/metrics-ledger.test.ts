@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Registry } from "prom-client";
-import { capacityOf, indexOfData } from "../../../src/run/capacity.js";
+import { capacityOf, indexOfData } from "../../../src/run/ledger-index.js";
 import { cachedJobReader } from "../../../src/kube/jobs.js";
 import { readPool } from "../../../src/admission/read-pool.js";
 import { checkPolicy, defaultPolicy } from "../../../src/policy/load.js";

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { claimGpuRequests } from "../../../src/core/dra.js";
 import type { KubeObject } from "../../../src/core/kube.js";
-import { capacityOf, draCapacityOf, NODE_SHAPES_MAX_AGE_MS } from "../../../src/run/capacity.js";
+import { capacityOf, draCapacityOf, NODE_SHAPES_MAX_AGE_MS } from "../../../src/run/ledger-index.js";
 import type { CapacitySource } from "../../../src/validate/job.js";
 import { silentLogger } from "../../../src/log.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
