@@ -35,17 +35,18 @@ export async function startJobApi(kubeconfigFile: string): Promise<JobApi> {
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
   const port = (server.address() as { port: number }).port;
+  // JSON, as a kubeconfig may be: the server reads it without a YAML parser, as one in a cluster reads its
+  // ServiceAccount (no kubeconfig at all), so a cold start here does not pay for a parser a deployed one never loads.
   writeFileSync(
     kubeconfigFile,
-    [
-      "apiVersion: v1",
-      "kind: Config",
-      `clusters: [{name: bench, cluster: {server: "http://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]`,
-      "users: [{name: bench, user: {token: bench}}]",
-      "contexts: [{name: bench, context: {cluster: bench, user: bench}}]",
-      "current-context: bench",
-      "",
-    ].join("\n"),
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "bench", cluster: { server: `http://127.0.0.1:${port}`, "insecure-skip-tls-verify": true } }],
+      users: [{ name: "bench", user: { token: "bench" } }],
+      contexts: [{ name: "bench", context: { cluster: "bench", user: "bench" } }],
+      "current-context": "bench",
+    }),
   );
   return {
     get reads() {

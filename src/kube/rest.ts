@@ -77,16 +77,28 @@ interface KubeconfigFile {
   users?: Named<{ user?: Record<string, unknown> }>;
 }
 
+/**
+ * A kubeconfig written as JSON (kubectl and client-node read one: JSON is YAML), parsed without loading a YAML
+ * parser; undefined for any other text, which yaml then reads (a flow mapping such as `{apiVersion: v1}` starts
+ * with a brace too). yaml is imported only then, not at the top: a server in a cluster reads its ServiceAccount,
+ * never a kubeconfig, and ~160 KB of parser compiled at start was ~5 % of `serve`'s cold start (bench/cold-start.ts).
+ */
+function jsonKubeconfig(text: string): unknown {
+  if (!text.trimStart().startsWith("{")) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The kubeconfig at `file`, parsed; an empty or malformed one named (as ./client.ts does for client-node). */
 async function readKubeconfig(file: string): Promise<KubeconfigFile> {
   const text = await readFile(file, "utf8");
   if (text.trim() === "") throw new KubeconfigInvalidError(file, "empty");
   let config: KubeconfigFile;
-  // yaml is imported here, not at the top: a server in a cluster reads its ServiceAccount and never a kubeconfig,
-  // and ~160 KB of parser compiled at every start was ~5 % of `serve`'s cold start (bench/cold-start.ts).
-  const { parse } = await import("yaml");
   try {
-    config = parse(text) as KubeconfigFile;
+    config = (jsonKubeconfig(text) ?? (await import("yaml")).parse(text)) as KubeconfigFile;
   } catch (err) {
     throw new KubeconfigInvalidError(file, { parser: errorMessage(err) });
   }

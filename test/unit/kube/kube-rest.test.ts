@@ -78,6 +78,35 @@ function kubeconfig(name: string, cluster: string, user: string): string {
 }
 
 describe("restClient", () => {
+  it("reads a kubeconfig written as JSON, and a YAML flow mapping that starts with a brace as YAML", async () => {
+    const server = `http://127.0.0.1:${port(plain)}`;
+    const json = join(dir, "json.kubeconfig");
+    writeFileSync(
+      json,
+      JSON.stringify({
+        "current-context": "c",
+        contexts: [{ name: "c", context: { cluster: "k", user: "u" } }],
+        clusters: [{ name: "k", cluster: { server } }],
+        users: [{ name: "u", user: { token: "from-json" } }],
+      }),
+    );
+    const flow = join(dir, "flow.kubeconfig");
+    writeFileSync(
+      flow,
+      `{current-context: c, contexts: [{name: c, context: {cluster: k, user: u}}], clusters: [{name: k, cluster: {server: "${server}"}}], users: [{name: u, user: {token: from-yaml}}]}\n`,
+    );
+    for (const [file, token] of [
+      [json, "from-json"],
+      [flow, "from-yaml"],
+    ] as const) {
+      const rest = (await restClient(file))!;
+      await rest.get("/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/llm");
+      assert.equal(seen.at(-1)?.auth, `Bearer ${token}`, file);
+    }
+    writeFileSync(json, "{not json: [");
+    await assert.rejects(restClient(json), /kubeconfig|json\.kubeconfig/i, "malformed text is refused with the YAML parser's message");
+  });
+
   it("token kubeconfig over HTTP: GET with the bearer token; 404 → undefined; 403 → RestError with the code and message", async () => {
     const rest = (await restClient(kubeconfig("token.yaml", `{server: "http://127.0.0.1:${port(plain)}"}`, "{token: abc}")))!;
     assert.deepEqual(await rest.get("/apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs/llm"), {
