@@ -4,6 +4,6 @@
 // fast cold start) when it is there; every other command, and `serve` after a bare `tsc` build, runs dist/src/cli.
 import { existsSync } from "node:fs";
 
-const bundle = new URL("../dist/src/bundle/main.mjs", import.meta.url);
+const bundle = new URL("../dist/src/bundle/serve.mjs", import.meta.url);
 if (process.argv[2] === "serve" && existsSync(bundle)) await import(bundle.href);
 else await import("../dist/src/cli/main.js");

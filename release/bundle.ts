@@ -1,16 +1,16 @@
 /**
- * The `serve` bundle (issue 51, cold start): src/cli/main.ts and what it imports, dependencies included, bundled by
- * esbuild into dist/src/bundle/ (main.mjs plus chunks: every `import()` of a command's modules stays a chunk of its
- * own, loaded when that command runs). bin/quartermaster.js runs it for `serve`, so a starting webhook reads a few
- * files instead of ~140 (yaml, prom-client, pino, commander, dist/ itself), where most of its start went in
- * module resolution and loading. Written by `npm run build` and by the release (release/build.ts).
+ * The `serve` bundle (issue 51, cold start): src/cli/serve-main.ts (the program with `serve` alone, src/cli/serve-cli.ts)
+ * and what it imports, dependencies included, bundled by esbuild into one file, dist/src/bundle/serve.mjs.
+ * bin/quartermaster.js runs it for `serve`, so a starting webhook reads one file instead of ~140 (yaml, prom-client,
+ * pino, commander, dist/ itself), where most of its start went in module resolution and loading. Every other
+ * command runs dist/src/cli. Written by `npm run build` and by the release (release/build.ts).
  *
  * - @kubernetes/client-node stays outside: `serve` never loads it to answer (src/kube/rest.ts reads jobs), and it is
  *   loaded off the start path when a kubeconfig needs it; the package's node_modules still holds it.
  * - The output directory sits at the depth of dist/src/cli, so the paths src/cli/build-info.ts makes from
- *   `import.meta.url` (dist/build-info.json, the package root) are the same from a chunk.
- * - esbuild's output depends on its inputs only (chunk names are content hashes; module paths relative to the root,
- *   symlinks kept): two builds of one commit, in any directories, are the same bytes, as the release requires.
+ *   `import.meta.url` (dist/build-info.json, the package root) are the same from the bundle.
+ * - esbuild's output depends on its inputs only (module paths relative to the root, symlinks kept): two builds of
+ *   one commit, in any directories, are the same bytes, as the release requires.
  *
  *   node --import tsx release/bundle.ts [ROOT]
  */
@@ -21,7 +21,7 @@ import { build, type Plugin } from "esbuild";
 
 /** Where the bundle goes, relative to the package root; bin/quartermaster.js names the same file. */
 export const BUNDLE_DIR = "dist/src/bundle";
-export const BUNDLE_ENTRY = `${BUNDLE_DIR}/main.mjs`;
+export const BUNDLE_ENTRY = `${BUNDLE_DIR}/serve.mjs`;
 
 /** The packages left to node_modules. */
 export const BUNDLE_EXTERNAL = ["@kubernetes/client-node"];
@@ -44,25 +44,29 @@ const standIns = (root: string): Plugin => ({
 });
 
 /**
- * Bundles `root`/src/cli/main.ts into `root`/dist/src/bundle/, or `outdir` (replacing what was there). Returns the
- * files it read, relative to `root` (what a build of the bundle needs: the Dockerfile's build stage copies them).
+ * Bundles `root`/src/cli/serve-main.ts into `root`/dist/src/bundle/serve.mjs, or into `outdir` (replacing what was
+ * there). Returns the files it read, relative to `root` (what a build of the bundle needs: the Dockerfile's build
+ * stage copies them). `plugins`: more esbuild plugins, after the stand-ins (a test instruments modules with one).
  */
-export async function bundleServe(root: string, outdir = join(root, BUNDLE_DIR)): Promise<string[]> {
+export async function bundleServe(root: string, outdir = join(root, BUNDLE_DIR), plugins: readonly Plugin[] = []): Promise<string[]> {
   rmSync(outdir, { recursive: true, force: true });
   const result = await build({
     absWorkingDir: root,
-    entryPoints: { main: "src/cli/main.ts" },
+    entryPoints: { serve: "src/cli/serve-main.ts" },
     outdir,
     outExtension: { ".js": ".mjs" },
     bundle: true,
-    splitting: true,
+    // One file: ~45 chunks cost ~0.25 ms each to resolve, read, compile and link, and a module reached only by
+    // `import()` (yaml for a kubeconfig, a --policy file's checker, the ledger index's code) is still evaluated only
+    // when imported (esbuild wraps it in a lazy initializer), so it costs a start only its pre-parse.
+    splitting: false,
     format: "esm",
     platform: "node",
     target: "node20.6",
     external: BUNDLE_EXTERNAL,
     // prom-client's exemplars' tracing API, never used here: a stand-in that says so (./no-otel.ts).
     alias: { "@opentelemetry/api": "./release/no-otel.ts" },
-    plugins: [standIns(root)],
+    plugins: [standIns(root), ...plugins],
     // Paths as seen from the root (node_modules/x), not where a symlinked node_modules really is: the output holds
     // module paths, and the release builds in a fresh temporary directory whose node_modules is a symlink.
     preserveSymlinks: true,

@@ -4,7 +4,8 @@
  * in the order of `--help`: what tests check every command's help and reach against. Built when imported, so
  * it is a module of its own, off the path every command starts by (./commands.ts).
  */
-import { DESCRIPTION, NAME } from "./commands.js";
+import { COMMAND_MODULES } from "./command-modules.js";
+import { DESCRIPTION, NAME } from "./program-run.js";
 import { listCommands, type CommandEntry } from "./program.js";
 
-export const COMMANDS: readonly CommandEntry[] = listCommands({ name: NAME, version: "", description: DESCRIPTION });
+export const COMMANDS: readonly CommandEntry[] = listCommands({ name: NAME, version: "", description: DESCRIPTION }, COMMAND_MODULES);

@@ -13,20 +13,6 @@
  */
 import { Command, CommanderError, type Option, type OptionValues } from "commander";
 import { UsageError, errorMessage } from "../core/errors.js";
-import { registerAdmit } from "./commands/admit.js";
-import { registerAudit } from "./commands/audit.js";
-import { registerCerts } from "./commands/certs.js";
-import { registerDev } from "./commands/dev.js";
-import { registerDoctor } from "./commands/doctor.js";
-import { registerExplain } from "./commands/explain.js";
-import { registerLedger } from "./commands/ledger.js";
-import { registerManifests } from "./commands/manifests.js";
-import { registerMigrate } from "./commands/migrate.js";
-import { registerPolicy } from "./commands/policy.js";
-import { registerReconcile } from "./commands/reconcile.js";
-import { registerServe } from "./commands/serve.js";
-import { registerTest } from "./commands/test.js";
-import { registerVersion } from "./commands/version.js";
 import type { CliDeps, CommandRun } from "./deps.js";
 import type { CliIo } from "./io.js";
 
@@ -36,23 +22,8 @@ export interface ProgramOptions {
   description: string;
 }
 
-/** Every command's registration, in the order `--help` lists them. */
-const COMMAND_MODULES: ReadonlyArray<(program: Command, deps: CliDeps) => void> = [
-  registerServe,
-  registerDev,
-  registerPolicy,
-  registerAudit,
-  registerReconcile,
-  registerLedger,
-  registerDoctor,
-  registerExplain,
-  registerManifests,
-  registerMigrate,
-  registerCerts,
-  registerAdmit,
-  registerTest,
-  registerVersion,
-];
+/** One command's module: registers its command (and subcommands) on the program. */
+export type CommandModule = (program: Command, deps: CliDeps) => void;
 
 /** Wide enough for the flag descriptions, fixed so help reads the same in a terminal, a pipe and a test. */
 const HELP_WIDTH = 110;
@@ -76,7 +47,12 @@ interface RunState {
 }
 
 /** The program with every command, and what each command (by its commander object) runs. */
-function build(opts: ProgramOptions, io: CliIo, state: RunState): { program: Command; runs: Map<Command, CommandRun<never>> } {
+function build(
+  opts: ProgramOptions,
+  io: CliIo,
+  state: RunState,
+  modules: readonly CommandModule[],
+): { program: Command; runs: Map<Command, CommandRun<never>> } {
   const out = (s: string): void => io.stdout(s.replace(/\n$/, ""));
   const err = (s: string): void => {
     state.errorOutput = true;
@@ -129,14 +105,14 @@ function build(opts: ProgramOptions, io: CliIo, state: RunState): { program: Com
       return cmd;
     },
   };
-  for (const register of COMMAND_MODULES) register(program, deps);
+  for (const register of modules) register(program, deps);
   return { program, runs };
 }
 
-/** Runs one command line; resolves to the process exit code. */
-export async function runProgram(argv: readonly string[], io: CliIo, opts: ProgramOptions): Promise<number> {
+/** Runs one command line against the program of `modules`; resolves to the process exit code. */
+export async function runProgram(argv: readonly string[], io: CliIo, opts: ProgramOptions, modules: readonly CommandModule[]): Promise<number> {
   const state: RunState = { errorOutput: false };
-  const { program } = build(opts, io, state);
+  const { program } = build(opts, io, state, modules);
   try {
     await program.parseAsync([...argv], { from: "user" });
     return state.code ?? 0;
@@ -162,9 +138,9 @@ export interface CommandEntry {
 }
 
 /** Every command that runs something (the groups `policy`, `certs`, `manifests` are not), in the order of `--help`. */
-export function listCommands(opts: ProgramOptions): CommandEntry[] {
+export function listCommands(opts: ProgramOptions, modules: readonly CommandModule[]): CommandEntry[] {
   const silent: CliIo = { stdout: () => undefined, stderr: () => undefined, cwd: ".", shutdown: new Promise(() => undefined) };
-  const { program, runs } = build(opts, silent, { errorOutput: false });
+  const { program, runs } = build(opts, silent, { errorOutput: false }, modules);
   const entries: CommandEntry[] = [];
   const walk = (cmd: Command, words: string[]): void => {
     const run = runs.get(cmd);
