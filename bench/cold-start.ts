@@ -3,7 +3,7 @@
  * a bare `node:https` server (bench/lib/floor.mjs: parses the body, answers a constant), in pairs (issue 51: a
  * serverless-style start, where the first review waits for the process).
  *
- *   npm run bench:cold-start [-- --pairs 10] [--node-flags "--max-semi-space-size=32"] [--node BIN] [--compile-cache DIR] [--baseline DIR]
+ *   npm run bench:cold-start [-- --pairs 10] [--node-flags "--max-semi-space-size=32"] [--node BIN] [--compile-cache DIR] [--baseline DIR] [--policy FILE|none]
  *
  * Each pair starts the floor, then Quartermaster (the built package, `bin/quartermaster.js serve` as the image runs
  * it, with a kubeconfig for a stand-in apiserver so its job lookups have somewhere to go), each on a fresh port,
@@ -37,6 +37,11 @@ const { values } = parseArgs({
     "compile-cache": { type: "string" },
     /** Another built checkout of Quartermaster (main, say) measured in the same pairs, between the floor and this one. */
     baseline: { type: "string" },
+    /**
+     * The policy file `serve` reads (`--policy`), as the shipped Deployment and the Knative overlay run it
+     * (manifests/base/policy.yaml mounted from a ConfigMap); `none` for the built-in policy.
+     */
+    policy: { type: "string", default: "manifests/base/policy.yaml" },
   },
 });
 const pairs = Math.min(50, Math.max(1, Number(values.pairs) || 10));
@@ -121,7 +126,15 @@ const floorArgs = (port: number): string[] => [join(ROOT, "bench/lib/floor.mjs")
 const qmArgs =
   (root: string) =>
   (port: number): string[] =>
-    serveArgs({ root, port, certFile, keyFile, kubeconfig: join(dir, "kubeconfig"), nodeFlags: nodeFlagList(values["node-flags"]) });
+    serveArgs({
+      root,
+      port,
+      certFile,
+      keyFile,
+      kubeconfig: join(dir, "kubeconfig"),
+      nodeFlags: nodeFlagList(values["node-flags"]),
+      serveFlags: values.policy === "none" ? [] : ["--policy", resolve(ROOT, values.policy)],
+    });
 
 const baseline = values.baseline ? resolve(values.baseline) : undefined;
 if (values["compile-cache"]) await coldStart("quartermaster-fills-the-cache", qmArgs(ROOT));
