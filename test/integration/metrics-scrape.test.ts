@@ -9,7 +9,6 @@ import { indexOfData } from "../../src/run/ledger-index.js";
 import { cachedJobReader } from "../../src/kube/jobs.js";
 import { defaultPolicy } from "../../src/policy/load.js";
 import { CHECKSUM_KEY, INDEX_KEY, shardLedger } from "../../src/ledger/shards.js";
-import type { Ledger } from "../../src/ledger/compute.js";
 import { startLoop } from "../../src/reconcile/loop.js";
 import { createAdmissionMetrics } from "../../src/server/metrics.js";
 import { createReconcilerMetrics } from "../../src/reconcile/metrics.js";
@@ -18,24 +17,10 @@ import { silentLogger } from "../../src/log.js";
 import { createWebhooks } from "../../webhooks/index.js";
 import { makeCerts, plain, postJson } from "../fixtures/https.js";
 import { job } from "../fixtures/jobs.js";
+import { oneNodeLedger } from "../fixtures/ledgers.js";
 import { pod, review } from "../fixtures/reviews.js";
 
-const ledger = {
-  generatedAt: "2026-11-25T12:00:00.000Z",
-  jobs: {},
-  namespaces: { "team-a": { "nvidia.com/gpu": { allocated: 2, gpuSeconds: 3600 } } },
-  nodes: [
-    {
-      name: "n1",
-      pods: [],
-      resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 2, capacity: 8, free: 6, inactive: false, overCommitted: false } },
-      stale: false,
-    },
-  ],
-  pending: [],
-  totals: { "nvidia.com/gpu": { allocatable: 8, allocated: 2, capacity: 8, free: 6, unavailable: 0 } },
-  version: 1,
-} as unknown as Ledger;
+const ledger = oneNodeLedger({ allocated: 2, generatedAt: "2026-11-25T12:00:00.000Z" });
 
 describe("the webhook's metrics port: ledger gauges and job lookups", () => {
   let server: RunningServer;

@@ -14,11 +14,11 @@ import { after, before, describe, it } from "node:test";
 import { issueCertificate } from "../../../src/certs/generate.js";
 import { createJobReader } from "../../../src/kube/jobs.js";
 import { ledgerCapacity } from "../../../src/run/capacity.js";
-import type { Ledger } from "../../../src/ledger/compute.js";
 import { CHECKSUM_KEY, INDEX_KEY, shardLedger } from "../../../src/ledger/shards.js";
 import { RestError, restClient } from "../../../src/kube/rest.js";
 import { defaultPolicy } from "../../../src/policy/load.js";
 import { capturingLogger, makeCerts } from "../../fixtures/https.js";
+import { oneNodeLedger } from "../../fixtures/ledgers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "qm-rest-"));
 const seen: Array<{ path: string; auth?: string; clientCert?: string; method?: string; body?: string; type?: string }> = [];
@@ -195,22 +195,7 @@ describe("restClient", () => {
 
 describe("readers over restClient", () => {
   it("the ledger capacity: a good index gives capacity (its code loaded on first read), a corrupt one is warned and none, a gone one none", async () => {
-    const ledger = {
-      generatedAt: new Date().toISOString(),
-      jobs: {},
-      namespaces: {},
-      nodes: [
-        {
-          name: "n1",
-          pods: [],
-          resources: { "nvidia.com/gpu": { allocatable: 8, allocated: 0, capacity: 8, free: 8, inactive: false, overCommitted: false } },
-          stale: false,
-        },
-      ],
-      pending: [],
-      totals: { "nvidia.com/gpu": { allocatable: 8, allocated: 0, capacity: 8, free: 8, unavailable: 0 } },
-      version: 1,
-    } as unknown as Ledger;
+    const ledger = oneNodeLedger();
     const { index } = shardLedger(ledger, 900_000);
     const { log, lines } = capturingLogger();
     const cap = ledgerCapacity({ kubeconfig: file, namespace: "ledgered", intervalMs: 3_600_000, log });
