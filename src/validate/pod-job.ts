@@ -98,11 +98,17 @@ export type KeptJobFindings = WeakMap<KubeObject, Kept>;
 
 export const keptJobFindings = (): KeptJobFindings => new WeakMap();
 
-/** What the job's findings depend on of `ctx.claims`: for each claim and template its templates name, what was read. */
+/**
+ * What the job's findings depend on of `ctx.claims`: for each claim and template its templates name, what was read;
+ * for each unlisted DeviceClass read, its name and what was read of it, as values (each review reads them into new
+ * objects, so their identity would judge the job again at every pod).
+ */
 function claimsNamed(job: Extract<PodJob, { job: unknown }>, ctx: ValidationContext): unknown[] {
   const known = ctx.claims;
   if (!known) return [];
-  const out: unknown[] = known.deviceClasses?.size ? [known.deviceClasses] : [];
+  const out: unknown[] = [];
+  for (const [name, read] of known.deviceClasses ?? [])
+    out.push(name, read.kind, read.kind === "found" ? read.gpu : read.kind === "unreadable" ? read.reason : undefined);
   for (const spec of ownerTemplateSpecs(job.job, job.owner, ctx.policy))
     for (const ref of claimReferences(spec)) {
       const [map, failed, name] =

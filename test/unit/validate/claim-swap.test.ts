@@ -10,7 +10,7 @@ import { describe, it } from "node:test";
 import type { KubeObject, ObjectKind } from "../../../src/core/kube.js";
 import { cachedJobReader, type GetObject } from "../../../src/kube/jobs.js";
 import { readPodJob } from "../../../src/admission/pod-job.js";
-import { claimSpecOf } from "../../../src/core/dra.js";
+import { claimSpecOf, type DeviceClassRead } from "../../../src/core/dra.js";
 import { effectiveLimits } from "../../../src/validate/limits.js";
 import { keptJobFindings, podJobFindings } from "../../../src/validate/pod-job.js";
 import { checkPolicy } from "../../../src/policy/load.js";
@@ -349,5 +349,24 @@ describe("podJobFindings keeps a job's findings for its launch's pods, and judge
     );
     // Another namespace's limits, or another Job of a JobSet (its name in the message): not the kept findings.
     assert.notEqual(podJobFindings(spec, { ...job, what: "another" }, ctxWith(8), kept).violations, swapped);
+  });
+
+  it("the unlisted DeviceClasses read: kept while each reads the same (a new map each review), judged again when one changes", () => {
+    const kept = keptJobFindings();
+    const base = ctxWith(1);
+    const withClasses = (classes: Array<[string, DeviceClassRead]>) => ({ ...base, claims: { ...base.claims, deviceClasses: new Map(classes) } });
+    const first = podJobFindings(spec, job, withClasses([["fast", { kind: "found" }]]), kept).violations;
+    assert.equal(podJobFindings(spec, job, withClasses([["fast", { kind: "found" }]]), kept).violations, first, "the same reads in a new map: kept");
+    for (const changed of [
+      [["fast", { kind: "found", gpu: "selects gpu.nvidia.com" }]],
+      [["fast", { kind: "missing" }]],
+      [["fast", { kind: "unreadable", reason: "timed out" }]],
+      [["slow", { kind: "found" }]],
+      [],
+    ] as Array<Array<[string, DeviceClassRead]>>) {
+      const again = podJobFindings(spec, job, withClasses(changed), kept).violations;
+      assert.notEqual(again, first, JSON.stringify(changed));
+      assert.equal(podJobFindings(spec, job, withClasses(changed), kept).violations, again, `then kept: ${JSON.stringify(changed)}`);
+    }
   });
 });
