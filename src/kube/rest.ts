@@ -85,11 +85,34 @@ interface KubeconfigFile {
  */
 function jsonKubeconfig(text: string): unknown {
   if (!text.trimStart().startsWith("{")) return undefined;
+  let config: unknown;
   try {
-    return JSON.parse(text);
+    config = JSON.parse(text);
   } catch {
     return undefined;
   }
+  // JSON.parse keeps a key written twice (the last value); yaml, client-node and kubectl refuse the file, so it goes to yaml.
+  return memberCount(text) === keyCount(config) ? config : undefined;
+}
+
+/** The keys of `value`'s objects, nested ones included. */
+function keyCount(value: unknown): number {
+  if (typeof value !== "object" || value === null) return 0;
+  let n = Array.isArray(value) ? 0 : Object.keys(value).length;
+  for (const v of Object.values(value)) n += keyCount(v);
+  return n;
+}
+
+/** The members written in valid JSON `text`: its colons outside strings (each follows a key, and only a key). */
+function memberCount(text: string): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x3a) n++;
+    // A string: on to its closing quote, past each escape's next character.
+    else if (c === 0x22) for (i++; text.charCodeAt(i) !== 0x22; i++) if (text.charCodeAt(i) === 0x5c) i++;
+  }
+  return n;
 }
 
 /** The kubeconfig at `file`, parsed; an empty or malformed one named (as ./client.ts does for client-node). */

@@ -107,7 +107,8 @@ function claimsNamed(job: Extract<PodJob, { job: unknown }>, ctx: ValidationCont
   const known = ctx.claims;
   if (!known) return [];
   const out: unknown[] = [];
-  for (const [name, read] of known.deviceClasses ?? [])
+  // In name order: the reads are made at once and kept as they finish, so the map's order may differ review to review.
+  for (const [name, read] of [...(known.deviceClasses ?? [])].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
     out.push(name, read.kind, read.kind === "found" ? read.gpu : read.kind === "unreadable" ? read.reason : undefined);
   for (const spec of ownerTemplateSpecs(job.job, job.owner, ctx.policy))
     for (const ref of claimReferences(spec)) {

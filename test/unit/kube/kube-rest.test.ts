@@ -104,7 +104,11 @@ describe("restClient", () => {
       assert.equal(seen.at(-1)?.auth, `Bearer ${token}`, file);
     }
     writeFileSync(json, "{not json: [");
-    await assert.rejects(restClient(json), /kubeconfig|json\.kubeconfig/i, "malformed text is refused with the YAML parser's message");
+    await assert.rejects(restClient(json), /json\.kubeconfig.*Flow sequence/s, "malformed text is refused with the YAML parser's message");
+    // A key written twice: JSON.parse would keep the last; yaml (as client-node's parser and kubectl) refuses the file.
+    // Its first value ends in an escaped backslash, its note holds a colon and an escaped quote: strings are skipped whole.
+    writeFileSync(json, `{"current-context": "c\\\\", "current-context": "d", "contexts": [], "note": "a:b\\"c"}`);
+    await assert.rejects(restClient(json), /json\.kubeconfig.*Map keys must be unique/s, "a duplicate key is refused, not read last-wins");
   });
 
   it("token kubeconfig over HTTP: GET with the bearer token; 404 → undefined; 403 → RestError with the code and message", async () => {

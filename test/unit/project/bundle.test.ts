@@ -87,14 +87,19 @@ describe("the serve bundle leaves out what serve never runs", () => {
     );
     const exited = new Promise((resolve) => child.once("exit", resolve));
     let stdout = "";
+    let timer: NodeJS.Timeout | undefined;
     await new Promise<void>((resolve, reject) => {
+      // A start that hangs fails the test (and is stopped) instead of hanging it.
+      timer = setTimeout(() => reject(new Error(`not serving within 30 s: ${stdout}`)), 30_000);
       child.stdout!.on("data", (d: Buffer) => {
         stdout += d.toString();
         if (stdout.includes("serving ")) resolve();
       });
       child.once("exit", (code) => reject(new Error(`serve exited (${code}) before serving: ${stdout}`)));
+    }).finally(() => {
+      clearTimeout(timer);
+      child.kill("SIGTERM");
     });
-    child.kill("SIGTERM");
     await exited;
     const evaluated = JSON.parse(readFileSync(log, "utf8")) as string[];
     assert.deepEqual(evaluated, ["serve.ts"], "evaluated by a start without a kubeconfig, --policy or a ledger index");

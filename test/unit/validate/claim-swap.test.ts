@@ -357,16 +357,36 @@ describe("podJobFindings keeps a job's findings for its launch's pods, and judge
     const withClasses = (classes: Array<[string, DeviceClassRead]>) => ({ ...base, claims: { ...base.claims, deviceClasses: new Map(classes) } });
     const first = podJobFindings(spec, job, withClasses([["fast", { kind: "found" }]]), kept).violations;
     assert.equal(podJobFindings(spec, job, withClasses([["fast", { kind: "found" }]]), kept).violations, first, "the same reads in a new map: kept");
+    // Each changed in one thing from the one before (the cache holds the last): judged again, then kept.
+    let previous = first;
     for (const changed of [
       [["fast", { kind: "found", gpu: "selects gpu.nvidia.com" }]],
       [["fast", { kind: "missing" }]],
       [["fast", { kind: "unreadable", reason: "timed out" }]],
+      [["fast", { kind: "unreadable", reason: "forbidden" }]],
+      [["fast", { kind: "found" }]],
       [["slow", { kind: "found" }]],
       [],
     ] as Array<Array<[string, DeviceClassRead]>>) {
       const again = podJobFindings(spec, job, withClasses(changed), kept).violations;
-      assert.notEqual(again, first, JSON.stringify(changed));
+      assert.notEqual(again, previous, JSON.stringify(changed));
       assert.equal(podJobFindings(spec, job, withClasses(changed), kept).violations, again, `then kept: ${JSON.stringify(changed)}`);
+      previous = again;
     }
+    // The same reads kept in another order (they are kept as they finish): the findings kept.
+    const two = podJobFindings(
+      spec,
+      job,
+      withClasses([
+        ["a", { kind: "found" }],
+        ["b", { kind: "missing" }],
+      ]),
+      kept,
+    ).violations;
+    const swapped = withClasses([
+      ["b", { kind: "missing" }],
+      ["a", { kind: "found" }],
+    ]);
+    assert.equal(podJobFindings(spec, job, swapped, kept).violations, two, "the same reads in another order: kept");
   });
 });
