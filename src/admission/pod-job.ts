@@ -7,9 +7,10 @@
  * same job), and the pod is where those GPUs are finally taken.
  *
  * The job may come from the reader's cache (its spec is judged at its own reviews; a copy a few seconds old is the job
- * its controller made the pod from); an absence is read again fresh before it is believed, since a cached absence
- * would let the pod pass as a job's pod that has no job. A pod whose controller is gone (absent, or another object
- * of the name: a different uid) has no job to cap: the garbage collector deletes it, and it holds its own claims only.
+ * its controller made the pod from); an absence, or a copy of another uid (the job deleted and made again under its
+ * name), is read again fresh before it is believed, since either would let the pod pass as a job's pod that has no job.
+ * A pod whose controller is gone (absent, or another object of the name: a different uid) has no job to cap: the
+ * garbage collector deletes it, and it holds its own claims only.
  */
 import type { KubeObject, ObjectKind } from "../core/kube.js";
 import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
@@ -28,7 +29,10 @@ const NONE: PodJobRead = Object.freeze({ kind: "none" });
 
 const apiOf = (owner: CapOwnerKind): ObjectKind => ("training" in owner ? owner.training : owner.workload);
 
-/** The controller as read (cached; an absence re-read fresh), or why not; `undefined`: gone, or not the object the ref names. */
+/**
+ * The controller as read (cached; an absence, or another object of its name, re-read fresh), or why not; `undefined`:
+ * gone, or not the object the ref names.
+ */
 async function readController(
   ref: ControllerRef,
   api: ObjectKind,
@@ -36,12 +40,20 @@ async function readController(
   reader: JobReader,
   timeoutMs: number,
 ): Promise<KubeObject | undefined | string> {
-  let read: JobReadResult = await readJob({ kind: api, namespace, name: ref.name, jobs: reader, timeoutMs });
-  if (read.kind === "missing") read = await readJob({ kind: api, namespace, name: ref.name, jobs: reader, timeoutMs, fresh: true });
-  if (read.kind === "failed") return read.reason;
-  if (read.kind === "missing") return undefined;
-  const uid = (read.job.metadata as { uid?: unknown } | undefined)?.uid;
-  return ref.uid !== undefined && uid !== undefined && uid !== ref.uid ? undefined : read.job;
+  const read = (fresh: boolean) => readJob({ kind: api, namespace, name: ref.name, jobs: reader, timeoutMs, ...(fresh ? { fresh } : {}) });
+  const notIt = (r: JobReadResult): boolean => r.kind === "missing" || (r.kind === "found" && !isTheObject(r.job, ref));
+  let got = await read(false);
+  // A cached copy may be older than the pod's controller: a job deleted and made again under its name is another uid
+  // in the cache for up to its TTL, and believing it would leave the new job's pods uncapped.
+  if (notIt(got)) got = await read(true);
+  if (got.kind === "failed") return got.reason;
+  return got.kind === "found" && isTheObject(got.job, ref) ? got.job : undefined;
+}
+
+/** Whether `obj` is the object `ref` names: its uid, where both have one. */
+function isTheObject(obj: KubeObject, ref: ControllerRef): boolean {
+  const uid = (obj.metadata as { uid?: unknown } | undefined)?.uid;
+  return ref.uid === undefined || uid === undefined || uid === ref.uid;
 }
 
 /**

@@ -268,6 +268,19 @@ describe("a ResourceClaimTemplate created again after its job's admission: the j
       if (tc.warning) assert.match(got.warnings, tc.warning);
     });
 
+  it("the job made again under its name while the old one is cached (another uid), the template asking 8: the new job's worker refused", async () => {
+    const store = new Store();
+    const admit = webhookOver(store);
+    store.put("resourceclaimtemplates", template("gpus", 1));
+    assert.equal((await admit(podOf(store.put("tfjobs", tfJob(8)), "w0"))).allowed, true, "the old job's worker (the job now cached)");
+    store.delete("tfjobs", "tf");
+    const again = store.put("tfjobs", tfJob(8));
+    swap(store, "gpus", 8);
+    const got = await admit(podOf(again, "w1"));
+    assert.equal(got.allowed, false, "the cached job of the old uid is not believed to say the pod has no job");
+    assert.match(got.causes.find((c) => c.field === "spec.resourceClaims")?.message ?? "", /TFJob team-a\/tf: the job requests 64 GPUs in all/);
+  });
+
   it("reads: a job's DRA pod reads the job once (cached), and each claim's metadata alone while it is unchanged", async () => {
     const store = new Store();
     const admit = webhookOver(store);
@@ -306,6 +319,22 @@ describe("readPodJob: the job a pod counts against, by its controllers", () => {
     const read = await readPodJob(podOf(job) as never, NS, CAPPED, jobs, 1000);
     assert.equal(read.kind, "found");
     assert.deepEqual(store.asked, ["get tfjobs/tf", "get tfjobs/tf"]);
+  });
+
+  it("a cached copy of another uid (the job made again under its name) is read again fresh before it is believed", async () => {
+    const store = new Store();
+    const jobs = reader(store);
+    const TFJOB = { group: "kubeflow.org", version: "v1", kind: "TFJob", plural: "tfjobs" };
+    store.put("tfjobs", tfJob(2));
+    await jobs.get(TFJOB, NS, "tf"); // cached: the first uid
+    const again = store.put("tfjobs", tfJob(4));
+    const read = await readPodJob(podOf(again) as never, NS, CAPPED, jobs, 1000);
+    assert.equal(read.kind === "found" && (read.job.metadata as { uid: string }).uid, (again.metadata as { uid: string }).uid);
+    // A pod of the first job, gone: the fresh read finds another uid, so no job to count against.
+    assert.equal(
+      (await readPodJob(podOf({ ...again, metadata: { ...(again.metadata as object), uid: "uid-gone" } }) as never, NS, CAPPED, jobs, 1000)).kind,
+      "none",
+    );
   });
 
   it("controllers that make no job's pods: none, and nothing read", async () => {
