@@ -63,17 +63,20 @@ function peekCandidates(ref: JobRef, jobs: JobReader): { found: Found } | null {
   return { found };
 }
 
+/** How {@link readCandidates} reads: within how long, named how in errors, told whom, past the cache or through it. */
+interface ReadHow {
+  timeoutMs: number;
+  what: string;
+  done: (r: LookupResult) => void;
+  fresh: boolean;
+}
+
 /** The first candidate kind's job that exists, read through the reader within `timeoutMs`. */
-async function readCandidates(
-  ref: JobRef,
-  jobs: JobReader,
-  timeoutMs: number,
-  what: string,
-  done: (r: LookupResult) => void,
-): Promise<{ found: Found } | { error: string }> {
+async function readCandidates(ref: JobRef, jobs: JobReader, { timeoutMs, what, done, fresh }: ReadHow): Promise<{ found: Found } | { error: string }> {
+  const read = (k: ObjectKind) => (fresh && jobs.fresh ? jobs.fresh(k, ref.namespace, ref.name) : jobs.get(k, ref.namespace, ref.name));
   let results: Array<PromiseSettledResult<KubeObject | undefined>>;
   try {
-    results = await withTimeout(Promise.allSettled(ref.candidates.map((k) => jobs.get(k, ref.namespace, ref.name))), timeoutMs, what);
+    results = await withTimeout(Promise.allSettled(ref.candidates.map(read)), timeoutMs, what);
   } catch (err) {
     done(err instanceof LookupTimeout ? "timeout" : "error");
     return { error: errorMessage(err) };
@@ -88,7 +91,21 @@ async function readCandidates(
   return failure ? { error: `${what} failed: ${errorMessage(failure.reason)}` } : { found: undefined };
 }
 
+/** The uid of the job found when it is not the pod's controller's (another object of its name); else undefined. */
+function otherUid(ref: JobRef, found: Found): string | undefined {
+  const uid = (found?.job.metadata as { uid?: unknown } | undefined)?.uid;
+  return ref.uid !== undefined && typeof uid === "string" && uid !== ref.uid ? uid : undefined;
+}
+
 function topologyOf(pod: Pod, ref: JobRef, found: Found): TopologyResult {
+  const other = otherUid(ref, found);
+  if (other !== undefined) {
+    const kind = ref.candidates[found!.index]!.kind;
+    return {
+      kind: "failed",
+      reason: `${kind} ${ref.namespace}/${ref.name} is not the pod's controller (uid ${other}, the pod's ownerReference ${ref.uid}): that job is gone`,
+    };
+  }
   if (!found) {
     // A JobSet without a TrainJob of its name is no training job's (`jobsetRef` in resolve.ts).
     if (ref.via === "jobset") return NO_JOB;
@@ -109,14 +126,25 @@ export function lookupTopology(pod: Pod, namespace: string, policy: Policy, jobs
   if (!ref) return NO_JOB;
   const done = timer(jobs);
   const peeked = peekCandidates(ref, jobs);
-  if (peeked) {
+  if (peeked && otherUid(ref, peeked.found) === undefined) {
     done(hitOf(jobs, ref.candidates, ref.namespace, ref.name));
     return topologyOf(pod, ref, peeked.found);
   }
+  return readTopology(pod, ref, jobs, { timeoutMs: policy.clusterSpec.jobLookupTimeoutMs, done, fresh: peeked !== null });
+}
+
+/**
+ * {@link lookupTopology} past a cache miss, or fresh (`fresh`) past a cached copy of another uid than the pod's
+ * controller's: a job deleted and made again under its name is the old object in the cache for up to its TTL, whose
+ * replicas the new job's pods would be given (a TF_CONFIG of the old job's workers). A read through the cache that
+ * finds another uid is made again fresh once.
+ */
+async function readTopology(pod: Pod, ref: JobRef, jobs: JobReader, how: Omit<ReadHow, "what">): Promise<TopologyResult> {
   const what = `reading job ${ref.namespace}/${ref.name}`;
-  return readCandidates(ref, jobs, policy.clusterSpec.jobLookupTimeoutMs, what, done).then((read) =>
-    "error" in read ? { kind: "failed", reason: read.error } : topologyOf(pod, ref, read.found),
-  );
+  let read = await readCandidates(ref, jobs, { ...how, what });
+  if (!how.fresh && !("error" in read) && otherUid(ref, read.found) !== undefined)
+    read = await readCandidates(ref, jobs, { ...how, what, done: timer(jobs), fresh: true });
+  return "error" in read ? { kind: "failed", reason: read.error } : topologyOf(pod, ref, read.found);
 }
 
 export type JobReadResult = { kind: "found"; job: KubeObject } | { kind: "missing"; reason: string } | { kind: "failed"; reason: string };

@@ -40,7 +40,10 @@ export function jobRef(pod: Pod, namespace: string, policy: Policy): JobRef | un
   if (owner) {
     const group = owner.apiVersion.includes("/") ? owner.apiVersion.split("/")[0] : "";
     const kind = policy.jobKinds.find((k) => k.kind === owner.kind && k.group === group);
-    if (kind) return { candidates: [kind], namespace, name: owner.name, via: "ownerReference", ...shapesOf(policy) };
+    if (kind) {
+      const uid = typeof owner.uid === "string" && owner.uid !== "" ? { uid: owner.uid } : {};
+      return { candidates: [kind], namespace, name: owner.name, via: "ownerReference", ...uid, ...shapesOf(policy) };
+    }
     return owner.kind === "Job" && group === "batch" ? jobsetRef(pod, namespace, policy) : undefined;
   }
   const labels = pod.metadata?.labels ?? {};

@@ -56,6 +56,8 @@ export interface JobRef {
   name: string;
   /** How the reference was found, for messages. */
   via: "ownerReference" | "label" | "jobset";
+  /** The controller's uid, when the pod's ownerReference gives one: a job of its name with another uid is not the pod's. */
+  uid?: string;
   /** The registry the candidates are looked up in (the policy's `kindShapes`); absent: the built-in one. */
   shapes?: readonly KindShape[];
 }

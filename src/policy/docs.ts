@@ -48,7 +48,7 @@ export const DESCRIPTIONS: Record<string, string> = {
     "When the pod's job or a TrainJob's runtime cannot be read (an error or a timeout, not an absence): `warn` admits without what could not be read (no cluster spec) and says why, `deny` refuses it (a CREATE; an UPDATE only warns). A ResourceClaim or ResourceClaimTemplate that cannot be read is not decided here but by rule `gpu-unknown` (refused under a GPU cap, a warning without one).",
   "clusterSpec.jobLookupTimeoutMs": "Upper bound on reading the pod's job during admission (the webhook timeout is a few seconds).",
   "clusterSpec.jobCacheTtlMs":
-    "How long a job read is reused for the job's other replicas, never longer; 0 reads every time. A copy read past half of it is re-read in the background (refresh-ahead), so the pods of a launch seldom wait on a read.",
+    "How long a job read is reused for the job's other replicas, never longer; 0 reads every time. A copy read past half of it is re-read in the background (refresh-ahead), so the pods of a launch seldom wait on a read. A copy of another uid than the pod's controller's (the job deleted and made again under its name) is read again at once.",
   gpu: "GPU resources: which resource names are GPUs and what each brings.",
   "gpu.resourceName": "The resource a bare `gpu` request or limit is renamed to.",
   "gpu.resources":

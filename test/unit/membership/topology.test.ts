@@ -24,6 +24,7 @@ describe("jobRef", () => {
       namespace: "team-a",
       name: "mnist",
       via: "ownerReference",
+      uid: "uid-mnist",
     });
   });
   it("a controller of another kind (a ReplicaSet) → none, even with a job-name label", () => {
@@ -90,6 +91,64 @@ describe("lookupTopology", () => {
     const took = performance.now() - started;
     assert.deepEqual(r, { kind: "failed", reason: "reading job team-a/mnist timed out after 100 ms" });
     assert.ok(took >= 90 && took < 1000, `took ${took} ms`);
+  });
+
+  describe("a job deleted and made again under its name: the pod's controller's uid, not the cached copy's", () => {
+    const made = (uid: string, workers: number) => ({
+      ...job("TFJob", "mnist", "team-a", { Chief: 1, Worker: workers }),
+      metadata: { name: "mnist", namespace: "team-a", uid },
+    });
+    const worker5 = (uid: string) => pod({ name: "mnist-worker-5", owners: [{ ...owner, uid }] });
+    /** A cached reader over an apiserver answering `answers` in turn (the last one from then on), `warm` of them read first. */
+    async function readerOver(answers: object[], warm: number) {
+      const asked: string[] = [];
+      const reader = cachedJobReader(async () => async () => (asked.push("get"), answers[Math.min(asked.length, answers.length) - 1] as never), {
+        ttlMs: 5000,
+      });
+      for (let i = 0; i < warm; i++) await reader.get(kindOf("TFJob"), "team-a", "mnist");
+      return { reader, asked };
+    }
+    const cases: Array<{ name: string; answers: object[]; warm: number; podUid: string; want: RegExp | [string, number]; reads: number }> = [
+      {
+        name: "cached: the old job of 2 workers; the pod's: the new one of 8 → read fresh, the new one's worker 5",
+        answers: [made("old", 2), made("new", 8)],
+        warm: 1,
+        podUid: "new",
+        want: ["Worker", 5],
+        reads: 2,
+      },
+      {
+        name: "not cached; a read through the cache answers the old job (a read begun before): read again fresh",
+        answers: [made("old", 2), made("new", 8)],
+        warm: 0,
+        podUid: "new",
+        want: ["Worker", 5],
+        reads: 2,
+      },
+      {
+        name: "a pod of a job that is gone (another of its name cached and read fresh): failed, naming both uids",
+        answers: [made("new", 8)],
+        warm: 1,
+        podUid: "old",
+        want: /TFJob team-a\/mnist is not the pod's controller \(uid new, the pod's ownerReference old\): that job is gone/,
+        reads: 2,
+      },
+    ];
+    for (const tc of cases)
+      it(tc.name, async () => {
+        const { reader, asked } = await readerOver(tc.answers, tc.warm);
+        const r = await lookupTopology(worker5(tc.podUid), "team-a", policy, reader);
+        if (Array.isArray(tc.want)) assert.deepEqual(r.kind === "found" ? [r.topology.replicaType, r.topology.index] : r, tc.want);
+        else assert.match(r.kind === "failed" ? r.reason : JSON.stringify(r), tc.want);
+        assert.equal(asked.length, tc.reads, "reads of the job");
+      });
+    it("the cached copy of the pod's own uid: answered from the cache at once, nothing read", async () => {
+      const { reader, asked } = await readerOver([made("same", 8), made("new", 8)], 1);
+      const r = lookupTopology(worker5("same"), "team-a", policy, reader);
+      assert.ok(!(r instanceof Promise), "answered at once");
+      assert.deepEqual(r.kind === "found" && [r.topology.replicaType, r.topology.index], ["Worker", 5]);
+      assert.deepEqual(asked, ["get"]);
+    });
   });
 });
 

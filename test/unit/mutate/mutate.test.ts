@@ -494,7 +494,11 @@ table(addTrainingLabels, [
 describe("mutate-pods webhook: topology", () => {
   const owned = (name: string) => ({
     ...testPod({ spec: { containers: tfContainers() } }),
-    metadata: { name, namespace: "team-a", ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "mnist", uid: "u", controller: true }] },
+    metadata: {
+      name,
+      namespace: "team-a",
+      ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "mnist", uid: "uid-mnist", controller: true }],
+    },
   });
   const deps = (extra: Record<string, unknown> = {}, jobs = fakeJobReader([tfjob])) => ({
     policy: Object.keys(extra).length ? checkPolicy(extra, "t") : ctx().policy,

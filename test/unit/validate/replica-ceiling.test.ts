@@ -135,7 +135,7 @@ describe("a pod of a job over the ceiling: admitted without a cluster spec, with
     metadata: {
       name: pod,
       namespace: "team-a",
-      ownerReferences: [{ apiVersion: `${kindOf(kind).group}/${kindOf(kind).version}`, kind, name: jobName, uid: "u", controller: true }],
+      ownerReferences: [{ apiVersion: `${kindOf(kind).group}/${kindOf(kind).version}`, kind, name: jobName, uid: `uid-${jobName}`, controller: true }],
     },
   });
   const deps = (jobs: KubeObject[]) => ({ policy: podCtx().policy, log: capturingLogger().log, jobs: fakeJobReader(jobs), now: () => new Date() });
@@ -284,7 +284,7 @@ describe("cluster spec built once per job, not per pod", () => {
       metadata: {
         name: `big-worker-${i}`,
         namespace: "team-a",
-        ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "big", uid: "u", controller: true }],
+        ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name: "big", uid: "uid-big", controller: true }],
       },
     });
     await webhook.admit(review({ object: pod(0) as never }));
