@@ -213,6 +213,42 @@ describe("admission through a real kube-apiserver", () => {
     assert.match(got.metadata.annotations["quartermaster.dev/mutations"], /^training-labels,cluster-spec,/);
   });
 
+  it("a TFJob deleted and made again under its name at once: its new pod gets the new job's TF_CONFIG, not the cached old one's", async () => {
+    const name = unique("remade");
+    const make = async (workers: number) => {
+      const r = await cp.api("POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", {
+        apiVersion: "kubeflow.org/v1",
+        kind: "TFJob",
+        metadata: { name },
+        spec: { tfReplicaSpecs: { Worker: { replicas: workers, template: { spec: { containers: [{ name: "tensorflow", image: "tf" }] } } } } },
+      });
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+      return r.body.metadata.uid as string;
+    };
+    const podOf = (uid: string, index: number) => ({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: `${name}-worker-${index}`, ownerReferences: [{ apiVersion: "kubeflow.org/v1", kind: "TFJob", name, uid, controller: true }] },
+      spec: { restartPolicy: "Never", containers: [{ name: "tensorflow", image: "tf", resources: { limits: { "nvidia.com/gpu": "1" } } }] },
+    });
+    const hosts = (n: number) => Array.from({ length: n }, (_, i) => `${name}-worker-${i}.team-a.svc:2222`);
+    /** The workers the pod's TF_CONFIG lists, or why there are none. */
+    const workers = async (index: number): Promise<string[] | string> => {
+      const env = (await cp.api("GET", `/api/v1/namespaces/team-a/pods/${name}-worker-${index}`)).body.spec.containers[0].env;
+      return env?.[0]?.name === "TF_CONFIG"
+        ? (JSON.parse(env[0].value) as { cluster: { worker: string[] } }).cluster.worker
+        : `no TF_CONFIG: ${JSON.stringify(env)}`;
+    };
+    // The old job of 2 workers, read (and cached) at its pod's admission.
+    assert.equal((await createPod("team-a", podOf(await make(2), 1))).status, 201);
+    assert.deepEqual(await workers(1), hosts(2));
+    assert.equal((await cp.api("DELETE", `/apis/kubeflow.org/v1/namespaces/team-a/tfjobs/${name}`)).status, 200);
+    // Made again with 4, well within the cache's 5 s: its worker 3 is the new job's.
+    const r = await createPod("team-a", podOf(await make(4), 3));
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    assert.deepEqual(await workers(3), hosts(4));
+  });
+
   it("a pod over a limit is refused, and kubectl prints every violation with its field path", async () => {
     const name = unique("greedy");
     const pod = trainingPod(name, { labels: {} });
