@@ -97,6 +97,12 @@ function otherUid(ref: JobRef, found: Found): string | undefined {
   return ref.uid !== undefined && typeof uid === "string" && uid !== ref.uid ? uid : undefined;
 }
 
+/**
+ * Whether a read through the cache is not to be believed for a pod whose controller has a uid: another object of the
+ * name, or none (a copy of the name's absence read between the old job's deletion and the new one's creation).
+ */
+const notBelieved = (ref: JobRef, found: Found): boolean => ref.uid !== undefined && (found === undefined || otherUid(ref, found) !== undefined);
+
 function topologyOf(pod: Pod, ref: JobRef, found: Found): TopologyResult {
   const other = otherUid(ref, found);
   if (other !== undefined) {
@@ -126,7 +132,7 @@ export function lookupTopology(pod: Pod, namespace: string, policy: Policy, jobs
   if (!ref) return NO_JOB;
   const done = timer(jobs);
   const peeked = peekCandidates(ref, jobs);
-  if (peeked && otherUid(ref, peeked.found) === undefined) {
+  if (peeked && !notBelieved(ref, peeked.found)) {
     done(hitOf(jobs, ref.candidates, ref.namespace, ref.name));
     return topologyOf(pod, ref, peeked.found);
   }
@@ -134,10 +140,11 @@ export function lookupTopology(pod: Pod, namespace: string, policy: Policy, jobs
 }
 
 /**
- * {@link lookupTopology} past a cache miss, or fresh (`fresh`) past a cached copy of another uid than the pod's
- * controller's: a job deleted and made again under its name is the old object in the cache for up to its TTL, whose
- * replicas the new job's pods would be given (a TF_CONFIG of the old job's workers). A read through the cache that
- * finds another uid is made again fresh once.
+ * {@link lookupTopology} past a cache miss, or fresh (`fresh`) past a cached copy the pod's controller uid does not
+ * believe: a job deleted and made again under its name is the old object (or its absence) in the cache for up to its
+ * TTL, whose replicas the new job's pods would be given (a TF_CONFIG of the old job's workers). A read through the
+ * cache (a miss: begun now, or joined to one in flight) that answers another uid is made again fresh once; one that
+ * answers an absence is believed (its read is new, and a job whose pods exist was made before them).
  */
 async function readTopology(pod: Pod, ref: JobRef, jobs: JobReader, how: Omit<ReadHow, "what">): Promise<TopologyResult> {
   const what = `reading job ${ref.namespace}/${ref.name}`;

@@ -126,6 +126,14 @@ describe("lookupTopology", () => {
         reads: 2,
       },
       {
+        name: "cached: the name's absence (read between the delete and the create) → read fresh, the new one's worker 5",
+        answers: [undefined as never, made("new", 8)],
+        warm: 1,
+        podUid: "new",
+        want: ["Worker", 5],
+        reads: 2,
+      },
+      {
         name: "a pod of a job that is gone (another of its name cached and read fresh): failed, naming both uids",
         answers: [made("new", 8)],
         warm: 1,
