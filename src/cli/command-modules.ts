@@ -18,11 +18,10 @@ import { registerServe } from "./commands/serve.js";
 import { registerTest } from "./commands/test.js";
 import { registerVersion } from "./commands/version.js";
 import type { CommandModule } from "./program.js";
-import { importServeModules } from "./serve-modules.js";
 
 /** Every command's registration, in the order `--help` lists them. */
 export const COMMAND_MODULES: readonly CommandModule[] = [
-  (program, deps) => registerServe(program, deps, importServeModules),
+  registerServe,
   registerDev,
   registerPolicy,
   registerAudit,

@@ -9,7 +9,6 @@ import type { Command } from "commander";
 import { writeCertificates } from "../cert-files.js";
 import type { CliDeps } from "../deps.js";
 import type { CliIo } from "../io.js";
-import { importServeModules } from "../serve-modules.js";
 import { runServer, serveOptions, serverSettings, type ServeOptions } from "./serve.js";
 
 const exists = (file: string): Promise<boolean> =>
@@ -33,7 +32,7 @@ async function devCommand(opts: ServeOptions, _args: readonly string[], io: CliI
   const settings = serverSettings(opts, { certFile, keyFile });
   io.stdout(`quartermaster: CA for clients: ${join(dir, "ca.crt")}`);
   io.stdout(`quartermaster: try  curl --cacert ${join(dir, "ca.crt")} https://127.0.0.1:${settings.port}/readyz`);
-  return runServer(settings, io, importServeModules);
+  return runServer(settings, io);
 }
 
 export function registerDev(program: Command, deps: CliDeps): void {

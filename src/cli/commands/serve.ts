@@ -2,8 +2,8 @@
  * @module
  * `quartermaster serve`: the admission webhooks over HTTPS (or plain HTTP behind a TLS-terminating platform),
  * metrics and probes on their own port, until a signal. Its flags are `dev`'s too (./dev.ts), with other
- * defaults. Everything the server needs comes from the `modules` it is registered with (../serve-modules.ts), not
- * with this module: composing the program stays fast.
+ * defaults. Everything the server needs is imported when it starts, not with this module: composing the
+ * program stays fast.
  */
 import { resolve } from "node:path";
 import { Option, type Command } from "commander";
@@ -14,7 +14,6 @@ import type { CliDeps } from "../deps.js";
 import { integerOption, kubeconfigOption, logLevelOption, policyOption, withDefault } from "../flags.js";
 import type { CliIo } from "../io.js";
 import { loadPolicyOrReport, ownNamespace } from "../policy-file.js";
-import type { ServeModules } from "../serve-modules.js";
 
 /** The flags of `serve` and `dev` as commander parses them. */
 export type ServeOptions = {
@@ -123,15 +122,21 @@ export function serverSettings(opts: ServeOptions, keyPair?: { certFile: string;
   };
 }
 
-/** Serves until a signal, with `modules` (../serve-modules.ts); resolves to the exit code (1: the policy is invalid). */
-export async function runServer(flags: ServerSettings, io: CliIo, modules: () => Promise<ServeModules>): Promise<number> {
+/** Serves until a signal; resolves to the exit code (1: the policy is invalid). */
+export async function runServer(flags: ServerSettings, io: CliIo): Promise<number> {
   const log = createLogger(flags.level);
   const policy = await loadPolicyOrReport(flags.policyFile, io);
   if (!policy) return 1;
-  const { startServer, createAdmissionMetrics, createWebhooks, createJobReader, createEventWriter, ledgerCapacity } = await modules();
+  const [{ startServer }, { createAdmissionMetrics }, { createWebhooks }, { createJobReader }, { createEventWriter }] = await Promise.all([
+    import("../../server/serve.js"),
+    import("../../server/metrics.js"),
+    import("../../../webhooks/index.js"),
+    import("../../kube/jobs.js"),
+    import("../../kube/events.js"),
+  ]);
   const capacity =
     flags.ledgerRefreshSeconds > 0
-      ? ledgerCapacity({
+      ? (await import("../../run/capacity.js")).ledgerCapacity({
           kubeconfig: flags.kubeconfig,
           namespace: await ownNamespace(flags.namespace),
           intervalMs: flags.ledgerRefreshSeconds * 1000,
@@ -185,12 +190,11 @@ export async function runServer(flags: ServerSettings, io: CliIo, modules: () =>
   return 0;
 }
 
-/**
- * Registers `serve`, which runs with `modules`: imported when it runs in the whole program (../command-modules.ts),
- * imported with the serve bundle's program (../serve-cli.ts).
- */
-export function registerServe(program: Command, deps: CliDeps, modules: () => Promise<ServeModules>): void {
-  const serveCommand = (opts: ServeOptions, _args: readonly string[], io: CliIo): Promise<number> => runServer(serverSettings(opts), io, modules);
+async function serveCommand(opts: ServeOptions, _args: readonly string[], io: CliIo): Promise<number> {
+  return runServer(serverSettings(opts), io);
+}
+
+export function registerServe(program: Command, deps: CliDeps): void {
   const cmd = program
     .command("serve")
     .summary("serve the admission webhooks")
