@@ -84,8 +84,18 @@ describe("the exported MutatingAdmissionPolicy + the reduced pods webhook agains
   const all = [...corpus, ...generated, ...interactions];
   let seq = 0;
 
+  /** The jobs' uids as created (`Kind/name` → uid): a pod's ownerReference names its controller's, as a controller's pods do. */
+  const liveUids = new Map<string, string>();
+  const withLiveOwners = (pod: Obj): Obj => {
+    const meta = pod.metadata as Obj;
+    const refs = meta.ownerReferences as Obj[] | undefined;
+    if (!refs) return pod;
+    const owners = refs.map((o) => ({ ...o, uid: liveUids.get(`${String(o.kind)}/${String(o.name)}`) ?? o.uid }));
+    return { ...pod, metadata: { ...meta, ownerReferences: owners } };
+  };
+
   const createDry = async (pod: Obj): Promise<Stored> => {
-    const r = await cp.api("POST", `/api/v1/namespaces/${NS}/pods?dryRun=All`, pod);
+    const r = await cp.api("POST", `/api/v1/namespaces/${NS}/pods?dryRun=All`, withLiveOwners(pod));
     return storedOf(r.status, r.body);
   };
 
@@ -143,7 +153,13 @@ describe("the exported MutatingAdmissionPolicy + the reduced pods webhook agains
       mapJob(NS),
       ...(CORPUS_SKIP ? [] : corpusJobs().map(({ job }) => ({ ...job, metadata: { name: (job.metadata as Obj).name, namespace: NS } }))),
     ];
-    for (const job of jobs) await cp.kubectl(["apply", "-f", "-"], JSON.stringify(job));
+    for (const job of jobs as Obj[]) {
+      await cp.kubectl(["apply", "-f", "-"], JSON.stringify(job));
+      const [kind, name] = [String(job.kind), String((job.metadata as Obj).name)];
+      const uid = await cp.kubectl(["get", "-n", NS, kind.toLowerCase(), name, "-o", "jsonpath={.metadata.uid}"]);
+      assert.equal(uid.code, 0, uid.stderr);
+      liveUids.set(`${kind}/${name}`, uid.stdout.trim());
+    }
     wh = await webhookProcess({ kubeconfig: cp.kubeconfig, policy: fullPolicy });
     await wh.start();
   });
