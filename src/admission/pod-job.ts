@@ -15,7 +15,7 @@
 import type { KubeObject, ObjectKind } from "../core/kube.js";
 import { QUEUED_WORKLOAD_KINDS } from "../core/job-shapes.js";
 import { readJob, type JobReadResult } from "../membership/lookup.js";
-import { controllerOf, jobOwnerKind, podOwnerKind, type CapOwnerKind, type ControllerRef } from "../membership/owner.js";
+import { controllerOf, jobOwnerKind, otherUid, podOwnerKind, type CapOwnerKind, type ControllerRef } from "../membership/owner.js";
 import type { JobReader } from "../membership/types.js";
 import type { Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
@@ -41,19 +41,13 @@ async function readController(
   timeoutMs: number,
 ): Promise<KubeObject | undefined | string> {
   const read = (fresh: boolean) => readJob({ kind: api, namespace, name: ref.name, jobs: reader, timeoutMs, ...(fresh ? { fresh } : {}) });
-  const notIt = (r: JobReadResult): boolean => r.kind === "missing" || (r.kind === "found" && !isTheObject(r.job, ref));
+  const notIt = (r: JobReadResult): boolean => r.kind === "missing" || (r.kind === "found" && otherUid(r.job, ref.uid) !== undefined);
   let got = await read(false);
   // A cached copy may be older than the pod's controller: a job deleted and made again under its name is another uid
   // in the cache for up to its TTL, and believing it would leave the new job's pods uncapped.
   if (notIt(got)) got = await read(true);
   if (got.kind === "failed") return got.reason;
-  return got.kind === "found" && isTheObject(got.job, ref) ? got.job : undefined;
-}
-
-/** Whether `obj` is the object `ref` names: its uid, where both have one. */
-function isTheObject(obj: KubeObject, ref: ControllerRef): boolean {
-  const uid = (obj.metadata as { uid?: unknown } | undefined)?.uid;
-  return ref.uid === undefined || uid === undefined || uid === ref.uid;
+  return got.kind === "found" && otherUid(got.job, ref.uid) === undefined ? got.job : undefined;
 }
 
 /**

@@ -9,6 +9,7 @@ import type { Pod } from "../core/kube.js";
 import type { Policy } from "../policy/types.js";
 import { TRAINER } from "../core/job-shapes.js";
 import { jobRef, replicaOf } from "./resolve.js";
+import { otherUid } from "./owner.js";
 import { jobShape } from "../kinds/index.js";
 import type { KubeObject, ObjectKind } from "../core/kube.js";
 import type { JobKind } from "../policy/types.js";
@@ -92,19 +93,16 @@ async function readCandidates(ref: JobRef, jobs: JobReader, { timeoutMs, what, d
 }
 
 /** The uid of the job found when it is not the pod's controller's (another object of its name); else undefined. */
-function otherUid(ref: JobRef, found: Found): string | undefined {
-  const uid = (found?.job.metadata as { uid?: unknown } | undefined)?.uid;
-  return ref.uid !== undefined && typeof uid === "string" && uid !== ref.uid ? uid : undefined;
-}
+const otherJob = (ref: JobRef, found: Found): string | undefined => (found ? otherUid(found.job, ref.uid) : undefined);
 
 /**
  * Whether a read through the cache is not to be believed for a pod whose controller has a uid: another object of the
  * name, or none (a copy of the name's absence read between the old job's deletion and the new one's creation).
  */
-const notBelieved = (ref: JobRef, found: Found): boolean => ref.uid !== undefined && (found === undefined || otherUid(ref, found) !== undefined);
+const notBelieved = (ref: JobRef, found: Found): boolean => ref.uid !== undefined && (found === undefined || otherJob(ref, found) !== undefined);
 
 function topologyOf(pod: Pod, ref: JobRef, found: Found): TopologyResult {
-  const other = otherUid(ref, found);
+  const other = otherJob(ref, found);
   if (other !== undefined) {
     const kind = ref.candidates[found!.index]!.kind;
     return {
@@ -149,7 +147,7 @@ export function lookupTopology(pod: Pod, namespace: string, policy: Policy, jobs
 async function readTopology(pod: Pod, ref: JobRef, jobs: JobReader, how: Omit<ReadHow, "what">): Promise<TopologyResult> {
   const what = `reading job ${ref.namespace}/${ref.name}`;
   let read = await readCandidates(ref, jobs, { ...how, what });
-  if (!how.fresh && !("error" in read) && otherUid(ref, read.found) !== undefined)
+  if (!how.fresh && !("error" in read) && otherJob(ref, read.found) !== undefined)
     read = await readCandidates(ref, jobs, { ...how, what, done: timer(jobs), fresh: true });
   return "error" in read ? { kind: "failed", reason: read.error } : topologyOf(pod, ref, read.found);
 }

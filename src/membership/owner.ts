@@ -31,6 +31,15 @@ export function controllerOf(obj: unknown): ControllerRef | undefined {
   return { kind: ref.kind, group, name: ref.name, ...(typeof ref.uid === "string" ? { uid: ref.uid } : {}) };
 }
 
+/**
+ * The uid of `obj` when it is another object than the controller of uid `uid` names (the job deleted and made again
+ * under its name); undefined when it is that one, or either has no uid to tell.
+ */
+export function otherUid(obj: KubeObject, uid: string | undefined): string | undefined {
+  const own = (obj.metadata as { uid?: unknown } | undefined)?.uid;
+  return uid !== undefined && typeof own === "string" && own !== uid ? own : undefined;
+}
+
 /** What a controller is, as the caps know it: a training job kind of the policy, or a batch Job or JobSet. */
 export type CapOwnerKind = { training: JobKind } | { workload: QueuedWorkloadKind };
 
