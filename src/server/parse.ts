@@ -4,10 +4,11 @@
  * holds the loop for 30–90 ms on these machines, although the cost bound (`core/cost.ts`) then
  * answers it in ~1 ms; every review behind it waits that long.
  *
- * Bodies of at least {@link OFFLOAD_BYTES} go to one worker thread, kept once started (~10 MiB of RSS).
- * The server starts it a second after it listens (`warm`, off the readiness path and off the first answers: serve.ts
- * WARM_BODY_PARSER_AFTER_MS), so a large body after that does not wait ~20 ms for a thread to boot; one before that
- * starts it itself. Sending the parsed document back whole would not help: its structured clone costs the main
+ * Bodies of at least {@link OFFLOAD_BYTES} go to one worker thread, started by the first of them (its boot, ~20 ms
+ * here, is paid by that body alone) and stopped after {@link WORKER_IDLE_MS} without one: a server that is sent no
+ * large body (the usual case: an ordinary review is ~10 KB) does not carry the thread's ~5 MiB of RSS (bench:admission,
+ * peak 119–120 → 114–116 MiB), and one that was sent a burst gives the memory back. `serve`'s `warmBodyParser` starts
+ * it a second after listening instead (serve.ts WARM_BODY_PARSER_AFTER_MS). Sending the parsed document back whole would not help: its structured clone costs the main
  * thread about as much as parsing it (measured on a 3.1 MiB / 40k-container review: parse 34–80 ms, deserialize 80–170 ms). So the
  * worker sends the document back with every array longer than {@link STUB_ITEMS} replaced by an empty
  * stand-in of the same length, which crosses as its length and the few resource names its elements carry
@@ -56,6 +57,9 @@ export const OFFLOAD_BYTES = 256 * 1024;
 /** Arrays longer than this come back from the worker as stand-ins (length only). */
 export const STUB_ITEMS = 256;
 
+/** A worker with no body to parse for this long stops; the next large body starts another. */
+export const WORKER_IDLE_MS = 60_000;
+
 /**
  * The parse worker's nice value: below the event loop (CFS gives a nice-10 thread about a tenth of a nice-0 thread's
  * share when both are runnable), so large bodies never take the CPU from small reviews (`lowerThreadPriority`).
@@ -101,16 +105,44 @@ export interface BodyParserOptions {
   stubItems?: number;
   /** The worker thread's nice value (tests); {@link WORKER_NICE} by default, 0 to leave it as the process's. */
   workerNice?: number;
+  /** Stop the worker after this long without a body; {@link WORKER_IDLE_MS} by default, Infinity to keep it. */
+  idleMs?: number;
+}
+
+/** Calls `stop` once `ms` have passed since the last `park()` (never for Infinity); `cancel` forgets the time. */
+function idleTimer(ms: number, stop: () => void): { park(): void; cancel(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    park() {
+      if (ms === Infinity) return;
+      if (timer) timer.refresh();
+      else
+        timer = setTimeout(() => {
+          timer = undefined;
+          stop();
+        }, ms).unref();
+    },
+    cancel() {
+      clearTimeout(timer);
+      timer = undefined;
+    },
+  };
 }
 
 export function createBodyParser(opts: BodyParserOptions): BodyParser {
-  const source = opts.workerSource ?? WORKER_SOURCE;
-  const maxItems = opts.stubItems ?? STUB_ITEMS;
   let worker: Worker | undefined;
   let nextId = 0;
   /** After `close`, `warm` starts nothing (a parse still would, as before). */
   let closed = false;
   const pending = new Map<number, { resolve(p: ParsedBody): void; reject(e: Error): void }>();
+  const idle = idleTimer(opts.idleMs ?? WORKER_IDLE_MS, () => {
+    const w = worker;
+    if (!w || pending.size > 0) return;
+    // Cleared first, so its exit is not taken for a crash (`gone`).
+    worker = undefined;
+    opts.log.debug("body parser worker stopped after its idle time");
+    void w.terminate();
+  });
 
   const failAll = (err: Error): void => {
     for (const p of pending.values()) p.reject(err);
@@ -119,13 +151,13 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
 
   const start = (): Worker => {
     const parse: WorkerParseOptions = {
-      maxItems,
+      maxItems: opts.stubItems ?? STUB_ITEMS,
       maxDepth: MAX_NESTING,
       namesKey: STAND_IN_NAMES,
       claimsKey: STAND_IN_CLAIMS,
       nice: opts.workerNice ?? WORKER_NICE,
     };
-    const w = new Worker(source, { eval: true, workerData: { parse } });
+    const w = new Worker(opts.workerSource ?? WORKER_SOURCE, { eval: true, workerData: { parse } });
     // A parked worker must not keep the process alive.
     w.unref();
     w.on("message", (m: ParseReply) => {
@@ -136,7 +168,10 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
       if ("deep" in m) p.reject(new BodyTooDeepError());
       else if (m.ok) p.resolve({ value: m.value, stubbed: m.stubbed });
       else p.reject(new BodySyntaxError(m.message));
-      if (pending.size === 0) w.unref();
+      if (pending.size === 0) {
+        w.unref();
+        idle.park();
+      }
     });
     const gone = (why: string): void => {
       if (worker !== w) return;
@@ -151,6 +186,7 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
       failAll(new ParserCrashError(`body parser reply unreadable: ${err.message}`));
     });
     w.on("exit", (code) => gone(`exit code ${code}`));
+    idle.park();
     return w;
   };
 
@@ -173,6 +209,7 @@ export function createBodyParser(opts: BodyParserOptions): BodyParser {
     running: () => worker !== undefined,
     async close() {
       closed = true;
+      idle.cancel();
       const w = worker;
       worker = undefined;
       failAll(new ParserCrashError("body parser closed"));

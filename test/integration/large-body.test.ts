@@ -289,8 +289,9 @@ describe("the worker started eagerly", () => {
       opts: { warmBodyParser: true, warmBodyParserAfterMs: 0 },
       running: true,
     },
-    { name: "by default: not yet started at the first answer (it starts 1 s after listening)", opts: { warmBodyParser: true }, running: false },
+    { name: "warmBodyParser true: not yet started at the first answer (it starts 1 s after listening)", opts: { warmBodyParser: true }, running: false },
     { name: "warmBodyParser false: started by the first large body only", opts: { warmBodyParser: false }, running: false },
+    { name: "by default: started by the first large body only", opts: {}, running: false },
     {
       name: "offloading off (offloadBytes Infinity): never started",
       opts: { warmBodyParser: true, warmBodyParserAfterMs: 0, offloadBytes: Infinity },
@@ -324,6 +325,55 @@ describe("the worker started eagerly", () => {
 });
 
 const CASES_BODY = () => JSON.stringify(reviewOf(widePod({ containers: 40_000 }), { uid: "wide" }));
+
+describe("a worker with nothing to parse", () => {
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  // Holds the worker's thread ~300 ms before parsing a body carrying "slow-me" (listeners run in order), else the real worker.
+  const slow = `require("node:worker_threads").parentPort.on("message", (m) => { if (new TextDecoder().decode(m.body).includes("slow-me")) { const until = Date.now() + 300; while (Date.now() < until); } });\n${WORKER_SOURCE}`;
+  const body = (uid: string) => Buffer.from(JSON.stringify(reviewOf(widePod({ containers: 1000 }), { uid })));
+  const uidOf = (p: { value: unknown }) => (p.value as { request: { uid: string } }).request.uid;
+
+  it("stops after its idle time, quietly, and the next body starts another", { timeout: 10_000 }, async () => {
+    const { log, lines } = capturingLogger();
+    const parser = createBodyParser({ log, idleMs: 50 });
+    try {
+      assert.equal(uidOf(await parser.parse(body("first"))), "first");
+      assert.equal(parser.running(), true);
+      await pause(300);
+      assert.equal(parser.running(), false, "stopped after 50 ms without a body");
+      assert.equal(uidOf(await parser.parse(body("second"))), "second");
+      assert.equal(parser.running(), true);
+      assert.ok(!lines.some((l) => /worker stopped/.test(String(l.msg)) && Number(l.level) >= 50), "an idle stop is not logged as a crash");
+    } finally {
+      await parser.close();
+    }
+  });
+
+  it("is not stopped while it parses, however long", { timeout: 10_000 }, async () => {
+    const parser = createBodyParser({ log: silentLogger(), idleMs: 20, workerSource: slow });
+    try {
+      // The idle time passes ~15 times over while this body is in the worker.
+      const [a, b] = await Promise.all([parser.parse(body("slow-me")), parser.parse(body("after"))]);
+      assert.deepEqual([uidOf(a), uidOf(b)], ["slow-me", "after"]);
+      assert.equal(parser.running(), true);
+      await pause(200);
+      assert.equal(parser.running(), false);
+    } finally {
+      await parser.close();
+    }
+  });
+
+  it("idleMs Infinity keeps it", { timeout: 10_000 }, async () => {
+    const parser = createBodyParser({ log: silentLogger(), idleMs: Infinity });
+    try {
+      await parser.parse(body("kept"));
+      await pause(200);
+      assert.equal(parser.running(), true);
+    } finally {
+      await parser.close();
+    }
+  });
+});
 
 describe("a worker that dies", () => {
   let t: TestServer;
