@@ -7,9 +7,11 @@
  * Bodies of at least {@link OFFLOAD_BYTES} go to one worker thread, started by the first of them (its boot, ~20 ms
  * here, is paid by that body alone) and stopped after {@link WORKER_IDLE_MS} without one: a server that is sent no
  * large body (the usual case: an ordinary review is ~10 KB) does not carry the thread's ~5 MiB of RSS (bench:admission,
- * peak 119–120 → 114–116 MiB), and one that was sent a burst gives the memory back. `serve`'s `warmBodyParser` starts
- * it a second after listening instead (serve.ts WARM_BODY_PARSER_AFTER_MS). Sending the parsed document back whole would not help: its structured clone costs the main
- * thread about as much as parsing it (measured on a 3.1 MiB / 40k-container review: parse 34–80 ms, deserialize 80–170 ms). So the
+ * peak 119–120 → 110–115 MiB), and one that was sent a burst gives the memory back. `serve`'s `warmBodyParser` starts
+ * it a second after listening instead (serve.ts WARM_BODY_PARSER_AFTER_MS).
+ *
+ * Sending the parsed document back whole would not help: its structured clone costs the main thread about as much as
+ * parsing it (measured on a 3.1 MiB / 40k-container review: parse 34–80 ms, deserialize 80–170 ms). So the
  * worker sends the document back with every array longer than {@link STUB_ITEMS} replaced by an empty
  * stand-in of the same length, which crosses as its length and the few resource names its elements carry
  * (`core/stand-in.ts`). The cost bound prices a container list by its length before looking inside,
@@ -105,16 +107,19 @@ export interface BodyParserOptions {
   stubItems?: number;
   /** The worker thread's nice value (tests); {@link WORKER_NICE} by default, 0 to leave it as the process's. */
   workerNice?: number;
-  /** Stop the worker after this long without a body; {@link WORKER_IDLE_MS} by default, Infinity to keep it. */
+  /** Stop the worker after this long without a body; {@link WORKER_IDLE_MS} by default, Infinity (or past 2^31 − 1) to keep it. */
   idleMs?: number;
 }
 
-/** Calls `stop` once `ms` have passed since the last `park()` (never for Infinity); `cancel` forgets the time. */
+/** The longest delay `setTimeout` keeps (a longer one fires after 1 ms, with a warning). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Calls `stop` once `ms` have passed since the last `park()` (never past {@link MAX_TIMER_MS}); `cancel` forgets the time. */
 function idleTimer(ms: number, stop: () => void): { park(): void; cancel(): void } {
   let timer: NodeJS.Timeout | undefined;
   return {
     park() {
-      if (ms === Infinity) return;
+      if (!(ms <= MAX_TIMER_MS)) return;
       if (timer) timer.refresh();
       else
         timer = setTimeout(() => {

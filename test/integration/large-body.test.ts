@@ -363,16 +363,19 @@ describe("a worker with nothing to parse", () => {
     }
   });
 
-  it("idleMs Infinity keeps it", { timeout: 10_000 }, async () => {
-    const parser = createBodyParser({ log: silentLogger(), idleMs: Infinity });
-    try {
-      await parser.parse(body("kept"));
-      await pause(200);
-      assert.equal(parser.running(), true);
-    } finally {
-      await parser.close();
-    }
-  });
+  // 2^31 ms and more: setTimeout would fire after 1 ms.
+  for (const idleMs of [Infinity, 2 ** 31, 1e12]) {
+    it(`idleMs ${idleMs} keeps it`, { timeout: 10_000 }, async () => {
+      const parser = createBodyParser({ log: silentLogger(), idleMs });
+      try {
+        await parser.parse(body("kept"));
+        await pause(200);
+        assert.equal(parser.running(), true);
+      } finally {
+        await parser.close();
+      }
+    });
+  }
 });
 
 describe("a worker that dies", () => {
